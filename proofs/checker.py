@@ -1,0 +1,395 @@
+"""``check-certificate``: the small trusted checker of shardproof certificates.
+
+It imports neither egglog, nor ``rewriting``, nor ``proofs.prover`` (a test runs it in a fresh
+interpreter and inspects ``sys.modules``). Its trusted base is: this module, its own copy of the
+rule table (:mod:`proofs.checker_rules`), the node kernel (:mod:`proofs.kernel`), the scalar
+encoding (:mod:`proofs.smt`) with z3, and, only for ``--retrace``, the DSL (``spec_lang.load``).
+
+What it checks, in order (the first failure rejects, with a one-line reason):
+
+1. the file is JSON of this format and version, and of the published schema;
+2. the node table is hash-consed, topologically ordered and well-typed (shape rules);
+3. ``spec_sha256`` / ``plan_sha256`` are the hashes of the obligations' expected / actual terms;
+   the ruleset is the one this checker holds a copy of;
+4. every step, replayed in order: ``rule`` steps re-instantiate the rule's two sides from the
+   substitution, match them against the step's nodes and re-evaluate the guard; ``smt`` steps
+   *regenerate* the query from the terms and re-run z3 (the stored text must also equal it);
+5. every obligation's proof step proves exactly ``expected == actual``; reused obligations are
+   a bijective renaming of inputs of a proved one;
+6. the verdict follows from the obligations (EQUIVALENT only when every one is proved);
+7. with ``--retrace``, the plan file hashes to ``plan.sha256`` and re-tracing it with
+   ``spec_lang.load`` gives the same goals (same names, same term hashes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from proofs.checker_rules import RULESET, RULES, RuleMismatch, instantiate_and_match
+from proofs.errors import CertificateError, MalformedCertificate
+from proofs.kernel import KernelError, NodeTable, decode_attr, node_hash_table, roots_hash, typecheck
+
+__all__ = ["check_certificate", "CheckResult"]
+
+FORMAT = "shardproof-certificate"
+FORMAT_VERSION = 1
+VERDICTS = ("EQUIVALENT", "NOT EQUIVALENT", "UNKNOWN")
+PROVED = ("rewrite", "smt", "reused")
+SCHEMA_PATHS = (Path(__file__).with_name("certificate.schema.json"),
+                Path(__file__).resolve().parents[1] / "docs" / "certificate.schema.json")
+
+
+class CheckResult:
+    def __init__(self, verdict: str, checked: int, total: int, steps: int, smt: int,
+                 retraced: bool):
+        self.verdict, self.checked, self.total = verdict, checked, total
+        self.steps, self.smt, self.retraced = steps, smt, retraced
+
+    def summary(self) -> str:
+        extra = ", plan re-traced" if self.retraced else ""
+        return (f"certificate OK: verdict {self.verdict}; {self.checked} of {self.total} "
+                f"obligations proved and re-checked ({self.steps} steps, {self.smt} z3 "
+                f"queries regenerated){extra}")
+
+
+def _fail(msg: str) -> CertificateError:
+    return CertificateError(msg)
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MalformedCertificate(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        cert = json.loads(text, parse_float=_no_float)
+    except (json.JSONDecodeError, ValueError) as e:
+        raise MalformedCertificate(f"{path}: not JSON: {e}") from None
+    if not isinstance(cert, dict) or cert.get("format") != FORMAT:
+        raise MalformedCertificate(f"{path}: not a {FORMAT} file")
+    if cert.get("format_version") != FORMAT_VERSION:
+        raise MalformedCertificate(f"{path}: format_version {cert.get('format_version')!r} "
+                                   f"is not supported (this checker reads {FORMAT_VERSION})")
+    _validate_schema(path, cert)
+    return cert
+
+
+def _no_float(s: str) -> Any:
+    raise ValueError(f"float {s} in a certificate (every number is exact)")
+
+
+def _validate_schema(path: str | Path, cert: dict[str, Any]) -> None:
+    schema_path = next((p for p in SCHEMA_PATHS if p.exists()), None)
+    if schema_path is None:
+        raise MalformedCertificate("certificate.schema.json is missing from the installation")
+    import jsonschema
+
+    schema = json.loads(schema_path.read_text())
+    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(cert))
+    if err is not None:
+        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise MalformedCertificate(f"{path}: schema: at {where}: {err.message[:200]}")
+
+
+# -- the checker --------------------------------------------------------------------------------
+class _Checker:
+    def __init__(self, cert: dict[str, Any], table: NodeTable, smt_timeout_s: float):
+        self.cert = cert
+        self.t = table
+        self.binding: dict[str, int] = dict(cert["binding"])
+        self.steps: list[dict[str, Any]] = cert["steps"]
+        self.smt_timeout_s = smt_timeout_s
+        self.smt_count = 0
+
+    def node(self, i: Any, where: str) -> int:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.t):
+            raise _fail(f"{where}: {i!r} is not a node id")
+        return i
+
+    def replay(self) -> None:
+        for k, st in enumerate(self.steps):
+            where = f"step {k} ({st.get('kind')})"
+            lhs = self.node(st.get("lhs"), where + " lhs")
+            rhs = self.node(st.get("rhs"), where + " rhs")
+            match st.get("kind"):
+                case "refl":
+                    if lhs != rhs:
+                        raise _fail(f"{where}: refl between different nodes {lhs} and {rhs}")
+                case "rule":
+                    self.rule(where, st, lhs, rhs)
+                case "congr":
+                    self.congr(where, k, st, lhs, rhs)
+                case "trans":
+                    chain = st.get("steps")
+                    if not isinstance(chain, list) or not chain:
+                        raise _fail(f"{where}: empty chain")
+                    for s in chain:
+                        self.earlier(s, k, where)
+                    if self.steps[chain[0]]["lhs"] != lhs or self.steps[chain[-1]]["rhs"] != rhs:
+                        raise _fail(f"{where}: chain does not run from node {lhs} to node {rhs}")
+                    for a, b in zip(chain, chain[1:]):
+                        if self.steps[a]["rhs"] != self.steps[b]["lhs"]:
+                            raise _fail(f"{where}: step {a} ends at node {self.steps[a]['rhs']} "
+                                        f"but step {b} starts at node {self.steps[b]['lhs']}")
+                case "sym":
+                    s = st.get("of")
+                    self.earlier(s, k, where)
+                    if (self.steps[s]["lhs"], self.steps[s]["rhs"]) != (rhs, lhs):
+                        raise _fail(f"{where}: step {s} does not prove node {rhs} == node {lhs}")
+                case "smt":
+                    self.smt(where, st, lhs, rhs)
+                case other:
+                    raise _fail(f"{where}: unknown step kind {other!r}")
+
+    def earlier(self, s: Any, k: int, where: str) -> None:
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < k:
+            raise _fail(f"{where}: refers to step {s!r}, not an earlier step")
+
+    def congr(self, where: str, k: int, st: dict[str, Any], lhs: int, rhs: int) -> None:
+        op1, a1, at1, _ = self.t.nodes[lhs]
+        op2, a2, at2, _ = self.t.nodes[rhs]
+        if op1 != op2:
+            raise _fail(f"{where}: nodes {lhs} ({op1}) and {rhs} ({op2}) differ in op")
+        if at1 != at2 or [type(x) for x in at1] != [type(x) for x in at2]:
+            raise _fail(f"{where}: nodes {lhs} and {rhs} differ in attrs")
+        args = st.get("args")
+        if not isinstance(args, list) or len(args) != len(a1) or len(a1) != len(a2):
+            raise _fail(f"{where}: args do not match the arity of node {lhs}")
+        for j, (s, c1, c2) in enumerate(zip(args, a1, a2)):
+            if s is None:
+                if c1 != c2:
+                    raise _fail(f"{where}: child {j} differs ({c1} vs {c2}) without a proof")
+                continue
+            self.earlier(s, k, where)
+            if (self.steps[s]["lhs"], self.steps[s]["rhs"]) != (c1, c2):
+                raise _fail(f"{where}: step {s} does not prove child {j}: node {c1} == node {c2}")
+
+    def rule(self, where: str, st: dict[str, Any], lhs: int, rhs: int) -> None:
+        name = st.get("rule")
+        rule = RULES.get(name) if isinstance(name, str) else None
+        if rule is None:
+            raise _fail(f"{where}: unknown rule {name!r} (not in this checker's {RULESET['name']} "
+                        f"{RULESET['version']} table)")
+        raw = st.get("subst")
+        if not isinstance(raw, dict):
+            raise _fail(f"{where}: substitution is not an object")
+        subst: dict[str, Any] = {}
+        try:
+            for key, v in raw.items():
+                if isinstance(v, dict) and set(v) == {"node"}:
+                    subst[key] = ("node", self.node(v["node"], where + f" subst {key}"))
+                elif isinstance(v, dict) and set(v) == {"nodes"} and isinstance(v["nodes"], list):
+                    subst[key] = ("nodes", tuple(self.node(x, where + f" subst {key}")
+                                                 for x in v["nodes"]))
+                else:
+                    subst[key] = ("attr", decode_attr(v))
+        except KernelError as e:
+            raise _fail(f"{where}: substitution: {e}") from None
+        try:
+            instantiate_and_match(rule, subst, self.t, self.binding, lhs, rhs)
+        except RuleMismatch as e:
+            raise _fail(f"{where}: rule {name}: {e}") from None
+
+    def smt(self, where: str, st: dict[str, Any], lhs: int, rhs: int) -> None:
+        from proofs.smt import SmtError, build_query, run_query
+
+        b = st.get("binding")
+        if not isinstance(b, dict) or not all(isinstance(v, int) and v > 0 for v in b.values()):
+            raise _fail(f"{where}: bad binding")
+        for ax in ("dp", "tp", "pp", "cp", "sp", "ep", "mb"):
+            if ax in self.binding and b.get(ax) != self.binding[ax]:
+                raise _fail(f"{where}: mesh axis {ax} has size {b.get(ax)} in the query but "
+                            f"{self.binding[ax]} in the plan (only dims may be reduced)")
+        try:
+            q = build_query(self.t, lhs, rhs, b)
+        except SmtError as e:
+            raise _fail(f"{where}: cannot regenerate the query: {e}") from None
+        if q.smt2 != st.get("smt2"):
+            raise _fail(f"{where}: the stored SMT-LIB2 text differs from the query regenerated "
+                        f"from nodes {lhs} and {rhs}")
+        if st.get("answer") != "unsat":
+            raise _fail(f"{where}: answer {st.get('answer')!r} is not a proof")
+        answer = run_query(q, self.smt_timeout_s)
+        self.smt_count += 1
+        if answer != "unsat":
+            raise _fail(f"{where}: z3 answers {answer!r} to the regenerated query, not unsat")
+
+
+def _renaming_ok(t: NodeTable, a_roots: tuple[int, int], b_roots: tuple[int, int]) -> str | None:
+    """Is there a bijective renaming of INPUT names mapping the terms of ``a`` onto ``b``?"""
+    ren: dict[str, str] = {}
+    back: dict[str, str] = {}
+    seen: set[tuple[int, int]] = set()
+    stack = list(zip(a_roots, b_roots))
+    while stack:
+        x, y = stack.pop()
+        if (x, y) in seen:
+            continue
+        seen.add((x, y))
+        ox, ax, tx, dx = t.nodes[x]
+        oy, ay, ty, dy = t.nodes[y]
+        if ox != oy or dx != dy or len(ax) != len(ay):
+            return f"nodes {x} and {y} differ in op or dims"
+        if ox == "INPUT":
+            if tx[1:] != ty[1:]:
+                return f"inputs {tx[0]!r} and {ty[0]!r} differ in kind or domain"
+            if ren.setdefault(tx[0], ty[0]) != ty[0] or back.setdefault(ty[0], tx[0]) != tx[0]:
+                return f"input {tx[0]!r} is not renamed consistently"
+            continue
+        if tx != ty or [type(v) for v in tx] != [type(v) for v in ty]:
+            return f"nodes {x} and {y} differ in attrs"
+        stack.extend(zip(ax, ay))
+    return None
+
+
+def check_certificate(path: str | Path, *, retrace: bool = False,
+                      plan_path: str | Path | None = None,
+                      smt_timeout_s: float = 60.0) -> CheckResult:
+    """Check a certificate file; return a summary or raise.
+
+    Raises:
+        MalformedCertificate: unreadable, not JSON, wrong format or version, schema violation.
+        CertificateError: any failed check (one line naming it).
+    """
+    cert = load(path)
+    # 2. the node table
+    try:
+        table = NodeTable.from_json(cert["nodes"])
+        for i in range(len(table)):
+            typecheck(table, i)
+    except KernelError as e:
+        raise _fail(f"node table: {e}") from None
+    hashes = node_hash_table(table)
+    obligations = cert["obligations"]
+    chk = _Checker(cert, table, smt_timeout_s)
+    names = [o["name"] for o in obligations]
+    if len(set(names)) != len(names):
+        raise _fail("two obligations have the same name")
+    for o in obligations:
+        chk.node(o["expected"], f"obligation {o['name']} expected")
+        chk.node(o["actual"], f"obligation {o['name']} actual")
+    # 3. hashes and ruleset
+    spec_h = roots_hash(hashes, [(o["name"], o["expected"]) for o in obligations])
+    plan_h = roots_hash(hashes, [(o["name"], o["actual"]) for o in obligations])
+    if spec_h != cert["spec_sha256"]:
+        raise _fail(f"spec_sha256 {cert['spec_sha256'][:12]}... is not the hash of the "
+                    f"obligations' expected terms ({spec_h[:12]}...)")
+    if plan_h != cert["plan_sha256"]:
+        raise _fail(f"plan_sha256 {cert['plan_sha256'][:12]}... is not the hash of the "
+                    f"obligations' actual terms ({plan_h[:12]}...)")
+    for o in obligations:
+        for side in ("expected", "actual"):
+            want = o.get(side + "_sha256")
+            if want is not None and want != hashes[o[side]]:
+                raise _fail(f"obligation {o['name']}: {side}_sha256 does not match node "
+                            f"{o[side]}")
+    rs = cert["ruleset"]
+    if (rs.get("name"), rs.get("version"), rs.get("sha256")) != \
+            (RULESET["name"], RULESET["version"], RULESET["sha256"]):
+        raise _fail(f"ruleset {rs.get('name')} {rs.get('version')} "
+                    f"(sha256 {str(rs.get('sha256'))[:12]}...) is not this checker's "
+                    f"{RULESET['name']} {RULESET['version']} ({RULESET['sha256'][:12]}...)")
+    # 4. steps
+    chk.replay()
+    # 5. obligations
+    by_name = {o["name"]: o for o in obligations}
+    proved = 0
+    for o in obligations:
+        m = o["method"]
+        where = f"obligation {o['name']}"
+        if m in ("rewrite", "smt"):
+            s = o.get("proof")
+            if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < len(chk.steps):
+                raise _fail(f"{where}: proof {s!r} is not a step")
+            st = chk.steps[s]
+            if (st["lhs"], st["rhs"]) != (o["expected"], o["actual"]):
+                raise _fail(f"{where}: step {s} proves node {st['lhs']} == node {st['rhs']}, "
+                            f"not expected {o['expected']} == actual {o['actual']}")
+            if m == "smt" and not _uses_smt(chk.steps, s):
+                raise _fail(f"{where}: method smt but the proof has no smt step")
+            proved += 1
+        elif m == "reused":
+            src = by_name.get(o.get("reuses"))
+            if src is None or src["method"] not in ("rewrite", "smt"):
+                raise _fail(f"{where}: reuses {o.get('reuses')!r}, which is not a proved obligation")
+            why = _renaming_ok(table, (src["expected"], src["actual"]), (o["expected"], o["actual"]))
+            if why is not None:
+                raise _fail(f"{where}: not a renaming of {src['name']}: {why}")
+            proved += 1
+        elif m in ("open", "refuted"):
+            if not o.get("reason"):
+                raise _fail(f"{where}: {m} without a reason")
+        else:
+            raise _fail(f"{where}: unknown method {m!r}")
+    # 6. verdict
+    verdict = cert["verdict"]
+    refuted = [o for o in obligations if o["method"] == "refuted"]
+    open_ = [o for o in obligations if o["method"] == "open"]
+    if verdict == "EQUIVALENT" and (open_ or refuted or proved != len(obligations)
+                                    or not obligations):
+        raise _fail(f"verdict EQUIVALENT but {len(obligations) - proved} of {len(obligations)} "
+                    f"obligations are not proved")
+    if verdict == "NOT EQUIVALENT" and not (refuted and cert.get("counterexample")):
+        raise _fail("verdict NOT EQUIVALENT without a refuted obligation and a counterexample")
+    if verdict == "UNKNOWN" and not (open_ or refuted) and proved == len(obligations) \
+            and obligations:
+        raise _fail("verdict UNKNOWN but every obligation is proved")
+    # 7. re-trace
+    if retrace:
+        _retrace(cert, table, hashes, path, plan_path)
+    return CheckResult(verdict, proved, len(obligations), len(chk.steps), chk.smt_count, retrace)
+
+
+def _uses_smt(steps: list[dict[str, Any]], s: int) -> bool:
+    stack, seen = [s], set()
+    while stack:
+        k = stack.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        st = steps[k]
+        if st["kind"] == "smt":
+            return True
+        stack.extend(st.get("steps", []))
+        stack.extend(x for x in st.get("args", []) if x is not None)
+        if "of" in st:
+            stack.append(st["of"])
+    return False
+
+
+def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_path: str | Path,
+             plan_path: str | Path | None) -> None:
+    from proofs.kernel import from_terms
+
+    import spec_lang
+
+    p = Path(plan_path or cert["plan"]["path"])
+    if not p.is_absolute() and not p.exists():
+        p = Path(cert_path).resolve().parent / p
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise _fail(f"--retrace: cannot read the plan {p}: {e.strerror}") from None
+    if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
+        raise _fail(f"--retrace: {p} does not hash to plan.sha256 (the plan file changed)")
+    problem = spec_lang.load(p)
+    fresh = NodeTable()
+    goals = {g.name: g for g in problem.goals}
+    ob = {o["name"]: o for o in cert["obligations"]}
+    if set(goals) != set(ob):
+        raise _fail(f"--retrace: the plan's goals differ from the obligations "
+                    f"(only in plan: {sorted(set(goals) - set(ob))[:3]}, only in certificate: "
+                    f"{sorted(set(ob) - set(goals))[:3]})")
+    ids = from_terms(fresh, [x for g in goals.values() for x in (g.expected, g.actual)])
+    fh = node_hash_table(fresh)
+    for name, g in goals.items():
+        for side, t in (("expected", g.expected), ("actual", g.actual)):
+            if fh[ids[id(t)]] != hashes[ob[name][side]]:
+                raise _fail(f"--retrace: obligation {name}: the certificate's {side} term is "
+                            f"not the plan's")
+    if {k: int(v) for k, v in problem.binding.items()} != cert["binding"]:
+        raise _fail("--retrace: the binding differs from the plan's")

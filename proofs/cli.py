@@ -1,0 +1,269 @@
+"""Command line: ``prove PLAN.py`` and ``check-certificate CERT.json`` (``docs/cli.md``).
+
+Exit codes (STYLE rule 15): ``prove`` 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN, 3 bad input;
+an internal error is reported as ``prove: internal error: ...`` and exits 2 (never 0).
+``check-certificate`` 0 the certificate checks, 1 it is rejected (one line saying why),
+3 the file is unreadable or not a certificate. Results go to stdout, diagnostics to stderr as
+``prog: error: ...``.
+
+This module imports the prover lazily: ``check-certificate`` must not load it (nor
+``rewriting`` nor egglog).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = ["prove_main", "check_main", "EXIT"]
+
+EXIT = {"EQUIVALENT": 0, "NOT EQUIVALENT": 1, "UNKNOWN": 2, "bad input": 3}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are bad input: exit 3 with ``prog: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(3)
+
+
+def _err(prog: str, msg: str, code: int = 3) -> int:
+    print(f"{prog}: error: {_one_line(msg)}", file=sys.stderr)
+    return code
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(str(msg).split())
+
+
+# -- prove --------------------------------------------------------------------------------------
+def prove_main(argv: list[str] | None = None) -> int:
+    code = _prove(argv)
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+def _prove(argv: list[str] | None) -> int:
+    p = _Parser(prog="prove", description="Prove a training plan equivalent to its spec.")
+    p.add_argument("plan", help="the plan file (a Python file defining the spec and the plan)")
+    p.add_argument("--certificate", metavar="OUT.json", help="write a certificate here")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="wall-clock budget in seconds (default 600); goals left open are UNKNOWN")
+    p.add_argument("--json", action="store_true", help="print a machine-readable verdict on stdout")
+    p.add_argument("--executor", default="local", choices=["local"],
+                   help="where goals run (only 'local': a process pool of --jobs workers)")
+    a = p.parse_args(argv)
+    if a.jobs < 1:
+        return _err("prove", f"--jobs must be >= 1, got {a.jobs}")
+    if not a.timeout > 0:
+        return _err("prove", f"--timeout must be > 0, got {a.timeout}")
+    path = Path(a.plan)
+    if not path.is_file():
+        return _err("prove", f"{path}: no such file")
+    if a.certificate and not Path(a.certificate).resolve().parent.is_dir():
+        return _err("prove", f"{a.certificate}: the directory does not exist")
+    t0 = time.monotonic()
+    try:
+        problem = _load(path)
+    except _BadInput as e:
+        return _err("prove", str(e))
+    except Exception as e:  # noqa: BLE001 -- any other failure is ours, never a verdict
+        return _internal(e)
+    t_load = time.monotonic() - t0
+    try:
+        from proofs.prover import prove
+
+        with _Progress() as progress:
+            report = prove(problem, jobs=a.jobs, timeout_s=a.timeout, progress=progress)
+        report.seconds = {"load": t_load, **report.seconds}
+    except Exception as e:  # noqa: BLE001
+        return _internal(e)
+    if a.certificate:
+        try:
+            from proofs.certificate import certificate_of, write_certificate
+
+            write_certificate(a.certificate, certificate_of(report))
+        except OSError as e:
+            return _err("prove", f"{a.certificate}: cannot write the certificate: {e.strerror}")
+        except Exception as e:  # noqa: BLE001
+            return _internal(e)
+    if a.json:
+        out = report.to_json()
+        out["certificate"] = a.certificate
+        print(json.dumps(out, indent=2, sort_keys=True))
+        _summary(report, sys.stderr)
+    else:
+        _human(report, a.certificate)
+    return EXIT[report.verdict]
+
+
+class _BadInput(Exception):
+    pass
+
+
+def _load(path: Path) -> Any:
+    """``spec_lang.load``; user errors become :class:`_BadInput` with ``path:line: ...``."""
+    import spec_lang
+    from spec_lang.errors import SpecLangError
+
+    try:
+        source = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise _BadInput(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as e:
+        raise _BadInput(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    try:
+        return spec_lang.load(path)
+    except SpecLangError as e:
+        msg = str(e)
+        return _raise_bad(msg if ":" in msg.split(" ", 1)[0] else f"{path}:0: {msg}")
+    except Exception as e:  # noqa: BLE001 -- decide: the user's code or ours?
+        site = _user_frame(e, path)
+        if site is None:
+            raise
+        raise _BadInput(f"{site}: {type(e).__name__}: {e}") from None
+
+
+def _raise_bad(msg: str) -> NoReturn:
+    raise _BadInput(msg)
+
+
+def _user_frame(e: BaseException, path: Path) -> str | None:
+    """``file:line`` when the exception was raised in the plan file itself."""
+    tb = traceback.extract_tb(e.__traceback__)
+    if tb and Path(tb[-1].filename).resolve() == path.resolve():
+        return f"{path}:{tb[-1].lineno}"
+    return None
+
+
+def _internal(e: BaseException) -> int:
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+    print(f"prove: internal error: {type(e).__name__}: {_one_line(str(e))}{where}; this is a "
+          f"bug in shardproof, the verdict is UNKNOWN", file=sys.stderr)
+    return 2
+
+
+class _Progress:
+    """A rich progress bar over goals on stderr, when stderr is a terminal."""
+
+    def __init__(self) -> None:
+        self.bar = None
+        self.tasks: dict[str, Any] = {}
+        self.t0 = time.monotonic()
+
+    def __enter__(self) -> _Progress:
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
+                TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description:>8}"), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(),
+                                console=Console(stderr=True), transient=True)
+            self.bar.start()
+        return self
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if self.bar is None:
+            return
+        if phase not in self.tasks:
+            self.tasks[phase] = self.bar.add_task(phase, total=max(total, 1))
+        self.bar.update(self.tasks[phase], completed=done, total=max(total, 1))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _human(report: Any, certificate: str | None) -> None:
+    print(f"{report.verdict}: {report.path}")
+    if report.counterexample is not None:
+        print(report.counterexample.render())
+    for g in report.open_goals[:20]:
+        print(f"  open: {g.name}: {g.reason}")
+    if len(report.open_goals) > 20:
+        print(f"  ... and {len(report.open_goals) - 20} more open goals")
+    if report.assumptions:
+        print("assumptions: " + "; ".join(report.assumptions))
+    if certificate:
+        print(f"certificate: {certificate}")
+    _summary(report, sys.stdout)
+
+
+def _summary(report: Any, stream: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    c = report.counts
+    t = Table(title=None, show_header=True, box=None, pad_edge=False)
+    for col in ("goals", "rewriting", "z3", "reused", "open", "refuted"):
+        t.add_column(col, justify="right")
+    t.add_row(*(str(c[k]) for k in ("total", "rewrite", "smt", "reused", "open", "refuted")))
+    s = Table(show_header=True, box=None, pad_edge=False)
+    for ph in report.seconds:
+        s.add_column(ph + " s", justify="right")
+    s.add_column("total s", justify="right")
+    s.add_row(*(f"{v:.2f}" for v in report.seconds.values()), f"{sum(report.seconds.values()):.2f}")
+    con = Console(file=stream, width=120, no_color=not stream.isatty())
+    con.print(t)
+    con.print(s)
+
+
+# -- check-certificate --------------------------------------------------------------------------
+def check_main(argv: list[str] | None = None) -> int:
+    code = _check(argv)
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+def _check(argv: list[str] | None) -> int:
+    p = _Parser(prog="check-certificate",
+                description="Re-check a shardproof certificate with the small trusted checker.")
+    p.add_argument("certificate")
+    p.add_argument("--retrace", action="store_true",
+                   help="also re-trace the plan file and compare its goals with the certificate's")
+    p.add_argument("--plan", help="the plan file for --retrace (default: the certificate's)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="z3 time limit per regenerated query (default 60)")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    from proofs.checker import check_certificate
+    from proofs.errors import CertificateError, MalformedCertificate
+
+    try:
+        r = check_certificate(a.certificate, retrace=a.retrace or bool(a.plan),
+                              plan_path=a.plan, smt_timeout_s=a.timeout)
+    except MalformedCertificate as e:
+        return _err("check-certificate", str(e), 3)
+    except CertificateError as e:
+        if a.json:
+            print(json.dumps({"valid": False, "reason": _one_line(str(e))}))
+        return _err("check-certificate", f"rejected: {e}", 1)
+    except Exception as e:  # noqa: BLE001 -- a checker crash is a rejection, never acceptance
+        return _err("check-certificate",
+                    f"rejected: internal error: {type(e).__name__}: {_one_line(str(e))}", 1)
+    if a.json:
+        print(json.dumps({"valid": True, "verdict": r.verdict, "obligations": r.total,
+                          "proved": r.checked, "steps": r.steps, "smt_queries": r.smt,
+                          "retraced": r.retraced}, sort_keys=True))
+    else:
+        print(r.summary())
+    return 0
+
+
+if __name__ == "__main__":  # python -m proofs.cli prove|check ...
+    cmd, *rest = sys.argv[1:] or ["prove"]
+    sys.exit({"prove": prove_main, "check": check_main}.get(cmd, prove_main)(rest))

@@ -1,0 +1,334 @@
+"""The certificate's term kernel: a hash-consed node table with its own typing and hashing.
+
+This module is part of the *trusted* base of :mod:`proofs.checker`, so it depends on nothing
+but the standard library (plus sympy for non-rational exact constants). It does not import
+``spec_lang``, ``rewriting`` or ``egglog``; :func:`from_terms` takes ``spec_lang`` terms by duck
+typing (``t.op.name``, ``t.args``, ``t.attrs``, ``t.dims``).
+
+A node is ``(op, args, attrs, dims)``:
+
+* ``op``: the op's name (``"SHARD"``), one of :data:`OPS` (the closed set of ``spec_lang.term.Op``).
+* ``args``: ids of earlier nodes (a table is topologically ordered: children first).
+* ``attrs``: a tuple of JSON-able scalars, nested tuples, ``Fraction`` and sympy numbers.
+* ``dims``: a tuple of ``(name, shards)`` with ``shards`` a tuple of mesh axis names
+  (``"#i/parts"`` for a ``CHUNK`` pseudo-shard).
+
+In JSON (certificate ``"nodes"``) a node is ``[op, [args...], [attrs...], [[dim, [shards...]], ...]]``
+with attrs encoded by :func:`encode_attr`: a ``Fraction`` is ``{"q": "p/q"}``, a sympy number
+``{"sympy": "<srepr>"}``, a tuple a JSON list; ints, strings, booleans and null are themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import Any
+
+__all__ = [
+    "OPS", "Node", "NodeTable", "KernelError", "encode_attr", "decode_attr", "from_terms",
+    "canonical_json", "node_hash_table", "roots_hash", "typecheck",
+]
+
+
+class KernelError(ValueError):
+    """A node table is malformed (bad op, forward reference, bad attr, ill-typed node)."""
+
+
+# The closed op set, by name (spec_lang.term.Op; REGION is lowered away before proving).
+OPS = frozenset({
+    "INPUT", "CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST", "CAUSAL_MASK", "ROPE_COS", "ROPE_SIN",
+    "ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
+    "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
+    "EINSUM", "REDUCE_MAX", "ONE_HOT",
+    "RENAME", "CHUNK", "CONCAT",
+    "SHARD", "PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "BROADCAST",
+})
+ELEMENTWISE = frozenset({
+    "ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
+    "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
+})
+
+Dims = tuple[tuple[str, tuple[str, ...]], ...]
+Node = tuple[str, tuple[int, ...], tuple[Any, ...], Dims]
+
+
+# -- attributes ---------------------------------------------------------------------------------
+def encode_attr(x: Any) -> Any:
+    """JSON form of an attribute (see the module docstring)."""
+    if x is None or isinstance(x, bool):
+        return x
+    if isinstance(x, str):  # includes StrEnum members (mesh axes)
+        return str(x)
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, Fraction):
+        return {"q": f"{x.numerator}/{x.denominator}"}
+    if isinstance(x, (tuple, list)):
+        return [encode_attr(y) for y in x]
+    if isinstance(x, frozenset):
+        return {"set": sorted((encode_attr(y) for y in x), key=canonical_json)}
+    mod = type(x).__module__ or ""
+    if mod.startswith("sympy"):
+        import sympy
+
+        if x.is_Rational:
+            return {"q": f"{int(x.p)}/{int(x.q)}"}
+        return {"sympy": sympy.srepr(x)}
+    raise KernelError(f"attribute {x!r} of type {type(x).__name__} has no certificate encoding")
+
+
+def decode_attr(x: Any) -> Any:
+    """Inverse of :func:`encode_attr` (lists become tuples)."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, list):
+        return tuple(decode_attr(y) for y in x)
+    if isinstance(x, dict):
+        if set(x) == {"q"} and isinstance(x["q"], str):
+            try:
+                return Fraction(x["q"])
+            except (ValueError, ZeroDivisionError) as e:
+                raise KernelError(f"bad rational {x['q']!r}") from e
+        if set(x) == {"sympy"} and isinstance(x["sympy"], str):
+            import sympy
+
+            try:
+                v = sympy.sympify(x["sympy"])
+            except (sympy.SympifyError, SyntaxError, TypeError) as e:
+                raise KernelError(f"bad sympy constant {x['sympy']!r}") from e
+            if not v.is_number:
+                raise KernelError(f"sympy attribute {x['sympy']!r} is not a number")
+            return v
+        if set(x) == {"set"} and isinstance(x["set"], list):
+            return frozenset(decode_attr(y) for y in x["set"])
+    if isinstance(x, float):
+        raise KernelError(f"float attribute {x!r}: constants must be exact")
+    raise KernelError(f"cannot decode attribute {x!r}")
+
+
+def canonical_json(x: Any) -> str:
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+# -- the table ----------------------------------------------------------------------------------
+class NodeTable:
+    """Hash-consed nodes, children before parents; ``add`` returns the node's id."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self._index: dict[tuple, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def add(self, op: str, args: Sequence[int], attrs: Sequence[Any], dims: Dims) -> int:
+        key = (op, tuple(args), _freeze(tuple(attrs)), tuple(dims))
+        i = self._index.get(key)
+        if i is not None:
+            return i
+        if op not in OPS:
+            raise KernelError(f"unknown op {op!r}")
+        for a in args:
+            if not (isinstance(a, int) and 0 <= a < len(self.nodes)):
+                raise KernelError(f"node {len(self.nodes)} ({op}) refers to node {a}, not an earlier node")
+        i = len(self.nodes)
+        self.nodes.append((op, tuple(args), tuple(attrs), tuple(dims)))
+        self._index[key] = i
+        return i
+
+    def find(self, op: str, args: Sequence[int], attrs: Sequence[Any], dims: Dims) -> int | None:
+        return self._index.get((op, tuple(args), _freeze(tuple(attrs)), tuple(dims)))
+
+    def to_json(self) -> list:
+        return [[op, list(args), [encode_attr(a) for a in attrs],
+                 [[n, list(s)] for n, s in dims]] for op, args, attrs, dims in self.nodes]
+
+    @classmethod
+    def from_json(cls, data: Any) -> NodeTable:
+        """Rebuild a table, rejecting anything malformed or not hash-consed (duplicates)."""
+        if not isinstance(data, list):
+            raise KernelError("nodes must be a list")
+        t = cls()
+        for i, row in enumerate(data):
+            if not (isinstance(row, list) and len(row) == 4):
+                raise KernelError(f"node {i} is not [op, args, attrs, dims]")
+            op, args, attrs, dims = row
+            if not isinstance(op, str) or not isinstance(args, list) or not isinstance(attrs, list) \
+                    or not isinstance(dims, list):
+                raise KernelError(f"node {i} has fields of the wrong types")
+            try:
+                ddims = tuple((d[0], tuple(d[1])) for d in dims)
+            except (TypeError, IndexError, KeyError) as e:
+                raise KernelError(f"node {i} has malformed dims") from e
+            for name, shards in ddims:
+                if not isinstance(name, str) or not all(isinstance(s, str) for s in shards):
+                    raise KernelError(f"node {i} has malformed dims")
+            if any(isinstance(a, bool) or not isinstance(a, int) for a in args):
+                raise KernelError(f"node {i} has non-integer args")
+            n = len(t.nodes)
+            j = t.add(op, args, tuple(decode_attr(a) for a in attrs), ddims)
+            if j != n:
+                raise KernelError(f"node {i} duplicates node {j} (the table must be hash-consed)")
+        return t
+
+
+def _freeze(x: Any) -> Any:
+    # sympy numbers and Fractions hash fine; tuples are already immutable. Distinguish 1 from
+    # Fraction(1) and True from 1 so that keys match only identical attributes.
+    if isinstance(x, tuple):
+        return tuple(_freeze(y) for y in x)
+    return (type(x).__name__, x)
+
+
+def from_terms(table: NodeTable, roots: Iterable[Any]) -> dict[int, int]:
+    """Add ``spec_lang`` terms (and everything below them) to ``table``.
+
+    Returns ``{id(term): node_id}`` for every node reached. Walks without recursion.
+    """
+    ids: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(r, False) for r in roots]
+    while stack:
+        t, done = stack.pop()
+        if id(t) in ids:
+            continue
+        if done:
+            ids[id(t)] = table.add(
+                t.op.name, [ids[id(c)] for c in t.args], t.attrs,
+                tuple((d.name, tuple(str(s) for s in d.shards)) for d in t.dims))
+            continue
+        stack.append((t, True))
+        for c in t.args:
+            if id(c) not in ids:
+                stack.append((c, False))
+    return ids
+
+
+# -- hashing ------------------------------------------------------------------------------------
+def node_hash_table(table: NodeTable) -> list[str]:
+    """Merkle hash of every node: sha256 over (op, child hashes, attrs, dims); id-independent."""
+    hs: list[str] = []
+    for op, args, attrs, dims in table.nodes:
+        payload = canonical_json([op, [hs[a] for a in args], [encode_attr(a) for a in attrs],
+                                  [[n, list(s)] for n, s in dims]])
+        hs.append(hashlib.sha256(payload.encode()).hexdigest())
+    return hs
+
+
+def roots_hash(hashes: Sequence[str], named_roots: Iterable[tuple[str, int]]) -> str:
+    """sha256 of the named roots' Merkle hashes (the ``spec_sha256`` / ``plan_sha256`` of a
+    certificate: one root per goal, named by the goal)."""
+    payload = canonical_json(sorted([name, hashes[i]] for name, i in named_roots))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+# -- typing -------------------------------------------------------------------------------------
+def typecheck(table: NodeTable, i: int) -> None:
+    """Check that node ``i``'s dims follow from its op, attrs and children (shape rules).
+
+    Raises:
+        KernelError: naming the node and what is wrong.
+    """
+    op, args, attrs, dims = table.nodes[i]
+    ad = [dict(table.nodes[a][3]) for a in args]
+    out = dict(dims)
+    names = [n for n, _ in dims]
+
+    def bad(msg: str) -> KernelError:
+        return KernelError(f"node {i} ({op}) is ill-typed: {msg}")
+
+    if len(set(names)) != len(names):
+        raise bad(f"repeated dim in {names}")
+    nargs = {"INPUT": 0, "CONST": 0, "DIM_SIZE": 0, "AXIS_SIZE": 0, "RANK_CONST": 0,
+             "CAUSAL_MASK": 0, "ROPE_COS": 0, "ROPE_SIN": 0, "WHERE": 3, "MAXIMUM": 2,
+             "REDUCE_MAX": 1, "ONE_HOT": 1, "RENAME": 1, "CHUNK": 1, "SHARD": 1, "PART": 1,
+             "ALL_REDUCE": 1, "ALL_GATHER": 1, "REDUCE_SCATTER": 1, "BROADCAST": 1}
+    if op in nargs and len(args) != nargs[op]:
+        raise bad(f"{len(args)} args, expected {nargs[op]}")
+    if op in ("NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
+              "GELU", "CAST", "STOP_GRAD") and len(args) != 1:
+        raise bad(f"{len(args)} args, expected 1")
+    if op in ("ADD", "MUL", "EINSUM", "CONCAT") and not args:
+        raise bad("no args")
+    if op in ("CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST") and dims:
+        raise bad("a scalar leaf has dims")
+    if op in ELEMENTWISE:
+        union: dict[str, tuple[str, ...]] = {}
+        for d in ad:
+            for n, s in d.items():
+                if union.setdefault(n, s) != s:
+                    raise bad(f"operands disagree on the shards of dim {n}")
+        if union != out:
+            raise bad(f"dims {out} are not the union of the operands' {union}")
+    elif op == "EINSUM":
+        want = tuple(attrs[0]) if attrs else ()
+        if tuple(names) != want:
+            raise bad(f"dims {names} differ from out_dims {want}")
+        union = {}
+        for d in ad:
+            for n, s in d.items():
+                if union.setdefault(n, s) != s:
+                    raise bad(f"operands disagree on the shards of dim {n}")
+        for n in names:
+            if n not in union or union[n] != out[n]:
+                raise bad(f"output dim {n} is not an operand dim with the same shards")
+    elif op == "REDUCE_MAX":
+        want_d = {n: s for n, s in ad[0].items() if n not in set(attrs[0])}
+        if want_d != out:
+            raise bad("dims are not the operand's minus the reduced dims")
+    elif op in ("PART", "ALL_REDUCE", "BROADCAST"):
+        if ad[0] != out:
+            raise bad("dims differ from the operand's")
+    elif op in ("SHARD", "REDUCE_SCATTER"):
+        d, a = (attrs[0], attrs[1]) if op == "SHARD" else (attrs[1], attrs[0])
+        if d not in ad[0]:
+            raise bad(f"operand has no dim {d}")
+        want_d = dict(ad[0])
+        want_d[d] = ad[0][d] + (a,)
+        if want_d != out:
+            raise bad(f"dim {d} must gain shard {a}")
+    elif op == "ALL_GATHER":
+        a, d = attrs[0], attrs[1]
+        if d not in ad[0] or not ad[0][d] or ad[0][d][-1] != a:
+            raise bad(f"operand dim {d} is not sharded last over {a}")
+        want_d = dict(ad[0])
+        want_d[d] = ad[0][d][:-1]
+        if want_d != out:
+            raise bad(f"dim {d} must lose shard {a}")
+    elif op == "RENAME":
+        old, new = attrs
+        if old not in ad[0] or (new in ad[0] and new != old):
+            raise bad(f"cannot rename {old} to {new}")
+        want_d = {(new if n == old else n): s for n, s in ad[0].items()}
+        if want_d != out:
+            raise bad("dims are not the operand's renamed")
+    elif op == "CHUNK":
+        d, parts, idx = attrs
+        if d not in ad[0] or not (isinstance(parts, int) and isinstance(idx, int) and 0 <= idx < parts):
+            raise bad("bad chunk")
+        want_d = dict(ad[0])
+        want_d[d] = ad[0][d] + (f"#{idx}/{parts}",)
+        if want_d != out:
+            raise bad(f"dim {d} must gain pseudo-shard #{idx}/{parts}")
+    elif op == "ONE_HOT":
+        d = attrs[0]
+        if d in ad[0] or d not in out or {n: s for n, s in out.items() if n != d} != ad[0]:
+            raise bad(f"dims must be the indices' plus {d}")
+    elif op == "CONCAT":
+        d = attrs[0]
+        if d not in out:
+            raise bad(f"no dim {d}")
+        for x in ad:
+            if set(x) - {d} != set(out) - {d}:
+                raise bad("operands' dims differ from the output's")
+    elif op == "CAUSAL_MASK":
+        if tuple(names) != (attrs[0], attrs[1]):
+            raise bad("dims must be (q, k)")
+    elif op in ("ROPE_COS", "ROPE_SIN"):
+        if tuple(names) != (attrs[0], attrs[1]):
+            raise bad("dims must be (seq, half)")
+    elif op in ("INPUT", "CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST"):
+        pass
+    else:  # pragma: no cover - OPS is closed and every op is handled above
+        raise bad("no shape rule")
