@@ -1,0 +1,241 @@
+"""One training iteration as terms: forward, loss, backward, optimizer update.
+
+:func:`trace_spec` and :func:`trace_plan` return an :class:`Iteration`: output name -> term.
+Outputs: ``"loss"``; ``"grad:<p>"`` (the gradient handed to the optimizer); ``"<p>"`` (the
+updated parameter); ``"<state>:<p>"`` (optimizer state, e.g. ``exp_avg:<p>``).
+:func:`build_problem` pairs them into :class:`~spec_lang.problem.Goal` s: the expected value of a
+plan output is the spec output through the output's placement (its parameter's placement;
+``loss`` is replicated).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from spec_lang.autodiff import grad, lower
+from spec_lang.dims import Dim
+from spec_lang.errors import PlanError, SpecError
+from spec_lang.placement import (
+    Partial, Shard, describe_placements, expected_through, lineage, placement_errors,
+)
+from spec_lang.plan import Loss, Plan
+from spec_lang.problem import Goal, Problem
+from spec_lang.spec import Params, Spec, input_term
+from spec_lang.tensor import Tensor, TraceContext, tracing
+from spec_lang.term import Binding, DimSpec, Op, Term, term
+
+__all__ = ["Iteration", "trace_spec", "trace_plan", "build_problem", "DEFAULT_ASSUMPTIONS"]
+
+DEFAULT_ASSUMPTIONS: tuple[str, ...] = (
+    "equality is over the reals (floating-point effects are the precision lint's job)",
+    "every RECIP argument is nonzero, every LOG / RSQRT argument positive, every SQRT argument "
+    "non-negative (e.g. the token count N = sum(mask) > 0)",
+)
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """Output name -> term, with each output's kind and the sizes of every dim seen."""
+
+    outputs: dict[str, Term]
+    kinds: dict[str, str]
+    sizes: dict[str, int]
+
+
+def _record_dims(ctx: TraceContext, spec: Spec) -> None:
+    for k, dims in spec.params.items():
+        for d in dims:
+            ctx.record_dim(d, site=spec.site)
+    for k, dat in spec.data.items():
+        for d in dat.dims + ((dat.range,) if dat.range is not None else ()):
+            ctx.record_dim(d, site=spec.site)
+
+
+def _check_loss(x: object, site: str, cls: type[Exception], what: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise cls(f"{site}: {what} must return a Tensor (the loss), got {type(x).__name__}")
+    if x.dims:
+        raise cls(f"{x.site}: {what} returned {x.describe()}, the loss must be a scalar; sum or "
+                  "mean it")
+    return x
+
+
+def _state_term(spec: Spec, st: str, domain: str, name: str) -> Term:
+    return input_term(f"{st}:{name}", "state", domain, spec.params[name])
+
+
+def trace_spec(spec: Spec) -> Iteration:
+    """Trace the spec's iteration on full tensors.
+
+    Raises:
+        SpecError: shape errors (naming the user's line), a non-scalar loss.
+    """
+    ctx = TraceContext("spec")
+    _record_dims(ctx, spec)
+    outputs: dict[str, Term] = {}
+    kinds: dict[str, str] = {}
+    with tracing(ctx):
+        params = {k: Tensor(spec.param_term(k), spec.site, k) for k in spec.params}
+        data = {k: Tensor(spec.data_term(k), spec.site, k) for k in spec.data}
+        loss = _check_loss(spec.forward(Params(params), data), spec.site, SpecError,
+                           "the spec's forward")
+        grads = grad(loss.term, [params[k].term for k in spec.params])
+        outputs["loss"], kinds["loss"] = loss.term, "loss"
+        for k, g in zip(spec.params, grads):
+            outputs[f"grad:{k}"], kinds[f"grad:{k}"] = g, "grad"
+        for k, g in zip(spec.params, grads):
+            state = {st: Tensor(_state_term(spec, st, dom, k), spec.site)
+                     for st, dom in spec.optimizer.state().items()}
+            new = spec.optimizer.update(k, params[k], Tensor(g, spec.site), state)
+            for name, t in new.items():
+                outputs[name], kinds[name] = t.term, ("param" if name == k else "state")
+    return Iteration(outputs, kinds, dict(ctx.sizes))
+
+
+def _plan_errors(plan: Plan, spec: Spec, sizes: Mapping[str, int]) -> list[str]:
+    errs: list[str] = []
+    known = list(spec.params) + list(spec.data)
+    for name in plan.placements:
+        if name not in known:
+            errs.append(f"{plan.site}: placement for {name!r}, which is not a spec input; spec "
+                        f"inputs are {known[:12]}{' ...' if len(known) > 12 else ''}")
+    dims_of: dict[str, tuple[Dim, ...]] = {**{k: v for k, v in spec.params.items()},
+                                           **{k: v.dims for k, v in spec.data.items()}}
+    for name, dims in dims_of.items():
+        pl = plan.placements.get(name, {})
+        errs += placement_errors(name, {d.name: d.size for d in dims}, pl, plan.mesh.sizes,
+                                 plan.site)
+        if name in spec.params and any(isinstance(p, Partial) for p in pl.values()):
+            errs.append(f"{plan.site}: parameter {name} is Partial on an axis; a parameter is "
+                        "Shard(dim) or Replicate() (Partial is for data inputs)")
+    mb = plan.microbatches
+    if mb is not None:
+        if mb.dim not in sizes:
+            errs.append(f"{plan.site}: microbatches split dim {mb.dim!r}, which no data input has")
+        else:
+            for name, dat in spec.data.items():
+                if mb.dim not in [d.name for d in dat.dims]:
+                    continue
+                n = sizes[mb.dim]
+                for a in plan.mesh:
+                    p = plan.placements.get(name, {}).get(a)
+                    if isinstance(p, Shard) and p.dim == mb.dim:
+                        n //= plan.mesh[a]
+                if n % mb.k:
+                    errs.append(f"{plan.site}: {name} dim {mb.dim} has {n} per rank, which "
+                                f"microbatches({mb.k}) does not divide; change K or the size")
+    return errs
+
+
+def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, str]]:
+    """Trace the plan's per-rank iteration (REGIONs lowered in the outputs).
+
+    Returns:
+        the iteration and, per output, its placement map's description.
+
+    Raises:
+        PlanError: every placement problem at once, then trace-time shape errors.
+    """
+    ctx = TraceContext("plan", mesh=plan.axes)
+    _record_dims(ctx, spec)
+    errs = _plan_errors(plan, spec, ctx.sizes)
+    if errs:
+        raise PlanError("\n".join(errs))
+    mesh = plan.mesh.sizes
+    mb = plan.microbatches
+    outputs: dict[str, Term] = {}
+    kinds: dict[str, str] = {}
+    where: dict[str, str] = {}
+    with tracing(ctx):
+        params = {k: Tensor(lineage(spec.param_term(k), plan.placements.get(k, {}), mesh),
+                            plan.site, k) for k in spec.params}
+        data = {}
+        for k in spec.data:
+            x = lineage(spec.data_term(k), plan.placements.get(k, {}), mesh)
+            if mb is not None and mb.dim in x.dim_names:
+                dims = tuple(DimSpec(s.name, s.shards + ("mb",)) if s.name == mb.dim else s
+                             for s in x.dims)
+                x = term(Op.SHARD, (x,), (mb.dim, "mb"), dims)
+            data[k] = Tensor(x, plan.site, k)
+        out = plan.forward(Params(params), data)
+        if isinstance(out, Loss):
+            seed = _check_loss(out.backward, plan.site, PlanError, "Loss.backward")
+            report = _check_loss(out.report, plan.site, PlanError, "Loss.report")
+        else:
+            seed = report = _check_loss(out, plan.site, PlanError, "the plan's forward")
+        grads = grad(seed.term, [params[k].term for k in spec.params])
+        rep = report.term
+        if mb is not None:
+            grads = [term(Op.ALL_REDUCE, (g,), ("mb", "sum"), g.dims) for g in grads]
+            rep = term(Op.ALL_REDUCE, (rep,), ("mb", "sum"), rep.dims)
+        outputs["loss"], kinds["loss"] = rep, "loss"
+        where["loss"] = describe_placements({}, mesh)
+        final: dict[str, Tensor] = {}
+        for k, g in zip(spec.params, grads):
+            gt = Tensor(g, plan.site, f"grad:{k}")
+            r = plan.reducer(k)
+            if r is not None:
+                gt = r(k, gt)
+                if not isinstance(gt, Tensor) or gt.term.dims != params[k].term.dims:
+                    got = gt.describe() if isinstance(gt, Tensor) else repr(gt)
+                    raise PlanError(f"{plan.site}: reduce_grads for {k} returned {got}; it must "
+                                    f"keep the parameter's local type {params[k].describe()}")
+            final[k] = gt
+            outputs[f"grad:{k}"], kinds[f"grad:{k}"] = gt.term, "grad"
+        opt = plan.optimizer if plan.optimizer is not None else spec.optimizer
+        for k in spec.params:
+            pl = plan.placements.get(k, {})
+            state = {st: Tensor(lineage(_state_term(spec, st, dom, k), pl, mesh), plan.site)
+                     for st, dom in opt.state().items()}
+            new = opt.update(k, params[k], final[k], state)
+            for name, t in new.items():
+                outputs[name], kinds[name] = t.term, ("param" if name == k else "state")
+        for name in outputs:
+            if name != "loss":
+                base = name.split(":", 1)[1] if ":" in name else name
+                where[name] = describe_placements(plan.placements.get(base, {}), mesh)
+    names = list(outputs)
+    lowered = lower([outputs[n] for n in names])
+    return Iteration(dict(zip(names, lowered)), kinds, dict(ctx.sizes)), where
+
+
+_LAYER = re.compile(r"(?:^|:)((?:layers|blocks|h)\.\d+)\.")
+
+
+def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str = ""
+                  ) -> Problem:
+    """Trace both sides and pair every plan output with its expected value.
+
+    Raises:
+        SpecError / PlanError: tracing errors; a spec output the plan does not produce.
+    """
+    s = trace_spec(spec)
+    p, where = trace_plan(plan, spec)
+    mesh = plan.mesh.sizes
+    goals = []
+    for name, actual in p.outputs.items():
+        if name not in s.outputs:
+            raise PlanError(f"{plan.site}: the plan produces {name!r}, which the spec does not "
+                            f"(plan optimizer state differs from the spec's?)")
+        base = name.split(":", 1)[1] if ":" in name else name
+        pl = {} if name == "loss" else plan.placements.get(base, {})
+        m = _LAYER.search(name)
+        goals.append(Goal(
+            name=name, kind=p.kinds[name], expected=expected_through(s.outputs[name], pl, mesh),
+            actual=actual, placement=where[name], site=plan.site,
+            layer=m.group(1) if m else None))
+    missing = [n for n in s.outputs if n not in p.outputs]
+    if missing:
+        raise PlanError(f"{plan.site}: the plan does not produce spec outputs {missing[:6]}")
+    sizes = {**s.sizes, **p.sizes, **plan.axes}
+    order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
+    goals.sort(key=lambda g: order[g.kind])
+    return Problem(
+        path=path, source_sha256=sha256, binding=Binding(sizes), mesh=dict(plan.axes),
+        goals=tuple(goals),
+        assumptions=DEFAULT_ASSUMPTIONS + tuple(spec.assumptions) + tuple(plan.assumptions),
+        spec_outputs=dict(s.outputs))
+
+

@@ -1,0 +1,216 @@
+"""Llama 3 as a spec: RMSNorm, RoPE, grouped-query causal attention, SwiGLU, untied head.
+
+Sources: Meta's Llama 3 reference ``model.py`` and the model card (``docs/ANCHORS.md``: 8B =
+hidden 4096, 32 layers, 32 heads / 8 KV heads, FFN 14336, vocab 128256, RoPE theta 500000,
+RMSNorm eps 1e-5).
+
+Weights carry head dims so that no reshape is needed (GQA: ``G = heads / kv_heads`` query
+heads share one KV head)::
+
+    attn.wq (H, KVH, G, HD)   attn.wk, attn.wv (H, KVH, HD)   attn.wo (KVH, G, HD, H)
+    mlp.w1, mlp.w3 (H, F)     mlp.w2 (F, H)
+    tok_embeddings (V, H)     output (H, V)    attention_norm, ffn_norm, norm (H,)
+
+Blocks take a :class:`ParallelContext`: the spec passes :class:`SpecContext` (identity hooks);
+a Megatron plan passes a context whose hooks insert regions (``enter_tp`` = copy_to_tp /
+gather_from_sp, ``exit_tp`` = reduce_from_tp / reduce_scatter_to_sp) and feeds tp-local weights
+(``Shard(KVH)`` for attention, ``Shard(F)`` for the MLP): the block code is the same, because
+every op names its dims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from spec_lang import ops
+from spec_lang.dims import Dim
+from spec_lang.errors import SpecError
+from spec_lang.spec import Data, Params, index, mask
+from spec_lang.tensor import Tensor
+
+__all__ = ["LlamaConfig", "LLAMA3_8B", "DEBUG", "LlamaDims", "LlamaModel", "ParallelContext",
+           "SpecContext", "llama", "attention", "feed_forward", "transformer_block",
+           "llama_forward"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LlamaConfig:
+    """Sizes and constants of a Llama model (exact constants; see ``docs/ANCHORS.md``)."""
+
+    name: str
+    hidden: int                # H, model width
+    n_layers: int
+    n_heads: int               # query heads = KVH * G
+    n_kv_heads: int            # KVH
+    ffn_hidden: int            # F
+    vocab: int                 # V
+    rope_theta: Any = 500000
+    norm_eps: Any = Fraction(1, 10**5)
+    batch: int = 1             # B, sequences per global batch
+    seq: int = 8192            # S, tokens per sequence
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.n_heads
+
+
+LLAMA3_8B = LlamaConfig(name="llama3_8b", hidden=4096, n_layers=32, n_heads=32, n_kv_heads=8,
+                        ffn_hidden=14336, vocab=128256, rope_theta=500000,
+                        norm_eps=Fraction(1, 10**5), batch=8, seq=8192)
+"""Llama-3-8B (docs/ANCHORS.md, "Real model configurations" row)."""
+
+DEBUG = LlamaConfig(name="debug", hidden=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=24,
+                    vocab=32, rope_theta=10000, norm_eps=Fraction(1, 10**5), batch=4, seq=8)
+"""A 2-layer model with kv heads < q heads, for tests."""
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaDims:
+    """The named dims of a Llama model: ``B S T H KVH G HD HD_half F V``."""
+
+    B: Dim   # batch (sequences)
+    S: Dim   # sequence (query positions)
+    T: Dim   # key positions (S renamed for attention scores; same size)
+    H: Dim   # hidden
+    KVH: Dim  # key/value heads
+    G: Dim   # query heads per kv head
+    HD: Dim  # head dim
+    HD_half: Dim  # half head dim (RoPE tables)
+    F: Dim   # FFN hidden
+    V: Dim   # vocab
+
+    @staticmethod
+    def of(c: LlamaConfig) -> LlamaDims:
+        hd = Dim("HD", c.head_dim)
+        return LlamaDims(B=Dim("B", c.batch), S=Dim("S", c.seq), T=Dim("T", c.seq),
+                         H=Dim("H", c.hidden), KVH=Dim("KVH", c.n_kv_heads),
+                         G=Dim("G", c.n_heads // c.n_kv_heads), HD=hd, HD_half=hd.half(),
+                         F=Dim("F", c.ffn_hidden), V=Dim("V", c.vocab))
+
+
+class ParallelContext:
+    """Hooks where a parallel plan changes the block code. Subclass and override.
+
+    The spec's context (:class:`SpecContext`) is the identity everywhere.
+    """
+
+    def enter_tp(self, x: Tensor, d: LlamaDims) -> Tensor:
+        """Before column-parallel matmuls (wq/wk/wv, w1/w3). x: (B, S, H)."""
+        return x
+
+    def exit_tp(self, x: Tensor, d: LlamaDims) -> Tensor:
+        """After row-parallel matmuls (wo, w2). x: (B, S, H), Partial over tp in a TP plan."""
+        return x
+
+    def embed(self, tokens: Tensor, table: Tensor, d: LlamaDims) -> Tensor:
+        """tokens (B, S) in [0, V), table (V, H) -> (B, S, H)."""
+        return ops.embedding(tokens, table, d.V)
+
+    def loss(self, logits: Tensor, labels: Tensor, mask_: Tensor, d: LlamaDims) -> Tensor:
+        """Masked token mean of cross-entropy: ``sum(mask * ce) / sum(mask)`` (scalar)."""
+        return ops.cross_entropy(logits, labels, mask_, d.V)
+
+
+class SpecContext(ParallelContext):
+    """The single-device context: every hook is the identity."""
+
+
+def attention(p: Params, x: Tensor, c: LlamaConfig, d: LlamaDims, ctx: ParallelContext
+              ) -> Tensor:
+    """Grouped-query causal self-attention with RoPE.
+
+    x: (B, S, H) -> (B, S, H).  q = x wq: (B, S, KVH, G, HD); k, v = x wk, x wv: (B, S, KVH, HD);
+    scores = q k^T / sqrt(HD): (B, KVH, G, S, T); causal softmax over T; out = p v wo.
+    """
+    h = ctx.enter_tp(x, d)
+    q = ops.einsum(h, p["wq"], out=(d.B, d.S, d.KVH, d.G, d.HD))
+    k = ops.einsum(h, p["wk"], out=(d.B, d.S, d.KVH, d.HD))
+    v = ops.einsum(h, p["wv"], out=(d.B, d.S, d.KVH, d.HD))
+    q = ops.rope(q, d.S, d.HD, d.HD_half, c.rope_theta)
+    k = ops.rope(k, d.S, d.HD, d.HD_half, c.rope_theta)
+    k = ops.rename(k, d.S, d.T)                                     # (B, T, KVH, HD)
+    v = ops.rename(v, d.S, d.T)                                     # (B, T, KVH, HD)
+    scores = ops.einsum(q, k, out=(d.B, d.KVH, d.G, d.S, d.T))
+    scores = scores * ops.rsqrt(ops.dim_size(d.HD))
+    probs = ops.softmax(scores, d.T, mask=ops.causal_mask(d.S, d.T))
+    o = ops.einsum(probs, v, out=(d.B, d.S, d.KVH, d.G, d.HD))
+    y = ops.einsum(o, p["wo"], out=(d.B, d.S, d.H))
+    return ctx.exit_tp(y, d)
+
+
+def feed_forward(p: Params, x: Tensor, d: LlamaDims, ctx: ParallelContext) -> Tensor:
+    """SwiGLU: ``(silu(x w1) * (x w3)) w2``; x: (B, S, H), w1/w3: (H, F), w2: (F, H)."""
+    h = ctx.enter_tp(x, d)
+    a = ops.silu(ops.einsum(h, p["w1"], out=(d.B, d.S, d.F)))
+    b = ops.einsum(h, p["w3"], out=(d.B, d.S, d.F))
+    y = ops.einsum(a * b, p["w2"], out=(d.B, d.S, d.H))
+    return ctx.exit_tp(y, d)
+
+
+def transformer_block(p: Params, x: Tensor, c: LlamaConfig, d: LlamaDims,
+                      ctx: ParallelContext) -> Tensor:
+    """Pre-norm residual block: ``x + attn(norm(x))``, then ``+ mlp(norm(.))``; (B, S, H)."""
+    h = x + attention(p.scope("attn"), ops.rms_norm(x, p["attention_norm"], d.H, c.norm_eps),
+                      c, d, ctx)
+    return h + feed_forward(p.scope("mlp"), ops.rms_norm(h, p["ffn_norm"], d.H, c.norm_eps),
+                            d, ctx)
+
+
+def llama_forward(p: Params, data: Mapping[str, Tensor], c: LlamaConfig, d: LlamaDims,
+                  ctx: ParallelContext, layers: range | None = None) -> Tensor:
+    """Embedding, ``n_layers`` blocks, final norm, head, masked token-mean cross-entropy."""
+    x = ctx.embed(data["tokens"], p["tok_embeddings"], d)
+    for i in layers if layers is not None else range(c.n_layers):
+        x = transformer_block(p.scope(f"layers.{i}"), x, c, d, ctx)
+    x = ops.rms_norm(x, p["norm"], d.H, c.norm_eps)
+    logits = ops.einsum(x, p["output"], out=(d.B, d.S, d.V))
+    return ctx.loss(logits, data["labels"], data["mask"], d)
+
+
+@dataclass(frozen=True)
+class LlamaModel:
+    """A Llama spec: config, dims, parameters, data and the forward with a context hook."""
+
+    config: LlamaConfig
+    dims: LlamaDims
+    params: dict[str, tuple[Dim, ...]] = field(repr=False)
+    data: dict[str, Data] = field(repr=False)
+
+    def forward(self, p: Params, data: Mapping[str, Tensor],
+                ctx: ParallelContext | None = None) -> Tensor:
+        """The loss; ``ctx`` defaults to :class:`SpecContext`."""
+        return llama_forward(p, data, self.config, self.dims, ctx or SpecContext())
+
+    def spec(self, optimizer: Any, **kw: Any) -> Any:
+        """A :class:`~spec_lang.spec.Spec` of one training iteration with ``optimizer``."""
+        from spec_lang.spec import Spec  # noqa: PLC0415
+
+        return Spec(params=self.params, data=self.data, forward=self.forward,
+                    optimizer=optimizer, **kw)
+
+
+def llama(config: LlamaConfig) -> LlamaModel:
+    """The Llama model of ``config`` (parameters in a fixed order: embedding, layers, norm, head)."""
+    d = LlamaDims.of(config)
+    if config.n_heads % config.n_kv_heads or config.hidden % config.n_heads:
+        raise SpecError(f"{config.name}: heads must divide hidden and kv heads divide heads")
+    params: dict[str, tuple[Dim, ...]] = {"tok_embeddings": (d.V, d.H)}
+    for i in range(config.n_layers):
+        pre = f"layers.{i}."
+        params[pre + "attention_norm"] = (d.H,)
+        params[pre + "attn.wq"] = (d.H, d.KVH, d.G, d.HD)
+        params[pre + "attn.wk"] = (d.H, d.KVH, d.HD)
+        params[pre + "attn.wv"] = (d.H, d.KVH, d.HD)
+        params[pre + "attn.wo"] = (d.KVH, d.G, d.HD, d.H)
+        params[pre + "ffn_norm"] = (d.H,)
+        params[pre + "mlp.w1"] = (d.H, d.F)
+        params[pre + "mlp.w3"] = (d.H, d.F)
+        params[pre + "mlp.w2"] = (d.F, d.H)
+    params["norm"] = (d.H,)
+    params["output"] = (d.H, d.V)
+    data = {"tokens": index(d.B, d.S, range=d.V), "labels": index(d.B, d.S, range=d.V),
+            "mask": mask(d.B, d.S)}
+    return LlamaModel(config, d, params, data)

@@ -1,0 +1,27 @@
+"""Models by name (STYLE rule 10): ``model_registry("llama3_8b")`` -> a :class:`LlamaModel`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spec_lang.errors import SpecError
+from spec_lang.models.llama import DEBUG, LLAMA3_8B, LlamaModel, llama
+
+__all__ = ["MODELS", "model_registry"]
+
+MODELS: dict[str, Callable[[], LlamaModel]] = {
+    "llama3_8b": lambda: llama(LLAMA3_8B),
+    "llama3_debug": lambda: llama(DEBUG),
+    "debug": lambda: llama(DEBUG),
+}
+
+
+def model_registry(name: str) -> LlamaModel:
+    """The model called ``name`` (see :data:`MODELS`).
+
+    Raises:
+        SpecError: unknown name (the message lists the known ones).
+    """
+    if name not in MODELS:
+        raise SpecError(f"unknown model {name!r}; known: {sorted(MODELS)}")
+    return MODELS[name]()
