@@ -13,6 +13,8 @@ Argparse usage errors exit 2 as usual.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 import warnings
@@ -91,7 +93,17 @@ def add_simulate_parser(subparsers: Any) -> None:
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: float, seed: int):
+def _load_cluster(path: Path):
+    from simulator.cluster import Cluster
+
+    try:
+        return Cluster.from_dict(json.loads(path.read_text()))
+    except ValueError as exc:
+        raise SimulationError(f"{path}: not a cluster description ({exc})") from None
+
+
+def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: float, seed: int,
+                cluster_file: Path | None = None):
     """The RunSpec shared by the command's runs, with the cluster resolved."""
     from simulator.presets import local_cluster, paper_geo_cluster
     from simulator.run import RunSpec, load_backend
@@ -108,11 +120,22 @@ def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: floa
     if cluster_name == "paper-geo":
         cluster = paper_geo_cluster()
         micro_batches = 6
+    elif cluster_file is not None and cluster_file.exists():
+        cluster = _load_cluster(cluster_file)  # a resumed sweep keeps the cluster it measured
+        micro_batches = None
     else:
+        from simulator.sweep import _init_worker
+
+        _init_worker()  # measure with one torch thread, as every sweep worker runs
         trainer = backend.make_trainer(dict(cfg, seed=0))  # fails early on missing data
-        cluster = local_cluster(trainer, 3, n_micro_batches=cfg.get("n_micro_batches", 4))
+        cluster = local_cluster(trainer, 5, n_micro_batches=cfg.get("n_micro_batches", 4))
         micro_batches = None
         del trainer
+        if cluster_file is not None:
+            cluster_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cluster_file.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(cluster.to_dict(), indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, cluster_file)  # atomic: a kill leaves the old file or the new one
     iterations = args.iterations or preset.iterations
     if iterations < 1:
         raise SimulationError(f"--iterations must be >= 1, got {iterations}")
@@ -124,7 +147,7 @@ def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: floa
         eval_every=args.eval_every or preset.eval_every, eval_batches=preset.eval_batches,
         micro_batches=micro_batches, schedule=args.schedule or preset.schedule,
         target_loss=args.target_loss if args.target_loss is not None else preset.target_loss,
-        backend=args.backend,
+        max_steps_factor=preset.max_steps_factor, backend=args.backend,
     ), backend
 
 
@@ -194,7 +217,7 @@ def _sweep_command(args: argparse.Namespace, console: Any) -> int:
     _validate_grid(backend, strategies, rates, args.failure_model, args.trace, n_stages)
     if any(s < 0 for s in seeds):
         raise SimulationError(f"seeds must be >= 0, got {seeds}")
-    base, _ = _build_base(args, preset, strategies[0], rates[0], seeds[0])
+    base, _ = _build_base(args, preset, strategies[0], rates[0], seeds[0], Path(args.out) / "cluster.json")
     sweep = SweepSpec(strategies=tuple(strategies), failure_rates=tuple(rates), seeds=tuple(seeds), base=base)
     out = Path(args.out)
     t0 = time.perf_counter()

@@ -181,6 +181,36 @@ class Cluster:
             raise SimulationError(f"negative storage size {nbytes} bytes")
         return self.storage_latency_s + nbytes / self.storage_bytes_per_s
 
+    # -- persistence ---------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """JSON-able form (`from_dict` inverts it); sweeps store the measured cluster with results."""
+        return {
+            **{k: getattr(self, k) for k in ("name", "activation_bytes", "dp_replicas", "storage_bytes_per_s",
+                                             "storage_latency_s", "restart_delay_s", "head_on_stage0")},
+            "stage_forward_s": list(self.stage_forward_s), "stage_backward_s": list(self.stage_backward_s),
+            "stage_gradient_bytes": list(self.stage_gradient_bytes),
+            "default_link": [self.default_link.latency_s, self.default_link.bytes_per_s],
+            "regions": None if self.regions is None else [list(r) for r in self.regions],
+            "region_links": [[a, b, lk.latency_s, lk.bytes_per_s] for (a, b), lk in self.region_links.items()],
+            "sources": dict(self.sources),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Cluster:
+        """Rebuild a cluster from `to_dict` output (validated like any other)."""
+        try:
+            return cls(
+                **{k: d[k] for k in ("name", "activation_bytes", "dp_replicas", "storage_bytes_per_s",
+                                     "storage_latency_s", "restart_delay_s", "head_on_stage0")},
+                stage_forward_s=tuple(d["stage_forward_s"]), stage_backward_s=tuple(d["stage_backward_s"]),
+                stage_gradient_bytes=tuple(d["stage_gradient_bytes"]), default_link=LinkSpec(*d["default_link"]),
+                regions=None if d["regions"] is None else tuple(tuple(r) for r in d["regions"]),
+                region_links={(a, b): LinkSpec(lat, bw) for a, b, lat, bw in d["region_links"]},
+                sources=dict(d.get("sources", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SimulationError(f"not a cluster description: {exc}") from None
+
     def _check_stage(self, stage: int) -> None:
         if not 0 <= stage < self.n_stages:
             raise SimulationError(f"stage {stage} does not exist (stages 0..{self.n_stages - 1})")

@@ -47,18 +47,20 @@ class SweepPreset:
     cluster: str = "local"
     schedule: str = "1f1b"
     strategy_knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    max_steps_factor: float = 4.0  # a run stops after this x iterations steps (rollback storms)
 
 
 def quick() -> SweepPreset:
     return SweepPreset(
         trainer_config={"n_stages": 4, "layers_per_stage": 1, "d_model": 64, "total_iters": 300},
-        failure_rates=(0.01, 0.03),
+        failure_rates=(0.005, 0.02),
         seeds=(0, 1),
         iterations=300,
         eval_every=20,
         eval_batches=4,
-        target_loss=4.6,
-        strategy_knobs={"checkpoint": {"interval": 25}},
+        target_loss=4.4,
+        strategy_knobs={"checkpoint": {"interval": 10}},
+        max_steps_factor=3.0,
     )
 
 

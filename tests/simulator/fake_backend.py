@@ -4,7 +4,8 @@ The fake trainer's loss is a deterministic function of its "knowledge" k (iterat
 progress): loss = 1 + 4 exp(-k / 20). A failure without repair would cost knowledge; each
 fake strategy repairs in its own way and returns the contract's actions, so the simulator's
 clock and pricing can be tested without training a model. ``step_sleep_s`` in the trainer
-config slows train_step down for the kill-and-resume test.
+config (or the FAKE_STEP_SLEEP_S environment variable, which reaches spawned pool workers)
+slows train_step down for the kill-and-resume test.
 
 Used as ``backend="fake_backend:BACKEND"`` with this directory on sys.path.
 """
@@ -12,6 +13,7 @@ Used as ``backend="fake_backend:BACKEND"`` with this directory on sys.path.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +34,7 @@ class FakeTrainer:
 
     def __init__(self, cfg: dict[str, Any]):
         self.n_stages = int(cfg.get("n_stages", 4))
-        self.step_sleep_s = float(cfg.get("step_sleep_s", 0.0))
+        self.step_sleep_s = float(cfg.get("step_sleep_s", os.environ.get("FAKE_STEP_SLEEP_S", 0.0)))
         self.knowledge = 0.0
         self.iteration = 0
         self.steps = 0

@@ -1,0 +1,122 @@
+"""Pipeline schedule timings against closed-form formulas."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from simulator.cluster import Cluster, LinkSpec
+from simulator.errors import SimulationError
+from simulator.schedule import SCHEDULES, route, simulate_iteration
+
+
+def chain(n_stages: int, t_f: float, t_b: float, *, latency_s: float = 0.0, bytes_per_s: float = math.inf,
+          activation_bytes: int = 0, replicas: int = 1, grad_bytes: int = 0, head: bool = False,
+          regions=None, region_links=None) -> Cluster:
+    return Cluster(name="test", stage_forward_s=(t_f,) * n_stages, stage_backward_s=(t_b,) * n_stages,
+                   activation_bytes=activation_bytes, stage_gradient_bytes=(grad_bytes,) * n_stages,
+                   dp_replicas=replicas, default_link=LinkSpec(latency_s, bytes_per_s), regions=regions,
+                   region_links=region_links or {}, storage_bytes_per_s=1e9, restart_delay_s=0.0,
+                   head_on_stage0=head)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("m", [1, 2, 5, 8])
+@pytest.mark.parametrize("s", [2, 3, 6])
+def test_bubble_formula_with_ideal_links(schedule, m, s):
+    # GPipe and 1F1B: (M + S - 1)(t_f + t_b) with equal stage times and zero-cost messages
+    t_f, t_b = 0.75, 1.5
+    got = simulate_iteration(chain(s, t_f, t_b), m, schedule=schedule)
+    assert got.iteration_s == pytest.approx((m + s - 1) * (t_f + t_b), abs=1e-12)
+    assert got.messages == 2 * (s - 1) * m
+
+
+@pytest.mark.parametrize("m", [1, 4, 8])
+@pytest.mark.parametrize("s", [2, 4, 7])
+def test_gpipe_latency_adds_one_hop_per_boundary_each_way(m, s):
+    # fill goes S-1 hops forward, drain S-1 hops back: + 2 (S - 1) latency
+    lat = 0.2
+    got = simulate_iteration(chain(s, 1.0, 2.0, latency_s=lat), m, schedule="gpipe").iteration_s
+    assert got == pytest.approx((m + s - 1) * 3.0 + 2 * (s - 1) * lat, abs=1e-12)
+
+
+@pytest.mark.parametrize("m", [1, 4, 8])
+def test_1f1b_latency_at_least_the_gpipe_amount(m):
+    s, lat = 4, 0.2
+    base = (m + s - 1) * 3.0
+    got = simulate_iteration(chain(s, 1.0, 2.0, latency_s=lat), m, schedule="1f1b").iteration_s
+    assert got >= base + 2 * (s - 1) * lat - 1e-12
+    if m == 1:  # one micro-batch: the schedules coincide
+        assert got == pytest.approx(base + 2 * (s - 1) * lat)
+
+
+def test_single_micro_batch_prices_every_message():
+    # one micro-batch: compute of every stage + 2 (S-1) messages of latency + bytes / bandwidth
+    s, nbytes, bw, lat = 5, 4_000_000, 1e8, 0.01
+    got = simulate_iteration(chain(s, 0.1, 0.2, latency_s=lat, bytes_per_s=bw, activation_bytes=nbytes), 1)
+    assert got.iteration_s == pytest.approx(s * 0.3 + 2 * (s - 1) * (lat + nbytes / bw))
+
+
+def test_link_carries_one_message_at_a_time():
+    # zero compute, bandwidth-bound link: M messages serialise on the first hop
+    m, nbytes, bw = 6, 1_000_000, 1e7
+    got = simulate_iteration(chain(2, 0.0, 0.0, bytes_per_s=bw, activation_bytes=nbytes), m, schedule="gpipe")
+    # forwards: M serialised transfers; backwards: M serialised transfers back
+    assert got.iteration_s == pytest.approx(2 * m * nbytes / bw)
+
+
+def test_forward_multiplier_scales_forward_time_only():
+    m, s = 4, 3
+    got = simulate_iteration(chain(s, 1.0, 2.0), m, schedule="gpipe", forward_multiplier=lambda st: 2.0)
+    assert got.iteration_s == pytest.approx((m + s - 1) * (2.0 + 2.0))
+
+
+def test_allreduce_after_pipeline_uses_ring_formula():
+    # zero compute, messages of latency only: stage 0 finishes last, after 2 (S - 1) hops,
+    # then its ring all-reduce runs
+    r, g, bw, lat, s = 3, 300_000_000, 1e8, 0.05, 3
+    c = chain(s, 0.0, 0.0, latency_s=lat, bytes_per_s=bw, replicas=r, grad_bytes=g)
+    got = simulate_iteration(c, 2)
+    ring = 2 * (r - 1) * (lat + (g / r) / bw)  # Patarasuk & Yuan 2009
+    assert c.allreduce_s(0) == pytest.approx(ring)
+    assert got.pipeline_s == pytest.approx(2 * (s - 1) * lat)
+    assert got.iteration_s == pytest.approx(2 * (s - 1) * lat + ring)
+
+
+def test_head_on_stage0_routes_back_to_stage0():
+    c = chain(4, 1.0, 2.0, head=True)
+    assert route(c, 0) == (0, 1, 2, 3, 0)
+    # embedding lookup costs 0 s; the head (stage 0's time) runs once per micro-batch at the end
+    got = simulate_iteration(c, 1).iteration_s
+    assert got == pytest.approx(4 * 3.0)
+
+
+@pytest.mark.parametrize("s,odd", [(2, (0, 2, 1)), (3, (0, 2, 3, 1)), (6, (0, 2, 1, 3, 4, 6, 5))])
+def test_checkfree_plus_swaps_on_odd_micro_batches(s, odd):
+    c = chain(s + 1, 1.0, 1.0)
+    assert route(c, 0, swap_odd=True) == tuple(range(s + 1))
+    assert route(c, 1, swap_odd=True) == odd
+
+
+def test_swap_changes_time_when_links_differ():
+    # slow links everywhere except between neighbours in the normal order
+    regions = tuple((f"r{i}",) for i in range(5))
+    fast = {(f"r{i}", f"r{i + 1}"): LinkSpec(0.0, math.inf) for i in range(4)}
+    c = chain(5, 0.1, 0.2, latency_s=1.0, regions=regions, region_links=fast)
+    plain = simulate_iteration(c, 2).iteration_s
+    swapped = simulate_iteration(c, 2, swap_odd=True).iteration_s
+    assert plain == pytest.approx((2 + 5 - 1) * 0.3)
+    assert swapped > plain
+
+
+@pytest.mark.parametrize("bad,msg", [(0, "n_micro_batches must be an int >= 1, got 0"),
+                                     (2.5, "got 2.5")])
+def test_bad_micro_batches(bad, msg):
+    with pytest.raises(SimulationError, match=msg):
+        simulate_iteration(chain(2, 1.0, 1.0), bad)
+
+
+def test_unknown_schedule():
+    with pytest.raises(SimulationError, match="unknown pipeline schedule 'zb'"):
+        simulate_iteration(chain(2, 1.0, 1.0), 2, schedule="zb")
