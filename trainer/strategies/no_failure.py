@@ -21,7 +21,7 @@ class NoFailure(RecoveryStrategy):
     name: ClassVar[str] = "no_failure"
 
     def on_failure(self, stages: Sequence[int], iteration: int) -> list[Action]:
-        if not stages:
+        if not self._validate(stages):
             return []
         raise StrategyError(f"no_failure is the failure-free reference; got failure of stages {sorted(stages)} "
                             f"at iteration {iteration}")

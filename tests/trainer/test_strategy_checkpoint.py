@@ -1,0 +1,88 @@
+"""Checkpointing: saves every N iterations, whole-model rollback restores exactly, Young/Daly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from strategy_helpers import assert_weights_equal
+from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
+
+from trainer.errors import StrategyError
+from trainer.strategies import Checkpointing, Restart, Rollback, StorageRead, StorageWrite, make_strategy, young_daly_interval
+
+
+def _model_bytes(t) -> int:
+    return sum(t.stage_param_bytes(s) + t.stage_optimizer_bytes(s) for s in range(t.n_stages + 1))
+
+
+def test_saves_every_interval_and_rolls_back_exactly(make_trainer):
+    t = make_trainer()
+    s = make_strategy("checkpoint", interval=2)
+    s.attach(t)
+    writes, losses = {}, []
+    saved_weights = saved_adam = None
+    for _ in range(5):
+        r = t.train_step()
+        losses.append(r.loss)
+        writes[t.iteration] = s.on_iteration_end(t.iteration - 1, r)
+        if t.iteration == 4:
+            saved_weights = [t.stage_weights(st) for st in range(t.n_stages + 1)]
+            saved_adam = [t.stage_state(st).optimizer for st in range(t.n_stages + 1)]
+    nbytes = _model_bytes(t)
+    assert writes == {1: [], 2: [StorageWrite(nbytes)], 3: [], 4: [StorageWrite(nbytes)], 5: []}
+    assert s.storage_bytes() == nbytes
+    actions = s.on_failure([2], iteration=5)
+    assert actions == [Restart(2), StorageRead(nbytes), Rollback(4)]
+    assert t.iteration == 4
+    for st in range(t.n_stages + 1):
+        assert_weights_equal(t, st, saved_weights[st])
+        got = t.optimizer(st).state_dict()["state"]
+        for idx, state in saved_adam[st]["state"].items():
+            for key in ("exp_avg", "exp_avg_sq", "step"):
+                assert torch.equal(got[idx][key], state[key]), (st, idx, key)
+    assert t.train_step().loss == losses[4]  # the replayed iteration 5 is bit-identical
+
+
+def test_failure_before_first_save_rolls_back_to_the_initial_model(make_trainer):
+    t = make_trainer()
+    initial = t.stage_weights(0)
+    s = make_strategy("checkpoint", interval=10)
+    s.attach(t)
+    first = t.train_step().loss
+    s.on_iteration_end(0, t.train_step())
+    assert s.on_failure([0, 3], iteration=2)[-1] == Rollback(0)
+    assert t.iteration == 0
+    assert_weights_equal(t, 0, initial)
+    assert len(t.optimizer(0).state) == 0
+    assert t.train_step().loss == first
+
+
+def test_young_daly_interval():
+    # sqrt(2 * 10 s * 3600 s) = 268.3 s -> / 5 s per iteration = 53.7 -> 54 iterations
+    assert young_daly_interval(10.0, 3600.0, 5.0) == 54
+    assert young_daly_interval(0.01, 1.0, 100.0) == 1
+    s = make_strategy("checkpoint", interval="auto", save_s=10.0, mtbf_s=3600.0, iteration_s=5.0)
+    assert s.interval_iters == round(math.sqrt(2 * 10.0 * 3600.0) / 5.0)
+    assert s.describe()["interval_iters"] == 54
+
+
+@pytest.mark.parametrize("knobs, match", [
+    (dict(interval="auto", save_s=1.0, mtbf_s=10.0), "iteration_s"),
+    (dict(interval="auto", save_s=-1.0, mtbf_s=10.0, iteration_s=1.0), "save_s"),
+    (dict(interval=0), "interval"),
+    (dict(interval="often"), "interval"),
+])
+def test_config_errors(knobs, match):
+    with pytest.raises(StrategyError, match=match):
+        Checkpointing.Config(**knobs)
+
+
+def test_no_stage_is_immune(make_trainer):
+    t = make_trainer()
+    s = make_strategy("checkpoint", interval=1)
+    s.attach(t)
+    assert s.describe()["immune_stages"] == []
+    s.on_iteration_end(0, t.train_step())
+    assert s.on_failure([0], iteration=1)[-1] == Rollback(1)

@@ -1,0 +1,63 @@
+"""Registry, base-class checks and the failure-free reference."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
+
+from trainer.errors import StrategyError, TrainerError
+from trainer.strategies import STRATEGIES, RecoveryStrategy, make_strategy
+
+
+def test_registry_names():
+    assert set(STRATEGIES) == {"no_failure", "checkfree", "checkfree_plus", "checkpoint", "redundant"}
+    for name, cls in STRATEGIES.items():
+        assert issubclass(cls, RecoveryStrategy) and cls.name == name
+        assert dataclasses.is_dataclass(cls.Config)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(cls.Config(), "x", 1)
+
+
+def test_unknown_strategy_and_knob():
+    with pytest.raises(StrategyError, match=r"unknown strategy 'gemini'; known: checkfree, checkfree_plus, checkpoint, no_failure, redundant"):
+        make_strategy("gemini")
+    with pytest.raises(StrategyError, match="has no knob 'lr'"):
+        make_strategy("checkfree", lr=1.0)
+    assert issubclass(StrategyError, TrainerError)
+
+
+def test_no_failure_refuses_failures(make_trainer):
+    t = make_trainer()
+    s = make_strategy("no_failure")
+    s.attach(t)
+    assert s.on_failure([], iteration=0) == []
+    with pytest.raises(StrategyError, match=r"failure-free reference; got failure of stages \[2\]"):
+        s.on_failure([2], iteration=0)
+    assert s.forward_multiplier(1) == 1.0 and s.storage_bytes() == 0
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_strategy_validates_stages_and_attachment(make_trainer, name):
+    s = make_strategy(name)
+    with pytest.raises(StrategyError, match="not attached"):
+        s.on_failure([1], iteration=0)
+    t = make_trainer()
+    s.attach(t)
+    with pytest.raises(StrategyError, match="out of range 0..4"):
+        s.on_failure([7], iteration=0)
+    d = s.describe()
+    assert d["name"] == name and isinstance(d["config"], dict) and isinstance(d["immune_stages"], list)
+
+
+@pytest.mark.parametrize("name", ["checkfree", "checkfree_plus", "checkpoint", "redundant"])
+def test_every_recovering_strategy_leaves_no_nan(make_trainer, name):
+    t = make_trainer()
+    s = make_strategy(name)
+    s.attach(t)
+    s.on_iteration_end(0, t.train_step())
+    s.on_failure([0, 2, 3], iteration=1)
+    for st in range(t.n_stages + 1):
+        for w in t.stage_weights(st).values():
+            assert not w.isnan().any(), (name, st)
