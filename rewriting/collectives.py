@@ -15,7 +15,7 @@ every operand (so an unguarded "row-parallel" rule cannot prove a 2/6 versus 4/4
 from __future__ import annotations
 
 
-from spec_lang.term import Binding, Op, Term, varying_axes
+from spec_lang.term import Binding, DimSpec, Op, Term, varying_axes
 
 from rewriting import build as b
 from rewriting.instances import draw_binding, draw_const, fresh
@@ -265,7 +265,10 @@ def _move_rule(op: Op, name: str, law: str) -> Rule:
         x = t.args[0]
         if x.op is not op:
             return None
-        return {"xs": x.args, "attrs": x.attrs, "dshape": x.dims, "a": t.attrs[0], "r": t.attrs[1]}
+        s = {"xs": x.args, "attrs": x.attrs, "a": t.attrs[0], "r": t.attrs[1]}
+        if op is Op.CONCAT:
+            s["cshards"] = x.dim(x.attrs[0]).shards
+        return s
 
     def rebuild(xs, s: Subst) -> Term:
         if op is Op.RENAME:
@@ -273,7 +276,7 @@ def _move_rule(op: Op, name: str, law: str) -> Rule:
         if op is Op.CHUNK:
             return b.chunk(xs[0], *s["attrs"])
         d = s["attrs"][0]
-        return b.concat(xs, d, next(x for x in s["dshape"] if x.name == d))
+        return b.concat(xs, d, DimSpec(d, tuple(s["cshards"])))
 
     return _rule(name, law, "", _AR, match=match,
                  lhs=lambda s: b.all_reduce(rebuild(s["xs"], s), s["a"], s["r"]),

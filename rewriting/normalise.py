@@ -29,12 +29,27 @@ from rewriting import canonical as _canonical  # noqa: F401  (registers the rule
 from rewriting import collectives as _collectives  # noqa: F401
 from rewriting import lifting as _lifting  # noqa: F401
 from rewriting.build import encode_attr
-from rewriting.rule import Rule, RuleError, Subst, rules_for
+from rewriting.rule import RULES, Rule, RuleError, Subst, rules_for
 
 __all__ = ["normalise", "Normaliser", "ProofLog", "Record", "Step", "NormaliseError",
            "RULESET", "LOG_FORMAT", "LOG_VERSION", "first_difference"]
 
-RULESET = "tensor-v1"
+RULESET_NAME = "tensor"
+RULESET_VERSION = "1"
+
+
+def _ruleset() -> dict[str, str]:
+    """Name, version and sha256 of the rule table (name, group, law, guard of every rule)."""
+    import hashlib
+    import json
+
+    rows = [[r.name, r.group, r.law, r.guard_doc] for r in RULES]
+    digest = hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+    return {"name": RULESET_NAME, "version": RULESET_VERSION, "sha256": digest}
+
+
+RULESET = _ruleset()
+"""``{"name", "version", "sha256"}`` of the rule table (certificates record it)."""
 LOG_FORMAT = "shardproof-normaliser-log"
 LOG_VERSION = 1
 
@@ -124,11 +139,11 @@ class ProofLog:
             out = {}
             for k, v in sorted(s.items()):
                 if isinstance(v, Term):
-                    out[k] = {"t": nid(v)}
+                    out[k] = {"node": nid(v)}
                 elif isinstance(v, tuple) and v and all(isinstance(x, Term) for x in v):
-                    out[k] = {"ts": [nid(x) for x in v]}
-                else:
-                    out[k] = {"v": encode_attr(v)}
+                    out[k] = {"nodes": [nid(x) for x in v]}
+                else:  # an attribute; an empty list of terms is the attribute []
+                    out[k] = encode_attr(v)
             return out
 
         recs = []
@@ -148,7 +163,7 @@ class ProofLog:
                         raise NormaliseError(f"unknown step kind {s.kind!r}")
             recs.append({"term": nid(r.term), "nf": nid(r.nf), "steps": steps})
         out: dict[str, Any] = {
-            "format": LOG_FORMAT, "format_version": LOG_VERSION, "ruleset": RULESET,
+            "format": LOG_FORMAT, "format_version": LOG_VERSION, "ruleset": dict(RULESET),
             "binding": {k: self.binding[k] for k in sorted(self.binding)},
             "records": recs,
             "roots": [{"term": nid(t), "nf": nid(self.nf_of(t)), "record": self.record_id(t)}
