@@ -109,6 +109,10 @@ class ParallelContext:
         """tokens (B, S) in [0, V), table (V, H) -> (B, S, H)."""
         return ops.embedding(tokens, table, d.V)
 
+    def head_input(self, x: Tensor, d: LlamaDims) -> Tensor:
+        """After the final norm, before the output head. x: (B, S, H)."""
+        return x
+
     def loss(self, logits: Tensor, labels: Tensor, mask_: Tensor, d: LlamaDims) -> Tensor:
         """Masked token mean of cross-entropy: ``sum(mask * ce) / sum(mask)`` (scalar)."""
         return ops.cross_entropy(logits, labels, mask_, d.V)
@@ -165,7 +169,7 @@ def llama_forward(p: Params, data: Mapping[str, Tensor], c: LlamaConfig, d: Llam
     x = ctx.embed(data["tokens"], p["tok_embeddings"], d)
     for i in layers if layers is not None else range(c.n_layers):
         x = transformer_block(p.scope(f"layers.{i}"), x, c, d, ctx)
-    x = ops.rms_norm(x, p["norm"], d.H, c.norm_eps)
+    x = ctx.head_input(ops.rms_norm(x, p["norm"], d.H, c.norm_eps), d)
     logits = ops.einsum(x, p["output"], out=(d.B, d.S, d.V))
     return ctx.loss(logits, data["labels"], data["mask"], d)
 
