@@ -1,0 +1,41 @@
+"""Plan library: parallelisation recipes as functions returning a :class:`~spec_lang.plan.Plan`.
+
+``plan_registry("megatron")(model, tp=8, dp=4, microbatches=4)`` is the same as
+``megatron(model, ...)``; see ``docs/plans.md``.
+"""
+
+from collections.abc import Callable
+
+from spec_lang.errors import PlanError
+from spec_lang.plans.megatron import (
+    COPY_TO_TP, DP_AVERAGE, GRAD_ACCUM, LOSS_PREFACTOR, REDUCE_FROM_TP, TP_REGION_WEIGHTS,
+    MegatronSettings, MegatronTP, Scale, colwise, layer_plan, megatron, megatron_placements,
+    replicated, rowwise, vocab_parallel_cross_entropy, vocab_parallel_embedding,
+)
+from spec_lang.plan import Plan
+
+__all__ = [
+    # __init__.py
+    "PLANS", "plan_registry",
+    # megatron.py
+    "COPY_TO_TP", "DP_AVERAGE", "GRAD_ACCUM", "LOSS_PREFACTOR", "REDUCE_FROM_TP",
+    "TP_REGION_WEIGHTS", "MegatronSettings", "MegatronTP", "Scale", "colwise", "layer_plan",
+    "megatron", "megatron_placements", "replicated", "rowwise", "vocab_parallel_cross_entropy",
+    "vocab_parallel_embedding",
+]
+
+PLANS: dict[str, Callable[..., Plan]] = {
+    "megatron": megatron,
+}
+"""Plan recipes by name (STYLE rule 10)."""
+
+
+def plan_registry(name: str) -> Callable[..., Plan]:
+    """The plan recipe called ``name`` (see :data:`PLANS`).
+
+    Raises:
+        PlanError: unknown name (the message lists the known ones).
+    """
+    if name not in PLANS:
+        raise PlanError(f"unknown plan {name!r}; known: {sorted(PLANS)}")
+    return PLANS[name]

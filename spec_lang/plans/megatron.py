@@ -1,0 +1,339 @@
+"""Megatron-LM tensor parallelism + data parallelism + gradient accumulation, as an SPMD plan.
+
+The program of one rank on ``Mesh(dp, tp)`` running K micro-batches, after Megatron-LM's
+``megatron/core/tensor_parallel`` (``layers.py``, ``mappings.py``, ``cross_entropy.py``) and its
+DDP wrapper. The Llama blocks are the model library's own (:mod:`spec_lang.models.llama`); this
+module only supplies the :class:`~spec_lang.models.llama.ParallelContext` hooks, the placements,
+the gradient reduction and the scale factors.
+
+Layers (``x`` replicated over tp, ``W = [W_1, ..., W_tp]``):
+
+* column-parallel ``Y_r = f(X) W_r`` (wq/wk/wv split by heads, w1/w3 split by ``F``, the head
+  split by ``V``): ``f`` = ``copy_to_tp_region``, identity forward, all-reduce backward (each
+  rank's ``dX`` is a partial sum over its column block);
+* row-parallel ``Y = g(sum_r X_r W_r)`` (wo split by heads, w2 by ``F``): ``g`` =
+  ``reduce_from_tp_region``, all-reduce forward, identity backward;
+* vocab-parallel embedding: a masked lookup in the rank's ``V`` block (``one_hot`` over the local
+  vocab range: tokens outside it give a zero row), then ``g``;
+* vocab-parallel cross-entropy on ``V``-sharded logits ``z``: ``m = all_reduce_max(max_local z)``
+  (stop-gradient: it cancels), ``sum_exp = g(sum_local exp(z - m))``, ``z_y = g(sum_local z *
+  onehot_local(y))``, ``ce = m + log(sum_exp) - z_y``; ``g``'s identity backward gives each rank
+  ``softmax_local - onehot_local`` as in Megatron's hand-written backward.
+
+Attention heads: query heads are ``(KVH, G)`` (``G`` query heads per KV head). With
+``kv_heads % tp == 0`` wq/wk/wv/wo shard ``KVH``. With ``kv_heads < tp`` the KV projections are
+replicated and the query-head groups ``G`` are split instead (``G % tp == 0``); a replicated
+weight used inside the TP region enters it through ``copy_to_tp_region`` on the *weight*, whose
+all-reduce backward sums the rank's partial gradient (each rank only back-propagates its own
+query heads into K and V).
+
+Loss and gradients (every scale factor is a named :class:`Scale` with its reason; none is
+inferred): the spec loss is the masked token mean ``L = S / N`` over the global batch. Each
+rank back-propagates ``dp * K / N * S_mb`` (:data:`LOSS_PREFACTOR`) with ``N`` the token count
+all-reduced over the K micro-batches and dp (counted before the micro-batch loop); the K
+gradients are summed and scaled by ``1/K`` (:data:`GRAD_ACCUM`, Megatron's division of each
+micro-batch loss by ``num_microbatches``); DDP averages over dp (:data:`DP_AVERAGE`, ``1/dp``).
+The product of the three is ``1/N`` per token. AdamW then runs on the local shards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spec_lang import ops
+from spec_lang.collectives import all_reduce, copy_to_tp_region, region
+from spec_lang.errors import PlanError
+from spec_lang.mesh import Mesh
+from spec_lang.models.llama import LlamaConfig, LlamaDims, LlamaModel, ParallelContext, llama
+from spec_lang.placement import Placement, Replicate, Shard
+from spec_lang.plan import Loss, Plan, microbatches as _microbatches
+from spec_lang.spec import Params, Spec
+from spec_lang.tensor import Tensor, user_site
+from spec_lang.term import Axis
+
+__all__ = [
+    "Scale", "GRAD_ACCUM", "DP_AVERAGE", "LOSS_PREFACTOR", "COPY_TO_TP", "REDUCE_FROM_TP",
+    "MegatronSettings", "MegatronTP", "megatron", "megatron_placements", "layer_plan",
+    "colwise", "rowwise", "replicated", "vocab_parallel_embedding",
+    "vocab_parallel_cross_entropy", "TP_REGION_WEIGHTS",
+]
+
+TP, DP, MB = Axis.TP, Axis.DP, Axis.MB
+
+
+# -- scale factors: explicit plan data ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scale:
+    """A scale factor ``prod(|axis| ** power)``, with the reason it is in the plan.
+
+    ``Scale("1/dp", (("dp", -1),), "...")`` is ``RECIP(AXIS_SIZE(dp))``: the mesh size stays a
+    symbol, so the prover has to cancel it against the loss pre-factor, never assume it.
+    """
+
+    name: str
+    powers: tuple[tuple[str, int], ...]
+    reason: str
+
+    def tensor(self) -> Tensor:
+        """The factor as a scalar term (``1`` when ``powers`` is empty)."""
+        out: Tensor | None = None
+        for axis, k in self.powers:
+            base = ops.axis_size(axis)
+            f = base if k > 0 else ops.recip(base)
+            for _ in range(abs(k)):
+                out = f if out is None else out * f
+        return out if out is not None else ops.const(1)
+
+
+GRAD_ACCUM = Scale("1/K", ((MB, -1),),
+                   "gradient accumulation: Megatron divides each micro-batch loss by "
+                   "num_microbatches K, and the K gradients are summed")
+DP_AVERAGE = Scale("1/dp", ((DP, -1),),
+                   "data parallelism: DDP averages the replicas' gradients "
+                   "(all_reduce avg over dp = sum times 1/dp)")
+LOSS_PREFACTOR = Scale("dp*K", ((DP, 1), (MB, 1)),
+                       "loss pre-factor: each micro-batch back-propagates dp*K/N times its "
+                       "masked loss sum, undoing 1/K and 1/dp so every token weighs 1/N, N the "
+                       "global token count")
+
+
+def _scaled(x: Tensor, scales: tuple[Scale, ...]) -> Tensor:
+    for s in scales:
+        x = s.tensor() * x
+    return x
+
+
+# -- regions (Megatron's f and g), declared as (forward, backward) ----------------------------------
+
+COPY_TO_TP = ("identity", "all_reduce")
+"""Megatron's ``f`` (``copy_to_tensor_model_parallel_region``): enter a TP region."""
+REDUCE_FROM_TP = ("all_reduce", "identity")
+"""Megatron's ``g`` (``reduce_from_tensor_model_parallel_region``): leave a TP region."""
+
+
+# -- the knobs of the plan (all of it plan data) ----------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class MegatronSettings:
+    """Everything the Megatron plan decides besides the mesh; the defaults are Megatron's.
+
+    Attributes:
+        copy_to_tp: (forward, declared backward) of the region entering column-parallel layers.
+        reduce_from_tp: (forward, declared backward) after row-parallel layers and in the
+            vocab-parallel embedding and cross-entropy.
+        row_parallel_scale: factors applied after the row-parallel reduction (none: a sum).
+        loss_scale: factors on each micro-batch's masked loss sum (besides ``1/N``).
+        grad_scale: factors applied to the accumulated gradient before the dp all-reduce.
+        token_count_axes: the axes ``N`` is all-reduced over (micro-batches, then dp).
+        replicated_weights_enter_tp: a replicated weight used inside a TP region (the KV
+            projections when ``kv_heads < tp``) enters it through ``copy_to_tp``.
+    """
+
+    copy_to_tp: tuple[str, str] = COPY_TO_TP
+    reduce_from_tp: tuple[str, str] = REDUCE_FROM_TP
+    row_parallel_scale: tuple[Scale, ...] = ()
+    loss_scale: tuple[Scale, ...] = (LOSS_PREFACTOR,)
+    grad_scale: tuple[Scale, ...] = (GRAD_ACCUM, DP_AVERAGE)
+    token_count_axes: tuple[str, ...] = (MB, DP)
+    replicated_weights_enter_tp: bool = True
+
+
+# -- vocab-parallel embedding and cross-entropy ---------------------------------------------------
+
+def vocab_parallel_embedding(tokens: Tensor, table: Tensor, d: LlamaDims,
+                             reduce: tuple[str, str] = REDUCE_FROM_TP) -> Tensor:
+    """Megatron's ``VocabParallelEmbedding``: ``g(onehot_local(tokens) @ table_r)``.
+
+    tokens: (B, S) ids in [0, V); table: (V[tp], H), the rank's vocab block. A token outside the
+    rank's block has an all-zero local one-hot row (the masked lookup); ``g`` sums the ranks'
+    rows. Returns (B, S, H), replicated over tp.
+    """
+    local = ops.embedding(tokens, table, d.V)                # (B, S, H), Partial(sum) over tp
+    return region(local, "reduce_from_tp", *reduce, TP)
+
+
+def vocab_parallel_cross_entropy(logits: Tensor, labels: Tensor, d: LlamaDims,
+                                 reduce: tuple[str, str] = REDUCE_FROM_TP) -> Tensor:
+    """Per-token cross-entropy on vocab-sharded logits (Megatron's ``vocab_parallel_cross_entropy``).
+
+    logits: (B, S, V[tp]); labels: (B, S). ``ce = m + log(g(sum_local exp(z - m))) -
+    g(sum_local z onehot_local(y))`` with ``m`` the all-reduced max (stop-gradient: ``m`` cancels
+    exactly, so its derivative is zero). Returns (B, S), replicated over tp.
+    """
+    m = ops.stop_gradient(all_reduce(ops.max(logits, d.V), TP, "max"))      # (B, S)
+    sum_exp = region(ops.sum(ops.exp(logits - m), d.V), "reduce_from_tp", *reduce, TP)
+    target = ops.einsum(logits, ops.one_hot(labels, d.V, shards=(str(TP),)),
+                        out=(d.B, d.S))                                      # (B, S), partial
+    target = region(target, "reduce_from_tp", *reduce, TP)
+    return m + ops.log(sum_exp) - target
+
+
+# -- the parallel context: Megatron's hooks in the Llama blocks -----------------------------------
+
+class MegatronTP(ParallelContext):
+    """Megatron TP hooks for :func:`spec_lang.models.llama.llama_forward`.
+
+    One instance per traced micro-batch: :meth:`loss` records the reported loss in
+    ``self.report`` (the backward seed and the reported value differ by the scale factors).
+    """
+
+    def __init__(self, settings: MegatronSettings):
+        self.s = settings
+        self.report: Tensor | None = None
+
+    def enter_tp(self, x: Tensor, d: LlamaDims) -> Tensor:
+        """``f``: x (B, S, H) replicated -> the same, with an all-reduce in backward."""
+        return region(x, "copy_to_tp", *self.s.copy_to_tp, TP)
+
+    def exit_tp(self, x: Tensor, d: LlamaDims) -> Tensor:
+        """``g``: x (B, S, H) Partial(sum) over tp -> replicated."""
+        return _scaled(region(x, "reduce_from_tp", *self.s.reduce_from_tp, TP),
+                       self.s.row_parallel_scale)
+
+    def embed(self, tokens: Tensor, table: Tensor, d: LlamaDims) -> Tensor:
+        return vocab_parallel_embedding(tokens, table, d, self.s.reduce_from_tp)
+
+    def head_input(self, x: Tensor, d: LlamaDims) -> Tensor:
+        """The output head is column-parallel over ``V``: it enters the TP region too."""
+        return self.enter_tp(x, d)
+
+    def loss(self, logits: Tensor, labels: Tensor, mask_: Tensor, d: LlamaDims) -> Tensor:
+        """The backward seed ``dp*K/N * sum(mask * ce)``; records the reported ``S/N``.
+
+        logits: (B[dp,mb], S, V[tp]); labels, mask: (B[dp,mb], S).
+        """
+        ce = vocab_parallel_cross_entropy(logits, labels, d, self.s.reduce_from_tp)
+        masked_sum = ops.sum(mask_ * ce)                      # S_mb: this micro-batch, this rank
+        n_tokens = ops.sum(mask_)                             # counted over all K micro-batches
+        for axis in self.s.token_count_axes:                  # and all dp ranks, before the loop
+            n_tokens = all_reduce(n_tokens, axis)
+        self.report = all_reduce(masked_sum, DP) / n_tokens   # summed over mb by the plan
+        return _scaled(masked_sum, self.s.loss_scale) / n_tokens
+
+
+# -- placements (torchtitan-style named layouts) ----------------------------------------------------
+
+def colwise(dim: Any) -> dict[str, Placement]:
+    """Column-parallel weight: output features ``dim`` split over tp."""
+    return {TP: Shard(dim)}
+
+
+def rowwise(dim: Any) -> dict[str, Placement]:
+    """Row-parallel weight: input features ``dim`` split over tp (output Partial(sum))."""
+    return {TP: Shard(dim)}
+
+
+def replicated() -> dict[str, Placement]:
+    """Every tp rank holds the whole weight."""
+    return {TP: Replicate()}
+
+
+TP_REGION_WEIGHTS = ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.w1", "mlp.w2", "mlp.w3")
+"""Layer weights consumed inside a TP region (between ``f`` and ``g``)."""
+
+
+def layer_plan(config: LlamaConfig, tp: int) -> dict[str, dict[str, Placement]]:
+    """Per-layer placements: heads split over tp (KV heads when ``kv_heads % tp == 0``, else
+    the query groups ``G`` with replicated KV projections), ``F`` split for the MLP.
+
+    Raises:
+        PlanError: neither the KV heads nor the query groups divide over tp.
+    """
+    d = LlamaDims.of(config)
+    kvh, g = config.n_kv_heads, config.n_heads // config.n_kv_heads
+    if kvh % tp == 0:
+        heads, kv = d.KVH, colwise(d.KVH)
+    elif tp % kvh == 0 and kvh < tp and g % tp == 0:
+        heads, kv = d.G, replicated()
+    else:
+        raise PlanError(
+            f"{user_site(3)}: {config.name}: tp={tp} splits neither the {kvh} KV heads "
+            f"(kv_heads % tp != 0) nor the {g} query heads per KV head (needs kv_heads < tp and "
+            f"G % tp == 0); choose tp dividing {kvh}, or one dividing {g} with tp > {kvh}")
+    return {
+        "attention_norm": replicated(),
+        "attn.wq": colwise(heads), "attn.wk": kv, "attn.wv": kv, "attn.wo": rowwise(heads),
+        "ffn_norm": replicated(),
+        "mlp.w1": colwise(d.F), "mlp.w3": colwise(d.F), "mlp.w2": rowwise(d.F),
+    }
+
+
+def megatron_placements(model: LlamaModel, tp: int,
+                        layers: Mapping[str, Mapping[str, Placement]] | None = None
+                        ) -> dict[str, dict[str, Placement]]:
+    """Placements of every parameter and data input (axes absent from a map: Replicate)."""
+    d = model.dims
+    lp = layer_plan(model.config, tp) if layers is None else layers
+    pl: dict[str, dict[str, Placement]] = {
+        "tok_embeddings": {TP: Shard(d.V)},          # vocab-parallel embedding
+        "norm": replicated(),
+        "output": colwise(d.V),                      # column-parallel head: V-sharded logits
+        "tokens": {DP: Shard(d.B)}, "labels": {DP: Shard(d.B)}, "mask": {DP: Shard(d.B)},
+    }
+    for i in range(model.config.n_layers):
+        for k, v in lp.items():
+            pl[f"layers.{i}.{k}"] = dict(v)
+    return pl
+
+
+# -- the plan -------------------------------------------------------------------------------------
+
+def _model_of(x: LlamaModel | LlamaConfig | Spec) -> LlamaModel:
+    if isinstance(x, LlamaModel):
+        return x
+    if isinstance(x, LlamaConfig):
+        return llama(x)
+    owner = getattr(getattr(x, "forward", None), "__self__", None)
+    if isinstance(x, Spec) and isinstance(owner, LlamaModel):
+        return owner
+    raise PlanError(f"{user_site(3)}: megatron() needs a Llama model, config or a spec made by "
+                    f"LlamaModel.spec(...), got {type(x).__name__}")
+
+
+def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microbatches: int,
+             layers: Mapping[str, Mapping[str, Placement]] | None = None,
+             settings: MegatronSettings | None = None) -> Plan:
+    """Megatron-LM TP x DP with K micro-batches of gradient accumulation and AdamW.
+
+    Args:
+        model: a :class:`LlamaModel`, a :class:`LlamaConfig`, or a spec from ``model.spec``.
+        tp, dp: mesh sizes (``Mesh(dp=dp, tp=tp)``).
+        microbatches: K, splitting each dp rank's batch ``B`` (``B % (dp * K) == 0``).
+        layers: per-layer placements (default :func:`layer_plan`), keyed ``"attn.wq"``.
+        settings: the plan's regions and scale factors (default: Megatron's).
+
+    Returns:
+        the :class:`~spec_lang.plan.Plan`; the spec's optimizer runs on the local shards.
+    """
+    m = _model_of(model)
+    s = settings or MegatronSettings()
+    site = user_site(2)
+    pl = megatron_placements(m, tp, layers)
+    enter_weights = [k for k, v in pl.items()
+                     if k.split(".", 2)[-1] in TP_REGION_WEIGHTS
+                     and not isinstance(v.get(TP, Replicate()), Shard)]
+
+    def forward(p: Params, data: Mapping[str, Tensor]) -> Loss:
+        if s.replicated_weights_enter_tp and enter_weights:
+            ts = {k: p[k] for k in p}
+            for k in enter_weights:
+                ts[k] = region(ts[k], "copy_to_tp", *s.copy_to_tp, TP)
+            p = Params(ts)
+        ctx = MegatronTP(s)
+        seed = m.forward(p, data, ctx)
+        assert ctx.report is not None
+        return Loss(backward=seed, report=ctx.report)
+
+    def reduce_grads(name: str, g: Tensor) -> Tensor:
+        # g is already summed over the K micro-batches; sum over dp, then 1/K and 1/dp
+        return _scaled(all_reduce(g, DP), s.grad_scale)
+
+    return Plan(mesh=Mesh(dp=dp, tp=tp), placements=pl, forward=forward,
+                reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, m.dims.B),
+                assumptions=(f"Megatron-LM TP{tp} x DP{dp}, {microbatches} micro-batches; "
+                             "token count N > 0",),
+                site=site)
+
