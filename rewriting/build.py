@@ -231,8 +231,11 @@ def reduce_max(x: Term, dims: Iterable[str]) -> Term:
     return term(Op.REDUCE_MAX, (x,), (ds,), sort_dims(d for d in x.dims if d.name not in ds))
 
 
-def rename(x: Term, old: str, new: str) -> Term:
-    m = [DimSpec(new, d.shards) if d.name == old else d for d in x.dims]
+def rename(x: Term, old: str, new: str, new_shards: Sequence[str] | None = None) -> Term:
+    """RENAME old -> new; ``new``'s spec defaults to ``old``'s (the DSL may give another spec
+    of the same local size, e.g. a chunk ``HD[#0/2]`` renamed to a dim ``HD_half``)."""
+    m = [DimSpec(new, d.shards if new_shards is None else tuple(new_shards)) if d.name == old
+         else d for d in x.dims]
     return term(Op.RENAME, (x,), (old, new), sort_dims(m))
 
 

@@ -41,6 +41,12 @@ def _var(x: Term, a: str) -> bool:
     return a in varying_axes(x)
 
 
+def blocks_over(x: Term, a: str) -> bool:
+    """Some dim of ``x`` is sharded over ``a`` (then a sum over ``a`` would add different blocks:
+    moving an ALL_REDUCE onto such an operand never helps, the outer context must split it)."""
+    return any(a in d.shards for d in x.dims)
+
+
 def _sum_only(f):
     def match(t: Term, bd: Binding) -> Subst | None:
         return f(t, bd) if t.attrs[1] == "sum" else None
@@ -89,7 +95,8 @@ _rule("allreduce-part", "ALL_REDUCE(PART(x, a), a, sum) = x", "x does not vary o
 
 
 def _shard_comm_ok(s: Subst, bd: Binding) -> bool:
-    return s["b"] != s["a"] and not _var(s["x"], s["b"]) and s["d"] in s["x"].dim_names
+    return (s["b"] != s["a"] and not _var(s["x"], s["b"]) and s["d"] in s["x"].dim_names
+            and not blocks_over(s["x"], s["a"]))
 
 
 def _match_shard_comm(t: Term, bd: Binding) -> Subst | None:
@@ -108,7 +115,7 @@ def _sample_shard_comm(draw: Draw) -> tuple[Term, Binding]:
 
 # reducing over a commutes with taking a block over another axis b
 _rule("allreduce-shard-comm", "ALL_REDUCE(SHARD(x, d, b), a, r) = SHARD(ALL_REDUCE(x, a, r), d, b)",
-      "b != a", _AR, match=_match_shard_comm,
+      "b != a; no dim of x is sharded over a", _AR, match=_match_shard_comm,
       lhs=lambda s: b.all_reduce(b.shard(s["x"], s["d"], s["b"]), s["a"], s["r"]),
       rhs=lambda s, bd: b.shard(b.all_reduce(s["x"], s["a"], s["r"]), s["d"], s["b"]),
       guard=_shard_comm_ok, sample=_sample_shard_comm)
@@ -213,7 +220,9 @@ _rule("allreduce-einsum-split",
 
 def _push_index(s: Subst) -> int | None:
     vary = [i for i, x in enumerate(s["xs"]) if _var(x, s["a"])]
-    return vary[0] if len(vary) == 1 else None
+    if len(vary) != 1 or blocks_over(s["xs"][vary[0]], s["a"]):
+        return None
+    return vary[0]
 
 
 def _push_rhs(s: Subst, bd: Binding) -> Term:
@@ -231,7 +240,7 @@ def _sample_push(draw: Draw) -> tuple[Term, Binding]:
 # a contraction is linear in each operand: the sum over a moves into the one varying operand
 _rule("allreduce-einsum-push",
       "ALL_REDUCE(EINSUM(xs, out), a, sum) = EINSUM(xs with x_k -> ALL_REDUCE(x_k, a, sum), out)",
-      "exactly one operand x_k varies over a", _AR,
+      "exactly one operand x_k varies over a, and no dim of x_k is sharded over a", _AR,
       match=_sum_only(lambda t, bd: (
           {"xs": t.args[0].args, "out": t.args[0].attrs[0], "a": t.attrs[0]}
           if t.args[0].op is Op.EINSUM
@@ -268,11 +277,13 @@ def _move_rule(op: Op, name: str, law: str) -> Rule:
         s = {"xs": x.args, "attrs": x.attrs, "a": t.attrs[0], "r": t.attrs[1]}
         if op is Op.CONCAT:
             s["cshards"] = x.dim(x.attrs[0]).shards
+        if op is Op.RENAME:
+            s["nshards"] = x.dim(x.attrs[1]).shards
         return s
 
     def rebuild(xs, s: Subst) -> Term:
         if op is Op.RENAME:
-            return b.rename(xs[0], *s["attrs"])
+            return b.rename(xs[0], *s["attrs"], s["nshards"])
         if op is Op.CHUNK:
             return b.chunk(xs[0], *s["attrs"])
         d = s["attrs"][0]

@@ -216,16 +216,26 @@ _rule("lift-shard-reduce-max",
       guard=lambda s, bd: s["d"] not in s["dims"] and _wf(s), sample=_sample_rmax)
 
 
+def _rename_ok(s: Subst, bd: Binding) -> bool:
+    if not _wf(s):
+        return False
+    if s["d"] == s["old"]:
+        return bool(s["nshards"]) and s["nshards"][-1] == s["a"]
+    return True
+
+
 def _match_rename(t: Term, bd: Binding) -> Subst | None:
     s = _single_shard(t)
     if s is None:
         return None
     s["old"], s["new"] = t.attrs
-    return s
+    s["nshards"] = t.dim(s["new"]).shards
+    return s if _rename_ok(s, bd) else None
 
 
 def _sample_rename(draw: Draw) -> tuple[Term, Binding]:
-    x = b.shard(fresh(["B", "S"]), draw.choice(["B", "S"]), "dp")
+    d = draw.choice(["B", "S"])
+    x = b.shard(fresh(["B", "S"]), d, "dp")
     bd = draw_binding(draw)
     return b.rename(x, "S", "K"), bd.replace(K=bd["S"])
 
@@ -234,13 +244,20 @@ def _rename_d(s: Subst) -> str:
     return s["new"] if s["d"] == s["old"] else s["d"]
 
 
+def _rename_inner(s: Subst) -> tuple[str, ...]:
+    sh = tuple(s["nshards"])
+    return sh[:-1] if s["d"] == s["old"] else sh
+
+
 # renaming commutes with taking a block (the block's dim is renamed with it)
 _rule("lift-shard-rename",
       "RENAME(SHARD(x, d, a), old, new) = SHARD(RENAME(x, old, new), d', a)  (d' = new if d = old)",
-      "", {Op.RENAME}, match=_match_rename,
-      lhs=lambda s: b.rename(b.shard(s["x"], s["d"], s["a"]), s["old"], s["new"]),
-      rhs=lambda s, bd: b.shard(b.rename(s["x"], s["old"], s["new"]), _rename_d(s), s["a"]),
-      guard=lambda s, bd: _wf(s), sample=_sample_rename)
+      "the output spec of new is nshards; if d = old, nshards ends with a (the inner RENAME "
+      "gets nshards without it)", {Op.RENAME}, match=_match_rename,
+      lhs=lambda s: b.rename(b.shard(s["x"], s["d"], s["a"]), s["old"], s["new"], s["nshards"]),
+      rhs=lambda s, bd: b.shard(b.rename(s["x"], s["old"], s["new"], _rename_inner(s)),
+                                _rename_d(s), s["a"]),
+      guard=_rename_ok, sample=_sample_rename)
 
 
 def _match_chunk(t: Term, bd: Binding) -> Subst | None:
