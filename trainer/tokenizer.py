@@ -19,17 +19,20 @@ from trainer.errors import TrainerError
 
 __all__ = ["load_or_train_tokenizer", "encode_corpus"]
 
-_CHUNK_CHARS = 1 << 16  # encode in ~64 KiB pieces cut at paragraph breaks (parallel encode_batch)
+_CHUNK_CHARS = 1 << 16  # encode in ~64 KiB pieces cut after whitespace (parallel encode_batch)
 
 
 def _chunks(text: str) -> list[str]:
-    """Split `text` into pieces of about _CHUNK_CHARS ending at a blank line (or anywhere if none)."""
+    """Split `text` into pieces of about _CHUNK_CHARS, each ending after a blank line, newline or space."""
     pieces, start = [], 0
     while start < len(text):
         end = min(start + _CHUNK_CHARS, len(text))
         if end < len(text):
-            cut = text.rfind("\n\n", start, end)
-            end = cut + 2 if cut > start else end
+            for sep in ("\n\n", "\n", " "):  # cut after whitespace: pre-tokens never straddle a cut
+                cut = text.rfind(sep, start, end)
+                if cut > start:
+                    end = cut + len(sep)
+                    break
         pieces.append(text[start:end])
         start = end
     return pieces
