@@ -518,10 +518,11 @@ def log_softmax(x: object, d: DimLike) -> Tensor:
 
 
 def rms_norm(x: object, w: object, d: DimLike, eps: Any) -> Tensor:
-    """``x * rsqrt(mean_d(x^2) + eps) * w``; x: (..., d), w: (d,)."""
+    """``x * rsqrt(mean_d(x^2) + eps) * w``; x: (..., d), w: (d,). ``eps``: an exact constant
+    or a scalar tensor (e.g. a ``rank_const``)."""
     t = _t(x)
     ms = mean(mul(t, t), d)
-    return mul(mul(t, rsqrt(add(ms, const(eps)))), w)
+    return mul(mul(t, rsqrt(add(ms, _t(eps)))), w)
 
 
 def layer_norm(x: object, w: object, b: object, d: DimLike, eps: Any) -> Tensor:
@@ -529,7 +530,7 @@ def layer_norm(x: object, w: object, b: object, d: DimLike, eps: Any) -> Tensor:
     t = _t(x)
     c = sub(t, mean(t, d))
     var = mean(mul(c, c), d)
-    return add(mul(mul(c, rsqrt(add(var, const(eps)))), w), b)
+    return add(mul(mul(c, rsqrt(add(var, _t(eps)))), w), b)
 
 
 def rope(x: object, seq: DimLike, head: DimLike, half: Dim, theta: Any) -> Tensor:

@@ -194,3 +194,33 @@ def test_reduce_grads_must_keep_the_local_type(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="reduce_grads for layers.0.mlp.w1 returned .*must keep "
                                         r"the parameter's local type"):
         load(p)
+
+
+def test_per_rank_constant_mutant_eps_differs_on_rank_1(tmp_path: Path) -> None:
+    """TrainVerify's "per-rank constant change": RMSNorm eps differs on tp rank 1."""
+    text = (PLANS / "debug_tp_sp.py").read_text()
+    old = "            forward=lambda p, data: model.forward(p, data, MegatronSP()),"
+    assert old in text
+    new = ("            forward=lambda p, data: llama_forward(p, data, dataclasses.replace(\n"
+           "                DEBUG, norm_eps=rank_const(TP, [Fraction(1, 10**5), Fraction(2, 10**5)])),"
+           " d, MegatronSP()),")
+    p = tmp_path / "eps.py"
+    p.write_text("import dataclasses\nfrom fractions import Fraction\nfrom spec_lang import "
+                 "rank_const\nfrom spec_lang.models.llama import llama_forward\n"
+                 + text.replace(old, new))
+    bad = goal_mismatches(load(p))
+    assert "loss" in bad and "grad:norm" in bad
+    p.write_text(p.read_text().replace("Fraction(2, 10**5)", "Fraction(1, 10**5)"))
+    assert goal_mismatches(load(p)) == {}
+
+
+def test_rank_gives_the_coordinate(tmp_path: Path) -> None:
+    p = write(tmp_path, """\
+        def forward(p, data):
+            return model.forward(p, data) * (1 + rank("dp") - rank("dp"))
+        plan = Plan(mesh=Mesh(dp=2), forward=forward,
+                    placements={"tokens": {"dp": Replicate()}})
+        """)
+    pr = load(p)
+    assert any(n.op is Op.RANK_CONST and n.attrs == ("dp", (0, 1))
+               for n in walk([g.actual for g in pr.goals]))
