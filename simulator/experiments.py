@@ -52,10 +52,10 @@ class SweepPreset:
 
 def quick() -> SweepPreset:
     return SweepPreset(
-        trainer_config={"n_stages": 4, "layers_per_stage": 1, "d_model": 64, "total_iters": 300},
-        failure_rates=(0.005, 0.02),
+        trainer_config={"n_stages": 4, "layers_per_stage": 1, "d_model": 64, "total_iters": 200},
+        failure_rates=(0.01, 0.03),
         seeds=(0, 1),
-        iterations=300,
+        iterations=200,
         eval_every=20,
         eval_batches=4,
         target_loss=4.4,
