@@ -61,3 +61,17 @@ def test_every_recovering_strategy_leaves_no_nan(make_trainer, name):
     for st in range(t.n_stages + 1):
         for w in t.stage_weights(st).values():
             assert not w.isnan().any(), (name, st)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_describe_is_json_and_numpy_stage_ids_are_accepted(make_trainer, name):
+    import json
+
+    import numpy as np
+
+    t = make_trainer()
+    s = make_strategy(name)
+    s.attach(t)
+    json.dumps(s.describe())
+    if name != "no_failure":
+        s.on_failure([np.int64(2)], iteration=0)

@@ -23,6 +23,7 @@ shows up as NaN) and hands them to the subclass's `recover`.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -169,10 +170,15 @@ class RecoveryStrategy:
     # ------------------------------------------------------------------ helpers
     def _validate(self, stages: Sequence[int]) -> tuple[int, ...]:
         n = self.trainer.n_stages
-        bad = [s for s in stages if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s <= n]
+        good, bad = set(), []
+        for s in stages:
+            if isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= int(s) <= n:
+                good.add(int(s))  # numpy integers from a failure schedule are fine
+            else:
+                bad.append(s)
         if bad:
             raise StrategyError(f"{self.name}: failed stages {bad} out of range 0..{n}")
-        return tuple(sorted(set(stages)))
+        return tuple(sorted(good))
 
     def _stage_bytes(self, stage: int) -> int:
         """Parameter + Adam bytes of one stage (what a full stage copy moves)."""

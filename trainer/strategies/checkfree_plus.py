@@ -138,6 +138,7 @@ class CheckFreePlus(RecoveryStrategy):
         d = super().describe()
         d["paper"] = "arXiv 2506.15461 section 4.2"
         if self._trainer is not None:
-            d["swap_partners"] = {1: self.partner(1), self.trainer.n_stages: self.partner(self.trainer.n_stages)}
+            n = self.trainer.n_stages
+            d["swap_partners"] = [[1, self.partner(1)], [n, self.partner(n)]]  # [outer stage, copied from]
             d["embedding_replicas_on"] = list(self.replica_holders())
         return d
