@@ -18,8 +18,11 @@ from spec_lang.autodiff import grad, lower
 from spec_lang.dims import Dim
 from spec_lang.errors import PlanError, SpecError
 from spec_lang.placement import (
-    Partial, Shard, describe_placements, expected_through, lineage, placement_errors,
+    Partial, PlacementMap, Shard, describe_placements, expected_through, lineage,
+    placement_errors,
 )
+from spec_lang.ops import sqrt
+from spec_lang.optim import clip_coefficient, global_norm_sq
 from spec_lang.plan import Loss, Plan
 from spec_lang.problem import Goal, Problem
 from spec_lang.spec import Params, Spec, input_term
@@ -83,12 +86,18 @@ def trace_spec(spec: Spec) -> Iteration:
                            "the spec's forward")
         grads = grad(loss.term, [params[k].term for k in spec.params])
         outputs["loss"], kinds["loss"] = loss.term, "loss"
-        for k, g in zip(spec.params, grads):
-            outputs[f"grad:{k}"], kinds[f"grad:{k}"] = g, "grad"
-        for k, g in zip(spec.params, grads):
+        gts = {k: Tensor(g, spec.site, f"grad:{k}") for k, g in zip(spec.params, grads)}
+        for k, g in gts.items():
+            outputs[f"grad:{k}"], kinds[f"grad:{k}"] = g.term, "grad"
+        if spec.clip_grad_norm is not None:
+            total = global_norm_sq(list(gts.values()))
+            outputs["grad_norm"], kinds["grad_norm"] = sqrt(total).term, "grad"
+            coef = clip_coefficient(total, spec.clip_grad_norm)
+            gts = {k: g * coef for k, g in gts.items()}
+        for k, g in gts.items():
             state = {st: Tensor(_state_term(spec, st, dom, k), spec.site)
                      for st, dom in spec.optimizer.state().items()}
-            new = spec.optimizer.update(k, params[k], Tensor(g, spec.site), state)
+            new = spec.optimizer.update(k, params[k], g, state)
             for name, t in new.items():
                 outputs[name], kinds[name] = t.term, ("param" if name == k else "state")
     return Iteration(outputs, kinds, dict(ctx.sizes))
@@ -129,11 +138,28 @@ def _plan_errors(plan: Plan, spec: Spec, sizes: Mapping[str, int]) -> list[str]:
     return errs
 
 
-def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, str]]:
+def _gather_param(plan: Plan, k: str, new: Tensor, local: Tensor, shard: Tensor) -> Tensor:
+    """The updated optimizer shard of ``k`` brought back to the parameter's placement."""
+    if shard is local:
+        return new
+    gather = plan.gatherer(k)
+    if gather is None:
+        raise PlanError(f"{plan.site}: the optimizer of {k} runs on {shard.describe()} but the "
+                        f"parameter is {local.describe()}; give gather_params (e.g. all_gather "
+                        "over dp) to rebuild it")
+    out = gather(k, new)
+    if not isinstance(out, Tensor) or out.term.dims != local.term.dims:
+        got = out.describe() if isinstance(out, Tensor) else repr(out)
+        raise PlanError(f"{plan.site}: gather_params for {k} returned {got}; it must have the "
+                        f"parameter's local type {local.describe()}")
+    return out
+
+
+def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMap]]:
     """Trace the plan's per-rank iteration (REGIONs lowered in the outputs).
 
     Returns:
-        the iteration and, per output, its placement map's description.
+        the iteration and, per output, its placement (the map its expected value goes through).
 
     Raises:
         PlanError: every placement problem at once, then trace-time shape errors.
@@ -147,7 +173,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, str]]:
     mb = plan.microbatches
     outputs: dict[str, Term] = {}
     kinds: dict[str, str] = {}
-    where: dict[str, str] = {}
+    where: dict[str, PlacementMap] = {}
     with tracing(ctx):
         params = {k: Tensor(lineage(spec.param_term(k), plan.placements.get(k, {}), mesh),
                             plan.site, k) for k in spec.params}
@@ -171,31 +197,50 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, str]]:
             grads = [term(Op.ALL_REDUCE, (g,), ("mb", "sum"), g.dims) for g in grads]
             rep = term(Op.ALL_REDUCE, (rep,), ("mb", "sum"), rep.dims)
         outputs["loss"], kinds["loss"] = rep, "loss"
-        where["loss"] = describe_placements({}, mesh)
+        where["loss"] = {}
+        opt = plan.optimizer if plan.optimizer is not None else spec.optimizer
         final: dict[str, Tensor] = {}
+        shard: dict[str, Tensor] = {}
         for k, g in zip(spec.params, grads):
+            opl = plan.optimizer_placement(k)
+            shard[k] = params[k] if opl == plan.placements.get(k, {}) else Tensor(
+                lineage(spec.param_term(k), opl, mesh), plan.site, k)
             gt = Tensor(g, plan.site, f"grad:{k}")
             r = plan.reducer(k)
             if r is not None:
                 gt = r(k, gt)
-                if not isinstance(gt, Tensor) or gt.term.dims != params[k].term.dims:
-                    got = gt.describe() if isinstance(gt, Tensor) else repr(gt)
-                    raise PlanError(f"{plan.site}: reduce_grads for {k} returned {got}; it must "
-                                    f"keep the parameter's local type {params[k].describe()}")
+            if not isinstance(gt, Tensor) or gt.term.dims != shard[k].term.dims:
+                got = gt.describe() if isinstance(gt, Tensor) else repr(gt)
+                raise PlanError(f"{plan.site}: the gradient of {k} handed to the optimizer is "
+                                f"{got}; it must have the optimizer's local type "
+                                f"{shard[k].describe()} ({describe_placements(opl, mesh)}); fix "
+                                "reduce_grads (or optimizer_placements)")
             final[k] = gt
             outputs[f"grad:{k}"], kinds[f"grad:{k}"] = gt.term, "grad"
-        opt = plan.optimizer if plan.optimizer is not None else spec.optimizer
+            where[f"grad:{k}"] = opl
+        if spec.clip_grad_norm is not None:
+            if plan.grad_norm_sq is None:
+                raise PlanError(f"{plan.site}: the spec clips gradients at global norm "
+                                f"{spec.clip_grad_norm}; give Plan(grad_norm_sq=...) computing "
+                                "the global squared norm from the local gradients")
+            total = _check_loss(plan.grad_norm_sq(dict(final)), plan.site, PlanError,
+                                "grad_norm_sq")
+            outputs["grad_norm"], kinds["grad_norm"] = sqrt(total).term, "grad"
+            where["grad_norm"] = {}
+            max_norm = plan.clip_grad_norm if plan.clip_grad_norm is not None \
+                else spec.clip_grad_norm
+            coef = clip_coefficient(total, max_norm)
+            final = {k: g * coef for k, g in final.items()}
         for k in spec.params:
-            pl = plan.placements.get(k, {})
-            state = {st: Tensor(lineage(_state_term(spec, st, dom, k), pl, mesh), plan.site)
+            opl = plan.optimizer_placement(k)
+            state = {st: Tensor(lineage(_state_term(spec, st, dom, k), opl, mesh), plan.site)
                      for st, dom in opt.state().items()}
-            new = opt.update(k, params[k], final[k], state)
+            new = opt.update(k, shard[k], final[k], state)
             for name, t in new.items():
+                if name == k:
+                    t = _gather_param(plan, k, t, params[k], shard[k])
                 outputs[name], kinds[name] = t.term, ("param" if name == k else "state")
-        for name in outputs:
-            if name != "loss":
-                base = name.split(":", 1)[1] if ":" in name else name
-                where[name] = describe_placements(plan.placements.get(base, {}), mesh)
+                where[name] = plan.placements.get(k, {}) if name == k else opl
     names = list(outputs)
     lowered = lower([outputs[n] for n in names])
     return Iteration(dict(zip(names, lowered)), kinds, dict(ctx.sizes)), where
@@ -219,12 +264,11 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
         if name not in s.outputs:
             raise PlanError(f"{plan.site}: the plan produces {name!r}, which the spec does not "
                             f"(plan optimizer state differs from the spec's?)")
-        base = name.split(":", 1)[1] if ":" in name else name
-        pl = {} if name == "loss" else plan.placements.get(base, {})
+        pl = where[name]
         m = _LAYER.search(name)
         goals.append(Goal(
             name=name, kind=p.kinds[name], expected=expected_through(s.outputs[name], pl, mesh),
-            actual=actual, placement=where[name], site=plan.site,
+            actual=actual, placement=describe_placements(pl, mesh), site=plan.site,
             layer=m.group(1) if m else None))
     missing = [n for n in s.outputs if n not in p.outputs]
     if missing:

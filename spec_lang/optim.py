@@ -13,10 +13,29 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from spec_lang.ops import add, const, exact, mul, recip, sqrt
+from spec_lang.ops import add, const, einsum, exact, maximum, mul, neg, recip, sqrt
 from spec_lang.tensor import Tensor
 
-__all__ = ["Optimizer", "SGD", "AdamW"]
+__all__ = ["Optimizer", "SGD", "AdamW", "CLIP_EPS", "clip_coefficient", "global_norm_sq"]
+
+CLIP_EPS = Fraction(1, 10**6)
+"""PyTorch's ``clip_grad_norm_`` adds 1e-6 to the norm before dividing (torch.nn.utils.clip_grad)."""
+
+
+def global_norm_sq(grads: list[Tensor]) -> Tensor:
+    """``sum_p sum(g_p * g_p)`` over full gradients (the spec's squared global L2 norm)."""
+    total: Tensor | None = None
+    for g in grads:
+        s = einsum(g, g, out=())
+        total = s if total is None else add(total, s)
+    return total if total is not None else const(0)
+
+
+def clip_coefficient(norm_sq: Tensor, max_norm: Any) -> Tensor:
+    """``min(1, max_norm / (sqrt(norm_sq) + 1e-6))`` as in ``torch.nn.utils.clip_grad_norm_``;
+    gradients are multiplied by it. ``min(a, b)`` is written ``-maximum(-a, -b)``."""
+    ratio = mul(const(max_norm), recip(add(sqrt(norm_sq), const(CLIP_EPS))))
+    return neg(maximum(const(-1), neg(ratio)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,10 +16,18 @@ A :class:`Plan` holds
   over the pseudo-axis ``mb`` along ``dim`` (innermost), the forward is traced once, and the
   accumulated gradient (and reported loss) is ``ALL_REDUCE(., "mb", "sum")``;
 * ``optimizer``: defaults to the spec's; it runs on the local shards.
+* ``optimizer_placements`` (ZeRO): name -> placement of the optimizer step (gradient handed to
+  the optimizer, optimizer state); default the parameter's. Then ``reduce_grads`` must produce
+  that type (e.g. ``reduce_scatter`` over dp) and ``gather_params(name, new_shard)`` rebuilds the
+  updated parameter in its own placement (e.g. ``all_gather`` over dp).
+* ``grad_norm_sq``: when the spec clips gradients, the plan's global squared norm from the
+  local gradients ``{name: grad}`` (which axes to all-reduce depends on each placement: plan
+  data). Clipping then uses the spec's ``clip_grad_norm`` (or the plan's ``clip_grad_norm``).
 
 The iteration's outputs and their placements: each updated parameter, its gradient
-(``grad:name``, as handed to the optimizer) and its optimizer state keep the parameter's
-placement; ``loss`` (the reported loss) is replicated.
+(``grad:name``, as handed to the optimizer, before clipping) and its optimizer state; the
+parameter keeps its placement, gradient and state have the optimizer placement; ``loss`` (the
+reported loss) and ``grad_norm`` (with clipping) are replicated.
 """
 
 from __future__ import annotations
@@ -83,6 +91,10 @@ class Plan:
     reduce_grads: GradReducer | Mapping[str, GradReducer] | None = None
     microbatches: Microbatches | None = None
     optimizer: Any = None
+    optimizer_placements: Mapping[str, Mapping[Any, Placement]] = field(default_factory=dict)
+    gather_params: GradReducer | Mapping[str, GradReducer] | None = None
+    grad_norm_sq: Callable[[Mapping[str, Tensor]], Tensor] | None = None
+    clip_grad_norm: Any = None
     assumptions: tuple[str, ...] = ()
     site: str = field(default="", compare=False)
 
@@ -93,8 +105,9 @@ class Plan:
             raise PlanError(f"{self.site}: mesh must be a Mesh(...), got {self.mesh!r}")
         if not callable(self.forward):
             raise PlanError(f"{self.site}: forward must be a function (params, data) -> loss")
-        pl = {k: {str(a): p for a, p in v.items()} for k, v in self.placements.items()}
-        object.__setattr__(self, "placements", pl)
+        for fld in ("placements", "optimizer_placements"):
+            pl = {k: {str(a): p for a, p in v.items()} for k, v in getattr(self, fld).items()}
+            object.__setattr__(self, fld, pl)
 
     @property
     def axes(self) -> dict[str, int]:
@@ -105,8 +118,21 @@ class Plan:
         return out
 
     def reducer(self, name: str) -> GradReducer | None:
-        if self.reduce_grads is None:
-            return None
-        if callable(self.reduce_grads):
-            return self.reduce_grads
-        return self.reduce_grads.get(name)
+        """The gradient synchronisation of parameter ``name`` (None: the gradient as is)."""
+        return _pick(self.reduce_grads, name)
+
+    def gatherer(self, name: str) -> GradReducer | None:
+        """How the updated optimizer shard of ``name`` is rebuilt into the parameter's placement."""
+        return _pick(self.gather_params, name)
+
+    def optimizer_placement(self, name: str) -> Mapping[str, Placement]:
+        """Where the optimizer step of ``name`` runs (default: the parameter's placement)."""
+        return self.optimizer_placements.get(name, self.placements.get(name, {}))
+
+
+def _pick(f: GradReducer | Mapping[str, GradReducer] | None, name: str) -> GradReducer | None:
+    if f is None:
+        return None
+    if callable(f):
+        return f
+    return f.get(name)

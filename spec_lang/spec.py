@@ -111,6 +111,9 @@ class Spec:
         optimizer: :class:`spec_lang.optim.SGD` or :class:`spec_lang.optim.AdamW`.
         assumptions: extra facts the verdict relies on, in words.
         param_domains: optional name -> domain for parameters (default ``"real"``).
+        clip_grad_norm: ``None`` or the max global L2 norm: gradients are scaled by
+            ``min(1, max_norm / (||g|| + 1e-6))`` before the optimizer (PyTorch's
+            ``clip_grad_norm_``); the iteration then also outputs ``grad_norm``.
     """
 
     params: Mapping[str, tuple[Dim, ...]]
@@ -119,6 +122,7 @@ class Spec:
     optimizer: Any
     assumptions: tuple[str, ...] = ()
     param_domains: Mapping[str, str] = field(default_factory=dict)
+    clip_grad_norm: Any = None
     site: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:

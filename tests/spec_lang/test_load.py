@@ -64,6 +64,16 @@ def test_debug_tp_sp_plan_every_goal_holds() -> None:
     assert goal_mismatches(load(PLANS / "debug_tp_sp.py")) == {}
 
 
+def test_zero1_with_clipping_every_goal_holds() -> None:
+    pr = load(PLANS / "debug_zero1_clip.py")
+    names = {g.name: g for g in pr.goals}
+    assert names["grad_norm"].kind == "grad" and names["grad_norm"].placement == "dp: Replicate()"
+    assert names["grad:layers.0.mlp.w2"].placement == "dp: Shard(F)"
+    assert names["exp_avg:layers.0.mlp.w2"].placement == "dp: Shard(F)"
+    assert names["layers.0.mlp.w2"].placement == "dp: Replicate()"
+    assert goal_mismatches(pr) == {}
+
+
 MUTANTS = {
     # name: (plan file, old text, new text, a goal that must differ)
     "dp_avg_instead_of_sum": ("debug_tp_dp.py", 'all_reduce(g, DP, "sum")',
@@ -76,6 +86,12 @@ MUTANTS = {
                                         "DP), MB)", "all_reduce(ops.sum(mask), DP)", "loss"),
     "sp_norm_grads_not_reduced": ("debug_tp_sp.py", '        return all_reduce(g, TP, "sum")',
                                   "        return g", "grad:layers.0.ffn_norm"),
+    "zero_norm_not_reduced_over_dp": ("debug_zero1_clip.py", "    return all_reduce(local, DP)",
+                                      "    return local", "grad_norm"),
+    "zero_grads_averaged_not_summed": (
+        "debug_zero1_clip.py", "reduce_grads=lambda name, g: reduce_scatter(g, DP, OWNED[name]),",
+        "reduce_grads=lambda name, g: reduce_scatter(g, DP, OWNED[name]) / ops.axis_size(DP),",
+        "grad:output"),
     "sp_head_gather_with_reduce_scatter_backward": (
         "debug_tp_sp.py", "return gather_from_tp_region(x, d.S, TP)",
         "return gather_from_sp_region(x, d.S, TP)", "grad:norm"),
@@ -191,8 +207,9 @@ def test_reduce_grads_must_keep_the_local_type(tmp_path: Path) -> None:
                     placements={f"layers.0.mlp.{w}": {"tp": Shard(d.F)} for w in ("w1", "w2", "w3")},
                     reduce_grads={"layers.0.mlp.w1": lambda n, g: all_gather(g, "tp", d.F)})
         """)
-    with pytest.raises(PlanError, match="reduce_grads for layers.0.mlp.w1 returned .*must keep "
-                                        r"the parameter's local type"):
+    with pytest.raises(PlanError, match="the gradient of layers.0.mlp.w1 handed to the optimizer "
+                                        r"is \(H, F\); it must have the optimizer's local type "
+                                        r"layers.0.mlp.w1 \(H, F\[tp\]\)"):
         load(p)
 
 
@@ -224,3 +241,21 @@ def test_rank_gives_the_coordinate(tmp_path: Path) -> None:
     pr = load(p)
     assert any(n.op is Op.RANK_CONST and n.attrs == ("dp", (0, 1))
                for n in walk([g.actual for g in pr.goals]))
+
+
+def test_zero_and_clipping_plan_errors(tmp_path: Path) -> None:
+    p = write(tmp_path, """\
+        plan = Plan(mesh=Mesh(dp=2), forward=lambda p, data: model.forward(p, data),
+                    optimizer_placements={"norm": {"dp": Shard(d.H)}},
+                    reduce_grads={"norm": lambda n, g: reduce_scatter(g, "dp", d.H)})
+        """)
+    with pytest.raises(PlanError, match=r"the optimizer of norm runs on norm \(H\[dp\]\) but the "
+                                        r"parameter is norm \(H\); give gather_params"):
+        load(p)
+    p = write(tmp_path, """\
+        spec = model.spec(SGD(), clip_grad_norm=1)
+        plan = Plan(mesh=Mesh(dp=2), forward=lambda p, data: model.forward(p, data))
+        """)
+    with pytest.raises(PlanError, match=r"the spec clips gradients at global norm 1; give "
+                                        r"Plan\(grad_norm_sq=...\)"):
+        load(p)
