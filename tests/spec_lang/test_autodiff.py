@@ -211,3 +211,20 @@ def test_deep_chain_needs_no_recursion() -> None:
     assert g.dims == x.term.dims
 
 
+
+
+@pytest.mark.parametrize("op", ["gelu", "maximum"])
+def test_forward_only_ops_on_a_differentiated_path_are_errors(op: str) -> None:
+    def build():
+        x = inp("x", B, H)
+        y = ops.gelu(x) if op == "gelu" else ops.maximum(x, ops.const(0))
+        return x, ops.sum(y)
+
+    (x, loss), _ = traced(build)
+    with pytest.raises(SpecError, match=r"test_autodiff\.py:\d+: (GELU|MAXIMUM) is on a "
+                                        "differentiated path"):
+        grad(loss.term, [x.term])
+    (x2, loss2), _ = traced(lambda: (inp("x", B, H),
+                                     ops.sum(inp("x", B, H) * ops.stop_gradient(ops.gelu(
+                                         inp("x", B, H))))))
+    assert grad(loss2.term, [x2.term])[0].dims == x2.term.dims
