@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-stages", type=int, default=4)
     p.add_argument("--layers-per-stage", type=int, default=1)
     p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--n-heads", type=int, default=4)
+    p.add_argument("--n-kv-heads", type=int, default=2)
     p.add_argument("--ffn-hidden", type=int, default=172)
     p.add_argument("--context", type=int, default=64)
     p.add_argument("--micro-batch-size", type=int, default=8)
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     cfg = TrainerConfig(n_stages=args.n_stages, layers_per_stage=args.layers_per_stage, d_model=args.d_model,
-                        ffn_hidden=args.ffn_hidden, context=args.context, micro_batch_size=args.micro_batch_size,
+                        n_heads=args.n_heads, n_kv_heads=args.n_kv_heads, ffn_hidden=args.ffn_hidden, context=args.context, micro_batch_size=args.micro_batch_size,
                         n_micro_batches=args.n_micro_batches, vocab_size=args.vocab_size, data=args.data)
     staged = PipelineTrainer(cfg)
     plain = PlainLoop(staged)

@@ -98,9 +98,9 @@ class PipelineTrainer:
         self._stages += [TransformerStage(config) for _ in range(config.n_stages)]
         for stage in range(config.n_stages + 1):
             self._init_stage(stage, salt=0)
+        self.iteration = 0
         self._lr_scales = [1.0] * (config.n_stages + 1)
         self._optimizers = [self._make_optimizer(s) for s in range(config.n_stages + 1)]
-        self.iteration = 0
         self.swap_odd_micro_batches = False  # CheckFree+ schedule, set by the strategy's attach()
         self.last_grad_norms: tuple[float, ...] | None = None
         self._reinit_count = 0
@@ -118,7 +118,7 @@ class PipelineTrainer:
             init_transformer_stage(module, self.config, gen)
 
     def _make_optimizer(self, stage: int) -> torch.optim.Adam:
-        lr = learning_rate(self.config, self.iteration if hasattr(self, "iteration") else 0)
+        lr = learning_rate(self.config, self.iteration)
         return torch.optim.Adam(self._stages[stage].parameters(), lr=lr * self._lr_scales[stage],
                                 betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
 
