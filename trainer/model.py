@@ -137,7 +137,7 @@ class Block(nn.Module):
 class EmbeddingStage(nn.Module):
     """CheckFree stage 0: token embedding (V, C), final RMSNorm (C,) and untied head (V, C).
 
-    `embed(idx)`: (B, T) int64 -> (B, T) x C activations; `head(h)`: (B, T, C) -> logits (B, T, V).
+    `embed(idx)`: (B, T) int64 -> (B, T, C) activations; `logits(h)`: (B, T, C) -> (B, T, V).
     """
 
     def __init__(self, config: TrainerConfig):

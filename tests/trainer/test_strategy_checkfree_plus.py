@@ -6,8 +6,7 @@ import math
 
 import pytest
 import torch
-from strategy_helpers import assert_fresh_adam, assert_stage_constant, assert_weights_equal, fill_stage, norms_result
-from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
+from trainer_helpers import assert_fresh_adam, assert_stage_constant, assert_weights_equal, fill_stage, norms_result
 
 from trainer.strategies import Restart, Transfer, make_strategy
 

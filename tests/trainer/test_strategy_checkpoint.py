@@ -6,8 +6,7 @@ import math
 
 import pytest
 import torch
-from strategy_helpers import assert_weights_equal
-from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
+from trainer_helpers import assert_weights_equal
 
 from trainer.errors import StrategyError
 from trainer.strategies import Checkpointing, Restart, Rollback, StorageRead, StorageWrite, make_strategy, young_daly_interval

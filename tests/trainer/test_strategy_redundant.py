@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from strategy_helpers import assert_weights_equal
-from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
+from trainer_helpers import assert_weights_equal
 
 from trainer.errors import StrategyError
 from trainer.strategies import Restart, Transfer, make_strategy

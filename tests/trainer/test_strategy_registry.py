@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
 
 from trainer.errors import StrategyError, TrainerError
 from trainer.strategies import STRATEGIES, RecoveryStrategy, make_strategy

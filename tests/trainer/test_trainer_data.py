@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread, synthetic_text  # noqa: F401
+from trainer_helpers import synthetic_text
 
 from trainer.data import (
     VALIDATION_FRACTION,

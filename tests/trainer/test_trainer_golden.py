@@ -1,6 +1,6 @@
 """Golden loss curve of the tiny config (STYLE rule 22): `step loss` lines in assets/, tolerance 1e-4.
 
-The curve is data produced by this trainer (seed 0, the synthetic corpus of trainer_fixtures,
+The curve is data produced by this trainer (seed 0, the synthetic corpus of conftest.py,
 one torch thread). Regenerate after an intended change with
 `SHARDPROOF_REGEN_GOLDEN=1 pytest tests/trainer/test_trainer_golden.py` and review the diff.
 Tolerance 1e-4 nats/token absorbs float summation-order differences between CPUs and
@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
 
 GOLDEN = Path(__file__).parent / "assets" / "losses_tiny_seed0.txt"
 TOLERANCE = 1e-4  # nats/token

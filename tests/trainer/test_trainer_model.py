@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
 
 from trainer.api import TrainerConfig
 from trainer.model import Attention, Llama, RMSNorm, SwiGLU, apply_rope, init_transformer_stage, rope_tables

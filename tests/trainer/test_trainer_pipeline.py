@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from trainer_fixtures import cache, corpus, make_config, make_trainer, one_torch_thread  # noqa: F401
 
 from trainer.api import StepResult
 from trainer.data import TokenSampler, load_tokens
