@@ -150,16 +150,12 @@ def _version(dist: str) -> str:
 
 
 def ruleset_info() -> dict[str, str]:
-    """Name, version and sha256 of the producer's rule table (rewriting's), else the checker's."""
+    """Name, version and sha256 of the producer's rule table (``rewriting.RULESET``)."""
     try:
-        from rewriting import RULESET  # type: ignore[attr-defined]
-
-        return {"name": str(RULESET["name"]), "version": str(RULESET["version"]),
-                "sha256": str(RULESET["sha256"])}
-    except (ImportError, KeyError, TypeError):
+        from rewriting import RULESET
+    except ImportError:
         from proofs.checker_rules import RULESET
-
-        return dict(RULESET)
+    return {k: str(RULESET[k]) for k in ("name", "version", "sha256")}
 
 
 def certificate_of(report: Any) -> dict[str, Any]:

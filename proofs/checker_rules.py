@@ -1,199 +1,918 @@
 """The checker's own copy of the rewrite-rule table (``docs/rules.md``), over kernel nodes.
 
-Each rule is data: a name, the law as a comment, a left and a right *pattern*, and a guard.
-A certificate's ``rule`` step gives the rule name and a substitution (variable -> node id,
-list of node ids, or attribute value); the checker instantiates both patterns under the
-substitution, requires them to be exactly the step's ``lhs`` and ``rhs`` nodes (op, attrs and
-children; dims are fixed by the kernel's shape rules, which every node passes), and
-re-evaluates the guard on the real sizes. Rules whose two sides are not patterns (n-ary
-canonical forms, constant folding) are *procedural*: a small function checks the claimed
-``lhs``/``rhs`` pair directly.
+A certificate's ``rule`` step names a rule and gives a substitution (variable -> node id, list
+of node ids, or attribute value). For each rule this module rebuilds the two sides from the
+substitution as *patterns* (op, attrs and children; dims where they carry information that the
+kernel's shape rules do not fix, e.g. the output spec of ``ONE_HOT``/``CONCAT`` or the order
+``dims-sort`` produces), matches them against the step's ``lhs`` and ``rhs`` nodes, and
+re-evaluates the guard on the real sizes. Every node has already passed the kernel's shape
+rules, so dims not fixed by a pattern are the ones the op's meaning implies.
 
-This file is written by hand from ``docs/rules.md``; it shares no code with ``rewriting/``.
+Written by hand from ``docs/rules.md``: it imports nothing from ``rewriting/``. The laws and
+guards are restated below so that the ruleset hash (:func:`ruleset_sha256`, over the
+``(name, group, law, guard)`` rows in priority order) matches the producer's only if the tables
+agree; a test checks that it does.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from proofs.kernel import NodeTable
 
-__all__ = ["RULESET", "RULES", "Rule", "RuleMismatch", "instantiate_and_match",
-           "V", "Vs", "A", "P"]
+__all__ = ["RULESET", "RULES", "Rule", "RuleMismatch", "instantiate_and_match", "ruleset_sha256",
+           "P"]
 
 
 class RuleMismatch(Exception):
     """A rule instance does not match the step's nodes, or its guard fails."""
 
 
-@dataclass(frozen=True)
-class V:
-    """A term variable (bound to one node)."""
-    name: str
-
-
-@dataclass(frozen=True)
-class Vs:
-    """A list-of-terms variable, spliced into an n-ary op's arguments."""
-    name: str
-
-
-@dataclass(frozen=True)
-class A:
-    """An attribute variable."""
-    name: str
-
-
+# -- patterns -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class P:
-    """An op node pattern: ``P("SHARD", (A("d"), A("a")), V("x"))``."""
+    """A node pattern: op, attrs, children (node ids or patterns), optional exact dims.
+
+    ``dims`` is a dict ``{name: shards}`` (set semantics) or a tuple of ``(name, shards)``
+    (exact storage order)."""
+
     op: str
     attrs: tuple[Any, ...] = ()
     args: tuple[Any, ...] = ()
+    dims: Any = None
 
-    def __init__(self, op: str, attrs: tuple[Any, ...] = (), *args: Any):
-        object.__setattr__(self, "op", op)
-        object.__setattr__(self, "attrs", tuple(attrs))
-        object.__setattr__(self, "args", tuple(args))
+
+def _attrs_equal(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, bool) != isinstance(y, bool) or isinstance(x, str) != isinstance(y, str):
+            return False
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if not _attrs_equal(x, y):
+                return False
+        elif isinstance(x, tuple) != isinstance(y, tuple):
+            return False
+        elif not _num_eq(x, y):
+            return False
+    return True
+
+
+# -- exact numbers (the producer's Fraction-or-sympy discipline) --------------------------------
+def _sym(v: Any) -> Any:
+    import sympy
+
+    return sympy.Rational(v.numerator, v.denominator) if isinstance(v, Fraction) else v
+
+
+def num(v: Any) -> Any:
+    """Fraction for rationals, a sympy number otherwise."""
+    if isinstance(v, bool):
+        raise RuleMismatch(f"boolean constant {v!r}")
+    if isinstance(v, Fraction):
+        return v
+    if isinstance(v, int):
+        return Fraction(v)
+    if type(v).__module__.startswith("sympy"):
+        if not v.is_number:
+            raise RuleMismatch(f"constant {v!r} is not a number")
+        if v.is_Rational:
+            return Fraction(int(v.p), int(v.q))
+        return v
+    raise RuleMismatch(f"constant {v!r} is not exact")
+
+
+def _num_eq(x: Any, y: Any) -> bool:
+    if x == y:
+        return True
+    if isinstance(x, (int, Fraction, str, type(None))) and isinstance(y, (int, Fraction, str,
+                                                                         type(None))):
+        return False
+    try:
+        import sympy
+
+        return sympy.expand(_sym(num(x)) - _sym(num(y))) == 0
+    except (RuleMismatch, TypeError, ValueError):
+        return False
+
+
+def num_mul(a: Any, b: Any) -> Any:
+    if isinstance(a, Fraction) and isinstance(b, Fraction):
+        return a * b
+    import sympy
+
+    return num(sympy.expand(_sym(a) * _sym(b)))
+
+
+def num_add(a: Any, b: Any) -> Any:
+    if isinstance(a, Fraction) and isinstance(b, Fraction):
+        return a + b
+    import sympy
+
+    return num(sympy.expand(_sym(a) + _sym(b)))
+
+
+def pow_is_real(c: Any, e: Fraction) -> bool:
+    if e.denominator == 1 or e.denominator % 2 == 1:
+        return c != 0 or e > 0
+    return bool(_sym(c) > 0) if not isinstance(c, Fraction) else c > 0
+
+
+def num_pow(c: Any, e: Fraction) -> Any:
+    import sympy
+
+    if isinstance(c, Fraction) and e.denominator == 1:
+        return c ** int(e)
+    base = _sym(c)
+    if e.denominator % 2 == 1 and base.is_negative:
+        r = (-base) ** sympy.Rational(e.numerator, e.denominator)
+        return num(sympy.expand(-r if e.numerator % 2 else r))
+    return num(sympy.expand(base ** sympy.Rational(e.numerator, e.denominator)))
+
+
+# -- the environment a rule sees ----------------------------------------------------------------
+AXIS_ORDER = ("dp", "tp", "pp", "cp", "sp", "ep", "mb")
+LEAVES = frozenset({"INPUT", "CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST", "CAUSAL_MASK",
+                    "ROPE_COS", "ROPE_SIN"})
+ELEMENTWISE = frozenset({"ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW",
+                         "SIGMOID", "SILU", "TANH", "GELU", "MAXIMUM", "WHERE", "CAST",
+                         "STOP_GRAD"})
+
+
+def axis_rank(a: str) -> tuple[int, str]:
+    return (AXIS_ORDER.index(a), "") if a in AXIS_ORDER else (len(AXIS_ORDER), a)
 
 
 class Env:
-    """What a guard or attribute function sees: the substitution, node types, sizes."""
+    """Substitution, node table and real sizes, with the helpers the rules use."""
 
     def __init__(self, subst: Mapping[str, tuple[str, Any]], table: NodeTable,
-                 binding: Mapping[str, int]):
-        self.subst, self.t, self.b = subst, table, binding
+                 binding: Mapping[str, int], varying: Callable[[int], frozenset[str]]):
+        self.s, self.tab, self.b, self.var = subst, table, binding, varying
 
-    def node(self, name: str) -> int:
+    # substitution
+    def t(self, name: str) -> int:
         kind, v = self._get(name)
         if kind != "node":
             raise RuleMismatch(f"variable {name} must be a term")
         return v
 
-    def nodes(self, name: str) -> tuple[int, ...]:
+    def ts(self, name: str) -> tuple[int, ...]:
         kind, v = self._get(name)
-        if kind != "nodes":
-            raise RuleMismatch(f"variable {name} must be a list of terms")
-        return v
+        if kind == "nodes":
+            return v
+        if kind == "attr" and v == ():
+            return ()
+        raise RuleMismatch(f"variable {name} must be a list of terms")
 
-    def attr(self, name: str) -> Any:
+    def v(self, name: str) -> Any:
         kind, v = self._get(name)
         if kind != "attr":
             raise RuleMismatch(f"variable {name} must be an attribute")
         return v
 
     def _get(self, name: str) -> tuple[str, Any]:
-        if name not in self.subst:
+        if name not in self.s:
             raise RuleMismatch(f"substitution has no variable {name}")
-        return self.subst[name]
+        return self.s[name]
 
-    def dims(self, name_or_id: str | int) -> dict[str, tuple[str, ...]]:
-        i = self.node(name_or_id) if isinstance(name_or_id, str) else name_or_id
-        return dict(self.t.nodes[i][3])
-
+    # nodes
     def op(self, i: int) -> str:
-        return self.t.nodes[i][0]
+        return self.tab.nodes[i][0]
 
-    def local_size(self, dim: str, shards: tuple[str, ...]) -> int:
-        n = self.b[dim]
-        for a in shards:
-            k = int(a.split("/")[1]) if a.startswith("#") else self.b[a]
-            if n % k:
-                raise RuleMismatch(f"dim {dim} does not divide over {shards}")
-            n //= k
-        return n
+    def args(self, i: int) -> tuple[int, ...]:
+        return self.tab.nodes[i][1]
+
+    def attrs(self, i: int) -> tuple[Any, ...]:
+        return self.tab.nodes[i][2]
+
+    def dims(self, i: int) -> dict[str, tuple[str, ...]]:
+        return dict(self.tab.nodes[i][3])
+
+    def dimnames(self, xs: Any) -> set[str]:
+        xs = [xs] if isinstance(xs, int) else xs
+        return {n for x in xs for n, _ in self.tab.nodes[x][3]}
+
+    def union(self, xs: tuple[int, ...]) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for x in xs:
+            for n, s in self.tab.nodes[x][3]:
+                if out.setdefault(n, s) != s:
+                    raise RuleMismatch(f"operands disagree on dim {n}")
+        return out
+
+    def require(self, cond: bool, why: str) -> None:
+        if not cond:
+            raise RuleMismatch(f"guard fails: {why}")
 
 
+# -- builders (the producer's constructors, as patterns) ----------------------------------------
+def const(c: Any) -> P:
+    return P("CONST", (num(c),))
+
+
+def mul(*xs: Any) -> P:
+    return P("MUL", (), tuple(xs))
+
+
+def add(*xs: Any) -> P:
+    return P("ADD", (), tuple(xs))
+
+
+def pow_(x: Any, e: Any) -> P:
+    return P("POW", (num(e),), (x,))
+
+
+def shard(x: Any, d: str, a: str) -> P:
+    return P("SHARD", (d, a), (x,))
+
+
+def part(x: Any, a: str) -> P:
+    return P("PART", (a,), (x,))
+
+
+def all_reduce(x: Any, a: str, r: str) -> P:
+    return P("ALL_REDUCE", (a, r), (x,))
+
+
+def all_gather(x: Any, a: str, d: str) -> P:
+    return P("ALL_GATHER", (a, d), (x,))
+
+
+def einsum(xs: tuple[Any, ...], out: Any) -> P:
+    return P("EINSUM", (tuple(sorted(set(out))),), tuple(xs))
+
+
+def einsum_raw(xs: tuple[Any, ...], out: Any) -> P:
+    return P("EINSUM", (tuple(out),), tuple(xs))
+
+
+def reduce_max(x: Any, dims: Any) -> P:
+    return P("REDUCE_MAX", (tuple(sorted(set(dims))),), (x,))
+
+
+def rename(x: Any, old: str, new: str, nshards: tuple[str, ...] | None = None) -> P:
+    return P("RENAME", (old, new), (x,), None if nshards is None else _DimIs(new, tuple(nshards)))
+
+
+def chunk(x: Any, d: str, parts: int, i: int) -> P:
+    return P("CHUNK", (d, parts, i), (x,))
+
+
+def concat(xs: tuple[Any, ...], d: str, spec: tuple[str, ...] | None) -> P:
+    return P("CONCAT", (d,), tuple(xs), None if spec is None else _DimIs(d, tuple(spec)))
+
+
+def one_hot(idx: Any, v: str, shards: tuple[str, ...]) -> P:
+    return P("ONE_HOT", (v,), (idx,), _DimIs(v, tuple(shards)))
+
+
+class _DimIs(dict):
+    """A dims constraint on one dim only: ``{d: shards}`` must be among the node's dims."""
+
+    def __init__(self, d: str, shards: tuple[str, ...]):
+        super().__init__({d: shards})
+
+
+def _match(pat: Any, node: int, t: NodeTable, path: str) -> None:
+    if isinstance(pat, P) and isinstance(pat.dims, _DimIs):
+        (d, sh), = pat.dims.items()
+        got = dict(t.nodes[node][3])
+        if got.get(d) != sh:
+            raise RuleMismatch(f"at {path}: dim {d} must have shards {sh}, found {got.get(d)} "
+                               f"(node {node})")
+        pat = P(pat.op, pat.attrs, pat.args, None)
+    if isinstance(pat, P):
+        op, args, attrs, dims = t.nodes[node]
+        if op != pat.op:
+            raise RuleMismatch(f"at {path}: expected op {pat.op}, found {op} (node {node})")
+        if not _attrs_equal(pat.attrs, attrs):
+            raise RuleMismatch(f"at {path}: expected attrs {pat.attrs!r}, found {attrs!r} "
+                               f"(node {node})")
+        if len(pat.args) != len(args):
+            raise RuleMismatch(f"at {path}: expected {len(pat.args)} args, found {len(args)} "
+                               f"(node {node})")
+        if pat.dims is not None:
+            got = dict(dims) if isinstance(pat.dims, dict) else tuple(dims)
+            if got != pat.dims:
+                raise RuleMismatch(f"at {path}: expected dims {pat.dims}, found {dims} "
+                                   f"(node {node})")
+        for k, (p, c) in enumerate(zip(pat.args, args)):
+            _match(p, c, t, f"{path}/{k}")
+        return
+    if isinstance(pat, int) and not isinstance(pat, bool):
+        if pat != node:
+            raise RuleMismatch(f"at {path}: expected node {pat}, found node {node}")
+        return
+    raise RuleMismatch(f"at {path}: bad pattern {pat!r}")
+
+
+# -- the table ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Rule:
     name: str
+    group: str
     law: str
-    lhs: Any = None
-    rhs: Any = None
-    guard: Callable[[Env], bool] | None = None
-    check: Callable[[Env, int, int], None] | None = None  # procedural rules
-    vars: tuple[str, ...] = field(default=())
+    guard_doc: str
+    sides: Callable[[Env], tuple[Any, Any]]  # patterns (lhs, rhs); raises when the guard fails
 
 
-def _match(pat: Any, node: int, env: Env, path: str) -> None:
-    t = env.t
-    if isinstance(pat, V):
-        want = env.node(pat.name)
-        if want != node:
-            raise RuleMismatch(f"at {path}: variable {pat.name} is node {want}, found node {node}")
-        return
-    if not isinstance(pat, P):
-        raise RuleMismatch(f"bad pattern at {path}")
-    op, args, attrs, _ = t.nodes[node]
-    if op != pat.op:
-        raise RuleMismatch(f"at {path}: expected op {pat.op}, found {op} (node {node})")
-    want_attrs = tuple(_attr(a, env) for a in pat.attrs)
-    if want_attrs != attrs or [type(x) for x in want_attrs] != [type(x) for x in attrs]:
-        raise RuleMismatch(f"at {path}: expected attrs {want_attrs!r}, found {attrs!r} "
-                           f"(node {node})")
-    sub: list[Any] = []
-    for a in pat.args:
-        if isinstance(a, Vs):
-            sub.extend(V_fixed(x) for x in env.nodes(a.name))
+_RULES: list[Rule] = []
+_GROUP = ["canonical"]
+
+
+def rule(name: str, law: str, guard_doc: str = "") -> Callable:
+    def deco(f: Callable[[Env], tuple[Any, Any]]) -> Callable:
+        _RULES.append(Rule(name, _GROUP[0], law, guard_doc, f))
+        return f
+    return deco
+
+
+# ==== canonical forms ==========================================================================
+_DIMS_SORT_EXCLUDED = LEAVES | {"EINSUM", "REGION"}
+
+
+@rule("dims-sort", "t = t with its dims listed by name (storage order is not meaning)",
+      "t is not a leaf or EINSUM and its dims are not sorted by name")
+def _dims_sort(e: Env) -> tuple[Any, Any]:
+    t = e.t("t")
+    op, args, attrs, dims = e.tab.nodes[t]
+    names = [n for n, _ in dims]
+    e.require(op not in _DIMS_SORT_EXCLUDED, f"{op} is a leaf or EINSUM")
+    e.require(any(names[i] >= names[i + 1] for i in range(len(names) - 1)), "dims already sorted")
+    return t, P(op, attrs, args, tuple(sorted(dims, key=lambda d: d[0])))
+
+
+# STOP_GRAD is the identity forward (gradients were taken before normalisation)
+@rule("stop-grad-elim", "STOP_GRAD(x) = x")
+def _stop_grad(e: Env) -> tuple[Any, Any]:
+    return P("STOP_GRAD", (), (e.t("x"),)), e.t("x")
+
+
+# NEG x = (-1) * x
+@rule("neg-mul", "NEG(x) = MUL(CONST(-1), x)")
+def _neg_mul(e: Env) -> tuple[Any, Any]:
+    return P("NEG", (), (e.t("x"),)), mul(const(-1), e.t("x"))
+
+
+# 1/x = x^-1
+@rule("recip-pow", "RECIP(x) = POW(x, -1)")
+def _recip_pow(e: Env) -> tuple[Any, Any]:
+    return P("RECIP", (), (e.t("x"),)), pow_(e.t("x"), -1)
+
+
+# sqrt x = x^(1/2)
+@rule("sqrt-pow", "SQRT(x) = POW(x, 1/2)")
+def _sqrt_pow(e: Env) -> tuple[Any, Any]:
+    return P("SQRT", (), (e.t("x"),)), pow_(e.t("x"), Fraction(1, 2))
+
+
+# 1/sqrt x = x^(-1/2)
+@rule("rsqrt-pow", "RSQRT(x) = POW(x, -1/2)")
+def _rsqrt_pow(e: Env) -> tuple[Any, Any]:
+    return P("RSQRT", (), (e.t("x"),)), pow_(e.t("x"), Fraction(-1, 2))
+
+
+# CAST is the identity over the reals
+@rule("cast-elim", "CAST(x, dtype) = x")
+def _cast(e: Env) -> tuple[Any, Any]:
+    return P("CAST", (e.v("dtype"),), (e.t("x"),)), e.t("x")
+
+
+# sizes are the binding's integers
+@rule("dim-size", "DIM_SIZE(d) = CONST(size(d))", "d is bound")
+def _dim_size(e: Env) -> tuple[Any, Any]:
+    d = e.v("d")
+    e.require(isinstance(d, str) and d in e.b, f"dim {d!r} is not bound")
+    return P("DIM_SIZE", (d,)), const(e.b[d])
+
+
+@rule("axis-size", "AXIS_SIZE(a) = CONST(|a|)", "a is bound")
+def _axis_size(e: Env) -> tuple[Any, Any]:
+    a = e.v("a")
+    e.require(isinstance(a, str) and a in e.b, f"axis {a!r} is not bound")
+    return P("AXIS_SIZE", (a,)), const(e.b[a])
+
+
+# x^1 = x
+@rule("pow-one", "POW(x, 1) = x")
+def _pow_one(e: Env) -> tuple[Any, Any]:
+    return pow_(e.t("x"), 1), e.t("x")
+
+
+# c^e folded exactly
+@rule("pow-const", "POW(CONST(c), e) = CONST(c^e)",
+      "c^e is real and defined: c > 0, or e an integer and (c != 0 or e > 0)")
+def _pow_const(e: Env) -> tuple[Any, Any]:
+    c, x = num(e.v("c")), num(e.v("e"))
+    e.require(isinstance(x, Fraction), "the exponent is rational")
+    e.require(pow_is_real(c, x), f"{c}^{x} is real and defined")
+    return pow_(const(c), x), const(num_pow(c, x))
+
+
+# (x^a)^b = x^(ab), unless that would drop a sign
+@rule("pow-pow", "POW(POW(x, a), b) = POW(x, a*b)", "b is an integer, or a's numerator is odd")
+def _pow_pow(e: Env) -> tuple[Any, Any]:
+    a, bb = Fraction(num(e.v("a"))), Fraction(num(e.v("b")))
+    e.require(bb.denominator == 1 or a.numerator % 2 == 1, "b integer or a's numerator odd")
+    return pow_(pow_(e.t("x"), a), bb), pow_(e.t("x"), a * bb)
+
+
+def _flat(e: Env, op: str, xs: tuple[int, ...]) -> list[int]:
+    out: list[int] = []
+    stack = list(reversed(xs))
+    while stack:
+        x = stack.pop()
+        if e.op(x) == op:
+            stack.extend(reversed(e.args(x)))
         else:
-            sub.append(a)
-    if len(sub) != len(args):
-        raise RuleMismatch(f"at {path}: expected {len(sub)} args, found {len(args)} (node {node})")
-    for k, (p, c) in enumerate(zip(sub, args)):
-        if isinstance(p, V_fixed):
-            if p.node != c:
-                raise RuleMismatch(f"at {path}/{k}: expected node {p.node}, found node {c}")
+            out.append(x)
+    return out
+
+
+def _coeff_monomial(e: Env, x: int) -> tuple[Any, tuple[int, ...]]:
+    if e.op(x) == "CONST":
+        return num(e.attrs(x)[0]), ()
+    if e.op(x) == "MUL":
+        c: Any = Fraction(1)
+        fs = []
+        for a in e.args(x):
+            if e.op(a) == "CONST":
+                c = num_mul(c, num(e.attrs(a)[0]))
+            else:
+                fs.append(a)
+        return c, tuple(fs)
+    return Fraction(1), (x,)
+
+
+def _lin(e: Env, xs: tuple[int, ...]) -> dict[tuple[int, ...], Any]:
+    """Formal linear combination {monomial (sorted factor ids): coefficient} of ADD(xs)."""
+    out: dict[tuple[int, ...], Any] = {}
+    for x in _flat(e, "ADD", xs):
+        c, fs = _coeff_monomial(e, x)
+        k = tuple(sorted(fs))
+        out[k] = num_add(out.get(k, Fraction(0)), c)
+    return {k: v for k, v in out.items() if not _num_eq(v, 0)}
+
+
+def _same_coeffs(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(_num_eq(a[k], b[k]) for k in a)
+
+
+def _nary(op: str, ys: tuple[int, ...], empty: Any) -> Any:
+    if not ys:
+        return empty
+    return ys[0] if len(ys) == 1 else P(op, (), ys)
+
+
+# sums are formal linear combinations
+@rule("add-canon",
+      "ADD(xs) = ADD(ys) (ys: the canonical sum; one term: ys[0]; none: CONST(0))",
+      "lin(xs) == lin(ys) and the dims are the same set")
+def _add_canon(e: Env) -> tuple[Any, Any]:
+    xs, ys = e.ts("xs"), e.ts("ys")
+    e.require(bool(xs), "ADD has operands")
+    e.require(_same_coeffs(_lin(e, xs), _lin(e, ys)), "lin(xs) == lin(ys)")
+    e.require(e.dimnames(xs) == e.dimnames(ys), "same dims")
+    return add(*xs), _nary("ADD", ys, const(0))
+
+
+def _mono(e: Env, xs: tuple[int, ...]) -> tuple[Any, dict[int, Fraction]]:
+    c: Any = Fraction(1)
+    ex: Counter = Counter()
+    for x in _flat(e, "MUL", xs):
+        if e.op(x) == "CONST":
+            c = num_mul(c, num(e.attrs(x)[0]))
+        elif e.op(x) == "POW":
+            ex[e.args(x)[0]] += Fraction(num(e.attrs(x)[0]))
         else:
-            _match(p, c, env, f"{path}/{k}")
+            ex[x] += 1
+    return c, {k: v for k, v in ex.items() if v != 0}
 
 
-@dataclass(frozen=True)
-class V_fixed:  # noqa: N801 -- internal: an already-resolved node in a spliced list
-    node: int
+# products are monomials c * prod base^e
+@rule("mul-canon",
+      "MUL(xs) = MUL(ys) (ys: the canonical product; one factor: ys[0]; none: CONST(1))",
+      "mono(xs) == mono(ys) and the dims are the same set (or both are 0 and scalar)")
+def _mul_canon(e: Env) -> tuple[Any, Any]:
+    xs, ys = e.ts("xs"), e.ts("ys")
+    e.require(bool(xs), "MUL has operands")
+    c1, e1 = _mono(e, xs)
+    c2, e2 = _mono(e, ys)
+    zero_scalar = _num_eq(c1, 0) and _num_eq(c2, 0) and not e.dimnames(xs)
+    e.require(zero_scalar or (_num_eq(c1, c2) and e1 == e2
+                              and e.dimnames(xs) == e.dimnames(ys)), "mono(xs) == mono(ys)")
+    return mul(*xs), _nary("MUL", ys, const(1))
 
 
-def _attr(a: Any, env: Env) -> Any:
-    if isinstance(a, A):
-        return env.attr(a.name)
-    if callable(a):
-        return a(env)
-    return a
+# a constant distributes over a sum
+@rule("mul-const-add", "MUL(CONST(c), ADD(ys)) = ADD(MUL(CONST(c), y) for y in ys)")
+def _mul_const_add(e: Env) -> tuple[Any, Any]:
+    c, ys = num(e.v("c")), e.ts("ys")
+    return mul(const(c), add(*ys)), add(*[mul(const(c), y) for y in ys])
 
 
-def instantiate_and_match(rule: Rule, subst: Mapping[str, tuple[str, Any]], table: NodeTable,
-                          binding: Mapping[str, int], lhs: int, rhs: int) -> None:
-    """Check that ``lhs -> rhs`` is an instance of ``rule`` under ``subst`` whose guard holds.
+# sort einsum operands and out_dims
+@rule("einsum-canon", "EINSUM(xs, out) = EINSUM(ys, sorted(out))", "ys is a permutation of xs")
+def _einsum_canon(e: Env) -> tuple[Any, Any]:
+    xs, ys, out = e.ts("xs"), e.ts("ys"), tuple(e.v("out"))
+    e.require(Counter(xs) == Counter(ys), "ys is a permutation of xs")
+    return einsum_raw(xs, out), einsum(ys, out)
+
+
+# an einsum of one operand that keeps every dim is the operand
+@rule("einsum-identity", "EINSUM((x,), out) = x", "set(out) == dims of x")
+def _einsum_identity(e: Env) -> tuple[Any, Any]:
+    x, out = e.t("x"), tuple(e.v("out"))
+    e.require(set(out) == e.dimnames(x), "set(out) == dims of x")
+    return einsum((x,), out), x
+
+
+def _scalar_split(e: Env, xs: tuple[int, ...]) -> tuple[list[int], list[Any]]:
+    scal: list[int] = []
+    rest: list[Any] = []
+    for x in xs:
+        if not e.dims(x):
+            scal.append(x)
+        elif e.op(x) == "MUL" and any(not e.dims(a) for a in e.args(x)):
+            scal.extend(a for a in e.args(x) if not e.dims(a))
+            r = [a for a in e.args(x) if e.dims(a)]
+            rest.append(r[0] if len(r) == 1 else mul(*r))
+        else:
+            rest.append(x)
+    return scal, rest
+
+
+# scalar factors leave a contraction
+@rule("einsum-scalar-out", "EINSUM(xs, out) = MUL(scalars..., EINSUM(rest, out))",
+      "some operand is a scalar or a MUL with scalar factors, and a non-scalar remains")
+def _einsum_scalar_out(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    scal, rest = _scalar_split(e, xs)
+    e.require(bool(scal) and bool(rest), "scalars and a non-scalar")
+    return einsum(xs, out), mul(*scal, einsum(tuple(rest), out))
+
+
+# ==== SHARD lifting ============================================================================
+_GROUP[0] = "lifting"
+def _lift_ok(e: Env, xs: tuple[int, ...], mask: tuple[bool, ...], d: str, a: str) -> bool:
+    spec = None
+    if len(xs) != len(mask) or not any(mask):
+        return False
+    for x, m in zip(xs, mask):
+        if a in e.var(x):
+            return False
+        dims = e.dims(x)
+        if m:
+            if d not in dims:
+                return False
+            if spec is None:
+                spec = dims[d]
+            elif dims[d] != spec:
+                return False
+        elif d in dims:
+            return False
+    return True
+
+
+def _join(xs: tuple[int, ...], mask: tuple[bool, ...], d: str, a: str) -> tuple[Any, ...]:
+    return tuple(shard(x, d, a) if m else x for x, m in zip(xs, mask))
+
+
+def _mask(e: Env) -> tuple[bool, ...]:
+    m = e.v("mask")
+    if not isinstance(m, tuple) or not all(isinstance(x, bool) for x in m):
+        raise RuleMismatch("mask must be a list of booleans")
+    return m
+
+
+def _wf(e: Env, x: int, d: str, a: str) -> bool:
+    return a not in e.var(x) and d in e.dims(x)
+
+
+# blocks along different dims commute; the higher-ranked axis goes outside
+@rule("shard-swap", "SHARD(SHARD(x, d1, a1), d2, a2) = SHARD(SHARD(x, d2, a2), d1, a1)",
+      "d1 != d2 and rank(a1) > rank(a2)")
+def _shard_swap(e: Env) -> tuple[Any, Any]:
+    x, d1, a1, d2, a2 = e.t("x"), e.v("d1"), e.v("a1"), e.v("d2"), e.v("a2")
+    e.require(d1 != d2 and axis_rank(a1) > axis_rank(a2), "d1 != d2 and rank(a1) > rank(a2)")
+    e.require(a1 not in e.var(x) and a2 not in e.var(x), "x varies over neither axis")
+    return shard(shard(x, d1, a1), d2, a2), shard(shard(x, d2, a2), d1, a1)
+
+
+# an elementwise op of blocks is the block of the op
+@rule("lift-shard-elementwise",
+      "op(..SHARD(x_i, d, a)..y_j..) = SHARD(op(..x_i..y_j..), d, a)  (op elementwise)",
+      "some operand is SHARD(., d, a); those share d's spec; no operand varies over a after "
+      "unwrapping; non-block operands lack d")
+def _lift_ew(e: Env) -> tuple[Any, Any]:
+    op, attrs, xs, mask, d, a = e.v("op"), e.v("attrs"), e.ts("xs"), _mask(e), e.v("d"), e.v("a")
+    e.require(op in ELEMENTWISE, f"{op} is elementwise")
+    e.require(_lift_ok(e, xs, mask, d, a), "lift condition")
+    return P(op, tuple(attrs), _join(xs, mask, d, a)), shard(P(op, tuple(attrs), xs), d, a)
+
+
+# a contraction that keeps d, of blocks along d, is the block of the contraction
+@rule("lift-shard-einsum",
+      "EINSUM(..SHARD(x_i, d, a)..y_j.., out) = SHARD(EINSUM(..x_i..y_j.., out), d, a)",
+      "d in out, and the lift-shard-elementwise condition")
+def _lift_einsum(e: Env) -> tuple[Any, Any]:
+    xs, mask, d, a, out = e.ts("xs"), _mask(e), e.v("d"), e.v("a"), tuple(e.v("out"))
+    e.require(d in out and _lift_ok(e, xs, mask, d, a), "d in out and the lift condition")
+    return einsum(_join(xs, mask, d, a), out), shard(einsum(xs, out), d, a)
+
+
+# max over other dims commutes with taking a block along d
+@rule("lift-shard-reduce-max",
+      "REDUCE_MAX(SHARD(x, d, a), dims) = SHARD(REDUCE_MAX(x, dims), d, a)", "d not in dims")
+def _lift_rmax(e: Env) -> tuple[Any, Any]:
+    x, d, a, dims = e.t("x"), e.v("d"), e.v("a"), tuple(e.v("dims"))
+    e.require(d not in dims and _wf(e, x, d, a), "d not in dims")
+    return reduce_max(shard(x, d, a), dims), shard(reduce_max(x, dims), d, a)
+
+
+# renaming commutes with taking a block (the block's dim is renamed with it)
+@rule("lift-shard-rename",
+      "RENAME(SHARD(x, d, a), old, new) = SHARD(RENAME(x, old, new), d', a)  (d' = new if d = old)",
+      "the output spec of new is nshards; if d = old, nshards ends with a (the inner RENAME gets "
+      "nshards without it)")
+def _lift_rename(e: Env) -> tuple[Any, Any]:
+    x, d, a, old, new = e.t("x"), e.v("d"), e.v("a"), e.v("old"), e.v("new")
+    nsh = tuple(e.v("nshards"))
+    e.require(_wf(e, x, d, a), "x does not vary over a and has d")
+    if d == old:
+        e.require(bool(nsh) and nsh[-1] == a, "nshards ends with a")
+    d2 = new if d == old else d
+    inner = nsh[:-1] if d == old else nsh
+    return rename(shard(x, d, a), old, new, nsh), shard(rename(x, old, new, inner), d2, a)
+
+
+# a chunk along another dim commutes with taking a block
+@rule("lift-shard-chunk",
+      "CHUNK(SHARD(x, d, a), c, parts, i) = SHARD(CHUNK(x, c, parts, i), d, a)", "c != d")
+def _lift_chunk(e: Env) -> tuple[Any, Any]:
+    x, d, a, cd, parts, i = (e.t("x"), e.v("d"), e.v("a"), e.v("cd"), e.v("parts"),
+                             e.v("index"))
+    e.require(cd != d and _wf(e, x, d, a), "c != d")
+    return chunk(shard(x, d, a), cd, parts, i), shard(chunk(x, cd, parts, i), d, a)
+
+
+# concatenating blocks along another dim is the block of the concatenation
+@rule("lift-shard-concat", "CONCAT(SHARD(x_i, d, a)..., c) = SHARD(CONCAT(x_i..., c), d, a)",
+      "c != d; every operand is SHARD(., d, a) with the same spec of d")
+def _lift_concat(e: Env) -> tuple[Any, Any]:
+    xs, d, a, cd, csh = e.ts("xs"), e.v("d"), e.v("a"), e.v("cd"), tuple(e.v("cshards"))
+    e.require(cd != d and _lift_ok(e, xs, (True,) * len(xs), d, a), "c != d and lift condition")
+    return (concat(tuple(shard(x, d, a) for x in xs), cd, csh),
+            shard(concat(xs, cd, csh), d, a))
+
+
+# vocab-parallel lookup: the one-hot over the rank's vocab block is the block of the one-hot
+@rule("onehot-shard-out", "ONE_HOT(idx, v)[v: s+(a,)] = SHARD(ONE_HOT(idx, v)[v: s], v, a)",
+      "v's spec in the output ends with a mesh axis a, and idx does not vary over a")
+def _onehot_out(e: Env) -> tuple[Any, Any]:
+    idx, v, sh = e.t("idx"), e.v("v"), tuple(e.v("vshards"))
+    e.require(bool(sh) and not sh[-1].startswith("#") and sh[-1] not in e.var(idx)
+              and v not in e.dims(idx), "v's spec ends with a mesh axis idx does not vary over")
+    return one_hot(idx, v, sh), shard(one_hot(idx, v, sh[:-1]), v, sh[-1])
+
+
+# one-hot is positionwise in the indices
+@rule("lift-shard-onehot", "ONE_HOT(SHARD(idx, d, a), v) = SHARD(ONE_HOT(idx, v), d, a)",
+      "a is not in v's spec")
+def _lift_onehot(e: Env) -> tuple[Any, Any]:
+    x, d, a, v, sh = e.t("x"), e.v("d"), e.v("a"), e.v("v"), tuple(e.v("vshards"))
+    e.require(a not in sh and _wf(e, x, d, a) and d != v, "a not in v's spec")
+    return one_hot(shard(x, d, a), v, sh), shard(one_hot(x, v, sh), d, a)
+
+
+# ==== collectives ==============================================================================
+_GROUP[0] = "collectives"
+# a replicated value summed over |a| coordinates is |a| times the value
+@rule("allreduce-sum-invariant", "ALL_REDUCE(x, a, sum) = MUL(CONST(|a|), x)",
+      "x does not vary over a")
+def _ar_sum_inv(e: Env) -> tuple[Any, Any]:
+    x, a = e.t("x"), e.v("a")
+    e.require(a not in e.var(x), "x does not vary over a")
+    e.require(a in e.b, f"axis {a} is bound")
+    return all_reduce(x, a, "sum"), mul(const(e.b[a]), x)
+
+
+# the max of copies is the value
+@rule("allreduce-max-invariant", "ALL_REDUCE(x, a, max) = x", "x does not vary over a")
+def _ar_max_inv(e: Env) -> tuple[Any, Any]:
+    x, a = e.t("x"), e.v("a")
+    e.require(a not in e.var(x), "x does not vary over a")
+    return all_reduce(x, a, "max"), x
+
+
+# the addends of a Partial(sum) sum to the value
+@rule("allreduce-part", "ALL_REDUCE(PART(x, a), a, sum) = x", "x does not vary over a")
+def _ar_part(e: Env) -> tuple[Any, Any]:
+    x, a = e.t("x"), e.v("a")
+    e.require(a not in e.var(x), "x does not vary over a")
+    return all_reduce(part(x, a), a, "sum"), x
+
+
+# reducing over a commutes with taking a block over another axis b
+@rule("allreduce-shard-comm",
+      "ALL_REDUCE(SHARD(x, d, b), a, r) = SHARD(ALL_REDUCE(x, a, r), d, b)",
+      "b != a; no dim of x is sharded over a")
+def _ar_shard_comm(e: Env) -> tuple[Any, Any]:
+    x, d, bb, a, r = e.t("x"), e.v("d"), e.v("b"), e.v("a"), e.v("r")
+    e.require(bb != a and bb not in e.var(x) and d in e.dims(x), "b != a")
+    e.require(not _blocks_over(e, x, a), "no dim of x is sharded over a")
+    e.require(r in ("sum", "max"), "r is sum or max")
+    return all_reduce(shard(x, d, bb), a, r), shard(all_reduce(x, a, r), d, bb)
+
+
+# a sum of sums is the sum of the sums
+@rule("allreduce-add", "ALL_REDUCE(ADD(xs), a, sum) = ADD(ALL_REDUCE(x, a, sum) for x in xs)")
+def _ar_add(e: Env) -> tuple[Any, Any]:
+    xs, a = e.ts("xs"), e.v("a")
+    return all_reduce(add(*xs), a, "sum"), add(*[all_reduce(x, a, "sum") for x in xs])
+
+
+# factors that do not vary over a leave the sum over a
+@rule("allreduce-mul-factor",
+      "ALL_REDUCE(MUL(xs), a, sum) = MUL(fixed..., ALL_REDUCE(MUL(vary...), a, sum))",
+      "fixed = the xs not varying over a (non-empty), vary = the others (non-empty; one: itself)")
+def _ar_mul_factor(e: Env) -> tuple[Any, Any]:
+    xs, a = e.ts("xs"), e.v("a")
+    fixed = [x for x in xs if a not in e.var(x)]
+    vary = [x for x in xs if a in e.var(x)]
+    e.require(bool(fixed) and bool(vary), "fixed and varying factors")
+    inner = vary[0] if len(vary) == 1 else mul(*vary)
+    return all_reduce(mul(*xs), a, "sum"), mul(*fixed, all_reduce(inner, a, "sum"))
+
+
+# summing the partial contractions of blocks along a contracted dim d is the contraction
+@rule("allreduce-einsum-split",
+      "ALL_REDUCE(EINSUM(..SHARD(x_i, d, a)..y_j.., out), a, sum) = EINSUM(..x_i..y_j.., out)",
+      "d not in out; the blocks share d's spec; no x_i, y_j varies over a; the y_j lack d")
+def _ar_split(e: Env) -> tuple[Any, Any]:
+    xs, mask, d, a, out = e.ts("xs"), _mask(e), e.v("d"), e.v("a"), tuple(e.v("out"))
+    e.require(d not in out and _lift_ok(e, xs, mask, d, a), "d not in out and lift condition")
+    return all_reduce(einsum(_join(xs, mask, d, a), out), a, "sum"), einsum(xs, out)
+
+
+# a contraction is linear in each operand: the sum moves into the one varying operand
+@rule("allreduce-einsum-push",
+      "ALL_REDUCE(EINSUM(xs, out), a, sum) = EINSUM(xs with x_k -> ALL_REDUCE(x_k, a, sum), out)",
+      "exactly one operand x_k varies over a, and no dim of x_k is sharded over a")
+def _ar_push(e: Env) -> tuple[Any, Any]:
+    xs, a, out = e.ts("xs"), e.v("a"), tuple(e.v("out"))
+    vary = [i for i, x in enumerate(xs) if a in e.var(x)]
+    e.require(len(vary) == 1, "exactly one operand varies over a")
+    e.require(not _blocks_over(e, xs[vary[0]], a), "no dim of x_k is sharded over a")
+    ys: list[Any] = list(xs)
+    ys[vary[0]] = all_reduce(xs[vary[0]], a, "sum")
+    return all_reduce(einsum(xs, out), a, "sum"), einsum(tuple(ys), out)
+
+
+def _blocks_over(e: Env, x: int, a: str) -> bool:
+    """Some dim of x is sharded over a."""
+    return any(a in s for s in e.dims(x).values())
+
+
+def _move(e: Env, op: str, xs: tuple[Any, ...]) -> P:
+    attrs = tuple(e.v("attrs"))
+    if op == "RENAME":
+        return rename(xs[0], *attrs, tuple(e.v("nshards")))
+    if op == "CHUNK":
+        return chunk(xs[0], *attrs)
+    return concat(xs, attrs[0], tuple(e.v("cshards")))
+
+
+def _move_rule(op: str, name: str, law: str) -> None:
+    def sides(e: Env) -> tuple[Any, Any]:
+        xs, a, r = e.ts("xs"), e.v("a"), e.v("r")
+        e.require(r in ("sum", "max"), "r is sum or max")
+        if op != "CONCAT":
+            e.require(len(xs) == 1, f"{op} has one operand")
+        return (all_reduce(_move(e, op, xs), a, r),
+                _move(e, op, tuple(all_reduce(x, a, r) for x in xs)))
+    rule(name, law)(sides)
+
+
+# sums and maxima over ranks are positionwise: they commute with renaming and block movement
+_move_rule("RENAME", "allreduce-rename",
+           "ALL_REDUCE(RENAME(x, o, n), a, r) = RENAME(ALL_REDUCE(x, a, r), o, n)")
+_move_rule("CHUNK", "allreduce-chunk",
+           "ALL_REDUCE(CHUNK(x, d, p, i), a, r) = CHUNK(ALL_REDUCE(x, a, r), d, p, i)")
+_move_rule("CONCAT", "allreduce-concat",
+           "ALL_REDUCE(CONCAT(xs, d), a, r) = CONCAT(ALL_REDUCE(x, a, r) for x in xs, d)")
+
+
+# the max over ranks of the max over each block along d is the max over d
+@rule("allreduce-max-shard",
+      "ALL_REDUCE(REDUCE_MAX(SHARD(x, d, a), dims), a, max) = REDUCE_MAX(x, dims)", "d in dims")
+def _ar_max_shard(e: Env) -> tuple[Any, Any]:
+    x, d, a, dims = e.t("x"), e.v("d"), e.v("a"), tuple(e.v("dims"))
+    e.require(d in dims and a not in e.var(x) and d in e.dims(x), "d in dims")
+    return all_reduce(reduce_max(shard(x, d, a), dims), a, "max"), reduce_max(x, dims)
+
+
+# reductions over two axes commute; the higher-ranked axis goes inside
+@rule("allreduce-swap",
+      "ALL_REDUCE(ALL_REDUCE(x, a, r), b, r) = ALL_REDUCE(ALL_REDUCE(x, b, r), a, r)",
+      "rank(b) > rank(a)")
+def _ar_swap(e: Env) -> tuple[Any, Any]:
+    x, a, bb, r = e.t("x"), e.v("a"), e.v("b"), e.v("r")
+    e.require(r in ("sum", "max") and axis_rank(bb) > axis_rank(a), "rank(b) > rank(a)")
+    return all_reduce(all_reduce(x, a, r), bb, r), all_reduce(all_reduce(x, bb, r), a, r)
+
+
+# gathering the blocks of x is x
+@rule("allgather-shard", "ALL_GATHER(SHARD(x, d, a), a, d) = x", "x does not vary over a")
+def _ag_shard(e: Env) -> tuple[Any, Any]:
+    x, a, d = e.t("x"), e.v("a"), e.v("d")
+    e.require(a not in e.var(x) and d in e.dims(x), "x does not vary over a")
+    return all_gather(shard(x, d, a), a, d), x
+
+
+# gathering along d over a commutes with taking a block along another dim over another axis
+@rule("allgather-shard-comm",
+      "ALL_GATHER(SHARD(x, e, b), a, d) = SHARD(ALL_GATHER(x, a, d), e, b)", "b != a and e != d")
+def _ag_comm(e: Env) -> tuple[Any, Any]:
+    x, ee, bb, a, d = e.t("x"), e.v("e"), e.v("b"), e.v("a"), e.v("d")
+    e.require(bb != a and ee != d and bb not in e.var(x) and ee in e.dims(x), "b != a, e != d")
+    return all_gather(shard(x, ee, bb), a, d), shard(all_gather(x, a, d), ee, bb)
+
+
+# reduce-scatter is the rank's block of the all-reduce (its definition)
+@rule("reduce-scatter-def", "REDUCE_SCATTER(x, a, d) = SHARD(ALL_REDUCE(x, a, sum), d, a)")
+def _rs_def(e: Env) -> tuple[Any, Any]:
+    x, a, d = e.t("x"), e.v("a"), e.v("d")
+    return P("REDUCE_SCATTER", (a, d), (x,)), shard(all_reduce(x, a, "sum"), d, a)
+
+
+# broadcasting a replicated value changes nothing
+@rule("broadcast-invariant", "BROADCAST(x, a, src) = x", "x does not vary over a")
+def _bc_inv(e: Env) -> tuple[Any, Any]:
+    x, a, src = e.t("x"), e.v("a"), e.v("src")
+    e.require(a not in e.var(x), "x does not vary over a")
+    return P("BROADCAST", (a, src), (x,)), x
+
+
+# ==== the table ================================================================================
+RULES: dict[str, Rule] = {r.name: r for r in _RULES}
+
+
+def ruleset_sha256(rows: list[tuple[str, str, str, str]]) -> str:
+    """sha256 of the ``[name, group, law, guard]`` rows in priority order (as the producer's
+    ``rewriting.RULESET``): any added, removed, reordered or reworded rule changes it."""
+    return hashlib.sha256(json.dumps([list(r) for r in rows], separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
+RULESET: dict[str, str] = {
+    "name": "tensor",
+    "version": "1",
+    "sha256": ruleset_sha256([(r.name, r.group, r.law, r.guard_doc) for r in _RULES]),
+}
+
+
+def varying_table(table: NodeTable) -> list[frozenset[str]]:
+    """Mesh axes each node varies over (as ``spec_lang.term.varying_axes``; stricter for a
+    ``ONE_HOT`` whose output dim is sharded: it varies over those axes)."""
+    out: list[frozenset[str]] = []
+    for op, args, attrs, dims in table.nodes:
+        v: set[str] = set()
+        for c in args:
+            v |= out[c]
+        if op in ("SHARD",):
+            v.add(attrs[1])
+        elif op in ("PART", "RANK_CONST", "REDUCE_SCATTER"):
+            v.add(attrs[0])
+        elif op in ("ALL_REDUCE", "ALL_GATHER", "BROADCAST"):
+            v.discard(attrs[0])
+        elif op == "ONE_HOT":
+            v |= {a for n, s in dims if n == attrs[0] for a in s if not a.startswith("#")}
+        out.append(frozenset(v))
+    return out
+
+
+def instantiate_and_match(rule_: Rule, subst: Mapping[str, tuple[str, Any]], table: NodeTable,
+                          binding: Mapping[str, int], lhs: int, rhs: int,
+                          varying: list[frozenset[str]]) -> None:
+    """Check that ``lhs -> rhs`` is an instance of ``rule_`` under ``subst`` whose guard holds.
 
     Raises:
         RuleMismatch: naming the first difference or the failing guard.
     """
-    env = Env(subst, table, binding)
+    env = Env(subst, table, binding, lambda i: varying[i])
     try:
-        if rule.check is not None:
-            rule.check(env, lhs, rhs)
-            return
-        _match(rule.lhs, lhs, env, "lhs")
-        _match(rule.rhs, rhs, env, "rhs")
-        if rule.guard is not None and not rule.guard(env):
-            raise RuleMismatch("guard does not hold")
-    except (KeyError, IndexError, TypeError, ValueError) as e:
+        lp, rp = rule_.sides(env)
+        _match(lp, lhs, table, "lhs")
+        _match(rp, rhs, table, "rhs")
+    except RuleMismatch:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
         raise RuleMismatch(f"{type(e).__name__}: {e}") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# The rule table. Filled from docs/rules.md (ruleset name, version and sha256 below must be the
-# ones the prover reports; a test compares them with rewriting's table).
-# ---------------------------------------------------------------------------------------------
-RULESET: dict[str, str] = {"name": "tensor", "version": "0", "sha256": "0" * 64}
-
-_rules: list[Rule] = []
-
-
-def _rule(r: Rule) -> Rule:
-    _rules.append(r)
-    return r
-
-
-RULES: dict[str, Rule] = {r.name: r for r in _rules}

@@ -27,8 +27,8 @@ from fractions import Fraction
 from typing import Any
 
 __all__ = [
-    "OPS", "Node", "NodeTable", "KernelError", "encode_attr", "decode_attr", "from_terms",
-    "canonical_json", "node_hash_table", "roots_hash", "typecheck",
+    "OPS", "Node", "DimRef", "NodeTable", "KernelError", "encode_attr", "decode_attr", "from_terms",
+    "canonical_json", "node_hash_table", "roots_hash", "typecheck", "check_sizes",
 ]
 
 
@@ -51,6 +51,21 @@ ELEMENTWISE = frozenset({
 })
 
 Dims = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+class DimRef(tuple):
+    """A dim spec as an attribute value: ``(name, shards)``; JSON ``{"dim": [name, [shards]]}``."""
+
+    def __new__(cls, name: str, shards: tuple[str, ...]) -> DimRef:
+        return super().__new__(cls, (name, tuple(shards)))
+
+    @property
+    def name(self) -> str:
+        return self[0]
+
+    @property
+    def shards(self) -> tuple[str, ...]:
+        return self[1]
 Node = tuple[str, tuple[int, ...], tuple[Any, ...], Dims]
 
 
@@ -69,6 +84,8 @@ def encode_attr(x: Any) -> Any:
         return [encode_attr(y) for y in x]
     if isinstance(x, frozenset):
         return {"set": sorted((encode_attr(y) for y in x), key=canonical_json)}
+    if hasattr(x, "name") and hasattr(x, "shards") and not hasattr(x, "op"):  # a DimSpec
+        return {"dim": [str(x.name), [str(a) for a in x.shards]]}
     mod = type(x).__module__ or ""
     if mod.startswith("sympy"):
         import sympy
@@ -103,6 +120,10 @@ def decode_attr(x: Any) -> Any:
             return v
         if set(x) == {"set"} and isinstance(x["set"], list):
             return frozenset(decode_attr(y) for y in x["set"])
+        if set(x) == {"dim"} and isinstance(x["dim"], list) and len(x["dim"]) == 2 \
+                and isinstance(x["dim"][0], str) and isinstance(x["dim"][1], list) \
+                and all(isinstance(a, str) for a in x["dim"][1]):
+            return DimRef(x["dim"][0], tuple(x["dim"][1]))
     if isinstance(x, float):
         raise KernelError(f"float attribute {x!r}: constants must be exact")
     raise KernelError(f"cannot decode attribute {x!r}")
@@ -182,12 +203,15 @@ def _freeze(x: Any) -> Any:
     return (type(x).__name__, x)
 
 
-def from_terms(table: NodeTable, roots: Iterable[Any]) -> dict[int, int]:
+def from_terms(table: NodeTable, roots: Iterable[Any],
+               ids: dict[int, int] | None = None) -> dict[int, int]:
     """Add ``spec_lang`` terms (and everything below them) to ``table``.
 
-    Returns ``{id(term): node_id}`` for every node reached. Walks without recursion.
+    Returns ``{id(term): node_id}`` for every node reached (``ids``, extended in place, when
+    given: nodes already in it are not walked again). Walks without recursion. The caller keeps
+    the terms alive while ``ids`` is in use (ids of dead objects can be reused).
     """
-    ids: dict[int, int] = {}
+    ids = {} if ids is None else ids
     stack: list[tuple[Any, bool]] = [(r, False) for r in roots]
     while stack:
         t, done = stack.pop()
@@ -300,8 +324,17 @@ def typecheck(table: NodeTable, i: int) -> None:
         old, new = attrs
         if old not in ad[0] or (new in ad[0] and new != old):
             raise bad(f"cannot rename {old} to {new}")
-        want_d = {(new if n == old else n): s for n, s in ad[0].items()}
-        if want_d != out:
+        src = ad[0][old]
+        base = src[:-1] if src and src[-1].startswith("#") else src
+        got = out.get(new)
+        # the dim keeps its placement; a chunk marker may be dropped (a fresh dim of the block's
+        # size) or a block marker added (renaming back into block i of n); the checker compares
+        # local sizes under the binding
+        if got is None or not (got == src or got == base or (
+                len(got) == len(base) + 1 and got[:-1] == base and got[-1].startswith("#"))):
+            raise bad(f"dim {old}{list(src)} cannot become {new}{list(got or ())}")
+        want_d = {n: s for n, s in ad[0].items() if n != old}
+        if {n: s for n, s in out.items() if n != new} != want_d:
             raise bad("dims are not the operand's renamed")
     elif op == "CHUNK":
         d, parts, idx = attrs
@@ -332,3 +365,29 @@ def typecheck(table: NodeTable, i: int) -> None:
         pass
     else:  # pragma: no cover - OPS is closed and every op is handled above
         raise bad("no shape rule")
+
+
+def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
+    """Size checks that need the binding: a RENAME keeps the local size of its dim.
+
+    Raises:
+        KernelError: naming the node.
+    """
+    def local(name: str, shards: tuple[str, ...]) -> int:
+        if name not in binding:
+            raise KernelError(f"dim {name} is not in the binding")
+        n = binding[name]
+        for a in shards:
+            k = int(a.split("/")[1]) if a.startswith("#") else binding.get(a, 0)
+            if k <= 0 or n % k:
+                raise KernelError(f"dim {name} (size {binding[name]}) does not divide over {shards}")
+            n //= k
+        return n
+
+    for i, (op, args, attrs, dims) in enumerate(table.nodes):
+        if op == "RENAME":
+            old, new = attrs
+            src = dict(table.nodes[args[0]][3])[old]
+            dst = dict(dims)[new]
+            if local(old, src) != local(new, dst):
+                raise KernelError(f"node {i} (RENAME {old} -> {new}) changes the local size")

@@ -31,7 +31,7 @@ def normalise_goals(items: Sequence[tuple[str, Term, Term]], binding: Binding, s
     """Normalise both sides of every goal (one call: shared subterms are normalised once)."""
     res = NormaliseResult()
     try:
-        from rewriting import normalise  # type: ignore[attr-defined]
+        from rewriting.normalise import normalise
     except ImportError:
         normalise = None
     roots = [t for _, e, a in items for t in (e, a)]
@@ -73,15 +73,64 @@ def _nf_lookup(roots: list[Term], nfs: Any) -> Callable[[Term], Term]:
 
 
 class _LogConverter:
-    """ProofLog -> certificate steps (filled in against rewriting's documented log format)."""
+    """``rewriting.normalise.ProofLog`` -> certificate steps.
+
+    A log record proves ``term = nf`` by a chain of ``congr`` (children replaced by their normal
+    forms; ``args[i]`` names the record of child ``i``), ``rule`` (one rule instance) and
+    ``trans`` (continue with another record) links. Each record becomes one ``trans`` step of the
+    certificate (memoised, so a shared subterm's proof is stored once).
+    """
 
     def __init__(self, log: Any, steps: ProofSteps, node: Callable[[Term], int], counts: Counter):
         self.log, self.steps, self.node, self.counts = log, steps, node, counts
-        self.memo: dict[int, int] = {}
+        self.memo: dict[int, int] = {}  # record id -> step id
 
     def chain(self, t: Term) -> int:
-        raise NotImplementedError("rewriting's log format")
+        """A step proving ``t == nf(t)`` (refl when ``t`` is normal)."""
+        r = self.log.record_of.get(t)
+        if r is None:
+            return self.steps.refl(self.node(t))
+        return self.record(r)
 
-    def rule_step(self, name: str, subst: dict[str, Any], lhs: Term, rhs: Term) -> int:
-        self.counts[name] += 1
-        return self.steps.rule(name, encode_subst(subst, self.node), self.node(lhs), self.node(rhs))
+    def record(self, r0: int) -> int:
+        # records only refer to earlier records: convert the needed ones in increasing order
+        need, stack = set(), [r0]
+        while stack:
+            r = stack.pop()
+            if r in need or r in self.memo:
+                continue
+            need.add(r)
+            for s in self.log.records[r].steps:
+                if s.kind == "congr":
+                    stack.extend(a for a in s.args if a is not None)
+                elif s.kind == "trans":
+                    stack.append(s.record)
+        for r in sorted(need):
+            self.memo[r] = self._convert(r)
+        return self.memo[r0]
+
+    def _convert(self, r: int) -> int:
+        rec = self.log.records[r]
+        chain: list[int] = []
+        cur = self.node(rec.term)
+        for s in rec.steps:
+            match s.kind:
+                case "congr":
+                    lhs, rhs = self.node(s.lhs), self.node(s.rhs)
+                    args = [None if a is None else self.memo[a] for a in s.args]
+                    chain.append(self.steps.congr(lhs, rhs, args))
+                case "rule":
+                    self.counts[s.rule] += 1
+                    chain.append(self.steps.rule(s.rule, encode_subst(s.subst, self.node),
+                                                 self.node(s.lhs), self.node(s.rhs)))
+                case "trans":
+                    chain.append(self.memo[s.record])
+                case other:
+                    raise ValueError(f"unknown log step kind {other!r}")
+            if self.steps.lhs(chain[-1]) != cur:
+                raise ValueError(f"record {r}: a {s.kind} step starts at node "
+                                 f"{self.steps.lhs(chain[-1])}, not at the current node {cur}")
+            cur = self.steps.rhs(chain[-1])
+        if cur != self.node(rec.nf):
+            raise ValueError(f"record {r} ends at node {cur}, not at its normal form")
+        return self.steps.chain(self.node(rec.term), chain)

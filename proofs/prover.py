@@ -127,6 +127,7 @@ class _Run:
         self.table = NodeTable()
         self.steps = ProofSteps()
         self.node_of: dict[int, int] = {}
+        self.keep: list[Term] = []
         self.rule_counts: Counter = Counter()
         self.nf: dict[str, tuple[Term, Term, int, int]] = {}  # name -> (nf_e, nf_a, step_e, step_a)
         self.reduced: Binding = problem.binding
@@ -147,7 +148,8 @@ class _Run:
     def node(self, t: Term) -> int:
         i = self.node_of.get(id(t))
         if i is None:
-            self.node_of.update(from_terms(self.table, [t]))
+            self.keep.append(t)  # ids stay valid while the terms are alive
+            from_terms(self.table, [t], self.node_of)
             i = self.node_of[id(t)]
         return i
 

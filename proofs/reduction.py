@@ -7,8 +7,10 @@ collectives, scales and shard ownership are exercised exactly as on the real mes
   every shard tuple it carries (``B`` over ``(dp, mb)`` -> a multiple of ``|dp| * |mb|``), times
   2 (>= 2 elements per shard) when that stays under ``cheap`` elements;
 * other dims become ``base`` (3 by default: odd, so that an unintended split shows);
-* dims with equal real sizes get equal reduced sizes (so any equal-size requirement between
-  dims, e.g. the query and key sequence of a causal mask, still holds);
+* dims that must keep a size ratio shrink together by one common factor: dims related by a
+  ``RENAME`` (a RoPE half ``HD_half`` is half of ``HD``) and dims of equal real size (the
+  query and key sequence of a causal mask), so every relation the real sizes satisfy still
+  holds;
 * a dim never grows past its real size (the real size satisfies every divisibility the plan
   needs).
 """
@@ -19,7 +21,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from spec_lang.term import Binding, Term, walk
+from spec_lang.term import Binding, Op, Term, walk
 
 __all__ = ["MESH_AXES", "reduce_binding", "shard_products"]
 
@@ -30,38 +32,62 @@ def _axis_size(binding: Mapping[str, int], a: str) -> int:
     return int(a.split("/")[1]) if a.startswith("#") else binding[a]
 
 
-def shard_products(roots: Iterable[Term], binding: Mapping[str, int]) -> dict[str, int]:
-    """For each dim name: the lcm over its shard tuples of the product of their sizes."""
+def shard_products(roots: Iterable[Term], binding: Mapping[str, int]) -> tuple[
+        dict[str, int], list[tuple[str, str]]]:
+    """For each dim name: the lcm over its shard tuples of the product of their sizes; and the
+    pairs of dims related by a RENAME."""
     req: dict[str, int] = defaultdict(lambda: 1)
+    pairs: list[tuple[str, str]] = []
     for t in walk(list(roots)):
         for d in t.dims:
             p = math.prod(_axis_size(binding, a) for a in d.shards)
             req[d.name] = math.lcm(req[d.name], p)
-        if t.op.name == "INPUT" and len(t.attrs) > 3:  # index inputs range over a dim
-            req.setdefault(t.attrs[3], 1)
-    return dict(req)
+        if t.op is Op.INPUT and len(t.attrs) > 3:  # index inputs range over a dim
+            req[t.attrs[3]] = req[t.attrs[3]]
+        if t.op is Op.RENAME and t.attrs[0] != t.attrs[1]:
+            pairs.append((t.attrs[0], t.attrs[1]))
+    return dict(req), pairs
 
 
 def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
                    cheap: int = 4096) -> Binding:
     """A binding with the same mesh axes and reduced dims (see the module docstring)."""
-    roots = list(roots)
-    req = shard_products(roots, binding)
-    groups: dict[int, list[str]] = defaultdict(list)
-    for name in binding:
-        if name in MESH_AXES or name not in req:
-            continue
-        groups[binding[name]].append(name)
+    req, pairs = shard_products(list(roots), binding)
+    dims = [n for n in binding if n not in MESH_AXES and n in req]
+    parent = {n: n for n in dims}
+
+    def find(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    def union(a: str, b: str) -> None:
+        if a in parent and b in parent:
+            parent[find(a)] = find(b)
+
+    for a, b in pairs:
+        union(a, b)
+    by_size: dict[int, str] = {}
+    for n in dims:
+        union(n, by_size.setdefault(binding[n], n))
+    comps: dict[str, list[str]] = defaultdict(list)
+    for n in dims:
+        comps[find(n)].append(n)
     sizes = dict(binding)
-    for real, names in groups.items():
-        need = math.lcm(*(req[n] for n in names))
-        if need == 1:
-            size = base
-        elif need * 2 <= cheap:
-            size = need * 2
+    for members in comps.values():
+        g = math.gcd(*(binding[n] for n in members))
+        q = {n: binding[n] // g for n in members}
+        # reduced(n) = q[n] * u; n's shard product must divide it
+        u0 = math.lcm(*(req[n] // math.gcd(req[n], q[n]) for n in members))
+        if u0 == 1 and all(req[n] == 1 for n in members):
+            u = base
+        elif max(q[n] for n in members) * u0 * 2 <= cheap:
+            u = 2 * u0
         else:
-            size = need
-        size = min(size, real)  # the real size satisfies every divisibility the plan needs
-        for n in names:
-            sizes[n] = size
+            u = u0
+        if u > g:  # never past the real sizes (which satisfy every requirement)
+            u = g
+        for n in members:
+            sizes[n] = q[n] * u
     return Binding(sizes)
