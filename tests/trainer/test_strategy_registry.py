@@ -74,3 +74,25 @@ def test_describe_is_json_and_numpy_stage_ids_are_accepted(make_trainer, name):
     json.dumps(s.describe())
     if name != "no_failure":
         s.on_failure([np.int64(2)], iteration=0)
+
+
+@pytest.mark.parametrize("n_stages", [2, 3])
+@pytest.mark.parametrize("name, knobs", [
+    ("checkfree", dict(immune_outer_stages=False, immune_embedding_stage=False)),
+    ("checkfree_plus", {}),
+    ("checkpoint", dict(interval=1)),
+    ("redundant", {}),
+])
+def test_small_stage_counts_survive_any_failure_set(make_trainer, n_stages, name, knobs):
+    import math
+
+    t = make_trainer(n_stages=n_stages)
+    s = make_strategy(name, **knobs)
+    s.attach(t)
+    failure_sets = [[st] for st in range(n_stages + 1)] + [list(range(n_stages + 1))]
+    for failed in failure_sets:
+        s.on_iteration_end(t.iteration, t.train_step())
+        s.on_failure(failed, iteration=t.iteration)
+        for st in range(n_stages + 1):
+            assert all(not w.isnan().any() for w in t.stage_weights(st).values()), (failed, st)
+    assert math.isfinite(t.train_step().loss)
