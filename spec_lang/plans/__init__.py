@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from spec_lang.errors import PlanError
 from spec_lang.plans.megatron import (
-    COPY_TO_TP, DP_AVERAGE, GRAD_ACCUM, LOSS_PREFACTOR, REDUCE_FROM_TP, TP_REGION_WEIGHTS,
+    COPY_TO_TP, DP_AVERAGE, GATHER_FROM_TP, GRAD_ACCUM, LOSS_PREFACTOR, REDUCE_FROM_TP, TP_REGION_WEIGHTS,
     MegatronSettings, MegatronTP, Scale, colwise, layer_plan, megatron, megatron_placements,
     replicated, rowwise, vocab_parallel_cross_entropy, vocab_parallel_embedding,
 )
@@ -18,7 +18,7 @@ __all__ = [
     # __init__.py
     "PLANS", "plan_registry",
     # megatron.py
-    "COPY_TO_TP", "DP_AVERAGE", "GRAD_ACCUM", "LOSS_PREFACTOR", "REDUCE_FROM_TP",
+    "COPY_TO_TP", "DP_AVERAGE", "GATHER_FROM_TP", "GRAD_ACCUM", "LOSS_PREFACTOR", "REDUCE_FROM_TP",
     "TP_REGION_WEIGHTS", "MegatronSettings", "MegatronTP", "Scale", "colwise", "layer_plan",
     "megatron", "megatron_placements", "replicated", "rowwise", "vocab_parallel_cross_entropy",
     "vocab_parallel_embedding",

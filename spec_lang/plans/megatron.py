@@ -55,6 +55,7 @@ from spec_lang.term import Axis
 
 __all__ = [
     "Scale", "GRAD_ACCUM", "DP_AVERAGE", "LOSS_PREFACTOR", "COPY_TO_TP", "REDUCE_FROM_TP",
+    "GATHER_FROM_TP",
     "MegatronSettings", "MegatronTP", "megatron", "megatron_placements", "layer_plan",
     "colwise", "rowwise", "replicated", "vocab_parallel_embedding",
     "vocab_parallel_cross_entropy", "TP_REGION_WEIGHTS",
@@ -120,25 +121,41 @@ REDUCE_FROM_TP = ("all_reduce", "identity")
 class MegatronSettings:
     """Everything the Megatron plan decides besides the mesh; the defaults are Megatron's.
 
+    Regions are ``(forward, declared backward)`` primitive pairs (``spec_lang.collectives``).
+
     Attributes:
-        copy_to_tp: (forward, declared backward) of the region entering column-parallel layers.
-        reduce_from_tp: (forward, declared backward) after row-parallel layers and in the
-            vocab-parallel embedding and cross-entropy.
+        copy_to_tp: ``f`` before column-parallel layers (attention, MLP, head) and on
+            replicated weights used inside a TP region.
+        row_parallel_reduce: ``g`` after the row-parallel wo and w2.
+        embedding_reduce: ``g`` after the vocab-parallel embedding's masked lookup.
+        loss_reduce: ``g`` on the vocab-parallel cross-entropy's sum-exp and target logit.
+        gather_logits: ``None`` for the vocab-parallel cross-entropy; a region pair to
+            all-gather the logits over ``V`` instead and compute the full cross-entropy on every
+            rank (Megatron's ``parallel_output=False``; Megatron's pairing is all_gather/split).
         row_parallel_scale: factors applied after the row-parallel reduction (none: a sum).
         loss_scale: factors on each micro-batch's masked loss sum (besides ``1/N``).
-        grad_scale: factors applied to the accumulated gradient before the dp all-reduce.
+        grad_scale: factors on the gradient after the micro-batch sum and the dp all-reduce.
+        grad_reduce_axes: the group the gradient is all-reduced over (dp).
         token_count_axes: the axes ``N`` is all-reduced over (micro-batches, then dp).
         replicated_weights_enter_tp: a replicated weight used inside a TP region (the KV
             projections when ``kv_heads < tp``) enters it through ``copy_to_tp``.
     """
 
     copy_to_tp: tuple[str, str] = COPY_TO_TP
-    reduce_from_tp: tuple[str, str] = REDUCE_FROM_TP
+    row_parallel_reduce: tuple[str, str] = REDUCE_FROM_TP
+    embedding_reduce: tuple[str, str] = REDUCE_FROM_TP
+    loss_reduce: tuple[str, str] = REDUCE_FROM_TP
+    gather_logits: tuple[str, str] | None = None
     row_parallel_scale: tuple[Scale, ...] = ()
     loss_scale: tuple[Scale, ...] = (LOSS_PREFACTOR,)
     grad_scale: tuple[Scale, ...] = (GRAD_ACCUM, DP_AVERAGE)
+    grad_reduce_axes: tuple[str, ...] = (DP,)
     token_count_axes: tuple[str, ...] = (MB, DP)
     replicated_weights_enter_tp: bool = True
+
+
+GATHER_FROM_TP = ("all_gather", "split")
+"""Megatron's ``gather_from_tensor_model_parallel_region``: all-gather forward, split backward."""
 
 
 # -- vocab-parallel embedding and cross-entropy ---------------------------------------------------
@@ -190,11 +207,11 @@ class MegatronTP(ParallelContext):
 
     def exit_tp(self, x: Tensor, d: LlamaDims) -> Tensor:
         """``g``: x (B, S, H) Partial(sum) over tp -> replicated."""
-        return _scaled(region(x, "reduce_from_tp", *self.s.reduce_from_tp, TP),
+        return _scaled(region(x, "reduce_from_tp", *self.s.row_parallel_reduce, TP),
                        self.s.row_parallel_scale)
 
     def embed(self, tokens: Tensor, table: Tensor, d: LlamaDims) -> Tensor:
-        return vocab_parallel_embedding(tokens, table, d, self.s.reduce_from_tp)
+        return vocab_parallel_embedding(tokens, table, d, self.s.embedding_reduce)
 
     def head_input(self, x: Tensor, d: LlamaDims) -> Tensor:
         """The output head is column-parallel over ``V``: it enters the TP region too."""
@@ -205,7 +222,11 @@ class MegatronTP(ParallelContext):
 
         logits: (B[dp,mb], S, V[tp]); labels, mask: (B[dp,mb], S).
         """
-        ce = vocab_parallel_cross_entropy(logits, labels, d, self.s.reduce_from_tp)
+        if self.s.gather_logits is None:
+            ce = vocab_parallel_cross_entropy(logits, labels, d, self.s.loss_reduce)
+        else:                                                 # (B, S, V[tp]) -> (B, S, V)
+            full = region(logits, "gather_from_tp", *self.s.gather_logits, TP, d.V)
+            ce = ops.cross_entropy_per_token(full, labels, d.V)
         masked_sum = ops.sum(mask_ * ce)                      # S_mb: this micro-batch, this rank
         n_tokens = ops.sum(mask_)                             # counted over all K micro-batches
         for axis in self.s.token_count_axes:                  # and all dp ranks, before the loop
@@ -329,7 +350,9 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
 
     def reduce_grads(name: str, g: Tensor) -> Tensor:
         # g is already summed over the K micro-batches; sum over dp, then 1/K and 1/dp
-        return _scaled(all_reduce(g, DP), s.grad_scale)
+        for axis in s.grad_reduce_axes:
+            g = all_reduce(g, axis)
+        return _scaled(g, s.grad_scale)
 
     return Plan(mesh=Mesh(dp=dp, tp=tp), placements=pl, forward=forward,
                 reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, m.dims.B),
