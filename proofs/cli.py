@@ -191,10 +191,11 @@ def _human(report: Any, certificate: str | None) -> None:
     print(f"{report.verdict}: {report.path}")
     if report.counterexample is not None:
         print(report.counterexample.render())
-    for g in report.open_goals[:20]:
+    shown = report.open_goals if report.counterexample is None else []
+    for g in shown[:20]:
         print(f"  open: {g.name}: {g.reason}")
-    if len(report.open_goals) > 20:
-        print(f"  ... and {len(report.open_goals) - 20} more open goals")
+    if len(shown) > 20:
+        print(f"  ... and {len(shown) - 20} more open goals")
     if report.assumptions:
         print("assumptions: " + "; ".join(report.assumptions))
     if certificate:

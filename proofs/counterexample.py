@@ -9,23 +9,32 @@ axis of size ``n``, ``1/K`` or ``K`` for ``K`` micro-batches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from spec_lang.term import walk
+
 __all__ = ["Counterexample", "explain_ratio", "goal_order", "constant_ratio"]
 
 KIND_ORDER = {"loss": 0, "grad": 1, "state": 2, "param": 3}
 
 
-def goal_order(goal: Any) -> tuple[int, int, str]:
+def goal_order(goals: Any) -> Callable[[Any], tuple[int, int, str]]:
     """Dataflow order for choosing the *first* diverging goal: the loss, then gradients in the
-    order the backward pass computes them (term creation order of the plan's value: children are
-    always created before parents), then optimizer state, then updated parameters."""
-    return (KIND_ORDER.get(goal.kind, 4), getattr(goal.actual, "uid", 0), goal.name)
+    order the backward pass computes them, then optimizer state, then updated parameters.
+
+    Within a kind, goals are ordered by the depth of their spec term (longest path from an
+    input): the backward pass reaches the last layer's gradients first, at the smallest depth,
+    and the embedding's last. The spec's depth is used, not the plan's: the plan may be the
+    buggy one."""
+    depth: dict[int, int] = {}
+    for t in walk([g.expected for g in goals]):
+        depth[id(t)] = 1 + max((depth[id(c)] for c in t.args), default=0)
+    return lambda g: (KIND_ORDER.get(g.kind, 4), depth.get(id(g.expected), 0), g.name)
 
 
 def constant_ratio(spec: np.ndarray, plan: np.ndarray, rtol: float = 1e-6) -> float | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proofs.certificate import ProofSteps
-from proofs.counterexample import Counterexample, goal_order
+from proofs.counterexample import Counterexample
 from proofs.kernel import NodeTable, from_terms
 from proofs.normal import NormaliseResult, normalise_goals
 from proofs.obligations import group_identical
@@ -413,5 +413,3 @@ def _first_difference(a: Term, b: Term) -> str:
     return f"{x.op.name}{list(x.attrs)[:2]} vs {y.op.name}{list(y.attrs)[:2]}"
 
 
-def first_goal(goals: Sequence[Any]) -> Any:
-    return sorted(goals, key=goal_order)[0]

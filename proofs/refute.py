@@ -85,7 +85,7 @@ def refute(goals: Sequence[Any], reduced: Binding, mesh: Mapping[str, int], *,
                 continue
             if _differs(de, da).any():
                 bad[g.name] = (g, seed, axes, np.array(de), np.array(da))
-    order = sorted((v[0] for v in bad.values()), key=goal_order)
+    order = sorted((v[0] for v in bad.values()), key=goal_order(goals))
     if not order:
         return Refutation([], None, skipped)
     g = order[0]
@@ -110,7 +110,7 @@ def _counterexample(g: Any, seed: int, axes: tuple[str, ...], de: np.ndarray, da
         el = "[" + ",".join(f"{d}={i}" for d, i in zip(dim_axes, idx)) + "]"
         values.append((el, float(dsub[idx]), float(asub[idx])))
     ratio = constant_ratio(de, da)
-    if ratio is None:
+    if ratio is None and np.asarray(dsub).size >= 2:  # constant at the first diverging rank
         ratio = constant_ratio(np.asarray(dsub), np.asarray(asub))
     hint = explain_ratio(ratio, mesh) if ratio is not None else ""
     tensor = g.name.split(":", 1)[1] if ":" in g.name else g.name

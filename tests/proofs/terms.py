@@ -60,3 +60,26 @@ def all_gather(x: Term, axis: str, dim: str) -> Term:
 
 def axis_size(a: str) -> Term:
     return term(Op.AXIS_SIZE, (), (a,), ())
+
+
+def problem(goals, sizes, path="<hand-built>"):
+    """A Problem from ``[(name, kind, expected, actual), ...]`` and a binding dict."""
+    from spec_lang.problem import Goal, Problem
+    from spec_lang.term import Binding
+
+    mesh = {a: n for a, n in sizes.items() if a in ("dp", "tp", "pp", "cp", "sp", "ep", "mb")}
+    return Problem(path=path, source_sha256="0" * 64, binding=Binding(sizes), mesh=mesh,
+                   goals=tuple(Goal(n, k, e, a, "", f"{path}:{i + 1}", None)
+                               for i, (n, k, e, a) in enumerate(goals)),
+                   assumptions=(), spec_outputs={})
+
+
+def row_parallel(x_name="x", w_name="w"):
+    """(spec, plan) of a row-parallel matmul over tp: y = x @ w, w split by rows (F)."""
+    x, w = inp(x_name, "B", "F", kind="data"), inp(w_name, "F", "H")
+    spec = einsum(("B", "H"), x, w)
+    plan = all_reduce(einsum(("B", "H"), shard(x, "F", "tp"), shard(w, "F", "tp")), "tp")
+    return spec, plan
+
+
+SIZES = {"B": 4, "F": 8, "H": 4, "tp": 2, "dp": 2}

@@ -1,0 +1,331 @@
+"""Certificates: round trip, schema, the independent checker, and tampered certificates."""
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from proofs.certificate import certificate_of, write_certificate
+from proofs.checker import check_certificate
+from proofs.errors import CertificateError, MalformedCertificate
+from proofs.prover import prove
+
+from terms import SIZES, add, inp, mul, problem, row_parallel
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "docs" / "certificate.schema.json").read_text())
+
+
+def _problem():
+    spec, plan = row_parallel()
+    spec2, plan2 = row_parallel("x2", "w2")
+    y, z, w = inp("y", "B"), inp("z", "B"), inp("w", "B")
+    return problem([("grad:w1", "grad", spec, plan),                        # rewrite
+                    ("grad:w", "grad", mul(y, add(z, w)), add(mul(y, z), mul(y, w))),  # smt
+                    ("grad:w2", "grad", spec2, plan2)], SIZES)              # reused
+
+
+@pytest.fixture(scope="module")
+def cert_dict():
+    r = prove(_problem())
+    assert r.verdict == "EQUIVALENT"
+    assert r.counts == {"total": 3, "rewrite": 1, "smt": 1, "reused": 1, "open": 0, "refuted": 0}
+    return certificate_of(r)
+
+
+def _write(tmp_path, c, name="c.json"):
+    p = tmp_path / name
+    write_certificate(p, c)
+    return p
+
+
+def test_round_trip_and_schema(tmp_path, cert_dict):
+    p = _write(tmp_path, cert_dict)
+    back = json.loads(p.read_text())
+    assert back == json.loads(json.dumps(cert_dict, sort_keys=True))
+    assert p.read_text() == json.dumps(back, sort_keys=True, separators=(",", ":")) + "\n"
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.validate(back, SCHEMA, cls=jsonschema.Draft202012Validator)
+    assert back["format"] == "shardproof-certificate" and back["format_version"] == 1
+    assert {s["kind"] for s in back["steps"]} >= {"rule", "congr", "trans", "sym", "smt"}
+    r = check_certificate(p)
+    assert (r.verdict, r.checked, r.total, r.smt) == ("EQUIVALENT", 3, 3, 1)
+
+
+def test_packaged_schema_is_the_documented_one():
+    assert (ROOT / "proofs" / "certificate.schema.json").read_text() == \
+        (ROOT / "docs" / "certificate.schema.json").read_text()
+
+
+def test_write_is_atomic(tmp_path, cert_dict):
+    p = _write(tmp_path, cert_dict)
+    assert [x.name for x in tmp_path.iterdir()] == [p.name]  # no temp file left behind
+
+
+# -- tampering: every edit must be rejected ------------------------------------------------------
+def _first(c, kind):
+    return next(s for s in c["steps"] if s["kind"] == kind)
+
+
+def _goal_node_ids(c):
+    return {o[k] for o in c["obligations"] for k in ("expected", "actual")}
+
+
+def _edit_rule_name(c):
+    st = _first(c, "rule")
+    st["rule"] = "allreduce-max-invariant" if st["rule"] != "allreduce-max-invariant" \
+        else "allreduce-part"
+
+
+def _edit_subst(c):
+    st = next(s for s in c["steps"] if s["kind"] == "rule"
+              and any(isinstance(v, dict) and ("node" in v or "nodes" in v)
+                      for v in s["subst"].values()))
+    k, v = next((k, v) for k, v in st["subst"].items()
+                if isinstance(v, dict) and ("node" in v or "nodes" in v))
+    if "node" in v:
+        v["node"] = (v["node"] + 1) % len(c["nodes"])
+    else:
+        v["nodes"][0] = (v["nodes"][0] + 1) % len(c["nodes"])
+
+
+def _edit_subst_attr(c):
+    st = next(s for s in c["steps"] if s["kind"] == "rule"
+              and any(v in ("tp", "dp") for v in s["subst"].values()))
+    k = next(k for k, v in st["subst"].items() if v in ("tp", "dp"))
+    st["subst"][k] = "dp" if st["subst"][k] == "tp" else "tp"
+
+
+def _edit_goal_node_attr(c):
+    i = next(i for i, n in enumerate(c["nodes"]) if n[0] == "SHARD")
+    c["nodes"][i][2][1] = "dp"  # shard over dp instead of tp
+
+
+def _edit_goal_node_op(c):
+    i = next(i for i, n in enumerate(c["nodes"]) if n[0] == "ALL_REDUCE")
+    c["nodes"][i][0] = "BROADCAST"
+    c["nodes"][i][2] = ["tp", 0]
+
+
+def _edit_intermediate_node(c):
+    goal = _goal_node_ids(c)
+    below = set()
+    stack = list(goal)
+    while stack:
+        i = stack.pop()
+        if i not in below:
+            below.add(i)
+            stack.extend(c["nodes"][i][1])
+    i = next(i for i, n in enumerate(c["nodes"]) if i not in below and n[0] == "EINSUM")
+    c["nodes"][i][2][0] = c["nodes"][i][2][0][:1]  # drop an output dim of a rewritten node
+    c["nodes"][i][3] = c["nodes"][i][3][:1]
+
+
+def _edit_dims(c):
+    i = next(i for i, n in enumerate(c["nodes"]) if n[0] == "SHARD")
+    c["nodes"][i][3] = [[d, []] for d, _ in c["nodes"][i][3]]
+
+
+def _edit_spec_hash(c):
+    c["spec_sha256"] = "0" * 64
+
+
+def _edit_plan_hash(c):
+    c["plan_sha256"] = c["spec_sha256"]
+
+
+def _edit_obligation_hash(c):
+    c["obligations"][0]["actual_sha256"] = c["obligations"][0]["expected_sha256"]
+
+
+def _drop_step(c):
+    k = c["steps"].index(_first(c, "rule"))
+    del c["steps"][k]
+
+
+def _swap_obligation_terms(c):
+    o = c["obligations"][0]
+    o["expected"], o["actual"] = o["actual"], o["expected"]
+
+
+def _swap_between_obligations(c):
+    a, b = c["obligations"][0], c["obligations"][1]
+    a["expected"], b["expected"] = b["expected"], a["expected"]
+
+
+def _verdict_not_equivalent(c):
+    c["verdict"] = "NOT EQUIVALENT"
+
+
+def _verdict_unknown(c):
+    c["verdict"] = "UNKNOWN"
+
+
+def _edit_smt2_text(c):
+    st = _first(c, "smt")
+    st["smt2"] = st["smt2"].replace("(assert", "(assert true)\n(assert", 1)
+
+
+def _edit_smt_binding(c):
+    st = _first(c, "smt")
+    st["binding"]["tp"] = 1
+
+
+def _edit_smt_nodes(c):
+    st = _first(c, "smt")
+    st["rhs"] = st["lhs"]
+
+
+def _edit_ruleset(c):
+    c["ruleset"]["sha256"] = "f" * 64
+
+
+def _edit_binding(c):
+    c["binding"]["tp"] = 4
+
+
+def _edit_congr_arg(c):
+    st = next(s for s in c["steps"] if s["kind"] == "congr" and any(a is not None for a in s["args"]))
+    k = next(k for k, a in enumerate(st["args"]) if a is not None)
+    st["args"][k] = None
+
+
+def _reorder_trans(c):
+    st = next(s for s in c["steps"] if s["kind"] == "trans" and len(s["steps"]) >= 2)
+    st["steps"] = st["steps"][::-1]
+
+
+def _reuse_wrong_obligation(c):
+    o = next(o for o in c["obligations"] if o["method"] == "reused")
+    o["reuses"] = "grad:w"
+
+
+def _claim_open_as_proved(c):
+    o = next(o for o in c["obligations"] if o["method"] == "reused")
+    o["method"] = "rewrite"
+    o["proof"] = c["obligations"][0]["proof"]
+    del o["reuses"]
+
+
+def _duplicate_node(c):
+    c["nodes"].append(copy.deepcopy(c["nodes"][0]))
+
+
+def _sym_of_wrong_step(c):
+    st = _first(c, "sym")
+    st["of"] = max(0, st["of"] - 1)
+
+
+TAMPERED = [
+    ("rule name", _edit_rule_name, 1), ("substitution node", _edit_subst, 1),
+    ("substitution attribute", _edit_subst_attr, 1), ("goal node attr", _edit_goal_node_attr, 1),
+    ("goal node op", _edit_goal_node_op, 1), ("rewritten node", _edit_intermediate_node, 1),
+    ("node dims", _edit_dims, 1), ("spec hash", _edit_spec_hash, 1),
+    ("plan hash", _edit_plan_hash, 1), ("obligation hash", _edit_obligation_hash, 1),
+    ("dropped step", _drop_step, 1), ("swapped expected/actual", _swap_obligation_terms, 1),
+    ("terms swapped between obligations", _swap_between_obligations, 1),
+    ("verdict NOT EQUIVALENT", _verdict_not_equivalent, 1), ("verdict UNKNOWN", _verdict_unknown, 1),
+    ("smt2 text", _edit_smt2_text, 1), ("smt binding", _edit_smt_binding, 1),
+    ("smt nodes", _edit_smt_nodes, 1), ("ruleset hash", _edit_ruleset, 1),
+    ("binding", _edit_binding, 1), ("congr argument", _edit_congr_arg, 1),
+    ("trans order", _reorder_trans, 1), ("reuse of a non-renaming", _reuse_wrong_obligation, 1),
+    ("proof of another obligation", _claim_open_as_proved, 1), ("duplicate node", _duplicate_node, 1),
+    ("sym of another step", _sym_of_wrong_step, 1),
+]
+
+
+@pytest.mark.parametrize("what,edit,code", TAMPERED, ids=[t[0] for t in TAMPERED])
+def test_tampered_certificate_is_rejected(tmp_path, cert_dict, what, edit, code):
+    c = copy.deepcopy(cert_dict)
+    edit(c)
+    assert c != cert_dict, what
+    p = _write(tmp_path, c)
+    with pytest.raises(CertificateError) as ei:
+        check_certificate(p)
+    assert "\n" not in str(ei.value)
+    from proofs.cli import check_main
+    assert check_main([str(p)]) == code
+
+
+MALFORMED = [
+    ("not json", lambda p: p.write_text("{not json")),
+    ("other format", lambda p: p.write_text(json.dumps({"format": "x"}))),
+    ("future version", lambda p: p.write_text(json.dumps(
+        {"format": "shardproof-certificate", "format_version": 2}))),
+    ("float in a certificate", lambda p: p.write_text(json.dumps(
+        {"format": "shardproof-certificate", "format_version": 1, "x": 0.5}))),
+    ("empty file", lambda p: p.write_text("")),
+]
+
+
+@pytest.mark.parametrize("what,make", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_certificate_exits_3(tmp_path, capsys, what, make):
+    from proofs.cli import check_main
+
+    p = tmp_path / "bad.json"
+    make(p)
+    with pytest.raises(MalformedCertificate):
+        check_certificate(p)
+    assert check_main([str(p)]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("check-certificate: error: ") and err.count("\n") == 1
+
+
+def test_schema_violation_is_malformed(tmp_path, cert_dict):
+    c = copy.deepcopy(cert_dict)
+    _first(c, "smt")["answer"] = "sat"
+    with pytest.raises(MalformedCertificate):
+        check_certificate(_write(tmp_path, c))
+
+
+def test_missing_file_exits_3(tmp_path):
+    from proofs.cli import check_main
+
+    assert check_main([str(tmp_path / "nope.json")]) == 3
+
+
+def test_checker_imports_neither_egglog_nor_rewriting_nor_the_prover(tmp_path, cert_dict):
+    p = _write(tmp_path, cert_dict)
+    code = (
+        "import sys\n"
+        "from proofs.cli import check_main\n"
+        f"rc = check_main([{str(p)!r}])\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('egglog', 'rewriting')"
+        " or m == 'proofs.prover' or m == 'proofs.normal')\n"
+        "print('BAD', bad)\n"
+        "sys.exit(rc)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "BAD []" in out.stdout
+    assert "certificate OK" in out.stdout
+
+
+def test_checker_rule_table_is_the_producers():
+    from proofs.checker_rules import RULES, RULESET
+    from rewriting import RULES as PRODUCER
+    from rewriting import RULESET as PRODUCER_SET
+
+    assert RULESET == PRODUCER_SET
+    assert [r.name for r in PRODUCER] == list(RULES)
+
+
+def test_not_equivalent_certificate_checks(tmp_path):
+    from fractions import Fraction
+
+    from terms import const
+
+    spec, plan = row_parallel()
+    r = prove(problem([("loss", "loss", spec, mul(const(Fraction(1, 2)), plan))], SIZES))
+    p = _write(tmp_path, certificate_of(r))
+    c = json.loads(p.read_text())
+    assert c["verdict"] == "NOT EQUIVALENT" and c["counterexample"]["goal"] == "loss"
+    jsonschema.validate(c, SCHEMA, cls=jsonschema.Draft202012Validator)
+    assert check_certificate(p).verdict == "NOT EQUIVALENT"
+    c["verdict"] = "EQUIVALENT"
+    with pytest.raises(CertificateError):
+        check_certificate(_write(tmp_path, c, "e.json"))

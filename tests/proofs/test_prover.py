@@ -1,0 +1,111 @@
+"""The prover pipeline on small hand-built goals: proved, refuted (with the ratio), unknown."""
+
+from fractions import Fraction
+
+from proofs.prover import prove
+from spec_lang.term import Op
+
+from terms import SIZES, add, all_reduce, const, einsum, inp, mul, part, problem, row_parallel, \
+    shard, unary
+
+
+def test_row_parallel_matmul_is_proved_by_rewriting():
+    spec, plan = row_parallel()
+    r = prove(problem([("loss", "loss", spec, plan)], SIZES))
+    assert r.verdict == "EQUIVALENT"
+    assert r.counts["rewrite"] == 1 and r.counts["open"] == 0
+    assert r.rule_counts["allreduce-einsum-split"] >= 1
+
+
+def test_missing_sum_over_tp_is_refuted_with_ratio_one_half():
+    spec, plan = row_parallel()
+    half = mul(const(Fraction(1, 2)), plan)
+    r = prove(problem([("grad:layers.0.mlp.w2", "grad", spec, half)], SIZES))
+    assert r.verdict == "NOT EQUIVALENT"
+    cx = r.counterexample
+    assert cx.goal == "grad:layers.0.mlp.w2" and cx.tensor == "layers.0.mlp.w2"
+    assert abs(cx.ratio - 0.5) < 1e-9
+    assert "a sum over tp is missing or averaged" in cx.ratio_text
+    assert "= 0.500 x spec" in cx.ratio_text
+    assert cx.values and cx.site.endswith(":1")
+
+
+def test_dropped_all_reduce_reports_the_rank_and_values_differ():
+    x, w = inp("x", "B", "F", kind="data"), inp("w", "F", "H")
+    spec = einsum(("B", "H"), x, w)
+    local = einsum(("B", "H"), shard(x, "F", "tp"), shard(w, "F", "tp"))  # no all-reduce
+    r = prove(problem([("loss", "loss", spec, local)], SIZES))
+    assert r.verdict == "NOT EQUIVALENT"
+    assert set(r.counterexample.rank) == {"tp"}
+    assert r.counterexample.ratio is None
+    assert "values differ" in r.counterexample.ratio_text
+
+
+def test_first_divergence_is_the_loss_then_gradients_before_updates():
+    spec, plan = row_parallel()
+    bad = mul(const(2), plan)
+    goals = [("layers.0.w", "param", spec, bad), ("grad:layers.0.w", "grad", spec, bad),
+             ("loss", "loss", spec, plan)]
+    r = prove(problem(goals, SIZES))
+    assert r.counterexample.goal == "grad:layers.0.w"
+    assert r.counterexample.others == ["layers.0.w"]
+    assert "2 = |tp|" in r.counterexample.hint or "2 = |dp|" in r.counterexample.hint
+
+
+def test_micro_batch_factor_hint():
+    spec, plan = row_parallel()
+    r = prove(problem([("loss", "loss", spec, mul(const(Fraction(1, 4)), plan))],
+                      {**SIZES, "mb": 4}))
+    assert "K=4 micro-batches" in r.counterexample.hint
+
+
+def test_distributivity_is_proved_by_z3_with_a_recorded_query():
+    x, y, z = inp("x", "B"), inp("y", "B"), inp("z", "B")
+    spec = mul(x, add(y, z))
+    plan = add(mul(x, y), mul(x, z))
+    r = prove(problem([("loss", "loss", spec, plan)], SIZES))
+    assert r.verdict == "EQUIVALENT"
+    assert r.counts["smt"] == 1
+    smt = [s for s in r.steps.steps if s["kind"] == "smt"]
+    assert smt and smt[0]["answer"] == "unsat" and "(assert" in smt[0]["smt2"]
+
+
+def test_exp_homomorphism_is_unknown_with_a_reason_never_equivalent():
+    a, b = inp("a", "B"), inp("b", "B")
+    spec = unary(Op.EXP, add(a, b))
+    plan = mul(unary(Op.EXP, a), unary(Op.EXP, b))
+    r = prove(problem([("loss", "loss", spec, plan)], SIZES))
+    assert r.verdict == "UNKNOWN"
+    (g,) = r.open_goals
+    assert "normal forms differ" in g.reason and "z3" in g.reason
+
+
+def test_timeout_gives_unknown_never_equivalent():
+    x, y, z = inp("x", "B"), inp("y", "B"), inp("z", "B")
+    r = prove(problem([("loss", "loss", mul(x, add(y, z)), add(mul(x, y), mul(x, z)))], SIZES),
+              timeout_s=1e-9)
+    assert r.verdict == "UNKNOWN"
+    assert r.open_goals and r.open_goals[0].reason
+
+
+def test_identical_obligations_are_proved_once_and_reused():
+    goals = []
+    for i in range(4):
+        spec, plan = row_parallel(f"x{i}", f"layers.{i}.w")
+        goals.append((f"grad:layers.{i}.w", "grad", spec, plan))
+    r = prove(problem(goals, SIZES))
+    assert r.verdict == "EQUIVALENT"
+    assert r.counts == {"total": 4, "rewrite": 1, "smt": 0, "reused": 3, "open": 0, "refuted": 0}
+
+
+def test_partial_sum_lineage_and_jobs_pool():
+    x = inp("x", "B", "H")
+    spec = x
+    plan = all_reduce(part(x, "dp"), "dp")
+    y, z, w = inp("y", "B"), inp("z", "B"), inp("w", "B")
+    goals = [("loss", "loss", spec, plan),
+             ("grad:a", "grad", mul(y, add(z, w)), add(mul(y, z), mul(y, w))),
+             ("grad:b", "grad", mul(z, add(y, w)), add(mul(z, y), mul(w, z)))]
+    r = prove(problem(goals, SIZES), jobs=2)
+    assert r.verdict == "EQUIVALENT"
+    assert r.counts["smt"] + r.counts["reused"] == 2
