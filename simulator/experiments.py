@@ -45,7 +45,9 @@ class SweepPreset:
     eval_batches: int = 4
     target_loss: float
     cluster: str = "local"
-    schedule: str = "1f1b"
+    # GPipe: CheckFree's code starts every micro-batch and aggregates after the last backward.
+    # (Our 1F1B with CheckFree+ swaps over-counts bubbles: docs/simulator.md, limitations.)
+    schedule: str = "gpipe"
     strategy_knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_steps_factor: float = 4.0  # a run stops after this x iterations steps (rollback storms)
 

@@ -220,10 +220,10 @@ def local_cluster(trainer: PipelineTrainer, repeats: int = 3, *, n_micro_batches
     source = "given"
     if restart_delay_s is None:
         m = n_micro_batches or getattr(getattr(trainer, "config", None), "n_micro_batches", 4)
-        iteration_s = simulate_iteration(base, m).iteration_s
+        iteration_s = simulate_iteration(base, m, schedule="gpipe").iteration_s
         restart_delay_s = iteration_s * _RESTART_S / PAPER_ITERATION_S["checkpoint"]
         source = (f"scaled: 30 s / 91.35 s (docs/ANCHORS.md) x this cluster's iteration {iteration_s:.4g} s "
-                  f"({m} micro-batches, 1F1B)")
+                  f"({m} micro-batches, GPipe)")
     return replace(base, restart_delay_s=float(restart_delay_s), sources={
         "stage_forward_s/stage_backward_s": f"measured: PipelineTrainer.measure_stage_times({repeats})",
         "activation_bytes/stage_gradient_bytes": "the trainer's activation_bytes()/stage_param_bytes()",

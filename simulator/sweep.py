@@ -263,7 +263,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[Summary]:
         speedup = None
         if ck is not None and strategy != "checkpoint":
             if math.isfinite(ck[2]) and math.isfinite(mean):
-                speedup = ck[2] / mean
+                speedup = ck[2] / mean if mean > 0 else (1.0 if ck[2] == 0 else math.inf)
             elif math.isinf(ck[2]) and math.isfinite(mean):
                 speedup = math.inf  # reached where checkpointing did not
             elif math.isfinite(ck[2]):

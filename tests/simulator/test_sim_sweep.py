@@ -193,3 +193,8 @@ def test_ray_missing_gives_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(SimulationError, match=r"--executor ray needs ray: pip install 'shardproof\[ray\]'"):
         list(sw._ray_results([], 1))
+
+
+def test_summary_target_met_at_time_zero():
+    by = {s.strategy: s for s in summarize([record("checkpoint", 0.1, 0, 0.0), record("checkfree", 0.1, 0, 0.0)])}
+    assert by["checkfree"].speedup_vs_checkpoint == 1.0
