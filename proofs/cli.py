@@ -30,8 +30,11 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(3)
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    pass
 
 
 def _err(prog: str, msg: str, code: int = 3) -> int:
@@ -61,7 +64,10 @@ def _prove(argv: list[str] | None) -> int:
     p.add_argument("--json", action="store_true", help="print a machine-readable verdict on stdout")
     p.add_argument("--executor", default="local", choices=["local"],
                    help="where goals run (only 'local': a process pool of --jobs workers)")
-    a = p.parse_args(argv)
+    try:
+        a = p.parse_args(argv)
+    except _UsageError as e:
+        return _err("prove", str(e))
     if a.jobs < 1:
         return _err("prove", f"--jobs must be >= 1, got {a.jobs}")
     if not a.timeout > 0:
@@ -240,7 +246,10 @@ def _check(argv: list[str] | None) -> int:
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="z3 time limit per regenerated query (default 60)")
     p.add_argument("--json", action="store_true")
-    a = p.parse_args(argv)
+    try:
+        a = p.parse_args(argv)
+    except _UsageError as e:
+        return _err("check-certificate", str(e))
     from proofs.checker import check_certificate
     from proofs.errors import CertificateError, MalformedCertificate
 

@@ -1,0 +1,124 @@
+"""``prove`` and ``check-certificate``: exit codes, stdout/stderr texts, bad inputs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proofs.cli import check_main, prove_main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "proofs" / "plans" / "tiny_dp_tp.py"
+SRC = TINY.read_text()
+
+
+def _plan(tmp_path, text, name="plan.py"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _run(capsys, argv):
+    code = prove_main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_equivalent_plan_exits_0_and_writes_a_checkable_certificate(tmp_path, capsys):
+    cert = tmp_path / "out.json"
+    code, out, err = _run(capsys, [TINY, "--certificate", cert])
+    assert code == 0, err
+    assert out.startswith("EQUIVALENT: ") and "goals" in out and "rewriting" in out
+    assert check_main([str(cert), "--retrace"]) == 0
+    assert capsys.readouterr().out.startswith("certificate OK: verdict EQUIVALENT")
+
+
+def test_json_verdict(tmp_path, capsys):
+    code, out, err = _run(capsys, [TINY, "--json", "--jobs", "2"])
+    assert code == 0
+    v = json.loads(out)
+    assert v["verdict"] == "EQUIVALENT" and v["counts"]["total"] == 5 and v["open"] == []
+    assert set(v["seconds"]) >= {"refute", "rewrite", "smt"}
+
+
+def test_bug_exits_1_with_the_counterexample(tmp_path, capsys):
+    bad = _plan(tmp_path, SRC.replace('all_reduce(g, DP, "sum")', 'all_reduce(g, DP, "avg")'))
+    code, out, err = _run(capsys, [bad, "--json"])
+    assert code == 1
+    cx = json.loads(out)["counterexample"]
+    assert cx["goal"].startswith("grad:") and "1/|dp|" in cx["explanation"]
+    assert cx["site"].startswith(str(bad))
+
+
+def test_retrace_rejects_a_changed_plan(tmp_path, capsys):
+    plan = _plan(tmp_path, SRC)
+    cert = tmp_path / "c.json"
+    assert _run(capsys, [plan, "--certificate", cert])[0] == 0
+    plan.write_text(SRC.replace("SGD()", "SGD(lr=1)"))
+    assert check_main([str(cert), "--retrace"]) == 1
+    assert "plan file changed" in capsys.readouterr().err
+
+
+BAD_INPUTS = [
+    ("syntax error", "def f(:\n", r"plan.py:1: syntax error"),
+    ("no spec", "x = 1\n", "plan.py:1: the plan file must define `spec"),
+    ("no plan", SRC.split("\ndef forward")[0] + "\n", "must define `plan"),
+    ("placement does not divide", SRC.replace('Dim("F", 8)', 'Dim("F", 6)').replace(
+        "Mesh(dp=2, tp=2)", "Mesh(dp=2, tp=4)"), "does not divide"),
+    ("axis not in the mesh", SRC.replace('"x": {DP: Shard(B)}', '"x": {Axis.CP: Shard(B)}'),
+     "cp"),
+    ("shape mismatch", SRC.replace('data={"x": real(B, H)}', 'data={"x": real(B, Dim("H", 5))}'),
+     "plan.py:"),
+    ("unsupported op on a gradient path", SRC.replace("ops.silu(", "ops.gelu("), "plan.py:"),
+    ("exception in the plan file", SRC.replace("DP, TP = Axis.DP, Axis.TP", "DP, TP = Axis.DP, TPP"),
+     "NameError"),
+    ("inexact float constant", SRC.replace("/ ops.dim_size(B)", "* (0.1 + 0.2)"), "plan.py:"),
+]
+
+
+@pytest.mark.parametrize("what,text,needle", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_exits_3_with_one_line(tmp_path, capsys, what, text, needle):
+    p = _plan(tmp_path, text)
+    code, out, err = _run(capsys, [p])
+    assert code == 3, (what, out, err)
+    assert out == ""
+    assert err.startswith("prove: error: ") and err.count("\n") == 1, err
+    assert needle in err, err
+    assert "Traceback" not in err
+
+
+def test_missing_file_and_bad_flags(tmp_path, capsys):
+    code, out, err = _run(capsys, [tmp_path / "nope.py"])
+    assert (code, out) == (3, "") and err == f"prove: error: {tmp_path / 'nope.py'}: no such file\n"
+    code, out, err = _run(capsys, [TINY, "--jobs", "0"])
+    assert code == 3 and "--jobs must be >= 1" in err
+    code, out, err = _run(capsys, [TINY, "--executor", "ray"])
+    assert code == 3 and err.splitlines()[-1].startswith("prove: error: ")
+    code, out, err = _run(capsys, [TINY, "--certificate", tmp_path / "no" / "dir.json"])
+    assert code == 3 and "does not exist" in err
+
+
+def test_internal_error_is_unknown_never_equivalent(capsys, monkeypatch):
+    import proofs.prover
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+    monkeypatch.setattr(proofs.prover, "prove", boom)
+    code, out, err = _run(capsys, [TINY])
+    assert code == 2
+    assert err.startswith("prove: internal error: RuntimeError: kaboom")
+
+
+def test_console_scripts_in_a_subprocess(tmp_path):
+    cert = tmp_path / "c.json"
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-c", "from proofs.cli import prove_main; prove_main()",
+                        str(TINY), "--certificate", str(cert)], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("EQUIVALENT")
+    r = subprocess.run([sys.executable, "-c", "from proofs.cli import check_main; check_main()",
+                        str(cert)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("certificate OK")
