@@ -116,10 +116,11 @@ def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: floa
         cfg["data"] = str(Path(args.data).resolve())
     if cluster_name == "paper-geo":
         cfg["n_stages"] = 6  # the paper's 6 transformer stages (plus the embedding stage)
+        cfg["n_micro_batches"] = 6  # CheckFree trainer.py send_mbs: the schedule priced is the one trained
     backend = load_backend(args.backend)
     if cluster_name == "paper-geo":
         cluster = paper_geo_cluster()
-        micro_batches = 6
+        micro_batches = None
     elif cluster_file is not None and cluster_file.exists():
         cluster = _load_cluster(cluster_file)  # a resumed sweep keeps the cluster it measured
         micro_batches = None

@@ -198,3 +198,14 @@ def test_ray_missing_gives_clear_error(tmp_path, monkeypatch):
 def test_summary_target_met_at_time_zero():
     by = {s.strategy: s for s in summarize([record("checkpoint", 0.1, 0, 0.0), record("checkfree", 0.1, 0, 0.0)])}
     assert by["checkfree"].speedup_vs_checkpoint == 1.0
+
+
+def test_run_on_paper_geo_prices_the_paper_cluster(tmp_path):
+    from simulator.presets import paper_geo_iteration_times
+
+    p = cli("simulate", "run", *FAKE, "--cluster", "paper-geo", "--strategy", "redundant", "--iterations", "5",
+            "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    rec = json.loads((tmp_path / "run.jsonl").read_text())
+    assert rec["iteration_s"] == pytest.approx(paper_geo_iteration_times("gpipe")["redundant"])
+    assert rec["sim_time_s"] == pytest.approx(5 * rec["iteration_s"])
