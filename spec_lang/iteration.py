@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spec_lang.autodiff import grad, lower
 from spec_lang.dims import Dim
@@ -45,6 +45,7 @@ class Iteration:
     outputs: dict[str, Term]
     kinds: dict[str, str]
     sizes: dict[str, int]
+    sites: dict[str, str] = field(default_factory=dict)
 
 
 def _record_dims(ctx: TraceContext, spec: Spec) -> None:
@@ -198,6 +199,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
             rep = term(Op.ALL_REDUCE, (rep,), ("mb", "sum"), rep.dims)
         outputs["loss"], kinds["loss"] = rep, "loss"
         where["loss"] = {}
+        sites = {"loss": report.site}
         opt = plan.optimizer if plan.optimizer is not None else spec.optimizer
         final: dict[str, Tensor] = {}
         shard: dict[str, Tensor] = {}
@@ -218,6 +220,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
             final[k] = gt
             outputs[f"grad:{k}"], kinds[f"grad:{k}"] = gt.term, "grad"
             where[f"grad:{k}"] = opl
+            sites[f"grad:{k}"] = gt.site if r is not None else plan.site
         if spec.clip_grad_norm is not None:
             if plan.grad_norm_sq is None:
                 raise PlanError(f"{plan.site}: the spec clips gradients at global norm "
@@ -227,6 +230,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                                 "grad_norm_sq")
             outputs["grad_norm"], kinds["grad_norm"] = sqrt(total).term, "grad"
             where["grad_norm"] = {}
+            sites["grad_norm"] = total.site
             max_norm = plan.clip_grad_norm if plan.clip_grad_norm is not None \
                 else spec.clip_grad_norm
             coef = clip_coefficient(total, max_norm)
@@ -243,7 +247,8 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 where[name] = plan.placements.get(k, {}) if name == k else opl
     names = list(outputs)
     lowered = lower([outputs[n] for n in names])
-    return Iteration(dict(zip(names, lowered)), kinds, dict(ctx.sizes)), where
+    sites = {n: sites.get(n, plan.site) for n in names}
+    return Iteration(dict(zip(names, lowered)), kinds, dict(ctx.sizes), sites), where
 
 
 _LAYER = re.compile(r"(?:^|:)((?:layers|blocks|h)\.\d+)\.")
@@ -268,7 +273,7 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
         m = _LAYER.search(name)
         goals.append(Goal(
             name=name, kind=p.kinds[name], expected=expected_through(s.outputs[name], pl, mesh),
-            actual=actual, placement=describe_placements(pl, mesh), site=plan.site,
+            actual=actual, placement=describe_placements(pl, mesh), site=p.sites[name],
             layer=m.group(1) if m else None))
     missing = [n for n in s.outputs if n not in p.outputs]
     if missing:

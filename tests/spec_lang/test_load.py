@@ -51,7 +51,10 @@ def test_debug_tp_dp_plan_loads_and_every_goal_holds() -> None:
     assert isinstance(g, Goal) and g.kind == "param" and g.layer == "layers.1"
     assert g.placement == "dp: Replicate(), tp: Shard(F)"
     assert g.expected.op is Op.SHARD and g.expected.attrs == ("F", "tp")
-    assert g.site.startswith(path + ":")
+    assert g.site == f"{path}:{line_of(path, 'plan = Plan(')}"
+    sites = {g.name: g.site for g in pr.goals}
+    assert sites["grad:layers.1.mlp.w2"] == f"{path}:{line_of(path, 'reduce_grads=lambda')}"
+    assert sites["loss"] == f"{path}:{line_of(path, 'return Loss(')}"
     for goal in pr.goals:
         assert not any(n.op is Op.REGION for n in walk([goal.expected, goal.actual]))
     assert any("N = sum(mask) > 0" in a for a in pr.assumptions)
