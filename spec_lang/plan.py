@@ -67,8 +67,8 @@ class Microbatches:
     dim: str
 
 
-def microbatches(k: int, dim: DimLike) -> Microbatches:
-    """``K`` micro-batches along data dim ``dim`` (usually the batch dim ``B``).
+def microbatches(k: int, dim: DimLike = "B") -> Microbatches:
+    """``K`` micro-batches along data dim ``dim`` (default the batch dim ``B``).
 
     Raises:
         PlanError: ``k`` is not a positive integer.

@@ -91,3 +91,36 @@ def test_walkers_on_a_128_layer_model() -> None:
     assert low == roots  # no REGION in a spec: lower is the identity, node for node
     assert g0 is it.outputs["grad:layers.0.mlp.w1"]  # same construction, same hash-consed node
     assert time.perf_counter() - t0 < 20
+
+
+def test_a_128_layer_tp_plan_builds_its_problem_without_recursion() -> None:
+    from spec_lang import Mesh, Plan, Shard, build_problem  # noqa: PLC0415
+    from spec_lang.collectives import copy_to_tp_region, reduce_from_tp_region  # noqa: PLC0415
+    from spec_lang.models import ParallelContext  # noqa: PLC0415
+
+    class TP(ParallelContext):
+        def enter_tp(self, x, d):
+            return copy_to_tp_region(x, "tp")
+
+        def exit_tp(self, x, d):
+            return reduce_from_tp_region(x, "tp")
+
+    m = llama(dataclasses.replace(DEBUG, n_layers=128))
+    d = m.dims
+    shard = {"attn.wq": d.KVH, "attn.wk": d.KVH, "attn.wv": d.KVH, "attn.wo": d.KVH,
+             "mlp.w1": d.F, "mlp.w3": d.F, "mlp.w2": d.F}
+    plan = Plan(mesh=Mesh(tp=2), forward=lambda p, data: m.forward(p, data, TP()),
+                placements={f"layers.{i}.{k}": {"tp": Shard(v)} for i in range(128)
+                            for k, v in shard.items()})
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)
+    try:
+        pr = build_problem(m.spec(SGD()), plan)
+        nodes = walk([g.actual for g in pr.goals] + [g.expected for g in pr.goals])
+    finally:
+        sys.setrecursionlimit(old)
+    assert len(pr.goals) == 1 + 2 * (2 + 9 * 128 + 1)
+    assert not any(n.op is Op.REGION for n in nodes)
+    assert sum(n.op is Op.ALL_REDUCE for n in nodes) >= 4 * 128  # f's backward and g's forward
+    layer = {g.layer for g in pr.goals if g.layer}
+    assert len(layer) == 128
