@@ -16,7 +16,7 @@ from spec_lang.collectives import (
 from spec_lang.dims import Dim
 from spec_lang.errors import PlanError
 from spec_lang.tensor import Tensor, TraceContext, tracing
-from spec_lang.term import DimSpec, Op, term
+from spec_lang.term import DimSpec, Op, term, walk
 
 B, S, H = Dim("B", 2), Dim("S", 4), Dim("H", 3)
 MESH = {"tp": 2, "dp": 2}
@@ -68,7 +68,7 @@ def test_region_forward_and_declared_backward(name: str) -> None:
     (g,) = grad(loss.term, [xin.term])
     assert g.dims == xin.term.dims
     assert (g.op is not Op.REGION) and (bwd_op is None or g.op is bwd_op)
-    assert not any(n.op is Op.REGION for n in __import__("spec_lang").term.walk(lower([g])[0]))
+    assert not any(n.op is Op.REGION for n in walk(lower([g])[0]))
 
 
 def test_region_backward_values_match_megatron() -> None:
