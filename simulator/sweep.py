@@ -189,6 +189,27 @@ def run_sweep(sweep: SweepSpec, out: Path, *, executor: str = "local", max_worke
     if max_workers < 1:
         raise SimulationError(f"max_workers must be >= 1, got {max_workers}")
     out.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out)  # one writer per results directory; released when the process ends
+    try:
+        return _run_sweep_locked(sweep, out, executor, max_workers, progress, console)
+    finally:
+        lock.close()
+
+
+def _lock(out: Path):
+    import fcntl
+
+    f = open(out / ".lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise SimulationError(f"{out}: another sweep is writing here (lock {out / '.lock'})") from None
+    return f
+
+
+def _run_sweep_locked(sweep: SweepSpec, out: Path, executor: str, max_workers: int, progress: bool,
+                      console: Any) -> list[dict[str, Any]]:
     path = out / RESULTS_FILE
     sha = sweep.config_sha256()
     records = read_results(path)

@@ -178,6 +178,7 @@ def test_unknown_executor_is_a_usage_error(tmp_path):
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # starting a local ray cluster takes ~30-60 s here
 def test_ray_executor(tmp_path):
     pytest.importorskip("ray")
     out = tmp_path / "out"
@@ -209,3 +210,16 @@ def test_run_on_paper_geo_prices_the_paper_cluster(tmp_path):
     rec = json.loads((tmp_path / "run.jsonl").read_text())
     assert rec["iteration_s"] == pytest.approx(paper_geo_iteration_times("gpipe")["redundant"])
     assert rec["sim_time_s"] == pytest.approx(5 * rec["iteration_s"])
+
+
+def test_second_writer_is_refused(tmp_path):
+    from simulator.sweep import _lock
+
+    out = tmp_path / "out"
+    out.mkdir()
+    held = _lock(out)
+    try:
+        p = cli(*sweep_args(out))
+        assert p.returncode == 3 and "another sweep is writing here" in p.stderr
+    finally:
+        held.close()
