@@ -30,14 +30,14 @@ from typing import Any
 
 import sympy
 
-from spec_lang.term import ELEMENTWISE, DimSpec, Op, Term, TermError, term, walk
+from spec_lang.term import ELEMENTWISE, DimSpec, Op, Term, TermError, term
 
 __all__ = [
     "Num", "num", "is_rational", "num_mul", "num_add", "num_pow", "pow_is_real",
     "dimspec", "sort_dims", "union_dims", "elementwise", "einsum", "const", "inp",
     "add", "mul", "neg", "recip", "pow_", "unary", "shard", "part", "all_reduce", "all_gather",
     "reduce_scatter", "broadcast", "reduce_max", "rename", "chunk", "concat", "one_hot",
-    "dims_map", "skey", "encode_attr", "axis_rank",
+    "dims_map", "skey", "encode_attr", "axis_rank", "varying",
 ]
 
 Num = Any  # Fraction | sympy.Expr (a number)
@@ -287,14 +287,59 @@ def encode_attr(x: Any) -> Any:
 _KEYS: dict[Term, bytes] = {}
 
 
+def _missing(t: Term, done) -> list[Term]:
+    """Nodes below ``t`` (children first) for which ``done(n)`` is false, descending only into
+    such nodes: O(new nodes), not O(subtree) (a full ``walk`` per new node is quadratic)."""
+    order: list[Term] = []
+    seen: set[int] = set()
+    stack: list[tuple[Term, bool]] = [(t, False)]
+    while stack:
+        n, post = stack.pop()
+        if post:
+            order.append(n)
+            continue
+        if id(n) in seen or done(n):
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        for c in reversed(n.args):
+            if id(c) not in seen and not done(c):
+                stack.append((c, False))
+    return order
+
+
+def varying(t: Term) -> frozenset[str]:
+    """``spec_lang.term.varying_axes`` computed over the uncached nodes only (same rules, same
+    cache): a rewrite builds new nodes over large normal subterms, so this must not walk them."""
+    if t._varying is not None:
+        return t._varying
+    for n in _missing(t, lambda m: m._varying is not None):
+        v: set[str] = set()
+        for c in n.args:
+            v |= c._varying
+        match n.op:
+            case Op.SHARD:
+                v.add(n.attrs[1])
+            case Op.PART:
+                v.add(n.attrs[0])
+            case Op.RANK_CONST:
+                v.add(n.attrs[0])
+            case Op.ALL_REDUCE | Op.ALL_GATHER | Op.BROADCAST:
+                v.discard(n.attrs[0])
+            case Op.REDUCE_SCATTER:
+                v.add(n.attrs[0])
+            case _:
+                pass
+        n._varying = frozenset(v)
+    return t._varying
+
+
 def skey(t: Term) -> bytes:
     """Structural key of ``t`` (memoised; children first, no recursion)."""
     k = _KEYS.get(t)
     if k is not None:
         return k
-    for n in walk(t):
-        if n in _KEYS:
-            continue
+    for n in _missing(t, lambda m: m in _KEYS):
         h = hashlib.blake2b(digest_size=16)
         h.update(n.op.name.encode())
         h.update(repr(encode_attr(n.attrs)).encode())

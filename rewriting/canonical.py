@@ -44,8 +44,12 @@ _DIMS_SORT_OPS = set(Op) - set(LEAF) - {Op.EINSUM, Op.REGION}
 
 
 def _is_sorted(t: Term) -> bool:
-    names = t.dim_names
-    return all(names[i] < names[i + 1] for i in range(len(names) - 1))
+    prev = ""
+    for d in t.dims:
+        if d.name < prev:
+            return False
+        prev = d.name
+    return True
 
 
 def _sample_dims_sort(draw: Draw) -> tuple[Term, Binding]:
@@ -226,32 +230,48 @@ def _dimnames(ts) -> set[str]:
     return {d.name for t in ts for d in t.dims}
 
 
+_SUMMAND: dict[Term, tuple] = {}
+_CANON: set[Term] = set()  # ADD / MUL nodes known to be in canonical form (no rule of theirs fires)
+
+
+def _summand(t: Term) -> tuple:
+    """``(coefficient, factors, monomial id key, sort key)`` of a summand (memoised)."""
+    info = _SUMMAND.get(t)
+    if info is None:
+        c, fs = _coeff_monomial(t)
+        info = (c, fs, tuple(sorted(id(f) for f in fs)), tuple(b.skey(f) for f in fs))
+        _SUMMAND[t] = info
+    return info
+
+
 def _canon_add(xs: tuple[Term, ...]) -> tuple[Term, ...]:
     groups: dict[tuple[int, ...], list] = {}
     for x in _flat(Op.ADD, xs):
-        c, fs = _coeff_monomial(x)
-        k = tuple(sorted(id(f) for f in fs))
+        c, fs, k, sk = _summand(x)
         g = groups.get(k)
         if g is None:
-            groups[k] = [c, fs]
+            groups[k] = [c, fs, sk, x]
         else:
             g[0] = b.num_add(g[0], c)
-    mons = sorted(groups.values(), key=lambda g: tuple(b.skey(f) for f in g[1]))
+            g[3] = None
+    mons = sorted(groups.values(), key=lambda g: g[2])
     out: list[Term] = []
     zeros: list[Term] = []
-    for c, fs in mons:
+    for c, fs, _sk, orig in mons:
         if not fs:
             if c != 0:
-                out.append(b.const(c))
+                out.append(orig if orig is not None else b.const(c))
             continue
         if c == 0:
-            zeros.append(b.mul(b.const(0), *fs))
+            zeros.append(orig if orig is not None else b.mul(b.const(0), *fs))
+        elif orig is not None:  # a monomial seen once is kept as it is
+            out.append(orig)
         elif c == 1:
             out.append(fs[0] if len(fs) == 1 else b.mul(*fs))
         else:
             out.append(b.mul(b.const(c), *fs))
     if zeros and not _dimnames(zeros) <= _dimnames(out):
-        out = sorted(out + zeros, key=lambda t: tuple(b.skey(f) for f in _coeff_monomial(t)[1]))
+        out = sorted(out + zeros, key=lambda t: _summand(t)[3])
     return tuple(out)
 
 
@@ -261,9 +281,34 @@ def _add_rhs(ys: tuple[Term, ...]) -> Term:
     return ys[0] if len(ys) == 1 else b.add(*ys)
 
 
+def _add_is_canonical(t: Term) -> bool:
+    """Fast path: a flat sum of distinct monomials in order, no zero or 1 coefficient."""
+    prev: tuple | None = None
+    seen: set[tuple[int, ...]] = set()
+    for x in t.args:
+        if x.op is Op.ADD:
+            return False
+        c, fs, k, sk = _summand(x)
+        if c == 0 or k in seen:
+            return False
+        seen.add(k)
+        if prev is not None and not prev < sk:
+            return False
+        prev = sk
+    return len(t.args) > 1
+
+
 def _match_add(t: Term, bd: Binding) -> Subst | None:
+    if t in _CANON:
+        return None
+    if _add_is_canonical(t):
+        _CANON.add(t)
+        return None
     ys = _canon_add(t.args)
-    if _add_rhs(ys) is t:
+    rhs = _add_rhs(ys)
+    if rhs.op is Op.ADD:
+        _CANON.add(rhs)
+    if rhs is t:
         return None
     return {"xs": t.args, "ys": ys}
 
@@ -347,9 +392,47 @@ def _mul_rhs(ys: tuple[Term, ...]) -> Term:
     return ys[0] if len(ys) == 1 else b.mul(*ys)
 
 
+def _mul_is_canonical(t: Term) -> bool:
+    """Fast path: one leading constant (not 0 or 1), distinct bases in key order, no nesting."""
+    args = t.args
+    if len(args) < 2:
+        return False
+    start = 0
+    if args[0].op is Op.CONST:
+        v = args[0].attrs[0]
+        if v == 0 or v == 1:
+            return False
+        start = 1
+    prev = None
+    seen: set[int] = set()
+    for a in args[start:]:
+        if a.op is Op.CONST or a.op is Op.MUL:
+            return False
+        if a.op is Op.POW:
+            if a.attrs[0] == 0 or a.attrs[0] == 1:
+                return False
+            a = a.args[0]
+        if id(a) in seen:
+            return False
+        seen.add(id(a))
+        k = b.skey(a)
+        if prev is not None and not prev < k:
+            return False
+        prev = k
+    return True
+
+
 def _match_mul(t: Term, bd: Binding) -> Subst | None:
+    if t in _CANON:
+        return None
+    if _mul_is_canonical(t):
+        _CANON.add(t)
+        return None
     ys = _canon_mul(t.args)
-    if _mul_rhs(ys) is t:
+    rhs = _mul_rhs(ys)
+    if rhs.op is Op.MUL:
+        _CANON.add(rhs)
+    if rhs is t:
         return None
     return {"xs": t.args, "ys": ys}
 

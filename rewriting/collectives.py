@@ -15,7 +15,7 @@ every operand (so an unguarded "row-parallel" rule cannot prove a 2/6 versus 4/4
 from __future__ import annotations
 
 
-from spec_lang.term import Binding, DimSpec, Op, Term, varying_axes
+from spec_lang.term import Binding, DimSpec, Op, Term
 
 from rewriting import build as b
 from rewriting.instances import draw_binding, draw_const, fresh
@@ -38,7 +38,7 @@ def _ar(t: Term) -> tuple[Term, str, str]:
 
 
 def _var(x: Term, a: str) -> bool:
-    return a in varying_axes(x)
+    return a in b.varying(x)
 
 
 def blocks_over(x: Term, a: str) -> bool:

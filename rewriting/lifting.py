@@ -16,7 +16,7 @@ over the axis and must lack the dim (else its positions along ``d`` would not li
 
 from __future__ import annotations
 
-from spec_lang.term import ELEMENTWISE, Binding, DimSpec, Op, Term, varying_axes
+from spec_lang.term import ELEMENTWISE, Binding, DimSpec, Op, Term
 
 from rewriting import build as b
 from rewriting.instances import draw_binding, fresh, fresh_index
@@ -42,7 +42,7 @@ def lift_ok(xs: tuple[Term, ...], mask: tuple[bool, ...], d: str, a: str) -> boo
     if len(xs) != len(mask) or not any(mask):
         return False
     for x, m in zip(xs, mask):
-        if a in varying_axes(x):
+        if a in b.varying(x):
             return False
         if m:
             if d not in x.dim_names:
@@ -77,7 +77,7 @@ def _tops(args: tuple[Term, ...]) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------------------------
 def _swap_ok(s: Subst, bd: Binding) -> bool:
     return (s["d1"] != s["d2"] and b.axis_rank(s["a1"]) > b.axis_rank(s["a2"])
-            and s["a1"] not in varying_axes(s["x"]) and s["a2"] not in varying_axes(s["x"]))
+            and s["a1"] not in b.varying(s["x"]) and s["a2"] not in b.varying(s["x"]))
 
 
 def _match_swap(t: Term, bd: Binding) -> Subst | None:
@@ -191,7 +191,7 @@ def _single_shard(t: Term) -> Subst | None:
 
 
 def _wf(s: Subst) -> bool:
-    return s["a"] not in varying_axes(s["x"]) and s["d"] in s["x"].dim_names
+    return s["a"] not in b.varying(s["x"]) and s["d"] in s["x"].dim_names
 
 
 def _match_rmax(t: Term, bd: Binding) -> Subst | None:
@@ -320,7 +320,7 @@ _rule("lift-shard-concat",
 # ONE_HOT
 def _oh_out_ok(s: Subst, bd: Binding) -> bool:
     sh = tuple(s["vshards"])
-    return (bool(sh) and not sh[-1].startswith("#") and sh[-1] not in varying_axes(s["idx"])
+    return (bool(sh) and not sh[-1].startswith("#") and sh[-1] not in b.varying(s["idx"])
             and s["v"] not in s["idx"].dim_names)
 
 
