@@ -302,17 +302,20 @@ class _Evaluator:
 
     def _shard(self, x: NamedArray, dim: str, axis: str) -> NamedArray:
         ra = rank_axis(axis)
-        if ra in x.axes:
-            raise EvaluationError(f"SHARD over {axis!r} of a value that already varies over it")
         n = self.b[axis]
         i = x.axes.index(dim)
         size = x.data.shape[i]
         if size % n:
             raise EvaluationError(f"SHARD of {dim} (local size {size}) over {axis} (size {n})")
         shape = x.data.shape[:i] + (n, size // n) + x.data.shape[i + 1:]
-        d = x.data.reshape(shape)
-        d = np.moveaxis(d, i, 0)
-        return NamedArray((ra,) + x.axes, d)
+        d = np.moveaxis(x.data.reshape(shape), i, 0)  # (n blocks, ..., local, ...)
+        if ra not in x.axes:
+            return NamedArray((ra,) + x.axes, d)
+        # x varies over the axis: rank r keeps block r of its own value (Megatron's split)
+        j = x.axes.index(ra) + 1  # the rank axis, shifted by the new leading block axis
+        d = np.diagonal(d, axis1=0, axis2=j)  # diagonal moves to the end
+        d = np.moveaxis(d, -1, 0)
+        return NamedArray((ra,) + tuple(a for a in x.axes if a != ra), np.ascontiguousarray(d))
 
     def _part(self, x: NamedArray, axis: str, t: Term) -> NamedArray:
         ra = rank_axis(axis)

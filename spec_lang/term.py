@@ -11,7 +11,9 @@ evaluated at real sizes (shape guards in proofs) and at reduced sizes (numeric r
 A plan term is the program of *one rank*, written symbolically in the rank's coordinates:
 
 * ``SHARD(x, dim=d, axis=a)`` is the block of ``x`` along ``d`` that the rank with coordinate
-  ``r`` on mesh axis ``a`` holds (block ``r`` of ``n = |a|`` equal blocks).
+  ``r`` on mesh axis ``a`` holds (block ``r`` of ``n = |a|`` equal blocks). If ``x`` itself
+  varies over ``a``, each rank takes block ``r`` of its own value (Megatron's ``split``); rules
+  that treat SHARD as a slice of one shared tensor must check that ``x`` does not vary over ``a``.
 * ``PART(x, axis=a)`` is the rank's addend of ``x`` over ``a`` (``Partial(sum)``): the addends
   over all coordinates of ``a`` sum to ``x``.
 * ``ALL_REDUCE(x, axis=a, reduce="sum"|"max")`` combines ``x`` over all coordinates of ``a``;
@@ -303,7 +305,21 @@ def varying_axes(t: Term) -> frozenset[str]:
     """
     if t._varying is not None:
         return t._varying
-    for n in walk(t):
+    # post-order walk that stops at nodes already computed (linear over many calls)
+    order: list[Term] = []
+    stack: list[tuple[Term, bool]] = [(t, False)]
+    queued: set[int] = set()
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if n._varying is not None or id(n) in queued:
+            continue
+        queued.add(id(n))
+        stack.append((n, True))
+        stack.extend((c, False) for c in n.args if c._varying is None)
+    for n in order:
         if n._varying is not None:
             continue
         v: set[str] = set()

@@ -104,3 +104,15 @@ def test_missing_input_is_an_error():
 def test_named_array_rejects_wrong_rank():
     with pytest.raises(EvaluationError):
         NamedArray(("a",), np.zeros((2, 2)))
+
+
+def test_shard_of_a_rank_varying_value_keeps_each_ranks_own_block():
+    x = inp("x", "F")
+    xs = np.arange(8.0)
+    p = term(Op.PART, (x,), ("tp",), (D("F"),))
+    s = term(Op.SHARD, (p,), ("F", "tp"), (D("F", ("tp",)),))
+    out = evaluate([s], B, {"x": xs}, rng=np.random.default_rng(5))
+    pv, sv = out[p], out[s]
+    assert sv.axes == ("@tp", "F")
+    np.testing.assert_array_equal(sv.data[0], pv.data[0][:4])
+    np.testing.assert_array_equal(sv.data[1], pv.data[1][4:])
