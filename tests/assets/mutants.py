@@ -372,3 +372,18 @@ STATIC_MUTANTS: tuple[tuple[str, str, str, Callable[[], tuple[Spec, Plan]]], ...
 
 GATHER_LOGITS_SETTINGS = MegatronSettings(gather_logits=GATHER_FROM_TP)
 """The correct parallel_output=False variant (an equivalent plan, tested alongside)."""
+
+
+def mutant_table() -> str:
+    """The markdown table of :data:`MUTANTS` and :data:`STATIC_MUTANTS` (``docs/plans.md``
+    embeds it verbatim; a test keeps the two in sync)."""
+    lines = ["| id | base | bug | caught at goal | plan / spec | class |",
+             "|---|---|---|---|---|---|"]
+    for m in MUTANTS:
+        ratio = f"{float(m.ratio):.3f}" if m.ratio is not None else "not constant"
+        lines.append(f"| `{m.id}` | {m.base} | {m.description} | `{m.goal}` | {ratio} | "
+                     f"{m.kind} |")
+    for sid, desc, text, _ in STATIC_MUTANTS:
+        lines.append(f"| `{sid}` | static | {desc} | PlanError while tracing (\"{text}\") | - | "
+                     "rejected by the types |")
+    return "\n".join(lines)

@@ -74,3 +74,9 @@ def test_prove_cli_exit_1_names_the_goal(tmp_path, mutant_id, goal, ratio):
     assert f"first divergence: goal {goal}" in r.stdout
     if ratio:
         assert ratio in r.stdout
+
+
+def test_docs_embed_the_mutant_table():
+    from tests.assets.mutants import mutant_table
+
+    assert mutant_table() in (ROOT / "docs" / "plans.md").read_text()
