@@ -8,6 +8,8 @@ from rewriting.normalise import (
     LOG_FORMAT, LOG_VERSION, RULESET, Normaliser, NormaliseError, ProofLog, Record, Step,
     first_difference, normalise,
 )
+from rewriting.egraph import Decision, EgraphError, decide
+from rewriting.explore import EXPLORE
 from rewriting.rule import RULES, Rule, RuleError, rules_for
 
 __all__ = [
@@ -16,4 +18,6 @@ __all__ = [
     "LOG_FORMAT", "LOG_VERSION", "first_difference",
     # rule.py
     "RULES", "Rule", "RuleError", "rules_for",
+    # egraph.py, explore.py
+    "decide", "Decision", "EgraphError", "EXPLORE",
 ]

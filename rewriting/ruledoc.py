@@ -50,9 +50,11 @@ def subst_vars(rule) -> str:
 
 
 def rule_table() -> str:
+    from rewriting.explore import EXPLORE
+
     lines = [BEGIN, "", "| # | rule | group | substitution | law (lhs = rhs) | guard |",
              "|---|---|---|---|---|---|"]
-    for i, r in enumerate(RULES, 1):
+    for i, r in enumerate(RULES + EXPLORE, 1):
         law = r.law.replace("|", "\\|")
         guard = (r.guard_doc or "none").replace("|", "\\|")
         lines.append(f"| {i} | `{r.name}` | {r.group} | {subst_vars(r)} | `{law}` | {guard} |")
