@@ -5,7 +5,9 @@ so egglog is only the *e-graph*: union-find with congruence closure over the goa
 The rules are ours (same matchers, same guards, evaluated in Python: "guards as pre-computed
 facts"), so the oracle can never use a law the certificate checker does not know:
 
-1. normalise both sides (certified); equal normal forms decide at once;
+1. normalise both sides (certified); equal normal forms decide at once; normal forms whose
+   differing subterm pairs (under a common skeleton) are all exact rational identities
+   (``cas.py``) decide too (a replayable ``cas`` step per pair, plus congruence);
 2. lower every node of both normal forms into egglog, each bound once to ``(Ref id)``
    (``let``-style sharing: an unshared tree would blow up, DESIGN 7):
    ``(union (Ref i) (N key (Cons (Ref c1) (Cons (Ref c2) (Nil)))))`` where ``key`` stands for
@@ -30,9 +32,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from spec_lang.term import Binding, Term, TermError, term
+from spec_lang.term import Binding, Op, Term, TermError, term
 
 from rewriting.build import _missing, encode_attr
+from rewriting.cas import cas_equal
 from rewriting.explore import EXPLORE
 from rewriting.normalise import Normaliser
 from rewriting.rule import RULES, Rule, Subst
@@ -165,6 +168,23 @@ class _Lowering:
         return memo.get(root)
 
 
+def differing_pairs(a: Term, c: Term, limit: int = 64) -> list[tuple[Term, Term]]:
+    """Maximal differing subterm pairs under a common skeleton (same op, attrs, dims and arity
+    all the way down): ``a = c`` follows from these pairs by congruence."""
+    out: list[tuple[Term, Term]] = []
+    stack = [(a, c)]
+    while stack and len(out) <= limit:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if (x.op is y.op and x.attrs == y.attrs and x.dims == y.dims
+                and len(x.args) == len(y.args) and x.op not in (Op.ADD, Op.MUL, Op.POW)):
+            stack.extend((p, q) for p, q in zip(x.args, y.args) if p is not q)
+        else:
+            out.append((x, y))
+    return out if len(out) <= limit else []
+
+
 def _instances(t: Term, binding: Binding, rules: list[Rule]) -> list[tuple[Rule, Subst, Term]]:
     out = []
     for r in rules:
@@ -196,6 +216,10 @@ def decide(lhs: Term, rhs: Term, binding: Binding, timeout_s: float = 10.0, *,
     a, c = n.nf(lhs), n.nf(rhs)
     if a is c:
         return Decision(True, "normal forms are equal", a, seconds=time.monotonic() - t0)
+    pairs = differing_pairs(a, c)
+    if pairs and all(cas_equal(p, q).equal for p, q in pairs):
+        return Decision(True, "normal forms equal up to exact rational identities (cas) of "
+                        f"{len(pairs)} subterm pair(s)", a, seconds=time.monotonic() - t0)
     try:
         low = _Lowering()
     except ImportError as err:
