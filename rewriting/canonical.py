@@ -185,6 +185,29 @@ _rule("pow-pow", "POW(POW(x, a), b) = POW(x, a*b)",
       guard=_pow_pow_ok, sample=_sample_pow_pow)
 
 
+def _match_pow_mul(t: Term, bd: Binding) -> Subst | None:
+    x, e = t.args[0], Fraction(t.attrs[0])
+    if x.op is not Op.MUL or e.denominator != 1:
+        return None
+    return {"xs": x.args, "e": t.attrs[0]}
+
+
+def _pow_mul_rhs(s: Subst, bd: Binding) -> Term:
+    return b.mul(*[b.pow_(x, s["e"]) for x in s["xs"]])
+
+
+def _sample_pow_mul(draw: Draw) -> tuple[Term, Binding]:
+    dims = draw_dims(draw)
+    m = b.mul(draw_const(draw), fresh(dims, domain="positive"), fresh(dims[:1]))
+    return b.pow_(m, draw.choice([-2, -1, 2, 3])), draw_binding(draw)
+
+
+# an integer power of a product is the product of the powers (constants fold next)
+_rule("pow-mul", "POW(MUL(xs), n) = MUL(POW(x, n) for x in xs)", "n is an integer", {Op.POW},
+      match=_match_pow_mul, lhs=lambda s: b.pow_(b.mul(*s["xs"]), s["e"]), rhs=_pow_mul_rhs,
+      guard=lambda s, bd: Fraction(s["e"]).denominator == 1, sample=_sample_pow_mul)
+
+
 # ---------------------------------------------------------------------------------------------
 # ADD: n-ary, flat, sorted monomials with merged exact coefficients
 def _coeff_monomial(t: Term) -> tuple[Any, tuple[Term, ...]]:
@@ -581,5 +604,50 @@ _rule("einsum-scalar-out", "EINSUM(xs, out) = MUL(scalars..., EINSUM(rest, out))
                            if _einsum_scalar_ok({"xs": t.args}, bd) else None),
       lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_einsum_scalar_rhs,
       guard=_einsum_scalar_ok, sample=_sample_einsum_scalar)
+
+
+def _einsum_factors(xs: tuple[Term, ...]) -> tuple[Term, ...]:
+    """The operands of a contraction as one canonical product: MUL operands spliced in, equal
+    bases merged into POW (the contraction multiplies its operands pointwise)."""
+    ys = [y for y in _canon_mul(xs) if y.op is not Op.CONST]
+    return tuple(sorted(ys, key=b.skey))
+
+
+def _match_einsum_mul(t: Term, bd: Binding) -> Subst | None:
+    if not any(x.op is Op.MUL or x.op is Op.POW for x in t.args) and \
+            len({id(x) for x in t.args}) == len(t.args):
+        return None
+    if any(not x.dims for x in t.args):
+        return None  # scalars leave first (einsum-scalar-out)
+    ys = _einsum_factors(t.args)
+    if Counter(map(id, ys)) == Counter(map(id, t.args)) or not ys:
+        return None
+    return {"xs": t.args, "out": t.attrs[0], "ys": ys}
+
+
+def _einsum_mul_ok(s: Subst, bd: Binding) -> bool:
+    c1, e1 = mono(s["xs"])
+    c2, e2 = mono(s["ys"])
+    return (c1 == c2 == 1 and e1 == e2 and bool(s["ys"])
+            and _dimnames(s["xs"]) == _dimnames(s["ys"]))
+
+
+def _sample_einsum_mul(draw: Draw) -> tuple[Term, Binding]:
+    g, w = fresh(["B", "H"]), fresh(["H", "F"])
+    k = draw.int(0, 2)
+    if k == 0:  # a squared norm written as g . g
+        return b.einsum([g, g], []), draw_binding(draw)
+    if k == 1:  # a product operand
+        return b.einsum(sorted([b.mul(g, fresh(["B"])), w], key=b.skey), ["B", "F"]), \
+            draw_binding(draw)
+    return b.einsum(sorted([g, b.pow_(g, -1), w], key=b.skey), ["F"]), draw_binding(draw)
+
+
+# a contraction multiplies its operands pointwise: they form one canonical product
+_rule("einsum-mul-canon", "EINSUM(xs, out) = EINSUM(ys, out) (ys: the product's canonical factors)",
+      "mono(xs) == mono(ys) with constant 1, ys non-empty, the dims are the same set", {Op.EINSUM},
+      match=_match_einsum_mul, lhs=lambda s: b.einsum(s["xs"], s["out"]),
+      rhs=lambda s, bd: b.einsum(s["ys"], s["out"]), guard=_einsum_mul_ok,
+      sample=_sample_einsum_mul)
 
 assert all(op in ELEMENTWISE for op in (Op.CAST, Op.STOP_GRAD))

@@ -43,7 +43,7 @@ def _numerically_equal(problem, goal, seed: int = 0) -> bool:
     return bool(np.allclose(x, y, rtol=1e-9, atol=1e-9))
 
 
-@pytest.mark.parametrize("plan", ["debug_tp_dp.py", "debug_tp_sp.py"])
+@pytest.mark.parametrize("plan", ["debug_tp_dp.py", "debug_tp_sp.py", "debug_zero1_clip.py"])
 def test_every_goal_of_a_correct_plan_is_proved(plan):
     problem = _load(PLANS / plan)
     proved = _proved(problem)
