@@ -56,7 +56,7 @@ def test_decide_uses_cas_under_a_common_skeleton():
     from rewriting import decide
 
     w = b.inp("cw", ["H", "F"])
-    lhs = b.einsum([b.mul(b.add(x, y), b.add(x, b.neg(y))), w], ["B", "F"])
-    rhs = b.einsum([b.add(b.mul(x, x), b.neg(b.mul(y, y))), w], ["B", "F"])
+    lhs = b.einsum([b.unary(Op.EXP, b.mul(b.add(x, y), b.add(x, b.neg(y)))), w], ["B", "F"])
+    rhs = b.einsum([b.unary(Op.EXP, b.add(b.mul(x, x), b.neg(b.mul(y, y)))), w], ["B", "F"])
     d = decide(lhs, rhs, Binding({"B": 4, "H": 4, "F": 4}), timeout_s=10)
     assert d.equal is True and "cas" in d.reason
