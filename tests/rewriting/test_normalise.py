@@ -3,6 +3,7 @@ no mutant goal is proved (a proof must imply numeric equality: false accepts sta
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from rewriting import Normaliser, first_difference, normalise
 from rewriting import build as b
 from spec_lang.evaluate import evaluate, sample_inputs
-from spec_lang.term import Binding, Op, walk
+from spec_lang.term import Binding, Op, term, walk
 
 from rw_helpers import aligned
 
@@ -100,3 +101,67 @@ def test_deep_chain_needs_no_recursion():
         t = b.unary(Op.EXP if i % 2 else Op.TANH, b.add(t, b.const(1)))
     (n,), log = normalise([t], bd)
     assert n.op is Op.SHARD and len(walk(n)) > 5000
+
+
+# -- Megatron patterns built directly as terms (spec side, plan side) -------------------------
+PB = Binding({"B": 4, "S": 4, "H": 8, "V": 16, "tp": 2, "dp": 2, "cp": 2})
+tok = b.inp("p_tok", ["B", "S"], "data", "index", "V")
+emb = b.inp("p_emb", ["V", "H"])
+lg = b.inp("p_logits", ["B", "S", "V"])
+hx = b.inp("p_x", ["B", "S", "H"])
+
+
+def _vocab_parallel_embedding():
+    spec = b.einsum([b.one_hot(tok, "V"), emb], ["B", "S", "H"])
+    local = b.einsum([b.one_hot(tok, "V", ("tp",)), b.shard(emb, "V", "tp")], ["B", "S", "H"])
+    return spec, b.all_reduce(local, "tp")
+
+
+def _vocab_parallel_logsumexp():
+    def lse(m, s):
+        return b.add(m, b.unary(Op.LOG, s))
+    m = b.reduce_max(lg, ["V"])
+    spec = lse(m, b.einsum([b.unary(Op.EXP, b.add(lg, b.neg(m)))], ["B", "S"]))
+    ls = b.shard(lg, "V", "tp")
+    mp = b.all_reduce(b.reduce_max(ls, ["V"]), "tp", "max")
+    sp = b.all_reduce(b.einsum([b.unary(Op.EXP, b.add(ls, b.neg(mp)))], ["B", "S"]), "tp")
+    return spec, lse(mp, sp)
+
+
+def _sequence_parallel_rms():
+    def rms(ms):
+        return b.pow_(b.add(ms, b.const(Fraction(1, 10**5))), Fraction(-1, 2))
+    spec = rms(b.mul(b.const(Fraction(1, 8)), b.einsum([b.mul(hx, hx)], ["B", "S"])))
+    xs = b.shard(hx, "H", "tp")
+    plan = rms(b.mul(b.recip(term(Op.DIM_SIZE, (), ("H",), ())),
+                     b.all_reduce(b.einsum([b.pow_(xs, 2)], ["B", "S"]), "tp")))
+    return spec, plan
+
+
+def _context_parallel_token_mean():
+    msk = b.inp("p_mask", ["B", "S"], "data", "mask")
+    ce = b.inp("p_ce", ["B", "S"])
+    spec = b.mul(b.einsum([msk, ce], []), b.recip(b.einsum([msk], [])))
+    num = b.all_reduce(b.all_reduce(b.einsum([b.shard(b.shard(msk, "B", "dp"), "S", "cp"),
+                                              b.shard(b.shard(ce, "B", "dp"), "S", "cp")], []),
+                                    "cp"), "dp")
+    den = b.all_reduce(b.all_reduce(b.einsum([b.shard(b.shard(msk, "B", "dp"), "S", "cp")], []),
+                                    "dp"), "cp")
+    return spec, b.mul(num, b.recip(den))
+
+
+PATTERNS = {"vocab_parallel_embedding": _vocab_parallel_embedding,
+            "vocab_parallel_logsumexp": _vocab_parallel_logsumexp,
+            "sequence_parallel_rms": _sequence_parallel_rms,
+            "context_parallel_token_mean": _context_parallel_token_mean}
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_megatron_pattern_is_proved_and_numerically_equal(name):
+    spec, plan = PATTERNS[name]()
+    (e, a), _ = normalise([spec, plan], PB)
+    assert e is a, first_difference(e, a)
+    rng = np.random.default_rng(1)
+    vals = evaluate([spec, plan], PB, sample_inputs([spec, plan], PB, rng), rng=rng)
+    x, y = aligned(vals[spec], vals[plan])
+    np.testing.assert_allclose(x, y, rtol=1e-10)
