@@ -60,6 +60,12 @@ class Decision:
     edges: list[tuple[Term, str, Subst, Term]] = field(default_factory=list)
     nodes: int = 0
     seconds: float = 0.0
+    chain: list[tuple[Term, str, Subst, Term, bool]] | None = None
+    """When found: a path ``nf(lhs) = ... = nf(rhs)`` of root-level edges ``(t, rule, subst,
+    nf_of_rhs, forward)``, each certifiable as the rule step ``t -> rule.rhs(subst)`` followed by
+    the normaliser's record of that rhs (``forward=False``: use the edge symmetrically). It is
+    ``None`` when the e-graph needed congruence below the roots (then the equality stays
+    uncertified)."""
 
     def __bool__(self) -> bool:
         return self.equal is True
@@ -168,6 +174,30 @@ class _Lowering:
         return memo.get(root)
 
 
+def _chain(a: Term, c: Term, edges: list[tuple[Term, str, Subst, Term]]
+           ) -> list[tuple[Term, str, Subst, Term, bool]] | None:
+    """Breadth-first path from ``a`` to ``c`` over the edges as an undirected graph."""
+    adj: dict[Term, list[tuple[Term, tuple[Term, str, Subst, Term, bool]]]] = {}
+    for t, name, s, u in edges:
+        adj.setdefault(t, []).append((u, (t, name, s, u, True)))
+        adj.setdefault(u, []).append((t, (t, name, s, u, False)))
+    prev: dict[Term, tuple[Term, tuple] | None] = {a: None}
+    queue = deque([a])
+    while queue:
+        x = queue.popleft()
+        if x is c:
+            path = []
+            while prev[x] is not None:
+                x, e = prev[x]
+                path.append(e)
+            return path[::-1]
+        for y, e in adj.get(x, []):
+            if y not in prev:
+                prev[y] = (x, e)
+                queue.append(y)
+    return None
+
+
 def differing_pairs(a: Term, c: Term, limit: int = 64) -> list[tuple[Term, Term]]:
     """Maximal differing subterm pairs under a common skeleton (same op, attrs, dims and arity
     all the way down): ``a = c`` follows from these pairs by congruence."""
@@ -261,5 +291,7 @@ def decide(lhs: Term, rhs: Term, binding: Binding, timeout_s: float = 10.0, *,
     secs = time.monotonic() - t0
     if equal:
         rep = low.extract(a)
-        return Decision(True, "e-graph (uncertified)", rep, edges, len(low.terms), secs)
+        d = Decision(True, "e-graph (uncertified)", rep, edges, len(low.terms), secs)
+        d.chain = _chain(a, c, edges)
+        return d
     return Decision(None, reason, None, edges, len(low.terms), secs)

@@ -63,3 +63,23 @@ def test_false_goal_needing_exploration_is_not_proved():
     lhs = b.einsum([b.add(x, y), w], ["B", "F"])
     rhs = b.add(b.einsum([x, w], ["B", "F"]), b.einsum([x, w], ["B", "F"]))
     assert decide(lhs, rhs, BIND, timeout_s=30).equal is None
+
+
+def test_root_level_chain_is_returned_and_replays():
+    from rewriting import Normaliser
+    from rewriting.explore import EXPLORE
+    from rewriting.rule import RULES as ALL
+
+    lhs = b.einsum([b.add(x, y), w], ["B", "F"])
+    rhs = b.add(b.einsum([x, w], ["B", "F"]), b.einsum([y, w], ["B", "F"]))
+    n = Normaliser(BIND)
+    d = decide(lhs, rhs, BIND, timeout_s=30, normaliser=n)
+    assert d.chain, "expected a root-level chain"
+    by_name = {r.name: r for r in ALL + EXPLORE}
+    cur = n.nf(lhs)
+    for t, name, s, u, forward in d.chain:
+        r = by_name[name]
+        assert r.lhs(s) is t and r.guard(s, BIND) and n.nf(r.rhs(s, BIND)) is u
+        assert cur is (t if forward else u)
+        cur = u if forward else t
+    assert cur is n.nf(rhs)
