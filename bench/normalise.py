@@ -1,6 +1,7 @@
 """Benchmark: normalise and log a deep tensor-parallel MLP stack (forward and backward).
 
-    python bench/normalise.py [--layers 128] [--tp 8] [--no-check]
+    python bench/normalise.py [--layers 128] [--tp 8] [--check]
+    python bench/normalise.py --plan tests/spec_lang/plans/debug_tp_dp.py   # a real plan file
 
 Each layer is ``x' = x + w2^T silu(w1^T x)`` with Megatron TP (column-parallel w1, row-parallel
 w2, all-reduce after w2; backward all-reduce of dx after w1), built directly as terms for the
@@ -58,24 +59,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=128)
     ap.add_argument("--tp", type=int, default=8)
-    ap.add_argument("--no-check", action="store_true", help="skip the producer's self-checks")
+    ap.add_argument("--check", action="store_true", help="run the producer's self-checks")
+    ap.add_argument("--plan", help="normalise every goal of this plan file instead")
     args = ap.parse_args()
-    bd = Binding({"B": 16 * args.tp, "H": 8 * args.tp, "F": 32 * args.tp, "tp": args.tp})
-    spec_out, spec_grads, spec_dx = mlp_stack(args.layers, None)
-    plan_out, plan_grads, plan_dx = mlp_stack(args.layers, "tp")
-    goals = [(spec_out, plan_out), (spec_dx, plan_dx)]
-    goals += [(b.shard(e, "F", "tp"), a) for e, a in zip(spec_grads, plan_grads)]
+    if args.plan:
+        from spec_lang import load
+
+        problem = load(args.plan)
+        bd = problem.binding
+        goals = [(g.expected, g.actual) for g in problem.goals]
+        args.layers, args.tp = "-", "-"
+    else:
+        bd = Binding({"B": 16 * args.tp, "H": 8 * args.tp, "F": 32 * args.tp, "tp": args.tp})
+        spec_out, spec_grads, spec_dx = mlp_stack(args.layers, None)
+        plan_out, plan_grads, plan_dx = mlp_stack(args.layers, "tp")
+        goals = [(spec_out, plan_out), (spec_dx, plan_dx)]
+        goals += [(b.shard(e, "F", "tp"), a) for e, a in zip(spec_grads, plan_grads)]
     roots = [t for pair in goals for t in pair]
     nodes = len(walk(roots))
     t0 = time.perf_counter()
-    nfs, log = normalise(roots, bd, normaliser=Normaliser(bd, check=not args.no_check))
+    nfs, log = normalise(roots, bd, normaliser=Normaliser(bd, check=args.check))
     t1 = time.perf_counter()
     data = log.to_json(roots=roots)
     text = json.dumps(data)
     t2 = time.perf_counter()
     proved = sum(nfs[2 * i] is nfs[2 * i + 1] for i in range(len(goals)))
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"layers={args.layers} tp={args.tp} input_nodes={nodes} goals={len(goals)} "
+    print(f"plan={args.plan or 'mlp-stack'} layers={args.layers} tp={args.tp} "
+          f"input_nodes={nodes} goals={len(goals)} "
           f"proved={proved}")
     print(f"normalise_s={t1 - t0:.2f} to_json_s={t2 - t1:.2f} records={len(log.records)} "
           f"steps={log.steps} json_mb={len(text) / 1e6:.1f} peak_rss_mb={rss_mb:.0f}")
