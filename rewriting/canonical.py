@@ -123,6 +123,31 @@ _size_rule("dim-size", Op.DIM_SIZE, "DIM_SIZE(d) = CONST(size(d))", "d")
 _size_rule("axis-size", Op.AXIS_SIZE, "AXIS_SIZE(a) = CONST(|a|)", "a")
 
 
+def _uniform(t: Term) -> bool:
+    vals = t.attrs[1]
+    return len(vals) > 0 and all(b.num(v) == b.num(vals[0]) for v in vals)
+
+
+def _sample_rank_const(draw: Draw) -> tuple[Term, Binding]:
+    bd = draw_binding(draw)
+    a = draw.choice(["dp", "tp"])
+    v = Fraction(draw.int(-5, 5), draw.int(1, 4))
+    return term(Op.RANK_CONST, (), (a, (v,) * bd[a]), ()), bd
+
+
+# a per-rank constant with the same value on every coordinate is a constant
+_rule("rank-const-uniform", "RANK_CONST(a, (v, ..., v)) = CONST(v)",
+      "every value equals the first and there are |a| of them", {Op.RANK_CONST},
+      match=lambda t, bd: ({"a": t.attrs[0], "values": t.attrs[1]}
+                           if _uniform(t) and t.attrs[0] in bd and len(t.attrs[1]) == bd[t.attrs[0]]
+                           else None),
+      lhs=lambda s: term(Op.RANK_CONST, (), (s["a"], s["values"]), ()),
+      rhs=lambda s, bd: b.const(s["values"][0]),
+      guard=lambda s, bd: (len(s["values"]) == bd[s["a"]]
+                           and all(b.num(v) == b.num(s["values"][0]) for v in s["values"])),
+      sample=_sample_rank_const)
+
+
 # ---------------------------------------------------------------------------------------------
 # POW
 def _sample_pow_one(draw: Draw) -> tuple[Term, Binding]:

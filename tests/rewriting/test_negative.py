@@ -84,6 +84,9 @@ def _cases():
     yield ("lift-mixed-part", "lift-shard-elementwise",
            b.add(b.shard(x, "B", "dp"), b.part(_x("ny", ["F"]), "dp")),
            b.shard(b.add(x, _x("ny", ["F"])), "B", "dp"))
+    # a per-rank constant that differs on one rank is not a constant (a "wrong eps" mutant)
+    yield ("rank-const-not-uniform", "rank-const-uniform",
+           term(Op.RANK_CONST, (), ("tp", (Fraction(1), Fraction(2))), ()), b.const(1))
     # a wrong constant is not proved (1/dp missing)
     yield ("missing-scale", None,
            b.all_reduce(b.einsum([b.shard(x, "B", "dp")], ["F"]), "dp"),
