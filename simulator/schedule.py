@@ -4,9 +4,11 @@ One training iteration of a pipeline: every DP replica pushes ``M`` micro-batche
 the pipeline positions (forward), back again (backward), then every stage all-reduces its
 gradients among its replicas. Actors are simpy processes:
 
-- one *position worker* per (pipeline position, replica): it runs its forward / backward
-  operations in the schedule's order, each as soon as its input message has arrived and
-  the node's compute (a capacity-1 ``Resource``) is free;
+- one *position worker* per (pipeline position, node): it runs the forward / backward
+  operations that node runs at that position, in the schedule's order, each as soon as its
+  input message has arrived and the node's compute (a capacity-1 ``Resource``) is free.
+  Without swaps this is one worker per position and replica; with CheckFree+ swaps a node
+  serves two positions and its two workers share its compute first come, first served;
 - one *send* process per message, which takes the directed link (a capacity-1
   ``Resource``) for the serialisation time ``nbytes / bytes_per_s`` and then lets the
   message travel ``latency_s`` (propagation does not occupy the link), so an uncontended
@@ -146,9 +148,11 @@ def simulate_iteration(
             yield env.timeout(spec.latency_s)
         arrived.succeed()
 
-    def position_worker(p: int, r: int):
-        """The operations of pipeline position p in replica r, in schedule order."""
+    def position_worker(p: int, stage: int, r: int):
+        """The operations node (stage, r) runs at pipeline position p, in schedule order."""
         for kind, i in _op_order(schedule, p, n_pos, m):
+            if routes[i][p] != stage:
+                continue  # a CheckFree+ swap put another node at this position for micro-batch i
             yield ready[(kind, p, r, i)]
             node = (routes[i][p], r)
             with compute[node].request() as req:
@@ -176,7 +180,8 @@ def simulate_iteration(
         for i in range(m):
             ready[(_F, 0, r, i)].succeed()  # data is local to the first position
         for p in range(n_pos):
-            env.process(position_worker(p, r))
+            for stage in sorted({rt[p] for rt in routes}):
+                env.process(position_worker(p, stage, r))
     reducers = [env.process(allreduce(s)) for s in range(cluster.n_stages)]
     env.run()
     if not all(proc.processed for proc in reducers):  # pragma: no cover - a schedule bug

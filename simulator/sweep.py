@@ -296,27 +296,38 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[Summary]:
     return out
 
 
-def _fmt_h(seconds: float) -> str:
+def time_unit(max_s: float) -> tuple[str, float]:
+    """A readable unit for simulated times up to ``max_s``: (name, seconds per unit)."""
+    if not math.isfinite(max_s) or max_s >= 2 * 3600:
+        return "h", 3600.0
+    if max_s >= 120:
+        return "min", 60.0
+    return "s", 1.0
+
+
+def _fmt_t(seconds: float, per_unit: float) -> str:
     if math.isinf(seconds):
         return "not reached"
     if math.isnan(seconds):
         return "-"
-    return f"{seconds / 3600:.3f}"
+    return f"{seconds / per_unit:.3f}"
 
 
 def summary_table(summaries: Sequence[Summary], target: float | None) -> Any:
-    """A rich Table of the summary (hours)."""
+    """A rich Table of the summary (simulated s, min or h, whichever reads best)."""
     from rich.table import Table
 
-    t = Table(title=f"time to validation loss <= {target} (simulated hours, mean ± std over seeds)")
-    for col in ("strategy", "failure rate", "reached", "mean h", "std h", "speedup vs checkpoint",
+    finite = [s.mean_s for s in summaries if math.isfinite(s.mean_s)]
+    unit, per = time_unit(max(finite, default=math.inf))
+    t = Table(title=f"time to validation loss <= {target} (simulated {unit}, mean ± std over seeds)")
+    for col in ("strategy", "failure rate", "reached", f"mean {unit}", f"std {unit}", "speedup vs checkpoint",
                 "iteration s", "failures", "wall s"):
         t.add_column(col, justify="left" if col == "strategy" else "right")
     for s in summaries:
         sp = "-" if s.speedup_vs_checkpoint is None else (
             "inf" if math.isinf(s.speedup_vs_checkpoint) else f"{s.speedup_vs_checkpoint:.2f}x")
         t.add_row(s.strategy, "any" if s.strategy == NO_FAILURE else f"{s.failure_rate:g}",
-                  f"{s.reached}/{s.seeds}", _fmt_h(s.mean_s), _fmt_h(s.std_s), sp, f"{s.mean_iteration_s:.3f}",
+                  f"{s.reached}/{s.seeds}", _fmt_t(s.mean_s, per), _fmt_t(s.std_s, per), sp, f"{s.mean_iteration_s:.3f}",
                   f"{s.mean_failures:.1f}", f"{s.mean_wall_s:.1f}")
     return t
 
@@ -343,13 +354,14 @@ _COLORS = {NO_FAILURE: "black", "checkfree": "tab:blue", "checkfree_plus": "tab:
 
 
 def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: float | None = None) -> None:
-    """Validation loss vs simulated hours per strategy, one panel per failure rate (seeds thin)."""
+    """Validation loss vs simulated time per strategy, one panel per failure rate (seeds thin)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rates = sorted({_key(r)[1] for r in records if _key(r)[0] != NO_FAILURE}) or [0.0]
+    unit, per = time_unit(max((row["sim_time_s"] for r in records for row in r["rows"]), default=0.0))
     fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4), squeeze=False, sharey=True)
     for ax, rate in zip(axes[0], rates):
         labelled = set()
@@ -357,7 +369,7 @@ def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: flo
             strategy, r_rate, _ = _key(r)
             if r_rate != rate and strategy != NO_FAILURE:
                 continue
-            pts = [(row["sim_time_s"] / 3600, row["val_loss"]) for row in r["rows"] if row["val_loss"] is not None]
+            pts = [(row["sim_time_s"] / per, row["val_loss"]) for row in r["rows"] if row["val_loss"] is not None]
             if not pts:
                 continue
             xs, ys = zip(*pts)
@@ -368,7 +380,7 @@ def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: flo
         if target is not None:
             ax.axhline(target, color="grey", lw=0.8, ls=":")
         ax.set_title(f"failure rate {rate:g}")
-        ax.set_xlabel("simulated time (h)")
+        ax.set_xlabel(f"simulated time ({unit})")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("validation loss (nats/token)")
     axes[0][-1].legend(fontsize=8)
@@ -378,7 +390,7 @@ def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: flo
 
 
 def plot_time_to_target(summaries: Sequence[Summary], path: Path) -> None:
-    """Bars of mean time to target (h) per strategy, grouped by rate, std error bars."""
+    """Bars of mean time to target per strategy, grouped by rate, std error bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -387,6 +399,7 @@ def plot_time_to_target(summaries: Sequence[Summary], path: Path) -> None:
     rates = sorted({s.failure_rate for s in summaries if s.strategy != NO_FAILURE}) or [0.0]
     strategies = list(dict.fromkeys(s.strategy for s in summaries))
     by = {(s.strategy, s.failure_rate): s for s in summaries}
+    unit, per = time_unit(max((s.mean_s for s in summaries if math.isfinite(s.mean_s)), default=math.inf))
     fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(rates)), 4))
     width = 0.8 / max(1, len(strategies))
     for j, strategy in enumerate(strategies):
@@ -396,14 +409,14 @@ def plot_time_to_target(summaries: Sequence[Summary], path: Path) -> None:
                 continue
             x = i + (j - (len(strategies) - 1) / 2) * width
             if math.isfinite(s.mean_s):
-                ax.bar(x, s.mean_s / 3600, width, yerr=(s.std_s / 3600 if math.isfinite(s.std_s) else 0),
+                ax.bar(x, s.mean_s / per, width, yerr=(s.std_s / per if math.isfinite(s.std_s) else 0),
                        color=_COLORS.get(strategy), capsize=3, label=strategy if i == 0 else None)
             else:
                 ax.bar(x, 0, width, color=_COLORS.get(strategy), label=strategy if i == 0 else None)
                 ax.annotate("not\nreached", (x, 0), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(rates)), [f"{r:g}" for r in rates])
     ax.set_xlabel("failure rate")
-    ax.set_ylabel("time to target (simulated h)")
+    ax.set_ylabel(f"time to target (simulated {unit})")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

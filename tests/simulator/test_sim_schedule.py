@@ -120,3 +120,15 @@ def test_bad_micro_batches(bad, msg):
 def test_unknown_schedule():
     with pytest.raises(SimulationError, match="unknown pipeline schedule 'zb'"):
         simulate_iteration(chain(2, 1.0, 1.0), 2, schedule="zb")
+
+
+@pytest.mark.parametrize("m", [4, 6, 16])
+@pytest.mark.parametrize("n_stage_ids", [5, 7])
+def test_gpipe_swap_costs_one_backward_slot_per_swapped_pair(m, n_stage_ids):
+    # docs/simulator.md section 7: two swapped pairs (1<->2, S-1<->S) add 2 t_b
+    t_f, t_b = 1.0, 2.0
+    c = chain(n_stage_ids, t_f, t_b, head=True)
+    p = n_stage_ids  # timed positions: S transformer stages + the head (the embedding is 0 s)
+    assert simulate_iteration(c, m, schedule="gpipe").iteration_s == pytest.approx((m + p - 1) * (t_f + t_b))
+    swapped = simulate_iteration(c, m, schedule="gpipe", swap_odd=True).iteration_s
+    assert swapped == pytest.approx((m + p - 1) * (t_f + t_b) + 2 * t_b)
