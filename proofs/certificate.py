@@ -12,6 +12,7 @@ per goal pointing at the step that proves ``expected == actual``. Every step pro
 ``trans``  ``steps`` chain ``lhs == ... == rhs``
 ``sym``    ``of`` proves ``rhs == lhs``
 ``smt``    z3 answered ``unsat`` to the query regenerated from ``lhs``, ``rhs`` and ``binding``
+``cas``    an exact rational identity of the two sides' atoms (sympy, re-derived by the checker)
 =========  ==========================================================================
 
 Steps refer only to earlier steps, so the checker replays the table in one pass.
@@ -108,6 +109,9 @@ class ProofSteps:
         if st["kind"] == "sym":
             return st["of"]
         return self._add({"kind": "sym", "lhs": st["rhs"], "rhs": st["lhs"], "of": s})
+
+    def cas(self, lhs: int, rhs: int) -> int:
+        return self._add({"kind": "cas", "lhs": lhs, "rhs": rhs})
 
     def smt(self, lhs: int, rhs: int, binding: Mapping[str, int], smt2: str, answer: str,
             solver: str) -> int:

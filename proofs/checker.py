@@ -49,6 +49,7 @@ STEP_KEYS = {
     "trans": {"kind", "lhs", "rhs", "steps"},
     "sym": {"kind", "lhs", "rhs", "of"},
     "smt": {"kind", "lhs", "rhs", "binding", "smt2", "answer", "solver"},
+    "cas": {"kind", "lhs", "rhs"},
 }
 SCHEMA_PATHS = (Path(__file__).with_name("certificate.schema.json"),
                 Path(__file__).resolve().parents[1] / "docs" / "certificate.schema.json")
@@ -161,6 +162,12 @@ class _Checker:
                         raise _fail(f"{where}: step {s} does not prove node {rhs} == node {lhs}")
                 case "smt":
                     self.smt(where, st, lhs, rhs)
+                case "cas":
+                    from proofs.cas import cas_identity
+
+                    why = cas_identity(self.t, lhs, rhs)
+                    if why is not None:
+                        raise _fail(f"{where}: nodes {lhs} and {rhs}: {why}")
                 case other:
                     raise _fail(f"{where}: unknown step kind {other!r}")
 
@@ -329,7 +336,7 @@ def check_certificate(path: str | Path, *, retrace: bool = False,
             if (st["lhs"], st["rhs"]) != (o["expected"], o["actual"]):
                 raise _fail(f"{where}: step {s} proves node {st['lhs']} == node {st['rhs']}, "
                             f"not expected {o['expected']} == actual {o['actual']}")
-            if m == "smt" and not _uses_smt(chk.steps, s):
+            if m == "smt" and not _uses_smt(chk.steps, s, ("smt", "cas")):
                 raise _fail(f"{where}: method smt but the proof has no smt step")
             proved += 1
         elif m == "reused":
@@ -364,7 +371,7 @@ def check_certificate(path: str | Path, *, retrace: bool = False,
     return CheckResult(verdict, proved, len(obligations), len(chk.steps), chk.smt_count, retrace)
 
 
-def _uses_smt(steps: list[dict[str, Any]], s: int) -> bool:
+def _uses_smt(steps: list[dict[str, Any]], s: int, kinds: tuple[str, ...] = ("smt",)) -> bool:
     stack, seen = [s], set()
     while stack:
         k = stack.pop()
@@ -372,7 +379,7 @@ def _uses_smt(steps: list[dict[str, Any]], s: int) -> bool:
             continue
         seen.add(k)
         st = steps[k]
-        if st["kind"] == "smt":
+        if st["kind"] in kinds:
             return True
         stack.extend(st.get("steps", []))
         stack.extend(x for x in st.get("args", []) if x is not None)

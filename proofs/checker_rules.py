@@ -400,6 +400,16 @@ def _axis_size(e: Env) -> tuple[Any, Any]:
     return P("AXIS_SIZE", (a,)), const(e.b[a])
 
 
+# a per-rank constant with the same value on every coordinate is a constant
+@rule("rank-const-uniform", "RANK_CONST(a, (v, ..., v)) = CONST(v)",
+      "every value equals the first and there are |a| of them")
+def _rank_const_uniform(e: Env) -> tuple[Any, Any]:
+    a, values = e.v("a"), tuple(e.v("values"))
+    e.require(a in e.b and len(values) == e.b[a], "|a| values")
+    e.require(all(_num_eq(num(v), num(values[0])) for v in values), "all values equal")
+    return P("RANK_CONST", (a, values)), const(values[0])
+
+
 # x^1 = x
 @rule("pow-one", "POW(x, 1) = x")
 def _pow_one(e: Env) -> tuple[Any, Any]:
@@ -422,6 +432,14 @@ def _pow_pow(e: Env) -> tuple[Any, Any]:
     a, bb = Fraction(num(e.v("a"))), Fraction(num(e.v("b")))
     e.require(bb.denominator == 1 or a.numerator % 2 == 1, "b integer or a's numerator odd")
     return pow_(pow_(e.t("x"), a), bb), pow_(e.t("x"), a * bb)
+
+
+# an integer power of a product is the product of the powers
+@rule("pow-mul", "POW(MUL(xs), n) = MUL(POW(x, n) for x in xs)", "n is an integer")
+def _pow_mul(e: Env) -> tuple[Any, Any]:
+    xs, n = e.ts("xs"), num(e.v("e"))
+    e.require(isinstance(n, Fraction) and n.denominator == 1, "n is an integer")
+    return pow_(mul(*xs), n), mul(*[pow_(x, n) for x in xs])
 
 
 def _flat(e: Env, op: str, xs: tuple[int, ...]) -> list[int]:
@@ -518,6 +536,19 @@ def _mul_const_add(e: Env) -> tuple[Any, Any]:
     return mul(const(c), add(*ys)), add(*[mul(const(c), y) for y in ys])
 
 
+# a constant times a product with a sum factor goes into the first sum
+@rule("mul-const-into-add",
+      "MUL(CONST(c), xs...) = MUL(xs with xs[k] -> ADD(MUL(CONST(c), y) for y in xs[k].args))",
+      "len(xs) >= 2, xs[k] is the first ADD among xs")
+def _mul_const_into_add(e: Env) -> tuple[Any, Any]:
+    c, xs, k = num(e.v("c")), e.ts("xs"), e.v("k")
+    e.require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(xs), "k indexes xs")
+    e.require(len(xs) >= 2 and e.op(xs[k]) == "ADD"
+              and all(e.op(x) != "ADD" for x in xs[:k]), "xs[k] is the first ADD")
+    inner = add(*[mul(const(c), y) for y in e.args(xs[k])])
+    return mul(const(c), *xs), mul(*(xs[:k] + (inner,) + xs[k + 1:]))
+
+
 # sort einsum operands and out_dims
 @rule("einsum-canon", "EINSUM(xs, out) = EINSUM(ys, sorted(out))", "ys is a permutation of xs")
 def _einsum_canon(e: Env) -> tuple[Any, Any]:
@@ -557,6 +588,19 @@ def _einsum_scalar_out(e: Env) -> tuple[Any, Any]:
     scal, rest = _scalar_split(e, xs)
     e.require(bool(scal) and bool(rest), "scalars and a non-scalar")
     return einsum(xs, out), mul(*scal, einsum(tuple(rest), out))
+
+
+# a contraction multiplies its operands pointwise: they form one canonical product
+@rule("einsum-mul-canon",
+      "EINSUM(xs, out) = EINSUM(ys, out) (ys: the product's canonical factors)",
+      "mono(xs) == mono(ys) with constant 1, ys non-empty, the dims are the same set")
+def _einsum_mul_canon(e: Env) -> tuple[Any, Any]:
+    xs, ys, out = e.ts("xs"), e.ts("ys"), tuple(e.v("out"))
+    c1, e1 = _mono(e, xs)
+    c2, e2 = _mono(e, ys)
+    e.require(_num_eq(c1, 1) and _num_eq(c2, 1) and e1 == e2 and bool(ys)
+              and e.dimnames(xs) == e.dimnames(ys), "mono(xs) == mono(ys) with constant 1")
+    return einsum(xs, out), einsum(ys, out)
 
 
 # ==== SHARD lifting ============================================================================

@@ -28,11 +28,15 @@ from proofs.obligations import group_identical
 from proofs.reduction import MESH_AXES, reduce_binding
 from proofs.refute import refute
 from proofs.smt import SmtError, build_query, run_query
-from spec_lang.term import Binding, Op, Term, walk
+from spec_lang.term import Binding, Op, Term, varying_axes, walk
 
 __all__ = ["prove", "Report", "GoalResult", "VERDICTS"]
 
 VERDICTS = ("EQUIVALENT", "NOT EQUIVALENT", "UNKNOWN")
+SMT_MAX_ELEMENTS = 20_000  # scalar terms (elements summed over subterms) per z3 query
+SMT_QUERY_S = 20.0         # z3 time limit per query
+ORACLE_BUDGET_S = 10.0     # egglog oracle, all goals together (advisory only)
+ORACLE_GOAL_S = 5.0
 Progress = Callable[[str, int, int], None]
 
 
@@ -158,11 +162,11 @@ class _Run:
         roots = [t for g in self.goals for t in (g.expected, g.actual)]
         self.reduced = reduce_binding(roots, self.p.binding)
         self.smt_binding = reduce_binding(roots, self.p.binding, base=2, cheap=1)
-        # goals must be well-formed (no REGION left, sizes that divide)
-        for g in self.goals:
-            bad = _unsupported(g.expected, g.actual)
-            if bad:
-                g.reason = bad
+        # goals must be lowered (no REGION left): one walk over the shared DAG
+        if any(t.op is Op.REGION for t in walk(roots)):
+            for g in self.goals:
+                if _unsupported(g.expected, g.actual):
+                    g.reason = "a REGION node was not lowered (internal)"
 
     def refute(self) -> None:
         self.progress("refute", 0, len(self.goals))
@@ -213,47 +217,96 @@ class _Run:
 
     # -- 3. egglog oracle and Z3 fallback -------------------------------------------------------
     def smt_fallback(self) -> None:
+        """Open goals: exact rational identities (cas) and z3 on the smallest differing subterm
+        pairs of the two normal forms; then the egglog oracle, advisory only, for the reason."""
+
         open_ = [g for g in self.goals if g.name in self.nf and g.status == "open"]
-        oracle = _egglog_oracle()
-        pairs: dict[str, list[tuple[Term, Term]]] = {}
-        for g in open_:
-            nf_e, nf_a, _, _ = self.nf[g.name]
-            if oracle is not None and not self.timed_out():
-                verdict = oracle(nf_e, nf_a, self.p.binding, min(10.0, self._left()))
-                if verdict is True:
-                    g.reason += "; egglog finds them equal (uncertified, not accepted alone)"
-                elif verdict is False:
-                    g.reason += "; egglog saturates without equating them"
-            pairs[g.name] = _differing_pairs(nf_e, nf_a)
-        queries = []
-        for g in open_:
+        pairs = {g.name: _differing_pairs(*self.nf[g.name][:2]) for g in open_}
+        self._discharge(open_, pairs)
+        # congruence may split a pair wrongly (MAXIMUM(x, y) vs MAXIMUM(y, x)): retry the
+        # goals still open on their two whole normal forms
+        retry = [g for g in open_ if g.status == "open" and len(pairs[g.name]) > 1
+                 or (pairs[g.name] and pairs[g.name][0] != self.nf[g.name][:2])]
+        if retry and not self.timed_out():
+            self._discharge([g for g in retry if g.status == "open"],
+                            {g.name: [self.nf[g.name][:2]] for g in retry})
+        self.consult_oracle([g for g in open_ if g.status == "open"])
+
+    def _discharge(self, open_: list[GoalResult], pairs: dict[str, list[tuple[Term, Term]]]) -> None:
+        from proofs.cas import cas_identity
+
+        leaf: dict[tuple[int, int], int] = {}
+        for g in open_:  # 3a. rational identities, replayed by the checker with sympy
             for e, a in pairs[g.name]:
-                queries.append((g.name, e, a))
+                if (id(e), id(a)) not in leaf and not self.timed_out() and \
+                        cas_identity(self.table, self.node(e), self.node(a)) is None:
+                    leaf[(id(e), id(a))] = self.steps.cas(self.node(e), self.node(a))
+        queries = []
+        cost = _SmtCost(self.smt_binding)
+        too_big: dict[str, str] = {}
+        for g in open_:  # 3b. z3 on the rest, if small enough
+            rest = [(e, a) for e, a in pairs[g.name] if (id(e), id(a)) not in leaf]
+            for e, a in rest:
+                if cost(e) + cost(a) > SMT_MAX_ELEMENTS:
+                    too_big[g.name] = (f"{e.op.name} vs {a.op.name} is too large for the z3 "
+                                       f"fallback (> {SMT_MAX_ELEMENTS} scalar terms at reduced "
+                                       f"sizes)")
+                    break
+            else:
+                queries.extend((g.name, e, a) for e, a in rest)
         answers = self._solve(queries)
+        used_smt: set[str] = set()
         for g in open_:
             nf_e, nf_a, se, sa = self.nf[g.name]
-            steps: dict[tuple[int, int], int] = {}
-            failed = None
+            failed = too_big.get(g.name)
             for e, a in pairs[g.name]:
+                if failed or (id(e), id(a)) in leaf:
+                    continue
                 ans = answers.get((id(e), id(a)))
                 if ans is None or ans[0] != "unsat":
-                    failed = (e, a, ans)
+                    failed = (f"z3 on {e.op.name} vs {a.op.name}: "
+                              f"{'timeout' if ans is None else ans[0]}")
                     break
-                steps[(id(e), id(a))] = self.steps.smt(
+                leaf[(id(e), id(a))] = self.steps.smt(
                     self.node(e), self.node(a), dict(self.smt_binding), ans[1], "unsat",
                     f"z3 {_z3_version()}")
-            if failed is not None:
-                e, a, ans = failed
-                why = "timeout" if ans is None else ans[0]
-                g.reason += f"; z3 on {e.op.name} vs {a.op.name}: {why}"
+                used_smt.add(g.name)
+            if failed:
+                if failed not in g.reason:
+                    g.reason += "; " + failed
                 continue
-            mid = _congr_tree(nf_e, nf_a, steps, self.steps, self.node)
+            mid = _congr_tree(nf_e, nf_a, leaf, self.steps, self.node)
             g.proof = self.steps.chain(self.node(g.expected), [se, mid, self.steps.sym(sa)])
-            g.status, g.method, g.reason = "proved", "smt", ""
-        if any(g.method == "smt" for g in self.goals):
+            g.status, g.reason = "proved", ""
+            g.method = "smt" if g.name in used_smt else "rewrite"
+        smt_note = ("smt steps prove equality at the reduced dim sizes of their binding (real "
+                    "mesh sizes); shape reduction takes this to the real sizes")
+        if used_smt and smt_note not in self.assumptions:
+            self.assumptions.append(smt_note)
+        if False:
             self.assumptions.append(
                 "smt steps prove equality at the reduced dim sizes of their binding (real mesh "
                 "sizes); shape reduction takes this to the real sizes")
+        cas_note = ("cas steps: the denominators of the rational identities are non-zero where "
+                    "the spec is defined")
+        if any(s["kind"] == "cas" for s in self.steps.steps) and cas_note not in self.assumptions:
+            self.assumptions.append(cas_note)
+
+    def consult_oracle(self, goals: list[GoalResult]) -> None:
+        """egglog's verdict on goals still open (uncertified: it only explains the reason).
+        Bounded: ORACLE_BUDGET_S in total, ORACLE_GOAL_S per goal."""
+        oracle = _egglog_oracle()
+        if oracle is None:
+            return
+        budget = time.monotonic() + min(ORACLE_BUDGET_S, self._left() / 4)
+        for g in goals:
+            left = budget - time.monotonic()
+            if left <= 0.5:
+                break
+            nf_e, nf_a, _, _ = self.nf[g.name]
+            verdict = oracle(nf_e, nf_a, self.p.binding, min(ORACLE_GOAL_S, left))
+            if verdict is True:
+                g.reason += "; egglog finds them equal (uncertified, not accepted alone)"
 
     def _left(self) -> float:
         return max(0.1, self.deadline - time.monotonic())
@@ -266,7 +319,8 @@ class _Run:
             if (id(e), id(a)) in out or self.timed_out():
                 continue
             try:
-                q = build_query(self.table, self.node(e), self.node(a), self.smt_binding)
+                q = build_query(self.table, self.node(e), self.node(a), self.smt_binding,
+                                max_elements=2 * SMT_MAX_ELEMENTS)
             except SmtError as err:
                 out[(id(e), id(a))] = (f"not encodable: {err}", "")
                 continue
@@ -275,13 +329,17 @@ class _Run:
         self.progress("smt", 0, len(todo))
         if self.jobs > 1 and len(todo) > 1:
             with ProcessPoolExecutor(self.jobs) as ex:
-                futs = [ex.submit(_solve_smt2, q.smt2, min(60.0, self._left())) for *_, q in todo]
+                futs = [ex.submit(_solve_smt2, q.smt2, min(SMT_QUERY_S, self._left()))
+                        for *_, q in todo]
                 for k, ((_, e, a, q), f) in enumerate(zip(todo, futs)):
                     out[(id(e), id(a))] = (f.result(), q.smt2)
                     self.progress("smt", k + 1, len(todo))
         else:
             for k, (_, e, a, q) in enumerate(todo):
-                out[(id(e), id(a))] = (run_query(q, min(60.0, self._left())), q.smt2)
+                if self.timed_out():
+                    out[(id(e), id(a))] = ("timeout", q.smt2)
+                    continue
+                out[(id(e), id(a))] = (run_query(q, min(SMT_QUERY_S, self._left())), q.smt2)
                 self.progress("smt", k + 1, len(todo))
         return out
 
@@ -356,6 +414,45 @@ def _unsupported(*roots: Term) -> str:
         if t.op is Op.REGION:
             return "a REGION node was not lowered (internal)"
     return ""
+
+
+class _SmtCost:
+    """An upper bound on the scalar terms of a term's encoding: elements of every node (all
+    ranks) summed over the term as a tree, capped (memoised: linear in the shared DAG)."""
+
+    def __init__(self, binding: Binding):
+        self.b = binding
+        self.memo: dict[int, int] = {}
+        self.keep: list[Term] = []
+
+    def own(self, t: Term) -> int:
+        n = 1
+        for d in t.dims:
+            n *= max(1, self.b.local_size(d)) if d.name in self.b else 1
+        for a in varying_axes(t):
+            n *= self.b[a] if a in self.b else 1
+        return n
+
+    def __call__(self, root: Term) -> int:
+        cap = SMT_MAX_ELEMENTS + 1
+        if id(root) in self.memo:
+            return self.memo[id(root)]
+        stack: list[tuple[Term, bool]] = [(root, False)]
+        while stack:  # post-order, not descending into memoised nodes
+            t, done = stack.pop()
+            if id(t) in self.memo:
+                continue
+            if not done:
+                stack.append((t, True))
+                stack.extend((c, False) for c in t.args if id(c) not in self.memo)
+                continue
+            try:
+                own = self.own(t)
+            except (KeyError, ValueError):
+                own = cap
+            self.memo[id(t)] = min(cap, own + sum(self.memo[id(c)] for c in t.args))
+            self.keep.append(t)
+        return self.memo[id(root)]
 
 
 def _differing_pairs(a: Term, b: Term) -> list[tuple[Term, Term]]:

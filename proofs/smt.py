@@ -7,7 +7,7 @@ Encoding (one z3 expression per element, every rank at once):
 
 * A value is an object array with named axes: rank axes ``@dp, @tp, ...`` (sorted), then the
   node's dims; sizes come from the (shape-reduced) binding, mesh axis sizes are the real ones.
-* ``INPUT`` elements are z3 ``Real`` constants ``name|i,j`` (``positive``: > 0; ``mask``: 0 or 1;
+* ``INPUT`` elements are z3 ``Real`` constants ``name[i,j]`` (``positive``: > 0; ``mask``: 0 or 1;
   ``index``: an integer in ``[0, size)``). ``PART`` addends are fresh constants for all but the
   last coordinate, the last being ``x - sum(others)``.
 * ``+ * neg recip`` and integer powers are real arithmetic (exact: constants are rationals);
@@ -105,13 +105,13 @@ def _map(a: np.ndarray, f) -> np.ndarray:
     return out
 
 
-def _q(v: Any) -> z3.ArithRef:
+def _q(v: Any, ctx: z3.Context) -> z3.ArithRef:
     if isinstance(v, Fraction):
-        return z3.RealVal(f"{v.numerator}/{v.denominator}")
+        return z3.RealVal(f"{v.numerator}/{v.denominator}", ctx)
     if isinstance(v, int) and not isinstance(v, bool):
-        return z3.RealVal(v)
+        return z3.RealVal(v, ctx)
     if type(v).__module__.startswith("sympy") and getattr(v, "is_Rational", False):
-        return z3.RealVal(f"{int(v.p)}/{int(v.q)}")
+        return z3.RealVal(f"{int(v.p)}/{int(v.q)}", ctx)
     return None  # type: ignore[return-value]
 
 
@@ -126,6 +126,9 @@ class _Encoder:
         self.ufs: dict[str, z3.FuncDeclRef] = {}
         self.consts: dict[str, z3.ArithRef] = {}
         self.hashes: dict[int, str] = {}
+        # a fresh context per query: the SMT-LIB2 text depends only on the terms, so the
+        # checker regenerates exactly the same text
+        self.ctx = z3.Context()
 
     def hash(self, i: int) -> str:
         """Merkle hash of node ``i`` (id-independent names for PART addends)."""
@@ -141,13 +144,13 @@ class _Encoder:
     def uf(self, name: str, x: z3.ArithRef) -> z3.ArithRef:
         f = self.ufs.get(name)
         if f is None:
-            f = self.ufs[name] = z3.Function(name, z3.RealSort(), z3.RealSort())
+            f = self.ufs[name] = z3.Function(name, z3.RealSort(self.ctx), z3.RealSort(self.ctx))
         return f(x)
 
     def const(self, name: str, positive: bool = False) -> z3.ArithRef:
         c = self.consts.get(name)
         if c is None:
-            c = self.consts[name] = z3.Real(name)
+            c = self.consts[name] = z3.Real(name, self.ctx)
             if positive:
                 self.premises.append(c > 0)
         return c
@@ -188,15 +191,15 @@ class _Encoder:
                 name, _kind, domain = at[0], at[1], at[2]
 
                 def var(idx: tuple[int, ...]) -> z3.ArithRef:
-                    key = f"{name}|{','.join(map(str, idx))}"
+                    key = f"{name}[{','.join(map(str, idx))}]"
                     c = self.consts.get(key)
                     if c is None:
                         if domain == "index":
-                            iv = z3.Int(key)
+                            iv = z3.Int(key, self.ctx)
                             self.premises += [iv >= 0, iv < self.b[at[3]]]
                             c = z3.ToReal(iv)
                         else:
-                            c = z3.Real(key)
+                            c = z3.Real(key, self.ctx)
                             if domain == "positive":
                                 self.premises.append(c > 0)
                             elif domain == "mask":
@@ -208,29 +211,29 @@ class _Encoder:
                 # an input's elements are named by their index in the *full* tensor when sharded
                 return _Val(names, _obj(shape, var))
             case "CONST":
-                q = _q(at[0])
+                q = _q(at[0], self.ctx)
                 if q is None:
                     q = self.const(f"const:{canonical_json(encode_attr(at[0]))}",
                                    positive=bool(getattr(at[0], "is_positive", False)))
                 return _Val((), np.array(q, dtype=object).reshape(()))
             case "DIM_SIZE" | "AXIS_SIZE":
-                return _Val((), np.array(z3.RealVal(self.b[at[0]]), dtype=object).reshape(()))
+                return _Val((), np.array(z3.RealVal(self.b[at[0]], self.ctx), dtype=object).reshape(()))
             case "RANK_CONST":
                 axis, values = at
                 if len(values) != self.b[axis]:
                     raise SmtError(f"RANK_CONST over {axis!r} has {len(values)} values")
-                qs = [_q(x) for x in values]
+                qs = [_q(x, self.ctx) for x in values]
                 if any(q is None for q in qs):
                     raise SmtError("RANK_CONST with a non-rational value")
                 arr = np.empty(len(qs), dtype=object)
                 arr[:] = qs
                 return _Val(("@" + axis,), arr)
             case "CAUSAL_MASK":
-                return _Val(names, _obj(shape, lambda ix: z3.RealVal(int(ix[1] <= ix[0]))))
+                return _Val(names, _obj(shape, lambda ix: z3.RealVal(int(ix[1] <= ix[0]), self.ctx)))
             case "ROPE_COS" | "ROPE_SIN":
                 theta = canonical_json(encode_attr(at[2]))
                 return _Val(names, _obj(shape, lambda ix: self.const(
-                    f"{op.lower()}({theta})|{ix[0]},{ix[1]}/{shape[1]}")))
+                    f"{op.lower()}({theta})[{ix[0]},{ix[1]}/{shape[1]}]")))
             case "ADD" | "MUL" | "MAXIMUM" | "WHERE":
                 axes, ds = _align(v)
                 out = np.empty(ds[0].shape, dtype=object)
@@ -258,7 +261,7 @@ class _Encoder:
 
                     def power(x: z3.ArithRef) -> z3.ArithRef:
                         if k == 0:
-                            return z3.RealVal(1)
+                            return z3.RealVal(1, self.ctx)
                         y = z3.Product([x] * abs(k)) if abs(k) > 1 else x
                         return y if k > 0 else 1 / y
                     return _Val(v[0].axes, _map(v[0].data, power))
@@ -305,7 +308,8 @@ class _Encoder:
                 axes, (a, gg) = _align([v[0], g])
                 out = np.empty(a.shape, dtype=object)
                 for idx in itertools.product(*[range(n) for n in out.shape]):
-                    out[idx] = z3.If(a[idx] == int(gg[idx]), z3.RealVal(1), z3.RealVal(0))
+                    out[idx] = z3.If(a[idx] == int(gg[idx]), z3.RealVal(1, self.ctx),
+                                     z3.RealVal(0, self.ctx))
                 return _Val(axes, out)
             case "RENAME":
                 old, new = at
@@ -333,7 +337,7 @@ class _Encoder:
                 n = self.b[axis]
                 out = np.empty((n,) + x.data.shape, dtype=object)
                 for idx in itertools.product(*[range(m) for m in x.data.shape]):
-                    xs = [self.const(f"part:{self.hash(i)[:16]}@{r}|{','.join(map(str, idx))}")
+                    xs = [self.const(f"part:{self.hash(i)[:16]}@{r}[{','.join(map(str, idx))}]")
                           for r in range(n - 1)]
                     for r, c in enumerate(xs):
                         out[(r,) + idx] = c
@@ -488,10 +492,10 @@ def build_query(table: NodeTable, lhs: int, rhs: int, binding: Mapping[str, int]
         if z3.is_rational_value(d) and d.as_fraction() == 0:
             continue
         diffs.append(x != y)
-    s = z3.Solver()
+    s = z3.Solver(ctx=enc.ctx)
     for p in enc.premises:
         s.add(p)
-    s.add(z3.Or(diffs) if diffs else z3.BoolVal(False))
+    s.add(z3.Or(diffs) if diffs else z3.BoolVal(False, enc.ctx))
     return SmtQuery(solver=s, smt2=s.to_smt2(), elements=int(da.size), trivial=not diffs)
 
 

@@ -14,6 +14,7 @@ from proofs.checker import check_certificate
 from proofs.errors import CertificateError, MalformedCertificate
 from proofs.prover import prove
 
+from spec_lang.term import DimSpec, Op, term
 from terms import SIZES, add, inp, mul, problem, row_parallel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,16 +25,18 @@ def _problem():
     spec, plan = row_parallel()
     spec2, plan2 = row_parallel("x2", "w2")
     y, z, w = inp("y", "B"), inp("z", "B"), inp("w", "B")
-    return problem([("grad:w1", "grad", spec, plan),                        # rewrite
-                    ("grad:w", "grad", mul(y, add(z, w)), add(mul(y, z), mul(y, w))),  # smt
-                    ("grad:w2", "grad", spec2, plan2)], SIZES)              # reused
+    mx = lambda a, b: term(Op.MAXIMUM, (a, b), (), (DimSpec("B"),))  # noqa: E731
+    return problem([("grad:w1", "grad", spec, plan),                              # rewrite
+                    ("grad:w", "grad", mul(w, mx(y, z)), mul(mx(z, y), w)),       # smt
+                    ("grad:w3", "grad", mul(y, add(z, w)), add(mul(y, z), mul(y, w))),  # cas
+                    ("grad:w2", "grad", spec2, plan2)], SIZES)                    # reused
 
 
 @pytest.fixture(scope="module")
 def cert_dict():
     r = prove(_problem())
     assert r.verdict == "EQUIVALENT"
-    assert r.counts == {"total": 3, "rewrite": 1, "smt": 1, "reused": 1, "open": 0, "refuted": 0}
+    assert r.counts == {"total": 4, "rewrite": 2, "smt": 1, "reused": 1, "open": 0, "refuted": 0}
     return certificate_of(r)
 
 
@@ -51,9 +54,9 @@ def test_round_trip_and_schema(tmp_path, cert_dict):
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     jsonschema.validate(back, SCHEMA, cls=jsonschema.Draft202012Validator)
     assert back["format"] == "shardproof-certificate" and back["format_version"] == 1
-    assert {s["kind"] for s in back["steps"]} >= {"rule", "congr", "trans", "sym", "smt"}
+    assert {s["kind"] for s in back["steps"]} >= {"rule", "congr", "trans", "sym", "smt", "cas"}
     r = check_certificate(p)
-    assert (r.verdict, r.checked, r.total, r.smt) == ("EQUIVALENT", 3, 3, 1)
+    assert (r.verdict, r.checked, r.total, r.smt) == ("EQUIVALENT", 4, 4, 1)
 
 
 def test_packaged_schema_is_the_documented_one():
@@ -215,6 +218,12 @@ def _duplicate_node(c):
     c["nodes"].append(copy.deepcopy(c["nodes"][0]))
 
 
+def _edit_cas_nodes(c):
+    st = _first(c, "cas")
+    st["rhs"] = next(i for i, n in enumerate(c["nodes"]) if n[0] == "INPUT"
+                     and n[3] == c["nodes"][st["lhs"]][3])
+
+
 def _sym_of_wrong_step(c):
     st = _first(c, "sym")
     st["of"] = max(0, st["of"] - 1)
@@ -234,7 +243,7 @@ TAMPERED = [
     ("binding", _edit_binding, 1), ("congr argument", _edit_congr_arg, 1),
     ("trans order", _reorder_trans, 1), ("reuse of a non-renaming", _reuse_wrong_obligation, 1),
     ("proof of another obligation", _claim_open_as_proved, 1), ("duplicate node", _duplicate_node, 1),
-    ("sym of another step", _sym_of_wrong_step, 1),
+    ("sym of another step", _sym_of_wrong_step, 1), ("cas nodes", _edit_cas_nodes, 1),
 ]
 
 
