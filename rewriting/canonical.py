@@ -540,6 +540,40 @@ _rule("mul-const-add", "MUL(CONST(c), ADD(ys)) = ADD(MUL(CONST(c), y) for y in y
       sample=_sample_mul_add)
 
 
+def _match_mul_into_add(t: Term, bd: Binding) -> Subst | None:
+    xs = t.args
+    if len(xs) < 3 or xs[0].op is not Op.CONST:
+        return None
+    k = next((i for i, x in enumerate(xs) if x.op is Op.ADD), None)
+    if k is None:
+        return None
+    return {"c": xs[0].attrs[0], "xs": xs[1:], "k": k - 1}
+
+
+def _mul_into_add_rhs(s: Subst, bd: Binding) -> Term:
+    xs, k = s["xs"], s["k"]
+    inner = b.add(*[b.mul(b.const(s["c"]), y) for y in xs[k].args])
+    return b.mul(*(xs[:k] + (inner,) + xs[k + 1:]))
+
+
+def _sample_mul_into_add(draw: Draw) -> tuple[Term, Binding]:
+    dims = draw_dims(draw)
+    a, c = fresh(dims), fresh(dims[:1])
+    t = b.mul(draw_const(draw), *sorted([b.add(a, c), fresh(dims)], key=b.skey))
+    return t, draw_binding(draw)
+
+
+# a constant times a product with a sum factor goes into the first sum (one canonical place)
+_rule("mul-const-into-add",
+      "MUL(CONST(c), xs...) = MUL(xs with xs[k] -> ADD(MUL(CONST(c), y) for y in xs[k].args))",
+      "len(xs) >= 2, xs[k] is the first ADD among xs", {Op.MUL},
+      match=_match_mul_into_add,
+      lhs=lambda s: b.mul(b.const(s["c"]), *s["xs"]), rhs=_mul_into_add_rhs,
+      guard=lambda s, bd: (len(s["xs"]) >= 2 and s["xs"][s["k"]].op is Op.ADD
+                           and all(x.op is not Op.ADD for x in s["xs"][:s["k"]])),
+      sample=_sample_mul_into_add)
+
+
 # ---------------------------------------------------------------------------------------------
 # EINSUM
 def _einsum_raw(xs: tuple[Term, ...], out: tuple[str, ...]) -> Term:
