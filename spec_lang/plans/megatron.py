@@ -29,11 +29,12 @@ query heads into K and V).
 
 Loss and gradients (every scale factor is a named :class:`Scale` with its reason; none is
 inferred): the spec loss is the masked token mean ``L = S / N`` over the global batch. Each
-rank back-propagates ``dp * K / N * S_mb`` (:data:`LOSS_PREFACTOR`) with ``N`` the token count
-all-reduced over the K micro-batches and dp (counted before the micro-batch loop); the K
-gradients are summed and scaled by ``1/K`` (:data:`GRAD_ACCUM`, Megatron's division of each
-micro-batch loss by ``num_microbatches``); DDP averages over dp (:data:`DP_AVERAGE`, ``1/dp``).
-The product of the three is ``1/N`` per token. AdamW then runs on the local shards.
+rank's micro-batch loss is ``dp * K / N * S_mb`` (:data:`LOSS_PREFACTOR`) with ``N`` the token
+count all-reduced over the K micro-batches and dp (counted before the micro-batch loop), divided
+by ``K`` as Megatron's ``forward_step`` does (:data:`GRAD_ACCUM`, ``1/K``): that is the backward
+seed. The K gradients are summed; DDP scales by ``1/dp`` (:data:`DP_AVERAGE`, Megatron's
+``gradient_scaling_factor``) and all-reduces (sum) over dp. The product of the three is ``1/N``
+per token. AdamW then runs on the local shards.
 """
 
 from __future__ import annotations
@@ -90,15 +91,15 @@ class Scale:
 
 
 GRAD_ACCUM = Scale("1/K", ((MB, -1),),
-                   "gradient accumulation: Megatron divides each micro-batch loss by "
-                   "num_microbatches K, and the K gradients are summed")
+                   "gradient accumulation: Megatron's forward_step divides each micro-batch "
+                   "loss by num_microbatches K; the K gradients are then summed")
 DP_AVERAGE = Scale("1/dp", ((DP, -1),),
-                   "data parallelism: DDP averages the replicas' gradients "
-                   "(all_reduce avg over dp = sum times 1/dp)")
+                   "data parallelism: DDP averages the replicas' gradients (Megatron scales "
+                   "by gradient_scaling_factor 1/dp, then all-reduces with sum)")
 LOSS_PREFACTOR = Scale("dp*K", ((DP, 1), (MB, 1)),
-                       "loss pre-factor: each micro-batch back-propagates dp*K/N times its "
-                       "masked loss sum, undoing 1/K and 1/dp so every token weighs 1/N, N the "
-                       "global token count")
+                       "loss pre-factor: each micro-batch's loss is dp*K/N times its masked "
+                       "loss sum, undoing 1/K and 1/dp so every token weighs 1/N, N the global "
+                       "token count")
 
 
 def _scaled(x: Tensor, scales: tuple[Scale, ...]) -> Tensor:
@@ -133,8 +134,10 @@ class MegatronSettings:
             all-gather the logits over ``V`` instead and compute the full cross-entropy on every
             rank (Megatron's ``parallel_output=False``; Megatron's pairing is all_gather/split).
         row_parallel_scale: factors applied after the row-parallel reduction (none: a sum).
-        loss_scale: factors on each micro-batch's masked loss sum (besides ``1/N``).
-        grad_scale: factors on the gradient after the micro-batch sum and the dp all-reduce.
+        loss_scale: factors on each micro-batch's masked loss sum (besides ``1/N``): the
+            pre-factor and Megatron's ``1/num_microbatches``.
+        grad_scale: factors on the gradient after the micro-batch sum, before the dp
+            all-reduce (DDP's ``gradient_scaling_factor``).
         grad_reduce_axes: the group the gradient is all-reduced over (dp).
         token_count_axes: the axes ``N`` is all-reduced over (micro-batches, then dp).
         replicated_weights_enter_tp: a replicated weight used inside a TP region (the KV
@@ -147,8 +150,8 @@ class MegatronSettings:
     loss_reduce: tuple[str, str] = REDUCE_FROM_TP
     gather_logits: tuple[str, str] | None = None
     row_parallel_scale: tuple[Scale, ...] = ()
-    loss_scale: tuple[Scale, ...] = (LOSS_PREFACTOR,)
-    grad_scale: tuple[Scale, ...] = (GRAD_ACCUM, DP_AVERAGE)
+    loss_scale: tuple[Scale, ...] = (LOSS_PREFACTOR, GRAD_ACCUM)
+    grad_scale: tuple[Scale, ...] = (DP_AVERAGE,)
     grad_reduce_axes: tuple[str, ...] = (DP,)
     token_count_axes: tuple[str, ...] = (MB, DP)
     replicated_weights_enter_tp: bool = True
@@ -218,7 +221,7 @@ class MegatronTP(ParallelContext):
         return self.enter_tp(x, d)
 
     def loss(self, logits: Tensor, labels: Tensor, mask_: Tensor, d: LlamaDims) -> Tensor:
-        """The backward seed ``dp*K/N * sum(mask * ce)``; records the reported ``S/N``.
+        """The backward seed ``(1/K) * dp*K/N * sum(mask * ce)``; records the reported ``S/N``.
 
         logits: (B[dp,mb], S, V[tp]); labels, mask: (B[dp,mb], S).
         """
@@ -349,10 +352,11 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
         return Loss(backward=seed, report=ctx.report)
 
     def reduce_grads(name: str, g: Tensor) -> Tensor:
-        # g is already summed over the K micro-batches; sum over dp, then 1/K and 1/dp
+        # g is already summed over the K micro-batches; DDP: scale by 1/dp, all-reduce (sum)
+        g = _scaled(g, s.grad_scale)
         for axis in s.grad_reduce_axes:
             g = all_reduce(g, axis)
-        return _scaled(g, s.grad_scale)
+        return g
 
     return Plan(mesh=Mesh(dp=dp, tp=tp), placements=pl, forward=forward,
                 reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, m.dims.B),

@@ -38,7 +38,7 @@ from spec_lang import AdamW, Loss, Plan, Shard, Spec, ops
 from spec_lang.collectives import all_reduce, gather_from_tp_region, scatter_to_tp_region
 from spec_lang.models import DEBUG, llama
 from spec_lang.plans import (
-    DP_AVERAGE, GATHER_FROM_TP, GRAD_ACCUM, MegatronSettings, MegatronTP, Scale, layer_plan,
+    GATHER_FROM_TP, GRAD_ACCUM, LOSS_PREFACTOR, MegatronSettings, MegatronTP, Scale, layer_plan,
     megatron,
 )
 from spec_lang.spec import Params
@@ -264,15 +264,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("missing_dp_average",
            "gradients are summed over dp without the 1/dp of DDP's average",
            "debug", "grad:output", Fraction(DP_SIZE), "loss scaling (B01 class)",
-           _settings(grad_scale=(GRAD_ACCUM,))),
+           _settings(grad_scale=())),
     Mutant("missing_grad_accum_scale",
-           "the K accumulated micro-batch gradients are summed without 1/K",
+           "the micro-batch loss is not divided by K: the K accumulated gradients sum to K x",
            "debug", "grad:output", Fraction(K), "loss scaling (B05 class)",
-           _settings(grad_scale=(DP_AVERAGE,))),
+           _settings(loss_scale=(LOSS_PREFACTOR,))),
     Mutant("grad_accum_scale_twice",
            "1/K is applied twice (engine and trainer both scale by the micro-batch count)",
            "debug", "grad:output", Fraction(1, K), "loss scaling (B05)",
-           _settings(grad_scale=(GRAD_ACCUM, GRAD_ACCUM, DP_AVERAGE))),
+           _settings(loss_scale=(LOSS_PREFACTOR, GRAD_ACCUM, GRAD_ACCUM))),
     Mutant("replicated_kv_weight_treated_as_shard",
            "replicated wk/wv (1 KV head < tp) do not enter the TP region through copy_to_tp: "
            "their per-rank partial gradient reaches AdamW unreduced",
