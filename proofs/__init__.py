@@ -1,0 +1,12 @@
+"""proofs: the prover pipeline, certificates and their independent checker.
+
+Modules (one concept each): ``prover`` (the pipeline, :func:`proofs.prover.prove`),
+``reduction`` (shape reduction), ``refute`` and ``counterexample`` (float64 refutation),
+``obligations`` (reuse of identical goals), ``normal`` (certified normal forms from
+``rewriting``), ``smt`` (the z3 scalar encoding), ``cas`` (exact rational identities),
+``certificate`` (steps and the writer), ``kernel``, ``checker``, ``checker_rules`` (the trusted
+checker), ``cli`` (``prove`` and ``check-certificate``).
+
+Nothing is imported here: ``check-certificate`` must load neither the prover nor ``rewriting``
+nor egglog (``docs/certificate.md``).
+"""

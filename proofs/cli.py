@@ -131,18 +131,14 @@ def _load(path: Path) -> Any:
         raise _BadInput(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
     try:
         return spec_lang.load(path)
-    except SpecLangError as e:
+    except SpecLangError as e:  # messages start with the user's file:line
         msg = str(e)
-        return _raise_bad(msg if ":" in msg.split(" ", 1)[0] else f"{path}:0: {msg}")
+        raise _BadInput(msg if ":" in msg.split(" ", 1)[0] else f"{path}:1: {msg}") from None
     except Exception as e:  # noqa: BLE001 -- decide: the user's code or ours?
         site = _user_frame(e, path)
         if site is None:
             raise
         raise _BadInput(f"{site}: {type(e).__name__}: {e}") from None
-
-
-def _raise_bad(msg: str) -> NoReturn:
-    raise _BadInput(msg)
 
 
 def _user_frame(e: BaseException, path: Path) -> str | None:
