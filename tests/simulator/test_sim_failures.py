@@ -68,7 +68,6 @@ def test_rate_outside_unit_interval(rate):
 
 def test_identical_across_strategies(tmp_path):
     # the schedule depends on (seed, rate) only: every strategy meets the same failures per step
-    from fake_backend import BACKEND  # noqa: F401  (registers nothing; imported for the path)
     from simulator.run import RunSpec, run_one
     from test_sim_run import fake_cluster
 
