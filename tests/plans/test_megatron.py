@@ -182,3 +182,23 @@ def test_llama3_8b_example_proves_equivalent(request):
     if "slow" not in (request.config.getoption("-m") or ""):
         pytest.skip("the full 32-layer proof: run with -m slow")
     _prove(load(EXAMPLES / "llama3_8b_megatron.py"), timeout_s=1200)
+
+
+@pytest.mark.parametrize("name,config", [("llama_debug_megatron", DEBUG),
+                                         ("llama_debug_megatron_kvrep", KVREP)])
+def test_example_layer_plans_are_the_library_default(name, config):
+    assert _example(name).layer_plan == layer_plan(config, 2)
+
+
+def test_example_8b_layer_plan_is_the_library_default():
+    spec, plan = _example("llama3_8b_megatron").build(n_layers=1)
+    assert {k[len("layers.0."):]: v for k, v in plan.placements.items()
+            if k.startswith("layers.0.")} == layer_plan(LLAMA3_8B, 8)
+
+
+def test_public_names_are_documented():
+    import spec_lang.plans
+
+    doc = (ROOT / "docs" / "plans.md").read_text()
+    missing = [n for n in spec_lang.plans.__all__ if f"`{n}" not in doc]
+    assert not missing, missing
