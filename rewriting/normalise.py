@@ -26,6 +26,7 @@ from typing import Any
 from spec_lang.term import Binding, Op, Term, TermError, term
 
 from rewriting import canonical as _canonical  # noqa: F401  (registers the rules)
+from rewriting import contraction as _contraction  # noqa: F401
 from rewriting import collectives as _collectives  # noqa: F401
 from rewriting import lifting as _lifting  # noqa: F401
 from rewriting.build import _missing, encode_attr
