@@ -8,7 +8,10 @@
   coefficient ``MUL(CONST c, m)`` (zero coefficients dropped when no dim is lost);
 * ``MUL`` is n-ary, flat, one leading exact ``CONST`` (1 dropped, 0 annihilates only a scalar
   product), equal bases merged into ``POW(base, e)`` with exact rational exponents;
-* a constant times a sum is distributed (into the first sum factor of a product).
+* a sum's *content* (the coefficient of its first non-constant summand) leaves it:
+  ``2a + 4b = 2 (a + 2b)``, and a scaled sum that is a summand is distributed back into the
+  enclosing sum, so a linear combination has one representation wherever its constants were
+  written (inside contractions, products, or distributed).
 
 Canonical contractions (``EINSUM``) are in ``contraction.py``.
 
@@ -24,7 +27,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from spec_lang.term import ELEMENTWISE, LEAF, Binding, Op, Term, term
+from spec_lang.term import LEAF, Binding, Op, Term, term
 
 from rewriting import build as b
 from rewriting.instances import draw_binding, draw_const, draw_dims, fresh
@@ -522,60 +525,76 @@ _rule("mul-canon", "MUL(xs) = MUL(ys) (ys: the canonical product; one factor: ys
       guard=_mul_ok, sample=_sample_mul)
 
 
-def _match_mul_add(t: Term, bd: Binding) -> Subst | None:
-    if len(t.args) == 2 and t.args[0].op is Op.CONST and t.args[1].op is Op.ADD:
-        return {"c": t.args[0].attrs[0], "ys": t.args[1].args}
+def _match_add_scaled(t: Term, bd: Binding) -> Subst | None:
+    for k, x in enumerate(t.args):
+        if (x.op is Op.MUL and len(x.args) == 2 and x.args[0].op is Op.CONST
+                and x.args[1].op is Op.ADD):
+            return {"xs": t.args, "k": k}
     return None
 
 
-def _sample_mul_add(draw: Draw) -> tuple[Term, Binding]:
-    dims = draw_dims(draw)
-    return b.mul(draw_const(draw), b.add(fresh(dims), fresh(dims[:1]))), draw_binding(draw)
+def _add_scaled_ok(s: Subst, bd: Binding) -> bool:
+    x = s["xs"][s["k"]]
+    return (x.op is Op.MUL and len(x.args) == 2 and x.args[0].op is Op.CONST
+            and x.args[1].op is Op.ADD)
 
 
-# a constant distributes over a sum (keeps linear combinations flat)
-_rule("mul-const-add", "MUL(CONST(c), ADD(ys)) = ADD(MUL(CONST(c), y) for y in ys)", "",
-      {Op.MUL}, match=_match_mul_add,
-      lhs=lambda s: b.mul(b.const(s["c"]), b.add(*s["ys"])),
-      rhs=lambda s, bd: b.add(*[b.mul(b.const(s["c"]), y) for y in s["ys"]]),
-      sample=_sample_mul_add)
-
-
-def _match_mul_into_add(t: Term, bd: Binding) -> Subst | None:
-    xs = t.args
-    if len(xs) < 3 or xs[0].op is not Op.CONST:
-        return None
-    k = next((i for i, x in enumerate(xs) if x.op is Op.ADD), None)
-    if k is None:
-        return None
-    return {"c": xs[0].attrs[0], "xs": xs[1:], "k": k - 1}
-
-
-def _mul_into_add_rhs(s: Subst, bd: Binding) -> Term:
+def _add_scaled_rhs(s: Subst, bd: Binding) -> Term:
     xs, k = s["xs"], s["k"]
-    inner = b.add(*[b.mul(b.const(s["c"]), y) for y in xs[k].args])
-    return b.mul(*(xs[:k] + (inner,) + xs[k + 1:]))
+    c, inner = xs[k].args
+    return b.add(*(xs[:k] + tuple(b.mul(c, y) for y in inner.args) + xs[k + 1:]))
 
 
-def _sample_mul_into_add(draw: Draw) -> tuple[Term, Binding]:
+def _sample_add_scaled(draw: Draw) -> tuple[Term, Binding]:
     dims = draw_dims(draw)
-    a, c = fresh(dims), fresh(dims[:1])
-    t = b.mul(draw_const(draw), *sorted([b.add(a, c), fresh(dims)], key=b.skey))
-    return t, draw_binding(draw)
+    scaled = b.mul(draw_const(draw), b.add(fresh(dims), fresh(dims[:1])))
+    return b.add(*sorted([scaled, fresh(dims)], key=b.skey)), draw_binding(draw)
 
 
-# a constant times a product with a sum factor goes into the first sum (one canonical place)
-_rule("mul-const-into-add",
-      "MUL(CONST(c), xs...) = MUL(xs with xs[k] -> ADD(MUL(CONST(c), y) for y in xs[k].args))",
-      "len(xs) >= 2, xs[k] is the first ADD among xs", {Op.MUL},
-      match=_match_mul_into_add,
-      lhs=lambda s: b.mul(b.const(s["c"]), *s["xs"]), rhs=_mul_into_add_rhs,
-      guard=lambda s, bd: (len(s["xs"]) >= 2 and s["xs"][s["k"]].op is Op.ADD
-                           and all(x.op is not Op.ADD for x in s["xs"][:s["k"]])),
-      sample=_sample_mul_into_add)
+# a scaled sum inside a sum is part of one linear combination: distribute its constant
+_rule("add-scaled-sum",
+      "ADD(xs with xs[k] = MUL(CONST(c), ADD(ys))) = ADD(xs with xs[k] -> MUL(CONST(c), y)...)",
+      "xs[k] is exactly MUL(CONST(c), ADD(ys))", {Op.ADD},
+      match=_match_add_scaled, lhs=lambda s: b.add(*s["xs"]), rhs=_add_scaled_rhs,
+      guard=_add_scaled_ok, sample=_sample_add_scaled)
 
 
-assert all(op in ELEMENTWISE for op in (Op.CAST, Op.STOP_GRAD))
+def _content(xs: tuple[Term, ...]) -> Any:
+    """The coefficient of the first non-constant summand (the producer's choice of content)."""
+    for x in xs:
+        c, fs, _k, _sk = _summand(x)
+        if fs:
+            return c
+    return Fraction(1)
+
+
+def _match_add_content(t: Term, bd: Binding) -> Subst | None:
+    c = _content(t.args)
+    if c == 1 or c == 0:
+        return None
+    return {"xs": t.args, "c": c}
+
+
+def _add_content_rhs(s: Subst, bd: Binding) -> Term:
+    inv = b.const(b.num_pow(b.num(s["c"]), Fraction(-1)))
+    return b.mul(b.const(s["c"]), b.add(*[b.mul(inv, x) for x in s["xs"]]))
+
+
+def _sample_add_content(draw: Draw) -> tuple[Term, Binding]:
+    dims = draw_dims(draw)
+    c = Fraction(draw.choice([-3, -1, 3, 5]), draw.choice([1, 2]))  # never 1 or 1/2
+    xs = [b.mul(b.const(c), fresh(dims)), b.mul(b.const(2 * c), fresh(dims[:1]))]
+    if draw.bool():
+        xs.append(b.const(Fraction(1, 3)))
+    return b.add(*sorted(xs, key=lambda t: _summand(t)[3])), draw_binding(draw)
+
+
+# a sum's content leaves it: c*a + c*k*b = c * (a + k*b), c the first summand's coefficient
+_rule("add-content", "ADD(xs) = MUL(CONST(c), ADD(MUL(CONST(1/c), x) for x in xs))",
+      "c != 0", {Op.ADD},
+      match=_match_add_content, lhs=lambda s: b.add(*s["xs"]), rhs=_add_content_rhs,
+      guard=lambda s, bd: b.num(s["c"]) != 0, sample=_sample_add_content)
+
 
 
 canon_mul = _canon_mul
