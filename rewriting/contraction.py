@@ -9,6 +9,7 @@ contraction multiplies its operands pointwise), guarded by the monomial identity
 from __future__ import annotations
 
 from collections import Counter
+from fractions import Fraction
 
 from spec_lang.term import Binding, Op, Term, term
 
@@ -160,3 +161,104 @@ _rule("einsum-mul-canon", "EINSUM(xs, out) = EINSUM(ys, out) (ys: the product's 
       match=_match_einsum_mul, lhs=lambda s: b.einsum(s["xs"], s["out"]),
       rhs=lambda s, bd: b.einsum(s["ys"], s["out"]), guard=_einsum_mul_ok,
       sample=_sample_einsum_mul)
+
+
+# ---------------------------------------------------------------------------------------------
+# scalar factors leave linear movement too (so a constant has one place in a linear chain)
+def _move_split(x: Term) -> tuple[list[Term], list[Term]]:
+    scal = [a for a in x.args if not a.dims]
+    rest = [a for a in x.args if a.dims]
+    return scal, rest
+
+
+def _move_scalar_rule(op: Op, name: str, law: str) -> Rule:
+    def rebuild(x: Term, s: Subst) -> Term:
+        if op is Op.RENAME:
+            return b.rename(x, s["attrs"][0], s["attrs"][1], s["nshards"])
+        return b.chunk(x, *s["attrs"])
+
+    def match(t: Term, bd: Binding) -> Subst | None:
+        x = t.args[0]
+        if x.op is not Op.MUL:
+            return None
+        scal, rest = _move_split(x)
+        if not scal or not rest:
+            return None
+        s = {"xs": x.args, "attrs": t.attrs}
+        if op is Op.RENAME:
+            s["nshards"] = t.dim(t.attrs[1]).shards
+        return s
+
+    def rhs(s: Subst, bd: Binding) -> Term:
+        scal, rest = _move_split(b.mul(*s["xs"]))
+        inner = rest[0] if len(rest) == 1 else b.mul(*rest)
+        return b.mul(*scal, rebuild(inner, s))
+
+    def ok(s: Subst, bd: Binding) -> bool:
+        scal, rest = _move_split(b.mul(*s["xs"]))
+        return bool(scal) and bool(rest)
+
+    def sample(draw: Draw) -> tuple[Term, Binding]:
+        bd = draw_binding(draw)
+        x = b.mul(draw_const(draw), fresh(["B", "S"]))
+        if draw.bool():
+            x = b.mul(fresh([]), fresh(["B", "S"]))
+        if op is Op.RENAME:
+            return b.rename(x, "S", "K"), bd.replace(K=bd["S"])
+        return b.chunk(x, "S", 2, draw.int(0, 1)), bd
+
+    return _rule(name, law, "some factor of the MUL is dimless, and some is not", {op},
+                 match=match, lhs=lambda s: rebuild(b.mul(*s["xs"]), s), rhs=rhs, guard=ok,
+                 sample=sample)
+
+
+# renaming and taking a chunk are linear: scalar factors move out of them
+_move_scalar_rule(Op.RENAME, "rename-scalar-out",
+                  "RENAME(MUL(xs), o, n) = MUL(scalars..., RENAME(MUL(rest...), o, n))")
+_move_scalar_rule(Op.CHUNK, "chunk-scalar-out",
+                  "CHUNK(MUL(xs), d, p, i) = MUL(scalars..., CHUNK(MUL(rest...), d, p, i))")
+
+
+def _coef(x: Term):
+    if x.op is Op.MUL and x.args[0].op is Op.CONST:
+        return b.num(x.args[0].attrs[0])
+    return Fraction(1)
+
+
+def _concat_content(xs: tuple[Term, ...]):
+    return next((c for c in map(_coef, xs) if c != 0), Fraction(1))
+
+
+def _match_concat_content(t: Term, bd: Binding) -> Subst | None:
+    c = _concat_content(t.args)
+    if c == 1:
+        return None
+    return {"xs": t.args, "d": t.attrs[0], "cshards": t.dim(t.attrs[0]).shards, "c": c}
+
+
+def _concat_spec(s: Subst):
+    from spec_lang.term import DimSpec
+
+    return DimSpec(s["d"], tuple(s["cshards"]))
+
+
+def _concat_content_rhs(s: Subst, bd: Binding) -> Term:
+    inv = b.const(b.num_pow(b.num(s["c"]), Fraction(-1)))
+    return b.mul(b.const(s["c"]),
+                 b.concat([b.mul(inv, x) for x in s["xs"]], s["d"], _concat_spec(s)))
+
+
+def _sample_concat_content(draw: Draw) -> tuple[Term, Binding]:
+    x = fresh(["B", "H"])
+    c = Fraction(draw.choice([-3, 2, 5]), draw.choice([1, 4]))
+    blocks = [b.mul(b.const(c), b.chunk(x, "H", 2, 0)),
+              b.mul(b.const(draw.choice([0, 1, 3])), b.chunk(fresh(["B", "H"]), "H", 2, 1))]
+    return b.concat(blocks, "H"), draw_binding(draw)
+
+
+# a concatenation is linear: the first non-zero block coefficient leaves it (zero blocks, as
+# autodiff of a chunk makes them, take any factor)
+_rule("concat-content", "CONCAT(xs, d) = MUL(CONST(c), CONCAT(MUL(CONST(1/c), x) for x in xs, d))",
+      "c != 0", {Op.CONCAT}, match=_match_concat_content,
+      lhs=lambda s: b.concat(s["xs"], s["d"], _concat_spec(s)), rhs=_concat_content_rhs,
+      guard=lambda s, bd: b.num(s["c"]) != 0, sample=_sample_concat_content)

@@ -44,9 +44,16 @@ def _numerically_equal(problem, goal, seed: int = 0) -> bool:
     return bool(np.allclose(x, y, rtol=1e-9, atol=1e-9))
 
 
-@pytest.mark.parametrize("plan", ["debug_tp_dp.py", "debug_tp_sp.py", "debug_zero1_clip.py"])
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("plan", [PLANS / "debug_tp_dp.py", PLANS / "debug_tp_sp.py",
+                                  PLANS / "debug_zero1_clip.py",
+                                  EXAMPLES / "llama_debug_megatron.py",
+                                  EXAMPLES / "llama_debug_megatron_kvrep.py"],
+                         ids=lambda p: p.name)
 def test_every_goal_of_a_correct_plan_is_proved(plan):
-    problem = _load(PLANS / plan)
+    problem = _load(plan)
     proved = _proved(problem)
     assert proved and all(proved.values()), sorted(k for k, v in proved.items() if not v)
 
