@@ -107,7 +107,7 @@ def _counterexample(g: Any, seed: int, axes: tuple[str, ...], de: np.ndarray, da
     values = []
     for idx in np.argwhere(msub)[:4] if msub.ndim else [()]:
         idx = tuple(int(i) for i in idx)
-        el = "[" + ",".join(f"{d}={i}" for d, i in zip(dim_axes, idx)) + "]"
+        el = "[" + ",".join(f"{d}={i}" for d, i in zip(dim_axes, idx)) + "]" if idx else "(scalar)"
         values.append((el, float(dsub[idx]), float(asub[idx])))
     ratio = constant_ratio(de, da)
     if ratio is None and np.asarray(dsub).size >= 2:  # constant at the first diverging rank
