@@ -3,6 +3,7 @@ no mutant goal is proved (a proof must imply numeric equality: false accepts sta
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -172,3 +173,27 @@ def test_megatron_pattern_is_proved_and_numerically_equal(name):
     vals = evaluate([spec, plan], PB, sample_inputs([spec, plan], PB, rng), rng=rng)
     x, y = aligned(vals[spec], vals[plan])
     np.testing.assert_allclose(x, y, rtol=1e-10)
+
+
+def _mutant_ids():
+    try:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from tests.assets.mutants import MUTANTS
+    except ImportError:
+        return []
+    return [m.id for m in MUTANTS]
+
+
+@pytest.mark.parametrize("mutant_id", _mutant_ids())
+def test_mutant_suite_has_no_false_accept(mutant_id):
+    """tests/assets/mutants.py: no numerically wrong goal normalises to its spec."""
+    from spec_lang import build_problem
+    from tests.assets.mutants import MUTANTS, build
+
+    (m,) = [m for m in MUTANTS if m.id == mutant_id]
+    problem = build_problem(*build(mutant_id))
+    proved = _proved(problem)
+    assert not proved[m.goal], f"{mutant_id}: the diverging goal {m.goal} was proved"
+    false_accepts = [g.name for g in problem.goals
+                     if proved[g.name] and not _numerically_equal(problem, g)]
+    assert not false_accepts, false_accepts
