@@ -36,7 +36,7 @@ __all__ = ["normalise", "Normaliser", "ProofLog", "Record", "Step", "NormaliseEr
            "RULESET", "LOG_FORMAT", "LOG_VERSION", "first_difference"]
 
 RULESET_NAME = "tensor"
-RULESET_VERSION = "1"
+RULESET_VERSION = "2"
 
 
 def _ruleset() -> dict[str, str]:
