@@ -60,6 +60,9 @@ class Decision:
     edges: list[tuple[Term, str, Subst, Term]] = field(default_factory=list)
     nodes: int = 0
     seconds: float = 0.0
+    cas_pairs: list[tuple[Term, Term]] = field(default_factory=list)
+    """With a ``cas`` reason: the differing subterm pairs of the two normal forms, each an exact
+    rational identity (``rewriting.cas.cas_equal``); the goal follows by congruence."""
     chain: list[tuple[Term, str, Subst, Term, bool]] | None = None
     """When found: a path ``nf(lhs) = ... = nf(rhs)`` of root-level edges ``(t, rule, subst,
     nf_of_rhs, forward)``, each certifiable as the rule step ``t -> rule.rhs(subst)`` followed by
@@ -249,7 +252,8 @@ def decide(lhs: Term, rhs: Term, binding: Binding, timeout_s: float = 10.0, *,
     pairs = differing_pairs(a, c)
     if pairs and all(cas_equal(p, q).equal for p, q in pairs):
         return Decision(True, "normal forms equal up to exact rational identities (cas) of "
-                        f"{len(pairs)} subterm pair(s)", a, seconds=time.monotonic() - t0)
+                        f"{len(pairs)} subterm pair(s)", a, seconds=time.monotonic() - t0,
+                        cas_pairs=pairs)
     try:
         low = _Lowering()
     except ImportError as err:

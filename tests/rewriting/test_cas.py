@@ -59,4 +59,5 @@ def test_decide_uses_cas_under_a_common_skeleton():
     lhs = b.einsum([b.unary(Op.EXP, b.mul(b.add(x, y), b.add(x, b.neg(y)))), w], ["B", "F"])
     rhs = b.einsum([b.unary(Op.EXP, b.add(b.mul(x, x), b.neg(b.mul(y, y)))), w], ["B", "F"])
     d = decide(lhs, rhs, Binding({"B": 4, "H": 4, "F": 4}), timeout_s=10)
-    assert d.equal is True and "cas" in d.reason
+    assert d.equal is True and "cas" in d.reason and d.cas_pairs
+    assert all(cas_equal(p, q).equal for p, q in d.cas_pairs)
