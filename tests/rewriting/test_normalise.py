@@ -29,7 +29,8 @@ def _load(path: Path):
 
 
 def _proved(problem) -> dict[str, bool]:
-    n = Normaliser(problem.binding)
+    # self-checks on: every fired rule's lhs(σ) rebuilds the node, its guard holds, dims kept
+    n = Normaliser(problem.binding, check=True)
     out = {}
     for g in problem.goals:
         (e, a), _ = normalise([g.expected, g.actual], problem.binding, normaliser=n)
