@@ -8,12 +8,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from proofs.prover import prove
-from spec_lang import PlanError, build_problem
+from spec_lang import AdamW, PlanError, build_problem
+from spec_lang.models import DEBUG, llama
+from spec_lang.plans import GRAD_ACCUM, LOSS_PREFACTOR, MegatronSettings, megatron
 from tests.assets.mutants import MUTANTS, STATIC_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,3 +83,23 @@ def test_docs_embed_the_mutant_table():
     from tests.assets.mutants import mutant_table
 
     assert mutant_table() in (ROOT / "docs" / "plans.md").read_text()
+
+
+WIDE = replace(DEBUG, name="debug_wide", n_heads=8, hidden=32)    # 2 KV heads, G=4: tp up to 4
+
+
+@pytest.mark.parametrize("config,tp,dp,k,settings,ratio", [
+    (DEBUG, 1, 4, 1, MegatronSettings(grad_scale=()), 4.0),                           # no 1/dp
+    (DEBUG, 2, 1, 4, MegatronSettings(loss_scale=(LOSS_PREFACTOR,)), 4.0),            # no 1/K
+    (DEBUG, 1, 1, 4, MegatronSettings(loss_scale=(LOSS_PREFACTOR, GRAD_ACCUM, GRAD_ACCUM)),
+     0.25),                                                                             # 1/K twice
+    (WIDE, 4, 1, 2, MegatronSettings(embedding_reduce=("all_reduce", "all_reduce")), 4.0),
+], ids=["missing_dp_average@dp4", "missing_grad_accum@k4", "grad_accum_twice@k4",
+        "embedding_allreduce_backward@tp4"])
+def test_scale_mutants_scale_with_the_mesh(config, tp, dp, k, settings, ratio):
+    """The same bug at other axis sizes: the factor follows the axis (not a constant 2)."""
+    model = llama(config)
+    plan = megatron(model, tp=tp, dp=dp, microbatches=k, settings=settings)
+    report = prove(build_problem(model.spec(AdamW()), plan), timeout_s=60)
+    assert report.verdict == "NOT EQUIVALENT"
+    assert report.counterexample.ratio == pytest.approx(ratio, rel=1e-6)
