@@ -24,3 +24,11 @@ def test_every_rule_is_described():
 
 def test_ruleset_identity():
     assert RULESET["name"] == "tensor" and len(RULESET["sha256"]) == 64
+
+
+def test_public_api_is_documented():
+    import rewriting
+
+    text = DOC.read_text() + (DOC.parent / "verifier-internals.md").read_text()
+    missing = [n for n in rewriting.__all__ if n not in text]
+    assert not missing, f"rewriting.__all__ names missing from the docs: {missing}"
