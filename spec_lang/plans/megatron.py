@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spec_lang import ops
-from spec_lang.collectives import all_reduce, copy_to_tp_region, region
+from spec_lang.collectives import all_reduce, region
 from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.models.llama import LlamaConfig, LlamaDims, LlamaModel, ParallelContext, llama
