@@ -285,6 +285,7 @@ def encode_attr(x: Any) -> Any:
 
 
 _KEYS: dict[Term, bytes] = {}
+_KEY_PREFIX: dict[tuple, bytes] = {}  # (op, attrs, dims) -> encoded prefix (shared by many nodes)
 
 
 def _missing(t: Term, done) -> list[Term]:
@@ -340,10 +341,13 @@ def skey(t: Term) -> bytes:
     if k is not None:
         return k
     for n in _missing(t, lambda m: m in _KEYS):
-        h = hashlib.blake2b(digest_size=16)
-        h.update(n.op.name.encode())
-        h.update(repr(encode_attr(n.attrs)).encode())
-        h.update(repr([(d.name, tuple(str(s) for s in d.shards)) for d in n.dims]).encode())
+        pk = (n.op, n.attrs, n.dims)
+        prefix = _KEY_PREFIX.get(pk)
+        if prefix is None:
+            prefix = _KEY_PREFIX[pk] = (
+                n.op.name + repr(encode_attr(n.attrs))
+                + repr([(d.name, tuple(str(s) for s in d.shards)) for d in n.dims])).encode()
+        h = hashlib.blake2b(prefix, digest_size=16)
         for c in n.args:
             h.update(_KEYS[c])
         _KEYS[n] = h.digest()
