@@ -50,7 +50,7 @@ def shard_products(roots: Iterable[Term], binding: Mapping[str, int]) -> tuple[
 
 
 def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
-                   cheap: int = 4096) -> Binding:
+                   cheap: int = 1024) -> Binding:
     """A binding with the same mesh axes and reduced dims (see the module docstring)."""
     req, pairs = shard_products(list(roots), binding)
     dims = [n for n in binding if n not in MESH_AXES and n in req]
