@@ -175,6 +175,13 @@ def _attention_scale_on_tp_rank_1(n: Term, args: tuple[Term, ...]) -> Term | Non
     return None
 
 
+def _local_max_in_cross_entropy(n: Term, args: tuple[Term, ...]) -> Term | None:
+    """The cross-entropy's max is not all-reduced: each rank shifts by its own local max."""
+    if n.op is Op.ALL_REDUCE and n.attrs == (str(TP), "max"):
+        return args[0]
+    return None
+
+
 def _rope_cos_sin_swapped(n: Term, args: tuple[Term, ...]) -> Term | None:
     if n.op is Op.ROPE_COS:
         return term(Op.ROPE_SIN, (), n.attrs, n.dims)
@@ -295,6 +302,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "dp rank 1 ignores the label mask (every token counts in its loss and token count)",
            "debug", "loss", None, "masking (B03 class)",
            _wrap_forward("debug", _mask_dropped_on_dp_rank_1)),
+    Mutant("cross_entropy_max_not_allreduced",
+           "vocab-parallel cross-entropy shifts each rank's logits by its local max (no "
+           "all-reduce max): the summed exp terms use different shifts",
+           "debug", "loss", None, "missing all-reduce (TrainVerify)",
+           _rewrite_forward("debug", _local_max_in_cross_entropy)),
     Mutant("rope_cos_sin_swapped",
            "RoPE's cos and sin tables are swapped",
            "debug", "loss", None, "swapped RoPE inputs (TrainVerify)",
