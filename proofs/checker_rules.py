@@ -529,24 +529,27 @@ def _mul_canon(e: Env) -> tuple[Any, Any]:
     return mul(*xs), _nary("MUL", ys, const(1))
 
 
-# a constant distributes over a sum
-@rule("mul-const-add", "MUL(CONST(c), ADD(ys)) = ADD(MUL(CONST(c), y) for y in ys)")
-def _mul_const_add(e: Env) -> tuple[Any, Any]:
-    c, ys = num(e.v("c")), e.ts("ys")
-    return mul(const(c), add(*ys)), add(*[mul(const(c), y) for y in ys])
-
-
-# a constant times a product with a sum factor goes into the first sum
-@rule("mul-const-into-add",
-      "MUL(CONST(c), xs...) = MUL(xs with xs[k] -> ADD(MUL(CONST(c), y) for y in xs[k].args))",
-      "len(xs) >= 2, xs[k] is the first ADD among xs")
-def _mul_const_into_add(e: Env) -> tuple[Any, Any]:
-    c, xs, k = num(e.v("c")), e.ts("xs"), e.v("k")
+# a scaled sum inside a sum is part of one linear combination: distribute its constant
+@rule("add-scaled-sum",
+      "ADD(xs with xs[k] = MUL(CONST(c), ADD(ys))) = ADD(xs with xs[k] -> MUL(CONST(c), y)...)",
+      "xs[k] is exactly MUL(CONST(c), ADD(ys))")
+def _add_scaled_sum(e: Env) -> tuple[Any, Any]:
+    xs, k = e.ts("xs"), e.v("k")
     e.require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(xs), "k indexes xs")
-    e.require(len(xs) >= 2 and e.op(xs[k]) == "ADD"
-              and all(e.op(x) != "ADD" for x in xs[:k]), "xs[k] is the first ADD")
-    inner = add(*[mul(const(c), y) for y in e.args(xs[k])])
-    return mul(const(c), *xs), mul(*(xs[:k] + (inner,) + xs[k + 1:]))
+    x = xs[k]
+    e.require(e.op(x) == "MUL" and len(e.args(x)) == 2 and e.op(e.args(x)[0]) == "CONST"
+              and e.op(e.args(x)[1]) == "ADD", "xs[k] is MUL(CONST(c), ADD(ys))")
+    c, inner = e.args(x)
+    return add(*xs), add(*(xs[:k] + tuple(mul(c, y) for y in e.args(inner)) + xs[k + 1:]))
+
+
+# a sum's content leaves it: c*a + c*k*b = c * (a + k*b)
+@rule("add-content", "ADD(xs) = MUL(CONST(c), ADD(MUL(CONST(1/c), x) for x in xs))", "c != 0")
+def _add_content(e: Env) -> tuple[Any, Any]:
+    xs, c = e.ts("xs"), num(e.v("c"))
+    e.require(not _num_eq(c, 0), "c != 0")
+    inv = const(num_pow(c, Fraction(-1)))
+    return add(*xs), mul(const(c), add(*[mul(inv, x) for x in xs]))
 
 
 # sort einsum operands and out_dims
@@ -601,6 +604,44 @@ def _einsum_mul_canon(e: Env) -> tuple[Any, Any]:
     e.require(_num_eq(c1, 1) and _num_eq(c2, 1) and e1 == e2 and bool(ys)
               and e.dimnames(xs) == e.dimnames(ys), "mono(xs) == mono(ys) with constant 1")
     return einsum(xs, out), einsum(ys, out)
+
+
+def _move_scalar(e: Env, op: str) -> tuple[Any, Any]:
+    xs, attrs = e.ts("xs"), tuple(e.v("attrs"))
+    scal = [x for x in xs if not e.dims(x)]
+    rest = [x for x in xs if e.dims(x)]
+    e.require(bool(scal) and bool(rest), "a dimless factor and another")
+    inner = rest[0] if len(rest) == 1 else mul(*rest)
+
+    def rebuild(x: Any) -> P:
+        if op == "RENAME":
+            return rename(x, attrs[0], attrs[1], tuple(e.v("nshards")))
+        return chunk(x, *attrs)
+    return rebuild(mul(*xs)), mul(*scal, rebuild(inner))
+
+
+# renaming and taking a chunk are linear: scalar factors move out of them
+@rule("rename-scalar-out", "RENAME(MUL(xs), o, n) = MUL(scalars..., RENAME(MUL(rest...), o, n))",
+      "some factor of the MUL is dimless, and some is not")
+def _rename_scalar_out(e: Env) -> tuple[Any, Any]:
+    return _move_scalar(e, "RENAME")
+
+
+@rule("chunk-scalar-out",
+      "CHUNK(MUL(xs), d, p, i) = MUL(scalars..., CHUNK(MUL(rest...), d, p, i))",
+      "some factor of the MUL is dimless, and some is not")
+def _chunk_scalar_out(e: Env) -> tuple[Any, Any]:
+    return _move_scalar(e, "CHUNK")
+
+
+# a concatenation is linear: the first non-zero block coefficient leaves it
+@rule("concat-content",
+      "CONCAT(xs, d) = MUL(CONST(c), CONCAT(MUL(CONST(1/c), x) for x in xs, d))", "c != 0")
+def _concat_content(e: Env) -> tuple[Any, Any]:
+    xs, d, csh, c = e.ts("xs"), e.v("d"), tuple(e.v("cshards")), num(e.v("c"))
+    e.require(not _num_eq(c, 0), "c != 0")
+    inv = const(num_pow(c, Fraction(-1)))
+    return concat(xs, d, csh), mul(const(c), concat(tuple(mul(inv, x) for x in xs), d, csh))
 
 
 # ==== SHARD lifting ============================================================================
@@ -918,7 +959,7 @@ def ruleset_sha256(rows: list[tuple[str, str, str, str]]) -> str:
 
 RULESET: dict[str, str] = {
     "name": "tensor",
-    "version": "1",
+    "version": "2",
     "sha256": ruleset_sha256([(r.name, r.group, r.law, r.guard_doc) for r in _RULES]),
 }
 
