@@ -36,3 +36,19 @@ def test_example_output(path, request):
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert _stable(r.stdout) == golden.read_text()
+
+
+@pytest.mark.parametrize("name", ["llama_debug_megatron", "llama_debug_megatron_kvrep"])
+def test_example_certificate_is_accepted(tmp_path, name):
+    cert = tmp_path / f"{name}.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import prove_main; "
+                        "sys.exit(prove_main(sys.argv[1:]))", f"examples/{name}.py",
+                        "--certificate", str(cert)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import check_main; "
+                        "sys.exit(check_main(sys.argv[1:]))", str(cert)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    assert c.returncode == 0, c.stdout + c.stderr
+    assert "certificate OK: verdict EQUIVALENT; 85 of 85" in c.stdout
