@@ -223,3 +223,17 @@ def test_second_writer_is_refused(tmp_path):
         assert p.returncode == 3 and "another sweep is writing here" in p.stderr
     finally:
         held.close()
+
+
+def test_run_replays_bamboo_trace(tmp_path):
+    trace = ROOT / ".." / "shared" / "data" / "traces" / "bamboo" / "p3-trace.csv"
+    if not trace.exists():
+        pytest.skip("shared Bamboo traces not present")
+    # fake iterations take ~0.2 s simulated; compress the 11 h trace so it spans the run
+    p = cli("simulate", "run", *FAKE, "--strategy", "checkfree", "--failure-model", "bamboo", "--trace", str(trace),
+            "--trace-time-scale", "0.0001", "--iterations", "30", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    rec = json.loads((tmp_path / "run.jsonl").read_text())
+    assert rec["failure_schedule"]["model"] == "BambooTraceFailures"
+    assert rec["failure_schedule"]["removals"] == 167
+    assert any(len(r["failures"]) >= 2 for r in rec["rows"])  # bulk removals reach one boundary together
