@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<28}{r['verdict']:<16}{c['total']:>6}{c['rewrite']:>6}{c['smt']:>5}"
               f"{c['reused']:>6}{c['open']:>6}{r['load_s']:>9.1f}{r['prove_s']:>9.1f}"
               f"{r['total_s']:>9.1f}{r['peak_rss_mb']:>9.0f}")
+        print("    phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in r["phases_s"].items()))
         for why in r["open_reasons"]:
             print(f"    open: {why[:110]}")
     print(f"ratio (dp64 mb16) / (dp4 mb4): {ratio:.2f}x")
