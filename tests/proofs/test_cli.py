@@ -122,3 +122,26 @@ def test_console_scripts_in_a_subprocess(tmp_path):
     r = subprocess.run([sys.executable, "-c", "from proofs.cli import check_main; check_main()",
                         str(cert)], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and r.stdout.startswith("certificate OK")
+
+
+DEBUG_LLAMA = ROOT / "tests" / "spec_lang" / "plans" / "debug_tp_dp.py"
+
+
+@pytest.mark.skipif(not DEBUG_LLAMA.exists(), reason="the DSL's debug Llama plan is missing")
+def test_debug_llama_tp_dp_mb_end_to_end(tmp_path, capsys):
+    cert = tmp_path / "llama.json"
+    code, out, err = _run(capsys, [DEBUG_LLAMA, "--certificate", cert, "--json"])
+    assert code == 0, out + err
+    assert json.loads(out)["counts"]["rewrite"] == json.loads(out)["counts"]["total"]
+    assert check_main([str(cert), "--retrace"]) == 0
+    assert capsys.readouterr().out.startswith("certificate OK")
+    # the same plan averaging gradients over dp instead of summing them: the first divergence
+    # is the last layer's output gradient, at half the spec
+    bad = _plan(tmp_path, DEBUG_LLAMA.read_text().replace(
+        'reduce_grads=lambda name, g: all_reduce(g, DP, "sum")',
+        'reduce_grads=lambda name, g: all_reduce(g, DP, "avg")'), "bad_llama.py")
+    code, out, err = _run(capsys, [bad, "--json"])
+    assert code == 1
+    cx = json.loads(out)["counterexample"]
+    assert cx["goal"] == "grad:output" and cx["explanation"].startswith("= 0.500 x spec")
+    assert "1/|dp|" in cx["explanation"]
