@@ -182,6 +182,8 @@ class _Checker:
             raise _fail(f"{where}: nodes {lhs} ({op1}) and {rhs} ({op2}) differ in op")
         if at1 != at2 or [type(x) for x in at1] != [type(x) for x in at2]:
             raise _fail(f"{where}: nodes {lhs} and {rhs} differ in attrs")
+        if dict(self.t.nodes[lhs][3]) != dict(self.t.nodes[rhs][3]):
+            raise _fail(f"{where}: nodes {lhs} and {rhs} differ in dims")
         args = st.get("args")
         if not isinstance(args, list) or len(args) != len(a1) or len(a1) != len(a2):
             raise _fail(f"{where}: args do not match the arity of node {lhs}")

@@ -353,7 +353,7 @@ def typecheck(table: NodeTable, i: int) -> None:
         if d not in out:
             raise bad(f"no dim {d}")
         for x in ad:
-            if set(x) - {d} != set(out) - {d}:
+            if {n: s for n, s in x.items() if n != d} != {n: s for n, s in out.items() if n != d}:
                 raise bad("operands' dims differ from the output's")
     elif op == "CAUSAL_MASK":
         if tuple(names) != (attrs[0], attrs[1]):

@@ -338,3 +338,14 @@ def test_not_equivalent_certificate_checks(tmp_path):
     c["verdict"] = "EQUIVALENT"
     with pytest.raises(CertificateError):
         check_certificate(_write(tmp_path, c, "e.json"))
+
+
+def test_congruence_between_leaves_of_different_dims_is_rejected(tmp_path, cert_dict):
+    c = copy.deepcopy(cert_dict)
+    i = next(i for i, n in enumerate(c["nodes"]) if n[0] == "INPUT" and n[3])
+    fake = copy.deepcopy(c["nodes"][i])
+    fake[3][0][1] = ["tp"]  # the same input claimed with a sharded dim
+    c["nodes"].append(fake)
+    c["steps"].append({"kind": "congr", "lhs": i, "rhs": len(c["nodes"]) - 1, "args": []})
+    with pytest.raises(CertificateError, match="differ in dims"):
+        check_certificate(_write(tmp_path, c))
