@@ -332,6 +332,11 @@ def varying_axes(t: Term) -> frozenset[str]:
                 v.add(n.attrs[0])
             case Op.RANK_CONST:
                 v.add(n.attrs[0])
+            case Op.ONE_HOT:
+                # a one-hot over a sharded dim covers the rank's block of it (the local lookup)
+                for d in n.dims:
+                    if d.name == n.attrs[0]:
+                        v.update(a for a in d.shards if not a.startswith("#"))
             case Op.ALL_REDUCE | Op.ALL_GATHER | Op.BROADCAST:
                 v.discard(n.attrs[0])
             case Op.REDUCE_SCATTER:

@@ -116,3 +116,15 @@ def test_shard_of_a_rank_varying_value_keeps_each_ranks_own_block():
     assert sv.axes == ("@tp", "F")
     np.testing.assert_array_equal(sv.data[0], pv.data[0][:4])
     np.testing.assert_array_equal(sv.data[1], pv.data[1][4:])
+
+
+def test_one_hot_over_a_sharded_dim_varies_over_that_axis():
+    from spec_lang.term import varying_axes
+
+    tok = inp("tok2", "B", domain="index", index_dim="V")
+    local = term(Op.ONE_HOT, (tok,), ("V",), (D("B"), D("V", ("tp",))))
+    full = term(Op.ONE_HOT, (tok,), ("V",), (D("B"), D("V")))
+    assert varying_axes(local) == {"tp"}
+    assert varying_axes(full) == frozenset()
+    # and the evaluator agrees: the local one-hot has a rank axis
+    assert "@tp" in val(local, {"tok2": np.zeros(4)}).axes
