@@ -63,6 +63,9 @@ def load(path: str | Path) -> Problem:
             exec(code, mod.__dict__)  # noqa: S102 -- loading the user's plan file is the point
         except SpecLangError:
             raise
+        except SystemExit as e:  # a plan file must not decide the verdict by exiting
+            raise PlanError(f"{p}:{_line_in(e, p)}: the plan file called sys.exit({e.code!r}) "
+                            f"while loading; a plan file only defines `spec` and `plan`") from None
         except Exception as e:  # noqa: BLE001 -- any user error becomes one PlanError line
             raise PlanError(f"{p}:{_line_in(e, p)}: {type(e).__name__}: {e}") from None
         spec = mod.__dict__.get("spec")
@@ -79,6 +82,9 @@ def load(path: str | Path) -> Problem:
             raise
         except TermError as e:
             raise PlanError(f"{p}:{_line_in(e, p)}: {e}") from None
+        except SystemExit as e:
+            raise PlanError(f"{p}:{_line_in(e, p)}: the plan called sys.exit({e.code!r}) while "
+                            f"being traced") from None
         except Exception as e:  # noqa: BLE001
             raise PlanError(f"{p}:{_line_in(e, p)}: {type(e).__name__}: {e}") from None
     finally:

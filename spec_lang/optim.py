@@ -45,6 +45,11 @@ class SGD:
     lr: Any = Fraction(1, 100)
     weight_decay: Any = 0
 
+    def __post_init__(self) -> None:
+        # validate at construction, while the user's line is on the stack (errors name it)
+        exact(self.lr, what="lr")
+        exact(self.weight_decay, what="weight_decay")
+
     def state(self) -> dict[str, str]:
         """State name -> value domain (none for plain SGD)."""
         return {}
@@ -71,6 +76,13 @@ class AdamW:
     eps: Any = Fraction(1, 10**8)
     weight_decay: Any = Fraction(1, 10)
     step: int = 1
+
+    def __post_init__(self) -> None:
+        # validate at construction, while the user's line is on the stack (errors name it)
+        for what, v in (("lr", self.lr), ("eps", self.eps), ("weight_decay", self.weight_decay)):
+            exact(v, what=what)
+        for b in self.betas:
+            exact(b, what="beta")
 
     def state(self) -> dict[str, str]:
         return {"exp_avg": "real", "exp_avg_sq": "positive"}

@@ -37,8 +37,9 @@ def user_site(depth: int = 1) -> str:
     f = sys._getframe(depth)  # noqa: SLF001 -- the documented way to find the user's line
     while f is not None:
         fn = f.f_code.co_filename
+        # "<string>" frames are generated code (dataclass __init__), "<frozen ...>" importlib
         if os.path.dirname(os.path.abspath(fn)) != _CORE_DIR and "importlib" not in fn \
-                and not fn.startswith("<frozen"):
+                and not fn.startswith("<"):
             return f"{fn}:{f.f_lineno}"
         f = f.f_back
     return "<unknown>:0"

@@ -262,3 +262,23 @@ def test_zero_and_clipping_plan_errors(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match=r"the spec clips gradients at global norm 1; give "
                                         r"Plan\(grad_norm_sq=...\)"):
         load(p)
+
+
+def test_a_plan_file_that_exits_is_bad_input_not_a_verdict(tmp_path):
+    from spec_lang import load
+    from spec_lang.errors import PlanError
+
+    p = tmp_path / "exits.py"
+    p.write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(PlanError, match=r"exits\.py:2: the plan file called sys\.exit\(0\)"):
+        load(p)
+
+
+def test_an_inexact_optimizer_constant_names_the_users_line(tmp_path):
+    from spec_lang import load
+    from spec_lang.errors import SpecLangError
+
+    p = tmp_path / "lr.py"
+    p.write_text("from spec_lang.optim import AdamW\n\nopt = AdamW(lr=0.1 + 0.2)\n")
+    with pytest.raises(SpecLangError, match=r"lr\.py:3: lr 0\.30000000000000004"):
+        load(p)
