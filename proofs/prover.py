@@ -26,7 +26,7 @@ from proofs.kernel import NodeTable, from_terms
 from proofs.normal import NormaliseResult, normalise_goals
 from proofs.obligations import group_identical
 from proofs.reduction import MESH_AXES, reduce_binding
-from proofs.refute import refute
+from proofs.refute import Refutation, refute
 from proofs.smt import SmtError, build_query, run_query
 from spec_lang.term import Binding, Op, Term, varying_axes, walk
 
@@ -37,6 +37,7 @@ SMT_MAX_ELEMENTS = 20_000  # scalar terms (elements summed over subterms) per z3
 SMT_QUERY_S = 20.0         # z3 time limit per query
 ORACLE_BUDGET_S = 10.0     # egglog oracle, all goals together (advisory only)
 ORACLE_GOAL_S = 5.0
+CONFIRM_MAX_ELEMENTS = 1 << 16  # product of real sizes kept when confirming a refutation
 Progress = Callable[[str, int, int], None]
 
 
@@ -171,6 +172,8 @@ class _Run:
     def refute(self) -> None:
         self.progress("refute", 0, len(self.goals))
         r = refute(self.p.goals, self.reduced, self.mesh)
+        if r.counterexample is not None:
+            r = self._confirm_at_real_sizes(r)
         self.progress("refute", len(self.goals), len(self.goals))
         if r.counterexample is not None:
             self.counterexample = r.counterexample
@@ -184,6 +187,36 @@ class _Run:
         for name, why in r.skipped.items():
             if name in self.by_name and self.by_name[name].status == "open":
                 self.by_name[name].reason = why
+
+    def _confirm_at_real_sizes(self, r: Any) -> Any:
+        """Re-run a refutation with dims kept at their real sizes where a constant may encode them.
+
+        Shape reduction is exact only for programs that are generic in their dim sizes. A plan
+        that writes a size as a literal (``1/16`` for ``1/|H|`` with H = 16) is equal to the spec
+        at the real sizes but not at reduced ones, so a reduced-size mismatch is confirmed at the
+        real size of every dim such a constant may stand for (its value, inverse, square or
+        inverse square equals the dim's real size, or a product of two real sizes). If that is
+        too large to evaluate, the mismatch is not reported as a counterexample: the goals stay
+        open with the reason, and the verdict cannot be NOT EQUIVALENT on it.
+        """
+        g = next(x for x in self.p.goals if x.name == r.counterexample.goal)
+        suspects = size_constant_suspects([g.expected, g.actual], self.p.binding, self.reduced)
+        if not suspects:
+            return r
+        real = {d: self.p.binding[d] for d in suspects}
+        cost = 1
+        for n in real.values():
+            cost *= n
+        if cost > CONFIRM_MAX_ELEMENTS:
+            why = (f"differs at reduced sizes only; constants in the plan may encode the real "
+                   f"size of {', '.join(sorted(real))}, too large to confirm by evaluation")
+            return Refutation([], None, {**r.skipped, r.counterexample.goal: why})
+        again = refute(self.p.goals, self.reduced.replace(**real), self.mesh)
+        if again.counterexample is None:
+            why = (f"differs at reduced sizes but not with {', '.join(sorted(real))} at real size: "
+                   f"a constant in the program encodes a size")
+            return Refutation([], None, {**again.skipped, g.name: why})
+        return again
 
     # -- reuse ----------------------------------------------------------------------------------
     def group_identical(self) -> None:
@@ -407,6 +440,41 @@ def _egglog_oracle() -> Callable[..., bool | None] | None:
             return None
         return r if isinstance(r, bool) else getattr(r, "equal", None)
     return call
+
+
+def size_constant_suspects(roots: Sequence[Term], real: Binding, reduced: Binding) -> set[str]:
+    """Dims reduced for refutation whose real size a constant below ``roots`` may encode.
+
+    A constant ``c`` is suspect for dim ``d`` when ``|c|``, ``1/|c|``, ``c**2`` or ``1/c**2``
+    equals the real size of ``d`` (or of ``d`` times another reduced dim).
+    """
+    from fractions import Fraction
+
+    import sympy
+
+    dims = [d for d in real if d not in MESH_AXES and d in reduced and reduced[d] != real[d]]
+    if not dims:
+        return set()
+    sizes: dict[Fraction, set[str]] = {}
+    for i, d in enumerate(dims):
+        sizes.setdefault(Fraction(real[d]), set()).add(d)
+        for e in dims[i + 1:]:
+            sizes.setdefault(Fraction(real[d] * real[e]), set()).update((d, e))
+    out: set[str] = set()
+    for t in walk(list(roots)):
+        if t.op is not Op.CONST:
+            continue
+        v = sympy.nsimplify(t.attrs[0]) if not isinstance(t.attrs[0], Fraction) else t.attrs[0]
+        try:
+            c = abs(sympy.Rational(v) if isinstance(v, Fraction) else v)
+            cands = (c, 1 / c, c**2, 1 / c**2) if c != 0 else ()
+        except (TypeError, ZeroDivisionError):
+            continue
+        for x in cands:
+            x = sympy.nsimplify(x)
+            if isinstance(x, sympy.Rational) and x.q == 1:
+                out |= sizes.get(Fraction(int(x.p)), set())
+    return out
 
 
 def _unsupported(*roots: Term) -> str:

@@ -118,3 +118,53 @@ def test_partial_sum_lineage_and_jobs_pool():
     r = prove(problem(goals, SIZES), jobs=2)
     assert r.verdict == "EQUIVALENT"
     assert r.counts["smt"] == 2
+
+
+def _mean_literal_plan(tmp_path, literal):
+    """tiny_dp_tp with the loss's 1/|B| written as a literal in the plan only."""
+    from pathlib import Path
+
+    src = (Path(__file__).parent / "plans" / "tiny_dp_tp.py").read_text()
+    src = src.replace(
+        "def forward(p, d):\n    loss = model(",
+        "def plan_model(p, d, enter, exit_):\n"
+        "    h = ops.silu(ops.einsum(enter(d['x']), p['w1'], out=(B, F)))\n"
+        "    y = exit_(ops.einsum(h, p['w2'], out=(B, H)))\n"
+        f"    return ops.sum(y * y) * ops.const(Fraction({literal}))\n\n\n"
+        "def forward(p, d):\n    loss = plan_model(")
+    src = "from fractions import Fraction\n" + src
+    path = tmp_path / "mean_literal.py"
+    path.write_text(src)
+    return path
+
+
+def test_a_literal_real_size_is_not_reported_as_a_counterexample(tmp_path):
+    # 1/8 is 1/|B| at the real size B = 8: equal to the spec over the reals, but not at the
+    # reduced B the refuter uses; the mismatch must not become NOT EQUIVALENT.
+    from spec_lang import load
+
+    r = prove(load(_mean_literal_plan(tmp_path, "1, 8")), timeout_s=5)
+    assert r.verdict == "UNKNOWN"
+    assert r.counterexample is None
+    assert "a constant in the program encodes a size" in {g.name: g for g in r.goals}["loss"].reason
+
+
+def test_a_literal_wrong_size_is_still_refuted_at_the_real_size(tmp_path):
+    from spec_lang import load
+
+    # 1/32 may encode |H| x |F| (4 x 8), so the reduced-size mismatch is re-checked with H and F
+    # at their real sizes, where it is still 1/32 against the spec's 1/|B| = 1/8
+    r = prove(load(_mean_literal_plan(tmp_path, "1, 32")), timeout_s=5)
+    assert r.verdict == "NOT EQUIVALENT"
+    assert abs(r.counterexample.ratio - 0.25) < 1e-9
+
+
+def test_size_constant_suspects_names_the_dim_a_constant_may_encode():
+    from proofs.prover import size_constant_suspects
+    from spec_lang.term import Binding
+
+    x = inp("x", "H")
+    t = mul(const(Fraction(1, 16)), x)
+    real, reduced = Binding({"H": 16, "F": 6, "tp": 2}), Binding({"H": 4, "F": 6, "tp": 2})
+    assert size_constant_suspects([t], real, reduced) == {"H"}
+    assert size_constant_suspects([mul(const(Fraction(1, 3)), x)], real, reduced) == set()
