@@ -34,7 +34,7 @@ from proofs.kernel import NodeTable, encode_attr
 __all__ = ["FORMAT", "FORMAT_VERSION", "ProofSteps", "write_certificate", "encode_subst"]
 
 FORMAT = "shardproof-certificate"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def encode_subst(subst: Mapping[str, Any], node_of) -> dict[str, Any]:
@@ -164,7 +164,7 @@ def ruleset_info() -> dict[str, str]:
 
 def certificate_of(report: Any) -> dict[str, Any]:
     """The certificate of a :class:`proofs.prover.Report` (``docs/certificate.md``)."""
-    from proofs.kernel import node_hash_table, roots_hash
+    from proofs.kernel import node_hash_table, roots_hash, spec_binding
 
     t = report.table
     node = report.node_of
@@ -193,6 +193,7 @@ def certificate_of(report: Any) -> dict[str, Any]:
         sha256_file(plan_path) if Path(plan_path).is_file() else "0" * 64)
     import z3
 
+    binding = {k: int(v) for k, v in report.binding.items()}
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -201,10 +202,12 @@ def certificate_of(report: Any) -> dict[str, Any]:
                   "z3": z3.get_version_string(), "python": sys.version.split()[0]},
         "ruleset": ruleset_info(),
         "plan": {"path": plan_path, "sha256": plan_sha},
-        "spec_sha256": roots_hash(hashes, [(o["name"], o["expected"]) for o in obligations]),
-        "plan_sha256": roots_hash(hashes, [(o["name"], o["actual"]) for o in obligations]),
+        "spec_sha256": roots_hash(hashes, [(o["name"], o["expected"]) for o in obligations],
+                                  spec_binding(binding)),
+        "plan_sha256": roots_hash(hashes, [(o["name"], o["actual"]) for o in obligations],
+                                  binding),
         "assumptions": list(report.assumptions),
-        "binding": {k: int(v) for k, v in report.binding.items()},
+        "binding": binding,
         "reduced_binding": {k: int(v) for k, v in report.reduced.items()},
         "nodes": t.to_json(),
         "steps": report.steps.steps,

@@ -3,20 +3,26 @@
 It imports neither egglog, nor ``rewriting``, nor ``proofs.prover`` (a test runs it in a fresh
 interpreter and inspects ``sys.modules``). Its trusted base is: this module, its own copy of the
 rule table (:mod:`proofs.checker_rules`), the node kernel (:mod:`proofs.kernel`), the scalar
-encoding (:mod:`proofs.smt`) with z3, and, only for ``--retrace``, the DSL (``spec_lang.load``).
+encoding (:mod:`proofs.smt`) with z3, and the DSL: ``spec_lang.load`` for ``--retrace``, the term IR
+and its reference semantics (``spec_lang.evaluate``, via :mod:`proofs.replay`) to replay a
+refutation.
 
 What it checks, in order (the first failure rejects, with a one-line reason):
 
-1. the file is JSON of this format and version, and of the published schema;
-2. the node table is hash-consed, topologically ordered and well-typed (shape rules);
-3. ``spec_sha256`` / ``plan_sha256`` are the hashes of the obligations' expected / actual terms;
-   the ruleset is the one this checker holds a copy of;
+1. the file is JSON of this format and version, and of the published schema (a node row the
+   kernel cannot read is a schema violation too);
+2. the node table is hash-consed, topologically ordered, well-typed (shape rules) and valid at
+   the binding's sizes (every sharded dim divides, renames and concatenations keep sizes);
+3. ``spec_sha256`` / ``plan_sha256`` are the hashes of the obligations' expected / actual terms
+   and of the binding (its dims / all of it); the ruleset is the one this checker holds a copy
+   of;
 4. every step, replayed in order: ``rule`` steps re-instantiate the rule's two sides from the
    substitution, match them against the step's nodes and re-evaluate the guard; ``smt`` steps
    *regenerate* the query from the terms and re-run z3 (the stored text must also equal it);
 5. every obligation's proof step proves exactly ``expected == actual``; reused obligations are
    a bijective renaming of inputs of a proved one;
-6. the verdict follows from the obligations (EQUIVALENT only when every one is proved);
+6. the verdict follows from the obligations (EQUIVALENT only when every one is proved); a NOT
+   EQUIVALENT certificate's replay is re-evaluated and every refuted obligation must diverge;
 7. with ``--retrace``, the plan file hashes to ``plan.sha256`` and re-tracing it with
    ``spec_lang.load`` gives the same goals (same names, same term hashes).
 """
@@ -32,13 +38,14 @@ from typing import Any
 from proofs.checker_rules import RULES, RULESET, RuleMismatch, instantiate_and_match, varying_table
 from proofs.errors import CertificateError, MalformedCertificate
 from proofs.kernel import (
-    KernelError, NodeTable, check_sizes, decode_attr, node_hash_table, roots_hash, typecheck,
+    KernelError, KernelMalformed, NodeTable, check_sizes, decode_attr, node_hash_table, roots_hash,
+    MESH_AXES, spec_binding, typecheck,
 )
 
 __all__ = ["check_certificate", "CheckResult"]
 
 FORMAT = "shardproof-certificate"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 VERDICTS = ("EQUIVALENT", "NOT EQUIVALENT", "UNKNOWN")
 PROVED = ("rewrite", "smt", "reused")
 SCHEMA_FULL_LIMIT = 2000
@@ -61,8 +68,12 @@ class CheckResult:
         self.verdict, self.checked, self.total = verdict, checked, total
         self.steps, self.smt, self.retraced = steps, smt, retraced
 
+    refuted = 0  # refuted obligations whose divergence the replay re-derived
+
     def summary(self) -> str:
         extra = ", plan re-traced" if self.retraced else ""
+        if self.refuted:
+            extra = f", {self.refuted} refuted obligations re-evaluated and diverging" + extra
         return (f"certificate OK: verdict {self.verdict}; {self.checked} of {self.total} "
                 f"obligations proved and re-checked ({self.steps} steps, {self.smt} z3 "
                 f"queries regenerated){extra}")
@@ -76,7 +87,8 @@ def load(path: str | Path) -> dict[str, Any]:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise MalformedCertificate(f"{path}: cannot read: {e.strerror or e}") from None
+        raise MalformedCertificate(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") \
+            from None
     try:
         cert = json.loads(text, parse_float=_no_float)
     except (json.JSONDecodeError, ValueError) as e:
@@ -104,8 +116,9 @@ def _validate_schema(path: str | Path, cert: dict[str, Any]) -> None:
     # jsonschema walks ~10^5 array items slowly (tens of seconds); past SCHEMA_FULL_LIMIT rows
     # the node and step arrays are checked by the kernel and the step replay instead (both
     # reject every row they do not understand), and the schema checks everything else.
-    rows = len(cert.get("nodes", ())) + len(cert.get("steps", ()))
-    doc = cert if rows <= SCHEMA_FULL_LIMIT else {**cert, "nodes": [], "steps": []}
+    big = {k: [] for k in ("nodes", "steps") if isinstance(cert.get(k), list)}
+    rows = sum(len(cert[k]) for k in big)
+    doc = cert if rows <= SCHEMA_FULL_LIMIT else {**cert, **big}
     err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(doc))
     if err is not None:
         where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
@@ -290,8 +303,13 @@ def check_certificate(path: str | Path, *, retrace: bool = False,
         for i in range(len(table)):
             typecheck(table, i)
         check_sizes(table, dict(cert["binding"]))
+    except KernelMalformed as e:
+        raise MalformedCertificate(f"{path}: node table: {e}") from None
     except KernelError as e:
         raise _fail(f"node table: {e}") from None
+    except (IndexError, KeyError, TypeError, ValueError) as e:  # attrs of the wrong arity/type
+        raise MalformedCertificate(f"{path}: node table: a node's attributes do not fit its op "
+                                   f"({type(e).__name__}: {e})") from None
     hashes = node_hash_table(table)
     obligations = cert["obligations"]
     chk = _Checker(cert, table, smt_timeout_s)
@@ -302,14 +320,16 @@ def check_certificate(path: str | Path, *, retrace: bool = False,
         chk.node(o["expected"], f"obligation {o['name']} expected")
         chk.node(o["actual"], f"obligation {o['name']} actual")
     # 3. hashes and ruleset
-    spec_h = roots_hash(hashes, [(o["name"], o["expected"]) for o in obligations])
-    plan_h = roots_hash(hashes, [(o["name"], o["actual"]) for o in obligations])
+    binding = dict(cert["binding"])
+    spec_h = roots_hash(hashes, [(o["name"], o["expected"]) for o in obligations],
+                        spec_binding(binding))
+    plan_h = roots_hash(hashes, [(o["name"], o["actual"]) for o in obligations], binding)
     if spec_h != cert["spec_sha256"]:
         raise _fail(f"spec_sha256 {cert['spec_sha256'][:12]}... is not the hash of the "
-                    f"obligations' expected terms ({spec_h[:12]}...)")
+                    f"obligations' expected terms and the binding's dim sizes ({spec_h[:12]}...)")
     if plan_h != cert["plan_sha256"]:
         raise _fail(f"plan_sha256 {cert['plan_sha256'][:12]}... is not the hash of the "
-                    f"obligations' actual terms ({plan_h[:12]}...)")
+                    f"obligations' actual terms and the binding ({plan_h[:12]}...)")
     for o in obligations:
         for side in ("expected", "actual"):
             want = o.get(side + "_sha256")
@@ -367,10 +387,102 @@ def check_certificate(path: str | Path, *, retrace: bool = False,
     if verdict == "UNKNOWN" and not (open_ or refuted) and proved == len(obligations) \
             and obligations:
         raise _fail("verdict UNKNOWN but every obligation is proved")
+    if verdict != "NOT EQUIVALENT" and (refuted or cert.get("counterexample") is not None):
+        raise _fail(f"verdict {verdict} with a refuted obligation or a counterexample")
+    if verdict == "NOT EQUIVALENT":
+        _check_refutation(cert, table, chk, refuted)
     # 7. re-trace
     if retrace:
         _retrace(cert, table, hashes, path, plan_path)
-    return CheckResult(verdict, proved, len(obligations), len(chk.steps), chk.smt_count, retrace)
+    res = CheckResult(verdict, proved, len(obligations), len(chk.steps), chk.smt_count, retrace)
+    res.refuted = len(refuted) if verdict == "NOT EQUIVALENT" else 0
+    return res
+
+
+def _check_refutation(cert: Mapping[str, Any], table: NodeTable, chk: _Checker,
+                      refuted: list[dict[str, Any]]) -> None:
+    """Re-run the refuter's replay (``proofs/replay.py``): every refuted obligation, and only
+    those, must diverge on the recorded draw, with the counterexample's goal first."""
+    cx = cert["counterexample"]
+    rp = cx.get("replay")
+    if not isinstance(rp, dict):
+        raise _fail("verdict NOT EQUIVALENT but the counterexample has no replay")
+    goals, seed, b = rp.get("goals"), rp.get("seed"), rp.get("binding")
+    names = {o["name"] for o in refuted}
+    if not isinstance(goals, list) or not goals or goals[0] != cx.get("goal") \
+            or len(set(goals)) != len(goals) or set(goals) != names:
+        raise _fail(f"the replay's goals {str(goals)[:80]} are not the refuted obligations "
+                    f"{sorted(names)[:3]} with the counterexample's goal {cx.get('goal')!r} first")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise _fail(f"replay seed {seed!r} is not a non-negative integer")
+    real = chk.binding
+    if not isinstance(b, dict) or set(b) != set(real) or not all(
+            not isinstance(v, bool) and isinstance(v, int) and 0 < v <= real[k]
+            for k, v in b.items()):
+        raise _fail("the replay binding does not give every dim and axis of the binding a size "
+                    "between 1 and its real size")
+    for ax in MESH_AXES:
+        if ax in real and b[ax] != real[ax]:
+            raise _fail(f"the replay binding gives mesh axis {ax} size {b[ax]}, the plan "
+                        f"{real[ax]} (only dims may be reduced)")
+    by_name = {o["name"]: o for o in refuted}
+    proved_pairs = {(st["lhs"], st["rhs"]) for st in chk.steps}
+    for o in refuted:
+        e, a = o["expected"], o["actual"]
+        if "proof" in o or "reuses" in o or e == a or (e, a) in proved_pairs \
+                or (a, e) in proved_pairs:
+            raise _fail(f"obligation {o['name']}: refuted, but the certificate proves "
+                        f"expected == actual")
+    import warnings
+
+    import numpy as np
+
+    from proofs.replay import REPLAY_ERRORS, differs, replay
+
+    terms = _terms(table, [x for n in goals for x in (by_name[n]["expected"],
+                                                     by_name[n]["actual"])])
+    pairs = [(terms[by_name[n]["expected"]], terms[by_name[n]["actual"]]) for n in goals]
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            vals = replay(pairs, b, seed)
+            diffs = [differs(de, da) for _, de, da in vals]
+    except REPLAY_ERRORS as e:
+        raise _fail(f"the replay cannot be evaluated: {_one_line(e)}") from None
+    for n, d in zip(goals, diffs):
+        if not d.any():
+            raise _fail(f"obligation {n}: refuted, but its two sides agree on the replay "
+                        f"(seed {seed}): not a counterexample")
+    axes = vals[0][0]
+    first = [int(i) for i in np.argwhere(diffs[0])[0]]
+    rank = {x[1:]: first[k] for k, x in enumerate(axes) if x.startswith("@")}
+    index = {x: first[k] for k, x in enumerate(axes) if not x.startswith("@")}
+    if (cx.get("rank"), cx.get("index", index)) != (rank, index):
+        raise _fail(f"the counterexample's rank {cx.get('rank')} and index {cx.get('index')} "
+                    f"are not the replay's first divergence (rank {rank}, index {index})")
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200]
+
+
+def _terms(table: NodeTable, roots: list[int]) -> dict[int, Any]:
+    """``spec_lang`` terms of the nodes below ``roots`` (the DSL's term IR is trusted)."""
+    from spec_lang.term import DimSpec, Op, term
+
+    need: set[int] = set()
+    stack = list(roots)
+    while stack:
+        i = stack.pop()
+        if i not in need:
+            need.add(i)
+            stack.extend(table.nodes[i][1])
+    out: dict[int, Any] = {}
+    for i in sorted(need):  # children have smaller ids
+        op, args, attrs, dims = table.nodes[i]
+        out[i] = term(Op[op], tuple(out[a] for a in args), attrs,
+                      tuple(DimSpec(n, tuple(s)) for n, s in dims))
+    return out
 
 
 def _uses_smt(steps: list[dict[str, Any]], s: int, kinds: tuple[str, ...] = ("smt",)) -> bool:

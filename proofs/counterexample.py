@@ -95,6 +95,8 @@ def explain_ratio(r: float, mesh: Mapping[str, int]) -> str:
                                  f"or sums applied twice")
     if not hints:
         frac = Fraction(r).limit_denominator(64)
+        if not _near(float(frac), r):  # e.g. a scalar loss that is merely different
+            return "not a simple factor: the values differ"
         return (f"a constant factor ({frac}) that no mesh axis or micro-batch count explains")
     return "; or ".join(hints)
 
@@ -153,6 +155,9 @@ class Counterexample:
             "ratio": None if self.ratio is None else f"{self.ratio:.6g}",
             "explanation": self.ratio_text, "reduced_binding": dict(self.reduced_binding),
             "seed": self.seed, "also_diverging": list(self.others),
+            # what check-certificate re-evaluates (proofs/replay.py): every listed goal diverges
+            "replay": {"goals": [self.goal, *self.others], "seed": self.seed,
+                       "binding": dict(self.reduced_binding)},
         }
 
 

@@ -22,18 +22,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 __all__ = [
-    "OPS", "Node", "DimRef", "NodeTable", "KernelError", "encode_attr", "decode_attr", "from_terms",
-    "canonical_json", "node_hash_table", "roots_hash", "typecheck", "check_sizes",
+    "OPS", "Node", "DimRef", "NodeTable", "KernelError", "KernelMalformed", "encode_attr", "decode_attr", "from_terms",
+    "canonical_json", "node_hash_table", "roots_hash", "typecheck", "check_sizes", "MESH_AXES",
+    "spec_binding",
 ]
 
 
 class KernelError(ValueError):
-    """A node table is malformed (bad op, forward reference, bad attr, ill-typed node)."""
+    """A node table is wrong (forward reference, duplicate row, ill-typed node, bad size)."""
+
+
+class KernelMalformed(KernelError):
+    """A node row is not of the format (not ``[op, args, attrs, dims]``, unknown op, an attribute
+    without a decoding): a schema violation, which the checker reports as malformed (exit 3)."""
 
 
 # The closed op set, by name (spec_lang.term.Op; REGION is lowered away before proving).
@@ -49,6 +55,8 @@ ELEMENTWISE = frozenset({
     "ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
     "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
 })
+
+MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb")  # spec_lang.term.Axis (mb: micro-batches)
 
 Dims = tuple[tuple[str, tuple[str, ...]], ...]
 
@@ -93,7 +101,7 @@ def encode_attr(x: Any) -> Any:
         if x.is_Rational:
             return {"q": f"{int(x.p)}/{int(x.q)}"}
         return {"sympy": sympy.srepr(x)}
-    raise KernelError(f"attribute {x!r} of type {type(x).__name__} has no certificate encoding")
+    raise KernelMalformed(f"attribute {x!r} of type {type(x).__name__} has no certificate encoding")
 
 
 def decode_attr(x: Any) -> Any:
@@ -107,16 +115,16 @@ def decode_attr(x: Any) -> Any:
             try:
                 return Fraction(x["q"])
             except (ValueError, ZeroDivisionError) as e:
-                raise KernelError(f"bad rational {x['q']!r}") from e
+                raise KernelMalformed(f"bad rational {x['q']!r}") from e
         if set(x) == {"sympy"} and isinstance(x["sympy"], str):
             import sympy
 
             try:
                 v = sympy.sympify(x["sympy"])
             except (sympy.SympifyError, SyntaxError, TypeError) as e:
-                raise KernelError(f"bad sympy constant {x['sympy']!r}") from e
+                raise KernelMalformed(f"bad sympy constant {x['sympy']!r}") from e
             if not v.is_number:
-                raise KernelError(f"sympy attribute {x['sympy']!r} is not a number")
+                raise KernelMalformed(f"sympy attribute {x['sympy']!r} is not a number")
             return v
         if set(x) == {"set"} and isinstance(x["set"], list):
             return frozenset(decode_attr(y) for y in x["set"])
@@ -125,8 +133,8 @@ def decode_attr(x: Any) -> Any:
                 and all(isinstance(a, str) for a in x["dim"][1]):
             return DimRef(x["dim"][0], tuple(x["dim"][1]))
     if isinstance(x, float):
-        raise KernelError(f"float attribute {x!r}: constants must be exact")
-    raise KernelError(f"cannot decode attribute {x!r}")
+        raise KernelMalformed(f"float attribute {x!r}: constants must be exact")
+    raise KernelMalformed(f"cannot decode attribute {x!r}")
 
 
 def canonical_json(x: Any) -> str:
@@ -150,7 +158,7 @@ class NodeTable:
         if i is not None:
             return i
         if op not in OPS:
-            raise KernelError(f"unknown op {op!r}")
+            raise KernelMalformed(f"unknown op {op!r}")
         for a in args:
             if not (isinstance(a, int) and 0 <= a < len(self.nodes)):
                 raise KernelError(f"node {len(self.nodes)} ({op}) refers to node {a}, not an earlier node")
@@ -170,24 +178,24 @@ class NodeTable:
     def from_json(cls, data: Any) -> NodeTable:
         """Rebuild a table, rejecting anything malformed or not hash-consed (duplicates)."""
         if not isinstance(data, list):
-            raise KernelError("nodes must be a list")
+            raise KernelMalformed("nodes must be a list")
         t = cls()
         for i, row in enumerate(data):
             if not (isinstance(row, list) and len(row) == 4):
-                raise KernelError(f"node {i} is not [op, args, attrs, dims]")
+                raise KernelMalformed(f"node {i} is not [op, args, attrs, dims]")
             op, args, attrs, dims = row
             if not isinstance(op, str) or not isinstance(args, list) or not isinstance(attrs, list) \
                     or not isinstance(dims, list):
-                raise KernelError(f"node {i} has fields of the wrong types")
-            try:
-                ddims = tuple((d[0], tuple(d[1])) for d in dims)
-            except (TypeError, IndexError, KeyError) as e:
-                raise KernelError(f"node {i} has malformed dims") from e
+                raise KernelMalformed(f"node {i} has fields of the wrong types")
+            if not all(isinstance(d, list) and len(d) == 2 and isinstance(d[1], list)
+                       for d in dims):
+                raise KernelMalformed(f"node {i} has malformed dims")
+            ddims = tuple((d[0], tuple(d[1])) for d in dims)
             for name, shards in ddims:
                 if not isinstance(name, str) or not all(isinstance(s, str) for s in shards):
-                    raise KernelError(f"node {i} has malformed dims")
+                    raise KernelMalformed(f"node {i} has malformed dims")
             if any(isinstance(a, bool) or not isinstance(a, int) for a in args):
-                raise KernelError(f"node {i} has non-integer args")
+                raise KernelMalformed(f"node {i} has non-integer args")
             n = len(t.nodes)
             j = t.add(op, args, tuple(decode_attr(a) for a in attrs), ddims)
             if j != n:
@@ -240,11 +248,23 @@ def node_hash_table(table: NodeTable) -> list[str]:
     return hs
 
 
-def roots_hash(hashes: Sequence[str], named_roots: Iterable[tuple[str, int]]) -> str:
-    """sha256 of the named roots' Merkle hashes (the ``spec_sha256`` / ``plan_sha256`` of a
-    certificate: one root per goal, named by the goal)."""
-    payload = canonical_json(sorted([name, hashes[i]] for name, i in named_roots))
+def roots_hash(hashes: Sequence[str], named_roots: Iterable[tuple[str, int]],
+               binding: Mapping[str, int] | None = None) -> str:
+    """sha256 of the named roots' Merkle hashes and of the sizes they are read at (the
+    ``spec_sha256`` / ``plan_sha256`` of a certificate: one root per goal, named by the goal;
+    the spec hash covers the binding's dim sizes, the plan hash the whole binding)."""
+    roots = sorted([name, hashes[i]] for name, i in named_roots)
+    if binding is None:
+        payload = canonical_json(roots)
+    else:
+        payload = canonical_json({"binding": {k: int(v) for k, v in binding.items()},
+                                  "roots": roots})
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def spec_binding(binding: Mapping[str, int]) -> dict[str, int]:
+    """The dim sizes of a binding (the spec's part; mesh axes and ``mb`` are the plan's)."""
+    return {k: v for k, v in binding.items() if k not in MESH_AXES}
 
 
 # -- typing -------------------------------------------------------------------------------------
@@ -368,26 +388,80 @@ def typecheck(table: NodeTable, i: int) -> None:
 
 
 def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
-    """Size checks that need the binding: a RENAME keeps the local size of its dim.
+    """Size checks that need the binding, for every node.
+
+    Every dim is in the binding and every shard is a mesh axis of the binding (or a ``CHUNK``
+    pseudo-shard ``#i/parts``) dividing what is left of the dim, outermost first; the axes and
+    dims named by attributes are in the binding; a ``RENAME`` keeps the local size of its dim; a
+    ``CONCAT``'s blocks add up to its dim; a ``RANK_CONST`` has one value per coordinate and a
+    ``BROADCAST`` source is a coordinate of its axis.
 
     Raises:
         KernelError: naming the node.
     """
-    def local(name: str, shards: tuple[str, ...]) -> int:
-        if name not in binding:
-            raise KernelError(f"dim {name} is not in the binding")
+    for k, v in binding.items():
+        if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise KernelError(f"binding: size of {k!r} is {v!r}, not a positive integer")
+
+    def local(i: int, name: str, shards: tuple[str, ...]) -> int:
+        if name not in binding or name in MESH_AXES:
+            raise KernelError(f"node {i}: dim {name} is not a dim of the binding")
         n = binding[name]
         for a in shards:
-            k = int(a.split("/")[1]) if a.startswith("#") else binding.get(a, 0)
-            if k <= 0 or n % k:
-                raise KernelError(f"dim {name} (size {binding[name]}) does not divide over {shards}")
+            if a.startswith("#"):
+                try:
+                    idx, parts = (int(x) for x in a[1:].split("/"))
+                except ValueError:
+                    raise KernelError(f"node {i}: bad chunk marker {a!r} on dim {name}") from None
+                if not 0 <= idx < parts:
+                    raise KernelError(f"node {i}: bad chunk marker {a!r} on dim {name}")
+                k = parts
+            elif a in MESH_AXES and a in binding:
+                k = binding[a]
+            else:
+                raise KernelError(f"node {i}: dim {name} is sharded over {a!r}, not a mesh axis "
+                                  f"of the binding")
+            if n % k:
+                raise KernelError(f"node {i}: dim {name} (size {binding[name]}) does not divide "
+                                  f"over {list(shards)}")
             n //= k
         return n
 
+    def axis(i: int, a: Any) -> int:
+        if not isinstance(a, str) or a not in MESH_AXES or a not in binding:
+            raise KernelError(f"node {i}: {a!r} is not a mesh axis of the binding")
+        return binding[a]
+
     for i, (op, args, attrs, dims) in enumerate(table.nodes):
+        sizes = {n: local(i, n, s) for n, s in dims}
         if op == "RENAME":
             old, new = attrs
             src = dict(table.nodes[args[0]][3])[old]
-            dst = dict(dims)[new]
-            if local(old, src) != local(new, dst):
+            if local(i, old, src) != sizes[new]:
                 raise KernelError(f"node {i} (RENAME {old} -> {new}) changes the local size")
+        elif op == "CONCAT":
+            d = attrs[0]
+            blocks = [dict(table.nodes[a][3]).get(d) for a in args]
+            if all(b is not None for b in blocks) and \
+                    sum(local(i, d, b) for b in blocks) != sizes[d]:
+                raise KernelError(f"node {i} (CONCAT along {d}): the blocks do not add up to "
+                                  f"the dim's local size {sizes[d]}")
+        elif op in ("PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "AXIS_SIZE"):
+            axis(i, attrs[0])
+        elif op == "SHARD":
+            axis(i, attrs[1])
+        elif op == "BROADCAST":
+            n = axis(i, attrs[0])
+            if isinstance(attrs[1], bool) or not isinstance(attrs[1], int) \
+                    or not 0 <= attrs[1] < n:
+                raise KernelError(f"node {i} (BROADCAST): source {attrs[1]!r} is not a "
+                                  f"coordinate of {attrs[0]} (size {n})")
+        elif op == "RANK_CONST":
+            n = axis(i, attrs[0])
+            if not isinstance(attrs[1], tuple) or len(attrs[1]) != n:
+                raise KernelError(f"node {i} (RANK_CONST over {attrs[0]}): not one value per "
+                                  f"coordinate (size {n})")
+        elif op == "DIM_SIZE" or (op == "INPUT" and len(attrs) > 3):
+            d = attrs[0] if op == "DIM_SIZE" else attrs[3]
+            if not isinstance(d, str) or d not in binding or d in MESH_AXES:
+                raise KernelError(f"node {i} ({op}): {d!r} is not a dim of the binding")

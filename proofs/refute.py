@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from proofs.counterexample import Counterexample, constant_ratio, explain_ratio, goal_order
-from spec_lang.evaluate import EvaluationError, NamedArray, evaluate, sample_inputs
+from proofs.replay import REPLAY_ERRORS, RTOL, aligned as _aligned, differs as _differs, replay
+from spec_lang.evaluate import EvaluationError, evaluate, sample_inputs
 from spec_lang.term import Binding, TermError
 
-__all__ = ["Refutation", "refute"]
+__all__ = ["Refutation", "refute", "RTOL"]
 
-RTOL = 1e-7
 SECOND_SEED_MAX_S = 5.0
+REPLAY_SEEDS = 4  # fresh draws tried for the certificate's replay
 
 
 @dataclass
@@ -30,24 +31,6 @@ class Refutation:
     mismatched: list[Any]  # goals, in dataflow order
     counterexample: Counterexample | None
     skipped: dict[str, str]  # goal name -> why it could not be evaluated
-
-
-def _aligned(e: NamedArray, a: NamedArray) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
-    ranks = sorted({x for v in (e, a) for x in v.axes if x.startswith("@")})
-    dims: list[str] = []
-    for v in (e, a):
-        dims += [x for x in v.axes if not x.startswith("@") and x not in dims]
-    axes = tuple(ranks) + tuple(dims)
-    de, da = e.transpose_to(axes), a.transpose_to(axes)
-    shape = np.broadcast_shapes(de.shape, da.shape)
-    return axes, np.broadcast_to(de, shape), np.broadcast_to(da, shape)
-
-
-def _differs(de: np.ndarray, da: np.ndarray) -> np.ndarray:
-    ok = np.isfinite(de) & np.isfinite(da)
-    scale = float(np.max(np.abs(de[ok]))) if ok.any() else 1.0
-    tol = RTOL * max(scale, 1e-300) + 1e-12
-    return ok & (np.abs(de - da) > tol + RTOL * np.abs(de))
 
 
 def refute(goals: Sequence[Any], reduced: Binding, mesh: Mapping[str, int], *,
@@ -93,10 +76,25 @@ def refute(goals: Sequence[Any], reduced: Binding, mesh: Mapping[str, int], *,
     order = sorted((v[0] for v in bad.values()), key=goal_order(goals))
     if not order:
         return Refutation([], None, skipped)
-    g = order[0]
-    _, seed, axes, de, da = bad[g.name]
-    return Refutation(order, _counterexample(g, seed, axes, de, da, reduced, mesh,
-                                             [x.name for x in order[1:]]), skipped)
+    # The certificate records a replay (proofs/replay.py): the diverging goals alone on a draw
+    # from one seed. Only goals that diverge in that replay are refuted, and the counterexample
+    # shows the replay's values, so the checker re-derives exactly what is reported.
+    first_seed = bad[order[0].name][1]
+    for seed in dict.fromkeys((first_seed, *range(REPLAY_SEEDS))):
+        for cand in (order, order[:1]):
+            try:
+                vals = replay([(g.expected, g.actual) for g in cand], reduced, seed)
+            except REPLAY_ERRORS:
+                continue
+            kept = [(g, v) for g, v in zip(cand, vals) if _differs(v[1], v[2]).any()]
+            if kept:
+                g, (axes, de, da) = kept[0]
+                return Refutation([x for x, _ in kept], _counterexample(
+                    g, seed, axes, np.array(de), np.array(da), reduced, mesh,
+                    [x.name for x, _ in kept[1:]]), skipped)
+    for g in order:  # a divergence no replay reproduces is not reported as a refutation
+        skipped.setdefault(g.name, "values differed on one random draw but not on a replay")
+    return Refutation([], None, skipped)
 
 
 def _counterexample(g: Any, seed: int, axes: tuple[str, ...], de: np.ndarray, da: np.ndarray,

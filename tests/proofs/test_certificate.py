@@ -53,7 +53,7 @@ def test_round_trip_and_schema(tmp_path, cert_dict):
     assert p.read_text() == json.dumps(back, sort_keys=True, separators=(",", ":")) + "\n"
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     jsonschema.validate(back, SCHEMA, cls=jsonschema.Draft202012Validator)
-    assert back["format"] == "shardproof-certificate" and back["format_version"] == 1
+    assert back["format"] == "shardproof-certificate" and back["format_version"] == 2
     assert {s["kind"] for s in back["steps"]} >= {"rule", "congr", "trans", "sym", "smt", "cas"}
     r = check_certificate(p)
     assert (r.verdict, r.checked, r.total, r.smt) == ("EQUIVALENT", 4, 4, 1)
@@ -229,6 +229,69 @@ def _sym_of_wrong_step(c):
     st["of"] = max(0, st["of"] - 1)
 
 
+def _edit_binding_dim(c):
+    c["binding"]["B"] += 1  # still a valid size for every node: only the hash catches it
+
+
+def _edit_binding_axis_indivisible(c):
+    c["binding"]["tp"] = 3
+
+
+def _add_binding_dim(c):
+    c["binding"]["Z"] = 3
+
+
+def _refute(c, name):
+    """Mark obligation ``name`` refuted as the prover would, with a replay of it."""
+    o = next(o for o in c["obligations"] if o["name"] == name)
+    o["method"], o["reason"] = "refuted", "values differ on random inputs"
+    o.pop("proof", None)
+    o.pop("reuses", None)
+    c["verdict"] = "NOT EQUIVALENT"
+    c["counterexample"] = {
+        "goal": name, "kind": o["kind"], "tensor": name, "placement": "", "site": "x.py:1",
+        "rank": {}, "index": {}, "values": [{"element": "(scalar)", "spec": "1.0", "plan": "0.5"}],
+        "ratio": "0.5", "explanation": "= 0.500 x spec", "reduced_binding": dict(c["binding"]),
+        "seed": 0, "also_diverging": [],
+        "replay": {"goals": [name], "seed": 0, "binding": dict(c["binding"])}}
+    return o
+
+
+def _forge_not_equivalent(c):  # F3: a correct obligation claimed refuted with a counterexample
+    _refute(c, "grad:w2")
+
+
+def _forge_refuted_keeping_proof(c):
+    proof = next(o for o in c["obligations"] if o["name"] == "grad:w3")["proof"]
+    _refute(c, "grad:w3")["proof"] = proof
+
+
+def _forge_refuted_with_proved_pair(c):
+    _refute(c, "grad:w3")  # its proof step is still in the table
+
+
+def _forge_replay_other_goal(c):
+    _refute(c, "grad:w2")
+    c["counterexample"]["replay"]["goals"] = ["grad:w1"]
+
+
+def _forge_replay_mesh_reduced(c):
+    _refute(c, "grad:w2")
+    c["counterexample"]["replay"]["binding"]["tp"] = 1
+
+
+def _forge_replay_larger_than_real(c):
+    _refute(c, "grad:w2")
+    c["counterexample"]["replay"]["binding"]["B"] *= 2
+
+
+def _forge_counterexample_without_refuted(c):
+    _refute(c, "grad:w2")
+    o = next(o for o in c["obligations"] if o["name"] == "grad:w2")
+    o["method"], o["reuses"] = "reused", "grad:w1"
+    del o["reason"]
+
+
 TAMPERED = [
     ("rule name", _edit_rule_name, 1), ("substitution node", _edit_subst, 1),
     ("substitution attribute", _edit_subst_attr, 1), ("goal node attr", _edit_goal_node_attr, 1),
@@ -244,6 +307,18 @@ TAMPERED = [
     ("trans order", _reorder_trans, 1), ("reuse of a non-renaming", _reuse_wrong_obligation, 1),
     ("proof of another obligation", _claim_open_as_proved, 1), ("duplicate node", _duplicate_node, 1),
     ("sym of another step", _sym_of_wrong_step, 1), ("cas nodes", _edit_cas_nodes, 1),
+    # F4: the binding is covered by spec_sha256 / plan_sha256 and every node's sizes are checked
+    ("binding dim size", _edit_binding_dim, 1),
+    ("binding axis not dividing a sharded dim", _edit_binding_axis_indivisible, 1),
+    ("binding extra dim", _add_binding_dim, 1),
+    # F3: a NOT EQUIVALENT verdict must replay: the refuted goals diverge when re-evaluated
+    ("forged NOT EQUIVALENT on a correct goal", _forge_not_equivalent, 1),
+    ("refuted obligation keeping its proof", _forge_refuted_keeping_proof, 1),
+    ("refuted obligation the steps prove", _forge_refuted_with_proved_pair, 1),
+    ("replay of another goal", _forge_replay_other_goal, 1),
+    ("replay with a reduced mesh axis", _forge_replay_mesh_reduced, 1),
+    ("replay larger than the real sizes", _forge_replay_larger_than_real, 1),
+    ("counterexample without a refuted obligation", _forge_counterexample_without_refuted, 1),
 ]
 
 
@@ -264,10 +339,13 @@ MALFORMED = [
     ("not json", lambda p: p.write_text("{not json")),
     ("other format", lambda p: p.write_text(json.dumps({"format": "x"}))),
     ("future version", lambda p: p.write_text(json.dumps(
-        {"format": "shardproof-certificate", "format_version": 2}))),
+        {"format": "shardproof-certificate", "format_version": 3}))),
+    ("format version 1", lambda p: p.write_text(json.dumps(
+        {"format": "shardproof-certificate", "format_version": 1}))),
     ("float in a certificate", lambda p: p.write_text(json.dumps(
-        {"format": "shardproof-certificate", "format_version": 1, "x": 0.5}))),
+        {"format": "shardproof-certificate", "format_version": 2, "x": 0.5}))),
     ("empty file", lambda p: p.write_text("")),
+    ("not UTF-8", lambda p: p.write_bytes(b"\xff\xfe{}")),
 ]
 
 
@@ -282,6 +360,46 @@ def test_malformed_certificate_exits_3(tmp_path, capsys, what, make):
     assert check_main([str(p)]) == 3
     err = capsys.readouterr().err
     assert err.startswith("check-certificate: error: ") and err.count("\n") == 1
+
+
+def _node_of_op(c, op):
+    return next(n for n in c["nodes"] if n[0] == op)
+
+
+def _drop_key(k):
+    return lambda c: c.pop(k)
+
+
+# schema violations in a valid certificate: exit 3 whether or not the schema walks the node and
+# step arrays (it does not past SCHEMA_FULL_LIMIT rows; the kernel then reports them)
+MALFORMED_EDITS = [
+    ("no nodes", _drop_key("nodes")),
+    ("no steps", _drop_key("steps")),
+    ("nodes not a list", lambda c: c.__setitem__("nodes", {"0": 1})),
+    ("node row of 3 fields", lambda c: c["nodes"][0].pop()),
+    ("unknown op", lambda c: c["nodes"][0].__setitem__(0, "FROB")),
+    ("dim shards a string", lambda c: _node_of_op(c, "SHARD")[3][0].__setitem__(1, "tp")),
+    ("attribute of no encoding", lambda c: c["nodes"][0][2].append({"x": 1})),
+    ("SHARD without attributes", lambda c: _node_of_op(c, "SHARD").__setitem__(2, [])),
+    ("counterexample without a replay", lambda c: _refute(c, "grad:w2") and
+     c["counterexample"].pop("replay")),
+]
+
+
+@pytest.mark.parametrize("limit", [0, 10**9], ids=["kernel", "schema"])
+@pytest.mark.parametrize("what,edit", MALFORMED_EDITS, ids=[m[0] for m in MALFORMED_EDITS])
+def test_malformed_edit_exits_3(tmp_path, capsys, monkeypatch, cert_dict, what, edit, limit):
+    import proofs.checker
+    from proofs.cli import check_main
+
+    monkeypatch.setattr(proofs.checker, "SCHEMA_FULL_LIMIT", limit)
+    c = copy.deepcopy(cert_dict)
+    edit(c)
+    p = _write(tmp_path, c)
+    assert check_main([str(p)]) == 3, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("check-certificate: error: ") and err.count("\n") == 1, err
+    assert "internal error" not in err
 
 
 def test_schema_violation_is_malformed(tmp_path, cert_dict):
@@ -323,21 +441,58 @@ def test_checker_rule_table_is_the_producers():
     assert [r.name for r in PRODUCER] == list(RULES)
 
 
-def test_not_equivalent_certificate_checks(tmp_path):
+@pytest.fixture(scope="module")
+def refuted_dict():
     from fractions import Fraction
 
     from terms import const
 
     spec, plan = row_parallel()
     r = prove(problem([("loss", "loss", spec, mul(const(Fraction(1, 2)), plan))], SIZES))
-    p = _write(tmp_path, certificate_of(r))
+    assert r.verdict == "NOT EQUIVALENT"
+    return certificate_of(r)
+
+
+def test_not_equivalent_certificate_checks(tmp_path, refuted_dict):
+    p = _write(tmp_path, refuted_dict)
     c = json.loads(p.read_text())
     assert c["verdict"] == "NOT EQUIVALENT" and c["counterexample"]["goal"] == "loss"
+    assert c["counterexample"]["replay"]["goals"] == ["loss"]
     jsonschema.validate(c, SCHEMA, cls=jsonschema.Draft202012Validator)
-    assert check_certificate(p).verdict == "NOT EQUIVALENT"
+    r = check_certificate(p)
+    assert (r.verdict, r.refuted) == ("NOT EQUIVALENT", 1)
+    assert "1 refuted obligations re-evaluated and diverging" in r.summary()
+
+
+def _cx_index_moved(c):
+    c["counterexample"]["index"] = {d: i + 1 for d, i in c["counterexample"]["index"].items()}
+
+
+def _cx_other_goal(c):
+    c["counterexample"]["goal"] = "grad:x"
+
+
+def _refuted_claimed_equivalent(c):
     c["verdict"] = "EQUIVALENT"
+
+
+def _refuted_claimed_unknown(c):
+    c["verdict"] = "UNKNOWN"
+
+
+TAMPERED_REFUTED = [
+    ("first divergence moved", _cx_index_moved), ("counterexample of another goal", _cx_other_goal),
+    ("verdict EQUIVALENT", _refuted_claimed_equivalent),
+    ("verdict UNKNOWN", _refuted_claimed_unknown),
+]
+
+
+@pytest.mark.parametrize("what,edit", TAMPERED_REFUTED, ids=[t[0] for t in TAMPERED_REFUTED])
+def test_tampered_refutation_is_rejected(tmp_path, refuted_dict, what, edit):
+    c = copy.deepcopy(refuted_dict)
+    edit(c)
     with pytest.raises(CertificateError):
-        check_certificate(_write(tmp_path, c, "e.json"))
+        check_certificate(_write(tmp_path, c))
 
 
 def test_congruence_between_leaves_of_different_dims_is_rejected(tmp_path, cert_dict):
