@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
@@ -102,13 +103,19 @@ def _prove(argv: list[str] | None) -> int:
             return _err("prove", f"{a.certificate}: cannot write the certificate: {e.strerror}")
         except Exception as e:  # noqa: BLE001
             return _internal(e)
-    if a.json:
-        out = report.to_json()
-        out["certificate"] = a.certificate
-        print(json.dumps(out, indent=2, sort_keys=True))
-        _summary(report, sys.stderr)
-    else:
-        _human(report, a.certificate)
+    try:
+        if a.json:
+            out = report.to_json()
+            out["certificate"] = a.certificate
+            print(json.dumps(out, indent=2, sort_keys=True))
+            _summary(report, sys.stderr)
+        else:
+            _human(report, a.certificate)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`prove ... | head`): the verdict's exit code still stands
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return EXIT[report.verdict]
 
 

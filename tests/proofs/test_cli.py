@@ -145,3 +145,13 @@ def test_debug_llama_tp_dp_mb_end_to_end(tmp_path, capsys):
     cx = json.loads(out)["counterexample"]
     assert cx["goal"] == "grad:output" and cx["explanation"].startswith("= 0.500 x spec")
     assert "1/|dp|" in cx["explanation"]
+
+
+def test_a_closed_output_pipe_keeps_the_verdicts_exit_code(tmp_path):
+    # `prove plan.py --json | head -c 10`: the reader leaves early; EQUIVALENT must still exit 0
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([sys.executable, "-c", "from proofs.cli import prove_main; prove_main()",
+                             str(TINY), "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    proc.stdout.close()  # before prove writes anything: its first write hits a closed pipe
+    assert proc.wait(timeout=120) == 0
