@@ -170,7 +170,14 @@ def _run_command(args: argparse.Namespace, console: Any) -> int:
     from simulator.experiments import sweep_preset
     from simulator.run import run_one
 
+    from simulator.run import load_backend
+
     preset = sweep_preset(args.preset)
+    # validate the cheap arguments before measuring the cluster (which trains a few steps)
+    n_stages = 7 if (args.cluster or preset.cluster) == "paper-geo" else \
+        preset.trainer_config.get("n_stages", 4) + 1
+    _validate_grid(load_backend(args.backend), [args.strategy], [args.failure_rate],
+                   args.failure_model, args.trace, n_stages)
     base, backend = _build_base(args, preset, args.strategy, args.failure_rate, args.seed)
     _validate_grid(backend, [args.strategy], [args.failure_rate], args.failure_model, args.trace,
                    base.cluster.n_stages)
