@@ -34,6 +34,7 @@ import numpy as np
 import z3
 
 from proofs.kernel import NodeTable, canonical_json, encode_attr
+from spec_lang.evaluate import EvaluationError, common_axes
 
 __all__ = ["SmtError", "SmtQuery", "build_query", "run_query", "local_size"]
 
@@ -74,19 +75,16 @@ class _Val:
         return d.reshape([next(it) if a in self.axes else 1 for a in axes])
 
 
+def _common_axes(vals: list[_Val], skip: str | None = None
+                 ) -> tuple[tuple[str, ...], dict[str, int]]:
+    try:
+        return common_axes(vals, skip=skip)
+    except EvaluationError as e:
+        raise SmtError(str(e)) from None
+
+
 def _align(vals: list[_Val]) -> tuple[tuple[str, ...], list[np.ndarray]]:
-    ranks = sorted({a for v in vals for a in v.axes if a.startswith("@")})
-    dims: list[str] = []
-    for v in vals:
-        for a in v.axes:
-            if not a.startswith("@") and a not in dims:
-                dims.append(a)
-    axes = tuple(ranks) + tuple(dims)
-    sizes: dict[str, int] = {}
-    for v in vals:
-        for a, n in zip(v.axes, v.data.shape):
-            if sizes.setdefault(a, n) != n:
-                raise SmtError(f"axis {a!r} has sizes {sizes[a]} and {n} in one operation")
+    axes, sizes = _common_axes(vals)
     shape = tuple(sizes[a] for a in axes)
     return axes, [np.broadcast_to(v.to(axes), shape) for v in vals]
 
@@ -448,18 +446,7 @@ def _postorder(t: NodeTable, i: int) -> list[int]:
 
 
 def _align_concat(vals: list[_Val], dim: str) -> tuple[tuple[str, ...], list[np.ndarray]]:
-    ranks = sorted({a for v in vals for a in v.axes if a.startswith("@")})
-    dims: list[str] = []
-    for v in vals:
-        for a in v.axes:
-            if not a.startswith("@") and a not in dims:
-                dims.append(a)
-    axes = tuple(ranks) + tuple(dims)
-    sizes: dict[str, int] = {}
-    for v in vals:
-        for a, n in zip(v.axes, v.data.shape):
-            if a != dim and sizes.setdefault(a, n) != n:
-                raise SmtError(f"axis {a!r} has sizes {sizes[a]} and {n} in a concat")
+    axes, sizes = _common_axes(vals, skip=dim)
     out = []
     for v in vals:
         d = v.to(axes)

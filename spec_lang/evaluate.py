@@ -22,7 +22,8 @@ import numpy as np
 
 from spec_lang.term import Binding, DimSpec, Op, Term, TermError, walk
 
-__all__ = ["NamedArray", "EvaluationError", "evaluate", "sample_inputs", "value_of", "rank_axis"]
+__all__ = ["NamedArray", "EvaluationError", "common_axes", "evaluate", "sample_inputs", "value_of",
+           "rank_axis"]
 
 
 class EvaluationError(TermError):
@@ -79,20 +80,30 @@ def _const(v: Any) -> float:
     return float(v)
 
 
-def _align(vals: list[NamedArray]) -> tuple[tuple[str, ...], list[np.ndarray]]:
-    """Broadcast named arrays to a common axis order (rank axes sorted first, then dims)."""
-    ranks = sorted({a for v in vals for a in v.rank_axes})
+def common_axes(vals: Iterable[Any], *, skip: str | None = None
+                ) -> tuple[tuple[str, ...], dict[str, int]]:
+    """The common axis order of named values (rank axes sorted first, then dims in order of
+    appearance) and each axis's size; ``vals`` have ``.axes`` and ``.data.shape``.
+
+    Raises:
+        EvaluationError: an axis (other than ``skip``) has two different sizes.
+    """
+    vals = list(vals)
+    ranks = sorted({a for v in vals for a in v.axes if a.startswith("@")})
     dims: list[str] = []
     for v in vals:
-        for a in v.axes:
-            if not a.startswith("@") and a not in dims:
-                dims.append(a)
-    axes = tuple(ranks) + tuple(dims)
+        dims += [a for a in v.axes if not a.startswith("@") and a not in dims]
     sizes: dict[str, int] = {}
     for v in vals:
         for a, n in zip(v.axes, v.data.shape):
-            if sizes.setdefault(a, n) != n:
+            if a != skip and sizes.setdefault(a, n) != n:
                 raise EvaluationError(f"axis {a!r} has size {sizes[a]} and {n} in one operation")
+    return tuple(ranks) + tuple(dims), sizes
+
+
+def _align(vals: list[NamedArray]) -> tuple[tuple[str, ...], list[np.ndarray]]:
+    """Broadcast named arrays to a common axis order (see :func:`common_axes`)."""
+    axes, _ = common_axes(vals)
     return axes, [v.transpose_to(axes) for v in vals]
 
 
