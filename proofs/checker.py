@@ -71,7 +71,8 @@ class CheckResult:
     refuted = 0  # refuted obligations whose divergence the replay re-derived
 
     def summary(self) -> str:
-        extra = ", plan re-traced" if self.retraced else ""
+        extra = (", plan re-traced" if self.retraced else
+                 ", plan not re-traced: the obligations are not tied to a plan file")
         if self.refuted:
             extra = f", {self.refuted} refuted obligations re-evaluated and diverging" + extra
         return (f"certificate OK: verdict {self.verdict}; {self.checked} of {self.total} "
@@ -287,10 +288,14 @@ def _renaming_ok(t: NodeTable, a_roots: tuple[int, int], b_roots: tuple[int, int
     return None
 
 
-def check_certificate(path: str | Path, *, retrace: bool = False,
+def check_certificate(path: str | Path, *, retrace: bool | None = False,
                       plan_path: str | Path | None = None,
                       smt_timeout_s: float = 60.0) -> CheckResult:
     """Check a certificate file; return a summary or raise.
+
+    ``retrace``: True re-traces the plan file (it must be readable); None re-traces it when the
+    file is found (next to the working directory or the certificate), else checks the
+    certificate alone; False never re-traces.
 
     Raises:
         MalformedCertificate: unreadable, not JSON, wrong format or version, schema violation.
@@ -392,6 +397,8 @@ def check_certificate(path: str | Path, *, retrace: bool = False,
     if verdict == "NOT EQUIVALENT":
         _check_refutation(cert, table, chk, refuted)
     # 7. re-trace
+    if retrace is None:
+        retrace = _plan_file(cert, path, plan_path).is_file()
     if retrace:
         _retrace(cert, table, hashes, path, plan_path)
     res = CheckResult(verdict, proved, len(obligations), len(chk.steps), chk.smt_count, retrace)
@@ -502,15 +509,22 @@ def _uses_smt(steps: list[dict[str, Any]], s: int, kinds: tuple[str, ...] = ("sm
     return False
 
 
+def _plan_file(cert: Mapping[str, Any], cert_path: str | Path,
+               plan_path: str | Path | None) -> Path:
+    """The plan file: ``plan_path``, else the recorded path (as given, or beside the cert)."""
+    p = Path(plan_path or cert["plan"]["path"])
+    if not p.is_absolute() and not p.exists():
+        p = Path(cert_path).resolve().parent / p
+    return p
+
+
 def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_path: str | Path,
              plan_path: str | Path | None) -> None:
     from proofs.kernel import from_terms
 
     import spec_lang
 
-    p = Path(plan_path or cert["plan"]["path"])
-    if not p.is_absolute() and not p.exists():
-        p = Path(cert_path).resolve().parent / p
+    p = _plan_file(cert, cert_path, plan_path)
     try:
         data = p.read_bytes()
     except OSError as e:

@@ -243,9 +243,12 @@ def _check(argv: list[str] | None) -> int:
     p = _Parser(prog="check-certificate",
                 description="Re-check a shardproof certificate with the small trusted checker.")
     p.add_argument("certificate")
-    p.add_argument("--retrace", action="store_true",
-                   help="also re-trace the plan file and compare its goals with the certificate's")
-    p.add_argument("--plan", help="the plan file for --retrace (default: the certificate's)")
+    p.add_argument("--retrace", dest="retrace", action="store_true", default=None,
+                   help="require re-tracing the plan file and comparing its goals with the "
+                        "certificate's (default: re-trace when the plan file is found)")
+    p.add_argument("--no-retrace", dest="retrace", action="store_false",
+                   help="check the certificate alone, without the plan file")
+    p.add_argument("--plan", help="the plan file to re-trace (default: the certificate's)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="z3 time limit per regenerated query (default 60)")
     p.add_argument("--json", action="store_true")
@@ -257,7 +260,7 @@ def _check(argv: list[str] | None) -> int:
     from proofs.errors import CertificateError, MalformedCertificate
 
     try:
-        r = check_certificate(a.certificate, retrace=a.retrace or bool(a.plan),
+        r = check_certificate(a.certificate, retrace=True if a.plan else a.retrace,
                               plan_path=a.plan, smt_timeout_s=a.timeout)
     except MalformedCertificate as e:
         return _err("check-certificate", str(e), 3)
