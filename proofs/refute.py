@@ -50,7 +50,7 @@ def refute(goals: Sequence[Any], reduced: Binding, mesh: Mapping[str, int], *,
         roots = [t for g in goals for t in (g.expected, g.actual)]
         try:
             inputs = sample_inputs(roots, reduced, rng)
-            vals = evaluate(roots, reduced, inputs, rng=rng)
+            vals = evaluate(roots, reduced, inputs, rng=rng, keep="roots")
         except (EvaluationError, TermError, ValueError, FloatingPointError) as e:
             # evaluate goal by goal to isolate the ones without numeric semantics
             vals = {}

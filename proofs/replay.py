@@ -58,5 +58,5 @@ def replay(pairs: Sequence[tuple[Any, Any]], binding: Mapping[str, int] | Bindin
     rng = np.random.default_rng(seed)
     roots = [t for p in pairs for t in p]
     inputs = sample_inputs(roots, b, rng)
-    vals = evaluate(roots, b, inputs, rng=rng)
+    vals = evaluate(roots, b, inputs, rng=rng, keep="roots")
     return [aligned(vals[e], vals[a]) for e, a in pairs]

@@ -390,7 +390,8 @@ _UNARY = {
 
 def evaluate(roots: Iterable[Term] | Term, binding: Binding,
              inputs: Mapping[str, np.ndarray | NamedArray], *,
-             rng: np.random.Generator | None = None) -> dict[Term, NamedArray]:
+             rng: np.random.Generator | None = None,
+             keep: str = "all") -> dict[Term, NamedArray]:
     """Evaluate ``roots`` (and every node below them) in float64.
 
     Args:
@@ -398,21 +399,42 @@ def evaluate(roots: Iterable[Term] | Term, binding: Binding,
         binding: sizes of dims and mesh axes (dims at the sizes the inputs were drawn with).
         inputs: value of every ``INPUT`` by name, with the INPUT's dims in order (full sizes).
         rng: draws the addends of ``PART`` terms (default: seeded with 0).
+        keep: ``"all"`` returns every node's value; ``"roots"`` returns the roots' values only
+            and frees each intermediate value as soon as its last consumer has run (peak memory
+            is then the live frontier of the DAG, not all of it). The values are the same.
 
     Returns:
-        ``{term: NamedArray}`` for every node reached.
+        ``{term: NamedArray}`` for every node reached (``keep="all"``) or for the roots.
 
     Raises:
         EvaluationError: a missing input, inconsistent sizes or an op without semantics.
     """
     if isinstance(roots, Term):
         roots = [roots]
+    roots = list(roots)
+    if keep not in ("all", "roots"):
+        raise EvaluationError(f"keep must be 'all' or 'roots', got {keep!r}")
     ev = _Evaluator(binding, inputs, rng or np.random.default_rng(0))
+    order = walk(roots)
+    uses: dict[int, int] = {}
+    if keep == "roots":
+        for t in order:
+            for c in t.args:
+                uses[id(c)] = uses.get(id(c), 0) + 1
+        pinned = {id(r) for r in roots}
     out: dict[Term, NamedArray] = {}
-    for t in walk(list(roots)):
+    for t in order:
         val = ev.run(t)
         ev.memo[id(t)] = val
-        out[t] = val
+        if keep == "all":
+            out[t] = val
+            continue
+        if id(t) in pinned:
+            out[t] = val
+        for c in t.args:  # free a child once its last consumer has run
+            uses[id(c)] -= 1
+            if uses[id(c)] == 0 and id(c) not in pinned:
+                ev.memo.pop(id(c), None)
     return out
 
 

@@ -128,3 +128,18 @@ def test_one_hot_over_a_sharded_dim_varies_over_that_axis():
     assert varying_axes(full) == frozenset()
     # and the evaluator agrees: the local one-hot has a rank axis
     assert "@tp" in val(local, {"tok2": np.zeros(4)}).axes
+
+
+def test_keep_roots_gives_the_same_root_values_and_nothing_else():
+    x, w = inp("x", "B", "H"), inp("w", "H", "F")
+    h = term(Op.EINSUM, (x, w), (("B", "F"),), (D("B"), D("F")))
+    y = term(Op.EXP, (h,), (), h.dims)
+    z = term(Op.ADD, (y, h), (), h.dims)
+    vals = sample_inputs([z], B, np.random.default_rng(0))
+    full = evaluate([z, y], B, vals)
+    lean = evaluate([z, y], B, vals, keep="roots")
+    assert set(lean) == {z, y}
+    np.testing.assert_array_equal(lean[z].data, full[z].data)
+    np.testing.assert_array_equal(lean[y].data, full[y].data)
+    with pytest.raises(EvaluationError, match="keep must be"):
+        evaluate([z], B, vals, keep="some")
