@@ -30,7 +30,7 @@ from typing import Any
 
 import sympy
 
-from spec_lang.term import ELEMENTWISE, DimSpec, Op, Term, TermError, term
+from spec_lang.term import ELEMENTWISE, DimSpec, Op, Term, TermError, term, varying_axes
 
 __all__ = [
     "Num", "num", "is_rational", "num_mul", "num_add", "num_pow", "pow_is_real",
@@ -310,10 +310,9 @@ def _missing(t: Term, done) -> list[Term]:
 
 
 def varying(t: Term) -> frozenset[str]:
-    """``spec_lang.term.varying_axes`` computed over the uncached nodes only (same rules, same
-    cache): a rewrite builds new nodes over large normal subterms, so this must not walk them."""
-    if t._varying is not None:
-        return t._varying
+    """The mesh axes ``t`` varies over: ``spec_lang.term.varying_axes``, the one definition
+    (it walks only the nodes not yet cached, so new nodes over large normal forms are cheap)."""
+    return varying_axes(t)
     for n in _missing(t, lambda m: m._varying is not None):
         v: set[str] = set()
         for c in n.args:
