@@ -98,7 +98,9 @@ def _prove(argv: list[str] | None) -> int:
         try:
             from proofs.certificate import certificate_of, write_certificate
 
+            t_cert = time.monotonic()
             write_certificate(a.certificate, certificate_of(report))
+            report.seconds["certificate"] = time.monotonic() - t_cert
         except OSError as e:
             return _err("prove", f"{a.certificate}: cannot write the certificate: {e.strerror}")
         except Exception as e:  # noqa: BLE001
