@@ -183,12 +183,15 @@ def _run_command(args: argparse.Namespace, console: Any) -> int:
                    base.cluster.n_stages)
     rec = run_one(base)
     t = Table(title=f"{args.strategy} rate={args.failure_rate:g} seed={args.seed} on {base.cluster.name}")
-    for col in ("sim h", "iteration", "train loss", "val loss", "failures", "events"):
+    # simulated time in hours for long (paper-scale) runs, in seconds for short ones
+    last_s = max((row["sim_time_s"] for row in rec["rows"]), default=0.0)
+    unit, per = ("h", 3600.0) if last_s >= 3600 else ("s", 1.0)
+    for col in (f"sim {unit}", "iteration", "train loss", "val loss", "failed stages", "events"):
         t.add_column(col, justify="right")
     for row in rec["rows"]:
         if row["val_loss"] is None and not row["failures"]:
             continue
-        t.add_row(f"{row['sim_time_s'] / 3600:.4f}", str(row["iteration"]),
+        t.add_row(f"{row['sim_time_s'] / per:.2f}", str(row["iteration"]),
                   "-" if row["train_loss"] is None else f"{row['train_loss']:.3f}",
                   "-" if row["val_loss"] is None else f"{row['val_loss']:.3f}",
                   ",".join(map(str, row["failures"])) or "-",
@@ -197,7 +200,7 @@ def _run_command(args: argparse.Namespace, console: Any) -> int:
     ttt = rec["time_to_target_s"]
     console.print(f"iteration {rec['iteration_s']:.4g} s (simulated), {rec['failures']} failures, "
                   f"time to target {base.target_loss}: "
-                  f"{'not reached' if ttt is None else f'{ttt / 3600:.4f} h'}; wall {rec['wall_s']:.1f} s, "
+                  f"{'not reached' if ttt is None else f'{ttt / per:.2f} {unit}'}; wall {rec['wall_s']:.1f} s, "
                   f"simulator {100 * rec['simulator_s'] / rec['wall_s']:.2f} %")
     if args.out:
         from simulator.sweep import append_result
