@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -157,20 +157,7 @@ class _Encoder:
         return local_size(self.b, name, shards)
 
     def value(self, i: int) -> _Val:
-        order: list[int] = []
-        seen: set[int] = set()
-        stack = [(i, False)]
-        while stack:
-            n, done = stack.pop()
-            if done:
-                order.append(n)
-                continue
-            if n in seen or n in self.memo:
-                continue
-            seen.add(n)
-            stack.append((n, True))
-            stack.extend((c, False) for c in self.t.nodes[n][1] if c not in self.memo)
-        for n in order:
+        for n in _postorder(self.t, i, skip=self.memo):
             if n not in self.memo:
                 v = self.node(n)
                 self.count += v.data.size
@@ -428,7 +415,8 @@ class _Encoder:
         return _Val(axes, d.reshape(d.shape[:k] + (d.shape[k] * d.shape[k + 1],) + d.shape[k + 2:]))
 
 
-def _postorder(t: NodeTable, i: int) -> list[int]:
+def _postorder(t: NodeTable, i: int, skip: Container[int] = ()) -> list[int]:
+    """Node ids below ``i``, children first, not descending into ids in ``skip`` (no recursion)."""
     order: list[int] = []
     seen: set[int] = set()
     stack = [(i, False)]
@@ -437,11 +425,11 @@ def _postorder(t: NodeTable, i: int) -> list[int]:
         if done:
             order.append(n)
             continue
-        if n in seen:
+        if n in seen or n in skip:
             continue
         seen.add(n)
         stack.append((n, True))
-        stack.extend((c, False) for c in t.nodes[n][1])
+        stack.extend((c, False) for c in t.nodes[n][1] if c not in skip)
     return order
 
 

@@ -313,25 +313,6 @@ def varying(t: Term) -> frozenset[str]:
     """The mesh axes ``t`` varies over: ``spec_lang.term.varying_axes``, the one definition
     (it walks only the nodes not yet cached, so new nodes over large normal forms are cheap)."""
     return varying_axes(t)
-    for n in _missing(t, lambda m: m._varying is not None):
-        v: set[str] = set()
-        for c in n.args:
-            v |= c._varying
-        match n.op:
-            case Op.SHARD:
-                v.add(n.attrs[1])
-            case Op.PART:
-                v.add(n.attrs[0])
-            case Op.RANK_CONST:
-                v.add(n.attrs[0])
-            case Op.ALL_REDUCE | Op.ALL_GATHER | Op.BROADCAST:
-                v.discard(n.attrs[0])
-            case Op.REDUCE_SCATTER:
-                v.add(n.attrs[0])
-            case _:
-                pass
-        n._varying = frozenset(v)
-    return t._varying
 
 
 def skey(t: Term) -> bytes:
