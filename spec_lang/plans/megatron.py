@@ -35,12 +35,25 @@ by ``K`` as Megatron's ``forward_step`` does (:data:`GRAD_ACCUM`, ``1/K``): that
 seed. The K gradients are summed; DDP scales by ``1/dp`` (:data:`DP_AVERAGE`, Megatron's
 ``gradient_scaling_factor``) and all-reduces (sum) over dp. The product of the three is ``1/N``
 per token. AdamW then runs on the local shards.
+
+Sequence parallelism (``MegatronSettings(sp=True)``, Korthikanti et al. 2022, "Reducing
+Activation Recomputation in Large Transformer Models", section 4.2.2; Megatron's
+``sequence_parallel``): outside the TP regions the residual stream is Shard(S) over tp, so the
+norms run on the rank's ``S/tp`` tokens. ``f`` becomes ``gather_from_sp_region`` (all-gather S,
+backward reduce-scatter S), ``g`` becomes ``reduce_scatter_to_sp_region`` (reduce-scatter S,
+backward all-gather S), the embedding's ``g`` reduce-scatters into S shards and the head input
+is all-gathered (the head is column-parallel, so its backward reduce-scatters the partial input
+gradients). A replicated weight used on sequence shards (the RMSNorm weights) gets a local
+gradient summed over the rank's tokens only: it is ``Partial(sum)`` over tp, and
+``reduce_grads`` all-reduces it over tp (Megatron's ``_allreduce_layernorm_grads``). Which
+gradients are Partial is *derived*: the parameter is ``Replicate()`` on tp and its traced local
+gradient varies over tp (:func:`partial_grad_axes`); no per-parameter flag is consulted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spec_lang import ops
@@ -52,11 +65,11 @@ from spec_lang.placement import Placement, Replicate, Shard
 from spec_lang.plan import Loss, Plan, microbatches as _microbatches
 from spec_lang.spec import Params, Spec
 from spec_lang.tensor import Tensor, user_site
-from spec_lang.term import Axis
+from spec_lang.term import Axis, varying_axes
 
 __all__ = [
     "Scale", "GRAD_ACCUM", "DP_AVERAGE", "LOSS_PREFACTOR", "COPY_TO_TP", "REDUCE_FROM_TP",
-    "GATHER_FROM_TP",
+    "GATHER_FROM_TP", "GATHER_FROM_SP", "REDUCE_SCATTER_TO_SP", "partial_grad_axes",
     "MegatronSettings", "MegatronTP", "megatron", "megatron_placements", "layer_plan",
     "colwise", "rowwise", "replicated", "vocab_parallel_embedding",
     "vocab_parallel_cross_entropy", "TP_REGION_WEIGHTS",
@@ -142,6 +155,16 @@ class MegatronSettings:
         token_count_axes: the axes ``N`` is all-reduced over (micro-batches, then dp).
         replicated_weights_enter_tp: a replicated weight used inside a TP region (the KV
             projections when ``kv_heads < tp``) enters it through ``copy_to_tp``.
+        sp: Megatron sequence parallelism: the residual stream and the norms are Shard(S)
+            over tp between TP regions.
+        gather_from_sp: with ``sp``, the region replacing ``f`` before column-parallel layers
+            and the head (all-gather S; declared backward reduce-scatter S).
+        reduce_scatter_to_sp: with ``sp``, the region replacing ``g`` after row-parallel
+            layers and the embedding (reduce-scatter S; declared backward all-gather S).
+        sp_dim: the dim the sequence shards split (default the model's ``S``).
+        sp_grad_reduce_axes: with ``sp``, the all-reduces (sum), in order, applied to every
+            gradient that is Partial over tp (see :func:`partial_grad_axes`); Megatron: one
+            over tp.
     """
 
     copy_to_tp: tuple[str, str] = COPY_TO_TP
@@ -155,7 +178,17 @@ class MegatronSettings:
     grad_reduce_axes: tuple[str, ...] = (DP,)
     token_count_axes: tuple[str, ...] = (MB, DP)
     replicated_weights_enter_tp: bool = True
+    sp: bool = False
+    gather_from_sp: tuple[str, str] = ("all_gather", "reduce_scatter")
+    reduce_scatter_to_sp: tuple[str, str] = ("reduce_scatter", "all_gather")
+    sp_dim: str | None = None
+    sp_grad_reduce_axes: tuple[str, ...] = (TP,)
 
+
+GATHER_FROM_SP = ("all_gather", "reduce_scatter")
+"""Megatron's ``gather_from_sequence_parallel_region``: enter a TP region from sequence shards."""
+REDUCE_SCATTER_TO_SP = ("reduce_scatter", "all_gather")
+"""Megatron's ``reduce_scatter_to_sequence_parallel_region``: leave a TP region into S shards."""
 
 GATHER_FROM_TP = ("all_gather", "split")
 """Megatron's ``gather_from_tensor_model_parallel_region``: all-gather forward, split backward."""
@@ -204,20 +237,43 @@ class MegatronTP(ParallelContext):
         self.s = settings
         self.report: Tensor | None = None
 
+    def _sp_dim(self, d: LlamaDims) -> Any:
+        return self.s.sp_dim if self.s.sp_dim is not None else d.S
+
     def enter_tp(self, x: Tensor, d: LlamaDims) -> Tensor:
-        """``f``: x (B, S, H) replicated -> the same, with an all-reduce in backward."""
+        """``f``: x (B, S, H) replicated -> the same, with an all-reduce in backward.
+
+        With ``sp``: x (B, S[tp], H) -> (B, S, H) by ``gather_from_sp_region``.
+        """
+        if self.s.sp:
+            return region(x, "gather_from_sp", *self.s.gather_from_sp, TP, self._sp_dim(d))
         return region(x, "copy_to_tp", *self.s.copy_to_tp, TP)
 
     def exit_tp(self, x: Tensor, d: LlamaDims) -> Tensor:
-        """``g``: x (B, S, H) Partial(sum) over tp -> replicated."""
-        return _scaled(region(x, "reduce_from_tp", *self.s.row_parallel_reduce, TP),
-                       self.s.row_parallel_scale)
+        """``g``: x (B, S, H) Partial(sum) over tp -> replicated.
+
+        With ``sp``: (B, S, H) Partial(sum) -> (B, S[tp], H) by ``reduce_scatter_to_sp_region``.
+        """
+        if self.s.sp:
+            y = region(x, "reduce_scatter_to_sp", *self.s.reduce_scatter_to_sp, TP,
+                       self._sp_dim(d))
+        else:
+            y = region(x, "reduce_from_tp", *self.s.row_parallel_reduce, TP)
+        return _scaled(y, self.s.row_parallel_scale)
 
     def embed(self, tokens: Tensor, table: Tensor, d: LlamaDims) -> Tensor:
+        """Vocab-parallel embedding; with ``sp`` its Partial output is reduce-scattered into
+        sequence shards (B, S[tp], H) (Megatron's ``VocabParallelEmbedding`` with
+        ``reduce_scatter_embeddings``)."""
+        if self.s.sp:
+            local = ops.embedding(tokens, table, d.V)        # (B, S, H), Partial(sum) over tp
+            return region(local, "reduce_scatter_to_sp", *self.s.reduce_scatter_to_sp, TP,
+                          self._sp_dim(d))
         return vocab_parallel_embedding(tokens, table, d, self.s.embedding_reduce)
 
     def head_input(self, x: Tensor, d: LlamaDims) -> Tensor:
-        """The output head is column-parallel over ``V``: it enters the TP region too."""
+        """The output head is column-parallel over ``V``: it enters the TP region too (with
+        ``sp``: all-gather S; the backward reduce-scatters the ranks' partial input grads)."""
         return self.enter_tp(x, d)
 
     def loss(self, logits: Tensor, labels: Tensor, mask_: Tensor, d: LlamaDims) -> Tensor:
@@ -236,6 +292,28 @@ class MegatronTP(ParallelContext):
             n_tokens = all_reduce(n_tokens, axis)
         self.report = all_reduce(masked_sum, DP) / n_tokens   # summed over mb by the plan
         return _scaled(masked_sum, self.s.loss_scale) / n_tokens
+
+
+# -- gradient typing: which replicated weights have Partial gradients ----------------------------
+
+def partial_grad_axes(g: Tensor, placement: Mapping[str, Placement],
+                      axes: tuple[str, ...] = (TP,)) -> tuple[str, ...]:
+    """The axes among ``axes`` over which local gradient ``g`` is ``Partial(sum)``.
+
+    A parameter that is ``Replicate()`` on axis ``a`` but whose traced local gradient varies over
+    ``a`` was used on ``a``-sharded activations (the sequence shards of SP): each rank holds the
+    sum over its own tokens only, so the gradient must be summed over ``a`` exactly once. A
+    parameter ``Shard``-ed on ``a`` varies over ``a`` by its placement and is complete.
+    Derived from the placement and the traced term (``varying_axes``), never from a flag.
+
+    Args:
+        g: the local gradient (after micro-batch accumulation).
+        placement: the parameter's ``{axis: Placement}`` (missing axis: ``Replicate()``).
+        axes: the mesh axes to inspect.
+    """
+    v = varying_axes(g.term)
+    return tuple(a for a in axes
+                 if a in v and not isinstance(placement.get(a, Replicate()), Shard))
 
 
 # -- placements (torchtitan-style named layouts) ----------------------------------------------------
@@ -319,7 +397,7 @@ def _model_of(x: LlamaModel | LlamaConfig | Spec) -> LlamaModel:
 
 def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microbatches: int,
              layers: Mapping[str, Mapping[str, Placement]] | None = None,
-             settings: MegatronSettings | None = None) -> Plan:
+             settings: MegatronSettings | None = None, sp: bool | None = None) -> Plan:
     """Megatron-LM TP x DP with K micro-batches of gradient accumulation and AdamW.
 
     Args:
@@ -328,12 +406,16 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
         microbatches: K, splitting each dp rank's batch ``B`` (``B % (dp * K) == 0``).
         layers: per-layer placements (default :func:`layer_plan`), keyed ``"attn.wq"``.
         settings: the plan's regions and scale factors (default: Megatron's).
+        sp: sequence parallelism on or off (overrides ``settings.sp``; see the module
+            docstring). With ``sp`` the sequence length must divide by tp.
 
     Returns:
         the :class:`~spec_lang.plan.Plan`; the spec's optimizer runs on the local shards.
     """
     m = _model_of(model)
     s = settings or MegatronSettings()
+    if sp is not None:
+        s = replace(s, sp=sp)
     site = user_site(2)
     pl = megatron_placements(m, tp, layers)
     enter_weights = [k for k, v in pl.items()
@@ -352,6 +434,10 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
         return Loss(backward=seed, report=ctx.report)
 
     def reduce_grads(name: str, g: Tensor) -> Tensor:
+        # SP: a replicated weight used on sequence shards has a Partial[tp] gradient
+        if s.sp and partial_grad_axes(g, pl.get(name, {})):
+            for axis in s.sp_grad_reduce_axes:
+                g = all_reduce(g, axis)
         # g is already summed over the K micro-batches; DDP: scale by 1/dp, all-reduce (sum)
         g = _scaled(g, s.grad_scale)
         for axis in s.grad_reduce_axes:
@@ -360,7 +446,8 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
 
     return Plan(mesh=Mesh(dp=dp, tp=tp), placements=pl, forward=forward,
                 reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, m.dims.B),
-                assumptions=(f"Megatron-LM TP{tp} x DP{dp}, {microbatches} micro-batches; "
+                assumptions=(f"Megatron-LM TP{tp}{'+SP' if s.sp else ''} x DP{dp}, "
+                             f"{microbatches} micro-batches; "
                              "token count N > 0",),
                 site=site)
 
