@@ -242,7 +242,7 @@ class _Checker:
         b = st.get("binding")
         if not isinstance(b, dict) or not all(isinstance(v, int) and v > 0 for v in b.values()):
             raise _fail(f"{where}: bad binding")
-        for ax in ("dp", "tp", "pp", "cp", "sp", "ep", "mb"):
+        for ax in ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard"):
             if ax in self.binding and b.get(ax) != self.binding[ax]:
                 raise _fail(f"{where}: mesh axis {ax} has size {b.get(ax)} in the query but "
                             f"{self.binding[ax]} in the plan (only dims may be reduced)")

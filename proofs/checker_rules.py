@@ -805,6 +805,18 @@ def _ar_part(e: Env) -> tuple[Any, Any]:
     return all_reduce(part(x, a), a, "sum"), x
 
 
+# the sum over a of a per-rank constant on a is the sum of its values
+@rule("allreduce-rank-const", "ALL_REDUCE(RANK_CONST(a, vs), a, sum) = CONST(sum(vs))",
+      "|vs| == |a|")
+def _ar_rank_const(e: Env) -> tuple[Any, Any]:
+    a, values = e.v("a"), tuple(e.v("values"))
+    e.require(a in e.b and len(values) == e.b[a], "|vs| == |a|")
+    total = Fraction(0)
+    for v in values:
+        total = num_add(total, num(v))
+    return all_reduce(P("RANK_CONST", (a, values)), a, "sum"), const(total)
+
+
 # reducing over a commutes with taking a block over another axis b
 @rule("allreduce-shard-comm",
       "ALL_REDUCE(SHARD(x, d, b), a, r) = SHARD(ALL_REDUCE(x, a, r), d, b)",

@@ -56,7 +56,7 @@ ELEMENTWISE = frozenset({
     "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
 })
 
-MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb")  # spec_lang.term.Axis (mb: micro-batches)
+MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")  # spec_lang.term.Axis (mb: micro-batches)
 
 Dims = tuple[tuple[str, tuple[str, ...]], ...]
 

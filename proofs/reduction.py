@@ -25,7 +25,7 @@ from spec_lang.term import Binding, Op, Term, walk
 
 __all__ = ["MESH_AXES", "reduce_binding", "shard_products"]
 
-MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb")
+MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")
 
 
 def _axis_size(binding: Mapping[str, int], a: str) -> int:

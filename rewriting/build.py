@@ -37,6 +37,7 @@ __all__ = [
     "dimspec", "sort_dims", "union_dims", "elementwise", "einsum", "const", "inp",
     "add", "mul", "neg", "recip", "pow_", "unary", "shard", "part", "all_reduce", "all_gather",
     "reduce_scatter", "broadcast", "reduce_max", "rename", "chunk", "concat", "one_hot",
+    "permute", "shift",
     "dims_map", "skey", "encode_attr", "axis_rank", "varying",
 ]
 
@@ -254,6 +255,16 @@ def concat(xs: Sequence[Term], d: str, out_spec: DimSpec | None = None) -> Term:
         out_spec = DimSpec(d, sh[:-1] if sh and sh[-1].startswith("#") else sh)
     u[d] = out_spec
     return term(Op.CONCAT, tuple(xs), (d,), sort_dims(u.values()))
+
+
+def permute(x: Term, d: str, order: Sequence[int]) -> Term:
+    """PERMUTE along ``d``: block ``j`` of the output is block ``order[j]`` of ``x``."""
+    return term(Op.PERMUTE, (x,), (d, tuple(int(j) for j in order)), sort_dims(x.dims))
+
+
+def shift(x: Term, d: str) -> Term:
+    """SHIFT along ``d``: ``y[i] = x[i+1]``, ``y[n-1] = 0``."""
+    return term(Op.SHIFT, (x,), (d,), sort_dims(x.dims))
 
 
 def one_hot(idx: Term, d: str, shards: Sequence[str] = ()) -> Term:

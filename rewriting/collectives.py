@@ -15,7 +15,9 @@ every operand (so an unguarded "row-parallel" rule cannot prove a 2/6 versus 4/4
 from __future__ import annotations
 
 
-from spec_lang.term import Binding, DimSpec, Op, Term
+from fractions import Fraction
+
+from spec_lang.term import Binding, DimSpec, Op, Term, term
 
 from rewriting import build as b
 from rewriting.instances import draw_binding, draw_const, fresh
@@ -92,6 +94,39 @@ _rule("allreduce-part", "ALL_REDUCE(PART(x, a), a, sum) = x", "x does not vary o
       lhs=lambda s: b.all_reduce(b.part(s["x"], s["a"]), s["a"], "sum"),
       rhs=lambda s, bd: s["x"], guard=lambda s, bd: not _var(s["x"], s["a"]),
       sample=_sample_part)
+
+
+def _sample_ar_rank_const(draw: Draw) -> tuple[Term, Binding]:
+    bd = draw_binding(draw)
+    a = draw.choice(["dp", "tp", "mb"])
+    vals = tuple(Fraction(draw.int(-5, 5), draw.int(1, 4)) for _ in range(bd[a]))
+    return b.all_reduce(term(Op.RANK_CONST, (), (a, vals), ()), a), bd
+
+
+def _total(values: tuple) -> object:
+    out: object = Fraction(0)
+    for v in values:
+        out = b.num_add(out, b.num(v))
+    return out
+
+
+def _ar_rank_const_ok(s: Subst, bd: Binding) -> bool:
+    return s["a"] in bd and len(s["values"]) == bd[s["a"]]
+
+
+# the sum over a of a per-rank constant on a is the sum of its values (a stage selector summed
+# over the pipeline axis, a micro-batch weight summed over mb)
+_rule("allreduce-rank-const", "ALL_REDUCE(RANK_CONST(a, vs), a, sum) = CONST(sum(vs))",
+      "|vs| == |a|", _AR,
+      match=_sum_only(lambda t, bd: (
+          {"a": t.attrs[0], "values": t.args[0].attrs[1]}
+          if t.args[0].op is Op.RANK_CONST and t.args[0].attrs[0] == t.attrs[0]
+          and _ar_rank_const_ok({"a": t.attrs[0], "values": t.args[0].attrs[1]}, bd)
+          else None)),
+      lhs=lambda s: b.all_reduce(term(Op.RANK_CONST, (), (s["a"], s["values"]), ()), s["a"],
+                                 "sum"),
+      rhs=lambda s, bd: b.const(_total(s["values"])),
+      guard=_ar_rank_const_ok, sample=_sample_ar_rank_const)
 
 
 def _shard_comm_ok(s: Subst, bd: Binding) -> bool:

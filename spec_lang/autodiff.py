@@ -31,11 +31,12 @@ EINSUM         ``EINSUM(g, other operands..., out=operand dims present)``
 RENAME o->n    ``RENAME(g, n->o)``
 CHUNK d i      ``CONCAT(0.., g, ..0)`` along d (zero blocks ``MUL(0, CHUNK(x, d, n, j))``)
 CONCAT d       ``CHUNK(g, d, n, i)`` to block i
+PERMUTE d o    ``PERMUTE(g, d, o^-1)`` (the inverse block order)
 REGION         the *declared* backward primitive applied to ``g``
 =============  ======================================================================
 
 No rule (error if on a differentiated path): GELU, MAXIMUM, REDUCE_MAX (differentiate through
-``stop_gradient``), and the plain collectives SHARD, PART, ALL_REDUCE, ALL_GATHER,
+``stop_gradient``), SHIFT (a data transform), and the plain collectives SHARD, PART, ALL_REDUCE, ALL_GATHER,
 REDUCE_SCATTER, BROADCAST (a :class:`PlanError` naming the site: declare a backward with a
 region). ONE_HOT and leaves receive no gradient.
 """
@@ -260,6 +261,15 @@ def _rule(n: Term, g: Term) -> list[tuple[Term, Term]]:  # noqa: C901, PLR0911, 
                 dims_i = tuple(x.dim(d) if s.name == d else s for s in g.dims)
                 out.append((x, term(Op.CHUNK, (g,), (d, k, i), dims_i)))
             return out
+        case Op.PERMUTE:
+            d, order = n.attrs
+            if d not in g.dim_names:
+                return [(a[0], g)]
+            inv = tuple(order.index(j) for j in range(len(order)))
+            return [(a[0], term(Op.PERMUTE, (g,), (d, inv), g.dims))]
+        case Op.SHIFT:
+            raise _no_rule(n, "it is a data transform (next-token labels) with no gradient rule; "
+                              "apply it to data, not to a differentiated value")
         case Op.REGION:
             name, fwd, bwd, axis, dim = n.attrs
             x = a[0]

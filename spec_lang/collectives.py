@@ -24,6 +24,7 @@ import numpy as np
 
 from spec_lang.dims import DimLike, dim_name
 from spec_lang.ops import axis_size, mul, recip
+from spec_lang.partial import warn_pending
 from spec_lang.tensor import Tensor, current_trace, fail, user_site
 from spec_lang.term import Axis, DimSpec, Op, Term, term
 
@@ -205,6 +206,8 @@ def region(x: Tensor, name: str, fwd: str, bwd: str, axis: Any = Axis.TP,
         raise fail(f"region {name} on {x.describe()}: {dims}", site=site)
     _check_divisible(dims, site, f"region {name} on {x.describe()}")
     t = term(Op.REGION, (x.term,), (name, fwd, bwd, a, d), dims)
+    if fwd in ("all_reduce", "reduce_scatter"):
+        warn_pending(x.term, a, site)          # lint: non-linear ops on a Partial (partial.py)
     return Tensor(t, site)
 
 
@@ -264,6 +267,8 @@ def all_reduce(x: Tensor, axis: Any, op: str = "sum") -> Tensor:
         raise fail(f'all_reduce op {op!r}: use "sum", "avg" or "max"', site=site)
     t = Tensor(term(Op.ALL_REDUCE, (x.term,), (a, "max" if op == "max" else "sum"), x.term.dims),
                site)
+    if op != "max":
+        warn_pending(x.term, a, site)          # lint: non-linear ops on a Partial (partial.py)
     if op == "avg":
         t = mul(recip(axis_size(a)), t)
         t.site = site
@@ -290,6 +295,7 @@ def reduce_scatter(x: Tensor, axis: Any, dim: DimLike) -> Tensor:
     if isinstance(dims, str):
         raise fail(f"reduce_scatter on {x.describe()}: {dims}", site=site)
     _check_divisible(dims, site, f"reduce_scatter of {x.describe()}")
+    warn_pending(x.term, a, site)              # lint: non-linear ops on a Partial (partial.py)
     return Tensor(term(Op.REDUCE_SCATTER, (x.term,), (a, d), dims), site)
 
 

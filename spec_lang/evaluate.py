@@ -239,6 +239,24 @@ class _Evaluator:
                                                  for j, s in enumerate(zip(*[q.shape for q in ds]))))
                         for d in ds]
                 return NamedArray(axes, np.concatenate(full, axis=ax))
+            case Op.PERMUTE:
+                dim, order = at
+                x = v[0]
+                ax = x.axes.index(dim)
+                n, parts = x.data.shape[ax], len(order)
+                if n % parts:
+                    raise EvaluationError(f"PERMUTE of {dim} (size {n}) into {parts} blocks")
+                blocks = np.split(x.data, parts, axis=ax)
+                return NamedArray(x.axes, np.concatenate([blocks[j] for j in order], axis=ax))
+            case Op.SHIFT:
+                x = v[0]
+                ax = x.axes.index(at[0])
+                y = np.zeros_like(x.data)
+                src = [slice(None)] * x.data.ndim
+                dst = [slice(None)] * x.data.ndim
+                src[ax], dst[ax] = slice(1, None), slice(0, -1)
+                y[tuple(dst)] = x.data[tuple(src)]
+                return NamedArray(x.axes, y)
             case Op.SHARD:
                 dim, axis = at
                 return self._shard(v[0], dim, axis)

@@ -186,17 +186,21 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                              for s in x.dims)
                 x = term(Op.SHARD, (x,), (mb.dim, "mb"), dims)
             data[k] = Tensor(x, plan.site, k)
-        out = plan.forward(Params(params), data)
-        if isinstance(out, Loss):
-            seed = _check_loss(out.backward, plan.site, PlanError, "Loss.backward")
-            report = _check_loss(out.report, plan.site, PlanError, "Loss.report")
+        if plan.schedule is not None:      # loop-carried gradient buffers (spec_lang.schedules)
+            report, acc = plan.schedule.trace(plan, Params(params), data, list(spec.params))
+            grads, rep = [t.term for t in acc], report.term
         else:
-            seed = report = _check_loss(out, plan.site, PlanError, "the plan's forward")
-        grads = grad(seed.term, [params[k].term for k in spec.params])
-        rep = report.term
-        if mb is not None:
-            grads = [term(Op.ALL_REDUCE, (g,), ("mb", "sum"), g.dims) for g in grads]
-            rep = term(Op.ALL_REDUCE, (rep,), ("mb", "sum"), rep.dims)
+            out = plan.forward(Params(params), data)
+            if isinstance(out, Loss):
+                seed = _check_loss(out.backward, plan.site, PlanError, "Loss.backward")
+                report = _check_loss(out.report, plan.site, PlanError, "Loss.report")
+            else:
+                seed = report = _check_loss(out, plan.site, PlanError, "the plan's forward")
+            grads = grad(seed.term, [params[k].term for k in spec.params])
+            rep = report.term
+            if mb is not None:
+                grads = [term(Op.ALL_REDUCE, (g,), ("mb", "sum"), g.dims) for g in grads]
+                rep = term(Op.ALL_REDUCE, (rep,), ("mb", "sum"), rep.dims)
         outputs["loss"], kinds["loss"] = rep, "loss"
         where["loss"] = {}
         sites = {"loss": report.site}
@@ -247,6 +251,10 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 where[name] = plan.placements.get(k, {}) if name == k else opl
     names = list(outputs)
     lowered = lower([outputs[n] for n in names])
+    if plan.schedule is not None:          # a stage-held parameter is read on its stage
+        lowered = [plan.schedule.observe(n.split(":", 1)[-1], t) if kinds[n] != "loss"
+                   and n.split(":", 1)[-1] in spec.params else t
+                   for n, t in zip(names, lowered)]
     sites = {n: sites.get(n, plan.site) for n in names}
     return Iteration(dict(zip(names, lowered)), kinds, dict(ctx.sizes), sites), where
 

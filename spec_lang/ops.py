@@ -561,12 +561,25 @@ def embedding(tokens: object, table: object, vocab: DimLike) -> Tensor:
     return einsum(oh, tb, out=out)
 
 
-def cross_entropy_per_token(logits: object, labels: object, vocab: DimLike) -> Tensor:
-    """``ce = logsumexp_V(logits) - logits[label]``; logits: (..., V), labels: (...) -> (...)."""
+def cross_entropy_per_token(logits: object, labels: object, vocab: DimLike, *,
+                            label_smoothing: Any = None) -> Tensor:
+    """``ce = logsumexp_V(logits) - logits[label]``; logits: (..., V), labels: (...) -> (...).
+
+    With ``label_smoothing=a`` (an exact constant or a scalar tensor, e.g. written with
+    ``dim_size``): ``(1 - a) * ce - a * mean_V(log_softmax_V(logits))``, PyTorch's
+    ``F.cross_entropy(..., label_smoothing=a)`` (the target mixed with the uniform distribution:
+    ``q = (1 - a) onehot + a / |V|``). ``mean_V`` uses the *global* ``|V|``, so on V-sharded
+    logits it is the rank's addend (reduce it over the vocab-parallel axis). Megatron's
+    ``vocab_parallel_cross_entropy`` passes ``a = smoothing * |V| / (|V| - 1)``.
+    """
     lg, lb = _t(logits), _t(labels)
     v = dim_name(vocab)
     picked = einsum(lg, one_hot(lb, v, shards=lg.term.dim(v).shards), out=lb.dims)
-    return sub(logsumexp(lg, v), picked)
+    ce = sub(logsumexp(lg, v), picked)
+    if label_smoothing is None:
+        return ce
+    a = _t(label_smoothing)
+    return sub(mul(sub(1, a), ce), mul(a, mean(log_softmax(lg, v), v)))
 
 
 def cross_entropy(logits: object, labels: object, mask: object, vocab: DimLike) -> Tensor:

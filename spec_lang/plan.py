@@ -23,6 +23,10 @@ A :class:`Plan` holds
 * ``grad_norm_sq``: when the spec clips gradients, the plan's global squared norm from the
   local gradients ``{name: grad}`` (which axes to all-reduce depends on each placement: plan
   data). Clipping then uses the spec's ``clip_grad_norm`` (or the plan's ``clip_grad_norm``).
+* ``schedule``: a :class:`~spec_lang.pipeline.Pipeline` (stages, send/recv, a per-stage event
+  order) or an :class:`~spec_lang.pipeline.Accumulation` (one stage's event order): the
+  accumulated gradient is then the loop-carried buffer those events compute
+  (:mod:`spec_lang.schedules`) instead of the plain ``ALL_REDUCE(g, "mb", "sum")``.
 
 The iteration's outputs and their placements: each updated parameter, its gradient
 (``grad:name``, as handed to the optimizer, before clipping) and its optimizer state; the
@@ -96,6 +100,7 @@ class Plan:
     grad_norm_sq: Callable[[Mapping[str, Tensor]], Tensor] | None = None
     clip_grad_norm: Any = None
     assumptions: tuple[str, ...] = ()
+    schedule: Any = None
     site: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:

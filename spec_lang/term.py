@@ -69,6 +69,9 @@ class Axis(enum.StrEnum):
     SP = "sp"
     EP = "ep"
     MB = "mb"  # micro-batch index of the gradient-accumulation loop (not a device axis)
+    # HSDP's 2-D data-parallel mesh (torchtitan's names): replicas x shards of each replica
+    DP_REPLICATE = "dp_replicate"
+    DP_SHARD = "dp_shard"
 
 
 class Op(enum.Enum):

@@ -1,0 +1,224 @@
+"""Partial-value semantics: which ops commute with a pending sum, and a lint that uses the table.
+
+A value is *pending over axis a* (DTensor ``Partial("sum")``) when each rank holds an addend and
+the meaning is the sum of the addends over ``a``: ``PART(x, a)``, or a contraction (``sum``,
+``mean``, ``einsum``) over a dim that is sharded over ``a`` (each rank sums its own block).
+Applying ``f`` to the addends before the reduction is only right where ``f`` is linear:
+``sum_r f(a_r) = f(sum_r a_r)``. Source: PyTorch issues #149768 and #163193 (adding a Python
+scalar to a Partial DTensor adds it once per rank: ``x.sum() + 10`` on 2 ranks gives 65, not
+55; in FSDP2's ``clip_grad_norm_`` the same error is ``(R - 1) * eps``), CASES.md B26.
+
+:data:`PARTIAL_TABLE` maps each op name to a :class:`PartialRule` (does the op commute with a
+pending sum in the argument that is pending, and why). ``tests/spec_lang/test_partial.py`` proves
+every row numerically: for each op both sides, ``ALL_REDUCE(f(PART(x, a)), a)`` and
+``f(x)``, are evaluated in float64 on random addends; rows marked ``commutes=True`` agree on
+every draw, rows marked ``False`` show a counterexample.
+
+:func:`pending_sum_notes` is the trace-time lint: :func:`spec_lang.collectives.all_reduce`
+(sum), ``reduce_scatter`` and reducing regions call it on their argument and emit a
+:class:`PartialSumWarning` per non-commuting op found between the pending sum and its reduction.
+It is a *note*, never an error: the plan still reaches the prover, which decides it (a plan may
+add ``s / |a|`` on every rank on purpose, and the prover proves that right).
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from dataclasses import dataclass
+
+from spec_lang.term import Op, Term, varying_axes
+
+__all__ = ["PartialRule", "PARTIAL_TABLE", "PartialSumWarning", "is_pending", "pending_sum_notes",
+           "warn_pending"]
+
+
+@dataclass(frozen=True)
+class PartialRule:
+    """How op ``op`` treats an argument that is a pending sum over an axis ``a``.
+
+    Attributes:
+        op: the :class:`~spec_lang.term.Op` name.
+        commutes: ``f(sum_r a_r) == sum_r f(a_r)`` for the pending argument (others replicated
+            over ``a``); for ``ADD`` / ``MUL`` / ``EINSUM`` / ``WHERE`` the condition is in
+            ``when``.
+        when: the condition under which it commutes (empty: always / never).
+        why: the identity or the counterexample, in one line.
+    """
+
+    op: str
+    commutes: bool
+    when: str
+    why: str
+
+
+def _r(op: str, commutes: bool, why: str, when: str = "") -> PartialRule:
+    return PartialRule(op, commutes, when, why)
+
+
+PARTIAL_TABLE: dict[str, PartialRule] = {r.op: r for r in (
+    _r("ADD", True, "sum_r (a_r + b_r) = sum_r a_r + sum_r b_r; a replicated operand c is "
+       "added |a| times: sum_r (a_r + c) = sum_r a_r + |a| c",
+       when="every operand is pending over the axis (a replicated, non-zero operand: no)"),
+    _r("NEG", True, "sum_r (-a_r) = -sum_r a_r"),
+    _r("MUL", True, "sum_r (c a_r) = c sum_r a_r for c replicated; two pending factors: "
+       "sum_r a_r b_r != (sum_r a_r)(sum_r b_r)",
+       when="exactly one factor is pending, the others replicated over the axis"),
+    _r("EINSUM", True, "a contraction is linear in each operand: as MUL",
+       when="exactly one operand is pending, the others replicated over the axis"),
+    _r("CAST", True, "identity over the reals"),
+    _r("STOP_GRAD", True, "identity in value"),
+    _r("RENAME", True, "moves values, elementwise linear"),
+    _r("CHUNK", True, "a block of a sum is the sum of the blocks"),
+    _r("CONCAT", True, "concatenation of pending blocks is the pending concatenation",
+       when="every block is pending over the axis"),
+    _r("WHERE", True, "where(c, a, b) with c replicated selects elementwise: linear in (a, b)",
+       when="the condition is replicated and both branches are pending"),
+    _r("RECIP", False, "1 / (a_1 + a_2) != 1 / a_1 + 1 / a_2"),
+    _r("POW", False, "(a_1 + a_2)^e != a_1^e + a_2^e for e != 1"),
+    _r("EXP", False, "exp(a_1 + a_2) = exp(a_1) exp(a_2), not their sum"),
+    _r("LOG", False, "log(a_1 + a_2) != log a_1 + log a_2"),
+    _r("SQRT", False, "sqrt(a_1 + a_2) != sqrt a_1 + sqrt a_2 (the norm of a sharded vector)"),
+    _r("RSQRT", False, "as SQRT"),
+    _r("SIGMOID", False, "non-linear"),
+    _r("SILU", False, "non-linear"),
+    _r("TANH", False, "non-linear"),
+    _r("GELU", False, "non-linear"),
+    _r("MAXIMUM", False, "max(a_1 + a_2, c) != max(a_1, c) + max(a_2, c)"),
+    _r("REDUCE_MAX", False, "max of a sum is not the sum of maxes"),
+    _r("ALL_REDUCE_MAX", False, "max over ranks of the addends is not their sum"),
+)}
+"""Op name -> :class:`PartialRule`; ``ALL_REDUCE_MAX`` is ``ALL_REDUCE(.., "max")`` over the
+pending axis. Ops absent from the table are not known to commute (the lint notes them)."""
+
+
+class PartialSumWarning(UserWarning):
+    """A non-linear op is applied to a pending sum (``Partial("sum")``) before its reduction."""
+
+
+_PENDING: weakref.WeakKeyDictionary[Term, dict[str, bool]] = weakref.WeakKeyDictionary()
+
+
+def _contracts_over(t: Term, axis: str) -> bool:
+    """An EINSUM that sums a dim sharded over ``axis`` in some operand: each rank's result is
+    its addend of the full contraction."""
+    out = set(t.attrs[0])
+    return any(axis in d.shards for a in t.args for d in a.dims if d.name not in out)
+
+
+def is_pending(t: Term, axis: str) -> bool:
+    """Whether ``t`` is (or contains, through any op) a pending sum over ``axis`` that has not
+    been reduced: ``PART(., axis)`` or a contraction of a dim sharded over ``axis``, not yet
+    under ``ALL_REDUCE(axis, "sum")`` / ``REDUCE_SCATTER(axis)`` / a reducing REGION."""
+    memo = _PENDING
+    stack: list[tuple[Term, bool]] = [(t, False)]
+    while stack:
+        n, done = stack.pop()
+        m = memo.get(n)
+        if m is not None and axis in m:
+            continue
+        if not done:
+            stack.append((n, True))
+            stack.extend((c, False) for c in n.args)
+            continue
+        memo.setdefault(n, {})[axis] = _pending_node(n, axis, memo)
+    return memo[t][axis]
+
+
+def _resolves(n: Term, axis: str) -> bool:
+    if n.op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER) and n.attrs[0] == axis:
+        return True
+    return n.op is Op.REGION and n.attrs[3] == axis and n.attrs[1] in ("all_reduce",
+                                                                        "reduce_scatter")
+
+
+def _pending_node(n: Term, axis: str, memo) -> bool:
+    if _resolves(n, axis):
+        return False
+    if n.op is Op.PART and n.attrs[0] == axis:
+        return True
+    if n.op is Op.EINSUM and _contracts_over(n, axis):
+        return True
+    return any(memo[c][axis] for c in n.args)
+
+
+def _is_zero(t: Term) -> bool:
+    return t.op is Op.CONST and t.attrs[0] == 0
+
+
+def _violation(n: Term, axis: str) -> str | None:
+    """Why op ``n`` does not commute with the pending sum over ``axis`` in its arguments."""
+    pend = [is_pending(c, axis) for c in n.args]
+    name = n.op.name
+    match n.op:
+        case Op.ADD:
+            rep = [c for c, p in zip(n.args, pend)
+                   if not p and axis not in varying_axes(c) and not _is_zero(c)]
+            return (f"ADD of a value replicated over {axis} to a pending sum: it is added |{axis}| "
+                    "times (" + PARTIAL_TABLE["ADD"].why.split("; ")[1] + ")") if rep else None
+        case Op.MUL | Op.EINSUM:
+            return (f"{name} of {sum(pend)} pending factors over {axis}: "
+                    "sum_r a_r b_r != (sum_r a_r)(sum_r b_r)") if sum(pend) >= 2 else None
+        case Op.WHERE:
+            if pend[0]:
+                return f"WHERE with a condition pending over {axis}"
+            return None
+        case Op.ALL_REDUCE if n.attrs[1] == "max":
+            return (f"ALL_REDUCE max of a pending sum: " + PARTIAL_TABLE["ALL_REDUCE_MAX"].why
+                    if n.attrs[0] == axis else None)
+        case Op.BROADCAST | Op.SHARD if n.attrs[0 if n.op is Op.BROADCAST else 1] == axis:
+            return f"{name} over {axis} of a pending sum over {axis} picks one rank's addend"
+        case _:
+            rule = PARTIAL_TABLE.get(name)
+            if rule is not None and not rule.commutes:
+                return f"{name}: {rule.why}"
+            if rule is None and n.op in _LINEAR_MOVES:
+                return None
+            if rule is None:
+                return f"{name}: not known to commute with a pending sum"
+            return None
+
+
+_LINEAR_MOVES = frozenset(getattr(Op, x) for x in (
+    "SHARD", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "BROADCAST", "ALL_TO_ALL", "REGION",
+    "PERMUTE", "SHIFT", "PART") if hasattr(Op, x))
+"""Data movement over *other* axes and block permutations: linear in their argument."""
+
+
+def pending_sum_notes(x: Term, axis: str) -> list[tuple[Term, str]]:
+    """Every node between a pending sum over ``axis`` and a reduction of ``x`` over ``axis``
+    that does not commute with the sum, with the reason (dataflow order, children first).
+
+    Only nodes whose value is still pending are visited (a subterm already reduced over ``axis``
+    is a replicated value and may be used non-linearly)."""
+    if not is_pending(x, axis):
+        return []
+    out: list[tuple[Term, str]] = []
+    seen: set[int] = set()
+    stack = [x]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.op is Op.PART or (n.op is Op.EINSUM and _contracts_over(n, axis)
+                               and not any(is_pending(c, axis) for c in n.args)):
+            continue                              # a source of the pending sum
+        why = _violation(n, axis)
+        if why is not None:
+            out.append((n, why))
+        stack.extend(c for c in n.args if is_pending(c, axis))
+    out.sort(key=lambda p: p[0].uid)
+    return out
+
+
+def warn_pending(x: Term, axis: str, reduce_site: str) -> None:
+    """Emit one :class:`PartialSumWarning` per note of :func:`pending_sum_notes` (trace time)."""
+    from spec_lang.tensor import site_of
+
+    for n, why in pending_sum_notes(x, axis):
+        where = site_of(n)
+        warnings.warn(PartialSumWarning(
+            f"{reduce_site if where.startswith('<unknown>') else where}: {why}; the value is Partial(sum) over {axis} and reduced at "
+            f"{reduce_site}: reduce first (Partial -> Replicate), or scale the operand by "
+            f"1/|{axis}| (the prover decides the plan either way)"), stacklevel=3)
