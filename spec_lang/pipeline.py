@@ -1,0 +1,393 @@
+"""Pipeline parallelism: stages, point-to-point transfers, tied parameters, the gradient buffer.
+
+A :class:`Pipeline` splits the model into *virtual stages* (model order), each a function
+``forward(params, data, io)`` that reads only the parameters it holds. Virtual stage ``j`` runs
+on pipeline stage ``j % pp`` as its model chunk ``j // pp`` (one chunk per stage unless the
+schedule is interleaved 1F1B). Activations move between consecutive virtual stages by explicit
+point-to-point transfers: stage ``j`` calls ``io.send(x)``, stage ``j + 1`` calls
+``io.recv()``. Over the reals a transfer is the identity, so no node is added to the term, but
+the pairing is checked while tracing: a ``recv`` with no matching ``send`` (a missing send), a
+``send`` nobody receives, or two sends are :class:`~spec_lang.errors.PlanError` s naming the
+stage and line. The last virtual stage returns the loss (a Tensor or a ``Loss``).
+
+Gradients are the loop-carried buffers of :mod:`spec_lang.schedules`: the schedule (plan data)
+gives each stage's event order; a parameter held by virtual stage ``(s, c)`` gets the buffer of
+stage ``s``'s events restricted to chunk ``c``. The buffer is lowered to terms exactly:
+
+    buf = sum over chains C:  C( ALL_REDUCE( RANK_CONST(mb, [c_0, ..., c_{M-1}]) * g, mb ) )
+
+with ``g`` the per-micro-batch local gradient (traced once; it varies over ``mb``), the
+coefficients computed by :func:`spec_lang.schedules.buffer_after` and each chain's collectives
+applied with the DSL's own ``all_reduce`` (``avg`` writes ``1/|axis|`` explicitly). With every
+coefficient equal to ``c`` this is ``c * ALL_REDUCE(g, mb)`` by the rules ``rank-const-uniform``
+and ``allreduce-mul-factor``; with unequal ones it is not, and the refuter shows it.
+
+**Tied parameters** (an input embedding reused as the output projection, Megatron's
+``shared_embedding``) are listed by every virtual stage that uses them. Each stage keeps its own
+copy and its own buffer, filled with its *stage-local* gradient: the derivative through its own
+uses only (the uses on other stages are ``stop_gradient`` while tracing that stage's local
+gradient, which is exactly the contribution that stage's backward computes). The per-stage value
+is a tensor that varies over the ``pp`` axis: ``sum_s RANK_CONST(pp, e_s) * local_s`` (``e_s``
+the indicator of stage ``s``). The plan must reduce it over the stage group, e.g.
+``reduce_grads={"emb": lambda n, g: all_reduce(g, PP)}``; forgetting it leaves each stage with
+only its own part, a refuted goal.
+
+**Which stage is observed.** A parameter held by a single stage exists only there; its outputs
+(gradient, updated value, optimizer state) are read on the stage that holds it:
+``BROADCAST(x, pp, s)`` when ``x`` varies over ``pp`` (e.g. a per-stage clipping coefficient,
+torchtitan #596), unchanged otherwise. A tied parameter's outputs are checked on every stage.
+
+Per-stage values (the squared gradient norm of the parameters a stage holds) are built with
+:meth:`Pipeline.per_stage`; a global norm must then all-reduce them over ``pp``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spec_lang.autodiff import grad, zeros_like
+from spec_lang.collectives import all_reduce
+from spec_lang.errors import PlanError
+from spec_lang.ops import rank_const, stop_gradient
+from spec_lang.plan import Loss
+from spec_lang.schedules import Buffer, Schedule, final_buffer, validate
+from spec_lang.spec import Params
+from spec_lang.tensor import Tensor, user_site
+from spec_lang.term import Axis, Op, Term, term, varying_axes
+
+__all__ = ["Stage", "StageIO", "Pipeline", "Accumulation", "lower_buffer", "stage"]
+
+PP, MB = str(Axis.PP), str(Axis.MB)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A virtual pipeline stage: its forward and the parameters it holds.
+
+    Attributes:
+        forward: ``forward(params, data, io) -> None | Tensor | Loss``; ``params`` is the view
+            of the parameters this stage holds; the last virtual stage returns the loss.
+        params: parameter names, or prefixes ending in ``"."`` (``"layers.0."``), held here.
+        site: the plan line that declared the stage.
+    """
+
+    forward: Callable[..., Any]
+    params: tuple[str, ...]
+    site: str = field(default="", compare=False)
+
+    def holds(self, name: str) -> bool:
+        return any(name == p or (p.endswith(".") and name.startswith(p)) for p in self.params)
+
+
+def stage(forward: Callable[..., Any], params: Sequence[str]) -> Stage:
+    """Declare a virtual stage (see :class:`Stage`).
+
+    Raises:
+        PlanError: ``forward`` is not callable or ``params`` is not a list of names.
+    """
+    site = user_site(2)
+    if not callable(forward):
+        raise PlanError(f"{site}: stage forward must be a function (params, data, io)")
+    if isinstance(params, str) or not all(isinstance(p, str) for p in params):
+        raise PlanError(f"{site}: stage params must be a list of parameter names or prefixes")
+    return Stage(forward, tuple(params), site)
+
+
+class StageIO:
+    """Point-to-point transfers of one virtual stage (identity over the reals, checked)."""
+
+    def __init__(self, j: int, incoming: Tensor | None, n: int):
+        self.j, self.n = j, n
+        self._incoming = incoming
+        self.received = False
+        self.sent: Tensor | None = None
+        self.send_site = ""
+
+    def recv(self) -> Tensor:
+        """The activation sent by the previous virtual stage.
+
+        Raises:
+            PlanError: this is the first stage, nothing was sent (a missing send), or a second
+                recv.
+        """
+        site = user_site(2)
+        if self.j == 0:
+            raise PlanError(f"{site}: virtual stage 0 calls recv(); the first stage has no "
+                            "previous stage to receive from")
+        if self._incoming is None:
+            raise PlanError(f"{site}: virtual stage {self.j} receives, but virtual stage "
+                            f"{self.j - 1} never sent (missing send): the recv would block")
+        if self.received:
+            raise PlanError(f"{site}: virtual stage {self.j} receives twice; stage "
+                            f"{self.j - 1} sent once")
+        self.received = True
+        return self._incoming
+
+    def send(self, x: Tensor) -> None:
+        """Send ``x`` to the next virtual stage.
+
+        Raises:
+            PlanError: the last stage sends, a second send, or ``x`` is not a Tensor.
+        """
+        site = user_site(2)
+        if not isinstance(x, Tensor):
+            raise PlanError(f"{site}: send() needs a Tensor, got {type(x).__name__}")
+        if self.j == self.n - 1:
+            raise PlanError(f"{site}: the last virtual stage ({self.j}) sends, but no stage "
+                            "follows it; return the loss instead")
+        if self.sent is not None:
+            raise PlanError(f"{site}: virtual stage {self.j} sends twice (first at "
+                            f"{self.send_site}); one activation per micro-batch")
+        self.sent, self.send_site = x, site
+
+
+def lower_buffer(buf: Buffer, g: Tensor) -> Tensor:
+    """The buffer's value as a term: ``sum_C C(ALL_REDUCE(RANK_CONST(mb, coeffs_C) * g, mb))``.
+
+    g: the per-micro-batch local gradient (varies over ``mb``). A zero buffer is ``0 * g``
+    summed over ``mb`` (a zero of the accumulated type).
+    """
+    out: Tensor | None = None
+    for chain, coeffs in buf.terms:
+        x = rank_const(MB, list(coeffs)) * g
+        x = Tensor(term(Op.ALL_REDUCE, (x.term,), (MB, "sum"), x.term.dims), g.site, g.name)
+        for axis, op in chain:
+            x = all_reduce(x, axis, op)
+        out = x if out is None else out + x
+    if out is None:
+        z = Tensor(zeros_like(g.term), g.site, g.name)
+        out = Tensor(term(Op.ALL_REDUCE, (z.term,), (MB, "sum"), z.term.dims), g.site, g.name)
+    return out
+
+
+def _check_microbatches(plan: Any, m: int, site: str) -> None:
+    k = plan.microbatches.k if plan.microbatches is not None else None
+    if k != m:
+        raise PlanError(f"{site}: the schedule runs {m} micro-batches but the plan has "
+                        f"microbatches({k}); give Plan(microbatches=microbatches({m}, B))")
+
+
+def _check_loss(out: Any, site: str) -> tuple[Tensor, Tensor]:
+    if isinstance(out, Loss):
+        seed, rep = out.backward, out.report
+    else:
+        seed = rep = out
+    for x in (seed, rep):
+        if not isinstance(x, Tensor) or x.term.dims:
+            raise PlanError(f"{site}: the last stage must return a scalar loss (Tensor or "
+                            f"Loss), got {x!r}")
+    return seed, rep
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Pipeline-parallel program: virtual stages, a schedule, the gradient buffers.
+
+    Attributes:
+        stages: virtual stages in model order; ``len(stages) == schedule.pp * schedule.chunks``.
+        schedule: the per-stage event order (:mod:`spec_lang.schedules`).
+        axis: the mesh axis of the pipeline (``"pp"``).
+    """
+
+    stages: tuple[Stage, ...]
+    schedule: Schedule
+    axis: str = PP
+    site: str = field(default="", compare=False)
+
+    def __init__(self, stages: Sequence[Stage], schedule: Schedule, axis: Any = PP):
+        object.__setattr__(self, "site", user_site(2))
+        object.__setattr__(self, "stages", tuple(stages))
+        object.__setattr__(self, "schedule", schedule)
+        object.__setattr__(self, "axis", str(axis))
+        if not all(isinstance(s, Stage) for s in self.stages):
+            raise PlanError(f"{self.site}: Pipeline stages must be stage(forward, params)")
+        if not isinstance(schedule, Schedule):
+            raise PlanError(f"{self.site}: Pipeline schedule must be a Schedule (gpipe(...), "
+                            "one_f_one_b(...), ...)")
+        n = schedule.pp * schedule.chunks
+        if len(self.stages) != n:
+            raise PlanError(f"{self.site}: {len(self.stages)} virtual stages but the schedule "
+                            f"{schedule.name!r} has pp={schedule.pp} x {schedule.chunks} "
+                            f"chunk(s) = {n}")
+        validate(schedule, self.site)
+
+    # -- placement of parameters ---------------------------------------------------------------
+    def where(self, j: int) -> tuple[int, int]:
+        """(physical stage, chunk) of virtual stage ``j``."""
+        pp = self.schedule.pp
+        return j % pp, j // pp
+
+    def holders(self, name: str) -> list[int]:
+        """Virtual stages holding parameter ``name``."""
+        return [j for j, s in enumerate(self.stages) if s.holds(name)]
+
+    def owner(self, name: str) -> int | None:
+        """The physical stage of a parameter held by one stage (None if tied)."""
+        st = {self.where(j)[0] for j in self.holders(name)}
+        return next(iter(st)) if len(st) == 1 else None
+
+    # -- the composed forward -------------------------------------------------------------------
+    def _run(self, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
+             only: tuple[str, int] | None = None) -> Any:
+        """Run the virtual stages in order; ``only = (name, j)``: uses of ``name`` outside
+        virtual stage ``j`` are stop-gradient (its stage-local gradient)."""
+        n = len(self.stages)
+        incoming: Tensor | None = None
+        out: Any = None
+        for j, st in enumerate(self.stages):
+            view = {}
+            for k, t in params.items():
+                if st.holds(k):
+                    view[k] = stop_gradient(t) if only is not None and only[0] == k \
+                        and only[1] != j else t
+            io = StageIO(j, incoming, n)
+            out = st.forward(_StageParams(view, j, st.site, list(params)), data, io)
+            if j > 0 and not io.received:
+                raise PlanError(f"{st.site}: virtual stage {j} never calls recv(); the "
+                                f"activation virtual stage {j - 1} sent is never consumed")
+            if j < n - 1:
+                if io.sent is None:
+                    raise PlanError(f"{st.site}: virtual stage {j} never calls send() (missing "
+                                    f"send): virtual stage {j + 1}'s recv would block")
+                if out is not None:
+                    raise PlanError(f"{st.site}: virtual stage {j} returns a value; only the "
+                                    "last stage returns the loss, the others send()")
+            incoming = io.sent
+        return out
+
+    def forward(self, params: Mapping[str, Tensor], data: Mapping[str, Tensor]) -> Any:
+        """The whole model as one per-micro-batch forward (for ``Plan(forward=...)``)."""
+        return self._run(params, data)
+
+    def per_stage(self, values: Mapping[int, Tensor] | Callable[[int], Tensor]) -> Tensor:
+        """The per-stage value ``sum_s RANK_CONST(pp, e_s) * values[s]`` (varies over pp).
+
+        ``values``: physical stage -> scalar or tensor (missing stages hold 0), or a function
+        of the stage.
+        """
+        pp = self.schedule.pp
+        vals = values if isinstance(values, Mapping) else {s: values(s) for s in range(pp)}
+        out: Tensor | None = None
+        for s, v in sorted(vals.items()):
+            x = rank_const(self.axis, [int(i == s) for i in range(pp)]) * v
+            out = x if out is None else out + x
+        if out is None:
+            raise PlanError(f"{user_site(2)}: per_stage needs at least one stage's value")
+        return out
+
+    def params_of_stage(self, s: int, names: Sequence[str]) -> list[str]:
+        """The parameters among ``names`` that physical stage ``s`` holds."""
+        return [k for k in names if any(self.where(j)[0] == s for j in self.holders(k))]
+
+    # -- the gradient loop ----------------------------------------------------------------------
+    def trace(self, plan: Any, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
+              names: Sequence[str]) -> tuple[Tensor, list[Tensor]]:
+        """Reported loss (summed over ``mb``) and, per parameter, its buffer after the loop.
+
+        Raises:
+            PlanError: a parameter on no stage, mesh / micro-batch count mismatch, transfer
+                errors (see :class:`StageIO`).
+        """
+        sch = self.schedule
+        mesh = plan.mesh.sizes
+        if sch.pp > 1 and mesh.get(self.axis) != sch.pp:
+            raise PlanError(f"{self.site}: the schedule has {sch.pp} stages but the mesh's "
+                            f"{self.axis!r} axis is {mesh.get(self.axis)}; use Mesh("
+                            f"{self.axis}={sch.pp}, ...)")
+        _check_microbatches(plan, sch.microbatches, self.site)
+        missing = [k for k in names if not self.holders(k)]
+        if missing:
+            raise PlanError(f"{self.site}: parameters on no pipeline stage: {missing[:6]}; "
+                            "list them in a stage's params")
+        seed, rep = _check_loss(self._run(params, data), self.site)
+        gs = grad(seed.term, [params[k].term for k in names])
+        out = []
+        for k, g in zip(names, gs):
+            holders = self.holders(k)
+            if len(holders) == 1:
+                s, c = self.where(holders[0])
+                out.append(lower_buffer(final_buffer(sch, s, c), Tensor(g, seed.site,
+                                                                       f"grad:{k}")))
+                continue
+            per_stage: dict[int, Tensor] = {}
+            for j in holders:
+                sd, _ = _check_loss(self._run(params, data, only=(k, j)), self.site)
+                a = Tensor(grad(sd.term, [params[k].term])[0], seed.site, f"grad:{k}")
+                s, c = self.where(j)
+                b = lower_buffer(final_buffer(sch, s, c), a)
+                per_stage[s] = b if s not in per_stage else per_stage[s] + b
+            out.append(per_stage[next(iter(per_stage))] if len(per_stage) == 1
+                       else self.per_stage(per_stage))
+        r = Tensor(term(Op.ALL_REDUCE, (rep.term,), (MB, "sum"), rep.term.dims), rep.site,
+                   "loss")
+        return r, out
+
+    def observe(self, param: str, t: Term) -> Term:
+        """An output of ``param`` as seen on the stage that holds it (module docstring)."""
+        s = self.owner(param)
+        if s is None or self.schedule.pp == 1 or self.axis not in varying_axes(t):
+            return t
+        return term(Op.BROADCAST, (t,), (self.axis, s), t.dims)
+
+
+class _StageParams(Params):
+    """A stage's parameter view: reading a parameter the stage does not hold is an error."""
+
+    def __init__(self, tensors: Mapping[str, Tensor], j: int, site: str, every: list[str],
+                 prefix: str = ""):
+        super().__init__(tensors, prefix)
+        self._j, self._site, self._every = j, site, every
+
+    def scope(self, prefix: str) -> Params:
+        return _StageParams(self._t, self._j, self._site, self._every,
+                            f"{self._prefix}{prefix}.")
+
+    def __getitem__(self, key: str) -> Tensor:
+        full = self._prefix + key
+        if full not in self._t and full in self._every:
+            raise PlanError(f"{user_site(2)}: virtual stage {self._j} reads parameter {full!r}, "
+                            "which it does not hold; add it to this stage's params (a tied "
+                            "parameter) or move the layer")
+        return super().__getitem__(key)
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """Gradient accumulation on one stage (no pipeline) with an explicit event order.
+
+    ``events``: the stage's events (``F``/``B`` per micro-batch and buffer hooks), e.g. the
+    in-place 1-rank reduction of Megatron-LM #6660. Use as ``Plan(schedule=Accumulation(...))``
+    with ``Plan.forward`` the per-micro-batch forward.
+    """
+
+    events: tuple[Any, ...]
+    microbatches: int
+    site: str = field(default="", compare=False)
+
+    def __init__(self, events: Sequence[Any], microbatches: int):
+        object.__setattr__(self, "site", user_site(2))
+        object.__setattr__(self, "events", tuple(events))
+        object.__setattr__(self, "microbatches", microbatches)
+        validate(self.schedule, self.site)
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule("accumulation", (self.events,), self.microbatches)
+
+    def trace(self, plan: Any, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
+              names: Sequence[str]) -> tuple[Tensor, list[Tensor]]:
+        """As :meth:`Pipeline.trace` for one stage running ``plan.forward``."""
+        _check_microbatches(plan, self.microbatches, self.site)
+        seed, rep = _check_loss(plan.forward(Params(params), data), self.site)
+        gs = grad(seed.term, [params[k].term for k in names])
+        buf = final_buffer(self.schedule, 0)
+        out = [lower_buffer(buf, Tensor(g, seed.site, f"grad:{k}")) for k, g in zip(names, gs)]
+        r = Tensor(term(Op.ALL_REDUCE, (rep.term,), (MB, "sum"), rep.term.dims), rep.site,
+                   "loss")
+        return r, out
+
+    def observe(self, param: str, t: Term) -> Term:
+        return t
+
