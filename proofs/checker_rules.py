@@ -958,6 +958,185 @@ def _bc_inv(e: Env) -> tuple[Any, Any]:
     return P("BROADCAST", (a, src), (x,)), x
 
 
+# ==== permute (rewriting/permute.py: the context-parallel chunk map) ==========================
+_GROUP[0] = "permute"
+
+
+def permute(x: Any, d: str, o: Any) -> P:
+    return P("PERMUTE", (d, tuple(o)), (x,))
+
+
+def _order(o: Any) -> bool:
+    return (isinstance(o, tuple) and len(o) >= 1
+            and all(isinstance(j, int) and not isinstance(j, bool) for j in o)
+            and sorted(o) == list(range(len(o))))
+
+
+def _perm_ok(e: Env, xs: tuple[int, ...], mask: tuple[bool, ...], d: str) -> bool:
+    if len(xs) != len(mask) or not any(mask):
+        return False
+    spec = None
+    for x, m in zip(xs, mask):
+        dims = e.dims(x)
+        if m:
+            if d not in dims:
+                return False
+            if spec is None:
+                spec = dims[d]
+            elif dims[d] != spec:
+                return False
+        elif d in dims:
+            return False
+    return True
+
+
+def _pjoin(xs: tuple[int, ...], mask: tuple[bool, ...], d: str, o: Any) -> tuple[Any, ...]:
+    return tuple(permute(x, d, o) if m else x for x, m in zip(xs, mask))
+
+
+# permutations along different dims commute; the smaller dim name goes outside
+@rule("perm-swap", "PERMUTE(PERMUTE(x, d1, o1), d2, o2) = PERMUTE(PERMUTE(x, d2, o2), d1, o1)",
+      "d1 < d2 (by name)")
+def _perm_swap(e: Env) -> tuple[Any, Any]:
+    x, d1, o1, d2, o2 = e.t("x"), e.v("d1"), e.v("o1"), e.v("d2"), e.v("o2")
+    e.require(isinstance(d1, str) and isinstance(d2, str) and d1 < d2, "d1 < d2")
+    e.require(_order(o1) and _order(o2), "block orders")
+    return permute(permute(x, d1, o1), d2, o2), permute(permute(x, d2, o2), d1, o1)
+
+
+# two permutations of the same blocks are one
+@rule("perm-compose", "PERMUTE(PERMUTE(x, d, o1), d, o2) = PERMUTE(x, d, o) with o[j] = o1[o2[j]]",
+      "o1 and o2 have the same number of blocks")
+def _perm_compose(e: Env) -> tuple[Any, Any]:
+    x, d, o1, o2 = e.t("x"), e.v("d"), e.v("o1"), e.v("o2")
+    e.require(_order(o1) and _order(o2) and len(o1) == len(o2), "same number of blocks")
+    return permute(permute(x, d, o1), d, o2), permute(x, d, tuple(o1[j] for j in o2))
+
+
+# the identity order moves nothing
+@rule("perm-identity", "PERMUTE(x, d, (0, 1, ..., n-1)) = x", "none")
+def _perm_identity(e: Env) -> tuple[Any, Any]:
+    x, d, n = e.t("x"), e.v("d"), e.v("n")
+    e.require(isinstance(n, int) and not isinstance(n, bool) and n >= 1, "n >= 1")
+    return permute(x, d, tuple(range(n))), x
+
+
+# an elementwise op of permuted operands is the permuted op (others lack d)
+@rule("lift-perm-elementwise",
+      "op(..PERMUTE(x_i, d, o)..y_j..) = PERMUTE(op(..x_i..y_j..), d, o)  (op elementwise)",
+      "some operand is PERMUTE(., d, o); those share d's spec; the other operands lack d")
+def _lift_perm_ew(e: Env) -> tuple[Any, Any]:
+    op, attrs, xs, mask, d, o = e.v("op"), e.v("attrs"), e.ts("xs"), _mask(e), e.v("d"), e.v("o")
+    e.require(op in ELEMENTWISE, f"{op} is elementwise")
+    e.require(_order(o) and _perm_ok(e, xs, mask, d), "lift condition")
+    return P(op, tuple(attrs), _pjoin(xs, mask, d, o)), permute(P(op, tuple(attrs), xs), d, o)
+
+
+# a contraction that keeps d, of operands permuted along d, is the permuted contraction
+@rule("lift-perm-einsum",
+      "EINSUM(..PERMUTE(x_i, d, o)..y_j.., out) = PERMUTE(EINSUM(..x_i..y_j.., out), d, o)",
+      "d in out, and the lift-perm-elementwise condition")
+def _lift_perm_einsum(e: Env) -> tuple[Any, Any]:
+    xs, mask, d, o, out = e.ts("xs"), _mask(e), e.v("d"), e.v("o"), tuple(e.v("out"))
+    e.require(d in out and _order(o) and _perm_ok(e, xs, mask, d), "d in out and lift condition")
+    return einsum(_pjoin(xs, mask, d, o), out), permute(einsum(xs, out), d, o)
+
+
+# a sum over d does not depend on the order of d's positions
+@rule("einsum-perm-contract",
+      "EINSUM(..PERMUTE(x_i, d, o)..y_j.., out) = EINSUM(..x_i..y_j.., out)",
+      "d not in out; every operand with d is PERMUTE(., d, o) (one o, one spec of d)")
+def _perm_contract(e: Env) -> tuple[Any, Any]:
+    xs, mask, d, o, out = e.ts("xs"), _mask(e), e.v("d"), e.v("o"), tuple(e.v("out"))
+    e.require(d not in out and _order(o) and _perm_ok(e, xs, mask, d),
+              "d not in out and lift condition")
+    return einsum(_pjoin(xs, mask, d, o), out), einsum(xs, out)
+
+
+def _pwf(e: Env, x: int, d: str, o: Any) -> bool:
+    return _order(o) and d in e.dims(x)
+
+
+# max over other dims commutes with the permutation of d
+@rule("lift-perm-reduce-max",
+      "REDUCE_MAX(PERMUTE(x, d, o), dims) = PERMUTE(REDUCE_MAX(x, dims), d, o)", "d not in dims")
+def _lift_perm_rmax(e: Env) -> tuple[Any, Any]:
+    x, d, o, dims = e.t("x"), e.v("d"), e.v("o"), tuple(e.v("dims"))
+    e.require(d not in dims and _pwf(e, x, d, o), "d not in dims")
+    return reduce_max(permute(x, d, o), dims), permute(reduce_max(x, dims), d, o)
+
+
+# a max over d does not depend on the order of d's positions
+@rule("reduce-max-perm", "REDUCE_MAX(PERMUTE(x, d, o), dims) = REDUCE_MAX(x, dims)", "d in dims")
+def _perm_rmax(e: Env) -> tuple[Any, Any]:
+    x, d, o, dims = e.t("x"), e.v("d"), e.v("o"), tuple(e.v("dims"))
+    e.require(d in dims and _pwf(e, x, d, o), "d in dims")
+    return reduce_max(permute(x, d, o), dims), reduce_max(x, dims)
+
+
+# renaming commutes with the permutation (the permuted dim is renamed with it)
+@rule("lift-perm-rename",
+      "RENAME(PERMUTE(x, d, o), old, new) = PERMUTE(RENAME(x, old, new), d', o)  (d' = new if d = old)",
+      "the output spec of new is nshards; if d = old, nshards is x's spec of d")
+def _lift_perm_rename(e: Env) -> tuple[Any, Any]:
+    x, d, o, old, new = e.t("x"), e.v("d"), e.v("o"), e.v("old"), e.v("new")
+    nsh = tuple(e.v("nshards"))
+    e.require(_pwf(e, x, d, o), "x has d")
+    if d == old:
+        e.require(nsh == e.dims(x)[d], "nshards is x's spec of d")
+    d2 = new if d == old else d
+    return rename(permute(x, d, o), old, new, nsh), permute(rename(x, old, new, nsh), d2, o)
+
+
+# a chunk along another dim commutes with the permutation
+@rule("lift-perm-chunk",
+      "CHUNK(PERMUTE(x, d, o), c, parts, i) = PERMUTE(CHUNK(x, c, parts, i), d, o)", "c != d")
+def _lift_perm_chunk(e: Env) -> tuple[Any, Any]:
+    x, d, o, cd, parts, i = (e.t("x"), e.v("d"), e.v("o"), e.v("cd"), e.v("parts"),
+                             e.v("index"))
+    e.require(cd != d and _pwf(e, x, d, o), "c != d")
+    return chunk(permute(x, d, o), cd, parts, i), permute(chunk(x, cd, parts, i), d, o)
+
+
+# concatenating permuted blocks along another dim is the permuted concatenation
+@rule("lift-perm-concat", "CONCAT(PERMUTE(x_i, d, o)..., c) = PERMUTE(CONCAT(x_i..., c), d, o)",
+      "c != d; every operand is PERMUTE(., d, o) with the same spec of d")
+def _lift_perm_concat(e: Env) -> tuple[Any, Any]:
+    xs, d, o, cd, csh = e.ts("xs"), e.v("d"), e.v("o"), e.v("cd"), tuple(e.v("cshards"))
+    e.require(cd != d and _order(o) and _perm_ok(e, xs, (True,) * len(xs), d),
+              "c != d and lift condition")
+    return (concat(tuple(permute(x, d, o) for x in xs), cd, csh),
+            permute(concat(xs, cd, csh), d, o))
+
+
+# one-hot is positionwise in the indices
+@rule("lift-perm-onehot", "ONE_HOT(PERMUTE(idx, d, o), v) = PERMUTE(ONE_HOT(idx, v), d, o)",
+      "d != v")
+def _lift_perm_onehot(e: Env) -> tuple[Any, Any]:
+    x, d, o, v, sh = e.t("x"), e.v("d"), e.v("o"), e.v("v"), tuple(e.v("vshards"))
+    e.require(d != v and _pwf(e, x, d, o), "d != v")
+    return one_hot(permute(x, d, o), v, sh), permute(one_hot(x, v, sh), d, o)
+
+
+# a permutation along d commutes with taking a block along another dim (on every rank)
+@rule("lift-shard-permute", "PERMUTE(SHARD(x, e, a), d, o) = SHARD(PERMUTE(x, d, o), e, a)",
+      "e != d")
+def _lift_shard_perm(e: Env) -> tuple[Any, Any]:
+    x, ee, a, d, o = e.t("x"), e.v("e"), e.v("a"), e.v("d"), e.v("o")
+    e.require(ee != d and _order(o), "e != d")
+    return permute(shard(x, ee, a), d, o), shard(permute(x, d, o), ee, a)
+
+
+# a collective over ranks commutes with a permutation every rank applies
+@rule("allreduce-permute",
+      "ALL_REDUCE(PERMUTE(x, d, o), a, r) = PERMUTE(ALL_REDUCE(x, a, r), d, o)",
+      "r in {sum, max}")
+def _ar_perm(e: Env) -> tuple[Any, Any]:
+    x, d, o, a, r = e.t("x"), e.v("d"), e.v("o"), e.v("a"), e.v("r")
+    e.require(r in ("sum", "max") and _pwf(e, x, d, o), "r in {sum, max}")
+    return all_reduce(permute(x, d, o), a, r), permute(all_reduce(x, a, r), d, o)
+
+
 # ==== the table ================================================================================
 RULES: dict[str, Rule] = {r.name: r for r in _RULES}
 

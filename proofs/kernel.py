@@ -48,7 +48,7 @@ OPS = frozenset({
     "ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
     "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
     "EINSUM", "REDUCE_MAX", "ONE_HOT",
-    "RENAME", "CHUNK", "CONCAT",
+    "RENAME", "CHUNK", "CONCAT", "PERMUTE", "SHIFT",
     "SHARD", "PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "BROADCAST",
 })
 ELEMENTWISE = frozenset({
@@ -286,7 +286,7 @@ def typecheck(table: NodeTable, i: int) -> None:
         raise bad(f"repeated dim in {names}")
     nargs = {"INPUT": 0, "CONST": 0, "DIM_SIZE": 0, "AXIS_SIZE": 0, "RANK_CONST": 0,
              "CAUSAL_MASK": 0, "ROPE_COS": 0, "ROPE_SIN": 0, "WHERE": 3, "MAXIMUM": 2,
-             "REDUCE_MAX": 1, "ONE_HOT": 1, "RENAME": 1, "CHUNK": 1, "SHARD": 1, "PART": 1,
+             "REDUCE_MAX": 1, "ONE_HOT": 1, "RENAME": 1, "CHUNK": 1, "PERMUTE": 1, "SHIFT": 1, "SHARD": 1, "PART": 1,
              "ALL_REDUCE": 1, "ALL_GATHER": 1, "REDUCE_SCATTER": 1, "BROADCAST": 1}
     if op in nargs and len(args) != nargs[op]:
         raise bad(f"{len(args)} args, expected {nargs[op]}")
@@ -375,6 +375,29 @@ def typecheck(table: NodeTable, i: int) -> None:
         for x in ad:
             if {n: s for n, s in x.items() if n != d} != {n: s for n, s in out.items() if n != d}:
                 raise bad("operands' dims differ from the output's")
+    elif op == "PERMUTE":
+        d, order = attrs
+        if d not in out or ad[0] != out or not isinstance(order, tuple) or \
+                sorted(order) != list(range(len(order))) or \
+                not all(isinstance(j, int) and not isinstance(j, bool) for j in order):
+            raise bad(f"PERMUTE along {d} must keep the operand's dims and have a block order")
+    elif op == "SHIFT":
+        if attrs[0] not in out or ad[0] != out:
+            raise bad(f"SHIFT along {attrs[0]} must keep the operand's dims")
+    elif op == "TOPK_MASK":
+        d, k = attrs
+        if ad[0] != out or d not in out or out[d] or isinstance(k, bool) or not isinstance(k, int) \
+                or k < 1:
+            raise bad(f"TOPK_MASK along {d} must keep the operand's dims, {d} unsharded, k >= 1")
+    elif op == "ALL_TO_ALL":
+        a, sp, cc = attrs
+        if sp == cc or sp not in ad[0] or cc not in ad[0] or not ad[0][cc] or ad[0][cc][-1] != a:
+            raise bad(f"operand dim {cc} is not sharded last over {a} (or no dim {sp})")
+        want_d = dict(ad[0])
+        want_d[cc] = ad[0][cc][:-1]
+        want_d[sp] = ad[0][sp] + (a,)
+        if want_d != out:
+            raise bad(f"dim {cc} must lose shard {a} and dim {sp} gain it")
     elif op == "CAUSAL_MASK":
         if tuple(names) != (attrs[0], attrs[1]):
             raise bad("dims must be (q, k)")
@@ -446,6 +469,10 @@ def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
                     sum(local(i, d, b) for b in blocks) != sizes[d]:
                 raise KernelError(f"node {i} (CONCAT along {d}): the blocks do not add up to "
                                   f"the dim's local size {sizes[d]}")
+        elif op == "PERMUTE":
+            if sizes[attrs[0]] % len(attrs[1]):
+                raise KernelError(f"node {i} (PERMUTE along {attrs[0]}): {len(attrs[1])} blocks "
+                                  f"do not divide the dim's local size {sizes[attrs[0]]}")
         elif op in ("PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "AXIS_SIZE"):
             axis(i, attrs[0])
         elif op == "SHARD":

@@ -46,6 +46,10 @@ def shard_products(roots: Iterable[Term], binding: Mapping[str, int]) -> tuple[
             req[t.attrs[3]] = req[t.attrs[3]]
         if t.op is Op.RENAME and t.attrs[0] != t.attrs[1]:
             pairs.append((t.attrs[0], t.attrs[1]))
+        if t.op is Op.PERMUTE:  # the block order needs len(order) equal blocks of the local dim
+            d = t.dim(t.attrs[0])
+            p = math.prod(_axis_size(binding, a) for a in d.shards) * len(t.attrs[1])
+            req[d.name] = math.lcm(req[d.name], p)
     return dict(req), pairs
 
 

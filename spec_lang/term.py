@@ -116,6 +116,8 @@ class Op(enum.Enum):
     RENAME = enum.auto()      # attrs: (old, new)
     CHUNK = enum.auto()       # attrs: (dim, parts, index) block `index` of `parts` equal blocks
     CONCAT = enum.auto()      # attrs: (dim,) concatenation of equal-size blocks, in order
+    PERMUTE = enum.auto()     # attrs: (dim, order) block j of the output = block order[j] of x
+    SHIFT = enum.auto()       # attrs: (dim,) y[i] = x[i+1] for i < n-1, y[n-1] = 0 (next token)
     # -- lineage and parallel ------------------------------------------------------------------
     SHARD = enum.auto()       # attrs: (dim, axis) this rank's block of x along dim over axis
     PART = enum.auto()        # attrs: (axis,) this rank's addend of x over axis (Partial(sum))

@@ -7,9 +7,11 @@
 from collections.abc import Callable
 
 from spec_lang.errors import PlanError
+from spec_lang.plans.clipping import global_grad_norm_sq, grad_norm_sq_fn, shard_axes
 from spec_lang.plans.megatron import (
     COPY_TO_TP, DP_AVERAGE, GATHER_FROM_TP, GRAD_ACCUM, LOSS_PREFACTOR, REDUCE_FROM_TP, TP_REGION_WEIGHTS,
-    MegatronSettings, MegatronTP, Scale, colwise, layer_plan, megatron, megatron_placements,
+    GATHER_FROM_SP, REDUCE_SCATTER_TO_SP, MegatronSettings, MegatronTP, Scale, colwise,
+    partial_grad_axes, layer_plan, megatron, megatron_placements,
     replicated, rowwise, vocab_parallel_cross_entropy, vocab_parallel_embedding,
 )
 from spec_lang.plan import Plan
@@ -17,11 +19,13 @@ from spec_lang.plan import Plan
 __all__ = [
     # __init__.py
     "PLANS", "plan_registry",
+    # clipping.py
+    "global_grad_norm_sq", "grad_norm_sq_fn", "shard_axes",
     # megatron.py
     "COPY_TO_TP", "DP_AVERAGE", "GATHER_FROM_TP", "GRAD_ACCUM", "LOSS_PREFACTOR", "REDUCE_FROM_TP",
     "TP_REGION_WEIGHTS", "MegatronSettings", "MegatronTP", "Scale", "colwise", "layer_plan",
     "megatron", "megatron_placements", "replicated", "rowwise", "vocab_parallel_cross_entropy",
-    "vocab_parallel_embedding",
+    "vocab_parallel_embedding", "GATHER_FROM_SP", "REDUCE_SCATTER_TO_SP", "partial_grad_axes",
 ]
 
 PLANS: dict[str, Callable[..., Plan]] = {

@@ -63,6 +63,7 @@ from spec_lang.mesh import Mesh
 from spec_lang.models.llama import LlamaConfig, LlamaDims, LlamaModel, ParallelContext, llama
 from spec_lang.placement import Placement, Replicate, Shard
 from spec_lang.plan import Loss, Plan, microbatches as _microbatches
+from spec_lang.plans.clipping import grad_norm_sq_fn
 from spec_lang.spec import Params, Spec
 from spec_lang.tensor import Tensor, user_site
 from spec_lang.term import Axis, varying_axes
@@ -410,7 +411,10 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
             docstring). With ``sp`` the sequence length must divide by tp.
 
     Returns:
-        the :class:`~spec_lang.plan.Plan`; the spec's optimizer runs on the local shards.
+        the :class:`~spec_lang.plan.Plan`; the spec's optimizer runs on the local shards. When
+        the spec clips gradients, the global norm is
+        :func:`spec_lang.plans.clipping.global_grad_norm_sq` (sharded gradients summed over
+        tp, replicated ones counted once).
     """
     m = _model_of(model)
     s = settings or MegatronSettings()
@@ -444,8 +448,9 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
             g = all_reduce(g, axis)
         return g
 
-    return Plan(mesh=Mesh(dp=dp, tp=tp), placements=pl, forward=forward,
-                reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, m.dims.B),
+    mesh = Mesh(dp=dp, tp=tp)
+    return Plan(mesh=mesh, placements=pl, forward=forward,
+                reduce_grads=reduce_grads, grad_norm_sq=grad_norm_sq_fn(mesh=mesh), microbatches=_microbatches(microbatches, m.dims.B),
                 assumptions=(f"Megatron-LM TP{tp}{'+SP' if s.sp else ''} x DP{dp}, "
                              f"{microbatches} micro-batches; "
                              "token count N > 0",),
