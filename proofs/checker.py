@@ -548,3 +548,23 @@ def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_
                             f"not the plan's")
     if {k: int(v) for k, v in problem.binding.items()} != cert["binding"]:
         raise _fail("--retrace: the binding differs from the plan's")
+    _recheck_rng(cert, problem)
+
+
+def _recheck_rng(cert: Mapping[str, Any], problem: Any) -> None:
+    """The RNG obligation (proofs/rng.py), re-run on the re-traced dropout calls: an EQUIVALENT
+    certificate needs mask terms that are a renaming of injective, consistent draws."""
+    if not any(r.side == "plan" for r in getattr(problem, "rng", ())):
+        return
+    from proofs.reduction import reduce_binding
+    from proofs.rng import check_rng
+
+    roots = [t for g in problem.goals for t in (g.expected, g.actual)]
+    for b in (reduce_binding(roots, problem.binding), problem.binding):
+        r = check_rng(problem.rng, b, problem.mesh)
+        if not r.checked:
+            continue
+        if not r.modelled:
+            raise _fail(f"--retrace: rng: {r.why}")
+        if r.collisions and cert["verdict"] == "EQUIVALENT":
+            raise _fail(f"--retrace: rng: verdict EQUIVALENT but {r.collisions[0]}")

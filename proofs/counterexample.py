@@ -116,6 +116,7 @@ class Counterexample:
     reduced_binding: dict[str, int]
     seed: int
     others: list[str] = field(default_factory=list)  # other diverging goals, in order
+    notes: list[str] = field(default_factory=list)   # e.g. rng: two positions sharing a draw
 
     @property
     def rank_text(self) -> str:
@@ -144,6 +145,7 @@ class Counterexample:
         if self.others:
             more = ", ".join(self.others[:5]) + (" ..." if len(self.others) > 5 else "")
             lines.append(f"  also diverging: {more}")
+        lines.extend(f"  {n}" for n in self.notes)
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -155,6 +157,7 @@ class Counterexample:
             "ratio": None if self.ratio is None else f"{self.ratio:.6g}",
             "explanation": self.ratio_text, "reduced_binding": dict(self.reduced_binding),
             "seed": self.seed, "also_diverging": list(self.others),
+            **({"notes": list(self.notes)} if self.notes else {}),
             # what check-certificate re-evaluates (proofs/replay.py): every listed goal diverges
             "replay": {"goals": [self.goal, *self.others], "seed": self.seed,
                        "binding": dict(self.reduced_binding)},

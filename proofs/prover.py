@@ -109,7 +109,10 @@ def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
     """
     run = _Run(problem, jobs, timeout_s, progress or (lambda *_: None))
     run.phase("reduce", run.reduce_shapes)        # 1a. reduced dim sizes, real mesh sizes
-    run.phase("refute", run.refute)               # 1b. float64 evaluation of every goal
+    run.phase("rng", run.check_rng)               # dropout streams (proofs/rng.py)
+    if not run.rng_open:
+        run.phase("refute", run.refute)           # 1b. float64 evaluation of every goal
+        run.add_rng_notes()
     if run.counterexample is None:
         run.phase("reuse", run.group_identical)   # identical obligations are proved once
         run.phase("rewrite", run.normalise)       # 2. certified normal forms
@@ -217,6 +220,49 @@ class _Run:
                    f"a constant in the program encodes a size")
             return Refutation([], None, {**again.skipped, g.name: why})
         return again
+
+    # -- dropout streams --------------------------------------------------------------------------
+    rng_open = False
+    rng_notes: list[str] = []
+
+    def check_rng(self) -> None:
+        """position -> (stream, offset) of every plan dropout, enumerated at the reduced sizes
+        (real mesh) and, within budget, at the real sizes (:mod:`proofs.rng`). Mask terms that
+        are not a renaming of the true draws leave every goal open (UNKNOWN)."""
+        recs = getattr(self.p, "rng", ())
+        if not any(r.side == "plan" for r in recs):
+            return
+        from proofs.rng import check_rng
+
+        mesh = dict(self.p.mesh)
+        done = []
+        for b in (self.reduced, self.p.binding):
+            r = check_rng(recs, b, mesh)
+            if r.checked:
+                done.append(r)
+            if not r.modelled or (not r.checked and b is self.reduced):
+                self.rng_open = True
+                for g in self.goals:
+                    g.reason = f"rng: {r.why}"
+                return
+        self.rng_notes = [f"rng: {c}" for c in done[0].collisions] if done else []
+        where = " and ".join(dict.fromkeys(
+            ", ".join(f"{k}={v}" for k, v in sorted(r.sizes.items())) for r in done))
+        self.assumptions.append(
+            "rng: dropout draws are renamed to the spec's mask symbols (equal in distribution); "
+            "position -> (stream, offset) enumerated exhaustively at " + where +
+            ("" if len(done) == 2 else " (real sizes over the enumeration budget)"))
+
+    def add_rng_notes(self) -> None:
+        if not self.rng_notes:
+            return
+        if self.counterexample is not None:
+            self.counterexample.notes.extend(self.rng_notes)
+            return
+        # draws collide but the refuter saw no difference: never EQUIVALENT on it
+        for g in self.goals:
+            if not g.reason:
+                g.reason = self.rng_notes[0] + " (values did not differ on random inputs)"
 
     # -- reuse ----------------------------------------------------------------------------------
     def group_identical(self) -> None:

@@ -269,8 +269,11 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
     Raises:
         SpecError / PlanError: tracing errors; a spec output the plan does not produce.
     """
-    s = trace_spec(spec)
-    p, where = trace_plan(plan, spec)
+    from spec_lang.rng import collect
+
+    with collect() as rng_records:  # dropout calls: proofs/rng.py checks their streams
+        s = trace_spec(spec)
+        p, where = trace_plan(plan, spec)
     mesh = plan.mesh.sizes
     goals = []
     for name, actual in p.outputs.items():
@@ -293,6 +296,6 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
         path=path, source_sha256=sha256, binding=Binding(sizes), mesh=dict(plan.axes),
         goals=tuple(goals),
         assumptions=DEFAULT_ASSUMPTIONS + tuple(spec.assumptions) + tuple(plan.assumptions),
-        spec_outputs=dict(s.outputs))
+        spec_outputs=dict(s.outputs), rng=tuple(rng_records))
 
 

@@ -590,3 +590,7 @@ def cross_entropy(logits: object, labels: object, mask: object, vocab: DimLike) 
     return div(sum(mul(m, ce)), sum(m))
 
 
+
+
+# -- randomness (spec_lang/rng.py): ops.dropout(x, p, rng=RngStream(...)) ---------------------------
+from spec_lang.rng import RngStream, dropout, model_parallel_rng  # noqa: E402,F401

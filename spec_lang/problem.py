@@ -44,3 +44,4 @@ class Problem:
     goals: tuple[Goal, ...]
     assumptions: tuple[str, ...]
     spec_outputs: dict[str, Term]
+    rng: tuple = ()  # spec_lang.rng.DropoutRecord of every dropout call (proofs/rng.py checks them)
