@@ -777,6 +777,15 @@ def _lift_onehot(e: Env) -> tuple[Any, Any]:
     return one_hot(shard(x, d, a), v, sh), shard(one_hot(x, v, sh), d, a)
 
 
+# top-k along e acts on each position of the other dims alone
+@rule("lift-shard-topk", "TOPK_MASK(SHARD(x, d, a), e, k) = SHARD(TOPK_MASK(x, e, k), d, a)",
+      "d != e, and x does not vary over a")
+def _lift_topk(e: Env) -> tuple[Any, Any]:
+    x, d, a, ee, k = e.t("x"), e.v("d"), e.v("a"), e.v("e"), e.v("k")
+    e.require(d != ee and _wf(e, x, d, a), "d != e and x does not vary over a")
+    return P("TOPK_MASK", (ee, k), (shard(x, d, a),)), shard(P("TOPK_MASK", (ee, k), (x,)), d, a)
+
+
 # ==== collectives ==============================================================================
 _GROUP[0] = "collectives"
 # a replicated value summed over |a| coordinates is |a| times the value
@@ -956,6 +965,13 @@ def _bc_inv(e: Env) -> tuple[Any, Any]:
     x, a, src = e.t("x"), e.v("a"), e.v("src")
     e.require(a not in e.var(x), "x does not vary over a")
     return P("BROADCAST", (a, src), (x,)), x
+
+
+# all-to-all is the rank's block (along s) of the gathered tensor (along c): its definition
+@rule("all-to-all-def", "ALL_TO_ALL(x, a, s, c) = SHARD(ALL_GATHER(x, a, c), s, a)")
+def _a2a_def(e: Env) -> tuple[Any, Any]:
+    x, a, sp, cc = e.t("x"), e.v("a"), e.v("s"), e.v("c")
+    return P("ALL_TO_ALL", (a, sp, cc), (x,)), shard(all_gather(x, a, cc), sp, a)
 
 
 # ==== permute (rewriting/permute.py: the context-parallel chunk map) ==========================
@@ -1165,7 +1181,7 @@ def varying_table(table: NodeTable) -> list[frozenset[str]]:
             v |= out[c]
         if op in ("SHARD",):
             v.add(attrs[1])
-        elif op in ("PART", "RANK_CONST", "REDUCE_SCATTER"):
+        elif op in ("PART", "RANK_CONST", "REDUCE_SCATTER", "ALL_TO_ALL"):
             v.add(attrs[0])
         elif op in ("ALL_REDUCE", "ALL_GATHER", "BROADCAST"):
             v.discard(attrs[0])

@@ -47,9 +47,9 @@ OPS = frozenset({
     "INPUT", "CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST", "CAUSAL_MASK", "ROPE_COS", "ROPE_SIN",
     "ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
     "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
-    "EINSUM", "REDUCE_MAX", "ONE_HOT",
+    "EINSUM", "REDUCE_MAX", "ONE_HOT", "TOPK_MASK",
     "RENAME", "CHUNK", "CONCAT", "PERMUTE", "SHIFT",
-    "SHARD", "PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "BROADCAST",
+    "SHARD", "PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "BROADCAST", "ALL_TO_ALL",
 })
 ELEMENTWISE = frozenset({
     "ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
@@ -287,7 +287,8 @@ def typecheck(table: NodeTable, i: int) -> None:
     nargs = {"INPUT": 0, "CONST": 0, "DIM_SIZE": 0, "AXIS_SIZE": 0, "RANK_CONST": 0,
              "CAUSAL_MASK": 0, "ROPE_COS": 0, "ROPE_SIN": 0, "WHERE": 3, "MAXIMUM": 2,
              "REDUCE_MAX": 1, "ONE_HOT": 1, "RENAME": 1, "CHUNK": 1, "PERMUTE": 1, "SHIFT": 1, "SHARD": 1, "PART": 1,
-             "ALL_REDUCE": 1, "ALL_GATHER": 1, "REDUCE_SCATTER": 1, "BROADCAST": 1}
+             "ALL_REDUCE": 1, "ALL_GATHER": 1, "REDUCE_SCATTER": 1, "BROADCAST": 1,
+             "TOPK_MASK": 1, "ALL_TO_ALL": 1}
     if op in nargs and len(args) != nargs[op]:
         raise bad(f"{len(args)} args, expected {nargs[op]}")
     if op in ("NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
@@ -473,7 +474,8 @@ def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
             if sizes[attrs[0]] % len(attrs[1]):
                 raise KernelError(f"node {i} (PERMUTE along {attrs[0]}): {len(attrs[1])} blocks "
                                   f"do not divide the dim's local size {sizes[attrs[0]]}")
-        elif op in ("PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "AXIS_SIZE"):
+        elif op in ("PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "AXIS_SIZE",
+                    "ALL_TO_ALL"):
             axis(i, attrs[0])
         elif op == "SHARD":
             axis(i, attrs[1])

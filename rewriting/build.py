@@ -37,6 +37,7 @@ __all__ = [
     "dimspec", "sort_dims", "union_dims", "elementwise", "einsum", "const", "inp",
     "add", "mul", "neg", "recip", "pow_", "unary", "shard", "part", "all_reduce", "all_gather",
     "reduce_scatter", "broadcast", "reduce_max", "rename", "chunk", "concat", "one_hot",
+    "topk_mask", "all_to_all",
     "permute", "shift",
     "dims_map", "skey", "encode_attr", "axis_rank", "varying",
 ]
@@ -270,6 +271,20 @@ def shift(x: Term, d: str) -> Term:
 def one_hot(idx: Term, d: str, shards: Sequence[str] = ()) -> Term:
     dims = list(idx.dims) + [DimSpec(d, tuple(str(s) for s in shards))]
     return term(Op.ONE_HOT, (idx,), (d,), sort_dims(dims))
+
+
+def topk_mask(x: Term, d: str, k: int) -> Term:
+    return term(Op.TOPK_MASK, (x,), (d, int(k)), sort_dims(x.dims))
+
+
+def all_to_all(x: Term, a: str, split: str, concat: str) -> Term:
+    m = dims_map(x)
+    if concat not in m or split not in m or split == concat or not m[concat].shards \
+            or m[concat].shards[-1] != a:
+        raise TermError(f"ALL_TO_ALL over {a} of {x!r}: dim {concat} is not sharded last over {a}")
+    m[concat] = DimSpec(concat, m[concat].shards[:-1])
+    m[split] = DimSpec(split, m[split].shards + (str(a),))
+    return term(Op.ALL_TO_ALL, (x,), (str(a), split, concat), sort_dims(m.values()))
 
 
 # -- attribute encoding and the structural key ----------------------------------------------

@@ -479,3 +479,22 @@ _rule("broadcast-invariant", "BROADCAST(x, a, src) = x", "x does not vary over a
       lhs=lambda s: b.broadcast(s["x"], s["a"], s["src"]), rhs=lambda s, bd: s["x"],
       guard=lambda s, bd: not _var(s["x"], s["a"]), sample=_sample_bc)
 
+
+def _sample_a2a(draw: Draw) -> tuple[Term, Binding]:
+    a = draw.choice(["dp", "cp"])
+    x = fresh(["B", "H", "S"])
+    if draw.bool():  # a rank-varying value (each rank's own tokens), not a block of one tensor
+        x = b.part(x, a)
+    x = b.shard(x, "B", a) if draw.bool() else b.part(b.shard(fresh(["B", "H", "S"]), "B", a), "tp")
+    return b.all_to_all(x, a, draw.choice(["H", "S"]), "B"), draw_binding(draw)
+
+
+# all-to-all is the rank's block (along split) of the gathered tensor (along concat): its
+# definition (torch.distributed.all_to_all; the MoE token dispatch and combine)
+_rule("all-to-all-def",
+      "ALL_TO_ALL(x, a, s, c) = SHARD(ALL_GATHER(x, a, c), s, a)", "",
+      {Op.ALL_TO_ALL},
+      match=lambda t, bd: {"x": t.args[0], "a": t.attrs[0], "s": t.attrs[1], "c": t.attrs[2]},
+      lhs=lambda s: b.all_to_all(s["x"], s["a"], s["s"], s["c"]),
+      rhs=lambda s, bd: b.shard(b.all_gather(s["x"], s["a"], s["c"]), s["s"], s["a"]),
+      guard=always, sample=_sample_a2a)

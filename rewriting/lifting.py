@@ -372,3 +372,32 @@ _rule("lift-shard-onehot",
       lhs=lambda s: b.one_hot(b.shard(s["x"], s["d"], s["a"]), s["v"], s["vshards"]),
       rhs=lambda s, bd: b.shard(b.one_hot(s["x"], s["v"], s["vshards"]), s["d"], s["a"]),
       guard=_oh_idx_ok, sample=_sample_oh_idx)
+
+
+def _topk_ok(s: Subst, bd: Binding) -> bool:
+    return _wf(s) and s["d"] != s["e"]
+
+
+def _match_topk(t: Term, bd: Binding) -> Subst | None:
+    x = t.args[0]
+    if x.op is not Op.SHARD:
+        return None
+    s = {"x": x.args[0], "d": x.attrs[0], "a": x.attrs[1], "e": t.attrs[0], "k": t.attrs[1]}
+    return s if _topk_ok(s, bd) else None
+
+
+def _sample_topk(draw: Draw) -> tuple[Term, Binding]:
+    d = draw.choice(["B", "S"])
+    x = b.shard(fresh(["B", "S", "H"]), d, draw.choice(["dp", "cp"]))
+    return b.topk_mask(x, "H", draw.int(1, 3)), draw_binding(draw)
+
+
+# top-k along e acts on each position of the other dims alone: a block along d != e gives the
+# block of the mask (MoE routing on the rank's tokens is the rank's rows of the global routing)
+_rule("lift-shard-topk",
+      "TOPK_MASK(SHARD(x, d, a), e, k) = SHARD(TOPK_MASK(x, e, k), d, a)",
+      "d != e, and x does not vary over a",
+      {Op.TOPK_MASK}, match=_match_topk,
+      lhs=lambda s: b.topk_mask(b.shard(s["x"], s["d"], s["a"]), s["e"], s["k"]),
+      rhs=lambda s, bd: b.shard(b.topk_mask(s["x"], s["e"], s["k"]), s["d"], s["a"]),
+      guard=_topk_ok, sample=_sample_topk)

@@ -35,8 +35,8 @@ PERMUTE d o    ``PERMUTE(g, d, o^-1)`` (the inverse block order)
 REGION         the *declared* backward primitive applied to ``g``
 =============  ======================================================================
 
-No rule (error if on a differentiated path): GELU, MAXIMUM, REDUCE_MAX (differentiate through
-``stop_gradient``), SHIFT (a data transform), and the plain collectives SHARD, PART, ALL_REDUCE, ALL_GATHER,
+No rule (error if on a differentiated path): GELU, MAXIMUM, REDUCE_MAX, TOPK_MASK (differentiate
+through ``stop_gradient``; ``ops.topk_mask`` applies it; ALL_TO_ALL: use ``all_to_all_region``), SHIFT (a data transform), and the plain collectives SHARD, PART, ALL_REDUCE, ALL_GATHER,
 REDUCE_SCATTER, BROADCAST (a :class:`PlanError` naming the site: declare a backward with a
 region). ONE_HOT and leaves receive no gradient.
 """
@@ -118,7 +118,8 @@ def _fit(g: Term, target: Term) -> Term:
 
 def _no_rule(n: Term, why: str) -> Exception:
     site = site_of(n)
-    if n.op in (Op.SHARD, Op.PART, Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.BROADCAST):
+    if n.op in (Op.SHARD, Op.PART, Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.BROADCAST,
+                Op.ALL_TO_ALL):
         return PlanError(f"{site}: {n.op.name.lower()} over {n.attrs[0] if n.op is not Op.SHARD else n.attrs[1]!r} "
                          f"is on a differentiated path but has no declared backward; use a "
                          f"region (copy_to_tp_region, reduce_from_tp_region, ...) or move it out "
@@ -219,7 +220,7 @@ def _rule(n: Term, g: Term) -> list[tuple[Term, Term]]:  # noqa: C901, PLR0911, 
             return [(x, _mul(g, c)), (y, _mul(g, _one_minus(c)))]
         case Op.CAST:
             return [(a[0], g)]
-        case Op.GELU | Op.MAXIMUM | Op.REDUCE_MAX:
+        case Op.GELU | Op.MAXIMUM | Op.REDUCE_MAX | Op.TOPK_MASK:
             raise _no_rule(n, "it has no gradient rule here; apply stop_gradient to it (as "
                               "softmax does with its max) or use another op")
         case Op.EINSUM:
@@ -286,7 +287,8 @@ def _rule(n: Term, g: Term) -> list[tuple[Term, Term]]:  # noqa: C901, PLR0911, 
                 raise PlanError(f"{site_of(n)}: region {name} (forward {fwd}, declared backward "
                                 f"{bwd} over {axis!r}): the declared backward is ill-typed: {why}")
             return [(x, prim_term(bwd, gg, axis, dim))]
-        case Op.SHARD | Op.PART | Op.ALL_REDUCE | Op.ALL_GATHER | Op.REDUCE_SCATTER | Op.BROADCAST:
+        case Op.SHARD | Op.PART | Op.ALL_REDUCE | Op.ALL_GATHER | Op.REDUCE_SCATTER | Op.BROADCAST \
+                | Op.ALL_TO_ALL:
             raise _no_rule(n, "no declared backward")
         case _:
             assert_never(n.op)

@@ -33,7 +33,7 @@ __all__ = [
     "all_reduce", "all_gather", "reduce_scatter", "broadcast",
     "region", "copy_to_tp_region", "reduce_from_tp_region", "scatter_to_tp_region",
     "gather_from_tp_region", "reduce_scatter_to_sp_region", "gather_from_sp_region",
-    "prim_dims", "prim_term",
+    "prim_dims", "prim_term", "all_to_all", "all_to_all_region",
 ]
 
 
@@ -78,13 +78,56 @@ def _ref_reduce_scatter(xs: list[np.ndarray], ax: int) -> list[np.ndarray]:
     return _ref_split(_ref_all_reduce(xs, ax), ax)
 
 
+def _ref_all_to_all(xs: list[np.ndarray], ax: tuple[int, int]) -> list[np.ndarray]:
+    """``ax = (split, concat)``: rank q sends block r of ``xs[q]`` along split to rank r, which
+    concatenates the received blocks along concat in rank order."""
+    split, concat = ax
+    n = len(xs)
+    sent = [np.split(x, n, axis=split) for x in xs]
+    return [np.concatenate([sent[q][r] for q in range(n)], axis=concat) for r in range(n)]
+
+
+def _ref_all_to_all_reverse(xs: list[np.ndarray], ax: tuple[int, int]) -> list[np.ndarray]:
+    return _ref_all_to_all(xs, (ax[1], ax[0]))
+
+
 PRIMITIVES: dict[str, Primitive] = {p.name: p for p in [
     Primitive("identity", False, "P -> P", _ref_identity),
     Primitive("all_reduce", False, "Partial(sum) -> Replicate()", _ref_all_reduce),
     Primitive("all_gather", True, "Shard(d) -> Replicate()", _ref_all_gather),
     Primitive("split", True, "Replicate() -> Shard(d)", _ref_split),
     Primitive("reduce_scatter", True, "Partial(sum) -> Shard(d)", _ref_reduce_scatter),
+    # dim = (split, concat): two dims (the only two-dim primitives)
+    Primitive("all_to_all", True, "Shard(c) -> Shard(s)", _ref_all_to_all),
+    Primitive("all_to_all_reverse", True, "Shard(s) -> Shard(c)", _ref_all_to_all_reverse),
 ]}
+
+A2A = ("all_to_all", "all_to_all_reverse")
+
+
+def _a2a_dims(prim: str, dims: tuple[DimSpec, ...], axis: str, dim: Any
+              ) -> tuple[DimSpec, ...] | str:
+    """Type of ``all_to_all`` with ``dim = (split, concat)`` (``_reverse``: the pair swapped):
+    ``concat`` must be sharded last over ``axis`` and loses it; ``split`` gains it."""
+    if not (isinstance(dim, tuple) and len(dim) == 2 and dim[0] != dim[1]):
+        return f"{prim} needs dim = (split, concat), two different dims; got {dim!r}"
+    split, concat = dim if prim == "all_to_all" else (dim[1], dim[0])
+    names = [d.name for d in dims]
+    for x in (split, concat):
+        if x not in names:
+            return f"{prim} along dim {x!r}, which the tensor {names} does not have"
+    out = []
+    for d in dims:
+        if d.name == concat:
+            if not d.shards or d.shards[-1] != axis:
+                return (f"{prim} over {axis!r} concatenates {concat}, but {concat} is placed as "
+                        f"{d} (its innermost shard must be {axis!r})")
+            out.append(DimSpec(d.name, d.shards[:-1]))
+        elif d.name == split:
+            out.append(DimSpec(d.name, d.shards + (axis,)))
+        else:
+            out.append(d)
+    return tuple(out)
 
 
 def prim_dims(prim: str, dims: tuple[DimSpec, ...], axis: str, dim: str | None
@@ -95,6 +138,8 @@ def prim_dims(prim: str, dims: tuple[DimSpec, ...], axis: str, dim: str | None
         return f"unknown primitive {prim!r} (one of {sorted(PRIMITIVES)})"
     if not p.needs_dim:
         return dims
+    if prim in A2A:
+        return _a2a_dims(prim, dims, axis, dim)
     names = [d.name for d in dims]
     if dim is None or dim not in names:
         return f"{prim} along dim {dim!r}, which the tensor {names} does not have"
@@ -128,6 +173,10 @@ def prim_term(prim: str, x: Term, axis: str, dim: str | None) -> Term:
             return term(Op.SHARD, (x,), (dim, axis), dims)
         case "reduce_scatter":
             return term(Op.REDUCE_SCATTER, (x,), (axis, dim), dims)
+        case "all_to_all":
+            return term(Op.ALL_TO_ALL, (x,), (axis, dim[0], dim[1]), dims)
+        case "all_to_all_reverse":
+            return term(Op.ALL_TO_ALL, (x,), (axis, dim[1], dim[0]), dims)
         case _:
             raise fail(f"unknown primitive {prim!r}")
 
@@ -160,6 +209,9 @@ REGIONS: dict[str, Region] = {r.name: r for r in [
            "Partial(sum) -> Shard(S)", "reduce_scatter_to_sequence_parallel_region"),
     Region("gather_from_sp", "all_gather", "reduce_scatter", True, "Shard(S) -> Replicate()",
            "gather_from_sequence_parallel_region (tensor_parallel_output_grad=True)"),
+    Region("all_to_all", "all_to_all", "all_to_all_reverse", True,
+           "Shard(c) -> Shard(s), dim = (s, c)",
+           "MoE token dispatch / combine (_AllToAll in megatron/core/tensor_parallel/mappings.py)"),
 ]}
 
 
@@ -195,7 +247,10 @@ def region(x: Tensor, name: str, fwd: str, bwd: str, axis: Any = Axis.TP,
         PlanError: unknown primitive, a dim the tensor lacks, or a shard it does not have.
     """
     a = _axis(axis)
-    d = dim_name(dim) if dim is not None else None
+    if isinstance(dim, tuple):  # all_to_all: (split, concat)
+        d: Any = tuple(dim_name(x) for x in dim)
+    else:
+        d = dim_name(dim) if dim is not None else None
     site = user_site(2)
     for p in (fwd, bwd):
         if p not in PRIMITIVES:
@@ -209,6 +264,44 @@ def region(x: Tensor, name: str, fwd: str, bwd: str, axis: Any = Axis.TP,
     if fwd in ("all_reduce", "reduce_scatter"):
         warn_pending(x.term, a, site)          # lint: non-linear ops on a Partial (partial.py)
     return Tensor(t, site)
+
+
+def all_to_all_region(x: Tensor, axis: Any, split: DimLike, concat: DimLike) -> Tensor:
+    """Differentiable all-to-all (Megatron's ``all_to_all`` mapping, used by the MoE token
+    dispatcher): each rank cuts ``x`` into ``|axis|`` blocks along ``split``, sends block ``r``
+    to rank ``r`` and concatenates what it receives along ``concat`` in rank order.
+
+    Type: ``(.., split, concat[.., axis]) -> (.., split[axis], concat)``; expert-parallel
+    dispatch is ``split=E, concat=T`` (tokens sharded -> experts sharded), combine the reverse.
+    Declared backward: the reverse all-to-all (``split`` and ``concat`` swapped), which is the
+    adjoint of a permutation of blocks.
+
+    Raises:
+        PlanError: a dim the tensor lacks, ``concat`` not sharded last over ``axis``, or
+            ``axis`` not dividing ``split``.
+    """
+    a = _axis(axis)
+    d = (dim_name(split), dim_name(concat))
+    site = user_site(2)
+    dims = prim_dims("all_to_all", x.term.dims, a, d)
+    if isinstance(dims, str):
+        raise fail(f"all_to_all_region on {x.describe()}: {dims}", site=site)
+    _check_divisible(dims, site, f"all_to_all_region on {x.describe()}")
+    return Tensor(term(Op.REGION, (x.term,), ("all_to_all", "all_to_all", "all_to_all_reverse",
+                                              a, d), dims), site)
+
+
+def all_to_all(x: Tensor, axis: Any, split: DimLike, concat: DimLike) -> Tensor:
+    """Plain all-to-all (no backward): ``ALL_TO_ALL(x, axis, split, concat)``, which equals
+    ``SHARD(ALL_GATHER(x, axis, concat), split, axis)``. Type as :func:`all_to_all_region`."""
+    a = _axis(axis)
+    d = (dim_name(split), dim_name(concat))
+    site = user_site(2)
+    dims = prim_dims("all_to_all", x.term.dims, a, d)
+    if isinstance(dims, str):
+        raise fail(f"all_to_all on {x.describe()}: {dims}", site=site)
+    _check_divisible(dims, site, f"all_to_all of {x.describe()}")
+    return Tensor(term(Op.ALL_TO_ALL, (x.term,), (a, d[0], d[1]), dims), site)
 
 
 def _check_divisible(dims: tuple[DimSpec, ...], site: str, what: str) -> None:

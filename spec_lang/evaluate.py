@@ -219,6 +219,8 @@ class _Evaluator:
                 g = NamedArray(tuple(raxes) + (d.name,), gidx.astype(np.float64))
                 axes, (a, bb) = _align([idx, g])
                 return self._finish(axes, (a == bb).astype(np.float64), t)
+            case Op.TOPK_MASK:
+                return _topk_mask(v[0], at[0], at[1])
             case Op.RENAME:
                 old, new = at
                 return NamedArray(tuple(new if a == old else a for a in v[0].axes), v[0].data)
@@ -268,6 +270,8 @@ class _Evaluator:
                 return self._all_gather(v[0], at[0], at[1])
             case Op.REDUCE_SCATTER:
                 return self._shard(self._all_reduce(v[0], at[0], "sum"), at[1], at[0])
+            case Op.ALL_TO_ALL:
+                return self._all_to_all(v[0], at[0], at[1], at[2])
             case Op.BROADCAST:
                 axis, src = at
                 x = v[0]
@@ -290,6 +294,8 @@ class _Evaluator:
                         return self._shard(x, dim, axis)
                     case "reduce_scatter":
                         return self._shard(self._all_reduce(x, axis, "sum"), dim, axis)
+                    case "all_to_all":
+                        return self._all_to_all(x, axis, dim[0], dim[1])
                     case _:
                         raise EvaluationError(f"REGION with unknown forward {fwd!r}")
             case _:
@@ -372,6 +378,26 @@ class _Evaluator:
             return NamedArray(axes, x.data.max(axis=i))
         raise EvaluationError(f"ALL_REDUCE with unknown reduce {reduce!r}")
 
+    def _all_to_all(self, x: NamedArray, axis: str, split: str, concat: str) -> NamedArray:
+        """Reference over per-rank blocks (``torch.distributed.all_to_all``): rank ``q`` cuts its
+        value into ``|axis|`` blocks along ``split`` and sends block ``r`` to rank ``r``; rank
+        ``r`` concatenates what it receives along ``concat`` in rank order."""
+        ra = rank_axis(axis)
+        n = self.b[axis]
+        if ra in x.axes:
+            d = np.moveaxis(x.data, x.axes.index(ra), 0)
+        else:
+            d = np.broadcast_to(x.data, (n,) + x.data.shape)
+        axes = tuple(a for a in x.axes if a != ra)
+        si, ci = axes.index(split), axes.index(concat)
+        if d.shape[1 + si] % n:
+            raise EvaluationError(f"ALL_TO_ALL splits {split} (local size {d.shape[1 + si]}) "
+                                  f"over {axis} (size {n})")
+        sent = [np.split(d[q], n, axis=si) for q in range(n)]
+        out = np.stack([np.concatenate([sent[q][r] for q in range(n)], axis=ci)
+                        for r in range(n)])
+        return NamedArray((ra,) + axes, out)
+
     def _all_gather(self, x: NamedArray, axis: str, dim: str) -> NamedArray:
         ra = rank_axis(axis)
         n = self.b[axis]
@@ -384,6 +410,15 @@ class _Evaluator:
         d = np.moveaxis(d, 0, i)  # (..., n, local, ...)
         shape = d.shape[:i] + (d.shape[i] * d.shape[i + 1],) + d.shape[i + 2:]
         return NamedArray(axes, d.reshape(shape))
+
+
+def _topk_mask(x: NamedArray, dim: str, k: int) -> NamedArray:
+    """1 where ``x`` is among the ``k`` largest along ``dim``, else 0; ties go to the lower
+    index (a stable sort of ``-x``), as ``torch.topk`` on distinct values."""
+    i = x.axes.index(dim)
+    order = np.argsort(-x.data, axis=i, kind="stable")
+    pos = np.argsort(order, axis=i, kind="stable")  # position of each entry in the sorted order
+    return NamedArray(x.axes, (pos < k).astype(np.float64))
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "recip", "pow", "exp", "log", "sqrt", "rsqrt", "sigmoid",
     "silu", "tanh", "gelu", "maximum", "where", "cast", "stop_gradient",
     # contraction and reduction
-    "einsum", "matmul", "sum", "mean", "max", "one_hot",
+    "einsum", "matmul", "sum", "mean", "max", "one_hot", "topk_mask",
     # movement
     "rename", "transpose", "chunk", "chunks", "concat",
     # composite (written in the ops above)
@@ -363,6 +363,34 @@ def one_hot(indices: object, d: DimLike, *, shards: tuple[str, ...] = ()) -> Ten
         raise fail(f"one_hot over {n}: {t.describe()} already has dim {n}")
     return Tensor(term(Op.ONE_HOT, (t.term,), (n,), t.term.dims + (DimSpec(n, tuple(shards)),)),
                   user_site(2))
+
+
+def topk_mask(x: object, d: DimLike, k: int) -> Tensor:
+    """0/1 over ``d``: 1 where ``x`` is among the ``k`` largest entries along ``d`` (ties go to
+    the lower index, a stable order). dims unchanged, e.g. router scores ``(B, S, E) -> (B, S, E)``.
+
+    Top-k selection is discrete (piecewise constant): the result is wrapped in
+    ``stop_gradient``, so gradients flow only through the values it selects (MoE gate weights,
+    Shazeer et al. 2017; DeepSeek-V3 tech report sec. 2.1.2). ``TOPK_MASK`` itself has no
+    gradient rule.
+
+    Raises:
+        SpecError/PlanError: ``d`` missing or sharded (gather it first), or ``k`` not in
+            ``1..|d|``.
+    """
+    t = _t(x)
+    n = dim_name(d)
+    if n not in t.dims:
+        raise fail(f"topk_mask over {n}: {t.describe()} has no dim {n}")
+    if t.term.dim(n).shards:
+        raise fail(f"topk_mask over {n}: {t.describe()} holds only a block of {n}; gather it "
+                   f"first (top-k needs every entry along {n})")
+    tr = current_trace()
+    size = tr.sizes.get(n) if tr is not None else None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or (size is not None and k > size):
+        raise fail(f"topk_mask over {n}: k={k!r} must be an int in 1..{size or '|' + n + '|'}")
+    m = term(Op.TOPK_MASK, (t.term,), (n, int(k)), t.term.dims)
+    return Tensor(term(Op.STOP_GRAD, (m,), (), m.dims), user_site(2))
 
 
 # -- movement -------------------------------------------------------------------------------------

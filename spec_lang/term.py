@@ -112,6 +112,7 @@ class Op(enum.Enum):
     EINSUM = enum.auto()      # attrs: (out_dims,) contract every dim not in out_dims
     REDUCE_MAX = enum.auto()  # attrs: (dims,) max over dims
     ONE_HOT = enum.auto()     # args (indices,), attrs (dim,) 0/1 over `dim`; appends dim
+    TOPK_MASK = enum.auto()   # attrs: (dim, k) 0/1: the k largest along dim (ties: lower index)
     # -- movement ------------------------------------------------------------------------------
     RENAME = enum.auto()      # attrs: (old, new)
     CHUNK = enum.auto()       # attrs: (dim, parts, index) block `index` of `parts` equal blocks
@@ -125,6 +126,7 @@ class Op(enum.Enum):
     ALL_GATHER = enum.auto()  # attrs: (axis, dim)
     REDUCE_SCATTER = enum.auto()  # attrs: (axis, dim) = SHARD(ALL_REDUCE(x, axis, sum), dim, axis)
     BROADCAST = enum.auto()   # attrs: (axis, src) the value of x on coordinate src of axis
+    ALL_TO_ALL = enum.auto()  # attrs: (axis, split, concat) = SHARD(ALL_GATHER(x, axis, concat), split, axis)
     # -- tracing only (lowered away before proving) --------------------------------------------
     REGION = enum.auto()      # attrs: (name, fwd, bwd, axis, dim) a differentiable collective
 
@@ -140,7 +142,7 @@ ELEMENTWISE: Final = frozenset({
     Op.SILU, Op.TANH, Op.GELU, Op.MAXIMUM, Op.WHERE, Op.CAST, Op.STOP_GRAD,
 })
 COLLECTIVE: Final = frozenset({
-    Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.BROADCAST, Op.REGION,
+    Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.BROADCAST, Op.ALL_TO_ALL, Op.REGION,
 })
 LEAF: Final = frozenset({
     Op.INPUT, Op.CONST, Op.DIM_SIZE, Op.AXIS_SIZE, Op.RANK_CONST, Op.CAUSAL_MASK, Op.ROPE_COS,
@@ -344,8 +346,8 @@ def varying_axes(t: Term) -> frozenset[str]:
                         v.update(a for a in d.shards if not a.startswith("#"))
             case Op.ALL_REDUCE | Op.ALL_GATHER | Op.BROADCAST:
                 v.discard(n.attrs[0])
-            case Op.REDUCE_SCATTER:
-                v.add(n.attrs[0])  # sum over axis, then this rank's block: varies again
+            case Op.REDUCE_SCATTER | Op.ALL_TO_ALL:
+                v.add(n.attrs[0])  # gathered over axis, then this rank's block: varies again
             case _:
                 pass
         n._varying = frozenset(v)

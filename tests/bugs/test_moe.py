@@ -1,0 +1,70 @@
+"""CASES.md section 5, MoE: B28 (router load-balancing loss under context parallelism).
+
+Class rule: a side loss injected per rank as a Partial term must be pre-multiplied by the size of
+every group that later averages it. Generalised over cp, alpha, the scale, and the
+expert-parallel MoE plan (aux loss and expert gradients over dp x ep).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from fractions import Fraction
+
+import pytest
+
+from proofs.prover import prove
+from spec_lang import build_problem
+from tests.bugs.cases import BUGS, assert_certified, assert_refuted
+
+ROUTER = "grad:layers.0.moe.router"
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"_case_{name}", BUGS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _prove(spec_plan):
+    return prove(build_problem(*spec_plan), timeout_s=60)
+
+
+def test_b28_aux_loss_not_scaled_by_cp_is_refuted():
+    cx = assert_refuted("B28", goal=ROUTER)
+    assert cx.ratio is None                      # main + aux/cp: not a constant factor
+
+
+def test_b28_fixed_is_certified(tmp_path):
+    assert_certified("B28", tmp_path)
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_b28_aux_part_of_the_router_gradient_is_one_over_cp(cp):
+    """Main loss zeroed (CASES.md): the router gradient is alpha * grad(A) / cp."""
+    r = _prove(_module("B28_buggy").build(cp=cp, main_loss=False))
+    assert r.verdict == "NOT EQUIVALENT"
+    assert r.counterexample.goal == ROUTER
+    assert r.counterexample.ratio == pytest.approx(1 / cp, rel=1e-9)
+    assert f"= {1 / cp:.3f} x spec" in r.counterexample.render()
+
+
+@pytest.mark.parametrize("cp,alpha", [(4, Fraction(1, 2)), (2, Fraction(3, 1000))])
+def test_b28_fixed_scale_is_equivalent_for_other_cp_and_alpha(cp, alpha):
+    r = _prove(_module("B28_fixed").build(cp=cp, alpha=alpha))
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals()]
+
+
+def test_b28_mutant_aux_scaled_twice_is_refuted():
+    """Mutant: alpha * cp^2 * A_c (the cp factor applied by both the engine and the loss)."""
+    r = _prove(_module("B28_buggy").build(cp=2, main_loss=False, aux_scale=4))
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == ROUTER
+    assert r.counterexample.ratio == pytest.approx(2.0, rel=1e-9)
+
+
+def test_b28_mutant_aux_scaled_by_the_sequence_length_is_refuted():
+    """Mutant: the aux term injected at the main loss's token-count scale cp/N (per-token mode
+    rescaling of a sum that is already global): values differ at the router."""
+    from spec_lang import ops
+    r = _prove(_module("B28_buggy").build(cp=2, aux_scale=ops.dim_size("S")))
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == ROUTER
