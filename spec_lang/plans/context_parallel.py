@@ -1,0 +1,165 @@
+"""Context parallelism (Megatron-LM CP) for the Llama model, with data parallelism.
+
+Mesh ``(dp, cp)``. Every CP rank holds the *load-balanced* chunks of the sequence: ``S`` is cut
+into ``2 cp`` chunks and rank ``c`` holds chunks ``c`` and ``2cp-1-c`` (Megatron-LM
+``get_batch_on_this_cp_rank``; ``spec_lang/cp.py``). The one index map is applied alike to
+
+* the tokens, the labels and the loss mask (``cp_split``; labels are next-token targets the
+  data loader shifted in *global* order, CASES.md B33),
+* the RoPE ``cos/sin`` tables (``cp_rope_tables``: each token keeps its *global* position),
+* the causal mask, on both query and key positions (``cp_causal_mask``).
+
+Attention: **all-gathered K/V** (TransformerEngine ``cp_comm_type="all_gather"``; Megatron-LM's
+default ring exchange ``"p2p"`` computes the same function block by block with online-softmax
+rescaling, which is *not* what this plan writes; see ``docs/parallelism/context-parallel.md``).
+Each rank projects its local tokens to ``q, k, v``, rotates them with its RoPE positions, and
+gathers ``k, v`` over ``cp`` with ``gather_from_sp_region(x, S, axis=cp)``: the forward is an
+all-gather along ``S`` (giving every key position, in load-balanced order) and the declared
+backward a reduce-scatter of ``dK, dV`` (Megatron's ``AllGatherComm`` in
+``attention.py``/TE ``AttnFuncWithCPAndKVAllGather``). The local queries attend to all keys
+under the load-balanced causal mask. MLP and norms are per token.
+
+Loss: per-token cross-entropy summed over the rank's tokens, divided by the global token count
+``N = AR_sum[dp x cp](sum(mask))`` (Megatron ``calculate_per_token_loss``); the reported loss is
+``AR_sum[dp x cp]`` of it; gradients are ``AR_sum`` over ``cp`` then ``dp`` (parameters are
+replicated on both; Megatron reduces gradients over the ``dp x cp`` group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from spec_lang import ops
+from spec_lang.collectives import all_reduce, broadcast, region
+from spec_lang.cp import cp_causal_mask, cp_rope_tables, cp_split, rope_with_tables
+from spec_lang.mesh import Mesh
+from spec_lang.models.llama import LlamaDims, LlamaModel, SpecContext, feed_forward
+from spec_lang.placement import Shard
+from spec_lang.plan import Loss, Plan
+from spec_lang.spec import Params
+from spec_lang.tensor import Tensor
+from spec_lang.term import Axis
+
+__all__ = ["CPSettings", "context_parallel", "cp_attention", "GATHER_KV"]
+
+DP, CP = Axis.DP, Axis.CP
+
+GATHER_KV = ("all_gather", "reduce_scatter")
+"""K/V all-gather over cp along S; backward reduce-scatters dK/dV (``gather_from_sp_region``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CPSettings:
+    """What the CP plan decides; the defaults are Megatron's. Each field is one mutant away.
+
+    Attributes:
+        label_map: ``"load_balanced"`` (the token map) or ``"contiguous"`` (labels split with a
+            plain ``Shard(S)``: a different map from the tokens').
+        rope_positions: ``"global"`` (the rank's permuted global positions) or ``"local"``
+            (positions ``0 .. |S|/cp - 1`` on every rank).
+        grad_reduce_axes: the axes gradients are summed over (Megatron: ``(cp, dp)``).
+        token_count_axes: the axes the token count is summed over (``(cp, dp)``).
+        gather_kv: the (forward, declared backward) pair of the K/V gather region.
+    """
+
+    label_map: str = "load_balanced"
+    rope_positions: str = "global"
+    grad_reduce_axes: tuple[str, ...] = (CP, DP)
+    token_count_axes: tuple[str, ...] = (CP, DP)
+    gather_kv: tuple[str, str] = GATHER_KV
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def cp_attention(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, sin: Tensor,
+                 mask_: Tensor, s: CPSettings) -> Tensor:
+    """Causal GQA attention of the rank's queries against all keys (all-gathered K/V).
+
+    x: (B, S[cp], H) in load-balanced order; cos, sin: (S[cp], HD_half) at the rank's global
+    positions; mask_: (S[cp], T) the load-balanced causal mask. Returns (B, S[cp], H).
+    """
+    c, d = model.config, model.dims
+    q = ops.einsum(x, p["wq"], out=(d.B, d.S, d.KVH, d.G, d.HD))
+    k = ops.einsum(x, p["wk"], out=(d.B, d.S, d.KVH, d.HD))
+    v = ops.einsum(x, p["wv"], out=(d.B, d.S, d.KVH, d.HD))
+    q = rope_with_tables(q, d.HD, d.HD_half, cos, sin)
+    k = rope_with_tables(k, d.HD, d.HD_half, cos, sin)
+    k = region(k, "gather_kv_cp", *s.gather_kv, CP, d.S)           # (B, S, KVH, HD), all keys
+    v = region(v, "gather_kv_cp", *s.gather_kv, CP, d.S)
+    k = ops.rename(k, d.S, d.T)
+    v = ops.rename(v, d.S, d.T)
+    scores = ops.einsum(q, k, out=(d.B, d.KVH, d.G, d.S, d.T))
+    scores = scores * ops.rsqrt(ops.dim_size(d.HD))
+    probs = ops.softmax(scores, d.T, mask=mask_)
+    o = ops.einsum(probs, v, out=(d.B, d.S, d.KVH, d.G, d.HD))
+    del c
+    return ops.einsum(o, p["wo"], out=(d.B, d.S, d.H))
+
+
+def _rope_tables(d: LlamaDims, theta: Any, s: CPSettings) -> tuple[Tensor, Tensor]:
+    if s.rope_positions == "global":
+        return cp_rope_tables(d.S, d.HD_half, theta)
+    # local indices: every rank uses positions 0 .. |S|/cp - 1 (rank 0's contiguous block)
+    cos, sin = ops.rope_cos(d.S, d.HD_half, theta), ops.rope_sin(d.S, d.HD_half, theta)
+    return (broadcast(_contiguous(cos, d.S), CP, 0), broadcast(_contiguous(sin, d.S), CP, 0))
+
+
+def _contiguous(x: Tensor, dim: Any) -> Tensor:
+    """A plain contiguous ``Shard(dim)`` over cp of a replicated table or data tensor."""
+    from spec_lang.term import DimSpec, Op, term  # noqa: PLC0415
+    n = dim.name
+    dims = tuple(DimSpec(q.name, q.shards + (str(CP),)) if q.name == n else q
+                 for q in x.term.dims)
+    return Tensor(term(Op.SHARD, (x.term,), (n, str(CP)), dims), x.site)
+
+
+def context_parallel(model: LlamaModel, *, cp: int, dp: int = 1,
+                     settings: CPSettings | None = None) -> Plan:
+    """Megatron CP (load-balanced chunks, all-gathered K/V) x DP for ``model``.
+
+    Batch ``B`` is split over dp (``Shard(B)`` placements); the sequence is split over cp by
+    the load-balanced map inside the forward (``cp_split``), so ``|S|`` must be a multiple of
+    ``2 cp`` (pad with mask 0 otherwise). Parameters and optimizer state are replicated.
+
+    Raises:
+        PlanError: ``|S|`` not a multiple of ``2 cp`` (from ``cp_split``), or ``dp`` not
+            dividing ``B``.
+    """
+    s = settings or CPSettings()
+    c, d = model.config, model.dims
+
+    def forward(p: Params, data: dict[str, Tensor]) -> Loss:
+        tokens = cp_split(data["tokens"], d.S)
+        mask_ = cp_split(data["mask"], d.S)
+        labels = (cp_split(data["labels"], d.S) if s.label_map == "load_balanced"
+                  else _contiguous(data["labels"], d.S))
+        cos, sin = _rope_tables(d, c.rope_theta, s)
+        causal = cp_causal_mask(d.S, d.T)
+        x = ops.embedding(tokens, p["tok_embeddings"], d.V)
+        for i in range(c.n_layers):
+            lp = p.scope(f"layers.{i}")
+            h = x + cp_attention(lp.scope("attn"), ops.rms_norm(x, lp["attention_norm"], d.H,
+                                                                c.norm_eps),
+                                 model, cos, sin, causal, s)
+            x = h + feed_forward(lp.scope("mlp"), ops.rms_norm(h, lp["ffn_norm"], d.H,
+                                                              c.norm_eps), d, SpecContext())
+        x = ops.rms_norm(x, p["norm"], d.H, c.norm_eps)
+        logits = ops.einsum(x, p["output"], out=(d.B, d.S, d.V))
+        ce = ops.cross_entropy_per_token(logits, labels, d.V)
+        n_tokens = ops.sum(mask_)
+        for a in s.token_count_axes:
+            n_tokens = all_reduce(n_tokens, a)
+        local = ops.sum(mask_ * ce) / n_tokens
+        report = local
+        for a in (CP, DP):
+            report = all_reduce(report, a)
+        return Loss(backward=local, report=report)
+
+    def reduce_grads(name: str, g: Tensor) -> Tensor:
+        for a in s.grad_reduce_axes:
+            g = all_reduce(g, a)
+        return g
+
+    data_placements = {k: {DP: Shard(d.B)} for k in ("tokens", "labels", "mask")}
+    return Plan(mesh=Mesh(dp=dp, cp=cp), placements=data_placements, forward=forward,
+                reduce_grads=reduce_grads)
