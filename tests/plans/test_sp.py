@@ -108,3 +108,24 @@ def test_sp_off_is_the_tp_plan():
     assert not s.sp and replace(s, sp=True).sp
     r = _prove_plan(MegatronSettings(sp=False, sp_grad_reduce_axes=()), dp=1, k=1)
     assert r.verdict == "EQUIVALENT"        # the SP knobs are inert without sp
+
+
+def test_sp_with_replicated_kv_heads_is_equivalent():
+    # kv_heads < tp: wk/wv enter the TP region through copy_to_tp on the weight; their
+    # gradients are complete (not Partial), so only the norms get the SP all-reduce
+    kvrep = llama(replace(DEBUG, name="debug_kvrep", n_kv_heads=1))
+    r = prove(build_problem(kvrep.spec(AdamW()),
+                            megatron(kvrep, tp=2, dp=2, microbatches=2, sp=True)), timeout_s=120)
+    assert r.verdict == "EQUIVALENT"
+
+
+@pytest.mark.parametrize("reduces,verdict", [(("tp",), "EQUIVALENT"), ((), "NOT EQUIVALENT")])
+def test_sp_at_tp8_on_one_8b_layer(reduces, verdict):
+    from spec_lang.models import LLAMA3_8B
+    m = llama(replace(LLAMA3_8B, n_layers=1))
+    r = prove(build_problem(m.spec(AdamW()), megatron(
+        m, tp=8, dp=4, microbatches=2,
+        settings=MegatronSettings(sp=True, sp_grad_reduce_axes=reduces))), timeout_s=120)
+    assert r.verdict == verdict
+    if reduces == ():
+        assert r.counterexample.goal == "grad:norm"
