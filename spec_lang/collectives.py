@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from spec_lang.dims import DimLike, dim_name
-from spec_lang.ops import axis_size, mul, recip
+from spec_lang.ops import axis_size, cast, mul, recip
 from spec_lang.partial import warn_pending
 from spec_lang.tensor import Tensor, current_trace, fail, user_site
 from spec_lang.term import Axis, DimSpec, Op, Term, term
@@ -351,11 +351,16 @@ gather_from_sp_region = _named("gather_from_sp",
 
 # -- plain collectives (no backward) ----------------------------------------------------------------
 
-def all_reduce(x: Tensor, axis: Any, op: str = "sum") -> Tensor:
+def all_reduce(x: Tensor, axis: Any, op: str = "sum", *, dtype: str | None = None) -> Tensor:
     """Combine ``x`` over all ranks of ``axis``: ``sum``, ``avg`` (= ``sum * 1/|axis|``, the
-    factor written explicitly as ``RECIP(AXIS_SIZE(axis))``) or ``max``. dims unchanged."""
+    factor written explicitly as ``RECIP(AXIS_SIZE(axis))``) or ``max``. dims unchanged.
+
+    ``dtype``: the communication dtype (``"bf16"``): ``x`` is cast to it first, as
+    torch.distributed reduces in the tensor's dtype (the precision lint reads it)."""
     a = _axis(axis)
     site = user_site(2)
+    if dtype is not None:
+        x = cast(x, dtype)
     if op not in ("sum", "avg", "max"):
         raise fail(f'all_reduce op {op!r}: use "sum", "avg" or "max"', site=site)
     t = Tensor(term(Op.ALL_REDUCE, (x.term,), (a, "max" if op == "max" else "sum"), x.term.dims),
@@ -379,11 +384,15 @@ def all_gather(x: Tensor, axis: Any, dim: DimLike) -> Tensor:
     return Tensor(term(Op.ALL_GATHER, (x.term,), (a, d), dims), site)
 
 
-def reduce_scatter(x: Tensor, axis: Any, dim: DimLike) -> Tensor:
-    """Sum over ``axis`` then keep this rank's block along ``dim``: ``(.., d) -> (.., d/n)``."""
+def reduce_scatter(x: Tensor, axis: Any, dim: DimLike, *, dtype: str | None = None) -> Tensor:
+    """Sum over ``axis`` then keep this rank's block along ``dim``: ``(.., d) -> (.., d/n)``.
+
+    ``dtype``: the communication dtype, as for :func:`all_reduce`."""
     a = _axis(axis)
     d = dim_name(dim)
     site = user_site(2)
+    if dtype is not None:
+        x = cast(x, dtype)
     dims = prim_dims("reduce_scatter", x.term.dims, a, d)
     if isinstance(dims, str):
         raise fail(f"reduce_scatter on {x.describe()}: {dims}", site=site)

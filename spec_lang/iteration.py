@@ -26,7 +26,7 @@ from spec_lang.optim import clip_coefficient, global_norm_sq
 from spec_lang.plan import Loss, Plan
 from spec_lang.problem import Goal, Problem
 from spec_lang.spec import Params, Spec, input_term
-from spec_lang.tensor import Tensor, TraceContext, tracing
+from spec_lang.tensor import Tensor, TraceContext, record_site, tracing
 from spec_lang.term import Binding, DimSpec, Op, Term, term
 
 __all__ = ["Iteration", "trace_spec", "trace_plan", "build_problem", "DEFAULT_ASSUMPTIONS"]
@@ -199,6 +199,10 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
             grads = grad(seed.term, [params[k].term for k in spec.params])
             rep = report.term
             if mb is not None:
+                if mb.accum_dtype is not None:  # the buffer's dtype, for the precision lint
+                    grads = [term(Op.CAST, (g,), (mb.accum_dtype,), g.dims) for g in grads]
+                    for g in grads:
+                        record_site(g, mb.site)
                 grads = [term(Op.ALL_REDUCE, (g,), ("mb", "sum"), g.dims) for g in grads]
                 rep = term(Op.ALL_REDUCE, (rep,), ("mb", "sum"), rep.dims)
         outputs["loss"], kinds["loss"] = rep, "loss"

@@ -65,21 +65,28 @@ class Loss:
 
 @dataclass(frozen=True)
 class Microbatches:
-    """Gradient accumulation over ``k`` micro-batches that split data dim ``dim``."""
+    """Gradient accumulation over ``k`` micro-batches that split data dim ``dim``.
+
+    ``accum_dtype``: dtype of the gradient accumulation buffer (``None``: the gradients'
+    own, fp32); read by the precision lint only (a cast is the identity over the reals)."""
 
     k: int
     dim: str
+    accum_dtype: str | None = None
+    site: str = field(default="", compare=False)
 
 
-def microbatches(k: int, dim: DimLike = "B") -> Microbatches:
-    """``K`` micro-batches along data dim ``dim`` (default the batch dim ``B``).
+def microbatches(k: int, dim: DimLike = "B", *, accum_dtype: str | None = None) -> Microbatches:
+    """``K`` micro-batches along data dim ``dim`` (default the batch dim ``B``);
+    ``accum_dtype`` is the accumulation buffer's dtype (``"bf16"``: a precision-lint finding).
 
     Raises:
         PlanError: ``k`` is not a positive integer.
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise PlanError(f"{user_site(2)}: microbatches({k!r}): a positive integer")
-    return Microbatches(k, dim.name if isinstance(dim, Dim) else str(dim))
+    return Microbatches(k, dim.name if isinstance(dim, Dim) else str(dim),
+                        None if accum_dtype is None else str(accum_dtype), user_site(2))
 
 
 GradReducer = Callable[[str, Tensor], Tensor]
