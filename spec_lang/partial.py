@@ -146,6 +146,13 @@ def _is_zero(t: Term) -> bool:
     return t.op is Op.CONST and t.attrs[0] == 0
 
 
+def _over_axis_size(t: Term, axis: str) -> bool:
+    """``c * (1 / |axis|)``: added on every rank it sums to ``c`` (the documented workaround)."""
+    def inv(u: Term) -> bool:
+        return u.op is Op.RECIP and u.args[0].op is Op.AXIS_SIZE and u.args[0].attrs[0] == axis
+    return inv(t) or (t.op is Op.MUL and any(inv(u) for u in t.args))
+
+
 def _violation(n: Term, axis: str) -> str | None:
     """Why op ``n`` does not commute with the pending sum over ``axis`` in its arguments."""
     pend = [is_pending(c, axis) for c in n.args]
@@ -153,7 +160,8 @@ def _violation(n: Term, axis: str) -> str | None:
     match n.op:
         case Op.ADD:
             rep = [c for c, p in zip(n.args, pend)
-                   if not p and axis not in varying_axes(c) and not _is_zero(c)]
+                   if not p and axis not in varying_axes(c) and not _is_zero(c)
+                   and not _over_axis_size(c, axis)]
             return (f"ADD of a value replicated over {axis} to a pending sum: it is added |{axis}| "
                     "times (" + PARTIAL_TABLE["ADD"].why.split("; ")[1] + ")") if rep else None
         case Op.MUL | Op.EINSUM:
@@ -164,7 +172,7 @@ def _violation(n: Term, axis: str) -> str | None:
                 return f"WHERE with a condition pending over {axis}"
             return None
         case Op.ALL_REDUCE if n.attrs[1] == "max":
-            return (f"ALL_REDUCE max of a pending sum: " + PARTIAL_TABLE["ALL_REDUCE_MAX"].why
+            return ("ALL_REDUCE max of a pending sum: " + PARTIAL_TABLE["ALL_REDUCE_MAX"].why
                     if n.attrs[0] == axis else None)
         case Op.BROADCAST | Op.SHARD if n.attrs[0 if n.op is Op.BROADCAST else 1] == axis:
             return f"{name} over {axis} of a pending sum over {axis} picks one rank's addend"
