@@ -360,12 +360,12 @@ def skey(t: Term) -> bytes:
     return _KEYS[t]
 
 
-_AXIS_ORDER = ("dp", "tp", "pp", "cp", "sp", "ep", "mb")
+_AXIS_ORDER = ("dp", "dp_replicate", "dp_shard", "tp", "pp", "cp", "sp", "ep", "mb")
 
 
 def axis_rank(a: str) -> tuple[int, str]:
-    """Total order on mesh axes used by canonical forms: ``dp < tp < pp < cp < sp < ep < mb``,
-    then any other axis by name. Outer SHARDs and inner ALL_REDUCEs have the higher rank."""
+    """Total order on mesh axes used by canonical forms: ``dp < dp_replicate < dp_shard < tp <
+    pp < cp < sp < ep < mb``, then any other axis by name. Outer SHARDs and inner ALL_REDUCEs have the higher rank."""
     a = str(a)
     return (_AXIS_ORDER.index(a), "") if a in _AXIS_ORDER else (len(_AXIS_ORDER), a)
 

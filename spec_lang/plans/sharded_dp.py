@@ -42,6 +42,7 @@ steps with a non-owned piece fails its obligation.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -354,10 +355,14 @@ def fsdp_tp(model: LlamaModel, *, dp: int, tp: int, microbatches: int | None = N
     ``1/K``), so the dp prefactor here is off and the average over dp stays.
     """
     from spec_lang.plans.megatron import (  # noqa: PLC0415
-        MegatronSettings, MegatronTP, megatron_placements,
+        MegatronSettings, MegatronTP, Scale, megatron_placements,
     )
 
+    DP_PREFACTOR = Scale("dp", ((DP, 1),), "undoes FSDP's 1/dp average: each token weighs 1/N")
+
     ms = megatron_settings or MegatronSettings()
+    if megatron_settings is None and not microbatches:     # no accumulation: no mb factors
+        ms = dataclasses.replace(ms, token_count_axes=(DP,), loss_scale=(DP_PREFACTOR,))
     tp_pl = {k: v for k, v in megatron_placements(model, tp).items() if k in model.params}
     base = settings or ShardedDPSettings(stage=3)
     s = ShardedDPSettings(stage=base.stage, gather=base.gather, grad_reduce=base.grad_reduce,
