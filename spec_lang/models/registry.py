@@ -13,7 +13,14 @@ MODELS: dict[str, Callable[[], LlamaModel]] = {
     "llama3_8b": lambda: llama(LLAMA3_8B),
     "llama3_debug": lambda: llama(DEBUG),
     "debug": lambda: llama(DEBUG),
+    "moe_debug": lambda: _moe_debug(),
 }
+
+
+def _moe_debug():
+    from spec_lang.models.moe import MOE_DEBUG, moe  # noqa: PLC0415
+
+    return moe(MOE_DEBUG)
 
 
 def model_registry(name: str) -> LlamaModel:

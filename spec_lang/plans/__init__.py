@@ -14,6 +14,7 @@ from spec_lang.plans.megatron import (
     partial_grad_axes, layer_plan, megatron, megatron_placements,
     replicated, rowwise, vocab_parallel_cross_entropy, vocab_parallel_embedding,
 )
+from spec_lang.plans.expert_parallel import EPSettings, ExpertParallel, ep_placements, expert_parallel
 from spec_lang.plan import Plan
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "PLANS", "plan_registry",
     # clipping.py
     "global_grad_norm_sq", "grad_norm_sq_fn", "shard_axes",
+    # expert_parallel.py
+    "EPSettings", "ExpertParallel", "ep_placements", "expert_parallel",
     # megatron.py
     "COPY_TO_TP", "DP_AVERAGE", "GATHER_FROM_TP", "GRAD_ACCUM", "LOSS_PREFACTOR", "REDUCE_FROM_TP",
     "TP_REGION_WEIGHTS", "MegatronSettings", "MegatronTP", "Scale", "colwise", "layer_plan",
@@ -30,6 +33,7 @@ __all__ = [
 
 PLANS: dict[str, Callable[..., Plan]] = {
     "megatron": megatron,
+    "expert_parallel": expert_parallel,
 }
 """Plan recipes by name (STYLE rule 10)."""
 
