@@ -136,9 +136,10 @@ def test_clip_eps_on_partial_is_refuted_exactly(r):
 
 
 def clip_coefficient_plan(r: int, *, fixed: bool):
-    """The clip coefficient max_norm / (||g||_1 + eps) with the gradient g (N,) Shard(N) over dp:
-    the L1 total norm is a plain pending sum (``norm_type=1``); the buggy plan adds eps to each
-    rank's addend. The coefficient scales sum(w * x), so the loss and grad:w see it."""
+    """A clip coefficient max_norm / (||g||^2 + eps) with the gradient g (N,) Shard(N) over dp:
+    the squared norm is a plain pending sum; the buggy plan adds eps to each rank's addend
+    (FSDP2's eps on the Partial total norm). The coefficient scales sum(w * x), so the loss and
+    grad:w see it."""
     N = Dim("N", 4 * r)
     eps, max_norm = Fraction(1, 10**6), 1
 
