@@ -2,6 +2,7 @@
 
 Exit codes (STYLE rule 15): ``prove`` 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN, 3 bad input;
 an internal error is reported as ``prove: internal error: ...`` and exits 2 (never 0).
+``prove --precision-lint=error``: 4 when the verdict is EQUIVALENT but the lint has findings.
 ``check-certificate`` 0 the certificate checks, 1 it is rejected (one line saying why),
 3 the file is unreadable or not a certificate. Results go to stdout, diagnostics to stderr as
 ``prog: error: ...``.
@@ -23,7 +24,7 @@ from typing import Any, NoReturn
 
 __all__ = ["prove_main", "check_main", "EXIT"]
 
-EXIT = {"EQUIVALENT": 0, "NOT EQUIVALENT": 1, "UNKNOWN": 2, "bad input": 3}
+EXIT = {"EQUIVALENT": 0, "NOT EQUIVALENT": 1, "UNKNOWN": 2, "bad input": 3, "precision lint": 4}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +66,11 @@ def _prove(argv: list[str] | None) -> int:
     p.add_argument("--json", action="store_true", help="print a machine-readable verdict on stdout")
     p.add_argument("--executor", default="local", choices=["local"],
                    help="where goals run (only 'local': a process pool of --jobs workers)")
+    p.add_argument("--precision-lint", nargs="?", const="warn", default=None,
+                   choices=["warn", "error"], metavar="warn|error",
+                   help="also lint reductions narrower than fp32 around collectives "
+                        "(docs/parallelism/precision-lint.md); =error exits 4 on a finding "
+                        "when the verdict is EQUIVALENT")
     try:
         a = p.parse_args(argv)
     except _UsageError as e:
@@ -105,19 +111,36 @@ def _prove(argv: list[str] | None) -> int:
             return _err("prove", f"{a.certificate}: cannot write the certificate: {e.strerror}")
         except Exception as e:  # noqa: BLE001
             return _internal(e)
+    findings: list[Any] = []
+    if a.precision_lint:
+        try:
+            from proofs.precision import lint
+
+            findings = lint(problem)
+        except Exception as e:  # noqa: BLE001
+            return _internal(e)
     try:
         if a.json:
             out = report.to_json()
             out["certificate"] = a.certificate
+            if a.precision_lint:
+                out["precision_lint"] = [f.to_json() for f in findings]
             print(json.dumps(out, indent=2, sort_keys=True))
             _summary(report, sys.stderr)
         else:
             _human(report, a.certificate)
+            if a.precision_lint:
+                print(f"precision lint: {len(findings)} finding(s)" if findings
+                      else "precision lint: PASS (every reducing collective runs in fp32 or wider)")
+                for f in findings:
+                    print("  " + f.render())
         sys.stdout.flush()
     except BrokenPipeError:
         # the reader went away (`prove ... | head`): the verdict's exit code still stands
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    if findings and a.precision_lint == "error" and report.verdict == "EQUIVALENT":
+        return EXIT["precision lint"]
     return EXIT[report.verdict]
 
 

@@ -49,7 +49,7 @@ from typing import assert_never
 
 from spec_lang.collectives import PRIMITIVES, prim_dims, prim_term
 from spec_lang.errors import PlanError, SpecError
-from spec_lang.tensor import Tensor, site_of, user_site
+from spec_lang.tensor import Tensor, record_site, site_of, user_site
 from spec_lang.term import DimSpec, Op, Term, term, walk
 
 __all__ = ["grad", "backward", "lower", "zeros_like"]
@@ -316,4 +316,8 @@ def lower(roots: Term | Sequence[Term]) -> list[Term]:
             new[id(n)] = n
         else:
             new[id(n)] = term(n.op, args, n.attrs, n.dims)
+        if new[id(n)] is not n:  # the rebuilt node keeps the user's line (precision lint)
+            site = site_of(n)
+            if not site.startswith("<unknown>"):
+                record_site(new[id(n)], site)
     return [new[id(r)] for r in rs]
