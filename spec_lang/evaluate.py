@@ -296,6 +296,8 @@ class _Evaluator:
                         return self._shard(self._all_reduce(x, axis, "sum"), dim, axis)
                     case "all_to_all":
                         return self._all_to_all(x, axis, dim[0], dim[1])
+                    case "all_to_all_reverse":
+                        return self._all_to_all(x, axis, dim[1], dim[0])
                     case _:
                         raise EvaluationError(f"REGION with unknown forward {fwd!r}")
             case _:

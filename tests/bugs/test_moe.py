@@ -68,3 +68,33 @@ def test_b28_mutant_aux_scaled_by_the_sequence_length_is_refuted():
     from spec_lang import ops
     r = _prove(_module("B28_buggy").build(cp=2, aux_scale=ops.dim_size("S")))
     assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == ROUTER
+
+
+# -- the class on the expert-parallel MoE plan (dp x ep averages the Partial aux term) -----------
+
+def _ep(settings, **cfg):
+    import dataclasses
+
+    from spec_lang import SGD
+    from spec_lang.models.moe import MOE_DEBUG, moe
+    from spec_lang.plans.expert_parallel import expert_parallel
+    model = moe(dataclasses.replace(MOE_DEBUG, **cfg))
+    return _prove((model.spec(SGD()), expert_parallel(model, dp=2, ep=2, settings=settings)))
+
+
+@pytest.mark.parametrize("axes,ratio", [((("dp", 1),), 0.5), ((("ep", 1),), 0.5), ((), 0.25)])
+def test_ep_aux_prefactor_missing_a_group_is_refuted_with_the_group_factor(axes, ratio):
+    """Top-1 with normalised weights: the main loss does not reach the router, so the router
+    gradient is the aux part alone; a pre-factor missing |dp| or |ep| leaves 1/2, none 1/4."""
+    from spec_lang.plans.expert_parallel import EPSettings, Scale
+    r = _ep(EPSettings(aux_scale=Scale("mutant", axes, "mutant")), top_k=1, routed_scaling=1)
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == ROUTER
+    assert r.counterexample.ratio == pytest.approx(ratio, rel=1e-6)
+
+
+def test_ep_aux_prefactor_with_softmax_gating_and_main_loss_is_refuted():
+    from spec_lang.plans.expert_parallel import EPSettings, Scale
+    r = _ep(EPSettings(aux_scale=Scale("dp", (("dp", 1),), "mutant")), gating="softmax",
+            norm_topk_prob=False, balance_bias=False)
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == ROUTER
+    assert r.counterexample.ratio is None
