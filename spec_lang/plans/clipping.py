@@ -66,7 +66,7 @@ def _check_placement(name: str, axes: tuple[str, ...], placement: Mapping[str, P
 def global_grad_norm_sq(grads: Mapping[str, Tensor],
                         placements: Mapping[str, Mapping[str, Placement]] | None = None,
                         *, mesh: Mesh | Iterable[str] | None = None,
-                        pp: str | None = None) -> Tensor:
+                        pp: str | None = None, site: str | None = None) -> Tensor:
     """The global squared gradient norm ``||g||^2`` from this rank's local gradients.
 
     For each gradient: ``sum(g * g)`` locally; gradients with the same set of shard axes are
@@ -83,6 +83,7 @@ def global_grad_norm_sq(grads: Mapping[str, Tensor],
             stage owns (the stages' sets are disjoint; a tied weight is passed by one stage
             only), so the stages' squared norms are summed over ``pp`` (torchtitan #596).
             ``pp`` is then not used as a per-gradient shard axis (no double count).
+        site: ``file:line`` for error messages (default: the caller's line).
 
     Returns:
         a scalar tensor, replicated over every mesh axis.
@@ -91,7 +92,7 @@ def global_grad_norm_sq(grads: Mapping[str, Tensor],
         PlanError: a placement disagrees with a gradient's type; a shard axis or ``pp`` not in
             ``mesh``.
     """
-    site = user_site(2)
+    site = site or user_site(2)
     mesh_axes = None if mesh is None else tuple(str(a) for a in mesh)
     if pp is not None and mesh_axes is not None and str(pp) not in mesh_axes:
         raise PlanError(f"{site}: global_grad_norm_sq(pp={pp!r}): no such axis in the mesh "
@@ -125,9 +126,10 @@ def global_grad_norm_sq(grads: Mapping[str, Tensor],
 def grad_norm_sq_fn(placements: Mapping[str, Mapping[str, Placement]] | None = None, *,
                     mesh: Mesh | Iterable[str] | None = None, pp: str | None = None):
     """``Plan(grad_norm_sq=grad_norm_sq_fn(...))``: :func:`global_grad_norm_sq` with its
-    placements / mesh / ``pp`` bound."""
+    placements / mesh / ``pp`` bound; errors name the line that called this function."""
+    site = user_site(2)
 
     def grad_norm_sq(grads: Mapping[str, Tensor]) -> Tensor:
-        return global_grad_norm_sq(grads, placements, mesh=mesh, pp=pp)
+        return global_grad_norm_sq(grads, placements, mesh=mesh, pp=pp, site=site)
 
     return grad_norm_sq
