@@ -128,6 +128,10 @@ COPY_TO_TP = ("identity", "all_reduce")
 """Megatron's ``f`` (``copy_to_tensor_model_parallel_region``): enter a TP region."""
 REDUCE_FROM_TP = ("all_reduce", "identity")
 """Megatron's ``g`` (``reduce_from_tensor_model_parallel_region``): leave a TP region."""
+GATHER_FROM_SP = ("all_gather", "reduce_scatter")
+"""Megatron's ``gather_from_sequence_parallel_region``: enter a TP region from sequence shards."""
+REDUCE_SCATTER_TO_SP = ("reduce_scatter", "all_gather")
+"""Megatron's ``reduce_scatter_to_sequence_parallel_region``: leave a TP region into S shards."""
 
 
 # -- the knobs of the plan (all of it plan data) ----------------------------------------------------
@@ -180,16 +184,11 @@ class MegatronSettings:
     token_count_axes: tuple[str, ...] = (MB, DP)
     replicated_weights_enter_tp: bool = True
     sp: bool = False
-    gather_from_sp: tuple[str, str] = ("all_gather", "reduce_scatter")
-    reduce_scatter_to_sp: tuple[str, str] = ("reduce_scatter", "all_gather")
+    gather_from_sp: tuple[str, str] = GATHER_FROM_SP
+    reduce_scatter_to_sp: tuple[str, str] = REDUCE_SCATTER_TO_SP
     sp_dim: str | None = None
     sp_grad_reduce_axes: tuple[str, ...] = (TP,)
 
-
-GATHER_FROM_SP = ("all_gather", "reduce_scatter")
-"""Megatron's ``gather_from_sequence_parallel_region``: enter a TP region from sequence shards."""
-REDUCE_SCATTER_TO_SP = ("reduce_scatter", "all_gather")
-"""Megatron's ``reduce_scatter_to_sequence_parallel_region``: leave a TP region into S shards."""
 
 GATHER_FROM_TP = ("all_gather", "split")
 """Megatron's ``gather_from_tensor_model_parallel_region``: all-gather forward, split backward."""
