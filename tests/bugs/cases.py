@@ -53,7 +53,7 @@ def assert_certified(case: str, tmp_path: Path, suffix: str = "_fixed") -> Any:
     """``<case><suffix>.py`` is EQUIVALENT and its certificate passes ``check-certificate``."""
     report = prove_case(f"{case}{suffix}")
     assert report.verdict == "EQUIVALENT", (case, report.verdict,
-                                            [(g.name, g.reason) for g in report.open_goals()])
+                                            [(g.name, g.reason) for g in report.open_goals])
     cert = tmp_path / f"{case}{suffix}.cert.json"
     write_certificate(cert, certificate_of(report))
     result = check_certificate(cert, retrace=True, plan_path=BUGS / f"{case}{suffix}.py")

@@ -237,7 +237,7 @@ def test_factor_bugs_are_refuted_with_the_factor(mesh, shard, k, seed_f, grad_f,
 ])
 def test_cancelling_factors_are_proved(mesh, shard, k, seed_f, grad_f):
     r = _prove(scaled_plan(mesh, shard, k=k, seed_factor=seed_f, grad_factor=grad_f))
-    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals()]
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
 
 
 # mean of means (B03, B09): the normaliser N counted over fewer axes than the data is split over
