@@ -90,7 +90,13 @@ def trace_spec(spec: Spec) -> Iteration:
         gts = {k: Tensor(g, spec.site, f"grad:{k}") for k, g in zip(spec.params, grads)}
         for k, g in gts.items():
             outputs[f"grad:{k}"], kinds[f"grad:{k}"] = g.term, "grad"
-        if spec.clip_grad_norm is not None:
+        if spec.clip_grad_norm is not None and spec.clip_groups is not None:
+            for grp, names in spec.clip_groups.items():   # one clip_grad_norm_ per group
+                total = global_norm_sq([gts[k] for k in names])
+                outputs[f"grad_norm:{grp}"], kinds[f"grad_norm:{grp}"] = sqrt(total).term, "grad"
+                coef = clip_coefficient(total, spec.clip_grad_norm)
+                gts.update({k: gts[k] * coef for k in names})
+        elif spec.clip_grad_norm is not None:
             total = global_norm_sq(list(gts.values()))
             outputs["grad_norm"], kinds["grad_norm"] = sqrt(total).term, "grad"
             coef = clip_coefficient(total, spec.clip_grad_norm)
@@ -229,7 +235,27 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
             outputs[f"grad:{k}"], kinds[f"grad:{k}"] = gt.term, "grad"
             where[f"grad:{k}"] = opl
             sites[f"grad:{k}"] = gt.site if r is not None else plan.site
-        if spec.clip_grad_norm is not None:
+        if spec.clip_grad_norm is not None and spec.clip_groups is not None:
+            # per-group clipping: grad_norm_sq returns {group: that group's squared norm}
+            if plan.grad_norm_sq is None:
+                raise PlanError(f"{plan.site}: the spec clips each of {list(spec.clip_groups)} "
+                                "by its own norm; give Plan(grad_norm_sq=...) returning "
+                                "{group: squared norm}")
+            per = plan.grad_norm_sq(dict(final))
+            if not isinstance(per, Mapping) or sorted(per) != sorted(spec.clip_groups):
+                raise PlanError(f"{plan.site}: grad_norm_sq must return one squared norm per "
+                                f"clip group {sorted(spec.clip_groups)}, got {per!r}")
+            max_norm = plan.clip_grad_norm if plan.clip_grad_norm is not None \
+                else spec.clip_grad_norm
+            for grp, names in spec.clip_groups.items():
+                total = _check_loss(per[grp], plan.site, PlanError, "grad_norm_sq")
+                outputs[f"grad_norm:{grp}"] = sqrt(total).term
+                kinds[f"grad_norm:{grp}"] = "grad"
+                where[f"grad_norm:{grp}"] = {}
+                sites[f"grad_norm:{grp}"] = total.site
+                coef = clip_coefficient(total, max_norm)
+                final.update({k: final[k] * coef for k in names})
+        elif spec.clip_grad_norm is not None:
             if plan.grad_norm_sq is None:
                 raise PlanError(f"{plan.site}: the spec clips gradients at global norm "
                                 f"{spec.clip_grad_norm}; give Plan(grad_norm_sq=...) computing "

@@ -11,7 +11,7 @@ The forward function has the signature ``forward(params: Params, data: Mapping[s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +114,11 @@ class Spec:
         clip_grad_norm: ``None`` or the max global L2 norm: gradients are scaled by
             ``min(1, max_norm / (||g|| + 1e-6))`` before the optimizer (PyTorch's
             ``clip_grad_norm_``); the iteration then also outputs ``grad_norm``.
+        clip_groups: ``None`` or group name -> parameter names (a partition of ``params``):
+            with ``clip_grad_norm``, each group is clipped by *its own* norm (``clip_grad_norm_``
+            called once per group, as a pipeline trainer that clips each stage's parameters,
+            docs/trainer.md); the iteration outputs ``grad_norm:<group>`` per group instead of
+            ``grad_norm``.
     """
 
     params: Mapping[str, tuple[Dim, ...]]
@@ -123,6 +128,7 @@ class Spec:
     assumptions: tuple[str, ...] = ()
     param_domains: Mapping[str, str] = field(default_factory=dict)
     clip_grad_norm: Any = None
+    clip_groups: Mapping[str, Sequence[str]] | None = None
     site: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -139,6 +145,11 @@ class Spec:
                 raise SpecError(f"{self.site}: parameter {k!r} repeats a dim: {names}")
         if not callable(self.forward):
             raise SpecError(f"{self.site}: forward must be a function (params, data) -> loss")
+        if self.clip_groups is not None:
+            seen = [k for names in self.clip_groups.values() for k in names]
+            if self.clip_grad_norm is None or sorted(seen) != sorted(self.params):
+                raise SpecError(f"{self.site}: clip_groups must partition the parameters (each "
+                                "in exactly one group) and needs clip_grad_norm")
 
     def param_term(self, name: str) -> Term:
         return input_term(name, "param", self.param_domains.get(name, "real"), self.params[name])
