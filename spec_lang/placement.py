@@ -23,7 +23,7 @@ from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.term import DimSpec, Op, Term, term
 
-__all__ = ["Placement", "Shard", "Replicate", "Partial", "PlacementMap", "lineage",
+__all__ = ["Placement", "Shard", "StridedShard", "Replicate", "Partial", "PlacementMap", "lineage",
            "expected_through", "describe_placements", "placement_errors"]
 
 
@@ -40,6 +40,36 @@ class Shard:
 
     def __str__(self) -> str:
         return f"Shard({self.dim})"
+
+
+class StridedShard(Shard):
+    """An interleaved shard (PyTorch's ``_StridedShard``, FSDP2 over TP): on this axis the rank
+    holds block ``r`` of the blocks left *after* the later mesh axes shard ``dim``, so the
+    nesting order over ``dim`` is reversed. On ``Mesh(dp=2, tp=2)`` with ``{dp:
+    StridedShard(K), tp: Shard(K)}`` rank ``(i, j)`` holds block ``i + 2j`` of ``K``
+    (``SHARD(SHARD(x, K, tp), K, dp)``, type ``K[tp,dp]``), where ``{dp: Shard(K), tp:
+    Shard(K)}`` holds block ``2i + j`` (type ``K[dp,tp]``). Source: PyTorch #166598.
+
+    ``split_factor`` (optional, as in PyTorch): the product of the sizes of the later axes that
+    shard ``dim``; checked against the mesh.
+    """
+
+    __slots__ = ("split_factor",)
+
+    def __init__(self, dim: DimLike, split_factor: int | None = None):
+        Shard.__init__(self, dim)
+        object.__setattr__(self, "split_factor", split_factor)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is StridedShard and (self.dim, self.split_factor) == (
+            other.dim, other.split_factor)
+
+    def __hash__(self) -> int:
+        return hash(("StridedShard", self.dim, self.split_factor))
+
+    def __str__(self) -> str:
+        sf = f", split_factor={self.split_factor}" if self.split_factor is not None else ""
+        return f"StridedShard({self.dim}{sf})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +94,7 @@ class Partial:
         return f'Partial("{self.op}")'
 
 
-Placement = Shard | Replicate | Partial
+Placement = Shard | StridedShard | Replicate | Partial
 PlacementMap = Mapping[str, Placement]
 
 
@@ -100,6 +130,15 @@ def placement_errors(name: str, dims: Mapping[str, int], pl: PlacementMap,
                             f"divide {n}. Pad {p.dim} or shrink {a!r}.")
                 continue
             local[p.dim] = n // k
+            if isinstance(p, StridedShard) and p.split_factor is not None:
+                later = [b for b in list(mesh)[list(mesh).index(a) + 1:]
+                         if type(pl.get(b)) is Shard and pl[b].dim == p.dim]
+                want = 1
+                for b in later:
+                    want *= mesh[b]
+                if p.split_factor != want:
+                    errs.append(f"{site}: {name}: {p} on axis {a!r}: split_factor must be the "
+                                f"product of the later axes sharding {p.dim} ({later}: {want})")
     return errs
 
 
@@ -109,8 +148,12 @@ def lineage(x: Term, pl: PlacementMap, mesh: Mesh | Mapping[str, int]) -> Term:
     ``Shard(d)`` -> ``SHARD(x, d, axis)``; ``Replicate`` -> ``x``; ``Partial("sum")`` ->
     ``PART(x, axis)``; ``Partial("avg")`` -> ``MUL(AXIS_SIZE(axis), PART(x, axis))``.
     """
-    for a in mesh:
+    strided = [a for a in mesh if isinstance(pl.get(a), StridedShard)]
+    order = [(a, False) for a in mesh] + [(a, True) for a in strided]
+    for a, late in order:  # a strided shard nests inside the later axes' shards of its dim
         p = pl.get(a, Replicate())
+        if isinstance(p, StridedShard) != late:
+            continue
         match p:
             case Shard(dim=d):
                 dims = tuple(DimSpec(s.name, s.shards + (a,)) if s.name == d else s for s in x.dims)
