@@ -246,3 +246,18 @@ def test_moe_layer_matches_a_numpy_reference(gating: str) -> None:
     # balanced routing gives aux = 1 only with uniform probabilities; check it is positive
     assert float(got[aux.term].data) > 0
     assert Fraction(cfg.routed_scaling) == Fraction(5, 2)
+
+
+def test_dispatch_then_combine_normalises_to_the_tokens_block() -> None:
+    """all-to-all-def + allgather-shard cancel a dispatch / combine pair; the dispatched
+    tokens are the experts' block of the global tensor."""
+    from rewriting import build as rb
+    from rewriting import normalise
+
+    x = rb.inp("x_a2a", ["B", "E", "H"])
+    local = rb.shard(x, "B", "ep")
+    there = rb.all_to_all(local, "ep", "E", "B")
+    back = rb.all_to_all(there, "ep", "B", "E")
+    (nf_there, nf_back), _log = normalise([there, back], Binding(SIZES))
+    assert nf_back is normalise([local], Binding(SIZES))[0][0]
+    assert nf_there is normalise([rb.shard(x, "E", "ep")], Binding(SIZES))[0][0]
