@@ -1153,6 +1153,64 @@ def _ar_perm(e: Env) -> tuple[Any, Any]:
     return all_reduce(permute(x, d, o), a, r), permute(all_reduce(x, a, r), d, o)
 
 
+# ==== exp-shift (rewriting/expshift.py: max shifts of exp, online softmax) ====================
+_GROUP[0] = "exp-shift"
+
+
+def _is_max_node(e: Env, m: int) -> bool:
+    return e.op(m) in ("REDUCE_MAX", "MAXIMUM") or (e.op(m) == "ALL_REDUCE"
+                                                     and e.attrs(m)[1] == "max")
+
+
+def _max_factor(e: Env, f: int) -> bool:
+    if e.op(f) == "POW":
+        f = e.args(f)[0]
+    return e.op(f) == "EXP" and _is_max_node(e, e.args(f)[0])
+
+
+# exp(y) = exp(y - c m) * exp(m)^c: the max shift becomes a separate factor
+@rule("exp-max-shift", "EXP(y) = MUL(EXP(ADD(y, MUL(CONST(-c), m))), POW(EXP(m), c))",
+      "m is a max (REDUCE_MAX, MAXIMUM, ALL_REDUCE max) with negative integer coefficient c in "
+      "y read as a linear combination, and y has another term")
+def _exp_max_shift(e: Env) -> tuple[Any, Any]:
+    y, m, c = e.t("y"), e.t("m"), num(e.v("c"))
+    e.require(isinstance(c, Fraction) and c.denominator == 1 and c < 0, "c a negative integer")
+    e.require(_is_max_node(e, m), "m is a max")
+    return (P("EXP", (), (y,)),
+            mul(P("EXP", (), (add(y, mul(const(-c), m)),)), pow_(P("EXP", (), (m,)), c)))
+
+
+# a factor constant along every contracted dim leaves the contraction
+@rule("einsum-max-factor-out",
+      "EINSUM(..f.., out) = MUL(f, EINSUM(.. .., out'))  (out' = out restricted to the rest)",
+      "f = EXP(m) or POW(EXP(m), c) with m a max; f's dims are in out; another operand remains")
+def _einsum_max_factor(e: Env) -> tuple[Any, Any]:
+    f, k, rest, out = e.t("f"), e.v("k"), e.ts("rest"), tuple(e.v("out"))
+    e.require(_max_factor(e, f), "f is a max factor")
+    e.require(bool(rest) and isinstance(k, int) and not isinstance(k, bool)
+              and 0 <= k <= len(rest), "another operand remains")
+    e.require(e.dimnames(f) <= set(out), "f's dims are in out")
+    have = e.dimnames(rest)
+    xs = list(rest)
+    xs.insert(k, f)
+    return einsum(tuple(xs), out), mul(f, einsum(tuple(rest), [n for n in out if n in have]))
+
+
+# a max factor shared by every summand leaves the sum
+@rule("add-max-factor-out", "ADD(MUL(.., f, ..), ...) = MUL(f, ADD(MUL(.. ..), ...))",
+      "f = EXP(m) or POW(EXP(m), c) with m a max is a factor of every summand (at least two)")
+def _add_max_factor(e: Env) -> tuple[Any, Any]:
+    f, xs = e.t("f"), e.ts("xs")
+    e.require(_max_factor(e, f) and len(xs) >= 2, "f is a max factor, two summands")
+    outs: list[Any] = []
+    for x in xs:
+        e.require(e.op(x) == "MUL" and f in e.args(x), "f is a factor of every summand")
+        a = list(e.args(x))
+        a.remove(f)
+        outs.append(a[0] if len(a) == 1 else mul(*a))
+    return add(*xs), mul(f, add(*outs))
+
+
 # ==== the table ================================================================================
 RULES: dict[str, Rule] = {r.name: r for r in _RULES}
 

@@ -30,6 +30,7 @@ from rewriting import contraction as _contraction  # noqa: F401
 from rewriting import collectives as _collectives  # noqa: F401
 from rewriting import lifting as _lifting  # noqa: F401
 from rewriting import permute as _permute  # noqa: F401  (after lifting: SHARD first)
+from rewriting import expshift as _expshift  # noqa: F401  (max shifts of exp)
 from rewriting.build import _missing, encode_attr
 from rewriting.rule import RULES, Rule, RuleError, Subst, rules_for
 

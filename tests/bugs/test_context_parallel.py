@@ -106,7 +106,7 @@ def test_b33_generalises_over_cp_and_length(tmp_path, cp, n):
     bad = prove(load(_variant(tmp_path, "buggy", cp, n)), timeout_s=60)
     assert bad.verdict == "NOT EQUIVALENT" and bad.counterexample.goal == "loss"
     good = prove(load(_variant(tmp_path, "fixed", cp, n)), timeout_s=60)
-    assert good.verdict == "EQUIVALENT", [(g.name, g.reason) for g in good.open_goals()]
+    assert good.verdict == "EQUIVALENT", [(g.name, g.reason) for g in good.open_goals]
 
 
 def test_b33_cp1_control_hides_the_bug(tmp_path):

@@ -7,13 +7,14 @@ is refuted by the prover with the diverging goal named.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from proofs.certificate import certificate_of, write_certificate
 from proofs.checker import check_certificate
 from proofs.prover import prove
-from spec_lang import AdamW, PlanError
+from spec_lang import AdamW, PlanError, load
 from spec_lang.iteration import build_problem
 from spec_lang.models import DEBUG, llama
 from spec_lang.plans.context_parallel import CPSettings, context_parallel
@@ -31,7 +32,7 @@ def _prove(cfg=DEBUG, *, cp=2, dp=2, settings=None):
 
 def test_debug_llama_cp2_dp2_is_certified(tmp_path):
     r = _prove()
-    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals()]
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
     cert = tmp_path / "cp.cert.json"
     write_certificate(cert, certificate_of(r))
     res = check_certificate(cert, retrace=False)
@@ -41,7 +42,7 @@ def test_debug_llama_cp2_dp2_is_certified(tmp_path):
 @pytest.mark.parametrize("cp,dp,seq", [(4, 1, 8), (1, 2, 8), (2, 1, 12)])
 def test_cp_sizes(cp, dp, seq):
     r = _prove(dataclasses.replace(DEBUG, seq=seq, n_layers=1), cp=cp, dp=dp)
-    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals()]
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
 
 
 MUTANTS = {
@@ -77,3 +78,34 @@ def test_odd_sequence_length_is_a_plan_error():
     model = llama(cfg)
     with pytest.raises(PlanError, match=r"context_parallel\.py:\d+: .*pad S to a multiple of 4"):
         build_problem(model.spec(AdamW()), context_parallel(model, cp=2, dp=1))
+
+
+# -- online softmax (ring attention's rescaling), rewrite rules in rewriting/expshift.py -----------
+ONLINE = Path(__file__).parent / "cp" / "online_softmax_2block.py"
+
+
+def test_online_softmax_two_blocks_is_certified(tmp_path):
+    """Running max + exp(m1 - m2) rescaling over two key blocks == softmax with the global max,
+    value and every gradient, by rewriting alone (exp-max-shift, einsum/add-max-factor-out)."""
+    r = prove(load(ONLINE), timeout_s=60)
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
+    assert not r.open_goals
+    cert = tmp_path / "online.cert.json"
+    write_certificate(cert, certificate_of(r))
+    res = check_certificate(cert, retrace=True, plan_path=ONLINE)
+    assert res.verdict == "EQUIVALENT" and res.checked == res.total == 11, res.summary()
+
+
+@pytest.mark.parametrize("old,new", [
+    ("a = ops.exp(m1 - m2)", "a = ops.exp(m2 - m1)"),                   # rescale the wrong way
+    ("l2 = l1 * a + ops.sum(p1, T1)", "l2 = l1 + ops.sum(p1, T1)"),      # sum not rescaled
+    ("p1 = ops.exp(s1 - m2)", "p1 = ops.exp(s1 - m1)"),                  # stale max for block 1
+])
+def test_online_softmax_mutants_are_refuted(tmp_path, old, new):
+    src = ONLINE.read_text()
+    assert src.count(old) == 1
+    p = tmp_path / "online_mutant.py"
+    p.write_text(src.replace(old, new))
+    r = prove(load(p), timeout_s=60)
+    assert r.verdict == "NOT EQUIVALENT", r.verdict
+    assert r.counterexample.goal == "loss"
