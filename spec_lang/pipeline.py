@@ -50,7 +50,7 @@ from typing import Any
 from spec_lang.autodiff import grad, zeros_like
 from spec_lang.collectives import all_reduce
 from spec_lang.errors import PlanError
-from spec_lang.ops import rank_const, stop_gradient
+from spec_lang.ops import const, rank_const, stop_gradient
 from spec_lang.plan import Loss
 from spec_lang.schedules import Buffer, Schedule, final_buffer, validate
 from spec_lang.spec import Params
@@ -143,30 +143,46 @@ class StageIO:
         self.sent, self.send_site = x, site
 
 
-def lower_buffer(buf: Buffer, g: Tensor) -> Tensor:
+def lower_buffer(buf: Buffer, g: Tensor, loop: bool = True) -> Tensor:
     """The buffer's value as a term: ``sum_C C(ALL_REDUCE(RANK_CONST(mb, coeffs_C) * g, mb))``.
 
     g: the per-micro-batch local gradient (varies over ``mb``). A zero buffer is ``0 * g``
-    summed over ``mb`` (a zero of the accumulated type).
+    summed over ``mb`` (a zero of the accumulated type). ``loop=False``: a single micro-batch
+    without the ``mb`` axis (no ``microbatches`` in the plan): ``sum_C C(c_C * g)``.
     """
     out: Tensor | None = None
     for chain, coeffs in buf.terms:
-        x = rank_const(MB, list(coeffs)) * g
-        x = Tensor(term(Op.ALL_REDUCE, (x.term,), (MB, "sum"), x.term.dims), g.site, g.name)
+        if loop:
+            x = rank_const(MB, list(coeffs)) * g
+            x = Tensor(term(Op.ALL_REDUCE, (x.term,), (MB, "sum"), x.term.dims), g.site, g.name)
+        else:
+            x = const(coeffs[0]) * g
         for axis, op in chain:
             x = all_reduce(x, axis, op)
         out = x if out is None else out + x
     if out is None:
-        z = Tensor(zeros_like(g.term), g.site, g.name)
-        out = Tensor(term(Op.ALL_REDUCE, (z.term,), (MB, "sum"), z.term.dims), g.site, g.name)
+        out = Tensor(zeros_like(g.term), g.site, g.name)
+        if loop:
+            out = Tensor(term(Op.ALL_REDUCE, (out.term,), (MB, "sum"), out.term.dims), g.site,
+                         g.name)
     return out
 
 
-def _check_microbatches(plan: Any, m: int, site: str) -> None:
+def _check_microbatches(plan: Any, m: int, site: str) -> bool:
+    """True when the plan loops over the ``mb`` axis; False for one micro-batch without it."""
     k = plan.microbatches.k if plan.microbatches is not None else None
+    if k is None and m == 1:
+        return False
     if k != m:
         raise PlanError(f"{site}: the schedule runs {m} micro-batches but the plan has "
                         f"microbatches({k}); give Plan(microbatches=microbatches({m}, B))")
+    return True
+
+
+def _accumulated(rep: Tensor, loop: bool) -> Tensor:
+    if not loop:
+        return rep
+    return Tensor(term(Op.ALL_REDUCE, (rep.term,), (MB, "sum"), rep.term.dims), rep.site, "loss")
 
 
 def _check_loss(out: Any, site: str) -> tuple[Tensor, Tensor]:
@@ -281,6 +297,12 @@ class Pipeline:
         """The parameters among ``names`` that physical stage ``s`` holds."""
         return [k for k in names if any(self.where(j)[0] == s for j in self.holders(k))]
 
+    def stage_grads(self, s: int, grads: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """The gradients stage ``s`` counts in a norm: the parameters it holds, a tied
+        parameter only on the first stage holding it (so the stages' sets are disjoint)."""
+        return {k: g for k, g in grads.items()
+                if self.holders(k) and self.where(self.holders(k)[0])[0] == s}
+
     # -- the gradient loop ----------------------------------------------------------------------
     def trace(self, plan: Any, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
               names: Sequence[str]) -> tuple[Tensor, list[Tensor]]:
@@ -296,7 +318,7 @@ class Pipeline:
             raise PlanError(f"{self.site}: the schedule has {sch.pp} stages but the mesh's "
                             f"{self.axis!r} axis is {mesh.get(self.axis)}; use Mesh("
                             f"{self.axis}={sch.pp}, ...)")
-        _check_microbatches(plan, sch.microbatches, self.site)
+        loop = _check_microbatches(plan, sch.microbatches, self.site)
         missing = [k for k in names if not self.holders(k)]
         if missing:
             raise PlanError(f"{self.site}: parameters on no pipeline stage: {missing[:6]}; "
@@ -308,21 +330,19 @@ class Pipeline:
             holders = self.holders(k)
             if len(holders) == 1:
                 s, c = self.where(holders[0])
-                out.append(lower_buffer(final_buffer(sch, s, c), Tensor(g, seed.site,
-                                                                       f"grad:{k}")))
+                out.append(lower_buffer(final_buffer(sch, s, c),
+                                        Tensor(g, seed.site, f"grad:{k}"), loop))
                 continue
             per_stage: dict[int, Tensor] = {}
             for j in holders:
                 sd, _ = _check_loss(self._run(params, data, only=(k, j)), self.site)
                 a = Tensor(grad(sd.term, [params[k].term])[0], seed.site, f"grad:{k}")
                 s, c = self.where(j)
-                b = lower_buffer(final_buffer(sch, s, c), a)
+                b = lower_buffer(final_buffer(sch, s, c), a, loop)
                 per_stage[s] = b if s not in per_stage else per_stage[s] + b
             out.append(per_stage[next(iter(per_stage))] if len(per_stage) == 1
                        else self.per_stage(per_stage))
-        r = Tensor(term(Op.ALL_REDUCE, (rep.term,), (MB, "sum"), rep.term.dims), rep.site,
-                   "loss")
-        return r, out
+        return _accumulated(rep, loop), out
 
     def observe(self, param: str, t: Term) -> Term:
         """An output of ``param`` as seen on the stage that holds it (module docstring)."""
@@ -379,14 +399,13 @@ class Accumulation:
     def trace(self, plan: Any, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
               names: Sequence[str]) -> tuple[Tensor, list[Tensor]]:
         """As :meth:`Pipeline.trace` for one stage running ``plan.forward``."""
-        _check_microbatches(plan, self.microbatches, self.site)
+        loop = _check_microbatches(plan, self.microbatches, self.site)
         seed, rep = _check_loss(plan.forward(Params(params), data), self.site)
         gs = grad(seed.term, [params[k].term for k in names])
         buf = final_buffer(self.schedule, 0)
-        out = [lower_buffer(buf, Tensor(g, seed.site, f"grad:{k}")) for k, g in zip(names, gs)]
-        r = Tensor(term(Op.ALL_REDUCE, (rep.term,), (MB, "sum"), rep.term.dims), rep.site,
-                   "loss")
-        return r, out
+        out = [lower_buffer(buf, Tensor(g, seed.site, f"grad:{k}"), loop)
+               for k, g in zip(names, gs)]
+        return _accumulated(rep, loop), out
 
     def observe(self, param: str, t: Term) -> Term:
         return t

@@ -52,7 +52,7 @@ from spec_lang.tensor import user_site
 __all__ = [
     "Event", "Schedule", "Buffer", "F", "B", "scale", "reset", "collective",
     "gpipe", "one_f_one_b", "interleaved_one_f_one_b", "accumulation_steps",
-    "arm_reduction_in_last_forward", "reduce_after_last_backward", "buffer_after",
+    "arm_reduction_in_last_forward", "reduce_after_last_backward", "reset_on_length_change", "buffer_after",
     "final_buffer", "validate", "SCHEDULES",
 ]
 
@@ -275,6 +275,26 @@ def accumulation_steps(step: Schedule, steps: int, *, end_of_step: Sequence[Even
             stages[s] += list(end_of_step)
     return Schedule(f"{step.name} x {steps} steps", tuple(map(tuple, stages)), steps * n,
                     step.chunks)
+
+
+def reset_on_length_change(lengths: Sequence[int], note: str = "") -> Callable[[int], list[Event]]:
+    """``start_of_step`` hooks for :func:`accumulation_steps`: a ``reset`` before step ``k``
+    when ``lengths[k] != lengths[k - 1]`` (NeMo Automodel PR #3530: the stages are
+    re-initialised on a new sequence length and the re-initialisation sets every gradient to
+    None). ``lengths``: the sequence length of each step, plan data."""
+    site = user_site(2)
+    ls = list(lengths)
+    if not ls or not all(isinstance(x, int) and x > 0 for x in ls):
+        raise PlanError(f"{site}: lengths must be positive integers, got {lengths!r}")
+
+    def hooks(k: int) -> list[Event]:
+        if k >= len(ls):
+            raise PlanError(f"{site}: no sequence length for step {k} (lengths {ls})")
+        if k > 0 and ls[k] != ls[k - 1]:
+            return [Event("reset", note=note or f"sequence length {ls[k - 1]} -> {ls[k]}: "
+                          "stages re-initialised, gradients set to None", site=site)]
+        return []
+    return hooks
 
 
 def arm_reduction_in_last_forward(sch: Schedule, axis: Any, op: str = "avg") -> Schedule:

@@ -1,0 +1,52 @@
+"""B07 fixed: torchtitan #2972 (also PR #4194), pipeline parallelism with the schedule's own
+gradient scaling off (and FSDP's division off).
+
+Spec: L = S / N_glob, g = grad S / N_glob, N_glob the number of valid tokens in the batch.
+Plan (pp=2, one micro-batch, one linear layer per stage): the pipeline schedule runs backward on
+the micro-batch's sum-reduced loss S_j inside its step; the trainer divides only the *logged*
+scalar by N_glob afterwards. g_plan = sum_j grad S_j = N_glob * g.
+Expected: NOT EQUIVALENT on every gradient, plan = N_glob x spec (a data-dependent factor: the
+refuter's random mask decides it; N_glob = 1 would hide it). The reported loss is right.
+Fixed (B07_fixed.py): N_glob is handed to the loss before the schedule runs; each micro-batch
+backprops S_j / N_glob.
+"""
+
+from spec_lang import SGD, Dim, Mesh, Plan, Spec, index, mask, ops
+from spec_lang.pipeline import Pipeline, stage
+from spec_lang.schedules import one_f_one_b
+
+B, S, H, V = Dim("B", 2), Dim("S", 4), Dim("H", 4), Dim("V", 8)
+
+
+def first_layer(p, tokens):
+    """Stage 0: one linear layer on the one-hot tokens (an embedding), (B, S) -> (B, S, H)."""
+    return ops.embedding(tokens, p["emb"], V)
+
+
+def masked_ce_sum(p, h, d):
+    """Stage 1: one linear layer (the head) and the masked cross-entropy sum S."""
+    logits = ops.einsum(h, p["head"], out=(B, S, V))
+    return ops.sum(d["mask"] * ops.cross_entropy_per_token(logits, d["labels"], V))
+
+
+spec = Spec(params={"emb": (V, H), "head": (H, V)},
+            data={"tokens": index(B, S, range=V), "labels": index(B, S, range=V),
+                  "mask": mask(B, S)},
+            forward=lambda p, d: masked_ce_sum(p, first_layer(p, d["tokens"]), d)
+            / ops.sum(d["mask"]),
+            optimizer=SGD())
+
+
+def first(p, d, io):
+    io.send(first_layer(p, d["tokens"]))
+
+
+def last(p, d, io):
+    s_j = masked_ce_sum(p, io.recv(), d)
+    n_glob = ops.sum(d["mask"])
+    return s_j / n_glob                       # N_glob handed to the loss: backprop S_j / N_glob
+
+
+pipe = Pipeline([stage(first, ["emb"]), stage(last, ["head"])],
+                schedule=one_f_one_b(pp=2, microbatches=1))
+plan = Plan(mesh=Mesh(pp=2), forward=pipe.forward, schedule=pipe)   # one micro-batch
