@@ -231,6 +231,12 @@ class _Run:
         are not a renaming of the true draws leave every goal open (UNKNOWN)."""
         recs = getattr(self.p, "rng", ())
         if not any(r.side == "plan" for r in recs):
+            # a dropout mask in the plan without its stream records cannot be trusted
+            if any(t.op is Op.INPUT and str(t.attrs[0]).startswith("dropout:")
+                   for t in walk([g.actual for g in self.goals])):
+                self.rng_open = True
+                for g in self.goals:
+                    g.reason = "rng: dropout masks without stream records (Problem.rng)"
             return
         from proofs.rng import check_rng
 
@@ -249,7 +255,8 @@ class _Run:
         where = " and ".join(dict.fromkeys(
             ", ".join(f"{k}={v}" for k, v in sorted(r.sizes.items())) for r in done))
         self.assumptions.append(
-            "rng: dropout draws are renamed to the spec's mask symbols (equal in distribution); "
+            "rng: dropout draws are renamed to the spec's mask symbols (equal in distribution: "
+            "draws of distinct (stream, offset) are independent Bernoulli(1 - p)); "
             "position -> (stream, offset) enumerated exhaustively at " + where +
             ("" if len(done) == 2 else " (real sizes over the enumeration budget)"))
 

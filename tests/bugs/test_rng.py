@@ -174,3 +174,25 @@ def test_plan_dropout_needs_a_stream():
 def test_model_parallel_rng_is_megatrons_offset():
     s = model_parallel_rng(1234)
     assert (s.seed, s.fork) == (1234 + 2718, ("tp",))
+
+
+def test_masks_without_stream_records_are_never_equivalent():
+    """The renaming is only justified by the rng check: a problem whose dropout records are
+    missing is UNKNOWN, never EQUIVALENT."""
+    import dataclasses
+
+    from spec_lang import load
+    from tests.bugs.cases import BUGS
+
+    pr = load(BUGS / "B35_fixed.py")
+    r = prove(dataclasses.replace(pr, rng=()), timeout_s=30)
+    assert r.verdict == "UNKNOWN" and r.goals[0].reason.startswith("rng: dropout masks without")
+
+
+def test_exhaustive_check_names_replica_disagreement():
+    pr = mlp_problem(tp=2, stream="tp")
+    r = check_rng(pr.rng, pr.binding, pr.mesh)
+    assert r.collisions[0].startswith(
+        "replicas differ: dropout 'l0.hidden' position (B=0, S=0, H=0) is drawn as stream "
+        "(seed 1234, tp=0) offset 0 on rank (dp=0, tp=0) but as stream (seed 1234, tp=1) "
+        "offset 0 on rank (dp=0, tp=1)"), r.collisions
