@@ -98,3 +98,16 @@ def test_ep_aux_prefactor_with_softmax_gating_and_main_loss_is_refuted():
             norm_topk_prob=False, balance_bias=False)
     assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == ROUTER
     assert r.counterexample.ratio is None
+
+
+def test_b28_refutation_certificate_is_replayed(tmp_path):
+    """The NOT EQUIVALENT certificate (small enough for the full schema check, with TOPK_MASK
+    nodes) is accepted: the refuted goal re-evaluates and diverges."""
+    from proofs.certificate import certificate_of, write_certificate
+    from proofs.checker import check_certificate
+    from tests.bugs.cases import prove_case
+    report = prove_case("B28_buggy")
+    cert = tmp_path / "b28_buggy.json"
+    write_certificate(cert, certificate_of(report))
+    res = check_certificate(cert, retrace=True, plan_path=BUGS / "B28_buggy.py")
+    assert res.verdict == "NOT EQUIVALENT", res.summary()
