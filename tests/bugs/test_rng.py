@@ -196,3 +196,51 @@ def test_exhaustive_check_names_replica_disagreement():
         "replicas differ: dropout 'l0.hidden' position (B=0, S=0, H=0) is drawn as stream "
         "(seed 1234, tp=0) offset 0 on rank (dp=0, tp=0) but as stream (seed 1234, tp=1) "
         "offset 0 on rank (dp=0, tp=1)"), r.collisions
+
+
+# -- the debug Llama with Megatron's hidden dropout (after wo and w2), TP + SP ----------------------
+def llama_dropout_problem(tp: int, stream: str):
+    """Debug Llama (2 layers; 4 kv heads so that tp = 4 divides them), hidden dropout after each
+    row-parallel output (Megatron's bias-dropout-add), Megatron TP + SP on Mesh(tp)."""
+    import dataclasses
+    import runpy
+
+    from spec_lang import Spec, reduce_scatter_to_sp_region
+    from spec_lang.models import DEBUG, llama
+    from spec_lang.models.llama import SpecContext
+    from tests.bugs.cases import ROOT
+
+    m = runpy.run_path(str(ROOT / "tests/spec_lang/plans/debug_tp_sp.py"))
+    model = llama(dataclasses.replace(DEBUG, n_kv_heads=4))
+    rng = {"default": RngStream(1234), "tp": model_parallel_rng(1234)}[stream]
+
+    class SpecDropout(SpecContext):
+        def exit_tp(self, x, d):
+            return ops.dropout(x, P)
+
+    class MegatronSPDropout(m["MegatronSP"]):
+        def exit_tp(self, x, d):
+            return ops.dropout(reduce_scatter_to_sp_region(x, d.S, TP), P, rng)
+
+    spec = Spec(params=model.params, data=model.data, optimizer=SGD(lr=Fraction(1, 100)),
+                forward=lambda p, data: model.forward(p, data, SpecDropout()))
+    good = m["plan"]
+    plan = Plan(mesh=Mesh(tp=tp), placements=good.placements, reduce_grads=good.reduce_grads,
+                forward=lambda p, data: model.forward(p, data, MegatronSPDropout()))
+    return build_problem(spec, plan)
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_llama_sp_hidden_dropout_default_stream_is_refuted(tp):
+    pr = llama_dropout_problem(tp, "default")
+    r = prove(pr, timeout_s=60)
+    assert r.verdict == "NOT EQUIVALENT", r.verdict
+    assert any("share one draw: stream (seed 1234)" in n for n in r.counterexample.notes)
+    assert any(abs(s - p) > 1e-9 * max(1.0, abs(s)) for _, s, p in r.counterexample.values)
+    assert len({rec.name for rec in pr.rng if rec.side == "plan"}) == 4  # 2 layers x (attn, mlp)
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_llama_sp_hidden_dropout_tracker_is_proved(tp):
+    r = prove(llama_dropout_problem(tp, "tp"), timeout_s=300)
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.goals if g.status != "proved"]
