@@ -244,3 +244,17 @@ def test_llama_sp_hidden_dropout_default_stream_is_refuted(tp):
 def test_llama_sp_hidden_dropout_tracker_is_proved(tp):
     r = prove(llama_dropout_problem(tp, "tp"), timeout_s=300)
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.goals if g.status != "proved"]
+
+
+def test_checker_recheck_rejects_an_equivalent_verdict_with_collisions():
+    """check-certificate re-runs the rng check on the re-traced plan: an EQUIVALENT certificate
+    for a plan whose draws collide is rejected; the fixed plan passes."""
+    from proofs.checker import _recheck_rng
+    from proofs.errors import CertificateError
+    from spec_lang import load
+    from tests.bugs.cases import BUGS
+
+    with pytest.raises(CertificateError, match="share one draw"):
+        _recheck_rng({"verdict": "EQUIVALENT"}, load(BUGS / "B35_buggy.py"))
+    _recheck_rng({"verdict": "NOT EQUIVALENT"}, load(BUGS / "B35_buggy.py"))
+    _recheck_rng({"verdict": "EQUIVALENT"}, load(BUGS / "B35_fixed.py"))
