@@ -11,8 +11,9 @@ that it comes out right after Megatron's gradient average over DP x CP; the aux 
 as alpha * A_c (Megatron's MoEAuxLossAutoScaler, scale 1/M with M=1 micro-batch) and the same
 average divides it by cp.
 
-Expected: NOT EQUIVALENT at the router-weight gradient ``grad:layers.0.moe.router``; with the main
-loss zeroed (``build(main_loss=False)``, tests/bugs/test_moe.py) plan / spec = 1/cp = 0.500.
+Expected: NOT EQUIVALENT at the router-weight gradient ``grad:layers.0.moe.router``: with the main
+loss zeroed (this file, as CASES.md asks) plan / spec = 1/cp = 0.500; with the main loss
+(``build(main_loss=True)``) the values differ (main + aux/cp).
 Fixed (B28_fixed.py): inject alpha * cp * A_c.
 Smallest configuration (CASES.md): dp=1, cp=2, one MoE layer with 2 experts, top-1, alpha > 0.
 """
@@ -42,7 +43,7 @@ class ContextParallel(MoEContext):
         return ops.sum(mask * ops.cross_entropy_per_token(logits, labels, d.V)) / n   # S_c / N
 
 
-def build(cp=2, alpha=ALPHA, main_loss=True, aux_scale=None):
+def build(cp=2, alpha=ALPHA, main_loss=False, aux_scale=None):
     """(spec, plan) at ``cp`` ranks; ``aux_scale`` is the factor the plan puts on alpha * A_c."""
 
     def objective(p, d):
@@ -65,4 +66,6 @@ def build(cp=2, alpha=ALPHA, main_loss=True, aux_scale=None):
     return spec, plan
 
 
+# CASES.md: the main loss zeroed, so the router gradient is the aux part alone;
+# build(main_loss=True) adds the cross-entropy S/N (tests/bugs/test_moe.py checks both).
 spec, plan = build()

@@ -12,7 +12,8 @@ as alpha * A_c (Megatron's MoEAuxLossAutoScaler, scale 1/M with M=1 micro-batch)
 same average leaves alpha * grad(A).
 
 Fixed (PR #5047): inject alpha * cp * A_c: pre-multiply a Partial term by the size of every group
-that later averages it. Expected: EQUIVALENT (certificate checked).
+that later averages it. Expected: EQUIVALENT (certificate checked), with the main loss zeroed
+(this file) and with it (``build(main_loss=True)``).
 Buggy (B28_buggy.py): alpha * A_c, so the aux part of the router gradient is 1/cp too small.
 Smallest configuration (CASES.md): dp=1, cp=2, one MoE layer with 2 experts, top-1, alpha > 0.
 """
@@ -42,7 +43,7 @@ class ContextParallel(MoEContext):
         return ops.sum(mask * ops.cross_entropy_per_token(logits, labels, d.V)) / n   # S_c / N
 
 
-def build(cp=2, alpha=ALPHA, main_loss=True, aux_scale=None):
+def build(cp=2, alpha=ALPHA, main_loss=False, aux_scale=None):
     """(spec, plan) at ``cp`` ranks; ``aux_scale`` is the factor the plan puts on alpha * A_c."""
 
     def objective(p, d):
@@ -65,4 +66,6 @@ def build(cp=2, alpha=ALPHA, main_loss=True, aux_scale=None):
     return spec, plan
 
 
+# CASES.md: the main loss zeroed, so the router gradient is the aux part alone;
+# build(main_loss=True) adds the cross-entropy S/N (tests/bugs/test_moe.py checks both).
 spec, plan = build()

@@ -31,8 +31,14 @@ def _prove(spec_plan):
 
 
 def test_b28_aux_loss_not_scaled_by_cp_is_refuted():
-    cx = assert_refuted("B28", goal=ROUTER)
-    assert cx.ratio is None                      # main + aux/cp: not a constant factor
+    assert_refuted("B28", goal=ROUTER, ratio=0.5)      # main loss zeroed: the aux part, 1/cp
+
+
+def test_b28_with_the_main_loss_is_refuted_by_values():
+    r = _prove(_module("B28_buggy").build(cp=2, main_loss=True))
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == ROUTER
+    assert r.counterexample.ratio is None             # main + aux/cp: not a constant factor
+    assert any(abs(s - p) > 1e-9 * max(1.0, abs(s)) for _, s, p in r.counterexample.values)
 
 
 def test_b28_fixed_is_certified(tmp_path):
@@ -49,9 +55,10 @@ def test_b28_aux_part_of_the_router_gradient_is_one_over_cp(cp):
     assert f"= {1 / cp:.3f} x spec" in r.counterexample.render()
 
 
-@pytest.mark.parametrize("cp,alpha", [(4, Fraction(1, 2)), (2, Fraction(3, 1000))])
-def test_b28_fixed_scale_is_equivalent_for_other_cp_and_alpha(cp, alpha):
-    r = _prove(_module("B28_fixed").build(cp=cp, alpha=alpha))
+@pytest.mark.parametrize("cp,alpha,main", [(2, Fraction(1, 10), True), (4, Fraction(1, 2), True),
+                                           (2, Fraction(3, 1000), False)])
+def test_b28_fixed_scale_is_equivalent_for_other_cp_and_alpha(cp, alpha, main):
+    r = _prove(_module("B28_fixed").build(cp=cp, alpha=alpha, main_loss=main))
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals()]
 
 
@@ -66,7 +73,7 @@ def test_b28_mutant_aux_scaled_by_the_sequence_length_is_refuted():
     """Mutant: the aux term injected at the main loss's token-count scale cp/N (per-token mode
     rescaling of a sum that is already global): values differ at the router."""
     from spec_lang import ops
-    r = _prove(_module("B28_buggy").build(cp=2, aux_scale=ops.dim_size("S")))
+    r = _prove(_module("B28_buggy").build(cp=2, main_loss=True, aux_scale=ops.dim_size("S")))
     assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == ROUTER
 
 
