@@ -187,3 +187,25 @@ def test_elementwise_on_mismatched_maps_is_refused_by_the_library():
                             "y": {DP: StridedShard(M), TP: Shard(M)}})
     with pytest.raises(PlanError, match="M"):
         build_problem(spec, plan)
+
+
+def test_strided_parameter_fsdp2_over_tp():
+    """A parameter placed like FSDP2 over TP (StridedShard on dp): its gradient and update keep
+    the strided index map; data with the same map contracts, data with the plain map is refused."""
+    M = Dim("M", 8)
+    spec = Spec(params={"w": (M,)}, data={"x": real(M)},
+                forward=lambda p, d: ops.sum(p["w"] * d["x"]), optimizer=SGD())
+    strided = {DP: StridedShard(M, split_factor=2), TP: Shard(M)}
+
+    def forward(p, d):
+        local = ops.sum(p["w"] * d["x"])
+        return Loss(backward=local, report=all_reduce(all_reduce(local, DP), TP))
+
+    ok = build_problem(spec, Plan(mesh=Mesh(dp=2, tp=2), forward=forward,
+                                  placements={"w": strided, "x": strided}))
+    assert [str(d) for d in next(g for g in ok.goals if g.name == "w").expected.dims] == ["M[tp,dp]"]
+    r = prove(ok, timeout_s=60)
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.goals]
+    with pytest.raises(PlanError, match=r"M\[tp,dp\]"):
+        build_problem(spec, Plan(mesh=Mesh(dp=2, tp=2), forward=forward,
+                                 placements={"w": strided, "x": {DP: Shard(M), TP: Shard(M)}}))
