@@ -3,13 +3,11 @@ gradient-accumulation steps.
 
 Spec: the mean over all K*n micro-batches (equal sizes, no padding), so
 g = (1/(K*n)) * sum_k sum_j g_{k,j}, g_{k,j} the gradient of micro-batch (k, j)'s mean loss.
-Plan (pp=2, 1F1B, n=2, K=2): the trainer scales each micro-batch loss by 1/K; the schedule,
-with its own gradient scaling on, divides the *whole* buffer by n at the end of every step,
-including what earlier steps left there: G_k = (G_{k-1} + sum_j g_{k,j}/K) / n.
-The buffer coefficients (exact, from the event order) are 1/8, 1/8 for step 1 and 1/4, 1/4 for
-step 2; the spec's are all 1/4.
-Expected: NOT EQUIVALENT on every gradient (values differ; K=1 hides it).
-Fixed (B06_fixed.py): schedule scaling off, each micro-batch loss scaled by 1/(n*K).
+Plan (pp=2, 1F1B, n=2, K=2): the schedule's own gradient scaling is off and each micro-batch
+loss is scaled once by 1/(n*K); the buffer only accumulates across the K steps:
+G_k = G_{k-1} + sum_j g_{k,j} / (n*K). Buffer coefficients 1, 1, 1, 1 (times the loss's 1/4).
+Expected: EQUIVALENT, with a certificate.
+Buggy (B06_buggy.py): 1/K in the loss and the schedule divides the whole buffer by n per step.
 """
 
 from spec_lang import SGD, Dim, Mesh, Plan, Spec, index, microbatches, ops

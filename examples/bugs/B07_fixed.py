@@ -2,13 +2,10 @@
 gradient scaling off (and FSDP's division off).
 
 Spec: L = S / N_glob, g = grad S / N_glob, N_glob the number of valid tokens in the batch.
-Plan (pp=2, one micro-batch, one linear layer per stage): the pipeline schedule runs backward on
-the micro-batch's sum-reduced loss S_j inside its step; the trainer divides only the *logged*
-scalar by N_glob afterwards. g_plan = sum_j grad S_j = N_glob * g.
-Expected: NOT EQUIVALENT on every gradient, plan = N_glob x spec (a data-dependent factor: the
-refuter's random mask decides it; N_glob = 1 would hide it). The reported loss is right.
-Fixed (B07_fixed.py): N_glob is handed to the loss before the schedule runs; each micro-batch
-backprops S_j / N_glob.
+Plan (pp=2, one micro-batch, one linear layer per stage): N_glob is handed to the loss before
+the schedule runs, and the micro-batch backprops S_j / N_glob (backward seed = reported loss).
+Expected: EQUIVALENT, with a certificate.
+Buggy (B07_buggy.py): backward on S_j, only the logged loss divided by N_glob (factor N_glob).
 """
 
 from spec_lang import SGD, Dim, Mesh, Plan, Spec, index, mask, ops

@@ -1,14 +1,13 @@
-"""B18 buggy: torchrec PR #4758, pipeline parallelism (FIFO 1F1B) + DDP on each stage.
+"""B18 fixed: torchrec PR #4758, pipeline parallelism (FIFO 1F1B) + DDP on each stage.
 
 Spec: L = S / N, the masked token mean over the global batch; g = grad L. Per replica r:
 g = AR_avg[dp](sum_m g_{r,m}).
-Plan (pp=2, dp=2, M=2, 1F1B): every forward but the last runs under DDP's ``no_sync``; the last
-forward arms one gradient reduction, which fires at the end of the *next backward in the
-stage's event order*. Stage 0 runs F0 F1 B0 B1: the reduction fires in B0 and stage 0 keeps
-AR_avg[dp](g_{r,0}) + g_{r,1}; stage 1 (F0 B0 F1 B1) is correct.
-Expected: NOT EQUIVALENT on a stage-0 gradient (``grad:emb``); the unreduced tail differs
-between replicas, so plan and spec values differ (no constant factor).
-Fixed (B18_fixed.py): every forward under ``no_sync`` and one reduction after the last backward.
+Plan (pp=2, dp=2, M=2, 1F1B): every forward runs under DDP's ``no_sync`` and each stage runs one
+explicit gradient reduction after its last backward (stage 0: F0 F1 B0 B1 AR; stage 1:
+F0 B0 F1 B1 AR), so every reduction reads both micro-batches' contributions.
+Expected: EQUIVALENT, with a certificate.
+Buggy (B18_buggy.py): the last forward arms the reduction, which fires in the next backward
+(B0 on stage 0), leaving AR_avg[dp](g_{r,0}) + g_{r,1}.
 """
 
 from spec_lang import SGD, Axis, Dim, Loss, Mesh, Plan, Shard, Spec, all_reduce, index, mask, ops

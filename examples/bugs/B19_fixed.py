@@ -3,12 +3,12 @@
 
 Spec: g = sum_m g_m over the M micro-batches of the window (each backprops S_m / N), times the
 data-parallel averaging factor, which is 1 for a 1-rank group.
-Plan (dp=1: the gradient group has one rank; M=2): the in-place reduction path used for 1-rank
-groups runs after every micro-batch and adds the reduced carried buffer back into it before the
-next micro-batch's gradient lands: buf_k = buf_{k-1} + AR_sum[dp](buf_{k-1}) + g_k =
-2 buf_{k-1} + g_k, so buf_M = sum_k 2^(M-k) g_k: 2 g_1 + g_2 here.
-Expected: NOT EQUIVALENT on every gradient (values differ; M=1 hides it).
-Fixed (B19_fixed.py): buf_k = buf_{k-1} + g_k, one reduction (the identity over 1 rank) at the end.
+Plan (dp=1: the gradient group has one rank; M=2): the buffer only accumulates,
+buf_k = buf_{k-1} + g_k, and one reduction (an average over the 1-rank group, the identity)
+runs after the last micro-batch.
+Expected: EQUIVALENT, with a certificate.
+Buggy (B19_buggy.py): the in-place 1-rank reduction re-adds the carried buffer after every
+micro-batch: buf_M = sum_k 2^(M-k) g_k.
 """
 
 from spec_lang import SGD, Axis, Dim, Mesh, Plan, Spec, all_reduce, index, mask, microbatches

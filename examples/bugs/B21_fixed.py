@@ -3,16 +3,12 @@ changing between micro-batches.
 
 Spec: g = sum_m g_m over the window's micro-batches, each backpropagating its masked loss sum
 divided by the window's token count N.
-Plan (pp=2, dp=1, 1F1B, M=2 accumulation steps of one micro-batch, sequence lengths 3 and 4):
-when a micro-batch's sequence length differs from the previous one, the pipeline stages are
-re-initialised and the re-initialisation sets every parameter gradient to None, discarding the
-accumulated buffer. The length pattern is plan data (``LENGTHS``); the events it implies (a
-``reset`` before step 2) are derived from it, so this file verifies the variable-length case.
-Sequences are padded to the longest length (S = 4) and the padding is masked by the data mask
-(the spec's mask is a free input, so the verdict covers every mask, the padded one included).
-Expected: NOT EQUIVALENT: every gradient is g_2, the first micro-batch's contribution is
-missing (values differ). Equal lengths (e.g. 4 and 4) derive no reset and hide it.
-Fixed (B21_fixed.py): the re-initialisation leaves the gradients alone (no reset event).
+Plan (pp=2, dp=1, 1F1B, M=2 accumulation steps of one micro-batch, sequence lengths 3 and 4 as
+plan data): re-initialising the stages for a new sequence length leaves the gradient buffers
+alone, so no reset event is derived and the buffer holds g_1 + g_2. Sequences are padded to the
+longest length (S = 4) and the padding is masked by the data mask.
+Expected: EQUIVALENT, with a certificate.
+Buggy (B21_buggy.py): a reset of every buffer when the length changes: the gradient is g_2.
 """
 
 from spec_lang import SGD, Axis, Dim, Mesh, Plan, Spec, all_reduce, index, mask, microbatches

@@ -1,15 +1,12 @@
 """B22 fixed: torchtitan #596 / PR #649, pipeline parallelism with gradient-norm clipping.
 
 Spec: u = g * min(1, c / ||g||) with ||g||^2 = sum over *all* stages' parameters of sum g^2
-(PyTorch ``clip_grad_norm_``: the coefficient is c / (||g|| + 1e-6)).
-Plan (pp=2, one linear layer per stage): stage s clips its own parameters with its own norm
-nu_s = ||g_s|| (the squared norm of the parameters it holds, from the placement-derived
-``global_grad_norm_sq`` of spec_lang/plans/clipping.py), never summed over pp. With ||g_0|| = 3,
-||g_1|| = 4 and c = 1 the spec scales both stages by 1/5, the plan by 1/3 and 1/4.
-Here c = 1/100, so clipping is active for any random draw of the refuter.
-Expected: NOT EQUIVALENT: the reported ``grad_norm`` is ||g_s|| on stage s instead of ||g||, and
-every updated parameter differs (raw gradients are right).
-Fixed (B22_fixed.py): nu^2 = AR_sum[pp](||g_s||^2) on every stage.
+(PyTorch ``clip_grad_norm_``: the coefficient is c / (||g|| + 1e-6)); c = 1/100 here.
+Plan (pp=2, one linear layer per stage): each stage computes the squared norm of the gradients
+it holds (``global_grad_norm_sq`` of spec_lang/plans/clipping.py, placement-derived), then
+nu^2 = AR_sum[pp](||g_s||^2), and every stage clips with nu.
+Expected: EQUIVALENT, with a certificate.
+Buggy (B22_buggy.py): each stage clips with its own ||g_s||, never summed over pp.
 """
 
 from fractions import Fraction

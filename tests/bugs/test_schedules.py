@@ -1,0 +1,311 @@
+"""CASES.md section 3, accumulation and schedules (B06 B18 B19 B21), plus B07 (pipeline loss
+seed) and B22 (clipping across pipeline stages), and their classes on other plans.
+
+Every verdict here is the prover's: the examples are loaded like any plan file and the mutants
+are built with the public API (spec_lang.pipeline / spec_lang.schedules).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from fractions import Fraction as Fr
+from pathlib import Path
+
+import pytest
+
+from proofs.prover import prove
+from spec_lang import (
+    AdamW, Axis, Loss, Mesh, Plan, PlanError, all_reduce, build_problem, load, microbatches, ops,
+)
+from spec_lang.models import DEBUG, llama
+from spec_lang.models.llama import transformer_block
+from spec_lang.pipeline import Pipeline, stage
+from spec_lang.plans.clipping import global_grad_norm_sq
+from spec_lang.plans.megatron import MegatronSettings, MegatronTP, megatron_placements
+from spec_lang.schedules import (
+    accumulation_steps, arm_reduction_in_last_forward, final_buffer, gpipe,
+    interleaved_one_f_one_b, one_f_one_b, reduce_after_last_backward, scale,
+)
+from tests.bugs.cases import BUGS, assert_certified, assert_refuted
+
+DP, TP, PP, MB = Axis.DP, Axis.TP, Axis.PP, Axis.MB
+
+
+def _variant(tmp_path: Path, case: str, subs: list[tuple[str, str]]) -> Path:
+    """A copy of examples/bugs/<case>.py with exact text substitutions (sizes, factors)."""
+    text = (BUGS / f"{case}.py").read_text()
+    for old, new in subs:
+        assert old in text, (case, old)
+        text = text.replace(old, new)
+    out = tmp_path / f"{case}_{abs(hash(tuple(subs))) % 10**8}.py"
+    out.write_text(text)
+    return out
+
+
+def _verdict(path: Path):
+    return prove(load(path), timeout_s=120)
+
+
+# -- the cases ------------------------------------------------------------------------------------
+
+def test_b06_buffer_divided_every_step_is_refuted():
+    assert_refuted("B06", goals_any=("grad:head", "grad:w0", "grad:emb"))
+
+
+def test_b06_fixed_is_certified(tmp_path):
+    assert_certified("B06", tmp_path)
+
+
+def test_b06_weights_from_the_plan_file():
+    # the schedule in the buggy file: step-1 micro-batches 1/8 after the trainer's 1/K, 1/4 spec
+    from importlib.util import module_from_spec, spec_from_file_location
+    s = spec_from_file_location("b06", BUGS / "B06_buggy.py")
+    mod = module_from_spec(s)
+    s.loader.exec_module(mod)
+    coeffs = final_buffer(mod.pipe.schedule, 0).coefficients()
+    assert [c / mod.K for c in coeffs] == [Fr(1, 8), Fr(1, 8), Fr(1, 4), Fr(1, 4)]
+
+
+@pytest.mark.parametrize("n,k,hidden", [(2, 2, False), (3, 2, False), (2, 3, False),
+                                        (2, 1, True)])
+def test_b06_class_varies_n_and_k(tmp_path, n, k, hidden):
+    subs = [("N_PER_STEP, K = 2, 2", f"N_PER_STEP, K = {n}, {k}"),
+            ('Dim("B", 4)', f'Dim("B", {n * k})')]
+    r = _verdict(_variant(tmp_path, "B06_buggy", subs))
+    assert r.verdict == ("EQUIVALENT" if hidden else "NOT EQUIVALENT"), (n, k, r.verdict)
+    f = _verdict(_variant(tmp_path, "B06_fixed", subs))
+    assert f.verdict == "EQUIVALENT"
+
+
+def test_b07_sum_seed_is_refuted_by_n_glob():
+    cx = assert_refuted("B07", goals_any=("grad:head", "grad:emb"))
+    # a data-dependent factor: N_glob, the valid-token count of the refuter's random mask
+    n = cx.ratio
+    assert n is not None and n >= 2 and abs(n - round(n)) < 1e-9
+    assert n <= cx.reduced_binding["B"] * cx.reduced_binding["S"]
+
+
+def test_b07_fixed_is_certified(tmp_path):
+    assert_certified("B07", tmp_path)
+
+
+def test_b18_reduction_in_the_next_backward_is_refuted():
+    cx = assert_refuted("B18", goals_any=("grad:w0", "grad:emb"))
+    # stage 0's parameters only: the last stage (F0 B0 F1 B1) is right
+    assert "grad:head" not in [cx.goal] + cx.others
+
+
+def test_b18_fixed_is_certified(tmp_path):
+    assert_certified("B18", tmp_path)
+
+
+@pytest.mark.parametrize("dp,m", [(2, 4), (4, 2)])
+def test_b18_class_varies_dp_and_microbatches(tmp_path, dp, m):
+    subs = [('Dim("B", 4)', f'Dim("B", {dp * m})'), ("Mesh(dp=2, pp=2)", f"Mesh(dp={dp}, pp=2)"),
+            ("one_f_one_b(pp=2, microbatches=2)", f"one_f_one_b(pp=2, microbatches={m})"),
+            ("microbatches=microbatches(2, B)", f"microbatches=microbatches({m}, B)")]
+    assert _verdict(_variant(tmp_path, "B18_buggy", subs)).verdict == "NOT EQUIVALENT"
+    assert _verdict(_variant(tmp_path, "B18_fixed", subs)).verdict == "EQUIVALENT"
+
+
+def test_b19_doubling_is_refuted():
+    assert_refuted("B19", goals_any=("grad:head", "grad:emb"))
+
+
+def test_b19_fixed_is_certified(tmp_path):
+    assert_certified("B19", tmp_path)
+
+
+def test_b19_class_three_microbatches_and_m1_hides_it(tmp_path):
+    three = [('Dim("B", 2)', 'Dim("B", 3)'),
+             ("          forward_mb(1), in_place, backward(1),",
+              "          forward_mb(1), in_place, backward(1), forward_mb(2), in_place, "
+              "backward(2),"),
+             ("Accumulation(events, microbatches=2)", "Accumulation(events, microbatches=3)"),
+             ("microbatches=microbatches(2, Bd)", "microbatches=microbatches(3, Bd)")]
+    assert _verdict(_variant(tmp_path, "B19_buggy", three)).verdict == "NOT EQUIVALENT"
+    one = [('Dim("B", 2)', 'Dim("B", 1)'),
+           ("          forward_mb(1), in_place, backward(1),\n", ""),
+           ("Accumulation(events, microbatches=2)", "Accumulation(events, microbatches=1)"),
+           ("microbatches=microbatches(2, Bd)", "microbatches=microbatches(1, Bd)")]
+    assert _verdict(_variant(tmp_path, "B19_buggy", one)).verdict == "EQUIVALENT"
+
+
+def test_b21_reset_on_length_change_is_refuted():
+    assert_refuted("B21", goals_any=("grad:head", "grad:w0", "grad:emb"))
+
+
+def test_b21_fixed_is_certified(tmp_path):
+    assert_certified("B21", tmp_path)
+
+
+@pytest.mark.parametrize("lengths,verdict", [("[4, 4]", "EQUIVALENT"),
+                                             ("[3, 4, 4]", "NOT EQUIVALENT"),
+                                             ("[2, 2, 3]", "NOT EQUIVALENT")])
+def test_b21_class_length_patterns(tmp_path, lengths, verdict):
+    n = len(eval(lengths))  # noqa: S307 -- a literal list of ints from this file
+    subs = [("LENGTHS = [3, 4]", f"LENGTHS = {lengths}"), ('Dim("B", 2)', f'Dim("B", {n})')]
+    assert _verdict(_variant(tmp_path, "B21_buggy", subs)).verdict == verdict
+
+
+def test_b22_per_stage_clipping_is_refuted():
+    cx = assert_refuted("B22", goal="grad_norm")
+    assert cx.rank.get("pp") is not None and "emb" in cx.others and "head" in cx.others
+
+
+def test_b22_fixed_is_certified(tmp_path):
+    assert_certified("B22", tmp_path)
+
+
+# -- other plans: the debug Llama under PP x TP x DP ----------------------------------------------
+
+def llama_pp(schedule=None, *, m=4, send=True, n_layers=2, chunks=1, clip=None,
+             stage_norm_reduced=True, loss_extra=None):
+    """(spec, plan) of the debug Llama split into ``2 * chunks`` virtual stages on pp=2 with
+    Megatron TP2 inside the stages and DP2; the DP average runs after the last backward unless
+    ``schedule`` says otherwise."""
+    model = llama(dataclasses.replace(DEBUG, batch=2 * m, n_layers=n_layers))
+    c, d = model.config, model.dims
+    spec = model.spec(AdamW(), clip_grad_norm=clip) if clip is not None else model.spec(AdamW())
+    settings = MegatronSettings()
+    nv = 2 * chunks
+    per = n_layers // nv
+
+    def make(j):
+        def run(p, data, io):
+            ctx = MegatronTP(settings)
+            x = ctx.embed(data["tokens"], p["tok_embeddings"], d) if j == 0 else io.recv()
+            for i in range(j * per, (j + 1) * per):
+                x = transformer_block(p.scope(f"layers.{i}"), x, c, d, ctx)
+            if j < nv - 1:
+                if send or j != 0:
+                    io.send(x)
+                return None
+            x = ctx.head_input(ops.rms_norm(x, p["norm"], d.H, c.norm_eps), d)
+            seed = ctx.loss(ops.einsum(x, p["output"], out=(d.B, d.S, d.V)), data["labels"],
+                            data["mask"], d)
+            if loss_extra is not None:
+                seed = loss_extra * seed
+            return Loss(backward=seed, report=ctx.report)
+        own = [f"layers.{i}." for i in range(j * per, (j + 1) * per)]
+        own += ["tok_embeddings"] if j == 0 else []
+        own += ["norm", "output"] if j == nv - 1 else []
+        return stage(run, own)
+
+    sch = schedule if schedule is not None else reduce_after_last_backward(
+        one_f_one_b(2, m), DP)
+    pipe = Pipeline([make(j) for j in range(nv)], schedule=sch)
+    kw = {}
+    if clip is not None:
+        def norm_sq(grads):
+            local = pipe.per_stage(lambda s: global_grad_norm_sq(pipe.stage_grads(s, grads)))
+            return all_reduce(local, PP) if stage_norm_reduced else local
+        kw["grad_norm_sq"] = norm_sq
+    plan = Plan(mesh=Mesh(pp=2, dp=2, tp=2), placements=megatron_placements(model, tp=2),
+                forward=pipe.forward, schedule=pipe, microbatches=microbatches(m, d.B), **kw)
+    return spec, plan
+
+
+def _prove(spec, plan):
+    return prove(build_problem(spec, plan), timeout_s=120)
+
+
+def test_llama_pp_control_is_equivalent():
+    assert _prove(*llama_pp()).verdict == "EQUIVALENT"
+
+
+# mutant class: a reduction fired before the last backward (GPipe, interleaved 1F1B)
+def test_mutant_reduction_before_last_backward_gpipe():
+    sch = arm_reduction_in_last_forward(gpipe(2, 4), DP)
+    assert str(sch.stages[1][4]) == "B0" and str(sch.stages[1][5]) == "AR_avg[dp]"
+    r = _prove(*llama_pp(sch))
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal.startswith("grad:")
+
+
+def test_mutant_reduction_before_last_backward_interleaved():
+    sch = arm_reduction_in_last_forward(interleaved_one_f_one_b(2, 2, 2), DP)
+    r = _prove(*llama_pp(sch, m=2, n_layers=4, chunks=2))
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal.startswith("grad:")
+
+
+def test_interleaved_control_is_equivalent():
+    sch = reduce_after_last_backward(interleaved_one_f_one_b(2, 2, 2), DP)
+    assert _prove(*llama_pp(sch, m=2, n_layers=4, chunks=2)).verdict == "EQUIVALENT"
+
+
+# mutant class: a stage with a different schedule
+def test_mutant_stage_with_gpipe_order_and_armed_reduction():
+    # stage 0 runs GPipe (all forwards first), stage 1 runs 1F1B; DDP armed in the last forward
+    mixed = one_f_one_b(2, 4).with_stage(0, gpipe(2, 4).stages[0])
+    r = _prove(*llama_pp(arm_reduction_in_last_forward(mixed, DP)))
+    assert r.verdict == "NOT EQUIVALENT"
+
+
+def test_mutant_stages_with_incompatible_schedules_deadlock():
+    mixed = reduce_after_last_backward(one_f_one_b(2, 4).with_stage(1, gpipe(2, 4).stages[1]),
+                                       DP)
+    with pytest.raises(PlanError, match="deadlocks"):
+        llama_pp(mixed)
+
+
+def test_mutant_stage_running_fewer_microbatches():
+    short = one_f_one_b(2, 4)
+    short = short.with_stage(0, [e for e in short.stages[0] if e.mb != 3])
+    with pytest.raises(PlanError, match="never runs F3"):
+        llama_pp(reduce_after_last_backward(short, DP))
+
+
+# mutant class: a missing send
+def test_mutant_missing_send_llama():
+    with pytest.raises(PlanError, match="missing send"):
+        build_problem(*llama_pp(send=False))
+
+
+def test_mutant_missing_send_interleaved():
+    sch = reduce_after_last_backward(interleaved_one_f_one_b(2, 2, 2), DP)
+    with pytest.raises(PlanError, match="missing send"):
+        build_problem(*llama_pp(sch, m=2, n_layers=4, chunks=2, send=False))
+
+
+# mutant class: a buffer scaled twice
+def test_mutant_buffer_scaled_twice_llama():
+    # the loss already carries Megatron's 1/K; the schedule divides the buffer by K again
+    sch = reduce_after_last_backward(
+        accumulation_steps(one_f_one_b(2, 4), 1, end_of_step=[scale(Fr(1, 4))]), DP)
+    r = _prove(*llama_pp(sch))
+    assert r.verdict == "NOT EQUIVALENT"
+    assert r.counterexample.ratio == pytest.approx(0.25)
+
+
+def test_mutant_buffer_scaled_twice_b06_fixed(tmp_path):
+    subs = [("schedule=accumulation_steps(step, K))",
+             "schedule=accumulation_steps(step, K, end_of_step=[scale(Fraction(1, 1)), "
+             "scale(Fraction(1, 2))]))"),
+            ("from spec_lang.schedules import accumulation_steps, one_f_one_b",
+             "from fractions import Fraction\nfrom spec_lang.schedules import "
+             "accumulation_steps, one_f_one_b, scale")]
+    r = _verdict(_variant(tmp_path, "B06_fixed", subs))
+    assert r.verdict == "NOT EQUIVALENT"
+
+
+def test_scaled_once_with_a_pre_scaled_loss_is_equivalent():
+    # control for the class: loss x K, buffer / K once -> right
+    sch = reduce_after_last_backward(
+        accumulation_steps(one_f_one_b(2, 4), 1, end_of_step=[scale(Fr(1, 4))]), DP)
+    assert _prove(*llama_pp(sch, loss_extra=4)).verdict == "EQUIVALENT"
+
+
+# B22's class on the Llama: per-stage norms with TP shards inside the stages
+def test_llama_pp_per_stage_clipping_is_refuted_and_global_is_proved():
+    bad = _prove(*llama_pp(clip=Fr(1, 100), stage_norm_reduced=False))
+    assert bad.verdict == "NOT EQUIVALENT" and bad.counterexample.goal == "grad_norm"
+    good = _prove(*llama_pp(clip=Fr(1, 100)))
+    assert good.verdict == "EQUIVALENT", [(g.name, g.reason) for g in good.open_goals()]
+
+
+def test_case_files_have_docstrings_naming_the_source():
+    for case in ("B06", "B07", "B18", "B19", "B21", "B22"):
+        for kind in ("buggy", "fixed"):
+            text = (BUGS / f"{case}_{kind}.py").read_text()
+            assert re.match(rf'"""{case} {kind}: ', text), (case, kind)
