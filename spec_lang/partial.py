@@ -70,9 +70,11 @@ PARTIAL_TABLE: dict[str, PartialRule] = {r.op: r for r in (
     _r("STOP_GRAD", True, "identity in value"),
     _r("RENAME", True, "moves values, elementwise linear"),
     _r("CHUNK", True, "a block of a sum is the sum of the blocks"),
-    _r("CONCAT", True, "concatenation of pending blocks is the pending concatenation",
+    _r("CONCAT", True, "concatenation of pending blocks is the pending concatenation; a "
+       "replicated block is summed |a| times",
        when="every block is pending over the axis"),
-    _r("WHERE", True, "where(c, a, b) with c replicated selects elementwise: linear in (a, b)",
+    _r("WHERE", True, "where(c, a, b) with c replicated selects elementwise: linear in (a, b); "
+       "a replicated branch is summed |a| times",
        when="the condition is replicated and both branches are pending"),
     _r("RECIP", False, "1 / (a_1 + a_2) != 1 / a_1 + 1 / a_2"),
     _r("POW", False, "(a_1 + a_2)^e != a_1^e + a_2^e for e != 1"),
@@ -153,15 +155,21 @@ def _over_axis_size(t: Term, axis: str) -> bool:
     return inv(t) or (t.op is Op.MUL and any(inv(u) for u in t.args))
 
 
+def _replicated_operands(args, pend, axis: str) -> list[Term]:
+    """Operands that are not pending, do not vary over ``axis`` and are not zero (nor the
+    ``c / |axis|`` workaround): combined additively with a pending sum they count |axis| times."""
+    return [c for c, p in zip(args, pend)
+            if not p and axis not in varying_axes(c) and not _is_zero(c)
+            and not _over_axis_size(c, axis)]
+
+
 def _violation(n: Term, axis: str) -> str | None:
     """Why op ``n`` does not commute with the pending sum over ``axis`` in its arguments."""
     pend = [is_pending(c, axis) for c in n.args]
     name = n.op.name
     match n.op:
         case Op.ADD:
-            rep = [c for c, p in zip(n.args, pend)
-                   if not p and axis not in varying_axes(c) and not _is_zero(c)
-                   and not _over_axis_size(c, axis)]
+            rep = _replicated_operands(n.args, pend, axis)
             return (f"ADD of a value replicated over {axis} to a pending sum: it is added |{axis}| "
                     "times (" + PARTIAL_TABLE["ADD"].why.split("; ")[1] + ")") if rep else None
         case Op.MUL | Op.EINSUM:
@@ -170,7 +178,13 @@ def _violation(n: Term, axis: str) -> str | None:
         case Op.WHERE:
             if pend[0]:
                 return f"WHERE with a condition pending over {axis}"
-            return None
+            return (f"WHERE choosing between a pending sum and a value replicated over {axis}: "
+                    f"the replicated branch is summed |{axis}| times") \
+                if _replicated_operands(n.args[1:], pend[1:], axis) else None
+        case Op.CONCAT:
+            return (f"CONCAT of pending blocks with a block replicated over {axis}: that block "
+                    f"is summed |{axis}| times") \
+                if _replicated_operands(n.args, pend, axis) else None
         case Op.ALL_REDUCE if n.attrs[1] == "max":
             return ("ALL_REDUCE max of a pending sum: " + PARTIAL_TABLE["ALL_REDUCE_MAX"].why
                     if n.attrs[0] == axis else None)

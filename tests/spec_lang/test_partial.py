@@ -58,8 +58,11 @@ ROWS = {
     "STOP_GRAD": [(lambda p, q, c, m: ops.stop_gradient(p), "real", True)],
     "RENAME": [(lambda p, q, c, m: ops.rename(p, "M", "K"), "real", True)],
     "CHUNK": [(lambda p, q, c, m: ops.chunk(p, "M", 2, 1), "real", True)],
-    "CONCAT": [(_chunk_concat, "real", True)],
-    "WHERE": [(lambda p, q, c, m: ops.where(m, p, q), "real", True)],
+    "CONCAT": [(_chunk_concat, "real", True),
+               (lambda p, q, c, m: ops.concat([ops.chunk(p, "M", 2, 0), ops.chunk(c, "M", 2, 1)],
+                                              "M"), "real", False)],
+    "WHERE": [(lambda p, q, c, m: ops.where(m, p, q), "real", True),
+              (lambda p, q, c, m: ops.where(m, p, c), "real", False)],
     "RECIP": [(lambda p, q, c, m: ops.recip(p), "positive", False)],
     "POW": [(lambda p, q, c, m: ops.pow(p, 2), "real", False)],
     "EXP": [(lambda p, q, c, m: ops.exp(p), "real", False)],
@@ -152,6 +155,9 @@ def test_lint_notes_non_linear_ops_only():
     notes = pending_sum_notes((ops.exp(local) + c).term, DP)
     assert [n.op for n, _ in notes] == [Op.EXP, Op.ADD]        # dataflow order
     assert "added |dp| times" in notes[1][1]
+    m = _input("m", "mask", ("M",))
+    assert pending_sum_notes(ops.where(m, local, local * 2).term, DP) == []
+    assert [n.op for n, _ in pending_sum_notes(ops.where(m, local, c).term, DP)] == [Op.WHERE]
     # an operand already reduced over dp may be used non-linearly
     assert pending_sum_notes((local / _reduce(ops.sum(local, "M"))).term, DP) == []
 
