@@ -26,7 +26,8 @@ starts ``m * (offsets one forward takes)`` further on.
     ``M_n@a=c`` (selected by ``RANK_CONST``);
   - two distinct :class:`RngStream` objects with the same ``(seed, fork)`` (a re-seeded
     generator) reuse each other's draws: a call taking exactly the offsets of an earlier call of
-    the same local type reuses that call's mask symbols.
+    the same local type and the same ``p`` reuses that call's mask symbols (other overlaps are
+    left to :mod:`proofs.rng`, which then finds the terms are not a renaming: UNKNOWN).
 
   A different ``p`` is a different symbol (``M_n`` names ``p``), so a plan with the wrong keep
   probability differs from the spec. The independent check :mod:`proofs.rng` enumerates the
@@ -243,10 +244,10 @@ def dropout(x: Tensor, p: Any, rng: RngStream | None = None, *, name: str | None
             st.objs.append(rng)
         prior = tuple(st.used.setdefault(idx, []))
         order = len(prior)
-        key = (rng.seed, rng.fork, prior, dims)
+        key = (rng.seed, rng.fork, prior, dims, pv)  # same draws and same p: same symbols
         mask = st.masks.get(key)
         if mask is None:
-            mask = _plan_mask(spec_input, dims, x.term, rng, mesh, m_name)
+            mask = _plan_mask(spec_input, dims, rng, mesh, m_name)
             st.masks[key] = mask
         st.used[idx].append(dims)
     rec = DropoutRecord(ctx.kind, n, pv, dims, rng, idx, order, spec_input, mask, site)
@@ -257,10 +258,11 @@ def dropout(x: Tensor, p: Any, rng: RngStream | None = None, *, name: str | None
     return mul(mul(x, Tensor(mask, site)), const(1 / (1 - pv)))
 
 
-def _plan_mask(m: Term, dims: tuple[DimSpec, ...], x: Term, rng: RngStream,
-               mesh: dict[str, int], m_name: str) -> Term:
-    from spec_lang.term import varying_axes
-
+def _plan_mask(m: Term, dims: tuple[DimSpec, ...], rng: RngStream, mesh: dict[str, int],
+               m_name: str) -> Term:
+    """The plan's mask for local type ``dims``: the spec symbol ``m`` through the shards, with
+    ``BROADCAST`` over shard axes the stream does not fork on and fresh symbols per coordinate
+    of fork axes (and ``mb``) that do not shard the activation (module docstring)."""
     shard_axes = [a for d in dims for a in d.shards]
     mask = _nest(m, dims)
     # a shard axis the stream does not fork on: every coordinate draws coordinate 0's symbols
@@ -270,7 +272,6 @@ def _plan_mask(m: Term, dims: tuple[DimSpec, ...], x: Term, rng: RngStream,
     # forked axes (and mb) that do not shard x: the replicas of one position draw differently
     rep = [a for a in mesh if mesh[a] > 1 and a not in shard_axes
            and (a in rng.fork or a == "mb")]
-    del x, varying_axes
     if not rep:
         return mask
     coords = list(itertools.product(*(range(mesh[a]) for a in rep)))

@@ -258,3 +258,20 @@ def test_checker_recheck_rejects_an_equivalent_verdict_with_collisions():
         _recheck_rng({"verdict": "EQUIVALENT"}, load(BUGS / "B35_buggy.py"))
     _recheck_rng({"verdict": "NOT EQUIVALENT"}, load(BUGS / "B35_buggy.py"))
     _recheck_rng({"verdict": "EQUIVALENT"}, load(BUGS / "B35_fixed.py"))
+
+
+def test_reseeded_generator_with_another_p_is_unknown_not_equivalent():
+    """Two calls share draws (a re-seeded generator) but with different p: the masks are
+    correlated, not identical, which the terms do not model: UNKNOWN, never EQUIVALENT."""
+    B, S, H = Dim("B", 2), Dim("S", 2), Dim("H", 2)
+
+    def f(p, d, r1, r2):
+        y = ops.dropout(d["x"] * p["w"], Fraction(1, 10), r1, name="a")
+        return ops.sum(ops.dropout(y, Fraction(1, 5), r2, name="b"))
+
+    spec = Spec(params={"w": (H,)}, data={"x": real(B, S, H)},
+                forward=lambda p, d: f(p, d, None, None), optimizer=SGD())
+    plan = Plan(mesh=Mesh(dp=1), forward=lambda p, d: f(p, d, RngStream(1), RngStream(1)))
+    r = prove(build_problem(spec, plan), timeout_s=30)
+    assert r.verdict == "UNKNOWN"
+    assert r.goals[0].reason.startswith("rng: the dropout mask terms are not a renaming")
