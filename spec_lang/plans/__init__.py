@@ -15,6 +15,10 @@ from spec_lang.plans.megatron import (
     replicated, rowwise, vocab_parallel_cross_entropy, vocab_parallel_embedding,
 )
 from spec_lang.plans.expert_parallel import EPSettings, ExpertParallel, ep_placements, expert_parallel
+from spec_lang.plans.sharded_dp import (
+    FlatBuffer, ShardedDP, ShardedDPSettings, fsdp, fsdp_tp, hsdp, sharded_dp, zero1, zero2, zero3,
+)
+from spec_lang.plans.trainer_plan import stage_groups, trainer_plan, trainer_spec
 from spec_lang.plan import Plan
 
 __all__ = [
@@ -29,11 +33,18 @@ __all__ = [
     "TP_REGION_WEIGHTS", "MegatronSettings", "MegatronTP", "Scale", "colwise", "layer_plan",
     "megatron", "megatron_placements", "replicated", "rowwise", "vocab_parallel_cross_entropy",
     "vocab_parallel_embedding", "GATHER_FROM_SP", "REDUCE_SCATTER_TO_SP", "partial_grad_axes",
+    # sharded_dp.py
+    "FlatBuffer", "ShardedDP", "ShardedDPSettings", "fsdp", "fsdp_tp", "hsdp", "sharded_dp",
+    "zero1", "zero2", "zero3",
+    # trainer_plan.py
+    "stage_groups", "trainer_plan", "trainer_spec",
 ]
 
 PLANS: dict[str, Callable[..., Plan]] = {
     "megatron": megatron,
     "expert_parallel": expert_parallel,
+    "zero1": zero1, "zero2": zero2, "zero3": zero3, "fsdp": fsdp, "hsdp": hsdp,
+    "fsdp_tp": fsdp_tp,
 }
 """Plan recipes by name (STYLE rule 10)."""
 

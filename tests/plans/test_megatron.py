@@ -86,8 +86,8 @@ def test_megatron_accepts_config_model_or_spec():
 
 def test_registry():
     assert plan_registry("megatron") is megatron is PLANS["megatron"]
-    with pytest.raises(PlanError, match="unknown plan 'zero3'; known: \\[.*'megatron'.*\\]"):
-        plan_registry("zero3")
+    with pytest.raises(PlanError, match="unknown plan 'zero4'; known: \\[.*'megatron'.*\\]"):
+        plan_registry("zero4")          # zero1-3 are sharded data-parallel recipes
 
 
 # -- scale factors ---------------------------------------------------------------------------------
