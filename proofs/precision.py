@@ -164,7 +164,7 @@ def lint_terms(named: Sequence[tuple[str, Term]], minimum: str = MIN_DTYPE) -> l
             continue
         seen.add(id(t))
         if t.op is Op.ALL_REDUCE and t.attrs[1] == "sum":
-            what = (f"accumulation over mb (micro-batch gradient buffer)" if t.attrs[0] == "mb"
+            what = ("accumulation over mb (micro-batch gradient buffer)" if t.attrs[0] == "mb"
                     else f"all_reduce over {t.attrs[0]}")
         elif t.op is Op.REDUCE_SCATTER:
             what = f"reduce_scatter over {t.attrs[0]} along {t.attrs[1]}"

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from spec_lang.evaluate import evaluate, rank_axis
-from spec_lang.term import Binding, DimSpec, Op, Term, walk
+from spec_lang.term import Binding, DimSpec, Op, walk
 
 __all__ = ["RngCheck", "check_rng", "EXHAUSTIVE_BUDGET"]
 

@@ -7,7 +7,6 @@ The torch bf16 demonstrations show that each flagged site changes real values.
 from __future__ import annotations
 
 import runpy
-from fractions import Fraction
 from pathlib import Path
 
 import pytest
