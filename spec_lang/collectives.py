@@ -365,8 +365,8 @@ def all_reduce(x: Tensor, axis: Any, op: str = "sum", *, dtype: str | None = Non
         raise fail(f'all_reduce op {op!r}: use "sum", "avg" or "max"', site=site)
     t = Tensor(term(Op.ALL_REDUCE, (x.term,), (a, "max" if op == "max" else "sum"), x.term.dims),
                site)
-    if op != "max":
-        warn_pending(x.term, a, site)          # lint: non-linear ops on a Partial (partial.py)
+    if op != "max":                            # lint: non-linear ops on a Partial (partial.py)
+        warn_pending(x.term, a, site, average=op == "avg")
     if op == "avg":
         t = mul(recip(axis_size(a)), t)
         t.site = site

@@ -59,7 +59,8 @@ def _r(op: str, commutes: bool, why: str, when: str = "") -> PartialRule:
 PARTIAL_TABLE: dict[str, PartialRule] = {r.op: r for r in (
     _r("ADD", True, "sum_r (a_r + b_r) = sum_r a_r + sum_r b_r; a replicated operand c is "
        "added |a| times: sum_r (a_r + c) = sum_r a_r + |a| c",
-       when="every operand is pending over the axis (a replicated, non-zero operand: no)"),
+       when="every operand is pending over the axis (a replicated, non-zero operand: no, "
+            "unless the reduction is a mean: mean_r (a_r + c) = mean_r a_r + c)"),
     _r("NEG", True, "sum_r (-a_r) = -sum_r a_r"),
     _r("MUL", True, "sum_r (c a_r) = c sum_r a_r for c replicated; two pending factors: "
        "sum_r a_r b_r != (sum_r a_r)(sum_r b_r)",
@@ -163,11 +164,14 @@ def _replicated_operands(args, pend, axis: str) -> list[Term]:
             and not _over_axis_size(c, axis)]
 
 
-def _violation(n: Term, axis: str) -> str | None:
-    """Why op ``n`` does not commute with the pending sum over ``axis`` in its arguments."""
+def _violation(n: Term, axis: str, average: bool = False) -> str | None:
+    """Why op ``n`` does not commute with the pending sum over ``axis`` in its arguments
+    (``average``: the reduction is a mean, with which affine maps commute too)."""
     pend = [is_pending(c, axis) for c in n.args]
     name = n.op.name
     match n.op:
+        case Op.ADD | Op.WHERE | Op.CONCAT if average and not (n.op is Op.WHERE and pend[0]):
+            return None                 # mean_r (a_r + c) = mean_r a_r + c
         case Op.ADD:
             rep = _replicated_operands(n.args, pend, axis)
             return (f"ADD of a value replicated over {axis} to a pending sum: it is added |{axis}| "
@@ -207,9 +211,11 @@ _LINEAR_MOVES = frozenset(getattr(Op, x) for x in (
 """Data movement over *other* axes and block permutations: linear in their argument."""
 
 
-def pending_sum_notes(x: Term, axis: str) -> list[tuple[Term, str]]:
+def pending_sum_notes(x: Term, axis: str, *, average: bool = False) -> list[tuple[Term, str]]:
     """Every node between a pending sum over ``axis`` and a reduction of ``x`` over ``axis``
     that does not commute with the sum, with the reason (dataflow order, children first).
+    ``average``: the reduction is a mean (``all_reduce(.., "avg")``), so adding a replicated
+    value is fine (``mean_r (a_r + c) = mean_r a_r + c``); non-linear ops are still noted.
 
     Only nodes whose value is still pending are visited (a subterm already reduced over ``axis``
     is a replicated value and may be used non-linearly)."""
@@ -226,7 +232,7 @@ def pending_sum_notes(x: Term, axis: str) -> list[tuple[Term, str]]:
         if n.op is Op.PART or (n.op is Op.EINSUM and _contracts_over(n, axis)
                                and not any(is_pending(c, axis) for c in n.args)):
             continue                              # a source of the pending sum
-        why = _violation(n, axis)
+        why = _violation(n, axis, average)
         if why is not None:
             out.append((n, why))
         stack.extend(c for c in n.args if is_pending(c, axis))
@@ -234,11 +240,11 @@ def pending_sum_notes(x: Term, axis: str) -> list[tuple[Term, str]]:
     return out
 
 
-def warn_pending(x: Term, axis: str, reduce_site: str) -> None:
+def warn_pending(x: Term, axis: str, reduce_site: str, *, average: bool = False) -> None:
     """Emit one :class:`PartialSumWarning` per note of :func:`pending_sum_notes` (trace time)."""
     from spec_lang.tensor import site_of
 
-    for n, why in pending_sum_notes(x, axis):
+    for n, why in pending_sum_notes(x, axis, average=average):
         where = site_of(n)
         warnings.warn(PartialSumWarning(
             f"{reduce_site if where.startswith('<unknown>') else where}: {why}; the value is Partial(sum) over {axis} and reduced at "

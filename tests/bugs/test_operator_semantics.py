@@ -18,7 +18,8 @@ import pytest
 
 from proofs.prover import prove
 from spec_lang import (
-    SGD, Axis, Dim, Loss, Mesh, Plan, Shard, Spec, all_reduce, build_problem, copy_to_tp_region,
+    SGD, Axis, Dim, Loss, Mesh, Partial, Plan, Shard, Spec, all_reduce, build_problem,
+    copy_to_tp_region,
     index, load, ops, real, reduce_from_tp_region,
 )
 from spec_lang.evaluate import evaluate
@@ -458,3 +459,44 @@ def test_llama_label_smoothing_with_local_vocab_is_refuted(global_v, reduce_mean
 def test_llama_label_smoothing_fixed_is_proved():
     res = _prove(SMOOTHED_SPEC, _llama_plan(_smoothed_vocab_parallel(True, True)))
     assert res.verdict == "EQUIVALENT", [(g.name, g.reason) for g in res.open_goals]
+
+
+# -- Partial("sum") / Partial("avg") data placements (PART terms) ---------------------------------
+
+def partial_input_plan(op: str, fn, *, reduce_first: bool, r: int = 2):
+    """Spec: loss = sum(w * fn(x)); the plan receives x as ``Partial(op)`` over dp (each rank an
+    addend, DTensor-style) and either applies ``fn`` to its addend and reduces the result, or
+    reduces x first (Partial -> Replicate)."""
+    N = Dim("N", 4)
+    spec = Spec(params={"w": (N,)}, data={"x": real(N)},
+                forward=lambda p, d: ops.sum(p["w"] * fn(d["x"])), optimizer=SGD())
+
+    def forward(p, d):
+        if reduce_first:
+            x = all_reduce(d["x"], DP, "avg" if op == "avg" else "sum")
+            return ops.sum(p["w"] * fn(x))
+        local = ops.sum(p["w"] * fn(d["x"]))
+        return Loss(backward=local, report=all_reduce(local, DP, "avg" if op == "avg" else "sum"))
+
+    red = (lambda n, g: g) if reduce_first else \
+        (lambda n, g: all_reduce(g, DP, "avg" if op == "avg" else "sum"))
+    return spec, Plan(mesh=Mesh(dp=r), placements={"x": {DP: Partial(op)}}, forward=forward,
+                      reduce_grads=red)
+
+
+@pytest.mark.parametrize("op", ["sum", "avg"])
+@pytest.mark.parametrize("name, fn, linear", [
+    ("identity", lambda x: x, True), ("scale", lambda x: 3 * x, True),
+    ("exp", ops.exp, False), ("square", lambda x: x * x, False), ("shift", lambda x: x + 1, False),
+])
+def test_ops_on_partial_inputs_follow_the_table(op, name, fn, linear):
+    # an affine map (x + 1) commutes with a mean, not with a sum: Partial("avg") is averaged
+    commutes = linear or (name == "shift" and op == "avg")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        res = _prove(*partial_input_plan(op, fn, reduce_first=False))
+    noted = any(issubclass(x.category, PartialSumWarning) for x in w)
+    assert noted == (not commutes)
+    assert res.verdict == ("EQUIVALENT" if commutes else "NOT EQUIVALENT"), name
+    fixed = _prove(*partial_input_plan(op, fn, reduce_first=True))
+    assert fixed.verdict == "EQUIVALENT"

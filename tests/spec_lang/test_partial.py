@@ -158,6 +158,9 @@ def test_lint_notes_non_linear_ops_only():
     m = _input("m", "mask", ("M",))
     assert pending_sum_notes(ops.where(m, local, local * 2).term, DP) == []
     assert [n.op for n, _ in pending_sum_notes(ops.where(m, local, c).term, DP)] == [Op.WHERE]
+    # under a mean reduction an affine map commutes; a non-linear one does not
+    assert pending_sum_notes((local + c).term, DP, average=True) == []
+    assert [n.op for n, _ in pending_sum_notes(ops.exp(local).term, DP, average=True)] == [Op.EXP]
     # an operand already reduced over dp may be used non-linearly
     assert pending_sum_notes((local / _reduce(ops.sum(local, "M"))).term, DP) == []
 
@@ -172,3 +175,13 @@ def test_lint_is_a_warning_at_the_all_reduce():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         all_reduce(local * 3, DP)
+
+
+def test_add_commutes_with_a_mean_reduction():
+    # Partial("avg"): mean_r (a_r + c) = mean_r a_r + c (the ADD row's exception)
+    x, c = _input("x"), _input("c", "real", ("M",))
+    r = ops.recip(ops.axis_size(DP))
+    spec = r * ops.sum(x, "N") + c
+    plan = r * _reduce(ops.sum(_local(x), "N") + c)
+    s, p = _values(spec, plan, 5)
+    np.testing.assert_allclose(p, s, rtol=1e-12)
