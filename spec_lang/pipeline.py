@@ -54,7 +54,7 @@ from spec_lang.ops import const, rank_const, stop_gradient
 from spec_lang.plan import Loss
 from spec_lang.schedules import Buffer, Schedule, final_buffer, validate
 from spec_lang.spec import Params
-from spec_lang.tensor import Tensor, user_site
+from spec_lang.tensor import Tensor, record_site, user_site
 from spec_lang.term import Axis, Op, Term, term, varying_axes
 
 __all__ = ["Stage", "StageIO", "Pipeline", "Accumulation", "lower_buffer", "stage"]
@@ -177,6 +177,17 @@ def _check_microbatches(plan: Any, m: int, site: str) -> bool:
         raise PlanError(f"{site}: the schedule runs {m} micro-batches but the plan has "
                         f"microbatches({k}); give Plan(microbatches=microbatches({m}, B))")
     return True
+
+
+def _buffer_dtype(plan: Any, g: Term) -> Term:
+    """The gradient as it enters the buffer: ``CAST`` to ``microbatches(accum_dtype=...)`` (the
+    precision lint's input; identity over the reals)."""
+    mb = plan.microbatches
+    if mb is None or getattr(mb, "accum_dtype", None) is None:
+        return g
+    out = term(Op.CAST, (g,), (mb.accum_dtype,), g.dims)
+    record_site(out, mb.site)
+    return out
 
 
 def _accumulated(rep: Tensor, loop: bool) -> Tensor:
@@ -318,13 +329,17 @@ class Pipeline:
             raise PlanError(f"{self.site}: the schedule has {sch.pp} stages but the mesh's "
                             f"{self.axis!r} axis is {mesh.get(self.axis)}; use Mesh("
                             f"{self.axis}={sch.pp}, ...)")
+        if plan.forward != self.forward:
+            raise PlanError(f"{plan.site}: Plan(schedule=<Pipeline>) runs the pipeline's "
+                            "stages; pass forward=<that pipeline>.forward (the given forward "
+                            "would be ignored)")
         loop = _check_microbatches(plan, sch.microbatches, self.site)
         missing = [k for k in names if not self.holders(k)]
         if missing:
             raise PlanError(f"{self.site}: parameters on no pipeline stage: {missing[:6]}; "
                             "list them in a stage's params")
         seed, rep = _check_loss(self._run(params, data), self.site)
-        gs = grad(seed.term, [params[k].term for k in names])
+        gs = [_buffer_dtype(plan, g) for g in grad(seed.term, [params[k].term for k in names])]
         out = []
         for k, g in zip(names, gs):
             holders = self.holders(k)
@@ -336,7 +351,8 @@ class Pipeline:
             per_stage: dict[int, Tensor] = {}
             for j in holders:
                 sd, _ = _check_loss(self._run(params, data, only=(k, j)), self.site)
-                a = Tensor(grad(sd.term, [params[k].term])[0], seed.site, f"grad:{k}")
+                a = Tensor(_buffer_dtype(plan, grad(sd.term, [params[k].term])[0]), seed.site,
+                           f"grad:{k}")
                 s, c = self.where(j)
                 b = lower_buffer(final_buffer(sch, s, c), a, loop)
                 per_stage[s] = b if s not in per_stage else per_stage[s] + b
@@ -401,7 +417,7 @@ class Accumulation:
         """As :meth:`Pipeline.trace` for one stage running ``plan.forward``."""
         loop = _check_microbatches(plan, self.microbatches, self.site)
         seed, rep = _check_loss(plan.forward(Params(params), data), self.site)
-        gs = grad(seed.term, [params[k].term for k in names])
+        gs = [_buffer_dtype(plan, g) for g in grad(seed.term, [params[k].term for k in names])]
         buf = final_buffer(self.schedule, 0)
         out = [lower_buffer(buf, Tensor(g, seed.site, f"grad:{k}"), loop)
                for k, g in zip(names, gs)]

@@ -53,7 +53,7 @@ __all__ = [
     "Event", "Schedule", "Buffer", "F", "B", "scale", "reset", "collective",
     "gpipe", "one_f_one_b", "interleaved_one_f_one_b", "accumulation_steps",
     "arm_reduction_in_last_forward", "reduce_after_last_backward", "reset_on_length_change", "buffer_after",
-    "final_buffer", "validate", "SCHEDULES",
+    "final_buffer", "collective_reads", "validate", "SCHEDULES",
 ]
 
 Chain = tuple[tuple[str, str], ...]          # ((axis, "sum" | "avg"), ...), innermost first
@@ -408,6 +408,14 @@ def buffer_after(events: Sequence[Event], microbatches: int, chunk: int = 0,
 def final_buffer(sch: Schedule, stage: int, chunk: int = 0) -> Buffer:
     """The buffer handed on after stage ``stage``'s last event."""
     return buffer_after(sch.stages[stage], sch.microbatches, chunk)
+
+
+def collective_reads(sch: Schedule, stage: int, chunk: int = 0) -> list[tuple[int, Event, Buffer]]:
+    """For every collective of stage ``stage``: (event index, event, the buffer it reads), i.e.
+    exactly which micro-batch contributions are in the buffer when it fires."""
+    ev = sch.stages[stage]
+    return [(i, e, buffer_after(ev, sch.microbatches, chunk, upto=i))
+            for i, e in enumerate(ev) if e.kind == "collective"]
 
 
 def validate(sch: Schedule, site: str = "") -> None:

@@ -21,7 +21,7 @@ from spec_lang import (
 from spec_lang.evaluate import evaluate
 from spec_lang.pipeline import Accumulation, Pipeline, lower_buffer, stage
 from spec_lang.schedules import (
-    B as Bev, F as Fev, Event, accumulation_steps, arm_reduction_in_last_forward,
+    B as Bev, F as Fev, Event, accumulation_steps, collective_reads, arm_reduction_in_last_forward,
     buffer_after, collective, final_buffer, gpipe, interleaved_one_f_one_b, one_f_one_b,
     reduce_after_last_backward, reset, reset_on_length_change, scale, validate,
 )
@@ -137,6 +137,9 @@ def test_b19_doubling_buffer_is_powers_of_two():
 
 def test_b18_prefix_reduction_on_stage_0_only():
     sch = arm_reduction_in_last_forward(one_f_one_b(2, 2), DP)
+    (i, e, read), = collective_reads(sch, 0)
+    assert i == 3 and e.kind == "collective" and read.describe() == "1*g0"     # a prefix
+    assert collective_reads(sch, 1)[0][2].describe() == "1*g0 + 1*g1"
     assert final_buffer(sch, 0).describe() == "AR_avg[dp](1*g0) + 1*g1"
     assert final_buffer(sch, 1).describe() == "AR_avg[dp](1*g0 + 1*g1)"
     # the public report: 4 stages, 8 micro-batches, the reduction fires inside B4 on stage 0
@@ -383,6 +386,12 @@ def test_transfer_and_ownership_errors():
                                       m=4))
     with pytest.raises(PlanError, match="virtual stages"):
         Pipeline([stage(s0, ["emb", "w0"])], schedule=one_f_one_b(2, 2))
+    pipe = Pipeline([stage(s0, ["emb", "w0"]), stage(s1, ["w1", "emb"])],
+                    schedule=one_f_one_b(2, 2))
+    with pytest.raises(PlanError, match="would be ignored"):
+        build_problem(spec, Plan(mesh=Mesh(dp=2, pp=2), forward=lambda p, d: None,
+                                 schedule=pipe, placements=DATA_DP,
+                                 microbatches=microbatches(2, Bd)))
 
 
 def test_accumulation_without_pipeline_matches_plain_microbatches():
@@ -401,3 +410,15 @@ def test_accumulation_without_pipeline_matches_plain_microbatches():
     plan = Plan(mesh=Mesh(dp=2), forward=fwd, schedule=acc, placements=DATA_DP,
                 microbatches=microbatches(2, Bd))
     assert prove(build_problem(spec, plan), timeout_s=60).verdict == "EQUIVALENT"
+
+
+def test_accumulation_dtype_reaches_the_buffer_terms():
+    from spec_lang.term import walk
+
+    plan = _tied_plan()
+    plan = Plan(mesh=plan.mesh, forward=plan.forward, schedule=plan.schedule,
+                placements=DATA_DP, reduce_grads=plan.reduce_grads,
+                microbatches=microbatches(2, Bd, accum_dtype="bf16"))
+    prob = build_problem(_tied_spec(), plan)
+    g = next(x for x in prob.goals if x.name == "grad:w0")
+    assert any(t.op is Op.CAST and t.attrs == ("bf16",) for t in walk(g.actual))
