@@ -1158,6 +1158,8 @@ _GROUP[0] = "exp-shift"
 
 
 def _is_max_node(e: Env, m: int) -> bool:
+    while e.op(m) in ("SHARD", "PERMUTE"):
+        m = e.args(m)[0]
     return e.op(m) in ("REDUCE_MAX", "MAXIMUM") or (e.op(m) == "ALL_REDUCE"
                                                      and e.attrs(m)[1] == "max")
 
@@ -1170,8 +1172,8 @@ def _max_factor(e: Env, f: int) -> bool:
 
 # exp(y) = exp(y - c m) * exp(m)^c: the max shift becomes a separate factor
 @rule("exp-max-shift", "EXP(y) = MUL(EXP(ADD(y, MUL(CONST(-c), m))), POW(EXP(m), c))",
-      "m is a max (REDUCE_MAX, MAXIMUM, ALL_REDUCE max) with negative integer coefficient c in "
-      "y read as a linear combination, and y has another term")
+      "m is a max (REDUCE_MAX, MAXIMUM, ALL_REDUCE max; under PERMUTE/SHARD) with negative "
+      "integer coefficient c in y read as a linear combination, and y has another term")
 def _exp_max_shift(e: Env) -> tuple[Any, Any]:
     y, m, c = e.t("y"), e.t("m"), num(e.v("c"))
     e.require(isinstance(c, Fraction) and c.denominator == 1 and c < 0, "c a negative integer")
@@ -1209,6 +1211,50 @@ def _add_max_factor(e: Env) -> tuple[Any, Any]:
         a.remove(f)
         outs.append(a[0] if len(a) == 1 else mul(*a))
     return add(*xs), mul(f, add(*outs))
+
+
+# 1 / (a sum) is constant along the contracted dims: softmax's normaliser leaves p @ v
+@rule("einsum-recip-factor-out",
+      "EINSUM(..f.., out) = MUL(f, EINSUM(.. .., out'))  (f = POW(EINSUM(..), e), e < 0)",
+      "f's dims are in out; another operand has a contracted dim")
+def _einsum_recip_factor(e: Env) -> tuple[Any, Any]:
+    f, k, rest, out = e.t("f"), e.v("k"), e.ts("rest"), tuple(e.v("out"))
+    e.require(e.op(f) == "POW" and e.op(e.args(f)[0]) == "EINSUM"
+              and num(e.attrs(f)[0]) < 0, "f = POW(EINSUM(..), e), e < 0")
+    e.require(bool(rest) and isinstance(k, int) and not isinstance(k, bool)
+              and 0 <= k <= len(rest), "another operand remains")
+    e.require(e.dimnames(f) <= set(out), "f's dims are in out")
+    have = e.dimnames(rest)
+    e.require(any(n not in out for n in have), "another operand has a contracted dim")
+    xs = list(rest)
+    xs.insert(k, f)
+    return einsum(tuple(xs), out), mul(f, einsum(tuple(rest), [n for n in out if n in have]))
+
+
+def _wrap_pat(e: Env, ws: Any, y: Any) -> Any:
+    e.require(isinstance(ws, tuple) and len(ws) >= 1, "W is a non-empty chain")
+    for w in reversed(ws):
+        e.require(isinstance(w, tuple) and len(w) == 3 and w[0] in ("SHARD", "PERMUTE"),
+                  "W is a chain of SHARD / PERMUTE")
+        y = shard(y, w[1], w[2]) if w[0] == "SHARD" else permute(y, w[1], w[2])
+    return y
+
+
+# the same shift when the scaled max is a rank's block or in load-balanced order
+@rule("exp-max-shift-block",
+      "EXP(ADD(xs)) = MUL(EXP(ADD(xs without x_k)), POW(EXP(W(m)), c))  (x_k = W(MUL(CONST(c), m)))",
+      "W is a non-empty chain of SHARD / PERMUTE; m is a max; c a negative integer")
+def _exp_max_shift_block(e: Env) -> tuple[Any, Any]:
+    xs, k, ws, c, m = e.ts("xs"), e.v("k"), e.v("ws"), num(e.v("c")), e.t("m")
+    e.require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(xs)
+              and len(xs) >= 2, "x_k is a summand of at least two")
+    e.require(isinstance(c, Fraction) and c.denominator == 1 and c < 0, "c a negative integer")
+    e.require(_is_max_node(e, m), "m is a max")
+    _match(_wrap_pat(e, ws, mul(const(c), m)), xs[k], e.tab, "x_k")
+    rest = xs[:k] + xs[k + 1:]
+    y = rest[0] if len(rest) == 1 else add(*rest)
+    return (P("EXP", (), (add(*xs),)),
+            mul(P("EXP", (), (y,)), pow_(P("EXP", (), (_wrap_pat(e, ws, m),)), c)))
 
 
 # ==== the table ================================================================================

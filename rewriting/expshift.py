@@ -15,8 +15,9 @@ they are constant in:
   factor ``f = EXP(m)`` or ``POW(EXP(m), c)`` whose dims are all kept (``f`` is constant along
   every contracted dim).
 
-A *max* is a ``REDUCE_MAX``, ``MAXIMUM`` or ``ALL_REDUCE(., max)`` node (the only terms these
-rules look at, which keeps every other normal form unchanged). Both laws hold for every real
+A *max* is a ``REDUCE_MAX``, ``MAXIMUM`` or ``ALL_REDUCE(., max)`` node, possibly under
+``PERMUTE``/``SHARD`` (the only terms these rules look at, which keeps every other normal form
+unchanged). Both laws hold for every real
 ``y``, ``m`` (``exp(m) > 0``), so the guards only restrict where they fire.
 """
 
@@ -40,7 +41,10 @@ def _rule(name: str, law: str, guard_doc: str, ops: set[Op], match, lhs, rhs, gu
 
 
 def is_max(t: Term) -> bool:
-    """``t`` is a max: REDUCE_MAX, MAXIMUM or ALL_REDUCE with ``max``."""
+    """``t`` is a max: REDUCE_MAX, MAXIMUM or ALL_REDUCE with ``max``, possibly under
+    ``PERMUTE``/``SHARD`` (a rank's block of a max, in load-balanced order)."""
+    while t.op in (Op.PERMUTE, Op.SHARD):
+        t = t.args[0]
     return t.op in (Op.REDUCE_MAX, Op.MAXIMUM) or (t.op is Op.ALL_REDUCE
                                                    and t.attrs[1] == "max")
 
@@ -113,7 +117,8 @@ def _shift_rhs(s: Subst, bd: Binding) -> Term:
 
 # exp(y) = exp(y - c m) * exp(m)^c: the max shift becomes a separate factor
 _rule("exp-max-shift", "EXP(y) = MUL(EXP(ADD(y, MUL(CONST(-c), m))), POW(EXP(m), c))",
-      "m is a max (REDUCE_MAX, MAXIMUM, ALL_REDUCE max) with negative integer coefficient c in "
+      "m is a max (REDUCE_MAX, MAXIMUM, ALL_REDUCE max; under PERMUTE/SHARD) with negative "
+      "integer coefficient c in "
       "y read as a linear combination, and y has another term",
       {Op.EXP}, match=_match_shift, lhs=lambda s: b.unary(Op.EXP, s["y"]), rhs=_shift_rhs,
       guard=_shift_ok, sample=_sample_shift)
@@ -222,3 +227,104 @@ _rule("add-max-factor-out", "ADD(MUL(.., f, ..), ...) = MUL(f, ADD(MUL(.. ..), .
       lhs=lambda s: b.add(*s["xs"]),
       rhs=lambda s, bd: b.mul(s["f"], b.add(*[_without(x, s["f"]) for x in s["xs"]])),
       guard=_common_ok, sample=_sample_common)
+
+
+# ---------------------------------------------------------------------------------------------
+def _recip_ok(s: Subst, bd: Binding) -> bool:
+    f, k, rest = s["f"], s["k"], s["rest"]
+    return (f.op is Op.POW and f.args[0].op is Op.EINSUM and f.attrs[0] < 0
+            and bool(rest) and set(f.dim_names) <= set(s["out"])
+            and any(n not in s["out"] for x in rest for n in x.dim_names)
+            and isinstance(k, int) and 0 <= k <= len(rest))
+
+
+def _match_recip(t: Term, bd: Binding) -> Subst | None:
+    out = t.attrs[0]
+    for k, f in enumerate(t.args):
+        if f.op is Op.POW and f.args[0].op is Op.EINSUM:
+            s = {"f": f, "k": k, "rest": t.args[:k] + t.args[k + 1:], "out": out}
+            if _recip_ok(s, bd):
+                return s
+    return None
+
+
+def _sample_recip(draw: Draw) -> tuple[Term, Binding]:
+    e = fresh(["S", "T"])
+    f = b.pow_(b.einsum([e], ["S"]), draw.choice([-1, -2]))
+    out = draw.choice([("S",), ("H", "S")])
+    xs = [e, fresh(["T", "H"]), f] if "H" in out else [e, f]
+    bd = draw_binding(draw)
+    return b.einsum(sorted(xs, key=b.skey), out), bd.replace(T=bd["S"])
+
+
+# 1 / (a sum) is constant along the contracted dims: softmax's normaliser leaves p @ v
+_rule("einsum-recip-factor-out",
+      "EINSUM(..f.., out) = MUL(f, EINSUM(.. .., out'))  (f = POW(EINSUM(..), e), e < 0)",
+      "f's dims are in out; another operand has a contracted dim",
+      {Op.EINSUM}, match=_match_recip, lhs=_factor_lhs,
+      rhs=lambda s, bd: b.mul(s["f"], b.einsum(s["rest"], _rest_out(s))),
+      guard=_recip_ok, sample=_sample_recip)
+
+
+# ---------------------------------------------------------------------------------------------
+def _unwrap(x: Term) -> tuple[tuple[tuple, ...], Term]:
+    """``x = W(y)`` with ``W`` a chain of SHARD / PERMUTE (outermost first): ``(W, y)``."""
+    ws: list[tuple] = []
+    while x.op in (Op.SHARD, Op.PERMUTE):
+        ws.append((x.op.name,) + tuple(x.attrs))
+        x = x.args[0]
+    return tuple(ws), x
+
+
+def _wrap(ws: tuple[tuple, ...], y: Term) -> Term:
+    for w in reversed(ws):
+        y = b.shard(y, w[1], w[2]) if w[0] == "SHARD" else b.permute(y, w[1], w[2])
+    return y
+
+
+def _block_ok(s: Subst, bd: Binding) -> bool:
+    xs, k, ws, c, m = s["xs"], s["k"], s["ws"], s["c"], s["m"]
+    return (isinstance(k, int) and 0 <= k < len(xs) and len(xs) >= 2 and bool(ws)
+            and isinstance(c, Fraction) and c.denominator == 1 and c < 0 and is_max(m)
+            and xs[k] is _wrap(ws, b.mul(b.const(c), m)))
+
+
+def _match_block(t: Term, bd: Binding) -> Subst | None:
+    y = t.args[0]
+    if y.op is not Op.ADD:
+        return None
+    for k, x in enumerate(y.args):
+        ws, core = _unwrap(x)
+        if ws and core.op is Op.MUL and len(core.args) == 2 and core.args[0].op is Op.CONST:
+            c = core.args[0].attrs[0]
+            s = {"xs": y.args, "k": k, "ws": ws, "c": c, "m": core.args[1]}
+            if isinstance(c, Fraction) and _block_ok(s, bd):
+                return s
+    return None
+
+
+def _block_rhs(s: Subst, bd: Binding) -> Term:
+    rest = s["xs"][:s["k"]] + s["xs"][s["k"] + 1:]
+    y = rest[0] if len(rest) == 1 else b.add(*rest)
+    return b.mul(b.unary(Op.EXP, y), b.pow_(b.unary(Op.EXP, _wrap(s["ws"], s["m"])), s["c"]))
+
+
+def _sample_block(draw: Draw) -> tuple[Term, Binding]:
+    bd = draw_binding(draw)
+    m = b.reduce_max(fresh(["B", "S", "T"]), ["T"])
+    ws: tuple[tuple, ...] = (("PERMUTE", "S", (1, 0)),)
+    if draw.bool():
+        ws = (("SHARD", "B", "dp"),) + ws
+    x = _wrap(ws, b.mul(b.const(draw.choice([-1, -2])), m))
+    other = _wrap(ws, fresh(["B", "S"] + (["H"] if draw.bool() else [])))
+    return b.unary(Op.EXP, b.add(other, x) if draw.bool() else b.add(x, other)), \
+        bd.replace(T=bd["S"])
+
+
+# the same shift when the scaled max is a rank's block (SHARD) or in load-balanced order
+# (PERMUTE): W(c m) = c W(m) for those movement ops
+_rule("exp-max-shift-block",
+      "EXP(ADD(xs)) = MUL(EXP(ADD(xs without x_k)), POW(EXP(W(m)), c))  (x_k = W(MUL(CONST(c), m)))",
+      "W is a non-empty chain of SHARD / PERMUTE; m is a max; c a negative integer",
+      {Op.EXP}, match=_match_block, lhs=lambda s: b.unary(Op.EXP, b.add(*s["xs"])),
+      rhs=_block_rhs, guard=_block_ok, sample=_sample_block)

@@ -483,7 +483,7 @@ def _match_ar(t: Term, bd: Binding) -> Subst | None:
 def _sample_ar(draw: Draw) -> tuple[Term, Binding]:
     bd = draw_binding(draw)
     a = draw.choice(["dp", "cp"])
-    x = b.part(fresh(["B", "S"]), a) if draw.bool() else b.shard(fresh(["B", "S"]), "B", a)
+    x = b.part(fresh(["B", "S"]), a)
     return b.all_reduce(b.permute(x, "S", _sample_order(draw, bd)), a,
                         draw.choice(["sum", "max"])), bd
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from spec_lang import ops
 from spec_lang.collectives import all_reduce, broadcast, region
-from spec_lang.cp import cp_causal_mask, cp_rope_tables, cp_split, rope_with_tables
+from spec_lang.cp import cp_causal_mask, cp_rope_tables, cp_split, load_balance, rope_with_tables
 from spec_lang.mesh import Mesh
 from spec_lang.models.llama import LlamaDims, LlamaModel, SpecContext, feed_forward
 from spec_lang.placement import Shard
@@ -41,12 +41,18 @@ from spec_lang.spec import Params
 from spec_lang.tensor import Tensor
 from spec_lang.term import Axis
 
-__all__ = ["CPSettings", "context_parallel", "cp_attention", "GATHER_KV"]
+__all__ = ["CPSettings", "context_parallel", "cp_attention", "cp_attention_online", "GATHER_KV",
+           "GATHER_Q", "MERGE_O"]
 
 DP, CP = Axis.DP, Axis.CP
 
 GATHER_KV = ("all_gather", "reduce_scatter")
 """K/V all-gather over cp along S; backward reduce-scatters dK/dV (``gather_from_sp_region``)."""
+GATHER_Q = ("all_gather", "reduce_scatter")
+"""Online attention: queries all-gathered over cp along S; backward reduce-scatters dQ."""
+MERGE_O = ("reduce_scatter", "all_gather")
+"""Online attention: the rescaled partial outputs and sums are summed over cp and each rank keeps
+its queries' rows (reduce-scatter along S); backward all-gathers the gradient."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +67,12 @@ class CPSettings:
         grad_reduce_axes: the axes gradients are summed over (Megatron: ``(cp, dp)``).
         token_count_axes: the axes the token count is summed over (``(cp, dp)``).
         gather_kv: the (forward, declared backward) pair of the K/V gather region.
+        attention: ``"gather_kv"`` (all-gathered K/V, one softmax) or ``"online"`` (each rank
+            attends all queries to its own K/V block and the cp partials are merged with the
+            online-softmax rescaling: running max over cp, ``exp(m_r - m)``, summed outputs and
+            denominators; :func:`cp_attention_online`).
+        online_rescale: ``False`` drops the ``exp(m_r - m)`` rescaling (a mutant).
+        online_global_max: ``False`` uses the rank's own max ``m_r`` as ``m`` (a mutant).
     """
 
     label_map: str = "load_balanced"
@@ -68,6 +80,9 @@ class CPSettings:
     grad_reduce_axes: tuple[str, ...] = (CP, DP)
     token_count_axes: tuple[str, ...] = (CP, DP)
     gather_kv: tuple[str, str] = GATHER_KV
+    attention: str = "gather_kv"
+    online_rescale: bool = True
+    online_global_max: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -94,6 +109,44 @@ def cp_attention(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, sin: Tens
     o = ops.einsum(probs, v, out=(d.B, d.S, d.KVH, d.G, d.HD))
     del c
     return ops.einsum(o, p["wo"], out=(d.B, d.S, d.H))
+
+
+def cp_attention_online(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, sin: Tensor,
+                        s: CPSettings) -> Tensor:
+    """Causal GQA attention as per-block online softmax merged across cp (flash/ring attention's
+    combine: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"; Liu et al.
+    2023, "Ring Attention", section 3).
+
+    Each rank keeps its K/V block (its load-balanced tokens) and all-gathers the queries; it
+    computes the block's scores ``s_r``, its max ``m_r = max_T s_r``, ``p_r = exp(s_r - m_r)``
+    (causal mask applied), ``l_r = sum_T p_r`` and ``o_r = p_r v_r``. The blocks merge with the
+    running max ``m = AR_max[cp](m_r)`` (stop-gradient) and the rescaling ``exp(m_r - m)``:
+    ``o = RS_sum[cp](o_r exp(m_r - m))``, ``l = RS_sum[cp](l_r exp(m_r - m))`` (each rank keeps
+    its queries' rows), ``out = o / l``. x: (B, S[cp], H) -> (B, S[cp], H).
+    """
+    d = model.dims
+    q = ops.einsum(x, p["wq"], out=(d.B, d.S, d.KVH, d.G, d.HD))
+    k = ops.einsum(x, p["wk"], out=(d.B, d.S, d.KVH, d.HD))
+    v = ops.einsum(x, p["wv"], out=(d.B, d.S, d.KVH, d.HD))
+    q = rope_with_tables(q, d.HD, d.HD_half, cos, sin)
+    k = rope_with_tables(k, d.HD, d.HD_half, cos, sin)
+    q = region(q, "gather_q_cp", *GATHER_Q, CP, d.S)               # (B, S, KVH, G, HD): all queries
+    k = ops.rename(k, d.S, d.T)                                      # (B, T[cp], KVH, HD): my keys
+    v = ops.rename(v, d.S, d.T)
+    mask_ = cp_split(load_balance(ops.causal_mask(d.S, d.T), d.S), d.T)   # (S, T[cp])
+    scores = ops.einsum(q, k, out=(d.B, d.KVH, d.G, d.S, d.T))
+    scores = scores * ops.rsqrt(ops.dim_size(d.HD))
+    m_r = ops.stop_gradient(ops.max(scores, d.T))                    # this block's max
+    p_r = ops.exp(scores - m_r) * mask_
+    l_r = ops.sum(p_r, d.T)
+    o_r = ops.einsum(p_r, v, out=(d.B, d.S, d.KVH, d.G, d.HD))
+    m = ops.stop_gradient(all_reduce(m_r, CP, "max")) if s.online_global_max else m_r
+    if s.online_rescale:
+        a = ops.exp(m_r - m)                                         # rescale to the running max
+        o_r, l_r = o_r * a, l_r * a
+    o = region(o_r, "merge_cp", *MERGE_O, CP, d.S)                   # (B, S[cp], KVH, G, HD)
+    l_ = region(l_r, "merge_cp", *MERGE_O, CP, d.S)
+    return ops.einsum(o / l_, p["wo"], out=(d.B, d.S, d.H))
 
 
 def _rope_tables(d: LlamaDims, theta: Any, s: CPSettings) -> tuple[Tensor, Tensor]:
@@ -138,9 +191,11 @@ def context_parallel(model: LlamaModel, *, cp: int, dp: int = 1,
         x = ops.embedding(tokens, p["tok_embeddings"], d.V)
         for i in range(c.n_layers):
             lp = p.scope(f"layers.{i}")
-            h = x + cp_attention(lp.scope("attn"), ops.rms_norm(x, lp["attention_norm"], d.H,
-                                                                c.norm_eps),
-                                 model, cos, sin, causal, s)
+            hn = ops.rms_norm(x, lp["attention_norm"], d.H, c.norm_eps)
+            if s.attention == "online":
+                h = x + cp_attention_online(lp.scope("attn"), hn, model, cos, sin, s)
+            else:
+                h = x + cp_attention(lp.scope("attn"), hn, model, cos, sin, causal, s)
             x = h + feed_forward(lp.scope("mlp"), ops.rms_norm(h, lp["ffn_norm"], d.H,
                                                               c.norm_eps), d, SpecContext())
         x = ops.rms_norm(x, p["norm"], d.H, c.norm_eps)

@@ -109,3 +109,28 @@ def test_online_softmax_mutants_are_refuted(tmp_path, old, new):
     r = prove(load(p), timeout_s=60)
     assert r.verdict == "NOT EQUIVALENT", r.verdict
     assert r.counterexample.goal == "loss"
+
+
+# -- CP attention as an online-softmax merge of the cp K/V blocks ----------------------------------
+def _online(settings=CPSettings(attention="online")):
+    model = llama(dataclasses.replace(DEBUG, n_layers=1))
+    prob = build_problem(model.spec(AdamW()), context_parallel(model, cp=2, dp=1,
+                                                                settings=settings))
+    return prove(prob, timeout_s=5)
+
+
+def test_online_merge_loss_is_proved_gradients_stay_unknown():
+    """Each rank's K/V block, max-rescaled partials merged over cp: the loss is proved by
+    rewriting (the block sums come back through allreduce-einsum-split); the gradients are not
+    (yet) and stay UNKNOWN, never EQUIVALENT."""
+    r = _online()
+    assert r.counterexample is None
+    open_ = {g.name for g in r.open_goals}
+    assert "loss" not in open_
+    assert r.verdict == "UNKNOWN" and any(n.startswith("grad:") for n in open_)
+
+
+@pytest.mark.parametrize("field", ["online_rescale", "online_global_max"])
+def test_online_merge_mutants_are_refuted(field):
+    r = _online(CPSettings(attention="online", **{field: False}))
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == "loss"
