@@ -22,9 +22,11 @@ from spec_lang.ops import (
     softmax, sqrt, stop_gradient, sub, sum, tanh, transpose, where,
 )
 from spec_lang.optim import SGD, AdamW
+from spec_lang.pipeline import Accumulation, Pipeline, stage
 from spec_lang.placement import Partial, Replicate, Shard, lineage
 from spec_lang.plan import Loss, Plan, microbatches
 from spec_lang.problem import Goal, Problem
+from spec_lang.schedules import gpipe, interleaved_one_f_one_b, one_f_one_b
 from spec_lang.spec import Data, Params, Spec, index, mask, positive, real
 from spec_lang.tensor import Tensor
 from spec_lang.term import Axis, Binding
@@ -56,12 +58,16 @@ __all__ = [
     "sum", "tanh", "transpose", "where",
     # optim.py
     "SGD", "AdamW",
+    # pipeline.py
+    "Accumulation", "Pipeline", "stage",
     # placement.py
     "Partial", "Replicate", "Shard", "lineage",
     # plan.py
     "Loss", "Plan", "microbatches",
     # problem.py
     "Goal", "Problem",
+    # schedules.py
+    "gpipe", "interleaved_one_f_one_b", "one_f_one_b",
     # spec.py
     "Data", "Params", "Spec", "index", "mask", "positive", "real",
     # tensor.py
