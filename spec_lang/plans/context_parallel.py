@@ -73,6 +73,10 @@ class CPSettings:
             denominators; :func:`cp_attention_online`).
         online_rescale: ``False`` drops the ``exp(m_r - m)`` rescaling (a mutant).
         online_global_max: ``False`` uses the rank's own max ``m_r`` as ``m`` (a mutant).
+        online_passes: ``2`` merges the rescaled normalisers ``l`` first and then the blocks'
+            normalised outputs ``sum_r (p_r exp(m_r - m) / l) v_r`` (proved, value and
+            gradients); ``1`` merges ``o`` and ``l`` together and divides last (value proved,
+            gradients UNKNOWN: they differ from the spec's by the order of two contractions).
     """
 
     label_map: str = "load_balanced"
@@ -83,6 +87,7 @@ class CPSettings:
     attention: str = "gather_kv"
     online_rescale: bool = True
     online_global_max: bool = True
+    online_passes: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -119,10 +124,15 @@ def cp_attention_online(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, si
 
     Each rank keeps its K/V block (its load-balanced tokens) and all-gathers the queries; it
     computes the block's scores ``s_r``, its max ``m_r = max_T s_r``, ``p_r = exp(s_r - m_r)``
-    (causal mask applied), ``l_r = sum_T p_r`` and ``o_r = p_r v_r``. The blocks merge with the
-    running max ``m = AR_max[cp](m_r)`` (stop-gradient) and the rescaling ``exp(m_r - m)``:
-    ``o = RS_sum[cp](o_r exp(m_r - m))``, ``l = RS_sum[cp](l_r exp(m_r - m))`` (each rank keeps
-    its queries' rows), ``out = o / l``. x: (B, S[cp], H) -> (B, S[cp], H).
+    (causal mask applied) and ``l_r = sum_T p_r``. The blocks merge with the running max
+    ``m = AR_max[cp](m_r)`` (stop-gradient) and the rescaling ``a_r = exp(m_r - m)``:
+    ``l = RS_sum[cp](l_r a_r)`` (each rank keeps its queries' rows). Two passes (default): ``l``
+    is all-gathered and ``out = RS_sum[cp]((p_r a_r / l) v_r)``; one pass:
+    ``out = RS_sum[cp](o_r a_r) / l`` with ``o_r = p_r v_r``. x: (B, S[cp], H) -> (B, S[cp], H).
+
+    The communication is all-gather(Q) + reduce-scatter(l, O) + all-reduce-max, not the ring's
+    point-to-point K/V rotation; the arithmetic (per-block max, ``exp`` rescaling, summed
+    outputs and denominators over the cp blocks of K/V) is ring attention's merge.
     """
     d = model.dims
     q = ops.einsum(x, p["wq"], out=(d.B, d.S, d.KVH, d.G, d.HD))
@@ -141,12 +151,17 @@ def cp_attention_online(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, si
     l_r = ops.sum(p_r, d.T)
     o_r = ops.einsum(p_r, v, out=(d.B, d.S, d.KVH, d.G, d.HD))
     m = ops.stop_gradient(all_reduce(m_r, CP, "max")) if s.online_global_max else m_r
-    if s.online_rescale:
-        a = ops.exp(m_r - m)                                         # rescale to the running max
-        o_r, l_r = o_r * a, l_r * a
-    o = region(o_r, "merge_cp", *MERGE_O, CP, d.S)                   # (B, S[cp], KVH, G, HD)
-    l_ = region(l_r, "merge_cp", *MERGE_O, CP, d.S)
-    return ops.einsum(o / l_, p["wo"], out=(d.B, d.S, d.H))
+    a = ops.exp(m_r - m) if s.online_rescale else ops.const(1)       # rescale to the running max
+    if s.online_passes == 1:
+        o = region(o_r * a, "merge_cp", *MERGE_O, CP, d.S)           # (B, S[cp], KVH, G, HD)
+        l_ = region(l_r * a, "merge_cp", *MERGE_O, CP, d.S)
+        return ops.einsum(o / l_, p["wo"], out=(d.B, d.S, d.H))
+    # two passes: merge the normalisers first, then each block's normalised probabilities
+    l_ = region(l_r * a, "merge_cp", *MERGE_O, CP, d.S)              # (B, KVH, G, S[cp])
+    l_all = region(l_, "gather_l_cp", *GATHER_Q, CP, d.S)            # every query's normaliser
+    o_r = ops.einsum(p_r * a / l_all, v, out=(d.B, d.S, d.KVH, d.G, d.HD))
+    o = region(o_r, "merge_cp", *MERGE_O, CP, d.S)
+    return ops.einsum(o, p["wo"], out=(d.B, d.S, d.H))
 
 
 def _rope_tables(d: LlamaDims, theta: Any, s: CPSettings) -> tuple[Tensor, Tensor]:

@@ -119,18 +119,38 @@ def _online(settings=CPSettings(attention="online")):
     return prove(prob, timeout_s=5)
 
 
-def test_online_merge_loss_is_proved_gradients_stay_unknown():
-    """Each rank's K/V block, max-rescaled partials merged over cp: the loss is proved by
-    rewriting (the block sums come back through allreduce-einsum-split); the gradients are not
-    (yet) and stay UNKNOWN, never EQUIVALENT."""
+def test_online_merge_two_pass_is_certified(tmp_path):
+    """Each rank's K/V block, max-rescaled normalisers merged over cp, then each block's
+    normalised output merged: EQUIVALENT (value and every gradient), certificate checked."""
     r = _online()
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
+    cert = tmp_path / "online_cp.cert.json"
+    write_certificate(cert, certificate_of(r))
+    res = check_certificate(cert, retrace=False)
+    assert res.verdict == "EQUIVALENT" and res.checked == res.total, res.summary()
+
+
+def test_online_merge_one_pass_loss_is_proved_gradients_stay_unknown():
+    """Dividing after the merge: the loss is proved by rewriting; the gradients differ from
+    the spec's by the order of two contractions and stay UNKNOWN, never EQUIVALENT."""
+    r = _online(CPSettings(attention="online", online_passes=1))
     assert r.counterexample is None
     open_ = {g.name for g in r.open_goals}
     assert "loss" not in open_
     assert r.verdict == "UNKNOWN" and any(n.startswith("grad:") for n in open_)
 
 
+@pytest.mark.parametrize("cp,dp", [(2, 2), (4, 1)])
+def test_online_merge_two_layers(cp, dp):
+    model = llama(DEBUG)
+    prob = build_problem(model.spec(AdamW()), context_parallel(
+        model, cp=cp, dp=dp, settings=CPSettings(attention="online")))
+    r = prove(prob, timeout_s=5)
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
+
+
+@pytest.mark.parametrize("passes", [1, 2])
 @pytest.mark.parametrize("field", ["online_rescale", "online_global_max"])
-def test_online_merge_mutants_are_refuted(field):
-    r = _online(CPSettings(attention="online", **{field: False}))
+def test_online_merge_mutants_are_refuted(field, passes):
+    r = _online(CPSettings(attention="online", online_passes=passes, **{field: False}))
     assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == "loss"
