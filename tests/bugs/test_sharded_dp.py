@@ -217,3 +217,70 @@ def test_stale_flat_buffer_read_on_the_debug_llama():
         owner[n].owner_value(n, owner[n].after_reduce_scatter(n, g)) if n in owner
         else all_reduce(g, DP, "avg")))
     _not_refuted(build_problem(spec, plan_ok))
+
+
+def test_b15_buggy_values_are_the_cases_formula():
+    # CASES.md B15: with a_d, b_d the two uses' local gradients on dp rank d, stage 0's owner
+    # steps with (a_0+a_1)/2 + b_1, stage 1's with a_0 + (b_0+b_1)/2; spec (a_0+a_1+b_0+b_1)/2
+    import dataclasses
+    import runpy
+
+    import numpy as np
+
+    from spec_lang.evaluate import evaluate, sample_inputs
+
+    mod = runpy.run_path(str(BUGS / "B15_buggy.py"))
+    spec, plan = mod["spec"], mod["plan"]
+    raw = dataclasses.replace(plan, reduce_grads=lambda n, g: g if n == "E" else
+                              plan.reduce_grads(n, g))
+    buggy, local = build_problem(spec, plan), build_problem(spec, raw)
+    goal = {p: next(g for g in pr.goals if g.name == "grad:E") for p, pr in
+            (("buggy", buggy), ("local", local))}
+    roots = [goal["buggy"].actual, goal["local"].actual, goal["buggy"].expected]
+    inputs = sample_inputs(roots, buggy.binding, np.random.default_rng(3))
+    vals = evaluate(roots, buggy.binding, inputs)
+
+    def arr(t, axes):
+        v = vals[t]
+        return np.transpose(v.data, [v.axes.index(a) for a in axes]) if axes else v.data
+
+    rank_axes = ("@pp", "@dp", "V", "H")
+    lv = arr(goal["local"].actual, rank_axes)                 # [s, d]: a_d on s=0, b_d on s=1
+    a, b = lv[0], lv[1]
+    pv = vals[goal["buggy"].actual]
+    pa = arr(goal["buggy"].actual, tuple(x for x in rank_axes if x in pv.axes))
+    if "@dp" not in pv.axes:                                   # the owner's value, on every rank
+        pa = pa[:, None]
+    spec_e = arr(goal["buggy"].expected, ("V", "H"))
+    assert np.allclose(spec_e, (a[0] + a[1] + b[0] + b[1]) / 2)
+    for d in range(2):
+        assert np.allclose(pa[0, min(d, pa.shape[1] - 1)], (a[0] + a[1]) / 2 + b[1])
+        assert np.allclose(pa[1, min(d, pa.shape[1] - 1)], a[0] + (b[0] + b[1]) / 2)
+    assert not np.allclose(pa[0], pa[1])                       # the two copies of E diverge
+
+
+def test_b17_buggy_values_are_each_ranks_own_gradient():
+    # CASES.md B17: rank r steps with g_r (its rows' mean gradient); the spec with (1/n) sum g_r
+    import dataclasses
+    import runpy
+
+    import numpy as np
+
+    from spec_lang.evaluate import evaluate, sample_inputs
+
+    mod = runpy.run_path(str(BUGS / "B17_buggy.py"))
+    spec, plan = mod["spec"], mod["plan"]
+    raw = dataclasses.replace(plan, reduce_grads=None)       # g_r as backward leaves it
+    buggy, local = build_problem(spec, plan), build_problem(spec, raw)
+    gb = next(g for g in buggy.goals if g.name == "grad:w")
+    gl = next(g for g in local.goals if g.name == "grad:w")
+    roots = [gb.actual, gl.actual, gb.expected]
+    vals = evaluate(roots, buggy.binding, sample_inputs(roots, buggy.binding,
+                                                        np.random.default_rng(5)))
+    v = vals[gl.actual]                                      # (@dp_replicate, @dp_shard, H, O)
+    g_r = np.take(v.data, 0, v.axes.index("@dp_shard"))      # the 1-rank shard group
+    p = vals[gb.actual]
+    assert p.axes[0] == "@dp_replicate" and "@dp_shard" not in p.axes
+    assert np.allclose(p.data, g_r)                          # rank r steps with g_r
+    assert np.allclose(vals[gb.expected].data, g_r.mean(axis=0))
+    assert not np.allclose(g_r[0], g_r[1])                   # the replicas diverge
