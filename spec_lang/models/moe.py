@@ -221,7 +221,11 @@ def moe_layer(p: Params, x: Tensor, c: MoEConfig, d: MoEDims, ctx: MoEContext,
     ye = ctx.combine(ye, d)
     y = ops.einsum(ye, gates, out=(d.B, d.S, d.H))
     if c.n_shared_experts:
-        y = y + swiglu(x, p["shared.w1"], p["shared.w3"], p["shared.w2"], (d.B, d.S, d.H), d.FS)
+        # the shared expert is a dense MLP: under TP it is column/row-parallel like Llama's
+        # (Megatron's SharedExpertMLP), so it enters / leaves the TP region by the same hooks
+        xs = ctx.enter_tp(x, d.llama)
+        y = y + ctx.exit_tp(swiglu(xs, p["shared.w1"], p["shared.w3"], p["shared.w2"],
+                                   (d.B, d.S, d.H), d.FS), d.llama)
     return y, aux_loss(m, probs, c, d, ctx)
 
 

@@ -1,0 +1,283 @@
+"""torchtitan-style multi-dimensional parallelism: 2-D (FSDP x TP) and 3-D (FSDP x TP x PP).
+
+torchtitan (Liang et al., "TorchTitan: One-stop PyTorch native solution for production ready LLM
+pre-training", ICLR 2025, section 3.1; ``torchtitan/models/llama3/infra/parallelize.py`` and
+``pipeline.py``) composes, from the inside out:
+
+1. **TP** (``parallelize_module`` with ``ColwiseParallel`` / ``RowwiseParallel``): the Megatron
+   layout of :mod:`spec_lang.plans.megatron` (heads and ``F`` split over ``tp``, vocab-parallel
+   embedding, head and loss; MoE experts column/row-parallel over ``FE``, ETP = TP);
+2. **FSDP** (``fully_shard`` on the ``dp_shard`` mesh dim): every parameter further ``Shard`` over
+   ``dp`` along its first dim that tp does not split; all-gathered over dp before use (declared
+   backward: the reduce-scatter), the gradient averaged over dp;
+3. **PP** (``pipeline_module_split`` + a ``torch.distributed.pipelining`` schedule): the layers
+   cut into ``pp`` stages (stage 0 also holds the embedding, the last stage the final norm, the
+   head and the loss), activations sent point-to-point, the gradient accumulated over the
+   micro-batches by the schedule (:mod:`spec_lang.pipeline`, :mod:`spec_lang.schedules`).
+
+Scale factors are Megatron's named ones (``plans.megatron``): the micro-batch loss is
+``dp K / N * S_mb * 1/K`` (``N`` the token count all-reduced over the K micro-batches and dp
+before the loop), the K gradients are summed by the schedule's buffer, FSDP's average applies
+``1/dp``. Every token's gradient weight is ``1/N``.
+
+Entries: :func:`torchtitan_2d` (both models; the Llama one is
+:func:`spec_lang.plans.sharded_dp.fsdp_tp`, the MoE one
+:func:`spec_lang.plans.library.moe_fsdp_tp`) and :func:`torchtitan_3d` (this module).
+
+MoE under PP: each MoE layer's load-balancing term ``alpha A_l`` is added to the loss on the
+stage that computes it, as Megatron's ``MoEAuxLossAutoScaler`` does (its backward injects
+``d(alpha A_l)`` at the layer's output, so the aux gradient never crosses a stage boundary):
+in the traced program the stage hands ``A_l`` to the loss directly (no send/recv: it is not an
+activation), and the reported loss includes it (Megatron's aux-loss tracker reduces it over pp).
+
+Limits: no SP and no CP inside the 3-D entry; the 1F1B / GPipe schedules with one model chunk
+per stage (interleaving is a schedule argument of :mod:`spec_lang.schedules`, not exercised here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from spec_lang import ops
+from spec_lang.collectives import region
+from spec_lang.errors import PlanError
+from spec_lang.mesh import Mesh
+from spec_lang.models.llama import LlamaConfig, LlamaModel, llama, transformer_block
+from spec_lang.models.moe import MoEConfig, MoEModel, moe_block
+from spec_lang.pipeline import Pipeline, stage
+from spec_lang.placement import Placement, Replicate, Shard
+from spec_lang.plan import Loss, Plan, microbatches as _microbatches
+from spec_lang.plans.library import (
+    _TP_REGION, MoEMegatronTP, _all_reduce_over, caller_site, moe_fsdp_tp,
+    moe_megatron_placements,
+)
+from spec_lang.plans.megatron import (
+    TP_REGION_WEIGHTS, MegatronSettings, MegatronTP, Scale, _scaled, megatron_placements,
+)
+from spec_lang.plans.sharded_dp import FSDP_ALL_GATHER, ShardedDPSettings, fsdp_all_gather, \
+    fsdp_tp, shard_dims
+from spec_lang.schedules import gpipe, one_f_one_b
+from spec_lang.spec import Params, Spec
+from spec_lang.tensor import Tensor
+from spec_lang.term import Axis
+
+__all__ = ["TorchtitanSettings", "torchtitan_2d", "torchtitan_3d", "megatron_3d",
+           "pp_layer_split"]
+
+DP, TP, PP, MB = Axis.DP, Axis.TP, Axis.PP, Axis.MB
+
+
+def _model(model: Any) -> LlamaModel | MoEModel:
+    if isinstance(model, (LlamaModel, MoEModel)):
+        return model
+    if isinstance(model, LlamaConfig):
+        return llama(model)
+    if isinstance(model, MoEConfig):
+        from spec_lang.models.moe import moe  # noqa: PLC0415
+        return moe(model)
+    owner = getattr(getattr(model, "forward", None), "__self__", None)
+    if isinstance(model, Spec) and isinstance(owner, (LlamaModel, MoEModel)):
+        return owner
+    raise PlanError(f"{caller_site()}: torchtitan plans need a Llama or MoE model, config or "
+                    f"spec, got {type(model).__name__}")
+
+
+def torchtitan_2d(model: Any, *, dp: int, tp: int, microbatches: int | None = None,
+                  settings: ShardedDPSettings | None = None,
+                  megatron_settings: MegatronSettings | None = None) -> Plan:
+    """torchtitan's 2-D parallelism, FSDP over ``dp`` x TP over ``tp``, on a Llama or MoE model.
+
+    The Llama plan is :func:`spec_lang.plans.sharded_dp.fsdp_tp`; the MoE plan
+    :func:`spec_lang.plans.library.moe_fsdp_tp` (experts ETP = TP). ``Mesh(dp=dp, tp=tp)``.
+
+    Raises:
+        PlanError: a model of another kind; sizes that do not divide (while tracing).
+    """
+    m = _model(model)
+    site = caller_site()
+    fn = moe_fsdp_tp if isinstance(m, MoEModel) else fsdp_tp
+    plan = fn(m, dp=dp, tp=tp, microbatches=microbatches, settings=settings,
+              megatron_settings=megatron_settings)
+    return dataclasses.replace(plan, site=site)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TorchtitanSettings:
+    """What the 3-D plan decides besides the mesh (all plan data; the mutants change it).
+
+    Attributes:
+        megatron: the TP regions and the loss scale factors (``plans.megatron``).
+        gather: FSDP's unshard region pair (all-gather, declared backward reduce-scatter).
+        grad_scale: factors on each gradient after the schedule's accumulation (FSDP's 1/dp).
+        schedule: ``"1f1b"`` or ``"gpipe"``.
+        aux_on_stage: MoE: add each layer's ``alpha A_l`` to the loss (False drops it: a mutant).
+        data_parallel: ``"fsdp"`` (torchtitan: parameters Shard over dp, all-gathered before use)
+            or ``"ddp"`` (Megatron-LM's 3-D TP x PP x DP: parameters replicated over dp, the
+            gradient scaled by ``1/dp`` and all-reduced over dp after the schedule).
+    """
+
+    megatron: MegatronSettings = MegatronSettings()
+    gather: tuple[str, str] = FSDP_ALL_GATHER
+    grad_scale: tuple[Scale, ...] = MegatronSettings().grad_scale
+    schedule: str = "1f1b"
+    aux_on_stage: bool = True
+    data_parallel: str = "fsdp"
+
+
+def pp_layer_split(n_layers: int, pp: int) -> list[range]:
+    """Layers of each pipeline stage: ``pp`` equal consecutive blocks (torchtitan's
+    ``pipeline_module_split`` with even splits).
+
+    Raises:
+        PlanError: ``pp`` does not divide the layer count.
+    """
+    if pp < 1 or n_layers % pp:
+        raise PlanError(f"{caller_site()}: pp={pp} must divide the {n_layers} layers")
+    per = n_layers // pp
+    return [range(s * per, (s + 1) * per) for s in range(pp)]
+
+
+def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
+                  settings: TorchtitanSettings | None = None) -> Plan:
+    """torchtitan's 3-D parallelism, FSDP over ``dp`` x TP over ``tp`` x PP over ``pp`` (module
+    docstring), on ``Mesh(pp=pp, dp=dp, tp=tp)`` with ``microbatches`` micro-batches.
+
+    Args:
+        model: a Llama or MoE model, config, or spec.
+        dp, tp, pp: mesh sizes (``pp`` divides the layer count; ``dp K`` divides ``B``).
+        microbatches: K, the pipeline's micro-batches.
+        settings: see :class:`TorchtitanSettings`.
+
+    Returns:
+        the :class:`Plan` (a :class:`~spec_lang.pipeline.Pipeline` schedule); the spec's
+        optimizer runs on each rank's (dp, tp) shards of the parameters its stage holds.
+
+    Raises:
+        PlanError: ``pp`` not dividing the layers, a parameter no dim of divides over dp,
+            an unknown schedule.
+    """
+    m = _model(model)
+    st = settings or TorchtitanSettings()
+    site = caller_site()
+    ms = st.megatron
+    is_moe = isinstance(m, MoEModel)
+    c, d = m.config, m.dims
+    mesh = Mesh(pp=pp, dp=dp, tp=tp)
+    tp_pl = {k: v for k, v in (moe_megatron_placements(m, tp) if is_moe
+                               else megatron_placements(m, tp)).items() if k in m.params}
+    taken = {k: [p.dim for p in v.values() if isinstance(p, Shard)] for k, v in tp_pl.items()}
+    local_div: dict[str, int] = {"n": dp}
+    for v in tp_pl.values():
+        for a, p in v.items():
+            if isinstance(p, Shard):
+                local_div[p.dim] = mesh[a]
+    sd = {k: x.name for k, x in shard_dims(m.params, local_div, taken).items()}
+    order = list(mesh.axes)
+    placements: dict[str, dict[str, Placement]] = {
+        k: {DP: Shard(d.B)} for k in ("tokens", "labels", "mask")}
+    fsdp = st.data_parallel == "fsdp"
+    if st.data_parallel not in ("fsdp", "ddp"):
+        raise PlanError(f"{site}: data_parallel {st.data_parallel!r}: 'fsdp' or 'ddp'")
+    for k in m.params:
+        pl = {**tp_pl.get(k, {}), **({DP: Shard(sd[k])} if fsdp else {})}
+        placements[k] = dict(sorted(pl.items(), key=lambda kv: order.index(kv[0])))
+    region_names = _TP_REGION if is_moe else TP_REGION_WEIGHTS
+    enter = {k for k, v in tp_pl.items() if k.split(".", 2)[-1] in region_names
+             and not isinstance(v.get(TP, Replicate()), Shard)} \
+        if ms.replicated_weights_enter_tp else set()
+    count_axes = tuple(ms.token_count_axes)
+
+    def ctx_() -> MegatronTP:
+        return MoEMegatronTP(ms, count_axes) if is_moe else MegatronTP(ms)
+
+    def unshard(p: Params) -> Params:
+        ts = {}
+        for k in p:
+            x = fsdp_all_gather(p[k], DP, sd[k], st.gather) if fsdp else p[k]
+            if k in enter:
+                x = region(x, "copy_to_tp", *ms.copy_to_tp, TP)
+            ts[k] = x
+        return Params(ts)
+
+    carried: dict[str, Any] = {}      # MoE: the stages' aux terms (MoEAuxLossAutoScaler)
+
+    def blocks(p: Params, x: Tensor, data: Mapping[str, Tensor], layers: range) -> Tensor:
+        ctx = ctx_()
+        for i in layers:
+            lp = p.scope(f"layers.{i}")
+            if is_moe:
+                x, a = moe_block(lp, x, c, d, ctx, data.get(f"layers.{i}.moe.e_score_correction_bias"))
+                if st.aux_on_stage and c.aux_loss_alpha:
+                    carried["aux"] = a if carried.get("aux") is None else carried["aux"] + a
+            else:
+                x = transformer_block(lp, x, c, d, ctx)
+        return x
+
+    split = pp_layer_split(c.n_layers, pp)
+    dl = d.llama if is_moe else d
+
+    def make_stage(s: int) -> Any:
+        first, last = s == 0, s == pp - 1
+
+        def run(p: Any, data: Mapping[str, Tensor], io: Any) -> Any:
+            q = unshard(p)
+            if first:
+                carried.clear()
+                x = ctx_().embed(data["tokens"], q["tok_embeddings"], dl)
+            else:
+                x = io.recv()
+            x = blocks(q, x, data, split[s])
+            if not last:
+                io.send(x)
+                return None
+            ctx = ctx_()
+            h = ctx.head_input(ops.rms_norm(x, q["norm"], dl.H, c.norm_eps), dl)
+            logits = ops.einsum(h, q["output"], out=(dl.B, dl.S, dl.V))
+            seed = ctx.loss(logits, data["labels"], data["mask"], dl)
+            assert ctx.report is not None
+            report = ctx.report
+            aux = carried.get("aux")
+            if aux is not None:
+                a = aux * c.aux_loss_alpha
+                seed = seed + _scaled(a, ms.loss_scale)
+                report = report + _all_reduce_over(a, (DP,))
+            return Loss(backward=seed, report=report)
+
+        held = [f"layers.{i}." for i in split[s]]
+        if first:
+            held.append("tok_embeddings")
+        if last:
+            held += ["norm", "output"]
+        return stage(run, held)
+
+    if st.schedule not in ("1f1b", "gpipe"):
+        raise PlanError(f"{site}: schedule {st.schedule!r}: '1f1b' or 'gpipe'")
+    sched = (one_f_one_b if st.schedule == "1f1b" else gpipe)(pp=pp, microbatches=microbatches)
+    pipe = Pipeline([make_stage(s) for s in range(pp)], schedule=sched)
+
+    def reduce_grads(name: str, g: Tensor) -> Tensor:
+        g = _scaled(g, st.grad_scale)   # FSDP: the reduce-scatter is the gather's backward
+        if not fsdp:
+            g = _all_reduce_over(g, ms.grad_reduce_axes)         # DDP: all-reduce over dp
+        return g
+
+    return Plan(mesh=mesh, placements=placements, forward=pipe.forward, schedule=pipe,
+                reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, d.B),
+                assumptions=(f"{'torchtitan' if fsdp else 'Megatron-LM'} 3-D: "
+                             f"{'FSDP' if fsdp else 'DDP'} over dp{dp} x TP{tp} x PP{pp} "
+                             f"({st.schedule}, {microbatches} micro-batches)"
+                             + (", dense routing" if is_moe else "") + "; token count N > 0",),
+                site=site)
+
+
+def megatron_3d(model: Any, *, tp: int, dp: int, pp: int, microbatches: int,
+                schedule: str = "1f1b") -> Plan:
+    """Megatron-LM's 3-D parallelism TP x PP x DP (Narayanan et al., SC'21, "Efficient
+    Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", section 2): the
+    3-D pipeline of :func:`torchtitan_3d` with DDP instead of FSDP (parameters replicated over
+    dp; ``1/dp`` then all-reduce over dp after the schedule's accumulation)."""
+    plan = torchtitan_3d(model, dp=dp, tp=tp, pp=pp, microbatches=microbatches,
+                         settings=TorchtitanSettings(data_parallel="ddp", schedule=schedule))
+    return dataclasses.replace(plan, site=caller_site())
