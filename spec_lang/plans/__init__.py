@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from spec_lang.errors import PlanError
 from spec_lang.plans.clipping import global_grad_norm_sq, grad_norm_sq_fn, shard_axes
+from spec_lang.plans.context_parallel import CPSettings, context_parallel
 from spec_lang.plans.megatron import (
     COPY_TO_TP, DP_AVERAGE, GATHER_FROM_TP, GRAD_ACCUM, LOSS_PREFACTOR, REDUCE_FROM_TP, TP_REGION_WEIGHTS,
     GATHER_FROM_SP, REDUCE_SCATTER_TO_SP, MegatronSettings, MegatronTP, Scale, colwise,
@@ -26,6 +27,8 @@ __all__ = [
     "PLANS", "plan_registry",
     # clipping.py
     "global_grad_norm_sq", "grad_norm_sq_fn", "shard_axes",
+    # context_parallel.py
+    "CPSettings", "context_parallel",
     # expert_parallel.py
     "EPSettings", "ExpertParallel", "ep_placements", "expert_parallel",
     # megatron.py
@@ -42,6 +45,7 @@ __all__ = [
 
 PLANS: dict[str, Callable[..., Plan]] = {
     "megatron": megatron,
+    "context_parallel": context_parallel,
     "expert_parallel": expert_parallel,
     "zero1": zero1, "zero2": zero2, "zero3": zero3, "fsdp": fsdp, "hsdp": hsdp,
     "fsdp_tp": fsdp_tp,
