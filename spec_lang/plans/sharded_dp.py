@@ -4,18 +4,13 @@ Every recipe here is data parallelism over a data-parallel mesh whose ranks each
 the global batch; they differ in *what is sharded* over the shard axis (``dp``, or ``dp_shard``
 of an HSDP mesh) and therefore in which collectives the gradient goes through:
 
-========  ===========================  ===============================  =======================
-recipe    parameters                   gradient handed to the optimizer  after the step
-========  ===========================  ===============================  =======================
-ZeRO-1    replicated                   all_reduce, then the rank's       all_gather over dp
-                                       block (``owned_block``)
-ZeRO-2    replicated                   reduce_scatter over dp            all_gather over dp
-ZeRO-3    Shard(d) over dp; all-gather  reduce_scatter over dp (the      stays sharded
-/ FSDP    before use (region with a     all-gather's declared backward)
-          reduce-scatter backward)
-HSDP      Shard(d) over dp_shard,       reduce_scatter over dp_shard,    stays sharded
-          replicated over dp_replicate  then all_reduce over dp_replicate
-========  ===========================  ===============================  =======================
+* **ZeRO-1**: parameters replicated; the gradient is all-reduced, then each rank keeps its
+  block (:func:`owned_block`) for its optimizer shard; ``all_gather`` rebuilds the parameter.
+* **ZeRO-2**: as ZeRO-1 with a ``reduce_scatter`` instead (same values, less memory).
+* **ZeRO-3 / FSDP**: parameters ``Shard(d)`` over dp, all-gathered before use by a region whose
+  declared backward is the reduce-scatter (:func:`fsdp_all_gather`); they stay sharded.
+* **HSDP**: as FSDP over ``dp_shard``, replicated over ``dp_replicate``; the reduce-scattered
+  gradient is then all-reduced over ``dp_replicate``.
 
 Sources: ZeRO (Rajbhandari et al., SC'20, section 5: P_os, P_os+g, P_os+g+p); PyTorch FSDP
 (Zhao et al., VLDB'23, section 3: unshard = all-gather, gradient reduce-scatter, hybrid sharding

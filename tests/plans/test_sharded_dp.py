@@ -61,10 +61,24 @@ def test_recipe_is_equivalent(make):
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
 
 
-def test_zero1_with_global_clipping_is_equivalent():
+@pytest.mark.parametrize("make", [lambda: zero1(MODEL, dp=2, clip=True),
+                                  lambda: hsdp(MODEL, replicate=2, shard=2, clip=True)],
+                         ids=["zero1", "hsdp"])
+def test_global_clipping_is_equivalent(make):
+    # the norm: every shard's squares all-reduced over the shard axis, once over dp_replicate
     spec = MODEL.spec(AdamW(step=2), clip_grad_norm=Fraction(1, 2))
-    r = _prove(zero1(MODEL, dp=2, clip=True), spec)
+    r = _prove(make(), spec)
     assert r.verdict == "EQUIVALENT"
+
+
+def test_hsdp_norm_summed_over_the_replicas_too_is_refuted():
+    # B25's class: the replicated (over dp_replicate) shards counted |dp_replicate| times
+    spec = MODEL.spec(AdamW(step=2), clip_grad_norm=Fraction(1, 100))
+    base = hsdp(MODEL, replicate=2, shard=2, clip=True)
+    plan = dataclasses.replace(base, grad_norm_sq=lambda gs: all_reduce(base.grad_norm_sq(gs),
+                                                                        DP_REPLICATE))
+    cx = _refuted(plan, "grad_norm", ratio=2 ** 0.5, spec=spec)
+    assert cx.ratio == pytest.approx(2 ** 0.5)
 
 
 def test_placements_are_the_documented_ones():
