@@ -1082,6 +1082,17 @@ def _lift_perm_rmax(e: Env) -> tuple[Any, Any]:
     return reduce_max(permute(x, d, o), dims), permute(reduce_max(x, dims), d, o)
 
 
+# top-k along e acts on each position of the other dims alone: it commutes with a
+# permutation of another dim
+@rule("lift-perm-topk",
+      "TOPK_MASK(PERMUTE(x, d, o), e, k) = PERMUTE(TOPK_MASK(x, e, k), d, o)", "d != e")
+def _lift_perm_topk(e: Env) -> tuple[Any, Any]:
+    x, d, o, ee, k = e.t("x"), e.v("d"), e.v("o"), e.v("e"), e.v("k")
+    e.require(d != ee and _pwf(e, x, d, o), "d != e")
+    return (P("TOPK_MASK", (ee, k), (permute(x, d, o),)),
+            permute(P("TOPK_MASK", (ee, k), (x,)), d, o))
+
+
 # a max over d does not depend on the order of d's positions
 @rule("reduce-max-perm", "REDUCE_MAX(PERMUTE(x, d, o), dims) = REDUCE_MAX(x, dims)", "d in dims")
 def _perm_rmax(e: Env) -> tuple[Any, Any]:

@@ -322,6 +322,30 @@ _rule("lift-perm-reduce-max",
       rhs=lambda s, bd: b.permute(b.reduce_max(s["x"], s["dims"]), s["d"], s["o"]),
       guard=lambda s, bd: s["d"] not in s["dims"] and _wf(s), sample=_sample_rmax(True))
 
+def _match_topk(t: Term, bd: Binding) -> Subst | None:
+    x = t.args[0]
+    if x.op is not Op.PERMUTE:
+        return None
+    s = {"x": x.args[0], "d": x.attrs[0], "o": x.attrs[1], "e": t.attrs[0], "k": t.attrs[1]}
+    return s if s["d"] != s["e"] and _wf(s) else None
+
+
+def _sample_topk(draw: Draw) -> tuple[Term, Binding]:
+    bd = draw_binding(draw)
+    d = draw.choice(["B", "S"])
+    x = b.permute(fresh(["B", "S", "H"]), d, _sample_order(draw, bd, d))
+    return b.topk_mask(x, "H", draw.int(1, 3)), bd
+
+
+# top-k along e acts on each position of the other dims alone, so it commutes with a
+# permutation of another dim (MoE routing on context-parallel load-balanced tokens)
+_rule("lift-perm-topk",
+      "TOPK_MASK(PERMUTE(x, d, o), e, k) = PERMUTE(TOPK_MASK(x, e, k), d, o)", "d != e",
+      {Op.TOPK_MASK}, match=_match_topk,
+      lhs=lambda s: b.topk_mask(b.permute(s["x"], s["d"], s["o"]), s["e"], s["k"]),
+      rhs=lambda s, bd: b.permute(b.topk_mask(s["x"], s["e"], s["k"]), s["d"], s["o"]),
+      guard=lambda s, bd: s["d"] != s["e"] and _wf(s), sample=_sample_topk)
+
 # a max over d does not depend on the order of d's positions
 _rule("reduce-max-perm", "REDUCE_MAX(PERMUTE(x, d, o), dims) = REDUCE_MAX(x, dims)", "d in dims",
       {Op.REDUCE_MAX}, match=_match_rmax(False),
