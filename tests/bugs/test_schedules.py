@@ -309,3 +309,90 @@ def test_case_files_have_docstrings_naming_the_source():
         for kind in ("buggy", "fixed"):
             text = (BUGS / f"{case}_{kind}.py").read_text()
             assert re.match(rf'"""{case} {kind}: ', text), (case, kind)
+
+
+# -- B22's numbers from CASES.md, evaluated on a model whose gradients are its data ------------
+
+def _linear_pp(reduced: bool):
+    from spec_lang import SGD, Dim, Spec, real
+    H = Dim("H", 2)
+
+    def s0(p, d, io):
+        io.send(ops.sum(p["w0"] * d["a"]))
+
+    def s1(p, d, io):
+        return io.recv() + ops.sum(p["w1"] * d["b"])          # grad w0 = a, grad w1 = b
+
+    spec = Spec(params={"w0": (H,), "w1": (H,)}, data={"a": real(H), "b": real(H)},
+                forward=lambda p, d: ops.sum(p["w0"] * d["a"]) + ops.sum(p["w1"] * d["b"]),
+                optimizer=SGD(lr=1), clip_grad_norm=1)
+    pipe = Pipeline([stage(s0, ["w0"]), stage(s1, ["w1"])], schedule=one_f_one_b(2, 1))
+
+    def norm_sq(grads):
+        local = pipe.per_stage(lambda s: global_grad_norm_sq(pipe.stage_grads(s, grads)))
+        return all_reduce(local, PP) if reduced else local
+    return spec, Plan(mesh=Mesh(pp=2), forward=pipe.forward, schedule=pipe,
+                      grad_norm_sq=norm_sq)
+
+
+@pytest.mark.parametrize("reduced", [False, True])
+def test_b22_norms_3_and_4_scale_by_a_third_and_a_quarter(reduced):
+    import numpy as np
+
+    from spec_lang.evaluate import evaluate
+    prob = build_problem(*_linear_pp(reduced))
+    binding = prob.binding
+    inputs = {"w0": np.zeros(2), "w1": np.zeros(2), "a": np.array([3.0, 0.0]),
+              "b": np.array([0.0, 4.0])}
+    goals = {g.name: g for g in prob.goals}
+    out = evaluate([goals["w0"].actual, goals["w1"].actual, goals["w0"].expected,
+                    goals["w1"].expected], binding, inputs)
+    eps = 1e-6
+    spec0 = out[goals["w0"].expected].data.reshape(-1)
+    spec1 = out[goals["w1"].expected].data.reshape(-1)
+    assert np.allclose(spec0, [-3 / (5 + eps), 0]) and np.allclose(spec1, [0, -4 / (5 + eps)])
+    plan0 = out[goals["w0"].actual].data.reshape(-1)
+    plan1 = out[goals["w1"].actual].data.reshape(-1)
+    if reduced:
+        assert np.allclose(plan0, spec0) and np.allclose(plan1, spec1)
+    else:   # stage 0 scales by 1/3, stage 1 by 1/4 (spec 1/5 on both)
+        assert np.allclose(plan0, [-3 / (3 + eps), 0]) and np.allclose(plan1, [0, -4 / (4 + eps)])
+    r = prove(prob, timeout_s=60)
+    assert r.verdict == ("EQUIVALENT" if reduced else "NOT EQUIVALENT")
+
+
+# -- more mutants on the tied-embedding pipeline (tests/spec_lang/test_pipeline.py's model) ------
+
+def test_mutant_tied_pipeline_reduction_armed_under_gpipe():
+    from tests.spec_lang.test_pipeline import _tied_plan, _tied_spec
+    sch = arm_reduction_in_last_forward(gpipe(2, 2), DP)
+    # the armed reduction is the only dp reduction: stage s keeps AR_avg(g0) + g1
+    r = _prove(_tied_spec(), _tied_plan(schedule=sch, dp_avg=False))
+    assert r.verdict == "NOT EQUIVALENT"
+    fixed = reduce_after_last_backward(gpipe(2, 2), DP)
+    assert _prove(_tied_spec(), _tied_plan(schedule=fixed, dp_avg=False)).verdict == \
+        "EQUIVALENT"
+
+
+@pytest.mark.slow
+def test_prefix_average_before_a_full_average_is_harmless(request):
+    # avg over dp is idempotent: AR_avg(AR_avg(g0) + g1) = AR_avg(g0 + g1) (about 40 s: egglog)
+    if "slow" not in (request.config.getoption("-m") or ""):
+        pytest.skip("a slow proof: run with -m slow")
+    from tests.spec_lang.test_pipeline import _tied_plan, _tied_spec
+    sch = arm_reduction_in_last_forward(gpipe(2, 2), DP)
+    assert _prove(_tied_spec(), _tied_plan(schedule=sch)).verdict == "EQUIVALENT"
+
+
+def test_mutant_tied_pipeline_buffer_scaled_twice():
+    from tests.spec_lang.test_pipeline import _tied_plan, _tied_spec
+    base = one_f_one_b(2, 2)
+    once = accumulation_steps(base, 1, end_of_step=[scale(Fr(1, 2))])
+    twice = accumulation_steps(base, 1, end_of_step=[scale(Fr(1, 2)), scale(Fr(1, 2))])
+    spec = _tied_spec()
+    r_once = _prove(spec, _tied_plan(schedule=once))
+    r_twice = _prove(spec, _tied_plan(schedule=twice))
+    assert r_once.verdict == "NOT EQUIVALENT" and r_once.counterexample.ratio == \
+        pytest.approx(0.5)
+    assert r_twice.verdict == "NOT EQUIVALENT" and r_twice.counterexample.ratio == \
+        pytest.approx(0.25)

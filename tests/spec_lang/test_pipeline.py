@@ -282,7 +282,7 @@ def _n_glob(d):
     return all_reduce(all_reduce(ops.sum(d["mask"]), MB), DP)
 
 
-def _tied_plan(*, reduce_pp=True, send=True, schedule=None, v=1):
+def _tied_plan(*, reduce_pp=True, send=True, schedule=None, v=1, dp_avg=True):
     def s0(p, d, io):
         h = ops.tanh(ops.einsum(ops.embedding(d["tokens"], p["emb"], V), p["w0"],
                                 out=(Bd, S, Fd)))
@@ -301,7 +301,7 @@ def _tied_plan(*, reduce_pp=True, send=True, schedule=None, v=1):
     def reduce(name, g):
         if name == "emb" and reduce_pp:
             g = all_reduce(g, PP)                           # the embedding group {first, last}
-        return all_reduce(g, DP, "avg")
+        return all_reduce(g, DP, "avg") if dp_avg else g
 
     stages = [stage(s0, ["emb", "w0"])] + [stage(s_mid, []) for _ in range(2 * v - 2)] + \
         [stage(s1, ["w1", "emb"])]
