@@ -272,3 +272,19 @@ def test_shape_reduction_keeps_size_one_axes():
 def test_unknown_stage_is_a_plan_error():
     with pytest.raises(PlanError, match="ZeRO stages"):
         sharded_dp(MODEL, mesh=zero1(MODEL, dp=2).mesh, settings=ShardedDPSettings(stage=4))
+
+
+def test_hsdp_example_certificate_is_accepted(tmp_path):
+    # the dp_replicate / dp_shard axes go through the independent checker (kernel sizes, rules)
+    from pathlib import Path
+
+    from proofs.certificate import certificate_of, write_certificate
+    from proofs.checker import check_certificate
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "llama_debug_hsdp.py"
+    r = prove(load(path), timeout_s=60)
+    assert r.verdict == "EQUIVALENT"
+    cert = tmp_path / "hsdp.json"
+    write_certificate(cert, certificate_of(r))
+    res = check_certificate(cert, retrace=True, plan_path=path)
+    assert res.verdict == "EQUIVALENT" and res.checked == res.total == 85, res.summary()
