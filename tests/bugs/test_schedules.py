@@ -396,3 +396,15 @@ def test_mutant_tied_pipeline_buffer_scaled_twice():
         pytest.approx(0.5)
     assert r_twice.verdict == "NOT EQUIVALENT" and r_twice.counterexample.ratio == \
         pytest.approx(0.25)
+
+
+def test_llama_pp_example_certificate_is_accepted(tmp_path):
+    from proofs.certificate import certificate_of, write_certificate
+    from proofs.checker import check_certificate
+    path = BUGS.parent / "llama_debug_pp.py"
+    report = prove(load(path), timeout_s=120)
+    assert report.verdict == "EQUIVALENT"
+    cert = tmp_path / "llama_debug_pp.cert.json"
+    write_certificate(cert, certificate_of(report))
+    result = check_certificate(cert, retrace=True, plan_path=path)
+    assert result.verdict == "EQUIVALENT" and result.checked == result.total == 85
