@@ -206,7 +206,8 @@ def moe_megatron_placements(model: MoEModel, tp: int,
 def moe_megatron(model: MoEModel | MoEConfig | Spec, *, tp: int, dp: int, microbatches: int,
                  sp: bool = False, layers: Mapping[str, Mapping[str, Placement]] | None = None,
                  settings: MegatronSettings | None = None,
-                 aux_scale: Sequence[Scale] | None = None) -> Plan:
+                 aux_scale: Sequence[Scale] | None = None,
+                 routing_count_axes: Sequence[str] | None = None) -> Plan:
     """Megatron-LM TP (+SP) x DP x K on the MoE model (module docstring).
 
     Same regions, placements of attention / embedding / head, scale factors and gradient
@@ -220,6 +221,10 @@ def moe_megatron(model: MoEModel | MoEConfig | Spec, *, tp: int, dp: int, microb
         sp: Megatron sequence parallelism (Megatron requires it for MoE with TP).
         layers: per-layer placements (default :func:`moe_layer_plan`).
         settings: Megatron's regions and scale factors (``plans.megatron.MegatronSettings``).
+        aux_scale: the seed factors of ``alpha A_r`` (default ``settings.loss_scale``).
+        routing_count_axes: the axes the per-expert routing counts are all-reduced over
+            (default: ``settings.token_count_axes``, plus ``tp`` with SP: every axis that
+            splits the tokens).
 
     Raises:
         PlanError: heads that tp cannot split; sizes that do not divide (while tracing).
@@ -232,7 +237,8 @@ def moe_megatron(model: MoEModel | MoEConfig | Spec, *, tp: int, dp: int, microb
     enter_weights = [k for k, v in pl.items()
                      if k in m.params and k.split(".", 2)[-1] in _TP_REGION
                      and not isinstance(v.get(TP, Replicate()), Shard)]
-    count_axes = tuple(s.token_count_axes) + ((TP,) if sp else ())
+    count_axes = (tuple(s.token_count_axes) + ((TP,) if sp else ())
+                  if routing_count_axes is None else tuple(routing_count_axes))
     report_axes = (DP, TP) if sp else (DP,)
     aux = tuple(aux_scale) if aux_scale is not None else tuple(s.loss_scale)
 
