@@ -34,7 +34,8 @@ right (CASES.md B28).
 
 Hooks (:class:`MoEContext`, identity in the spec): ``dispatch`` / ``combine`` (expert
 parallelism: an all-to-all over ``ep``), ``routing_count`` (the global count of routing
-assignments, an all-reduce over the token axes), plus Llama's hooks.
+assignments, an all-reduce over the token axes), plus Llama's hooks (the shared expert is a
+dense MLP and enters / leaves a TP region through ``enter_tp`` / ``exit_tp``, as Llama's MLP).
 
 Configs: :data:`MOE_DEBUG` (tiny). Names are generic (``n_routed_experts``, ``n_shared_experts``,
 ``top_k``, ``n_groups`` / ``topk_groups``) so that DeepSeek-V3-671B (256 routed experts, 1
