@@ -52,7 +52,7 @@ from spec_lang.collectives import all_reduce
 from spec_lang.errors import PlanError
 from spec_lang.ops import const, rank_const, stop_gradient
 from spec_lang.plan import Loss
-from spec_lang.schedules import Buffer, Schedule, final_buffer, validate
+from spec_lang.schedules import Buffer, Schedule, buffer_after, final_buffer, validate
 from spec_lang.spec import Params
 from spec_lang.tensor import Tensor, record_site, user_site
 from spec_lang.term import Axis, Op, Term, term, varying_axes
@@ -394,23 +394,47 @@ class Accumulation:
     """Gradient accumulation on one stage (no pipeline) with an explicit event order.
 
     ``events``: the stage's events (``F``/``B`` per micro-batch and buffer hooks), e.g. the
-    in-place 1-rank reduction of Megatron-LM #6660. Use as ``Plan(schedule=Accumulation(...))``
-    with ``Plan.forward`` the per-micro-batch forward.
+    in-place 1-rank reduction of Megatron-LM #6660. ``buckets``: optional per-parameter event
+    orders (name, or prefix ending in ``"."`` -> events) for gradient buckets whose hooks
+    differ (expert vs dense gradients, each reduced over its own group); their forward and
+    backward order must be the default's. Use as ``Plan(schedule=Accumulation(...))`` with
+    ``Plan.forward`` the per-micro-batch forward.
+
+    Raises:
+        PlanError: an event order is not executable, or a bucket's F/B order differs.
     """
 
     events: tuple[Any, ...]
     microbatches: int
+    buckets: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     site: str = field(default="", compare=False)
 
-    def __init__(self, events: Sequence[Any], microbatches: int):
+    def __init__(self, events: Sequence[Any], microbatches: int,
+                 buckets: Mapping[str, Sequence[Any]] | None = None):
         object.__setattr__(self, "site", user_site(2))
         object.__setattr__(self, "events", tuple(events))
         object.__setattr__(self, "microbatches", microbatches)
+        object.__setattr__(self, "buckets",
+                           tuple((k, tuple(v)) for k, v in (buckets or {}).items()))
         validate(self.schedule, self.site)
+        fb = [str(e) for e in self.events if e.kind in ("F", "B")]
+        for name, ev in self.buckets:
+            validate(Schedule(f"bucket {name}", (ev,), microbatches), self.site)
+            if [str(e) for e in ev if e.kind in ("F", "B")] != fb:
+                raise PlanError(f"{self.site}: bucket {name!r} runs forwards / backwards in "
+                                "another order than the stage; only its buffer hooks may "
+                                "differ")
 
     @property
     def schedule(self) -> Schedule:
         return Schedule("accumulation", (self.events,), self.microbatches)
+
+    def events_of(self, name: str) -> tuple[Any, ...]:
+        """The event order of parameter ``name``'s gradient buffer."""
+        for k, ev in self.buckets:
+            if name == k or (k.endswith(".") and name.startswith(k)):
+                return ev
+        return self.events
 
     def trace(self, plan: Any, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
               names: Sequence[str]) -> tuple[Tensor, list[Tensor]]:
@@ -418,8 +442,8 @@ class Accumulation:
         loop = _check_microbatches(plan, self.microbatches, self.site)
         seed, rep = _check_loss(plan.forward(Params(params), data), self.site)
         gs = [_buffer_dtype(plan, g) for g in grad(seed.term, [params[k].term for k in names])]
-        buf = final_buffer(self.schedule, 0)
-        out = [lower_buffer(buf, Tensor(g, seed.site, f"grad:{k}"), loop)
+        out = [lower_buffer(buffer_after(self.events_of(k), self.microbatches),
+                            Tensor(g, seed.site, f"grad:{k}"), loop)
                for k, g in zip(names, gs)]
         return _accumulated(rep, loop), out
 

@@ -408,3 +408,56 @@ def test_llama_pp_example_certificate_is_accepted(tmp_path):
     write_certificate(cert, certificate_of(report))
     result = check_certificate(cert, retrace=True, plan_path=path)
     assert result.verdict == "EQUIVALENT" and result.checked == result.total == 85
+
+
+# -- B19 with ep=2: the expert gradients' data-parallel group has one rank ---------------------
+
+def _ep_plan(in_place: bool):
+    """2 ranks, ep=2, one expert per rank (rank e's sequences use expert e); dense embedding
+    gradients are summed over ep, expert gradients reduced over their 1-rank group (dp=1)."""
+    from spec_lang import SGD, Dim, Replicate, Shard, Spec, index, mask
+    from spec_lang.pipeline import Accumulation
+    from spec_lang.schedules import B as Bw, F as Fw, collective
+    EP = Axis.EP
+    E, Bl, S, H, V = Dim("E", 2), Dim("Bl", 2), Dim("S", 2), Dim("H", 4), Dim("V", 8)
+
+    def loss_sum(p, d):
+        x = ops.einsum(ops.one_hot(d["tokens"], V), p["emb"], out=(E, Bl, S, H))
+        logits = ops.einsum(x, p["w_exp"], out=(E, Bl, S, V))
+        return ops.sum(d["mask"] * ops.cross_entropy_per_token(logits, d["labels"], V))
+
+    spec = Spec(params={"emb": (V, H), "w_exp": (E, H, V)},
+                data={"tokens": index(E, Bl, S, range=V), "labels": index(E, Bl, S, range=V),
+                      "mask": mask(E, Bl, S)},
+                forward=lambda p, d: loss_sum(p, d) / ops.sum(d["mask"]), optimizer=SGD())
+
+    def forward(p, d):
+        n = all_reduce(all_reduce(ops.sum(d["mask"]), MB), EP)
+        local = loss_sum(p, d) / n
+        return Loss(backward=local, report=all_reduce(local, EP))
+
+    fb = [Fw(0), Bw(0), Fw(1), Bw(1)]
+    expert = [Fw(0), Bw(0), Fw(1)] + \
+        ([collective(DP, "sum", accumulate=True)] if in_place else []) + [Bw(1)] + \
+        [collective(DP, "avg")]
+    acc = Accumulation(fb + [collective(EP, "sum")], microbatches=2,
+                       buckets={"w_exp": expert})
+    pl = {k: {EP: Shard(E)} for k in ("tokens", "labels", "mask", "w_exp")}
+    pl["emb"] = {EP: Replicate()}
+    return spec, Plan(mesh=Mesh(dp=1, ep=2), forward=forward, schedule=acc, placements=pl,
+                      microbatches=microbatches(2, Bl))
+
+
+def test_b19_ep2_expert_gradient_doubled_only_in_its_1_rank_group():
+    bad = _prove(*_ep_plan(in_place=True))
+    assert bad.verdict == "NOT EQUIVALENT" and bad.counterexample.goal == "grad:w_exp"
+    assert "grad:emb" not in bad.counterexample.others           # the dense path is right
+    assert _prove(*_ep_plan(in_place=False)).verdict == "EQUIVALENT"
+
+
+def test_bucket_must_keep_the_stage_order():
+    from spec_lang.pipeline import Accumulation
+    from spec_lang.schedules import B as Bw, F as Fw
+    with pytest.raises(PlanError, match="another order"):
+        Accumulation([Fw(0), Bw(0), Fw(1), Bw(1)], 2, buckets={"w": [Fw(0), Fw(1), Bw(0),
+                                                                      Bw(1)]})
