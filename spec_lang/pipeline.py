@@ -281,6 +281,16 @@ class Pipeline:
                 if out is not None:
                     raise PlanError(f"{st.site}: virtual stage {j} returns a value; only the "
                                     "last stage returns the loss, the others send()")
+            for x in ([io.sent] if io.sent is not None else []) + [
+                    t for t in ((out.backward, out.report) if isinstance(out, Loss) else (out,))
+                    if isinstance(t, Tensor)]:
+                if self.axis in varying_axes(x.term):
+                    # the composed program runs every stage's code on every pp coordinate, so
+                    # code that reads the pp coordinate would be evaluated on the wrong stage
+                    raise PlanError(f"{x.site}: virtual stage {j} computes {x.describe()}, "
+                                    f"which depends on the {self.axis!r} coordinate; write "
+                                    "per-stage behaviour as separate stage functions (no "
+                                    f"rank({self.axis!r}), no placement over {self.axis!r})")
             incoming = io.sent
         return out
 

@@ -422,3 +422,23 @@ def test_accumulation_dtype_reaches_the_buffer_terms():
     prob = build_problem(_tied_spec(), plan)
     g = next(x for x in prob.goals if x.name == "grad:w0")
     assert any(t.op is Op.CAST and t.attrs == ("bf16",) for t in walk(g.actual))
+
+
+def test_stage_code_reading_the_pp_coordinate_is_rejected():
+    spec = _tied_spec()
+
+    def s0(p, d, io):
+        h = ops.tanh(ops.einsum(ops.embedding(d["tokens"], p["emb"], V), p["w0"],
+                                out=(Bd, S, Fd)))
+        io.send(h * ops.rank_const(PP, [1, 2]))           # stage-dependent: unsound to compose
+
+    def s1(p, d, io):
+        h = ops.einsum(io.recv(), p["w1"], out=(Bd, S, H))
+        return _ce_sum(ops.einsum(h, p["emb"], out=(Bd, S, V)), d) / _n_glob(d)
+
+    pipe = Pipeline([stage(s0, ["emb", "w0"]), stage(s1, ["w1", "emb"])],
+                    schedule=one_f_one_b(2, 2))
+    plan = Plan(mesh=Mesh(dp=2, pp=2), forward=pipe.forward, schedule=pipe,
+                placements=DATA_DP, microbatches=microbatches(2, Bd))
+    with pytest.raises(PlanError, match="depends on the 'pp' coordinate"):
+        build_problem(spec, plan)
