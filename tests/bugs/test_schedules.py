@@ -461,3 +461,46 @@ def test_bucket_must_keep_the_stage_order():
     with pytest.raises(PlanError, match="another order"):
         Accumulation([Fw(0), Bw(0), Fw(1), Bw(1)], 2, buckets={"w": [Fw(0), Fw(1), Bw(0),
                                                                       Bw(1)]})
+
+
+# -- B07's class: the data-dependent normaliser on the backward seed, with dp and micro-batches --
+
+def _b07_plan(dp: int, m: int, fixed: bool):
+    from spec_lang import SGD, Dim, Shard, Spec, index, mask
+    Bd, S, H, V = Dim("B", 2 * dp * m), Dim("S", 3), Dim("H", 4), Dim("V", 8)
+
+    def ce_sum(p, h, d):
+        logits = ops.einsum(h, p["head"], out=(Bd, S, V))
+        return ops.sum(d["mask"] * ops.cross_entropy_per_token(logits, d["labels"], V))
+
+    spec = Spec(params={"emb": (V, H), "head": (H, V)},
+                data={"tokens": index(Bd, S, range=V), "labels": index(Bd, S, range=V),
+                      "mask": mask(Bd, S)},
+                forward=lambda p, d: ce_sum(p, ops.embedding(d["tokens"], p["emb"], V), d)
+                / ops.sum(d["mask"]), optimizer=SGD())
+
+    def first(p, d, io):
+        io.send(ops.embedding(d["tokens"], p["emb"], V))
+
+    def last(p, d, io):
+        s_j = ce_sum(p, io.recv(), d)
+        n_glob = all_reduce(all_reduce(ops.sum(d["mask"]), MB), DP)
+        logged = all_reduce(s_j, DP) / n_glob
+        return Loss(backward=s_j / n_glob if fixed else s_j, report=logged)
+
+    pipe = Pipeline([stage(first, ["emb"]), stage(last, ["head"])],
+                    schedule=one_f_one_b(2, m))
+    # FSDP with its gradient division off: a plain sum over dp
+    return spec, Plan(mesh=Mesh(dp=dp, pp=2), forward=pipe.forward, schedule=pipe,
+                      placements={k: {DP: Shard(Bd)} for k in ("tokens", "labels", "mask")},
+                      reduce_grads=lambda n, g: all_reduce(g, DP),
+                      microbatches=microbatches(m, Bd))
+
+
+@pytest.mark.parametrize("dp,m", [(1, 2), (2, 1), (2, 2)])
+def test_b07_class_with_dp_and_microbatches(dp, m):
+    bad = _prove(*_b07_plan(dp, m, fixed=False))
+    assert bad.verdict == "NOT EQUIVALENT" and bad.counterexample.goal.startswith("grad:")
+    n = bad.counterexample.ratio                                 # N_glob of the random mask
+    assert n is not None and n >= 2 and abs(n - round(n)) < 1e-9
+    assert _prove(*_b07_plan(dp, m, fixed=True)).verdict == "EQUIVALENT"
