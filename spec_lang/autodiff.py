@@ -13,7 +13,8 @@ with dims its target lacks is summed out (``EINSUM([g], out=target dims)``).
 Rules (``y`` the node, ``g`` its adjoint; each line is d(loss)/d(operand)):
 
 =============  ======================================================================
-ADD            ``g`` to every operand
+ADD            ``g`` to every operand (times the rank's count of every dim of the node that
+               both ``g`` and the operand lack: the sum over a broadcast, ``_broadcast_sum``)
 MUL            ``MUL(g, other operands...)``
 NEG            ``NEG(g)``
 RECIP          ``NEG(MUL(g, y, y))``
@@ -25,7 +26,8 @@ POW e          ``MUL(g, e, POW(x, e-1))``                      (``x`` when e-1 =
 SIGMOID        ``MUL(g, y, ADD(1, NEG(y)))``
 SILU           ``MUL(g, s, ADD(1, MUL(x, ADD(1, NEG(s)))))``, ``s = SIGMOID(x)``
 TANH           ``MUL(g, ADD(1, NEG(MUL(y, y))))``
-WHERE c a b    ``MUL(g, c)`` to a, ``MUL(g, ADD(1, NEG(c)))`` to b (c is 0/1 data)
+WHERE c a b    ``MUL(g, c)`` to a, ``MUL(g, ADD(1, NEG(c)))`` to b (c is 0/1 data; broadcast
+               dims as for ADD)
 CAST           ``g``;   STOP_GRAD: nothing
 EINSUM         ``EINSUM(g, other operands..., out=operand dims present)``
 RENAME o->n    ``RENAME(g, n->o)``
@@ -114,6 +116,36 @@ def _fit(g: Term, target: Term) -> Term:
     return _einsum((g,), tuple(d for d in target.dim_names if d in g.dim_names))
 
 
+def _local_count(d: DimSpec) -> list[Term]:
+    """The number of entries of dim ``d`` a rank holds, as factors: ``|d|`` over every shard
+    axis ``|a|`` and chunk count."""
+    out = [term(Op.DIM_SIZE, (), (d.name,), ())]
+    for a in d.shards:
+        if a.startswith("#"):
+            out.append(_c(Fraction(1, int(a.split("/")[1]))))
+        else:
+            out.append(_ew(Op.RECIP, term(Op.AXIS_SIZE, (), (a,), ())))
+    return out
+
+
+def _broadcast_sum(g: Term, node: Term, child: Term) -> Term:
+    """The transpose of an elementwise broadcast along dims the adjoint is constant on.
+
+    An operand of ``ADD`` / ``WHERE`` that lacks a dim ``d`` of the node is broadcast along it,
+    so its adjoint is the *sum* over ``d`` of the node's adjoint. When that adjoint also lacks
+    ``d`` (constant along it, e.g. under ``mean_d``), the sum is the adjoint times the rank's
+    count of ``d`` (``_fit`` only sums dims the adjoint has). Example: ``mean_V(z - lse)`` gives
+    ``lse`` the adjoint ``-|V| * (1/|V|) = -1``, not ``-1/|V|``.
+    """
+    if node.op not in (Op.ADD, Op.WHERE):
+        return g
+    have = set(g.dim_names) | set(child.dim_names)
+    missing = [d for d in node.dims if d.name not in have]
+    if not missing:
+        return g
+    return _mul(g, *(f for d in missing for f in _local_count(d)))
+
+
 # -- the walk ---------------------------------------------------------------------------------------
 
 def _no_rule(n: Term, why: str) -> Exception:
@@ -169,7 +201,7 @@ def grad(loss: Term, wrt: Sequence[Term], *, seed: Term | None = None) -> list[T
             continue
         for child, cg in _rule(n, g):
             if id(child) in relevant:
-                adj.setdefault(id(child), []).append(_fit(cg, child))
+                adj.setdefault(id(child), []).append(_fit(_broadcast_sum(cg, n, child), child))
     out = []
     for w in wrt:
         g = done.get(id(w))

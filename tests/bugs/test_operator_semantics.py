@@ -254,10 +254,10 @@ class _LossVariant(MegatronTP):
 
     def loss(self, logits, labels, mask_, d):
         ce = self.ce_fn(logits, labels, d)
-        s = ops.sum(mask_ * ce)
+        seed_ce, ce = ce if isinstance(ce, tuple) else (ce, ce)   # (backward seed, loss)
         n = all_reduce(ops.sum(mask_), DP)
-        self.report = all_reduce(s, DP) / n
-        return s / n
+        self.report = all_reduce(ops.sum(mask_ * ce), DP) / n
+        return ops.sum(mask_ * seed_ce) / n
 
 
 def _log_of_pending(logits, labels, d):
@@ -346,19 +346,45 @@ def test_label_smoothing_matches_torch(alpha):
 
 # -- B30 generalised ------------------------------------------------------------------------------
 
-def smoothing_plan(tp: int, v: int, alpha, *, global_a: bool, reduce_mean: bool):
+def smoothed_vocab_parallel_ce(logits, labels, V, out, alpha, *, v_used, reduce_mean,
+                               style="megatron"):
+    """Vocab-parallel label-smoothed CE on (.., V[tp]) logits: (backward seed, loss) per token.
+
+    ``v_used``: the vocab size in ``a = alpha v / (v - 1)`` (V, or V / tp for the bug);
+    ``reduce_mean``: the smoothing term is all-reduced over tp and divided by the global V (else
+    the rank's own block divided by ``v_used``). ``style="megatron"``: Megatron's autograd
+    function, the seed's gradient is its hand-written backward ``p - (1 - a) onehot - a /
+    v_used``; ``style="autograd"``: the loss itself is differentiated, ``lse`` entering the
+    tp-partial smoothing sum through ``copy_to_tp_region`` (identity forward, all-reduce backward).
+    """
+    m = ops.stop_gradient(all_reduce(ops.max(logits, V), TP, "max"))
+    lse = m + ops.log(reduce_from_tp_region(ops.sum(ops.exp(logits - m), V)))
+    target = reduce_from_tp_region(
+        ops.einsum(logits, ops.one_hot(labels, V, shards=(TP,)), out=out))
+    a = alpha * v_used / (v_used - 1)
+    if style == "megatron":
+        local = ops.sum(logits - lse, V)
+        mean_lp = all_reduce(local, TP) / ops.dim_size(V) if reduce_mean else local / v_used
+        loss = (1 - a) * (lse - target) - a * mean_lp
+        return lse - (1 - a) * target - a / v_used * ops.sum(logits, V), loss
+    local = ops.sum(logits - copy_to_tp_region(lse), V)
+    mean_lp = reduce_from_tp_region(local) / ops.dim_size(V) if reduce_mean else local / v_used
+    loss = (1 - a) * (lse - target) - a * mean_lp
+    return loss, loss
+
+
+def smoothing_plan(tp: int, v: int, alpha, *, global_a: bool, reduce_mean: bool,
+                   style: str = "megatron"):
     """The B30 plan with each half of the fix switchable: the vocab size in the smoothing
     factor (global V or V / tp) and the reduction of the smoothing term over tp."""
     Bt, S, H, V = Dim("B", 2), Dim("S", 3), Dim("H", 4), Dim("V", v)
 
-    def smoothing(n):
-        return alpha * n / (n - 1)
-
     def spec_forward(p, d):
         x = ops.embedding(d["tokens"], p["emb"], V)
         logits = ops.einsum(x, p["head"], out=(Bt, S, V))
+        n = ops.dim_size(V)
         return ops.mean(ops.cross_entropy_per_token(
-            logits, d["labels"], V, label_smoothing=smoothing(ops.dim_size(V))))
+            logits, d["labels"], V, label_smoothing=alpha * n / (n - 1)))
 
     spec = Spec(params={"emb": (V, H), "head": (H, V)},
                 data={"tokens": index(Bt, S, range=V), "labels": index(Bt, S, range=V)},
@@ -367,17 +393,11 @@ def smoothing_plan(tp: int, v: int, alpha, *, global_a: bool, reduce_mean: bool)
     def forward(p, d):
         x = copy_to_tp_region(ops.embedding(d["tokens"], p["emb"], V))
         logits = ops.einsum(x, p["head"], out=(Bt, S, V))
-        m = ops.stop_gradient(all_reduce(ops.max(logits, V), TP, "max"))
-        lse = m + ops.log(reduce_from_tp_region(ops.sum(ops.exp(logits - m), V)))
-        target = reduce_from_tp_region(
-            ops.einsum(logits, ops.one_hot(d["labels"], V, shards=(TP,)), out=(Bt, S)))
-        ce, log_probs = lse - target, logits - lse
         v_used = ops.dim_size(V) if global_a else ops.dim_size(V) / ops.axis_size(TP)
-        a = smoothing(v_used)
-        local_sum = ops.sum(log_probs, V)
-        mean_lp = reduce_from_tp_region(local_sum) / ops.dim_size(V) if reduce_mean else \
-            local_sum / v_used
-        return ops.mean((1 - a) * ce - a * mean_lp)
+        seed, loss = smoothed_vocab_parallel_ce(logits, d["labels"], V, (Bt, S), alpha,
+                                                v_used=v_used, reduce_mean=reduce_mean,
+                                                style=style)
+        return Loss(backward=ops.mean(seed), report=ops.mean(loss))
 
     return spec, Plan(mesh=Mesh(tp=tp), placements={"head": {TP: Shard(V)}}, forward=forward)
 
@@ -390,8 +410,10 @@ def smoothing_plan(tp: int, v: int, alpha, *, global_a: bool, reduce_mean: bool)
     pytest.param(2, 8, 0.1, False, True, id="local-a-reduced-mean"),
     pytest.param(4, 8, 0.1, True, False, id="tp4-local-mean"),
 ])
-def test_label_smoothing_with_local_vocab_is_refuted(tp, v, alpha, global_a, reduce_mean):
-    res = _prove(*smoothing_plan(tp, v, alpha, global_a=global_a, reduce_mean=reduce_mean))
+@pytest.mark.parametrize("style", ["megatron", "autograd"])
+def test_label_smoothing_with_local_vocab_is_refuted(tp, v, alpha, global_a, reduce_mean, style):
+    res = _prove(*smoothing_plan(tp, v, alpha, global_a=global_a, reduce_mean=reduce_mean,
+                                 style=style))
     assert res.verdict == "NOT EQUIVALENT"
     assert res.counterexample.goal == "loss"
 
@@ -402,9 +424,11 @@ def test_label_smoothing_with_local_vocab_is_refuted(tp, v, alpha, global_a, red
     pytest.param(2, 8, 0, False, False, id="alpha0-hides-it"),      # CASES.md: alpha = 0 hides it
     pytest.param(1, 8, 0.1, False, False, id="tp1-hides-it"),       # ... and so does tp = 1
 ])
+@pytest.mark.parametrize("style", ["megatron", "autograd"])
 def test_label_smoothing_fixed_and_hiding_configurations_are_proved(tp, v, alpha, global_a,
-                                                                    reduce_mean):
-    res = _prove(*smoothing_plan(tp, v, alpha, global_a=global_a, reduce_mean=reduce_mean))
+                                                                    reduce_mean, style):
+    res = _prove(*smoothing_plan(tp, v, alpha, global_a=global_a, reduce_mean=reduce_mean,
+                                 style=style))
     assert res.verdict == "EQUIVALENT", [(g.name, g.reason) for g in res.open_goals]
 
 
@@ -427,17 +451,11 @@ class _SmoothedSpec(SpecContext):
 
 
 def _smoothed_vocab_parallel(global_v: bool, reduce_mean: bool):
-    """Megatron's vocab-parallel CE plus the smoothing term on (B, S, V[tp]) logits."""
+    """Megatron's label-smoothed vocab-parallel CE on (B, S, V[tp]) logits: (seed, loss)."""
     def ce_fn(logits, labels, d):
-        m = ops.stop_gradient(all_reduce(ops.max(logits, d.V), TP, "max"))
-        lse = m + ops.log(reduce_from_tp_region(ops.sum(ops.exp(logits - m), d.V)))
-        target = reduce_from_tp_region(ops.einsum(
-            logits, ops.one_hot(labels, d.V, shards=(TP,)), out=(d.B, d.S)))
         n = ops.dim_size(d.V) if global_v else ops.dim_size(d.V) / ops.axis_size(TP)
-        local = ops.sum(logits - lse, d.V)
-        mean_lp = reduce_from_tp_region(local) / ops.dim_size(d.V) if reduce_mean else local / n
-        a = _smoothing(n)
-        return (1 - a) * (lse - target) - a * mean_lp
+        return smoothed_vocab_parallel_ce(logits, labels, d.V, (d.B, d.S), ALPHA, v_used=n,
+                                          reduce_mean=reduce_mean)
     return ce_fn
 
 
@@ -500,3 +518,53 @@ def test_ops_on_partial_inputs_follow_the_table(op, name, fn, linear):
     assert res.verdict == ("EQUIVALENT" if commutes else "NOT EQUIVALENT"), name
     fixed = _prove(*partial_input_plan(op, fn, reduce_first=True))
     assert fixed.verdict == "EQUIVALENT"
+
+
+# -- B30: the gradient formula of CASES.md on the logits ------------------------------------------
+
+def logits_smoothing_problem(*, fixed: bool, tp: int = 2, v: int = 8, t: int = 6):
+    """The logits z (T, V) are the parameter (Shard(V) over tp); loss = sum over the T
+    positions of the label-smoothed CE (B30's per-token formula), so grad:z is per position."""
+    T, V = Dim("T", t), Dim("V", v)
+
+    def spec_forward(p, d):
+        a = ALPHA * ops.dim_size(V) / (ops.dim_size(V) - 1)
+        return ops.sum(ops.cross_entropy_per_token(p["z"], d["y"], V, label_smoothing=a))
+
+    spec = Spec(params={"z": (T, V)}, data={"y": index(T, range=V)}, forward=spec_forward,
+                optimizer=SGD())
+
+    def forward(p, d):
+        n = ops.dim_size(V) if fixed else ops.dim_size(V) / ops.axis_size(TP)
+        seed, loss = smoothed_vocab_parallel_ce(p["z"], d["y"], V, (T,), ALPHA, v_used=n,
+                                                reduce_mean=fixed)
+        return Loss(backward=ops.sum(seed), report=ops.sum(loss))
+
+    return build_problem(spec, Plan(mesh=Mesh(tp=tp), placements={"z": {TP: Shard(V)}},
+                                    forward=forward))
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_b30_non_target_logit_gradient_is_p_minus_alpha_over_v_minus_1(fixed):
+    # CASES.md: spec p_v - alpha / (V - 1); buggy p_v - alpha / (V_loc - 1) on a non-target logit
+    pb = logits_smoothing_problem(fixed=fixed)
+    g = next(g for g in pb.goals if g.name == "grad:z")
+    rng = np.random.default_rng(4)
+    z, y = rng.standard_normal((6, 8)), rng.integers(0, 8, 6)
+    v = evaluate([g.expected, g.actual], pb.binding, {"z": z, "y": y.astype(float)})
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    non_target = np.ones_like(z, bool)
+    non_target[np.arange(6), y] = False
+    def full(x):                      # per-rank V blocks (rank axis @tp) -> the (T, V) tensor
+        return np.concatenate(list(x.transpose_to(("@tp", "T", "V"))), axis=1)
+
+    spec, plan = full(v[g.expected]), full(v[g.actual])
+    np.testing.assert_allclose(spec[non_target], (p - 0.1 / 7)[non_target], rtol=1e-10)
+    v_used = 8 if fixed else 4
+    np.testing.assert_allclose(plan[non_target], (p - 0.1 / (v_used - 1))[non_target],
+                               rtol=1e-10)
+    res = prove(pb, timeout_s=60)
+    assert res.verdict == ("EQUIVALENT" if fixed else "NOT EQUIVALENT")
+    if not fixed:
+        assert res.counterexample.goal in ("loss", "grad:z")
