@@ -14,7 +14,7 @@ Fixed (B22_fixed.py): nu^2 = AR_sum[pp](||g_s||^2) on every stage.
 
 from fractions import Fraction
 
-from spec_lang import SGD, Axis, Dim, Mesh, Plan, Spec, all_reduce, index, mask
+from spec_lang import SGD, Axis, Dim, Mesh, Plan, Spec, index, mask
 from spec_lang import ops
 from spec_lang.pipeline import Pipeline, stage
 from spec_lang.plans.clipping import global_grad_norm_sq
