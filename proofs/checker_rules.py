@@ -1189,6 +1189,7 @@ def _exp_max_shift(e: Env) -> tuple[Any, Any]:
     y, m, c = e.t("y"), e.t("m"), num(e.v("c"))
     e.require(isinstance(c, Fraction) and c.denominator == 1 and c < 0, "c a negative integer")
     e.require(_is_max_node(e, m), "m is a max")
+    e.require(e.dimnames(m) <= e.dimnames(y), "m's dims are y's (m is a term of y)")
     return (P("EXP", (), (y,)),
             mul(P("EXP", (), (add(y, mul(const(-c), m)),)), pow_(P("EXP", (), (m,)), c)))
 
