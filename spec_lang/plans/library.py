@@ -16,17 +16,15 @@ The recipes of :mod:`spec_lang.plans` are written for the Llama model; the MoE m
 Each adapter below reuses the recipe's own pieces (contexts, placements, settings, scale
 factors) and only adds these two things:
 
-=====================  ==================================================  ==================
-entry                  recipe reused                                       MoE hooks
-=====================  ==================================================  ==================
-:func:`moe_megatron`   Megatron TP (+SP) x DP x K (``plans.megatron``)       experts: ETP = TP,
-                                                                           ``Shard(FE)``;
-                                                                           dispatch = ``f``,
-                                                                           combine = ``g``
-:func:`moe_sharded_dp` ZeRO-1/2/3, FSDP, HSDP, FSDP x TP (``sharded_dp``)   counts over the
-                                                                           data axes
-:func:`moe_context_parallel`  Megatron CP x DP (``context_parallel``)      counts over dp x cp
-=====================  ==================================================  ==================
+* :func:`moe_megatron`: Megatron TP (+SP) x DP x K (``plans.megatron``'s context, settings,
+  placements of attention / embedding / head, scale factors); experts ETP = TP over ``FE``,
+  dispatch = ``f``, combine = ``g``;
+* :func:`moe_sharded_dp` (:func:`moe_zero1`, :func:`moe_zero2`, :func:`moe_zero3`,
+  :func:`moe_fsdp`, :func:`moe_hsdp`) and :func:`moe_fsdp_tp`: ``plans.sharded_dp.sharded_dp``
+  on :class:`MoEAsDense`; counts over the data axes;
+* :func:`moe_context_parallel`: Megatron CP x DP (``plans.context_parallel``'s token map, RoPE
+  tables, causal mask, ``cp_attention``); counts over ``cp x dp``;
+* :func:`distributed_optimizer`: Megatron TP x DP with the distributed optimizer, both models.
 
 Megatron's MoE conventions (``megatron/core/transformer/moe``): with tensor parallelism and no
 expert parallelism the experts are tensor-parallel with the same group (expert tensor
