@@ -23,6 +23,8 @@ What it checks, in order (the first failure rejects, with a one-line reason):
    a bijective renaming of inputs of a proved one;
 6. the verdict follows from the obligations (EQUIVALENT only when every one is proved); a NOT
    EQUIVALENT certificate's replay is re-evaluated and every refuted obligation must diverge;
+   an EQUIVALENT certificate with dropout masks records the ``rng:`` assumption and has no
+   ``pp > 1`` (dropout inside pipeline stages is not modelled);
 7. with ``--retrace``, the plan file hashes to ``plan.sha256`` and re-tracing it with
    ``spec_lang.load`` gives the same goals (same names, same term hashes).
 """
@@ -396,6 +398,8 @@ def check_certificate(path: str | Path, *, retrace: bool | None = False,
         raise _fail(f"verdict {verdict} with a refuted obligation or a counterexample")
     if verdict == "NOT EQUIVALENT":
         _check_refutation(cert, table, chk, refuted)
+    if verdict == "EQUIVALENT":
+        _require_rng_assumption(cert, table)
     # 7. re-trace
     if retrace is None:
         retrace = _plan_file(cert, path, plan_path).is_file()
@@ -549,6 +553,27 @@ def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_
     if {k: int(v) for k, v in problem.binding.items()} != cert["binding"]:
         raise _fail("--retrace: the binding differs from the plan's")
     _recheck_rng(cert, problem)
+
+
+RNG_ASSUMPTION = "rng: dropout draws are renamed to the spec's mask symbols"
+
+
+def _require_rng_assumption(cert: Mapping[str, Any], table: NodeTable) -> None:
+    """An EQUIVALENT certificate whose terms hold dropout masks (``INPUT("dropout:...")``) rests
+    on the RNG obligation (proofs/rng.py): its ``rng:`` assumption must be recorded, and dropout
+    in a pipeline plan (binding ``pp > 1``: per-stage generators) is not modelled at all."""
+    masks = [n[2][0] for n in table.nodes if n[0] == "INPUT" and n[2]
+             and isinstance(n[2][0], str) and n[2][0].startswith("dropout:")]
+    if not masks:
+        return
+    if not any(isinstance(a, str) and a.startswith(RNG_ASSUMPTION)
+               for a in cert.get("assumptions", ())):
+        raise _fail(f"verdict EQUIVALENT with dropout mask {masks[0]!r} but without the "
+                    f"'{RNG_ASSUMPTION} ...' assumption (the RNG obligation)")
+    pp = cert.get("binding", {}).get("pp", 1)
+    if isinstance(pp, int) and pp > 1:
+        raise _fail(f"verdict EQUIVALENT with dropout mask {masks[0]!r} in a pipeline plan "
+                    f"(pp={pp}): dropout inside pipeline stages is not modelled")
 
 
 def _recheck_rng(cert: Mapping[str, Any], problem: Any) -> None:

@@ -52,6 +52,7 @@ from spec_lang.collectives import all_reduce
 from spec_lang.errors import PlanError
 from spec_lang.ops import const, rank_const, stop_gradient
 from spec_lang.plan import Loss
+from spec_lang.rng import in_stage
 from spec_lang.schedules import Buffer, Schedule, buffer_after, final_buffer, validate
 from spec_lang.spec import Params
 from spec_lang.tensor import Tensor, record_site, user_site
@@ -270,7 +271,8 @@ class Pipeline:
                     view[k] = stop_gradient(t) if only is not None and only[0] == k \
                         and only[1] != j else t
             io = StageIO(j, incoming, n)
-            out = st.forward(_StageParams(view, j, st.site, list(params)), data, io)
+            with in_stage(j):  # dropout here: per-stage generators, not modelled (rng.py)
+                out = st.forward(_StageParams(view, j, st.site, list(params)), data, io)
             if j > 0 and not io.received:
                 raise PlanError(f"{st.site}: virtual stage {j} never calls recv(); the "
                                 f"activation virtual stage {j - 1} sent is never consumed")

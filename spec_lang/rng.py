@@ -34,9 +34,15 @@ starts ``m * (offsets one forward takes)`` further on.
   true ``position -> (stream, offset)`` map and verifies that these terms are a renaming of it
   (else the verdict is UNKNOWN) and names two colliding positions.
 
-Limits: a dropout over a chunked dim (``HD[#0/2]``) is a PlanError (not modelled). A stream
-object created inside the traced forward is one generator for the whole loop (the trace runs
-once); re-seeding per micro-batch is not modelled.
+Limits: a dropout over a chunked dim (``HD[#0/2]``) is a PlanError (not modelled). Not
+modelled, so every goal is UNKNOWN (the record carries the reason, :mod:`proofs.rng` reports it):
+
+* dropout inside pipeline stages (a plan whose mesh has ``pp > 1``, or a call made inside a
+  :class:`~spec_lang.pipeline.Pipeline` stage): each stage process has its own generator whose
+  offsets start at 0, so two stages' calls on one stream take the *same* offsets (Megatron seeds
+  ``seed + 100 * pp_rank`` for this reason); the per-stage counters are not modelled;
+* a stream object created inside the traced forward of a plan with micro-batches: in reality it
+  is re-seeded for every micro-batch (each restarts at offset 0); the trace runs once.
 """
 
 from __future__ import annotations
@@ -84,6 +90,8 @@ class RngStream:
         self.label = label or (f"seed {seed}" + (f" forked on {','.join(self.fork)}"
                                                  if self.fork else ""))
         self.site = user_site(2)
+        # created while a trace runs (inside the traced forward): re-created per micro-batch
+        self.in_trace = current_trace() is not None
 
     def __repr__(self) -> str:
         return f"RngStream({self.seed}, fork={self.fork})"
@@ -111,6 +119,8 @@ class DropoutRecord:
         spec_input: the spec's mask ``INPUT`` (global dims).
         mask: the mask term the plan multiplies by (the renaming; the spec's is ``spec_input``).
         site: ``file:line`` of the call.
+        unmodelled: why the true draws of this call are not modelled (``""`` when they are;
+            otherwise :mod:`proofs.rng` leaves every goal UNKNOWN with this note).
     """
 
     side: str
@@ -123,6 +133,23 @@ class DropoutRecord:
     spec_input: Term
     mask: Term
     site: str
+    unmodelled: str = ""
+
+
+PIPELINE_NOTE = "dropout inside pipeline stages is not modelled"
+MICROBATCH_NOTE = ("an RngStream created inside the traced forward is re-seeded for every "
+                   "micro-batch (each restarts at offset 0); this is not modelled")
+_IN_STAGE: list[int] = []  # virtual stages being traced (spec_lang.pipeline pushes/pops)
+
+
+@contextlib.contextmanager
+def in_stage(j: int) -> Iterator[None]:
+    """Mark the dropout calls traced inside virtual pipeline stage ``j`` (not modelled)."""
+    _IN_STAGE.append(j)
+    try:
+        yield
+    finally:
+        _IN_STAGE.pop()
 
 
 @dataclass
@@ -215,6 +242,7 @@ def dropout(x: Tensor, p: Any, rng: RngStream | None = None, *, name: str | None
     st = _state()
     ctx = current_trace()
     site = user_site(2)
+    unmodelled = ""
     n = name if name is not None else f"dropout{len(st.records)}"
     if n in st.names:
         raise fail(f"dropout name {n!r} is used twice in this trace; give each call its own name")
@@ -244,13 +272,22 @@ def dropout(x: Tensor, p: Any, rng: RngStream | None = None, *, name: str | None
             st.objs.append(rng)
         prior = tuple(st.used.setdefault(idx, []))
         order = len(prior)
+        if _IN_STAGE or mesh.get("pp", 1) > 1:
+            unmodelled = (f"{PIPELINE_NOTE} (dropout {n!r} at {site}: each stage process has "
+                          "its own generator whose offsets restart at 0)")
+        elif rng.in_trace and mesh.get("mb", 1) > 1:
+            unmodelled = f"{MICROBATCH_NOTE} (dropout {n!r} at {site}, stream {rng.label})"
         key = (rng.seed, rng.fork, prior, dims, pv)  # same draws and same p: same symbols
         mask = st.masks.get(key)
-        if mask is None:
+        if unmodelled:
+            # the goals stay UNKNOWN (proofs.rng); a placeholder that does not vary over pp/mb
+            mask = _nest(spec_input, dims)
+        elif mask is None:
             mask = _plan_mask(spec_input, dims, rng, mesh, m_name)
             st.masks[key] = mask
         st.used[idx].append(dims)
-    rec = DropoutRecord(ctx.kind, n, pv, dims, rng, idx, order, spec_input, mask, site)
+    rec = DropoutRecord(ctx.kind, n, pv, dims, rng, idx, order, spec_input, mask, site,
+                        unmodelled)
     st.records.append(rec)
     for out in _COLLECT:
         out.append(rec)
