@@ -269,6 +269,17 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 else spec.clip_grad_norm
             coef = clip_coefficient(total, max_norm)
             final = {k: g * coef for k, g in final.items()}
+        elif plan.clip_grad_norm is not None:
+            # the plan clips although the spec does not: model it (the prover then refutes it
+            # whenever the norm exceeds the max norm), never drop it
+            if plan.grad_norm_sq is None:
+                raise PlanError(f"{plan.site}: Plan(clip_grad_norm={plan.clip_grad_norm}) clips "
+                                "gradients but the spec does not clip; remove it, or give "
+                                "Plan(grad_norm_sq=...) so the plan's clipping can be checked")
+            total = _check_loss(plan.grad_norm_sq(dict(final)), plan.site, PlanError,
+                                "grad_norm_sq")
+            coef = clip_coefficient(total, plan.clip_grad_norm)
+            final = {k: g * coef for k, g in final.items()}
         for k in spec.params:
             opl = plan.optimizer_placement(k)
             state = {st: Tensor(lineage(_state_term(spec, st, dom, k), opl, mesh), plan.site)

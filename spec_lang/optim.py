@@ -22,6 +22,25 @@ CLIP_EPS = Fraction(1, 10**6)
 """PyTorch's ``clip_grad_norm_`` adds 1e-6 to the norm before dividing (torch.nn.utils.clip_grad)."""
 
 
+def max_norm_value(v: Any, site: str, error: type[Exception]) -> Any:
+    """Validate a ``clip_grad_norm`` (Spec or Plan): an exact real ``> 0``.
+
+    Raises:
+        ``error`` (SpecError / PlanError): ``site: clip_grad_norm ...`` for a non-exact, zero or
+            negative value (a negative max norm flips the gradients' sign).
+    """
+    from spec_lang.errors import SpecLangError
+
+    try:
+        x = exact(v, what="clip_grad_norm")
+    except SpecLangError as e:
+        msg = str(e).split(": ", 1)[-1]
+        raise error(f"{site}: {msg}") from None
+    if not bool(x > 0):
+        raise error(f"{site}: clip_grad_norm={v!r}: the max global gradient norm must be > 0")
+    return x
+
+
 def global_norm_sq(grads: list[Tensor]) -> Tensor:
     """``sum_p sum(g_p * g_p)`` over full gradients (the spec's squared global L2 norm)."""
     total: Tensor | None = None

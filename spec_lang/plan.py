@@ -117,6 +117,9 @@ class Plan:
             raise PlanError(f"{self.site}: mesh must be a Mesh(...), got {self.mesh!r}")
         if not callable(self.forward):
             raise PlanError(f"{self.site}: forward must be a function (params, data) -> loss")
+        if self.clip_grad_norm is not None:
+            from spec_lang.optim import max_norm_value
+            max_norm_value(self.clip_grad_norm, self.site, PlanError)
         for fld in ("placements", "optimizer_placements"):
             pl = {k: {str(a): p for a, p in v.items()} for k, v in getattr(self, fld).items()}
             object.__setattr__(self, fld, pl)

@@ -145,6 +145,9 @@ class Spec:
                 raise SpecError(f"{self.site}: parameter {k!r} repeats a dim: {names}")
         if not callable(self.forward):
             raise SpecError(f"{self.site}: forward must be a function (params, data) -> loss")
+        if self.clip_grad_norm is not None:
+            from spec_lang.optim import max_norm_value
+            max_norm_value(self.clip_grad_norm, self.site, SpecError)
         if self.clip_groups is not None:
             seen = [k for names in self.clip_groups.values() for k in names]
             if self.clip_grad_norm is None or sorted(seen) != sorted(self.params):

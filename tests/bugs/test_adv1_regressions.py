@@ -77,3 +77,49 @@ def test_f11_checker_requires_the_rng_assumption(tmp_path):
     for retrace in (False, True):
         with pytest.raises(CertificateError, match="rng: dropout draws are renamed"):
             check_certificate(cert, retrace=retrace, plan_path=plan)
+
+
+# -- F2: Plan(clip_grad_norm=c) while the spec does not clip --------------------------------------
+def test_f2_plan_clipping_without_spec_clipping_is_refuted():
+    r = _prove("clip_plan_only")
+    assert r.verdict == "NOT EQUIVALENT", r.verdict
+    assert r.counterexample.goal in ("w", "grad:w"), r.counterexample.goal
+    assert any(abs(s - p) > 1e-6 for _, s, p in r.counterexample.values)
+
+
+def _clip_problem(**plan_kw):
+    from spec_lang import SGD, Dim, Mesh, Plan, Spec, build_problem, ops, real
+
+    B, H = Dim("B", 2), Dim("H", 2)
+
+    def f(p, d):
+        return ops.sum(ops.einsum(d["x"], p["w"], out=(B,)) ** 2)
+
+    spec = Spec(params={"w": (H,)}, data={"x": real(B, H)}, forward=f, optimizer=SGD())
+    return build_problem(spec, Plan(mesh=Mesh(dp=1), forward=f, **plan_kw))
+
+
+def test_f2_plan_clipping_without_grad_norm_sq_is_a_plan_error():
+    from fractions import Fraction
+
+    from spec_lang.errors import PlanError
+
+    with pytest.raises(PlanError, match=r"test_adv1_regressions\.py:\d+: Plan\(clip_grad_norm="
+                       r"1/100\) clips gradients but the spec does not clip"):
+        _clip_problem(clip_grad_norm=Fraction(1, 100))
+
+
+# -- F10: a zero or negative max norm ----------------------------------------------------------------
+@pytest.mark.parametrize("bad", [-1, 0, "1"])
+def test_f10_nonpositive_clip_grad_norm_is_an_error(bad):
+    from spec_lang import SGD, Dim, Mesh, Plan, Spec, ops, real
+    from spec_lang.errors import PlanError, SpecError
+
+    H = Dim("H", 2)
+    f = lambda p, d: ops.sum(p["w"] * d["x"])  # noqa: E731
+    with pytest.raises(SpecError, match=r"test_adv1_regressions\.py:\d+: clip_grad_norm") as e:
+        Spec(params={"w": (H,)}, data={"x": real(H)}, forward=f, optimizer=SGD(),
+             clip_grad_norm=bad)
+    assert "\n" not in str(e.value)
+    with pytest.raises(PlanError, match=r"test_adv1_regressions\.py:\d+: clip_grad_norm"):
+        Plan(mesh=Mesh(dp=1), forward=f, clip_grad_norm=bad)
