@@ -272,9 +272,33 @@ def where(cond: object, a: object, b: object) -> Tensor:
     return _ew(Op.WHERE, (cond, a, b))
 
 
+FLOAT_DTYPES = ("fp64", "float64", "double", "fp32", "float32", "float", "tf32", "bf16",
+                "bfloat16", "fp16", "float16", "half", "fp8", "fp8_e4m3", "fp8_e5m2",
+                "float8_e4m3fn", "float8_e5m2")
+"""dtype names ``cast`` / ``all_reduce(dtype=)`` / ``microbatches(accum_dtype=)`` accept (case
+insensitive, optional ``torch.`` prefix); the precision lint (``proofs/precision.py``) ranks them."""
+
+
+def check_dtype(dtype: object, what: str = "dtype") -> str:
+    """``dtype`` as given (a string) if it names a floating dtype of :data:`FLOAT_DTYPES`.
+
+    Raises:
+        SpecError / PlanError: ``file:line: unknown dtype ...; valid: ...`` (one line).
+    """
+    if not isinstance(dtype, str) or \
+            dtype.lower().removeprefix("torch.") not in FLOAT_DTYPES:
+        raise fail(f"{what} {dtype!r} is not a known floating dtype; valid: "
+                   f"{', '.join(FLOAT_DTYPES)}", site=user_site(3))
+    return dtype
+
+
 def cast(x: object, dtype: str) -> Tensor:
-    """Identity over the reals; ``dtype`` (``"bf16"``, ``"fp32"``...) is kept for the precision lint."""
-    return _ew(Op.CAST, (x,), (str(dtype),))
+    """Identity over the reals; ``dtype`` (``"bf16"``, ``"fp32"``...) is kept for the precision lint.
+
+    Raises:
+        SpecError / PlanError: ``dtype`` not in :data:`FLOAT_DTYPES`.
+    """
+    return _ew(Op.CAST, (x,), (check_dtype(dtype),))
 
 
 def stop_gradient(x: object) -> Tensor:

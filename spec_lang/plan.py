@@ -81,10 +81,16 @@ def microbatches(k: int, dim: DimLike = "B", *, accum_dtype: str | None = None) 
     ``accum_dtype`` is the accumulation buffer's dtype (``"bf16"``: a precision-lint finding).
 
     Raises:
-        PlanError: ``k`` is not a positive integer.
+        PlanError: ``k`` is not a positive integer; ``accum_dtype`` is not a known dtype.
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise PlanError(f"{user_site(2)}: microbatches({k!r}): a positive integer")
+    if accum_dtype is not None:
+        from spec_lang.ops import FLOAT_DTYPES
+        if not isinstance(accum_dtype, str) or \
+                accum_dtype.lower().removeprefix("torch.") not in FLOAT_DTYPES:
+            raise PlanError(f"{user_site(2)}: microbatches(accum_dtype={accum_dtype!r}) is not a "
+                            f"known floating dtype; valid: {', '.join(FLOAT_DTYPES)}")
     return Microbatches(k, dim.name if isinstance(dim, Dim) else str(dim),
                         None if accum_dtype is None else str(accum_dtype), user_site(2))
 

@@ -123,3 +123,50 @@ def test_f10_nonpositive_clip_grad_norm_is_an_error(bad):
     assert "\n" not in str(e.value)
     with pytest.raises(PlanError, match=r"test_adv1_regressions\.py:\d+: clip_grad_norm"):
         Plan(mesh=Mesh(dp=1), forward=f, clip_grad_norm=bad)
+
+
+# -- F5: unknown dtype names are rejected at trace time --------------------------------------------
+def _cast_problem(dtype, *, via="cast"):
+    from spec_lang import SGD, Axis, Dim, Mesh, Plan, Shard, Spec, all_reduce, build_problem, \
+        ops, real, reduce_from_tp_region
+
+    TP = Axis.TP
+    B, K = Dim("B", 1), Dim("K", 4)
+    spec = Spec(params={"w": (K,)}, data={"a": real(B, K)},
+                forward=lambda p, d: ops.sum(d["a"] * p["w"]), optimizer=SGD())
+
+    def forward(p, d):
+        part = ops.sum(d["a"] * p["w"])
+        if via == "cast":
+            return reduce_from_tp_region(ops.cast(part, dtype), TP)
+        return all_reduce(part, TP, dtype=dtype)  # the dtype is checked first
+
+    pl = {"w": {TP: Shard(K)}, "a": {TP: Shard(K)}}
+    return build_problem(spec, Plan(mesh=Mesh(tp=2), forward=forward, placements=pl))
+
+
+@pytest.mark.parametrize("dtype,via", [("bf61", "cast"), ("int8", "cast"), ("bf61", "all_reduce")])
+def test_f5_unknown_dtype_is_a_plan_error_with_the_valid_list(dtype, via):
+    from spec_lang.errors import PlanError
+
+    with pytest.raises(PlanError, match=rf"test_adv1_regressions\.py:\d+: dtype '{dtype}' is not "
+                       r"a known floating dtype; valid: fp64, .*bf16"):
+        _cast_problem(dtype, via=via)
+
+
+def test_f5_known_dtypes_still_trace_and_match_the_lint_table():
+    from proofs.precision import _WIDTH
+    from spec_lang.ops import FLOAT_DTYPES
+
+    assert set(FLOAT_DTYPES) == set(_WIDTH)  # the lint ranks every accepted name
+    for d in ("bf16", "torch.bfloat16", "FP32"):
+        _cast_problem(d)
+
+
+def test_f5_unknown_accum_dtype_is_a_plan_error():
+    from spec_lang import microbatches
+    from spec_lang.errors import PlanError
+
+    with pytest.raises(PlanError, match=r"test_adv1_regressions\.py:\d+: microbatches\("
+                       r"accum_dtype='bf61'\)"):
+        microbatches(2, "B", accum_dtype="bf61")
