@@ -26,7 +26,7 @@ import itertools
 import math
 from collections.abc import Mapping
 
-from spec_lang.placement import Placement, Replicate, lineage
+from spec_lang.placement import Placement, Replicate, lineage, placement_errors
 from spec_lang.tensor import Tensor, current_trace, fail, user_site
 from spec_lang.term import DimSpec, Op, Term, term, varying_axes
 
@@ -109,7 +109,9 @@ def redistribute(x: Tensor, placements: Mapping[str, Placement]) -> Tensor:
     block under ``placements`` (``Shard`` / ``StridedShard`` / ``Replicate`` per axis).
 
     Raises:
-        PlanError: a ``Partial`` target (reduce with a collective instead), a chunked dim.
+        PlanError: a ``Partial`` target (reduce with a collective instead), a chunked dim, a
+            ``Shard`` of a dim ``x`` does not have, a shard that does not divide its dim, a
+            ``StridedShard`` whose ``split_factor`` is not the later axes' product.
     """
     mesh = _mesh()
     t = x.term
@@ -121,4 +123,13 @@ def redistribute(x: Tensor, placements: Mapping[str, Placement]) -> Tensor:
             raise fail(f"redistribute to {p} on {a!r}: only Shard / StridedShard / Replicate")
         if a not in mesh:
             raise fail(f"redistribute: axis {a!r} is not in the mesh {mesh}")
+    # the targets must place this tensor: the dim exists, every shard divides, split_factor
+    tr = current_trace()
+    assert tr is not None
+    sizes = {d.name: tr.sizes.get(d.name) for d in t.dims}
+    if all(isinstance(n, int) for n in sizes.values()):
+        errs = placement_errors(f"redistribute target for {x.describe()}", sizes, pl, mesh,
+                                user_site(2))
+        if errs:
+            raise tr.error(errs[0])
     return Tensor(lineage(t, pl, mesh), user_site(2))

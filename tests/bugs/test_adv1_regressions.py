@@ -170,3 +170,40 @@ def test_f5_unknown_accum_dtype_is_a_plan_error():
     with pytest.raises(PlanError, match=r"test_adv1_regressions\.py:\d+: microbatches\("
                        r"accum_dtype='bf61'\)"):
         microbatches(2, "B", accum_dtype="bf61")
+
+
+# -- F4: redistribute validates its target placements ----------------------------------------------
+def _redistribute_problem(target, n=4):
+    from spec_lang import SGD, Axis, Dim, Mesh, Plan, Shard, Spec, build_problem, ops, real
+    from spec_lang.dtensor import redistribute
+
+    DP = Axis.DP
+    M, K, N = Dim("M", 4), Dim("K", 4), Dim("N", n)
+    spec = Spec(params={"W": (M, N)}, data={"A": real(M, K), "B": real(K, N)},
+                forward=lambda p, d: ops.sum(ops.einsum(d["A"], d["B"], out=(M, N)) * p["W"]),
+                optimizer=SGD())
+
+    def forward(p, d):
+        b = redistribute(d["B"], {DP: target(K, N)})
+        return ops.sum(ops.einsum(d["A"], redistribute(b, {}), out=(M, N)) * p["W"])
+
+    return build_problem(spec, Plan(mesh=Mesh(dp=2), forward=forward,
+                                    placements={"B": {DP: Shard(K)}}))
+
+
+@pytest.mark.parametrize("target,n,phrase", [
+    (lambda K, N: __import__("spec_lang").Shard("Q"), 4, "has no dim Q"),
+    (lambda K, N: __import__("spec_lang").Shard(N), 3, "2 does not divide 3"),
+], ids=["missing-dim", "non-dividing"])
+def test_f4_redistribute_bad_target_is_a_one_line_plan_error(target, n, phrase):
+    from spec_lang.errors import PlanError
+
+    with pytest.raises(PlanError, match=r"test_adv1_regressions\.py:\d+: redistribute target") as e:
+        _redistribute_problem(target, n)
+    assert phrase in str(e.value) and "\n" not in str(e.value)
+
+
+def test_f4_redistribute_valid_target_still_traces():
+    from spec_lang import Shard
+
+    _redistribute_problem(lambda K, N: Shard(N))
