@@ -11,6 +11,9 @@ collectives, scales and shard ownership are exercised exactly as on the real mes
   ``RENAME`` (a RoPE half ``HD_half`` is half of ``HD``) and dims of equal real size (the
   query and key sequence of a causal mask), so every relation the real sizes satisfy still
   holds;
+* a dim a ``TOPK_MASK`` selects along keeps at least ``k + 2`` elements (:func:`min_sizes`):
+  below ``k`` top-k selects everything and the refuter could not see a selection bug (a
+  bottom-k plan, ``k`` off by one); ``k + 2`` leaves room for both ``k - 1`` and ``k + 1``;
 * a dim never grows past its real size (the real size satisfies every divisibility the plan
   needs).
 """
@@ -23,7 +26,7 @@ from collections.abc import Iterable, Mapping
 
 from spec_lang.term import Binding, Op, Term, walk
 
-__all__ = ["MESH_AXES", "reduce_binding", "shard_products"]
+__all__ = ["MESH_AXES", "reduce_binding", "shard_products", "min_sizes"]
 
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")
 
@@ -53,10 +56,23 @@ def shard_products(roots: Iterable[Term], binding: Mapping[str, int]) -> tuple[
     return dict(req), pairs
 
 
+def min_sizes(roots: Iterable[Term]) -> dict[str, int]:
+    """Dim name -> least reduced size: ``k + 2`` for a dim a ``TOPK_MASK(x, dim, k)`` selects
+    along (the largest ``k`` over every such mask)."""
+    need: dict[str, int] = {}
+    for t in walk(list(roots)):
+        if t.op is Op.TOPK_MASK:
+            d, k = str(t.attrs[0]), int(t.attrs[1])
+            need[d] = max(need.get(d, 0), k + 2)
+    return need
+
+
 def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
                    cheap: int = 1024) -> Binding:
     """A binding with the same mesh axes and reduced dims (see the module docstring)."""
-    req, pairs = shard_products(list(roots), binding)
+    roots = list(roots)
+    req, pairs = shard_products(roots, binding)
+    need = min_sizes(roots)
     dims = [n for n in binding if n not in MESH_AXES and n in req]
     parent = {n: n for n in dims}
 
@@ -90,6 +106,9 @@ def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
             u = 2 * u0
         else:
             u = u0
+        for n in members:  # a top-k dim keeps k + 2 elements (u stays a multiple of u0)
+            if n in need and q[n] * u < need[n]:
+                u = max(u, u0 * -(-need[n] // (q[n] * u0)))
         if u > g:  # never past the real sizes (which satisfy every requirement)
             u = g
         for n in members:

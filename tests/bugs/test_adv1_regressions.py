@@ -207,3 +207,45 @@ def test_f4_redistribute_valid_target_still_traces():
     from spec_lang import Shard
 
     _redistribute_problem(lambda K, N: Shard(N))
+
+
+# -- F6: shape reduction keeps a top-k dim larger than k -------------------------------------------
+def _topk_problem(plan_sign, plan_k):
+    from spec_lang import SGD, Axis, Dim, Loss, Mesh, Plan, Shard, Spec, all_reduce, \
+        build_problem, ops, real
+
+    DP = Axis.DP
+    B, E, H = Dim("B", 4), Dim("E", 8), Dim("H", 2)
+
+    def f(p, d, sign, k):
+        s = ops.einsum(d["x"], p["w"], out=(B, E))
+        return ops.sum(ops.topk_mask(s * sign, E, k) * s * d["t"])
+
+    spec = Spec(params={"w": (H, E)}, data={"x": real(B, H), "t": real(B, E)},
+                forward=lambda p, d: f(p, d, 1, 4), optimizer=SGD())
+
+    def forward(p, d):
+        loc = f(p, d, plan_sign, plan_k)
+        return Loss(backward=loc, report=all_reduce(loc, DP))
+
+    return build_problem(spec, Plan(mesh=Mesh(dp=2), forward=forward,
+                                    placements={"x": {DP: Shard(B)}, "t": {DP: Shard(B)}},
+                                    reduce_grads=lambda n, g: all_reduce(g, DP)))
+
+
+@pytest.mark.parametrize("sign,k", [(-1, 4), (1, 5), (1, 3)], ids=["bottom-k", "k+1", "k-1"])
+def test_f6_topk_selection_mutants_are_refuted_at_reduced_sizes(sign, k):
+    from proofs.reduction import reduce_binding
+
+    problem = _topk_problem(sign, k)
+    roots = [t for g in problem.goals for t in (g.expected, g.actual)]
+    b = reduce_binding(roots, problem.binding)
+    assert b["E"] >= 4 + 2 or b["E"] == 8, dict(b)  # E = 8 unsharded, top-4
+    r = prove(problem, timeout_s=60)
+    assert r.verdict == "NOT EQUIVALENT", r.verdict
+    assert any(abs(s - p) > 1e-9 for _, s, p in r.counterexample.values)
+
+
+def test_f6_topk_control_is_not_refuted():
+    r = prove(_topk_problem(1, 4), timeout_s=60)
+    assert r.verdict in ("EQUIVALENT", "UNKNOWN") and r.counterexample is None
