@@ -3,8 +3,9 @@
 For each case prints the verdicts of the buggy and the fixed plan, the first diverging goal of
 the buggy plan, the factor (plan / spec, when it is a constant) or the first differing values,
 whether the fixed plan's certificate passes ``check-certificate``, the precision-lint verdicts
-(when the plan files carry a lint expectation: ``LINT = "flag" | "pass"`` at module level), and
-the wall seconds of each proof (load + prove, in this process, one after the other).
+(``prove --precision-lint``: FLAG or PASS, run on every file, so the column also shows the
+lint's false positives), the wall seconds of each proof (load + prove, in this process, one
+after the other), their total and the process's peak RSS.
 
     python bench/bug_cases.py [--cases B01 B03 ...] [--no-certificate] [--json out.json]
 
@@ -33,12 +34,9 @@ def _case_ids() -> list[str]:
 
 
 def _lint(path: Path) -> str | None:
-    try:
-        from proofs.precision import precision_lint   # the lint of issue 4 item 9
-    except ImportError:
-        return None
+    from proofs.precision import lint     # prove --precision-lint
     from spec_lang import load
-    findings = precision_lint(load(path))
+    findings = lint(load(path))
     return "FLAG" if findings else "PASS"
 
 
@@ -54,7 +52,7 @@ def _run(path: Path, certificate: bool) -> dict:
         row["goal"] = cx.goal
         row["rank"] = cx.rank_text
         parts = []
-        if cx.ratio is not None:
+        if cx.ratio is not None and not cx.hint.startswith("not a simple factor"):
             parts.append(f"{cx.ratio:.3f} x")
         if cx.values:
             el, s, p = cx.values[0]
@@ -91,11 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         b = _run(buggy, False) if buggy.exists() else {}
         f = _run(fixed, not a.no_certificate) if fixed.exists() else {}
         rows.append({"case": case, "buggy": b, "fixed": f})
-        lint = f"{b.get('lint')}/{f.get('lint')}" if b.get("lint") else ""
+        lint = f"{b.get('lint', '-')}/{f.get('lint', '-')}"
         table.add_row(case, b.get("verdict", "-"), b.get("goal", ""), b.get("factor", ""),
                       f"{b.get('seconds', 0):.2f}", f.get("verdict", "-"),
                       f.get("certificate", ""), f"{f.get('seconds', 0):.2f}", lint)
     Console(width=200).print(table)
+    import resource
+    total = sum(r[k].get("seconds", 0.0) for r in rows for k in ("buggy", "fixed"))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{len(rows)} cases, {2 * len(rows)} plan files: {total:.1f} s of proving, "
+          f"peak RSS {rss:.0f} MB")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -131,6 +131,9 @@ def write_certificate(path: str | Path, cert: dict[str, Any]) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(cert, f, sort_keys=True, separators=(",", ":"))
             f.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes 0600; a certificate is meant to be shared
         os.replace(tmp, path)
     except BaseException:
         try:

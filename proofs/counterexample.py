@@ -127,6 +127,8 @@ class Counterexample:
     def ratio_text(self) -> str:
         if self.ratio is None:
             return "values differ (plan / spec is not a constant factor)"
+        if self.hint.startswith("not a simple factor"):   # e.g. one scalar that merely differs
+            return f"/ spec = {self.ratio:.3f} at this input, {self.hint}"
         return f"= {self.ratio:.3f} x spec: {self.hint}"
 
     def render(self) -> str:

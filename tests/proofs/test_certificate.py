@@ -504,3 +504,18 @@ def test_congruence_between_leaves_of_different_dims_is_rejected(tmp_path, cert_
     c["steps"].append({"kind": "congr", "lhs": i, "rhs": len(c["nodes"]) - 1, "args": []})
     with pytest.raises(CertificateError, match="differ in dims"):
         check_certificate(_write(tmp_path, c))
+
+
+def test_certificate_file_is_readable_by_others(tmp_path):
+    # mkstemp creates 0600; a written certificate follows the umask like any other output file
+    import os
+    import stat
+
+    from proofs.certificate import write_certificate
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "c.json"
+        write_certificate(out, {"format": "x"})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
