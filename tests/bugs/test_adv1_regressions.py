@@ -249,3 +249,18 @@ def test_f6_topk_selection_mutants_are_refuted_at_reduced_sizes(sign, k):
 def test_f6_topk_control_is_not_refuted():
     r = prove(_topk_problem(1, 4), timeout_s=60)
     assert r.verdict in ("EQUIVALENT", "UNKNOWN") and r.counterexample is None
+
+
+# -- F12: docs/dsl.md section 9 hook table matches MegatronTP.head_input ------------------------
+def test_f12_dsl_hook_table_head_input_matches_the_code():
+    import inspect
+
+    from spec_lang.plans.megatron import MegatronTP
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "dsl.md").read_text()
+    row = next(ln for ln in doc.splitlines() if ln.strip().startswith("| `head_input(x, d)`"))
+    cells = [c.strip() for c in row.strip().strip("|").split("|")]
+    # the code enters the TP region exactly as enter_tp does (copy_to_tp / gather_from_sp)
+    assert "self.enter_tp(x, d)" in inspect.getsource(MegatronTP.head_input)
+    assert cells[2].startswith("`copy_to_tp_region(x)`"), cells[2]
+    assert cells[3].startswith("`gather_from_sp_region(x, d.S)`"), cells[3]
