@@ -6,7 +6,7 @@ Every message starts with the user's ``file:line:`` (the first stack frame outsi
 
 from __future__ import annotations
 
-__all__ = ["SpecLangError", "SpecError", "PlanError"]
+__all__ = ["SpecLangError", "SpecError", "PlanError", "UnknownAxisError"]
 
 
 class SpecLangError(ValueError):
@@ -19,3 +19,7 @@ class SpecError(SpecLangError):
 
 class PlanError(SpecLangError):
     """A plan (mesh, placements, per-rank program, collectives, declared backwards) is malformed."""
+
+
+class UnknownAxisError(PlanError, AttributeError):
+    """``Axis.<NAME>`` with no such member (also an ``AttributeError``, so ``hasattr`` works)."""

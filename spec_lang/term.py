@@ -56,7 +56,29 @@ class TermError(ValueError):
     """A term was built with inconsistent arguments (an internal or user shape error)."""
 
 
-class Axis(enum.StrEnum):
+class _AxisType(enum.EnumType):
+    """``Axis.TPP`` (a typo) raises a one-line error listing the valid axes.
+
+    The error is both a :class:`~spec_lang.errors.PlanError` (the CLI reports it as
+    ``file:line: ...``, exit 3) and an :class:`AttributeError` (``hasattr`` / ``getattr`` with a
+    default keep working).
+    """
+
+    def __getattr__(cls, name: str) -> Any:
+        try:
+            return super().__getattr__(name)  # type: ignore[misc]
+        except AttributeError:
+            if name.startswith("_"):
+                raise
+            from spec_lang.errors import UnknownAxisError
+            from spec_lang.tensor import user_site  # lazy: tensor imports this module
+
+            valid = ", ".join(f"{m.name} ({m.value!r})" for m in cls)  # type: ignore[attr-defined]
+            raise UnknownAxisError(
+                f"{user_site(2)}: unknown axis Axis.{name}; valid axes: {valid}") from None
+
+
+class Axis(enum.StrEnum, metaclass=_AxisType):
     """Mesh axes (the field's names), plus ``mb``: the micro-batch loop index.
 
     *axis* always means a mesh axis here; a tensor dimension is a *dim* (STYLE.md rule 2).

@@ -79,6 +79,8 @@ BAD_INPUTS = [
     ("unsupported op on a gradient path", SRC.replace("ops.silu(", "ops.gelu("), "plan.py:"),
     ("exception in the plan file", SRC.replace("DP, TP = Axis.DP, Axis.TP", "DP, TP = Axis.DP, TPP"),
      "NameError"),
+    ("Axis member typo", SRC.replace("DP, TP = Axis.DP, Axis.TP", "DP, TP = Axis.DP, Axis.TPP"),
+     "unknown axis Axis.TPP; valid axes: DP ('dp'), TP ('tp'), PP ('pp')"),
     ("inexact float constant", SRC.replace("/ ops.dim_size(B)", "* (0.1 + 0.2)"), "plan.py:"),
 ]
 
@@ -92,6 +94,21 @@ def test_bad_input_exits_3_with_one_line(tmp_path, capsys, what, text, needle):
     assert err.startswith("prove: error: ") and err.count("\n") == 1, err
     assert needle in err, err
     assert "Traceback" not in err
+
+
+def test_axis_typo_names_the_line_and_keeps_hasattr(tmp_path, capsys):
+    from spec_lang import Axis
+    from spec_lang.errors import PlanError
+    line = SRC.splitlines().index("DP, TP = Axis.DP, Axis.TP") + 1
+    p = _plan(tmp_path, SRC.replace("DP, TP = Axis.DP, Axis.TP", "DP, TP = Axis.DP, Axis.TPP"))
+    code, out, err = _run(capsys, [p])
+    assert code == 3 and err.startswith(f"prove: error: {p}:{line}: unknown axis Axis.TPP"), err
+    assert "DP_SHARD ('dp_shard')" in err
+    # still an AttributeError for hasattr / getattr-with-default; members unchanged
+    assert not hasattr(Axis, "TPP") and getattr(Axis, "XX", None) is None
+    with pytest.raises(PlanError):
+        Axis.TPP  # noqa: B018
+    assert Axis.TP == "tp" and Axis("pp") is Axis.PP and len(list(Axis)) == 9
 
 
 def test_missing_file_and_bad_flags(tmp_path, capsys):
