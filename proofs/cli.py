@@ -234,6 +234,10 @@ def _human(report: Any, certificate: str | None) -> None:
         print("assumptions: " + "; ".join(report.assumptions))
     if certificate:
         print(f"certificate: {certificate}")
+    skipped = sum(g.reason.startswith("not attempted") for g in report.open_goals)
+    if skipped:
+        print(f"not attempted: {skipped} goal{'s' if skipped > 1 else ''}: the plan is already "
+              f"refuted, so prove stops after the counterexample (no proof search)")
     _summary(report, sys.stdout)
 
 
@@ -241,11 +245,20 @@ def _summary(report: Any, stream: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    c = report.counts
+    c = dict(report.counts)
+    # goals left open because the plan is already refuted are not "open" in the sense of
+    # "tried and not decided": they get their own column (only when there are any)
+    c["not attempted"] = sum(g.reason.startswith("not attempted") for g in report.open_goals)
+    c["open"] -= c["not attempted"]
+    keys = ["total", "rewrite", "smt", "reused", "open", "refuted"]
+    heads = ["goals", "rewriting", "z3", "reused", "open", "refuted"]
+    if c["not attempted"]:
+        keys.insert(5, "not attempted")
+        heads.insert(5, "not attempted")
     t = Table(title=None, show_header=True, box=None, pad_edge=False)
-    for col in ("goals", "rewriting", "z3", "reused", "open", "refuted"):
+    for col in heads:
         t.add_column(col, justify="right")
-    t.add_row(*(str(c[k]) for k in ("total", "rewrite", "smt", "reused", "open", "refuted")))
+    t.add_row(*(str(c[k]) for k in keys))
     s = Table(show_header=True, box=None, pad_edge=False)
     for ph in report.seconds:
         s.add_column(ph + " s", justify="right")

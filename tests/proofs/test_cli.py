@@ -52,6 +52,25 @@ def test_bug_exits_1_with_the_counterexample(tmp_path, capsys):
     assert cx["site"].startswith(str(bad))
 
 
+def test_refuted_plan_table_says_goals_were_not_attempted(tmp_path, capsys):
+    bad = _plan(tmp_path, SRC.replace('all_reduce(g, DP, "sum")', 'all_reduce(g, DP, "avg")'))
+    code, out, err = _run(capsys, [bad])
+    assert code == 1
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("goals  "))
+    cols = lines[head].split("  ")
+    cols = [c.strip() for c in cols if c.strip()]
+    assert cols == ["goals", "rewriting", "z3", "reused", "open", "not attempted", "refuted"]
+    vals = dict(zip(cols, map(int, lines[head + 1].split())))
+    assert vals["open"] == 0 and vals["not attempted"] >= 1
+    assert vals["not attempted"] + vals["refuted"] == vals["goals"]
+    n = vals["not attempted"]
+    assert f"not attempted: {n} goal{'s' if n > 1 else ''}: the plan is already refuted" in out
+    # an EQUIVALENT run keeps the old columns
+    code, out, err = _run(capsys, [TINY])
+    assert code == 0 and "not attempted" not in out
+
+
 def test_retrace_rejects_a_changed_plan(tmp_path, capsys):
     plan = _plan(tmp_path, SRC)
     cert = tmp_path / "c.json"
