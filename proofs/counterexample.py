@@ -4,7 +4,9 @@ A refutation compares ``expected`` and ``actual`` of a goal evaluated in float64
 inputs at reduced sizes (:mod:`proofs.refute`). The counterexample names the goal, the spec
 tensor, the plan's rank coordinates and site, a few values, and, when ``plan / spec`` is the
 same number at every element, that ratio with a hint from the mesh: ``1/n`` or ``n`` for a mesh
-axis of size ``n``, ``1/K`` or ``K`` for ``K`` micro-batches.
+axis of size ``n``, ``1/K`` or ``K`` for ``K`` micro-batches. For a plan with an explicit event
+order (a pipeline schedule or an ``Accumulation``) it also names the stage holding the goal's
+parameter, that stage's events and its exact gradient buffer (:func:`schedule_context`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import numpy as np
 
 from spec_lang.term import walk
 
-__all__ = ["Counterexample", "explain_ratio", "goal_order", "constant_ratio"]
+__all__ = ["Counterexample", "explain_ratio", "goal_order", "constant_ratio",
+           "schedule_context"]
 
 KIND_ORDER = {"loss": 0, "grad": 1, "state": 2, "param": 3}
 
@@ -117,6 +120,7 @@ class Counterexample:
     seed: int
     others: list[str] = field(default_factory=list)  # other diverging goals, in order
     notes: list[str] = field(default_factory=list)   # e.g. rng: two positions sharing a draw
+    schedule: dict[str, Any] | None = None           # see schedule_context
 
     @property
     def rank_text(self) -> str:
@@ -139,8 +143,17 @@ class Counterexample:
             + (f"   placement: {self.placement}" if self.placement else ""),
             f"  plan site:   {self.site}",
             f"  rank:        {self.rank_text}",
-            f"  values (float64, random inputs, seed {self.seed}; sizes {sizes}):",
         ]
+        if self.schedule is not None:
+            sc = self.schedule
+            where = (f"pp stage {sc['stage']}" + (f" chunk {sc['chunk']}" if sc["chunk"] else "")
+                     if sc["pipeline"] else "the accumulation loop")
+            lines += [f"  schedule:    {where} holds {sc['param']} ({sc['name']}); its events:",
+                      f"    {sc['events']}",
+                      f"    gradient buffer after them: {sc['buffer']}"]
+            if sc["uneven"]:
+                lines.append(f"    {sc['uneven']}")
+        lines.append(f"  values (float64, random inputs, seed {self.seed}; sizes {sizes}):")
         for el, s, p in self.values:
             lines.append(f"    {el:<24} spec {s: .6g}   plan {p: .6g}")
         lines.append(f"  plan {self.ratio_text}")
@@ -160,6 +173,7 @@ class Counterexample:
             "explanation": self.ratio_text, "reduced_binding": dict(self.reduced_binding),
             "seed": self.seed, "also_diverging": list(self.others),
             **({"notes": list(self.notes)} if self.notes else {}),
+            **({"schedule": dict(self.schedule)} if self.schedule is not None else {}),
             # what check-certificate re-evaluates (proofs/replay.py): every listed goal diverges
             "replay": {"goals": [self.goal, *self.others], "seed": self.seed,
                        "binding": dict(self.reduced_binding)},
@@ -169,3 +183,69 @@ class Counterexample:
 def _num(x: float) -> str:
     # certificates hold no floats (the checker rejects them): values are decimal strings
     return repr(float(x))
+
+
+def _buffer_text(terms: Any) -> str:
+    """A buffer (``spec_lang.schedules.Buffer.terms``) as ``AR_avg[dp](g0) + g1``."""
+    parts = []
+    for chain, coeffs in terms:
+        inner = " + ".join(("" if x == 1 else f"{x}*") + f"g{m}"
+                           for m, x in enumerate(coeffs) if x)
+        for axis, op in chain:
+            inner = f"AR_{op}[{axis}]({inner})"
+        parts.append(inner)
+    return " + ".join(parts) or "0"
+
+
+def schedule_context(schedule: Any, goal: str, kind: str, rank: Mapping[str, int]
+                     ) -> dict[str, Any] | None:
+    """The gradient buffer behind ``goal`` for a plan with an explicit event order.
+
+    ``schedule``: ``Plan.schedule``, a :class:`spec_lang.pipeline.Pipeline` or
+    :class:`spec_lang.pipeline.Accumulation` (anything else: None). For a gradient, optimizer
+    state or parameter goal of parameter ``p``: the stage holding ``p`` (the diverging rank's
+    ``pp`` coordinate for a tied parameter), that stage's event order
+    (``F0 F1 B0 AR_avg[dp] B1``, :meth:`spec_lang.schedules.Schedule.describe`), the exact
+    buffer after it (:func:`spec_lang.schedules.buffer_after`, e.g. ``AR_avg[dp](g0) + g1``),
+    and, when the micro-batches enter it unevenly (not one chain of collectives with equal
+    coefficients), which hooks read which contributions and the plan line of the first hook
+    (``hook_site``). Keys: pipeline, stage, chunk, param, name, events, buffer, uneven,
+    hook_site.
+    """
+    if kind not in ("grad", "state", "param") or schedule is None:
+        return None
+    param = goal.split(":", 1)[1] if ":" in goal else goal
+    from spec_lang.schedules import buffer_after
+
+    if hasattr(schedule, "holders") and hasattr(schedule, "where"):      # Pipeline
+        sch = schedule.schedule
+        holders = [schedule.where(j) for j in schedule.holders(param)]
+        if not holders:
+            return None
+        s, c = next(((s, c) for s, c in holders if s == rank.get(str(schedule.axis))),
+                    holders[0])
+        events, m, pipeline = sch.stages[s], sch.microbatches, True
+        text = f"stage {s}: " + " ".join(map(str, events))
+    elif hasattr(schedule, "events_of"):                                 # Accumulation
+        events, m, s, c, pipeline = schedule.events_of(param), schedule.microbatches, 0, 0, False
+        sch = schedule.schedule
+        text = " ".join(map(str, events))
+    else:
+        return None
+    buf = buffer_after(events, m, c)
+    uneven, hook_site = "", None
+    even = len(buf.terms) == 1 and len(set(buf.terms[0][1])) == 1
+    if not even:
+        hooks = [(i, e) for i, e in enumerate(events) if e.kind not in ("F", "B")]
+        reads = []
+        for i, e in hooks[:4]:
+            before = buffer_after(events, m, c, upto=i)
+            reads.append(f"{e} (event {i}) sees {_buffer_text(before.terms)}"
+                         + (f" [{e.note}]" if e.note else ""))
+        uneven = ("uneven: the micro-batches do not all pass the same reductions with equal weights; "
+                  + "; ".join(reads)) if reads else \
+            "uneven: the micro-batches do not enter the buffer with equal weights"
+        hook_site = next((e.site for _, e in hooks if e.site), None)
+    return {"pipeline": pipeline, "stage": s, "chunk": c, "param": param, "name": sch.name,
+            "events": text, "buffer": _buffer_text(buf.terms), "uneven": uneven,
+            "hook_site": hook_site}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proofs.certificate import ProofSteps
-from proofs.counterexample import Counterexample
+from proofs.counterexample import Counterexample, schedule_context
 from proofs.kernel import NodeTable, from_terms
 from proofs.normal import NormaliseResult, normalise_goals
 from proofs.obligations import group_identical
@@ -180,6 +180,11 @@ class _Run:
         self.progress("refute", len(self.goals), len(self.goals))
         if r.counterexample is not None:
             self.counterexample = r.counterexample
+            cx = self.counterexample
+            cx.schedule = schedule_context(getattr(self.p, "schedule", None), cx.goal, cx.kind,
+                                           cx.rank)
+            if cx.schedule is not None and cx.schedule["hook_site"]:
+                cx.site = cx.schedule["hook_site"]   # the uneven buffer is the schedule's doing
             for g in r.mismatched:
                 self.by_name[g.name].status = "refuted"
                 self.by_name[g.name].reason = "values differ on random inputs"

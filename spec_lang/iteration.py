@@ -337,6 +337,6 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
         path=path, source_sha256=sha256, binding=Binding(sizes), mesh=dict(plan.axes),
         goals=tuple(goals),
         assumptions=DEFAULT_ASSUMPTIONS + tuple(spec.assumptions) + tuple(plan.assumptions),
-        spec_outputs=dict(s.outputs), rng=tuple(rng_records))
+        spec_outputs=dict(s.outputs), rng=tuple(rng_records), schedule=plan.schedule)
 
 

@@ -45,3 +45,6 @@ class Problem:
     assumptions: tuple[str, ...]
     spec_outputs: dict[str, Term]
     rng: tuple = ()  # spec_lang.rng.DropoutRecord of every dropout call (proofs/rng.py checks them)
+    # Plan(schedule=...): the Pipeline / Accumulation whose event order built the gradient
+    # buffers (counterexamples name the stage and its events; proofs/counterexample.py)
+    schedule: object = None
