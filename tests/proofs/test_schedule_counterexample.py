@@ -84,3 +84,32 @@ def test_uneven_buffer_points_at_the_first_hook():
     sc = schedule_context(acc, "grad:w", "grad", {})
     assert sc["pipeline"] is False and sc["events"] == "F0 B0 scale(2) F1 B1 AR_avg[dp]"
     assert sc["buffer"] == "AR_avg[dp](2*g0 + g1)" and "scale(2) (event 2) sees g0" in sc["uneven"]
+
+
+PIPELINE_MD = ROOT / "docs" / "parallelism" / "pipeline.md"
+
+
+def _doc_blocks():
+    text = PIPELINE_MD.read_text()
+    rest = text.split("<!-- worked-example: reduce-before-last-backward", 1)[1]
+    code = rest.split("```python\n", 1)[1].split("```", 1)[0]
+    output = rest.split("and `prove` answers (values elided):\n\n```\n", 1)[1].split("```", 1)[0]
+    return code, output
+
+
+def test_pipeline_md_worked_example_runs_and_prints_what_the_doc_shows(tmp_path, capsys):
+    code, shown = _doc_blocks()
+    plan = tmp_path / "plan.py"
+    plan.write_text(code)
+    assert prove_main([str(plan)]) == 1
+    out = capsys.readouterr().out.replace(str(plan), "plan.py")
+    for line in shown.splitlines():
+        if "sizes ..." in line or line.strip() == "...":
+            continue
+        assert line + "\n" in out, (line, out)
+    # the fix the doc names: the reduction after the last backward
+    fixed = code.replace('return [*events[:last_b], collective(DP, "avg"), *events[last_b:]]',
+                         'return [*events, collective(DP, "avg")]')
+    assert fixed != code
+    plan.write_text(fixed)
+    assert prove_main([str(plan)]) == 0, capsys.readouterr().out
