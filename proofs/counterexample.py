@@ -101,7 +101,10 @@ def explain_ratio(r: float, mesh: Mapping[str, int]) -> str:
         if not _near(float(frac), r):  # e.g. a scalar loss that is merely different
             return "not a simple factor: the values differ"
         return (f"a constant factor ({frac}) that no mesh axis or micro-batch count explains")
-    return "; or ".join(hints)
+    if len(hints) > 1:   # several axes (or K) of one size: the factor cannot tell them apart
+        hints.append("(ambiguous: give the mesh axes and the micro-batch count distinct sizes, "
+                     "e.g. dp=2, tp=4, to tell them apart)")
+    return "; or ".join(hints[:-1]) + " " + hints[-1] if len(hints) > 1 else hints[0]
 
 
 @dataclass
