@@ -23,8 +23,8 @@ What it checks, in order (the first failure rejects, with a one-line reason):
    a bijective renaming of inputs of a proved one;
 6. the verdict follows from the obligations (EQUIVALENT only when every one is proved); a NOT
    EQUIVALENT certificate's replay is re-evaluated and every refuted obligation must diverge;
-   an EQUIVALENT certificate with dropout masks records the ``rng:`` assumption and has no
-   ``pp > 1`` (dropout inside pipeline stages is not modelled);
+   an EQUIVALENT certificate with dropout masks records the ``rng:`` assumption (with ``pp > 1``:
+   one naming per-stage generators);
 7. with ``--retrace``, the plan file hashes to ``plan.sha256`` and re-tracing it with
    ``spec_lang.load`` gives the same goals (same names, same term hashes).
 """
@@ -556,12 +556,14 @@ def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_
 
 
 RNG_ASSUMPTION = "rng: dropout draws are renamed to the spec's mask symbols"
+PER_STAGE = "per-stage generators"
 
 
 def _require_rng_assumption(cert: Mapping[str, Any], table: NodeTable) -> None:
     """An EQUIVALENT certificate whose terms hold dropout masks (``INPUT("dropout:...")``) rests
-    on the RNG obligation (proofs/rng.py): its ``rng:`` assumption must be recorded, and dropout
-    in a pipeline plan (binding ``pp > 1``: per-stage generators) is not modelled at all."""
+    on the RNG obligation (proofs/rng.py): its ``rng:`` assumption must be recorded, and with
+    binding ``pp > 1`` it must say the draws were enumerated with per-stage generators (each
+    stage process has its own generator; certificates without it predate that model)."""
     masks = [n[2][0] for n in table.nodes if n[0] == "INPUT" and n[2]
              and isinstance(n[2][0], str) and n[2][0].startswith("dropout:")]
     if not masks:
@@ -571,9 +573,12 @@ def _require_rng_assumption(cert: Mapping[str, Any], table: NodeTable) -> None:
         raise _fail(f"verdict EQUIVALENT with dropout mask {masks[0]!r} but without the "
                     f"'{RNG_ASSUMPTION} ...' assumption (the RNG obligation)")
     pp = cert.get("binding", {}).get("pp", 1)
-    if isinstance(pp, int) and pp > 1:
+    if isinstance(pp, int) and pp > 1 and not any(
+            isinstance(a, str) and a.startswith(RNG_ASSUMPTION) and PER_STAGE in a
+            for a in cert.get("assumptions", ())):
         raise _fail(f"verdict EQUIVALENT with dropout mask {masks[0]!r} in a pipeline plan "
-                    f"(pp={pp}): dropout inside pipeline stages is not modelled")
+                    f"(pp={pp}) without the '{PER_STAGE}' rng assumption: dropout inside "
+                    "pipeline stages is not modelled that way")
 
 
 def _recheck_rng(cert: Mapping[str, Any], problem: Any) -> None:

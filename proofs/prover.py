@@ -263,7 +263,11 @@ class _Run:
             "rng: dropout draws are renamed to the spec's mask symbols (equal in distribution: "
             "draws of distinct (stream, offset) are independent Bernoulli(1 - p)); "
             "position -> (stream, offset) enumerated exhaustively at " + where +
-            ("" if len(done) == 2 else " (real sizes over the enumeration budget)"))
+            ("" if len(done) == 2 else " (real sizes over the enumeration budget)") +
+            ("; per-stage generators: each pipeline stage process draws from its own "
+             "generator, offsets from 0 (one model chunk per stage, forwards in micro-batch "
+             "order)" if any(getattr(r, "stage", None) is not None for r in recs
+                             if r.side == "plan") else ""))
 
     def add_rng_notes(self) -> None:
         if not self.rng_notes:

@@ -19,9 +19,12 @@ each symbol replaced by a unique id, the term's id and the true draw determine e
 UNKNOWN (the terms would not be a sound model); a collision is reported with the two global
 positions that share a draw.
 
-Not modelled (``modelled`` False, the goals UNKNOWN): dropout in a pipeline plan (``pp > 1``;
-each stage process has its own generator, offsets restarting at 0 per stage) and a stream
-re-created per micro-batch (:attr:`spec_lang.rng.DropoutRecord.unmodelled`).
+Pipeline stages: a call with ``stage = s`` runs only on coordinate ``s`` of its pipeline axis,
+and offsets are counted per ``(stage, stream object)`` from 0 (each stage process has its own
+generator), so two stages on one stream not forked on pp share draws. Not modelled
+(``modelled`` False, the goals UNKNOWN): calls whose record carries ``unmodelled`` (interleaved
+schedules, a stream re-created per micro-batch, see :mod:`spec_lang.rng`) and a call outside a
+pipeline stage on a mesh with ``pp > 1``.
 
 Cost: one entry per (rank, local element, dropout call); the prover runs it at the reduced sizes
 (real mesh sizes) and, when at most :data:`EXHAUSTIVE_BUDGET` entries, at the real sizes too.
@@ -108,19 +111,24 @@ def check_rng(records: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
     # calls whose true draws are not modelled (spec_lang.rng: pipeline stages, a stream re-created
     # per micro-batch); a renaming cannot be checked: the goals stay open
     why = [r.unmodelled for r in plan if getattr(r, "unmodelled", "")]
-    if any(int(mesh.get("pp", 1)) > 1 for _ in plan) and not why:
-        why = ["dropout inside pipeline stages is not modelled (mesh pp > 1)"]
+    if int(mesh.get("pp", 1)) > 1 and not why and any(
+            getattr(r, "stage", None) is None for r in plan):
+        why = ["dropout inside pipeline stages is not modelled (a call outside a Pipeline "
+               "stage on a mesh with pp > 1)"]
     if why:
         res.modelled, res.why = False, why[0]
         return res
     axes = list(mesh)
     sizes = [int(mesh[a]) for a in axes]
     coords = list(itertools.product(*(range(n) for n in sizes)))
+    # a call inside pipeline stage s runs only on coordinate s of the pipeline axis
+    cidx = {id(r): _stage_coords(r, axes, coords) for r in plan}
     local_n = {id(r): int(np.prod([binding.local_size(d) for d in r.dims], dtype=np.int64))
                for r in plan}
-    if sum(local_n.values()) * len(coords) > budget:
-        res.checked, res.why = False, (f"{sum(local_n.values()) * len(coords)} (rank, element) "
-                                       f"pairs exceed the budget {budget}")
+    total = sum(local_n[id(r)] * len(cidx[id(r)]) for r in plan)
+    if total > budget:
+        res.checked, res.why = False, (f"{total} (rank, element) pairs exceed the budget "
+                                       f"{budget}")
         return res
     # distribution: same name, same p, same global dims as the spec's call
     for r in plan:
@@ -134,12 +142,14 @@ def check_rng(records: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
         elif sorted(d.name for d in s.dims) != sorted(d.name for d in r.dims):
             res.collisions.append(f"dropout {r.name!r}: plan dims {[d.name for d in r.dims]} vs "
                                   f"spec dims {[d.name for d in s.dims]}")
-    # offsets: calls on one stream object take consecutive ranges; micro-batch m is m forwards on
-    per_fwd: dict[int, int] = {}
+    # offsets: calls on one stream object take consecutive ranges; micro-batch m is m forwards on.
+    # Each pipeline stage process has its own generator: counters per (stage, stream object)
+    per_fwd: dict[tuple, int] = {}
     start: dict[int, int] = {}
+    gen = {id(r): (getattr(r, "stage", None), r.stream_index) for r in plan}
     for r in plan:
-        start[id(r)] = per_fwd.get(r.stream_index, 0)
-        per_fwd[r.stream_index] = start[id(r)] + local_n[id(r)]
+        start[id(r)] = per_fwd.get(gen[id(r)], 0)
+        per_fwd[gen[id(r)]] = start[id(r)] + local_n[id(r)]
     names = sorted({r.name for r in plan})
     base, acc = {}, 0
     for n in names:
@@ -153,7 +163,8 @@ def check_rng(records: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
         glob = _global_sizes(r.dims, binding)
         grids = np.indices(loc).reshape(len(loc), -1) if loc else np.zeros((0, 1), np.int64)
         flat_local = np.arange(local_n[id(r)], dtype=np.int64)
-        for ci, c in enumerate(coords):
+        for ci in cidx[id(r)]:
+            c = coords[ci]
             rc = dict(zip(axes, c))
             gidx = []
             for j, d in enumerate(r.dims):
@@ -168,7 +179,7 @@ def check_rng(records: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
             m = rc.get("mb", 0)
             pos_l.append(base[r.name] + gflat)
             key_l.append(np.full(flat_local.shape, kid, np.int64))
-            off_l.append(start[id(r)] + m * per_fwd[r.stream_index] + flat_local)
+            off_l.append(start[id(r)] + m * per_fwd[gen[id(r)]] + flat_local)
             who_l.append(np.stack([np.full(flat_local.shape, k), np.full(flat_local.shape, ci),
                                    flat_local]))
     pos, key, off = np.concatenate(pos_l), np.concatenate(key_l), np.concatenate(off_l)
@@ -206,13 +217,22 @@ def check_rng(records: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
         pb, rb, _ = describe(b)
         res.collisions.append(f"{pa} (on {ra}) and {pb} (on {rb}) share one draw: {da}")
     # the mask terms are a renaming of the true draws
-    res.modelled, res.why = _model_check(plan, binding, mesh, axes, sizes, key, off)
+    res.modelled, res.why = _model_check(plan, binding, mesh, axes, sizes, key, off, cidx)
     return res
 
 
+def _stage_coords(r: Any, axes: list[str], coords: list[tuple[int, ...]]) -> list[int]:
+    """Indices of the rank coordinates that run call ``r`` (all, or one pipeline stage's)."""
+    s = getattr(r, "stage", None)
+    if s is None:
+        return list(range(len(coords)))
+    k = axes.index(r.stage_axis)
+    return [i for i, c in enumerate(coords) if c[k] == s]
+
+
 def _model_check(plan: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
-                 axes: list[str], sizes: list[int], key: np.ndarray, off: np.ndarray
-                 ) -> tuple[bool, str]:
+                 axes: list[str], sizes: list[int], key: np.ndarray, off: np.ndarray,
+                 cidx: Mapping[int, list[int]]) -> tuple[bool, str]:
     masks = list({id(r.mask): r.mask for r in plan}.values())
     inputs: dict[str, np.ndarray] = {}
     nxt = 1
@@ -231,7 +251,8 @@ def _model_check(plan: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
         want = tuple(rank_axis(a) for a in axes) + tuple(d.name for d in r.dims)
         arr = np.broadcast_to(v.transpose_to(want),
                               tuple(sizes) + tuple(binding.local_size(d) for d in r.dims))
-        sym_l.append(arr.reshape(len(list(itertools.product(*(range(n) for n in sizes)))), -1))
+        flat = arr.reshape(len(list(itertools.product(*(range(n) for n in sizes)))), -1)
+        sym_l.append(flat[cidx[id(r)]])
     sym = np.concatenate([s.reshape(-1) for s in sym_l])
     if sym.shape != key.shape:
         return False, "internal: mask evaluation does not cover every draw"

@@ -276,7 +276,8 @@ FLOAT_DTYPES = ("fp64", "float64", "double", "fp32", "float32", "float", "tf32",
                 "bfloat16", "fp16", "float16", "half", "fp8", "fp8_e4m3", "fp8_e5m2",
                 "float8_e4m3fn", "float8_e5m2")
 """dtype names ``cast`` / ``all_reduce(dtype=)`` / ``microbatches(accum_dtype=)`` accept (case
-insensitive, optional ``torch.`` prefix); the precision lint (``proofs/precision.py``) ranks them."""
+insensitive, optional ``torch.`` prefix); the precision lint (``proofs/precision.py``) ranks
+them."""
 
 
 def check_dtype(dtype: object, what: str = "dtype") -> str:

@@ -52,7 +52,7 @@ from spec_lang.collectives import all_reduce
 from spec_lang.errors import PlanError
 from spec_lang.ops import const, rank_const, stop_gradient
 from spec_lang.plan import Loss
-from spec_lang.rng import in_stage
+from spec_lang.rng import StageInfo, in_stage
 from spec_lang.schedules import Buffer, Schedule, buffer_after, final_buffer, validate
 from spec_lang.spec import Params
 from spec_lang.tensor import Tensor, record_site, user_site
@@ -256,6 +256,24 @@ class Pipeline:
         st = {self.where(j)[0] for j in self.holders(name)}
         return next(iter(st)) if len(st) == 1 else None
 
+    def _stage_info(self, j: int) -> StageInfo:
+        """Where virtual stage ``j``'s dropout draws come from: the generator of its physical
+        stage's process, offsets from 0, advancing per forward in the stage's event order.
+        Modelled for one model chunk per stage with every stage's forwards in micro-batch
+        order (GPipe, 1F1B); otherwise the reason it is not."""
+        s, _ = self.where(j)
+        sch = self.schedule
+        why = ""
+        if sch.chunks > 1:
+            why = (f"schedule {sch.name!r} runs {sch.chunks} model chunks per stage "
+                   "(interleaved): the per-stage draw order is not modelled")
+        else:
+            fw = [e.mb for e in sch.stages[s] if e.kind == "F"]
+            if fw != sorted(fw):
+                why = (f"stage {s} runs its forwards out of micro-batch order ({fw}): the "
+                       "per-stage draw order is not modelled")
+        return StageInfo(s, self.axis, why)
+
     # -- the composed forward -------------------------------------------------------------------
     def _run(self, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
              only: tuple[str, int] | None = None) -> Any:
@@ -271,7 +289,7 @@ class Pipeline:
                     view[k] = stop_gradient(t) if only is not None and only[0] == k \
                         and only[1] != j else t
             io = StageIO(j, incoming, n)
-            with in_stage(j):  # dropout here: per-stage generators, not modelled (rng.py)
+            with in_stage(self._stage_info(j)):  # dropout here: per-stage generators (rng.py)
                 out = st.forward(_StageParams(view, j, st.site, list(params)), data, io)
             if j > 0 and not io.received:
                 raise PlanError(f"{st.site}: virtual stage {j} never calls recv(); the "

@@ -34,13 +34,22 @@ starts ``m * (offsets one forward takes)`` further on.
   true ``position -> (stream, offset)`` map and verifies that these terms are a renaming of it
   (else the verdict is UNKNOWN) and names two colliding positions.
 
+**Pipeline stages** (:class:`~spec_lang.pipeline.Pipeline`). Each stage process has its own
+generator: a call traced inside physical stage ``s`` runs only on coordinate ``s`` of the
+pipeline axis, and its offsets are counted per ``(stage, stream object)`` from 0, advancing
+per forward of the stage (micro-batch ``m`` starts ``m`` stage-forwards on). A stream not
+forked on pp therefore gives two stages' calls the *same* offsets (their masks coincide: a
+call of the same type and ``p`` reuses the other stage's symbols); Megatron seeds
+``seed + 100 * pp_rank`` (a stream forked on ``pp``), which draws another stream per stage.
+The stage's mask does not vary over the pipeline axis. Modelled for one model chunk per stage
+with every stage's forwards in micro-batch order (GPipe, 1F1B).
+
 Limits: a dropout over a chunked dim (``HD[#0/2]``) is a PlanError (not modelled). Not
 modelled, so every goal is UNKNOWN (the record carries the reason, :mod:`proofs.rng` reports it):
 
-* dropout inside pipeline stages (a plan whose mesh has ``pp > 1``, or a call made inside a
-  :class:`~spec_lang.pipeline.Pipeline` stage): each stage process has its own generator whose
-  offsets start at 0, so two stages' calls on one stream take the *same* offsets (Megatron seeds
-  ``seed + 100 * pp_rank`` for this reason); the per-stage counters are not modelled;
+* dropout inside pipeline stages of an interleaved schedule (several model chunks per stage) or
+  of a schedule whose forwards on a stage are not in micro-batch order; dropout outside a
+  ``Pipeline`` stage on a mesh with ``pp > 1``;
 * a stream object created inside the traced forward of a plan with micro-batches: in reality it
   is re-seeded for every micro-batch (each restarts at offset 0); the trace runs once.
 """
@@ -58,7 +67,7 @@ from spec_lang.tensor import Tensor, current_trace, fail, record_site, user_site
 from spec_lang.term import DimSpec, Op, Term, term
 
 __all__ = ["RngStream", "model_parallel_rng", "dropout", "DropoutRecord", "collect",
-           "MAX_REPLICA_COORDS"]
+           "MAX_REPLICA_COORDS", "StageInfo", "in_stage"]
 
 MAX_REPLICA_COORDS = 64  # coordinates of forked replica axes modelled with fresh symbols
 
@@ -121,6 +130,10 @@ class DropoutRecord:
         site: ``file:line`` of the call.
         unmodelled: why the true draws of this call are not modelled (``""`` when they are;
             otherwise :mod:`proofs.rng` leaves every goal UNKNOWN with this note).
+        stage: the physical pipeline stage whose process runs the call (``None`` outside a
+            :class:`~spec_lang.pipeline.Pipeline`): the call runs only on that coordinate of
+            ``stage_axis``, with that process's own generator (offsets from 0).
+        stage_axis: the pipeline's mesh axis (``"pp"``) when ``stage`` is set.
     """
 
     side: str
@@ -134,18 +147,38 @@ class DropoutRecord:
     mask: Term
     site: str
     unmodelled: str = ""
+    stage: int | None = None
+    stage_axis: str = ""
 
 
 PIPELINE_NOTE = "dropout inside pipeline stages is not modelled"
 MICROBATCH_NOTE = ("an RngStream created inside the traced forward is re-seeded for every "
                    "micro-batch (each restarts at offset 0); this is not modelled")
-_IN_STAGE: list[int] = []  # virtual stages being traced (spec_lang.pipeline pushes/pops)
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    """The pipeline stage a dropout call is traced in (pushed by :mod:`spec_lang.pipeline`).
+
+    Attributes:
+        stage: physical stage ``s`` (the ``axis`` coordinate whose process runs the call).
+        axis: the pipeline's mesh axis.
+        why: ``""`` when per-stage generators are modelled (one model chunk per stage, every
+            stage's forwards in micro-batch order), else why not.
+    """
+
+    stage: int
+    axis: str
+    why: str = ""
+
+
+_IN_STAGE: list[StageInfo] = []  # stages being traced (spec_lang.pipeline pushes/pops)
 
 
 @contextlib.contextmanager
-def in_stage(j: int) -> Iterator[None]:
-    """Mark the dropout calls traced inside virtual pipeline stage ``j`` (not modelled)."""
-    _IN_STAGE.append(j)
+def in_stage(info: StageInfo) -> Iterator[None]:
+    """Mark the dropout calls traced inside a pipeline stage (per-stage generators)."""
+    _IN_STAGE.append(info)
     try:
         yield
     finally:
@@ -157,7 +190,7 @@ class _TraceState:
     records: list[DropoutRecord] = field(default_factory=list)
     streams: dict[int, int] = field(default_factory=dict)        # id(stream) -> index
     objs: list[RngStream] = field(default_factory=list)          # keep them alive
-    used: dict[int, list[tuple[DimSpec, ...]]] = field(default_factory=dict)  # index -> types
+    used: dict[Any, list[tuple[DimSpec, ...]]] = field(default_factory=dict)  # (stage, idx)
     masks: dict[tuple, Term] = field(default_factory=dict)      # (key, prior types, type) -> mask
     names: set[str] = field(default_factory=set)
 
@@ -270,24 +303,35 @@ def dropout(x: Tensor, p: Any, rng: RngStream | None = None, *, name: str | None
         idx = st.streams.setdefault(id(rng), len(st.streams))
         if idx == len(st.objs):
             st.objs.append(rng)
-        prior = tuple(st.used.setdefault(idx, []))
+        info = _IN_STAGE[-1] if _IN_STAGE else None
+        # a stage process has its own generator: offsets are counted per (stage, stream)
+        ukey = (info.stage, idx) if info is not None else idx
+        prior = tuple(st.used.setdefault(ukey, []))
         order = len(prior)
-        if _IN_STAGE or mesh.get("pp", 1) > 1:
-            unmodelled = (f"{PIPELINE_NOTE} (dropout {n!r} at {site}: each stage process has "
-                          "its own generator whose offsets restart at 0)")
+        if info is not None and info.why:
+            unmodelled = f"{PIPELINE_NOTE}: {info.why} (dropout {n!r} at {site})"
+        elif info is None and mesh.get("pp", 1) > 1:
+            unmodelled = (f"{PIPELINE_NOTE} (dropout {n!r} at {site} outside a Pipeline stage "
+                          "on a mesh with pp > 1)")
         elif rng.in_trace and mesh.get("mb", 1) > 1:
             unmodelled = f"{MICROBATCH_NOTE} (dropout {n!r} at {site}, stream {rng.label})"
-        key = (rng.seed, rng.fork, prior, dims, pv)  # same draws and same p: same symbols
+        # the stage's code runs only on its own coordinate of the pipeline axis: the mask does
+        # not vary over it; a stream forked on it is another stream per stage
+        forked_stage = info.stage if info is not None and info.axis in rng.fork else None
+        local_mesh = {a: k for a, k in mesh.items() if info is None or a != info.axis}
+        key = (rng.seed, rng.fork, forked_stage, prior, dims, pv)  # same draws, same p
         mask = st.masks.get(key)
         if unmodelled:
             # the goals stay UNKNOWN (proofs.rng); a placeholder that does not vary over pp/mb
             mask = _nest(spec_input, dims)
         elif mask is None:
-            mask = _plan_mask(spec_input, dims, rng, mesh, m_name)
+            mask = _plan_mask(spec_input, dims, rng, local_mesh, m_name)
             st.masks[key] = mask
-        st.used[idx].append(dims)
+        st.used[ukey].append(dims)
+    info = _IN_STAGE[-1] if _IN_STAGE and ctx.kind == "plan" and rng is not None else None
     rec = DropoutRecord(ctx.kind, n, pv, dims, rng, idx, order, spec_input, mask, site,
-                        unmodelled)
+                        unmodelled, info.stage if info is not None else None,
+                        info.axis if info is not None else "")
     st.records.append(rec)
     for out in _COLLECT:
         out.append(rec)

@@ -13,7 +13,7 @@ import pytest
 from proofs.certificate import certificate_of, write_certificate
 from proofs.checker import check_certificate
 from proofs.errors import CertificateError
-from proofs.prover import _Run, prove
+from proofs.prover import prove
 from spec_lang import load
 
 PLANS = Path(__file__).resolve().parent / "plans_adv1"
@@ -24,33 +24,112 @@ def _prove(name: str):
 
 
 # -- F1: dropout inside pipeline stages (per-stage generators) -----------------------------------
-@pytest.mark.parametrize("name", ["pp_dropout_shared_stream", "pp_dropout_forked_pp"])
-def test_f1_pipeline_dropout_is_unknown_with_note(name):
-    """The shared stream (wrong: both stages draw offsets 0..) was EQUIVALENT; the pp-forked
-    stream (right) was refuted. Neither is modelled: UNKNOWN, naming why."""
-    r = _prove(name)
-    assert r.verdict == "UNKNOWN", r.verdict
-    assert r.counterexample is None
-    assert r.open_goals and all("dropout inside pipeline stages is not modelled" in g.reason
-                                for g in r.open_goals), [g.reason for g in r.open_goals]
-
-
-def test_f1_checker_rejects_an_equivalent_pipeline_dropout_certificate(tmp_path, monkeypatch):
-    """A certificate claiming EQUIVALENT for dropout in a pipeline (as the old prover wrote) is
-    rejected with and without re-trace."""
-    def old_check_rng(self):  # the pre-fix behaviour: the rng phase passes, assumption recorded
-        self.assumptions.append("rng: dropout draws are renamed to the spec's mask symbols "
-                                "(forged for the test)")
-    monkeypatch.setattr(_Run, "check_rng", old_check_rng)
+def test_f1_shared_stream_across_stages_is_refuted():
+    """Both stages draw from RngStream(1234) not forked on pp: each stage process starts at
+    offset 0, so d1's mask is d0's. Was EQUIVALENT."""
     r = _prove("pp_dropout_shared_stream")
-    assert r.verdict == "EQUIVALENT"
+    assert r.verdict == "NOT EQUIVALENT", r.verdict
+    text = r.counterexample.render()
+    assert "dropout 'd0' position (B=0, H=0) (on rank (pp=0, mb=0)) and dropout 'd1' position " \
+           "(B=0, H=0) (on rank (pp=1, mb=0)) share one draw: stream (seed 1234) offset 0" in text
+
+
+def test_f1_stream_forked_on_pp_is_certified(tmp_path):
+    """Megatron's per-stage seeding (stream forked on pp). Was falsely refuted."""
+    plan = PLANS / "pp_dropout_forked_pp.py"
+    r = prove(load(plan), timeout_s=60)
+    assert r.verdict == "EQUIVALENT", (r.verdict, [(g.name, g.reason) for g in r.open_goals])
+    assert any("per-stage generators" in a for a in r.assumptions)
     cert = tmp_path / "pp.cert.json"
     write_certificate(cert, certificate_of(r))
-    monkeypatch.undo()
-    with pytest.raises(CertificateError, match="dropout inside pipeline stages is not modelled"):
-        check_certificate(cert, retrace=False)
-    with pytest.raises(CertificateError, match="dropout inside pipeline stages is not modelled"):
-        check_certificate(cert, retrace=True, plan_path=PLANS / "pp_dropout_shared_stream.py")
+    res = check_certificate(cert, retrace=True, plan_path=plan)
+    assert res.verdict == "EQUIVALENT" and res.checked == res.total
+
+
+def _pp_problem(*, fork=("pp",), mb=1, schedule="1f1b", objects=1, dims_differ=False):
+    """PP2 (interleaved: 2 chunks, 4 virtual stages), one dropout per virtual stage."""
+    from fractions import Fraction
+
+    from spec_lang import SGD, Dim, Mesh, Plan, Spec, build_problem, microbatches, ops, real
+    from spec_lang.pipeline import Pipeline, stage
+    from spec_lang.rng import RngStream
+    from spec_lang.schedules import gpipe, interleaved_one_f_one_b, one_f_one_b
+
+    nv = 4 if schedule == "interleaved" else 2
+    B, H, F = Dim("B", 2 * mb), Dim("H", 2), Dim("F", 2)
+    P = Fraction(1, 2)
+    streams = [RngStream(1234, fork=fork) for _ in range(objects)]
+    dim_of = [F if dims_differ and j % 2 == 0 else H for j in range(nv)]
+
+    def layer(j, p, h, rng):
+        y = ops.einsum(h, p[f"w{j}"], out=(B, dim_of[j])) if dims_differ else h * p[f"w{j}"]
+        return ops.dropout(y, P, rng, name=f"d{j}")
+
+    def spec_fwd(p, d):
+        h = d["x"]
+        for j in range(nv):
+            h = layer(j, p, h, None)
+        return ops.sum(h * d["t"])
+
+    params = {f"w{j}": (((H if j == 0 else dim_of[j - 1]), dim_of[j]) if dims_differ else (H,))
+              for j in range(nv)}
+    spec = Spec(params=params, data={"x": real(B, H), "t": real(B, dim_of[-1])},
+                forward=spec_fwd, optimizer=SGD())
+
+    def make(j):
+        def fwd(p, d, io):
+            h = layer(j, p, d["x"] if j == 0 else io.recv(), streams[j % objects])
+            if j == nv - 1:
+                return ops.sum(h * d["t"])
+            io.send(h)
+        return stage(fwd, [f"w{j}"])
+
+    sch = {"1f1b": lambda: one_f_one_b(2, mb), "gpipe": lambda: gpipe(2, mb),
+           "interleaved": lambda: interleaved_one_f_one_b(2, mb, 2)}[schedule]()
+    pipe = Pipeline([make(j) for j in range(nv)], schedule=sch)
+    return build_problem(spec, Plan(mesh=Mesh(pp=2), forward=pipe.forward, schedule=pipe,
+                                    microbatches=microbatches(mb, B)))
+
+
+PP_CASES = [  # id, kwargs, verdict, phrase in the notes / open reasons
+    ("forked-2mb", dict(mb=2), "EQUIVALENT", None),
+    ("forked-gpipe-2mb", dict(mb=2, schedule="gpipe"), "EQUIVALENT", None),
+    ("unforked-2mb", dict(fork=(), mb=2), "NOT EQUIVALENT", "share one draw"),
+    ("two-generators-seeded-alike", dict(fork=(), objects=2), "NOT EQUIVALENT", "share one draw"),
+    ("unforked-other-shapes", dict(fork=(), dims_differ=True), "UNKNOWN", "not a renaming"),
+    ("interleaved", dict(mb=2, schedule="interleaved"), "UNKNOWN",
+     "dropout inside pipeline stages is not modelled: schedule"),
+]
+
+
+@pytest.mark.parametrize("cid,kw,verdict,phrase", PP_CASES, ids=[c[0] for c in PP_CASES])
+def test_f1_pipeline_dropout_variants(cid, kw, verdict, phrase):
+    r = prove(_pp_problem(**kw), timeout_s=60)
+    assert r.verdict == verdict, (cid, r.verdict, [(g.name, g.reason) for g in r.open_goals])
+    if verdict == "NOT EQUIVALENT":
+        assert any(phrase in n for n in r.counterexample.notes), r.counterexample.notes
+    elif verdict == "UNKNOWN":
+        assert r.open_goals and all(phrase in g.reason for g in r.open_goals), \
+            [g.reason for g in r.open_goals]
+
+
+def test_f1_checker_rejects_the_old_pipeline_dropout_certificate(tmp_path):
+    """The adversary's EQUIVALENT certificate for pp_dropout_min (written by the old prover, no
+    per-stage model) is rejected with and without re-trace; with a forged per-stage assumption
+    only the re-trace can reject it, and does."""
+    src = PLANS / "pp_min_adv1_certificate.json"
+    plan = PLANS / "pp_dropout_min_adv1.py"
+    for retrace in (False, True):
+        with pytest.raises(CertificateError, match="per-stage generators"):
+            check_certificate(src, retrace=retrace, plan_path=plan)
+    raw = json.loads(src.read_text())
+    raw["assumptions"] = [a + "; per-stage generators (forged)" if a.startswith("rng:") else a
+                          for a in raw["assumptions"]]
+    forged = tmp_path / "forged.cert.json"
+    forged.write_text(json.dumps(raw))
+    assert check_certificate(forged, retrace=False).verdict == "EQUIVALENT"  # documented limit
+    with pytest.raises(CertificateError, match="--retrace"):
+        check_certificate(forged, retrace=True, plan_path=plan)
 
 
 # -- F3: a stream created inside the traced forward with micro-batches ---------------------------
@@ -109,7 +188,7 @@ def test_f2_plan_clipping_without_grad_norm_sq_is_a_plan_error():
         _clip_problem(clip_grad_norm=Fraction(1, 100))
 
 
-# -- F10: a zero or negative max norm ----------------------------------------------------------------
+# -- F10: a zero or negative max norm ----------------------------------------------------------
 @pytest.mark.parametrize("bad", [-1, 0, "1"])
 def test_f10_nonpositive_clip_grad_norm_is_an_error(bad):
     from spec_lang import SGD, Dim, Mesh, Plan, Spec, ops, real

@@ -1,6 +1,6 @@
 """PP2 pipeline, dropout per stage, stream forked on pp: the correct seeding (Megatron
-``seed + 100 * pp_rank``). Must not be refuted (it was, falsely, before F1 was fixed).
-Expected: UNKNOWN (dropout inside pipeline stages is not modelled)."""
+``seed + 100 * pp_rank``): stage s draws stream (1234, pp=s) from offset 0. It was falsely
+refuted before F1 was fixed. Expected: EQUIVALENT, certificate accepted."""
 from fractions import Fraction
 
 from spec_lang import SGD, Dim, Mesh, Plan, Spec, microbatches, ops, real

@@ -1,7 +1,8 @@
 """PP2 pipeline, one micro-batch, one dropout per stage, both from one ``RngStream(1234)`` not
 forked on pp (adversarial finding F1). Each stage process has its own generator starting at
 offset 0, so stage 1's mask 'd1' is stage 0's mask 'd0'; the spec draws them independently.
-Expected: never EQUIVALENT (UNKNOWN: dropout inside pipeline stages is not modelled)."""
+Expected: NOT EQUIVALENT (per-stage generators: d0 and d1 share every draw, stream (seed 1234)
+offsets 0..3 on pp=0 and on pp=1)."""
 from fractions import Fraction
 
 from spec_lang import SGD, Dim, Mesh, Plan, Spec, microbatches, ops, real

@@ -1,0 +1,37 @@
+"""MINIMAL (critical): pipeline PP2, one micro-batch, one dropout per stage, both from one RngStream(1234)
+not forked on pp. Stage processes each start their generator at offset 0, so the stage-1 mask of
+'d1' IS the stage-0 mask of 'd0' (same (seed, offset) for every element: F = H). The spec draws them
+independently. shardproof: EQUIVALENT (exit 0), certificate accepted."""
+from fractions import Fraction
+from spec_lang import SGD, Dim, Loss, Mesh, Plan, Spec, microbatches, ops, real
+from spec_lang.pipeline import Pipeline, stage
+from spec_lang.schedules import one_f_one_b
+from spec_lang.rng import RngStream
+
+B, H = Dim("B", 2), Dim("H", 2)
+P = Fraction(1, 2)
+stream = RngStream(1234)
+
+
+def l0(p, d, rng):
+    return ops.dropout(d["x"] * p["w0"], P, rng, name="d0")
+
+
+def l1(p, h, d, rng):
+    return ops.sum(ops.dropout(h * p["w1"], P, rng, name="d1") * d["t"])
+
+
+spec = Spec(params={"w0": (H,), "w1": (H,)}, data={"x": real(B, H), "t": real(B, H)},
+            forward=lambda p, d: l1(p, l0(p, d, None), d, None), optimizer=SGD())
+
+
+def s0(p, d, io):
+    io.send(l0(p, d, stream))
+
+
+def s1(p, d, io):
+    return l1(p, io.recv(), d, stream)
+
+
+pipe = Pipeline([stage(s0, ["w0"]), stage(s1, ["w1"])], schedule=one_f_one_b(2, 1))
+plan = Plan(mesh=Mesh(pp=2), forward=pipe.forward, schedule=pipe, microbatches=microbatches(1, B))
