@@ -53,7 +53,7 @@ from spec_lang.collectives import all_reduce, all_to_all_region
 from spec_lang.cp import permute
 from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
-from spec_lang.models.moe import MoEConfig, MoEContext, MoEDims, MoEModel, moe, moe_forward
+from spec_lang.models.moe import MoEConfig, MoEContext, MoEDims, MoEModel, moe_forward
 from spec_lang.placement import Placement, Shard
 from spec_lang.plan import Loss, Plan
 from spec_lang.plans.megatron import Scale
@@ -147,15 +147,9 @@ def ep_placements(model: MoEModel) -> dict[str, dict[str, Placement]]:
 
 
 def _model_of(model: MoEModel | MoEConfig | Spec) -> MoEModel:
-    if isinstance(model, MoEModel):
-        return model
-    if isinstance(model, MoEConfig):
-        return moe(model)
-    owner = getattr(getattr(model, "forward", None), "__self__", None)
-    if isinstance(owner, MoEModel):
-        return owner
-    raise PlanError(f"{user_site(3)}: expert_parallel needs an MoEModel, an MoEConfig or a spec "
-                    f"made by MoEModel.spec, got {type(model).__name__}")
+    from spec_lang.plans.library import moe_model_of   # library imports this module's peers
+
+    return moe_model_of(model, "expert_parallel")
 
 
 def expert_parallel(model: MoEModel | MoEConfig | Spec, *, dp: int, ep: int,
