@@ -162,6 +162,13 @@ def _gather_param(plan: Plan, k: str, new: Tensor, local: Tensor, shard: Tensor)
     return out
 
 
+def _held(plan: Plan, final: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """The gradients ``grad_norm_sq`` reads: with a pipeline, each exists only on the stages
+    holding its parameter (``Pipeline.held_grads``)."""
+    held = getattr(plan.schedule, "held_grads", None)
+    return held(final) if held is not None else dict(final)
+
+
 def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMap]]:
     """Trace the plan's per-rank iteration (REGIONs lowered in the outputs).
 
@@ -224,7 +231,10 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
             gt = Tensor(g, plan.site, f"grad:{k}")
             r = plan.reducer(k)
             if r is not None:
-                gt = r(k, gt)
+                gt_in, gt = gt, r(k, gt)
+                check = getattr(plan.schedule, "check_reduced", None)
+                if check is not None:      # no pp collective on a one-stage gradient
+                    check(k, gt_in, gt)
             if not isinstance(gt, Tensor) or gt.term.dims != shard[k].term.dims:
                 got = gt.describe() if isinstance(gt, Tensor) else repr(gt)
                 raise PlanError(f"{plan.site}: the gradient of {k} handed to the optimizer is "
@@ -241,7 +251,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 raise PlanError(f"{plan.site}: the spec clips each of {list(spec.clip_groups)} "
                                 "by its own norm; give Plan(grad_norm_sq=...) returning "
                                 "{group: squared norm}")
-            per = plan.grad_norm_sq(dict(final))
+            per = plan.grad_norm_sq(_held(plan, final))
             if not isinstance(per, Mapping) or sorted(per) != sorted(spec.clip_groups):
                 raise PlanError(f"{plan.site}: grad_norm_sq must return one squared norm per "
                                 f"clip group {sorted(spec.clip_groups)}, got {per!r}")
@@ -260,7 +270,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 raise PlanError(f"{plan.site}: the spec clips gradients at global norm "
                                 f"{spec.clip_grad_norm}; give Plan(grad_norm_sq=...) computing "
                                 "the global squared norm from the local gradients")
-            total = _check_loss(plan.grad_norm_sq(dict(final)), plan.site, PlanError,
+            total = _check_loss(plan.grad_norm_sq(_held(plan, final)), plan.site, PlanError,
                                 "grad_norm_sq")
             outputs["grad_norm"], kinds["grad_norm"] = sqrt(total).term, "grad"
             where["grad_norm"] = {}
@@ -276,7 +286,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 raise PlanError(f"{plan.site}: Plan(clip_grad_norm={plan.clip_grad_norm}) clips "
                                 "gradients but the spec does not clip; remove it, or give "
                                 "Plan(grad_norm_sq=...) so the plan's clipping can be checked")
-            total = _check_loss(plan.grad_norm_sq(dict(final)), plan.site, PlanError,
+            total = _check_loss(plan.grad_norm_sq(_held(plan, final)), plan.site, PlanError,
                                 "grad_norm_sq")
             coef = clip_coefficient(total, plan.clip_grad_norm)
             final = {k: g * coef for k, g in final.items()}

@@ -56,7 +56,7 @@ from spec_lang.rng import StageInfo, in_stage
 from spec_lang.schedules import Buffer, Schedule, buffer_after, final_buffer, validate
 from spec_lang.spec import Params
 from spec_lang.tensor import Tensor, record_site, user_site
-from spec_lang.term import Axis, Op, Term, term, varying_axes
+from spec_lang.term import COLLECTIVE, Axis, Op, Term, term, varying_axes
 
 __all__ = ["Stage", "StageIO", "Pipeline", "Accumulation", "lower_buffer", "stage"]
 
@@ -328,6 +328,8 @@ class Pipeline:
         vals = values if isinstance(values, Mapping) else {s: values(s) for s in range(pp)}
         out: Tensor | None = None
         for s, v in sorted(vals.items()):
+            if isinstance(v, Tensor):
+                v = Tensor(_on_stage(v.term, self.axis, s), v.site, v.name)
             x = rank_const(self.axis, [int(i == s) for i in range(pp)]) * v
             out = x if out is None else out + x
         if out is None:
@@ -337,6 +339,42 @@ class Pipeline:
     def params_of_stage(self, s: int, names: Sequence[str]) -> list[str]:
         """The parameters among ``names`` that physical stage ``s`` holds."""
         return [k for k in names if any(self.where(j)[0] == s for j in self.holders(k))]
+
+    def stages_of(self, name: str) -> list[int]:
+        """The physical stages holding parameter ``name`` (sorted, no repeats)."""
+        return sorted({self.where(j)[0] for j in self.holders(name)})
+
+    def held_grads(self, grads: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """The gradients as the stages hold them: ``RANK_CONST(pp, e_S) * g`` with ``e_S`` the
+        indicator of the stages holding the parameter (0 elsewhere: a stage's local norm
+        iterates over its own parameters only, B22 / torchtitan #596). A norm that reads another
+        stage's gradient without a ``pp`` reduction then varies over ``pp`` and is refuted."""
+        pp = self.schedule.pp
+        if pp == 1:
+            return dict(grads)
+        out = {}
+        for k, g in grads.items():
+            st = self.stages_of(k)
+            out[k] = g if len(st) == pp or not isinstance(g, Tensor) else \
+                rank_const(self.axis, [int(i in st) for i in range(pp)]) * g
+        return out
+
+    def check_reduced(self, name: str, before: Tensor, after: Any) -> None:
+        """A collective over ``pp`` that ``reduce_grads`` applies to the gradient of a parameter
+        held by one stage is a :class:`PlanError`: the other stages hold other parameters, so
+        the pp group's all-reduce would combine stage ``s``'s buffer with theirs."""
+        if self.schedule.pp == 1 or len(self.stages_of(name)) != 1 \
+                or not isinstance(after, Tensor):
+            return
+        new = _pp_collectives(after.term, self.axis) - _pp_collectives(before.term, self.axis)
+        if new:
+            op = sorted(new, key=str)[0]
+            raise PlanError(f"{after.site}: reduce_grads applies {op.op.name} over "
+                            f"{self.axis!r} to grad:{name}, which only pipeline stage "
+                            f"{self.stages_of(name)[0]} holds: on the other stages the "
+                            f"{self.axis} group's collective reads other parameters' buffers; "
+                            f"reduce over {self.axis!r} only parameters held by several stages "
+                            "(tied), and compute norms per stage (pipe.per_stage)")
 
     def stage_grads(self, s: int, grads: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """The gradients stage ``s`` counts in a norm: the parameters it holds, a tied
@@ -373,6 +411,8 @@ class Pipeline:
         out = []
         for k, g in zip(names, gs):
             holders = self.holders(k)
+            if sch.pp > 1 and len(self.stages_of(k)) == 1:
+                self._check_pp_hooks(k)
             if len(holders) == 1:
                 s, c = self.where(holders[0])
                 out.append(lower_buffer(final_buffer(sch, s, c),
@@ -390,12 +430,72 @@ class Pipeline:
                        else self.per_stage(per_stage))
         return _accumulated(rep, loop), out
 
+    def _check_pp_hooks(self, name: str) -> None:
+        """A schedule collective over ``pp`` on a buffer of a parameter one stage holds is a
+        PlanError (see :meth:`check_reduced`), naming the event's plan line."""
+        s = self.stages_of(name)[0]
+        for e in self.schedule.stages[s]:
+            if e.kind == "collective" and e.axis == self.axis:
+                raise PlanError(f"{e.site or self.site}: stage {s} runs a buffer collective "
+                                f"over {self.axis!r} ({e}) on grad:{name}, which only stage {s} "
+                                f"holds: the {self.axis} group's all-reduce would combine its "
+                                "buffer with the other stages' (other parameters); reduce "
+                                f"over {self.axis!r} only tied parameters (reduce_grads)")
+
     def observe(self, param: str, t: Term) -> Term:
         """An output of ``param`` as seen on the stage that holds it (module docstring)."""
         s = self.owner(param)
         if s is None or self.schedule.pp == 1 or self.axis not in varying_axes(t):
             return t
         return term(Op.BROADCAST, (t,), (self.axis, s), t.dims)
+
+
+def _on_stage(t: Term, axis: str, s: int) -> Term:
+    """``t`` as evaluated on coordinate ``s`` of ``axis``, when that is exact by substitution.
+
+    ``per_stage`` multiplies stage ``s``'s value by the indicator ``e_s``, so only its value on
+    coordinate ``s`` matters: ``e_s * v = e_s * v(s)``. When ``v`` depends on ``axis`` only
+    through ``RANK_CONST(axis, vs)`` leaves (no collective over ``axis``, nothing sharded over
+    it), ``v(s)`` is ``v`` with each such leaf replaced by ``CONST(vs[s])`` (e.g. a held
+    gradient ``RANK_CONST(pp, e_S) * g`` is ``g`` on a stage in ``S``, ``0`` elsewhere).
+    Otherwise ``t`` is returned unchanged."""
+    if axis not in varying_axes(t) or _pp_collectives(t, axis):
+        return t
+    memo: dict[int, Term] = {}
+
+    def sub(x: Term) -> Term:
+        got = memo.get(id(x))
+        if got is not None:
+            return got
+        if x.op is Op.RANK_CONST and x.attrs[0] == axis:
+            out = term(Op.CONST, (), (x.attrs[1][s],), x.dims)
+        elif not x.args or axis not in varying_axes(x):
+            out = x
+        else:
+            args = tuple(sub(a) for a in x.args)
+            out = x if all(a is b for a, b in zip(args, x.args)) else \
+                term(x.op, args, x.attrs, x.dims)
+        memo[id(x)] = out
+        return out
+
+    out = sub(t)
+    return t if axis in varying_axes(out) else out
+
+
+def _pp_collectives(t: Term, axis: str) -> set[Term]:
+    """The collective nodes over ``axis`` in ``t``."""
+    out: set[Term] = set()
+    seen: set[int] = set()
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op in COLLECTIVE and x.attrs and x.attrs[0] == axis:
+            out.add(x)
+        stack.extend(x.args)
+    return out
 
 
 class _StageParams(Params):

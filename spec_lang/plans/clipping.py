@@ -33,7 +33,7 @@ from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.placement import Placement, Shard
 from spec_lang.tensor import Tensor, user_site
-from spec_lang.term import Axis
+from spec_lang.term import Axis, Op
 
 __all__ = ["shard_axes", "global_grad_norm_sq", "grad_norm_sq_fn"]
 
@@ -61,6 +61,18 @@ def _check_placement(name: str, axes: tuple[str, ...], placement: Mapping[str, P
                         f"{sorted(axes) or 'no axis'} by its type but the placements given say "
                         f"Shard over {sorted(declared) or 'no axis'}; pass the placements of the "
                         "gradients handed to the optimizer (optimizer_placements under ZeRO)")
+
+
+def _local_sq(g: Tensor, pp: str | None) -> Tensor:
+    """``sum(g * g)``; a pipeline-held gradient ``RANK_CONST(pp, e) * x`` (held only on the
+    stages where ``e`` is 1, ``Pipeline.held_grads``) gives ``RANK_CONST(pp, e*e) * sum(x * x)``
+    (the same value, written so the ``pp`` reduction of the stages' norms simplifies)."""
+    t = g.term
+    if (pp is not None and t.op is Op.MUL and len(t.args) == 2
+            and t.args[0].op is Op.RANK_CONST and t.args[0].attrs[0] == str(pp)):
+        x = Tensor(t.args[1], g.site, g.name)
+        return ops.rank_const(str(pp), [v * v for v in t.args[0].attrs[1]]) * ops.sum(x * x)
+    return ops.sum(g * g)
 
 
 def global_grad_norm_sq(grads: Mapping[str, Tensor],
@@ -109,7 +121,7 @@ def global_grad_norm_sq(grads: Mapping[str, Tensor],
                                 f"{bad}, not in the mesh {list(mesh_axes)}")
         if pp is not None:
             axes = tuple(a for a in axes if a != str(pp))
-        sq = ops.sum(g * g)
+        sq = _local_sq(g, pp)
         groups[axes] = sq if axes not in groups else groups[axes] + sq
     total: Tensor | None = None
     for axes, sq in groups.items():

@@ -36,6 +36,7 @@ from fractions import Fraction
 from typing import Any
 
 from spec_lang import ops
+from spec_lang.collectives import all_reduce
 from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.models.llama import LlamaModel, SpecContext, transformer_block
@@ -46,6 +47,8 @@ from spec_lang.plans.clipping import global_grad_norm_sq
 from spec_lang.schedules import gpipe
 from spec_lang.spec import Spec, index
 from spec_lang.tensor import Tensor, user_site
+
+PP = "pp"
 
 __all__ = ["TRAINER_ADAM", "TRAINER_GRAD_CLIP", "stage_groups", "trainer_spec", "trainer_plan",
            "trainer_loss"]
@@ -157,7 +160,14 @@ def trainer_plan(model: LlamaModel, n_stages: int, n_microbatches: int, *,
     phys_group = {0: "stage0", pp - 1: "stage0", **{s: f"stage{s}" for s in range(1, pp - 1)}}
 
     def group_norm_sq(grads: Mapping[str, Tensor], grp: str) -> Tensor:
-        return global_grad_norm_sq({k: grads[k] for k in groups[grp]})
+        # a pipeline gradient exists only on the pp coordinate(s) holding its parameter
+        # (Pipeline.held_grads): each coordinate of the group squares its own gradients, and
+        # the sum over pp stands for the one device's sum (stage 0 is modelled as coordinates
+        # 0 and pp-1; a transformer stage's group is on one coordinate, the others add 0)
+        coords = [s for s, g in phys_group.items() if g == grp]
+        mine = {k: grads[k] for k in groups[grp]}
+        return all_reduce(pipe.per_stage(
+            {s: global_grad_norm_sq(pipe.stage_grads(s, mine)) for s in coords}), PP)
 
     def grad_norm_sq(grads: Mapping[str, Tensor]) -> Any:
         if spec is not None and spec.clip_groups is not None:
