@@ -169,6 +169,17 @@ def lower_buffer(buf: Buffer, g: Tensor, loop: bool = True) -> Tensor:
     return out
 
 
+def _check_event_axes(stages: Sequence[Sequence[Any]], mesh: Mapping[str, int], site: str
+                      ) -> None:
+    """Every buffer collective's axis is a mesh axis (PlanError naming the event's line)."""
+    for ev in stages:
+        for e in ev:
+            if e.kind == "collective" and e.axis not in mesh:
+                raise PlanError(f"{e.site or site}: buffer collective over axis {e.axis!r}, "
+                                f"which is not in the mesh {dict(mesh)}; add it to the Mesh "
+                                "or remove the hook")
+
+
 def _check_microbatches(plan: Any, m: int, site: str) -> bool:
     """True when the plan loops over the ``mb`` axis; False for one micro-batch without it."""
     k = plan.microbatches.k if plan.microbatches is not None else None
@@ -401,6 +412,7 @@ class Pipeline:
             raise PlanError(f"{plan.site}: Plan(schedule=<Pipeline>) runs the pipeline's "
                             "stages; pass forward=<that pipeline>.forward (the given forward "
                             "would be ignored)")
+        _check_event_axes(sch.stages, mesh, self.site)
         loop = _check_microbatches(plan, sch.microbatches, self.site)
         missing = [k for k in names if not self.holders(k)]
         if missing:
@@ -569,6 +581,8 @@ class Accumulation:
     def trace(self, plan: Any, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
               names: Sequence[str]) -> tuple[Tensor, list[Tensor]]:
         """As :meth:`Pipeline.trace` for one stage running ``plan.forward``."""
+        _check_event_axes([self.events] + [ev for _, ev in self.buckets], plan.mesh.sizes,
+                          self.site)
         loop = _check_microbatches(plan, self.microbatches, self.site)
         seed, rep = _check_loss(plan.forward(Params(params), data), self.site)
         gs = [_buffer_dtype(plan, g) for g in grad(seed.term, [params[k].term for k in names])]

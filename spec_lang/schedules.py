@@ -418,6 +418,32 @@ def collective_reads(sch: Schedule, stage: int, chunk: int = 0) -> list[tuple[in
             for i, e in enumerate(ev) if e.kind == "collective"]
 
 
+def _check_transfer_order(sch: Schedule, site: str) -> None:
+    """Point-to-point transfers are in order (Megatron's p2p, untagged): virtual stage
+    ``j + 1`` receives ``j``'s activations in ``j``'s forward order, and ``j`` receives
+    ``j + 1``'s gradients in ``j + 1``'s backward order. A different order is a PlanError
+    naming the receiving stage's first out-of-order event (else the receiver would take one
+    micro-batch's tensor as another's, or block)."""
+    pp, nv = sch.pp, sch.pp * sch.chunks
+
+    def order(kind: str, j: int) -> list[Event]:
+        c, s = divmod(j, pp)
+        return [e for e in sch.stages[s] if e.kind == kind and e.chunk == c]
+
+    for j in range(nv - 1):
+        for kind, src, dst in (("F", j, j + 1), ("B", j + 1, j)):
+            sent, got = order(kind, src), order(kind, dst)
+            for a, b in zip(sent, got):
+                if a.mb != b.mb:
+                    raise PlanError(
+                        f"{b.site or site}: stage {dst % pp} runs {b} where virtual stage "
+                        f"{src} sent micro-batch {a.mb} ({kind} order "
+                        f"{' '.join(str(e.mb) for e in sent)} on virtual stage {src}, "
+                        f"{' '.join(str(e.mb) for e in got)} on virtual stage {dst}) in schedule "
+                        f"{sch.name!r}: in-order send/recv would pair different micro-batches; "
+                        "run the forwards (backwards) of consecutive stages in the same order")
+
+
 def validate(sch: Schedule, site: str = "") -> None:
     """Check ``sch`` is executable (module docstring).
 
@@ -427,6 +453,16 @@ def validate(sch: Schedule, site: str = "") -> None:
     """
     site = site or user_site(2)
     pp, m, v = sch.pp, sch.microbatches, sch.chunks
+    for s, ev in enumerate(sch.stages):
+        for i, e in enumerate(ev):
+            if not isinstance(e, Event):
+                raise PlanError(f"{site}: stage {s} event {i} of schedule {sch.name!r} is "
+                                f"{e!r}, not a schedule Event; build events with F(m), B(m), "
+                                "scale(c), reset() or collective(axis, op)")
+            if e.kind == "collective" and e.axis == "mb":
+                raise PlanError(f"{e.site or site}: a buffer collective over 'mb': the "
+                                "micro-batch axis is the accumulation loop, not a process "
+                                "group; the B events already sum the micro-batches")
     for s, ev in enumerate(sch.stages):
         seen: dict[tuple[str, int, int], int] = {}
         for i, e in enumerate(ev):
@@ -450,6 +486,7 @@ def validate(sch: Schedule, site: str = "") -> None:
                         raise PlanError(f"{site}: stage {s} never runs {name} in schedule "
                                         f"{sch.name!r}: that micro-batch's "
                                         f"{'gradient never reaches the buffer' if kind == 'B' else 'activation is never sent on'}")
+    _check_transfer_order(sch, site)
     # dependency simulation: virtual stage j = c * pp + s
     nv = pp * v
     done: set[tuple[str, int, int]] = set()          # (kind, mb, virtual stage)

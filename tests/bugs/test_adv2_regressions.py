@@ -95,3 +95,62 @@ def test_f1_held_gradient_is_zero_off_its_stage():
     g = evaluate([seen["w0"].term], prob.binding, inputs)[seen["w0"].term]
     assert g.axes == ("@pp", "H"), g.axes
     assert np.allclose(g.data, [[3.0, 0.0], [0.0, 0.0]]), g.data   # stage 0: a; stage 1: 0
+
+
+# -- F2: send/recv order mismatch between stages ------------------------------------------------
+def test_f2_send_order_mismatch_is_a_plan_error():
+    """Stage 0 runs F0 F1, stage 1 runs F1 F0: in-order p2p pairs mb 0's activation with mb 1
+    (or deadlocks with blocking sends). Was EQUIVALENT (E21)."""
+    with pytest.raises(PlanError, match=r"e21_send_order_mismatch\.py:28: stage 1 runs F1 where "
+                       r"virtual stage 0 sent micro-batch 0 \(F order 0 1 on virtual stage 0, "
+                       r"1 0 on virtual stage 1\)"):
+        _prove("e21_send_order_mismatch")
+
+
+def test_f2_backward_order_mismatch_is_a_plan_error():
+    """The gradients go the other way: stage 1 runs B1 B0, stage 0 B0 B1."""
+    from spec_lang.schedules import B, F, gpipe, validate
+    sch = gpipe(2, 2).with_stage(1, [F(0), F(1), B(1), B(0)])
+    with pytest.raises(PlanError, match=r"test_adv2_regressions\.py:\d+: stage 0 runs B0 where "
+                       r"virtual stage 1 sent micro-batch 1 \(B order 1 0"):
+        validate(sch, "x.py:1")
+
+
+@pytest.mark.parametrize("pp, m, v", [(2, 2, 1), (2, 4, 2), (4, 4, 2), (3, 6, 1)])
+def test_f2_published_schedules_pass_the_order_check(pp, m, v):
+    from spec_lang.schedules import gpipe, interleaved_one_f_one_b, one_f_one_b, validate
+    validate(gpipe(pp, m))
+    validate(one_f_one_b(pp, m))
+    if m % pp == 0:
+        validate(interleaved_one_f_one_b(pp, m, v))
+
+
+# -- F3 / F4 / minor: bad schedule input ---------------------------------------------------------
+@pytest.mark.parametrize("name, line, axis", [
+    ("e26_sched_collective_cp_not_in_mesh", 28, "cp"),
+    ("e27_accum_collective_axis_not_in_mesh", 43, "tp")])
+def test_f3_collective_axis_not_in_mesh_names_the_plan_line(name, line, axis):
+    """Was reported at proofs/cli.py:165 (E09, E26, E27)."""
+    with pytest.raises(PlanError, match=rf"{name}\.py:{line}: buffer collective over axis "
+                       rf"'{axis}', which is not in the mesh"):
+        _prove(name)
+
+
+@pytest.mark.parametrize("name, line", [("k09_b19_mb_collective_avg", 42),
+                                        ("k10_b19_mb_collective_sum_early", 41)])
+def test_f4_buffer_collective_over_mb_is_a_plan_error(name, line):
+    """'mb' is the accumulation loop, not a process group. Was EQUIVALENT (K09, K10)."""
+    with pytest.raises(PlanError, match=rf"{name}\.py:{line}: a buffer collective over 'mb'"):
+        _prove(name)
+
+
+@pytest.mark.parametrize("name, got", [("e18_schedule_none_events", "None"),
+                                       ("e19_event_is_string", "'F0'")])
+def test_minor_non_event_in_schedule_is_a_one_line_plan_error(name, got):
+    """Was 'AttributeError: NoneType object has no attribute kind' (E18, E19)."""
+    with pytest.raises(PlanError) as e:
+        _prove(name)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert f"{name}.py:29: stage 1 event 0 of schedule '1F1B (stage 1 edited)' is {got}, not a " \
+           "schedule Event" in msg
