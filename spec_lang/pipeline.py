@@ -39,6 +39,12 @@ torchtitan #596), unchanged otherwise. A tied parameter's outputs are checked on
 
 Per-stage values (the squared gradient norm of the parameters a stage holds) are built with
 :meth:`Pipeline.per_stage`; a global norm must then all-reduce them over ``pp``.
+
+**A gradient exists only on the stages holding it** (adv2 F1). ``grad_norm_sq`` receives
+``RANK_CONST(pp, e_S) * g`` (:meth:`Pipeline.held_grads`), so a norm that reads another stage's
+gradient without a ``pp`` reduction varies over ``pp`` and is refuted; a collective over ``pp``
+on a one-stage gradient (``reduce_grads`` or a schedule hook) is a PlanError, because on
+hardware the pp group would combine different parameters' buffers.
 """
 
 from __future__ import annotations
