@@ -154,3 +154,10 @@ def test_minor_non_event_in_schedule_is_a_one_line_plan_error(name, got):
     assert "\n" not in msg
     assert f"{name}.py:29: stage 1 event 0 of schedule '1F1B (stage 1 edited)' is {got}, not a " \
            "schedule Event" in msg
+
+
+def test_f1_each_stage_norm_of_its_own_gradients_summed_over_pp_is_proved():
+    """per_stage(lambda s: global_grad_norm_sq(grads)) then AR_sum[pp]: on stage s, ``grads``
+    holds only stage s's gradients, so this is torchtitan's fix (K03, refuted before)."""
+    r = _prove("stage_norm_own_grads_per_stage")
+    assert r.verdict == "EQUIVALENT", (r.verdict, [(g.name, g.reason) for g in r.open_goals])
