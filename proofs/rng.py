@@ -115,6 +115,19 @@ def check_rng(records: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
             getattr(r, "stage", None) is None for r in plan):
         why = ["dropout inside pipeline stages is not modelled (a call outside a Pipeline "
                "stage on a mesh with pp > 1)"]
+    # one seed under two fork sets: frameworks derive a forked stream's seed as seed + c * rank
+    # (Megatron: 100 * pp_rank, 2718 + tp_rank), so rank 0 of the fork may reuse the unforked
+    # stream; whether the two collide depends on the framework's derivation: not decided
+    forks: dict[int, set[tuple[str, ...]]] = {}
+    for r in plan:
+        if getattr(r, "stream", None) is not None:
+            forks.setdefault(r.stream.seed, set()).add(tuple(r.stream.fork))
+    mixed = sorted(seed for seed, fs in forks.items() if len(fs) > 1)
+    if not why and mixed:
+        fs = " and ".join("(" + ",".join(f) + ")" for f in sorted(forks[mixed[0]]))
+        why = [f"streams with seed {mixed[0]} are forked on {fs}: a forked stream's seed is "
+               "derived from the base seed per rank (Megatron adds 100 * pp_rank), so rank 0 may "
+               "reuse the unforked stream's draws; give the streams distinct seeds"]
     if why:
         res.modelled, res.why = False, why[0]
         return res

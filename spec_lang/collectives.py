@@ -25,6 +25,7 @@ import numpy as np
 from spec_lang.dims import DimLike, dim_name
 from spec_lang.ops import axis_size, cast, mul, recip
 from spec_lang.partial import warn_pending
+from spec_lang.rng import _IN_STAGE
 from spec_lang.tensor import Tensor, current_trace, fail, user_site
 from spec_lang.term import Axis, DimSpec, Op, Term, term
 
@@ -233,6 +234,16 @@ def _axis(axis: Any) -> str:
     if tr is not None and tr.kind == "plan" and a not in tr.mesh:
         raise fail(f"collective over axis {a!r}, which is not in the mesh {tr.mesh}; "
                    "add it to Mesh(...) or use one of its axes", site=user_site(3))
+    stage = _IN_STAGE[-1] if _IN_STAGE and tr is not None and tr.kind == "plan" else None
+    if stage is not None and a == stage.axis:
+        # stages run different programs: a pp collective issued by stage code either hangs (one
+        # stage issues it) or is paired by the library with another stage's unrelated call; the
+        # composed trace cannot model either, so it is rejected, never simplified away
+        raise fail(f"collective over the pipeline axis {a!r} inside the code of pipeline stage "
+                   f"{stage.stage}: stages run different programs, so this call would hang or "
+                   f"pair with another stage's unrelated collective; pass values between stages "
+                   f"with send()/recv() and reduce over {a!r} in reduce_grads, grad_norm_sq or a "
+                   "schedule hook", site=user_site(3))
     return a
 
 
