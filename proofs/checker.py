@@ -535,7 +535,10 @@ def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_
         raise _fail(f"--retrace: cannot read the plan {p}: {e.strerror}") from None
     if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
         raise _fail(f"--retrace: {p} does not hash to plan.sha256 (the plan file changed)")
-    problem = spec_lang.load(p)
+    try:
+        problem = spec_lang.load(p)
+    except (spec_lang.PlanError, spec_lang.SpecError) as e:
+        raise _fail(f"--retrace: the plan no longer traces: {e}") from None
     fresh = NodeTable()
     goals = {g.name: g for g in problem.goals}
     ob = {o["name"]: o for o in cert["obligations"]}
