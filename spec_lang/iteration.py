@@ -235,7 +235,9 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 check = getattr(plan.schedule, "check_reduced", None)
                 if check is not None:      # no pp collective on a one-stage gradient
                     check(k, gt_in, gt)
-            if not isinstance(gt, Tensor) or gt.term.dims != shard[k].term.dims:
+            # dims are named: their storage order carries no meaning (docs/dsl.md section 2)
+            if not isinstance(gt, Tensor) or sorted(gt.term.dims, key=repr) != sorted(
+                    shard[k].term.dims, key=repr):
                 got = gt.describe() if isinstance(gt, Tensor) else repr(gt)
                 raise PlanError(f"{plan.site}: the gradient of {k} handed to the optimizer is "
                                 f"{got}; it must have the optimizer's local type "

@@ -343,3 +343,17 @@ def test_f12_dsl_hook_table_head_input_matches_the_code():
     assert "self.enter_tp(x, d)" in inspect.getsource(MegatronTP.head_input)
     assert cells[2].startswith("`copy_to_tp_region(x)`"), cells[2]
     assert cells[3].startswith("`gather_from_sp_region(x, d.S)`"), cells[3]
+
+
+def test_f8_gradient_dim_order_does_not_matter(tmp_path):
+    """A plan identical to its spec whose gradient comes out (K, M) for a parameter declared
+    (M, K) was rejected (exit 3): dims are named and their order carries no meaning."""
+    plan = tmp_path / "order_probe.py"
+    plan.write_text(
+        "from spec_lang import SGD, Dim, Mesh, Plan, Spec, ops, real\n"
+        "M, K, N = Dim('M', 2), Dim('K', 2), Dim('N', 2)\n"
+        "f = lambda p, d: ops.sum(ops.einsum(d['A'] * p['W'], d['B'], out=(M, N)))\n"
+        "spec = Spec(params={'W': (M, K)}, data={'A': real(M, K), 'B': real(K, N)}, forward=f,\n"
+        "            optimizer=SGD())\n"
+        "plan = Plan(mesh=Mesh(dp=2), forward=f)\n")
+    assert prove(load(plan), timeout_s=60).verdict == "EQUIVALENT"
