@@ -62,7 +62,7 @@ from spec_lang.rng import StageInfo, in_stage
 from spec_lang.schedules import Buffer, Schedule, buffer_after, final_buffer, validate
 from spec_lang.spec import Params
 from spec_lang.tensor import Tensor, record_site, user_site
-from spec_lang.term import COLLECTIVE, Axis, Op, Term, term, varying_axes
+from spec_lang.term import COLLECTIVE, Axis, Op, Term, term, varying_axes, walk
 
 __all__ = ["Stage", "StageIO", "Pipeline", "Accumulation", "lower_buffer", "stage"]
 
@@ -479,41 +479,23 @@ def _on_stage(t: Term, axis: str, s: int) -> Term:
     Otherwise ``t`` is returned unchanged."""
     if axis not in varying_axes(t) or _pp_collectives(t, axis):
         return t
-    memo: dict[int, Term] = {}
-
-    def sub(x: Term) -> Term:
-        got = memo.get(id(x))
-        if got is not None:
-            return got
+    new: dict[int, Term] = {}
+    for x in walk(t):                              # children first, no recursion (deep models)
         if x.op is Op.RANK_CONST and x.attrs[0] == axis:
-            out = term(Op.CONST, (), (x.attrs[1][s],), x.dims)
+            new[id(x)] = term(Op.CONST, (), (x.attrs[1][s],), x.dims)
         elif not x.args or axis not in varying_axes(x):
-            out = x
+            new[id(x)] = x
         else:
-            args = tuple(sub(a) for a in x.args)
-            out = x if all(a is b for a, b in zip(args, x.args)) else \
+            args = tuple(new[id(a)] for a in x.args)
+            new[id(x)] = x if all(a is b for a, b in zip(args, x.args)) else \
                 term(x.op, args, x.attrs, x.dims)
-        memo[id(x)] = out
-        return out
-
-    out = sub(t)
+    out = new[id(t)]
     return t if axis in varying_axes(out) else out
 
 
 def _pp_collectives(t: Term, axis: str) -> set[Term]:
     """The collective nodes over ``axis`` in ``t``."""
-    out: set[Term] = set()
-    seen: set[int] = set()
-    stack = [t]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if x.op in COLLECTIVE and x.attrs and x.attrs[0] == axis:
-            out.add(x)
-        stack.extend(x.args)
-    return out
+    return {x for x in walk(t) if x.op in COLLECTIVE and x.attrs and x.attrs[0] == axis}
 
 
 class _StageParams(Params):
