@@ -60,7 +60,7 @@ from spec_lang.plan import Loss, Plan, microbatches as _microbatches
 from spec_lang.plans.clipping import grad_norm_sq_fn
 from spec_lang.plans.context_parallel import CPSettings, _contiguous, _rope_tables, cp_attention
 from spec_lang.plans.megatron import (
-    MegatronSettings, MegatronTP, Scale, _scaled, colwise, layer_plan, partial_grad_axes,
+    MegatronSettings, MegatronTP, Scale, colwise, grad_reducer, layer_plan,
     replicated, rowwise,
 )
 from spec_lang.plans.sharded_dp import DP_REPLICATE, DP_SHARD, ShardedDP, ShardedDPSettings, \
@@ -252,15 +252,7 @@ def moe_megatron(model: MoEModel | MoEConfig | Spec, *, tp: int, dp: int, microb
         return _seed_and_report(main_seed, ctx.report, aux_r, c, [x.tensor() for x in aux],
                                 report_axes)
 
-    def reduce_grads(name: str, g: Tensor) -> Tensor:
-        if s.sp and partial_grad_axes(g, pl.get(name, {})):    # used on sequence shards
-            for axis in s.sp_grad_reduce_axes:
-                g = all_reduce(g, axis)
-        g = _scaled(g, s.grad_scale)
-        for axis in s.grad_reduce_axes:
-            g = all_reduce(g, axis)
-        return g
-
+    reduce_grads = grad_reducer(s, pl)
     mesh = Mesh(dp=dp, tp=tp)
     return Plan(mesh=mesh, placements=pl, forward=forward, reduce_grads=reduce_grads,
                 grad_norm_sq=grad_norm_sq_fn(mesh=mesh),

@@ -52,7 +52,7 @@ gradient varies over tp (:func:`partial_grad_axes`); no per-parameter flag is co
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -296,6 +296,29 @@ class MegatronTP(ParallelContext):
 
 # -- gradient typing: which replicated weights have Partial gradients ----------------------------
 
+def grad_reducer(s: MegatronSettings, pl: Mapping[str, Mapping[str, Placement]]
+                 ) -> Callable[[str, Tensor], Tensor]:
+    """Megatron's gradient reduction as ``Plan(reduce_grads=...)``: with SP, the tp all-reduce
+    of a replicated weight's Partial[tp] gradient (``partial_grad_axes``); then the DDP scale
+    ``s.grad_scale`` and the all-reduce (sum) over ``s.grad_reduce_axes``. ``g`` arrives
+    already summed over the micro-batches.
+
+    Args:
+        s: the settings (scales and axes are plan data).
+        pl: parameter placements (name -> axis -> placement).
+    """
+    def reduce_grads(name: str, g: Tensor) -> Tensor:
+        if s.sp and partial_grad_axes(g, pl.get(name, {})):
+            for axis in s.sp_grad_reduce_axes:
+                g = all_reduce(g, axis)
+        g = _scaled(g, s.grad_scale)
+        for axis in s.grad_reduce_axes:
+            g = all_reduce(g, axis)
+        return g
+
+    return reduce_grads
+
+
 def partial_grad_axes(g: Tensor, placement: Mapping[str, Placement],
                       axes: tuple[str, ...] = (TP,)) -> tuple[str, ...]:
     """The axes among ``axes`` over which local gradient ``g`` is ``Partial(sum)``.
@@ -436,17 +459,7 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
         assert ctx.report is not None
         return Loss(backward=seed, report=ctx.report)
 
-    def reduce_grads(name: str, g: Tensor) -> Tensor:
-        # SP: a replicated weight used on sequence shards has a Partial[tp] gradient
-        if s.sp and partial_grad_axes(g, pl.get(name, {})):
-            for axis in s.sp_grad_reduce_axes:
-                g = all_reduce(g, axis)
-        # g is already summed over the K micro-batches; DDP: scale by 1/dp, all-reduce (sum)
-        g = _scaled(g, s.grad_scale)
-        for axis in s.grad_reduce_axes:
-            g = all_reduce(g, axis)
-        return g
-
+    reduce_grads = grad_reducer(s, pl)
     mesh = Mesh(dp=dp, tp=tp)
     return Plan(mesh=mesh, placements=pl, forward=forward,
                 reduce_grads=reduce_grads, grad_norm_sq=grad_norm_sq_fn(mesh=mesh), microbatches=_microbatches(microbatches, m.dims.B),
