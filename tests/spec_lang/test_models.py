@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -74,7 +73,6 @@ def test_walkers_on_a_128_layer_model() -> None:
     """trace, grad, walk, lower and varying_axes on 128 layers, with a low recursion limit."""
     m = llama(dataclasses.replace(DEBUG, n_layers=128))
     old = sys.getrecursionlimit()
-    t0 = time.perf_counter()
     sys.setrecursionlimit(400)
     try:
         it = trace_spec(m.spec(AdamW()))
@@ -90,7 +88,6 @@ def test_walkers_on_a_128_layer_model() -> None:
     assert len(nodes) > 30_000 and v == frozenset()
     assert low == roots  # no REGION in a spec: lower is the identity, node for node
     assert g0 is it.outputs["grad:layers.0.mlp.w1"]  # same construction, same hash-consed node
-    assert time.perf_counter() - t0 < 20
 
 
 def test_a_128_layer_tp_plan_builds_its_problem_without_recursion() -> None:
