@@ -41,6 +41,8 @@ __all__ = [
     # composite (written in the ops above)
     "softmax", "log_softmax", "logsumexp", "rms_norm", "layer_norm", "rope", "embedding",
     "cross_entropy_per_token", "cross_entropy",
+    # obligation cutting
+    "layer_boundary",
 ]
 
 REDUCE = frozenset({Op.EINSUM, Op.REDUCE_MAX})
@@ -49,6 +51,28 @@ MOVEMENT = frozenset({Op.RENAME, Op.CHUNK, Op.CONCAT})
 # A float constant is accepted when its shortest decimal form has at most this many significant
 # digits: then it is the literal the user wrote (1e-5, 0.9, 3e-4), not an accident of binary.
 _MAX_FLOAT_DIGITS = 10
+
+
+# -- obligation cutting ----------------------------------------------------------------------------
+def layer_boundary(x: Tensor, name: str) -> Tensor:
+    """Mark ``x`` (the residual stream, e.g. ``(B, S, H)``) as the value at layer boundary ``name``.
+
+    Returns ``x`` itself (same term: the mark changes no value). The current trace records
+    ``(name, term, site)``; when the spec and the plan both mark ``name``, the prover may cut its
+    obligations there (``docs/verifier-internals.md``, "Obligation cutting"): it proves each layer
+    once as a lemma over a fresh input and reuses the proof for every identical layer. A mark
+    outside a trace does nothing. Convention: ``f"layers.{i}"`` before block ``i`` and
+    ``f"layers.{L}"`` after the last block.
+
+    Raises:
+        TypeError: ``x`` is not a Tensor or ``name`` not a string.
+    """
+    if not isinstance(x, Tensor) or not isinstance(name, str):
+        raise TypeError(f"{user_site(2)}: layer_boundary(x, name) needs a Tensor and a str")
+    ctx = current_trace()
+    if ctx is not None:
+        ctx.boundaries.append((name, x.term, user_site(2)))
+    return x
 
 
 # -- constants -------------------------------------------------------------------------------------

@@ -81,6 +81,11 @@ class Params(Mapping[str, Tensor]):
         self._t = dict(tensors)
         self._prefix = prefix
 
+    @property
+    def prefix(self) -> str:
+        """The scope's dotted prefix, ``""`` or e.g. ``"layers.3."``."""
+        return self._prefix
+
     def scope(self, prefix: str) -> Params:
         """The view of the parameters under ``prefix.`` (nested scopes join with dots)."""
         return Params(self._t, f"{self._prefix}{prefix}.")

@@ -66,11 +66,14 @@ class TraceContext:
         kind: ``"spec"`` or ``"plan"``.
         sizes: dim name -> size, from every :class:`Dim` seen (and derived dims).
         mesh: axis name -> size (plans; ``"mb"`` included when micro-batching).
+        boundaries: ``(name, term, site)`` of every :func:`spec_lang.ops.layer_boundary` mark, in
+            trace order (the prover cuts obligations where spec and plan both mark a name).
     """
 
     kind: str = "spec"
     sizes: dict[str, int] = field(default_factory=dict)
     mesh: dict[str, int] = field(default_factory=dict)
+    boundaries: list[tuple[str, Term, str]] = field(default_factory=list)
 
     @property
     def error(self) -> type[SpecLangError]:

@@ -156,11 +156,16 @@ def feed_forward(p: Params, x: Tensor, d: LlamaDims, ctx: ParallelContext) -> Te
 
 def transformer_block(p: Params, x: Tensor, c: LlamaConfig, d: LlamaDims,
                       ctx: ParallelContext) -> Tensor:
-    """Pre-norm residual block: ``x + attn(norm(x))``, then ``+ mlp(norm(.))``; (B, S, H)."""
+    """Pre-norm residual block: ``x + attn(norm(x))``, then ``+ mlp(norm(.))``; (B, S, H).
+
+    Marks its input and output as layer boundaries ``<scope>`` and ``<scope>.out`` (e.g.
+    ``layers.3`` / ``layers.3.out``; :func:`spec_lang.ops.layer_boundary`)."""
+    x = ops.layer_boundary(x, p.prefix.rstrip("."))
     h = x + attention(p.scope("attn"), ops.rms_norm(x, p["attention_norm"], d.H, c.norm_eps),
                       c, d, ctx)
-    return h + feed_forward(p.scope("mlp"), ops.rms_norm(h, p["ffn_norm"], d.H, c.norm_eps),
-                            d, ctx)
+    out = h + feed_forward(p.scope("mlp"), ops.rms_norm(h, p["ffn_norm"], d.H, c.norm_eps),
+                           d, ctx)
+    return ops.layer_boundary(out, p.prefix + "out")
 
 
 def llama_forward(p: Params, data: Mapping[str, Tensor], c: LlamaConfig, d: LlamaDims,

@@ -232,14 +232,17 @@ def moe_layer(p: Params, x: Tensor, c: MoEConfig, d: MoEDims, ctx: MoEContext,
 
 def moe_block(p: Params, x: Tensor, c: MoEConfig, d: MoEDims, ctx: MoEContext,
               bias: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Pre-norm block ``x + attn(norm(x))`` then ``+ moe(norm(.))``; returns ``(x', aux)``."""
+    """Pre-norm block ``x + attn(norm(x))`` then ``+ moe(norm(.))``; returns ``(x', aux)``.
+
+    Marks its input and output as layer boundaries ``<scope>`` and ``<scope>.out``."""
+    x = ops.layer_boundary(x, p.prefix.rstrip("."))
     h = x
     if c.attention:
         h = x + attention(p.scope("attn"), ops.rms_norm(x, p["attention_norm"], d.H, c.norm_eps),
                           c.llama(), d.llama, ctx)
     y, aux = moe_layer(p.scope("moe"), ops.rms_norm(h, p["ffn_norm"], d.H, c.norm_eps), c, d, ctx,
                        bias)
-    return h + y, aux
+    return ops.layer_boundary(h + y, p.prefix + "out"), aux
 
 
 def moe_forward(p: Params, data: Mapping[str, Tensor], c: MoEConfig, d: MoEDims,
