@@ -1,8 +1,9 @@
 """Llama 3 as a spec: RMSNorm, RoPE, grouped-query causal attention, SwiGLU, untied head.
 
-Sources: Meta's Llama 3 reference ``model.py`` and the model card (``docs/ANCHORS.md``: 8B =
-hidden 4096, 32 layers, 32 heads / 8 KV heads, FFN 14336, vocab 128256, RoPE theta 500000,
-RMSNorm eps 1e-5).
+Sources: Meta's Llama 3 reference ``model.py`` and the model cards (``docs/ANCHORS.md``, "Real
+model configurations": 8B = hidden 4096, 32 layers, 32 heads / 8 KV heads, FFN 14336, vocab
+128256, RoPE theta 500000, RMSNorm eps 1e-5; :data:`LLAMA3_70B` and :data:`LLAMA31_405B` from the
+same table).
 
 Weights carry head dims so that no reshape is needed (GQA: ``G = heads / kv_heads`` query
 heads share one KV head)::
@@ -31,7 +32,7 @@ from spec_lang.errors import SpecError
 from spec_lang.spec import Data, Params, index, mask
 from spec_lang.tensor import Tensor
 
-__all__ = ["LlamaConfig", "LLAMA3_8B", "DEBUG", "LlamaDims", "LlamaModel", "ParallelContext",
+__all__ = ["LlamaConfig", "LLAMA3_8B", "LLAMA3_70B", "LLAMA31_405B", "DEBUG", "LlamaDims", "LlamaModel", "ParallelContext",
            "SpecContext", "llama", "attention", "feed_forward", "transformer_block",
            "llama_forward"]
 
@@ -61,6 +62,24 @@ LLAMA3_8B = LlamaConfig(name="llama3_8b", hidden=4096, n_layers=32, n_heads=32, 
                         ffn_hidden=14336, vocab=128256, rope_theta=500000,
                         norm_eps=Fraction(1, 10**5), batch=8, seq=8192)
 """Llama-3-8B (docs/ANCHORS.md, "Real model configurations" row)."""
+
+LLAMA3_70B = LlamaConfig(name="llama3_70b", hidden=8192, n_layers=80, n_heads=64, n_kv_heads=8,
+                         ffn_hidden=28672, vocab=128256, rope_theta=500000,
+                         norm_eps=Fraction(1, 10**5), batch=2048, seq=8192)
+"""Llama-3-70B (docs/ANCHORS.md, "Real model configurations" row: hidden 8192, 80 layers, 64 / 8
+heads, FFN 28672, vocab 128256; RoPE theta 500000 and RMSNorm eps 1e-5 as the Llama 3 family).
+Batch: 2048 sequences of 8192 tokens (16M tokens, the Llama 3 paper's final pre-training batch,
+sec. 3.4.1; the 70B batch is not published separately); plans choose their own with
+``dataclasses.replace``."""
+
+LLAMA31_405B = LlamaConfig(name="llama31_405b", hidden=16384, n_layers=126, n_heads=128,
+                           n_kv_heads=8, ffn_hidden=53248, vocab=128256, rope_theta=500000,
+                           norm_eps=Fraction(1, 10**5), batch=2048, seq=8192)
+"""Llama-3.1-405B (docs/ANCHORS.md, "Real model configurations" row: hidden 16384, 126 layers,
+128 / 8 heads, FFN 53248, vocab 128256, RoPE theta 500000, RMSNorm eps 1e-5; trained with TP 8,
+PP 16, DP 64 at seq 8192). Batch: 2048 sequences of 8192 tokens = 16M tokens (Llama 3 paper
+sec. 3.4.1) = DP 64 x 32 sequences. The Llama 3.1 RoPE frequency scaling (long context) is not
+part of this config."""
 
 DEBUG = LlamaConfig(name="debug", hidden=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=24,
                     vocab=32, rope_theta=10000, norm_eps=Fraction(1, 10**5), batch=4, seq=8)
