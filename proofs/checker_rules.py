@@ -137,7 +137,7 @@ def num_pow(c: Any, e: Fraction) -> Any:
 
 
 # -- the environment a rule sees ----------------------------------------------------------------
-AXIS_ORDER = ("dp", "dp_replicate", "dp_shard", "tp", "pp", "cp", "sp", "ep", "mb")
+AXIS_ORDER = ("dp", "dp_replicate", "dp_shard", "tp", "pp", "cp", "sp", "mb", "ep")
 LEAVES = frozenset({"INPUT", "CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST", "CAUSAL_MASK",
                     "ROPE_COS", "ROPE_SIN"})
 ELEMENTWISE = frozenset({"ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW",

@@ -360,12 +360,15 @@ def skey(t: Term) -> bytes:
     return _KEYS[t]
 
 
-_AXIS_ORDER = ("dp", "dp_replicate", "dp_shard", "tp", "pp", "cp", "sp", "ep", "mb")
+# ep above mb: under micro-batches an expert-parallel plan types its tokens B[dp, mb, ep] (the
+# dispatch all-to-all over ep concatenates the innermost shard), so the canonical nesting
+# reduces ep first (spec_lang/plans/deepseek.py). The order only orients the swap rules.
+_AXIS_ORDER = ("dp", "dp_replicate", "dp_shard", "tp", "pp", "cp", "sp", "mb", "ep")
 
 
 def axis_rank(a: str) -> tuple[int, str]:
     """Total order on mesh axes used by canonical forms: ``dp < dp_replicate < dp_shard < tp <
-    pp < cp < sp < ep < mb``, then any other axis by name. Outer SHARDs and inner ALL_REDUCEs have the higher rank."""
+    pp < cp < sp < mb < ep``, then any other axis by name. Outer SHARDs and inner ALL_REDUCEs have the higher rank."""
     a = str(a)
     return (_AXIS_ORDER.index(a), "") if a in _AXIS_ORDER else (len(_AXIS_ORDER), a)
 

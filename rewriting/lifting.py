@@ -7,7 +7,7 @@ Lifting every SHARD to the root turns a plan term into ``SHARD(...SHARD(spec-lik
 which is what the lineage of the spec's output says the rank must hold.
 
 Nested shards of different dims are kept in one canonical order (``shard-swap``): the outer
-SHARD has the higher :func:`~rewriting.build.axis_rank` (``dp < tp < pp < cp < sp < ep < mb``),
+SHARD has the higher :func:`~rewriting.build.axis_rank` (``dp < tp < pp < cp < sp < mb < ep``),
 shards of the same dim keep their nesting. Lifting tries the top SHARD of each operand.
 
 Guards use ``varying_axes`` (``spec_lang/term.py``): an operand that is not a block must not vary
