@@ -47,11 +47,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import assert_never
+from typing import Any, assert_never
 
 from spec_lang.collectives import PRIMITIVES, prim_dims, prim_term
 from spec_lang.errors import PlanError, SpecError
-from spec_lang.tensor import Tensor, record_site, site_of, user_site
+from spec_lang.tensor import Tensor, current_trace, record_site, site_of, user_site
 from spec_lang.term import DimSpec, Op, Term, term, walk
 
 __all__ = ["grad", "backward", "lower", "zeros_like"]
@@ -189,11 +189,16 @@ def grad(loss: Term, wrt: Sequence[Term], *, seed: Term | None = None) -> list[T
             relevant.add(id(n))
     adj: dict[int, list[Term]] = {id(loss): [seed if seed is not None else _c(1)]}
     done: dict[int, Term] = {}
+    watch = _boundary_watch()
     for n in reversed(order):
         contribs = adj.pop(id(n), None)
         if contribs is None or id(n) not in relevant:
             continue
         g = _add(*contribs)
+        if id(n) in watch:  # the adjoint at a layer boundary: a backward cut point
+            ctx, names = watch[id(n)]
+            for name in names:
+                ctx.adjoints.append((name, n, g))
         if id(n) in targets:
             done[id(n)] = g
             continue  # a target is a leaf of the differentiation (e.g. a plan's SHARD(w))
@@ -206,6 +211,18 @@ def grad(loss: Term, wrt: Sequence[Term], *, seed: Term | None = None) -> list[T
     for w in wrt:
         g = done.get(id(w))
         out.append(zeros_like(w) if g is None else _materialise(g, w))
+    return out
+
+
+def _boundary_watch() -> dict[int, tuple[Any, list[str]]]:
+    """``id(term) -> (trace, names)`` of the current trace's layer boundaries
+    (:func:`spec_lang.ops.layer_boundary`); their adjoints are recorded in ``trace.adjoints``."""
+    ctx = current_trace()
+    if ctx is None or not ctx.boundaries:
+        return {}
+    out: dict[int, tuple[Any, list[str]]] = {}
+    for name, t, _site in ctx.boundaries:
+        out.setdefault(id(t), (ctx, []))[1].append(name)
     return out
 
 

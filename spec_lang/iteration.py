@@ -24,7 +24,7 @@ from spec_lang.placement import (
 from spec_lang.ops import sqrt
 from spec_lang.optim import clip_coefficient, global_norm_sq
 from spec_lang.plan import Loss, Plan
-from spec_lang.problem import Goal, Problem
+from spec_lang.problem import CutPoint, Goal, Problem
 from spec_lang.spec import Params, Spec, input_term
 from spec_lang.tensor import Tensor, TraceContext, record_site, tracing
 from spec_lang.term import Binding, DimSpec, Op, Term, term
@@ -46,6 +46,25 @@ class Iteration:
     kinds: dict[str, str]
     sizes: dict[str, int]
     sites: dict[str, str] = field(default_factory=dict)
+    cuts: dict[str, Term] = field(default_factory=dict)      # marked boundaries (first mark)
+    adjoints: dict[str, Term] = field(default_factory=dict)  # their adjoints (backward cuts)
+
+
+def _mark(ctx: TraceContext, name: str, t: Tensor) -> None:
+    """Record an optimizer-input value (a gradient, a squared norm) as a cut point."""
+    ctx.boundaries.append((name, t.term, t.site))
+
+
+def _cut_terms(ctx: TraceContext) -> tuple[dict[str, Term], dict[str, Term]]:
+    """The first term marked under each name, and the first adjoint recorded for it."""
+    cuts: dict[str, Term] = {}
+    for name, t, _ in ctx.boundaries:
+        cuts.setdefault(name, t)
+    adjoints: dict[str, Term] = {}
+    for name, t, g in ctx.adjoints:
+        if cuts.get(name) is t:
+            adjoints.setdefault(name, g)
+    return cuts, adjoints
 
 
 def _record_dims(ctx: TraceContext, spec: Spec) -> None:
@@ -90,14 +109,17 @@ def trace_spec(spec: Spec) -> Iteration:
         gts = {k: Tensor(g, spec.site, f"grad:{k}") for k, g in zip(spec.params, grads)}
         for k, g in gts.items():
             outputs[f"grad:{k}"], kinds[f"grad:{k}"] = g.term, "grad"
+            _mark(ctx, f"grad:{k}", g)
         if spec.clip_grad_norm is not None and spec.clip_groups is not None:
             for grp, names in spec.clip_groups.items():   # one clip_grad_norm_ per group
                 total = global_norm_sq([gts[k] for k in names])
+                _mark(ctx, f"grad_norm_sq:{grp}", total)
                 outputs[f"grad_norm:{grp}"], kinds[f"grad_norm:{grp}"] = sqrt(total).term, "grad"
                 coef = clip_coefficient(total, spec.clip_grad_norm)
                 gts.update({k: gts[k] * coef for k in names})
         elif spec.clip_grad_norm is not None:
             total = global_norm_sq(list(gts.values()))
+            _mark(ctx, "grad_norm_sq", total)
             outputs["grad_norm"], kinds["grad_norm"] = sqrt(total).term, "grad"
             coef = clip_coefficient(total, spec.clip_grad_norm)
             gts = {k: g * coef for k, g in gts.items()}
@@ -107,7 +129,8 @@ def trace_spec(spec: Spec) -> Iteration:
             new = spec.optimizer.update(k, params[k], g, state)
             for name, t in new.items():
                 outputs[name], kinds[name] = t.term, ("param" if name == k else "state")
-    return Iteration(outputs, kinds, dict(ctx.sizes))
+    cuts, adjoints = _cut_terms(ctx)
+    return Iteration(outputs, kinds, dict(ctx.sizes), cuts=cuts, adjoints=adjoints)
 
 
 def _plan_errors(plan: Plan, spec: Spec, sizes: Mapping[str, int]) -> list[str]:
@@ -244,6 +267,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                                 f"{shard[k].describe()} ({describe_placements(opl, mesh)}); fix "
                                 "reduce_grads (or optimizer_placements)")
             final[k] = gt
+            _mark(ctx, f"grad:{k}", gt)
             outputs[f"grad:{k}"], kinds[f"grad:{k}"] = gt.term, "grad"
             where[f"grad:{k}"] = opl
             sites[f"grad:{k}"] = gt.site if r is not None else plan.site
@@ -261,6 +285,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 else spec.clip_grad_norm
             for grp, names in spec.clip_groups.items():
                 total = _check_loss(per[grp], plan.site, PlanError, "grad_norm_sq")
+                _mark(ctx, f"grad_norm_sq:{grp}", total)
                 outputs[f"grad_norm:{grp}"] = sqrt(total).term
                 kinds[f"grad_norm:{grp}"] = "grad"
                 where[f"grad_norm:{grp}"] = {}
@@ -274,6 +299,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                                 "the global squared norm from the local gradients")
             total = _check_loss(plan.grad_norm_sq(_held(plan, final)), plan.site, PlanError,
                                 "grad_norm_sq")
+            _mark(ctx, "grad_norm_sq", total)
             outputs["grad_norm"], kinds["grad_norm"] = sqrt(total).term, "grad"
             where["grad_norm"] = {}
             sites["grad_norm"] = total.site
@@ -303,13 +329,19 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 outputs[name], kinds[name] = t.term, ("param" if name == k else "state")
                 where[name] = plan.placements.get(k, {}) if name == k else opl
     names = list(outputs)
-    lowered = lower([outputs[n] for n in names])
+    cuts, adjoints = _cut_terms(ctx)
+    extra = list(cuts.values()) + list(adjoints.values())
+    lowered_all = lower([outputs[n] for n in names] + extra)   # one call: shared nodes stay shared
+    lowered, extra = lowered_all[:len(names)], lowered_all[len(names):]
+    cuts = dict(zip(cuts, extra[:len(cuts)]))
+    adjoints = dict(zip(adjoints, extra[len(cuts):]))
     if plan.schedule is not None:          # a stage-held parameter is read on its stage
         lowered = [plan.schedule.observe(n.split(":", 1)[-1], t) if kinds[n] != "loss"
                    and n.split(":", 1)[-1] in spec.params else t
                    for n, t in zip(names, lowered)]
     sites = {n: sites.get(n, plan.site) for n in names}
-    return Iteration(dict(zip(names, lowered)), kinds, dict(ctx.sizes), sites), where
+    return Iteration(dict(zip(names, lowered)), kinds, dict(ctx.sizes), sites, cuts=cuts,
+                     adjoints=adjoints), where
 
 
 _LAYER = re.compile(r"(?:^|:)((?:layers|blocks|h)\.\d+)\.")
@@ -349,6 +381,16 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
         path=path, source_sha256=sha256, binding=Binding(sizes), mesh=dict(plan.axes),
         goals=tuple(goals),
         assumptions=DEFAULT_ASSUMPTIONS + tuple(spec.assumptions) + tuple(plan.assumptions),
-        spec_outputs=dict(s.outputs), rng=tuple(rng_records), schedule=plan.schedule)
+        spec_outputs=dict(s.outputs), rng=tuple(rng_records), schedule=plan.schedule,
+        cut_points=_cut_points(s, p))
+
+
+def _cut_points(s: Iteration, p: Iteration) -> tuple[CutPoint, ...]:
+    """Boundaries marked in both traces (forward values, then their adjoints), in plan order."""
+    out = [CutPoint(name, s.cuts[name], t, "forward") for name, t in p.cuts.items()
+           if name in s.cuts]
+    out += [CutPoint(name, s.adjoints[name], g, "backward") for name, g in p.adjoints.items()
+            if name in s.adjoints]
+    return tuple(out)
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from spec_lang.term import Binding, Term
 
-__all__ = ["Problem", "Goal"]
+__all__ = ["Problem", "Goal", "CutPoint"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,24 @@ class Goal:
 
 
 @dataclass(frozen=True)
+class CutPoint:
+    """A value both traces mark under one name (``ops.layer_boundary``, a gradient handed to
+    the optimizer, a squared gradient norm), or the adjoint of such a boundary.
+
+    Attributes:
+        name: ``"layers.3"``, ``"layers.3.out"``, ``"grad:layers.3.attn.wq"``, ``"grad_norm_sq"``.
+        spec: the spec's term (full tensor, e.g. ``(B, S, H)``).
+        plan: the plan's per-rank term (lowered).
+        kind: ``"forward"`` (the value) or ``"backward"`` (the loss's adjoint at that value).
+    """
+
+    name: str
+    spec: Term
+    plan: Term
+    kind: str
+
+
+@dataclass(frozen=True)
 class Problem:
     """A spec, a plan and the goals relating them (one per plan output)."""
 
@@ -48,3 +66,5 @@ class Problem:
     # Plan(schedule=...): the Pipeline / Accumulation whose event order built the gradient
     # buffers (counterexamples name the stage and its events; proofs/counterexample.py)
     schedule: object = None
+    # marked boundaries of both traces: where the prover may cut obligations (proofs/cut.py)
+    cut_points: tuple = ()

@@ -68,12 +68,15 @@ class TraceContext:
         mesh: axis name -> size (plans; ``"mb"`` included when micro-batching).
         boundaries: ``(name, term, site)`` of every :func:`spec_lang.ops.layer_boundary` mark, in
             trace order (the prover cuts obligations where spec and plan both mark a name).
+        adjoints: ``(name, boundary term, its adjoint)`` recorded by ``autodiff.grad`` for every
+            marked boundary on a differentiated path (backward cut points).
     """
 
     kind: str = "spec"
     sizes: dict[str, int] = field(default_factory=dict)
     mesh: dict[str, int] = field(default_factory=dict)
     boundaries: list[tuple[str, Term, str]] = field(default_factory=list)
+    adjoints: list[tuple[str, Term, Term]] = field(default_factory=list)
 
     @property
     def error(self) -> type[SpecLangError]:
