@@ -1,6 +1,7 @@
 """Command line: ``prove PLAN.py`` and ``check-certificate CERT.json`` (``docs/cli.md``).
 
-Exit codes (STYLE rule 15): ``prove`` 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN, 3 bad input;
+Exit codes (STYLE rule 15): ``prove`` 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN, 3 bad input
+(also ``--executor ray`` without ray installed);
 an internal error is reported as ``prove: internal error: ...`` and exits 2 (never 0).
 ``prove --precision-lint=error``: 4 when the verdict is EQUIVALENT but the lint has findings.
 ``check-certificate`` 0 the certificate checks, 1 it is rejected (one line saying why),
@@ -60,12 +61,19 @@ def _prove(argv: list[str] | None) -> int:
     p = _Parser(prog="prove", description="Prove a training plan equivalent to its spec.")
     p.add_argument("plan", help="the plan file (a Python file defining the spec and the plan)")
     p.add_argument("--certificate", metavar="OUT.json", help="write a certificate here")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="worker processes for independent obligations and z3 queries "
+                        "(default: the usable cores); small problems stay in-process")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="wall-clock budget in seconds (default 600); goals left open are UNKNOWN")
     p.add_argument("--json", action="store_true", help="print a machine-readable verdict on stdout")
-    p.add_argument("--executor", default="local", choices=["local"],
-                   help="where goals run (only 'local': a process pool of --jobs workers)")
+    p.add_argument("--executor", default="local", choices=["local", "ray"],
+                   help="where obligations run: 'local' (a process pool of --jobs workers, "
+                        "default) or 'ray' (optional extra: pip install 'shardproof[ray]'; "
+                        "RAY_ADDRESS selects a cluster, else a local instance)")
+    p.add_argument("--worker-memory", type=float, default=None, metavar="GB",
+                   help="address-space limit per worker in GB (default: RAM / jobs, at most 8); "
+                        "a worker over it leaves its goals open (UNKNOWN), never proved")
     p.add_argument("--precision-lint", nargs="?", const="warn", default=None,
                    choices=["warn", "error"], metavar="warn|error",
                    help="also lint reductions narrower than fp32 around collectives "
@@ -75,8 +83,18 @@ def _prove(argv: list[str] | None) -> int:
         a = p.parse_args(argv)
     except _UsageError as e:
         return _err("prove", str(e))
+    from proofs.executor import ExecutorUnavailable, default_jobs, require_executor
+
+    if a.jobs is None:
+        a.jobs = default_jobs()
     if a.jobs < 1:
         return _err("prove", f"--jobs must be >= 1, got {a.jobs}")
+    if a.worker_memory is not None and not a.worker_memory > 0:
+        return _err("prove", f"--worker-memory must be > 0 (GB), got {a.worker_memory}")
+    try:
+        require_executor(a.executor)
+    except ExecutorUnavailable as e:
+        return _err("prove", str(e))
     if not a.timeout > 0:
         return _err("prove", f"--timeout must be > 0, got {a.timeout}")
     path = Path(a.plan)
@@ -95,8 +113,10 @@ def _prove(argv: list[str] | None) -> int:
     try:
         from proofs.prover import prove
 
-        with _Progress() as progress:
-            report = prove(problem, jobs=a.jobs, timeout_s=a.timeout, progress=progress)
+        with _Progress(enabled=not a.json) as progress:
+            progress.loaded(t_load)
+            report = prove(problem, jobs=a.jobs, timeout_s=a.timeout, progress=progress,
+                           executor=a.executor, worker_memory_gb=a.worker_memory)
         report.seconds = {"load": t_load, **report.seconds}
     except Exception as e:  # noqa: BLE001
         return _internal(e)
@@ -190,15 +210,27 @@ def _internal(e: BaseException) -> int:
 
 
 class _Progress:
-    """A rich progress bar over goals on stderr, when stderr is a terminal."""
+    """Progress over obligations on stderr, per phase (trace, refute, rewrite, smt, ...).
 
-    def __init__(self) -> None:
+    A rich progress bar when stderr is a terminal; otherwise one plain line per finished phase
+    (``prove: rewrite: 1165/1165 goals, 9.6 s``) and at most one line per 10 s within a long
+    phase; nothing when ``enabled`` is false (``--json``).
+    """
+
+    PLAIN_EVERY_S = 10.0
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self.bar = None
         self.tasks: dict[str, Any] = {}
         self.t0 = time.monotonic()
+        self.started: dict[str, float] = {}
+        self.last: dict[str, tuple[int, int]] = {}
+        self.printed: dict[str, float] = {}
+        self.pending_trace: float | None = None
 
     def __enter__(self) -> _Progress:
-        if sys.stderr.isatty():
+        if self.enabled and sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
                 TimeElapsedColumn
@@ -209,12 +241,43 @@ class _Progress:
             self.bar.start()
         return self
 
+    def loaded(self, seconds: float) -> None:
+        """The plan was traced (``spec_lang.load``) in ``seconds``; shown with the first phase."""
+        self.pending_trace = seconds
+
     def __call__(self, phase: str, done: int, total: int) -> None:
-        if self.bar is None:
+        if not self.enabled:
             return
-        if phase not in self.tasks:
-            self.tasks[phase] = self.bar.add_task(phase, total=max(total, 1))
-        self.bar.update(self.tasks[phase], completed=done, total=max(total, 1))
+        now = time.monotonic()
+        if self.pending_trace is not None:
+            t, self.pending_trace = self.pending_trace, None
+            self._show("trace", 1, 1, t)
+        if phase not in self.started:
+            self.started[phase] = now
+            for other, (d, n) in list(self.last.items()):  # a new phase ends the previous ones
+                if d < n:
+                    self._show(other, d, n, now - self.started[other], final=True)
+        self.last[phase] = (done, total)
+        self._show(phase, done, total, now - self.started[phase])
+
+    def _show(self, phase: str, done: int, total: int, seconds: float,
+              final: bool = False) -> None:
+        if self.bar is not None:
+            if phase not in self.tasks:
+                self.tasks[phase] = self.bar.add_task(phase, total=max(total, 1))
+            self.bar.update(self.tasks[phase], completed=done, total=max(total, 1))
+            return
+        now = time.monotonic()
+        end = final or done >= total
+        if not end and now - self.printed.get(phase, self.started.get(phase, now)) \
+                < self.PLAIN_EVERY_S:
+            return
+        if (end and self.printed.get(phase) == -1.0) or total == 0:
+            return  # already reported finished, or nothing to do
+        self.printed[phase] = -1.0 if end else now
+        unit = "plan" if phase == "trace" else "goals"
+        print(f"prove: {phase}: {done}/{total} {unit}, {seconds:.1f} s", file=sys.stderr,
+              flush=True)
 
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:
@@ -255,6 +318,11 @@ def _summary(report: Any, stream: Any) -> None:
     if c["not attempted"]:
         keys.insert(5, "not attempted")
         heads.insert(5, "not attempted")
+    # counts the prover adds later (e.g. lemma reuse of the cut phase) are shown when non-zero
+    for k, v in c.items():
+        if k not in keys and k != "not attempted" and v:
+            keys.append(k)
+            heads.append(k.replace("_", " "))
     t = Table(title=None, show_header=True, box=None, pad_edge=False)
     for col in heads:
         t.add_column(col, justify="right")
@@ -267,6 +335,15 @@ def _summary(report: Any, stream: Any) -> None:
     con = Console(file=stream, width=120, no_color=not stream.isatty())
     con.print(t)
     con.print(s)
+    ex = getattr(report, "executor", None) or {}
+    if ex.get("executor") not in (None, "in-process"):
+        sec = ex.get("seconds", {})
+        con.print(f"executor: {ex['executor']}, {ex['workers']} workers, {ex['tasks']} tasks "
+                  f"({ex['components']} independent groups), worker peak RSS "
+                  f"{ex['worker_peak_rss_mb']:.0f} MB (limit {ex['worker_memory_gb']:g} GB), "
+                  f"merge {sec.get('merge', 0.0):.2f} s"
+                  + (f", {ex['failed_tasks']} task(s) failed" if ex.get("failed_tasks") else ""),
+                  highlight=False)
 
 
 # -- check-certificate --------------------------------------------------------------------------

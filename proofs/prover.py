@@ -73,6 +73,7 @@ class Report:
     table: NodeTable = field(default_factory=NodeTable)
     steps: ProofSteps = field(default_factory=ProofSteps)
     node_of: dict[int, int] = field(default_factory=dict)
+    executor: dict[str, Any] = field(default_factory=dict)  # proofs.executor.ExecutorStats
 
     @property
     def counts(self) -> dict[str, int]:
@@ -98,16 +99,24 @@ class Report:
 
 # ---------------------------------------------------------------------------------------------
 def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
-          progress: Progress | None = None) -> Report:
+          progress: Progress | None = None, executor: str = "local",
+          worker_memory_gb: float | None = None) -> Report:
     """Prove every goal of ``problem`` (a ``spec_lang.Problem``) or refute one.
 
     Args:
         problem: goals, binding, mesh and assumptions from ``spec_lang.load``.
-        jobs: worker processes for the Z3 fallback.
+        jobs: worker processes for normalising independent obligation groups and for the
+            Z3 fallback (:mod:`proofs.executor`; small problems stay in-process).
         timeout_s: wall-clock budget; goals still open when it runs out stay open.
         progress: called as ``progress(phase, done, total)``.
+        executor: ``"local"`` (process pool) or ``"ray"`` (optional extra).
+        worker_memory_gb: address-space limit per worker (default: RAM / jobs, <= 8 GB).
+
+    Raises:
+        proofs.executor.ExecutorUnavailable: ``executor`` cannot run here (ray not installed).
     """
     run = _Run(problem, jobs, timeout_s, progress or (lambda *_: None))
+    run.executor, run.worker_memory_gb = executor, worker_memory_gb
     run.phase("reduce", run.reduce_shapes)        # 1a. reduced dim sizes, real mesh sizes
     run.phase("rng", run.check_rng)               # dropout streams (proofs/rng.py)
     if not run.rng_open:
@@ -117,7 +126,10 @@ def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
         run.phase("reuse", run.group_identical)   # identical obligations are proved once
         run.phase("rewrite", run.normalise)       # 2. certified normal forms
         run.phase("smt", run.smt_fallback)        # 3. egglog oracle, then Z3 on open goals
-    return run.phase("verdict", run.verdict)      # 4. EQUIVALENT / NOT EQUIVALENT / UNKNOWN
+    report = run.phase("verdict", run.verdict)    # 4. EQUIVALENT / NOT EQUIVALENT / UNKNOWN
+    stats = getattr(run, "exec_stats", None)    # proofs.executor: where normalisation ran
+    report.executor = stats.to_json() if stats is not None else {}
+    return report
 
 
 class _Run:
@@ -287,13 +299,21 @@ class _Run:
             g.reuses = src
 
     # -- 2. normalise ---------------------------------------------------------------------------
+    executor = "local"
+    worker_memory_gb: float | None = None
+
     def normalise(self) -> None:
+        from proofs.executor import ExecutorStats, normalise_goals_parallel
+
+        self.exec_stats = ExecutorStats()
         todo = [g for g in self.goals if g.reuses is None and not g.reason]
         if not todo:
             return
-        res: NormaliseResult = normalise_goals(
-            [(g.name, g.expected, g.actual) for g in todo], self.p.binding, self.steps, self.node,
-            progress=self.progress, deadline=self.deadline)
+        res: NormaliseResult = normalise_goals_parallel(
+            [(g.name, g.expected, g.actual) for g in todo], self.p.binding, self.steps,
+            self.table, self.node, jobs=self.jobs, executor=self.executor,
+            worker_memory_gb=self.worker_memory_gb, progress=self.progress,
+            deadline=self.deadline, stats=self.exec_stats)
         self.rule_counts.update(res.rule_counts)
         for g in todo:
             if g.name in res.failed:
@@ -423,11 +443,19 @@ class _Run:
             out[(id(e), id(a))] = ("pending", q.smt2)
         self.progress("smt", 0, len(todo))
         if self.jobs > 1 and len(todo) > 1:
-            with ProcessPoolExecutor(self.jobs) as ex:
+            from proofs.executor import default_worker_memory_gb, limit_memory
+
+            gb = self.worker_memory_gb or default_worker_memory_gb(self.jobs)
+            with ProcessPoolExecutor(self.jobs, initializer=limit_memory,
+                                     initargs=(int(gb * 2**30), False)) as ex:
                 futs = [ex.submit(_solve_smt2, q.smt2, min(SMT_QUERY_S, self._left()))
                         for *_, q in todo]
                 for k, ((_, e, a, q), f) in enumerate(zip(todo, futs)):
-                    out[(id(e), id(a))] = (f.result(), q.smt2)
+                    try:
+                        ans = f.result()
+                    except Exception as err:  # noqa: BLE001 -- a dead worker leaves it open
+                        ans = f"worker failed: {type(err).__name__} (memory limit {gb:g} GB?)"
+                    out[(id(e), id(a))] = (ans, q.smt2)
                     self.progress("smt", k + 1, len(todo))
         else:
             for k, (_, e, a, q) in enumerate(todo):

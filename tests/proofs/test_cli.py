@@ -135,8 +135,10 @@ def test_missing_file_and_bad_flags(tmp_path, capsys):
     assert (code, out) == (3, "") and err == f"prove: error: {tmp_path / 'nope.py'}: no such file\n"
     code, out, err = _run(capsys, [TINY, "--jobs", "0"])
     assert code == 3 and "--jobs must be >= 1" in err
-    code, out, err = _run(capsys, [TINY, "--executor", "ray"])
+    code, out, err = _run(capsys, [TINY, "--executor", "slurm"])
     assert code == 3 and err.splitlines()[-1].startswith("prove: error: ")
+    code, out, err = _run(capsys, [TINY, "--worker-memory", "0"])
+    assert code == 3 and "--worker-memory must be > 0" in err
     code, out, err = _run(capsys, [TINY, "--certificate", tmp_path / "no" / "dir.json"])
     assert code == 3 and "does not exist" in err
 
