@@ -19,6 +19,9 @@ What it checks, in order (the first failure rejects, with a one-line reason):
 4. every step, replayed in order: ``rule`` steps re-instantiate the rule's two sides from the
    substitution, match them against the step's nodes and re-evaluate the guard; ``smt`` steps
    *regenerate* the query from the terms and re-run z3 (the stored text must also equal it);
+   ``rename`` steps are a bijective renaming of inputs of an earlier step; ``cut`` steps
+   instantiate a lemma over fresh ``cut:`` variables and rewrite with one premise per cut point
+   (looked-up nodes only: the checker adds no node);
 5. every obligation's proof step proves exactly ``expected == actual``; reused obligations are
    a bijective renaming of inputs of a proved one;
 6. the verdict follows from the obligations (EQUIVALENT only when every one is proved); a NOT
@@ -59,7 +62,11 @@ STEP_KEYS = {
     "sym": {"kind", "lhs", "rhs", "of"},
     "smt": {"kind", "lhs", "rhs", "binding", "smt2", "answer", "solver"},
     "cas": {"kind", "lhs", "rhs"},
+    "rename": {"kind", "lhs", "rhs", "of"},
+    "cut": {"kind", "lhs", "rhs", "lemma", "cuts"},
 }
+CUT_KEYS = {"spec", "plan", "var", "embed", "premise"}
+CUT_PREFIX = "cut:"  # reserved INPUT-name prefix of the variables a ``cut`` step abstracts
 SCHEMA_PATHS = (Path(__file__).with_name("certificate.schema.json"),
                 Path(__file__).resolve().parents[1] / "docs" / "certificate.schema.json")
 
@@ -138,6 +145,7 @@ class _Checker:
         self.smt_timeout_s = smt_timeout_s
         self.smt_count = 0
         self.varying = varying_table(table)
+        self._cut_free: list[bool] | None = None
 
     def node(self, i: Any, where: str) -> int:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.t):
@@ -184,8 +192,155 @@ class _Checker:
                     why = cas_identity(self.t, lhs, rhs)
                     if why is not None:
                         raise _fail(f"{where}: nodes {lhs} and {rhs}: {why}")
+                case "rename":
+                    s = st.get("of")
+                    self.earlier(s, k, where)
+                    src = (self.steps[s]["lhs"], self.steps[s]["rhs"])
+                    why = _renaming_ok(self.t, src, (lhs, rhs))
+                    if why is not None:
+                        raise _fail(f"{where}: not a bijective renaming of inputs of step {s} "
+                                    f"(node {src[0]} == node {src[1]}): {why}")
+                case "cut":
+                    self.cut(where, k, st, lhs, rhs)
                 case other:
                     raise _fail(f"{where}: unknown step kind {other!r}")
+
+    # -- obligation cutting -------------------------------------------------------------------
+    def cut_free(self) -> list[bool]:
+        """Per node: no ``INPUT`` named ``cut:...`` is reachable from it (once, bottom-up)."""
+        if self._cut_free is None:
+            out: list[bool] = []
+            for op, args, attrs, _ in self.t.nodes:
+                if op == "INPUT":
+                    out.append(not _is_cut_name(attrs[0] if attrs else None))
+                else:
+                    out.append(all(out[c] for c in args))
+            self._cut_free = out
+        return self._cut_free
+
+    def subst(self, root: int, m: Mapping[int, int], where: str) -> int:
+        """The node ``root[m]`` (a node in ``m`` is replaced by its image; any other node by the
+        node of the same op, attrs and dims over the substituted children), looked up in the
+        table: the checker adds no node, a missing one is a rejection. Iterative post-order
+        (terms are thousands of levels deep); a node with a smaller id than every key of ``m``
+        cannot contain one (children precede parents) and is itself."""
+        if not m:
+            return root
+        low = min(m)
+        memo: dict[int, int] = {}
+        nodes = self.t.nodes
+        stack = [root]
+        while stack:
+            n = stack[-1]
+            if n in memo:
+                stack.pop()
+                continue
+            if n in m:
+                memo[n] = m[n]
+                stack.pop()
+                continue
+            if n < low:
+                memo[n] = n
+                stack.pop()
+                continue
+            op, args, attrs, dims = nodes[n]
+            todo = [c for c in args if c not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            new = tuple(memo[c] for c in args)
+            if new == args:
+                memo[n] = n
+                continue
+            j = self.t.find(op, new, attrs, dims)
+            if j is None:
+                raise _fail(f"{where}: the certificate lacks node {op}{list(new)} (node {n} with "
+                            f"its children substituted)")
+            memo[n] = j
+        return memo[root]
+
+    def cut(self, where: str, k: int, st: dict[str, Any], lhs: int, rhs: int) -> None:
+        """``lhs == rhs`` from a lemma over fresh variables and one premise per cut point
+        (docs/certificate.md, "Soundness of cut")."""
+        cuts = st.get("cuts")
+        if not isinstance(cuts, list) or not cuts:
+            raise _fail(f"{where}: no cut points")
+        free = self.cut_free()
+        for side, n in (("lhs", lhs), ("rhs", rhs)):
+            if not free[n]:
+                raise _fail(f"{where}: {side} node {n} mentions a {CUT_PREFIX} variable")
+        nodes = self.t.nodes
+        to_var: dict[int, int] = {}
+        to_embed: dict[int, int] = {}
+        names: set[str] = set()
+        for h, c in enumerate(cuts):
+            w = f"{where} cut {h}"
+            if not isinstance(c, dict) or set(c) != CUT_KEYS:
+                raise MalformedCertificate(f"{w} is not {{spec, plan, var, embed, premise}}")
+            sh, ph = self.node(c["spec"], w + " spec"), self.node(c["plan"], w + " plan")
+            xh, mh = self.node(c["var"], w + " var"), self.node(c["embed"], w + " embed")
+            for side, n in (("spec", sh), ("plan", ph)):
+                if not free[n]:
+                    raise _fail(f"{w}: {side} node {n} mentions a {CUT_PREFIX} variable")
+            op, _, xat, xdims = nodes[xh]
+            if op != "INPUT" or not _is_cut_name(xat[0] if xat else None):
+                raise _fail(f"{w}: var node {xh} is not an INPUT named {CUT_PREFIX}...")
+            if xat[0] in names:
+                raise _fail(f"{w}: var name {xat[0]!r} is used twice in the step")
+            names.add(xat[0])
+            # The lemma holds for every value of x (an unconstrained real tensor, the same on
+            # every rank); it is instantiated at s, so s must be such a value.
+            if len(xat) != 3 or xat[2] != "real":
+                raise _fail(f"{w}: var {xat[0]!r} has domain "
+                            f"{' '.join(map(str, xat[2:])) or 'none'}, not an unconstrained real")
+            sdims = nodes[sh][3]
+            if xdims != sdims:
+                raise _fail(f"{w}: var {xat[0]!r} has dims {_dims_str(xdims)} but spec node "
+                            f"{sh} has {_dims_str(sdims)}")
+            if any(sh_ for _, sh_ in sdims) or self.varying[sh]:
+                raise _fail(f"{w}: spec node {sh} is sharded or varies over the mesh (a cut "
+                            f"variable stands for one global tensor)")
+            if sh in to_var:
+                raise _fail(f"{w}: spec node {sh} is cut twice")
+            if ph in to_embed:
+                raise _fail(f"{w}: plan node {ph} is cut twice")
+            if dict(nodes[mh][3]) != dict(nodes[ph][3]):
+                raise _fail(f"{w}: embed node {mh} and plan node {ph} differ in dims")
+            other = self._other_cut_var(mh, xh)
+            if other is not None:
+                raise _fail(f"{w}: embed node {mh} mentions {CUT_PREFIX} variable node {other}, "
+                            f"not only its var {xh}")
+            inst = self.subst(mh, {xh: sh}, w + " instance")
+            q = c["premise"]
+            self.earlier(q, k, w + " premise")
+            if (self.steps[q]["lhs"], self.steps[q]["rhs"]) != (inst, ph):
+                raise _fail(f"{w}: premise step {q} proves node {self.steps[q]['lhs']} == node "
+                            f"{self.steps[q]['rhs']}, not instance {inst} == plan node {ph}")
+            to_var[sh] = xh
+            to_embed[ph] = mh
+        e2 = self.subst(lhs, to_var, where + " lemma lhs")
+        a2 = self.subst(rhs, to_embed, where + " lemma rhs")
+        s = st.get("lemma")
+        self.earlier(s, k, where + " lemma")
+        if (self.steps[s]["lhs"], self.steps[s]["rhs"]) != (e2, a2):
+            raise _fail(f"{where}: lemma step {s} proves node {self.steps[s]['lhs']} == node "
+                        f"{self.steps[s]['rhs']}, not the cut terms {e2} == {a2}")
+
+    def _other_cut_var(self, root: int, var: int) -> int | None:
+        """A ``cut:`` INPUT other than ``var`` reachable from ``root``, or None."""
+        free = self.cut_free()
+        seen: set[int] = set()
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n in seen or free[n] or n == var:
+                continue
+            seen.add(n)
+            if self.t.nodes[n][0] == "INPUT":
+                return n
+            stack.extend(self.t.nodes[n][1])
+        return None
 
     def earlier(self, s: Any, k: int, where: str) -> None:
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < k:
@@ -261,6 +416,14 @@ class _Checker:
         self.smt_count += 1
         if answer != "unsat":
             raise _fail(f"{where}: z3 answers {answer!r} to the regenerated query, not unsat")
+
+
+def _is_cut_name(name: Any) -> bool:
+    return isinstance(name, str) and name.startswith(CUT_PREFIX)
+
+
+def _dims_str(dims: Any) -> str:
+    return "(" + ", ".join(n + "".join("/" + a for a in s) for n, s in dims) + ")"
 
 
 def _renaming_ok(t: NodeTable, a_roots: tuple[int, int], b_roots: tuple[int, int]) -> str | None:
@@ -510,6 +673,9 @@ def _uses_smt(steps: list[dict[str, Any]], s: int, kinds: tuple[str, ...] = ("sm
         stack.extend(x for x in st.get("args", []) if x is not None)
         if "of" in st:
             stack.append(st["of"])
+        if "lemma" in st:  # cut: the lemma and every premise
+            stack.append(st["lemma"])
+            stack.extend(c["premise"] for c in st["cuts"])
     return False
 
 
