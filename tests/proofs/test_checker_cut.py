@@ -32,7 +32,7 @@ S, P = row_parallel()                       # layer output: spec (B, H), plan al
 S2, P2 = row_parallel("x2", "w2")           # an identical layer (reused / rename)
 Y, Z, W = inp("y", "B"), inp("z", "B"), inp("w", "B")
 SM, PM = mul(W, _mx(Y, Z)), mul(_mx(Z, Y), W)    # proved by smt
-XC = inp("cut:0", "B", "H", kind="data")
+XC = inp("cut:0", "B", "H", kind="cut")
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def _identity_cut(base):
     """grad:e = EXP(Sm) == EXP(Pm) cut at Sm / Pm, identity embed, premise the smt step of grad:m,
     lemma refl on EXP(cut:1)."""
     k = Cert(base)
-    x1 = inp("cut:1", "B", kind="data")
+    x1 = inp("cut:1", "B", kind="cut")
     xh, lem = k.node(x1), k.node(_ex(x1))
     cut = {"kind": "cut", "lhs": k.ob["grad:e"]["expected"], "rhs": k.ob["grad:e"]["actual"],
            "lemma": k.step({"kind": "refl", "lhs": lem, "rhs": lem}),
@@ -227,15 +227,15 @@ def _spec_mentions_cut_var(k, cut):
 
 
 def _var_dims_other_order(k, cut):
-    cut["cuts"][0]["var"] = k.node(inp("cut:0", "H", "B", kind="data"))
+    cut["cuts"][0]["var"] = k.node(inp("cut:0", "H", "B", kind="cut"))
 
 
 def _var_positive(k, cut):
-    cut["cuts"][0]["var"] = k.node(inp("cut:0", "B", "H", kind="data", domain="positive"))
+    cut["cuts"][0]["var"] = k.node(inp("cut:0", "B", "H", kind="cut", domain="positive"))
 
 
 def _spec_sharded(k, cut):
-    x = term(Op.INPUT, (), ("cut:0", "data", "real"), (DimSpec("B", ("dp",)), DimSpec("H")))
+    x = term(Op.INPUT, (), ("cut:0", "cut", "real"), (DimSpec("B", ("dp",)), DimSpec("H")))
     cut["cuts"][0]["var"] = k.node(x)
     cut["cuts"][0]["spec"] = k.ob["grad:aux_p"]["expected"]
 
@@ -245,7 +245,7 @@ def _spec_varies(k, cut):
 
 
 def _embed_other_cut_var(k, cut):
-    other = k.node(shard(inp("cut:z", "B", "H", kind="data"), "B", "dp"))
+    other = k.node(shard(inp("cut:z", "B", "H", kind="cut"), "B", "dp"))
     mh = cut["cuts"][0]["embed"]
     cut["cuts"][0]["embed"] = k.row("ADD", (mh, other), (), k.t.nodes[mh][3])
 
@@ -277,7 +277,7 @@ def _duplicate_var_name(k, cut):
 
 def _spec_cut_twice(k, cut):
     again = dict(cut["cuts"][0])
-    again["var"] = k.node(inp("cut:0b", "B", "H", kind="data"))
+    again["var"] = k.node(inp("cut:0b", "B", "H", kind="cut"))
     cut["cuts"].append(again)
 
 
