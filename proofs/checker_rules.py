@@ -786,6 +786,27 @@ def _lift_topk(e: Env) -> tuple[Any, Any]:
     return P("TOPK_MASK", (ee, k), (shard(x, d, a),)), shard(P("TOPK_MASK", (ee, k), (x,)), d, a)
 
 
+# the eligibility form: score and eligibility blocks along d != e give the block of the mask
+@rule("lift-shard-topk-elig",
+      "TOPK_MASK(SHARD(x, d, a), SHARD(el, d, a), e, k) = SHARD(TOPK_MASK(x, el, e, k), d, a)",
+      "d != e, x and el have the same spec of d and do not vary over a")
+def _lift_topk_elig(e: Env) -> tuple[Any, Any]:
+    x, el, d, a, ee, k = e.t("x"), e.t("el"), e.v("d"), e.v("a"), e.v("e"), e.v("k")
+    e.require(d != ee and _lift_ok(e, (x, el), (True, True), d, a),
+              "d != e, x and el have the same spec of d and do not vary over a")
+    return (P("TOPK_MASK", (ee, k), (shard(x, d, a), shard(el, d, a))),
+            shard(P("TOPK_MASK", (ee, k), (x, el)), d, a))
+
+
+# a shift along e moves positions along e only: a block along d != e gives the shifted block
+@rule("lift-shard-shift", "SHIFT(SHARD(x, d, a), e) = SHARD(SHIFT(x, e), d, a)",
+      "d != e, and x does not vary over a")
+def _lift_shift(e: Env) -> tuple[Any, Any]:
+    x, d, a, ee = e.t("x"), e.v("d"), e.v("a"), e.v("e")
+    e.require(d != ee and _wf(e, x, d, a), "d != e and x does not vary over a")
+    return P("SHIFT", (ee,), (shard(x, d, a),)), shard(P("SHIFT", (ee,), (x,)), d, a)
+
+
 # ==== collectives ==============================================================================
 _GROUP[0] = "collectives"
 # a replicated value summed over |a| coordinates is |a| times the value
@@ -1091,6 +1112,16 @@ def _lift_perm_topk(e: Env) -> tuple[Any, Any]:
     e.require(d != ee and _pwf(e, x, d, o), "d != e")
     return (P("TOPK_MASK", (ee, k), (permute(x, d, o),)),
             permute(P("TOPK_MASK", (ee, k), (x,)), d, o))
+
+
+@rule("lift-perm-topk-elig",
+      "TOPK_MASK(PERMUTE(x, d, o), PERMUTE(el, d, o), e, k) = PERMUTE(TOPK_MASK(x, el, e, k), d, o)",
+      "d != e")
+def _lift_perm_topk_elig(e: Env) -> tuple[Any, Any]:
+    x, el, d, o, ee, k = e.t("x"), e.t("el"), e.v("d"), e.v("o"), e.v("e"), e.v("k")
+    e.require(d != ee and _pwf(e, x, d, o) and _pwf(e, el, d, o), "d != e")
+    return (P("TOPK_MASK", (ee, k), (permute(x, d, o), permute(el, d, o))),
+            permute(P("TOPK_MASK", (ee, k), (x, el)), d, o))
 
 
 # a max over d does not depend on the order of d's positions

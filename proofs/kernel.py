@@ -288,7 +288,7 @@ def typecheck(table: NodeTable, i: int) -> None:
              "CAUSAL_MASK": 0, "ROPE_COS": 0, "ROPE_SIN": 0, "WHERE": 3, "MAXIMUM": 2,
              "REDUCE_MAX": 1, "ONE_HOT": 1, "RENAME": 1, "CHUNK": 1, "PERMUTE": 1, "SHIFT": 1, "SHARD": 1, "PART": 1,
              "ALL_REDUCE": 1, "ALL_GATHER": 1, "REDUCE_SCATTER": 1, "BROADCAST": 1,
-             "TOPK_MASK": 1, "ALL_TO_ALL": 1}
+             "ALL_TO_ALL": 1}
     if op in nargs and len(args) != nargs[op]:
         raise bad(f"{len(args)} args, expected {nargs[op]}")
     if op in ("NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
@@ -385,10 +385,12 @@ def typecheck(table: NodeTable, i: int) -> None:
     elif op == "SHIFT":
         if attrs[0] not in out or ad[0] != out:
             raise bad(f"SHIFT along {attrs[0]} must keep the operand's dims")
-    elif op == "TOPK_MASK":
+    elif op == "TOPK_MASK":  # (x,) or (x, eligible): eligibility has exactly x's dims
         d, k = attrs
-        if ad[0] != out or d not in out or out[d] or isinstance(k, bool) or not isinstance(k, int) \
-                or k < 1:
+        if len(args) not in (1, 2):
+            raise bad(f"{len(args)} args, expected 1 or 2")
+        if any(a != out for a in ad) or d not in out or out[d] or isinstance(k, bool) \
+                or not isinstance(k, int) or k < 1:
             raise bad(f"TOPK_MASK along {d} must keep the operand's dims, {d} unsharded, k >= 1")
     elif op == "ALL_TO_ALL":
         a, sp, cc = attrs

@@ -273,8 +273,9 @@ def one_hot(idx: Term, d: str, shards: Sequence[str] = ()) -> Term:
     return term(Op.ONE_HOT, (idx,), (d,), sort_dims(dims))
 
 
-def topk_mask(x: Term, d: str, k: int) -> Term:
-    return term(Op.TOPK_MASK, (x,), (d, int(k)), sort_dims(x.dims))
+def topk_mask(x: Term, d: str, k: int, eligible: Term | None = None) -> Term:
+    args = (x,) if eligible is None else (x, eligible)
+    return term(Op.TOPK_MASK, args, (d, int(k)), sort_dims(x.dims))
 
 
 def all_to_all(x: Term, a: str, split: str, concat: str) -> Term:

@@ -380,7 +380,7 @@ def _topk_ok(s: Subst, bd: Binding) -> bool:
 
 def _match_topk(t: Term, bd: Binding) -> Subst | None:
     x = t.args[0]
-    if x.op is not Op.SHARD:
+    if len(t.args) != 1 or x.op is not Op.SHARD:  # the eligibility form: lift-shard-topk-elig
         return None
     s = {"x": x.args[0], "d": x.attrs[0], "a": x.attrs[1], "e": t.attrs[0], "k": t.attrs[1]}
     return s if _topk_ok(s, bd) else None
@@ -401,3 +401,68 @@ _rule("lift-shard-topk",
       lhs=lambda s: b.topk_mask(b.shard(s["x"], s["d"], s["a"]), s["e"], s["k"]),
       rhs=lambda s, bd: b.shard(b.topk_mask(s["x"], s["e"], s["k"]), s["d"], s["a"]),
       guard=_topk_ok, sample=_sample_topk)
+
+
+def _topk_elig_ok(s: Subst, bd: Binding) -> bool:
+    return (s["d"] != s["e"] and lift_ok((s["x"], s["el"]), (True, True), s["d"], s["a"]))
+
+
+def _match_topk_elig(t: Term, bd: Binding) -> Subst | None:
+    if len(t.args) != 2:
+        return None
+    x, el = t.args
+    if not (x.op is Op.SHARD and _is_shard(el, x.attrs[0], x.attrs[1])):
+        return None
+    s = {"x": x.args[0], "el": el.args[0], "d": x.attrs[0], "a": x.attrs[1], "e": t.attrs[0],
+         "k": t.attrs[1]}
+    return s if _topk_elig_ok(s, bd) else None
+
+
+def _sample_topk_elig(draw: Draw) -> tuple[Term, Binding]:
+    d, a = draw.choice(["B", "S"]), draw.choice(["dp", "cp"])
+    x = fresh(["B", "S", "H"])
+    el = b.topk_mask(fresh(["B", "S", "H"]), "H", draw.int(1, 3))   # a 0/1 eligibility
+    return (b.topk_mask(b.shard(x, d, a), "H", draw.int(1, 3), b.shard(el, d, a)),
+            draw_binding(draw))
+
+
+# top-k among eligible entries along e acts on each position of the other dims alone (score and
+# eligibility blocks along d != e give the block of the mask: group-limited MoE routing on the
+# rank's tokens)
+_rule("lift-shard-topk-elig",
+      "TOPK_MASK(SHARD(x, d, a), SHARD(el, d, a), e, k) = SHARD(TOPK_MASK(x, el, e, k), d, a)",
+      "d != e, x and el have the same spec of d and do not vary over a",
+      {Op.TOPK_MASK}, match=_match_topk_elig,
+      lhs=lambda s: b.topk_mask(b.shard(s["x"], s["d"], s["a"]), s["e"], s["k"],
+                                b.shard(s["el"], s["d"], s["a"])),
+      rhs=lambda s, bd: b.shard(b.topk_mask(s["x"], s["e"], s["k"], s["el"]), s["d"], s["a"]),
+      guard=_topk_elig_ok, sample=_sample_topk_elig)
+
+
+def _shift_ok(s: Subst, bd: Binding) -> bool:
+    return _wf(s) and s["d"] != s["e"]
+
+
+def _match_shift(t: Term, bd: Binding) -> Subst | None:
+    x = t.args[0]
+    if x.op is not Op.SHARD:
+        return None
+    s = {"x": x.args[0], "d": x.attrs[0], "a": x.attrs[1], "e": t.attrs[0]}
+    return s if _shift_ok(s, bd) else None
+
+
+def _sample_shift(draw: Draw) -> tuple[Term, Binding]:
+    d, e = draw.choice([("B", "S"), ("S", "B"), ("B", "H")])
+    x = b.shard(fresh(["B", "S", "H"]), d, draw.choice(["dp", "tp"]))
+    return b.shift(x, e), draw_binding(draw)
+
+
+# a shift along e moves positions along e only: a block along d != e gives the block of the
+# shifted tensor (next-token targets of the rank's sequences, e.g. DeepSeek-V3's MTP labels)
+_rule("lift-shard-shift",
+      "SHIFT(SHARD(x, d, a), e) = SHARD(SHIFT(x, e), d, a)",
+      "d != e, and x does not vary over a",
+      {Op.SHIFT}, match=_match_shift,
+      lhs=lambda s: b.shift(b.shard(s["x"], s["d"], s["a"]), s["e"]),
+      rhs=lambda s, bd: b.shard(b.shift(s["x"], s["e"]), s["d"], s["a"]),
+      guard=_shift_ok, sample=_sample_shift)

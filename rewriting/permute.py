@@ -324,7 +324,7 @@ _rule("lift-perm-reduce-max",
 
 def _match_topk(t: Term, bd: Binding) -> Subst | None:
     x = t.args[0]
-    if x.op is not Op.PERMUTE:
+    if len(t.args) != 1 or x.op is not Op.PERMUTE:  # the eligibility form: lift-perm-topk-elig
         return None
     s = {"x": x.args[0], "d": x.attrs[0], "o": x.attrs[1], "e": t.attrs[0], "k": t.attrs[1]}
     return s if s["d"] != s["e"] and _wf(s) else None
@@ -345,6 +345,39 @@ _rule("lift-perm-topk",
       lhs=lambda s: b.topk_mask(b.permute(s["x"], s["d"], s["o"]), s["e"], s["k"]),
       rhs=lambda s, bd: b.permute(b.topk_mask(s["x"], s["e"], s["k"]), s["d"], s["o"]),
       guard=lambda s, bd: s["d"] != s["e"] and _wf(s), sample=_sample_topk)
+
+
+def _topk_elig_ok(s: Subst, bd: Binding) -> bool:
+    return s["d"] != s["e"] and _wf(s) and _wf({**s, "x": s["el"]})
+
+
+def _match_topk_elig(t: Term, bd: Binding) -> Subst | None:
+    if len(t.args) != 2:
+        return None
+    x, el = t.args
+    if x.op is not Op.PERMUTE or el.op is not Op.PERMUTE or el.attrs != x.attrs:
+        return None
+    s = {"x": x.args[0], "el": el.args[0], "d": x.attrs[0], "o": x.attrs[1], "e": t.attrs[0],
+         "k": t.attrs[1]}
+    return s if _topk_elig_ok(s, bd) else None
+
+
+def _sample_topk_elig(draw: Draw) -> tuple[Term, Binding]:
+    bd = draw_binding(draw)
+    d = draw.choice(["B", "S"])
+    o = _sample_order(draw, bd, d)
+    el = b.topk_mask(fresh(["B", "S", "H"]), "H", draw.int(1, 3))
+    return (b.topk_mask(b.permute(fresh(["B", "S", "H"]), d, o), "H", draw.int(1, 3),
+                        b.permute(el, d, o)), bd)
+
+
+_rule("lift-perm-topk-elig",
+      "TOPK_MASK(PERMUTE(x, d, o), PERMUTE(el, d, o), e, k) = PERMUTE(TOPK_MASK(x, el, e, k), d, o)",
+      "d != e", {Op.TOPK_MASK}, match=_match_topk_elig,
+      lhs=lambda s: b.topk_mask(b.permute(s["x"], s["d"], s["o"]), s["e"], s["k"],
+                                b.permute(s["el"], s["d"], s["o"])),
+      rhs=lambda s, bd: b.permute(b.topk_mask(s["x"], s["e"], s["k"], s["el"]), s["d"], s["o"]),
+      guard=_topk_elig_ok, sample=_sample_topk_elig)
 
 # a max over d does not depend on the order of d's positions
 _rule("reduce-max-perm", "REDUCE_MAX(PERMUTE(x, d, o), dims) = REDUCE_MAX(x, dims)", "d in dims",

@@ -220,7 +220,7 @@ class _Evaluator:
                 axes, (a, bb) = _align([idx, g])
                 return self._finish(axes, (a == bb).astype(np.float64), t)
             case Op.TOPK_MASK:
-                return _topk_mask(v[0], at[0], at[1])
+                return _topk_mask(v[0], at[0], at[1], v[1] if len(v) > 1 else None)
             case Op.RENAME:
                 old, new = at
                 return NamedArray(tuple(new if a == old else a for a in v[0].axes), v[0].data)
@@ -414,9 +414,23 @@ class _Evaluator:
         return NamedArray(axes, d.reshape(shape))
 
 
-def _topk_mask(x: NamedArray, dim: str, k: int) -> NamedArray:
+def _topk_mask(x: NamedArray, dim: str, k: int, eligible: NamedArray | None = None
+               ) -> NamedArray:
     """1 where ``x`` is among the ``k`` largest along ``dim``, else 0; ties go to the lower
-    index (a stable sort of ``-x``), as ``torch.topk`` on distinct values."""
+    index (a stable sort of ``-x``), as ``torch.topk`` on distinct values. With ``eligible``:
+    the ``k`` largest among the entries whose eligibility is 1 (a stable sort on
+    ``(not eligible, -x)``), ineligible entries 0."""
+    if eligible is not None:
+        axes, (a, e) = _align([x, eligible])
+        shape = np.broadcast_shapes(a.shape, e.shape)
+        a, e = np.broadcast_to(a, shape), np.broadcast_to(e, shape)
+        i = axes.index(dim)
+        ok = e == 1
+        a_m, ok_m = np.moveaxis(a, i, -1), np.moveaxis(ok, i, -1)
+        order = np.lexsort((-a_m, ~ok_m), axis=-1)        # eligible first, then by -x; stable
+        pos = np.argsort(order, axis=-1, kind="stable")
+        sel = np.moveaxis((pos < k) & ok_m, -1, i)
+        return NamedArray(axes, sel.astype(np.float64))
     i = x.axes.index(dim)
     order = np.argsort(-x.data, axis=i, kind="stable")
     pos = np.argsort(order, axis=i, kind="stable")  # position of each entry in the sorted order

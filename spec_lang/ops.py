@@ -414,9 +414,16 @@ def one_hot(indices: object, d: DimLike, *, shards: tuple[str, ...] = ()) -> Ten
                   user_site(2))
 
 
-def topk_mask(x: object, d: DimLike, k: int) -> Tensor:
+def topk_mask(x: object, d: DimLike, k: int, *, eligible: object | None = None) -> Tensor:
     """0/1 over ``d``: 1 where ``x`` is among the ``k`` largest entries along ``d`` (ties go to
     the lower index, a stable order). dims unchanged, e.g. router scores ``(B, S, E) -> (B, S, E)``.
+
+    With ``eligible`` (a 0/1 tensor with exactly ``x``'s dims, e.g. another ``topk_mask``): the
+    ``k`` largest among the entries whose eligibility is 1 (ties to the lower index); ineligible
+    entries get 0; if fewer than ``k`` are eligible, all eligible entries get 1. This is
+    DeepSeek-V3's group-limited routing (``masked_fill(-inf)`` then ``topk`` in the official
+    ``Gate.forward``) written exactly, without a large constant or ``-inf``
+    (``TOPK_MASK(x, eligible)``, two operands).
 
     Top-k selection is discrete (piecewise constant): the result is wrapped in
     ``stop_gradient``, so gradients flow only through the values it selects (MoE gate weights,
@@ -438,7 +445,14 @@ def topk_mask(x: object, d: DimLike, k: int) -> Tensor:
     size = tr.sizes.get(n) if tr is not None else None
     if isinstance(k, bool) or not isinstance(k, int) or k < 1 or (size is not None and k > size):
         raise fail(f"topk_mask over {n}: k={k!r} must be an int in 1..{size or '|' + n + '|'}")
-    m = term(Op.TOPK_MASK, (t.term,), (n, int(k)), t.term.dims)
+    args: tuple[Term, ...] = (t.term,)
+    if eligible is not None:
+        el = _t(eligible)
+        if sorted(el.term.dims, key=str) != sorted(t.term.dims, key=str):
+            raise fail(f"topk_mask over {n}: eligible {el.describe()} must have exactly the dims "
+                       f"(and placements) of {t.describe()}")
+        args = (t.term, el.term)
+    m = term(Op.TOPK_MASK, args, (n, int(k)), t.term.dims)
     return Tensor(term(Op.STOP_GRAD, (m,), (), m.dims), user_site(2))
 
 

@@ -134,7 +134,9 @@ class Op(enum.Enum):
     EINSUM = enum.auto()      # attrs: (out_dims,) contract every dim not in out_dims
     REDUCE_MAX = enum.auto()  # attrs: (dims,) max over dims
     ONE_HOT = enum.auto()     # args (indices,), attrs (dim,) 0/1 over `dim`; appends dim
-    TOPK_MASK = enum.auto()   # attrs: (dim, k) 0/1: the k largest along dim (ties: lower index)
+    TOPK_MASK = enum.auto()   # attrs: (dim, k) 0/1: the k largest along dim (ties: lower index);
+    #                           args (x,) or (x, eligible): top-k among entries whose 0/1
+    #                           eligibility (same dims as x) is 1, 0 elsewhere
     # -- movement ------------------------------------------------------------------------------
     RENAME = enum.auto()      # attrs: (old, new)
     CHUNK = enum.auto()       # attrs: (dim, parts, index) block `index` of `parts` equal blocks

@@ -45,9 +45,6 @@ conversion does exactly this; ``tests/spec_lang/test_deepseek.py`` checks it num
 (``attention_norm``, ``ffn_norm``, RMSNorm eps 1e-6) and marks its input / output as layer
 boundaries ``layers.{i}`` / ``layers.{i}.out`` (:func:`spec_lang.ops.layer_boundary`).
 
-**IN PROGRESS (first version):** the router is not group-limited yet (``moe()`` passes
-``n_groups=1``); everything else below is as described.
-
 **Routing** (report eqs. 12-16; ``Gate.forward``): ``s = sigmoid(x router)``; selection on
 ``s + b`` with ``b = e_score_correction_bias (E,)`` (data: the auxiliary-loss-free balancing
 bias, used **for selection only**); group-limited: the ``E`` experts form ``n_groups`` contiguous
@@ -159,10 +156,8 @@ class DeepSeekConfig:
                          n_shared_experts=self.n_shared_experts, top_k=self.top_k,
                          gating="sigmoid", norm_topk_prob=True,
                          routed_scaling=self.routed_scaling, balance_bias=True,
-                         aux_loss_alpha=self.aux_loss_alpha,
-                         # IN PROGRESS: group-limited routing lands with the eligibility
-                         # operand of topk_mask; until then the router is top-k over all E
-                         n_groups=1, topk_groups=1, vocab=self.vocab,
+                         aux_loss_alpha=self.aux_loss_alpha, n_groups=self.n_groups,
+                         topk_groups=self.topk_groups, vocab=self.vocab,
                          rope_theta=self.rope_theta, norm_eps=self.norm_eps, batch=self.batch,
                          seq=self.seq)
 

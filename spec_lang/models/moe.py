@@ -37,10 +37,26 @@ parallelism: an all-to-all over ``ep``), ``routing_count`` (the global count of 
 assignments, an all-reduce over the token axes), plus Llama's hooks (the shared expert is a
 dense MLP and enters / leaves a TP region through ``enter_tp`` / ``exit_tp``, as Llama's MLP).
 
+**Group-limited routing** (DeepSeek-V3 tech report sec. 2.1.2 / the official ``Gate.forward``;
+``n_groups > 1``, :func:`group_limited_topk`): the ``E`` experts form ``n_groups`` contiguous
+groups of ``EG = E / n_groups``; a group's score is the sum of its two largest selection scores
+``s + b``; the ``topk_groups`` best groups are eligible; the ``top_k`` experts are the largest
+``s + b`` among the eligible ones. Written exactly with named dims (no ``-inf``, no large
+constant, no constant mask): each group is a ``chunk`` of ``E`` renamed to ``EG``; its score
+(``topk_mask`` over ``EG``, then a sum) is broadcast back over its ``EG`` entries and the blocks
+are concatenated along ``E`` (``gscore (B, S, E)``: every expert carries its group's score);
+the eligible experts are ``topk_mask(gscore, E, topk_groups * EG)`` -- the groups are
+contiguous runs of equal values, so under the stable order (value descending, lower index
+first) the first ``topk_groups * EG`` entries are exactly the ``topk_groups`` best groups, ties
+going to the lower group; the final selection is ``topk_mask(s + b, E, top_k,
+eligible=...)`` (top-k among eligible entries, ``Op.TOPK_MASK`` with two operands). An explicit
+group dim (``E`` split into ``(G, EG)``) would need a reshape of the router and expert weights,
+which the DSL does not have and which would change the parameter shapes plans shard over
+``ep``; chunks keep ``E`` flat.
+
 Configs: :data:`MOE_DEBUG` (tiny). Names are generic (``n_routed_experts``, ``n_shared_experts``,
-``top_k``, ``n_groups`` / ``topk_groups``) so that DeepSeek-V3-671B (256 routed experts, 1
-shared, top-8, sigmoid gating, 8 groups / top-4 groups, routed scaling 2.5) can be added as a
-config; group-limited routing itself is not implemented yet (``n_groups > 1`` is a SpecError).
+``top_k``, ``n_groups`` / ``topk_groups``); DeepSeek-V3-671B itself, with MLA and its dense
+layers, is :mod:`spec_lang.models.deepseek`.
 """
 
 from __future__ import annotations
@@ -58,6 +74,7 @@ from spec_lang.spec import Data, Params, index, mask, real
 from spec_lang.tensor import Tensor
 
 __all__ = ["MoEConfig", "MOE_DEBUG", "MoEDims", "MoEContext", "MoEModel", "moe", "router",
+           "group_limited_topk",
            "moe_layer", "moe_block", "moe_forward", "swiglu", "aux_loss"]
 
 
@@ -72,7 +89,7 @@ class MoEConfig:
             selected gate weights to sum 1. routed_scaling: factor on the routed output
             (DeepSeek-V3: 2.5). balance_bias: sigmoid gating with the selection-only bias.
             aux_loss_alpha: coefficient of the load-balancing loss (0: none).
-            n_groups / topk_groups: group-limited routing (not implemented beyond 1 group).
+            n_groups / topk_groups: group-limited routing (:func:`group_limited_topk`).
             attention: False gives a router-only stack (embedding, MoE layers, head), for the
             smallest bug configurations.
     """
@@ -165,6 +182,33 @@ def swiglu(x: Tensor, w1: Tensor, w3: Tensor, w2: Tensor, out: tuple[Dim, ...], 
     return ops.einsum(a * b, w2, out=out)
 
 
+def group_limited_topk(select: Tensor, c: MoEConfig, d: MoEDims) -> Tensor:
+    """0/1 routing mask ``(B, S, E)``: the ``top_k`` largest ``select`` among the experts of the
+    ``topk_groups`` best of ``n_groups`` contiguous groups, a group scored by the sum of its
+    two largest ``select`` (DeepSeek-V3 ``Gate.forward`` with a bias; see the module docstring
+    for the exact construction and the tie order). ``select``: ``(B, S, E)``, ``E`` unsharded.
+
+    Raises:
+        SpecError: ``n_groups`` not dividing ``E``, ``topk_groups`` not in ``1..n_groups``, or
+            ``top_k`` above the experts of ``topk_groups`` groups.
+    """
+    ng, e = c.n_groups, d.E.size
+    if ng < 1 or e % ng or not 1 <= c.topk_groups <= ng or c.top_k > c.topk_groups * (e // ng):
+        raise SpecError(f"{c.name}: group-limited routing needs n_groups ({ng}) to divide E "
+                        f"({e}), topk_groups ({c.topk_groups}) in 1..n_groups and top_k "
+                        f"({c.top_k}) <= topk_groups * E / n_groups")
+    eg = Dim("EG", e // ng)
+    blocks = []
+    for g in range(ng):
+        sg = ops.rename(ops.chunk(select, d.E, ng, g), d.E, eg)                 # (B, S, EG)
+        score = ops.sum(sg * ops.topk_mask(sg, eg, min(2, eg.size)), eg)         # (B, S)
+        # the group's score on each of its experts: + 0 * sg broadcasts it over EG (exact)
+        blocks.append(ops.rename(score + sg * 0, eg, d.E, block=(g, ng)))
+    gscore = ops.concat(blocks, d.E)                                            # (B, S, E)
+    eligible = ops.topk_mask(gscore, d.E, c.topk_groups * eg.size)
+    return ops.topk_mask(select, d.E, c.top_k, eligible=eligible)
+
+
 def router(p: Params, x: Tensor, c: MoEConfig, d: MoEDims, bias: Tensor | None
            ) -> tuple[Tensor, Tensor, Tensor]:
     """Routing of tokens ``x (B, S, H)``: returns ``(gates, mask, probs)``, each ``(B, S, E)``.
@@ -175,11 +219,8 @@ def router(p: Params, x: Tensor, c: MoEConfig, d: MoEDims, bias: Tensor | None
     (softmax).
 
     Raises:
-        SpecError: unknown gating, or group-limited routing (``n_groups > 1``).
+        SpecError: unknown gating, or group sizes that do not fit (:func:`group_limited_topk`).
     """
-    if c.n_groups != 1:
-        raise SpecError(f"{c.name}: group-limited routing (n_groups={c.n_groups}) is not "
-                        f"modelled yet; use n_groups=1")
     logits = ops.einsum(x, p["router"], out=(d.B, d.S, d.E))
     if c.gating == "sigmoid":
         scores = ops.sigmoid(logits)
@@ -190,7 +231,8 @@ def router(p: Params, x: Tensor, c: MoEConfig, d: MoEDims, bias: Tensor | None
     else:
         raise SpecError(f"{c.name}: gating {c.gating!r}: use 'sigmoid' or 'softmax'")
     select = scores + bias if bias is not None else scores
-    m = ops.topk_mask(select, d.E, c.top_k)
+    m = ops.topk_mask(select, d.E, c.top_k) if c.n_groups == 1 else \
+        group_limited_topk(select, c, d)
     gates = scores * m
     if c.norm_topk_prob:
         gates = gates / ops.sum(gates, d.E)
