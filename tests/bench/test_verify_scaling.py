@@ -1,0 +1,76 @@
+"""Smoke test of bench/verify_scaling.py: the quick grid's rows and verdicts (never timings),
+the JSON file (atomic, resumable) and the frontier rows' ``missing`` status."""
+
+import contextlib
+import importlib.util
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("verify_scaling", ROOT / "bench" /
+                                                  "verify_scaling.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["verify_scaling"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def quick(bench, tmp_path_factory):
+    """One quick run (2 points per knob on the debug Llama), its JSON and its printed table."""
+    out = tmp_path_factory.mktemp("scaling") / "quick.json"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = bench.main(["--quick", "--json", str(out), "--width", "240"])
+    return code, json.loads(out.read_text()), buf.getvalue()
+
+
+def test_quick_grid_rows_and_verdicts(bench, quick):
+    code, data, text = quick
+    assert code == 0
+    rows = list(data["results"].values())
+    got = sorted((r["job"]["knob"], r["job"]["value"]) for r in rows)
+    want = sorted((p["knob"], p["value"]) for p in bench._grid_points(True, 1))
+    assert got == want and len(got) == 2 * len(bench.KNOBS)
+    assert {r["verdict"] for r in rows} == {"EQUIVALENT"}
+    assert all(r["status"] == "ok" and r["counts"]["open"] == 0 for r in rows)
+    # the varied knob reaches the traced problem: mesh sizes and layer count
+    by = {(r["job"]["knob"], r["job"]["value"]): r for r in rows}
+    assert by[("dp", 4)]["mesh"]["dp"] == 4 and by[("dp", 2)]["mesh"]["dp"] == 2
+    assert by[("tp", 1)]["mesh"]["tp"] == 1 and by[("tp", 2)]["mesh"]["tp"] == 2
+    assert by[("microbatches", 4)]["mesh"]["mb"] == 4
+    assert by[("pp", 2)]["mesh"]["pp"] == 2 and "pp" not in by[("dp", 2)]["mesh"]
+    assert by[("layers", 2)]["counts"]["total"] > by[("layers", 1)]["counts"]["total"]
+    # one row per configuration in the printed table, and the per-knob summary
+    for knob in bench.KNOBS:
+        assert sum(line.startswith(f"│ {knob} ") for line in text.splitlines()) == 3  # 2 + summary
+    assert "(b) per knob" in text and "loadavg" in text
+    assert data["runs"][-1]["mode"] == "quick" and len(data["runs"][-1]["loadavg"]) == 3
+
+
+def test_resume_skips_and_missing_frontier(bench, quick, tmp_path, monkeypatch):
+    _, data, _ = quick
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    ran = []
+    monkeypatch.setattr(bench, "run_one", lambda p, *a: ran.append(p) or {"status": "ok"})
+    monkeypatch.setattr(bench, "FRONTIER", {"nowhere": ("examples/does_not_exist.py", "x")})
+    monkeypatch.setitem(bench.TRAINVERIFY_FRONTIER_S, "nowhere", (None, ""))
+    code = bench.main(["--quick", "--part", "all", "--json", str(path), "--resume",
+                       "--only", "dp", "tp", "--width", "200"])
+    assert code == 0 and ran == []            # every grid row already in the file
+    # --quick skips the frontier part; a full run reports a missing file as "missing"
+    code = bench.main(["--part", "frontier", "--json", str(path), "--width", "200"])
+    after = json.loads(path.read_text())
+    assert code == 0 and ran == []
+    assert after["results"]["frontier:nowhere:depthfull"]["status"] == "missing"
+    assert len(after["results"]) == len(data["results"]) + 1
+    assert not list(tmp_path.glob("*.tmp"))   # atomic writes leave no temporary file
