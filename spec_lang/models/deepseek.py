@@ -68,14 +68,16 @@ carries the per-sequence counts (an all-reduce over ``cp`` when a plan splits se
 checkpoint's ``shared_head.norm``), and the **shared** embedding and output head; its
 cross-entropy is on ``t_{i+2}``. In the DSL: ``t_{i+1}`` at position ``i`` is ``labels[i]``
 (labels are the next tokens), the target ``t_{i+2}`` is ``shift(labels, S)[i]`` and the weight
-``shift(mask, S)`` (the last position gets weight 0; :func:`spec_lang.cp.shift`). ``h`` is the
+``shift(mask, S)`` (the last position gets weight 0; :func:`spec_lang.cp.shift`, through the
+hook ``ctx.next_position``). ``h`` is the
 main model's last block output (the residual stream before the final norm). Objective:
 ``L = L_main + lambda L_mtp + alpha sum_{MoE layers, MTP's included} L_bal`` with
 ``lambda = 3/10`` (sec. 4.2, first 10T tokens).
 
 **Hooks** (:class:`DeepSeekContext`, identity in the spec): Llama's ``enter_tp`` / ``exit_tp``
 (around MLA and the dense and shared MLPs), ``embed``, ``head_input``, ``loss``; the MoE hooks
-``dispatch`` / ``combine`` (EP all-to-all), ``routing_count``; and ``seq_routing_count``. Hooks
+``dispatch`` / ``combine`` (EP all-to-all), ``routing_count``; and ``seq_routing_count``,
+``next_position`` (the MTP's shifted targets). Hooks
 receive :class:`DeepSeekDims` (it has ``B, S, T, H, V`` and the MoE dims; ``d.llama`` is ``d``
 itself and ``d.moe`` the :class:`~spec_lang.models.moe.MoEDims` view).
 
@@ -239,6 +241,12 @@ class DeepSeekContext(MoEContext):
     """The MoE hooks (:class:`~spec_lang.models.moe.MoEContext`) plus ``seq_routing_count``;
     identity everywhere in the spec."""
 
+    def next_position(self, x: Tensor, d: DeepSeekDims) -> Tensor:
+        """``x (B, S)`` one position ahead along ``S`` in global order (``y[i] = x[i+1]``, the
+        last position 0): the MTP's targets and weights (:func:`spec_lang.cp.shift`). A plan
+        that splits ``S`` (context parallelism) overrides it."""
+        return shift(x, d.S)
+
     def seq_routing_count(self, count: Tensor, d: DeepSeekDims) -> Tensor:
         """Routing assignments per sequence and expert ``(B, E)`` over the rank's positions ->
         over the whole sequence (an all-reduce over ``cp`` when a plan splits ``S``). Not
@@ -379,13 +387,13 @@ def deepseek_forward(p: Params, data: Mapping[str, Tensor], c: DeepSeekConfig, d
     mtp: Tensor | None = None
     ahead, target, weight = data["labels"], data["labels"], data["mask"]
     for k in range(c.mtp_depth):
-        target, weight = shift(target, d.S), shift(weight, d.S)
+        target, weight = ctx.next_position(target, d), ctx.next_position(weight, d)
         lg, h, a = mtp_module(p.scope(f"mtp.{k}"), h, ahead, p["tok_embeddings"], p["output"],
                               c, d, ctx, data.get(f"mtp.{k}.moe.e_score_correction_bias"))
         add_aux(a)
         lk = ctx.loss(lg, target, weight, d)
         mtp = lk if mtp is None else mtp + lk
-        ahead = shift(ahead, d.S)
+        ahead = ctx.next_position(ahead, d)
     if mtp is not None and c.mtp_depth > 1:
         mtp = mtp / c.mtp_depth
     return main, mtp, aux
