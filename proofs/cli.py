@@ -269,11 +269,13 @@ class _Progress:
             return
         now = time.monotonic()
         end = final or done >= total
+        if total == 0:
+            return  # nothing to do
+        if self.printed.get(phase) == -1.0:  # reported finished: later rounds are silent
+            return
         if not end and now - self.printed.get(phase, self.started.get(phase, now)) \
                 < self.PLAIN_EVERY_S:
             return
-        if (end and self.printed.get(phase) == -1.0) or total == 0:
-            return  # already reported finished, or nothing to do
         self.printed[phase] = -1.0 if end else now
         unit = "plan" if phase == "trace" else "goals"
         print(f"prove: {phase}: {done}/{total} {unit}, {seconds:.1f} s", file=sys.stderr,
@@ -334,6 +336,14 @@ def _summary(report: Any, stream: Any) -> None:
     s.add_row(*(f"{v:.2f}" for v in report.seconds.values()), f"{sum(report.seconds.values()):.2f}")
     con = Console(file=stream, width=120, no_color=not stream.isatty())
     con.print(t)
+    lc = dict(getattr(report, "lemma_counts", None) or {})
+    if lc:  # obligation cutting: the lemmas actually proved (proofs/cut.py)
+        names = {"obligations": "lemmas", "rewrite": "rewriting", "smt": "z3"}
+        lt = Table(show_header=True, box=None, pad_edge=False)
+        for k in lc:
+            lt.add_column(names.get(k, k.replace("_", " ")), justify="right")
+        lt.add_row(*(str(v) for v in lc.values()))
+        con.print(lt)
     con.print(s)
     ex = getattr(report, "executor", None) or {}
     if ex.get("executor") not in (None, "in-process"):
