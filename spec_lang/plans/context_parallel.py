@@ -34,14 +34,17 @@ from spec_lang import ops
 from spec_lang.collectives import all_reduce, broadcast, region
 from spec_lang.cp import cp_causal_mask, cp_rope_tables, cp_split, load_balance, rope_with_tables
 from spec_lang.mesh import Mesh
-from spec_lang.models.llama import LlamaDims, LlamaModel, SpecContext, feed_forward
+from spec_lang.models.llama import (
+    LlamaDims, LlamaModel, ParallelContext, SpecContext, feed_forward,
+)
 from spec_lang.placement import Shard
 from spec_lang.plan import Loss, Plan
 from spec_lang.spec import Params
-from spec_lang.tensor import Tensor
+from spec_lang.tensor import Tensor, fail
 from spec_lang.term import Axis
 
-__all__ = ["CPSettings", "context_parallel", "cp_attention", "cp_attention_online", "GATHER_KV",
+__all__ = ["CPSettings", "context_parallel", "cp_attention", "cp_attention_online",
+           "cp_transformer_block", "GATHER_KV",
            "GATHER_Q", "MERGE_O"]
 
 DP, CP = Axis.DP, Axis.CP
@@ -92,13 +95,20 @@ class CPSettings:
 
 
 def cp_attention(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, sin: Tensor,
-                 mask_: Tensor, s: CPSettings) -> Tensor:
+                 mask_: Tensor, s: CPSettings, ctx: ParallelContext | None = None) -> Tensor:
     """Causal GQA attention of the rank's queries against all keys (all-gathered K/V).
 
     x: (B, S[cp], H) in load-balanced order; cos, sin: (S[cp], HD_half) at the rank's global
     positions; mask_: (S[cp], T) the load-balanced causal mask. Returns (B, S[cp], H).
+
+    ``ctx`` (optional): a TP context (:class:`~spec_lang.plans.megatron.MegatronTP`) whose
+    ``enter_tp`` / ``exit_tp`` wrap the projections, as in the model's own attention: with TP
+    the weights are the rank's heads and the K/V gather runs on the rank's KV heads; with SP
+    ``x`` arrives as (B, S[cp, tp], H) and ``enter_tp`` all-gathers the tp shards first.
     """
     c, d = model.config, model.dims
+    if ctx is not None:
+        x = ctx.enter_tp(x, d)
     q = ops.einsum(x, p["wq"], out=(d.B, d.S, d.KVH, d.G, d.HD))
     k = ops.einsum(x, p["wk"], out=(d.B, d.S, d.KVH, d.HD))
     v = ops.einsum(x, p["wv"], out=(d.B, d.S, d.KVH, d.HD))
@@ -113,7 +123,35 @@ def cp_attention(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, sin: Tens
     probs = ops.softmax(scores, d.T, mask=mask_)
     o = ops.einsum(probs, v, out=(d.B, d.S, d.KVH, d.G, d.HD))
     del c
-    return ops.einsum(o, p["wo"], out=(d.B, d.S, d.H))
+    y = ops.einsum(o, p["wo"], out=(d.B, d.S, d.H))
+    return ctx.exit_tp(y, d) if ctx is not None else y
+
+
+def cp_transformer_block(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, sin: Tensor,
+                         causal: Tensor, s: CPSettings, ctx: ParallelContext | None = None
+                         ) -> Tensor:
+    """The pre-norm Llama block (``spec_lang.models.llama.transformer_block``) on the rank's
+    load-balanced tokens: ``h = x + cp_attn(norm(x))``, ``out = h + mlp(norm(h))``.
+
+    x: (B, S[cp], H) (with SP: (B, S[cp, tp], H)) -> the same. Marks its input and output as
+    the layer boundaries ``<scope>`` / ``<scope>.out`` (the names the spec's
+    ``transformer_block`` records). ``ctx`` (default :class:`SpecContext`) supplies the TP/SP
+    regions of the attention and the MLP.
+    """
+    c, d = model.config, model.dims
+    x = ops.layer_boundary(x, p.prefix.rstrip("."))
+    hn = ops.rms_norm(x, p["attention_norm"], d.H, c.norm_eps)
+    if s.attention == "online":
+        if ctx is not None and not isinstance(ctx, SpecContext):
+            raise fail("cp_transformer_block: the online-softmax CP attention has no TP "
+                       "hooks; use attention='gather_kv' with tp")
+        a = cp_attention_online(p.scope("attn"), hn, model, cos, sin, s)
+    else:
+        a = cp_attention(p.scope("attn"), hn, model, cos, sin, causal, s, ctx)
+    h = x + a
+    out = h + feed_forward(p.scope("mlp"), ops.rms_norm(h, p["ffn_norm"], d.H, c.norm_eps), d,
+                           ctx or SpecContext())
+    return ops.layer_boundary(out, p.prefix + "out")
 
 
 def cp_attention_online(p: Params, x: Tensor, model: LlamaModel, cos: Tensor, sin: Tensor,
@@ -205,14 +243,7 @@ def context_parallel(model: LlamaModel, *, cp: int, dp: int = 1,
         causal = cp_causal_mask(d.S, d.T)
         x = ops.embedding(tokens, p["tok_embeddings"], d.V)
         for i in range(c.n_layers):
-            lp = p.scope(f"layers.{i}")
-            hn = ops.rms_norm(x, lp["attention_norm"], d.H, c.norm_eps)
-            if s.attention == "online":
-                h = x + cp_attention_online(lp.scope("attn"), hn, model, cos, sin, s)
-            else:
-                h = x + cp_attention(lp.scope("attn"), hn, model, cos, sin, causal, s)
-            x = h + feed_forward(lp.scope("mlp"), ops.rms_norm(h, lp["ffn_norm"], d.H,
-                                                              c.norm_eps), d, SpecContext())
+            x = cp_transformer_block(p.scope(f"layers.{i}"), x, model, cos, sin, causal, s)
         x = ops.rms_norm(x, p["norm"], d.H, c.norm_eps)
         logits = ops.einsum(x, p["output"], out=(d.B, d.S, d.V))
         ce = ops.cross_entropy_per_token(logits, labels, d.V)

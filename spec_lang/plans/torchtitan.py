@@ -30,14 +30,23 @@ stage that computes it, as Megatron's ``MoEAuxLossAutoScaler`` does (its backwar
 in the traced program the stage hands ``A_l`` to the loss directly (no send/recv: it is not an
 activation), and the reported loss includes it (Megatron's aux-loss tracker reduces it over pp).
 
-Limits: no SP and no CP inside the 3-D entry; the 1F1B / GPipe schedules with one model chunk
-per stage (interleaving is a schedule argument of :mod:`spec_lang.schedules`, not exercised here).
+The 3-D entry also composes (Llama 3's 4-D parallelism, arXiv 2407.21783 sec. 3.3.2; the
+frontier examples ``examples/llama31_405b*.py``): Megatron **SP** inside the TP regions
+(``sp=True``: activations and pipeline transfers ``Shard(S)`` over tp, the norm weights'
+Partial[tp] gradients all-reduced over tp), **uneven stages** (``stage_layers``, e.g.
+:func:`first_last_lighter_split`) and **CP** (``cp > 1``: the load-balanced chunks and
+all-gathered K/V of :mod:`spec_lang.plans.context_parallel` inside every stage, token count and
+gradients summed over cp; Llama model only).
+
+Limits: the 1F1B / GPipe schedules with one model chunk per stage (interleaving is a schedule
+argument of :mod:`spec_lang.schedules`, not exercised here); with CP, FSDP shards over dp only
+(torchtitan shards over the flattened dp x cp group: the same gradient sums).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spec_lang import ops
@@ -53,8 +62,13 @@ from spec_lang.plans.library import (
     _TP_REGION, MoEMegatronTP, _all_reduce_over, caller_site, moe_fsdp_tp,
     moe_megatron_placements,
 )
+from spec_lang.cp import cp_causal_mask, cp_split
+from spec_lang.plans.context_parallel import (
+    CPSettings, _contiguous, _rope_tables as _cp_rope_tables, cp_transformer_block,
+)
 from spec_lang.plans.megatron import (
     TP_REGION_WEIGHTS, MegatronSettings, MegatronTP, Scale, _scaled, megatron_placements,
+    partial_grad_axes,
 )
 from spec_lang.plans.sharded_dp import FSDP_ALL_GATHER, ShardedDPSettings, fsdp_all_gather, \
     fsdp_tp, shard_dims
@@ -64,9 +78,9 @@ from spec_lang.tensor import Tensor
 from spec_lang.term import Axis
 
 __all__ = ["TorchtitanSettings", "torchtitan_2d", "torchtitan_3d", "megatron_3d",
-           "pp_layer_split"]
+           "pp_layer_split", "first_last_lighter_split"]
 
-DP, TP, PP, MB = Axis.DP, Axis.TP, Axis.PP, Axis.MB
+DP, TP, PP, MB, CP = Axis.DP, Axis.TP, Axis.PP, Axis.MB, Axis.CP
 
 
 def _model(model: Any) -> LlamaModel | MoEModel:
@@ -116,6 +130,11 @@ class TorchtitanSettings:
         data_parallel: ``"fsdp"`` (torchtitan: parameters Shard over dp, all-gathered before use)
             or ``"ddp"`` (Megatron-LM's 3-D TP x PP x DP: parameters replicated over dp, the
             gradient scaled by ``1/dp`` and all-reduced over dp after the schedule).
+        stage_layers: layer counts per pipeline stage (``None``: equal;
+            :func:`first_last_lighter_split` is Llama 3's).
+        context: with ``cp > 1``, the CP choices (:class:`~spec_lang.plans.context_parallel.
+            CPSettings`: chunk map of the labels, RoPE positions, the K/V gather pair, the token
+            count axes, the gradient axes; its ``dp`` entries are the 3-D plan's own).
     """
 
     megatron: MegatronSettings = MegatronSettings()
@@ -124,23 +143,59 @@ class TorchtitanSettings:
     schedule: str = "1f1b"
     aux_on_stage: bool = True
     data_parallel: str = "fsdp"
+    stage_layers: tuple[int, ...] | None = None
+    context: CPSettings = CPSettings()
 
 
-def pp_layer_split(n_layers: int, pp: int) -> list[range]:
-    """Layers of each pipeline stage: ``pp`` equal consecutive blocks (torchtitan's
-    ``pipeline_module_split`` with even splits).
+def pp_layer_split(n_layers: int, pp: int, sizes: Sequence[int] | None = None) -> list[range]:
+    """Layers of each pipeline stage, consecutive blocks in model order.
+
+    ``sizes=None``: ``pp`` equal blocks (torchtitan's ``pipeline_module_split`` with even
+    splits). ``sizes``: explicit layer counts per stage (Megatron-LM's
+    ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``, torchtitan's
+    ``module_fqns_per_model_part``), e.g. :func:`first_last_lighter_split`.
 
     Raises:
-        PlanError: ``pp`` does not divide the layer count.
+        PlanError: ``pp`` does not divide the layer count; ``sizes`` not ``pp`` non-negative
+            counts summing to ``n_layers``.
     """
+    if sizes is not None:
+        sz = list(sizes)
+        if len(sz) != pp or any(not isinstance(k, int) or isinstance(k, bool) or k < 0
+                                for k in sz) or sum(sz) != n_layers:
+            raise PlanError(f"{caller_site()}: stage_layers {tuple(sz)} must be {pp} "
+                            f"non-negative layer counts summing to the {n_layers} layers")
+        out, start = [], 0
+        for k in sz:
+            out.append(range(start, start + k))
+            start += k
+        return out
     if pp < 1 or n_layers % pp:
         raise PlanError(f"{caller_site()}: pp={pp} must divide the {n_layers} layers")
     per = n_layers // pp
     return [range(s * per, (s + 1) * per) for s in range(pp)]
 
 
+def first_last_lighter_split(n_layers: int, pp: int) -> tuple[int, ...]:
+    """Llama 3's stage sizes (arXiv 2407.21783, section 3.3.2, "Pipeline parallelism
+    improvements"): one Transformer layer fewer on the first and on the last stage, which also
+    hold the embedding and the output head and loss. ``n_layers + 2`` must divide by ``pp``
+    (405B: 126 layers, pp 16 -> ``(7, 8 x 14, 7)``).
+
+    Raises:
+        PlanError: ``pp < 2`` or ``pp`` does not divide ``n_layers + 2`` (or a stage would be
+            empty).
+    """
+    if pp < 2 or (n_layers + 2) % pp or (n_layers + 2) // pp < 2:
+        raise PlanError(f"{caller_site()}: first/last-lighter split: pp={pp} must divide "
+                        f"n_layers + 2 = {n_layers + 2} with at least 2 layers per full stage")
+    per = (n_layers + 2) // pp
+    return (per - 1,) + (per,) * (pp - 2) + (per - 1,)
+
+
 def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
-                  settings: TorchtitanSettings | None = None) -> Plan:
+                  settings: TorchtitanSettings | None = None, cp: int = 1,
+                  sp: bool | None = None) -> Plan:
     """torchtitan's 3-D parallelism, FSDP over ``dp`` x TP over ``tp`` x PP over ``pp`` (module
     docstring), on ``Mesh(pp=pp, dp=dp, tp=tp)`` with ``microbatches`` micro-batches.
 
@@ -149,6 +204,17 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
         dp, tp, pp: mesh sizes (``pp`` divides the layer count; ``dp K`` divides ``B``).
         microbatches: K, the pipeline's micro-batches.
         settings: see :class:`TorchtitanSettings`.
+        cp: context parallelism (Llama only): ``cp > 1`` adds a ``cp`` mesh axis
+            (``Mesh(pp, dp, cp, tp)``); every stage holds its rank's load-balanced sequence
+            chunks (``cp_split`` of tokens, labels, mask, RoPE tables and causal mask, as in
+            :func:`spec_lang.plans.context_parallel.context_parallel`), attention all-gathers
+            K/V over cp (the rank's TP heads), the token count is summed over cp too, the
+            reported loss all-reduced over cp and every gradient all-reduced over cp
+            (parameters are replicated over cp; FSDP shards over dp only).
+        sp: Megatron sequence parallelism inside the TP regions (overrides
+            ``settings.megatron.sp``): the residual stream and the pipeline's activations are
+            ``Shard(S)`` over tp; the norm weights' Partial[tp] gradients are all-reduced over
+            tp (:func:`~spec_lang.plans.megatron.partial_grad_axes`).
 
     Returns:
         the :class:`Plan` (a :class:`~spec_lang.pipeline.Pipeline` schedule); the spec's
@@ -161,10 +227,14 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
     m = _model(model)
     st = settings or TorchtitanSettings()
     site = caller_site()
-    ms = st.megatron
+    ms = st.megatron if sp is None else dataclasses.replace(st.megatron, sp=sp)
     is_moe = isinstance(m, MoEModel)
     c, d = m.config, m.dims
-    mesh = Mesh(pp=pp, dp=dp, tp=tp)
+    if cp > 1 and is_moe:
+        raise PlanError(f"{site}: cp={cp}: the 3-D plan's context parallelism is for the Llama "
+                        "model (use plans.library.moe_context_parallel for the MoE model)")
+    mesh = Mesh(pp=pp, dp=dp, cp=cp, tp=tp) if cp > 1 else Mesh(pp=pp, dp=dp, tp=tp)
+    cps = st.context
     tp_pl = {k: v for k, v in (moe_megatron_placements(m, tp) if is_moe
                                else megatron_placements(m, tp)).items() if k in m.params}
     taken = {k: [p.dim for p in v.values() if isinstance(p, Shard)] for k, v in tp_pl.items()}
@@ -188,6 +258,9 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
              and not isinstance(v.get(TP, Replicate()), Shard)} \
         if ms.replicated_weights_enter_tp else set()
     count_axes = tuple(ms.token_count_axes)
+    if cp > 1:
+        count_axes += tuple(a for a in cps.token_count_axes if a not in count_axes)
+        ms = dataclasses.replace(ms, token_count_axes=count_axes)
 
     def ctx_() -> MegatronTP:
         return MoEMegatronTP(ms, count_axes) if is_moe else MegatronTP(ms)
@@ -205,9 +278,15 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
 
     def blocks(p: Params, x: Tensor, data: Mapping[str, Tensor], layers: range) -> Tensor:
         ctx = ctx_()
+        if cp > 1:
+            cos, sin = _cp_rope_tables(dl, c.rope_theta, cps)
+            causal = cp_causal_mask(dl.S, dl.T)
         for i in layers:
             lp = p.scope(f"layers.{i}")
-            if is_moe:
+            if cp > 1:
+                assert isinstance(m, LlamaModel)
+                x = cp_transformer_block(lp, x, m, cos, sin, causal, cps, ctx)
+            elif is_moe:
                 x, a = moe_block(lp, x, c, d, ctx, data.get(f"layers.{i}.moe.e_score_correction_bias"))
                 if st.aux_on_stage and c.aux_loss_alpha:
                     carried["aux"] = a if carried.get("aux") is None else carried["aux"] + a
@@ -215,7 +294,7 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
                 x = transformer_block(lp, x, c, d, ctx)
         return x
 
-    split = pp_layer_split(c.n_layers, pp)
+    split = pp_layer_split(c.n_layers, pp, st.stage_layers)
     dl = d.llama if is_moe else d
 
     def make_stage(s: int) -> Any:
@@ -223,6 +302,12 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
 
         def run(p: Any, data: Mapping[str, Tensor], io: Any) -> Any:
             q = unshard(p)
+            if cp > 1:                  # the rank's load-balanced chunks (context_parallel.py)
+                data = {**data, "tokens": cp_split(data["tokens"], dl.S),
+                        "mask": cp_split(data["mask"], dl.S),
+                        "labels": (cp_split(data["labels"], dl.S)
+                                   if cps.label_map == "load_balanced"
+                                   else _contiguous(data["labels"], dl.S))}
             if first:
                 carried.clear()
                 x = ctx_().embed(data["tokens"], q["tok_embeddings"], dl)
@@ -238,6 +323,8 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
             seed = ctx.loss(logits, data["labels"], data["mask"], dl)
             assert ctx.report is not None
             report = ctx.report
+            if cp > 1:
+                report = _all_reduce_over(report, (CP,))
             aux = carried.get("aux")
             if aux is not None:
                 a = aux * c.aux_loss_alpha
@@ -257,8 +344,13 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
     sched = (one_f_one_b if st.schedule == "1f1b" else gpipe)(pp=pp, microbatches=microbatches)
     pipe = Pipeline([make_stage(s) for s in range(pp)], schedule=sched)
 
+    cp_grad_axes = tuple(a for a in cps.grad_reduce_axes if a != DP) if cp > 1 else ()
+
     def reduce_grads(name: str, g: Tensor) -> Tensor:
         g = _scaled(g, st.grad_scale)   # FSDP: the reduce-scatter is the gather's backward
+        if ms.sp and partial_grad_axes(g, placements.get(name, {})):
+            g = _all_reduce_over(g, ms.sp_grad_reduce_axes)  # SP: norm weights' Partial[tp]
+        g = _all_reduce_over(g, cp_grad_axes)                # CP: replicated over cp
         if not fsdp:
             g = _all_reduce_over(g, ms.grad_reduce_axes)         # DDP: all-reduce over dp
         return g
@@ -266,18 +358,27 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
     return Plan(mesh=mesh, placements=placements, forward=pipe.forward, schedule=pipe,
                 reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, d.B),
                 assumptions=(f"{'torchtitan' if fsdp else 'Megatron-LM'} 3-D: "
-                             f"{'FSDP' if fsdp else 'DDP'} over dp{dp} x TP{tp} x PP{pp} "
-                             f"({st.schedule}, {microbatches} micro-batches)"
+                             f"{'FSDP' if fsdp else 'DDP'} over dp{dp} x TP{tp}"
+                             f"{'+SP' if ms.sp else ''}{f' x CP{cp}' if cp > 1 else ''} x PP{pp} "
+                             f"({st.schedule}, {microbatches} micro-batches"
+                             f"{'' if st.stage_layers is None else ', layers per stage ' + '/'.join(map(str, st.stage_layers))})"
                              + (", dense routing" if is_moe else "") + "; token count N > 0",),
                 site=site)
 
 
 def megatron_3d(model: Any, *, tp: int, dp: int, pp: int, microbatches: int,
-                schedule: str = "1f1b") -> Plan:
+                schedule: str = "1f1b", sp: bool = False,
+                stage_layers: Sequence[int] | None = None,
+                settings: TorchtitanSettings | None = None) -> Plan:
     """Megatron-LM's 3-D parallelism TP x PP x DP (Narayanan et al., SC'21, "Efficient
     Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", section 2): the
     3-D pipeline of :func:`torchtitan_3d` with DDP instead of FSDP (parameters replicated over
-    dp; ``1/dp`` then all-reduce over dp after the schedule's accumulation)."""
-    plan = torchtitan_3d(model, dp=dp, tp=tp, pp=pp, microbatches=microbatches,
-                         settings=TorchtitanSettings(data_parallel="ddp", schedule=schedule))
+    dp; ``1/dp`` then all-reduce over dp after the schedule's accumulation). ``sp``: sequence
+    parallelism with TP; ``stage_layers``: layer counts per stage; ``settings``: the rest (its
+    ``data_parallel``, ``schedule`` and ``stage_layers`` are set from the arguments)."""
+    st = dataclasses.replace(settings or TorchtitanSettings(), data_parallel="ddp",
+                             schedule=schedule,
+                             stage_layers=None if stage_layers is None else tuple(stage_layers))
+    plan = torchtitan_3d(model, dp=dp, tp=tp, pp=pp, microbatches=microbatches, settings=st,
+                         sp=sp)
     return dataclasses.replace(plan, site=caller_site())
