@@ -276,7 +276,12 @@ def test_data_parallel_plan_is_certified(tmp_path) -> None:
     from proofs.prover import prove
     from spec_lang import load
 
-    report = prove(load(PLAN), timeout_s=120)
+    from spec_lang.term import Op, walk
+
+    problem = load(PLAN)
+    assert any(n.op is Op.TOPK_MASK and len(n.args) == 2
+               for g in problem.goals for n in walk(g.actual))   # group-limited routing inside
+    report = prove(problem, timeout_s=120)
     assert report.verdict == "EQUIVALENT", [(g.name, g.reason) for g in report.open_goals()]
     cert = tmp_path / "deepseek_dp.json"
     write_certificate(cert, certificate_of(report))
