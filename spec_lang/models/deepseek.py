@@ -69,8 +69,10 @@ checkpoint's ``shared_head.norm``), and the **shared** embedding and output head
 cross-entropy is on ``t_{i+2}``. In the DSL: ``t_{i+1}`` at position ``i`` is ``labels[i]``
 (labels are the next tokens), the target ``t_{i+2}`` is ``shift(labels, S)[i]`` and the weight
 ``shift(mask, S)`` (the last position gets weight 0; :func:`spec_lang.cp.shift`, through the
-hook ``ctx.next_position``). ``h`` is the
-main model's last block output (the residual stream before the final norm). Objective:
+hook ``ctx.next_position``). ``h`` is the main model's final hidden state, after its final
+RMSNorm (the paper says "the representation given by the main model"; Megatron-LM's
+``MultiTokenPredictionLayer``, the public training implementation, receives the decoder's
+output after its final layernorm and applies ``hnorm`` to it). Objective:
 ``L = L_main + lambda L_mtp + alpha sum_{MoE layers, MTP's included} L_bal`` with
 ``lambda = 3/10`` (sec. 4.2, first 10T tokens).
 
@@ -348,14 +350,15 @@ def mtp_module(p: Params, h: Tensor, next_tokens: Tensor, emb: Tensor, head: Ten
     """One MTP module (report eqs. 21-23): ``h (B, S, H)`` the previous depth's representation,
     ``next_tokens (B, S)`` the tokens one step ahead (``t_{i+k}``); ``emb (V, H)`` and
     ``head (H, V)`` the shared embedding and output head. Returns ``(logits (B, S, V),
-    h_k (B, S, H), L_bal)``. The block's boundaries are ``<scope>`` / ``<scope>.out``."""
+    h_k (B, S, H), L_bal)``, ``h_k`` after the module's final norm (the next depth's input, as
+    Megatron-LM). The block's boundaries are ``<scope>`` / ``<scope>.out``."""
     e = ops.rms_norm(ctx.embed(next_tokens, emb, d), p["enorm"], d.H, c.norm_eps)
     hn = ops.rms_norm(h, p["hnorm"], d.H, c.norm_eps)
     hp = ops.rename(ops.einsum(hn, p["eh_proj.h"], out=(d.B, d.S, "H_out"))
                     + ops.einsum(e, p["eh_proj.e"], out=(d.B, d.S, "H_out")), "H_out", d.H)
     hk, aux = moe_block(p, hp, c, d, ctx, bias)
-    x = ctx.head_input(ops.rms_norm(hk, p["norm"], d.H, c.norm_eps), d)
-    return ops.einsum(x, head, out=(d.B, d.S, d.V)), hk, aux
+    hk = ops.rms_norm(hk, p["norm"], d.H, c.norm_eps)
+    return ops.einsum(ctx.head_input(hk, d), head, out=(d.B, d.S, d.V)), hk, aux
 
 
 def deepseek_forward(p: Params, data: Mapping[str, Tensor], c: DeepSeekConfig, d: DeepSeekDims,
@@ -380,9 +383,8 @@ def deepseek_forward(p: Params, data: Mapping[str, Tensor], c: DeepSeekConfig, d
             add_aux(a)
         else:
             x = dense_block(ps, x, c, d, ctx)
-    h = x
-    xn = ctx.head_input(ops.rms_norm(x, p["norm"], d.H, c.norm_eps), d)
-    logits = ops.einsum(xn, p["output"], out=(d.B, d.S, d.V))
+    h = ops.rms_norm(x, p["norm"], d.H, c.norm_eps)       # the main model's final hidden state
+    logits = ops.einsum(ctx.head_input(h, d), p["output"], out=(d.B, d.S, d.V))
     main = ctx.loss(logits, data["labels"], data["mask"], d)
     mtp: Tensor | None = None
     ahead, target, weight = data["labels"], data["labels"], data["mask"]
