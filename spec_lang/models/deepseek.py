@@ -90,7 +90,7 @@ reals); token dropping / capacity (DeepSeek-V3 drops no tokens); MTP depth > 1 i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -105,7 +105,7 @@ from spec_lang.tensor import Tensor
 
 __all__ = ["DeepSeekConfig", "DEEPSEEK_V3", "DEEPSEEK_DEBUG", "DeepSeekDims", "DeepSeekContext",
            "DeepSeekModel", "deepseek", "mla", "dense_mlp", "deepseek_moe", "sequence_aux_loss",
-           "dense_block", "moe_block", "mtp_module", "deepseek_forward", "param_count",
+           "dense_block", "moe_block", "mtp_module", "deepseek_head", "deepseek_forward", "param_count",
            "activated_param_count"]
 
 
@@ -361,6 +361,34 @@ def mtp_module(p: Params, h: Tensor, next_tokens: Tensor, emb: Tensor, head: Ten
     return ops.einsum(ctx.head_input(hk, d), head, out=(d.B, d.S, d.V)), hk, aux
 
 
+def deepseek_head(p: Params, x: Tensor, data: Mapping[str, Tensor], c: DeepSeekConfig,
+                  d: DeepSeekDims, ctx: DeepSeekContext,
+                  bias_of: Callable[[str], Tensor | None] | None = None
+                  ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Everything after the last main block (a pipeline's last stage): final norm, output head,
+    ``L_main = ctx.loss``, then the MTP modules on the final hidden state. ``x (B, S, H)`` the
+    last block's output; ``bias_of(name)`` gives an MTP layer's selection bias (default
+    ``data.get``). Returns ``(L_main, L_mtp, L_bal of the MTP blocks)`` (None when absent)."""
+    bias_of = bias_of or data.get
+    h = ops.rms_norm(x, p["norm"], d.H, c.norm_eps)       # the main model's final hidden state
+    logits = ops.einsum(ctx.head_input(h, d), p["output"], out=(d.B, d.S, d.V))
+    main = ctx.loss(logits, data["labels"], data["mask"], d)
+    mtp: Tensor | None = None
+    aux: Tensor | None = None
+    ahead, target, weight = data["labels"], data["labels"], data["mask"]
+    for k in range(c.mtp_depth):
+        target, weight = ctx.next_position(target, d), ctx.next_position(weight, d)
+        lg, h, a = mtp_module(p.scope(f"mtp.{k}"), h, ahead, p["tok_embeddings"], p["output"],
+                              c, d, ctx, bias_of(f"mtp.{k}.moe.e_score_correction_bias"))
+        aux = a if aux is None else aux + a
+        lk = ctx.loss(lg, target, weight, d)
+        mtp = lk if mtp is None else mtp + lk
+        ahead = ctx.next_position(ahead, d)
+    if mtp is not None and c.mtp_depth > 1:
+        mtp = mtp / c.mtp_depth
+    return main, mtp, aux
+
+
 def deepseek_forward(p: Params, data: Mapping[str, Tensor], c: DeepSeekConfig, d: DeepSeekDims,
                      ctx: DeepSeekContext, layers: range | None = None
                      ) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -383,21 +411,9 @@ def deepseek_forward(p: Params, data: Mapping[str, Tensor], c: DeepSeekConfig, d
             add_aux(a)
         else:
             x = dense_block(ps, x, c, d, ctx)
-    h = ops.rms_norm(x, p["norm"], d.H, c.norm_eps)       # the main model's final hidden state
-    logits = ops.einsum(ctx.head_input(h, d), p["output"], out=(d.B, d.S, d.V))
-    main = ctx.loss(logits, data["labels"], data["mask"], d)
-    mtp: Tensor | None = None
-    ahead, target, weight = data["labels"], data["labels"], data["mask"]
-    for k in range(c.mtp_depth):
-        target, weight = ctx.next_position(target, d), ctx.next_position(weight, d)
-        lg, h, a = mtp_module(p.scope(f"mtp.{k}"), h, ahead, p["tok_embeddings"], p["output"],
-                              c, d, ctx, data.get(f"mtp.{k}.moe.e_score_correction_bias"))
-        add_aux(a)
-        lk = ctx.loss(lg, target, weight, d)
-        mtp = lk if mtp is None else mtp + lk
-        ahead = ctx.next_position(ahead, d)
-    if mtp is not None and c.mtp_depth > 1:
-        mtp = mtp / c.mtp_depth
+    main, mtp, aux_mtp = deepseek_head(p, x, data, c, d, ctx)
+    if aux_mtp is not None:
+        add_aux(aux_mtp)
     return main, mtp, aux
 
 
