@@ -24,12 +24,14 @@ own), under an address-space limit (``--mem-limit-gb``, default 8: a run that ne
 reported ``oom`` instead of taking the shared machine down) and a wall-clock limit.
 
     python bench/verify_scaling.py [--part all|frontier|grid] [--only NAME ...] [--depth N]
-        [--layers L] [--json PATH [--resume]] [--quick] [--timeout S] [--mem-limit-gb G]
+        [--layers L] [--json PATH [--resume | --report]] [--markdown] [--quick] [--timeout S]
+        [--jobs N] [--mem-limit-gb G] [--no-certify]
 
 ``--only`` takes frontier names (``llama3_70b``, ``llama31_405b``, ``llama31_405b_cp16``,
 ``deepseek_v3``) and grid knobs (``dp``, ``tp``, ...). ``--json PATH`` keeps every result in
 PATH (merged with what PATH already holds, written atomically after each configuration);
-``--resume`` skips configurations PATH already holds. ``--quick`` is the smoke-test grid: the
+``--resume`` skips configurations PATH already holds; ``--report`` runs nothing and prints
+the tables of PATH (``--markdown``: as Markdown, for ``docs/scaling.md``). ``--quick`` is the smoke-test grid: the
 debug Llama (``spec_lang.models.DEBUG``) at 1 layer (2 for pp 2), two points per knob, run in
 this process.
 
@@ -403,6 +405,45 @@ def run_all(a: argparse.Namespace, console: Any) -> dict[str, Any]:
 
 
 # -- tables ----------------------------------------------------------------------------------------
+class _T:
+    """A table printed with rich (the console) or as Markdown (``--markdown``, docs/scaling.md)."""
+
+    def __init__(self, title: str, **_: Any) -> None:
+        self.title = title
+        self.cols: list[tuple[str, str]] = []
+        self.rows: list[tuple[str, ...] | None] = []    # None: a section break
+
+    def add_column(self, name: str, justify: str = "left") -> None:
+        self.cols.append((name, justify))
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(tuple(cells))
+
+    def add_section(self) -> None:
+        self.rows.append(None)
+
+    def rich(self) -> Any:
+        from rich.table import Table
+
+        t = Table(title=self.title)
+        for name, justify in self.cols:
+            t.add_column(name, justify=justify)
+        for r in self.rows:
+            if r is None:
+                t.add_section()
+            else:
+                t.add_row(*r)
+        return t
+
+    def markdown(self) -> str:
+        out = [f"**{self.title}**", "",
+               "| " + " | ".join(n for n, _ in self.cols) + " |",
+               "|" + "|".join("---:" if j == "right" else "---" for _, j in self.cols) + "|"]
+        out += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |"
+                for r in self.rows if r is not None]
+        return "\n".join(out) + "\n"
+
+
 def _f(x: Any, nd: int = 1) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -430,9 +471,7 @@ def _top_phase(r: dict[str, Any]) -> str:
 
 
 def frontier_table(data: dict[str, Any], keys: list[str]) -> Any:
-    from rich.table import Table
-
-    t = Table(title="(a) frontier plans: targets <= 60 s and <= 8 GB each", show_lines=False)
+    t = _T(title="(a) frontier plans: targets <= 60 s and <= 8 GB each", show_lines=False)
     for c in ("plan", "layers", "mesh", "verdict", "goals", "rewr", "z3", "reused", "open",
               "load s", "prove s", "cert s", "check s", "load+prove s", "peak GB", "target",
               "TrainVerify s", "load1", "tree"):
@@ -462,21 +501,24 @@ def frontier_table(data: dict[str, Any], keys: list[str]) -> Any:
     return t
 
 
-def phase_table(data: dict[str, Any], keys: list[str]) -> Any:
-    from rich.table import Table
-
-    rows = [data["results"][k] for k in keys if k in data["results"]
-            and data["results"][k]["job"]["kind"] == "frontier"
-            and data["results"][k].get("phases_s")]
-    t = Table(title="(a) per-phase seconds (Report.seconds)")
+def phase_table(data: dict[str, Any], keys: list[str], title: str) -> _T:
+    """Per-phase seconds (load, then ``Report.seconds``) of the rows that have them."""
+    rows = [data["results"][k] for k in keys if (data["results"].get(k) or {}).get("phases_s")]
+    t = _T(title)
     phases: list[str] = []
     for r in rows:
         phases += [p for p in r["phases_s"] if p not in phases]
-    t.add_column("plan")
-    for p in phases:
+    t.add_column("configuration")
+    for p in ["load"] + phases:
         t.add_column(p, justify="right")
+    prev = None
     for r in rows:
-        t.add_row(r["job"]["name"], *(_f(r["phases_s"].get(p), 2) for p in phases))
+        j = r["job"]
+        name = j["name"] if j["kind"] == "frontier" else f"{j['knob']}={j['value']}"
+        if j["kind"] == "grid" and prev is not None and j["knob"] != prev:
+            t.add_section()
+        prev = j.get("knob")
+        t.add_row(name, _f(r.get("load_s"), 2), *(_f(r["phases_s"].get(p), 2) for p in phases))
     return t
 
 
@@ -488,9 +530,7 @@ def _tv_grid(knob: str, value: int) -> str:
 
 
 def grid_table(data: dict[str, Any], keys: list[str], title: str) -> Any:
-    from rich.table import Table
-
-    t = Table(title=title)
+    t = _T(title=title)
     for c in ("knob", "value", "L", "mesh", "B", "verdict", "goals", "load s", "prove s",
               "load+prove s", "peak MB", "largest phase s", "TrainVerify s", "load1", "tree"):
         t.add_column(c, justify="left" if c in ("knob", "mesh", "verdict", "largest phase s",
@@ -553,9 +593,7 @@ def knob_summary(data: dict[str, Any], keys: list[str]) -> list[dict[str, Any]]:
 
 
 def summary_table(summ: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
-
-    t = Table(title=f"(b) per knob: max/min of our load+prove seconds (flag > {FLAT_RATIO:.0f}x "
+    t = _T(title=f"(b) per knob: max/min of our load+prove seconds (flag > {FLAT_RATIO:.0f}x "
                     f"or any failed point)")
     for c in ("knob", "range", "min s", "max s", "max/min", "flag", "peak RSS max/min",
               "growing phases (first->last point, s)", "TrainVerify (ANCHORS.md)", "failed"):
@@ -570,46 +608,59 @@ def summary_table(summ: list[dict[str, Any]]) -> Any:
 
 
 def render(data: dict[str, Any], keys: list[str], console: Any, a: argparse.Namespace) -> None:
+    """Print the header and the tables of the results ``keys`` (rich, or Markdown)."""
+    def emit(x: Any) -> None:
+        if a.markdown:
+            print(x.markdown() if isinstance(x, _T) else x + "\n")
+        else:
+            console.print(x.rich() if isinstance(x, _T) else x)
+
     h = data["runs"][-1]
     la = h["loadavg"]
-    console.print(f"shardproof verify_scaling  commit {h['commit']}  {h['started']}  "
-                  f"{h['cpus']} cores shared with other agents: loadavg {la[0]:.2f} {la[1]:.2f} "
-                  f"{la[2]:.2f} at start"
-                  + (f", {h['loadavg_end'][0]:.2f} at end" if "loadavg_end" in h else "")
-                  + "  (column load1: the 1-min loadavg before each row; above ~1.5 other "
-                    "processes shared the cores, so its seconds are inflated; column tree: the "
-                    "commit it ran at, +N = N uncommitted product files in the shared tree)")
-    console.print(f"jobs={h['jobs']}  address-space limit {h['mem_limit_gb']} GB per "
-                  f"configuration  timeout {h['timeout_s']:.0f} s  "
-                  + ("in-process (peak RSS is the bench process's cumulative peak)"
-                     if h["in_process"] else "fresh subprocess per configuration"))
+    emit(f"shardproof verify_scaling, commit {h['commit']}, {h['started']}, "
+         f"{h['cpus']} cores shared with other agents: loadavg {la[0]:.2f} {la[1]:.2f} "
+         f"{la[2]:.2f} at start" + (f", {h['loadavg_end'][0]:.2f} at end"
+                                   if "loadavg_end" in h else "")
+         + ". Column load1: the 1-min loadavg before each row (above ~1.5 other processes "
+           "shared the 2 cores, so that row's seconds are inflated); column tree: the commit "
+           "it ran at (+N: N uncommitted product files in the shared tree).")
+    emit(f"jobs={h['jobs']}, address-space limit {h['mem_limit_gb']} GB per configuration, "
+         f"timeout {h['timeout_s']:.0f} s, "
+         + ("in-process (peak RSS is the bench process's cumulative peak)"
+            if h["in_process"] else "a fresh subprocess per configuration"))
     fk = [k for k in keys if k.startswith("frontier:")]
     if fk:
         depth = f"reduced depth {a.depth} layers" if a.depth else "full depth"
-        console.print(f"\n(a) frontier plans at {depth}; load+prove excludes the certificate "
-                      f"(cert s = write, check s = check-certificate"
-                      f"{', re-tracing the plan file' if not a.depth else ', no re-trace'})")
-        console.print(frontier_table(data, fk))
+        emit(f"(a) frontier plans at {depth}; load+prove excludes the certificate "
+             f"(cert s = write, check s = check-certificate"
+             f"{', re-tracing the plan file' if not a.depth else ', no re-trace'}); "
+             f"TrainVerify s: their published time for that model, on their (shrunk) config.")
+        emit(frontier_table(data, fk))
         if any((data["results"].get(k) or {}).get("phases_s") for k in fk):
-            console.print(phase_table(data, fk))
+            emit(phase_table(data, fk, "(a) per-phase seconds (load, then Report.seconds)"))
         for k in fk:
             r = data["results"].get(k, {})
             if r.get("status") != "ok" or r.get("open_reasons"):
-                console.print(f"  {r['job']['name']}: {r.get('error') or ''}"
-                              f"{'; open: ' + ' | '.join(r['open_reasons']) if r.get('open_reasons') else ''}")
+                emit(f"  {r['job']['name']}: {r.get('error') or ''}"
+                     + ("; open: " + " | ".join(r["open_reasons"])
+                        if r.get("open_reasons") else ""))
     gk = [k for k in keys if k.startswith("grid:")]
     if gk:
         model = "debug Llama (spec_lang.models.DEBUG)" if a.quick else \
             "Llama-3-8B widths (LLAMA3_8B)"
         base = "dp 2 x tp 2 x 2 mb" if a.quick else "dp 4 x tp 8 x 4 mb, micro-batch size 1"
-        console.print(f"\n(b) Table 7 grid: {model}, {'1' if a.quick else a.layers} layers "
-                      f"for the non-layer knobs, base {base}; one knob varied at a time. Plan: "
-                      f"examples/llama3_8b_megatron.py build() (Megatron TP x DP x "
-                      f"micro-batches); knob pp: megatron_3d (TP x PP x DP, 1F1B). tp <= 8: "
-                      f"8 KV heads, the plan shards KVH. TrainVerify's seconds: >= 32 vCPUs, "
-                      f"endpoints only (docs/ANCHORS.md).")
-        console.print(grid_table(data, gk, "(b) Table 7 grid"))
-        console.print(summary_table(knob_summary(data, gk)))
+        emit(f"(b) Table 7 grid: {model}, {'1' if a.quick else a.layers} layers for the "
+             f"non-layer knobs (column L), base {base}; one knob varied at a time. Plan: "
+             f"examples/llama3_8b_megatron.py build() (Megatron TP x DP x micro-batches); knob "
+             f"pp: megatron_3d (TP x PP x DP, 1F1B). tp <= 8: 8 KV heads, the plan shards KVH. "
+             f"B = global batch (sequences). TrainVerify's seconds: >= 32 vCPUs, the endpoints "
+             f"docs/ANCHORS.md gives.")
+        emit(grid_table(data, gk, "(b) Table 7 grid"))
+        emit(summary_table(knob_summary(data, gk)))
+        pk = [k for k in gk if data["results"][k]["job"]["knob"] in ("dp", "microbatches", "tp")]
+        if pk:
+            emit(phase_table(data, pk, "(b) per-phase seconds of the dp, micro-batch and tp "
+                                       "curves"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -637,14 +688,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--in-process", action="store_true",
                     help="run configurations in this process (no per-config RSS)")
     ap.add_argument("--width", type=int, default=None, help="console width (default: wide)")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: print the tables of what --json PATH holds")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print Markdown tables (docs/scaling.md) instead of rich ones")
     ap.add_argument("--one", help=argparse.SUPPRESS)    # internal: one configuration -> JSON
     a = ap.parse_args(argv)
     if a.one is not None:
         p = json.loads(a.one)
         print(json.dumps(run_one(p, a.timeout, a.jobs, a.certify and p["kind"] == "frontier")))
         return 0
-    if a.resume and not a.json:
-        ap.error("--resume needs --json PATH")
+    if (a.resume or a.report) and not a.json:
+        ap.error("--resume and --report need --json PATH")
     if a.only:
         unknown = set(a.only) - set(FRONTIER) - set(KNOBS)
         if unknown:
@@ -656,8 +711,14 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console(width=a.width or max(Console().width, 200))
-    data = run_all(a, console)
-    keys = data.pop("_todo")
+    if a.report:
+        data = _load_json(Path(a.json))
+        if not data["runs"]:
+            ap.error(f"--report: {a.json} holds no results")
+        keys = [k for k, _ in _jobs_to_run(a) if k in data["results"]]
+    else:
+        data = run_all(a, console)
+        keys = data.pop("_todo")
     render(data, keys, console, a)
     rows = [data["results"][k] for k in keys]
     bad = [r for r in rows if r["status"] != "missing" and r.get("verdict") != "EQUIVALENT"]
