@@ -9,6 +9,14 @@ artifact timings (docs/ANCHORS.md, ">= 32 vCPUs, 1 TB RAM, 30 worker processes")
 
     python bench/verify_llama.py [--plan examples/llama3_8b_megatron.py] [--n-layers 32]
                                  [--timeout 1800] [--jobs 1] [--json]
+    python bench/verify_llama.py --compare-jobs [--plan ...]   # jobs=1 vs 2 vs ray
+
+``--compare-jobs`` proves the example plan (its module-level ``plan``) once per executor
+setting, each in a fresh process: ``jobs=1``; ``jobs=2`` (the default policy: obligations go to
+a pool only when enough independent work exists, ``proofs/executor.py``); ``jobs=2`` with the
+pool forced (every obligation group on a worker: what the pool costs); ``--executor ray`` with
+2 CPUs, forced (a local Ray instance; skipped when ray is not installed). It prints seconds,
+the main process's peak RSS and the largest worker's.
 
 The proof's cost should not grow with dp or the micro-batch count: plan terms are symbolic in
 the rank (``docs/decisions.md``), so the two configurations have the same goals and terms up to
@@ -61,15 +69,18 @@ def _problem(plan_path: Path, build_kw: dict | None, n_layers: int | None):
 
 
 def run_one(plan_path: Path, build_kw: dict | None, n_layers: int | None, timeout_s: float,
-            jobs: int) -> dict:
+            jobs: int, executor: str = "local", force_pool: bool = False) -> dict:
     """Load (trace) and prove one configuration in this process."""
+    import proofs.executor
     from proofs.prover import prove
 
+    if force_pool:
+        proofs.executor.POOL_MIN_NODES = 0
     t0 = time.monotonic()
     problem = _problem(plan_path, build_kw, n_layers)
     t_load = time.monotonic() - t0
     t1 = time.monotonic()
-    report = prove(problem, jobs=jobs, timeout_s=timeout_s)
+    report = prove(problem, jobs=jobs, timeout_s=timeout_s, executor=executor)
     t_prove = time.monotonic() - t1
     return {
         "mesh": dict(problem.mesh), "verdict": report.verdict, "counts": report.counts,
@@ -78,7 +89,53 @@ def run_one(plan_path: Path, build_kw: dict | None, n_layers: int | None, timeou
         "phases_s": {k: round(v, 2) for k, v in report.seconds.items()},
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "open_reasons": sorted({g.reason.split(";")[0] for g in report.open_goals})[:5],
+        "executor": report.executor,
+        "children_peak_rss_mb": round(
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
     }
+
+
+JOB_SETTINGS = {
+    "jobs=1": {"jobs": 1},
+    "jobs=2": {"jobs": 2},
+    "jobs=2 (pool forced)": {"jobs": 2, "force_pool": True},
+    "ray, 2 CPUs (forced)": {"jobs": 2, "executor": "ray", "force_pool": True},
+}
+
+
+def compare_jobs(plan: Path, n_layers: int | None, timeout_s: float, as_json: bool) -> int:
+    """Prove the example plan under each of :data:`JOB_SETTINGS` in a fresh process."""
+    results = {}
+    for name, kw in JOB_SETTINGS.items():
+        if kw.get("executor") == "ray" and importlib.util.find_spec("ray") is None:
+            continue
+        cmd = [sys.executable, __file__, "--plan", str(plan), "--timeout", str(timeout_s),
+               "--one", "null", "--one-settings", json.dumps(kw)]
+        if n_layers is not None:
+            cmd += ["--n-layers", str(n_layers)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        t0 = time.monotonic()
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            print(f"verify_llama: error: {name}: {out.stderr.strip().splitlines()[-1:]}",
+                  file=sys.stderr)
+            return 2
+        results[name] = json.loads(out.stdout.strip().splitlines()[-1])
+        results[name]["process_s"] = round(time.monotonic() - t0, 2)
+    if as_json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{plan.name}: jobs / executor comparison, {os.cpu_count()} cores "
+          f"(load = trace, prove = all prover phases; RSS: main process / largest worker)")
+    print(f"{'setting':<24}{'verdict':<12}{'where':<12}{'tasks':>6}{'load s':>8}{'prove s':>9}"
+          f"{'rewrite s':>10}{'process s':>10}{'RSS MB':>8}{'worker MB':>10}")
+    for name, r in results.items():
+        ex = r["executor"] or {}
+        print(f"{name:<24}{r['verdict']:<12}{ex.get('executor', '-'):<12}{ex.get('tasks', 0):>6}"
+              f"{r['load_s']:>8.1f}{r['prove_s']:>9.1f}{r['phases_s'].get('rewrite', 0.0):>10.1f}"
+              f"{r['process_s']:>10.1f}{r['peak_rss_mb']:>8.0f}"
+              f"{ex.get('worker_peak_rss_mb', 0.0):>10.0f}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,12 +145,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--compare-jobs", action="store_true",
+                    help="prove the example plan with jobs=1, jobs=2, a forced pool and ray")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one config, print JSON
+    ap.add_argument("--one-settings", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     plan = Path(a.plan)
     if a.one is not None:
-        print(json.dumps(run_one(plan, json.loads(a.one), a.n_layers, a.timeout, a.jobs)))
+        kw = json.loads(a.one_settings) if a.one_settings else {"jobs": a.jobs}
+        print(json.dumps(run_one(plan, json.loads(a.one), a.n_layers, a.timeout, **kw)))
         return 0
+    if a.compare_jobs:
+        return compare_jobs(plan, a.n_layers, a.timeout, a.json)
     if not plan.is_file():
         print(f"verify_llama: error: {plan}: no such file", file=sys.stderr)
         return 3

@@ -31,10 +31,11 @@ leaves its goals *open* with that reason; nothing a worker says is taken on trus
 certificate steps the checker replays.
 
 Executors: ``local`` (a ``spawn`` process pool of ``jobs`` workers, each with ``RLIMIT_AS`` set
-to ``worker_memory_gb``) and ``ray`` (the optional extra ``pip install 'shardproof[ray]'``; one
-Ray task per obligation group, ``max_calls=1`` so the memory limit set in the task dies with
-its process; connects to ``RAY_ADDRESS`` when set, else starts a local instance of ``jobs``
-CPUs).
+to what it holds after start-up plus ``worker_memory_gb``) and ``ray`` (the optional extra
+``pip install 'shardproof[ray]'``; one Ray task per task above, the same cap set by a worker
+process's first task; connects to ``RAY_ADDRESS`` when set, else starts a local instance of
+``jobs`` CPUs and shuts it down afterwards). Ray is only worth its start-up (~10 s) on a
+cluster, for problems whose independent obligation groups take minutes.
 """
 
 from __future__ import annotations
@@ -281,8 +282,13 @@ def normalise_task(payload: dict[str, Any]) -> dict[str, Any]:
             "peak_rss_mb": _peak_rss_mb(), "seconds": time.monotonic() - t0}
 
 
+_CAPPED = [False]
+
+
 def _ray_task(payload: dict[str, Any], limit_bytes: int | None) -> dict[str, Any]:
-    limit_memory(limit_bytes)  # max_calls=1: the cap dies with this task's process
+    if not _CAPPED[0]:  # once per Ray worker process: its first task sets the cap
+        limit_memory(limit_bytes)
+        _CAPPED[0] = True
     return normalise_task(payload)
 
 
@@ -487,7 +493,7 @@ def _run_ray(payloads: list[dict], jobs: int, limit: int,
             ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
         started = True
     try:
-        task = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(_ray_task)
+        task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
         refs = {task.remote(p, limit): k for k, p in enumerate(payloads)}
         left = list(refs)
         while left:
