@@ -5,16 +5,26 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spec_lang.errors import SpecError
-from spec_lang.models.llama import DEBUG, LLAMA3_8B, LlamaModel, llama
+from spec_lang.models.llama import DEBUG, LLAMA3_8B, LLAMA3_70B, LLAMA31_405B, LlamaModel, llama
 
 __all__ = ["MODELS", "model_registry"]
 
 MODELS: dict[str, Callable[[], LlamaModel]] = {
     "llama3_8b": lambda: llama(LLAMA3_8B),
+    "llama3_70b": lambda: llama(LLAMA3_70B),
+    "llama31_405b": lambda: llama(LLAMA31_405B),
     "llama3_debug": lambda: llama(DEBUG),
     "debug": lambda: llama(DEBUG),
     "moe_debug": lambda: _moe_debug(),
+    "deepseek_v3": lambda: _deepseek("DEEPSEEK_V3"),
+    "deepseek_debug": lambda: _deepseek("DEEPSEEK_DEBUG"),
 }
+
+
+def _deepseek(name: str):
+    from spec_lang.models.deepseek import DEEPSEEK_DEBUG, DEEPSEEK_V3, deepseek  # noqa: PLC0415
+
+    return deepseek({"DEEPSEEK_V3": DEEPSEEK_V3, "DEEPSEEK_DEBUG": DEEPSEEK_DEBUG}[name])
 
 
 def _moe_debug():
