@@ -89,6 +89,7 @@ sequence-wise balance loss needs no count across micro-batches).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -97,7 +98,8 @@ from spec_lang.collectives import all_gather, all_reduce, all_to_all_region, red
 from spec_lang.cp import permute
 from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
-from spec_lang.models.moe import MoEConfig, MoEContext, MoEDims, MoEModel, moe, moe_block
+from spec_lang.models.deepseek import DeepSeekContext
+from spec_lang.models.moe import MoEConfig, MoEModel, moe, moe_block
 from spec_lang.pipeline import Pipeline, stage
 from spec_lang.placement import Placement, Shard
 from spec_lang.plan import Loss, Plan, microbatches as _microbatches
@@ -185,8 +187,11 @@ def rank_batch(x: Tensor, dim: Any, axis: Any = EP) -> Tensor:
     return region(x, "rank_batch", "split", "split", axis, dim)
 
 
-class DeepSeekEP(MoEContext):
-    """MoE hooks of one rank: all-to-all dispatch / combine over ``ep``, global counts, loss."""
+class DeepSeekEP(DeepSeekContext):
+    """MoE hooks of one rank: all-to-all dispatch / combine over ``ep``, global counts, loss.
+
+    ``seq_routing_count`` (DeepSeek-V3's sequence-wise balance loss) stays the identity: no
+    sequence is split (no CP), so a rank holds whole sequences."""
 
     def __init__(self, settings: DeepSeekParallelSettings):
         self.s = settings
@@ -215,6 +220,7 @@ class DeepSeekEP(MoEContext):
 
     def routing_count(self, count: Tensor, d: Any) -> Tensor:
         return self._global(count)                               # f_e over the global batch
+                                                                 # (MoE model's batch-wise loss)
 
     def loss(self, logits: Tensor, labels: Tensor, mask_: Tensor, d: Any) -> Tensor:
         n = self._global(ops.sum(mask_))                         # global token count N
@@ -260,11 +266,14 @@ def deepseek_layer_split(n_layers: int, pp: int,
 
 @dataclasses.dataclass(frozen=True)
 class _Adapter:
-    """What the plan needs of a model (its own block functions, so layer boundaries are marked).
+    """What the plan needs of a model; every function calls the model's own blocks (so layer
+    boundaries are marked with the spec's names).
 
-    embed(ctx, q, tokens) -> x; layer(i, q, x, data, ctx, bias) -> (x, aux | None);
-    head(ctx, q, x, data) -> (main, aux | None) on the last stage; last_params: names the last
-    stage holds besides its layers; is_expert(name)."""
+    embed(ctx, q, tokens) -> x (stage 0); layer(i, q, x, data, ctx, bias) -> (x, aux | None);
+    head(ctx, q, x, data, bias_of) -> (main, aux | None) on the last stage, ``main`` the
+    token-loss part of the objective (``S_r / N``, plus ``lambda`` times the MTP loss) and
+    ``aux`` the balance losses computed there (MTP's MoE block); first_params / last_params:
+    what stage 0 / the last stage hold besides their layers (a name in both is tied)."""
 
     model: Any
     n_layers: int
@@ -276,6 +285,7 @@ class _Adapter:
     first_params: tuple[str, ...]
     last_params: tuple[str, ...]
     is_expert: Callable[[str], bool]
+    describe: str
 
 
 def _is_expert(name: str) -> bool:
@@ -285,21 +295,53 @@ def _is_expert(name: str) -> bool:
 def _moe_adapter(m: MoEModel) -> _Adapter:
     c, d = m.config, m.dims
 
-    def embed(ctx: MoEContext, q: Params, tokens: Tensor) -> Tensor:
+    def embed(ctx: Any, q: Params, tokens: Tensor) -> Tensor:
         return ctx.embed(tokens, q["tok_embeddings"], d.llama)
 
-    def layer(i: int, q: Params, x: Tensor, data: Mapping[str, Tensor], ctx: MoEContext,
+    def layer(i: int, q: Params, x: Tensor, data: Mapping[str, Tensor], ctx: Any,
               bias: Tensor | None) -> tuple[Tensor, Tensor | None]:
         return moe_block(q.scope(f"layers.{i}"), x, c, d, ctx, bias)
 
-    def head(ctx: MoEContext, q: Params, x: Tensor, data: Mapping[str, Tensor]
-             ) -> tuple[Tensor, Tensor | None]:
+    def head(ctx: Any, q: Params, x: Tensor, data: Mapping[str, Tensor],
+             bias_of: Callable[[str], Tensor | None]) -> tuple[Tensor, Tensor | None]:
         h = ctx.head_input(ops.rms_norm(x, q["norm"], d.H, c.norm_eps), d.llama)
         logits = ops.einsum(h, q["output"], out=(d.B, d.S, d.V))
         return ctx.loss(logits, data["labels"], data["mask"], d.llama), None
 
     return _Adapter(m, c.n_layers, d, c.aux_loss_alpha, embed, layer, head,
-                    ("tok_embeddings",), ("norm", "output"), _is_expert)
+                    ("tok_embeddings",), ("norm", "output"), _is_expert,
+                    f"{c.n_layers} MoE layer(s) (batch-wise aux loss)")
+
+
+def _deepseek_adapter(m: Any) -> _Adapter:
+    ds = importlib.import_module("spec_lang.models.deepseek")   # the module, not deepseek()
+
+    c, d = m.config, m.dims
+
+    def embed(ctx: Any, q: Params, tokens: Tensor) -> Tensor:
+        return ctx.embed(tokens, q["tok_embeddings"], d)
+
+    def layer(i: int, q: Params, x: Tensor, data: Mapping[str, Tensor], ctx: Any,
+              bias: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        ps = q.scope(f"layers.{i}")
+        if c.is_moe_layer(i):
+            return ds.moe_block(ps, x, c, d, ctx, bias)
+        return ds.dense_block(ps, x, c, d, ctx), None
+
+    def head(ctx: Any, q: Params, x: Tensor, data: Mapping[str, Tensor],
+             bias_of: Callable[[str], Tensor | None]) -> tuple[Tensor, Tensor | None]:
+        main, mtp, aux = ds.deepseek_head(q, x, data, c, d, ctx, bias_of)
+        if mtp is not None and c.mtp_lambda:
+            main = main + mtp * c.mtp_lambda
+        return main, aux
+
+    last = ("norm", "output") + ((("tok_embeddings",) + tuple(
+        f"mtp.{k}." for k in range(c.mtp_depth))) if c.mtp_depth else ())
+    n_moe = sum(1 for i in range(c.n_layers) if c.is_moe_layer(i))
+    return _Adapter(m, c.n_layers, d, c.aux_loss_alpha, embed, layer, head,
+                    ("tok_embeddings",), last, _is_expert,
+                    f"{c.n_layers - n_moe} dense + {n_moe} MoE layer(s), MTP depth "
+                    f"{c.mtp_depth} (sequence-wise balance loss)")
 
 
 def _adapter(model: Any) -> _Adapter:
@@ -310,15 +352,13 @@ def _adapter(model: Any) -> _Adapter:
         model = owner
     if isinstance(model, MoEModel):
         return _moe_adapter(model)
-    try:
-        from spec_lang.models import deepseek as ds  # noqa: PLC0415 -- optional model
-    except ImportError:
-        ds = None
-    if ds is not None and hasattr(ds, "plan_adapter"):
-        got = ds.plan_adapter(model) if callable(getattr(ds, "plan_adapter")) else None
-        if got is not None:
-            return got
-    raise PlanError(f"{user_site(3)}: deepseek_v3_parallel needs an MoE / DeepSeek model, its "
+    ds = importlib.import_module("spec_lang.models.deepseek")   # the module, not deepseek()
+
+    if isinstance(model, ds.DeepSeekConfig):
+        model = ds.deepseek(model)
+    if isinstance(model, ds.DeepSeekModel):
+        return _deepseek_adapter(model)
+    raise PlanError(f"{user_site(3)}: deepseek_v3_parallel needs an MoE / DeepSeek-V3 model, its "
                     f"config or its spec, got {type(model).__name__}")
 
 
@@ -397,6 +437,9 @@ def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches:
         if x is not None and st.aux_on_stage and a.alpha:
             carried["aux"] = x if carried.get("aux") is None else carried["aux"] + x
 
+    def bias_of(data: Mapping[str, Tensor], key: str) -> Tensor | None:
+        return data.get(key) if st.bias == "select" else None     # "none": a mutant
+
     def make_stage(s: int) -> Any:
         first, last = s == 0, s == pp - 1
         layers = split[s]
@@ -409,16 +452,15 @@ def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches:
             else:
                 x = io.recv()
             for i in layers:
-                bias = data.get(f"layers.{i}.moe.e_score_correction_bias") \
-                    if st.bias == "select" else None
-                x, aux = a.layer(i, q, x, data, ctx, bias)
+                x, aux = a.layer(i, q, x, data, ctx,
+                                 bias_of(data, f"layers.{i}.moe.e_score_correction_bias"))
                 add_aux(aux)
             if not last:
                 io.send(x)
                 return None
             local = {**data, "labels": rank_batch(data["labels"], d.B),
                      "mask": rank_batch(data["mask"], d.B)}
-            main, aux = a.head(ctx, q, x, local)
+            main, aux = a.head(ctx, q, x, local, lambda k: bias_of(data, k))
             add_aux(aux)
             seed = _scaled(main, st.loss_scale)
             report = all_reduce(all_reduce(main, EP), DP)
@@ -433,7 +475,7 @@ def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches:
         if first:
             held += list(a.first_params)
         if last:
-            held += list(a.last_params)
+            held += [k for k in a.last_params if k not in held]
         return stage(run, held)
 
     sched = (one_f_one_b if st.schedule == "1f1b" else gpipe)(pp=pp, microbatches=microbatches)
@@ -441,6 +483,10 @@ def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches:
 
     def reduce_grads(name: str, g: Tensor) -> Tensor:
         is_exp = name in experts
+        if len(pipe.stages_of(name)) > 1:
+            # tied (the embedding shared by stage 0 and MTP on the last stage, DeepSeek-V3
+            # sec. 2.2): each holder's buffer has its own uses' gradient; sum them over pp
+            g = all_reduce(g, PP)
         g = _scaled(g, st.expert_grad_scale if is_exp else st.grad_scale)
         group = st.expert_grad_axes if is_exp else st.dense_grad_axes
         zero = st.expert_zero_axes if is_exp else st.dense_zero_axes
@@ -460,13 +506,12 @@ def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches:
                 new = all_gather(new, ax, owned[name])
         return new
 
-    n_moe = sum(1 for k in experts if k.endswith(EXPERT_SUFFIXES[0]))
     return Plan(mesh=mesh, placements=placements, forward=pipe.forward, schedule=pipe,
                 reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, d.B),
                 optimizer_placements=opt_pl, gather_params=gather_params,
                 assumptions=(f"DeepSeek-V3 parallelism: PP{pp} ({st.schedule}, {microbatches} "
                              f"micro-batches; DualPipe modelled as 1F1B) x EP{ep} x ZeRO-1 DP "
                              f"(dense over dp{dp} x ep{ep}, experts over dp{dp}); layers per "
-                             f"stage {[len(r) for r in split]}; {n_moe} MoE layer(s), dense "
+                             f"stage {[len(r) for r in split]}; {a.describe}, dense "
                              "routing; token count N > 0",),
                 site=site)
