@@ -56,7 +56,9 @@ construction (no large constants, no ``-inf``) is :func:`spec_lang.models.moe.ro
 not a gradient step and is not modelled: ``b`` is an input of the iteration.
 
 **Sequence-wise balance loss** (eqs. 17-20): per sequence ``b``,
-``L_b = sum_e f_{b,e} P_{b,e}`` with ``f_{b,e} = E / (k |S|) sum_s m[b,s,e]`` (no gradient) and
+``L_b = sum_e f_{b,e} P_{b,e}`` with ``f_{b,e} = E / (k |S|) sum_s 1[s_{b,s,e} in TopK(s_{b,s})]``
+(no gradient; eq. 18 counts the top-k of the affinities ``s`` themselves, not the biased,
+group-limited selection: Megatron-LM's ``compute_routing_scores_for_aux_loss`` does the same) and
 ``P_{b,e} = (1/|S|) sum_s s'[b,s,e]``, ``s' = s / sum_E s``; the objective adds
 ``alpha * mean_B(L_b)`` per MoE layer (``alpha = 1e-4``, sec. 4.2). ``ctx.seq_routing_count``
 carries the per-sequence counts (an all-reduce over ``cp`` when a plan splits sequences).
@@ -293,8 +295,9 @@ def sequence_aux_loss(m: Tensor, probs: Tensor, c: DeepSeekConfig, d: DeepSeekDi
                       ctx: DeepSeekContext) -> Tensor:
     """Sequence-wise balance loss (report eqs. 17-20), averaged over the sequences: scalar
     ``mean_B sum_E f P`` with ``f = E/(k |S|) count`` (``count (B, E)``, no gradient) and
-    ``P = mean_S(s')``; ``m`` the 0/1 selection and ``probs = s' = s / sum_E s`` (the
-    normalised sigmoid scores), both ``(B, S, E)``. ``|B|`` and ``|S|`` are the global sizes (a rank's addend on a
+    ``P = mean_S(s')``; ``m`` the 0/1 top-k of the affinities (eq. 18: ``TopK(s)``, without
+    the selection bias or the group limit) and ``probs = s' = s / sum_E s`` (the normalised
+    sigmoid scores), both ``(B, S, E)``. ``|B|`` and ``|S|`` are the global sizes (a rank's addend on a
     token block)."""
     count = ctx.seq_routing_count(ops.sum(m, d.S), d)                           # (B, E)
     f = ops.stop_gradient(count) * ops.dim_size(d.E) / (ops.dim_size(d.S) * c.top_k)
@@ -310,6 +313,9 @@ def deepseek_moe(p: Params, x: Tensor, c: DeepSeekConfig, d: DeepSeekDims,
     combine through the context (dense form: zero rows where a token is not routed)."""
     dm = d.moe
     gates, m, probs = router(p, x, c.moe(), dm, bias)
+    # eq. 18 counts TopK(s) itself: no bias, no group limit (Megatron-LM's
+    # compute_routing_scores_for_aux_loss likewise); top-k of s / sum_E s = top-k of s
+    m_aux = ops.topk_mask(probs, d.E, c.top_k)
     xe = ctx.dispatch(x * m, dm)                                                  # (B, S, E, H)
     ye = swiglu(xe, p["experts.w1"], p["experts.w3"], p["experts.w2"], (d.B, d.S, d.E, d.H), d.FE)
     ye = ctx.combine(ye, dm)
@@ -318,7 +324,7 @@ def deepseek_moe(p: Params, x: Tensor, c: DeepSeekConfig, d: DeepSeekDims,
         xs = ctx.enter_tp(x, d)
         y = y + ctx.exit_tp(swiglu(xs, p["shared.w1"], p["shared.w3"], p["shared.w2"],
                                    (d.B, d.S, d.H), d.FS), d)
-    return y, sequence_aux_loss(m, probs, c, d, ctx)
+    return y, sequence_aux_loss(m_aux, probs, c, d, ctx)
 
 
 def dense_block(p: Params, x: Tensor, c: DeepSeekConfig, d: DeepSeekDims,

@@ -261,8 +261,10 @@ def test_deepseek_moe_and_sequence_balance_loss_match_a_reference() -> None:
         want = want + gates[:, e:e + 1] * ye
     got = vals[y.term].transpose_to(("B", "S", "H")).reshape(-1, c.hidden)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-    # eqs. 17-20 per sequence, then the mean over sequences
-    ms, ss = mask.reshape(c.batch, c.seq, 8), s.reshape(c.batch, c.seq, 8)
+    # eqs. 17-20 per sequence (f from the plain top-k of s, eq. 18), then the mean over sequences
+    plain = _gate_reference(s, np.zeros(8), 1, 1, c.top_k)
+    assert (plain != mask).any()          # the balance loss counts another top-k than the routing
+    ms, ss = plain.reshape(c.batch, c.seq, 8), s.reshape(c.batch, c.seq, 8)
     f = 8 / (c.top_k * c.seq) * ms.sum(1)
     pe = (ss / ss.sum(-1, keepdims=True)).mean(1)
     np.testing.assert_allclose(float(vals[aux.term].data), (f * pe).sum(-1).mean(), rtol=1e-12)
