@@ -130,9 +130,11 @@ def partition(items: Sequence[Item], jobs: int, *, tasks: int | None = None,
     """Group item indices into tasks; returns ``(tasks, info)``.
 
     Two items are in one component when their terms share a node of height >=
-    ``min_shared_height`` (leaves have height 0). ``info``: ``components``, ``nodes`` (distinct
-    nodes), ``cost`` (per task, nodes of height >= 1), ``parallel`` (nodes of work outside the
-    heaviest of ``jobs`` bins).
+    ``min_shared_height`` (leaves have height 0). A component's cost is its goal count plus its
+    non-leaf nodes of height >= ``min_shared_height`` (shorter subterms are cheap to redo).
+    ``info``: ``components``, ``nodes`` (distinct nodes), ``cost`` (per task), ``parallel``
+    (cost outside the heaviest of ``jobs`` bins: what a pool of ``jobs`` workers takes off
+    the critical path).
     """
     roots = [t for _, e, a in items for t in (e, a)]
     order = walk(roots)
