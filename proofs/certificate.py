@@ -83,9 +83,12 @@ class ProofSteps:
         return self._add({"kind": "congr", "lhs": lhs, "rhs": rhs, "args": args})
 
     def trans(self, steps: list[int]) -> int:
+        given = list(steps)
         steps = [s for s in steps if self.steps[s]["kind"] != "refl"]
         if not steps:
-            raise ValueError("trans of no steps")
+            if not given:
+                raise ValueError("trans of no steps")
+            return given[0]   # a chain of refl steps (both sides the same node)
         if len(steps) == 1:
             return steps[0]
         flat: list[int] = []
@@ -109,6 +112,18 @@ class ProofSteps:
         if st["kind"] == "sym":
             return st["of"]
         return self._add({"kind": "sym", "lhs": st["rhs"], "rhs": st["lhs"], "of": s})
+
+    def rename(self, lhs: int, rhs: int, of: int) -> int:
+        """``lhs == rhs`` is a bijective renaming of the inputs of what step ``of`` proves."""
+        return self._add({"kind": "rename", "lhs": lhs, "rhs": rhs, "of": of})
+
+    def cut(self, lhs: int, rhs: int, lemma: int,
+            cuts: list[tuple[int, int, int, int, int]]) -> int:
+        """``lhs == rhs`` from the lemma step and one premise step per cut ``(spec, plan, var,
+        embed, premise)`` (proofs/cut.py; checked by proofs/checker.py)."""
+        return self._add({"kind": "cut", "lhs": lhs, "rhs": rhs, "lemma": lemma,
+                          "cuts": [{"spec": s, "plan": p, "var": v, "embed": m, "premise": q}
+                                   for s, p, v, m, q in cuts]})
 
     def cas(self, lhs: int, rhs: int) -> int:
         return self._add({"kind": "cas", "lhs": lhs, "rhs": rhs})

@@ -173,11 +173,30 @@ def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterabl
     uncut = set(uncut)
     s_spec = Substitution({id(c.spec): c.var for c in cuts})
     s_plan = Substitution({id(c.plan): c.embed for c in cuts})
-    by_var = {str(c.var.attrs[0]): c for c in cuts}
+    by_var = {id(c.var): c.name for c in cuts}
     by_name = {c.name: c for c in cuts}
+    below: dict[int, frozenset[str]] = {}
+    empty: frozenset[str] = frozenset()
 
     def uses(*roots: Term) -> list[str]:
-        return sorted(by_var[v].name for v in cut_vars(*roots))
+        """Cuts whose input occurs below ``roots`` (memoised per node: lemmas share nodes)."""
+        stack: list[tuple[Term, bool]] = [(r, False) for r in roots]
+        while stack:
+            t, ready = stack.pop()
+            if id(t) in below:
+                continue
+            if not ready:
+                stack.append((t, True))
+                stack.extend((c, False) for c in t.args if id(c) not in below)
+                continue
+            if id(t) in by_var:
+                below[id(t)] = frozenset((by_var[id(t)],))
+                continue
+            sets = {below[id(c)] for c in t.args}
+            sets.discard(empty)
+            below[id(t)] = empty if not sets else sets.pop() if len(sets) == 1 else \
+                frozenset().union(*sets)
+        return sorted(frozenset().union(*(below[id(r)] for r in roots)))
 
     lemmas: dict[str, Obligation] = {}
     for g in goals:

@@ -11,6 +11,7 @@ Grouping is two-stage so that it costs time linear in the distinct nodes of all 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -26,17 +27,6 @@ def _attrs_key(t: Term, name: str | None) -> str:
         attrs = (name,) + tuple(attrs[1:])
     return repr(attrs) + repr([(d.name, d.shards) for d in t.dims])
 
-
-def _shape_keys(roots: Sequence[Term]) -> dict[int, bytes]:
-    keys: dict[int, bytes] = {}
-    for n in walk(list(roots)):
-        h = hashlib.blake2b(digest_size=16)
-        h.update(n.op.name.encode())
-        h.update(_attrs_key(n, None).encode())
-        for c in n.args:
-            h.update(keys[id(c)])
-        keys[id(n)] = h.digest()
-    return keys
 
 
 def _canonical_key(e: Term, a: Term) -> bytes:
@@ -56,18 +46,70 @@ def _canonical_key(e: Term, a: Term) -> bytes:
     return keys[id(e)] + keys[id(a)]
 
 
+_LAYER_INDEX = re.compile(r"((?:layers|blocks|h)\.)(\d+)")
+
+
+def _layer_keys(roots: Sequence[Term]
+                ) -> tuple[dict[int, bytes], dict[int, bytes], dict[int, frozenset[str]]]:
+    """Per node: a hash with INPUT names erased, a hash with only the layer index in INPUT
+    names erased (``layers.3.attn.wq`` -> ``layers.#.attn.wq``), and the set of layer indices
+    below it. One pass over the shared DAG."""
+    shape: dict[int, bytes] = {}
+    keys: dict[int, bytes] = {}
+    idx: dict[int, frozenset[str]] = {}
+    empty: frozenset[str] = frozenset()
+    for n in walk(list(roots)):
+        h = hashlib.blake2b(digest_size=16)
+        hs = hashlib.blake2b(digest_size=16)
+        h.update(n.op.name.encode())
+        hs.update(n.op.name.encode())
+        if n.op is Op.INPUT:
+            name = str(n.attrs[0])
+            h.update(_attrs_key(n, _LAYER_INDEX.sub(r"\1#", name)).encode())
+            hs.update(_attrs_key(n, None).encode())
+            idx[id(n)] = frozenset(m.group(2) for m in _LAYER_INDEX.finditer(name)) or empty
+        else:
+            a = _attrs_key(n, None).encode()
+            h.update(a)
+            hs.update(a)
+            sets = {idx[id(c)] for c in n.args}
+            sets.discard(empty)
+            idx[id(n)] = empty if not sets else sets.pop() if len(sets) == 1 else \
+                frozenset().union(*sets)
+        for c in n.args:
+            h.update(keys[id(c)])
+            hs.update(shape[id(c)])
+        keys[id(n)] = h.digest()
+        shape[id(n)] = hs.digest()
+    return shape, keys, idx
+
+
 def group_identical(goals: Sequence[Any]) -> dict[str, str]:
-    """``{goal name: name of the earlier goal it is a renaming of}`` for every reusable goal."""
-    keys = _shape_keys([t for g in goals for t in (g.expected, g.actual)])
+    """``{goal name: name of the earlier goal it is a renaming of}`` for every reusable goal.
+
+    Fast path (one pass over the shared DAG): goals whose terms are equal up to the layer index
+    in their input names, and which each mention exactly one layer index, are renamings of each
+    other (``layers.l`` -> ``layers.k`` in every name is a bijection, and it is the only way the
+    positions can correspond). Other goals are compared by their exact canonical key."""
+    roots = [t for g in goals for t in (g.expected, g.actual)]
+    shape, keys, idx = _layer_keys(roots)
     groups: dict[tuple[str, bytes, bytes], list[Any]] = defaultdict(list)
     for g in goals:
-        groups[(g.kind, keys[id(g.expected)], keys[id(g.actual)])].append(g)
+        groups[(g.kind, shape[id(g.expected)], shape[id(g.actual)])].append(g)
     reuse: dict[str, str] = {}
     for members in groups.values():
         if len(members) < 2:
             continue
         first: dict[bytes, str] = {}
+        one_layer: dict[tuple[bytes, bytes], str] = {}
         for g in members:
+            layers = idx[id(g.expected)] | idx[id(g.actual)]
+            if len(layers) == 1:
+                k2 = (keys[id(g.expected)], keys[id(g.actual)])
+                if k2 in one_layer:
+                    reuse[g.name] = one_layer[k2]
+                    continue
+                one_layer[k2] = g.name
             k = _canonical_key(g.expected, g.actual)
             if k in first:
                 reuse[g.name] = first[k]

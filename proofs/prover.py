@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from fractions import Fraction
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -25,8 +26,8 @@ from proofs.counterexample import Counterexample, schedule_context
 from proofs.kernel import NodeTable, from_terms
 from proofs.normal import NormaliseResult, normalise_goals
 from proofs.obligations import group_identical
-from proofs.reduction import MESH_AXES, reduce_binding
-from proofs.refute import Refutation, refute
+from proofs.reduction import MESH_AXES, MeshReduction, eval_cost, reduce_binding, reduce_mesh
+from proofs.refute import Refutation, asymmetry_note, refute, refute_reduced_mesh
 from proofs.smt import SmtError, build_query, run_query
 from spec_lang.term import Binding, Op, Term, varying_axes, walk
 
@@ -37,7 +38,9 @@ SMT_MAX_ELEMENTS = 20_000  # scalar terms (elements summed over subterms) per z3
 SMT_QUERY_S = 20.0         # z3 time limit per query
 ORACLE_BUDGET_S = 10.0     # egglog oracle, all goals together (advisory only)
 ORACLE_GOAL_S = 5.0
+CUT_ROUNDS = 4             # cut / refute-lemmas rounds before giving cutting up
 CONFIRM_MAX_ELEMENTS = 1 << 16  # product of real sizes kept when confirming a refutation
+CONFIRM_MAX_EVAL = 300_000_000  # evaluated elements (eval_cost) of a real-mesh confirmation
 Progress = Callable[[str, int, int], None]
 
 
@@ -55,6 +58,7 @@ class GoalResult:
     reason: str = ""
     reuses: str | None = None
     proof: int | None = None      # step id
+    reuses_lemma: bool = False    # proved through a lemma reused from an identical layer
 
 
 @dataclass
@@ -74,10 +78,13 @@ class Report:
     steps: ProofSteps = field(default_factory=ProofSteps)
     node_of: dict[int, int] = field(default_factory=dict)
     executor: dict[str, Any] = field(default_factory=dict)  # proofs.executor.ExecutorStats
+    # obligation cutting: lemma obligations total / by rewriting / by z3 / reused / open, cuts
+    lemma_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
-        c = Counter(g.method for g in self.goals if g.status == "proved")
+        c = Counter("reused" if g.reuses_lemma else g.method for g in self.goals
+                    if g.status == "proved")
         return {"total": len(self.goals), "rewrite": c["rewrite"], "smt": c["smt"],
                 "reused": c["reused"], "open": sum(g.status == "open" for g in self.goals),
                 "refuted": sum(g.status == "refuted" for g in self.goals)}
@@ -94,6 +101,7 @@ class Report:
             "counterexample": self.counterexample.to_json() if self.counterexample else None,
             "rule_counts": dict(sorted(self.rule_counts.items())),
             "assumptions": list(self.assumptions),
+            "obligations": dict(self.lemma_counts),
         }
 
 
@@ -120,7 +128,9 @@ def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
     run.phase("reduce", run.reduce_shapes)        # 1a. reduced dim sizes, real mesh sizes
     run.phase("rng", run.check_rng)               # dropout streams (proofs/rng.py)
     if not run.rng_open:
-        run.phase("refute", run.refute)           # 1b. float64 evaluation of every goal
+        run.phase("cut", run.cut)                 # 1b. one lemma per layer class (proofs/cut.py)
+        if not run.cutting and not run.refuted_whole:
+            run.phase("refute", run.refute)       # 1c. float64 evaluation of every goal
         run.add_rng_notes()
     if run.counterexample is None:
         run.phase("reuse", run.group_identical)   # identical obligations are proved once
@@ -154,6 +164,9 @@ class _Run:
         self.smt_binding: Binding | None = None
         self.assumptions = list(getattr(problem, "assumptions", ()))
         self.mesh = {a: int(n) for a, n in problem.binding.items() if a in MESH_AXES}
+        self.cutting = False          # goals are proved through cut lemmas (self.cut)
+        self.refuted_whole = False    # the whole-program refuter has run
+        self.cut_state: Any = None
 
     def phase(self, name: str, f: Callable[[], Any]) -> Any:
         t0 = time.monotonic()
@@ -178,6 +191,9 @@ class _Run:
         roots = [t for g in self.goals for t in (g.expected, g.actual)]
         self.reduced = reduce_binding(roots, self.p.binding)
         self.smt_binding = reduce_binding(roots, self.p.binding, base=2, cheap=1)
+        # the refuter's search runs on a reduced mesh too (docs/rank-symmetry.md)
+        self.mesh_red = reduce_mesh([t for g in self.p.goals for t in (g.expected, g.actual)],
+                                    self.p.binding)
         # goals must be lowered (no REGION left): one walk over the shared DAG
         if any(t.op is Op.REGION for t in walk(roots)):
             for g in self.goals:
@@ -186,9 +202,13 @@ class _Run:
 
     def refute(self) -> None:
         self.progress("refute", 0, len(self.goals))
-        r = refute(self.p.goals, self.reduced, self.mesh)
-        if r.counterexample is not None:
-            r = self._confirm_at_real_sizes(r)
+        mr = getattr(self, "mesh_red", None)
+        if mr is not None and mr.reduced:
+            r = self._refute_on_reduced_mesh(mr)
+        else:
+            r = refute(self.p.goals, self.reduced, self.mesh)
+            if r.counterexample is not None:
+                r = self._confirm_at_real_sizes(r)
         self.progress("refute", len(self.goals), len(self.goals))
         if r.counterexample is not None:
             self.counterexample = r.counterexample
@@ -197,6 +217,10 @@ class _Run:
                                            cx.rank)
             if cx.schedule is not None and cx.schedule["hook_site"]:
                 cx.site = cx.schedule["hook_site"]   # the uneven buffer is the schedule's doing
+            g0 = next(x for x in self.p.goals if x.name == cx.goal)
+            note = asymmetry_note(g0.expected, g0.actual, Binding(cx.reduced_binding), cx.seed)
+            if note:
+                cx.notes.append(note)
             for g in r.mismatched:
                 self.by_name[g.name].status = "refuted"
                 self.by_name[g.name].reason = "values differ on random inputs"
@@ -207,6 +231,46 @@ class _Run:
         for name, why in r.skipped.items():
             if name in self.by_name and self.by_name[name].status == "open":
                 self.by_name[name].reason = why
+
+    refute_notes: dict[str, str] = {}
+
+    def _refute_on_reduced_mesh(self, mr: MeshReduction) -> Refutation:
+        """Search on the reduced mesh, confirm at the real mesh sizes (docs/rank-symmetry.md).
+
+        The goals are evaluated as the same program on a mesh cut to a few coordinates per
+        axis (:func:`proofs.reduction.reduce_mesh`). Goals that diverge there, or cannot be
+        evaluated there, are evaluated again at the real mesh sizes (reduced dims, as without
+        mesh reduction) when that costs at most ``CONFIRM_MAX_EVAL`` elements; only that
+        evaluation can refute, so the counterexample names real ranks and real factors. Over
+        the budget the divergence is only a note on the goal (it stays open unless proved).
+        """
+        goals = list(self.p.goals)
+        r0, _ = refute_reduced_mesh(goals, self.p.binding, mr=mr)
+        assert r0 is not None
+        names = {g.name for g in r0.mismatched} | {n for n in r0.skipped if n != "*"}
+        if not names and "*" not in r0.skipped:
+            return r0
+        sub = goals if "*" in r0.skipped else [g for g in goals if g.name in names]
+        cost = eval_cost([t for g in sub for t in (g.expected, g.actual)], self.reduced)
+        if cost <= CONFIRM_MAX_EVAL:
+            r = refute(sub, self.reduced, self.mesh)
+            if r.counterexample is not None:
+                r = self._confirm_at_real_sizes(r)
+            return r
+        too = (f"the real mesh sizes are too large to confirm by evaluation ({cost:.2g} > "
+               f"{CONFIRM_MAX_EVAL:.2g} elements), so it is not reported as a counterexample")
+        cx = r0.counterexample
+        self.refute_notes = {}
+        for g in r0.mismatched:
+            what = ""
+            if cx is not None and g.name == cx.goal:
+                rank = mr.real_rank(cx.rank)
+                what = (f" (first at real rank ("
+                        + ",".join(f"{a}={v}" for a, v in rank.items()) + f"), plan "
+                        + cx.ratio_text + ")")
+            self.refute_notes[g.name] = (f"refuter: values differ on the reduced mesh "
+                                         f"{mr.describe()}{what}; {too}")
+        return Refutation([], None, {})
 
     def _confirm_at_real_sizes(self, r: Any) -> Any:
         """Re-run a refutation with dims kept at their real sizes where a constant may encode them.
@@ -231,7 +295,9 @@ class _Run:
             why = (f"differs at reduced sizes only; constants in the plan may encode the real "
                    f"size of {', '.join(sorted(real))}, too large to confirm by evaluation")
             return Refutation([], None, {**r.skipped, r.counterexample.goal: why})
-        again = refute(self.p.goals, self.reduced.replace(**real), self.mesh)
+        names = {x.name for x in r.mismatched}   # only the diverging goals need confirming
+        again = refute([x for x in self.p.goals if x.name in names],
+                       self.reduced.replace(**real), self.mesh)
         if again.counterexample is None:
             why = (f"differs at reduced sizes but not with {', '.join(sorted(real))} at real size: "
                    f"a constant in the program encodes a size")
@@ -261,6 +327,10 @@ class _Run:
         done = []
         for b in (self.reduced, self.p.binding):
             r = check_rng(recs, b, mesh)
+            if not r.checked and b is self.reduced:   # the real mesh is over the budget
+                from proofs.rng import check_rng_reduced_mesh
+
+                r = check_rng_reduced_mesh(recs, self.p.binding, mesh)
             if r.checked:
                 done.append(r)
             if not r.modelled or (not r.checked and b is self.reduced):
@@ -276,6 +346,8 @@ class _Run:
             "draws of distinct (stream, offset) are independent Bernoulli(1 - p)); "
             "position -> (stream, offset) enumerated exhaustively at " + where +
             ("" if len(done) == 2 else " (real sizes over the enumeration budget)") +
+            ("; on a reduced mesh (the real mesh is over the budget; docs/rank-symmetry.md)"
+             if any(done[0].sizes.get(a) != n for a, n in mesh.items()) else "") +
             ("; per-stage generators: each pipeline stage process draws from its own "
              "generator, offsets from 0 (one model chunk per stage, forwards in micro-batch "
              "order)" if any(getattr(r, "stage", None) is not None for r in recs
@@ -294,6 +366,8 @@ class _Run:
 
     # -- reuse ----------------------------------------------------------------------------------
     def group_identical(self) -> None:
+        if self.cutting:
+            return   # the cut lemmas were grouped when they were built
         for name, src in group_identical(self.p.goals).items():
             g = self.by_name[name]
             g.reuses = src
@@ -466,8 +540,143 @@ class _Run:
                 self.progress("smt", k + 1, len(todo))
         return out
 
+    # -- obligation cutting (proofs/cut.py) -----------------------------------------------------
+    def cut(self) -> None:
+        """Replace the goals by their cut lemmas and the premises of the cuts they use.
+
+        The lemmas of representatives (one per renaming class) are refuted first; a refuted
+        premise of the topmost backward cut with a constant ratio fixes the adjoint factor
+        ``c``; otherwise a refuted lemma sends the whole program to the refuter (a real
+        counterexample ends the run), and the cuts whose premises failed are dropped (the goals
+        whose own lemma failed are proved uncut). At most ``CUT_ROUNDS`` rounds."""
+        from proofs.cut import CUT_PREFIX, build_cuts, cut_obligations
+
+        pts = getattr(self.p, "cut_points", ())
+        if not pts or any(t.op is Op.INPUT and str(t.attrs[0]).startswith(CUT_PREFIX)
+                          for t in walk([x for g in self.goals for x in (g.expected, g.actual)])):
+            return
+        factor, drop, uncut = Fraction(1), set(), set()
+        for _ in range(CUT_ROUNDS):
+            cuts = build_cuts(pts, backward_factor=factor, drop=drop)
+            if not cuts or self.timed_out():
+                return
+            lemmas, premises = cut_obligations(self.p.goals, cuts, uncut=uncut)
+            obs = list(lemmas.values()) + list(premises.values())
+            reuse = group_identical(obs)
+            reps = [o for o in obs if o.name not in reuse]
+            self.progress("cut", 0, len(reps))
+            r = refute(reps, self.reduced, self.mesh, seeds=(0,))
+            self.progress("cut", len(reps), len(reps))
+            bad = {o.name for o in r.mismatched}
+            if not bad:
+                self._use_cuts(cuts, lemmas, premises, reuse)
+                return
+            # the topmost backward cuts: their lemma uses no other backward cut
+            top = [premises[n] for n in premises if n.endswith(":adj") and
+                   premises[n].name in bad and not any(u.endswith(":adj")
+                                                       for u in premises[n].uses)]
+            if factor == 1 and top:
+                ratios = {_ratio_of(refute([o], self.reduced, self.mesh, seeds=(0,)))
+                          for o in top}
+                if len(ratios) == 1 and None not in ratios:
+                    factor = ratios.pop()
+                    continue
+            if not self.refuted_whole:
+                self.refuted_whole = True
+                self.phase("refute", self.refute)
+                if self.counterexample is not None:
+                    return
+            members = {n: [o.name for o in obs if reuse.get(o.name, o.name) == n] for n in bad}
+            for n in bad:
+                for m in members[n]:
+                    if m.startswith("premise:"):
+                        drop.add(m[len("premise:"):])
+                    else:
+                        uncut.add(m[len("lemma:"):])
+
+    def _use_cuts(self, cuts: list[Any], lemmas: dict[str, Any], premises: dict[str, Any],
+                  reuse: dict[str, str]) -> None:
+        self.cutting = True
+        self.final_goals, self.final_by_name = self.goals, self.by_name
+        work = []
+        for o in list(lemmas.values()) + list(premises.values()):
+            w = GoalResult(o.name, o.kind, o.layer, o.site, o.placement, o.expected, o.actual)
+            w.reuses = reuse.get(o.name)
+            work.append(w)
+        self.goals = work
+        self.by_name = {w.name: w for w in work}
+        self.cut_state = (cuts, lemmas, premises)
+
+    def assemble_cuts(self) -> None:
+        """Goal proofs from the lemma proofs: ``rename`` steps for reused lemmas, ``cut`` steps
+        for premises (in dependency order) and goals; then restore the goal list."""
+        cuts, lemmas, premises = self.cut_state
+        by_cut = {c.name: c for c in cuts}
+        work = self.by_name
+        for w in self.goals:   # lemmas reused from a renaming class representative
+            if w.reuses is not None and w.status == "open":
+                src = work[w.reuses]
+                if src.status == "proved":
+                    w.status, w.method = "proved", src.method
+                    w.proof = self.steps.rename(self.node(w.expected), self.node(w.actual),
+                                                src.proof)
+                    w.reuses_lemma = True
+                else:
+                    w.reason = f"same lemma as {src.name}, which is open: {src.reason}"
+        step: dict[str, int | None] = {}    # cut name -> step proving inst == plan, or None
+        why: dict[str, str] = {}
+
+        def cut_step(ob: Any, lhs: Term, rhs: Term, w: GoalResult) -> int | None:
+            if w.status != "proved":
+                return None
+            if any(step.get(u) is None for u in ob.uses):
+                return None
+            if not ob.uses:
+                return w.proof
+            items = [(self.node(by_cut[u].spec), self.node(by_cut[u].plan),
+                      self.node(by_cut[u].var), self.node(by_cut[u].embed), step[u])
+                     for u in ob.uses]
+            return self.steps.cut(self.node(lhs), self.node(rhs), w.proof, items)
+
+        order = _premise_order(premises)
+        for n in order:
+            ob, c, w = premises[n], by_cut[n], work[premises[n].name]
+            step[n] = cut_step(ob, c.inst, c.plan, w)
+            if step[n] is None:
+                bad = [u for u in ob.uses if step.get(u) is None]
+                why[n] = w.reason if w.status != "proved" else                     f"premise {bad[0]}: {why.get(bad[0], 'not proved')}"
+        self.goals, self.by_name = self.final_goals, self.final_by_name
+        for g in self.goals:
+            ob = lemmas[g.name]
+            w = work[ob.name]
+            s = cut_step(ob, g.expected, g.actual, w)
+            if s is None:
+                bad = [u for u in ob.uses if step.get(u) is None]
+                g.reason = w.reason if w.status != "proved" else                     f"premise {bad[0]}: {why.get(bad[0], 'not proved')}"
+                continue
+            used = [w] + [work[premises[u].name] for u in _closure(ob.uses, premises)]
+            g.status, g.proof = "proved", s
+            g.method = "smt" if any(x.method == "smt" for x in used) else "rewrite"
+            g.reuses_lemma = bool(getattr(w, "reuses_lemma", False))
+        rep = [w for w in work.values() if w.reuses is None]
+        self.lemma_counts = {
+            "obligations": len(work), "rewrite": sum(w.method == "rewrite" and w.status == "proved"
+                                                     for w in rep),
+            "smt": sum(w.method == "smt" and w.status == "proved" for w in rep),
+            "reused": sum(w.reuses is not None and w.status == "proved" for w in work.values()),
+            "open": sum(w.status != "proved" for w in work.values()),
+            "cuts": len(cuts)}
+
     # -- 4. verdict -----------------------------------------------------------------------------
     def verdict(self) -> Report:
+        if self.cutting:
+            self.assemble_cuts()
+            if any(g.status == "open" for g in self.goals) and not self.refuted_whole \
+                    and not self.timed_out():
+                # a lemma is a stronger statement than its goal, and the refuter is less
+                # sensitive on it (random cut inputs): look for a real counterexample first
+                self.refuted_whole = True
+                self.phase("refute", self.refute)
         for g in self.goals:
             if g.reuses is not None and g.status == "open":
                 src = self.by_name[g.reuses]
@@ -475,6 +684,10 @@ class _Run:
                     g.status, g.method, g.reason = "proved", "reused", ""
                 else:
                     g.reason = f"same obligation as {src.name}, which is open: {src.reason}"
+        for name, note in self.refute_notes.items():   # divergences on the reduced mesh only
+            g = self.by_name.get(name)
+            if g is not None and g.status == "open" and note not in g.reason:
+                g.reason = f"{g.reason}; {note}" if g.reason else note
         for g in self.goals:
             if g.status == "open" and not g.reason:
                 g.reason = "timeout" if self.timed_out() else "not proved"
@@ -493,10 +706,51 @@ class _Run:
                       counterexample=self.counterexample, seconds=self.seconds,
                       rule_counts=self.rule_counts, binding=self.p.binding, reduced=self.reduced,
                       smt_binding=self.smt_binding, assumptions=tuple(self.assumptions),
-                      problem=self.p, table=self.table, steps=self.steps, node_of=self.node_of)
+                      problem=self.p, table=self.table, steps=self.steps, node_of=self.node_of,
+                      lemma_counts=dict(getattr(self, "lemma_counts", {})))
 
 
 # ---------------------------------------------------------------------------------------------
+def _ratio_of(r: Refutation) -> Fraction | None:
+    """The exact constant ``plan / spec`` of a refutation's first goal (up to 1e-9), or None."""
+    x = r.counterexample.ratio if r.counterexample is not None else None
+    if x is None or not x:
+        return None
+    q = Fraction(x).limit_denominator(1 << 16)
+    return q if abs(float(q) - x) <= 1e-9 * max(1.0, abs(x)) else None
+
+
+def _premise_order(premises: dict[str, Any]) -> list[str]:
+    """Cut names, each after the cuts its premise uses (iterative depth-first)."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+    for root in premises:
+        stack = [(root, False)]
+        while stack:
+            n, done = stack.pop()
+            if done:
+                state[n] = 2
+                order.append(n)
+                continue
+            if state.get(n):
+                continue
+            state[n] = 1
+            stack.append((n, True))
+            stack.extend((u, False) for u in premises[n].uses if not state.get(u))
+    return order
+
+
+def _closure(names: list[str], premises: dict[str, Any]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(premises[n].uses)
+    return seen
+
+
 def _solve_smt2(smt2: str, timeout_s: float) -> str:
     """Worker: solve an SMT-LIB2 text (the main process regenerates and records it)."""
     import z3

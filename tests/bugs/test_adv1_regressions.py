@@ -117,7 +117,12 @@ def test_f1_checker_rejects_the_old_pipeline_dropout_certificate(tmp_path):
     """The adversary's EQUIVALENT certificate for pp_dropout_min (written by the old prover, no
     per-stage model) is rejected with and without re-trace; with a forged per-stage assumption
     only the re-trace can reject it, and does."""
-    src = PLANS / "pp_min_adv1_certificate.json"
+    from proofs.certificate import ruleset_info
+
+    stored = json.loads((PLANS / "pp_min_adv1_certificate.json").read_text())
+    stored["ruleset"] = ruleset_info()   # the fixture predates later ruleset versions
+    src = tmp_path / "pp_min_adv1_certificate.json"
+    src.write_text(json.dumps(stored))
     plan = PLANS / "pp_dropout_min_adv1.py"
     for retrace in (False, True):
         with pytest.raises(CertificateError, match="per-stage generators"):
