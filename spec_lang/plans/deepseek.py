@@ -152,6 +152,8 @@ class DeepSeekParallelSettings:
         schedule: ``"1f1b"`` or ``"gpipe"``.
         aux_on_stage: add each layer's ``alpha A_l`` to the loss (False drops it: a mutant).
         count_axes: axes the routing counts and ``N`` are all-reduced over.
+        tied_reduce: all-reduce a tied parameter's gradient (the embedding shared by stage 0
+            and the MTP module on the last stage) over ``pp`` (False: a mutant).
     """
 
     loss_scale: tuple[Scale, ...] = (LOSS_PREFACTOR, GRAD_ACCUM)
@@ -170,6 +172,7 @@ class DeepSeekParallelSettings:
     schedule: str = "1f1b"
     aux_on_stage: bool = True
     count_axes: tuple[str, ...] = (EP, MB, DP)
+    tied_reduce: bool = True
 
 
 def _scaled(x: Tensor, scales: Sequence[Scale]) -> Tensor:
@@ -483,7 +486,7 @@ def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches:
 
     def reduce_grads(name: str, g: Tensor) -> Tensor:
         is_exp = name in experts
-        if len(pipe.stages_of(name)) > 1:
+        if len(pipe.stages_of(name)) > 1 and st.tied_reduce:
             # tied (the embedding shared by stage 0 and MTP on the last stage, DeepSeek-V3
             # sec. 2.2): each holder's buffer has its own uses' gradient; sum them over pp
             g = all_reduce(g, PP)

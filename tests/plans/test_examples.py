@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
-SLOW = {"llama3_8b_megatron"}        # the full 32-layer proof (~20 s of prover time)
+SLOW = {"llama3_8b_megatron",        # the full 32-layer proof (~20 s of prover time)
+        "deepseek_v3"}               # DeepSeek-V3-671B, 61 layers, PP16 x EP64 (frontier)
 
 
 def _stable(stdout: str) -> str:
