@@ -16,17 +16,27 @@ collectives, scales and shard ownership are exercised exactly as on the real mes
   bottom-k plan, ``k`` off by one); ``k + 2`` leaves room for both ``k - 1`` and ``k + 1``;
 * a dim never grows past its real size (the real size satisfies every divisibility the plan
   needs).
+
+:func:`reduce_mesh` goes further for the refuter only: it also shrinks the mesh axes (and ``mb``)
+on which the program is generic, so that refutation costs the same at dp 1024 as at dp 4. It
+is a search heuristic, never a proof: every mismatch it finds is confirmed at the real mesh
+sizes before the prover reports it (``docs/rank-symmetry.md``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
 
-from spec_lang.term import Binding, Op, Term, walk
+from spec_lang.term import Binding, Op, Term, term, varying_axes, walk
 
-__all__ = ["MESH_AXES", "reduce_binding", "shard_products", "min_sizes"]
+__all__ = ["MESH_AXES", "reduce_binding", "shard_products", "min_sizes", "MeshReduction",
+           "reduce_mesh", "eval_cost", "AXIS_LEAST", "AXIS_MAX_REPS"]
 
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")
 
@@ -114,3 +124,230 @@ def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
         for n in members:
             sizes[n] = q[n] * u
     return Binding(sizes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Mesh reduction for the refuter (docs/rank-symmetry.md)
+
+AXIS_LEAST = 3      # a reduced axis keeps at least this many coordinates (a ring needs 3: with
+#                     2 coordinates "next" and "previous" are the same rank)
+AXIS_MAX_REPS = 8   # most coordinates kept for an axis with per-rank values; above: real size
+
+
+@dataclass
+class MeshReduction:
+    """The goals' terms as the same program on a smaller mesh, for the refuter.
+
+    Attributes:
+        roots: the input roots rewritten for the reduced mesh, in the same order (a root that
+            needs no change is the same term).
+        binding: reduced mesh axes, and dims reduced for them (:func:`reduce_binding`).
+        mesh: axis -> reduced size, every mesh axis of the binding.
+        reps: reduced axis -> the real coordinate each reduced coordinate stands for.
+        kept: axis -> why it keeps its real size (only axes larger than :data:`AXIS_LEAST`).
+        constants: real constant -> its value on the reduced mesh (``1/64`` -> ``1/4`` for an
+            average over dp 64 written as a literal).
+    """
+
+    roots: list[Term]
+    binding: Binding
+    mesh: dict[str, int]
+    reps: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+    constants: dict[Any, Any] = field(default_factory=dict)
+    size_table: dict[Fraction, Fraction] = field(default_factory=dict)
+
+    @property
+    def reduced(self) -> bool:
+        return bool(self.reps)
+
+    def real_constant(self, x: Any) -> Fraction | None:
+        """The real-mesh constant a reduced-mesh constant stands for, when exactly one product
+        of axis sizes (or its inverse) maps to it (``1/4`` -> ``1/64`` for dp 64 -> 4); ``x``
+        itself when no size maps to it; ``None`` when ambiguous. A search aid (e.g. a factor
+        seen on the reduced mesh), never evidence: confirm at the real sizes."""
+        v = _exact(x)
+        if v is None:
+            return None
+        pre = {r for r, q in self.size_table.items() if q == v}
+        if not pre:
+            return v
+        return pre.pop() if len(pre) == 1 else None
+
+    def real_rank(self, rank: Mapping[str, int]) -> dict[str, int]:
+        """Reduced rank coordinates -> the real coordinates they stand for."""
+        return {a: self.reps[a][r] if a in self.reps else r for a, r in rank.items()}
+
+    def describe(self) -> str:
+        return ", ".join(f"{a}={n}" for a, n in self.mesh.items() if a in self.reps)
+
+
+def _divisor_at_least(n: int, k: int) -> int:
+    """The least divisor of ``n`` that is ``>= k`` (``n`` itself when none is smaller)."""
+    for d in range(max(1, k), n + 1):
+        if n % d == 0:
+            return d
+    return n
+
+
+def _exact(v: Any) -> Fraction | None:
+    if isinstance(v, Fraction):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return Fraction(v)
+    try:
+        import sympy  # noqa: PLC0415
+
+        x = sympy.nsimplify(v)
+        if isinstance(x, sympy.Rational):
+            return Fraction(int(x.p), int(x.q))
+    except (TypeError, ValueError, AttributeError, ImportError):
+        pass
+    return None
+
+
+def _size_constants(real: Mapping[str, int], small: Mapping[str, int]) -> dict[Fraction, Fraction]:
+    """Real constant -> reduced constant for ``n``, ``1/n`` of every product of up to three
+    distinct axes whose size changes; a value two products map to different images is left
+    alone (ambiguous)."""
+    axes = [a for a, n in real.items() if n > 1]
+    image: dict[Fraction, set[Fraction]] = defaultdict(set)
+    for r in (1, 2, 3):
+        for sub in itertools.combinations(axes, r):
+            p = math.prod(real[a] for a in sub)
+            q = math.prod(small[a] for a in sub)
+            image[Fraction(p)].add(Fraction(q))
+            image[Fraction(1, p)].add(Fraction(1, q))
+    return {v: next(iter(im)) for v, im in image.items() if len(im) == 1 and next(iter(im)) != v}
+
+
+def reduce_mesh(roots: Iterable[Term], binding: Binding, *, least: int = AXIS_LEAST,
+                max_reps: int = AXIS_MAX_REPS, keep: Iterable[str] = ()) -> MeshReduction:
+    """The program of ``roots`` on a mesh whose axes are cut to a few coordinates.
+
+    An axis of real size ``n > least`` is cut to ``k``, the least divisor of ``n`` that is at
+    least ``least`` and at least the number of coordinates it must keep (so every divisibility
+    the real sizes satisfy still holds). It must keep:
+
+    * for each distinct tuple of per-rank values of the ``RANK_CONST`` s over it (a different
+      epsilon on dp rank 63), the first coordinate that has it; the reduced ``RANK_CONST``
+      holds the values of the kept coordinates (``ops.rank``'s ``0..n-1`` becomes ``0..k-1``;
+      a constant list stays constant);
+    * every ``BROADCAST`` source coordinate (renumbered).
+
+    An axis keeps its real size when it needs more than ``max_reps`` coordinates, or when it
+    shards a dim that a ``PERMUTE`` reorders (a block order, e.g. context parallelism's
+    load-balancing order, is data tied to the real size). Constants equal to ``n`` or ``1/n``
+    for a product ``n`` of up to three changed axis sizes are replaced by the reduced product
+    (a plan may write ``1/64`` for ``1/|dp|``); a constant that means something else is then
+    wrong at the reduced sizes, which costs a confirmation at the real sizes, never a verdict.
+
+    ``keep`` names axes the caller needs at their real size.
+
+    Returns:
+        a :class:`MeshReduction` (``reduced`` False when no axis could be cut).
+    """
+    roots = list(roots)
+    nodes = walk(roots)
+    mesh_real = {a: int(binding[a]) for a in binding if a in MESH_AXES}
+    cand = [a for a, n in mesh_real.items() if n > least]
+    if not cand:
+        return MeshReduction(roots, binding, dict(mesh_real))
+    kept: dict[str, str] = {a: "kept by the caller" for a in keep if a in cand}
+    cols: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    srcs: dict[str, set[int]] = defaultdict(set)
+    permuted: set[str] = set()
+    for t in nodes:
+        if t.op is Op.RANK_CONST:
+            a, vals = t.attrs[0], tuple(t.attrs[1])
+            if a in mesh_real and len(set(vals)) > 1 and \
+                    [_exact(v) for v in vals] != [Fraction(i) for i in range(len(vals))]:
+                cols[a].append(vals)
+        elif t.op is Op.BROADCAST:
+            srcs[t.attrs[0]].add(int(t.attrs[1]))
+        elif t.op is Op.PERMUTE:
+            permuted.add(str(t.attrs[0]))
+    if permuted:
+        for t in nodes:
+            for d in t.dims:
+                if d.name in permuted:
+                    for a in d.shards:
+                        if a in cand and a not in kept:
+                            kept[a] = (f"it shards {d.name}, which a PERMUTE reorders (a block "
+                                       f"order tied to the real size)")
+    reps: dict[str, tuple[int, ...]] = {}
+    for a in cand:
+        if a in kept:
+            continue
+        n = mesh_real[a]
+        first: dict[tuple[Any, ...], int] = {}
+        for r in range(n):
+            first.setdefault(tuple(v[r] for v in cols[a]), r)
+        need = set(first.values()) | srcs[a]
+        if len(need) > max_reps:
+            kept[a] = (f"{len(first)} distinct per-rank values (RANK_CONST) need more than "
+                       f"{max_reps} coordinates")
+            continue
+        k = _divisor_at_least(n, max(least, len(need)))
+        if k >= n:
+            continue
+        pad = (r for r in range(n) if r not in need)
+        while len(need) < k:
+            need.add(next(pad))
+        reps[a] = tuple(sorted(need))
+    small = {a: len(reps[a]) if a in reps else n for a, n in mesh_real.items()}
+    if not reps:
+        return MeshReduction(roots, binding, dict(mesh_real), kept=kept)
+    consts = _size_constants(mesh_real, small)
+
+    def gen(v: Any) -> Any:
+        x = _exact(v)
+        return consts.get(x, v) if x is not None else v
+
+    used: dict[Any, Any] = {}
+    new: dict[int, Term] = {}
+    for t in nodes:
+        args = tuple(new[id(c)] for c in t.args)
+        attrs = t.attrs
+        if t.op is Op.CONST:
+            v = gen(t.attrs[0])
+            if v is not t.attrs[0]:
+                used[t.attrs[0]] = v
+                attrs = (v,) + tuple(t.attrs[1:])
+        elif t.op is Op.RANK_CONST and t.attrs[0] in reps:
+            a, vals = t.attrs[0], tuple(t.attrs[1])
+            rp = reps[a]
+            if [_exact(v) for v in vals] == [Fraction(i) for i in range(len(vals))] \
+                    and len(vals) > 1:
+                out = tuple(Fraction(i) for i in range(len(rp)))   # ops.rank: the coordinate
+            else:
+                out = tuple(gen(vals[r]) for r in rp)
+            attrs = (a, out) + tuple(t.attrs[2:])
+        elif t.op is Op.BROADCAST and t.attrs[0] in reps:
+            attrs = (t.attrs[0], reps[t.attrs[0]].index(int(t.attrs[1]))) + tuple(t.attrs[2:])
+        if attrs == t.attrs and all(x is y for x, y in zip(args, t.args)):
+            new[id(t)] = t
+        else:
+            new[id(t)] = term(t.op, args, attrs, t.dims)
+    out_roots = [new[id(r)] for r in roots]
+    b = reduce_binding(out_roots, binding.replace(**{a: small[a] for a in reps}))
+    return MeshReduction(out_roots, b, small, reps=reps, kept=kept, constants=used,
+                         size_table=consts)
+
+
+def eval_cost(roots: Iterable[Term], binding: Binding) -> int:
+    """Float64 elements the evaluator computes for ``roots`` at ``binding``: over every distinct
+    node, its local elements times the sizes of the mesh axes it varies over (an upper bound on
+    the work, and on the memory when every value is kept)."""
+    total = 0
+    for t in walk(list(roots)):
+        n = 1
+        for d in t.dims:
+            try:
+                n *= max(1, binding.local_size(d))
+            except (KeyError, ValueError, Exception):  # noqa: BLE001 -- unsized: count as 1
+                pass
+        for a in varying_axes(t):
+            n *= int(binding[a]) if a in binding else 1
+        total += n
+    return total

@@ -18,9 +18,9 @@ import numpy as np
 from proofs.counterexample import Counterexample, constant_ratio, explain_ratio, goal_order
 from proofs.replay import REPLAY_ERRORS, RTOL, aligned as _aligned, differs as _differs, replay
 from spec_lang.evaluate import EvaluationError, evaluate, sample_inputs
-from spec_lang.term import Binding, TermError
+from spec_lang.term import Binding, Op, Term, TermError, term, walk
 
-__all__ = ["Refutation", "refute", "RTOL"]
+__all__ = ["Refutation", "refute", "RTOL", "refute_reduced_mesh", "asymmetry_note"]
 
 SECOND_SEED_MAX_S = 5.0
 REPLAY_SEEDS = 4  # fresh draws tried for the certificate's replay
@@ -123,3 +123,93 @@ def _counterexample(g: Any, seed: int, axes: tuple[str, ...], de: np.ndarray, da
         index={d: first[nr + k] for k, d in enumerate(dim_axes)}, values=values, ratio=ratio,
         hint=hint, reduced_binding={k: int(v) for k, v in reduced.items()}, seed=seed,
         others=others)
+
+
+@dataclass(frozen=True)
+class _OnReducedMesh:
+    """A goal (or lemma obligation) with its two sides rewritten for a reduced mesh."""
+
+    name: str
+    kind: str
+    expected: Any
+    actual: Any
+    site: str = ""
+    placement: str = ""
+    layer: str | None = None
+
+
+def refute_reduced_mesh(goals: Sequence[Any], binding: Binding, *, seeds: Sequence[int] = (0, 1),
+                        mr: Any = None) -> tuple[Refutation | None, Any]:
+    """Search for a divergence with every generic mesh axis cut to a few coordinates.
+
+    ``binding`` holds the *real* sizes (dims and mesh). Returns ``(refutation, reduction)``;
+    the refutation is ``None`` when no axis could be cut (search at the real mesh instead).
+    A divergence found here is evidence for where to look, never a verdict: it must be
+    confirmed by :func:`refute` at the real mesh sizes (``docs/rank-symmetry.md``); the
+    refutation's goals are stand-ins carrying the original names.
+    """
+    from proofs.reduction import reduce_mesh
+
+    if mr is None:
+        mr = reduce_mesh([t for g in goals for t in (g.expected, g.actual)], binding)
+    if not mr.reduced:
+        return None, mr
+    red = [_OnReducedMesh(g.name, g.kind, mr.roots[2 * i], mr.roots[2 * i + 1],
+                          getattr(g, "site", "") or "", getattr(g, "placement", "") or "",
+                          getattr(g, "layer", None)) for i, g in enumerate(goals)]
+    return refute(red, mr.binding, mr.mesh, seeds=seeds), mr
+
+
+def _uniform(values: tuple[Any, ...]) -> tuple[Any, tuple[int, ...]]:
+    """The value most ranks hold (ties: the lowest coordinate's) and the other coordinates."""
+    from collections import Counter
+
+    c = Counter(values)
+    top = max(c.values())
+    maj = next(v for v in values if c[v] == top)
+    return maj, tuple(i for i, v in enumerate(values) if v != maj)
+
+
+def asymmetry_note(expected: Any, actual: Any, binding: Binding, seed: int) -> str | None:
+    """Which per-rank constants make a diverging goal diverge.
+
+    For each mesh axis with ``RANK_CONST`` s whose values are not all equal, the plan side is re-evaluated with each of them set to the value most
+    ranks hold. If the goal then matches, the ranks holding another value are named: they break
+    the symmetry (a different epsilon on dp rank 63). Diagnostic only (not in the replay).
+    """
+    nodes = [t for t in walk(actual) if t.op is Op.RANK_CONST and len(set(t.attrs[1])) > 1]
+    axes = sorted({t.attrs[0] for t in nodes})
+    for a in axes:
+        sub: dict[int, Term] = {}
+        odd: set[int] = set()
+        vals = []
+        for t in nodes:
+            if t.attrs[0] != a:
+                continue
+            maj, o = _uniform(tuple(t.attrs[1]))
+            odd.update(o)
+            vals.append((maj, {i: t.attrs[1][i] for i in o}))
+            sub[id(t)] = term(Op.RANK_CONST, (), (a, (maj,) * len(t.attrs[1])), ())
+        if not odd or len(odd) > 4:
+            continue
+        new: dict[int, Term] = {}
+        for t in walk(actual):
+            if id(t) in sub:
+                new[id(t)] = sub[id(t)]
+                continue
+            args = tuple(new[id(c)] for c in t.args)
+            new[id(t)] = t if all(x is y for x, y in zip(args, t.args)) else \
+                term(t.op, args, t.attrs, t.dims)
+        try:
+            (_, de, da), = replay([(expected, new[id(actual)])], binding, seed)
+        except REPLAY_ERRORS:
+            continue
+        if _differs(np.asarray(de), np.asarray(da)).any():
+            continue
+        ranks = ", ".join(f"{a}={i}" for i in sorted(odd))
+        what = "; ".join(
+            ", ".join(f"{v} on {a}={i}" for i, v in o.items()) + f" (else {maj})"
+            for maj, o in vals if o)
+        return (f"asymmetric ranks: {ranks} hold other per-rank constants (RANK_CONST over {a}: "
+                f"{what}); with the value of the other ranks on every {a} rank the goal matches")
+    return None

@@ -28,6 +28,9 @@ pipeline stage on a mesh with ``pp > 1``.
 
 Cost: one entry per (rank, local element, dropout call); the prover runs it at the reduced sizes
 (real mesh sizes) and, when at most :data:`EXHAUSTIVE_BUDGET` entries, at the real sizes too.
+When even the real mesh is over the budget, :func:`check_rng_reduced_mesh` enumerates the same
+calls on a reduced mesh (every axis cut to a few coordinates, pipeline axes kept; see
+``docs/rank-symmetry.md``), and the assumption records those sizes.
 Why the reduced sizes suffice for the term model: the model's symbol choice depends only on which
 axes shard the activation and which the stream forks on (size-free), and on whole-call offset
 reuse; partially overlapping offset ranges of re-seeded streams are size-dependent, and are only
@@ -46,7 +49,7 @@ import numpy as np
 from spec_lang.evaluate import evaluate, rank_axis
 from spec_lang.term import Binding, DimSpec, Op, walk
 
-__all__ = ["RngCheck", "check_rng", "EXHAUSTIVE_BUDGET"]
+__all__ = ["RngCheck", "check_rng", "check_rng_reduced_mesh", "EXHAUSTIVE_BUDGET"]
 
 EXHAUSTIVE_BUDGET = 2_000_000  # (rank, element) pairs enumerated per check
 
@@ -280,3 +283,28 @@ def _model_check(plan: Sequence[Any], binding: Binding, mesh: Mapping[str, int],
                            "(position -> (stream, offset) map not modelled, e.g. partially "
                            "overlapping offset ranges of re-seeded streams)")
     return True, ""
+
+
+def check_rng_reduced_mesh(records: Sequence[Any], binding: Binding, mesh: Mapping[str, int], *,
+                           budget: int = EXHAUSTIVE_BUDGET) -> RngCheck:
+    """:func:`check_rng` on a reduced mesh: the plan's mask terms rewritten for the mesh of
+    :func:`proofs.reduction.reduce_mesh` (pipeline stage axes keep their real size: a call's
+    stage is a real coordinate). ``binding`` holds the real sizes. Why the reduced mesh decides
+    the same questions: whether two positions share a draw, or two replicas of one position
+    draw differently, depends on which axes shard the activation and which the stream forks on,
+    not on their sizes (each reduced axis keeps >= 3 coordinates); the mask terms' renaming is
+    checked on the reduced program itself. What depends on sizes (partially overlapping offset
+    ranges) is checked only at the sizes enumerated, as for dims (``RngCheck.sizes``)."""
+    import dataclasses
+
+    from proofs.reduction import reduce_mesh
+
+    plan = [r for r in records if r.side == "plan"]
+    stage_axes = {r.stage_axis for r in plan if getattr(r, "stage", None) is not None}
+    mr = reduce_mesh([r.mask for r in plan], binding, keep=stage_axes)
+    if not mr.reduced:
+        return check_rng(records, binding, mesh, budget=budget)
+    new = dict(zip((id(r) for r in plan), mr.roots))
+    recs = [dataclasses.replace(r, mask=new[id(r)]) if id(r) in new else r for r in records]
+    small = {a: mr.mesh.get(a, n) for a, n in mesh.items()}
+    return check_rng(recs, mr.binding, small, budget=budget)
