@@ -361,9 +361,22 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
                              f"{'FSDP' if fsdp else 'DDP'} over dp{dp} x TP{tp}"
                              f"{'+SP' if ms.sp else ''}{f' x CP{cp}' if cp > 1 else ''} x PP{pp} "
                              f"({st.schedule}, {microbatches} micro-batches"
-                             f"{'' if st.stage_layers is None else ', layers per stage ' + '/'.join(map(str, st.stage_layers))})"
+                             f"{'' if st.stage_layers is None else ', layers per stage ' + _runs(st.stage_layers)})"
                              + (", dense routing" if is_moe else "") + "; token count N > 0",),
                 site=site)
+
+
+def _runs(sizes: Sequence[int]) -> str:
+    """``(7, 8, 8, 7)`` -> ``"7/8x2/7"`` (runs of equal layer counts)."""
+    out: list[str] = []
+    i = 0
+    while i < len(sizes):
+        j = i
+        while j < len(sizes) and sizes[j] == sizes[i]:
+            j += 1
+        out.append(str(sizes[i]) + (f"x{j - i}" if j - i > 1 else ""))
+        i = j
+    return "/".join(out)
 
 
 def megatron_3d(model: Any, *, tp: int, dp: int, pp: int, microbatches: int,

@@ -12,7 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 SLOW = {"llama3_8b_megatron",        # the full 32-layer proof (~20 s of prover time)
-        "deepseek_v3"}               # DeepSeek-V3-671B, 61 layers, PP16 x EP64 (frontier)
+        "deepseek_v3",               # DeepSeek-V3-671B, 61 layers, PP16 x EP64 (frontier)
+        "llama3_70b_megatron_3d",    # Llama-3-70B, 80 layers, TP8+SP x PP4 x DP16 (frontier)
+        "llama31_405b",              # Llama-3.1-405B, 126 layers, TP8+SP x PP16 x FSDP64
+        "llama31_405b_cp16"}         # the same with CP16 at sequence 131072
 
 
 def _stable(stdout: str) -> str:

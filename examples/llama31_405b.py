@@ -1,0 +1,80 @@
+"""Llama-3.1-405B (126 layers, hidden 16384, 128 / 8 heads, FFN 53248, vocab 128256) as Meta
+trained it at 8K context: TP 8 + SP x PP 16 x DP 64 with FSDP-style sharding, 16 micro-batches,
+1F1B, 7 / 8 x 14 / 7 layers per stage.
+
+Configuration source: ``docs/ANCHORS.md`` ("Llama-3.1-405B ... trained with TP 8, PP 16, DP 64,
+CP 1, 8,192 GPUs, seq 8192") and the Llama 3 paper (Dubey et al., "The Llama 3 Herd of Models",
+arXiv 2407.21783), section 3.3.2 and its Table 4 (8,192 GPUs: TP 8, CP 1, PP 16, DP 64, sequence
+8,192, 16M tokens per batch = 64 x 32 sequences, so 16 micro-batches of 2 sequences per dp rank).
+
+What the plan models (``spec_lang/plans/torchtitan.py: torchtitan_3d``), and how it maps to the
+paper:
+
+* **4-D order [TP, CP, PP, DP]** with CP = 1: ``Mesh(pp=16, dp=64, tp=8)``.
+* **TP + SP** (Megatron layout): one KV head and its 16 query heads per tp rank, ``F`` split,
+  vocab-parallel embedding / head / cross-entropy; the residual stream is ``Shard(S)`` over tp
+  between TP regions; the RMSNorm weights' gradients (Partial over tp) are all-reduced over tp.
+* **PP 16, uneven stages**: "we reduce one Transformer layer each from the first and the last
+  stages" (sec. 3.3.2, pipeline parallelism improvements): 126 = 7 + 14 x 8 + 7
+  (``first_last_lighter_split``); stage 0 also holds the embedding, stage 15 the final norm, the
+  head and the loss. Activations (B, S[tp], H) go point-to-point.
+* **Schedule**: 1F1B with one model chunk per stage. NOT modelled: the paper's *interleaved*
+  schedule (several virtual chunks per stage, with "the first model chunk on the first stage"
+  holding only the embedding) and its tunable number of contiguous micro-batches; the chunk
+  assignment changes the event order, not the gradient sums, and interleaved schedules are
+  UNKNOWN for per-stage RNG anyway (no dropout here).
+* **FSDP over dp** ("shards optimizer states and gradients, but for model shards we do not
+  reshard after forward computation"): every parameter ``Shard`` over dp along a dim tp does not
+  split, all-gathered before use (declared backward: the reduce-scatter of its gradient), the
+  gradient averaged ``1/dp``; AdamW runs on the rank's (dp, tp) shard. Not resharding after
+  forward only saves the backward's re-all-gather: over the reals the backward uses the same
+  gathered value, so the traced program is the same. The paper accumulates gradients in FP32
+  over micro-batches and reduce-scatters in FP32: the sums are exact here (the precision lint
+  is separate).
+* **Loss**: the masked token mean over the global batch; each micro-batch's loss is
+  ``(1/K) dp K S_mb / N`` with ``N`` counted over the K micro-batches and dp before the loop.
+
+Expected: EQUIVALENT. ``build(n_layers=30)`` keeps the paper's split at reduced depth
+(1 / 2 x 14 / 1); ``build(n_layers=16)`` is one layer per stage.
+"""
+
+from dataclasses import replace
+
+from spec_lang import AdamW
+from spec_lang.models import llama
+from spec_lang.models.llama import LlamaConfig
+from spec_lang.plans.torchtitan import (
+    TorchtitanSettings, first_last_lighter_split, torchtitan_3d,
+)
+
+try:                                         # the model library's config (docs/ANCHORS.md)
+    from spec_lang.models.llama import LLAMA31_405B
+except ImportError:                          # pragma: no cover - until it lands there
+    from fractions import Fraction
+    LLAMA31_405B = LlamaConfig(name="llama31_405b", hidden=16384, n_layers=126, n_heads=128,
+                               n_kv_heads=8, ffn_hidden=53248, vocab=128256, rope_theta=500000,
+                               norm_eps=Fraction(1, 10**5), batch=1, seq=8192)
+
+
+def stage_layers(n_layers, pp):
+    """The paper's first/last-lighter split when ``pp`` divides ``n_layers + 2`` (2 layers or
+    more per full stage), else ``None`` (equal stages; ``pp`` must divide ``n_layers``)."""
+    if (n_layers + 2) % pp == 0 and (n_layers + 2) // pp >= 2:
+        return first_last_lighter_split(n_layers, pp)
+    return None
+
+
+def build(*, dp=64, tp=8, pp=16, microbatches=16, n_layers=None, micro_batch_size=2,
+          settings=None):
+    """(spec, plan) at real widths; ``n_layers=None`` is the 126 layers."""
+    config = replace(LLAMA31_405B, n_layers=n_layers or LLAMA31_405B.n_layers,
+                     batch=dp * microbatches * micro_batch_size)
+    model = llama(config)
+    st = replace(settings or TorchtitanSettings(),
+                 stage_layers=stage_layers(config.n_layers, pp))
+    plan = torchtitan_3d(model, dp=dp, tp=tp, pp=pp, microbatches=microbatches, sp=True,
+                         settings=st)
+    return model.spec(AdamW()), plan
+
+
+spec, plan = build()
