@@ -324,3 +324,91 @@ def test_cut_point_with_an_extra_key_is_malformed(tmp_path, base):
     cut["cuts"][0]["note"] = 1
     with pytest.raises(MalformedCertificate):
         _check(tmp_path, _land(k, cut))
+
+
+# -- a real cut certificate: the debug Llama under Megatron TP x DP (prove cuts at the layer marks)
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def real():
+    import spec_lang
+
+    r = prove(spec_lang.load(ROOT / "examples" / "llama_debug_megatron.py"))
+    assert r.verdict == "EQUIVALENT"
+    return certificate_of(r)
+
+
+def test_real_cut_certificate_is_accepted(tmp_path, real):
+    kinds = [s["kind"] for s in real["steps"]]
+    assert kinds.count("cut") >= 10 and kinds.count("rename") >= 10
+    assert any(len(s["cuts"]) >= 2 for s in real["steps"] if s["kind"] == "cut")
+    cut_proofs = {o["proof"] for o in real["obligations"]} & \
+        {k for k, s in enumerate(real["steps"]) if s["kind"] == "cut"}
+    assert cut_proofs  # goals are proved by cut steps
+    r = _check(tmp_path, real)
+    assert (r.verdict, r.checked, r.total) == ("EQUIVALENT", len(real["obligations"]),
+                                               len(real["obligations"]))
+
+
+def _cut_steps(c):
+    return [(k, s) for k, s in enumerate(c["steps"]) if s["kind"] == "cut"]
+
+
+def _swap_premise(c):
+    (k, s), = [(k, s) for k, s in _cut_steps(c) if len(s["cuts"]) >= 2][:1]
+    a, b = s["cuts"][0], s["cuts"][1]
+    a["premise"], b["premise"] = b["premise"], a["premise"]
+    return k
+
+
+def _other_var(c):
+    """Another cut variable of the same dims (cut:layers.1 for cut:layers.0)."""
+    dims = lambda n: c["nodes"][n][3]  # noqa: E731
+    k, s = next((k, s) for k, s in _cut_steps(c) if s["cuts"][0]["var"] != s["cuts"][0]["embed"])
+    mine = s["cuts"][0]["var"]
+    s["cuts"][0]["var"] = next(h["var"] for _, t in _cut_steps(c) for h in t["cuts"]
+                               if h["var"] != mine and dims(h["var"]) == dims(mine))
+    return k
+
+
+def _embed_is_var(c):
+    k, s = next((k, s) for k, s in _cut_steps(c) if s["cuts"][0]["embed"] != s["cuts"][0]["var"])
+    s["cuts"][0]["embed"] = s["cuts"][0]["var"]
+    return k
+
+
+def _drop_cut_point(c):
+    (k, s), = [(k, s) for k, s in _cut_steps(c) if len(s["cuts"]) >= 2][:1]
+    s["cuts"].pop()
+    return k
+
+
+def _lemma_of_another_cut(c):
+    (k, s), (_, t) = _cut_steps(c)[-2:]
+    s["lemma"] = t["lemma"]
+    return k
+
+
+def _rename_of_another_step(c):
+    k, s = next((k, s) for k, s in enumerate(c["steps"]) if s["kind"] == "rename")
+    s["of"] = next(j for j in range(k) if c["steps"][j]["kind"] == "rule"
+                   and (c["steps"][j]["lhs"], c["steps"][j]["rhs"])
+                   != (c["steps"][s["of"]]["lhs"], c["steps"][s["of"]]["rhs"]))
+    return k
+
+
+REAL_TAMPERED = [("premises swapped", _swap_premise), ("another cut's var", _other_var),
+                 ("embed replaced by the var", _embed_is_var),
+                 ("a cut point dropped", _drop_cut_point),
+                 ("another goal's lemma", _lemma_of_another_cut),
+                 ("rename of another step", _rename_of_another_step)]
+
+
+@pytest.mark.parametrize("what,edit", REAL_TAMPERED, ids=[t[0] for t in REAL_TAMPERED])
+def test_tampered_real_cut_certificate_is_rejected(tmp_path, real, what, edit):
+    c = copy.deepcopy(real)
+    k = edit(c)
+    assert c != real
+    msg = _rejected(tmp_path, c)
+    assert msg.startswith(f"step {k} ({c['steps'][k]['kind']})"), msg
