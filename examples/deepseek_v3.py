@@ -26,26 +26,34 @@ Choices the report does not publish (documented, plan data):
 * schedule: 1F1B (DualPipe is not expressible in the schedule language; it sums the same
   micro-batch gradients, see the plan module's docstring).
 
+Optimizer (sec. 4.2): AdamW, beta1 0.9, beta2 0.95, weight decay 0.1, peak learning rate
+2.2e-4, gradient clipping at norm 1.0 (the plan's global norm: each stage's owned ZeRO-1 blocks
+squared and summed over their shard axes, the tied embedding counted once, all-reduced over pp).
+
 ``build(pp=..., ep=..., dp=..., microbatches=..., n_layers=...)`` gives reduced variants (CI:
 ``n_layers`` small; fewer than 4 layers keep one MoE layer: ``n_dense_layers = min(3,
 n_layers - 1)``). Expected: EQUIVALENT.
 """
 
 from dataclasses import replace
+from fractions import Fraction
 
 from spec_lang import AdamW
 from spec_lang.models.deepseek import DEEPSEEK_V3, deepseek
 from spec_lang.plans.deepseek import deepseek_v3_parallel
 
 
-def build(*, pp=16, ep=64, dp=2, microbatches=30, n_layers=None, micro_batch_size=4):
-    """(spec, plan) at real widths; ``n_layers`` < 61 gives a shallower variant."""
+def build(*, pp=16, ep=64, dp=2, microbatches=30, n_layers=None, micro_batch_size=4, clip=True):
+    """(spec, plan) at real widths; ``n_layers`` < 61 gives a shallower variant; ``clip=False``
+    drops the gradient clipping from both."""
     n = DEEPSEEK_V3.n_layers if n_layers is None else n_layers
     config = replace(DEEPSEEK_V3, n_layers=n, n_dense_layers=min(DEEPSEEK_V3.n_dense_layers, n - 1),
                      batch=dp * ep * microbatches * micro_batch_size)
     model = deepseek(config)
-    plan = deepseek_v3_parallel(model, pp=pp, ep=ep, dp=dp, microbatches=microbatches)
-    return model.spec(AdamW()), plan
+    plan = deepseek_v3_parallel(model, pp=pp, ep=ep, dp=dp, microbatches=microbatches, clip=clip)
+    adamw = AdamW(lr=Fraction(22, 100000), betas=(Fraction(9, 10), Fraction(95, 100)),
+                  eps=Fraction(1, 10**8), weight_decay=Fraction(1, 10))
+    return model.spec(adamw, **({"clip_grad_norm": 1} if clip else {})), plan
 
 
 spec, plan = build()

@@ -103,6 +103,7 @@ from spec_lang.models.moe import MoEConfig, MoEModel, moe, moe_block
 from spec_lang.pipeline import Pipeline, stage
 from spec_lang.placement import Placement, Shard
 from spec_lang.plan import Loss, Plan, microbatches as _microbatches
+from spec_lang.plans.clipping import global_grad_norm_sq
 from spec_lang.plans.megatron import GRAD_ACCUM, Scale
 from spec_lang.plans.sharded_dp import shard_dims
 from spec_lang.schedules import gpipe, one_f_one_b
@@ -369,7 +370,7 @@ def _adapter(model: Any) -> _Adapter:
 
 def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches: int,
                          settings: DeepSeekParallelSettings | None = None,
-                         layer_counts: Sequence[int] | None = None) -> Plan:
+                         layer_counts: Sequence[int] | None = None, clip: bool = False) -> Plan:
     """DeepSeek-V3's PP x EP x ZeRO-1 DP plan (module docstring) on ``Mesh(pp, dp, ep)``.
 
     Args:
@@ -381,6 +382,12 @@ def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches:
         microbatches: K; ``dp K ep`` must divide the batch ``B``.
         settings: see :class:`DeepSeekParallelSettings` (the mutants change it).
         layer_counts: layers per stage (default :func:`deepseek_layer_split`).
+        clip: the spec clips at a global norm (DeepSeek-V3 sec. 4.2: 1.0): give
+            ``grad_norm_sq`` = per stage, the squares of the owned ZeRO-1 blocks summed over
+            their shard axes (dense: dp x ep; experts: E over ep, the owned block over dp;
+            :func:`~spec_lang.plans.clipping.global_grad_norm_sq`), the tied embedding counted
+            on stage 0 only (``Pipeline.stage_grads``), then all-reduced over pp
+            (torchtitan #596; expert norms summed over ep: DeepSpeed #8478, CASES.md B23).
 
     Returns:
         the :class:`~spec_lang.plan.Plan` (a 1F1B :class:`~spec_lang.pipeline.Pipeline`
@@ -509,9 +516,32 @@ def deepseek_v3_parallel(model: Any, *, pp: int, ep: int, dp: int, microbatches:
                 new = all_gather(new, ax, owned[name])
         return new
 
+    norm_sq = None
+    if clip:
+        def norm_sq(grads: Mapping[str, Tensor]) -> Tensor:
+            # stage s's local sum of squares, all-reduced over pp; written as two per-stage
+            # sums (stage-local parameters, then the tied embedding on its first holder), which
+            # is the same sum: the tied gradient was all-reduced over pp in reduce_grads, so
+            # its per-stage value cannot be specialised to one coordinate by substitution
+            tied = {k for k in grads if len(pipe.stages_of(k)) > 1}
+            out = None
+            for part in (False, True):
+                vals = {}
+                for s in range(pp):
+                    mine = {k: g for k, g in pipe.stage_grads(s, grads).items()
+                            if (k in tied) == part}
+                    if mine:
+                        vals[s] = global_grad_norm_sq(mine, mesh=mesh)
+                if vals:
+                    x = all_reduce(pipe.per_stage(vals), PP)
+                    out = x if out is None else out + x
+            assert out is not None
+            return out
+
     return Plan(mesh=mesh, placements=placements, forward=pipe.forward, schedule=pipe,
                 reduce_grads=reduce_grads, microbatches=_microbatches(microbatches, d.B),
                 optimizer_placements=opt_pl, gather_params=gather_params,
+                grad_norm_sq=norm_sq,
                 assumptions=(f"DeepSeek-V3 parallelism: PP{pp} ({st.schedule}, {microbatches} "
                              f"micro-batches; DualPipe modelled as 1F1B) x EP{ep} x ZeRO-1 DP "
                              f"(dense over dp{dp} x ep{ep}, experts over dp{dp}); layers per "

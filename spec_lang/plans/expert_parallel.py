@@ -55,7 +55,7 @@ from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.models.moe import MoEConfig, MoEContext, MoEDims, MoEModel, moe_forward
 from spec_lang.placement import Placement, Shard
-from spec_lang.plan import Loss, Plan
+from spec_lang.plan import Loss, Plan, microbatches as _microbatches
 from spec_lang.plans.megatron import Scale
 from spec_lang.spec import Params, Spec
 from spec_lang.tensor import Tensor, user_site
@@ -64,7 +64,7 @@ from spec_lang.term import Axis
 __all__ = ["EPSettings", "ExpertParallel", "expert_parallel", "ep_placements", "LOSS_PREFACTOR",
            "AUX_PREFACTOR", "GRAD_SCALE", "EXPERT_WEIGHTS"]
 
-DP, EP = Axis.DP, Axis.EP
+DP, EP, MB = Axis.DP, Axis.EP, Axis.MB
 
 EXPERT_WEIGHTS = ("moe.experts.w1", "moe.experts.w3", "moe.experts.w2")
 """Per-layer routed-expert weights: ``Shard(E)`` over ep."""
@@ -160,9 +160,13 @@ def expert_parallel(model: MoEModel | MoEConfig | Spec, *, dp: int, ep: int,
         model: an :class:`~spec_lang.models.moe.MoEModel`, its config, or its spec.
         dp, ep: mesh sizes (``Mesh(dp=dp, ep=ep)``); ``ep`` must divide the routed experts ``E``
             and ``dp * ep`` the batch ``B``.
-        microbatches: must be 1 here: with K micro-batches the local batch is ``B[dp,ep,mb]``
-            and the dispatch all-to-all would have to gather ``B`` over ep under the ``mb``
-            block, which the placement types cannot express (a PlanError, not a guess).
+        microbatches: K micro-batches of gradient accumulation (plain ``ALL_REDUCE(g, mb)``).
+            With K > 1 the data are ``Shard(B)`` over dp only, ``microbatches(K, B)`` splits
+            them, and each ep rank takes its block of the micro-batch
+            (:func:`spec_lang.plans.deepseek.rank_batch`): tokens ``B[dp, mb, ep]``, so the
+            dispatch all-to-all concatenates the innermost shard (``ep``); counts and ``N``
+            are all-reduced over ``ep``, ``mb`` and ``dp``. The seed per micro-batch is still
+            ``dp ep (S_r / N + alpha A_r)`` (``S_r`` and ``A_r`` are addends over ``mb`` too).
         settings: scale factors and groups (the mutants change them).
 
     Returns:
@@ -171,20 +175,24 @@ def expert_parallel(model: MoEModel | MoEConfig | Spec, *, dp: int, ep: int,
     Raises:
         PlanError: sizes that do not divide (named by the placement checks while tracing).
     """
+    from spec_lang.plans.deepseek import rank_batch  # noqa: PLC0415 -- deepseek imports peers
+
     m = _model_of(model)
     s = settings or EPSettings()
     site = user_site(2)
-    if microbatches != 1:
-        raise PlanError(f"{site}: expert_parallel(microbatches={microbatches}): gradient "
-                        f"accumulation with EP is not modelled (the dispatch all-to-all gathers "
-                        f"the batch dim over ep, whose innermost shard would be the micro-batch); "
-                        f"use microbatches=1")
+    if not isinstance(microbatches, int) or isinstance(microbatches, bool) or microbatches < 1:
+        raise PlanError(f"{site}: expert_parallel(microbatches={microbatches!r}): a positive "
+                        "integer")
     c = m.config
-    token_axes = (DP, EP)
+    mb = microbatches > 1
+    token_axes = (EP, MB, DP) if mb else (DP, EP)
     experts = {k for k in m.params if k.split(".", 2)[-1] in EXPERT_WEIGHTS}
 
     def forward(p: Params, data: Mapping[str, Tensor]) -> Loss:
         ctx = ExpertParallel(s, token_axes)
+        if mb:      # B[dp, mb] -> B[dp, mb, ep]: the ep block innermost (the all-to-all's)
+            data = {k: rank_batch(v, m.dims.B) if k in ("tokens", "labels", "mask") else v
+                    for k, v in data.items()}
         main_r, aux_r = moe_forward(p, data, c, m.dims, ctx)   # S_r / N and A_r: Partial
         alpha = c.aux_loss_alpha
         seed = main_r * s.loss_scale.tensor()
@@ -192,7 +200,7 @@ def expert_parallel(model: MoEModel | MoEConfig | Spec, *, dp: int, ep: int,
         if alpha:
             seed = seed + aux_r * alpha * s.aux_scale.tensor()
             report = report + aux_r * alpha
-        for a in (DP, EP):
+        for a in (EP, DP):
             report = all_reduce(report, a)
         return Loss(backward=seed, report=report)
 
@@ -207,8 +215,13 @@ def expert_parallel(model: MoEModel | MoEConfig | Spec, *, dp: int, ep: int,
             g = all_reduce(g, a)
         return g
 
-    return Plan(mesh=Mesh(dp=dp, ep=ep), placements=ep_placements(m), forward=forward,
+    placements = ep_placements(m)
+    if mb:
+        for k in ("tokens", "labels", "mask"):
+            placements[k] = {DP: Shard(m.dims.B)}
+    return Plan(mesh=Mesh(dp=dp, ep=ep), placements=placements, forward=forward,
                 reduce_grads=reduce_grads,
+                microbatches=_microbatches(microbatches, m.dims.B) if mb else None,
                 assumptions=(f"expert parallelism EP{ep} x DP{dp} (tokens over dp x ep), "
                              f"{microbatches} micro-batch(es), dense routing; token count N > 0",),
                 site=site)

@@ -52,9 +52,27 @@ def test_other_gatings_and_sizes_are_equivalent(cfg, dp, ep):
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals()]
 
 
-def test_microbatches_are_a_plan_error_not_a_guess():
-    with pytest.raises(PlanError, match=r"test_ep\.py:\d+: expert_parallel\(microbatches=2\)"):
-        expert_parallel(moe(MOE_DEBUG), dp=2, ep=2, microbatches=2)
+@pytest.mark.parametrize("dp,ep,k", [(2, 2, 2), (1, 2, 4)])
+def test_microbatches_accumulate_exactly(dp, ep, k):
+    # tokens B[dp, mb, ep]: the ep block is the innermost shard the dispatch all-to-all
+    # concatenates; the K micro-batch gradients are summed (spec_lang/plans/deepseek.py)
+    model = moe(dataclasses.replace(MOE_DEBUG, batch=dp * ep * k))
+    plan = expert_parallel(model, dp=dp, ep=ep, microbatches=k)
+    assert plan.microbatches.k == k
+    r = _prove(model, dp=dp, ep=ep, microbatches=k)
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
+
+
+def test_microbatches_with_expert_grads_over_ep_are_refuted():
+    model = moe(dataclasses.replace(MOE_DEBUG, batch=8))
+    r = _prove(model, dp=2, ep=2, microbatches=2,
+               settings=EPSettings(expert_grad_axes=("dp", "ep")))
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == W2
+
+
+def test_microbatches_must_be_a_positive_integer():
+    with pytest.raises(PlanError, match=r"test_ep\.py:\d+: expert_parallel\(microbatches=0\)"):
+        expert_parallel(moe(MOE_DEBUG), dp=2, ep=2, microbatches=0)
 
 
 NO_SCALE = Scale("1", (), "mutant: no pre-factor")

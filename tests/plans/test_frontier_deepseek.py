@@ -13,13 +13,14 @@ import pytest
 from proofs.certificate import certificate_of, write_certificate
 from proofs.checker import check_certificate
 from proofs.prover import prove
-from spec_lang import AdamW, PlanError, build_problem, load
+from spec_lang import AdamW, PlanError, all_reduce, build_problem, load, ops
 from spec_lang.models.deepseek import DEEPSEEK_DEBUG, deepseek
 from spec_lang.models.moe import MOE_DEBUG, moe
 from spec_lang.plans.deepseek import (
     AUX_PREFACTOR, LOSS_PREFACTOR, DeepSeekParallelSettings, deepseek_layer_split,
     deepseek_v3_parallel,
 )
+from spec_lang.plans.clipping import global_grad_norm_sq
 from spec_lang.plans.megatron import GRAD_ACCUM, Scale
 from spec_lang.term import Op, walk
 
@@ -66,10 +67,20 @@ def test_real_widths_reduced_depth_is_equivalent():
     # DeepSeek-V3 widths (hidden 7168, MLA, 256 experts top-8, vocab 129280), 1 dense + 1 MoE
     # layer + MTP (the embedding tied between stage 0 and MTP on stage 1), pp2 x ep2, K = 2
     spec, plan = _frontier_build()(pp=2, ep=2, dp=1, microbatches=2, n_layers=2,
-                                   micro_batch_size=1)
+                                   micro_batch_size=1, clip=False)
     problem = build_problem(spec, plan)
     assert problem.binding["H"] == 7168 and problem.binding["E"] == 256
     r = prove(problem, timeout_s=300)
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals][:5]
+
+
+@pytest.mark.slow
+def test_real_widths_with_clipping_is_equivalent():
+    # as the frontier example: AdamW with DeepSeek-V3's hyper-parameters, clipping at 1.0
+    spec, plan = _frontier_build()(pp=2, ep=2, dp=1, microbatches=2, n_layers=2,
+                                   micro_batch_size=1)
+    assert spec.clip_grad_norm == 1 and plan.grad_norm_sq is not None
+    r = _prove(spec, plan)
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals][:5]
 
 
@@ -167,6 +178,46 @@ def test_deepseek_tied_embedding_not_reduced_over_pp_is_refuted():
     assert r.verdict == "NOT EQUIVALENT"
     assert r.counterexample.goal in ("grad:tok_embeddings", "tok_embeddings",
                                      "exp_avg:tok_embeddings", "exp_avg_sq:tok_embeddings")
+
+
+# -- clipping (DeepSeek-V3 sec. 4.2: global norm 1.0) ------------------------------------------------
+
+def _clip_plan(norm_sq=None):
+    plan = deepseek_v3_parallel(MOE2, pp=2, ep=2, dp=2, microbatches=2, clip=True)
+    return plan if norm_sq is None else dataclasses.replace(plan, grad_norm_sq=norm_sq(plan))
+
+
+def _expert_norm_over_dp_only(plan):
+    # B23's class (DeepSpeed #8478): expert blocks differ per ep rank, but their squares are
+    # summed over dp only, as if the experts were replicated over ep
+    pipe = plan.schedule
+
+    def norm_sq(grads):
+        vals = {}
+        for s in range(2):
+            mine = pipe.stage_grads(s, grads)
+            dense = global_grad_norm_sq({k: g for k, g in mine.items() if ".experts." not in k})
+            exp = [g for k, g in mine.items() if ".experts." in k]
+            sq = sum_sq(exp)
+            vals[s] = dense + all_reduce(sq, "dp") if sq is not None else dense
+        return all_reduce(pipe.per_stage(vals), "pp")
+    return norm_sq
+
+
+def sum_sq(gs):
+    out = None
+    for g in gs:
+        x = ops.sum(g * g)
+        out = x if out is None else out + x
+    return out
+
+
+def test_clipping_is_equivalent_and_expert_norm_over_dp_only_is_refuted():
+    spec = MOE2.spec(AdamW(), clip_grad_norm=1)
+    r = _prove(spec, _clip_plan())
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals][:5]
+    r = _prove(spec, _clip_plan(_expert_norm_over_dp_only))
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == "grad_norm"
 
 
 # -- mutants: rejected while tracing --------------------------------------------------------------
