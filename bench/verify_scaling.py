@@ -49,6 +49,7 @@ import importlib.util
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -106,7 +107,7 @@ POW2_1024 = [2 ** i for i in range(1, 11)]
 KNOBS = ("batch", "hidden", "sequence", "heads", "pp", "layers", "dp", "microbatches", "tp")
 
 
-def _grid_points(quick: bool, layers: int) -> list[dict[str, Any]]:
+def _grid_points(quick: bool, layers: int, mbs: int = 1) -> list[dict[str, Any]]:
     """One dict per configuration: knob, value, base model, config overrides, mesh."""
     if quick:   # debug Llama: 2 layers, hidden 16, 4 / 2 heads; tp <= KVH = 2
         vals = {"batch": [4, 8], "hidden": [16, 32], "sequence": [8, 16], "heads": [4, 8],
@@ -119,7 +120,8 @@ def _grid_points(quick: bool, layers: int) -> list[dict[str, Any]]:
                 "sequence": [2048, 4096, 8192, 16384, 32768], "heads": [8, 16, 32, 64],
                 "pp": [1, 2, 4, 8, 16, 32], "layers": [4, 8, 16, 32], "dp": POW2_1024,
                 "microbatches": POW2_1024, "tp": [1, 2, 4, 8]}
-        base, model, n_layers = BASE, "llama3_8b", layers
+        base, model, n_layers = {**BASE, "micro_batch_size": mbs}, "llama3_8b", layers
+        vals["batch"] = [b * mbs for b in vals["batch"]]
     out = []
     for knob in KNOBS:
         for v in vals[knob]:
@@ -144,8 +146,10 @@ def _grid_points(quick: bool, layers: int) -> list[dict[str, Any]]:
 
 
 def _grid_key(p: dict[str, Any]) -> str:
+    mbs = p["micro_batch_size"]
     return (f"grid:{p['model']}:{p['knob']}={p['value']}:L{p['n_layers']}:dp{p['dp']}:tp{p['tp']}"
-            f":pp{p['pp'] or 1}:mb{p['microbatches']}")
+            f":pp{p['pp'] or 1}:mb{p['microbatches']}"
+            + (f":mbs{mbs}" if mbs != 1 and p["knob"] != "batch" else ""))
 
 
 # -- one configuration (runs in the child) -------------------------------------------------------
@@ -185,10 +189,10 @@ def _grid_problem(p: dict[str, Any]) -> Any:
     return spec_lang.build_problem(spec, plan, path=str(EXAMPLE_8B), sha256=_sha(EXAMPLE_8B))
 
 
-def _frontier_problem(p: dict[str, Any]) -> Any:
+def _frontier_problem(p: dict[str, Any], path: Path) -> Any:
+    """The frontier plan's Problem, traced from ``path`` (a snapshot of the example file)."""
     import spec_lang
 
-    path = ROOT / p["path"]
     if p["depth"] is None:
         return spec_lang.load(path)      # the module-level (spec, plan): full size
     mod = _import(path, "_scaling_frontier")
@@ -216,9 +220,16 @@ def run_one(p: dict[str, Any], timeout_s: float, jobs: int, certify: bool) -> di
 
     r: dict[str, Any] = {"status": "ok"}
     stage = "load"
+    work = Path(tempfile.mkdtemp(prefix="shardproof-scaling-"))
     try:
+        if p["kind"] == "frontier":
+            # a snapshot: the shared tree's example may change while this runs, and the
+            # certificate's re-trace compares the file's hash
+            snap = work / Path(p["path"]).name
+            shutil.copyfile(ROOT / p["path"], snap)
+            r["plan_sha256"] = _sha(snap)
         t0 = time.monotonic()
-        problem = _frontier_problem(p) if p["kind"] == "frontier" else _grid_problem(p)
+        problem = _frontier_problem(p, snap) if p["kind"] == "frontier" else _grid_problem(p)
         r["load_s"] = time.monotonic() - t0
         r["mesh"] = dict(problem.mesh)
         stage = "prove"
@@ -238,27 +249,26 @@ def run_one(p: dict[str, Any], timeout_s: float, jobs: int, certify: bool) -> di
             from proofs.checker import check_certificate
 
             stage = "certificate"
-            with tempfile.TemporaryDirectory(prefix="shardproof-scaling-") as d:
-                cert = Path(d) / "cert.json"
-                t2 = time.monotonic()
-                write_certificate(cert, certificate_of(report))
-                r["cert_write_s"] = time.monotonic() - t2
-                r["cert_mb"] = cert.stat().st_size / 2 ** 20
-                del report, problem
-                # the module-level plan is what the certificate names: re-trace it like
-                # `check-certificate` does; a reduced-depth build() is not in the file
-                retrace = p["kind"] == "frontier" and p["depth"] is None
-                stage = "check-certificate"
-                t3 = time.monotonic()
-                try:
-                    chk = check_certificate(cert, retrace=retrace)
-                    r["cert_ok"] = True
-                    r["cert_check"] = chk.summary()
-                except Exception as e:  # noqa: BLE001 -- a rejection is a result, not a crash
-                    r["cert_ok"] = False
-                    r["cert_check"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                r["cert_check_s"] = time.monotonic() - t3
-                r["cert_retrace"] = retrace
+            cert = work / "cert.json"
+            t2 = time.monotonic()
+            write_certificate(cert, certificate_of(report))
+            r["cert_write_s"] = time.monotonic() - t2
+            r["cert_mb"] = cert.stat().st_size / 2 ** 20
+            del report, problem
+            # the module-level plan is what the certificate names: re-trace it like
+            # `check-certificate` does; a reduced-depth build() is not in the file
+            retrace = p["kind"] == "frontier" and p["depth"] is None
+            stage = "check-certificate"
+            t3 = time.monotonic()
+            try:
+                chk = check_certificate(cert, retrace=retrace)
+                r["cert_ok"] = True
+                r["cert_check"] = chk.summary()
+            except Exception as e:  # noqa: BLE001 -- a rejection is a result, not a crash
+                r["cert_ok"] = False
+                r["cert_check"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            r["cert_check_s"] = time.monotonic() - t3
+            r["cert_retrace"] = retrace
     except MemoryError as e:
         r.update(status="oom", error=f"MemoryError in {stage}"
                  + (f" ({_failed_phase(e.__traceback__)})" if stage == "prove" else ""))
@@ -266,6 +276,7 @@ def run_one(p: dict[str, Any], timeout_s: float, jobs: int, certify: bool) -> di
         where = _failed_phase(e.__traceback__) if stage == "prove" else None
         r.update(status="error", error=f"{stage}{f' ({where})' if where else ''}: "
                  f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+    shutil.rmtree(work, ignore_errors=True)
     r["peak_rss_mb"] = _rss_mb()
     # prove(jobs > 1) workers: the largest child's peak (not added to this process's)
     r["peak_rss_workers_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -363,7 +374,7 @@ def _jobs_to_run(a: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
             p = {"kind": "frontier", "name": name, "path": path, "desc": desc, "depth": a.depth}
             jobs.append((f"frontier:{name}:depth{a.depth or 'full'}", p))
     if a.part in ("all", "grid"):
-        for p in _grid_points(a.quick, a.layers):
+        for p in _grid_points(a.quick, a.layers, a.micro_batch_size):
             if only and p["knob"] not in only:
                 continue
             jobs.append((_grid_key(p), {"kind": "grid", **p}))
@@ -648,7 +659,8 @@ def render(data: dict[str, Any], keys: list[str], console: Any, a: argparse.Name
     if gk:
         model = "debug Llama (spec_lang.models.DEBUG)" if a.quick else \
             "Llama-3-8B widths (LLAMA3_8B)"
-        base = "dp 2 x tp 2 x 2 mb" if a.quick else "dp 4 x tp 8 x 4 mb, micro-batch size 1"
+        base = "dp 2 x tp 2 x 2 mb" if a.quick else \
+            f"dp 4 x tp 8 x 4 mb, micro-batch size {a.micro_batch_size}"
         emit(f"(b) Table 7 grid: {model}, {'1' if a.quick else a.layers} layers for the "
              f"non-layer knobs (column L), base {base}; one knob varied at a time. Plan: "
              f"examples/llama3_8b_megatron.py build() (Megatron TP x DP x micro-batches); knob "
@@ -673,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="frontier plans at N layers (build(n_layers=N)), CI-size")
     ap.add_argument("--layers", type=int, default=32, metavar="L",
                     help="layers of the grid's non-layer knobs (default 32)")
+    ap.add_argument("--micro-batch-size", type=int, default=1, metavar="K",
+                    help="the grid's micro-batch size: global batch = dp x mb x K (default 1)")
     ap.add_argument("--quick", action="store_true",
                     help="tiny grid (1-layer debug Llama, 2 points per knob), in-process")
     ap.add_argument("--json", metavar="PATH", help="keep results here (atomic writes)")

@@ -74,3 +74,23 @@ def test_resume_skips_and_missing_frontier(bench, quick, tmp_path, monkeypatch):
     assert after["results"]["frontier:nowhere:depthfull"]["status"] == "missing"
     assert len(after["results"]) == len(data["results"]) + 1
     assert not list(tmp_path.glob("*.tmp"))   # atomic writes leave no temporary file
+
+
+def test_frontier_row_certified_from_a_snapshot(bench, tmp_path, monkeypatch):
+    """A frontier row: traced from a snapshot of the plan file, proved, certificate written
+    and accepted by the checker with the plan re-traced (full depth = the module-level plan)."""
+    monkeypatch.setattr(bench, "FRONTIER", {"debug3d": ("examples/llama_debug_megatron_3d.py",
+                                                        "debug Llama tp2 pp2 dp2")})
+    monkeypatch.setitem(bench.TRAINVERIFY_FRONTIER_S, "debug3d", (None, ""))
+    path = tmp_path / "f.json"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = bench.main(["--part", "frontier", "--in-process", "--json", str(path),
+                           "--width", "240"])
+    r = json.loads(path.read_text())["results"]["frontier:debug3d:depthfull"]
+    assert code == 0 and r["status"] == "ok" and r["verdict"] == "EQUIVALENT"
+    assert r["mesh"] == {"pp": 2, "dp": 2, "tp": 2, "mb": 2}
+    assert r["cert_ok"] is True and r["cert_retrace"] is True, r.get("cert_check")
+    assert r["counts"]["open"] == 0 and r["counts"]["total"] > 0
+    assert set(r["phases_s"]) >= {"reduce", "rewrite", "verdict"}
+    assert "│ debug3d " in buf.getvalue()
