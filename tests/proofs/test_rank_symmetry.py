@@ -250,7 +250,10 @@ def test_llama8b_microbatch_3_of_4_with_another_loss_scale():
 
 
 @pytest.mark.slow
-def test_llama8b_dp64_last_rank_with_another_epsilon():
+def test_llama8b_dp64_last_rank_with_another_epsilon(request):
+    # about 15-20 s: the confirmation evaluates the diverging goals at dp 64 x mb 16 x tp 8
+    if "slow" not in (request.config.getoption("-m") or ""):
+        pytest.skip("the dp64 confirmation: run with -m slow")
     spec, plan = _llama8b(64, 8, 16, mutate_model=lambda m: eps_on_one_rank(m, "dp", 64, 63))
     cx = _refuted_naming(_prove(spec, plan, timeout_s=600), "dp", 63)
     assert cx.reduced_binding["dp"] == 64 and cx.reduced_binding["mb"] == 16
