@@ -18,11 +18,12 @@ paper:
   stages" (sec. 3.3.2, pipeline parallelism improvements): 126 = 7 + 14 x 8 + 7
   (``first_last_lighter_split``); stage 0 also holds the embedding, stage 15 the final norm, the
   head and the loss. Activations (B, S[tp], H) go point-to-point.
-* **Schedule**: 1F1B with one model chunk per stage. NOT modelled: the paper's *interleaved*
-  schedule (several virtual chunks per stage, with "the first model chunk on the first stage"
-  holding only the embedding) and its tunable number of contiguous micro-batches; the chunk
-  assignment changes the event order, not the gradient sums, and interleaved schedules are
-  UNKNOWN for per-stage RNG anyway (no dropout here).
+* **Schedule**: 1F1B with one model chunk per stage (the module-level plan). The paper's
+  *interleaved* schedule is ``build(chunks=v)`` (Megatron's interleaved 1F1B, virtual stage
+  ``j`` on stage ``j % 16``; with ``v = 8`` the first chunk holds only the embedding and the last
+  only the head and loss, "the first model chunk on the first stage has only the embedding");
+  the paper does not give ``v``. NOT modelled: its tunable number of contiguous micro-batches
+  per round (Megatron's interleaved order is used).
 * **FSDP over dp** ("shards optimizer states and gradients, but for model shards we do not
   reshard after forward computation"): every parameter ``Shard`` over dp along a dim tp does not
   split, all-gathered before use (declared backward: the reduce-scatter of its gradient), the
@@ -56,22 +57,26 @@ except ImportError:                          # pragma: no cover - until it lands
                                norm_eps=Fraction(1, 10**5), batch=1, seq=8192)
 
 
-def stage_layers(n_layers, pp):
-    """The paper's first/last-lighter split when ``pp`` divides ``n_layers + 2`` (2 layers or
-    more per full stage), else ``None`` (equal stages; ``pp`` must divide ``n_layers``)."""
-    if (n_layers + 2) % pp == 0 and (n_layers + 2) // pp >= 2:
-        return first_last_lighter_split(n_layers, pp)
+def stage_layers(n_layers, n_stages):
+    """The paper's first/last-lighter split over ``n_stages`` (virtual) stages when it divides
+    ``n_layers + 2``, else ``None`` (equal stages)."""
+    if (n_layers + 2) % n_stages == 0:
+        return first_last_lighter_split(n_layers, n_stages)
     return None
 
 
 def build(*, dp=64, tp=8, pp=16, microbatches=16, n_layers=None, micro_batch_size=2,
-          settings=None):
-    """(spec, plan) at real widths; ``n_layers=None`` is the 126 layers."""
+          chunks=1, settings=None):
+    """(spec, plan) at real widths; ``n_layers=None`` is the 126 layers; ``chunks > 1`` is the
+    paper's interleaved 1F1B with that many model chunks per stage (``chunks=8``: 128 virtual
+    stages, the first holding only the embedding, the last only the head and loss, one layer
+    in each of the others)."""
     config = replace(LLAMA31_405B, n_layers=n_layers or LLAMA31_405B.n_layers,
                      batch=dp * microbatches * micro_batch_size)
     model = llama(config)
-    st = replace(settings or TorchtitanSettings(),
-                 stage_layers=stage_layers(config.n_layers, pp))
+    st = replace(settings or TorchtitanSettings(), chunks=chunks,
+                 schedule="interleaved_1f1b" if chunks > 1 else "1f1b",
+                 stage_layers=stage_layers(config.n_layers, pp * chunks))
     plan = torchtitan_3d(model, dp=dp, tp=tp, pp=pp, microbatches=microbatches, sp=True,
                          settings=st)
     return model.spec(AdamW()), plan

@@ -43,22 +43,24 @@ except ImportError:                          # pragma: no cover - until it lands
                                norm_eps=Fraction(1, 10**5), batch=1, seq=8192)
 
 
-def stage_layers(n_layers, pp):
-    """The paper's first/last-lighter split when ``pp`` divides ``n_layers + 2`` (2 layers or
-    more per full stage), else ``None`` (equal stages)."""
-    if (n_layers + 2) % pp == 0 and (n_layers + 2) // pp >= 2:
-        return first_last_lighter_split(n_layers, pp)
+def stage_layers(n_layers, n_stages):
+    """The paper's first/last-lighter split over ``n_stages`` (virtual) stages when it divides
+    ``n_layers + 2``, else ``None`` (equal stages)."""
+    if (n_layers + 2) % n_stages == 0:
+        return first_last_lighter_split(n_layers, n_stages)
     return None
 
 
 def build(*, dp=4, tp=8, pp=16, cp=16, microbatches=16, n_layers=None, micro_batch_size=1,
-          seq=131072, settings=None):
-    """(spec, plan) at real widths; ``n_layers=None`` is the 126 layers."""
+          seq=131072, chunks=1, settings=None):
+    """(spec, plan) at real widths; ``n_layers=None`` is the 126 layers; ``chunks > 1`` is the
+    interleaved 1F1B schedule with that many model chunks per stage."""
     config = replace(LLAMA31_405B, n_layers=n_layers or LLAMA31_405B.n_layers,
                      batch=dp * microbatches * micro_batch_size, seq=seq)
     model = llama(config)
-    st = replace(settings or TorchtitanSettings(),
-                 stage_layers=stage_layers(config.n_layers, pp))
+    st = replace(settings or TorchtitanSettings(), chunks=chunks,
+                 schedule="interleaved_1f1b" if chunks > 1 else "1f1b",
+                 stage_layers=stage_layers(config.n_layers, pp * chunks))
     plan = torchtitan_3d(model, dp=dp, tp=tp, pp=pp, cp=cp, microbatches=microbatches,
                          sp=True, settings=st)
     return model.spec(AdamW()), plan

@@ -38,9 +38,11 @@ Partial[tp] gradients all-reduced over tp), **uneven stages** (``stage_layers``,
 all-gathered K/V of :mod:`spec_lang.plans.context_parallel` inside every stage, token count and
 gradients summed over cp; Llama model only).
 
-Limits: the 1F1B / GPipe schedules with one model chunk per stage (interleaving is a schedule
-argument of :mod:`spec_lang.schedules`, not exercised here); with CP, FSDP shards over dp only
-(torchtitan shards over the flattened dp x cp group: the same gradient sums).
+Schedules: 1F1B, GPipe, and interleaved 1F1B (``schedule="interleaved_1f1b"`` with ``chunks``
+model chunks per stage, Megatron's order; virtual stage ``j`` on stage ``j % pp``).
+
+Limits: with CP, FSDP shards over dp only (torchtitan shards over the flattened dp x cp group:
+the same gradient sums).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ from spec_lang.plans.megatron import (
 )
 from spec_lang.plans.sharded_dp import FSDP_ALL_GATHER, ShardedDPSettings, fsdp_all_gather, \
     fsdp_tp, shard_dims
-from spec_lang.schedules import gpipe, one_f_one_b
+from spec_lang.schedules import gpipe, interleaved_one_f_one_b, one_f_one_b
 from spec_lang.spec import Params, Spec
 from spec_lang.tensor import Tensor
 from spec_lang.term import Axis
@@ -125,13 +127,18 @@ class TorchtitanSettings:
         megatron: the TP regions and the loss scale factors (``plans.megatron``).
         gather: FSDP's unshard region pair (all-gather, declared backward reduce-scatter).
         grad_scale: factors on each gradient after the schedule's accumulation (FSDP's 1/dp).
-        schedule: ``"1f1b"`` or ``"gpipe"``.
+        schedule: ``"1f1b"``, ``"gpipe"`` or ``"interleaved_1f1b"`` (with ``chunks``).
         aux_on_stage: MoE: add each layer's ``alpha A_l`` to the loss (False drops it: a mutant).
         data_parallel: ``"fsdp"`` (torchtitan: parameters Shard over dp, all-gathered before use)
             or ``"ddp"`` (Megatron-LM's 3-D TP x PP x DP: parameters replicated over dp, the
             gradient scaled by ``1/dp`` and all-reduced over dp after the schedule).
         stage_layers: layer counts per pipeline stage (``None``: equal;
-            :func:`first_last_lighter_split` is Llama 3's).
+            :func:`first_last_lighter_split` is Llama 3's); with ``chunks > 1`` per *virtual*
+            stage (``pp * chunks`` of them, model order; 0 allowed: a chunk holding only the
+            embedding or only the head, as in Llama 3's interleaved schedule).
+        chunks: model chunks per stage (``v``) for ``schedule="interleaved_1f1b"``
+            (:func:`spec_lang.schedules.interleaved_one_f_one_b`; virtual stage ``j`` runs on
+            stage ``j % pp``).
         context: with ``cp > 1``, the CP choices (:class:`~spec_lang.plans.context_parallel.
             CPSettings`: chunk map of the labels, RoPE positions, the K/V gather pair, the token
             count axes, the gradient axes; its ``dp`` entries are the 3-D plan's own).
@@ -145,6 +152,7 @@ class TorchtitanSettings:
     data_parallel: str = "fsdp"
     stage_layers: tuple[int, ...] | None = None
     context: CPSettings = CPSettings()
+    chunks: int = 1
 
 
 def pp_layer_split(n_layers: int, pp: int, sizes: Sequence[int] | None = None) -> list[range]:
@@ -180,15 +188,17 @@ def first_last_lighter_split(n_layers: int, pp: int) -> tuple[int, ...]:
     """Llama 3's stage sizes (arXiv 2407.21783, section 3.3.2, "Pipeline parallelism
     improvements"): one Transformer layer fewer on the first and on the last stage, which also
     hold the embedding and the output head and loss. ``n_layers + 2`` must divide by ``pp``
-    (405B: 126 layers, pp 16 -> ``(7, 8 x 14, 7)``).
+    (405B: 126 layers, pp 16 -> ``(7, 8 x 14, 7)``). For an interleaved schedule pass the
+    number of *virtual* stages ``pp * v``: with one layer per chunk the first chunk holds only
+    the embedding and the last only the head and loss, as in the paper (126 layers, pp 16,
+    v 8 -> ``(0, 1 x 126, 0)``).
 
     Raises:
-        PlanError: ``pp < 2`` or ``pp`` does not divide ``n_layers + 2`` (or a stage would be
-            empty).
+        PlanError: ``pp < 2`` or ``pp`` does not divide ``n_layers + 2``.
     """
-    if pp < 2 or (n_layers + 2) % pp or (n_layers + 2) // pp < 2:
+    if pp < 2 or (n_layers + 2) % pp:
         raise PlanError(f"{caller_site()}: first/last-lighter split: pp={pp} must divide "
-                        f"n_layers + 2 = {n_layers + 2} with at least 2 layers per full stage")
+                        f"n_layers + 2 = {n_layers + 2}")
     per = (n_layers + 2) // pp
     return (per - 1,) + (per,) * (pp - 2) + (per - 1,)
 
@@ -294,11 +304,15 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
                 x = transformer_block(lp, x, c, d, ctx)
         return x
 
-    split = pp_layer_split(c.n_layers, pp, st.stage_layers)
+    if st.chunks < 1 or (st.chunks > 1 and st.schedule != "interleaved_1f1b"):
+        raise PlanError(f"{site}: chunks={st.chunks} needs schedule='interleaved_1f1b' "
+                        "(one model chunk per stage otherwise)")
+    n_virtual = pp * st.chunks                # virtual stage j runs on stage j % pp
+    split = pp_layer_split(c.n_layers, n_virtual, st.stage_layers)
     dl = d.llama if is_moe else d
 
     def make_stage(s: int) -> Any:
-        first, last = s == 0, s == pp - 1
+        first, last = s == 0, s == n_virtual - 1
 
         def run(p: Any, data: Mapping[str, Tensor], io: Any) -> Any:
             q = unshard(p)
@@ -339,10 +353,15 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
             held += ["norm", "output"]
         return stage(run, held)
 
-    if st.schedule not in ("1f1b", "gpipe"):
-        raise PlanError(f"{site}: schedule {st.schedule!r}: '1f1b' or 'gpipe'")
-    sched = (one_f_one_b if st.schedule == "1f1b" else gpipe)(pp=pp, microbatches=microbatches)
-    pipe = Pipeline([make_stage(s) for s in range(pp)], schedule=sched)
+    if st.schedule not in ("1f1b", "gpipe", "interleaved_1f1b"):
+        raise PlanError(f"{site}: schedule {st.schedule!r}: '1f1b', 'gpipe' or "
+                        "'interleaved_1f1b'")
+    if st.schedule == "interleaved_1f1b":
+        sched = interleaved_one_f_one_b(pp=pp, microbatches=microbatches, chunks=st.chunks)
+    else:
+        sched = (one_f_one_b if st.schedule == "1f1b" else gpipe)(pp=pp,
+                                                                 microbatches=microbatches)
+    pipe = Pipeline([make_stage(s) for s in range(n_virtual)], schedule=sched)
 
     cp_grad_axes = tuple(a for a in cps.grad_reduce_axes if a != DP) if cp > 1 else ()
 
@@ -360,7 +379,7 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
                 assumptions=(f"{'torchtitan' if fsdp else 'Megatron-LM'} 3-D: "
                              f"{'FSDP' if fsdp else 'DDP'} over dp{dp} x TP{tp}"
                              f"{'+SP' if ms.sp else ''}{f' x CP{cp}' if cp > 1 else ''} x PP{pp} "
-                             f"({st.schedule}, {microbatches} micro-batches"
+                             f"({st.schedule}{f' v={st.chunks}' if st.chunks > 1 else ''}, {microbatches} micro-batches"
                              f"{'' if st.stage_layers is None else ', layers per stage ' + _runs(st.stage_layers)})"
                              + (", dense routing" if is_moe else "") + "; token count N > 0",),
                 site=site)

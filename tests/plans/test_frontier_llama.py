@@ -8,7 +8,7 @@ certificate re-checked (re-tracing a plan file that calls ``build``), and mutant
 (one setting changed) are refuted with the diverging goal and, for constant-factor bugs, the
 factor.
 
-Unmarked instances use a smaller mesh (dp 2, few micro-batches, pp 4, cp 2) at the real widths
+Unmarked instances use a smaller mesh (dp 2, 2-4 micro-batches, pp 4 (pp 2 with cp 2)) at the real widths
 and tp 8; the real mesh sizes run under ``-m slow`` (the refuter's cost grows with dp x
 micro-batches and, for CP, with the sequence it keeps per rank).
 """
@@ -42,7 +42,7 @@ L70, L405, L405CP = "llama3_70b_megatron_3d", "llama31_405b", "llama31_405b_cp16
 SMALL = {
     L70: dict(n_layers=4, dp=2, microbatches=4),                       # 1 layer per stage
     L405: dict(n_layers=6, pp=4, dp=2, microbatches=4, micro_batch_size=1),   # 1/2/2/1
-    L405CP: dict(n_layers=4, pp=4, cp=2, dp=2, microbatches=4),
+    L405CP: dict(n_layers=2, pp=2, cp=2, dp=2, microbatches=2),
 }
 # the real mesh sizes at reduced depth (slow: the refuter evaluates every dp x mb block)
 FULL_MESH = {
@@ -92,6 +92,18 @@ def test_reduced_depth_is_certified(name, tmp_path):
 @pytest.mark.parametrize("name", [L70, L405, L405CP])
 def test_reduced_depth_real_mesh_is_certified(name, tmp_path):
     _certify(name, FULL_MESH[name], tmp_path)
+
+
+def test_interleaved_schedule_with_embedding_only_first_chunk():
+    """The paper's interleaved 1F1B: ``pp * v`` virtual stages, the first holding only the
+    embedding and the last only the head and loss (here pp 4, v 2, 6 layers: 0/1x6/0)."""
+    kw = dict(SMALL[L405], chunks=2)
+    spec, plan = _example(L405).build(**kw)
+    assert "(interleaved_1f1b v=2, 4 micro-batches, layers per stage 0/1x6/0)" \
+        in plan.assumptions[-1]
+    r = prove(build_problem(spec, plan), timeout_s=600)
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
+    assert first_last_lighter_split(126, 16 * 8) == (0,) + (1,) * 126 + (0,)
 
 
 def test_full_size_modules_have_the_documented_mesh():
