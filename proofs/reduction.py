@@ -222,7 +222,8 @@ def _size_constants(real: Mapping[str, int], small: Mapping[str, int]) -> dict[F
 
 
 def reduce_mesh(roots: Iterable[Term], binding: Binding, *, least: int = AXIS_LEAST,
-                max_reps: int = AXIS_MAX_REPS, keep: Iterable[str] = ()) -> MeshReduction:
+                max_reps: int = AXIS_MAX_REPS, keep: Iterable[str] = (),
+                at_least: Mapping[str, int] | None = None) -> MeshReduction:
     """The program of ``roots`` on a mesh whose axes are cut to a few coordinates.
 
     An axis of real size ``n > least`` is cut to ``k``, the least divisor of ``n`` that is at
@@ -242,7 +243,8 @@ def reduce_mesh(roots: Iterable[Term], binding: Binding, *, least: int = AXIS_LE
     (a plan may write ``1/64`` for ``1/|dp|``); a constant that means something else is then
     wrong at the reduced sizes, which costs a confirmation at the real sizes, never a verdict.
 
-    ``keep`` names axes the caller needs at their real size.
+    ``keep`` names axes the caller needs at their real size; ``at_least`` raises the least
+    reduced size of some axes (to see how a value scales with one axis).
 
     Returns:
         a :class:`MeshReduction` (``reduced`` False when no axis could be cut).
@@ -288,7 +290,7 @@ def reduce_mesh(roots: Iterable[Term], binding: Binding, *, least: int = AXIS_LE
             kept[a] = (f"{len(first)} distinct per-rank values (RANK_CONST) need more than "
                        f"{max_reps} coordinates")
             continue
-        k = _divisor_at_least(n, max(least, len(need)))
+        k = _divisor_at_least(n, max(least, len(need), (at_least or {}).get(a, 0)))
         if k >= n:
             continue
         pad = (r for r in range(n) if r not in need)

@@ -20,7 +20,8 @@ from proofs.replay import REPLAY_ERRORS, RTOL, aligned as _aligned, differs as _
 from spec_lang.evaluate import EvaluationError, evaluate, sample_inputs
 from spec_lang.term import Binding, Op, Term, TermError, term, walk
 
-__all__ = ["Refutation", "refute", "RTOL", "refute_reduced_mesh", "asymmetry_note"]
+__all__ = ["Refutation", "refute", "RTOL", "refute_reduced_mesh", "asymmetry_note",
+           "real_mesh_factor"]
 
 SECOND_SEED_MAX_S = 5.0
 REPLAY_SEEDS = 4  # fresh draws tried for the certificate's replay
@@ -213,3 +214,51 @@ def asymmetry_note(expected: Any, actual: Any, binding: Binding, seed: int) -> s
         return (f"asymmetric ranks: {ranks} hold other per-rank constants (RANK_CONST over {a}: "
                 f"{what}); with the value of the other ranks on every {a} rank the goal matches")
     return None
+
+
+def real_mesh_factor(goal: Any, binding: Binding, *, seed: int = 0) -> Any:
+    """``plan / spec`` of ``goal`` at the real mesh sizes, inferred from reduced meshes.
+
+    The ratio is evaluated on the reduced mesh of :func:`proofs.reduction.reduce_mesh` and, for
+    each cut axis, on a mesh where only that axis has its next larger divisor; when the ratio
+    is a monomial ``r0 * prod(size_a ** e_a)`` with integer ``e_a`` (the usual ``1/dp``,
+    ``K``, ``1/(dp K)`` factors), the real ratio is ``r0 * prod((n_a / k_a) ** e_a)``.
+    Returns an exact ``Fraction`` or ``None`` (not a constant, not a monomial, or nothing to
+    cut: then evaluate at the real sizes). A search aid: the caller must prove the factor.
+    """
+    from fractions import Fraction
+
+    from proofs.reduction import reduce_mesh
+
+    roots = [goal.expected, goal.actual]
+
+    def ratio(mr: Any) -> float | None:
+        try:
+            (_, de, da), = replay([(mr.roots[0], mr.roots[1])], mr.binding, seed)
+        except REPLAY_ERRORS:
+            return None
+        return constant_ratio(np.asarray(de), np.asarray(da))
+
+    base = reduce_mesh(roots, binding)
+    if not base.reduced:
+        return None
+    r0 = ratio(base)
+    if r0 is None or r0 == 0:
+        return None
+    out = Fraction(r0).limit_denominator(1 << 20)
+    for a, k in base.mesh.items():
+        if a not in base.reps:
+            continue
+        n = int(binding[a])
+        other = reduce_mesh(roots, binding, at_least={a: k + 1})
+        k2 = other.mesh.get(a, n)
+        if k2 == k:
+            return None
+        r2 = ratio(other)
+        if r2 is None or r2 == 0 or (r2 > 0) != (r0 > 0):
+            return None
+        e = np.log(r2 / r0) / np.log(k2 / k)
+        if abs(e - round(e)) > 1e-6:
+            return None
+        out *= Fraction(n, k) ** int(round(e))
+    return out

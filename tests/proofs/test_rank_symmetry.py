@@ -357,3 +357,18 @@ def test_rng_on_a_reduced_mesh_decides_like_the_real_mesh(kw, ok, phrase, tp):
     assert real.ok == small.ok == ok, (real.collisions, small.collisions)
     if phrase:
         assert phrase in small.collisions[0]
+
+
+@pytest.mark.parametrize("scale,factor", [
+    (lambda: Fraction(1, 32), 2),                 # a literal 1/32 for 1/|dp| = 1/64
+    (lambda: 1, 64),                              # a sum where the mean is meant
+    (lambda: Fraction(1, 64), 1),                 # right
+    (lambda: 1 / (ops.axis_size("dp") * ops.axis_size("dp")), Fraction(1, 64)),
+])
+def test_real_mesh_factor_from_reduced_meshes(scale, factor):
+    """The factor at dp 64, read off dp 4 and dp 8 (a monomial in the axis sizes)."""
+    from proofs.refute import real_mesh_factor
+
+    p = build_problem(*_dp_mean_plan(64, scale), path="x.py", sha256="0" * 64)
+    g = next(g for g in p.goals if g.name == "grad:w")
+    assert real_mesh_factor(g, p.binding) == factor
