@@ -147,7 +147,18 @@ def build_cuts(points: Sequence[Any], *, backward_factor: Fraction = Fraction(1)
     cuts: list[Cut] = []
     seen_p: set[int] = set()
     seen_s: set[int] = set()
+    # one node is often marked twice: block l's output ``layers.l.out`` is block l+1's input
+    # ``layers.{l+1}``. Name forward cuts by the block input and backward cuts by the block
+    # output, so that every lemma of block l mentions layer index l only (proofs/obligations.py
+    # then groups the layers in one pass).
+    best: dict[tuple[str, int], Any] = {}
     for pt in points:
+        k = (pt.kind, id(pt.plan))
+        if k not in best or _prefer(pt) < _prefer(best[k]):
+            best[k] = pt
+    for pt in points:
+        if best[(pt.kind, id(pt.plan))] is not pt:
+            continue
         name = pt.name + (":adj" if pt.kind == "backward" else "")
         if name in drop or id(pt.plan) in seen_p or id(pt.spec) in seen_s:
             continue
@@ -163,6 +174,11 @@ def build_cuts(points: Sequence[Any], *, backward_factor: Fraction = Fraction(1)
         seen_p.add(id(pt.plan))
         seen_s.add(id(pt.spec))
     return cuts
+
+
+def _prefer(pt: Any) -> int:
+    out = pt.name.endswith(".out")
+    return int(out) if pt.kind == "forward" else int(not out)
 
 
 def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterable[str] = ()

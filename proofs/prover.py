@@ -565,7 +565,7 @@ class _Run:
             reuse = group_identical(obs)
             reps = [o for o in obs if o.name not in reuse]
             self.progress("cut", 0, len(reps))
-            r = refute(reps, self.reduced, self.mesh, seeds=(0,))
+            r, _ = self._refute_lemmas(reps)
             self.progress("cut", len(reps), len(reps))
             bad = {o.name for o in r.mismatched}
             if not bad:
@@ -576,11 +576,14 @@ class _Run:
                    premises[n].name in bad and not any(u.endswith(":adj")
                                                        for u in premises[n].uses)]
             if factor == 1 and top:
+                # the factor at the real mesh (one small lemma each: the head and the loss)
                 ratios = {_ratio_of(refute([o], self.reduced, self.mesh, seeds=(0,)))
                           for o in top}
                 if len(ratios) == 1 and None not in ratios:
                     factor = ratios.pop()
                     continue
+                drop |= {c.name for c in cuts if c.kind == "backward"}
+                continue
             if not self.refuted_whole:
                 self.refuted_whole = True
                 self.phase("refute", self.refute)
@@ -593,6 +596,19 @@ class _Run:
                         drop.add(m[len("premise:"):])
                     else:
                         uncut.add(m[len("lemma:"):])
+
+    def _refute_lemmas(self, obs: list[Any]) -> tuple[Refutation, Any]:
+        """One random draw over the lemmas, on a reduced mesh when the mesh can be cut
+        (``docs/rank-symmetry.md``): only a filter for which cuts to keep, never a verdict."""
+        from proofs.reduction import reduce_mesh
+        from proofs.refute import refute_reduced_mesh
+
+        mr = reduce_mesh([t for o in obs for t in (o.expected, o.actual)], self.p.binding)
+        if mr.reduced:
+            r, _ = refute_reduced_mesh(obs, self.p.binding, seeds=(0,), mr=mr)
+            if r is not None:
+                return r, mr
+        return refute(obs, self.reduced, self.mesh, seeds=(0,)), None
 
     def _use_cuts(self, cuts: list[Any], lemmas: dict[str, Any], premises: dict[str, Any],
                   reuse: dict[str, str]) -> None:
@@ -711,13 +727,16 @@ class _Run:
 
 
 # ---------------------------------------------------------------------------------------------
-def _ratio_of(r: Refutation) -> Fraction | None:
-    """The exact constant ``plan / spec`` of a refutation's first goal (up to 1e-9), or None."""
+def _ratio_of(r: Refutation, mr: Any = None) -> Fraction | None:
+    """The exact constant ``plan / spec`` of a refutation's first goal (up to 1e-9), mapped back
+    to the real mesh when it was found on a reduced one (None when ambiguous), or None."""
     x = r.counterexample.ratio if r.counterexample is not None else None
     if x is None or not x:
         return None
     q = Fraction(x).limit_denominator(1 << 16)
-    return q if abs(float(q) - x) <= 1e-9 * max(1.0, abs(x)) else None
+    if abs(float(q) - x) > 1e-9 * max(1.0, abs(x)):
+        return None
+    return q if mr is None else mr.real_constant(q)
 
 
 def _premise_order(premises: dict[str, Any]) -> list[str]:

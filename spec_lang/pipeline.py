@@ -383,7 +383,11 @@ class Pipeline:
         if self.schedule.pp == 1 or len(self.stages_of(name)) != 1 \
                 or not isinstance(after, Tensor):
             return
-        new = _pp_collectives(after.term, self.axis) - _pp_collectives(before.term, self.axis)
+        # collectives the reducer added: reachable from ``after`` other than through
+        # ``before`` (a walk over the reducer's few nodes), and not inside ``before`` either
+        new = _pp_collectives(after.term, self.axis, stop=before.term)
+        if new:
+            new -= _pp_collectives(before.term, self.axis)
         if new:
             op = sorted(new, key=str)[0]
             raise PlanError(f"{after.site}: reduce_grads applies {op.op.name} over "
@@ -424,6 +428,13 @@ class Pipeline:
         if missing:
             raise PlanError(f"{self.site}: parameters on no pipeline stage: {missing[:6]}; "
                             "list them in a stage's params")
+        cache: dict[tuple[int, int], Buffer] = {}
+
+        def buffers(s: int, c: int) -> Buffer:   # one per (stage, chunk), not per parameter
+            if (s, c) not in cache:
+                cache[(s, c)] = final_buffer(sch, s, c)
+            return cache[(s, c)]
+
         seed, rep = _check_loss(self._run(params, data), self.site)
         gs = [_buffer_dtype(plan, g) for g in grad(seed.term, [params[k].term for k in names])]
         out = []
@@ -433,7 +444,7 @@ class Pipeline:
                 self._check_pp_hooks(k)
             if len(holders) == 1:
                 s, c = self.where(holders[0])
-                out.append(lower_buffer(final_buffer(sch, s, c),
+                out.append(lower_buffer(buffers(s, c),
                                         Tensor(g, seed.site, f"grad:{k}"), loop))
                 continue
             per_stage: dict[int, Tensor] = {}
@@ -442,7 +453,7 @@ class Pipeline:
                 a = Tensor(_buffer_dtype(plan, grad(sd.term, [params[k].term])[0]), seed.site,
                            f"grad:{k}")
                 s, c = self.where(j)
-                b = lower_buffer(final_buffer(sch, s, c), a, loop)
+                b = lower_buffer(buffers(s, c), a, loop)
                 per_stage[s] = b if s not in per_stage else per_stage[s] + b
             out.append(per_stage[next(iter(per_stage))] if len(per_stage) == 1
                        else self.per_stage(per_stage))
@@ -493,9 +504,20 @@ def _on_stage(t: Term, axis: str, s: int) -> Term:
     return t if axis in varying_axes(out) else out
 
 
-def _pp_collectives(t: Term, axis: str) -> set[Term]:
-    """The collective nodes over ``axis`` in ``t``."""
-    return {x for x in walk(t) if x.op in COLLECTIVE and x.attrs and x.attrs[0] == axis}
+def _pp_collectives(t: Term, axis: str, stop: Term | None = None) -> set[Term]:
+    """The collective nodes over ``axis`` in ``t`` (not entering ``stop``)."""
+    out: set[Term] = set()
+    seen = {id(stop)} if stop is not None else set()
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op in COLLECTIVE and x.attrs and x.attrs[0] == axis:
+            out.add(x)
+        stack.extend(x.args)
+    return out
 
 
 class _StageParams(Params):
