@@ -1,4 +1,4 @@
-"""DeepSeek-V3 as a spec: MLA attention, 3 dense + 58 MoE layers, group-limited sigmoid routing, MTP.
+"""DeepSeek-V3 as a spec: MLA, 3 dense + 58 MoE layers, group-limited sigmoid routing, MTP.
 
 Sources: the DeepSeek-V3 technical report (arXiv 2412.19437), sec. 2.1 (MLA, eqs. 1-11;
 DeepSeekMoE with auxiliary-loss-free balancing, eqs. 12-16; the sequence-wise balance loss,
@@ -19,7 +19,8 @@ by name, which is the same set of parameters)::
 
 **MLA** (report eqs. 1-11; ``MLA.forward`` with ``attn_impl="naive"``), per layer::
 
-    attn.wq_a (H, QR)   attn.q_norm (QR,)   attn.wq_b.nope (QR, NH, DN)   attn.wq_b.rope (QR, NH, DR)
+    attn.wq_a (H, QR)   attn.q_norm (QR,)   attn.wq_b.nope (QR, NH, DN)
+    attn.wq_b.rope (QR, NH, DR)
     attn.wkv_a.kv (H, KVR)   attn.wkv_a.rope (H, DR)   attn.kv_norm (KVR,)
     attn.wkv_b.k (KVR, NH, DN)   attn.wkv_b.v (KVR, NH, DV)   attn.wo (NH, DV, H)
 
@@ -107,7 +108,8 @@ from spec_lang.tensor import Tensor
 
 __all__ = ["DeepSeekConfig", "DEEPSEEK_V3", "DEEPSEEK_DEBUG", "DeepSeekDims", "DeepSeekContext",
            "DeepSeekModel", "deepseek", "mla", "dense_mlp", "deepseek_moe", "sequence_aux_loss",
-           "dense_block", "moe_block", "mtp_module", "deepseek_head", "deepseek_forward", "param_count",
+           "dense_block", "moe_block", "mtp_module", "deepseek_head", "deepseek_forward",
+           "param_count",
            "activated_param_count"]
 
 
@@ -297,8 +299,8 @@ def sequence_aux_loss(m: Tensor, probs: Tensor, c: DeepSeekConfig, d: DeepSeekDi
     ``mean_B sum_E f P`` with ``f = E/(k |S|) count`` (``count (B, E)``, no gradient) and
     ``P = mean_S(s')``; ``m`` the 0/1 top-k of the affinities (eq. 18: ``TopK(s)``, without
     the selection bias or the group limit) and ``probs = s' = s / sum_E s`` (the normalised
-    sigmoid scores), both ``(B, S, E)``. ``|B|`` and ``|S|`` are the global sizes (a rank's addend on a
-    token block)."""
+    sigmoid scores), both ``(B, S, E)``. ``|B|`` and ``|S|`` are the global sizes (on a rank
+    with a block of the tokens: its addend)."""
     count = ctx.seq_routing_count(ops.sum(m, d.S), d)                           # (B, E)
     f = ops.stop_gradient(count) * ops.dim_size(d.E) / (ops.dim_size(d.S) * c.top_k)
     pm = ops.mean(probs, d.S)                                                     # (B, E)

@@ -32,7 +32,8 @@ from spec_lang.errors import SpecError
 from spec_lang.spec import Data, Params, index, mask
 from spec_lang.tensor import Tensor
 
-__all__ = ["LlamaConfig", "LLAMA3_8B", "LLAMA3_70B", "LLAMA31_405B", "DEBUG", "LlamaDims", "LlamaModel", "ParallelContext",
+__all__ = ["LlamaConfig", "LLAMA3_8B", "LLAMA3_70B", "LLAMA31_405B", "DEBUG", "LlamaDims",
+           "LlamaModel", "ParallelContext",
            "SpecContext", "llama", "attention", "feed_forward", "transformer_block",
            "llama_forward"]
 

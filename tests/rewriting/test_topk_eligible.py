@@ -110,7 +110,7 @@ def test_kernel_types_the_two_operand_form_and_smt_has_no_encoding() -> None:
             typecheck(tb, bid)
 
 
-# -- the rewrite rules on the two-operand form ------------------------------------------------------
+# -- the rewrite rules on the two-operand form -----------------------------------------------------
 
 def _wrap(kind: str, x, d: str, draw):
     if kind == "shard":

@@ -33,7 +33,8 @@ PLAN = Path(__file__).resolve().parent / "plans" / "deepseek_debug_dp.py"
 
 def test_v3_config_is_the_published_one() -> None:
     c = DEEPSEEK_V3
-    assert (c.hidden, c.n_layers, c.n_dense_layers, c.n_heads, c.vocab) == (7168, 61, 3, 128, 129280)
+    assert (c.hidden, c.n_layers, c.n_dense_layers, c.n_heads, c.vocab) == \
+        (7168, 61, 3, 128, 129280)
     assert (c.q_lora_rank, c.kv_lora_rank, c.qk_nope_head_dim, c.qk_rope_head_dim,
             c.v_head_dim) == (1536, 512, 128, 64, 128)
     assert (c.dense_ffn_hidden, c.moe_ffn_hidden, c.n_routed_experts, c.n_shared_experts,
@@ -93,7 +94,7 @@ def test_config_errors() -> None:
         deepseek(dataclasses.replace(DEEPSEEK_DEBUG, qk_rope_head_dim=3))
 
 
-# -- group-limited routing against the official Gate (numpy, float64) -------------------------------
+# -- group-limited routing against the official Gate (numpy, float64) ------------------------------
 
 def _gate_reference(scores: np.ndarray, bias: np.ndarray, n_groups: int, topk_groups: int,
                     k: int) -> np.ndarray:
@@ -155,7 +156,7 @@ def test_group_limited_routing_differs_from_plain_top_k() -> None:
     assert (vals[m.term].data != vals[plain.term].data).any()
 
 
-# -- MLA against the official (interleaved-RoPE) formulation in torch float64 -----------------------
+# -- MLA against the official (interleaved-RoPE) formulation in torch float64 ----------------------
 
 def _rope_interleaved(x: torch.Tensor, theta: float) -> torch.Tensor:
     """Official ``apply_rotary_emb``: rotate the pairs (x[2i], x[2i+1]) by pos * theta^(-2i/d).
@@ -228,7 +229,7 @@ def test_mla_matches_the_official_formulation_in_float64() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
-# -- the MoE layer and the sequence-wise balance loss against a direct reference --------------------
+# -- the MoE layer and the sequence-wise balance loss against a direct reference -------------------
 
 def test_deepseek_moe_and_sequence_balance_loss_match_a_reference() -> None:
     c = DEEPSEEK_DEBUG
@@ -270,7 +271,7 @@ def test_deepseek_moe_and_sequence_balance_loss_match_a_reference() -> None:
     np.testing.assert_allclose(float(vals[aux.term].data), (f * pe).sum(-1).mean(), rtol=1e-12)
 
 
-# -- proofs at debug size ------------------------------------------------------------------------------
+# -- proofs at debug size --------------------------------------------------------------------------
 
 def test_data_parallel_plan_is_certified(tmp_path) -> None:
     from proofs.certificate import certificate_of, write_certificate
