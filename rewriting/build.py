@@ -369,7 +369,8 @@ _AXIS_ORDER = ("dp", "dp_replicate", "dp_shard", "tp", "pp", "cp", "sp", "mb", "
 
 def axis_rank(a: str) -> tuple[int, str]:
     """Total order on mesh axes used by canonical forms: ``dp < dp_replicate < dp_shard < tp <
-    pp < cp < sp < mb < ep``, then any other axis by name. Outer SHARDs and inner ALL_REDUCEs have the higher rank."""
+    pp < cp < sp < mb < ep``, then any other axis by name. Outer SHARDs and inner ALL_REDUCEs
+    have the higher rank."""
     a = str(a)
     return (_AXIS_ORDER.index(a), "") if a in _AXIS_ORDER else (len(_AXIS_ORDER), a)
 

@@ -210,7 +210,7 @@ class DeepSeekEP(DeepSeekContext):
             xe = permute(xe, d.S, self.s.token_order)          # sort tokens (by expert)
         if self.s.exchange == "all_gather":                     # mutant: no token exchange
             return region(xe, "local_experts", "split", "all_gather", EP, d.E)
-        return all_to_all_region(xe, EP, d.E, d.B)              # tokens Shard(B) -> experts Shard(E)
+        return all_to_all_region(xe, EP, d.E, d.B)      # tokens Shard(B) -> experts Shard(E)
 
     def combine(self, ye: Tensor, d: Any) -> Tensor:
         if self.s.exchange == "all_gather":
@@ -266,7 +266,7 @@ def deepseek_layer_split(n_layers: int, pp: int,
     return out
 
 
-# -- model adapters: the blocks each stage calls ----------------------------------------------------
+# -- model adapters: the blocks each stage calls ---------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class _Adapter:

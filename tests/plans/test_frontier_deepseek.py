@@ -48,7 +48,7 @@ def _moe_plan(**settings):
                                 settings=DeepSeekParallelSettings(**settings))
 
 
-# -- EQUIVALENT --------------------------------------------------------------------------------------
+# -- EQUIVALENT ------------------------------------------------------------------------------------
 
 def test_debug_example_is_certified_with_micro_batches(tmp_path):
     problem = load(EXAMPLE)
@@ -125,7 +125,7 @@ def test_frontier_example_plan_shape():
         "ep": plan.placements["layers.3.moe.experts.w1"]["ep"]}
 
 
-# -- mutants: refuted by the prover ------------------------------------------------------------------
+# -- mutants: refuted by the prover ----------------------------------------------------------------
 
 NO_K = Scale("dp*ep", (("dp", 1), ("ep", 1)), "mutant: the K of the aux pre-factor dropped")
 ANY = ""
@@ -180,7 +180,7 @@ def test_deepseek_tied_embedding_not_reduced_over_pp_is_refuted():
                                      "exp_avg:tok_embeddings", "exp_avg_sq:tok_embeddings")
 
 
-# -- clipping (DeepSeek-V3 sec. 4.2: global norm 1.0) ------------------------------------------------
+# -- clipping (DeepSeek-V3 sec. 4.2: global norm 1.0) ----------------------------------------------
 
 def _clip_plan(norm_sq=None):
     plan = deepseek_v3_parallel(MOE2, pp=2, ep=2, dp=2, microbatches=2, clip=True)
