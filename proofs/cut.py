@@ -181,12 +181,17 @@ def _prefer(pt: Any) -> int:
     return int(out) if pt.kind == "forward" else int(not out)
 
 
-def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterable[str] = ()
+def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterable[str] = (),
+                    whole: Iterable[str] = ()
                     ) -> tuple[dict[str, Obligation], dict[str, Obligation]]:
     """The lemma of every goal (``uncut`` goals keep their whole terms) and the premise lemma of
-    every cut a lemma uses (transitively). Returns ``(goal lemmas by goal name, premise lemmas
-    by cut name)``."""
+    every cut a lemma uses (transitively); the premises of the cuts named in ``whole`` are their
+    whole terms ``E(s) == p`` (a value another lemma cuts at, proved without cutting below it:
+    e.g. a tied embedding's gradient summed over pipeline stages, whose per-stage parts are
+    traced apart from the cut forward). Returns ``(goal lemmas by goal name, premise lemmas by
+    cut name)``."""
     uncut = set(uncut)
+    whole = set(whole)
     s_spec = Substitution({id(c.spec): c.var for c in cuts})
     s_plan = Substitution({id(c.plan): c.embed for c in cuts})
     by_var = {id(c.var): c.name for c in cuts}
@@ -229,8 +234,11 @@ def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterabl
         if n in premises:
             continue
         c = by_name[n]
-        e = Substitution({id(c.var): s_spec.below(c.spec)})(c.embed)
-        a = s_plan.below(c.plan)
+        if n in whole:
+            e, a = c.inst, c.plan
+        else:
+            e = Substitution({id(c.var): s_spec.below(c.spec)})(c.embed)
+            a = s_plan.below(c.plan)
         ob = Obligation("premise:" + n, "premise:" + n, e, a, uses(e, a), kind="premise",
                         layer=_layer(n))
         premises[n] = ob

@@ -38,7 +38,7 @@ SMT_MAX_ELEMENTS = 20_000  # scalar terms (elements summed over subterms) per z3
 SMT_QUERY_S = 20.0         # z3 time limit per query
 ORACLE_BUDGET_S = 10.0     # egglog oracle, all goals together (advisory only)
 ORACLE_GOAL_S = 5.0
-CUT_ROUNDS = 4             # cut / refute-lemmas rounds before giving cutting up
+CUT_ROUNDS = 5             # cut / refute-lemmas rounds before giving cutting up
 CONFIRM_MAX_ELEMENTS = 1 << 16  # product of real sizes kept when confirming a refutation
 CONFIRM_MAX_EVAL = 300_000_000  # evaluated elements (eval_cost) of a real-mesh confirmation
 Progress = Callable[[str, int, int], None]
@@ -555,12 +555,12 @@ class _Run:
         if not pts or any(t.op is Op.INPUT and str(t.attrs[0]).startswith(CUT_PREFIX)
                           for t in walk([x for g in self.goals for x in (g.expected, g.actual)])):
             return
-        factor, drop, uncut = Fraction(1), set(), set()
+        factor, drop, uncut, whole = Fraction(1), set(), set(), set()
         for _ in range(CUT_ROUNDS):
             cuts = build_cuts(pts, backward_factor=factor, drop=drop)
             if not cuts or self.timed_out():
                 return
-            lemmas, premises = cut_obligations(self.p.goals, cuts, uncut=uncut)
+            lemmas, premises = cut_obligations(self.p.goals, cuts, uncut=uncut, whole=whole)
             obs = list(lemmas.values()) + list(premises.values())
             reuse = group_identical(obs)
             reps = [o for o in obs if o.name not in reuse]
@@ -589,11 +589,14 @@ class _Run:
                 self.phase("refute", self.refute)
                 if self.counterexample is not None:
                     return
+            # a premise that fails cut below its value is tried whole (its value stays a cut
+            # for the lemmas above it); a premise that fails whole is a cut that does not hold
             members = {n: [o.name for o in obs if reuse.get(o.name, o.name) == n] for n in bad}
             for n in bad:
                 for m in members[n]:
                     if m.startswith("premise:"):
-                        drop.add(m[len("premise:"):])
+                        c = m[len("premise:"):]
+                        (drop if c in whole else whole).add(c)
                     else:
                         uncut.add(m[len("lemma:"):])
 
