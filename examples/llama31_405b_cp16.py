@@ -23,6 +23,11 @@ is 1F1B (see ``examples/llama31_405b.py``); document masking for packed sequence
 modelled (one document per sequence).
 
 Expected: EQUIVALENT. ``build(n_layers=30)`` keeps the paper's split at reduced depth.
+Measured (2026-11-30): reduced depths are proved with checked certificates
+(``tests/plans/test_frontier_llama.py``: 16 layers at cp16 tp8 pp16, dp1, 2 micro-batches in
+about 160 s); the full-size proof currently ends UNKNOWN: the refuter's float64 evaluation of
+the attention scores at the reduced sequence (2 x cp x tp = 256 query and key positions) and
+``B = dp x K = 64`` needs more than 13.5 GB (MemoryError), see ``docs/parallelism/llama3-4d.md``.
 """
 
 from dataclasses import replace
