@@ -209,7 +209,7 @@ def _failed_phase(tb: Any) -> str | None:
     name = None
     for fr, _ in traceback.walk_tb(tb):
         if fr.f_code.co_filename.endswith(os.path.join("proofs", "prover.py")) and \
-                "self" in fr.f_locals:
+                "self" in fr.f_locals and not fr.f_code.co_name.startswith("<"):
             name = fr.f_code.co_name
     return name
 
@@ -240,6 +240,9 @@ def run_one(p: dict[str, Any], timeout_s: float, jobs: int, certify: bool) -> di
         r["verdict"] = report.verdict
         r["counts"] = report.counts
         r["phases_s"] = dict(report.seconds)
+        # obligation cutting (proofs/cut.py): the lemma obligations when the prover cut the
+        # goals at layer boundaries; empty when it proved them uncut (slower)
+        r["lemma_counts"] = dict(getattr(report, "lemma_counts", {}) or {})
         r["peak_rss_prove_mb"] = _rss_mb()
         r["open_reasons"] = sorted({g.reason.split(";")[0] for g in report.open_goals})[:5]
         if report.counterexample is not None:
@@ -331,7 +334,9 @@ def run_subprocess(p: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
             return json.loads(line)
     tail = (err.strip().splitlines() or ["(no output)"])[-1]
     status = "oom" if "MemoryError" in err or proc.returncode == -signal.SIGKILL else "error"
-    return {"status": status, "error": f"exit {proc.returncode}: {tail[:300]}"}
+    how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+           else f"exit {proc.returncode}")
+    return {"status": status, "error": f"{how}: {tail[:300]}"}
 
 
 def _load_json(path: Path | None) -> dict[str, Any]:
@@ -473,6 +478,13 @@ def _verdict(r: dict[str, Any]) -> str:
     return r.get("verdict") or r["status"].upper()
 
 
+def _cut(r: dict[str, Any]) -> str:
+    """The number of cuts (layer-boundary cut points) the proof used; 0 = proved uncut."""
+    if "lemma_counts" not in r or r.get("status") != "ok":
+        return "-"
+    return str(r["lemma_counts"].get("cuts", 0))
+
+
 def _top_phase(r: dict[str, Any]) -> str:
     ph = {k: v for k, v in (r.get("phases_s") or {}).items()}
     if not ph:
@@ -542,7 +554,7 @@ def _tv_grid(knob: str, value: int) -> str:
 
 def grid_table(data: dict[str, Any], keys: list[str], title: str) -> Any:
     t = _T(title=title)
-    for c in ("knob", "value", "L", "mesh", "B", "verdict", "goals", "load s", "prove s",
+    for c in ("knob", "value", "L", "mesh", "B", "verdict", "goals", "cuts", "load s", "prove s",
               "load+prove s", "peak MB", "largest phase s", "TrainVerify s", "load1", "tree"):
         t.add_column(c, justify="left" if c in ("knob", "mesh", "verdict", "largest phase s",
                                                 "tree")
@@ -558,7 +570,7 @@ def grid_table(data: dict[str, Any], keys: list[str], title: str) -> Any:
         prev = j["knob"]
         t.add_row(j["knob"], str(j["value"]), str(j["n_layers"]), _mesh(r),
                   str(j["dp"] * j["microbatches"] * j["micro_batch_size"]),
-                  _verdict(r), str((r.get("counts") or {}).get("total", "-")),
+                  _verdict(r), str((r.get("counts") or {}).get("total", "-")), _cut(r),
                   _f(r.get("load_s")), _f(r.get("prove_s")), _f(r.get("total_s")),
                   _f(r.get("peak_rss_mb"), 0), _top_phase(r), _tv_grid(j["knob"], j["value"]),
                   _f((r.get("loadavg_before") or [None])[0], 2), r.get("commit", "?"))
@@ -581,7 +593,7 @@ def knob_summary(data: dict[str, Any], keys: list[str]) -> list[dict[str, Any]]:
         if ok:
             lo = min(ok, key=lambda r: r["total_s"])
             hi = max(ok, key=lambda r: r["total_s"])
-            s.update(min_s=lo["total_s"], max_s=hi["total_s"],
+            s.update(min_s=lo["total_s"], max_s=hi["total_s"], max_at=hi["job"]["value"],
                      ratio=hi["total_s"] / lo["total_s"] if lo["total_s"] else float("inf"),
                      rss_ratio=max(r["peak_rss_mb"] for r in ok) / min(r["peak_rss_mb"] for r in ok))
             first, last = ok[0], ok[-1]
@@ -606,12 +618,13 @@ def knob_summary(data: dict[str, Any], keys: list[str]) -> list[dict[str, Any]]:
 def summary_table(summ: list[dict[str, Any]]) -> Any:
     t = _T(title=f"(b) per knob: max/min of our load+prove seconds (flag > {FLAT_RATIO:.0f}x "
                     f"or any failed point)")
-    for c in ("knob", "range", "min s", "max s", "max/min", "flag", "peak RSS max/min",
+    for c in ("knob", "range", "min s", "max s (at)", "max/min", "flag", "peak RSS max/min",
               "growing phases (first->last point, s)", "TrainVerify (ANCHORS.md)", "failed"):
-        t.add_column(c, justify="right" if c in ("min s", "max s", "max/min") else "left")
+        t.add_column(c, justify="right" if c in ("min s", "max s (at)", "max/min") else "left")
     for s in summ:
         t.add_row(s["knob"], f"{s['values'][0]}..{s['values'][-1]}", _f(s.get("min_s")),
-                  _f(s.get("max_s")), _f(s.get("ratio"), 2) + ("x" if "ratio" in s else ""),
+                  _f(s.get("max_s")) + (f" ({s['max_at']})" if "max_at" in s else ""),
+                  _f(s.get("ratio"), 2) + ("x" if "ratio" in s else ""),
                   "FLAG" if s["flag"] else "flat", _f(s.get("rss_ratio"), 2),
                   ", ".join(s.get("growth", [])) or "-", s.get("trainverify", "-"),
                   "; ".join(s["failed"]) or "-")
