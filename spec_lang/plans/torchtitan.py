@@ -297,7 +297,8 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
                 assert isinstance(m, LlamaModel)
                 x = cp_transformer_block(lp, x, m, cos, sin, causal, cps, ctx)
             elif is_moe:
-                x, a = moe_block(lp, x, c, d, ctx, data.get(f"layers.{i}.moe.e_score_correction_bias"))
+                x, a = moe_block(lp, x, c, d, ctx,
+                                 data.get(f"layers.{i}.moe.e_score_correction_bias"))
                 if st.aux_on_stage and c.aux_loss_alpha:
                     carried["aux"] = a if carried.get("aux") is None else carried["aux"] + a
             else:
@@ -379,8 +380,10 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
                 assumptions=(f"{'torchtitan' if fsdp else 'Megatron-LM'} 3-D: "
                              f"{'FSDP' if fsdp else 'DDP'} over dp{dp} x TP{tp}"
                              f"{'+SP' if ms.sp else ''}{f' x CP{cp}' if cp > 1 else ''} x PP{pp} "
-                             f"({st.schedule}{f' v={st.chunks}' if st.chunks > 1 else ''}, {microbatches} micro-batches"
-                             f"{'' if st.stage_layers is None else ', layers per stage ' + _runs(st.stage_layers)})"
+                             f"({st.schedule}{f' v={st.chunks}' if st.chunks > 1 else ''}, "
+                             f"{microbatches} micro-batches"
+                             f"{'' if st.stage_layers is None else ', layers per stage '}"
+                             f"{'' if st.stage_layers is None else _runs(st.stage_layers)})"
                              + (", dense routing" if is_moe else "") + "; token count N > 0",),
                 site=site)
 

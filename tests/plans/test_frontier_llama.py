@@ -8,9 +8,9 @@ certificate re-checked (re-tracing a plan file that calls ``build``), and mutant
 (one setting changed) are refuted with the diverging goal and, for constant-factor bugs, the
 factor.
 
-Unmarked instances use a smaller mesh (dp 2, 2-4 micro-batches, pp 4 (pp 2 with cp 2)) at the real widths
-and tp 8; the real mesh sizes run under ``-m slow`` (the refuter's cost grows with dp x
-micro-batches and, for CP, with the sequence it keeps per rank).
+Unmarked instances use a smaller mesh (dp 2, 2-4 micro-batches, pp 4 (pp 2 with cp 2)) at
+the real widths and tp 8; the real mesh sizes run under ``-m slow`` (the refuter's cost grows
+with dp x micro-batches and, for CP, with the sequence it keeps per rank).
 """
 
 from __future__ import annotations
@@ -69,9 +69,10 @@ def _prove(name: str, **kw):
 def _certify(name: str, kw: dict, tmp_path: Path) -> None:
     """Prove the plan file ``spec, plan = build(**kw)`` and re-check its certificate (re-traced)."""
     plan_file = tmp_path / f"{name}_reduced.py"
+    example = str(ROOT / "examples" / f"{name}.py")
     plan_file.write_text(
         "import importlib.util\n"
-        f"_s = importlib.util.spec_from_file_location('ex', {str(ROOT / 'examples' / (name + '.py'))!r})\n"
+        f"_s = importlib.util.spec_from_file_location('ex', {example!r})\n"
         "_m = importlib.util.module_from_spec(_s)\n"
         "_s.loader.exec_module(_m)\n"
         f"spec, plan = _m.build(**{kw!r})\n")
