@@ -67,7 +67,7 @@ def test_real_widths_reduced_depth_is_equivalent():
     # DeepSeek-V3 widths (hidden 7168, MLA, 256 experts top-8, vocab 129280), 1 dense + 1 MoE
     # layer + MTP (the embedding tied between stage 0 and MTP on stage 1), pp2 x ep2, K = 2
     spec, plan = _frontier_build()(pp=2, ep=2, dp=1, microbatches=2, n_layers=2,
-                                   micro_batch_size=1, clip=False)
+                                   micro_batch_size=1)
     problem = build_problem(spec, plan)
     assert problem.binding["H"] == 7168 and problem.binding["E"] == 256
     r = prove(problem, timeout_s=300)
@@ -78,7 +78,7 @@ def test_real_widths_reduced_depth_is_equivalent():
 def test_real_widths_with_clipping_is_equivalent():
     # as the frontier example: AdamW with DeepSeek-V3's hyper-parameters, clipping at 1.0
     spec, plan = _frontier_build()(pp=2, ep=2, dp=1, microbatches=2, n_layers=2,
-                                   micro_batch_size=1)
+                                   micro_batch_size=1, clip=True)
     assert spec.clip_grad_norm == 1 and plan.grad_norm_sq is not None
     r = _prove(spec, plan)
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals][:5]
