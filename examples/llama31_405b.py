@@ -42,19 +42,10 @@ Expected: EQUIVALENT. ``build(n_layers=30)`` keeps the paper's split at reduced 
 from dataclasses import replace
 
 from spec_lang import AdamW
-from spec_lang.models import llama
-from spec_lang.models.llama import LlamaConfig
+from spec_lang.models import LLAMA31_405B, llama
 from spec_lang.plans.torchtitan import (
     TorchtitanSettings, first_last_lighter_split, torchtitan_3d,
 )
-
-try:                                         # the model library's config (docs/ANCHORS.md)
-    from spec_lang.models.llama import LLAMA31_405B
-except ImportError:                          # pragma: no cover - until it lands there
-    from fractions import Fraction
-    LLAMA31_405B = LlamaConfig(name="llama31_405b", hidden=16384, n_layers=126, n_heads=128,
-                               n_kv_heads=8, ffn_hidden=53248, vocab=128256, rope_theta=500000,
-                               norm_eps=Fraction(1, 10**5), batch=1, seq=8192)
 
 
 def stage_layers(n_layers, n_stages):

@@ -26,17 +26,8 @@ stage, real widths and mesh sizes).
 from dataclasses import replace
 
 from spec_lang import AdamW
-from spec_lang.models import llama
-from spec_lang.models.llama import LlamaConfig
+from spec_lang.models import LLAMA3_70B, llama
 from spec_lang.plans.torchtitan import megatron_3d
-
-try:                                         # the model library's config (docs/ANCHORS.md)
-    from spec_lang.models.llama import LLAMA3_70B
-except ImportError:                          # pragma: no cover - until it lands there
-    from fractions import Fraction
-    LLAMA3_70B = LlamaConfig(name="llama3_70b", hidden=8192, n_layers=80, n_heads=64,
-                             n_kv_heads=8, ffn_hidden=28672, vocab=128256, rope_theta=500000,
-                             norm_eps=Fraction(1, 10**5), batch=1, seq=8192)
 
 
 def build(*, dp=16, tp=8, pp=4, microbatches=32, n_layers=None, micro_batch_size=1, sp=True,
