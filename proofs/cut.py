@@ -156,12 +156,14 @@ def build_cuts(points: Sequence[Any], *, backward_factor: Fraction = Fraction(1)
         k = (pt.kind, id(pt.plan))
         if k not in best or _prefer(pt) < _prefer(best[k]):
             best[k] = pt
+    names: set[str] = set()
     for pt in points:
         if best[(pt.kind, id(pt.plan))] is not pt:
             continue
         name = pt.name + (":adj" if pt.kind == "backward" else "")
-        if name in drop or id(pt.plan) in seen_p or id(pt.spec) in seen_s:
-            continue
+        if name in drop or name in names or id(pt.plan) in seen_p or id(pt.spec) in seen_s:
+            continue   # one cut per name: premises and cut inputs are keyed by it (adv: a mark
+            # named 'v:adj' beside the backward cut of a mark 'v')
         if pt.plan.op is Op.INPUT or pt.spec.op is Op.INPUT:
             continue   # nothing to cut below an input
         var = _var(name, pt.spec.dims)
@@ -171,6 +173,7 @@ def build_cuts(points: Sequence[Any], *, backward_factor: Fraction = Fraction(1)
         inst = Substitution({id(var): pt.spec})(emb)
         kind = "output" if ":" in pt.name and pt.kind == "forward" else pt.kind
         cuts.append(Cut(name, kind, pt.spec, pt.plan, var, emb, inst))
+        names.add(name)
         seen_p.add(id(pt.plan))
         seen_s.add(id(pt.spec))
     return cuts

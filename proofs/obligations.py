@@ -93,6 +93,10 @@ def group_identical(goals: Sequence[Any]) -> dict[str, str]:
     positions can correspond). Other goals are compared by their exact canonical key."""
     roots = [t for g in goals for t in (g.expected, g.actual)]
     shape, keys, idx = _layer_keys(roots)
+    # the erasure layers.N -> layers.# is injective on the names of a one-index goal only if no
+    # name already holds a '#' (adv: a parameter literally named 'layers.#.v')
+    fast = not any(n.op is Op.INPUT and "#" in str(n.attrs[0]) for n in walk(roots)
+                   if not n.args)
     groups: dict[tuple[str, bytes, bytes], list[Any]] = defaultdict(list)
     for g in goals:
         groups[(g.kind, shape[id(g.expected)], shape[id(g.actual)])].append(g)
@@ -104,7 +108,7 @@ def group_identical(goals: Sequence[Any]) -> dict[str, str]:
         one_layer: dict[tuple[bytes, bytes], str] = {}
         for g in members:
             layers = idx[id(g.expected)] | idx[id(g.actual)]
-            if len(layers) == 1:
+            if fast and len(layers) == 1:
                 k2 = (keys[id(g.expected)], keys[id(g.actual)])
                 if k2 in one_layer:
                     reuse[g.name] = one_layer[k2]
