@@ -38,7 +38,7 @@ from typing import Any
 from spec_lang.term import DimSpec, Op, Term, term, walk
 
 __all__ = ["CUT_PREFIX", "Cut", "Obligation", "Substitution", "build_cuts", "cut_obligations",
-           "cut_vars"]
+           "cut_vars", "input_permutes"]
 
 CUT_PREFIX = "cut:"
 
@@ -118,13 +118,19 @@ def _var(name: str, dims: tuple[DimSpec, ...]) -> Term:
     return term(Op.INPUT, (), (CUT_PREFIX + name, "cut", "real"), dims)
 
 
-def _embed(x: Term, plan_dims: tuple[DimSpec, ...], factor: Fraction) -> Term | None:
-    """``factor * SHARD(...SHARD(x, d, a0)..., d, a1)`` for the plan term's type, or None when
-    the types do not correspond (other dim names, pseudo-shards of CHUNK)."""
+def _embed(x: Term, plan_dims: tuple[DimSpec, ...], factor: Fraction,
+           permutes: Mapping[str, Any] | None = None) -> Term | None:
+    """``factor * SHARD(...SHARD(PERMUTE(x, d, perm), d, a0)..., d, a1)`` for the plan term's
+    type, or None when the types do not correspond (other dim names, pseudo-shards of CHUNK).
+    ``permutes``: dim -> the one block order the plan applies to that dim of its inputs
+    (context parallelism's load-balanced chunks), applied to a dim the plan shards."""
     spec_names = sorted(d.name for d in x.dims)
     if any(d.shards for d in x.dims) or sorted(d.name for d in plan_dims) != spec_names:
         return None
     cur = x
+    for d in plan_dims:
+        if d.shards and permutes and d.name in permutes:
+            cur = term(Op.PERMUTE, (cur,), permutes[d.name], cur.dims)
     for d in plan_dims:
         for a in d.shards:
             if a.startswith("#"):
@@ -138,8 +144,18 @@ def _embed(x: Term, plan_dims: tuple[DimSpec, ...], factor: Fraction) -> Term | 
     return cur
 
 
+def input_permutes(goals: Sequence[Any]) -> dict[str, Any]:
+    """dim -> ``PERMUTE`` attrs, for each dim the plan permutes with exactly one block order."""
+    seen: dict[str, set] = {}
+    for t in walk([g.actual for g in goals]):
+        if t.op is Op.PERMUTE:
+            seen.setdefault(str(t.attrs[0]), set()).add(t.attrs)
+    return {d: next(iter(v)) for d, v in seen.items() if len(v) == 1}
+
+
 def build_cuts(points: Sequence[Any], *, backward_factor: Fraction = Fraction(1),
-               drop: Iterable[str] = ()) -> list[Cut]:
+               drop: Iterable[str] = (), permutes: Mapping[str, Any] | None = None
+               ) -> list[Cut]:
     """Cuts from ``Problem.cut_points``: one per distinct plan node and spec node (the first
     name wins), skipping the names in ``drop`` and points whose types do not correspond.
     Output cuts (gradients, norms: names with a ``:``) come from the same marks."""
@@ -167,7 +183,8 @@ def build_cuts(points: Sequence[Any], *, backward_factor: Fraction = Fraction(1)
         if pt.plan.op is Op.INPUT or pt.spec.op is Op.INPUT:
             continue   # nothing to cut below an input
         var = _var(name, pt.spec.dims)
-        emb = _embed(var, pt.plan.dims, backward_factor if pt.kind == "backward" else Fraction(1))
+        emb = _embed(var, pt.plan.dims, backward_factor if pt.kind == "backward" else Fraction(1),
+                     permutes)
         if emb is None:
             continue
         inst = Substitution({id(var): pt.spec})(emb)

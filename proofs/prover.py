@@ -39,6 +39,8 @@ SMT_QUERY_S = 20.0         # z3 time limit per query
 ORACLE_BUDGET_S = 10.0     # egglog oracle, all goals together (advisory only)
 ORACLE_GOAL_S = 5.0
 CUT_ROUNDS = 5             # cut / refute-lemmas rounds before giving cutting up
+LEMMA_REFUTE_MAX_EVAL = 200_000_000  # evaluated elements (eval_cost) of the lemma search
+WHOLE_REFUTE_MAX_EVAL = 2_000_000_000  # ... of the whole-program search after cut proofs fail
 CONFIRM_MAX_ELEMENTS = 1 << 16  # product of real sizes kept when confirming a refutation
 CONFIRM_MAX_EVAL = 300_000_000  # evaluated elements (eval_cost) of a real-mesh confirmation
 Progress = Callable[[str, int, int], None]
@@ -549,15 +551,16 @@ class _Run:
         ``c``; otherwise a refuted lemma sends the whole program to the refuter (a real
         counterexample ends the run), and the cuts whose premises failed are dropped (the goals
         whose own lemma failed are proved uncut). At most ``CUT_ROUNDS`` rounds."""
-        from proofs.cut import CUT_PREFIX, build_cuts, cut_obligations
+        from proofs.cut import CUT_PREFIX, build_cuts, cut_obligations, input_permutes
 
         pts = getattr(self.p, "cut_points", ())
         if not pts or any(t.op is Op.INPUT and str(t.attrs[0]).startswith(CUT_PREFIX)
                           for t in walk([x for g in self.goals for x in (g.expected, g.actual)])):
             return
         factor, drop, uncut, whole = Fraction(1), set(), set(), set()
+        perms = input_permutes(self.p.goals)
         for _ in range(CUT_ROUNDS):
-            cuts = build_cuts(pts, backward_factor=factor, drop=drop)
+            cuts = build_cuts(pts, backward_factor=factor, drop=drop, permutes=perms)
             if not cuts or self.timed_out():
                 return
             lemmas, premises = cut_obligations(self.p.goals, cuts, uncut=uncut, whole=whole)
@@ -568,7 +571,15 @@ class _Run:
             r, _ = self._refute_lemmas(reps)
             self.progress("cut", len(reps), len(reps))
             bad = {o.name for o in r.mismatched}
-            if not bad:
+            if factor == 1 and not bad and r.skipped:
+                # too large to search: still find the adjoint factor on the topmost backward
+                # premises, then let the proofs decide (a wrong cut leaves goals open)
+                bad = {o.name for n, o in premises.items() if n.endswith(":adj")
+                       and not any(u.endswith(":adj") for u in o.uses)}
+                if not bad:
+                    self._use_cuts(cuts, lemmas, premises, reuse)
+                    return
+            elif not bad:
                 self._use_cuts(cuts, lemmas, premises, reuse)
                 return
             # the topmost backward cuts: their lemma uses no other backward cut
@@ -577,8 +588,15 @@ class _Run:
                                                        for u in premises[n].uses)]
             if factor == 1 and top:
                 # the factor at the real mesh (one small lemma each: the head and the loss)
-                ratios = {_ratio_of(refute([o], self.reduced, self.mesh, seeds=(0,)))
-                          for o in top}
+                from proofs.reduction import eval_cost
+
+                rs = [refute([o], self.reduced, self.mesh, seeds=(0,))
+                      if eval_cost([o.expected, o.actual], self.reduced)
+                      <= LEMMA_REFUTE_MAX_EVAL else None for o in top]
+                if all(x is not None and x.counterexample is None for x in rs):
+                    self._use_cuts(cuts, lemmas, premises, reuse)   # factor 1 holds
+                    return
+                ratios = {_ratio_of(x) if x is not None else None for x in rs}
                 if len(ratios) == 1 and None not in ratios:
                     factor = ratios.pop()
                     continue
@@ -600,13 +618,35 @@ class _Run:
                     else:
                         uncut.add(m[len("lemma:"):])
 
+    def _whole_refute_affordable(self) -> bool:
+        """The whole-program search fits ``WHOLE_REFUTE_MAX_EVAL`` evaluated elements (on the
+        reduced mesh when there is one); otherwise open goals stay open with their reasons."""
+        from proofs.reduction import eval_cost
+
+        mr = getattr(self, "mesh_red", None)
+        roots = [t for g in self.p.goals for t in (g.expected, g.actual)]
+        cost = eval_cost(mr.roots, mr.binding) if mr is not None and mr.reduced else \
+            eval_cost(roots, self.reduced)
+        if cost <= WHOLE_REFUTE_MAX_EVAL:
+            return True
+        for g in self.goals:
+            if g.status == "open":
+                g.reason += f"; the whole-program refuter was skipped ({cost:.1e} elements)"
+        return False
+
     def _refute_lemmas(self, obs: list[Any]) -> tuple[Refutation, Any]:
         """One random draw over the lemmas, on a reduced mesh when the mesh can be cut
         (``docs/rank-symmetry.md``): only a filter for which cuts to keep, never a verdict."""
         from proofs.reduction import reduce_mesh
         from proofs.refute import refute_reduced_mesh
 
-        mr = reduce_mesh([t for o in obs for t in (o.expected, o.actual)], self.p.binding)
+        from proofs.reduction import eval_cost
+
+        roots = [t for o in obs for t in (o.expected, o.actual)]
+        mr = reduce_mesh(roots, self.p.binding)
+        cost = eval_cost(mr.roots, mr.binding) if mr.reduced else eval_cost(roots, self.reduced)
+        if cost > LEMMA_REFUTE_MAX_EVAL:   # e.g. cp16 x tp8 keeps 256 reduced positions
+            return Refutation([], None, {o.name: "too large to evaluate" for o in obs}), None
         if mr.reduced:
             r, _ = refute_reduced_mesh(obs, self.p.binding, seeds=(0,), mr=mr)
             if r is not None:
@@ -691,7 +731,7 @@ class _Run:
         if self.cutting:
             self.assemble_cuts()
             if any(g.status == "open" for g in self.goals) and not self.refuted_whole \
-                    and not self.timed_out():
+                    and not self.timed_out() and self._whole_refute_affordable():
                 # a lemma is a stronger statement than its goal, and the refuter is less
                 # sensitive on it (random cut inputs): look for a real counterexample first
                 self.refuted_whole = True
