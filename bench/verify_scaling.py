@@ -665,9 +665,10 @@ def render(data: dict[str, Any], keys: list[str], console: Any, a: argparse.Name
         for k in fk:
             r = data["results"].get(k, {})
             if r.get("status") != "ok" or r.get("open_reasons"):
-                emit(f"  {r['job']['name']}: {r.get('error') or ''}"
-                     + ("; open: " + " | ".join(r["open_reasons"])
-                        if r.get("open_reasons") else ""))
+                why = [r["error"]] if r.get("error") else []
+                if r.get("open_reasons"):
+                    why.append("open: " + " | ".join(r["open_reasons"]))
+                emit(f"  {r['job']['name']}: " + "; ".join(why))
     gk = [k for k in keys if k.startswith("grid:")]
     if gk:
         model = "debug Llama (spec_lang.models.DEBUG)" if a.quick else \
