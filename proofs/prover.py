@@ -138,6 +138,8 @@ def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
         run.phase("reuse", run.group_identical)   # identical obligations are proved once
         run.phase("rewrite", run.normalise)       # 2. certified normal forms
         run.phase("smt", run.smt_fallback)        # 3. egglog oracle, then Z3 on open goals
+        if run.cutting:
+            run.phase("rewrite", run.retry_whole)  # 3b. premises that failed cut: whole
     report = run.phase("verdict", run.verdict)    # 4. EQUIVALENT / NOT EQUIVALENT / UNKNOWN
     stats = getattr(run, "exec_stats", None)    # proofs.executor: where normalisation ran
     report.executor = stats.to_json() if stats is not None else {}
@@ -633,6 +635,35 @@ class _Run:
             if g.status == "open":
                 g.reason += f"; the whole-program refuter was skipped ({cost:.1e} elements)"
         return False
+
+    def retry_whole(self) -> None:
+        """Premises still open after the proofs are proved again on their whole terms
+        ``E(s) == p`` (no cut below them). A cut premise can be false while the whole one holds:
+        a tied embedding's per-stage gradients are traced apart from the cut forward; the
+        lemma search normally finds this, but it is skipped above its evaluation budget."""
+        from proofs.cut import Obligation
+
+        cuts, lemmas, premises = self.cut_state
+        by_cut = {c.name: c for c in cuts}
+        todo = [n for n, o in premises.items() if o.uses and
+                self.by_name[o.name].status != "proved"]
+        if not todo or self.timed_out():
+            return
+        saved_goals, saved_by = self.goals, self.by_name
+        new = []
+        for n in todo:
+            c = by_cut[n]
+            ob = Obligation("premise:" + n, "premise:" + n, c.inst, c.plan, [], kind="premise",
+                            layer=premises[n].layer)
+            premises[n] = ob
+            new.append(GoalResult(ob.name, ob.kind, ob.layer, "", "", ob.expected, ob.actual))
+        self.goals, self.by_name = new, {w.name: w for w in new}
+        self.normalise()
+        self.smt_fallback()
+        for w in new:
+            saved_by[w.name] = w
+        self.goals = [saved_by[w.name] for w in saved_goals]
+        self.by_name = saved_by
 
     def _refute_lemmas(self, obs: list[Any]) -> tuple[Refutation, Any]:
         """One random draw over the lemmas, on a reduced mesh when the mesh can be cut

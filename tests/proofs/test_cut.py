@@ -104,3 +104,15 @@ def test_examples_are_proved_through_cut_lemmas(example, tmp_path):
     cert = tmp_path / "c.json"
     write_certificate(cert, certificate_of(r))
     assert check_certificate(cert).verdict == "EQUIVALENT"
+
+
+def test_a_premise_false_when_cut_is_proved_whole(monkeypatch):
+    """The tied embedding of a pipeline (stage 0 and the head share it): with the lemma search
+    off (as above its evaluation budget), the cut premise of its gradient fails in the proof
+    and is proved again on its whole terms."""
+    import proofs.prover as P
+
+    monkeypatch.setattr(P, "LEMMA_REFUTE_MAX_EVAL", 0)
+    r = prove(load(ROOT / "examples" / "moe_debug_ep_pp.py"))
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason[:120]) for g in r.open_goals[:3]]
+    assert r.lemma_counts["cuts"] > 0
