@@ -171,8 +171,14 @@ class NodeTable:
         return self._index.get((op, tuple(args), _freeze(tuple(attrs)), tuple(dims)))
 
     def to_json(self) -> list:
-        return [[op, list(args), [encode_attr(a) for a in attrs],
-                 [[n, list(s)] for n, s in dims]] for op, args, attrs, dims in self.nodes]
+        dims_json: dict[Any, list] = {}   # dims tuples (strings only) repeat: encode each once
+        out = []
+        for op, args, attrs, dims in self.nodes:
+            d = dims_json.get(dims)
+            if d is None:
+                d = dims_json[dims] = [[n, list(s)] for n, s in dims]
+            out.append([op, list(args), [encode_attr(a) for a in attrs], d])
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> NodeTable:
