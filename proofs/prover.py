@@ -598,7 +598,10 @@ class _Run:
                 if all(x is not None and x.counterexample is None for x in rs):
                     self._use_cuts(cuts, lemmas, premises, reuse)   # factor 1 holds
                     return
-                ratios = {_ratio_of(x) if x is not None else None for x in rs}
+                # too large at the real mesh: the monomial in the mesh sizes seen on reduced
+                # meshes (proofs.refute.real_mesh_factor); the proofs confirm it or not
+                ratios = {_ratio_of(x) if x is not None else _mesh_factor(o, self.p.binding)
+                          for x, o in zip(rs, top)}
                 if len(ratios) == 1 and None not in ratios:
                     factor = ratios.pop()
                     continue
@@ -645,8 +648,10 @@ class _Run:
 
         cuts, lemmas, premises = self.cut_state
         by_cut = {c.name: c for c in cuts}
-        todo = [n for n, o in premises.items() if o.uses and
-                self.by_name[o.name].status != "proved"]
+        def proved(w: GoalResult) -> bool:   # a reused lemma is proved when its source is
+            return (self.by_name[w.reuses] if w.reuses is not None else w).status == "proved"
+
+        todo = [n for n, o in premises.items() if o.uses and not proved(self.by_name[o.name])]
         if not todo or self.timed_out():
             return
         saved_goals, saved_by = self.goals, self.by_name
@@ -811,6 +816,16 @@ def _ratio_of(r: Refutation, mr: Any = None) -> Fraction | None:
     if abs(float(q) - x) > 1e-9 * max(1.0, abs(x)):
         return None
     return q if mr is None else mr.real_constant(q)
+
+
+def _mesh_factor(ob: Any, binding: Binding) -> Fraction | None:
+    from proofs.refute import real_mesh_factor
+
+    try:
+        q = real_mesh_factor(ob, binding)
+    except Exception:  # noqa: BLE001 -- a search aid only: no factor, no backward cuts
+        return None
+    return Fraction(q) if q is not None and q != 0 else None
 
 
 def _premise_order(premises: dict[str, Any]) -> list[str]:
