@@ -259,11 +259,9 @@ def deepseek_layer_split(n_layers: int, pp: int,
     if len(counts) != pp or sum(counts) != n_layers or min(counts) < 1:
         raise PlanError(f"{user_site(3)}: layer split {counts} must give each of the {pp} "
                         f"stages at least one layer and sum to {n_layers}")
-    out, start = [], 0
-    for n in counts:
-        out.append(range(start, start + n))
-        start += n
-    return out
+    from spec_lang.plans.torchtitan import pp_layer_split
+
+    return pp_layer_split(n_layers, pp, counts)
 
 
 # -- model adapters: the blocks each stage calls ---------------------------------------------------
