@@ -38,7 +38,7 @@ from typing import Any
 from spec_lang.term import DimSpec, Op, Term, term, walk
 
 __all__ = ["CUT_PREFIX", "Cut", "Obligation", "Substitution", "build_cuts", "cut_obligations",
-           "cut_vars", "input_permutes"]
+           "input_permutes"]
 
 CUT_PREFIX = "cut:"
 
@@ -70,12 +70,6 @@ class Obligation:
     layer: str | None = None
     site: str = ""
     placement: str = ""
-
-
-def cut_vars(*roots: Term) -> set[str]:
-    """Names of the cut inputs reachable from ``roots``."""
-    return {str(t.attrs[0]) for t in walk(list(roots))
-            if t.op is Op.INPUT and str(t.attrs[0]).startswith(CUT_PREFIX)}
 
 
 class Substitution:

@@ -46,6 +46,7 @@ def _canonical_key(e: Term, a: Term) -> bytes:
     return keys[id(e)] + keys[id(a)]
 
 
+_NOT_ONE_LAYER = frozenset({"#a", "#b"})   # an index set of size 2: leaves the one-pass path
 _LAYER_INDEX = re.compile(r"((?:layers|blocks|h)\.)(\d+)")
 
 
@@ -53,7 +54,8 @@ def _layer_keys(roots: Sequence[Term]
                 ) -> tuple[dict[int, bytes], dict[int, bytes], dict[int, frozenset[str]]]:
     """Per node: a hash with INPUT names erased, a hash with only the layer index in INPUT
     names erased (``layers.3.attn.wq`` -> ``layers.#.attn.wq``), and the set of layer indices
-    below it. One pass over the shared DAG."""
+    below it (an input name already holding a ``#`` adds the index ``"#"``: the erasure is then
+    not injective, and such goals leave the one-pass path). One pass over the shared DAG."""
     shape: dict[int, bytes] = {}
     keys: dict[int, bytes] = {}
     idx: dict[int, frozenset[str]] = {}
@@ -67,7 +69,10 @@ def _layer_keys(roots: Sequence[Term]
             name = str(n.attrs[0])
             h.update(_attrs_key(n, _LAYER_INDEX.sub(r"\1#", name)).encode())
             hs.update(_attrs_key(n, None).encode())
-            idx[id(n)] = frozenset(m.group(2) for m in _LAYER_INDEX.finditer(name)) or empty
+            found = {m.group(2) for m in _LAYER_INDEX.finditer(name)}
+            if "#" in name:
+                found |= _NOT_ONE_LAYER   # the erasure is not injective on this name
+            idx[id(n)] = frozenset(found) or empty
         else:
             a = _attrs_key(n, None).encode()
             h.update(a)
@@ -93,10 +98,6 @@ def group_identical(goals: Sequence[Any]) -> dict[str, str]:
     positions can correspond). Other goals are compared by their exact canonical key."""
     roots = [t for g in goals for t in (g.expected, g.actual)]
     shape, keys, idx = _layer_keys(roots)
-    # the erasure layers.N -> layers.# is injective on the names of a one-index goal only if no
-    # name already holds a '#' (adv: a parameter literally named 'layers.#.v')
-    fast = not any(n.op is Op.INPUT and "#" in str(n.attrs[0]) for n in walk(roots)
-                   if not n.args)
     groups: dict[tuple[str, bytes, bytes], list[Any]] = defaultdict(list)
     for g in goals:
         groups[(g.kind, shape[id(g.expected)], shape[id(g.actual)])].append(g)
@@ -108,7 +109,7 @@ def group_identical(goals: Sequence[Any]) -> dict[str, str]:
         one_layer: dict[tuple[bytes, bytes], str] = {}
         for g in members:
             layers = idx[id(g.expected)] | idx[id(g.actual)]
-            if fast and len(layers) == 1:
+            if len(layers) == 1:   # ('#' in a name: not injective, _layer_keys)
                 k2 = (keys[id(g.expected)], keys[id(g.actual)])
                 if k2 in one_layer:
                     reuse[g.name] = one_layer[k2]

@@ -24,7 +24,7 @@ from typing import Any
 from proofs.certificate import ProofSteps
 from proofs.counterexample import Counterexample, schedule_context
 from proofs.kernel import NodeTable, from_terms
-from proofs.normal import NormaliseResult, normalise_goals
+from proofs.normal import NormaliseResult
 from proofs.obligations import group_identical
 from proofs.reduction import MESH_AXES, MeshReduction, eval_cost, reduce_binding, reduce_mesh
 from proofs.refute import Refutation, asymmetry_note, refute, refute_reduced_mesh
@@ -269,8 +269,8 @@ class _Run:
             what = ""
             if cx is not None and g.name == cx.goal:
                 rank = mr.real_rank(cx.rank)
-                what = (f" (first at real rank ("
-                        + ",".join(f"{a}={v}" for a, v in rank.items()) + f"), plan "
+                what = (" (first at real rank ("
+                        + ",".join(f"{a}={v}" for a, v in rank.items()) + "), plan "
                         + cx.ratio_text + ")")
             self.refute_notes[g.name] = (f"refuter: values differ on the reduced mesh "
                                          f"{mr.describe()}{what}; {too}")
@@ -476,10 +476,6 @@ class _Run:
                     "mesh sizes); shape reduction takes this to the real sizes")
         if used_smt and smt_note not in self.assumptions:
             self.assumptions.append(smt_note)
-        if False:
-            self.assumptions.append(
-                "smt steps prove equality at the reduced dim sizes of their binding (real mesh "
-                "sizes); shape reduction takes this to the real sizes")
         cas_note = ("cas steps: the denominators of the rational identities are non-zero where "
                     "the spec is defined")
         if any(s["kind"] == "cas" for s in self.steps.steps) and cas_note not in self.assumptions:
@@ -806,16 +802,15 @@ class _Run:
 
 
 # ---------------------------------------------------------------------------------------------
-def _ratio_of(r: Refutation, mr: Any = None) -> Fraction | None:
-    """The exact constant ``plan / spec`` of a refutation's first goal (up to 1e-9), mapped back
-    to the real mesh when it was found on a reduced one (None when ambiguous), or None."""
+def _ratio_of(r: Refutation) -> Fraction | None:
+    """The exact constant ``plan / spec`` of a refutation's first goal (up to 1e-9), or None."""
     x = r.counterexample.ratio if r.counterexample is not None else None
     if x is None or not x:
         return None
     q = Fraction(x).limit_denominator(1 << 16)
     if abs(float(q) - x) > 1e-9 * max(1.0, abs(x)):
         return None
-    return q if mr is None else mr.real_constant(q)
+    return q
 
 
 def _mesh_factor(ob: Any, binding: Binding) -> Fraction | None:
