@@ -190,12 +190,14 @@ def _num(x: float) -> str:
 
 def _buffer_text(terms: Any) -> str:
     """A buffer (``spec_lang.schedules.Buffer.terms``) as ``AR_avg[dp](g0) + g1``."""
+    from spec_lang.schedules import chain_text
+
     parts = []
     for chain, coeffs in terms:
         inner = " + ".join(("" if x == 1 else f"{x}*") + f"g{m}"
                            for m, x in enumerate(coeffs) if x)
         for axis, op in chain:
-            inner = f"AR_{op}[{axis}]({inner})"
+            inner = chain_text(axis, op, inner)
         parts.append(inner)
     return " + ".join(parts) or "0"
 
