@@ -357,6 +357,11 @@ def _match_add(t: Term, bd: Binding) -> Subst | None:
         _CANON.add(t)
         return None
     ys = _canon_add(t.args)
+    if any(y.op is Op.ADD for y in ys):
+        # a scaled sum whose coefficients merge to 1 (``c A + (1-c) A`` with ``A`` a sum) would
+        # put ``A`` itself among the summands, and lin() flattens it: the guard fails. Leave the
+        # node to add-scaled-sum, which distributes the constants into ``A`` first.
+        return None
     rhs = _add_rhs(ys)
     if rhs.op is Op.ADD:
         _CANON.add(rhs)
