@@ -8,7 +8,8 @@ with ``stop_gradient`` only (no new op, so no new rule): the normaliser removes 
 after differentiation, and the forward value is the plain one.
 
 * :func:`scale_grad` ``(x, c)``: value ``x``; the gradient reaching ``x`` is ``c`` times the
-  gradient leaving it: ``c x + (1 - c) sg(x)``.
+  gradient leaving it: ``x + (c - 1) (x - sg(x))`` (after ``STOP_GRAD`` is removed the second
+  summand is ``(c - 1) * 0``, so the normal form is ``x`` even for a tensor ``c``).
 * :func:`recompute` ``(fn, x, rebuilt)``: value ``fn(x)``; the backward is ``fn``'s backward at
   ``rebuilt`` (the input as the recompute sees it: the saved activation re-gathered), and the
   input gradient is handed to ``x`` (Megatron's ``CheckpointFunction``):
@@ -35,16 +36,22 @@ __all__ = ["scale_grad", "recompute", "split_and_gather"]
 
 
 def scale_grad(x: Tensor, factor: Any) -> Tensor:
-    """Identity forward; the gradient flowing back into ``x`` is multiplied by ``factor``
-    (an exact constant, or a scalar tensor such as ``1 / axis_size(DP)``).
+    """Identity forward; the gradient flowing back into ``x`` is multiplied by ``factor``: an
+    exact constant, a scalar tensor such as ``1 / axis_size(DP)``, or a tensor over some of
+    ``x``'s dims (elementwise, e.g. a 0/1 mask: a hook that zeroes some slots' gradients).
 
-    x: any dims; returns ``x``'s dims. ``c x + (1 - c) stop_gradient(x)``: value ``x`` for every
-    ``c``, derivative ``c``.
+    x: any dims; returns ``x``'s dims. ``x + (c - 1) (x - stop_gradient(x))``: value ``x`` for
+    every ``c``, derivative ``c``.
+
+    Raises:
+        SpecError / PlanError: ``factor`` has a dim ``x`` lacks.
     """
     c = factor if isinstance(factor, Tensor) else const(exact(factor, what="gradient scale"))
-    if c.dims:
-        raise fail(f"scale_grad: the factor {c.describe()} must be a scalar", site=user_site(2))
-    return add(mul(c, x), mul(sub(const(1), c), stop_gradient(x)))
+    extra = [d for d in c.dims if d not in x.dims]
+    if extra:
+        raise fail(f"scale_grad: the factor {c.describe()} has dims {extra} that "
+                   f"{x.describe()} lacks", site=user_site(2))
+    return add(x, mul(sub(c, const(1)), sub(x, stop_gradient(x))))
 
 
 def recompute(fn: Callable[[Tensor], Tensor], x: Tensor, rebuilt: Tensor) -> Tensor:
