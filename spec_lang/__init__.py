@@ -21,7 +21,9 @@ from spec_lang.ops import (
     rank_const, recip, rename, rms_norm, rope, rope_cos, rope_sin, rsqrt, sigmoid, silu,
     softmax, sqrt, stop_gradient, sub, sum, tanh, transpose, where,
 )
-from spec_lang.optim import SGD, AdamW
+from spec_lang.muon import Muon
+from spec_lang.optim import SGD, Adam, AdamW, InitStep, ParamGroups, grad_or_none
+from spec_lang.ownership import Ownership
 from spec_lang.pipeline import Accumulation, Pipeline, stage
 from spec_lang.placement import Partial, Replicate, Shard, lineage
 from spec_lang.plan import Loss, Plan, microbatches
@@ -56,8 +58,12 @@ __all__ = [
     "mul", "neg", "one_hot", "pow", "rank", "rank_const", "recip", "rename", "rms_norm", "rope",
     "rope_cos", "rope_sin", "rsqrt", "sigmoid", "silu", "softmax", "sqrt", "stop_gradient", "sub",
     "sum", "tanh", "transpose", "where",
+    # muon.py
+    "Muon",
     # optim.py
-    "SGD", "AdamW",
+    "SGD", "Adam", "AdamW", "InitStep", "ParamGroups", "grad_or_none",
+    # ownership.py
+    "Ownership",
     # pipeline.py
     "Accumulation", "Pipeline", "stage",
     # placement.py
