@@ -357,11 +357,8 @@ def _match_add(t: Term, bd: Binding) -> Subst | None:
         _CANON.add(t)
         return None
     ys = _canon_add(t.args)
-    if any(y.op is Op.ADD for y in ys):
-        # a scaled sum whose coefficients merge to 1 (``c A + (1-c) A`` with ``A`` a sum) would
-        # put ``A`` itself among the summands, and lin() flattens it: the guard fails. Leave the
-        # node to add-scaled-sum, which distributes the constants into ``A`` first.
-        return None
+    if any(y.op is Op.ADD for y in ys):  # c A + (1-c) A, A a sum: lin(ys) would flatten A and
+        return None                      # fail the guard; add-scaled-sum distributes c first
     rhs = _add_rhs(ys)
     if rhs.op is Op.ADD:
         _CANON.add(rhs)

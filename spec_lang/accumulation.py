@@ -119,13 +119,8 @@ def _buffer_dtype(plan: Any, g: Term, own: tuple[str | None, str] = (None, "")) 
 
 def _accum_dtype(dtype: Any, site: str) -> str | None:
     """Validate a schedule's ``accum_dtype`` (PlanError naming ``site``)."""
-    if dtype is None:
-        return None
-    from spec_lang.ops import FLOAT_DTYPES
-    if not isinstance(dtype, str) or dtype.lower().removeprefix("torch.") not in FLOAT_DTYPES:
-        raise PlanError(f"{site}: accum_dtype={dtype!r} is not a known floating dtype; valid: "
-                        f"{', '.join(FLOAT_DTYPES)}")
-    return dtype
+    from spec_lang.schedules import _dtype
+    return _dtype(dtype, site, "accum_dtype")
 
 
 def _accumulated(rep: Tensor, loop: bool) -> Tensor:

@@ -13,9 +13,7 @@ A *schedule* is, for each pipeline stage, the list of events that stage runs, in
   and ``collective(axis, op)`` (``buf = AR_op[axis](buf)``; with ``accumulate=True`` the result
   is added to the carried buffer: ``buf = buf + AR_op[axis](buf)``, the in-place path of
   Megatron-FSDP for 1-rank groups, Megatron-LM #6660) and ``reduce_scatter(axis, dim, op)``
-  (FSDP's per-micro-batch reduce-scatter: ``sharded += RS_op[axis, dim](buf); buf = 0``: the
-  rank's sharded gradient accumulates the reduce-scattered contributions and the unsharded
-  buffer is freed). Collectives may name a communication ``dtype`` (the precision lint's input).
+  (FSDP: ``sharded += RS_op[axis, dim](buf); buf = 0``); both may name a communication ``dtype``.
 
 The generators follow the published schedules: :func:`gpipe` (Huang et al. 2019, GPipe: all
 forwards, then all backwards), :func:`one_f_one_b` (Narayanan et al. 2019, PipeDream-Flush /
@@ -34,10 +32,8 @@ multiplies every coefficient by ``k``, ``reset`` zeroes them, and a collective m
 ``AR(sum) = sum AR``). A collective therefore reads exactly the contributions that are in the
 buffer when it fires: a reduction that fires after only a prefix of the backwards leaves
 ``AR(prefix) + tail``. Nothing is summarised or assumed; the coefficients are the loop.
-A reduce-scatter ends the chains it reads with ``RS`` (op ``"rs_sum:<dim>"`` /
-``"rs_avg:<dim>"`` in the chain); once a stage has reduce-scattered, the gradient handed to the
-optimizer is the sum of those chains (sharded), and contributions still in the unsharded
-buffer at the end never reach it (a micro-batch whose reduce-scatter fired too early is lost).
+A reduce-scatter ends the chains it reads (chain op ``"rs_avg:<dim>"``); the optimizer then
+reads only those (sharded) chains: contributions left in the unsharded buffer are lost.
 
 :func:`validate` checks a schedule is executable: every stage runs ``F(m, c)`` and ``B(m, c)``
 exactly once for every micro-batch and chunk, backward after forward, and the stages can run
@@ -167,12 +163,12 @@ def reset(note: str = "") -> Event:
     return Event("reset", note=note, site=user_site(2))
 
 
-def _dtype(dtype: Any, site: str) -> str | None:
-    if dtype is None:
-        return None
+def _dtype(dtype: Any, site: str, what: str = "dtype") -> str | None:
+    """``dtype`` if it is None or a known floating dtype (PlanError naming ``site``)."""
     from spec_lang.ops import FLOAT_DTYPES
-    if not isinstance(dtype, str) or dtype.lower().removeprefix("torch.") not in FLOAT_DTYPES:
-        raise PlanError(f"{site}: dtype={dtype!r} is not a known floating dtype; valid: "
+    if dtype is not None and (not isinstance(dtype, str) or dtype.lower().removeprefix(
+            "torch.") not in FLOAT_DTYPES):
+        raise PlanError(f"{site}: {what}={dtype!r} is not a known floating dtype; valid: "
                         f"{', '.join(FLOAT_DTYPES)}")
     return dtype
 
@@ -197,10 +193,9 @@ def collective(axis: Any, op: str = "avg", *, accumulate: bool = False, dtype: A
 
 def reduce_scatter(axis: Any, dim: Any, op: str = "avg", *, dtype: Any = None,
                    note: str = "") -> Event:
-    """FSDP's gradient reduce-scatter as a schedule event: ``sharded += RS_op[axis](buf)``
-    along ``dim`` (this rank keeps block ``r`` of the sum, times ``1/|axis|`` for ``"avg"``),
-    then ``buf = 0`` (module docstring). PyTorch FSDP2 runs one after each micro-batch's
-    backward (``set_requires_gradient_sync(True)``) or one after the last (``no_sync``).
+    """FSDP's gradient reduce-scatter as an event: ``sharded += RS_op[axis](buf)`` along ``dim``
+    (block ``r`` of the sum, times ``1/|axis|`` for ``"avg"``), then ``buf = 0``. FSDP2 runs one
+    after each micro-batch's backward, or one after the last (``no_sync``).
 
     Raises:
         PlanError: ``op`` not ``"sum"`` / ``"avg"``; an unknown dtype.
