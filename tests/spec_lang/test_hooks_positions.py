@@ -170,3 +170,34 @@ def test_rope_at_position_ids_under_context_parallelism():
     assert prove(_rope_cp(False), timeout_s=60).verdict == "EQUIVALENT"
     r = prove(_rope_cp(True), timeout_s=60)
     assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal in ("loss", "grad:w")
+
+
+# -- DeepSpeed's divide-by-G gradient hook in a plan -----------------------------------------------
+
+def _hooked(prefactor: bool):
+    """Spec: a masked mean over the batch. Plan: K = 2 micro-batches whose seed is the window's
+    share S_m / N; the engine's hook divides every parameter gradient by K (``scale_grad`` on
+    the parameter as the forward reads it). Right only if the seed carries the matching K."""
+    from spec_lang import mask, microbatches
+    MB = Axis.MB
+    Bd, H = Dim("B", 4), Dim("H", 2)
+    spec = Spec(params={"w": (H,)}, data={"x": real(Bd, H), "m": mask(Bd)},
+                forward=lambda p, d: ops.sum(d["m"] * ops.sum(p["w"] * d["x"], H)) / ops.sum(d["m"]),
+                optimizer=SGD())
+
+    def forward(p, d):
+        w = scale_grad(p["w"], 1 / ops.axis_size(MB))             # engine: grad / G
+        n = all_reduce(ops.sum(d["m"]), MB)
+        local = ops.sum(d["m"] * ops.sum(w * d["x"], H)) / n
+        seed = ops.axis_size(MB) * local if prefactor else local
+        return Loss(backward=seed, report=local)
+
+    plan = Plan(mesh=Mesh(dp=1), forward=forward, microbatches=microbatches(2, Bd))
+    return build_problem(spec, plan)
+
+
+def test_divide_by_g_hook_in_a_plan():
+    assert prove(_hooked(True), timeout_s=60).verdict == "EQUIVALENT"
+    r = prove(_hooked(False), timeout_s=60)
+    assert r.verdict == "NOT EQUIVALENT" and r.counterexample.goal == "grad:w"
+    assert r.counterexample.ratio == pytest.approx(0.5)
