@@ -23,7 +23,17 @@ from spec_lang.optim import Adam, AdamW, InitStep, apply_step, grad_or_none, run
 from tests.spec_lang.sl_helpers import inp, traced, values
 
 torch = pytest.importorskip("torch")
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64_default():
+    """float64 as torch's default dtype for these tests only, restored after (a module-level
+    ``set_default_dtype`` leaked into every later test in the worker: CI stop 18, the trainer's
+    parameter byte counts doubled)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 BETAS = [(Fraction(9, 10), Fraction(999, 1000)), (Fraction(8, 10), Fraction(95, 100))]
 
