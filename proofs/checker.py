@@ -50,7 +50,7 @@ from proofs.kernel import (
 __all__ = ["check_certificate", "CheckResult"]
 
 FORMAT = "shardproof-certificate"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 VERDICTS = ("EQUIVALENT", "NOT EQUIVALENT", "UNKNOWN")
 PROVED = ("rewrite", "smt", "reused")
 SCHEMA_FULL_LIMIT = 2000

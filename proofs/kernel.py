@@ -1,7 +1,8 @@
 """The certificate's term kernel: a hash-consed node table with its own typing and hashing.
 
 This module is part of the *trusted* base of :mod:`proofs.checker`, so it depends on nothing
-but the standard library (plus sympy for non-rational exact constants). It does not import
+but the standard library and :mod:`proofs.exact_numbers` (the strict grammar of exact
+constants, which builds sympy numbers for non-rational ones). It does not import
 ``spec_lang``, ``rewriting`` or ``egglog``; :func:`from_terms` takes ``spec_lang`` terms by duck
 typing (``t.op.name``, ``t.args``, ``t.attrs``, ``t.dims``).
 
@@ -14,17 +15,22 @@ A node is ``(op, args, attrs, dims)``:
   (``"#i/parts"`` for a ``CHUNK`` pseudo-shard).
 
 In JSON (certificate ``"nodes"``) a node is ``[op, [args...], [attrs...], [[dim, [shards...]], ...]]``
-with attrs encoded by :func:`encode_attr`: a ``Fraction`` is ``{"q": "p/q"}``, a sympy number
-``{"sympy": "<srepr>"}``, a tuple a JSON list; ints, strings, booleans and null are themselves.
+with attrs encoded by :func:`encode_attr`: a ``Fraction`` is ``{"q": "p/q"}``, a non-rational
+exact number ``{"alg": [...]}`` (both :mod:`proofs.exact_numbers`), a tuple a JSON list; ints
+(of at most 63 bits), strings, booleans and null are themselves. Nothing of a certificate is
+evaluated.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
+
+from proofs.exact_numbers import ExactError, decode_number, encode_number
 
 __all__ = [
     "OPS", "Node", "DimRef", "NodeTable", "KernelError", "KernelMalformed", "encode_attr", "decode_attr", "from_terms",
@@ -56,6 +62,7 @@ ELEMENTWISE = frozenset({
     "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
 })
 
+MAX_INT = 2**63 - 1  # bound of a plain integer attribute (chunk counts, top-k, coordinates)
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")  # spec_lang.term.Axis (mb: micro-batches)
 
 Dims = tuple[tuple[str, tuple[str, ...]], ...]
@@ -79,53 +86,49 @@ Node = tuple[str, tuple[int, ...], tuple[Any, ...], Dims]
 
 # -- attributes ---------------------------------------------------------------------------------
 def encode_attr(x: Any) -> Any:
-    """JSON form of an attribute (see the module docstring)."""
+    """JSON form of an attribute (see the module docstring).
+
+    Raises:
+        KernelMalformed: ``x`` has no encoding (a float, ``pi``, an int of more than 63 bits).
+    """
     if x is None or isinstance(x, bool):
         return x
     if isinstance(x, str):  # includes StrEnum members (mesh axes)
         return str(x)
     if isinstance(x, int):
+        if not -MAX_INT <= x <= MAX_INT:
+            raise KernelMalformed(f"integer attribute of {x.bit_length()} bits (at most 63)")
         return int(x)
-    if isinstance(x, Fraction):
-        return {"q": f"{x.numerator}/{x.denominator}"}
     if isinstance(x, (tuple, list)):
         return [encode_attr(y) for y in x]
     if isinstance(x, frozenset):
         return {"set": sorted((encode_attr(y) for y in x), key=canonical_json)}
     if hasattr(x, "name") and hasattr(x, "shards") and not hasattr(x, "op"):  # a DimSpec
         return {"dim": [str(x.name), [str(a) for a in x.shards]]}
-    mod = type(x).__module__ or ""
-    if mod.startswith("sympy"):
-        import sympy
-
-        if x.is_Rational:
-            return {"q": f"{int(x.p)}/{int(x.q)}"}
-        return {"sympy": sympy.srepr(x)}
-    raise KernelMalformed(f"attribute {x!r} of type {type(x).__name__} has no certificate encoding")
+    try:
+        return encode_number(x)
+    except ExactError as e:
+        raise KernelMalformed(f"attribute {x!r} of type {type(x).__name__} has no certificate "
+                              f"encoding: {e}") from None
 
 
 def decode_attr(x: Any) -> Any:
-    """Inverse of :func:`encode_attr` (lists become tuples)."""
-    if x is None or isinstance(x, (bool, int, str)):
+    """Inverse of :func:`encode_attr` (lists become tuples); strict: anything else, a
+    non-canonical constant or a float is :class:`KernelMalformed`."""
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        if not -MAX_INT <= x <= MAX_INT:
+            raise KernelMalformed(f"integer attribute of {x.bit_length()} bits (at most 63)")
         return x
     if isinstance(x, list):
         return tuple(decode_attr(y) for y in x)
     if isinstance(x, dict):
-        if set(x) == {"q"} and isinstance(x["q"], str):
+        if set(x) in ({"q"}, {"alg"}):
             try:
-                return Fraction(x["q"])
-            except (ValueError, ZeroDivisionError) as e:
-                raise KernelMalformed(f"bad rational {x['q']!r}") from e
-        if set(x) == {"sympy"} and isinstance(x["sympy"], str):
-            import sympy
-
-            try:
-                v = sympy.sympify(x["sympy"])
-            except (sympy.SympifyError, SyntaxError, TypeError) as e:
-                raise KernelMalformed(f"bad sympy constant {x['sympy']!r}") from e
-            if not v.is_number:
-                raise KernelMalformed(f"sympy attribute {x['sympy']!r} is not a number")
-            return v
+                return decode_number(x)
+            except ExactError as e:
+                raise KernelMalformed(str(e)) from None
         if set(x) == {"set"} and isinstance(x["set"], list):
             return frozenset(decode_attr(y) for y in x["set"])
         if set(x) == {"dim"} and isinstance(x["dim"], list) and len(x["dim"]) == 2 \
@@ -134,7 +137,9 @@ def decode_attr(x: Any) -> Any:
             return DimRef(x["dim"][0], tuple(x["dim"][1]))
     if isinstance(x, float):
         raise KernelMalformed(f"float attribute {x!r}: constants must be exact")
-    raise KernelMalformed(f"cannot decode attribute {x!r}")
+    text = repr(x)
+    raise KernelMalformed(f"cannot decode attribute "
+                          f"{text if len(text) <= 60 else text[:57] + '...'}")
 
 
 def canonical_json(x: Any) -> str:
@@ -419,6 +424,9 @@ def typecheck(table: NodeTable, i: int) -> None:
         raise bad("no shape rule")
 
 
+_CHUNK_MARKER = re.compile(r"#(0|[1-9][0-9]{0,17})/([1-9][0-9]{0,17})")
+
+
 def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
     """Size checks that need the binding, for every node.
 
@@ -441,10 +449,10 @@ def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
         n = binding[name]
         for a in shards:
             if a.startswith("#"):
-                try:
-                    idx, parts = (int(x) for x in a[1:].split("/"))
-                except ValueError:
-                    raise KernelError(f"node {i}: bad chunk marker {a!r} on dim {name}") from None
+                m = _CHUNK_MARKER.fullmatch(a)
+                if m is None:
+                    raise KernelError(f"node {i}: bad chunk marker {a!r} on dim {name}")
+                idx, parts = int(m.group(1)), int(m.group(2))
                 if not 0 <= idx < parts:
                     raise KernelError(f"node {i}: bad chunk marker {a!r} on dim {name}")
                 k = parts

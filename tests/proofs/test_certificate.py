@@ -53,7 +53,7 @@ def test_round_trip_and_schema(tmp_path, cert_dict):
     assert p.read_text() == json.dumps(back, sort_keys=True, separators=(",", ":")) + "\n"
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     jsonschema.validate(back, SCHEMA, cls=jsonschema.Draft202012Validator)
-    assert back["format"] == "shardproof-certificate" and back["format_version"] == 2
+    assert back["format"] == "shardproof-certificate" and back["format_version"] == 3
     assert {s["kind"] for s in back["steps"]} >= {"rule", "congr", "trans", "sym", "smt", "cas"}
     r = check_certificate(p)
     assert (r.verdict, r.checked, r.total, r.smt) == ("EQUIVALENT", 4, 4, 1)
@@ -343,7 +343,7 @@ MALFORMED = [
     ("format version 1", lambda p: p.write_text(json.dumps(
         {"format": "shardproof-certificate", "format_version": 1}))),
     ("float in a certificate", lambda p: p.write_text(json.dumps(
-        {"format": "shardproof-certificate", "format_version": 2, "x": 0.5}))),
+        {"format": "shardproof-certificate", "format_version": 3, "x": 0.5}))),
     ("empty file", lambda p: p.write_text("")),
     ("not UTF-8", lambda p: p.write_bytes(b"\xff\xfe{}")),
 ]
