@@ -55,7 +55,7 @@ def test_round_trip_and_schema(tmp_path, cert_dict):
     jsonschema.validate(back, SCHEMA, cls=jsonschema.Draft202012Validator)
     assert back["format"] == "shardproof-certificate" and back["format_version"] == 3
     assert {s["kind"] for s in back["steps"]} >= {"rule", "congr", "trans", "sym", "smt", "cas"}
-    r = check_certificate(p)
+    r = check_certificate(p, retrace=False)
     assert (r.verdict, r.checked, r.total, r.smt) == ("EQUIVALENT", 4, 4, 1)
 
 
@@ -329,10 +329,10 @@ def test_tampered_certificate_is_rejected(tmp_path, cert_dict, what, edit, code)
     assert c != cert_dict, what
     p = _write(tmp_path, c)
     with pytest.raises(CertificateError) as ei:
-        check_certificate(p)
+        check_certificate(p, retrace=False)
     assert "\n" not in str(ei.value)
     from proofs.cli import check_main
-    assert check_main([str(p)]) == code
+    assert check_main([str(p), "--no-retrace"]) == code
 
 
 MALFORMED = [
@@ -356,8 +356,8 @@ def test_malformed_certificate_exits_3(tmp_path, capsys, what, make):
     p = tmp_path / "bad.json"
     make(p)
     with pytest.raises(MalformedCertificate):
-        check_certificate(p)
-    assert check_main([str(p)]) == 3
+        check_certificate(p, retrace=False)
+    assert check_main([str(p), "--no-retrace"]) == 3
     err = capsys.readouterr().err
     assert err.startswith("check-certificate: error: ") and err.count("\n") == 1
 
@@ -396,7 +396,7 @@ def test_malformed_edit_exits_3(tmp_path, capsys, monkeypatch, cert_dict, what, 
     c = copy.deepcopy(cert_dict)
     edit(c)
     p = _write(tmp_path, c)
-    assert check_main([str(p)]) == 3, capsys.readouterr().err
+    assert check_main([str(p), "--no-retrace"]) == 3, capsys.readouterr().err
     err = capsys.readouterr().err
     assert err.startswith("check-certificate: error: ") and err.count("\n") == 1, err
     assert "internal error" not in err
@@ -406,7 +406,7 @@ def test_schema_violation_is_malformed(tmp_path, cert_dict):
     c = copy.deepcopy(cert_dict)
     _first(c, "smt")["answer"] = "sat"
     with pytest.raises(MalformedCertificate):
-        check_certificate(_write(tmp_path, c))
+        check_certificate(_write(tmp_path, c), retrace=False)
 
 
 def test_missing_file_exits_3(tmp_path):
@@ -420,7 +420,7 @@ def test_checker_imports_neither_egglog_nor_rewriting_nor_the_prover(tmp_path, c
     code = (
         "import sys\n"
         "from proofs.cli import check_main\n"
-        f"rc = check_main([{str(p)!r}])\n"
+        f"rc = check_main([{str(p)!r}, '--no-retrace'])\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('egglog', 'rewriting')"
         " or m == 'proofs.prover' or m == 'proofs.normal')\n"
         "print('BAD', bad)\n"
@@ -459,7 +459,7 @@ def test_not_equivalent_certificate_checks(tmp_path, refuted_dict):
     assert c["verdict"] == "NOT EQUIVALENT" and c["counterexample"]["goal"] == "loss"
     assert c["counterexample"]["replay"]["goals"] == ["loss"]
     jsonschema.validate(c, SCHEMA, cls=jsonschema.Draft202012Validator)
-    r = check_certificate(p)
+    r = check_certificate(p, retrace=False)
     assert (r.verdict, r.refuted) == ("NOT EQUIVALENT", 1)
     assert "1 refuted obligations re-evaluated and diverging" in r.summary()
 
@@ -492,7 +492,7 @@ def test_tampered_refutation_is_rejected(tmp_path, refuted_dict, what, edit):
     c = copy.deepcopy(refuted_dict)
     edit(c)
     with pytest.raises(CertificateError):
-        check_certificate(_write(tmp_path, c))
+        check_certificate(_write(tmp_path, c), retrace=False)
 
 
 def test_congruence_between_leaves_of_different_dims_is_rejected(tmp_path, cert_dict):
@@ -503,7 +503,7 @@ def test_congruence_between_leaves_of_different_dims_is_rejected(tmp_path, cert_
     c["nodes"].append(fake)
     c["steps"].append({"kind": "congr", "lhs": i, "rhs": len(c["nodes"]) - 1, "args": []})
     with pytest.raises(CertificateError, match="differ in dims"):
-        check_certificate(_write(tmp_path, c))
+        check_certificate(_write(tmp_path, c), retrace=False)
 
 
 def test_certificate_file_is_readable_by_others(tmp_path):
