@@ -27,7 +27,6 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 from proofs.exact_numbers import ExactError, decode_number, encode_number
