@@ -197,8 +197,9 @@ def _prove(argv: list[str] | None) -> int:
             print(json.dumps(out, indent=2, sort_keys=True))
             _summary(report, sys.stderr)
         else:
-            _human(report, a.certificate,
-                   [] if check is None else [_check_line(report.verdict, check, agrees)])
+            _human(report, a.certificate)
+            if check is not None:  # after the timing table (examples' golden outputs end there)
+                print(_check_line(report.verdict, check, agrees))
             if a.precision_lint:
                 print(f"precision lint: {len(findings)} finding(s)" if findings
                       else "precision lint: PASS (every reducing collective runs in fp32 or wider)")
@@ -325,7 +326,7 @@ class _Progress:
             self.bar.stop()
 
 
-def _human(report: Any, certificate: str | None, notes: list[str] = ()) -> None:
+def _human(report: Any, certificate: str | None) -> None:
     print(f"{report.verdict}: {report.path}")
     if report.counterexample is not None:
         print(report.counterexample.render())
@@ -342,8 +343,6 @@ def _human(report: Any, certificate: str | None, notes: list[str] = ()) -> None:
     if skipped:
         print(f"not attempted: {skipped} goal{'s' if skipped > 1 else ''}: the plan is already "
               f"refuted, so prove stops after the counterexample (no proof search)")
-    for line in notes:
-        print(line)
     _summary(report, sys.stdout)
 
 

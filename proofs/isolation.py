@@ -38,6 +38,7 @@ __all__ = ["TRACE_TIMEOUT_S", "MAX_DATA_BYTES", "TraceFailed", "PendingTrace", "
 
 TRACE_TIMEOUT_S = 600.0
 MAX_DATA_BYTES = 1 << 30         # a traced problem above 1 GiB is refused (405B: 6.5 MB)
+MAX_STDERR_BYTES = 1 << 20       # of what the plan prints, the last MiB is relayed
 _ROOT = str(Path(__file__).resolve().parents[1])   # the directory holding this `proofs`
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from proofs.isolation import child_main; sys.exit(child_main(sys.argv[2:]))")
@@ -68,7 +69,8 @@ def _command(*args: str) -> list[str]:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    """End the child and anything it started (its own session, created for it)."""
+    """End the child and anything it left in its process group (the session created for it,
+    whose id is the child's pid: the kernel does not reuse it while members remain)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -114,7 +116,7 @@ class PendingTrace:
                 raise TraceFailed("child", f"tracing {self.path} did not finish within "
                                            f"{self.timeout_s:g} s (--trace-timeout)") from None
             self.seconds["child"] = time.monotonic() - self.started
-            self.stderr = (d / "stderr").read_text(errors="replace")
+            self.stderr = _tail(d / "stderr")
             out = d / "out.json"
             if not out.is_file():
                 raise TraceFailed("child", f"the tracing process for {self.path} exited with "
@@ -162,10 +164,19 @@ class PendingTrace:
             self.cancel()
 
     def cancel(self) -> None:
-        """Kill the child if it still runs; remove the private directory."""
-        if self.proc.poll() is None:
-            _kill(self.proc)
+        """Kill the child and whatever it left running in its process group; remove the
+        private directory."""
+        _kill(self.proc)
         self.tmp.cleanup()
+
+
+def _tail(path: Path, limit: int = MAX_STDERR_BYTES) -> str:
+    """The child's stderr (what the plan printed), its last ``limit`` bytes when longer."""
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - limit))
+        text = f.read().decode(errors="replace")
+    return text if size <= limit else f"[... {size - limit} bytes of output cut ...]\n{text}"
 
 
 def _no_float(s: str) -> Any:
@@ -236,6 +247,8 @@ def check_in_child(certificate: str | Path, plan: str | Path, *, timeout_s: floa
         _kill(proc)
         return CheckOutcome(2, None, f"the checker did not finish within {timeout_s:g} s",
                             time.monotonic() - t0)
+    finally:
+        _kill(proc)
     answer = None
     lines = [x for x in out.decode(errors="replace").splitlines() if x.strip()]
     if lines:

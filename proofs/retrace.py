@@ -59,9 +59,9 @@ def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
     if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
         raise CertificateError(f"--retrace: {p} does not hash to plan.sha256 (the plan file "
                                f"changed)")
-    display = plan_path if plan_path is not None else cert["plan"]["path"]
-    try:
-        return start_trace(display, data, frontend=cert["plan"]["frontend"], timeout_s=timeout_s)
+    try:  # traced under the path prove was given (it names the file in sites and messages)
+        return start_trace(cert["plan"]["path"], data, frontend=cert["plan"]["frontend"],
+                           timeout_s=timeout_s)
     except TraceFailed as e:
         raise CertificateError(f"--retrace: {e}") from None
 
