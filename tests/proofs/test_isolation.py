@@ -115,17 +115,18 @@ HANGS = "import time\ntime.sleep(600)\n"
 KILLS_ITSELF = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
 
 
-@pytest.mark.parametrize("prefix,needle", [
-    (EXITS_EARLY, "exited with code 0 without a result"),
-    (WRITES_GARBAGE, "not JSON"),
-    (WRITES_WRONG_FORMAT, "traced data: top level"),
-    (WRITES_A_FLOAT, "not JSON"),
-    (HANGS, "did not finish within 3 s"),
-    (KILLS_ITSELF, "exited with code -9 without a result"),
+@pytest.mark.parametrize("prefix,needle,limit", [
+    (EXITS_EARLY, "exited with code 0 without a result", "600"),
+    (WRITES_GARBAGE, "not JSON", "600"),
+    (WRITES_WRONG_FORMAT, "traced data: top level", "600"),
+    (WRITES_A_FLOAT, "not JSON", "600"),
+    (HANGS, "did not finish within 3 s", "3"),
+    (KILLS_ITSELF, "exited with code -9 without a result", "600"),
 ], ids=["exits-early", "garbage", "wrong-format", "float", "hangs", "killed"])
-def test_a_misbehaving_tracer_is_bad_input_never_a_verdict(tmp_path, capsys, prefix, needle):
+def test_a_misbehaving_tracer_is_bad_input_never_a_verdict(tmp_path, capsys, prefix, needle,
+                                                            limit):
     p = _write(tmp_path, prefix + SRC)
-    code, out, err = _run(capsys, [p, "--trace-timeout", "3"])
+    code, out, err = _run(capsys, [p, "--trace-timeout", limit])
     assert code == 3 and out == "", (out, err)
     assert err.startswith("prove: error: ") and err.count("\n") == 1, err
     assert needle in err, err
@@ -160,19 +161,19 @@ def _switch(behaviour: str, marker: Path) -> str:
             + "".join("    " + ln + "\n" for ln in behaviour.splitlines()))
 
 
-@pytest.mark.parametrize("behaviour,needle", [
-    (HANGS, "did not finish within 3 s"),
-    (WRITES_GARBAGE, "not JSON"),
-    (EXITS_EARLY, "without a result"),
-    ("raise ValueError('boom')", "the plan no longer traces: "),
+@pytest.mark.parametrize("behaviour,needle,limit", [
+    (HANGS, "did not finish within 3 s", "3"),
+    (WRITES_GARBAGE, "not JSON", "600"),
+    (EXITS_EARLY, "without a result", "600"),
+    ("raise ValueError('boom')", "the plan no longer traces: ", "600"),
 ], ids=["hangs", "garbage", "exits-early", "raises"])
-def test_a_misbehaving_retrace_rejects(tmp_path, capsys, behaviour, needle):
+def test_a_misbehaving_retrace_rejects(tmp_path, capsys, behaviour, needle, limit):
     marker = tmp_path / "marker"
     p, cert = _prove_cert(tmp_path, capsys, _switch(behaviour, marker) + SRC)
     assert check_main([str(cert)]) == 0, capsys.readouterr().err
     capsys.readouterr()
     marker.write_text("")
-    assert check_main([str(cert), "--trace-timeout", "3"]) == 1
+    assert check_main([str(cert), "--trace-timeout", limit]) == 1
     err = capsys.readouterr().err
     assert err.startswith("check-certificate: error: rejected: --retrace: ") and needle in err, err
     assert err.count("\n") == 1
