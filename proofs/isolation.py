@@ -94,6 +94,7 @@ class PendingTrace:
     started: float
     seconds: dict[str, float] = field(default_factory=dict)
     stderr: str = ""
+    check_types: bool = True   # typecheck the returned nodes (the checker hashes them instead)
 
     def result(self) -> Any:
         """Wait for the child (within its time bound) and parse its document.
@@ -147,7 +148,7 @@ class PendingTrace:
                 raise TraceFailed("child", f"the tracing process exited with code {rc} after "
                                            f"writing its result")
             try:
-                pd = parse_problem_data(doc["problem"])
+                pd = parse_problem_data(doc["problem"], check_types=self.check_types)
             except ProblemDataError as e:
                 raise TraceFailed("child", str(e)) from None
             if pd.frontend != self.frontend:

@@ -60,10 +60,12 @@ def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
         raise CertificateError(f"--retrace: {p} does not hash to plan.sha256 (the plan file "
                                f"changed)")
     try:  # traced under the path prove was given (it names the file in sites and messages)
-        return start_trace(cert["plan"]["path"], data, frontend=cert["plan"]["frontend"],
-                           timeout_s=timeout_s)
+        pending = start_trace(cert["plan"]["path"], data, frontend=cert["plan"]["frontend"],
+                              timeout_s=timeout_s)
     except TraceFailed as e:
         raise CertificateError(f"--retrace: {e}") from None
+    pending.check_types = False   # its nodes are compared by hash with the checked table
+    return pending
 
 
 def finish_retrace(pending: PendingTrace, cert: Mapping[str, Any], hashes: list[str]) -> None:
