@@ -13,7 +13,10 @@ that data, with its own code:
 * the RNG obligation (``proofs/rng.py``) holds on the re-traced dropout records.
 
 Without the plan file a certificate is not tied to a plan: the checker rejects it unless the
-caller asked for ``--no-retrace`` (``retrace=False``).
+caller asked for ``--no-retrace`` (``retrace=False``). Re-tracing runs the file, so a file the
+certificate names (rather than the user, with ``--plan``) is run only when it lies inside the
+working directory or the certificate's directory; otherwise the certificate is rejected as not
+tied, with a hint to name the plan with ``--plan``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ def plan_file(cert: Mapping[str, Any], cert_path: str | Path,
     return p
 
 
+def _near(p: Path, cert_path: str | Path) -> bool:
+    """``p`` resolves inside the working directory or the certificate's directory."""
+    real = p.resolve()
+    return any(real.is_relative_to(d) for d in (Path.cwd().resolve(),
+                                                 Path(cert_path).resolve().parent))
+
+
 def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
                   plan_path: str | Path | None, timeout_s: float) -> PendingTrace:
     """Read the plan file, check its hash and start tracing it in a child.
@@ -52,6 +62,12 @@ def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
         raise CertificateError(
             f"the certificate is not tied to a plan: plan file {str(p)!r} not found (give "
             f"--plan PLAN.py, or --no-retrace to check the certificate alone)")
+    if plan_path is None and not _near(p, cert_path):
+        # the certificate, not the user, names this file, and re-tracing runs it
+        raise CertificateError(
+            f"the certificate is not tied to a plan: it names plan file {str(p)!r}, outside the "
+            f"working directory and the certificate's directory; re-tracing runs that file, so "
+            f"name it yourself with --plan (or --no-retrace to check the certificate alone)")
     try:
         data = p.read_bytes()
     except OSError as e:

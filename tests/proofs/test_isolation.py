@@ -238,3 +238,25 @@ def test_what_the_plan_leaves_running_is_killed(tmp_path, capsys):
     status = Path(f"/proc/{pid}/status")
     state = status.read_text().split("State:")[1].split()[0] if status.exists() else "gone"
     assert state in ("gone", "Z", "X"), state   # killed (a zombie until its new parent reaps it)
+
+
+def test_a_plan_named_only_by_the_certificate_runs_only_nearby(tmp_path, capsys, monkeypatch):
+    """A forged certificate naming some other Python file (whose hash it knows) does not make
+    the checker run it: outside the working directory and the certificate's directory the
+    user must name the plan with --plan."""
+    plans, certs, elsewhere = (tmp_path / d for d in ("plans", "certs", "elsewhere"))
+    for d in (plans, certs, elsewhere):
+        d.mkdir()
+    p = _write(plans, SRC)
+    cert = certs / "c.json"
+    monkeypatch.chdir(plans)
+    assert prove_main([str(p), "--certificate", str(cert), "--no-check"]) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(elsewhere)
+    assert check_main([str(cert)]) == 1
+    err = capsys.readouterr().err
+    assert "outside the working directory and the certificate's directory" in err and \
+        "--plan" in err
+    assert check_main([str(cert), "--plan", str(p)]) == 0
+    monkeypatch.chdir(plans)
+    assert check_main([str(cert)]) == 0
