@@ -51,7 +51,8 @@ from typing import Any
 from proofs.checker_rules import RULES, RULESET, RuleMismatch, instantiate_and_match, varying_table
 from proofs.errors import CertificateError, MalformedCertificate
 from proofs.kernel import (
-    KernelError, KernelMalformed, NodeTable, check_sizes, decode_attr, node_hash_table, roots_hash,
+    KernelError, KernelMalformed, NodeTable, check_sizes, decode_attr, node_hash_table,
+    paused_gc, roots_hash,
     MESH_AXES, spec_binding, typecheck,
 )
 
@@ -110,7 +111,8 @@ def load(path: str | Path) -> dict[str, Any]:
         raise MalformedCertificate(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") \
             from None
     try:
-        cert = json.loads(text, parse_float=_no_float, parse_constant=_no_float)
+        with paused_gc():
+            cert = json.loads(text, parse_float=_no_float, parse_constant=_no_float)
     except (json.JSONDecodeError, ValueError, RecursionError) as e:
         raise MalformedCertificate(f"{path}: not JSON: {e}") from None
     if not isinstance(cert, dict) or cert.get("format") != FORMAT:
@@ -500,10 +502,11 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
     """Steps 2 to 6 of the module docstring (everything but the re-trace)."""
     # 2. the node table
     try:
-        table = NodeTable.from_json(cert["nodes"])
-        for i in range(len(table)):
-            typecheck(table, i)
-        check_sizes(table, dict(cert["binding"]))
+        with paused_gc():
+            table = NodeTable.from_json(cert["nodes"])
+            for i in range(len(table)):
+                typecheck(table, i)
+            check_sizes(table, dict(cert["binding"]))
     except KernelMalformed as e:
         raise MalformedCertificate(f"{path}: node table: {e}") from None
     except KernelError as e:
@@ -511,7 +514,8 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
     except (IndexError, KeyError, TypeError, ValueError) as e:  # attrs of the wrong arity/type
         raise MalformedCertificate(f"{path}: node table: a node's attributes do not fit its op "
                                    f"({type(e).__name__}: {e})") from None
-    hashes = node_hash_table(table)
+    with paused_gc():
+        hashes = node_hash_table(table)
     obligations = cert["obligations"]
     chk = _Checker(cert, table, smt_timeout_s)
     names = [o["name"] for o in obligations]

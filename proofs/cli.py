@@ -123,7 +123,10 @@ def _prove(argv: list[str] | None) -> int:
     from proofs.isolation import TraceFailed, trace_in_child
 
     try:
-        data, child = trace_in_child(path, source, timeout_s=a.trace_timeout)
+        # the self-check typechecks every node of the certificate; without it, the traced
+        # nodes are typechecked here
+        data, child = trace_in_child(path, source, timeout_s=a.trace_timeout,
+                                     check_types=not a.check)
     except TraceFailed as e:
         if e.kind == "internal":
             print(f"prove: internal error (in the tracing process): {_one_line(str(e))}; this is "

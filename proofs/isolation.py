@@ -105,6 +105,7 @@ class PendingTrace:
         Raises:
             TraceFailed: see the class.
         """
+        from proofs.kernel import paused_gc
         from proofs.problem_data import ProblemDataError, parse_problem_data
 
         d = Path(self.tmp.name)
@@ -129,8 +130,9 @@ class PendingTrace:
                                            f"{MAX_DATA_BYTES})")
             t0 = time.monotonic()
             try:
-                doc = json.loads(out.read_bytes(), parse_float=_no_float,
-                                 parse_constant=_no_float)
+                with paused_gc():
+                    doc = json.loads(out.read_bytes(), parse_float=_no_float,
+                                     parse_constant=_no_float)
             except (ValueError, RecursionError) as e:
                 raise TraceFailed("child", f"the tracing process wrote something that is not "
                                            f"JSON: {_one_line(e, 120)}") from None
@@ -148,7 +150,8 @@ class PendingTrace:
                 raise TraceFailed("child", f"the tracing process exited with code {rc} after "
                                            f"writing its result")
             try:
-                pd = parse_problem_data(doc["problem"], check_types=self.check_types)
+                with paused_gc():
+                    pd = parse_problem_data(doc["problem"], check_types=self.check_types)
             except ProblemDataError as e:
                 raise TraceFailed("child", str(e)) from None
             if pd.frontend != self.frontend:
@@ -208,14 +211,16 @@ def start_trace(path: str | Path, source: bytes, *, frontend: str = "dsl",
 
 
 def trace_in_child(path: str | Path, source: bytes, *, frontend: str = "dsl",
-                   timeout_s: float = TRACE_TIMEOUT_S) -> tuple[Any, PendingTrace]:
+                   timeout_s: float = TRACE_TIMEOUT_S, check_types: bool = True
+                   ) -> tuple[Any, PendingTrace]:
     """Trace in a child and wait: ``(ProblemData, the finished PendingTrace)`` (its ``seconds``
-    and the child's ``stderr``).
+    and the child's ``stderr``). ``check_types``: typecheck the returned nodes and their sizes.
 
     Raises:
         TraceFailed: see the class.
     """
     pending = start_trace(path, source, frontend=frontend, timeout_s=timeout_s)
+    pending.check_types = check_types
     return pending.result(), pending
 
 
@@ -278,7 +283,7 @@ FRONTENDS: dict[str, Callable[[str, bytes], Any]] = {"dsl": _load_dsl}
 def _write(out: str, doc: dict[str, Any]) -> None:
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
+        f.write(json.dumps(doc, separators=(",", ":")))
     os.replace(tmp, out)
 
 
@@ -286,6 +291,7 @@ def _trace_child(frontend: str, path: str, source_file: str, out: str) -> int:
     os.dup2(2, 1)                  # the plan's prints go to stderr, never into the result
     sys.stdout = sys.stderr
     t0 = time.monotonic()
+    from proofs.kernel import paused_gc
     from proofs.problem_data import problem_to_data
     from spec_lang.errors import SpecLangError
 
@@ -309,7 +315,8 @@ def _trace_child(frontend: str, path: str, source_file: str, out: str) -> int:
         return 0
     t2 = time.monotonic()
     try:
-        data = problem_to_data(problem, frontend)
+        with paused_gc():
+            data = problem_to_data(problem, frontend)
         data["seconds"] = {"import": f"{t1 - t0:.3f}", "trace": f"{t2 - t1:.3f}",
                            "serialise": f"{time.monotonic() - t2:.3f}"}
     except Exception as e:  # noqa: BLE001

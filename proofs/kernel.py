@@ -23,10 +23,12 @@ evaluated.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from proofs.exact_numbers import ExactError, decode_number, encode_number
@@ -34,7 +36,7 @@ from proofs.exact_numbers import ExactError, decode_number, encode_number
 __all__ = [
     "OPS", "Node", "DimRef", "NodeTable", "KernelError", "KernelMalformed", "encode_attr", "decode_attr", "from_terms",
     "canonical_json", "node_hash_table", "roots_hash", "typecheck", "check_sizes", "MESH_AXES",
-    "spec_binding",
+    "spec_binding", "paused_gc",
 ]
 
 
@@ -141,6 +143,20 @@ def decode_attr(x: Any) -> Any:
                           f"{text if len(text) <= 60 else text[:57] + '...'}")
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while a large, acyclic structure is built (a node table, a
+    JSON document of 10^5 rows): with the collector on, every generation-2 pass walks the whole
+    heap again, which made parsing 5-10x slower. Re-enabled (if it was on) afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def canonical_json(x: Any) -> str:
     return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
@@ -186,30 +202,51 @@ class NodeTable:
 
     @classmethod
     def from_json(cls, data: Any) -> NodeTable:
-        """Rebuild a table, rejecting anything malformed or not hash-consed (duplicates)."""
+        """Rebuild a table, rejecting anything malformed or not hash-consed (duplicates).
+
+        Raises:
+            KernelMalformed: a row that is not ``[op, args, attrs, dims]`` of those types, an
+                unknown op, non-integer args, malformed dims, an attribute without a decoding.
+            KernelError: a forward reference or a duplicate row.
+        """
         if not isinstance(data, list):
             raise KernelMalformed("nodes must be a list")
         t = cls()
+        nodes, index = t.nodes, t._index
+        dims_seen: dict[Dims, Dims] = {}   # validated dims tuples, shared between rows
         for i, row in enumerate(data):
-            if not (isinstance(row, list) and len(row) == 4):
+            if type(row) is not list or len(row) != 4:
                 raise KernelMalformed(f"node {i} is not [op, args, attrs, dims]")
             op, args, attrs, dims = row
-            if not isinstance(op, str) or not isinstance(args, list) or not isinstance(attrs, list) \
-                    or not isinstance(dims, list):
+            if type(op) is not str or type(args) is not list or type(attrs) is not list \
+                    or type(dims) is not list:
                 raise KernelMalformed(f"node {i} has fields of the wrong types")
-            if not all(isinstance(d, list) and len(d) == 2 and isinstance(d[1], list)
-                       for d in dims):
-                raise KernelMalformed(f"node {i} has malformed dims")
-            ddims = tuple((d[0], tuple(d[1])) for d in dims)
-            for name, shards in ddims:
-                if not isinstance(name, str) or not all(isinstance(s, str) for s in shards):
+            if op not in OPS:
+                raise KernelMalformed(f"unknown op {op[:40]!r}")
+            for d in dims:
+                if type(d) is not list or len(d) != 2 or type(d[1]) is not list:
                     raise KernelMalformed(f"node {i} has malformed dims")
-            if any(isinstance(a, bool) or not isinstance(a, int) for a in args):
-                raise KernelMalformed(f"node {i} has non-integer args")
-            n = len(t.nodes)
-            j = t.add(op, args, tuple(decode_attr(a) for a in attrs), ddims)
-            if j != n:
+            ddims = tuple([(d[0], tuple(d[1])) for d in dims])
+            shared = dims_seen.get(ddims)
+            if shared is None:
+                for name, shards in ddims:
+                    if type(name) is not str or not all(type(x) is str for x in shards):
+                        raise KernelMalformed(f"node {i} has malformed dims")
+                shared = dims_seen[ddims] = ddims
+            n = len(nodes)
+            for a in args:
+                if type(a) is not int:
+                    raise KernelMalformed(f"node {i} has non-integer args")
+                if not 0 <= a < n:
+                    raise KernelError(f"node {n} ({op}) refers to node {a}, not an earlier node")
+            dattrs = tuple([x if type(x) is str else decode_attr(x) for x in attrs])
+            targs = tuple(args)
+            key = (op, targs, _freeze(dattrs), shared)
+            j = index.get(key)
+            if j is not None:
                 raise KernelError(f"node {i} duplicates node {j} (the table must be hash-consed)")
+            index[key] = n
+            nodes.append((op, targs, dattrs, shared))
         return t
 
 

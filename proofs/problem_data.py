@@ -38,7 +38,8 @@ from fractions import Fraction
 from typing import Any
 
 from proofs.kernel import (
-    DimRef, KernelError, NodeTable, check_sizes, decode_attr, encode_attr, typecheck,
+    OPS, DimRef, KernelError, KernelMalformed, NodeTable, canonical_json, check_sizes,
+    decode_attr, encode_attr, paused_gc, typecheck,
 )
 
 __all__ = ["FORMAT", "VERSION", "FRONTENDS", "ProblemDataError", "ProblemData", "StreamRecord",
@@ -192,11 +193,26 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
     roots += list(problem.spec_outputs.values())
     roots += [t for c in problem.cut_points for t in (c.spec, c.plan)]
     roots += [t for r in problem.rng for t in (r.spec_input, r.mask)]
-    table = NodeTable()
+    rows: list[list] = []
     ids: dict[int, int] = {}
+    seen: dict[tuple, int] = {}      # row key -> id: equal rows (1 and Fraction(1)...) merge
+    dims_json: dict[Any, list] = {}
     for t in sorted(walk(roots), key=lambda n: n.uid):   # creation order: children first
-        ids[id(t)] = table.add(t.op.name, [ids[id(c)] for c in t.args], t.attrs,
-                               tuple((d.name, tuple(str(s) for s in d.shards)) for d in t.dims))
+        op = t.op.name
+        if op not in OPS:
+            raise KernelMalformed(f"op {op} has no certificate row (lowered before proving)")
+        enc = [a if type(a) is str else encode_attr(a) for a in t.attrs]
+        d = dims_json.get(t.dims)
+        if d is None:
+            d = dims_json[t.dims] = [[x.name, [str(a) for a in x.shards]] for x in t.dims]
+        args = [ids[id(c)] for c in t.args]
+        flat = all(type(a) is str or type(a) is int for a in enc)
+        key = (op, tuple(args), tuple(enc) if flat else canonical_json(enc), id(d))
+        i = seen.get(key)
+        if i is None:
+            i = seen[key] = len(rows)
+            rows.append([op, args, enc, d])
+        ids[id(t)] = i
 
     def dims(ds: Any) -> list:
         return [[d.name, [str(s) for s in d.shards]] for d in ds]
@@ -205,7 +221,7 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
         "format": FORMAT, "version": VERSION, "frontend": frontend,
         "binding": {str(k): int(v) for k, v in problem.binding.items()},
         "mesh": [[str(k), int(v)] for k, v in problem.mesh.items()],
-        "nodes": table.to_json(),
+        "nodes": rows,
         "goals": [{"name": g.name, "kind": g.kind, "expected": ids[id(g.expected)],
                    "actual": ids[id(g.actual)], "placement": g.placement, "site": g.site,
                    "layer": g.layer} for g in problem.goals],
@@ -447,10 +463,14 @@ def to_problem(pd: ProblemData, path: str, source_sha256: str) -> Any:
     from spec_lang.term import Binding, DimSpec, Op, term
 
     terms: list[Any] = []
-    for op, args, attrs, dims in pd.table.nodes:
-        terms.append(term(Op[op], tuple(terms[a] for a in args),
-                          tuple(_term_attr(a) for a in attrs),
-                          tuple(DimSpec(n, s) for n, s in dims)))
+    specs: dict[Any, tuple[Any, ...]] = {}   # the table's dims tuples repeat: one DimSpec tuple each
+    with paused_gc():
+        for op, args, attrs, dims in pd.table.nodes:
+            ds = specs.get(dims)
+            if ds is None:
+                ds = specs[dims] = tuple(DimSpec(n, s) for n, s in dims)
+            terms.append(term(Op[op], tuple(terms[a] for a in args),
+                              tuple(a if type(a) is str else _term_attr(a) for a in attrs), ds))
     sch = pd.schedule
     schedule: Any = None
     if sch is not None and sch["kind"] == "pipeline":
