@@ -260,3 +260,12 @@ def test_a_plan_named_only_by_the_certificate_runs_only_nearby(tmp_path, capsys,
     assert check_main([str(cert), "--plan", str(p)]) == 0
     monkeypatch.chdir(plans)
     assert check_main([str(cert)]) == 0
+
+
+def test_check_flags(tmp_path, capsys):
+    p, cert = _prove_cert(tmp_path, capsys, SRC)
+    assert check_main([str(cert), "--plan", str(p), "--no-retrace"]) == 3
+    assert "exclude each other" in capsys.readouterr().err
+    assert check_main([str(cert), "--trace-timeout", "0"]) == 3
+    assert check_main([str(cert), "--retrace", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["retraced"] is True
