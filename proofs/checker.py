@@ -1,11 +1,14 @@
 """``check-certificate``: the small trusted checker of shardproof certificates.
 
-It imports neither egglog, nor ``rewriting``, nor ``proofs.prover`` (a test runs it in a fresh
-interpreter and inspects ``sys.modules``). Its trusted base is: this module, its own copy of the
-rule table (:mod:`proofs.checker_rules`), the node kernel (:mod:`proofs.kernel`), the scalar
-encoding (:mod:`proofs.smt`) with z3, and the DSL: ``spec_lang.load`` for ``--retrace``, the term IR
-and its reference semantics (``spec_lang.evaluate``, via :mod:`proofs.replay`) to replay a
-refutation.
+It imports neither egglog, nor ``rewriting``, nor ``proofs.prover``, nor the DSL's tracer, and
+never runs the plan file in its own process (a test runs it in a fresh interpreter and
+inspects ``sys.modules``). Its trusted base (``docs/trusted-base.md``) is: this module, its own
+copy of the rule table (:mod:`proofs.checker_rules`), the node kernel (:mod:`proofs.kernel`,
+:mod:`proofs.exact_numbers`), the scalar encoding (:mod:`proofs.smt`) with z3, the rational
+identities (:mod:`proofs.cas`), the re-trace (:mod:`proofs.retrace`, :mod:`proofs.isolation`,
+:mod:`proofs.problem_data`, with :mod:`proofs.rng` and :mod:`proofs.reduction` for the RNG
+obligation), and the DSL's term IR and reference semantics (``spec_lang.term``,
+``spec_lang.evaluate``, via :mod:`proofs.replay`) to replay a refutation.
 
 What it checks, in order (the first failure rejects, with a one-line reason):
 
@@ -28,13 +31,18 @@ What it checks, in order (the first failure rejects, with a one-line reason):
    EQUIVALENT certificate's replay is re-evaluated and every refuted obligation must diverge;
    an EQUIVALENT certificate with dropout masks records the ``rng:`` assumption (with ``pp > 1``:
    one naming per-stage generators);
-7. with ``--retrace``, the plan file hashes to ``plan.sha256`` and re-tracing it with
-   ``spec_lang.load`` gives the same goals (same names, same term hashes).
+7. unless ``--no-retrace``, the plan file hashes to ``plan.sha256`` and re-tracing it in a
+   separate clean interpreter (:mod:`proofs.retrace`, started before step 2 and collected
+   here) gives the same goals (same names, same term hashes), the same binding and dropout
+   records that pass the RNG obligation; without the plan file the certificate is not tied to
+   a plan and is rejected.
+
+Constants are parsed by a strict grammar (:mod:`proofs.exact_numbers`); nothing of a
+certificate is evaluated. The trusted base is listed in ``docs/trusted-base.md``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,14 +51,15 @@ from typing import Any
 from proofs.checker_rules import RULES, RULESET, RuleMismatch, instantiate_and_match, varying_table
 from proofs.errors import CertificateError, MalformedCertificate
 from proofs.kernel import (
-    KernelError, KernelMalformed, NodeTable, check_sizes, decode_attr, node_hash_table, roots_hash,
+    KernelError, KernelMalformed, NodeTable, check_sizes, decode_attr, node_hash_table,
+    paused_gc, roots_hash,
     MESH_AXES, spec_binding, typecheck,
 )
 
 __all__ = ["check_certificate", "CheckResult"]
 
 FORMAT = "shardproof-certificate"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 VERDICTS = ("EQUIVALENT", "NOT EQUIVALENT", "UNKNOWN")
 PROVED = ("rewrite", "smt", "reused")
 SCHEMA_FULL_LIMIT = 2000
@@ -78,10 +87,12 @@ class CheckResult:
         self.steps, self.smt, self.retraced = steps, smt, retraced
 
     refuted = 0  # refuted obligations whose divergence the replay re-derived
+    hashes: list[str] = []  # Merkle hash of every node (the re-trace compares them)
 
     def summary(self) -> str:
-        extra = (", plan re-traced" if self.retraced else
-                 ", plan not re-traced: the obligations are not tied to a plan file")
+        extra = (", plan re-traced in a separate process" if self.retraced else
+                 ", plan not re-traced (--no-retrace): the obligations are not tied to a plan "
+                 "file")
         if self.refuted:
             extra = f", {self.refuted} refuted obligations re-evaluated and diverging" + extra
         return (f"certificate OK: verdict {self.verdict}; {self.checked} of {self.total} "
@@ -100,8 +111,9 @@ def load(path: str | Path) -> dict[str, Any]:
         raise MalformedCertificate(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") \
             from None
     try:
-        cert = json.loads(text, parse_float=_no_float)
-    except (json.JSONDecodeError, ValueError) as e:
+        with paused_gc():
+            cert = json.loads(text, parse_float=_no_float, parse_constant=_no_float)
+    except (json.JSONDecodeError, ValueError, RecursionError) as e:
         raise MalformedCertificate(f"{path}: not JSON: {e}") from None
     if not isinstance(cert, dict) or cert.get("format") != FORMAT:
         raise MalformedCertificate(f"{path}: not a {FORMAT} file")
@@ -453,26 +465,48 @@ def _renaming_ok(t: NodeTable, a_roots: tuple[int, int], b_roots: tuple[int, int
     return None
 
 
-def check_certificate(path: str | Path, *, retrace: bool | None = False,
-                      plan_path: str | Path | None = None,
-                      smt_timeout_s: float = 60.0) -> CheckResult:
+def check_certificate(path: str | Path, *, retrace: bool = True,
+                      plan_path: str | Path | None = None, smt_timeout_s: float = 60.0,
+                      trace_timeout_s: float = 600.0) -> CheckResult:
     """Check a certificate file; return a summary or raise.
 
-    ``retrace``: True re-traces the plan file (it must be readable); None re-traces it when the
-    file is found (next to the working directory or the certificate), else checks the
-    certificate alone; False never re-traces.
+    ``retrace`` (default): re-trace the plan file (``plan_path``, else the recorded path, as
+    given or beside the certificate) in a separate clean interpreter while the steps replay, and
+    compare (:mod:`proofs.retrace`); without the file the certificate is not tied to a plan and
+    is rejected. ``retrace=False`` (``--no-retrace``) checks the certificate alone.
 
     Raises:
         MalformedCertificate: unreadable, not JSON, wrong format or version, schema violation.
         CertificateError: any failed check (one line naming it).
     """
     cert = load(path)
+    pending = None
+    if retrace:
+        from proofs.retrace import start_retrace
+
+        pending = start_retrace(cert, path, plan_path, trace_timeout_s)
+    try:
+        res = _check(path, cert, smt_timeout_s)
+        if pending is not None:
+            from proofs.retrace import finish_retrace
+
+            finish_retrace(pending, cert, res.hashes)
+    finally:
+        if pending is not None:
+            pending.cancel()
+    res.retraced = pending is not None
+    return res
+
+
+def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> CheckResult:
+    """Steps 2 to 6 of the module docstring (everything but the re-trace)."""
     # 2. the node table
     try:
-        table = NodeTable.from_json(cert["nodes"])
-        for i in range(len(table)):
-            typecheck(table, i)
-        check_sizes(table, dict(cert["binding"]))
+        with paused_gc():
+            table = NodeTable.from_json(cert["nodes"])
+            for i in range(len(table)):
+                typecheck(table, i)
+            check_sizes(table, dict(cert["binding"]))
     except KernelMalformed as e:
         raise MalformedCertificate(f"{path}: node table: {e}") from None
     except KernelError as e:
@@ -480,7 +514,8 @@ def check_certificate(path: str | Path, *, retrace: bool | None = False,
     except (IndexError, KeyError, TypeError, ValueError) as e:  # attrs of the wrong arity/type
         raise MalformedCertificate(f"{path}: node table: a node's attributes do not fit its op "
                                    f"({type(e).__name__}: {e})") from None
-    hashes = node_hash_table(table)
+    with paused_gc():
+        hashes = node_hash_table(table)
     obligations = cert["obligations"]
     chk = _Checker(cert, table, smt_timeout_s)
     names = [o["name"] for o in obligations]
@@ -563,13 +598,9 @@ def check_certificate(path: str | Path, *, retrace: bool | None = False,
         _check_refutation(cert, table, chk, refuted)
     if verdict == "EQUIVALENT":
         _require_rng_assumption(cert, table)
-    # 7. re-trace
-    if retrace is None:
-        retrace = _plan_file(cert, path, plan_path).is_file()
-    if retrace:
-        _retrace(cert, table, hashes, path, plan_path)
-    res = CheckResult(verdict, proved, len(obligations), len(chk.steps), chk.smt_count, retrace)
+    res = CheckResult(verdict, proved, len(obligations), len(chk.steps), chk.smt_count, False)
     res.refuted = len(refuted) if verdict == "NOT EQUIVALENT" else 0
+    res.hashes = hashes
     return res
 
 
@@ -679,51 +710,6 @@ def _uses_smt(steps: list[dict[str, Any]], s: int, kinds: tuple[str, ...] = ("sm
     return False
 
 
-def _plan_file(cert: Mapping[str, Any], cert_path: str | Path,
-               plan_path: str | Path | None) -> Path:
-    """The plan file: ``plan_path``, else the recorded path (as given, or beside the cert)."""
-    p = Path(plan_path or cert["plan"]["path"])
-    if not p.is_absolute() and not p.exists():
-        p = Path(cert_path).resolve().parent / p
-    return p
-
-
-def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_path: str | Path,
-             plan_path: str | Path | None) -> None:
-    from proofs.kernel import from_terms
-
-    import spec_lang
-
-    p = _plan_file(cert, cert_path, plan_path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise _fail(f"--retrace: cannot read the plan {p}: {e.strerror}") from None
-    if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
-        raise _fail(f"--retrace: {p} does not hash to plan.sha256 (the plan file changed)")
-    try:
-        problem = spec_lang.load(p)
-    except (spec_lang.PlanError, spec_lang.SpecError) as e:
-        raise _fail(f"--retrace: the plan no longer traces: {e}") from None
-    fresh = NodeTable()
-    goals = {g.name: g for g in problem.goals}
-    ob = {o["name"]: o for o in cert["obligations"]}
-    if set(goals) != set(ob):
-        raise _fail(f"--retrace: the plan's goals differ from the obligations "
-                    f"(only in plan: {sorted(set(goals) - set(ob))[:3]}, only in certificate: "
-                    f"{sorted(set(ob) - set(goals))[:3]})")
-    ids = from_terms(fresh, [x for g in goals.values() for x in (g.expected, g.actual)])
-    fh = node_hash_table(fresh)
-    for name, g in goals.items():
-        for side, t in (("expected", g.expected), ("actual", g.actual)):
-            if fh[ids[id(t)]] != hashes[ob[name][side]]:
-                raise _fail(f"--retrace: obligation {name}: the certificate's {side} term is "
-                            f"not the plan's")
-    if {k: int(v) for k, v in problem.binding.items()} != cert["binding"]:
-        raise _fail("--retrace: the binding differs from the plan's")
-    _recheck_rng(cert, problem)
-
-
 RNG_ASSUMPTION = "rng: dropout draws are renamed to the spec's mask symbols"
 PER_STAGE = "per-stage generators"
 
@@ -748,22 +734,3 @@ def _require_rng_assumption(cert: Mapping[str, Any], table: NodeTable) -> None:
         raise _fail(f"verdict EQUIVALENT with dropout mask {masks[0]!r} in a pipeline plan "
                     f"(pp={pp}) without the '{PER_STAGE}' rng assumption: dropout inside "
                     "pipeline stages is not modelled that way")
-
-
-def _recheck_rng(cert: Mapping[str, Any], problem: Any) -> None:
-    """The RNG obligation (proofs/rng.py), re-run on the re-traced dropout calls: an EQUIVALENT
-    certificate needs mask terms that are a renaming of injective, consistent draws."""
-    if not any(r.side == "plan" for r in getattr(problem, "rng", ())):
-        return
-    from proofs.reduction import reduce_binding
-    from proofs.rng import check_rng
-
-    roots = [t for g in problem.goals for t in (g.expected, g.actual)]
-    for b in (reduce_binding(roots, problem.binding), problem.binding):
-        r = check_rng(problem.rng, b, problem.mesh)
-        if not r.checked:
-            continue
-        if not r.modelled:
-            raise _fail(f"--retrace: rng: {r.why}")
-        if r.collisions and cert["verdict"] == "EQUIVALENT":
-            raise _fail(f"--retrace: rng: verdict EQUIVALENT but {r.collisions[0]}")

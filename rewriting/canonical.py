@@ -179,7 +179,9 @@ _rule("pow-const", "POW(CONST(c), e) = CONST(c^e)",
       "c^e is real and defined: c > 0, or e an integer and (c != 0 or e > 0)", {Op.POW},
       match=lambda t, bd: ({"c": t.args[0].attrs[0], "e": t.attrs[0]}
                            if t.args[0].op is Op.CONST
-                           and b.pow_is_real(b.num(t.args[0].attrs[0]), t.attrs[0]) else None),
+                           and b.pow_is_real(b.num(t.args[0].attrs[0]), t.attrs[0])
+                           and b.certifiable(b.num_pow(b.num(t.args[0].attrs[0]), t.attrs[0]))
+                           else None),
       lhs=lambda s: b.pow_(b.const(s["c"]), s["e"]),
       rhs=lambda s, bd: b.const(b.num_pow(b.num(s["c"]), s["e"])),
       guard=_pow_const_ok, sample=_sample_pow_const)
@@ -572,7 +574,7 @@ def _content(xs: tuple[Term, ...]) -> Any:
 
 def _match_add_content(t: Term, bd: Binding) -> Subst | None:
     c = _content(t.args)
-    if c == 1 or c == 0:
+    if c == 1 or c == 0 or not b.certifiable(b.num_pow(b.num(c), Fraction(-1))):
         return None
     return {"xs": t.args, "c": c}
 

@@ -231,7 +231,7 @@ def _concat_content(xs: tuple[Term, ...]):
 
 def _match_concat_content(t: Term, bd: Binding) -> Subst | None:
     c = _concat_content(t.args)
-    if c == 1:
+    if c == 1 or not b.certifiable(b.num_pow(b.num(c), Fraction(-1))):
         return None
     return {"xs": t.args, "d": t.attrs[0], "cshards": t.dim(t.attrs[0]).shards, "c": c}
 
