@@ -36,7 +36,9 @@ from typing import Any
 __all__ = ["MAX_DIGITS", "MAX_EXP_DIGITS", "MAX_TERMS", "MAX_FACTORS", "ExactError",
            "parse_rational", "decode_number", "encode_number"]
 
-MAX_DIGITS = 400       # digits of a numerator, denominator or radical base
+MAX_DIGITS = 4000      # digits of a numerator, denominator or radical base (under
+#                        Python's 4300-digit int<->str limit; Muon's 5 Newton-Schulz steps fold to
+#                        rationals of ~700 digits, tests/bugs/test_optimizer.py)
 MAX_EXP_DIGITS = 6     # digits of a radical exponent's denominator
 MAX_TERMS = 32         # terms of a radical sum
 MAX_FACTORS = 64       # radical factors of a radical sum, all terms together

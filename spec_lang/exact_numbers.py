@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = ["NotCertifiable", "certificate_form", "certifiable"]
 
-MAX_DIGITS = 400       # as proofs/exact_numbers.py
+MAX_DIGITS = 4000      # as proofs/exact_numbers.py
 MAX_EXP_DIGITS = 6
 MAX_TERMS = 32
 MAX_FACTORS = 64
@@ -43,7 +43,7 @@ def certificate_form(v: Any) -> dict[str, Any]:
 
     Raises:
         NotCertifiable: ``v`` is not a rational or a real radical sum within the bounds
-            (at most 400 digits per integer, 32 terms, 64 radical factors).
+            (at most 4000 digits per integer, 32 terms, 64 radical factors).
     """
     if isinstance(v, bool):
         raise NotCertifiable(f"boolean {v!r} is not a number")

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from proofs.certificate import certificate_of, write_certificate
 from proofs.checker import check_certificate
 from proofs.errors import MalformedCertificate
-from proofs.exact_numbers import ExactError, decode_number, encode_number, parse_rational
+from proofs.exact_numbers import MAX_DIGITS, ExactError, decode_number, encode_number, parse_rational
 from proofs.kernel import KernelMalformed, decode_attr
 from proofs.prover import prove
 from spec_lang.exact_numbers import certificate_form, certifiable
@@ -82,7 +82,7 @@ def test_numbers_outside_the_class_have_no_form(v):
 
 BAD_RATIONALS = ["1/2 ", " 1/2", "1 /2", "1_0/3", "+1/2", "1/-2", "-0/1", "0/2", "2/4", "01/2",
                  "1/02", "1e5/1", "1.5/1", "0.5", "1", "1/0", "nan/1", "inf/1", "zoo", "nan",
-                 "1/2\n", "１/2", "9" * 401 + "/1", "1/" + "9" * 401, ""]
+                 "1/2\n", "１/2", "9" * (MAX_DIGITS + 1) + "/1", "1/" + "9" * (MAX_DIGITS + 1), ""]
 
 
 @pytest.mark.parametrize("s", BAD_RATIONALS, ids=lambda s: repr(s)[:20])
