@@ -396,13 +396,25 @@ class _Checker:
     def smt(self, where: str, st: dict[str, Any], lhs: int, rhs: int) -> None:
         from proofs.smt import SmtError, build_query, run_query
 
+        from proofs.admissible import ASSUMPTION, AdmissibilityError, analyse, proof_binding
+
         b = st.get("binding")
         if not isinstance(b, dict) or not all(isinstance(v, int) and v > 0 for v in b.values()):
             raise _fail(f"{where}: bad binding")
-        for ax in ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard"):
-            if ax in self.binding and b.get(ax) != self.binding[ax]:
-                raise _fail(f"{where}: mesh axis {ax} has size {b.get(ax)} in the query but "
-                            f"{self.binding[ax]} in the plan (only dims may be reduced)")
+        # the binding is recomputed from the terms and the real binding (docs/soundness.md),
+        # never taken from the certificate
+        try:
+            want = proof_binding(analyse(self.t.nodes, [lhs, rhs], self.binding), self.binding)
+        except AdmissibilityError as e:
+            raise _fail(f"{where}: {e}") from None
+        if b != want:
+            diff = sorted(k for k in set(b) | set(want) if b.get(k) != want.get(k))
+            raise _fail(f"{where}: the query's binding gives {', '.join(f'{k}={b.get(k)}' for k in diff[:3])}"
+                        f" but the shape-reduction theorem allows "
+                        f"{', '.join(f'{k}={want.get(k)}' for k in diff[:3])} for these terms")
+        if want != self.binding and ASSUMPTION not in self.cert.get("assumptions", ()):
+            raise _fail(f"{where}: a query at reduced sizes without the assumption "
+                        f"'{ASSUMPTION[:40]}...'")
         try:
             q = build_query(self.t, lhs, rhs, b)
         except SmtError as e:

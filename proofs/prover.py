@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from fractions import Fraction
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,14 +27,12 @@ from proofs.normal import NormaliseResult
 from proofs.obligations import group_identical
 from proofs.reduction import MESH_AXES, MeshReduction, eval_cost, reduce_binding, reduce_mesh
 from proofs.refute import Refutation, asymmetry_note, refute, refute_reduced_mesh
-from proofs.smt import SmtError, build_query, run_query
+from proofs.smt_fallback import ASSUMPTION as SHAPE_REDUCTION, Z3Fallback
 from spec_lang.term import Binding, Op, Term, varying_axes, walk
 
 __all__ = ["prove", "Report", "GoalResult", "VERDICTS"]
 
 VERDICTS = ("EQUIVALENT", "NOT EQUIVALENT", "UNKNOWN")
-SMT_MAX_ELEMENTS = 20_000  # scalar terms (elements summed over subterms) per z3 query
-SMT_QUERY_S = 20.0         # z3 time limit per query
 ORACLE_BUDGET_S = 10.0     # egglog oracle, all goals together (advisory only)
 ORACLE_GOAL_S = 5.0
 CUT_ROUNDS = 5             # cut / refute-lemmas rounds before giving cutting up
@@ -73,7 +70,6 @@ class Report:
     rule_counts: Counter
     binding: Binding
     reduced: Binding
-    smt_binding: Binding | None
     assumptions: tuple[str, ...]
     problem: Any = None
     table: NodeTable = field(default_factory=NodeTable)
@@ -165,7 +161,7 @@ class _Run:
         self.rule_counts: Counter = Counter()
         self.nf: dict[str, tuple[Term, Term, int, int]] = {}  # name -> (nf_e, nf_a, step_e, step_a)
         self.reduced: Binding = problem.binding
-        self.smt_binding: Binding | None = None
+        self._z3: Z3Fallback | None = None   # the z3 fallback (proofs/smt_fallback.py)
         self.assumptions = list(getattr(problem, "assumptions", ()))
         self.mesh = {a: int(n) for a, n in problem.binding.items() if a in MESH_AXES}
         self.cutting = False          # goals are proved through cut lemmas (self.cut)
@@ -194,7 +190,6 @@ class _Run:
     def reduce_shapes(self) -> None:
         roots = [t for g in self.goals for t in (g.expected, g.actual)]
         self.reduced = reduce_binding(roots, self.p.binding)
-        self.smt_binding = reduce_binding(roots, self.p.binding, base=2, cheap=1)
         # the refuter's search runs on a reduced mesh too (docs/rank-symmetry.md)
         self.mesh_red = reduce_mesh([t for g in self.p.goals for t in (g.expected, g.actual)],
                                     self.p.binding)
@@ -434,24 +429,21 @@ class _Run:
                 if (id(e), id(a)) not in leaf and not self.timed_out() and \
                         cas_identity(self.table, self.node(e), self.node(a)) is None:
                     leaf[(id(e), id(a))] = self.steps.cas(self.node(e), self.node(a))
-        queries = []
-        cost = _SmtCost(self.smt_binding)
-        too_big: dict[str, str] = {}
-        for g in open_:  # 3b. z3 on the rest, if small enough
+        z3 = self.z3_fallback()
+        queries, failed_at = [], {}
+        for g in open_:  # 3b. z3 on the rest, at the sizes docs/soundness.md allows
             rest = [(e, a) for e, a in pairs[g.name] if (id(e), id(a)) not in leaf]
             for e, a in rest:
-                if cost(e) + cost(a) > SMT_MAX_ELEMENTS:
-                    too_big[g.name] = (f"{e.op.name} vs {a.op.name} is too large for the z3 "
-                                       f"fallback (> {SMT_MAX_ELEMENTS} scalar terms at reduced "
-                                       f"sizes)")
+                if z3.binding(e, a)[0] is None:
+                    failed_at[g.name] = z3.binding(e, a)[1]
                     break
             else:
                 queries.extend((g.name, e, a) for e, a in rest)
-        answers = self._solve(queries)
+        answers = z3.solve(queries)
         used_smt: set[str] = set()
         for g in open_:
             nf_e, nf_a, se, sa = self.nf[g.name]
-            failed = too_big.get(g.name)
+            failed = failed_at.get(g.name)
             for e, a in pairs[g.name]:
                 if failed or (id(e), id(a)) in leaf:
                     continue
@@ -460,9 +452,7 @@ class _Run:
                     failed = (f"z3 on {e.op.name} vs {a.op.name}: "
                               f"{'timeout' if ans is None else ans[0]}")
                     break
-                leaf[(id(e), id(a))] = self.steps.smt(
-                    self.node(e), self.node(a), dict(self.smt_binding), ans[1], "unsat",
-                    f"z3 {_z3_version()}")
+                leaf[(id(e), id(a))] = z3.step(self.steps, e, a, ans[1])
                 used_smt.add(g.name)
             if failed:
                 if failed not in g.reason:
@@ -472,10 +462,8 @@ class _Run:
             g.proof = self.steps.chain(self.node(g.expected), [se, mid, self.steps.sym(sa)])
             g.status, g.reason = "proved", ""
             g.method = "smt" if g.name in used_smt else "rewrite"
-        smt_note = ("smt steps prove equality at the reduced dim sizes of their binding (real "
-                    "mesh sizes); shape reduction takes this to the real sizes")
-        if used_smt and smt_note not in self.assumptions:
-            self.assumptions.append(smt_note)
+        if z3.reduced_used and SHAPE_REDUCTION not in self.assumptions:
+            self.assumptions.append(SHAPE_REDUCTION)
         cas_note = ("cas steps: the denominators of the rational identities are non-zero where "
                     "the spec is defined")
         if any(s["kind"] == "cas" for s in self.steps.steps) and cas_note not in self.assumptions:
@@ -500,45 +488,12 @@ class _Run:
     def _left(self) -> float:
         return max(0.1, self.deadline - time.monotonic())
 
-    def _solve(self, queries: list[tuple[str, Term, Term]]) -> dict[tuple[int, int], tuple[str, str]]:
-        """Run the Z3 queries (in a pool when jobs > 1); ``(id(e), id(a)) -> (answer, smt2)``."""
-        out: dict[tuple[int, int], tuple[str, str]] = {}
-        todo = []
-        for name, e, a in queries:
-            if (id(e), id(a)) in out or self.timed_out():
-                continue
-            try:
-                q = build_query(self.table, self.node(e), self.node(a), self.smt_binding,
-                                max_elements=2 * SMT_MAX_ELEMENTS)
-            except SmtError as err:
-                out[(id(e), id(a))] = (f"not encodable: {err}", "")
-                continue
-            todo.append((name, e, a, q))
-            out[(id(e), id(a))] = ("pending", q.smt2)
-        self.progress("smt", 0, len(todo))
-        if self.jobs > 1 and len(todo) > 1:
-            from proofs.executor import default_worker_memory_gb, limit_memory
-
-            gb = self.worker_memory_gb or default_worker_memory_gb(self.jobs)
-            with ProcessPoolExecutor(self.jobs, initializer=limit_memory,
-                                     initargs=(int(gb * 2**30), False)) as ex:
-                futs = [ex.submit(_solve_smt2, q.smt2, min(SMT_QUERY_S, self._left()))
-                        for *_, q in todo]
-                for k, ((_, e, a, q), f) in enumerate(zip(todo, futs)):
-                    try:
-                        ans = f.result()
-                    except Exception as err:  # noqa: BLE001 -- a dead worker leaves it open
-                        ans = f"worker failed: {type(err).__name__} (memory limit {gb:g} GB?)"
-                    out[(id(e), id(a))] = (ans, q.smt2)
-                    self.progress("smt", k + 1, len(todo))
-        else:
-            for k, (_, e, a, q) in enumerate(todo):
-                if self.timed_out():
-                    out[(id(e), id(a))] = ("timeout", q.smt2)
-                    continue
-                out[(id(e), id(a))] = (run_query(q, min(SMT_QUERY_S, self._left())), q.smt2)
-                self.progress("smt", k + 1, len(todo))
-        return out
+    def z3_fallback(self) -> Z3Fallback:
+        if self._z3 is None:
+            self._z3 = Z3Fallback(self.table, self.node, self.p.binding, jobs=self.jobs,
+                                  worker_memory_gb=self.worker_memory_gb, left=self._left,
+                                  timed_out=self.timed_out, progress=self.progress)
+        return self._z3
 
     # -- obligation cutting (proofs/cut.py) -----------------------------------------------------
     def cut(self) -> None:
@@ -796,7 +751,7 @@ class _Run:
         return Report(verdict=verdict, path=str(self.p.path), goals=self.goals,
                       counterexample=self.counterexample, seconds=self.seconds,
                       rule_counts=self.rule_counts, binding=self.p.binding, reduced=self.reduced,
-                      smt_binding=self.smt_binding, assumptions=tuple(self.assumptions),
+                      assumptions=tuple(self.assumptions),
                       problem=self.p, table=self.table, steps=self.steps, node_of=self.node_of,
                       lemma_counts=dict(getattr(self, "lemma_counts", {})))
 
@@ -854,27 +809,6 @@ def _closure(names: list[str], premises: dict[str, Any]) -> set[str]:
     return seen
 
 
-def _solve_smt2(smt2: str, timeout_s: float) -> str:
-    """Worker: solve an SMT-LIB2 text (the main process regenerates and records it)."""
-    import z3
-
-    s = z3.Solver()
-    s.set("timeout", max(1, int(timeout_s * 1000)))
-    s.from_string(smt2)
-    r = s.check()
-    if r == z3.unsat:
-        return "unsat"
-    if r == z3.sat:
-        return "sat"
-    return f"unknown: {s.reason_unknown()}"
-
-
-def _z3_version() -> str:
-    import z3
-
-    return z3.get_version_string()
-
-
 def _egglog_oracle() -> Callable[..., bool | None] | None:
     try:
         from rewriting import decide  # type: ignore[attr-defined]
@@ -930,45 +864,6 @@ def _unsupported(*roots: Term) -> str:
         if t.op is Op.REGION:
             return "a REGION node was not lowered (internal)"
     return ""
-
-
-class _SmtCost:
-    """An upper bound on the scalar terms of a term's encoding: elements of every node (all
-    ranks) summed over the term as a tree, capped (memoised: linear in the shared DAG)."""
-
-    def __init__(self, binding: Binding):
-        self.b = binding
-        self.memo: dict[int, int] = {}
-        self.keep: list[Term] = []
-
-    def own(self, t: Term) -> int:
-        n = 1
-        for d in t.dims:
-            n *= max(1, self.b.local_size(d)) if d.name in self.b else 1
-        for a in varying_axes(t):
-            n *= self.b[a] if a in self.b else 1
-        return n
-
-    def __call__(self, root: Term) -> int:
-        cap = SMT_MAX_ELEMENTS + 1
-        if id(root) in self.memo:
-            return self.memo[id(root)]
-        stack: list[tuple[Term, bool]] = [(root, False)]
-        while stack:  # post-order, not descending into memoised nodes
-            t, done = stack.pop()
-            if id(t) in self.memo:
-                continue
-            if not done:
-                stack.append((t, True))
-                stack.extend((c, False) for c in t.args if id(c) not in self.memo)
-                continue
-            try:
-                own = self.own(t)
-            except (KeyError, ValueError):
-                own = cap
-            self.memo[id(t)] = min(cap, own + sum(self.memo[id(c)] for c in t.args))
-            self.keep.append(t)
-        return self.memo[id(root)]
 
 
 def _differing_pairs(a: Term, b: Term) -> list[tuple[Term, Term]]:
