@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
+
+from proofs.size_literals import literal_suspects
 
 __all__ = ["ASSUMPTION", "AdmissibilityError", "Admissibility", "SizeClass", "analyse",
            "proof_binding", "refutation_binding_error", "MESH_AXES"]
@@ -104,6 +106,8 @@ class Admissibility:
     """The size classes of a pair of terms at a real binding (:func:`analyse`)."""
 
     classes: tuple[SizeClass, ...]
+    suspects: Mapping[str, str] = field(default_factory=dict)   # dim -> literal (Rule L)
+    dependent: frozenset[str] = frozenset()    # dims read by a position- or size-dependent op
 
     def of(self, dim: str) -> SizeClass | None:
         for c in self.classes:
@@ -215,9 +219,12 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
     cls = {n: uf.find(n) for n in names}
     blocks: dict[str, int] = {}
     fixed: dict[str, str] = {}
+    dependent: set[str] = set()
 
-    def fix(d: str, why: str) -> None:
+    def fix(d: str, why: str, reads_size: bool = True) -> None:
         fixed.setdefault(cls[d], f"dim {d} keeps its real size {binding[d]}: {why}")
+        if reads_size:
+            dependent.add(d)
 
     def block(name: str, shards: Any, extra: int = 1) -> None:
         p = extra
@@ -254,7 +261,7 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
             fix(attrs[0], f"SHIFT along {attrs[0]} moves by one position")
         elif op == "REDUCE_MAX":
             for d in attrs[0]:
-                fix(d, f"REDUCE_MAX over {d} is a max over positions, not a sum")
+                fix(d, f"REDUCE_MAX over {d} is a max over positions, not a sum", False)
         elif op == "INPUT" and len(attrs) > 3:
             fix(attrs[3], f"input {attrs[0]} holds indices in [0, |{attrs[3]}|)")
         # a node carrying two dims of one class couples two offsets (an EINSUM: in its product)
@@ -264,7 +271,7 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
         for n in carried_here:
             if n in cls and seen.setdefault(cls[n], n) != n:
                 fix(n, f"{op} has dims {seen[cls[n]]} and {n} of one size class (linked by "
-                       f"RENAME), which couples two positions")
+                       f"RENAME), which couples two positions", False)
     w_root, total = _power_sums(nodes, order, roots, cls, fixed, binding)
     carried = {cls[n] for r in roots for n, _ in nodes[r][3] if n in cls}
     members: dict[str, list[str]] = {}
@@ -275,7 +282,10 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
         unit = blocks.get(c) or math.gcd(*(int(binding[n]) for n in ms))
         out.append(SizeClass(tuple(sorted(ms)), unit, fixed.get(c), w_root.get(c, 0),
                              c in carried, total.get(c, True)))
-    return Admissibility(tuple(sorted(out, key=lambda x: x.dims)))
+    suspects = literal_suspects(nodes, order, binding, names,
+                                [a for a in MESH_AXES if a in binding])
+    return Admissibility(tuple(sorted(out, key=lambda x: x.dims)), suspects,
+                         frozenset(dependent))
 
 
 def _power_sums(nodes: Sequence[Any], order: list[int], roots: Sequence[int],
@@ -399,27 +409,53 @@ def proof_binding(adm: Admissibility, real: Mapping[str, int]) -> dict[str, int]
 
 def refutation_binding_error(adm: Admissibility, real: Mapping[str, int],
                              b: Mapping[str, int]) -> str | None:
-    """``None`` when a divergence of these terms at ``b`` is a divergence at the real sizes
-    (Corollary C); otherwise the first dim for which it is not, and why."""
+    """``None`` when a divergence of these terms at ``b`` (real mesh) is reported as one at the
+    real sizes; otherwise the first reason it is not (:func:`refutation_problems`)."""
+    probs = refutation_problems(adm, real, b)
+    return probs[0][1] if probs else None
+
+
+def refutation_problems(adm: Admissibility, real: Mapping[str, int], b: Mapping[str, int]
+                        ) -> list[tuple[tuple[str, ...], str]]:
+    """Why a divergence at ``b`` is not one at the real sizes: ``(dims to put back to their
+    real sizes, reason)`` per problem; empty when it is.
+
+    Every class whose sizes differ from the real ones must be scaled together (``m / U`` with
+    ``1 <= m <= U``) and allowed either by Corollary C (admissible; only total ops if summed) or
+    by Rule L: no literal of the terms may encode a size of it (:mod:`proofs.size_literals`), and
+    the order and equality relations between the size-dependent dims are the real ones
+    (``docs/soundness.md``). Mesh axes must be real."""
+    out: list[tuple[tuple[str, ...], str]] = []
     for ax in MESH_AXES:
         if ax in real and b.get(ax) != real[ax]:
-            return f"mesh axis {ax} has size {b.get(ax)}, the plan {real[ax]}"
+            out.append(((), f"mesh axis {ax} has size {b.get(ax)}, the plan {real[ax]}"))
+    dep = sorted(adm.dependent)
+    for i, x in enumerate(dep):
+        for y in dep[i + 1:]:
+            rx, ry, sx, sy = real[x], real[y], b.get(x, 0), b.get(y, 0)
+            if (rx < ry) != (sx < sy) or (rx == ry) != (sx == sy):
+                back = tuple(d for d in (x, y) if b.get(d) != real[d])
+                out.append((back, f"dims {x} and {y} (read by position- or size-dependent "
+                                  f"ops) are {rx} and {ry}, replayed at {sx} and {sy}: their "
+                                  f"order changes"))
     for c in adm.classes:
         if all(b.get(d) == real[d] for d in c.dims):
             continue
-        why = c.refutable_reduced
-        if why is not None:
-            d = next(d for d in c.dims if b.get(d) != real[d])
-            return f"{why} (replayed at {d}={b.get(d)})"
+        d0 = next(d for d in c.dims if b.get(d) != real[d])
         ms = set()
         for d in c.dims:
             v = b.get(d)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1 or \
                     (v * c.unit) % int(real[d]):
-                return (f"dim {d}={v} is not its real size {real[d]} scaled by m/{c.unit} "
-                        f"(1 <= m <= {c.unit})")
+                ms.add(0)
+                break
             ms.add(v * c.unit // int(real[d]))
         if len(ms) != 1 or not 1 <= next(iter(ms)) <= c.unit:
-            return (f"dims {', '.join(c.dims)} are not scaled together (one size class, "
-                    f"unit {c.unit})")
-    return None
+            out.append((c.dims, f"dims {', '.join(f'{d}={b.get(d)}' for d in c.dims)} are not "
+                                f"their real sizes scaled together by m/{c.unit} (one size "
+                                f"class)"))
+        elif c.refutable_reduced is not None:          # not Corollary C: Rule L
+            lit = next((adm.suspects[d] for d in c.dims if d in adm.suspects), None)
+            if lit is not None:
+                out.append((c.dims, f"{lit} (replayed at {d0}={b.get(d0)}, real {real[d0]})"))
+    return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from fractions import Fraction
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +25,8 @@ from proofs.counterexample import Counterexample, schedule_context
 from proofs.kernel import NodeTable, from_terms
 from proofs.normal import NormaliseResult
 from proofs.obligations import group_identical
-from proofs.reduction import MESH_AXES, MeshReduction, eval_cost, reduce_binding, reduce_mesh
-from proofs.refute import Refutation, asymmetry_note, refute, refute_reduced_mesh
+from proofs.reduction import MESH_AXES, eval_cost, reduce_binding, reduce_mesh
+from proofs.refute import Refutation, asymmetry_note, refute
 from proofs.smt_fallback import ASSUMPTION as SHAPE_REDUCTION, Z3Fallback
 from spec_lang.term import Binding, Op, Term, varying_axes, walk
 
@@ -38,8 +38,6 @@ ORACLE_GOAL_S = 5.0
 CUT_ROUNDS = 5             # cut / refute-lemmas rounds before giving cutting up
 LEMMA_REFUTE_MAX_EVAL = 200_000_000  # evaluated elements (eval_cost) of the lemma search
 WHOLE_REFUTE_MAX_EVAL = 2_000_000_000  # ... of the whole-program search after cut proofs fail
-CONFIRM_MAX_ELEMENTS = 1 << 16  # product of real sizes kept when confirming a refutation
-CONFIRM_MAX_EVAL = 300_000_000  # evaluated elements (eval_cost) of a real-mesh confirmation
 Progress = Callable[[str, int, int], None]
 
 
@@ -167,6 +165,7 @@ class _Run:
         self.cutting = False          # goals are proved through cut lemmas (self.cut)
         self.refuted_whole = False    # the whole-program refuter has run
         self.cut_state: Any = None
+        self.refute_notes: dict[str, str] = {}   # goal -> an unconfirmed divergence
 
     def phase(self, name: str, f: Callable[[], Any]) -> Any:
         t0 = time.monotonic()
@@ -200,14 +199,14 @@ class _Run:
                     g.reason = "a REGION node was not lowered (internal)"
 
     def refute(self) -> None:
+        """Search for a divergence and confirm it at the real sizes (:mod:`proofs.confirm`);
+        an unconfirmed one is a note on the goal, which is still proved when it can be."""
+        from proofs.confirm import search
+
         self.progress("refute", 0, len(self.goals))
-        mr = getattr(self, "mesh_red", None)
-        if mr is not None and mr.reduced:
-            r = self._refute_on_reduced_mesh(mr)
-        else:
-            r = refute(self.p.goals, self.reduced, self.mesh)
-            if r.counterexample is not None:
-                r = self._confirm_at_real_sizes(r)
+        r, notes = search(self.p.goals, self.p.binding, self.reduced, self.mesh,
+                          getattr(self, "mesh_red", None))
+        self.refute_notes.update(notes)
         self.progress("refute", len(self.goals), len(self.goals))
         if r.counterexample is not None:
             self.counterexample = r.counterexample
@@ -227,81 +226,6 @@ class _Run:
             for g in self.goals:
                 if g.status == "open" and not g.reason:
                     g.reason = "not attempted: the plan is refuted"
-        for name, why in r.skipped.items():
-            if name in self.by_name and self.by_name[name].status == "open":
-                self.by_name[name].reason = why
-
-    refute_notes: dict[str, str] = {}
-
-    def _refute_on_reduced_mesh(self, mr: MeshReduction) -> Refutation:
-        """Search on the reduced mesh, confirm at the real mesh sizes (docs/rank-symmetry.md).
-
-        The goals are evaluated as the same program on a mesh cut to a few coordinates per
-        axis (:func:`proofs.reduction.reduce_mesh`). Goals that diverge there, or cannot be
-        evaluated there, are evaluated again at the real mesh sizes (reduced dims, as without
-        mesh reduction) when that costs at most ``CONFIRM_MAX_EVAL`` elements; only that
-        evaluation can refute, so the counterexample names real ranks and real factors. Over
-        the budget the divergence is only a note on the goal (it stays open unless proved).
-        """
-        goals = list(self.p.goals)
-        r0, _ = refute_reduced_mesh(goals, self.p.binding, mr=mr)
-        assert r0 is not None
-        names = {g.name for g in r0.mismatched} | {n for n in r0.skipped if n != "*"}
-        if not names and "*" not in r0.skipped:
-            return r0
-        sub = goals if "*" in r0.skipped else [g for g in goals if g.name in names]
-        cost = eval_cost([t for g in sub for t in (g.expected, g.actual)], self.reduced)
-        if cost <= CONFIRM_MAX_EVAL:
-            r = refute(sub, self.reduced, self.mesh)
-            if r.counterexample is not None:
-                r = self._confirm_at_real_sizes(r)
-            return r
-        too = (f"the real mesh sizes are too large to confirm by evaluation ({cost:.2g} > "
-               f"{CONFIRM_MAX_EVAL:.2g} elements), so it is not reported as a counterexample")
-        cx = r0.counterexample
-        self.refute_notes = {}
-        for g in r0.mismatched:
-            what = ""
-            if cx is not None and g.name == cx.goal:
-                rank = mr.real_rank(cx.rank)
-                what = (" (first at real rank ("
-                        + ",".join(f"{a}={v}" for a, v in rank.items()) + "), plan "
-                        + cx.ratio_text + ")")
-            self.refute_notes[g.name] = (f"refuter: values differ on the reduced mesh "
-                                         f"{mr.describe()}{what}; {too}")
-        return Refutation([], None, {})
-
-    def _confirm_at_real_sizes(self, r: Any) -> Any:
-        """Re-run a refutation with dims kept at their real sizes where a constant may encode them.
-
-        Shape reduction is exact only for programs that are generic in their dim sizes. A plan
-        that writes a size as a literal (``1/16`` for ``1/|H|`` with H = 16) is equal to the spec
-        at the real sizes but not at reduced ones, so a reduced-size mismatch is confirmed at the
-        real size of every dim such a constant may stand for (its value, inverse, square or
-        inverse square equals the dim's real size, or a product of two real sizes). If that is
-        too large to evaluate, the mismatch is not reported as a counterexample: the goals stay
-        open with the reason, and the verdict cannot be NOT EQUIVALENT on it.
-        """
-        g = next(x for x in self.p.goals if x.name == r.counterexample.goal)
-        suspects = size_constant_suspects([g.expected, g.actual], self.p.binding, self.reduced)
-        if not suspects:
-            return r
-        real = {d: self.p.binding[d] for d in suspects}
-        cost = 1
-        for n in real.values():
-            cost *= n
-        if cost > CONFIRM_MAX_ELEMENTS:
-            why = (f"differs at reduced sizes only; constants in the plan may encode the real "
-                   f"size of {', '.join(sorted(real))}, too large to confirm by evaluation")
-            return Refutation([], None, {**r.skipped, r.counterexample.goal: why})
-        names = {x.name for x in r.mismatched}   # only the diverging goals need confirming
-        again = refute([x for x in self.p.goals if x.name in names],
-                       self.reduced.replace(**real), self.mesh)
-        if again.counterexample is None:
-            why = (f"differs at reduced sizes but not with {', '.join(sorted(real))} at real size: "
-                   f"a constant in the program encodes a size")
-            return Refutation([], None, {**again.skipped, g.name: why})
-        return again
 
     # -- dropout streams --------------------------------------------------------------------------
     rng_open = False
@@ -822,41 +746,6 @@ def _egglog_oracle() -> Callable[..., bool | None] | None:
             return None
         return r if isinstance(r, bool) else getattr(r, "equal", None)
     return call
-
-
-def size_constant_suspects(roots: Sequence[Term], real: Binding, reduced: Binding) -> set[str]:
-    """Dims reduced for refutation whose real size a constant below ``roots`` may encode.
-
-    A constant ``c`` is suspect for dim ``d`` when ``|c|``, ``1/|c|``, ``c**2`` or ``1/c**2``
-    equals the real size of ``d`` (or of ``d`` times another reduced dim).
-    """
-    from fractions import Fraction
-
-    import sympy
-
-    dims = [d for d in real if d not in MESH_AXES and d in reduced and reduced[d] != real[d]]
-    if not dims:
-        return set()
-    sizes: dict[Fraction, set[str]] = {}
-    for i, d in enumerate(dims):
-        sizes.setdefault(Fraction(real[d]), set()).add(d)
-        for e in dims[i + 1:]:
-            sizes.setdefault(Fraction(real[d] * real[e]), set()).update((d, e))
-    out: set[str] = set()
-    for t in walk(list(roots)):
-        if t.op is not Op.CONST:
-            continue
-        v = sympy.nsimplify(t.attrs[0]) if not isinstance(t.attrs[0], Fraction) else t.attrs[0]
-        try:
-            c = abs(sympy.Rational(v) if isinstance(v, Fraction) else v)
-            cands = (c, 1 / c, c**2, 1 / c**2) if c != 0 else ()
-        except (TypeError, ZeroDivisionError):
-            continue
-        for x in cands:
-            x = sympy.nsimplify(x)
-            if isinstance(x, sympy.Rational) and x.q == 1:
-                out |= sizes.get(Fraction(int(x.p)), set())
-    return out
 
 
 def _unsupported(*roots: Term) -> str:
