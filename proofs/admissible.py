@@ -42,7 +42,8 @@ from typing import Any
 from proofs.size_literals import literal_suspects
 
 __all__ = ["ASSUMPTION", "AdmissibilityError", "Admissibility", "SizeClass", "analyse",
-           "proof_binding", "refutation_binding_error", "MESH_AXES"]
+           "proof_binding", "refutation_binding_error", "refutation_problems", "size_kinds",
+           "related_alike", "MESH_AXES", "ORDERED_KINDS"]
 
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")
 ASSUMPTION = ("shape reduction: smt steps at reduced dim sizes hold at the real sizes by "
@@ -56,6 +57,39 @@ _VANISH_AT_0 = frozenset({"RECIP", "LOG", "SQRT", "RSQRT", "TANH", "SILU", "GELU
 _NOT_TOTAL = frozenset({"RECIP", "LOG", "SQRT", "RSQRT"})
 _ROW_LOCAL = frozenset({"EXP", "SIGMOID", "MAXIMUM", "WHERE", "REDUCE_MAX", "ONE_HOT",
                         "TOPK_MASK"}) | _VANISH_AT_0
+
+
+ORDERED_KINDS = frozenset({"index"})
+
+
+def size_kinds(op: str, attrs: tuple[Any, ...]) -> list[tuple[str, str]]:
+    """``(dim, kind)`` for each dim whose size or positions the op reads: ``index`` (positions
+    that values are compared with, or that become values: ONE_HOT, an index input's range,
+    CAUSAL_MASK, whose counts a plan may use as indices), ``rope seq``, ``rope half``, ``topk``,
+    ``shift``, ``size`` (DIM_SIZE). Dims sharing an ordered kind keep their order under
+    reduction; any two keep their equality (docs/soundness.md, Rule L)."""
+    if op == "DIM_SIZE":
+        return [(attrs[0], "size")]
+    if op == "CAUSAL_MASK":
+        return [(attrs[0], "index"), (attrs[1], "index")]
+    if op in ("ROPE_COS", "ROPE_SIN"):
+        return [(attrs[0], "rope seq"), (attrs[1], "rope half")]
+    if op == "ONE_HOT":
+        return [(attrs[0], "index")]
+    if op in ("TOPK_MASK", "SHIFT"):
+        return [(attrs[0], op.split("_")[0].lower())]
+    if op == "INPUT" and len(attrs) > 3:
+        return [(attrs[3], "index")]
+    return []
+
+
+def related_alike(kinds_a: frozenset[str], kinds_b: frozenset[str], ra: int, rb: int,
+                  sa: int, sb: int) -> bool:
+    """Do reduced sizes ``sa, sb`` keep the relation of real sizes ``ra, rb`` that Rule L needs:
+    equality always, order when the dims share an ordered kind."""
+    if (ra == rb) != (sa == sb):
+        return False
+    return not (kinds_a & kinds_b & ORDERED_KINDS) or (ra < rb) == (sa < sb)
 
 
 class AdmissibilityError(ValueError):
@@ -107,7 +141,7 @@ class Admissibility:
 
     classes: tuple[SizeClass, ...]
     suspects: Mapping[str, str] = field(default_factory=dict)   # dim -> literal (Rule L)
-    dependent: frozenset[str] = frozenset()    # dims read by a position- or size-dependent op
+    dependent: Mapping[str, frozenset[str]] = field(default_factory=dict)   # dim -> its kinds
 
     def of(self, dim: str) -> SizeClass | None:
         for c in self.classes:
@@ -219,12 +253,10 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
     cls = {n: uf.find(n) for n in names}
     blocks: dict[str, int] = {}
     fixed: dict[str, str] = {}
-    dependent: set[str] = set()
+    dependent: dict[str, set[str]] = {}
 
-    def fix(d: str, why: str, reads_size: bool = True) -> None:
+    def fix(d: str, why: str) -> None:
         fixed.setdefault(cls[d], f"dim {d} keeps its real size {binding[d]}: {why}")
-        if reads_size:
-            dependent.add(d)
 
     def block(name: str, shards: Any, extra: int = 1) -> None:
         p = extra
@@ -245,6 +277,8 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
             d = dict(dims)[attrs[0]]
             block(attrs[0], d, len(attrs[1]))
         # position- and size-dependent ops
+        for d, kind in size_kinds(op, attrs):
+            dependent.setdefault(d, set()).add(kind)
         if op == "DIM_SIZE":
             fix(attrs[0], f"DIM_SIZE({attrs[0]}) is its size")
         elif op == "CAUSAL_MASK":
@@ -261,7 +295,7 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
             fix(attrs[0], f"SHIFT along {attrs[0]} moves by one position")
         elif op == "REDUCE_MAX":
             for d in attrs[0]:
-                fix(d, f"REDUCE_MAX over {d} is a max over positions, not a sum", False)
+                fix(d, f"REDUCE_MAX over {d} is a max over positions, not a sum")
         elif op == "INPUT" and len(attrs) > 3:
             fix(attrs[3], f"input {attrs[0]} holds indices in [0, |{attrs[3]}|)")
         # a node carrying two dims of one class couples two offsets (an EINSUM: in its product)
@@ -271,7 +305,7 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
         for n in carried_here:
             if n in cls and seen.setdefault(cls[n], n) != n:
                 fix(n, f"{op} has dims {seen[cls[n]]} and {n} of one size class (linked by "
-                       f"RENAME), which couples two positions", False)
+                       f"RENAME), which couples two positions")
     w_root, total = _power_sums(nodes, order, roots, cls, fixed, binding)
     carried = {cls[n] for r in roots for n, _ in nodes[r][3] if n in cls}
     members: dict[str, list[str]] = {}
@@ -285,7 +319,7 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
     suspects = literal_suspects(nodes, order, binding, names,
                                 [a for a in MESH_AXES if a in binding])
     return Admissibility(tuple(sorted(out, key=lambda x: x.dims)), suspects,
-                         frozenset(dependent))
+                         {d: frozenset(k) for d, k in dependent.items()})
 
 
 def _power_sums(nodes: Sequence[Any], order: list[int], roots: Sequence[int],
@@ -423,8 +457,8 @@ def refutation_problems(adm: Admissibility, real: Mapping[str, int], b: Mapping[
     Every class whose sizes differ from the real ones must be scaled together (``m / U`` with
     ``1 <= m <= U``) and allowed either by Corollary C (admissible; only total ops if summed) or
     by Rule L: no literal of the terms may encode a size of it (:mod:`proofs.size_literals`), and
-    the order and equality relations between the size-dependent dims are the real ones
-    (``docs/soundness.md``). Mesh axes must be real."""
+    the size-dependent dims keep their equality relations, and their order where they share an
+    ordered kind (:func:`related_alike`, ``docs/soundness.md``). Mesh axes must be real."""
     out: list[tuple[tuple[str, ...], str]] = []
     for ax in MESH_AXES:
         if ax in real and b.get(ax) != real[ax]:
@@ -433,11 +467,11 @@ def refutation_problems(adm: Admissibility, real: Mapping[str, int], b: Mapping[
     for i, x in enumerate(dep):
         for y in dep[i + 1:]:
             rx, ry, sx, sy = real[x], real[y], b.get(x, 0), b.get(y, 0)
-            if (rx < ry) != (sx < sy) or (rx == ry) != (sx == sy):
+            if not related_alike(adm.dependent[x], adm.dependent[y], rx, ry, sx, sy):
                 back = tuple(d for d in (x, y) if b.get(d) != real[d])
                 out.append((back, f"dims {x} and {y} (read by position- or size-dependent "
                                   f"ops) are {rx} and {ry}, replayed at {sx} and {sy}: their "
-                                  f"order changes"))
+                                  f"relation changes"))
     for c in adm.classes:
         if all(b.get(d) == real[d] for d in c.dims):
             continue

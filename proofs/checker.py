@@ -3,7 +3,8 @@
 It imports neither egglog, nor ``rewriting``, nor ``proofs.prover`` (a test runs it in a fresh
 interpreter and inspects ``sys.modules``). Its trusted base is: this module, its own copy of the
 rule table (:mod:`proofs.checker_rules`), the node kernel (:mod:`proofs.kernel`), the scalar
-encoding (:mod:`proofs.smt`) with z3, and the DSL: ``spec_lang.load`` for ``--retrace``, the term IR
+encoding (:mod:`proofs.smt`) with z3, the shape-reduction side conditions
+(:mod:`proofs.admissible`, :mod:`proofs.size_literals`), and the DSL: ``spec_lang.load`` for ``--retrace``, the term IR
 and its reference semantics (``spec_lang.evaluate``, via :mod:`proofs.replay`) to replay a
 refutation.
 
@@ -18,14 +19,17 @@ What it checks, in order (the first failure rejects, with a one-line reason):
    of;
 4. every step, replayed in order: ``rule`` steps re-instantiate the rule's two sides from the
    substitution, match them against the step's nodes and re-evaluate the guard; ``smt`` steps
-   *regenerate* the query from the terms and re-run z3 (the stored text must also equal it);
+   *regenerate* the query from the terms at the binding :mod:`proofs.admissible` recomputes
+   (``docs/soundness.md``; the recorded one must equal it) and re-run z3 (the stored text must
+   also equal it);
    ``rename`` steps are a bijective renaming of inputs of an earlier step; ``cut`` steps
    instantiate a lemma over fresh ``cut:`` variables and rewrite with one premise per cut point
    (looked-up nodes only: the checker adds no node);
 5. every obligation's proof step proves exactly ``expected == actual``; reused obligations are
    a bijective renaming of inputs of a proved one;
 6. the verdict follows from the obligations (EQUIVALENT only when every one is proved); a NOT
-   EQUIVALENT certificate's replay is re-evaluated and every refuted obligation must diverge;
+   EQUIVALENT certificate's replay is re-evaluated and every refuted obligation must diverge, at
+   a binding the confirmation rule of ``docs/soundness.md`` section 3 allows for its terms;
    an EQUIVALENT certificate with dropout masks records the ``rng:`` assumption (with ``pp > 1``:
    one naming per-stage generators);
 7. with ``--retrace``, the plan file hashes to ``plan.sha256`` and re-tracing it with

@@ -85,8 +85,10 @@ def _confirm(r: Refutation, goals: Sequence[Any], real: Binding, found: Binding,
     names = {g.name for g in r.mismatched}
     bad = [g for g in goals if g.name in names]
     b, why = confirmation_binding(bad, real, found)
-    if dict(b) == {k: int(v) for k, v in found.items()}:
+    if dict(b) == {k: int(v) for k, v in found.items()} and \
+            replay_binding_error(bad, real, found) is None:
         return r, {}
+    why = why or [replay_binding_error(bad, real, found) or "the confirmation rule"]
     cost = eval_cost([t for g in bad for t in (g.expected, g.actual)], b)
     sizes = ", ".join(f"{k}={v}" for k, v in found.items() if v != real[k])
     if cost > CONFIRM_MAX_EVAL:

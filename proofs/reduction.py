@@ -15,10 +15,12 @@ so every member ``d`` becomes ``size(d) / U * m`` and every block structure is k
   reduces at least 3 per unit (:func:`min_sizes`): enough for every case the op distinguishes
   (``k - 1`` and ``k + 1`` selected; a block of 2 where ``sum - max - min`` is 0);
 * *size-dependent* dims (read by ``DIM_SIZE``, ``CAUSAL_MASK``, ``ROPE_*``, ``ONE_HOT``,
-  ``TOPK_MASK``, ``SHIFT``, or the range of an index input) keep their order and equality
-  relations with each other (``V2 < V`` stays ``V2 < V``, two causal masks over dims of different
-  sizes stay different), and their divisibility relations when that costs at most twice the
-  elements; dims of equal real size among them scale together;
+  ``TOPK_MASK``, ``SHIFT``, or the range of an index input) keep their equality relations with
+  each other (two causal masks over dims of different sizes stay different), and, where they
+  share an ordered kind of :func:`proofs.admissible.size_kinds` (positions compared with values:
+  ``V2 < V`` stays ``V2 < V``; RoPE frequency dims), their order, and their divisibility when
+  that costs at most twice the elements; dims of equal real size among them scale together (the
+  relations Rule L of ``docs/soundness.md`` requires of a confirmation);
 * a dim never grows past its real size.
 
 :func:`reduce_mesh` goes further for the refuter only: it also shrinks the mesh axes (and ``mb``)
@@ -37,14 +39,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from proofs.admissible import ORDERED_KINDS, related_alike, size_kinds
 from spec_lang.term import Binding, Op, Term, term, varying_axes, walk
 
 __all__ = ["MESH_AXES", "reduce_binding", "min_sizes", "MeshReduction", "reduce_mesh",
-           "eval_cost", "AXIS_LEAST", "AXIS_MAX_REPS", "SIZE_DEPENDENT"]
+           "eval_cost", "AXIS_LEAST", "AXIS_MAX_REPS"]
 
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")
-SIZE_DEPENDENT = (Op.DIM_SIZE, Op.CAUSAL_MASK, Op.ROPE_COS, Op.ROPE_SIN, Op.ONE_HOT,
-                  Op.TOPK_MASK, Op.SHIFT)
 MAX_LEAST = 3   # elements per unit of a dim a REDUCE_MAX reduces
 
 
@@ -70,7 +71,11 @@ class _Group:
     dims: list[str]
     unit: int
     least: int = 1          # least m
-    dependent: bool = False  # a member is size-dependent
+    kinds: frozenset[str] = frozenset()   # size_kinds of the members (empty: not dependent)
+
+    @property
+    def dependent(self) -> bool:
+        return bool(self.kinds)
 
 
 def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
@@ -84,7 +89,7 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
         return n
 
     blocks: dict[str, int] = defaultdict(int)
-    dependent: set[str] = set()
+    kinds: dict[str, set[str]] = defaultdict(set)
     least_el: dict[str, int] = dict(min_sizes(roots))   # elements in the whole dim
     least_unit: dict[str, int] = {}                     # elements per unit
     for t in walk(roots):
@@ -103,13 +108,11 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
             case Op.REDUCE_MAX:
                 for d in t.attrs[0]:
                     least_unit[d] = MAX_LEAST
-            case Op.INPUT if len(t.attrs) > 3:
-                dependent.add(t.attrs[3])
-            case Op.CAUSAL_MASK | Op.ROPE_COS | Op.ROPE_SIN:
-                dependent.update(t.attrs[:2])
-            case _ if t.op in SIZE_DEPENDENT:
-                dependent.add(t.attrs[0])
-    names = [n for n in binding if n not in MESH_AXES and (n in blocks or n in dependent)]
+            case _:
+                pass
+        for d, kind in size_kinds(t.op.name, t.attrs):
+            kinds[d].add(kind)
+    names = [n for n in binding if n not in MESH_AXES and (n in blocks or n in kinds)]
     for n in names:
         find(n)
     members: dict[str, list[str]] = defaultdict(list)
@@ -123,7 +126,8 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
             if n in least_el:
                 least = max(least, -(-least_el[n] * unit // binding[n]))
             least = max(least, least_unit.get(n, 1))
-        out.append(_Group(sorted(ms), unit, least, any(n in dependent for n in ms)))
+        out.append(_Group(sorted(ms), unit, least,
+                          frozenset().union(*(kinds.get(n, set()) for n in ms))))
     # size-dependent classes of equal real sizes shrink together (their equality is kept)
     dep = [g for g in out if g.dependent]
     merged: list[_Group] = [g for g in out if not g.dependent]
@@ -134,7 +138,7 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
         for h in same:
             dep.remove(h)
             g = _Group(sorted(g.dims + h.dims), math.gcd(g.unit, h.unit),
-                       max(g.least, h.least), True)
+                       max(g.least, h.least), g.kinds | h.kinds)
         if same:
             dep.append(g)
         else:
@@ -147,7 +151,7 @@ def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
     """A binding with the same mesh axes and reduced dims (see the module docstring)."""
     roots = list(roots)
     sizes = dict(binding)
-    done: list[tuple[int, int]] = []   # (real, reduced) of size-dependent dims placed so far
+    done: list[tuple[int, int, frozenset[str]]] = []   # size-dependent dims placed so far
 
     def m0(g: _Group) -> int:
         if g.unit == math.gcd(*(binding[n] for n in g.dims)):   # never cut by a shard or chunk
@@ -161,33 +165,42 @@ def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
         m = m0(g)
         if g.dependent:
             m = _related(g, binding, m, done)
-            done += [(binding[n], binding[n] // g.unit * m) for n in g.dims]
+            done += [(binding[n], binding[n] // g.unit * m, g.kinds) for n in g.dims]
         for n in g.dims:
             sizes[n] = binding[n] // g.unit * m
     return Binding(sizes)
 
 
-def _related(g: _Group, binding: Binding, m: int, done: list[tuple[int, int]]) -> int:
-    """The least ``m' >= m`` at which every member keeps its order and equality relations with
-    the size-dependent dims placed so far (divisibility too, within twice that); ``g.unit`` (the
-    real sizes) when none does."""
+def _related(g: _Group, binding: Binding, m: int, done: list[tuple[int, int, frozenset[str]]]
+             ) -> int:
+    """The least ``m' >= m`` at which every member keeps, with the size-dependent dims placed so
+    far, the relations :func:`proofs.admissible.related_alike` requires (divisibility too where
+    they share an ordered kind, within twice that); ``g.unit`` (the real sizes) when none does."""
     lo, hi = m, g.unit
     for n in g.dims:
         r, q = binding[n], binding[n] // g.unit
-        for ra, sa in done:
+        for ra, sa, ka in done:
+            if not ka & g.kinds & ORDERED_KINDS:
+                continue
             if ra < r:
                 lo = max(lo, sa // q + 1)
             elif ra > r:
                 hi = min(hi, -(-sa // q) - 1)
-    if lo > hi:
-        return g.unit
+
+    def alike(m2: int) -> bool:
+        return all(related_alike(g.kinds, ka, binding[n], ra, binding[n] // g.unit * m2, sa)
+                   for n in g.dims for ra, sa, ka in done)
 
     def divides_alike(m2: int) -> bool:
         return all((binding[n] % ra == 0) == ((binding[n] // g.unit * m2) % sa == 0) and
                    (ra % binding[n] == 0) == (sa % (binding[n] // g.unit * m2) == 0)
-                   for n in g.dims for ra, sa in done)
+                   for n in g.dims for ra, sa, ka in done if ka & g.kinds & ORDERED_KINDS)
 
-    return next((m2 for m2 in range(lo, min(hi, 2 * lo) + 1) if divides_alike(m2)), lo)
+    first = next((m2 for m2 in range(lo, hi + 1) if alike(m2)), None)
+    if first is None:
+        return g.unit
+    return next((m2 for m2 in range(first, min(hi, 2 * first) + 1)
+                 if alike(m2) and divides_alike(m2)), first)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def worlds(draw) -> World:
     s = draw(st.integers(2, 5))
     v = draw(st.integers(3, 7))
     r1 = draw(st.integers(1, 3))
-    return World({"B": 2 * draw(st.integers(1, 4)), "H": draw(st.integers(2, 6)), "S": s,
+    return World({"B": 2 * draw(st.integers(1, 4)), "H": 2 * draw(st.integers(1, 3)), "S": s,
                   "T": draw(st.integers(2, 5)), "T2": s, "V": v,
                   "V2": draw(st.integers(1, v - 1)), "C": draw(st.integers(1, s)),
                   "R1": r1, "R2": 2 * r1})
@@ -99,7 +99,7 @@ def random_term(draw, depth: int = 3) -> Term:
             return const(draw(st.sampled_from([Fraction(1, 2), 2, -1, 3])))
         return dim_size(draw(st.sampled_from(["B", "H"])))
     a = draw(random_term(depth - 1))
-    kind = draw(st.integers(0, 10))
+    kind = draw(st.integers(0, 16))
     names = [s.name for s in a.dims]
     if kind == 0:
         op = draw(st.sampled_from(UNARY))
@@ -126,7 +126,37 @@ def random_term(draw, depth: int = 3) -> Term:
         return all_gather(shard(a, "B", "dp"), "dp", "B")
     if kind == 10:
         return all_reduce(part(a, "dp"), "dp")
+    if kind == 11:        # position- and size-dependent scalars
+        return mul(a, draw(st.sampled_from(SIZE_SCALARS)))
+    if kind == 12:        # a label filter / a one-hot lookup over B
+        return mul(a, einsum(("B",), one_hot(LAB, draw(st.sampled_from(["V", "V2"])))))
+    if kind == 13 and "H" in names:
+        sel = term(Op.TOPK_MASK, (a,), ("H", 1), a.dims)
+        return mul(a, term(Op.STOP_GRAD, (sel,), (), a.dims))
+    if kind == 14 and "B" in names:
+        return term(Op.SHIFT, (a,), ("B",), a.dims)
+    if kind == 15 and "H" in names:   # swap the two halves of H (a block permutation)
+        h = [term(Op.CHUNK, (a,), ("H", 2, i), tuple(DimSpec("H", ("#%d/2" % i,))
+                                                     if s.name == "H" else s for s in a.dims))
+             for i in (1, 0)]
+        blocks = [term(Op.RENAME, (h[j],), ("H", "H"),
+                       tuple(DimSpec("H", ("#%d/2" % j,)) if s.name == "H" else s
+                             for s in a.dims)) for j in (0, 1)]
+        return term(Op.CONCAT, tuple(blocks), ("H",), a.dims)
+    if kind == 16 and "B" in names:   # reduce-scatter of a partial sum, gathered back
+        rs = term(Op.REDUCE_SCATTER, (part(a, "dp"),), ("dp", "B"),
+                  tuple(DimSpec("B", ("dp",)) if s.name == "B" else s for s in a.dims))
+        return all_gather(rs, "dp", "B")
     return a
+
+
+def _rope_scalar() -> Term:
+    t = term(Op.ROPE_SIN, (), ("S", "R1", Fraction(100)), (DimSpec("S"), DimSpec("R1")))
+    return einsum((), t)
+
+
+SIZE_SCALARS = (einsum((), term(Op.CAUSAL_MASK, (), ("S", "T2"), (DimSpec("S"), DimSpec("T2")))),
+                term(Op.DIM_SIZE, (), ("S",), ()), _rope_scalar())
 
 
 def equal_variant(t: Term) -> Term:
@@ -184,8 +214,9 @@ def _own_times_sum() -> tuple[Term, Term]:
 
 
 def _max_after_sum() -> tuple[Term, Term]:
+    # max(p1^2 - p2, 0) = max(2 sum_{i<j} u_i u_j, 0): 0 at one element, not at two
     p1, p2 = total(U, "H"), total(power(U, 2), "H")
-    return maximum(sub(power(p1, 2), mul(const(2), p2)), const(0)), const(0)
+    return maximum(sub(power(p1, 2), p2), const(0)), const(0)
 
 
 def _count_literal(w: World) -> tuple[Term, Term]:
