@@ -55,8 +55,6 @@ _PASS = frozenset({"NEG", "CAST", "STOP_GRAD", "RENAME", "CHUNK", "PERMUTE", "SH
 # functions of one row only: allowed on unsummed values; value at the zero row
 _VANISH_AT_0 = frozenset({"RECIP", "LOG", "SQRT", "RSQRT", "TANH", "SILU", "GELU"})
 _NOT_TOTAL = frozenset({"RECIP", "LOG", "SQRT", "RSQRT"})
-_ROW_LOCAL = frozenset({"EXP", "SIGMOID", "MAXIMUM", "WHERE", "REDUCE_MAX", "ONE_HOT",
-                        "TOPK_MASK"}) | _VANISH_AT_0
 
 
 ORDERED_KINDS = frozenset({"index"})
@@ -206,11 +204,9 @@ class _Classes:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def _dim_refs(op: str, attrs: tuple[Any, ...], dims: Any, child_dims: list[Any]) -> list[str]:
-    """Every dim name a node mentions (its dims, its operands' dims, dims named by attrs)."""
+def _dim_refs(op: str, attrs: tuple[Any, ...], dims: Any) -> list[str]:
+    """Every dim name a node mentions (its dims and the dims its attrs name)."""
     out = [n for n, _ in dims]
-    for d in child_dims:
-        out += [n for n, _ in d]
     if op in ("DIM_SIZE", "ONE_HOT", "TOPK_MASK", "SHIFT", "PERMUTE") and attrs:
         out.append(attrs[0])
     elif op == "INPUT" and len(attrs) > 3:
@@ -242,7 +238,7 @@ def analyse(nodes: Sequence[Any], roots: Sequence[int], binding: Mapping[str, in
     uf = _Classes()
     for i in order:
         op, args, attrs, dims = nodes[i]
-        for n in _dim_refs(op, attrs, dims, []):
+        for n in _dim_refs(op, attrs, dims):
             uf.find(n)
         if op == "RENAME":
             uf.union(attrs[0], attrs[1])
