@@ -358,8 +358,9 @@ class _Run:
         for g in open_:  # 3b. z3 on the rest, at the sizes docs/soundness.md allows
             rest = [(e, a) for e, a in pairs[g.name] if (id(e), id(a)) not in leaf]
             for e, a in rest:
-                if z3.binding(e, a)[0] is None:
-                    failed_at[g.name] = z3.binding(e, a)[1]
+                b, why = z3.binding(e, a)
+                if b is None:
+                    failed_at[g.name] = why
                     break
             else:
                 queries.extend((g.name, e, a) for e, a in rest)

@@ -45,6 +45,7 @@ class Z3Fallback:
         self.jobs, self.worker_memory_gb = jobs, worker_memory_gb
         self.left, self.timed_out, self.progress = left, timed_out, progress
         self.bindings: dict[Key, dict[str, int]] = {}
+        self.refused: dict[Key, str] = {}       # pairs not attempted -> why
         self._costs: dict[tuple[tuple[str, int], ...], _SmtCost] = {}
         self.reduced_used = False   # some step runs below the real sizes (needs ASSUMPTION)
 
@@ -53,10 +54,13 @@ class Z3Fallback:
         key = (id(e), id(a))
         if key in self.bindings:
             return self.bindings[key], ""
+        if key in self.refused:
+            return None, self.refused[key]
         try:
             adm = analyse(self.table.nodes, [self.node(e), self.node(a)], self.real)
         except AdmissibilityError as err:
-            return None, f"z3 on {e.op.name} vs {a.op.name}: {err}"
+            self.refused[key] = f"z3 on {e.op.name} vs {a.op.name}: {err}"
+            return None, self.refused[key]
         b = proof_binding(adm, self.real)
         bk = tuple(sorted(b.items()))
         cost = self._costs.setdefault(bk, _SmtCost(Binding(b)))
@@ -64,8 +68,9 @@ class Z3Fallback:
             fixed = adm.fixed_reasons()
             where = ("; ".join(fixed[:2]) + ", and at those sizes the query") if fixed else \
                 "at the sizes the shape-reduction theorem allows, the query"
-            return None, (f"z3 on {e.op.name} vs {a.op.name} not attempted: {where} exceeds "
-                          f"{SMT_MAX_ELEMENTS} scalar terms")
+            self.refused[key] = (f"z3 on {e.op.name} vs {a.op.name} not attempted: {where} "
+                                 f"exceeds {SMT_MAX_ELEMENTS} scalar terms")
+            return None, self.refused[key]
         self.bindings[key] = b
         return b, ""
 
