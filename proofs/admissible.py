@@ -43,7 +43,7 @@ from proofs.size_literals import literal_suspects
 
 __all__ = ["ASSUMPTION", "AdmissibilityError", "Admissibility", "SizeClass", "analyse",
            "proof_binding", "refutation_binding_error", "refutation_problems", "size_kinds",
-           "related_alike", "MESH_AXES", "ORDERED_KINDS"]
+           "related_alike", "smt_binding_error", "replay_error", "MESH_AXES", "ORDERED_KINDS"]
 
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")
 ASSUMPTION = ("shape reduction: smt steps at reduced dim sizes hold at the real sizes by "
@@ -489,3 +489,45 @@ def refutation_problems(adm: Admissibility, real: Mapping[str, int], b: Mapping[
             if lit is not None:
                 out.append((c.dims, f"{lit} (replayed at {d0}={b.get(d0)}, real {real[d0]})"))
     return out
+
+
+# -- the two checks a certificate's checker makes (proofs/checker.py) ----------------------------
+def smt_binding_error(nodes: Sequence[Any], lhs: int, rhs: int, real: Mapping[str, int],
+                      recorded: Mapping[str, int], assumptions: Sequence[str]) -> str | None:
+    """Why an ``smt`` step's recorded binding is not the one the theorem allows for its two
+    terms (recomputed, never taken from the certificate), or why it lacks the assumption; ``None``
+    when it is right."""
+    try:
+        want = proof_binding(analyse(nodes, [lhs, rhs], real), real)
+    except AdmissibilityError as e:
+        return str(e)
+    if dict(recorded) != want:
+        diff = sorted(k for k in set(recorded) | set(want) if recorded.get(k) != want.get(k))
+        return (f"the query's binding gives {', '.join(f'{k}={recorded.get(k)}' for k in diff[:3])}"
+                f" but the shape-reduction theorem allows "
+                f"{', '.join(f'{k}={want.get(k)}' for k in diff[:3])} for these terms")
+    if want != dict(real) and ASSUMPTION not in assumptions:
+        return f"a query at reduced sizes without the assumption '{ASSUMPTION[:40]}...'"
+    return None
+
+
+def replay_error(nodes: Sequence[Any], pairs: Sequence[tuple[str, int, int]],
+                 real: Mapping[str, int], b: Mapping[str, int]) -> str | None:
+    """Why a NOT EQUIVALENT replay at ``b`` of the refuted ``(name, expected, actual)`` pairs is
+    not a divergence at the real sizes (the first pair that fails), or ``None``. The pairs are
+    judged together first: the joint conditions are stricter than each pair's (coarser classes,
+    more literals and relations), so a joint pass is a pass for each."""
+    def rule(ps: Sequence[tuple[str, int, int]]) -> str | None:
+        try:
+            return refutation_binding_error(
+                analyse(nodes, [x for _, e, a in ps for x in (e, a)], real), real, b)
+        except AdmissibilityError as e:
+            return str(e)
+
+    if rule(pairs) is None:
+        return None
+    for p in pairs:
+        err = rule([p])
+        if err is not None:
+            return f"obligation {p[0]}: {err}"
+    return None

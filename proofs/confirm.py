@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proofs.admissible import MESH_AXES, Admissibility, analyse, refutation_binding_error, \
-    refutation_problems
+from proofs.admissible import MESH_AXES, Admissibility, analyse, refutation_problems, \
+    replay_error
 from proofs.kernel import NodeTable, from_terms
 from proofs.reduction import MeshReduction, eval_cost
 from proofs.refute import Refutation, refute, refute_reduced_mesh
@@ -69,16 +69,13 @@ def confirmation_binding(goals: Sequence[Any], real: Binding, found: Mapping[str
 
 def replay_binding_error(goals: Sequence[Any], real: Mapping[str, int],
                          b: Mapping[str, int]) -> str | None:
-    """The checker's rule on a NOT EQUIVALENT replay binding, goal by goal (``None``: allowed).
-    The goals are first judged together: the joint conditions are stricter than each goal's
-    (coarser classes, more literals and relations), so a joint pass is a pass for each."""
-    if refutation_binding_error(_analyse(goals, real), real, b) is None:
-        return None
-    for g in goals:
-        err = refutation_binding_error(_analyse([g], real), real, b)
-        if err is not None:
-            return f"{g.name}: {err}"
-    return None
+    """The checker's rule on a NOT EQUIVALENT replay binding (:func:`proofs.admissible.
+    replay_error`; ``None``: allowed)."""
+    roots: list[Term] = [t for g in goals for t in (g.expected, g.actual)]
+    table = NodeTable()
+    ids = from_terms(table, roots)
+    return replay_error(table.nodes, [(g.name, ids[id(g.expected)], ids[id(g.actual)])
+                                      for g in goals], real, b)
 
 
 def _confirm(r: Refutation, goals: Sequence[Any], real: Binding, found: Binding,
