@@ -28,7 +28,7 @@ from proofs.obligations import group_identical
 from proofs.reduction import MESH_AXES, eval_cost, reduce_binding, reduce_mesh
 from proofs.refute import Refutation, asymmetry_note, refute
 from proofs.smt_fallback import ASSUMPTION as SHAPE_REDUCTION, Z3Fallback
-from spec_lang.term import Binding, Op, Term, varying_axes, walk
+from spec_lang.term import Binding, Op, Term, walk
 
 __all__ = ["prove", "Report", "GoalResult", "VERDICTS"]
 
