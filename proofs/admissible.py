@@ -64,8 +64,8 @@ def size_kinds(op: str, attrs: tuple[Any, ...]) -> list[tuple[str, str]]:
     """``(dim, kind)`` for each dim whose size or positions the op reads: ``index`` (positions
     that values are compared with, or that become values: ONE_HOT, an index input's range,
     CAUSAL_MASK, whose counts a plan may use as indices), ``rope seq``, ``rope half``, ``topk``,
-    ``shift``, ``size`` (DIM_SIZE). Dims sharing an ordered kind keep their order under
-    reduction; any two keep their equality (docs/soundness.md, Rule L)."""
+    ``shift``, ``size`` (DIM_SIZE). Dims sharing a kind keep their equality under reduction, and
+    their order when the kind is ordered (docs/soundness.md, Rule L)."""
     if op == "DIM_SIZE":
         return [(attrs[0], "size")]
     if op == "CAUSAL_MASK":
@@ -84,10 +84,12 @@ def size_kinds(op: str, attrs: tuple[Any, ...]) -> list[tuple[str, str]]:
 def related_alike(kinds_a: frozenset[str], kinds_b: frozenset[str], ra: int, rb: int,
                   sa: int, sb: int) -> bool:
     """Do reduced sizes ``sa, sb`` keep the relation of real sizes ``ra, rb`` that Rule L needs:
-    equality always, order when the dims share an ordered kind."""
-    if (ra == rb) != (sa == sb):
+    dims that play a common role (share a kind) keep their equality, and their order when the
+    role is ordered (``index``)."""
+    common = kinds_a & kinds_b
+    if common and (ra == rb) != (sa == sb):
         return False
-    return not (kinds_a & kinds_b & ORDERED_KINDS) or (ra < rb) == (sa < sb)
+    return not (common & ORDERED_KINDS) or (ra < rb) == (sa < sb)
 
 
 class AdmissibilityError(ValueError):

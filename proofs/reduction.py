@@ -11,16 +11,16 @@ so every member ``d`` becomes ``size(d) / U * m`` and every block structure is k
 * a class never cut by a shard or chunk gets ``m = base`` (3 by default: odd, so that an
   unintended split shows); a sharded one 2 elements per unit while the largest member stays
   under ``cheap`` elements, else 1;
-* a dim a ``TOPK_MASK`` selects along keeps at least ``k + 2`` elements, a dim a ``REDUCE_MAX``
-  reduces at least 3 per unit (:func:`min_sizes`): enough for every case the op distinguishes
+* a dim a ``TOPK_MASK`` selects along keeps at least ``k + 2`` elements (:func:`min_sizes`), and
+  every block a ``REDUCE_MAX`` reduces at least 3: enough for every case the op distinguishes
   (``k - 1`` and ``k + 1`` selected; a block of 2 where ``sum - max - min`` is 0);
 * *size-dependent* dims (read by ``DIM_SIZE``, ``CAUSAL_MASK``, ``ROPE_*``, ``ONE_HOT``,
-  ``TOPK_MASK``, ``SHIFT``, or the range of an index input) keep their equality relations with
-  each other (two causal masks over dims of different sizes stay different), and, where they
-  share an ordered kind of :func:`proofs.admissible.size_kinds` (positions compared with values:
-  ``V2 < V`` stays ``V2 < V``; RoPE frequency dims), their order, and their divisibility when
-  that costs at most twice the elements; dims of equal real size among them scale together (the
-  relations Rule L of ``docs/soundness.md`` requires of a confirmation);
+  ``TOPK_MASK``, ``SHIFT``, or the range of an index input) that play a common role (share a
+  kind of :func:`proofs.admissible.size_kinds`) keep their equality relations (two causal masks
+  over dims of different sizes stay different; two RoPE half dims), and, for index-like dims
+  (positions compared with values), their order (``V2 < V`` stays ``V2 < V``) and their
+  divisibility when that costs at most twice the elements; dims of equal real size among them
+  scale together (the relations Rule L of ``docs/soundness.md`` requires of a confirmation);
 * a dim never grows past its real size.
 
 :func:`reduce_mesh` goes further for the refuter only: it also shrinks the mesh axes (and ``mb``)
@@ -46,7 +46,7 @@ __all__ = ["MESH_AXES", "reduce_binding", "min_sizes", "MeshReduction", "reduce_
            "eval_cost", "AXIS_LEAST", "AXIS_MAX_REPS"]
 
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")
-MAX_LEAST = 3   # elements per unit of a dim a REDUCE_MAX reduces
+MAX_LEAST = 3   # elements in every block a REDUCE_MAX reduces
 
 
 def _axis_size(binding: Mapping[str, int], a: str) -> int:
@@ -91,7 +91,7 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
     blocks: dict[str, int] = defaultdict(int)
     kinds: dict[str, set[str]] = defaultdict(set)
     least_el: dict[str, int] = dict(min_sizes(roots))   # elements in the whole dim
-    least_unit: dict[str, int] = {}                     # elements per unit
+    max_blocks: dict[str, int] = {}     # dim -> largest shard product of a block a max reduces
     for t in walk(roots):
         for d in t.dims:
             if d.name in binding:
@@ -107,7 +107,8 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
                 blocks[d.name] = math.gcd(blocks[d.name], binding[d.name] // p)
             case Op.REDUCE_MAX:
                 for d in t.attrs[0]:
-                    least_unit[d] = MAX_LEAST
+                    p = math.prod(_axis_size(binding, a) for a in t.args[0].dim(d).shards)
+                    max_blocks[d] = max(max_blocks.get(d, 1), p)
             case _:
                 pass
         for d, kind in size_kinds(t.op.name, t.attrs):
@@ -125,7 +126,8 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
         for n in ms:
             if n in least_el:
                 least = max(least, -(-least_el[n] * unit // binding[n]))
-            least = max(least, least_unit.get(n, 1))
+            if n in max_blocks:    # MAX_LEAST elements in every block a max reduces
+                least = max(least, -(-MAX_LEAST * max_blocks[n] * unit // binding[n]))
         out.append(_Group(sorted(ms), unit, least,
                           frozenset().union(*(kinds.get(n, set()) for n in ms))))
     # size-dependent classes of equal real sizes shrink together (their equality is kept)
