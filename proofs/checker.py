@@ -5,7 +5,8 @@ never runs the plan file in its own process (a test runs it in a fresh interpret
 inspects ``sys.modules``). Its trusted base (``docs/trusted-base.md``) is: this module, its own
 copy of the rule table (:mod:`proofs.checker_rules`), the node kernel (:mod:`proofs.kernel`,
 :mod:`proofs.exact_numbers`), the scalar encoding (:mod:`proofs.smt`) with z3, the rational
-identities (:mod:`proofs.cas`), the re-trace (:mod:`proofs.retrace`, :mod:`proofs.isolation`,
+identities (:mod:`proofs.cas`), the shape-reduction side conditions
+(:mod:`proofs.admissible`, :mod:`proofs.size_literals`), the re-trace (:mod:`proofs.retrace`, :mod:`proofs.isolation`,
 :mod:`proofs.problem_data`, with :mod:`proofs.rng` and :mod:`proofs.reduction` for the RNG
 obligation), and the DSL's term IR and reference semantics (``spec_lang.term``,
 ``spec_lang.evaluate``, via :mod:`proofs.replay`) to replay a refutation.
@@ -21,14 +22,17 @@ What it checks, in order (the first failure rejects, with a one-line reason):
    of;
 4. every step, replayed in order: ``rule`` steps re-instantiate the rule's two sides from the
    substitution, match them against the step's nodes and re-evaluate the guard; ``smt`` steps
-   *regenerate* the query from the terms and re-run z3 (the stored text must also equal it);
+   *regenerate* the query from the terms at the binding :mod:`proofs.admissible` recomputes
+   (``docs/soundness.md``; the recorded one must equal it) and re-run z3 (the stored text must
+   also equal it);
    ``rename`` steps are a bijective renaming of inputs of an earlier step; ``cut`` steps
    instantiate a lemma over fresh ``cut:`` variables and rewrite with one premise per cut point
    (looked-up nodes only: the checker adds no node);
 5. every obligation's proof step proves exactly ``expected == actual``; reused obligations are
    a bijective renaming of inputs of a proved one;
 6. the verdict follows from the obligations (EQUIVALENT only when every one is proved); a NOT
-   EQUIVALENT certificate's replay is re-evaluated and every refuted obligation must diverge;
+   EQUIVALENT certificate's replay is re-evaluated and every refuted obligation must diverge, at
+   a binding the confirmation rule of ``docs/soundness.md`` section 3 allows for its terms;
    an EQUIVALENT certificate with dropout masks records the ``rng:`` assumption (with ``pp > 1``:
    one naming per-stage generators);
 7. unless ``--no-retrace``, the plan file hashes to ``plan.sha256`` and re-tracing it in a
@@ -408,13 +412,16 @@ class _Checker:
     def smt(self, where: str, st: dict[str, Any], lhs: int, rhs: int) -> None:
         from proofs.smt import SmtError, build_query, run_query
 
+        from proofs.admissible import smt_binding_error
+
         b = st.get("binding")
         if not isinstance(b, dict) or not all(isinstance(v, int) and v > 0 for v in b.values()):
             raise _fail(f"{where}: bad binding")
-        for ax in ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard"):
-            if ax in self.binding and b.get(ax) != self.binding[ax]:
-                raise _fail(f"{where}: mesh axis {ax} has size {b.get(ax)} in the query but "
-                            f"{self.binding[ax]} in the plan (only dims may be reduced)")
+        # recomputed from the terms and the real binding (docs/soundness.md), never trusted
+        err = smt_binding_error(self.t.nodes, lhs, rhs, self.binding, b,
+                                self.cert.get("assumptions", ()))
+        if err is not None:
+            raise _fail(f"{where}: {err}")
         try:
             q = build_query(self.t, lhs, rhs, b)
         except SmtError as e:
@@ -631,6 +638,15 @@ def _check_refutation(cert: Mapping[str, Any], table: NodeTable, chk: _Checker,
             raise _fail(f"the replay binding gives mesh axis {ax} size {b[ax]}, the plan "
                         f"{real[ax]} (only dims may be reduced)")
     by_name = {o["name"]: o for o in refuted}
+    # a divergence below the real sizes counts only where docs/soundness.md section 3 makes it
+    # one at the real sizes: recomputed from the refuted obligations' terms
+    from proofs.admissible import replay_error
+
+    err = replay_error(table.nodes, [(o["name"], o["expected"], o["actual"]) for o in refuted],
+                       real, b)
+    if err is not None:
+        raise _fail(f"the replay binding is not one at which a divergence is one at the real "
+                    f"sizes: {err}")
     proved_pairs = {(st["lhs"], st["rhs"]) for st in chk.steps}
     for o in refuted:
         e, a = o["expected"], o["actual"]
