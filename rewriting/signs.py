@@ -28,10 +28,13 @@ fact of real arithmetic:
 * ``POW(x, e)``: ``x^e`` of each sign of ``x`` where it is defined (an even integer power of a
   nonzero sign is ``+``); ``RECIP``, ``SQRT``, ``RSQRT`` are the powers ``-1``, ``1/2``, ``-1/2``;
 * ``EINSUM``: the product of the operands, summed over the contracted dims (a sum of one or more
-  terms of one sign set: ``+`` stays ``+``, ``{0, +}`` stays ``{0, +}``); and the *mask total*:
-  when some operand is a whole ``mask`` input (its own, unsliced ``INPUT`` node) all of whose
-  dims are contracted and every other operand is ``+``, the sum is ``+`` (the mask has a 1).
-  A per-sequence, per-rank (``SHARD``), per-micro-batch or per-chunk count is *not* a mask total;
+  terms of one sign set: ``+`` stays ``+``, ``{0, +}`` stays ``{0, +}``); a factor repeated ``m``
+  times (in ``MUL`` too) is its ``m``-th power (``x * x >= 0``). The sum is ``+`` when every
+  operand but one is ``+`` and that one has a 1 in every summed row: a whole ``mask`` input all
+  of whose dims are summed (the *mask total*: the mask has a 1), or an unsliced ``CAUSAL_MASK``
+  summed over one of its dims (the diagonal), ``ONE_HOT`` of an ``index`` input summed over its
+  range, ``TOPK_MASK`` with ``k >= 1`` summed over its dim (an eligibility operand covering too). A per-sequence, per-rank
+  (``SHARD``), per-micro-batch or per-chunk count is *not* a mask total;
 * ``ALL_REDUCE`` sum, ``REDUCE_SCATTER``: a sum of one or more copies;
 * an ``assumed`` term (a spec denominator's normal form) excludes ``0`` (``+`` for a radicand or
   a ``LOG`` argument) and is defined.
@@ -62,7 +65,7 @@ from spec_lang.term import Binding, Op, Term
 
 __all__ = ["NEG", "ZERO", "POS", "ANY", "NONZERO", "NONNEG", "Signs", "SignedBinding",
            "requirement", "CONTEXT_FREE", "signs_for", "product_keeps_definedness",
-           "pow_pow_keeps_definedness", "iter_partial"]
+           "pow_pow_keeps_definedness", "iter_partial", "assumed_closure"]
 
 NEG, ZERO, POS = 1, 2, 4
 ANY = NEG | ZERO | POS
@@ -182,10 +185,13 @@ class Signs:
         assumed: ``{term: allowed}``: terms the spec's domain makes nonzero (``NONZERO``) or
             positive (``POS``): the normal forms of the spec's own denominators that the input
             domains do not already settle (the prover lists them with the verdict).
+        mask_total: use the mask domain's "the batch has a token" (False: only arithmetic; the
+            prover uses it to tell which spec denominators rest on that declaration).
     """
 
-    def __init__(self, assumed: Mapping[Term, int] | None = None):
+    def __init__(self, assumed: Mapping[Term, int] | None = None, *, mask_total: bool = True):
         self.assumed: dict[Term, int] = dict(assumed or {})
+        self.mask_total = mask_total
         self._sign: dict[Term, int] = {}
         self._defined: dict[Term, bool] = {}
 
@@ -260,10 +266,7 @@ class Signs:
             case Op.NEG:
                 return (a[0] & ZERO) | (POS if a[0] & NEG else 0) | (NEG if a[0] & POS else 0), ok
             case Op.MUL:
-                s = POS
-                for x in a:
-                    s = _mul2(s, x)
-                return s, ok
+                return _product(t.args, sg), ok
             case Op.ADD:
                 s = a[0]
                 for x in a[1:]:
@@ -281,7 +284,7 @@ class Signs:
             case Op.SHIFT:
                 return a[0] | ZERO, ok
             case Op.EINSUM:
-                return self._einsum(t, a), ok
+                return self._einsum(t), ok
             case Op.ALL_REDUCE:
                 return (_sum_of_copies(a[0]) if t.attrs[1] == "sum" else a[0]), ok
             case Op.REDUCE_SCATTER:
@@ -292,18 +295,58 @@ class Signs:
                 return NONNEG, ok
         return ANY, ok   # ROPE_COS / ROPE_SIN, PART, REGION: nothing known
 
-    def _einsum(self, t: Term, a: list[int]) -> int:
+    def _einsum(self, t: Term) -> int:
         out = set(t.attrs[0])
-        prod = POS
-        for x in a:
-            prod = _mul2(prod, x)
+        prod = _product(t.args, self._sign)
         contracted = {d.name for x in t.args for d in x.dims} - out
         if not contracted:
             return prod
-        for k, x in enumerate(t.args):
-            if _is_mask_total_operand(x, out) and all(s == POS for j, s in enumerate(a) if j != k):
-                return POS   # a whole mask summed over all its dims: the batch has a token
+        factors, stack = [], list(t.args)   # MUL operands spliced: sum(exp(s) * causal_mask)
+        while stack:
+            x = stack.pop()
+            if x.op is Op.MUL:
+                stack.extend(x.args)
+            else:
+                factors.append(x)
+        rest = [x for x in factors if self._sign[x] != POS]
+        if len(rest) == 1:   # one 0/1 factor with a 1 in every summed row, the others > 0
+            x = rest[0]
+            if (self.mask_total and _is_mask_total_operand(x, out)) or _covering(x, contracted):
+                return POS
         return _sum_of_copies(prod)
+
+
+def _product(args: tuple[Term, ...], sign: Mapping[Term, int]) -> int:
+    """Signs of a product; a factor repeated ``m`` times is its ``m``-th power (``x*x >= 0``)."""
+    count: dict[int, list] = {}
+    for x in args:
+        g = count.setdefault(id(x), [x, 0])
+        g[1] += 1
+    s = POS
+    for x, m in count.values():
+        s = _mul2(s, _pow_sign(sign[x], Fraction(m)))
+    return s
+
+
+def _covering(x: Term, contracted: set[str]) -> bool:
+    """A whole (unsliced) 0/1 table with a 1 in every row along a summed dim: ``CAUSAL_MASK``
+    (its diagonal ``k = q``), ``ONE_HOT`` of an ``index`` input over its own range, ``TOPK_MASK``
+    with ``k >= 1`` (and an eligibility operand, if any, that is itself covering)."""
+    while x.op is Op.STOP_GRAD or x.op is Op.CAST:
+        x = x.args[0]
+    if any(d.shards for d in x.dims):
+        return False
+    match x.op:
+        case Op.CAUSAL_MASK:
+            return x.attrs[0] in contracted or x.attrs[1] in contracted
+        case Op.ONE_HOT:
+            idx = x.args[0]
+            return (x.attrs[0] in contracted and idx.op is Op.INPUT and idx.attrs[2] == "index"
+                    and len(idx.attrs) > 3 and idx.attrs[3] == x.attrs[0])
+        case Op.TOPK_MASK:   # an eligibility operand must itself have a 1 in every row
+            return (x.attrs[0] in contracted and int(x.attrs[1]) >= 1
+                    and (len(x.args) == 1 or _covering(x.args[1], {x.attrs[0]})))
+    return False
 
 
 CONTEXT_FREE = Signs()
@@ -376,3 +419,25 @@ def iter_partial(roots: Iterable[Term]) -> Iterable[tuple[Term, Term, int]]:
             yield t, t.args[0], requirement(e)
         elif t.op is Op.LOG:
             yield t, t.args[0], POS
+
+
+def assumed_closure(entries: Iterable[tuple[Term, int]]) -> dict[Term, int]:
+    """``{term: allowed}`` for assumed spec denominators ``(term, allowed)``, plus the factors of
+    an assumed nonzero product and the bases of its nonzero powers, as nonzero (a product of
+    defined factors is 0 only if a factor is). ``proofs/checker_signs.py`` derives the same."""
+    out: dict[Term, int] = {}
+    for t, r in entries:
+        out[t] = out.get(t, ANY) & r
+    for n in list(out):
+        if out[n] & ZERO:
+            continue
+        stack = [n]
+        while stack:
+            x = stack.pop()
+            if x.op is Op.MUL:
+                stack.extend(c for c in x.args if c.op is not Op.CONST)
+            elif x.op is Op.POW and Fraction(x.attrs[0]) != 0:
+                stack.append(x.args[0])
+            elif x is not n:
+                out[x] = out.get(x, ANY) & NONZERO
+    return out
