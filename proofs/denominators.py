@@ -43,15 +43,17 @@ class SpecDenominators:
 
     assumed: list[tuple[Term, int]] = field(default_factory=list)    # (argument, requirement)
     declared: list[tuple[Term, str]] = field(default_factory=list)   # (argument, mask name)
+    masks: list[str] = field(default_factory=list)                   # the spec's mask inputs
 
     def assumption_lines(self) -> list[str]:
-        """The verdict's assumptions about denominators (replacing the old blanket sentence)."""
+        """The verdict's assumptions about denominators (replacing the old blanket sentence):
+        the mask domain as declared, and the spec denominators assumed."""
         out = []
-        masks = sorted({m for _, m in self.declared})
-        if masks:
+        if self.masks:
             shown = ", ".join(dict.fromkeys(describe(d) for d, _ in self.declared))
-            out.append(f"the mask domain: {', '.join(masks)} has a 1 (the batch has a token), "
-                       f"so the spec's denominators {_cap(shown)} are > 0")
+            out.append(f"the mask domain: {', '.join(self.masks)} has a 1 (the batch has a "
+                       f"token)" + (f", so the spec's denominators {_cap(shown)} are > 0"
+                                    if shown else ""))
         if self.assumed:
             items = [f"{describe(d)} {_REL[r]}" for d, r in self.assumed]
             more = f" (and {len(items) - MAX_LISTED} more)" if len(items) > MAX_LISTED else ""
@@ -69,7 +71,8 @@ def spec_denominators(spec_roots: Sequence[Term]) -> SpecDenominators:
     need: dict[Term, int] = {}
     for _, d, r in iter_partial(spec_roots):
         need[d] = need.get(d, ANY) & r
-    out = SpecDenominators()
+    out = SpecDenominators(masks=sorted({str(t.attrs[0]) for t in walk(list(spec_roots))
+                                         if t.op is Op.INPUT and t.attrs[2] == "mask"}))
     for d, r in need.items():
         if not full.sign(d) & ~r and full.defined(d):
             if arith.sign(d) & ~r:   # its own sign rests on the mask's declaration
