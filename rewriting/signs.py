@@ -57,6 +57,7 @@ nodes.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
@@ -187,13 +188,16 @@ class Signs:
             domains do not already settle (the prover lists them with the verdict).
         mask_total: use the mask domain's "the batch has a token" (False: only arithmetic; the
             prover uses it to tell which spec denominators rest on that declaration).
+        weak: memoise in weak dicts (a module-level instance must not keep terms alive).
     """
 
-    def __init__(self, assumed: Mapping[Term, int] | None = None, *, mask_total: bool = True):
+    def __init__(self, assumed: Mapping[Term, int] | None = None, *, mask_total: bool = True,
+                 weak: bool = False):
         self.assumed: dict[Term, int] = dict(assumed or {})
         self.mask_total = mask_total
-        self._sign: dict[Term, int] = {}
-        self._defined: dict[Term, bool] = {}
+        # weak: a long-lived instance (CONTEXT_FREE) must not keep every term it saw alive
+        self._sign: Any = weakref.WeakKeyDictionary() if weak else {}
+        self._defined: Any = weakref.WeakKeyDictionary() if weak else {}
 
     # -- queries ----------------------------------------------------------------------------
     def sign(self, t: Term) -> int:
@@ -349,7 +353,7 @@ def _covering(x: Term, contracted: set[str]) -> bool:
     return False
 
 
-CONTEXT_FREE = Signs()
+CONTEXT_FREE = Signs(weak=True)
 """Facts from the input domains alone (no spec denominator assumed): shared, memoised."""
 
 
