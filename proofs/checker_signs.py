@@ -275,23 +275,29 @@ class Signs:
         return _sum_of_copies(prod)
 
     def _covering(self, c: int, summed: set[str]) -> bool:
-        """An unsliced 0/1 table with a 1 in every row along a summed dim (CAUSAL_MASK's
-        diagonal, ONE_HOT of an index input over its range, TOPK_MASK with k >= 1)."""
+        """A 0/1 table with a 1 in every row along a summed, unsharded dim (CAUSAL_MASK's
+        diagonal, ONE_HOT of an index input over its range, TOPK_MASK with k >= 1); its other
+        dims may be sliced (SHARD / CHUNK select rows), any dim permuted."""
         nodes = self.t.nodes
-        while nodes[c][0] in ("STOP_GRAD", "CAST"):
+        rows = ("SHARD", "CHUNK", "PERMUTE")
+        while (nodes[c][0] in rows and nodes[c][2][0] not in summed) \
+                or nodes[c][0] in ("PERMUTE", "STOP_GRAD", "CAST"):   # permuted: same 1s
             c = nodes[c][1][0]
         op, args, at, dims = nodes[c]
-        if any(sh for _, sh in dims):
-            return False
+        spec = dict(dims)
         if op == "CAUSAL_MASK":
             return at[0] in summed or at[1] in summed
         if op == "ONE_HOT":
-            iop, _, iat, _ = nodes[args[0]]
-            return (at[0] in summed and iop == "INPUT" and len(iat) > 3 and iat[2] == "index"
-                    and iat[3] == at[0])
+            i = args[0]
+            while nodes[i][0] in rows:
+                i = nodes[i][1][0]
+            iop, _, iat, _ = nodes[i]
+            return (at[0] in summed and not spec.get(at[0]) and iop == "INPUT" and len(iat) > 3
+                    and iat[2] == "index" and iat[3] == at[0])
         if op == "TOPK_MASK":
             k = at[1] if len(at) > 1 else 0
-            return (at[0] in summed and isinstance(k, int) and not isinstance(k, bool) and k >= 1
+            return (at[0] in summed and not spec.get(at[0]) and isinstance(k, int)
+                    and not isinstance(k, bool) and k >= 1
                     and (len(args) == 1 or self._covering(args[1], {at[0]})))
         return False
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rewriting.signs import CONTEXT_FREE, iter_partial
+from rewriting.signs import CONTEXT_FREE, POS, iter_partial_node
 from spec_lang.term import Binding, Op, Term, walk
 
 __all__ = ["needs_edges", "edge_cases", "EDGE_DRAWS_MAX"]
@@ -34,10 +34,50 @@ __all__ = ["needs_edges", "edge_cases", "EDGE_DRAWS_MAX"]
 EDGE_DRAWS_MAX = 8
 
 
-def needs_edges(actual: Term) -> bool:
-    """The plan side has a partial op whose argument the input domains do not show to fit."""
-    return any(CONTEXT_FREE.sign(d) & ~r or not CONTEXT_FREE.defined(d)
-               for _, d, r in iter_partial([actual]))
+def needs_edges(actuals: Sequence[Term]) -> list[bool]:
+    """Per plan term: it has a partial op whose argument may not fit on a domain-valid input
+    (one walk over the shared DAG). The input domains decide (:mod:`rewriting.signs`), and a
+    token count all-reduced over every axis that shards the mask is the whole mask's total
+    (what normalisation would show): ``all_reduce(sum(mask[B on this dp rank]), dp)`` fits."""
+    below: dict[int, bool] = {}
+    covers: dict[int, frozenset[str] | None] = {}
+    for t in walk(list(actuals)):
+        covers[id(t)] = _missing_axes(t, covers)
+        own = False
+        for _, d, r in iter_partial_node(t):
+            own = bool(CONTEXT_FREE.sign(d) & ~r) and not (covers[id(d)] == frozenset()
+                                                          and r & POS)
+        below[id(t)] = own or any(below[id(c)] for c in t.args)
+    return [below[id(t)] for t in actuals]
+
+
+def _missing_axes(t: Term, covers: dict[int, frozenset[str] | None]) -> frozenset[str] | None:
+    """For a positive multiple of a sum of whole-mask shares: the mesh axes whose all-reduce is
+    still missing (empty: the whole mask's total, > 0); else None."""
+    if t.op is Op.ALL_REDUCE and t.attrs[1] == "sum":
+        m = covers[id(t.args[0])]
+        return None if m is None else m - {t.attrs[0]}
+    if t.op is Op.EINSUM:
+        shares = [covers_share(x, set(t.attrs[0])) for x in t.args]
+        hit = [k for k, m in enumerate(shares) if m is not None]
+        if len(hit) == 1 and all(CONTEXT_FREE.sign(x) == POS
+                                 for k, x in enumerate(t.args) if k != hit[0]):
+            return shares[hit[0]]
+    return None
+
+
+def covers_share(x: Term, out: set[str]) -> frozenset[str] | None:
+    """``x`` is a mask input under ``SHARD`` s and ``PERMUTE`` s only, all its dims summed (not in
+    ``out``): the axes of those shards."""
+    axes: list[str] = []
+    while x.op is Op.SHARD or x.op is Op.PERMUTE:   # a permutation keeps the total
+        if x.op is Op.SHARD:
+            axes.append(x.attrs[1])
+        x = x.args[0]
+    if x.op is Op.INPUT and x.attrs[2] == "mask" and x.dims and \
+            not any(d.name in out for d in x.dims):
+        return frozenset(axes)
+    return None
 
 
 def edge_cases(roots: Sequence[Term], binding: Binding) -> list[dict[str, Any]]:

@@ -128,7 +128,7 @@ def _edge_search(goals: Sequence[Any], reduced: Binding, seed: int,
     """Evaluate the goals whose plan side may divide by 0 on each edge case (``proofs.edges``);
     the first edge case on which some goal diverges (its spec finite) is returned, the goals
     recorded in ``bad``."""
-    todo = [g for g in goals if needs_edges(g.actual)]
+    todo = [g for g, need in zip(goals, needs_edges([g.actual for g in goals])) if need]
     if not todo:
         return None
     roots = [t for g in todo for t in (g.expected, g.actual)]

@@ -31,9 +31,10 @@ fact of real arithmetic:
   terms of one sign set: ``+`` stays ``+``, ``{0, +}`` stays ``{0, +}``); a factor repeated ``m``
   times (in ``MUL`` too) is its ``m``-th power (``x * x >= 0``). The sum is ``+`` when every
   operand but one is ``+`` and that one has a 1 in every summed row: a whole ``mask`` input all
-  of whose dims are summed (the *mask total*: the mask has a 1), or an unsliced ``CAUSAL_MASK``
-  summed over one of its dims (the diagonal), ``ONE_HOT`` of an ``index`` input summed over its
-  range, ``TOPK_MASK`` with ``k >= 1`` summed over its dim (an eligibility operand covering too). A per-sequence, per-rank
+  of whose dims are summed (the *mask total*: the mask has a 1), or a ``CAUSAL_MASK`` summed
+  over one of its dims (the diagonal), ``ONE_HOT`` of an ``index`` input summed over its range,
+  ``TOPK_MASK`` with ``k >= 1`` summed over its dim (an eligibility operand covering too), the
+  summed dim whole (unsharded) and the other dims possibly sliced or permuted (rows selected). A per-sequence, per-rank
   (``SHARD``), per-micro-batch or per-chunk count is *not* a mask total;
 * ``ALL_REDUCE`` sum, ``REDUCE_SCATTER``: a sum of one or more copies;
 * an ``assumed`` term (a spec denominator's normal form) excludes ``0`` (``+`` for a radicand or
@@ -66,7 +67,7 @@ from spec_lang.term import Binding, Op, Term
 
 __all__ = ["NEG", "ZERO", "POS", "ANY", "NONZERO", "NONNEG", "Signs", "SignedBinding",
            "requirement", "CONTEXT_FREE", "signs_for", "product_keeps_definedness",
-           "pow_pow_keeps_definedness", "iter_partial", "assumed_closure"]
+           "pow_pow_keeps_definedness", "iter_partial", "iter_partial_node", "assumed_closure"]
 
 NEG, ZERO, POS = 1, 2, 4
 ANY = NEG | ZERO | POS
@@ -332,23 +333,32 @@ def _product(args: tuple[Term, ...], sign: Mapping[Term, int]) -> int:
     return s
 
 
+_ROWS = frozenset({Op.SHARD, Op.CHUNK, Op.PERMUTE})   # select or reorder blocks along a dim
+
+
 def _covering(x: Term, contracted: set[str]) -> bool:
-    """A whole (unsliced) 0/1 table with a 1 in every row along a summed dim: ``CAUSAL_MASK``
-    (its diagonal ``k = q``), ``ONE_HOT`` of an ``index`` input over its own range, ``TOPK_MASK``
-    with ``k >= 1`` (and an eligibility operand, if any, that is itself covering)."""
-    while x.op is Op.STOP_GRAD or x.op is Op.CAST:
+    """A 0/1 table with a 1 in every row along a summed dim that is whole (unsharded): a
+    ``CAUSAL_MASK`` (its diagonal ``k = q``), a ``ONE_HOT`` of an ``index`` input over its own
+    range, a ``TOPK_MASK`` with ``k >= 1`` (and an eligibility operand, if any, that is itself
+    covering). Its other dims may be sliced (``SHARD``, ``CHUNK``: that only selects rows), any dim
+    permuted (``PERMUTE`` reorders rows or the entries of a row); ``STOP_GRAD`` and ``CAST`` are
+    seen through."""
+    while (x.op in _ROWS and x.attrs[0] not in contracted
+           or x.op in (Op.PERMUTE, Op.STOP_GRAD, Op.CAST)):   # a permuted row keeps its 1s
         x = x.args[0]
-    if any(d.shards for d in x.dims):
-        return False
     match x.op:
         case Op.CAUSAL_MASK:
             return x.attrs[0] in contracted or x.attrs[1] in contracted
         case Op.ONE_HOT:
             idx = x.args[0]
-            return (x.attrs[0] in contracted and idx.op is Op.INPUT and idx.attrs[2] == "index"
+            while idx.op in _ROWS:
+                idx = idx.args[0]
+            return (x.attrs[0] in contracted and not x.dim(x.attrs[0]).shards
+                    and idx.op is Op.INPUT and idx.attrs[2] == "index"
                     and len(idx.attrs) > 3 and idx.attrs[3] == x.attrs[0])
-        case Op.TOPK_MASK:   # an eligibility operand must itself have a 1 in every row
-            return (x.attrs[0] in contracted and int(x.attrs[1]) >= 1
+        case Op.TOPK_MASK:
+            return (x.attrs[0] in contracted and not x.dim(x.attrs[0]).shards
+                    and int(x.attrs[1]) >= 1
                     and (len(x.args) == 1 or _covering(x.args[1], {x.attrs[0]})))
     return False
 
@@ -418,11 +428,16 @@ def iter_partial(roots: Iterable[Term]) -> Iterable[tuple[Term, Term, int]]:
     from spec_lang.term import walk
 
     for t in walk(list(roots)):
-        e = _exponent(t)
-        if e is not None and requirement(e) != ANY:
-            yield t, t.args[0], requirement(e)
-        elif t.op is Op.LOG:
-            yield t, t.args[0], POS
+        yield from iter_partial_node(t)
+
+
+def iter_partial_node(t: Term) -> Iterable[tuple[Term, Term, int]]:
+    """``(t, argument, requirement)`` if ``t`` itself is a partial op, else nothing."""
+    e = _exponent(t)
+    if e is not None and requirement(e) != ANY:
+        yield t, t.args[0], requirement(e)
+    elif t.op is Op.LOG:
+        yield t, t.args[0], POS
 
 
 def assumed_closure(entries: Iterable[tuple[Term, int]]) -> dict[Term, int]:
