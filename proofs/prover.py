@@ -174,7 +174,7 @@ class _Run:
         self.dens: Any = None         # proofs.denominators.SpecDenominators (reduce_shapes)
         self.assumed_signs: Any = None  # rewriting.signs.Signs with the assumed denominators
         self.denominator_entries: list[dict[str, Any]] = []   # the certificate's denominators
-        self.goal_signs: dict[str, Any] = {}   # goal -> the Signs its normal forms rest on
+        self.goal_signs: dict[int, Any] = {}   # id(goal) -> the Signs its normal forms rest on
         self.cutting = False          # goals are proved through cut lemmas (self.cut)
         self.refuted_whole = False    # the whole-program refuter has run
         self.cut_state: Any = None
@@ -415,7 +415,7 @@ class _Run:
         from proofs.normal import normalise_goals
 
         open_ = [g for g in self.goals if g.name in self.nf and g.status == "open"
-                 and g.name not in self.goal_signs]
+                 and id(g) not in self.goal_signs]
         if not self.dens.assumed or not open_ or self.timed_out():
             return
         if self.assumed_signs is None:
@@ -429,7 +429,7 @@ class _Run:
         for g in redo:
             self.nf.pop(g.name, None)
             g.reason = ""
-            self.goal_signs[g.name] = self.assumed_signs
+            self.goal_signs[id(g)] = self.assumed_signs
         res = normalise_goals([(g.name, g.expected, g.actual) for g in redo], self.p.binding,
                               self.steps, self.node, progress=self.progress,
                               deadline=self.deadline, signs=self.assumed_signs)
@@ -477,7 +477,7 @@ class _Run:
 
         keep = []
         for g in open_:  # both sides of a cas / smt step must be defined on the spec's domain
-            sg = self.goal_signs.get(g.name, CONTEXT_FREE)
+            sg = self.goal_signs.get(id(g), CONTEXT_FREE)
             bad = next((x for e, a in pairs[g.name] for x in (e, a) if not sg.defined(x)), None)
             if bad is None:
                 keep.append(g)
