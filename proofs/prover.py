@@ -426,13 +426,20 @@ class _Run:
         for g in members:
             g.reuses = None
         redo = open_ + members
+        # from the first pass's normal forms where there are some (its steps hold under more
+        # facts too, and the normal forms are small), else from the goal's terms
+        start = {g.name: self.nf.pop(g.name, None) for g in redo}
         for g in redo:
-            self.nf.pop(g.name, None)
             g.reason = ""
             self.goal_signs[id(g)] = self.assumed_signs
-        res = normalise_goals([(g.name, g.expected, g.actual) for g in redo], self.p.binding,
-                              self.steps, self.node, progress=self.progress,
+        res = normalise_goals([(g.name, *(start[g.name][:2] if start[g.name] else
+                                         (g.expected, g.actual))) for g in redo],
+                              self.p.binding, self.steps, self.node, progress=self.progress,
                               deadline=self.deadline, signs=self.assumed_signs)
+        for name, (ne, na, se, sa) in list(res.chains.items()):
+            if start[name] is not None:
+                res.chains[name] = (ne, na, self.steps.trans([start[name][2], se]),
+                                    self.steps.trans([start[name][3], sa]))
         self._take_normal_forms(redo, res)
         self.smt_fallback([g for g in redo if g.name in self.nf and g.status == "open"])
 
