@@ -227,6 +227,9 @@ def certificate_of(report: Any) -> dict[str, Any]:
         "plan_sha256": roots_hash(hashes, [(o["name"], o["actual"]) for o in obligations],
                                   binding),
         "assumptions": list(report.assumptions),
+        # spec denominators assumed nonzero, each with its proof d == nf (proofs/checker_signs.py)
+        **({"denominators": list(report.denominators)}
+           if getattr(report, "denominators", None) else {}),
         "binding": binding,
         "reduced_binding": {k: int(v) for k, v in report.reduced.items()},
         "nodes": t.to_json(),

@@ -21,7 +21,10 @@ What it checks, in order (the first failure rejects, with a one-line reason):
    and of the binding (its dims / all of it); the ruleset is the one this checker holds a copy
    of;
 4. every step, replayed in order: ``rule`` steps re-instantiate the rule's two sides from the
-   substitution, match them against the step's nodes and re-evaluate the guard; ``smt`` steps
+   substitution, match them against the step's nodes and re-evaluate the guard (a step that
+   merges or drops a power must keep both sides defined at the same inputs of the spec's domain,
+   from sign facts the checker derives itself, :mod:`proofs.checker_signs`; the spec's assumed
+   denominators are checked first and a proof resting on them is never renamed); ``smt`` steps
    *regenerate* the query from the terms at the binding :mod:`proofs.admissible` recomputes
    (``docs/soundness.md``; the recorded one must equal it) and re-run z3 (the stored text must
    also equal it);
@@ -53,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from proofs.checker_rules import RULES, RULESET, RuleMismatch, instantiate_and_match, varying_table
+from proofs.checker_signs import DenominatorError, Signs, assumed_denominators
 from proofs.errors import CertificateError, MalformedCertificate
 from proofs.kernel import (
     KernelError, KernelMalformed, NodeTable, check_sizes, decode_attr, node_hash_table,
@@ -162,6 +166,11 @@ class _Checker:
         self.smt_count = 0
         self.varying = varying_table(table)
         self._cut_free: list[bool] | None = None
+        # sign facts (proofs/checker_signs.py): the input domains alone, and with the spec's
+        # assumed denominators; dep[k]: step k rests on an assumed denominator
+        self.signs_free = Signs(table)
+        self.signs_full = self.signs_free
+        self.dep: list[bool] = []
 
     def node(self, i: Any, where: str) -> int:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.t):
@@ -175,14 +184,16 @@ class _Checker:
             where = f"step {k} ({st.get('kind')})"
             lhs = self.node(st.get("lhs"), where + " lhs")
             rhs = self.node(st.get("rhs"), where + " rhs")
+            dep = False
             match st.get("kind"):
                 case "refl":
                     if lhs != rhs:
                         raise _fail(f"{where}: refl between different nodes {lhs} and {rhs}")
                 case "rule":
-                    self.rule(where, st, lhs, rhs)
+                    dep = self.rule(where, st, lhs, rhs)
                 case "congr":
                     self.congr(where, k, st, lhs, rhs)
+                    dep = any(self.dep[a] for a in st["args"] if a is not None)
                 case "trans":
                     chain = st.get("steps")
                     if not isinstance(chain, list) or not chain:
@@ -195,22 +206,29 @@ class _Checker:
                         if self.steps[a]["rhs"] != self.steps[b]["lhs"]:
                             raise _fail(f"{where}: step {a} ends at node {self.steps[a]['rhs']} "
                                         f"but step {b} starts at node {self.steps[b]['lhs']}")
+                    dep = any(self.dep[a] for a in chain)
                 case "sym":
                     s = st.get("of")
                     self.earlier(s, k, where)
                     if (self.steps[s]["lhs"], self.steps[s]["rhs"]) != (rhs, lhs):
                         raise _fail(f"{where}: step {s} does not prove node {rhs} == node {lhs}")
+                    dep = self.dep[s]
                 case "smt":
+                    dep = self.defined_sides(where, lhs, rhs)
                     self.smt(where, st, lhs, rhs)
                 case "cas":
                     from proofs.cas import cas_identity
 
+                    dep = self.defined_sides(where, lhs, rhs)
                     why = cas_identity(self.t, lhs, rhs)
                     if why is not None:
                         raise _fail(f"{where}: nodes {lhs} and {rhs}: {why}")
                 case "rename":
                     s = st.get("of")
                     self.earlier(s, k, where)
+                    if self.dep[s]:
+                        raise _fail(f"{where}: step {s} rests on an assumed spec denominator, "
+                                    f"which a renaming of inputs does not carry")
                     src = (self.steps[s]["lhs"], self.steps[s]["rhs"])
                     why = _renaming_ok(self.t, src, (lhs, rhs))
                     if why is not None:
@@ -218,9 +236,20 @@ class _Checker:
                                     f"(node {src[0]} == node {src[1]}): {why}")
                 case "cut":
                     self.cut(where, k, st, lhs, rhs)
+                    dep = self.dep[st["lemma"]] or any(self.dep[c["premise"]] for c in st["cuts"])
                 case other:
                     raise _fail(f"{where}: unknown step kind {other!r}")
+            self.dep.append(dep)
 
+    def defined_sides(self, where: str, lhs: int, rhs: int) -> bool:
+        """Both sides of a cas / smt step are defined on the spec's domain (an identity of
+        rational functions holds where its denominators are nonzero). Returns whether that
+        rests on an assumed spec denominator."""
+        for signs, dep in ((self.signs_free, False), (self.signs_full, True)):
+            if signs.defined(lhs) and signs.defined(rhs):
+                return dep
+        raise _fail(f"{where}: nodes {lhs} and {rhs}: a denominator (or radicand, log "
+                    f"argument) is not shown nonzero on the spec's domain")
     # -- obligation cutting -------------------------------------------------------------------
     def cut_free(self) -> list[bool]:
         """Per node: no ``INPUT`` named ``cut:...`` is reachable from it (once, bottom-up)."""
@@ -383,7 +412,7 @@ class _Checker:
             if (self.steps[s]["lhs"], self.steps[s]["rhs"]) != (c1, c2):
                 raise _fail(f"{where}: step {s} does not prove child {j}: node {c1} == node {c2}")
 
-    def rule(self, where: str, st: dict[str, Any], lhs: int, rhs: int) -> None:
+    def rule(self, where: str, st: dict[str, Any], lhs: int, rhs: int) -> bool:
         name = st.get("rule")
         rule = RULES.get(name) if isinstance(name, str) else None
         if rule is None:
@@ -405,9 +434,18 @@ class _Checker:
         except KernelError as e:
             raise _fail(f"{where}: substitution: {e}") from None
         try:
-            instantiate_and_match(rule, subst, self.t, self.binding, lhs, rhs, self.varying)
+            instantiate_and_match(rule, subst, self.t, self.binding, lhs, rhs, self.varying,
+                                  self.signs_free)
+            return False
+        except RuleMismatch as e:
+            if self.signs_full is self.signs_free:
+                raise _fail(f"{where}: rule {name}: {e}") from None
+        try:   # with the spec's assumed denominators: the step rests on them
+            instantiate_and_match(rule, subst, self.t, self.binding, lhs, rhs, self.varying,
+                                  self.signs_full)
         except RuleMismatch as e:
             raise _fail(f"{where}: rule {name}: {e}") from None
+        return True
 
     def smt(self, where: str, st: dict[str, Any], lhs: int, rhs: int) -> None:
         from proofs.smt import SmtError, build_query, run_query
@@ -554,8 +592,20 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
         raise _fail(f"ruleset {rs.get('name')} {rs.get('version')} "
                     f"(sha256 {str(rs.get('sha256'))[:12]}...) is not this checker's "
                     f"{RULESET['name']} {RULESET['version']} ({RULESET['sha256'][:12]}...)")
-    # 4. steps
+    # 4. steps (the spec's assumed denominators first: proofs/checker_signs.py)
+    spec_roots = [o["expected"] for o in obligations if chk.cut_free()[o["expected"]]]
+    try:
+        assumed, den_proofs = assumed_denominators(table, cert.get("denominators"), spec_roots,
+                                                   chk.steps)
+    except DenominatorError as e:
+        raise _fail(f"denominators: {e}") from None
+    if assumed:
+        chk.signs_full = Signs(table, assumed)
     chk.replay()
+    for s in sorted(den_proofs):
+        if chk.dep[s]:
+            raise _fail(f"denominators: step {s} (a spec denominator's normal form) itself rests "
+                        f"on an assumed denominator")
     # 5. obligations
     by_name = {o["name"]: o for o in obligations}
     proved = 0
@@ -580,6 +630,11 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
             why = _renaming_ok(table, (src["expected"], src["actual"]), (o["expected"], o["actual"]))
             if why is not None:
                 raise _fail(f"{where}: not a renaming of {src['name']}: {why}")
+            sp = src.get("proof")
+            if isinstance(sp, int) and not isinstance(sp, bool) and 0 <= sp < len(chk.dep) \
+                    and chk.dep[sp]:
+                raise _fail(f"{where}: {src['name']}'s proof rests on an assumed spec "
+                            f"denominator, which a renaming of inputs does not carry")
             proved += 1
         elif m in ("open", "refuted"):
             if not o.get("reason"):
@@ -666,7 +721,7 @@ def _check_refutation(cert: Mapping[str, Any], table: NodeTable, chk: _Checker,
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            vals = replay(pairs, b, seed)
+            vals = replay(pairs, b, seed, rp.get("edge"))   # a domain-valid edge case or None
             diffs = [differs(de, da) for _, de, da in vals]
     except REPLAY_ERRORS as e:
         raise _fail(f"the replay cannot be evaluated: {_one_line(e)}") from None

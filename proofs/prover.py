@@ -76,6 +76,8 @@ class Report:
     executor: dict[str, Any] = field(default_factory=dict)  # proofs.executor.ExecutorStats
     # obligation cutting: lemma obligations total / by rewriting / by z3 / reused / open, cuts
     lemma_counts: dict[str, int] = field(default_factory=dict)
+    # the spec denominators assumed nonzero, as certificate entries (proofs/denominators.py)
+    denominators: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -132,6 +134,7 @@ def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
         run.phase("reuse", run.group_identical)   # identical obligations are proved once
         run.phase("rewrite", run.normalise)       # 2. certified normal forms
         run.phase("smt", run.smt_fallback)        # 3. egglog oracle, then Z3 on open goals
+        run.phase("rewrite", run.normalise_assuming)  # 3a. with the spec's assumed denominators
         if run.cutting:
             run.phase("rewrite", run.retry_whole)  # 3b. premises that failed cut: whole
     report = run.phase("verdict", run.verdict)    # 4. EQUIVALENT / NOT EQUIVALENT / UNKNOWN
@@ -162,6 +165,10 @@ class _Run:
         self._z3: Z3Fallback | None = None   # the z3 fallback (proofs/smt_fallback.py)
         self.assumptions = list(getattr(problem, "assumptions", ()))
         self.mesh = {a: int(n) for a, n in problem.binding.items() if a in MESH_AXES}
+        self.dens: Any = None         # proofs.denominators.SpecDenominators (reduce_shapes)
+        self.assumed_signs: Any = None  # rewriting.signs.Signs with the assumed denominators
+        self.denominator_entries: list[dict[str, Any]] = []   # the certificate's denominators
+        self.goal_signs: dict[int, Any] = {}   # id(goal) -> the Signs its normal forms rest on
         self.cutting = False          # goals are proved through cut lemmas (self.cut)
         self.refuted_whole = False    # the whole-program refuter has run
         self.cut_state: Any = None
@@ -187,6 +194,11 @@ class _Run:
 
     # -- 1. refute ----------------------------------------------------------------------------
     def reduce_shapes(self) -> None:
+        from proofs.denominators import spec_denominators
+
+        # the spec's denominators: settled by the input domains, or assumed (listed)
+        self.dens = spec_denominators([g.expected for g in self.goals])
+        self.assumptions.extend(self.dens.assumption_lines())
         roots = [t for g in self.goals for t in (g.expected, g.actual)]
         self.reduced = reduce_binding(roots, self.p.binding)
         # the refuter's search runs on a reduced mesh too (docs/rank-symmetry.md)
@@ -311,6 +323,46 @@ class _Run:
             self.table, self.node, jobs=self.jobs, executor=self.executor,
             worker_memory_gb=self.worker_memory_gb, progress=self.progress,
             deadline=self.deadline, stats=self.exec_stats)
+        self._take_normal_forms(todo, res)
+
+    def normalise_assuming(self) -> None:
+        """Goals still open after the proofs, normalised again with the spec's assumed
+        denominators nonzero (``proofs/denominators.py``), then the z3 / cas fallback on them.
+        Their proofs rest on those assumptions, which a renaming does not carry: goals reusing
+        them are proved on their own here (the checker rejects a rename of such a proof)."""
+        from proofs.denominators import assumed_signs
+        from proofs.normal import normalise_goals
+
+        open_ = [g for g in self.goals if g.name in self.nf and g.status == "open"
+                 and id(g) not in self.goal_signs]
+        if not self.dens.assumed or not open_ or self.timed_out():
+            return
+        if self.assumed_signs is None:
+            self.assumed_signs, self.denominator_entries = assumed_signs(
+                self.dens, self.p.binding, self.steps, self.node, deadline=self.deadline)
+        names = {g.name for g in open_}
+        members = [g for g in self.goals if g.reuses in names and g.status == "open"]
+        for g in members:
+            g.reuses = None
+        redo = open_ + members
+        # from the first pass's normal forms where there are some (its steps hold under more
+        # facts too, and the normal forms are small), else from the goal's terms
+        start = {g.name: self.nf.pop(g.name, None) for g in redo}
+        for g in redo:
+            g.reason = ""
+            self.goal_signs[id(g)] = self.assumed_signs
+        res = normalise_goals([(g.name, *(start[g.name][:2] if start[g.name] else
+                                         (g.expected, g.actual))) for g in redo],
+                              self.p.binding, self.steps, self.node, progress=self.progress,
+                              deadline=self.deadline, signs=self.assumed_signs)
+        for name, (ne, na, se, sa) in list(res.chains.items()):
+            if start[name] is not None:
+                res.chains[name] = (ne, na, self.steps.trans([start[name][2], se]),
+                                    self.steps.trans([start[name][3], sa]))
+        self._take_normal_forms(redo, res)
+        self.smt_fallback([g for g in redo if g.name in self.nf and g.status == "open"])
+
+    def _take_normal_forms(self, todo: list[GoalResult], res: NormaliseResult) -> None:
         self.rule_counts.update(res.rule_counts)
         for g in todo:
             if g.name in res.failed:
@@ -328,11 +380,12 @@ class _Run:
                 g.reason = "normal forms differ: " + _first_difference(nf_e, nf_a)
 
     # -- 3. egglog oracle and Z3 fallback -------------------------------------------------------
-    def smt_fallback(self) -> None:
+    def smt_fallback(self, open_: list[GoalResult] | None = None) -> None:
         """Open goals: exact rational identities (cas) and z3 on the smallest differing subterm
         pairs of the two normal forms; then the egglog oracle, advisory only, for the reason."""
 
-        open_ = [g for g in self.goals if g.name in self.nf and g.status == "open"]
+        if open_ is None:
+            open_ = [g for g in self.goals if g.name in self.nf and g.status == "open"]
         pairs = {g.name: _differing_pairs(*self.nf[g.name][:2]) for g in open_}
         self._discharge(open_, pairs)
         # congruence may split a pair wrongly (MAXIMUM(x, y) vs MAXIMUM(y, x)): retry the
@@ -346,7 +399,18 @@ class _Run:
 
     def _discharge(self, open_: list[GoalResult], pairs: dict[str, list[tuple[Term, Term]]]) -> None:
         from proofs.cas import cas_identity
+        from rewriting.signs import CONTEXT_FREE
 
+        keep = []
+        for g in open_:  # both sides of a cas / smt step must be defined on the spec's domain
+            sg = self.goal_signs.get(id(g), CONTEXT_FREE)
+            bad = next((x for e, a in pairs[g.name] for x in (e, a) if not sg.defined(x)), None)
+            if bad is None:
+                keep.append(g)
+            elif "not shown nonzero" not in g.reason:
+                g.reason += ("; a denominator in the differing subterms is not shown nonzero on "
+                             "the spec's domain (no cas / smt step)")
+        open_ = keep
         leaf: dict[tuple[int, int], int] = {}
         for g in open_:  # 3a. rational identities, replayed by the checker with sympy
             for e, a in pairs[g.name]:
@@ -389,10 +453,6 @@ class _Run:
             g.method = "smt" if g.name in used_smt else "rewrite"
         if z3.reduced_used and SHAPE_REDUCTION not in self.assumptions:
             self.assumptions.append(SHAPE_REDUCTION)
-        cas_note = ("cas steps: the denominators of the rational identities are non-zero where "
-                    "the spec is defined")
-        if any(s["kind"] == "cas" for s in self.steps.steps) and cas_note not in self.assumptions:
-            self.assumptions.append(cas_note)
 
     def consult_oracle(self, goals: list[GoalResult]) -> None:
         """egglog's verdict on goals still open (uncertified: it only explains the reason).
@@ -541,6 +601,7 @@ class _Run:
         self.goals, self.by_name = new, {w.name: w for w in new}
         self.normalise()
         self.smt_fallback()
+        self.normalise_assuming()
         for w in new:
             saved_by[w.name] = w
         self.goals = [saved_by[w.name] for w in saved_goals]
@@ -678,7 +739,8 @@ class _Run:
                       rule_counts=self.rule_counts, binding=self.p.binding, reduced=self.reduced,
                       assumptions=tuple(self.assumptions),
                       problem=self.p, table=self.table, steps=self.steps, node_of=self.node_of,
-                      lemma_counts=dict(getattr(self, "lemma_counts", {})))
+                      lemma_counts=dict(getattr(self, "lemma_counts", {})),
+                      denominators=list(self.denominator_entries))
 
 
 # ---------------------------------------------------------------------------------------------

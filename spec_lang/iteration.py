@@ -36,9 +36,9 @@ __all__ = ["Iteration", "trace_spec", "trace_plan", "build_problem", "DEFAULT_AS
 
 DEFAULT_ASSUMPTIONS: tuple[str, ...] = (
     "equality is over the reals (floating-point effects are the precision lint's job)",
-    "every RECIP argument is nonzero, every LOG / RSQRT argument positive, every SQRT argument "
-    "non-negative (e.g. the token count N = sum(mask) > 0)",
 )
+"""What every verdict assumes. The spec's denominators are not assumed wholesale: the prover
+lists those the input domains do not settle (``proofs/denominators.py``, issue 10)."""
 
 
 @dataclass(frozen=True)
