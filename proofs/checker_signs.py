@@ -277,11 +277,13 @@ class Signs:
     def _covering(self, c: int, summed: set[str]) -> bool:
         """A 0/1 table with a 1 in every row along a summed, unsharded dim (CAUSAL_MASK's
         diagonal, ONE_HOT of an index input over its range, TOPK_MASK with k >= 1); its other
-        dims may be sliced (SHARD / CHUNK select rows), any dim permuted."""
+        dims may be sliced (SHARD / CHUNK select rows), any dim permuted; a one-operand EINSUM (a
+        sum of such a table over other, nonempty dims) is seen through."""
         nodes = self.t.nodes
         rows = ("SHARD", "CHUNK", "PERMUTE")
         while (nodes[c][0] in rows and nodes[c][2][0] not in summed) \
-                or nodes[c][0] in ("PERMUTE", "STOP_GRAD", "CAST"):   # permuted: same 1s
+                or nodes[c][0] in ("PERMUTE", "STOP_GRAD", "CAST") \
+                or (nodes[c][0] == "EINSUM" and len(nodes[c][1]) == 1):   # a partial sum of it
             c = nodes[c][1][0]
         op, args, at, dims = nodes[c]
         spec = dict(dims)

@@ -341,11 +341,13 @@ def _covering(x: Term, contracted: set[str]) -> bool:
     ``CAUSAL_MASK`` (its diagonal ``k = q``), a ``ONE_HOT`` of an ``index`` input over its own
     range, a ``TOPK_MASK`` with ``k >= 1`` (and an eligibility operand, if any, that is itself
     covering). Its other dims may be sliced (``SHARD``, ``CHUNK``: that only selects rows), any dim
-    permuted (``PERMUTE`` reorders rows or the entries of a row); ``STOP_GRAD`` and ``CAST`` are
-    seen through."""
+    permuted (``PERMUTE`` reorders rows or the entries of a row); ``STOP_GRAD``, ``CAST`` and a
+    one-operand ``EINSUM`` (a sum over other, nonempty dims of such a table: B42's
+    ``sum_E sum_T topk_mask``) are seen through."""
     while (x.op in _ROWS and x.attrs[0] not in contracted
-           or x.op in (Op.PERMUTE, Op.STOP_GRAD, Op.CAST)):   # a permuted row keeps its 1s
-        x = x.args[0]
+           or x.op in (Op.PERMUTE, Op.STOP_GRAD, Op.CAST)    # a permuted row keeps its 1s
+           or x.op is Op.EINSUM and len(x.args) == 1):      # a partial sum over nonempty dims
+        x = x.args[0]                                        # of it: every row still sums >= 1
     match x.op:
         case Op.CAUSAL_MASK:
             return x.attrs[0] in contracted or x.attrs[1] in contracted

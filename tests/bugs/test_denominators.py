@@ -148,6 +148,7 @@ def test_a_forged_certificate_cancelling_a_sequence_count_is_rejected(tmp_path, 
     """The old behaviour, reproduced by switching the definedness guard and the refuter off:
     the prover then says EQUIVALENT for the per-sequence plan (``n_b^-1 * n_b`` cancelled); the
     checker, which derives signs with its own code, rejects that certificate."""
+    import proofs.confirm as confirm
     import proofs.prover as prover
     import proofs.refute as refute
     import rewriting.signs as signs
@@ -157,7 +158,8 @@ def test_a_forged_certificate_cancelling_a_sequence_count_is_rejected(tmp_path, 
     monkeypatch.setattr(signs.Signs, "defined", lambda self, t: True)
     nothing = Refutation([], None, {})
     monkeypatch.setattr(prover, "refute", lambda *a, **k: nothing)
-    monkeypatch.setattr(prover, "refute_reduced_mesh", lambda *a, **k: (nothing, None))
+    monkeypatch.setattr(confirm, "refute", lambda *a, **k: nothing)
+    monkeypatch.setattr(confirm, "refute_reduced_mesh", lambda *a, **k: (nothing, None))
     monkeypatch.setattr(refute, "refute_reduced_mesh", lambda *a, **k: (nothing, None))
     report, _, path = _prove("per_sequence", tmp_path)
     assert report.verdict == "EQUIVALENT"          # what the unguarded rules prove

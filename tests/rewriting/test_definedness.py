@@ -178,3 +178,23 @@ def test_checker_signs_agree_with_the_producer(data):
         i = ids[id(t)]
         assert (CONTEXT_FREE.sign(t), CONTEXT_FREE.defined(t)) == \
             (theirs.sign(i), theirs.defined(i)), f"{t!r}"
+
+
+def test_a_sum_of_a_partial_sum_of_a_covering_indicator():
+    """B42's local token count ``sum_E sum_T topk_mask(scores, E, k)`` (the inner sum over this
+    rank's block of T) is > 0 for the producer and the checker; a sum that leaves the covering
+    dim E free, or a top-0 mask, is only >= 0."""
+    scores = fresh(["E", "T"])
+    m = b.shard(b.topk_mask(scores, "E", 1), "T", "ep")
+    per_expert = b.einsum([m], ["E"])                    # sum over this rank's tokens
+    cases = {b.einsum([per_expert], []): POS,            # then over experts: n_local * k
+             per_expert: NONNEG,                         # an expert may get no token
+             b.einsum([b.einsum([b.shard(b.topk_mask(scores, "E", 0), "T", "ep")], ["E"])], []):
+             NONNEG}
+    nodes = walk(list(cases))
+    table, ids = NodeTable(), {}
+    from_terms(table, nodes, ids)
+    theirs = CheckerSigns(table)
+    for t, want in cases.items():
+        assert CONTEXT_FREE.sign(t) == want, f"{t!r}"
+        assert theirs.sign(ids[id(t)]) == want, f"{t!r}"
