@@ -141,7 +141,7 @@ AXIS_ORDER = ("dp", "dp_replicate", "dp_shard", "tp", "pp", "cp", "sp", "mb", "e
 LEAVES = frozenset({"INPUT", "CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST", "CAUSAL_MASK",
                     "ROPE_COS", "ROPE_SIN"})
 ELEMENTWISE = frozenset({"ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW",
-                         "SIGMOID", "SILU", "TANH", "GELU", "MAXIMUM", "WHERE", "CAST",
+                         "SIGMOID", "SILU", "TANH", "GELU", "ERF", "MAXIMUM", "WHERE", "CAST",
                          "STOP_GRAD"})
 
 
@@ -566,6 +566,16 @@ def _einsum_identity(e: Env) -> tuple[Any, Any]:
     x, out = e.t("x"), tuple(e.v("out"))
     e.require(set(out) == e.dimnames(x), "set(out) == dims of x")
     return einsum((x,), out), x
+
+
+# a contraction that sums over nothing is the pointwise product
+@rule("einsum-pointwise", "EINSUM(xs, out) = MUL(xs)",
+      "at least two operands, and out holds every dim of every operand")
+def _einsum_pointwise(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    e.require(len(xs) >= 2 and set(out) == e.dimnames(xs),
+              "at least two operands, and out holds every dim of every operand")
+    return einsum_raw(xs, out), mul(*xs)
 
 
 def _scalar_split(e: Env, xs: tuple[int, ...]) -> tuple[list[int], list[Any]]:

@@ -76,6 +76,29 @@ _rule("einsum-identity", "EINSUM((x,), out) = x", "set(out) == dims of x", {Op.E
       sample=_sample_einsum_identity)
 
 
+def _pointwise_ok(s: Subst, bd: Binding) -> bool:
+    return len(s["xs"]) >= 2 and set(s["out"]) == _dimnames(s["xs"])
+
+
+def _sample_einsum_pointwise(draw: Draw) -> tuple[Term, Binding]:
+    x, y = fresh(draw_dims(draw)), fresh(draw_dims(draw))
+    ops = [x, y] + ([draw_const(draw)] if draw.bool() else [])
+    out = sorted(_dimnames(ops))
+    return _einsum_raw(tuple(ops), tuple(out[::-1] if draw.bool() else out)), \
+        draw_binding(draw)
+
+
+# a contraction that sums over nothing is the pointwise product (issue 12: the vocab-parallel
+# target logit's gradient is MUL(g, onehot) when written as sum(z * onehot) and EINSUM(g, onehot)
+# when written as an einsum): one spelling, MUL
+_rule("einsum-pointwise", "EINSUM(xs, out) = MUL(xs)",
+      "at least two operands, and out holds every dim of every operand", {Op.EINSUM},
+      match=lambda t, bd: ({"xs": t.args, "out": t.attrs[0]}
+                           if _pointwise_ok({"xs": t.args, "out": t.attrs[0]}, bd) else None),
+      lhs=lambda s: _einsum_raw(s["xs"], s["out"]), rhs=lambda s, bd: b.mul(*s["xs"]),
+      guard=_pointwise_ok, sample=_sample_einsum_pointwise)
+
+
 def _scalar_split(xs: tuple[Term, ...]) -> tuple[list[Term], list[Term]]:
     scal: list[Term] = []
     rest: list[Term] = []

@@ -52,6 +52,7 @@ from spec_lang.cp import cp_causal_mask, cp_split
 from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.models.llama import LlamaDims, llama
+from spec_lang.models.protocol import caller_site
 from spec_lang.models.moe import (
     MoEConfig, MoEContext, MoEDims, MoEModel, moe, moe_forward, moe_layer,
 )
@@ -81,23 +82,6 @@ EXPERT_TP_WEIGHTS = ("moe.experts.w1", "moe.experts.w3", "moe.experts.w2",
 """MoE weights consumed inside a TP region (between ``f`` and ``g``)."""
 
 _TP_REGION = ("attn.wq", "attn.wk", "attn.wv", "attn.wo") + EXPERT_TP_WEIGHTS
-
-
-def caller_site() -> str:
-    """``file:line`` of the first frame outside the ``spec_lang`` package (plans included): the
-    user's line that asked for a library plan, for error messages and ``Plan.site``."""
-    import os  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    f = sys._getframe(1)  # noqa: SLF001
-    while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(root + os.sep) and "importlib" not in fn \
-                and not f.f_code.co_filename.startswith("<"):
-            return f"{fn}:{f.f_lineno}"
-        f = f.f_back
-    return "<unknown>:0"
 
 
 def moe_model_of(model: MoEModel | MoEConfig | Spec, what: str = "this plan") -> MoEModel:
