@@ -654,6 +654,156 @@ def _concat_content(e: Env) -> tuple[Any, Any]:
     return concat(xs, d, csh), mul(const(c), concat(tuple(mul(inv, x) for x in xs), d, csh))
 
 
+# ---- completeness rules (issue 12): rewriting/contraction.py, powers.py, unit_axis.py ------
+def _contracted(e: Env, xs: tuple[Any, ...], out: tuple[str, ...]) -> set[str]:
+    return e.dimnames(xs) - set(out)
+
+
+def _unit_dims(e: Env, x: int, names: set[str]) -> set[str]:
+    """Dims among ``names`` that x holds unsharded and that have size 1."""
+    return {n for n, sh in e.dims(x).items() if n in names and not sh and e.b.get(n) == 1}
+
+
+def _is_unit_squeeze(e: Env, x: int) -> bool:
+    if e.op(x) != "EINSUM" or len(e.args(x)) != 1:
+        return False
+    c = _contracted(e, e.args(x), tuple(e.attrs(x)[0]))
+    return _unit_dims(e, e.args(x)[0], c) == c
+
+
+def _squeeze(e: Env, x: int, u: set[str]) -> Any:
+    mine = set(e.dims(x)) & u
+    return einsum((x,), [n for n in e.dims(x) if n not in mine]) if mine else x
+
+
+@rule("einsum-nested", "EINSUM(..EINSUM(zs, o1)..ys.., out) = EINSUM(..zs..ys.., out)",
+      "the dims zs contract occur in no other operand and not in out; the inner EINSUM is not "
+      "a sum over size-1 dims only")
+def _einsum_nested(e: Env) -> tuple[Any, Any]:
+    xs, k, out = e.ts("xs"), e.v("k"), tuple(e.v("out"))
+    e.require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(xs)
+              and e.op(xs[k]) == "EINSUM" and not _is_unit_squeeze(e, xs[k]),
+              "xs[k] is an EINSUM, not a unit squeeze")
+    inner = xs[k]
+    outside = e.dimnames(xs[:k] + xs[k + 1:]) | set(out)
+    e.require(not _contracted(e, e.args(inner), tuple(e.attrs(inner)[0])) & outside,
+              "the inner contracted dims occur nowhere else")
+    return einsum(xs, out), einsum(xs[:k] + e.args(inner) + xs[k + 1:], out)
+
+
+@rule("einsum-unit-dim", "EINSUM(xs, out) = EINSUM(EINSUM((x,), dims(x) - U) for x in xs, out)",
+      "U = the contracted dims of size 1 (unsharded) is non-empty, and the EINSUM is not a sum "
+      "of one operand over dims of U only")
+def _einsum_unit_dim(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    c = _contracted(e, xs, out)
+    u = {n for x in xs for n in _unit_dims(e, x, c)}
+    e.require(bool(u) and not (len(xs) == 1 and u == c), "U non-empty, not a squeeze")
+    return einsum(xs, out), einsum(tuple(_squeeze(e, x, u) for x in xs), out)
+
+
+@rule("reduce-max-unit-dim",
+      "REDUCE_MAX(x, dims) = REDUCE_MAX(EINSUM((x,), dims(x) - U), dims - U)  (no REDUCE_MAX "
+      "when dims = U)", "U = the dims among dims of size 1 (unsharded) is non-empty")
+def _reduce_max_unit_dim(e: Env) -> tuple[Any, Any]:
+    x, dims = e.t("x"), tuple(e.v("dims"))
+    u = _unit_dims(e, x, set(dims))
+    e.require(bool(u), "U non-empty")
+    rest = [n for n in dims if n not in u]
+    sq = _squeeze(e, x, u)
+    return reduce_max(x, dims), (reduce_max(sq, rest) if rest else sq)
+
+
+@rule("einsum-factor-out", "EINSUM(xs, out) = MUL(fs..., EINSUM(rest, out'))  (out' = out "
+      "restricted to the rest)", "fs = the operands with dims, all in out (non-empty); the rest "
+      "is non-empty and sums some dim")
+def _einsum_factor_out(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    keep = set(out)
+    pulled = [x for x in xs if e.dims(x) and set(e.dims(x)) <= keep]
+    rest = tuple(x for x in xs if x not in pulled)
+    e.require(bool(pulled) and bool(rest) and bool(e.dimnames(rest) - keep),
+              "factors constant along the contraction, and a contraction left")
+    have = e.dimnames(rest)
+    return einsum(xs, out), mul(*pulled, einsum(rest, [n for n in out if n in have]))
+
+
+def _positive(v: Any) -> bool:
+    c = num(v)
+    return c > 0 if isinstance(c, Fraction) else bool(_sym(c) > 0)
+
+
+@rule("pow-const-factor", "POW(MUL(.., CONST(c), ..), e) = MUL(CONST(c^e), POW(MUL(..  ..), e))",
+      "e is not an integer and c > 0")
+def _pow_const_factor(e: Env) -> tuple[Any, Any]:
+    xs, k, ex = e.ts("xs"), e.v("k"), num(e.v("e"))
+    e.require(isinstance(ex, Fraction) and ex.denominator != 1, "e is not an integer")
+    e.require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(xs)
+              and len(xs) >= 2 and e.op(xs[k]) == "CONST" and _positive(e.attrs(xs[k])[0]),
+              "xs[k] is a positive constant")
+    rest = xs[:k] + xs[k + 1:]
+    inner = rest[0] if len(rest) == 1 else mul(*rest)
+    c = num_pow(num(e.attrs(xs[k])[0]), ex)
+    return pow_(mul(*xs), ex), mul(const(c), pow_(inner, ex))
+
+
+_GROUP[0] = "collectives"
+
+
+def _unit_axis(e: Env, a: Any) -> bool:
+    return isinstance(a, str) and e.b.get(a) == 1
+
+
+@rule("allreduce-unit-axis", "ALL_REDUCE(x, a, r) = x", "|a| == 1")
+def _allreduce_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, a, r = e.t("x"), e.v("a"), e.v("r")
+    e.require(_unit_axis(e, a), "|a| == 1")
+    return all_reduce(x, a, r), x
+
+
+@rule("part-unit-axis", "PART(x, a) = x", "|a| == 1")
+def _part_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, a = e.t("x"), e.v("a")
+    e.require(_unit_axis(e, a), "|a| == 1")
+    return part(x, a), x
+
+
+@rule("broadcast-unit-axis", "BROADCAST(x, a, src) = x", "|a| == 1")
+def _broadcast_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, a, src = e.t("x"), e.v("a"), e.v("src")
+    e.require(_unit_axis(e, a), "|a| == 1")
+    return P("BROADCAST", (a, src), (x,)), x
+
+
+@rule("einsum-unit-axis",
+      "EINSUM(..SHARD(x_i, d, a)..y_j.., out) = EINSUM(..x_i..y_j.., out)",
+      "|a| == 1; d not in out; the blocks share d's spec; the y_j lack d")
+def _einsum_unit_axis(e: Env) -> tuple[Any, Any]:
+    xs, mask, d, a, out = e.ts("xs"), _mask(e), e.v("d"), e.v("a"), tuple(e.v("out"))
+    e.require(_unit_axis(e, a) and d not in out and len(xs) == len(mask) and any(mask),
+              "|a| == 1, d not in out")
+    specs = {e.dims(x).get(d) for x, m in zip(xs, mask) if m}
+    e.require(len(specs) == 1 and None not in specs
+              and not any(d in e.dims(x) for x, m in zip(xs, mask) if not m),
+              "the blocks share d's spec; the other operands lack d")
+    return einsum(_join(xs, mask, d, a), out), einsum(xs, out)
+
+
+@rule("reduce-max-unit-axis", "REDUCE_MAX(SHARD(x, d, a), dims) = REDUCE_MAX(x, dims)",
+      "|a| == 1 and d in dims")
+def _reduce_max_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, d, a, dims = e.t("x"), e.v("d"), e.v("a"), tuple(e.v("dims"))
+    e.require(_unit_axis(e, a) and d in dims and d in e.dims(x), "|a| == 1 and d in dims")
+    return reduce_max(shard(x, d, a), dims), reduce_max(x, dims)
+
+
+@rule("allgather-unit-axis", "ALL_GATHER(SHARD(x, d, a), a, d) = x", "|a| == 1")
+def _allgather_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, a, d = e.t("x"), e.v("a"), e.v("d")
+    e.require(_unit_axis(e, a) and d in e.dims(x), "|a| == 1")
+    return all_gather(shard(x, d, a), a, d), x
+
+
 # ==== SHARD lifting ============================================================================
 _GROUP[0] = "lifting"
 def _lift_ok(e: Env, xs: tuple[int, ...], mask: tuple[bool, ...], d: str, a: str) -> bool:
