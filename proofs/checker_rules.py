@@ -747,6 +747,22 @@ def _pow_const_factor(e: Env) -> tuple[Any, Any]:
     return pow_(mul(*xs), ex), mul(const(c), pow_(inner, ex))
 
 
+@rule("silu-def", "SILU(x) = MUL(x, SIGMOID(x))")
+def _silu_def(e: Env) -> tuple[Any, Any]:
+    x = e.t("x")
+    return P("SILU", (), (x,)), mul(x, P("SIGMOID", (), (x,)))
+
+
+@rule("gelu-def", "GELU(x) = MUL(CONST(1/2), x, ADD(CONST(1), ERF(MUL(CONST(1/sqrt 2), x))))")
+def _gelu_def(e: Env) -> tuple[Any, Any]:
+    import sympy
+
+    x = e.t("x")
+    return P("GELU", (), (x,)), mul(const(Fraction(1, 2)), x,
+                                    add(const(1), P("ERF", (), (mul(const(1 / sympy.sqrt(2)),
+                                                                     x),))))
+
+
 _GROUP[0] = "collectives"
 
 

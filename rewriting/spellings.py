@@ -223,8 +223,16 @@ def _split_reduction(draw: Draw) -> tuple[str, Tensor, Tensor]:
 
 def _library(draw: Draw) -> tuple[str, Tensor, Tensor]:
     """The library's layers vs the same math written by hand."""
-    k = draw.int(0, 9)
+    k = draw.int(0, 11)
     x = _leaf(["B", "V"])
+    if k == 10:
+        return "silu by hand", ops.silu(x), x * ops.sigmoid(x)
+    if k == 11:
+        y = Tensor(b.inp(f"lab{_COUNT[0]}", ["B"], "data", "index", "V"))
+        _COUNT[0] += 1
+        m = ops.stop_gradient(ops.max(x, "V"))
+        by_hand = ops.log(ops.sum(ops.exp(x - m), "V")) + m - ops.sum(x * ops.one_hot(y, "V"), "V")
+        return "cross-entropy by hand", ops.cross_entropy_per_token(x, y, "V"), by_hand
     if k == 0:
         m = ops.stop_gradient(ops.max(x, "V"))
         e = ops.exp(x - m)
