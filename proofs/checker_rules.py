@@ -677,16 +677,25 @@ def _squeeze(e: Env, x: int, u: set[str]) -> Any:
 
 
 @rule("einsum-nested", "EINSUM(..EINSUM(zs, o1)..ys.., out) = EINSUM(..zs..ys.., out)",
-      "the dims zs contract occur in no other operand and not in out; the inner EINSUM is not "
-      "a sum over size-1 dims only")
+      "the dims zs contract occur in no other operand, not in out and not among the dims another "
+      "operand sums (an EINSUM, under collectives and shards); the inner EINSUM is not a sum "
+      "over size-1 dims only")
 def _einsum_nested(e: Env) -> tuple[Any, Any]:
     xs, k, out = e.ts("xs"), e.v("k"), tuple(e.v("out"))
     e.require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(xs)
               and e.op(xs[k]) == "EINSUM" and not _is_unit_squeeze(e, xs[k]),
               "xs[k] is an EINSUM, not a unit squeeze")
     inner = xs[k]
-    outside = e.dimnames(xs[:k] + xs[k + 1:]) | set(out)
-    e.require(not _contracted(e, e.args(inner), tuple(e.attrs(inner)[0])) & outside,
+    others = xs[:k] + xs[k + 1:]
+    outside = e.dimnames(others) | set(out)
+    bound: set[str] = set()
+    for x in others:
+        while e.op(x) in ("ALL_REDUCE", "SHARD", "PART", "BROADCAST", "ALL_GATHER",
+                          "REDUCE_SCATTER"):
+            x = e.args(x)[0]
+        if e.op(x) == "EINSUM":
+            bound |= _contracted(e, e.args(x), tuple(e.attrs(x)[0]))
+    e.require(not _contracted(e, e.args(inner), tuple(e.attrs(inner)[0])) & (outside | bound),
               "the inner contracted dims occur nowhere else")
     return einsum(xs, out), einsum(xs[:k] + e.args(inner) + xs[k + 1:], out)
 
@@ -1169,6 +1178,17 @@ def _bc_inv(e: Env) -> tuple[Any, Any]:
 def _a2a_def(e: Env) -> tuple[Any, Any]:
     x, a, sp, cc = e.t("x"), e.v("a"), e.v("s"), e.v("c")
     return P("ALL_TO_ALL", (a, sp, cc), (x,)), shard(all_gather(x, a, cc), sp, a)
+
+
+# reducing over one axis and gathering over another commute
+@rule("allreduce-allgather-comm",
+      "ALL_REDUCE(ALL_GATHER(x, b, d), a, r) = ALL_GATHER(ALL_REDUCE(x, a, r), b, d)",
+      "a != b; no dim of x is sharded over a")
+def _ar_ag_comm(e: Env) -> tuple[Any, Any]:
+    x, a, r, bb, d = e.t("x"), e.v("a"), e.v("r"), e.v("b"), e.v("d")
+    e.require(a != bb and r in ("sum", "max") and not _blocks_over(e, x, a)
+              and d in e.dims(x), "a != b; no dim of x is sharded over a")
+    return all_reduce(all_gather(x, bb, d), a, r), all_gather(all_reduce(x, a, r), bb, d)
 
 
 # ==== permute (rewriting/permute.py: the context-parallel chunk map) ==========================

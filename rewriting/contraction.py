@@ -310,8 +310,24 @@ def _nested_ok(s: Subst, bd: Binding) -> bool:
     if not 0 <= k < len(xs) or xs[k].op is not Op.EINSUM or is_unit_squeeze(xs[k], bd):
         return False
     inner = xs[k]
-    outside = _dimnames(xs[:k] + xs[k + 1:]) | set(s["out"])
-    return not _contracted(inner) & outside
+    others = xs[:k] + xs[k + 1:]
+    outside = _dimnames(others) | set(s["out"])
+    # two nested sums over the same dim names (sum_e (sum_bs m)(sum_bs p)): flattening either
+    # one would depend on the operand order; keep both (one normal form for both spellings)
+    bound = {d for x in others for d in _bound(x)}
+    return not _contracted(inner) & (outside | bound)
+
+
+_WRAPPERS = frozenset({Op.ALL_REDUCE, Op.SHARD, Op.PART, Op.BROADCAST, Op.ALL_GATHER,
+                       Op.REDUCE_SCATTER})
+
+
+def _bound(x: Term) -> set[str]:
+    """The dims an operand sums, looking through collectives and shards (which the normaliser
+    removes later: a plan's partial sum over the tokens is ``ALL_REDUCE(EINSUM(...))``)."""
+    while x.op in _WRAPPERS:
+        x = x.args[0]
+    return _contracted(x) if x.op is Op.EINSUM else set()
 
 
 def _match_nested(t: Term, bd: Binding) -> Subst | None:
@@ -340,8 +356,9 @@ def _sample_nested(draw: Draw) -> tuple[Term, Binding]:
 # nested contractions are one contraction when no dim the inner one sums is used outside it:
 # (x A) B = x (A B) = one EINSUM, whatever order the user contracted in
 _rule("einsum-nested", "EINSUM(..EINSUM(zs, o1)..ys.., out) = EINSUM(..zs..ys.., out)",
-      "the dims zs contract occur in no other operand and not in out; the inner EINSUM is not "
-      "a sum over size-1 dims only", {Op.EINSUM}, match=_match_nested,
+      "the dims zs contract occur in no other operand, not in out and not among the dims another "
+      "operand sums (an EINSUM, under collectives and shards); the inner EINSUM is not a sum "
+      "over size-1 dims only", {Op.EINSUM}, match=_match_nested,
       lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_nested_rhs, guard=_nested_ok,
       sample=_sample_nested)
 

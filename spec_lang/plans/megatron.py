@@ -273,6 +273,15 @@ class MegatronTP(ParallelContext):
                           self._sp_dim(d))
         return vocab_parallel_embedding(tokens, table, d, self.s.embedding_reduce)
 
+    def positions(self, table: Tensor, d: Any) -> Tensor:
+        """A learned position table ``(S, H)`` on its way into the residual stream (GPT-2):
+        replicated; with ``sp`` the rank's sequence block, by Megatron's
+        ``scatter_to_sequence_parallel_region`` (split forward, all-gather backward), as
+        ``LanguageModelEmbedding`` scatters word + position embeddings."""
+        if self.s.sp:
+            return region(table, "scatter_to_sp", "split", "all_gather", TP, self._sp_dim(d))
+        return table
+
     def head_input(self, x: Tensor, d: LlamaDims) -> Tensor:
         """The output head is column-parallel over ``V``: it enters the TP region too (with
         ``sp``: all-gather S; the backward reduce-scatters the ranks' partial input grads)."""
