@@ -16,7 +16,7 @@ from spec_lang.load import load
 from spec_lang.mesh import Mesh
 from spec_lang.ops import (
     add, axis_size, cast, causal_mask, chunk, chunks, concat, const, cross_entropy,
-    cross_entropy_per_token, dim_size, div, einsum, embedding, exp, gelu, layer_norm, log,
+    cross_entropy_per_token, dim_size, div, einsum, embedding, erf, exp, gelu, layer_norm, log,
     log_softmax, logsumexp, matmul, max, maximum, mean, mul, neg, one_hot, pow, rank,
     rank_const, recip, rename, rms_norm, rope, rope_cos, rope_sin, rsqrt, sigmoid, silu,
     softmax, sqrt, stop_gradient, sub, sum, tanh, transpose, where,
@@ -24,6 +24,7 @@ from spec_lang.ops import (
 from spec_lang.muon import Muon
 from spec_lang.optim import SGD, Adam, AdamW, InitStep, ParamGroups, grad_or_none
 from spec_lang.ownership import Ownership
+from spec_lang.param_groups import megatron_param_groups, weight_decay_groups
 from spec_lang.pipeline import Accumulation, Pipeline, stage
 from spec_lang.placement import Partial, Replicate, Shard, lineage
 from spec_lang.plan import Loss, Plan, microbatches
@@ -53,7 +54,8 @@ __all__ = [
     "Mesh",
     # ops.py
     "add", "axis_size", "cast", "causal_mask", "chunk", "chunks", "concat", "const",
-    "cross_entropy", "cross_entropy_per_token", "dim_size", "div", "einsum", "embedding", "exp",
+    "cross_entropy", "cross_entropy_per_token", "dim_size", "div", "einsum", "embedding", "erf",
+    "exp",
     "gelu", "layer_norm", "log", "log_softmax", "logsumexp", "matmul", "max", "maximum", "mean",
     "mul", "neg", "one_hot", "pow", "rank", "rank_const", "recip", "rename", "rms_norm", "rope",
     "rope_cos", "rope_sin", "rsqrt", "sigmoid", "silu", "softmax", "sqrt", "stop_gradient", "sub",
@@ -64,6 +66,8 @@ __all__ = [
     "SGD", "Adam", "AdamW", "InitStep", "ParamGroups", "grad_or_none",
     # ownership.py
     "Ownership",
+    # param_groups.py
+    "megatron_param_groups", "weight_decay_groups",
     # pipeline.py
     "Accumulation", "Pipeline", "stage",
     # placement.py

@@ -11,17 +11,23 @@ layer sharing the word embedding, vocabulary padded to a multiple of 128 x tp,
 Weights carry head dims so that no reshape is needed (``NH`` heads of ``HD``; GPT-2's fused
 ``c_attn (H, 3H)`` is stored as its three named column blocks, the same parameters)::
 
-    wte (V, H)  wpe (S, H)                        embedding, tied output head; positions
+    wte (V, H)  wpe (S, H)              embedding and tied output head; learned positions
     ln_1.weight, ln_1.bias, ln_2.weight, ln_2.bias, ln_f.weight, ln_f.bias (H,)
-    attn.wq, attn.wk, attn.wv (H, NH, HD)  attn.bq, attn.bk, attn.bv (NH, HD)
-    attn.wo (NH, HD, H)  attn.bo (H,)              c_proj
-    mlp.w_fc (H, F)  mlp.b_fc (F,)  mlp.w_proj (F, H)  mlp.b_proj (H,)
+    attn.q.weight, attn.k.weight, attn.v.weight (H, NH, HD)    c_attn's three column blocks
+    attn.q.bias, attn.k.bias, attn.v.bias (NH, HD)
+    attn.proj.weight (NH, HD, H)  attn.proj.bias (H,)          c_proj
+    mlp.fc.weight (H, F)  mlp.fc.bias (F,)                     c_fc
+    mlp.proj.weight (F, H)  mlp.proj.bias (H,)                 c_proj
+
+Names follow PyTorch's ``Linear.weight`` / ``.bias``, so the parameter-group recipes
+(:mod:`spec_lang.param_groups`) find every bias by its suffix.
 
 The blocks take the Llama :class:`~spec_lang.models.llama.ParallelContext` hooks (``enter_tp``,
 ``exit_tp``, ``embed``, ``head_input``, ``loss``) plus ``positions`` (the learned position table
 on its way into the residual stream: Megatron scatters it into sequence shards under SP), so the
 plan builders of :mod:`spec_lang.plans` run it unchanged (the model protocol,
-:mod:`spec_lang.models.protocol`). A row-parallel bias (``attn.bo``, ``mlp.b_proj``) is added
+:mod:`spec_lang.models.protocol`). A row-parallel bias (``attn.proj.bias``, ``mlp.proj.bias``)
+is added
 *after* ``exit_tp``, as Megatron's ``RowParallelLinear`` adds it after the all-reduce: it is
 replicated and its gradient complete on every rank.
 """
@@ -118,24 +124,25 @@ def gpt2_attention(p: Params, x: Tensor, c: GPT2Config, d: GPT2Dims, ctx: Parall
     (B, NH, S, T); causal softmax over T; out = (p v) wo + bo (bo after ``exit_tp``).
     """
     h = ctx.enter_tp(x, d)
-    q = ops.einsum(h, p["wq"], out=(d.B, d.S, d.NH, d.HD)) + p["bq"]
-    k = ops.einsum(h, p["wk"], out=(d.B, d.S, d.NH, d.HD)) + p["bk"]
-    v = ops.einsum(h, p["wv"], out=(d.B, d.S, d.NH, d.HD)) + p["bv"]
+    q = ops.einsum(h, p["q.weight"], out=(d.B, d.S, d.NH, d.HD)) + p["q.bias"]
+    k = ops.einsum(h, p["k.weight"], out=(d.B, d.S, d.NH, d.HD)) + p["k.bias"]
+    v = ops.einsum(h, p["v.weight"], out=(d.B, d.S, d.NH, d.HD)) + p["v.bias"]
     k = ops.rename(k, d.S, d.T)                                       # (B, T, NH, HD)
     v = ops.rename(v, d.S, d.T)                                       # (B, T, NH, HD)
     scores = ops.einsum(q, k, out=(d.B, d.NH, d.S, d.T)) * ops.rsqrt(ops.dim_size(d.HD))
     probs = ops.softmax(scores, d.T, mask=ops.causal_mask(d.S, d.T))
     o = ops.einsum(probs, v, out=(d.B, d.S, d.NH, d.HD))
-    y = ops.einsum(o, p["wo"], out=(d.B, d.S, d.H))
-    return ctx.exit_tp(y, d) + p["bo"]
+    y = ops.einsum(o, p["proj.weight"], out=(d.B, d.S, d.H))
+    return ctx.exit_tp(y, d) + p["proj.bias"]
 
 
 def gpt2_mlp(p: Params, x: Tensor, c: GPT2Config, d: GPT2Dims, ctx: ParallelContext) -> Tensor:
     """``gelu(x w_fc + b_fc) w_proj + b_proj``; x: (B, S, H), w_fc: (H, F), w_proj: (F, H)."""
     h = ctx.enter_tp(x, d)
-    a = ops.gelu(ops.einsum(h, p["w_fc"], out=(d.B, d.S, d.F)) + p["b_fc"], approximate=c.gelu)
-    y = ops.einsum(a, p["w_proj"], out=(d.B, d.S, d.H))
-    return ctx.exit_tp(y, d) + p["b_proj"]
+    a = ops.gelu(ops.einsum(h, p["fc.weight"], out=(d.B, d.S, d.F)) + p["fc.bias"],
+                 approximate=c.gelu)
+    y = ops.einsum(a, p["proj.weight"], out=(d.B, d.S, d.H))
+    return ctx.exit_tp(y, d) + p["proj.bias"]
 
 
 def gpt2_block(p: Params, x: Tensor, c: GPT2Config, d: GPT2Dims, ctx: ParallelContext
@@ -174,9 +181,10 @@ def gpt2_forward(p: Params, data: Mapping[str, Tensor], c: GPT2Config, d: GPT2Di
     return gpt2_head(p, x, data, c, d, ctx)
 
 
-_LAYER_PARAMS = ("ln_1.weight", "ln_1.bias", "attn.wq", "attn.bq", "attn.wk", "attn.bk",
-                 "attn.wv", "attn.bv", "attn.wo", "attn.bo", "ln_2.weight", "ln_2.bias",
-                 "mlp.w_fc", "mlp.b_fc", "mlp.w_proj", "mlp.b_proj")
+_LAYER_PARAMS = ("ln_1.weight", "ln_1.bias", "attn.q.weight", "attn.q.bias", "attn.k.weight",
+                 "attn.k.bias", "attn.v.weight", "attn.v.bias", "attn.proj.weight",
+                 "attn.proj.bias", "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias",
+                 "mlp.proj.weight", "mlp.proj.bias")
 
 
 @dataclass(frozen=True)
@@ -225,17 +233,17 @@ class GPT2Model:
         """
         c, d = self.config, self.dims
         if c.n_heads % tp or c.ffn_hidden % tp:
-            raise PlanError(f"{caller_site()}: {c.name}: tp={tp} must divide the {c.n_heads} heads and the MLP "
-                            f"width {c.ffn_hidden}")
+            raise PlanError(f"{caller_site()}: {c.name}: tp={tp} must divide the {c.n_heads} "
+                            f"heads and the MLP width {c.ffn_hidden}")
         return {
             "ln_1.weight": replicated(), "ln_1.bias": replicated(),
-            "attn.wq": colwise(d.NH), "attn.bq": colwise(d.NH),
-            "attn.wk": colwise(d.NH), "attn.bk": colwise(d.NH),
-            "attn.wv": colwise(d.NH), "attn.bv": colwise(d.NH),
-            "attn.wo": rowwise(d.NH), "attn.bo": replicated(),
+            "attn.q.weight": colwise(d.NH), "attn.q.bias": colwise(d.NH),
+            "attn.k.weight": colwise(d.NH), "attn.k.bias": colwise(d.NH),
+            "attn.v.weight": colwise(d.NH), "attn.v.bias": colwise(d.NH),
+            "attn.proj.weight": rowwise(d.NH), "attn.proj.bias": replicated(),
             "ln_2.weight": replicated(), "ln_2.bias": replicated(),
-            "mlp.w_fc": colwise(d.F), "mlp.b_fc": colwise(d.F),
-            "mlp.w_proj": rowwise(d.F), "mlp.b_proj": replicated(),
+            "mlp.fc.weight": colwise(d.F), "mlp.fc.bias": colwise(d.F),
+            "mlp.proj.weight": rowwise(d.F), "mlp.proj.bias": replicated(),
         }
 
     def tp_outer_plan(self) -> dict[str, dict[str, Placement]]:
@@ -247,9 +255,9 @@ class GPT2Model:
             out["lm_head"] = colwise(self.dims.V)
         return out
 
-    tp_region_weights: ClassVar[tuple[str, ...]] = ("attn.wq", "attn.bq", "attn.wk", "attn.bk",
-                                                    "attn.wv", "attn.bv", "attn.wo",
-                                                    "mlp.w_fc", "mlp.b_fc", "mlp.w_proj")
+    tp_region_weights: ClassVar[tuple[str, ...]] = (
+        "attn.q.weight", "attn.q.bias", "attn.k.weight", "attn.k.bias", "attn.v.weight",
+        "attn.v.bias", "attn.proj.weight", "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight")
     """Layer weights consumed inside a TP region (between ``f`` and ``g``)."""
 
 
@@ -265,12 +273,14 @@ def gpt2(config: GPT2Config) -> GPT2Model:
     if c.gelu not in ("tanh", "none"):
         raise SpecError(f"{c.name}: gelu={c.gelu!r}: 'tanh' (GPT-2) or 'none' (erf)")
     d = GPT2Dims.of(c)
-    shapes = {"ln_1.weight": (d.H,), "ln_1.bias": (d.H,), "attn.wq": (d.H, d.NH, d.HD),
-              "attn.bq": (d.NH, d.HD), "attn.wk": (d.H, d.NH, d.HD), "attn.bk": (d.NH, d.HD),
-              "attn.wv": (d.H, d.NH, d.HD), "attn.bv": (d.NH, d.HD), "attn.wo": (d.NH, d.HD, d.H),
-              "attn.bo": (d.H,), "ln_2.weight": (d.H,), "ln_2.bias": (d.H,),
-              "mlp.w_fc": (d.H, d.F), "mlp.b_fc": (d.F,), "mlp.w_proj": (d.F, d.H),
-              "mlp.b_proj": (d.H,)}
+    qkv, qkv_b = (d.H, d.NH, d.HD), (d.NH, d.HD)
+    shapes = {"ln_1.weight": (d.H,), "ln_1.bias": (d.H,),
+              "attn.q.weight": qkv, "attn.q.bias": qkv_b, "attn.k.weight": qkv,
+              "attn.k.bias": qkv_b, "attn.v.weight": qkv, "attn.v.bias": qkv_b,
+              "attn.proj.weight": (d.NH, d.HD, d.H), "attn.proj.bias": (d.H,),
+              "ln_2.weight": (d.H,), "ln_2.bias": (d.H,),
+              "mlp.fc.weight": (d.H, d.F), "mlp.fc.bias": (d.F,), "mlp.proj.weight": (d.F, d.H),
+              "mlp.proj.bias": (d.H,)}
     params: dict[str, tuple[Dim, ...]] = {"wte": (d.V, d.H), "wpe": (d.S, d.H)}
     for i in range(c.n_layers):
         for k in _LAYER_PARAMS:

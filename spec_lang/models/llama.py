@@ -151,7 +151,8 @@ def attention(p: Params, x: Tensor, c: LlamaConfig, d: LlamaDims, ctx: ParallelC
     """Grouped-query causal self-attention with RoPE.
 
     x: (B, S, H) -> (B, S, H).  q = x wq: (B, S, KVH, G, HD); k, v = x wk, x wv: (B, S, KVH, HD)
-    (plus the biases bq (KVH, G, HD), bk, bv (KVH, HD) with ``config.qkv_bias``, Qwen2);
+    (plus the biases wq.bias (KVH, G, HD), wk.bias, wv.bias (KVH, HD) with ``config.qkv_bias``:
+    Qwen2);
     scores = q k^T / sqrt(HD): (B, KVH, G, S, T); causal softmax over T; out = p v wo.
     """
     h = ctx.enter_tp(x, d)
@@ -159,7 +160,7 @@ def attention(p: Params, x: Tensor, c: LlamaConfig, d: LlamaDims, ctx: ParallelC
     k = ops.einsum(h, p["wk"], out=(d.B, d.S, d.KVH, d.HD))
     v = ops.einsum(h, p["wv"], out=(d.B, d.S, d.KVH, d.HD))
     if c.qkv_bias:                                                  # Qwen2: q/k/v biases
-        q, k, v = q + p["bq"], k + p["bk"], v + p["bv"]
+        q, k, v = q + p["wq.bias"], k + p["wk.bias"], v + p["wv.bias"]
     q = ops.rope(q, d.S, d.HD, d.HD_half, c.rope_theta)
     k = ops.rope(k, d.S, d.HD, d.HD_half, c.rope_theta)
     k = ops.rename(k, d.S, d.T)                                     # (B, T, KVH, HD)
@@ -272,7 +273,8 @@ class LlamaModel:
             "mlp.w1": colwise(d.F), "mlp.w3": colwise(d.F), "mlp.w2": rowwise(d.F),
         }
         if c.qkv_bias:
-            out.update({"attn.bq": colwise(heads), "attn.bk": dict(kv), "attn.bv": dict(kv)})
+            out.update({"attn.wq.bias": colwise(heads), "attn.wk.bias": dict(kv),
+                        "attn.wv.bias": dict(kv)})
         return out
 
     def tp_outer_plan(self) -> dict[str, dict[str, Placement]]:
@@ -283,8 +285,8 @@ class LlamaModel:
         return out
 
     tp_region_weights: ClassVar[tuple[str, ...]] = (
-        "attn.wq", "attn.wk", "attn.wv", "attn.wo", "attn.bq", "attn.bk", "attn.bv",
-        "mlp.w1", "mlp.w2", "mlp.w3")
+        "attn.wq", "attn.wk", "attn.wv", "attn.wo", "attn.wq.bias", "attn.wk.bias",
+        "attn.wv.bias", "mlp.w1", "mlp.w2", "mlp.w3")
     """Layer weights consumed inside a TP region (between ``f`` and ``g``)."""
 
 
@@ -302,9 +304,9 @@ def llama(config: LlamaConfig) -> LlamaModel:
         params[pre + "attn.wv"] = (d.H, d.KVH, d.HD)
         params[pre + "attn.wo"] = (d.KVH, d.G, d.HD, d.H)
         if config.qkv_bias:
-            params[pre + "attn.bq"] = (d.KVH, d.G, d.HD)
-            params[pre + "attn.bk"] = (d.KVH, d.HD)
-            params[pre + "attn.bv"] = (d.KVH, d.HD)
+            params[pre + "attn.wq.bias"] = (d.KVH, d.G, d.HD)
+            params[pre + "attn.wk.bias"] = (d.KVH, d.HD)
+            params[pre + "attn.wv.bias"] = (d.KVH, d.HD)
         params[pre + "ffn_norm"] = (d.H,)
         params[pre + "mlp.w1"] = (d.H, d.F)
         params[pre + "mlp.w3"] = (d.H, d.F)

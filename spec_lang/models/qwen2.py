@@ -8,8 +8,8 @@ FFN 4864, vocab 151936, tied embedding and head. ``q_proj``, ``k_proj``, ``v_pro
 biases; ``o_proj`` and the MLP do not.
 
 The model *is* :class:`~spec_lang.models.llama.LlamaModel` with ``qkv_bias=True`` (biases
-``attn.bq (KVH, G, HD)``, ``attn.bk``, ``attn.bv (KVH, HD)``, column-parallel with their weights
-in ``tp_layer_plan``) and, for the small sizes, ``tie_embeddings=True`` (the head is
+``attn.wq.bias (KVH, G, HD)``, ``attn.wk.bias``, ``attn.wv.bias (KVH, HD)``, column-parallel
+with their weights in ``tp_layer_plan``) and, for the small sizes, ``tie_embeddings=True`` (the head is
 ``tok_embeddings``; the vocab-parallel head and embedding share one ``Shard(V)`` table), so every
 Llama plan builder runs it.
 """

@@ -115,6 +115,9 @@ class TorchtitanSettings:
         grad_scale: factors on each gradient after the schedule's accumulation (FSDP's 1/dp).
         schedule: ``"1f1b"``, ``"gpipe"`` or ``"interleaved_1f1b"`` (with ``chunks``).
         aux_on_stage: MoE: add each layer's ``alpha A_l`` to the loss (False drops it: a mutant).
+        tied_reduce: all-reduce over ``pp`` the gradient of a parameter held by two stages
+            (GPT-2's / Qwen2-0.5B's tied embedding and head: Megatron's embedding group);
+            False is the B64 bug (tied copies never synchronised).
         data_parallel: ``"fsdp"`` (torchtitan: parameters Shard over dp, all-gathered before use)
             or ``"ddp"`` (Megatron-LM's 3-D TP x PP x DP: parameters replicated over dp, the
             gradient scaled by ``1/dp`` and all-reduced over dp after the schedule).
@@ -135,6 +138,7 @@ class TorchtitanSettings:
     grad_scale: tuple[Scale, ...] = MegatronSettings().grad_scale
     schedule: str = "1f1b"
     aux_on_stage: bool = True
+    tied_reduce: bool = True
     data_parallel: str = "fsdp"
     stage_layers: tuple[int, ...] | None = None
     context: CPSettings = CPSettings()
@@ -346,7 +350,7 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
     cp_grad_axes = tuple(a for a in cps.grad_reduce_axes if a != DP) if cp > 1 else ()
 
     def reduce_grads(name: str, g: Tensor) -> Tensor:
-        if len(pipe.stages_of(name)) > 1:
+        if len(pipe.stages_of(name)) > 1 and st.tied_reduce:
             # tied (GPT-2's embedding and head on the first and last stage): each holder has
             # its own uses' gradient; Megatron's embedding group sums them over pp
             g = _all_reduce_over(g, (PP,))
