@@ -737,6 +737,32 @@ def _einsum_factor_out(e: Env) -> tuple[Any, Any]:
     return einsum(xs, out), mul(*pulled, einsum(rest, [n for n in out if n in have]))
 
 
+def _components(e: Env, xs: tuple[int, ...], out: tuple[str, ...]) -> list[list[int]]:
+    """Operand positions grouped by "shares a summed dim", groups in order of first operand."""
+    summed = e.dimnames(xs) - set(out)
+    groups: list[list[int]] = []
+    for i, x in enumerate(xs):
+        mine = set(e.dims(x)) & summed
+        hit = [g for g in groups if any(set(e.dims(xs[j])) & mine for j in g)]
+        merged = sorted([i] + [j for g in hit for j in g])
+        groups = [g for g in groups if g not in hit] + [merged]
+    return sorted(groups, key=lambda g: g[0])
+
+
+@rule("einsum-components", "EINSUM(xs, out) = MUL(EINSUM(K_j, out & dims(K_j)) for each K_j)",
+      "the operands form two or more groups K_j that share no summed dim")
+def _einsum_components(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    groups = _components(e, xs, out)
+    e.require(len(xs) >= 2 and len(groups) >= 2, "two or more groups")
+    parts = []
+    for g in groups:
+        ys = tuple(xs[i] for i in g)
+        have = e.dimnames(ys)
+        parts.append(einsum(ys, [n for n in out if n in have]))
+    return einsum(xs, out), mul(*parts)
+
+
 def _positive(v: Any) -> bool:
     c = num(v)
     return c > 0 if isinstance(c, Fraction) else bool(_sym(c) > 0)

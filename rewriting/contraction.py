@@ -466,3 +466,61 @@ _rule("einsum-factor-out", "EINSUM(xs, out) = MUL(fs..., EINSUM(rest, out'))  (o
                            if _pull_ok({"xs": t.args, "out": t.attrs[0]}, bd) else None),
       lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_pull_rhs, guard=_pull_ok,
       sample=_sample_pull)
+
+
+def components(xs: tuple[Term, ...], out) -> list[list[int]]:
+    """Operand indices grouped into the connected components of "shares a contracted dim",
+    each in operand order, components ordered by their first operand."""
+    summed = _dimnames(xs) - set(out)
+    parent = list(range(len(xs)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, x in enumerate(xs):
+        for n in x.dim_names:
+            if n in summed:
+                if n in owner:
+                    parent[find(i)] = find(owner[n])
+                else:
+                    owner[n] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(xs)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def _split_ok(s: Subst, bd: Binding) -> bool:
+    return len(s["xs"]) >= 2 and len(components(s["xs"], s["out"])) >= 2
+
+
+def _split_rhs(s: Subst, bd: Binding) -> Term:
+    xs, out = s["xs"], s["out"]
+    parts = []
+    for g in components(xs, out):
+        ys = tuple(xs[i] for i in g)
+        have = _dimnames(ys)
+        parts.append(b.einsum(ys, [d for d in out if d in have]))
+    return b.mul(*parts)
+
+
+def _sample_split(draw: Draw) -> tuple[Term, Binding]:
+    x, y, z = fresh(["S", "H"]), fresh(["B", "S"]), fresh(["F"])
+    if draw.bool():   # (sum_S x y) times an independent total sum_F z
+        return b.einsum(sorted([x, y, z], key=b.skey), ["B", "H"]), draw_binding(draw)
+    w = fresh(["F", "B"])
+    return b.einsum(sorted([x, y, w, z], key=b.skey), ["B", "H"]), draw_binding(draw)
+
+
+# a contraction of operands that share no summed dim is the product of the separate
+# contractions (sum_s x_s * sum_f z_f): one normal form however the user grouped them
+_rule("einsum-components", "EINSUM(xs, out) = MUL(EINSUM(K_j, out & dims(K_j)) for each K_j)",
+      "the operands form two or more groups K_j that share no summed dim", {Op.EINSUM},
+      match=lambda t, bd: ({"xs": t.args, "out": t.attrs[0]}
+                           if _split_ok({"xs": t.args, "out": t.attrs[0]}, bd) else None),
+      lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_split_rhs, guard=_split_ok,
+      sample=_sample_split)
