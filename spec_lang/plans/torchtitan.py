@@ -65,6 +65,7 @@ from spec_lang.plans.library import MoEMegatronTP, _all_reduce_over, caller_site
 from spec_lang.cp import cp_causal_mask, cp_split
 from spec_lang.plans.context_parallel import (
     CPSettings, _contiguous, _rope_tables as _cp_rope_tables, cp_transformer_block,
+    require_plain_llama,
 )
 from spec_lang.plans.megatron import (
     MegatronSettings, MegatronTP, Scale, _scaled, partial_grad_axes, region_entries,
@@ -235,6 +236,8 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
     if cp > 1 and not isinstance(m, LlamaModel):
         raise PlanError(f"{site}: cp={cp}: the 3-D plan's context parallelism is for the Llama "
                         "model (use plans.library.moe_context_parallel for the MoE model)")
+    if cp > 1:
+        require_plain_llama(m, "torchtitan_3d(cp > 1)")
     mesh = Mesh(pp=pp, dp=dp, cp=cp, tp=tp) if cp > 1 else Mesh(pp=pp, dp=dp, tp=tp)
     cps = st.context
     tp_pl = {k: v for k, v in tp_placements(m, tp).items() if k in m.params}
