@@ -252,7 +252,7 @@ class _Encoder:
                     return _Val(v[0].axes, _map(v[0].data, power))
                 name = f"pow({canonical_json(encode_attr(p))})"
                 return _Val(v[0].axes, _map(v[0].data, lambda x: self.uf(name, x)))
-            case "EXP" | "LOG" | "SQRT" | "RSQRT" | "SIGMOID" | "SILU" | "TANH" | "GELU":
+            case "EXP" | "LOG" | "SQRT" | "RSQRT" | "SIGMOID" | "SILU" | "TANH" | "GELU" | "ERF":
                 name = op.lower()
                 return _Val(v[0].axes, _map(v[0].data, lambda x: self.uf(name, x)))
             case "CAST" | "STOP_GRAD":

@@ -27,12 +27,16 @@ from spec_lang.term import Binding, Op, Term, TermError, term
 
 from rewriting import canonical as _canonical  # noqa: F401  (registers the rules)
 from rewriting import contraction as _contraction  # noqa: F401
+from rewriting import powers as _powers  # noqa: F401  (fractional powers of c * y)
+from rewriting import activations as _activations  # noqa: F401  (SILU, GELU written out)
+from rewriting import unit_axis as _unit_axis  # noqa: F401  (mesh axes of size 1)
 from rewriting import collectives as _collectives  # noqa: F401
 from rewriting import lifting as _lifting  # noqa: F401
 from rewriting import permute as _permute  # noqa: F401  (after lifting: SHARD first)
 from rewriting import expshift as _expshift  # noqa: F401  (max shifts of exp)
 from rewriting.build import _missing, encode_attr
 from rewriting.rule import RULES, Rule, RuleError, Subst, rules_for
+from rewriting.signs import SignedBinding, Signs
 
 __all__ = ["normalise", "Normaliser", "ProofLog", "Record", "Step", "NormaliseError",
            "RULESET", "LOG_FORMAT", "LOG_VERSION", "first_difference"]
@@ -222,10 +226,12 @@ class Normaliser:
         check: re-build ``lhs(σ)`` for every fired rule and compare with the node, re-run the
             guard and check that the rewrite keeps the dims (a self-check for tests; the
             certificate checker re-verifies every step anyway).
+        signs: the sign facts of the spec's domain that the guards of cancelling rules consult
+            (``rewriting/signs.py``; default: the input domains alone).
     """
 
-    def __init__(self, binding: Binding, *, check: bool = False):
-        self.binding = binding
+    def __init__(self, binding: Binding, *, check: bool = False, signs: Signs | None = None):
+        self.binding = binding if signs is None else SignedBinding(binding, signs)
         self.check = check
         self.log = ProofLog(binding)
         self._nf: dict[Term, Term] = {}

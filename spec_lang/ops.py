@@ -5,9 +5,10 @@ constant along it); operands that share a dim must agree on its placement (the m
 shard it), else the error names both tensors and says what to change. ``einsum`` contracts
 every dim not in ``out``.
 
-Constants are exact (see :func:`const`): ``int``, :class:`~fractions.Fraction`, sympy numbers
-(``1/sympy.sqrt(128)``), and Python floats only when their shortest decimal form is short
-(``1e-5`` is ``Fraction("1e-05")``; ``0.1 + 0.2`` is rejected).
+Constants are exact (see :func:`const`): ``int``, :class:`~fractions.Fraction`, sympy radical
+sums (``1/sympy.sqrt(128)``, ``1 + sympy.sqrt(2)``: what a certificate can state,
+:mod:`spec_lang.exact_numbers`), and Python floats only when their shortest decimal form is
+short (``1e-5`` is ``Fraction("1e-05")``; ``0.1 + 0.2`` is rejected).
 
 The op set itself is :class:`spec_lang.term.Op` (re-exported here with its groups).
 """
@@ -21,7 +22,9 @@ from typing import Any
 
 import sympy
 
+from spec_lang.constants import exact_spelling, note_reading, read_float
 from spec_lang.dims import Dim, DimLike, dim_name
+from spec_lang.exact_numbers import NotCertifiable, certificate_form
 from spec_lang.tensor import Tensor, current_trace, fail, user_site
 from spec_lang.term import COLLECTIVE, ELEMENTWISE, LEAF, DimSpec, Op, Term, term
 
@@ -33,7 +36,7 @@ __all__ = [
     "rope_sin",
     # elementwise
     "add", "sub", "mul", "div", "neg", "recip", "pow", "exp", "log", "sqrt", "rsqrt", "sigmoid",
-    "silu", "tanh", "gelu", "maximum", "where", "cast", "stop_gradient",
+    "silu", "tanh", "gelu", "erf", "maximum", "where", "cast", "stop_gradient",
     # contraction and reduction
     "einsum", "matmul", "sum", "mean", "max", "one_hot", "topk_mask",
     # movement
@@ -78,10 +81,12 @@ def layer_boundary(x: Tensor, name: str) -> Tensor:
 # -- constants -------------------------------------------------------------------------------------
 
 def exact(v: Any, *, what: str = "constant") -> Any:
-    """``v`` as an exact scalar: a :class:`Fraction` or a sympy number.
+    """``v`` as an exact scalar: a :class:`Fraction` or a sympy radical sum.
 
     Raises:
-        SpecError/PlanError: ``v`` is a float with a long decimal form, a non-number, a nan/inf.
+        SpecError/PlanError: ``v`` is a float with a long decimal form, a non-number, a nan/inf,
+            or a sympy number that is not a sum of rational multiples of rational powers of
+            integers (``pi``, ``log(2)``, ``sqrt(1 + sqrt(2))``: a certificate cannot state it).
     """
     if isinstance(v, bool):
         raise fail(f"{what} {v!r} is a bool; write 0 or 1")
@@ -93,8 +98,12 @@ def exact(v: Any, *, what: str = "constant") -> Any:
         r = repr(v)
         mant = r.lower().split("e")[0].replace("-", "").replace(".", "").lstrip("0")
         if len(mant) > _MAX_FLOAT_DIGITS:
-            raise fail(f"{what} {v!r} is a float whose decimal form is not short; write it "
-                       f"exactly as Fraction(...) or a sympy number")
+            reading = read_float(v)   # math.sqrt(2 / math.pi), 1 / 3: spec_lang/constants.py
+            if reading is None:
+                raise fail(f"{what} {v!r} is a float whose decimal form is not short and not "
+                           f"a closed form; write it exactly, e.g. {exact_spelling(v)}")
+            note_reading(v, reading, user_site(2))
+            return reading.value
         return Fraction(r)
     if isinstance(v, sympy.Basic):
         if not v.is_number or not v.is_real or v.has(sympy.zoo, sympy.nan, sympy.oo):
@@ -103,6 +112,11 @@ def exact(v: Any, *, what: str = "constant") -> Any:
             return Fraction(int(v.p), int(v.q))
         if isinstance(v, sympy.Float):
             raise fail(f"{what} {v!r} is a sympy Float; use sympy.Rational or Fraction")
+        try:
+            certificate_form(v)
+        except NotCertifiable as e:
+            raise fail(f"{what} {v}: {e}; write it with rationals and rational powers of "
+                       f"integers (sympy.sqrt(128), sympy.Rational(1, 3))") from None
         return v
     raise fail(f"{what} {v!r} (a {type(v).__name__}) is not an exact number")
 
@@ -279,11 +293,6 @@ def silu(x: object) -> Tensor:
 def tanh(x: object) -> Tensor:
     """``tanh(x)``."""
     return _ew(Op.TANH, (x,))
-
-
-def gelu(x: object) -> Tensor:
-    """Exact (erf) GELU ``x * Phi(x)``; forward only (no gradient rule: Phi is not an op)."""
-    return _ew(Op.GELU, (x,))
 
 
 def maximum(a: object, b: object) -> Tensor:
@@ -682,6 +691,9 @@ def cross_entropy(logits: object, labels: object, mask: object, vocab: DimLike) 
 
 
 
+
+# -- GELU and erf (spec_lang/activations.py): ops.gelu(x, approximate="tanh") ---------------------
+from spec_lang.activations import erf, gelu  # noqa: E402,F401
 
 # -- randomness (spec_lang/rng.py): ops.dropout(x, p, rng=RngStream(...)) ---------------------------
 from spec_lang.rng import RngStream, dropout, model_parallel_rng  # noqa: E402,F401

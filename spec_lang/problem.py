@@ -68,3 +68,6 @@ class Problem:
     schedule: object = None
     # marked boundaries of both traces: where the prover may cut obligations (proofs/cut.py)
     cut_points: tuple = ()
+    # the front end that traced the file ("dsl": spec_lang.load); the certificate records it
+    # and the checker's re-trace uses the same one (proofs/isolation.py)
+    frontend: str = "dsl"
