@@ -9,8 +9,8 @@ as proved is an equality of its two sides on every rank and index (``check_cert_
 
 Translation is one-to-one and strict. Names (dims, mesh axes, inputs) become positive numbers
 (the table is printed in the file's header); constants are read with this module's own parser of
-the certificate's exact encodings (``{"q": "p/q"}``, integers, and sympy ``srepr`` text built
-from ``Integer``/``Rational``/``Pow``/``Mul``/``Add`` only; it never evaluates text). A constant
+the certificate's exact encodings (``{"q": "P/Q"}`` rationals, ``{"alg": ...}`` radical sums,
+plain integers; docs/certificate.md, format 3); it never evaluates text. A constant
 it cannot read becomes an input of its own (``const?``): the Coq theorem then holds for every
 value of it, in particular the real one, and the steps that need its value do not check.
 Rule steps go to Coq's checker of that rule when ``proofs/coq/Rules.v`` has one (its ``rtag_of``
@@ -63,97 +63,6 @@ def rule_codes(rules_v: Path | None = None) -> dict[str, int]:
 Rad = tuple[tuple[int, Fraction], ...]
 Num = tuple[tuple[Fraction, Rad], ...]
 
-_SREPR = re.compile(r"\s*(Integer|Rational|Pow|Mul|Add|NegativeOne|One|Zero|Half)\s*(\()?")
-
-
-def _parse_srepr(text: str) -> Num | None:
-    """A sympy ``srepr`` of a sum of rational multiples of products of rational powers of
-    positive integers, or None. A strict recursive-descent reader: nothing is evaluated."""
-    pos = 0
-
-    def expect(ch: str) -> None:
-        nonlocal pos
-        while pos < len(text) and text[pos] == " ":
-            pos += 1
-        if not text.startswith(ch, pos):
-            raise ValueError(f"expected {ch!r} at {pos}")
-        pos += 1
-
-    def integer() -> int:
-        nonlocal pos
-        m = re.compile(r"\s*(-?\d+)").match(text, pos)
-        if not m:
-            raise ValueError(f"expected an integer at {pos}")
-        pos = m.end()
-        return int(m.group(1))
-
-    def term() -> Num:
-        nonlocal pos
-        m = _SREPR.match(text, pos)
-        if not m:
-            raise ValueError(f"unsupported form at {pos}")
-        head = m.group(1)
-        pos = m.end()
-        if head in ("NegativeOne", "One", "Zero", "Half"):
-            if m.group(2):
-                expect(")")
-            return _num_q({"NegativeOne": Fraction(-1), "One": Fraction(1), "Zero": Fraction(0),
-                           "Half": Fraction(1, 2)}[head])
-        if not m.group(2):
-            raise ValueError(f"{head} without arguments")
-        if head == "Integer":
-            v = integer()
-            expect(")")
-            return _num_q(Fraction(v))
-        if head == "Rational":
-            p = integer()
-            expect(",")
-            q = integer()
-            expect(")")
-            if q == 0:
-                raise ValueError("zero denominator")
-            return _num_q(Fraction(p, q))
-        args = [term()]
-        while True:
-            while pos < len(text) and text[pos] == " ":
-                pos += 1
-            if text.startswith(",", pos):
-                pos += 1
-                args.append(term())
-            else:
-                break
-        expect(")")
-        if head == "Mul":
-            out = _num_q(Fraction(1))
-            for a in args:
-                out = _num_mul(out, a)
-            return out
-        if head == "Add":
-            return tuple(t for a in args for t in a)
-        # Pow(base, exponent): base a positive rational, exponent rational
-        if len(args) != 2:
-            raise ValueError("Pow takes two arguments")
-        b, e = _as_rational(args[0]), _as_rational(args[1])
-        if b is None or e is None or b <= 0:
-            raise ValueError("Pow of a non-positive or irrational base or exponent")
-        if e.denominator == 1:
-            return _num_q(b ** e.numerator)
-        rad: list[tuple[int, Fraction]] = []
-        if b.numerator != 1:
-            rad.append((b.numerator, e))
-        if b.denominator != 1:
-            rad.append((b.denominator, -e))
-        return ((Fraction(1), tuple(rad)),)
-
-    try:
-        out = term()
-        if text[pos:].strip():
-            raise ValueError("trailing text")
-        return out
-    except (ValueError, RecursionError):
-        return None
-
-
 def _num_q(q: Fraction) -> Num:
     return ((q, ()),)
 
@@ -168,28 +77,66 @@ def _as_rational(x: Num) -> Fraction | None:
     return None
 
 
+# The grammar of docs/certificate.md ("Nodes"), read here with this module's own regular
+# expressions (the checker's reader is proofs/exact_numbers.py; a test compares the two).
+_Q = re.compile(r"(0|-?[1-9][0-9]{0,3999})/([1-9][0-9]{0,3999})")
+_BASE = re.compile(r"[1-9][0-9]{0,3999}")
+_EXP = re.compile(r"([1-9][0-9]{0,5})/([1-9][0-9]{0,5})")
+
+
+def _parse_fraction(s: Any) -> Fraction | None:
+    m = _Q.fullmatch(s) if isinstance(s, str) else None
+    if m is None:
+        return None
+    q = Fraction(int(m.group(1)), int(m.group(2)))
+    if (q.numerator, q.denominator) != (int(m.group(1)), int(m.group(2))):
+        return None                                  # not in lowest terms
+    return q
+
+
+def _parse_alg(terms: Any) -> Num | None:
+    """``[[C, [[B, "A/D"], ...]], ...]`` -> sum C * prod B^(A/D), or None off the grammar."""
+    if not isinstance(terms, list) or not 1 <= len(terms) <= 32:
+        return None
+    out: list[tuple[Fraction, Rad]] = []
+    factors = 0
+    for t in terms:
+        if not (isinstance(t, list) and len(t) == 2 and isinstance(t[1], list)):
+            return None
+        c = _parse_fraction(t[0])
+        if c is None:
+            return None
+        rad: list[tuple[int, Fraction]] = []
+        for f in t[1]:
+            if not (isinstance(f, list) and len(f) == 2 and isinstance(f[0], str)
+                    and _BASE.fullmatch(f[0]) and isinstance(f[1], str)):
+                return None
+            m = _EXP.fullmatch(f[1])
+            b = int(f[0])
+            if m is None or b < 2:
+                return None
+            e = Fraction(int(m.group(1)), int(m.group(2)))
+            if not 0 < e < 1 or e.numerator != int(m.group(1)):
+                return None
+            rad.append((b, e))
+        factors += len(rad)
+        out.append((c, tuple(rad)))
+    return None if factors > 64 else tuple(out)
+
+
 def parse_const(v: Any) -> Num | None:
-    """A certificate constant as a number, or None when it is not in the supported grammar."""
+    """A certificate constant (``{"q": "P/Q"}``, ``{"alg": ...}`` or a plain integer) as a
+    number, or None when it is not in the grammar of docs/certificate.md."""
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
         return _num_q(Fraction(v))
-    if isinstance(v, dict) and set(v) == {"q"} and isinstance(v["q"], str):
+    if isinstance(v, dict) and set(v) == {"q"}:
         q = _parse_fraction(v["q"])
         return None if q is None else _num_q(q)
-    if isinstance(v, dict) and set(v) == {"sympy"} and isinstance(v["sympy"], str):
-        return _parse_srepr(v["sympy"])
+    if isinstance(v, dict) and set(v) == {"alg"}:
+        return _parse_alg(v["alg"])
     return None
-
-
-_FRACTION = re.compile(r"(-?\d+)(?:/(\d+))?")
-
-
-def _parse_fraction(s: str) -> Fraction | None:
-    m = _FRACTION.fullmatch(s)
-    if not m or (m.group(2) is not None and int(m.group(2)) == 0):
-        return None
-    return Fraction(int(m.group(1)), int(m.group(2) or 1))
 
 
 def parse_rational(v: Any) -> Fraction | None:
