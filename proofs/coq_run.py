@@ -10,6 +10,7 @@ status comes from Coq's output or the obligation counts as not Coq-checked.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -29,7 +30,7 @@ __all__ = ["CoqMissing", "CoqFailed", "CoqReport", "coq_check", "build_library",
 
 # Compilation order of the library (each file imports only earlier ones).
 LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Shard",
-           "RulesBasic", "RulesLift", "Rules", "Steps", "StepsSound", "Cert", "Decode")
+           "RulesBasic", "RulesLift", "Positive", "Rules", "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "
                 "(Debian/Ubuntu, Coq 8.16) to Coq-check certificates")
 EXPECTED_AXIOMS = {"ClassicalDedekindReals.sig_forall_dec",
@@ -76,6 +77,14 @@ class CoqReport:
                 f"peak RSS {self.peak_rss_mb:.0f} MB")
 
 
+MEMORY_GB = float(os.environ.get("SHARDPROOF_COQ_MEMORY_GB", "6"))   # address space per coqc
+
+
+def _limit_memory() -> None:      # preexec_fn of every coqc run: a runaway coqc fails, not the host
+    lim = int(MEMORY_GB * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+
+
 def coqc() -> str:
     path = shutil.which("coqc")
     if path is None:
@@ -110,6 +119,14 @@ def build_library(cache: Path | None = None, timeout_s: float = 3600.0) -> tuple
     if (out / "Decode.vo").exists():
         return out, 0.0
     root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:      # one build at a time (parallel test workers)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / "Decode.vo").exists():
+            return out, 0.0
+        return out, _build(out, root, timeout_s)
+
+
+def _build(out: Path, root: Path, timeout_s: float) -> float:
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     t0 = time.monotonic()
     try:
@@ -117,7 +134,8 @@ def build_library(cache: Path | None = None, timeout_s: float = 3600.0) -> tuple
             shutil.copy(COQ_DIR / f"{name}.v", tmp / f"{name}.v")
         for name in LIBRARY:
             r = subprocess.run([coqc(), "-q", "-Q", ".", "Shardproof", f"{name}.v"], cwd=tmp,
-                               capture_output=True, text=True, timeout=timeout_s)
+                               capture_output=True, text=True, timeout=timeout_s,
+                               preexec_fn=_limit_memory)
             if r.returncode != 0:
                 raise CoqFailed(f"the Coq library does not compile: {name}.v: "
                                 f"{' '.join((r.stdout + r.stderr).split())[:400]}")
@@ -128,7 +146,7 @@ def build_library(cache: Path | None = None, timeout_s: float = 3600.0) -> tuple
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out, time.monotonic() - t0
+    return time.monotonic() - t0
 
 
 _EVAL = re.compile(r"=\s*(.*?)\n\s*:\s*([^\n]*)", re.S)
@@ -191,7 +209,8 @@ def coq_check(cert: dict[str, Any], *, out_v: str | Path | None = None,
         t1 = time.monotonic()
         try:
             r = subprocess.run([coqc(), "-q", "-Q", str(lib), "Shardproof", vfile.name],
-                               cwd=work, capture_output=True, text=True, timeout=timeout_s)
+                               cwd=work, capture_output=True, text=True, timeout=timeout_s,
+                               preexec_fn=_limit_memory)
         except subprocess.TimeoutExpired:
             raise CoqFailed(f"coqc did not finish within {timeout_s:.0f} s") from None
         t_coq = time.monotonic() - t1
