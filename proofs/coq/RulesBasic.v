@@ -1,8 +1,7 @@
 (** * RulesBasic: rules of docs/rules.md that rewrite one node into its definition.
 
-    stop-grad-elim, cast-elim, neg-mul, recip-pow, sqrt-pow, rsqrt-pow, pow-one, pow-const,
-    dim-size, axis-size, rank-const-uniform, einsum-identity, broadcast-invariant,
-    allreduce-max-invariant, allreduce-sum-invariant, allreduce-rank-const.
+    stop-grad-elim, cast-elim, neg-mul, recip-pow, sqrt-pow, rsqrt-pow, pow-one, dim-size,
+    axis-size, rank-const-uniform.
     Each [chk_*] reads the step's two nodes; each [chk_*_sound] is its lemma, proved for all
     sizes (the guard is what the checker tests). *)
 

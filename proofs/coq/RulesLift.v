@@ -1,6 +1,6 @@
 (** * RulesLift: [SHARD] moves out through ops that act position by position along its dim.
 
-    lift-shard-elementwise, shard-swap, lift-shard-rename, lift-shard-chunk. *)
+    lift-shard-elementwise; and dims-sort (a node with its dims listed in another order). *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
