@@ -34,6 +34,7 @@ COQ_DIR = Path(__file__).with_name("coq")
 CUT_PREFIX = "cut:"
 WORD_CHUNKS = 10          # 6-bit chunks per 63-bit integer (Decode.next_chunk)
 WORDS_PER_DEF = 2000      # integers per Coq definition (keeps each term small)
+MAX_BITS = 5 * 2700       # bits of one number Decode.rdN reads (2700 chunks of 5 bits)
 
 
 class ExportError(ValueError):
@@ -170,6 +171,7 @@ class CoqExport:
     nodes: int
     words: int                        # 63-bit integers in the file
     unread_constants: list[int] = field(default_factory=list)   # nodes made inputs ``const?``
+    rule_step_ids: list[int] = field(default_factory=list)      # steps sent to a Coq checker
 
 
 class _Names:
@@ -198,6 +200,9 @@ class _Stream:
     def n(self, v: int) -> None:
         if v < 0:
             raise ExportError(f"negative number {v} in the stream")
+        if v.bit_length() > MAX_BITS:
+            raise ExportError(f"a number of {v.bit_length()} bits (Decode.rdN reads at most "
+                              f"{MAX_BITS})")
         while True:
             c = v & 31
             v >>= 5
@@ -297,8 +302,11 @@ def fingerprint(facts: list[tuple[int, int]], cut: list[int], nodes: list[tuple]
 
 
 # -- translation ---------------------------------------------------------------------------
+# rules whose Coq checker reads the size of a dim or axis named in the step's substitution:
+# the exporter passes the binding's size as a fact [sz n = v] of the theorem
 _FACT_ATTR = {"dim-size": "d", "axis-size": "a", "allreduce-sum-invariant": "a",
-              "allreduce-rank-const": "a"}
+              "allreduce-rank-const": "a", "allreduce-unit-axis": "a", "part-unit-axis": "a",
+              "broadcast-unit-axis": "a"}
 
 
 def _shard(s: Any, names: _Names) -> tuple:
@@ -465,6 +473,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
     out_steps: list[tuple] = []
     opaque: dict[int, str] = {}
     rule_steps = 0
+    rule_ids: list[int] = []
     for k, st in enumerate(steps):
         kind = st.get("kind")
         l, r = st.get("lhs"), st.get("rhs")
@@ -479,6 +488,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
                 facts[names(a)] = binding[a]
             out_steps.append((1, codes[name], l + 1, r + 1, ()))
             rule_steps += 1
+            rule_ids.append(k)
         elif kind == "congr":
             out_steps.append((2, l + 1, r + 1, tuple(0 if a is None else a + 1 for a in st["args"])))
         elif kind == "trans":
@@ -525,7 +535,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
                      len(out_steps), len(exported))
     src = _source(label, cert, names.ids, fact_list, ob_names, not_exported, opaque, words)
     return CoqExport(src, dict(names.ids), fp, ob_names, not_exported, opaque, rule_steps,
-                     len(out_steps), len(ir_nodes), len(words), unread)
+                     len(out_steps), len(ir_nodes), len(words), unread, rule_ids)
 
 
 def _put_step(s: _Stream, st: tuple) -> None:

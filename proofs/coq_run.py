@@ -30,11 +30,9 @@ __all__ = ["CoqMissing", "CoqFailed", "CoqReport", "coq_check", "build_library",
 
 # Compilation order of the library (each file imports only earlier ones).
 LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Shard",
-           "RulesBasic", "RulesLift", "Positive", "Rules", "Steps", "StepsSound", "Cert", "Decode")
+           "RulesBasic", "RulesLift", "RulesAxis", "Positive", "Rules", "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "
                 "(Debian/Ubuntu, Coq 8.16) to Coq-check certificates")
-EXPECTED_AXIOMS = {"ClassicalDedekindReals.sig_forall_dec",
-                   "FunctionalExtensionality.functional_extensionality_dep"}
 
 
 class CoqMissing(RuntimeError):
@@ -63,18 +61,22 @@ class CoqReport:
     def checked(self) -> int:
         return sum(v == "checked" for v in self.status.values())
 
+    @property
+    def rule_steps_checked(self) -> int:
+        """Rule steps Coq's rule checkers accepted."""
+        failed = set(self.failed_steps)
+        return sum(1 for k in self.export.rule_step_ids if k not in failed)
+
     def summary(self) -> str:
         n = len(self.status) + len(self.export.not_exported)
         under = sum(v == "claims" for v in self.status.values())
         notc = n - self.checked - under
-        rule_ok = self.export.rule_steps - sum(1 for k in self.failed_steps
-                                               if k not in self.export.opaque)
         return (f"Coq: {self.checked} of {n} obligations Coq-checked, {under} under stated "
-                f"hypotheses, {notc} not Coq-checked; {rule_ok} of "
+                f"hypotheses, {notc} not Coq-checked; {self.rule_steps_checked} of "
                 f"{self.export.rule_steps + len(self.export.opaque)} rule/smt/cas steps "
-                f"checked by Coq lemmas ({len(self.export.opaque)} taken as hypotheses, "
-                f"{len(self.failed_steps)} rejected); coqc {self.seconds.get('coqc', 0):.1f} s, "
-                f"peak RSS {self.peak_rss_mb:.0f} MB")
+                f"checked by Coq lemmas ({len(self.export.opaque)} taken as hypotheses); "
+                f"{len(self.failed_steps)} of {self.export.steps} steps rejected by Coq; "
+                f"coqc {self.seconds.get('coqc', 0):.1f} s, peak RSS {self.peak_rss_mb:.0f} MB")
 
 
 MEMORY_GB = float(os.environ.get("SHARDPROOF_COQ_MEMORY_GB", "6"))   # address space per coqc
@@ -82,7 +84,10 @@ MEMORY_GB = float(os.environ.get("SHARDPROOF_COQ_MEMORY_GB", "6"))   # address s
 
 def _limit_memory() -> None:      # preexec_fn of every coqc run: a runaway coqc fails, not the host
     lim = int(MEMORY_GB * 2**30)
-    resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        lim = min(lim, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (lim, hard))
 
 
 def coqc() -> str:
@@ -170,8 +175,8 @@ def _parse_output(text: str) -> dict[str, Any]:
             " ".join(c.split()) for c in re.findall(r"(C(?:NZ|NN)\s+\d+%positive|"
                                                     r"CEq\s+\d+%positive\s+\d+%positive)",
                                                     m.group(2))]
-    ax = text[text.find("Axioms:"):] if "Axioms:" in text else ""
-    out["axioms"] = re.findall(r"^\s*([A-Za-z_][\w.]*)\s*:", ax, re.M)
+    ax = text[text.find("Axioms:") + len("Axioms:"):] if "Axioms:" in text else ""
+    out["axioms"] = re.findall(r"^([A-Za-z_][\w.']*) :", ax, re.M)
     if "Closed under the global context" in text:
         out["axioms"] = []
     return out

@@ -5,12 +5,13 @@
     exported as an opaque step and reported as not Coq-checked. *)
 
 From Coq Require Import Reals List NArith.
-From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift.
+From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis.
 Import ListNotations.
 
 Inductive rtag :=
 | TStopGrad | TCast | TNegMul | TRecipPow | TSqrtPow | TRsqrtPow | TPowOne | TDimSize
-| TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw.
+| TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
+| TAllReduceSumInv | TAllReducePart.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -26,6 +27,10 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TRankConstUniform => chk_rank_const_uniform
   | TDimsSort => chk_dims_sort
   | TLiftShardEw => chk_lift_ew
+  | TUnitAxis => chk_unit_axis
+  | TAllReduceMaxInv => chk_allreduce_max_inv
+  | TAllReduceSumInv => chk_allreduce_sum_inv
+  | TAllReducePart => chk_allreduce_part
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -45,6 +50,12 @@ Definition rtag_of (n : N) : option rtag :=
   | 9%N => Some TRankConstUniform (* rank-const-uniform *)
   | 10%N => Some TDimsSort (* dims-sort *)
   | 11%N => Some TLiftShardEw (* lift-shard-elementwise *)
+  | 12%N => Some TUnitAxis (* allreduce-unit-axis *)
+  | 13%N => Some TUnitAxis (* part-unit-axis *)
+  | 14%N => Some TUnitAxis (* broadcast-unit-axis *)
+  | 15%N => Some TAllReduceMaxInv (* allreduce-max-invariant *)
+  | 16%N => Some TAllReduceSumInv (* allreduce-sum-invariant *)
+  | 17%N => Some TAllReducePart (* allreduce-part *)
   | _ => None
   end.
 
@@ -63,4 +74,8 @@ Proof.
   - apply chk_rank_const_uniform_sound.
   - apply chk_dims_sort_sound.
   - apply chk_lift_ew_sound.
+  - apply chk_unit_axis_sound.
+  - apply chk_allreduce_max_inv_sound.
+  - apply chk_allreduce_sum_inv_sound.
+  - apply chk_allreduce_part_sound.
 Qed.
