@@ -127,7 +127,7 @@ Proof.
     unfold rename_res in E.
     destruct (get_res rs k) as [[[L1 L2] g0]|]; try discriminate.
     destruct (rename_rel S L1 L2 (o_e ob) (o_a ob)) as [[R ren]|]; try discriminate.
-    destruct (xfer_all (xfer R) g0); try discriminate. injection E as <- <- <-. auto.
+    destruct (xfer_all (xfer R) g0); injection E as <- <- <-; auto.
 Qed.
 
 Theorem check_cert_sound : forall C c,

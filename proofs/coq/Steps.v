@@ -148,7 +148,11 @@ Fixpoint trans_chain (rs : results) (cur : positive) (chain : list positive) : o
       end
   end.
 
-(** renaming: the relation pairs inputs with inputs (a renaming) and other nodes structurally *)
+(** renaming: the relation pairs inputs with inputs (a renaming) and other nodes structurally.
+    The claims of the renamed step are carried over along the relation; a claim about a node
+    outside it (an intermediate term of a step Coq takes as a hypothesis) cannot be, and then
+    the step's own equation becomes its claim (as for an opaque step): the step is reported as
+    resting on a hypothesis, never as Coq-checked. Cut steps do the same. *)
 Definition ren_leaf (u v : positive) : option bool :=
   match nop (node_at T u), nop (node_at T v) with
   | OInput _ _, OInput _ _ => Some true
@@ -222,7 +226,10 @@ Definition rename_res (rs : results) (l r k : positive) : option result :=
   match get_res rs k with
   | Some (L1, L2, g) =>
       match rename_rel L1 L2 l r with
-      | Some (R, _) => match xfer_all (xfer R) g with Some g' => Some (l, r, g') | None => None end
+      | Some (R, _) => match xfer_all (xfer R) g with
+                       | Some g' => Some (l, r, g')
+                       | None => Some (l, r, [CEq l r])   (* hypotheses that do not carry over *)
+                       end
       | None => None
       end
   | None => None
@@ -314,7 +321,7 @@ Definition cut_res (rs : results) (l r k : positive) (cps : list cutpt) : option
         | Some gP, Some R1, Some R2 =>
             match xfer_all (xfer_back R1 R2) gL with
             | Some gL' => Some (l, r, add_claims gL' gP)
-            | None => None
+            | None => Some (l, r, [CEq l r])       (* hypotheses that do not carry over *)
             end
         | _, _, _ => None
         end

@@ -408,7 +408,8 @@ Proof.
   destruct (cut_points_ok S rs K1 cps) as [gP|] eqn:CP; try discriminate.
   destruct (sub_rel S K1 l L1) as [R1|] eqn:S1; try discriminate.
   destruct (sub_rel S K2 r L2) as [R2|] eqn:S2; try discriminate.
-  destruct (xfer_all (xfer_back S R1 R2) gL) as [gL'|] eqn:X; try discriminate.
+  destruct (xfer_all (xfer_back S R1 R2) gL) as [gL'|] eqn:X;
+    [|injection H as <-; exact (Hk (CEq l r) (or_introl eq_refl))].
   injection H as <-. simpl in *.
   repeat match type of B with _ && _ = true => apply andb_prop in B as [B ?] end.
   rename H into ND.
@@ -473,7 +474,9 @@ Proof.
   intros rs l r k res RS H c M Hk. unfold rename_res in H.
   destruct (get_res rs k) as [[[L1 L2] g]|] eqn:Gk; try discriminate.
   destruct (rename_rel S L1 L2 l r) as [[R ren]|] eqn:RR; try discriminate.
-  destruct (xfer_all (xfer R) g) as [g'|] eqn:X; try discriminate. injection H as <-. simpl in *.
+  destruct (xfer_all (xfer R) g) as [g'|] eqn:X;
+    [|injection H as <-; exact (Hk (CEq l r) (or_introl eq_refl))].
+  injection H as <-. simpl in *.
   destruct (rename_rel_sound L1 L2 l r R ren RR) as [E1 [E2 [Dm F]]].
   destruct (F c M) as [M' Rs].
   assert (Lm : eqv (ctx_ren ren c) T L1 L2).
