@@ -40,7 +40,7 @@ Fixpoint varint (fuel : nat) (shift acc : N) (s : rd) : N * rd :=
       if N.testbit c 5 then varint f (shift + 5)%N acc' s' else (acc', s')
   end.
 
-Definition rdN : M N := varint 40 0 0.
+Definition rdN : M N := varint 2700 0 0.   (* up to 13500 bits: 4000-digit constants *)
 Definition rdP : M positive := fun s => let (n, s') := rdN s in (N.succ_pos n, s').
 Definition rdZ : M Z := fun s =>
   let (n, s') := rdN s in
