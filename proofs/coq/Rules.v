@@ -5,13 +5,14 @@
     exported as an opaque step and reported as not Coq-checked. *)
 
 From Coq Require Import Reals List NArith.
-From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis.
+From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
+  RulesEinsum RulesPow.
 Import ListNotations.
 
 Inductive rtag :=
 | TStopGrad | TCast | TNegMul | TRecipPow | TSqrtPow | TRsqrtPow | TPowOne | TDimSize
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
-| TAllReduceSumInv | TAllReducePart.
+| TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -31,6 +32,8 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAllReduceMaxInv => chk_allreduce_max_inv
   | TAllReduceSumInv => chk_allreduce_sum_inv
   | TAllReducePart => chk_allreduce_part
+  | TEinsumCanon => chk_einsum_canon
+  | TPowMul => chk_pow_mul
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -56,6 +59,8 @@ Definition rtag_of (n : N) : option rtag :=
   | 15%N => Some TAllReduceMaxInv (* allreduce-max-invariant *)
   | 16%N => Some TAllReduceSumInv (* allreduce-sum-invariant *)
   | 17%N => Some TAllReducePart (* allreduce-part *)
+  | 18%N => Some TEinsumCanon (* einsum-canon *)
+  | 19%N => Some TPowMul (* pow-mul *)
   | _ => None
   end.
 
@@ -78,4 +83,6 @@ Proof.
   - apply chk_allreduce_max_inv_sound.
   - apply chk_allreduce_sum_inv_sound.
   - apply chk_allreduce_part_sound.
+  - apply chk_einsum_canon_sound.
+  - apply chk_pow_mul_sound.
 Qed.
