@@ -65,3 +65,50 @@ def forge_smt(cert: dict[str, Any], names: set[str] | None = None) -> dict[str, 
 def write(path: Path, cert: dict[str, Any]) -> Path:
     write_certificate(path, cert)
     return path
+
+
+def forge_refutation(cert: dict[str, Any], seed: int, edge: dict[str, Any] | None = None,
+                     binding: dict[str, int] | None = None) -> dict[str, Any] | None:
+    """A NOT EQUIVALENT certificate refuting every obligation the certificate does not prove
+    that diverges on the replay ``(seed, edge, binding)`` (the replay the checker re-runs,
+    ``proofs/replay.py``); None when none diverges."""
+    import warnings
+
+    import numpy as np
+
+    from proofs.checker import _terms
+    from proofs.replay import differs, replay
+
+    cert = json.loads(json.dumps(cert))
+    t = NodeTable.from_json(cert["nodes"])
+    b = dict(binding or cert["binding"])
+    obs = cert["obligations"]
+    terms = _terms(t, [x for o in obs for x in (o["expected"], o["actual"])])
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vals = replay([(terms[o["expected"]], terms[o["actual"]]) for o in obs], b, seed, edge)
+    bad = [(o, v) for o, v in zip(obs, vals)
+           if o["method"] not in ("rewrite", "smt", "reused") and differs(v[1], v[2]).any()]
+    if not bad:
+        return None
+    names = [o["name"] for o, _ in bad]
+    axes, de, da = bad[0][1]
+    first = [int(i) for i in np.argwhere(differs(de, da))[0]]
+    for o in obs:
+        if o["name"] in names:
+            o["method"], o["reason"] = "refuted", "values differ"
+            o.pop("proof", None)
+            o.pop("reuses", None)
+    rp: dict[str, Any] = {"goals": names, "seed": seed, "binding": b}
+    if edge is not None:
+        rp["edge"] = edge
+    o0 = bad[0][0]
+    cert["counterexample"] = {
+        "also_diverging": names[1:], "explanation": "forged", "goal": names[0],
+        "index": {x: first[k] for k, x in enumerate(axes) if not x.startswith("@")},
+        "kind": o0["kind"], "placement": o0.get("placement", ""),
+        "rank": {x[1:]: first[k] for k, x in enumerate(axes) if x.startswith("@")},
+        "ratio": "1", "reduced_binding": b, "replay": rp, "seed": seed,
+        "site": o0.get("site", ""), "tensor": names[0], "values": []}
+    cert["verdict"] = "NOT EQUIVALENT"
+    return cert

@@ -14,7 +14,8 @@ import pytest
 from proofs.checker import check_certificate
 from proofs.errors import CertificateError
 
-from tests.adversarial.forge import certificate, forge_smt, part_hashes, write
+from tests.adversarial.forge import (certificate, forge_refutation, forge_smt, part_hashes,
+                                     write)
 
 PLANS = Path(__file__).resolve().parent / "plans"
 
@@ -33,3 +34,17 @@ def test_input_named_like_a_part_addend(tmp_path):
     forged = write(tmp_path / "forged.json", forge_smt(cert))
     with pytest.raises(CertificateError):
         check_certificate(forged, plan_path=first)
+
+
+@pytest.mark.xfail(strict=True, reason="finding 3: the checker accepts a NOT EQUIVALENT replay whose "
+                   "only divergence is float64 overflow: the `exclude` edge case puts -1e6 in any "
+                   "real input and `differs` counts inf-vs-finite as a divergence")
+def test_overflow_is_not_a_refutation(tmp_path):
+    plan = PLANS / "lse_noshift.py"                # equal over the reals (no max shift)
+    cert = certificate(plan, tmp_path / "genuine.json")
+    assert cert["verdict"] != "NOT EQUIVALENT"
+    edge = {"kind": "exclude", "input": "x", "dim": "V", "index": 3}   # logit +1e6 * w[3] > 0
+    forged = forge_refutation(cert, seed=0, edge=edge)
+    assert forged is not None and forged["counterexample"]["goal"] == "loss"
+    with pytest.raises(CertificateError):
+        check_certificate(write(tmp_path / "forged.json", forged), plan_path=plan)
