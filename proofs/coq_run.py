@@ -31,7 +31,7 @@ __all__ = ["CoqMissing", "CoqFailed", "CoqReport", "coq_check", "build_library",
 # Compilation order of the library (each file imports only earlier ones).
 LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Shard",
            "RulesBasic", "RulesLift", "RulesAxis", "RulesEinsum", "RulesPow", "Positive",
-           "Rules", "Steps", "StepsSound", "Cert", "Decode")
+           "Canon", "Rules", "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "
                 "(Debian/Ubuntu, Coq 8.16) to Coq-check certificates")
 
@@ -177,7 +177,8 @@ def _parse_output(text: str) -> dict[str, Any]:
                                                     r"CEq\s+\d+%positive\s+\d+%positive)",
                                                     m.group(2))]
     ax = text[text.find("Axioms:") + len("Axioms:"):] if "Axioms:" in text else ""
-    out["axioms"] = re.findall(r"^([A-Za-z_][\w.']*) :", ax, re.M)
+    # "name : type", or "name" alone with the type on indented lines below
+    out["axioms"] = re.findall(r"^([A-Za-z_][\w.']*)\s+:", ax, re.M)
     if "Closed under the global context" in text:
         out["axioms"] = []
     return out
