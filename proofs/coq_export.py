@@ -27,6 +27,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from proofs.coq_constants import Num, parse_const, parse_rational
+
 __all__ = ["CoqExport", "ExportError", "export_certificate", "rule_codes", "COQ_DIR",
            "fingerprint"]
 
@@ -57,92 +59,6 @@ def rule_codes(rules_v: Path | None = None) -> dict[str, int]:
             raise ExportError(f"Rules.v: rule {name} has two codes")
         out[name] = code
     return out
-
-
-# -- exact constants -----------------------------------------------------------------------
-# A number is a list of (Q, rad) terms, a rad a list of (base, exponent): sum q * prod b^e.
-Rad = tuple[tuple[int, Fraction], ...]
-Num = tuple[tuple[Fraction, Rad], ...]
-
-def _num_q(q: Fraction) -> Num:
-    return ((q, ()),)
-
-
-def _num_mul(a: Num, b: Num) -> Num:
-    return tuple((qa * qb, ra + rb) for qa, ra in a for qb, rb in b)
-
-
-def _as_rational(x: Num) -> Fraction | None:
-    if len(x) == 1 and not x[0][1]:
-        return x[0][0]
-    return None
-
-
-# The grammar of docs/certificate.md ("Nodes"), read here with this module's own regular
-# expressions (the checker's reader is proofs/exact_numbers.py; a test compares the two).
-_Q = re.compile(r"(0|-?[1-9][0-9]{0,3999})/([1-9][0-9]{0,3999})")
-_BASE = re.compile(r"[1-9][0-9]{0,3999}")
-_EXP = re.compile(r"([1-9][0-9]{0,5})/([1-9][0-9]{0,5})")
-
-
-def _parse_fraction(s: Any) -> Fraction | None:
-    m = _Q.fullmatch(s) if isinstance(s, str) else None
-    if m is None:
-        return None
-    q = Fraction(int(m.group(1)), int(m.group(2)))
-    if (q.numerator, q.denominator) != (int(m.group(1)), int(m.group(2))):
-        return None                                  # not in lowest terms
-    return q
-
-
-def _parse_alg(terms: Any) -> Num | None:
-    """``[[C, [[B, "A/D"], ...]], ...]`` -> sum C * prod B^(A/D), or None off the grammar."""
-    if not isinstance(terms, list) or not 1 <= len(terms) <= 32:
-        return None
-    out: list[tuple[Fraction, Rad]] = []
-    factors = 0
-    for t in terms:
-        if not (isinstance(t, list) and len(t) == 2 and isinstance(t[1], list)):
-            return None
-        c = _parse_fraction(t[0])
-        if c is None:
-            return None
-        rad: list[tuple[int, Fraction]] = []
-        for f in t[1]:
-            if not (isinstance(f, list) and len(f) == 2 and isinstance(f[0], str)
-                    and _BASE.fullmatch(f[0]) and isinstance(f[1], str)):
-                return None
-            m = _EXP.fullmatch(f[1])
-            b = int(f[0])
-            if m is None or b < 2:
-                return None
-            e = Fraction(int(m.group(1)), int(m.group(2)))
-            if not 0 < e < 1 or e.numerator != int(m.group(1)):
-                return None
-            rad.append((b, e))
-        factors += len(rad)
-        out.append((c, tuple(rad)))
-    return None if factors > 64 else tuple(out)
-
-
-def parse_const(v: Any) -> Num | None:
-    """A certificate constant (``{"q": "P/Q"}``, ``{"alg": ...}`` or a plain integer) as a
-    number, or None when it is not in the grammar of docs/certificate.md."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return _num_q(Fraction(v))
-    if isinstance(v, dict) and set(v) == {"q"}:
-        q = _parse_fraction(v["q"])
-        return None if q is None else _num_q(q)
-    if isinstance(v, dict) and set(v) == {"alg"}:
-        return _parse_alg(v["alg"])
-    return None
-
-
-def parse_rational(v: Any) -> Fraction | None:
-    n = parse_const(v)
-    return None if n is None else _as_rational(n)
 
 
 # -- the export ----------------------------------------------------------------------------

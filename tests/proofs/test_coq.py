@@ -21,7 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proofs import checker_rules
-from proofs.coq_export import export_certificate, parse_const, rule_codes
+from proofs.coq_constants import parse_const
+from proofs.coq_export import export_certificate, rule_codes
 from proofs.exact_numbers import decode_number, encode_number
 from rewriting import RULES
 
