@@ -173,8 +173,8 @@ def _parse_output(text: str) -> dict[str, Any]:
     }
     for m in re.finditer(r"\((\d+)%N,\s*\[(.*?)\]\)", claims, re.S):
         out["claims"][int(m.group(1))] = [
-            " ".join(c.split()) for c in re.findall(r"(C(?:NZ|NN)\s+\d+%positive|"
-                                                    r"CEq\s+\d+%positive\s+\d+%positive)",
+            " ".join(c.split()) for c in re.findall(r"(C(?:NZ|NN)\s+\d+(?:%positive)?|"
+                                                    r"CEq\s+\d+(?:%positive)?\s+\d+(?:%positive)?)",
                                                     m.group(2))]
     ax = text[text.find("Axioms:") + len("Axioms:"):] if "Axioms:" in text else ""
     # "name : type", or "name" alone with the type on indented lines below
@@ -184,8 +184,8 @@ def _parse_output(text: str) -> dict[str, Any]:
     return out
 
 
-def _claim_text(c: str, ids: dict[int, int]) -> str:
-    nums = [int(x) - 1 for x in re.findall(r"(\d+)%positive", c)]
+def _claim_text(c: str) -> str:
+    nums = [int(x) - 1 for x in re.findall(r"\d+", c)]     # Coq numbers nodes from 1
     if c.startswith("CNZ"):
         return f"node {nums[0]} is non-zero"
     if c.startswith("CNN"):
@@ -248,7 +248,7 @@ def coq_check(cert: dict[str, Any], *, out_v: str | Path | None = None,
             status[name] = "checked"
         elif code == 1:
             status[name] = "claims"
-            claims[name] = [_claim_text(c, {}) for c in got["claims"].get(k, [])]
+            claims[name] = [_claim_text(c) for c in got["claims"].get(k, [])]
         else:
             status[name] = "not checked"
             why[name] = reasons.get(code, f"code {code}")

@@ -213,6 +213,17 @@ def test_small_certificate_is_coq_checked(coq_cache: Path, tmp_path: Path) -> No
     assert (tmp_path / "small.v").read_text() == r.export.source
 
 
+@needs_coq
+def test_an_opaque_step_is_a_claim_coq_reports(coq_cache: Path) -> None:
+    from proofs.coq_run import coq_check
+    c = _small()
+    c["steps"][0] = {"kind": "cas", "lhs": 1, "rhs": 3}
+    r = coq_check(c, cache=coq_cache)
+    assert r.status["neg"] == "claims" and r.failed_steps == []
+    assert r.claims == {"neg": ["node 1 == node 3 (step not Coq-checked)"]}
+    assert sum(v == "checked" for v in r.status.values()) == len(r.status) - 1
+
+
 def _mutant(edit) -> dict:
     c = copy.deepcopy(_small())
     edit(c)
