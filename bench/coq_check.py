@@ -5,7 +5,8 @@ export the certificate to Coq and run coqc on it (``proofs.coq_run.coq_check``),
 obligations Coq-checked (no hypothesis), those proved under hypotheses (claims), those not
 Coq-checked, the rule / smt / cas steps checked by Coq lemmas, the steps exported as hypotheses
 (rules without a lemma, smt, cas), the steps Coq rejected, the library build and coqc seconds
-(wall clock, this machine) and coqc's peak RSS. coqc runs one at a time, under the address-space
+(wall clock, this machine; and coqc's CPU seconds, which a shared machine inflates less) and
+coqc's peak RSS. coqc runs one at a time, under the address-space
 limit of ``SHARDPROOF_COQ_MEMORY_GB`` (default 6).
 
     python bench/coq_check.py [examples/llama_debug_dp.py ...] [--certificate CERT.json]
@@ -79,7 +80,8 @@ def main() -> int:
               f"({r['under_claims']} under claims); {r['rule_steps_coq']} rule steps by Coq "
               f"lemmas, {r['steps_as_hypotheses']} steps as hypotheses, {r['steps_rejected']} "
               f"rejected; {r['nodes']} nodes, {r['steps']} steps; library "
-              f"{r['seconds']['library']} s, coqc {r['seconds']['coqc']} s, peak RSS "
+              f"{r['seconds']['library']} s, coqc {r['seconds']['coqc']} s "
+              f"({r['seconds']['coqc_cpu']} s CPU), peak RSS "
               f"{r['peak_rss_mb']} MB")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")

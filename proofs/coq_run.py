@@ -54,7 +54,8 @@ class CoqReport:
     why: dict[str, str]                    # obligation -> why it is not Coq-checked
     failed_steps: list[int]                # certificate step ids Coq's checker rejected
     axioms: list[str]
-    seconds: dict[str, float] = field(default_factory=dict)   # export, library, coqc
+    seconds: dict[str, float] = field(default_factory=dict)   # export, library, coqc (wall),
+    #                                                           coqc_cpu (user + system)
     peak_rss_mb: float = 0.0
     coq_file: str = ""
 
@@ -77,7 +78,8 @@ class CoqReport:
                 f"{self.export.rule_steps + len(self.export.opaque)} rule/smt/cas steps "
                 f"checked by Coq lemmas ({len(self.export.opaque)} taken as hypotheses); "
                 f"{len(self.failed_steps)} of {self.export.steps} steps rejected by Coq; "
-                f"coqc {self.seconds.get('coqc', 0):.1f} s, peak RSS {self.peak_rss_mb:.0f} MB")
+                f"coqc {self.seconds.get('coqc', 0):.1f} s ({self.seconds.get('coqc_cpu', 0):.1f} s "
+                f"CPU), peak RSS {self.peak_rss_mb:.0f} MB")
 
 
 MEMORY_GB = float(os.environ.get("SHARDPROOF_COQ_MEMORY_GB", "6"))   # address space per coqc
@@ -212,7 +214,8 @@ def coq_check(cert: dict[str, Any], *, out_v: str | Path | None = None,
     try:
         vfile = work / "Certificate.v"
         vfile.write_text(ex.source)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = ru0.ru_maxrss
         t1 = time.monotonic()
         try:
             r = subprocess.run([coqc(), "-q", "-Q", str(lib), "Shardproof", vfile.name],
@@ -221,7 +224,9 @@ def coq_check(cert: dict[str, Any], *, out_v: str | Path | None = None,
         except subprocess.TimeoutExpired:
             raise CoqFailed(f"coqc did not finish within {timeout_s:.0f} s") from None
         t_coq = time.monotonic() - t1
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rss = ru1.ru_maxrss
+        cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         if r.returncode != 0:
             raise CoqFailed("coqc rejects the exported file: "
                             + " ".join((r.stdout + r.stderr).split())[:400])
@@ -255,7 +260,7 @@ def coq_check(cert: dict[str, Any], *, out_v: str | Path | None = None,
     for name in ex.not_exported:
         status.setdefault(name, "not checked")
     return CoqReport(ex, status, claims, why, [k - 1 for k in got["failed"]], got["axioms"],
-                     {"export": t_export, "library": t_lib, "coqc": t_coq},
+                     {"export": t_export, "library": t_lib, "coqc": t_coq, "coqc_cpu": cpu},
                      max(rss, before) / 1024.0, str(out_v) if out_v else "")
 
 
