@@ -60,6 +60,9 @@ def prove_main(argv: list[str] | None = None) -> int:
 def _prove(argv: list[str] | None) -> int:
     p = _Parser(prog="prove", description="Prove a training plan equivalent to its spec.")
     p.add_argument("plan", help="the plan file (a Python file defining the spec and the plan)")
+    p.add_argument("--torch", action="store_true",
+                   help="the file is a PyTorch train file: capture its single-device and "
+                        "parallel training step (docs/torch.md)")
     p.add_argument("--certificate", metavar="OUT.json", help="write a certificate here")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="worker processes for independent obligations and z3 queries "
@@ -104,7 +107,7 @@ def _prove(argv: list[str] | None) -> int:
         return _err("prove", f"{a.certificate}: the directory does not exist")
     t0 = time.monotonic()
     try:
-        problem = _load(path)
+        problem = _load(path, torch=a.torch)
     except _BadInput as e:
         return _err("prove", str(e))
     except Exception as e:  # noqa: BLE001 -- any other failure is ours, never a verdict
@@ -168,10 +171,22 @@ class _BadInput(Exception):
     pass
 
 
-def _load(path: Path) -> Any:
-    """``spec_lang.load``; user errors become :class:`_BadInput` with ``path:line: ...``."""
+def _load(path: Path, *, torch: bool = False) -> Any:
+    """``spec_lang.load`` (``spec_lang.torch_frontend.load`` with ``torch``); user errors become
+    :class:`_BadInput` with ``path:line: ...``."""
     import spec_lang
     from spec_lang.errors import SpecLangError
+
+    if torch:
+        try:
+            from spec_lang import torch_frontend
+        except ImportError as e:
+            raise _BadInput(f"{path}: --torch needs torch: {e}") from None
+        try:
+            return torch_frontend.load(path)
+        except SpecLangError as e:
+            msg = str(e)
+            raise _BadInput(msg if ":" in msg.split(" ", 1)[0] else f"{path}:1: {msg}") from None
 
     try:
         source = path.read_text()
@@ -293,6 +308,8 @@ def _human(report: Any, certificate: str | None) -> None:
     shown = report.open_goals if report.counterexample is None else []
     for g in shown[:20]:
         print(f"  open: {g.name}: {g.reason}")
+    for name, why in list(getattr(report.problem, "unsupported", ()) or ())[:20]:
+        print(f"  open: {name}: not lowered: {why}")
     if len(shown) > 20:
         print(f"  ... and {len(shown) - 20} more open goals")
     if report.assumptions:

@@ -68,3 +68,7 @@ class Problem:
     schedule: object = None
     # marked boundaries of both traces: where the prover may cut obligations (proofs/cut.py)
     cut_points: tuple = ()
+    # plan outputs whose value could not be lowered (the PyTorch front end: an op without a
+    # lowering rule): (goal name, reason naming the op and the user's line). Such a problem is
+    # never EQUIVALENT (proofs/prover.py makes its verdict UNKNOWN at best).
+    unsupported: tuple[tuple[str, str], ...] = ()

@@ -1,0 +1,439 @@
+"""``load(path) -> Problem``: the PyTorch front end end to end (``docs/torch.md``).
+
+1. read the train file (:mod:`contract`); check the torch version (:mod:`version`);
+2. capture the spec (no mesh) and the plan on 2-3 coordinates of every mesh axis, at probe
+   sizes, and both once more at real sizes on meta tensors (:mod:`capture`, :mod:`world`);
+3. pass 1, named dims: the spec's atoms, then the plan's seeded from them through each input's
+   placements (a plan view that splits a spec atom re-runs the spec with it split);
+4. names and real sizes (:mod:`naming`); the traces aligned for literals (:mod:`literals`);
+5. pass 2, terms (:mod:`lower`): spec inputs are ``INPUT`` s, plan inputs their lineage
+   (``SHARD`` per sharded axis);
+6. one goal per plan output: the spec's value through the output's placement (a ``Partial``
+   gradient is compared after the all-reduce its placement stands for). An output whose value
+   could not be lowered is listed in ``Problem.unsupported`` (UNKNOWN, never EQUIVALENT).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from spec_lang.errors import PlanError
+from spec_lang.iteration import DEFAULT_ASSUMPTIONS
+from spec_lang.problem import Goal, Problem
+from spec_lang.term import Binding, DimSpec, Op, Term, term, varying_axes
+from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
+    rules_collectives, rules_contract, rules_elementwise,
+    rules_layout, rules_optim,
+)
+from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
+from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, capture, probe_sizes
+from spec_lang.torch_frontend.contract import TrainFile, read_train_file
+from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
+from spec_lang.torch_frontend.literals import GraphMismatch, Traces
+from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
+from spec_lang.torch_frontend.naming import (
+    Names, SizeMismatch, plan_namer, solve_real_sizes, spec_names, spec_namer,
+)
+from spec_lang.torch_frontend.values import TV
+from spec_lang.torch_frontend.version import check_torch
+from spec_lang.torch_frontend.world import fake_world
+
+__all__ = ["load", "Captured", "capture_all", "build_problem", "rank_coords"]
+
+_LAYER = re.compile(r"(?:^|:)((?:layers|blocks|h)\.\d+)\.")
+
+
+@dataclass
+class Captured:
+    """All traces of one train file."""
+
+    tf: TrainFile
+    probe: dict[str, int]
+    spec: Trace
+    spec_real: Trace
+    plans: list[Trace]            # plans[0] is the rank lowered (all coordinates 0)
+    plan_real: Trace
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def rank_coords(mesh: Mapping[str, int]) -> list[dict[str, int]]:
+    """Coordinates traced: all zeros, then 1 (and 2 when the axis is longer) on each axis."""
+    base = {a: 0 for a in mesh}
+    out = [dict(base)]
+    for a, n in mesh.items():
+        for c in range(1, min(n, 3)):
+            out.append({**base, a: c})
+    return out
+
+
+def capture_all(tf: TrainFile) -> Captured:
+    """Capture the spec and the plan's traces (module docstring, step 2)."""
+    import time
+    t0 = time.monotonic()
+    probe = probe_sizes(tf.sizes, tf.mesh)
+    spec = capture(tf, probe)
+    spec_real = capture(tf, tf.sizes)
+    plans = []
+    for c in rank_coords(tf.mesh):
+        with fake_world(tf.mesh, c) as w:
+            plans.append(capture(tf, probe, mesh=w.mesh, coords=w.coords, groups=w.groups))
+    with fake_world(tf.mesh, {a: 0 for a in tf.mesh}) as w:
+        plan_real = capture(tf, tf.sizes, mesh=w.mesh, coords=w.coords, groups=w.groups)
+    return Captured(tf, probe, spec, spec_real, plans, plan_real,
+                    {"capture": time.monotonic() - t0})
+
+
+def _mesh_factor(mesh: Mapping[str, int]) -> int:
+    m = math.prod(mesh.values()) if mesh else 1
+    return m * 2 if m % 2 else m
+
+
+def _placeholders(gm: Any) -> list[Any]:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _spec_seeds(tr: Trace, splits: Mapping[str, tuple[int, ...]]) -> Any:
+    def seed(i: int, n: Any, d: Dims) -> list:
+        role = tr.inputs[i]
+        shape = tuple(int(s) for s in n.meta["val"].shape)
+        lay = []
+        for k, s in enumerate(shape):
+            if s == 1:
+                lay.append([])
+                continue
+            a = d.fresh(s, f"input {role.name} dim {k}")
+            a.key = f"{role.name}#{k}"
+            _apply_splits(d, a, splits)
+            lay.append([a])
+        return lay
+    return seed
+
+
+def _apply_splits(d: Dims, a: Any, splits: Mapping[str, tuple[int, ...]]) -> None:
+    if a.key in splits:
+        for p in d.split(a, splits[a.key], a.origin):
+            _apply_splits(d, p, splits)
+
+
+def _plan_seeds(tr: Trace, spec_an: Analysis, names: Names, spec_tr: Trace) -> Any:
+    spec_ph = {r.name: n for r, n in zip(spec_tr.inputs, _placeholders(spec_an.gm))}
+    axes = list(tr.mesh)
+
+    def seed(i: int, n: Any, d: Dims) -> list:
+        role = tr.inputs[i]
+        where = f"input {role.name}"
+        sp = spec_ph.get(role.name)
+        if sp is None:
+            raise DimsError(f"{where}: the plan has an input the single-device model does not")
+        lay = [spec_an.dims.canon(dim) for dim in spec_an.layouts[sp]]
+        shards: list[list[list[str]]] = [[[] for _ in dim] for dim in lay]
+        for ax, pl in zip(axes, role.placements):
+            if pl.startswith("S("):
+                k = int(pl[2:-1])
+                if not lay[k]:
+                    raise DimsError(f"{where}: dim {k} of size 1 is sharded over {ax!r}")
+                shards[k][0].append(ax)
+            elif pl.startswith("SS("):
+                k = int(pl[3:-1].split(",")[0])
+                shards[k][0].insert(0, ax)
+            elif pl != "R":
+                raise DimsError(f"{where}: input placement {pl} over {ax!r}")
+        shape = tuple(int(s) for s in n.meta["val"].shape)
+        out = []
+        for k, dim in enumerate(lay):
+            atoms = []
+            prod = 1
+            for j, x in enumerate(dim):
+                r = spec_an.dims.find(x)
+                key = names.key_of[id(r)]
+                div = math.prod(tr.mesh[a] for a in shards[k][j])
+                if r.size % div:
+                    raise DimsError(f"{where}: dim {k}'s named dim of size {r.size} is sharded "
+                                    f"over {shards[k][j]} (size {div}), which does not divide it")
+                atoms.append(d.fresh(r.size // div, where, (key, tuple(shards[k][j]))))
+                prod *= r.size // div
+            if prod != shape[k]:
+                raise DimsError(f"{where}: local dim {k} has size {shape[k]}, its placement "
+                                f"{role.placements} gives {prod} (uneven sharding is not "
+                                "supported)")
+            out.append(atoms)
+        return out
+    return seed
+
+
+@dataclass
+class Lowered:
+    """Pass 2's results."""
+
+    spec_an: Analysis
+    plan_an: Analysis
+    names: Names
+    spec_out: dict[str, Any]
+    plan_out: dict[str, Any]
+    spec_ctx: Lowering
+    plan_ctx: Lowering
+    binding: Binding
+
+
+def _input_term(role: Any, specs: tuple[DimSpec, ...], dtype: str, rng: DimSpec | None) -> Term:
+    if role.kind == "param":
+        attrs = (role.name, "param", "real")
+    elif role.kind == "state":
+        attrs = (role.name, "state", STATE_DOMAIN.get(role.name.split(":", 1)[0], "real"))
+    elif dtype == "torch.bool":
+        attrs = (role.name, "data", "mask")
+    elif "int" in dtype:
+        if rng is None:
+            return None  # type: ignore[return-value]
+        attrs = (role.name, "data", "index", rng.name)
+    else:
+        attrs = (role.name, "data", "real")
+    return term(Op.INPUT, (), attrs, specs)
+
+
+def _spec_inputs(tr: Trace, an: Analysis, ctx: Lowering, namer: Any) -> list[Any]:
+    vals = []
+    for role, ph in zip(tr.inputs, _placeholders(an.gm)):
+        lay = ctx.layout(ph)
+        specs = tuple(x for dim in lay for x in dim)
+        rng = an.index_range.get(ph)
+        t = _input_term(role, specs, role.dtype, namer(rng) if rng is not None else None)
+        vals.append(TV(t, lay) if t is not None else
+                    Opaque("input", role.name, "an integer input used as no index"))
+    return vals
+
+
+def _plan_inputs(tr: Trace, an: Analysis, ctx: Lowering, spec_vals: Mapping[str, Any]) -> list:
+    vals = []
+    for role, ph in zip(tr.inputs, _placeholders(an.gm)):
+        sv = spec_vals[role.name]
+        if isinstance(sv, Opaque):
+            vals.append(sv)
+            continue
+        lay = ctx.layout(ph)
+        t = sv.term
+        for ax in tr.mesh:
+            for dim in lay:
+                for ds in dim:
+                    if ds.shards and ax in ds.shards:
+                        cur = t.dim(ds.name)
+                        new = DimSpec(cur.name, cur.shards + (ax,))
+                        t = term(Op.SHARD, (t,), (cur.name, ax),
+                                 tuple(new if x.name == cur.name else x for x in t.dims))
+        want = {x for dim in lay for x in dim}
+        if set(t.dims) != want:
+            # StridedShard order or nested axes: rebuild in the order the layout gives
+            vals.append(Opaque("input", role.name, f"placement {role.placements} gives dims "
+                               f"{sorted(map(str, t.dims))}, the local tensor "
+                               f"{sorted(map(str, want))}"))
+            continue
+        vals.append(TV(t, lay))
+    return vals
+
+
+def lower_all(cap: Captured) -> Lowered:
+    """Passes 1 and 2 on the main spec and plan traces (module docstring, steps 3-5).
+
+    Raises:
+        PlanError: dims that cannot be named, graphs that differ across traces, sizes that do
+            not fit; each names the user's line.
+    """
+    tf, probe = cap.tf, cap.probe
+    mf = _mesh_factor(tf.mesh)
+    path = tf.path
+    plan_tr = cap.plans[0]
+    splits: dict[str, tuple[int, ...]] = {}
+    for _round in range(6):
+        sd = Dims()
+        spec_an = analyse(cap.spec.gm, _spec_seeds(cap.spec, splits), sd, path)
+        names = spec_names(spec_an, probe, mf)
+        pd = Dims(axis_sizes=tf.mesh)
+        try:
+            plan_an = analyse(plan_tr.gm, _plan_seeds(plan_tr, spec_an, names, cap.spec), pd,
+                              path, groups=plan_tr.groups)
+        except Refine as r:
+            if r.key in splits:
+                raise PlanError(f"{path}:1: cannot name the dims: {r}") from None
+            splits[r.key] = r.sizes
+            continue
+        break
+    else:
+        raise PlanError(f"{path}:1: cannot name the dims after {len(splits)} refinements")
+    s_namer = spec_namer(spec_an, names)
+    p_namer = plan_namer(plan_an, names)
+    try:
+        spec_traces = Traces(cap.spec.gm, {}, {}, real=cap.spec_real.gm)
+        plan_traces = Traces(plan_tr.gm, plan_tr.coords, plan_tr.groups, real=cap.plan_real.gm,
+                             real_groups=cap.plan_real.groups,
+                             ranks=[(t.coords, t.gm, t.groups) for t in cap.plans[1:]])
+        real = solve_real_sizes([(spec_an, s_namer, cap.spec_real.gm, {}),
+                                 (plan_an, _safe(p_namer), cap.plan_real.gm, tf.mesh)])
+    except (GraphMismatch, SizeMismatch, KeyError) as e:
+        raise PlanError(f"{path}:1: {e}") from None
+    for tr in (spec_traces, plan_traces):
+        tr.probe_sizes = dict(names.probe_size)
+        tr.real_sizes = dict(real)
+        tr.axis_sizes = dict(tf.mesh)
+    spec_ctx = Lowering(spec_an, s_namer, spec_traces.scalar, spec_traces.axis, path)
+    plan_ctx = Lowering(plan_an, _opaque_namer(p_namer), plan_traces.scalar, plan_traces.axis,
+                        path)
+    spec_in = _spec_inputs(cap.spec, spec_an, spec_ctx, s_namer)
+    spec_env = lower_graph(spec_ctx, spec_in)
+    spec_vals = {r.name: v for r, v in zip(cap.spec.inputs, spec_in)}
+    plan_in = _plan_inputs(plan_tr, plan_an, plan_ctx, spec_vals)
+    plan_env = lower_graph(plan_ctx, plan_in)
+    spec_out = _outputs(cap.spec, spec_an, spec_env)
+    plan_out = _outputs(plan_tr, plan_an, plan_env)
+    sizes = dict(real)
+    for ctx in (spec_ctx, plan_ctx):
+        for name, base in ctx.same_size.items():
+            sizes[name] = real[base]
+    binding = Binding({**sizes, **tf.mesh})
+    return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding)
+
+
+class _Unnamed(Exception):  # noqa: N818
+    pass
+
+
+def _safe(namer: Any) -> Any:
+    def f(a: Any) -> DimSpec:
+        try:
+            return namer(a)
+        except KeyError:
+            return DimSpec(f"?{a.uid}")
+    return f
+
+
+def _opaque_namer(namer: Any) -> Any:
+    return _safe(namer)
+
+
+def _outputs(tr: Trace, an: Analysis, env: Mapping[Any, Any]) -> dict[str, Any]:
+    out_node = next(n for n in an.gm.graph.nodes if n.op == "output")
+    vals = env[out_node]
+    flat = vals[0] if isinstance(vals, (list, tuple)) and len(vals) == 1 \
+        and isinstance(vals[0], (list, tuple)) else vals
+    nodes = out_node.args[0]
+    nodes = nodes[0] if isinstance(nodes, (list, tuple)) and len(nodes) == 1 \
+        and isinstance(nodes[0], (list, tuple)) else nodes
+    res = {}
+    for role, v, nd in zip(tr.outputs, flat, nodes):
+        res[role.name] = (role, v, nd)
+    return res
+
+
+def _through(t: Term, layout: tuple, placements: tuple[str, ...], axes: list[str]) -> Term:
+    """The spec value ``t`` as rank-local through ``placements`` (``SHARD`` per ``S(k)``)."""
+    for ax, pl in zip(axes, placements):
+        if pl.startswith("S("):
+            k = int(pl[2:-1])
+            ds = layout[k][0]
+            cur = t.dim(ds.name)
+            new = DimSpec(cur.name, cur.shards + (ax,))
+            t = term(Op.SHARD, (t,), (cur.name, ax),
+                     tuple(new if x.name == cur.name else x for x in t.dims))
+    return t
+
+
+def build_problem(cap: Captured, low: Lowered) -> Problem:
+    """Goals from the lowered outputs (module docstring, step 6)."""
+    tf = cap.tf
+    axes = list(tf.mesh)
+    goals: list[Goal] = []
+    unsupported: list[tuple[str, str]] = []
+    notes: list[str] = []
+    order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
+    for name, (role, pv, pnode) in low.plan_out.items():
+        if name not in low.spec_out:
+            raise PlanError(f"{tf.path}:1: the parallel step produces {name!r}, which the "
+                            "single-device step does not")
+        _, sv, _ = low.spec_out[name]
+        bad = sv if isinstance(sv, Opaque) else pv if isinstance(pv, Opaque) else None
+        if bad is not None:
+            unsupported.append((name, bad.reason()))
+            continue
+        actual = pv.term
+        pls = role.placements
+        for ax, pl in zip(axes, pls):
+            if pl.startswith("P("):
+                op = pl[2:-1]
+                if op not in ("sum", "avg"):
+                    unsupported.append((name, f"a {pl} gradient over {ax!r}"))
+                    break
+                actual = term(Op.ALL_REDUCE, (actual,), (ax, "sum"), actual.dims)
+                if op == "avg":
+                    from fractions import Fraction
+
+                    from spec_lang.torch_frontend.values import ew
+                    actual = ew(Op.MUL, ew(Op.POW, term(Op.AXIS_SIZE, (), (ax,), ()),
+                                           attrs=(Fraction(-1),)), actual)
+        else:
+            if role.kind == "loss":
+                vary = varying_axes(actual)
+                if vary:
+                    notes.append(f"the returned loss varies over {sorted(vary)} (each rank's "
+                                 "loss on its shard of the batch); it is not compared, the "
+                                 "gradients and the updated parameters are")
+                    continue
+            expected = _through(sv.term, sv.dims, tuple(p if not p.startswith("P(") else "R"
+                                                         for p in pls), axes)
+            m = _LAYER.search(name)
+            goals.append(Goal(name=name, kind=role.kind, expected=expected, actual=actual,
+                              placement=", ".join(f"{a}: {p}" for a, p in zip(axes, pls))
+                              or "single device",
+                              site=node_site(pnode, tf.path) if pnode is not None else tf.path,
+                              layer=m.group(1) if m else None))
+    missing = [n for n in low.spec_out if n not in low.plan_out]
+    if missing:
+        raise PlanError(f"{tf.path}:1: the parallel step does not produce {missing[:4]}")
+    goals.sort(key=lambda g: order[g.kind])
+    assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + (
+        "buffers (rotary tables, masks) are inputs: the proof holds for every buffer value",
+    )
+    return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
+                   mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,
+                   spec_outputs={k: v[1].term for k, v in low.spec_out.items()
+                                 if isinstance(v[1], TV)},
+                   unsupported=tuple(unsupported))
+
+
+def _data_assumptions(cap: Captured) -> list[str]:
+    plan = cap.plans[0]
+    out = []
+    for r in plan.inputs:
+        if r.kind == "data":
+            sh = [f"dim {pl[2:-1]} over {ax!r}" for ax, pl in zip(plan.mesh, r.placements)
+                  if pl.startswith("S(")]
+            out.append(f"data {r.name!r}: " + (", ".join(sh) if sh else "replicated on every rank")
+                       + (" (DATA_SHARDING)" if cap.tf.data_sharding is not None else
+                          " (default: the batch dim over the dp axes)"))
+    return out
+
+
+def load(path: str | Path) -> Problem:
+    """The :class:`~spec_lang.problem.Problem` of a ``prove --torch`` train file.
+
+    Raises:
+        PlanError: bad input (a malformed file, an unsupported torch, dims or sizes that cannot
+            be named), one line starting with ``file:line:``.
+    """
+    check_torch(torch.__version__)
+    tf = read_train_file(path)
+    folder = str(Path(tf.path).resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        cap = capture_all(tf)
+        low = lower_all(cap)
+        return build_problem(cap, low)
+    finally:
+        if folder in sys.path:
+            sys.path.remove(folder)

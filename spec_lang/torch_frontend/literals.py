@@ -1,0 +1,214 @@
+"""Literals of the graph, read across the aligned traces of one program.
+
+The same program is captured several times: at probe sizes on the rank whose graph is lowered,
+at real sizes, and at probe sizes on other rank coordinates (2-3 per mesh axis). The graphs must
+be the same node for node (same ops in the same order); a python scalar argument then is
+
+* the same in every trace: a constant (:func:`~spec_lang.torch_frontend.values.exact_scalar`);
+* different at probe and real sizes but the same on every rank: a *size literal*, lifted to the
+  product of dim and axis sizes that gives both values (``div(x, 2431)`` =
+  ``|B|/|dp| * |S| * |H|``), or UNKNOWN when no product does;
+* different across ranks: a :class:`RankValues` (its values per coordinate of the one axis it
+  depends on); only the rules that recognise the pattern accept it (vocab-parallel offsets are
+  the block start of the rank's vocab shard), anything else is UNKNOWN.
+
+Process-group arguments are mapped to their mesh axis on every trace and must agree.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import torch.fx as fx
+
+from spec_lang.term import Op, Term, term
+from spec_lang.torch_frontend.values import ew, exact_scalar
+
+__all__ = ["RankValues", "Traces", "GraphMismatch"]
+
+
+class GraphMismatch(ValueError):
+    """Two traces of one program differ in their ops (control flow on sizes or ranks)."""
+
+
+@dataclass(frozen=True)
+class RankValues:
+    """A literal that depends on the rank's coordinate on ``axis``: ``values[r]`` for the
+    traced coordinates ``r`` (``affine`` is ``(c0, k)`` when ``values[r] = c0 + k r`` holds on
+    every traced coordinate, else None)."""
+
+    axis: str
+    values: dict[int, Any]
+    affine: tuple[Fraction, Fraction] | None
+
+
+def _arg(n: fx.Node, key: Any) -> Any:
+    if isinstance(key, tuple):          # (argument, item) of a list argument
+        v = _arg(n, key[0])
+        return v[key[1]] if isinstance(v, (list, tuple)) and key[1] < len(v) else None
+    if isinstance(key, int):
+        return n.args[key] if key < len(n.args) else None
+    return n.kwargs.get(key)
+
+
+class Traces:
+    """The traces of one program, aligned node by node (see the module docstring).
+
+    ``main``: the graph module that is lowered; ``real``: the same at real sizes (or None);
+    ``ranks``: ``(coords, graph module, groups)`` of the other traced ranks; ``coords`` and
+    ``groups``: the main trace's.
+    """
+
+    def __init__(self, main: Any, coords: Mapping[str, int], groups: Mapping[str, str],
+                 real: Any = None, real_groups: Mapping[str, str] | None = None,
+                 ranks: Sequence[tuple[Mapping[str, int], Any, Mapping[str, str]]] = ()):
+        self.main = main
+        self.coords = dict(coords)
+        self.groups = dict(groups)
+        self.nodes = list(main.graph.nodes)
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        self.real = list(real.graph.nodes) if real is not None else None
+        self.real_groups = dict(real_groups or groups)
+        self.ranks = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in ranks]
+        for other, what in ([(self.real, "real sizes")] if self.real is not None else []) + \
+                [(r[1], f"rank {r[0]}") for r in self.ranks]:
+            _check_same(self.nodes, other, what)
+        self.probe_sizes: dict[str, int] = {}
+        self.real_sizes: dict[str, int] = {}
+        self.axis_sizes: dict[str, int] = {}
+        self._lift_cache: dict[tuple[Any, Any], Term | None] = {}
+
+    # -- groups -------------------------------------------------------------------------------
+    def axis(self, n: fx.Node, key: Any) -> str:
+        """The mesh axis of the process group in argument ``key`` of ``n``.
+
+        Raises:
+            ValueError: the group is not a mesh axis, or the ranks disagree on it.
+        """
+        g = _arg(n, key)
+        if g not in self.groups:
+            raise ValueError(f"process group {g!r} is not one of the mesh's axes "
+                             f"{sorted(set(self.groups.values()))}")
+        ax = self.groups[g]
+        i = self.index[n]
+        for c, nodes, groups in self.ranks:
+            og = _arg(nodes[i], key)
+            if groups.get(og) != ax:
+                raise ValueError(f"the collective runs over {ax!r} on rank {self.coords} but over "
+                                 f"{groups.get(og)!r} on rank {c}")
+        if self.real is not None and self.real_groups.get(_arg(self.real[i], key)) != ax:
+            raise ValueError("the collective's axis differs at real sizes")
+        return ax
+
+    # -- scalars ------------------------------------------------------------------------------
+    def scalar(self, n: fx.Node, key: Any, v: Any) -> Any:
+        """The meaning of python scalar ``v`` = argument ``key`` of ``n`` (module docstring).
+
+        Raises:
+            ValueError: a size literal no product of sizes explains, or a non-number.
+        """
+        i = self.index[n]
+        by_rank: dict[str, dict[int, Any]] = {}
+        for c, nodes, _ in self.ranks:
+            ov = _arg(nodes[i], key)
+            if ov != v:
+                moved = [a for a in c if c[a] != self.coords.get(a, 0)]
+                if len(moved) != 1:
+                    raise ValueError(f"literal {v!r} differs on rank {c} in more than one axis")
+                ax = moved[0]
+                by_rank.setdefault(ax, {self.coords.get(ax, 0): v})[c[ax]] = ov
+            else:
+                for a in c:
+                    if c[a] != self.coords.get(a, 0) and a in by_rank:
+                        by_rank[a][c[a]] = ov
+        if by_rank:
+            if len(by_rank) != 1:
+                raise ValueError(f"literal {v!r} depends on the coordinates of several axes "
+                                 f"{sorted(by_rank)}")
+            ax, vals = next(iter(by_rank.items()))
+            for c, nodes, _ in self.ranks:   # fill the coordinates where it did not move
+                if ax in c and c[ax] not in vals:
+                    vals[c[ax]] = _arg(nodes[i], key)
+            return RankValues(ax, vals, _affine(vals))
+        if self.real is None:
+            return exact_scalar(v)
+        rv = _arg(self.real[i], key)
+        if rv == v:
+            return exact_scalar(v)
+        t = self.lift(v, rv)
+        if t is None:
+            raise ValueError(f"literal {v!r} (at real sizes {rv!r}) depends on the sizes but is "
+                             "no product of the model's dims and mesh axes")
+        return t
+
+    def lift(self, probe: Any, real: Any) -> Term | None:
+        """The product of dim and axis sizes equal to ``probe`` at probe sizes and ``real`` at
+        real sizes (exponents -2..2, at most three factors), or None."""
+        key = (probe, real)
+        if key in self._lift_cache:
+            return self._lift_cache[key]
+        try:
+            p, r = Fraction(probe), Fraction(real)
+        except (TypeError, ValueError):
+            return None
+        if p.denominator > 10**9 or r.denominator > 10**9:
+            self._lift_cache[key] = None
+            return None
+        factors = [("dim", k, self.probe_sizes[k], self.real_sizes[k])
+                   for k in sorted(self.probe_sizes) if k in self.real_sizes]
+        factors += [("axis", a, s, s) for a, s in sorted(self.axis_sizes.items())]
+        found = None
+        for size in range(1, 4):
+            for combo in itertools.combinations_with_replacement(range(len(factors)), size):
+                for signs in itertools.product((1, -1), repeat=size):
+                    pv = rv = Fraction(1)
+                    for idx, s in zip(combo, signs):
+                        f = factors[idx]
+                        pv *= Fraction(f[2]) ** s
+                        rv *= Fraction(f[3]) ** s
+                    if pv == p and rv == r:
+                        found = [(factors[idx], s) for idx, s in zip(combo, signs)]
+                        break
+                if found:
+                    break
+            if found:
+                break
+        t = None
+        if found:
+            parts = []
+            for (kind, name, _, _), s in found:
+                base = term(Op.DIM_SIZE if kind == "dim" else Op.AXIS_SIZE, (), (name,), ())
+                parts.append(base if s == 1 else ew(Op.POW, base, attrs=(Fraction(s),)))
+            t = parts[0] if len(parts) == 1 else ew(Op.MUL, *parts)
+        self._lift_cache[key] = t
+        return t
+
+
+def _affine(vals: Mapping[int, Any]) -> tuple[Fraction, Fraction] | None:
+    try:
+        pts = sorted((int(c), Fraction(v)) for c, v in vals.items())
+    except (TypeError, ValueError):
+        return None
+    if len(pts) < 2:
+        return None
+    (c0, v0), (c1, v1) = pts[0], pts[1]
+    k = (v1 - v0) / (c1 - c0)
+    b = v0 - k * c0
+    if all(v == b + k * c for c, v in pts):
+        return b, k
+    return None
+
+
+def _check_same(a: list[fx.Node], b: list[fx.Node], what: str) -> None:
+    if len(a) != len(b):
+        raise GraphMismatch(f"the graph at {what} has {len(b)} nodes, the main trace {len(a)}: "
+                            "the program's ops depend on the sizes or the rank")
+    for x, y in zip(a, b):
+        if x.op != y.op or x.target != y.target:
+            raise GraphMismatch(f"the graph at {what} differs from the main trace at node "
+                                f"{x.name} ({x.target} vs {y.target}): the program's ops depend "
+                                "on the sizes or the rank")

@@ -1,0 +1,276 @@
+"""Pass 2 of the lowering: every node of a captured graph as IR terms (``spec_lang/term.py``).
+
+Walks the graph in program order with each op's ``term`` rule. In-place ops (the optimizer's
+``_foreach_*_``, clipping's ``mul_``, ``index_put_``) are given their meaning here: the op
+computes the new value of the tensor it writes, and every node aliasing that storage through a
+relabelling view (``detach``, ``view``, ``t``...) reads the new value from then on; a node that
+aliases it through a slice is stale and reading it is UNKNOWN.
+
+A node without a rule (or whose rule does not cover its arguments) is :class:`Unsupported`; its
+value is the marker :class:`Opaque`, which poisons every value computed from it. The goals that
+read an opaque value are UNKNOWN, naming the op and the user's line (issue 11, deliverable 3).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from spec_lang.term import DimSpec, Term
+from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
+from spec_lang.torch_frontend.registry import RULES, Unsupported
+from spec_lang.torch_frontend.values import TV, Pieces, Stacked, const, exact_scalar
+
+__all__ = ["Opaque", "Lowering", "lower_graph", "RELABEL_VIEWS", "SLICE_VIEWS"]
+
+RELABEL_VIEWS = frozenset({
+    "aten.detach.default", "aten.alias.default", "aten.view.default", "aten.t.default",
+    "aten.transpose.int", "aten.permute.default", "aten.unsqueeze.default",
+    "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default",
+    "aten._reshape_alias.default", "aten.reshape.default",
+})
+"""Views whose value is the same term (named dims make them relabellings)."""
+SLICE_VIEWS = frozenset({
+    "aten.slice.Tensor", "aten.select.int", "aten.split.Tensor", "aten.split_with_sizes.default",
+    "aten.chunk.default", "aten.narrow.default", "aten.unbind.int",
+})
+"""Views that see part of their base."""
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """The value of a node that could not be lowered: why, and where."""
+
+    op: str
+    site: str
+    why: str
+
+    def reason(self) -> str:
+        return f"{self.op} at {self.site}: {self.why}"
+
+
+@dataclass
+class Lowering:
+    """The context rules see in pass 2."""
+
+    analysis: Analysis
+    naming: Callable[[Any], DimSpec]          # leaf atom -> its IR dim
+    scalar_of: Callable[[fx.Node, Any, Any], Any]   # (node, key, python value) -> exact | Term
+    axis_of: Callable[[fx.Node, Any], str]           # (node, key) -> mesh axis of a group arg
+    path: str | None = None
+    env: dict[fx.Node, Any] = field(default_factory=dict)
+    # dims rules create in pass 2 (attention's key positions): name -> the dim it copies
+    same_size: dict[str, str] = field(default_factory=dict)
+
+    # -- what rules use -----------------------------------------------------------------------
+    def layout(self, n: fx.Node, i: int | None = None) -> tuple[tuple[DimSpec, ...], ...]:
+        lay = self.analysis.layouts[n]
+        if i is not None:
+            lay = lay[i]
+        return tuple(tuple(self.naming(a) for a in self.analysis.dims.canon(dim)) for dim in lay)
+
+    def site(self, n: fx.Node) -> str:
+        return node_site(n, self.path)
+
+    def fail(self, n: fx.Node, why: str) -> Unsupported:
+        return Unsupported(str(n.target), self.site(n), why)
+
+    def scalar(self, n: fx.Node, key: Any, default: Any = None, *, rank: bool = False) -> Any:
+        """The exact value (or lifted size term) of the python scalar argument ``key`` (an
+        index into ``n.args`` or a kwarg name) of ``n``; a rank-dependent literal
+        (:class:`~spec_lang.torch_frontend.literals.RankValues`) only with ``rank=True``."""
+        if isinstance(key, int):
+            v = n.args[key] if key < len(n.args) else default
+        else:
+            v = n.kwargs.get(key, default)
+        if v is None:
+            return None
+        try:
+            out = self.scalar_of(n, key, v)
+        except ValueError as e:
+            raise self.fail(n, str(e)) from None
+        if not rank and type(out).__name__ == "RankValues":
+            raise self.fail(n, f"the constant {v!r} differs across the ranks of {out.axis!r} "
+                               f"({dict(sorted(out.values.items()))}) where no known pattern "
+                               "(a shard offset) explains it")
+        return out
+
+    def scalar_item(self, n: fx.Node, key: Any, j: int) -> Any:
+        """Item ``j`` of the python list argument ``key`` of ``n`` (a ``ScalarList``)."""
+        v = n.args[key] if isinstance(key, int) else n.kwargs.get(key)
+        try:
+            out = self.scalar_of(n, (key, j), v[j])
+        except ValueError as e:
+            raise self.fail(n, str(e)) from None
+        if type(out).__name__ == "RankValues":
+            raise self.fail(n, f"the constant {v[j]!r} differs across ranks")
+        return out
+
+    def new_dim(self, base: DimSpec, tag: str) -> DimSpec:
+        """A fresh IR dim ``<base>_<tag>`` of the size of ``base`` (attention's key positions),
+        with ``base``'s shards."""
+        name = f"{base.name}_{tag}"
+        self.same_size[name] = base.name
+        return DimSpec(name, base.shards)
+
+    def axis(self, n: fx.Node, key: Any) -> str:
+        """The mesh axis of the process-group argument ``key`` of ``n``."""
+        try:
+            return self.axis_of(n, key)
+        except ValueError as e:
+            raise self.fail(n, str(e)) from None
+
+
+def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
+    """node -> (the node owning its storage, whether it sees all of it by relabelling)."""
+    root: dict[fx.Node, tuple[fx.Node, bool]] = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            name = str(n.target)
+            if name in RELABEL_VIEWS or name in SLICE_VIEWS:
+                src = n.args[0]
+                if isinstance(src, fx.Node) and src in root:
+                    base, full = root[src]
+                    root[n] = (base, full and name in RELABEL_VIEWS)
+                    continue
+            if n.target is operator.getitem and isinstance(n.args[0], fx.Node) \
+                    and str(n.args[0].target) in SLICE_VIEWS and n.args[0] in root:
+                base, _ = root[n.args[0]]
+                root[n] = (base, False)
+                continue
+            r = RULES.get(name)
+            if r is not None and r.inplace and n.args and isinstance(n.args[0], fx.Node) \
+                    and n.args[0] in root:
+                root[n] = root[n.args[0]]
+                continue
+        root[n] = (n, True)
+    return root
+
+
+def _poison(x: Any) -> Opaque | None:
+    if isinstance(x, Opaque):
+        return x
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            p = _poison(y)
+            if p is not None:
+                return p
+    if isinstance(x, Pieces):
+        return _poison(x.values)
+    return None
+
+
+def _subst(x: Any, env: Mapping[fx.Node, Any]) -> Any:
+    if isinstance(x, fx.Node):
+        return env[x]
+    if isinstance(x, (list, tuple)):
+        return type(x)(_subst(y, env) for y in x)
+    return x
+
+
+def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
+    """Pass 2: the value of every node (placeholders get ``inputs`` in order).
+
+    Returns:
+        ``env``; the graph's output node maps to the list of output values.
+    """
+    gm = ctx.analysis.gm
+    roots = _storage_roots(gm)
+    readers: dict[fx.Node, list[fx.Node]] = {}
+    for n, (base, _) in roots.items():
+        readers.setdefault(base, []).append(n)
+    env = ctx.env
+    it = iter(inputs)
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            env[n] = next(it)
+            continue
+        if n.op == "get_attr":
+            env[n] = _attr_value(ctx, n, getattr(gm, n.target))
+            continue
+        if n.op == "output":
+            env[n] = _subst(n.args[0], env)
+            continue
+        if n.target is operator.getitem:
+            src = env[n.args[0]]
+            if isinstance(src, Opaque):
+                env[n] = src
+            elif isinstance(src, Pieces):
+                env[n] = src.values[n.args[1]]
+            else:
+                env[n] = src[n.args[1]]
+            continue
+        name = str(n.target)
+        if name in IGNORED:
+            env[n] = None
+            continue
+        if n in ctx.analysis.unsupported:
+            env[n] = Opaque(name, ctx.site(n), ctx.analysis.unsupported[n])
+            continue
+        args = _subst(n.args, env)
+        kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}
+        bad = _poison(args) or _poison(list(kwargs.values()))
+        if bad is not None:
+            env[n] = bad
+            continue
+        r = RULES[name]
+        try:
+            val = r.term(n, ctx, *args, **kwargs)
+        except Unsupported as e:
+            val = Opaque(e.op, e.site, e.why)
+        env[n] = val
+        if r.inplace:
+            _write_back(ctx, n, val, roots, readers)
+    return env
+
+
+def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any],
+                readers: Mapping[fx.Node, list[fx.Node]]) -> None:
+    """After in-place ``n`` wrote its first argument(s), every alias reads the new value."""
+    targets = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    for t, v in zip(targets, vals):
+        if not isinstance(t, fx.Node):
+            continue
+        base, full = roots[t]
+        for r in readers.get(base, ()):
+            if r not in ctx.env or r is n:
+                continue
+            rb, rfull = roots[r]
+            if isinstance(v, Opaque):
+                ctx.env[r] = v
+            elif full and rfull and isinstance(v, TV):
+                ctx.env[r] = TV(v.term, ctx.layout(r)) if ctx.analysis.layouts.get(r) is not None \
+                    else v
+            else:
+                ctx.env[r] = Opaque(str(n.target), ctx.site(n),
+                                    "an in-place write through a slice of a tensor that is read "
+                                    "again")
+
+
+def _attr_value(ctx: Lowering, n: fx.Node, v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        if v.numel() == 1 and v.device.type != "meta":
+            return TV(const(exact_scalar(v.item())), ())
+        return Opaque("get_attr", ctx.site(n), f"a captured constant tensor of shape "
+                      f"{tuple(v.shape)}")
+    return v
+
+
+def as_term(x: Any) -> Term:
+    """A value or python scalar as a term (scalars become exact constants)."""
+    if isinstance(x, TV):
+        return x.term
+    if isinstance(x, Term):
+        return x
+    if isinstance(x, (int, float, bool)):
+        return const(exact_scalar(x))
+    raise TypeError(f"not a tensor value: {x!r}")
+
+
+_ = Stacked  # re-exported for rules
