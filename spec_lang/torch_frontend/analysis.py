@@ -23,7 +23,8 @@ import torch.fx as fx
 from spec_lang.torch_frontend.dims import Atom, Dims, DimsError
 from spec_lang.torch_frontend.registry import RULES
 
-__all__ = ["Analysis", "analyse", "shape_of", "fresh_layout", "node_site", "IGNORED"]
+__all__ = ["Analysis", "analyse", "shape_of", "fresh_layout", "node_site", "IGNORED",
+           "LAYOUT_ONLY", "semantic_nodes"]
 
 Layout = list[list[Atom]]
 
@@ -32,6 +33,24 @@ IGNORED = frozenset({
     "profiler._record_function_exit._RecordFunction",
 })
 """Ops with no value (profiler ranges the optimizer opens)."""
+
+
+LAYOUT_ONLY = frozenset({
+    "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
+    "aten._reshape_alias.default", "aten.clone.default", "aten.contiguous.default",
+    "aten.detach.default", "aten.alias.default", "aten.t.default", "aten.transpose.int",
+    "aten.permute.default", "aten.unsqueeze.default", "aten.squeeze.dim",
+    "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default",
+})
+"""Ops that only move data: torch picks between them by memory layout, which can depend on
+the sizes (``reshape`` of a size-1 head dim is a ``view``, of a longer one ``clone`` +
+``_unsafe_view``). Traces of one program are aligned on the other nodes."""
+
+
+def semantic_nodes(gm: Any) -> list[fx.Node]:
+    """The nodes of ``gm`` that are not layout-only ops (see :data:`LAYOUT_ONLY`), in order."""
+    return [n for n in gm.graph.nodes
+            if not (n.op == "call_function" and str(n.target) in LAYOUT_ONLY)]
 
 
 def shape_of(n: fx.Node, i: int | None = None) -> tuple[int, ...]:
@@ -172,11 +191,55 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
                 a.layouts[n] = _fresh_of(dims, n, a)
                 continue
             try:
-                a.layouts[n] = r.dims(n, a)
+                a.layouts[n] = _decopy(a, _dedupe(a, r.dims(n, a), n))
             except DimsError as e:
                 a.unsupported[n] = str(e)
                 a.layouts[n] = _fresh_of(dims, n, a)
     return a
+
+
+def _dedupe(a: Analysis, lay: Any, n: fx.Node) -> Any:
+    """A layout holding one named dim twice (``q @ k^T`` of self-attention: positions by
+    positions) keeps the first and gets a copy of it for the others (see ``Dims.copy``)."""
+    if not isinstance(lay, list) or not all(
+            isinstance(d, list) and all(isinstance(x, Atom) for x in d) for d in lay):
+        return lay
+    seen: set[int] = set()
+    out = []
+    for dim in lay:
+        atoms = a.dims.canon(dim)
+        new = []
+        for x in atoms:
+            r = a.dims.find(x)
+            if id(r) in seen:
+                x = a.dims.copy(r, a.where(n))
+                r = x
+            seen.add(id(r))
+            new.append(x)
+        out.append(new)
+    return out
+
+
+def _decopy(a: Analysis, lay: Any) -> Any:
+    """A copy of a named dim in a layout that does not hold the dim itself is the dim: copies
+    live only where both meet (the attention scores), so the values on either side of them are
+    named alike in the spec and the plan."""
+    if not isinstance(lay, list) or not all(
+            isinstance(d, list) and all(isinstance(x, Atom) for x in d) for d in lay):
+        return lay
+    roots = {id(a.dims.find(x)) for d in lay for x in d}
+    out = []
+    for d in lay:
+        new = []
+        for x in d:
+            r = a.dims.find(x)
+            if r.copy_of is not None:
+                base = a.dims.copy_root(r)
+                if id(base) not in roots:
+                    x = base
+            new.append(x)
+        out.append(new)
+    return out
 
 
 def _fresh_of(dims: Dims, n: fx.Node, a: Analysis) -> Any:

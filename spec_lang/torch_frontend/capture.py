@@ -30,6 +30,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.contract import TrainFile, line_of
@@ -322,7 +323,10 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
 
     _register_user_frames(tf)
     try:
-        gm = make_fx(traced, tracing_mode="fake", record_stack_traces=True)(flat)
+        # one attention route for spec and plan: DTensor decomposes attention to the math
+        # path (no sharding rule for the CPU flash kernel), so the spec takes it too
+        with sdpa_kernel([SDPBackend.MATH]):
+            gm = make_fx(traced, tracing_mode="fake", record_stack_traces=True)(flat)
     except PlanError:
         raise
     except Exception as e:  # noqa: BLE001

@@ -64,6 +64,7 @@ class Atom:
     key: str | None = None                  # spec: "<input>#<dim>[.<part>]"; names the atom
     piece: tuple[Atom, int, int] | None = None   # block i of n of an atom (slice / split)
     rank_axis: str | None = None            # the rank index of an all-gather's stacked dim
+    copy_of: Atom | None = None             # a second copy of a dim in one tensor (scores' keys)
 
     def __repr__(self) -> str:
         return f"a{self.uid}:{self.size}" + (f"<{self.info[0]}{list(self.info[1])}>"
@@ -118,6 +119,33 @@ class Dims:
             out.extend(self.leaves(a))
         return out
 
+    def copy_root(self, a: Atom) -> Atom:
+        r = self.find(a)
+        while r.copy_of is not None:
+            r = self.find(r.copy_of)
+        return r
+
+    def related(self, a: Atom, b: Atom) -> bool:
+        """``a`` and ``b`` are copies of one named dim (e.g. the query and key positions of
+        self-attention scores): ops combining them rename one, never unify them."""
+        ra, rb = self.find(a), self.find(b)
+        if ra is rb:
+            return False
+        if self.copy_root(ra) is self.copy_root(rb):
+            return True
+        if ra.info is not None and rb.info is not None and ra.info[1] == rb.info[1]:
+            return ra.info[0].rstrip("'") == rb.info[0].rstrip("'") and ra.info != rb.info
+        return False
+
+    def copy(self, a: Atom, where: str) -> Atom:
+        """A second copy of ``a`` for a tensor that has ``a`` twice (attention scores)."""
+        r = self.find(a)
+        c = self.fresh(r.size, where)
+        c.copy_of = r
+        if r.info is not None:
+            c.info = (r.info[0] + "'", r.info[1])
+        return c
+
     def unify(self, a: Atom, b: Atom, where: str) -> None:
         """``a`` and ``b`` are the same named dim.
 
@@ -126,7 +154,7 @@ class Dims:
             Refine: lineage forces a spec atom to split.
         """
         ra, rb = self.find(a), self.find(b)
-        if ra is rb:
+        if ra is rb or self.related(ra, rb):
             return
         if ra.size != rb.size:
             raise DimsError(f"{where}: dims of sizes {ra.size} and {rb.size} are combined")
@@ -249,7 +277,7 @@ class Dims:
         i = j = 0
         while i < len(a) and j < len(b):
             x, y = self.find(a[i]), self.find(b[j])
-            if x is y:
+            if x is y or (x.size == y.size and self.related(x, y)):
                 i += 1
                 j += 1
                 continue

@@ -30,13 +30,15 @@ from spec_lang.iteration import DEFAULT_ASSUMPTIONS
 from spec_lang.problem import Goal, Problem
 from spec_lang.term import Binding, DimSpec, Op, Term, term, varying_axes
 from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
-    rules_collectives, rules_contract, rules_elementwise,
-    rules_layout, rules_optim,
+    rules_attention, rules_collectives, rules_contract, rules_elementwise, rules_index,
+    rules_layout, rules_loss, rules_optim,
 )
 from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
-from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, capture, probe_sizes
+from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
+from spec_lang.torch_frontend.tracedata import Job, run_jobs
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
+from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
@@ -44,7 +46,6 @@ from spec_lang.torch_frontend.naming import (
 )
 from spec_lang.torch_frontend.values import TV
 from spec_lang.torch_frontend.version import check_torch
-from spec_lang.torch_frontend.world import fake_world
 
 __all__ = ["load", "Captured", "capture_all", "build_problem", "rank_coords"]
 
@@ -74,19 +75,19 @@ def rank_coords(mesh: Mapping[str, int]) -> list[dict[str, int]]:
     return out
 
 
-def capture_all(tf: TrainFile) -> Captured:
-    """Capture the spec and the plan's traces (module docstring, step 2)."""
+def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
+    """Capture the spec and the plan's traces (module docstring, step 2), each in its own
+    child process (:mod:`spec_lang.torch_frontend.tracedata`)."""
     import time
     t0 = time.monotonic()
     probe = probe_sizes(tf.sizes, tf.mesh)
-    spec = capture(tf, probe)
-    spec_real = capture(tf, tf.sizes)
-    plans = []
-    for c in rank_coords(tf.mesh):
-        with fake_world(tf.mesh, c) as w:
-            plans.append(capture(tf, probe, mesh=w.mesh, coords=w.coords, groups=w.groups))
-    with fake_world(tf.mesh, {a: 0 for a in tf.mesh}) as w:
-        plan_real = capture(tf, tf.sizes, mesh=w.mesh, coords=w.coords, groups=w.groups)
+    zero = {a: 0 for a in tf.mesh}
+    coords = rank_coords(tf.mesh)
+    jobs = [Job(tf.path, probe, None), Job(tf.path, tf.sizes, None),
+            Job(tf.path, tf.sizes, zero)] + [Job(tf.path, probe, c) for c in coords]
+    traces = run_jobs(jobs, workers=workers)
+    spec, spec_real, plan_real = traces[:3]
+    plans = traces[3:]
     return Captured(tf, probe, spec, spec_real, plans, plan_real,
                     {"capture": time.monotonic() - t0})
 
@@ -206,8 +207,14 @@ def _spec_inputs(tr: Trace, an: Analysis, ctx: Lowering, namer: Any) -> list[Any
         specs = tuple(x for dim in lay for x in dim)
         rng = an.index_range.get(ph)
         t = _input_term(role, specs, role.dtype, namer(rng) if rng is not None else None)
-        vals.append(TV(t, lay) if t is not None else
-                    Opaque("input", role.name, "an integer input used as no index"))
+        if t is None:
+            vals.append(Opaque("input", role.name, "an integer input used as no index"))
+        elif t.attrs[2] == "index":
+            vals.append(Idx(t, lay))
+        elif t.attrs[2] == "mask":
+            vals.append(Pred(t, lay))
+        else:
+            vals.append(TV(t, lay))
     return vals
 
 
@@ -219,7 +226,7 @@ def _plan_inputs(tr: Trace, an: Analysis, ctx: Lowering, spec_vals: Mapping[str,
             vals.append(sv)
             continue
         lay = ctx.layout(ph)
-        t = sv.term
+        t = sv.base if isinstance(sv, Idx) else sv.term
         for ax in tr.mesh:
             for dim in lay:
                 for ds in dim:
@@ -235,7 +242,8 @@ def _plan_inputs(tr: Trace, an: Analysis, ctx: Lowering, spec_vals: Mapping[str,
                                f"{sorted(map(str, t.dims))}, the local tensor "
                                f"{sorted(map(str, want))}"))
             continue
-        vals.append(TV(t, lay))
+        vals.append(Idx(t, lay) if isinstance(sv, Idx) else
+                    Pred(t, lay) if isinstance(sv, Pred) else TV(t, lay))
     return vals
 
 
@@ -282,9 +290,13 @@ def lower_all(cap: Captured) -> Lowered:
         tr.probe_sizes = dict(names.probe_size)
         tr.real_sizes = dict(real)
         tr.axis_sizes = dict(tf.mesh)
-    spec_ctx = Lowering(spec_an, s_namer, spec_traces.scalar, spec_traces.axis, path)
+    spec_ctx = Lowering(spec_an, s_namer, spec_traces.scalar, spec_traces.axis, path,
+                        traces=spec_traces)
     plan_ctx = Lowering(plan_an, _opaque_namer(p_namer), plan_traces.scalar, plan_traces.axis,
-                        path)
+                        path, traces=plan_traces)
+    copies = {names.name_of_key[k]: names.name_of_key[k[:-1]] for k in names.name_of_key
+              if k.endswith("'") and k[:-1] in names.name_of_key}
+    spec_ctx.copy_base = plan_ctx.copy_base = copies
     spec_in = _spec_inputs(cap.spec, spec_an, spec_ctx, s_namer)
     spec_env = lower_graph(spec_ctx, spec_in)
     spec_vals = {r.name: v for r, v in zip(cap.spec.inputs, spec_in)}
@@ -296,7 +308,8 @@ def lower_all(cap: Captured) -> Lowered:
     for ctx in (spec_ctx, plan_ctx):
         for name, base in ctx.same_size.items():
             sizes[name] = real[base]
-    binding = Binding({**sizes, **tf.mesh})
+    binding = Binding({**{k: v for k, v in sizes.items() if not k.startswith("?")},
+                       **tf.mesh})
     return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding)
 
 

@@ -18,6 +18,7 @@ Process-group arguments are mapped to their mesh axis on every trace and must ag
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -26,6 +27,7 @@ from typing import Any
 import torch.fx as fx
 
 from spec_lang.term import Op, Term, term
+from spec_lang.torch_frontend.analysis import LAYOUT_ONLY, semantic_nodes
 from spec_lang.torch_frontend.values import ew, exact_scalar
 
 __all__ = ["RankValues", "Traces", "GraphMismatch"]
@@ -44,6 +46,7 @@ class RankValues:
     axis: str
     values: dict[int, Any]
     affine: tuple[Fraction, Fraction] | None
+    real: Any = None          # the value at real sizes on the main rank (None: not traced)
 
 
 def _arg(n: fx.Node, key: Any) -> Any:
@@ -69,20 +72,42 @@ class Traces:
         self.main = main
         self.coords = dict(coords)
         self.groups = dict(groups)
-        self.nodes = list(main.graph.nodes)
-        self.index = {n: i for i, n in enumerate(self.nodes)}
-        self.real = list(real.graph.nodes) if real is not None else None
+        sem = semantic_nodes(main)
+        self.index = {n: i for i, n in enumerate(sem)}           # for the real-size trace
+        full = list(main.graph.nodes)
+        self.full_index = {n: i for i, n in enumerate(full)}     # for the other ranks
+        self.real = semantic_nodes(real) if real is not None else None
         self.real_groups = dict(real_groups or groups)
         self.ranks = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in ranks]
-        for other, what in ([(self.real, "real sizes")] if self.real is not None else []) + \
-                [(r[1], f"rank {r[0]}") for r in self.ranks]:
-            _check_same(self.nodes, other, what)
+        if self.real is not None:
+            _check_same(sem, self.real, "real sizes")
+            _check_refs(sem, self.real, "real sizes", resolve=True)
+        # node arguments that are block r of a split on rank r (DTensor's Replicate -> Shard:
+        # the same ops, but each rank reads its own block): (node, path) -> RankValues
+        self.rank_refs: dict[tuple[fx.Node, tuple], RankValues] = {}
+        for c, nodes, _ in self.ranks:
+            _check_same(full, nodes, f"rank {c}")
+            for (x, path), idx in _check_refs(full, nodes, f"rank {c}").items():
+                moved = [a for a in c if c[a] != self.coords.get(a, 0)]
+                ax = moved[0]
+                rv = self.rank_refs.get((x, path))
+                vals = dict(rv.values) if rv is not None else {self.coords.get(ax, 0): idx[0]}
+                if rv is not None and rv.axis != ax:
+                    raise GraphMismatch(f"node {x.name} reads a block that depends on the "
+                                        f"coordinates of several axes")
+                vals[c[ax]] = idx[1]
+                self.rank_refs[(x, path)] = RankValues(ax, vals, _affine(vals))
         self.probe_sizes: dict[str, int] = {}
         self.real_sizes: dict[str, int] = {}
         self.axis_sizes: dict[str, int] = {}
         self._lift_cache: dict[tuple[Any, Any], Term | None] = {}
 
     # -- groups -------------------------------------------------------------------------------
+    def twin(self, n: fx.Node) -> fx.Node | None:
+        """``n``'s node in the real-size trace (None for a layout-only node)."""
+        i = self.index.get(n)
+        return None if i is None or self.real is None else self.real[i]
+
     def axis(self, n: fx.Node, key: Any) -> str:
         """The mesh axis of the process group in argument ``key`` of ``n``.
 
@@ -95,8 +120,9 @@ class Traces:
                              f"{sorted(set(self.groups.values()))}")
         ax = self.groups[g]
         i = self.index[n]
+        fi = self.full_index[n]
         for c, nodes, groups in self.ranks:
-            og = _arg(nodes[i], key)
+            og = _arg(nodes[fi], key)
             if groups.get(og) != ax:
                 raise ValueError(f"the collective runs over {ax!r} on rank {self.coords} but over "
                                  f"{groups.get(og)!r} on rank {c}")
@@ -111,10 +137,11 @@ class Traces:
         Raises:
             ValueError: a size literal no product of sizes explains, or a non-number.
         """
-        i = self.index[n]
+        i = self.index.get(n)
+        fi = self.full_index[n]
         by_rank: dict[str, dict[int, Any]] = {}
         for c, nodes, _ in self.ranks:
-            ov = _arg(nodes[i], key)
+            ov = _arg(nodes[fi], key)
             if ov != v:
                 moved = [a for a in c if c[a] != self.coords.get(a, 0)]
                 if len(moved) != 1:
@@ -132,9 +159,10 @@ class Traces:
             ax, vals = next(iter(by_rank.items()))
             for c, nodes, _ in self.ranks:   # fill the coordinates where it did not move
                 if ax in c and c[ax] not in vals:
-                    vals[c[ax]] = _arg(nodes[i], key)
-            return RankValues(ax, vals, _affine(vals))
-        if self.real is None:
+                    vals[c[ax]] = _arg(nodes[fi], key)
+            real = _arg(self.real[i], key) if self.real is not None and i is not None else None
+            return RankValues(ax, vals, _affine(vals), real)
+        if self.real is None or i is None:
             return exact_scalar(v)
         rv = _arg(self.real[i], key)
         if rv == v:
@@ -145,12 +173,29 @@ class Traces:
                              "no product of the model's dims and mesh axes")
         return t
 
+    def _lift_root(self, probe: float, real: float) -> Term | None:
+        """``|d|^e`` for ``e`` in +-1/2, +-1/4 (attention's scale, split over q and k as
+        ``|E|^(-1/4)`` each), when it equals both floats to the last bits."""
+        for k in sorted(self.probe_sizes):
+            if k not in self.real_sizes:
+                continue
+            for e in (Fraction(-1, 2), Fraction(1, 2), Fraction(-1, 4), Fraction(1, 4)):
+                if _close(self.probe_sizes[k] ** float(e), probe) and \
+                        _close(self.real_sizes[k] ** float(e), real):
+                    return ew(Op.POW, term(Op.DIM_SIZE, (), (k,), ()), attrs=(e,))
+        return None
+
     def lift(self, probe: Any, real: Any) -> Term | None:
         """The product of dim and axis sizes equal to ``probe`` at probe sizes and ``real`` at
         real sizes (exponents -2..2, at most three factors), or None."""
         key = (probe, real)
         if key in self._lift_cache:
             return self._lift_cache[key]
+        if isinstance(probe, float) and isinstance(real, float):
+            t = self._lift_root(probe, real)
+            if t is not None:
+                self._lift_cache[key] = t
+                return t
         try:
             p, r = Fraction(probe), Fraction(real)
         except (TypeError, ValueError):
@@ -188,6 +233,10 @@ class Traces:
         return t
 
 
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 4e-16 * max(abs(a), abs(b))
+
+
 def _affine(vals: Mapping[int, Any]) -> tuple[Fraction, Fraction] | None:
     try:
         pts = sorted((int(c), Fraction(v)) for c, v in vals.items())
@@ -201,6 +250,62 @@ def _affine(vals: Mapping[int, Any]) -> tuple[Fraction, Fraction] | None:
     if all(v == b + k * c for c, v in pts):
         return b, k
     return None
+
+
+def _refs(x: Any, path: tuple = ()) -> list[tuple[tuple, fx.Node]]:
+    if isinstance(x, fx.Node):
+        return [(path, x)]
+    if isinstance(x, (list, tuple)):
+        out = []
+        for i, y in enumerate(x):
+            out += _refs(y, path + (i,))
+        return out
+    if isinstance(x, dict):
+        out = []
+        for k in sorted(x):
+            out += _refs(x[k], path + (k,))
+        return out
+    return []
+
+
+def _through_layout(n: fx.Node) -> fx.Node:
+    while n.op == "call_function" and str(n.target) in LAYOUT_ONLY and n.args \
+            and isinstance(n.args[0], fx.Node):
+        n = n.args[0]
+    return n
+
+
+def _check_refs(a: list[fx.Node], b: list[fx.Node], what: str, *, resolve: bool = False
+                ) -> dict[tuple[fx.Node, tuple], tuple[int, int]]:
+    """The two aligned graphs read the same (aligned) nodes. Returns the arguments that read
+    block ``i`` of one split in ``a`` and block ``j != i`` of it in ``b`` ((node, path) ->
+    (i, j)); any other difference in the dataflow raises.
+
+    Raises:
+        GraphMismatch: naming the node.
+    """
+    ia = {n: i for i, n in enumerate(a)}
+    ib = {n: i for i, n in enumerate(b)}
+    blocks: dict[tuple[fx.Node, tuple], tuple[int, int]] = {}
+    for x, y in zip(a, b):
+        ra = _refs((x.args, x.kwargs))
+        rb = _refs((y.args, y.kwargs))
+        if [p for p, _ in ra] != [p for p, _ in rb]:
+            raise GraphMismatch(f"node {x.name} has different arguments at {what}")
+        for (path, u), (_, v) in zip(ra, rb):
+            if resolve:
+                u, v = _through_layout(u), _through_layout(v)
+            if ia.get(u) == ib.get(v):
+                continue
+            if (u.target is operator.getitem and v.target is operator.getitem
+                    and ia.get(u.args[0]) is not None and ia.get(u.args[0]) == ib.get(v.args[0])
+                    and str(u.args[0].target) in ("aten.split.Tensor", "aten.chunk.default")):
+                blocks[(x, path)] = (u.args[1], v.args[1])
+                continue
+            raise GraphMismatch(f"the program's dataflow differs at {what}: node {x.name} "
+                                f"({x.target}) reads {u.name} on the main trace and {v.name} "
+                                "there")
+    return blocks
 
 
 def _check_same(a: list[fx.Node], b: list[fx.Node], what: str) -> None:

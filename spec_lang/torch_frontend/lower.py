@@ -23,6 +23,7 @@ import torch.fx as fx
 
 from spec_lang.term import DimSpec, Term
 from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
+from spec_lang.torch_frontend.indexing import NotANumber
 from spec_lang.torch_frontend.registry import RULES, Unsupported
 from spec_lang.torch_frontend.values import TV, Pieces, Stacked, const, exact_scalar
 
@@ -63,7 +64,17 @@ class Lowering:
     scalar_of: Callable[[fx.Node, Any, Any], Any]   # (node, key, python value) -> exact | Term
     axis_of: Callable[[fx.Node, Any], str]           # (node, key) -> mesh axis of a group arg
     path: str | None = None
+    traces: Any = None            # the aligned traces (literals.Traces): sizes for patterns
     env: dict[fx.Node, Any] = field(default_factory=dict)
+    # id(term) -> the 0/1 mask on which that value is known to be 0 (index_put_ of 0)
+    zero_where: dict[int, Any] = field(default_factory=dict)
+    # IR name of a copy of a dim -> the dim's name (attention's "seq_k" -> "seq")
+    copy_base: dict[str, str] = field(default_factory=dict)
+
+    def base_of(self, name: str) -> str:
+        while name in self.copy_base:
+            name = self.copy_base[name]
+        return name
     # dims rules create in pass 2 (attention's key positions): name -> the dim it copies
     same_size: dict[str, str] = field(default_factory=dict)
 
@@ -110,6 +121,23 @@ class Lowering:
         if type(out).__name__ == "RankValues":
             raise self.fail(n, f"the constant {v[j]!r} differs across ranks")
         return out
+
+    def fit(self, n: fx.Node, operand: Any, value: Any) -> Term:
+        """``value``'s term with its dims renamed to ``n``'s output dims where the two are
+        copies of one named dim (right-aligned, as broadcasting aligns them)."""
+        t = value.term
+        if not isinstance(operand, fx.Node) or self.analysis.layouts.get(operand) is None:
+            return t
+        src, out = self.layout(operand), self.layout(n)
+        off = len(out) - len(src)
+        ren: dict[str, DimSpec] = {}
+        for p, dim in enumerate(src):
+            o = p + off
+            if 0 <= o < len(out) and len(dim) == len(out[o]):
+                for a, b in zip(dim, out[o]):
+                    if a.name != b.name and a.name in t.dim_names:
+                        ren[a.name] = b
+        return rename_dims(t, ren)
 
     def new_dim(self, base: DimSpec, tag: str) -> DimSpec:
         """A fresh IR dim ``<base>_<tag>`` of the size of ``base`` (attention's key positions),
@@ -201,7 +229,7 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
             if isinstance(src, Opaque):
                 env[n] = src
             elif isinstance(src, Pieces):
-                env[n] = src.values[n.args[1]]
+                env[n] = _piece(ctx, n, src)
             else:
                 env[n] = src[n.args[1]]
             continue
@@ -214,19 +242,149 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
             continue
         args = _subst(n.args, env)
         kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}
+        if ctx.traces is not None and ctx.traces.rank_refs:
+            args = _rank_blocks(ctx, n, args)
         bad = _poison(args) or _poison(list(kwargs.values()))
         if bad is not None:
             env[n] = bad
             continue
         r = RULES[name]
+        stacked = [x for x in args if isinstance(x, Stacked)]
+        if stacked and name in ITEMWISE:
+            env[n] = _itemwise(ctx, n, r, args, kwargs, len(stacked[0].items))
+            continue
         try:
             val = r.term(n, ctx, *args, **kwargs)
         except Unsupported as e:
             val = Opaque(e.op, e.site, e.why)
-        env[n] = val
+        except NotANumber as e:
+            val = Opaque(name, ctx.site(n), str(e))
+        except (ValueError, TypeError) as e:   # TermError is a ValueError
+            val = Opaque(name, ctx.site(n), f"internal: {e}")
+        env[n] = _checked(ctx, n, val)
         if r.inplace:
-            _write_back(ctx, n, val, roots, readers)
+            _write_back(ctx, n, env[n], roots, readers)
     return env
+
+
+ITEMWISE = frozenset({
+    "aten.pow.Tensor_Scalar", "aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor",
+    "aten.div.Scalar", "aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor",
+    "aten.sub.Scalar", "aten.sqrt.default", "aten.rsqrt.default", "aten.reciprocal.default",
+    "aten.clamp.default", "_c10d_functional.all_reduce.default",
+})
+"""Ops applied item by item to a ``stack`` of scalars (``clip_grad_norm_``'s per-parameter
+norms: DTensor squares, all-reduces and roots the whole stack)."""
+
+
+def _itemwise(ctx: Lowering, n: fx.Node, r: Any, args: tuple, kwargs: dict, k: int) -> Any:
+    items = []
+    for i in range(k):
+        a_i = tuple(TV(x.items[i], ()) if isinstance(x, Stacked) else x for x in args)
+        try:
+            v = r.term(n, ctx, *a_i, **kwargs)
+        except Unsupported as e:
+            return Opaque(e.op, e.site, e.why)
+        if not isinstance(v, TV):
+            return Opaque(str(n.target), ctx.site(n), "an op on a stack of norms")
+        items.append(v.term)
+    return Stacked(tuple(items))
+
+
+def _checked(ctx: Lowering, n: fx.Node, val: Any) -> Any:
+    """A rule's tensor value must carry only dims of its layout (else it would broadcast
+    where torch does not): UNKNOWN otherwise, never a silently different value."""
+    if isinstance(val, TV):
+        specs = {d for dim in val.dims for d in dim}
+        extra = [d for d in val.term.dims if d not in specs]
+        if extra and ctx.copy_base:
+            # a copy of a dim (attention's key positions) where the layout has the dim again
+            free = [s for s in specs if s not in val.term.dims]
+            ren = {}
+            for d in extra:
+                cands = [s for s in free if ctx.base_of(s.name) == ctx.base_of(d.name)
+                         and s.shards == d.shards]
+                if len(cands) == 1:
+                    ren[d.name] = cands[0]
+                    free.remove(cands[0])
+            if len(ren) == len(extra):
+                val = TV(rename_dims(val.term, ren), val.dims)
+                extra = []
+        if extra:
+            return Opaque(str(n.target), ctx.site(n), f"internal: the value has dims "
+                          f"{[str(d) for d in extra]} its layout does not")
+    return val
+
+
+def _rank_blocks(ctx: Lowering, n: fx.Node, args: tuple) -> tuple:
+    """Arguments that read block ``r`` of a split on rank ``r`` become the rank's shard."""
+    out = list(args)
+    for (node, path), rv in ctx.traces.rank_refs.items():
+        if node is not n or path[0] != 0:
+            continue
+        ref = n.args
+        for p in path[1:]:
+            ref = ref[p]
+        split = ctx.env[ref.args[0]]
+        val = _piece_at(ctx, n, split, rv) if isinstance(split, Pieces) else Opaque(
+            str(n.target), ctx.site(n), "a rank-dependent block of a value that is no split")
+        cur = out
+        for p in path[1:-1]:
+            cur = cur[p]
+        if len(path) == 2:
+            out[path[1]] = val
+        else:
+            cur = list(cur)
+            return tuple(out)  # nested lists of rank blocks: not produced by torch 2.13
+    return tuple(out)
+
+
+def _piece_at(ctx: Lowering, n: fx.Node, src: Pieces, r: Any) -> Any:
+    """Block ``r`` (the rank's coordinate) of ``src``: the rank's shard of the value split."""
+    from spec_lang.term import Op, term
+    parts = len(src.values)
+    if r.affine != (0, 1) or ctx.traces.axis_sizes.get(r.axis) != parts or src.src is None:
+        return Opaque(str(n.target), ctx.site(n), f"block {dict(r.values)} of {parts} picked "
+                      "by the rank in a way no shard explains")
+    x = src.src
+    a = x.dims[src.dim][0]
+    if a.name not in x.term.dim_names:
+        return Opaque(str(n.target), ctx.site(n), "the rank's block of a broadcast dim")
+    cur = x.term.dim(a.name)
+    new = DimSpec(cur.name, cur.shards + (r.axis,))
+    t = term(Op.SHARD, (x.term,), (cur.name, r.axis),
+             tuple(new if d.name == cur.name else d for d in x.term.dims))
+    # its layout: the block's, with the block's outermost dim the rank's shard
+    lay = list(src.values[0].dims)
+    lay[src.dim] = (new,) + tuple(lay[src.dim][1:])
+    return TV(t, tuple(lay))
+
+
+def _piece(ctx: Lowering, n: fx.Node, src: Pieces) -> Any:
+    """``getitem`` of split blocks; an index equal to the rank's coordinate on an axis of
+    as many blocks is the rank's shard (``SHARD(x, A, axis)``)."""
+    from spec_lang.term import Op, term
+    from spec_lang.torch_frontend.literals import RankValues
+    i = n.args[1]
+    try:
+        r = ctx.scalar_of(n, 1, i)
+    except ValueError as e:
+        return Opaque("getitem", ctx.site(n), str(e))
+    if not isinstance(r, RankValues):
+        return src.values[i]
+    parts = len(src.values)
+    if r.affine != (0, 1) or ctx.traces.axis_sizes.get(r.axis) != parts or src.src is None:
+        return Opaque("getitem", ctx.site(n), f"block {dict(r.values)} of {parts} picked by "
+                      "the rank in a way no shard explains")
+    x = src.src
+    a = x.dims[src.dim][0]
+    if a.name not in x.term.dim_names:
+        return Opaque("getitem", ctx.site(n), "the rank's block of a broadcast dim")
+    cur = x.term.dim(a.name)
+    new = DimSpec(cur.name, cur.shards + (r.axis,))
+    t = term(Op.SHARD, (x.term,), (cur.name, r.axis),
+             tuple(new if d.name == cur.name else d for d in x.term.dims))
+    return TV(t, ctx.layout(n))
 
 
 def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any],
@@ -260,6 +418,27 @@ def _attr_value(ctx: Lowering, n: fx.Node, v: Any) -> Any:
         return Opaque("get_attr", ctx.site(n), f"a captured constant tensor of shape "
                       f"{tuple(v.shape)}")
     return v
+
+
+def rename_dims(t: Term, ren: Mapping[str, DimSpec]) -> Term:
+    """``t`` with dims renamed (``old -> new DimSpec``), through temporary names when two of
+    them swap."""
+    if not ren:
+        return t
+    from spec_lang.term import Op, term
+    tmp = {}
+    for old, new in ren.items():
+        if new.name in t.dim_names and new.name not in ren:
+            raise ValueError(f"renaming {old} to {new} collides with a dim of {t!r}")
+        mid = DimSpec(f"{old}__tmp", new.shards) if new.name in ren else new
+        t = term(Op.RENAME, (t,), (old, mid.name),
+                 tuple(mid if d.name == old else d for d in t.dims))
+        if mid is not new:
+            tmp[mid.name] = new
+    for mid, new in tmp.items():
+        t = term(Op.RENAME, (t,), (mid, new.name),
+                 tuple(new if d.name == mid else d for d in t.dims))
+    return t
 
 
 def as_term(x: Any) -> Term:

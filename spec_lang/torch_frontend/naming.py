@@ -22,7 +22,7 @@ import torch
 import torch.fx as fx
 
 from spec_lang.term import DimSpec
-from spec_lang.torch_frontend.analysis import Analysis
+from spec_lang.torch_frontend.analysis import Analysis, semantic_nodes
 from spec_lang.torch_frontend.dims import Atom, Dims
 
 __all__ = ["Names", "spec_names", "plan_namer", "solve_real_sizes", "SizeMismatch"]
@@ -42,13 +42,13 @@ class Names:
     real_size: dict[str, int] = field(default_factory=dict)
 
 
-def _member_keys(d: Dims) -> dict[int, list[tuple[int, str | None, Any]]]:
-    by_root: dict[int, list[tuple[int, str | None, Any]]] = {}
+def _member_keys(d: Dims) -> dict[int, list[tuple[int, str | None, Any, Any]]]:
+    by_root: dict[int, list[tuple[int, str | None, Any, Any]]] = {}
     for a in d.atoms:
         r = d.find(a)
         if r.parts is not None:
             continue
-        by_root.setdefault(id(r), []).append((a.uid, a.key, a.piece))
+        by_root.setdefault(id(r), []).append((a.uid, a.key, a.piece, a.copy_of))
     return by_root
 
 
@@ -57,24 +57,28 @@ def spec_keys(d: Dims) -> dict[int, str]:
     its parent's, else ``~<uid>``."""
     members = _member_keys(d)
     keys: dict[int, str] = {}
-    pending = sorted(members.items(), key=lambda kv: min(u for u, _, _ in kv[1]))
-    for _ in range(3):  # blocks of blocks resolve in later rounds
+    pending = sorted(members.items(), key=lambda kv: min(m[0] for m in kv[1]))
+    for _ in range(4):  # blocks of blocks and copies resolve in later rounds
         for rid, ms in pending:
             if rid in keys:
                 continue
-            for _uid, key, piece in sorted(ms, key=lambda m: m[0]):
+            for _uid, key, piece, copy_of in sorted(ms, key=lambda m: m[0]):
                 if key is not None:
                     keys[rid] = key
                     break
                 if piece is not None:
                     parent, i, n = piece
-                    pr = d.find(parent)
-                    pk = keys.get(id(pr))
+                    pk = keys.get(id(d.find(parent)))
                     if pk is not None:
                         keys[rid] = f"{pk}@{i}of{n}"
                         break
+                if copy_of is not None:
+                    ck = keys.get(id(d.find(copy_of)))
+                    if ck is not None:
+                        keys[rid] = ck + "'"
+                        break
     for rid, ms in pending:
-        keys.setdefault(rid, f"~{min(u for u, _, _ in ms)}")
+        keys.setdefault(rid, f"~{min(m[0] for m in ms)}")
     return keys
 
 
@@ -99,6 +103,8 @@ def _readable(size: int, probe: Mapping[str, int], mesh_factor: int) -> str:
     tag = "_".join(names)
     if r == 1:
         return tag
+    if r.numerator != 1 or mesh_factor ** len(names) % r.denominator:
+        return f"d{size}"      # not a named size divided by mesh factors: no readable name
     if r.numerator == 1:
         return f"{tag}_half" if r.denominator == 2 else f"{tag}_d{r.denominator}"
     return f"{tag}_x{r.numerator}" + (f"_d{r.denominator}" if r.denominator != 1 else "")
@@ -109,23 +115,25 @@ def spec_names(a: Analysis, probe: Mapping[str, int], mesh_factor: int) -> Names
     d = a.dims
     keys = spec_keys(d)
     sizes: dict[str, int] = {}
-    for rid, key in keys.items():
-        sizes[key] = next(x.size for x in d.atoms if id(d.find(x)) == rid)
+    first: dict[str, int] = {}
+    for x in d.atoms:
+        r = d.find(x)
+        key = keys.get(id(r))
+        if key is None:
+            continue
+        sizes.setdefault(key, r.size)
+        first.setdefault(key, x.uid)
     name_of: dict[str, str] = {}
     used: dict[str, int] = {}
-    for key in sorted(keys.values(), key=_key_order(d, keys)):
+    for key in sorted(set(keys.values()), key=lambda k: first.get(k, 0)):
+        if key.endswith("'") and key[:-1] in name_of:
+            name_of[key] = name_of[key[:-1]] + "_k"
+            continue
         base = _readable(sizes[key], probe, mesh_factor)
         k = used.get(base, 0)
         used[base] = k + 1
         name_of[key] = base if k == 0 else f"{base}_{k + 1}"
     return Names(keys, name_of, {name_of[k]: s for k, s in sizes.items()})
-
-
-def _key_order(d: Dims, keys: Mapping[int, str]) -> Any:
-    first = {}
-    for rid, key in keys.items():
-        first[key] = min(x.uid for x in d.atoms if id(d.find(x)) == rid)
-    return lambda key: first[key]
 
 
 def plan_namer(a: Analysis, names: Names) -> Any:
@@ -136,14 +144,22 @@ def plan_namer(a: Analysis, names: Names) -> Any:
     """
     d = a.dims
     cache: dict[int, DimSpec] = {}
+    pieces: dict[int, list[Atom]] = {}
+    for x in d.atoms:
+        if x.piece is not None:
+            pieces.setdefault(id(d.find(x)), []).append(x)
 
     def info_of(r: Atom, depth: int = 0) -> tuple[str, tuple[str, ...]] | None:
         if r.info is not None:
             return r.info
         if depth > 4:
             return None
-        for x in d.atoms:
-            if x.piece is not None and d.find(x) is r:
+        if r.copy_of is not None:
+            ci = info_of(d.find(r.copy_of), depth + 1)
+            if ci is not None:
+                return (ci[0] + "'", ci[1])
+        for x in pieces.get(id(r), ()):
+            if True:
                 parent, i, n = x.piece
                 pi = info_of(d.find(parent), depth + 1)
                 if pi is not None:
@@ -198,13 +214,15 @@ def solve_real_sizes(pairs: list[tuple[Analysis, Any, Any, dict[str, int]]],
     """
     eqs: list[tuple[list[DimSpec], int, str]] = []
     for an, namer, real_gm, _axes in pairs:
-        probe_nodes = list(an.gm.graph.nodes)
-        real_nodes = list(real_gm.graph.nodes)
+        probe_nodes = semantic_nodes(an.gm)
+        real_nodes = semantic_nodes(real_gm)
         if len(probe_nodes) != len(real_nodes):
             raise SizeMismatch(f"the graph at real sizes has {len(real_nodes)} nodes, at probe "
                                f"sizes {len(probe_nodes)}: the program depends on the sizes")
         rmap = dict(zip(probe_nodes, real_nodes))
         for n, i, _shape in _shapes(an.gm):
+            if n not in rmap:
+                continue
             lay = an.layouts.get(n)
             if lay is None or n in an.unsupported:
                 continue

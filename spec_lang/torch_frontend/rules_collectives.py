@@ -41,6 +41,9 @@ class RankStack:
     x: TV
     axis: str
 
+    def relabel(self, dims: tuple) -> RankStack:  # noqa: ARG002 -- wait_tensor keeps it
+        return self
+
 
 @dataclass(frozen=True)
 class ChunkStack:
@@ -50,6 +53,9 @@ class ChunkStack:
     y: TV
     dim: int
     parts: int
+
+    def relabel(self, dims: tuple) -> ChunkStack:  # noqa: ARG002 -- wait_tensor keeps it
+        return self
 
 
 def _axis_of_group(a: Analysis, n: fx.Node, group: Any) -> str:

@@ -17,6 +17,7 @@ import torch.fx as fx
 
 from spec_lang.term import DimSpec, Op, Term
 from spec_lang.torch_frontend.analysis import shape_of
+from spec_lang.torch_frontend.lower import rename_dims
 from spec_lang.torch_frontend.registry import rule
 from spec_lang.torch_frontend.values import TV, Stacked, const, einsum, ew, local_size_term
 
@@ -30,6 +31,44 @@ def contract(xs: Sequence[Term], summed: Sequence[DimSpec], out: Sequence[DimSpe
     factors = [local_size_term(d) for d in summed if d.name not in have]
     t = einsum(list(xs), out)
     return ew(Op.MUL, *factors, t) if factors else t
+
+
+def contract_pos(ctx, n: fx.Node, operands: Sequence[tuple], out_letters: str) -> Term:
+    """A contraction written positionally, as ``einsum("bik,bkj->bij")``: ``operands`` are
+    ``(node, value, letters)``; each letter's named dims are the output's (for output letters)
+    or the first operand's (for summed ones), and every operand's dims are renamed to them
+    where they are copies of one named dim (self-attention's ``q @ k^T``)."""
+    out = ctx.layout(n)
+    target: dict[str, tuple[DimSpec, ...]] = {c: out[i] for i, c in enumerate(out_letters)}
+    for node, val, letters in operands:
+        lay = ctx.layout(node)
+        for i, c in enumerate(letters):
+            target.setdefault(c, lay[i])
+    out_names = {d.name for dim in out for d in dim}
+    for c in list(target):
+        if c in out_letters:
+            continue
+        if any(d.name in out_names for d in target[c]):
+            # the summed dim is named like an output dim (a copy renamed back outside
+            # attention): sum it under a name of its own
+            target[c] = tuple(ctx.new_dim(d, "c") if d.name in out_names else d
+                              for d in target[c])
+    terms = []
+    for node, val, letters in operands:
+        lay = ctx.layout(node)
+        ren: dict[str, DimSpec] = {}
+        for i, c in enumerate(letters):
+            if len(lay[i]) != len(target[c]):
+                raise ctx.fail(n, "a contraction of dims that are different products of named "
+                                  "dims")
+            for a, b in zip(lay[i], target[c]):
+                if a.name != b.name and a.name in val.term.dim_names:
+                    ren[a.name] = b
+        terms.append(rename_dims(val.term, ren))
+    summed = [d for c, dims in target.items() if c not in out_letters for d in dims]
+    if any(d.name in out_names for d in summed):
+        raise ctx.fail(n, "a contraction whose summed dim is also an output dim")
+    return contract(terms, summed, [d for dim in out for d in dim])
 
 
 def reduce_sum(x: TV, reduced: Sequence[int], out_layout: tuple) -> Term:
@@ -66,8 +105,8 @@ class MM:
 
     @staticmethod
     def term(n, ctx, x, w):
-        out = ctx.layout(n)
-        return TV(contract([x.term, w.term], x.dims[1], [d for dim in out for d in dim]), out)
+        return TV(contract_pos(ctx, n, [(n.args[0], x, "ik"), (n.args[1], w, "kj")], "ij"),
+                  ctx.layout(n))
 
 
 @rule("aten.bmm.default")
@@ -83,8 +122,8 @@ class BMM:
 
     @staticmethod
     def term(n, ctx, x, y):
-        out = ctx.layout(n)
-        return TV(contract([x.term, y.term], x.dims[2], [d for dim in out for d in dim]), out)
+        return TV(contract_pos(ctx, n, [(n.args[0], x, "bik"), (n.args[1], y, "bkj")], "bij"),
+                  ctx.layout(n))
 
 
 @rule("aten.addmm.default")
@@ -106,10 +145,11 @@ class AddMM:
     @staticmethod
     def term(n, ctx, b, x, w, beta=1, alpha=1):
         out = ctx.layout(n)
-        mm = contract([x.term, w.term], x.dims[1], [d for dim in out for d in dim])
+        mm = contract_pos(ctx, n, [(n.args[1], x, "ik"), (n.args[2], w, "kj")], "ij")
         if alpha != 1:
             mm = ew(Op.MUL, const(ctx.scalar(n, "alpha")), mm)
-        bt = b.term if beta == 1 else ew(Op.MUL, const(ctx.scalar(n, "beta")), b.term)
+        bt = ctx.fit(n, n.args[0], b)
+        bt = bt if beta == 1 else ew(Op.MUL, const(ctx.scalar(n, "beta")), bt)
         return TV(ew(Op.ADD, bt, mm), out)
 
 

@@ -51,9 +51,10 @@ def broadcast_dims(n: fx.Node, a: Analysis, operands: list[Any]) -> list:
 
 
 def scalar_term(ctx: Lowering, n: fx.Node, key: Any, v: Any) -> Term:
-    """A tensor argument's term, or a python scalar argument as an exact (or lifted) constant."""
-    if isinstance(v, TV):
-        return v.term
+    """A tensor argument's term (its dims named as the output's), or a python scalar argument
+    as an exact (or lifted) constant."""
+    if hasattr(v, "term") and not isinstance(v, (int, float)):
+        return ctx.fit(n, n.args[key] if isinstance(key, int) else n.kwargs.get(key), v)
     s = ctx.scalar(n, key)
     return s if isinstance(s, Term) else const(s)
 
@@ -101,6 +102,11 @@ def _exponent(ctx: Lowering, n: fx.Node, key: Any) -> Fraction:
     return e
 
 
+def _symbolic(x: Any) -> bool:
+    from spec_lang.torch_frontend.indexing import Affine01, Idx, Masked, Pred
+    return isinstance(x, (Idx, Pred, Affine01, Masked))
+
+
 # -- arithmetic -----------------------------------------------------------------------------------
 @rule("aten.add.Tensor", "aten.add.Scalar")
 class Add:
@@ -110,6 +116,11 @@ class Add:
 
     @staticmethod
     def term(n, ctx, x, y, alpha=1):  # noqa: ARG004
+        from spec_lang.torch_frontend.indexing import InfMask, MaskedLogits
+        if isinstance(y, InfMask) and isinstance(x, TV) and n.kwargs.get("alpha", 1) == 1:
+            # scores + where(mask, 0, -inf): the masked scores a softmax reads
+            m = ctx.fit(n, n.args[1], TV(y.mask, y.dims))
+            return MaskedLogits(ctx.fit(n, n.args[0], x), m, ctx.layout(n))
         return tv(ctx, n, _add(scalar_term(ctx, n, 0, x), _alpha(ctx, n, scalar_term(ctx, n, 1, y))))
 
 
@@ -126,6 +137,9 @@ class Sub:
 
     @staticmethod
     def term(n, ctx, x, y, alpha=1):  # noqa: ARG004
+        if _symbolic(x):
+            from spec_lang.torch_frontend.rules_index import sub_index
+            return sub_index(n, ctx, x, y)
         return tv(ctx, n, _add(scalar_term(ctx, n, 0, x),
                                _neg(_alpha(ctx, n, scalar_term(ctx, n, 1, y)))))
 
@@ -243,9 +257,10 @@ class SiluBackward:
 
     @staticmethod
     def term(n, ctx, g, x):
-        s = ew(Op.SIGMOID, x.term)
+        gt, xt = ctx.fit(n, n.args[0], g), ctx.fit(n, n.args[1], x)
+        s = ew(Op.SIGMOID, xt)
         one = _one()
-        return tv(ctx, n, _mul(g.term, s, _add(one, _mul(x.term, _add(one, _neg(s))))))
+        return tv(ctx, n, _mul(gt, s, _add(one, _mul(xt, _add(one, _neg(s))))))
 
 
 @rule("aten.sigmoid_backward.default")
@@ -256,7 +271,8 @@ class SigmoidBackward:
 
     @staticmethod
     def term(n, ctx, g, y):
-        return tv(ctx, n, _mul(g.term, y.term, _add(_one(), _neg(y.term))))
+        gt, yt = ctx.fit(n, n.args[0], g), ctx.fit(n, n.args[1], y)
+        return tv(ctx, n, _mul(gt, yt, _add(_one(), _neg(yt))))
 
 
 @rule("aten.tanh_backward.default")
@@ -267,7 +283,8 @@ class TanhBackward:
 
     @staticmethod
     def term(n, ctx, g, y):
-        return tv(ctx, n, _mul(g.term, _add(_one(), _neg(ew(Op.POW, y.term, attrs=(Fraction(2),))))))
+        gt, yt = ctx.fit(n, n.args[0], g), ctx.fit(n, n.args[1], y)
+        return tv(ctx, n, _mul(gt, _add(_one(), _neg(ew(Op.POW, yt, attrs=(Fraction(2),))))))
 
 
 _GELU_C = sympy.sqrt(2) / sympy.sqrt(sympy.pi)   # sqrt(2/pi)
@@ -307,7 +324,8 @@ class GeluBackward:
     def term(n, ctx, g, x, approximate="none"):
         if approximate != "tanh":
             raise ctx.fail(n, "the backward of the exact (erf) GELU (use approximate='tanh')")
-        xt = x.term
+        xt = ctx.fit(n, n.args[1], x)
+        g = TV(ctx.fit(n, n.args[0], g), ())
         t = ew(Op.TANH, _gelu_tanh_inner(xt))
         du = _mul(const(_GELU_C), _add(_one(), _mul(const(3 * _GELU_K),
                                                     ew(Op.POW, xt, attrs=(Fraction(2),)))))
@@ -325,7 +343,7 @@ class Maximum:
 
     @staticmethod
     def term(n, ctx, x, y):
-        return tv(ctx, n, ew(Op.MAXIMUM, x.term, y.term))
+        return tv(ctx, n, ew(Op.MAXIMUM, scalar_term(ctx, n, 0, x), scalar_term(ctx, n, 1, y)))
 
 
 @rule("aten.clamp.default", "aten.clamp_max.default", "aten.clamp_min.default")
@@ -360,6 +378,10 @@ class Where:
 
     @staticmethod
     def term(n, ctx, c, x, y):
+        from spec_lang.torch_frontend.rules_index import where_index
+        got = where_index(n, ctx, c, x, y)
+        if got is not None:
+            return got
         return tv(ctx, n, ew(Op.WHERE, as_term(c), scalar_term(ctx, n, 1, x),
                              scalar_term(ctx, n, 2, y)))
 
@@ -372,7 +394,7 @@ def _identity(doc: str) -> type:
 
         @staticmethod
         def term(n, ctx, x, *args, **kwargs):  # noqa: ARG004
-            return tv(ctx, n, x.term)
+            return x.relabel(ctx.layout(n))
 
     return I
 
@@ -396,6 +418,9 @@ class ToCopy:
     def term(n, ctx, x, **kw):
         src = n.args[0].meta["val"].dtype
         dst = kw.get("dtype", src)
+        if _symbolic(x):
+            from spec_lang.torch_frontend.rules_index import cast_index
+            return cast_index(n, ctx, x, dst)
         if dst is not None and not dst.is_floating_point and src.is_floating_point:
             raise ctx.fail(n, f"a cast from {src} to {dst}")
         return tv(ctx, n, x.term)
@@ -409,7 +434,7 @@ class CopyInplace:
 
     @staticmethod
     def term(n, ctx, dst, src, non_blocking=False):  # noqa: ARG004
-        return tv(ctx, n, src.term)
+        return tv(ctx, n, ctx.fit(n, n.args[1], src))
 
 
 def _fill_value(ctx: Lowering, n: fx.Node, key: Any) -> Term:
@@ -447,6 +472,9 @@ class ScalarTensor:
 
     @staticmethod
     def term(n, ctx, v, **kw):  # noqa: ARG004
+        if isinstance(v, float) and v == float("-inf"):
+            from spec_lang.torch_frontend.indexing import NegInf
+            return NegInf(ctx.layout(n))
         return tv(ctx, n, _fill_value(ctx, n, 0))
 
 
@@ -461,6 +489,9 @@ class Full:
     @staticmethod
     def term(n, ctx, shape, *args, **kw):  # noqa: ARG004
         name = str(n.target)
+        if name == "aten.ones.default" and kw.get("dtype") == torch.bool:
+            from spec_lang.torch_frontend.indexing import Pred
+            return Pred(const(Fraction(1)), ctx.layout(n))
         if name == "aten.zeros.default":
             return tv(ctx, n, const(Fraction(0)))
         if name == "aten.ones.default":

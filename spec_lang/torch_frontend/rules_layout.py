@@ -42,8 +42,8 @@ def _view_dims(n: fx.Node, a: Analysis) -> list:
     return [list(g) for g in a.dims.regroup(flat, shape_of(n), a.where(n))]
 
 
-def _same_term(n: fx.Node, ctx: Lowering, x: TV, *args: Any, **kw: Any) -> TV:  # noqa: ARG001
-    return TV(x.term, ctx.layout(n))
+def _same_term(n: fx.Node, ctx: Lowering, x: Any, *args: Any, **kw: Any) -> Any:  # noqa: ARG001
+    return x.relabel(ctx.layout(n))
 
 
 def _relabel(doc: str, dims: Any) -> type:
@@ -262,7 +262,7 @@ class Split:
         if isinstance(x, RankStack):
             return Pieces(tuple(broadcast_piece(x, i, ctx.layout(n, i)) for i in range(parts)))
         return Pieces(tuple(block_term(ctx, n, x, d, parts, i, ctx.layout(n, i))
-                            for i in range(parts)))
+                            for i in range(parts)), x, d)
 
 
 @rule("aten.cat.default")

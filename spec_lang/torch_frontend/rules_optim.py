@@ -85,7 +85,7 @@ def _foreach(law: Callable[..., Term], n_lists: int, scalar_key: Any | None, doc
             for i in range(count):
                 items = [lst[i].term for lst in lists]
                 t = law(*items, sc[i]) if scalar_key is not None else law(*items)
-                out.append(TV(t, ctx.layout(n)[i] if ctx.analysis.layouts[n] else lists[0][i].dims))
+                out.append(TV(t, ctx.layout(n, i) if ctx.analysis.layouts[n] else lists[0][i].dims))
             return out
 
     F.inplace = inplace
@@ -140,7 +140,7 @@ def _add_list(ctx: Lowering, n: fx.Node, xs: list, ys: list) -> list:
     out = []
     for i, (x, y) in enumerate(zip(xs, ys)):
         yt = y.term if s is None else ew(Op.MUL, s, y.term)
-        out.append(TV(ew(Op.ADD, x.term, yt), ctx.layout(n)[i] if ctx.analysis.layouts[n]
+        out.append(TV(ew(Op.ADD, x.term, yt), ctx.layout(n, i) if ctx.analysis.layouts[n]
                       else x.dims))
     return out
 

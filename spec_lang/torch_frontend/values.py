@@ -41,12 +41,19 @@ class TV:
     def flat(self) -> tuple[DimSpec, ...]:
         return tuple(d for dim in self.dims for d in dim)
 
+    def relabel(self, dims: tuple) -> TV:
+        return TV(self.term, dims)
+
 
 @dataclass(frozen=True)
 class Pieces:
-    """Blocks ``values`` of one dim (``split``/``chunk`` outputs, taken by ``getitem``)."""
+    """Blocks ``values`` of one dim (``split``/``chunk`` outputs, taken by ``getitem``);
+    ``src`` and ``dim``: the value split and its torch dim (a rank-indexed ``getitem`` is then
+    the rank's shard of it)."""
 
     values: tuple[Any, ...]
+    src: Any = None
+    dim: int | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,9 @@ class Stacked:
     """``torch.stack(items)`` of scalar values along a new dim."""
 
     items: tuple[Term, ...]
+
+    def relabel(self, dims: tuple) -> Stacked:  # noqa: ARG002 -- a view of the stack
+        return self
 
 
 def flat_dims(layout: Sequence[Sequence[DimSpec]]) -> tuple[DimSpec, ...]:
