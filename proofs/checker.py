@@ -35,6 +35,8 @@ What it checks, in order (the first failure rejects, with a one-line reason):
 from __future__ import annotations
 
 import hashlib
+import sys
+import os
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -702,7 +704,10 @@ def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_
     if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
         raise _fail(f"--retrace: {p} does not hash to plan.sha256 (the plan file changed)")
     try:
-        problem = spec_lang.load(p)
+        if cert["plan"].get("frontend", "dsl") == "torch":
+            problem = _load_torch(p)
+        else:
+            problem = spec_lang.load(p)
     except (spec_lang.PlanError, spec_lang.SpecError) as e:
         raise _fail(f"--retrace: the plan no longer traces: {e}") from None
     fresh = NodeTable()
@@ -722,6 +727,41 @@ def _retrace(cert: Mapping[str, Any], table: NodeTable, hashes: list[str], cert_
     if {k: int(v) for k, v in problem.binding.items()} != cert["binding"]:
         raise _fail("--retrace: the binding differs from the plan's")
     _recheck_rng(cert, problem)
+
+
+def _load_torch(p: Path) -> Any:
+    """Re-trace a PyTorch train file (``prove --torch``) in a child process: torch and the
+    user's code never run in the checker's process; the child sends the Problem back pickled
+    (our own child's output, not certificate text).
+
+    Raises:
+        spec_lang.PlanError: the file no longer traces (the child's one-line message).
+    """
+    import pickle
+    import subprocess
+
+    import spec_lang
+
+    code = ("import pickle, sys\n"
+            "from spec_lang.errors import SpecLangError\n"
+            "try:\n"
+            "    from spec_lang.torch_frontend import load\n"
+            "    out = ('ok', load(sys.argv[1]))\n"
+            "except SpecLangError as e:\n"
+            "    out = ('error', str(e))\n"
+            "sys.stdout.buffer.write(pickle.dumps(out))\n")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"]
+                                               if os.environ.get("PYTHONPATH") else "")}
+    r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, env=env,
+                       check=False)  # noqa: S603 -- our own code, the plan path as argv
+    if r.returncode != 0:
+        err = r.stderr.decode(errors="replace").strip().splitlines()
+        raise spec_lang.PlanError(err[-1] if err else f"exit {r.returncode}")
+    kind, val = pickle.loads(r.stdout)  # noqa: S301 -- the child we just ran, not the cert
+    if kind == "error":
+        raise spec_lang.PlanError(val)
+    return val
 
 
 RNG_ASSUMPTION = "rng: dropout draws are renamed to the spec's mask symbols"

@@ -72,3 +72,6 @@ class Problem:
     # lowering rule): (goal name, reason naming the op and the user's line). Such a problem is
     # never EQUIVALENT (proofs/prover.py makes its verdict UNKNOWN at best).
     unsupported: tuple[tuple[str, str], ...] = ()
+    # which front end traced the plan file: "dsl" (spec_lang.load) or "torch"
+    # (spec_lang.torch_frontend.load); the certificate records it for --retrace
+    frontend: str = "dsl"

@@ -306,7 +306,10 @@ def lower_all(cap: Captured) -> Lowered:
     plan_out = _outputs(plan_tr, plan_an, plan_env)
     sizes = dict(real)
     for ctx in (spec_ctx, plan_ctx):
-        for name, base in ctx.same_size.items():
+        for name in ctx.same_size:
+            base = name
+            while base in ctx.same_size:
+                base = ctx.same_size[base]
             sizes[name] = real[base]
     binding = Binding({**{k: v for k, v in sizes.items() if not k.startswith("?")},
                        **tf.mesh})
@@ -402,7 +405,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
             m = _LAYER.search(name)
             goals.append(Goal(name=name, kind=role.kind, expected=expected, actual=actual,
                               placement=", ".join(f"{a}: {p}" for a, p in zip(axes, pls))
-                              or "single device",
+                              or "a plain tensor (the same program on every rank)",
                               site=node_site(pnode, tf.path) if pnode is not None else tf.path,
                               layer=m.group(1) if m else None))
     missing = [n for n in low.spec_out if n not in low.plan_out]
@@ -416,7 +419,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,
                    spec_outputs={k: v[1].term for k, v in low.spec_out.items()
                                  if isinstance(v[1], TV)},
-                   unsupported=tuple(unsupported))
+                   unsupported=tuple(unsupported), frontend="torch")
 
 
 def _data_assumptions(cap: Captured) -> list[str]:

@@ -137,7 +137,7 @@ class Lowering:
                 for a, b in zip(dim, out[o]):
                     if a.name != b.name and a.name in t.dim_names:
                         ren[a.name] = b
-        return rename_dims(t, ren)
+        return rename_dims(t, ren, self.same_size)
 
     def new_dim(self, base: DimSpec, tag: str) -> DimSpec:
         """A fresh IR dim ``<base>_<tag>`` of the size of ``base`` (attention's key positions),
@@ -308,7 +308,7 @@ def _checked(ctx: Lowering, n: fx.Node, val: Any) -> Any:
                     ren[d.name] = cands[0]
                     free.remove(cands[0])
             if len(ren) == len(extra):
-                val = TV(rename_dims(val.term, ren), val.dims)
+                val = TV(rename_dims(val.term, ren, ctx.same_size), val.dims)
                 extra = []
         if extra:
             return Opaque(str(n.target), ctx.site(n), f"internal: the value has dims "
@@ -420,9 +420,11 @@ def _attr_value(ctx: Lowering, n: fx.Node, v: Any) -> Any:
     return v
 
 
-def rename_dims(t: Term, ren: Mapping[str, DimSpec]) -> Term:
+def rename_dims(t: Term, ren: Mapping[str, DimSpec], sizes: dict[str, str] | None = None
+                ) -> Term:
     """``t`` with dims renamed (``old -> new DimSpec``), through temporary names when two of
-    them swap."""
+    them swap (``sizes``: where the temporary names' sizes are recorded, as ``name -> the dim
+    whose size it has``)."""
     if not ren:
         return t
     from spec_lang.term import Op, term
@@ -430,7 +432,11 @@ def rename_dims(t: Term, ren: Mapping[str, DimSpec]) -> Term:
     for old, new in ren.items():
         if new.name in t.dim_names and new.name not in ren:
             raise ValueError(f"renaming {old} to {new} collides with a dim of {t!r}")
-        mid = DimSpec(f"{old}__tmp", new.shards) if new.name in ren else new
+        mid = DimSpec(f"{old}_tmp", new.shards) if new.name in ren else new
+        if mid is not new:
+            if sizes is None:
+                raise ValueError(f"renaming {old} to {new} needs a temporary dim")
+            sizes[mid.name] = old
         t = term(Op.RENAME, (t,), (old, mid.name),
                  tuple(mid if d.name == old else d for d in t.dims))
         if mid is not new:

@@ -64,7 +64,7 @@ def contract_pos(ctx, n: fx.Node, operands: Sequence[tuple], out_letters: str) -
             for a, b in zip(lay[i], target[c]):
                 if a.name != b.name and a.name in val.term.dim_names:
                     ren[a.name] = b
-        terms.append(rename_dims(val.term, ren))
+        terms.append(rename_dims(val.term, ren, ctx.same_size))
     summed = [d for c, dims in target.items() if c not in out_letters for d in dims]
     if any(d.name in out_names for d in summed):
         raise ctx.fail(n, "a contraction whose summed dim is also an output dim")
