@@ -449,10 +449,10 @@ def rename_dims(t: Term, ren: Mapping[str, DimSpec], sizes: dict[str, str] | Non
 
 def as_term(x: Any) -> Term:
     """A value or python scalar as a term (scalars become exact constants)."""
-    if isinstance(x, TV):
-        return x.term
     if isinstance(x, Term):
         return x
+    if hasattr(x, "term") and not isinstance(x, (int, float, bool)):
+        return x.term
     if isinstance(x, (int, float, bool)):
         return const(exact_scalar(x))
     raise TypeError(f"not a tensor value: {x!r}")

@@ -47,16 +47,19 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
-def rule(*names: str, inplace: bool = False) -> Callable[[type], type]:
+def rule(*names: str, inplace: bool | None = None) -> Callable[[type], type]:
     """Register the class's static ``dims`` and ``term`` under every overload in ``names``;
-    the class docstring states the law (what the op means in the IR)."""
+    the class docstring states the law (what the op means in the IR). ``inplace``: True or
+    False for every name; None (default): by torch's naming, an op whose name ends in ``_``
+    (``add_``, ``_foreach_mul_``) writes its first argument."""
 
     def deco(cls: type) -> type:
-        r = Rule(tuple(names), cls.dims, cls.term, inplace, (cls.__doc__ or "").strip())
         for n in names:
             if n in RULES:
                 raise ValueError(f"two lowering rules for {n}")
-            RULES[n] = r
+            op = n.split(".")[1] if n.count(".") >= 2 else n
+            ip = op.endswith("_") if inplace is None else inplace
+            RULES[n] = Rule((n,), cls.dims, cls.term, ip, (cls.__doc__ or "").strip())
         return cls
 
     return deco

@@ -98,6 +98,14 @@ class _Attn:
         _ = qd
 
 
+def _source(x: Any) -> Any:
+    """``x`` through ``detach`` / ``alias`` (autograd saves detached aliases of its inputs)."""
+    while isinstance(x, fx.Node) and str(x.target) in ("aten.detach.default",
+                                                       "aten.alias.default"):
+        x = x.args[0]
+    return x
+
+
 def _rename(t: Term, old: str, new: DimSpec) -> Term:
     if old not in t.dim_names:
         return t
@@ -143,11 +151,12 @@ class SDPABackward:
     @staticmethod
     def term(n, ctx, g, q, k, v, out, lse, dropout_p=0.0, is_causal=False, **kw):  # noqa: ARG004
         _check(n, ctx, dropout_p, kw)
-        fo, fl = n.args[4], n.args[5]
+        fo, fl = _source(n.args[4]), _source(n.args[5])
         ok = (isinstance(fo, fx.Node) and isinstance(fl, fx.Node)
               and fo.target is operator.getitem and fl.target is operator.getitem
               and fo.args[0] is fl.args[0] and str(fo.args[0].target) == _FWD
-              and list(fo.args[0].args[:3]) == list(n.args[1:4]) and fo.args[1] == 0
+              and [_source(x) for x in fo.args[0].args[:3]]
+              == [_source(x) for x in n.args[1:4]] and fo.args[1] == 0
               and fl.args[1] == 1 and bool(fo.args[0].args[4] if len(fo.args[0].args) > 4
                                            else fo.args[0].kwargs.get("is_causal", False))
               == bool(is_causal))

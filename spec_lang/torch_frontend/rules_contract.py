@@ -109,6 +109,22 @@ class MM:
                   ctx.layout(n))
 
 
+@rule("aten.mv.default")
+class MV:
+    """``mv(x, v)[i] = sum_k x[i, k] v[k]``."""
+
+    @staticmethod
+    def dims(n, a):
+        x, v = (a.layouts[t] for t in n.args[:2])
+        a.same(x[1], v[0], n)
+        return [list(x[0])]
+
+    @staticmethod
+    def term(n, ctx, x, v):
+        return TV(contract_pos(ctx, n, [(n.args[0], x, "ik"), (n.args[1], v, "k")], "i"),
+                  ctx.layout(n))
+
+
 @rule("aten.bmm.default")
 class BMM:
     """``bmm(x, y)[b, i, j] = sum_k x[b, i, k] y[b, k, j]``."""

@@ -124,7 +124,7 @@ class Add:
         return tv(ctx, n, _add(scalar_term(ctx, n, 0, x), _alpha(ctx, n, scalar_term(ctx, n, 1, y))))
 
 
-@rule("aten.add_.Tensor", "aten.add_.Scalar", inplace=True)
+@rule("aten.add_.Tensor", "aten.add_.Scalar")
 class AddInplace(Add):
     """``x.add_(y, alpha)``: ``x`` becomes ``x + alpha * y``."""
 
@@ -144,7 +144,7 @@ class Sub:
                                _neg(_alpha(ctx, n, scalar_term(ctx, n, 1, y)))))
 
 
-@rule("aten.sub_.Tensor", inplace=True)
+@rule("aten.sub_.Tensor")
 class SubInplace(Sub):
     """``x.sub_(y, alpha)``: ``x`` becomes ``x - alpha * y``."""
 
@@ -172,7 +172,7 @@ class Mul:
         return tv(ctx, n, _mul(scalar_term(ctx, n, 0, x), scalar_term(ctx, n, 1, y)))
 
 
-@rule("aten.mul_.Tensor", "aten.mul_.Scalar", inplace=True)
+@rule("aten.mul_.Tensor", "aten.mul_.Scalar")
 class MulInplace(Mul):
     """``x.mul_(y)``: ``x`` becomes ``x * y``."""
 
@@ -197,7 +197,7 @@ class Div:
         return tv(ctx, n, _mul(scalar_term(ctx, n, 0, x), inv))
 
 
-@rule("aten.div_.Tensor", "aten.div_.Scalar", inplace=True)
+@rule("aten.div_.Tensor", "aten.div_.Scalar")
 class DivInplace(Div):
     """``x.div_(y)``: ``x`` becomes ``x / y``."""
 
@@ -426,7 +426,7 @@ class ToCopy:
         return tv(ctx, n, x.term)
 
 
-@rule("aten.copy_.default", inplace=True)
+@rule("aten.copy_.default")
 class CopyInplace:
     """``dst.copy_(src)``: ``dst`` becomes ``src`` (broadcast to ``dst``'s shape)."""
 
@@ -442,11 +442,10 @@ def _fill_value(ctx: Lowering, n: fx.Node, key: Any) -> Term:
     return v if isinstance(v, Term) else const(v)
 
 
-@rule("aten.ones_like.default", "aten.zeros_like.default", "aten.full_like.default",
-      "aten.empty_like.default")
+@rule("aten.ones_like.default", "aten.zeros_like.default", "aten.full_like.default")
 class FullLike:
     """``ones_like(x) = 1``, ``zeros_like(x) = 0``, ``full_like(x, v) = v`` (constant along
-    every dim of ``x``); ``empty_like`` is UNKNOWN if its contents are read."""
+    every dim of ``x``)."""
 
     dims = staticmethod(_dims_first)
 
@@ -457,9 +456,7 @@ class FullLike:
             return tv(ctx, n, const(Fraction(1)))
         if name == "aten.zeros_like.default":
             return tv(ctx, n, const(Fraction(0)))
-        if name == "aten.full_like.default":
-            return tv(ctx, n, _fill_value(ctx, n, 1))
-        raise ctx.fail(n, "the contents of empty_like are undefined")
+        return tv(ctx, n, _fill_value(ctx, n, 1))
 
 
 @rule("aten.scalar_tensor.default")
@@ -499,7 +496,7 @@ class Full:
         return tv(ctx, n, _fill_value(ctx, n, 1))
 
 
-@rule("aten.fill_.Scalar", "aten.zero_.default", inplace=True)
+@rule("aten.fill_.Scalar", "aten.zero_.default")
 class FillInplace:
     """``x.fill_(v)``: ``x`` becomes ``v``; ``x.zero_()``: ``0``."""
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import torch
 import torch.fx as fx
 
 from spec_lang.term import DimSpec, Op, Term, term
@@ -283,6 +284,8 @@ class EmbeddingBackward:
         g, idx, num = n.args[:3]
         table = a.marks.get(("table", idx))
         lg = a.layouts[g]
+        for p, q in zip(lg[:-1], a.layouts[idx]):    # g is (*idx.shape, H)
+            a.same(p, q, n)
         if table is not None and a.dims.canon(table) and \
                 a.dims.find(a.dims.canon(table)[0]).size == num:
             return [list(table), list(lg[-1])]
@@ -347,7 +350,7 @@ class Gather:
         return _lookup(ctx, n, x, d, idx, ctx.layout(n))
 
 
-@rule("aten.index_put_.default", "aten.index_put.default", inplace=True)
+@rule("aten.index_put_.default", "aten.index_put.default")
 class IndexPut:
     """``x[mask] = c`` and ``x[arange, idx] = v`` (see the module docstring): ``x * (1 - mask)
     + c * mask``; a masked index or a :class:`Masked` value is made whole when ``mask`` is
@@ -357,6 +360,12 @@ class IndexPut:
     def dims(n, a):
         x, inds = n.args[:2]
         lx = [list(d) for d in a.layouts[x]]
+        if len(inds) == 1 and isinstance(inds[0], fx.Node) \
+                and inds[0].meta["val"].dtype == torch.bool:
+            # x[mask]: the mask has x's dims (leading ones)
+            for p, q in zip(lx, a.layouts[inds[0]]):
+                if q:
+                    a.same(p, q, n)
         if len(inds) == 2 and all(isinstance(i, fx.Node) for i in inds):
             r, idx = inds
             a.same(lx[0], a.layouts[r][0], n)

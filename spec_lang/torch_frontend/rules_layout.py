@@ -399,3 +399,37 @@ class Stack:
 
 
 _ = math
+
+
+@rule("aten.select.int")
+class Select:
+    """``select(x, d, i)``: entry ``i`` of dim ``d``; of a dim that is one named dim ``A`` of
+    size ``n``: ``sum_A CHUNK(x, A, n, i)`` (the block of one entry, summed away). A dim that
+    is a product of named dims is UNKNOWN."""
+
+    @staticmethod
+    def dims(n, a):
+        src = [list(d) for d in a.layouts[n.args[0]]]
+        d = _norm(n.args[1], len(src))
+        if len(a.dims.canon(src[d])) > 1:
+            raise DimsError(f"{a.where(n)}: select of a dim that is a product of named dims")
+        return src[:d] + src[d + 1:]
+
+    @staticmethod
+    def term(n, ctx, x, dim, index):
+        d = _norm(dim, len(x.dims))
+        if not x.dims[d]:
+            return TV(x.term, ctx.layout(n))
+        a_spec = x.dims[d][0]
+        size = n.args[0].meta["val"].shape[d]
+        i = index + size if index < 0 else index
+        if ctx.scalar(n, 2, rank=True) != index:
+            raise ctx.fail(n, "select of an entry that depends on the rank")
+        if a_spec.name not in x.term.dim_names:
+            return TV(x.term, ctx.layout(n))
+        cur = x.term.dim(a_spec.name)
+        ch = term(Op.CHUNK, (x.term,), (cur.name, int(size), i),
+                  tuple(DimSpec(cur.name, cur.shards + (f"#{i}/{size}",)) if dd.name == cur.name
+                        else dd for dd in x.term.dims))
+        keep = tuple(dd for dd in ch.dims if dd.name != cur.name)
+        return TV(term(Op.EINSUM, (ch,), (tuple(k.name for k in keep),), keep), ctx.layout(n))

@@ -206,12 +206,12 @@ class NllLoss:
         c = lp.dims[cdim]
         if len(c) != 1:
             raise ctx.fail(n, "nll_loss over a class dim that is a product of named dims")
-        lay = ctx.layout(n)
+        lay0 = ctx.layout(n, 0)
         tdims = tuple(d for dim in t.dims for d in dim)
         picked = einsum([lp.term, one_hot(t.base, c[0])], tdims)
         cnt = _count(t)
         if reduction == 0:
-            return (TV(ew(Op.NEG, picked), lay[0]), TV(const(Fraction(0)), ()))
+            return (TV(ew(Op.NEG, picked), lay0), TV(const(Fraction(0)), ()))
         total = ew(Op.NEG, einsum([picked], ()))
         if reduction == 1:
             total = ew(Op.MUL, total, ew(Op.RECIP, cnt))

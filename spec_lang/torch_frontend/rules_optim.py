@@ -94,7 +94,7 @@ def _foreach(law: Callable[..., Term], n_lists: int, scalar_key: Any | None, doc
 
 def _reg(names: tuple[str, ...], law: Callable[..., Term], n_lists: int, key: Any,
          doc: str, inplace: bool) -> None:
-    rule(*names, inplace=inplace)(_foreach(law, n_lists, key, doc, inplace))
+    rule(*names)(_foreach(law, n_lists, key, doc, inplace))
 
 
 def _mul(a: Term, s: Term) -> Term:
@@ -159,7 +159,7 @@ class ForeachAddList:
         return _add_list(ctx, n, list(xs), list(ys))
 
 
-@rule("aten._foreach_add_.List", "aten._foreach_add_.Tensor", inplace=True)
+@rule("aten._foreach_add_.List", "aten._foreach_add_.Tensor")
 class ForeachAddListInplace(ForeachAddList):
     """``xs._foreach_add_(ys, alpha)``: each ``x_i`` becomes ``x_i + alpha y_i``."""
 
@@ -189,7 +189,7 @@ def _bcast(n: fx.Node, a: Analysis) -> list:
     return broadcast_dims(n, a, [x for x in n.args if isinstance(x, fx.Node)])
 
 
-@rule("aten.lerp_.Scalar", "aten.lerp.Scalar", inplace=True)
+@rule("aten.lerp_.Scalar", "aten.lerp.Scalar")
 class Lerp:
     """``lerp(x, e, w) = x + w (e - x)``."""
 
@@ -200,7 +200,7 @@ class Lerp:
         return TV(_lerp(x.term, e.term, _c(ctx.scalar(n, 2))), ctx.layout(n))
 
 
-@rule("aten.addcmul_.default", "aten.addcmul.default", inplace=True)
+@rule("aten.addcmul_.default", "aten.addcmul.default")
 class AddCMul:
     """``addcmul(x, a, b, value) = x + value a b``."""
 
@@ -213,7 +213,7 @@ class AddCMul:
         return TV(_addcmul(x.term, a.term, b.term, v), ctx.layout(n))
 
 
-@rule("aten.addcdiv_.default", "aten.addcdiv.default", inplace=True)
+@rule("aten.addcdiv_.default", "aten.addcdiv.default")
 class AddCDiv:
     """``addcdiv(x, a, b, value) = x + value a / b``."""
 
