@@ -36,8 +36,8 @@ IGNORED = frozenset({
 
 
 LAYOUT_ONLY = frozenset({
-    "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
-    "aten._reshape_alias.default", "aten.clone.default", "aten.contiguous.default",
+    "aten.view.default", "aten._unsafe_view.default", "aten._reshape_alias.default",
+    "aten.clone.default",
     "aten.detach.default", "aten.alias.default", "aten.t.default", "aten.transpose.int",
     "aten.permute.default", "aten.unsqueeze.default", "aten.squeeze.dim",
     "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default",

@@ -34,6 +34,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.contract import TrainFile, line_of
+from spec_lang.torch_frontend.dataparallel import (
+    install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
+    stored_spec,
+)
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -165,8 +169,15 @@ def _local(t: Any) -> torch.Tensor:
     return t._local_tensor if isinstance(t, DTensor) else t
 
 
-def _placements(t: Any) -> tuple[str, ...]:
-    return tuple(placement_str(p) for p in t.placements) if isinstance(t, DTensor) else ()
+def _placements(t: Any, axes: list[str] | None = None) -> tuple[str, ...]:
+    """``t``'s placement per world mesh axis (``axes``; an axis ``t``'s mesh lacks is ``R``)."""
+    if not isinstance(t, DTensor):
+        return ()
+    names = t.device_mesh.mesh_dim_names or ()
+    by = {a: placement_str(p) for a, p in zip(names, t.placements)}
+    if axes is None:
+        return tuple(by[a] for a in names)
+    return tuple(by.get(a, "R") for a in axes)
 
 
 def _state_keys(opt: torch.optim.Optimizer) -> tuple[str, ...]:
@@ -208,8 +219,10 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         if not isinstance(model, nn.Module):
             raise PlanError(f"{path}:1: build_model returned {type(model).__name__}, not an "
                             "nn.Module")
+        units: list[Any] = []
         if plan:
-            out = tf.fn("parallelize")(model, mesh)
+            with record_data_parallel(_user_modules(tf)) as units:
+                out = tf.fn("parallelize")(model, mesh)
             model = out if isinstance(out, nn.Module) else model
     except PlanError:
         raise
@@ -226,21 +239,27 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     mesh_sizes = dict(zip(mesh.mesh_dim_names, mesh.mesh.shape)) if plan else {}
     axes = list(mesh_sizes)
     sharding = _data_sharding(tf, batch, axes, mesh_sizes) if plan else {}
+    owner = managed_params(model, units) if plan else {}
+    # a data-parallel wrapper's parameter is stored as its sharded form (FSDP2) or as it is
+    # (replicate); spec = (mesh, placements, global shape, stride) of the stored DTensor
+    spec_of = {n: stored_spec(n, p, owner.get(n), path) for n, p in params}
 
     inputs: list[InputRole] = []
     flat: list[torch.Tensor] = []
     for n, p in params:
-        inputs.append(InputRole("param", n, _placements(p), str(p.dtype), tuple(p.shape)))
-        flat.append(torch.empty(_local(p).shape, dtype=p.dtype, device="meta"))
+        pl = spec_placements(spec_of[n], axes)
+        inputs.append(InputRole("param", n, pl, str(p.dtype), tuple(p.shape)))
+        flat.append(torch.empty(spec_local_shape(spec_of[n], p), dtype=p.dtype, device="meta"))
     probe_opt = _optimizer_probe(tf, model)
     keys = _state_keys(probe_opt)
     for n, p in params:
         for k in keys:
-            inputs.append(InputRole("state", f"{k}:{n}", _placements(p), str(p.dtype),
-                                    tuple(p.shape)))
-            flat.append(torch.empty(_local(p).shape, dtype=p.dtype, device="meta"))
+            inputs.append(InputRole("state", f"{k}:{n}", spec_placements(spec_of[n], axes),
+                                    str(p.dtype), tuple(p.shape)))
+            flat.append(torch.empty(spec_local_shape(spec_of[n], p), dtype=p.dtype,
+                                    device="meta"))
     for n, b in buffers:
-        inputs.append(InputRole("buffer", f"buffer:{n}", _placements(b), str(b.dtype),
+        inputs.append(InputRole("buffer", f"buffer:{n}", _placements(b, axes), str(b.dtype),
                                 tuple(b.shape)))
         flat.append(torch.empty(_local(b).shape, dtype=b.dtype, device="meta"))
     for n in data_names:
@@ -258,8 +277,6 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
                                 tuple(t.shape)))
         flat.append(torch.empty(shape, dtype=t.dtype, device="meta"))
 
-    spec_of = {n: (p.device_mesh, p.placements, p.shape, p.stride()) if isinstance(p, DTensor)
-               else None for n, p in params}
     buf_spec = {n: (b.device_mesh, b.placements, b.shape, b.stride()) if isinstance(b, DTensor)
                 else None for n, b in buffers}
     outputs: list[OutputRole] = []
@@ -282,6 +299,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         states = {n: {k: lift(next(it), spec_of[n]) for k in keys} for n, _ in params}
         for n, _ in buffers:
             _set_attr(model, n, lift(next(it), buf_spec[n]))
+        hooks_dp = install_units(units, owner, new, {n: p for n, p in params})
         data = {n: next(it) for n in data_names}
         opt = tf.fn("build_optimizer")(model)
         for n, p in new.items():
@@ -296,28 +314,28 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
             def hook(param: Any, n: str = n) -> None:
                 g = param.grad
                 snaps[n] = (g._local_tensor.clone() if isinstance(g, DTensor) else g.clone(),
-                            _placements(g))
+                            _placements(g, axes))
             hooks.append(p.register_post_accumulate_grad_hook(hook))
         loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
-        for h in hooks:
+        for h in hooks + hooks_dp:
             h.remove()
         outs: list[torch.Tensor] = []
         outputs.clear()
         if isinstance(loss, torch.Tensor):
-            outputs.append(OutputRole("loss", "loss", _placements(loss), None))
+            outputs.append(OutputRole("loss", "loss", _placements(loss, axes), None))
             outs.append(_local(loss))
         for n in new:
             if n in snaps:
                 g, pl = snaps[n]
-                outputs.append(OutputRole("grad", f"grad:{n}", pl, n))
+                outputs.append(OutputRole("grad", f"grad:{n}", _pad(pl, axes), n))
                 outs.append(g)
         for n, p in new.items():
-            outputs.append(OutputRole("param", n, _placements(p), n))
+            outputs.append(OutputRole("param", n, _placements(p, axes), n))
             outs.append(_local(p))
             for k in keys:
                 s = opt.state.get(p, {}).get(k)
                 if s is not None:
-                    outputs.append(OutputRole("state", f"{k}:{n}", _placements(s), n))
+                    outputs.append(OutputRole("state", f"{k}:{n}", _placements(s, axes), n))
                     outs.append(_local(s))
         return outs
 
@@ -336,6 +354,22 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
                  tied=tied)
+
+
+def _pad(pl: tuple[str, ...], axes: list[str]) -> tuple[str, ...]:
+    return pl if pl else tuple("R" for _ in axes)
+
+
+def _user_modules(tf: TrainFile) -> list[Any]:
+    """The train file's module and the modules next to it (where ``fully_shard`` may be
+    bound by name)."""
+    import os
+    import sys as _sys
+
+    folder = os.path.dirname(os.path.realpath(tf.path))
+    return [tf.module] + [m for m in list(_sys.modules.values())
+                          if getattr(m, "__file__", None)
+                          and os.path.dirname(os.path.realpath(m.__file__)) == folder]
 
 
 def _register_user_frames(tf: TrainFile) -> None:

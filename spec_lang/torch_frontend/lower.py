@@ -33,12 +33,12 @@ RELABEL_VIEWS = frozenset({
     "aten.detach.default", "aten.alias.default", "aten.view.default", "aten.t.default",
     "aten.transpose.int", "aten.permute.default", "aten.unsqueeze.default",
     "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default",
-    "aten._reshape_alias.default", "aten.reshape.default",
+    "aten._reshape_alias.default",
 })
 """Views whose value is the same term (named dims make them relabellings)."""
 SLICE_VIEWS = frozenset({
     "aten.slice.Tensor", "aten.select.int", "aten.split.Tensor", "aten.split_with_sizes.default",
-    "aten.chunk.default", "aten.narrow.default", "aten.unbind.int",
+    "aten.narrow.default", "aten.unbind.int",
 })
 """Views that see part of their base."""
 

@@ -55,8 +55,7 @@ def _relabel(doc: str, dims: Any) -> type:
     return V
 
 
-rule("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
-     "aten._reshape_alias.default")(_relabel(
+rule("aten.view.default", "aten._unsafe_view.default", "aten._reshape_alias.default")(_relabel(
          "``view(x, shape)``: the same values, dims regrouped row-major (a relabelling).",
          _view_dims))
 
@@ -65,7 +64,7 @@ def _identity_dims(n: fx.Node, a: Analysis) -> list:
     return [list(d) for d in a.layouts[n.args[0]]]
 
 
-rule("aten.detach.default", "aten.alias.default", "aten.contiguous.default")(_relabel(
+rule("aten.detach.default", "aten.alias.default")(_relabel(
     "``detach(x) = x`` (no gradient flows, the value is the same).", _identity_dims))
 
 
@@ -226,9 +225,10 @@ def _slice_block(n: fx.Node, size: int) -> tuple[bool, int | None, int | None]:
     return False, size // w, start // w
 
 
-@rule("aten.split.Tensor", "aten.chunk.default")
+@rule("aten.split.Tensor")
 class Split:
-    """``split(x, s, d)`` / ``chunk(x, n, d)``: the blocks of ``d`` (equal sizes only)."""
+    """``split(x, s, d)`` (also what ``chunk`` becomes): the blocks of ``d`` (equal sizes
+    only)."""
 
     @staticmethod
     def dims(n, a):
@@ -354,7 +354,7 @@ def _split_source(xs: list) -> tuple[fx.Node, list[int]] | None:
     for x in xs:
         if not (isinstance(x, fx.Node) and x.target is operator.getitem
                 and isinstance(x.args[0], fx.Node)
-                and str(x.args[0].target) in ("aten.split.Tensor", "aten.chunk.default")):
+                and str(x.args[0].target) == "aten.split.Tensor"):
             return None
         srcs.append((x.args[0], x.args[1]))
     if len({id(s) for s, _ in srcs}) != 1:

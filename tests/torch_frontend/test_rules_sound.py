@@ -47,14 +47,16 @@ def _t(rng: np.random.Generator, *shape: int, positive: bool = False) -> torch.T
 def arith(rng, s):
     def f(x, y):
         return (x + 2.5 * y, x - y, x * y, x / y, -x, 1.5 - x, x + 0.25, torch.sub(x, 3.0),
-                torch.add(x, y, alpha=0.5))
+                torch.add(x, y, alpha=0.5), torch.ops.aten.add.Scalar(x, 0.25),
+                torch.ops.aten.sub.Scalar(x, 3.0))
     return f, [_t(rng, s[0], s[1]), _t(rng, s[1], positive=True)]
 
 
 @case("aten.mul.Scalar", "aten.div.Scalar", "aten.pow.Tensor_Scalar")
 def scalars(rng, s):
     def f(x):
-        return x * 0.125, x / 4, x ** 2, x ** 3, torch.pow(x, 1.0)
+        return (x * 0.125, x / 4, x ** 2, x ** 3, torch.pow(x, 1.0),
+                torch.ops.aten.mul.Scalar(x, 0.125), torch.ops.aten.div.Scalar(x, 4))
     return f, [_t(rng, s[0], s[1])]
 
 
@@ -129,6 +131,9 @@ def constants(rng, s):
 def inplace(rng, s):
     def f(x, y):
         a = x.clone().add_(y, alpha=2.0).add_(1.0).sub_(y).mul_(y).mul_(0.5).div_(y).div_(2.0)
+        torch.ops.aten.add_.Scalar(a, 1.5)
+        torch.ops.aten.mul_.Scalar(a, 0.5)
+        torch.ops.aten.div_.Scalar(a, 4.0)
         b = x.clone()
         b.copy_(y)
         c = x.clone().fill_(3.0)
@@ -138,22 +143,26 @@ def inplace(rng, s):
 
 
 # -- layout and blocks --------------------------------------------------------------------------
-@case("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
+@case("aten.view.default", "aten._unsafe_view.default",
       "aten.t.default", "aten.transpose.int", "aten.permute.default", "aten.unsqueeze.default",
       "aten.squeeze.dim", "aten.expand.default", "aten.detach.default",
-      "aten.contiguous.default", "aten.alias.default", "aten.squeeze.dims",
-      "aten.squeeze.default", "aten._reshape_alias.default")
+      "aten.alias.default", "aten.squeeze.dims", "aten.squeeze.default",
+      "aten._reshape_alias.default")
 def layout(rng, s):
     def f(x, w):
         y = x.view(s[0], s[1] * s[2])                 # merge
         z = y.view(s[0], s[1], s[2]).transpose(1, 2)  # split back, transpose
         u = z.permute(2, 0, 1).unsqueeze(0).squeeze(0)
         e = w.unsqueeze(0).expand(s[0], s[2]) + 0.0
-        return y.t() @ torch.ones(s[0], dtype=torch.float64), u.detach() + 1, e
+        v = torch.ops.aten._unsafe_view.default(x, [s[0] * s[1], s[2]])
+        r = torch.ops.aten._reshape_alias.default(x, [s[0] * s[1] * s[2]], [1])
+        q = torch.ops.aten.alias.default(x).unsqueeze(0)
+        return (y.t() @ torch.ones(s[0], dtype=torch.float64), u.detach() + 1, e, v, r,
+                torch.ops.aten.squeeze.default(q), torch.ops.aten.squeeze.dims(q, [0]))
     return f, [_t(rng, s[0], s[1], s[2]), _t(rng, s[2])]
 
 
-@case("aten.slice.Tensor", "aten.split.Tensor", "aten.chunk.default", "aten.cat.default")
+@case("aten.slice.Tensor", "aten.split.Tensor", "aten.cat.default")
 def blocks(rng, s):
     def f(x):
         a, b = x.chunk(2, dim=-1)
@@ -175,7 +184,8 @@ def contractions(rng, s):
 
 
 @case("aten.sum.dim_IntList", "aten.sum.default", "aten.mean.dim", "aten.mean.default",
-      "aten.amax.default", "aten.linalg_vector_norm.default", "aten.stack.default")
+      "aten.amax.default", "aten.linalg_vector_norm.default", "aten.stack.default",
+      "aten.select.int")
 def reductions(rng, s):
     def f(x):
         n1, n2 = torch.linalg.vector_norm(x), torch.linalg.vector_norm(x[0])
@@ -200,8 +210,7 @@ def reductions(rng, s):
       "aten._foreach_addcmul.Scalar", "aten._foreach_addcmul.ScalarList",
       "aten._foreach_div.Scalar", "aten._foreach_div.ScalarList", "aten._foreach_div.Tensor",
       "aten._foreach_div_.Tensor", "aten._foreach_lerp.Scalar", "aten._foreach_mul.List",
-      "aten._foreach_mul.ScalarList", "aten._foreach_mul.Tensor", "aten._foreach_neg_.default",
-      "aten.select.int")
+      "aten._foreach_mul.ScalarList", "aten._foreach_mul.Tensor", "aten._foreach_neg_.default")
 def foreach(rng, s):
     def f(p, q, g, h, m, v):
         ps, gs, ms, vs = [p.clone(), q.clone()], [g, h], [m.clone(), v.clone()], [v.clone(), m * m + 1]
@@ -221,14 +230,14 @@ def foreach(rng, s):
         torch._foreach_mul_(gs2, [2.0, 3.0])
         torch._foreach_mul_(gs2, gs)
         torch._foreach_add_(gs2, gs, alpha=0.5)
-        torch._foreach_add_(gs2, torch.tensor(1.0, dtype=torch.float64))
+        torch.ops.aten._foreach_add_.Tensor(gs2, torch.tensor(1.0, dtype=torch.float64))
         n2 = torch._foreach_neg(gs2)
         s2 = [x * x + 1 for x in n2]
         torch._foreach_sqrt_(s2)
         more = [torch._foreach_mul(gs, 2.0), torch._foreach_mul(gs, gs2),
                 torch._foreach_mul(gs, [2.0, 3.0]), torch._foreach_mul(gs, norms[1]),
                 torch._foreach_add(gs, gs2), torch._foreach_add(gs, 1.5),
-                torch._foreach_add(gs, [1.5, 2.5]), torch._foreach_add(gs, torch.tensor(1.5, dtype=torch.float64)),
+                torch._foreach_add(gs, [1.5, 2.5]), torch.ops.aten._foreach_add.Tensor(gs, torch.tensor(1.5, dtype=torch.float64)),
                 torch._foreach_div(gs, 2.0), torch._foreach_div(gs, [2.0, 4.0]),
                 torch._foreach_div(gs, torch.tensor(2.0, dtype=torch.float64)), torch._foreach_lerp(gs, gs2, 0.25),
                 torch._foreach_addcmul(gs, gs2, gs, 0.5),
@@ -287,7 +296,8 @@ def gather_mask(rng, s):
         y = x.clone()
         y[m] = 0.0
         z = torch.index_put(x, (~m,), torch.tensor(0.5, dtype=torch.float64))
-        w = torch.logical_or(m, k).to(torch.float64) + torch.bitwise_or(m, ~k).to(torch.float64)
+        w = torch.logical_or(m, k).to(torch.float64) + torch.bitwise_or(m, ~k).to(torch.float64) \
+            + torch.logical_not(m).to(torch.float64)
         return g, y, z, w, sc, sc2
     n, c = s[0], s[1] + 1
     return f, [_t(rng, n, c), torch.tensor(rng.integers(0, c, size=(n,))),
