@@ -9,7 +9,9 @@ DDP-style ``replicate`` (``apply_ddp``); the train files call it unchanged.
 from __future__ import annotations
 
 from torch import nn
+from torch.distributed._composable.replicate import replicate
 from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel, parallelize_module,
@@ -46,10 +48,29 @@ def apply_tp(model: nn.Module, tp_mesh: DeviceMesh, loss_parallel: bool = True) 
         })
 
 
-def parallelize_llama(model: nn.Module, world_mesh: DeviceMesh, *, loss_parallel: bool = True
-                      ) -> nn.Module:
-    """Apply the parallelisms the mesh names: ``tp`` (TP + SP)."""
+def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, reshard_after_forward: bool = True
+               ) -> None:
+    """FSDP2 on every transformer block, then on the root (per torchtitan)."""
+    for block in model.layers.values():
+        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward)
+
+
+def apply_ddp(model: nn.Module, dp_mesh: DeviceMesh) -> None:
+    """DDP through the composable ``replicate`` (per torchtitan's ``apply_ddp``)."""
+    replicate(model, device_mesh=dp_mesh, bucket_cap_mb=100)
+
+
+def parallelize_llama(model: nn.Module, world_mesh: DeviceMesh, *, loss_parallel: bool = True,
+                      data_parallel: str = "fsdp") -> nn.Module:
+    """Apply the parallelisms the mesh names: ``tp`` (TP + SP), then ``dp`` (FSDP2, or DDP with
+    ``data_parallel="ddp"``)."""
     names = world_mesh.mesh_dim_names or ()
     if "tp" in names:
         apply_tp(model, world_mesh["tp"], loss_parallel=loss_parallel)
+    if "dp" in names:
+        if data_parallel == "fsdp":
+            apply_fsdp(model, world_mesh["dp"])
+        else:
+            apply_ddp(model, world_mesh["dp"])
     return model

@@ -24,7 +24,7 @@ from spec_lang.torch_frontend.dims import Atom, Dims, DimsError
 from spec_lang.torch_frontend.registry import RULES
 
 __all__ = ["Analysis", "analyse", "shape_of", "fresh_layout", "node_site", "IGNORED",
-           "LAYOUT_ONLY", "semantic_nodes"]
+           "LAYOUT_ONLY", "DATA_MOVEMENT", "semantic_nodes", "is_data_movement"]
 
 Layout = list[list[Atom]]
 
@@ -47,10 +47,25 @@ the sizes (``reshape`` of a size-1 head dim is a ``view``, of a longer one ``clo
 ``_unsafe_view``). Traces of one program are aligned on the other nodes."""
 
 
+DATA_MOVEMENT = LAYOUT_ONLY | {"aten.split.Tensor", "aten.cat.default", "aten.slice.Tensor",
+                               "aten.select.int"}
+"""Ops that only move data. A redistribution's layout shuffle around a collective is one of
+them, and DTensor skips it when a dim has size 1 (a batch of one sequence per rank at real
+sizes): traces at different sizes are aligned on the other nodes."""
+
+
+def is_data_movement(n: fx.Node) -> bool:
+    if n.op != "call_function":
+        return False
+    if n.target is operator.getitem:
+        src = n.args[0]
+        return isinstance(src, fx.Node) and str(src.target) == "aten.split.Tensor"
+    return str(n.target) in DATA_MOVEMENT
+
+
 def semantic_nodes(gm: Any) -> list[fx.Node]:
-    """The nodes of ``gm`` that are not layout-only ops (see :data:`LAYOUT_ONLY`), in order."""
-    return [n for n in gm.graph.nodes
-            if not (n.op == "call_function" and str(n.target) in LAYOUT_ONLY)]
+    """The nodes of ``gm`` that compute (not :data:`DATA_MOVEMENT`), in order."""
+    return [n for n in gm.graph.nodes if not is_data_movement(n)]
 
 
 def shape_of(n: fx.Node, i: int | None = None) -> tuple[int, ...]:
@@ -159,7 +174,8 @@ def _is_int(n: fx.Node) -> bool:
 
 
 def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
-            path: str | None = None, groups: dict[str, str] | None = None) -> Analysis:
+            path: str | None = None, groups: dict[str, str] | None = None,
+            rank_blocks: dict[fx.Node, str] | None = None) -> Analysis:
     """Run pass 1 over ``gm``; ``seeds(i, placeholder, dims)`` gives input ``i``'s layout.
 
     Raises:
@@ -180,6 +196,8 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
             if n.target is operator.getitem:
                 src = a.layouts[n.args[0]]
                 a.layouts[n] = src[n.args[1]] if src is not None else None
+                if rank_blocks and n in rank_blocks and a.layouts[n] is not None:
+                    _rank_block(a, n, rank_blocks[n])
                 continue
             name = str(n.target)
             if name in IGNORED:
@@ -218,6 +236,21 @@ def _dedupe(a: Analysis, lay: Any, n: fx.Node) -> Any:
             new.append(x)
         out.append(new)
     return out
+
+
+def _rank_block(a: Analysis, n: fx.Node, axis: str) -> None:
+    """``n`` is block ``r`` of a split on the rank with coordinate ``r`` on ``axis`` (found by
+    aligning the ranks' traces): its block dim is the rank's shard of the split dim."""
+    for dim in a.layouts[n]:
+        for x in dim[:1]:
+            if x.piece is None:
+                continue
+            parent, _, parts = x.piece
+            info = a.dims.info(parent)
+            if info is not None and parts == a.dims.axis_sizes.get(axis):
+                r = a.dims.find(x)
+                if r.info is None:
+                    r.info = (info[0], info[1] + (axis,))
 
 
 def _decopy(a: Analysis, lay: Any) -> Any:

@@ -64,13 +64,18 @@ class DPUnit:
         names = self.mesh.mesh_dim_names
         return tuple(names[:-1]) if self.kind == "fsdp" else tuple(names)
 
+    def group(self, axis: str) -> Any:
+        """The process group of ``axis`` (resolved once, outside any trace: a ``DeviceMesh``
+        looks its groups up with tensor ops)."""
+        g = self.settings.setdefault("_groups", {})
+        if axis not in g:
+            g[axis] = self.mesh.get_group(axis)
+        return g[axis]
+
     def factor(self) -> float:
         if self.divide_factor is not None:
             return float(self.divide_factor)
-        n = 1
-        for s in self.mesh.mesh.shape:
-            n *= int(s)
-        return float(n)
+        return float(self.mesh.size())
 
 
 def _fsdp_methods(unit: DPUnit) -> dict[str, Any]:
@@ -167,6 +172,9 @@ def record_data_parallel(user_modules: list[types.ModuleType]) -> Iterator[list[
 
 def managed_params(model: nn.Module, units: list[DPUnit]) -> dict[str, tuple[DPUnit, nn.Module,
                                                                                str]]:
+    for u in units:                      # resolve the groups now, outside the trace
+        for a in u.mesh.mesh_dim_names:
+            u.group(a)
     """Parameter name -> (its unit, the module holding it, its attribute name): each call
     manages the parameters of its module not managed by an earlier call (FSDP2's rule; calls
     are bottom-up)."""
@@ -254,7 +262,7 @@ def stored_spec(n: str, p: Any, own: Any, path: str) -> Any:
         got = unit.shard_placement_fn(p)
         d = got.dim if got is not None else 0
     loc = loc_t.shape
-    ns = unit.mesh.mesh.shape[-1]
+    ns = unit.mesh.size(unit.mesh.ndim - 1)
     if loc[d] % ns:
         raise PlanError(f"{path}:1: fully_shard shards {n} dim {d} (local size {loc[d]}) over "
                         f"{unit.shard_axis!r} (size {ns}), which does not divide it (FSDP2 "
@@ -271,7 +279,7 @@ def stored_spec(n: str, p: Any, own: Any, path: str) -> Any:
                 sf = 1
                 for b, q in tp_pl.items():
                     if isinstance(q, Shard) and q.dim == d:
-                        sf *= dict(zip(mesh.mesh_dim_names, mesh.mesh.shape))[b]
+                        sf *= mesh.size(list(mesh.mesh_dim_names).index(b))
                 pls.append(_StridedShard(d, split_factor=sf))
             else:
                 pls.append(Shard(d))
@@ -298,10 +306,10 @@ def spec_local_shape(spec: Any, p: Any) -> tuple[int, ...]:
     if spec is None:
         return tuple(p.shape)
     mesh, pls, shape, _ = spec
-    sizes = dict(zip(mesh.mesh_dim_names, mesh.mesh.shape))
+    sizes = {a: mesh.size(i) for i, a in enumerate(mesh.mesh_dim_names)}
     out = list(shape)
     for a, q in zip(mesh.mesh_dim_names, pls):
-        if isinstance(q, Shard):
+        if isinstance(q, Shard) or type(q).__name__ == "_StridedShard":
             if out[q.dim] % sizes[a]:
                 raise PlanError(f"a parameter of shape {tuple(shape)} is sharded unevenly")
             out[q.dim] //= sizes[a]
@@ -333,12 +341,12 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
 
 def unit_view(u: Any, stored: Any, orig: Any) -> Any:
     """The parameter as the unit's forward sees it (module docstring of :mod:`dataparallel`)."""
-    groups_of = lambda names: tuple(u.mesh[a] for a in names)  # noqa: E731
+    groups_of = lambda names: tuple(u.group(a) for a in names)  # noqa: E731
     if u.kind == "ddp":
         return AllReduceGrad.apply(stored, groups_of(u.mesh.mesh_dim_names), u.factor())
     shard_dim = next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names, stored.placements)
                      if a == u.shard_axis)
-    full = GatherShard.apply(stored.to_local(), shard_dim, u.mesh[u.shard_axis],
+    full = GatherShard.apply(stored.to_local(), shard_dim, u.group(u.shard_axis),
                              groups_of(u.replicate_axes), u.factor())
     if isinstance(orig, DTensor):
         return DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,

@@ -136,6 +136,7 @@ def _plan_seeds(tr: Trace, spec_an: Analysis, names: Names, spec_tr: Trace) -> A
             raise DimsError(f"{where}: the plan has an input the single-device model does not")
         lay = [spec_an.dims.canon(dim) for dim in spec_an.layouts[sp]]
         shards: list[list[list[str]]] = [[[] for _ in dim] for dim in lay]
+        strided: list[tuple[int, str]] = []
         for ax, pl in zip(axes, role.placements):
             if pl.startswith("S("):
                 k = int(pl[2:-1])
@@ -143,10 +144,15 @@ def _plan_seeds(tr: Trace, spec_an: Analysis, names: Names, spec_tr: Trace) -> A
                     raise DimsError(f"{where}: dim {k} of size 1 is sharded over {ax!r}")
                 shards[k][0].append(ax)
             elif pl.startswith("SS("):
-                k = int(pl[3:-1].split(",")[0])
-                shards[k][0].insert(0, ax)
+                # _StridedShard (FSDP2 over TP): the rank's block of the block the later axes
+                # hold, i.e. the innermost shard (spec_lang.placement.StridedShard)
+                strided.append((int(pl[3:-1].split(",")[0]), ax))
             elif pl != "R":
                 raise DimsError(f"{where}: input placement {pl} over {ax!r}")
+        for k, ax in strided:
+            if not lay[k]:
+                raise DimsError(f"{where}: dim {k} of size 1 is sharded over {ax!r}")
+            shards[k][0].append(ax)
         shape = tuple(int(s) for s in n.meta["val"].shape)
         out = []
         for k, dim in enumerate(lay):
@@ -227,14 +233,13 @@ def _plan_inputs(tr: Trace, an: Analysis, ctx: Lowering, spec_vals: Mapping[str,
             continue
         lay = ctx.layout(ph)
         t = sv.base if isinstance(sv, Idx) else sv.term
-        for ax in tr.mesh:
-            for dim in lay:
-                for ds in dim:
-                    if ds.shards and ax in ds.shards:
-                        cur = t.dim(ds.name)
-                        new = DimSpec(cur.name, cur.shards + (ax,))
-                        t = term(Op.SHARD, (t,), (cur.name, ax),
-                                 tuple(new if x.name == cur.name else x for x in t.dims))
+        for dim in lay:            # each dim's shards, outermost first (its DimSpec order)
+            for ds in dim:
+                for ax in ds.shards:
+                    cur = t.dim(ds.name)
+                    new = DimSpec(cur.name, cur.shards + (ax,))
+                    t = term(Op.SHARD, (t,), (cur.name, ax),
+                             tuple(new if x.name == cur.name else x for x in t.dims))
         want = {x for dim in lay for x in dim}
         if set(t.dims) != want:
             # StridedShard order or nested axes: rebuild in the order the layout gives
@@ -258,6 +263,19 @@ def lower_all(cap: Captured) -> Lowered:
     mf = _mesh_factor(tf.mesh)
     path = tf.path
     plan_tr = cap.plans[0]
+    try:
+        spec_traces = Traces(cap.spec.gm, {}, {}, real=cap.spec_real.gm)
+        plan_traces = Traces(plan_tr.gm, plan_tr.coords, plan_tr.groups, real=cap.plan_real.gm,
+                             real_groups=cap.plan_real.groups,
+                             ranks=[(t.coords, t.gm, t.groups) for t in cap.plans[1:]])
+    except GraphMismatch as e:
+        raise PlanError(f"{path}:1: {e}") from None
+    rank_blocks = {}
+    for (node, pth), rv in plan_traces.rank_refs.items():
+        ref = node.args
+        for q in pth[1:]:
+            ref = ref[q]
+        rank_blocks[ref] = rv.axis
     splits: dict[str, tuple[int, ...]] = {}
     for _round in range(6):
         sd = Dims()
@@ -266,7 +284,7 @@ def lower_all(cap: Captured) -> Lowered:
         pd = Dims(axis_sizes=tf.mesh)
         try:
             plan_an = analyse(plan_tr.gm, _plan_seeds(plan_tr, spec_an, names, cap.spec), pd,
-                              path, groups=plan_tr.groups)
+                              path, groups=plan_tr.groups, rank_blocks=rank_blocks)
         except Refine as r:
             if r.key in splits:
                 raise PlanError(f"{path}:1: cannot name the dims: {r}") from None
@@ -278,10 +296,6 @@ def lower_all(cap: Captured) -> Lowered:
     s_namer = spec_namer(spec_an, names)
     p_namer = plan_namer(plan_an, names)
     try:
-        spec_traces = Traces(cap.spec.gm, {}, {}, real=cap.spec_real.gm)
-        plan_traces = Traces(plan_tr.gm, plan_tr.coords, plan_tr.groups, real=cap.plan_real.gm,
-                             real_groups=cap.plan_real.groups,
-                             ranks=[(t.coords, t.gm, t.groups) for t in cap.plans[1:]])
         real = solve_real_sizes([(spec_an, s_namer, cap.spec_real.gm, {}),
                                  (plan_an, _safe(p_namer), cap.plan_real.gm, tf.mesh)])
     except (GraphMismatch, SizeMismatch, KeyError) as e:
@@ -348,15 +362,18 @@ def _outputs(tr: Trace, an: Analysis, env: Mapping[Any, Any]) -> dict[str, Any]:
 
 
 def _through(t: Term, layout: tuple, placements: tuple[str, ...], axes: list[str]) -> Term:
-    """The spec value ``t`` as rank-local through ``placements`` (``SHARD`` per ``S(k)``)."""
-    for ax, pl in zip(axes, placements):
-        if pl.startswith("S("):
-            k = int(pl[2:-1])
-            ds = layout[k][0]
-            cur = t.dim(ds.name)
-            new = DimSpec(cur.name, cur.shards + (ax,))
-            t = term(Op.SHARD, (t,), (cur.name, ax),
-                     tuple(new if x.name == cur.name else x for x in t.dims))
+    """The spec value ``t`` as rank-local through ``placements`` (one per world axis): a
+    ``SHARD`` of the outermost named dim of torch dim ``k`` per ``S(k)`` in mesh order, then one
+    per ``SS(k)`` (``_StridedShard``: the innermost block, as FSDP2 over TP stores it)."""
+    order = [(ax, pl[2:-1]) for ax, pl in zip(axes, placements) if pl.startswith("S(")]
+    order += [(ax, pl[3:-1].split(",")[0]) for ax, pl in zip(axes, placements)
+              if pl.startswith("SS(")]
+    for ax, k in order:
+        ds = layout[int(k)][0]
+        cur = t.dim(ds.name)
+        new = DimSpec(cur.name, cur.shards + (ax,))
+        t = term(Op.SHARD, (t,), (cur.name, ax),
+                 tuple(new if x.name == cur.name else x for x in t.dims))
     return t
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import torch.fx as fx
 
 from spec_lang.term import Op, Term, term
-from spec_lang.torch_frontend.analysis import LAYOUT_ONLY, semantic_nodes
+from spec_lang.torch_frontend.analysis import semantic_nodes
 from spec_lang.torch_frontend.values import ew, exact_scalar
 
 __all__ = ["RankValues", "Traces", "GraphMismatch"]
@@ -268,11 +268,14 @@ def _refs(x: Any, path: tuple = ()) -> list[tuple[tuple, fx.Node]]:
     return []
 
 
-def _through_layout(n: fx.Node) -> fx.Node:
-    while n.op == "call_function" and str(n.target) in LAYOUT_ONLY and n.args \
-            and isinstance(n.args[0], fx.Node):
-        n = n.args[0]
-    return n
+def _sources(n: fx.Node, index: dict[fx.Node, int]) -> frozenset[int]:
+    """The computing nodes (their indices) ``n`` moves data from (itself if it computes)."""
+    if n in index:
+        return frozenset((index[n],))
+    out: set[int] = set()
+    for _, m in _refs((n.args, n.kwargs)):
+        out |= _sources(m, index)
+    return frozenset(out)
 
 
 def _check_refs(a: list[fx.Node], b: list[fx.Node], what: str, *, resolve: bool = False
@@ -293,8 +296,11 @@ def _check_refs(a: list[fx.Node], b: list[fx.Node], what: str, *, resolve: bool 
         if [p for p, _ in ra] != [p for p, _ in rb]:
             raise GraphMismatch(f"node {x.name} has different arguments at {what}")
         for (path, u), (_, v) in zip(ra, rb):
-            if resolve:
-                u, v = _through_layout(u), _through_layout(v)
+            if resolve:   # aligned on computing nodes: compare what the data comes from
+                if _sources(u, ia) == _sources(v, ib):
+                    continue
+                raise GraphMismatch(f"the program's dataflow differs at {what}: node {x.name} "
+                                    f"({x.target}) reads other values there")
             if ia.get(u) == ib.get(v):
                 continue
             if (u.target is operator.getitem and v.target is operator.getitem

@@ -245,10 +245,12 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
         if ctx.traces is not None and ctx.traces.rank_refs:
             args = _rank_blocks(ctx, n, args)
         bad = _poison(args) or _poison(list(kwargs.values()))
+        r = RULES[name]
         if bad is not None:
             env[n] = bad
+            if r.inplace:      # what it writes is unknown too (never the old value)
+                _write_back(ctx, n, bad, roots, readers)
             continue
-        r = RULES[name]
         stacked = [x for x in args if isinstance(x, Stacked)]
         if stacked and name in ITEMWISE:
             env[n] = _itemwise(ctx, n, r, args, kwargs, len(stacked[0].items))
@@ -391,7 +393,10 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
                 readers: Mapping[fx.Node, list[fx.Node]]) -> None:
     """After in-place ``n`` wrote its first argument(s), every alias reads the new value."""
     targets = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
-    vals = val if isinstance(val, (list, tuple)) else [val]
+    vals = val if isinstance(val, (list, tuple)) else [val] * len(targets)
+    if len(vals) != len(targets):
+        vals = [Opaque(str(n.target), ctx.site(n), "an in-place op wrote an unexpected number "
+                       "of tensors")] * len(targets)
     for t, v in zip(targets, vals):
         if not isinstance(t, fx.Node):
             continue

@@ -277,8 +277,14 @@ def solve_real_sizes(pairs: list[tuple[Analysis, Any, Any, dict[str, int]]],
         prod = 1
         for s in specs:
             ls = local(s)
-            if ls is None or ls < 0:
+            if ls is None:
                 raise SizeMismatch(f"{where}: dim {s} has no consistent real size")
+            if ls < 0:
+                raise SizeMismatch(f"{where}: at the real sizes {s} is not a whole number of "
+                                   f"entries ({s.name} = {sizes[s.name]} split over "
+                                   f"{'x'.join(s.shards)}): the shards fall inside another "
+                                   "named dim than at the probe sizes; choose sizes whose "
+                                   "shards divide the outermost named dim of each sharded dim")
             prod *= ls
         if prod != rs:
             raise SizeMismatch(f"{where}: the real shape has {rs} where the named dims "
