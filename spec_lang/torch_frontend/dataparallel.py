@@ -170,24 +170,28 @@ def record_data_parallel(user_modules: list[types.ModuleType]) -> Iterator[list[
             setattr(mod, attr, orig)
 
 
-def managed_params(model: nn.Module, units: list[DPUnit]) -> dict[str, tuple[DPUnit, nn.Module,
-                                                                               str]]:
+def managed_params(model: nn.Module, units: list[DPUnit]
+                   ) -> dict[str, tuple[DPUnit, list[tuple[nn.Module, str]]]]:
+    """Parameter name -> (its unit, every (module, attribute) holding it: tied weights have
+    several): each call manages the parameters of its module not managed by an earlier call
+    (FSDP2's rule; calls are bottom-up)."""
     for u in units:                      # resolve the groups now, outside the trace
         for a in u.mesh.mesh_dim_names:
             u.group(a)
-    """Parameter name -> (its unit, the module holding it, its attribute name): each call
-    manages the parameters of its module not managed by an earlier call (FSDP2's rule; calls
-    are bottom-up)."""
     first: dict[int, str] = {}
+    holders: dict[int, list[tuple[nn.Module, str]]] = {}
+    for mod in model.modules():
+        for pn, p in mod.named_parameters(recurse=False):
+            holders.setdefault(id(p), []).append((mod, pn))
     for n, p in model.named_parameters(remove_duplicate=False):
         first.setdefault(id(p), n)
-    owner: dict[str, tuple[DPUnit, nn.Module, str]] = {}
+    owner: dict[str, tuple[DPUnit, list[tuple[nn.Module, str]]]] = {}
     for u in units:
-        for mn, mod in u.module.named_modules():
-            for pn, p in mod.named_parameters(recurse=False):
+        for mod in u.module.modules():
+            for _, p in mod.named_parameters(recurse=False):
                 gname = first.get(id(p))
                 if gname is not None and gname not in owner:
-                    owner[gname] = (u, mod, pn)
+                    owner[gname] = (u, holders[id(p)])
     return owner
 
 
@@ -322,17 +326,20 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
     or gradient-reducing (replicate) form for the unit's forward (:mod:`dataparallel`)."""
     hooks = []
     for u in units:
-        mine = [(n, mod, attr) for n, (uu, mod, attr) in owner.items() if uu is u]
+        mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
         if not mine:
             continue
 
         def pre(module: Any, args: Any, u: Any = u, mine: Any = mine) -> None:
-            for n, mod, attr in mine:
-                mod._parameters[attr] = unit_view(u, new[n], orig[n])  # noqa: SLF001
+            for n, hs in mine:
+                view = unit_view(u, new[n], orig[n])   # one view for every tied holder
+                for mod, attr in hs:
+                    mod._parameters[attr] = view  # noqa: SLF001
 
         def post(module: Any, args: Any, out: Any, mine: Any = mine) -> None:
-            for n, mod, attr in mine:
-                mod._parameters[attr] = new[n]  # noqa: SLF001
+            for n, hs in mine:
+                for mod, attr in hs:
+                    mod._parameters[attr] = new[n]  # noqa: SLF001
 
         hooks.append(u.module.register_forward_pre_hook(pre))
         hooks.append(u.module.register_forward_hook(post))

@@ -31,7 +31,7 @@ from spec_lang.problem import Goal, Problem
 from spec_lang.term import Binding, DimSpec, Op, Term, term, varying_axes
 from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
     rules_attention, rules_collectives, rules_contract, rules_elementwise, rules_index,
-    rules_layout, rules_loss, rules_optim,
+    rules_layout, rules_loss, rules_norm, rules_optim,
 )
 from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
 from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes

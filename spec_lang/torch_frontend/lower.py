@@ -122,13 +122,15 @@ class Lowering:
             raise self.fail(n, f"the constant {v[j]!r} differs across ranks")
         return out
 
-    def fit(self, n: fx.Node, operand: Any, value: Any) -> Term:
-        """``value``'s term with its dims renamed to ``n``'s output dims where the two are
-        copies of one named dim (right-aligned, as broadcasting aligns them)."""
+    def fit(self, n: fx.Node, operand: Any, value: Any, out: Any = None) -> Term:
+        """``value``'s term with its dims renamed to ``n``'s output dims (or ``out``, a layout)
+        where the two are copies of one named dim (right-aligned, as broadcasting aligns
+        them)."""
         t = value.term
         if not isinstance(operand, fx.Node) or self.analysis.layouts.get(operand) is None:
             return t
-        src, out = self.layout(operand), self.layout(n)
+        src = self.layout(operand)
+        out = self.layout(n) if out is None else out
         off = len(out) - len(src)
         ren: dict[str, DimSpec] = {}
         for p, dim in enumerate(src):

@@ -262,12 +262,18 @@ class Embedding:
     def dims(n, a):
         w, idx = n.args[:2]
         lw, li = a.layouts[w], a.layouts[idx]
-        a.index_of(idx, lw[0], n)
         a.marks[("table", idx)] = list(lw[0])
+        if isinstance(idx, fx.Node) and str(idx.target).startswith("aten.arange"):
+            # positions 0..n-1 of the whole table (learned position embeddings)
+            a.same(li[0], lw[0], n)
+            return [list(lw[0]), list(lw[1])]
+        a.index_of(idx, lw[0], n)
         return [list(d) for d in li] + [list(lw[1])]
 
     @staticmethod
     def term(n, ctx, w, idx, *args):  # noqa: ARG004
+        if isinstance(idx, Arange):
+            return TV(w.term, ctx.layout(n))      # W[0..n-1] with n = |W| rows: W
         if not isinstance(idx, Idx):
             raise ctx.fail(n, "an embedding lookup with an index that is not an input")
         return _lookup(ctx, n, w, 0, idx, ctx.layout(n))
@@ -313,6 +319,9 @@ class EmbeddingBackward:
         out_lay = ctx.layout(n)
         v = out_lay[0][0]
         out = [d for dim in out_lay for d in dim]
+        if isinstance(idx, Arange):              # positions: row v gets the gradient at v
+            return TV(einsum([ctx.fit(n, n.args[0], g, None)], out), out_lay) \
+                if False else TV(einsum([g.term], out), out_lay)
         if idx.off == 0 and idx.valid is None:
             return TV(einsum([one_hot(idx.base, v), g.term], out), out_lay)
         blk = _masked_block(ctx, n, idx)

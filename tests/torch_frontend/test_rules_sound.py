@@ -271,6 +271,16 @@ def adam_single(rng, s):
     return f, [_t(rng, *shp), _t(rng, *shp), _t(rng, *shp), _t(rng, *shp, positive=True)]
 
 
+@case("aten.native_layer_norm.default", "aten.native_layer_norm_backward.default")
+def layer_norm(rng, s):
+    def f(x, w, b, g):
+        x, w, b = (t.detach().requires_grad_(True) for t in (x, w, b))
+        y = F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+        return (y,) + torch.autograd.grad(y, [x, w, b], g)
+    h = s[2] + 1
+    return f, [_t(rng, s[0], s[1], h), _t(rng, h), _t(rng, h), _t(rng, s[0], s[1], h)]
+
+
 # -- lookups, losses, attention -----------------------------------------------------------------
 @case("aten.embedding.default", "aten.embedding_dense_backward.default")
 def embedding(rng, s):
