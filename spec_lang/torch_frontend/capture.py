@@ -20,6 +20,7 @@ their meaning in program order.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec,
 )
+from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -103,6 +105,8 @@ class Trace:
     groups: dict[str, str]
     sizes: dict[str, int]
     tied: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # module name -> (how it is parallelised, the user's line): "ColwiseParallel()", ...
+    styles: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def probe_sizes(sizes: Mapping[str, int], mesh: Mapping[str, int]) -> dict[str, int]:
@@ -220,10 +224,13 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
             raise PlanError(f"{path}:1: build_model returned {type(model).__name__}, not an "
                             "nn.Module")
         units: list[Any] = []
+        styles: dict[str, tuple[str, str]] = {}
         if plan:
-            with record_data_parallel(_user_modules(tf)) as units:
+            with record_data_parallel(_user_modules(tf), tf.path) as units, \
+                    record_styles(tf.path) as applied:
                 out = tf.fn("parallelize")(model, mesh)
             model = out if isinstance(out, nn.Module) else model
+            styles = resolve_styles(model, applied, units, tf.path)
     except PlanError:
         raise
     except Exception as e:  # noqa: BLE001 -- the user's code: one line with their line number
@@ -308,16 +315,22 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
                 st["step"] = torch.tensor(float(step - 1))
             if st:
                 opt.state[p] = st
+        # the gradient handed on: read when clip_grad_norm_ or optimizer.step() is entered
+        # first (after the user's own reductions, before clipping and the update)
         snaps: dict[str, Any] = {}
-        hooks = []
-        for n, p in new.items():
-            def hook(param: Any, n: str = n) -> None:
-                g = param.grad
-                snaps[n] = (g._local_tensor.clone() if isinstance(g, DTensor) else g.clone(),
-                            _placements(g, axes))
-            hooks.append(p.register_post_accumulate_grad_hook(hook))
-        loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
-        for h in hooks + hooks_dp:
+
+        def snapshot() -> None:
+            if snaps:
+                return
+            for n, p in new.items():
+                g = p.grad
+                if g is not None:
+                    snaps[n] = (g._local_tensor.clone() if isinstance(g, DTensor)  # noqa: SLF001
+                                else g.clone(), _placements(g, axes))
+
+        with _snapshot_on_entry(opt, snapshot):
+            loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
+        for h in hooks_dp:
             h.remove()
         outs: list[torch.Tensor] = []
         outputs.clear()
@@ -353,7 +366,35 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
                         ) from None
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
-                 tied=tied)
+                 tied=tied, styles=styles)
+
+
+@contextlib.contextmanager
+def _snapshot_on_entry(opt: Any, snapshot: Any) -> Any:
+    """Call ``snapshot()`` when ``torch.nn.utils.clip_grad_norm_`` or ``opt.step`` is entered."""
+    import torch.nn.utils as nnu
+    import torch.nn.utils.clip_grad as cg
+
+    real_clip, real_step = nnu.clip_grad_norm_, opt.step
+
+    def clip(*a: Any, **k: Any) -> Any:
+        snapshot()
+        return real_clip(*a, **k)
+
+    def step(*a: Any, **k: Any) -> Any:
+        snapshot()
+        return real_step(*a, **k)
+
+    nnu.clip_grad_norm_ = clip
+    cg_real = cg.clip_grad_norm_
+    cg.clip_grad_norm_ = clip
+    opt.step = step
+    try:
+        yield
+    finally:
+        nnu.clip_grad_norm_ = real_clip
+        cg.clip_grad_norm_ = cg_real
+        del opt.step
 
 
 def _pad(pl: tuple[str, ...], axes: list[str]) -> tuple[str, ...]:

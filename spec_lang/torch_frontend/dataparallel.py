@@ -107,7 +107,8 @@ def _default_mesh() -> Any:
 
 
 @contextlib.contextmanager
-def record_data_parallel(user_modules: list[types.ModuleType]) -> Iterator[list[DPUnit]]:
+def record_data_parallel(user_modules: list[types.ModuleType], path: str | None = None
+                         ) -> Iterator[list[DPUnit]]:
     """Within the block, ``fully_shard`` and ``replicate`` (wherever the user's modules bound
     them) record a :class:`DPUnit` and return the module unchanged."""
     units: list[DPUnit] = []
@@ -118,6 +119,9 @@ def record_data_parallel(user_modules: list[types.ModuleType]) -> Iterator[list[
         for m in mods:
             u = DPUnit("fsdp", m, mesh if mesh is not None else _default_mesh(),
                        shard_placement_fn, settings=dict(kw))
+            if path is not None:
+                from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+                u.settings["_site"] = _user_site(path)
             units.append(u)
             for k, f in _fsdp_methods(u).items():
                 object.__setattr__(m, k, types.MethodType(f, m))
@@ -127,6 +131,9 @@ def record_data_parallel(user_modules: list[types.ModuleType]) -> Iterator[list[
                   **kw: Any) -> Any:
         u = DPUnit("ddp", module, device_mesh if device_mesh is not None else mesh,
                    settings=dict(kw))
+        if path is not None:
+            from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+            u.settings["_site"] = _user_site(path)
         units.append(u)
         for k, f in _fsdp_methods(u).items():
             object.__setattr__(module, k, types.MethodType(f, module))

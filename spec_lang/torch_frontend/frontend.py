@@ -420,10 +420,12 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
             expected = _through(sv.term, sv.dims, tuple(p if not p.startswith("P(") else "R"
                                                          for p in pls), axes)
             m = _LAYER.search(name)
+            placement = ", ".join(f"{a}: {p}" for a, p in zip(axes, pls)) \
+                or "a plain tensor (the same program on every rank)"
+            how = _style_of(cap.plans[0].styles, role.param)
             goals.append(Goal(name=name, kind=role.kind, expected=expected, actual=actual,
-                              placement=", ".join(f"{a}: {p}" for a, p in zip(axes, pls))
-                              or "a plain tensor (the same program on every rank)",
-                              site=node_site(pnode, tf.path) if pnode is not None else tf.path,
+                              placement=placement + (f"; {how}" if how else ""),
+                              site=_producing_site(pnode, tf.path),
                               layer=m.group(1) if m else None))
     missing = [n for n in low.spec_out if n not in low.plan_out]
     if missing:
@@ -437,6 +439,42 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                    spec_outputs={k: v[1].term for k, v in low.spec_out.items()
                                  if isinstance(v[1], TV)},
                    unsupported=tuple(unsupported), frontend="torch")
+
+
+def _style_of(styles: Mapping[str, tuple[str, str]], param: str | None) -> str:
+    """How the user parallelised ``param``'s module (its style and the data-parallel wrapper
+    around it), with the user's lines."""
+    if not param:
+        return ""
+    parts = param.split(".")
+    got = []
+    for k in range(len(parts) - 1, -1, -1):
+        mod = ".".join(parts[:k])
+        if mod in styles:
+            st, site = styles[mod]
+            kind = "dp" if st in ("fully_shard", "replicate") else "tp"
+            if not any(g[0] == kind for g in got):
+                got.append((kind, f"{st} at {site}" + (f" on {mod}" if mod else " on the model")))
+    return "; ".join(g[1] for g in got)
+
+
+def _producing_site(n: Any, path: str) -> str:
+    """The user's line of the op that computed an output (through clones, views, waits)."""
+    from spec_lang.torch_frontend.analysis import is_data_movement
+    seen = 0
+    while n is not None and seen < 64:
+        name = str(n.target) if n.op == "call_function" else ""
+        if n.op == "call_function" and (is_data_movement(n) or name in (
+                "aten.clone.default", "_c10d_functional.wait_tensor.default")
+                or n.target is __import__("operator").getitem):
+            nxt = n.args[0] if n.args else None
+            while isinstance(nxt, (list, tuple)) and nxt:
+                nxt = nxt[0]
+            n = nxt if hasattr(nxt, "op") else None
+            seen += 1
+            continue
+        break
+    return node_site(n, path) if n is not None else path
 
 
 def _data_assumptions(cap: Captured) -> list[str]:

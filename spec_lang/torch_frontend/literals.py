@@ -79,6 +79,7 @@ class Traces:
         self.real = semantic_nodes(real) if real is not None else None
         self.real_groups = dict(real_groups or groups)
         self.ranks = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in ranks]
+        self.rank_gms = [gm for _, gm, _ in ranks]
         if self.real is not None:
             _check_same(sem, self.real, "real sizes")
             _check_refs(sem, self.real, "real sizes", resolve=True)
@@ -107,6 +108,28 @@ class Traces:
         """``n``'s node in the real-size trace (None for a layout-only node)."""
         i = self.index.get(n)
         return None if i is None or self.real is None else self.real[i]
+
+    def pg_axis(self, n: fx.Node, key: int) -> str:
+        """The mesh axis of the c10d ``ProcessGroup`` argument ``key`` of ``n`` (a get_attr
+        node holding a :class:`~spec_lang.torch_frontend.tracedata.ProcessGroupRef`), the same
+        on every traced rank.
+
+        Raises:
+            ValueError: not a mesh axis, or the ranks disagree.
+        """
+        ref = n.args[key]
+        name = getattr(getattr(self.main, ref.target, None), "group_name", None)
+        if name not in self.groups:
+            raise ValueError(f"process group {name!r} is not one of the mesh's axes")
+        ax = self.groups[name]
+        fi = self.full_index[n]
+        for (c, nodes, groups), gm in zip(self.ranks, self.rank_gms):
+            oref = nodes[fi].args[key]
+            oname = getattr(getattr(gm, oref.target, None), "group_name", None)
+            if groups.get(oname) != ax:
+                raise ValueError(f"the collective runs over {ax!r} on rank {self.coords} but over "
+                                 f"{groups.get(oname)!r} on rank {c}")
+        return ax
 
     def axis(self, n: fx.Node, key: Any) -> str:
         """The mesh axis of the process group in argument ``key`` of ``n``.

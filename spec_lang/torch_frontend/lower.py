@@ -395,6 +395,9 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
                 readers: Mapping[fx.Node, list[fx.Node]]) -> None:
     """After in-place ``n`` wrote its first argument(s), every alias reads the new value."""
     targets = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
+    if isinstance(val, tuple) and len(val) == 2 and isinstance(val[0], list) \
+            and len(val[0]) == len(targets):
+        val = val[0]          # c10d ops return (the written tensors, work)
     vals = val if isinstance(val, (list, tuple)) else [val] * len(targets)
     if len(vals) != len(targets):
         vals = [Opaque(str(n.target), ctx.site(n), "an in-place op wrote an unexpected number "

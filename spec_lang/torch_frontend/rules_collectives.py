@@ -190,3 +190,32 @@ def gather_of_pieces(ctx: Lowering, n: fx.Node, xs: list, d: int) -> TV | None:
     a_out = out[d][0]
     return TV(term(Op.ALL_GATHER, (y,), (ax, a_in.name),
                    tuple(a_out if dd.name == a_in.name else dd for dd in y.dims)), out)
+
+
+@rule("c10d.allreduce_.default")
+class C10dAllReduce:
+    """``dist.all_reduce(t, op, group)`` (in place): each tensor becomes ``ALL_REDUCE(t, axis,
+    sum|max)``; ``AVG`` is ``|axis|^-1`` times the sum."""
+
+    @staticmethod
+    def dims(n, a):
+        return ([[list(d) for d in a.layouts[t]] for t in n.args[0]], None)
+
+    @staticmethod
+    def term(n, ctx, tensors, pg, op, *args):  # noqa: ARG004
+        try:
+            ax = ctx.traces.pg_axis(n, 1)
+        except ValueError as e:
+            raise ctx.fail(n, str(e)) from None
+        code = getattr(op, "op", None)
+        red = {0: "sum", 1: "avg", 4: "max"}.get(code)
+        if red is None:
+            raise ctx.fail(n, f"all_reduce with ReduceOp {code}")
+        outs = []
+        for t in tensors:
+            r = term(Op.ALL_REDUCE, (t.term,), (ax, "max" if red == "max" else "sum"), t.term.dims)
+            if red == "avg":
+                r = ew(Op.MUL, ew(Op.POW, term(Op.AXIS_SIZE, (), (ax,), ()),
+                                  attrs=(Fraction(-1),)), r)
+            outs.append(TV(r, t.dims))
+        return (outs, None)

@@ -25,13 +25,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from spec_lang.errors import PlanError
 
-__all__ = ["dump", "load_trace", "run_jobs", "Job", "GraphHolder"]
+__all__ = ["dump", "load_trace", "run_jobs", "Job", "GraphHolder", "ProcessGroupRef",
+           "ReduceOpRef"]
 
 
 class GraphHolder:
@@ -102,12 +103,43 @@ def dump(trace: Any) -> bytes:
                                     tuple(v.shape))
             elif isinstance(v, torch.Tensor):
                 consts[n.target] = ("meta", tuple(v.shape), str(v.dtype))
+            elif isinstance(v, torch.ScriptObject):
+                consts[n.target] = _script_object(v)
+            elif isinstance(v, ProcessGroupRef):
+                consts[n.target] = ("pg", v.group_name)
+            elif isinstance(v, ReduceOpRef):
+                consts[n.target] = ("redop", v.op)
     data = {"nodes": nodes, "consts": consts,
             "inputs": [asdict(r) for r in trace.inputs],
             "outputs": [asdict(r) for r in trace.outputs],
             "mesh": trace.mesh, "coords": trace.coords, "groups": trace.groups,
-            "sizes": trace.sizes, "tied": trace.tied}
+            "sizes": trace.sizes, "tied": trace.tied, "styles": trace.styles}
     return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@dataclass(frozen=True)
+class ProcessGroupRef:
+    """A c10d ``ProcessGroup`` a graph reads (``dist.all_reduce(t, group=...)``): its name."""
+
+    group_name: str
+
+
+@dataclass(frozen=True)
+class ReduceOpRef:
+    """A c10d ``ReduceOp`` a graph reads: its enum value (0 sum, 1 avg, 4 max...)."""
+
+    op: int
+
+
+def _script_object(v: Any) -> Any:
+    import torch.distributed as dist
+
+    kind = v._type().qualified_name() if hasattr(v, "_type") else ""  # noqa: SLF001
+    if kind.endswith("c10d.ProcessGroup"):
+        return ("pg", dist.ProcessGroup.unbox(v).group_name)
+    if kind.endswith("c10d.ReduceOp"):
+        return ("redop", int(v.op()))
+    return ("opaque", kind)
 
 
 def _target(name: str) -> Any:
@@ -177,8 +209,14 @@ def load_trace(blob: bytes) -> Any:
     for k, c in data["consts"].items():
         if c[0] == "tensor":
             consts[k] = torch.tensor(c[1], dtype=_dtype(c[2])).reshape(c[3])
-        else:
+        elif c[0] == "meta":
             consts[k] = torch.empty(c[1], dtype=_dtype(c[2]), device="meta")
+        elif c[0] == "pg":
+            consts[k] = ProcessGroupRef(c[1])
+        elif c[0] == "redop":
+            consts[k] = ReduceOpRef(c[1])
+        else:
+            consts[k] = c
     for nd in data["nodes"]:
         op = nd["op"]
         if op == "placeholder":
@@ -204,7 +242,7 @@ def load_trace(blob: bytes) -> Any:
                  outputs=[OutputRole(**{**r, "placements": tuple(r["placements"])})
                           for r in data["outputs"]],
                  mesh=data["mesh"], coords=data["coords"], groups=data["groups"],
-                 sizes=data["sizes"], tied=data["tied"])
+                 sizes=data["sizes"], tied=data["tied"], styles=data.get("styles", {}))
 
 
 class Job:
