@@ -34,7 +34,7 @@ from proofs.kernel import NodeTable, encode_attr
 __all__ = ["FORMAT", "FORMAT_VERSION", "ProofSteps", "write_certificate", "encode_subst"]
 
 FORMAT = "shardproof-certificate"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 def encode_subst(subst: Mapping[str, Any], node_of) -> dict[str, Any]:
@@ -221,12 +221,15 @@ def certificate_of(report: Any) -> dict[str, Any]:
                   "z3": z3.get_version_string(), "python": sys.version.split()[0]},
         "ruleset": ruleset_info(),
         "plan": {"path": plan_path, "sha256": plan_sha,
-                 **({"frontend": "torch"} if getattr(p, "frontend", "dsl") == "torch" else {})},
+                 "frontend": str(getattr(p, "frontend", "dsl"))},
         "spec_sha256": roots_hash(hashes, [(o["name"], o["expected"]) for o in obligations],
                                   spec_binding(binding)),
         "plan_sha256": roots_hash(hashes, [(o["name"], o["actual"]) for o in obligations],
                                   binding),
         "assumptions": list(report.assumptions),
+        # spec denominators assumed nonzero, each with its proof d == nf (proofs/checker_signs.py)
+        **({"denominators": list(report.denominators)}
+           if getattr(report, "denominators", None) else {}),
         "binding": binding,
         "reduced_binding": {k: int(v) for k, v in report.reduced.items()},
         "nodes": t.to_json(),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from proofs.checker_signs import Signs, pow_pow_keeps_definedness, product_keeps_definedness
 from proofs.kernel import NodeTable
 
 __all__ = ["RULESET", "RULES", "Rule", "RuleMismatch", "instantiate_and_match", "ruleset_sha256",
@@ -153,8 +154,10 @@ class Env:
     """Substitution, node table and real sizes, with the helpers the rules use."""
 
     def __init__(self, subst: Mapping[str, tuple[str, Any]], table: NodeTable,
-                 binding: Mapping[str, int], varying: Callable[[int], frozenset[str]]):
+                 binding: Mapping[str, int], varying: Callable[[int], frozenset[str]],
+                 signs: Signs | None = None):
         self.s, self.tab, self.b, self.var = subst, table, binding, varying
+        self.signs = signs if signs is not None else Signs(table)  # proofs/checker_signs.py
 
     # substitution
     def t(self, name: str) -> int:
@@ -427,10 +430,14 @@ def _pow_const(e: Env) -> tuple[Any, Any]:
 
 
 # (x^a)^b = x^(ab), unless that would drop a sign
-@rule("pow-pow", "POW(POW(x, a), b) = POW(x, a*b)", "b is an integer, or a's numerator is odd")
+@rule("pow-pow", "POW(POW(x, a), b) = POW(x, a*b)",
+      "b is an integer, or a's numerator is odd; both sides defined at the same inputs of the "
+      "spec's domain (rewriting/signs.py)")
 def _pow_pow(e: Env) -> tuple[Any, Any]:
     a, bb = Fraction(num(e.v("a"))), Fraction(num(e.v("b")))
     e.require(bb.denominator == 1 or a.numerator % 2 == 1, "b integer or a's numerator odd")
+    e.require(pow_pow_keeps_definedness(e.signs, e.t("x"), a, bb),
+              "both sides defined at the same inputs ((x^-1)^-1 = x needs x != 0)")
     return pow_(pow_(e.t("x"), a), bb), pow_(e.t("x"), a * bb)
 
 
@@ -492,13 +499,27 @@ def _nary(op: str, ys: tuple[int, ...], empty: Any) -> Any:
 # sums are formal linear combinations
 @rule("add-canon",
       "ADD(xs) = ADD(ys) (ys: the canonical sum; one term: ys[0]; none: CONST(0))",
-      "lin(xs) == lin(ys) and the dims are the same set")
+      "lin(xs) == lin(ys) and the dims are the same set; a dropped monomial is defined on the "
+      "spec's domain (rewriting/signs.py)")
 def _add_canon(e: Env) -> tuple[Any, Any]:
     xs, ys = e.ts("xs"), e.ts("ys")
     e.require(bool(xs), "ADD has operands")
     e.require(_same_coeffs(_lin(e, xs), _lin(e, ys)), "lin(xs) == lin(ys)")
     e.require(e.dimnames(xs) == e.dimnames(ys), "same dims")
+    e.require(all(e.signs.defined(f) for f in _dropped(e, xs, ys)),
+              "a dropped monomial is defined (x^-1 - x^-1 = 0 needs x != 0)")
     return add(*xs), _nary("ADD", ys, const(0))
+
+
+def _dropped(e: Env, xs: tuple[int, ...], ys: tuple[int, ...]) -> list[int]:
+    """Factors of the monomials of ADD(xs) whose coefficients sum to 0 and that ys drops."""
+    tot: dict[tuple[int, ...], Any] = {}
+    for x in _flat(e, "ADD", xs):
+        c, fs = _coeff_monomial(e, x)
+        k = tuple(sorted(fs))
+        tot[k] = num_add(tot.get(k, Fraction(0)), c)
+    kept = {tuple(sorted(_coeff_monomial(e, y)[1])) for y in _flat(e, "ADD", ys)}
+    return [f for k, c in tot.items() if _num_eq(c, 0) and k not in kept for f in k]
 
 
 def _mono(e: Env, xs: tuple[int, ...]) -> tuple[Any, dict[int, Fraction]]:
@@ -517,10 +538,13 @@ def _mono(e: Env, xs: tuple[int, ...]) -> tuple[Any, dict[int, Fraction]]:
 # products are monomials c * prod base^e
 @rule("mul-canon",
       "MUL(xs) = MUL(ys) (ys: the canonical product; one factor: ys[0]; none: CONST(1))",
-      "mono(xs) == mono(ys) and the dims are the same set (or both are 0 and scalar)")
+      "mono(xs) == mono(ys) and the dims are the same set (or both are 0 and scalar); both "
+      "sides defined at the same inputs of the spec's domain (rewriting/signs.py)")
 def _mul_canon(e: Env) -> tuple[Any, Any]:
     xs, ys = e.ts("xs"), e.ts("ys")
     e.require(bool(xs), "MUL has operands")
+    e.require(product_keeps_definedness(e.signs, xs, ys),
+              "both sides defined at the same inputs (x^-1 * x = 1 needs x != 0)")
     c1, e1 = _mono(e, xs)
     c2, e2 = _mono(e, ys)
     zero_scalar = _num_eq(c1, 0) and _num_eq(c2, 0) and not e.dimnames(xs)
@@ -596,13 +620,16 @@ def _einsum_scalar_out(e: Env) -> tuple[Any, Any]:
 # a contraction multiplies its operands pointwise: they form one canonical product
 @rule("einsum-mul-canon",
       "EINSUM(xs, out) = EINSUM(ys, out) (ys: the product's canonical factors)",
-      "mono(xs) == mono(ys) with constant 1, ys non-empty, the dims are the same set")
+      "mono(xs) == mono(ys) with constant 1, ys non-empty, the dims are the same set; both sides "
+      "defined at the same inputs of the spec's domain (rewriting/signs.py)")
 def _einsum_mul_canon(e: Env) -> tuple[Any, Any]:
     xs, ys, out = e.ts("xs"), e.ts("ys"), tuple(e.v("out"))
     c1, e1 = _mono(e, xs)
     c2, e2 = _mono(e, ys)
     e.require(_num_eq(c1, 1) and _num_eq(c2, 1) and e1 == e2 and bool(ys)
               and e.dimnames(xs) == e.dimnames(ys), "mono(xs) == mono(ys) with constant 1")
+    e.require(product_keeps_definedness(e.signs, xs, ys),
+              "both sides defined at the same inputs (x^-1 * x = 1 needs x != 0)")
     return einsum(xs, out), einsum(ys, out)
 
 
@@ -1340,13 +1367,14 @@ def varying_table(table: NodeTable) -> list[frozenset[str]]:
 
 def instantiate_and_match(rule_: Rule, subst: Mapping[str, tuple[str, Any]], table: NodeTable,
                           binding: Mapping[str, int], lhs: int, rhs: int,
-                          varying: list[frozenset[str]]) -> None:
-    """Check that ``lhs -> rhs`` is an instance of ``rule_`` under ``subst`` whose guard holds.
+                          varying: list[frozenset[str]], signs: Signs | None = None) -> None:
+    """Check that ``lhs -> rhs`` is an instance of ``rule_`` under ``subst`` whose guard holds;
+    ``signs``: the sign facts definedness guards consult (default: the input domains alone).
 
     Raises:
         RuleMismatch: naming the first difference or the failing guard.
     """
-    env = Env(subst, table, binding, lambda i: varying[i])
+    env = Env(subst, table, binding, lambda i: varying[i], signs)
     try:
         lp, rp = rule_.sides(env)
         _match(lp, lhs, table, "lhs")

@@ -4,10 +4,15 @@ Exit codes (STYLE rule 15): ``prove`` 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN,
 (also ``--executor ray`` without ray installed);
 an internal error is reported as ``prove: internal error: ...`` and exits 2 (never 0).
 ``prove --precision-lint=error``: 4 when the verdict is EQUIVALENT but the lint has findings.
-``check-certificate`` 0 the certificate checks, 1 it is rejected (one line saying why),
-3 the file is unreadable or not a certificate. Results go to stdout, diagnostics to stderr as
-``prog: error: ...``.
+``prove`` re-checks its own certificate with ``check-certificate`` in a fresh process (unless
+``--no-check``); when the checker disagrees, both verdicts are printed and the exit code is the
+checker's (2 when the checker gave none: timed out or killed).
+``check-certificate`` 0 the certificate checks, 1 it is rejected (one line saying why; also a
+certificate whose plan file is missing, unless ``--no-retrace``), 3 the file is unreadable or
+not a certificate. Results go to stdout, diagnostics to stderr as ``prog: error: ...``.
 
+Neither command imports or runs the plan file in its own process: ``prove`` traces it in a
+child interpreter and ``check-certificate`` re-traces it in one (:mod:`proofs.isolation`).
 This module imports the prover lazily: ``check-certificate`` must not load it (nor
 ``rewriting`` nor egglog).
 """
@@ -82,6 +87,12 @@ def _prove(argv: list[str] | None) -> int:
                    help="also lint reductions narrower than fp32 around collectives "
                         "(docs/parallelism/precision-lint.md); =error exits 4 on a finding "
                         "when the verdict is EQUIVALENT")
+    p.add_argument("--no-check", dest="check", action="store_false",
+                   help="skip re-checking the certificate with check-certificate in a fresh "
+                        "process (done by default; with no --certificate a temporary one is "
+                        "checked)")
+    p.add_argument("--trace-timeout", type=float, default=600.0, metavar="S",
+                   help="time limit of the process that traces the plan file (default 600)")
     try:
         a = p.parse_args(argv)
     except _UsageError as e:
@@ -98,42 +109,78 @@ def _prove(argv: list[str] | None) -> int:
         require_executor(a.executor)
     except ExecutorUnavailable as e:
         return _err("prove", str(e))
-    if not a.timeout > 0:
-        return _err("prove", f"--timeout must be > 0, got {a.timeout}")
+    if not a.timeout > 0 or not a.trace_timeout > 0:
+        return _err("prove", f"--timeout and --trace-timeout must be > 0, got {a.timeout} and "
+                             f"{a.trace_timeout}")
     path = Path(a.plan)
     if not path.is_file():
         return _err("prove", f"{path}: no such file")
     if a.certificate and not Path(a.certificate).resolve().parent.is_dir():
         return _err("prove", f"{a.certificate}: the directory does not exist")
-    t0 = time.monotonic()
     try:
-        problem = _load(path, torch=a.torch)
-    except _BadInput as e:
+        source = path.read_bytes()
+    except OSError as e:
+        return _err("prove", f"{path}: cannot read: {e.strerror or e}")
+    # 1. trace the plan file in a separate clean interpreter: only data comes back
+    t0 = time.monotonic()
+    from proofs.isolation import TraceFailed, trace_in_child
+
+    try:
+        # the self-check typechecks every node of the certificate; without it, the traced
+        # nodes are typechecked here
+        data, child = trace_in_child(path, source, frontend="torch" if a.torch else "dsl",
+                                     timeout_s=a.trace_timeout, check_types=not a.check)
+    except TraceFailed as e:
+        if e.kind == "internal":
+            print(f"prove: internal error (in the tracing process): {_one_line(str(e))}; this is "
+                  f"a bug in shardproof, the verdict is UNKNOWN", file=sys.stderr)
+            return 2
         return _err("prove", str(e))
-    except Exception as e:  # noqa: BLE001 -- any other failure is ours, never a verdict
+    if child.stderr:           # what the plan printed, the DSL's warnings
+        sys.stderr.write(child.stderr)
+    try:
+        import hashlib
+
+        from proofs.problem_data import to_problem
+
+        problem = to_problem(data, str(path), hashlib.sha256(source).hexdigest())
+    except Exception as e:  # noqa: BLE001 -- ours, never a verdict
         return _internal(e)
-    t_load = time.monotonic() - t0
+    t_trace = child.seconds.get("child", 0.0)
+    t_load = time.monotonic() - t0 - t_trace
     try:
         from proofs.prover import prove
 
         with _Progress(enabled=not a.json) as progress:
-            progress.loaded(t_load)
+            progress.loaded(t_trace)
             report = prove(problem, jobs=a.jobs, timeout_s=a.timeout, progress=progress,
                            executor=a.executor, worker_memory_gb=a.worker_memory)
-        report.seconds = {"load": t_load, **report.seconds}
+        report.seconds = {"trace": t_trace, "load": t_load, **report.seconds}
     except Exception as e:  # noqa: BLE001
         return _internal(e)
-    if a.certificate:
-        try:
-            from proofs.certificate import certificate_of, write_certificate
+    # 2. the certificate (a temporary one when only the check needs it) and the check
+    import tempfile
 
-            t_cert = time.monotonic()
-            write_certificate(a.certificate, certificate_of(report))
-            report.seconds["certificate"] = time.monotonic() - t_cert
-        except OSError as e:
-            return _err("prove", f"{a.certificate}: cannot write the certificate: {e.strerror}")
-        except Exception as e:  # noqa: BLE001
-            return _internal(e)
+    with tempfile.TemporaryDirectory(prefix="shardproof-prove-") as tmp:
+        cert_path = a.certificate or (str(Path(tmp) / "certificate.json") if a.check else None)
+        if cert_path:
+            try:
+                from proofs.certificate import certificate_of, write_certificate
+
+                t_cert = time.monotonic()
+                write_certificate(cert_path, certificate_of(report))
+                report.seconds["certificate"] = time.monotonic() - t_cert
+            except OSError as e:
+                return _err("prove", f"{cert_path}: cannot write the certificate: {e.strerror}")
+            except Exception as e:  # noqa: BLE001
+                return _internal(e)
+        check = None
+        if a.check:
+            from proofs.isolation import check_in_child
+
+            check = check_in_child(cert_path, path.resolve(), timeout_s=a.timeout,
+                                   trace_timeout_s=a.trace_timeout)
+            report.seconds["check"] = check.seconds
     findings: list[Any] = []
     if a.precision_lint:
         try:
@@ -142,16 +189,23 @@ def _prove(argv: list[str] | None) -> int:
             findings = lint(problem)
         except Exception as e:  # noqa: BLE001
             return _internal(e)
+    agrees = check is None or (check.code == 0 and check.answer is not None
+                               and check.answer.get("verdict") == report.verdict)
     try:
         if a.json:
             out = report.to_json()
             out["certificate"] = a.certificate
+            if check is not None:
+                out["check"] = {"agrees": agrees, "exit": check.code, "answer": check.answer,
+                                "error": check.error, "seconds": round(check.seconds, 3)}
             if a.precision_lint:
                 out["precision_lint"] = [f.to_json() for f in findings]
             print(json.dumps(out, indent=2, sort_keys=True))
             _summary(report, sys.stderr)
         else:
             _human(report, a.certificate)
+            if check is not None:  # after the timing table (examples' golden outputs end there)
+                print(_check_line(report.verdict, check, agrees))
             if a.precision_lint:
                 print(f"precision lint: {len(findings)} finding(s)" if findings
                       else "precision lint: PASS (every reducing collective runs in fp32 or wider)")
@@ -162,58 +216,34 @@ def _prove(argv: list[str] | None) -> int:
         # the reader went away (`prove ... | head`): the verdict's exit code still stands
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    if not agrees:
+        code = check.code if check.code != 0 else EXIT["UNKNOWN"]
+        print(f"prove: error: the independent checker disagrees: prove says {report.verdict}, "
+              f"check-certificate {_checker_says(check)}; exit {code} (the checker's)",
+              file=sys.stderr)
+        return code
     if findings and a.precision_lint == "error" and report.verdict == "EQUIVALENT":
         return EXIT["precision lint"]
     return EXIT[report.verdict]
 
 
-class _BadInput(Exception):
-    pass
+def _checker_says(check: Any) -> str:
+    if check.answer is not None and check.answer.get("valid"):
+        return f"accepts the certificate as {check.answer.get('verdict')}"
+    reason = (check.answer or {}).get("reason") or check.error or "no reason given"
+    return f"rejects it (exit {check.code}): {_one_line(reason)}"
 
 
-def _load(path: Path, *, torch: bool = False) -> Any:
-    """``spec_lang.load`` (``spec_lang.torch_frontend.load`` with ``torch``); user errors become
-    :class:`_BadInput` with ``path:line: ...``."""
-    import spec_lang
-    from spec_lang.errors import SpecLangError
-
-    if torch:
-        try:
-            from spec_lang import torch_frontend
-        except ImportError as e:
-            raise _BadInput(f"{path}: --torch needs torch: {e}") from None
-        try:
-            return torch_frontend.load(path)
-        except SpecLangError as e:
-            msg = str(e)
-            raise _BadInput(msg if ":" in msg.split(" ", 1)[0] else f"{path}:1: {msg}") from None
-
-    try:
-        source = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise _BadInput(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-    try:
-        compile(source, str(path), "exec")
-    except SyntaxError as e:
-        raise _BadInput(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
-    try:
-        return spec_lang.load(path)
-    except SpecLangError as e:  # messages start with the user's file:line
-        msg = str(e)
-        raise _BadInput(msg if ":" in msg.split(" ", 1)[0] else f"{path}:1: {msg}") from None
-    except Exception as e:  # noqa: BLE001 -- decide: the user's code or ours?
-        site = _user_frame(e, path)
-        if site is None:
-            raise
-        raise _BadInput(f"{site}: {type(e).__name__}: {e}") from None
-
-
-def _user_frame(e: BaseException, path: Path) -> str | None:
-    """``file:line`` when the exception was raised in the plan file itself."""
-    tb = traceback.extract_tb(e.__traceback__)
-    if tb and Path(tb[-1].filename).resolve() == path.resolve():
-        return f"{path}:{tb[-1].lineno}"
-    return None
+def _check_line(verdict: str, check: Any, agrees: bool) -> str:
+    """One line on the independent check of prove's own certificate."""
+    if agrees:
+        a = check.answer
+        return (f"check: certificate re-checked by check-certificate in a fresh process: verdict "
+                f"{a.get('verdict')}, {a.get('proved')} of {a.get('obligations')} obligations, "
+                f"{a.get('steps')} steps, plan "
+                f"{'re-traced' if a.get('retraced') else 'not re-traced'} "
+                f"({check.seconds:.1f} s)")
+    return f"check: DISAGREES: prove says {verdict}; check-certificate {_checker_says(check)}"
 
 
 def _internal(e: BaseException) -> int:
@@ -257,7 +287,8 @@ class _Progress:
         return self
 
     def loaded(self, seconds: float) -> None:
-        """The plan was traced (``spec_lang.load``) in ``seconds``; shown with the first phase."""
+        """The plan was traced (in its own process) in ``seconds``; shown with the first
+        phase."""
         self.pending_trace = seconds
 
     def __call__(self, phase: str, done: int, total: int) -> None:
@@ -385,25 +416,35 @@ def _check(argv: list[str] | None) -> int:
     p = _Parser(prog="check-certificate",
                 description="Re-check a shardproof certificate with the small trusted checker.")
     p.add_argument("certificate")
-    p.add_argument("--retrace", dest="retrace", action="store_true", default=None,
-                   help="require re-tracing the plan file and comparing its goals with the "
-                        "certificate's (default: re-trace when the plan file is found)")
+    p.add_argument("--retrace", dest="retrace", action="store_true", default=True,
+                   help="re-trace the plan file in a separate process and compare its goals, "
+                        "binding and dropout records with the certificate's (the default; "
+                        "without the plan file the certificate is rejected as not tied to a "
+                        "plan)")
     p.add_argument("--no-retrace", dest="retrace", action="store_false",
-                   help="check the certificate alone, without the plan file")
-    p.add_argument("--plan", help="the plan file to re-trace (default: the certificate's)")
+                   help="check the certificate alone, without the plan file (the OK line says "
+                        "the obligations are not tied to a plan)")
+    p.add_argument("--plan", help="the plan file to re-trace (default: the certificate's "
+                                  "plan.path, as given or beside the certificate)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="z3 time limit per regenerated query (default 60)")
+    p.add_argument("--trace-timeout", type=float, default=600.0, metavar="S",
+                   help="time limit of the re-trace process in seconds (default 600)")
     p.add_argument("--json", action="store_true")
     try:
         a = p.parse_args(argv)
     except _UsageError as e:
         return _err("check-certificate", str(e))
+    if not a.trace_timeout > 0 or not a.timeout > 0:
+        return _err("check-certificate", "--timeout and --trace-timeout must be > 0")
+    if a.plan and not a.retrace:
+        return _err("check-certificate", "--plan and --no-retrace exclude each other")
     from proofs.checker import check_certificate
     from proofs.errors import CertificateError, MalformedCertificate
 
     try:
-        r = check_certificate(a.certificate, retrace=True if a.plan else a.retrace,
-                              plan_path=a.plan, smt_timeout_s=a.timeout)
+        r = check_certificate(a.certificate, retrace=a.retrace, plan_path=a.plan,
+                              smt_timeout_s=a.timeout, trace_timeout_s=a.trace_timeout)
     except MalformedCertificate as e:
         return _err("check-certificate", str(e), 3)
     except CertificateError as e:

@@ -124,6 +124,9 @@ class Counterexample:
     others: list[str] = field(default_factory=list)  # other diverging goals, in order
     notes: list[str] = field(default_factory=list)   # e.g. rng: two positions sharing a draw
     schedule: dict[str, Any] | None = None           # see schedule_context
+    # the domain-valid edge case applied to the draw (proofs/edges.py, proofs/replay.py)
+    edge: dict[str, Any] | None = None
+    nonfinite: str = ""   # "is NaN where the spec is finite" (issue 10), else ""
 
     @property
     def rank_text(self) -> str:
@@ -132,6 +135,8 @@ class Counterexample:
 
     @property
     def ratio_text(self) -> str:
+        if self.nonfinite:
+            return self.nonfinite
         if self.ratio is None:
             return "values differ (plan / spec is not a constant factor)"
         if self.hint.startswith("not a simple factor"):   # e.g. one scalar that merely differs
@@ -156,6 +161,8 @@ class Counterexample:
                       f"    gradient buffer after them: {sc['buffer']}"]
             if sc["uneven"]:
                 lines.append(f"    {sc['uneven']}")
+        if self.edge is not None:
+            lines.append(f"  input:       {self.edge.get('text', self.edge['kind'])}")
         lines.append(f"  values (float64, random inputs, seed {self.seed}; sizes {sizes}):")
         for el, s, p in self.values:
             lines.append(f"    {el:<24} spec {s: .6g}   plan {p: .6g}")
@@ -179,7 +186,8 @@ class Counterexample:
             **({"schedule": dict(self.schedule)} if self.schedule is not None else {}),
             # what check-certificate re-evaluates (proofs/replay.py): every listed goal diverges
             "replay": {"goals": [self.goal, *self.others], "seed": self.seed,
-                       "binding": dict(self.reduced_binding)},
+                       "binding": dict(self.reduced_binding),
+                       **({"edge": dict(self.edge)} if self.edge is not None else {})},
         }
 
 
@@ -190,12 +198,14 @@ def _num(x: float) -> str:
 
 def _buffer_text(terms: Any) -> str:
     """A buffer (``spec_lang.schedules.Buffer.terms``) as ``AR_avg[dp](g0) + g1``."""
+    from spec_lang.schedules import chain_text
+
     parts = []
     for chain, coeffs in terms:
         inner = " + ".join(("" if x == 1 else f"{x}*") + f"g{m}"
                            for m, x in enumerate(coeffs) if x)
         for axis, op in chain:
-            inner = f"AR_{op}[{axis}]({inner})"
+            inner = chain_text(axis, op, inner)
         parts.append(inner)
     return " + ".join(parts) or "0"
 

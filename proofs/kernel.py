@@ -1,7 +1,8 @@
 """The certificate's term kernel: a hash-consed node table with its own typing and hashing.
 
 This module is part of the *trusted* base of :mod:`proofs.checker`, so it depends on nothing
-but the standard library (plus sympy for non-rational exact constants). It does not import
+but the standard library and :mod:`proofs.exact_numbers` (the strict grammar of exact
+constants, which builds sympy numbers for non-rational ones). It does not import
 ``spec_lang``, ``rewriting`` or ``egglog``; :func:`from_terms` takes ``spec_lang`` terms by duck
 typing (``t.op.name``, ``t.args``, ``t.attrs``, ``t.dims``).
 
@@ -14,22 +15,28 @@ A node is ``(op, args, attrs, dims)``:
   (``"#i/parts"`` for a ``CHUNK`` pseudo-shard).
 
 In JSON (certificate ``"nodes"``) a node is ``[op, [args...], [attrs...], [[dim, [shards...]], ...]]``
-with attrs encoded by :func:`encode_attr`: a ``Fraction`` is ``{"q": "p/q"}``, a sympy number
-``{"sympy": "<srepr>"}``, a tuple a JSON list; ints, strings, booleans and null are themselves.
+with attrs encoded by :func:`encode_attr`: a ``Fraction`` is ``{"q": "p/q"}``, a non-rational
+exact number ``{"alg": [...]}`` (both :mod:`proofs.exact_numbers`), a tuple a JSON list; ints
+(of at most 63 bits), strings, booleans and null are themselves. Nothing of a certificate is
+evaluated.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from fractions import Fraction
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
+
+from proofs.exact_numbers import ExactError, decode_number, encode_number
 
 __all__ = [
     "OPS", "Node", "DimRef", "NodeTable", "KernelError", "KernelMalformed", "encode_attr", "decode_attr", "from_terms",
     "canonical_json", "node_hash_table", "roots_hash", "typecheck", "check_sizes", "MESH_AXES",
-    "spec_binding",
+    "spec_binding", "paused_gc",
 ]
 
 
@@ -56,6 +63,7 @@ ELEMENTWISE = frozenset({
     "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
 })
 
+MAX_INT = 2**63 - 1  # bound of a plain integer attribute (chunk counts, top-k, coordinates)
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")  # spec_lang.term.Axis (mb: micro-batches)
 
 Dims = tuple[tuple[str, tuple[str, ...]], ...]
@@ -79,53 +87,49 @@ Node = tuple[str, tuple[int, ...], tuple[Any, ...], Dims]
 
 # -- attributes ---------------------------------------------------------------------------------
 def encode_attr(x: Any) -> Any:
-    """JSON form of an attribute (see the module docstring)."""
+    """JSON form of an attribute (see the module docstring).
+
+    Raises:
+        KernelMalformed: ``x`` has no encoding (a float, ``pi``, an int of more than 63 bits).
+    """
     if x is None or isinstance(x, bool):
         return x
     if isinstance(x, str):  # includes StrEnum members (mesh axes)
         return str(x)
     if isinstance(x, int):
+        if not -MAX_INT <= x <= MAX_INT:
+            raise KernelMalformed(f"integer attribute of {x.bit_length()} bits (at most 63)")
         return int(x)
-    if isinstance(x, Fraction):
-        return {"q": f"{x.numerator}/{x.denominator}"}
     if isinstance(x, (tuple, list)):
         return [encode_attr(y) for y in x]
     if isinstance(x, frozenset):
         return {"set": sorted((encode_attr(y) for y in x), key=canonical_json)}
     if hasattr(x, "name") and hasattr(x, "shards") and not hasattr(x, "op"):  # a DimSpec
         return {"dim": [str(x.name), [str(a) for a in x.shards]]}
-    mod = type(x).__module__ or ""
-    if mod.startswith("sympy"):
-        import sympy
-
-        if x.is_Rational:
-            return {"q": f"{int(x.p)}/{int(x.q)}"}
-        return {"sympy": sympy.srepr(x)}
-    raise KernelMalformed(f"attribute {x!r} of type {type(x).__name__} has no certificate encoding")
+    try:
+        return encode_number(x)
+    except ExactError as e:
+        raise KernelMalformed(f"attribute {x!r} of type {type(x).__name__} has no certificate "
+                              f"encoding: {e}") from None
 
 
 def decode_attr(x: Any) -> Any:
-    """Inverse of :func:`encode_attr` (lists become tuples)."""
-    if x is None or isinstance(x, (bool, int, str)):
+    """Inverse of :func:`encode_attr` (lists become tuples); strict: anything else, a
+    non-canonical constant or a float is :class:`KernelMalformed`."""
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        if not -MAX_INT <= x <= MAX_INT:
+            raise KernelMalformed(f"integer attribute of {x.bit_length()} bits (at most 63)")
         return x
     if isinstance(x, list):
         return tuple(decode_attr(y) for y in x)
     if isinstance(x, dict):
-        if set(x) == {"q"} and isinstance(x["q"], str):
+        if set(x) in ({"q"}, {"alg"}):
             try:
-                return Fraction(x["q"])
-            except (ValueError, ZeroDivisionError) as e:
-                raise KernelMalformed(f"bad rational {x['q']!r}") from e
-        if set(x) == {"sympy"} and isinstance(x["sympy"], str):
-            import sympy
-
-            try:
-                v = sympy.sympify(x["sympy"])
-            except (sympy.SympifyError, SyntaxError, TypeError) as e:
-                raise KernelMalformed(f"bad sympy constant {x['sympy']!r}") from e
-            if not v.is_number:
-                raise KernelMalformed(f"sympy attribute {x['sympy']!r} is not a number")
-            return v
+                return decode_number(x)
+            except ExactError as e:
+                raise KernelMalformed(str(e)) from None
         if set(x) == {"set"} and isinstance(x["set"], list):
             return frozenset(decode_attr(y) for y in x["set"])
         if set(x) == {"dim"} and isinstance(x["dim"], list) and len(x["dim"]) == 2 \
@@ -134,7 +138,23 @@ def decode_attr(x: Any) -> Any:
             return DimRef(x["dim"][0], tuple(x["dim"][1]))
     if isinstance(x, float):
         raise KernelMalformed(f"float attribute {x!r}: constants must be exact")
-    raise KernelMalformed(f"cannot decode attribute {x!r}")
+    text = repr(x)
+    raise KernelMalformed(f"cannot decode attribute "
+                          f"{text if len(text) <= 60 else text[:57] + '...'}")
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while a large, acyclic structure is built (a node table, a
+    JSON document of 10^5 rows): with the collector on, every generation-2 pass walks the whole
+    heap again, which made parsing 5-10x slower. Re-enabled (if it was on) afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def canonical_json(x: Any) -> str:
@@ -182,30 +202,51 @@ class NodeTable:
 
     @classmethod
     def from_json(cls, data: Any) -> NodeTable:
-        """Rebuild a table, rejecting anything malformed or not hash-consed (duplicates)."""
+        """Rebuild a table, rejecting anything malformed or not hash-consed (duplicates).
+
+        Raises:
+            KernelMalformed: a row that is not ``[op, args, attrs, dims]`` of those types, an
+                unknown op, non-integer args, malformed dims, an attribute without a decoding.
+            KernelError: a forward reference or a duplicate row.
+        """
         if not isinstance(data, list):
             raise KernelMalformed("nodes must be a list")
         t = cls()
+        nodes, index = t.nodes, t._index
+        dims_seen: dict[Dims, Dims] = {}   # validated dims tuples, shared between rows
         for i, row in enumerate(data):
-            if not (isinstance(row, list) and len(row) == 4):
+            if type(row) is not list or len(row) != 4:
                 raise KernelMalformed(f"node {i} is not [op, args, attrs, dims]")
             op, args, attrs, dims = row
-            if not isinstance(op, str) or not isinstance(args, list) or not isinstance(attrs, list) \
-                    or not isinstance(dims, list):
+            if type(op) is not str or type(args) is not list or type(attrs) is not list \
+                    or type(dims) is not list:
                 raise KernelMalformed(f"node {i} has fields of the wrong types")
-            if not all(isinstance(d, list) and len(d) == 2 and isinstance(d[1], list)
-                       for d in dims):
-                raise KernelMalformed(f"node {i} has malformed dims")
-            ddims = tuple((d[0], tuple(d[1])) for d in dims)
-            for name, shards in ddims:
-                if not isinstance(name, str) or not all(isinstance(s, str) for s in shards):
+            if op not in OPS:
+                raise KernelMalformed(f"unknown op {op[:40]!r}")
+            for d in dims:
+                if type(d) is not list or len(d) != 2 or type(d[1]) is not list:
                     raise KernelMalformed(f"node {i} has malformed dims")
-            if any(isinstance(a, bool) or not isinstance(a, int) for a in args):
-                raise KernelMalformed(f"node {i} has non-integer args")
-            n = len(t.nodes)
-            j = t.add(op, args, tuple(decode_attr(a) for a in attrs), ddims)
-            if j != n:
+            ddims = tuple([(d[0], tuple(d[1])) for d in dims])
+            shared = dims_seen.get(ddims)
+            if shared is None:
+                for name, shards in ddims:
+                    if type(name) is not str or not all(type(x) is str for x in shards):
+                        raise KernelMalformed(f"node {i} has malformed dims")
+                shared = dims_seen[ddims] = ddims
+            n = len(nodes)
+            for a in args:
+                if type(a) is not int:
+                    raise KernelMalformed(f"node {i} has non-integer args")
+                if not 0 <= a < n:
+                    raise KernelError(f"node {n} ({op}) refers to node {a}, not an earlier node")
+            dattrs = tuple([x if type(x) is str else decode_attr(x) for x in attrs])
+            targs = tuple(args)
+            key = (op, targs, _freeze(dattrs), shared)
+            j = index.get(key)
+            if j is not None:
                 raise KernelError(f"node {i} duplicates node {j} (the table must be hash-consed)")
+            index[key] = n
+            nodes.append((op, targs, dattrs, shared))
         return t
 
 
@@ -419,6 +460,9 @@ def typecheck(table: NodeTable, i: int) -> None:
         raise bad("no shape rule")
 
 
+_CHUNK_MARKER = re.compile(r"#(0|[1-9][0-9]{0,17})/([1-9][0-9]{0,17})")
+
+
 def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
     """Size checks that need the binding, for every node.
 
@@ -441,10 +485,10 @@ def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
         n = binding[name]
         for a in shards:
             if a.startswith("#"):
-                try:
-                    idx, parts = (int(x) for x in a[1:].split("/"))
-                except ValueError:
-                    raise KernelError(f"node {i}: bad chunk marker {a!r} on dim {name}") from None
+                m = _CHUNK_MARKER.fullmatch(a)
+                if m is None:
+                    raise KernelError(f"node {i}: bad chunk marker {a!r} on dim {name}")
+                idx, parts = int(m.group(1)), int(m.group(2))
                 if not 0 <= idx < parts:
                     raise KernelError(f"node {i}: bad chunk marker {a!r} on dim {name}")
                 k = parts

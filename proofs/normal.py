@@ -27,11 +27,15 @@ class NormaliseResult:
 
 def normalise_goals(items: Sequence[tuple[str, Term, Term]], binding: Binding, steps: ProofSteps,
                     node: Callable[[Term], int], *, progress: Callable[[str, int, int], None],
-                    deadline: float) -> NormaliseResult:
-    """Normalise both sides of every goal (one call: shared subterms are normalised once)."""
+                    deadline: float, signs: Any = None) -> NormaliseResult:
+    """Normalise both sides of every goal (one call: shared subterms are normalised once).
+
+    ``signs``: the :class:`rewriting.signs.Signs` the cancelling rules' guards consult (default:
+    the input domains alone; ``proofs/denominators.py`` adds the spec's assumed denominators).
+    """
     res = NormaliseResult()
     try:
-        from rewriting.normalise import normalise
+        from rewriting.normalise import Normaliser, normalise
     except ImportError:
         normalise = None
     roots = [t for _, e, a in items for t in (e, a)]
@@ -42,7 +46,7 @@ def normalise_goals(items: Sequence[tuple[str, Term, Term]], binding: Binding, s
         progress("rewrite", len(items), len(items))
         return res
     try:
-        nfs, log = normalise(roots, binding)
+        nfs, log = normalise(roots, binding, normaliser=Normaliser(binding, signs=signs))
     except Exception as err:  # noqa: BLE001 -- a normaliser failure leaves goals open, never proved
         for name, _, _ in items:
             res.failed[name] = f"normaliser failed: {type(err).__name__}: {err}"

@@ -16,8 +16,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from fractions import Fraction
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,23 +25,19 @@ from proofs.counterexample import Counterexample, schedule_context
 from proofs.kernel import NodeTable, from_terms
 from proofs.normal import NormaliseResult
 from proofs.obligations import group_identical
-from proofs.reduction import MESH_AXES, MeshReduction, eval_cost, reduce_binding, reduce_mesh
-from proofs.refute import Refutation, asymmetry_note, refute, refute_reduced_mesh
-from proofs.smt import SmtError, build_query, run_query
-from spec_lang.term import Binding, Op, Term, varying_axes, walk
+from proofs.reduction import MESH_AXES, eval_cost, reduce_binding, reduce_mesh
+from proofs.refute import Refutation, asymmetry_note, refute
+from proofs.smt_fallback import ASSUMPTION as SHAPE_REDUCTION, Z3Fallback
+from spec_lang.term import Binding, Op, Term, walk
 
 __all__ = ["prove", "Report", "GoalResult", "VERDICTS"]
 
 VERDICTS = ("EQUIVALENT", "NOT EQUIVALENT", "UNKNOWN")
-SMT_MAX_ELEMENTS = 20_000  # scalar terms (elements summed over subterms) per z3 query
-SMT_QUERY_S = 20.0         # z3 time limit per query
 ORACLE_BUDGET_S = 10.0     # egglog oracle, all goals together (advisory only)
 ORACLE_GOAL_S = 5.0
 CUT_ROUNDS = 5             # cut / refute-lemmas rounds before giving cutting up
 LEMMA_REFUTE_MAX_EVAL = 200_000_000  # evaluated elements (eval_cost) of the lemma search
 WHOLE_REFUTE_MAX_EVAL = 2_000_000_000  # ... of the whole-program search after cut proofs fail
-CONFIRM_MAX_ELEMENTS = 1 << 16  # product of real sizes kept when confirming a refutation
-CONFIRM_MAX_EVAL = 300_000_000  # evaluated elements (eval_cost) of a real-mesh confirmation
 Progress = Callable[[str, int, int], None]
 
 
@@ -73,7 +68,6 @@ class Report:
     rule_counts: Counter
     binding: Binding
     reduced: Binding
-    smt_binding: Binding | None
     assumptions: tuple[str, ...]
     problem: Any = None
     table: NodeTable = field(default_factory=NodeTable)
@@ -82,6 +76,8 @@ class Report:
     executor: dict[str, Any] = field(default_factory=dict)  # proofs.executor.ExecutorStats
     # obligation cutting: lemma obligations total / by rewriting / by z3 / reused / open, cuts
     lemma_counts: dict[str, int] = field(default_factory=dict)
+    # the spec denominators assumed nonzero, as certificate entries (proofs/denominators.py)
+    denominators: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -140,6 +136,7 @@ def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
         run.phase("reuse", run.group_identical)   # identical obligations are proved once
         run.phase("rewrite", run.normalise)       # 2. certified normal forms
         run.phase("smt", run.smt_fallback)        # 3. egglog oracle, then Z3 on open goals
+        run.phase("rewrite", run.normalise_assuming)  # 3a. with the spec's assumed denominators
         if run.cutting:
             run.phase("rewrite", run.retry_whole)  # 3b. premises that failed cut: whole
     report = run.phase("verdict", run.verdict)    # 4. EQUIVALENT / NOT EQUIVALENT / UNKNOWN
@@ -167,12 +164,17 @@ class _Run:
         self.rule_counts: Counter = Counter()
         self.nf: dict[str, tuple[Term, Term, int, int]] = {}  # name -> (nf_e, nf_a, step_e, step_a)
         self.reduced: Binding = problem.binding
-        self.smt_binding: Binding | None = None
+        self._z3: Z3Fallback | None = None   # the z3 fallback (proofs/smt_fallback.py)
         self.assumptions = list(getattr(problem, "assumptions", ()))
         self.mesh = {a: int(n) for a, n in problem.binding.items() if a in MESH_AXES}
+        self.dens: Any = None         # proofs.denominators.SpecDenominators (reduce_shapes)
+        self.assumed_signs: Any = None  # rewriting.signs.Signs with the assumed denominators
+        self.denominator_entries: list[dict[str, Any]] = []   # the certificate's denominators
+        self.goal_signs: dict[int, Any] = {}   # id(goal) -> the Signs its normal forms rest on
         self.cutting = False          # goals are proved through cut lemmas (self.cut)
         self.refuted_whole = False    # the whole-program refuter has run
         self.cut_state: Any = None
+        self.refute_notes: dict[str, str] = {}   # goal -> an unconfirmed divergence
 
     def phase(self, name: str, f: Callable[[], Any]) -> Any:
         t0 = time.monotonic()
@@ -194,9 +196,13 @@ class _Run:
 
     # -- 1. refute ----------------------------------------------------------------------------
     def reduce_shapes(self) -> None:
+        from proofs.denominators import spec_denominators
+
+        # the spec's denominators: settled by the input domains, or assumed (listed)
+        self.dens = spec_denominators([g.expected for g in self.goals])
+        self.assumptions.extend(self.dens.assumption_lines())
         roots = [t for g in self.goals for t in (g.expected, g.actual)]
         self.reduced = reduce_binding(roots, self.p.binding)
-        self.smt_binding = reduce_binding(roots, self.p.binding, base=2, cheap=1)
         # the refuter's search runs on a reduced mesh too (docs/rank-symmetry.md)
         self.mesh_red = reduce_mesh([t for g in self.p.goals for t in (g.expected, g.actual)],
                                     self.p.binding)
@@ -207,14 +213,14 @@ class _Run:
                     g.reason = "a REGION node was not lowered (internal)"
 
     def refute(self) -> None:
+        """Search for a divergence and confirm it at the real sizes (:mod:`proofs.confirm`);
+        an unconfirmed one is a note on the goal, which is still proved when it can be."""
+        from proofs.confirm import search
+
         self.progress("refute", 0, len(self.goals))
-        mr = getattr(self, "mesh_red", None)
-        if mr is not None and mr.reduced:
-            r = self._refute_on_reduced_mesh(mr)
-        else:
-            r = refute(self.p.goals, self.reduced, self.mesh)
-            if r.counterexample is not None:
-                r = self._confirm_at_real_sizes(r)
+        r, notes = search(self.p.goals, self.p.binding, self.reduced, self.mesh,
+                          getattr(self, "mesh_red", None))
+        self.refute_notes.update(notes)
         self.progress("refute", len(self.goals), len(self.goals))
         if r.counterexample is not None:
             self.counterexample = r.counterexample
@@ -234,81 +240,6 @@ class _Run:
             for g in self.goals:
                 if g.status == "open" and not g.reason:
                     g.reason = "not attempted: the plan is refuted"
-        for name, why in r.skipped.items():
-            if name in self.by_name and self.by_name[name].status == "open":
-                self.by_name[name].reason = why
-
-    refute_notes: dict[str, str] = {}
-
-    def _refute_on_reduced_mesh(self, mr: MeshReduction) -> Refutation:
-        """Search on the reduced mesh, confirm at the real mesh sizes (docs/rank-symmetry.md).
-
-        The goals are evaluated as the same program on a mesh cut to a few coordinates per
-        axis (:func:`proofs.reduction.reduce_mesh`). Goals that diverge there, or cannot be
-        evaluated there, are evaluated again at the real mesh sizes (reduced dims, as without
-        mesh reduction) when that costs at most ``CONFIRM_MAX_EVAL`` elements; only that
-        evaluation can refute, so the counterexample names real ranks and real factors. Over
-        the budget the divergence is only a note on the goal (it stays open unless proved).
-        """
-        goals = list(self.p.goals)
-        r0, _ = refute_reduced_mesh(goals, self.p.binding, mr=mr)
-        assert r0 is not None
-        names = {g.name for g in r0.mismatched} | {n for n in r0.skipped if n != "*"}
-        if not names and "*" not in r0.skipped:
-            return r0
-        sub = goals if "*" in r0.skipped else [g for g in goals if g.name in names]
-        cost = eval_cost([t for g in sub for t in (g.expected, g.actual)], self.reduced)
-        if cost <= CONFIRM_MAX_EVAL:
-            r = refute(sub, self.reduced, self.mesh)
-            if r.counterexample is not None:
-                r = self._confirm_at_real_sizes(r)
-            return r
-        too = (f"the real mesh sizes are too large to confirm by evaluation ({cost:.2g} > "
-               f"{CONFIRM_MAX_EVAL:.2g} elements), so it is not reported as a counterexample")
-        cx = r0.counterexample
-        self.refute_notes = {}
-        for g in r0.mismatched:
-            what = ""
-            if cx is not None and g.name == cx.goal:
-                rank = mr.real_rank(cx.rank)
-                what = (" (first at real rank ("
-                        + ",".join(f"{a}={v}" for a, v in rank.items()) + "), plan "
-                        + cx.ratio_text + ")")
-            self.refute_notes[g.name] = (f"refuter: values differ on the reduced mesh "
-                                         f"{mr.describe()}{what}; {too}")
-        return Refutation([], None, {})
-
-    def _confirm_at_real_sizes(self, r: Any) -> Any:
-        """Re-run a refutation with dims kept at their real sizes where a constant may encode them.
-
-        Shape reduction is exact only for programs that are generic in their dim sizes. A plan
-        that writes a size as a literal (``1/16`` for ``1/|H|`` with H = 16) is equal to the spec
-        at the real sizes but not at reduced ones, so a reduced-size mismatch is confirmed at the
-        real size of every dim such a constant may stand for (its value, inverse, square or
-        inverse square equals the dim's real size, or a product of two real sizes). If that is
-        too large to evaluate, the mismatch is not reported as a counterexample: the goals stay
-        open with the reason, and the verdict cannot be NOT EQUIVALENT on it.
-        """
-        g = next(x for x in self.p.goals if x.name == r.counterexample.goal)
-        suspects = size_constant_suspects([g.expected, g.actual], self.p.binding, self.reduced)
-        if not suspects:
-            return r
-        real = {d: self.p.binding[d] for d in suspects}
-        cost = 1
-        for n in real.values():
-            cost *= n
-        if cost > CONFIRM_MAX_ELEMENTS:
-            why = (f"differs at reduced sizes only; constants in the plan may encode the real "
-                   f"size of {', '.join(sorted(real))}, too large to confirm by evaluation")
-            return Refutation([], None, {**r.skipped, r.counterexample.goal: why})
-        names = {x.name for x in r.mismatched}   # only the diverging goals need confirming
-        again = refute([x for x in self.p.goals if x.name in names],
-                       self.reduced.replace(**real), self.mesh)
-        if again.counterexample is None:
-            why = (f"differs at reduced sizes but not with {', '.join(sorted(real))} at real size: "
-                   f"a constant in the program encodes a size")
-            return Refutation([], None, {**again.skipped, g.name: why})
-        return again
 
     # -- dropout streams --------------------------------------------------------------------------
     rng_open = False
@@ -394,6 +325,46 @@ class _Run:
             self.table, self.node, jobs=self.jobs, executor=self.executor,
             worker_memory_gb=self.worker_memory_gb, progress=self.progress,
             deadline=self.deadline, stats=self.exec_stats)
+        self._take_normal_forms(todo, res)
+
+    def normalise_assuming(self) -> None:
+        """Goals still open after the proofs, normalised again with the spec's assumed
+        denominators nonzero (``proofs/denominators.py``), then the z3 / cas fallback on them.
+        Their proofs rest on those assumptions, which a renaming does not carry: goals reusing
+        them are proved on their own here (the checker rejects a rename of such a proof)."""
+        from proofs.denominators import assumed_signs
+        from proofs.normal import normalise_goals
+
+        open_ = [g for g in self.goals if g.name in self.nf and g.status == "open"
+                 and id(g) not in self.goal_signs]
+        if not self.dens.assumed or not open_ or self.timed_out():
+            return
+        if self.assumed_signs is None:
+            self.assumed_signs, self.denominator_entries = assumed_signs(
+                self.dens, self.p.binding, self.steps, self.node, deadline=self.deadline)
+        names = {g.name for g in open_}
+        members = [g for g in self.goals if g.reuses in names and g.status == "open"]
+        for g in members:
+            g.reuses = None
+        redo = open_ + members
+        # from the first pass's normal forms where there are some (its steps hold under more
+        # facts too, and the normal forms are small), else from the goal's terms
+        start = {g.name: self.nf.pop(g.name, None) for g in redo}
+        for g in redo:
+            g.reason = ""
+            self.goal_signs[id(g)] = self.assumed_signs
+        res = normalise_goals([(g.name, *(start[g.name][:2] if start[g.name] else
+                                         (g.expected, g.actual))) for g in redo],
+                              self.p.binding, self.steps, self.node, progress=self.progress,
+                              deadline=self.deadline, signs=self.assumed_signs)
+        for name, (ne, na, se, sa) in list(res.chains.items()):
+            if start[name] is not None:
+                res.chains[name] = (ne, na, self.steps.trans([start[name][2], se]),
+                                    self.steps.trans([start[name][3], sa]))
+        self._take_normal_forms(redo, res)
+        self.smt_fallback([g for g in redo if g.name in self.nf and g.status == "open"])
+
+    def _take_normal_forms(self, todo: list[GoalResult], res: NormaliseResult) -> None:
         self.rule_counts.update(res.rule_counts)
         for g in todo:
             if g.name in res.failed:
@@ -411,11 +382,12 @@ class _Run:
                 g.reason = "normal forms differ: " + _first_difference(nf_e, nf_a)
 
     # -- 3. egglog oracle and Z3 fallback -------------------------------------------------------
-    def smt_fallback(self) -> None:
+    def smt_fallback(self, open_: list[GoalResult] | None = None) -> None:
         """Open goals: exact rational identities (cas) and z3 on the smallest differing subterm
         pairs of the two normal forms; then the egglog oracle, advisory only, for the reason."""
 
-        open_ = [g for g in self.goals if g.name in self.nf and g.status == "open"]
+        if open_ is None:
+            open_ = [g for g in self.goals if g.name in self.nf and g.status == "open"]
         pairs = {g.name: _differing_pairs(*self.nf[g.name][:2]) for g in open_}
         self._discharge(open_, pairs)
         # congruence may split a pair wrongly (MAXIMUM(x, y) vs MAXIMUM(y, x)): retry the
@@ -429,31 +401,40 @@ class _Run:
 
     def _discharge(self, open_: list[GoalResult], pairs: dict[str, list[tuple[Term, Term]]]) -> None:
         from proofs.cas import cas_identity
+        from rewriting.signs import CONTEXT_FREE
 
+        keep = []
+        for g in open_:  # both sides of a cas / smt step must be defined on the spec's domain
+            sg = self.goal_signs.get(id(g), CONTEXT_FREE)
+            bad = next((x for e, a in pairs[g.name] for x in (e, a) if not sg.defined(x)), None)
+            if bad is None:
+                keep.append(g)
+            elif "not shown nonzero" not in g.reason:
+                g.reason += ("; a denominator in the differing subterms is not shown nonzero on "
+                             "the spec's domain (no cas / smt step)")
+        open_ = keep
         leaf: dict[tuple[int, int], int] = {}
         for g in open_:  # 3a. rational identities, replayed by the checker with sympy
             for e, a in pairs[g.name]:
                 if (id(e), id(a)) not in leaf and not self.timed_out() and \
                         cas_identity(self.table, self.node(e), self.node(a)) is None:
                     leaf[(id(e), id(a))] = self.steps.cas(self.node(e), self.node(a))
-        queries = []
-        cost = _SmtCost(self.smt_binding)
-        too_big: dict[str, str] = {}
-        for g in open_:  # 3b. z3 on the rest, if small enough
+        z3 = self.z3_fallback()
+        queries, failed_at = [], {}
+        for g in open_:  # 3b. z3 on the rest, at the sizes docs/soundness.md allows
             rest = [(e, a) for e, a in pairs[g.name] if (id(e), id(a)) not in leaf]
             for e, a in rest:
-                if cost(e) + cost(a) > SMT_MAX_ELEMENTS:
-                    too_big[g.name] = (f"{e.op.name} vs {a.op.name} is too large for the z3 "
-                                       f"fallback (> {SMT_MAX_ELEMENTS} scalar terms at reduced "
-                                       f"sizes)")
+                b, why = z3.binding(e, a)
+                if b is None:
+                    failed_at[g.name] = why
                     break
             else:
                 queries.extend((g.name, e, a) for e, a in rest)
-        answers = self._solve(queries)
+        answers = z3.solve(queries)
         used_smt: set[str] = set()
         for g in open_:
             nf_e, nf_a, se, sa = self.nf[g.name]
-            failed = too_big.get(g.name)
+            failed = failed_at.get(g.name)
             for e, a in pairs[g.name]:
                 if failed or (id(e), id(a)) in leaf:
                     continue
@@ -462,9 +443,7 @@ class _Run:
                     failed = (f"z3 on {e.op.name} vs {a.op.name}: "
                               f"{'timeout' if ans is None else ans[0]}")
                     break
-                leaf[(id(e), id(a))] = self.steps.smt(
-                    self.node(e), self.node(a), dict(self.smt_binding), ans[1], "unsat",
-                    f"z3 {_z3_version()}")
+                leaf[(id(e), id(a))] = z3.step(self.steps, e, a, ans[1])
                 used_smt.add(g.name)
             if failed:
                 if failed not in g.reason:
@@ -474,14 +453,8 @@ class _Run:
             g.proof = self.steps.chain(self.node(g.expected), [se, mid, self.steps.sym(sa)])
             g.status, g.reason = "proved", ""
             g.method = "smt" if g.name in used_smt else "rewrite"
-        smt_note = ("smt steps prove equality at the reduced dim sizes of their binding (real "
-                    "mesh sizes); shape reduction takes this to the real sizes")
-        if used_smt and smt_note not in self.assumptions:
-            self.assumptions.append(smt_note)
-        cas_note = ("cas steps: the denominators of the rational identities are non-zero where "
-                    "the spec is defined")
-        if any(s["kind"] == "cas" for s in self.steps.steps) and cas_note not in self.assumptions:
-            self.assumptions.append(cas_note)
+        if z3.reduced_used and SHAPE_REDUCTION not in self.assumptions:
+            self.assumptions.append(SHAPE_REDUCTION)
 
     def consult_oracle(self, goals: list[GoalResult]) -> None:
         """egglog's verdict on goals still open (uncertified: it only explains the reason).
@@ -502,45 +475,12 @@ class _Run:
     def _left(self) -> float:
         return max(0.1, self.deadline - time.monotonic())
 
-    def _solve(self, queries: list[tuple[str, Term, Term]]) -> dict[tuple[int, int], tuple[str, str]]:
-        """Run the Z3 queries (in a pool when jobs > 1); ``(id(e), id(a)) -> (answer, smt2)``."""
-        out: dict[tuple[int, int], tuple[str, str]] = {}
-        todo = []
-        for name, e, a in queries:
-            if (id(e), id(a)) in out or self.timed_out():
-                continue
-            try:
-                q = build_query(self.table, self.node(e), self.node(a), self.smt_binding,
-                                max_elements=2 * SMT_MAX_ELEMENTS)
-            except SmtError as err:
-                out[(id(e), id(a))] = (f"not encodable: {err}", "")
-                continue
-            todo.append((name, e, a, q))
-            out[(id(e), id(a))] = ("pending", q.smt2)
-        self.progress("smt", 0, len(todo))
-        if self.jobs > 1 and len(todo) > 1:
-            from proofs.executor import default_worker_memory_gb, limit_memory
-
-            gb = self.worker_memory_gb or default_worker_memory_gb(self.jobs)
-            with ProcessPoolExecutor(self.jobs, initializer=limit_memory,
-                                     initargs=(int(gb * 2**30), False)) as ex:
-                futs = [ex.submit(_solve_smt2, q.smt2, min(SMT_QUERY_S, self._left()))
-                        for *_, q in todo]
-                for k, ((_, e, a, q), f) in enumerate(zip(todo, futs)):
-                    try:
-                        ans = f.result()
-                    except Exception as err:  # noqa: BLE001 -- a dead worker leaves it open
-                        ans = f"worker failed: {type(err).__name__} (memory limit {gb:g} GB?)"
-                    out[(id(e), id(a))] = (ans, q.smt2)
-                    self.progress("smt", k + 1, len(todo))
-        else:
-            for k, (_, e, a, q) in enumerate(todo):
-                if self.timed_out():
-                    out[(id(e), id(a))] = ("timeout", q.smt2)
-                    continue
-                out[(id(e), id(a))] = (run_query(q, min(SMT_QUERY_S, self._left())), q.smt2)
-                self.progress("smt", k + 1, len(todo))
-        return out
+    def z3_fallback(self) -> Z3Fallback:
+        if self._z3 is None:
+            self._z3 = Z3Fallback(self.table, self.node, self.p.binding, jobs=self.jobs,
+                                  worker_memory_gb=self.worker_memory_gb, left=self._left,
+                                  timed_out=self.timed_out, progress=self.progress)
+        return self._z3
 
     # -- obligation cutting (proofs/cut.py) -----------------------------------------------------
     def cut(self) -> None:
@@ -663,6 +603,7 @@ class _Run:
         self.goals, self.by_name = new, {w.name: w for w in new}
         self.normalise()
         self.smt_fallback()
+        self.normalise_assuming()
         for w in new:
             saved_by[w.name] = w
         self.goals = [saved_by[w.name] for w in saved_goals]
@@ -801,9 +742,10 @@ class _Run:
         return Report(verdict=verdict, path=str(self.p.path), goals=self.goals,
                       counterexample=self.counterexample, seconds=self.seconds,
                       rule_counts=self.rule_counts, binding=self.p.binding, reduced=self.reduced,
-                      smt_binding=self.smt_binding, assumptions=tuple(self.assumptions),
+                      assumptions=tuple(self.assumptions),
                       problem=self.p, table=self.table, steps=self.steps, node_of=self.node_of,
-                      lemma_counts=dict(getattr(self, "lemma_counts", {})))
+                      lemma_counts=dict(getattr(self, "lemma_counts", {})),
+                      denominators=list(self.denominator_entries))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -859,27 +801,6 @@ def _closure(names: list[str], premises: dict[str, Any]) -> set[str]:
     return seen
 
 
-def _solve_smt2(smt2: str, timeout_s: float) -> str:
-    """Worker: solve an SMT-LIB2 text (the main process regenerates and records it)."""
-    import z3
-
-    s = z3.Solver()
-    s.set("timeout", max(1, int(timeout_s * 1000)))
-    s.from_string(smt2)
-    r = s.check()
-    if r == z3.unsat:
-        return "unsat"
-    if r == z3.sat:
-        return "sat"
-    return f"unknown: {s.reason_unknown()}"
-
-
-def _z3_version() -> str:
-    import z3
-
-    return z3.get_version_string()
-
-
 def _egglog_oracle() -> Callable[..., bool | None] | None:
     try:
         from rewriting import decide  # type: ignore[attr-defined]
@@ -895,85 +816,11 @@ def _egglog_oracle() -> Callable[..., bool | None] | None:
     return call
 
 
-def size_constant_suspects(roots: Sequence[Term], real: Binding, reduced: Binding) -> set[str]:
-    """Dims reduced for refutation whose real size a constant below ``roots`` may encode.
-
-    A constant ``c`` is suspect for dim ``d`` when ``|c|``, ``1/|c|``, ``c**2`` or ``1/c**2``
-    equals the real size of ``d`` (or of ``d`` times another reduced dim).
-    """
-    from fractions import Fraction
-
-    import sympy
-
-    dims = [d for d in real if d not in MESH_AXES and d in reduced and reduced[d] != real[d]]
-    if not dims:
-        return set()
-    sizes: dict[Fraction, set[str]] = {}
-    for i, d in enumerate(dims):
-        sizes.setdefault(Fraction(real[d]), set()).add(d)
-        for e in dims[i + 1:]:
-            sizes.setdefault(Fraction(real[d] * real[e]), set()).update((d, e))
-    out: set[str] = set()
-    for t in walk(list(roots)):
-        if t.op is not Op.CONST:
-            continue
-        v = sympy.nsimplify(t.attrs[0]) if not isinstance(t.attrs[0], Fraction) else t.attrs[0]
-        try:
-            c = abs(sympy.Rational(v) if isinstance(v, Fraction) else v)
-            cands = (c, 1 / c, c**2, 1 / c**2) if c != 0 else ()
-        except (TypeError, ZeroDivisionError):
-            continue
-        for x in cands:
-            x = sympy.nsimplify(x)
-            if isinstance(x, sympy.Rational) and x.q == 1:
-                out |= sizes.get(Fraction(int(x.p)), set())
-    return out
-
-
 def _unsupported(*roots: Term) -> str:
     for t in walk(list(roots)):
         if t.op is Op.REGION:
             return "a REGION node was not lowered (internal)"
     return ""
-
-
-class _SmtCost:
-    """An upper bound on the scalar terms of a term's encoding: elements of every node (all
-    ranks) summed over the term as a tree, capped (memoised: linear in the shared DAG)."""
-
-    def __init__(self, binding: Binding):
-        self.b = binding
-        self.memo: dict[int, int] = {}
-        self.keep: list[Term] = []
-
-    def own(self, t: Term) -> int:
-        n = 1
-        for d in t.dims:
-            n *= max(1, self.b.local_size(d)) if d.name in self.b else 1
-        for a in varying_axes(t):
-            n *= self.b[a] if a in self.b else 1
-        return n
-
-    def __call__(self, root: Term) -> int:
-        cap = SMT_MAX_ELEMENTS + 1
-        if id(root) in self.memo:
-            return self.memo[id(root)]
-        stack: list[tuple[Term, bool]] = [(root, False)]
-        while stack:  # post-order, not descending into memoised nodes
-            t, done = stack.pop()
-            if id(t) in self.memo:
-                continue
-            if not done:
-                stack.append((t, True))
-                stack.extend((c, False) for c in t.args if id(c) not in self.memo)
-                continue
-            try:
-                own = self.own(t)
-            except (KeyError, ValueError):
-                own = cap
-            self.memo[id(t)] = min(cap, own + sum(self.memo[id(c)] for c in t.args))
-            self.keep.append(t)
-        return self.memo[id(root)]
 
 
 def _differing_pairs(a: Term, b: Term) -> list[tuple[Term, Term]]:

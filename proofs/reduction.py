@@ -1,21 +1,27 @@
-"""Shape reduction: small dim sizes at which refutation and the Z3 fallback run.
+"""Shape reduction for the refuter's search: small dim sizes that keep what the program can see.
 
-Mesh axis sizes (and the micro-batch count ``mb``) keep their real values: the plan's
-collectives, scales and shard ownership are exercised exactly as on the real mesh. Dims shrink:
+Reduced sizes are a *search* device: a divergence found at them is reported only once confirmed
+(:mod:`proofs.confirm`), and a z3 query runs at the sizes :mod:`proofs.admissible` allows
+(``docs/soundness.md``). Mesh axis sizes (and the micro-batch count ``mb``) keep their real
+values. Dims shrink by *size class* (dims linked by a ``RENAME`` keep their ratio: a RoPE half
+``HD_half`` stays half of ``HD``): a class whose block sizes at the real sizes have gcd ``U`` (its
+*unit*: every shard, chunk and PERMUTE block is a multiple of it) is cut to ``m`` elements per unit,
+so every member ``d`` becomes ``size(d) / U * m`` and every block structure is kept:
 
-* a dim that a shard or chunk touches becomes a multiple of the product of the sizes along
-  every shard tuple it carries (``B`` over ``(dp, mb)`` -> a multiple of ``|dp| * |mb|``), times
-  2 (>= 2 elements per shard) when that stays under ``cheap`` elements;
-* other dims become ``base`` (3 by default: odd, so that an unintended split shows);
-* dims that must keep a size ratio shrink together by one common factor: dims related by a
-  ``RENAME`` (a RoPE half ``HD_half`` is half of ``HD``) and dims of equal real size (the
-  query and key sequence of a causal mask), so every relation the real sizes satisfy still
-  holds;
-* a dim a ``TOPK_MASK`` selects along keeps at least ``k + 2`` elements (:func:`min_sizes`):
-  below ``k`` top-k selects everything and the refuter could not see a selection bug (a
-  bottom-k plan, ``k`` off by one); ``k + 2`` leaves room for both ``k - 1`` and ``k + 1``;
-* a dim never grows past its real size (the real size satisfies every divisibility the plan
-  needs).
+* a class never cut by a shard or chunk gets ``m = base`` (3 by default: odd, so that an
+  unintended split shows); a sharded one 2 elements per unit while the largest member stays
+  under ``cheap`` elements, else 1;
+* a dim a ``TOPK_MASK`` selects along keeps at least ``k + 2`` elements (:func:`min_sizes`), and
+  every block a ``REDUCE_MAX`` reduces at least 3: enough for every case the op distinguishes
+  (``k - 1`` and ``k + 1`` selected; a block of 2 where ``sum - max - min`` is 0);
+* *size-dependent* dims (read by ``DIM_SIZE``, ``CAUSAL_MASK``, ``ROPE_*``, ``ONE_HOT``,
+  ``TOPK_MASK``, ``SHIFT``, or the range of an index input) that play a common role (share a
+  kind of :func:`proofs.admissible.size_kinds`) keep their equality relations (two causal masks
+  over dims of different sizes stay different; two RoPE half dims), and, for index-like dims
+  (positions compared with values), their order (``V2 < V`` stays ``V2 < V``) and their
+  divisibility when that costs at most twice the elements; dims of equal real size among them
+  scale together (the relations Rule L of ``docs/soundness.md`` requires of a confirmation);
+* a dim never grows past its real size.
 
 :func:`reduce_mesh` goes further for the refuter only: it also shrinks the mesh axes (and ``mb``)
 on which the program is generic, so that refutation costs the same at dp 1024 as at dp 4. It
@@ -33,37 +39,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from proofs.admissible import ORDERED_KINDS, related_alike, size_kinds
 from spec_lang.term import Binding, Op, Term, term, varying_axes, walk
 
-__all__ = ["MESH_AXES", "reduce_binding", "shard_products", "min_sizes", "MeshReduction",
-           "reduce_mesh", "eval_cost", "AXIS_LEAST", "AXIS_MAX_REPS"]
+__all__ = ["MESH_AXES", "reduce_binding", "min_sizes", "MeshReduction", "reduce_mesh",
+           "eval_cost", "AXIS_LEAST", "AXIS_MAX_REPS"]
 
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")
+MAX_LEAST = 3   # elements in every block a REDUCE_MAX reduces
 
 
 def _axis_size(binding: Mapping[str, int], a: str) -> int:
     return int(a.split("/")[1]) if a.startswith("#") else binding[a]
-
-
-def shard_products(roots: Iterable[Term], binding: Mapping[str, int]) -> tuple[
-        dict[str, int], list[tuple[str, str]]]:
-    """For each dim name: the lcm over its shard tuples of the product of their sizes; and the
-    pairs of dims related by a RENAME."""
-    req: dict[str, int] = defaultdict(lambda: 1)
-    pairs: list[tuple[str, str]] = []
-    for t in walk(list(roots)):
-        for d in t.dims:
-            p = math.prod(_axis_size(binding, a) for a in d.shards)
-            req[d.name] = math.lcm(req[d.name], p)
-        if t.op is Op.INPUT and len(t.attrs) > 3:  # index inputs range over a dim
-            req[t.attrs[3]] = req[t.attrs[3]]
-        if t.op is Op.RENAME and t.attrs[0] != t.attrs[1]:
-            pairs.append((t.attrs[0], t.attrs[1]))
-        if t.op is Op.PERMUTE:  # the block order needs len(order) equal blocks of the local dim
-            d = t.dim(t.attrs[0])
-            p = math.prod(_axis_size(binding, a) for a in d.shards) * len(t.attrs[1])
-            req[d.name] = math.lcm(req[d.name], p)
-    return dict(req), pairs
 
 
 def min_sizes(roots: Iterable[Term]) -> dict[str, int]:
@@ -77,53 +64,145 @@ def min_sizes(roots: Iterable[Term]) -> dict[str, int]:
     return need
 
 
-def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
-                   cheap: int = 1024) -> Binding:
-    """A binding with the same mesh axes and reduced dims (see the module docstring)."""
-    roots = list(roots)
-    req, pairs = shard_products(roots, binding)
-    need = min_sizes(roots)
-    dims = [n for n in binding if n not in MESH_AXES and n in req]
-    parent = {n: n for n in dims}
+@dataclass
+class _Group:
+    """Dims that shrink by one factor: ``size(d) / unit * m`` for every member ``d``."""
+
+    dims: list[str]
+    unit: int
+    least: int = 1          # least m
+    kinds: frozenset[str] = frozenset()   # size_kinds of the members (empty: not dependent)
+
+    @property
+    def dependent(self) -> bool:
+        return bool(self.kinds)
+
+
+def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
+    parent: dict[str, str] = {}
 
     def find(n: str) -> str:
+        parent.setdefault(n, n)
         while parent[n] != n:
             parent[n] = parent[parent[n]]
             n = parent[n]
         return n
 
-    def union(a: str, b: str) -> None:
-        if a in parent and b in parent:
-            parent[find(a)] = find(b)
-
-    for a, b in pairs:
-        union(a, b)
-    by_size: dict[int, str] = {}
-    for n in dims:
-        union(n, by_size.setdefault(binding[n], n))
-    comps: dict[str, list[str]] = defaultdict(list)
-    for n in dims:
-        comps[find(n)].append(n)
-    sizes = dict(binding)
-    for members in comps.values():
-        g = math.gcd(*(binding[n] for n in members))
-        q = {n: binding[n] // g for n in members}
-        # reduced(n) = q[n] * u; n's shard product must divide it
-        u0 = math.lcm(*(req[n] // math.gcd(req[n], q[n]) for n in members))
-        if u0 == 1 and all(req[n] == 1 for n in members):
-            u = base
-        elif max(q[n] for n in members) * u0 * 2 <= cheap:
-            u = 2 * u0
+    blocks: dict[str, int] = defaultdict(int)
+    kinds: dict[str, set[str]] = defaultdict(set)
+    least_el: dict[str, int] = dict(min_sizes(roots))   # elements in the whole dim
+    max_blocks: dict[str, int] = {}     # dim -> largest shard product of a block a max reduces
+    for t in walk(roots):
+        for d in t.dims:
+            if d.name in binding:
+                find(d.name)
+                p = math.prod(_axis_size(binding, a) for a in d.shards)
+                blocks[d.name] = math.gcd(blocks[d.name], binding[d.name] // p)
+        match t.op:
+            case Op.RENAME if t.attrs[0] != t.attrs[1]:
+                parent[find(t.attrs[0])] = find(t.attrs[1])
+            case Op.PERMUTE:   # the block order needs len(order) equal blocks of the local dim
+                d = t.dim(t.attrs[0])
+                p = math.prod(_axis_size(binding, a) for a in d.shards) * len(t.attrs[1])
+                blocks[d.name] = math.gcd(blocks[d.name], binding[d.name] // p)
+            case Op.REDUCE_MAX:
+                for d in t.attrs[0]:
+                    p = math.prod(_axis_size(binding, a) for a in t.args[0].dim(d).shards)
+                    max_blocks[d] = max(max_blocks.get(d, 1), p)
+            case _:
+                pass
+        for d, kind in size_kinds(t.op.name, t.attrs):
+            kinds[d].add(kind)
+    names = [n for n in binding if n not in MESH_AXES and (n in blocks or n in kinds)]
+    for n in names:
+        find(n)
+    members: dict[str, list[str]] = defaultdict(list)
+    for n in names:
+        members[find(n)].append(n)
+    out: list[_Group] = []
+    for ms in members.values():
+        unit = math.gcd(*(blocks[n] or binding[n] for n in ms))
+        least = 1
+        for n in ms:
+            if n in least_el:
+                least = max(least, -(-least_el[n] * unit // binding[n]))
+            if n in max_blocks:    # MAX_LEAST elements in every block a max reduces
+                least = max(least, -(-MAX_LEAST * max_blocks[n] * unit // binding[n]))
+        out.append(_Group(sorted(ms), unit, least,
+                          frozenset().union(*(kinds.get(n, set()) for n in ms))))
+    # size-dependent classes of equal real sizes shrink together (their equality is kept)
+    dep = [g for g in out if g.dependent]
+    merged: list[_Group] = [g for g in out if not g.dependent]
+    while dep:
+        g = dep.pop()
+        sizes = {binding[n] for n in g.dims}
+        same = [h for h in dep if sizes & {binding[n] for n in h.dims}]
+        for h in same:
+            dep.remove(h)
+            g = _Group(sorted(g.dims + h.dims), math.gcd(g.unit, h.unit),
+                       max(g.least, h.least), g.kinds | h.kinds)
+        if same:
+            dep.append(g)
         else:
-            u = u0
-        for n in members:  # a top-k dim keeps k + 2 elements (u stays a multiple of u0)
-            if n in need and q[n] * u < need[n]:
-                u = max(u, u0 * -(-need[n] // (q[n] * u0)))
-        if u > g:  # never past the real sizes (which satisfy every requirement)
-            u = g
-        for n in members:
-            sizes[n] = q[n] * u
+            merged.append(g)
+    return merged
+
+
+def reduce_binding(roots: Iterable[Term], binding: Binding, *, base: int = 3,
+                   cheap: int = 1024) -> Binding:
+    """A binding with the same mesh axes and reduced dims (see the module docstring)."""
+    roots = list(roots)
+    sizes = dict(binding)
+    done: list[tuple[int, int, frozenset[str]]] = []   # size-dependent dims placed so far
+
+    def m0(g: _Group) -> int:
+        if g.unit == math.gcd(*(binding[n] for n in g.dims)):   # never cut by a shard or chunk
+            m = base
+        else:
+            m = 2 if max(binding[n] // g.unit for n in g.dims) * 2 <= cheap else 1
+        return min(g.unit, max(m, g.least))
+
+    groups = _groups(roots, binding)
+    for g in sorted(groups, key=lambda g: (min(binding[n] for n in g.dims), g.dims)):
+        m = m0(g)
+        if g.dependent:
+            m = _related(g, binding, m, done)
+            done += [(binding[n], binding[n] // g.unit * m, g.kinds) for n in g.dims]
+        for n in g.dims:
+            sizes[n] = binding[n] // g.unit * m
     return Binding(sizes)
+
+
+def _related(g: _Group, binding: Binding, m: int, done: list[tuple[int, int, frozenset[str]]]
+             ) -> int:
+    """The least ``m' >= m`` at which every member keeps, with the size-dependent dims placed so
+    far, the relations :func:`proofs.admissible.related_alike` requires (divisibility too where
+    they share an ordered kind, within twice that); ``g.unit`` (the real sizes) when none does."""
+    lo, hi = m, g.unit
+    for n in g.dims:
+        r, q = binding[n], binding[n] // g.unit
+        for ra, sa, ka in done:
+            if not ka & g.kinds & ORDERED_KINDS:
+                continue
+            if ra < r:
+                lo = max(lo, sa // q + 1)
+            elif ra > r:
+                hi = min(hi, -(-sa // q) - 1)
+
+    def alike(m2: int) -> bool:
+        return all(related_alike(g.kinds, ka, binding[n], ra, binding[n] // g.unit * m2, sa)
+                   for n in g.dims for ra, sa, ka in done)
+
+    def divides_alike(m2: int) -> bool:
+        return all((binding[n] % ra == 0) == ((binding[n] // g.unit * m2) % sa == 0) and
+                   (ra % binding[n] == 0) == (sa % (binding[n] // g.unit * m2) == 0)
+                   for n in g.dims for ra, sa, ka in done if ka & g.kinds & ORDERED_KINDS)
+
+    first = next((m2 for m2 in range(lo, hi + 1) if alike(m2)), None)
+    if first is None:
+        return g.unit
+    return next((m2 for m2 in range(first, min(hi, 2 * first) + 1)
+                 if alike(m2) and divides_alike(m2)), first)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,12 @@
 One evaluation covers every rank (the evaluator vectorises over rank axes) and every goal
 (shared subterms are evaluated once). A mismatch is a definite bug over the reals, up to the
 float64 tolerance used here (``rtol`` 1e-7 relative to the goal's magnitude), which is many
-orders of magnitude above float64 round-off at these sizes and below any real scaling error.
+orders of magnitude above float64 round-off at these sizes and below any real scaling error;
+a value that is finite on one side only is a mismatch too. Goals whose plan side divides by
+something the input domains do not show nonzero are also evaluated on domain-valid edge cases
+(:mod:`proofs.edges`: a fully padded sequence, an empty rank share or micro-batch, an empty
+expert); an edge draw on which the spec itself is not finite is outside the spec's domain
+and skipped.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from typing import Any
 import numpy as np
 
 from proofs.counterexample import Counterexample, constant_ratio, explain_ratio, goal_order
-from proofs.replay import REPLAY_ERRORS, RTOL, aligned as _aligned, differs as _differs, replay
+from proofs.edges import edge_cases, needs_edges
+from proofs.replay import (
+    REPLAY_ERRORS, RTOL, aligned as _aligned, apply_edge, differs as _differs, replay,
+)
 from spec_lang.evaluate import EvaluationError, evaluate, sample_inputs
 from spec_lang.term import Binding, Op, Term, TermError, term, walk
 
@@ -74,6 +82,17 @@ def refute(goals: Sequence[Any], reduced: Binding, mesh: Mapping[str, int], *,
                 continue
             if _differs(de, da).any():
                 bad[g.name] = (g, seed, axes, np.array(de), np.array(da))
+    edge: dict[str, Any] | None = None
+    first = min((v[0] for v in bad.values()), key=goal_order(goals), default=None)
+    if first is None or _nonfinite_only_in_plan(bad[first.name][3], bad[first.name][4]):
+        # no divergence, or a NaN plan value on a random draw: an edge case says which input
+        # makes it (a fully padded sequence, an empty expert) and is what the replay records
+        found: dict[str, Any] = {}
+        edge = _edge_search(goals, reduced, seeds[0], found)
+        if edge is not None and (first is None or first.name in found):
+            bad = found
+        else:
+            edge = None
     order = sorted((v[0] for v in bad.values()), key=goal_order(goals))
     if not order:
         return Refutation([], None, skipped)
@@ -84,18 +103,54 @@ def refute(goals: Sequence[Any], reduced: Binding, mesh: Mapping[str, int], *,
     for seed in dict.fromkeys((first_seed, *range(REPLAY_SEEDS))):
         for cand in (order, order[:1]):
             try:
-                vals = replay([(g.expected, g.actual) for g in cand], reduced, seed)
+                vals = replay([(g.expected, g.actual) for g in cand], reduced, seed, edge)
             except REPLAY_ERRORS:
                 continue
             kept = [(g, v) for g, v in zip(cand, vals) if _differs(v[1], v[2]).any()]
             if kept:
                 g, (axes, de, da) = kept[0]
-                return Refutation([x for x, _ in kept], _counterexample(
-                    g, seed, axes, np.array(de), np.array(da), reduced, mesh,
-                    [x.name for x, _ in kept[1:]]), skipped)
+                cx = _counterexample(g, seed, axes, np.array(de), np.array(da), reduced, mesh,
+                                     [x.name for x, _ in kept[1:]])
+                cx.edge = edge
+                return Refutation([x for x, _ in kept], cx, skipped)
     for g in order:  # a divergence no replay reproduces is not reported as a refutation
         skipped.setdefault(g.name, "values differed on one random draw but not on a replay")
     return Refutation([], None, skipped)
+
+
+def _nonfinite_only_in_plan(de: np.ndarray, da: np.ndarray) -> bool:
+    """Some element is finite in the spec and not in the plan."""
+    return bool((np.isfinite(de) & ~np.isfinite(da)).any())
+
+
+def _edge_search(goals: Sequence[Any], reduced: Binding, seed: int,
+                 bad: dict[str, Any]) -> dict[str, Any] | None:
+    """Evaluate the goals whose plan side may divide by 0 on each edge case (``proofs.edges``);
+    the first edge case on which some goal diverges (its spec finite) is returned, the goals
+    recorded in ``bad``."""
+    todo = [g for g, need in zip(goals, needs_edges([g.actual for g in goals])) if need]
+    if not todo:
+        return None
+    roots = [t for g in todo for t in (g.expected, g.actual)]
+    for edge in edge_cases(roots, reduced):
+        rng = np.random.default_rng(seed)
+        try:
+            inputs = sample_inputs(roots, reduced, rng)
+            apply_edge(inputs, edge, roots, reduced)
+            vals = evaluate(roots, reduced, inputs, rng=rng, keep="roots")
+        except (EvaluationError, TermError, ValueError, FloatingPointError):
+            continue
+        for g in todo:
+            try:
+                axes, de, da = _aligned(vals[g.expected], vals[g.actual])
+            except ValueError:
+                continue
+            # a spec value that is not finite: the edge case is outside the spec's domain
+            if np.isfinite(de).all() and _differs(de, da).any():
+                bad[g.name] = (g, seed, axes, np.array(de), np.array(da))
+        if bad:
+            return edge
+    return None
 
 
 def _counterexample(g: Any, seed: int, axes: tuple[str, ...], de: np.ndarray, da: np.ndarray,
@@ -118,12 +173,18 @@ def _counterexample(g: Any, seed: int, axes: tuple[str, ...], de: np.ndarray, da
         ratio = constant_ratio(np.asarray(dsub), np.asarray(asub))
     hint = explain_ratio(ratio, mesh) if ratio is not None else ""
     tensor = g.name.split(":", 1)[1] if ":" in g.name else g.name
-    return Counterexample(
+    cx = Counterexample(
         goal=g.name, kind=g.kind, tensor=tensor, placement=getattr(g, "placement", "") or "",
         site=getattr(g, "site", "") or "<unknown>:0", rank=rank,
         index={d: first[nr + k] for k, d in enumerate(dim_axes)}, values=values, ratio=ratio,
         hint=hint, reduced_binding={k: int(v) for k, v in reduced.items()}, seed=seed,
         others=others)
+    x, y = float(de[tuple(first)]), float(da[tuple(first)])
+    if np.isfinite(x) != np.isfinite(y):   # issue 10: NaN / inf on one side only
+        what = (lambda v: "NaN" if np.isnan(v) else "inf" if v > 0 else "-inf")
+        cx.nonfinite = (f"is {what(y)} where the spec is finite" if np.isfinite(x) else
+                        f"is finite where the spec is {what(x)}")
+    return cx
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ A NOT EQUIVALENT certificate names the diverging goals, the (reduced) sizes and 
 sides of every named goal are evaluated with the trusted reference semantics
 (:func:`spec_lang.evaluate.evaluate`) on inputs drawn by :func:`spec_lang.evaluate.sample_inputs`
 from ``numpy.random.default_rng(seed)`` (the same generator then draws the ``PART`` addends),
-the goals' terms taken in order ``[expected_1, actual_1, expected_2, ...]``. A goal diverges
-when some element differs by more than the float64 tolerance of :func:`differs`.
+the goals' terms taken in order ``[expected_1, actual_1, expected_2, ...]``, with an optional
+domain-valid *edge case* applied to the draw (:func:`apply_edge`: a fully padded sequence, an
+empty rank's or micro-batch's share of the batch, an expert no token selects). A goal diverges
+when some element differs by more than the float64 tolerance of :func:`differs`, or is finite on
+one side and not on the other (issue 10: a plan that is NaN where the spec is finite).
 
 This module is part of the checker's trusted base: it imports only numpy and ``spec_lang``.
 """
@@ -20,9 +23,10 @@ import numpy as np
 from spec_lang.evaluate import EvaluationError, NamedArray, evaluate, sample_inputs
 from spec_lang.term import Binding, TermError
 
-__all__ = ["RTOL", "REPLAY_ERRORS", "aligned", "differs", "replay"]
+__all__ = ["RTOL", "REPLAY_ERRORS", "EXCLUDE", "aligned", "differs", "replay", "apply_edge"]
 
 RTOL = 1e-7
+EXCLUDE = 1e6  # a selection score no top-k picks: the ``exclude`` edge case (an empty expert)
 REPLAY_ERRORS = (EvaluationError, TermError, ValueError, FloatingPointError)
 
 
@@ -39,24 +43,81 @@ def aligned(e: NamedArray, a: NamedArray) -> tuple[tuple[str, ...], np.ndarray, 
 
 
 def differs(de: np.ndarray, da: np.ndarray) -> np.ndarray:
-    """Elements where spec and plan differ: both finite and ``|de - da|`` above ``RTOL`` relative
-    to the goal's magnitude (many orders of magnitude above float64 round-off at reduced sizes)."""
-    ok = np.isfinite(de) & np.isfinite(da)
+    """Elements where spec and plan differ: finite on one side only (NaN or inf where the other
+    is finite: a division by a count the domain allows to be 0), or both finite and
+    ``|de - da|`` above ``RTOL`` relative to the goal's magnitude (many orders of magnitude
+    above float64 round-off at reduced sizes)."""
+    fe, fa = np.isfinite(de), np.isfinite(da)
+    ok = fe & fa
     scale = float(np.max(np.abs(de[ok]))) if ok.any() else 1.0
     tol = RTOL * max(scale, 1e-300) + 1e-12
-    return ok & (np.abs(de - da) > tol + RTOL * np.abs(de))
+    with np.errstate(invalid="ignore"):
+        return (fe != fa) | (ok & (np.abs(de - da) > tol + RTOL * np.abs(de)))
+
+
+def apply_edge(inputs: dict[str, np.ndarray], edge: Mapping[str, Any] | None,
+               roots: Sequence[Any], binding: Binding) -> None:
+    """Apply a domain-valid edge case to a draw of :func:`spec_lang.evaluate.sample_inputs`.
+
+    ``edge``: ``{"kind": "zero-block", "input": m, "dim": d, "parts": n, "block": i}`` sets
+    block ``i`` of ``n`` equal blocks along dim ``d`` of the ``mask`` input ``m`` to 0 (a fully
+    padded sequence, rank share or micro-batch); the mask must keep a 1 (its domain: the batch
+    has a token). ``{"kind": "exclude", "input": x, "dim": d, "index": i}`` sets index ``i``
+    along ``d`` of the ``real`` input ``x`` to ``-EXCLUDE`` (a selection bias no top-k picks: an
+    expert that receives no tokens). ``None``: no change.
+
+    Raises:
+        ValueError: an unknown kind, input or dim, a block or index out of range, or a result
+            outside the input's declared domain.
+    """
+    if edge is None:
+        return
+    from spec_lang.term import Op, walk
+
+    kind, name, dim = edge.get("kind"), edge.get("input"), edge.get("dim")
+    node = next((t for t in walk(list(roots)) if t.op is Op.INPUT and t.attrs[0] == name), None)
+    if node is None or name not in inputs:
+        raise ValueError(f"edge case: no input {name!r} in the replayed goals")
+    names = [d.name for d in node.dims]
+    if dim not in names:
+        raise ValueError(f"edge case: input {name!r} has no dim {dim!r}")
+    x = np.moveaxis(inputs[name], names.index(dim), 0)   # a view: writes go to the input
+    n = x.shape[0]
+    if kind == "zero-block":
+        parts, block = edge.get("parts"), edge.get("block")
+        if node.attrs[2] != "mask" or not all(isinstance(v, int) and not isinstance(v, bool)
+                                              for v in (parts, block)) \
+                or not (2 <= parts <= n and n % parts == 0 and 0 <= block < parts):
+            raise ValueError(f"edge case: zero-block needs a mask input and a block of a "
+                             f"partition of {dim} (size {n}), got {dict(edge)}")
+        x[block * (n // parts):(block + 1) * (n // parts)] = 0.0
+        if not inputs[name].any():
+            raise ValueError(f"edge case: {name!r} has no 1 left (outside the mask domain)")
+    elif kind == "exclude":
+        i = edge.get("index")
+        if node.attrs[2] != "real" or not isinstance(i, int) or isinstance(i, bool) \
+                or not 0 <= i < n:
+            raise ValueError(f"edge case: exclude needs a real input and an index of {dim} "
+                             f"(size {n}), got {dict(edge)}")
+        x[i] = -EXCLUDE
+    else:
+        raise ValueError(f"edge case: unknown kind {kind!r}")
 
 
 def replay(pairs: Sequence[tuple[Any, Any]], binding: Mapping[str, int] | Binding,
-           seed: int) -> list[tuple[tuple[str, ...], np.ndarray, np.ndarray]]:
-    """Evaluate each ``(expected, actual)`` pair on one random draw; aligned values per pair.
+           seed: int, edge: Mapping[str, Any] | None = None
+           ) -> list[tuple[tuple[str, ...], np.ndarray, np.ndarray]]:
+    """Evaluate each ``(expected, actual)`` pair on one random draw (with the edge case
+    ``edge`` applied, :func:`apply_edge`); aligned values per pair.
 
     Raises:
-        EvaluationError, TermError, ValueError, FloatingPointError: a term cannot be evaluated.
+        EvaluationError, TermError, ValueError, FloatingPointError: a term cannot be evaluated,
+            or the edge case is not a domain-valid one.
     """
     b = binding if isinstance(binding, Binding) else Binding(dict(binding))
     rng = np.random.default_rng(seed)
     roots = [t for p in pairs for t in p]
     inputs = sample_inputs(roots, b, rng)
+    apply_edge(inputs, edge, roots, b)
     vals = evaluate(roots, b, inputs, rng=rng, keep="roots")
     return [aligned(vals[e], vals[a]) for e, a in pairs]

@@ -14,7 +14,9 @@ is sorted (storage order carries no meaning, ``docs/verifier-internals.md`` sect
 equal expressions built in different orders are the same hash-consed node.
 
 **Constants** are exact: a rational is always a :class:`fractions.Fraction` (never an ``int``
-or a sympy ``Rational``), anything else is a sympy number (``sqrt(2)/16``).
+or a sympy ``Rational``), anything else is a sympy radical sum (``sqrt(2)/16``) that a
+certificate can state (:mod:`spec_lang.exact_numbers`); a fold whose result is not one (``1/(1 +
+sqrt(2))``, ``sqrt(1 + sqrt(2))``) does not fire.
 
 **Structural key** (:func:`skey`): a 128-bit digest computed bottom-up from op, attrs, dims and
 the children's keys. It orders the operands of ``ADD``/``MUL``/``EINSUM`` deterministically
@@ -30,10 +32,12 @@ from typing import Any
 
 import sympy
 
+from spec_lang.exact_numbers import NotCertifiable, certificate_form
+from spec_lang.exact_numbers import certifiable as _certifiable
 from spec_lang.term import ELEMENTWISE, DimSpec, Op, Term, TermError, term, varying_axes
 
 __all__ = [
-    "Num", "num", "is_rational", "num_mul", "num_add", "num_pow", "pow_is_real",
+    "Num", "num", "is_rational", "num_mul", "num_add", "num_pow", "pow_is_real", "certifiable",
     "dimspec", "sort_dims", "union_dims", "elementwise", "einsum", "const", "inp",
     "add", "mul", "neg", "recip", "pow_", "unary", "shard", "part", "all_reduce", "all_gather",
     "reduce_scatter", "broadcast", "reduce_max", "rename", "chunk", "concat", "one_hot",
@@ -95,6 +99,12 @@ def pow_is_real(c: Num, e: Fraction) -> bool:
     if e.denominator == 1 or e.denominator % 2 == 1:
         return c != 0 or e > 0
     return bool(_sym(c) > 0) if not isinstance(c, Fraction) else c > 0
+
+
+def certifiable(v: Num) -> bool:
+    """Whether a certificate can state the number ``v`` (a fold whose result it cannot state
+    does not fire; :mod:`spec_lang.exact_numbers`)."""
+    return _certifiable(v)
 
 
 def num_pow(c: Num, e: Fraction) -> Num:
@@ -291,23 +301,26 @@ def all_to_all(x: Term, a: str, split: str, concat: str) -> Term:
 # -- attribute encoding and the structural key ----------------------------------------------
 def encode_attr(x: Any) -> Any:
     """JSON form of an attribute, the same as ``proofs/kernel.py``'s ``encode_attr``:
-    Fraction -> ``{"q": "p/q"}``, sympy number -> ``{"sympy": srepr}``, tuple -> list."""
+    Fraction -> ``{"q": "p/q"}``, a non-rational exact number -> ``{"alg": [...]}``
+    (:func:`spec_lang.exact_numbers.certificate_form`), tuple -> list.
+
+    Raises:
+        TermError: ``x`` has no encoding."""
     if x is None or isinstance(x, bool):
         return x
     if isinstance(x, str):
         return str(x)
     if isinstance(x, int):
         return int(x)
-    if isinstance(x, Fraction):
-        return {"q": f"{x.numerator}/{x.denominator}"}
     if isinstance(x, (tuple, list)):
         return [encode_attr(y) for y in x]
     if isinstance(x, frozenset):
         return {"set": sorted(repr(encode_attr(y)) for y in x)}
-    if isinstance(x, sympy.Basic):
-        if x.is_Rational:
-            return {"q": f"{int(x.p)}/{int(x.q)}"}
-        return {"sympy": sympy.srepr(x)}
+    if isinstance(x, Fraction | sympy.Basic):
+        try:
+            return certificate_form(x)
+        except NotCertifiable as e:
+            raise TermError(f"attribute {x!r}: {e}") from None
     raise TermError(f"attribute {x!r} of type {type(x).__name__} has no encoding")
 
 

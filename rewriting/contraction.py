@@ -17,8 +17,9 @@ from rewriting import build as b
 from rewriting.canonical import canon_mul as _canon_mul
 from rewriting.canonical import dimnames as _dimnames
 from rewriting.canonical import mono
-from rewriting.instances import draw_binding, draw_const, draw_dims, fresh
+from rewriting.instances import draw_binding, draw_const, draw_dims, fresh, nonzero_base
 from rewriting.rule import Draw, Rule, Subst, always, register
+from rewriting.signs import Signs, product_keeps_definedness, signs_for
 
 __all__: list[str] = []
 
@@ -118,10 +119,11 @@ _rule("einsum-scalar-out", "EINSUM(xs, out) = MUL(scalars..., EINSUM(rest, out))
       guard=_einsum_scalar_ok, sample=_sample_einsum_scalar)
 
 
-def _einsum_factors(xs: tuple[Term, ...]) -> tuple[Term, ...]:
+def _einsum_factors(xs: tuple[Term, ...], signs: Signs) -> tuple[Term, ...]:
     """The operands of a contraction as one canonical product: MUL operands spliced in, equal
-    bases merged into POW (the contraction multiplies its operands pointwise)."""
-    ys = [y for y in _canon_mul(xs) if y.op is not Op.CONST]
+    bases merged into POW where that keeps definedness (the contraction multiplies its operands
+    pointwise)."""
+    ys = [y for y in _canon_mul(xs, signs) if y.op is not Op.CONST]
     return tuple(sorted(ys, key=b.skey))
 
 
@@ -131,7 +133,7 @@ def _match_einsum_mul(t: Term, bd: Binding) -> Subst | None:
         return None
     if any(not x.dims for x in t.args):
         return None  # scalars leave first (einsum-scalar-out)
-    ys = _einsum_factors(t.args)
+    ys = _einsum_factors(t.args, signs_for(bd))
     if Counter(map(id, ys)) == Counter(map(id, t.args)) or not ys:
         return None
     return {"xs": t.args, "out": t.attrs[0], "ys": ys}
@@ -141,7 +143,8 @@ def _einsum_mul_ok(s: Subst, bd: Binding) -> bool:
     c1, e1 = mono(s["xs"])
     c2, e2 = mono(s["ys"])
     return (c1 == c2 == 1 and e1 == e2 and bool(s["ys"])
-            and _dimnames(s["xs"]) == _dimnames(s["ys"]))
+            and _dimnames(s["xs"]) == _dimnames(s["ys"])
+            and product_keeps_definedness(s["xs"], s["ys"], signs_for(bd)))
 
 
 def _sample_einsum_mul(draw: Draw) -> tuple[Term, Binding]:
@@ -152,12 +155,14 @@ def _sample_einsum_mul(draw: Draw) -> tuple[Term, Binding]:
     if k == 1:  # a product operand
         return b.einsum(sorted([b.mul(g, fresh(["B"])), w], key=b.skey), ["B", "F"]), \
             draw_binding(draw)
-    return b.einsum(sorted([g, b.pow_(g, -1), w], key=b.skey), ["F"]), draw_binding(draw)
+    n = nonzero_base(draw, ["B", "H"], product=False)  # n^-1 * n cancels only where n != 0 (signs.py)
+    return b.einsum(sorted([n, b.pow_(n, -1), w], key=b.skey), ["F"]), draw_binding(draw)
 
 
 # a contraction multiplies its operands pointwise: they form one canonical product
 _rule("einsum-mul-canon", "EINSUM(xs, out) = EINSUM(ys, out) (ys: the product's canonical factors)",
-      "mono(xs) == mono(ys) with constant 1, ys non-empty, the dims are the same set", {Op.EINSUM},
+      "mono(xs) == mono(ys) with constant 1, ys non-empty, the dims are the same set; both sides "
+      "defined at the same inputs of the spec's domain (rewriting/signs.py)", {Op.EINSUM},
       match=_match_einsum_mul, lhs=lambda s: b.einsum(s["xs"], s["out"]),
       rhs=lambda s, bd: b.einsum(s["ys"], s["out"]), guard=_einsum_mul_ok,
       sample=_sample_einsum_mul)
@@ -231,7 +236,7 @@ def _concat_content(xs: tuple[Term, ...]):
 
 def _match_concat_content(t: Term, bd: Binding) -> Subst | None:
     c = _concat_content(t.args)
-    if c == 1:
+    if c == 1 or not b.certifiable(b.num_pow(b.num(c), Fraction(-1))):
         return None
     return {"xs": t.args, "d": t.attrs[0], "cshards": t.dim(t.attrs[0]).shards, "c": c}
 

@@ -33,6 +33,7 @@ from rewriting import permute as _permute  # noqa: F401  (after lifting: SHARD f
 from rewriting import expshift as _expshift  # noqa: F401  (max shifts of exp)
 from rewriting.build import _missing, encode_attr
 from rewriting.rule import RULES, Rule, RuleError, Subst, rules_for
+from rewriting.signs import SignedBinding, Signs
 
 __all__ = ["normalise", "Normaliser", "ProofLog", "Record", "Step", "NormaliseError",
            "RULESET", "LOG_FORMAT", "LOG_VERSION", "first_difference"]
@@ -222,10 +223,12 @@ class Normaliser:
         check: re-build ``lhs(σ)`` for every fired rule and compare with the node, re-run the
             guard and check that the rewrite keeps the dims (a self-check for tests; the
             certificate checker re-verifies every step anyway).
+        signs: the sign facts of the spec's domain that the guards of cancelling rules consult
+            (``rewriting/signs.py``; default: the input domains alone).
     """
 
-    def __init__(self, binding: Binding, *, check: bool = False):
-        self.binding = binding
+    def __init__(self, binding: Binding, *, check: bool = False, signs: Signs | None = None):
+        self.binding = binding if signs is None else SignedBinding(binding, signs)
         self.check = check
         self.log = ProofLog(binding)
         self._nf: dict[Term, Term] = {}

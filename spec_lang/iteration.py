@@ -22,7 +22,10 @@ from spec_lang.placement import (
     placement_errors,
 )
 from spec_lang.ops import sqrt
-from spec_lang.optim import clip_coefficient, global_norm_sq
+from spec_lang.optim import (
+    GradOrNone, apply_step, clip_coefficient, first_counter, global_norm_sq, optimizer_for,
+    run_init, tensor_state,
+)
 from spec_lang.plan import Loss, Plan
 from spec_lang.problem import CutPoint, Goal, Problem
 from spec_lang.spec import Params, Spec, input_term
@@ -33,9 +36,9 @@ __all__ = ["Iteration", "trace_spec", "trace_plan", "build_problem", "DEFAULT_AS
 
 DEFAULT_ASSUMPTIONS: tuple[str, ...] = (
     "equality is over the reals (floating-point effects are the precision lint's job)",
-    "every RECIP argument is nonzero, every LOG / RSQRT argument positive, every SQRT argument "
-    "non-negative (e.g. the token count N = sum(mask) > 0)",
 )
+"""What every verdict assumes. The spec's denominators are not assumed wholesale: the prover
+lists those the input domains do not settle (``proofs/denominators.py``, issue 10)."""
 
 
 @dataclass(frozen=True)
@@ -124,9 +127,11 @@ def trace_spec(spec: Spec) -> Iteration:
             coef = clip_coefficient(total, spec.clip_grad_norm)
             gts = {k: g * coef for k, g in gts.items()}
         for k, g in gts.items():
-            state = {st: Tensor(_state_term(spec, st, dom, k), spec.site)
-                     for st, dom in spec.optimizer.state().items()}
-            new = spec.optimizer.update(k, params[k], g, state)
+            opt = optimizer_for(spec.optimizer, k)
+            state = tensor_state(opt, params[k], {
+                st: Tensor(_state_term(spec, st, dom, k), spec.site)
+                for st, dom in opt.state().items()})
+            new = apply_step(opt, k, params[k], g, state, first_counter(opt))
             for name, t in new.items():
                 outputs[name], kinds[name] = t.term, ("param" if name == k else "state")
     cuts, adjoints = _cut_terms(ctx)
@@ -185,11 +190,57 @@ def _gather_param(plan: Plan, k: str, new: Tensor, local: Tensor, shard: Tensor)
     return out
 
 
-def _held(plan: Plan, final: Mapping[str, Tensor]) -> dict[str, Tensor]:
+def _present_grad(g: Tensor | GradOrNone) -> Tensor:
+    """A gradient as a value: ``present * g`` for a :class:`GradOrNone` (None reads as 0)."""
+    return g.present * g.grad if isinstance(g, GradOrNone) else g
+
+
+def _scaled(g: Tensor | GradOrNone, coef: Tensor) -> Tensor | GradOrNone:
+    """``g * coef`` (clipping), keeping a :class:`GradOrNone`'s presence."""
+    if isinstance(g, GradOrNone):
+        return GradOrNone(g.grad * coef, g.present)
+    return g * coef
+
+
+@dataclass(frozen=True)
+class _OptimizerStart:
+    """One parameter after the plan's ``optimizer_init``: the value the forward reads, the
+    optimizer's shard, its state and step counter."""
+
+    param: Tensor
+    shard: Tensor
+    state: dict[str, Tensor]
+    counter: int | None
+
+
+def _run_optimizer_init(plan: Plan, spec: Spec, opt: object, params: Mapping[str, Tensor]
+                        ) -> dict[str, _OptimizerStart]:
+    """Run ``plan.optimizer_init`` (zero-gradient steps before the iteration) on every
+    parameter's optimizer shard; the updated shard is gathered back (``gather_params``) into the
+    parameter the forward then reads."""
+    mesh = plan.mesh.sizes
+    out: dict[str, _OptimizerStart] = {}
+    for k in spec.params:
+        o = optimizer_for(opt, k)
+        opl = plan.optimizer_placement(k)
+        local = params[k]
+        shard = local if opl == plan.placements.get(k, {}) else Tensor(
+            lineage(spec.param_term(k), opl, mesh), plan.site, k)
+        state = tensor_state(o, shard, {
+            st: Tensor(lineage(_state_term(spec, st, dom, k), opl, mesh), plan.site)
+            for st, dom in o.state().items()})
+        new, state, counter = run_init(o, k, shard, state, first_counter(o), plan.optimizer_init)
+        param = _gather_param(plan, k, new, local, shard)
+        out[k] = _OptimizerStart(param, param if shard is local else new, state, counter)
+    return out
+
+
+def _held(plan: Plan, final: Mapping[str, Tensor | GradOrNone]) -> dict[str, Tensor]:
     """The gradients ``grad_norm_sq`` reads: with a pipeline, each exists only on the stages
     holding its parameter (``Pipeline.held_grads``)."""
+    plain = {k: _present_grad(g) for k, g in final.items()}
     held = getattr(plan.schedule, "held_grads", None)
-    return held(final) if held is not None else dict(final)
+    return held(plain) if held is not None else plain
 
 
 def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMap]]:
@@ -211,9 +262,12 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
     outputs: dict[str, Term] = {}
     kinds: dict[str, str] = {}
     where: dict[str, PlacementMap] = {}
+    opt = plan.optimizer if plan.optimizer is not None else spec.optimizer
     with tracing(ctx):
         params = {k: Tensor(lineage(spec.param_term(k), plan.placements.get(k, {}), mesh),
                             plan.site, k) for k in spec.params}
+        pre = _run_optimizer_init(plan, spec, opt, params) if plan.optimizer_init else {}
+        params = {k: pre[k].param if k in pre else v for k, v in params.items()}
         data = {}
         for k in spec.data:
             x = lineage(spec.data_term(k), plan.placements.get(k, {}), mesh)
@@ -244,31 +298,40 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
         outputs["loss"], kinds["loss"] = rep, "loss"
         where["loss"] = {}
         sites = {"loss": report.site}
-        opt = plan.optimizer if plan.optimizer is not None else spec.optimizer
-        final: dict[str, Tensor] = {}
+        final: dict[str, Tensor | GradOrNone] = {}
         shard: dict[str, Tensor] = {}
         for k, g in zip(spec.params, grads):
             opl = plan.optimizer_placement(k)
-            shard[k] = params[k] if opl == plan.placements.get(k, {}) else Tensor(
-                lineage(spec.param_term(k), opl, mesh), plan.site, k)
+            if k in pre:
+                shard[k] = pre[k].shard
+            else:
+                shard[k] = params[k] if opl == plan.placements.get(k, {}) else Tensor(
+                    lineage(spec.param_term(k), opl, mesh), plan.site, k)
             gt = Tensor(g, plan.site, f"grad:{k}")
             r = plan.reducer(k)
             if r is not None:
                 gt_in, gt = gt, r(k, gt)
                 check = getattr(plan.schedule, "check_reduced", None)
                 if check is not None:      # no pp collective on a one-stage gradient
-                    check(k, gt_in, gt)
+                    check(k, gt_in, _present_grad(gt))
             # dims are named: their storage order carries no meaning (docs/dsl.md section 2)
-            if not isinstance(gt, Tensor) or sorted(gt.term.dims, key=repr) != sorted(
+            gv = gt.grad if isinstance(gt, GradOrNone) else gt
+            if not isinstance(gv, Tensor) or sorted(gv.term.dims, key=repr) != sorted(
                     shard[k].term.dims, key=repr):
-                got = gt.describe() if isinstance(gt, Tensor) else repr(gt)
+                got = gv.describe() if isinstance(gv, Tensor) else repr(gv)
                 raise PlanError(f"{plan.site}: the gradient of {k} handed to the optimizer is "
                                 f"{got}; it must have the optimizer's local type "
                                 f"{shard[k].describe()} ({describe_placements(opl, mesh)}); fix "
                                 "reduce_grads (or optimizer_placements)")
             final[k] = gt
-            _mark(ctx, f"grad:{k}", gt)
-            outputs[f"grad:{k}"], kinds[f"grad:{k}"] = gt.term, "grad"
+            _mark(ctx, f"grad:{k}", _present_grad(gt))
+            seen = _present_grad(gt)
+            if k in plan.optimizer_owners:     # the gradient each block's owner steps with
+                own = plan.optimizer_owners[k]
+                own.check(k, shard[k], mesh, plan.site)
+                seen = own.assemble(seen, seen, mesh[own.axis])
+            outputs[f"grad:{k}"], kinds[f"grad:{k}"] = seen.term, "grad"
+            gt = seen
             where[f"grad:{k}"] = opl
             sites[f"grad:{k}"] = gt.site if r is not None else plan.site
         if spec.clip_grad_norm is not None and spec.clip_groups is not None:
@@ -291,7 +354,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
                 where[f"grad_norm:{grp}"] = {}
                 sites[f"grad_norm:{grp}"] = total.site
                 coef = clip_coefficient(total, max_norm)
-                final.update({k: final[k] * coef for k in names})
+                final.update({k: _scaled(final[k], coef) for k in names})
         elif spec.clip_grad_norm is not None:
             if plan.grad_norm_sq is None:
                 raise PlanError(f"{plan.site}: the spec clips gradients at global norm "
@@ -306,7 +369,7 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
             max_norm = plan.clip_grad_norm if plan.clip_grad_norm is not None \
                 else spec.clip_grad_norm
             coef = clip_coefficient(total, max_norm)
-            final = {k: g * coef for k, g in final.items()}
+            final = {k: _scaled(g, coef) for k, g in final.items()}
         elif plan.clip_grad_norm is not None:
             # the plan clips although the spec does not: model it (the prover then refutes it
             # whenever the norm exceeds the max norm), never drop it
@@ -317,17 +380,28 @@ def trace_plan(plan: Plan, spec: Spec) -> tuple[Iteration, dict[str, PlacementMa
             total = _check_loss(plan.grad_norm_sq(_held(plan, final)), plan.site, PlanError,
                                 "grad_norm_sq")
             coef = clip_coefficient(total, plan.clip_grad_norm)
-            final = {k: g * coef for k, g in final.items()}
+            final = {k: _scaled(g, coef) for k, g in final.items()}
         for k in spec.params:
             opl = plan.optimizer_placement(k)
-            state = {st: Tensor(lineage(_state_term(spec, st, dom, k), opl, mesh), plan.site)
-                     for st, dom in opt.state().items()}
-            new = opt.update(k, shard[k], final[k], state)
+            o = optimizer_for(opt, k)
+            if k in pre:
+                state, counter = pre[k].state, pre[k].counter
+            else:
+                state = tensor_state(o, shard[k], {
+                    st: Tensor(lineage(_state_term(spec, st, dom, k), opl, mesh), plan.site)
+                    for st, dom in o.state().items()})
+                counter = first_counter(o)
+            new = apply_step(o, k, shard[k], final[k], state, counter)
+            own = plan.optimizer_owners.get(k)
             for name, t in new.items():
-                if name == k:
+                if own is not None and not name.startswith("step:"):
+                    old = shard[k] if name == k else state[name.split(":", 1)[0]]
+                    t = own.assemble(t, old, mesh[own.axis])
+                elif name == k:
                     t = _gather_param(plan, k, t, params[k], shard[k])
                 outputs[name], kinds[name] = t.term, ("param" if name == k else "state")
-                where[name] = plan.placements.get(k, {}) if name == k else opl
+                where[name] = (plan.placements.get(k, {}) if name == k else
+                               {} if name.startswith("step:") else opl)
     names = list(outputs)
     cuts, adjoints = _cut_terms(ctx)
     extra = list(cuts.values()) + list(adjoints.values())

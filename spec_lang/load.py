@@ -18,10 +18,7 @@ import types
 from pathlib import Path
 
 from spec_lang.errors import PlanError, SpecError, SpecLangError
-from spec_lang.iteration import build_problem
-from spec_lang.plan import Plan
 from spec_lang.problem import Problem
-from spec_lang.spec import Spec
 from spec_lang.term import TermError
 
 __all__ = ["load"]
@@ -36,19 +33,30 @@ def _line_in(exc: BaseException, path: str) -> int:
     return line
 
 
-def load(path: str | Path) -> Problem:
+def load(path: str | Path, source: bytes | None = None) -> Problem:
     """Load the plan file at ``path`` and return its :class:`Problem`.
+
+    ``source``: the file's bytes when the caller has read them already (the isolated tracer of
+    ``proofs/isolation.py`` runs exactly the bytes its parent hashed); ``path`` then only names
+    the file in sites and errors.
 
     Raises:
         SpecError: missing/unreadable file, syntax error, no ``spec``, spec trace errors.
         PlanError: no ``plan``, placement and plan trace errors, any other exception raised
             while running the file (re-raised with the file's line).
     """
+    from spec_lang.iteration import build_problem  # the tracer, imported when a plan is loaded
+    from spec_lang.plan import Plan
+    from spec_lang.spec import Spec
+
     p = str(path)
-    try:
-        src = Path(p).read_bytes()
-    except OSError as e:
-        raise SpecError(f"{p}:1: cannot read the plan file: {e.strerror or e}") from None
+    if source is not None:
+        src = bytes(source)
+    else:
+        try:
+            src = Path(p).read_bytes()
+        except OSError as e:
+            raise SpecError(f"{p}:1: cannot read the plan file: {e.strerror or e}") from None
     sha = hashlib.sha256(src).hexdigest()
     try:
         code = compile(src, p, "exec")

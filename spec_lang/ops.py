@@ -5,9 +5,10 @@ constant along it); operands that share a dim must agree on its placement (the m
 shard it), else the error names both tensors and says what to change. ``einsum`` contracts
 every dim not in ``out``.
 
-Constants are exact (see :func:`const`): ``int``, :class:`~fractions.Fraction`, sympy numbers
-(``1/sympy.sqrt(128)``), and Python floats only when their shortest decimal form is short
-(``1e-5`` is ``Fraction("1e-05")``; ``0.1 + 0.2`` is rejected).
+Constants are exact (see :func:`const`): ``int``, :class:`~fractions.Fraction`, sympy radical
+sums (``1/sympy.sqrt(128)``, ``1 + sympy.sqrt(2)``: what a certificate can state,
+:mod:`spec_lang.exact_numbers`), and Python floats only when their shortest decimal form is
+short (``1e-5`` is ``Fraction("1e-05")``; ``0.1 + 0.2`` is rejected).
 
 The op set itself is :class:`spec_lang.term.Op` (re-exported here with its groups).
 """
@@ -22,6 +23,7 @@ from typing import Any
 import sympy
 
 from spec_lang.dims import Dim, DimLike, dim_name
+from spec_lang.exact_numbers import NotCertifiable, certificate_form
 from spec_lang.tensor import Tensor, current_trace, fail, user_site
 from spec_lang.term import COLLECTIVE, ELEMENTWISE, LEAF, DimSpec, Op, Term, term
 
@@ -78,10 +80,12 @@ def layer_boundary(x: Tensor, name: str) -> Tensor:
 # -- constants -------------------------------------------------------------------------------------
 
 def exact(v: Any, *, what: str = "constant") -> Any:
-    """``v`` as an exact scalar: a :class:`Fraction` or a sympy number.
+    """``v`` as an exact scalar: a :class:`Fraction` or a sympy radical sum.
 
     Raises:
-        SpecError/PlanError: ``v`` is a float with a long decimal form, a non-number, a nan/inf.
+        SpecError/PlanError: ``v`` is a float with a long decimal form, a non-number, a nan/inf,
+            or a sympy number that is not a sum of rational multiples of rational powers of
+            integers (``pi``, ``log(2)``, ``sqrt(1 + sqrt(2))``: a certificate cannot state it).
     """
     if isinstance(v, bool):
         raise fail(f"{what} {v!r} is a bool; write 0 or 1")
@@ -103,6 +107,11 @@ def exact(v: Any, *, what: str = "constant") -> Any:
             return Fraction(int(v.p), int(v.q))
         if isinstance(v, sympy.Float):
             raise fail(f"{what} {v!r} is a sympy Float; use sympy.Rational or Fraction")
+        try:
+            certificate_form(v)
+        except NotCertifiable as e:
+            raise fail(f"{what} {v}: {e}; write it with rationals and rational powers of "
+                       f"integers (sympy.sqrt(128), sympy.Rational(1, 3))") from None
         return v
     raise fail(f"{what} {v!r} (a {type(v).__name__}) is not an exact number")
 

@@ -53,15 +53,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spec_lang.autodiff import grad, zeros_like
+from spec_lang.accumulation import (
+    Accumulation, _accum_dtype, _accumulated, _buffer_dtype, _check_event_axes, _check_loss,
+    _check_microbatches, _first_scatter, lower_buffer,
+)
+from spec_lang.autodiff import grad
 from spec_lang.collectives import all_reduce
 from spec_lang.errors import PlanError
 from spec_lang.ops import const, rank_const, stop_gradient
 from spec_lang.plan import Loss
 from spec_lang.rng import StageInfo, in_stage
-from spec_lang.schedules import Buffer, Schedule, buffer_after, final_buffer, validate
+from spec_lang.schedules import Buffer, Schedule, final_buffer, validate
 from spec_lang.spec import Params
-from spec_lang.tensor import Tensor, record_site, user_site
+from spec_lang.tensor import Tensor, user_site
 from spec_lang.term import COLLECTIVE, Axis, Op, Term, term, varying_axes, walk
 
 __all__ = ["Stage", "StageIO", "Pipeline", "Accumulation", "lower_buffer", "stage"]
@@ -150,82 +154,6 @@ class StageIO:
         self.sent, self.send_site = x, site
 
 
-def lower_buffer(buf: Buffer, g: Tensor, loop: bool = True) -> Tensor:
-    """The buffer's value as a term: ``sum_C C(ALL_REDUCE(RANK_CONST(mb, coeffs_C) * g, mb))``.
-
-    g: the per-micro-batch local gradient (varies over ``mb``). A zero buffer is ``0 * g``
-    summed over ``mb`` (a zero of the accumulated type). ``loop=False``: a single micro-batch
-    without the ``mb`` axis (no ``microbatches`` in the plan): ``sum_C C(c_C * g)``.
-    """
-    out: Tensor | None = None
-    for chain, coeffs in buf.terms:
-        if loop:
-            x = rank_const(MB, list(coeffs)) * g
-            x = Tensor(term(Op.ALL_REDUCE, (x.term,), (MB, "sum"), x.term.dims), g.site, g.name)
-        else:
-            x = const(coeffs[0]) * g
-        for axis, op in chain:
-            x = all_reduce(x, axis, op)
-        out = x if out is None else out + x
-    if out is None:
-        out = Tensor(zeros_like(g.term), g.site, g.name)
-        if loop:
-            out = Tensor(term(Op.ALL_REDUCE, (out.term,), (MB, "sum"), out.term.dims), g.site,
-                         g.name)
-    return out
-
-
-def _check_event_axes(stages: Sequence[Sequence[Any]], mesh: Mapping[str, int], site: str
-                      ) -> None:
-    """Every buffer collective's axis is a mesh axis (PlanError naming the event's line)."""
-    for ev in stages:
-        for e in ev:
-            if e.kind == "collective" and e.axis not in mesh:
-                raise PlanError(f"{e.site or site}: buffer collective over axis {e.axis!r}, "
-                                f"which is not in the mesh {dict(mesh)}; add it to the Mesh "
-                                "or remove the hook")
-
-
-def _check_microbatches(plan: Any, m: int, site: str) -> bool:
-    """True when the plan loops over the ``mb`` axis; False for one micro-batch without it."""
-    k = plan.microbatches.k if plan.microbatches is not None else None
-    if k is None and m == 1:
-        return False
-    if k != m:
-        raise PlanError(f"{site}: the schedule runs {m} micro-batches but the plan has "
-                        f"microbatches({k}); give Plan(microbatches=microbatches({m}, B))")
-    return True
-
-
-def _buffer_dtype(plan: Any, g: Term) -> Term:
-    """The gradient as it enters the buffer: ``CAST`` to ``microbatches(accum_dtype=...)`` (the
-    precision lint's input; identity over the reals)."""
-    mb = plan.microbatches
-    if mb is None or getattr(mb, "accum_dtype", None) is None:
-        return g
-    out = term(Op.CAST, (g,), (mb.accum_dtype,), g.dims)
-    record_site(out, mb.site)
-    return out
-
-
-def _accumulated(rep: Tensor, loop: bool) -> Tensor:
-    if not loop:
-        return rep
-    return Tensor(term(Op.ALL_REDUCE, (rep.term,), (MB, "sum"), rep.term.dims), rep.site, "loss")
-
-
-def _check_loss(out: Any, site: str) -> tuple[Tensor, Tensor]:
-    if isinstance(out, Loss):
-        seed, rep = out.backward, out.report
-    else:
-        seed = rep = out
-    for x in (seed, rep):
-        if not isinstance(x, Tensor) or x.term.dims:
-            raise PlanError(f"{site}: the last stage must return a scalar loss (Tensor or "
-                            f"Loss), got {x!r}")
-    return seed, rep
-
-
 @dataclass(frozen=True)
 class Pipeline:
     """Pipeline-parallel program: virtual stages, a schedule, the gradient buffers.
@@ -234,18 +162,23 @@ class Pipeline:
         stages: virtual stages in model order; ``len(stages) == schedule.pp * schedule.chunks``.
         schedule: the per-stage event order (:mod:`spec_lang.schedules`).
         axis: the mesh axis of the pipeline (``"pp"``).
+        accum_dtype: the dtype of every stage's gradient buffer (``"bf16"``: a precision-lint
+            finding; default: ``microbatches(accum_dtype=...)``, else the gradients' own).
     """
 
     stages: tuple[Stage, ...]
     schedule: Schedule
     axis: str = PP
+    accum_dtype: str | None = None
     site: str = field(default="", compare=False)
 
-    def __init__(self, stages: Sequence[Stage], schedule: Schedule, axis: Any = PP):
+    def __init__(self, stages: Sequence[Stage], schedule: Schedule, axis: Any = PP, *,
+                 accum_dtype: str | None = None):
         object.__setattr__(self, "site", user_site(2))
         object.__setattr__(self, "stages", tuple(stages))
         object.__setattr__(self, "schedule", schedule)
         object.__setattr__(self, "axis", str(axis))
+        object.__setattr__(self, "accum_dtype", _accum_dtype(accum_dtype, self.site))
         if not all(isinstance(s, Stage) for s in self.stages):
             raise PlanError(f"{self.site}: Pipeline stages must be stage(forward, params)")
         if not isinstance(schedule, Schedule):
@@ -436,7 +369,8 @@ class Pipeline:
             return cache[(s, c)]
 
         seed, rep = _check_loss(self._run(params, data), self.site)
-        gs = [_buffer_dtype(plan, g) for g in grad(seed.term, [params[k].term for k in names])]
+        own = (self.accum_dtype, self.site)
+        gs = [_buffer_dtype(plan, g, own) for g in grad(seed.term, [params[k].term for k in names])]
         out = []
         for k, g in zip(names, gs):
             holders = self.holders(k)
@@ -444,16 +378,16 @@ class Pipeline:
                 self._check_pp_hooks(k)
             if len(holders) == 1:
                 s, c = self.where(holders[0])
-                out.append(lower_buffer(buffers(s, c),
-                                        Tensor(g, seed.site, f"grad:{k}"), loop))
+                out.append(lower_buffer(buffers(s, c), Tensor(g, seed.site, f"grad:{k}"), loop,
+                                        _first_scatter(sch.stages[s])))
                 continue
             per_stage: dict[int, Tensor] = {}
             for j in holders:
                 sd, _ = _check_loss(self._run(params, data, only=(k, j)), self.site)
-                a = Tensor(_buffer_dtype(plan, grad(sd.term, [params[k].term])[0]), seed.site,
-                           f"grad:{k}")
+                a = Tensor(_buffer_dtype(plan, grad(sd.term, [params[k].term])[0], own),
+                           seed.site, f"grad:{k}")
                 s, c = self.where(j)
-                b = lower_buffer(buffers(s, c), a, loop)
+                b = lower_buffer(buffers(s, c), a, loop, _first_scatter(sch.stages[s]))
                 per_stage[s] = b if s not in per_stage else per_stage[s] + b
             out.append(per_stage[next(iter(per_stage))] if len(per_stage) == 1
                        else self.per_stage(per_stage))
@@ -539,68 +473,3 @@ class _StageParams(Params):
                             "which it does not hold; add it to this stage's params (a tied "
                             "parameter) or move the layer")
         return super().__getitem__(key)
-
-
-@dataclass(frozen=True)
-class Accumulation:
-    """Gradient accumulation on one stage (no pipeline) with an explicit event order.
-
-    ``events``: the stage's events (``F``/``B`` per micro-batch and buffer hooks), e.g. the
-    in-place 1-rank reduction of Megatron-LM #6660. ``buckets``: optional per-parameter event
-    orders (name, or prefix ending in ``"."`` -> events) for gradient buckets whose hooks
-    differ (expert vs dense gradients, each reduced over its own group); their forward and
-    backward order must be the default's. Use as ``Plan(schedule=Accumulation(...))`` with
-    ``Plan.forward`` the per-micro-batch forward.
-
-    Raises:
-        PlanError: an event order is not executable, or a bucket's F/B order differs.
-    """
-
-    events: tuple[Any, ...]
-    microbatches: int
-    buckets: tuple[tuple[str, tuple[Any, ...]], ...] = ()
-    site: str = field(default="", compare=False)
-
-    def __init__(self, events: Sequence[Any], microbatches: int,
-                 buckets: Mapping[str, Sequence[Any]] | None = None):
-        object.__setattr__(self, "site", user_site(2))
-        object.__setattr__(self, "events", tuple(events))
-        object.__setattr__(self, "microbatches", microbatches)
-        object.__setattr__(self, "buckets",
-                           tuple((k, tuple(v)) for k, v in (buckets or {}).items()))
-        validate(self.schedule, self.site)
-        fb = [str(e) for e in self.events if e.kind in ("F", "B")]
-        for name, ev in self.buckets:
-            validate(Schedule(f"bucket {name}", (ev,), microbatches), self.site)
-            if [str(e) for e in ev if e.kind in ("F", "B")] != fb:
-                raise PlanError(f"{self.site}: bucket {name!r} runs forwards / backwards in "
-                                "another order than the stage; only its buffer hooks may "
-                                "differ")
-
-    @property
-    def schedule(self) -> Schedule:
-        return Schedule("accumulation", (self.events,), self.microbatches)
-
-    def events_of(self, name: str) -> tuple[Any, ...]:
-        """The event order of parameter ``name``'s gradient buffer."""
-        for k, ev in self.buckets:
-            if name == k or (k.endswith(".") and name.startswith(k)):
-                return ev
-        return self.events
-
-    def trace(self, plan: Any, params: Mapping[str, Tensor], data: Mapping[str, Tensor],
-              names: Sequence[str]) -> tuple[Tensor, list[Tensor]]:
-        """As :meth:`Pipeline.trace` for one stage running ``plan.forward``."""
-        _check_event_axes([self.events] + [ev for _, ev in self.buckets], plan.mesh.sizes,
-                          self.site)
-        loop = _check_microbatches(plan, self.microbatches, self.site)
-        seed, rep = _check_loss(plan.forward(Params(params), data), self.site)
-        gs = [_buffer_dtype(plan, g) for g in grad(seed.term, [params[k].term for k in names])]
-        out = [lower_buffer(buffer_after(self.events_of(k), self.microbatches),
-                            Tensor(g, seed.site, f"grad:{k}"), loop)
-               for k, g in zip(names, gs)]
-        return _accumulated(rep, loop), out
-
-    def observe(self, param: str, t: Term) -> Term:
-        return t
-

@@ -16,6 +16,12 @@ A :class:`Plan` holds
   over the pseudo-axis ``mb`` along ``dim`` (innermost), the forward is traced once, and the
   accumulated gradient (and reported loss) is ``ALL_REDUCE(., "mb", "sum")``;
 * ``optimizer``: defaults to the spec's; it runs on the local shards.
+* ``optimizer_init``: :class:`~spec_lang.optim.InitStep` s run before the iteration
+  (``optimizer.step()`` with zero gradients: initialisation code is part of the plan, B46);
+  the forward then reads the parameters they leave.
+* ``optimizer_owners`` (explicit ownership, :class:`~spec_lang.ownership.Ownership`): name ->
+  which rank steps which row block; the optimizer runs on each rank's full-rows tensors and the
+  owners' blocks are all-gathered (a block without an owner keeps its old value, B45 / B48).
 * ``optimizer_placements`` (ZeRO): name -> placement of the optimizer step (gradient handed to
   the optimizer, optimizer state); default the parameter's. Then ``reduce_grads`` must produce
   that type (e.g. ``reduce_scatter`` over dp) and ``gather_params(name, new_shard)`` rebuilds the
@@ -109,6 +115,8 @@ class Plan:
     microbatches: Microbatches | None = None
     optimizer: Any = None
     optimizer_placements: Mapping[str, Mapping[Any, Placement]] = field(default_factory=dict)
+    optimizer_init: tuple[Any, ...] = ()
+    optimizer_owners: Mapping[str, Any] = field(default_factory=dict)
     gather_params: GradReducer | Mapping[str, GradReducer] | None = None
     grad_norm_sq: Callable[[Mapping[str, Tensor]], Tensor] | None = None
     clip_grad_norm: Any = None
@@ -129,6 +137,23 @@ class Plan:
         for fld in ("placements", "optimizer_placements"):
             pl = {k: {str(a): p for a, p in v.items()} for k, v in getattr(self, fld).items()}
             object.__setattr__(self, fld, pl)
+        from spec_lang.optim import InitStep
+        from spec_lang.ownership import Ownership
+        init = tuple(self.optimizer_init)
+        if not all(isinstance(s, InitStep) for s in init):
+            raise PlanError(f"{self.site}: optimizer_init must be a list of InitStep(...), got "
+                            f"{list(init)!r}")
+        object.__setattr__(self, "optimizer_init", init)
+        owners = dict(self.optimizer_owners)
+        bad = [k for k, v in owners.items() if not isinstance(v, Ownership)]
+        if bad:
+            raise PlanError(f"{self.site}: optimizer_owners[{bad[0]!r}] must be an Ownership(...)")
+        both = sorted(set(owners) & set(self.optimizer_placements))
+        if both:
+            raise PlanError(f"{self.site}: {both} have both optimizer_owners and "
+                            "optimizer_placements; give one (ownership runs the optimizer on the "
+                            "parameter's own placement)")
+        object.__setattr__(self, "optimizer_owners", owners)
 
     @property
     def axes(self) -> dict[str, int]:

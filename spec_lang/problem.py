@@ -72,6 +72,7 @@ class Problem:
     # lowering rule): (goal name, reason naming the op and the user's line). Such a problem is
     # never EQUIVALENT (proofs/prover.py makes its verdict UNKNOWN at best).
     unsupported: tuple[tuple[str, str], ...] = ()
-    # which front end traced the plan file: "dsl" (spec_lang.load) or "torch"
-    # (spec_lang.torch_frontend.load); the certificate records it for --retrace
+    # the front end that traced the file ("dsl": spec_lang.load, "torch":
+    # spec_lang.torch_frontend.load); the certificate records it
+    # and the checker's re-trace uses the same one (proofs/isolation.py)
     frontend: str = "dsl"

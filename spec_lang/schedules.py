@@ -12,7 +12,8 @@ A *schedule* is, for each pipeline stage, the list of events that stage runs, in
   ``reset()`` (``buf = 0``: ``zero_grad``, a stage re-initialisation setting ``.grad = None``)
   and ``collective(axis, op)`` (``buf = AR_op[axis](buf)``; with ``accumulate=True`` the result
   is added to the carried buffer: ``buf = buf + AR_op[axis](buf)``, the in-place path of
-  Megatron-FSDP for 1-rank groups, Megatron-LM #6660).
+  Megatron-FSDP for 1-rank groups, Megatron-LM #6660) and ``reduce_scatter(axis, dim, op)``
+  (FSDP: ``sharded += RS_op[axis, dim](buf); buf = 0``); both may name a communication ``dtype``.
 
 The generators follow the published schedules: :func:`gpipe` (Huang et al. 2019, GPipe: all
 forwards, then all backwards), :func:`one_f_one_b` (Narayanan et al. 2019, PipeDream-Flush /
@@ -31,6 +32,8 @@ multiplies every coefficient by ``k``, ``reset`` zeroes them, and a collective m
 ``AR(sum) = sum AR``). A collective therefore reads exactly the contributions that are in the
 buffer when it fires: a reduction that fires after only a prefix of the backwards leaves
 ``AR(prefix) + tail``. Nothing is summarised or assumed; the coefficients are the loop.
+A reduce-scatter ends the chains it reads (chain op ``"rs_avg:<dim>"``); the optimizer then
+reads only those (sharded) chains: contributions left in the unsharded buffer are lost.
 
 :func:`validate` checks a schedule is executable: every stage runs ``F(m, c)`` and ``B(m, c)``
 exactly once for every micro-batch and chunk, backward after forward, and the stages can run
@@ -50,13 +53,42 @@ from spec_lang.errors import PlanError
 from spec_lang.tensor import user_site
 
 __all__ = [
-    "Event", "Schedule", "Buffer", "F", "B", "scale", "reset", "collective",
+    "Event", "Schedule", "Buffer", "F", "B", "scale", "reset", "collective", "reduce_scatter",
+    "chain_text", "is_scatter", "parse_op",
     "gpipe", "one_f_one_b", "interleaved_one_f_one_b", "accumulation_steps",
     "arm_reduction_in_last_forward", "reduce_after_last_backward", "reset_on_length_change", "buffer_after",
     "final_buffer", "collective_reads", "validate", "SCHEDULES",
 ]
 
 Chain = tuple[tuple[str, str], ...]          # ((axis, "sum" | "avg"), ...), innermost first
+
+
+def is_scatter(op: str) -> bool:
+    """A chain op that is a reduce-scatter (``"rs_sum:<dim>"`` / ``"rs_avg:<dim>"``)."""
+    return op.startswith("rs_")
+
+
+def parse_op(op: str) -> tuple[str, str | None, str | None]:
+    """A chain op ``"avg"``, ``"sum/bf16"``, ``"rs_avg:F"``, ``"rs_sum:F/bf16"`` as
+    ``(reduction, reduce-scatter dim or None, communication dtype or None)``."""
+    body, _, dtype = op.partition("/")
+    if is_scatter(body):
+        red, dim = body[3:].split(":", 1)
+        return red, dim, dtype or None
+    return body, None, dtype or None
+
+
+def chain_text(axis: str, op: str, inner: str) -> str:
+    """One chain step as text: ``AR_avg[dp](inner)`` or ``RS_avg[dp, F](inner)`` (with
+    `` in bf16`` for a communication dtype)."""
+    red, dim, dtype = parse_op(op)
+    what = f"RS_{red}[{axis}, {dim}]" if dim is not None else f"AR_{red}[{axis}]"
+    return f"{what}({inner})" + (f" in {dtype}" if dtype else "")
+
+
+def _chain_op(e: Any) -> str:
+    base = f"rs_{e.op}:{e.dim}" if e.kind == "reduce_scatter" else e.op
+    return base + (f"/{e.dtype}" if e.dtype else "")
 
 
 @dataclass(frozen=True)
@@ -68,8 +100,11 @@ class Event:
         mb: the micro-batch index (``F``/``B``), 0-based over the whole accumulation window.
         chunk: the stage's model chunk (interleaved 1F1B), else 0.
         factor: ``scale``: the exact factor.
-        axis, op: ``collective``: the mesh axis and ``"sum"`` or ``"avg"``.
+        axis, op: ``collective`` / ``reduce_scatter``: the mesh axis and ``"sum"`` or ``"avg"``.
         accumulate: ``collective``: ``buf = buf + AR(buf)`` instead of ``buf = AR(buf)``.
+        dim: ``reduce_scatter``: the dim the result is sharded along.
+        dtype: the collective's communication dtype (None: the buffer's), for the precision
+            lint.
         note: why the hook is there (shown in reports).
         site: the plan line that created the event.
     """
@@ -81,6 +116,8 @@ class Event:
     axis: str | None = None
     op: str | None = None
     accumulate: bool = False
+    dim: str | None = None
+    dtype: str | None = None
     note: str = ""
     site: str = field(default="", compare=False)
 
@@ -94,6 +131,8 @@ class Event:
                 return "reset"
             case "collective":
                 return (f"{'buf+=' if self.accumulate else ''}AR_{self.op}[{self.axis}]")
+            case "reduce_scatter":
+                return f"RS_{self.op}[{self.axis}, {self.dim}]"
         return self.kind
 
 
@@ -124,19 +163,49 @@ def reset(note: str = "") -> Event:
     return Event("reset", note=note, site=user_site(2))
 
 
-def collective(axis: Any, op: str = "avg", *, accumulate: bool = False, note: str = "") -> Event:
+def _dtype(dtype: Any, site: str, what: str = "dtype") -> str | None:
+    """``dtype`` if it is None or a known floating dtype (PlanError naming ``site``)."""
+    from spec_lang.ops import FLOAT_DTYPES
+    if dtype is not None and (not isinstance(dtype, str) or dtype.lower().removeprefix(
+            "torch.") not in FLOAT_DTYPES):
+        raise PlanError(f"{site}: {what}={dtype!r} is not a known floating dtype; valid: "
+                        f"{', '.join(FLOAT_DTYPES)}")
+    return dtype
+
+
+def collective(axis: Any, op: str = "avg", *, accumulate: bool = False, dtype: Any = None,
+               note: str = "") -> Event:
     """A reduction of the buffer over mesh ``axis``: ``buf = AR_op(buf)`` (or, with
-    ``accumulate``, ``buf = buf + AR_op(buf)``). ``op`` is ``"sum"`` or ``"avg"``.
+    ``accumulate``, ``buf = buf + AR_op(buf)``). ``op`` is ``"sum"`` or ``"avg"``; ``dtype``
+    the communication dtype (``"bf16"``: a precision-lint finding; identity over the reals).
 
     Raises:
-        PlanError: another ``op`` (the buffer semantics needs a linear reduction).
+        PlanError: another ``op`` (the buffer semantics needs a linear reduction); an unknown
+            dtype.
     """
     site = user_site(2)
     if op not in ("sum", "avg"):
         raise PlanError(f"{site}: a gradient-buffer collective is a sum or avg all-reduce, "
                         f"got {op!r}")
-    return Event("collective", axis=str(axis), op=op, accumulate=accumulate, note=note,
-                 site=site)
+    return Event("collective", axis=str(axis), op=op, accumulate=accumulate,
+                 dtype=_dtype(dtype, site), note=note, site=site)
+
+
+def reduce_scatter(axis: Any, dim: Any, op: str = "avg", *, dtype: Any = None,
+                   note: str = "") -> Event:
+    """FSDP's gradient reduce-scatter as an event: ``sharded += RS_op[axis](buf)`` along ``dim``
+    (block ``r`` of the sum, times ``1/|axis|`` for ``"avg"``), then ``buf = 0``. FSDP2 runs one
+    after each micro-batch's backward, or one after the last (``no_sync``).
+
+    Raises:
+        PlanError: ``op`` not ``"sum"`` / ``"avg"``; an unknown dtype.
+    """
+    from spec_lang.dims import dim_name
+    site = user_site(2)
+    if op not in ("sum", "avg"):
+        raise PlanError(f"{site}: a gradient reduce-scatter is a sum or avg, got {op!r}")
+    return Event("reduce_scatter", axis=str(axis), op=op, dim=dim_name(dim),
+                 dtype=_dtype(dtype, site), note=note, site=site)
 
 
 @dataclass(frozen=True)
@@ -366,6 +435,18 @@ class Buffer:
         new = [(c + ((axis, op),), v) for c, v in self.terms]
         return self._merge((list(self.terms) if accumulate else []) + new)
 
+    @staticmethod
+    def sharded_chain(chain: Chain) -> bool:
+        """The chain went through a reduce-scatter (it is part of the sharded gradient)."""
+        return any(is_scatter(op) for _, op in chain)
+
+    def scattered(self, axis: str, op: str) -> Buffer:
+        """``sharded += RS(unsharded); unsharded = 0`` (FSDP's reduce-scatter; ``op`` is the
+        chain op ``"rs_avg:<dim>"``)."""
+        step = (axis, op)
+        return self._merge((c, v) if self.sharded_chain(c) else (c + (step,), v)
+                           for c, v in self.terms)
+
     def describe(self) -> str:
         """``AR_avg[dp](1*g0) + 1*g1`` style, for reports."""
         if not self.terms:
@@ -374,7 +455,7 @@ class Buffer:
         for c, v in self.terms:
             inner = " + ".join(f"{x}*g{m}" for m, x in enumerate(v) if x)
             for axis, op in c:
-                inner = f"AR_{op}[{axis}]({inner})"
+                inner = chain_text(axis, op, inner)
             parts.append(inner)
         return " + ".join(parts)
 
@@ -399,7 +480,9 @@ def buffer_after(events: Sequence[Event], microbatches: int, chunk: int = 0,
             case "reset":
                 buf = Buffer.zero(microbatches)
             case "collective":
-                buf = buf.reduced(e.axis, e.op, e.accumulate)  # type: ignore[arg-type]
+                buf = buf.reduced(e.axis, _chain_op(e), e.accumulate)  # type: ignore[arg-type]
+            case "reduce_scatter":
+                buf = buf.scattered(e.axis, _chain_op(e))  # type: ignore[arg-type]
             case _:
                 raise PlanError(f"{e.site}: unknown event kind {e.kind!r}")
     return buf
@@ -415,7 +498,7 @@ def collective_reads(sch: Schedule, stage: int, chunk: int = 0) -> list[tuple[in
     exactly which micro-batch contributions are in the buffer when it fires."""
     ev = sch.stages[stage]
     return [(i, e, buffer_after(ev, sch.microbatches, chunk, upto=i))
-            for i, e in enumerate(ev) if e.kind == "collective"]
+            for i, e in enumerate(ev) if e.kind in ("collective", "reduce_scatter")]
 
 
 def _check_transfer_order(sch: Schedule, site: str) -> None:
@@ -458,8 +541,9 @@ def validate(sch: Schedule, site: str = "") -> None:
             if not isinstance(e, Event):
                 raise PlanError(f"{site}: stage {s} event {i} of schedule {sch.name!r} is "
                                 f"{e!r}, not a schedule Event; build events with F(m), B(m), "
-                                "scale(c), reset() or collective(axis, op)")
-            if e.kind == "collective" and e.axis == "mb":
+                                "scale(c), reset(), collective(axis, op) or "
+                                "reduce_scatter(axis, dim, op)")
+            if e.kind in ("collective", "reduce_scatter") and e.axis == "mb":
                 raise PlanError(f"{e.site or site}: a buffer collective over 'mb': the "
                                 "micro-batch axis is the accumulation loop, not a process "
                                 "group; the B events already sum the micro-batches")

@@ -493,6 +493,22 @@ class FlatBuffer:
         out = [broadcast(b, self.axis, r) for b, r in zip(blocks, own)]
         return ops.concat(out, e.dim) if k > 1 else out[0]
 
+    def ownership(self, name: str, group_size: int | None = None) -> Any:
+        """The :class:`~spec_lang.ownership.Ownership` of ``name``'s row blocks under this
+        layout, when the optimizer's collectives run over a group of ``group_size`` ranks of
+        the axis (default: the layout's own shard count). A layout sized for more shards than
+        the group has (Megatron-LM PR #6048: shards sized for dp x cp, collectives over the
+        instance group) leaves the blocks of shards ``>= group_size`` without an owner.
+
+        Raises:
+            PlanError: a rank boundary cuts a row of ``name`` (:meth:`owners`).
+        """
+        from spec_lang.ownership import Ownership
+
+        n = self.n if group_size is None else int(group_size)
+        owners = [o if o < n else None for o in self.owners(name)]
+        return Ownership(self.axis, self.entries[name].dim, owners)
+
     def describe(self) -> str:
         """``"[W_1 0:16 | E 16:32] over dp (2 x 16)"``: the index map."""
         parts = " | ".join(f"{e.name} {e.start}:{e.start + e.numel}" for e in self.entries.values())

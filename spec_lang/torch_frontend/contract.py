@@ -58,6 +58,7 @@ class TrainFile:
         data_sharding: input name -> {axis: dim index} (``None``: the default).
         optimizer_step: the optimizer's step count before this iteration.
         module: the executed module (its functions are called by the capture).
+        source: the bytes executed (the capture processes execute these, never the file again).
     """
 
     path: str
@@ -67,6 +68,7 @@ class TrainFile:
     data_sharding: dict[str, dict[str, int]] | None
     optimizer_step: int
     module: types.ModuleType
+    source: bytes = b""
 
     def fn(self, name: str) -> Callable[..., Any]:
         return getattr(self.module, name)
@@ -104,8 +106,12 @@ def _sizes(v: Any, what: str, where: str, *, allow_empty: bool = False) -> dict[
     return out
 
 
-def read_train_file(path: str | Path) -> TrainFile:
+def read_train_file(path: str | Path, source: bytes | None = None) -> TrainFile:
     """Execute the train file and check the contract (see the module docstring).
+
+    ``source``: the file's bytes as the caller read and hashed them (``prove`` reads the file
+    once; the tracing processes run those bytes, under the name ``path``); ``None``: read
+    ``path``.
 
     The file's directory is on ``sys.path`` while it runs (so ``from model import ...`` next to
     it works); the module is not left in ``sys.modules``.
@@ -116,7 +122,7 @@ def read_train_file(path: str | Path) -> TrainFile:
     """
     p = str(path)
     try:
-        raw = Path(p).read_bytes()
+        raw = Path(p).read_bytes() if source is None else source
     except OSError as e:
         raise PlanError(f"{p}:1: cannot read the train file: {e.strerror or e}") from None
     sha = hashlib.sha256(raw).hexdigest()
@@ -178,4 +184,4 @@ def read_train_file(path: str | Path) -> TrainFile:
         raise PlanError(f"{p}:{_def_line(mod, 'OPTIMIZER_STEP', src)}: OPTIMIZER_STEP must be an "
                         f"int >= 1, got {step!r}")
     return TrainFile(path=p, sha256=sha, mesh=mesh, sizes=sizes, data_sharding=ds,
-                     optimizer_step=step, module=mod)
+                     optimizer_step=step, module=mod, source=raw)

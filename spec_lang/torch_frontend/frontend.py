@@ -83,8 +83,9 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
     probe = probe_sizes(tf.sizes, tf.mesh)
     zero = {a: 0 for a in tf.mesh}
     coords = rank_coords(tf.mesh)
-    jobs = [Job(tf.path, probe, None), Job(tf.path, tf.sizes, None),
-            Job(tf.path, tf.sizes, zero)] + [Job(tf.path, probe, c) for c in coords]
+    src = tf.source
+    jobs = [Job(tf.path, probe, None, src), Job(tf.path, tf.sizes, None, src),
+            Job(tf.path, tf.sizes, zero, src)] + [Job(tf.path, probe, c, src) for c in coords]
     traces = run_jobs(jobs, workers=workers)
     spec, spec_real, plan_real = traces[:3]
     plans = traces[3:]
@@ -490,15 +491,18 @@ def _data_assumptions(cap: Captured) -> list[str]:
     return out
 
 
-def load(path: str | Path) -> Problem:
+def load(path: str | Path, source: bytes | None = None) -> Problem:
     """The :class:`~spec_lang.problem.Problem` of a ``prove --torch`` train file.
+
+    ``source``: the file's bytes as the caller read and hashed them (``None``: read ``path``).
+    Called in :mod:`proofs.isolation`'s tracing child, never in the process that decides.
 
     Raises:
         PlanError: bad input (a malformed file, an unsupported torch, dims or sizes that cannot
             be named), one line starting with ``file:line:``.
     """
     check_torch(torch.__version__)
-    tf = read_train_file(path)
+    tf = read_train_file(path, source)
     folder = str(Path(tf.path).resolve().parent)
     sys.path.insert(0, folder)
     try:

@@ -246,18 +246,21 @@ def load_trace(blob: bytes) -> Any:
 
 
 class Job:
-    """One trace to capture: the train file, the sizes, the rank's coordinates (None: spec)."""
+    """One trace to capture: the train file (its name and the bytes to run), the sizes, the
+    rank's coordinates (None: spec)."""
 
-    def __init__(self, path: str, sizes: Mapping[str, int], coords: Mapping[str, int] | None):
+    def __init__(self, path: str, sizes: Mapping[str, int], coords: Mapping[str, int] | None,
+                 source: bytes):
         self.path, self.sizes, self.coords = path, dict(sizes), (None if coords is None
                                                                  else dict(coords))
+        self.source = source
 
 
-def _env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+_ROOT = str(Path(__file__).resolve().parents[2])
+# like proofs/isolation.py's child: ``-I`` (no PYTHON* variables, no user site, no script
+# directory), this installation first on sys.path; in its parent's process group
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from spec_lang.torch_frontend.worker import main; sys.exit(main(sys.argv[2:]))")
 
 
 def run_jobs(jobs: Sequence[Job], *, workers: int = 2, timeout_s: float = 1800.0
@@ -279,11 +282,13 @@ def run_jobs(jobs: Sequence[Job], *, workers: int = 2, timeout_s: float = 1800.0
             while pending and len(running) < max(1, workers):
                 i, job = pending.pop(0)
                 out = os.path.join(tmp, f"{i}.pkl")
-                spec = json.dumps({"sizes": job.sizes, "coords": job.coords})
+                src = os.path.join(tmp, f"{i}.src")
+                Path(src).write_bytes(job.source)
+                spec = json.dumps({"sizes": job.sizes, "coords": job.coords, "source": src})
                 errf = open(out + ".err", "wb")  # noqa: SIM115 -- closed when the child ends
                 p = subprocess.Popen(  # noqa: S603 -- our own module, argv built here
-                    [sys.executable, "-m", "spec_lang.torch_frontend.worker", job.path, spec,
-                     out], env=_env(), stdout=subprocess.DEVNULL, stderr=errf)
+                    [sys.executable, "-I", "-c", _BOOT, _ROOT, job.path, spec, out],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf)
                 p.errf = errf  # type: ignore[attr-defined]
                 running.append((i, p, out, time.monotonic()))
             time.sleep(0.05)

@@ -1,5 +1,5 @@
-"""The child process that captures one trace: ``python -m spec_lang.torch_frontend.worker FILE
-JOB OUT`` (``JOB`` = JSON ``{"sizes": {...}, "coords": {...} | null}``; see
+"""The child process that captures one trace: ``python -I -c BOOT ROOT FILE JOB OUT`` (``JOB`` =
+JSON ``{"sizes": {...}, "coords": {...} | null, "source": file of the train file's bytes}``; see
 :mod:`spec_lang.torch_frontend.tracedata`). Writes the trace's bytes to ``OUT``, or ``ERROR\\n``
 and the one-line message of a user error."""
 
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
         from spec_lang.torch_frontend.world import fake_world
 
         check_torch()
-        tf = read_train_file(path)
+        tf = read_train_file(path, Path(spec["source"]).read_bytes())
         sys.path.insert(0, str(Path(path).resolve().parent))
         sizes = {k: int(v) for k, v in spec["sizes"].items()}
         if spec["coords"] is None:

@@ -59,3 +59,31 @@ def assert_certified(case: str, tmp_path: Path, suffix: str = "_fixed") -> Any:
     result = check_certificate(cert, retrace=True, plan_path=BUGS / f"{case}{suffix}.py")
     assert result.verdict == "EQUIVALENT" and result.checked == result.total, result.summary()
     return report
+
+
+def load_variant(name: str, tmp_path: Path, subs: list[tuple[str, str]]) -> Any:
+    """``examples/bugs/<name>.py`` with each ``old`` replaced by ``new`` (each must occur),
+    written to ``tmp_path`` and loaded: a class mutant or a size variant of a case."""
+    src = (BUGS / f"{name}.py").read_text()
+    for old, new in subs:
+        assert old in src, (name, old)
+        src = src.replace(old, new)
+    path = tmp_path / f"{name}_variant_{abs(hash(tuple(subs))) % 10**8}.py"
+    path.write_text(src)
+    return load(path)
+
+
+def goal_values(problem: Any, goal: str, *, seed: int = 0,
+                inputs: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """Spec and plan values of ``goal`` on random inputs (``inputs`` overrides some by name),
+    evaluated at the problem's real sizes: two ``NamedArray`` s (the plan's with rank axes)."""
+    import numpy as np
+
+    from spec_lang.evaluate import evaluate, sample_inputs
+
+    g = next(x for x in problem.goals if x.name == goal)
+    rng = np.random.default_rng(seed)
+    vals = sample_inputs([g.expected, g.actual], problem.binding, rng)
+    vals.update({k: np.asarray(v, dtype=np.float64) for k, v in (inputs or {}).items()})
+    out = evaluate([g.expected, g.actual], problem.binding, vals, rng=rng)
+    return out[g.expected], out[g.actual]

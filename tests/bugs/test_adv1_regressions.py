@@ -121,6 +121,8 @@ def test_f1_checker_rejects_the_old_pipeline_dropout_certificate(tmp_path):
 
     stored = json.loads((PLANS / "pp_min_adv1_certificate.json").read_text())
     stored["ruleset"] = ruleset_info()   # the fixture predates later ruleset versions
+    stored["format_version"] = 3         # ... and format version 3 (plan.frontend; no srepr)
+    stored["plan"]["frontend"] = "dsl"
     src = tmp_path / "pp_min_adv1_certificate.json"
     src.write_text(json.dumps(stored))
     plan = PLANS / "pp_dropout_min_adv1.py"

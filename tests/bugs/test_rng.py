@@ -249,15 +249,23 @@ def test_llama_sp_hidden_dropout_tracker_is_proved(tp):
 def test_checker_recheck_rejects_an_equivalent_verdict_with_collisions():
     """check-certificate re-runs the rng check on the re-traced plan: an EQUIVALENT certificate
     for a plan whose draws collide is rejected; the fixed plan passes."""
-    from proofs.checker import _recheck_rng
+    import json
+
     from proofs.errors import CertificateError
+    from proofs.problem_data import parse_problem_data, problem_to_data, to_problem
+    from proofs.retrace import _recheck_rng
     from spec_lang import load
     from tests.bugs.cases import BUGS
 
-    with pytest.raises(CertificateError, match="share one draw"):
-        _recheck_rng({"verdict": "EQUIVALENT"}, load(BUGS / "B35_buggy.py"))
-    _recheck_rng({"verdict": "NOT EQUIVALENT"}, load(BUGS / "B35_buggy.py"))
-    _recheck_rng({"verdict": "EQUIVALENT"}, load(BUGS / "B35_fixed.py"))
+    def as_retraced(pb):  # what the checker gets back from its tracing child: data
+        doc = json.loads(json.dumps(problem_to_data(pb)))
+        return to_problem(parse_problem_data(doc), pb.path, pb.source_sha256)
+
+    for view in (lambda pb: pb, as_retraced):
+        with pytest.raises(CertificateError, match="share one draw"):
+            _recheck_rng({"verdict": "EQUIVALENT"}, view(load(BUGS / "B35_buggy.py")))
+        _recheck_rng({"verdict": "NOT EQUIVALENT"}, view(load(BUGS / "B35_buggy.py")))
+        _recheck_rng({"verdict": "EQUIVALENT"}, view(load(BUGS / "B35_fixed.py")))
 
 
 def test_reseeded_generator_with_another_p_is_unknown_not_equivalent():

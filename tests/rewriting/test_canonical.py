@@ -87,7 +87,7 @@ def test_scrambled_terms_have_one_normal_form(data):
     rng = np.random.default_rng(0)
     vals = evaluate([plain, scr], BD, sample_inputs([plain, scr], BD, rng), rng=rng)
     p, q = aligned(vals[plain], vals[scr])
-    np.testing.assert_allclose(p, q, rtol=1e-9)
+    np.testing.assert_allclose(p, q, rtol=1e-9, atol=1e-12)  # exact zeros vs round-off
 
 
 @given(data=st.data())
@@ -120,3 +120,25 @@ def test_128_layer_model_normalises():
     roots = [spec[0], plan[0], spec[2], plan[2]]
     (so, po, sd, pd), log = normalise(roots, bd)
     assert so is po and sd is pd and log.steps > 10_000
+
+
+def test_scaled_copies_of_a_sum_merging_to_coefficient_one():
+    # c A + (1 - c) A with A a sum (a gradient hook written with stop_gradient, B52b's fixed
+    # plan): add-canon would put A itself among the summands and its lin() guard (which
+    # flattens A) fails; the normaliser leaves the node to add-scaled-sum, and every step it
+    # logs passes its guard (check=True), so check-certificate accepts it
+    from fractions import Fraction
+
+    from rewriting import Normaliser, normalise
+    from rewriting import build as bb
+    from rewriting.instances import fresh
+    from spec_lang.term import Binding
+
+    x, y = fresh(["B"]), fresh(["B"])
+    a = bb.add(x, y)                             # content 1: A stays a sum
+    half = bb.const(Fraction(1, 2))
+    t = bb.add(bb.mul(half, a), bb.mul(half, a))
+    bd = Binding({"B": 3})
+    (nf,), _ = normalise([t], bd, normaliser=Normaliser(bd, check=True))
+    (want,), _ = normalise([a], bd, normaliser=Normaliser(bd, check=True))
+    assert nf is want

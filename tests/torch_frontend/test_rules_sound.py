@@ -21,7 +21,15 @@ from hypothesis import strategies as st
 from spec_lang.torch_frontend.registry import RULES
 from tests.torch_frontend.harness import check_fn, ops_of
 
-torch.set_default_dtype(torch.float64)
+
+@pytest.fixture(autouse=True)
+def _float64():
+    """Literals (``torch.tensor(0.5)``, ``ones``) in float64 for this module's tests only."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
 
 Case = Callable[[np.random.Generator, list[int]], tuple[Callable, list[torch.Tensor]]]
 CASES: dict[str, tuple[frozenset[str], Case]] = {}
@@ -360,9 +368,12 @@ def attention(rng, s):
 
 # -- the tests ----------------------------------------------------------------------------------
 PARALLEL_ONLY = {
-    # tested against the LocalTensorMode oracle on parallel programs (test_oracle.py)
+    # collectives exist only in parallel programs: exercised end to end by the examples'
+    # verdicts (test_examples.py: EQUIVALENT plans and refuted ones with the expected factor);
+    # a per-rank numeric oracle (LocalTensorMode, issue 11 item 7) is not written yet
     "_c10d_functional.all_reduce.default", "_c10d_functional.all_gather_into_tensor.default",
     "_c10d_functional.reduce_scatter_tensor.default", "_c10d_functional.wait_tensor.default",
+    "c10d.allreduce_.default",
     "aten.lt.Scalar", "aten.ge.Scalar", "aten.ne.Scalar", "aten.eq.Scalar",
 }
 

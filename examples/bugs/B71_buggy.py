@@ -1,0 +1,50 @@
+"""B71 buggy: PyTorch #172812 (fix PR #172927), ``local_map`` with uneven sharding builds outputs
+whose global shape each rank derives as ``local x mesh size``.
+
+Spec: a weight ``w`` and an input ``x`` over a dim of length 5, stored padded to X = 6 (the
+``torch.chunk`` layout over 2 ranks: sizes [3, 2]; ``valid`` = 1 on the first ``|X| - 1``
+positions, 0 on the padding), and the mean ``L = sum(valid w x) / sum(valid)`` over the 5 real
+elements; SGD.
+Plan: Mesh(tp=2), ``w`` and ``x`` ``Shard(X)`` (rank 0 holds 3 real elements, rank 1 holds 2
+and the padding). The ``local_map`` output is wrapped with ``DTensor.from_local``
+without the global shape, so each rank takes the global length to be its local length times
+the mesh size (rank 0: 6, rank 1: 4) and divides its addend of the mean by that: the ranks
+disagree on the tensor's global shape and ``sum_r |iota_r|`` is not the global size.
+Expected: NOT EQUIVALENT at ``loss`` and ``grad:w`` (values; e.g. rank 0 scales by 1/6, rank 1
+by 1/4, where the spec has 1/5).
+Smallest configuration (CASES2.md B71): 2 ranks, a length-5 dim, one ``local_map`` call.
+"""
+
+from spec_lang import (
+    SGD, Axis, Dim, Loss, Mesh, Plan, Shard, Spec, all_reduce, ops, real, scatter_to_tp_region,
+)
+from spec_lang.positions import position_index
+
+TP = Axis.TP
+X, XK = Dim("X", 6), Dim("XK", 6)
+
+
+def valid():
+    """1 on the first ``|X| - 1`` positions (the real elements), 0 on the padding element."""
+    left = ops.dim_size(X) - 1 - position_index(X, XK)        # |X| - 1 - pos
+    return ops.maximum(0, -ops.maximum(-left, -1))            # clamp to [0, 1]
+
+
+spec = Spec(params={"w": (X,)}, data={"x": real(X)},
+            forward=lambda p, d: ops.sum(valid() * p["w"] * d["x"]) / ops.sum(valid()),
+            optimizer=SGD())
+
+
+def global_length(valid_local):
+    """``DTensor.from_local(out, Shard(0))`` without ``shape``: local length x mesh size."""
+    return ops.sum(valid_local) * ops.axis_size(TP)          # BUG: rank-dependent global shape
+
+
+def forward(p, d):
+    v = scatter_to_tp_region(valid(), X, TP)                  # this rank's chunk of the layout
+    local = ops.sum(v * p["w"] * d["x"]) / global_length(v)
+    return Loss(backward=local, report=all_reduce(local, TP))
+
+
+shard = {TP: Shard(X)}
+plan = Plan(mesh=Mesh(tp=2), placements={"w": shard, "x": shard}, forward=forward)

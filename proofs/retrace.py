@@ -1,0 +1,141 @@
+"""The checker's re-trace: tie a certificate to its plan file (issue 10, family 5).
+
+Part of the checker's trusted base. The certificate names its plan file (``plan.path``, or the
+checker's ``--plan``), the file's sha256 and the front end that traced it. The checker reads the
+file, compares its hash, and has it traced in a separate clean interpreter
+(:mod:`proofs.isolation`) *while it replays the steps*; only data comes back. It then checks, on
+that data, with its own code:
+
+* the plan's goals are the certificate's obligations (same names) and each obligation's
+  ``expected`` / ``actual`` node has the Merkle hash of the re-traced term (hashes recomputed
+  here from the returned node table, never taken from the tracer);
+* the re-traced binding is the certificate's;
+* an EQUIVALENT certificate has no plan output the front end could not lower (``prove --torch``:
+  an op without a lowering rule leaves its outputs out of the obligations, listed as
+  ``unsupported``);
+* the RNG obligation (``proofs/rng.py``) holds on the re-traced dropout records.
+
+Without the plan file a certificate is not tied to a plan: the checker rejects it unless the
+caller asked for ``--no-retrace`` (``retrace=False``). Re-tracing runs the file, so a file the
+certificate names (rather than the user, with ``--plan``) is run only when it lies inside the
+working directory or the certificate's directory; otherwise the certificate is rejected as not
+tied, with a hint to name the plan with ``--plan``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from proofs.errors import CertificateError
+from proofs.isolation import PendingTrace, TraceFailed, start_trace
+from proofs.kernel import node_hash_table
+
+__all__ = ["plan_file", "start_retrace", "finish_retrace"]
+
+
+def plan_file(cert: Mapping[str, Any], cert_path: str | Path,
+              plan_path: str | Path | None) -> Path:
+    """The plan file: ``plan_path``, else the recorded path (as given, or beside the cert)."""
+    p = Path(plan_path or cert["plan"]["path"])
+    if not p.is_absolute() and not p.exists():
+        p = Path(cert_path).resolve().parent / p
+    return p
+
+
+def _near(p: Path, cert_path: str | Path) -> bool:
+    """``p`` resolves inside the working directory or the certificate's directory."""
+    real = p.resolve()
+    return any(real.is_relative_to(d) for d in (Path.cwd().resolve(),
+                                                 Path(cert_path).resolve().parent))
+
+
+def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
+                  plan_path: str | Path | None, timeout_s: float) -> PendingTrace:
+    """Read the plan file, check its hash and start tracing it in a child.
+
+    Raises:
+        CertificateError: no plan file (the certificate is not tied to a plan), an unreadable
+            one, a hash that is not ``plan.sha256``, or a child that cannot start.
+    """
+    p = plan_file(cert, cert_path, plan_path)
+    if not p.is_file():
+        raise CertificateError(
+            f"the certificate is not tied to a plan: plan file {str(p)!r} not found (give "
+            f"--plan PLAN.py, or --no-retrace to check the certificate alone)")
+    if plan_path is None and not _near(p, cert_path):
+        # the certificate, not the user, names this file, and re-tracing runs it
+        raise CertificateError(
+            f"the certificate is not tied to a plan: it names plan file {str(p)!r}, outside the "
+            f"working directory and the certificate's directory; re-tracing runs that file, so "
+            f"name it yourself with --plan (or --no-retrace to check the certificate alone)")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise CertificateError(f"--retrace: cannot read the plan {p}: {e.strerror}") from None
+    if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
+        raise CertificateError(f"--retrace: {p} does not hash to plan.sha256 (the plan file "
+                               f"changed)")
+    try:  # traced under the path prove was given (it names the file in sites and messages)
+        pending = start_trace(cert["plan"]["path"], data, frontend=cert["plan"]["frontend"],
+                              timeout_s=timeout_s)
+    except TraceFailed as e:
+        raise CertificateError(f"--retrace: {e}") from None
+    pending.check_types = False   # its nodes are compared by hash with the checked table
+    return pending
+
+
+def finish_retrace(pending: PendingTrace, cert: Mapping[str, Any], hashes: list[str]) -> None:
+    """Collect the child's data and compare it with the certificate (see the module docstring).
+
+    Raises:
+        CertificateError: one line naming the difference or why the trace failed.
+    """
+    try:
+        pd = pending.result()
+    except TraceFailed as e:
+        if e.kind == "plan":
+            raise CertificateError(f"--retrace: the plan no longer traces: {e}") from None
+        raise CertificateError(f"--retrace: {e}") from None
+    fresh = node_hash_table(pd.table)
+    goals = {g["name"]: g for g in pd.goals}
+    ob = {o["name"]: o for o in cert["obligations"]}
+    if set(goals) != set(ob):
+        raise CertificateError(
+            f"--retrace: the plan's goals differ from the obligations (only in plan: "
+            f"{sorted(set(goals) - set(ob))[:3]}, only in certificate: "
+            f"{sorted(set(ob) - set(goals))[:3]})")
+    for name, g in goals.items():
+        for side in ("expected", "actual"):
+            if fresh[g[side]] != hashes[ob[name][side]]:
+                raise CertificateError(f"--retrace: obligation {name}: the certificate's {side} "
+                                       f"term is not the plan's")
+    if pd.binding != cert["binding"]:
+        raise CertificateError("--retrace: the binding differs from the plan's")
+    if pd.unsupported and cert["verdict"] == "EQUIVALENT":
+        n, why = pd.unsupported[0]
+        raise CertificateError(f"--retrace: verdict EQUIVALENT but the front end could not lower "
+                               f"{len(pd.unsupported)} plan output(s) ({n}: {why})"[:400])
+    if any(r["side"] == "plan" for r in pd.rng):
+        from proofs.problem_data import to_problem
+
+        _recheck_rng(cert, to_problem(pd, str(pending.path), cert["plan"]["sha256"]))
+
+
+def _recheck_rng(cert: Mapping[str, Any], problem: Any) -> None:
+    """The RNG obligation (proofs/rng.py), re-run on the re-traced dropout calls: an EQUIVALENT
+    certificate needs mask terms that are a renaming of injective, consistent draws."""
+    from proofs.reduction import reduce_binding
+    from proofs.rng import check_rng
+
+    roots = [t for g in problem.goals for t in (g.expected, g.actual)]
+    for b in (reduce_binding(roots, problem.binding), problem.binding):
+        r = check_rng(problem.rng, b, problem.mesh)
+        if not r.checked:
+            continue
+        if not r.modelled:
+            raise CertificateError(f"--retrace: rng: {r.why}")
+        if r.collisions and cert["verdict"] == "EQUIVALENT":
+            raise CertificateError(f"--retrace: rng: verdict EQUIVALENT but {r.collisions[0]}")
