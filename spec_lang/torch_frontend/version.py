@@ -6,8 +6,8 @@ functional collectives' op names, ``make_fx`` options, FSDP2 state and the pipel
 action lists. They change between releases, so the capture layer names the releases it was
 built and tested against and refuses the others with one line (exit 3, bad input) instead of
 producing a graph whose meaning may have shifted. :data:`PRIVATE_APIS` lists every private API
-by dotted name; ``tests/torch_frontend/test_version.py`` imports each one, so a torch upgrade
-fails there first.
+by dotted name; ``tests/torch_frontend/test_version.py`` resolves each one, so a torch upgrade
+fails there first. ``check_torch`` runs in the tracing process before the train file is read.
 """
 
 from __future__ import annotations
@@ -23,27 +23,34 @@ SUPPORTED_TORCH: tuple[str, ...] = ("2.13.0",)
 accepts. Each was measured on this project's machine (``FRONTEND.md``)."""
 
 PRIVATE_APIS: tuple[str, ...] = (
-    # a one-process process group of any world size (capture.py)
+    # a one-process process group of any world size (world.py)
     "torch.testing._internal.distributed.fake_pg.FakeStore",
-    # DTensor internals read to lift parameters as local shards (capture.py)
+    # DTensor's local shard, read to lift parameters and gradients as rank-local (capture.py,
+    # dataparallel.py)
     "torch.distributed.tensor.DTensor._local_tensor",
-    "torch.distributed.tensor.DTensor._spec",
+    # FSDP2 over TP stores a _StridedShard placement (dataparallel.py)
     "torch.distributed.tensor.placement_types._StridedShard",
-    "torch.distributed.tensor.placement_types.Partial",
-    # the functional collectives the per-rank graph carries (graph.py)
+    # the current mesh that fully_shard / replicate default to (dataparallel.py)
+    "torch.distributed.device_mesh._mesh_resources",
+    # functional collectives that model FSDP2 / replicate in the traced step (dataparallel.py)
+    "torch.distributed._functional_collectives.all_gather_tensor",
+    "torch.distributed._functional_collectives.reduce_scatter_tensor",
+    "torch.distributed._functional_collectives.all_reduce",
+    "torch.distributed._functional_collectives.wait_tensor",
+    # the collective ops the per-rank graph carries (rules_collectives.py)
     "torch.ops._c10d_functional.all_gather_into_tensor.default",
     "torch.ops._c10d_functional.reduce_scatter_tensor.default",
     "torch.ops._c10d_functional.all_reduce.default",
-    "torch.ops._c10d_functional.all_to_all_single.default",
     "torch.ops._c10d_functional.wait_tensor.default",
-    # make_fx with stack traces that keep the user's frames (capture.py)
-    "torch.fx.experimental.proxy_tensor.make_fx",
+    "torch.ops.c10d.allreduce_.default",
+    # the module paths fully_shard / replicate are patched at (dataparallel.py)
+    "torch.distributed.fsdp._fully_shard._fully_shard.fully_shard",
+    "torch.distributed._composable.replicate_with_fsdp.replicate",
+    # parallelize_module and the styles, wrapped to record the user's lines (styles.py)
+    "torch.distributed.tensor.parallel.api.parallelize_module",
+    "torch.distributed.tensor.parallel.style.ParallelStyle",
+    # make_fx stack traces that keep the user's frames (capture.py)
     "torch.fx.proxy._register_stack_trace_anchor",
-    # the numeric oracle of the tests (tests/torch_frontend/oracle.py)
-    "torch.distributed._local_tensor.LocalTensorMode",
-    # FSDP2 state read by fsdp.py
-    "torch.distributed.fsdp._fully_shard._fsdp_state._get_module_fsdp_state",
-    "torch.distributed.fsdp._fully_shard._fsdp_param_group.FSDPParamGroup",
     # the CPU flash-attention kernels SDPA dispatches to (rules_attention.py)
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default",
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
