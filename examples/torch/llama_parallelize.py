@@ -28,8 +28,12 @@ def apply_tp(model: nn.Module, tp_mesh: DeviceMesh, loss_parallel: bool = True) 
                                   output_layouts=Shard(-1) if loss_parallel else Replicate(),
                                   use_local_output=not loss_parallel),
     })
-    # 2. every transformer block: attention and feed-forward column/row parallel, norms on
-    #    sequence shards
+    apply_tp_blocks(model, tp_mesh)
+
+
+def apply_tp_blocks(model: nn.Module, tp_mesh: DeviceMesh) -> None:
+    """Every transformer block: attention and feed-forward column/row parallel, norms on
+    sequence shards."""
     for block in model.layers.values():
         parallelize_module(block, tp_mesh, {
             "attention_norm": SequenceParallel(),

@@ -78,12 +78,16 @@ class DPUnit:
         return float(self.mesh.size())
 
 
-def _fsdp_methods(unit: DPUnit) -> dict[str, Any]:
+def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
     """The ``FSDPModule`` / DDP methods a train file calls after wrapping: settings that change
-    the numbers are recorded, the others are no-ops."""
+    the numbers are recorded (with the user's line, when ``path`` is given), the others are
+    no-ops."""
 
     def set_gradient_divide_factor(self: nn.Module, factor: float) -> None:  # noqa: ARG001
         unit.divide_factor = factor
+        if path is not None:
+            from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+            unit.settings["_divide_site"] = _user_site(path)
 
     def set_requires_gradient_sync(self: nn.Module, requires: bool, **kw: Any) -> None:  # noqa: ARG001
         unit.settings["requires_gradient_sync"] = requires
@@ -123,7 +127,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                 from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
                 u.settings["_site"] = _user_site(path)
             units.append(u)
-            for k, f in _fsdp_methods(u).items():
+            for k, f in _fsdp_methods(u, path).items():
                 object.__setattr__(m, k, types.MethodType(f, m))
         return module
 
@@ -135,7 +139,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
             u.settings["_site"] = _user_site(path)
         units.append(u)
-        for k, f in _fsdp_methods(u).items():
+        for k, f in _fsdp_methods(u, path).items():
             object.__setattr__(module, k, types.MethodType(f, module))
         return module
 

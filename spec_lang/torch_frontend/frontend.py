@@ -453,7 +453,7 @@ def _style_of(styles: Mapping[str, tuple[str, str]], param: str | None) -> str:
         mod = ".".join(parts[:k])
         if mod in styles:
             st, site = styles[mod]
-            kind = "dp" if st in ("fully_shard", "replicate") else "tp"
+            kind = "dp" if st.startswith(("fully_shard", "replicate")) else "tp"
             if not any(g[0] == kind for g in got):
                 got.append((kind, f"{st} at {site}" + (f" on {mod}" if mod else " on the model")))
     return "; ".join(g[1] for g in got)

@@ -91,8 +91,11 @@ def resolve_styles(model: Any, applied: list[tuple[Any, dict[str, Any]]], units:
     for u in units:
         n = names.get(id(u.module))
         if n is not None:
-            out.setdefault(n, ("fully_shard" if u.kind == "fsdp" else "replicate",
-                               u.settings.get("_site", path)))
+            what = "fully_shard" if u.kind == "fsdp" else "replicate"
+            if u.divide_factor is not None:
+                what += (f" (gradient divide factor {u.divide_factor:g} set at "
+                         f"{u.settings.get('_divide_site', path)})")
+            out.setdefault(n, (what, u.settings.get("_site", path)))
     return out
 
 
