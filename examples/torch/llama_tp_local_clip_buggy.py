@@ -2,8 +2,9 @@
 (``to_local()``), so every rank clips with its own coefficient instead of the global norm's.
 The max norm is small, so clipping is active on every input.
 
-``prove --torch`` refutes the gradients handed to the optimizer on a rank, naming the line of
-the clipping multiply.
+``prove --torch`` refutes the gradients handed to the optimizer: the sequence-parallel norms'
+partial gradients, each scaled by its rank's own coefficient before they are summed (not a
+constant factor), at the backward's line.
 """
 
 import contextlib

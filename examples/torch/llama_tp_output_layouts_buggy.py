@@ -2,8 +2,8 @@
 attention's row-parallel ``wo`` declares ``output_layouts=Partial()``: DTensor then never
 all-reduces the partial sums, and each rank adds only its heads' share to the residual stream.
 
-``prove --torch`` refutes the gradients below the attention of the last layer, naming the
-style's line.
+``prove --torch`` refutes the loss (plan / spec is not a constant factor) and every gradient
+below it, at the ``train_step`` line.
 """
 
 import torch

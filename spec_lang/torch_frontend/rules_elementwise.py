@@ -6,10 +6,10 @@ IR broadcasts by name, so a term only carries the dims it varies along.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
-import sympy
 import torch
 import torch.fx as fx
 
@@ -287,7 +287,9 @@ class TanhBackward:
         return tv(ctx, n, _mul(gt, _add(_one(), _neg(ew(Op.POW, yt, attrs=(Fraction(2),))))))
 
 
-_GELU_C = sympy.sqrt(2) / sympy.sqrt(sympy.pi)   # sqrt(2/pi)
+# sqrt(2/pi) as torch's kernels hold it: kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, a double, i.e. a
+# binary rational (the certificate's constant grammar has no pi: proofs/exact_numbers.py)
+_GELU_C = Fraction(math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5)
 _GELU_K = Fraction("0.044715")
 
 

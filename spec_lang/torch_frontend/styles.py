@@ -20,10 +20,13 @@ __all__ = ["record_styles", "resolve_styles"]
 
 
 def _user_site(path: str) -> str:
+    """``file:line`` of the innermost caller in the train file's folder (the train file or a
+    module beside it, named as the train file is: ``examples/torch/llama_parallelize.py:60``)."""
     folder = os.path.dirname(os.path.realpath(path))
     for fr in reversed(traceback.extract_stack()[:-2]):
         if fr.filename and os.path.dirname(os.path.realpath(fr.filename)) == folder:
-            return f"{fr.filename if os.path.realpath(fr.filename) != os.path.realpath(path) else path}:{fr.lineno}"
+            name = os.path.join(os.path.dirname(path), os.path.basename(fr.filename))
+            return f"{name}:{fr.lineno}"
     return path
 
 
