@@ -37,7 +37,7 @@ def _prove(name: str, certs: Path, *extra: str, timeout: float = 1500) -> dict:
                         "--json", "--jobs", "1", *extra], cwd=ROOT, capture_output=True,
                        text=True, timeout=timeout)
     assert r.stdout.strip(), r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = json.loads(r.stdout)
     out["_rc"] = r.returncode
     return out
 
@@ -118,7 +118,7 @@ def _check_without_torch(cert: Path) -> tuple[int, dict, list[str]]:
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=1500)
     mods = json.loads(next(x for x in r.stderr.splitlines() if x.startswith("MODULES "))[8:])
-    answer = json.loads(r.stdout.strip().splitlines()[-1])
+    answer = json.loads(r.stdout.strip().splitlines()[-1])   # one line (sort_keys, no indent)
     return r.returncode, answer, [m for m in mods if m == "torch" or m.startswith("torch.")]
 
 
@@ -135,3 +135,74 @@ def test_check_certificate_retraces_the_torch_file_without_importing_torch(
     assert code == rc and answer["valid"] and answer["verdict"] == verdict, answer
     assert answer["retraced"] is True
     assert not torch_mods, torch_mods[:5]
+
+
+UNSUPPORTED = '''
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 4, "hidden": 6}
+
+
+class M(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.a = nn.Linear(h, h, bias=False)
+        self.b = nn.Linear(h, h, bias=False)
+
+    def forward(self, x):
+        return self.b(x) + self.a(x).cumsum(-1)
+
+
+def build_model(s):
+    return M(s["hidden"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = (model(batch["x"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    return loss
+'''
+
+
+def test_an_op_without_a_rule_leaves_its_outputs_unknown_naming_the_op_and_line(tmp_path):
+    """cumsum has no lowering rule: every output that depends on it is UNKNOWN, naming the op
+    and the user's line; the rest is still proved; the verdict is never EQUIVALENT."""
+    f = tmp_path / "train_cumsum.py"
+    f.write_text(UNSUPPORTED)
+    line = next(i for i, x in enumerate(UNSUPPORTED.splitlines(), 1) if "cumsum" in x)
+    r = subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import prove_main; "
+                        "sys.exit(prove_main(sys.argv[1:]))", "--torch", str(f), "--json",
+                        "--no-check", "--jobs", "1"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=1500)
+    out = json.loads(r.stdout)
+    assert out["verdict"] == "UNKNOWN" and r.returncode == 2
+    not_lowered = {o["goal"]: o["reason"] for o in out["open"]
+                   if o["reason"].startswith("not lowered")}
+    # every output depends on the cumsum (its backward is flip / cumsum / flip)
+    assert set(not_lowered) == {"loss", "grad:a.weight", "grad:b.weight", "a.weight",
+                                "b.weight"}, out["open"]
+    why = not_lowered["b.weight"]
+    assert "aten.cumsum.default" in why and f"train_cumsum.py:{line}" in why, why
+    backward = next(i for i, x in enumerate(UNSUPPORTED.splitlines(), 1) if "backward()" in x)
+    assert f"train_cumsum.py:{backward}" in not_lowered["grad:a.weight"]
+    assert out["counts"]["refuted"] == 0 and out["counts"]["total"] == 0
