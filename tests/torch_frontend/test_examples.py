@@ -122,17 +122,16 @@ def _check_without_torch(cert: Path) -> tuple[int, dict, list[str]]:
     return r.returncode, answer, [m for m in mods if m == "torch" or m.startswith("torch.")]
 
 
-@pytest.mark.parametrize("name,verdict,rc", [("mlp_ddp.py", "EQUIVALENT", 0),
-                                             ("mlp_ddp_sum_buggy.py", "NOT EQUIVALENT", 1)])
-def test_check_certificate_retraces_the_torch_file_without_importing_torch(
-        name, verdict, rc, certs):
+@pytest.mark.parametrize("name,verdict", [("mlp_ddp.py", "EQUIVALENT"),
+                                          ("mlp_ddp_sum_buggy.py", "NOT EQUIVALENT")])
+def test_check_certificate_retraces_the_torch_file_without_importing_torch(name, verdict, certs):
     cert = certs / f"{name}.json"
     if not cert.is_file():          # (the prove test ran in another worker)
         assert _prove(name, certs, "--no-check")["verdict"] == verdict
     doc = json.loads(cert.read_text())
     assert doc["plan"]["frontend"] == "torch"
     code, answer, torch_mods = _check_without_torch(cert)
-    assert code == rc and answer["valid"] and answer["verdict"] == verdict, answer
+    assert code == 0 and answer["valid"] and answer["verdict"] == verdict, answer  # 0: valid
     assert answer["retraced"] is True
     assert not torch_mods, torch_mods[:5]
 
