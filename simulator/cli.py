@@ -167,6 +167,22 @@ def _positive(what: str, value: int) -> int:
     return value
 
 
+def _check_counts(args: argparse.Namespace, preset: Any) -> tuple[int, int]:
+    """Reject zero and negative counts before anything is loaded; returns (iterations, eval_every)."""
+    iterations = _positive("--iterations", args.iterations if args.iterations is not None else preset.iterations)
+    eval_every = _positive("--eval-every", args.eval_every if args.eval_every is not None else preset.eval_every)
+    _positive("--threads", args.threads)
+    if getattr(args, "jobs", None) is not None:
+        _positive("--jobs", args.jobs)
+    if isinstance(args.checkpoint_interval, int) and args.checkpoint_interval < 1:
+        raise SimulationError(f"--checkpoint-interval must be an integer >= 1 or 'auto', got {args.checkpoint_interval}")
+    if args.redundant_overhead is not None and not args.redundant_overhead >= 1.0:
+        raise SimulationError(f"--redundant-overhead must be a factor >= 1, got {args.redundant_overhead}")
+    if args.lr_scale is not None and not args.lr_scale > 0:
+        raise SimulationError(f"--lr-scale must be > 0, got {args.lr_scale}")
+    return iterations, eval_every
+
+
 def _load_cluster(path: Path):
     from simulator.cluster import Cluster
 
@@ -179,13 +195,8 @@ def _load_cluster(path: Path):
 def _strategy_knobs(args: argparse.Namespace, preset: Any) -> dict[str, dict[str, Any]]:
     knobs = {k: dict(v) for k, v in preset.strategy_knobs.items()}
     if args.checkpoint_interval is not None:
-        if isinstance(args.checkpoint_interval, int) and args.checkpoint_interval < 1:
-            raise SimulationError(f"--checkpoint-interval must be an integer >= 1 or 'auto', "
-                                  f"got {args.checkpoint_interval}")
         knobs.setdefault("checkpoint", {})["interval"] = args.checkpoint_interval
     if args.lr_scale is not None:
-        if not args.lr_scale > 0:
-            raise SimulationError(f"--lr-scale must be > 0, got {args.lr_scale}")
         for name in ("checkfree", "checkfree_plus"):
             knobs.setdefault(name, {})["lr_scale"] = args.lr_scale
     for strategy, fld, value in args.knob:
@@ -205,10 +216,7 @@ def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: floa
         if not Path(args.data).exists():
             raise SimulationError(f"--data {args.data}: no such file or folder")
         cfg["data"] = str(Path(args.data).resolve())
-    iterations = _positive("--iterations", args.iterations if args.iterations is not None else preset.iterations)
-    eval_every = _positive("--eval-every", args.eval_every if args.eval_every is not None else preset.eval_every)
-    if args.redundant_overhead is not None and not args.redundant_overhead >= 1.0:
-        raise SimulationError(f"--redundant-overhead must be a factor >= 1, got {args.redundant_overhead}")
+    iterations, eval_every = _check_counts(args, preset)
     if cluster_name == "paper-geo":
         cfg["n_stages"] = 6  # the paper's 6 transformer stages (plus the embedding stage)
         cfg.setdefault("n_micro_batches", 6)  # CheckFree trainer.py send_mbs
@@ -271,6 +279,7 @@ def _run_command(args: argparse.Namespace, console: Any) -> int:
     from simulator.run import load_backend, run_one
 
     preset = sweep_preset(args.preset)
+    _check_counts(args, preset)
     _set_threads(args.threads)
     if args.seed < 0:
         raise SimulationError(f"--seed must be >= 0, got {args.seed}")
@@ -320,8 +329,7 @@ def _sweep_command(args: argparse.Namespace, console: Any) -> int:
     strategies = _flatten(args.strategies) or list(preset.strategies)
     rates = _flatten(args.failure_rates) or list(preset.failure_rates)
     seeds = _flatten(args.seeds) or list(preset.seeds)
-    _positive("--jobs", args.jobs)
-    _positive("--threads", args.threads)
+    _check_counts(args, preset)
     backend = load_backend(args.backend)
     _validate_grid(backend, strategies, rates, args.failure_model, args.trace, _n_stages(args, preset))
     if any(s < 0 for s in seeds):
