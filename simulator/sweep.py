@@ -59,11 +59,12 @@ class SweepSpec:
     base: RunSpec
 
     def runs(self) -> list[RunSpec]:
-        """The grid's runs; ``no_failure`` only once per seed, at rate 0."""
+        """The grid's runs, seed by seed (a partial sweep holds complete paired seeds first);
+        ``no_failure`` only once per seed, at rate 0."""
         out, seen = [], set()
-        for strategy in self.strategies:
-            for rate in self.failure_rates:
-                for seed in self.seeds:
+        for seed in self.seeds:
+            for strategy in self.strategies:
+                for rate in self.failure_rates:
                     r = 0.0 if strategy == NO_FAILURE else float(rate)
                     if (strategy, r, seed) in seen:
                         continue
