@@ -159,6 +159,8 @@ def add_simulate_parser(subparsers: Any) -> None:
     sm.add_argument("--target", type=float, default=None,
                     help="another validation loss target; time to target is recomputed from the logged rows "
                          "(default: the sweep's own)")
+    sm.add_argument("--regime", action="store_true",
+                    help="also print the dimensionless quantities beside the CheckFree paper's (docs/fidelity.md)")
 
 
 def _positive(what: str, value: int) -> int:
@@ -371,6 +373,12 @@ def _summarize_command(args: argparse.Namespace, console: Any) -> int:
     else:
         target = records[0].get("target_loss")
     write_outputs(records, out, target, console.print)
+    if args.regime:
+        from simulator.regime import regime_markdown
+
+        knobs = records[0].get("spec", {}).get("strategy_knobs", {}).get("checkpoint", {})
+        interval = knobs.get("interval") if isinstance(knobs.get("interval"), int) else None
+        print(regime_markdown(records, interval))
     console.print(f"{len(records)} runs summarised from {path} (summary.csv and plots rewritten)")
     return 0
 
