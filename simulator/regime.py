@@ -106,6 +106,16 @@ def _ff_slope(ff: dict[str, Any], iteration: int, window: int = 40) -> float:
     return float(-np.polyfit(x, y, 1)[0])
 
 
+def _acted_before(rec: dict[str, Any]) -> int:
+    """Failures the strategy acted on up to its target (all of them when rows are not logged)."""
+    rows = rec.get("rows")
+    if not rows or not any("failures" in r for r in rows):
+        return int(rec.get("failures_acted_on", 0))
+    limit = rec["steps_to_target"]
+    return sum(len(r.get("failures", [])) - len(r.get("failures_ignored", [])) for r in rows
+               if r.get("step", 0) <= limit)
+
+
 def measured_regime(records: Sequence[dict[str, Any]], checkpoint_interval: int | None = None) -> list[RegimeRow]:
     """Our quantities per rate from a sweep's records (``iterations_to_target`` of no_failure = N0)."""
     by = {record_key(r): r for r in records}
@@ -126,7 +136,9 @@ def measured_regime(records: Sequence[dict[str, Any]], checkpoint_interval: int 
                 r = by.get((s, rate, seed))
                 if r is None or r.get("steps_to_target") is None:
                     continue
-                n, acted = float(r["steps_to_target"]), r.get("failures_acted_on", 0)
+                n, acted = float(r["steps_to_target"]), _acted_before(r)
+                if n <= 0:
+                    continue  # target met before any step: nothing was lost
                 lost[s].append(1 - n0 / n)
                 fails[s].append(float(acted))
                 if acted:

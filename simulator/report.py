@@ -42,9 +42,10 @@ def summary_table(summaries: Sequence[Summary], target: float | None, title: str
     finite = [s.mean_s for s in summaries if math.isfinite(s.mean_s)]
     unit, per = time_unit(max(finite, default=math.inf))
     t = Table(title=escape(f"time to validation loss <= {target} (simulated {unit}; mean [bootstrap 95 % CI] over "
-                           f"seeds; ratios paired per seed, < 1 is faster)"), caption=escape(title or ""))
-    for col in ("strategy", "failure rate", "reached", f"time to target {unit}", "/ checkpoint", "/ failure-free",
-                "iterations to target", "failures acted/ignored", "tokens/s", "iteration s", "wall s"):
+                           f"seeds; / ckpt, / no failure: ratios paired per seed, < 1 is faster; iterations: "
+                           f"completed iterations at the target)"), caption=escape(title or ""))
+    for col in ("strategy", "rate", "reached", f"to target ({unit})", "/ ckpt", "/ no failure",
+                "iterations", "failures acted/ignored", "tokens/s", "iteration s", "wall s"):
         t.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=col == "strategy")
     for s in summaries:
         cells = (s.strategy, "any" if s.strategy == NO_FAILURE else f"{s.failure_rate:g}", f"{s.reached}/{s.seeds}",
