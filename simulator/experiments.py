@@ -158,8 +158,8 @@ PAPER_500M_MODEL = {"n_stages": 6, "layers_per_stage": 4, "d_model": 1024, "n_he
 
 def paper_full() -> SweepPreset:
     return SweepPreset(
-        summary="the paper's 500M LLaMa at the paper's rates, ~25k iterations, 5 seeds: GPU / Ray only "
-                "(--dry-run prints the cost)",
+        summary="the paper's 500M LLaMa at the paper's rates, ~25k iterations, 5 seeds: ~450 A100-hours, "
+                "a Ray cluster (--dry-run prints the cost)",
         trainer_config=dict(PAPER_500M_MODEL, total_iters=25_000),
         failure_rates=PAPER_RATES,
         seeds=(0, 1, 2, 3, 4),
@@ -210,16 +210,22 @@ def _train_flops_per_iteration(cfg: dict[str, Any]) -> float:
 
 def _measured_flops_per_s_here() -> tuple[float, float]:
     """(FLOP/s, s per step) of one real step of the trainer's default tiny model on this machine (1 thread)."""
+    import tempfile
     import time
+    from pathlib import Path
 
+    import numpy as np
     import torch
 
     from trainer import PipelineTrainer
     from trainer.api import TrainerConfig
 
     torch.set_num_threads(1)  # process_time counts every thread; one thread, as sweep workers run
-    cfg = TrainerConfig(n_stages=6)
-    trainer = PipelineTrainer(cfg)
+    with tempfile.TemporaryDirectory() as tmp:  # any text does for timing: no corpus download
+        words = np.random.default_rng(0).choice(["the", "king", "sea", "wind", "gold", "night", "war", "song"], 30_000)
+        text = Path(tmp) / "timing.txt"
+        text.write_text(" ".join(words))
+        trainer = PipelineTrainer(TrainerConfig(n_stages=6, data=str(text)), cache_dir=Path(tmp) / "cache")
     trainer.train_step()  # warm-up
     t0 = time.process_time()
     steps = 5
@@ -280,8 +286,10 @@ def dry_run_report(name: str, strategies: list[str], rates: list[float], seeds: 
                      f"1 thread, {step_s:.3f} s/step): {here_s / 3600 / 24 / 365.25:,.1f} core-years "
                      f"({here_s / 2 / 3600:,.0f} h on 2 cores)")
     if math.isfinite(gpu_h):
-        per_gpu = gpu_h / max(1, len(runs))
-        lines.append(f"Ray: one run per GPU ({per_gpu:,.0f} A100-hours each); "
-                     f"`shardproof simulate sweep --preset {name} --executor ray --threads 8 --out DIR` "
-                     f"with RAY_ADDRESS set and the training text in --data (the paper: OpenWebText)")
+        per_run = gpu_h / max(1, len(runs))
+        lines.append(f"per run: {per_run:,.1f} A100-hours, or {total_flops / len(runs) / 1e18:.3g} EFLOP on CPU cores; "
+                     f"the trainer runs on CPU today (no accelerator placement in trainer/pipeline.py), so a GPU run "
+                     f"needs that first (docs/fidelity.md section 5)")
+        lines.append(f"Ray: `RAY_ADDRESS=... shardproof simulate sweep --preset {name} --executor ray --threads N "
+                     f"--data OPENWEBTEXT_DIR --out DIR`: one run per Ray task of N CPUs, results resumable")
     return "\n".join(lines)

@@ -42,3 +42,19 @@ def test_measured_quantities():
     table = regime_markdown(recs, 12)
     assert table.startswith("| quantity | paper 5 % (p 0.0009) | ours p 0.01 |")
     assert "| stage failures per stage before target, p N0 | 9 | 1.1 [1, 1.2] |" in table
+
+
+def test_paper_full_dry_run_estimate():
+    from simulator.experiments import PAPER_500M_MODEL, _param_count, _train_flops_per_iteration, dry_run_report
+
+    # the paper's 500M: 6 x 4 layers of 16 d^2 (+ norms) and a 2 V d embedding stage
+    d, v = 1024, 32000
+    assert _param_count(PAPER_500M_MODEL) == 24 * (16 * d * d + 2 * d) + 2 * v * d + d
+    tokens = 16 * 1024 * 4
+    layer_flops = 2 * 16 * 1024 * 16 * d * d + 4 * 16 * 1024 * 1024 * d  # per micro-batch
+    head_flops = 2 * 16 * 1024 * d * v
+    assert _train_flops_per_iteration(PAPER_500M_MODEL) == 3 * 4 * (24 * layer_flops + head_flops)
+    assert 6 * 468e6 * tokens < _train_flops_per_iteration(PAPER_500M_MODEL) < 6 * 500e6 * tokens * 1.2
+    report = dry_run_report("paper-full", ["no_failure", "checkfree", "checkfree_plus", "checkpoint", "redundant"],
+                            [0.0009, 0.002, 0.004], [0, 1, 2, 3, 4], measure=False)
+    assert "runs: 65" in report and "train steps: 1,052,000" in report and "A100-hours" in report
