@@ -31,7 +31,8 @@ import numpy as np
 
 from simulator.stats import Interval, bootstrap_mean, record_key
 
-__all__ = ["PAPER", "PaperRow", "RegimeRow", "paper_regime", "measured_regime", "regime_markdown"]
+__all__ = ["PAPER", "PaperRow", "RegimeRow", "paper_regime", "measured_regime", "regime_markdown",
+           "ORDERINGS", "orderings_markdown", "reproduction_markdown"]
 
 
 @dataclass(frozen=True)
@@ -209,3 +210,65 @@ def _pct(d: Interval, n0: Interval) -> str:
     if d.n == 0 or n0.n == 0 or not n0.mean > 0:
         return "-"
     return f"{d.mean / n0.mean:.2%}"
+
+
+# The paper's orderings (docs/ANCHORS.md, Table 2): (faster, slower) pairs by training time.
+ORDERINGS = (("checkfree_plus", "checkfree"), ("checkfree", "checkpoint"), ("checkfree_plus", "checkpoint"),
+             ("checkfree_plus", "redundant"), ("redundant", "checkpoint"))
+
+
+def _paper_ratio(row: PaperRow, a: str, b: str) -> float:
+    return row.hours[a] / row.hours[b]
+
+
+def orderings_markdown(records: Sequence[dict[str, Any]]) -> str:
+    """Paired ratios a / b per seed (mean and bootstrap 95 % CI) beside the paper's a / b, per rate.
+
+    Verdict per cell: "holds" when the interval lies on the paper's side of 1, "reversed" when it
+    lies on the other side, "tie" when it contains 1 (the seeds do not decide).
+    """
+    from simulator.stats import paired_ratios
+
+    rates = sorted({record_key(r)[1] for r in records if record_key(r)[0] != "no_failure"})
+    lines = ["| ratio (time to target) | " + " | ".join(f"paper {row.label} | ours p {rate:g}"
+                                                         for row, rate in zip(PAPER, rates)) + " |",
+             "|---|" + "---|---|" * min(len(PAPER), len(rates))]
+    for a, b in ORDERINGS:
+        cells = []
+        for row, rate in zip(PAPER, rates):
+            theirs = _paper_ratio(row, a, b)
+            iv = bootstrap_mean(list(paired_ratios(records, a, rate, b).values()))
+            if iv.n == 0:
+                cells.append(f"{theirs:.3f} | -")
+                continue
+            side = theirs < 1
+            verdict = "tie" if not iv.excludes(1.0) else ("holds" if (iv.hi < 1) == side else "reversed")
+            cells.append(f"{theirs:.3f} | {_iv(iv)} {verdict}")
+        lines.append(f"| {a} / {b} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def reproduction_markdown(records: Sequence[dict[str, Any]]) -> str:
+    """Time to target relative to the failure-free run and to checkpointing, the paper's and ours."""
+    from simulator.stats import summarize
+
+    by = {(s.strategy, s.failure_rate): s for s in summarize(records)}
+    rates = sorted({record_key(r)[1] for r in records if record_key(r)[0] != "no_failure"})
+    lines = ["| strategy | " + " | ".join(f"paper {row.label} | ours p {rate:g}" for row, rate in zip(PAPER, rates))
+             + " |", "|---|" + "---|---|" * min(len(PAPER), len(rates))]
+    ff_h = PAPER_N0 * PAPER_ITERATION_S / 3600
+    for s in ("checkfree", "checkfree_plus", "checkpoint", "redundant"):
+        cells = []
+        for row, rate in zip(PAPER, rates):
+            mine = by.get((s, rate))
+            cells.append(f"{row.hours[s] / ff_h:.2f} | " + ("-" if mine is None or mine.vs_failure_free is None
+                                                           else _iv(mine.vs_failure_free)))
+        lines.append(f"| {s} / failure-free | " + " | ".join(cells) + " |")
+    for s in ("checkfree", "checkfree_plus", "redundant"):
+        cells = []
+        for row, rate in zip(PAPER, rates):
+            mine = by.get((s, rate))
+            cells.append(f"{row.hours[s] / row.hours['checkpoint']:.3f} | " + (
+                "-" if mine is None or mine.vs_checkpoint is None else _iv(mine.vs_checkpoint)))
+        lines.append(f"| {s} / checkpoint | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

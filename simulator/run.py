@@ -16,7 +16,8 @@ pipeline schedule's simulated iteration time (`simulator.schedule`) with the str
 ``forward_multiplier``, Bamboo ``redundant_forward_of`` and CheckFree+ swap, or, with
 ``redundant_overhead``, that factor times the plain pipeline's time for a redundant strategy
 (the CheckFree paper's measured 1.65x, issue 15). Action prices come from `simulator.cost` with
-the cluster's modelled model's bytes. Evaluation costs wall time only, not simulated time.
+the cluster's modelled model's bytes, times ``action_time_scale`` (1 unless a regime compresses
+time). Evaluation costs wall time only, not simulated time.
 
 Failures: a failed stage the strategy *acts on* costs a ``Restart(stage)`` (every strategy,
 docs/trainer.md); the others are *ignored* (immune stages). Both are counted.
@@ -114,6 +115,9 @@ class RunSpec:
     redundant_overhead: float | None = None  # redundant strategies: iteration = this x the plain pipeline's
     stop_at_target: bool = False  # end the run at the first evaluation at or below target_loss
     jump_eval_batches: int = 0  # > 0: evaluate just before and after each acted-on failure (loss jump)
+    # x the seconds of every strategy action (restarts, transfers, saves, loads): a regime that
+    # compresses the run c-fold keeps recovery time relative to the run with 1 / c (docs/fidelity.md)
+    action_time_scale: float = 1.0
 
     def key(self) -> tuple[str, float, int]:
         return (self.strategy, float(self.failure_rate), int(self.seed))
@@ -142,6 +146,8 @@ def _check_spec(spec: RunSpec) -> None:
     if spec.redundant_overhead is not None and not (math.isfinite(spec.redundant_overhead)
                                                     and spec.redundant_overhead >= 1.0):
         raise SimulationError(f"redundant_overhead must be a finite factor >= 1, got {spec.redundant_overhead!r}")
+    if not (math.isfinite(spec.action_time_scale) and spec.action_time_scale > 0):
+        raise SimulationError(f"action_time_scale must be a finite factor > 0, got {spec.action_time_scale!r}")
     if spec.stop_at_target and spec.target_loss is None:
         raise SimulationError("stop_at_target needs a target_loss")
 
@@ -227,7 +233,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     if knobs.get("interval") == "auto":
         save_bytes = (cluster.model or trained).checkpoint_bytes()
         plain_s = simulate_iteration(cluster, micro_batches, schedule=spec.schedule).iteration_s
-        knobs = young_daly_knobs(knobs, save_s=cluster.storage_s(save_bytes), schedule=schedule, iteration_s=plain_s)
+        knobs = young_daly_knobs(knobs, save_s=cluster.storage_s(save_bytes) * spec.action_time_scale,
+                                 schedule=schedule, iteration_s=plain_s)
     strategy = backend.make_strategy(spec.strategy, **knobs)
     strategy.attach(trainer)
     loop = _Loop(spec, cluster, trainer, strategy, schedule, trained, _Clock(spec, cluster, strategy, micro_batches))
@@ -280,7 +287,7 @@ class _Loop:
     def _price(self, actions: Sequence[Any], concurrent: bool = False) -> float:
         p = price(self.cluster, actions, trained=self.trained, concurrent=concurrent)
         self.scaled += p.scaled
-        return p.seconds
+        return p.seconds * self.spec.action_time_scale
 
     def run(self) -> None:
         spec, trainer = self.spec, self.trainer

@@ -137,3 +137,15 @@ def test_unsaid_content_is_scaled_by_the_model_ratio():
     assert both.seconds == pytest.approx(c.restart_delay_s + c.storage_s(3 * (m.stage_param_bytes[0]
                                                                               + m.stage_param_bytes[1])))
     assert price(c, [StorageWrite(5)]).seconds == pytest.approx(c.storage_s(5))  # no trained size: as given
+
+
+def test_action_time_scale_compresses_recoveries_not_iterations(corpus, tmp_path):
+    # the regime preset divides every action's seconds by its compression factor (docs/fidelity.md)
+    trace = trace_file(tmp_path, (50.0, 3))
+    full = run_one(geo_spec(corpus, "checkfree", trace=trace))
+    half = run_one(geo_spec(corpus, "checkfree", trace=trace, action_time_scale=0.5))
+    assert failure_cost(half) == pytest.approx(failure_cost(full) / 2)
+    assert half["iteration_s"] == full["iteration_s"]
+    assert half["sim_time_s"] == pytest.approx(full["sim_time_s"] - failure_cost(full) / 2)
+    with pytest.raises(Exception, match="action_time_scale must be a finite factor > 0"):
+        run_one(geo_spec(corpus, "checkfree", action_time_scale=0.0))
