@@ -95,6 +95,8 @@ class RegimeRow:
     jump_nats: Interval
     jump_iters: Interval
     failures_per_interval: float | None
+    shared_boundary: float  # fraction of stage failures that share their boundary with another failure
+    replica_pairs: Interval  # redundant: stages lost with their replica holder, per run (re-initialised)
 
 
 def _ff_slope(ff: dict[str, Any], iteration: int, window: int = 40) -> float:
@@ -152,6 +154,17 @@ def measured_regime(records: Sequence[dict[str, Any]], checkpoint_interval: int 
                     slope = _ff_slope(f, row["iteration"])
                     if slope > 0:
                         jump_iters.append((after - before) / slope)
+        shared, total, pairs = 0, 0, []
+        for (s, r_rate, _), r in by.items():
+            if r_rate != rate or s == "no_failure":
+                continue
+            for row in r.get("rows", []):
+                f = row.get("failures", [])
+                total += len(f)
+                shared += len(f) if len(f) > 1 else 0
+            if s == "redundant":
+                pairs.append(float(sum(1 for row in r.get("rows", []) for st in row.get("failures", [])
+                                       if st >= 2 and st - 1 in row["failures"])))
         n0 = bootstrap_mean(n0s)
         out.append(RegimeRow(
             p=rate, n0=n0, failures_per_stage=bootstrap_mean([rate * x for x in n0s]),
@@ -160,6 +173,8 @@ def measured_regime(records: Sequence[dict[str, Any]], checkpoint_interval: int 
             failures={s: bootstrap_mean(v) for s, v in fails.items()},
             jump_nats=bootstrap_mean(jumps), jump_iters=bootstrap_mean(jump_iters),
             failures_per_interval=None if checkpoint_interval is None else checkpoint_interval * n_stages * rate,
+            shared_boundary=shared / total if total else math.nan,
+            replica_pairs=bootstrap_mean(pairs),
         ))
     return out
 
@@ -203,6 +218,13 @@ def regime_markdown(records: Sequence[dict[str, Any]], checkpoint_interval: int 
         [_iv(r.jump_iters) for _, r in pairs])
     row("stage failures per checkpoint interval, f k p", [f"{q['failures_per_interval']:.2f}" for q, _ in pairs],
         ["-" if r.failures_per_interval is None else f"{r.failures_per_interval:.2f}" for _, r in pairs])
+    # not matched by a compressed run: failures per iteration grow c-fold, so more of them coincide
+    row("failures sharing their boundary with another (expected 1 - (1-p)^5)",
+        [f"{1 - (1 - q['p']) ** (PAPER_STAGES - 1):.1%}" for q, _ in pairs],
+        [f"{r.shared_boundary:.1%} (expected {1 - (1 - r.p) ** (PAPER_STAGES - 1):.1%})" for _, r in pairs])
+    row("redundant: stages lost with their replica holder per run (expected 5 p^2 N0)",
+        [f"{5 * q['p'] ** 2 * PAPER_N0:.2f}" for q, _ in pairs],
+        [f"{_iv(r.replica_pairs)} (expected {5 * r.p ** 2 * r.n0.mean:.2f})" if r.n0.n else "-" for _, r in pairs])
     return "\n".join(lines)
 
 
