@@ -4,7 +4,8 @@
   seeds on a common time grid (each seed's curve is a step function: the last evaluation at or
   before t) with its bootstrap 95 % band (`simulator.stats.bootstrap_mean`, where >= 2 seeds
   still run), the failure-free reference dashed in every panel, the target as a labelled
-  horizontal line, a legend on every panel and a title stating cluster, model, rates and seeds.
+  horizontal line, a legend on every panel and a title stating cluster, model, rates and seeds;
+  with a target the y axis shows the last ``ZOOM_NATS`` above it, where the strategies differ.
 - ``time_to_target.png``: mean time to target per strategy and rate with bootstrap 95 % error
   bars; "not reached" marked.
 """
@@ -25,6 +26,7 @@ __all__ = ["plot_loss_vs_time", "plot_time_to_target", "sweep_title", "time_unit
 COLORS = {NO_FAILURE: "black", "checkfree": "tab:blue", "checkfree_plus": "tab:green",
           "checkpoint": "tab:red", "redundant": "tab:purple"}
 GRID_POINTS = 160
+ZOOM_NATS = 0.8  # loss vs time shows the last 0.8 nats above the target
 BAND_RESAMPLES = 2000
 
 
@@ -97,6 +99,7 @@ def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: flo
     fig, axes = plt.subplots(1, len(rates), figsize=(5.2 * len(rates), 4.4), squeeze=False, sharey=True)
     order = {n: i for i, n in enumerate(STRATEGY_ORDER)}
     strategies = sorted({record_key(r)[0] for r in records}, key=lambda s: (order.get(s, 99), s))
+    lowest = math.inf
     for ax, rate in zip(axes[0], rates):
         for strategy in strategies:
             runs = [r for r in records if record_key(r)[0] == strategy
@@ -105,6 +108,8 @@ def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: flo
             if not curves:
                 continue
             mean, lo, hi = _band(curves, grid)
+            if np.isfinite(mean).any():
+                lowest = min(lowest, float(np.nanmin(mean)))
             color = COLORS.get(strategy)
             ax.plot(grid / per, mean, color=color, lw=1.4, ls="--" if strategy == NO_FAILURE else "-",
                     label=f"{strategy} (n={len(curves)})")
@@ -117,6 +122,8 @@ def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: flo
         ax.set_xlabel(f"simulated time ({unit})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper right")
+    if target is not None:  # the approach to the target is where strategies differ: zoom there
+        axes[0][0].set_ylim(min(lowest, target) - 0.05, target + ZOOM_NATS)
     axes[0][0].set_ylabel("validation loss (nats/token), mean and 95 % CI")
     fig.suptitle(title or sweep_title(records), fontsize=9)
     fig.tight_layout()
