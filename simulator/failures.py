@@ -90,12 +90,20 @@ class FailureSchedule(ABC):
         """JSON-able description for results files."""
         return {"model": type(self).__name__, "failable": list(self.failable)}
 
+    def pipeline_failure_probability(self, iteration_s: float) -> float | None:
+        """Probability that at least one failable stage fails in an iteration of ``iteration_s``
+        seconds, or None when the schedule has no rate (traces)."""
+        return None
+
 
 class NoFailures(FailureSchedule):
     """Never fails (the `no_failure` baseline's schedule regardless of rate)."""
 
     def failures(self, step: int, now_s: float, iteration_s: float) -> tuple[int, ...]:
         return ()
+
+    def pipeline_failure_probability(self, iteration_s: float) -> float | None:
+        return 0.0
 
 
 def _check_probability(p: float) -> float:
@@ -123,6 +131,10 @@ class BernoulliFailures(FailureSchedule):
     def describe(self) -> dict:
         return {**super().describe(), "p_per_stage_iteration": self.p, "seed": self.seed}
 
+    def pipeline_failure_probability(self, iteration_s: float) -> float | None:
+        """1 - (1 - p)^k with k failable stages (independent draws)."""
+        return 1.0 - (1.0 - self.p) ** len(self.failable)
+
 
 class HourlyFailures(BernoulliFailures):
     """Each failable stage fails at ``rate_per_stage_hour``; p = 1 - exp(-rate * it_s / 3600)."""
@@ -145,6 +157,10 @@ class HourlyFailures(BernoulliFailures):
     def describe(self) -> dict:
         return {"model": "HourlyFailures", "failable": list(self.failable),
                 "rate_per_stage_hour": self.rate_per_stage_hour, "seed": self.seed}
+
+    def pipeline_failure_probability(self, iteration_s: float) -> float | None:
+        """1 - exp(-rate k iteration_s / 3600) with k failable stages (Poisson)."""
+        return -math.expm1(-self.rate_per_stage_hour * len(self.failable) * iteration_s / 3600.0)
 
 
 class _TimedFailures(FailureSchedule):
