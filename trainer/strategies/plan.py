@@ -185,7 +185,7 @@ Step = (Restart | Hold | Rebuild | Reinit | SetLrScale | SaveCheckpoint | LoadCh
 
 
 class PipelineView(Protocol):
-    """What a planner may read about the pipeline: sizes and LR multipliers, never tensors.
+    """What a planner may read about the pipeline: its stages and their sizes, never tensors.
 
     A `PipelineTrainer` is one; the real run's driver provides another (trainer.distributed).
     """
@@ -195,8 +195,6 @@ class PipelineView(Protocol):
     def stage_param_bytes(self, stage: int) -> int: ...
 
     def stage_optimizer_bytes(self, stage: int) -> int: ...
-
-    def lr_scale(self, stage: int) -> float: ...
 
 
 def _check_parts(parts: str) -> None:
