@@ -3,8 +3,8 @@
 Each simulated step runs ONE real ``trainer.train_step()``. The simulator owns the clock:
 
     for each step (until `iterations` iterations are done, at most `max_steps` steps):
-        stages = failure_schedule.failures(step, now_s, iteration_s)
-        if stages:   now_s += price(strategy.on_failure(stages, iteration))   # may Rollback
+        stages, at = failure_schedule.draw(step, now_s, iteration_s)          # at: 0 = boundary
+        if stages:   now_s += at * iteration_s (if acted on) + price(strategy.on_failure(stages, iteration))
         result = trainer.train_step();  now_s += iteration_s;  iteration += 1
         now_s += price(strategy.on_iteration_end(iteration, result))           # e.g. checkpoints
         every `eval_every` iterations: val_loss = trainer.evaluate(eval_batches)
@@ -103,6 +103,8 @@ class RunSpec:
     target_loss: float | None = None
     max_steps_factor: float = 4.0  # stop after this x iterations steps (rollback storms)
     backend: str | None = None
+    mid_iteration: bool = False  # failures land inside the iteration (simulator.failures.MidIterationFailures)
+    failable_embedding: bool = False  # the embedding stage 0 fails like the others (issue 16)
 
     def key(self) -> tuple[str, float, int]:
         return (self.strategy, float(self.failure_rate), int(self.seed))
@@ -142,7 +144,9 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         schedule = NoFailures(cluster.n_stages)
     else:
         schedule = make_failure_schedule(spec.failure_model, spec.failure_rate, spec.seed, cluster.n_stages,
-                                         trace=spec.trace, time_scale=spec.trace_time_scale)
+                                         trace=spec.trace, time_scale=spec.trace_time_scale,
+                                         failable=range(cluster.n_stages) if spec.failable_embedding else None,
+                                         mid_iteration=spec.mid_iteration)
     iteration_cache: dict[tuple, float] = {}
 
     def iteration_s() -> float:
@@ -165,13 +169,18 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     while iteration < spec.iterations and step < max_steps:
         t0 = time.perf_counter()
         it_s = iteration_s()
-        failed = schedule.failures(step, now_s, it_s)
+        draw = schedule.draw(step, now_s, it_s)
+        failed = draw.stages
         sim_overhead_s += time.perf_counter() - t0
         events: list[dict[str, Any]] = []
         if failed:
             n_failures += len(failed)
             actions = strategy.on_failure(list(failed), iteration)
             t0 = time.perf_counter()
+            if actions and draw.at_fraction > 0.0:  # a node was lost inside the iteration: its work so far too
+                now_s += draw.at_fraction * it_s
+                events.append({"action": "LostWork", "at_fraction": draw.at_fraction, "phase": "failure",
+                               "cost_s": draw.at_fraction * it_s})
             cost_s = price_actions(cluster, actions)
             now_s += cost_s
             for a in actions:
@@ -181,7 +190,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
                         raise SimulationError(f"strategy {spec.strategy!r} rolled back to iteration "
                                               f"{a.to_iteration}, outside 0..{iteration}")
                     iteration = int(a.to_iteration)
-            if events:
+            if actions:
                 events[-1]["cost_s"] = cost_s
             sim_overhead_s += time.perf_counter() - t0
             it_s = iteration_s()  # a repair may change the schedule (e.g. a replica lost)

@@ -16,7 +16,8 @@ gradients among its replicas. Actors are simpy processes:
 - one *all-reduce* process per stage, which waits until every replica of the stage has run
   its last backward and then takes ``Cluster.allreduce_s(stage)``.
 
-The iteration time is when the last all-reduce ends; it comes out of the model.
+The iteration time is when the last all-reduce ends, plus the cluster's ``update_s`` (the optimizer
+step and, in the real run, its commit round trip; 0 in the other presets); it comes out of the model.
 
 Schedules (operation order at pipeline position p of P, micro-batches 0..M-1):
 - GPipe (Huang et al., NeurIPS 2019): all forwards F0..F(M-1), then all backwards B0..B(M-1).
@@ -52,7 +53,7 @@ _F, _B = 0, 1  # operation kinds: forward, backward
 class IterationTiming:
     """Timings of one simulated iteration (seconds)."""
 
-    iteration_s: float  # the last all-reduce ends (or the last backward with one replica)
+    iteration_s: float  # the last all-reduce ends (or the last backward with one replica), plus update_s
     pipeline_s: float  # the last backward of any node ends
     messages: int  # point-to-point messages sent (activations forward, gradients back)
 
@@ -186,4 +187,5 @@ def simulate_iteration(
     env.run()
     if not all(proc.processed for proc in reducers):  # pragma: no cover - a schedule bug
         raise SimulationError(f"schedule {schedule!r} deadlocked at t={env.now} s")
-    return IterationTiming(iteration_s=env.now, pipeline_s=last_backward_s[0], messages=messages[0])
+    return IterationTiming(iteration_s=env.now + cluster.update_s, pipeline_s=last_backward_s[0],
+                           messages=messages[0])
