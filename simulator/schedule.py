@@ -14,7 +14,9 @@ gradients among its replicas. Actors are simpy processes:
   message travel ``latency_s`` (propagation does not occupy the link), so an uncontended
   message costs ``latency_s + nbytes / bytes_per_s`` (`simulator.cluster.LinkSpec`);
 - one *all-reduce* process per stage, which waits until every replica of the stage has run
-  its last backward and then takes ``Cluster.allreduce_s(stage)``.
+  its last backward and then takes ``Cluster.allreduce_s(stage)``;
+- with ``Cluster.host_cores`` set, operations hold the node and then get their CPU seconds from
+  one `simulator.host.SharedHost` (processor sharing among every node of the host).
 
 The iteration time is when the last all-reduce ends, plus the cluster's ``update_s`` (the optimizer
 step and, in the real run, its commit round trip; 0 in the other presets); it comes out of the model.
@@ -41,6 +43,7 @@ import simpy
 
 from simulator.cluster import Cluster
 from simulator.errors import SimulationError
+from simulator.host import SharedHost
 
 __all__ = ["SCHEDULES", "IterationTiming", "route", "simulate_iteration"]
 
@@ -117,6 +120,7 @@ def simulate_iteration(
     replicas = range(cluster.dp_replicas)
     nodes = [(s, r) for s in range(cluster.n_stages) for r in replicas]
     compute = {node: simpy.Resource(env, capacity=1) for node in nodes}
+    host = None if cluster.host_cores is None else SharedHost(env, cluster.host_cores, cluster.host_load)
     links: dict[tuple[tuple[int, int], tuple[int, int]], simpy.Resource] = {}
     # ready[(kind, position, replica, micro_batch)]: that operation's input has arrived
     ready = {(k, p, r, i): env.event() for k in (_F, _B) for p in range(n_pos) for r in replicas for i in range(m)}
@@ -158,7 +162,10 @@ def simulate_iteration(
             node = (routes[i][p], r)
             with compute[node].request() as req:
                 yield req
-                yield env.timeout(op_seconds(kind, node[0], p))
+                if host is None:
+                    yield env.timeout(op_seconds(kind, node[0], p))
+                else:  # one machine's cores shared by every stage process (simulator/host.py)
+                    yield from host.run(op_seconds(kind, node[0], p))
             if kind == _F:
                 if p + 1 < n_pos:
                     env.process(send(node, (routes[i][p + 1], r), ready[(_F, p + 1, r, i)]))

@@ -68,7 +68,7 @@ class TrainOutcome:
     pipeline_s: float  # train sent -> every stage replied
     commit_s: float  # commit (or abort) sent -> every stage acknowledged
     seconds: float  # the whole call
-    ops: dict[int, list[list[float]]] = field(default_factory=dict)  # stage -> [kind, mb, pos, compute_s, wait_s]
+    ops: dict[int, list[list[float]]] = field(default_factory=dict)  # stage -> [kind, mb, pos, compute, wait, cpu s]
 
 
 @dataclass(frozen=True)
@@ -365,6 +365,19 @@ class DistributedPipeline:
                                   b: {"cmd": "ping", "peer": a, "sizes": list(sizes), "repeats": repeats,
                                       "initiator": False}})
         return {int(k): float(v) for k, v in replies[a]["rtt_s"].items()}
+
+    def measure_host(self, seconds: float = 0.5) -> dict[int, float]:
+        """CPU seconds per wall second each process gets when k = 1..S+1 stages compute at once (median)."""
+        out = {}
+        for k in range(1, self.n_stages + 2):
+            replies = self._exchange({s: {"cmd": "burn", "seconds": seconds} for s in range(k)})
+            out[k] = sorted(r["cpu_s"] / r["wall_s"] for r in replies.values())[k // 2]
+        return out
+
+    def wait_for_spares(self) -> None:
+        """Block until every spare has started (torch imported, warmed up)."""
+        for handle in self._spares:
+            handle.wait_ready(READY_TIMEOUT_S)
 
     def save_state(self, stage: int, path: Path) -> None:
         """Stage `stage` writes its full packed state to `path` (.npy; tests compare it)."""

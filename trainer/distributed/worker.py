@@ -8,11 +8,12 @@ gloo (trainer.distributed.wire). Commands and replies (JSON):
 |---|---|---|
 | `assign` stage, config, initial, cache_dir | builds the stage (seeded init, or empty for a replacement) | `seconds` |
 | `join` generation, world, store | joins that generation's gloo group (ranks = stages) | `seconds` |
-| `train` program, routes, lr, sampler_state, redundant | runs the iteration's operations | `status` done / aborted, `loss_sum`, `sampler_state`, `ops` timings |
+| `train` program, routes, lr, sampler_state, redundant | runs the iteration's operations | `status` done / aborted, `loss_sum`, `sampler_state`, `ops` [kind, micro-batch, position, compute s, wait s, CPU s] |
 | `commit` / `abort` | after `train`: clip + Adam step / drop the gradients | `grad_norm`, `seconds` |
 | `evaluate` program, routes, n_batches | forward-only pipeline over the validation batches | `loss_sum`, `tokens` (stage 0) |
 | `plan` steps, tag_base | its part of a recovery plan (trainer.strategies.plan) | `received` transfers, `seconds` |
 | `ping` peer, sizes, repeats, initiator | round trips with one peer (link calibration) | `rtt_s` per size |
+| `burn` seconds | computes flat out (host calibration) | `cpu_s`, `wall_s` |
 | `save_state` path | writes its full packed state (tests) | `bytes` |
 | `exit` | leaves | - |
 
@@ -125,6 +126,7 @@ class StageWorker:
         from trainer.distributed.pipeline_schedule import BACKWARD, FORWARD, Op
         from trainer.distributed.wire import PeerAborted, PeerLost
 
+        t_start = time.perf_counter()
         rt, wire = self.runtime, self.wire
         cfg = rt.config
         program = [Op(*op) for op in msg["program"]]
@@ -139,12 +141,13 @@ class StageWorker:
         batches, sampler_state = (rt.draw_batches(msg["sampler_state"], len(the_routes)) if rt.stage == 0
                                   else (None, None))
         saved: dict[tuple[int, int], tuple[Any, Any]] = {}
-        ops: list[list[float]] = []  # [kind, micro_batch, position, compute_s, wait_s]
+        ops: list[list[float]] = []  # [kind, micro_batch, position, compute_s, wait_s, cpu_s]
+        prep_s = time.perf_counter() - t_start
         loss_sum, index = 0.0, 0
         try:
             for index, op in enumerate(program):
                 mb, p = op.micro_batch, op.position
-                wait = 0.0
+                wait, cpu0 = 0.0, time.thread_time()
                 if op.kind == FORWARD:
                     if p == 0:
                         h = None
@@ -180,7 +183,7 @@ class StageWorker:
                     compute = time.perf_counter() - t0
                     if p > 0:
                         wire.isend(h.grad, the_routes[mb][p - 1], TRAIN_TAGS * mb + 1)
-                ops.append([op.kind, mb, p, compute, wait])
+                ops.append([op.kind, mb, p, compute, wait, time.thread_time() - cpu0])
         except (PeerLost, PeerAborted) as exc:
             for op in program[index:]:  # unblock everyone still waiting for this stage
                 if op.kind == FORWARD and op.position != last:
@@ -191,7 +194,7 @@ class StageWorker:
             del saved
             return {"status": "aborted", "reason": str(exc), "ops": ops}
         return {"status": "done", "loss_sum": loss_sum if rt.stage == 0 else None,
-                "sampler_state": sampler_state, "ops": ops}
+                "sampler_state": sampler_state, "ops": ops, "prep_s": prep_s, "busy_s": time.perf_counter() - t_start}
 
     def cmd_commit(self, msg: dict) -> dict:
         t0 = time.perf_counter()
@@ -311,6 +314,23 @@ class StageWorker:
                 out[str(numel)] = statistics.median(rtts)
         return {"rtt_s": out}
 
+    def cmd_burn(self, msg: dict) -> dict:
+        """Compute flat out for `seconds` of wall time (this stage's forward); report the CPU seconds got.
+
+        Several stages burning at once measure how much CPU the host gives the run's processes
+        (simulator.calibrate, host sharing).
+        """
+        import torch
+
+        cfg = self.runtime.config
+        h = torch.randn(cfg.micro_batch_size, cfg.context, cfg.d_model, generator=torch.Generator().manual_seed(0))
+        module = self.runtime.template(1)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        with torch.no_grad():
+            while time.perf_counter() - t0 < float(msg["seconds"]):
+                module(h)
+        return {"cpu_s": time.thread_time() - c0, "wall_s": time.perf_counter() - t0}
+
     def cmd_save_state(self, msg: dict) -> dict:
         return {"bytes": self.runtime.save(Path(msg["path"]))}
 
@@ -324,6 +344,9 @@ def _warm_up() -> None:
     """
     import torch
 
+    import trainer.distributed.pipeline_schedule  # noqa: F401 - imported now rather than in the first command
+    import trainer.distributed.wire  # noqa: F401
+    import trainer.strategies.plan  # noqa: F401
     from trainer.api import TrainerConfig
     from trainer.distributed.stage_runtime import stage_module
     from trainer.model import init_transformer_stage

@@ -161,5 +161,8 @@ class PlannedStrategy(RecoveryStrategy):
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
+        if self._view is not None:  # bound without a trainer (the real run)
+            d["immune_stages"] = sorted(self.immune_stages())
+            d["storage_bytes"] = self.storage_bytes()
         d["planned"] = True
         return d
