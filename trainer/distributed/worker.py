@@ -1,7 +1,8 @@
-"""A stage process of the real pipeline: `python -m trainer.distributed.worker --control-fd N ...`.
+"""A stage process of the real pipeline: `StageWorker` serves the driver's commands.
 
-The driver (trainer.distributed.driver) starts one per stage plus warm spares, and sends commands
-over the control channel (trainer.distributed.control); activations, gradients and state move over
+Stage processes are forked by the zygote (trainer.distributed.zygote), one per stage plus warm
+spares; the driver (trainer.distributed.driver) sends commands over the control channel
+(trainer.distributed.control); activations, gradients and state move over
 gloo (trainer.distributed.wire). Commands and replies (JSON):
 
 | cmd | does | reply |
@@ -22,24 +23,21 @@ ABORT frame, the stage stops its iteration and sends an ABORT frame for every me
 in this iteration, so every process waiting on it unblocks in turn; it reports `aborted` and keeps
 its weights and Adam state as they were before the iteration.
 
-The process asks the kernel to kill it when its parent dies (`PR_SET_PDEATHSIG`) and exits when the
-control channel closes, so no stage process outlives its driver.
+The process asks the kernel to kill it when its parent (the zygote) dies (`PR_SET_PDEATHSIG`) and
+exits when the control channel closes, so no stage process outlives its driver.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import signal
-import socket
-import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["StageWorker"]
 
 PR_SET_PDEATHSIG = 1
 TRAIN_TAGS = 2  # tag = 2 * micro_batch + kind (kind 0: activation forward, 1: gradient backward)
@@ -359,29 +357,3 @@ def _warm_up() -> None:
     module(x).sum().backward()
     torch.nn.utils.clip_grad_norm_(list(module.parameters()), 1.0)
     opt.step()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of a stage process (started by trainer.distributed.launcher)."""
-    parser = argparse.ArgumentParser(prog="trainer.distributed.worker")
-    parser.add_argument("--control-fd", type=int, required=True)
-    parser.add_argument("--parent-pid", type=int, required=True)
-    parser.add_argument("--store", required=True)
-    args = parser.parse_args(argv)
-    _die_with_parent(args.parent_pid)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import torch
-
-    torch.set_num_threads(1)  # one intra-op thread per stage process (docs/trainer.md, threads)
-    sock = socket.socket(fileno=args.control_fd)
-    conn = Connection(sock.detach())
-    from trainer.distributed.control import send_message
-
-    _warm_up()
-    send_message(conn, {"hello": os.getpid()})
-    StageWorker(conn, Path(args.store)).serve()
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover - run as a process
-    sys.exit(main())
