@@ -22,6 +22,7 @@ simulator uses, carried out with real transfers.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -30,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simulator.calibrate import fit_host_load, host_cores
 from simulator.cluster import Cluster
 from simulator.errors import SimulationError
 from simulator.failures import NoFailures, make_failure_schedule
@@ -108,8 +110,12 @@ def _events(actions, phase: str) -> list[dict[str, Any]]:
 
 
 def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
-             on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Run `spec` with real processes under `workdir`; return a record like `run_one`'s (times in wall s)."""
+             on_row: Callable[[dict[str, Any]], None] | None = None, pipeline: Any = None) -> dict[str, Any]:
+    """Run `spec` with real processes under `workdir`; return a record like `run_one`'s (times in wall s).
+
+    `pipeline`: an already started `DistributedPipeline` of the same configuration to reuse (it is
+    `reset` first and left running); by default the run starts and stops its own.
+    """
     from trainer.api import TrainerConfig
     from trainer.distributed import DistributedPipeline
     from trainer.strategies import make_planned_strategy
@@ -131,10 +137,18 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
     measured: dict[str, list] = {"restart_s": [], "recovery_s": [], "iteration_end_s": [], "lost_work_s": [],
                                  "transfers": [], "iteration_s": [], "pipeline_s": [], "commit_s": []}
     rows: list[dict[str, Any]] = []
-    pipe = DistributedPipeline(cfg, workdir, cache_dir=None if spec.cache_dir is None else Path(spec.cache_dir),
-                               schedule=spec.schedule, spares=spec.spares, timeout_s=spec.timeout_s)
-    with pipe:
+    if pipeline is None:
+        pipe = DistributedPipeline(cfg, workdir, cache_dir=None if spec.cache_dir is None else Path(spec.cache_dir),
+                                   schedule=spec.schedule, spares=spec.spares, timeout_s=spec.timeout_s)
+        context = pipe
+    else:
+        if pipeline.config != cfg or pipeline.schedule != spec.schedule:
+            raise SimulationError("run_real: the given pipeline was built for another configuration")
+        pipe, context = pipeline, contextlib.nullcontext()
+        pipe.reset()
+    with context:
         startup_s = time.perf_counter() - wall0
+        host_before = pipe.measure_host(0.3)
         strategy.bind(pipe)
         pipe.run_plan(strategy.plan_attach())  # before the clock: the initial model is reproducible from the seed
         swap, redundant = strategy.swap_on_odd_microbatches(), strategy.forward_multiplier(1) > 1.0
@@ -214,6 +228,7 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
                   "mid_iteration": bool(lost) and draw.at_fraction > 0.0, "iteration_s": outcome.seconds,
                   "events": events, "ops": outcome.ops})
         training_s = clock.now()
+        host_after = pipe.measure_host(0.3)
     ttt = real_time_to_target_s(rows, spec.target_loss)
     return {
         "mode": "real",
@@ -232,5 +247,7 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
         "time_to_target_s": ttt if math.isfinite(ttt) else None,
         "target_loss": spec.target_loss,
         "measured": measured,
+        "host": {"cores": host_cores(), "share_before": host_before, "share_after": host_after,
+                 "load": fit_host_load({k: (host_before[k] + host_after[k]) / 2 for k in host_before}, host_cores())},
         "rows": rows,
     }

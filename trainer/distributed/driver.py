@@ -154,6 +154,17 @@ class DistributedPipeline:
         self._join()
         return self
 
+    def reset(self) -> None:
+        """Start over in the same processes: seeded stages, iteration 0, the initial data position.
+
+        For tests and calibration, which need many short runs; every stage's state (weights, Adam,
+        held copies) is rebuilt from the seed, nothing of the previous run is kept.
+        """
+        self.iteration, self.reinit_count, self._marks = 0, 0, {}
+        self.sampler_state = sampler_generator(self.config.seed).bit_generator.state
+        self._exchange({s: self._assign(s, initial=True) for s in self._workers})
+        self._join()
+
     def close(self) -> None:
         """Stop every process of the run (idempotent)."""
         if self._launcher is not None:

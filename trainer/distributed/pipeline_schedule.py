@@ -17,9 +17,12 @@ gives each position its own worker sharing the node's compute first come, first 
 process needs a fixed order. `stage_programs` takes it from an event simulation of the whole
 pipeline with unit operation times and free links, in which each node picks, among the next
 operations of its positions whose input has arrived, the one that has waited longest (ties: the
-lower position). Each node's order is then a linear extension of a valid execution: every
-operation's input is produced by an operation that comes earlier in that execution, so processes
-that block on receives and never block on sends cannot deadlock.
+lower position). A transformer stage runs its backwards in micro-batch order even when they belong
+to two positions (CheckFree+), so its gradient accumulates in the in-process trainer's order and
+the sums are bit-identical; stage 0's two positions touch different parameters (embedding, head).
+Each node's order is then a linear extension of a valid execution: every operation's input is
+produced by an operation that comes earlier in that execution, so processes that block on
+receives and never block on sends cannot deadlock.
 """
 
 from __future__ import annotations
@@ -93,6 +96,8 @@ def stage_programs(schedule: str, the_routes: tuple[tuple[int, ...], ...],
         return done_at.get((BACKWARD, i, p + 1))
 
     programs: dict[int, list[Op]] = {s: [] for s, _ in queues}
+    backwards_left = {s: sorted(i for (q_s, _p), q in queues.items() if q_s == s for k, i in q if k == BACKWARD)
+                      for s in programs}
     node_free: dict[int, int] = {s: 0 for s in programs}
     position_free: dict[tuple[int, int], int] = {key: 0 for key in queues}
     remaining = sum(len(q) for q in queues.values())
@@ -109,6 +114,8 @@ def stage_programs(schedule: str, the_routes: tuple[tuple[int, ...], ...],
                 ready = input_time(q[0][0], q[0][1], p)
                 if ready is None or ready > now:
                     continue
+                if stage != 0 and q[0][0] == BACKWARD and q[0][1] != backwards_left[stage][0]:
+                    continue  # an earlier micro-batch's backward first (gradient accumulation order)
                 waited_since = max(ready, position_free[(s, p)])
                 if best is None or waited_since < best[0]:
                     best = (waited_since, p)
@@ -117,6 +124,8 @@ def stage_programs(schedule: str, the_routes: tuple[tuple[int, ...], ...],
             p = best[1]
             kind, i = queues[(stage, p)].pop(0)
             programs[stage].append(Op(kind, i, p))
+            if kind == BACKWARD:
+                backwards_left[stage].remove(i)
             done_at[(kind, i, p)] = now + 1
             node_free[stage] = position_free[(stage, p)] = now + 1
             remaining -= 1

@@ -8,12 +8,14 @@ shows up as NaN instead of silently reusing a seed.
 
 State travels as one flat float32 vector (`pack`), in parameter order:
 
-    weights: [W_1 ... W_n | lr_scale]
-    full:    [W_1 ... W_n | m_1 ... m_n | v_1 ... v_n | step_1 ... step_n | lr_scale]
+    weights: [W_1 ... W_n | lr]
+    full:    [W_1 ... W_n | m_1 ... m_n | v_1 ... v_n | step_1 ... step_n | lr]
 
-(m, v: Adam's exp_avg and exp_avg_sq; step: its per-tensor step count, 0 = no state yet). A
-recovery that combines several vectors (`trainer.strategies.plan.combine`) works element by
-element, so it computes exactly what the in-process executor computes tensor by tensor.
+(m, v: Adam's exp_avg and exp_avg_sq; step: its per-tensor step count, 0 = no state yet; lr: the
+LR scale as the two float32 words of its float64 bits, `LR_WORDS`, so an exact copy keeps it exact).
+A recovery that combines several vectors (`trainer.strategies.plan.combine`) combines all but the
+LR words element by element, so it computes exactly what the in-process executor computes tensor
+by tensor.
 Checkpoints are these vectors in `.npy` files, written to a temporary name, fsynced and renamed.
 """
 
@@ -32,7 +34,19 @@ from trainer.data import TokenSampler, load_tokens, validation_windows
 from trainer.model import EmbeddingStage, TransformerStage, init_embedding_stage, init_transformer_stage
 from trainer.pipeline import ADAM_BETAS, ADAM_EPS, CLIP_EPS, stage_generator
 
-__all__ = ["StageRuntime", "stage_module", "flat_numel"]
+__all__ = ["StageRuntime", "stage_module", "flat_numel", "LR_WORDS", "lr_words", "lr_of"]
+
+LR_WORDS = 2  # the LR scale travels as its float64 bits in two float32 slots
+
+
+def lr_words(lr_scale: float) -> torch.Tensor:
+    """The float64 `lr_scale` as two float32 words (bit copy)."""
+    return torch.tensor([float(lr_scale)], dtype=torch.float64).view(torch.float32)
+
+
+def lr_of(flat: torch.Tensor) -> float:
+    """The LR scale stored in the last two words of a packed state."""
+    return float(flat[-LR_WORDS:].clone().view(torch.float64).item())
 
 
 def stage_module(config: TrainerConfig, stage: int) -> nn.Module:
@@ -44,7 +58,7 @@ def flat_numel(module: nn.Module, parts: str) -> int:
     """Length of `module`'s packed state (module docstring)."""
     params = list(module.parameters())
     n = sum(p.numel() for p in params)
-    return n + 1 if parts == "weights" else 3 * n + len(params) + 1
+    return n + LR_WORDS if parts == "weights" else 3 * n + len(params) + LR_WORDS
 
 
 class StageRuntime:
@@ -102,8 +116,8 @@ class StageRuntime:
             chunks += [s["exp_avg"].reshape(-1) if s else z for s, z in zip(state, zeros)]
             chunks += [s["exp_avg_sq"].reshape(-1) if s else z for s, z in zip(state, zeros)]
             chunks.append(torch.tensor([float(s["step"]) if s else 0.0 for s in state]))
-        chunks.append(torch.tensor([self.lr_scale]))
-        return torch.cat(chunks).to(torch.float32)
+        chunks.append(lr_words(self.lr_scale))
+        return torch.cat([c.to(torch.float32) if c.dtype != torch.float32 else c for c in chunks])
 
     @torch.no_grad()
     def unpack(self, flat: torch.Tensor, parts: str, optimizer: str, lr_scale: float | None) -> None:
@@ -115,7 +129,7 @@ class StageRuntime:
         for p in self.params:
             p.copy_(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
-        self.lr_scale = float(flat[-1]) if lr_scale is None else float(lr_scale)
+        self.lr_scale = lr_of(flat) if lr_scale is None else float(lr_scale)
         self._new_optimizer()
         if optimizer == "fresh":
             return
@@ -155,8 +169,8 @@ class StageRuntime:
         if parts == held_parts:
             return flat
         if parts == "weights" and held_parts == "full":
-            n = self.numel(stage, "weights") - 1
-            return torch.cat([flat[:n], flat[-1:]])
+            n = self.numel(stage, "weights") - LR_WORDS
+            return torch.cat([flat[:n], flat[-LR_WORDS:]])
         raise KeyError(f"copy of stage {stage} holds only {held_parts}")
 
     # ------------------------------------------------------------------ compute

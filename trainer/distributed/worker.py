@@ -238,6 +238,9 @@ class StageWorker:
     # ------------------------------------------------------------------ plans, links, tests
     def cmd_plan(self, msg: dict) -> dict:
         """This stage's part of every step of a recovery plan, in order (deadlock-free: module doc)."""
+        import torch
+
+        from trainer.distributed.stage_runtime import LR_WORDS
         from trainer.strategies.plan import combine
 
         rt, wire, me = self.runtime, self.wire, self.runtime.stage
@@ -268,7 +271,9 @@ class StageWorker:
                         t0 = time.perf_counter()
                         vectors.append(wire.recv(rt.numel(stage, parts), node, tag + j))
                         received.append([node, me, 4 * rt.numel(stage, parts), time.perf_counter() - t0])
-                    flat = combine(vectors, [c for _, c, _ in step["sources"]], step["denominator"])
+                    coefficients = [c for _, c, _ in step["sources"]]
+                    body = combine([v[:-LR_WORDS] for v in vectors], coefficients, step["denominator"])
+                    flat = torch.cat([body, vectors[0][-LR_WORDS:]])  # LR words copied, never combined
                     rt.unpack(flat, parts, step["optimizer"], step["lr_scale"])
                 else:
                     for j, (node, _, copy_of) in enumerate(step["sources"]):
