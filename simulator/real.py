@@ -174,10 +174,10 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
             events.append({"action": "Measured", "phase": "failure", "restart_s": restarted.seconds,
                            "from_spare": list(restarted.from_spare), "recovery_s": run.seconds})
 
+        clock = _Clock()
         t_eval = time.perf_counter()
         emit({"time_s": 0.0, "iteration": 0, "step": 0, "train_loss": None,
               "val_loss": pipe.evaluate(spec.eval_batches), "failures": [], "ignored": [], "events": []})
-        clock = _Clock()
         clock.pause(time.perf_counter() - t_eval)
         max_steps = max(spec.iterations, int(math.ceil(spec.max_steps_factor * spec.iterations)))
         step = n_failures = n_ignored = 0

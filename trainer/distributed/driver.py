@@ -365,6 +365,8 @@ class DistributedPipeline:
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
             os.replace(tmp, ckpt / "meta.json")
+        bad = {s: r for s, r in replies.items() if "received" not in r}
+        assert not bad, bad
         transfers = tuple(tuple(t) for r in replies.values() for t in r["received"])
         return PlanRun(time.perf_counter() - t0, transfers, sum(r["storage_bytes"] for r in replies.values()))
 

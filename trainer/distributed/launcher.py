@@ -62,12 +62,17 @@ class WorkerHandle:
         self.pid, self.conn, self.worker_id = pid, conn, worker_id
         self.zygote_pid, self.log_path = zygote_pid, log_path
         self.ready = False
+        self._unanswered: list[tuple[int, str]] = []  # (seq, cmd) of commands sent and not answered yet
+        self._seq = 0
 
     def alive(self) -> bool:
         return process_alive(self.pid, self.zygote_pid)
 
     def send(self, message: dict[str, Any]) -> None:
-        send_message(self.conn, message)
+        """Send a command; its reply must come back before any later command's (checked by `recv`)."""
+        self._seq += 1
+        self._unanswered.append((self._seq, str(message.get("cmd"))))
+        send_message(self.conn, {**message, "seq": self._seq})
 
     def recv(self, timeout_s: float) -> dict[str, Any]:
         """The next message; raises WorkerLost (process gone) or DistributedError (timeout, error reply)."""
@@ -77,6 +82,11 @@ class WorkerHandle:
             raise DistributedError(f"worker {self.worker_id} (pid {self.pid}) did not answer within {timeout_s:.0f} s"
                                    f"; logs: {self.log_path}")
         message = recv_message(self.conn)
+        if "hello" not in message:
+            expected = self._unanswered.pop(0) if self._unanswered else (None, None)
+            if message.get("seq") != expected[0]:
+                raise DistributedError(f"worker {self.worker_id} (pid {self.pid}) answered command "
+                                       f"#{message.get('seq')} where #{expected[0]} ({expected[1]}) was due")
         if "error" in message:
             raise DistributedError(f"worker {self.worker_id} (pid {self.pid}): {message['error']}; "
                                    f"logs: {self.log_path}")

@@ -87,7 +87,7 @@ class StageWorker:
                 except Exception as exc:  # reported to the driver, which raises it there
                     reply = {"error": f"{type(exc).__name__}: {exc}"}
             try:
-                self._send(self.conn, reply)
+                self._send(self.conn, {**reply, "seq": msg.get("seq")})
             except WorkerLost:
                 return
 
