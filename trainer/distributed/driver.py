@@ -101,7 +101,7 @@ class DistributedPipeline:
         if not isinstance(spares, int) or spares < 0:
             raise TrainerError(f"spares must be an int >= 0, got {spares!r}")
         self.config, self.n_stages, self.schedule = config, config.n_stages, schedule
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).resolve()  # stage processes get absolute paths
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cache_dir = default_cache_dir(cache_dir)
         self.n_spares, self.timeout_s = spares, float(timeout_s)
