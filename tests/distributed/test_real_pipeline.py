@@ -144,3 +144,27 @@ def test_bulk_failures_from_a_trace_kill_several_processes_at_one_boundary(pipe,
     assert first["failures"] == [2, 3, 4] and first["iteration"] == 1
     assert rec["failures"] >= 3 and rec["iterations_done"] == 6
     assert all(np.isfinite(r["train_loss"]) for r in rec["rows"][1:])
+
+
+def _bamboo_p3():
+    """The shared Bamboo EC2 trace (../shared/data/traces, not part of the product), or None."""
+    from pathlib import Path
+
+    for parent in Path(__file__).resolve().parents:
+        path = parent / "shared" / "data" / "traces" / "bamboo" / "p3-trace.csv"
+        if path.exists():
+            return path
+    return None
+
+
+@pytest.mark.skipif(_bamboo_p3() is None, reason="shared Bamboo traces not present")
+def test_bamboo_spot_trace_bulk_preemptions_kill_processes_together(pipe, tiny, cache, tmp_path):
+    """Same-minute removals of the real EC2 trace become several SIGKILLs at one boundary."""
+    spec = RealRunSpec(strategy="gemini", failure_rate=0.0, seed=0, iterations=100, trainer_config=tiny,
+                       eval_every=50, eval_batches=2, failure_model="bamboo", trace=str(_bamboo_p3()),
+                       trace_time_scale=0.0005, cache_dir=str(cache), strategy_knobs={"gemini": {"interval": 5}})
+    rec = run_real(spec, tmp_path / "unused", pipeline=pipe)
+    bulk = [r for r in rec["rows"] if len(r["failures"]) >= 2]
+    assert bulk, "no boundary with several stages killed"
+    assert rec["iterations_done"] == 100 and rec["steps"] > 100  # gemini rolled back and re-ran iterations
+    assert all(np.isfinite(r["train_loss"]) for r in rec["rows"][1:])
