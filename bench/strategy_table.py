@@ -102,8 +102,13 @@ def main(argv: list[str] | None = None) -> int:
                    max_steps_factor=preset.max_steps_factor, mid_iteration=args.mid_iteration,
                    failable_embedding=args.failable_embedding)
     rates = tuple(args.rates or preset.failure_rates)
-    sweep = SweepSpec(strategies=tuple(args.strategies), failure_rates=rates, seeds=tuple(args.seeds), base=base)
-    records = run_sweep(sweep, out, max_workers=args.jobs, progress=sys.stderr.isatty())
+    records = []
+    for seed in args.seeds:  # seed by seed: a partial sweep already compares every strategy (paired by seed)
+        sweep = SweepSpec(strategies=tuple(args.strategies), failure_rates=rates, seeds=(seed,), base=base)
+        records = run_sweep(sweep, out, max_workers=args.jobs, progress=sys.stderr.isatty())
+    wanted = {(n, 0.0 if n == "no_failure" else float(r), s) for n in args.strategies for r in rates for s in args.seeds}
+    records = [r for r in records if (r["key"]["strategy"], float(r["key"]["failure_rate"]), int(r["key"]["seed"]))
+               in wanted]
     text = table(records, rates, args.seeds, preset.target_loss, args)
     (out / "table.md").write_text(text)
     print(text)

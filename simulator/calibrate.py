@@ -31,7 +31,7 @@ from typing import Any
 from simulator.cluster import Cluster, LinkSpec
 from simulator.errors import SimulationError
 
-__all__ = ["calibrate", "stage_times", "fit_link", "fit_host_load", "host_cores"]
+__all__ = ["calibrate", "stage_times", "fit_link", "fit_host_load", "host_cores", "host_load_from_ops"]
 
 FP32_BYTES = 4
 
@@ -85,6 +85,27 @@ def fit_host_load(rates: dict[int, float], cores: float) -> float:
     load = cores / share - k; the median of those, or 0 when every share is ~1 (an idle host).
     """
     loads = [cores / r - k for k, r in rates.items() if 0 < r < 0.98]
+    return max(0.0, statistics.median(loads)) if loads else 0.0
+
+
+def host_load_from_ops(ops: list[dict[int, list[list[float]]]], cores: float, min_compute_s: float = 2e-3) -> float:
+    """Other programs' runnable threads while a run went on, read off the run's own operations.
+
+    For every operation that computed at least `min_compute_s`: the CPU share it got,
+    r = compute CPU seconds / compute wall seconds, and k = the run's operations computing at its
+    midpoint (itself included, all stages of the iteration); the fair share r = cores / (k + load)
+    (simulator/host.py) gives load = cores / r - k. The median over the operations, at least 0.
+    `ops`: one dict per iteration, stage -> [kind, mb, pos, compute_s, wait_s, cpu_s, compute_cpu_s, start].
+    """
+    loads = []
+    for iteration in ops:
+        spans = [(r[7], r[7] + r[3], r[6], r[3]) for records in iteration.values() for r in records if len(r) >= 8]
+        for start, end, cpu, wall in spans:
+            if wall < min_compute_s or cpu <= 0:
+                continue
+            mid = (start + end) / 2
+            k = sum(1 for s, e, _c, _w in spans if s <= mid < e)
+            loads.append(cores / min(1.0, cpu / wall) - k)
     return max(0.0, statistics.median(loads)) if loads else 0.0
 
 

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.calibrate import fit_host_load, host_cores
+from simulator.calibrate import fit_host_load, host_cores, host_load_from_ops, stage_times
 from simulator.cluster import Cluster
 from simulator.errors import SimulationError
 from simulator.failures import NoFailures, make_failure_schedule
@@ -153,7 +153,10 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
         pipe.run_plan(strategy.plan_attach())  # before the clock: the initial model is reproducible from the seed
         swap, redundant = strategy.swap_on_odd_microbatches(), strategy.forward_multiplier(1) > 1.0
 
+        all_ops: list[dict[int, list]] = []
+
         def emit(row: dict[str, Any]) -> None:
+            t_log = time.perf_counter()
             rows.append(row)
             if log_path is not None:
                 from simulator.sweep import append_result
@@ -161,6 +164,10 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
                 append_result(log_path, row)
             if on_row is not None:
                 on_row(row)
+            if clock is not None:
+                clock.pause(time.perf_counter() - t_log)  # the log (fsync) is the harness's, not training
+
+        clock = None
 
         def recover(lost: tuple[int, ...], iteration: int, events: list[dict[str, Any]]) -> None:
             restarted = pipe.replace(lost)
@@ -223,10 +230,11 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
                 t_eval = time.perf_counter()
                 val = pipe.evaluate(spec.eval_batches)
                 clock.pause(time.perf_counter() - t_eval)
+            all_ops.append({int(k): v for k, v in outcome.ops.items()})
             emit({"time_s": now_s, "iteration": pipe.iteration, "step": step, "train_loss": outcome.result.loss,
                   "val_loss": val, "failures": list(lost), "ignored": ignored,
                   "mid_iteration": bool(lost) and draw.at_fraction > 0.0, "iteration_s": outcome.seconds,
-                  "events": events, "ops": outcome.ops})
+                  "events": events})
         training_s = clock.now()
         host_after = pipe.measure_host(0.3)
     ttt = real_time_to_target_s(rows, spec.target_loss)
@@ -248,6 +256,9 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
         "target_loss": spec.target_loss,
         "measured": measured,
         "host": {"cores": host_cores(), "share_before": host_before, "share_after": host_after,
-                 "load": fit_host_load({k: (host_before[k] + host_after[k]) / 2 for k in host_before}, host_cores())},
+                 "load_probes": fit_host_load({k: (host_before[k] + host_after[k]) / 2 for k in host_before},
+                                              host_cores()),
+                 "load": host_load_from_ops(all_ops, host_cores())},
+        "stage_times_s": list(map(list, stage_times(all_ops, cfg.n_stages))) if all_ops else None,
         "rows": rows,
     }

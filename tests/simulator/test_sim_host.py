@@ -93,3 +93,16 @@ def test_calibration_fits():
     assert fwd == pytest.approx((0.03, 0.05)) and bwd == pytest.approx((0.07, 0.07))  # stage 0: embed + head
     wall_f, _ = stage_times(ops, 1, column=3)
     assert wall_f == pytest.approx((1.0, 0.5))
+
+
+def test_host_load_read_off_a_runs_own_operations():
+    from simulator.calibrate import host_load_from_ops
+
+    # two stages computing over the same 0.1 s, each got 0.2 CPU s per s: 2 / (2 + load) = 0.2 -> load 8;
+    # a third operation alone got 0.25: 2 / (1 + load) = 0.25 -> load 7; the median of (8, 8, 7) is 8
+    ops = [{1: [[0, 0, 1, 0.1, 0.0, 0.03, 0.02, 10.0]], 2: [[0, 0, 2, 0.1, 0.0, 0.03, 0.02, 10.0]],
+            3: [[0, 0, 3, 0.2, 0.0, 0.06, 0.05, 11.0]]}]
+    assert host_load_from_ops(ops, 2.0) == pytest.approx(8.0)
+    idle = [{1: [[0, 0, 1, 0.1, 0.0, 0.1, 0.1, 0.0]]}]  # full speed: no other load
+    assert host_load_from_ops(idle, 2.0) == 0.0
+    assert host_load_from_ops([{1: [[0, 0, 1, 1e-4, 0.0, 1e-4, 1e-4, 0.0]]}], 2.0) == 0.0  # too short to tell
