@@ -94,7 +94,8 @@ def host_load_from_ops(ops: list[dict[int, list[list[float]]]], cores: float, mi
     For every operation that computed at least `min_compute_s`: the CPU share it got,
     r = compute CPU seconds / compute wall seconds, and k = the run's operations computing at its
     midpoint (itself included, all stages of the iteration); the fair share r = cores / (k + load)
-    (simulator/host.py) gives load = cores / r - k. The median over the operations, at least 0.
+    (simulator/host.py) gives load = cores / r - k (0 for an operation that ran at full speed, r >= 0.98,
+    whose share says only load <= cores - k). The median over the operations, at least 0.
     `ops`: one dict per iteration, stage -> [kind, mb, pos, compute_s, wait_s, cpu_s, compute_cpu_s, start].
     """
     loads = []
@@ -105,7 +106,8 @@ def host_load_from_ops(ops: list[dict[int, list[list[float]]]], cores: float, mi
                 continue
             mid = (start + end) / 2
             k = sum(1 for s, e, _c, _w in spans if s <= mid < e)
-            loads.append(cores / min(1.0, cpu / wall) - k)
+            share = cpu / wall
+            loads.append(0.0 if share >= 0.98 else cores / share - k)  # full speed: no load we can see
     return max(0.0, statistics.median(loads)) if loads else 0.0
 
 
