@@ -9,7 +9,9 @@ and ours on one preset and prints, per failure rate, the time to the target loss
 t_ours / t_paper (every strategy meets the same failure draws for a seed, docs/simulator.md
 section 3), then the mean ratio and its 95 % percentile-bootstrap interval over seeds (10,000
 resamples, seeded). A strategy "beats" a paper strategy at a rate when the whole interval is below 1.
-The table goes to OUT/table.md as well.
+The table goes to OUT/table.md as well. Runs stop at the target (`RunSpec.stop_at_target`: the time to
+target is that of the full run, the runs being deterministic); "failures acted on" counts the
+failures until then.
 
 `adaptive` needs seconds (trainer/strategies/adaptive.py): its `copy_s` is the cluster's price of
 one refresh of every copy (one Transfer of parameter + Adam bytes per stage and holder, one after
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                    trainer_config=cfg, strategy_knobs=knobs, eval_every=preset.eval_every,
                    eval_batches=preset.eval_batches, schedule=preset.schedule, target_loss=preset.target_loss,
                    max_steps_factor=preset.max_steps_factor, mid_iteration=args.mid_iteration,
-                   failable_embedding=args.failable_embedding)
+                   failable_embedding=args.failable_embedding, stop_at_target=True)
     rates = tuple(args.rates or preset.failure_rates)
     records = []
     for seed in args.seeds:  # seed by seed: a partial sweep already compares every strategy (paired by seed)

@@ -104,6 +104,8 @@ class RunSpec:
     max_steps_factor: float = 4.0  # stop after this x iterations steps (rollback storms)
     backend: str | None = None
     mid_iteration: bool = False  # failures land inside the iteration (simulator.failures.MidIterationFailures)
+    stop_at_target: bool = False  # end the run at the first evaluation at or below target_loss (time to target
+    # is unchanged: runs are deterministic; the rows after it are not computed)
     failable_embedding: bool = False  # the embedding stage 0 fails like the others (issue 16)
 
     def key(self) -> tuple[str, float, int]:
@@ -213,6 +215,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             val = float(trainer.evaluate(spec.eval_batches))
         rows.append({"sim_time_s": now_s, "iteration": iteration, "step": step, "train_loss": float(result.loss),
                      "val_loss": val, "failures": list(failed), "strategy_events": events})
+        if spec.stop_at_target and val is not None and spec.target_loss is not None and val <= spec.target_loss:
+            break
     wall_s = time.perf_counter() - wall0
     describe = strategy.describe() if hasattr(strategy, "describe") else {"name": spec.strategy}
     return {

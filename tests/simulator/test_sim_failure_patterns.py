@@ -82,3 +82,12 @@ def test_update_seconds_add_to_every_iteration_and_round_trip():
 
     with pytest.raises(SimulationError, match="update_s must be a finite number >= 0 s, got -1"):
         _cluster(update_s=-1.0)
+
+
+def test_stop_at_target_keeps_the_time_to_target():
+    full = run_one(_spec(strategy="redundant", target_loss=3.0, iterations=60))
+    short = run_one(_spec(strategy="redundant", target_loss=3.0, iterations=60, stop_at_target=True))
+    assert full["time_to_target_s"] is not None
+    assert short["time_to_target_s"] == full["time_to_target_s"]
+    assert short["steps"] < full["steps"] and short["rows"] == full["rows"][:len(short["rows"])]
+    assert short["rows"][-1]["val_loss"] <= 3.0
