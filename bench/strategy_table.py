@@ -16,6 +16,11 @@ failures until then.
 `adaptive` needs seconds (trainer/strategies/adaptive.py): its `copy_s` is the cluster's price of
 one refresh of every copy (one Transfer of parameter + Adam bytes per stage and holder, one after
 another) and `iteration_s` the simulated iteration, both from the sweep's cluster.
+
+    --cluster FILE            run on this cluster (e.g. the local-real calibration) instead of `local`
+    --reprice-on FILE         the table of the finished sweep in OUT priced on another cluster
+                              (simulator/reprice.py: exact for every strategy but `adaptive`, whose
+                              rows then come from --adaptive-from DIR, a sweep run on that cluster)
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ def _cluster_and_knobs(args, preset, out: Path):
     path = out / "cluster.json"
     if path.exists():
         cluster = Cluster.from_dict(json.loads(path.read_text()))
+    elif args.cluster:
+        cluster = Cluster.from_dict(json.loads(Path(args.cluster).read_text()))
+        out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cluster.to_dict(), indent=1, sort_keys=True) + "\n")
     else:
         cluster = local_cluster(trainer, 5, n_micro_batches=cfg.get("n_micro_batches", 4))
         out.mkdir(parents=True, exist_ok=True)
@@ -92,9 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mid-iteration", action="store_true")
     p.add_argument("--failable-embedding", action="store_true")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--cluster", default=None)
+    p.add_argument("--reprice-on", default=None)
+    p.add_argument("--adaptive-from", default=None)
     args = p.parse_args(argv)
     out = Path(args.out)
     preset = sweep_preset(args.preset)
+    if args.reprice_on:
+        return _reprice_table(args, preset, out)
     cluster, knobs = _cluster_and_knobs(args, preset, out)
     cfg = dict(preset.trainer_config)
     cfg.setdefault("total_iters", preset.iterations)
@@ -117,7 +131,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def table(records, rates, seeds, target, args) -> str:
+def _reprice_table(args, preset, out: Path) -> int:
+    from simulator.cluster import Cluster
+    from simulator.reprice import reprice
+    from simulator.sweep import read_results
+
+    cluster = Cluster.from_dict(json.loads(Path(args.reprice_on).read_text()))
+    mult = {"redundant": 2.0}
+    swap = {"checkfree_plus"}
+    records = []
+    for rec in read_results(out / "runs.jsonl"):
+        name = rec["key"]["strategy"]
+        if name == "adaptive":
+            continue
+        priced = reprice(rec, cluster, forward_multiplier=mult.get(name, 1.0), swap_odd=name in swap,
+                         micro_batches=preset.trainer_config.get("n_micro_batches", 4), schedule=preset.schedule)
+        records.append({**rec, "time_to_target_s": priced["time_to_target_s"]})
+    if args.adaptive_from:
+        records += [r for r in read_results(Path(args.adaptive_from) / "runs.jsonl") if r["key"]["strategy"] == "adaptive"]
+    rates = tuple(args.rates or preset.failure_rates)
+    text = table(records, rates, args.seeds, preset.target_loss, args,
+                 note=f"priced on {args.reprice_on} (simulator/reprice.py); adaptive run on it")
+    (out / f"table-{Path(args.reprice_on).stem}.md").write_text(text)
+    print(text)
+    return 0
+
+
+def table(records, rates, seeds, target, args, note: str = "") -> str:
+    """Markdown: per rate, every strategy's mean time to target and the paired ratios with CIs."""
     by = {}
     for r in records:
         k = r["key"]
@@ -125,36 +166,46 @@ def table(records, rates, seeds, target, args) -> str:
         by[(k["strategy"], float(k["failure_rate"]), int(k["seed"]))] = (math.inf if t is None else t, r)
     lines = [f"Time to validation loss {target} (simulated s) on preset `{args.preset}`"
              f"{', mid-iteration failures' if args.mid_iteration else ''}"
-             f"{', failable embedding stage' if args.failable_embedding else ''}; seeds {list(seeds)}; "
-             f"paired ratios ours / paper with 95 % bootstrap CIs.", ""]
+             f"{', failable embedding stage' if args.failable_embedding else ''}; "
+             f"paired ratios (per seed, same failure draws) with 95 % bootstrap CIs."
+             f"{' ' + note if note else ''}", ""]
+
+    def times(name, rate):
+        r = 0.0 if name == "no_failure" else float(rate)
+        return {s: by[(name, r, s)][0] for s in seeds if (name, r, s) in by}
+
     for rate in rates:
         lines += [f"### failure rate {rate:g} per stage per iteration", "",
-                  "| strategy | reached | mean s | vs no_failure | failures acted on | " +
-                  " | ".join(f"vs {p}" for p in PAPER) + " | beats all |",
+                  "| strategy | seeds reached | mean s | vs no_failure | failures acted on | " +
+                  " | ".join(f"vs {p}" for p in PAPER) + " | beats all four |",
                   "|---|---|---|---|---|" + "---|" * len(PAPER) + "---|"]
-        nf = [by[("no_failure", 0.0, s)][0] for s in seeds if ("no_failure", 0.0, s) in by]
+        nf = times("no_failure", rate)
         for name in [*PAPER, *OURS]:
-            runs = [by.get((name, float(rate), s)) for s in seeds]
-            if any(x is None for x in runs):
+            mine = times(name, rate)
+            if not mine:
                 continue
-            times = [t for t, _ in runs]
-            reached = sum(math.isfinite(t) for t in times)
-            mean = sum(times) / len(times)
-            acted = sum(sum(1 for row in r["rows"] for e in row["strategy_events"] if e["action"] == "Restart")
-                        for _, r in runs) / len(runs)
-            vs_nf = paired_ratio_ci(times, nf) if len(nf) == len(times) else (math.nan,) * 3
+            finite = [t for t in mine.values() if math.isfinite(t)]
+            mean = sum(mine.values()) / len(mine)
+            acted = sum(sum(1 for row in by[(name, float(rate), s)][1]["rows"] for e in row["strategy_events"]
+                            if e["action"] == "Restart") for s in mine) / len(mine)
+
+            def paired(other):
+                common = sorted(set(mine) & set(other))
+                return paired_ratio_ci([mine[s] for s in common], [other[s] for s in common]) if common else \
+                    (math.nan,) * 3
+
+            m, lo, hi = paired(nf)
             cells, beats = [], True
             for paper in PAPER:
-                theirs = [by[(paper, float(rate), s)][0] for s in seeds]
-                m, lo, hi = paired_ratio_ci(times, theirs)
+                pm, plo, phi = paired(times(paper, rate))
                 if name in PAPER:
-                    cells.append("-" if name == paper else f"{m:.3f}")
+                    cells.append("-" if name == paper else f"{pm:.3f}")
                 else:
-                    cells.append(f"{m:.3f} [{lo:.3f}, {hi:.3f}]")
-                    beats = beats and hi < 1.0
-            lines.append(f"| {name} | {reached}/{len(times)} | {mean:.2f} | {vs_nf[0]:.3f} [{vs_nf[1]:.3f}, "
-                         f"{vs_nf[2]:.3f}] | {acted:.1f} | " + " | ".join(cells) +
-                         f" | {'yes' if beats and name in OURS else ('-' if name in PAPER else 'no')} |")
+                    cells.append(f"{pm:.3f} [{plo:.3f}, {phi:.3f}]")
+                    beats = beats and phi < 1.0
+            verdict = "-" if name in PAPER else ("yes" if beats else "no")
+            lines.append(f"| {name} | {len(finite)}/{len(mine)} | {mean:.2f} | {m:.3f} [{lo:.3f}, {hi:.3f}] | "
+                         f"{acted:.1f} | " + " | ".join(cells) + f" | {verdict} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -91,3 +91,18 @@ def test_stop_at_target_keeps_the_time_to_target():
     assert short["time_to_target_s"] == full["time_to_target_s"]
     assert short["steps"] < full["steps"] and short["rows"] == full["rows"][:len(short["rows"])]
     assert short["rows"][-1]["val_loss"] <= 3.0
+
+
+@pytest.mark.parametrize("strategy, mult, swap", [("checkpoint", 1.0, False), ("redundant", 2.0, False),
+                                                  ("checkfree_plus", 1.0, True), ("checkfree", 1.0, False)])
+@pytest.mark.parametrize("mid", [False, True])
+def test_reprice_on_the_runs_own_cluster_reproduces_its_clock(strategy, mult, swap, mid):
+    from simulator.reprice import reprice
+
+    rec = run_one(_spec(strategy=strategy, failure_rate=0.04, target_loss=3.5, mid_iteration=mid, schedule="gpipe"))
+    again = reprice(rec, _cluster(), forward_multiplier=mult, swap_odd=swap, micro_batches=4, schedule="gpipe")
+    assert [t for _, t, _ in again["rows"]] == pytest.approx([r["sim_time_s"] for r in rec["rows"]], rel=1e-12)
+    assert again["time_to_target_s"] == pytest.approx(rec["time_to_target_s"])
+    slower = reprice(rec, _cluster(restart_delay_s=1.0), forward_multiplier=mult, swap_odd=swap, schedule="gpipe")
+    restarts = sum(1 for r in rec["rows"] for e in r["strategy_events"] if e["action"] == "Restart")
+    assert slower["rows"][-1][1] == pytest.approx(again["rows"][-1][1] + restarts * (1.0 - 0.05))
