@@ -7,7 +7,7 @@ the real run uses, so that the simulator predicts real runs (docs/real-runs.md):
 | constant | measured as |
 |---|---|
 | `stage_forward_s`, `stage_backward_s` | median CPU seconds (thread time) of each stage's operations inside the pipelined iterations, receive and send included (one torch thread per process); stage 0 = embedding + head, as the `local` preset |
-| `host_cores`, `host_load` | the cores this process may run on (`sched_getaffinity`) and the other programs' runnable threads, fitted to the CPU share k = 1..S+1 stage processes get when they compute at once (simulator/host.py: share = cores / (k + load)) |
+| `host_cores`, `host_load` | the cores this process may run on (`sched_getaffinity`) and the other programs' runnable threads as the pipeline's own operations saw them (`host_load_from_ops`: the CPU share each operation got and how many of the run's operations computed at the same moment; simulator/host.py: share = cores / (k + load)). The share k = 1..S+1 processes get when they compute flat out (`burn`) is recorded beside it: it is much lower (load ~15 against ~1.5 here), because Linux's scheduler favours a process that wakes from sleep, as a pipeline stage does after each message, over the other programs' long-running threads |
 | `default_link` | latency and bandwidth fitted to gloo round trips between two stage processes at the activation size and 4x it: one way = RTT / 2 = latency + bytes / bandwidth |
 | `storage_bytes_per_s` | whole-model checkpoint plans (every stage writes and fsyncs its `.npy`): bytes / seconds, median of the saves and the load |
 | `restart_delay_s` | SIGKILL a stage, `replace` it from a warm spare, run a one-step plan: median seconds from the kill to the stage being usable |
@@ -152,10 +152,12 @@ def calibrate(trainer_config: dict[str, Any], workdir: Path, *, iterations: int 
         name="local-real", stage_forward_s=fwd, stage_backward_s=bwd, activation_bytes=pipe.activation_bytes(),
         stage_gradient_bytes=tuple(sizes), dp_replicas=1, default_link=link, storage_bytes_per_s=storage_bps,
         restart_delay_s=statistics.median(restart), head_on_stage0=True, update_s=update_s,
-        host_cores=float(host_cores()), host_load=fit_host_load(rates, host_cores()),
+        host_cores=float(host_cores()), host_load=host_load_from_ops([o.ops for o in outcomes], host_cores()),
         sources={
-            "host_cores/host_load": f"measured: CPU share of k = 1..{n} stages computing at once "
-                                    f"{ {k: round(r, 3) for k, r in rates.items()} }, share = cores / (k + load)",
+            "host_cores/host_load": f"measured: the CPU share of the pipeline's own operations, share = cores / (k + load) "
+                                    f"(flat-out share of k = 1..{n} processes: "
+                                    f"{ {k: round(r, 3) for k, r in rates.items()} }, load "
+                                    f"{fit_host_load(rates, host_cores()):.1f})",
             "stage_forward_s/stage_backward_s": f"measured: median CPU seconds per micro-batch over {len(outcomes)} "
                                                 f"pipelined {schedule} iterations, one process per stage",
             "default_link": "measured: gloo round trips between stages 1 and 2 at 1x and 4x the activation size",
