@@ -157,6 +157,7 @@ def _bamboo_p3():
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_bamboo_p3() is None, reason="shared Bamboo traces not present")
 def test_bamboo_spot_trace_bulk_preemptions_kill_processes_together(pipe, tiny, cache, tmp_path):
     """Same-minute removals of the real EC2 trace become several SIGKILLs at one boundary."""
