@@ -31,7 +31,8 @@ from typing import Any
 from simulator.cluster import Cluster, LinkSpec
 from simulator.errors import SimulationError
 
-__all__ = ["calibrate", "stage_times", "fit_link", "fit_host_load", "host_cores", "host_load_from_ops"]
+__all__ = ["calibrate", "stage_times", "fit_link", "fit_host_load", "host_cores", "host_load_from_ops",
+           "message_delay_from_ops"]
 
 FP32_BYTES = 4
 
@@ -109,6 +110,18 @@ def host_load_from_ops(ops: list[dict[int, list[list[float]]]], cores: float, mi
             share = cpu / wall
             loads.append(0.0 if share >= 0.98 else cores / share - k)  # full speed: no load we can see
     return max(0.0, statistics.median(loads)) if loads else 0.0
+
+
+def message_delay_from_ops(ops: list[dict[int, list[list[float]]]]) -> float | None:
+    """Median seconds a message took to reach a process already waiting for it, over a run's operations.
+
+    The receiver's clock minus the send time carried in the frame (trainer/distributed/wire.py), on
+    the system-wide monotonic clock: gloo's transfer plus the receiver's wake-up, which on a loaded
+    host is most of it. None when no message found its receiver waiting.
+    """
+    delays = [r[8] for iteration in ops for records in iteration.values() for r in records
+              if len(r) >= 9 and r[8] >= 0.0]
+    return statistics.median(delays) if delays else None
 
 
 def calibrate(trainer_config: dict[str, Any], workdir: Path, *, iterations: int = 30, warmup: int = 5,

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.calibrate import fit_host_load, host_cores, host_load_from_ops, stage_times
+from simulator.calibrate import fit_host_load, host_cores, host_load_from_ops, message_delay_from_ops, stage_times
 from simulator.cluster import Cluster
 from simulator.errors import SimulationError
 from simulator.failures import NoFailures, make_failure_schedule
@@ -258,7 +258,8 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
         "host": {"cores": host_cores(), "share_before": host_before, "share_after": host_after,
                  "load_probes": fit_host_load({k: (host_before[k] + host_after[k]) / 2 for k in host_before},
                                               host_cores()),
-                 "load": host_load_from_ops(all_ops, host_cores())},
+                 "load": host_load_from_ops(all_ops, host_cores()),
+                 "message_delay_s": message_delay_from_ops(all_ops)},
         "stage_times_s": list(map(list, stage_times(all_ops, cfg.n_stages))) if all_ops else None,
         "rows": rows,
     }

@@ -42,16 +42,19 @@ def _actions(events: list[dict[str, Any]], phase: str) -> list[Any]:
 
 
 def reprice(record: dict[str, Any], cluster: Cluster, *, forward_multiplier: float = 1.0, swap_odd: bool = False,
-            micro_batches: int = 4, schedule: str = "gpipe") -> dict[str, Any]:
+            micro_batches: int = 4, schedule: str = "gpipe", knobs_from_this_cluster: bool = False) -> dict[str, Any]:
     """{"rows": [(iteration, sim_time_s, val_loss)...], "time_to_target_s", "iteration_s"} on `cluster`.
 
-    `forward_multiplier` / `swap_odd`: the strategy's (`RecoveryStrategy.forward_multiplier`, every
-    stage alike, and `swap_on_odd_microbatches`).
+    `record`: a simulated run (`run_one`) or a real one (`simulator.real.run_real`, whose event
+    sequence is the simulated run's, tested in tests/distributed). `forward_multiplier` /
+    `swap_odd`: the strategy's (`RecoveryStrategy.forward_multiplier`, every stage alike, and
+    `swap_on_odd_microbatches`). `knobs_from_this_cluster`: the seconds a strategy read from its
+    knobs came from `cluster`, so its decisions stand.
     """
     spec = record.get("spec", {})
     if spec.get("failure_model", "bernoulli") != "bernoulli":
         raise SimulationError(f"cannot reprice a {spec.get('failure_model')!r} run: its failures depend on the clock")
-    if record["key"]["strategy"] in SECONDS_READING_STRATEGIES:
+    if record["key"]["strategy"] in SECONDS_READING_STRATEGIES and not knobs_from_this_cluster:
         raise SimulationError(f"cannot reprice {record['key']['strategy']!r}: its decisions read seconds")
     it_s = simulate_iteration(cluster, micro_batches, schedule=schedule,
                               forward_multiplier=lambda s: forward_multiplier, swap_odd=swap_odd).iteration_s
@@ -59,7 +62,7 @@ def reprice(record: dict[str, Any], cluster: Cluster, *, forward_multiplier: flo
     target = record.get("target_loss")
     for row in record["rows"]:
         if row["step"] > 0:
-            events = row["strategy_events"]
+            events = row["strategy_events"] if "strategy_events" in row else row["events"]
             failure = _actions(events, "failure")
             if failure:
                 for e in events:

@@ -106,3 +106,12 @@ def test_host_load_read_off_a_runs_own_operations():
     idle = [{1: [[0, 0, 1, 0.1, 0.0, 0.1, 0.1, 0.0]]}]  # full speed: no other load
     assert host_load_from_ops(idle, 2.0) == 0.0
     assert host_load_from_ops([{1: [[0, 0, 1, 1e-4, 0.0, 1e-4, 1e-4, 0.0]]}], 2.0) == 0.0  # too short to tell
+
+
+def test_message_delay_read_off_a_runs_own_operations():
+    from simulator.calibrate import message_delay_from_ops
+
+    ops = [{1: [[0, 0, 1, 0.1, 0.0, 0.03, 0.02, 10.0, 0.004], [1, 0, 1, 0.1, 0.0, 0.03, 0.02, 11.0, -1.0]],
+            2: [[0, 0, 2, 0.1, 0.0, 0.03, 0.02, 10.0, 0.002], [0, 1, 2, 0.1, 0.0, 0.03, 0.02, 10.5, 0.009]]}]
+    assert message_delay_from_ops(ops) == pytest.approx(0.004)  # median of 0.004, 0.002, 0.009; -1 skipped
+    assert message_delay_from_ops([{1: [[0, 0, 1, 0.1, 0.0, 0.03, 0.02, 10.0, -1.0]]}]) is None

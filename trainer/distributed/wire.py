@@ -11,13 +11,16 @@ receive that waits on a *killed* peer fails at once ("Connection closed by peer"
 on a live peer that is itself stuck cannot be interrupted: `ProcessGroupGloo.abort()` and
 `shutdown()` leave it blocked, `Work.wait(timeout)` closes the pair for good, and `is_completed()`
 stays False until `wait()` is called. So an aborted iteration unblocks its waiters itself: every
-tensor travels as `n + 1` float32 values whose last is a status (`OK` or `ABORT`), and a stage that
-stops early sends `ABORT` frames for every message it still owed (trainer.distributed.worker).
+tensor travels as `n + 3` float32 values: the data, a status (`OK` or `ABORT`) and the send time
+(the system-wide monotonic clock, float64 bits in two words: the receiver measures how long a
+message took to reach a waiting process, wake-up included); a stage that stops early sends `ABORT`
+frames for every message it still owed (trainer.distributed.worker).
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 from pathlib import Path
 
 import torch
@@ -26,6 +29,7 @@ from torch.distributed import FileStore, PrefixStore, ProcessGroupGloo
 __all__ = ["OK", "ABORT", "PeerLost", "PeerAborted", "connect_group", "Wire"]
 
 OK, ABORT = 0.0, 1.0
+_TAIL = 3  # status + send time (two words)
 
 
 class PeerLost(RuntimeError):
@@ -58,15 +62,17 @@ class Wire:
 
     def __init__(self, group: ProcessGroupGloo, rank: int):
         self.group, self.rank = group, rank
+        self.last_delay_s: float | None = None
         self._pending: list[tuple[object, torch.Tensor]] = []
         self._abandoned: list[tuple[object, torch.Tensor]] = []  # kept alive: gloo may still read them
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, status: float = OK) -> None:
         """Send `tensor` (any shape, float32) to `dst`, framed with `status`; raises PeerLost."""
         flat = tensor.detach().reshape(-1).to(torch.float32)
-        frame = torch.empty(flat.numel() + 1, dtype=torch.float32)
-        frame[:-1].copy_(flat)
-        frame[-1] = status
+        frame = torch.empty(flat.numel() + _TAIL, dtype=torch.float32)
+        frame[:-_TAIL].copy_(flat)
+        frame[-_TAIL] = status
+        frame[-2:] = torch.tensor([time.perf_counter()], dtype=torch.float64).view(torch.float32)
         try:
             work = self.group.send([frame], dst, tag)
         except RuntimeError as exc:
@@ -81,15 +87,23 @@ class Wire:
             pass
 
     def recv(self, numel: int, src: int, tag: int) -> torch.Tensor:
-        """Receive `numel` float32 values from `src` (flat); raises PeerLost or PeerAborted."""
-        frame = torch.empty(numel + 1, dtype=torch.float32)
+        """Receive `numel` float32 values from `src` (flat); raises PeerLost or PeerAborted.
+
+        Sets `last_delay_s`: seconds from the send to this process having the message when it was
+        already waiting for it (the link's latency as the run lived it, wake-up included), else None.
+        """
+        frame = torch.empty(numel + _TAIL, dtype=torch.float32)
+        t_call = time.perf_counter()
         try:
             self.group.recv([frame], src, tag).wait()
         except RuntimeError as exc:
             raise PeerLost(f"receive from stage {src} failed: {str(exc).splitlines()[0]}") from None
-        if frame[-1].item() != OK:
+        t_got = time.perf_counter()
+        if frame[-_TAIL].item() != OK:
             raise PeerAborted(f"stage {src} aborted the iteration")
-        return frame[:-1]
+        t_sent = float(frame[-2:].clone().view(torch.float64).item())
+        self.last_delay_s = t_got - t_sent if t_call <= t_sent else None
+        return frame[:-_TAIL]
 
     def wait_sends(self) -> None:
         """Wait until every pending send completed; raises PeerLost."""

@@ -9,7 +9,7 @@ gloo (trainer.distributed.wire). Commands and replies (JSON):
 |---|---|---|
 | `assign` stage, config, initial, cache_dir | builds the stage (seeded init, or empty for a replacement) | `seconds` |
 | `join` generation, world, store | joins that generation's gloo group (ranks = stages) | `seconds` |
-| `train` program, routes, lr, sampler_state, redundant | runs the iteration's operations | `status` done / aborted, `loss_sum`, `sampler_state`, `ops` [kind, micro-batch, position, compute s, wait s, CPU s, compute CPU s, compute start] |
+| `train` program, routes, lr, sampler_state, redundant | runs the iteration's operations | `status` done / aborted, `loss_sum`, `sampler_state`, `ops` [kind, micro-batch, position, compute s, wait s, CPU s, compute CPU s, compute start, message delay s] |
 | `commit` / `abort` | after `train`: clip + Adam step / drop the gradients | `grad_norm`, `seconds` |
 | `evaluate` program, routes, n_batches | forward-only pipeline over the validation batches | `loss_sum`, `tokens` (stage 0) |
 | `plan` steps, tag_base | its part of a recovery plan (trainer.strategies.plan) | `received` transfers, `seconds` |
@@ -140,21 +140,22 @@ class StageWorker:
                                   else (None, None))
         saved: dict[tuple[int, int], tuple[Any, Any]] = {}
         # [kind, micro_batch, position, compute_s, wait_s, cpu_s (whole op), compute_cpu_s, compute start
-        # on the system-wide monotonic clock (time.perf_counter is CLOCK_MONOTONIC on Linux)]
+        # on the system-wide monotonic clock (time.perf_counter is CLOCK_MONOTONIC on Linux), message delay
+        # to this waiting process (wire.Wire.recv; -1: the message was there before the receive)]
         ops: list[list[float]] = []
         prep_s = time.perf_counter() - t_start
         loss_sum, index = 0.0, 0
         try:
             for index, op in enumerate(program):
                 mb, p = op.micro_batch, op.position
-                wait, cpu0 = 0.0, time.thread_time()
+                wait, cpu0, delay = 0.0, time.thread_time(), None
                 if op.kind == FORWARD:
                     if p == 0:
                         h = None
                     else:
                         t0 = time.perf_counter()
                         h = wire.recv(numel, the_routes[mb][p - 1], TRAIN_TAGS * mb).view(shape).requires_grad_()
-                        wait = time.perf_counter() - t0
+                        wait, delay = time.perf_counter() - t0, wire.last_delay_s
                     t0, c0 = time.perf_counter(), time.thread_time()
                     if p == 0:
                         out = rt.module.embed(batches[mb][0])
@@ -177,13 +178,14 @@ class StageWorker:
                     else:
                         t0 = time.perf_counter()
                         grad = wire.recv(numel, the_routes[mb][p + 1], TRAIN_TAGS * mb + 1).view(shape)
-                        wait = time.perf_counter() - t0
+                        wait, delay = time.perf_counter() - t0, wire.last_delay_s
                         t0, c0 = time.perf_counter(), time.thread_time()
                         out.backward(grad)
                     compute, compute_cpu = time.perf_counter() - t0, time.thread_time() - c0
                     if p > 0:
                         wire.isend(h.grad, the_routes[mb][p - 1], TRAIN_TAGS * mb + 1)
-                ops.append([op.kind, mb, p, compute, wait, time.thread_time() - cpu0, compute_cpu, t0])
+                ops.append([op.kind, mb, p, compute, wait, time.thread_time() - cpu0, compute_cpu, t0,
+                            -1.0 if delay is None else delay])
         except (PeerLost, PeerAborted) as exc:
             for op in program[index:]:  # unblock everyone still waiting for this stage
                 if op.kind == FORWARD and op.position != last:
