@@ -156,17 +156,18 @@ def _table(rows, cluster, args) -> str:
              f"commit {1e3 * cluster.update_s:.1f} ms). *Run's host*: the same with the host as the run's own "
              f"operations measured it (CPU share -> load, message delay to a waiting process -> link latency, "
              f"commit phase). Ratios are real / predicted.", "",
-             "| strategy | killed | real iteration s | a priori | ratio | run's host: load, delay ms | predicted | ratio | "
-             "real time to target s | a priori | ratio | run's host | ratio | wall s |",
+             "| strategy | killed | real iteration s (median, mean) | a priori | ratio (mean) | run's host: load, delay ms | "
+             "predicted | ratio (mean) | real time to target s | a priori | ratio | run's host | ratio | wall s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for strategy, real, apriori, sim in rows:
         rt, at, st = real["time_to_target_s"], apriori["time_to_target_s"], sim["time_to_target_s"]
         delay = real["host"]["message_delay_s"]
+        mean = real.get("iteration_mean_s", real["iteration_s"])
         lines.append(
-            f"| {strategy} | {real['failures']} | {real['iteration_s']:.4f} | {apriori['iteration_s']:.4f} | "
-            f"{_ratio(real['iteration_s'], apriori['iteration_s'])} | {real['host']['load']:.2f}, "
-            f"{'-' if delay is None else f'{1e3 * delay:.2f}'} | {sim['iteration_s']:.4f} | "
-            f"{_ratio(real['iteration_s'], sim['iteration_s'])} | {'-' if rt is None else f'{rt:.2f}'} | "
+            f"| {strategy} | {real['failures']} | {real['iteration_s']:.3f}, {mean:.3f} | {apriori['iteration_s']:.3f} | "
+            f"{_ratio(mean, apriori['iteration_s'])} | {real['host']['load']:.2f}, "
+            f"{'-' if delay is None else f'{1e3 * delay:.2f}'} | {sim['iteration_s']:.3f} | "
+            f"{_ratio(mean, sim['iteration_s'])} | {'-' if rt is None else f'{rt:.2f}'} | "
             f"{'-' if at is None else f'{at:.2f}'} | {_ratio(rt, at)} | {'-' if st is None else f'{st:.2f}'} | "
             f"{_ratio(rt, st)} | {real['wall_s']:.0f} |")
     return "\n".join(lines) + "\n"

@@ -89,31 +89,32 @@ def fit_host_load(rates: dict[int, float], cores: float) -> float:
     return max(0.0, statistics.median(loads)) if loads else 0.0
 
 
-def host_load_from_ops(ops: list[dict[int, list[list[float]]]], cores: float, min_compute_s: float = 2e-3) -> float:
+def host_load_from_ops(ops: list[dict[int, list[list[float]]]], cores: float) -> float:
     """Other programs' runnable threads while a run went on, read off the run's own operations.
 
-    For every operation that computed at least `min_compute_s`: the CPU share it got,
-    r = compute CPU seconds / compute wall seconds, and k = the run's operations computing at its
-    midpoint (itself included, all stages of the iteration); the fair share r = cores / (k + load)
-    (simulator/host.py) gives load = cores / r - k (0 for an operation that ran at full speed, r >= 0.98,
-    whose share says only load <= cores - k). The median over the operations, at least 0.
-    `ops`: one dict per iteration, stage -> [kind, mb, pos, compute_s, wait_s, cpu_s, compute_cpu_s, start].
+    The fair share r = cores / (k + load) (simulator/host.py) with, over all operations, the CPU
+    share they got in aggregate, r = sum(compute CPU seconds) / sum(compute wall seconds), and
+    k = how many of the run's operations computed at once, averaged over the same wall seconds
+    (each operation counts the operations computing at its midpoint, itself included, all stages
+    of the iteration). Aggregates rather than medians: the host's load comes in bursts, and the
+    slow stretches are the ones that cost time. `ops`: one dict per iteration, stage ->
+    [kind, mb, pos, compute_s, wait_s, cpu_s, compute_cpu_s, start, ...]. 0 when the operations ran
+    at full speed (a share >= 0.98 says only load <= cores - k).
     """
-    loads = []
+    cpu = wall = k_wall = 0.0
     for iteration in ops:
-        spans = [(r[7], r[7] + r[3], r[6], r[3]) for records in iteration.values() for r in records if len(r) >= 8]
-        for start, end, cpu, wall in spans:
-            if wall < min_compute_s or cpu <= 0:
-                continue
+        spans = [(r[7], r[7] + r[3], r[6]) for records in iteration.values() for r in records if len(r) >= 8]
+        for start, end, c in spans:
             mid = (start + end) / 2
-            k = sum(1 for s, e, _c, _w in spans if s <= mid < e)
-            share = cpu / wall
-            loads.append(0.0 if share >= 0.98 else cores / share - k)  # full speed: no load we can see
-    return max(0.0, statistics.median(loads)) if loads else 0.0
+            k = sum(1 for s, e, _c in spans if s <= mid < e)
+            cpu, wall, k_wall = cpu + c, wall + (end - start), k_wall + k * (end - start)
+    if wall <= 0 or cpu / wall >= 0.98:
+        return 0.0
+    return max(0.0, cores / (cpu / wall) - k_wall / wall)
 
 
 def message_delay_from_ops(ops: list[dict[int, list[list[float]]]]) -> float | None:
-    """Median seconds a message took to reach a process already waiting for it, over a run's operations.
+    """Mean seconds a message took to reach a process already waiting for it, over a run's operations.
 
     The receiver's clock minus the send time carried in the frame (trainer/distributed/wire.py), on
     the system-wide monotonic clock: gloo's transfer plus the receiver's wake-up, which on a loaded
@@ -121,7 +122,7 @@ def message_delay_from_ops(ops: list[dict[int, list[list[float]]]]) -> float | N
     """
     delays = [r[8] for iteration in ops for records in iteration.values() for r in records
               if len(r) >= 9 and r[8] >= 0.0]
-    return statistics.median(delays) if delays else None
+    return statistics.fmean(delays) if delays else None
 
 
 def calibrate(trainer_config: dict[str, Any], workdir: Path, *, iterations: int = 30, warmup: int = 5,

@@ -98,14 +98,14 @@ def test_calibration_fits():
 def test_host_load_read_off_a_runs_own_operations():
     from simulator.calibrate import host_load_from_ops
 
-    # two stages computing over the same 0.1 s, each got 0.2 CPU s per s: 2 / (2 + load) = 0.2 -> load 8;
-    # a third operation alone got 0.25: 2 / (1 + load) = 0.25 -> load 7; the median of (8, 8, 7) is 8
+    # two stages computing over the same 0.1 s (k = 2), a third alone for 0.2 s (k = 1): in aggregate
+    # 0.09 CPU s in 0.4 s (share 0.225) at a mean k of (2 * 0.1 + 2 * 0.1 + 1 * 0.2) / 0.4 = 1.5
     ops = [{1: [[0, 0, 1, 0.1, 0.0, 0.03, 0.02, 10.0]], 2: [[0, 0, 2, 0.1, 0.0, 0.03, 0.02, 10.0]],
             3: [[0, 0, 3, 0.2, 0.0, 0.06, 0.05, 11.0]]}]
-    assert host_load_from_ops(ops, 2.0) == pytest.approx(8.0)
+    assert host_load_from_ops(ops, 2.0) == pytest.approx(2.0 / 0.225 - 1.5)
     idle = [{1: [[0, 0, 1, 0.1, 0.0, 0.1, 0.1, 0.0]]}]  # full speed: no other load
     assert host_load_from_ops(idle, 2.0) == 0.0
-    assert host_load_from_ops([{1: [[0, 0, 1, 1e-4, 0.0, 1e-4, 1e-4, 0.0]]}], 2.0) == 0.0  # too short to tell
+    assert host_load_from_ops([], 2.0) == 0.0
 
 
 def test_message_delay_read_off_a_runs_own_operations():
@@ -113,5 +113,5 @@ def test_message_delay_read_off_a_runs_own_operations():
 
     ops = [{1: [[0, 0, 1, 0.1, 0.0, 0.03, 0.02, 10.0, 0.004], [1, 0, 1, 0.1, 0.0, 0.03, 0.02, 11.0, -1.0]],
             2: [[0, 0, 2, 0.1, 0.0, 0.03, 0.02, 10.0, 0.002], [0, 1, 2, 0.1, 0.0, 0.03, 0.02, 10.5, 0.009]]}]
-    assert message_delay_from_ops(ops) == pytest.approx(0.004)  # median of 0.004, 0.002, 0.009; -1 skipped
+    assert message_delay_from_ops(ops) == pytest.approx(0.005)  # mean of 0.004, 0.002, 0.009; -1 skipped
     assert message_delay_from_ops([{1: [[0, 0, 1, 0.1, 0.0, 0.03, 0.02, 10.0, -1.0]]}]) is None
