@@ -6,9 +6,10 @@ itself with an ``add_*_parser(subparsers)`` function and runs through its own fu
 
 Exit codes: 0 success; 3 bad input — `SimulationError`, `TrainerError` (incl.
 `StrategyError`): unknown strategy, failure rate outside [0, 1), zero or negative counts, bad or
-missing trace, corrupt results file, missing data. Errors print one line ``shardproof: error:
-...`` on stderr. Argparse usage errors exit 2 as usual; Ctrl-C and SIGTERM exit 130 / 143
-after the sweep stopped its workers.
+missing trace, corrupt results file, missing data; 4 a real run (``shardproof train``) failed —
+`DistributedError`. Errors print one line ``shardproof: error: ...`` on stderr. Argparse usage
+errors exit 2 as usual; Ctrl-C and SIGTERM exit 130 / 143 after the sweep stopped its workers.
+``train`` and ``calibrate`` live in simulator/real_cli.py.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = ["main", "add_simulate_parser", "simulate"]
 
 PROG = "shardproof"
 EXIT_BAD_INPUT = 3
+EXIT_RUN_FAILED = 4  # a real multi-process run could not go on (simulator/real_cli.py)
 
 
 def _floats(text: str) -> list[float]:
@@ -95,14 +97,12 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
     pass
 
 
-def _common_args(p: argparse.ArgumentParser) -> None:
+def _workload_args(p: argparse.ArgumentParser) -> None:
+    """Flags shared by simulated and real runs: model, data, length, schedule, failures."""
     from simulator.experiments import SWEEP_PRESETS
 
     p.add_argument("--preset", choices=list(SWEEP_PRESETS), default="quick",
                    help="defaults for model, iterations, rates, target, cluster (flags override)")
-    p.add_argument("--cluster", choices=["local", "paper-geo"], default=None,
-                   help="cluster model (default: the preset's): measured here, or CheckFree's geo-distributed "
-                        "500M setup priced with the 500M model's bytes")
     p.add_argument("--data", default=None, help="text file or folder to train on (default: Shakespeare)")
     p.add_argument("--iterations", type=int, default=None, help="training iterations to complete (preset's)")
     p.add_argument("--target-loss", type=float, default=None, help="validation loss target, nats/token (preset's)")
@@ -112,6 +112,20 @@ def _common_args(p: argparse.ArgumentParser) -> None:
                    help="rates are per stage per iteration (bernoulli) or per stage-hour (hourly)")
     p.add_argument("--trace", default=None, help="failure trace: JSON [{time_s, stage}] or Bamboo CSV")
     p.add_argument("--trace-time-scale", type=float, default=1.0, help="Bamboo trace time multiplier")
+    p.add_argument("--mid-iteration", action="store_true",
+                   help="failures land inside the iteration (its work so far is lost), not at its boundary")
+    p.add_argument("--failable-embedding", action="store_true", help="the embedding stage 0 fails like the others")
+
+
+def _common_args(p: argparse.ArgumentParser) -> None:
+    _workload_args(p)
+    p.add_argument("--cluster", choices=["local", "paper-geo", "local-real"], default=None,
+                   help="cluster model (default: the preset's): measured here, CheckFree's geo-distributed "
+                        "500M setup priced with the 500M model's bytes, or calibrated on real stage processes "
+                        "here (with --calibration)")
+    p.add_argument("--calibration", default=None,
+                   help="local-real: the cluster JSON of `shardproof calibrate` (measured now and written there "
+                        "when missing)")
     p.add_argument("--checkpoint-interval", type=_interval, default=None,
                    help="checkpoint every N wall iterations, or 'auto' (Young/Daly from the save cost and rate)")
     p.add_argument("--redundant-overhead", type=float, default=None,
@@ -206,6 +220,29 @@ def _strategy_knobs(args: argparse.Namespace, preset: Any) -> dict[str, dict[str
     return knobs
 
 
+def _local_real(args: argparse.Namespace, cfg: dict[str, Any]):
+    """The calibrated cluster of --calibration, measured now (and written there) when the file is missing."""
+    if not args.calibration:
+        raise SimulationError("--cluster local-real needs --calibration FILE (written by `shardproof calibrate`)")
+    path = Path(args.calibration)
+    if path.exists():
+        cluster = _load_cluster(path)
+    else:
+        import tempfile
+
+        from simulator.calibrate import calibrate
+        from simulator.real_cli import write_json_atomic
+
+        print(f"{PROG}: calibrating local-real into {path}", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="shardproof-calibrate-") as work:
+            cluster = calibrate(cfg, Path(work))
+        write_json_atomic(path, cluster.to_dict())
+    if cluster.n_stages != cfg.get("n_stages", 4) + 1:
+        raise SimulationError(f"{path}: calibrated for {cluster.n_stages - 1} stages, the run has "
+                              f"{cfg.get('n_stages', 4)}")
+    return cluster
+
+
 def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: float, seed: int,
                 cluster_file: Path | None = None):
     """The RunSpec shared by the command's runs, with the cluster resolved."""
@@ -225,6 +262,8 @@ def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: floa
     backend = load_backend(args.backend)
     if cluster_name == "paper-geo":
         cluster = paper_geo_cluster()
+    elif cluster_name == "local-real":
+        cluster = _local_real(args, cfg)
     elif cluster_file is not None and cluster_file.exists():
         cluster = _load_cluster(cluster_file)  # a resumed sweep keeps the cluster it measured
     else:
@@ -245,6 +284,7 @@ def _build_base(args: argparse.Namespace, preset: Any, strategy: str, rate: floa
         eval_every=eval_every, eval_batches=preset.eval_batches,
         schedule=args.schedule or preset.schedule,
         target_loss=args.target_loss if args.target_loss is not None else preset.target_loss,
+        mid_iteration=args.mid_iteration, failable_embedding=args.failable_embedding,
         max_steps_factor=preset.max_steps_factor, backend=args.backend,
         redundant_overhead=args.redundant_overhead if args.redundant_overhead is not None
         else preset.redundant_overhead,
@@ -403,6 +443,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="shardproof: prove plans, simulate failures")
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_simulate_parser(subparsers)  # hook: add_prove_parser(subparsers), add_bench_parser(...) go here
+    from simulator.real_cli import add_calibrate_parser, add_train_parser
+
+    add_train_parser(subparsers)
+    add_calibrate_parser(subparsers)
     return parser
 
 
@@ -416,6 +460,7 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shardproof`` console script; returns the exit code."""
+    from trainer.distributed.launcher import DistributedError
     from trainer.errors import TrainerError
 
     args = build_parser().parse_args(argv)
@@ -423,6 +468,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args) or 0)
+    except DistributedError as exc:
+        print(f"{PROG}: error: the real run failed: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except (SimulationError, TrainerError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{PROG}: error: {msg}", file=sys.stderr)

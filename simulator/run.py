@@ -3,8 +3,8 @@
 Each simulated step runs ONE real ``trainer.train_step()``. The simulator owns the clock:
 
     for each step (until `iterations` iterations are done, at most `max_steps` steps):
-        stages = failure_schedule.failures(step, now_s, iteration_s)
-        if stages:   now_s += price(strategy.on_failure(stages, iteration))   # may Rollback
+        stages, at = failure_schedule.draw(step, now_s, iteration_s)          # at: 0 = boundary
+        if stages:   now_s += at * iteration_s (if acted on) + price(strategy.on_failure(stages, iteration))
         result = trainer.train_step();  now_s += iteration_s;  iteration += 1
         now_s += price(blocking actions of strategy.on_iteration_end(iteration, result))
         now_s += max(0, price(background actions, concurrently) - iteration_s)   # overlapped
@@ -113,11 +113,15 @@ class RunSpec:
     backend: str | None = None
     # issue 15 (all optional):
     redundant_overhead: float | None = None  # redundant strategies: iteration = this x the plain pipeline's
-    stop_at_target: bool = False  # end the run at the first evaluation at or below target_loss
+    stop_at_target: bool = False  # end the run at the first evaluation at or below target_loss (time to target
+    # is unchanged: runs are deterministic; the rows after it are not computed)
     jump_eval_batches: int = 0  # > 0: evaluate just before and after each acted-on failure (loss jump)
     # x the seconds of every strategy action (restarts, transfers, saves, loads): a regime that
     # compresses the run c-fold keeps recovery time relative to the run with 1 / c (docs/fidelity.md)
     action_time_scale: float = 1.0
+    # issue 16 (all optional):
+    mid_iteration: bool = False  # failures land inside the iteration (simulator.failures.MidIterationFailures)
+    failable_embedding: bool = False  # the embedding stage 0 fails like the others
 
     def key(self) -> tuple[str, float, int]:
         return (self.strategy, float(self.failure_rate), int(self.seed))
@@ -227,7 +231,9 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         schedule: FailureSchedule = NoFailures(cluster.n_stages)
     else:
         schedule = make_failure_schedule(spec.failure_model, spec.failure_rate, spec.seed, cluster.n_stages,
-                                         trace=spec.trace, time_scale=spec.trace_time_scale)
+                                         trace=spec.trace, time_scale=spec.trace_time_scale,
+                                         failable=range(cluster.n_stages) if spec.failable_embedding else None,
+                                         mid_iteration=spec.mid_iteration)
     trained = trained_model_size(trainer)
     knobs = dict(spec.strategy_knobs.get(spec.strategy, {}))
     if knobs.get("interval") == "auto":
@@ -306,7 +312,8 @@ class _Loop:
         spec, trainer, strategy = self.spec, self.trainer, self.strategy
         t0 = time.perf_counter()
         it_s = self.clock()
-        failed = self.schedule.failures(self.step, self.now_s, it_s)
+        draw = self.schedule.draw(self.step, self.now_s, it_s)
+        failed = draw.stages
         self.sim_overhead_s += time.perf_counter() - t0
         events: list[dict[str, Any]] = []
         row: dict[str, Any] = {}
@@ -318,6 +325,11 @@ class _Loop:
             acted = [s for s in failed if s in restarted]
             self.acted += len(acted)
             self.ignored += len(failed) - len(acted)
+            if actions and draw.at_fraction > 0.0:  # lost inside the iteration: its work so far too (issue 16)
+                lost_s = draw.at_fraction * it_s
+                self.now_s += lost_s
+                events.append({"action": "LostWork", "at_fraction": draw.at_fraction, "phase": "failure",
+                               "cost_s": lost_s})
             cost_s = self._price(actions)
             self.now_s += cost_s
             for a in actions:
@@ -327,7 +339,7 @@ class _Loop:
                         raise SimulationError(f"strategy {spec.strategy!r} rolled back to iteration "
                                               f"{a.to_iteration}, outside 0..{self.iteration}")
                     self.iteration = int(a.to_iteration)
-            if events:
+            if actions:
                 events[-1]["cost_s"] = cost_s
             self.sim_overhead_s += time.perf_counter() - t0
             if before is not None and acted:

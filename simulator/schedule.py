@@ -14,9 +14,12 @@ gradients among its replicas. Actors are simpy processes:
   message travel ``latency_s`` (propagation does not occupy the link), so an uncontended
   message costs ``latency_s + nbytes / bytes_per_s`` (`simulator.cluster.LinkSpec`);
 - one *all-reduce* process per stage, which waits until every replica of the stage has run
-  its last backward and then takes ``Cluster.allreduce_s(stage)``.
+  its last backward and then takes ``Cluster.allreduce_s(stage)``;
+- with ``Cluster.host_cores`` set, operations hold the node and then get their CPU seconds from
+  one `simulator.host.SharedHost` (processor sharing among every node of the host).
 
-The iteration time is when the last all-reduce ends; it comes out of the model.
+The iteration time is when the last all-reduce ends, plus the cluster's ``update_s`` (the optimizer
+step and, in the real run, its commit round trip; 0 in the other presets); it comes out of the model.
 
 Schedules (operation order at pipeline position p of P, micro-batches 0..M-1):
 - GPipe (Huang et al., NeurIPS 2019): all forwards F0..F(M-1), then all backwards B0..B(M-1).
@@ -59,6 +62,7 @@ import simpy
 
 from simulator.cluster import Cluster
 from simulator.errors import SimulationError
+from simulator.host import SharedHost
 
 __all__ = ["SCHEDULES", "IterationTiming", "route", "simulate_iteration"]
 
@@ -71,7 +75,7 @@ _F, _B = 0, 1  # operation kinds: forward, backward
 class IterationTiming:
     """Timings of one simulated iteration (seconds)."""
 
-    iteration_s: float  # the last all-reduce ends (or the last backward with one replica)
+    iteration_s: float  # the last all-reduce ends (or the last backward with one replica), plus update_s
     pipeline_s: float  # the last backward of any node ends
     messages: int  # point-to-point messages sent (activations forward, gradients back)
     redundant_s: float = 0.0  # compute seconds of redundant forwards (Bamboo event model), all nodes
@@ -147,7 +151,8 @@ def simulate_iteration(
     replicas = range(cluster.dp_replicas)
     nodes = [(s, r) for s in range(cluster.n_stages) for r in replicas]
     compute = {node: simpy.PriorityResource(env, capacity=1) for node in nodes}
-    host = {node: simpy.Resource(env, capacity=1) for node in nodes}
+    host_link = {node: simpy.Resource(env, capacity=1) for node in nodes}  # host memory copies
+    shared = None if cluster.host_cores is None else SharedHost(env, cluster.host_cores, cluster.host_load)
     state_bytes = [3 * g for g in cluster.stage_gradient_bytes]  # parameters + Adam (2x), fp32
     node_bytes = {node: state_bytes[node[0]] + (state_bytes[succ[node[0]]] if succ[node[0]] is not None else 0)
                   for node in nodes}
@@ -190,8 +195,11 @@ def simulate_iteration(
             yield req
             seconds = cluster.stage_forward_s[succ[node[0]]]
             redundant_s[0] += seconds
-            yield env.timeout(seconds)
-        with host[node].request() as req:  # activations to host memory, off the compute
+            if shared is None:
+                yield env.timeout(seconds)
+            else:  # CPU seconds on the shared host, like any other operation
+                yield from shared.run(seconds)
+        with host_link[node].request() as req:  # activations to host memory, off the compute
             yield req
             yield env.timeout(cluster.activation_bytes / cluster.host_bytes_per_s)
 
@@ -215,7 +223,10 @@ def simulate_iteration(
             node = (routes[i][p], r)
             with compute[node].request(priority=0) as req:
                 yield req
-                yield env.timeout(op_seconds(kind, node[0], p))
+                if shared is None:
+                    yield env.timeout(op_seconds(kind, node[0], p))
+                else:  # one machine's cores shared by every stage process (simulator/host.py)
+                    yield from shared.run(op_seconds(kind, node[0], p))
             if kind == _F:
                 if p + 1 < n_pos and succ[node[0]] is not None:
                     env.process(redundant_forward(node))
@@ -246,5 +257,6 @@ def simulate_iteration(
     env.run()
     if not all(proc.processed for proc in reducers):  # pragma: no cover - a schedule bug
         raise SimulationError(f"schedule {schedule!r} deadlocked at t={env.now} s")
-    return IterationTiming(iteration_s=env.now, pipeline_s=last_backward_s[0], messages=messages[0],
-                           redundant_s=redundant_s[0], peak_node_bytes=max(node_bytes.values()))
+    return IterationTiming(iteration_s=env.now + cluster.update_s, pipeline_s=last_backward_s[0],
+                           messages=messages[0], redundant_s=redundant_s[0],
+                           peak_node_bytes=max(node_bytes.values()))
