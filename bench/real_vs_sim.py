@@ -76,9 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     from simulator.experiments import sweep_preset
     from simulator.real import run_real
     from simulator.real_cli import write_json_atomic
-    from simulator.reprice import reprice
+    from simulator.reprice import reprice, schedule_hooks
     from simulator.run import run_one
-    from trainer.strategies import make_planned_strategy
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
@@ -126,9 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                                   update_s=statistics.median(real["measured"]["commit_s"]),
                                   default_link=LinkSpec(cluster.default_link.latency_s if delay is None else delay,
                                                         cluster.default_link.bytes_per_s))
-            planned = make_planned_strategy(strategy, **knobs.get(strategy, {}))
-            how = dict(forward_multiplier=planned.forward_multiplier(1), swap_odd=planned.swap_on_odd_microbatches(),
-                       knobs_from_this_cluster=True)
+            how = dict(schedule_hooks(strategy, knobs.get(strategy, {}), cluster.n_stages), knobs_from_this_cluster=True)
             apriori = reprice(real, cluster, **how)
             sim = reprice(real, cluster_run, **how)
             sim["sim_time_s"], apriori["sim_time_s"] = sim["rows"][-1][1], apriori["rows"][-1][1]

@@ -133,19 +133,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _reprice_table(args, preset, out: Path) -> int:
     from simulator.cluster import Cluster
-    from simulator.reprice import reprice
+    from simulator.reprice import reprice, schedule_hooks
     from simulator.sweep import read_results
 
     cluster = Cluster.from_dict(json.loads(Path(args.reprice_on).read_text()))
-    mult = {"redundant": 2.0}
-    swap = {"checkfree_plus"}
     records = []
     for rec in read_results(out / "runs.jsonl"):
         name = rec["key"]["strategy"]
         if name == "adaptive":
             continue
-        priced = reprice(rec, cluster, forward_multiplier=mult.get(name, 1.0), swap_odd=name in swap,
-                         micro_batches=preset.trainer_config.get("n_micro_batches", 4), schedule=preset.schedule)
+        hooks = schedule_hooks(name, rec["spec"].get("strategy_knobs", {}).get(name, {}), cluster.n_stages)
+        priced = reprice(rec, cluster, **hooks, micro_batches=preset.trainer_config.get("n_micro_batches", 4),
+                         schedule=preset.schedule)
         records.append({**rec, "time_to_target_s": priced["time_to_target_s"]})
     if args.adaptive_from:
         records += [r for r in read_results(Path(args.adaptive_from) / "runs.jsonl") if r["key"]["strategy"] == "adaptive"]

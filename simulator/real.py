@@ -151,7 +151,10 @@ def run_real(spec: RealRunSpec, workdir: Path, *, log_path: Path | None = None,
         host_before = pipe.measure_host(0.3)
         strategy.bind(pipe)
         pipe.run_plan(strategy.plan_attach())  # before the clock: the initial model is reproducible from the seed
-        swap, redundant = strategy.swap_on_odd_microbatches(), strategy.forward_multiplier(1) > 1.0
+        # Bamboo's redundant forward runs for real whichever way the simulator prices it (issue 15:
+        # `redundant_forward_of` for the event model, a forward multiplier for "double")
+        swap = strategy.swap_on_odd_microbatches()
+        redundant = strategy.forward_multiplier(1) > 1.0 or strategy.redundant_forward_of(1) is not None
 
         all_ops: list[dict[int, list]] = []
 

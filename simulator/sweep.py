@@ -73,10 +73,23 @@ class SweepSpec:
         return out
 
     def config_sha256(self) -> str:
-        """Hash of everything but the grid axes: runs of different configs must not mix."""
+        """Hash of everything but the grid axes: runs of different configs must not mix.
+
+        RunSpec fields added after sweeps were stored (`LATER_FIELDS`) count only away from their
+        defaults, so adding an optional field does not orphan the sweeps already run.
+        """
         spec = {k: v for k, v in asdict(self.base).items() if k not in ("strategy", "failure_rate", "seed")}
+        for name, default in LATER_FIELDS.items():
+            if spec.get(name) == default:
+                del spec[name]
         spec["cluster"] = _cluster_identity(self.base.cluster)
         return hashlib.sha256(json.dumps(spec, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+
+# Fields of issue 16 (failure patterns; the shared host of `local-real`), added after issue 15's
+# sweeps were stored: name -> default. RunSpec's, then Cluster's.
+LATER_FIELDS: dict[str, Any] = {"mid_iteration": False, "failable_embedding": False}
+LATER_CLUSTER_FIELDS: dict[str, Any] = {"update_s": 0.0, "host_cores": None, "host_load": 0.0}
 
 
 def _cluster_identity(cluster: Cluster) -> dict[str, Any]:
@@ -86,6 +99,9 @@ def _cluster_identity(cluster: Cluster) -> dict[str, Any]:
     # to_dict: JSON-able (region_links has tuple keys, which json cannot hash: issue 15)
     d = cluster.to_dict()
     d.pop("sources", None)
+    for name, default in LATER_CLUSTER_FIELDS.items():
+        if d.get(name) == default:
+            del d[name]
     if d.get("model"):
         d["model"] = {k: v for k, v in d["model"].items() if k != "sources"}
     return d

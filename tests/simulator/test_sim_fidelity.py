@@ -149,3 +149,33 @@ def test_action_time_scale_compresses_recoveries_not_iterations(corpus, tmp_path
     assert half["sim_time_s"] == pytest.approx(full["sim_time_s"] - failure_cost(full) / 2)
     with pytest.raises(Exception, match="action_time_scale must be a finite factor > 0"):
         run_one(geo_spec(corpus, "checkfree", action_time_scale=0.0))
+
+
+def _hooks(strategy: str, n: int) -> dict:
+    """The strategy's schedule hooks for `reprice` (the classes' defaults; n = stage indices 0..S)."""
+    return {"swap_odd": strategy == "checkfree_plus",
+            "redundant_of": tuple((s + 1) % n for s in range(n)) if strategy == "redundant" else None}
+
+
+@pytest.mark.parametrize("strategy", ["checkfree_plus", "redundant", "checkpoint", "neighbour_copy", "gemini",
+                                      "checkfree_adam"])
+def test_reprice_reproduces_the_clock_of_the_real_strategies(corpus, strategy):
+    """Background transfers (CheckFree+'s replica, redundant's refresh), Bamboo's redundant forward,
+    action_time_scale and the 500M model's bytes: `reprice` on the run's own cluster is `run_one`'s clock,
+    and every action of every strategy (the planners of issue 16 too) says its content (none scaled)."""
+    from dataclasses import replace
+
+    from simulator.reprice import reprice
+
+    knobs = {"checkpoint": {"interval": 2}, "gemini": {"interval": 2}}
+    rec = run_one(geo_spec(corpus, strategy, failure_rate=0.3, iterations=6, eval_every=2, strategy_knobs=knobs,
+                           action_time_scale=0.25))
+    assert rec["failures_acted_on"] > 0 and rec["actions_scaled"] == 0
+    cluster = paper_geo_cluster()
+    again = reprice(rec, cluster, schedule="gpipe", **_hooks(strategy, cluster.n_stages))
+    assert [t for _, t, _ in again["rows"]] == pytest.approx([r["sim_time_s"] for r in rec["rows"]], rel=1e-9)
+    # a slower restart changes the clock by (delay difference) x action_time_scale per restart
+    slower = reprice(rec, replace(cluster, restart_delay_s=cluster.restart_delay_s + 40.0), schedule="gpipe",
+                     **_hooks(strategy, cluster.n_stages))
+    restarts = sum(1 for r in rec["rows"] for e in r["strategy_events"] if e["action"] == "Restart")
+    assert slower["rows"][-1][1] == pytest.approx(again["rows"][-1][1] + restarts * 40.0 * 0.25, rel=1e-9)

@@ -8,6 +8,8 @@ only runs planners, stand for the strategies the simulator compares.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -30,7 +32,10 @@ CASES = [
     ("checkfree_plus", {}),
     ("checkfree_plus", {"copy_swap_partners": True, "replica_sync_every": 2}),
     ("checkpoint", {"interval": 3}),
+    ("checkpoint", {"interval": 3, "count": "progress"}),
+    ("checkfree_plus", {"replica_sync": "blocking"}),
     ("redundant", {}),
+    ("redundant", {"forward_cost": "double"}),
 ]
 
 
@@ -48,6 +53,11 @@ def _assert_same_state(a, b) -> None:
                 assert torch.equal(sa[idx][key], sb[idx][key]), (stage, idx, key)
 
 
+def _content(actions):
+    """Every field of the actions, those outside equality too (of_stages, optimizer, background)."""
+    return [(type(a).__name__, dataclasses.asdict(a)) for a in actions]
+
+
 @pytest.mark.parametrize(("name", "knobs"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_planner_matches_the_original(make_trainer, name, knobs):
     original, planned = make_trainer(n_stages=5), make_trainer(n_stages=5)
@@ -58,12 +68,14 @@ def test_planner_matches_the_original(make_trainer, name, knobs):
     assert s_orig.immune_stages() == s_plan.immune_stages()
     assert s_orig.swap_on_odd_microbatches() == s_plan.swap_on_odd_microbatches()
     assert [s_orig.forward_multiplier(s) for s in range(6)] == [s_plan.forward_multiplier(s) for s in range(6)]
+    assert [s_orig.redundant_forward_of(s) for s in range(6)] == [s_plan.redundant_forward_of(s) for s in range(6)]
     iteration = 0
     for boundary in range(12):
         if boundary in FAILURES:
             acts_o = s_orig.on_failure(list(FAILURES[boundary]), iteration)
             acts_p = s_plan.on_failure(list(FAILURES[boundary]), iteration)
             assert acts_o == acts_p, boundary
+            assert _content(acts_o) == _content(acts_p), boundary  # what the simulator prices
             for act in acts_o:
                 if type(act).__name__ == "Rollback":
                     iteration = act.to_iteration
@@ -71,7 +83,9 @@ def test_planner_matches_the_original(make_trainer, name, knobs):
         ro, rp = original.train_step(), planned.train_step()
         iteration += 1
         assert ro.loss == rp.loss and ro.grad_norms == rp.grad_norms, boundary
-        assert s_orig.on_iteration_end(iteration, ro) == s_plan.on_iteration_end(iteration, rp), boundary
+        end_o, end_p = s_orig.on_iteration_end(iteration, ro), s_plan.on_iteration_end(iteration, rp)
+        assert end_o == end_p, boundary
+        assert _content(end_o) == _content(end_p), boundary
         _assert_same_state(original, planned)
     assert s_orig.storage_bytes() == s_plan.storage_bytes()
 

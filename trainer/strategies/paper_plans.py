@@ -127,7 +127,9 @@ class CheckFreePlusPlan(PlannedStrategy):
         return (1, self.view.n_stages)
 
     def _refresh(self, iteration: int) -> tuple[Step, ...]:
-        return tuple(self.copies.hold(0, h, "weights", iteration) for h in self.replica_holders())
+        background = self.config.replica_sync == "background"  # overlapped with the next iteration
+        return tuple(self.copies.hold(0, h, "weights", iteration, background=background)
+                     for h in self.replica_holders())
 
     def plan_attach(self) -> tuple[Step, ...]:
         return self._refresh(0)  # the initial model: reproducible from the seed, not priced
@@ -179,12 +181,15 @@ class CheckpointPlan(PlannedStrategy):
 
     def on_bind(self) -> None:
         self._saved_iteration = 0
+        self._wall_iterations = 0  # iterations run, redone ones included (count="wall", the paper)
 
     def plan_attach(self) -> tuple[Step, ...]:
         return (SaveCheckpoint(),)  # checkpoint 0 = the seeded initial model (not priced)
 
     def plan_iteration_end(self, iteration: int, result: StepResult) -> tuple[Step, ...]:
-        if iteration % self.interval_iters:
+        self._wall_iterations += 1
+        count = self._wall_iterations if self.config.count == "wall" else iteration
+        if count % self.interval_iters:
             return ()
         self._saved_iteration = iteration
         return (SaveCheckpoint(),)
@@ -206,16 +211,25 @@ class RedundantPlan(PlannedStrategy):
     def holder(self, stage: int) -> int:
         return stage - 1 if stage >= 1 else self.view.n_stages
 
+    def successor(self, stage: int) -> int:
+        return stage + 1 if stage < self.view.n_stages else 0
+
     def forward_multiplier(self, stage: int) -> float:
-        return 2.0
+        return 2.0 if self.config.forward_cost == "double" else 1.0
+
+    def redundant_forward_of(self, stage: int) -> int | None:
+        return self.successor(stage) if self.config.forward_cost == "bamboo" else None
 
     def _refresh(self, iteration: int) -> tuple[Step, ...]:
-        # priced by the forward multiplier, as RedundantComputation (docs/trainer.md)
-        return tuple(self.copies.hold(s, self.holder(s), "full", iteration, priced=False)
+        # as RedundantComputation (docs/trainer.md): "bamboo" prices the new weights sent in the
+        # background each iteration; "double" prices the refresh by the forward multiplier
+        bamboo = self.config.forward_cost == "bamboo"
+        return tuple(self.copies.hold(s, self.holder(s), "full", iteration, priced=bamboo, background=True,
+                                      priced_parts="weights")
                      for s in range(self.view.n_stages + 1))
 
     def plan_attach(self) -> tuple[Step, ...]:
-        return self._refresh(0)
+        return self._refresh(0)  # not priced (the initial model is reproducible from the seed)
 
     def plan_iteration_end(self, iteration: int, result: StepResult) -> tuple[Step, ...]:
         return self._refresh(iteration)

@@ -94,17 +94,25 @@ class Source:
 class Hold:
     """`holder` keeps a copy of stage `src`'s live state (`parts`); replaces its previous copy of src.
 
-    `priced=False` when the strategy accounts for the copy elsewhere (redundant computation prices
-    its replica refresh by its forward multiplier, docs/trainer.md); the real run moves it anyway.
+    `priced=False` when the strategy accounts for the copy elsewhere (redundant computation with
+    `forward_cost="double"` prices its replica refresh by its forward multiplier, docs/trainer.md);
+    the real run moves it anyway. `background=True`: the copy overlaps the next iteration (its
+    `Transfer.background`, priced concurrently by the simulator, issue 15). `priced_parts`: the
+    parts the cost action counts when they differ from what is held (redundant computation keeps
+    a full replica current by sending the new weights only: "weights"); None: `parts`.
     """
 
     src: int
     holder: int
     parts: str = "full"
     priced: bool = True
+    background: bool = False
+    priced_parts: str | None = None
 
     def __post_init__(self) -> None:
         _check_parts(self.parts)
+        if self.priced_parts is not None:
+            _check_parts(self.priced_parts)
 
 
 @dataclass(frozen=True)
@@ -213,8 +221,16 @@ def _model_bytes(view: PipelineView) -> int:
     return sum(part_bytes(view, s, "full") for s in range(view.n_stages + 1))
 
 
+def _all_stages(view: PipelineView) -> tuple[int, ...]:
+    return tuple(range(view.n_stages + 1))
+
+
 def plan_actions(steps: Iterable[Step], view: PipelineView) -> list[Action]:
-    """The cost actions of a plan, in order (docs/harness-contract.md): what the simulator prices."""
+    """The cost actions of a plan, in order (docs/harness-contract.md): what the simulator prices.
+
+    Every Transfer / StorageWrite / StorageRead says its content (`of_stages`, `optimizer`), so a
+    cluster that models a bigger model prices it with that model's bytes (issue 15).
+    """
     actions: list[Action] = []
     for step in steps:
         match step:
@@ -222,14 +238,16 @@ def plan_actions(steps: Iterable[Step], view: PipelineView) -> list[Action]:
                 actions.append(step)
             case Hold(src=src, holder=holder, parts=parts, priced=priced):
                 if holder != src and priced:
-                    actions.append(Transfer(src, holder, part_bytes(view, src, parts)))
+                    p = step.priced_parts or parts
+                    actions.append(Transfer(src, holder, part_bytes(view, src, p), of_stages=(src,),
+                                            optimizer=p == "full", background=step.background))
             case Rebuild(stage=stage, sources=sources, parts=parts):
-                actions += [Transfer(s.node, stage, part_bytes(view, stage, parts)) for s in sources
-                            if s.node != stage]
+                actions += [Transfer(s.node, stage, part_bytes(view, stage, parts), of_stages=(s.stage,),
+                                     optimizer=parts == "full") for s in sources if s.node != stage]
             case SaveCheckpoint():
-                actions.append(StorageWrite(_model_bytes(view)))
+                actions.append(StorageWrite(_model_bytes(view), of_stages=_all_stages(view), optimizer=True))
             case LoadCheckpoint():
-                actions.append(StorageRead(_model_bytes(view)))
+                actions.append(StorageRead(_model_bytes(view), of_stages=_all_stages(view), optimizer=True))
             case Reinit() | SetLrScale() | MarkDataPosition() | RestoreDataPosition():
                 pass
             case _:

@@ -62,9 +62,10 @@ class CopyRegistry:
     def __init__(self) -> None:
         self._records: dict[tuple[int, int], CopyRecord] = {}
 
-    def hold(self, src: int, holder: int, parts: str, iteration: int, priced: bool = True) -> Hold:
+    def hold(self, src: int, holder: int, parts: str, iteration: int, priced: bool = True, *,
+             background: bool = False, priced_parts: str | None = None) -> Hold:
         """Record that `holder` now keeps `src`'s state; return the plan step that does it."""
-        step = Hold(src, holder, parts, priced)
+        step = Hold(src, holder, parts, priced, background, priced_parts)
         self._records[(holder, src)] = CopyRecord(holder, src, parts, iteration)
         return step
 
