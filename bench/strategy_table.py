@@ -54,11 +54,14 @@ def paired_ratio_ci(ours: list[float], theirs: list[float], seed: int = 0) -> tu
 
 def _cluster_and_knobs(args, preset, out: Path):
     from simulator.cluster import Cluster
-    from simulator.presets import local_cluster
+    from simulator.cost import price
+    from simulator.model_size import trained_model_size
+    from simulator.presets import local_cluster, paper_geo_cluster
     from simulator.schedule import simulate_iteration
     from simulator.sweep import _init_worker
     from trainer import PipelineTrainer
     from trainer.api import TrainerConfig
+    from trainer.strategies.base import Transfer
     from trainer.strategies.planned import ring_neighbours
 
     _init_worker()
@@ -72,15 +75,26 @@ def _cluster_and_knobs(args, preset, out: Path):
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cluster.to_dict(), indent=1, sort_keys=True) + "\n")
     else:
-        cluster = local_cluster(trainer, 5, n_micro_batches=cfg.get("n_micro_batches", 4))
+        cluster = paper_geo_cluster() if preset.cluster == "paper-geo" else \
+            local_cluster(trainer, 5, n_micro_batches=cfg.get("n_micro_batches", 4))
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cluster.to_dict(), indent=1, sort_keys=True) + "\n")
     n = trainer.n_stages
     full = [trainer.stage_param_bytes(s) + trainer.stage_optimizer_bytes(s) for s in range(n + 1)]
-    copy_s = sum(cluster.transfer_s(s, h, full[s]) for s in range(n + 1) for h in ring_neighbours(s, n))
-    iteration_s = simulate_iteration(cluster, cfg.get("n_micro_batches", 4), schedule=preset.schedule).iteration_s
+    # one refresh of every copy, priced as the run prices it (the modelled model's bytes, compressed time)
+    copies = [Transfer(s, h, full[s], of_stages=(s,), optimizer=True) for s in range(n + 1) for h in ring_neighbours(s, n)]
+    if cluster.model is None:  # the trained model's own bytes: the formula, link by link
+        copy_s = sum(cluster.transfer_s(a.src_stage, a.dst_stage, a.nbytes) for a in copies) * preset.action_time_scale
+    else:
+        copy_s = price(cluster, copies, trained=trained_model_size(trainer)).seconds * preset.action_time_scale
+    m = (cluster.model.micro_batches if cluster.model is not None else 0) or cfg.get("n_micro_batches", 4)
+    iteration_s = simulate_iteration(cluster, m, schedule=preset.schedule).iteration_s
     knobs = dict(preset.strategy_knobs)
     knobs["adaptive"] = {"copy_s": copy_s, "iteration_s": iteration_s}
+    runs = out / "runs.jsonl"
+    if runs.exists() and runs.stat().st_size:  # a resumed table keeps the knobs it started with (seconds
+        first = json.loads(runs.open().readline())  # measured then, like cluster.json)
+        knobs["adaptive"] = first["spec"]["strategy_knobs"].get("adaptive", knobs["adaptive"])
     knobs.setdefault("gemini", {"interval": knobs.get("checkpoint", {}).get("interval", 10)})
     return cluster, knobs
 
@@ -104,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster", default=None)
     p.add_argument("--reprice-on", default=None)
     p.add_argument("--adaptive-from", default=None)
+    p.add_argument("--with-runs", nargs="*", default=[],
+                   help="also table the runs.jsonl of these sweep directories (same preset and cluster, e.g. the "
+                        "paper strategies of `shardproof simulate sweep`): paired with ours by seed")
     args = p.parse_args(argv)
     out = Path(args.out)
     preset = sweep_preset(args.preset)
@@ -116,19 +133,39 @@ def main(argv: list[str] | None = None) -> int:
                    trainer_config=cfg, strategy_knobs=knobs, eval_every=preset.eval_every,
                    eval_batches=preset.eval_batches, schedule=preset.schedule, target_loss=preset.target_loss,
                    max_steps_factor=preset.max_steps_factor, mid_iteration=args.mid_iteration,
-                   failable_embedding=args.failable_embedding, stop_at_target=True)
+                   failable_embedding=args.failable_embedding, stop_at_target=True,
+                   redundant_overhead=preset.redundant_overhead, jump_eval_batches=preset.jump_eval_batches,
+                   action_time_scale=preset.action_time_scale)
     rates = tuple(args.rates or preset.failure_rates)
     records = []
     for seed in args.seeds:  # seed by seed: a partial sweep already compares every strategy (paired by seed)
         sweep = SweepSpec(strategies=tuple(args.strategies), failure_rates=rates, seeds=(seed,), base=base)
         records = run_sweep(sweep, out, max_workers=args.jobs, progress=sys.stderr.isatty())
-    wanted = {(n, 0.0 if n == "no_failure" else float(r), s) for n in args.strategies for r in rates for s in args.seeds}
+    records = _other_runs(args.with_runs, base) + records  # this sweep's own runs win on a shared key
+    wanted = {(n, 0.0 if n == "no_failure" else float(r), s) for n in [*args.strategies, *PAPER, "no_failure"]
+              for r in rates for s in args.seeds}
     records = [r for r in records if (r["key"]["strategy"], float(r["key"]["failure_rate"]), int(r["key"]["seed"]))
                in wanted]
     text = table(records, rates, args.seeds, preset.target_loss, args)
     (out / "table.md").write_text(text)
     print(text)
     return 0
+
+
+def _other_runs(dirs, base) -> list:
+    """Runs of other sweeps of the same cluster, target and trained model, not already in this one."""
+    from simulator.sweep import read_results
+
+    out = []
+    for d in dirs:
+        for rec in read_results(Path(d) / "runs.jsonl"):
+            spec = rec["spec"]
+            if (spec["cluster"], spec["target_loss"], spec["trainer_config"].get("d_model")) != (
+                    base.cluster.name, base.target_loss, base.trainer_config.get("d_model")):
+                raise SystemExit(f"{d}: a run of another preset or cluster ({spec['cluster']}, target "
+                                 f"{spec['target_loss']}); pass sweeps of this one")
+            out.append(rec)
+    return out
 
 
 def _reprice_table(args, preset, out: Path) -> int:

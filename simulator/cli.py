@@ -89,7 +89,7 @@ def _epilog() -> str:
     except ImportError:  # pragma: no cover - the trainer ships with the package
         strategies = "(trainer not importable)"
     presets = "\n".join(f"  {name:<11} {sweep_preset(name).summary}" for name in SWEEP_PRESETS)
-    return (f"strategies: {strategies}\nclusters: {', '.join(CLUSTER_PRESETS)}\n"
+    return (f"strategies: {strategies}\nclusters: {', '.join(CLUSTER_PRESETS)} (local-real: with --calibration)\n"
             f"presets (flags override their fields):\n{presets}")
 
 
@@ -118,8 +118,10 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _common_args(p: argparse.ArgumentParser) -> None:
+    from simulator.presets import CLUSTER_PRESETS
+
     _workload_args(p)
-    p.add_argument("--cluster", choices=["local", "paper-geo", "local-real"], default=None,
+    p.add_argument("--cluster", choices=list(CLUSTER_PRESETS), default=None,
                    help="cluster model (default: the preset's): measured here, CheckFree's geo-distributed "
                         "500M setup priced with the 500M model's bytes, or calibrated on real stage processes "
                         "here (with --calibration)")

@@ -52,7 +52,7 @@ __all__ = [
     "local_cluster", "paper_500m_model", "paper_geo_cluster", "paper_geo_iteration_times", "paper_geo_report",
 ]
 
-CLUSTER_PRESETS = ("local", "paper-geo")
+CLUSTER_PRESETS = ("local", "paper-geo", "local-real")  # local-real: calibrated (--calibration FILE)
 
 GIB = 1024**3
 MIB = 1024**2
