@@ -9,10 +9,10 @@ before it starts the child, the ``(mtime_ns, size, inode)`` of:
 
 * every file of a module already imported (``sys.modules``: the parent imports what decides
   the verdict first, so their files are covered), and the directories holding them;
-* every file and directory of this installation's packages (``proofs``, ``rewriting``,
-  ``spec_lang``): a new file in one changes its directory's mtime;
-* every entry at the top of each ``sys.path`` directory (a new ``.pth`` file or a package that
-  would shadow another changes the directory's mtime and adds an entry).
+* every ``.py`` file and subdirectory of this installation's packages (``proofs``,
+  ``rewriting``, ``spec_lang``): a new one is listed after and not before;
+* in each ``sys.path`` directory, the ``.pth`` files and the entries named like an imported
+  top-level module (a new ``z3/`` that would shadow site-packages' ``z3``).
 
 After the child and its process group end, the same record is taken again; any difference is a
 refusal (:class:`CodeChanged`), never a verdict. Stat calls only: a few thousand, ~10 ms.
@@ -29,7 +29,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["CodeChanged", "snapshot", "compare"]
+__all__ = ["CodeChanged", "Snapshot", "snapshot", "compare"]
 
 _PACKAGES = ("proofs", "rewriting", "spec_lang")
 _ROOT = Path(__file__).resolve().parents[1]
@@ -49,41 +49,57 @@ def _stat(p: str) -> Stamp:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _paths() -> set[str]:
+def _listing(top: frozenset[str]) -> set[str]:
+    """Paths found by listing: this installation's ``.py`` files and subdirectories (a new
+    ``proofs/prover/`` shadows ``proofs/prover.py``); in each ``sys.path`` directory, the
+    ``.pth`` files and the entries named like a top-level module in ``top`` (``z3``, ``z3.py``,
+    ``numpy``...). Listings, not directory mtimes: files an unrelated process writes beside them
+    (a certificate, a results directory, a test's output) are not watched."""
     out: set[str] = set()
-    for m in list(sys.modules.values()):
-        f = getattr(m, "__file__", None)
-        if isinstance(f, str):
-            out.add(f)
-            out.add(os.path.dirname(f))
     for pkg in _PACKAGES:
         base = _ROOT / pkg
         if base.is_dir():
             for dirpath, dirnames, filenames in os.walk(base):
                 dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-                out.add(dirpath)
+                out.update(os.path.join(dirpath, d) for d in dirnames)
                 out.update(os.path.join(dirpath, f) for f in filenames if f.endswith(".py"))
     for d in sys.path:
         if d and os.path.isdir(d):
-            out.add(d)
             try:
-                out.update(e.path for e in os.scandir(d))
+                out.update(e.path for e in os.scandir(d)
+                           if e.name.endswith(".pth") or e.name.split(".")[0] in top)
             except OSError:
                 pass
     return out
 
 
-def snapshot() -> dict[str, Stamp]:
-    """``{path: (mtime_ns, size, inode) or None}`` of the files and directories above."""
-    return {p: _stat(p) for p in _paths()}
+Snapshot = tuple[frozenset[str], dict[str, Stamp]]
 
 
-def compare(before: dict[str, Stamp]) -> None:
-    """Raise :class:`CodeChanged` naming the first recorded path that differs from ``before``
-    (changed or removed; an entry added to a recorded directory changes the directory's
-    mtime). Paths first imported after ``before`` was taken are not compared: they existed."""
-    for p in sorted(before):
-        if before[p] != _stat(p):
-            raise CodeChanged(f"{p} changed while the plan file ran in its tracing process: a "
-                              "plan must not write into the installation (run on a read-only "
-                              "install to rule this out)")
+def snapshot() -> Snapshot:
+    """The top-level names of the imported modules, and ``{path: (mtime_ns, size, inode)}`` of
+    the imported modules' files and of :func:`_listing`'s paths."""
+    top = frozenset(n.split(".")[0] for n in list(sys.modules))
+    paths = _listing(top)
+    for m in list(sys.modules.values()):
+        f = getattr(m, "__file__", None)
+        if isinstance(f, str):
+            paths.add(f)
+    return top, {p: _stat(p) for p in paths}
+
+
+def compare(before: Snapshot) -> None:
+    """Raise :class:`CodeChanged` naming the first recorded path that changed or disappeared
+    since ``before``, or a path the same listing finds now and did not then. Modules first
+    imported after ``before`` are not compared: they existed, and were not listed."""
+    top, stamps = before
+    for p in sorted(stamps):
+        if stamps[p] != _stat(p):
+            raise CodeChanged(_message(p, "changed"))
+    for p in sorted(_listing(top) - set(stamps)):
+        raise CodeChanged(_message(p, "appeared"))
+
+
+def _message(p: str, what: str) -> str:
+    return (f"{p} {what} while the plan file ran in its tracing process: a plan must not write "
+            "into the installation (run on a read-only install to rule this out)")
