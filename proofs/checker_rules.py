@@ -142,7 +142,7 @@ AXIS_ORDER = ("dp", "dp_replicate", "dp_shard", "tp", "pp", "cp", "sp", "mb", "e
 LEAVES = frozenset({"INPUT", "CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST", "CAUSAL_MASK",
                     "ROPE_COS", "ROPE_SIN"})
 ELEMENTWISE = frozenset({"ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW",
-                         "SIGMOID", "SILU", "TANH", "GELU", "MAXIMUM", "WHERE", "CAST",
+                         "SIGMOID", "SILU", "TANH", "GELU", "ERF", "MAXIMUM", "WHERE", "CAST",
                          "STOP_GRAD"})
 
 
@@ -592,6 +592,16 @@ def _einsum_identity(e: Env) -> tuple[Any, Any]:
     return einsum((x,), out), x
 
 
+# a contraction that sums over nothing is the pointwise product
+@rule("einsum-pointwise", "EINSUM(xs, out) = MUL(xs)",
+      "at least two operands, and out holds every dim of every operand")
+def _einsum_pointwise(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    e.require(len(xs) >= 2 and set(out) == e.dimnames(xs),
+              "at least two operands, and out holds every dim of every operand")
+    return einsum_raw(xs, out), mul(*xs)
+
+
 def _scalar_split(e: Env, xs: tuple[int, ...]) -> tuple[list[int], list[Any]]:
     scal: list[int] = []
     rest: list[Any] = []
@@ -669,6 +679,207 @@ def _concat_content(e: Env) -> tuple[Any, Any]:
     e.require(not _num_eq(c, 0), "c != 0")
     inv = const(num_pow(c, Fraction(-1)))
     return concat(xs, d, csh), mul(const(c), concat(tuple(mul(inv, x) for x in xs), d, csh))
+
+
+# ---- completeness rules (issue 12): rewriting/contraction.py, powers.py, unit_axis.py ------
+def _contracted(e: Env, xs: tuple[Any, ...], out: tuple[str, ...]) -> set[str]:
+    return e.dimnames(xs) - set(out)
+
+
+def _unit_dims(e: Env, x: int, names: set[str]) -> set[str]:
+    """Dims among ``names`` that x holds unsharded and that have size 1."""
+    return {n for n, sh in e.dims(x).items() if n in names and not sh and e.b.get(n) == 1}
+
+
+def _is_unit_squeeze(e: Env, x: int) -> bool:
+    if e.op(x) != "EINSUM" or len(e.args(x)) != 1:
+        return False
+    c = _contracted(e, e.args(x), tuple(e.attrs(x)[0]))
+    return _unit_dims(e, e.args(x)[0], c) == c
+
+
+def _squeeze(e: Env, x: int, u: set[str]) -> Any:
+    mine = set(e.dims(x)) & u
+    return einsum((x,), [n for n in e.dims(x) if n not in mine]) if mine else x
+
+
+@rule("einsum-nested", "EINSUM(..EINSUM(zs, o1)..ys.., out) = EINSUM(..zs..ys.., out)",
+      "the dims zs contract occur in no other operand, not in out and not among the dims another "
+      "operand sums (an EINSUM, under collectives and shards); the inner EINSUM is not a sum "
+      "over size-1 dims only")
+def _einsum_nested(e: Env) -> tuple[Any, Any]:
+    xs, k, out = e.ts("xs"), e.v("k"), tuple(e.v("out"))
+    e.require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(xs)
+              and e.op(xs[k]) == "EINSUM" and not _is_unit_squeeze(e, xs[k]),
+              "xs[k] is an EINSUM, not a unit squeeze")
+    inner = xs[k]
+    others = xs[:k] + xs[k + 1:]
+    outside = e.dimnames(others) | set(out)
+    bound: set[str] = set()
+    for x in others:
+        while e.op(x) in ("ALL_REDUCE", "SHARD", "PART", "BROADCAST", "ALL_GATHER",
+                          "REDUCE_SCATTER"):
+            x = e.args(x)[0]
+        if e.op(x) == "EINSUM":
+            bound |= _contracted(e, e.args(x), tuple(e.attrs(x)[0]))
+    e.require(not _contracted(e, e.args(inner), tuple(e.attrs(inner)[0])) & (outside | bound),
+              "the inner contracted dims occur nowhere else")
+    return einsum(xs, out), einsum(xs[:k] + e.args(inner) + xs[k + 1:], out)
+
+
+@rule("einsum-unit-dim", "EINSUM(xs, out) = EINSUM(EINSUM((x,), dims(x) - U) for x in xs, out)",
+      "U = the contracted dims of size 1 (unsharded) is non-empty, and the EINSUM is not a sum "
+      "of one operand over dims of U only")
+def _einsum_unit_dim(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    c = _contracted(e, xs, out)
+    u = {n for x in xs for n in _unit_dims(e, x, c)}
+    e.require(bool(u) and not (len(xs) == 1 and u == c), "U non-empty, not a squeeze")
+    return einsum(xs, out), einsum(tuple(_squeeze(e, x, u) for x in xs), out)
+
+
+@rule("reduce-max-unit-dim",
+      "REDUCE_MAX(x, dims) = REDUCE_MAX(EINSUM((x,), dims(x) - U), dims - U)  (no REDUCE_MAX "
+      "when dims = U)", "U = the dims among dims of size 1 (unsharded) is non-empty")
+def _reduce_max_unit_dim(e: Env) -> tuple[Any, Any]:
+    x, dims = e.t("x"), tuple(e.v("dims"))
+    u = _unit_dims(e, x, set(dims))
+    e.require(bool(u), "U non-empty")
+    rest = [n for n in dims if n not in u]
+    sq = _squeeze(e, x, u)
+    return reduce_max(x, dims), (reduce_max(sq, rest) if rest else sq)
+
+
+@rule("einsum-factor-out", "EINSUM(xs, out) = MUL(fs..., EINSUM(rest, out'))  (out' = out "
+      "restricted to the rest)", "fs = the operands with dims, all in out (non-empty); the rest "
+      "is non-empty and sums some dim")
+def _einsum_factor_out(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    keep = set(out)
+    pulled = [x for x in xs if e.dims(x) and set(e.dims(x)) <= keep]
+    rest = tuple(x for x in xs if x not in pulled)
+    e.require(bool(pulled) and bool(rest) and bool(e.dimnames(rest) - keep),
+              "factors constant along the contraction, and a contraction left")
+    have = e.dimnames(rest)
+    return einsum(xs, out), mul(*pulled, einsum(rest, [n for n in out if n in have]))
+
+
+def _components(e: Env, xs: tuple[int, ...], out: tuple[str, ...]) -> list[list[int]]:
+    """Operand positions grouped by "shares a summed dim", groups in order of first operand."""
+    summed = e.dimnames(xs) - set(out)
+    groups: list[list[int]] = []
+    for i, x in enumerate(xs):
+        mine = set(e.dims(x)) & summed
+        hit = [g for g in groups if any(set(e.dims(xs[j])) & mine for j in g)]
+        merged = sorted([i] + [j for g in hit for j in g])
+        groups = [g for g in groups if g not in hit] + [merged]
+    return sorted(groups, key=lambda g: g[0])
+
+
+@rule("einsum-components", "EINSUM(xs, out) = MUL(EINSUM(K_j, out & dims(K_j)) for each K_j)",
+      "the operands form two or more groups K_j that share no summed dim")
+def _einsum_components(e: Env) -> tuple[Any, Any]:
+    xs, out = e.ts("xs"), tuple(e.v("out"))
+    groups = _components(e, xs, out)
+    e.require(len(xs) >= 2 and len(groups) >= 2, "two or more groups")
+    parts = []
+    for g in groups:
+        ys = tuple(xs[i] for i in g)
+        have = e.dimnames(ys)
+        parts.append(einsum(ys, [n for n in out if n in have]))
+    return einsum(xs, out), mul(*parts)
+
+
+def _positive(v: Any) -> bool:
+    c = num(v)
+    return c > 0 if isinstance(c, Fraction) else bool(_sym(c) > 0)
+
+
+@rule("pow-const-factor", "POW(MUL(.., CONST(c), ..), e) = MUL(CONST(c^e), POW(MUL(..  ..), e))",
+      "e is not an integer and c > 0")
+def _pow_const_factor(e: Env) -> tuple[Any, Any]:
+    xs, k, ex = e.ts("xs"), e.v("k"), num(e.v("e"))
+    e.require(isinstance(ex, Fraction) and ex.denominator != 1, "e is not an integer")
+    e.require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(xs)
+              and len(xs) >= 2 and e.op(xs[k]) == "CONST" and _positive(e.attrs(xs[k])[0]),
+              "xs[k] is a positive constant")
+    rest = xs[:k] + xs[k + 1:]
+    inner = rest[0] if len(rest) == 1 else mul(*rest)
+    c = num_pow(num(e.attrs(xs[k])[0]), ex)
+    return pow_(mul(*xs), ex), mul(const(c), pow_(inner, ex))
+
+
+@rule("silu-def", "SILU(x) = MUL(x, SIGMOID(x))")
+def _silu_def(e: Env) -> tuple[Any, Any]:
+    x = e.t("x")
+    return P("SILU", (), (x,)), mul(x, P("SIGMOID", (), (x,)))
+
+
+@rule("gelu-def", "GELU(x) = MUL(CONST(1/2), x, ADD(CONST(1), ERF(MUL(CONST(1/sqrt 2), x))))")
+def _gelu_def(e: Env) -> tuple[Any, Any]:
+    import sympy
+
+    x = e.t("x")
+    return P("GELU", (), (x,)), mul(const(Fraction(1, 2)), x,
+                                    add(const(1), P("ERF", (), (mul(const(1 / sympy.sqrt(2)),
+                                                                     x),))))
+
+
+_GROUP[0] = "collectives"
+
+
+def _unit_axis(e: Env, a: Any) -> bool:
+    return isinstance(a, str) and e.b.get(a) == 1
+
+
+@rule("allreduce-unit-axis", "ALL_REDUCE(x, a, r) = x", "|a| == 1")
+def _allreduce_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, a, r = e.t("x"), e.v("a"), e.v("r")
+    e.require(_unit_axis(e, a), "|a| == 1")
+    return all_reduce(x, a, r), x
+
+
+@rule("part-unit-axis", "PART(x, a) = x", "|a| == 1")
+def _part_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, a = e.t("x"), e.v("a")
+    e.require(_unit_axis(e, a), "|a| == 1")
+    return part(x, a), x
+
+
+@rule("broadcast-unit-axis", "BROADCAST(x, a, src) = x", "|a| == 1")
+def _broadcast_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, a, src = e.t("x"), e.v("a"), e.v("src")
+    e.require(_unit_axis(e, a), "|a| == 1")
+    return P("BROADCAST", (a, src), (x,)), x
+
+
+@rule("einsum-unit-axis",
+      "EINSUM(..SHARD(x_i, d, a)..y_j.., out) = EINSUM(..x_i..y_j.., out)",
+      "|a| == 1; d not in out; the blocks share d's spec; the y_j lack d")
+def _einsum_unit_axis(e: Env) -> tuple[Any, Any]:
+    xs, mask, d, a, out = e.ts("xs"), _mask(e), e.v("d"), e.v("a"), tuple(e.v("out"))
+    e.require(_unit_axis(e, a) and d not in out and len(xs) == len(mask) and any(mask),
+              "|a| == 1, d not in out")
+    specs = {e.dims(x).get(d) for x, m in zip(xs, mask) if m}
+    e.require(len(specs) == 1 and None not in specs
+              and not any(d in e.dims(x) for x, m in zip(xs, mask) if not m),
+              "the blocks share d's spec; the other operands lack d")
+    return einsum(_join(xs, mask, d, a), out), einsum(xs, out)
+
+
+@rule("reduce-max-unit-axis", "REDUCE_MAX(SHARD(x, d, a), dims) = REDUCE_MAX(x, dims)",
+      "|a| == 1 and d in dims")
+def _reduce_max_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, d, a, dims = e.t("x"), e.v("d"), e.v("a"), tuple(e.v("dims"))
+    e.require(_unit_axis(e, a) and d in dims and d in e.dims(x), "|a| == 1 and d in dims")
+    return reduce_max(shard(x, d, a), dims), reduce_max(x, dims)
+
+
+@rule("allgather-unit-axis", "ALL_GATHER(SHARD(x, d, a), a, d) = x", "|a| == 1")
+def _allgather_unit_axis(e: Env) -> tuple[Any, Any]:
+    x, a, d = e.t("x"), e.v("a"), e.v("d")
+    e.require(_unit_axis(e, a) and d in e.dims(x), "|a| == 1")
+    return all_gather(shard(x, d, a), a, d), x
 
 
 # ==== SHARD lifting ============================================================================
@@ -1020,6 +1231,17 @@ def _bc_inv(e: Env) -> tuple[Any, Any]:
 def _a2a_def(e: Env) -> tuple[Any, Any]:
     x, a, sp, cc = e.t("x"), e.v("a"), e.v("s"), e.v("c")
     return P("ALL_TO_ALL", (a, sp, cc), (x,)), shard(all_gather(x, a, cc), sp, a)
+
+
+# reducing over one axis and gathering over another commute
+@rule("allreduce-allgather-comm",
+      "ALL_REDUCE(ALL_GATHER(x, b, d), a, r) = ALL_GATHER(ALL_REDUCE(x, a, r), b, d)",
+      "a != b; no dim of x is sharded over a")
+def _ar_ag_comm(e: Env) -> tuple[Any, Any]:
+    x, a, r, bb, d = e.t("x"), e.v("a"), e.v("r"), e.v("b"), e.v("d")
+    e.require(a != bb and r in ("sum", "max") and not _blocks_over(e, x, a)
+              and d in e.dims(x), "a != b; no dim of x is sharded over a")
+    return all_reduce(all_gather(x, bb, d), a, r), all_gather(all_reduce(x, a, r), bb, d)
 
 
 # ==== permute (rewriting/permute.py: the context-parallel chunk map) ==========================

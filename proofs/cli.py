@@ -123,6 +123,10 @@ def _prove(argv: list[str] | None) -> int:
         return _err("prove", f"{path}: cannot read: {e.strerror or e}")
     # 1. trace the plan file in a separate clean interpreter: only data comes back
     t0 = time.monotonic()
+    # what decides the verdict is imported before the plan runs (proofs/code_guard.py records
+    # its files and refuses if the plan's process changed them)
+    import proofs.certificate
+    import proofs.prover  # noqa: F401
     from proofs.isolation import TraceFailed, trace_in_child
 
     try:

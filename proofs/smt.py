@@ -176,7 +176,9 @@ class _Encoder:
                 name, _kind, domain = at[0], at[1], at[2]
 
                 def var(idx: tuple[int, ...]) -> z3.ArithRef:
-                    key = f"{name}[{','.join(map(str, idx))}]"
+                    # "in:<kind>:" keeps inputs apart from the encoding's own names (part:,
+                    # const:, rope_*) and from an input of another kind with the same name
+                    key = f"in:{_kind}:{name}[{','.join(map(str, idx))}]"
                     c = self.consts.get(key)
                     if c is None:
                         if domain == "index":
@@ -252,7 +254,7 @@ class _Encoder:
                     return _Val(v[0].axes, _map(v[0].data, power))
                 name = f"pow({canonical_json(encode_attr(p))})"
                 return _Val(v[0].axes, _map(v[0].data, lambda x: self.uf(name, x)))
-            case "EXP" | "LOG" | "SQRT" | "RSQRT" | "SIGMOID" | "SILU" | "TANH" | "GELU":
+            case "EXP" | "LOG" | "SQRT" | "RSQRT" | "SIGMOID" | "SILU" | "TANH" | "GELU" | "ERF":
                 name = op.lower()
                 return _Val(v[0].axes, _map(v[0].data, lambda x: self.uf(name, x)))
             case "CAST" | "STOP_GRAD":

@@ -498,3 +498,36 @@ _rule("all-to-all-def",
       lhs=lambda s: b.all_to_all(s["x"], s["a"], s["s"], s["c"]),
       rhs=lambda s, bd: b.shard(b.all_gather(s["x"], s["a"], s["c"]), s["s"], s["a"]),
       guard=always, sample=_sample_a2a)
+
+
+def _ar_ag_ok(s: Subst, bd: Binding) -> bool:
+    return (s["a"] != s["b"] and s["r"] in ("sum", "max") and not blocks_over(s["x"], s["a"])
+            and s["d"] in s["x"].dim_names)
+
+
+def _match_ar_ag(t: Term, bd: Binding) -> Subst | None:
+    g, a, r = _ar(t)
+    if g.op is not Op.ALL_GATHER:
+        return None
+    s = {"x": g.args[0], "a": a, "r": r, "b": g.attrs[0], "d": g.attrs[1]}
+    return s if _ar_ag_ok(s, bd) else None
+
+
+def _sample_ar_ag(draw: Draw) -> tuple[Term, Binding]:
+    # a sequence-parallel position-table gradient: each (dp, mb) rank's S/tp block, gathered
+    y = fresh(["B", "S", "H"])
+    loc = b.einsum([b.shard(b.shard(b.shard(y, "B", "dp"), "S", "tp"), "B", "mb")], ["H", "S"])
+    inner = b.all_gather(loc, "tp", "S")
+    a = draw.choice(["mb", "dp"])
+    return b.all_reduce(inner, a, draw.choice(["sum", "max"])), draw_binding(draw)
+
+
+# reducing over one axis and gathering over another commute (blockwise sums / maxima): the
+# gather goes outside, so the reduction meets the blocks it splits (GPT-2's position table
+# under sequence parallelism: its gradient is gathered over tp, then summed over dp and mb)
+_rule("allreduce-allgather-comm",
+      "ALL_REDUCE(ALL_GATHER(x, b, d), a, r) = ALL_GATHER(ALL_REDUCE(x, a, r), b, d)",
+      "a != b; no dim of x is sharded over a", _AR, match=_match_ar_ag,
+      lhs=lambda s: b.all_reduce(b.all_gather(s["x"], s["b"], s["d"]), s["a"], s["r"]),
+      rhs=lambda s, bd: b.all_gather(b.all_reduce(s["x"], s["a"], s["r"]), s["b"], s["d"]),
+      guard=_ar_ag_ok, sample=_sample_ar_ag)

@@ -77,6 +77,29 @@ _rule("einsum-identity", "EINSUM((x,), out) = x", "set(out) == dims of x", {Op.E
       sample=_sample_einsum_identity)
 
 
+def _pointwise_ok(s: Subst, bd: Binding) -> bool:
+    return len(s["xs"]) >= 2 and set(s["out"]) == _dimnames(s["xs"])
+
+
+def _sample_einsum_pointwise(draw: Draw) -> tuple[Term, Binding]:
+    x, y = fresh(draw_dims(draw)), fresh(draw_dims(draw))
+    ops = [x, y] + ([draw_const(draw)] if draw.bool() else [])
+    out = sorted(_dimnames(ops))
+    return _einsum_raw(tuple(ops), tuple(out[::-1] if draw.bool() else out)), \
+        draw_binding(draw)
+
+
+# a contraction that sums over nothing is the pointwise product (issue 12: the vocab-parallel
+# target logit's gradient is MUL(g, onehot) when written as sum(z * onehot) and EINSUM(g, onehot)
+# when written as an einsum): one spelling, MUL
+_rule("einsum-pointwise", "EINSUM(xs, out) = MUL(xs)",
+      "at least two operands, and out holds every dim of every operand", {Op.EINSUM},
+      match=lambda t, bd: ({"xs": t.args, "out": t.attrs[0]}
+                           if _pointwise_ok({"xs": t.args, "out": t.attrs[0]}, bd) else None),
+      lhs=lambda s: _einsum_raw(s["xs"], s["out"]), rhs=lambda s, bd: b.mul(*s["xs"]),
+      guard=_pointwise_ok, sample=_sample_einsum_pointwise)
+
+
 def _scalar_split(xs: tuple[Term, ...]) -> tuple[list[Term], list[Term]]:
     scal: list[Term] = []
     rest: list[Term] = []
@@ -267,3 +290,242 @@ _rule("concat-content", "CONCAT(xs, d) = MUL(CONST(c), CONCAT(MUL(CONST(1/c), x)
       "c != 0", {Op.CONCAT}, match=_match_concat_content,
       lhs=lambda s: b.concat(s["xs"], s["d"], _concat_spec(s)), rhs=_concat_content_rhs,
       guard=lambda s, bd: b.num(s["c"]) != 0, sample=_sample_concat_content)
+
+
+# ---------------------------------------------------------------------------------------------
+# completeness (issue 12): nested contractions, sums of contractions, dims of size 1
+def unit_dims(t: Term, names, bd: Binding) -> set[str]:
+    """The dims among ``names`` that ``t`` holds unsharded and that have size 1 in ``bd``."""
+    return {d.name for d in t.dims if d.name in names and not d.shards and bd[d.name] == 1}
+
+
+def _contracted(t: Term) -> set[str]:
+    return _dimnames(t.args) - set(t.attrs[0])
+
+
+def is_unit_squeeze(t: Term, bd: Binding) -> bool:
+    """``t`` is ``EINSUM((x,), out)`` summing only dims of size 1 (the normal form of a sum over
+    a size-1 dim: a squeeze), which ``einsum-nested`` leaves alone."""
+    return (t.op is Op.EINSUM and len(t.args) == 1
+            and unit_dims(t.args[0], _contracted(t), bd) == _contracted(t))
+
+
+def _nested_ok(s: Subst, bd: Binding) -> bool:
+    xs, k = s["xs"], s["k"]
+    if not 0 <= k < len(xs) or xs[k].op is not Op.EINSUM or is_unit_squeeze(xs[k], bd):
+        return False
+    inner = xs[k]
+    others = xs[:k] + xs[k + 1:]
+    outside = _dimnames(others) | set(s["out"])
+    # two nested sums over the same dim names (sum_e (sum_bs m)(sum_bs p)): flattening either
+    # one would depend on the operand order; keep both (one normal form for both spellings)
+    bound = {d for x in others for d in _bound(x)}
+    return not _contracted(inner) & (outside | bound)
+
+
+_WRAPPERS = frozenset({Op.ALL_REDUCE, Op.SHARD, Op.PART, Op.BROADCAST, Op.ALL_GATHER,
+                       Op.REDUCE_SCATTER})
+
+
+def _bound(x: Term) -> set[str]:
+    """The dims an operand sums, looking through collectives and shards (which the normaliser
+    removes later: a plan's partial sum over the tokens is ``ALL_REDUCE(EINSUM(...))``)."""
+    while x.op in _WRAPPERS:
+        x = x.args[0]
+    return _contracted(x) if x.op is Op.EINSUM else set()
+
+
+def _match_nested(t: Term, bd: Binding) -> Subst | None:
+    for k, x in enumerate(t.args):
+        s = {"xs": t.args, "k": k, "out": t.attrs[0]}
+        if x.op is Op.EINSUM and _nested_ok(s, bd):
+            return s
+    return None
+
+
+def _nested_rhs(s: Subst, bd: Binding) -> Term:
+    xs, k = s["xs"], s["k"]
+    return b.einsum(xs[:k] + xs[k].args + xs[k + 1:], s["out"])
+
+
+def _sample_nested(draw: Draw) -> tuple[Term, Binding]:
+    x, w1, w2 = fresh(["B", "H"]), fresh(["H", "F"]), fresh(["F", "S"])
+    if draw.bool():  # LoRA / MLA: (x A) B
+        inner = b.einsum([x, w1], ["B", "F"])
+        return b.einsum(sorted([inner, w2], key=b.skey), ["B", "S"]), draw_binding(draw)
+    inner = b.einsum([w1, w2], ["H", "S"])  # x (A B), and a sum of a contraction
+    outer = b.einsum(sorted([x, inner], key=b.skey), ["B", "S"])
+    return (b.einsum([outer], ["S"]) if draw.bool() else outer), draw_binding(draw)
+
+
+# nested contractions are one contraction when no dim the inner one sums is used outside it:
+# (x A) B = x (A B) = one EINSUM, whatever order the user contracted in
+_rule("einsum-nested", "EINSUM(..EINSUM(zs, o1)..ys.., out) = EINSUM(..zs..ys.., out)",
+      "the dims zs contract occur in no other operand, not in out and not among the dims another "
+      "operand sums (an EINSUM, under collectives and shards); the inner EINSUM is not a sum "
+      "over size-1 dims only", {Op.EINSUM}, match=_match_nested,
+      lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_nested_rhs, guard=_nested_ok,
+      sample=_sample_nested)
+
+
+def _squeeze(x: Term, u: set[str]) -> Term:
+    mine = {d.name for d in x.dims} & u
+    return b.einsum([x], [d.name for d in x.dims if d.name not in mine]) if mine else x
+
+
+def _units(s: Subst, bd: Binding) -> tuple[set[str], set[str]]:
+    """(U, contracted) of ``EINSUM(xs, out)``."""
+    c = _dimnames(s["xs"]) - set(s["out"])
+    return {d for x in s["xs"] for d in unit_dims(x, c, bd)}, c
+
+
+def _unit_ok(s: Subst, bd: Binding) -> bool:
+    u, c = _units(s, bd)
+    return bool(u) and not (len(s["xs"]) == 1 and u == c)
+
+
+def _unit_rhs(s: Subst, bd: Binding) -> Term:
+    u, _ = _units(s, bd)
+    return b.einsum([_squeeze(x, u) for x in s["xs"]], s["out"])
+
+
+def _sample_unit_dim(draw: Draw) -> tuple[Term, Binding]:
+    bd = draw_binding(draw).replace(G=1)
+    x, y = fresh(["G", "B", "H"]), fresh(["G", "H"])
+    out = ["B"] if draw.bool() else ["B", "H"]
+    return b.einsum(sorted([x, y], key=b.skey), out), bd
+
+
+# a sum over a dim of size 1 has one term: it factorises over the operands (each one's sum over
+# the dim is a squeeze), so sum_G(x y) and sum_G(x) sum_G(y) have one normal form (|G| = 1)
+_rule("einsum-unit-dim", "EINSUM(xs, out) = EINSUM(EINSUM((x,), dims(x) - U) for x in xs, out)",
+      "U = the contracted dims of size 1 (unsharded) is non-empty, and the EINSUM is not a sum "
+      "of one operand over dims of U only", {Op.EINSUM},
+      match=lambda t, bd: ({"xs": t.args, "out": t.attrs[0]}
+                           if _unit_ok({"xs": t.args, "out": t.attrs[0]}, bd) else None),
+      lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_unit_rhs, guard=_unit_ok,
+      sample=_sample_unit_dim)
+
+
+def _max_unit_ok(s: Subst, bd: Binding) -> bool:
+    return bool(unit_dims(s["x"], set(s["dims"]), bd))
+
+
+def _max_unit_rhs(s: Subst, bd: Binding) -> Term:
+    u = unit_dims(s["x"], set(s["dims"]), bd)
+    rest = [d for d in s["dims"] if d not in u]
+    sq = _squeeze(s["x"], u)
+    return b.reduce_max(sq, rest) if rest else sq
+
+
+def _sample_max_unit(draw: Draw) -> tuple[Term, Binding]:
+    bd = draw_binding(draw).replace(G=1)
+    dims = ["G"] if draw.bool() else ["G", "H"]
+    return b.reduce_max(fresh(["G", "B", "H"]), dims), bd
+
+
+# a max over a dim of size 1 is the squeeze (so max_G and sum_G agree when |G| = 1)
+_rule("reduce-max-unit-dim",
+      "REDUCE_MAX(x, dims) = REDUCE_MAX(EINSUM((x,), dims(x) - U), dims - U)  (no REDUCE_MAX "
+      "when dims = U)", "U = the dims among dims of size 1 (unsharded) is non-empty",
+      {Op.REDUCE_MAX},
+      match=lambda t, bd: ({"x": t.args[0], "dims": t.attrs[0]}
+                           if _max_unit_ok({"x": t.args[0], "dims": t.attrs[0]}, bd) else None),
+      lhs=lambda s: b.reduce_max(s["x"], s["dims"]), rhs=_max_unit_rhs, guard=_max_unit_ok,
+      sample=_sample_max_unit)
+
+
+def _pull_split(xs: tuple[Term, ...], out) -> tuple[list[Term], list[Term]]:
+    """Operands constant along every contracted dim (dims within ``out``) and the others."""
+    keep = set(out)
+    pulled = [x for x in xs if x.dims and set(x.dim_names) <= keep]
+    return pulled, [x for x in xs if not (x.dims and set(x.dim_names) <= keep)]
+
+
+def _pull_ok(s: Subst, bd: Binding) -> bool:
+    pulled, rest = _pull_split(s["xs"], s["out"])
+    return bool(pulled) and bool(rest) and bool(_dimnames(rest) - set(s["out"]))
+
+
+def _pull_rhs(s: Subst, bd: Binding) -> Term:
+    pulled, rest = _pull_split(s["xs"], s["out"])
+    have = _dimnames(rest)
+    return b.mul(*pulled, b.einsum(rest, [d for d in s["out"] if d in have]))
+
+
+def _sample_pull(draw: Draw) -> tuple[Term, Binding]:
+    x, w, g = fresh(["B", "H"]), fresh(["H", "F"]), fresh(["B", "F"])
+    if draw.bool():  # a gate times a matmul: E(x, w, g) = g * E(x, w)
+        return b.einsum(sorted([x, w, g], key=b.skey), ["B", "F"]), draw_binding(draw)
+    s = fresh(["B"])   # a per-row scale inside a sum over H
+    return b.einsum(sorted([x, s], key=b.skey), ["B"]), draw_binding(draw)
+
+
+# an operand constant along every contracted dim leaves the contraction (the general form of
+# einsum-scalar-out and of exp-shift's factor rules): E(x, w, g) = g * E(x, w) when g's dims are
+# kept, so a factor multiplied before or after a contraction has one normal form
+_rule("einsum-factor-out", "EINSUM(xs, out) = MUL(fs..., EINSUM(rest, out'))  (out' = out "
+      "restricted to the rest)", "fs = the operands with dims, all in out (non-empty); the rest "
+      "is non-empty and sums some dim", {Op.EINSUM},
+      match=lambda t, bd: ({"xs": t.args, "out": t.attrs[0]}
+                           if _pull_ok({"xs": t.args, "out": t.attrs[0]}, bd) else None),
+      lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_pull_rhs, guard=_pull_ok,
+      sample=_sample_pull)
+
+
+def components(xs: tuple[Term, ...], out) -> list[list[int]]:
+    """Operand indices grouped into the connected components of "shares a contracted dim",
+    each in operand order, components ordered by their first operand."""
+    summed = _dimnames(xs) - set(out)
+    parent = list(range(len(xs)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, x in enumerate(xs):
+        for n in x.dim_names:
+            if n in summed:
+                if n in owner:
+                    parent[find(i)] = find(owner[n])
+                else:
+                    owner[n] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(xs)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def _split_ok(s: Subst, bd: Binding) -> bool:
+    return len(s["xs"]) >= 2 and len(components(s["xs"], s["out"])) >= 2
+
+
+def _split_rhs(s: Subst, bd: Binding) -> Term:
+    xs, out = s["xs"], s["out"]
+    parts = []
+    for g in components(xs, out):
+        ys = tuple(xs[i] for i in g)
+        have = _dimnames(ys)
+        parts.append(b.einsum(ys, [d for d in out if d in have]))
+    return b.mul(*parts)
+
+
+def _sample_split(draw: Draw) -> tuple[Term, Binding]:
+    x, y, z = fresh(["S", "H"]), fresh(["B", "S"]), fresh(["F"])
+    if draw.bool():   # (sum_S x y) times an independent total sum_F z
+        return b.einsum(sorted([x, y, z], key=b.skey), ["B", "H"]), draw_binding(draw)
+    w = fresh(["F", "B"])
+    return b.einsum(sorted([x, y, w, z], key=b.skey), ["B", "H"]), draw_binding(draw)
+
+
+# a contraction of operands that share no summed dim is the product of the separate
+# contractions (sum_s x_s * sum_f z_f): one normal form however the user grouped them
+_rule("einsum-components", "EINSUM(xs, out) = MUL(EINSUM(K_j, out & dims(K_j)) for each K_j)",
+      "the operands form two or more groups K_j that share no summed dim", {Op.EINSUM},
+      match=lambda t, bd: ({"xs": t.args, "out": t.attrs[0]}
+                           if _split_ok({"xs": t.args, "out": t.attrs[0]}, bd) else None),
+      lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_split_rhs, guard=_split_ok,
+      sample=_sample_split)

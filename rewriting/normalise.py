@@ -27,6 +27,9 @@ from spec_lang.term import Binding, Op, Term, TermError, term
 
 from rewriting import canonical as _canonical  # noqa: F401  (registers the rules)
 from rewriting import contraction as _contraction  # noqa: F401
+from rewriting import powers as _powers  # noqa: F401  (fractional powers of c * y)
+from rewriting import activations as _activations  # noqa: F401  (SILU, GELU written out)
+from rewriting import unit_axis as _unit_axis  # noqa: F401  (mesh axes of size 1)
 from rewriting import collectives as _collectives  # noqa: F401
 from rewriting import lifting as _lifting  # noqa: F401
 from rewriting import permute as _permute  # noqa: F401  (after lifting: SHARD first)

@@ -31,13 +31,14 @@ _EXPORTS = {
     **dict.fromkeys((
         "add", "axis_size", "cast", "causal_mask", "chunk", "chunks", "concat", "const",
         "cross_entropy", "cross_entropy_per_token", "dim_size", "div", "einsum", "embedding",
-        "exp", "gelu", "layer_norm", "log", "log_softmax", "logsumexp", "matmul", "max",
+        "erf", "exp", "gelu", "layer_norm", "log", "log_softmax", "logsumexp", "matmul", "max",
         "maximum", "mean", "mul", "neg", "one_hot", "pow", "rank", "rank_const", "recip",
         "rename", "rms_norm", "rope", "rope_cos", "rope_sin", "rsqrt", "sigmoid", "silu",
         "softmax", "sqrt", "stop_gradient", "sub", "sum", "tanh", "transpose", "where"), "ops"),
     **dict.fromkeys(("SGD", "Adam", "AdamW", "InitStep", "ParamGroups", "grad_or_none"), "optim"),
     "Muon": "muon",
     "Ownership": "ownership",
+    **dict.fromkeys(("megatron_param_groups", "weight_decay_groups"), "param_groups"),
     **dict.fromkeys(("Accumulation", "Pipeline", "stage"), "pipeline"),
     **dict.fromkeys(("Partial", "Replicate", "Shard", "lineage"), "placement"),
     **dict.fromkeys(("Loss", "Plan", "microbatches"), "plan"),
@@ -51,7 +52,8 @@ _EXPORTS = {
 _SUBMODULES = frozenset({
     "accumulation", "autodiff", "collectives", "cp", "dims", "dtensor", "errors", "evaluate",
     "exact_numbers", "hooks", "iteration", "load", "mesh", "models", "muon", "ops", "optim",
-    "ownership", "partial", "pipeline", "placement", "plan", "plans", "positions", "problem",
+    "ownership", "param_groups", "partial", "pipeline", "placement", "plan", "plans", "positions",
+    "problem",
     "rng", "schedules", "spec", "tensor", "term", "views",
 })
 
@@ -91,7 +93,8 @@ __all__ = [
     "Mesh",
     # ops.py
     "add", "axis_size", "cast", "causal_mask", "chunk", "chunks", "concat", "const",
-    "cross_entropy", "cross_entropy_per_token", "dim_size", "div", "einsum", "embedding", "exp",
+    "cross_entropy", "cross_entropy_per_token", "dim_size", "div", "einsum", "embedding", "erf",
+    "exp",
     "gelu", "layer_norm", "log", "log_softmax", "logsumexp", "matmul", "max", "maximum", "mean",
     "mul", "neg", "one_hot", "pow", "rank", "rank_const", "recip", "rename", "rms_norm", "rope",
     "rope_cos", "rope_sin", "rsqrt", "sigmoid", "silu", "softmax", "sqrt", "stop_gradient", "sub",
@@ -102,6 +105,8 @@ __all__ = [
     "SGD", "Adam", "AdamW", "InitStep", "ParamGroups", "grad_or_none",
     # ownership.py
     "Ownership",
+    # param_groups.py
+    "megatron_param_groups", "weight_decay_groups",
     # pipeline.py
     "Accumulation", "Pipeline", "stage",
     # placement.py

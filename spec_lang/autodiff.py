@@ -26,6 +26,7 @@ POW e          ``MUL(g, e, POW(x, e-1))``                      (``x`` when e-1 =
 SIGMOID        ``MUL(g, y, ADD(1, NEG(y)))``
 SILU           ``MUL(g, s, ADD(1, MUL(x, ADD(1, NEG(s)))))``, ``s = SIGMOID(x)``
 TANH           ``MUL(g, ADD(1, NEG(MUL(y, y))))``
+ERF            ``MUL(g, 2/sqrt(pi), EXP(NEG(MUL(x, x))))``      (erf' = 2/sqrt(pi) e^(-x^2))
 WHERE c a b    ``MUL(g, c)`` to a, ``MUL(g, ADD(1, NEG(c)))`` to b (c is 0/1 data; broadcast
                dims as for ADD)
 CAST           ``g``;   STOP_GRAD: nothing
@@ -49,6 +50,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, assert_never
 
+import sympy
+
 from spec_lang.collectives import PRIMITIVES, prim_dims, prim_term
 from spec_lang.errors import PlanError, SpecError
 from spec_lang.tensor import Tensor, current_trace, record_site, site_of, user_site
@@ -69,6 +72,10 @@ def _dims_union(args: Sequence[Term]) -> tuple[DimSpec, ...]:
 
 def _c(v: Fraction | int) -> Term:
     return term(Op.CONST, (), (Fraction(v),), ())
+
+
+# erf'(x) = 2/sqrt(pi) exp(-x^2) (Abramowitz & Stegun 7.1.19): an exact irrational constant
+_ERF_SLOPE = term(Op.CONST, (), (2 / sympy.sqrt(sympy.pi),), ())
 
 
 def _ew(op: Op, *args: Term, attrs: tuple = ()) -> Term:
@@ -264,6 +271,8 @@ def _rule(n: Term, g: Term) -> list[tuple[Term, Term]]:  # noqa: C901, PLR0911, 
             return [(a[0], _mul(g, s, _add(_c(1), _mul(a[0], _one_minus(s)))))]
         case Op.TANH:
             return [(a[0], _mul(g, _one_minus(_mul(n, n))))]
+        case Op.ERF:
+            return [(a[0], _mul(g, _ERF_SLOPE, _ew(Op.EXP, _neg(_mul(a[0], a[0])))))]
         case Op.WHERE:
             c, x, y = a
             return [(x, _mul(g, c)), (y, _mul(g, _one_minus(c)))]

@@ -197,9 +197,12 @@ class _Evaluator:
                     out = np.where(ds[0] != 0, ds[1], ds[2])
                 return self._finish(axes, np.broadcast_to(out, self._shape(axes, ds)).copy(), t)
             case (Op.NEG | Op.RECIP | Op.EXP | Op.LOG | Op.SQRT | Op.RSQRT | Op.POW | Op.SIGMOID
-                  | Op.SILU | Op.TANH | Op.GELU):
+                  | Op.SILU | Op.TANH | Op.GELU | Op.ERF):
                 x = v[0].data
-                with np.errstate(all="ignore"):
+                # 1/0, 0^-1, log(0), sqrt(-1): the IEEE value is the semantics (a NaN where the
+                # spec is finite is a divergence); overflow follows the caller's errstate (the
+                # replay raises on it: proofs/replay.py)
+                with np.errstate(divide="ignore", invalid="ignore"):
                     y = _UNARY[op](x, at)
                 return NamedArray(v[0].axes, y)
             case Op.CAST | Op.STOP_GRAD:
@@ -437,9 +440,11 @@ def _topk_mask(x: NamedArray, dim: str, k: int, eligible: NamedArray | None = No
     return NamedArray(x.axes, (pos < k).astype(np.float64))
 
 
+_erf = np.vectorize(math.erf, otypes=[np.float64])  # numpy has no erf; exact to ~1 ulp
+
+
 def _gelu(x: np.ndarray) -> np.ndarray:
-    erf = np.vectorize(math.erf, otypes=[np.float64])
-    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
 
 
 _UNARY = {
@@ -454,6 +459,7 @@ _UNARY = {
     Op.SILU: lambda x, a: x / (1.0 + np.exp(-x)),
     Op.TANH: lambda x, a: np.tanh(x),
     Op.GELU: lambda x, a: _gelu(x),
+    Op.ERF: lambda x, a: _erf(x),
 }
 
 

@@ -430,8 +430,10 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
     """
     from spec_lang.rng import collect
 
-    with collect() as rng_records:  # dropout calls: proofs/rng.py checks their streams
-        s = trace_spec(spec)
+    from spec_lang.constants import collect_readings
+
+    with collect() as rng_records, collect_readings() as readings:  # dropout calls: proofs/rng.py
+        s = trace_spec(spec)                                          # checks their streams
         p, where = trace_plan(plan, spec)
     mesh = plan.mesh.sizes
     goals = []
@@ -454,7 +456,8 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
     return Problem(
         path=path, source_sha256=sha256, binding=Binding(sizes), mesh=dict(plan.axes),
         goals=tuple(goals),
-        assumptions=DEFAULT_ASSUMPTIONS + tuple(spec.assumptions) + tuple(plan.assumptions),
+        assumptions=(DEFAULT_ASSUMPTIONS + tuple(spec.assumptions) + tuple(plan.assumptions)
+                     + tuple(readings)),
         spec_outputs=dict(s.outputs), rng=tuple(rng_records), schedule=plan.schedule,
         cut_points=_cut_points(s, p))
 

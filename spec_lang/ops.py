@@ -22,6 +22,7 @@ from typing import Any
 
 import sympy
 
+from spec_lang.constants import exact_spelling, note_reading, read_float
 from spec_lang.dims import Dim, DimLike, dim_name
 from spec_lang.exact_numbers import NotCertifiable, certificate_form
 from spec_lang.tensor import Tensor, current_trace, fail, user_site
@@ -35,7 +36,7 @@ __all__ = [
     "rope_sin",
     # elementwise
     "add", "sub", "mul", "div", "neg", "recip", "pow", "exp", "log", "sqrt", "rsqrt", "sigmoid",
-    "silu", "tanh", "gelu", "maximum", "where", "cast", "stop_gradient",
+    "silu", "tanh", "gelu", "erf", "maximum", "where", "cast", "stop_gradient",
     # contraction and reduction
     "einsum", "matmul", "sum", "mean", "max", "one_hot", "topk_mask",
     # movement
@@ -97,8 +98,12 @@ def exact(v: Any, *, what: str = "constant") -> Any:
         r = repr(v)
         mant = r.lower().split("e")[0].replace("-", "").replace(".", "").lstrip("0")
         if len(mant) > _MAX_FLOAT_DIGITS:
-            raise fail(f"{what} {v!r} is a float whose decimal form is not short; write it "
-                       f"exactly as Fraction(...) or a sympy number")
+            reading = read_float(v)   # math.sqrt(2 / math.pi), 1 / 3: spec_lang/constants.py
+            if reading is None:
+                raise fail(f"{what} {v!r} is a float whose decimal form is not short and not "
+                           f"a closed form; write it exactly, e.g. {exact_spelling(v)}")
+            note_reading(v, reading, user_site(2))
+            return reading.value
         return Fraction(r)
     if isinstance(v, sympy.Basic):
         if not v.is_number or not v.is_real or v.has(sympy.zoo, sympy.nan, sympy.oo):
@@ -288,11 +293,6 @@ def silu(x: object) -> Tensor:
 def tanh(x: object) -> Tensor:
     """``tanh(x)``."""
     return _ew(Op.TANH, (x,))
-
-
-def gelu(x: object) -> Tensor:
-    """Exact (erf) GELU ``x * Phi(x)``; forward only (no gradient rule: Phi is not an op)."""
-    return _ew(Op.GELU, (x,))
 
 
 def maximum(a: object, b: object) -> Tensor:
@@ -691,6 +691,9 @@ def cross_entropy(logits: object, labels: object, mask: object, vocab: DimLike) 
 
 
 
+
+# -- GELU and erf (spec_lang/activations.py): ops.gelu(x, approximate="tanh") ---------------------
+from spec_lang.activations import erf, gelu  # noqa: E402,F401
 
 # -- randomness (spec_lang/rng.py): ops.dropout(x, p, rng=RngStream(...)) ---------------------------
 from spec_lang.rng import RngStream, dropout, model_parallel_rng  # noqa: E402,F401

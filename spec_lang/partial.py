@@ -87,6 +87,7 @@ PARTIAL_TABLE: dict[str, PartialRule] = {r.op: r for r in (
     _r("SILU", False, "non-linear"),
     _r("TANH", False, "non-linear"),
     _r("GELU", False, "non-linear"),
+    _r("ERF", False, "non-linear"),
     _r("MAXIMUM", False, "max(a_1 + a_2, c) != max(a_1, c) + max(a_2, c)"),
     _r("REDUCE_MAX", False, "max of a sum is not the sum of maxes"),
     _r("ALL_REDUCE_MAX", False, "max over ranks of the addends is not their sum"),

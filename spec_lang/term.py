@@ -125,7 +125,8 @@ class Op(enum.Enum):
     SIGMOID = enum.auto()
     SILU = enum.auto()
     TANH = enum.auto()
-    GELU = enum.auto()        # tanh approximation is a different op (not provided)
+    GELU = enum.auto()        # exact x * Phi(x), forward only; ops.gelu builds it from ERF
+    ERF = enum.auto()         # the error function 2/sqrt(pi) int_0^x exp(-t^2) dt
     MAXIMUM = enum.auto()     # binary elementwise max
     WHERE = enum.auto()       # (cond, a, b), cond is 0/1
     CAST = enum.auto()        # attrs: (dtype,) identity over the reals; kept for the precision lint
@@ -163,7 +164,7 @@ an integer in ``[0, size(dim))`` where ``dim`` is the 4th attr of the INPUT (tok
 
 ELEMENTWISE: Final = frozenset({
     Op.ADD, Op.MUL, Op.NEG, Op.RECIP, Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.POW, Op.SIGMOID,
-    Op.SILU, Op.TANH, Op.GELU, Op.MAXIMUM, Op.WHERE, Op.CAST, Op.STOP_GRAD,
+    Op.SILU, Op.TANH, Op.GELU, Op.ERF, Op.MAXIMUM, Op.WHERE, Op.CAST, Op.STOP_GRAD,
 })
 COLLECTIVE: Final = frozenset({
     Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.BROADCAST, Op.ALL_TO_ALL, Op.REGION,

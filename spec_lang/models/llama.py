@@ -24,18 +24,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 from spec_lang import ops
 from spec_lang.dims import Dim
-from spec_lang.errors import SpecError
+from spec_lang.errors import PlanError, SpecError
+from spec_lang.models.protocol import Stages, caller_site, colwise, replicated, rowwise
+from spec_lang.placement import Placement
 from spec_lang.spec import Data, Params, index, mask
 from spec_lang.tensor import Tensor
 
 __all__ = ["LlamaConfig", "LLAMA3_8B", "LLAMA3_70B", "LLAMA31_405B", "DEBUG", "LlamaDims",
            "LlamaModel", "ParallelContext",
            "SpecContext", "llama", "attention", "feed_forward", "transformer_block",
-           "llama_forward"]
+           "llama_head", "llama_forward"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,6 +55,8 @@ class LlamaConfig:
     norm_eps: Any = Fraction(1, 10**5)
     batch: int = 1             # B, sequences per global batch
     seq: int = 8192            # S, tokens per sequence
+    qkv_bias: bool = False     # biases on q/k/v (Qwen2, spec_lang.models.qwen2)
+    tie_embeddings: bool = False  # the head is tok_embeddings (Qwen2-0.5B, Llama 3.2 1B)
 
     @property
     def head_dim(self) -> int:
@@ -146,13 +150,17 @@ def attention(p: Params, x: Tensor, c: LlamaConfig, d: LlamaDims, ctx: ParallelC
               ) -> Tensor:
     """Grouped-query causal self-attention with RoPE.
 
-    x: (B, S, H) -> (B, S, H).  q = x wq: (B, S, KVH, G, HD); k, v = x wk, x wv: (B, S, KVH, HD);
+    x: (B, S, H) -> (B, S, H).  q = x wq: (B, S, KVH, G, HD); k, v = x wk, x wv: (B, S, KVH, HD)
+    (plus the biases wq.bias (KVH, G, HD), wk.bias, wv.bias (KVH, HD) with ``config.qkv_bias``:
+    Qwen2);
     scores = q k^T / sqrt(HD): (B, KVH, G, S, T); causal softmax over T; out = p v wo.
     """
     h = ctx.enter_tp(x, d)
     q = ops.einsum(h, p["wq"], out=(d.B, d.S, d.KVH, d.G, d.HD))
     k = ops.einsum(h, p["wk"], out=(d.B, d.S, d.KVH, d.HD))
     v = ops.einsum(h, p["wv"], out=(d.B, d.S, d.KVH, d.HD))
+    if c.qkv_bias:                                                  # Qwen2: q/k/v biases
+        q, k, v = q + p["wq.bias"], k + p["wk.bias"], v + p["wv.bias"]
     q = ops.rope(q, d.S, d.HD, d.HD_half, c.rope_theta)
     k = ops.rope(k, d.S, d.HD, d.HD_half, c.rope_theta)
     k = ops.rename(k, d.S, d.T)                                     # (B, T, KVH, HD)
@@ -188,15 +196,22 @@ def transformer_block(p: Params, x: Tensor, c: LlamaConfig, d: LlamaDims,
     return ops.layer_boundary(out, p.prefix + "out")
 
 
+def llama_head(p: Params, x: Tensor, data: Mapping[str, Tensor], c: LlamaConfig, d: LlamaDims,
+               ctx: ParallelContext) -> Tensor:
+    """Final norm, head (``output``, or ``tok_embeddings`` when tied), ``ctx.loss``."""
+    x = ctx.head_input(ops.rms_norm(x, p["norm"], d.H, c.norm_eps), d)
+    head = p["tok_embeddings"] if c.tie_embeddings else p["output"]
+    logits = ops.einsum(x, head, out=(d.B, d.S, d.V))
+    return ctx.loss(logits, data["labels"], data["mask"], d)
+
+
 def llama_forward(p: Params, data: Mapping[str, Tensor], c: LlamaConfig, d: LlamaDims,
                   ctx: ParallelContext, layers: range | None = None) -> Tensor:
     """Embedding, ``n_layers`` blocks, final norm, head, masked token-mean cross-entropy."""
     x = ctx.embed(data["tokens"], p["tok_embeddings"], d)
     for i in layers if layers is not None else range(c.n_layers):
         x = transformer_block(p.scope(f"layers.{i}"), x, c, d, ctx)
-    x = ctx.head_input(ops.rms_norm(x, p["norm"], d.H, c.norm_eps), d)
-    logits = ops.einsum(x, p["output"], out=(d.B, d.S, d.V))
-    return ctx.loss(logits, data["labels"], data["mask"], d)
+    return llama_head(p, x, data, c, d, ctx)
 
 
 @dataclass(frozen=True)
@@ -220,6 +235,60 @@ class LlamaModel:
         return Spec(params=self.params, data=self.data, forward=self.forward,
                     optimizer=optimizer, **kw)
 
+    # -- the model protocol (spec_lang/models/protocol.py) ----------------------------------------
+    def stages(self) -> Stages:
+        """Embedding, blocks and head as pieces for pipeline stages."""
+        c, d = self.config, self.dims
+        return Stages(
+            embed=lambda p, data, ctx: ctx.embed(data["tokens"], p["tok_embeddings"], d),
+            block=lambda i, p, x, data, ctx: (
+                transformer_block(p.scope(f"layers.{i}"), x, c, d, ctx), None),
+            head=lambda p, x, data, ctx: llama_head(p, x, data, c, d, ctx),
+            embed_params=("tok_embeddings",),
+            head_params=("norm", "tok_embeddings" if c.tie_embeddings else "output"))
+
+    def tp_layer_plan(self, tp: int) -> dict[str, dict[str, Placement]]:
+        """Megatron's per-layer placements over ``tp``: heads split (the KV heads when
+        ``kv_heads % tp == 0``, else the query groups ``G`` with replicated KV projections),
+        ``F`` split for the MLP, norms replicated; q/k/v biases follow their weights.
+
+        Raises:
+            PlanError: neither the KV heads nor the query groups divide over tp.
+        """
+        c, d = self.config, self.dims
+        kvh, g = c.n_kv_heads, c.n_heads // c.n_kv_heads
+        if kvh % tp == 0:
+            heads, kv = d.KVH, colwise(d.KVH)
+        elif tp % kvh == 0 and kvh < tp and g % tp == 0:
+            heads, kv = d.G, replicated()
+        else:
+            raise PlanError(
+                f"{caller_site()}: {c.name}: tp={tp} splits neither the {kvh} KV heads "
+                f"(kv_heads % tp != 0) nor the {g} query heads per KV head (needs kv_heads < tp "
+                f"and G % tp == 0); choose tp dividing {kvh}, or one dividing {g} with tp > {kvh}")
+        out = {
+            "attention_norm": replicated(),
+            "attn.wq": colwise(heads), "attn.wk": kv, "attn.wv": kv, "attn.wo": rowwise(heads),
+            "ffn_norm": replicated(),
+            "mlp.w1": colwise(d.F), "mlp.w3": colwise(d.F), "mlp.w2": rowwise(d.F),
+        }
+        if c.qkv_bias:
+            out.update({"attn.wq.bias": colwise(heads), "attn.wk.bias": dict(kv),
+                        "attn.wv.bias": dict(kv)})
+        return out
+
+    def tp_outer_plan(self) -> dict[str, dict[str, Placement]]:
+        """Vocab-parallel embedding and head (``Shard(V)``), the final norm replicated."""
+        out = {"tok_embeddings": colwise(self.dims.V), "norm": replicated()}
+        if not self.config.tie_embeddings:
+            out["output"] = colwise(self.dims.V)
+        return out
+
+    tp_region_weights: ClassVar[tuple[str, ...]] = (
+        "attn.wq", "attn.wk", "attn.wv", "attn.wo", "attn.wq.bias", "attn.wk.bias",
+        "attn.wv.bias", "mlp.w1", "mlp.w2", "mlp.w3")
+    """Layer weights consumed inside a TP region (between ``f`` and ``g``)."""
+
 
 def llama(config: LlamaConfig) -> LlamaModel:
     """The Llama model of ``config`` (parameters in a fixed order: embedding, layers, norm, head)."""
@@ -234,12 +303,17 @@ def llama(config: LlamaConfig) -> LlamaModel:
         params[pre + "attn.wk"] = (d.H, d.KVH, d.HD)
         params[pre + "attn.wv"] = (d.H, d.KVH, d.HD)
         params[pre + "attn.wo"] = (d.KVH, d.G, d.HD, d.H)
+        if config.qkv_bias:
+            params[pre + "attn.wq.bias"] = (d.KVH, d.G, d.HD)
+            params[pre + "attn.wk.bias"] = (d.KVH, d.HD)
+            params[pre + "attn.wv.bias"] = (d.KVH, d.HD)
         params[pre + "ffn_norm"] = (d.H,)
         params[pre + "mlp.w1"] = (d.H, d.F)
         params[pre + "mlp.w3"] = (d.H, d.F)
         params[pre + "mlp.w2"] = (d.F, d.H)
     params["norm"] = (d.H,)
-    params["output"] = (d.H, d.V)
+    if not config.tie_embeddings:
+        params["output"] = (d.H, d.V)
     data = {"tokens": index(d.B, d.S, range=d.V), "labels": index(d.B, d.S, range=d.V),
             "mask": mask(d.B, d.S)}
     return LlamaModel(config, d, params, data)

@@ -62,14 +62,16 @@ layers, is :mod:`spec_lang.models.deepseek`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 from spec_lang import ops
 from spec_lang.dims import Dim
 from spec_lang.errors import SpecError
 from spec_lang.models.llama import LlamaConfig, LlamaDims, ParallelContext, attention
+from spec_lang.models.protocol import Stages, colwise, replicated, rowwise
+from spec_lang.placement import Placement
 from spec_lang.spec import Data, Params, index, mask, real
 from spec_lang.tensor import Tensor
 
@@ -325,6 +327,62 @@ class MoEModel:
 
         return Spec(params=self.params, data=self.data, forward=self.forward,
                     optimizer=optimizer, **kw)
+
+    # -- the model protocol (spec_lang/models/protocol.py) ----------------------------------------
+    def stages(self) -> Stages:
+        """Embedding, blocks (each returning its balance-loss term before ``alpha``) and head;
+        the pipeline adds ``alpha`` times the stage's terms to its loss."""
+        c, d = self.config, self.dims
+
+        def block(i: int, p: Params, x: Tensor, data: Mapping[str, Tensor], ctx: Any) -> Any:
+            return moe_block(p.scope(f"layers.{i}"), x, c, d, ctx,
+                             data.get(f"layers.{i}.moe.e_score_correction_bias"))
+
+        def head(p: Params, x: Tensor, data: Mapping[str, Tensor], ctx: Any) -> Tensor:
+            x = ctx.head_input(ops.rms_norm(x, p["norm"], d.H, c.norm_eps), d.llama)
+            logits = ops.einsum(x, p["output"], out=(d.B, d.S, d.V))
+            return ctx.loss(logits, data["labels"], data["mask"], d.llama)
+
+        return Stages(embed=lambda p, data, ctx: ctx.embed(data["tokens"], p["tok_embeddings"],
+                                                           d.llama),
+                      block=block, head=head, embed_params=("tok_embeddings",),
+                      head_params=("norm", "output"))
+
+    def tp_layer_plan(self, tp: int) -> dict[str, dict[str, Placement]]:
+        """Per-layer placements over tp: attention as Llama's (heads split), router and norms
+        replicated, routed experts column/row-parallel over ``FE`` (Megatron's ETP = TP), the
+        shared expert over ``FS``.
+
+        Raises:
+            PlanError: tp splits neither the KV heads nor the query groups.
+        """
+        from spec_lang.models.llama import llama  # noqa: PLC0415
+
+        c, d = self.config, self.dims
+        out: dict[str, dict[str, Placement]] = {}
+        if c.attention:
+            lp = llama(replace(c.llama(), n_layers=1)).tp_layer_plan(tp)
+            out.update({k: v for k, v in lp.items()
+                        if k.startswith("attn.") or k == "attention_norm"})
+        out.update({
+            "ffn_norm": replicated(), "moe.router": replicated(),
+            "moe.experts.w1": colwise(d.FE), "moe.experts.w3": colwise(d.FE),
+            "moe.experts.w2": rowwise(d.FE),
+        })
+        if c.n_shared_experts:
+            out.update({"moe.shared.w1": colwise(d.FS), "moe.shared.w3": colwise(d.FS),
+                        "moe.shared.w2": rowwise(d.FS)})
+        return out
+
+    def tp_outer_plan(self) -> dict[str, dict[str, Placement]]:
+        """Vocab-parallel embedding and head, the final norm replicated."""
+        return {"tok_embeddings": colwise(self.dims.V), "norm": replicated(),
+                "output": colwise(self.dims.V)}
+
+    tp_region_weights: ClassVar[tuple[str, ...]] = (
+        "attn.wq", "attn.wk", "attn.wv", "attn.wo", "moe.experts.w1", "moe.experts.w3",
+        "moe.experts.w2", "moe.shared.w1", "moe.shared.w3", "moe.shared.w2")
+    """Layer weights consumed inside a TP region (between ``f`` and ``g``)."""
 
 
 def moe(config: MoEConfig) -> MoEModel:

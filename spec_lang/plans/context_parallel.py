@@ -33,6 +33,7 @@ from typing import Any
 from spec_lang import ops
 from spec_lang.collectives import all_reduce, broadcast, region
 from spec_lang.cp import cp_causal_mask, cp_rope_tables, cp_split, load_balance, rope_with_tables
+from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.models.llama import (
     LlamaDims, LlamaModel, ParallelContext, SpecContext, feed_forward,
@@ -219,6 +220,23 @@ def _contiguous(x: Tensor, dim: Any) -> Tensor:
     return Tensor(term(Op.SHARD, (x.term,), (n, str(CP)), dims), x.site)
 
 
+def require_plain_llama(model: object, what: str) -> None:
+    """The CP attention (:func:`cp_attention`) and head here are the Llama model's: refuse a
+    model they would silently mistrace (Qwen2's q/k/v biases, a tied head, another class).
+
+    Raises:
+        PlanError: naming the user's line and what is unsupported.
+    """
+    from spec_lang.models.protocol import caller_site  # noqa: PLC0415
+
+    c = getattr(model, "config", None)
+    if not isinstance(model, LlamaModel) or c.qkv_bias or c.tie_embeddings:
+        raise PlanError(f"{caller_site()}: {what}: context parallelism is implemented for the "
+                        f"Llama model without q/k/v biases or a tied head; "
+                        f"{getattr(c, 'name', type(model).__name__)} is not one "
+                        "(docs/models.md, 'What is not modelled')")
+
+
 def context_parallel(model: LlamaModel, *, cp: int, dp: int = 1,
                      settings: CPSettings | None = None) -> Plan:
     """Megatron CP (load-balanced chunks, all-gathered K/V) x DP for ``model``.
@@ -229,10 +247,12 @@ def context_parallel(model: LlamaModel, *, cp: int, dp: int = 1,
 
     Raises:
         PlanError: ``|S|`` not a multiple of ``2 cp`` (from ``cp_split``), or ``dp`` not
-            dividing ``B``.
+            dividing ``B``; a model other than the plain Llama one (q/k/v biases, a tied head:
+            the CP attention and head here are Llama's).
     """
     s = settings or CPSettings()
     c, d = model.config, model.dims
+    require_plain_llama(model, "context_parallel")
 
     def forward(p: Params, data: dict[str, Tensor]) -> Loss:
         tokens = cp_split(data["tokens"], d.S)

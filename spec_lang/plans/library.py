@@ -52,6 +52,7 @@ from spec_lang.cp import cp_causal_mask, cp_split
 from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.models.llama import LlamaDims, llama
+from spec_lang.models.protocol import caller_site, tp_placements
 from spec_lang.models.moe import (
     MoEConfig, MoEContext, MoEDims, MoEModel, moe, moe_forward, moe_layer,
 )
@@ -81,23 +82,6 @@ EXPERT_TP_WEIGHTS = ("moe.experts.w1", "moe.experts.w3", "moe.experts.w2",
 """MoE weights consumed inside a TP region (between ``f`` and ``g``)."""
 
 _TP_REGION = ("attn.wq", "attn.wk", "attn.wv", "attn.wo") + EXPERT_TP_WEIGHTS
-
-
-def caller_site() -> str:
-    """``file:line`` of the first frame outside the ``spec_lang`` package (plans included): the
-    user's line that asked for a library plan, for error messages and ``Plan.site``."""
-    import os  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    f = sys._getframe(1)  # noqa: SLF001
-    while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(root + os.sep) and "importlib" not in fn \
-                and not f.f_code.co_filename.startswith("<"):
-            return f"{fn}:{f.f_lineno}"
-        f = f.f_back
-    return "<unknown>:0"
 
 
 def moe_model_of(model: MoEModel | MoEConfig | Spec, what: str = "this plan") -> MoEModel:
@@ -160,45 +144,23 @@ class MoEMegatronTP(MegatronTP, MoEContext):
 
 
 def moe_layer_plan(config: MoEConfig, tp: int) -> dict[str, dict[str, Placement]]:
-    """Per-layer placements over tp: attention as :func:`~spec_lang.plans.megatron.layer_plan`
-    (heads split), router and norms replicated, routed experts column/row-parallel over ``FE``
-    (ETP = TP), the shared expert over ``FS``.
+    """Per-layer placements over tp (:meth:`MoEModel.tp_layer_plan`): attention as
+    :func:`~spec_lang.plans.megatron.layer_plan` (heads split), router and norms replicated,
+    routed experts column/row-parallel over ``FE`` (ETP = TP), the shared expert over ``FS``.
 
     Raises:
-        PlanError: tp splits neither the KV heads nor the query groups (from ``layer_plan``).
+        PlanError: tp splits neither the KV heads nor the query groups.
     """
-    d = MoEDims.of(config)
-    out: dict[str, dict[str, Placement]] = {}
-    if config.attention:
-        lp = layer_plan(config.llama(), tp)
-        out.update({k: v for k, v in lp.items() if k.startswith("attn.") or k == "attention_norm"})
-    out.update({
-        "ffn_norm": replicated(), "moe.router": replicated(),
-        "moe.experts.w1": colwise(d.FE), "moe.experts.w3": colwise(d.FE),
-        "moe.experts.w2": rowwise(d.FE),
-    })
-    if config.n_shared_experts:
-        out.update({"moe.shared.w1": colwise(d.FS), "moe.shared.w3": colwise(d.FS),
-                    "moe.shared.w2": rowwise(d.FS)})
-    return out
+    return moe(dataclasses.replace(config, n_layers=1)).tp_layer_plan(tp)
 
 
 def moe_megatron_placements(model: MoEModel, tp: int,
                             layers: Mapping[str, Mapping[str, Placement]] | None = None
                             ) -> dict[str, dict[str, Placement]]:
     """Every parameter's and data input's placement (vocab-parallel embedding and head, tokens
-    ``Shard(B)`` over dp, the selection bias replicated)."""
-    d = model.dims
-    lp = moe_layer_plan(model.config, tp) if layers is None else layers
-    pl: dict[str, dict[str, Placement]] = {
-        "tok_embeddings": {TP: Shard(d.V)}, "norm": replicated(), "output": colwise(d.V),
-        "tokens": {DP: Shard(d.B)}, "labels": {DP: Shard(d.B)}, "mask": {DP: Shard(d.B)},
-    }
-    for i in range(model.config.n_layers):
-        for k, v in lp.items():
-            if f"layers.{i}.{k}" in model.params:
-                pl[f"layers.{i}.{k}"] = dict(v)
-    return pl
+    ``Shard(B)`` over dp, the selection bias replicated):
+    :func:`spec_lang.models.protocol.tp_placements`."""
+    return tp_placements(model, tp, layers)
 
 
 def moe_megatron(model: MoEModel | MoEConfig | Spec, *, tp: int, dp: int, microbatches: int,

@@ -61,6 +61,8 @@ from spec_lang.collectives import all_reduce, region
 from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
 from spec_lang.models.llama import LlamaConfig, LlamaDims, LlamaModel, ParallelContext, llama
+from spec_lang.models.protocol import caller_site, colwise, model_of, replicated, rowwise, \
+    tp_placements
 from spec_lang.placement import Placement, Replicate, Shard
 from spec_lang.plan import Loss, Plan, microbatches as _microbatches
 from spec_lang.plans.clipping import grad_norm_sq_fn
@@ -73,7 +75,7 @@ __all__ = [
     "GATHER_FROM_TP", "GATHER_FROM_SP", "REDUCE_SCATTER_TO_SP", "partial_grad_axes",
     "MegatronSettings", "MegatronTP", "megatron", "megatron_placements", "layer_plan",
     "colwise", "rowwise", "replicated", "vocab_parallel_embedding",
-    "vocab_parallel_cross_entropy", "TP_REGION_WEIGHTS",
+    "vocab_parallel_cross_entropy", "TP_REGION_WEIGHTS", "region_entries",
 ]
 
 TP, DP, MB = Axis.TP, Axis.DP, Axis.MB
@@ -271,6 +273,15 @@ class MegatronTP(ParallelContext):
                           self._sp_dim(d))
         return vocab_parallel_embedding(tokens, table, d, self.s.embedding_reduce)
 
+    def positions(self, table: Tensor, d: Any) -> Tensor:
+        """A learned position table ``(S, H)`` on its way into the residual stream (GPT-2):
+        replicated; with ``sp`` the rank's sequence block, by Megatron's
+        ``scatter_to_sequence_parallel_region`` (split forward, all-gather backward), as
+        ``LanguageModelEmbedding`` scatters word + position embeddings."""
+        if self.s.sp:
+            return region(table, "scatter_to_sp", "split", "all_gather", TP, self._sp_dim(d))
+        return table
+
     def head_input(self, x: Tensor, d: LlamaDims) -> Tensor:
         """The output head is column-parallel over ``V``: it enters the TP region too (with
         ``sp``: all-gather S; the backward reduce-scatters the ranks' partial input grads)."""
@@ -339,92 +350,51 @@ def partial_grad_axes(g: Tensor, placement: Mapping[str, Placement],
                  if a in v and not isinstance(placement.get(a, Replicate()), Shard))
 
 
-# -- placements (torchtitan-style named layouts) ----------------------------------------------------
+# -- placements (torchtitan-style named layouts: spec_lang.models.protocol) -------------------------
 
-def colwise(dim: Any) -> dict[str, Placement]:
-    """Column-parallel weight: output features ``dim`` split over tp."""
-    return {TP: Shard(dim)}
-
-
-def rowwise(dim: Any) -> dict[str, Placement]:
-    """Row-parallel weight: input features ``dim`` split over tp (output Partial(sum))."""
-    return {TP: Shard(dim)}
+TP_REGION_WEIGHTS = LlamaModel.tp_region_weights
+"""The Llama layer weights consumed inside a TP region (between ``f`` and ``g``)."""
 
 
-def replicated() -> dict[str, Placement]:
-    """Every tp rank holds the whole weight."""
-    return {TP: Replicate()}
-
-
-TP_REGION_WEIGHTS = ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.w1", "mlp.w2", "mlp.w3")
-"""Layer weights consumed inside a TP region (between ``f`` and ``g``)."""
+def region_entries(model: Any, pl: Mapping[str, Mapping[str, Placement]]) -> list[str]:
+    """Parameters that are *replicated* over tp but consumed inside a TP region (the model's
+    ``tp_region_weights``, e.g. Llama's KV projections when ``kv_heads < tp``): they enter it
+    through Megatron's ``f`` so that their partial gradients are all-reduced over tp."""
+    names = getattr(model, "tp_region_weights", ())
+    return [k for k, v in pl.items() if k in model.params and k.split(".", 2)[-1] in names
+            and not isinstance(v.get(TP, Replicate()), Shard)]
 
 
 def layer_plan(config: LlamaConfig, tp: int) -> dict[str, dict[str, Placement]]:
-    """Per-layer placements: heads split over tp (KV heads when ``kv_heads % tp == 0``, else
-    the query groups ``G`` with replicated KV projections), ``F`` split for the MLP.
+    """Per-layer placements of a Llama config over tp: :meth:`LlamaModel.tp_layer_plan` (heads
+    split over tp, KV heads when ``kv_heads % tp == 0``, else the query groups ``G`` with
+    replicated KV projections; ``F`` split for the MLP).
 
     Raises:
         PlanError: neither the KV heads nor the query groups divide over tp.
     """
-    d = LlamaDims.of(config)
-    kvh, g = config.n_kv_heads, config.n_heads // config.n_kv_heads
-    if kvh % tp == 0:
-        heads, kv = d.KVH, colwise(d.KVH)
-    elif tp % kvh == 0 and kvh < tp and g % tp == 0:
-        heads, kv = d.G, replicated()
-    else:
-        raise PlanError(
-            f"{user_site(3)}: {config.name}: tp={tp} splits neither the {kvh} KV heads "
-            f"(kv_heads % tp != 0) nor the {g} query heads per KV head (needs kv_heads < tp and "
-            f"G % tp == 0); choose tp dividing {kvh}, or one dividing {g} with tp > {kvh}")
-    return {
-        "attention_norm": replicated(),
-        "attn.wq": colwise(heads), "attn.wk": kv, "attn.wv": kv, "attn.wo": rowwise(heads),
-        "ffn_norm": replicated(),
-        "mlp.w1": colwise(d.F), "mlp.w3": colwise(d.F), "mlp.w2": rowwise(d.F),
-    }
+    return llama(config).tp_layer_plan(tp)
 
 
-def megatron_placements(model: LlamaModel, tp: int,
+def megatron_placements(model: Any, tp: int,
                         layers: Mapping[str, Mapping[str, Placement]] | None = None
                         ) -> dict[str, dict[str, Placement]]:
-    """Placements of every parameter and data input (axes absent from a map: Replicate)."""
-    d = model.dims
-    lp = layer_plan(model.config, tp) if layers is None else layers
-    pl: dict[str, dict[str, Placement]] = {
-        "tok_embeddings": {TP: Shard(d.V)},          # vocab-parallel embedding
-        "norm": replicated(),
-        "output": colwise(d.V),                      # column-parallel head: V-sharded logits
-        "tokens": {DP: Shard(d.B)}, "labels": {DP: Shard(d.B)}, "mask": {DP: Shard(d.B)},
-    }
-    for i in range(model.config.n_layers):
-        for k, v in lp.items():
-            pl[f"layers.{i}.{k}"] = dict(v)
-    return pl
+    """Placements of every parameter (the model's ``tp_layer_plan`` / ``tp_outer_plan``) and
+    data input (``Shard(B)`` over dp); axes absent from a map: Replicate."""
+    return tp_placements(model, tp, layers)
 
 
 # -- the plan -------------------------------------------------------------------------------------
 
-def _model_of(x: LlamaModel | LlamaConfig | Spec) -> LlamaModel:
-    if isinstance(x, LlamaModel):
-        return x
-    if isinstance(x, LlamaConfig):
-        return llama(x)
-    owner = getattr(getattr(x, "forward", None), "__self__", None)
-    if isinstance(x, Spec) and isinstance(owner, LlamaModel):
-        return owner
-    raise PlanError(f"{user_site(3)}: megatron() needs a Llama model, config or a spec made by "
-                    f"LlamaModel.spec(...), got {type(x).__name__}")
-
-
-def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microbatches: int,
+def megatron(model: Any, *, tp: int, dp: int, microbatches: int,
              layers: Mapping[str, Mapping[str, Placement]] | None = None,
              settings: MegatronSettings | None = None, sp: bool | None = None) -> Plan:
     """Megatron-LM TP x DP with K micro-batches of gradient accumulation and AdamW.
 
     Args:
-        model: a :class:`LlamaModel`, a :class:`LlamaConfig`, or a spec from ``model.spec``.
+        model: a model following :mod:`spec_lang.models.protocol` (Llama, GPT-2, Qwen2, your
+            own), its config, or a spec from ``model.spec``. An MoE model goes to
+            :func:`spec_lang.plans.library.moe_megatron`.
         tp, dp: mesh sizes (``Mesh(dp=dp, tp=tp)``).
         microbatches: K, splitting each dp rank's batch ``B`` (``B % (dp * K) == 0``).
         layers: per-layer placements (default :func:`layer_plan`), keyed ``"attn.wq"``.
@@ -438,18 +408,25 @@ def megatron(model: LlamaModel | LlamaConfig | Spec, *, tp: int, dp: int, microb
         :func:`spec_lang.plans.clipping.global_grad_norm_sq` (sharded gradients summed over
         tp, replicated ones counted once).
     """
-    m = _model_of(model)
+    site = caller_site()
+    m = model_of(model, "megatron()", site)
+    from spec_lang.models.moe import MoEModel  # noqa: PLC0415
+
+    if isinstance(m, MoEModel):
+        from spec_lang.plans.library import moe_megatron  # noqa: PLC0415
+
+        return replace(moe_megatron(m, tp=tp, dp=dp, microbatches=microbatches,
+                                    sp=bool(sp if sp is not None else (settings or
+                                                                       MegatronSettings()).sp),
+                                    layers=layers, settings=settings), site=site)
     s = settings or MegatronSettings()
     if sp is not None:
         s = replace(s, sp=sp)
-    site = user_site(2)
     pl = megatron_placements(m, tp, layers)
-    enter_weights = [k for k, v in pl.items()
-                     if k.split(".", 2)[-1] in TP_REGION_WEIGHTS
-                     and not isinstance(v.get(TP, Replicate()), Shard)]
+    enter_weights = region_entries(m, pl) if s.replicated_weights_enter_tp else []
 
     def forward(p: Params, data: Mapping[str, Tensor]) -> Loss:
-        if s.replicated_weights_enter_tp and enter_weights:
+        if enter_weights:
             ts = {k: p[k] for k in p}
             for k in enter_weights:
                 ts[k] = region(ts[k], "copy_to_tp", *s.copy_to_tp, TP)

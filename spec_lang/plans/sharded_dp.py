@@ -58,7 +58,7 @@ from spec_lang.term import Axis
 __all__ = [
     "DP", "DP_REPLICATE", "DP_SHARD", "FSDP_ALL_GATHER", "ShardedDPSettings", "ShardedDP",
     "sharded_dp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp_tp", "owned_block",
-    "fsdp_all_gather", "shard_dims", "FlatBuffer",
+    "fsdp_all_gather", "shard_dims", "fsdp_placement", "FlatBuffer",
 ]
 
 DP, TP, MB = Axis.DP, Axis.TP, Axis.MB
@@ -103,10 +103,27 @@ def shard_dims(params: Mapping[str, Sequence[Dim]], sizes: Mapping[str, int],
                 out[name] = d
                 break
         else:
+            # only split dims left (a column-parallel bias (F[tp],)): shard the rank's block
+            # again, as FSDP2 does over TP (a StridedShard: fsdp_placement)
+            for d in dims:
+                if d.name in skip and (d.size // sizes.get(d.name, 1)) % n == 0:
+                    out[name] = d
+                    break
+        if name not in out:
             raise PlanError(f"{user_site(3)}: parameter {name} {tuple(d.name for d in dims)}: "
                             f"no dim divides over the shard axis (size {n}); pad it or "
                             "shrink the axis")
     return out
+
+
+def fsdp_placement(dim: Dim | str, taken: Sequence[str] = ()) -> Placement:
+    """The FSDP placement of a parameter along ``dim``: ``Shard(dim)``, or, when ``dim`` is
+    already split over tp (``taken``), ``StridedShard(dim)``: FSDP2 shards the rank's TP block
+    again (PyTorch's ``_StridedShard``; type ``dim[tp, dp]``, so the all-gather over dp gives
+    back the TP block)."""
+    from spec_lang.placement import StridedShard  # noqa: PLC0415
+
+    return StridedShard(dim) if dim_name(dim) in taken else Shard(dim)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,7 +187,7 @@ def _data_placements(model: LlamaModel, data_axes: Sequence[str]) -> dict[str, d
     return {k: {a: Shard(model.dims.B) for a in data_axes} for k in model.data}
 
 
-def sharded_dp(model: LlamaModel, *, mesh: Mesh, shard_axis: str = DP,
+def sharded_dp(model: Any, *, mesh: Mesh, shard_axis: str = DP,
                replicate_axis: str | None = None, microbatches: int | None = None,
                settings: ShardedDPSettings | None = None,
                tp_placements: Mapping[str, Mapping[str, Placement]] | None = None,
@@ -179,7 +196,9 @@ def sharded_dp(model: LlamaModel, *, mesh: Mesh, shard_axis: str = DP,
     """The general sharded data-parallel plan (ZeRO-1/2/3, FSDP, HSDP; with TP placements).
 
     Args:
-        model: the Llama model (its spec's optimizer runs on each rank's shards).
+        model: a model following :mod:`spec_lang.models.protocol` (Llama, GPT-2, Qwen2, your
+            own; an MoE model goes to :func:`spec_lang.plans.library.moe_sharded_dp`), its
+            config or its spec; the spec's optimizer runs on each rank's shards.
         mesh: the device mesh; data axes are ``replicate_axis`` (if any) then ``shard_axis``.
         shard_axis: the axis parameters / gradients / optimizer state are sharded over.
         replicate_axis: HSDP's replicate axis (gradients all-reduced over it).
@@ -199,8 +218,19 @@ def sharded_dp(model: LlamaModel, *, mesh: Mesh, shard_axis: str = DP,
         PlanError: a stage other than 1-3, an axis not in the mesh, a parameter that no dim of
             divides over the shard axis.
     """
+    from spec_lang.models.moe import MoEModel  # noqa: PLC0415
+    from spec_lang.models.protocol import caller_site, model_of  # noqa: PLC0415
+
+    site = caller_site()
+    if not hasattr(model, "params"):          # a config or a spec: the model behind it
+        model = model_of(model, "sharded data parallelism", site)
+    if isinstance(model, MoEModel) and tp_placements is None and context is None:
+        from spec_lang.plans.library import moe_sharded_dp  # noqa: PLC0415
+
+        return dataclasses.replace(
+            moe_sharded_dp(model, mesh=mesh, shard_axis=shard_axis, replicate_axis=replicate_axis,
+                           microbatches=microbatches, settings=settings, clip=clip), site=site)
     s = settings or ShardedDPSettings()
-    site = user_site(2)
     if s.stage not in (1, 2, 3):
         raise PlanError(f"{site}: stage {s.stage}: ZeRO stages are 1, 2 and 3")
     for a in (shard_axis, replicate_axis):
@@ -224,11 +254,12 @@ def sharded_dp(model: LlamaModel, *, mesh: Mesh, shard_axis: str = DP,
     opt_pl: dict[str, dict[str, Placement]] = {}
     for k in model.params:
         base = dict(tp_pl.get(k, {}))
+        fp = fsdp_placement(sd[k], taken.get(k, ()))
         if s.stage == 3:
-            placements[k] = {**base, str(shard_axis): Shard(sd[k])}
+            placements[k] = {**base, str(shard_axis): fp}
         else:
             placements[k] = base
-            opt_pl[k] = {**base, str(shard_axis): Shard(sd[k])}
+            opt_pl[k] = {**base, str(shard_axis): fp}
     # mesh order: an axis listed first in the mesh splits first (outermost)
     order = list(mesh.axes)
     placements = {k: dict(sorted(v.items(), key=lambda kv: order.index(kv[0])))
@@ -305,21 +336,21 @@ def sharded_dp(model: LlamaModel, *, mesh: Mesh, shard_axis: str = DP,
                 site=site)
 
 
-def zero1(model: LlamaModel, *, dp: int, microbatches: int | None = None,
+def zero1(model: Any, *, dp: int, microbatches: int | None = None,
           settings: ShardedDPSettings | None = None, clip: bool = False) -> Plan:
     """ZeRO-1 on ``Mesh(dp=dp)``: optimizer state sharded, gradients all-reduced."""
     return sharded_dp(model, mesh=Mesh(dp=dp), microbatches=microbatches,
                       settings=settings or ShardedDPSettings(stage=1), clip=clip)
 
 
-def zero2(model: LlamaModel, *, dp: int, microbatches: int | None = None,
+def zero2(model: Any, *, dp: int, microbatches: int | None = None,
           settings: ShardedDPSettings | None = None, clip: bool = False) -> Plan:
     """ZeRO-2 on ``Mesh(dp=dp)``: + gradients reduce-scattered."""
     return sharded_dp(model, mesh=Mesh(dp=dp), microbatches=microbatches,
                       settings=settings or ShardedDPSettings(stage=2), clip=clip)
 
 
-def zero3(model: LlamaModel, *, dp: int, microbatches: int | None = None,
+def zero3(model: Any, *, dp: int, microbatches: int | None = None,
           settings: ShardedDPSettings | None = None, clip: bool = False) -> Plan:
     """ZeRO-3 on ``Mesh(dp=dp)``: + parameters sharded, all-gathered before use."""
     return sharded_dp(model, mesh=Mesh(dp=dp), microbatches=microbatches,
@@ -330,7 +361,7 @@ fsdp = zero3
 """FSDP (``fully_shard``) is ZeRO-3's dataflow: :func:`zero3`."""
 
 
-def hsdp(model: LlamaModel, *, replicate: int, shard: int, microbatches: int | None = None,
+def hsdp(model: Any, *, replicate: int, shard: int, microbatches: int | None = None,
          settings: ShardedDPSettings | None = None, clip: bool = False) -> Plan:
     """HSDP on ``Mesh(dp_replicate=replicate, dp_shard=shard)`` (torchtitan's axes): FSDP inside
     each replica (reduce-scatter over ``dp_shard``), then all-reduce over ``dp_replicate``."""
@@ -340,7 +371,7 @@ def hsdp(model: LlamaModel, *, replicate: int, shard: int, microbatches: int | N
                       clip=clip)
 
 
-def fsdp_tp(model: LlamaModel, *, dp: int, tp: int, microbatches: int | None = None,
+def fsdp_tp(model: Any, *, dp: int, tp: int, microbatches: int | None = None,
             settings: ShardedDPSettings | None = None, megatron_settings: Any = None) -> Plan:
     """torchtitan's 2-D parallelism: Megatron TP over ``tp`` inside, FSDP over ``dp``.
 
@@ -349,9 +380,20 @@ def fsdp_tp(model: LlamaModel, *, dp: int, tp: int, microbatches: int | None = N
     :class:`~spec_lang.plans.megatron.MegatronTP` hooks (its loss seed carries ``dp*K/N`` and
     ``1/K``), so the dp prefactor here is off and the average over dp stays.
     """
+    from spec_lang.models.moe import MoEModel  # noqa: PLC0415
+    from spec_lang.models.protocol import caller_site, model_of  # noqa: PLC0415
     from spec_lang.plans.megatron import (  # noqa: PLC0415
         MegatronSettings, MegatronTP, Scale, megatron_placements,
     )
+
+    site = caller_site()
+    model = model_of(model, "fsdp_tp", site)
+    if isinstance(model, MoEModel):
+        from spec_lang.plans.library import moe_fsdp_tp  # noqa: PLC0415
+
+        return dataclasses.replace(moe_fsdp_tp(model, dp=dp, tp=tp, microbatches=microbatches,
+                                               settings=settings,
+                                               megatron_settings=megatron_settings), site=site)
 
     DP_PREFACTOR = Scale("dp", ((DP, 1),), "undoes FSDP's 1/dp average: each token weighs 1/N")
 

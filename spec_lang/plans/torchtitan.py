@@ -55,25 +55,23 @@ from spec_lang import ops
 from spec_lang.collectives import region
 from spec_lang.errors import PlanError
 from spec_lang.mesh import Mesh
-from spec_lang.models.llama import LlamaConfig, LlamaModel, llama, transformer_block
-from spec_lang.models.moe import MoEConfig, MoEModel, moe_block
+from spec_lang.models.llama import LlamaModel
+from spec_lang.models.moe import MoEModel
+from spec_lang.models.protocol import model_of, tp_placements
 from spec_lang.pipeline import Pipeline, stage
 from spec_lang.placement import Placement, Replicate, Shard
 from spec_lang.plan import Loss, Plan, microbatches as _microbatches
-from spec_lang.plans.library import (
-    _TP_REGION, MoEMegatronTP, _all_reduce_over, caller_site, moe_fsdp_tp,
-    moe_megatron_placements,
-)
+from spec_lang.plans.library import MoEMegatronTP, _all_reduce_over, caller_site, moe_fsdp_tp
 from spec_lang.cp import cp_causal_mask, cp_split
 from spec_lang.plans.context_parallel import (
     CPSettings, _contiguous, _rope_tables as _cp_rope_tables, cp_transformer_block,
+    require_plain_llama,
 )
 from spec_lang.plans.megatron import (
-    TP_REGION_WEIGHTS, MegatronSettings, MegatronTP, Scale, _scaled, megatron_placements,
-    partial_grad_axes,
+    MegatronSettings, MegatronTP, Scale, _scaled, partial_grad_axes, region_entries,
 )
 from spec_lang.plans.sharded_dp import FSDP_ALL_GATHER, ShardedDPSettings, fsdp_all_gather, \
-    fsdp_tp, shard_dims
+    fsdp_placement, fsdp_tp, shard_dims
 from spec_lang.schedules import gpipe, interleaved_one_f_one_b, one_f_one_b
 from spec_lang.spec import Params, Spec
 from spec_lang.tensor import Tensor
@@ -85,19 +83,8 @@ __all__ = ["TorchtitanSettings", "torchtitan_2d", "torchtitan_3d", "megatron_3d"
 DP, TP, PP, MB, CP = Axis.DP, Axis.TP, Axis.PP, Axis.MB, Axis.CP
 
 
-def _model(model: Any) -> LlamaModel | MoEModel:
-    if isinstance(model, (LlamaModel, MoEModel)):
-        return model
-    if isinstance(model, LlamaConfig):
-        return llama(model)
-    if isinstance(model, MoEConfig):
-        from spec_lang.models.moe import moe  # noqa: PLC0415
-        return moe(model)
-    owner = getattr(getattr(model, "forward", None), "__self__", None)
-    if isinstance(model, Spec) and isinstance(owner, (LlamaModel, MoEModel)):
-        return owner
-    raise PlanError(f"{caller_site()}: torchtitan plans need a Llama or MoE model, config or "
-                    f"spec, got {type(model).__name__}")
+def _model(model: Any) -> Any:
+    return model_of(model, "torchtitan plans", caller_site())
 
 
 def torchtitan_2d(model: Any, *, dp: int, tp: int, microbatches: int | None = None,
@@ -111,8 +98,8 @@ def torchtitan_2d(model: Any, *, dp: int, tp: int, microbatches: int | None = No
     Raises:
         PlanError: a model of another kind; sizes that do not divide (while tracing).
     """
-    m = _model(model)
     site = caller_site()
+    m = _model(model)
     fn = moe_fsdp_tp if isinstance(m, MoEModel) else fsdp_tp
     plan = fn(m, dp=dp, tp=tp, microbatches=microbatches, settings=settings,
               megatron_settings=megatron_settings)
@@ -129,6 +116,9 @@ class TorchtitanSettings:
         grad_scale: factors on each gradient after the schedule's accumulation (FSDP's 1/dp).
         schedule: ``"1f1b"``, ``"gpipe"`` or ``"interleaved_1f1b"`` (with ``chunks``).
         aux_on_stage: MoE: add each layer's ``alpha A_l`` to the loss (False drops it: a mutant).
+        tied_reduce: all-reduce over ``pp`` the gradient of a parameter held by two stages
+            (GPT-2's / Qwen2-0.5B's tied embedding and head: Megatron's embedding group);
+            False is the B64 bug (tied copies never synchronised).
         data_parallel: ``"fsdp"`` (torchtitan: parameters Shard over dp, all-gathered before use)
             or ``"ddp"`` (Megatron-LM's 3-D TP x PP x DP: parameters replicated over dp, the
             gradient scaled by ``1/dp`` and all-reduced over dp after the schedule).
@@ -149,6 +139,7 @@ class TorchtitanSettings:
     grad_scale: tuple[Scale, ...] = MegatronSettings().grad_scale
     schedule: str = "1f1b"
     aux_on_stage: bool = True
+    tied_reduce: bool = True
     data_parallel: str = "fsdp"
     stage_layers: tuple[int, ...] | None = None
     context: CPSettings = CPSettings()
@@ -234,19 +225,22 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
         PlanError: ``pp`` not dividing the layers, a parameter no dim of divides over dp,
             an unknown schedule.
     """
+    site = caller_site()
     m = _model(model)
     st = settings or TorchtitanSettings()
-    site = caller_site()
     ms = st.megatron if sp is None else dataclasses.replace(st.megatron, sp=sp)
     is_moe = isinstance(m, MoEModel)
     c, d = m.config, m.dims
-    if cp > 1 and is_moe:
+    pieces = m.stages()
+    alpha = getattr(c, "aux_loss_alpha", 0)
+    if cp > 1 and not isinstance(m, LlamaModel):
         raise PlanError(f"{site}: cp={cp}: the 3-D plan's context parallelism is for the Llama "
                         "model (use plans.library.moe_context_parallel for the MoE model)")
+    if cp > 1:
+        require_plain_llama(m, "torchtitan_3d(cp > 1)")
     mesh = Mesh(pp=pp, dp=dp, cp=cp, tp=tp) if cp > 1 else Mesh(pp=pp, dp=dp, tp=tp)
     cps = st.context
-    tp_pl = {k: v for k, v in (moe_megatron_placements(m, tp) if is_moe
-                               else megatron_placements(m, tp)).items() if k in m.params}
+    tp_pl = {k: v for k, v in tp_placements(m, tp).items() if k in m.params}
     taken = {k: [p.dim for p in v.values() if isinstance(p, Shard)] for k, v in tp_pl.items()}
     local_div: dict[str, int] = {"n": dp}
     for v in tp_pl.values():
@@ -261,12 +255,10 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
     if st.data_parallel not in ("fsdp", "ddp"):
         raise PlanError(f"{site}: data_parallel {st.data_parallel!r}: 'fsdp' or 'ddp'")
     for k in m.params:
-        pl = {**tp_pl.get(k, {}), **({DP: Shard(sd[k])} if fsdp else {})}
+        pl = {**tp_pl.get(k, {}), **({DP: fsdp_placement(sd[k], taken.get(k, ()))}
+                                     if fsdp else {})}
         placements[k] = dict(sorted(pl.items(), key=lambda kv: order.index(kv[0])))
-    region_names = _TP_REGION if is_moe else TP_REGION_WEIGHTS
-    enter = {k for k, v in tp_pl.items() if k.split(".", 2)[-1] in region_names
-             and not isinstance(v.get(TP, Replicate()), Shard)} \
-        if ms.replicated_weights_enter_tp else set()
+    enter = set(region_entries(m, tp_pl)) if ms.replicated_weights_enter_tp else set()
     count_axes = tuple(ms.token_count_axes)
     if cp > 1:
         count_axes += tuple(a for a in cps.token_count_axes if a not in count_axes)
@@ -292,17 +284,13 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
             cos, sin = _cp_rope_tables(dl, c.rope_theta, cps)
             causal = cp_causal_mask(dl.S, dl.T)
         for i in layers:
-            lp = p.scope(f"layers.{i}")
             if cp > 1:
-                assert isinstance(m, LlamaModel)
-                x = cp_transformer_block(lp, x, m, cos, sin, causal, cps, ctx)
-            elif is_moe:
-                x, a = moe_block(lp, x, c, d, ctx,
-                                 data.get(f"layers.{i}.moe.e_score_correction_bias"))
-                if st.aux_on_stage and c.aux_loss_alpha:
-                    carried["aux"] = a if carried.get("aux") is None else carried["aux"] + a
-            else:
-                x = transformer_block(lp, x, c, d, ctx)
+                x = cp_transformer_block(p.scope(f"layers.{i}"), x, m, cos, sin, causal, cps,
+                                         ctx)
+                continue
+            x, a = pieces.block(i, p, x, data, ctx)
+            if a is not None and st.aux_on_stage and alpha:
+                carried["aux"] = a if carried.get("aux") is None else carried["aux"] + a
         return x
 
     if st.chunks < 1 or (st.chunks > 1 and st.schedule != "interleaved_1f1b"):
@@ -325,7 +313,7 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
                                    else _contiguous(data["labels"], dl.S))}
             if first:
                 carried.clear()
-                x = ctx_().embed(data["tokens"], q["tok_embeddings"], dl)
+                x = pieces.embed(q, data, ctx_())
             else:
                 x = io.recv()
             x = blocks(q, x, data, split[s])
@@ -333,25 +321,23 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
                 io.send(x)
                 return None
             ctx = ctx_()
-            h = ctx.head_input(ops.rms_norm(x, q["norm"], dl.H, c.norm_eps), dl)
-            logits = ops.einsum(h, q["output"], out=(dl.B, dl.S, dl.V))
-            seed = ctx.loss(logits, data["labels"], data["mask"], dl)
+            seed = pieces.head(q, x, data, ctx)
             assert ctx.report is not None
             report = ctx.report
             if cp > 1:
                 report = _all_reduce_over(report, (CP,))
             aux = carried.get("aux")
             if aux is not None:
-                a = aux * c.aux_loss_alpha
+                a = aux * alpha
                 seed = seed + _scaled(a, ms.loss_scale)
                 report = report + _all_reduce_over(a, (DP,))
             return Loss(backward=seed, report=report)
 
         held = [f"layers.{i}." for i in split[s]]
         if first:
-            held.append("tok_embeddings")
+            held += list(pieces.embed_params)
         if last:
-            held += ["norm", "output"]
+            held += [k for k in pieces.head_params if k not in held]
         return stage(run, held)
 
     if st.schedule not in ("1f1b", "gpipe", "interleaved_1f1b"):
@@ -367,6 +353,10 @@ def torchtitan_3d(model: Any, *, dp: int, tp: int, pp: int, microbatches: int,
     cp_grad_axes = tuple(a for a in cps.grad_reduce_axes if a != DP) if cp > 1 else ()
 
     def reduce_grads(name: str, g: Tensor) -> Tensor:
+        if len(pipe.stages_of(name)) > 1 and st.tied_reduce:
+            # tied (GPT-2's embedding and head on the first and last stage): each holder has
+            # its own uses' gradient; Megatron's embedding group sums them over pp
+            g = _all_reduce_over(g, (PP,))
         g = _scaled(g, st.grad_scale)   # FSDP: the reduce-scatter is the gather's backward
         if ms.sp and partial_grad_axes(g, placements.get(name, {})):
             g = _all_reduce_over(g, ms.sp_grad_reduce_axes)  # SP: norm weights' Partial[tp]

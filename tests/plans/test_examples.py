@@ -15,7 +15,10 @@ SLOW = {"llama3_8b_megatron",        # the full 32-layer proof (~20 s of prover 
         "deepseek_v3",               # DeepSeek-V3-671B, 61 layers, PP16 x EP64 (frontier)
         "llama3_70b_megatron_3d",    # Llama-3-70B, 80 layers, TP8+SP x PP4 x DP16 (frontier)
         "llama31_405b",              # Llama-3.1-405B, 126 layers, TP8+SP x PP16 x FSDP64
-        "llama31_405b_cp16"}         # the same with CP16 at sequence 131072
+        "llama31_405b_cp16",         # the same with CP16 at sequence 131072
+        "gpt2_megatron",             # GPT-2 124M, 12 layers at real widths (~25 s)
+        "mixtral_8x7b_megatron",     # Mixtral 8x7B, 32 layers, TP8 (~100 s)
+        "qwen2_7b_megatron"}         # Qwen2-7B, 28 layers, TP4 (~55 s)
 
 
 def _stable(stdout: str) -> str:

@@ -1,5 +1,5 @@
-"""Mutants over the whole plan library: every library example (tiny Llama and tiny MoE), at
-least two mutants each, every one rejected.
+"""Mutants over the whole plan library: every library example (tiny Llama, tiny MoE, and the
+GPT-2, Mixtral and Qwen2 recipes of issue 12), at least two mutants each, every one rejected.
 
 A base is the plan of one ``examples/<name>.py`` (same function, same sizes), rebuilt here so
 that a mutant can change the plan's own data (a settings field: a scale factor, a reduction
@@ -30,6 +30,7 @@ from proofs.prover import prove
 from spec_lang import AdamW, PlanError, build_problem
 from spec_lang.collectives import all_reduce
 from spec_lang.models import DEBUG, llama
+from spec_lang.models import GPT2_DEBUG, MIXTRAL_DEBUG, QWEN2_DEBUG, gpt2, mixtral, qwen2
 from spec_lang.models.moe import MOE_DEBUG, moe
 from spec_lang.placement import Shard
 from spec_lang.plans import megatron
@@ -54,8 +55,12 @@ LLAMA_CP = llama(DEBUG)
 MOE = moe(dataclasses.replace(MOE_DEBUG, batch=8))
 MOE2 = moe(dataclasses.replace(MOE_DEBUG, batch=8, n_layers=2))
 MOE_EP = moe(MOE_DEBUG)
+GPT2 = gpt2(GPT2_DEBUG)                 # issue 12's recipes (examples/gpt2_*, mixtral_*, qwen2_*)
+MIXTRAL = mixtral(MIXTRAL_DEBUG)
+QWEN2 = qwen2(QWEN2_DEBUG)
 
-SPECS = {id(m): m.spec(AdamW()) for m in (LLAMA, LLAMA_CP, MOE, MOE2, MOE_EP)}
+SPECS = {id(m): m.spec(AdamW()) for m in (LLAMA, LLAMA_CP, MOE, MOE2, MOE_EP, GPT2, MIXTRAL,
+                                          QWEN2)}
 CLIP = Fraction(1, 2)
 
 # example name -> (model, plan builder taking the mutation's keyword arguments)
@@ -99,6 +104,15 @@ BASES: dict[str, tuple[object, Callable[..., object]]] = {
                                                       **kw)),
     "moe_debug_megatron_3d": (MOE2, lambda **kw: megatron_3d(MOE2, tp=2, dp=2, pp=2,
                                                              microbatches=2, **kw)),
+    # -- GPT-2, Mixtral, Qwen2 (the model protocol) ---------------------------------------------
+    "gpt2_debug_megatron": (GPT2, lambda **kw: megatron(GPT2, tp=2, dp=2, microbatches=2, **kw)),
+    "gpt2_debug_3d": (GPT2, lambda **kw: megatron_3d(GPT2, tp=2, dp=2, pp=2, microbatches=2,
+                                                     **kw)),
+    "mixtral_debug_megatron": (MIXTRAL, lambda **kw: moe_megatron(MIXTRAL, tp=2, dp=2,
+                                                                  microbatches=2, **kw)),
+    "mixtral_debug_ep": (MIXTRAL, lambda **kw: expert_parallel(MIXTRAL, dp=2, ep=2, **kw)),
+    "qwen2_debug_megatron": (QWEN2, lambda **kw: megatron(QWEN2, tp=2, dp=2, microbatches=2,
+                                                          **kw)),
 }
 
 CLIPPED = {"llama_debug_zero3", "moe_debug_zero3"}
@@ -274,6 +288,30 @@ MUTANTS: list[tuple[str, str, str, object]] = [
     # Megatron 3-D (torchtitan_3d in DDP mode) with the token count per micro-batch
     ("moe_megatron_3d_token_count_per_microbatch", "moe_debug_3d", "axis",
      {"settings": TorchtitanSettings(data_parallel="ddp", megatron=_ms(token_count_axes=(DP,)))}),
+    # GPT-2 (row-parallel biases after g, the tied vocab-parallel wte), Megatron TP x DP x K
+    ("gpt2_no_dp_average", "gpt2_debug_megatron", "scale", {"settings": _ms(**NO_DP_AVG)}),
+    ("gpt2_copy_to_tp_identity_backward", "gpt2_debug_megatron", "collective",
+     {"settings": _ms(copy_to_tp=("identity", "identity"))}),
+    ("gpt2_loss_reduce_identity", "gpt2_debug_megatron", "collective",
+     {"settings": _ms(loss_reduce=("identity", "identity"))}),
+    ("gpt2_grad_all_reduce_over_tp", "gpt2_debug_megatron", "axis", extra_all_reduce(TP)),
+    # GPT-2, Megatron 3-D: the tied embedding on two stages
+    ("gpt2_3d_tied_embedding_not_reduced", "gpt2_debug_3d", "collective",
+     {"settings": TorchtitanSettings(tied_reduce=False)}),
+    ("gpt2_3d_doubled_grad", "gpt2_debug_3d", "scale", doubled_grad),
+    # Mixtral (softmax top-2), Megatron TP (ETP = TP) x DP x K and EP x DP
+    ("mixtral_routing_count_not_over_dp", "mixtral_debug_megatron", "axis",
+     {"routing_count_axes": (MB,)}),
+    ("mixtral_expert_exit_identity", "mixtral_debug_megatron", "collective",
+     {"settings": _ms(row_parallel_reduce=("identity", "identity"))}),
+    ("mixtral_ep_expert_grads_over_ep", "mixtral_debug_ep", "axis",
+     {"settings": EPSettings(expert_grad_axes=(DP, EP))}),
+    ("mixtral_ep_no_unpermute", "mixtral_debug_ep", "placement",
+     {"settings": EPSettings(unpermute=False)}),
+    # Qwen2 (q/k/v biases, tied head), Megatron TP x DP x K
+    ("qwen2_copy_to_tp_identity_backward", "qwen2_debug_megatron", "collective",
+     {"settings": _ms(copy_to_tp=("identity", "identity"))}),
+    ("qwen2_doubled_grad", "qwen2_debug_megatron", "scale", doubled_grad),
 ]
 
 RESULTS: dict[str, str] = {}
@@ -309,7 +347,8 @@ def test_mutant_is_rejected(mid, base, kind, how):
 def test_every_library_example_has_two_mutants():
     per = {b: sum(1 for m in MUTANTS if m[1] == b) for b in BASES}
     assert all(n >= 2 for n in per.values()), per
-    assert {b.split("_debug_")[0] for b in BASES} == {"llama", "moe"}
+    assert {b.split("_debug_")[0] for b in BASES} == {"llama", "moe", "gpt2", "mixtral",
+                                                       "qwen2"}
 
 
 def test_bases_are_equivalent_smoke():

@@ -73,6 +73,7 @@ ROWS = {
     "SILU": [(lambda p, q, c, m: ops.silu(p), "real", False)],
     "TANH": [(lambda p, q, c, m: ops.tanh(p), "real", False)],
     "GELU": [(lambda p, q, c, m: ops.gelu(p), "real", False)],
+    "ERF": [(lambda p, q, c, m: ops.erf(p), "real", False)],
     "MAXIMUM": [(lambda p, q, c, m: ops.maximum(p, c), "real", False)],
     "REDUCE_MAX": [(lambda p, q, c, m: ops.max(p, "M"), "real", False)],
 }
