@@ -15,7 +15,17 @@ before it starts the child, the ``(mtime_ns, size, inode)`` of:
   top-level module (a new ``z3/`` that would shadow site-packages' ``z3``).
 
 After the child and its process group end, the same record is taken again; any difference is a
-refusal (:class:`CodeChanged`), never a verdict. Stat calls only: a few thousand, ~10 ms.
+refusal (:class:`CodeChanged`), never a verdict. A directory is recorded by its inode only: its
+mtime changes whenever anything is created in it, and another process's first import creates
+``__pycache__`` there legitimately (stop 19's CI: two concurrent workers on a fresh clone).
+
+Bytecode caches are code too: a forged ``__pycache__/checker.cpython-311.pyc`` whose header
+matches the source's mtime and size would be loaded by ``prove``'s self-check process. They are
+not compared (a concurrent interpreter writes a valid one whenever it is missing) but
+*removed*: every cache file in this installation's packages that appeared or changed, and the
+cache file of every imported module that changed, is deleted after the child ends, so the next
+interpreter compiles that module from its (compared) source. Stat calls only: a few thousand,
+~10 ms.
 
 What this does not cover (``docs/trusted-base.md``): files of modules neither process imported
 before the child started, deep inside site-packages, that a *later* import loads; a process the
@@ -26,7 +36,9 @@ plan detached from its session that writes after the check. Running ``prove`` an
 from __future__ import annotations
 
 import os
+import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["CodeChanged", "Snapshot", "snapshot", "compare"]
@@ -42,11 +54,28 @@ class CodeChanged(Exception):
 
 
 def _stat(p: str) -> Stamp:
+    """``(mtime_ns, size, inode)`` of a file, ``(0, 0, inode)`` of a directory, None if absent."""
     try:
         st = os.stat(p)
     except OSError:
         return None
+    if stat.S_ISDIR(st.st_mode):
+        return (0, 0, st.st_ino)
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _caches(cached: frozenset[str]) -> dict[str, Stamp]:
+    """Stamps of the bytecode caches: every file in the ``__pycache__`` directories of this
+    installation's packages, and ``cached`` (the imported modules' ``__cached__`` paths)."""
+    out = {p: _stat(p) for p in cached}
+    for pkg in _PACKAGES:
+        for dirpath, _dirs, filenames in os.walk(_ROOT / pkg):
+            if os.path.basename(dirpath) == "__pycache__":
+                out.update((os.path.join(dirpath, f), None) for f in filenames)
+    for p in list(out):
+        if out[p] is None:
+            out[p] = _stat(p)
+    return out
 
 
 def _listing(top: frozenset[str]) -> set[str]:
@@ -73,31 +102,61 @@ def _listing(top: frozenset[str]) -> set[str]:
     return out
 
 
-Snapshot = tuple[frozenset[str], dict[str, Stamp]]
+@dataclass(frozen=True)
+class Snapshot:
+    """What :func:`snapshot` recorded: ``top`` the top-level names of the imported modules,
+    ``stamps`` the source files and listed paths, ``cached`` the imported modules' bytecode
+    cache paths, ``caches`` the stamps of :func:`_caches`."""
+
+    top: frozenset[str]
+    stamps: dict[str, Stamp]
+    cached: frozenset[str]
+    caches: dict[str, Stamp]
 
 
 def snapshot() -> Snapshot:
-    """The top-level names of the imported modules, and ``{path: (mtime_ns, size, inode)}`` of
-    the imported modules' files and of :func:`_listing`'s paths."""
+    """Record the imported modules' files, :func:`_listing`'s paths and the bytecode caches."""
     top = frozenset(n.split(".")[0] for n in list(sys.modules))
     paths = _listing(top)
+    cached: set[str] = set()
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None)
         if isinstance(f, str):
             paths.add(f)
-    return top, {p: _stat(p) for p in paths}
+        c = getattr(m, "__cached__", None)
+        if isinstance(c, str):
+            cached.add(c)
+    frozen = frozenset(cached)
+    return Snapshot(top, {p: _stat(p) for p in paths}, frozen, _caches(frozen))
 
 
-def compare(before: Snapshot) -> None:
+def compare(before: Snapshot) -> list[str]:
     """Raise :class:`CodeChanged` naming the first recorded path that changed or disappeared
     since ``before``, or a path the same listing finds now and did not then. Modules first
-    imported after ``before`` are not compared: they existed, and were not listed."""
-    top, stamps = before
-    for p in sorted(stamps):
-        if stamps[p] != _stat(p):
+    imported after ``before`` are not compared: they existed, and were not listed. Then delete
+    the bytecode caches that appeared or changed (see the module docstring).
+
+    Returns:
+        The cache files deleted, sorted.
+    """
+    for p in sorted(before.stamps):
+        if before.stamps[p] != _stat(p):
             raise CodeChanged(_message(p, "changed"))
-    for p in sorted(_listing(top) - set(stamps)):
+    for p in sorted(_listing(before.top) - set(before.stamps)):
         raise CodeChanged(_message(p, "appeared"))
+    removed = []
+    for p, st in sorted(_caches(before.cached).items()):
+        if st is not None and before.caches.get(p) != st:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise CodeChanged(f"{p} changed while the plan file ran and cannot be removed "
+                                  f"({e.strerror}): a plan must not write into the "
+                                  "installation") from None
+            removed.append(p)
+    return removed
 
 
 def _message(p: str, what: str) -> str:

@@ -70,7 +70,8 @@ def test_every_strategy_recovers_killed_processes_as_in_process(pipe, tiny, cach
     planned = make_planned_strategy(name)
     planned.bind(pipe)
     pipe.run_plan(planned.plan_attach())
-    swap, redundant = planned.swap_on_odd_microbatches(), planned.forward_multiplier(1) > 1
+    swap = planned.swap_on_odd_microbatches()
+    redundant = planned.forward_multiplier(1) > 1 or planned.redundant_forward_of(1) is not None  # as run_real
     killed = 0
     for boundary in range(ITERATIONS):
         if boundary in SCRIPT and name != "no_failure":
