@@ -14,9 +14,10 @@ The same module runs ``check-certificate`` on ``prove``'s own certificate in a f
 (:func:`check_in_child`).
 
 Front ends (:data:`FRONTENDS`, dispatched in the child by the name the parent passes, a key of
-a fixed table): ``"dsl"`` is :func:`spec_lang.load`. A PyTorch front end adds ``"torch"`` here,
-loaded by ``spec_lang.torch_frontend.load(path, source) -> Problem``, and to
-``proofs.problem_data.FRONTENDS`` and the certificate schema's ``plan.frontend``.
+a fixed table): ``"dsl"`` is :func:`spec_lang.load`; ``"torch"`` (``prove --torch``) is
+``spec_lang.torch_frontend.load(path, source) -> Problem`` (``docs/torch.md``), imported only in
+the child: torch never loads in the process that decides a verdict. It captures its traces in
+grandchildren of its own, in the child's process group (ended with it).
 """
 
 from __future__ import annotations
@@ -287,7 +288,13 @@ def _load_dsl(path: str, source: bytes) -> Any:
     return load(path, source=source)
 
 
-FRONTENDS: dict[str, Callable[[str, bytes], Any]] = {"dsl": _load_dsl}
+def _load_torch(path: str, source: bytes) -> Any:
+    from spec_lang.torch_frontend import load
+
+    return load(path, source=source)
+
+
+FRONTENDS: dict[str, Callable[[str, bytes], Any]] = {"dsl": _load_dsl, "torch": _load_torch}
 
 
 def _write(out: str, doc: dict[str, Any]) -> None:
