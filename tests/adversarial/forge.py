@@ -94,7 +94,7 @@ def forge_refutation(cert: dict[str, Any], seed: int, edge: dict[str, Any] | Non
 
     import numpy as np
 
-    from proofs.checker import _terms
+    from proofs.checker_refutation import _terms
     from proofs.replay import differs
 
     cert = json.loads(json.dumps(cert))
