@@ -2,7 +2,9 @@
 
 It imports neither egglog, nor ``rewriting``, nor ``proofs.prover``, nor the DSL's tracer, and
 never runs the plan file in its own process (a test runs it in a fresh interpreter and
-inspects ``sys.modules``). Its trusted base (``docs/trusted-base.md``) is: this module, its own
+inspects ``sys.modules``). Its trusted base (``docs/trusted-base.md``) is: this module with
+:mod:`proofs.checker_load` (format and schema), :mod:`proofs.checker_cut` (the cut step) and
+:mod:`proofs.checker_refutation` (the NOT EQUIVALENT replay, the RNG assumption), its own
 copy of the rule table (:mod:`proofs.checker_rules`), the node kernel (:mod:`proofs.kernel`,
 :mod:`proofs.exact_numbers`), the scalar encoding (:mod:`proofs.smt`) with z3, the rational
 identities (:mod:`proofs.cas`), the shape-reduction side conditions
@@ -50,42 +52,23 @@ certificate is evaluated. The trusted base is listed in ``docs/trusted-base.md``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from proofs.checker_cut import _is_cut_name, check_cut
+from proofs.checker_load import STEP_KEYS, _fail, load
+from proofs.checker_refutation import _check_refutation, _require_rng_assumption
 from proofs.checker_rules import RULES, RULESET, RuleMismatch, instantiate_and_match, varying_table
 from proofs.checker_signs import DenominatorError, Signs, assumed_denominators
-from proofs.errors import CertificateError, MalformedCertificate
+from proofs.errors import MalformedCertificate
 from proofs.kernel import (
     KernelError, KernelMalformed, NodeTable, check_sizes, decode_attr, node_hash_table,
     paused_gc, roots_hash,
-    MESH_AXES, spec_binding, typecheck,
+    spec_binding, typecheck,
 )
 
 __all__ = ["check_certificate", "CheckResult"]
-
-FORMAT = "shardproof-certificate"
-FORMAT_VERSION = 3
-VERDICTS = ("EQUIVALENT", "NOT EQUIVALENT", "UNKNOWN")
-PROVED = ("rewrite", "smt", "reused")
-SCHEMA_FULL_LIMIT = 2000
-STEP_KEYS = {
-    "refl": {"kind", "lhs", "rhs"},
-    "rule": {"kind", "lhs", "rhs", "rule", "subst"},
-    "congr": {"kind", "lhs", "rhs", "args"},
-    "trans": {"kind", "lhs", "rhs", "steps"},
-    "sym": {"kind", "lhs", "rhs", "of"},
-    "smt": {"kind", "lhs", "rhs", "binding", "smt2", "answer", "solver"},
-    "cas": {"kind", "lhs", "rhs"},
-    "rename": {"kind", "lhs", "rhs", "of"},
-    "cut": {"kind", "lhs", "rhs", "lemma", "cuts"},
-}
-CUT_KEYS = {"spec", "plan", "var", "embed", "premise"}
-CUT_PREFIX = "cut:"  # reserved INPUT-name prefix of the variables a ``cut`` step abstracts
-SCHEMA_PATHS = (Path(__file__).with_name("certificate.schema.json"),
-                Path(__file__).resolve().parents[1] / "docs" / "certificate.schema.json")
 
 
 class CheckResult:
@@ -107,52 +90,6 @@ class CheckResult:
                 f"obligations proved and re-checked ({self.steps} steps, {self.smt} z3 "
                 f"queries regenerated){extra}")
 
-
-def _fail(msg: str) -> CertificateError:
-    return CertificateError(msg)
-
-
-def load(path: str | Path) -> dict[str, Any]:
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise MalformedCertificate(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") \
-            from None
-    try:
-        with paused_gc():
-            cert = json.loads(text, parse_float=_no_float, parse_constant=_no_float)
-    except (json.JSONDecodeError, ValueError, RecursionError) as e:
-        raise MalformedCertificate(f"{path}: not JSON: {e}") from None
-    if not isinstance(cert, dict) or cert.get("format") != FORMAT:
-        raise MalformedCertificate(f"{path}: not a {FORMAT} file")
-    if cert.get("format_version") != FORMAT_VERSION:
-        raise MalformedCertificate(f"{path}: format_version {cert.get('format_version')!r} "
-                                   f"is not supported (this checker reads {FORMAT_VERSION})")
-    _validate_schema(path, cert)
-    return cert
-
-
-def _no_float(s: str) -> Any:
-    raise ValueError(f"float {s} in a certificate (every number is exact)")
-
-
-def _validate_schema(path: str | Path, cert: dict[str, Any]) -> None:
-    schema_path = next((p for p in SCHEMA_PATHS if p.exists()), None)
-    if schema_path is None:
-        raise MalformedCertificate("certificate.schema.json is missing from the installation")
-    import jsonschema
-
-    schema = json.loads(schema_path.read_text())
-    # jsonschema walks ~10^5 array items slowly (tens of seconds); past SCHEMA_FULL_LIMIT rows
-    # the node and step arrays are checked by the kernel and the step replay instead (both
-    # reject every row they do not understand), and the schema checks everything else.
-    big = {k: [] for k in ("nodes", "steps") if isinstance(cert.get(k), list)}
-    rows = sum(len(cert[k]) for k in big)
-    doc = cert if rows <= SCHEMA_FULL_LIMIT else {**cert, **big}
-    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(doc))
-    if err is not None:
-        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise MalformedCertificate(f"{path}: schema: at {where}: {err.message[:200]}")
 
 
 # -- the checker --------------------------------------------------------------------------------
@@ -306,86 +243,7 @@ class _Checker:
         return memo[root]
 
     def cut(self, where: str, k: int, st: dict[str, Any], lhs: int, rhs: int) -> None:
-        """``lhs == rhs`` from a lemma over fresh variables and one premise per cut point
-        (docs/certificate.md, "Soundness of cut")."""
-        cuts = st.get("cuts")
-        if not isinstance(cuts, list) or not cuts:
-            raise _fail(f"{where}: no cut points")
-        free = self.cut_free()
-        for side, n in (("lhs", lhs), ("rhs", rhs)):
-            if not free[n]:
-                raise _fail(f"{where}: {side} node {n} mentions a {CUT_PREFIX} variable")
-        nodes = self.t.nodes
-        to_var: dict[int, int] = {}
-        to_embed: dict[int, int] = {}
-        names: set[str] = set()
-        for h, c in enumerate(cuts):
-            w = f"{where} cut {h}"
-            if not isinstance(c, dict) or set(c) != CUT_KEYS:
-                raise MalformedCertificate(f"{w} is not {{spec, plan, var, embed, premise}}")
-            sh, ph = self.node(c["spec"], w + " spec"), self.node(c["plan"], w + " plan")
-            xh, mh = self.node(c["var"], w + " var"), self.node(c["embed"], w + " embed")
-            for side, n in (("spec", sh), ("plan", ph)):
-                if not free[n]:
-                    raise _fail(f"{w}: {side} node {n} mentions a {CUT_PREFIX} variable")
-            op, _, xat, xdims = nodes[xh]
-            if op != "INPUT" or not _is_cut_name(xat[0] if xat else None):
-                raise _fail(f"{w}: var node {xh} is not an INPUT named {CUT_PREFIX}...")
-            if xat[0] in names:
-                raise _fail(f"{w}: var name {xat[0]!r} is used twice in the step")
-            names.add(xat[0])
-            # The lemma holds for every value of x (an unconstrained real tensor, the same on
-            # every rank); it is instantiated at s, so s must be such a value.
-            if len(xat) != 3 or xat[2] != "real":
-                raise _fail(f"{w}: var {xat[0]!r} has domain "
-                            f"{' '.join(map(str, xat[2:])) or 'none'}, not an unconstrained real")
-            sdims = nodes[sh][3]
-            if xdims != sdims:
-                raise _fail(f"{w}: var {xat[0]!r} has dims {_dims_str(xdims)} but spec node "
-                            f"{sh} has {_dims_str(sdims)}")
-            if any(sh_ for _, sh_ in sdims) or self.varying[sh]:
-                raise _fail(f"{w}: spec node {sh} is sharded or varies over the mesh (a cut "
-                            f"variable stands for one global tensor)")
-            if sh in to_var:
-                raise _fail(f"{w}: spec node {sh} is cut twice")
-            if ph in to_embed:
-                raise _fail(f"{w}: plan node {ph} is cut twice")
-            if dict(nodes[mh][3]) != dict(nodes[ph][3]):
-                raise _fail(f"{w}: embed node {mh} and plan node {ph} differ in dims")
-            other = self._other_cut_var(mh, xh)
-            if other is not None:
-                raise _fail(f"{w}: embed node {mh} mentions {CUT_PREFIX} variable node {other}, "
-                            f"not only its var {xh}")
-            inst = self.subst(mh, {xh: sh}, w + " instance")
-            q = c["premise"]
-            self.earlier(q, k, w + " premise")
-            if (self.steps[q]["lhs"], self.steps[q]["rhs"]) != (inst, ph):
-                raise _fail(f"{w}: premise step {q} proves node {self.steps[q]['lhs']} == node "
-                            f"{self.steps[q]['rhs']}, not instance {inst} == plan node {ph}")
-            to_var[sh] = xh
-            to_embed[ph] = mh
-        e2 = self.subst(lhs, to_var, where + " lemma lhs")
-        a2 = self.subst(rhs, to_embed, where + " lemma rhs")
-        s = st.get("lemma")
-        self.earlier(s, k, where + " lemma")
-        if (self.steps[s]["lhs"], self.steps[s]["rhs"]) != (e2, a2):
-            raise _fail(f"{where}: lemma step {s} proves node {self.steps[s]['lhs']} == node "
-                        f"{self.steps[s]['rhs']}, not the cut terms {e2} == {a2}")
-
-    def _other_cut_var(self, root: int, var: int) -> int | None:
-        """A ``cut:`` INPUT other than ``var`` reachable from ``root``, or None."""
-        free = self.cut_free()
-        seen: set[int] = set()
-        stack = [root]
-        while stack:
-            n = stack.pop()
-            if n in seen or free[n] or n == var:
-                continue
-            seen.add(n)
-            if self.t.nodes[n][0] == "INPUT":
-                return n
-            stack.extend(self.t.nodes[n][1])
-        return None
+        check_cut(self, where, k, st, lhs, rhs)   # proofs/checker_cut.py
 
     def earlier(self, s: Any, k: int, where: str) -> None:
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < k:
@@ -473,14 +331,6 @@ class _Checker:
         self.smt_count += 1
         if answer != "unsat":
             raise _fail(f"{where}: z3 answers {answer!r} to the regenerated query, not unsat")
-
-
-def _is_cut_name(name: Any) -> bool:
-    return isinstance(name, str) and name.startswith(CUT_PREFIX)
-
-
-def _dims_str(dims: Any) -> str:
-    return "(" + ", ".join(n + "".join("/" + a for a in s) for n, s in dims) + ")"
 
 
 def _renaming_ok(t: NodeTable, a_roots: tuple[int, int], b_roots: tuple[int, int]) -> str | None:
@@ -666,101 +516,6 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
     return res
 
 
-def _check_refutation(cert: Mapping[str, Any], table: NodeTable, chk: _Checker,
-                      refuted: list[dict[str, Any]]) -> None:
-    """Re-run the refuter's replay (``proofs/replay.py``): every refuted obligation, and only
-    those, must diverge on the recorded draw, with the counterexample's goal first."""
-    cx = cert["counterexample"]
-    rp = cx.get("replay")
-    if not isinstance(rp, dict):
-        raise _fail("verdict NOT EQUIVALENT but the counterexample has no replay")
-    goals, seed, b = rp.get("goals"), rp.get("seed"), rp.get("binding")
-    names = {o["name"] for o in refuted}
-    if not isinstance(goals, list) or not goals or goals[0] != cx.get("goal") \
-            or len(set(goals)) != len(goals) or set(goals) != names:
-        raise _fail(f"the replay's goals {str(goals)[:80]} are not the refuted obligations "
-                    f"{sorted(names)[:3]} with the counterexample's goal {cx.get('goal')!r} first")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise _fail(f"replay seed {seed!r} is not a non-negative integer")
-    real = chk.binding
-    if not isinstance(b, dict) or set(b) != set(real) or not all(
-            not isinstance(v, bool) and isinstance(v, int) and 0 < v <= real[k]
-            for k, v in b.items()):
-        raise _fail("the replay binding does not give every dim and axis of the binding a size "
-                    "between 1 and its real size")
-    for ax in MESH_AXES:
-        if ax in real and b[ax] != real[ax]:
-            raise _fail(f"the replay binding gives mesh axis {ax} size {b[ax]}, the plan "
-                        f"{real[ax]} (only dims may be reduced)")
-    by_name = {o["name"]: o for o in refuted}
-    # a divergence below the real sizes counts only where docs/soundness.md section 3 makes it
-    # one at the real sizes: recomputed from the refuted obligations' terms
-    from proofs.admissible import replay_error
-
-    err = replay_error(table.nodes, [(o["name"], o["expected"], o["actual"]) for o in refuted],
-                       real, b)
-    if err is not None:
-        raise _fail(f"the replay binding is not one at which a divergence is one at the real "
-                    f"sizes: {err}")
-    proved_pairs = {(st["lhs"], st["rhs"]) for st in chk.steps}
-    for o in refuted:
-        e, a = o["expected"], o["actual"]
-        if "proof" in o or "reuses" in o or e == a or (e, a) in proved_pairs \
-                or (a, e) in proved_pairs:
-            raise _fail(f"obligation {o['name']}: refuted, but the certificate proves "
-                        f"expected == actual")
-    import warnings
-
-    import numpy as np
-
-    from proofs.replay import REPLAY_ERRORS, differs, replay
-
-    terms = _terms(table, [x for n in goals for x in (by_name[n]["expected"],
-                                                     by_name[n]["actual"])])
-    pairs = [(terms[by_name[n]["expected"]], terms[by_name[n]["actual"]]) for n in goals]
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            vals = replay(pairs, b, seed, rp.get("edge"))   # a domain-valid edge case or None
-            diffs = [differs(de, da) for _, de, da in vals]
-    except REPLAY_ERRORS as e:
-        raise _fail(f"the replay cannot be evaluated: {_one_line(e)}") from None
-    for n, d in zip(goals, diffs):
-        if not d.any():
-            raise _fail(f"obligation {n}: refuted, but its two sides agree on the replay "
-                        f"(seed {seed}): not a counterexample")
-    axes = vals[0][0]
-    first = [int(i) for i in np.argwhere(diffs[0])[0]]
-    rank = {x[1:]: first[k] for k, x in enumerate(axes) if x.startswith("@")}
-    index = {x: first[k] for k, x in enumerate(axes) if not x.startswith("@")}
-    if (cx.get("rank"), cx.get("index", index)) != (rank, index):
-        raise _fail(f"the counterexample's rank {cx.get('rank')} and index {cx.get('index')} "
-                    f"are not the replay's first divergence (rank {rank}, index {index})")
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:200]
-
-
-def _terms(table: NodeTable, roots: list[int]) -> dict[int, Any]:
-    """``spec_lang`` terms of the nodes below ``roots`` (the DSL's term IR is trusted)."""
-    from spec_lang.term import DimSpec, Op, term
-
-    need: set[int] = set()
-    stack = list(roots)
-    while stack:
-        i = stack.pop()
-        if i not in need:
-            need.add(i)
-            stack.extend(table.nodes[i][1])
-    out: dict[int, Any] = {}
-    for i in sorted(need):  # children have smaller ids
-        op, args, attrs, dims = table.nodes[i]
-        out[i] = term(Op[op], tuple(out[a] for a in args), attrs,
-                      tuple(DimSpec(n, tuple(s)) for n, s in dims))
-    return out
-
-
 def _uses_smt(steps: list[dict[str, Any]], s: int, kinds: tuple[str, ...] = ("smt",)) -> bool:
     stack, seen = [s], set()
     while stack:
@@ -779,29 +534,3 @@ def _uses_smt(steps: list[dict[str, Any]], s: int, kinds: tuple[str, ...] = ("sm
             stack.append(st["lemma"])
             stack.extend(c["premise"] for c in st["cuts"])
     return False
-
-
-RNG_ASSUMPTION = "rng: dropout draws are renamed to the spec's mask symbols"
-PER_STAGE = "per-stage generators"
-
-
-def _require_rng_assumption(cert: Mapping[str, Any], table: NodeTable) -> None:
-    """An EQUIVALENT certificate whose terms hold dropout masks (``INPUT("dropout:...")``) rests
-    on the RNG obligation (proofs/rng.py): its ``rng:`` assumption must be recorded, and with
-    binding ``pp > 1`` it must say the draws were enumerated with per-stage generators (each
-    stage process has its own generator; certificates without it predate that model)."""
-    masks = [n[2][0] for n in table.nodes if n[0] == "INPUT" and n[2]
-             and isinstance(n[2][0], str) and n[2][0].startswith("dropout:")]
-    if not masks:
-        return
-    if not any(isinstance(a, str) and a.startswith(RNG_ASSUMPTION)
-               for a in cert.get("assumptions", ())):
-        raise _fail(f"verdict EQUIVALENT with dropout mask {masks[0]!r} but without the "
-                    f"'{RNG_ASSUMPTION} ...' assumption (the RNG obligation)")
-    pp = cert.get("binding", {}).get("pp", 1)
-    if isinstance(pp, int) and pp > 1 and not any(
-            isinstance(a, str) and a.startswith(RNG_ASSUMPTION) and PER_STAGE in a
-            for a in cert.get("assumptions", ())):
-        raise _fail(f"verdict EQUIVALENT with dropout mask {masks[0]!r} in a pipeline plan "
-                    f"(pp={pp}) without the '{PER_STAGE}' rng assumption: dropout inside "
-                    "pipeline stages is not modelled that way")

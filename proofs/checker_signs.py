@@ -267,6 +267,8 @@ class Signs:
         rest = [c for c in factors if self._sign[c] != POS]
         if len(rest) == 1:
             c = rest[0]
+            while nodes[c][0] == "EINSUM" and len(nodes[c][1]) == 1:   # a partial sum of it
+                c = nodes[c][1][0]
             op, _, at, dims = nodes[c]
             whole_mask = (op == "INPUT" and len(at) > 2 and at[2] == "mask" and bool(dims)
                           and all(not sh and n not in out for n, sh in dims))
@@ -281,12 +283,15 @@ class Signs:
         sum of such a table over other, nonempty dims) is seen through."""
         nodes = self.t.nodes
         rows = ("SHARD", "CHUNK", "PERMUTE")
-        while (nodes[c][0] in rows and nodes[c][2][0] not in summed) \
-                or nodes[c][0] in ("PERMUTE", "STOP_GRAD", "CAST") \
+        sliced: set[str] = set()   # a slice selects rows: fine along any dim but the covering one
+        while nodes[c][0] in ("SHARD", "CHUNK", "PERMUTE", "STOP_GRAD", "CAST") \
                 or (nodes[c][0] == "EINSUM" and len(nodes[c][1]) == 1):   # a partial sum of it
+            if nodes[c][0] in ("SHARD", "CHUNK"):
+                sliced.add(nodes[c][2][0])
             c = nodes[c][1][0]
         op, args, at, dims = nodes[c]
         spec = dict(dims)
+        summed = summed - sliced
         if op == "CAUSAL_MASK":
             return at[0] in summed or at[1] in summed
         if op == "ONE_HOT":

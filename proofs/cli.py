@@ -65,6 +65,9 @@ def prove_main(argv: list[str] | None = None) -> int:
 def _prove(argv: list[str] | None) -> int:
     p = _Parser(prog="prove", description="Prove a training plan equivalent to its spec.")
     p.add_argument("plan", help="the plan file (a Python file defining the spec and the plan)")
+    p.add_argument("--torch", action="store_true",
+                   help="the file is a PyTorch train file: capture its single-device and "
+                        "parallel training step (docs/torch.md)")
     p.add_argument("--certificate", metavar="OUT.json", help="write a certificate here")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="worker processes for independent obligations and z3 queries "
@@ -120,13 +123,17 @@ def _prove(argv: list[str] | None) -> int:
         return _err("prove", f"{path}: cannot read: {e.strerror or e}")
     # 1. trace the plan file in a separate clean interpreter: only data comes back
     t0 = time.monotonic()
+    # what decides the verdict is imported before the plan runs (proofs/code_guard.py records
+    # its files and refuses if the plan's process changed them)
+    import proofs.certificate
+    import proofs.prover  # noqa: F401
     from proofs.isolation import TraceFailed, trace_in_child
 
     try:
         # the self-check typechecks every node of the certificate; without it, the traced
         # nodes are typechecked here
-        data, child = trace_in_child(path, source, timeout_s=a.trace_timeout,
-                                     check_types=not a.check)
+        data, child = trace_in_child(path, source, frontend="torch" if a.torch else "dsl",
+                                     timeout_s=a.trace_timeout, check_types=not a.check)
     except TraceFailed as e:
         if e.kind == "internal":
             print(f"prove: internal error (in the tracing process): {_one_line(str(e))}; this is "
@@ -336,6 +343,8 @@ def _human(report: Any, certificate: str | None) -> None:
     shown = report.open_goals if report.counterexample is None else []
     for g in shown[:20]:
         print(f"  open: {g.name}: {g.reason}")
+    for name, why in list(getattr(report.problem, "unsupported", ()) or ())[:20]:
+        print(f"  open: {name}: not lowered: {why}")
     if len(shown) > 20:
         print(f"  ... and {len(shown) - 20} more open goals")
     if report.assumptions:

@@ -12,8 +12,10 @@ certificate is passed to ``eval``, ``sympify`` or an import (issue 10, family 5)
   :data:`MAX_DIGITS` digits), ``A/D`` a rational exponent with ``0 < A < D`` and ``D`` at most
   :data:`MAX_EXP_DIGITS` digits. This is the form sympy's automatic evaluation gives to sums,
   products and rational powers of positive rationals (``1/sqrt(128)`` is
-  ``[["1/16", [["2", "1/2"]]]]``: ``sqrt(2)/16``). At most :data:`MAX_TERMS` terms and
-  :data:`MAX_FACTORS` factors in all.
+  ``[["1/16", [["2", "1/2"]]]]``: ``sqrt(2)/16``). A factor may also be ``["pi", "A/D"]``,
+  ``pi^(A/D)`` with ``A/D`` a nonzero rational (``A`` may be negative): GELU's tanh form needs
+  ``sqrt(2/pi)`` = ``[["1/1", [["2", "1/2"], ["pi", "-1/2"]]]]``; integer factors come first. At
+  most :data:`MAX_TERMS` terms and :data:`MAX_FACTORS` factors in all.
 
 Only the canonical spelling of a number is accepted: the decoder builds the sympy number from
 the parsed integers (``Integer``, ``Rational`` and ``Pow`` of integers; construction, not
@@ -48,6 +50,8 @@ _RATIONAL = re.compile(r"(0|-?[1-9][0-9]{0,%d})/([1-9][0-9]{0,%d})" % (MAX_DIGIT
 _BASE = re.compile(r"[1-9][0-9]{0,%d}" % (MAX_DIGITS - 1))
 _EXPONENT = re.compile(r"([1-9][0-9]{0,%d})/([1-9][0-9]{0,%d})" % (MAX_EXP_DIGITS - 1,
                                                                    MAX_EXP_DIGITS - 1))
+_PI_EXPONENT = re.compile(r"(-?[1-9][0-9]{0,%d})/([1-9][0-9]{0,%d})" % (MAX_EXP_DIGITS - 1,
+                                                                        MAX_EXP_DIGITS - 1))
 
 
 class ExactError(ValueError):
@@ -99,6 +103,13 @@ def decode_number(x: Any) -> Any:
             if not (isinstance(f, list) and len(f) == 2 and isinstance(f[0], str)
                     and isinstance(f[1], str)):
                 raise ExactError(f"constant {_short(x)}: a factor is not [\"base\", \"A/D\"]")
+            if f[0] == "pi":          # pi^(A/D), A/D a nonzero rational (GELU's sqrt(2/pi))
+                m = _PI_EXPONENT.fullmatch(f[1])
+                if m is None or gcd(abs(int(m.group(1))), int(m.group(2))) != 1:
+                    raise ExactError(f"constant {_short(x)}: pi's exponent {_short(f[1])} is "
+                                     f"not a nonzero \"A/D\" in lowest terms")
+                factors.append((0, Fraction(int(m.group(1)), int(m.group(2)))))
+                continue
             if _BASE.fullmatch(f[0]) is None or f[0] == "1":
                 raise ExactError(f"constant {_short(x)}: radical base {_short(f[0])} is not an "
                                  f"integer >= 2 of at most {MAX_DIGITS} digits")
@@ -119,7 +130,8 @@ def decode_number(x: Any) -> Any:
 
     value = sympy.Add(*[
         sympy.Rational(c.numerator, c.denominator)
-        * sympy.Mul(*[sympy.Pow(sympy.Integer(b), sympy.Rational(e.numerator, e.denominator))
+        * sympy.Mul(*[sympy.Pow(sympy.pi if b == 0 else sympy.Integer(b),
+                                sympy.Rational(e.numerator, e.denominator))
                       for b, e in fs])
         for c, fs in parsed])
     try:
@@ -137,7 +149,7 @@ def encode_number(v: Any) -> dict[str, Any]:
     sympy radical sum as ``{"alg"}``.
 
     Raises:
-        ExactError: ``v`` is not a rational or a real radical sum of the grammar (``pi``,
+        ExactError: ``v`` is not a rational or a real radical sum of the grammar (``e``,
             ``log(2)``, a float, a nested radical ``sqrt(1 + sqrt(2))``, ``1/(1 + sqrt(2))``).
     """
     if isinstance(v, bool):
@@ -161,19 +173,25 @@ def encode_number(v: Any) -> dict[str, Any]:
         for f in sympy.Mul.make_args(rest):
             if f == 1:
                 continue
+            if f is sympy.pi or (f.is_Pow and f.base is sympy.pi and f.exp.is_Rational
+                                 and f.exp != 0):
+                e = sympy.Integer(1) if f is sympy.pi else f.exp   # GELU's sqrt(2/pi)
+                factors.append((1, 0, int(e.p), int(e.q)))
+                continue
             if not (f.is_Pow and f.base.is_Integer and f.base > 1 and f.exp.is_Rational
                     and 0 < f.exp < 1):
                 raise ExactError(f"{v} is not a sum of rational multiples of rational powers "
-                                 f"of integers (factor {f})")
-            factors.append((int(f.base), int(f.exp.p), int(f.exp.q)))
+                                 f"of integers and pi (factor {f})")
+            factors.append((0, int(f.base), int(f.exp.p), int(f.exp.q)))
         factors.sort()
         n_factors += len(factors)
         terms.append([_rational_text(int(c.p), int(c.q)),
-                      [[str(b), f"{p}/{q}"] for b, p, q in factors]])
+                      [["pi" if k else str(b), f"{p}/{q}"] for k, b, p, q in factors]])
     terms.sort(key=lambda t: json.dumps(t[1]))
     out = {"alg": terms}
     if not 1 <= len(terms) <= MAX_TERMS or n_factors > MAX_FACTORS or any(
-            _BASE.fullmatch(b) is None or _EXPONENT.fullmatch(e) is None
+            (_PI_EXPONENT.fullmatch(e) is None if b == "pi"
+             else _BASE.fullmatch(b) is None or _EXPONENT.fullmatch(e) is None)
             for _, fs in terms for b, e in fs):
         raise ExactError(f"{_short(out)} exceeds the certificate's bounds on exact constants")
     return out

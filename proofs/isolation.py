@@ -14,9 +14,10 @@ The same module runs ``check-certificate`` on ``prove``'s own certificate in a f
 (:func:`check_in_child`).
 
 Front ends (:data:`FRONTENDS`, dispatched in the child by the name the parent passes, a key of
-a fixed table): ``"dsl"`` is :func:`spec_lang.load`. A PyTorch front end adds ``"torch"`` here,
-loaded by ``spec_lang.torch_frontend.load(path, source) -> Problem``, and to
-``proofs.problem_data.FRONTENDS`` and the certificate schema's ``plan.frontend``.
+a fixed table): ``"dsl"`` is :func:`spec_lang.load`; ``"torch"`` (``prove --torch``) is
+``spec_lang.torch_frontend.load(path, source) -> Problem`` (``docs/torch.md``), imported only in
+the child: torch never loads in the process that decides a verdict. It captures its traces in
+grandchildren of its own, in the child's process group (ended with it).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class PendingTrace:
     seconds: dict[str, float] = field(default_factory=dict)
     stderr: str = ""
     check_types: bool = True   # typecheck the returned nodes (the checker hashes them instead)
+    code: Any = None   # proofs.code_guard.snapshot() taken before the child started
 
     def result(self) -> Any:
         """Wait for the child (within its time bound) and parse its document.
@@ -105,6 +107,7 @@ class PendingTrace:
         Raises:
             TraceFailed: see the class.
         """
+        from proofs.code_guard import CodeChanged, compare
         from proofs.kernel import paused_gc
         from proofs.problem_data import ProblemDataError, parse_problem_data
 
@@ -119,6 +122,12 @@ class PendingTrace:
                                            f"{self.timeout_s:g} s (--trace-timeout)") from None
             self.seconds["child"] = time.monotonic() - self.started
             self.stderr = _tail(d / "stderr")
+            _kill(self.proc)    # its process group too, before the code it may have touched
+            try:
+                if self.code is not None:
+                    compare(self.code)
+            except CodeChanged as e:
+                raise TraceFailed("plan", str(e)) from None
             out = d / "out.json"
             if not out.is_file():
                 raise TraceFailed("child", f"the tracing process for {self.path} exited with "
@@ -196,6 +205,8 @@ def start_trace(path: str | Path, source: bytes, *, frontend: str = "dsl",
     """
     if frontend not in FRONTENDS:
         raise TraceFailed("plan", f"unknown front end {frontend!r} (known: {sorted(FRONTENDS)})")
+    from proofs import code_guard, kernel, problem_data  # noqa: F401 -- imported before the child
+    code = code_guard.snapshot()
     tmp = tempfile.TemporaryDirectory(prefix="shardproof-trace-")
     d = Path(tmp.name)
     (d / "source").write_bytes(source)
@@ -207,7 +218,7 @@ def start_trace(path: str | Path, source: bytes, *, frontend: str = "dsl",
         except OSError as e:
             tmp.cleanup()
             raise TraceFailed("child", f"cannot start the tracing process: {e}") from None
-    return PendingTrace(str(path), frontend, timeout_s, proc, tmp, time.monotonic())
+    return PendingTrace(str(path), frontend, timeout_s, proc, tmp, time.monotonic(), code=code)
 
 
 def trace_in_child(path: str | Path, source: bytes, *, frontend: str = "dsl",
@@ -277,7 +288,13 @@ def _load_dsl(path: str, source: bytes) -> Any:
     return load(path, source=source)
 
 
-FRONTENDS: dict[str, Callable[[str, bytes], Any]] = {"dsl": _load_dsl}
+def _load_torch(path: str, source: bytes) -> Any:
+    from spec_lang.torch_frontend import load
+
+    return load(path, source=source)
+
+
+FRONTENDS: dict[str, Callable[[str, bytes], Any]] = {"dsl": _load_dsl, "torch": _load_torch}
 
 
 def _write(out: str, doc: dict[str, Any]) -> None:

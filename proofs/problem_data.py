@@ -7,7 +7,7 @@ parsed strictly (:func:`parse_problem_data`): a malformed document is a one-line
 
 Layout (``format`` ``"shardproof-problem"``, ``version`` 1)::
 
-    {"format", "version", "frontend": "dsl",
+    {"format", "version", "frontend": "dsl" | "torch",
      "binding": {dim or axis: size}, "mesh": [[axis, size], ...]   (mesh order),
      "nodes": [[op, [args], [attrs], [[dim, [shards]], ...]], ...]  (proofs/kernel.py rows),
      "goals": [{"name", "kind", "expected": id, "actual": id, "placement", "site", "layer"}],
@@ -20,6 +20,8 @@ Layout (``format`` ``"shardproof-problem"``, ``version`` 1)::
                          "stages": [[event, ...], ...], "holders": {param: [virtual stage]}}
                       | {"kind": "accumulation", "microbatches", "events": [event, ...],
                          "buckets": [[name or prefix, [event, ...]], ...]},
+     "unsupported": [[output name, reason], ...]   (outputs the front end could not lower:
+                                                    the problem is never EQUIVALENT),
      "seconds": {phase: decimal string}}   (the tracer's own timings, information only)
 
 An event is ``{"kind", "mb", "chunk", "factor": null | {"q"}, "axis", "op", "accumulate",
@@ -48,13 +50,13 @@ __all__ = ["FORMAT", "VERSION", "FRONTENDS", "ProblemDataError", "ProblemData", 
 
 FORMAT = "shardproof-problem"
 VERSION = 1
-FRONTENDS = ("dsl",)  # "torch" joins when spec_lang.torch_frontend exists (proofs/isolation.py)
+FRONTENDS = ("dsl", "torch")  # the front ends of proofs/isolation.py
 GOAL_KEYS = {"name", "kind", "expected", "actual", "placement", "site", "layer"}
 RNG_KEYS = {"side", "name", "p", "dims", "stream", "stream_index", "order", "spec_input", "mask",
             "site", "unmodelled", "stage", "stage_axis"}
 EVENT_KEYS = {"kind", "mb", "chunk", "factor", "axis", "op", "accumulate", "note", "site"}
 TOP_KEYS = {"format", "version", "frontend", "binding", "mesh", "nodes", "goals", "assumptions",
-            "spec_outputs", "cut_points", "rng", "schedule", "seconds"}
+            "spec_outputs", "cut_points", "rng", "schedule", "unsupported", "seconds"}
 
 
 class ProblemDataError(ValueError):
@@ -240,6 +242,7 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
                  "stage": None if r.stage is None else int(r.stage),
                  "stage_axis": str(r.stage_axis)} for r in problem.rng],
         "schedule": _schedule_data(problem.schedule, problem.goals),
+        "unsupported": [[str(n), str(why)] for n, why in getattr(problem, "unsupported", ())],
         "seconds": {k: f"{v:.3f}" for k, v in (seconds or {}).items()},
     }
 
@@ -259,6 +262,7 @@ class ProblemData:
     cut_points: list[dict[str, Any]]
     rng: list[dict[str, Any]]
     schedule: dict[str, Any] | None
+    unsupported: tuple[tuple[str, str], ...]
     seconds: dict[str, str]
 
 
@@ -352,7 +356,12 @@ def parse_problem_data(data: Any, check_types: bool = True) -> ProblemData:
         _want(_is_int(x) and 0 <= x < n, where, f"{str(x)[:20]} is not a node id")
         return x
 
-    _want(isinstance(data["goals"], list) and data["goals"], "goals", "not a non-empty list")
+    un = data["unsupported"]
+    _want(isinstance(un, list) and all(isinstance(x, list) and len(x) == 2 and
+                                       all(isinstance(y, str) for y in x) for x in un),
+          "unsupported", "not [[name, reason], ...]")
+    _want(isinstance(data["goals"], list) and (data["goals"] or un), "goals",
+          "not a non-empty list")
     names = set()
     for k, g in enumerate(data["goals"]):
         w = f"goals[{k}]"
@@ -440,7 +449,7 @@ def parse_problem_data(data: Any, check_types: bool = True) -> ProblemData:
         frontend=data["frontend"], table=table, binding=dict(b), mesh={k: v for k, v in m},
         goals=data["goals"], assumptions=tuple(data["assumptions"]),
         spec_outputs=[(k, i) for k, i in so], cut_points=data["cut_points"], rng=data["rng"],
-        schedule=sch, seconds=dict(sec))
+        schedule=sch, unsupported=tuple((n, why) for n, why in un), seconds=dict(sec))
 
 
 def _term_attr(x: Any) -> Any:
@@ -498,4 +507,4 @@ def to_problem(pd: ProblemData, path: str, source_sha256: str) -> Any:
         schedule=schedule,
         cut_points=tuple(CutPoint(c["name"], terms[c["spec"]], terms[c["plan"]], c["kind"])
                          for c in pd.cut_points),
-        frontend=pd.frontend)
+        unsupported=pd.unsupported, frontend=pd.frontend)

@@ -95,7 +95,9 @@ class Report:
         return {
             "verdict": self.verdict, "plan": self.path, "counts": self.counts,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-            "open": [{"goal": g.name, "reason": g.reason} for g in self.open_goals],
+            "open": [{"goal": g.name, "reason": g.reason} for g in self.open_goals]
+            + [{"goal": n, "reason": f"not lowered: {why}"}
+               for n, why in getattr(self.problem, "unsupported", ()) or ()],
             "counterexample": self.counterexample.to_json() if self.counterexample else None,
             "rule_counts": dict(sorted(self.rule_counts.items())),
             "assumptions": list(self.assumptions),
@@ -723,9 +725,12 @@ class _Run:
         for g in self.goals:
             if g.status == "open" and not g.reason:
                 g.reason = "timeout" if self.timed_out() else "not proved"
+        # goals the front end could not lower (an op without a rule): never EQUIVALENT
+        unsupported = tuple(getattr(self.p, "unsupported", ()) or ())
         if self.counterexample is not None:
             verdict = "NOT EQUIVALENT"
-        elif not self.rng_open and self.goals and all(g.status == "proved" for g in self.goals):
+        elif not self.rng_open and self.goals and not unsupported \
+                and all(g.status == "proved" for g in self.goals):
             # (rng_open: the plan's dropout masks are not a renaming of its true draws)
             verdict = "EQUIVALENT"
         else:

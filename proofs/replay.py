@@ -8,7 +8,9 @@ the goals' terms taken in order ``[expected_1, actual_1, expected_2, ...]``, wit
 domain-valid *edge case* applied to the draw (:func:`apply_edge`: a fully padded sequence, an
 empty rank's or micro-batch's share of the batch, an expert no token selects). A goal diverges
 when some element differs by more than the float64 tolerance of :func:`differs`, or is finite on
-one side and not on the other (issue 10: a plan that is NaN where the spec is finite).
+one side and not on the other (issue 10: a plan that is NaN where the spec is finite: a division
+by an exact zero). A replay whose evaluation overflows float64 is inconclusive (it raises
+``FloatingPointError``): an overflow is not a value of the term over the reals.
 
 This module is part of the checker's trusted base: it imports only numpy and ``spec_lang``.
 """
@@ -112,12 +114,16 @@ def replay(pairs: Sequence[tuple[Any, Any]], binding: Mapping[str, int] | Bindin
 
     Raises:
         EvaluationError, TermError, ValueError, FloatingPointError: a term cannot be evaluated,
-            or the edge case is not a domain-valid one.
+            the evaluation overflows float64, or the edge case is not a domain-valid one.
     """
     b = binding if isinstance(binding, Binding) else Binding(dict(binding))
     rng = np.random.default_rng(seed)
     roots = [t for p in pairs for t in p]
     inputs = sample_inputs(roots, b, rng)
     apply_edge(inputs, edge, roots, b)
-    vals = evaluate(roots, b, inputs, rng=rng, keep="roots")
+    # a float64 overflow makes the replay inconclusive (FloatingPointError): inf from a finite
+    # value is not the real number the term denotes (adversarial finding 3: log-sum-exp without
+    # the max shift, the exclude edge case's -1e6 overflowing exp)
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="raise"):
+        vals = evaluate(roots, b, inputs, rng=rng, keep="roots")
     return [aligned(vals[e], vals[a]) for e, a in pairs]

@@ -10,6 +10,9 @@ that data, with its own code:
   ``expected`` / ``actual`` node has the Merkle hash of the re-traced term (hashes recomputed
   here from the returned node table, never taken from the tracer);
 * the re-traced binding is the certificate's;
+* an EQUIVALENT certificate has no plan output the front end could not lower (``prove --torch``:
+  an op without a lowering rule leaves its outputs out of the obligations, listed as
+  ``unsupported``);
 * the RNG obligation (``proofs/rng.py``) holds on the re-traced dropout records.
 
 Without the plan file a certificate is not tied to a plan: the checker rejects it unless the
@@ -111,6 +114,10 @@ def finish_retrace(pending: PendingTrace, cert: Mapping[str, Any], hashes: list[
                                        f"term is not the plan's")
     if pd.binding != cert["binding"]:
         raise CertificateError("--retrace: the binding differs from the plan's")
+    if pd.unsupported and cert["verdict"] == "EQUIVALENT":
+        n, why = pd.unsupported[0]
+        raise CertificateError(f"--retrace: verdict EQUIVALENT but the front end could not lower "
+                               f"{len(pd.unsupported)} plan output(s) ({n}: {why})"[:400])
     if any(r["side"] == "plan" for r in pd.rng):
         from proofs.problem_data import to_problem
 

@@ -176,7 +176,9 @@ class _Encoder:
                 name, _kind, domain = at[0], at[1], at[2]
 
                 def var(idx: tuple[int, ...]) -> z3.ArithRef:
-                    key = f"{name}[{','.join(map(str, idx))}]"
+                    # "in:<kind>:" keeps inputs apart from the encoding's own names (part:,
+                    # const:, rope_*) and from an input of another kind with the same name
+                    key = f"in:{_kind}:{name}[{','.join(map(str, idx))}]"
                     c = self.consts.get(key)
                     if c is None:
                         if domain == "index":

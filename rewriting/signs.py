@@ -176,6 +176,10 @@ def _exponent(t: Term) -> Fraction | None:
 
 
 def _is_mask_total_operand(x: Term, out: set[str]) -> bool:
+    """``x`` summed to ``out`` is the whole mask's total: the mask itself, or a partial sum of
+    it (one-operand EINSUMs: ``sum_S sum_B mask``), no dim of it sliced or kept in ``out``."""
+    while x.op is Op.EINSUM and len(x.args) == 1:
+        x = x.args[0]
     return (x.op is Op.INPUT and x.attrs[2] == "mask" and bool(x.dims)
             and all(not d.shards and d.name not in out for d in x.dims))
 
@@ -340,26 +344,33 @@ def _covering(x: Term, contracted: set[str]) -> bool:
     """A 0/1 table with a 1 in every row along a summed dim that is whole (unsharded): a
     ``CAUSAL_MASK`` (its diagonal ``k = q``), a ``ONE_HOT`` of an ``index`` input over its own
     range, a ``TOPK_MASK`` with ``k >= 1`` (and an eligibility operand, if any, that is itself
-    covering). Its other dims may be sliced (``SHARD``, ``CHUNK``: that only selects rows), any dim
+    covering). Its other dims, summed or not, may be sliced (``SHARD``, ``CHUNK``: that only
+    selects rows, and a block is never empty: B42's local ``sum_{E,T} topk_mask``), any dim
     permuted (``PERMUTE`` reorders rows or the entries of a row); ``STOP_GRAD``, ``CAST`` and a
     one-operand ``EINSUM`` (a sum over other, nonempty dims of such a table: B42's
     ``sum_E sum_T topk_mask``) are seen through."""
-    while (x.op in _ROWS and x.attrs[0] not in contracted
-           or x.op in (Op.PERMUTE, Op.STOP_GRAD, Op.CAST)    # a permuted row keeps its 1s
+    sliced: set[str] = set()   # a slice selects rows: fine along any dim but the covering one
+    while (x.op in (Op.SHARD, Op.CHUNK, Op.PERMUTE, Op.STOP_GRAD, Op.CAST)
            or x.op is Op.EINSUM and len(x.args) == 1):      # a partial sum over nonempty dims
-        x = x.args[0]                                        # of it: every row still sums >= 1
+        if x.op in (Op.SHARD, Op.CHUNK):                     # of it: every row still sums >= 1
+            sliced.add(x.attrs[0])
+        x = x.args[0]                                        # (a permuted row keeps its 1s)
+
+    def whole(d: str) -> bool:
+        return d in contracted and d not in sliced
+
     match x.op:
         case Op.CAUSAL_MASK:
-            return x.attrs[0] in contracted or x.attrs[1] in contracted
+            return whole(x.attrs[0]) or whole(x.attrs[1])
         case Op.ONE_HOT:
             idx = x.args[0]
             while idx.op in _ROWS:
                 idx = idx.args[0]
-            return (x.attrs[0] in contracted and not x.dim(x.attrs[0]).shards
+            return (whole(x.attrs[0]) and not x.dim(x.attrs[0]).shards
                     and idx.op is Op.INPUT and idx.attrs[2] == "index"
                     and len(idx.attrs) > 3 and idx.attrs[3] == x.attrs[0])
         case Op.TOPK_MASK:
-            return (x.attrs[0] in contracted and not x.dim(x.attrs[0]).shards
+            return (whole(x.attrs[0]) and not x.dim(x.attrs[0]).shards
                     and int(x.attrs[1]) >= 1
                     and (len(x.args) == 1 or _covering(x.args[1], {x.attrs[0]})))
     return False

@@ -43,15 +43,35 @@ def _unit_binding(draw: Draw, *axes: str) -> Binding:
 # ---------------------------------------------------------------------------------------------
 def _sample_ar(draw: Draw) -> tuple[Term, Binding]:
     a = draw.choice(["dp", "mb"])
-    x = b.shard(fresh(["B", "H"]), "B", a) if draw.bool() else b.part(fresh(["B", "H"]), a)
-    y = b.einsum([x], ["H"]) if x.op is Op.SHARD else x
-    return b.all_reduce(y, a, draw.choice(["sum", "max"])), _unit_binding(draw, a)
+    # x holds no SHARD over a (those reductions are allreduce-einsum-split's: _match_ar)
+    x = b.part(fresh(["B", "H"]), a) if draw.bool() else b.einsum([fresh(["B", "H"])], ["H"])
+    return b.all_reduce(x, a, draw.choice(["sum", "max"])), _unit_binding(draw, a)
+
+
+def _match_ar(t: Term, bd: Binding) -> Subst | None:
+    """Matches only when ``x`` holds no ``SHARD`` over ``a``: a reduction of ``a``-blocks is
+    left to ``allreduce-einsum-split`` / ``allreduce-max-shard`` and the SHARD-lifting rules,
+    which bring both sides to one normal form (dropping the reduction first left DeepSeek-V3's
+    ZeRO-1 gradients at dp = 1 with ``SHARD(V, dp)`` on one side only). A narrower match than
+    the guard: the law and its checker copy are unchanged."""
+    a = t.attrs[0]
+    if not _unit(bd, a):
+        return None
+    stack, seen = [t.args[0]], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op is Op.SHARD and x.attrs[1] == a:
+            return None
+        stack.extend(x.args)
+    return {"x": t.args[0], "a": a, "r": t.attrs[1]}
 
 
 # a reduction over one rank is that rank's value
 _rule("allreduce-unit-axis", "ALL_REDUCE(x, a, r) = x", "|a| == 1", {Op.ALL_REDUCE},
-      match=lambda t, bd: ({"x": t.args[0], "a": t.attrs[0], "r": t.attrs[1]}
-                           if _unit(bd, t.attrs[0]) else None),
+      match=_match_ar,
       lhs=lambda s: b.all_reduce(s["x"], s["a"], s["r"]), rhs=lambda s, bd: s["x"],
       guard=lambda s, bd: _unit(bd, s["a"]), sample=_sample_ar)
 

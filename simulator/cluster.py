@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from simulator.errors import SimulationError
+from simulator.model_size import ModelSize
 
 __all__ = ["LinkSpec", "Cluster", "ring_allreduce_s"]
 
@@ -104,6 +105,20 @@ class Cluster:
     storage_latency_s: float = 0.0  # per storage request (s)
     restart_delay_s: float  # a replacement node joins (s)
     head_on_stage0: bool = True
+    # the model this cluster stands for (its bytes price transfers, replicas, checkpoints;
+    # simulator/model_size.py); None: the trained model's own bytes (the actions' nbytes)
+    model: ModelSize | None = None
+    # host memory <-> accelerator copies (Bamboo stashes its redundant activations there)
+    host_bytes_per_s: float = 12e9
+    node_memory_bytes: int | None = None  # per node; None: not modelled (reported only)
+    # seconds per iteration after the last all-reduce: clipping, the optimizer step and, in the real
+    # multi-process run, its commit round trip (measured by `local-real`, docs/real-runs.md); 0 elsewhere
+    update_s: float = 0.0
+    # None: every node computes on its own processor. A number: all stage processes share one host of
+    # that many cores with `host_load` runnable threads of other programs (simulator/host.py); the stage
+    # times are then CPU seconds of work
+    host_cores: float | None = None
+    host_load: float = 0.0
     sources: Mapping[str, str] = field(default_factory=dict)  # constant name -> source
 
     def __post_init__(self) -> None:
@@ -129,6 +144,17 @@ class Cluster:
         _check_pos("storage_bytes_per_s", self.storage_bytes_per_s, "B/s")
         _check_nonneg("storage_latency_s", self.storage_latency_s, "s")
         _check_nonneg("restart_delay_s", self.restart_delay_s, "s")
+        _check_pos("host_bytes_per_s", self.host_bytes_per_s, "B/s")
+        if self.node_memory_bytes is not None and (not isinstance(self.node_memory_bytes, int)
+                                                   or self.node_memory_bytes <= 0):
+            raise SimulationError(f"node_memory_bytes must be an int > 0 or None, got {self.node_memory_bytes!r}")
+        if self.model is not None and self.model.n_stages != n:
+            raise SimulationError(f"cluster {self.name!r}: {n} stages but its model {self.model.name!r} has "
+                                  f"{self.model.n_stages}")
+        _check_nonneg("update_s", self.update_s, "s")
+        if self.host_cores is not None:
+            _check_pos("host_cores", self.host_cores, "cores")
+        _check_nonneg("host_load", self.host_load, "threads")
         if self.regions is not None:
             if len(self.regions) != n or any(len(r) != self.dp_replicas for r in self.regions):
                 shape = [len(r) for r in self.regions]
@@ -186,12 +212,15 @@ class Cluster:
         """JSON-able form (`from_dict` inverts it); sweeps store the measured cluster with results."""
         return {
             **{k: getattr(self, k) for k in ("name", "activation_bytes", "dp_replicas", "storage_bytes_per_s",
-                                             "storage_latency_s", "restart_delay_s", "head_on_stage0")},
+                                             "storage_latency_s", "restart_delay_s", "head_on_stage0", "update_s",
+                                             "host_cores", "host_load")},
             "stage_forward_s": list(self.stage_forward_s), "stage_backward_s": list(self.stage_backward_s),
             "stage_gradient_bytes": list(self.stage_gradient_bytes),
             "default_link": [self.default_link.latency_s, self.default_link.bytes_per_s],
             "regions": None if self.regions is None else [list(r) for r in self.regions],
             "region_links": [[a, b, lk.latency_s, lk.bytes_per_s] for (a, b), lk in self.region_links.items()],
+            "model": None if self.model is None else self.model.to_dict(),
+            "host_bytes_per_s": self.host_bytes_per_s, "node_memory_bytes": self.node_memory_bytes,
             "sources": dict(self.sources),
         }
 
@@ -204,8 +233,12 @@ class Cluster:
                                      "storage_latency_s", "restart_delay_s", "head_on_stage0")},
                 stage_forward_s=tuple(d["stage_forward_s"]), stage_backward_s=tuple(d["stage_backward_s"]),
                 stage_gradient_bytes=tuple(d["stage_gradient_bytes"]), default_link=LinkSpec(*d["default_link"]),
+                update_s=float(d.get("update_s", 0.0)), host_cores=d.get("host_cores"),
+                host_load=float(d.get("host_load", 0.0)),
                 regions=None if d["regions"] is None else tuple(tuple(r) for r in d["regions"]),
                 region_links={(a, b): LinkSpec(lat, bw) for a, b, lat, bw in d["region_links"]},
+                model=None if d.get("model") is None else ModelSize.from_dict(d["model"]),
+                host_bytes_per_s=d.get("host_bytes_per_s", 12e9), node_memory_bytes=d.get("node_memory_bytes"),
                 sources=dict(d.get("sources", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:

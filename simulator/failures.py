@@ -24,7 +24,14 @@ draws in the same order (docs/STYLE.md rule 18); nothing touches a global RNG.
   ``time_ms / 1000 * time_scale`` s. Same-minute bulk removals arrive together.
 
 The embedding stage 0 does not fail by default: CheckFree's generator draws the failed stage
-from 1..6 (gensyn-ai/CheckFree failure_generator.py ``randint(1, len(stages) - 1)``).
+from 1..6 (gensyn-ai/CheckFree failure_generator.py ``randint(1, len(stages) - 1)``);
+``failable=range(n_stages)`` (``--failable-embedding``) makes it fail like the others.
+
+Where in the iteration a failure lands (issue 16): ``draw(step, now_s, iteration_s)`` returns a
+`FailureDraw` of the stages and ``at_fraction``, 0 for the iteration boundary (every schedule
+above). `MidIterationFailures` wraps a schedule and puts each failure event a uniform fraction of
+the way into the iteration after its boundary, so the work done so far in that iteration is lost
+(the simulator charges ``at_fraction * iteration_s``; the real run kills the process that late).
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from simulator.errors import SimulationError
 __all__ = [
     "FailureSchedule", "NoFailures", "BernoulliFailures", "HourlyFailures", "TraceFailures",
     "BambooTraceFailures", "TraceStats", "bamboo_trace_stats", "make_rng", "FAILURE_MODELS",
-    "make_failure_schedule",
+    "make_failure_schedule", "FailureDraw", "MidIterationFailures",
 ]
 
 FAILURE_MODELS = ("bernoulli", "hourly", "trace", "bamboo")
@@ -72,6 +79,18 @@ def _check_stages(stages: Sequence[int], n_stages: int) -> tuple[int, ...]:
     return out
 
 
+@dataclass(frozen=True)
+class FailureDraw:
+    """The stages lost at one boundary and where the loss lands in the next iteration.
+
+    ``at_fraction`` 0.0: at the boundary, before the iteration starts; in (0, 1): that fraction of
+    the iteration's time after it starts, before its optimizer step, so that work is lost.
+    """
+
+    stages: tuple[int, ...]
+    at_fraction: float = 0.0
+
+
 class FailureSchedule(ABC):
     """Base class; subclasses implement `failures`. ``n_stages`` counts stage indices 0..S."""
 
@@ -86,9 +105,18 @@ class FailureSchedule(ABC):
         """Stages that fail at the boundary before simulated step ``step`` (at ``now_s`` s)."""
         raise NotImplementedError(self)
 
+    def draw(self, step: int, now_s: float, iteration_s: float) -> FailureDraw:
+        """`failures` with where they land: at the boundary unless a subclass says otherwise."""
+        return FailureDraw(tuple(self.failures(step, now_s, iteration_s)), 0.0)
+
     def describe(self) -> dict:
         """JSON-able description for results files."""
         return {"model": type(self).__name__, "failable": list(self.failable)}
+
+    def pipeline_failure_probability(self, iteration_s: float) -> float | None:
+        """Probability that at least one failable stage fails in an iteration of ``iteration_s``
+        seconds, or None when the schedule has no rate (traces)."""
+        return None
 
 
 class NoFailures(FailureSchedule):
@@ -96,6 +124,9 @@ class NoFailures(FailureSchedule):
 
     def failures(self, step: int, now_s: float, iteration_s: float) -> tuple[int, ...]:
         return ()
+
+    def pipeline_failure_probability(self, iteration_s: float) -> float | None:
+        return 0.0
 
 
 def _check_probability(p: float) -> float:
@@ -123,6 +154,10 @@ class BernoulliFailures(FailureSchedule):
     def describe(self) -> dict:
         return {**super().describe(), "p_per_stage_iteration": self.p, "seed": self.seed}
 
+    def pipeline_failure_probability(self, iteration_s: float) -> float | None:
+        """1 - (1 - p)^k with k failable stages (independent draws)."""
+        return 1.0 - (1.0 - self.p) ** len(self.failable)
+
 
 class HourlyFailures(BernoulliFailures):
     """Each failable stage fails at ``rate_per_stage_hour``; p = 1 - exp(-rate * it_s / 3600)."""
@@ -145,6 +180,10 @@ class HourlyFailures(BernoulliFailures):
     def describe(self) -> dict:
         return {"model": "HourlyFailures", "failable": list(self.failable),
                 "rate_per_stage_hour": self.rate_per_stage_hour, "seed": self.seed}
+
+    def pipeline_failure_probability(self, iteration_s: float) -> float | None:
+        """1 - exp(-rate k iteration_s / 3600) with k failable stages (Poisson)."""
+        return -math.expm1(-self.rate_per_stage_hour * len(self.failable) * iteration_s / 3600.0)
 
 
 class _TimedFailures(FailureSchedule):
@@ -290,9 +329,44 @@ def bamboo_trace_stats(path: str | Path) -> TraceStats:
     )
 
 
+class MidIterationFailures(FailureSchedule):
+    """``inner``'s failures, each event landing a uniform fraction into the iteration after its boundary.
+
+    The fractions come from their own generator, seeded from (seed, rate, 1) and drawn once per step
+    whether or not a stage fails, so every strategy meets the same fractions in the same order.
+    """
+
+    def __init__(self, inner: FailureSchedule, seed: int, rate: float):
+        super().__init__(inner.n_stages, inner.failable)
+        self.inner = inner
+        bits = struct.unpack("<Q", struct.pack("<d", float(rate)))[0]
+        self.rng = np.random.default_rng(np.random.SeedSequence([int(seed), bits, 1]))
+
+    def failures(self, step: int, now_s: float, iteration_s: float) -> tuple[int, ...]:
+        return self.draw(step, now_s, iteration_s).stages
+
+    def draw(self, step: int, now_s: float, iteration_s: float) -> FailureDraw:
+        stages = tuple(self.inner.failures(step, now_s, iteration_s))
+        u = float(self.rng.random())
+        return FailureDraw(stages, u if stages else 0.0)
+
+    def describe(self) -> dict:
+        return {**self.inner.describe(), "mid_iteration": True}
+
+
 def make_failure_schedule(model: str, rate: float, seed: int, n_stages: int, *, trace: str | None = None,
-                          time_scale: float = 1.0, failable: Sequence[int] | None = None) -> FailureSchedule:
-    """Build a schedule by model name (`FAILURE_MODELS`); ``rate`` is per iteration or per hour."""
+                          time_scale: float = 1.0, failable: Sequence[int] | None = None,
+                          mid_iteration: bool = False) -> FailureSchedule:
+    """Build a schedule by model name (`FAILURE_MODELS`); ``rate`` is per iteration or per hour.
+
+    ``mid_iteration`` wraps it in `MidIterationFailures`.
+    """
+    schedule = _make_schedule(model, rate, seed, n_stages, trace=trace, time_scale=time_scale, failable=failable)
+    return MidIterationFailures(schedule, seed, rate) if mid_iteration else schedule
+
+
+def _make_schedule(model: str, rate: float, seed: int, n_stages: int, *, trace: str | None,
+                   time_scale: float, failable: Sequence[int] | None) -> FailureSchedule:
     match model:
         case "bernoulli":
             return BernoulliFailures(rate, seed, n_stages, failable)

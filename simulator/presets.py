@@ -41,16 +41,18 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.cluster import Cluster, LinkSpec
 from simulator.errors import SimulationError
+from simulator.model_size import ModelSize, trained_model_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from trainer.api import PipelineTrainer
 
 __all__ = [
     "CLUSTER_PRESETS", "GEO_LINKS_MS_GIB_PER_S", "PAPER_GEO_MICRO_BATCHES", "PAPER_ITERATION_S",
-    "local_cluster", "paper_geo_cluster", "paper_geo_iteration_times", "paper_geo_report",
+    "PAPER_REDUNDANT_OVERHEAD",
+    "local_cluster", "paper_500m_model", "paper_geo_cluster", "paper_geo_iteration_times", "paper_geo_report",
 ]
 
-CLUSTER_PRESETS = ("local", "paper-geo")
+CLUSTER_PRESETS = ("local", "paper-geo", "local-real")  # local-real: calibrated (--calibration FILE)
 
 GIB = 1024**3
 MIB = 1024**2
@@ -142,6 +144,29 @@ def _link(ms: float, gib_per_s: float) -> LinkSpec:
     return LinkSpec(latency_s=ms / 1000.0, bytes_per_s=gib_per_s * GIB)
 
 
+def paper_500m_model() -> ModelSize:
+    """CheckFree's 500M LLaMa as paper-geo runs it: 6 stages x 4 layers, d 1024, V 32000 (fp32 bytes).
+
+    Transformer stage: 4 layers x 16 d^2 parameters (4 d^2 attention + 3 x d x 4d SwiGLU) x 4 B =
+    268,435,456 B ("about 268 MB", docs/ANCHORS.md); embedding stage: embedding and head, 2 V d x 4 B
+    = 262,144,000 B (norm weights ignored). Total 1.87 GB of parameters (468.8 M), 5.6 GB with Adam.
+    Tokens per iteration: 3 DP replicas x 6 micro-batches x 8 sequences x 1024 tokens (trainer.py).
+    """
+    stage = _LAYERS * 16 * _D_MODEL**2 * 4
+    embed = 2 * _VOCAB * _D_MODEL * 4
+    return ModelSize(
+        name="CheckFree 500M LLaMa (6 x 4 layers, d 1024)",
+        stage_param_bytes=(embed,) + (stage,) * _N_STAGES,
+        activation_bytes=_MB_SAMPLES * _SEQ * _D_MODEL * 4,
+        tokens_per_iteration=_DP_REPLICAS * PAPER_GEO_MICRO_BATCHES * _MB_SAMPLES * _SEQ,
+        micro_batches=PAPER_GEO_MICRO_BATCHES,
+        sources={"stage_param_bytes": "4 layers x 16 d^2 x 4 B (docs/ANCHORS.md 'about 268 MB'); embedding stage "
+                 "2 V d x 4 B, V = 32000 (simplellm SPTokenizer)",
+                 "activation_bytes": "8 x 1024 x 1024 x 4 B = 32 MiB (docs/ANCHORS.md)",
+                 "tokens_per_iteration": "3 replicas x 6 micro-batches x 8 x 1024 (CheckFree trainer.py)"},
+    )
+
+
 def paper_geo_cluster() -> Cluster:
     """CheckFree's 500M geo-distributed cluster (module docstring gives every source)."""
     layer_fwd_flops = 24 * _D_MODEL**2 + 4 * _SEQ * _D_MODEL  # per token (Narayanan et al. SC'21)
@@ -151,8 +176,9 @@ def paper_geo_cluster() -> Cluster:
     embed_total_s = _SAMPLE_LAYER_S * _MB_SAMPLES * head_layers
     fwd = (embed_total_s / 3,) + (stage_total_s / 3,) * _N_STAGES
     bwd = (2 * embed_total_s / 3,) + (2 * stage_total_s / 3,) * _N_STAGES
-    stage_grad_bytes = _LAYERS * 16 * _D_MODEL**2 * 4  # 268,435,456 B
-    embed_grad_bytes = 2 * _VOCAB * _D_MODEL * 4
+    model = paper_500m_model()
+    stage_grad_bytes = model.stage_param_bytes[1]  # 268,435,456 B
+    embed_grad_bytes = model.stage_param_bytes[0]
     regions = tuple(tuple(PAPER_GEO_REGIONS[(3 * s + r) % len(PAPER_GEO_REGIONS)] for r in range(_DP_REPLICAS))
                     for s in range(_N_STAGES + 1))
     links = {(min(a, b), max(a, b)): _link(*v) for (a, b), v in GEO_LINKS_MS_GIB_PER_S.items()}
@@ -171,7 +197,10 @@ def paper_geo_cluster() -> Cluster:
         storage_latency_s=same.latency_s,
         restart_delay_s=_RESTART_S,
         head_on_stage0=True,
+        model=model,
         sources={
+            "model": "the paper's 500M LLaMa: every transfer, replica, checkpoint is priced with its bytes "
+            "(simulator/presets.py paper_500m_model)",
             "stage_forward_s/stage_backward_s": "CheckFree communication_costs.py COMPUTATIONAL_COST 0.055 s/sample/layer "
             "(fwd+bwd, split 1:2); embedding stage = head FLOPs 2dV / layer FLOPs 24d^2+4Td",
             "activation_bytes": "8 x 1024 x 1024 x 4 B = 32 MiB (docs/ANCHORS.md; CheckFree trainer.py)",
@@ -216,6 +245,7 @@ def local_cluster(trainer: PipelineTrainer, repeats: int = 3, *, n_micro_batches
         storage_bytes_per_s=1e9,
         restart_delay_s=0.0,
         head_on_stage0=True,
+        model=trained_model_size(trainer, _tokens_per_iteration(trainer)),
     )
     source = "given"
     if restart_delay_s is None:
@@ -233,31 +263,48 @@ def local_cluster(trainer: PipelineTrainer, repeats: int = 3, *, n_micro_batches
     })
 
 
+def _tokens_per_iteration(trainer: Any) -> int:
+    cfg = getattr(trainer, "config", None)
+    return int(getattr(cfg, "tokens_per_iteration", 0) or 0)
+
+
+PAPER_REDUNDANT_OVERHEAD = 151.04 / 91.35  # docs/ANCHORS.md: measured redundant / checkpointing iteration, 1.653
+
+
 def paper_geo_iteration_times(schedule: str = "gpipe") -> dict[str, float]:
     """Predicted paper-geo iteration seconds for the strategies' schedules.
 
-    ``checkpoint`` and ``checkfree`` run the plain pipeline; ``redundant`` doubles every
-    stage's forward (harness contract ``forward_multiplier`` = 2.0); ``checkfree_plus`` swaps
-    stages on odd micro-batches. GPipe by default: CheckFree's code starts all micro-batches
-    (up to 3 in flight) and aggregates after the last backward, no 1F1B interleaving.
+    ``checkpoint`` and ``checkfree`` run the plain pipeline; ``checkfree_plus`` swaps stages on
+    odd micro-batches (its replica refresh overlaps the iteration: `simulator.run`);
+    ``redundant`` is the Bamboo event model (each stage also runs its successor's forward in
+    its bubbles, `simulator.schedule`); ``redundant_x2`` doubles every forward instead; and
+    ``redundant_imposed`` is the paper's measured 1.653x (``--redundant-overhead``) times the
+    plain pipeline. GPipe by default: CheckFree's code starts all micro-batches (up to 3 in
+    flight) and aggregates after the last backward, no 1F1B interleaving.
     """
     from simulator.schedule import simulate_iteration
 
     cluster = paper_geo_cluster()
     m = PAPER_GEO_MICRO_BATCHES
+    plain = simulate_iteration(cluster, m, schedule=schedule).iteration_s
+    n = cluster.n_stages
     return {
-        "checkpoint": simulate_iteration(cluster, m, schedule=schedule).iteration_s,
-        "checkfree": simulate_iteration(cluster, m, schedule=schedule).iteration_s,
+        "checkpoint": plain,
+        "checkfree": plain,
         "checkfree_plus": simulate_iteration(cluster, m, schedule=schedule, swap_odd=True).iteration_s,
         "redundant": simulate_iteration(cluster, m, schedule=schedule,
-                                        forward_multiplier=lambda s: 2.0).iteration_s,
+                                        redundant_of=lambda s: (s + 1) % n).iteration_s,
+        "redundant_x2": simulate_iteration(cluster, m, schedule=schedule,
+                                           forward_multiplier=lambda s: 2.0).iteration_s,
+        "redundant_imposed": PAPER_REDUNDANT_OVERHEAD * plain,
     }
 
 
 def paper_geo_report(schedule: str = "gpipe") -> list[dict[str, Any]]:
     """Rows (strategy, predicted_s, paper_s, ratio) comparing our prediction with the paper."""
     predicted = paper_geo_iteration_times(schedule)
-    paper = {"checkpoint": 91.35, "checkfree": 91.32, "checkfree_plus": 91.32, "redundant": 151.04}
+    paper = {"checkpoint": 91.35, "checkfree": 91.32, "checkfree_plus": 91.32, "redundant": 151.04,
+             "redundant_x2": 151.04, "redundant_imposed": 151.04}
     return [{"strategy": k, "predicted_s": v, "paper_s": paper[k], "ratio": v / paper[k]} for k, v in predicted.items()]
 
 

@@ -1,10 +1,10 @@
-"""Sweeps: strategies x failure rates x seeds, resumable, summarised as table, CSV and plots.
+"""Sweeps: strategies x failure rates x seeds, resumable, run in a process pool or on Ray.
 
-Runs go to a process pool (``executor="local"``: concurrent.futures, ``max_workers=2``) or
-to Ray (``executor="ray"``, the optional extra ``pip install shardproof[ray]``; ray is
-imported only then). The parent process is the only writer of ``OUT/runs.jsonl``: one JSON
-line per finished run, appended with one ``write`` of the complete line, then ``flush`` and
-``fsync``, so a kill loses at most the run in flight.
+Runs go to a process pool (``executor="local"``: concurrent.futures, ``max_workers=2``, spawn,
+``threads`` torch threads per worker, 1 by default) or to Ray (``executor="ray"``, the optional
+extra ``pip install shardproof[ray]``; ray is imported only then). The parent process is the only
+writer of ``OUT/runs.jsonl``: one JSON line per finished run, appended with one ``write`` of the
+complete line, then ``flush`` and ``fsync``, so a kill loses at most the runs in flight.
 
 Resume: on start the file is read back; every finished ``(strategy, failure_rate, seed)``
 key is skipped, never run twice. A corrupt *last* line (a kill mid-write) is dropped with a
@@ -12,36 +12,38 @@ warning and truncated away; a corrupt line anywhere else raises `SimulationError
 ``file:line``. Lines of a different sweep configuration (another model, cluster, target...)
 are refused rather than mixed.
 
-``no_failure`` never fails, so it runs once per seed under rate 0 and serves as the
-reference at every rate.
+No orphans: an interrupted sweep (Ctrl-C, SIGTERM) cancels the queued runs and terminates its
+pool workers before it exits; every worker also watches its parent and exits within a second
+when the parent is gone (a SIGKILL cannot be caught), see `_init_worker`.
 
-Outputs in OUT: ``runs.jsonl``, ``summary.csv``, ``loss_vs_time.png`` (validation loss vs
-simulated hours, one panel per rate), ``time_to_target.png`` (mean time to target with std
-error bars); `summary_table` renders the rich table.
+Progress: a rich progress bar when stderr is a terminal, else one plain line per finished run
+(``sweep: 3/65 runs done ...``) so logs of a detached sweep show progress.
+
+``no_failure`` never fails, so it runs once per seed under rate 0 and serves as the
+reference at every rate. Summaries, tables, CSV and plots: `simulator.stats`,
+`simulator.report`, `simulator.plots`.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
-import math
 import os
 import sys
+import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from simulator.cluster import Cluster
 from simulator.errors import SimulationError
 from simulator.run import NO_FAILURE, RunSpec, run_one
+from simulator.stats import summarize
 
-__all__ = [
-    "EXECUTORS", "SweepSpec", "Summary", "read_results", "append_result", "run_sweep", "summarize",
-    "summary_table", "write_summary_csv", "plot_loss_vs_time", "plot_time_to_target",
-]
+__all__ = ["EXECUTORS", "SweepSpec", "read_results", "append_result", "run_sweep", "summarize"]
 
 EXECUTORS = ("local", "ray")
 RESULTS_FILE = "runs.jsonl"
@@ -57,11 +59,12 @@ class SweepSpec:
     base: RunSpec
 
     def runs(self) -> list[RunSpec]:
-        """The grid's runs; ``no_failure`` only once per seed, at rate 0."""
+        """The grid's runs, seed by seed (a partial sweep holds complete paired seeds first);
+        ``no_failure`` only once per seed, at rate 0."""
         out, seen = [], set()
-        for strategy in self.strategies:
-            for rate in self.failure_rates:
-                for seed in self.seeds:
+        for seed in self.seeds:
+            for strategy in self.strategies:
+                for rate in self.failure_rates:
                     r = 0.0 if strategy == NO_FAILURE else float(rate)
                     if (strategy, r, seed) in seen:
                         continue
@@ -70,17 +73,38 @@ class SweepSpec:
         return out
 
     def config_sha256(self) -> str:
-        """Hash of everything but the grid axes: runs of different configs must not mix."""
+        """Hash of everything but the grid axes: runs of different configs must not mix.
+
+        RunSpec fields added after sweeps were stored (`LATER_FIELDS`) count only away from their
+        defaults, so adding an optional field does not orphan the sweeps already run.
+        """
         spec = {k: v for k, v in asdict(self.base).items() if k not in ("strategy", "failure_rate", "seed")}
+        for name, default in LATER_FIELDS.items():
+            if spec.get(name) == default:
+                del spec[name]
         spec["cluster"] = _cluster_identity(self.base.cluster)
         return hashlib.sha256(json.dumps(spec, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+
+# Fields of issue 16 (failure patterns; the shared host of `local-real`), added after issue 15's
+# sweeps were stored: name -> default. RunSpec's, then Cluster's.
+LATER_FIELDS: dict[str, Any] = {"mid_iteration": False, "failable_embedding": False}
+LATER_CLUSTER_FIELDS: dict[str, Any] = {"update_s": 0.0, "host_cores": None, "host_load": 0.0}
 
 
 def _cluster_identity(cluster: Cluster) -> dict[str, Any]:
     # The measured `local` preset differs run to run in its timings; its name and shape identify it.
     if cluster.name == "local":
         return {"name": "local", "n_stages": cluster.n_stages}
-    return {k: v for k, v in asdict(cluster).items() if k != "sources"}
+    # to_dict: JSON-able (region_links has tuple keys, which json cannot hash: issue 15)
+    d = cluster.to_dict()
+    d.pop("sources", None)
+    for name, default in LATER_CLUSTER_FIELDS.items():
+        if d.get(name) == default:
+            del d[name]
+    if d.get("model"):
+        d["model"] = {k: v for k, v in d["model"].items() if k != "sources"}
+    return d
 
 
 # -- results file -------------------------------------------------------------------------------
@@ -137,43 +161,67 @@ def _key(rec: dict[str, Any]) -> tuple[str, float, int]:
 
 # -- executors ---------------------------------------------------------------------------------
 
-def _init_worker() -> None:
-    # Two workers on two cores: one intra-op thread each (read by torch at import).
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("MKL_NUM_THREADS", "1")
+def _init_worker(threads: int = 1, parent_pid: int | None = None) -> None:
+    """Pool worker setup: ``threads`` intra-op torch threads, and exit when the parent is gone.
+
+    Two workers on two cores want one thread each: OpenMP with 2 threads on a busy 2-core machine
+    makes small ops up to 100x slower (docs/trainer.md). The watchdog thread polls the parent's
+    pid once a second and ends the worker when it changes (the parent was killed, even by
+    SIGKILL, and the worker was re-parented), so a killed sweep leaves no orphans.
+    """
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    os.environ["MKL_NUM_THREADS"] = str(threads)
     try:
         import torch
 
-        torch.set_num_threads(1)
+        torch.set_num_threads(threads)
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
+    if parent_pid is not None:
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def _local_results(specs: Sequence[RunSpec], max_workers: int) -> Iterable[dict[str, Any]]:
+def _local_results(specs: Sequence[RunSpec], max_workers: int, threads: int = 1) -> Iterable[dict[str, Any]]:
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     ctx = mp.get_context("spawn")  # no fork of a process that may hold torch threads
-    with ProcessPoolExecutor(max_workers=max_workers, mp_context=ctx, initializer=_init_worker) as pool:
+    pool = ProcessPoolExecutor(max_workers=max_workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(threads, os.getpid()))
+    finished = False
+    try:
         pending = {pool.submit(run_one, s) for s in specs}
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    yield fut.result()
-        finally:
-            for fut in pending:
-                fut.cancel()
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+        finished = True
+    finally:
+        if finished:
+            pool.shutdown(wait=True)
+        else:  # interrupted (Ctrl-C, SIGTERM, an error): no worker may outlive the sweep
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in mp.active_children():
+                proc.terminate()
+            for proc in mp.active_children():
+                proc.join(timeout=5)
 
 
-def _ray_results(specs: Sequence[RunSpec], max_workers: int) -> Iterable[dict[str, Any]]:
+def _ray_results(specs: Sequence[RunSpec], max_workers: int, threads: int = 1) -> Iterable[dict[str, Any]]:
     try:
         import ray
     except ImportError:
         raise SimulationError("--executor ray needs ray: pip install 'shardproof[ray]'") from None
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(num_cpus=1)(run_one)
+    remote = ray.remote(num_cpus=threads)(run_one)
     pending = [remote.remote(s) for s in specs]
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
@@ -182,16 +230,18 @@ def _ray_results(specs: Sequence[RunSpec], max_workers: int) -> Iterable[dict[st
 
 
 def run_sweep(sweep: SweepSpec, out: Path, *, executor: str = "local", max_workers: int = 2,
-              progress: bool = True, console: Any = None) -> list[dict[str, Any]]:
+              progress: bool = True, console: Any = None, threads: int = 1) -> list[dict[str, Any]]:
     """Run every missing run of ``sweep``, appending to ``out/runs.jsonl``; return all records."""
     if executor not in EXECUTORS:
         raise SimulationError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     if max_workers < 1:
         raise SimulationError(f"max_workers must be >= 1, got {max_workers}")
+    if threads < 1:
+        raise SimulationError(f"threads must be >= 1, got {threads}")
     out.mkdir(parents=True, exist_ok=True)
     lock = _lock(out)  # one writer per results directory; released when the process ends
     try:
-        return _run_sweep_locked(sweep, out, executor, max_workers, progress, console)
+        return _run_sweep_locked(sweep, out, executor, max_workers, progress, console, threads)
     finally:
         lock.close()
 
@@ -209,7 +259,7 @@ def _lock(out: Path):
 
 
 def _run_sweep_locked(sweep: SweepSpec, out: Path, executor: str, max_workers: int, progress: bool,
-                      console: Any) -> list[dict[str, Any]]:
+                      console: Any, threads: int) -> list[dict[str, Any]]:
     path = out / RESULTS_FILE
     sha = sweep.config_sha256()
     records = read_results(path)
@@ -221,219 +271,45 @@ def _run_sweep_locked(sweep: SweepSpec, out: Path, executor: str, max_workers: i
     todo = [s for s in sweep.runs() if s.key() not in done]
     source = _ray_results if executor == "ray" else _local_results
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = console or Console(stderr=True)
     total = len(sweep.runs())
-    with Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console, disable=not progress) as bar:
-        task = bar.add_task(f"{len(done)} resumed", total=total, completed=total - len(todo))
+    with _progress(console, progress, total, total - len(todo)) as advance:
         if todo:
-            for rec in source(todo, max_workers):
+            for rec in source(todo, max_workers, threads):
                 rec["config_sha256"] = sha
                 append_result(path, rec)
                 records.append(rec)
                 k = rec["key"]
-                bar.update(task, advance=1, description=f"{k['strategy']} rate={k['failure_rate']} seed={k['seed']}")
+                advance(f"{k['strategy']} rate={k['failure_rate']:g} seed={k['seed']} ({rec['wall_s']:.1f} s wall)")
     return records
 
 
-# -- summary -----------------------------------------------------------------------------------
+@contextmanager
+def _progress(console: Any, enabled: bool, total: int, resumed: int):
+    """A rich bar on a terminal, plain lines otherwise; yields ``advance(description)``."""
+    if not enabled:
+        yield lambda description: None
+        return
+    if console.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-@dataclass(frozen=True)
-class Summary:
-    """Time to target per (strategy, rate) over seeds (seconds; inf = not reached)."""
+        with Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=console) as bar:
+            task = bar.add_task(f"{resumed} resumed", total=total, completed=resumed)
+            yield lambda description: bar.update(task, advance=1, description=description)
+        return
+    t0, count = time.perf_counter(), [resumed]
+    stream = getattr(console, "file", None) or sys.stderr
+    print(f"sweep: {total} runs, {resumed} already done", file=stream, flush=True)
 
-    strategy: str
-    failure_rate: float
-    seeds: int
-    reached: int
-    mean_s: float
-    std_s: float
-    speedup_vs_checkpoint: float | None  # checkpoint mean / this mean (> 1: faster)
-    mean_iteration_s: float
-    mean_failures: float
-    mean_wall_s: float
-    times_s: tuple[float, ...] = field(default=())
+    def advance(description: str) -> None:
+        count[0] += 1
+        elapsed = time.perf_counter() - t0
+        print(f"sweep: {count[0]}/{total} runs done, last {description}, elapsed {elapsed:.0f} s",
+              file=stream, flush=True)
 
-
-def _mean_std(xs: Sequence[float]) -> tuple[float, float]:
-    if not xs:
-        return math.nan, math.nan
-    if any(math.isinf(x) for x in xs):
-        return math.inf, math.nan
-    m = sum(xs) / len(xs)
-    return m, (math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0)
-
-
-def summarize(records: Sequence[dict[str, Any]]) -> list[Summary]:
-    """Group runs by (strategy, rate); mean and sample std of time to target over seeds."""
-    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
-    for r in records:
-        k = _key(r)
-        groups.setdefault((k[0], k[1]), []).append(r)
-    raw = {}
-    for (strategy, rate), runs in groups.items():
-        times = tuple(math.inf if r["time_to_target_s"] is None else float(r["time_to_target_s"]) for r in runs)
-        raw[(strategy, rate)] = (runs, times, *_mean_std(times))
-    out = []
-    order = {n: i for i, n in enumerate([NO_FAILURE, "checkfree", "checkfree_plus", "checkpoint", "redundant"])}
-    for (strategy, rate), (runs, times, mean, std) in sorted(raw.items(), key=lambda kv: (
-            kv[0][1], order.get(kv[0][0], 99), kv[0][0])):
-        ck = raw.get(("checkpoint", rate))
-        speedup = None
-        if ck is not None and strategy != "checkpoint":
-            if math.isfinite(ck[2]) and math.isfinite(mean):
-                speedup = ck[2] / mean if mean > 0 else (1.0 if ck[2] == 0 else math.inf)
-            elif math.isinf(ck[2]) and math.isfinite(mean):
-                speedup = math.inf  # reached where checkpointing did not
-            elif math.isfinite(ck[2]):
-                speedup = 0.0  # checkpointing reached the target, this strategy did not
-        n = len(runs)
-        out.append(Summary(strategy, rate, n, sum(math.isfinite(t) for t in times), mean, std, speedup,
-                           sum(float(r["iteration_s"] or 0.0) for r in runs) / n,
-                           sum(r["failures"] for r in runs) / n, sum(r["wall_s"] for r in runs) / n, times))
-    return out
-
-
-def time_unit(max_s: float) -> tuple[str, float]:
-    """A readable unit for simulated times up to ``max_s``: (name, seconds per unit)."""
-    if not math.isfinite(max_s) or max_s >= 2 * 3600:
-        return "h", 3600.0
-    if max_s >= 120:
-        return "min", 60.0
-    return "s", 1.0
-
-
-def _fmt_t(seconds: float, per_unit: float) -> str:
-    if math.isinf(seconds):
-        return "not reached"
-    if math.isnan(seconds):
-        return "-"
-    return f"{seconds / per_unit:.3f}"
-
-
-def summary_table(summaries: Sequence[Summary], target: float | None) -> Any:
-    """A rich Table of the summary (simulated s, min or h, whichever reads best)."""
-    from rich.table import Table
-
-    finite = [s.mean_s for s in summaries if math.isfinite(s.mean_s)]
-    unit, per = time_unit(max(finite, default=math.inf))
-    t = Table(title=f"time to validation loss <= {target} (simulated {unit}, mean ± std over seeds)")
-    for col in ("strategy", "failure rate", "reached", f"mean {unit}", f"std {unit}", "speedup vs checkpoint",
-                "iteration s", "failures", "wall s"):
-        t.add_column(col, justify="left" if col == "strategy" else "right")
-    for s in summaries:
-        sp = "-" if s.speedup_vs_checkpoint is None else (
-            "inf" if math.isinf(s.speedup_vs_checkpoint) else f"{s.speedup_vs_checkpoint:.2f}x")
-        t.add_row(s.strategy, "any" if s.strategy == NO_FAILURE else f"{s.failure_rate:g}",
-                  f"{s.reached}/{s.seeds}", _fmt_t(s.mean_s, per), _fmt_t(s.std_s, per), sp, f"{s.mean_iteration_s:.3f}",
-                  f"{s.mean_failures:.1f}", f"{s.mean_wall_s:.1f}")
-    return t
-
-
-def write_summary_csv(summaries: Sequence[Summary], path: Path) -> None:
-    """``summary.csv``: one row per (strategy, rate); 'inf' where the target was not reached."""
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["strategy", "failure_rate", "seeds", "reached", "mean_time_to_target_s",
-                    "std_time_to_target_s", "mean_time_to_target_h", "speedup_vs_checkpoint",
-                    "mean_iteration_s", "mean_failures", "mean_wall_s"])
-        for s in summaries:
-            w.writerow([s.strategy, s.failure_rate, s.seeds, s.reached, _num(s.mean_s), _num(s.std_s),
-                        _num(s.mean_s / 3600), "" if s.speedup_vs_checkpoint is None else _num(s.speedup_vs_checkpoint),
-                        _num(s.mean_iteration_s), _num(s.mean_failures), _num(s.mean_wall_s)])
-
-
-def _num(x: float) -> str:
-    return "inf" if math.isinf(x) else ("" if math.isnan(x) else f"{x:.6g}")
-
-
-_COLORS = {NO_FAILURE: "black", "checkfree": "tab:blue", "checkfree_plus": "tab:green",
-           "checkpoint": "tab:red", "redundant": "tab:purple"}
-
-
-def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: float | None = None) -> None:
-    """Validation loss vs simulated time per strategy, one panel per failure rate (seeds thin)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rates = sorted({_key(r)[1] for r in records if _key(r)[0] != NO_FAILURE}) or [0.0]
-    unit, per = time_unit(max((row["sim_time_s"] for r in records for row in r["rows"]), default=0.0))
-    fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4), squeeze=False, sharey=True)
-    for ax, rate in zip(axes[0], rates):
-        labelled = set()
-        for r in sorted(records, key=_key):
-            strategy, r_rate, _ = _key(r)
-            if r_rate != rate and strategy != NO_FAILURE:
-                continue
-            pts = [(row["sim_time_s"] / per, row["val_loss"]) for row in r["rows"] if row["val_loss"] is not None]
-            if not pts:
-                continue
-            xs, ys = zip(*pts)
-            ax.plot(xs, ys, color=_COLORS.get(strategy), alpha=0.8, lw=1.2,
-                    ls="--" if strategy == NO_FAILURE else "-",
-                    label=None if strategy in labelled else strategy)
-            labelled.add(strategy)
-        if target is not None:
-            ax.axhline(target, color="grey", lw=0.8, ls=":")
-        ax.set_title(f"failure rate {rate:g}")
-        ax.set_xlabel(f"simulated time ({unit})")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("validation loss (nats/token)")
-    axes[0][-1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_time_to_target(summaries: Sequence[Summary], path: Path) -> None:
-    """Bars of mean time to target per strategy, grouped by rate, std error bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rates = sorted({s.failure_rate for s in summaries if s.strategy != NO_FAILURE}) or [0.0]
-    strategies = list(dict.fromkeys(s.strategy for s in summaries))
-    by = {(s.strategy, s.failure_rate): s for s in summaries}
-    unit, per = time_unit(max((s.mean_s for s in summaries if math.isfinite(s.mean_s)), default=math.inf))
-    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(rates)), 4))
-    width = 0.8 / max(1, len(strategies))
-    for j, strategy in enumerate(strategies):
-        for i, rate in enumerate(rates):
-            s = by.get((strategy, 0.0 if strategy == NO_FAILURE else rate))
-            if s is None:
-                continue
-            x = i + (j - (len(strategies) - 1) / 2) * width
-            if math.isfinite(s.mean_s):
-                ax.bar(x, s.mean_s / per, width, yerr=(s.std_s / per if math.isfinite(s.std_s) else 0),
-                       color=_COLORS.get(strategy), capsize=3, label=strategy if i == 0 else None)
-            else:
-                ax.bar(x, 0, width, color=_COLORS.get(strategy), label=strategy if i == 0 else None)
-                ax.annotate("not\nreached", (x, 0), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(rates)), [f"{r:g}" for r in rates])
-    ax.set_xlabel("failure rate")
-    ax.set_ylabel(f"time to target (simulated {unit})")
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_outputs(records: Sequence[dict[str, Any]], out: Path, target: float | None,
-                  print_fn: Callable[[Any], None] | None = None) -> list[Summary]:
-    """summary.csv, the two PNGs, and the rich table (through ``print_fn``)."""
-    summaries = summarize(records)
-    write_summary_csv(summaries, out / "summary.csv")
-    plot_loss_vs_time(records, out / "loss_vs_time.png", target)
-    plot_time_to_target(summaries, out / "time_to_target.png")
-    if print_fn is not None:
-        print_fn(summary_table(summaries, target))
-    return summaries
+    yield advance
 
 
 if __name__ == "__main__":  # pragma: no cover

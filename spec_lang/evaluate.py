@@ -199,7 +199,10 @@ class _Evaluator:
             case (Op.NEG | Op.RECIP | Op.EXP | Op.LOG | Op.SQRT | Op.RSQRT | Op.POW | Op.SIGMOID
                   | Op.SILU | Op.TANH | Op.GELU | Op.ERF):
                 x = v[0].data
-                with np.errstate(all="ignore"):
+                # 1/0, 0^-1, log(0), sqrt(-1): the IEEE value is the semantics (a NaN where the
+                # spec is finite is a divergence); overflow follows the caller's errstate (the
+                # replay raises on it: proofs/replay.py)
+                with np.errstate(divide="ignore", invalid="ignore"):
                     y = _UNARY[op](x, at)
                 return NamedArray(v[0].axes, y)
             case Op.CAST | Op.STOP_GRAD:

@@ -32,6 +32,8 @@ _RATIONAL = re.compile(r"(0|-?[1-9][0-9]{0,%d})/([1-9][0-9]{0,%d})" % (MAX_DIGIT
 _BASE = re.compile(r"[1-9][0-9]{0,%d}" % (MAX_DIGITS - 1))
 _EXPONENT = re.compile(r"([1-9][0-9]{0,%d})/([1-9][0-9]{0,%d})" % (MAX_EXP_DIGITS - 1,
                                                                    MAX_EXP_DIGITS - 1))
+_PI_EXPONENT = re.compile(r"(-?[1-9][0-9]{0,%d})/([1-9][0-9]{0,%d})" % (MAX_EXP_DIGITS - 1,
+                                                                        MAX_EXP_DIGITS - 1))
 
 
 class NotCertifiable(ValueError):
@@ -66,18 +68,24 @@ def certificate_form(v: Any) -> dict[str, Any]:
         for f in sympy.Mul.make_args(rest):
             if f == 1:
                 continue
+            if f is sympy.pi or (f.is_Pow and f.base is sympy.pi and f.exp.is_Rational
+                                 and f.exp != 0):
+                e = sympy.Integer(1) if f is sympy.pi else f.exp   # GELU's sqrt(2/pi)
+                factors.append((1, 0, int(e.p), int(e.q)))
+                continue
             if not (f.is_Pow and f.base.is_Integer and f.base > 1 and f.exp.is_Rational
                     and 0 < f.exp < 1):
-                raise NotCertifiable(f"{v} is not a sum of rational multiples of rational "
-                                     f"powers of integers (factor {f})")
-            factors.append((int(f.base), int(f.exp.p), int(f.exp.q)))
+                raise NotCertifiable(f"{v} is not a sum of rational multiples of rational powers "
+                                 f"of integers and pi (factor {f})")
+            factors.append((0, int(f.base), int(f.exp.p), int(f.exp.q)))
         factors.sort()
         n_factors += len(factors)
         terms.append([_rational_text(int(c.p), int(c.q)),
-                      [[str(b), f"{p}/{q}"] for b, p, q in factors]])
+                      [["pi" if k else str(b), f"{p}/{q}"] for k, b, p, q in factors]])
     terms.sort(key=lambda t: json.dumps(t[1]))
     if not 1 <= len(terms) <= MAX_TERMS or n_factors > MAX_FACTORS or any(
-            _BASE.fullmatch(b) is None or _EXPONENT.fullmatch(e) is None
+            (_PI_EXPONENT.fullmatch(e) is None if b == "pi"
+             else _BASE.fullmatch(b) is None or _EXPONENT.fullmatch(e) is None)
             for _, fs in terms for b, e in fs):
         raise NotCertifiable(f"{v} exceeds the certificate's bounds on exact constants")
     return {"alg": terms}

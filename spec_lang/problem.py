@@ -68,6 +68,11 @@ class Problem:
     schedule: object = None
     # marked boundaries of both traces: where the prover may cut obligations (proofs/cut.py)
     cut_points: tuple = ()
-    # the front end that traced the file ("dsl": spec_lang.load); the certificate records it
+    # plan outputs whose value could not be lowered (the PyTorch front end: an op without a
+    # lowering rule): (goal name, reason naming the op and the user's line). Such a problem is
+    # never EQUIVALENT (proofs/prover.py makes its verdict UNKNOWN at best).
+    unsupported: tuple[tuple[str, str], ...] = ()
+    # the front end that traced the file ("dsl": spec_lang.load, "torch":
+    # spec_lang.torch_frontend.load); the certificate records it
     # and the checker's re-trace uses the same one (proofs/isolation.py)
     frontend: str = "dsl"

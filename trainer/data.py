@@ -42,6 +42,7 @@ __all__ = [
     "TokenSplit",
     "load_tokens",
     "TokenSampler",
+    "sampler_generator",
     "validation_windows",
     "remove_cache",
 ]
@@ -144,6 +145,15 @@ def load_tokens(data: str | None, vocab_size: int, context: int, cache_dir: Path
     return TokenSplit(train=train, val=val, corpus_sha256=digest)
 
 
+def sampler_generator(seed: int) -> np.random.Generator:
+    """The generator behind `TokenSampler(seed)`: its `bit_generator.state` is the initial data position.
+
+    The real multi-process run keeps the data position in its driver (trainer/distributed), so a
+    killed embedding stage does not lose it; this is where that position starts.
+    """
+    return np.random.default_rng(np.random.SeedSequence([seed, 0x5A3D]))
+
+
 class TokenSampler:
     """Random (T + 1)-token windows of the training split, from an owned seeded generator.
 
@@ -156,7 +166,7 @@ class TokenSampler:
 
         self._tokens = torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64))
         self._context = context
-        self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5A3D]))
+        self._rng = sampler_generator(seed)
         self._offsets = torch.arange(context + 1)  # (T+1,)
         self._high = len(tokens) - context  # exclusive upper bound of a window start
 

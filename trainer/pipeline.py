@@ -49,12 +49,24 @@ from trainer.model import (
 )
 from trainer.schedule import learning_rate
 
-__all__ = ["PipelineTrainer", "StageState", "TrainerSnapshot", "ADAM_BETAS", "ADAM_EPS", "FP32_BYTES"]
+__all__ = ["PipelineTrainer", "StageState", "TrainerSnapshot", "ADAM_BETAS", "ADAM_EPS", "FP32_BYTES",
+           "stage_generator"]
 
 ADAM_BETAS = (0.9, 0.999)  # torch defaults; CheckFree published code `make_optim` uses the same
 ADAM_EPS = 1e-8
 FP32_BYTES = 4
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1
+
+
+def stage_generator(seed: int, stage: int, salt: int) -> torch.Generator:
+    """The torch.Generator that initialises `stage` (salt 0 at start, k for the k-th re-initialisation).
+
+    Seeded from SeedSequence([seed, stage, salt]), so a stage's initial weights depend only on
+    these three integers: the real multi-process run (trainer/distributed) builds the same weights
+    in each stage's own process.
+    """
+    value = int(np.random.SeedSequence([seed, stage, salt]).generate_state(1, np.uint64)[0])
+    return torch.Generator().manual_seed(value & ((1 << 63) - 1))
 
 
 @dataclass(frozen=True)
@@ -107,8 +119,7 @@ class PipelineTrainer:
 
     # ------------------------------------------------------------------ construction helpers
     def _generator(self, stage: int, salt: int) -> torch.Generator:
-        seed = int(np.random.SeedSequence([self.config.seed, stage, salt]).generate_state(1, np.uint64)[0])
-        return torch.Generator().manual_seed(seed & ((1 << 63) - 1))
+        return stage_generator(self.config.seed, stage, salt)
 
     def _init_stage(self, stage: int, salt: int) -> None:
         module, gen = self._stages[stage], self._generator(stage, salt)
@@ -319,6 +330,27 @@ class PipelineTrainer:
             self._stages[stage].load_state_dict(dict(weights), strict=True)
         except RuntimeError as exc:
             raise TrainerError(f"weights do not fit stage {stage}: {str(exc).splitlines()[0]}") from None
+
+    def set_lr_scale(self, stage: int, lr_scale: float) -> None:
+        """Change the stage's LR multiplier, keeping its Adam state (a decaying post-recovery bump)."""
+        self._check_stage(stage)
+        if not lr_scale > 0:
+            raise TrainerError(f"lr_scale must be > 0, got {lr_scale!r}")
+        self._lr_scales[stage] = float(lr_scale)
+
+    @property
+    def reinit_count(self) -> int:
+        """Re-initialisations so far; the k-th uses salt k in `stage_generator`."""
+        return self._reinit_count
+
+    def data_state(self) -> dict[str, Any]:
+        """A copy of the data position (the training sampler's generator state)."""
+        return copy.deepcopy(self._sampler.state())
+
+    def set_data_state(self, state: dict[str, Any], iteration: int) -> None:
+        """Return the data position and the iteration counter to a `data_state()` taken earlier."""
+        self._sampler.set_state(copy.deepcopy(state))
+        self.iteration = int(iteration)
 
     def reset_optimizer(self, stage: int, lr_scale: float = 1.0) -> None:
         """Fresh Adam for the stage (moments zero, step 0) with LR = scheduled LR x lr_scale."""

@@ -20,9 +20,6 @@ from tests.adversarial.forge import (certificate, forge_refutation, forge_smt, p
 PLANS = Path(__file__).resolve().parent / "plans"
 
 
-@pytest.mark.xfail(strict=True, reason="finding 2: proofs/smt.py names an input's z3 constants "
-                   "'name[i]' and PART addends 'part:<hash16>@r[i]' in one namespace; a spec "
-                   "input named like rank 0's addend makes a wrong plan's smt step unsat")
 def test_input_named_like_a_part_addend(tmp_path):
     text = (PLANS / "part_alias.py.in").read_text()
     first = tmp_path / "plan.py"
@@ -36,9 +33,6 @@ def test_input_named_like_a_part_addend(tmp_path):
         check_certificate(forged, plan_path=first)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 3: the checker accepts a NOT EQUIVALENT replay whose "
-                   "only divergence is float64 overflow: the `exclude` edge case puts -1e6 in any "
-                   "real input and `differs` counts inf-vs-finite as a divergence")
 def test_overflow_is_not_a_refutation(tmp_path):
     plan = PLANS / "lse_noshift.py"                # equal over the reals (no max shift)
     cert = certificate(plan, tmp_path / "genuine.json")

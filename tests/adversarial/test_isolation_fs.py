@@ -29,9 +29,6 @@ def _sandbox(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: a plan traced in the child writes "
-                   "proofs/prover/__init__.py, which the parent prove process then imports: "
-                   "the plan prints the verdict and prove exits 0 (plan isolation, family 6)")
 def test_plan_cannot_shadow_a_module_of_the_verdict_process(tmp_path):
     root = _sandbox(tmp_path)
     plan = tmp_path / "plan.py"
@@ -43,4 +40,55 @@ def test_plan_cannot_shadow_a_module_of_the_verdict_process(tmp_path):
     # the plan is wrong (no dp all-reduce): prove must say NOT EQUIVALENT (exit 1), and nothing
     # the plan wrote may run in prove's own process
     assert "written by the plan file" not in r.stdout
+    # proofs/code_guard.py: the installation changed while the plan ran -> a refusal (exit 3,
+    # bad input), never a verdict
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "while the plan file ran in its tracing process" in r.stderr, r.stderr
+
+
+def test_forged_bytecode_caches_never_run(tmp_path):
+    """A plan that forges ``__pycache__`` entries for every module of ``proofs/``: the caches
+    that appeared or changed are removed after its child (``proofs/code_guard.py``), so
+    ``prove``'s self-check compiles from source and the verdict stays NOT EQUIVALENT."""
+    root = _sandbox(tmp_path)
+    plan = tmp_path / "plan.py"
+    shutil.copy(PLANS / "iso_forged_pyc.py", plan)
+    boot = ("import sys; sys.path.insert(0, sys.argv[1]); from proofs.cli import prove_main; "
+            "sys.exit(prove_main(sys.argv[2:]))")
+    r = subprocess.run([sys.executable, "-I", "-c", boot, str(root), str(plan)],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert not (root / "FORGED_RAN").exists(), (root / "FORGED_RAN").read_text()
     assert r.returncode == 1, r.stdout + r.stderr
+    assert "NOT EQUIVALENT" in r.stdout
+
+
+_GUARD = """
+import os, sys, importlib.util
+sys.path.insert(0, sys.argv[1])
+from proofs import code_guard
+root = sys.argv[1]
+snap = code_guard.snapshot()
+# another process's first import: a new __pycache__ in a package directory, and a valid cache
+os.makedirs(os.path.join(root, 'spec_lang', 'models', '__pycache__'), exist_ok=True)
+new_pyc = importlib.util.cache_from_source(os.path.join(root, 'spec_lang', 'models', 'x.py'))
+open(new_pyc, 'wb').write(b'cache')
+removed = code_guard.compare(snap)
+assert removed == [new_pyc] and not os.path.exists(new_pyc), removed
+# a new module in the installation is a refusal
+open(os.path.join(root, 'proofs', 'prover_extra.py'), 'w').write('')
+try:
+    code_guard.compare(snap)
+except code_guard.CodeChanged as e:
+    print('refused:', e)
+"""
+
+
+def test_code_guard_ignores_new_pycache_dirs_and_removes_new_caches(tmp_path):
+    """Stop 19's CI: a concurrent worker's first import created ``spec_lang/models/__pycache__``
+    (the directory's mtime changed) and ``prove`` refused a correct plan. Directories are
+    recorded by inode only; new caches are deleted, not refused; a new ``.py`` is refused."""
+    root = _sandbox(tmp_path)
+    r = subprocess.run([sys.executable, "-I", "-c", _GUARD, str(root)], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "refused:" in r.stdout and "prover_extra.py appeared" in r.stdout, r.stdout

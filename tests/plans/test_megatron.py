@@ -80,7 +80,7 @@ def test_megatron_accepts_config_model_or_spec():
     model = llama(DEBUG)
     for x in (DEBUG, model, model.spec(AdamW())):
         assert megatron(x, tp=2, dp=1, microbatches=1).mesh.sizes == {"dp": 1, "tp": 2}
-    with pytest.raises(PlanError, match="needs a Llama model"):
+    with pytest.raises(PlanError, match="needs a model following spec_lang.models.protocol"):
         megatron("debug", tp=2, dp=1, microbatches=1)
 
 

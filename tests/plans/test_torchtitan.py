@@ -120,7 +120,7 @@ def test_unknown_schedule_and_data_parallel_are_plan_errors():
 def test_wrong_model_kinds_are_plan_errors():
     with pytest.raises(PlanError, match=r"test_torchtitan\.py:\d+: moe_megatron needs an MoEModel"):
         moe_megatron(LLAMA, tp=2, dp=2, microbatches=2)
-    with pytest.raises(PlanError, match="torchtitan plans need a Llama or MoE model"):
+    with pytest.raises(PlanError, match="torchtitan plans needs a model following spec_lang.models.protocol"):
         torchtitan_2d(object(), dp=2, tp=2)
 
 

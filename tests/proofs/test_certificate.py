@@ -389,10 +389,10 @@ MALFORMED_EDITS = [
 @pytest.mark.parametrize("limit", [0, 10**9], ids=["kernel", "schema"])
 @pytest.mark.parametrize("what,edit", MALFORMED_EDITS, ids=[m[0] for m in MALFORMED_EDITS])
 def test_malformed_edit_exits_3(tmp_path, capsys, monkeypatch, cert_dict, what, edit, limit):
-    import proofs.checker
+    import proofs.checker_load
     from proofs.cli import check_main
 
-    monkeypatch.setattr(proofs.checker, "SCHEMA_FULL_LIMIT", limit)
+    monkeypatch.setattr(proofs.checker_load, "SCHEMA_FULL_LIMIT", limit)
     c = copy.deepcopy(cert_dict)
     edit(c)
     p = _write(tmp_path, c)

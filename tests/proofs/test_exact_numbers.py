@@ -71,7 +71,7 @@ def test_the_attention_scale_is_a_radical():
     assert parse_rational("-3/4") == Fraction(-3, 4) and parse_rational("0/1") == 0
 
 
-@pytest.mark.parametrize("v", [sympy.pi, sympy.E, sympy.log(2), sympy.sqrt(1 + sympy.sqrt(2)),
+@pytest.mark.parametrize("v", [sympy.E, sympy.pi + sympy.E, sympy.log(2), sympy.sqrt(1 + sympy.sqrt(2)),
                                1 / (1 + sympy.sqrt(2)), sympy.Float(0.5), sympy.I, sympy.nan,
                                sympy.zoo, sympy.oo, 0.5, "1/2", True])
 def test_numbers_outside_the_class_have_no_form(v):
@@ -223,3 +223,21 @@ def _walk(t):
 
 
 # no module of the checker calls an evaluator: tests/proofs/test_trusted_base.py
+
+
+@pytest.mark.parametrize("v", [sympy.sqrt(2) / sympy.sqrt(sympy.pi), sympy.pi, 1 / sympy.pi,
+                               sympy.Rational(1, 3) + sympy.sqrt(2 * sympy.pi)])
+def test_pi_powers_have_one_canonical_form(v):
+    """GELU's tanh form needs sqrt(2/pi) (GPT-2, issue 12): ``["pi", "A/D"]`` factors, A/D a
+    nonzero rational, decoded to the same value; producer and checker forms agree."""
+    e = encode_number(v)
+    assert e == certificate_form(v)
+    assert sympy.simplify(decode_number(e) - v) == 0
+
+
+@pytest.mark.parametrize("alg", [[["1/1", [["pi", "0/1"]]]], [["1/1", [["pi", "2/4"]]]],
+                                 [["1/1", [["pi", "1/2"], ["2", "1/2"]]]],
+                                 [["1/1", [["pi", "+1/2"]]]], [["1/1", [["PI", "1/2"]]]]])
+def test_pi_factors_outside_the_grammar_are_rejected(alg):
+    with pytest.raises(ExactError):
+        decode_number({"alg": alg})

@@ -125,7 +125,7 @@ EDITS = [
     ("extra key", _set(["extra"], 1), "top level"),
     ("other format", _set(["format"], "x"), "format"),
     ("other version", _set(["version"], 2), "format"),
-    ("unknown front end", _set(["frontend"], "torch"), "frontend"),
+    ("unknown front end", _set(["frontend"], "jax"), "frontend"),
     ("binding size 0", _set(["binding", "B"], 0), "binding"),
     ("binding float", _set(["binding", "B"], 2.0), "binding"),
     ("mesh not pairs", _set(["mesh"], {"pp": 2}), "mesh"),
@@ -168,3 +168,44 @@ def test_malformed_data_is_rejected_with_one_line(doc, what, edit, where):
 def test_the_unedited_document_parses(doc):
     pd = parse_problem_data(copy.deepcopy(doc))
     assert pd.schedule["kind"] == "pipeline" and any(r["side"] == "plan" for r in pd.rng)
+
+
+def test_unsupported_outputs_round_trip_and_malformed_ones_are_rejected(doc):
+    d = copy.deepcopy(doc)
+    d["unsupported"] = [["grad:w", "aten.foo.default has no lowering rule (train.py:12)"]]
+    pd = parse_problem_data(d)
+    assert pd.unsupported == (("grad:w", "aten.foo.default has no lowering rule (train.py:12)"),)
+    assert to_problem(pd, "p.py", "0" * 64).unsupported == pd.unsupported
+    d["unsupported"] = [["grad:w"]]
+    with pytest.raises(ProblemDataError, match="unsupported"):
+        parse_problem_data(d)
+
+
+class _Done:
+    """A finished re-trace whose child answered ``pd``."""
+
+    def __init__(self, pd):
+        self.pd, self.path = pd, "p.py"
+
+    def result(self):
+        return self.pd
+
+
+def test_retrace_rejects_equivalent_when_the_plan_has_outputs_not_lowered():
+    from proofs.certificate import certificate_of
+    from proofs.errors import CertificateError
+    from proofs.prover import prove
+    from proofs.retrace import finish_retrace
+
+    p = spec_lang.load(PLANS["tiny"])
+    r = prove(p)
+    assert r.verdict == "EQUIVALENT"
+    cert = certificate_of(r)
+    hashes = node_hash_table(NodeTable.from_json(cert["nodes"]))
+    doc = json.loads(json.dumps(problem_to_data(p)))
+    finish_retrace(_Done(parse_problem_data(copy.deepcopy(doc))), cert, hashes)  # accepted
+    doc["unsupported"] = [["grad:extra", "aten.foo.default has no lowering rule (p.py:3)"]]
+    with pytest.raises(CertificateError, match="could not lower 1 plan output"):
+        finish_retrace(_Done(parse_problem_data(doc)), cert, hashes)
+    cert["verdict"] = "UNKNOWN"
+    finish_retrace(_Done(parse_problem_data(doc)), cert, hashes)

@@ -259,7 +259,8 @@ def test_forged_refutation_at_sizes_where_a_literal_changes_meaning_is_rejected(
 
     pr = load(_mean_literal_plan(tmp_path, "1, 8"))
     allow_any = lambda goals, real, found: (found, [])  # noqa: E731
-    with reduced_search_only(), mock.patch("proofs.confirm.confirmation_binding", allow_any), \
+    with reduced_search_only(), mock.patch("proofs.confirm.REAL_CONFIRM_MAX_EVAL", 0), \
+            mock.patch("proofs.confirm.confirmation_binding", allow_any), \
             mock.patch("proofs.confirm.replay_binding_error", lambda *a: None):
         r = prove(pr, timeout_s=60)         # a forger's prover: any reduced divergence counts
     assert r.verdict == "NOT EQUIVALENT" and r.counterexample.reduced_binding["B"] < 8

@@ -45,6 +45,7 @@ def test_encoding_matches_the_evaluator(name, t):
     subs = []
     for key, c in enc.consts.items():
         name_, idx = key[:-1].split("[")
+        name_ = name_.split(":", 2)[2]          # "in:<kind>:<name>" (inputs' own namespace)
         val = inputs[name_][tuple(int(i) for i in idx.split(",") if i)]
         if z3.is_to_real(c):
             subs.append((c.arg(0), z3.IntVal(int(val), enc.ctx)))

@@ -198,3 +198,35 @@ def test_a_sum_of_a_partial_sum_of_a_covering_indicator():
     for t, want in cases.items():
         assert CONTEXT_FREE.sign(t) == want, f"{t!r}"
         assert theirs.sign(ids[id(t)]) == want, f"{t!r}"
+
+
+def test_a_covering_indicator_sliced_along_another_summed_dim():
+    """The flattened form ``sum_{E,T} SHARD(topk_mask(E), T, ep)`` (B42 after einsum-nested) is
+    > 0: a rank's block of T is nonempty and each of its rows has a 1 along the whole E. Sliced
+    along the covering dim E itself, it is only >= 0 (the block may miss the selected expert)."""
+    scores = fresh(["E", "T"])
+    cases = {b.einsum([b.shard(b.topk_mask(scores, "E", 1), "T", "ep")], []): POS,
+             b.einsum([b.shard(b.topk_mask(scores, "E", 1), "E", "ep")], []): NONNEG}
+    nodes = walk(list(cases))
+    table, ids = NodeTable(), {}
+    from_terms(table, nodes, ids)
+    theirs = CheckerSigns(table)
+    for t, want in cases.items():
+        assert CONTEXT_FREE.sign(t) == want, f"{t!r}"
+        assert theirs.sign(ids[id(t)]) == want, f"{t!r}"
+
+
+def test_a_nested_sum_of_the_whole_mask_is_its_total():
+    """``sum_S sum_B mask`` is the batch's token count (> 0 by the mask domain), producer and
+    checker; a sum of one rank's block, or one that keeps S, is only >= 0."""
+    m = b.inp("m", ["B", "S"], "data", "mask")
+    cases = {b.einsum([b.einsum([m], ["S"])], []): POS,
+             b.einsum([b.einsum([b.shard(m, "B", "dp")], ["S"])], []): NONNEG,
+             b.einsum([b.einsum([m], ["S"])], ["S"]): NONNEG}
+    nodes = walk(list(cases))
+    table, ids = NodeTable(), {}
+    from_terms(table, nodes, ids)
+    theirs = CheckerSigns(table)
+    for t, want in cases.items():
+        assert Signs().sign(t) == want, f"{t!r}"
+        assert theirs.sign(ids[id(t)]) == want, f"{t!r}"

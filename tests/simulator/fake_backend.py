@@ -138,3 +138,15 @@ def make_strategy(name: str, **knobs) -> FakeStrategy:
 
 BACKEND = Backend(make_trainer=FakeTrainer, make_strategy=make_strategy,
                   strategy_names=lambda: ("no_failure", "checkfree", "checkfree_plus", "checkpoint", "redundant"))
+
+
+class ThreadProbeTrainer(FakeTrainer):
+    """A fake trainer whose validation 'loss' is torch's intra-op thread count in the run's process."""
+
+    def evaluate(self, n_batches: int = 4) -> float:
+        import torch
+
+        return float(torch.get_num_threads())
+
+
+THREADS = Backend(make_trainer=ThreadProbeTrainer, make_strategy=make_strategy, strategy_names=BACKEND.strategy_names)

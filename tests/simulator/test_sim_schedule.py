@@ -132,3 +132,52 @@ def test_gpipe_swap_costs_one_backward_slot_per_swapped_pair(m, n_stage_ids):
     assert simulate_iteration(c, m, schedule="gpipe").iteration_s == pytest.approx((m + p - 1) * (t_f + t_b))
     swapped = simulate_iteration(c, m, schedule="gpipe", swap_odd=True).iteration_s
     assert swapped == pytest.approx((m + p - 1) * (t_f + t_b) + 2 * t_b)
+
+
+# -- Bamboo redundant computation, event model (issue 15) ----------------------------------------
+
+def _ring(n: int):
+    return lambda s: (s + 1) % n
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("s", [2, 3, 6])
+def test_redundant_forward_fits_in_the_bubbles_of_one_micro_batch(schedule, s):
+    # one micro-batch: node p idles from (p+1) t_f until its backward at s t_f + (s-1-p) t_b; the
+    # successor's forward (t_f) fits there when t_b >= t_f, so the iteration keeps s (t_f + t_b); the
+    # last position has no successor in the pipe (its output is the loss): s - 1 redundant forwards
+    t_f, t_b = 0.5, 1.0
+    got = simulate_iteration(chain(s, t_f, t_b), 1, schedule=schedule, redundant_of=_ring(s))
+    assert got.iteration_s == pytest.approx(s * (t_f + t_b), abs=1e-12)
+    assert got.redundant_s == pytest.approx((s - 1) * t_f, abs=1e-12)
+
+
+@pytest.mark.parametrize("m", [4, 8, 16])
+def test_redundant_forward_without_bubbles_costs_compute(m):
+    # two stages, GPipe: node 0 must run m own forwards, m backwards and m redundant forwards of
+    # stage 1; no schedule can finish before that work is done
+    t_f, t_b = 1.0, 2.0
+    plain = simulate_iteration(chain(2, t_f, t_b), m, schedule="gpipe").iteration_s
+    got = simulate_iteration(chain(2, t_f, t_b), m, schedule="gpipe", redundant_of=_ring(2)).iteration_s
+    assert got >= m * (2 * t_f + t_b) - 1e-12
+    assert got > plain
+    doubled = simulate_iteration(chain(2, t_f, t_b), m, schedule="gpipe", forward_multiplier=lambda s: 2.0)
+    assert got <= doubled.iteration_s + t_f + 1e-12  # low priority never costs more than one op's wait
+
+
+def test_redundant_stash_and_memory_spill():
+    # activations to host memory run off the compute; memory over the node's budget is swapped out
+    # and back at the start of the iteration, shifting the whole one-micro-batch pipeline by it
+    s, t_f, t_b = 3, 0.5, 1.0
+    base = dict(stage_forward_s=(t_f,) * s, stage_backward_s=(t_b,) * s, activation_bytes=1000,
+                stage_gradient_bytes=(100,) * s, default_link=LinkSpec(0.0, math.inf), storage_bytes_per_s=1e9,
+                restart_delay_s=0.0, head_on_stage0=False, host_bytes_per_s=1000.0)
+    free = simulate_iteration(Cluster(name="m", **base), 1, schedule="gpipe", redundant_of=_ring(s))
+    assert free.peak_node_bytes == 2 * 3 * 100  # own stage + replica, parameters and Adam (3x)
+    # the last stash (1000 B at 1000 B/s = 1 s) starts when the second-to-last redundant forward ends
+    assert free.iteration_s == pytest.approx(s * (t_f + t_b), abs=1e-12)
+    tight = simulate_iteration(Cluster(name="m", node_memory_bytes=500, **base), 1, schedule="gpipe",
+                               redundant_of=_ring(s))
+    assert tight.iteration_s == pytest.approx(free.iteration_s + 2 * 100 / 1000.0, abs=1e-12)
+    with pytest.raises(SimulationError, match=r"redundant_forward_of\(1\) = 7 is not a stage"):
+        simulate_iteration(Cluster(name="m", **base), 1, redundant_of=lambda st: 7 if st == 1 else None)

@@ -208,7 +208,8 @@ def test_run_on_paper_geo_prices_the_paper_cluster(tmp_path):
             "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     rec = json.loads((tmp_path / "run.jsonl").read_text())
-    assert rec["iteration_s"] == pytest.approx(paper_geo_iteration_times("gpipe")["redundant"])
+    # the fake "redundant" doubles every forward (forward_multiplier 2.0)
+    assert rec["iteration_s"] == pytest.approx(paper_geo_iteration_times("gpipe")["redundant_x2"])
     assert rec["sim_time_s"] == pytest.approx(5 * rec["iteration_s"])
 
 
@@ -237,3 +238,32 @@ def test_run_replays_bamboo_trace(tmp_path):
     assert rec["failure_schedule"]["model"] == "BambooTraceFailures"
     assert rec["failure_schedule"]["removals"] == 167
     assert any(len(r["failures"]) >= 2 for r in rec["rows"])  # bulk removals reach one boundary together
+
+
+def test_fields_added_later_count_in_the_config_hash_only_away_from_their_defaults():
+    """A sweep stored before issue 16's fields existed resumes: its hash is the one it was stored with
+    (the regime preset's seed-0 runs of issue 15: 224257d4b0562e49); the fields still tell configs apart."""
+    from dataclasses import replace
+
+    from simulator.experiments import sweep_preset
+    from simulator.presets import paper_geo_cluster
+    from simulator.run import RunSpec
+    from simulator.sweep import SweepSpec
+
+    preset = sweep_preset("regime")
+    cfg = dict(preset.trainer_config, n_stages=6)
+    base = RunSpec(strategy="checkfree", failure_rate=0.03, seed=0, iterations=preset.iterations,
+                   cluster=paper_geo_cluster(), trainer_config=cfg, strategy_knobs=preset.strategy_knobs,
+                   eval_every=preset.eval_every, eval_batches=preset.eval_batches, schedule=preset.schedule,
+                   target_loss=preset.target_loss, max_steps_factor=preset.max_steps_factor,
+                   redundant_overhead=preset.redundant_overhead, stop_at_target=True,
+                   jump_eval_batches=preset.jump_eval_batches, action_time_scale=preset.action_time_scale)
+
+    def sha(spec):
+        return SweepSpec(strategies=("checkfree",), failure_rates=(0.03,), seeds=(0,), base=spec).config_sha256()
+
+    assert sha(base) == "224257d4b0562e49"
+    assert sha(replace(base, mid_iteration=True)) != sha(base)
+    assert sha(replace(base, failable_embedding=True)) != sha(base)
+    assert sha(replace(base, cluster=replace(base.cluster, update_s=0.01))) != sha(base)
+    assert sha(replace(base, cluster=replace(base.cluster, host_cores=2.0))) != sha(base)

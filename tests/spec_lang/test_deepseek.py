@@ -292,7 +292,10 @@ def test_data_parallel_plan_is_certified(tmp_path) -> None:
     assert res.verdict == "EQUIVALENT" and res.checked == res.total, res.summary()
 
 
-@pytest.mark.parametrize("mutant", ["no_group_limit", "mtp_unshifted", "mtp_lambda_1"])
+@pytest.mark.parametrize("mutant", [
+    # ~40 s on two cores (the refutation is confirmed at the real sizes): slow; the other two
+    # mutants of the same plan run in CI
+    pytest.param("no_group_limit", marks=pytest.mark.slow), "mtp_unshifted", "mtp_lambda_1"])
 def test_mutants_are_refuted(mutant) -> None:
     import importlib.util
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from trainer_helpers import assert_fresh_adam, assert_stage_constant, assert_weights_equal, fill_stage, norms_result
 
+from trainer.errors import StrategyError
 from trainer.strategies import Restart, Transfer, make_strategy
 
 
@@ -100,7 +101,14 @@ def test_replica_refresh_costs_two_transfers_per_sync(make_trainer):
     t, s = _attached(make_trainer, steps=0, replica_sync_every=2)
     nbytes = t.stage_param_bytes(0)
     assert s.on_iteration_end(0, t.train_step()) == []
-    assert s.on_iteration_end(1, t.train_step()) == [Transfer(0, 1, nbytes), Transfer(0, 4, nbytes)]
+    refresh = s.on_iteration_end(1, t.train_step())
+    assert refresh == [Transfer(0, 1, nbytes), Transfer(0, 4, nbytes)]
+    # issue 15: priced as the paper does, overlapped with training, unless configured otherwise
+    assert [(a.of_stages, a.optimizer, a.background) for a in refresh] == [((0,), False, True)] * 2
+    _, blocking = _attached(make_trainer, steps=0, replica_sync="blocking")
+    assert [a.background for a in blocking.on_iteration_end(1, t.train_step())] == [False, False]
+    with pytest.raises(StrategyError, match="replica_sync must be 'background' or 'blocking'"):
+        make_strategy("checkfree_plus", replica_sync="sometimes")
 
 
 def test_embedding_stage_with_both_holders_lost_is_reinitialised(make_trainer):

@@ -85,3 +85,41 @@ def test_no_stage_is_immune(make_trainer):
     assert s.describe()["immune_stages"] == []
     s.on_iteration_end(0, t.train_step())
     assert s.on_failure([0], iteration=1)[-1] == Rollback(1)
+
+
+def test_saves_count_wall_iterations_across_rollbacks(make_trainer):
+    # issue 15: the paper saves every f *wall* iterations; iterations redone after a rollback count
+    t = make_trainer()
+    s = make_strategy("checkpoint", interval=3)
+    s.attach(t)
+    saved_at = []
+    for wall in range(1, 9):
+        if wall == 5:  # a failure after 4 wall iterations rolls back to the save after wall iteration 3
+            assert s.on_failure([1], iteration=t.iteration)[-1] == Rollback(3)
+        r = t.train_step()
+        if s.on_iteration_end(t.iteration, r):
+            saved_at.append((wall, t.iteration))
+    # wall iterations 3 and 6 save (progress 3 and 5: iteration 4 was lost and redone); progress
+    # counting would have saved at progress 3 and 6 instead
+    assert saved_at == [(3, 3), (6, 5)]
+    p = make_strategy("checkpoint", interval=3, count="progress")
+    t2 = make_trainer()
+    p.attach(t2)
+    saved = []
+    for wall in range(1, 9):
+        if wall == 5:
+            p.on_failure([1], iteration=t2.iteration)
+        r = t2.train_step()
+        if p.on_iteration_end(t2.iteration, r):
+            saved.append((wall, t2.iteration))
+    assert saved == [(3, 3), (7, 6)]
+
+
+def test_actions_say_their_content(make_trainer):
+    t = make_trainer()
+    s = make_strategy("checkpoint", interval=1)
+    s.attach(t)
+    (write,) = s.on_iteration_end(1, t.train_step())
+    assert write.of_stages == tuple(range(t.n_stages + 1)) and write.optimizer is True
+    read = s.on_failure([2], iteration=1)[1]
+    assert isinstance(read, StorageRead) and read.of_stages == write.of_stages and read.optimizer is True

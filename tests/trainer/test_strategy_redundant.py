@@ -37,6 +37,7 @@ def test_lossless_restore(make_trainer, lost, holder):
     assert t.lr_scale(lost) == before.lr_scale
     nbytes = t.stage_param_bytes(lost) + t.stage_optimizer_bytes(lost)
     assert actions == [Restart(lost), Transfer(holder, lost, nbytes)]
+    assert actions[1].of_stages == (lost,) and actions[1].optimizer is True and not actions[1].background
 
 
 def test_training_after_recovery_equals_training_without_failure(make_trainer):
@@ -48,9 +49,21 @@ def test_training_after_recovery_equals_training_without_failure(make_trainer):
     assert [t.train_step().loss for _ in range(2)] == [ref.train_step().loss for _ in range(2)]
 
 
-def test_forward_multiplier_and_storage(make_trainer):
+def test_forward_cost_models_and_storage(make_trainer):
     t, s = _attached(make_trainer, steps=0)
-    assert [s.forward_multiplier(st) for st in range(t.n_stages + 1)] == [2.0] * (t.n_stages + 1)
+    n = t.n_stages
+    # "bamboo" (default): each stage names its successor (ring 0 -> 1 -> ... -> S -> 0) for the
+    # simulator's event model and keeps its own forward time
+    assert [s.redundant_forward_of(st) for st in range(n + 1)] == [*range(1, n + 1), 0]
+    assert [s.forward_multiplier(st) for st in range(n + 1)] == [1.0] * (n + 1)
+    refresh = s.on_iteration_end(1, t.train_step())
+    assert [(a.src_stage, a.dst_stage, a.nbytes, a.of_stages, a.optimizer, a.background) for a in refresh] == [
+        (st, s.holder(st), t.stage_param_bytes(st), (st,), False, True) for st in range(n + 1)]
+    _, d = _attached(make_trainer, steps=0, forward_cost="double")
+    assert [d.forward_multiplier(st) for st in range(n + 1)] == [2.0] * (n + 1)
+    assert d.redundant_forward_of(1) is None and d.on_iteration_end(1, t.train_step()) == []
+    with pytest.raises(StrategyError, match="forward_cost must be one of bamboo, double"):
+        make_strategy("redundant", forward_cost="triple")
     assert s.storage_bytes() == sum(t.stage_param_bytes(st) + t.stage_optimizer_bytes(st)
                                     for st in range(t.n_stages + 1))
 

@@ -7,11 +7,21 @@ import dataclasses
 import pytest
 
 from trainer.errors import StrategyError, TrainerError
-from trainer.strategies import STRATEGIES, RecoveryStrategy, make_strategy
+from trainer.strategies import (
+    NEW_STRATEGIES,
+    PAPER_STRATEGIES,
+    STRATEGIES,
+    PlannedStrategy,
+    RecoveryStrategy,
+    make_planned_strategy,
+    make_strategy,
+)
 
 
 def test_registry_names():
-    assert set(STRATEGIES) == {"no_failure", "checkfree", "checkfree_plus", "checkpoint", "redundant"}
+    assert set(STRATEGIES) == {"no_failure", "checkfree", "checkfree_plus", "checkpoint", "redundant",
+                               "checkfree_adam", "neighbour_copy", "gemini", "adaptive"}
+    assert set(PAPER_STRATEGIES) | set(NEW_STRATEGIES) == set(STRATEGIES)
     for name, cls in STRATEGIES.items():
         assert issubclass(cls, RecoveryStrategy) and cls.name == name
         assert dataclasses.is_dataclass(cls.Config)
@@ -20,8 +30,11 @@ def test_registry_names():
 
 
 def test_unknown_strategy_and_knob():
-    with pytest.raises(StrategyError, match=r"unknown strategy 'gemini'; known: checkfree, checkfree_plus, checkpoint, no_failure, redundant"):
-        make_strategy("gemini")
+    with pytest.raises(StrategyError, match=r"unknown strategy 'oobleck'; known: adaptive, checkfree, checkfree_adam, "
+                                            r"checkfree_plus, checkpoint, gemini, neighbour_copy, no_failure, redundant"):
+        make_strategy("oobleck")
+    with pytest.raises(StrategyError, match=r"unknown strategy 'oobleck'"):
+        make_planned_strategy("oobleck")
     with pytest.raises(StrategyError, match="has no knob 'lr'"):
         make_strategy("checkfree", lr=1.0)
     assert issubclass(StrategyError, TrainerError)
@@ -96,3 +109,11 @@ def test_small_stage_counts_survive_any_failure_set(make_trainer, n_stages, name
         for st in range(n_stages + 1):
             assert all(not w.isnan().any() for w in t.stage_weights(st).values()), (failed, st)
     assert math.isfinite(t.train_step().loss)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_strategy_has_a_planner_with_the_same_knobs(name):
+    planned = make_planned_strategy(name)
+    assert isinstance(planned, PlannedStrategy) and planned.name == name
+    assert [f.name for f in dataclasses.fields(planned.Config)] == \
+        [f.name for f in dataclasses.fields(STRATEGIES[name].Config)]

@@ -124,7 +124,7 @@ def test_no_global_rng_is_touched(make_trainer):
 
 
 def test_import_is_light():
-    code = ("import sys, trainer, trainer.api, trainer.errors, trainer.strategies; "
+    code = ("import sys, trainer, trainer.api, trainer.errors, trainer.strategies, trainer.distributed; "
             "assert 'torch' not in sys.modules and 'tokenizers' not in sys.modules, 'heavy import'")
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})

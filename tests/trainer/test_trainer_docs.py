@@ -9,7 +9,9 @@ import pytest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "trainer.md"
 MODULES = ["trainer", "trainer.api", "trainer.errors", "trainer.pipeline", "trainer.model", "trainer.data",
-           "trainer.tokenizer", "trainer.schedule", "trainer.strategies"]
+           "trainer.tokenizer", "trainer.schedule", "trainer.strategies", "trainer.strategies.plan",
+           "trainer.strategies.planned", "trainer.strategies.paper_plans", "trainer.strategies.checkfree_adam",
+           "trainer.distributed"]
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -10,6 +10,7 @@ Hooks, in the order the simulator calls them:
     attach(trainer)                    once, before training (sets the CheckFree+ schedule)
     forward_multiplier(stage)          cost model: 2.0 when the stage also runs a successor's forward
     swap_on_odd_microbatches()         True for CheckFree+
+    redundant_forward_of(stage)        Bamboo event model: the stage whose forward `stage` also runs
     ... per iteration: trainer.train_step(); on_iteration_end(iteration, result) -> actions
     ... at a boundary with failures: on_failure(stages, iteration) -> actions
     storage_bytes(), describe()        for results files
@@ -25,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainer.errors import StrategyError
@@ -45,6 +46,14 @@ __all__ = [
 ]
 
 
+# What an action's bytes are (optional, additive; issue 15): `of_stages` names the stages whose
+# parameters the bytes hold (empty: not said) and `optimizer` adds their Adam state. A simulator
+# that models a bigger model than the one trained (a cluster preset's model) prices the content
+# with the modelled model's bytes; `nbytes` stays the trained model's. `background` marks a
+# transfer that overlaps training (CheckFree+'s replica refresh). None of the three takes part
+# in equality, so `Transfer(1, 2, n)` still equals the same transfer with its content said.
+
+
 @dataclass(frozen=True)
 class Transfer:
     """`nbytes` bytes of weights (and optimizer state) sent from stage `src_stage` to `dst_stage`."""
@@ -52,6 +61,9 @@ class Transfer:
     src_stage: int
     dst_stage: int
     nbytes: int
+    of_stages: tuple[int, ...] = field(default=(), compare=False)  # whose parameters (empty: not said)
+    optimizer: bool = field(default=False, compare=False)  # with their Adam state
+    background: bool = field(default=False, compare=False)  # overlaps training instead of stalling it
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,8 @@ class StorageWrite:
     """A checkpoint save of `nbytes` bytes at storage bandwidth."""
 
     nbytes: int
+    of_stages: tuple[int, ...] = field(default=(), compare=False)
+    optimizer: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,8 @@ class StorageRead:
     """A checkpoint load of `nbytes` bytes at storage bandwidth."""
 
     nbytes: int
+    of_stages: tuple[int, ...] = field(default=(), compare=False)
+    optimizer: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,14 @@ class RecoveryStrategy:
     def swap_on_odd_microbatches(self) -> bool:
         """True when odd micro-batches run the CheckFree+ swapped stage order."""
         return False
+
+    def redundant_forward_of(self, stage: int) -> int | None:
+        """The stage whose forward `stage` also runs in its pipeline bubbles (Bamboo), or None.
+
+        Optional hook (issue 15): the simulator's Bamboo event model schedules that extra
+        forward at low priority on `stage`'s node and stashes its activations.
+        """
+        return None
 
     def immune_stages(self) -> frozenset[int]:
         """Stages whose failures this strategy ignores (as the paper's runs do)."""
@@ -188,3 +212,13 @@ class RecoveryStrategy:
     def _model_bytes(self) -> int:
         """Parameter + Adam bytes of the whole model (what a whole-model checkpoint holds)."""
         return sum(self._stage_bytes(s) for s in range(self.trainer.n_stages + 1))
+
+    def _all_stages(self) -> tuple[int, ...]:
+        return tuple(range(self.trainer.n_stages + 1))
+
+    def _copy(self, src: int, dst: int, of_stage: int, *, optimizer: bool = False,
+              background: bool = False) -> Transfer:
+        """Transfer of `of_stage`'s parameters (and Adam state) from `src` to `dst`, content said."""
+        t = self.trainer
+        nbytes = self._stage_bytes(of_stage) if optimizer else t.stage_param_bytes(of_stage)
+        return Transfer(src, dst, nbytes, of_stages=(of_stage,), optimizer=optimizer, background=background)

@@ -75,14 +75,14 @@ def recover_by_average(trainer: PipelineTrainer, stage: int, lost: frozenset[int
         a, b = norms[upper] + norm_eps, norms[lower] + norm_eps
         trainer.set_stage_weights(stage, weighted_average(trainer.stage_weights(upper), trainer.stage_weights(lower), a, b))
         trainer.reset_optimizer(stage, lr_scale)
-        return [Transfer(upper, stage, nbytes), Transfer(lower, stage, nbytes)]
+        return [Transfer(upper, stage, nbytes, of_stages=(upper,)), Transfer(lower, stage, nbytes, of_stages=(lower,))]
     source = upper if upper is not None else lower
     if source is None:
         trainer.reinit_stage(stage)
         return []
     trainer.set_stage_weights(stage, trainer.stage_weights(source))
     trainer.reset_optimizer(stage, lr_scale)
-    return [Transfer(source, stage, nbytes)]
+    return [Transfer(source, stage, nbytes, of_stages=(source,))]
 
 
 class CheckFree(RecoveryStrategy):

@@ -17,8 +17,9 @@ Our decisions where the paper is silent (docs/trainer.md):
   (only the outer stages are copied).
 - Replicas of the embedding stage: a full copy (embedding, final norm, head) on stage 1 and on
   stage S, refreshed every `replica_sync_every` iterations after the optimizer step; each refresh
-  returns Transfer(0 -> 1, |E|) and Transfer(0 -> S, |E|) (the simulator may overlap them with
-  compute; the paper prices CF+ iterations like CF). A lost stage 0 gets the weights of the last
+  returns Transfer(0 -> 1, |E|) and Transfer(0 -> S, |E|), marked `background` by default
+  (`replica_sync="background"`): the simulator overlaps them with the next iteration, as the paper
+  prices CF+ iterations like CF's (91.32 s); `replica_sync="blocking"` makes them stall training. A lost stage 0 gets the weights of the last
   refresh from an alive holder and a fresh Adam at the base LR (the replica holds no Adam state).
   If both holders are lost at the same boundary, stage 0 is re-initialised randomly.
 - Partner lost at the same boundary: the outer stage copies the nearest alive transformer stage
@@ -58,6 +59,9 @@ class CheckFreePlus(RecoveryStrategy):
         copy_swap_partners: bool = False  # True: also copy stages 2 and S-1 from partners (published code)
         immune_embedding_stage: bool = False  # paper code never fails stage 0; here it is recoverable
         replica_sync_every: int = 1  # iterations between embedding-replica refreshes
+        # "background": the refresh overlaps the next iteration, as the paper prices it (CF+ iterations
+        # cost the same as CF's, 91.32 s, docs/ANCHORS.md); "blocking": it stalls training (issue 15)
+        replica_sync: str = "background"
 
         def __post_init__(self) -> None:
             if not self.lr_scale > 0:
@@ -67,6 +71,9 @@ class CheckFreePlus(RecoveryStrategy):
             if not isinstance(self.replica_sync_every, int) or self.replica_sync_every < 1:
                 raise StrategyError(f"checkfree_plus replica_sync_every must be an int >= 1, "
                                     f"got {self.replica_sync_every!r}")
+            if self.replica_sync not in ("background", "blocking"):
+                raise StrategyError(f"checkfree_plus replica_sync must be 'background' or 'blocking', "
+                                    f"got {self.replica_sync!r}")
 
     def attach(self, trainer: PipelineTrainer) -> None:
         super().attach(trainer)
@@ -95,8 +102,8 @@ class CheckFreePlus(RecoveryStrategy):
         if trainer.iteration % self.config.replica_sync_every:
             return []
         self._replica = trainer.stage_weights(0)
-        nbytes = trainer.stage_param_bytes(0)
-        return [Transfer(0, holder, nbytes) for holder in self.replica_holders()]
+        background = self.config.replica_sync == "background"
+        return [self._copy(0, holder, 0, background=background) for holder in self.replica_holders()]
 
     def storage_bytes(self) -> int:
         """Two full copies of the embedding stage's parameters (O(|E|), section 4.2)."""
@@ -114,7 +121,7 @@ class CheckFreePlus(RecoveryStrategy):
                 if holders:
                     trainer.set_stage_weights(0, self._replica)
                     trainer.reset_optimizer(0, 1.0)
-                    actions.append(Transfer(holders[0], 0, trainer.stage_param_bytes(0)))
+                    actions.append(self._copy(holders[0], 0, 0))
                 else:
                     trainer.reinit_stage(0)
                 continue
@@ -131,7 +138,7 @@ class CheckFreePlus(RecoveryStrategy):
                 continue
             trainer.set_stage_weights(stage, trainer.stage_weights(source))
             trainer.reset_optimizer(stage, cfg.lr_scale)
-            actions.append(Transfer(source, stage, trainer.stage_param_bytes(stage)))
+            actions.append(Transfer(source, stage, trainer.stage_param_bytes(stage), of_stages=(source,)))
         return actions
 
     def describe(self) -> dict[str, Any]:

@@ -18,10 +18,17 @@ failures of the *whole pipeline*, i.e. per-stage MTBF / number of stages that ca
 `iteration_s` (seconds per iteration). The simulator computes all three from its cluster model
 and failure schedule and passes them as Config fields.
 
+When saves happen (`count`): "wall" (default) saves after every `interval` *wall* iterations,
+i.e. every `interval` calls of `on_iteration_end` whatever rollbacks did in between, as the paper
+does (gensyn-ai/CheckFree checkpoint_simulation.py rolls back to the progress at the last wall
+iteration that is a multiple of the interval; issue 15). "progress" saves when the completed
+iteration count is a multiple of the interval (so iterations redone after a rollback re-save at
+the same counts; the earlier behaviour).
+
 Our decisions: the initial model counts as checkpoint 0 at no cost (it is reproducible from the
-seed); a save happens after iterations N, 2N, ... and costs StorageWrite(all parameter + Adam
-bytes); a failure costs Restart(stage) per lost stage, StorageRead(the same bytes, every stage
-reloads) and Rollback(to the checkpoint's iteration count). No stage is immune.
+seed); a save costs StorageWrite(all parameter + Adam bytes); a failure costs Restart(stage) per
+lost stage, StorageRead(the same bytes, every stage reloads) and Rollback(to the checkpoint's
+iteration count). No stage is immune.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ class Checkpointing(RecoveryStrategy):
     """Whole-model checkpoint every `interval` iterations; any failure rolls everything back.
 
     Config: `interval` (int iterations, or "auto" = Young/Daly from `save_s`, `mtbf_s`,
-    `iteration_s`, all in seconds).
+    `iteration_s`, all in seconds); `count` ("wall" or "progress": what the interval counts).
     """
 
     name: ClassVar[str] = "checkpoint"
@@ -60,8 +67,11 @@ class Checkpointing(RecoveryStrategy):
         save_s: float | None = None  # seconds to write one checkpoint (for "auto")
         mtbf_s: float | None = None  # mean seconds between failures of the whole pipeline (for "auto")
         iteration_s: float | None = None  # seconds per training iteration (for "auto")
+        count: str = "wall"  # "wall": every `interval` wall iterations (paper); "progress": at multiples of progress
 
         def __post_init__(self) -> None:
+            if self.count not in ("wall", "progress"):
+                raise StrategyError(f"checkpoint count must be 'wall' or 'progress', got {self.count!r}")
             if self.interval == "auto":
                 for name in ("save_s", "mtbf_s", "iteration_s"):
                     value = getattr(self, name)
@@ -81,6 +91,7 @@ class Checkpointing(RecoveryStrategy):
     def attach(self, trainer: PipelineTrainer) -> None:
         super().attach(trainer)
         self._saved: TrainerSnapshot = trainer.snapshot()  # checkpoint 0 = the seeded initial model
+        self._wall_iterations = 0  # on_iteration_end calls: iterations run, redone ones included
 
     @property
     def saved_iteration(self) -> int:
@@ -89,14 +100,17 @@ class Checkpointing(RecoveryStrategy):
 
     def on_iteration_end(self, iteration: int, result: StepResult) -> list[Action]:
         trainer = self.trainer
-        if trainer.iteration % self.interval_iters:
+        self._wall_iterations += 1
+        count = self._wall_iterations if self.config.count == "wall" else trainer.iteration
+        if count % self.interval_iters:
             return []
         self._saved = trainer.snapshot()
-        return [StorageWrite(self._model_bytes())]
+        return [StorageWrite(self._model_bytes(), of_stages=self._all_stages(), optimizer=True)]
 
     def recover(self, lost: tuple[int, ...], iteration: int) -> list[Action]:
         self.trainer.restore(self._saved)
-        return [Restart(s) for s in lost] + [StorageRead(self._model_bytes()), Rollback(self._saved.iteration)]
+        read = StorageRead(self._model_bytes(), of_stages=self._all_stages(), optimizer=True)
+        return [Restart(s) for s in lost] + [read, Rollback(self._saved.iteration)]
 
     def storage_bytes(self) -> int:
         """One whole-model checkpoint: parameters + Adam state of every stage."""

@@ -1,0 +1,85 @@
+"""Reading a certificate for the checker: the format, the version, exact numbers only (a JSON
+float is malformed) and the published schema (``proofs/certificate.schema.json``).
+
+Part of the checker's trusted base (``docs/trusted-base.md``).
+
+Raises (from :func:`load`): :class:`proofs.errors.MalformedCertificate` (exit 3) naming the file
+and, for a schema violation, the JSON path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from proofs.errors import CertificateError, MalformedCertificate
+from proofs.kernel import paused_gc
+
+FORMAT = "shardproof-certificate"
+FORMAT_VERSION = 3
+SCHEMA_FULL_LIMIT = 2000
+# the keys of each step kind, and of a cut step's cut points (the schema says the same)
+STEP_KEYS = {
+    "refl": {"kind", "lhs", "rhs"},
+    "rule": {"kind", "lhs", "rhs", "rule", "subst"},
+    "congr": {"kind", "lhs", "rhs", "args"},
+    "trans": {"kind", "lhs", "rhs", "steps"},
+    "sym": {"kind", "lhs", "rhs", "of"},
+    "smt": {"kind", "lhs", "rhs", "binding", "smt2", "answer", "solver"},
+    "cas": {"kind", "lhs", "rhs"},
+    "rename": {"kind", "lhs", "rhs", "of"},
+    "cut": {"kind", "lhs", "rhs", "lemma", "cuts"},
+}
+CUT_KEYS = {"spec", "plan", "var", "embed", "premise"}
+CUT_PREFIX = "cut:"  # reserved INPUT-name prefix of the variables a ``cut`` step abstracts
+SCHEMA_PATHS = (Path(__file__).with_name("certificate.schema.json"),
+                Path(__file__).resolve().parents[1] / "docs" / "certificate.schema.json")
+
+
+def _fail(msg: str) -> CertificateError:
+    return CertificateError(msg)
+
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MalformedCertificate(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") \
+            from None
+    try:
+        with paused_gc():
+            cert = json.loads(text, parse_float=_no_float, parse_constant=_no_float)
+    except (json.JSONDecodeError, ValueError, RecursionError) as e:
+        raise MalformedCertificate(f"{path}: not JSON: {e}") from None
+    if not isinstance(cert, dict) or cert.get("format") != FORMAT:
+        raise MalformedCertificate(f"{path}: not a {FORMAT} file")
+    if cert.get("format_version") != FORMAT_VERSION:
+        raise MalformedCertificate(f"{path}: format_version {cert.get('format_version')!r} "
+                                   f"is not supported (this checker reads {FORMAT_VERSION})")
+    _validate_schema(path, cert)
+    return cert
+
+
+def _no_float(s: str) -> Any:
+    raise ValueError(f"float {s} in a certificate (every number is exact)")
+
+
+def _validate_schema(path: str | Path, cert: dict[str, Any]) -> None:
+    schema_path = next((p for p in SCHEMA_PATHS if p.exists()), None)
+    if schema_path is None:
+        raise MalformedCertificate("certificate.schema.json is missing from the installation")
+    import jsonschema
+
+    schema = json.loads(schema_path.read_text())
+    # jsonschema walks ~10^5 array items slowly (tens of seconds); past SCHEMA_FULL_LIMIT rows
+    # the node and step arrays are checked by the kernel and the step replay instead (both
+    # reject every row they do not understand), and the schema checks everything else.
+    big = {k: [] for k in ("nodes", "steps") if isinstance(cert.get(k), list)}
+    rows = sum(len(cert[k]) for k in big)
+    doc = cert if rows <= SCHEMA_FULL_LIMIT else {**cert, **big}
+    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    if err is not None:
+        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise MalformedCertificate(f"{path}: schema: at {where}: {err.message[:200]}")

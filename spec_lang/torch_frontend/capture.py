@@ -1,0 +1,478 @@
+"""Capture one training step of the user's file as an ATen graph (``FRONTEND.md``, design 1-2).
+
+The spec (the unparallelised module) and the plan (the parallelised module, one rank) are
+captured by the same route, so their constants and decompositions agree:
+
+* the module is built on the ``meta`` device (no memory at any width) and, for the plan,
+  parallelised by the user's own ``parallelize(model, mesh)`` under the fake process group of
+  the declared mesh (:mod:`spec_lang.torch_frontend.world`);
+* ``make_fx`` traces a function that puts fresh leaf parameters into the module (a DTensor
+  parameter becomes ``nn.Parameter(DTensor.from_local(local, mesh, placements))``: the graph's
+  inputs are the rank's *local* shards), loads the optimizer state as inputs, and runs the
+  user's ``train_step`` (forward, loss, ``backward``, clipping, ``optimizer.step()``);
+* the outputs are the loss, every gradient as it is accumulated (a post-accumulate-grad hook
+  clones it, so the clipping and the optimizer's in-place updates do not change it), every
+  updated parameter and every optimizer state tensor.
+
+The graph keeps in-place ops (``functionalize`` refuses ``backward``); :mod:`lower` gives them
+their meaning in program order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.contract import TrainFile, line_of
+from spec_lang.torch_frontend.dataparallel import (
+    install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
+    stored_spec,
+)
+from spec_lang.torch_frontend.styles import record_styles, resolve_styles
+
+__all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
+           "PRIMES"]
+
+PRIMES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89,
+          97, 101, 103, 107, 109, 113)
+
+
+@dataclass(frozen=True)
+class InputRole:
+    """One graph input.
+
+    Attributes:
+        kind: ``"param" | "state" | "buffer" | "data"``.
+        name: ``"layers.0.attention.wq.weight"``, ``"exp_avg:<param>"``, ``"buffer:rope_cos"``,
+            ``"tokens"``.
+        placements: per mesh axis (outer to inner) a placement string, ``"R"``, ``"S(0)"``,
+            ``"P(sum)"``... (empty for the spec).
+        dtype: ``str(torch dtype)``.
+        global_shape: the full tensor's shape.
+    """
+
+    kind: str
+    name: str
+    placements: tuple[str, ...]
+    dtype: str
+    global_shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OutputRole:
+    """One graph output: ``name`` as in :class:`spec_lang.problem.Goal` (``loss``,
+    ``grad:<p>``, ``<p>``, ``exp_avg:<p>``), the placements of the DTensor it was read from
+    (``"P(sum)"`` for a gradient still to be reduced) and the parameter it belongs to."""
+
+    kind: str
+    name: str
+    placements: tuple[str, ...]
+    param: str | None
+
+
+@dataclass
+class Trace:
+    """A captured step: the graph, the role of each input and output, the mesh it ran on.
+
+    Attributes:
+        gm: the ``torch.fx.GraphModule`` (nodes carry ``meta["val"]`` fake tensors and
+            ``meta["stack_trace"]``).
+        inputs: one per placeholder, in order.
+        outputs: one per returned tensor, in order.
+        mesh: axis -> size (empty for the spec).
+        coords: this rank's coordinate per axis.
+        groups: process-group name -> mesh axis.
+        sizes: the named sizes the model was built at.
+        tied: parameter name -> the other names of the same parameter (tied weights).
+    """
+
+    gm: Any
+    inputs: list[InputRole]
+    outputs: list[OutputRole]
+    mesh: dict[str, int]
+    coords: dict[str, int]
+    groups: dict[str, str]
+    sizes: dict[str, int]
+    tied: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # module name -> (how it is parallelised, the user's line): "ColwiseParallel()", ...
+    styles: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def probe_sizes(sizes: Mapping[str, int], mesh: Mapping[str, int]) -> dict[str, int]:
+    """A distinct prime per named size, times every mesh axis size (so any axis, or any product
+    of axes, divides every dim) and an even factor (halves for rotary embeddings).
+
+    Raises:
+        PlanError: more names than :data:`PRIMES` (a model with that many sizes is not expected).
+    """
+    m = math.prod(mesh.values()) if mesh else 1
+    if m % 2:
+        m *= 2
+    small = {p for p in range(2, max(PRIMES) + 1) if m % p == 0}
+    primes = [p for p in PRIMES if p not in small]
+    if len(sizes) > len(primes):
+        raise PlanError(f"SIZES has {len(sizes)} names; at most {len(primes)} are supported")
+    return {k: primes[i] * m for i, k in enumerate(sizes)}
+
+
+def placement_str(p: Any) -> str:
+    """``Shard(0)`` -> ``"S(0)"``, ``Replicate()`` -> ``"R"``, ``Partial("sum")`` -> ``"P(sum)"``,
+    ``_StridedShard(0, sf=2)`` -> ``"SS(0,2)"``."""
+    name = type(p).__name__
+    if name == "_StridedShard":
+        return f"SS({p.dim},{p.split_factor})"
+    if isinstance(p, Shard):
+        return f"S({p.dim})"
+    if isinstance(p, Replicate):
+        return "R"
+    if isinstance(p, Partial):
+        return f"P({p.reduce_op})"
+    return name
+
+
+def _set_attr(mod: nn.Module, dotted: str, value: Any) -> None:
+    *path, leaf = dotted.split(".")
+    m = mod
+    for q in path:
+        m = getattr(m, q)
+    if isinstance(value, nn.Parameter) or leaf in m._parameters:
+        m._parameters[leaf] = value
+    elif leaf in m._buffers:
+        m._buffers[leaf] = value
+    else:
+        setattr(m, leaf, value)
+
+
+def _params(model: nn.Module) -> tuple[list[tuple[str, nn.Parameter]], dict[str, tuple[str, ...]]]:
+    """Parameters in order with their canonical (first) names; tied names per canonical name."""
+    first: dict[int, str] = {}
+    out: list[tuple[str, nn.Parameter]] = []
+    tied: dict[str, list[str]] = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            tied[first[id(p)]].append(n)
+            continue
+        first[id(p)] = n
+        tied[n] = []
+        out.append((n, p))
+    return out, {k: tuple(v) for k, v in tied.items() if v}
+
+
+def _local(t: Any) -> torch.Tensor:
+    return t._local_tensor if isinstance(t, DTensor) else t
+
+
+def _placements(t: Any, axes: list[str] | None = None) -> tuple[str, ...]:
+    """``t``'s placement per world mesh axis (``axes``; an axis ``t``'s mesh lacks is ``R``)."""
+    if not isinstance(t, DTensor):
+        return ()
+    names = t.device_mesh.mesh_dim_names or ()
+    by = {a: placement_str(p) for a, p in zip(names, t.placements)}
+    if axes is None:
+        return tuple(by[a] for a in names)
+    return tuple(by.get(a, "R") for a in axes)
+
+
+def _state_keys(opt: torch.optim.Optimizer) -> tuple[str, ...]:
+    """The per-parameter state an optimizer of this class keeps (given as graph inputs).
+
+    Raises:
+        PlanError: an optimizer the front end does not model.
+    """
+    name = type(opt).__name__
+    g = opt.param_groups[0] if opt.param_groups else {}
+    if name in ("Adam", "AdamW"):
+        return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if g.get("amsgrad") else ())
+    if name == "SGD":
+        return ("momentum_buffer",) if any(x.get("momentum", 0) for x in opt.param_groups) else ()
+    raise PlanError(f"build_optimizer returned {name}; the front end supports AdamW, Adam and "
+                    "SGD (docs/torch.md, 'Supported APIs')")
+
+
+STATE_DOMAIN = {"exp_avg": "real", "exp_avg_sq": "positive", "max_exp_avg_sq": "positive",
+                "momentum_buffer": "real"}
+
+
+def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
+            coords: Mapping[str, int] | None = None, groups: Mapping[str, str] | None = None
+            ) -> Trace:
+    """Trace one step of ``tf`` at ``sizes``: the spec when ``mesh`` is None, else the plan on
+    the rank of the current fake process group (``mesh`` is its ``DeviceMesh``).
+
+    Raises:
+        PlanError: the user's code raised (with the line in the train file), or a tensor input
+            is not sharded evenly.
+    """
+    path = tf.path
+    plan = mesh is not None
+    try:
+        with torch.device("meta"):
+            model = tf.fn("build_model")(dict(sizes))
+            batch = tf.fn("make_batch")(dict(sizes))
+        if not isinstance(model, nn.Module):
+            raise PlanError(f"{path}:1: build_model returned {type(model).__name__}, not an "
+                            "nn.Module")
+        units: list[Any] = []
+        styles: dict[str, tuple[str, str]] = {}
+        if plan:
+            with record_data_parallel(_user_modules(tf), tf.path) as units, \
+                    record_styles(tf.path) as applied:
+                out = tf.fn("parallelize")(model, mesh)
+            model = out if isinstance(out, nn.Module) else model
+            styles = resolve_styles(model, applied, units, tf.path)
+    except PlanError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- the user's code: one line with their line number
+        raise PlanError(f"{path}:{line_of(e, path)}: {type(e).__name__}: {e}") from None
+    if not isinstance(batch, Mapping):
+        if isinstance(batch, Sequence):
+            batch = {f"batch{i}": b for i, b in enumerate(batch)}
+        else:
+            raise PlanError(f"{path}:1: make_batch must return a dict of tensors")
+    params, tied = _params(model)
+    buffers = [(n, b) for n, b in model.named_buffers()]
+    data_names = list(batch)
+    mesh_sizes = {a: mesh.size(i) for i, a in enumerate(mesh.mesh_dim_names)} if plan else {}
+    axes = list(mesh_sizes)
+    sharding = _data_sharding(tf, batch, axes, mesh_sizes) if plan else {}
+    owner = managed_params(model, units) if plan else {}
+    # a data-parallel wrapper's parameter is stored as its sharded form (FSDP2) or as it is
+    # (replicate); spec = (mesh, placements, global shape, stride) of the stored DTensor
+    spec_of = {n: stored_spec(n, p, owner.get(n), path) for n, p in params}
+
+    inputs: list[InputRole] = []
+    flat: list[torch.Tensor] = []
+    for n, p in params:
+        pl = spec_placements(spec_of[n], axes)
+        inputs.append(InputRole("param", n, pl, str(p.dtype), tuple(p.shape)))
+        flat.append(torch.empty(spec_local_shape(spec_of[n], p), dtype=p.dtype, device="meta"))
+    probe_opt = _optimizer_probe(tf, model)
+    keys = _state_keys(probe_opt)
+    for n, p in params:
+        for k in keys:
+            inputs.append(InputRole("state", f"{k}:{n}", spec_placements(spec_of[n], axes),
+                                    str(p.dtype), tuple(p.shape)))
+            flat.append(torch.empty(spec_local_shape(spec_of[n], p), dtype=p.dtype,
+                                    device="meta"))
+    for n, b in buffers:
+        inputs.append(InputRole("buffer", f"buffer:{n}", _placements(b, axes), str(b.dtype),
+                                tuple(b.shape)))
+        flat.append(torch.empty(_local(b).shape, dtype=b.dtype, device="meta"))
+    for n in data_names:
+        t = batch[n]
+        if not isinstance(t, torch.Tensor):
+            raise PlanError(f"{path}:1: make_batch()[{n!r}] is a {type(t).__name__}, not a tensor")
+        shape = list(t.shape)
+        pl = []
+        for a in axes:
+            d = sharding.get(n, {}).get(a)
+            pl.append("R" if d is None else f"S({d})")
+            if d is not None:
+                shape[d] //= mesh_sizes[a]
+        inputs.append(InputRole("data", n, tuple(pl) if plan else (), str(t.dtype),
+                                tuple(t.shape)))
+        flat.append(torch.empty(shape, dtype=t.dtype, device="meta"))
+
+    buf_spec = {n: (b.device_mesh, b.placements, b.shape, b.stride()) if isinstance(b, DTensor)
+                else None for n, b in buffers}
+    outputs: list[OutputRole] = []
+    step = tf.optimizer_step
+
+    def lift(x: torch.Tensor, s: Any) -> Any:
+        if s is None:
+            return x
+        return DTensor.from_local(x, s[0], s[1], run_check=False, shape=s[2], stride=s[3])
+
+    def traced(flat_in: list[torch.Tensor]) -> list[torch.Tensor]:
+        it = iter(flat_in)
+        new: dict[str, nn.Parameter] = {}
+        for n, _ in params:
+            p = nn.Parameter(lift(next(it), spec_of[n]), requires_grad=True)
+            _set_attr(model, n, p)
+            for alias in tied.get(n, ()):
+                _set_attr(model, alias, p)
+            new[n] = p
+        states = {n: {k: lift(next(it), spec_of[n]) for k in keys} for n, _ in params}
+        for n, _ in buffers:
+            _set_attr(model, n, lift(next(it), buf_spec[n]))
+        hooks_dp = install_units(units, owner, new, {n: p for n, p in params})
+        data = {n: next(it) for n in data_names}
+        opt = tf.fn("build_optimizer")(model)
+        for n, p in new.items():
+            st = dict(states[n])
+            if keys and type(opt).__name__ in ("Adam", "AdamW"):
+                st["step"] = torch.tensor(float(step - 1))
+            if st:
+                opt.state[p] = st
+        # the gradient handed on: read when clip_grad_norm_ or optimizer.step() is entered
+        # first (after the user's own reductions, before clipping and the update)
+        snaps: dict[str, Any] = {}
+
+        def snapshot() -> None:
+            if snaps:
+                return
+            for n, p in new.items():
+                g = p.grad
+                if g is not None:
+                    snaps[n] = (g._local_tensor.clone() if isinstance(g, DTensor)  # noqa: SLF001
+                                else g.clone(), _placements(g, axes))
+
+        with _snapshot_on_entry(opt, snapshot):
+            loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
+        for h in hooks_dp:
+            h.remove()
+        outs: list[torch.Tensor] = []
+        outputs.clear()
+        if isinstance(loss, torch.Tensor):
+            outputs.append(OutputRole("loss", "loss", _placements(loss, axes), None))
+            outs.append(_local(loss))
+        for n in new:
+            if n in snaps:
+                g, pl = snaps[n]
+                outputs.append(OutputRole("grad", f"grad:{n}", _pad(pl, axes), n))
+                outs.append(g)
+        for n, p in new.items():
+            outputs.append(OutputRole("param", n, _placements(p, axes), n))
+            outs.append(_local(p))
+            for k in keys:
+                s = opt.state.get(p, {}).get(k)
+                if s is not None:
+                    outputs.append(OutputRole("state", f"{k}:{n}", _placements(s, axes), n))
+                    outs.append(_local(s))
+        return outs
+
+    _register_user_frames(tf)
+    try:
+        # one attention route for spec and plan: DTensor decomposes attention to the math
+        # path (no sharding rule for the CPU flash kernel), so the spec takes it too
+        with sdpa_kernel([SDPBackend.MATH]):
+            gm = make_fx(traced, tracing_mode="fake", record_stack_traces=True)(flat)
+    except PlanError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise PlanError(f"{path}:{line_of(e, path)}: capturing the training step failed: "
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                        ) from None
+    return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
+                 coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
+                 tied=tied, styles=styles)
+
+
+@contextlib.contextmanager
+def _snapshot_on_entry(opt: Any, snapshot: Any) -> Any:
+    """Call ``snapshot()`` when ``torch.nn.utils.clip_grad_norm_`` or ``opt.step`` is entered."""
+    import torch.nn.utils as nnu
+    import torch.nn.utils.clip_grad as cg
+
+    real_clip, real_step = nnu.clip_grad_norm_, opt.step
+
+    def clip(*a: Any, **k: Any) -> Any:
+        snapshot()
+        return real_clip(*a, **k)
+
+    def step(*a: Any, **k: Any) -> Any:
+        snapshot()
+        return real_step(*a, **k)
+
+    nnu.clip_grad_norm_ = clip
+    cg_real = cg.clip_grad_norm_
+    cg.clip_grad_norm_ = clip
+    opt.step = step
+    try:
+        yield
+    finally:
+        nnu.clip_grad_norm_ = real_clip
+        cg.clip_grad_norm_ = cg_real
+        del opt.step
+
+
+def _pad(pl: tuple[str, ...], axes: list[str]) -> tuple[str, ...]:
+    return pl if pl else tuple("R" for _ in axes)
+
+
+def _user_modules(tf: TrainFile) -> list[Any]:
+    """The train file's module and the modules next to it (where ``fully_shard`` may be
+    bound by name)."""
+    import os
+    import sys as _sys
+
+    folder = os.path.dirname(os.path.realpath(tf.path))
+    return [tf.module] + [m for m in list(_sys.modules.values())
+                          if getattr(m, "__file__", None)
+                          and os.path.dirname(os.path.realpath(m.__file__)) == folder]
+
+
+def _register_user_frames(tf: TrainFile) -> None:
+    """Keep the frames of the user's functions (the train file and the modules next to it) in
+    the nodes' stack traces (make_fx keeps only ``forward`` frames otherwise), so that every
+    node, including the backward's (``loss.backward()``), names a user line."""
+    import inspect
+    import os
+    import sys as _sys
+
+    from torch.fx import proxy
+
+    folder = os.path.dirname(os.path.realpath(tf.path))
+    mods = [tf.module] + [m for m in list(_sys.modules.values())
+                          if getattr(m, "__file__", None)
+                          and os.path.dirname(os.path.realpath(m.__file__)) == folder]
+    for m in mods:
+        for v in list(vars(m).values()):
+            fns = [v] if inspect.isfunction(v) else (
+                [f for f in vars(v).values() if inspect.isfunction(f)] if inspect.isclass(v)
+                else [])
+            for f in fns:
+                code = getattr(f, "__code__", None)
+                if code is not None and os.path.dirname(os.path.realpath(code.co_filename)) \
+                        == folder:
+                    proxy._register_stack_trace_anchor(f)  # noqa: SLF001
+
+
+def _optimizer_probe(tf: TrainFile, model: nn.Module) -> torch.optim.Optimizer:
+    try:
+        return tf.fn("build_optimizer")(model)
+    except Exception as e:  # noqa: BLE001
+        raise PlanError(f"{tf.path}:{line_of(e, tf.path)}: build_optimizer: {type(e).__name__}: "
+                        f"{e}") from None
+
+
+def _data_sharding(tf: TrainFile, batch: Mapping[str, Any], axes: list[str],
+                   sizes: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """Input -> {axis: dim}: ``DATA_SHARDING`` or the default (dim 0 over the ``dp*`` axes).
+
+    Raises:
+        PlanError: a sharded dim that the axes do not divide, or a dim index out of range.
+    """
+    if tf.data_sharding is not None:
+        ds = {k: dict(v) for k, v in tf.data_sharding.items()}
+        unknown = sorted(set(ds) - set(batch))
+        if unknown:
+            raise PlanError(f"{tf.path}:1: DATA_SHARDING names {unknown}, which make_batch does "
+                            f"not return (it returns {list(batch)})")
+    else:
+        dp = [a for a in axes if a.startswith("dp")]
+        ds = {k: {a: 0 for a in dp} for k in batch}
+    for k, per in ds.items():
+        t = batch[k]
+        for a, d in per.items():
+            if d >= t.dim():
+                raise PlanError(f"{tf.path}:1: data input {k!r} has {t.dim()} dims; DATA_SHARDING "
+                                f"shards dim {d} over {a!r}")
+        for d in set(per.values()):
+            n = math.prod(sizes[a] for a, dd in per.items() if dd == d)
+            if t.shape[d] % n:
+                raise PlanError(f"{tf.path}:1: data input {k!r} dim {d} (size {t.shape[d]}) is "
+                                f"split over {n} ranks, which does not divide it")
+    return ds
+

@@ -1,0 +1,372 @@
+"""FSDP2 (``fully_shard``) and DDP-style ``replicate``, modelled from their configuration.
+
+``make_fx`` cannot trace FSDP2 with lifted parameters ("Cannot access data pointer of Tensor",
+``FRONTEND.md``) and DDP's gradient reducer is C++; so while the user's ``parallelize`` runs, the
+front end records each call (the module, its mesh, ``shard_placement_fn``, and the gradient
+divide factor the user sets later with ``set_gradient_divide_factor``) instead of applying it,
+and the traced step then contains, in torch's own functional collectives, what the wrapper does
+to the numbers:
+
+* FSDP2 (FSDP2 paper: Zhao et al. 2023, "PyTorch FSDP", sec. 3; torch's
+  ``_fsdp_collectives.foreach_reduce``): each parameter is stored as the rank's block of its
+  shard dim over the data-parallel axis (``Shard(d)``, or ``_StridedShard(d)`` when tensor
+  parallelism already shards ``d``); before the unit's forward the blocks are all-gathered;
+  the gradient of the gathered parameter is reduce-scattered (sum) over the shard axis,
+  all-reduced (sum) over the replicate axis (HSDP) and divided by the divide factor (default:
+  the data-parallel world size, i.e. the average; ``_get_gradient_divide_factors``);
+* ``replicate`` (DDP; Li et al. 2020, "PyTorch Distributed", sec. 3.2): the gradient is
+  all-reduced (sum) over the mesh and divided by its size.
+
+Each gather/reduction is a custom autograd function whose backward is the reduction, so the
+captured graph holds ``all_gather_into_tensor`` / ``reduce_scatter_tensor`` / ``all_reduce``
+like any other collective and every op of the user's own code is traced as it is. The modelled
+parts (what FSDP2 and DDP do) are stated as an assumption with every verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.placement_types import Replicate, Shard
+
+from spec_lang.errors import PlanError
+
+__all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
+           "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view"]
+
+
+@dataclass
+class DPUnit:
+    """One ``fully_shard`` or ``replicate`` call: the module, its mesh, its settings."""
+
+    kind: str                       # "fsdp" | "ddp"
+    module: nn.Module
+    mesh: Any                       # DeviceMesh: 1-D (shard) or 2-D HSDP (replicate, shard)
+    shard_placement_fn: Any = None
+    divide_factor: float | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shard_axis(self) -> str:
+        names = self.mesh.mesh_dim_names
+        return names[-1]
+
+    @property
+    def replicate_axes(self) -> tuple[str, ...]:
+        names = self.mesh.mesh_dim_names
+        return tuple(names[:-1]) if self.kind == "fsdp" else tuple(names)
+
+    def group(self, axis: str) -> Any:
+        """The process group of ``axis`` (resolved once, outside any trace: a ``DeviceMesh``
+        looks its groups up with tensor ops)."""
+        g = self.settings.setdefault("_groups", {})
+        if axis not in g:
+            g[axis] = self.mesh.get_group(axis)
+        return g[axis]
+
+    def factor(self) -> float:
+        if self.divide_factor is not None:
+            return float(self.divide_factor)
+        return float(self.mesh.size())
+
+
+def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
+    """The ``FSDPModule`` / DDP methods a train file calls after wrapping: settings that change
+    the numbers are recorded (with the user's line, when ``path`` is given), the others are
+    no-ops."""
+
+    def set_gradient_divide_factor(self: nn.Module, factor: float) -> None:  # noqa: ARG001
+        unit.divide_factor = factor
+        if path is not None:
+            from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+            unit.settings["_divide_site"] = _user_site(path)
+
+    def set_requires_gradient_sync(self: nn.Module, requires: bool, **kw: Any) -> None:  # noqa: ARG001
+        unit.settings["requires_gradient_sync"] = requires
+
+    def noop(self: nn.Module, *a: Any, **kw: Any) -> None:  # noqa: ARG001
+        return None
+
+    return {"set_gradient_divide_factor": set_gradient_divide_factor,
+            "set_reduce_scatter_divide_factor": set_gradient_divide_factor,
+            "set_requires_gradient_sync": set_requires_gradient_sync,
+            "set_reshard_after_forward": noop, "set_reshard_after_backward": noop,
+            "set_is_last_backward": noop, "set_modules_to_forward_prefetch": noop,
+            "set_modules_to_backward_prefetch": noop, "set_requires_all_reduce": noop,
+            "set_unshard_in_backward": noop, "reshard": noop, "unshard": noop}
+
+
+def _default_mesh() -> Any:
+    from torch.distributed.device_mesh import _mesh_resources  # noqa: PLC0415
+
+    return _mesh_resources.get_current_mesh()
+
+
+@contextlib.contextmanager
+def record_data_parallel(user_modules: list[types.ModuleType], path: str | None = None
+                         ) -> Iterator[list[DPUnit]]:
+    """Within the block, ``fully_shard`` and ``replicate`` (wherever the user's modules bound
+    them) record a :class:`DPUnit` and return the module unchanged."""
+    units: list[DPUnit] = []
+
+    def fully_shard(module: Any, *, mesh: Any = None, shard_placement_fn: Any = None,
+                    **kw: Any) -> Any:
+        mods = module if isinstance(module, list) else [module]
+        for m in mods:
+            u = DPUnit("fsdp", m, mesh if mesh is not None else _default_mesh(),
+                       shard_placement_fn, settings=dict(kw))
+            if path is not None:
+                from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+                u.settings["_site"] = _user_site(path)
+            units.append(u)
+            for k, f in _fsdp_methods(u, path).items():
+                object.__setattr__(m, k, types.MethodType(f, m))
+        return module
+
+    def replicate(module: Any, *args: Any, device_mesh: Any = None, mesh: Any = None,
+                  **kw: Any) -> Any:
+        u = DPUnit("ddp", module, device_mesh if device_mesh is not None else mesh,
+                   settings=dict(kw))
+        if path is not None:
+            from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+            u.settings["_site"] = _user_site(path)
+        units.append(u)
+        for k, f in _fsdp_methods(u, path).items():
+            object.__setattr__(module, k, types.MethodType(f, module))
+        return module
+
+    real: list[Any] = []
+    for modname, attr, fake in (
+            ("torch.distributed.fsdp", "fully_shard", fully_shard),
+            ("torch.distributed.fsdp._fully_shard", "fully_shard", fully_shard),
+            ("torch.distributed.fsdp._fully_shard._fully_shard", "fully_shard", fully_shard),
+            ("torch.distributed._composable.fsdp", "fully_shard", fully_shard),
+            ("torch.distributed._composable", "replicate", replicate),
+            ("torch.distributed._composable.replicate", "replicate", replicate),
+            ("torch.distributed._composable.replicate_with_fsdp", "replicate", replicate)):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            try:
+                __import__(modname)
+                mod = sys.modules[modname]
+            except ImportError:
+                continue
+        if hasattr(mod, attr):
+            real.append((mod, attr, getattr(mod, attr)))
+    originals = {id(orig) for _, _, orig in real}
+    fakes = {"fully_shard": fully_shard, "replicate": replicate}
+    patched: list[tuple[Any, str, Any]] = []
+    for mod, attr, orig in real:
+        patched.append((mod, attr, orig))
+        setattr(mod, attr, fakes[attr])
+    for um in user_modules:               # names the user's files bound at import time
+        for k, v in list(vars(um).items()):
+            if id(v) in originals:
+                name = "fully_shard" if any(v is o and a == "fully_shard"
+                                            for _, a, o in real) else "replicate"
+                patched.append((um, k, v))
+                setattr(um, k, fakes[name])
+    try:
+        yield units
+    finally:
+        for mod, attr, orig in reversed(patched):
+            setattr(mod, attr, orig)
+
+
+def managed_params(model: nn.Module, units: list[DPUnit]
+                   ) -> dict[str, tuple[DPUnit, list[tuple[nn.Module, str]]]]:
+    """Parameter name -> (its unit, every (module, attribute) holding it: tied weights have
+    several): each call manages the parameters of its module not managed by an earlier call
+    (FSDP2's rule; calls are bottom-up)."""
+    for u in units:                      # resolve the groups now, outside the trace
+        for a in u.mesh.mesh_dim_names:
+            u.group(a)
+    first: dict[int, str] = {}
+    holders: dict[int, list[tuple[nn.Module, str]]] = {}
+    for mod in model.modules():
+        for pn, p in mod.named_parameters(recurse=False):
+            holders.setdefault(id(p), []).append((mod, pn))
+    for n, p in model.named_parameters(remove_duplicate=False):
+        first.setdefault(id(p), n)
+    owner: dict[str, tuple[DPUnit, list[tuple[nn.Module, str]]]] = {}
+    for u in units:
+        for mod in u.module.modules():
+            for _, p in mod.named_parameters(recurse=False):
+                gname = first.get(id(p))
+                if gname is not None and gname not in owner:
+                    owner[gname] = (u, holders[id(p)])
+    return owner
+
+
+class GatherShard(torch.autograd.Function):
+    """FSDP2's unshard: forward all-gathers the rank's block along ``dim`` over the shard axis;
+    backward reduce-scatters the gradient (sum), all-reduces it over the replicate axes (sum)
+    and divides it by the divide factor."""
+
+    @staticmethod
+    def forward(ctx: Any, local: torch.Tensor, dim: int, shard_group: Any,
+                rep_groups: tuple, factor: float) -> torch.Tensor:
+        import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
+
+        ctx.dim, ctx.shard_group, ctx.rep_groups, ctx.factor = dim, shard_group, rep_groups, factor
+        out = funcol.all_gather_tensor(local.contiguous(), dim, shard_group)
+        return funcol.wait_tensor(out)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
+
+        g = funcol.wait_tensor(funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim,
+                                                            ctx.shard_group))
+        for rg in ctx.rep_groups:
+            g = funcol.wait_tensor(funcol.all_reduce(g, "sum", rg))
+        return g / ctx.factor, None, None, None, None
+
+
+class AllReduceGrad(torch.autograd.Function):
+    """DDP's gradient hook: identity forward; backward all-reduces (sum) over the groups and
+    divides by the factor."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, groups: tuple, factor: float) -> torch.Tensor:
+        ctx.groups, ctx.factor = groups, factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
+
+        g = grad
+        for gr in ctx.groups:
+            g = funcol.wait_tensor(funcol.all_reduce(g, "sum", gr))
+        return g / ctx.factor, None, None
+
+
+def _root_submesh(axes_names: list[str], any_mesh: Any) -> Any:
+    root = any_mesh._get_root_mesh()  # noqa: SLF001 -- DeviceMesh has no public root accessor
+    order = list(root.mesh_dim_names)
+    names = tuple(sorted(set(axes_names), key=order.index))
+    return root[names]
+
+
+def stored_spec(n: str, p: Any, own: Any, path: str) -> Any:
+    """How parameter ``p`` is stored on a rank: ``(mesh, placements, shape, stride)`` of its
+    DTensor (FSDP2: its sharded form), or None for a plain tensor.
+
+    Raises:
+        PlanError: an FSDP2 shard dim that the data-parallel axis does not divide (FSDP2 would
+            pad it; uneven shards are not modelled).
+    """
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    if own is None or own[0].kind != "fsdp":
+        return (p.device_mesh, p.placements, p.shape, p.stride()) if isinstance(p, DTensor) \
+            else None
+    unit = own[0]
+    loc_t = p._local_tensor if isinstance(p, DTensor) else p  # noqa: SLF001
+    d = 0
+    if unit.shard_placement_fn is not None:
+        got = unit.shard_placement_fn(p)
+        d = got.dim if got is not None else 0
+    loc = loc_t.shape
+    ns = unit.mesh.size(unit.mesh.ndim - 1)
+    if loc[d] % ns:
+        raise PlanError(f"{path}:1: fully_shard shards {n} dim {d} (local size {loc[d]}) over "
+                        f"{unit.shard_axis!r} (size {ns}), which does not divide it (FSDP2 "
+                        "pads; uneven shards are not modelled)")
+    tp_names = list(p.device_mesh.mesh_dim_names) if isinstance(p, DTensor) else []
+    tp_pl = dict(zip(tp_names, p.placements)) if isinstance(p, DTensor) else {}
+    dp_names = list(unit.mesh.mesh_dim_names)
+    mesh = _root_submesh(dp_names + tp_names, unit.mesh)
+    tp_shards_d = sum(1 for q in tp_pl.values() if isinstance(q, Shard) and q.dim == d)
+    pls = []
+    for a in mesh.mesh_dim_names:
+        if a == unit.shard_axis:
+            if tp_shards_d:
+                sf = 1
+                for b, q in tp_pl.items():
+                    if isinstance(q, Shard) and q.dim == d:
+                        sf *= mesh.size(list(mesh.mesh_dim_names).index(b))
+                pls.append(_StridedShard(d, split_factor=sf))
+            else:
+                pls.append(Shard(d))
+        elif a in tp_pl:
+            pls.append(tp_pl[a])
+        else:
+            pls.append(Replicate())
+    shape = tuple(p.shape)
+    stride = torch.empty(shape, device="meta").stride()
+    return (mesh, tuple(pls), torch.Size(shape), stride)
+
+
+def spec_placements(spec: Any, axes: list[str]) -> tuple[str, ...]:
+    """A stored spec's placement per world axis (strings, as ``capture.placement_str``)."""
+    from spec_lang.torch_frontend.capture import placement_str  # noqa: PLC0415
+
+    if spec is None:
+        return tuple("R" for _ in axes) if axes else ()
+    by = {a: placement_str(q) for a, q in zip(spec[0].mesh_dim_names, spec[1])}
+    return tuple(by.get(a, "R") for a in axes)
+
+
+def spec_local_shape(spec: Any, p: Any) -> tuple[int, ...]:
+    if spec is None:
+        return tuple(p.shape)
+    mesh, pls, shape, _ = spec
+    sizes = {a: mesh.size(i) for i, a in enumerate(mesh.mesh_dim_names)}
+    out = list(shape)
+    for a, q in zip(mesh.mesh_dim_names, pls):
+        if isinstance(q, Shard) or type(q).__name__ == "_StridedShard":
+            if out[q.dim] % sizes[a]:
+                raise PlanError(f"a parameter of shape {tuple(shape)} is sharded unevenly")
+            out[q.dim] //= sizes[a]
+    return tuple(out)
+
+
+def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, Any],
+                   orig: Mapping[str, Any]) -> list[Any]:
+    """Forward hooks that put each data-parallel unit's parameters in their gathered (FSDP2)
+    or gradient-reducing (replicate) form for the unit's forward (:mod:`dataparallel`)."""
+    hooks = []
+    for u in units:
+        mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
+        if not mine:
+            continue
+
+        def pre(module: Any, args: Any, u: Any = u, mine: Any = mine) -> None:
+            for n, hs in mine:
+                view = unit_view(u, new[n], orig[n])   # one view for every tied holder
+                for mod, attr in hs:
+                    mod._parameters[attr] = view  # noqa: SLF001
+
+        def post(module: Any, args: Any, out: Any, mine: Any = mine) -> None:
+            for n, hs in mine:
+                for mod, attr in hs:
+                    mod._parameters[attr] = new[n]  # noqa: SLF001
+
+        hooks.append(u.module.register_forward_pre_hook(pre))
+        hooks.append(u.module.register_forward_hook(post))
+    return hooks
+
+
+def unit_view(u: Any, stored: Any, orig: Any) -> Any:
+    """The parameter as the unit's forward sees it (module docstring of :mod:`dataparallel`)."""
+    groups_of = lambda names: tuple(u.group(a) for a in names)  # noqa: E731
+    if u.kind == "ddp":
+        return AllReduceGrad.apply(stored, groups_of(u.mesh.mesh_dim_names), u.factor())
+    shard_dim = next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names, stored.placements)
+                     if a == u.shard_axis)
+    full = GatherShard.apply(stored.to_local(), shard_dim, u.group(u.shard_axis),
+                             groups_of(u.replicate_axes), u.factor())
+    if isinstance(orig, DTensor):
+        return DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,
+                                  shape=orig.shape, stride=orig.stride())
+    return full

@@ -1,0 +1,514 @@
+"""``load(path) -> Problem``: the PyTorch front end end to end (``docs/torch.md``).
+
+1. read the train file (:mod:`contract`); check the torch version (:mod:`version`);
+2. capture the spec (no mesh) and the plan on 2-3 coordinates of every mesh axis, at probe
+   sizes, and both once more at real sizes on meta tensors (:mod:`capture`, :mod:`world`);
+3. pass 1, named dims: the spec's atoms, then the plan's seeded from them through each input's
+   placements (a plan view that splits a spec atom re-runs the spec with it split);
+4. names and real sizes (:mod:`naming`); the traces aligned for literals (:mod:`literals`);
+5. pass 2, terms (:mod:`lower`): spec inputs are ``INPUT`` s, plan inputs their lineage
+   (``SHARD`` per sharded axis);
+6. one goal per plan output: the spec's value through the output's placement (a ``Partial``
+   gradient is compared after the all-reduce its placement stands for). An output whose value
+   could not be lowered is listed in ``Problem.unsupported`` (UNKNOWN, never EQUIVALENT).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from spec_lang.errors import PlanError
+from spec_lang.iteration import DEFAULT_ASSUMPTIONS
+from spec_lang.problem import Goal, Problem
+from spec_lang.term import Binding, DimSpec, Op, Term, term, varying_axes
+from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
+    rules_attention, rules_collectives, rules_contract, rules_elementwise, rules_index,
+    rules_layout, rules_loss, rules_norm, rules_optim,
+)
+from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
+from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
+from spec_lang.torch_frontend.tracedata import Job, run_jobs
+from spec_lang.torch_frontend.contract import TrainFile, read_train_file
+from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
+from spec_lang.torch_frontend.indexing import Idx, Pred
+from spec_lang.torch_frontend.literals import GraphMismatch, Traces
+from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
+from spec_lang.torch_frontend.naming import (
+    Names, SizeMismatch, plan_namer, solve_real_sizes, spec_names, spec_namer,
+)
+from spec_lang.torch_frontend.values import TV
+from spec_lang.torch_frontend.version import check_torch
+
+__all__ = ["load", "Captured", "capture_all", "build_problem", "rank_coords"]
+
+_LAYER = re.compile(r"(?:^|:)((?:layers|blocks|h)\.\d+)\.")
+
+
+@dataclass
+class Captured:
+    """All traces of one train file."""
+
+    tf: TrainFile
+    probe: dict[str, int]
+    spec: Trace
+    spec_real: Trace
+    plans: list[Trace]            # plans[0] is the rank lowered (all coordinates 0)
+    plan_real: Trace
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def rank_coords(mesh: Mapping[str, int]) -> list[dict[str, int]]:
+    """Coordinates traced: all zeros, then 1 (and 2 when the axis is longer) on each axis."""
+    base = {a: 0 for a in mesh}
+    out = [dict(base)]
+    for a, n in mesh.items():
+        for c in range(1, min(n, 3)):
+            out.append({**base, a: c})
+    return out
+
+
+def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
+    """Capture the spec and the plan's traces (module docstring, step 2), each in its own
+    child process (:mod:`spec_lang.torch_frontend.tracedata`)."""
+    import time
+    t0 = time.monotonic()
+    probe = probe_sizes(tf.sizes, tf.mesh)
+    zero = {a: 0 for a in tf.mesh}
+    coords = rank_coords(tf.mesh)
+    src = tf.source
+    jobs = [Job(tf.path, probe, None, src), Job(tf.path, tf.sizes, None, src),
+            Job(tf.path, tf.sizes, zero, src)] + [Job(tf.path, probe, c, src) for c in coords]
+    traces = run_jobs(jobs, workers=workers)
+    spec, spec_real, plan_real = traces[:3]
+    plans = traces[3:]
+    return Captured(tf, probe, spec, spec_real, plans, plan_real,
+                    {"capture": time.monotonic() - t0})
+
+
+def _mesh_factor(mesh: Mapping[str, int]) -> int:
+    m = math.prod(mesh.values()) if mesh else 1
+    return m * 2 if m % 2 else m
+
+
+def _placeholders(gm: Any) -> list[Any]:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _spec_seeds(tr: Trace, splits: Mapping[str, tuple[int, ...]]) -> Any:
+    def seed(i: int, n: Any, d: Dims) -> list:
+        role = tr.inputs[i]
+        shape = tuple(int(s) for s in n.meta["val"].shape)
+        lay = []
+        for k, s in enumerate(shape):
+            if s == 1:
+                lay.append([])
+                continue
+            a = d.fresh(s, f"input {role.name} dim {k}")
+            a.key = f"{role.name}#{k}"
+            _apply_splits(d, a, splits)
+            lay.append([a])
+        return lay
+    return seed
+
+
+def _apply_splits(d: Dims, a: Any, splits: Mapping[str, tuple[int, ...]]) -> None:
+    if a.key in splits:
+        for p in d.split(a, splits[a.key], a.origin):
+            _apply_splits(d, p, splits)
+
+
+def _plan_seeds(tr: Trace, spec_an: Analysis, names: Names, spec_tr: Trace) -> Any:
+    spec_ph = {r.name: n for r, n in zip(spec_tr.inputs, _placeholders(spec_an.gm))}
+    axes = list(tr.mesh)
+
+    def seed(i: int, n: Any, d: Dims) -> list:
+        role = tr.inputs[i]
+        where = f"input {role.name}"
+        sp = spec_ph.get(role.name)
+        if sp is None:
+            raise DimsError(f"{where}: the plan has an input the single-device model does not")
+        lay = [spec_an.dims.canon(dim) for dim in spec_an.layouts[sp]]
+        shards: list[list[list[str]]] = [[[] for _ in dim] for dim in lay]
+        strided: list[tuple[int, str]] = []
+        for ax, pl in zip(axes, role.placements):
+            if pl.startswith("S("):
+                k = int(pl[2:-1])
+                if not lay[k]:
+                    raise DimsError(f"{where}: dim {k} of size 1 is sharded over {ax!r}")
+                shards[k][0].append(ax)
+            elif pl.startswith("SS("):
+                # _StridedShard (FSDP2 over TP): the rank's block of the block the later axes
+                # hold, i.e. the innermost shard (spec_lang.placement.StridedShard)
+                strided.append((int(pl[3:-1].split(",")[0]), ax))
+            elif pl != "R":
+                raise DimsError(f"{where}: input placement {pl} over {ax!r}")
+        for k, ax in strided:
+            if not lay[k]:
+                raise DimsError(f"{where}: dim {k} of size 1 is sharded over {ax!r}")
+            shards[k][0].append(ax)
+        shape = tuple(int(s) for s in n.meta["val"].shape)
+        out = []
+        for k, dim in enumerate(lay):
+            atoms = []
+            prod = 1
+            for j, x in enumerate(dim):
+                r = spec_an.dims.find(x)
+                key = names.key_of[id(r)]
+                div = math.prod(tr.mesh[a] for a in shards[k][j])
+                if r.size % div:
+                    raise DimsError(f"{where}: dim {k}'s named dim of size {r.size} is sharded "
+                                    f"over {shards[k][j]} (size {div}), which does not divide it")
+                atoms.append(d.fresh(r.size // div, where, (key, tuple(shards[k][j]))))
+                prod *= r.size // div
+            if prod != shape[k]:
+                raise DimsError(f"{where}: local dim {k} has size {shape[k]}, its placement "
+                                f"{role.placements} gives {prod} (uneven sharding is not "
+                                "supported)")
+            out.append(atoms)
+        return out
+    return seed
+
+
+@dataclass
+class Lowered:
+    """Pass 2's results."""
+
+    spec_an: Analysis
+    plan_an: Analysis
+    names: Names
+    spec_out: dict[str, Any]
+    plan_out: dict[str, Any]
+    spec_ctx: Lowering
+    plan_ctx: Lowering
+    binding: Binding
+
+
+def _input_term(role: Any, specs: tuple[DimSpec, ...], dtype: str, rng: DimSpec | None) -> Term:
+    if role.kind == "param":
+        attrs = (role.name, "param", "real")
+    elif role.kind == "state":
+        attrs = (role.name, "state", STATE_DOMAIN.get(role.name.split(":", 1)[0], "real"))
+    elif dtype == "torch.bool":
+        attrs = (role.name, "data", "mask")
+    elif "int" in dtype:
+        if rng is None:
+            return None  # type: ignore[return-value]
+        attrs = (role.name, "data", "index", rng.name)
+    else:
+        attrs = (role.name, "data", "real")
+    return term(Op.INPUT, (), attrs, specs)
+
+
+def _spec_inputs(tr: Trace, an: Analysis, ctx: Lowering, namer: Any) -> list[Any]:
+    vals = []
+    for role, ph in zip(tr.inputs, _placeholders(an.gm)):
+        lay = ctx.layout(ph)
+        specs = tuple(x for dim in lay for x in dim)
+        rng = an.index_range.get(ph)
+        t = _input_term(role, specs, role.dtype, namer(rng) if rng is not None else None)
+        if t is None:
+            vals.append(Opaque("input", role.name, "an integer input used as no index"))
+        elif t.attrs[2] == "index":
+            vals.append(Idx(t, lay))
+        elif t.attrs[2] == "mask":
+            vals.append(Pred(t, lay))
+        else:
+            vals.append(TV(t, lay))
+    return vals
+
+
+def _plan_inputs(tr: Trace, an: Analysis, ctx: Lowering, spec_vals: Mapping[str, Any]) -> list:
+    vals = []
+    for role, ph in zip(tr.inputs, _placeholders(an.gm)):
+        sv = spec_vals[role.name]
+        if isinstance(sv, Opaque):
+            vals.append(sv)
+            continue
+        lay = ctx.layout(ph)
+        t = sv.base if isinstance(sv, Idx) else sv.term
+        for dim in lay:            # each dim's shards, outermost first (its DimSpec order)
+            for ds in dim:
+                for ax in ds.shards:
+                    cur = t.dim(ds.name)
+                    new = DimSpec(cur.name, cur.shards + (ax,))
+                    t = term(Op.SHARD, (t,), (cur.name, ax),
+                             tuple(new if x.name == cur.name else x for x in t.dims))
+        want = {x for dim in lay for x in dim}
+        if set(t.dims) != want:
+            # StridedShard order or nested axes: rebuild in the order the layout gives
+            vals.append(Opaque("input", role.name, f"placement {role.placements} gives dims "
+                               f"{sorted(map(str, t.dims))}, the local tensor "
+                               f"{sorted(map(str, want))}"))
+            continue
+        vals.append(Idx(t, lay) if isinstance(sv, Idx) else
+                    Pred(t, lay) if isinstance(sv, Pred) else TV(t, lay))
+    return vals
+
+
+def lower_all(cap: Captured) -> Lowered:
+    """Passes 1 and 2 on the main spec and plan traces (module docstring, steps 3-5).
+
+    Raises:
+        PlanError: dims that cannot be named, graphs that differ across traces, sizes that do
+            not fit; each names the user's line.
+    """
+    tf, probe = cap.tf, cap.probe
+    mf = _mesh_factor(tf.mesh)
+    path = tf.path
+    plan_tr = cap.plans[0]
+    try:
+        spec_traces = Traces(cap.spec.gm, {}, {}, real=cap.spec_real.gm)
+        plan_traces = Traces(plan_tr.gm, plan_tr.coords, plan_tr.groups, real=cap.plan_real.gm,
+                             real_groups=cap.plan_real.groups,
+                             ranks=[(t.coords, t.gm, t.groups) for t in cap.plans[1:]])
+    except GraphMismatch as e:
+        raise PlanError(f"{path}:1: {e}") from None
+    rank_blocks = {}
+    for (node, pth), rv in plan_traces.rank_refs.items():
+        ref = node.args
+        for q in pth[1:]:
+            ref = ref[q]
+        rank_blocks[ref] = rv.axis
+    splits: dict[str, tuple[int, ...]] = {}
+    for _round in range(6):
+        sd = Dims()
+        spec_an = analyse(cap.spec.gm, _spec_seeds(cap.spec, splits), sd, path)
+        names = spec_names(spec_an, probe, mf)
+        pd = Dims(axis_sizes=tf.mesh)
+        try:
+            plan_an = analyse(plan_tr.gm, _plan_seeds(plan_tr, spec_an, names, cap.spec), pd,
+                              path, groups=plan_tr.groups, rank_blocks=rank_blocks)
+        except Refine as r:
+            if r.key in splits:
+                raise PlanError(f"{path}:1: cannot name the dims: {r}") from None
+            splits[r.key] = r.sizes
+            continue
+        break
+    else:
+        raise PlanError(f"{path}:1: cannot name the dims after {len(splits)} refinements")
+    s_namer = spec_namer(spec_an, names)
+    p_namer = plan_namer(plan_an, names)
+    try:
+        real = solve_real_sizes([(spec_an, s_namer, cap.spec_real.gm, {}),
+                                 (plan_an, _safe(p_namer), cap.plan_real.gm, tf.mesh)])
+    except (GraphMismatch, SizeMismatch, KeyError) as e:
+        raise PlanError(f"{path}:1: {e}") from None
+    for tr in (spec_traces, plan_traces):
+        tr.probe_sizes = dict(names.probe_size)
+        tr.real_sizes = dict(real)
+        tr.axis_sizes = dict(tf.mesh)
+    spec_ctx = Lowering(spec_an, s_namer, spec_traces.scalar, spec_traces.axis, path,
+                        traces=spec_traces)
+    plan_ctx = Lowering(plan_an, _opaque_namer(p_namer), plan_traces.scalar, plan_traces.axis,
+                        path, traces=plan_traces)
+    copies = {names.name_of_key[k]: names.name_of_key[k[:-1]] for k in names.name_of_key
+              if k.endswith("'") and k[:-1] in names.name_of_key}
+    spec_ctx.copy_base = plan_ctx.copy_base = copies
+    spec_in = _spec_inputs(cap.spec, spec_an, spec_ctx, s_namer)
+    spec_env = lower_graph(spec_ctx, spec_in)
+    spec_vals = {r.name: v for r, v in zip(cap.spec.inputs, spec_in)}
+    plan_in = _plan_inputs(plan_tr, plan_an, plan_ctx, spec_vals)
+    plan_env = lower_graph(plan_ctx, plan_in)
+    spec_out = _outputs(cap.spec, spec_an, spec_env)
+    plan_out = _outputs(plan_tr, plan_an, plan_env)
+    sizes = dict(real)
+    for ctx in (spec_ctx, plan_ctx):
+        for name in ctx.same_size:
+            base = name
+            while base in ctx.same_size:
+                base = ctx.same_size[base]
+            sizes[name] = real[base]
+    binding = Binding({**{k: v for k, v in sizes.items() if not k.startswith("?")},
+                       **tf.mesh})
+    return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding)
+
+
+class _Unnamed(Exception):  # noqa: N818
+    pass
+
+
+def _safe(namer: Any) -> Any:
+    def f(a: Any) -> DimSpec:
+        try:
+            return namer(a)
+        except KeyError:
+            return DimSpec(f"?{a.uid}")
+    return f
+
+
+def _opaque_namer(namer: Any) -> Any:
+    return _safe(namer)
+
+
+def _outputs(tr: Trace, an: Analysis, env: Mapping[Any, Any]) -> dict[str, Any]:
+    out_node = next(n for n in an.gm.graph.nodes if n.op == "output")
+    vals = env[out_node]
+    flat = vals[0] if isinstance(vals, (list, tuple)) and len(vals) == 1 \
+        and isinstance(vals[0], (list, tuple)) else vals
+    nodes = out_node.args[0]
+    nodes = nodes[0] if isinstance(nodes, (list, tuple)) and len(nodes) == 1 \
+        and isinstance(nodes[0], (list, tuple)) else nodes
+    res = {}
+    for role, v, nd in zip(tr.outputs, flat, nodes):
+        res[role.name] = (role, v, nd)
+    return res
+
+
+def _through(t: Term, layout: tuple, placements: tuple[str, ...], axes: list[str]) -> Term:
+    """The spec value ``t`` as rank-local through ``placements`` (one per world axis): a
+    ``SHARD`` of the outermost named dim of torch dim ``k`` per ``S(k)`` in mesh order, then one
+    per ``SS(k)`` (``_StridedShard``: the innermost block, as FSDP2 over TP stores it)."""
+    order = [(ax, pl[2:-1]) for ax, pl in zip(axes, placements) if pl.startswith("S(")]
+    order += [(ax, pl[3:-1].split(",")[0]) for ax, pl in zip(axes, placements)
+              if pl.startswith("SS(")]
+    for ax, k in order:
+        ds = layout[int(k)][0]
+        cur = t.dim(ds.name)
+        new = DimSpec(cur.name, cur.shards + (ax,))
+        t = term(Op.SHARD, (t,), (cur.name, ax),
+                 tuple(new if x.name == cur.name else x for x in t.dims))
+    return t
+
+
+def build_problem(cap: Captured, low: Lowered) -> Problem:
+    """Goals from the lowered outputs (module docstring, step 6)."""
+    tf = cap.tf
+    axes = list(tf.mesh)
+    goals: list[Goal] = []
+    unsupported: list[tuple[str, str]] = []
+    notes: list[str] = []
+    order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
+    for name, (role, pv, pnode) in low.plan_out.items():
+        if name not in low.spec_out:
+            raise PlanError(f"{tf.path}:1: the parallel step produces {name!r}, which the "
+                            "single-device step does not")
+        _, sv, _ = low.spec_out[name]
+        bad = sv if isinstance(sv, Opaque) else pv if isinstance(pv, Opaque) else None
+        if bad is not None:
+            unsupported.append((name, bad.reason()))
+            continue
+        actual = pv.term
+        pls = role.placements
+        for ax, pl in zip(axes, pls):
+            if pl.startswith("P("):
+                op = pl[2:-1]
+                if op not in ("sum", "avg"):
+                    unsupported.append((name, f"a {pl} gradient over {ax!r}"))
+                    break
+                actual = term(Op.ALL_REDUCE, (actual,), (ax, "sum"), actual.dims)
+                if op == "avg":
+                    from fractions import Fraction
+
+                    from spec_lang.torch_frontend.values import ew
+                    actual = ew(Op.MUL, ew(Op.POW, term(Op.AXIS_SIZE, (), (ax,), ()),
+                                           attrs=(Fraction(-1),)), actual)
+        else:
+            if role.kind == "loss":
+                vary = varying_axes(actual)
+                if vary:
+                    notes.append(f"the returned loss varies over {sorted(vary)} (each rank's "
+                                 "loss on its shard of the batch); it is not compared, the "
+                                 "gradients and the updated parameters are")
+                    continue
+            expected = _through(sv.term, sv.dims, tuple(p if not p.startswith("P(") else "R"
+                                                         for p in pls), axes)
+            m = _LAYER.search(name)
+            placement = ", ".join(f"{a}: {p}" for a, p in zip(axes, pls)) \
+                or "a plain tensor (the same program on every rank)"
+            how = _style_of(cap.plans[0].styles, role.param)
+            goals.append(Goal(name=name, kind=role.kind, expected=expected, actual=actual,
+                              placement=placement + (f"; {how}" if how else ""),
+                              site=_producing_site(pnode, tf.path),
+                              layer=m.group(1) if m else None))
+    missing = [n for n in low.spec_out if n not in low.plan_out]
+    if missing:
+        raise PlanError(f"{tf.path}:1: the parallel step does not produce {missing[:4]}")
+    goals.sort(key=lambda g: order[g.kind])
+    assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + (
+        "buffers (rotary tables, masks) are inputs: the proof holds for every buffer value",
+    )
+    return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
+                   mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,
+                   spec_outputs={k: v[1].term for k, v in low.spec_out.items()
+                                 if isinstance(v[1], TV)},
+                   unsupported=tuple(unsupported), frontend="torch")
+
+
+def _style_of(styles: Mapping[str, tuple[str, str]], param: str | None) -> str:
+    """How the user parallelised ``param``'s module (its style and the data-parallel wrapper
+    around it), with the user's lines."""
+    if not param:
+        return ""
+    parts = param.split(".")
+    got = []
+    for k in range(len(parts) - 1, -1, -1):
+        mod = ".".join(parts[:k])
+        if mod in styles:
+            st, site = styles[mod]
+            kind = "dp" if st.startswith(("fully_shard", "replicate")) else "tp"
+            if not any(g[0] == kind for g in got):
+                got.append((kind, f"{st} at {site}" + (f" on {mod}" if mod else " on the model")))
+    return "; ".join(g[1] for g in got)
+
+
+def _producing_site(n: Any, path: str) -> str:
+    """The user's line of the op that computed an output (through clones, views, waits)."""
+    from spec_lang.torch_frontend.analysis import is_data_movement
+    seen = 0
+    while n is not None and seen < 64:
+        name = str(n.target) if n.op == "call_function" else ""
+        if n.op == "call_function" and (is_data_movement(n) or name in (
+                "aten.clone.default", "_c10d_functional.wait_tensor.default")
+                or n.target is __import__("operator").getitem):
+            nxt = n.args[0] if n.args else None
+            while isinstance(nxt, (list, tuple)) and nxt:
+                nxt = nxt[0]
+            n = nxt if hasattr(nxt, "op") else None
+            seen += 1
+            continue
+        break
+    return node_site(n, path) if n is not None else path
+
+
+def _data_assumptions(cap: Captured) -> list[str]:
+    plan = cap.plans[0]
+    out = []
+    for r in plan.inputs:
+        if r.kind == "data":
+            sh = [f"dim {pl[2:-1]} over {ax!r}" for ax, pl in zip(plan.mesh, r.placements)
+                  if pl.startswith("S(")]
+            out.append(f"data {r.name!r}: " + (", ".join(sh) if sh else "replicated on every rank")
+                       + (" (DATA_SHARDING)" if cap.tf.data_sharding is not None else
+                          " (default: the batch dim over the dp axes)"))
+    return out
+
+
+def load(path: str | Path, source: bytes | None = None) -> Problem:
+    """The :class:`~spec_lang.problem.Problem` of a ``prove --torch`` train file.
+
+    ``source``: the file's bytes as the caller read and hashed them (``None``: read ``path``).
+    Called in :mod:`proofs.isolation`'s tracing child, never in the process that decides.
+
+    Raises:
+        PlanError: bad input (a malformed file, an unsupported torch, dims or sizes that cannot
+            be named), one line starting with ``file:line:``.
+    """
+    check_torch(torch.__version__)
+    tf = read_train_file(path, source)
+    folder = str(Path(tf.path).resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        cap = capture_all(tf)
+        low = lower_all(cap)
+        return build_problem(cap, low)
+    finally:
+        if folder in sys.path:
+            sys.path.remove(folder)

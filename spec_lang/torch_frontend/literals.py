@@ -1,0 +1,348 @@
+"""Literals of the graph, read across the aligned traces of one program.
+
+The same program is captured several times: at probe sizes on the rank whose graph is lowered,
+at real sizes, and at probe sizes on other rank coordinates (2-3 per mesh axis). The graphs must
+be the same node for node (same ops in the same order); a python scalar argument then is
+
+* the same in every trace: a constant (:func:`~spec_lang.torch_frontend.values.exact_scalar`);
+* different at probe and real sizes but the same on every rank: a *size literal*, lifted to the
+  product of dim and axis sizes that gives both values (``div(x, 2431)`` =
+  ``|B|/|dp| * |S| * |H|``), or UNKNOWN when no product does;
+* different across ranks: a :class:`RankValues` (its values per coordinate of the one axis it
+  depends on); only the rules that recognise the pattern accept it (vocab-parallel offsets are
+  the block start of the rank's vocab shard), anything else is UNKNOWN.
+
+Process-group arguments are mapped to their mesh axis on every trace and must agree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import torch.fx as fx
+
+from spec_lang.term import Op, Term, term
+from spec_lang.torch_frontend.analysis import semantic_nodes
+from spec_lang.torch_frontend.values import ew, exact_scalar
+
+__all__ = ["RankValues", "Traces", "GraphMismatch"]
+
+
+class GraphMismatch(ValueError):
+    """Two traces of one program differ in their ops (control flow on sizes or ranks)."""
+
+
+@dataclass(frozen=True)
+class RankValues:
+    """A literal that depends on the rank's coordinate on ``axis``: ``values[r]`` for the
+    traced coordinates ``r`` (``affine`` is ``(c0, k)`` when ``values[r] = c0 + k r`` holds on
+    every traced coordinate, else None)."""
+
+    axis: str
+    values: dict[int, Any]
+    affine: tuple[Fraction, Fraction] | None
+    real: Any = None          # the value at real sizes on the main rank (None: not traced)
+
+
+def _arg(n: fx.Node, key: Any) -> Any:
+    if isinstance(key, tuple):          # (argument, item) of a list argument
+        v = _arg(n, key[0])
+        return v[key[1]] if isinstance(v, (list, tuple)) and key[1] < len(v) else None
+    if isinstance(key, int):
+        return n.args[key] if key < len(n.args) else None
+    return n.kwargs.get(key)
+
+
+class Traces:
+    """The traces of one program, aligned node by node (see the module docstring).
+
+    ``main``: the graph module that is lowered; ``real``: the same at real sizes (or None);
+    ``ranks``: ``(coords, graph module, groups)`` of the other traced ranks; ``coords`` and
+    ``groups``: the main trace's.
+    """
+
+    def __init__(self, main: Any, coords: Mapping[str, int], groups: Mapping[str, str],
+                 real: Any = None, real_groups: Mapping[str, str] | None = None,
+                 ranks: Sequence[tuple[Mapping[str, int], Any, Mapping[str, str]]] = ()):
+        self.main = main
+        self.coords = dict(coords)
+        self.groups = dict(groups)
+        sem = semantic_nodes(main)
+        self.index = {n: i for i, n in enumerate(sem)}           # for the real-size trace
+        full = list(main.graph.nodes)
+        self.full_index = {n: i for i, n in enumerate(full)}     # for the other ranks
+        self.real = semantic_nodes(real) if real is not None else None
+        self.real_groups = dict(real_groups or groups)
+        self.ranks = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in ranks]
+        self.rank_gms = [gm for _, gm, _ in ranks]
+        if self.real is not None:
+            _check_same(sem, self.real, "real sizes")
+            _check_refs(sem, self.real, "real sizes", resolve=True)
+        # node arguments that are block r of a split on rank r (DTensor's Replicate -> Shard:
+        # the same ops, but each rank reads its own block): (node, path) -> RankValues
+        self.rank_refs: dict[tuple[fx.Node, tuple], RankValues] = {}
+        for c, nodes, _ in self.ranks:
+            _check_same(full, nodes, f"rank {c}")
+            for (x, path), idx in _check_refs(full, nodes, f"rank {c}").items():
+                moved = [a for a in c if c[a] != self.coords.get(a, 0)]
+                ax = moved[0]
+                rv = self.rank_refs.get((x, path))
+                vals = dict(rv.values) if rv is not None else {self.coords.get(ax, 0): idx[0]}
+                if rv is not None and rv.axis != ax:
+                    raise GraphMismatch(f"node {x.name} reads a block that depends on the "
+                                        f"coordinates of several axes")
+                vals[c[ax]] = idx[1]
+                self.rank_refs[(x, path)] = RankValues(ax, vals, _affine(vals))
+        self.probe_sizes: dict[str, int] = {}
+        self.real_sizes: dict[str, int] = {}
+        self.axis_sizes: dict[str, int] = {}
+        self._lift_cache: dict[tuple[Any, Any], Term | None] = {}
+
+    # -- groups -------------------------------------------------------------------------------
+    def twin(self, n: fx.Node) -> fx.Node | None:
+        """``n``'s node in the real-size trace (None for a layout-only node)."""
+        i = self.index.get(n)
+        return None if i is None or self.real is None else self.real[i]
+
+    def pg_axis(self, n: fx.Node, key: int) -> str:
+        """The mesh axis of the c10d ``ProcessGroup`` argument ``key`` of ``n`` (a get_attr
+        node holding a :class:`~spec_lang.torch_frontend.tracedata.ProcessGroupRef`), the same
+        on every traced rank.
+
+        Raises:
+            ValueError: not a mesh axis, or the ranks disagree.
+        """
+        ref = n.args[key]
+        name = getattr(getattr(self.main, ref.target, None), "group_name", None)
+        if name not in self.groups:
+            raise ValueError(f"process group {name!r} is not one of the mesh's axes")
+        ax = self.groups[name]
+        fi = self.full_index[n]
+        for (c, nodes, groups), gm in zip(self.ranks, self.rank_gms):
+            oref = nodes[fi].args[key]
+            oname = getattr(getattr(gm, oref.target, None), "group_name", None)
+            if groups.get(oname) != ax:
+                raise ValueError(f"the collective runs over {ax!r} on rank {self.coords} but over "
+                                 f"{groups.get(oname)!r} on rank {c}")
+        return ax
+
+    def axis(self, n: fx.Node, key: Any) -> str:
+        """The mesh axis of the process group in argument ``key`` of ``n``.
+
+        Raises:
+            ValueError: the group is not a mesh axis, or the ranks disagree on it.
+        """
+        g = _arg(n, key)
+        if g not in self.groups:
+            raise ValueError(f"process group {g!r} is not one of the mesh's axes "
+                             f"{sorted(set(self.groups.values()))}")
+        ax = self.groups[g]
+        i = self.index[n]
+        fi = self.full_index[n]
+        for c, nodes, groups in self.ranks:
+            og = _arg(nodes[fi], key)
+            if groups.get(og) != ax:
+                raise ValueError(f"the collective runs over {ax!r} on rank {self.coords} but over "
+                                 f"{groups.get(og)!r} on rank {c}")
+        if self.real is not None and self.real_groups.get(_arg(self.real[i], key)) != ax:
+            raise ValueError("the collective's axis differs at real sizes")
+        return ax
+
+    # -- scalars ------------------------------------------------------------------------------
+    def scalar(self, n: fx.Node, key: Any, v: Any) -> Any:
+        """The meaning of python scalar ``v`` = argument ``key`` of ``n`` (module docstring).
+
+        Raises:
+            ValueError: a size literal no product of sizes explains, or a non-number.
+        """
+        i = self.index.get(n)
+        fi = self.full_index[n]
+        by_rank: dict[str, dict[int, Any]] = {}
+        for c, nodes, _ in self.ranks:
+            ov = _arg(nodes[fi], key)
+            if ov != v:
+                moved = [a for a in c if c[a] != self.coords.get(a, 0)]
+                if len(moved) != 1:
+                    raise ValueError(f"literal {v!r} differs on rank {c} in more than one axis")
+                ax = moved[0]
+                by_rank.setdefault(ax, {self.coords.get(ax, 0): v})[c[ax]] = ov
+            else:
+                for a in c:
+                    if c[a] != self.coords.get(a, 0) and a in by_rank:
+                        by_rank[a][c[a]] = ov
+        if by_rank:
+            if len(by_rank) != 1:
+                raise ValueError(f"literal {v!r} depends on the coordinates of several axes "
+                                 f"{sorted(by_rank)}")
+            ax, vals = next(iter(by_rank.items()))
+            for c, nodes, _ in self.ranks:   # fill the coordinates where it did not move
+                if ax in c and c[ax] not in vals:
+                    vals[c[ax]] = _arg(nodes[fi], key)
+            real = _arg(self.real[i], key) if self.real is not None and i is not None else None
+            return RankValues(ax, vals, _affine(vals), real)
+        if self.real is None or i is None:
+            return exact_scalar(v)
+        rv = _arg(self.real[i], key)
+        if rv == v:
+            return exact_scalar(v)
+        t = self.lift(v, rv)
+        if t is None:
+            raise ValueError(f"literal {v!r} (at real sizes {rv!r}) depends on the sizes but is "
+                             "no product of the model's dims and mesh axes")
+        return t
+
+    def _lift_root(self, probe: float, real: float) -> Term | None:
+        """``|d|^e`` for ``e`` in +-1/2, +-1/4 (attention's scale, split over q and k as
+        ``|E|^(-1/4)`` each), when it equals both floats to the last bits."""
+        for k in sorted(self.probe_sizes):
+            if k not in self.real_sizes:
+                continue
+            for e in (Fraction(-1, 2), Fraction(1, 2), Fraction(-1, 4), Fraction(1, 4)):
+                if _close(self.probe_sizes[k] ** float(e), probe) and \
+                        _close(self.real_sizes[k] ** float(e), real):
+                    return ew(Op.POW, term(Op.DIM_SIZE, (), (k,), ()), attrs=(e,))
+        return None
+
+    def lift(self, probe: Any, real: Any) -> Term | None:
+        """The product of dim and axis sizes equal to ``probe`` at probe sizes and ``real`` at
+        real sizes (exponents -2..2, at most three factors), or None."""
+        key = (probe, real)
+        if key in self._lift_cache:
+            return self._lift_cache[key]
+        if isinstance(probe, float) and isinstance(real, float):
+            t = self._lift_root(probe, real)
+            if t is not None:
+                self._lift_cache[key] = t
+                return t
+        try:
+            p, r = Fraction(probe), Fraction(real)
+        except (TypeError, ValueError):
+            return None
+        if p.denominator > 10**9 or r.denominator > 10**9:
+            self._lift_cache[key] = None
+            return None
+        factors = [("dim", k, self.probe_sizes[k], self.real_sizes[k])
+                   for k in sorted(self.probe_sizes) if k in self.real_sizes]
+        factors += [("axis", a, s, s) for a, s in sorted(self.axis_sizes.items())]
+        found = None
+        for size in range(1, 4):
+            for combo in itertools.combinations_with_replacement(range(len(factors)), size):
+                for signs in itertools.product((1, -1), repeat=size):
+                    pv = rv = Fraction(1)
+                    for idx, s in zip(combo, signs):
+                        f = factors[idx]
+                        pv *= Fraction(f[2]) ** s
+                        rv *= Fraction(f[3]) ** s
+                    if pv == p and rv == r:
+                        found = [(factors[idx], s) for idx, s in zip(combo, signs)]
+                        break
+                if found:
+                    break
+            if found:
+                break
+        t = None
+        if found:
+            parts = []
+            for (kind, name, _, _), s in found:
+                base = term(Op.DIM_SIZE if kind == "dim" else Op.AXIS_SIZE, (), (name,), ())
+                parts.append(base if s == 1 else ew(Op.POW, base, attrs=(Fraction(s),)))
+            t = parts[0] if len(parts) == 1 else ew(Op.MUL, *parts)
+        self._lift_cache[key] = t
+        return t
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 4e-16 * max(abs(a), abs(b))
+
+
+def _affine(vals: Mapping[int, Any]) -> tuple[Fraction, Fraction] | None:
+    try:
+        pts = sorted((int(c), Fraction(v)) for c, v in vals.items())
+    except (TypeError, ValueError):
+        return None
+    if len(pts) < 2:
+        return None
+    (c0, v0), (c1, v1) = pts[0], pts[1]
+    k = (v1 - v0) / (c1 - c0)
+    b = v0 - k * c0
+    if all(v == b + k * c for c, v in pts):
+        return b, k
+    return None
+
+
+def _refs(x: Any, path: tuple = ()) -> list[tuple[tuple, fx.Node]]:
+    if isinstance(x, fx.Node):
+        return [(path, x)]
+    if isinstance(x, (list, tuple)):
+        out = []
+        for i, y in enumerate(x):
+            out += _refs(y, path + (i,))
+        return out
+    if isinstance(x, dict):
+        out = []
+        for k in sorted(x):
+            out += _refs(x[k], path + (k,))
+        return out
+    return []
+
+
+def _sources(n: fx.Node, index: dict[fx.Node, int]) -> frozenset[int]:
+    """The computing nodes (their indices) ``n`` moves data from (itself if it computes)."""
+    if n in index:
+        return frozenset((index[n],))
+    out: set[int] = set()
+    for _, m in _refs((n.args, n.kwargs)):
+        out |= _sources(m, index)
+    return frozenset(out)
+
+
+def _check_refs(a: list[fx.Node], b: list[fx.Node], what: str, *, resolve: bool = False
+                ) -> dict[tuple[fx.Node, tuple], tuple[int, int]]:
+    """The two aligned graphs read the same (aligned) nodes. Returns the arguments that read
+    block ``i`` of one split in ``a`` and block ``j != i`` of it in ``b`` ((node, path) ->
+    (i, j)); any other difference in the dataflow raises.
+
+    Raises:
+        GraphMismatch: naming the node.
+    """
+    ia = {n: i for i, n in enumerate(a)}
+    ib = {n: i for i, n in enumerate(b)}
+    blocks: dict[tuple[fx.Node, tuple], tuple[int, int]] = {}
+    for x, y in zip(a, b):
+        ra = _refs((x.args, x.kwargs))
+        rb = _refs((y.args, y.kwargs))
+        if [p for p, _ in ra] != [p for p, _ in rb]:
+            raise GraphMismatch(f"node {x.name} has different arguments at {what}")
+        for (path, u), (_, v) in zip(ra, rb):
+            if resolve:   # aligned on computing nodes: compare what the data comes from
+                if _sources(u, ia) == _sources(v, ib):
+                    continue
+                raise GraphMismatch(f"the program's dataflow differs at {what}: node {x.name} "
+                                    f"({x.target}) reads other values there")
+            if ia.get(u) == ib.get(v):
+                continue
+            if (u.target is operator.getitem and v.target is operator.getitem
+                    and ia.get(u.args[0]) is not None and ia.get(u.args[0]) == ib.get(v.args[0])
+                    and str(u.args[0].target) == "aten.split.Tensor"):
+                blocks[(x, path)] = (u.args[1], v.args[1])
+                continue
+            raise GraphMismatch(f"the program's dataflow differs at {what}: node {x.name} "
+                                f"({x.target}) reads {u.name} on the main trace and {v.name} "
+                                "there")
+    return blocks
+
+
+def _check_same(a: list[fx.Node], b: list[fx.Node], what: str) -> None:
+    if len(a) != len(b):
+        raise GraphMismatch(f"the graph at {what} has {len(b)} nodes, the main trace {len(a)}: "
+                            "the program's ops depend on the sizes or the rank")
+    for x, y in zip(a, b):
+        if x.op != y.op or x.target != y.target:
+            raise GraphMismatch(f"the graph at {what} differs from the main trace at node "
+                                f"{x.name} ({x.target} vs {y.target}): the program's ops depend "
+                                "on the sizes or the rank")

@@ -1,0 +1,100 @@
+"""The torch versions the capture layer supports, and the private torch APIs it relies on.
+
+The PyTorch front end reads the user's program through APIs that carry no stability promise
+(``FRONTEND.md``, design point 8): the fake process group, DTensor's local-tensor internals, the
+functional collectives' op names, ``make_fx`` options, FSDP2 state and the pipelining schedules'
+action lists. They change between releases, so the capture layer names the releases it was
+built and tested against and refuses the others with one line (exit 3, bad input) instead of
+producing a graph whose meaning may have shifted. :data:`PRIVATE_APIS` lists every private API
+by dotted name; ``tests/torch_frontend/test_version.py`` resolves each one, so a torch upgrade
+fails there first. ``check_torch`` runs in the tracing process before the train file is read.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from spec_lang.errors import PlanError
+
+__all__ = ["SUPPORTED_TORCH", "PRIVATE_APIS", "UnsupportedTorch", "check_torch", "resolve"]
+
+SUPPORTED_TORCH: tuple[str, ...] = ("2.13.0",)
+"""Release numbers (``torch.__version__`` without the local ``+cpu`` part) the front end
+accepts. Each was measured on this project's machine (``FRONTEND.md``)."""
+
+PRIVATE_APIS: tuple[str, ...] = (
+    # a one-process process group of any world size (world.py)
+    "torch.testing._internal.distributed.fake_pg.FakeStore",
+    # DTensor's local shard, read to lift parameters and gradients as rank-local (capture.py,
+    # dataparallel.py)
+    "torch.distributed.tensor.DTensor._local_tensor",
+    # FSDP2 over TP stores a _StridedShard placement (dataparallel.py)
+    "torch.distributed.tensor.placement_types._StridedShard",
+    # the current mesh that fully_shard / replicate default to (dataparallel.py)
+    "torch.distributed.device_mesh._mesh_resources",
+    # functional collectives that model FSDP2 / replicate in the traced step (dataparallel.py)
+    "torch.distributed._functional_collectives.all_gather_tensor",
+    "torch.distributed._functional_collectives.reduce_scatter_tensor",
+    "torch.distributed._functional_collectives.all_reduce",
+    "torch.distributed._functional_collectives.wait_tensor",
+    # the collective ops the per-rank graph carries (rules_collectives.py)
+    "torch.ops._c10d_functional.all_gather_into_tensor.default",
+    "torch.ops._c10d_functional.reduce_scatter_tensor.default",
+    "torch.ops._c10d_functional.all_reduce.default",
+    "torch.ops._c10d_functional.wait_tensor.default",
+    "torch.ops.c10d.allreduce_.default",
+    # the module paths fully_shard / replicate are patched at (dataparallel.py)
+    "torch.distributed.fsdp._fully_shard._fully_shard.fully_shard",
+    "torch.distributed._composable.replicate_with_fsdp.replicate",
+    # parallelize_module and the styles, wrapped to record the user's lines (styles.py)
+    "torch.distributed.tensor.parallel.api.parallelize_module",
+    "torch.distributed.tensor.parallel.style.ParallelStyle",
+    # make_fx stack traces that keep the user's frames (capture.py)
+    "torch.fx.proxy._register_stack_trace_anchor",
+    # the CPU flash-attention kernels SDPA dispatches to (rules_attention.py)
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default",
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+)
+
+
+class UnsupportedTorch(PlanError):
+    """The installed torch is not one of :data:`SUPPORTED_TORCH` (exit 3)."""
+
+
+def check_torch(version: str | None = None) -> str:
+    """Return the installed (or given) torch release if supported.
+
+    Raises:
+        UnsupportedTorch: torch is missing or its release is not in :data:`SUPPORTED_TORCH`.
+    """
+    if version is None:
+        try:
+            import torch
+        except ImportError:
+            raise UnsupportedTorch("prove --torch: torch is not installed; install torch=="
+                                   f"{SUPPORTED_TORCH[-1]}") from None
+        version = torch.__version__
+    release = version.split("+", 1)[0]
+    if release not in SUPPORTED_TORCH:
+        raise UnsupportedTorch(f"prove --torch: torch {version} is not supported (the capture "
+                               f"layer uses private torch APIs tested with "
+                               f"{', '.join(SUPPORTED_TORCH)}); install torch=={SUPPORTED_TORCH[-1]}")
+    return release
+
+
+def resolve(dotted: str) -> object:
+    """The object a :data:`PRIVATE_APIS` entry names (module import, then attributes).
+
+    Raises:
+        ImportError / AttributeError: the API is gone in this torch.
+    """
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for p in parts[i:]:
+            obj = getattr(obj, p)
+        return obj
+    raise ImportError(dotted)

@@ -1,0 +1,41 @@
+"""The child process that captures one trace: ``python -I -c BOOT ROOT FILE JOB OUT`` (``JOB`` =
+JSON ``{"sizes": {...}, "coords": {...} | null, "source": file of the train file's bytes}``; see
+:mod:`spec_lang.torch_frontend.tracedata`). Writes the trace's bytes to ``OUT``, or ``ERROR\\n``
+and the one-line message of a user error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    path, job, out = argv
+    spec = json.loads(job)
+    from spec_lang.errors import SpecLangError
+
+    try:
+        from spec_lang.torch_frontend.capture import capture
+        from spec_lang.torch_frontend.contract import read_train_file
+        from spec_lang.torch_frontend.tracedata import dump
+        from spec_lang.torch_frontend.version import check_torch
+        from spec_lang.torch_frontend.world import fake_world
+
+        check_torch()
+        tf = read_train_file(path, Path(spec["source"]).read_bytes())
+        sys.path.insert(0, str(Path(path).resolve().parent))
+        sizes = {k: int(v) for k, v in spec["sizes"].items()}
+        if spec["coords"] is None:
+            tr = capture(tf, sizes)
+        else:
+            with fake_world(tf.mesh, spec["coords"]) as w:
+                tr = capture(tf, sizes, mesh=w.mesh, coords=w.coords, groups=w.groups)
+        Path(out).write_bytes(dump(tr))
+    except SpecLangError as e:
+        Path(out).write_bytes(b"ERROR\n" + str(e).encode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,59 @@
+"""A one-process fake process group of the declared mesh (``FRONTEND.md``, "A mesh of any world
+size without processes").
+
+``torch.testing._internal.distributed.fake_pg`` registers the ``"fake"`` backend: every
+collective returns at once (its result is garbage, which is fine: only the graph is kept).
+``rank=`` picks whose program is traced; ``mesh.get_group(axis).group_name`` maps each
+process-group name the functional collectives carry back to its mesh axis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+__all__ = ["World", "fake_world", "rank_of"]
+
+
+@dataclass(frozen=True)
+class World:
+    """The mesh of one traced rank: the ``DeviceMesh``, the rank's coordinates and the group
+    names of its axes."""
+
+    mesh: Any
+    coords: dict[str, int]
+    groups: dict[str, str]
+
+
+def rank_of(mesh: Mapping[str, int], coords: Mapping[str, int]) -> int:
+    """The global rank of the coordinates (row-major over the axes in mesh order)."""
+    r = 0
+    for a, n in mesh.items():
+        r = r * n + coords.get(a, 0)
+    return r
+
+
+@contextlib.contextmanager
+def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[World]:
+    """Initialise the fake process group as the rank at ``coords`` and build the mesh.
+
+    The process group is destroyed on exit (a fresh one per traced rank).
+    """
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    world = math.prod(mesh.values())
+    dist.init_process_group("fake", store=FakeStore(), rank=rank_of(mesh, coords),
+                            world_size=world)
+    try:
+        dm = init_device_mesh("cpu", tuple(mesh.values()), mesh_dim_names=tuple(mesh))
+        groups = {dm.get_group(a).group_name: a for a in mesh}
+        yield World(dm, {a: coords.get(a, 0) for a in mesh}, groups)
+    finally:
+        dist.destroy_process_group()
