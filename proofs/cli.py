@@ -435,10 +435,23 @@ def _check(argv: list[str] | None) -> int:
     p.add_argument("--trace-timeout", type=float, default=600.0, metavar="S",
                    help="time limit of the re-trace process in seconds (default 600)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--coq", action="store_true",
+                   help="also export the certificate to Coq and check it with coqc "
+                        "(docs/coq.md); reports what Coq checked")
+    p.add_argument("--coq-file", metavar="OUT.v",
+                   help="with --coq: keep the exported Coq file here")
     try:
         a = p.parse_args(argv)
     except _UsageError as e:
         return _err("check-certificate", str(e))
+    if a.coq_file and not a.coq:
+        return _err("check-certificate", "--coq-file needs --coq")
+    if a.coq:
+        import shutil
+
+        from proofs.coq_run import INSTALL_HINT
+        if shutil.which("coqc") is None:
+            return _err("check-certificate", INSTALL_HINT, 3)
     if not a.trace_timeout > 0 or not a.timeout > 0:
         return _err("check-certificate", "--timeout and --trace-timeout must be > 0")
     if a.plan and not a.retrace:
@@ -458,13 +471,41 @@ def _check(argv: list[str] | None) -> int:
     except Exception as e:  # noqa: BLE001 -- a checker crash is a rejection, never acceptance
         return _err("check-certificate",
                     f"rejected: internal error: {type(e).__name__}: {_one_line(str(e))}", 1)
+    coq: dict[str, Any] | None = None
+    if a.coq:
+        coq = _coq(a.certificate, a.coq_file)
+        if "error" in coq:
+            return _err("check-certificate", f"Coq: {_one_line(coq['error'])}", 2)
     if a.json:
-        print(json.dumps({"valid": True, "verdict": r.verdict, "obligations": r.total,
-                          "proved": r.checked, "steps": r.steps, "smt_queries": r.smt,
-                          "retraced": r.retraced}, sort_keys=True))
+        out = {"valid": True, "verdict": r.verdict, "obligations": r.total,
+               "proved": r.checked, "steps": r.steps, "smt_queries": r.smt,
+               "retraced": r.retraced}
+        if coq is not None:
+            out["coq"] = coq
+        print(json.dumps(out, sort_keys=True))
     else:
         print(r.summary())
+        if coq is not None:
+            print(coq["summary"])
     return 0
+
+
+def _coq(path: str, coq_file: str | None) -> dict[str, Any]:
+    """Coq-check a certificate the Python checker accepted (docs/coq.md): a JSON-able report,
+    or ``{"error": ...}`` when coqc fails on the library or the exported file."""
+    from proofs.coq_export import ExportError
+    from proofs.coq_run import CoqFailed, coq_check
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            cert = json.load(f)
+        rep = coq_check(cert, out_v=coq_file, label=path)
+    except (CoqFailed, ExportError, OSError) as e:
+        return {"error": str(e)}
+    return {"summary": rep.summary(), "obligations": rep.status, "why": rep.why,
+            "claims": rep.claims, "checked": rep.checked, "steps_rejected": rep.failed_steps,
+            "axioms": rep.axioms, "seconds": {k: round(v, 2) for k, v in rep.seconds.items()},
+            "peak_rss_mb": round(rep.peak_rss_mb)}
 
 
 if __name__ == "__main__":  # python -m proofs.cli prove|check ...

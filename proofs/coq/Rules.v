@@ -1,0 +1,88 @@
+(** * Rules: the rule table, one checker and one soundness lemma per rule.
+
+    [rtag] names every rule of docs/rules.md that has a Coq checker; the exporter maps a
+    certificate's rule name to its tag (proofs/coq_export.py). A rule without a tag is
+    exported as an opaque step and reported as not Coq-checked. *)
+
+From Coq Require Import Reals List NArith.
+From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
+  RulesEinsum RulesPow.
+Import ListNotations.
+
+Inductive rtag :=
+| TStopGrad | TCast | TNegMul | TRecipPow | TSqrtPow | TRsqrtPow | TPowOne | TDimSize
+| TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
+| TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul.
+
+Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
+  match t with
+  | TStopGrad => chk_stop_grad
+  | TCast => chk_cast
+  | TNegMul => chk_neg_mul
+  | TRecipPow => chk_recip_pow
+  | TSqrtPow => chk_sqrt_pow
+  | TRsqrtPow => chk_rsqrt_pow
+  | TPowOne => chk_pow_one
+  | TDimSize => chk_dim_size
+  | TAxisSize => chk_axis_size
+  | TRankConstUniform => chk_rank_const_uniform
+  | TDimsSort => chk_dims_sort
+  | TLiftShardEw => chk_lift_ew
+  | TUnitAxis => chk_unit_axis
+  | TAllReduceMaxInv => chk_allreduce_max_inv
+  | TAllReduceSumInv => chk_allreduce_sum_inv
+  | TAllReducePart => chk_allreduce_part
+  | TEinsumCanon => chk_einsum_canon
+  | TPowMul => chk_pow_mul
+  end.
+
+(** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
+    (proofs/coq_export.py reads this table; tests check that every rule of the registry has a
+    line). *)
+Definition rtag_of (n : N) : option rtag :=
+  match n with
+  | 0%N => Some TStopGrad (* stop-grad-elim *)
+  | 1%N => Some TCast (* cast-elim *)
+  | 2%N => Some TNegMul (* neg-mul *)
+  | 3%N => Some TRecipPow (* recip-pow *)
+  | 4%N => Some TSqrtPow (* sqrt-pow *)
+  | 5%N => Some TRsqrtPow (* rsqrt-pow *)
+  | 6%N => Some TPowOne (* pow-one *)
+  | 7%N => Some TDimSize (* dim-size *)
+  | 8%N => Some TAxisSize (* axis-size *)
+  | 9%N => Some TRankConstUniform (* rank-const-uniform *)
+  | 10%N => Some TDimsSort (* dims-sort *)
+  | 11%N => Some TLiftShardEw (* lift-shard-elementwise *)
+  | 12%N => Some TUnitAxis (* allreduce-unit-axis *)
+  | 13%N => Some TUnitAxis (* part-unit-axis *)
+  | 14%N => Some TUnitAxis (* broadcast-unit-axis *)
+  | 15%N => Some TAllReduceMaxInv (* allreduce-max-invariant *)
+  | 16%N => Some TAllReduceSumInv (* allreduce-sum-invariant *)
+  | 17%N => Some TAllReducePart (* allreduce-part *)
+  | 18%N => Some TEinsumCanon (* einsum-canon *)
+  | 19%N => Some TPowMul (* pow-mul *)
+  | _ => None
+  end.
+
+Lemma rule_chk_sound : forall t, rule_sound (rule_chk t).
+Proof.
+  destruct t; simpl.
+  - apply chk_unary_id_sound; auto.
+  - apply chk_unary_id_sound; auto.
+  - apply chk_neg_mul_sound.
+  - apply chk_recip_pow_sound.
+  - apply chk_sqrt_pow_sound.
+  - apply chk_rsqrt_pow_sound.
+  - apply chk_pow_one_sound.
+  - apply chk_size_sound.
+  - apply chk_size_sound.
+  - apply chk_rank_const_uniform_sound.
+  - apply chk_dims_sort_sound.
+  - apply chk_lift_ew_sound.
+  - apply chk_unit_axis_sound.
+  - apply chk_allreduce_max_inv_sound.
+  - apply chk_allreduce_sum_inv_sound.
+  - apply chk_allreduce_part_sound.
+  - apply chk_einsum_canon_sound.
+  - apply chk_pow_mul_sound.
+Qed.
