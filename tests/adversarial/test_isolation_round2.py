@@ -1,0 +1,47 @@
+"""Adversarial round 2: ways for a plan file to reach ``prove``'s verdict process after the
+``proofs/code_guard.py`` changes (directories by inode, forged ``__pycache__`` removed).
+
+Every test runs ``prove`` on a throw-away copy of the repository holding ``ADV_SANDBOX`` (the
+plans write only there, never into the real installation or the venv). Every plan is wrong (no
+data-parallel all-reduce: loss and ``grad:w`` are 1/|dp| of the spec's), so the right outcome
+is NOT EQUIVALENT (exit 1) or a refusal (exit 3), and nothing the plan wrote may run in the
+verdict process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.test_isolation_fs import _sandbox
+
+PLANS = Path(__file__).resolve().parent / "plans"
+BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from proofs.cli import prove_main; "
+        "sys.exit(prove_main(sys.argv[2:]))")
+
+
+def _prove(tmp_path: Path, plan_name: str, *args: str, env: dict[str, str] | None = None):
+    root = _sandbox(tmp_path)
+    plan = tmp_path / "plan.py"
+    shutil.copy(PLANS / plan_name, plan)
+    r = subprocess.run([sys.executable, "-I", "-c", BOOT, str(root), str(plan), *args],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env={**os.environ, **(env or {})})
+    return root, r
+
+
+@pytest.mark.xfail(strict=True, reason="finding R2-1: a module first imported by prove after "
+                   "the tracing child (rich, secrets, hmac, base64) is shadowed by a file the "
+                   "plan wrote into the first sys.path directory; code_guard lists only names "
+                   "imported before the child")
+@pytest.mark.parametrize("name", ["rich", "secrets"])
+def test_late_imported_module_cannot_be_shadowed(tmp_path, name):
+    root, r = _prove(tmp_path, "iso_late_import_shadow.py", "--no-check",
+                     env={"ADV_SHADOW": name})
+    assert not (root / "SHADOW_RAN").exists(), r.stdout + r.stderr
+    assert r.returncode in (1, 3), r.stdout + r.stderr
