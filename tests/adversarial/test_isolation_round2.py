@@ -85,3 +85,13 @@ def test_retraced_plan_cannot_shadow_z3_in_the_checker(tmp_path):
                        cwd=tmp_path, env={**os.environ, "ADV_ATTACK": "1"})
     assert not (root / "SHADOW_RAN").exists(), r.stdout + r.stderr
     assert r.returncode == 1, r.stdout + r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="finding R2-4: code_guard stamps files by (mtime_ns, size, "
+                   "inode); the plan rewrites proofs/confirm.py in place at the same size, "
+                   "restores its mtime_ns with os.utime and deletes its bytecode cache; "
+                   "prove imports proofs.confirm after the child and runs the plan's code")
+def test_same_stamp_rewrite_is_refused(tmp_path):
+    root, r = _prove(tmp_path, "iso_same_stamp.py", "--no-check")
+    assert not (root / "SHADOW_RAN").exists(), r.stdout + r.stderr
+    assert r.returncode in (1, 3), r.stdout + r.stderr
