@@ -95,3 +95,24 @@ def test_same_stamp_rewrite_is_refused(tmp_path):
     root, r = _prove(tmp_path, "iso_same_stamp.py", "--no-check")
     assert not (root / "SHADOW_RAN").exists(), r.stdout + r.stderr
     assert r.returncode in (1, 3), r.stdout + r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="finding R2-5: a plan writes proofs/certificate.schema.json "
+                   "(first of the checker's SCHEMA_PATHS; code_guard watches only .py files and "
+                   "directories); every later check-certificate validates with the plan's schema "
+                   "and accepts a certificate the published schema rejects")
+def test_plan_cannot_replace_the_certificate_schema(tmp_path):
+    import json
+
+    root, r = _prove(tmp_path, "iso_schema_shadow.py", "--certificate",
+                     str(tmp_path / "c.json"), "--no-check")
+    if r.returncode == 3:            # refused: the installation changed while the plan ran
+        return
+    assert r.returncode == 0, r.stdout + r.stderr
+    cert = json.loads((tmp_path / "c.json").read_text())
+    cert["tools"] = None             # the published schema: "tools" is an object
+    (tmp_path / "bad.json").write_text(json.dumps(cert))
+    c = subprocess.run([sys.executable, "-I", "-c", CHECK_BOOT, str(root),
+                        str(tmp_path / "bad.json"), "--plan", str(tmp_path / "plan.py")],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert c.returncode == 3, c.stdout + c.stderr
