@@ -29,3 +29,21 @@ PLANS = Path(__file__).resolve().parent / "plans"
 def test_large_exact_constants_get_a_verdict(name, verdicts):
     report = prove(load(PLANS / f"{name}.py"), timeout_s=120)
     assert report.verdict in verdicts
+
+
+@pytest.mark.xfail(strict=True, reason="finding R2-8: docs/certificate.schema.json still allows "
+                   "only integer radical bases (no [\"pi\", \"A/D\"]) and rationals of <= 400 "
+                   "digits, while proofs/exact_numbers.py allows pi powers and 4000 digits; a "
+                   "certificate under SCHEMA_FULL_LIMIT rows with sqrt(2/pi) (tanh GELU) is "
+                   "malformed (exit 3) and prove's self-check disagrees")
+def test_a_small_certificate_with_a_pi_constant_checks(tmp_path):
+    from proofs.checker import check_certificate
+
+    from tests.adversarial.forge import certificate
+
+    plan = PLANS / "k09_gelu_tanh_small.py"
+    cert = certificate(plan, tmp_path / "c.json")
+    assert cert["verdict"] == "EQUIVALENT"
+    assert '"pi"' in (tmp_path / "c.json").read_text()
+    r = check_certificate(tmp_path / "c.json", plan_path=plan)
+    assert r.verdict == "EQUIVALENT"
