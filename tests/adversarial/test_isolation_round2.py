@@ -116,3 +116,21 @@ def test_plan_cannot_replace_the_certificate_schema(tmp_path):
                         str(tmp_path / "bad.json"), "--plan", str(tmp_path / "plan.py")],
                        capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert c.returncode == 3, c.stdout + c.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="finding R2-9: code_guard refuses the run during which "
+                   "the plan wrote the installation (exit 3) but leaves what it wrote; the next "
+                   "prove, of another plan that writes nothing, imports the plan's "
+                   "proofs/prover/__init__.py (a package wins over prover.py) and exits 0")
+def test_a_refused_plan_leaves_no_code_for_the_next_run(tmp_path):
+    root = _sandbox(tmp_path)
+    runs = []
+    for name in ("iso_shadow_prover.py", "wrong_no_allreduce.py"):
+        plan = tmp_path / name
+        shutil.copy(PLANS / name, plan)
+        runs.append(subprocess.run([sys.executable, "-I", "-c", BOOT, str(root), str(plan),
+                                    "--no-check"], capture_output=True, text=True,
+                                   timeout=600, cwd=tmp_path))
+    first, second = runs
+    assert first.returncode == 3, first.stdout + first.stderr     # refused (round 1's fix)
+    assert second.returncode == 1, second.stdout + second.stderr  # the honest wrong plan
