@@ -19,10 +19,7 @@ def test_the_collision_plan_without_overflow_is_refuted():
     assert report.counterexample is not None and report.counterexample.goal == "loss"
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-10: every float64 replay overflows "
-                   "(inconclusive), and the z3 fallback keys the spec's data 'a:b' and the "
-                   "plan's INPUT 'b' of kind 'data:a' as one constant in:data:a:b[i] "
-                   "(proofs/smt.py), so prove says EQUIVALENT and the checker agrees")
+# fixed (was a strict xfail): finding R2-10, proofs/smt.py names an input in:[kind, name] JSON-quoted
 def test_overflow_plus_input_collision_is_not_equivalent():
     report = prove(load(PLANS / "n03_kind_colon_overflow.py"), timeout_s=120)
     assert report.verdict != "EQUIVALENT"

@@ -20,10 +20,7 @@ from tests.adversarial.forge import certificate, forge_smt, write
 PLANS = Path(__file__).resolve().parent / "plans"
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-7: INPUT kinds are not restricted to "
-                   "param/data/state (spec_lang.term, proofs/kernel.py, proofs/problem_data.py) "
-                   "and proofs/smt.py keys inputs f'in:{kind}:{name}[...]' without escaping: "
-                   "kind 'data:a' + name 'b' and kind 'data' + name 'a:b' are one z3 constant")
+# fixed (was a strict xfail): finding R2-7, injective z3 input names; proofs/kernel.py checks INPUT kinds and domains
 def test_input_kind_with_a_colon_is_not_the_spec_input(tmp_path):
     plan = PLANS / "n01_kind_colon.py"
     cert = certificate(plan, tmp_path / "genuine.json")
@@ -44,3 +41,24 @@ def test_redeclared_domain_does_not_constrain_the_spec_input(tmp_path):
     forged = write(tmp_path / "forged.json", forge_smt(cert))
     with pytest.raises(CertificateError, match="sat"):
         check_certificate(forged, plan_path=plan)
+
+
+@pytest.mark.parametrize("attrs", [["b", "data:a", "real"], ["b", "data", "complex"],
+                                   ["b", "data", "index"], ["b", "data", "real", "V"],
+                                   ["", "param", "real"]])
+def test_the_kernel_rejects_inputs_outside_the_kinds_and_domains(attrs):
+    """Finding R2-7's class: an INPUT's attributes are (name, kind, domain[, range dim]) with
+    kind in param/data/state and the range dim exactly when the domain is index."""
+    from proofs.kernel import KernelError, NodeTable, typecheck
+    t = NodeTable.from_json([["INPUT", [], attrs, [["B", []]]]])
+    with pytest.raises(KernelError, match="INPUT"):
+        typecheck(t, 0)
+
+
+def test_the_kernel_accepts_the_dsl_input_forms():
+    from proofs.kernel import NodeTable, typecheck
+    t = NodeTable.from_json([["INPUT", [], ["w", "param", "real"], [["H", []]]],
+                             ["INPUT", [], ["v", "state", "positive"], [["H", []]]],
+                             ["INPUT", [], ["y", "data", "index", "V"], [["B", []]]]])
+    for i in range(3):
+        typecheck(t, i)
