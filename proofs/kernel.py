@@ -33,7 +33,8 @@ from typing import Any
 
 from proofs.exact_numbers import ExactError, decode_number, encode_number
 
-INPUT_KINDS = ("param", "data", "state")          # as spec_lang.term.INPUT_KINDS
+INPUT_KINDS = ("param", "data", "state", "cut")   # spec_lang.term.INPUT_KINDS; "cut": a cut step's
+#                                                  variable, named "cut:..." (proofs/cut.py)
 INPUT_DOMAINS = ("real", "positive", "mask", "index")  # as spec_lang.term.INPUT_DOMAINS
 
 __all__ = [
@@ -351,11 +352,13 @@ def typecheck(table: NodeTable, i: int) -> None:
     if op == "INPUT" and not (
             len(attrs) in (3, 4) and isinstance(attrs[0], str) and attrs[0]
             and attrs[1] in INPUT_KINDS and attrs[2] in INPUT_DOMAINS
-            and (len(attrs) == 4) == (attrs[2] == "index")):
+            and (len(attrs) == 4) == (attrs[2] == "index")
+            and (attrs[1] == "cut") == attrs[0].startswith("cut:")):
         # spec_lang.term's INPUT_KINDS / INPUT_DOMAINS; an index input names its range dim.
         # Adversarial finding R2-7: an unchecked kind ("data:a") let two inputs share a z3 name
         raise bad(f"attrs {attrs!r} are not (name, kind in {INPUT_KINDS}, domain in "
-                  f"{INPUT_DOMAINS}[, range dim when the domain is index])")
+                  f"{INPUT_DOMAINS}[, range dim when the domain is index]), kind cut exactly "
+                  "for a name cut:...")
     if op in ELEMENTWISE:
         union: dict[str, tuple[str, ...]] = {}
         for d in ad:

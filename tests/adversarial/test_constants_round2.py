@@ -19,10 +19,7 @@ from spec_lang import load
 PLANS = Path(__file__).resolve().parent / "plans"
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason="finding R2-6: the refuter's "
-                   "float64 evaluation converts every CONST with float() (spec_lang/evaluate.py "
-                   "line 79); a 3000-digit rational overflows and prove ends with an internal "
-                   "error (CLI: exit 2) instead of a verdict")
+# fixed (was a strict xfail): finding R2-6, spec_lang/evaluate.py gives +-inf beyond float64's range
 @pytest.mark.parametrize("name, verdicts", [("k01_big_constant_equal", {"EQUIVALENT"}),
                                             ("k02_big_constant_wrong", {"NOT EQUIVALENT",
                                                                         "UNKNOWN"})])
@@ -31,11 +28,7 @@ def test_large_exact_constants_get_a_verdict(name, verdicts):
     assert report.verdict in verdicts
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-8: docs/certificate.schema.json still allows "
-                   "only integer radical bases (no [\"pi\", \"A/D\"]) and rationals of <= 400 "
-                   "digits, while proofs/exact_numbers.py allows pi powers and 4000 digits; a "
-                   "certificate under SCHEMA_FULL_LIMIT rows with sqrt(2/pi) (tanh GELU) is "
-                   "malformed (exit 3) and prove's self-check disagrees")
+# fixed (was a strict xfail): finding R2-8, the schema allows pi factors and 4000-digit rationals, as proofs/exact_numbers.py
 def test_a_small_certificate_with_a_pi_constant_checks(tmp_path):
     from proofs.checker import check_certificate
 
@@ -47,3 +40,27 @@ def test_a_small_certificate_with_a_pi_constant_checks(tmp_path):
     assert '"pi"' in (tmp_path / "c.json").read_text()
     r = check_certificate(tmp_path / "c.json", plan_path=plan)
     assert r.verdict == "EQUIVALENT"
+
+
+@pytest.mark.parametrize("value, ok", [
+    ({"q": "1" * 4000 + "/3"}, True), ({"q": "1" * 4001 + "/3"}, False),
+    ({"alg": [["1/1", [["2", "1/2"], ["pi", "-1/2"]]]]}, True),
+    ({"alg": [["1/1", [["pi", "0/2"]]]]}, False), ({"alg": [["1/1", [["e", "1/2"]]]]}, False)])
+def test_the_schema_and_the_grammar_agree_on_constants(value, ok):
+    """R2-8's class: the published schema accepts exactly the constants
+    proofs/exact_numbers.py reads (digits, pi factors)."""
+    import json
+
+    import jsonschema
+
+    from proofs.exact_numbers import ExactError, decode_number
+    root = Path(__file__).resolve().parents[2]
+    schema = json.loads((root / "proofs" / "certificate.schema.json").read_text())
+    attr = {"$defs": schema["$defs"], **schema["$defs"]["attr"]}
+    schema_ok = jsonschema.Draft202012Validator(attr).is_valid(value)
+    try:
+        decode_number(value)
+        grammar_ok = True
+    except ExactError:
+        grammar_ok = False
+    assert (schema_ok, grammar_ok) == (ok, ok)
