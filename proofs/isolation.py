@@ -307,6 +307,15 @@ def _write(out: str, doc: dict[str, Any]) -> None:
 def _trace_child(frontend: str, path: str, source_file: str, out: str) -> int:
     os.dup2(2, 1)                  # the plan's prints go to stderr, never into the result
     sys.stdout = sys.stderr
+    # before any of the plan's code: writes only beneath the trace's directory (proofs/sandbox.py;
+    # TMPDIR there, for the front end's own workers), where the kernel offers Landlock
+    from proofs.sandbox import restrict_writes
+
+    here = os.path.dirname(os.path.abspath(out))
+    os.environ["TMPDIR"] = here
+    tempfile.tempdir = None
+    if os.environ.get("SHARDPROOF_SANDBOX") != "off":   # the user's opt-out (docs/trusted-base.md)
+        restrict_writes([here])
     t0 = time.monotonic()
     from proofs.kernel import paused_gc
     from proofs.problem_data import problem_to_data

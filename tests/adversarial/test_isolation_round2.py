@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from proofs.sandbox import landlock_abi
 from tests.adversarial.test_isolation_fs import _sandbox
+
+# proofs/sandbox.py: with Landlock the plan's child can write only beneath its trace directory,
+# which closes findings R2-1..R2-5 and R2-9 as a class; without it (another OS, an old kernel)
+# proofs/code_guard.py is the only protection and the findings it does not cover stay open
+SANDBOXED = landlock_abi() >= 1
 
 PLANS = Path(__file__).resolve().parent / "plans"
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from proofs.cli import prove_main; "
@@ -35,7 +41,7 @@ def _prove(tmp_path: Path, plan_name: str, *args: str, env: dict[str, str] | Non
     return root, r
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-1: a module first imported by prove after "
+@pytest.mark.xfail(not SANDBOXED, strict=True, reason="finding R2-1: a module first imported by prove after "
                    "the tracing child (rich, secrets, hmac, base64) is shadowed by a file the "
                    "plan wrote into the first sys.path directory; code_guard lists only names "
                    "imported before the child")
@@ -47,14 +53,15 @@ def test_late_imported_module_cannot_be_shadowed(tmp_path, name):
     assert r.returncode in (1, 3), r.stdout + r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-2: a process the plan detached (fork, setsid, "
+@pytest.mark.xfail(not SANDBOXED, strict=True, reason="finding R2-2: a process the plan detached (fork, setsid, "
                    "fork) outlives the child's process group, waits until the trace directory is "
                    "removed (code_guard.compare done), SIGSTOPs prove, rewrites the lazily "
                    "imported proofs/confirm.py and continues it; documented as uncovered in "
                    "proofs/code_guard.py")
 def test_detached_process_cannot_write_after_the_comparison(tmp_path):
     root, r = _prove(tmp_path, "iso_detached_writer.py", "--no-check")
-    assert (root / "DETACHED_STARTED").exists()    # the plan did run its attack
+    # the plan did run its attack (in the sandbox it cannot even leave its marker)
+    assert SANDBOXED or (root / "DETACHED_STARTED").exists()
     assert not (root / "SHADOW_RAN").exists(), r.stdout + r.stderr
     assert r.returncode in (1, 3), r.stdout + r.stderr
 
@@ -63,7 +70,7 @@ CHECK_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from proofs.cli impo
               "sys.exit(check_main(sys.argv[2:]))")
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-3: check-certificate re-traces the plan while "
+@pytest.mark.xfail(not SANDBOXED, strict=True, reason="finding R2-3: check-certificate re-traces the plan while "
                    "it replays steps and imports z3 lazily at the first smt step; the re-traced "
                    "plan writes z3.py into the first sys.path directory (not listed by "
                    "code_guard: z3 was not imported before the child), the shim answers unsat, "
@@ -87,7 +94,7 @@ def test_retraced_plan_cannot_shadow_z3_in_the_checker(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-4: code_guard stamps files by (mtime_ns, size, "
+@pytest.mark.xfail(not SANDBOXED, strict=True, reason="finding R2-4: code_guard stamps files by (mtime_ns, size, "
                    "inode); the plan rewrites proofs/confirm.py in place at the same size, "
                    "restores its mtime_ns with os.utime and deletes its bytecode cache; "
                    "prove imports proofs.confirm after the child and runs the plan's code")
@@ -97,7 +104,7 @@ def test_same_stamp_rewrite_is_refused(tmp_path):
     assert r.returncode in (1, 3), r.stdout + r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-5: a plan writes proofs/certificate.schema.json "
+@pytest.mark.xfail(not SANDBOXED, strict=True, reason="finding R2-5: a plan writes proofs/certificate.schema.json "
                    "(first of the checker's SCHEMA_PATHS; code_guard watches only .py files and "
                    "directories); every later check-certificate validates with the plan's schema "
                    "and accepts a certificate the published schema rejects")
@@ -118,7 +125,7 @@ def test_plan_cannot_replace_the_certificate_schema(tmp_path):
     assert c.returncode == 3, c.stdout + c.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="finding R2-9: code_guard refuses the run during which "
+@pytest.mark.xfail(not SANDBOXED, strict=True, reason="finding R2-9: code_guard refuses the run during which "
                    "the plan wrote the installation (exit 3) but leaves what it wrote; the next "
                    "prove, of another plan that writes nothing, imports the plan's "
                    "proofs/prover/__init__.py (a package wins over prover.py) and exits 0")
@@ -132,5 +139,5 @@ def test_a_refused_plan_leaves_no_code_for_the_next_run(tmp_path):
                                     "--no-check"], capture_output=True, text=True,
                                    timeout=600, cwd=tmp_path))
     first, second = runs
-    assert first.returncode == 3, first.stdout + first.stderr     # refused (round 1's fix)
+    assert first.returncode == 3, first.stdout + first.stderr     # refused, or its write failed
     assert second.returncode == 1, second.stdout + second.stderr  # the honest wrong plan

@@ -179,9 +179,11 @@ def test_a_misbehaving_retrace_rejects(tmp_path, capsys, behaviour, needle, limi
     assert err.count("\n") == 1
 
 
-def test_prove_exits_with_the_checkers_code_when_they_disagree(tmp_path, capsys):
+def test_prove_exits_with_the_checkers_code_when_they_disagree(tmp_path, capsys, monkeypatch):
     """A plan that traces to another program the second time: prove proves the first trace,
-    its own check re-traces the second and rejects; both verdicts are printed."""
+    its own check re-traces the second and rejects; both verdicts are printed. (The plan keeps
+    its state in a file: the write sandbox is turned off, SHARDPROOF_SANDBOX=off.)"""
+    monkeypatch.setenv("SHARDPROOF_SANDBOX", "off")
     marker = tmp_path / "traced-once"
     flip = (f"import os as _os\nif _os.path.exists({str(marker)!r}):\n"
             f"    _WRONG = True\nelse:\n    open({str(marker)!r}, 'w').close()\n"
@@ -226,8 +228,10 @@ def test_the_child_runs_exactly_the_hashed_bytes(tmp_path):
     assert [g["name"] for g in pd.goals][:1] == ["loss"] and child.seconds["child"] > 0
 
 
-def test_what_the_plan_leaves_running_is_killed(tmp_path, capsys):
-    """A plan that starts a background process: it dies with the tracing child's group."""
+def test_what_the_plan_leaves_running_is_killed(tmp_path, capsys, monkeypatch):
+    """A plan that starts a background process: it dies with the tracing child's group. (It
+    writes the pid to a file: SHARDPROOF_SANDBOX=off.)"""
+    monkeypatch.setenv("SHARDPROOF_SANDBOX", "off")
     pidfile = tmp_path / "pid"
     prefix = ("import subprocess as _sp\n"
               f"_p = _sp.Popen(['sleep', '300'])\nopen({str(pidfile)!r}, 'w').write(str(_p.pid))\n")
