@@ -15,9 +15,9 @@ knows about it):
   either: the front end cannot name the sizes of the faulty local program (exit 3); the oracle
   shows its numbers wrong.
 
-Each faulty rule is first checked to reproduce its report's own example numerically (a child
-process with ``LocalTensorMode``, ~15 s). CI runs those and the #159856 refutation (one
-``prove``, ~90 s on two cores); the rest is ``slow``.
+Each faulty rule is checked to reproduce its report's own example numerically (a child process
+with ``LocalTensorMode``, ~15 s each, ``slow``). CI runs the one real instance: the #159856
+refutation (one ``prove``, ~90 s on two shared cores); the rest is ``slow``.
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ print(json.dumps({{"right": right, "faulty": norms()}}))
 '''
 
 
+@pytest.mark.slow
 def test_the_faulty_view_rule_reproduces_179502s_own_example():
     """torch 2.13's rule all-gathers (``Replicate``) and is right; the installed rule gives
     ``Shard(0)`` and a wrong full tensor, as the report shows."""
@@ -99,6 +100,7 @@ def test_the_faulty_view_rule_reproduces_179502s_own_example():
     assert out["faulty"][0] == "S(0)" and out["faulty"][1] > 0.1
 
 
+@pytest.mark.slow
 def test_the_faulty_norm_rule_reproduces_159856s_own_example():
     """||[1, 3] + [2, 1]|| = 5; the faulty rule gives ||[1, 3]|| + ||[2, 1]|| = sqrt(10) +
     sqrt(5), for ``linalg_vector_norm`` and ``_foreach_norm`` alike."""
