@@ -34,7 +34,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.contract import TrainFile, line_of
+from spec_lang.torch_frontend.contract import TrainFile, line_of, user_frame
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec,
@@ -361,7 +361,9 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     except PlanError:
         raise
     except Exception as e:  # noqa: BLE001
-        raise PlanError(f"{path}:{line_of(e, path)}: capturing the training step failed: "
+        deeper = user_frame(e, path)
+        at = f" (in {deeper})" if deeper else ""
+        raise PlanError(f"{path}:{line_of(e, path)}: capturing the training step failed{at}: "
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                         ) from None
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
