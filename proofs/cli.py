@@ -1,15 +1,20 @@
 """Command line: ``prove PLAN.py`` and ``check-certificate CERT.json`` (``docs/cli.md``).
 
 Exit codes (STYLE rule 15): ``prove`` 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN, 3 bad input
-(also ``--executor ray`` without ray installed);
+(also ``--executor ray`` without ray installed, an unusable ``--certificate`` path, a certificate
+that could not be written after proving: the verdict is printed first);
 an internal error is reported as ``prove: internal error: ...`` and exits 2 (never 0).
 ``prove --precision-lint=error``: 4 when the verdict is EQUIVALENT but the lint has findings.
 ``prove`` re-checks its own certificate with ``check-certificate`` in a fresh process (unless
-``--no-check``); when the checker disagrees, both verdicts are printed and the exit code is the
-checker's (2 when the checker gave none: timed out or killed).
-``check-certificate`` 0 the certificate checks, 1 it is rejected (one line saying why; also a
-certificate whose plan file is missing, unless ``--no-retrace``), 3 the file is unreadable or
-not a certificate. Results go to stdout, diagnostics to stderr as ``prog: error: ...``.
+``--no-check``); the checker agrees when it verified prove's verdict (its exit 0, 1 or 2 and
+the same verdict); otherwise both verdicts are printed and the exit code is the checker's
+(4 rejected, 3 malformed; 2 when it gave no verdict).
+``check-certificate`` exits with the verified verdict's code, so that only a proof passes a CI
+gate (issue 12): 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN (0 with ``--accept-unknown``),
+3 the file is unreadable or not a certificate, 4 rejected (one line saying why; also a
+certificate whose plan file is missing, unless ``--no-retrace``, and a failed re-trace).
+Every command takes ``--version``. Results go to stdout, diagnostics to stderr as
+``prog: error: ...``.
 
 Neither command imports or runs the plan file in its own process: ``prove`` traces it in a
 child interpreter and ``check-certificate`` re-traces it in one (:mod:`proofs.isolation`).
