@@ -111,13 +111,13 @@ def finish_retrace(pending: PendingTrace, cert: Mapping[str, Any], hashes: list[
     ob = {o["name"]: o for o in cert["obligations"]}
     if set(goals) != set(ob):
         raise CertificateError(
-            f"--retrace: the plan's goals differ from the obligations (only in plan: "
+            f"--retrace: the plan's goals differ from the certificate's (only in plan: "
             f"{sorted(set(goals) - set(ob))[:3]}, only in certificate: "
             f"{sorted(set(ob) - set(goals))[:3]})")
     for name, g in goals.items():
         for side in ("expected", "actual"):
             if fresh[g[side]] != hashes[ob[name][side]]:
-                raise CertificateError(f"--retrace: obligation {name}: the certificate's {side} "
+                raise CertificateError(f"--retrace: goal {name}: the certificate's {side} "
                                        f"term is not the plan's")
     if pd.binding != cert["binding"]:
         raise CertificateError("--retrace: the binding differs from the plan's")

@@ -144,7 +144,9 @@ def test_check_certificate_retraces_the_torch_file_without_importing_torch(name,
     doc = json.loads(cert.read_text())
     assert doc["plan"]["frontend"] == "torch"
     code, answer, torch_mods = _check_without_torch(cert)
-    assert code == 0 and answer["valid"] and answer["verdict"] == verdict, answer  # 0: valid
+    # the verified verdict's exit code: 0 EQUIVALENT, 1 NOT EQUIVALENT (docs/cli.md)
+    assert code == {"EQUIVALENT": 0, "NOT EQUIVALENT": 1}[verdict], (code, answer)
+    assert answer["valid"] and answer["verdict"] == verdict and answer["exit"] == code, answer
     assert answer["retraced"] is True
     assert not torch_mods, torch_mods[:5]
 
