@@ -91,7 +91,7 @@ def test_retraced_plan_cannot_shadow_z3_in_the_checker(tmp_path):
                         "--plan", str(plan)], capture_output=True, text=True, timeout=600,
                        cwd=tmp_path, env={**os.environ, "ADV_ATTACK": "1"})
     assert not (root / "SHADOW_RAN").exists(), r.stdout + r.stderr
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 4, r.stdout + r.stderr   # rejected (docs/cli.md)
 
 
 @pytest.mark.xfail(not SANDBOXED, strict=True, reason="finding R2-4: code_guard stamps files by (mtime_ns, size, "
