@@ -1,6 +1,7 @@
 """Round 3, torch: hand-written DDP on dp=4 where the *last* rank (a remainder / last-rank
 special case) contributes twice its gradient before the all-reduce. Wrong: every gradient is
-(1 + 1/4 * g_3/g)... not the spec's. Only ranks 0, 1, 2 are traced (frontend.rank_coords)."""
+(g0 + g1 + g2 + 2 g3) / 4 instead of (g0 + g1 + g2 + g3) / 4. Only ranks 0, 1, 2 are traced
+(spec_lang/torch_frontend/frontend.py rank_coords)."""
 MESH = {"dp": 4}
 import torch
 import torch.distributed as dist
