@@ -6,13 +6,14 @@
 
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
-  RulesEinsum RulesPow.
+  RulesEinsum RulesPow RulesContent.
 Import ListNotations.
 
 Inductive rtag :=
 | TStopGrad | TCast | TNegMul | TRecipPow | TSqrtPow | TRsqrtPow | TPowOne | TDimSize
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
-| TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul.
+| TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
+| TEinsumPointwise | TAddContent.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -34,6 +35,9 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAllReducePart => chk_allreduce_part
   | TEinsumCanon => chk_einsum_canon
   | TPowMul => chk_pow_mul
+  | TEinsumIdentity => chk_einsum_identity
+  | TEinsumPointwise => chk_einsum_pointwise
+  | TAddContent => chk_add_content
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -61,6 +65,9 @@ Definition rtag_of (n : N) : option rtag :=
   | 17%N => Some TAllReducePart (* allreduce-part *)
   | 18%N => Some TEinsumCanon (* einsum-canon *)
   | 19%N => Some TPowMul (* pow-mul *)
+  | 20%N => Some TEinsumIdentity (* einsum-identity *)
+  | 21%N => Some TEinsumPointwise (* einsum-pointwise *)
+  | 22%N => Some TAddContent (* add-content *)
   | _ => None
   end.
 
@@ -85,4 +92,7 @@ Proof.
   - apply chk_allreduce_part_sound.
   - apply chk_einsum_canon_sound.
   - apply chk_pow_mul_sound.
+  - apply chk_einsum_identity_sound.
+  - apply chk_einsum_pointwise_sound.
+  - apply chk_add_content_sound.
 Qed.
