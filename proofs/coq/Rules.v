@@ -6,14 +6,14 @@
 
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
-  RulesEinsum RulesPow RulesContent.
+  RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum.
 Import ListNotations.
 
 Inductive rtag :=
 | TStopGrad | TCast | TNegMul | TRecipPow | TSqrtPow | TRsqrtPow | TPowOne | TDimSize
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
 | TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
-| TEinsumPointwise | TAddContent.
+| TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -38,6 +38,8 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TEinsumIdentity => chk_einsum_identity
   | TEinsumPointwise => chk_einsum_pointwise
   | TAddContent => chk_add_content
+  | TEinsumScalarOut => chk_einsum_scalar_out
+  | TLiftShardEinsum => chk_lift_einsum
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -68,6 +70,8 @@ Definition rtag_of (n : N) : option rtag :=
   | 20%N => Some TEinsumIdentity (* einsum-identity *)
   | 21%N => Some TEinsumPointwise (* einsum-pointwise *)
   | 22%N => Some TAddContent (* add-content *)
+  | 23%N => Some TEinsumScalarOut (* einsum-scalar-out *)
+  | 24%N => Some TLiftShardEinsum (* lift-shard-einsum *)
   | _ => None
   end.
 
@@ -95,4 +99,6 @@ Proof.
   - apply chk_einsum_identity_sound.
   - apply chk_einsum_pointwise_sound.
   - apply chk_add_content_sound.
+  - apply chk_einsum_scalar_out_sound.
+  - apply chk_lift_einsum_sound.
 Qed.
