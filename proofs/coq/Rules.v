@@ -6,14 +6,14 @@
 
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
-  RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum.
+  RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon.
 Import ListNotations.
 
 Inductive rtag :=
 | TStopGrad | TCast | TNegMul | TRecipPow | TSqrtPow | TRsqrtPow | TPowOne | TDimSize
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
 | TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
-| TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum.
+| TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -40,6 +40,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAddContent => chk_add_content
   | TEinsumScalarOut => chk_einsum_scalar_out
   | TLiftShardEinsum => chk_lift_einsum
+  | TMulCanon => chk_mul_canon
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -72,6 +73,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 22%N => Some TAddContent (* add-content *)
   | 23%N => Some TEinsumScalarOut (* einsum-scalar-out *)
   | 24%N => Some TLiftShardEinsum (* lift-shard-einsum *)
+  | 25%N => Some TMulCanon (* mul-canon *)
   | _ => None
   end.
 
@@ -101,4 +103,5 @@ Proof.
   - apply chk_add_content_sound.
   - apply chk_einsum_scalar_out_sound.
   - apply chk_lift_einsum_sound.
+  - apply chk_mul_canon_sound.
 Qed.

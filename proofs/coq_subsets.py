@@ -1,0 +1,78 @@
+"""Which rule steps fall inside what a *partial* Coq rule checker proves (issue 17, docs/coq.md).
+
+Some rules have a Coq checker for the instances that need no side condition Coq cannot see:
+``mul-canon`` is checked in Coq (``proofs/coq/RulesCanon.v``) when, once nested products are
+flattened on both sides, the non-constant factors are the same multiset and only the constants
+differ (their products compared exactly in Coq). Instances that merge powers (``x * x = x^2``,
+``x^-1 * x = 1``: the latter needs ``x != 0``, the rule's sign guard) are exported as hypotheses
+instead, with the reason returned here.
+
+This test only routes steps; it decides nothing. A step it sends to Coq is checked there by the
+rule's Coq checker (a slip here makes that step fail in Coq, reported as rejected); a step it
+keeps back is reported as taken as a hypothesis, never as Coq-checked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+__all__ = ["outside_coq_subset"]
+
+CANON_FUEL = 64       # Canon.flat's nesting depth in RulesCanon.v (canon_fuel)
+
+
+def _dims(rows: list, x: int) -> dict[str, tuple]:
+    return {n: tuple(s) for n, s in rows[x][3]}
+
+
+def _incl(a: dict, b: dict) -> bool:
+    return all(n in b and b[n] == s for n, s in a.items())
+
+
+def _flat(rows: list, xs: list[int], parent: dict, fuel: int) -> list[int] | None:
+    """Canon.flat on MUL: nested products expanded when their dims are among the parent's and
+    their children's among theirs; None where Coq's flat fails."""
+    out: list[int] = []
+    for x in xs:
+        if rows[x][0] == "MUL":
+            dx = _dims(rows, x)
+            if fuel == 0 or not _incl(dx, parent) or \
+                    not all(_incl(_dims(rows, z), dx) for z in rows[x][1]):
+                return None
+            inner = _flat(rows, rows[x][1], dx, fuel - 1)
+            if inner is None:
+                return None
+            out.extend(inner)
+        else:
+            out.append(x)
+    return out
+
+
+def _mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+    l, r = step.get("lhs"), step.get("rhs")
+    if not (isinstance(l, int) and isinstance(r, int) and 0 <= l < len(rows) and 0 <= r < len(rows)):
+        return None                       # malformed: let Coq reject it
+    if rows[l][0] != "MUL":
+        return None
+    fl = _flat(rows, rows[l][1], _dims(rows, l), CANON_FUEL)
+    fr = _flat(rows, [r], _dims(rows, r), CANON_FUEL)
+    if fl is None or fr is None:
+        return "rule mul-canon: a nested product has dims outside its parent's"
+
+    def factors(fs: list[int]) -> Counter:
+        return Counter(x for x in fs if not (rows[x][0] == "CONST" and not rows[x][1]
+                                             and not rows[x][3] and x not in unread))
+    if factors(fl) != factors(fr):
+        return "rule mul-canon merges powers (sign guard; not in Coq's checker)"
+    return None
+
+
+_SUBSETS = {"mul-canon": _mul_canon}
+
+
+def outside_coq_subset(rule: str, rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+    """Why the rule step is outside what its Coq checker proves (export it as a hypothesis), or
+    None (send it to the Coq checker)."""
+    f = _SUBSETS.get(rule)
+    return None if f is None else f(rows, step, unread)
