@@ -13,7 +13,8 @@ Inductive rtag :=
 | TStopGrad | TCast | TNegMul | TRecipPow | TSqrtPow | TRsqrtPow | TPowOne | TDimSize
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
 | TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
-| TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon.
+| TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon
+| TAddCanon.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -41,6 +42,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TEinsumScalarOut => chk_einsum_scalar_out
   | TLiftShardEinsum => chk_lift_einsum
   | TMulCanon => chk_mul_canon
+  | TAddCanon => chk_add_canon
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -74,6 +76,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 23%N => Some TEinsumScalarOut (* einsum-scalar-out *)
   | 24%N => Some TLiftShardEinsum (* lift-shard-einsum *)
   | 25%N => Some TMulCanon (* mul-canon *)
+  | 26%N => Some TAddCanon (* add-canon *)
   | _ => None
   end.
 
@@ -104,4 +107,5 @@ Proof.
   - apply chk_einsum_scalar_out_sound.
   - apply chk_lift_einsum_sound.
   - apply chk_mul_canon_sound.
+  - apply chk_add_canon_sound.
 Qed.
