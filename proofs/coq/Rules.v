@@ -14,7 +14,7 @@ Inductive rtag :=
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
 | TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
 | TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon
-| TAddCanon.
+| TAddCanon | TReindexScalarOut.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -43,6 +43,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftShardEinsum => chk_lift_einsum
   | TMulCanon => chk_mul_canon
   | TAddCanon => chk_add_canon
+  | TReindexScalarOut => chk_reindex_scalar_out
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -77,6 +78,8 @@ Definition rtag_of (n : N) : option rtag :=
   | 24%N => Some TLiftShardEinsum (* lift-shard-einsum *)
   | 25%N => Some TMulCanon (* mul-canon *)
   | 26%N => Some TAddCanon (* add-canon *)
+  | 27%N => Some TReindexScalarOut (* rename-scalar-out *)
+  | 28%N => Some TReindexScalarOut (* chunk-scalar-out *)
   | _ => None
   end.
 
@@ -108,4 +111,5 @@ Proof.
   - apply chk_lift_einsum_sound.
   - apply chk_mul_canon_sound.
   - apply chk_add_canon_sound.
+  - apply chk_reindex_scalar_out_sound.
 Qed.

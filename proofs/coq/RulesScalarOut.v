@@ -271,3 +271,71 @@ Proof.
   cbn [map] in SP. rewrite prodl_nil, !Rmult_1_r in SP. rewrite SP.
   f_equal. apply scalars_const; auto.
 Qed.
+
+(** ** rename-scalar-out, chunk-scalar-out: [OP(MUL(xs)) = MUL(ss..., OP(y))] for [OP] a
+    [RENAME] or a [CHUNK] (a re-indexing of its one child): [ss] are the dimless factors of
+    [xs] in order, [y] the rest ([rest_ok]); the rule's guard: both are non-empty. *)
+Definition reindex_op (o : op) : bool :=
+  match o with ORename _ _ | OChunk _ _ _ => true | _ => false end.
+
+Definition ridx (s : name -> nat) (o : op) (D : list dimspec) (i : Ix) : Ix :=
+  match o with
+  | ORename old new => upd i old (i new)
+  | OChunk d _ k => upd i d (N.to_nat k * lsize_of s D d + i d)%nat
+  | _ => i
+  end.
+
+Lemma core_reindex : forall c T o m D rho i, reindex_op o = true ->
+  core c T o [m] D [den c T m] rho i = den c T m rho (ridx (sz c) o D i).
+Proof. intros c T o m D rho i H. destruct o; try discriminate; reflexivity. Qed.
+
+Lemma ridx_perm : forall s o D D' i, Permutation D D' -> NoDup (map fst D) ->
+  ridx s o D i = ridx s o D' i.
+Proof. intros. destruct o; simpl; auto. rewrite (lsize_of_perm s D D'); auto. Qed.
+
+Definition chk_reindex_scalar_out (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node o [m] D, Node OMul ys Dr =>
+      match last_split ys, node_at T m with
+      | Some (ss, e), Node OMul xs Dm =>
+          match node_at T e with
+          | Node o' [y] De =>
+              if reindex_op o && op_eqb o o' && dims_eqvb D Dr && dims_eqvb De D &&
+                 list_eqb Pos.eqb ss (filter (is_scalar T) xs) && negb (Nat.eqb (length ss) 0) &&
+                 negb (Nat.eqb (length (filter (fun x => negb (is_scalar T x)) xs)) 0) &&
+                 forallb (fun z => incl_dims (ndims (node_at T z)) Dm) xs && rest_ok T xs Dm y
+              then Some [] else None
+          | _ => None
+          end
+      | _, _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_reindex_scalar_out_sound : rule_sound chk_reindex_scalar_out.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W _].
+  unfold chk_reindex_scalar_out in H. set (T := gT G) in *.
+  destruct (node_at T l) as [o ms D] eqn:El. destruct ms as [|m [|]]; try discriminate.
+  destruct (node_at T r) as [o2 ys Dr] eqn:Er. destruct o2; try discriminate.
+  destruct (last_split ys) as [[ss e]|] eqn:LS; try discriminate.
+  destruct (node_at T m) as [om xs Dm] eqn:Em. destruct om; try discriminate.
+  apply last_split_ok in LS; subst ys.
+  destruct (node_at T e) as [o' ys' De] eqn:Ee. destruct ys' as [|y [|]]; try discriminate.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  repeat match type of B with _ && _ = true => apply andb_prop in B as [B ?] end.
+  rename H0 into RO, H1 into K, H4 into SS, H5 into DE2, H6 into DE1, H7 into OE, B into RX.
+  apply op_eqb_eq in OE; subst o'.
+  apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in SS; subst ss.
+  destruct (dims_eqvb_perm _ _ DE2) as [PD ND].
+  apply (eqv_by_core c T l r _ _ D _ _ Dr W El Er DE1).
+  intros rho R x Mx Rx. rewrite core_reindex by auto. cbn [core].
+  rewrite (map_app (den c T) _ [e]), map_app, prodl_app'. cbn [map].
+  rewrite prodl_cons, prodl_nil, Rmult_1_r.
+  rewrite (den_node c T e _ _ _ W Ee), (msk_perm _ _ _ x PD), Mx, (restrict_perm _ _ x PD), Rx.
+  rewrite core_reindex by auto. rewrite <- (ridx_perm _ _ _ _ x PD ND).
+  rewrite (split_mul c T W m xs Dm y rho _ Em K RO). rewrite map_map. f_equal.
+  apply scalars_const; auto. clear. induction xs as [|z xs IH]; simpl; auto.
+  destruct (is_scalar T z) eqn:S; simpl; rewrite ?S; auto.
+Qed.

@@ -37,7 +37,7 @@ RULES_WITHOUT_LEMMA = frozenset({
     "allreduce-einsum-split", "allreduce-max-shard",
     "allreduce-mul-factor", "allreduce-permute", "allreduce-rank-const",
     "allreduce-rename", "allreduce-shard-comm", "allreduce-swap",
-    "broadcast-invariant", "chunk-scalar-out",
+    "broadcast-invariant",
     "concat-content", "einsum-components", "einsum-factor-out",
     "einsum-max-factor-out", "einsum-mul-canon", "einsum-nested",
     "einsum-perm-contract", "einsum-recip-factor-out",
@@ -49,7 +49,7 @@ RULES_WITHOUT_LEMMA = frozenset({
     "lift-shard-shift", "lift-shard-topk", "lift-shard-topk-elig",
     "onehot-shard-out", "perm-compose", "perm-identity", "perm-swap",
     "pow-const", "pow-const-factor", "pow-pow", "reduce-max-perm",
-    "reduce-max-unit-axis", "reduce-max-unit-dim", "reduce-scatter-def", "rename-scalar-out",
+    "reduce-max-unit-axis", "reduce-max-unit-dim", "reduce-scatter-def",
     "shard-swap", "silu-def",
 })
 
@@ -63,7 +63,7 @@ def test_every_rule_has_a_coq_lemma_or_is_a_listed_gap() -> None:
     assert missing == RULES_WITHOUT_LEMMA, (
         f"rules without a Coq lemma not listed: {sorted(missing - RULES_WITHOUT_LEMMA)}; "
         f"listed but now with a lemma: {sorted(RULES_WITHOUT_LEMMA - missing)}")
-    assert len(codes) == 27 and len(set(codes.values())) == len(codes)
+    assert len(codes) == 29 and len(set(codes.values())) == len(codes)
 
 
 # -- the exporter's constant reader agrees with the checker's -----------------------------------
@@ -115,7 +115,8 @@ def _small() -> dict:
     (einsum-identity), EINSUM(x, y; B) = MUL(x, y) (einsum-pointwise), x + y = 2 (x/2 + y/2)
     (add-content), sum_B (2 x) y = 2 sum_B x y (einsum-scalar-out), EINSUM(x|dp, y|dp; B) =
     EINSUM(x, y; B)|dp (lift-shard-einsum), y 2 x = 2 x y, (2 x) y = 2 x y, 2 (1/2) x = x
-    (mul-canon)."""
+    (mul-canon), y + x = x + y (add-canon), (2 x)[B -> C] = 2 x[B -> C] (rename-scalar-out),
+    chunk 1 of 2 x = 2 (chunk 1 of x) (chunk-scalar-out)."""
     Bdp = [["B", ["dp"]]]
     B = [["B", []]]
     nodes = [
@@ -166,6 +167,12 @@ def _small() -> dict:
         ["CONST", [], [{"q": "1/2"}], []],                           # 44
         ["MUL", [24, 44, 0], [], B],                                 # 45: 2 (1/2) x
         ["ADD", [16, 0], [], B],                                     # 46: y + x
+        ["RENAME", [25], ["B", "C"], [["C", []]]],                   # 47: (2 x)[B -> C]
+        ["RENAME", [0], ["B", "C"], [["C", []]]],                    # 48
+        ["MUL", [24, 48], [], [["C", []]]],                          # 49: 2 x[B -> C]
+        ["CHUNK", [25], ["B", 2, 1], [["B", ["#1/2"]]]],             # 50: chunk 1 of 2 x
+        ["CHUNK", [0], ["B", 2, 1], [["B", ["#1/2"]]]],              # 51
+        ["MUL", [24, 51], [], [["B", ["#1/2"]]]],                    # 52: 2 (chunk 1 of x)
     ]
     steps = [
         {"kind": "rule", "rule": "neg-mul", "lhs": 1, "rhs": 3, "subst": {"x": {"node": 0}}},
@@ -203,6 +210,10 @@ def _small() -> dict:
          "subst": {"xs": {"nodes": [24, 44, 0]}, "ys": {"nodes": [0]}}},
         {"kind": "rule", "rule": "add-canon", "lhs": 28, "rhs": 46,
          "subst": {"xs": {"nodes": [0, 16]}, "ys": {"nodes": [16, 0]}}},
+        {"kind": "rule", "rule": "rename-scalar-out", "lhs": 47, "rhs": 49,
+         "subst": {"xs": {"nodes": [24, 0]}, "attrs": ["B", "C"], "nshards": []}},
+        {"kind": "rule", "rule": "chunk-scalar-out", "lhs": 50, "rhs": 52,
+         "subst": {"xs": {"nodes": [24, 0]}, "attrs": ["B", 2, 1]}},
     ]
     obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": e, "actual": a, "proof": p}
            for n, e, a, p in [("neg", 3, 1, 3), ("pow", 4, 0, 5), ("size", 5, 6, 2),
@@ -212,21 +223,22 @@ def _small() -> dict:
                               ("pointwise", 27, 19, 12), ("content", 28, 33, 13),
                               ("scalarout", 34, 35, 14), ("lifteinsum", 38, 40, 15),
                               ("mulcanon", 41, 42, 16), ("mulflat", 43, 42, 17),
-                              ("mulconst", 45, 0, 18), ("addcanon", 28, 46, 19)]]
+                              ("mulconst", 45, 0, 18), ("addcanon", 28, 46, 19),
+                              ("renamescalar", 47, 49, 20), ("chunkscalar", 50, 52, 21)]]
     return {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
-            "binding": {"B": 4, "dp": 2, "tp": 1, "cp": 3}, "nodes": nodes, "steps": steps, "obligations": obs,
+            "binding": {"B": 4, "C": 4, "dp": 2, "tp": 1, "cp": 3}, "nodes": nodes, "steps": steps, "obligations": obs,
             "plan": {"path": "small.py", "sha256": "0" * 64}}
 
 
 SMALL_OBLIGATIONS = ["neg", "pow", "size", "rank", "unit", "suminv", "maxinv", "einsum", "powmul",
                      "ident", "pointwise", "content", "scalarout", "lifteinsum", "mulcanon",
-                     "mulflat", "mulconst", "addcanon"]
+                     "mulflat", "mulconst", "addcanon", "renamescalar", "chunkscalar"]
 
 
 def test_small_certificate_exports_without_opaque_steps() -> None:
     ex = export_certificate(_small())
     assert ex.obligations == SMALL_OBLIGATIONS
-    assert ex.opaque == {} and ex.rule_steps == 18 and ex.nodes == 47 and ex.steps == 20
+    assert ex.opaque == {} and ex.rule_steps == 20 and ex.nodes == 53 and ex.steps == 22
     assert "B = 4, tp = 1, cp = 3" in ex.source and "Theorem certificate" in ex.source
 
 
@@ -244,12 +256,12 @@ def test_mul_canon_merging_powers_is_exported_as_a_hypothesis() -> None:
     which Coq cannot see): every mul-canon step that merges powers is kept back from Coq's
     checker, which proves only products equal up to order and constants (RulesCanon.v)."""
     c = _small()
-    c["nodes"].append(["MUL", [0, 0], [], [["B", []]]])                 # 47: x x
-    c["steps"].append({"kind": "rule", "rule": "mul-canon", "lhs": 47, "rhs": 21,
+    c["nodes"].append(["MUL", [0, 0], [], [["B", []]]])                 # 53: x x
+    c["steps"].append({"kind": "rule", "rule": "mul-canon", "lhs": 53, "rhs": 21,
                        "subst": {"xs": {"nodes": [0, 0]}, "ys": {"nodes": [21]}}})
     ex = export_certificate(c)
-    assert ex.opaque == {20: "rule mul-canon merges powers (sign guard; not in Coq's checker)"}
-    assert ex.rule_steps == 18
+    assert ex.opaque == {22: "rule mul-canon merges powers (sign guard; not in Coq's checker)"}
+    assert ex.rule_steps == 20
 
 
 def test_add_canon_cancelling_a_monomial_is_exported_as_a_hypothesis() -> None:
@@ -257,13 +269,13 @@ def test_add_canon_cancelling_a_monomial_is_exported_as_a_hypothesis() -> None:
     sign guard); Coq's semantics is total, so such steps are kept back from its checker."""
     c = _small()
     B = [["B", []]]
-    c["nodes"] += [["CONST", [], [{"q": "-1/1"}], []],                 # 47
-                   ["MUL", [47, 0], [], B],                            # 48: -x
-                   ["ADD", [0, 48, 16], [], B]]                        # 49: x - x + y
-    c["steps"].append({"kind": "rule", "rule": "add-canon", "lhs": 49, "rhs": 16,
-                       "subst": {"xs": {"nodes": [0, 48, 16]}, "ys": {"nodes": [16]}}})
+    c["nodes"] += [["CONST", [], [{"q": "-1/1"}], []],                 # 53
+                   ["MUL", [53, 0], [], B],                            # 54: -x
+                   ["ADD", [0, 54, 16], [], B]]                        # 55: x - x + y
+    c["steps"].append({"kind": "rule", "rule": "add-canon", "lhs": 55, "rhs": 16,
+                       "subst": {"xs": {"nodes": [0, 54, 16]}, "ys": {"nodes": [16]}}})
     ex = export_certificate(c)
-    assert ex.opaque == {20: "rule add-canon cancels a monomial (sign guard; not in Coq's checker)"}
+    assert ex.opaque == {22: "rule add-canon cancels a monomial (sign guard; not in Coq's checker)"}
 
 
 # -- with coqc ---------------------------------------------------------------------------------
@@ -331,7 +343,7 @@ MUTANTS = {
         c["steps"].append({"kind": "rule", "rule": "allreduce-max-invariant", "lhs": 15,
                            "rhs": 14, "subst": {"x": {"node": 14}, "a": "cp"}}),
         c["obligations"].append({"name": "vary", "kind": "loss", "method": "rewrite",
-                                 "expected": 15, "actual": 14, "proof": 20})), "vary", 20),
+                                 "expected": 15, "actual": 14, "proof": 22})), "vary", 22),
     # einsum-canon with operands that are not a permutation
     "einsum-canon-not-a-permutation": (lambda c: c["nodes"][18].__setitem__(1, [16, 16]),
                                        "einsum", 9),
@@ -361,6 +373,9 @@ MUTANTS = {
                                  "mulconst", 18),
     # add-canon with y + y for y + x
     "add-canon-wrong-sum": (lambda c: c["nodes"][46].__setitem__(1, [16, 16]), "addcanon", 19),
+    # chunk-scalar-out with chunk 0 inside for chunk 1 outside
+    "chunk-scalar-out-other-chunk": (lambda c: c["nodes"][51][2].__setitem__(2, 0),
+                                     "chunkscalar", 21),
 }
 
 
@@ -374,7 +389,7 @@ def test_every_mutant_is_rejected_by_coq_in_one_file(coq_cache: Path) -> None:
         edit(c)
     r = coq_check(c, cache=coq_cache)
     assert sorted(r.failed_steps) == [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 18,
-                                      19, 20]
+                                      19, 21, 22]
     assert {k for k, v in r.status.items() if v == "checked"} == {"maxinv", "mulflat"}
     assert {k for k, v in r.status.items() if v == "not checked"} == \
         {ob for _e, ob, _s in MUTANTS.values()}
