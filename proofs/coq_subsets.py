@@ -34,6 +34,11 @@ def _dims(rows: list, x: int) -> dict[str, tuple]:
     return {n: tuple(s) for n, s in rows[x][3]}
 
 
+def _ids_ok(rows: list, l: Any, r: Any) -> bool:
+    return all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < len(rows)
+               for x in (l, r))
+
+
 def _incl(a: dict, b: dict) -> bool:
     return all(n in b and b[n] == s for n, s in a.items())
 
@@ -59,7 +64,7 @@ def _flat(rows: list, xs: list[int], parent: dict, fuel: int, op: str = "MUL") -
 
 def _mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
     l, r = step.get("lhs"), step.get("rhs")
-    if not (isinstance(l, int) and isinstance(r, int) and 0 <= l < len(rows) and 0 <= r < len(rows)):
+    if not _ids_ok(rows, l, r):
         return None                       # malformed: let Coq reject it
     if rows[l][0] != "MUL":
         return None
@@ -80,7 +85,7 @@ def _mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None
 
 def _add_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
     l, r = step.get("lhs"), step.get("rhs")
-    if not (isinstance(l, int) and isinstance(r, int) and 0 <= l < len(rows) and 0 <= r < len(rows)):
+    if not _ids_ok(rows, l, r):
         return None
     if rows[l][0] != "ADD":
         return None
@@ -105,7 +110,8 @@ def _add_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None
                 return "rule add-canon: an irrational coefficient (not in Coq's checker)"
             if cf is not None:
                 k = ()
-            elif rows[t][0] == "MUL" and all(_incl(_dims(rows, z), _dims(rows, t)) for z in rows[t][1]):
+            elif rows[t][0] == "MUL" and all(_incl(_dims(rows, z), _dims(rows, t))
+                                             for z in rows[t][1]):
                 cs = [const(z) for z in rows[t][1]]
                 if any(v is False for v in cs):
                     return "rule add-canon: an irrational coefficient (not in Coq's checker)"

@@ -226,7 +226,8 @@ def _small() -> dict:
                               ("mulconst", 45, 0, 18), ("addcanon", 28, 46, 19),
                               ("renamescalar", 47, 49, 20), ("chunkscalar", 50, 52, 21)]]
     return {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
-            "binding": {"B": 4, "C": 4, "dp": 2, "tp": 1, "cp": 3}, "nodes": nodes, "steps": steps, "obligations": obs,
+            "binding": {"B": 4, "C": 4, "dp": 2, "tp": 1, "cp": 3}, "nodes": nodes, "steps": steps,
+            "obligations": obs,
             "plan": {"path": "small.py", "sha256": "0" * 64}}
 
 
