@@ -1,4 +1,5 @@
-(** * RulesScalarOut: scalar factors leave a contraction (docs/rules.md, issue 12).
+(** * RulesScalarOut: scalar factors leave a contraction, a renaming or a chunk (docs/rules.md,
+    issue 12).
 
     einsum-scalar-out: [EINSUM(xs, out) = MUL(ss..., EINSUM(rs, out))] where, walking [xs] in
     order, a scalar operand (no dims) goes to [ss]; an operand [MUL(zs)] with scalar factors
