@@ -531,5 +531,5 @@ def replay_error(nodes: Sequence[Any], pairs: Sequence[tuple[str, int, int]],
     for p in pairs:
         err = rule([p])
         if err is not None:
-            return f"obligation {p[0]}: {err}"
+            return f"goal {p[0]}: {err}"
     return None

@@ -82,12 +82,12 @@ class CheckResult:
 
     def summary(self) -> str:
         extra = (", plan re-traced in a separate process" if self.retraced else
-                 ", plan not re-traced (--no-retrace): the obligations are not tied to a plan "
+                 ", plan not re-traced (--no-retrace): the goals are not tied to a plan "
                  "file")
         if self.refuted:
-            extra = f", {self.refuted} refuted obligations re-evaluated and diverging" + extra
+            extra = f", {self.refuted} refuted goals re-evaluated and diverging" + extra
         return (f"certificate OK: verdict {self.verdict}; {self.checked} of {self.total} "
-                f"obligations proved and re-checked ({self.steps} steps, {self.smt} z3 "
+                f"goals proved and re-checked ({self.steps} steps, {self.smt} z3 "
                 f"queries regenerated){extra}")
 
 
@@ -415,10 +415,10 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
     chk = _Checker(cert, table, smt_timeout_s)
     names = [o["name"] for o in obligations]
     if len(set(names)) != len(names):
-        raise _fail("two obligations have the same name")
+        raise _fail("two goals have the same name")
     for o in obligations:
-        chk.node(o["expected"], f"obligation {o['name']} expected")
-        chk.node(o["actual"], f"obligation {o['name']} actual")
+        chk.node(o["expected"], f"goal {o['name']} expected")
+        chk.node(o["actual"], f"goal {o['name']} actual")
     # 3. hashes and ruleset
     binding = dict(cert["binding"])
     spec_h = roots_hash(hashes, [(o["name"], o["expected"]) for o in obligations],
@@ -426,15 +426,15 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
     plan_h = roots_hash(hashes, [(o["name"], o["actual"]) for o in obligations], binding)
     if spec_h != cert["spec_sha256"]:
         raise _fail(f"spec_sha256 {cert['spec_sha256'][:12]}... is not the hash of the "
-                    f"obligations' expected terms and the binding's dim sizes ({spec_h[:12]}...)")
+                    f"goals' expected terms and the binding's dim sizes ({spec_h[:12]}...)")
     if plan_h != cert["plan_sha256"]:
         raise _fail(f"plan_sha256 {cert['plan_sha256'][:12]}... is not the hash of the "
-                    f"obligations' actual terms and the binding ({plan_h[:12]}...)")
+                    f"goals' actual terms and the binding ({plan_h[:12]}...)")
     for o in obligations:
         for side in ("expected", "actual"):
             want = o.get(side + "_sha256")
             if want is not None and want != hashes[o[side]]:
-                raise _fail(f"obligation {o['name']}: {side}_sha256 does not match node "
+                raise _fail(f"goal {o['name']}: {side}_sha256 does not match node "
                             f"{o[side]}")
     rs = cert["ruleset"]
     if (rs.get("name"), rs.get("version"), rs.get("sha256")) != \
@@ -461,7 +461,7 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
     proved = 0
     for o in obligations:
         m = o["method"]
-        where = f"obligation {o['name']}"
+        where = f"goal {o['name']}"
         if m in ("rewrite", "smt"):
             s = o.get("proof")
             if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < len(chk.steps):
@@ -476,7 +476,7 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
         elif m == "reused":
             src = by_name.get(o.get("reuses"))
             if src is None or src["method"] not in ("rewrite", "smt"):
-                raise _fail(f"{where}: reuses {o.get('reuses')!r}, which is not a proved obligation")
+                raise _fail(f"{where}: reuses {o.get('reuses')!r}, which is not a proved goal")
             why = _renaming_ok(table, (src["expected"], src["actual"]), (o["expected"], o["actual"]))
             if why is not None:
                 raise _fail(f"{where}: not a renaming of {src['name']}: {why}")
@@ -498,14 +498,14 @@ def _check(path: str | Path, cert: dict[str, Any], smt_timeout_s: float) -> Chec
     if verdict == "EQUIVALENT" and (open_ or refuted or proved != len(obligations)
                                     or not obligations):
         raise _fail(f"verdict EQUIVALENT but {len(obligations) - proved} of {len(obligations)} "
-                    f"obligations are not proved")
+                    f"goals are not proved")
     if verdict == "NOT EQUIVALENT" and not (refuted and cert.get("counterexample")):
-        raise _fail("verdict NOT EQUIVALENT without a refuted obligation and a counterexample")
+        raise _fail("verdict NOT EQUIVALENT without a refuted goal and a counterexample")
     if verdict == "UNKNOWN" and not (open_ or refuted) and proved == len(obligations) \
             and obligations:
-        raise _fail("verdict UNKNOWN but every obligation is proved")
+        raise _fail("verdict UNKNOWN but every goal is proved")
     if verdict != "NOT EQUIVALENT" and (refuted or cert.get("counterexample") is not None):
-        raise _fail(f"verdict {verdict} with a refuted obligation or a counterexample")
+        raise _fail(f"verdict {verdict} with a refuted goal or a counterexample")
     if verdict == "NOT EQUIVALENT":
         _check_refutation(cert, table, chk, refuted)
     if verdict == "EQUIVALENT":

@@ -25,7 +25,7 @@ def _check_refutation(cert: Mapping[str, Any], table: NodeTable, chk: Any,
     names = {o["name"] for o in refuted}
     if not isinstance(goals, list) or not goals or goals[0] != cx.get("goal") \
             or len(set(goals)) != len(goals) or set(goals) != names:
-        raise _fail(f"the replay's goals {str(goals)[:80]} are not the refuted obligations "
+        raise _fail(f"the replay's goals {str(goals)[:80]} are not the refuted goals "
                     f"{sorted(names)[:3]} with the counterexample's goal {cx.get('goal')!r} first")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise _fail(f"replay seed {seed!r} is not a non-negative integer")
@@ -54,7 +54,7 @@ def _check_refutation(cert: Mapping[str, Any], table: NodeTable, chk: Any,
         e, a = o["expected"], o["actual"]
         if "proof" in o or "reuses" in o or e == a or (e, a) in proved_pairs \
                 or (a, e) in proved_pairs:
-            raise _fail(f"obligation {o['name']}: refuted, but the certificate proves "
+            raise _fail(f"goal {o['name']}: refuted, but the certificate proves "
                         f"expected == actual")
     import warnings
 
@@ -74,7 +74,7 @@ def _check_refutation(cert: Mapping[str, Any], table: NodeTable, chk: Any,
         raise _fail(f"the replay cannot be evaluated: {_one_line(e)}") from None
     for n, d in zip(goals, diffs):
         if not d.any():
-            raise _fail(f"obligation {n}: refuted, but its two sides agree on the replay "
+            raise _fail(f"goal {n}: refuted, but its two sides agree on the replay "
                         f"(seed {seed}): not a counterexample")
     axes = vals[0][0]
     first = [int(i) for i in np.argwhere(diffs[0])[0]]

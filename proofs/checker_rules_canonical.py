@@ -210,7 +210,9 @@ def _add_canon(e: Env) -> tuple[Any, Any]:
     e.require(bool(xs), "ADD has operands")
     e.require(_same_coeffs(_lin(e, xs), _lin(e, ys)), "lin(xs) == lin(ys)")
     e.require(e.dimnames(xs) == e.dimnames(ys), "same dims")
-    e.require(all(e.signs.defined(f) for f in _dropped(e, xs, ys)),
+    # both directions: a monomial the right side introduces with coefficients summing to 0
+    # (x -> x + y^-1 - y^-1) is a dropped one of the reverse step (found formalising issue 17)
+    e.require(all(e.signs.defined(f) for f in _dropped(e, xs, ys) + _dropped(e, ys, xs)),
               "a dropped monomial is defined (x^-1 - x^-1 = 0 needs x != 0)")
     return add(*xs), _nary("ADD", ys, const(0))
 

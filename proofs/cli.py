@@ -1,15 +1,20 @@
 """Command line: ``prove PLAN.py`` and ``check-certificate CERT.json`` (``docs/cli.md``).
 
 Exit codes (STYLE rule 15): ``prove`` 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN, 3 bad input
-(also ``--executor ray`` without ray installed);
+(also ``--executor ray`` without ray installed, an unusable ``--certificate`` path, a certificate
+that could not be written after proving: the verdict is printed first);
 an internal error is reported as ``prove: internal error: ...`` and exits 2 (never 0).
 ``prove --precision-lint=error``: 4 when the verdict is EQUIVALENT but the lint has findings.
 ``prove`` re-checks its own certificate with ``check-certificate`` in a fresh process (unless
-``--no-check``); when the checker disagrees, both verdicts are printed and the exit code is the
-checker's (2 when the checker gave none: timed out or killed).
-``check-certificate`` 0 the certificate checks, 1 it is rejected (one line saying why; also a
-certificate whose plan file is missing, unless ``--no-retrace``), 3 the file is unreadable or
-not a certificate. Results go to stdout, diagnostics to stderr as ``prog: error: ...``.
+``--no-check``); the checker agrees when it verified prove's verdict (its exit 0, 1 or 2 and
+the same verdict); otherwise both verdicts are printed and the exit code is the checker's
+(4 rejected, 3 malformed; 2 when it gave no verdict).
+``check-certificate`` exits with the verified verdict's code, so that only a proof passes a CI
+gate (issue 12): 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN (0 with ``--accept-unknown``),
+3 the file is unreadable or not a certificate, 4 rejected (one line saying why; also a
+certificate whose plan file is missing, unless ``--no-retrace``, and a failed re-trace).
+Every command takes ``--version``. Results go to stdout, diagnostics to stderr as
+``prog: error: ...``.
 
 Neither command imports or runs the plan file in its own process: ``prove`` traces it in a
 child interpreter and ``check-certificate`` re-traces it in one (:mod:`proofs.isolation`).
@@ -28,9 +33,11 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["prove_main", "check_main", "EXIT"]
+__all__ = ["prove_main", "check_main", "EXIT", "CHECK_EXIT"]
 
 EXIT = {"EQUIVALENT": 0, "NOT EQUIVALENT": 1, "UNKNOWN": 2, "bad input": 3, "precision lint": 4}
+# check-certificate: the verified verdict's code, so a CI gate passes only on a proof (issue 12)
+CHECK_EXIT = {"EQUIVALENT": 0, "NOT EQUIVALENT": 1, "UNKNOWN": 2, "bad input": 3, "rejected": 4}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +61,25 @@ def _one_line(msg: str) -> str:
     return " ".join(str(msg).split())
 
 
+class _Version(argparse.Action):
+    """``--version``: print ``<command> <version>`` on stdout and exit 0 (the version is looked
+    up only then: :mod:`proofs.version`)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the command's name and shardproof's version, and exit 0")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        from proofs.version import package_version
+
+        print(f"{parser.prog} {package_version()}")
+        raise SystemExit(0)
+
+
+def _version_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", action=_Version)
+
+
 # -- prove --------------------------------------------------------------------------------------
 def prove_main(argv: list[str] | None = None) -> int:
     code = _prove(argv)
@@ -70,13 +96,13 @@ def _prove(argv: list[str] | None) -> int:
                         "parallel training step (docs/torch.md)")
     p.add_argument("--certificate", metavar="OUT.json", help="write a certificate here")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="worker processes for independent obligations and z3 queries "
+                   help="worker processes for independent goals and z3 queries "
                         "(default: the usable cores); small problems stay in-process")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="wall-clock budget in seconds (default 600); goals left open are UNKNOWN")
     p.add_argument("--json", action="store_true", help="print a machine-readable verdict on stdout")
     p.add_argument("--executor", default="local", choices=["local", "ray"],
-                   help="where obligations run: 'local' (a process pool of --jobs workers, "
+                   help="where goals run: 'local' (a process pool of --jobs workers, "
                         "default) or 'ray' (optional extra: pip install 'shardproof[ray]'; "
                         "RAY_ADDRESS selects a cluster, else a local instance)")
     p.add_argument("--worker-memory", type=float, default=None, metavar="GB",
@@ -93,10 +119,13 @@ def _prove(argv: list[str] | None) -> int:
                         "checked)")
     p.add_argument("--trace-timeout", type=float, default=600.0, metavar="S",
                    help="time limit of the process that traces the plan file (default 600)")
+    _version_flag(p)
     try:
         a = p.parse_args(argv)
     except _UsageError as e:
         return _err("prove", str(e))
+    except SystemExit as e:  # --help, --version
+        return int(e.code or 0)
     from proofs.executor import ExecutorUnavailable, default_jobs, require_executor
 
     if a.jobs is None:
@@ -113,10 +142,15 @@ def _prove(argv: list[str] | None) -> int:
         return _err("prove", f"--timeout and --trace-timeout must be > 0, got {a.timeout} and "
                              f"{a.trace_timeout}")
     path = Path(a.plan)
+    if path.is_dir():
+        return _err("prove", f"{path}: is a directory; give the plan file (a .py file defining "
+                             f"spec and plan)")
     if not path.is_file():
         return _err("prove", f"{path}: no such file")
-    if a.certificate and not Path(a.certificate).resolve().parent.is_dir():
-        return _err("prove", f"{a.certificate}: the directory does not exist")
+    if a.certificate is not None:
+        why = _unwritable(a.certificate)
+        if why:
+            return _err("prove", why)
     try:
         source = path.read_bytes()
     except OSError as e:
@@ -152,21 +186,27 @@ def _prove(argv: list[str] | None) -> int:
         return _internal(e)
     t_trace = child.seconds.get("child", 0.0)
     t_load = time.monotonic() - t0 - t_trace
-    try:
-        from proofs.prover import prove
-
-        with _Progress(enabled=not a.json) as progress:
-            progress.loaded(t_trace)
-            report = prove(problem, jobs=a.jobs, timeout_s=a.timeout, progress=progress,
-                           executor=a.executor, worker_memory_gb=a.worker_memory)
-        report.seconds = {"trace": t_trace, "load": t_load, **report.seconds}
-    except Exception as e:  # noqa: BLE001
-        return _internal(e)
-    # 2. the certificate (a temporary one when only the check needs it) and the check
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="shardproof-prove-") as tmp:
+    from proofs.progress import Progress
+
+    with tempfile.TemporaryDirectory(prefix="shardproof-prove-") as tmp, \
+            Progress(enabled=not a.json) as progress:
+        progress("trace", 1, 1)
+        progress.finished("trace", t_trace, "plan")
+        progress.finished("load", t_load)
+        try:
+            from proofs.prover import prove
+
+            report = prove(problem, jobs=a.jobs, timeout_s=a.timeout, progress=progress,
+                           executor=a.executor, worker_memory_gb=a.worker_memory,
+                           on_phase=progress.finished)
+            report.seconds = {"trace": t_trace, "load": t_load, **report.seconds}
+        except Exception as e:  # noqa: BLE001
+            return _internal(e)
+        # 2. the certificate (a temporary one when only the check needs it) and the check
         cert_path = a.certificate or (str(Path(tmp) / "certificate.json") if a.check else None)
+        write_error = None   # reported after the verdict (which stands; exit 3)
         if cert_path:
             try:
                 from proofs.certificate import certificate_of, write_certificate
@@ -174,17 +214,20 @@ def _prove(argv: list[str] | None) -> int:
                 t_cert = time.monotonic()
                 write_certificate(cert_path, certificate_of(report))
                 report.seconds["certificate"] = time.monotonic() - t_cert
+                progress.finished("certificate", report.seconds["certificate"])
             except OSError as e:
-                return _err("prove", f"{cert_path}: cannot write the certificate: {e.strerror}")
+                write_error = f"{cert_path}: cannot write the certificate: {e.strerror or e}"
             except Exception as e:  # noqa: BLE001
                 return _internal(e)
         check = None
-        if a.check:
+        if a.check and write_error is None:
             from proofs.isolation import check_in_child
 
+            progress.begin("check")
             check = check_in_child(cert_path, path.resolve(), timeout_s=a.timeout,
                                    trace_timeout_s=a.trace_timeout)
             report.seconds["check"] = check.seconds
+            progress.finished("check", check.seconds)
     findings: list[Any] = []
     if a.precision_lint:
         try:
@@ -193,12 +236,11 @@ def _prove(argv: list[str] | None) -> int:
             findings = lint(problem)
         except Exception as e:  # noqa: BLE001
             return _internal(e)
-    agrees = check is None or (check.code == 0 and check.answer is not None
-                               and check.answer.get("verdict") == report.verdict)
+    agrees = check is None or _agrees(report.verdict, check)
     try:
         if a.json:
             out = report.to_json()
-            out["certificate"] = a.certificate
+            out["certificate"] = a.certificate if write_error is None else None
             if check is not None:
                 out["check"] = {"agrees": agrees, "exit": check.code, "answer": check.answer,
                                 "error": check.error, "seconds": round(check.seconds, 3)}
@@ -207,7 +249,7 @@ def _prove(argv: list[str] | None) -> int:
             print(json.dumps(out, indent=2, sort_keys=True))
             _summary(report, sys.stderr)
         else:
-            _human(report, a.certificate)
+            _human(report, a.certificate if write_error is None else None)
             if check is not None:  # after the timing table (examples' golden outputs end there)
                 print(_check_line(report.verdict, check, agrees))
             if a.precision_lint:
@@ -220,8 +262,14 @@ def _prove(argv: list[str] | None) -> int:
         # the reader went away (`prove ... | head`): the verdict's exit code still stands
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    if write_error is not None:
+        return _err("prove", f"{write_error} (the verdict above stands, but no certificate was "
+                             f"written)")
     if not agrees:
-        code = check.code if check.code != 0 else EXIT["UNKNOWN"]
+        # the checker's code when it rejected (4) or could not read the certificate (3); else
+        # 2: no verdict both agree on (the checker timed out, died, or checked another verdict)
+        code = check.code if check.code in (CHECK_EXIT["rejected"], CHECK_EXIT["bad input"]) \
+            else EXIT["UNKNOWN"]
         print(f"prove: error: the independent checker disagrees: prove says {report.verdict}, "
               f"check-certificate {_checker_says(check)}; exit {code} (the checker's)",
               file=sys.stderr)
@@ -229,6 +277,40 @@ def _prove(argv: list[str] | None) -> int:
     if findings and a.precision_lint == "error" and report.verdict == "EQUIVALENT":
         return EXIT["precision lint"]
     return EXIT[report.verdict]
+
+
+def _unwritable(certificate: str) -> str | None:
+    """Why ``--certificate`` cannot be written, checked before proving (None: it can): an empty
+    path, a directory or another non-regular file, a missing directory, or a directory where a
+    file cannot be created (probed with a temporary file, as the atomic write will do)."""
+    if not certificate.strip():
+        return "--certificate: empty path; give a file name, e.g. --certificate out.json"
+    target = Path(certificate)
+    if target.is_dir():
+        return f"{certificate}: is a directory; give a file path for the certificate"
+    if target.exists() and not target.is_file():
+        return f"{certificate}: not a regular file; give a file path for the certificate"
+    parent = target.resolve().parent
+    if not parent.is_dir():
+        return f"{certificate}: the directory {parent} does not exist"
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=target.name + ".", suffix=".probe", dir=parent)
+    except OSError as e:
+        return f"{certificate}: cannot write in {parent}: {e.strerror or e}"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def _agrees(verdict: str, check: Any) -> bool:
+    """The checker verified prove's own verdict: its exit code is that verdict's (0, 1 or 2:
+    a verified NOT EQUIVALENT or UNKNOWN agrees too) and its answer names it; a rejection (4),
+    a malformed certificate (3) or no answer is a disagreement."""
+    a = check.answer
+    return (a is not None and a.get("valid") is True and a.get("verdict") == verdict
+            and check.code == CHECK_EXIT[verdict])
 
 
 def _checker_says(check: Any) -> str:
@@ -243,7 +325,7 @@ def _check_line(verdict: str, check: Any, agrees: bool) -> str:
     if agrees:
         a = check.answer
         return (f"check: certificate re-checked by check-certificate in a fresh process: verdict "
-                f"{a.get('verdict')}, {a.get('proved')} of {a.get('obligations')} obligations, "
+                f"{a.get('verdict')}, {a.get('proved')} of {a.get('obligations')} goals, "
                 f"{a.get('steps')} steps, plan "
                 f"{'re-traced' if a.get('retraced') else 'not re-traced'} "
                 f"({check.seconds:.1f} s)")
@@ -256,84 +338,6 @@ def _internal(e: BaseException) -> int:
     print(f"prove: internal error: {type(e).__name__}: {_one_line(str(e))}{where}; this is a "
           f"bug in shardproof, the verdict is UNKNOWN", file=sys.stderr)
     return 2
-
-
-class _Progress:
-    """Progress over obligations on stderr, per phase (trace, refute, rewrite, smt, ...).
-
-    A rich progress bar when stderr is a terminal; otherwise one plain line per finished phase
-    (``prove: rewrite: 1165/1165 goals, 9.6 s``) and at most one line per 10 s within a long
-    phase; nothing when ``enabled`` is false (``--json``).
-    """
-
-    PLAIN_EVERY_S = 10.0
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.bar = None
-        self.tasks: dict[str, Any] = {}
-        self.t0 = time.monotonic()
-        self.started: dict[str, float] = {}
-        self.last: dict[str, tuple[int, int]] = {}
-        self.printed: dict[str, float] = {}
-        self.pending_trace: float | None = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-                TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("{task.description:>8}"), BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn(),
-                                console=Console(stderr=True), transient=True)
-            self.bar.start()
-        return self
-
-    def loaded(self, seconds: float) -> None:
-        """The plan was traced (in its own process) in ``seconds``; shown with the first
-        phase."""
-        self.pending_trace = seconds
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if self.pending_trace is not None:
-            t, self.pending_trace = self.pending_trace, None
-            self._show("trace", 1, 1, t)
-        if phase not in self.started:
-            self.started[phase] = now
-            for other, (d, n) in list(self.last.items()):  # a new phase ends the previous ones
-                if d < n:
-                    self._show(other, d, n, now - self.started[other], final=True)
-        self.last[phase] = (done, total)
-        self._show(phase, done, total, now - self.started[phase])
-
-    def _show(self, phase: str, done: int, total: int, seconds: float,
-              final: bool = False) -> None:
-        if self.bar is not None:
-            if phase not in self.tasks:
-                self.tasks[phase] = self.bar.add_task(phase, total=max(total, 1))
-            self.bar.update(self.tasks[phase], completed=done, total=max(total, 1))
-            return
-        now = time.monotonic()
-        end = final or done >= total
-        if total == 0:
-            return  # nothing to do
-        if self.printed.get(phase) == -1.0:  # reported finished: later rounds are silent
-            return
-        if not end and now - self.printed.get(phase, self.started.get(phase, now)) \
-                < self.PLAIN_EVERY_S:
-            return
-        self.printed[phase] = -1.0 if end else now
-        unit = "plan" if phase == "trace" else "goals"
-        print(f"prove: {phase}: {done}/{total} {unit}, {seconds:.1f} s", file=sys.stderr,
-              flush=True)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 def _human(report: Any, certificate: str | None) -> None:
@@ -427,23 +431,30 @@ def _check(argv: list[str] | None) -> int:
                         "plan)")
     p.add_argument("--no-retrace", dest="retrace", action="store_false",
                    help="check the certificate alone, without the plan file (the OK line says "
-                        "the obligations are not tied to a plan)")
+                        "the goals are not tied to a plan)")
     p.add_argument("--plan", help="the plan file to re-trace (default: the certificate's "
                                   "plan.path, as given or beside the certificate)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="z3 time limit per regenerated query (default 60)")
     p.add_argument("--trace-timeout", type=float, default=600.0, metavar="S",
                    help="time limit of the re-trace process in seconds (default 600)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--accept-unknown", action="store_true",
+                   help="exit 0 also for a verified UNKNOWN certificate (open goals accepted); "
+                        "by default only a verified EQUIVALENT exits 0")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON line on stdout (with the exit code as \"exit\")")
     p.add_argument("--coq", action="store_true",
                    help="also export the certificate to Coq and check it with coqc "
                         "(docs/coq.md); reports what Coq checked")
     p.add_argument("--coq-file", metavar="OUT.v",
                    help="with --coq: keep the exported Coq file here")
+    _version_flag(p)
     try:
         a = p.parse_args(argv)
     except _UsageError as e:
         return _err("check-certificate", str(e))
+    except SystemExit as e:  # --help, --version
+        return int(e.code or 0)
     if a.coq_file and not a.coq:
         return _err("check-certificate", "--coq-file needs --coq")
     if a.coq:
@@ -463,31 +474,46 @@ def _check(argv: list[str] | None) -> int:
         r = check_certificate(a.certificate, retrace=a.retrace, plan_path=a.plan,
                               smt_timeout_s=a.timeout, trace_timeout_s=a.trace_timeout)
     except MalformedCertificate as e:
-        return _err("check-certificate", str(e), 3)
+        return _err("check-certificate", str(e), CHECK_EXIT["bad input"])
     except CertificateError as e:
-        if a.json:
-            print(json.dumps({"valid": False, "reason": _one_line(str(e))}))
-        return _err("check-certificate", f"rejected: {e}", 1)
+        return _rejected(a.json, str(e))
     except Exception as e:  # noqa: BLE001 -- a checker crash is a rejection, never acceptance
-        return _err("check-certificate",
-                    f"rejected: internal error: {type(e).__name__}: {_one_line(str(e))}", 1)
+        return _rejected(a.json, f"internal error: {type(e).__name__}: {_one_line(str(e))}")
     coq: dict[str, Any] | None = None
     if a.coq:
         coq = _coq(a.certificate, a.coq_file)
-        if "error" in coq:
+        if "error" in coq:   # no Coq verdict: never the success code (docs/coq.md)
             return _err("check-certificate", f"Coq: {_one_line(coq['error'])}", 2)
+    code = CHECK_EXIT[r.verdict]
+    accepted = code == CHECK_EXIT["UNKNOWN"] and a.accept_unknown
+    if accepted:
+        code = 0
     if a.json:
         out = {"valid": True, "verdict": r.verdict, "obligations": r.total,
                "proved": r.checked, "steps": r.steps, "smt_queries": r.smt,
-               "retraced": r.retraced}
+               "retraced": r.retraced, "exit": code}
         if coq is not None:
             out["coq"] = coq
         print(json.dumps(out, sort_keys=True))
     else:
-        print(r.summary())
+        note = ""
+        if accepted:
+            note = "; open goals accepted (--accept-unknown): exit 0"
+        elif code == CHECK_EXIT["UNKNOWN"]:
+            note = "; exit 2: goals are open (--accept-unknown accepts them)"
+        print(r.summary() + note)
         if coq is not None:
             print(coq["summary"])
-    return 0
+    return code
+
+
+def _rejected(as_json: bool, reason: str) -> int:
+    """The certificate does not check: exit 4 with one line (and ``{"valid": false}``)."""
+    code = CHECK_EXIT["rejected"]
+    if as_json:
+        print(json.dumps({"valid": False, "reason": _one_line(reason), "exit": code},
+                         sort_keys=True))
+    return _err("check-certificate", f"rejected: {reason}", code)
 
 
 def _coq(path: str, coq_file: str | None) -> dict[str, Any]:

@@ -12,7 +12,8 @@ before it starts the child, the ``(mtime_ns, size, inode)`` of:
 * every ``.py`` file and subdirectory of this installation's packages (``proofs``,
   ``rewriting``, ``spec_lang``): a new one is listed after and not before;
 * in each ``sys.path`` directory, the ``.pth`` files and the entries named like an imported
-  top-level module (a new ``z3/`` that would shadow site-packages' ``z3``).
+  top-level module (a new ``z3/`` that would shadow site-packages' ``z3``);
+* the certificate schema the checker reads (``proofs/`` and ``docs/certificate.schema.json``).
 
 After the child and its process group end, the same record is taken again; any difference is a
 refusal (:class:`CodeChanged`), never a verdict. A directory is recorded by its inode only: its
@@ -27,7 +28,9 @@ cache file of every imported module that changed, is deleted after the child end
 interpreter compiles that module from its (compared) source. Stat calls only: a few thousand,
 ~10 ms.
 
-What this does not cover (``docs/trusted-base.md``): files of modules neither process imported
+Where the kernel offers Landlock, the child cannot write outside its trace directory at all
+(:mod:`proofs.sandbox`); this module is the second line there and the only one elsewhere. What
+this does not cover without the sandbox (``docs/trusted-base.md``, adversarial round 2): files of modules neither process imported
 before the child started, deep inside site-packages, that a *later* import loads; a process the
 plan detached from its session that writes after the check. Running ``prove`` and
 ``check-certificate`` on a read-only installation (a container, another user) closes both.
@@ -46,7 +49,7 @@ __all__ = ["CodeChanged", "Snapshot", "snapshot", "compare"]
 _PACKAGES = ("proofs", "rewriting", "spec_lang")
 _ROOT = Path(__file__).resolve().parents[1]
 
-Stamp = tuple[int, int, int] | None
+Stamp = tuple[int, int, int, int] | None
 
 
 class CodeChanged(Exception):
@@ -54,14 +57,17 @@ class CodeChanged(Exception):
 
 
 def _stat(p: str) -> Stamp:
-    """``(mtime_ns, size, inode)`` of a file, ``(0, 0, inode)`` of a directory, None if absent."""
+    """``(mtime_ns, size, inode, ctime_ns)`` of a file, ``(0, 0, inode, 0)`` of a directory,
+    None if absent."""
     try:
         st = os.stat(p)
     except OSError:
         return None
     if stat.S_ISDIR(st.st_mode):
-        return (0, 0, st.st_ino)
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+        return (0, 0, st.st_ino, 0)
+    # ctime too: a rewrite in place that restores the size and the mtime (os.utime) still moves
+    # it (adversarial finding R2-4)
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
 def _caches(cached: frozenset[str]) -> dict[str, Stamp]:
@@ -85,6 +91,8 @@ def _listing(top: frozenset[str]) -> set[str]:
     ``numpy``...). Listings, not directory mtimes: files an unrelated process writes beside them
     (a certificate, a results directory, a test's output) are not watched."""
     out: set[str] = set()
+    # the certificate schema the checker reads (finding R2-5)
+    out.update(str(_ROOT / d / "certificate.schema.json") for d in ("proofs", "docs"))
     for pkg in _PACKAGES:
         base = _ROOT / pkg
         if base.is_dir():

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -121,27 +122,26 @@ class PendingTrace:
                 raise TraceFailed("child", f"tracing {self.path} did not finish within "
                                            f"{self.timeout_s:g} s (--trace-timeout)") from None
             self.seconds["child"] = time.monotonic() - self.started
-            self.stderr = _tail(d / "stderr")
             _kill(self.proc)    # its process group too, before the code it may have touched
+            self.stderr = _tail(d / "stderr")
             try:
                 if self.code is not None:
                     compare(self.code)
             except CodeChanged as e:
                 raise TraceFailed("plan", str(e)) from None
             out = d / "out.json"
-            if not out.is_file():
+            if not os.path.lexists(out):
                 raise TraceFailed("child", f"the tracing process for {self.path} exited with "
                                            f"code {rc} without a result"
                                   + (f" ({_last_line(self.stderr)})" if self.stderr else ""))
-            size = out.stat().st_size
-            if size > MAX_DATA_BYTES:
+            raw, size = _read_regular(out, MAX_DATA_BYTES + 1, tail=False)
+            if max(size, len(raw)) > MAX_DATA_BYTES:
                 raise TraceFailed("child", f"the tracing process wrote {size} bytes (more than "
                                            f"{MAX_DATA_BYTES})")
             t0 = time.monotonic()
             try:
                 with paused_gc():
-                    doc = json.loads(out.read_bytes(), parse_float=_no_float,
-                                     parse_constant=_no_float)
+                    doc = json.loads(raw, parse_float=_no_float, parse_constant=_no_float)
             except (ValueError, RecursionError) as e:
                 raise TraceFailed("child", f"the tracing process wrote something that is not "
                                            f"JSON: {_one_line(e, 120)}") from None
@@ -183,12 +183,32 @@ class PendingTrace:
         self.tmp.cleanup()
 
 
+def _read_regular(path: Path, limit: int, *, tail: bool) -> tuple[bytes, int]:
+    """``(bytes, size)`` of a *regular* file in the trace directory, at most ``limit`` bytes (its
+    last ones with ``tail``). The plan's child can write there (proofs/sandbox.py allows it),
+    so a symlink (to ``/dev/zero``), a FIFO, a directory or a vanished file is a TraceFailed,
+    never a crash, a hang or an unbounded read (adversarial finding R3-1)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise TraceFailed("child", f"the tracing process left {path.name} unreadable "
+                                   f"({e.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise TraceFailed("child", f"the tracing process replaced {path.name} by something "
+                                   "that is not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        size = st.st_size
+        if tail:
+            f.seek(max(0, size - limit))
+        return f.read(limit), size
+
+
 def _tail(path: Path, limit: int = MAX_STDERR_BYTES) -> str:
     """The child's stderr (what the plan printed), its last ``limit`` bytes when longer."""
-    with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        f.seek(max(0, size - limit))
-        text = f.read().decode(errors="replace")
+    data, size = _read_regular(path, limit, tail=True)
+    text = data.decode(errors="replace")
     return text if size <= limit else f"[... {size - limit} bytes of output cut ...]\n{text}"
 
 
@@ -307,6 +327,15 @@ def _write(out: str, doc: dict[str, Any]) -> None:
 def _trace_child(frontend: str, path: str, source_file: str, out: str) -> int:
     os.dup2(2, 1)                  # the plan's prints go to stderr, never into the result
     sys.stdout = sys.stderr
+    # before any of the plan's code: writes only beneath the trace's directory (proofs/sandbox.py;
+    # TMPDIR there, for the front end's own workers), where the kernel offers Landlock
+    from proofs.sandbox import restrict_writes
+
+    here = os.path.dirname(os.path.abspath(out))
+    os.environ["TMPDIR"] = here
+    tempfile.tempdir = None
+    if os.environ.get("SHARDPROOF_SANDBOX") != "off":   # the user's opt-out (docs/trusted-base.md)
+        restrict_writes([here])
     t0 = time.monotonic()
     from proofs.kernel import paused_gc
     from proofs.problem_data import problem_to_data

@@ -33,6 +33,10 @@ from typing import Any
 
 from proofs.exact_numbers import ExactError, decode_number, encode_number
 
+INPUT_KINDS = ("param", "data", "state", "cut")   # spec_lang.term.INPUT_KINDS; "cut": a cut step's
+#                                                  variable, named "cut:..." (proofs/cut.py)
+INPUT_DOMAINS = ("real", "positive", "mask", "index")  # as spec_lang.term.INPUT_DOMAINS
+
 __all__ = [
     "OPS", "Node", "DimRef", "NodeTable", "KernelError", "KernelMalformed", "encode_attr", "decode_attr", "from_terms",
     "canonical_json", "node_hash_table", "roots_hash", "typecheck", "check_sizes", "MESH_AXES",
@@ -345,6 +349,16 @@ def typecheck(table: NodeTable, i: int) -> None:
         raise bad("no args")
     if op in ("CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST") and dims:
         raise bad("a scalar leaf has dims")
+    if op == "INPUT" and not (
+            len(attrs) in (3, 4) and isinstance(attrs[0], str) and attrs[0]
+            and attrs[1] in INPUT_KINDS and attrs[2] in INPUT_DOMAINS
+            and (len(attrs) == 4) == (attrs[2] == "index")
+            and (attrs[1] == "cut") == attrs[0].startswith("cut:")):
+        # spec_lang.term's INPUT_KINDS / INPUT_DOMAINS; an index input names its range dim.
+        # Adversarial finding R2-7: an unchecked kind ("data:a") let two inputs share a z3 name
+        raise bad(f"attrs {attrs!r} are not (name, kind in {INPUT_KINDS}, domain in "
+                  f"{INPUT_DOMAINS}[, range dim when the domain is index]), kind cut exactly "
+                  "for a name cut:...")
     if op in ELEMENTWISE:
         union: dict[str, tuple[str, ...]] = {}
         for d in ad:

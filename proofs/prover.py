@@ -39,6 +39,8 @@ CUT_ROUNDS = 5             # cut / refute-lemmas rounds before giving cutting up
 LEMMA_REFUTE_MAX_EVAL = 200_000_000  # evaluated elements (eval_cost) of the lemma search
 WHOLE_REFUTE_MAX_EVAL = 2_000_000_000  # ... of the whole-program search after cut proofs fail
 Progress = Callable[[str, int, int], None]
+# a phase ended: (phase, its seconds this time, unit of its counts: "goals" or "lemmas")
+PhaseDone = Callable[[str, float, str], None]
 
 
 @dataclass
@@ -108,7 +110,7 @@ class Report:
 # ---------------------------------------------------------------------------------------------
 def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
           progress: Progress | None = None, executor: str = "local",
-          worker_memory_gb: float | None = None) -> Report:
+          worker_memory_gb: float | None = None, on_phase: PhaseDone | None = None) -> Report:
     """Prove every goal of ``problem`` (a ``spec_lang.Problem``) or refute one.
 
     Args:
@@ -116,7 +118,11 @@ def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
         jobs: worker processes for normalising independent obligation groups and for the
             Z3 fallback (:mod:`proofs.executor`; small problems stay in-process).
         timeout_s: wall-clock budget; goals still open when it runs out stay open.
-        progress: called as ``progress(phase, done, total)``.
+        progress: called as ``progress(phase, done, total)`` within a phase.
+        on_phase: called as ``on_phase(phase, seconds, unit)`` when a phase ends; ``seconds``
+            are added to ``Report.seconds[phase]`` (the summary table), ``unit`` names what the
+            phase's progress counts: ``"lemmas"`` for ``cut`` and, when cutting, ``rewrite``
+            and ``smt``; ``"goals"`` otherwise (``docs/cli.md``, "Progress").
         executor: ``"local"`` (process pool) or ``"ray"`` (optional extra).
         worker_memory_gb: address-space limit per worker (default: RAM / jobs, <= 8 GB).
 
@@ -124,6 +130,7 @@ def prove(problem: Any, *, jobs: int = 1, timeout_s: float = 600.0,
         proofs.executor.ExecutorUnavailable: ``executor`` cannot run here (ray not installed).
     """
     run = _Run(problem, jobs, timeout_s, progress or (lambda *_: None))
+    run.on_phase = on_phase or (lambda *_: None)
     run.executor, run.worker_memory_gb = executor, worker_memory_gb
     run.phase("reduce", run.reduce_shapes)        # 1a. reduced dim sizes, real mesh sizes
     run.phase("rng", run.check_rng)               # dropout streams (proofs/rng.py)
@@ -152,6 +159,7 @@ class _Run:
         self.deadline = time.monotonic() + timeout_s
         self.timeout_s = timeout_s
         self.progress = progress
+        self.on_phase: PhaseDone = lambda *_: None
         self.seconds: dict[str, float] = {}
         self.goals = [GoalResult(g.name, g.kind, g.layer, g.site, g.placement, g.expected,
                                  g.actual) for g in problem.goals]
@@ -181,7 +189,10 @@ class _Run:
         try:
             return f()
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - t0
+            dt = time.monotonic() - t0
+            self.seconds[name] = self.seconds.get(name, 0.0) + dt
+            lemmas = name == "cut" or (self.cutting and name in ("rewrite", "smt"))
+            self.on_phase(name, dt, "lemmas" if lemmas else "goals")
 
     def timed_out(self) -> bool:
         return time.monotonic() > self.deadline
@@ -717,7 +728,7 @@ class _Run:
                 if src.status == "proved":
                     g.status, g.method, g.reason = "proved", "reused", ""
                 else:
-                    g.reason = f"same obligation as {src.name}, which is open: {src.reason}"
+                    g.reason = f"same goal as {src.name}, which is open: {src.reason}"
         for name, note in self.refute_notes.items():   # divergences on the reduced mesh only
             g = self.by_name.get(name)
             if g is not None and g.status == "open" and note not in g.reason:

@@ -78,6 +78,13 @@ def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
     if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
         raise CertificateError(f"--retrace: {p} does not hash to plan.sha256 (the plan file "
                                f"changed)")
+    # everything the checker may import while the child runs is imported before it starts
+    # (finding R2-3: a z3.py the re-traced plan wrote was imported at the first smt step)
+    import jsonschema  # noqa: F401
+    import numpy  # noqa: F401
+    import z3  # noqa: F401
+
+    from proofs import admissible, cas, checker_refutation, replay, smt  # noqa: F401
     try:  # traced under the path prove was given (it names the file in sites and messages)
         pending = start_trace(cert["plan"]["path"], data, frontend=cert["plan"]["frontend"],
                               timeout_s=timeout_s)
@@ -104,13 +111,13 @@ def finish_retrace(pending: PendingTrace, cert: Mapping[str, Any], hashes: list[
     ob = {o["name"]: o for o in cert["obligations"]}
     if set(goals) != set(ob):
         raise CertificateError(
-            f"--retrace: the plan's goals differ from the obligations (only in plan: "
+            f"--retrace: the plan's goals differ from the certificate's (only in plan: "
             f"{sorted(set(goals) - set(ob))[:3]}, only in certificate: "
             f"{sorted(set(ob) - set(goals))[:3]})")
     for name, g in goals.items():
         for side in ("expected", "actual"):
             if fresh[g[side]] != hashes[ob[name][side]]:
-                raise CertificateError(f"--retrace: obligation {name}: the certificate's {side} "
+                raise CertificateError(f"--retrace: goal {name}: the certificate's {side} "
                                        f"term is not the plan's")
     if pd.binding != cert["binding"]:
         raise CertificateError("--retrace: the binding differs from the plan's")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json as _json
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -176,9 +177,10 @@ class _Encoder:
                 name, _kind, domain = at[0], at[1], at[2]
 
                 def var(idx: tuple[int, ...]) -> z3.ArithRef:
-                    # "in:<kind>:" keeps inputs apart from the encoding's own names (part:,
-                    # const:, rope_*) and from an input of another kind with the same name
-                    key = f"in:{_kind}:{name}[{','.join(map(str, idx))}]"
+                    # "in:" keeps inputs apart from the encoding's own names (part:, const:,
+                    # rope_*); the (kind, name) pair is JSON-quoted so that no two inputs share
+                    # a name (finding R2-7: kind "data:a" + name "b" vs "data" + "a:b")
+                    key = f"in:{_json.dumps([_kind, name])}[{','.join(map(str, idx))}]"
                     c = self.consts.get(key)
                     if c is None:
                         if domain == "index":

@@ -190,7 +190,8 @@ def _dropped(xs: tuple[Term, ...], ys: tuple[Term, ...]) -> list[Term]:
 def _add_ok(s: Subst, bd: Binding) -> bool:
     lhs, rhs = b.add(*s["xs"]), _add_rhs(s["ys"])
     return (lin(s["xs"]) == lin(s["ys"]) and _dimnames([lhs]) == _dimnames([rhs])
-            and all(signs_for(bd).defined(f) for f in _dropped(s["xs"], s["ys"])))
+            and all(signs_for(bd).defined(f) for f in _dropped(s["xs"], s["ys"])
+                    + _dropped(s["ys"], s["xs"])))   # both directions (issue 17's finding)
 
 
 def _sample_add(draw: Draw) -> tuple[Term, Binding]:

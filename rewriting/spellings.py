@@ -89,6 +89,14 @@ def _product(xs: Sequence[Tensor]) -> Tensor:
     return out
 
 
+def _einsum(*xs: Tensor, out: Sequence[str]) -> Tensor:
+    """``ops.einsum`` opting in to every dim summed out of one operand alone (``sum_single``,
+    docs/dsl.md): the families draw arbitrary contractions on purpose."""
+    single = [d for d in sorted({d for x in xs for d in x.dims})
+              if d not in out and sum(d in x.dims for x in xs) == 1]
+    return ops.einsum(*xs, out=out, sum_single=single if len(xs) > 1 else ())
+
+
 # -- the families ---------------------------------------------------------------------------------
 
 def _contraction(draw: Draw) -> tuple[str, Tensor, Tensor]:
@@ -97,28 +105,28 @@ def _contraction(draw: Draw) -> tuple[str, Tensor, Tensor]:
     xs = [_leaf(_dims(draw, 1, 3)) for _ in range(draw.int(2, 3))]
     union = sorted({d for x in xs for d in x.dims})
     out = [d for d in union if draw.bool()]
-    a = ops.einsum(*xs, out=out)
+    a = _einsum(*xs, out=out)
     k = draw.int(0, 3)
     if k == 0:
         summed = [d for d in union if d not in out]
         p = _product(_perm(draw, xs))
         return "sum of the product", a, ops.sum(p, summed) if summed else p
     if k == 1:
-        return "permuted operands and out dims", a, ops.einsum(*_perm(draw, xs),
-                                                                out=_perm(draw, out))
+        return "permuted operands and out dims", a, _einsum(*_perm(draw, xs),
+                                                            out=_perm(draw, out))
     if k == 2:
         ts = [ops.transpose(x, *_perm(draw, x.dims)) for x in xs]
-        return "transposed operands", a, ops.einsum(*ts, out=out)
+        return "transposed operands", a, _einsum(*ts, out=out)
     if len(xs) == 2:
         xs.append(_leaf(_dims(draw, 1, 2)))
         union = sorted({d for x in xs for d in x.dims})
         out = [d for d in union if d in out or draw.bool()]
-        a = ops.einsum(*xs, out=out)
+        a = _einsum(*xs, out=out)
     i, j, k3 = _perm(draw, range(3))
     keep = [d for d in sorted(set(xs[i].dims) | set(xs[j].dims))
             if d in out or d in xs[k3].dims]
-    inner = ops.einsum(xs[i], xs[j], out=keep)
-    return "contraction order", a, ops.einsum(inner, xs[k3], out=out)
+    inner = _einsum(xs[i], xs[j], out=keep)
+    return "contraction order", a, _einsum(inner, xs[k3], out=out)
 
 
 def _scalars(draw: Draw) -> tuple[str, Tensor, Tensor]:
@@ -167,8 +175,8 @@ def _unit_axis(draw: Draw) -> tuple[str, Tensor, Tensor]:
     k = draw.int(0, 3)
     rest = [d for d in dims if d != "B"]
     if k == 0:
-        return "sum over a size-1-axis shard", ops.einsum(x, y, out=rest), \
-            ops.einsum(xs, ys, out=rest)
+        return "sum over a size-1-axis shard", _einsum(x, y, out=rest), \
+            _einsum(xs, ys, out=rest)
     if k == 1:
         return "max over a size-1-axis shard", ops.max(x, "B"), ops.max(xs, "B")
     if k == 2:
@@ -191,7 +199,7 @@ def _unit_dim(draw: Draw) -> tuple[str, Tensor, Tensor]:
     if k == 1:
         return "max_G(x) vs sum_G(x)", ops.max(x, "G"), ops.sum(x, "G")
     w = _leaf(rest)
-    return "einsum over G vs product of squeezes", ops.einsum(x, y, w, out=rest), \
+    return "einsum over G vs product of squeezes", _einsum(x, y, w, out=rest), \
         ops.sum(x, "G") * ops.sum(y, "G") * w
 
 
@@ -261,7 +269,7 @@ def _library(draw: Draw) -> tuple[str, Tensor, Tensor]:
     _COUNT[0] += 1
     oh = ops.one_hot(y, "V")
     if k == 6:
-        return "target logit: einsum vs sum of product", ops.einsum(x, oh, out=["B"]), \
+        return "target logit: einsum vs sum of product", _einsum(x, oh, out=["B"]), \
             ops.sum(x * oh, "V")
     if k == 7:
         table = _leaf(["V", "H"])
@@ -272,7 +280,7 @@ def _library(draw: Draw) -> tuple[str, Tensor, Tensor]:
     xs = b.shard(x.term, "V", "tp")
     ohs = ops.one_hot(y, "V", shards=("tp",))
     plan = Tensor(b.all_reduce(ops.sum(Tensor(xs) * ohs, "V").term, "tp"))
-    return "vocab-parallel target logit", ops.einsum(x, oh, out=["B"]), plan
+    return "vocab-parallel target logit", _einsum(x, oh, out=["B"]), plan
 
 
 FAMILIES: dict[str, tuple[Callable[[Draw], tuple[str, Tensor, Tensor]], Binding]] = {

@@ -1,8 +1,9 @@
-"""The ``shardproof`` command line: ``shardproof simulate run|sweep|summarize ...``.
+"""The ``shardproof`` command line: ``shardproof simulate run|sweep|summarize ...``,
+``shardproof train``, ``shardproof calibrate``, ``shardproof --version``.
 
 ``main()`` builds one argparse parser with a subcommand per tool; each subcommand registers
-itself with an ``add_*_parser(subparsers)`` function and runs through its own function, so
-``prove`` / ``bench`` can be added beside ``simulate`` later.
+itself with an ``add_*_parser(subparsers)`` function and runs through its own function. Proving
+is the separate console scripts ``prove`` and ``check-certificate`` (``proofs/cli.py``).
 
 Exit codes: 0 success; 3 bad input — `SimulationError`, `TrainerError` (incl.
 `StrategyError`): unknown strategy, failure rate outside [0, 1), zero or negative counts, bad or
@@ -441,14 +442,40 @@ def simulate(args: argparse.Namespace) -> int:
     return _sweep_command(args, console)
 
 
+def package_version() -> str:
+    """The installed ``shardproof`` distribution's version (``importlib.metadata``); in a source
+    checkout that is not installed, ``pyproject.toml``'s ``project.version`` beside the package
+    (``"unknown"`` if neither is there). ``proofs/cli.py`` has the same lookup for ``prove``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shardproof")
+    except PackageNotFoundError:
+        import tomllib
+
+        try:
+            with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
+                return str(tomllib.load(f)["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="shardproof: prove plans, simulate failures")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    add_simulate_parser(subparsers)  # hook: add_prove_parser(subparsers), add_bench_parser(...) go here
+    parser = argparse.ArgumentParser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}",
+                        help="print the command's name and shardproof's version, and exit 0")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_simulate_parser(subparsers)
     from simulator.real_cli import add_calibrate_parser, add_train_parser
 
     add_train_parser(subparsers)
     add_calibrate_parser(subparsers)
+    # the description names exactly the subcommands registered above (issue 12); proving is
+    # the separate console scripts ``prove`` and ``check-certificate`` (docs/cli.md)
+    parser.description = (f"shardproof: failure simulation and real runs of pipeline training.\n"
+                          f"commands: {', '.join(subparsers.choices)}\n"
+                          f"To prove a plan, use the separate commands `prove PLAN.py` and "
+                          f"`check-certificate CERT.json` (docs/cli.md).")
     return parser
 
 

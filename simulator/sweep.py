@@ -171,13 +171,7 @@ def _init_worker(threads: int = 1, parent_pid: int | None = None) -> None:
     """
     os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ["MKL_NUM_THREADS"] = str(threads)
-    try:
-        import torch
-
-        torch.set_num_threads(threads)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
-    if parent_pid is not None:
+    if parent_pid is not None:   # before importing torch (10-20 s on a loaded machine)
         import threading
 
         def watch() -> None:
@@ -186,6 +180,12 @@ def _init_worker(threads: int = 1, parent_pid: int | None = None) -> None:
             os._exit(1)
 
         threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
 
 
 def _local_results(specs: Sequence[RunSpec], max_workers: int, threads: int = 1) -> Iterable[dict[str, Any]]:

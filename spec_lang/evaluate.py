@@ -75,9 +75,15 @@ class NamedArray:
 
 
 def _const(v: Any) -> float:
-    if isinstance(v, Fraction):
-        return v.numerator / v.denominator
-    return float(v)
+    """An exact constant as float64: +-inf beyond float64's range (adversarial finding R2-6: a
+    3000-digit rational raised OverflowError; an infinite value makes the replay overflow,
+    which is inconclusive, never a proof or a refutation)."""
+    try:
+        if isinstance(v, Fraction):
+            return v.numerator / v.denominator
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 def common_axes(vals: Iterable[Any], *, skip: str | None = None

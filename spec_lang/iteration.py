@@ -431,9 +431,11 @@ def build_problem(spec: Spec, plan: Plan, *, path: str = "<memory>", sha256: str
     from spec_lang.rng import collect
 
     from spec_lang.constants import collect_readings
+    from spec_lang.partial import grouped_warnings
 
-    with collect() as rng_records, collect_readings() as readings:  # dropout calls: proofs/rng.py
-        s = trace_spec(spec)                                          # checks their streams
+    # dropout calls (proofs/rng.py checks their streams); PartialSumWarnings grouped per site
+    with collect() as rng_records, collect_readings() as readings, grouped_warnings():
+        s = trace_spec(spec)
         p, where = trace_plan(plan, spec)
     mesh = plan.mesh.sizes
     goals = []

@@ -342,12 +342,23 @@ def stop_gradient(x: object) -> Tensor:
 
 # -- contraction and reduction ---------------------------------------------------------------------
 
-def einsum(*xs: object, out: Iterable[DimLike]) -> Tensor:
+def einsum(*xs: object, out: Iterable[DimLike],
+           sum_single: Iterable[DimLike] = ()) -> Tensor:
     """Product of the operands summed over every dim not in ``out``.
 
     ``einsum(x, w, out=(B, S, F))`` with ``x: (B, S, H)``, ``w: (H, F)`` is ``x @ w``. Dims are
     matched by name; a dim shared by operands must be placed the same way in each; every dim of
     ``out`` must occur in some operand.
+
+    With two or more operands, a dim left out of ``out`` that occurs in only one operand (that
+    operand summed over it before the product) is an error unless ``sum_single`` names it: it
+    is almost always a typo in ``out`` or in a shape, and it silently proves a different model
+    (issue 12, item 5). ``sum_single`` must name exactly such dims (docs/dsl.md, "einsum").
+
+    Raises:
+        SpecError (or the trace's error): repeated or unknown ``out`` dims, operands placing a
+            shared dim differently, a dim summed out of one operand alone without
+            ``sum_single``, or a ``sum_single`` dim that is not one.
     """
     ts = [_t(x) for x in xs]
     if not ts:
@@ -361,8 +372,30 @@ def einsum(*xs: object, out: Iterable[DimLike]) -> Tensor:
         raise fail(f"einsum out dims {missing} occur in no operand "
                    f"({', '.join(t.describe() for t in ts)}); every output dim must come from "
                    "an operand")
+    if len(ts) > 1:
+        _check_single_sums(ts, names, dims, tuple(dim_name(d) for d in (
+            (sum_single,) if isinstance(sum_single, Dim | str) else sum_single)))
     return Tensor(term(Op.EINSUM, tuple(t.term for t in ts), (names,),
                        tuple(dims[n] for n in names)), user_site(2))
+
+
+def _check_single_sums(ts: Sequence[Tensor], out: tuple[str, ...], dims: dict[str, DimSpec],
+                       allowed: tuple[str, ...]) -> None:
+    """A dim summed out of exactly one operand must be named in ``sum_single`` (and only such
+    dims may be)."""
+    owners = {n: [t for t in ts if n in t.dims] for n in dims}
+    single = [n for n in dims if n not in out and len(owners[n]) == 1]
+    unmarked = [n for n in single if n not in allowed]
+    if unmarked:
+        n = unmarked[0]
+        raise fail(f"einsum sums out dim {n}, which occurs only in {owners[n][0].describe()} (of "
+                   f"{len(ts)} operands): that operand is summed over {n} before the product. "
+                   f"If that is meant, write einsum(..., sum_single=({n!r},)); if not, add {n} to "
+                   f"out=, or fix the dims of the operands")
+    wrong = [n for n in allowed if n not in single]
+    if wrong:
+        raise fail(f"einsum sum_single names {wrong}, but only dims summed out of exactly one "
+                   f"operand belong there (here: {single or 'none'})")
 
 
 matmul = einsum

@@ -15,22 +15,28 @@ every row numerically: for each op both sides, ``ALL_REDUCE(f(PART(x, a)), a)`` 
 every draw, rows marked ``False`` show a counterexample.
 
 :func:`pending_sum_notes` is the trace-time lint: :func:`spec_lang.collectives.all_reduce`
-(sum), ``reduce_scatter`` and reducing regions call it on their argument and emit a
-:class:`PartialSumWarning` per non-commuting op found between the pending sum and its reduction.
+(sum), ``reduce_scatter`` and reducing regions call it on their argument, and a
+:class:`PartialSumWarning` names each non-commuting op found between the pending sum and its
+reduction. While a plan is traced (:func:`grouped_warnings`, ``build_problem``) they are
+grouped: one warning per site with a count, at the site's line, the earliest op first.
 It is a *note*, never an error: the plan still reaches the prover, which decides it (a plan may
 add ``s / |a|`` on every rank on purpose, and the prover proves that right).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from spec_lang.term import Op, Term, varying_axes
 
 __all__ = ["PartialRule", "PARTIAL_TABLE", "PartialSumWarning", "is_pending", "pending_sum_notes",
-           "warn_pending"]
+           "warn_pending", "grouped_warnings"]
 
 
 @dataclass(frozen=True)
@@ -241,13 +247,88 @@ def pending_sum_notes(x: Term, axis: str, *, average: bool = False) -> list[tupl
     return out
 
 
+@dataclass(frozen=True)
+class _Note:
+    """One lint finding: the op's site, the reason, the axis, where the value is reduced, the
+    first frame outside the ``spec_lang`` package at the reduction (the user's line that led to
+    a library site) and the op's term id (dataflow order)."""
+
+    site: str
+    why: str
+    axis: str
+    reduce_site: str
+    caller: str
+    order: int
+
+
+_COLLECTING: list[list[_Note]] = []   # the notes of the traces in progress (innermost last)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _outer_site() -> str:
+    """``file:line`` of the innermost frame outside the ``spec_lang`` package (models and plan
+    library included), or ``""``."""
+    f = sys._getframe(1)  # noqa: SLF001 -- as spec_lang.tensor.user_site
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not os.path.abspath(fn).startswith(_PACKAGE_DIR + os.sep) and "importlib" not in fn \
+                and not fn.startswith("<"):
+            return f"{fn}:{f.f_lineno}"
+        f = f.f_back
+    return ""
+
+
 def warn_pending(x: Term, axis: str, reduce_site: str, *, average: bool = False) -> None:
-    """Emit one :class:`PartialSumWarning` per note of :func:`pending_sum_notes` (trace time)."""
+    """The lint at a reduction of ``x`` over ``axis``: one :class:`PartialSumWarning` per note of
+    :func:`pending_sum_notes`, at once, or grouped per site when a trace collects them
+    (:func:`grouped_warnings`)."""
     from spec_lang.tensor import site_of
 
-    for n, why in pending_sum_notes(x, axis, average=average):
+    notes = pending_sum_notes(x, axis, average=average)
+    if not notes:
+        return
+    caller = _outer_site()
+    found = []
+    for n, why in notes:
         where = site_of(n)
-        warnings.warn(PartialSumWarning(
-            f"{reduce_site if where.startswith('<unknown>') else where}: {why}; the value is Partial(sum) over {axis} and reduced at "
-            f"{reduce_site}: reduce first (Partial -> Replicate), or scale the operand by "
-            f"1/|{axis}| (the prover decides the plan either way)"), stacklevel=3)
+        found.append(_Note(reduce_site if where.startswith("<unknown>") else where, why, axis,
+                           reduce_site, caller, n.uid))
+    if _COLLECTING:
+        _COLLECTING[-1].extend(found)
+    else:
+        _emit(found)
+
+
+@contextmanager
+def grouped_warnings() -> Iterator[None]:
+    """Collect the lint's notes while a plan is traced and emit them at the end, grouped: one
+    :class:`PartialSumWarning` per (site, reason, axis) with its count, at the site's file and
+    line, earliest op in dataflow order first: the first op that mis-handles a pending sum
+    names the bug, later notes are mostly its consequences (issue 12, item 5). Notes of a trace
+    that raises are dropped (the error is the message)."""
+    notes: list[_Note] = []
+    _COLLECTING.append(notes)
+    try:
+        yield
+    finally:
+        _COLLECTING.pop()
+    _emit(notes)
+
+
+def _emit(notes: list[_Note]) -> None:
+    groups: dict[tuple[str, str, str], list[_Note]] = {}
+    for n in notes:
+        groups.setdefault((n.site, n.why, n.axis), []).append(n)
+    for (site, why, axis), g in sorted(groups.items(), key=lambda kv: min(n.order
+                                                                           for n in kv[1])):
+        reduced = list(dict.fromkeys(n.reduce_site for n in g))
+        at = reduced[0] + (f" (and {len(reduced) - 1} more)" if len(reduced) > 1 else "")
+        callers = list(dict.fromkeys(n.caller for n in g if n.caller and n.caller != site))
+        via = f"; reached from {callers[0]}" if site.startswith(_PACKAGE_DIR) and callers else ""
+        times = f" [{len(g)} times]" if len(g) > 1 else ""
+        msg = (f"{site}: {why}; the value is Partial(sum) over {axis} and reduced at {at}: "
+               f"reduce first (Partial -> Replicate), or scale the operand by 1/|{axis}| (the "
+               f"prover decides the plan either way){via}{times}")
+        file, _, line = site.rpartition(":")
+        warnings.warn_explicit(PartialSumWarning(msg), PartialSumWarning, file or site,
+                               int(line) if line.isdigit() else 0)

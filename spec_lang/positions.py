@@ -89,7 +89,7 @@ def segment_ids(starts: Tensor, seq: DimLike, entries: DimLike) -> Tensor:
     le = causal_mask(sq, k)                                   # [k <= s]
     oh = one_hot(starts, k)                                   # [starts_j == k]
     out = tuple(d for d in starts.dims if d != j) + (sq,)
-    return stop_gradient(einsum(oh, le, out=out))
+    return stop_gradient(einsum(oh, le, out=out, sum_single=(j,)))   # counts over entries J
 
 
 def _size(d: DimLike) -> int:

@@ -26,7 +26,7 @@ T, X, H, E, O = Dim("T", 4), Dim("X", 2), Dim("H", 2), Dim("E", 2), Dim("O", 2)
 
 def spec_loss(p, d):
     h = ops.einsum(d["x"], p["W_in"], out=(T, H))
-    r = ops.einsum(h, p["experts"], out=(T, O)) - d["t"]
+    r = ops.einsum(h, p["experts"], out=(T, O), sum_single=(E,)) - d["t"]  # sum over experts
     return ops.sum(r * r) / ops.dim_size(T)
 
 
@@ -42,7 +42,7 @@ def full_tensor(h_local):
 
 def forward(p, d):
     h = full_tensor(ops.einsum(d["x"], p["W_in"], out=(T, H)))          # every token
-    y_mine = ops.einsum(h, p["experts"], out=(T, O))                    # this rank's expert
+    y_mine = ops.einsum(h, p["experts"], out=(T, O), sum_single=(E,))   # this rank's expert
     r = reduce_scatter_to_sp_region(y_mine, T, EP) - d["t"]             # back to the owners
     local = ops.sum(r * r) / ops.dim_size(T)
     return Loss(backward=local, report=all_reduce(local, EP))

@@ -34,7 +34,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.contract import TrainFile, line_of
+from spec_lang.torch_frontend.contract import TrainFile, line_of, user_frame
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec,
@@ -200,6 +200,30 @@ def _state_keys(opt: torch.optim.Optimizer) -> tuple[str, ...]:
                     "SGD (docs/torch.md, 'Supported APIs')")
 
 
+def _refuse_parameter_hooks(params: list[tuple[str, Any]], path: str) -> None:
+    """The step is traced on fresh ``nn.Parameter`` objects, so a hook the user registered on a
+    parameter before ``train_step`` (``register_hook``, ``register_post_accumulate_grad_hook``,
+    typically in ``parallelize``) would be dropped silently (adversarial finding R3-4: a hook
+    doubling every gradient was EQUIVALENT). torch's own hooks (FSDP2, ``replicate``) are
+    modelled from their configuration and pass.
+
+    Raises:
+        PlanError: naming the parameter and the hook.
+    """
+    for n, p in params:
+        hooks = list((getattr(p, "_backward_hooks", None) or {}).values())
+        hooks += list((getattr(p, "_post_accumulate_grad_hooks", None) or {}).values())
+        for h in hooks:
+            mod = getattr(h, "__module__", "") or ""
+            if not mod.startswith("torch."):
+                what = getattr(h, "__qualname__", type(h).__name__)
+                raise PlanError(f"{path}:1: parameter {n!r} has a gradient hook ({what}, from "
+                                f"{mod or 'unknown'}) registered before train_step; prove --torch "
+                                "traces the step on fresh parameters and cannot see it: register "
+                                "it inside train_step, or remove it (docs/torch.md, 'Supported "
+                                "APIs')")
+
+
 STATE_DOMAIN = {"exp_avg": "real", "exp_avg_sq": "positive", "max_exp_avg_sq": "positive",
                 "momentum_buffer": "real"}
 
@@ -241,6 +265,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         else:
             raise PlanError(f"{path}:1: make_batch must return a dict of tensors")
     params, tied = _params(model)
+    _refuse_parameter_hooks(params, path)
     buffers = [(n, b) for n, b in model.named_buffers()]
     data_names = list(batch)
     mesh_sizes = {a: mesh.size(i) for i, a in enumerate(mesh.mesh_dim_names)} if plan else {}
@@ -361,7 +386,9 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     except PlanError:
         raise
     except Exception as e:  # noqa: BLE001
-        raise PlanError(f"{path}:{line_of(e, path)}: capturing the training step failed: "
+        deeper = user_frame(e, path)
+        at = f" (in {deeper})" if deeper else ""
+        raise PlanError(f"{path}:{line_of(e, path)}: capturing the training step failed{at}: "
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                         ) from None
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,

@@ -40,7 +40,7 @@ from typing import Any
 
 from spec_lang.errors import PlanError
 
-__all__ = ["TrainFile", "read_train_file", "REQUIRED", "line_of"]
+__all__ = ["TrainFile", "read_train_file", "REQUIRED", "line_of", "user_frame"]
 
 REQUIRED = ("MESH", "SIZES", "build_model", "make_batch", "build_optimizer", "parallelize",
             "train_step")
@@ -82,6 +82,24 @@ def line_of(exc: BaseException, path: str) -> int:
         if fr.filename and str(Path(fr.filename).resolve()) == want and fr.lineno is not None:
             line = fr.lineno
     return line
+
+
+def user_frame(exc: BaseException, path: str) -> str | None:
+    """``"llama_model.py:101"``: the deepest traceback frame of ``exc`` in a file next to
+    ``path`` (the user's model and parallelisation modules) when it is deeper than the train
+    file's own deepest frame; ``None`` otherwise (the train file's line says it all)."""
+    here = Path(path).resolve()
+    folder = here.parent
+    found: str | None = None
+    for fr in traceback.extract_tb(exc.__traceback__):
+        if not fr.filename or fr.lineno is None:
+            continue
+        f = Path(fr.filename).resolve()
+        if f == here:
+            found = None
+        elif f.parent == folder and f.suffix == ".py":
+            found = f"{f.name}:{fr.lineno}"
+    return found
 
 
 def _def_line(mod: types.ModuleType, name: str, src: str) -> int:

@@ -116,7 +116,7 @@ def _online(settings=CPSettings(attention="online")):
     model = llama(dataclasses.replace(DEBUG, n_layers=1))
     prob = build_problem(model.spec(AdamW()), context_parallel(model, cp=2, dp=1,
                                                                 settings=settings))
-    return prove(prob, timeout_s=5)
+    return prove(prob, timeout_s=300)  # a bound, not a performance claim (bench/ measures time)
 
 
 def test_online_merge_two_pass_is_certified(tmp_path):
@@ -145,7 +145,7 @@ def test_online_merge_two_layers(cp, dp):
     model = llama(DEBUG)
     prob = build_problem(model.spec(AdamW()), context_parallel(
         model, cp=cp, dp=dp, settings=CPSettings(attention="online")))
-    r = prove(prob, timeout_s=5)
+    r = prove(prob, timeout_s=300)
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
 
 

@@ -293,32 +293,32 @@ def _forge_counterexample_without_refuted(c):
 
 
 TAMPERED = [
-    ("rule name", _edit_rule_name, 1), ("substitution node", _edit_subst, 1),
-    ("substitution attribute", _edit_subst_attr, 1), ("goal node attr", _edit_goal_node_attr, 1),
-    ("goal node op", _edit_goal_node_op, 1), ("rewritten node", _edit_intermediate_node, 1),
-    ("node dims", _edit_dims, 1), ("spec hash", _edit_spec_hash, 1),
-    ("plan hash", _edit_plan_hash, 1), ("obligation hash", _edit_obligation_hash, 1),
-    ("dropped step", _drop_step, 1), ("swapped expected/actual", _swap_obligation_terms, 1),
-    ("terms swapped between obligations", _swap_between_obligations, 1),
-    ("verdict NOT EQUIVALENT", _verdict_not_equivalent, 1), ("verdict UNKNOWN", _verdict_unknown, 1),
-    ("smt2 text", _edit_smt2_text, 1), ("smt binding", _edit_smt_binding, 1),
-    ("smt nodes", _edit_smt_nodes, 1), ("ruleset hash", _edit_ruleset, 1),
-    ("binding", _edit_binding, 1), ("congr argument", _edit_congr_arg, 1),
-    ("trans order", _reorder_trans, 1), ("reuse of a non-renaming", _reuse_wrong_obligation, 1),
-    ("proof of another obligation", _claim_open_as_proved, 1), ("duplicate node", _duplicate_node, 1),
-    ("sym of another step", _sym_of_wrong_step, 1), ("cas nodes", _edit_cas_nodes, 1),
+    ("rule name", _edit_rule_name, 4), ("substitution node", _edit_subst, 4),
+    ("substitution attribute", _edit_subst_attr, 4), ("goal node attr", _edit_goal_node_attr, 4),
+    ("goal node op", _edit_goal_node_op, 4), ("rewritten node", _edit_intermediate_node, 4),
+    ("node dims", _edit_dims, 4), ("spec hash", _edit_spec_hash, 4),
+    ("plan hash", _edit_plan_hash, 4), ("obligation hash", _edit_obligation_hash, 4),
+    ("dropped step", _drop_step, 4), ("swapped expected/actual", _swap_obligation_terms, 4),
+    ("terms swapped between obligations", _swap_between_obligations, 4),
+    ("verdict NOT EQUIVALENT", _verdict_not_equivalent, 4), ("verdict UNKNOWN", _verdict_unknown, 4),
+    ("smt2 text", _edit_smt2_text, 4), ("smt binding", _edit_smt_binding, 4),
+    ("smt nodes", _edit_smt_nodes, 4), ("ruleset hash", _edit_ruleset, 4),
+    ("binding", _edit_binding, 4), ("congr argument", _edit_congr_arg, 4),
+    ("trans order", _reorder_trans, 4), ("reuse of a non-renaming", _reuse_wrong_obligation, 4),
+    ("proof of another obligation", _claim_open_as_proved, 4), ("duplicate node", _duplicate_node, 4),
+    ("sym of another step", _sym_of_wrong_step, 4), ("cas nodes", _edit_cas_nodes, 4),
     # F4: the binding is covered by spec_sha256 / plan_sha256 and every node's sizes are checked
-    ("binding dim size", _edit_binding_dim, 1),
-    ("binding axis not dividing a sharded dim", _edit_binding_axis_indivisible, 1),
-    ("binding extra dim", _add_binding_dim, 1),
+    ("binding dim size", _edit_binding_dim, 4),
+    ("binding axis not dividing a sharded dim", _edit_binding_axis_indivisible, 4),
+    ("binding extra dim", _add_binding_dim, 4),
     # F3: a NOT EQUIVALENT verdict must replay: the refuted goals diverge when re-evaluated
-    ("forged NOT EQUIVALENT on a correct goal", _forge_not_equivalent, 1),
-    ("refuted obligation keeping its proof", _forge_refuted_keeping_proof, 1),
-    ("refuted obligation the steps prove", _forge_refuted_with_proved_pair, 1),
-    ("replay of another goal", _forge_replay_other_goal, 1),
-    ("replay with a reduced mesh axis", _forge_replay_mesh_reduced, 1),
-    ("replay larger than the real sizes", _forge_replay_larger_than_real, 1),
-    ("counterexample without a refuted obligation", _forge_counterexample_without_refuted, 1),
+    ("forged NOT EQUIVALENT on a correct goal", _forge_not_equivalent, 4),
+    ("refuted obligation keeping its proof", _forge_refuted_keeping_proof, 4),
+    ("refuted obligation the steps prove", _forge_refuted_with_proved_pair, 4),
+    ("replay of another goal", _forge_replay_other_goal, 4),
+    ("replay with a reduced mesh axis", _forge_replay_mesh_reduced, 4),
+    ("replay larger than the real sizes", _forge_replay_larger_than_real, 4),
+    ("counterexample without a refuted obligation", _forge_counterexample_without_refuted, 4),
 ]
 
 
@@ -448,7 +448,7 @@ def test_not_equivalent_certificate_checks(tmp_path, refuted_dict):
     jsonschema.validate(c, SCHEMA, cls=jsonschema.Draft202012Validator)
     r = check_certificate(p, retrace=False)
     assert (r.verdict, r.refuted) == ("NOT EQUIVALENT", 1)
-    assert "1 refuted obligations re-evaluated and diverging" in r.summary()
+    assert "1 refuted goals re-evaluated and diverging" in r.summary()
 
 
 def _cx_index_moved(c):

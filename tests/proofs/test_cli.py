@@ -76,10 +76,10 @@ def test_retrace_rejects_a_changed_plan(tmp_path, capsys):
     cert = tmp_path / "c.json"
     assert _run(capsys, [plan, "--certificate", cert])[0] == 0
     plan.write_text(SRC.replace("SGD()", "SGD(lr=1)"))
-    assert check_main([str(cert), "--retrace"]) == 1
+    assert check_main([str(cert), "--retrace"]) == 4
     assert "plan file changed" in capsys.readouterr().err
     # re-tracing is the default, so no flag is needed
-    assert check_main([str(cert)]) == 1
+    assert check_main([str(cert)]) == 4
     assert "plan file changed" in capsys.readouterr().err
     assert check_main([str(cert), "--no-retrace"]) == 0
     assert "plan not re-traced" in capsys.readouterr().out
@@ -152,7 +152,10 @@ def test_internal_error_is_unknown_never_equivalent(capsys, monkeypatch):
     monkeypatch.setattr(proofs.prover, "prove", boom)
     code, out, err = _run(capsys, [TINY])
     assert code == 2
-    assert err.startswith("prove: internal error: RuntimeError: kaboom")
+    # after the progress lines of the phases that ran (trace, load), one line
+    *progress, last = err.splitlines()
+    assert last.startswith("prove: internal error: RuntimeError: kaboom"), err
+    assert all(x.startswith(("prove: trace: ", "prove: load: ")) for x in progress), err
 
 
 def test_console_scripts_in_a_subprocess(tmp_path):

@@ -144,15 +144,16 @@ def _prove_cert(tmp_path, capsys, text):
 def test_a_certificate_without_its_plan_is_not_tied(tmp_path, capsys):
     p, cert = _prove_cert(tmp_path, capsys, SRC)
     p.unlink()
-    assert check_main([str(cert)]) == 1
+    assert check_main([str(cert)]) == 4
     err = capsys.readouterr().err
     assert "rejected: the certificate is not tied to a plan" in err and "--no-retrace" in err
     assert err.count("\n") == 1
     assert check_main([str(cert), "--no-retrace"]) == 0
-    assert "plan not re-traced (--no-retrace): the obligations are not tied to a plan file" in \
+    assert "plan not re-traced (--no-retrace): the goals are not tied to a plan file" in \
         capsys.readouterr().out
-    assert check_main([str(cert), "--json"]) == 1
-    assert json.loads(capsys.readouterr().out.splitlines()[-1])["valid"] is False
+    assert check_main([str(cert), "--json"]) == 4
+    answer = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert answer["valid"] is False and answer["exit"] == 4
 
 
 # The plan behaves when proved and misbehaves when re-traced (a marker file switches it).
@@ -173,15 +174,17 @@ def test_a_misbehaving_retrace_rejects(tmp_path, capsys, behaviour, needle, limi
     assert check_main([str(cert)]) == 0, capsys.readouterr().err
     capsys.readouterr()
     marker.write_text("")
-    assert check_main([str(cert), "--trace-timeout", limit]) == 1
+    assert check_main([str(cert), "--trace-timeout", limit]) == 4
     err = capsys.readouterr().err
     assert err.startswith("check-certificate: error: rejected: --retrace: ") and needle in err, err
     assert err.count("\n") == 1
 
 
-def test_prove_exits_with_the_checkers_code_when_they_disagree(tmp_path, capsys):
+def test_prove_exits_with_the_checkers_code_when_they_disagree(tmp_path, capsys, monkeypatch):
     """A plan that traces to another program the second time: prove proves the first trace,
-    its own check re-traces the second and rejects; both verdicts are printed."""
+    its own check re-traces the second and rejects; both verdicts are printed. (The plan keeps
+    its state in a file: the write sandbox is turned off, SHARDPROOF_SANDBOX=off.)"""
+    monkeypatch.setenv("SHARDPROOF_SANDBOX", "off")
     marker = tmp_path / "traced-once"
     flip = (f"import os as _os\nif _os.path.exists({str(marker)!r}):\n"
             f"    _WRONG = True\nelse:\n    open({str(marker)!r}, 'w').close()\n"
@@ -192,10 +195,10 @@ def test_prove_exits_with_the_checkers_code_when_they_disagree(tmp_path, capsys)
     assert text != flip + SRC
     p = _write(tmp_path, text)
     code, out, err = _run(capsys, [p])
-    assert code == 1, out + err
+    assert code == 4, out + err
     assert out.startswith("EQUIVALENT: ")
-    assert "check: DISAGREES: prove says EQUIVALENT; check-certificate rejects it (exit 1): " \
-           "--retrace: obligation" in out
+    assert "check: DISAGREES: prove says EQUIVALENT; check-certificate rejects it (exit 4): " \
+           "--retrace: goal" in out
     assert "prove: error: the independent checker disagrees: prove says EQUIVALENT" in err
     marker.unlink()
     code, out, err = _run(capsys, [p, "--no-check"])
@@ -226,8 +229,10 @@ def test_the_child_runs_exactly_the_hashed_bytes(tmp_path):
     assert [g["name"] for g in pd.goals][:1] == ["loss"] and child.seconds["child"] > 0
 
 
-def test_what_the_plan_leaves_running_is_killed(tmp_path, capsys):
-    """A plan that starts a background process: it dies with the tracing child's group."""
+def test_what_the_plan_leaves_running_is_killed(tmp_path, capsys, monkeypatch):
+    """A plan that starts a background process: it dies with the tracing child's group. (It
+    writes the pid to a file: SHARDPROOF_SANDBOX=off.)"""
+    monkeypatch.setenv("SHARDPROOF_SANDBOX", "off")
     pidfile = tmp_path / "pid"
     prefix = ("import subprocess as _sp\n"
               f"_p = _sp.Popen(['sleep', '300'])\nopen({str(pidfile)!r}, 'w').write(str(_p.pid))\n")
@@ -253,7 +258,7 @@ def test_a_plan_named_only_by_the_certificate_runs_only_nearby(tmp_path, capsys,
     assert prove_main([str(p), "--certificate", str(cert), "--no-check"]) == 0
     capsys.readouterr()
     monkeypatch.chdir(elsewhere)
-    assert check_main([str(cert)]) == 1
+    assert check_main([str(cert)]) == 4
     err = capsys.readouterr().err
     assert "outside the working directory and the certificate's directory" in err and \
         "--plan" in err

@@ -1,5 +1,6 @@
 """The z3 scalar encoding agrees with the reference evaluator (spec_lang/evaluate.py)."""
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -44,8 +45,9 @@ def test_encoding_matches_the_evaluator(name, t):
     got = enc.value(ids[id(t)])
     subs = []
     for key, c in enc.consts.items():
-        name_, idx = key[:-1].split("[")
-        name_ = name_.split(":", 2)[2]          # "in:<kind>:<name>" (inputs' own namespace)
+        head, idx = key[:-1].rsplit("[", 1)
+        assert head.startswith("in:"), key      # inputs' own namespace: in:["<kind>","<name>"]
+        _kind, name_ = json.loads(head[3:])
         val = inputs[name_][tuple(int(i) for i in idx.split(",") if i)]
         if z3.is_to_real(c):
             subs.append((c.arg(0), z3.IntVal(int(val), enc.ctx)))

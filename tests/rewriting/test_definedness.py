@@ -230,3 +230,24 @@ def test_a_nested_sum_of_the_whole_mask_is_its_total():
     for t, want in cases.items():
         assert Signs().sign(t) == want, f"{t!r}"
         assert theirs.sign(ids[id(t)]) == want, f"{t!r}"
+
+
+def test_add_canon_may_not_introduce_an_undefined_monomial():
+    """Found formalising issue 17 in Coq: the guard checked only monomials the step drops, so
+    ``y -> y + n^-1 - n^-1`` (n a token count, 0 on a fully padded sequence) was accepted in
+    that direction, and a ``sym`` step would relate a plan that is undefined there to a spec
+    that is not. Both copies now check both directions; the producer's guard refuses too."""
+    n = b.einsum([b.inp("mask_seq", ["B", "S"], "data", "mask")], ["B"])
+    y = fresh(["B"])
+    inv = b.pow_(n, Fraction(-1))
+    grown = b.add(y, inv, b.mul(b.const(-1), inv))
+    binding = Binding({"B": 4, "S": 3})
+    table, ids = NodeTable(), {}
+    from_terms(table, [y, grown], ids)
+    subst = {"xs": ("nodes", (ids[id(y)],)),
+             "ys": ("nodes", tuple(ids[id(e)] for e in grown.args))}
+    with pytest.raises(RuleMismatch, match="defined"):
+        instantiate_and_match(CHECKER_RULES["add-canon"], subst, table, dict(binding),
+                              ids[id(y)], ids[id(grown)], varying_table(table),
+                              CheckerSigns(table))
+    assert not RULE["add-canon"].guard({"xs": (y,), "ys": grown.args}, binding)

@@ -80,7 +80,7 @@ CASES = {
     "stop_gradient": (lambda a: a["x"] * ops.stop_gradient(a["x"]),
                       lambda a: a["x"] * a["x"].detach()),
     "einsum_matmul": (lambda a: ops.einsum(a["x"], a["w"], out=(B, F)), lambda a: a["x"] @ a["w"]),
-    "einsum_three": (lambda a: ops.einsum(a["x"], a["w"], a["y"], out=(F,)),
+    "einsum_three": (lambda a: ops.einsum(a["x"], a["w"], a["y"], out=(F,), sum_single=(B,)),
                      lambda a: torch.einsum("bh,hf,h->f", a["x"], a["w"], a["y"])),
     "einsum_square": (lambda a: ops.einsum(a["x"], a["x"], out=(B,)),
                       lambda a: (a["x"] * a["x"]).sum(-1)),

@@ -75,13 +75,25 @@ class WorkerHandle:
         send_message(self.conn, {**message, "seq": self._seq})
 
     def recv(self, timeout_s: float) -> dict[str, Any]:
-        """The next message; raises WorkerLost (process gone) or DistributedError (timeout, error reply)."""
-        if not self.conn.poll(timeout_s):
-            if not self.alive():
-                raise WorkerLost(f"worker {self.worker_id} (pid {self.pid}) exited")
-            raise DistributedError(f"worker {self.worker_id} (pid {self.pid}) did not answer within {timeout_s:.0f} s"
-                                   f"; logs: {self.log_path}")
-        message = recv_message(self.conn)
+        """The next message; raises WorkerLost (process gone) or DistributedError (timeout, error reply).
+
+        A worker's ``hello`` that arrives while a command's reply is due (a worker started under
+        load, nobody waited for it: stop 20's loaded run of tests/distributed took the hello for
+        a ``burn`` reply) marks it ready and is skipped.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            if not self.conn.poll(left):
+                if not self.alive():
+                    raise WorkerLost(f"worker {self.worker_id} (pid {self.pid}) exited")
+                raise DistributedError(f"worker {self.worker_id} (pid {self.pid}) did not answer within "
+                                       f"{timeout_s:.0f} s; logs: {self.log_path}")
+            message = recv_message(self.conn)
+            if "hello" in message and self._unanswered:
+                self.ready = True
+                continue
+            break
         if "hello" not in message:
             expected = self._unanswered.pop(0) if self._unanswered else (None, None)
             if message.get("seq") != expected[0]:

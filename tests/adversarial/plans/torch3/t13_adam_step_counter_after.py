@@ -1,0 +1,52 @@
+"""Round 3, torch: AdamW; after optimizer.step() the parallel program advances every
+parameter's step counter once more (a warm-up / skipped-step path that increments the counter
+twice: issue 13's step-counter class). This step's update is right; the optimizer state leaving
+the step (``step`` = 2 instead of 1) is not, so every later bias correction is wrong."""
+MESH = {"dp": 2}
+OPTIMIZER_STEP = 1
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.AdamW(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    if mesh is not None:
+        for st in optimizer.state.values():
+            st["step"] += 1
+    optimizer.zero_grad()
+    return loss
