@@ -14,9 +14,9 @@ plain integers; docs/certificate.md, format 3); it never evaluates text. A const
 it cannot read becomes an input of its own (``const?``): the Coq theorem then holds for every
 value of it, in particular the real one, and the steps that need its value do not check.
 Rule steps go to Coq's checker of that rule when ``proofs/coq/Rules.v`` has one (its ``rtag_of``
-table); other rule steps and every ``smt`` / ``cas`` step are exported as *opaque* steps: Coq
-takes their equation as a hypothesis (a claim) and the obligations resting on them are reported
-as not Coq-checked.
+table) and the step is inside what that checker proves (``proofs/coq_subsets.py``); other rule
+steps and every ``smt`` / ``cas`` step are exported as *opaque* steps: Coq takes their equation
+as a hypothesis (a claim) and the obligations resting on them are reported as not Coq-checked.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from proofs.coq_constants import Num, parse_const, parse_rational
+from proofs.coq_subsets import outside_coq_subset
 
 __all__ = ["CoqExport", "ExportError", "export_certificate", "rule_codes", "COQ_DIR",
            "fingerprint"]
@@ -386,6 +387,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
         if row[0] == "INPUT" and isinstance(row[2][0], str) and row[2][0].startswith(CUT_PREFIX):
             cut.append(names(row[2][0]))
     facts: dict[int, int] = {}
+    unread_set = set(unread)
     out_steps: list[tuple] = []
     opaque: dict[int, str] = {}
     rule_steps = 0
@@ -393,9 +395,11 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
     for k, st in enumerate(steps):
         kind = st.get("kind")
         l, r = st.get("lhs"), st.get("rhs")
+        outside = (outside_coq_subset(st["rule"], rows, st, unread_set)
+                   if kind == "rule" and st.get("rule") in codes else None)
         if kind == "refl":
             out_steps.append((0, l + 1))
-        elif kind == "rule" and st.get("rule") in codes:
+        elif kind == "rule" and st.get("rule") in codes and outside is None:
             name = st["rule"]
             if name in _FACT_ATTR:
                 a = st["subst"].get(_FACT_ATTR[name])
@@ -418,7 +422,8 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
                          c["premise"] + 1) for c in st["cuts"])
             out_steps.append((6, l + 1, r + 1, st["lemma"] + 1, cps))
         else:
-            why = (f"rule {st.get('rule')} has no Coq checker" if kind == "rule"
+            why = (outside if outside is not None
+                   else f"rule {st.get('rule')} has no Coq checker" if kind == "rule"
                    else f"a {kind} step (not formalised in Coq)")
             opaque[k] = why
             out_steps.append((7, l + 1, r + 1))

@@ -6,13 +6,15 @@
 
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
-  RulesEinsum RulesPow.
+  RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon.
 Import ListNotations.
 
 Inductive rtag :=
 | TStopGrad | TCast | TNegMul | TRecipPow | TSqrtPow | TRsqrtPow | TPowOne | TDimSize
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
-| TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul.
+| TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
+| TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon
+| TAddCanon | TReindexScalarOut.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -34,6 +36,14 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAllReducePart => chk_allreduce_part
   | TEinsumCanon => chk_einsum_canon
   | TPowMul => chk_pow_mul
+  | TEinsumIdentity => chk_einsum_identity
+  | TEinsumPointwise => chk_einsum_pointwise
+  | TAddContent => chk_add_content
+  | TEinsumScalarOut => chk_einsum_scalar_out
+  | TLiftShardEinsum => chk_lift_einsum
+  | TMulCanon => chk_mul_canon
+  | TAddCanon => chk_add_canon
+  | TReindexScalarOut => chk_reindex_scalar_out
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -61,6 +71,15 @@ Definition rtag_of (n : N) : option rtag :=
   | 17%N => Some TAllReducePart (* allreduce-part *)
   | 18%N => Some TEinsumCanon (* einsum-canon *)
   | 19%N => Some TPowMul (* pow-mul *)
+  | 20%N => Some TEinsumIdentity (* einsum-identity *)
+  | 21%N => Some TEinsumPointwise (* einsum-pointwise *)
+  | 22%N => Some TAddContent (* add-content *)
+  | 23%N => Some TEinsumScalarOut (* einsum-scalar-out *)
+  | 24%N => Some TLiftShardEinsum (* lift-shard-einsum *)
+  | 25%N => Some TMulCanon (* mul-canon *)
+  | 26%N => Some TAddCanon (* add-canon *)
+  | 27%N => Some TReindexScalarOut (* rename-scalar-out *)
+  | 28%N => Some TReindexScalarOut (* chunk-scalar-out *)
   | _ => None
   end.
 
@@ -85,4 +104,12 @@ Proof.
   - apply chk_allreduce_part_sound.
   - apply chk_einsum_canon_sound.
   - apply chk_pow_mul_sound.
+  - apply chk_einsum_identity_sound.
+  - apply chk_einsum_pointwise_sound.
+  - apply chk_add_content_sound.
+  - apply chk_einsum_scalar_out_sound.
+  - apply chk_lift_einsum_sound.
+  - apply chk_mul_canon_sound.
+  - apply chk_add_canon_sound.
+  - apply chk_reindex_scalar_out_sound.
 Qed.

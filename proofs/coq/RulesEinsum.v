@@ -8,7 +8,7 @@
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
-From Shardproof Require Import Base Num Pow Term Props RuleLib Congr.
+From Shardproof Require Import Base Num Pow Term Props RuleLib Congr RulesBasic.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -135,4 +135,74 @@ Proof.
   intros rho R x _ _. simpl.
   rewrite (sumover_perm _ _ CP CN). f_equal. apply functional_extensionality; intro j.
   apply prodl_Permutation, Permutation_map, Permutation_map; auto.
+Qed.
+
+(** ** Contractions that sum over nothing *)
+(** Every operand dim is an output name: the einsum contracts nothing. *)
+Definition contracts_nothing (T : table) (xs : list positive) (out : list name) : bool :=
+  forallb (fun n => existsb (Pos.eqb n) out) (op_names T xs).
+
+Lemma contracted_nil : forall s T xs out, contracts_nothing T xs out = true ->
+  contracted s T xs out = [].
+Proof.
+  intros s T xs out H. unfold contracted.
+  destruct (filter _ _) as [|n l] eqn:E; auto. exfalso.
+  assert (I : In n (filter (fun n => negb (existsb (Pos.eqb n) out))
+                            (nodup_pos (flat_map (fun x => map fst (ndims (node_at T x))) xs) [])))
+    by (rewrite E; simpl; auto).
+  apply filter_In in I as [I N]. apply In_nodup_pos in I as [I _].
+  unfold contracts_nothing in H. rewrite forallb_forall in H. specialize (H n I).
+  rewrite H in N. discriminate.
+Qed.
+
+(** The output names are exactly the operands' dims (as sets; the rule's guard). *)
+Definition out_is_dims (T : table) (xs : list positive) (out : list name) : bool :=
+  contracts_nothing T xs out && forallb (fun n => existsb (Pos.eqb n) (op_names T xs)) out.
+
+(** einsum-identity: [EINSUM((x,), out) = x] when [out] names exactly [x]'s dims. *)
+Definition chk_einsum_identity (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l with
+  | Node (OEinsum o) [x] D =>
+      if Pos.eqb x r && out_is_dims T [x] o && dims_eqvb (ndims (node_at T r)) D
+      then Some [] else None
+  | _ => None
+  end.
+
+Lemma chk_einsum_identity_sound : rule_sound chk_einsum_identity.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W _].
+  unfold chk_einsum_identity in H. destruct (node_at (gT G) l) as [o xs D] eqn:El.
+  destruct o; try discriminate. destruct xs as [|x [|]]; try discriminate.
+  match type of H with context [if ?b then _ else _] => destruct b eqn:B; [|discriminate] end.
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [XR OD].
+  apply Pos.eqb_eq in XR; subst x. apply andb_prop in OD as [CN _].
+  apply (eqv_unary_id c (gT G) W l r (OEinsum out) r D El DE).
+  intros rho i. simpl. rewrite (contracted_nil _ _ _ _ CN). simpl. ring.
+Qed.
+
+(** einsum-pointwise: [EINSUM(xs, out) = MUL(xs)] when [out] names every operand dim and
+    there are at least two operands (the rule's guard). *)
+Definition chk_einsum_pointwise (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OEinsum o) xs D, Node OMul ys D' =>
+      if Nat.leb 2 (length xs) && list_eqb Pos.eqb xs ys && out_is_dims T xs o &&
+         dims_eqvb D D'
+      then Some [] else None
+  | _, _ => None
+  end.
+
+Lemma chk_einsum_pointwise_sound : rule_sound chk_einsum_pointwise.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W _].
+  unfold chk_einsum_pointwise in H. destruct (node_at (gT G) l) as [o xs D] eqn:El.
+  destruct (node_at (gT G) r) as [o' ys D'] eqn:Er.
+  destruct o; try discriminate. destruct o'; try discriminate.
+  match type of H with context [if ?b then _ else _] => destruct b eqn:B; [|discriminate] end.
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B OD]. apply andb_prop in B as [_ XY].
+  apply (list_eqb_eq _ _ (fun x y => proj1 (Pos.eqb_eq x y))) in XY; subst ys.
+  apply andb_prop in OD as [CN _].
+  apply (eqv_by_core c (gT G) l r _ _ D _ _ D' W El Er DE).
+  intros rho R x _ _. simpl. rewrite (contracted_nil _ _ _ _ CN). reflexivity.
 Qed.
