@@ -70,6 +70,7 @@ CHECK_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from proofs.cli impo
               "sys.exit(check_main(sys.argv[2:]))")
 
 
+@pytest.mark.slow   # writes and replays a 70 MB certificate (~11 s)
 @pytest.mark.xfail(not SANDBOXED, strict=True, reason="finding R2-3: check-certificate re-traces the plan while "
                    "it replays steps and imports z3 lazily at the first smt step; the re-traced "
                    "plan writes z3.py into the first sys.path directory (not listed by "

@@ -25,6 +25,7 @@ def sweep_args(out: Path, *extra: str) -> list[str]:
             "--target-loss", "2.5", "--failure-rates", "0.05", "--seeds", "0", "1", *extra]
 
 
+@pytest.mark.slow   # ~11 s; paper-geo is also priced by test_regime_ci_instance
 def test_paper_geo_sweep_runs(tmp_path):
     # was: TypeError, keys must be str (the cluster's region_links in the config hash)
     out = tmp_path / "out"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +25,7 @@ def synthetic_text(n_words: int = 40_000, seed: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow   # ~16 s; test_regime_ci_instance is CI's real sweep instance
 def test_real_sweep_writes_csv_pngs_and_table(tmp_path):
     data = tmp_path / "corpus.txt"
     data.write_text(synthetic_text())

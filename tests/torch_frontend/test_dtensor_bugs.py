@@ -124,6 +124,7 @@ def _line(path: Path, marker: str) -> int:
     raise AssertionError(f"{marker!r} not in {path.name}")
 
 
+@pytest.mark.slow   # ~25 s; CI keeps the oracle and the examples' instances (10-minute budget)
 def test_prove_refutes_the_norm_of_159856():
     """With the faulty norm the total norm is the sum of the ranks' norms, the clip coefficient
     too small, the update wrong; the gradient (read when clipping starts) is right."""
