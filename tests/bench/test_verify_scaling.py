@@ -33,6 +33,7 @@ def quick(bench, tmp_path_factory):
     return code, json.loads(out.read_text()), buf.getvalue()
 
 
+@pytest.mark.slow   # ~16 s of set-up (CI is at its 10-minute budget; `-m slow` runs it)
 def test_quick_grid_rows_and_verdicts(bench, quick):
     code, data, text = quick
     assert code == 0

@@ -293,6 +293,7 @@ def coq_cache(tmp_path_factory) -> Path:
 
 
 @needs_coq
+@pytest.mark.slow   # coqc: the library build (~35 s) and the check; CI runs the exporter's tests
 def test_small_certificate_is_coq_checked(coq_cache: Path, tmp_path: Path) -> None:
     from proofs.coq_run import coq_check
     r = coq_check(_small(), cache=coq_cache, out_v=tmp_path / "small.v")
@@ -308,6 +309,7 @@ def test_small_certificate_is_coq_checked(coq_cache: Path, tmp_path: Path) -> No
 
 
 @needs_coq
+@pytest.mark.slow
 def test_an_opaque_step_is_a_claim_coq_reports(coq_cache: Path) -> None:
     from proofs.coq_run import coq_check
     c = _small()
@@ -381,6 +383,7 @@ MUTANTS = {
 
 
 @needs_coq
+@pytest.mark.slow
 def test_every_mutant_is_rejected_by_coq_in_one_file(coq_cache: Path) -> None:
     """All the edits at once (they touch different obligations): exactly the edited steps and
     the steps built on them are rejected, and only the untouched obligation stays checked."""

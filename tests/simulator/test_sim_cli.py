@@ -122,6 +122,7 @@ def test_killed_sweep_leaves_no_orphans(tmp_path, sig):
             proc.kill()
 
 
+@pytest.mark.slow   # ~11 s (CI is at its 10-minute budget; `-m slow` runs it)
 def test_progress_lines_and_summarize_for_another_target(tmp_path):
     out = tmp_path / "out"
     p = cli(*sweep_args(out))

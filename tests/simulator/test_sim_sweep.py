@@ -88,6 +88,7 @@ def sweep_args(out: Path, *extra: str) -> list[str]:
             "--target-loss", "2.5", "--failure-rates", "0.01,0.05", "--seeds", "0", "1", "--no-progress", *extra]
 
 
+@pytest.mark.slow   # ~10 s (CI is at its 10-minute budget; `-m slow` runs it)
 def test_fake_sweep_outputs(tmp_path):
     out = tmp_path / "out"
     p = cli(*sweep_args(out))

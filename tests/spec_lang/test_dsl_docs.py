@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import spec_lang
 from spec_lang.collectives import collectives_table
 
@@ -77,6 +79,7 @@ def _dp_style(tmp_path, capsys, prefactor: bool, op: str):
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow   # ~9 s (CI is at its 10-minute budget; `-m slow` runs it)
 def test_the_two_dp_reduction_styles_of_section_7(tmp_path, capsys) -> None:
     # sum with the 1/|dp| addend seed, avg with the |dp| pre-factor: both EQUIVALENT
     assert _dp_style(tmp_path, capsys, False, "sum")[0] == 0

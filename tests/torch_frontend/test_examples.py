@@ -206,6 +206,7 @@ def train_step(model, optimizer, batch, mesh):
 '''
 
 
+@pytest.mark.slow   # ~19 s (CI is at its 10-minute budget; `-m slow` runs it)
 def test_an_op_without_a_rule_leaves_its_outputs_unknown_naming_the_op_and_line(tmp_path):
     """cumsum has no lowering rule: every output that depends on it is UNKNOWN, naming the op
     and the user's line; the rest is still proved; the verdict is never EQUIVALENT."""
