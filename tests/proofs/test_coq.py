@@ -3,8 +3,8 @@
 Without coqc: the rule-lemma table against the checker's rule table (a rule without a Coq lemma
 must be listed in ``RULES_WITHOUT_LEMMA``, and a rule that gains one must leave the list), the
 exporter's constant reader against the checker's (``proofs/exact_numbers.py``), and
-``check-certificate --coq`` without coqc (exit 3, how to install it). With coqc (CI installs it;
-otherwise these skip, saying so): the library compiles, a small certificate is Coq-checked end
+``check-certificate --coq`` without coqc (exit 3, how to install it). With coqc (``slow``: the
+library build alone is ~35 s; they skip without coqc, saying so): the library compiles, a small certificate is Coq-checked end
 to end, and certificates edited to use a rule outside its guard are rejected *by Coq*.
 """
 
