@@ -173,6 +173,12 @@ def _counterexample(g: Any, seed: int, axes: tuple[str, ...], de: np.ndarray, da
         ratio = constant_ratio(np.asarray(dsub), np.asarray(asub))
     hint = explain_ratio(ratio, mesh) if ratio is not None else ""
     tensor = g.name.split(":", 1)[1] if ":" in g.name else g.name
+    if g.kind == "state" and ":" in g.name:     # exp_avg:w, step:w, buffer:running_mean
+        key, owner = g.name.split(":", 1)
+        tensor = owner if key == "buffer" else f"{key} of {owner}"
+        if key == "step" and ratio is not None:  # a counter: no mesh axis explains its factor
+            hint = ("the optimizer's step counter leaves the step at a different count (it "
+                    "advances once per optimizer step; Adam's bias correction reads it)")
     cx = Counterexample(
         goal=g.name, kind=g.kind, tensor=tensor, placement=getattr(g, "placement", "") or "",
         site=getattr(g, "site", "") or "<unknown>:0", rank=rank,

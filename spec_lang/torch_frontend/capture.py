@@ -12,7 +12,8 @@ captured by the same route, so their constants and decompositions agree:
   user's ``train_step`` (forward, loss, ``backward``, clipping, ``optimizer.step()``);
 * the outputs are the loss, every gradient as it is accumulated (a post-accumulate-grad hook
   clones it, so the clipping and the optimizer's in-place updates do not change it), every
-  updated parameter and every optimizer state tensor.
+  updated parameter, every optimizer state tensor (``step`` included) and every buffer as
+  the step leaves it (adversarial finding R3-3).
 
 The graph keeps in-place ops (``functionalize`` refuses ``backward``); :mod:`lower` gives them
 their meaning in program order.
@@ -72,7 +73,7 @@ class InputRole:
 @dataclass(frozen=True)
 class OutputRole:
     """One graph output: ``name`` as in :class:`spec_lang.problem.Goal` (``loss``,
-    ``grad:<p>``, ``<p>``, ``exp_avg:<p>``), the placements of the DTensor it was read from
+    ``grad:<p>``, ``<p>``, ``exp_avg:<p>``, ``step:<p>``, ``buffer:<b>``), the placements of the DTensor it was read from
     (``"P(sum)"`` for a gradient still to be reduced) and the parameter it belongs to."""
 
     kind: str
@@ -370,11 +371,20 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         for n, p in new.items():
             outputs.append(OutputRole("param", n, _placements(p, axes), n))
             outs.append(_local(p))
-            for k in keys:
-                s = opt.state.get(p, {}).get(k)
-                if s is not None:
+            # every tensor of the optimizer state leaving the step, the ones given as inputs
+            # and the rest (Adam's ``step`` counter; adversarial finding R3-3)
+            st = opt.state.get(p, {})
+            for k in list(keys) + sorted(set(st) - set(keys), key=str):
+                s = st.get(k)
+                if isinstance(s, torch.Tensor):
                     outputs.append(OutputRole("state", f"{k}:{n}", _placements(s, axes), n))
                     outs.append(_local(s))
+        # every buffer as it leaves the step (running statistics updated in place or
+        # reassigned; finding R3-3); :mod:`frontend` drops the ones no side changed
+        for n, _ in buffers:
+            b = model.get_buffer(n)
+            outputs.append(OutputRole("state", f"buffer:{n}", _placements(b, axes), None))
+            outs.append(_local(b))
         return outs
 
     _register_user_frames(tf)

@@ -204,6 +204,8 @@ class Lowered:
     spec_ctx: Lowering
     plan_ctx: Lowering
     binding: Binding
+    # buffers neither side's step writes: no goal (a true identity; finding R3-3)
+    unchanged_buffers: frozenset[str] = frozenset()
 
 
 def _input_term(role: Any, specs: tuple[DimSpec, ...], dtype: str, rng: DimSpec | None) -> Term:
@@ -343,7 +345,14 @@ def lower_all(cap: Captured) -> Lowered:
             sizes[name] = real[base]
     binding = Binding({**{k: v for k, v in sizes.items() if not k.startswith("?")},
                        **tf.mesh})
-    return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding)
+    plan_vals = {r.name: v for r, v in zip(plan_tr.inputs, plan_in)}
+    # a lowered output that *is* its input's value object was never written (every in-place
+    # write through an alias replaces it: lower._write_back)
+    unchanged = frozenset(
+        n for n, (_, v, _) in spec_out.items() if n.startswith("buffer:")
+        and v is spec_vals.get(n) and n in plan_out and plan_out[n][1] is plan_vals.get(n))
+    return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding,
+                   unchanged)
 
 
 class _Unnamed(Exception):  # noqa: N818
@@ -405,6 +414,8 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     notes: list[str] = []
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
     for name, (role, pv, pnode) in low.plan_out.items():
+        if name in low.unchanged_buffers:
+            continue
         if name not in low.spec_out:
             raise PlanError(f"{tf.path}:1: the parallel step produces {name!r}, which the "
                             "single-device step does not")
@@ -451,7 +462,8 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
         raise PlanError(f"{tf.path}:1: the parallel step does not produce {missing[:4]}")
     goals.sort(key=lambda g: order[g.kind])
     assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + (
-        "buffers (rotary tables, masks) are inputs: the proof holds for every buffer value",
+        "buffers (rotary tables, masks) are inputs: the proof holds for every buffer value; "
+        "a buffer the step updates is compared as it leaves the step",
     )
     return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,

@@ -10,7 +10,7 @@ that ``check-certificate`` (re-trace) accepts. Truth (float64, real sizes, the r
 by splitting the batch): every averaged gradient differs from the spec's by up to 0.027 (t01)
 and 0.037 (t02, on the tp=1 dp group).
 
-Finding R3-3: the updated *buffers* of the step are not goals (``capture.py``: outputs are the
+Finding R3-3 (fixed): the updated *buffers* of the step were not goals (``capture.py``: outputs are the
 loss, gradients, parameters and optimizer states): a running-mean buffer updated in place from
 each rank's local half of the batch (BatchNorm-style statistics without a sync) is EQUIVALENT,
 although after the step rank 0's buffer is 0.1 * mean(local x), not 0.1 * mean(global x).
@@ -72,13 +72,22 @@ def test_untraced_rank_special_case_is_not_equivalent(name, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="finding R3-3: state leaving the step is not compared: "
-                   "buffers updated in place (running statistics from the local batch) and "
-                   "Adam's step counter are not outputs of torch_frontend/capture.py")
-@pytest.mark.parametrize("name", ["t03_running_buffer_local.py", "t13_adam_step_counter_after.py"])
-def test_state_leaving_the_step_is_compared(name, tmp_path):
+# fixed (was a strict xfail): finding R3-3, every buffer and optimizer state tensor leaving the
+# step is an output of capture.py; the ones neither side writes are dropped (frontend.py)
+@pytest.mark.parametrize("name,goal,spec,plan", [
+    ("t03_running_buffer_local.py", "buffer:running_mean", None, None),
+    ("t13_adam_step_counter_after.py", "step:w1.weight", "1.0", "2.0")])
+def test_state_leaving_the_step_is_compared(name, goal, spec, plan, tmp_path):
     out = _prove(name, tmp_path)
-    assert out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT", out
+    assert out["_rc"] == 1 and out["verdict"] == "NOT EQUIVALENT", out
+    cx = out["counterexample"]
+    assert cx["goal"] == goal and cx["kind"] == "state", cx
+    assert cx["site"].endswith(f"{name}:{22 if name.startswith('t03') else 50}"), cx
+    if spec is not None:        # the counter leaves the step at 2 in the plan, 1 in the spec
+        assert (cx["values"][0]["spec"], cx["values"][0]["plan"]) == (spec, plan), cx
+        assert cx["also_diverging"] == ["step:w2.weight"], cx
+    else:                       # rank 0's running mean is 0.1 x the mean of its half batch
+        assert cx["rank"] == {"dp": 0} and cx["ratio"] is None, cx
 
 
 @pytest.mark.slow
