@@ -9,33 +9,9 @@ from fractions import Fraction
 from typing import Any
 
 from proofs.checker_patterns import (
-    _join,
-    _mask,
-    _num_eq,
-    _sym,
-    add,
-    all_gather,
-    all_reduce,
-    chunk,
-    concat,
-    const,
-    einsum,
-    einsum_raw,
-    Env,
-    LEAVES,
-    mul,
-    num,
-    num_add,
-    num_mul,
-    num_pow,
-    P,
-    part,
-    pow_,
-    pow_is_real,
-    reduce_max,
-    rename,
-    rule_in,
-    shard,
+    _join, _mask, _num_eq, _sym, add, all_gather, all_reduce, chunk, concat, const, einsum,
+    einsum_raw, ELEMENTWISE, Env, LEAVES, mul, num, num_add, num_mul, num_pow, P, part, pow_,
+    pow_is_real, reduce_max, rename, rule_in, shard,
 )
 from proofs.checker_signs import pow_pow_keeps_definedness, product_keeps_definedness
 rule = rule_in("canonical")
@@ -442,6 +418,22 @@ def _einsum_unit_dim(e: Env) -> tuple[Any, Any]:
     u = {n for x in xs for n in _unit_dims(e, x, c)}
     e.require(bool(u) and not (len(xs) == 1 and u == c), "U non-empty, not a squeeze")
     return einsum(xs, out), einsum(tuple(_squeeze(e, x, u) for x in xs), out)
+
+
+# a squeeze (a sum over size-1 dims only) of an elementwise op is the op of the squeezed operands
+@rule("squeeze-elementwise",
+      "EINSUM((op(..x_i..),), out) = op(..EINSUM((x_i,), dims(x_i) - U)..)  (op elementwise, "
+      "not WHERE)",
+      "U = the dims op(..x_i..) has and out lacks is non-empty, and every dim of U has size 1 "
+      "and is unsharded in the operands that hold it")
+def _squeeze_elementwise(e: Env) -> tuple[Any, Any]:
+    op, attrs, xs, out = e.v("op"), tuple(e.v("attrs")), e.ts("xs"), tuple(e.v("out"))
+    e.require(op in ELEMENTWISE and op != "WHERE" and bool(xs), f"{op} is elementwise, not WHERE")
+    u = e.dimnames(xs) - set(out)
+    e.require(bool(u) and {n for x in xs for n in _unit_dims(e, x, u)} == u,
+              "U non-empty, every dim of U of size 1 and unsharded")
+    return (einsum((P(op, attrs, xs),), out),
+            P(op, attrs, tuple(_squeeze(e, x, u) for x in xs)))
 
 
 @rule("reduce-max-unit-dim",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from fractions import Fraction
 
-from spec_lang.term import Binding, Op, Term, term
+from spec_lang.term import ELEMENTWISE, Binding, Op, Term, term
 
 from rewriting import build as b
 from rewriting.canonical import canon_mul as _canon_mul
@@ -405,6 +405,61 @@ _rule("einsum-unit-dim", "EINSUM(xs, out) = EINSUM(EINSUM((x,), dims(x) - U) for
                            if _unit_ok({"xs": t.args, "out": t.attrs[0]}, bd) else None),
       lhs=lambda s: b.einsum(s["xs"], s["out"]), rhs=_unit_rhs, guard=_unit_ok,
       sample=_sample_unit_dim)
+
+
+# WHERE's mask operand stays a predicate (no sum of a mask); every other elementwise op
+_SQUEEZE_THROUGH = frozenset(ELEMENTWISE) - {Op.WHERE}
+
+
+def _squeeze_ew_ok(s: Subst, bd: Binding) -> bool:
+    if s["op"] not in {o.name for o in _SQUEEZE_THROUGH} or not s["xs"]:
+        return False
+    u = _dimnames(s["xs"]) - set(s["out"])
+    return bool(u) and {d for x in s["xs"] for d in unit_dims(x, u, bd)} == u
+
+
+def _squeeze_ew_lhs(s: Subst) -> Term:
+    return b.einsum([b.elementwise(Op[s["op"]], s["xs"], s["attrs"])], s["out"])
+
+
+def _match_squeeze_ew(t: Term, bd: Binding) -> Subst | None:
+    if len(t.args) != 1 or t.args[0].op not in _SQUEEZE_THROUGH:
+        return None
+    x = t.args[0]
+    s = {"op": x.op.name, "attrs": x.attrs, "xs": x.args, "out": t.attrs[0]}
+    return s if _squeeze_ew_ok(s, bd) and _squeeze_ew_lhs(s) is t else None
+
+
+def _squeeze_ew_rhs(s: Subst, bd: Binding) -> Term:
+    u = _dimnames(s["xs"]) - set(s["out"])
+    return b.elementwise(Op[s["op"]], [_squeeze(x, u) for x in s["xs"]], s["attrs"])
+
+
+def _sample_squeeze_ew(draw: Draw) -> tuple[Term, Binding]:
+    bd = draw_binding(draw).replace(G=1)
+    x = fresh(["B", "G", "H"])
+    y = fresh(draw.choice([["G", "H"], ["H"], ["B", "G", "H"]]))
+    op = draw.choice([Op.ADD, Op.MUL, Op.POW, Op.EXP, Op.SILU, Op.MAXIMUM])
+    match op:
+        case Op.ADD | Op.MUL | Op.MAXIMUM:
+            t = b.elementwise(op, [x, y] if draw.bool() else [y, x])
+        case Op.POW:
+            t = b.pow_(x, draw.choice([2, 3]))
+        case _:
+            t = b.unary(op, x)
+    return b.einsum([t], ["B", "H"]), bd
+
+
+# a sum over dims of size 1 is a squeeze, and a squeeze of an elementwise op is the op of the
+# squeezed operands: squeezes sink to the leaves, so sum_G(x^2) and (sum_G x)^2 (|G| = 1) have
+# one normal form (the torch front end's Llama-3-8B at batch 1; B28_fixed at |B| = 1)
+_rule("squeeze-elementwise",
+      "EINSUM((op(..x_i..),), out) = op(..EINSUM((x_i,), dims(x_i) - U)..)  (op elementwise, "
+      "not WHERE)",
+      "U = the dims op(..x_i..) has and out lacks is non-empty, and every dim of U has size 1 "
+      "and is unsharded in the operands that hold it", {Op.EINSUM},
+      match=_match_squeeze_ew, lhs=_squeeze_ew_lhs, rhs=_squeeze_ew_rhs, guard=_squeeze_ew_ok,
+      sample=_sample_squeeze_ew)
 
 
 def _max_unit_ok(s: Subst, bd: Binding) -> bool:

@@ -55,16 +55,10 @@ def test_b28_aux_part_of_the_router_gradient_is_one_over_cp(cp):
     assert f"= {1 / cp:.3f} x spec" in r.counterexample.render()
 
 
-_UNIT_DIM = pytest.mark.xfail(strict=True, reason=(
-    "open regression (stop 19): with the main loss, B28_fixed at |B| = 1 has two normal forms "
-    "of the experts' gradients since issue 12's einsum-unit-dim (without that rule it is "
-    "EQUIVALENT); z3 may not close them below the real sizes (issue 10), so UNKNOWN"))
-
-
+# with the main loss at |B| = 1 (fixed, was a strict xfail since stop 19): the experts'
+# gradients had two normal forms after einsum-unit-dim until squeeze-elementwise sank the squeezes
 @pytest.mark.parametrize("cp,alpha,main", [
-    pytest.param(2, Fraction(1, 10), True, marks=_UNIT_DIM),
-    pytest.param(4, Fraction(1, 2), True, marks=_UNIT_DIM),
-    (2, Fraction(3, 1000), False)])
+    (2, Fraction(1, 10), True), (4, Fraction(1, 2), True), (2, Fraction(3, 1000), False)])
 def test_b28_fixed_scale_is_equivalent_for_other_cp_and_alpha(cp, alpha, main):
     r = _prove(_module("B28_fixed").build(cp=cp, alpha=alpha, main_loss=main))
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]

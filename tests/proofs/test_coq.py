@@ -42,6 +42,7 @@ RULES_WITHOUT_LEMMA = frozenset({
     "einsum-max-factor-out", "einsum-mul-canon", "einsum-nested",
     "einsum-perm-contract", "einsum-recip-factor-out",
     "einsum-unit-axis", "einsum-unit-dim", "exp-max-shift", "exp-max-shift-block", "gelu-def",
+    "squeeze-elementwise",
     "lift-perm-chunk", "lift-perm-concat", "lift-perm-einsum", "lift-perm-elementwise",
     "lift-perm-onehot", "lift-perm-reduce-max", "lift-perm-rename", "lift-perm-topk",
     "lift-perm-topk-elig", "lift-shard-chunk", "lift-shard-concat",
