@@ -124,11 +124,11 @@ def _egglog_oracle() -> Callable[..., bool | None] | None:
         return None
 
     def call(e: Term, a: Term, binding: Binding, timeout_s: float) -> bool | None:
+        """``rewriting.egraph.Decision.equal``: True (equal) or None (not shown)."""
         try:
-            r = decide(e, a, binding, timeout_s)
+            return decide(e, a, binding, timeout_s).equal
         except Exception:  # noqa: BLE001 -- the oracle is advisory; its failure leaves the goal open
             return None
-        return r if isinstance(r, bool) else getattr(r, "equal", None)
     return call
 
 
