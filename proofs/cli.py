@@ -347,7 +347,7 @@ def _human(report: Any, certificate: str | None) -> None:
     shown = report.open_goals if report.counterexample is None else []
     for g in shown[:20]:
         print(f"  open: {g.name}: {g.reason}")
-    for name, why in list(getattr(report.problem, "unsupported", ()) or ())[:20]:
+    for name, why in report.unsupported[:20]:
         print(f"  open: {name}: not lowered: {why}")
     if len(shown) > 20:
         print(f"  ... and {len(shown) - 20} more open goals")
@@ -392,7 +392,7 @@ def _summary(report: Any, stream: Any) -> None:
     s.add_row(*(f"{v:.2f}" for v in report.seconds.values()), f"{sum(report.seconds.values()):.2f}")
     con = Console(file=stream, width=120, no_color=not stream.isatty())
     con.print(t)
-    lc = dict(getattr(report, "lemma_counts", None) or {})
+    lc = dict(report.lemma_counts)
     if lc:  # obligation cutting: the lemmas actually proved (proofs/cut.py)
         names = {"obligations": "lemmas", "rewrite": "rewriting", "smt": "z3"}
         lt = Table(show_header=True, box=None, pad_edge=False)
@@ -401,7 +401,7 @@ def _summary(report: Any, stream: Any) -> None:
         lt.add_row(*(str(v) for v in lc.values()))
         con.print(lt)
     con.print(s)
-    ex = getattr(report, "executor", None) or {}
+    ex = report.executor
     if ex.get("executor") not in (None, "in-process"):
         sec = ex.get("seconds", {})
         con.print(f"executor: {ex['executor']}, {ex['workers']} workers, {ex['tasks']} tasks "

@@ -149,7 +149,7 @@ def test_a_forged_certificate_cancelling_a_sequence_count_is_rejected(tmp_path, 
     the prover then says EQUIVALENT for the per-sequence plan (``n_b^-1 * n_b`` cancelled); the
     checker, which derives signs with its own code, rejects that certificate."""
     import proofs.confirm as confirm
-    import proofs.prover as prover
+    import proofs.phases.cutting as cutting
     import proofs.refute as refute
     import rewriting.signs as signs
     from proofs.refute import Refutation
@@ -157,7 +157,7 @@ def test_a_forged_certificate_cancelling_a_sequence_count_is_rejected(tmp_path, 
     monkeypatch.setattr(signs.Signs, "same_definedness", lambda self, x, left, right: True)
     monkeypatch.setattr(signs.Signs, "defined", lambda self, t: True)
     nothing = Refutation([], None, {})
-    monkeypatch.setattr(prover, "refute", lambda *a, **k: nothing)
+    monkeypatch.setattr(cutting, "refute", lambda *a, **k: nothing)
     monkeypatch.setattr(confirm, "refute", lambda *a, **k: nothing)
     monkeypatch.setattr(confirm, "refute_reduced_mesh", lambda *a, **k: (nothing, None))
     monkeypatch.setattr(refute, "refute_reduced_mesh", lambda *a, **k: (nothing, None))

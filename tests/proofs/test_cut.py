@@ -12,7 +12,9 @@ import pytest
 import importlib
 
 L = importlib.import_module("spec_lang.models.llama")
-from proofs.prover import _Run, prove
+import proofs.prover
+from proofs.phases.cutting import CutOutcome
+from proofs.prover import prove
 from spec_lang import AdamW, build_problem, load, ops
 from spec_lang.models import DEBUG, llama
 from spec_lang.plans import colwise, megatron, replicated, rowwise
@@ -22,7 +24,7 @@ PLANS = Path(__file__).parent / "plans_cut"
 
 
 def _nocut(monkeypatch):
-    monkeypatch.setattr(_Run, "cut", lambda self: None)
+    monkeypatch.setattr(proofs.prover, "cut_goals", lambda *a, **k: CutOutcome())
 
 
 def _llama_problem(monkeypatch, n_layers, mutant=None, target=2):
@@ -110,9 +112,9 @@ def test_a_premise_false_when_cut_is_proved_whole(monkeypatch):
     """The tied embedding of a pipeline (stage 0 and the head share it): with the lemma search
     off (as above its evaluation budget), the cut premise of its gradient fails in the proof
     and is proved again on its whole terms."""
-    import proofs.prover as P
+    import proofs.phases.cutting as C
 
-    monkeypatch.setattr(P, "LEMMA_REFUTE_MAX_EVAL", 0)
+    monkeypatch.setattr(C, "LEMMA_REFUTE_MAX_EVAL", 0)
     r = prove(load(ROOT / "examples" / "moe_debug_ep_pp.py"))
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason[:120]) for g in r.open_goals[:3]]
     assert r.lemma_counts["cuts"] > 0

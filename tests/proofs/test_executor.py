@@ -199,6 +199,7 @@ def test_summary_shows_extra_counts_and_the_executor():
                   "cut": 1}
         open_goals = []
         seconds = {"load": 1.0, "rewrite": 2.0}
+        lemma_counts: dict = {}     # the fields of proofs.prover.Report that _summary reads
         executor = {"executor": "local", "workers": 2, "tasks": 3, "components": 3,
                     "worker_peak_rss_mb": 120.0, "worker_memory_gb": 4.0, "failed_tasks": 0,
                     "seconds": {"merge": 0.5}}
