@@ -34,7 +34,17 @@ xfail asserting the right verdict (not EQUIVALENT: NOT EQUIVALENT, UNKNOWN or a 
   rank takes rank 0's branch (t4_11).
 * R4-9 ``_refuse_parameter_hooks`` lets a hook pass when its ``__module__`` starts with
   ``torch.``: ``p.register_hook(torch.nn.functional.relu)`` (a torch function, no forgery) from
-  ``parallelize`` is dropped like R3-4's hooks (t4_12).
+  ``parallelize`` is dropped like R3-4's hooks (t4_12); so is a user hook whose ``__module__``
+  is set to ``"torch.distributed.fsdp"`` (t4_15).
+* R4-11 FSDP2's ``set_requires_gradient_sync(False)`` (gradient accumulation's switch, left
+  off) is recorded in ``dataparallel._fsdp_methods`` but never read: the modelled step still
+  reduce-scatters, while FSDP2 skips the reduction and leaves the sharded parameters without a
+  gradient, so they do not move (t4_18; t4_19 is the correct control, EQUIVALENT).
+  ``set_requires_all_reduce(False)`` (HSDP) is a no-op in the model too.
+* R4-12 ``fully_shard(..., ignored_params=...)`` and ``replicate(..., ignored_modules=...)``
+  are kept as unread settings; ``managed_params`` models every parameter of the module as
+  sharded and reduced, while torch leaves the ignored ones alone (each rank updates them from its
+  own batch: t4_20, t4_21).
 * R4-10 (a trust assumption the verdict does not state) the step is traced on ``meta`` tensors
   under a fake process group; a program that branches on that (``x.is_meta``, the backend's
   name, ``torch.cuda.is_available()``) is verified as traced and runs otherwise (t4_10). This
@@ -89,6 +99,14 @@ WRONG = [
     ("t4_11_env_rank.py", "R4-8: RANK / LOCAL_RANK are not set per traced rank"),
     ("t4_12_torch_function_hook.py", "R4-9: a torch function registered as a gradient hook "
      "passes _refuse_parameter_hooks and is dropped"),
+    ("t4_15_forged_hook_module.py", "R4-9: a user hook whose __module__ is set to a torch. name "
+     "passes _refuse_parameter_hooks and is dropped"),
+    ("t4_18_fsdp_no_gradient_sync.py", "R4-11: FSDP2 set_requires_gradient_sync(False) is "
+     "recorded but the modelled step still reduces the gradients"),
+    ("t4_20_fsdp_ignored_params.py", "R4-12: fully_shard(ignored_params=...) is modelled as "
+     "sharded and reduced"),
+    ("t4_21_replicate_ignored_modules.py", "R4-12: replicate(ignored_modules=...) is modelled "
+     "as reduced"),
 ]
 
 
@@ -123,6 +141,10 @@ def test_meta_detecting_file_verdict_states_how_it_was_traced(tmp_path):
     ("t4_04_rank1_real_size.py", 0, 1e-3),
     ("t4_11_env_rank.py", 0, 1e-3),
     ("t4_12_torch_function_hook.py", 0, 1e-3),
+    ("t4_15_forged_hook_module.py", 0, 1e-3),
+    ("t4_18_fsdp_no_gradient_sync.py", 0, 1e-3),
+    ("t4_20_fsdp_ignored_params.py", 0, 1e-2),
+    ("t4_21_replicate_ignored_modules.py", 0, 1e-2),
     ("t4_10_meta_detection.py", 0, 1e-3),
 ])
 def test_the_files_are_really_wrong(name, step, atleast):
@@ -138,8 +160,10 @@ def test_the_files_are_really_wrong(name, step, atleast):
 
 
 @pytest.mark.slow
-def test_the_truth_harness_agrees_on_a_correct_file():
+@pytest.mark.parametrize("path", [ROOT / "examples" / "torch" / "mlp_ddp.py",
+                                  TORCH4 / "t4_19_fsdp_control.py"], ids=["ddp", "fsdp2"])
+def test_the_truth_harness_agrees_on_a_correct_file(path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from torch4_truth import run
-    res = run(str(ROOT / "examples" / "torch" / "mlp_ddp.py"), steps=2)
+    res = run(str(path), steps=2)
     assert all(v <= 1e-12 for row in res for v in row.values()), res

@@ -9,8 +9,8 @@ step that ``prove --torch`` states goals for; round 4's findings are about what 
 behind for the next (the module's parameters, gradients, optimizer hyperparameters) and about
 ranks at sizes that are never traced, so this runs the real program for ``steps`` steps.
 
-Only one-axis ``dp`` meshes with plain tensors (hand-written DDP), float64, the batch split on
-dim 0 (the default data sharding).
+Only one-axis ``dp`` meshes (hand-written DDP, or FSDP2 ``fully_shard`` on the CPU with gloo),
+float64, the batch split on dim 0 (the default data sharding).
 
     python tests/adversarial/torch4_truth.py FILE [STEPS]
 """
@@ -52,7 +52,13 @@ def _model(mod: Any, seed: int) -> Any:
 
 
 def _state(model: Any) -> dict[str, list]:
-    return {k: v.detach().double().tolist() for k, v in model.state_dict().items()}
+    """Every ``state_dict`` entry as a full tensor (a DTensor, FSDP2's shard, is gathered)."""
+    out = {}
+    for k, v in model.state_dict().items():
+        if hasattr(v, "full_tensor"):
+            v = v.full_tensor()
+        out[k] = v.detach().double().tolist()
+    return out
 
 
 def _rank(rank: int, world: int, port: int, path: str, steps: int, seed: int, out: str) -> None:
@@ -77,7 +83,18 @@ def _rank(rank: int, world: int, port: int, path: str, steps: int, seed: int, ou
 
 
 def run(path: str, steps: int = 2, seed: int = 0) -> list[dict[str, float]]:
-    """Per step, name -> max over ranks of max |rank's value - single-device value|."""
+    """Per step, name -> max over ranks of max |rank's value - single-device value|.
+
+    Restores torch's default dtype and ``sys.path`` (the file's folder) on return."""
+    old_dtype, old_path = torch.get_default_dtype(), list(sys.path)
+    try:
+        return _run(path, steps, seed)
+    finally:
+        torch.set_default_dtype(old_dtype)
+        sys.path[:] = old_path
+
+
+def _run(path: str, steps: int, seed: int) -> list[dict[str, float]]:
     torch.set_default_dtype(torch.float64)
     mod = _load(path)
     world = mod.MESH["dp"]

@@ -1,4 +1,4 @@
-"""Round 4 adversarial train file: rank 1 doubles its gradient before the all-reduce, but only at the real sizes (local batch
+"""Round 4 adversarial train file: rank 1 doubles its averaged gradient (after the all-reduce), but only at the real sizes (local batch
 4); at probe sizes it is right. Only rank 0 is traced at the real sizes."""
 
 import torch

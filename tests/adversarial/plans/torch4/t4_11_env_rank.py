@@ -1,6 +1,6 @@
 """Round 4 adversarial train file: rank-dependent behaviour keyed on the launcher's
 environment (``RANK``, as torchrun sets it) instead of the process group: the rank whose
-``RANK`` is 1 doubles its gradient before the all-reduce. The capture never sets ``RANK``, so every
+``RANK`` is 1 doubles its averaged gradient (after the all-reduce). The capture never sets ``RANK``, so every
 traced rank takes rank 0's branch. Wrong under torchrun on every step."""
 
 import os
