@@ -1,0 +1,46 @@
+"""Round 4 adversarial train file: the MLP under composable ``replicate`` (DDP) with
+``ignored_modules=[model.w2]``: DDP does not reduce an ignored module's gradients, so each rank
+updates ``w2`` from its own half of the batch. Wrong: ``w2`` differs from the spec's."""
+
+import torch
+from torch import nn
+from torch.distributed._composable.replicate import replicate
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    dp = mesh["dp"]
+    replicate(model, device_mesh=dp, ignored_modules=[model.w2])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
