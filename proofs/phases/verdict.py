@@ -63,6 +63,13 @@ def decide(problem: Any, goals: list[GoalResult], work: Work, plan: CutPlan | No
         if g.status == "open" and not g.reason:
             g.reason = "timeout" if budget.timed_out() else "not proved"
     cx = refuted.counterexample if refuted is not None else None
+    if cx is None and rng.notes:
+        # colliding dropout draws the refuter did not see: never EQUIVALENT on them, whether
+        # the goals were proved whole or through cut lemmas (adversarial finding R5-1)
+        why = rng.notes[0] + " (values did not differ on random inputs)"
+        for g in goals:
+            g.status, g.method = "open", None
+            g.reason = g.reason if rng.notes[0] in g.reason else why
     # goals the front end could not lower (an op without a rule): never EQUIVALENT
     if cx is not None:
         verdict = "NOT EQUIVALENT"

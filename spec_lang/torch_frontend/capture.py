@@ -36,6 +36,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.contract import TrainFile, line_of, user_frame
+from spec_lang.torch_frontend.leftover import (
+    check_parameters_kept, refuse_data_assignment, scalar_state,
+)
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec,
@@ -108,6 +111,8 @@ class Trace:
     tied: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # module name -> (how it is parallelised, the user's line): "ColwiseParallel()", ...
     styles: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # non-tensor state the step leaves (leftover.scalar_state): hyperparameters, training flags
+    after: dict[str, str] = field(default_factory=dict)
 
 
 def probe_sizes(sizes: Mapping[str, int], mesh: Mapping[str, int]) -> dict[str, int]:
@@ -205,8 +210,9 @@ def _refuse_parameter_hooks(params: list[tuple[str, Any]], path: str) -> None:
     """The step is traced on fresh ``nn.Parameter`` objects, so a hook the user registered on a
     parameter before ``train_step`` (``register_hook``, ``register_post_accumulate_grad_hook``,
     typically in ``parallelize``) would be dropped silently (adversarial finding R3-4: a hook
-    doubling every gradient was EQUIVALENT). torch's own hooks (FSDP2, ``replicate``) are
-    modelled from their configuration and pass.
+    doubling every gradient was EQUIVALENT). Every hook is refused, a torch function used as one
+    too (finding R4-9: ``__module__`` can say ``torch.``); ``fully_shard`` / ``replicate`` are
+    modelled from their configuration and put no hook on a parameter here.
 
     Raises:
         PlanError: naming the parameter and the hook.
@@ -214,15 +220,14 @@ def _refuse_parameter_hooks(params: list[tuple[str, Any]], path: str) -> None:
     for n, p in params:
         hooks = list((getattr(p, "_backward_hooks", None) or {}).values())
         hooks += list((getattr(p, "_post_accumulate_grad_hooks", None) or {}).values())
-        for h in hooks:
+        for h in hooks:   # any hook, torch's own functions too (finding R4-9)
             mod = getattr(h, "__module__", "") or ""
-            if not mod.startswith("torch."):
-                what = getattr(h, "__qualname__", type(h).__name__)
-                raise PlanError(f"{path}:1: parameter {n!r} has a gradient hook ({what}, from "
-                                f"{mod or 'unknown'}) registered before train_step; prove --torch "
-                                "traces the step on fresh parameters and cannot see it: register "
-                                "it inside train_step, or remove it (docs/torch.md, 'Supported "
-                                "APIs')")
+            what = getattr(h, "__qualname__", type(h).__name__)
+            raise PlanError(f"{path}:1: parameter {n!r} has a gradient hook ({what}, from "
+                            f"{mod or 'unknown'}) registered before train_step; prove --torch "
+                            "traces the step on fresh parameters and cannot see it: register "
+                            "it inside train_step, or remove it (docs/torch.md, 'Supported "
+                            "APIs')")
 
 
 STATE_DOMAIN = {"exp_avg": "real", "exp_avg_sq": "positive", "max_exp_avg_sq": "positive",
@@ -313,6 +318,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     buf_spec = {n: (b.device_mesh, b.placements, b.shape, b.stride()) if isinstance(b, DTensor)
                 else None for n, b in buffers}
     outputs: list[OutputRole] = []
+    after: dict[str, str] = {}
     step = tf.optimizer_step
 
     def lift(x: torch.Tensor, s: Any) -> Any:
@@ -354,10 +360,13 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
                     snaps[n] = (g._local_tensor.clone() if isinstance(g, DTensor)  # noqa: SLF001
                                 else g.clone(), _placements(g, axes))
 
-        with _snapshot_on_entry(opt, snapshot):
+        with _snapshot_on_entry(opt, snapshot), refuse_data_assignment(path):
             loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
         for h in hooks_dp:
             h.remove()
+        check_parameters_kept(model, new, tied, path)
+        after.clear()
+        after.update(scalar_state(model, opt))
         outs: list[torch.Tensor] = []
         outputs.clear()
         if isinstance(loss, torch.Tensor):
@@ -379,6 +388,11 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
                 if isinstance(s, torch.Tensor):
                     outputs.append(OutputRole("state", f"{k}:{n}", _placements(s, axes), n))
                     outs.append(_local(s))
+        # a gradient the step leaves set (no zero_grad; finding R4-2) is state for the next
+        for n, p in new.items():
+            if p.grad is not None:
+                outputs.append(OutputRole("state", f"grad_left:{n}", _placements(p.grad, axes), n))
+                outs.append(_local(p.grad))
         # every buffer as it leaves the step (running statistics updated in place or
         # reassigned; finding R3-3); :mod:`frontend` drops the ones no side changed
         for n, _ in buffers:
@@ -403,7 +417,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
                         ) from None
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
-                 tied=tied, styles=styles)
+                 tied=tied, styles=styles, after=dict(after))
 
 
 @contextlib.contextmanager

@@ -78,6 +78,22 @@ class DPUnit:
         return float(self.mesh.size())
 
 
+def _not_modelled(what: str, path: str | None) -> None:
+    """A data-parallel setting the model does not follow: refused with the user's line
+    (adversarial findings R4-11, R4-12: a skipped reduction and ignored parameters were
+    modelled as reduced).
+
+    Raises:
+        PlanError: always.
+    """
+    from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+
+    site = _user_site(path) if path is not None else "<train file>"
+    raise PlanError(f"{site}: {what} is not modelled by prove --torch (it verifies one step "
+                    "whose gradients are reduced over every data-parallel axis); remove it for "
+                    "the proof (docs/torch.md, 'Supported APIs')")
+
+
 def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
     """The ``FSDPModule`` / DDP methods a train file calls after wrapping: settings that change
     the numbers are recorded (with the user's line, when ``path`` is given), the others are
@@ -91,6 +107,12 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
 
     def set_requires_gradient_sync(self: nn.Module, requires: bool, **kw: Any) -> None:  # noqa: ARG001
         unit.settings["requires_gradient_sync"] = requires
+        if not requires:
+            _not_modelled("set_requires_gradient_sync(False)", path)
+
+    def set_requires_all_reduce(self: nn.Module, requires: bool, **kw: Any) -> None:  # noqa: ARG001
+        if not requires:
+            _not_modelled("set_requires_all_reduce(False)", path)
 
     def noop(self: nn.Module, *a: Any, **kw: Any) -> None:  # noqa: ARG001
         return None
@@ -100,7 +122,8 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
             "set_requires_gradient_sync": set_requires_gradient_sync,
             "set_reshard_after_forward": noop, "set_reshard_after_backward": noop,
             "set_is_last_backward": noop, "set_modules_to_forward_prefetch": noop,
-            "set_modules_to_backward_prefetch": noop, "set_requires_all_reduce": noop,
+            "set_modules_to_backward_prefetch": noop,
+            "set_requires_all_reduce": set_requires_all_reduce,
             "set_unshard_in_backward": noop, "reshard": noop, "unshard": noop}
 
 
@@ -120,6 +143,9 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
     def fully_shard(module: Any, *, mesh: Any = None, shard_placement_fn: Any = None,
                     **kw: Any) -> Any:
         mods = module if isinstance(module, list) else [module]
+        for k in ("ignored_params", "ignored_modules"):
+            if kw.get(k):
+                _not_modelled(f"fully_shard(..., {k}=...)", path)
         for m in mods:
             u = DPUnit("fsdp", m, mesh if mesh is not None else _default_mesh(),
                        shard_placement_fn, settings=dict(kw))
@@ -133,6 +159,9 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
 
     def replicate(module: Any, *args: Any, device_mesh: Any = None, mesh: Any = None,
                   **kw: Any) -> Any:
+        for k in ("ignored_params", "ignored_modules"):
+            if kw.get(k):
+                _not_modelled(f"replicate(..., {k}=...)", path)
         u = DPUnit("ddp", module, device_mesh if device_mesh is not None else mesh,
                    settings=dict(kw))
         if path is not None:

@@ -35,6 +35,7 @@ from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
 )
 from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
 from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
+from spec_lang.torch_frontend.leftover import scalar_state_differences
 from spec_lang.torch_frontend.tracedata import Job, run_jobs
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
@@ -411,8 +412,20 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     why_ranks = untraced_ranks(tf.mesh)
     if why_ranks is not None:
         unsupported.append(("ranks", why_ranks))
+    # hyperparameters and training flags the step leaves (findings R4-3, R4-4): UNKNOWN
+    for sp, pls in ((cap.spec, cap.plans), (cap.spec_real, [cap.plan_real])):
+        for pt in pls:
+            for why in scalar_state_differences(sp.after, pt.after)[:1]:
+                unsupported.append(("state", f"{why} (rank {pt.coords})"))
     notes: list[str] = []
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
+    lp = {n for n in low.plan_out if n.startswith("grad_left:")}
+    left = sorted(lp ^ {n for n in low.spec_out if n.startswith("grad_left:")})
+    if left:    # one side leaves a gradient for the next step, the other not (finding R4-2)
+        side = "parallel" if left[0] in lp else "single-device"
+        raise PlanError(f"{tf.path}:1: the {side} step leaves the gradient of "
+                        f"{left[0].split(':', 1)[1]!r} set after the step and the other does not "
+                        "(a missing or extra zero_grad): the next step would accumulate into it")
     for name, (role, pv, pnode) in low.plan_out.items():
         if name in low.unchanged_buffers:
             continue
@@ -464,6 +477,9 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + (
         "buffers (rotary tables, masks) are inputs: the proof holds for every buffer value; "
         "a buffer the step updates is compared as it leaves the step",
+        "the step is verified as it runs when traced on meta tensors under a fake process group "
+        "(one process per rank, RANK / LOCAL_RANK set): code that branches on the device, the "
+        "backend or tensor values takes the branch it takes there",
     )
     return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,

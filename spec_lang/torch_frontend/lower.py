@@ -174,12 +174,33 @@ def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
                 root[n] = (base, False)
                 continue
             r = RULES.get(name)
-            if r is not None and r.inplace and n.args and isinstance(n.args[0], fx.Node) \
-                    and n.args[0] in root:
+            kind = schema_alias(n)
+            if (kind == "write" or (r is not None and r.inplace)) and n.args \
+                    and isinstance(n.args[0], fx.Node) and n.args[0] in root:
                 root[n] = root[n.args[0]]
+                continue
+            if kind == "view" and n.args and isinstance(n.args[0], fx.Node) \
+                    and n.args[0] in root:
+                # a view op without a rule (diagonal, unfold, as_strided): a write through it
+                # leaves every reader of the base UNKNOWN (adversarial finding R4-6)
+                root[n] = (root[n.args[0]][0], False)
                 continue
         root[n] = (n, True)
     return root
+
+
+def schema_alias(n: fx.Node) -> str | None:
+    """``"write"`` when the op's ATen schema writes its first argument (``Tensor(a!)``),
+    ``"view"`` when its result aliases an argument (``Tensor(a)``), else ``None``."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return None
+    if schema.arguments and schema.arguments[0].alias_info is not None \
+            and schema.arguments[0].alias_info.is_write:
+        return "write"
+    if any(r.alias_info is not None for r in schema.returns):
+        return "view"
+    return None
 
 
 def _poison(x: Any) -> Opaque | None:
@@ -241,6 +262,8 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
             continue
         if n in ctx.analysis.unsupported:
             env[n] = Opaque(name, ctx.site(n), ctx.analysis.unsupported[n])
+            if schema_alias(n) == "write":   # what it writes is unknown too (finding R4-6)
+                _write_back(ctx, n, env[n], roots, readers)
             continue
         args = _subst(n.args, env)
         kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}

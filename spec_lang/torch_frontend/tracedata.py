@@ -113,7 +113,8 @@ def dump(trace: Any) -> bytes:
             "inputs": [asdict(r) for r in trace.inputs],
             "outputs": [asdict(r) for r in trace.outputs],
             "mesh": trace.mesh, "coords": trace.coords, "groups": trace.groups,
-            "sizes": trace.sizes, "tied": trace.tied, "styles": trace.styles}
+            "sizes": trace.sizes, "tied": trace.tied, "styles": trace.styles,
+            "after": trace.after}
     return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -242,7 +243,8 @@ def load_trace(blob: bytes) -> Any:
                  outputs=[OutputRole(**{**r, "placements": tuple(r["placements"])})
                           for r in data["outputs"]],
                  mesh=data["mesh"], coords=data["coords"], groups=data["groups"],
-                 sizes=data["sizes"], tied=data["tied"], styles=data.get("styles", {}))
+                 sizes=data["sizes"], tied=data["tied"], styles=data.get("styles", {}),
+                 after=data.get("after", {}))
 
 
 class Job:

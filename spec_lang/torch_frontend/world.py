@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,11 +45,18 @@ def rank_of(mesh: Mapping[str, int], coords: Mapping[str, int]) -> int:
 def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[World]:
     """Initialise the fake process group as the rank at ``coords`` and build the mesh.
 
-    The process group is destroyed on exit (a fresh one per traced rank).
+    ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` are set as torchrun sets
+    them for that rank on one node. The process group is destroyed on exit (a fresh one per
+    traced rank).
     """
     if dist.is_initialized():
         dist.destroy_process_group()
     world = math.prod(mesh.values())
+    # what torchrun sets for this rank (one node): code keyed on RANK / LOCAL_RANK takes the
+    # traced rank's branch (adversarial finding R4-8)
+    rank = rank_of(mesh, coords)
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+                       "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0", "NODE_RANK": "0"})
     dist.init_process_group("fake", store=FakeStore(), rank=rank_of(mesh, coords),
                             world_size=world)
     try:

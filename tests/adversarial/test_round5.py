@@ -5,7 +5,7 @@ Forged certificates use ``squeeze-elementwise`` where its law is false (a dim of
 sharded, a chunk block of size 1, WHERE, non-elementwise ops, forged attributes); each must be
 rejected by the checker (``--no-retrace``: the rule's guard is under test, not the re-trace).
 Wrong plans whose spec and plan differ only in where a sum over a dim is taken must not be
-proved. Finding R5-1 (a strict xfail): the phase split drops the rng check's notes when the
+proved. Finding R5-1 (fixed; was a strict xfail): the phase split drops the rng check's notes when the
 goals are cut, so a plan the rng check flags is EQUIVALENT (it was UNKNOWN).
 """
 
@@ -200,10 +200,8 @@ def test_size_1_sum_plans(plan, verdict):
 
 
 # -- the phase split: the rng check's notes ---------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="finding R5-1: proofs/phases: add_rng_notes marks the "
-                   "problem's goals, but with cut lemmas the proofs run on plan.work() records "
-                   "and assemble_cuts marks the goals proved over the note (was UNKNOWN before "
-                   "49eb6ce)")
+# fixed (was a strict xfail): finding R5-1, proofs/phases/verdict.py keeps every goal open
+# on the rng check's notes when no counterexample is found (cut or not)
 @pytest.mark.parametrize("plan", ["b01_rng_note_cut", "b02_rng_note_uncut"])
 def test_rng_note_keeps_the_verdict_off_equivalent(plan):
     r = prove(load(PLANS / f"{plan}.py"), timeout_s=60)
