@@ -7,6 +7,9 @@ differ (their products compared exactly in Coq). Instances that merge powers (``
 ``x^-1 * x = 1``: the latter needs ``x != 0``, the rule's sign guard: the factors differ and a
 power or a repeated factor is among them) are exported as hypotheses instead, with the reason
 returned here; any other step goes to Coq, which rejects it if its factors differ.
+``einsum-mul-canon`` likewise (``RulesEinsumMul.v``): checked when the operands of both sides
+are the same multiset once the ``MUL`` operands are flattened; steps that merge powers are kept
+back.
 ``add-canon`` likewise (``RulesCanon.v``: sums compared as linear combinations of monomials),
 except the steps where a monomial's coefficients cancel on a side (``x^-1 - x^-1 = 0`` needs
 ``x != 0``: the rule's sign guard, which Coq's total semantics cannot express) or a coefficient
@@ -125,7 +128,26 @@ def _add_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None
     return None
 
 
-_SUBSETS = {"mul-canon": _mul_canon, "add-canon": _add_canon}
+def _einsum_mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+    l, r = step.get("lhs"), step.get("rhs")
+    if not _ids_ok(rows, l, r):
+        return None
+    if rows[l][0] != "EINSUM" or rows[r][0] != "EINSUM":
+        return None
+    union: dict[str, tuple] = {}                # RulesEinsumMul.udims: each name's first spec
+    for x in rows[l][1]:
+        for n, sh in rows[x][3]:
+            union.setdefault(n, tuple(sh))
+    fl = _flat(rows, rows[l][1], union, CANON_FUEL)
+    if fl is None:
+        return "rule einsum-mul-canon: a nested product has dims outside the operands' union"
+    if Counter(fl) != Counter(rows[r][1]):
+        return "rule einsum-mul-canon merges powers (sign guard; not in Coq's checker)"
+    return None          # the same factors: Coq decides
+
+
+_SUBSETS = {"mul-canon": _mul_canon, "add-canon": _add_canon,
+            "einsum-mul-canon": _einsum_mul_canon}
 
 
 def outside_coq_subset(rule: str, rows: list, step: dict[str, Any], unread: set[int]) -> str | None:

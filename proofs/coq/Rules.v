@@ -6,7 +6,8 @@
 
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
-  RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon.
+  RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
+  RulesEinsumMul RulesSplit RulesFactorOut.
 Import ListNotations.
 
 Inductive rtag :=
@@ -14,7 +15,8 @@ Inductive rtag :=
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
 | TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
 | TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon
-| TAddCanon | TReindexScalarOut.
+| TAddCanon | TReindexScalarOut | TLiftShardChunk | TLiftShardRename | TEinsumMulCanon
+| TAllReduceSplit | TEinsumFactorOut.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -44,6 +46,11 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TMulCanon => chk_mul_canon
   | TAddCanon => chk_add_canon
   | TReindexScalarOut => chk_reindex_scalar_out
+  | TLiftShardChunk => chk_lift_chunk
+  | TLiftShardRename => chk_lift_rename
+  | TEinsumMulCanon => chk_einsum_mul_canon
+  | TAllReduceSplit => chk_allreduce_einsum_split
+  | TEinsumFactorOut => chk_einsum_factor_out
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -80,6 +87,11 @@ Definition rtag_of (n : N) : option rtag :=
   | 26%N => Some TAddCanon (* add-canon *)
   | 27%N => Some TReindexScalarOut (* rename-scalar-out *)
   | 28%N => Some TReindexScalarOut (* chunk-scalar-out *)
+  | 29%N => Some TLiftShardChunk (* lift-shard-chunk *)
+  | 30%N => Some TLiftShardRename (* lift-shard-rename *)
+  | 31%N => Some TEinsumMulCanon (* einsum-mul-canon *)
+  | 32%N => Some TAllReduceSplit (* allreduce-einsum-split *)
+  | 33%N => Some TEinsumFactorOut (* einsum-factor-out *)
   | _ => None
   end.
 
@@ -112,4 +124,9 @@ Proof.
   - apply chk_mul_canon_sound.
   - apply chk_add_canon_sound.
   - apply chk_reindex_scalar_out_sound.
+  - apply chk_lift_chunk_sound.
+  - apply chk_lift_rename_sound.
+  - apply chk_einsum_mul_canon_sound.
+  - apply chk_allreduce_einsum_split_sound.
+  - apply chk_einsum_factor_out_sound.
 Qed.
