@@ -10,6 +10,8 @@ returned here; any other step goes to Coq, which rejects it if its factors diffe
 ``einsum-mul-canon`` likewise (``RulesEinsumMul.v``): checked when the operands of both sides
 are the same multiset once the ``MUL`` operands are flattened; steps that merge powers are kept
 back.
+``pow-const`` is checked for integer exponents (``RulesPow.v``: ``c^e`` folded exactly); a
+non-integer exponent, or a constant the exporter reads as an input, keeps the step back.
 ``add-canon`` likewise (``RulesCanon.v``: sums compared as linear combinations of monomials),
 except the steps where a monomial's coefficients cancel on a side (``x^-1 - x^-1 = 0`` needs
 ``x != 0``: the rule's sign guard, which Coq's total semantics cannot express) or a coefficient
@@ -26,7 +28,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from proofs.coq_constants import parse_const
+from proofs.coq_constants import parse_const, parse_rational
 
 __all__ = ["outside_coq_subset"]
 
@@ -146,8 +148,22 @@ def _einsum_mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str
     return None          # the same factors: Coq decides
 
 
+def _pow_const(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+    l, r = step.get("lhs"), step.get("rhs")
+    if not _ids_ok(rows, l, r):
+        return None
+    if rows[l][0] != "POW" or len(rows[l][1]) != 1:
+        return None
+    e = parse_rational(rows[l][2][0])
+    if e is not None and e.denominator != 1:
+        return "rule pow-const with a non-integer exponent (not in Coq's checker)"
+    if rows[l][1][0] in unread or r in unread:
+        return "rule pow-const: a constant the exporter cannot read"
+    return None
+
+
 _SUBSETS = {"mul-canon": _mul_canon, "add-canon": _add_canon,
-            "einsum-mul-canon": _einsum_mul_canon}
+            "einsum-mul-canon": _einsum_mul_canon, "pow-const": _pow_const}
 
 
 def outside_coq_subset(rule: str, rows: list, step: dict[str, Any], unread: set[int]) -> str | None:

@@ -16,7 +16,7 @@ Inductive rtag :=
 | TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
 | TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon
 | TAddCanon | TReindexScalarOut | TLiftShardChunk | TLiftShardRename | TEinsumMulCanon
-| TAllReduceSplit | TEinsumFactorOut.
+| TAllReduceSplit | TEinsumFactorOut | TLiftShardConcat | TPowConst | TShardSwap.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -51,6 +51,9 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TEinsumMulCanon => chk_einsum_mul_canon
   | TAllReduceSplit => chk_allreduce_einsum_split
   | TEinsumFactorOut => chk_einsum_factor_out
+  | TLiftShardConcat => chk_lift_concat
+  | TPowConst => chk_pow_const
+  | TShardSwap => chk_shard_swap
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -92,6 +95,9 @@ Definition rtag_of (n : N) : option rtag :=
   | 31%N => Some TEinsumMulCanon (* einsum-mul-canon *)
   | 32%N => Some TAllReduceSplit (* allreduce-einsum-split *)
   | 33%N => Some TEinsumFactorOut (* einsum-factor-out *)
+  | 34%N => Some TLiftShardConcat (* lift-shard-concat *)
+  | 35%N => Some TPowConst (* pow-const *)
+  | 36%N => Some TShardSwap (* shard-swap *)
   | _ => None
   end.
 
@@ -129,4 +135,7 @@ Proof.
   - apply chk_einsum_mul_canon_sound.
   - apply chk_allreduce_einsum_split_sound.
   - apply chk_einsum_factor_out_sound.
+  - apply chk_lift_concat_sound.
+  - apply chk_pow_const_sound.
+  - apply chk_shard_swap_sound.
 Qed.

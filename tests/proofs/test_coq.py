@@ -44,13 +44,13 @@ RULES_WITHOUT_LEMMA = frozenset({
     "einsum-unit-axis", "einsum-unit-dim", "exp-max-shift", "exp-max-shift-block", "gelu-def",
     "lift-perm-chunk", "lift-perm-concat", "lift-perm-einsum", "lift-perm-elementwise",
     "lift-perm-onehot", "lift-perm-reduce-max", "lift-perm-rename", "lift-perm-topk",
-    "lift-perm-topk-elig", "lift-shard-concat",
+    "lift-perm-topk-elig",
     "lift-shard-onehot", "lift-shard-permute", "lift-shard-reduce-max",
     "lift-shard-shift", "lift-shard-topk", "lift-shard-topk-elig",
     "onehot-shard-out", "perm-compose", "perm-identity", "perm-swap",
-    "pow-const", "pow-const-factor", "pow-pow", "reduce-max-perm",
+    "pow-const-factor", "pow-pow", "reduce-max-perm",
     "reduce-max-unit-axis", "reduce-max-unit-dim", "reduce-scatter-def",
-    "shard-swap", "silu-def",
+    "silu-def",
 })
 
 
@@ -63,7 +63,7 @@ def test_every_rule_has_a_coq_lemma_or_is_a_listed_gap() -> None:
     assert missing == RULES_WITHOUT_LEMMA, (
         f"rules without a Coq lemma not listed: {sorted(missing - RULES_WITHOUT_LEMMA)}; "
         f"listed but now with a lemma: {sorted(RULES_WITHOUT_LEMMA - missing)}")
-    assert len(codes) == 34 and len(set(codes.values())) == len(codes)
+    assert len(codes) == 37 and len(set(codes.values())) == len(codes)
 
 
 # -- the exporter's constant reader agrees with the checker's -----------------------------------
