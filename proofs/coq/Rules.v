@@ -7,7 +7,7 @@
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
-  RulesEinsumMul RulesSplit RulesFactorOut.
+  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect.
 Import ListNotations.
 
 Inductive rtag :=
@@ -16,7 +16,9 @@ Inductive rtag :=
 | TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
 | TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon
 | TAddCanon | TReindexScalarOut | TLiftShardChunk | TLiftShardRename | TEinsumMulCanon
-| TAllReduceSplit | TEinsumFactorOut | TLiftShardConcat | TPowConst | TShardSwap.
+| TAllReduceSplit | TEinsumFactorOut | TLiftShardConcat | TPowConst | TShardSwap
+| TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
+| TAllReduceShardComm.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -54,6 +56,12 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftShardConcat => chk_lift_concat
   | TPowConst => chk_pow_const
   | TShardSwap => chk_shard_swap
+  | TAllReduceAdd => chk_allreduce_add
+  | TAllReduceReindex => chk_allreduce_reindex
+  | TReduceScatterDef => chk_reduce_scatter_def
+  | TBroadcastInv => chk_broadcast_invariant
+  | TAllGatherShard => chk_allgather_shard
+  | TAllReduceShardComm => chk_allreduce_shard_comm
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -98,6 +106,13 @@ Definition rtag_of (n : N) : option rtag :=
   | 34%N => Some TLiftShardConcat (* lift-shard-concat *)
   | 35%N => Some TPowConst (* pow-const *)
   | 36%N => Some TShardSwap (* shard-swap *)
+  | 37%N => Some TAllReduceAdd (* allreduce-add *)
+  | 38%N => Some TAllReduceReindex (* allreduce-rename *)
+  | 39%N => Some TAllReduceReindex (* allreduce-chunk *)
+  | 40%N => Some TReduceScatterDef (* reduce-scatter-def *)
+  | 41%N => Some TBroadcastInv (* broadcast-invariant *)
+  | 42%N => Some TAllGatherShard (* allgather-shard *)
+  | 43%N => Some TAllReduceShardComm (* allreduce-shard-comm *)
   | _ => None
   end.
 
@@ -138,4 +153,10 @@ Proof.
   - apply chk_lift_concat_sound.
   - apply chk_pow_const_sound.
   - apply chk_shard_swap_sound.
+  - apply chk_allreduce_add_sound.
+  - apply chk_allreduce_reindex_sound.
+  - apply chk_reduce_scatter_def_sound.
+  - apply chk_broadcast_invariant_sound.
+  - apply chk_allgather_shard_sound.
+  - apply chk_allreduce_shard_comm_sound.
 Qed.
