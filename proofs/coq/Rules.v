@@ -18,7 +18,7 @@ Inductive rtag :=
 | TAddCanon | TReindexScalarOut | TLiftShardChunk | TLiftShardRename | TEinsumMulCanon
 | TAllReduceSplit | TEinsumFactorOut | TLiftShardConcat | TPowConst | TShardSwap
 | TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
-| TAllReduceShardComm.
+| TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -62,6 +62,9 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TBroadcastInv => chk_broadcast_invariant
   | TAllGatherShard => chk_allgather_shard
   | TAllReduceShardComm => chk_allreduce_shard_comm
+  | TAllToAllDef => chk_all_to_all_def
+  | TPermIdentity => chk_perm_identity
+  | TAllReduceMulFactor => chk_allreduce_mul_factor
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -113,6 +116,9 @@ Definition rtag_of (n : N) : option rtag :=
   | 41%N => Some TBroadcastInv (* broadcast-invariant *)
   | 42%N => Some TAllGatherShard (* allgather-shard *)
   | 43%N => Some TAllReduceShardComm (* allreduce-shard-comm *)
+  | 44%N => Some TAllToAllDef (* all-to-all-def *)
+  | 45%N => Some TPermIdentity (* perm-identity *)
+  | 46%N => Some TAllReduceMulFactor (* allreduce-mul-factor *)
   | _ => None
   end.
 
@@ -159,4 +165,7 @@ Proof.
   - apply chk_broadcast_invariant_sound.
   - apply chk_allgather_shard_sound.
   - apply chk_allreduce_shard_comm_sound.
+  - apply chk_all_to_all_def_sound.
+  - apply chk_perm_identity_sound.
+  - apply chk_allreduce_mul_factor_sound.
 Qed.

@@ -320,3 +320,187 @@ Proof.
   apply redv_ext. intros k _. rewrite <- (restrict_perm _ _ _ (Permutation_sym PY)).
   symmetry. apply den_restrict; auto.
 Qed.
+
+(** ** all-to-all-def: [ALL_TO_ALL(x, a, s, c) = SHARD(ALL_GATHER(x, a, c), s, a)], [s <> c] *)
+Definition chk_all_to_all_def (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OAllToAll a sd cd) [x] Dl, Node (OShard sd' a') [y] Dr =>
+      match node_at T y with
+      | Node (OAllGather a'' cd') [x'] Dy =>
+          if Pos.eqb sd sd' && Pos.eqb a a' && Pos.eqb a a'' && Pos.eqb cd cd' && Pos.eqb x x' &&
+             negb (Pos.eqb sd cd) && is_shard T r sd a y && dims_eqvb Dl Dr &&
+             spec_opt_eqb (spec_of Dl cd) (spec_of Dy cd) && has_name Dy cd &&
+             incl_names (ndims (node_at T x)) Dy
+          then Some [] else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_all_to_all_def_sound : rule_sound chk_all_to_all_def.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_all_to_all_def in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol xs Dl] eqn:El. destruct ol; try discriminate.
+  destruct xs as [|x [|]]; try discriminate. rename s into sd, c0 into cd.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct ys as [|y [|]]; try discriminate.
+  destruct (node_at T y) as [oy xs' Dy] eqn:Ey. destruct oy; try discriminate.
+  destruct xs' as [|x' [|]]; try discriminate.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B IN]. apply andb_prop in B as [B HC].
+  apply andb_prop in B as [B SPc]. apply andb_prop in B as [B DE].
+  apply andb_prop in B as [B SR]. apply andb_prop in B as [B NE].
+  apply andb_prop in B as [B X]. apply andb_prop in B as [B Cd].
+  apply andb_prop in B as [B A2]. apply andb_prop in B as [Sd A1].
+  apply Pos.eqb_eq in Sd, A1, A2, Cd, X. subst d a0 a1 d0 x'.
+  apply Bool.negb_true_iff, Pos.eqb_neq in NE. apply spec_opt_eqb_eq in SPc.
+  apply has_name_In in HC.
+  destruct (dims_eqvb_perm _ _ DE) as [PD ND].
+  apply (eqv_by_core c T l r _ _ Dl _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
+  assert (Mr : msk (sz c) (ndims (node_at T r)) i = true)
+    by (rewrite Er; simpl; rewrite <- (msk_perm _ _ _ i PD); auto).
+  pose proof (shard_range c T SZ r sd a y rho i SR R Mr) as My.
+  rewrite Er, Ey in My; simpl in My. unfold upd_shard in My.
+  rewrite (den_in c T y _ _ _ rho _ W Ey My). cbn [core map]. unfold vat; simpl nth.
+  rewrite (lsize_of_perm _ _ _ _ PD ND), SPc.
+  assert (JC : restrict Dy (upd i sd (rho a * lsize_of (sz c) Dr sd + i sd)) cd = i cd).
+  { rewrite restrict_in by auto. rewrite upd_other by congruence. auto. }
+  rewrite JC. apply den_agree; auto. intros n In_.
+  assert (InY : In n (map fst Dy)).
+  { unfold incl_names in IN. rewrite forallb_forall in IN.
+    apply in_map_iff in In_ as [dd [<- I]]. apply has_name_In, IN; auto. }
+  destruct (Pos.eqb_spec n cd) as [->|Nc]; [upd_simpl; auto|].
+  destruct (Pos.eqb_spec n sd) as [->|Ns]; upd_simpl; auto.
+Qed.
+
+(** ** perm-identity: [PERMUTE(x, d, (0, 1, ..., n-1)) = x] *)
+Definition chk_perm_identity (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l with
+  | Node (OPermute d o) [x] Dl =>
+      if Pos.eqb x r && dims_eqvb (ndims (node_at T r)) Dl && has_name Dl d &&
+         list_eqb N.eqb o (map N.of_nat (seq 0 (length o)))
+      then Some [] else None
+  | _ => None
+  end.
+
+Lemma chk_perm_identity_sound : rule_sound chk_perm_identity.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_perm_identity in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol xs Dl] eqn:El. destruct ol; try discriminate.
+  destruct xs as [|x [|]]; try discriminate.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B OI]. apply andb_prop in B as [B HD].
+  apply andb_prop in B as [X DE]. apply Pos.eqb_eq in X; subst x.
+  apply (list_eqb_eq _ _ (fun a b => proj1 (N.eqb_eq a b))) in OI.
+  apply has_name_In in HD.
+  apply (eqv_through c _ l r _ Dl W El DE). intros rho R j Mj. cbn [core]. unfold vat; simpl nth.
+  set (J := restrict Dl j). set (n := length o) in *. set (Ld := lsize_of (sz c) Dl d).
+  assert (Jd : (J d < Ld)%nat) by (apply lt_lsize; auto; unfold J; rewrite msk_restrict; auto).
+  pose proof (node_sizes_at _ _ SZ l) as NS. rewrite El in NS. unfold node_sizes_okb in NS.
+  simpl in NS. apply andb_prop in NS as [_ NS]. apply andb_prop in NS as [N0 NM].
+  apply Nat.ltb_lt in N0. apply Nat.eqb_eq in NM. fold n Ld in N0, NM.
+  assert (E : Ld = (n * (Ld / n))%nat) by (apply Nat.div_exact; lia).
+  set (Bk := (Ld / n)%nat) in *.
+  assert (Bp : (0 < Bk)%nat) by (destruct Bk; lia).
+  assert (Q : (J d / Bk < n)%nat) by (apply Nat.div_lt_upper_bound; lia).
+  rewrite OI at 1. rewrite (nth_indep _ _ (N.of_nat 0)) by (rewrite map_length, seq_length; auto).
+  rewrite map_nth, seq_nth by auto. simpl. rewrite Nat2N.id.
+  rewrite (Nat.mul_comm (J d / Bk)), <- Nat.div_mod by lia. rewrite upd_id. auto.
+Qed.
+
+(** ** allreduce-mul-factor: [ALL_REDUCE(MUL(xs), a, sum) = MUL(fixed..., ALL_REDUCE(inner, a, sum))]:
+    [fixed] the factors that do not vary over [a] (the checked analysis), [vary] the others (both
+    non-empty, in order), [inner] the one varying factor or [MUL(vary...)] *)
+Definition inner_ok (T : table) (vary : list positive) (z : positive) (De : list dimspec) : bool :=
+  match vary with
+  | [v] => Pos.eqb z v
+  | _ => match node_at T z with
+         | Node OMul vs Dz => list_eqb Pos.eqb vs vary && dims_eqvb Dz De
+         | _ => false
+         end
+  end.
+
+Definition chk_allreduce_mul_factor (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OAllReduce a RSum) [m] Dl, Node OMul ys Dr =>
+      match node_at T m, last_split ys with
+      | Node OMul xs Dm, Some (fs, e) =>
+          match node_at T e with
+          | Node (OAllReduce a' RSum) [z] De =>
+              let vary := filter (fun x => negb (invariant G x a)) xs in
+              if Pos.eqb a a' && list_eqb Pos.eqb fs (filter (fun x => invariant G x a) xs) &&
+                 negb (Nat.eqb (length fs) 0) && negb (Nat.eqb (length vary) 0) &&
+                 inner_ok T vary z De && dims_eqvb Dm Dl && dims_eqvb Dl Dr && incl_dims De Dr &&
+                 forallb (fun x => incl_names (ndims (node_at T x)) De) vary
+              then Some [] else None
+          | _ => None
+          end
+      | _, _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_allreduce_mul_factor_sound : rule_sound chk_allreduce_mul_factor.
+Proof.
+  intros G l r h cl H c M _. pose proof M as M0. destruct M as [W _].
+  unfold chk_allreduce_mul_factor in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol ms Dl] eqn:El. destruct ol; try discriminate.
+  destruct r0; try discriminate. destruct ms as [|m [|]]; try discriminate.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct (node_at T m) as [om xs Dm] eqn:Em. destruct om; try discriminate.
+  destruct (last_split ys) as [[fs e]|] eqn:LS; try discriminate.
+  apply last_split_ok in LS; subst ys.
+  destruct (node_at T e) as [oe zs De] eqn:Ee. destruct oe; try discriminate.
+  destruct r0; try discriminate. destruct zs as [|z [|]]; try discriminate.
+  set (p := fun x => invariant G x a) in *.
+  remember (filter (fun x => negb (p x)) xs) as vary eqn:EVary.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B VN]. apply andb_prop in B as [B ID].
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B DM].
+  apply andb_prop in B as [B IO]. apply andb_prop in B as [B LV].
+  apply andb_prop in B as [B _]. apply andb_prop in B as [A FS].
+  apply Pos.eqb_eq in A; subst a0.
+  apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in FS; subst fs.
+  rewrite forallb_forall in VN.
+  destruct (dims_eqvb_perm _ _ DM) as [PM NM]. destruct (dims_eqvb_perm _ _ DE) as [PD ND].
+  apply (eqv_by_core c T l r _ _ Dl _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
+  assert (Mm : msk (sz c) Dm i = true) by (rewrite (msk_perm _ _ _ i PM); auto).
+  assert (Rm : restrict Dm i = i) by (rewrite (restrict_perm _ _ i PM); auto).
+  assert (Mr : msk (sz c) Dr i = true) by (rewrite <- (msk_perm _ _ _ i PD); auto).
+  assert (Me : msk (sz c) De i = true) by (apply (incl_dims_msk _ _ Dr); auto).
+  assert (FX : forall x, In x (filter p xs) -> forall k, den c T x (upd rho a k) = den c T x rho).
+  { intros x Ix k. apply filter_In in Ix as [_ Px]. apply (invariant_ok G c x a M0 Px). }
+  rewrite (rsum_ext _ _ (fun k => prodl (map (fun x => den c T x rho i) (filter p xs)) *
+                                 prodl (map (fun x => den c T x (upd rho a k) i) vary))).
+  2:{ intros k _. rewrite (den_in c T m _ _ _ _ i W Em Mm). cbn [core]. rewrite Rm, map_map.
+      rewrite (prodl_filter _ p), EVary. f_equal. f_equal. apply map_ext_in. intros x Ix.
+      rewrite FX; auto. }
+  rewrite rsum_scal_l, !map_map, map_app, prodl_app'. cbn [map].
+  rewrite prodl_cons, prodl_nil, Rmult_1_r. f_equal.
+  rewrite (den_in c T e _ _ _ rho i W Ee Me). cbn [core map]. unfold vat; simpl nth.
+  apply rsum_ext. intros k _.
+  assert (VR : forall x, In x vary -> den c T x (upd rho a k) (restrict De i) = den c T x (upd rho a k) i).
+  { intros x Ix. apply den_agree; auto. intros n In_. apply restrict_in.
+    assert (Ix' : In x (filter (fun x => negb (invariant G x a)) xs)) by (rewrite EVary in Ix; exact Ix).
+    specialize (VN x Ix'). unfold incl_names in VN. rewrite forallb_forall in VN.
+    apply in_map_iff in In_ as [dd [<- I]]. apply has_name_In, VN; auto. }
+  change (filter (fun x => negb (invariant G x a)) xs) with (filter (fun x => negb (p x)) xs)
+    in IO, LV.
+  rewrite <- EVary in IO, LV.
+  unfold inner_ok in IO. destruct vary as [|v [|v' vs]] eqn:EV.
+  - simpl in LV. discriminate.
+  - apply Pos.eqb_eq in IO; subst z. simpl. rewrite Rmult_1_r. symmetry. apply VR. simpl; auto.
+  - destruct (node_at T z) as [oz zs Dz] eqn:Ez. destruct oz; try discriminate.
+    apply andb_prop in IO as [ZS DZ]. apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in ZS.
+    subst zs. destruct (dims_eqvb_perm _ _ DZ) as [PZ NZ].
+    rewrite (den_node c T z _ _ _ W Ez), (msk_perm _ _ _ _ PZ), msk_restrict, Me.
+    rewrite (restrict_perm _ _ _ PZ), restrict_restrict. cbn [core]. rewrite map_map.
+    f_equal. apply map_ext_in. intros x Ix. symmetry. apply VR. auto.
+Qed.
