@@ -33,7 +33,7 @@ LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Sh
            "RulesBasic", "RulesLift", "RulesAxis", "RulesEinsum", "RulesPow", "RulesContent",
            "RulesScalarOut", "RulesLiftEinsum", "Positive", "Canon", "RulesCanon",
            "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
-           "RulesFactorOut", "RulesCollect", "Rules",
+           "RulesFactorOut", "RulesCollect", "RulesReorder", "Rules",
            "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "
                 "(Debian/Ubuntu, Coq 8.16) to Coq-check certificates")

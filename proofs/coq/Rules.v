@@ -7,7 +7,7 @@
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
-  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect.
+  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder.
 Import ListNotations.
 
 Inductive rtag :=
@@ -18,7 +18,8 @@ Inductive rtag :=
 | TAddCanon | TReindexScalarOut | TLiftShardChunk | TLiftShardRename | TEinsumMulCanon
 | TAllReduceSplit | TEinsumFactorOut | TLiftShardConcat | TPowConst | TShardSwap
 | TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
-| TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor.
+| TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
+| TAllReduceSwap | TPermCompose | TLiftShardReduceMax.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -65,6 +66,9 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAllToAllDef => chk_all_to_all_def
   | TPermIdentity => chk_perm_identity
   | TAllReduceMulFactor => chk_allreduce_mul_factor
+  | TAllReduceSwap => chk_allreduce_swap
+  | TPermCompose => chk_perm_compose
+  | TLiftShardReduceMax => chk_lift_reduce_max
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -119,6 +123,9 @@ Definition rtag_of (n : N) : option rtag :=
   | 44%N => Some TAllToAllDef (* all-to-all-def *)
   | 45%N => Some TPermIdentity (* perm-identity *)
   | 46%N => Some TAllReduceMulFactor (* allreduce-mul-factor *)
+  | 47%N => Some TAllReduceSwap (* allreduce-swap *)
+  | 48%N => Some TPermCompose (* perm-compose *)
+  | 49%N => Some TLiftShardReduceMax (* lift-shard-reduce-max *)
   | _ => None
   end.
 
@@ -168,4 +175,7 @@ Proof.
   - apply chk_all_to_all_def_sound.
   - apply chk_perm_identity_sound.
   - apply chk_allreduce_mul_factor_sound.
+  - apply chk_allreduce_swap_sound.
+  - apply chk_perm_compose_sound.
+  - apply chk_lift_reduce_max_sound.
 Qed.

@@ -34,14 +34,14 @@ RULES_WITHOUT_LEMMA = frozenset({
     "add-max-factor-out", "add-scaled-sum", "allgather-shard-comm",
     "allgather-unit-axis", "allreduce-allgather-comm", "allreduce-concat",
     "allreduce-einsum-push", "allreduce-max-shard", "allreduce-permute",
-    "allreduce-rank-const", "allreduce-swap", "concat-content", "einsum-components",
+    "allreduce-rank-const", "concat-content", "einsum-components",
     "einsum-max-factor-out", "einsum-nested", "einsum-perm-contract", "einsum-recip-factor-out",
     "einsum-unit-axis", "einsum-unit-dim", "exp-max-shift", "exp-max-shift-block", "gelu-def",
     "lift-perm-chunk", "lift-perm-concat", "lift-perm-einsum", "lift-perm-elementwise",
     "lift-perm-onehot", "lift-perm-reduce-max", "lift-perm-rename", "lift-perm-topk",
-    "lift-perm-topk-elig", "lift-shard-onehot", "lift-shard-permute", "lift-shard-reduce-max",
+    "lift-perm-topk-elig", "lift-shard-onehot", "lift-shard-permute",
     "lift-shard-shift", "lift-shard-topk", "lift-shard-topk-elig", "onehot-shard-out",
-    "perm-compose", "perm-swap", "pow-const-factor", "pow-pow",
+    "perm-swap", "pow-const-factor", "pow-pow",
     "reduce-max-perm", "reduce-max-unit-axis", "reduce-max-unit-dim", "silu-def",
 })
 
@@ -55,7 +55,7 @@ def test_every_rule_has_a_coq_lemma_or_is_a_listed_gap() -> None:
     assert missing == RULES_WITHOUT_LEMMA, (
         f"rules without a Coq lemma not listed: {sorted(missing - RULES_WITHOUT_LEMMA)}; "
         f"listed but now with a lemma: {sorted(RULES_WITHOUT_LEMMA - missing)}")
-    assert len(codes) == 47 and len(set(codes.values())) == len(codes)
+    assert len(codes) == 50 and len(set(codes.values())) == len(codes)
 
 
 # -- the exporter's constant reader agrees with the checker's -----------------------------------
@@ -281,9 +281,10 @@ def test_add_canon_cancelling_a_monomial_is_exported_as_a_hypothesis() -> None:
 def _moves() -> dict:
     """x, y: (B, H), v: H; B = H = C = D = 4, |dp| = |tp| = 2, |cp| = 3. One instance of each rule
     whose lemma came after the first certificate (_small): lifting SHARD through CHUNK, RENAME
-    (another dim and the block's own), CONCAT and another SHARD; the all-reduce of partial
-    contractions; einsum-mul-canon, einsum-factor-out, pow-const, the collectives by their
-    definitions, perm-identity and the positive integer power merge of mul-canon."""
+    (another dim and the block's own), CONCAT, REDUCE_MAX and another SHARD; the all-reduce of
+    partial contractions; einsum-mul-canon, einsum-factor-out, pow-const, the collectives by
+    their definitions, two all-reduces swapped, perm-identity, perm-compose and the positive
+    integer power merge of mul-canon."""
     def d(*specs: tuple) -> list:
         return [[n, list(sh)] for n, sh in specs]
     BH, H = d(("B", ()), ("H", ())), d(("H", ()))
@@ -353,6 +354,14 @@ def _moves() -> dict:
         ["MUL", [0, 59], [], BH],                                          # 60
         ["MUL", [0, 0], [], BH],                                           # 61: x x
         ["POW", [0], [q("2/1")], BH],                                      # 62: x^2
+        ["ALL_REDUCE", [36], ["dp", "sum"], BH],                           # 63
+        ["ALL_REDUCE", [45], ["cp", "sum"], BH],                           # 64
+        ["PERMUTE", [0], ["B", [1, 0]], BH],                               # 65
+        ["PERMUTE", [65], ["B", [1, 0]], BH],                              # 66
+        ["PERMUTE", [0], ["B", [0, 1]], BH],                               # 67
+        ["REDUCE_MAX", [2], [["H"]], d(("B", ("dp",)))],                   # 68
+        ["REDUCE_MAX", [0], [["H"]], d(("B", ()))],                        # 69
+        ["SHARD", [69], ["B", "dp"], d(("B", ("dp",)))],                   # 70
     ]
     rows = [("chunk", "lift-shard-chunk", 3, 5), ("rename", "lift-shard-rename", 6, 8),
             ("renameblock", "lift-shard-rename", 9, 11), ("concat", "lift-shard-concat", 14, 16),
@@ -363,7 +372,9 @@ def _moves() -> dict:
             ("rsdef", "reduce-scatter-def", 44, 46), ("bcast", "broadcast-invariant", 47, 0),
             ("agshard", "allgather-shard", 48, 0), ("arshard", "allreduce-shard-comm", 49, 50),
             ("a2a", "all-to-all-def", 52, 54), ("permid", "perm-identity", 55, 0),
-            ("mulfactor", "allreduce-mul-factor", 58, 60), ("mulpow", "mul-canon", 61, 62)]
+            ("mulfactor", "allreduce-mul-factor", 58, 60), ("mulpow", "mul-canon", 61, 62),
+            ("arswap", "allreduce-swap", 63, 64), ("permcompose", "perm-compose", 66, 67),
+            ("liftmax", "lift-shard-reduce-max", 68, 70)]
     steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs, "subst": {}}
              for _n, rule, lhs, rhs in rows]
     obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": lhs, "actual": rhs,
@@ -379,8 +390,8 @@ MOVES_OBLIGATIONS = [o["name"] for o in _moves()["obligations"]]
 
 def test_moves_certificate_exports_without_opaque_steps() -> None:
     ex = export_certificate(_moves())
-    assert ex.obligations == MOVES_OBLIGATIONS and len(MOVES_OBLIGATIONS) == 20
-    assert ex.opaque == {} and ex.rule_steps == 20 and ex.nodes == 63
+    assert ex.obligations == MOVES_OBLIGATIONS and len(MOVES_OBLIGATIONS) == 23
+    assert ex.opaque == {} and ex.rule_steps == 23 and ex.nodes == 71
 
 
 # -- with coqc ---------------------------------------------------------------------------------
@@ -546,6 +557,9 @@ MOVES_MUTANTS = {
     "a2a": lambda c: _set(c, 54, 1, [45]),                          # the block of a sum
     "permid": lambda c: _set(c, 55, 2, ["B", [1, 0]]),              # a swap is not identity
     "mulfactor": lambda c: _set(c, 60, 1, [1, 59]),                 # y for x outside
+    "arswap": lambda c: _set(c, 64, 2, ["cp", "max"]),              # a max for a sum
+    "permcompose": lambda c: _set(c, 67, 2, ["B", [1, 0]]),         # swap twice = swap
+    "liftmax": lambda c: _set(c, 69, 1, [1]),                       # the max of y for x's
 }
 
 
