@@ -19,7 +19,7 @@ Inductive rtag :=
 | TAllReduceSplit | TEinsumFactorOut | TLiftShardConcat | TPowConst | TShardSwap
 | TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
-| TAllReduceSwap | TPermCompose | TLiftShardReduceMax.
+| TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -69,6 +69,8 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAllReduceSwap => chk_allreduce_swap
   | TPermCompose => chk_perm_compose
   | TLiftShardReduceMax => chk_lift_reduce_max
+  | TEinsumUnitAxis => chk_einsum_unit_axis
+  | TConcatContent => chk_concat_content
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -126,6 +128,8 @@ Definition rtag_of (n : N) : option rtag :=
   | 47%N => Some TAllReduceSwap (* allreduce-swap *)
   | 48%N => Some TPermCompose (* perm-compose *)
   | 49%N => Some TLiftShardReduceMax (* lift-shard-reduce-max *)
+  | 50%N => Some TEinsumUnitAxis (* einsum-unit-axis *)
+  | 51%N => Some TConcatContent (* concat-content *)
   | _ => None
   end.
 
@@ -178,4 +182,6 @@ Proof.
   - apply chk_allreduce_swap_sound.
   - apply chk_perm_compose_sound.
   - apply chk_lift_reduce_max_sound.
+  - apply chk_einsum_unit_axis_sound.
+  - apply chk_concat_content_sound.
 Qed.

@@ -13,7 +13,7 @@
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
 From Shardproof Require Import Base Num Pow Term Props RuleLib Congr Rel Shard RulesBasic RulesLift
-  RulesAxis RulesEinsum RulesScalarOut RulesLiftEinsum RulesLiftReindex.
+  RulesAxis RulesEinsum RulesScalarOut RulesLiftEinsum RulesLiftReindex RulesEinsumMul.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -225,4 +225,117 @@ Proof.
   - apply Pos.eqb_eq in EAX. fold A in EAX. rewrite EAX. apply Bool.negb_true_iff in NX.
     assert (NXd : ~ In d (map fst (ndims (node_at T X)))) by (rewrite <- has_name_In; congruence).
     rewrite IVX, !den_lacks; auto.
+Qed.
+
+(** the dim and axis of the first operand that is a block *)
+Fixpoint shard_dim_any (T : table) (As : list positive) : option (name * name) :=
+  match As with
+  | [] => None
+  | A :: r => match node_at T A with
+              | Node (OShard d a) [_] _ => Some (d, a)
+              | _ => shard_dim_any T r
+              end
+  end.
+
+(** ** einsum-unit-axis: [EINSUM(..SHARD(x_i, d, a)..y_j.., o) = EINSUM(..x_i..y_j.., o)] when
+    [|a| = 1] (a size fact of the certificate's binding): the one block is the whole dim. The
+    same checks as allreduce-einsum-split but for the axis's size and the "varies over" test,
+    which the lemma does not need (one rank). *)
+Definition chk_einsum_unit_axis (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OEinsum o) As Dl, Node (OEinsum o') Xs Dr =>
+      match shard_dim_any T As with
+      | Some (d, a) =>
+          match first_spec T Xs d with
+          | Some sh =>
+              if unit_axis G a && names_eqb o o' && negb (existsb (Pos.eqb d) o) &&
+                 dims_eqvb Dl Dr && forallb2 (lift_arg T d a) As Xs &&
+                 forallb (fun X => negb (has_name (ndims (node_at T X)) d) ||
+                                   spec_opt_eqb (spec_of (ndims (node_at T X)) d) (Some sh)) Xs &&
+                 spec_opt_eqb (first_spec T As d) (Some (sh ++ [SAx a])) &&
+                 inclb (op_names T As) (op_names T Xs) && inclb (op_names T Xs) (op_names T As) &&
+                 forallb (fun n => Pos.eqb n d || existsb (Pos.eqb n) o ||
+                                   spec_opt_eqb (first_spec T As n) (first_spec T Xs n))
+                         (op_names T As)
+              then Some [] else None
+          | None => None
+          end
+      | None => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_einsum_unit_axis_sound : rule_sound chk_einsum_unit_axis.
+Proof.
+  intros G l r h cl H c M _. pose proof M as M'. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_einsum_unit_axis in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol As Dl] eqn:El. destruct ol; try discriminate.
+  destruct (node_at T r) as [or Xs Dr] eqn:Er. destruct or; try discriminate.
+  rename out into o, out0 into o'.
+  destruct (shard_dim_any T As) as [[d a]|] eqn:SD; try discriminate.
+  destruct (first_spec T Xs d) as [sh|] eqn:FXd; try discriminate.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B FS]. apply andb_prop in B as [B I2].
+  apply andb_prop in B as [B I1]. apply andb_prop in B as [B FAd].
+  apply andb_prop in B as [B SPX]. apply andb_prop in B as [B LAR].
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B DO'].
+  apply andb_prop in B as [UA OO].
+  apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in OO; subst o'.
+  apply Bool.negb_true_iff in DO'. apply spec_opt_eqb_eq in FAd.
+  pose proof (unit_axis_ok G c a M' UA) as A1.
+  assert (NS : forall n, In n (op_names T As) <-> In n (op_names T Xs)).
+  { intros n; split; intro I; [apply (inclb_In _ _ _ I1)|apply (inclb_In _ _ _ I2)]; auto. }
+  assert (FSn : forall n, In n (op_names T As) -> n <> d -> existsb (Pos.eqb n) o = false ->
+                first_spec T As n = first_spec T Xs n).
+  { intros n I Nd No. rewrite forallb_forall in FS. specialize (FS n I).
+    rewrite (proj2 (Pos.eqb_neq n d) Nd), No in FS. simpl in FS. apply spec_opt_eqb_eq; auto. }
+  set (LX := lsz (sz c) (sz c d) sh).
+  assert (LA : lsz (sz c) (sz c d) (sh ++ [SAx a]) = LX).
+  { rewrite lsz_app1. simpl. rewrite A1, Nat.div_1_r. auto. }
+  set (CA := contracted (sz c) T As o). set (CX := contracted (sz c) T Xs o).
+  assert (NDA : NoDup (map fst CA)).
+  { unfold CA, contracted. rewrite map_map. simpl. rewrite map_id. apply NoDup_filter, NoDup_nodup_pos. }
+  assert (PC : Permutation CA CX).
+  { apply NoDup_Permutation; try apply NoDup_fst_pairs; auto.
+    { unfold CX, contracted. rewrite map_map. simpl. rewrite map_id. apply NoDup_filter, NoDup_nodup_pos. }
+    intros [n L]. unfold CA, CX. rewrite !In_contracted_iff.
+    destruct (Pos.eqb_spec n d) as [->|Nd].
+    - rewrite FAd, FXd, LA. split; intros [I [Fo EL]]; (split; [apply NS; auto|]); auto.
+    - split; intros [I [Fo EL]].
+      + split; [apply NS; auto|split; auto]. rewrite EL, FSn; auto.
+      + assert (I' : In n (op_names T As)) by (apply NS; auto).
+        split; auto. split; auto. rewrite EL, FSn; auto. }
+  assert (IX : In (d, LX) CX).
+  { unfold CX. apply In_contracted_iff. rewrite FXd. split; [eapply first_spec_names; eauto|auto]. }
+  destruct (dims_eqvb_perm _ _ DE) as [PD ND].
+  apply (eqv_by_core c T l r _ _ Dl _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core].
+  change (contracted (sz c) T As o) with CA. change (contracted (sz c) T Xs o) with CX.
+  rewrite (sumover_perm _ _ PC NDA).
+  assert (NDX : NoDup (map fst CX)) by (apply (Permutation_NoDup (Permutation_map fst PC)); auto).
+  apply sumover_ext_rng; auto. intros j Hj Hr.
+  assert (Jd : (j d < LX)%nat) by (apply Hr; auto).
+  assert (R0 : rho a = 0%nat) by (specialize (R a); lia).
+  rewrite !map_map. f_equal.
+  destruct (forallb2_nth _ _ _ _ _ 1%positive 1%positive LAR) as [Len LK].
+  apply nth_ext with (d := 0) (d' := 0); [rewrite !map_length; auto|].
+  intros q Hq. rewrite map_length in Hq.
+  rewrite (nth_indep _ _ (den c T 1%positive rho j)) by (rewrite map_length; auto).
+  rewrite (nth_indep (map _ Xs) _ (den c T 1%positive rho j)) by (rewrite map_length; lia).
+  rewrite (map_nth (fun A => den c T A rho j)), (map_nth (fun X => den c T X rho j)).
+  set (A := nth q As 1%positive). set (X := nth q Xs 1%positive).
+  assert (IXq : In X Xs) by (apply nth_In; lia).
+  specialize (LK q Hq). fold A X in LK. unfold lift_arg in LK.
+  apply orb_prop in LK as [SA|[EAX NX]%andb_prop].
+  - destruct (is_shard_info T A d a X SA) as [_ [HX [PA [NA NX]]]].
+    assert (SpA : spec_of (ndims (node_at T A)) d = Some (sh ++ [SAx a])).
+    { rewrite (spec_of_perm _ _ PA NA), spec_of_shard_dims, Pos.eqb_refl.
+      rewrite forallb_forall in SPX. specialize (SPX X IXq). rewrite HX in SPX. simpl in SPX.
+      apply spec_opt_eqb_eq in SPX. rewrite SPX; auto. }
+    assert (LA' : lsize_of (sz c) (ndims (node_at T A)) d = LX)
+      by (unfold lsize_of; rewrite SpA; auto).
+    rewrite (shard_read_lt c T W A d a X _ _ SA) by (rewrite LA'; auto).
+    unfold upd_shard. rewrite R0. simpl. rewrite upd_id. auto.
+  - apply Pos.eqb_eq in EAX. fold A in EAX. rewrite EAX. auto.
 Qed.

@@ -34,9 +34,9 @@ RULES_WITHOUT_LEMMA = frozenset({
     "add-max-factor-out", "add-scaled-sum", "allgather-shard-comm",
     "allgather-unit-axis", "allreduce-allgather-comm", "allreduce-concat",
     "allreduce-einsum-push", "allreduce-max-shard", "allreduce-permute",
-    "allreduce-rank-const", "concat-content", "einsum-components",
+    "allreduce-rank-const", "einsum-components",
     "einsum-max-factor-out", "einsum-nested", "einsum-perm-contract", "einsum-recip-factor-out",
-    "einsum-unit-axis", "einsum-unit-dim", "exp-max-shift", "exp-max-shift-block", "gelu-def",
+    "einsum-unit-dim", "exp-max-shift", "exp-max-shift-block", "gelu-def",
     "lift-perm-chunk", "lift-perm-concat", "lift-perm-einsum", "lift-perm-elementwise",
     "lift-perm-onehot", "lift-perm-reduce-max", "lift-perm-rename", "lift-perm-topk",
     "lift-perm-topk-elig", "lift-shard-onehot", "lift-shard-permute",
@@ -55,7 +55,7 @@ def test_every_rule_has_a_coq_lemma_or_is_a_listed_gap() -> None:
     assert missing == RULES_WITHOUT_LEMMA, (
         f"rules without a Coq lemma not listed: {sorted(missing - RULES_WITHOUT_LEMMA)}; "
         f"listed but now with a lemma: {sorted(RULES_WITHOUT_LEMMA - missing)}")
-    assert len(codes) == 50 and len(set(codes.values())) == len(codes)
+    assert len(codes) == 52 and len(set(codes.values())) == len(codes)
 
 
 # -- the exporter's constant reader agrees with the checker's -----------------------------------
@@ -279,12 +279,13 @@ def test_add_canon_cancelling_a_monomial_is_exported_as_a_hypothesis() -> None:
 
 # -- the rules of issue 17's second round, by hand -----------------------------------------------
 def _moves() -> dict:
-    """x, y: (B, H), v: H; B = H = C = D = 4, |dp| = |tp| = 2, |cp| = 3. One instance of each rule
-    whose lemma came after the first certificate (_small): lifting SHARD through CHUNK, RENAME
-    (another dim and the block's own), CONCAT, REDUCE_MAX and another SHARD; the all-reduce of
-    partial contractions; einsum-mul-canon, einsum-factor-out, pow-const, the collectives by
-    their definitions, two all-reduces swapped, perm-identity, perm-compose and the positive
-    integer power merge of mul-canon."""
+    """x, y: (B, H), v: H; B = H = C = D = 4, |dp| = |tp| = 2, |cp| = 3, |sp| = 1. One
+    instance of each rule whose lemma came after the first certificate (_small): lifting SHARD
+    through CHUNK, RENAME (another dim and the block's own), CONCAT, REDUCE_MAX and another
+    SHARD; the all-reduce of partial contractions; einsum-mul-canon, einsum-factor-out,
+    pow-const, the collectives by their definitions, two all-reduces swapped, perm-identity,
+    perm-compose, a contraction over blocks of an axis of size 1, a constant out of a
+    concatenation and the positive integer power merge of mul-canon."""
     def d(*specs: tuple) -> list:
         return [[n, list(sh)] for n, sh in specs]
     BH, H = d(("B", ()), ("H", ())), d(("H", ()))
@@ -362,6 +363,15 @@ def _moves() -> dict:
         ["REDUCE_MAX", [2], [["H"]], d(("B", ("dp",)))],                   # 68
         ["REDUCE_MAX", [0], [["H"]], d(("B", ()))],                        # 69
         ["SHARD", [69], ["B", "dp"], d(("B", ("dp",)))],                   # 70
+        ["SHARD", [0], ["B", "sp"], d(("B", ("sp",)), ("H", ()))],         # 71
+        ["SHARD", [1], ["B", "sp"], d(("B", ("sp",)), ("H", ()))],         # 72
+        ["EINSUM", [71, 72], [["H"]], H],                                  # 73
+        ["CONST", [], [q("2/1")], []],                                     # 74
+        ["CONST", [], [q("1/2")], []],                                     # 75
+        ["MUL", [75, 12], [], d(("B", ()), ("H", ("#0/2",)))],             # 76
+        ["MUL", [75, 4], [], d(("B", ()), ("H", ("#1/2",)))],              # 77
+        ["CONCAT", [76, 77], ["H"], BH],                                   # 78
+        ["MUL", [74, 78], [], BH],                                         # 79
     ]
     rows = [("chunk", "lift-shard-chunk", 3, 5), ("rename", "lift-shard-rename", 6, 8),
             ("renameblock", "lift-shard-rename", 9, 11), ("concat", "lift-shard-concat", 14, 16),
@@ -374,13 +384,15 @@ def _moves() -> dict:
             ("a2a", "all-to-all-def", 52, 54), ("permid", "perm-identity", 55, 0),
             ("mulfactor", "allreduce-mul-factor", 58, 60), ("mulpow", "mul-canon", 61, 62),
             ("arswap", "allreduce-swap", 63, 64), ("permcompose", "perm-compose", 66, 67),
-            ("liftmax", "lift-shard-reduce-max", 68, 70)]
-    steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs, "subst": {}}
+            ("liftmax", "lift-shard-reduce-max", 68, 70),
+            ("unitaxis", "einsum-unit-axis", 73, 23), ("concatcontent", "concat-content", 15, 79)]
+    steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs,
+              "subst": {"a": "sp"} if rule == "einsum-unit-axis" else {}}
              for _n, rule, lhs, rhs in rows]
     obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": lhs, "actual": rhs,
             "proof": k} for k, (n, _r, lhs, rhs) in enumerate(rows)]
     return {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
-            "binding": {"B": 4, "H": 4, "C": 4, "D": 4, "dp": 2, "tp": 2, "cp": 3},
+            "binding": {"B": 4, "H": 4, "C": 4, "D": 4, "dp": 2, "tp": 2, "cp": 3, "sp": 1},
             "nodes": nodes, "steps": steps, "obligations": obs,
             "plan": {"path": "moves.py", "sha256": "0" * 64}}
 
@@ -390,8 +402,9 @@ MOVES_OBLIGATIONS = [o["name"] for o in _moves()["obligations"]]
 
 def test_moves_certificate_exports_without_opaque_steps() -> None:
     ex = export_certificate(_moves())
-    assert ex.obligations == MOVES_OBLIGATIONS and len(MOVES_OBLIGATIONS) == 23
-    assert ex.opaque == {} and ex.rule_steps == 23 and ex.nodes == 71
+    assert ex.obligations == MOVES_OBLIGATIONS and len(MOVES_OBLIGATIONS) == 25
+    assert ex.opaque == {} and ex.rule_steps == 25 and ex.nodes == 80
+    assert "sp = 1" in ex.source
 
 
 # -- with coqc ---------------------------------------------------------------------------------
@@ -560,6 +573,8 @@ MOVES_MUTANTS = {
     "arswap": lambda c: _set(c, 64, 2, ["cp", "max"]),              # a max for a sum
     "permcompose": lambda c: _set(c, 67, 2, ["B", [1, 0]]),         # swap twice = swap
     "liftmax": lambda c: _set(c, 69, 1, [1]),                       # the max of y for x's
+    "unitaxis": lambda c: c["binding"].__setitem__("sp", 2),       # |sp| = 2: half the sum
+    "concatcontent": lambda c: _set(c, 75, 2, [{"q": "1/3"}]),      # 2 * 1/3 != 1
 }
 
 
