@@ -19,7 +19,8 @@ Inductive rtag :=
 | TAllReduceSplit | TEinsumFactorOut | TLiftShardConcat | TPowConst | TShardSwap
 | TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
-| TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent.
+| TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
+| TLiftPermEw.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -71,6 +72,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftShardReduceMax => chk_lift_reduce_max
   | TEinsumUnitAxis => chk_einsum_unit_axis
   | TConcatContent => chk_concat_content
+  | TLiftPermEw => chk_lift_perm_ew
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -130,6 +132,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 49%N => Some TLiftShardReduceMax (* lift-shard-reduce-max *)
   | 50%N => Some TEinsumUnitAxis (* einsum-unit-axis *)
   | 51%N => Some TConcatContent (* concat-content *)
+  | 52%N => Some TLiftPermEw (* lift-perm-elementwise *)
   | _ => None
   end.
 
@@ -184,4 +187,5 @@ Proof.
   - apply chk_lift_reduce_max_sound.
   - apply chk_einsum_unit_axis_sound.
   - apply chk_concat_content_sound.
+  - apply chk_lift_perm_ew_sound.
 Qed.

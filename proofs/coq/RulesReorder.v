@@ -270,3 +270,116 @@ Proof.
   rewrite (shard_read_lt c T W s d a x rho j SS) by (rewrite Jd, <- Ld; auto).
   unfold upd_shard. rewrite Jd, Lr, Ld. auto.
 Qed.
+
+(** ** lift-perm-elementwise: [op(..PERMUTE(x_i, d, o)..y_j..) = PERMUTE(op(..x_i..y_j..), d, o)]
+    ([op] elementwise; the [y_j] lack [d]; every block number of [o] below its length: the
+    rule's "o is an order" without the distinctness, which the lemma does not need) *)
+Definition is_perm (T : table) (p : positive) (d : name) (o : list N) (x : positive) : bool :=
+  match node_at T p with
+  | Node (OPermute d' o') [x'] Dp =>
+      Pos.eqb d d' && list_eqb N.eqb o o' && Pos.eqb x x' &&
+      dims_eqvb Dp (ndims (node_at T x)) && has_name Dp d
+  | _ => false
+  end.
+
+Definition plift_arg (T : table) (d : name) (o : list N) (A X : positive) : bool :=
+  is_perm T A d o X || (Pos.eqb A X && negb (has_name (ndims (node_at T X)) d)).
+
+Definition chk_lift_perm_ew (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node o As D, Node (OPermute d ord) [y] Dr =>
+      match node_at T y with
+      | Node o' Xs Dy =>
+          if is_ew o && op_eqb o o' && dims_eqvb D Dr && dims_eqvb Dy Dr && has_name Dr d &&
+             forallb (fun k => N.ltb k (N.of_nat (length ord))) ord &&
+             forallb2 (plift_arg T d ord) As Xs &&
+             forallb (fun A => incl_dims (ndims (node_at T A)) D) As &&
+             forallb (fun X => incl_names (ndims (node_at T X)) Dy) Xs
+          then Some [] else None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_lift_perm_ew_sound : rule_sound chk_lift_perm_ew.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_lift_perm_ew in H. set (T := gT G) in *.
+  destruct (node_at T l) as [o As D] eqn:El.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct ys as [|y [|]]; try discriminate. rename o0 into ord.
+  destruct (node_at T y) as [o' Xs Dy] eqn:Ey.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B IX]. apply andb_prop in B as [B IA].
+  apply andb_prop in B as [B LA]. apply andb_prop in B as [B OR].
+  apply andb_prop in B as [B HD]. apply andb_prop in B as [B DY].
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [EW OE].
+  apply op_eqb_eq in OE; subst o'. apply has_name_In in HD.
+  rewrite forallb_forall in OR, IA, IX.
+  destruct (dims_eqvb_perm _ _ DE) as [PD ND]. destruct (dims_eqvb_perm _ _ DY) as [PY NY].
+  apply (eqv_by_core c T l r _ _ D _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core]. unfold vat; simpl nth.
+  set (n := length ord) in *. set (L := lsize_of (sz c) Dr d).
+  assert (Id : (i d < L)%nat).
+  { apply lt_lsize; auto. rewrite <- (msk_perm _ _ _ i PD); auto. }
+  pose proof (node_sizes_at _ _ SZ r) as NS. rewrite Er in NS. unfold node_sizes_okb in NS.
+  simpl in NS. apply andb_prop in NS as [_ NS]. apply andb_prop in NS as [N0 NM0].
+  apply Nat.ltb_lt in N0. apply Nat.eqb_eq in NM0. fold n L in N0, NM0.
+  assert (E : L = (n * (L / n))%nat) by (apply Nat.div_exact; lia).
+  set (Bk := (L / n)%nat) in *.
+  assert (Bp : (0 < Bk)%nat) by (destruct Bk; lia).
+  set (q := (i d / Bk)%nat). set (rm := (i d mod Bk)%nat).
+  assert (Q : (q < n)%nat) by (apply Nat.div_lt_upper_bound; lia).
+  assert (Rm : (rm < Bk)%nat) by (apply Nat.mod_upper_bound; lia).
+  set (k := N.to_nat (nth q ord 0%N)).
+  assert (K : (k < n)%nat).
+  { unfold k. assert (I : In (nth q ord 0%N) ord) by (apply nth_In; lia).
+    specialize (OR _ I). apply N.ltb_lt in OR. lia. }
+  set (j := upd i d (k * Bk + rm)%nat).
+  assert (Mj : msk (sz c) Dy j = true).
+  { rewrite (msk_perm _ _ _ j PY). apply msk_iff; [apply (Permutation_NoDup (Permutation_map fst PY)); auto|].
+    intros nn sh E'. unfold j, upd. destruct (Pos.eqb_spec nn d) as [->|Nn].
+    - assert (Lsh : L = lsz (sz c) (sz c d) sh) by (unfold L, lsize_of; rewrite E'; auto).
+      rewrite <- Lsh. nia.
+    - apply (msk_spec _ Dr i nn sh); auto. rewrite <- (msk_perm _ _ _ i PD); auto. }
+  rewrite (den_in c T y _ _ _ rho _ W Ey Mj).
+  rewrite !core_ew by auto. f_equal. rewrite !map_map.
+  destruct (forallb2_nth _ _ _ _ _ 1%positive 1%positive LA) as [Len LK].
+  apply nth_ext with (d := 0) (d' := 0); [rewrite !map_length; auto|].
+  intros p Hp. rewrite map_length in Hp.
+  rewrite (nth_indep _ _ (den c T 1%positive rho i)) by (rewrite map_length; auto).
+  rewrite (nth_indep (map _ Xs) _ (den c T 1%positive rho (restrict Dy j))) by (rewrite map_length; lia).
+  rewrite (map_nth (fun A => den c T A rho i)), (map_nth (fun X => den c T X rho (restrict Dy j))).
+  set (A := nth p As 1%positive). set (X := nth p Xs 1%positive).
+  assert (XY : forall nn, In nn (map fst (ndims (node_at T X))) -> In nn (map fst Dy)).
+  { intros nn I. assert (IXp : In X Xs) by (apply nth_In; lia). specialize (IX X IXp).
+    unfold incl_names in IX. rewrite forallb_forall in IX.
+    apply in_map_iff in I as [dd [<- I]]. apply has_name_In, IX; auto. }
+  specialize (LK p Hp). fold A X in LK. unfold plift_arg in LK.
+  apply orb_prop in LK as [PA|[EAX NX]%andb_prop].
+  - unfold is_perm in PA. destruct (node_at T A) as [oa xa DA] eqn:EA. destruct oa; try discriminate.
+    destruct xa as [|x' [|]]; try discriminate.
+    apply andb_prop in PA as [PA HDA]. apply andb_prop in PA as [PA DAX].
+    apply andb_prop in PA as [PA XX]. apply andb_prop in PA as [D1 O1].
+    apply Pos.eqb_eq in D1, XX. subst d0 x'.
+    apply (list_eqb_eq _ _ (fun a b => proj1 (N.eqb_eq a b))) in O1. subst o0.
+    apply has_name_In in HDA. destruct (dims_eqvb_perm _ _ DAX) as [PAX NAX].
+    assert (IAp : incl_dims DA D = true) by (specialize (IA A (nth_In _ _ Hp)); rewrite EA in IA; auto).
+    assert (MA : msk (sz c) DA i = true) by (apply (incl_dims_msk _ _ D); auto).
+    rewrite (den_in c T A _ _ _ rho i W EA MA). cbn [core]. unfold vat; simpl nth.
+    assert (LAd : lsize_of (sz c) DA d = L).
+    { unfold L. rewrite <- (lsize_of_perm _ _ _ _ PD ND). apply lsize_of_incl; auto.
+      apply has_name_In; auto. }
+    rewrite LAd. fold n Bk. rewrite (restrict_in DA i d HDA). fold q rm k.
+    apply den_agree; auto. intros nn In_.
+    assert (InY : In nn (map fst Dy)) by auto.
+    assert (InA : In nn (map fst DA))
+      by (apply (Permutation_in _ (Permutation_map fst (Permutation_sym PAX))); auto).
+    rewrite (restrict_in Dy j nn InY). unfold j, upd.
+    destruct (Pos.eqb_spec nn d); auto. apply restrict_in; auto.
+  - apply Pos.eqb_eq in EAX. fold A in EAX. rewrite EAX. apply Bool.negb_true_iff in NX.
+    apply den_agree; auto. intros nn In_.
+    rewrite (restrict_in Dy j nn (XY nn In_)). unfold j, upd.
+    destruct (Pos.eqb_spec nn d) as [->|]; auto.
+    exfalso. apply has_name_In in In_. congruence.
+Qed.

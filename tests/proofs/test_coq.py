@@ -37,7 +37,7 @@ RULES_WITHOUT_LEMMA = frozenset({
     "allreduce-rank-const", "einsum-components",
     "einsum-max-factor-out", "einsum-nested", "einsum-perm-contract", "einsum-recip-factor-out",
     "einsum-unit-dim", "exp-max-shift", "exp-max-shift-block", "gelu-def",
-    "lift-perm-chunk", "lift-perm-concat", "lift-perm-einsum", "lift-perm-elementwise",
+    "lift-perm-chunk", "lift-perm-concat", "lift-perm-einsum",
     "lift-perm-onehot", "lift-perm-reduce-max", "lift-perm-rename", "lift-perm-topk",
     "lift-perm-topk-elig", "lift-shard-onehot", "lift-shard-permute",
     "lift-shard-shift", "lift-shard-topk", "lift-shard-topk-elig", "onehot-shard-out",
@@ -55,7 +55,7 @@ def test_every_rule_has_a_coq_lemma_or_is_a_listed_gap() -> None:
     assert missing == RULES_WITHOUT_LEMMA, (
         f"rules without a Coq lemma not listed: {sorted(missing - RULES_WITHOUT_LEMMA)}; "
         f"listed but now with a lemma: {sorted(RULES_WITHOUT_LEMMA - missing)}")
-    assert len(codes) == 52 and len(set(codes.values())) == len(codes)
+    assert len(codes) == 53 and len(set(codes.values())) == len(codes)
 
 
 # -- the exporter's constant reader agrees with the checker's -----------------------------------
@@ -284,8 +284,8 @@ def _moves() -> dict:
     through CHUNK, RENAME (another dim and the block's own), CONCAT, REDUCE_MAX and another
     SHARD; the all-reduce of partial contractions; einsum-mul-canon, einsum-factor-out,
     pow-const, the collectives by their definitions, two all-reduces swapped, perm-identity,
-    perm-compose, a contraction over blocks of an axis of size 1, a constant out of a
-    concatenation and the positive integer power merge of mul-canon."""
+    perm-compose, PERMUTE out of a sum, a contraction over blocks of an axis of size 1, a
+    constant out of a concatenation and the positive integer power merge of mul-canon."""
     def d(*specs: tuple) -> list:
         return [[n, list(sh)] for n, sh in specs]
     BH, H = d(("B", ()), ("H", ())), d(("H", ()))
@@ -372,6 +372,9 @@ def _moves() -> dict:
         ["MUL", [75, 4], [], d(("B", ()), ("H", ("#1/2",)))],              # 77
         ["CONCAT", [76, 77], ["H"], BH],                                   # 78
         ["MUL", [74, 78], [], BH],                                         # 79
+        ["PERMUTE", [1], ["B", [1, 0]], BH],                               # 80
+        ["ADD", [65, 80], [], BH],                                         # 81
+        ["PERMUTE", [34], ["B", [1, 0]], BH],                              # 82
     ]
     rows = [("chunk", "lift-shard-chunk", 3, 5), ("rename", "lift-shard-rename", 6, 8),
             ("renameblock", "lift-shard-rename", 9, 11), ("concat", "lift-shard-concat", 14, 16),
@@ -385,7 +388,8 @@ def _moves() -> dict:
             ("mulfactor", "allreduce-mul-factor", 58, 60), ("mulpow", "mul-canon", 61, 62),
             ("arswap", "allreduce-swap", 63, 64), ("permcompose", "perm-compose", 66, 67),
             ("liftmax", "lift-shard-reduce-max", 68, 70),
-            ("unitaxis", "einsum-unit-axis", 73, 23), ("concatcontent", "concat-content", 15, 79)]
+            ("unitaxis", "einsum-unit-axis", 73, 23), ("concatcontent", "concat-content", 15, 79),
+            ("liftperm", "lift-perm-elementwise", 81, 82)]
     steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs,
               "subst": {"a": "sp"} if rule == "einsum-unit-axis" else {}}
              for _n, rule, lhs, rhs in rows]
@@ -402,8 +406,8 @@ MOVES_OBLIGATIONS = [o["name"] for o in _moves()["obligations"]]
 
 def test_moves_certificate_exports_without_opaque_steps() -> None:
     ex = export_certificate(_moves())
-    assert ex.obligations == MOVES_OBLIGATIONS and len(MOVES_OBLIGATIONS) == 25
-    assert ex.opaque == {} and ex.rule_steps == 25 and ex.nodes == 80
+    assert ex.obligations == MOVES_OBLIGATIONS and len(MOVES_OBLIGATIONS) == 26
+    assert ex.opaque == {} and ex.rule_steps == 26 and ex.nodes == 83
     assert "sp = 1" in ex.source
 
 
@@ -575,6 +579,7 @@ MOVES_MUTANTS = {
     "liftmax": lambda c: _set(c, 69, 1, [1]),                       # the max of y for x's
     "unitaxis": lambda c: c["binding"].__setitem__("sp", 2),       # |sp| = 2: half the sum
     "concatcontent": lambda c: _set(c, 75, 2, [{"q": "1/3"}]),      # 2 * 1/3 != 1
+    "liftperm": lambda c: _set(c, 80, 2, ["B", [0, 1]]),            # y not permuted like x
 }
 
 
