@@ -20,7 +20,7 @@ Inductive rtag :=
 | TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
-| TLiftPermEw.
+| TLiftPermEw | TAddScaledSum.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -73,6 +73,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TEinsumUnitAxis => chk_einsum_unit_axis
   | TConcatContent => chk_concat_content
   | TLiftPermEw => chk_lift_perm_ew
+  | TAddScaledSum => chk_add_scaled_sum
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -133,6 +134,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 50%N => Some TEinsumUnitAxis (* einsum-unit-axis *)
   | 51%N => Some TConcatContent (* concat-content *)
   | 52%N => Some TLiftPermEw (* lift-perm-elementwise *)
+  | 53%N => Some TAddScaledSum (* add-scaled-sum *)
   | _ => None
   end.
 
@@ -188,4 +190,5 @@ Proof.
   - apply chk_einsum_unit_axis_sound.
   - apply chk_concat_content_sound.
   - apply chk_lift_perm_ew_sound.
+  - apply chk_add_scaled_sum_sound.
 Qed.
