@@ -4,8 +4,10 @@ Without coqc: the rule-lemma table against the checker's rule table (a rule with
 must be listed in ``RULES_WITHOUT_LEMMA``, and a rule that gains one must leave the list), the
 exporter's constant reader against the checker's (``proofs/exact_numbers.py``), and
 ``check-certificate --coq`` without coqc (exit 3, how to install it). With coqc (``slow``: the
-library build alone is ~35 s; they skip without coqc, saying so): the library compiles, a small certificate is Coq-checked end
-to end, and certificates edited to use a rule outside its guard are rejected *by Coq*.
+library build alone is ~50 s of CPU; they skip without coqc, saying so): the library compiles,
+two hand-made certificates (``_small``, ``_moves``: one instance of most rules with a Coq
+checker) are Coq-checked end to end, and certificates edited to use a rule outside
+its guard are rejected *by Coq*.
 """
 
 from __future__ import annotations
