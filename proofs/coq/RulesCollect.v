@@ -1,7 +1,8 @@
 (** * RulesCollect: collectives by their definitions (docs/rules.md, "collectives").
 
     allreduce-add, allreduce-rename, allreduce-chunk (a sum or max over ranks is positionwise),
-    reduce-scatter-def, broadcast-invariant, allgather-shard, allreduce-shard-comm.
+    reduce-scatter-def, broadcast-invariant, allgather-shard, allreduce-shard-comm,
+    all-to-all-def, perm-identity, allreduce-mul-factor.
     Checked as written in each checker; where the rule's guard asks that a value does not vary
     over an axis, the checked "varies over" analysis ([RulesAxis.invariant]) is tested when the
     lemma needs it, and the comment says when it does not. *)

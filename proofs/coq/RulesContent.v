@@ -6,7 +6,10 @@
     and the product have the same dims.
 
     concat-content: [CONCAT(xs, d) = MUL(CONST(c), CONCAT(MUL(CONST(c'), x) for x in xs, d))],
-    the same checks (a concatenation is linear; the scaled parts have the parts' sizes). *)
+    the same checks (a concatenation is linear; the scaled parts have the parts' sizes).
+
+    add-scaled-sum: a term [MUL(CONST(c), ADD(ys))] of a sum replaced by [MUL(CONST(c), y)] for
+    each [y] of [ys], in place. *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.

@@ -7,7 +7,8 @@
     (both orders of [n] blocks, [o2]'s entries below [n]);
     lift-shard-reduce-max: [REDUCE_MAX(SHARD(x, d, a), ds) = SHARD(REDUCE_MAX(x, ds), d, a)],
     [d] not in [ds] (the rule's guard also asks that [x] does not vary over [a]; the lemma does
-    not need it). *)
+    not need it);
+    lift-perm-elementwise: [op(..PERMUTE(x_i, d, o)..y_j..) = PERMUTE(op(..x_i..y_j..), d, o)]. *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
