@@ -31,7 +31,9 @@ __all__ = ["CoqMissing", "CoqFailed", "CoqReport", "coq_check", "build_library",
 # Compilation order of the library (each file imports only earlier ones).
 LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Shard",
            "RulesBasic", "RulesLift", "RulesAxis", "RulesEinsum", "RulesPow", "RulesContent",
-           "RulesScalarOut", "RulesLiftEinsum", "Positive", "Canon", "RulesCanon", "Rules",
+           "RulesScalarOut", "RulesLiftEinsum", "Positive", "Canon", "RulesCanon",
+           "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
+           "RulesFactorOut", "RulesCollect", "RulesReorder", "Rules",
            "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "
                 "(Debian/Ubuntu, Coq 8.16) to Coq-check certificates")

@@ -2,11 +2,17 @@
 
 Some rules have a Coq checker for the instances that need no side condition Coq cannot see:
 ``mul-canon`` is checked in Coq (``proofs/coq/RulesCanon.v``) when, once nested products are
-flattened on both sides, the non-constant factors are the same multiset and only the constants
-differ (their products compared exactly in Coq). Instances that merge powers (``x * x = x^2``,
-``x^-1 * x = 1``: the latter needs ``x != 0``, the rule's sign guard: the factors differ and a
-power or a repeated factor is among them) are exported as hypotheses instead, with the reason
-returned here; any other step goes to Coq, which rejects it if its factors differ.
+flattened on both sides and positive integer powers ``POW(b, k)`` (``k <= 64``) read as ``k``
+copies of ``b``, the non-constant factors are the same multiset and only the constants differ
+(their products compared exactly in Coq): ``x * x = x^2`` is checked. Instances that merge other
+powers (``x^-1 * x = 1`` needs ``x != 0``, the rule's sign guard) are exported as hypotheses
+instead, with the reason returned here; any other step goes to Coq, which rejects it if its
+factors differ.
+``einsum-mul-canon`` likewise (``RulesEinsumMul.v``): checked when the operands of both sides
+are the same multiset once the ``MUL`` operands are flattened; steps that merge powers are kept
+back.
+``pow-const`` is checked for integer exponents (``RulesPow.v``: ``c^e`` folded exactly); a
+non-integer exponent, or a constant the exporter reads as an input, keeps the step back.
 ``add-canon`` likewise (``RulesCanon.v``: sums compared as linear combinations of monomials),
 except the steps where a monomial's coefficients cancel on a side (``x^-1 - x^-1 = 0`` needs
 ``x != 0``: the rule's sign guard, which Coq's total semantics cannot express) or a coefficient
@@ -23,7 +29,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from proofs.coq_constants import parse_const
+from proofs.coq_constants import parse_const, parse_rational
 
 __all__ = ["outside_coq_subset"]
 
@@ -78,9 +84,29 @@ def _mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None
                                              and not rows[x][3] and x not in unread))
     left, right = factors(fl), factors(fr)
     merges = any(rows[x][0] == "POW" or n > 1 for side in (left, right) for x, n in side.items())
-    if left != right and merges:
+    if left != right and merges and _pexp(rows, left) != _pexp(rows, right):
         return "rule mul-canon merges powers (sign guard; not in Coq's checker)"
-    return None          # same factors, or different ones without powers: Coq decides
+    return None          # same factors up to positive integer powers, or no powers: Coq decides
+
+
+POW_EXPAND_MAX = 64   # RulesCanon.pexp: POW(b, k) is k copies of b for 1 <= k <= 64
+
+
+def _pexp(rows: list, factors: Counter) -> Counter:
+    """RulesCanon.pexp on a multiset of factors: a positive integer power of a base whose dims
+    are among the power's counts as that many copies of the base."""
+    out: Counter = Counter()
+    for x, n in factors.items():
+        row = rows[x]
+        if row[0] == "POW" and len(row[1]) == 1:
+            e = parse_rational(row[2][0])
+            b = row[1][0]
+            if e is not None and e.denominator == 1 and 1 <= e <= POW_EXPAND_MAX and \
+                    _incl(_dims(rows, b), _dims(rows, x)):
+                out[b] += n * int(e)
+                continue
+        out[x] += n
+    return out
 
 
 def _add_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
@@ -125,7 +151,42 @@ def _add_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None
     return None
 
 
-_SUBSETS = {"mul-canon": _mul_canon, "add-canon": _add_canon}
+def _einsum_mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+    l, r = step.get("lhs"), step.get("rhs")
+    if not _ids_ok(rows, l, r):
+        return None
+    if rows[l][0] != "EINSUM" or rows[r][0] != "EINSUM":
+        return None
+    union: dict[str, tuple] = {}                # RulesEinsumMul.udims: each name's first spec
+    for x in rows[l][1]:
+        for n, sh in rows[x][3]:
+            union.setdefault(n, tuple(sh))
+    fl = _flat(rows, rows[l][1], union, CANON_FUEL)
+    if fl is None:
+        return "rule einsum-mul-canon: a nested product has dims outside the operands' union"
+    left, right = Counter(fl), Counter(rows[r][1])
+    merges = any(rows[x][0] == "POW" or n > 1 for side in (left, right) for x, n in side.items())
+    if left != right and merges:
+        return "rule einsum-mul-canon merges powers (sign guard; not in Coq's checker)"
+    return None          # the same factors, or different ones without powers: Coq decides
+
+
+def _pow_const(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+    l, r = step.get("lhs"), step.get("rhs")
+    if not _ids_ok(rows, l, r):
+        return None
+    if rows[l][0] != "POW" or len(rows[l][1]) != 1:
+        return None
+    e = parse_rational(rows[l][2][0])
+    if e is not None and e.denominator != 1:
+        return "rule pow-const with a non-integer exponent (not in Coq's checker)"
+    if rows[l][1][0] in unread or r in unread:
+        return "rule pow-const: a constant the exporter cannot read"
+    return None
+
+
+_SUBSETS = {"mul-canon": _mul_canon, "add-canon": _add_canon,
+            "einsum-mul-canon": _einsum_mul_canon, "pow-const": _pow_const}
 
 
 def outside_coq_subset(rule: str, rows: list, step: dict[str, Any], unread: set[int]) -> str | None:

@@ -6,7 +6,8 @@
 
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
-  RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon.
+  RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
+  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder.
 Import ListNotations.
 
 Inductive rtag :=
@@ -14,7 +15,12 @@ Inductive rtag :=
 | TAxisSize | TRankConstUniform | TDimsSort | TLiftShardEw | TUnitAxis | TAllReduceMaxInv
 | TAllReduceSumInv | TAllReducePart | TEinsumCanon | TPowMul | TEinsumIdentity
 | TEinsumPointwise | TAddContent | TEinsumScalarOut | TLiftShardEinsum | TMulCanon
-| TAddCanon | TReindexScalarOut.
+| TAddCanon | TReindexScalarOut | TLiftShardChunk | TLiftShardRename | TEinsumMulCanon
+| TAllReduceSplit | TEinsumFactorOut | TLiftShardConcat | TPowConst | TShardSwap
+| TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
+| TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
+| TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
+| TLiftPermEw | TAddScaledSum.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -44,6 +50,30 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TMulCanon => chk_mul_canon
   | TAddCanon => chk_add_canon
   | TReindexScalarOut => chk_reindex_scalar_out
+  | TLiftShardChunk => chk_lift_chunk
+  | TLiftShardRename => chk_lift_rename
+  | TEinsumMulCanon => chk_einsum_mul_canon
+  | TAllReduceSplit => chk_allreduce_einsum_split
+  | TEinsumFactorOut => chk_einsum_factor_out
+  | TLiftShardConcat => chk_lift_concat
+  | TPowConst => chk_pow_const
+  | TShardSwap => chk_shard_swap
+  | TAllReduceAdd => chk_allreduce_add
+  | TAllReduceReindex => chk_allreduce_reindex
+  | TReduceScatterDef => chk_reduce_scatter_def
+  | TBroadcastInv => chk_broadcast_invariant
+  | TAllGatherShard => chk_allgather_shard
+  | TAllReduceShardComm => chk_allreduce_shard_comm
+  | TAllToAllDef => chk_all_to_all_def
+  | TPermIdentity => chk_perm_identity
+  | TAllReduceMulFactor => chk_allreduce_mul_factor
+  | TAllReduceSwap => chk_allreduce_swap
+  | TPermCompose => chk_perm_compose
+  | TLiftShardReduceMax => chk_lift_reduce_max
+  | TEinsumUnitAxis => chk_einsum_unit_axis
+  | TConcatContent => chk_concat_content
+  | TLiftPermEw => chk_lift_perm_ew
+  | TAddScaledSum => chk_add_scaled_sum
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -80,6 +110,31 @@ Definition rtag_of (n : N) : option rtag :=
   | 26%N => Some TAddCanon (* add-canon *)
   | 27%N => Some TReindexScalarOut (* rename-scalar-out *)
   | 28%N => Some TReindexScalarOut (* chunk-scalar-out *)
+  | 29%N => Some TLiftShardChunk (* lift-shard-chunk *)
+  | 30%N => Some TLiftShardRename (* lift-shard-rename *)
+  | 31%N => Some TEinsumMulCanon (* einsum-mul-canon *)
+  | 32%N => Some TAllReduceSplit (* allreduce-einsum-split *)
+  | 33%N => Some TEinsumFactorOut (* einsum-factor-out *)
+  | 34%N => Some TLiftShardConcat (* lift-shard-concat *)
+  | 35%N => Some TPowConst (* pow-const *)
+  | 36%N => Some TShardSwap (* shard-swap *)
+  | 37%N => Some TAllReduceAdd (* allreduce-add *)
+  | 38%N => Some TAllReduceReindex (* allreduce-rename *)
+  | 39%N => Some TAllReduceReindex (* allreduce-chunk *)
+  | 40%N => Some TReduceScatterDef (* reduce-scatter-def *)
+  | 41%N => Some TBroadcastInv (* broadcast-invariant *)
+  | 42%N => Some TAllGatherShard (* allgather-shard *)
+  | 43%N => Some TAllReduceShardComm (* allreduce-shard-comm *)
+  | 44%N => Some TAllToAllDef (* all-to-all-def *)
+  | 45%N => Some TPermIdentity (* perm-identity *)
+  | 46%N => Some TAllReduceMulFactor (* allreduce-mul-factor *)
+  | 47%N => Some TAllReduceSwap (* allreduce-swap *)
+  | 48%N => Some TPermCompose (* perm-compose *)
+  | 49%N => Some TLiftShardReduceMax (* lift-shard-reduce-max *)
+  | 50%N => Some TEinsumUnitAxis (* einsum-unit-axis *)
+  | 51%N => Some TConcatContent (* concat-content *)
+  | 52%N => Some TLiftPermEw (* lift-perm-elementwise *)
+  | 53%N => Some TAddScaledSum (* add-scaled-sum *)
   | _ => None
   end.
 
@@ -112,4 +167,28 @@ Proof.
   - apply chk_mul_canon_sound.
   - apply chk_add_canon_sound.
   - apply chk_reindex_scalar_out_sound.
+  - apply chk_lift_chunk_sound.
+  - apply chk_lift_rename_sound.
+  - apply chk_einsum_mul_canon_sound.
+  - apply chk_allreduce_einsum_split_sound.
+  - apply chk_einsum_factor_out_sound.
+  - apply chk_lift_concat_sound.
+  - apply chk_pow_const_sound.
+  - apply chk_shard_swap_sound.
+  - apply chk_allreduce_add_sound.
+  - apply chk_allreduce_reindex_sound.
+  - apply chk_reduce_scatter_def_sound.
+  - apply chk_broadcast_invariant_sound.
+  - apply chk_allgather_shard_sound.
+  - apply chk_allreduce_shard_comm_sound.
+  - apply chk_all_to_all_def_sound.
+  - apply chk_perm_identity_sound.
+  - apply chk_allreduce_mul_factor_sound.
+  - apply chk_allreduce_swap_sound.
+  - apply chk_perm_compose_sound.
+  - apply chk_lift_reduce_max_sound.
+  - apply chk_einsum_unit_axis_sound.
+  - apply chk_concat_content_sound.
+  - apply chk_lift_perm_ew_sound.
+  - apply chk_add_scaled_sum_sound.
 Qed.

@@ -5,10 +5,11 @@
     factors other than scalar constants are the same multiset and the products of the
     constants are equal (exact normal forms, [Num.num_eqb]); [y] is a [MUL] or its single
     factor or a constant (the rule's "one factor: ys[0]; none: CONST(1)"). The two nodes have
-    the same dims (as a set). Powers merged by the rule ([x * x = x^2], [x^-1 * x = 1]) are
-    not in this checker: the exporter sends those steps to Coq as hypotheses
-    (proofs/coq_export.py, docs/coq.md), so no step that needs the rule's sign guard
-    reaches this lemma. *)
+    the same dims (as a set). Powers with a positive integer exponent [k <= 64] are read as
+    [k] copies of their base ([pexp]: [x * x = x^2], [x^2 * x = x^3] hold for every real [x]).
+    Other merges ([x^-1 * x = 1], [x^(-1/2) * x^(-1/2) = x^-1]) are not in this checker: they
+    need the rule's sign guard, and the exporter sends those steps to Coq as hypotheses
+    (proofs/coq_subsets.py, docs/coq.md), so no step that needs it reaches this lemma. *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
@@ -30,6 +31,20 @@ Definition cprod (T : table) (l : list positive) : num :=
 
 Definition canon_fuel : nat := 64.
 
+(** A factor as a list of factors: [POW(b, k)] ([k] a positive integer, at most 64, [b]'s dims
+    among the power's) is [k] copies of [b]; any other node is itself. *)
+Definition pexp (T : table) (x : positive) : list positive :=
+  match node_at T x with
+  | Node (OPow e) [b] Dx =>
+      if qint e && incl_dims (ndims (node_at T b)) Dx then
+        match Qnum (Qred e) with
+        | Zpos p => if Pos.leb p 64 then repeat b (Pos.to_nat p) else [x]
+        | _ => [x]
+        end
+      else [x]
+  | _ => [x]
+  end.
+
 Definition chk_mul_canon (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
   let T := gT G in
   let Dr := ndims (node_at T r) in
@@ -39,8 +54,8 @@ Definition chk_mul_canon (G : gctx) (l r : positive) (_ : hint) : option (list c
       | Some fl, Some fr =>
           if negb (Nat.eqb (length xs) 0) && dims_eqvb D Dr && kids_in T xs D &&
              kids_in T [r] Dr &&
-             perm_posb (filter (fun x => negb (is_cst T x)) fl)
-                       (filter (fun x => negb (is_cst T x)) fr) &&
+             perm_posb (flat_map (pexp T) (filter (fun x => negb (is_cst T x)) fl))
+                       (flat_map (pexp T) (filter (fun x => negb (is_cst T x)) fr)) &&
              num_eqb (cprod T fl) (cprod T fr)
           then Some [] else None
       | _, _ => None
@@ -72,6 +87,44 @@ Lemma prod_split : forall l rho i,
   prodl (map (fun y => den c T y rho i) l) =
   num_val (cprod T l) * prodl (map (fun y => den c T y rho i) (filter (fun x => negb (is_cst T x)) l)).
 Proof. intros. rewrite (prodl_filter _ (is_cst T)), cprod_val. reflexivity. Qed.
+
+Lemma prodl_repeat : forall (f : positive -> R) b n, prodl (map f (repeat b n)) = f b ^ n.
+Proof. intros f b n. induction n as [|n IH]; simpl; auto. rewrite IH; auto. Qed.
+
+Lemma pexp_val : forall x rho i, msk (sz c) (ndims (node_at T x)) i = true ->
+  den c T x rho i = prodl (map (fun y => den c T y rho i) (pexp T x)).
+Proof.
+  intros x rho i M. unfold pexp.
+  destruct (node_at T x) as [o bs Dx] eqn:Ex.
+  assert (Self : den c T x rho i = prodl (map (fun y => den c T y rho i) [x]))
+    by (simpl; ring).
+  destruct o; auto. destruct bs as [|b [|]]; auto.
+  destruct (qint e && incl_dims (ndims (node_at T b)) Dx) eqn:B; auto.
+  apply andb_prop in B as [Q I].
+  destruct (Qnum (Qred e)) as [|p|p] eqn:Ep; auto.
+  destruct (Pos.leb p 64); auto.
+  rewrite prodl_repeat. simpl in M.
+  rewrite (den_in c T x _ _ _ rho i W Ex M). cbn [core map]. unfold vat; simpl nth.
+  unfold rpow. rewrite Q, Ep. simpl powerRZ. f_equal.
+  apply den_agree; auto. intros n In_. apply restrict_in.
+  apply in_map_iff in In_ as [d [<- Id]]. apply in_map. eapply incl_dims_In; eauto.
+Qed.
+
+Lemma kids_in_filter : forall p l D, kids_in T l D = true -> kids_in T (filter p l) D = true.
+Proof.
+  intros p l D K. unfold kids_in in *. rewrite forallb_forall in *. intros x Ix.
+  apply filter_In in Ix as [Ix _]. auto.
+Qed.
+
+Lemma prod_pexp : forall l D rho i, kids_in T l D = true -> msk (sz c) D i = true ->
+  prodl (map (fun y => den c T y rho i) l) =
+  prodl (map (fun y => den c T y rho i) (flat_map (pexp T) l)).
+Proof.
+  induction l as [|x l IH]; intros D rho i K M; simpl; auto.
+  unfold kids_in in K; simpl in K. apply andb_prop in K as [Kx Kl].
+  rewrite map_app, prodl_app'. rewrite (IH D rho i Kl M). f_equal.
+  rewrite (pexp_val x rho i) at 1; [simpl; ring|]. apply (incl_dims_msk _ _ D); auto.
+Qed.
 End Prod.
 
 Lemma chk_mul_canon_sound : rule_sound chk_mul_canon.
@@ -85,8 +138,8 @@ Proof.
   repeat match type of B with _ && _ = true => apply andb_prop in B as [B ?] end.
   rename H0 into CE, H1 into PN, H2 into KR, H3 into KL, H4 into DE.
   apply perm_posb_ok in PN. apply num_eqb_val in CE.
-  destruct (flat_sound c T W OMul (or_intror eq_refl) canon_fuel D xs fl Fl KL) as [VL _].
-  destruct (flat_sound c T W OMul (or_intror eq_refl) canon_fuel Dr [r] fr Fr KR) as [VR _].
+  destruct (flat_sound c T W OMul (or_intror eq_refl) canon_fuel D xs fl Fl KL) as [VL KFL].
+  destruct (flat_sound c T W OMul (or_intror eq_refl) canon_fuel Dr [r] fr Fr KR) as [VR KFR].
   destruct (dims_eqvb_perm _ _ DE) as [P _].
   intros rho R x. rewrite (den_node c T l _ _ _ W El).
   destruct (msk (sz c) D x) eqn:Mx.
@@ -100,6 +153,10 @@ Proof.
   cbn [comb map prodl fold_right] in E2. cbn [comb] in E1.
   rewrite E1, Rmult_1_r in *. rewrite E2.
   rewrite (prod_split c T W fl), (prod_split c T W fr), CE. f_equal.
+  rewrite (prod_pexp c T W (filter (fun x => negb (is_cst T x)) fl) D rho (restrict D x))
+    by (auto; apply kids_in_filter; auto).
+  rewrite (prod_pexp c T W (filter (fun x => negb (is_cst T x)) fr) Dr rho (restrict D x))
+    by (auto; apply kids_in_filter; auto).
   apply prodl_Permutation, Permutation_map; auto.
 Qed.
 

@@ -2,11 +2,17 @@
 
     pow-mul: [POW(MUL(xs), n) = MUL(POW(x, n) for x in xs)] for an integer [n]
     ([Pow.rpow_mul_int]: [(x y)^n = x^n y^n] for every real [x], [y], zero included, with
-    Coq's [/0 = 0] on both sides). Every [POW(x_k, n)] has [x_k]'s dims, among the product's. *)
+    Coq's [/0 = 0] on both sides). Every [POW(x_k, n)] has [x_k]'s dims, among the product's.
+
+    pow-const: [POW(CONST(c), e) = CONST(c^e)] for an integer [e], folded exactly ([Num]:
+    [c^|e|] by repeated products, inverted when [e < 0]); the rule's guard ([c <> 0] unless
+    [e > 0]) is tested as [num_inv] succeeding on [c] ([e = 0]) or on [c^|e|] ([e < 0]).
+    Constants with a non-integer exponent are not in this checker (their steps are exported as
+    hypotheses, [proofs/coq_subsets.py]). *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
-From Shardproof Require Import Base Num Pow Term Props RuleLib Rel RulesLift.
+From Shardproof Require Import Base Num Pow Term Props RuleLib Rel RulesLift RulesBasic.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -74,4 +80,57 @@ Proof.
   rewrite My. simpl. unfold vat; simpl. f_equal.
   destruct (dims_eqvb_perm _ _ DY) as [PY _]. rewrite (restrict_perm _ _ _ PY).
   apply den_restrict; auto.
+Qed.
+
+(** ** pow-const *)
+Definition const_pow (v : num) (z : Z) : option num :=
+  match z with
+  | Z0 => match num_inv v with Some _ => Some (num_of_Q 1) | None => None end
+  | Zpos p => Some (num_pow_nat v (Pos.to_nat p))
+  | Zneg p => num_inv (num_pow_nat v (Pos.to_nat p))
+  end.
+
+Lemma const_pow_val : forall v z w, const_pow v z = Some w -> num_val w = powerRZ (num_val v) z.
+Proof.
+  intros v [|p|p] w H; simpl in H.
+  - destruct (num_inv v); try discriminate. injection H as <-. simpl.
+    unfold Q2R; simpl; field.
+  - injection H as <-. simpl. apply num_val_pow_nat.
+  - apply num_inv_val in H as [_ H]. rewrite H, num_val_pow_nat. reflexivity.
+Qed.
+
+Definition chk_pow_const (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OPow e) [k] [], Node (OConst w) [] [] =>
+      match node_at T k with
+      | Node (OConst v) [] [] =>
+          if qint e then
+            match const_pow v (Qnum (Qred e)) with
+            | Some w' => if num_eqb w w' then Some [] else None
+            | None => None
+            end
+          else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_pow_const_sound : rule_sound chk_pow_const.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W _].
+  unfold chk_pow_const in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol ks Dl] eqn:El. destruct ol; try discriminate.
+  destruct ks as [|k [|]]; try discriminate. destruct Dl; try discriminate.
+  destruct (node_at T r) as [or zs Dr] eqn:Er. destruct or; try discriminate.
+  destruct zs; try discriminate. destruct Dr; try discriminate.
+  destruct (node_at T k) as [ok ys Dk] eqn:Ek. destruct ok; try discriminate.
+  destruct ys; try discriminate. destruct Dk; try discriminate.
+  rename c0 into w, c1 into v.
+  destruct (qint e) eqn:Q; try discriminate.
+  destruct (const_pow v (Qnum (Qred e))) as [w'|] eqn:CP; try discriminate.
+  destruct (num_eqb w w') eqn:E; try discriminate.
+  intros rho R i. rewrite (den_node c T l _ _ _ W El), (den_node c T r _ _ _ W Er). simpl.
+  unfold vat; simpl. rewrite (den_const c T W k v Ek).
+  rewrite (num_eqb_val _ _ E), (const_pow_val _ _ _ CP). unfold rpow. rewrite Q. auto.
 Qed.
