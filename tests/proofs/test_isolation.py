@@ -201,6 +201,11 @@ def test_prove_exits_with_the_checkers_code_when_they_disagree(tmp_path, capsys,
            "--retrace: goal" in out
     assert "prove: error: the independent checker disagrees: prove says EQUIVALENT" in err
     marker.unlink()
+    code, out, err = _run(capsys, [p, "--json"])     # a script reading "verdict" alone
+    v = json.loads(out)
+    assert code == 4 and v["verdict"] == "UNKNOWN" and v["prover_verdict"] == "EQUIVALENT"
+    assert v["check"]["agrees"] is False and v["check"]["exit"] == 4, v["check"]
+    marker.unlink()
     code, out, err = _run(capsys, [p, "--no-check"])
     assert code == 0 and "check:" not in out
 
