@@ -101,6 +101,8 @@ def _prove(argv: list[str] | None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="wall-clock budget in seconds (default 600); goals left open are UNKNOWN")
     p.add_argument("--json", action="store_true", help="print a machine-readable verdict on stdout")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print the prover's internal reason for each open goal")
     p.add_argument("--executor", default="local", choices=["local", "ray"],
                    help="where goals run: 'local' (a process pool of --jobs workers, "
                         "default) or 'ray' (optional extra: pip install 'shardproof[ray]'; "
@@ -251,7 +253,7 @@ def _prove(argv: list[str] | None) -> int:
             print(json.dumps(out, indent=2, sort_keys=True))
             _summary(report, sys.stderr)
         else:
-            _human(report, a.certificate if write_error is None else None)
+            _human(report, a.certificate if write_error is None else None, a.verbose)
             if check is not None:  # after the timing table (examples' golden outputs end there)
                 print(_check_line(report.verdict, check, agrees))
             if a.precision_lint:
@@ -342,15 +344,25 @@ def _internal(e: BaseException) -> int:
     return 2
 
 
-def _human(report: Any, certificate: str | None) -> None:
+def _open_line(what: str, ex: Any, internal: str, verbose: bool) -> None:
+    print(f"  open: {what}: {ex.text} [{ex.link}]")
+    print(f"        next: {ex.next}")
+    if verbose:
+        print(f"        prover: {internal}")
+
+
+def _human(report: Any, certificate: str | None, verbose: bool = False) -> None:
     print(f"{report.verdict}: {report.path}")
     if report.counterexample is not None:
         print(report.counterexample.render())
+    from proofs.unknown import explain, explain_unsupported
+
     shown = report.open_goals if report.counterexample is None else []
-    for g in shown[:20]:
-        print(f"  open: {g.name}: {g.reason}")
+    for g in shown[:20]:   # in the user's terms (docs/unknown.md); the prover's with --verbose
+        site = f" ({g.site})" if g.site and not g.site.startswith("<") else ""
+        _open_line(f"{g.name}{site}", explain(g.reason), g.reason, verbose)
     for name, why in report.unsupported[:20]:
-        print(f"  open: {name}: not lowered: {why}")
+        _open_line(name, explain_unsupported(name, why), f"not lowered: {why}", verbose)
     if len(shown) > 20:
         print(f"  ... and {len(shown) - 20} more open goals")
     if report.assumptions:

@@ -34,6 +34,7 @@ from proofs.phases.shapes import reduce_shapes
 from proofs.phases.smt import smt_fallback
 from proofs.phases.verdict import VERDICTS, decide
 from proofs.smt_fallback import ASSUMPTION as SHAPE_REDUCTION, Z3Fallback
+from proofs.unknown import Explanation, explain, explain_unsupported
 from spec_lang.term import Binding
 
 __all__ = ["prove", "Report", "GoalResult", "VERDICTS"]
@@ -98,13 +99,20 @@ class Report:
         return {
             "verdict": self.verdict, "plan": self.path, "counts": self.counts,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-            "open": [{"goal": g.name, "reason": g.reason} for g in self.open_goals]
-            + [{"goal": n, "reason": f"not lowered: {why}"} for n, why in self.unsupported],
+            "open": [{"goal": g.name, "reason": g.reason, **_why(explain(g.reason))}
+                     for g in self.open_goals]
+            + [{"goal": n, "reason": f"not lowered: {why}", **_why(explain_unsupported(n, why))}
+               for n, why in self.unsupported],
             "counterexample": self.counterexample.to_json() if self.counterexample else None,
             "rule_counts": dict(sorted(self.rule_counts.items())),
             "assumptions": list(self.assumptions),
             "obligations": dict(self.lemma_counts),
         }
+
+
+def _why(ex: Explanation) -> dict[str, str]:
+    """An open goal's explanation for ``--json`` (``docs/unknown.md``)."""
+    return {"code": ex.code, "explanation": ex.text, "next": ex.next}
 
 
 def _quiet(*_: Any) -> None:

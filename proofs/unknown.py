@@ -1,0 +1,117 @@
+"""Why a goal is open, in the user's terms, and what to do next (issue 12 item 2).
+
+The prover records an internal reason on every open goal (``GoalResult.reason``: "normal forms
+differ: EINSUM[...] vs POW[...]; z3 on ... not attempted: ..."). :func:`explain` maps it to one
+of the reasons of ``docs/unknown.md`` -- a stable ``code`` (the page's anchor), a one-line
+``text`` and a ``next`` step -- so that ``prove`` prints those and keeps the internal text for
+``--verbose`` and ``--json``. Only the wording depends on this module; no verdict does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Explanation", "explain", "explain_unsupported", "DOC"]
+
+DOC = "docs/unknown.md"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """``code``: the anchor in ``docs/unknown.md``; ``text``: why, in one line; ``next``: what
+    to do."""
+
+    code: str
+    text: str
+    next: str
+
+    @property
+    def link(self) -> str:
+        return f"{DOC}#{self.code}"
+
+
+# (code, pattern on the internal reason, text, next step); the first match wins
+_TABLE: tuple[tuple[str, str, str, str], ...] = (
+    ("plan-refuted", r"^not attempted",
+     "not attempted: another goal of the plan is already refuted",
+     "fix the divergence printed above, then prove again"),
+    ("same-goal", r"^same (goal|lemma) as (?P<src>[^,]+), which is open",
+     "the same equation as goal {src}, which is open",
+     "resolve {src} first: this goal follows it"),
+    ("dropout", r"^rng:",
+     "the plan's dropout draws are not a renaming of the spec's (a draw the spec does not make, "
+     "or two positions sharing one)",
+     "draw every dropout mask as the spec does (same name per layer and micro-batch; "
+     "docs/dsl.md, 'Dropout')"),
+    ("untraced-ranks", r"^ranks",
+     "ranks off the mesh's axes are not traced (a mesh with two or more axes of size > 1)",
+     "prove the same code on one-axis meshes (dp alone, tp alone); docs/torch.md"),
+    ("step-state", r"leaves the step as",
+     "the parallel step leaves a hyperparameter or a training flag different from the "
+     "single-device step",
+     "make both steps leave the optimizer's param_groups and the modules' train/eval mode alike"),
+    ("not-lowered", r"^not lowered|^no lowering rule|without a (lowering )?rule|not lowered:",
+     "an operation of your step has no lowering rule, so the goals that depend on it are not "
+     "compared",
+     "use a supported op (docs/torch.md, 'Supported ops'), or ask for its rule"),
+    ("timeout", r"^timeout",
+     "the proof search ran out of time",
+     "raise --timeout, or add --jobs N to prove goals in parallel"),
+    ("denominator", r"denominator in the differing subterms is not shown nonzero",
+     "the two sides agree only where a denominator is nonzero, and the prover cannot show it is",
+     "make the denominator visibly positive (e.g. a count of tokens as sum(mask) with at least "
+     "one token, or + eps), or state it as the spec does"),
+    ("reduced-mesh", r"diverge|differ only on the reduced mesh|on the reduced mesh",
+     "values differed on a reduced mesh but the difference could not be confirmed at the real "
+     "sizes",
+     "check the plan at small real sizes (a debug config) where the refuter can run whole"),
+    ("rewrite-stuck", r"^normal forms differ",
+     "the rewriter brings spec and plan to two different forms it cannot join, and the "
+     "fallback solver could not decide them at the real sizes",
+     "write the step as the spec does where they first differ (the same order of sums and "
+     "products, the same reduction split); --verbose shows the two subterms"),
+    ("region", r"REGION node was not lowered",
+     "an internal region of the plan was not lowered (a bug in shardproof)",
+     "report it with --verbose output"),
+)
+
+_FIRST_DIFF = re.compile(r"^normal forms differ: (?P<e>[A-Z_]+)\b.*? vs (?P<a>[A-Z_]+)")
+
+
+def explain(reason: str) -> Explanation:
+    """The user-facing explanation of an open goal's internal ``reason`` (never raises: an
+    unknown reason is ``not-proved``, with the text kept for ``--verbose``)."""
+    for code, pat, text, nxt in _TABLE:
+        m = re.search(pat, reason)
+        if m is None:
+            continue
+        groups = {k: v.strip() for k, v in m.groupdict().items() if v}
+        if code == "rewrite-stuck":
+            f = _FIRST_DIFF.search(reason)
+            if f is not None:
+                text += f" (first difference: {_op_words(f['e'])} in the spec, " \
+                        f"{_op_words(f['a'])} in the plan)"
+        return Explanation(code, text.format(**groups), nxt.format(**groups))
+    return Explanation("not-proved", "no rule or solver proved the two sides equal",
+                       "see docs/unknown.md#not-proved; --verbose shows the prover's reason")
+
+
+_WORDS = {"EINSUM": "a sum of products", "POW": "a power", "MUL": "a product", "ADD": "a sum",
+          "SHARD": "a shard", "ALL_REDUCE": "an all_reduce", "ALL_GATHER": "an all_gather",
+          "REDUCE_SCATTER": "a reduce_scatter", "EXP": "an exp", "REDUCE_MAX": "a max",
+          "CONCAT": "a concatenation", "CHUNK": "a slice", "RENAME": "a reshape",
+          "PERMUTE": "a permutation", "INPUT": "an input", "CONST": "a constant"}
+
+
+def _op_words(op: str) -> str:
+    return _WORDS.get(op, op.lower())
+
+
+def explain_unsupported(name: str, why: str) -> Explanation:
+    """An output the front end could not lower (``Problem.unsupported``: ``(name, why)``)."""
+    if name in ("ranks", "state"):
+        return explain(f"{name}: {why}" if name == "ranks" else why)
+    ex = explain(f"not lowered: {why}")
+    return Explanation("not-lowered", f"{ex.text} ({why})" if ex.code == "not-lowered"
+                       else ex.text, ex.next)
