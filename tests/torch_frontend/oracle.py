@@ -316,10 +316,13 @@ def _child(path: str, seed: int) -> dict[str, Any]:  # noqa: C901, PLR0915 -- on
                 out[f"grad:{n}"] = snaps[n]
         for n, p in named.items():
             out[n] = p.detach()
-            for k in state_keys:
-                s = opt.state.get(p, {}).get(k)
-                if s is not None:
-                    out[f"{k}:{n}"] = s
+            st = opt.state.get(p, {})   # every state tensor, Adam's step too (as capture.py)
+            for k in list(state_keys) + sorted(set(st) - set(state_keys), key=str):
+                if isinstance(st.get(k), torch.Tensor):
+                    out[f"{k}:{n}"] = st[k]
+        for n, p in named.items():      # a gradient left for the next step (grad_left:<p>)
+            if p.grad is not None:
+                out[f"grad_left:{n}"] = p.grad.detach()
         return out
 
     def run(model: Any, data: dict[str, Any], mesh: Any) -> dict[str, Any]:
