@@ -64,7 +64,9 @@ def _state(model: Any) -> dict[str, list]:
 def _rank(rank: int, world: int, port: int, path: str, steps: int, seed: int, out: str) -> None:
     # what torchrun sets for every rank
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
+                      LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      ROLE_RANK=str(rank), ROLE_WORLD_SIZE=str(world), GROUP_RANK="0",
+                      GROUP_WORLD_SIZE="1", ROLE_NAME="default")
     torch.set_default_dtype(torch.float64)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     from torch.distributed.device_mesh import init_device_mesh
