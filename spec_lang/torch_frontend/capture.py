@@ -37,7 +37,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.contract import TrainFile, line_of, user_frame
 from spec_lang.torch_frontend.leftover import (
-    check_parameters_kept, refuse_data_assignment, scalar_state,
+    check_no_new_hooks, check_parameters_kept, hook_counts, refuse_data_assignment, scalar_state,
 )
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
@@ -338,6 +338,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         states = {n: {k: lift(next(it), spec_of[n]) for k in keys} for n, _ in params}
         for n, _ in buffers:
             _set_attr(model, n, lift(next(it), buf_spec[n]))
+        hooks_before = hook_counts(model, new)
         hooks_dp = install_units(units, owner, new, {n: p for n, p in params})
         data = {n: next(it) for n in data_names}
         opt = tf.fn("build_optimizer")(model)
@@ -365,6 +366,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         for h in hooks_dp:
             h.remove()
         check_parameters_kept(model, new, tied, path)
+        check_no_new_hooks(hooks_before, hook_counts(model, new), path)
         after.clear()
         after.update(scalar_state(model, opt))
         outs: list[torch.Tensor] = []

@@ -127,6 +127,18 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
             "set_unshard_in_backward": noop, "reshard": noop, "unshard": noop}
 
 
+def _as_fsdp_module(m: nn.Module) -> None:
+    """Make ``m`` an ``FSDPModule`` as ``fully_shard`` does (a class ``FSDP<cls>`` deriving from
+    both), so that code finding its FSDP modules by ``isinstance`` (torchtitan's
+    ``disable_fsdp_gradient_division``) reaches the recorded settings (finding R6-7); the
+    instance's recording methods shadow the class's."""
+    from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415
+
+    if not isinstance(m, FSDPModule):
+        cls = m.__class__
+        m.__class__ = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
+
+
 def _default_mesh() -> Any:
     from torch.distributed.device_mesh import _mesh_resources  # noqa: PLC0415
 
@@ -155,6 +167,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             units.append(u)
             for k, f in _fsdp_methods(u, path).items():
                 object.__setattr__(m, k, types.MethodType(f, m))
+            _as_fsdp_module(m)
         return module
 
     def replicate(module: Any, *args: Any, device_mesh: Any = None, mesh: Any = None,

@@ -480,6 +480,10 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
         "the step is verified as it runs when traced on meta tensors under a fake process group "
         "(one process per rank, RANK / LOCAL_RANK set): code that branches on the device, the "
         "backend or tensor values takes the branch it takes there",
+        "state the step leaves is compared for the module (parameters, buffers, scalar "
+        "attributes, train mode, requires_grad, hooks) and the optimizer (state, settings, "
+        "parameter groups); other Python state (module-level variables, LR schedulers) and "
+        "hooks on a parameter's AccumulateGrad node are not",
     )
     return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,

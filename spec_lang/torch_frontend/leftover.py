@@ -25,7 +25,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["refuse_data_assignment", "check_parameters_kept", "scalar_state",
-           "scalar_state_differences"]
+           "scalar_state_differences", "hook_counts", "check_no_new_hooks"]
 
 
 @contextlib.contextmanager
@@ -71,22 +71,75 @@ def check_parameters_kept(model: nn.Module, installed: Mapping[str, nn.Parameter
                                 "update them in place (`with torch.no_grad(): p.copy_(...)`)")
 
 
+def _text(v: Any) -> str:
+    """A setting as text that cannot lie: the type and the value (``float.__repr__`` of a float
+    subclass, finding R6-3); a tensor is ``<tensor>`` (its value is not compared: UNKNOWN)."""
+    if isinstance(v, torch.Tensor):
+        return "<tensor>"
+    for base in (bool, int, float, str):
+        if isinstance(v, base):
+            t = "" if type(v) is base else f"{type(v).__name__}:"
+            return t + base.__repr__(v)
+    if isinstance(v, (tuple, list)):
+        return "(" + ", ".join(_text(x) for x in v) + ")"
+    return "None" if v is None else f"<{type(v).__name__}>"
+
+
 def scalar_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, str]:
-    """The non-tensor state the step leaves: ``param_groups[i].<key>`` (every hyperparameter,
-    not ``params``) and ``<module>.training``, as ``repr`` text."""
+    """The non-tensor state the step leaves, as text: ``param_groups[i].<key>`` (every
+    hyperparameter, and ``params`` as parameter names: finding R6-4), ``<module>.training``,
+    every public scalar attribute of a module (``<module>.<attr>``: R6-1), and each parameter's
+    ``requires_grad`` (R6-1)."""
+    names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
     out: dict[str, str] = {}
     for i, g in enumerate(opt.param_groups):
         for k, v in g.items():
-            if k == "params":
-                continue
-            out[f"param_groups[{i}].{k}"] = (f"<tensor {tuple(v.shape)}>"
-                                             if isinstance(v, torch.Tensor) else repr(v))
+            out[f"param_groups[{i}].{k}"] = (
+                "[" + ", ".join(names.get(id(p), "<other>") for p in v) + "]" if k == "params"
+                else _text(v))
+    out["param_groups"] = str(len(opt.param_groups))
     for name, m in model.named_modules():
-        out[f"{name or '<model>'}.training"] = repr(m.training)
+        where = name or "<model>"
+        out[f"{where}.training"] = repr(m.training)
+        for k, v in vars(m).items():
+            if not k.startswith("_") and k != "training" and isinstance(v, (bool, int, float, str)):
+                out[f"{where}.{k}"] = _text(v)
+    for n, p in model.named_parameters():
+        out[f"{n}.requires_grad"] = repr(p.requires_grad)
     return out
 
 
+def hook_counts(model: nn.Module, params: Mapping[str, Any]) -> dict[str, int]:
+    """How many hooks each parameter and module holds (a hook registered during the step would
+    act on the next one: finding R6-2)."""
+    out = {}
+    for n, p in params.items():
+        out[f"parameter {n!r}"] = len(getattr(p, "_backward_hooks", None) or {}) + \
+            len(getattr(p, "_post_accumulate_grad_hooks", None) or {})
+    for name, m in model.named_modules():
+        out[f"module {name or '<model>'!r}"] = sum(
+            len(getattr(m, k, None) or {}) for k in (
+                "_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                "_backward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks"))
+    return out
+
+
+def check_no_new_hooks(before: Mapping[str, int], after: Mapping[str, int], path: str) -> None:
+    """Raises:
+        PlanError: naming the first parameter or module that gained a hook during the step.
+    """
+    for k, v in after.items():
+        if v > before.get(k, 0):
+            raise PlanError(f"{path}:1: train_step leaves a new hook on {k}; it would act on "
+                            "the next step, which prove --torch does not trace: remove it "
+                            "before train_step returns (docs/torch.md)")
+
+
 def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -> list[str]:
-    """What the parallel step leaves differently, in words (keys both sides have)."""
-    return [f"{k} leaves the step as {plan[k]} in the parallel step, {spec[k]} in the "
-            "single-device step" for k in spec if k in plan and plan[k] != spec[k]]
+    """What the parallel step leaves differently, in words (keys both sides have), and the
+    settings whose value is a tensor (not compared: R6-3)."""
+    out = [f"{k} leaves the step as {plan[k]} in the parallel step, {spec[k]} in the "
+           "single-device step" for k in spec if k in plan and plan[k] != spec[k]]
+    out += [f"{k} is a tensor: its value leaving the step is not compared"
+            for k, v in plan.items() if v == "<tensor>"]
+    return out

@@ -175,9 +175,14 @@ def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
                 continue
             r = RULES.get(name)
             kind = schema_alias(n)
-            if (kind == "write" or (r is not None and r.inplace)) and n.args \
-                    and isinstance(n.args[0], fx.Node) and n.args[0] in root:
+            if r is not None and r.inplace and n.args and isinstance(n.args[0], fx.Node) \
+                    and n.args[0] in root:
                 root[n] = root[n.args[0]]
+                continue
+            wrote = [t for t in written_args(n) if t in root] \
+                if kind == "write" and r is None else []
+            if wrote:     # the result is the written tensor (in place, or out=)
+                root[n] = root[wrote[0]]
                 continue
             if kind == "view" and n.args and isinstance(n.args[0], fx.Node) \
                     and n.args[0] in root:
@@ -190,17 +195,44 @@ def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
 
 
 def schema_alias(n: fx.Node) -> str | None:
-    """``"write"`` when the op's ATen schema writes its first argument (``Tensor(a!)``),
-    ``"view"`` when its result aliases an argument (``Tensor(a)``), else ``None``."""
+    """``"write"`` when the op's ATen schema writes an argument (``Tensor(a!)``: in place, or
+    ``out=``), ``"view"`` when its result aliases an argument (``Tensor(a)``), else ``None``."""
     schema = getattr(n.target, "_schema", None)
     if schema is None:
         return None
-    if schema.arguments and schema.arguments[0].alias_info is not None \
-            and schema.arguments[0].alias_info.is_write:
+    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
         return "write"
     if any(r.alias_info is not None for r in schema.returns):
         return "view"
     return None
+
+
+def written_args(n: fx.Node) -> list[fx.Node]:
+    """The graph nodes the op's ATen schema says it writes (positional or keyword: ``out=``;
+    adversarial finding R6-5)."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return []
+    out = []
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        v = n.args[i] if i < len(n.args) else n.kwargs.get(a.name)
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, fx.Node):
+                out.append(x)
+    return out
+
+
+def _poison_written(ctx: Lowering, n: fx.Node, val: Opaque, roots: Mapping[fx.Node, Any],
+                    readers: Mapping[fx.Node, list[fx.Node]]) -> None:
+    """An op without a rule wrote ``written_args(n)``: every reader of their storage is
+    UNKNOWN (never the old value)."""
+    for t in written_args(n):
+        base = roots[t][0] if t in roots else t
+        for r in readers.get(base, ()):
+            if r in ctx.env and r is not n:
+                ctx.env[r] = val
 
 
 def _poison(x: Any) -> Opaque | None:
@@ -262,8 +294,8 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
             continue
         if n in ctx.analysis.unsupported:
             env[n] = Opaque(name, ctx.site(n), ctx.analysis.unsupported[n])
-            if schema_alias(n) == "write":   # what it writes is unknown too (finding R4-6)
-                _write_back(ctx, n, env[n], roots, readers)
+            if schema_alias(n) == "write":   # what it writes is unknown too (R4-6, R6-5)
+                _poison_written(ctx, n, env[n], roots, readers)
             continue
         args = _subst(n.args, env)
         kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}

@@ -45,8 +45,9 @@ def rank_of(mesh: Mapping[str, int], coords: Mapping[str, int]) -> int:
 def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[World]:
     """Initialise the fake process group as the rank at ``coords`` and build the mesh.
 
-    ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` are set as torchrun sets
-    them for that rank on one node. The process group is destroyed on exit (a fresh one per
+    ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``ROLE_RANK``,
+    ``ROLE_WORLD_SIZE``, ``GROUP_RANK``, ``GROUP_WORLD_SIZE`` are set as torchrun sets them for
+    that rank on one node. The process group is destroyed on exit (a fresh one per
     traced rank).
     """
     if dist.is_initialized():
@@ -55,8 +56,12 @@ def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[W
     # what torchrun sets for this rank (one node): code keyed on RANK / LOCAL_RANK takes the
     # traced rank's branch (adversarial finding R4-8)
     rank = rank_of(mesh, coords)
+    for k in [k for k in os.environ if k.startswith(("TORCHELASTIC_", "ROLE_", "GROUP_"))]:
+        del os.environ[k]          # nothing inherited from a launcher (finding R6-6)
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                       "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0", "NODE_RANK": "0"})
+                       "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0", "NODE_RANK": "0",
+                       "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(world),
+                       "GROUP_WORLD_SIZE": "1", "ROLE_NAME": "default"})
     dist.init_process_group("fake", store=FakeStore(), rank=rank_of(mesh, coords),
                             world_size=world)
     try:

@@ -94,9 +94,20 @@ WRONG = [
 @pytest.mark.slow
 @pytest.mark.parametrize("name,why", WRONG, ids=[w[0][:5] for w in WRONG])
 def test_wrong_train_file_is_not_equivalent(name, why, request, tmp_path):
-    request.applymarker(pytest.mark.xfail(strict=True, reason=f"finding {why}"))
+    if name in OPEN:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"finding {why}"))
     out = _prove(name, tmp_path)
     assert out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT", out
+
+
+# still open (stop 21): Python state outside the module and the optimizer (a global counter,
+# an LR scheduler) is a stated assumption of the verdict, not compared; a hook on a parameter's
+# AccumulateGrad node cannot be read back (docs/torch.md). Every other finding of the round is
+# fixed: leftover.scalar_state (module scalars, requires_grad, typed values, params lists,
+# tensor settings UNKNOWN), leftover.check_no_new_hooks, lower.written_args (out=),
+# world.fake_world (ROLE_RANK & co), dataparallel._as_fsdp_module
+OPEN = {"r6_09_global_counter.py", "r6_14_scheduler_stepped_twice.py",
+        "r6_17_grad_accumulator_hook.py"}
 
 
 # wrong files the front end already refuses (exit 3) with the message given: attempts of this
