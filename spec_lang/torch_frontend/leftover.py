@@ -7,9 +7,11 @@
 * a parameter replaced by another object during the step (``model.w = nn.Parameter(...)``):
   the outputs are read from the parameters the capture installed, so a replacement is refused
   (finding R4-1).
-* the optimizer's hyperparameters (``param_groups``: ``lr``, ``betas``, ``weight_decay``, ...)
-  and every module's ``training`` flag as the step leaves them are returned as text, compared
-  between the single-device step and every traced rank (findings R4-3, R4-4).
+* the optimizer's hyperparameters (``param_groups``: ``lr``, ``betas``, ``weight_decay``, ...,
+  and its ``params`` as names), every module's ``training`` flag and public scalar attributes
+  and each parameter's ``requires_grad`` as the step leaves them are returned as typed text,
+  compared between the single-device step and every traced rank (findings R4-3, R4-4, R6-1,
+  R6-3, R6-4); a hook the step leaves on a parameter or a module is refused (R6-2).
 """
 
 from __future__ import annotations
