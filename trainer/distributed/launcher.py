@@ -79,7 +79,11 @@ class WorkerHandle:
 
         A worker's ``hello`` that arrives while a command's reply is due (a worker started under
         load, nobody waited for it: stop 20's loaded run of tests/distributed took the hello for
-        a ``burn`` reply) marks it ready and is skipped.
+        a ``burn`` reply) marks it ready and is skipped. The reply returned is the one to the
+        newest command sent: replies to older commands are ones their caller gave up on (an
+        exchange that raised when another stage died or timed out) and are skipped, so that they
+        are never taken for a later command's reply (stop 21's loaded run took such a reply for
+        a ``plan`` reply, then one for a ``burn`` reply).
         """
         deadline = time.monotonic() + timeout_s
         while True:
@@ -90,15 +94,21 @@ class WorkerHandle:
                 raise DistributedError(f"worker {self.worker_id} (pid {self.pid}) did not answer within "
                                        f"{timeout_s:.0f} s; logs: {self.log_path}")
             message = recv_message(self.conn)
-            if "hello" in message and self._unanswered:
-                self.ready = True
-                continue
-            break
-        if "hello" not in message:
-            expected = self._unanswered.pop(0) if self._unanswered else (None, None)
-            if message.get("seq") != expected[0]:
+            if "hello" in message:
+                if self._unanswered:
+                    self.ready = True
+                    continue
+                break
+            due = [seq for seq, _ in self._unanswered]
+            if message.get("seq") not in due:
+                newest = self._unanswered[-1] if self._unanswered else (None, None)
                 raise DistributedError(f"worker {self.worker_id} (pid {self.pid}) answered command "
-                                       f"#{message.get('seq')} where #{expected[0]} ({expected[1]}) was due")
+                                       f"#{message.get('seq')} where #{newest[0]} ({newest[1]}) was due")
+            # drop the command answered and every older one (their callers gave up on them)
+            self._unanswered = [(s, c) for s, c in self._unanswered if s > message["seq"]]
+            if self._unanswered:
+                continue  # a reply to an abandoned command: the newest one's is still to come
+            break
         if "error" in message:
             raise DistributedError(f"worker {self.worker_id} (pid {self.pid}): {message['error']}; "
                                    f"logs: {self.log_path}")
