@@ -355,6 +355,8 @@ def _human(report: Any, certificate: str | None, verbose: bool = False) -> None:
     print(f"{report.verdict}: {report.path}")
     if report.counterexample is not None:
         print(report.counterexample.render())
+    from dataclasses import replace
+
     from proofs.first_difference import first_differences
     from proofs.unknown import explain, explain_unsupported
 
@@ -362,13 +364,15 @@ def _human(report: Any, certificate: str | None, verbose: bool = False) -> None:
     # where each goal's two sides stop matching in the user's files (proofs/first_difference.py)
     diffs = first_differences(shown[:20]) if shown else {}
     for g in shown[:20]:   # in the user's terms (docs/unknown.md); the prover's with --verbose
-        d = diffs.get(g.name)
+        d, ex = diffs.get(g.name), explain(g.reason)
         if d is not None and (d.spec_site or d.plan_site):
             what = (f"{g.name}: spec {d.spec_site or '(no line)'} / plan "
                     f"{d.plan_site or '(no line)'} stop matching ({d.words})")
+            # the normal forms' first operations say less than the user's lines: --verbose
+            ex = replace(ex, text=ex.text.split(" (first difference: ")[0])
         else:       # no structural difference found: the line that produces the goal
             what = g.name + (f" ({g.site})" if g.site and not g.site.startswith("<") else "")
-        _open_line(what, explain(g.reason), g.reason, verbose)
+        _open_line(what, ex, g.reason, verbose)
     for name, why in report.unsupported[:20]:
         _open_line(name, explain_unsupported(name, why), f"not lowered: {why}", verbose)
     if len(shown) > 20:

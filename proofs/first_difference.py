@@ -182,7 +182,8 @@ class Matcher:
             s, p = self.look(s), self.look(p)
             above_s, above_p = _site(s) or above_s, _site(p) or above_p
             self.rest = None
-            nxt = self._differing_operands(s, p)
+            nxt = self._differing_piece(s, p)
+            nxt = nxt if nxt is not None else self._differing_operands(s, p)
             if nxt is None and self.rest is not None:   # operands differ: name the extra ones
                 only_s, only_p = self.rest
                 return Difference(_near_any(only_s) or _near(s) or above_s,
@@ -191,6 +192,17 @@ class Matcher:
             if nxt is None:
                 return Difference(_near(s) or above_s, _near(p) or above_p, words(s), words(p))
             s, p = nxt
+        return None
+
+    def _differing_piece(self, s: Term, p: Term) -> tuple[Term, Term] | None:
+        """Micro-batch pieces on one side only (``f(mb0) + g(mb1)`` or a concatenation against
+        ``f(batch)``): when some piece matches the other side, the first piece that does not."""
+        for a, b, flip in ((s, p, False), (p, s, True)):
+            if b.op in (Op.ADD, Op.CONCAT) and a.op is not b.op and \
+                    any(self.sig(x) == self.sig(a) for x in b.args):
+                odd = next((x for x in b.args if self.sig(x) != self.sig(a)), None)
+                if odd is not None:
+                    return (odd, a) if flip else (a, odd)
         return None
 
     def _differing_operands(self, s: Term, p: Term) -> tuple[Term, Term] | None:

@@ -488,14 +488,19 @@ def _sites(x: Any, n: int) -> tuple[tuple[int, str], ...]:
           f"not a list of strings of 1 to {MAX_SITE_CHARS} characters")
     rows = x["nodes"]
     _want(isinstance(rows, list), "sites.nodes", "not a list")
-    seen: set[int] = set()
-    out = []
-    for k, r in enumerate(rows):
-        _want(isinstance(r, list) and len(r) == 2 and _is_int(r[0]) and 0 <= r[0] < n
-              and _is_int(r[1]) and 0 <= r[1] < len(strings) and r[0] not in seen,
-              f"sites.nodes[{k}]", "not [node id, string index] (in range, each node once)")
-        seen.add(r[0])
-        out.append((r[0], strings[r[1]]))
+    m = len(strings)
+    # one pass over the common case (``type(..) is int`` excludes booleans); the slow loop only
+    # to name the first bad row
+    if not (all(type(r) is list and len(r) == 2 and type(r[0]) is int and type(r[1]) is int
+                and 0 <= r[0] < n and 0 <= r[1] < m for r in rows)
+            and len({r[0] for r in rows}) == len(rows)):
+        seen: set[int] = set()
+        for k, r in enumerate(rows):
+            _want(isinstance(r, list) and len(r) == 2 and _is_int(r[0]) and 0 <= r[0] < n
+                  and _is_int(r[1]) and 0 <= r[1] < m and r[0] not in seen,
+                  f"sites.nodes[{k}]", "not [node id, string index] (in range, each node once)")
+            seen.add(r[0])
+    out = [(i, strings[j]) for i, j in rows]
     return tuple(out)
 
 
