@@ -190,7 +190,8 @@ class Matcher:
                 only_s, only_p = self.rest
                 return Difference(_near_any(only_s) or _near(s) or above_s,
                                   _near_any(only_p) or _near(p) or above_p,
-                                  _with(s, only_s), _with(p, only_p))
+                                  _with(s, [self.look(x) for x in only_s]),
+                                  _with(p, [self.look(x) for x in only_p]))
             if nxt is None:
                 return Difference(_near(s) or above_s, _near(p) or above_p, words(s), words(p))
             s, p = nxt

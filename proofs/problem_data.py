@@ -43,6 +43,7 @@ reads them: a document with forged sites decides exactly as one without
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -211,6 +212,7 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
     ids: dict[int, int] = {}
     seen: dict[tuple, int] = {}      # row key -> id: equal rows (1 and Fraction(1)...) merge
     dims_json: dict[Any, list] = {}
+    own = os.path.dirname(os.path.abspath(__file__)) + os.sep   # proofs/
     site_ix: dict[str, int] = {}     # distinct "file:line" -> index in sites.strings
     site_rows: list[list[int]] = []  # [node id, string index], the first site of a row wins
     sited: set[int] = set()
@@ -232,7 +234,9 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
         ids[id(t)] = i
         if i not in sited:
             where = site_of(t)
-            if not where.startswith("<"):
+            # a node built with no user frame on the stack (the iteration's own terms) names
+            # the tracer's entry point in this package: not a place in the user's files
+            if not where.startswith("<") and not where.startswith(own):
                 sited.add(i)
                 site_rows.append([i, site_ix.setdefault(where, len(site_ix))])
 

@@ -39,6 +39,8 @@ CASES = [
     (HERE / "denominator.py", [], {"denominator"}, True),
     (ROOT / "tests" / "adversarial" / "plans" / "r5" / "b01_rng_note_cut.py", [], {"dropout"},
      True),
+    (ROOT / "tests" / "adversarial" / "plans" / "r5" / "b02_rng_note_uncut.py", [], {"dropout"},
+     True),
     (ROOT / "tests" / "bugs" / "plans_adv3" / "r02_forked_and_unforked_same_seed.py", [],
      {"dropout"}, False),
     (ROOT / "tests" / "proofs" / "plans" / "tiny_dp_tp.py", ["--timeout", "1e-9"], {"timeout"},
@@ -196,3 +198,17 @@ def test_forged_sites_give_the_same_verdict_and_proof():
     # the forged sites are only ever shown: the message names them, the decision does not
     assert all(x.spec_site == "/etc/passwd:1" for x in first_differences(r2.open_goals).values()
                if x is not None)
+
+
+def test_sites_of_the_tracers_own_frames_are_not_sent():
+    """A node built with no user frame on the stack names the tracer's entry point
+    (``proofs/isolation.py``): not a place in the user's files, so it is not sent."""
+    from spec_lang.tensor import record_site
+    from terms import SIZES, inp, mul, problem
+
+    a, b = inp("fd_own_a", "B"), inp("fd_own_b", "B")
+    spec, plan = mul(a, b), mul(b, a, a)
+    record_site(spec, str(ROOT / "proofs" / "isolation.py") + ":308")
+    record_site(plan, "/home/user/model.py:12")
+    d = problem_to_data(problem([("loss", "loss", spec, plan)], SIZES))
+    assert d["sites"]["strings"] == ["/home/user/model.py:12"]
