@@ -212,7 +212,10 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
     ids: dict[int, int] = {}
     seen: dict[tuple, int] = {}      # row key -> id: equal rows (1 and Fraction(1)...) merge
     dims_json: dict[Any, list] = {}
-    own = os.path.dirname(os.path.abspath(__file__)) + os.sep   # proofs/
+    # the tracer's own frames: proofs/ and the torch front end's lowering (never a user file)
+    here = os.path.dirname(os.path.abspath(__file__))
+    own = (here + os.sep,
+           os.path.join(os.path.dirname(here), "spec_lang", "torch_frontend") + os.sep)
     site_ix: dict[str, int] = {}     # distinct "file:line" -> index in sites.strings
     site_rows: list[list[int]] = []  # [node id, string index], the first site of a row wins
     sited: set[int] = set()
