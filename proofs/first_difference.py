@@ -13,7 +13,8 @@ What the walk looks through (what a plan adds without changing the structure of 
 * movement and communication: ``SHARD``, ``PART``, ``CHUNK``, ``RENAME``, ``PERMUTE``,
   ``ALL_REDUCE``, ``ALL_GATHER``, ``REDUCE_SCATTER``, ``BROADCAST``, ``ALL_TO_ALL``, ``CAST``,
   ``STOP_GRAD`` (a local block of the spec's value, reduced or gathered);
-* scale factors: the scalar factors of a product (``1/dp``, ``1/K``, exact constants, sizes);
+* scale factors: the factors of a product without dims built from constants and sizes only
+  (``1/dp``, ``1/K``, exact constants, ``1 / |dp|``);
 * micro-batch accumulation and concatenation: a sum or concatenation of pieces of one shape
   (``f(mb0) + f(mb1)`` against ``f(batch)``).
 
@@ -25,7 +26,9 @@ residual stream). Descending, the
 children of two nodes with one operation are paired by signature (multiset for ``ADD``,
 ``MUL``, ``EINSUM``, ``MAXIMUM``; by position otherwise); the walk follows the first pair that
 does not match and stops where the operations (or their attributes, or their arity) differ.
-When the signatures agree at the top (the two sides have one structure: a denominator, a
+On the plans the prover proves (``examples/llama31_405b.py``: 4549 goals, 1.5 s; the debug
+Megatron 3-D and GPT-2 plans) no goal has a structural difference, so one named on an UNKNOWN
+plan is the plan's own spelling. When the signatures agree at the top (the two sides have one structure: a denominator, a
 dropout renaming, a size fact is what is open), there is no structural difference and ``None``
 is returned.
 
@@ -81,15 +84,12 @@ class Difference:
                 "difference": self.words}
 
 
-def _is_scalar(t: Term) -> bool:
-    return t.op in _SCALAR
-
-
 class Matcher:
     """Signatures memoised over every goal of one report (goals share most of their nodes)."""
 
     def __init__(self) -> None:
         self.memo: dict[int, int] = {}
+        self.scalar: dict[int, bool] = {}      # id(node) -> a scale factor (no inputs, no dims)
         self.flat: dict[int, list[Term]] = {}   # id(ADD / MUL node) -> its flattened operands
         self.rest: tuple[list[Term], list[Term]] | None = None  # the last unmatched operands
         self.keep: list[Term] = []      # the memo's ids stay valid while the terms live
@@ -110,8 +110,16 @@ class Matcher:
                 stack.extend((c, False) for c in t.args if id(c) not in memo)
                 continue
             self.keep.append(t)
+            self.scalar[id(t)] = t.op in _SCALAR or (
+                not t.dims and bool(t.args) and all(self.scalar[id(c)] for c in t.args))
             memo[id(t)] = self._sig_of(t, [memo[id(c)] for c in t.args])
         return memo[id(root)]
+
+    def _is_scalar(self, t: Term) -> bool:
+        """A scale factor: no dims, built from constants and sizes only (``1/dp``, ``1/K``)."""
+        if id(t) not in self.scalar:
+            self.sig(t)
+        return self.scalar[id(t)]
 
     def _sig_of(self, t: Term, cs: list[int]) -> int:
         op = t.op
@@ -121,10 +129,10 @@ class Matcher:
             return hash(("INPUT", str(t.attrs[0])))
         if op is Op.CONST:
             return hash(("CONST", str(t.attrs[0])))
-        if op in _SCALAR:
+        if op in _SCALAR or self.scalar[id(t)]:
             return hash(("SCALAR",))
         if op is Op.MUL:
-            rest = [c for c, a in zip(cs, t.args) if not _is_scalar(a)]
+            rest = [c for c, a in zip(cs, t.args) if not self._is_scalar(a)]
             if len(rest) == 1:
                 return rest[0]
         if op in (Op.ADD, Op.CONCAT) and cs and len(set(cs)) == 1:
@@ -143,8 +151,8 @@ class Matcher:
         for _ in range(_MAX_DEPTH):
             if t.op in _THROUGH:
                 t = t.args[0]
-            elif t.op is Op.MUL and sum(not _is_scalar(a) for a in t.args) == 1:
-                t = next(a for a in t.args if not _is_scalar(a))
+            elif t.op is Op.MUL and sum(not self._is_scalar(a) for a in t.args) == 1:
+                t = next(a for a in t.args if not self._is_scalar(a))
             elif t.op in (Op.ADD, Op.CONCAT) and t.args and \
                     len({self.sig(a) for a in t.args}) == 1:
                 t = t.args[0]
@@ -162,7 +170,7 @@ class Matcher:
             return got
         out: list[Term] = []
         for a in t.args:
-            if t.op is Op.MUL and _is_scalar(a):
+            if t.op is Op.MUL and self._is_scalar(a):
                 continue
             if a.op is t.op and not (a.op is Op.ADD and len({self.sig(x) for x in a.args}) == 1):
                 out.extend(self._operands(a))   # memoised: sig() reached ``a`` first
@@ -281,7 +289,7 @@ def _near(t: Term) -> str:
 def _near_any(ts: list[Term]) -> str:
     """The first site among ``ts`` (computed operands before inputs, whose site is where they
     are declared)."""
-    for t in sorted(ts, key=lambda x: x.op in _SCALAR or x.op is Op.INPUT):
+    for t in sorted(ts, key=lambda x: x.op in _SCALAR or x.op is Op.INPUT):  # stable sort
         s = _near(t)
         if s:
             return s

@@ -212,3 +212,15 @@ def test_sites_of_the_tracers_own_frames_are_not_sent():
     record_site(plan, "/home/user/model.py:12")
     d = problem_to_data(problem([("loss", "loss", spec, plan)], SIZES))
     assert d["sites"]["strings"] == ["/home/user/model.py:12"]
+
+
+@pytest.mark.parametrize("example", ["llama_debug_megatron_3d", "gpt2_debug_megatron"])
+def test_proved_plans_have_one_structure_on_every_goal(example):
+    """The walk looks through what parallelism adds (TP/SP/PP/DP collectives, shards, 1/dp and
+    1/K scales, micro-batch pieces): on plans the prover proves EQUIVALENT it finds no
+    structural difference on any goal, so a difference it names on an UNKNOWN plan is the
+    plan's own (measured: also 0 of 4549 goals of examples/llama31_405b.py, 1.5 s)."""
+    pr = load(ROOT / "examples" / f"{example}.py")
+    d = first_differences(pr.goals)
+    assert len(d) == len(pr.goals) > 50
+    assert [n for n, x in d.items() if x is not None] == []
