@@ -183,7 +183,7 @@ def _prove(argv: list[str] | None) -> int:
 
         from proofs.problem_data import to_problem
 
-        problem = to_problem(data, str(path), hashlib.sha256(source).hexdigest())
+        problem = to_problem(data, str(path), hashlib.sha256(source).hexdigest(), sites=True)
     except Exception as e:  # noqa: BLE001 -- ours, never a verdict
         return _internal(e)
     t_trace = child.seconds.get("child", 0.0)
@@ -355,12 +355,24 @@ def _human(report: Any, certificate: str | None, verbose: bool = False) -> None:
     print(f"{report.verdict}: {report.path}")
     if report.counterexample is not None:
         print(report.counterexample.render())
+    from dataclasses import replace
+
+    from proofs.first_difference import first_differences
     from proofs.unknown import explain, explain_unsupported
 
     shown = report.open_goals if report.counterexample is None else []
+    # where each goal's two sides stop matching in the user's files (proofs/first_difference.py)
+    diffs = first_differences(shown[:20]) if shown else {}
     for g in shown[:20]:   # in the user's terms (docs/unknown.md); the prover's with --verbose
-        site = f" ({g.site})" if g.site and not g.site.startswith("<") else ""
-        _open_line(f"{g.name}{site}", explain(g.reason), g.reason, verbose)
+        d, ex = diffs.get(g.name), explain(g.reason)
+        if d is not None and (d.spec_site or d.plan_site):
+            what = (f"{g.name}: spec {d.spec_site or '(no line)'} / plan "
+                    f"{d.plan_site or '(no line)'} stop matching ({d.words})")
+            # the normal forms' first operations say less than the user's lines: --verbose
+            ex = replace(ex, text=ex.text.split(" (first difference: ")[0])
+        else:       # no structural difference found: the line that produces the goal
+            what = g.name + (f" ({g.site})" if g.site and not g.site.startswith("<") else "")
+        _open_line(what, ex, g.reason, verbose)
     for name, why in report.unsupported[:20]:
         _open_line(name, explain_unsupported(name, why), f"not lowered: {why}", verbose)
     if len(shown) > 20:

@@ -22,7 +22,9 @@ Layout (``format`` ``"shardproof-problem"``, ``version`` 1)::
                          "buckets": [[name or prefix, [event, ...]], ...]},
      "unsupported": [[output name, reason], ...]   (outputs the front end could not lower:
                                                     the problem is never EQUIVALENT),
-     "seconds": {phase: decimal string}}   (the tracer's own timings, information only)
+     "seconds": {phase: decimal string},   (the tracer's own timings, information only)
+     "sites": {"strings": ["file:line", ...], "nodes": [[node id, string index], ...]}}
+                                  (optional, information only: where the user built each node)
 
 An event is ``{"kind", "mb", "chunk", "factor": null | {"q"}, "axis", "op", "accumulate",
 "note", "site"}`` (:class:`spec_lang.schedules.Event`). Terms are one hash-consed node table in
@@ -30,10 +32,18 @@ the order the tracer created them (children first), so the terms rebuilt by :fun
 are created in the same relative order. The dropout records and the schedule come back as the
 data classes :class:`RngRecord`, :class:`PipelineRecord` and :class:`AccumulationRecord`, which
 offer what :mod:`proofs.rng` and :func:`proofs.counterexample.schedule_context` read.
+
+``sites`` (issue 12 item 2) is the ``file:line`` where the user built each node that has one
+(:func:`spec_lang.tensor.site_of`), for messages only: ``prove``'s :func:`to_problem` records
+them so that ``site_of`` answers in the prover's process too (``proofs/first_difference.py``
+names where an open goal's two sides stop matching). No verdict, proof or checker decision
+reads them: a document with forged sites decides exactly as one without
+(``tests/proofs/test_first_difference.py``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -57,6 +67,8 @@ RNG_KEYS = {"side", "name", "p", "dims", "stream", "stream_index", "order", "spe
 EVENT_KEYS = {"kind", "mb", "chunk", "factor", "axis", "op", "accumulate", "note", "site"}
 TOP_KEYS = {"format", "version", "frontend", "binding", "mesh", "nodes", "goals", "assumptions",
             "spec_outputs", "cut_points", "rng", "schedule", "unsupported", "seconds"}
+OPTIONAL_KEYS = {"sites"}        # information only (the module docstring)
+MAX_SITE_CHARS = 4096            # a longer "file:line" is malformed
 
 
 class ProblemDataError(ValueError):
@@ -189,6 +201,7 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
     Raises:
         KernelMalformed: a term attribute has no certificate encoding.
     """
+    from spec_lang.tensor import site_of
     from spec_lang.term import walk
 
     roots = [t for g in problem.goals for t in (g.expected, g.actual)]
@@ -199,6 +212,13 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
     ids: dict[int, int] = {}
     seen: dict[tuple, int] = {}      # row key -> id: equal rows (1 and Fraction(1)...) merge
     dims_json: dict[Any, list] = {}
+    # the tracer's own frames: proofs/ and the torch front end's lowering (never a user file)
+    here = os.path.dirname(os.path.abspath(__file__))
+    own = (here + os.sep,
+           os.path.join(os.path.dirname(here), "spec_lang", "torch_frontend") + os.sep)
+    site_ix: dict[str, int] = {}     # distinct "file:line" -> index in sites.strings
+    site_rows: list[list[int]] = []  # [node id, string index], the first site of a row wins
+    sited: set[int] = set()
     for t in sorted(walk(roots), key=lambda n: n.uid):   # creation order: children first
         op = t.op.name
         if op not in OPS:
@@ -215,6 +235,13 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
             i = seen[key] = len(rows)
             rows.append([op, args, enc, d])
         ids[id(t)] = i
+        if i not in sited:
+            where = site_of(t)
+            # a node built with no user frame on the stack (the iteration's own terms) names
+            # the tracer's entry point in this package: not a place in the user's files
+            if not where.startswith("<") and not where.startswith(own):
+                sited.add(i)
+                site_rows.append([i, site_ix.setdefault(where, len(site_ix))])
 
     def dims(ds: Any) -> list:
         return [[d.name, [str(s) for s in d.shards]] for d in ds]
@@ -244,6 +271,7 @@ def problem_to_data(problem: Any, frontend: str = "dsl",
         "schedule": _schedule_data(problem.schedule, problem.goals),
         "unsupported": [[str(n), str(why)] for n, why in getattr(problem, "unsupported", ())],
         "seconds": {k: f"{v:.3f}" for k, v in (seconds or {}).items()},
+        "sites": {"strings": list(site_ix), "nodes": site_rows},
     }
 
 
@@ -264,6 +292,7 @@ class ProblemData:
     schedule: dict[str, Any] | None
     unsupported: tuple[tuple[str, str], ...]
     seconds: dict[str, str]
+    sites: tuple[tuple[int, str], ...] = ()   # (node id, "file:line"): information only
 
 
 def _bad(where: str, what: str) -> ProblemDataError:
@@ -327,7 +356,9 @@ def parse_problem_data(data: Any, check_types: bool = True) -> ProblemData:
     Raises:
         ProblemDataError: anything not of the format, naming the place.
     """
-    _obj(data, TOP_KEYS, "top level")
+    _want(isinstance(data, dict) and TOP_KEYS <= set(data) <= TOP_KEYS | OPTIONAL_KEYS,
+          "top level", f"not an object with keys {sorted(TOP_KEYS)} (and optionally "
+                       f"{sorted(OPTIONAL_KEYS)})")
     _want(data["format"] == FORMAT and data["version"] == VERSION, "format",
           f"not {FORMAT} version {VERSION}")
     _want(data["frontend"] in FRONTENDS, "frontend", f"{str(data['frontend'])[:20]!r} is not one "
@@ -445,11 +476,39 @@ def parse_problem_data(data: Any, check_types: bool = True) -> ProblemData:
     sec = data["seconds"]
     _want(isinstance(sec, dict) and all(isinstance(v, str) and len(v) < 32 for v in sec.values()),
           "seconds", "not {phase: decimal string}")
+    sites = _sites(data.get("sites", {"strings": [], "nodes": []}), n)
     return ProblemData(
         frontend=data["frontend"], table=table, binding=dict(b), mesh={k: v for k, v in m},
         goals=data["goals"], assumptions=tuple(data["assumptions"]),
         spec_outputs=[(k, i) for k, i in so], cut_points=data["cut_points"], rng=data["rng"],
-        schedule=sch, unsupported=tuple((n, why) for n, why in un), seconds=dict(sec))
+        schedule=sch, unsupported=tuple((n, why) for n, why in un), seconds=dict(sec),
+        sites=sites)
+
+
+def _sites(x: Any, n: int) -> tuple[tuple[int, str], ...]:
+    """``sites`` checked (types and bounds: node ids below ``n``, string indices in range, each
+    node once) as ``(node id, "file:line")`` pairs."""
+    _obj(x, {"strings", "nodes"}, "sites")
+    strings = x["strings"]
+    _want(isinstance(strings, list) and all(isinstance(s, str) and 0 < len(s) <= MAX_SITE_CHARS
+                                            for s in strings), "sites.strings",
+          f"not a list of strings of 1 to {MAX_SITE_CHARS} characters")
+    rows = x["nodes"]
+    _want(isinstance(rows, list), "sites.nodes", "not a list")
+    m = len(strings)
+    # one pass over the common case (``type(..) is int`` excludes booleans); the slow loop only
+    # to name the first bad row
+    if not (all(type(r) is list and len(r) == 2 and type(r[0]) is int and type(r[1]) is int
+                and 0 <= r[0] < n and 0 <= r[1] < m for r in rows)
+            and len({r[0] for r in rows}) == len(rows)):
+        seen: set[int] = set()
+        for k, r in enumerate(rows):
+            _want(isinstance(r, list) and len(r) == 2 and _is_int(r[0]) and 0 <= r[0] < n
+                  and _is_int(r[1]) and 0 <= r[1] < m and r[0] not in seen,
+                  f"sites.nodes[{k}]", "not [node id, string index] (in range, each node once)")
+            seen.add(r[0])
+    out = [(i, strings[j]) for i, j in rows]
+    return tuple(out)
 
 
 def _term_attr(x: Any) -> Any:
@@ -462,11 +521,14 @@ def _term_attr(x: Any) -> Any:
     return x
 
 
-def to_problem(pd: ProblemData, path: str, source_sha256: str) -> Any:
+def to_problem(pd: ProblemData, path: str, source_sha256: str, *, sites: bool = False) -> Any:
     """The :class:`spec_lang.problem.Problem` of parsed data (terms rebuilt, hash-consed).
 
     ``path`` and ``source_sha256`` are the caller's (the process that read the file), never the
-    tracer's.
+    tracer's. With ``sites`` (``prove``; never the checker, which drops them and does not import
+    the tracer's ``spec_lang.tensor``), the document's sites are recorded for
+    :func:`spec_lang.tensor.site_of` (messages only; they replace sites an earlier problem in
+    this process left on shared terms).
     """
     from spec_lang.problem import CutPoint, Goal, Problem
     from spec_lang.term import Binding, DimSpec, Op, term
@@ -480,6 +542,11 @@ def to_problem(pd: ProblemData, path: str, source_sha256: str) -> Any:
                 ds = specs[dims] = tuple(DimSpec(n, s) for n, s in dims)
             terms.append(term(Op[op], tuple(terms[a] for a in args),
                               tuple(a if type(a) is str else _term_attr(a) for a in attrs), ds))
+    if sites and pd.sites:
+        from spec_lang.tensor import record_site
+
+        for i, where in pd.sites:
+            record_site(terms[i], where, first=False)
     sch = pd.schedule
     schedule: Any = None
     if sch is not None and sch["kind"] == "pipeline":

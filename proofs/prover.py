@@ -96,12 +96,16 @@ class Report:
         return [g for g in self.goals if g.status == "open"]
 
     def to_json(self) -> dict[str, Any]:
+        from proofs.first_difference import first_differences
+
+        diffs = first_differences(self.open_goals)
         return {
             "verdict": self.verdict, "plan": self.path, "counts": self.counts,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-            "open": [{"goal": g.name, "reason": g.reason, **_why(explain(g.reason))}
-                     for g in self.open_goals]
-            + [{"goal": n, "reason": f"not lowered: {why}", **_why(explain_unsupported(n, why))}
+            "open": [{"goal": g.name, "reason": g.reason, **_why(explain(g.reason)),
+                      **_where(g, diffs.get(g.name))} for g in self.open_goals]
+            + [{"goal": n, "reason": f"not lowered: {why}", **_why(explain_unsupported(n, why)),
+                "spec_site": None, "plan_site": None, "difference": None}
                for n, why in self.unsupported],
             "counterexample": self.counterexample.to_json() if self.counterexample else None,
             "rule_counts": dict(sorted(self.rule_counts.items())),
@@ -113,6 +117,16 @@ class Report:
 def _why(ex: Explanation) -> dict[str, str]:
     """An open goal's explanation for ``--json`` (``docs/unknown.md``)."""
     return {"code": ex.code, "explanation": ex.text, "next": ex.next}
+
+
+def _where(g: GoalResult, d: Any) -> dict[str, Any]:
+    """Where an open goal's two sides stop matching (``proofs/first_difference.py``):
+    ``spec_site``, ``plan_site`` (``file:line`` or None) and ``difference`` (words or None);
+    without a structural difference, ``plan_site`` is the line that produces the goal."""
+    if d is not None and (d.spec_site or d.plan_site):
+        return d.to_json()
+    return {"spec_site": None, "plan_site": g.site if g.site and not g.site.startswith("<")
+            else None, "difference": None}
 
 
 def _quiet(*_: Any) -> None:

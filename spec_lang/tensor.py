@@ -48,9 +48,14 @@ def user_site(depth: int = 1) -> str:
 _SITES: weakref.WeakKeyDictionary[Term, str] = weakref.WeakKeyDictionary()
 
 
-def record_site(t: Term, site: str) -> None:
-    """Remember where ``t`` was first built (terms are shared, so the first site wins)."""
-    _SITES.setdefault(t, site)
+def record_site(t: Term, site: str, *, first: bool = True) -> None:
+    """Remember where ``t`` was first built (terms are shared, so the first site wins); with
+    ``first=False`` the site replaces any earlier one (``proofs/problem_data.py``: the sites a
+    traced document names for its own terms)."""
+    if first:
+        _SITES.setdefault(t, site)
+    else:
+        _SITES[t] = site
 
 
 def site_of(t: Term) -> str:
