@@ -89,14 +89,13 @@ def test_wrong_train_file_is_not_equivalent(name, why, request, tmp_path):
     assert out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT", out
 
 
-# still open (stop 21): Python state outside the module and the optimizer (a global counter,
-# an LR scheduler) is a stated assumption of the verdict, not compared; a hook on a parameter's
-# AccumulateGrad node cannot be read back (docs/torch.md). Every other finding of the round is
-# fixed: leftover.scalar_state (module scalars, requires_grad, typed values, params lists,
-# tensor settings UNKNOWN), leftover.check_no_new_hooks, lower.written_args (out=),
-# world.fake_world (ROLE_RANK & co), dataparallel._as_fsdp_module
-OPEN = {"r6_09_global_counter.py", "r6_14_scheduler_stepped_twice.py",
-        "r6_17_grad_accumulator_hook.py"}
+# still open: a hook on a parameter's AccumulateGrad node cannot be read back (docs/torch.md).
+# Every other finding of the round is fixed: leftover.scalar_state (module scalars,
+# requires_grad, typed values, params lists, tensor settings UNKNOWN),
+# leftover.check_no_new_hooks, lower.written_args (out=), world.fake_world (ROLE_RANK & co),
+# dataparallel._as_fsdp_module; in stop 22 the global counter and the scheduler (R6-1 rest) by
+# step_state (the train file's globals and every attribute of the optimizer fingerprinted)
+OPEN = {"r6_17_grad_accumulator_hook.py"}
 
 
 # wrong files the front end already refuses (exit 3) with the message given: attempts of this
