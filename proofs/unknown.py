@@ -47,10 +47,11 @@ _TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("untraced-ranks", r"^ranks",
      "ranks off the mesh's axes are not traced (a mesh with two or more axes of size > 1)",
      "prove the same code on one-axis meshes (dp alone, tp alone); docs/torch.md"),
-    ("step-state", r"leaves the step as",
-     "the parallel step leaves a hyperparameter or a training flag different from the "
-     "single-device step",
-     "make both steps leave the optimizer's param_groups and the modules' train/eval mode alike"),
+    ("step-state", r"^(not lowered: )?(?P<what>.*(leaves the step as|step changes |"
+     r"to a value prove --torch cannot compare|its value leaving the step is not compared).*)",
+     "the steps leave different state for the next one: {what}",
+     "make both steps leave the same state (the optimizer's param_groups, the modules' "
+     "attributes and train/eval mode, hooks, the train file's globals); docs/torch.md"),
     ("not-lowered", r"^not lowered|^no lowering rule|without a (lowering )?rule|not lowered:",
      "an operation of your step has no lowering rule, so the goals that depend on it are not "
      "compared",

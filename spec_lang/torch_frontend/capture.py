@@ -37,12 +37,14 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.contract import TrainFile, line_of, user_frame
 from spec_lang.torch_frontend.leftover import (
-    check_no_new_hooks, check_parameters_kept, hook_counts, refuse_data_assignment, scalar_state,
+    CHANGED, check_no_new_hooks, check_parameters_kept, hook_counts, refuse_data_assignment,
+    scalar_state,
 )
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec,
 )
+from spec_lang.torch_frontend.step_state import state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
@@ -319,6 +321,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
                 else None for n, b in buffers}
     outputs: list[OutputRole] = []
     after: dict[str, str] = {}
+    user_modules = _user_modules(tf)
     step = tf.optimizer_step
 
     def lift(x: torch.Tensor, s: Any) -> Any:
@@ -335,6 +338,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
             for alias in tied.get(n, ()):
                 _set_attr(model, alias, p)
             new[n] = p
+        base_keys = {id(p): frozenset(vars(p)) for p in new.values()}
         states = {n: {k: lift(next(it), spec_of[n]) for k in keys} for n, _ in params}
         for n, _ in buffers:
             _set_attr(model, n, lift(next(it), buf_spec[n]))
@@ -361,14 +365,20 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
                     snaps[n] = (g._local_tensor.clone() if isinstance(g, DTensor)  # noqa: SLF001
                                 else g.clone(), _placements(g, axes))
 
-        with _snapshot_on_entry(opt, snapshot), refuse_data_assignment(path):
+        with _snapshot_on_entry(opt, snapshot) as on_step, refuse_data_assignment(path):
+            # all the Python state the step could leave for the next one (R7-1, R7-3)
+            ours = [*units, on_step]
+            state0 = step_state(model, opt, user_modules, ours, base_keys)
             loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
+            changed = state_changes(state0, step_state(model, opt, user_modules, ours,
+                                                       base_keys))
         for h in hooks_dp:
             h.remove()
         check_parameters_kept(model, new, tied, path)
         check_no_new_hooks(hooks_before, hook_counts(model, new), path)
         after.clear()
         after.update(scalar_state(model, opt))
+        after.update({f"{CHANGED}{k}": v for k, v in changed.items()})
         outs: list[torch.Tensor] = []
         outputs.clear()
         if isinstance(loss, torch.Tensor):
@@ -424,30 +434,34 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
 
 @contextlib.contextmanager
 def _snapshot_on_entry(opt: Any, snapshot: Any) -> Any:
-    """Call ``snapshot()`` when ``torch.nn.utils.clip_grad_norm_`` or ``opt.step`` is entered."""
+    """Call ``snapshot()`` when ``torch.nn.utils.clip_grad_norm_`` or ``opt.step`` is entered.
+
+    ``opt.step`` is observed through a step pre-hook, not by an instance attribute: a train
+    file reading ``vars(optimizer)`` must see what it sees outside the capture (adversarial
+    finding R7-1, r7_11). Yields the hook, which :mod:`step_state` reads as ours.
+    """
     import torch.nn.utils as nnu
     import torch.nn.utils.clip_grad as cg
 
-    real_clip, real_step = nnu.clip_grad_norm_, opt.step
+    real_clip = nnu.clip_grad_norm_
 
     def clip(*a: Any, **k: Any) -> Any:
         snapshot()
         return real_clip(*a, **k)
 
-    def step(*a: Any, **k: Any) -> Any:
+    def on_step(optimizer: Any, args: Any, kwargs: Any) -> None:  # noqa: ARG001
         snapshot()
-        return real_step(*a, **k)
 
     nnu.clip_grad_norm_ = clip
     cg_real = cg.clip_grad_norm_
     cg.clip_grad_norm_ = clip
-    opt.step = step
+    handle = opt.register_step_pre_hook(on_step)
     try:
-        yield
+        yield on_step
     finally:
         nnu.clip_grad_norm_ = real_clip
         cg.clip_grad_norm_ = cg_real
-        del opt.step
+        handle.remove()
 
 
 def _pad(pl: tuple[str, ...], axes: list[str]) -> tuple[str, ...]:

@@ -117,26 +117,53 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
     def noop(self: nn.Module, *a: Any, **kw: Any) -> None:  # noqa: ARG001
         return None
 
-    return {"set_gradient_divide_factor": set_gradient_divide_factor,
-            "set_reduce_scatter_divide_factor": set_gradient_divide_factor,
-            "set_requires_gradient_sync": set_requires_gradient_sync,
-            "set_reshard_after_forward": noop, "set_reshard_after_backward": noop,
-            "set_is_last_backward": noop, "set_modules_to_forward_prefetch": noop,
-            "set_modules_to_backward_prefetch": noop,
-            "set_requires_all_reduce": set_requires_all_reduce,
-            "set_unshard_in_backward": noop, "reshard": noop, "unshard": noop}
+    def refused(what: str) -> Any:
+        def method(self: nn.Module, *a: Any, **kw: Any) -> None:  # noqa: ARG001
+            _not_modelled(f"{what}(...)", path)
+        return method
 
-
-def _as_fsdp_module(m: nn.Module) -> None:
-    """Make ``m`` an ``FSDPModule`` as ``fully_shard`` does (a class ``FSDP<cls>`` deriving from
-    both), so that code finding its FSDP modules by ``isinstance`` (torchtitan's
-    ``disable_fsdp_gradient_division``) reaches the recorded settings (finding R6-7); the
-    instance's recording methods shadow the class's."""
+    methods: dict[str, Any] = {
+        "set_gradient_divide_factor": set_gradient_divide_factor,
+        "set_reduce_scatter_divide_factor": set_gradient_divide_factor,
+        "set_requires_gradient_sync": set_requires_gradient_sync,
+        "set_requires_all_reduce": set_requires_all_reduce}
+    methods.update({k: noop for k in NEUTRAL_FSDP_METHODS})
+    # every other method an FSDPModule has (custom collectives, gradient hooks, torch's
+    # internals, any a later torch adds) changes what is computed or needs FSDP's real state:
+    # refused with the user's line rather than run against a module that has none (R7-5)
     from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415
 
-    if not isinstance(m, FSDPModule):
+    for k in sorted(set(dir(FSDPModule)) - set(dir(nn.Module)) - set(methods)):
+        if not k.startswith("__") and callable(getattr(FSDPModule, k, None)):
+            methods[k] = refused(k)
+    return methods
+
+
+# FSDP2 methods that change where and when tensors live, never the values over the reals:
+# resharding, prefetching, memory, streams, and ``set_force_sum_reduction_for_comms`` (a sum
+# then a separate division: the same average). Audited against torch 2.13's ``FSDPModule``
+# (adversarial findings R4-11, R7-5); every other method is refused.
+NEUTRAL_FSDP_METHODS = (
+    "set_reshard_after_forward", "set_reshard_after_backward", "set_is_last_backward",
+    "set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch",
+    "set_unshard_in_backward", "reshard", "unshard", "set_post_optim_event",
+    "set_force_sum_reduction_for_comms", "set_reduce_scatter_max_input_buffers",
+    "set_allocate_memory_from_process_group_for_comm", "set_symm_mem_for_comm",
+    "set_separate_reduce_scatter_group", "_set_unshard_async_op")
+
+
+def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP") -> None:
+    """Make ``m`` an ``FSDPModule`` as ``fully_shard`` does (a class ``FSDP<cls>`` deriving from
+    both; ``replicate_with_fsdp.replicate``: ``Replicate<cls>`` deriving from its
+    ``ReplicateModule``, given as ``base``), so that code finding its FSDP modules by
+    ``isinstance`` (torchtitan's ``disable_fsdp_gradient_division``) reaches the recorded
+    settings (findings R6-7, R7-6); the instance's recording methods shadow the class's."""
+    from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415
+
+    base = FSDPModule if base is None else base
+    if not isinstance(m, base):
         cls = m.__class__
-        m.__class__ = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
+        m.__class__ = type(f"{prefix}{cls.__name__}", (base, cls), {})
 
 
 def _default_mesh() -> Any:
@@ -171,7 +198,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         return module
 
     def replicate(module: Any, *args: Any, device_mesh: Any = None, mesh: Any = None,
-                  **kw: Any) -> Any:
+                  _fsdp_based: bool = False, **kw: Any) -> Any:
         for k in ("ignored_params", "ignored_modules"):
             if kw.get(k):
                 _not_modelled(f"replicate(..., {k}=...)", path)
@@ -183,7 +210,14 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         units.append(u)
         for k, f in _fsdp_methods(u, path).items():
             object.__setattr__(module, k, types.MethodType(f, module))
+        if _fsdp_based:   # torch 2.13's FSDP-based replicate: the module is an FSDPModule
+            from torch.distributed._composable.replicate_with_fsdp import (  # noqa: PLC0415
+                ReplicateModule)
+            _as_fsdp_module(module, ReplicateModule, "Replicate")
         return module
+
+    def replicate_fsdp(module: Any, *args: Any, **kw: Any) -> Any:
+        return replicate(module, *args, _fsdp_based=True, **kw)
 
     real: list[Any] = []
     for modname, attr, fake in (
@@ -193,7 +227,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             ("torch.distributed._composable.fsdp", "fully_shard", fully_shard),
             ("torch.distributed._composable", "replicate", replicate),
             ("torch.distributed._composable.replicate", "replicate", replicate),
-            ("torch.distributed._composable.replicate_with_fsdp", "replicate", replicate)):
+            ("torch.distributed._composable.replicate_with_fsdp", "replicate", replicate_fsdp)):
         mod = sys.modules.get(modname)
         if mod is None:
             try:
@@ -202,20 +236,17 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             except ImportError:
                 continue
         if hasattr(mod, attr):
-            real.append((mod, attr, getattr(mod, attr)))
-    originals = {id(orig) for _, _, orig in real}
-    fakes = {"fully_shard": fully_shard, "replicate": replicate}
+            real.append((mod, attr, getattr(mod, attr), fake))
+    fake_of = {id(orig): fake for _, _, orig, fake in real}
     patched: list[tuple[Any, str, Any]] = []
-    for mod, attr, orig in real:
+    for mod, attr, orig, fake in real:
         patched.append((mod, attr, orig))
-        setattr(mod, attr, fakes[attr])
+        setattr(mod, attr, fake)
     for um in user_modules:               # names the user's files bound at import time
         for k, v in list(vars(um).items()):
-            if id(v) in originals:
-                name = "fully_shard" if any(v is o and a == "fully_shard"
-                                            for _, a, o in real) else "replicate"
+            if id(v) in fake_of:
                 patched.append((um, k, v))
-                setattr(um, k, fakes[name])
+                setattr(um, k, fake_of[id(v)])
     try:
         yield units
     finally:

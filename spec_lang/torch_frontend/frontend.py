@@ -101,7 +101,8 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
     coords = rank_coords(tf.mesh)
     src = tf.source
     jobs = [Job(tf.path, probe, None, src), Job(tf.path, tf.sizes, None, src),
-            Job(tf.path, tf.sizes, zero, src)] + [Job(tf.path, probe, c, src) for c in coords]
+            Job(tf.path, tf.sizes, zero, src, tf.mesh)] + [
+                Job(tf.path, probe, c, src, tf.mesh) for c in coords]
     traces = run_jobs(jobs, workers=workers)
     spec, spec_real, plan_real = traces[:3]
     plans = traces[3:]
@@ -480,10 +481,11 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
         "the step is verified as it runs when traced on meta tensors under a fake process group "
         "(one process per rank, RANK / LOCAL_RANK set): code that branches on the device, the "
         "backend or tensor values takes the branch it takes there",
-        "state the step leaves is compared for the module (parameters, buffers, scalar "
-        "attributes, train mode, requires_grad, hooks) and the optimizer (state, settings, "
-        "parameter groups); other Python state (module-level variables, LR schedulers) and "
-        "hooks on a parameter's AccumulateGrad node are not",
+        "state the step leaves is compared: parameters, buffers, gradients and optimizer state "
+        "as goals; every attribute of the modules, the parameters and the optimizer, the "
+        "globals of the train file and the modules next to it, torch's global hooks, the "
+        "default dtype and the CPU generator by fingerprint (torch's own objects by their "
+        "public plain attributes); hooks on a parameter's AccumulateGrad node are not",
     )
     return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,

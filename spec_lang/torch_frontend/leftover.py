@@ -24,10 +24,11 @@ import torch
 from torch import nn
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.step_state import UNCOMPARABLE
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["refuse_data_assignment", "check_parameters_kept", "scalar_state",
-           "scalar_state_differences", "hook_counts", "check_no_new_hooks"]
+           "scalar_state_differences", "hook_counts", "check_no_new_hooks", "CHANGED"]
 
 
 @contextlib.contextmanager
@@ -75,16 +76,19 @@ def check_parameters_kept(model: nn.Module, installed: Mapping[str, nn.Parameter
 
 def _text(v: Any) -> str:
     """A setting as text that cannot lie: the type and the value (``float.__repr__`` of a float
-    subclass, finding R6-3); a tensor is ``<tensor>`` (its value is not compared: UNKNOWN)."""
+    subclass, finding R6-3; a ``numpy`` scalar's value, R7-2); a tensor, or a value of any
+    other type, is ``<tensor>`` / ``<type ...>`` (its value is not compared: UNKNOWN)."""
     if isinstance(v, torch.Tensor):
         return "<tensor>"
     for base in (bool, int, float, str):
         if isinstance(v, base):
             t = "" if type(v) is base else f"{type(v).__name__}:"
             return t + base.__repr__(v)
+    if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0 and hasattr(v, "item"):
+        return f"numpy.{type(v).__name__}:{v.item()!r}"
     if isinstance(v, (tuple, list)):
         return "(" + ", ".join(_text(x) for x in v) + ")"
-    return "None" if v is None else f"<{type(v).__name__}>"
+    return "None" if v is None else f"<type {type(v).__module__}.{type(v).__qualname__}>"
 
 
 def scalar_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, str]:
@@ -137,11 +141,35 @@ def check_no_new_hooks(before: Mapping[str, int], after: Mapping[str, int], path
                             "before train_step returns (docs/torch.md)")
 
 
+# prefix of the entries :mod:`step_state` found changed by the step (in ``Trace.after``)
+CHANGED = "changed: "
+
+
 def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -> list[str]:
-    """What the parallel step leaves differently, in words (keys both sides have), and the
-    settings whose value is a tensor (not compared: R6-3)."""
+    """What the parallel step leaves differently, in words: a setting both sides have with two
+    values; a setting whose value is a tensor or of a type not compared (R6-3, R7-2); Python
+    state (:mod:`step_state`) one step changes and the other does not, or both change to
+    different values or to a value that cannot be compared (R7-1, R7-3)."""
     out = [f"{k} leaves the step as {plan[k]} in the parallel step, {spec[k]} in the "
-           "single-device step" for k in spec if k in plan and plan[k] != spec[k]]
-    out += [f"{k} is a tensor: its value leaving the step is not compared"
-            for k, v in plan.items() if v == "<tensor>"]
+           "single-device step" for k in spec if k in plan and plan[k] != spec[k]
+           and not k.startswith(CHANGED)]
+    out += [f"{k} is a {v[1:-1]}: its value leaving the step is not compared"
+            for k, v in plan.items() if v == "<tensor>" or v.startswith("<type ")]
+    for k in sorted({k for k in (*spec, *plan) if k.startswith(CHANGED)}):
+        what, s, p = k[len(CHANGED):], spec.get(k), plan.get(k)
+        if s is None or p is None:
+            side = "parallel" if s is None else "single-device"
+            out.append(f"the {side} step changes {what} (to {_short(p or s)}) and the other "
+                       "does not: the next step would differ")
+        elif s != p:
+            out.append(f"{what} leaves the step as {_short(p)} in the parallel step, "
+                       f"{_short(s)} in the single-device step")
+        elif s.startswith(UNCOMPARABLE):
+            out.append(f"the step changes {what} to a value prove --torch cannot compare "
+                       f"({_short(s)}): keep such state out of train_step")
     return out
+
+
+def _short(v: str) -> str:
+    v = v[len(UNCOMPARABLE):] if v.startswith(UNCOMPARABLE) else v
+    return v if len(v) <= 60 else v[:57] + "..."

@@ -249,13 +249,13 @@ def load_trace(blob: bytes) -> Any:
 
 class Job:
     """One trace to capture: the train file (its name and the bytes to run), the sizes, the
-    rank's coordinates (None: spec)."""
+    rank's coordinates (None: spec) and the mesh they are on."""
 
     def __init__(self, path: str, sizes: Mapping[str, int], coords: Mapping[str, int] | None,
-                 source: bytes):
+                 source: bytes, mesh: Mapping[str, int] | None = None):
         self.path, self.sizes, self.coords = path, dict(sizes), (None if coords is None
                                                                  else dict(coords))
-        self.source = source
+        self.source, self.mesh = source, dict(mesh or {})
 
 
 _ROOT = str(Path(__file__).resolve().parents[2])
@@ -286,7 +286,8 @@ def run_jobs(jobs: Sequence[Job], *, workers: int = 2, timeout_s: float = 1800.0
                 out = os.path.join(tmp, f"{i}.pkl")
                 src = os.path.join(tmp, f"{i}.src")
                 Path(src).write_bytes(job.source)
-                spec = json.dumps({"sizes": job.sizes, "coords": job.coords, "source": src})
+                spec = json.dumps({"sizes": job.sizes, "coords": job.coords, "mesh": job.mesh,
+                                   "source": src})
                 errf = open(out + ".err", "wb")  # noqa: SIM115 -- closed when the child ends
                 p = subprocess.Popen(  # noqa: S603 -- our own module, argv built here
                     [sys.executable, "-I", "-c", _BOOT, _ROOT, job.path, spec, out],

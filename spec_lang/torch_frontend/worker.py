@@ -1,5 +1,6 @@
 """The child process that captures one trace: ``python -I -c BOOT ROOT FILE JOB OUT`` (``JOB`` =
-JSON ``{"sizes": {...}, "coords": {...} | null, "source": file of the train file's bytes}``; see
+JSON ``{"sizes": {...}, "coords": {...} | null, "mesh": {...} | null, "source": file of the
+train file's bytes}``; see
 :mod:`spec_lang.torch_frontend.tracedata`). Writes the trace's bytes to ``OUT``, or ``ERROR\\n``
 and the one-line message of a user error."""
 
@@ -22,8 +23,18 @@ def main(argv: list[str]) -> int:
         from spec_lang.torch_frontend.version import check_torch
         from spec_lang.torch_frontend.world import fake_world
 
+        from spec_lang.errors import PlanError
+        from spec_lang.torch_frontend.world import launcher_environment
+
         check_torch()
+        # the rank's environment before the file is imported (finding R7-4)
+        mesh = {str(k): int(v) for k, v in (spec.get("mesh") or {}).items()}
+        launcher_environment(mesh, spec["coords"])
         tf = read_train_file(path, Path(spec["source"]).read_bytes())
+        if spec["coords"] is not None and dict(tf.mesh) != mesh:
+            raise PlanError(f"{path}:1: the train file declares the mesh {dict(tf.mesh)} when "
+                            f"imported as rank {spec['coords']}, {mesh} before: declare one "
+                            "mesh, whatever the rank")
         sys.path.insert(0, str(Path(path).resolve().parent))
         sizes = {k: int(v) for k, v in spec["sizes"].items()}
         if spec["coords"] is None:

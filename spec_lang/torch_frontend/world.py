@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
-__all__ = ["World", "fake_world", "rank_of"]
+__all__ = ["World", "fake_world", "rank_of", "launcher_environment", "LAUNCHER_KEYS"]
 
 
 @dataclass(frozen=True)
@@ -41,27 +41,44 @@ def rank_of(mesh: Mapping[str, int], coords: Mapping[str, int]) -> int:
     return r
 
 
+# what torchrun sets for a rank (one node); removed for the single-device run
+LAUNCHER_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                 "NODE_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_NAME")
+
+
+def launcher_environment(mesh: Mapping[str, int], coords: Mapping[str, int] | None) -> None:
+    """Set ``os.environ`` as torchrun sets it for the rank at ``coords`` on one node (``RANK``,
+    ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``ROLE_RANK``, ``ROLE_WORLD_SIZE``,
+    ``GROUP_RANK``, ``GROUP_WORLD_SIZE``, ...), or, for ``coords=None`` (the single-device
+    step), as ``python train.py`` runs: none of them. Nothing is inherited from a launcher
+    (``TORCHELASTIC_*``, ``ROLE_*``, ``GROUP_*``: finding R6-6).
+
+    The tracing child calls it *before* it imports the train file, so that code reading the
+    rank when the file is imported sees the traced rank's (adversarial finding R7-4), and
+    :func:`fake_world` again (R4-8).
+    """
+    for k in [k for k in os.environ
+              if k.startswith(("TORCHELASTIC_", "ROLE_", "GROUP_")) or k in LAUNCHER_KEYS]:
+        del os.environ[k]
+    if coords is None:
+        return
+    world, rank = str(math.prod(mesh.values())), str(rank_of(mesh, coords))
+    os.environ.update({"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world,
+                       "LOCAL_WORLD_SIZE": world, "GROUP_RANK": "0", "NODE_RANK": "0",
+                       "ROLE_RANK": rank, "ROLE_WORLD_SIZE": world, "GROUP_WORLD_SIZE": "1",
+                       "ROLE_NAME": "default"})
+
+
 @contextlib.contextmanager
 def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[World]:
-    """Initialise the fake process group as the rank at ``coords`` and build the mesh.
-
-    ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``ROLE_RANK``,
-    ``ROLE_WORLD_SIZE``, ``GROUP_RANK``, ``GROUP_WORLD_SIZE`` are set as torchrun sets them for
-    that rank on one node. The process group is destroyed on exit (a fresh one per
-    traced rank).
+    """Initialise the fake process group as the rank at ``coords`` and build the mesh, with
+    the rank's environment (:func:`launcher_environment`). The process group is destroyed on
+    exit (a fresh one per traced rank).
     """
     if dist.is_initialized():
         dist.destroy_process_group()
     world = math.prod(mesh.values())
-    # what torchrun sets for this rank (one node): code keyed on RANK / LOCAL_RANK takes the
-    # traced rank's branch (adversarial finding R4-8)
-    rank = rank_of(mesh, coords)
-    for k in [k for k in os.environ if k.startswith(("TORCHELASTIC_", "ROLE_", "GROUP_"))]:
-        del os.environ[k]          # nothing inherited from a launcher (finding R6-6)
-    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                       "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0", "NODE_RANK": "0",
-                       "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(world),
-                       "GROUP_WORLD_SIZE": "1", "ROLE_NAME": "default"})
+    launcher_environment(mesh, coords)
     dist.init_process_group("fake", store=FakeStore(), rank=rank_of(mesh, coords),
                             world_size=world)
     try:

@@ -33,29 +33,17 @@ Each ``prove --torch`` takes ~100 s on the shared 2-core machine: ``slow``.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.adversarial.torch_prove import prove
+
 TORCH3 = Path(__file__).resolve().parent / "plans" / "torch3"
 
 
 def _prove(name: str, tmp_path: Path) -> dict:
-    r = subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import prove_main; "
-                        "sys.exit(prove_main(sys.argv[1:]))", "--torch", str(TORCH3 / name),
-                        "--json", "--jobs", "1", "--no-check",
-                        "--certificate", str(tmp_path / "c.json")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=1500)
-    if not r.stdout.strip():         # bad input (exit 3): one line on stderr, no JSON
-        assert r.returncode == 3, r.stderr[-2000:]
-        return {"_rc": 3, "_err": r.stderr}
-    out = json.loads(r.stdout)
-    out["_rc"] = r.returncode
-    return out
+    return prove(TORCH3 / name, tmp_path)
 
 
 @pytest.mark.slow

@@ -41,29 +41,18 @@ Each ``prove --torch`` takes 45-75 s on the shared 2-core machine: ``slow``.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.adversarial.torch_prove import prove
+
 TORCH6 = Path(__file__).resolve().parent / "plans" / "torch6"
 
 
 def _prove(name: str, tmp_path: Path) -> dict:
-    r = subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import prove_main; "
-                        "sys.exit(prove_main(sys.argv[1:]))", "--torch", str(TORCH6 / name),
-                        "--json", "--jobs", "1", "--no-check",
-                        "--certificate", str(tmp_path / "c.json")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=1500)
-    if not r.stdout.strip():         # bad input (exit 3): one line on stderr, no JSON
-        assert r.returncode == 3, r.stderr[-2000:]
-        return {"_rc": 3, "_err": r.stderr}
-    out = json.loads(r.stdout)
-    out["_rc"] = r.returncode
-    return out
+    return prove(TORCH6 / name, tmp_path)
 
 
 WRONG = [
@@ -100,14 +89,13 @@ def test_wrong_train_file_is_not_equivalent(name, why, request, tmp_path):
     assert out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT", out
 
 
-# still open (stop 21): Python state outside the module and the optimizer (a global counter,
-# an LR scheduler) is a stated assumption of the verdict, not compared; a hook on a parameter's
-# AccumulateGrad node cannot be read back (docs/torch.md). Every other finding of the round is
-# fixed: leftover.scalar_state (module scalars, requires_grad, typed values, params lists,
-# tensor settings UNKNOWN), leftover.check_no_new_hooks, lower.written_args (out=),
-# world.fake_world (ROLE_RANK & co), dataparallel._as_fsdp_module
-OPEN = {"r6_09_global_counter.py", "r6_14_scheduler_stepped_twice.py",
-        "r6_17_grad_accumulator_hook.py"}
+# still open: a hook on a parameter's AccumulateGrad node cannot be read back (docs/torch.md).
+# Every other finding of the round is fixed: leftover.scalar_state (module scalars,
+# requires_grad, typed values, params lists, tensor settings UNKNOWN),
+# leftover.check_no_new_hooks, lower.written_args (out=), world.fake_world (ROLE_RANK & co),
+# dataparallel._as_fsdp_module; in stop 22 the global counter and the scheduler (R6-1 rest) by
+# step_state (the train file's globals and every attribute of the optimizer fingerprinted)
+OPEN = {"r6_17_grad_accumulator_hook.py"}
 
 
 # wrong files the front end already refuses (exit 3) with the message given: attempts of this

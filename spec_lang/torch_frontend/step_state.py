@@ -1,0 +1,269 @@
+"""Everything in Python a training step changes besides its traced tensors (adversarial rounds
+6 and 7, ``tests/adversarial/ATTEMPTS.md``: findings R6-1, R7-1, R7-3).
+
+``make_fx`` records the step's tensor program; the goals compare what it computes. A step can
+also change Python state that the *next* step reads: a module attribute (``self._scale``, an
+instance ``forward``, an activation function), the optimizer object (an instance ``step``, a
+step hook), a module-level global of the train file, a global hook registry, the default dtype,
+the CPU generator. Round 6 listed such places one by one and round 7 found the next ones; this
+module takes them as a class: it fingerprints *all* of that state before and after
+``train_step`` and reports what changed, so that :mod:`spec_lang.torch_frontend.leftover`
+compares the changes of the single-device step with those of every traced rank.
+
+The fingerprint of a value is identity-free text (so that it means the same in the spec's and
+in a rank's tracing process): typed values for numbers and strings (``numpy`` scalars too:
+finding R7-2), a function by its module, qualified name, code, defaults and closure, an object
+by its class and its attributes, recursively; a module or the optimizer met inside a value by
+its name; the parameters, buffers, gradients and optimizer state tensors (the goals) by
+``<goal tensor>``. A value whose new content cannot be compared between processes (another
+tensor, an object without attributes, one too large) is marked
+:data:`UNCOMPARABLE`: a step that changes it is UNKNOWN, never EQUIVALENT.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import os
+import sys
+import types
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["UNCOMPARABLE", "step_state", "state_changes"]
+
+UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be compared
+_NODE_BUDGET = 50_000       # values visited per entry before it is "too large" to compare
+_PRIMITIVES = (bool, int, float, complex, str, bytes)
+_SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
+_GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
+# torch's objects that hold training state a user reads and changes: read in full
+_TORCH_STATE = ("torch.optim", "torch.nn.modules", "torch.nn.parameter", "torch.utils.hooks")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Encoder:
+    """Identity-free text of one entry's value (module docstring)."""
+
+    def __init__(self, names: Mapping[int, str], goals: frozenset[int]):
+        self.names, self.goals = names, goals
+        self.seen: dict[int, int] = {}
+        self.nodes = 0
+        self.uncomparable = False
+
+    def enc(self, v: Any) -> str:  # noqa: PLR0911, PLR0912, C901 -- one case per kind of value
+        self.nodes += 1
+        if self.nodes > _NODE_BUDGET:
+            raise _TooLarge
+        if v is None or isinstance(v, enum.Enum):
+            return repr(v)
+        for base in _PRIMITIVES:
+            if isinstance(v, base):
+                extra = "" if type(v) is base else self._attrs(v)
+                return f"{_qual(type(v))}:{base.__repr__(v)}{extra}"
+        if type(v).__module__ == "numpy":
+            if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+                return f"{_qual(type(v))}:{v.item()!r}"
+            return f"{_qual(type(v))}:{getattr(v, 'dtype', '')}:{getattr(v, 'shape', '')}:" \
+                   f"{hashlib.sha1(bytes(memoryview(v))).hexdigest()}"  # noqa: S324 -- a digest
+        if id(v) in self.names:
+            return self.names[id(v)]
+        if isinstance(v, torch.Tensor):
+            if id(v) in self.goals:
+                return "<goal tensor>"
+            self.uncomparable = True       # its values are not traced: a change is UNKNOWN
+            return f"tensor({tuple(v.shape)},{v.dtype},{v.device},v{v._version})"
+        if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
+                          torch.memory_format)):
+            return repr(v)
+        if isinstance(v, types.ModuleType):
+            return f"module:{v.__name__}"
+        key = id(v)
+        if key in self.seen:
+            return f"ref#{self.seen[key]}"
+        self.seen[key] = len(self.seen)
+        if isinstance(v, (list, tuple)):
+            return f"{_qual(type(v))}[" + ",".join(self.enc(x) for x in v) + "]"
+        if isinstance(v, (set, frozenset)):
+            return f"{_qual(type(v))}{{" + ",".join(sorted(self.enc(x) for x in v)) + "}"
+        if isinstance(v, dict):
+            return f"{_qual(type(v))}{{" + ",".join(f"{self.enc(k)}:{self.enc(x)}"
+                                                   for k, x in v.items()) + "}" + self._attrs(v)
+        if isinstance(v, functools.partial):
+            return f"partial({self.enc(v.func)},{self.enc(v.args)},{self.enc(v.keywords)})"
+        if isinstance(v, types.MethodType):
+            return f"method({self.enc(v.__func__)},{self.enc(v.__self__)})"
+        if isinstance(v, types.FunctionType):
+            return self._function(v)
+        if isinstance(v, type):
+            if v.__module__ in sys.modules and _is_torch(v.__module__):
+                return f"class:{_qual(v)}"
+            body = {k: x for k, x in vars(v).items() if k not in ("__dict__", "__weakref__",
+                                                                 "__doc__")}
+            return f"class:{_qual(v)}{self.enc(body)}"
+        if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType,
+                          types.WrapperDescriptorType, types.MethodWrapperType,
+                          types.MethodDescriptorType)):
+            owner = getattr(v, "__self__", None)
+            bound = "" if owner is None or isinstance(owner, types.ModuleType) \
+                else f"@{self.enc(owner)}"
+            return f"builtin:{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', '')}" \
+                   + bound
+        if _is_torch(type(v).__module__) and not type(v).__module__.startswith(_TORCH_STATE):
+            # torch's own objects (a DeviceMesh, the tracer's FakeTensorMode, a process
+            # group): their public plain attributes only (module docstring)
+            return f"{_qual(type(v))}" + self._attrs(v, public_plain=True)
+        if hasattr(v, "__dict__") or hasattr(type(v), "__slots__"):
+            return f"{_qual(type(v))}" + self._attrs(v)
+        self.uncomparable = True           # no attributes to read: a generator, a C object
+        return f"<opaque {_qual(type(v))}>"
+
+    def _attrs(self, v: Any, public_plain: bool = False, skip: frozenset[str] = frozenset()
+               ) -> str:
+        out = dict(getattr(v, "__dict__", {}) or {})
+        for cls in type(v).__mro__:
+            for s in getattr(cls, "__slots__", ()) or ():
+                if isinstance(s, str) and s not in out and hasattr(v, s):
+                    out[s] = getattr(v, s)
+        out = {k: x for k, x in out.items() if k not in skip}
+        if public_plain:
+            out = {k: x for k, x in out.items() if not k.startswith("_")
+                   and (x is None or isinstance(x, _PRIMITIVES))}
+        return "" if not out else "(" + ",".join(f"{k}={self.enc(x)}" for k, x in out.items()) \
+            + ")"
+
+    def _function(self, f: types.FunctionType) -> str:
+        code = f.__code__
+        cells = tuple(_cell(c) for c in (f.__closure__ or ()))
+        return (f"fn:{f.__module__}.{f.__qualname__}:{self._code(code)}"
+                f":{self.enc(f.__defaults__)}:{self.enc(f.__kwdefaults__)}:{self.enc(cells)}"
+                f"{self._attrs(f)}")
+
+    def _code(self, code: types.CodeType) -> str:
+        consts = tuple(self._code(c) if isinstance(c, types.CodeType) else c
+                       for c in code.co_consts)
+        raw = repr((code.co_code, code.co_names, code.co_varnames, code.co_filename,
+                    code.co_firstlineno)).encode() + self.enc(consts).encode()
+        return hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- a digest, not security
+
+
+def _cell(c: Any) -> Any:
+    try:
+        return c.cell_contents
+    except ValueError:
+        return "<empty cell>"
+
+
+def _qual(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _is_torch(modname: str) -> bool:
+    return modname == "torch" or modname.startswith(("torch.", "builtins", "collections",
+                                                     "typing", "functools", "numpy"))
+
+
+def _text(enc: _Encoder, v: Any) -> str:
+    """One entry: readable when it is a plain value, else a digest of its full text."""
+    enc.seen.clear()
+    enc.nodes, enc.uncomparable = 0, False
+    try:
+        full = enc.enc(v)
+    except (_TooLarge, RecursionError):
+        return f"{UNCOMPARABLE}<too large to compare: {type(v).__name__}>"
+    mark = UNCOMPARABLE if enc.uncomparable else ""
+    if len(full) <= 80:
+        return mark + full
+    digest = hashlib.sha1(full.encode()).hexdigest()[:16]  # noqa: S324 -- a digest
+    return f"{mark}<{type(v).__name__} #{digest}>"
+
+
+_PARAMETER_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+
+
+def step_state(model: nn.Module, opt: torch.optim.Optimizer,
+               user_modules: Iterable[types.ModuleType], ours: Iterable[Any] = (),
+               base_keys: Mapping[int, Iterable[str]] | None = None) -> dict[str, str]:
+    """Entry name -> fingerprint of all the Python state a step could leave for the next one
+    (module docstring): every attribute of every module (its parameter, buffer and submodule
+    *names* included), each parameter's attributes (hooks), every attribute of the optimizer
+    (its hooks, an instance ``step``, ``param_groups``, the non-tensor part of ``state``), the
+    globals of the train file and of the modules next to it, torch's global hook registries,
+    the default dtype, grad mode and the CPU generator's state. ``ours``: objects the capture
+    itself put there (the data-parallel stand-ins' units, the wrapper of ``opt.step``), read
+    as ``<shardproof>``; ``base_keys``: id of a parameter -> the attributes it was created
+    with (the tracer's own; not read, except its hook dicts)."""
+    base_keys = base_keys or {}
+    names: dict[int, str] = {id(x): "<shardproof>" for x in ours}
+    for n, m in model.named_modules(remove_duplicate=False):
+        names.setdefault(id(m), f"<module {n or '<model>'}>")
+    names[id(opt)] = "<optimizer>"
+    pnames = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+    goals = set(pnames)
+    for n, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), f"<parameter {n}>")
+        if p.grad is not None:
+            goals.add(id(p.grad))
+    for n, b in model.named_buffers(remove_duplicate=False):
+        names.setdefault(id(b), f"<buffer {n}>")
+    for st in opt.state.values():
+        goals.update(id(x) for x in st.values() if isinstance(x, torch.Tensor))
+    enc = _Encoder(names, frozenset(goals))
+    out: dict[str, str] = {}
+    for n, m in model.named_modules(remove_duplicate=False):
+        where = n or "<model>"
+        out[f"module {where} parameters"] = ",".join(
+            f"{k}={pnames.get(id(p), '<other>') if p is not None else None}"
+            for k, p in m._parameters.items())  # noqa: SLF001
+        out[f"module {where} buffers"] = ",".join(m._buffers)  # noqa: SLF001
+        out[f"module {where} submodules"] = ",".join(m._modules)  # noqa: SLF001
+        for k, v in vars(m).items():
+            if k not in _SKIPPED_MODULE_KEYS:
+                out[f"module {where}.{k}"] = _text(enc, v)
+    for n, p in model.named_parameters(remove_duplicate=False):
+        own = {k: x for k, x in vars(p).items() if k not in base_keys.get(id(p), ())}
+        own.update({k: getattr(p, k, None) for k in _PARAMETER_HOOKS})   # C attributes
+        out[f"parameter {n} attributes"] = _text(enc, own)
+    for k, v in vars(opt).items():
+        if k == "state":
+            for p, st in v.items():
+                out[f"optimizer.state[{pnames.get(id(p), '<other>')}]"] = _text(enc, dict(st))
+        elif k != "param_groups":
+            out[f"optimizer.{k}"] = _text(enc, v)
+    for i, g in enumerate(opt.param_groups):
+        out[f"optimizer.param_groups[{i}]"] = _text(
+            enc, {k: ([pnames.get(id(p), "<other>") for p in x] if k == "params" else x)
+                  for k, x in g.items()})
+    for mod in user_modules:
+        where = os.path.basename(getattr(mod, "__file__", None) or mod.__name__)
+        for k, v in list(vars(mod).items()):
+            if not (k.startswith("__") and k.endswith("__")):
+                out[f"the global {k} of {where}"] = _text(enc, v)
+    for modname in _GLOBAL_REGISTRIES:
+        mod = sys.modules.get(modname)
+        for k, v in (vars(mod).items() if mod is not None else ()):
+            if k.startswith("_global_") and isinstance(v, dict):
+                out[f"torch {modname}.{k}"] = _text(enc, v)
+    out["torch default dtype"] = repr(torch.get_default_dtype())
+    out["torch grad mode"] = repr(torch.is_grad_enabled())
+    from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
+
+    with _disable_current_modes():   # read outside make_fx's tracing modes
+        out["torch CPU generator"] = hashlib.sha1(  # noqa: S324 -- a digest
+            torch.get_rng_state().numpy().tobytes()).hexdigest()[:16]
+    return out
+
+
+def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str]:
+    """Entry -> its value after the step, for every entry the step changed, added
+    (``<new>`` before) or removed (``<removed>``)."""
+    out = {k: v for k, v in after.items() if before.get(k) != v}
+    out.update({k: "<removed>" for k in before if k not in after})
+    return out

@@ -1,0 +1,53 @@
+"""Round 7 adversarial train file: the parallel step registers a *global* module forward hook
+(`torch.nn.modules.module.register_module_forward_hook`) halving `w2`'s output, once, after
+optimizer.step(); `leftover.hook_counts` reads the modules' own hook dicts only. Wrong from step 2 on."""
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    if mesh is not None and not getattr(torch, "_r7_hooked", False):
+        torch._r7_hooked = True
+        w2 = model.w2
+        nn.modules.module.register_module_forward_hook(
+            lambda m, i, o: o * 0.5 if m is w2 else None)
+    return loss

@@ -1,0 +1,215 @@
+"""The Python state a step leaves (``spec_lang/torch_frontend/step_state.py``; adversarial rounds
+6 and 7, findings R6-1, R7-1, R7-2, R7-3), the rank's environment before the train file is
+imported (R7-4) and the FSDP2 stand-in's methods (R7-5, R7-6): fast, in-process checks of the
+pieces; the slow end-to-end runs are ``tests/adversarial/test_torch_round7.py``."""
+
+from __future__ import annotations
+
+import os
+import types
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.leftover import CHANGED, _text, scalar_state_differences
+from spec_lang.torch_frontend.step_state import UNCOMPARABLE, state_changes, step_state
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Linear(3, 4, bias=False)
+        self.w2 = nn.Linear(4, 3, bias=False)
+        self._scale = 1.0
+        self.act = nn.functional.silu
+
+    def forward(self, x):
+        return self.w2(self.act(self.w1(x))) * self._scale
+
+
+def _setup():
+    torch.manual_seed(0)
+    m = MLP()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    mod = types.ModuleType("user_train")
+    mod.__file__ = "/somewhere/train.py"
+    mod.COUNTER = [0]
+    return m, opt, mod
+
+
+def _changes(step) -> dict[str, str]:
+    m, opt, mod = _setup()
+    before = step_state(m, opt, [mod])
+    step(m, opt, mod)
+    return state_changes(before, step_state(m, opt, [mod]))
+
+
+def _noop(m, opt, mod):  # noqa: ARG001
+    return None
+
+
+def test_a_step_that_only_trains_changes_nothing():
+    def step(m, opt, mod):  # noqa: ARG001
+        loss = m(torch.ones(2, 3)).square().sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert _changes(step) == {}
+    assert _changes(_noop) == {}
+
+
+@pytest.mark.parametrize("step,entry,value", [
+    (lambda m, o, g: setattr(m, "_scale", 0.5), "module <model>._scale", "builtins.float:0.5"),
+    (lambda m, o, g: setattr(m, "scale", 2), "module <model>.scale", "builtins.int:2"),
+    (lambda m, o, g: setattr(m, "act", nn.functional.gelu), "module <model>.act",
+     "builtin:torch._C._nn.gelu"),
+    (lambda m, o, g: g.COUNTER.append(1), "the global COUNTER of train.py",
+     "builtins.list[builtins.int:0,builtins.int:1]"),
+    (lambda m, o, g: setattr(m.w1, "training", m.w1.training), None, None),
+])
+def test_a_changed_attribute_or_global_is_named_with_its_new_value(step, entry, value):
+    got = _changes(step)
+    if entry is None:
+        assert got == {}
+    else:
+        assert got == {entry: value}
+
+
+def test_hooks_added_removed_or_swapped_are_changes():
+    def add(m, opt, mod):  # noqa: ARG001
+        m.w2.register_forward_hook(lambda mod_, a, out: out * 2)
+
+    assert list(_changes(add)) == ["module w2._forward_hooks"]
+
+    m, opt, mod = _setup()
+    h = m.w2.register_forward_hook(lambda mod_, a, out: out * 2)
+    before = step_state(m, opt, [mod])
+    h.remove()
+    m.w2.register_forward_hook(lambda mod_, a, out: out * 3)   # the same count (r7_08)
+    assert list(state_changes(before, step_state(m, opt, [mod]))) == ["module w2._forward_hooks"]
+
+    def opt_hook(m, opt, mod):  # noqa: ARG001
+        opt.register_step_pre_hook(lambda o, a, k: None)
+
+    assert list(_changes(opt_hook)) == ["optimizer._optimizer_step_pre_hooks"]
+
+    def global_hook(m, opt, mod):  # noqa: ARG001
+        h = nn.modules.module.register_module_forward_hook(lambda mod_, a, out: out)
+        global_hook.handle = h
+
+    try:
+        assert list(_changes(global_hook)) == [
+            "torch torch.nn.modules.module._global_forward_hooks"]
+    finally:
+        global_hook.handle.remove()
+
+
+def test_an_instance_step_and_a_hook_on_a_parameter_are_changes():
+    def replace_step(m, opt, mod):  # noqa: ARG001
+        once = opt.step
+        opt.step = lambda closure=None: (once(), once())[1]
+
+    assert list(_changes(replace_step)) == ["optimizer.step"]
+
+    def grad_hook(m, opt, mod):  # noqa: ARG001
+        m.w1.weight.register_hook(lambda g: g * 2)
+
+    assert list(_changes(grad_hook)) == ["parameter w1.weight attributes"]
+
+
+def test_a_new_tensor_value_cannot_be_compared():
+    def stash(m, opt, mod):  # noqa: ARG001
+        m.cache = torch.ones(2)
+
+    got = _changes(stash)
+    assert list(got) == ["module <model>.cache"]
+    assert got["module <model>.cache"].startswith(UNCOMPARABLE)
+
+    def inplace(m, opt, mod):  # noqa: ARG001
+        mod.TABLE.mul_(2)
+
+    m, opt, mod = _setup()
+    mod.TABLE = torch.ones(3)
+    before = step_state(m, opt, [mod])
+    inplace(m, opt, mod)
+    got = state_changes(before, step_state(m, opt, [mod]))
+    assert list(got) == ["the global TABLE of train.py"]     # the version counter moved
+
+
+def test_the_fingerprint_is_identity_free():
+    a, _, _ = _setup()
+    b, _, _ = _setup()
+    sa = step_state(a, torch.optim.SGD(a.parameters(), lr=0.1), [])
+    sb = step_state(b, torch.optim.SGD(b.parameters(), lr=0.1), [])
+    assert sa == sb      # two processes' fingerprints of equal state agree
+
+
+def test_an_entry_over_the_budget_is_uncomparable():
+    m, opt, mod = _setup()
+    mod.BIG = [list(range(100)) for _ in range(1000)]
+    assert step_state(m, opt, [mod])["the global BIG of train.py"].startswith(
+        UNCOMPARABLE + "<too large")
+
+
+def test_differences_between_the_two_steps_in_words():
+    spec = {"param_groups[0].lr": "0.1", CHANGED + "module <model>.k": "builtins.int:2"}
+    same = scalar_state_differences(spec, dict(spec))
+    assert same == []
+    one_side = scalar_state_differences(spec, {"param_groups[0].lr": "0.1"})
+    assert one_side == ["the single-device step changes module <model>.k (to builtins.int:2) "
+                        "and the other does not: the next step would differ"]
+    other = scalar_state_differences(spec, {**spec, CHANGED + "module <model>.k": "builtins.int:3"})
+    assert other == ["module <model>.k leaves the step as builtins.int:3 in the parallel step, "
+                     "builtins.int:2 in the single-device step"]
+    t = CHANGED + "module <model>.cache"
+    both = scalar_state_differences({t: UNCOMPARABLE + "tensor((2,),...)"},
+                                    {t: UNCOMPARABLE + "tensor((2,),...)"})
+    assert len(both) == 1 and "cannot compare" in both[0]
+
+
+def test_settings_text_keeps_numpy_values_and_flags_other_types():
+    assert _text(np.float32(0.1)) != _text(np.float32(0.05))            # R7-2
+    assert _text(np.float32(0.5)) == "numpy.float32:0.5"
+    assert _text(object()) == "<type builtins.object>"
+    assert scalar_state_differences({}, {"param_groups[0].lr": "<type builtins.object>"}) == [
+        "param_groups[0].lr is a type builtins.object: its value leaving the step is not "
+        "compared"]
+
+
+def test_the_rank_environment_is_set_before_the_import_and_cleared_for_the_spec(monkeypatch):
+    from spec_lang.torch_frontend.world import LAUNCHER_KEYS, launcher_environment
+
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    monkeypatch.setenv("RANK", "7")
+    for k in LAUNCHER_KEYS:
+        monkeypatch.setenv(k, os.environ.get(k, "junk"))
+    launcher_environment({"dp": 2, "tp": 2}, {"dp": 1, "tp": 0})
+    assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["ROLE_RANK"]) == \
+        ("2", "4", "2")
+    assert "TORCHELASTIC_RUN_ID" not in os.environ
+    launcher_environment({"dp": 2}, None)
+    assert not [k for k in LAUNCHER_KEYS if k in os.environ]
+
+
+def test_every_fsdp_module_method_is_shadowed():
+    from torch.distributed.fsdp import FSDPModule
+
+    from spec_lang.torch_frontend.dataparallel import NEUTRAL_FSDP_METHODS, DPUnit, _fsdp_methods
+
+    unit = DPUnit("fsdp", nn.Linear(2, 2), None, None, settings={})
+    methods = _fsdp_methods(unit, None)
+    public = {k for k in set(dir(FSDPModule)) - set(dir(nn.Module))
+              if not k.startswith("__") and callable(getattr(FSDPModule, k))}
+    assert public <= set(methods)
+    m = nn.Linear(2, 2)
+    for k in NEUTRAL_FSDP_METHODS:
+        assert methods[k](m) is None
+    for k in ("set_all_reduce_hook", "set_custom_all_gather", "set_custom_reduce_scatter",
+              "_get_fsdp_state"):
+        with pytest.raises(PlanError, match=f"{k}\\(...\\) is not modelled"):
+            methods[k](m, None)
+    methods["set_gradient_divide_factor"](m, 1.0)
+    assert unit.divide_factor == 1.0
