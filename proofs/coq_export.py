@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from proofs.coq_constants import Num, parse_const, parse_rational
-from proofs.coq_subsets import outside_coq_subset
+from proofs.coq_subsets import LazySigns, outside_coq_subset
 
 __all__ = ["CoqExport", "ExportError", "export_certificate", "rule_codes", "COQ_DIR",
            "fingerprint"]
@@ -388,6 +388,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
             cut.append(names(row[2][0]))
     facts: dict[int, int] = {}
     unread_set = set(unread)
+    signs = LazySigns(rows, unread_set)
     out_steps: list[tuple] = []
     opaque: dict[int, str] = {}
     rule_steps = 0
@@ -395,7 +396,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
     for k, st in enumerate(steps):
         kind = st.get("kind")
         l, r = st.get("lhs"), st.get("rhs")
-        outside = (outside_coq_subset(st["rule"], rows, st, unread_set)
+        outside = (outside_coq_subset(st["rule"], rows, st, unread_set, signs)
                    if kind == "rule" and st.get("rule") in codes else None)
         if kind == "refl":
             out_steps.append((0, l + 1))

@@ -31,8 +31,8 @@ __all__ = ["CoqMissing", "CoqFailed", "CoqReport", "coq_check", "build_library",
 # Compilation order of the library (each file imports only earlier ones).
 LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Shard",
            "RulesBasic", "RulesLift", "RulesAxis", "RulesEinsum", "RulesPow", "RulesContent",
-           "RulesScalarOut", "RulesLiftEinsum", "Positive", "Canon", "RulesCanon",
-           "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
+           "RulesScalarOut", "RulesLiftEinsum", "Positive", "Signs", "Canon", "RulesCanon",
+           "RulesMerge", "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
            "RulesFactorOut", "RulesCollect", "RulesReorder", "Rules",
            "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "

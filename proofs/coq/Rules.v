@@ -7,7 +7,7 @@
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
-  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder.
+  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge.
 Import ListNotations.
 
 Inductive rtag :=
@@ -20,7 +20,7 @@ Inductive rtag :=
 | TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
-| TLiftPermEw | TAddScaledSum.
+| TLiftPermEw | TAddScaledSum | TPowPow.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -47,8 +47,8 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAddContent => chk_add_content
   | TEinsumScalarOut => chk_einsum_scalar_out
   | TLiftShardEinsum => chk_lift_einsum
-  | TMulCanon => chk_mul_canon
-  | TAddCanon => chk_add_canon
+  | TMulCanon => chk_mul_canon_all
+  | TAddCanon => chk_add_canon_g
   | TReindexScalarOut => chk_reindex_scalar_out
   | TLiftShardChunk => chk_lift_chunk
   | TLiftShardRename => chk_lift_rename
@@ -74,6 +74,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TConcatContent => chk_concat_content
   | TLiftPermEw => chk_lift_perm_ew
   | TAddScaledSum => chk_add_scaled_sum
+  | TPowPow => chk_pow_pow
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -135,6 +136,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 51%N => Some TConcatContent (* concat-content *)
   | 52%N => Some TLiftPermEw (* lift-perm-elementwise *)
   | 53%N => Some TAddScaledSum (* add-scaled-sum *)
+  | 54%N => Some TPowPow (* pow-pow *)
   | _ => None
   end.
 
@@ -164,8 +166,8 @@ Proof.
   - apply chk_add_content_sound.
   - apply chk_einsum_scalar_out_sound.
   - apply chk_lift_einsum_sound.
-  - apply chk_mul_canon_sound.
-  - apply chk_add_canon_sound.
+  - apply chk_mul_canon_all_sound.
+  - apply chk_add_canon_g_sound.
   - apply chk_reindex_scalar_out_sound.
   - apply chk_lift_chunk_sound.
   - apply chk_lift_rename_sound.
@@ -191,4 +193,5 @@ Proof.
   - apply chk_concat_content_sound.
   - apply chk_lift_perm_ew_sound.
   - apply chk_add_scaled_sum_sound.
+  - apply chk_pow_pow_sound.
 Qed.
