@@ -160,19 +160,6 @@ def _add_canon(rows: list, step: dict[str, Any], unread: set[int], signs: LazySi
     if fl is None or fr is None:
         return "rule add-canon: a nested sum has dims outside its parent's"
 
-    def const(x: int) -> Fraction | None | bool:
-        """the rational value of a scalar constant; None: not a constant; False: irrational"""
-        if not (rows[x][0] == "CONST" and not rows[x][1] and not rows[x][3] and x not in unread):
-            return None
-        v = parse_const(rows[x][2][0])
-        return v[0][0] if v is not None and len(v) == 1 and not v[0][1] else (
-            Fraction(0) if v == () else False)
-
-    for t in fl + fr:                           # RulesCanon.term_key's coefficients
-        cs = [const(t)] if const(t) is not None else (
-            [const(z) for z in rows[t][1]] if rows[t][0] == "MUL" else [])
-        if any(v is False for v in cs):
-            return "rule add-canon: an irrational coefficient (not in Coq's checker)"
     dropped = add_dropped(rows, fl, fr)     # RulesMerge.chk_add_canon_g's guard
     if dropped and not all(signs().dfn[f] for f in dropped):
         return f"rule add-canon drops a monomial not shown defined {NO_SIGN}"
