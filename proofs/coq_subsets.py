@@ -183,8 +183,16 @@ def _einsum_mul_canon(rows: list, step: dict[str, Any], unread: set[int],
     left, right = Counter(fl), Counter(rows[r][1])
     merges = any(rows[x][0] == "POW" or n > 1 for side in (left, right) for x, n in side.items())
     if left != right and merges:
-        return "rule einsum-mul-canon merges powers (sign guard; not in Coq's checker)"
-    return None          # the same factors, or different ones without powers: Coq decides
+        ys, sg = list(rows[r][1]), signs()
+
+        def nonconst(xs: list[int]) -> list[int]:
+            return [x for x in xs if not (rows[x][0] == "CONST" and not rows[x][1]
+                                          and not rows[x][3] and x not in unread)]
+        if not (keeps_defined(sg, [_prd(rows, x) for x in nonconst(fl)],
+                              [_prd(rows, x) for x in nonconst(ys)])
+                and merge_ok(sg, [_rd(rows, x) for x in fl], [_rd(rows, x) for x in ys])):
+            return f"rule einsum-mul-canon merges powers {NO_SIGN}"
+    return None          # Coq decides (RulesEinsumMul.v)
 
 
 def _pow_const(rows: list, step: dict[str, Any], unread: set[int], signs: LazySigns) -> str | None:

@@ -52,7 +52,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TReindexScalarOut => chk_reindex_scalar_out
   | TLiftShardChunk => chk_lift_chunk
   | TLiftShardRename => chk_lift_rename
-  | TEinsumMulCanon => chk_einsum_mul_canon
+  | TEinsumMulCanon => chk_einsum_mul_canon_all
   | TAllReduceSplit => chk_allreduce_einsum_split
   | TEinsumFactorOut => chk_einsum_factor_out
   | TLiftShardConcat => chk_lift_concat
@@ -171,7 +171,7 @@ Proof.
   - apply chk_reindex_scalar_out_sound.
   - apply chk_lift_chunk_sound.
   - apply chk_lift_rename_sound.
-  - apply chk_einsum_mul_canon_sound.
+  - apply chk_einsum_mul_canon_all_sound.
   - apply chk_allreduce_einsum_split_sound.
   - apply chk_einsum_factor_out_sound.
   - apply chk_lift_concat_sound.
