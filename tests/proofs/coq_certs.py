@@ -258,3 +258,66 @@ def moves() -> dict:
             "binding": {"B": 4, "H": 4, "C": 4, "D": 4, "dp": 2, "tp": 2, "cp": 3, "sp": 1},
             "nodes": nodes, "steps": steps, "obligations": obs,
             "plan": {"path": "moves.py", "sha256": "0" * 64}}
+
+
+# -- sign-guarded steps (RulesMerge.v, Signs.v) ---------------------------------------------------
+def signs() -> dict:
+    """x: B positive, w: B real, s = 1/100 + sum_B w^2 (positive). Steps whose guard is a sign
+    fact: x^-1 x w = w, s^(-1/2) s^(-1/2) = s^-1 (mul-canon), (x^-1)^-1 = x^1,
+    (s^(-1/2))^3 = s^(-3/2) (pow-pow), w + x^-1 - x^-1 = w (add-canon), sum_B x^-1 x w =
+    sum_B w (einsum-mul-canon): Coq proves them from its sign analysis. sigmoid(w)^-1
+    sigmoid(w) w = w (the Python analysis knows sigmoid > 0; Coq's semantics leaves SIGMOID
+    arbitrary): a hypothesis. The same steps on w (w^-1 w x = x, (w^-1)^-1 = w^1,
+    w + w^-1 - w^-1 = w: w may be 0) fail the rules' guards, in Python and in Coq."""
+    B = [["B", []]]
+    q = lambda v: {"q": v}
+    nodes = [
+        ["INPUT", [], ["x", "data", "positive"], B],                  # 0
+        ["INPUT", [], ["w", "data", "real"], B],                      # 1
+        ["POW", [0], [q("-1/1")], B],                                 # 2: x^-1
+        ["MUL", [2, 0, 1], [], B],                                    # 3: x^-1 x w
+        ["POW", [0], [q("1/1")], B],                                  # 4: x^1
+        ["POW", [1], [q("2/1")], B],                                  # 5: w^2
+        ["EINSUM", [5], [[]], []],                                    # 6: sum_B w^2
+        ["CONST", [], [q("1/100")], []],                              # 7
+        ["ADD", [7, 6], [], []],                                      # 8: s
+        ["POW", [8], [q("-1/2")], []],                                # 9: s^(-1/2)
+        ["MUL", [9, 9], [], []],                                      # 10
+        ["POW", [8], [q("-1/1")], []],                                # 11: s^-1
+        ["POW", [2], [q("-1/1")], B],                                 # 12: (x^-1)^-1
+        ["CONST", [], [q("-1/1")], []],                               # 13
+        ["MUL", [13, 2], [], B],                                      # 14: -x^-1
+        ["ADD", [1, 2, 14], [], B],                                   # 15: w + x^-1 - x^-1
+        ["POW", [9], [q("3/1")], []],                                 # 16: (s^(-1/2))^3
+        ["POW", [8], [q("-3/2")], []],                                # 17: s^(-3/2)
+        ["EINSUM", [2, 0, 1], [[]], []],                              # 18: sum_B x^-1 x w
+        ["EINSUM", [1], [[]], []],                                    # 19: sum_B w
+        ["SIGMOID", [1], [], B],                                      # 20
+        ["POW", [20], [q("-1/1")], B],                                # 21
+        ["MUL", [21, 20, 1], [], B],                                  # 22: sigmoid(w)^-1 sigmoid(w) w
+        ["POW", [1], [q("-1/1")], B],                                 # 23: w^-1
+        ["MUL", [23, 1, 0], [], B],                                   # 24: w^-1 w x
+        ["POW", [23], [q("-1/1")], B],                                # 25: (w^-1)^-1
+        ["MUL", [13, 23], [], B],                                     # 26: -w^-1
+        ["ADD", [1, 23, 26], [], B],                                  # 27: w + w^-1 - w^-1
+        ["POW", [1], [q("1/1")], B],                                  # 28: w^1
+    ]
+    ns = lambda *xs: {"nodes": list(xs)}
+    rows = [("merge", "mul-canon", 3, 1, {"xs": ns(2, 0, 1), "ys": ns(1)}),
+            ("rsqrt", "mul-canon", 10, 11, {"xs": ns(9, 9), "ys": ns(11)}),
+            ("powpow", "pow-pow", 12, 4, {"x": {"node": 0}, "a": q("-1/1"), "b": q("-1/1")}),
+            ("powfrac", "pow-pow", 16, 17, {"x": {"node": 8}, "a": q("-1/2"), "b": q("3/1")}),
+            ("drop", "add-canon", 15, 1, {"xs": ns(1, 2, 14), "ys": ns(1)}),
+            ("einsummerge", "einsum-mul-canon", 18, 19,
+             {"xs": ns(2, 0, 1), "ys": ns(1), "out": []}),
+            ("sigmoid", "mul-canon", 22, 1, {"xs": ns(21, 20, 1), "ys": ns(1)}),
+            ("wmerge", "mul-canon", 24, 0, {"xs": ns(23, 1, 0), "ys": ns(0)}),
+            ("wpowpow", "pow-pow", 25, 28, {"x": {"node": 1}, "a": q("-1/1"), "b": q("-1/1")}),
+            ("wdrop", "add-canon", 27, 1, {"xs": ns(1, 23, 26), "ys": ns(1)})]
+    steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs, "subst": sub}
+             for _n, rule, lhs, rhs, sub in rows]
+    obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": lhs, "actual": rhs,
+            "proof": k} for k, (n, _r, lhs, rhs, _s) in enumerate(rows)]
+    return {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
+            "binding": {"B": 4}, "nodes": nodes, "steps": steps, "obligations": obs,
+            "plan": {"path": "signs.py", "sha256": "0" * 64}}
