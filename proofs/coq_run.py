@@ -32,7 +32,8 @@ __all__ = ["CoqMissing", "CoqFailed", "CoqReport", "coq_check", "build_library",
 LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Shard",
            "RulesBasic", "RulesLift", "RulesAxis", "RulesEinsum", "RulesPow", "RulesContent",
            "RulesScalarOut", "RulesLiftEinsum", "Positive", "Signs", "Canon", "RulesCanon",
-           "RulesMerge", "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
+           "RulesMerge", "RulesShift", "RulesActivation", "RulesOneHot", "RulesReduceMax",
+           "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
            "RulesFactorOut", "RulesCollect", "RulesReorder", "Rules",
            "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "

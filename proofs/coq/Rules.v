@@ -7,7 +7,8 @@
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
-  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge.
+  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
+  RulesActivation RulesOneHot RulesReduceMax.
 Import ListNotations.
 
 Inductive rtag :=
@@ -20,7 +21,8 @@ Inductive rtag :=
 | TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
-| TLiftPermEw | TAddScaledSum | TPowPow.
+| TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
+| TOneHotShardOut | TReduceMaxUnitAxis.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -75,6 +77,11 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftPermEw => chk_lift_perm_ew
   | TAddScaledSum => chk_add_scaled_sum
   | TPowPow => chk_pow_pow
+  | TExpMaxShift => chk_exp_max_shift
+  | TSiluDef => chk_silu_def
+  | TLiftShardOneHot => chk_lift_onehot
+  | TOneHotShardOut => chk_onehot_shard_out
+  | TReduceMaxUnitAxis => chk_reduce_max_unit_axis
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -137,6 +144,11 @@ Definition rtag_of (n : N) : option rtag :=
   | 52%N => Some TLiftPermEw (* lift-perm-elementwise *)
   | 53%N => Some TAddScaledSum (* add-scaled-sum *)
   | 54%N => Some TPowPow (* pow-pow *)
+  | 55%N => Some TExpMaxShift (* exp-max-shift *)
+  | 56%N => Some TSiluDef (* silu-def *)
+  | 57%N => Some TLiftShardOneHot (* lift-shard-onehot *)
+  | 58%N => Some TOneHotShardOut (* onehot-shard-out *)
+  | 59%N => Some TReduceMaxUnitAxis (* reduce-max-unit-axis *)
   | _ => None
   end.
 
@@ -194,4 +206,9 @@ Proof.
   - apply chk_lift_perm_ew_sound.
   - apply chk_add_scaled_sum_sound.
   - apply chk_pow_pow_sound.
+  - apply chk_exp_max_shift_sound.
+  - apply chk_silu_def_sound.
+  - apply chk_lift_onehot_sound.
+  - apply chk_onehot_shard_out_sound.
+  - apply chk_reduce_max_unit_axis_sound.
 Qed.

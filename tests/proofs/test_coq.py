@@ -39,14 +39,14 @@ RULES_WITHOUT_LEMMA = frozenset({
     "allreduce-einsum-push", "allreduce-max-shard", "allreduce-permute",
     "allreduce-rank-const", "einsum-components",
     "einsum-max-factor-out", "einsum-nested", "einsum-perm-contract", "einsum-recip-factor-out",
-    "einsum-unit-dim", "exp-max-shift", "exp-max-shift-block", "gelu-def",
+    "einsum-unit-dim", "exp-max-shift-block", "gelu-def",
     "squeeze-elementwise",
     "lift-perm-chunk", "lift-perm-concat", "lift-perm-einsum",
     "lift-perm-onehot", "lift-perm-reduce-max", "lift-perm-rename", "lift-perm-topk",
-    "lift-perm-topk-elig", "lift-shard-onehot", "lift-shard-permute",
-    "lift-shard-shift", "lift-shard-topk", "lift-shard-topk-elig", "onehot-shard-out",
+    "lift-perm-topk-elig", "lift-shard-permute",
+    "lift-shard-shift", "lift-shard-topk", "lift-shard-topk-elig",
     "perm-swap", "pow-const-factor",
-    "reduce-max-perm", "reduce-max-unit-axis", "reduce-max-unit-dim", "silu-def",
+    "reduce-max-perm", "reduce-max-unit-dim",
 })
 
 
@@ -59,7 +59,7 @@ def test_every_rule_has_a_coq_lemma_or_is_a_listed_gap() -> None:
     assert missing == RULES_WITHOUT_LEMMA, (
         f"rules without a Coq lemma not listed: {sorted(missing - RULES_WITHOUT_LEMMA)}; "
         f"listed but now with a lemma: {sorted(RULES_WITHOUT_LEMMA - missing)}")
-    assert len(codes) == 55 and len(set(codes.values())) == len(codes)
+    assert len(codes) == 60 and len(set(codes.values())) == len(codes)
 
 
 # -- the exporter's constant reader agrees with the checker's -----------------------------------
