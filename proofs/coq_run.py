@@ -32,7 +32,7 @@ __all__ = ["CoqMissing", "CoqFailed", "CoqReport", "coq_check", "build_library",
 LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Shard",
            "RulesBasic", "RulesLift", "RulesAxis", "RulesEinsum", "RulesPow", "RulesContent",
            "RulesScalarOut", "RulesLiftEinsum", "Positive", "Signs", "Canon", "RulesCanon",
-           "RulesMerge", "RulesShift", "RulesActivation", "RulesOneHot", "RulesReduceMax",
+           "RulesMerge", "RulesShift", "RulesActivation", "RulesOneHot", "RulesReduceMax", "RulesRadical",
            "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
            "RulesFactorOut", "RulesCollect", "RulesReorder", "Rules",
            "Steps", "StepsSound", "Cert", "Decode")

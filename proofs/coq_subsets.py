@@ -12,8 +12,9 @@ analysis justifies and Coq's does not (a ``mask`` total, a covering causal mask,
 assumed spec denominator) is exported as a hypothesis, with the reason returned here.
 ``einsum-mul-canon`` (``RulesEinsumMul.v``): checked when the operands of both sides are the
 same multiset once the ``MUL`` operands are flattened; steps that merge powers are kept back.
-``pow-const`` is checked for integer exponents (``RulesPow.v``: ``c^e`` folded exactly); a
-non-integer exponent, or a constant the exporter reads as an input, keeps the step back.
+``pow-const`` is checked for integer exponents (``RulesPow.v``: ``c^e`` folded exactly) and for
+non-integer ones of a positive one-term constant (``RulesRadical.v``); another constant, or one
+the exporter reads as an input, keeps the step back.
 ``add-canon`` (``RulesCanon.v``, ``RulesMerge.v``: sums compared as linear combinations of
 monomials): a step dropping a monomial (``x^-1 - x^-1 = 0``) goes to Coq when Coq's analysis
 shows the dropped factors defined (the rule's guard); a step with an irrational coefficient is
@@ -202,10 +203,13 @@ def _pow_const(rows: list, step: dict[str, Any], unread: set[int], signs: LazySi
     if rows[l][0] != "POW" or len(rows[l][1]) != 1:
         return None
     e = parse_rational(rows[l][2][0])
-    if e is not None and e.denominator != 1:
-        return "rule pow-const with a non-integer exponent (not in Coq's checker)"
     if rows[l][1][0] in unread or r in unread:
         return "rule pow-const: a constant the exporter cannot read"
+    if e is not None and e.denominator != 1:      # RulesRadical.num_qpow: c = one term, q > 0
+        c = parse_const(rows[rows[l][1][0]][2][0])
+        if c is None or len(c) != 1 or c[0][0] <= 0:
+            return "rule pow-const with a non-integer exponent of a constant that is not one " \
+                   "positive term (not in Coq's checker)"
     return None
 
 

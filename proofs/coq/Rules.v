@@ -8,7 +8,7 @@ From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
-  RulesActivation RulesOneHot RulesReduceMax.
+  RulesActivation RulesOneHot RulesReduceMax RulesRadical.
 Import ListNotations.
 
 Inductive rtag :=
@@ -22,7 +22,7 @@ Inductive rtag :=
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
 | TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
-| TOneHotShardOut | TReduceMaxUnitAxis.
+| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -58,7 +58,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAllReduceSplit => chk_allreduce_einsum_split
   | TEinsumFactorOut => chk_einsum_factor_out
   | TLiftShardConcat => chk_lift_concat
-  | TPowConst => chk_pow_const
+  | TPowConst => chk_pow_const_all
   | TShardSwap => chk_shard_swap
   | TAllReduceAdd => chk_allreduce_add
   | TAllReduceReindex => chk_allreduce_reindex
@@ -82,6 +82,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftShardOneHot => chk_lift_onehot
   | TOneHotShardOut => chk_onehot_shard_out
   | TReduceMaxUnitAxis => chk_reduce_max_unit_axis
+  | TPowConstFactor => chk_pow_const_factor
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -149,6 +150,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 57%N => Some TLiftShardOneHot (* lift-shard-onehot *)
   | 58%N => Some TOneHotShardOut (* onehot-shard-out *)
   | 59%N => Some TReduceMaxUnitAxis (* reduce-max-unit-axis *)
+  | 60%N => Some TPowConstFactor (* pow-const-factor *)
   | _ => None
   end.
 
@@ -187,7 +189,7 @@ Proof.
   - apply chk_allreduce_einsum_split_sound.
   - apply chk_einsum_factor_out_sound.
   - apply chk_lift_concat_sound.
-  - apply chk_pow_const_sound.
+  - apply chk_pow_const_all_sound.
   - apply chk_shard_swap_sound.
   - apply chk_allreduce_add_sound.
   - apply chk_allreduce_reindex_sound.
@@ -211,4 +213,5 @@ Proof.
   - apply chk_lift_onehot_sound.
   - apply chk_onehot_shard_out_sound.
   - apply chk_reduce_max_unit_axis_sound.
+  - apply chk_pow_const_factor_sound.
 Qed.
