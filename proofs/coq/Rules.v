@@ -8,7 +8,7 @@ From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
-  RulesActivation RulesOneHot RulesReduceMax RulesRadical.
+  RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested.
 Import ListNotations.
 
 Inductive rtag :=
@@ -22,7 +22,7 @@ Inductive rtag :=
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
 | TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
-| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor.
+| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -83,6 +83,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TOneHotShardOut => chk_onehot_shard_out
   | TReduceMaxUnitAxis => chk_reduce_max_unit_axis
   | TPowConstFactor => chk_pow_const_factor
+  | TEinsumNested => chk_einsum_nested
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -151,6 +152,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 58%N => Some TOneHotShardOut (* onehot-shard-out *)
   | 59%N => Some TReduceMaxUnitAxis (* reduce-max-unit-axis *)
   | 60%N => Some TPowConstFactor (* pow-const-factor *)
+  | 61%N => Some TEinsumNested (* einsum-nested *)
   | _ => None
   end.
 
@@ -214,4 +216,5 @@ Proof.
   - apply chk_onehot_shard_out_sound.
   - apply chk_reduce_max_unit_axis_sound.
   - apply chk_pow_const_factor_sound.
+  - apply chk_einsum_nested_sound.
 Qed.
