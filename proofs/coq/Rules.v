@@ -22,7 +22,7 @@ Inductive rtag :=
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
 | TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
-| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested.
+| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -84,6 +84,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TReduceMaxUnitAxis => chk_reduce_max_unit_axis
   | TPowConstFactor => chk_pow_const_factor
   | TEinsumNested => chk_einsum_nested
+  | TAddMaxFactorOut => chk_add_max_factor_out
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -153,6 +154,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 59%N => Some TReduceMaxUnitAxis (* reduce-max-unit-axis *)
   | 60%N => Some TPowConstFactor (* pow-const-factor *)
   | 61%N => Some TEinsumNested (* einsum-nested *)
+  | 62%N => Some TAddMaxFactorOut (* add-max-factor-out *)
   | _ => None
   end.
 
@@ -217,4 +219,5 @@ Proof.
   - apply chk_reduce_max_unit_axis_sound.
   - apply chk_pow_const_factor_sound.
   - apply chk_einsum_nested_sound.
+  - apply chk_add_max_factor_out_sound.
 Qed.

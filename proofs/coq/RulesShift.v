@@ -128,3 +128,107 @@ Proof.
   rewrite rpow_pos by apply exp_pos. unfold Rpower. rewrite ln_exp.
   rewrite KV, num_val_of_Q, Q2R_opp. rewrite <- exp_plus. f_equal. ring.
 Qed.
+
+(** ** add-max-factor-out: [ADD(MUL(.., f, ..), ...) = MUL(f, ADD(MUL(.. ..), ...))]
+    (distributivity, for any [f]). Checked as the Python rule: [f] is [EXP(m)] or
+    [POW(EXP(m), c)] with [m] a max, a factor of every summand (at least two); each summand
+    without one [f] is the matching operand of the inner sum (its one factor, or a [MUL] of
+    them); every node's dims are among its parent's. *)
+Definition max_factor (T : table) (f : positive) : bool :=
+  let g := match node_at T f with Node (OPow _) [b] _ => b | _ => f end in
+  match node_at T g with Node (OUn UExp) [m] _ => is_max T 64 m | _ => false end.
+
+Definition out_ok (T : table) (f : positive) (Da : list dimspec) (x y : positive) : bool :=
+  match node_at T x with
+  | Node OMul args Dx =>
+      kids_in T args Dx &&
+      match remove1 f args with
+      | Some [a] => Pos.eqb y a
+      | Some rest =>
+          match node_at T y with
+          | Node OMul ys Dy => list_eqb Pos.eqb ys rest && kids_in T ys Dy && incl_dims Dy Da
+          | _ => false
+          end
+      | None => false
+      end
+  | _ => false
+  end.
+
+Fixpoint outs_ok (T : table) (f : positive) (Da : list dimspec) (xs ys : list positive) : bool :=
+  match xs, ys with
+  | [], [] => true
+  | x :: xs', y :: ys' => out_ok T f Da x y && outs_ok T f Da xs' ys'
+  | _, _ => false
+  end.
+
+Definition chk_add_max_factor_out (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node OAdd xs D, Node OMul [f; a] Dr =>
+      match node_at T a with
+      | Node OAdd outs Da =>
+          if max_factor T f && Nat.leb 2 (length xs) && dims_eqvb D Dr && incl_dims Da Dr &&
+             kids_in T xs D && kids_in T outs Da && outs_ok T f Da xs outs
+          then Some [] else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_add_max_factor_out_sound : rule_sound chk_add_max_factor_out.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W _].
+  unfold chk_add_max_factor_out in H. set (T := gT G) in *.
+  destruct (node_at T l) as [o1 xs D] eqn:El. destruct o1; try discriminate.
+  destruct (node_at T r) as [o2 ps Dr] eqn:Er. destruct o2; try discriminate.
+  destruct ps as [|f [|a [|]]]; try discriminate.
+  destruct (node_at T a) as [o3 outs Da] eqn:Ea. destruct o3; try discriminate.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  repeat match type of B with _ && _ = true => apply andb_prop in B as [B ?] end.
+  rename H0 into OK, H1 into KO, H2 into KX, H3 into IDa, H4 into DE.
+  apply (eqv_by_core c T l r _ _ _ _ _ _ W El Er DE). intros rho R i Mi Ri.
+  destruct (dims_eqvb_perm _ _ DE) as [P _].
+  assert (Mr : msk (sz c) Dr i = true) by (rewrite <- (msk_perm _ _ _ _ P); auto).
+  assert (Ma : msk (sz c) Da i = true) by (apply (msk_incl c Da Dr); auto).
+  cbn [core map]. cbn [prodl fold_right]. rewrite Rmult_1_r.
+  rewrite (den_in c T a _ _ _ rho i W Ea Ma). cbn [core]. rewrite !map_map.
+  assert (Rd : forall l0 D0, kids_in T l0 D0 = true ->
+            map (fun y => den c T y rho (restrict D0 i)) l0 = map (fun y => den c T y rho i) l0).
+  { intros l0 D0 K. apply map_ext_in. intros y Iy. apply den_at_incl; auto.
+    unfold kids_in in K. rewrite forallb_forall in K. auto. }
+  rewrite (Rd outs Da KO).
+  assert (Mk : forall l0 D0, kids_in T l0 D0 = true -> msk (sz c) D0 i = true ->
+            forall y, In y l0 -> msk (sz c) (ndims (node_at T y)) i = true).
+  { intros l0 D0 K M0 y Iy. unfold kids_in in K. rewrite forallb_forall in K.
+    apply (msk_incl c _ D0); auto. }
+  assert (MX : forall y, In y xs -> msk (sz c) (ndims (node_at T y)) i = true)
+    by (apply (Mk xs D); auto).
+  assert (MO : forall y, In y outs -> msk (sz c) (ndims (node_at T y)) i = true)
+    by (apply (Mk outs Da); auto).
+  clear El Er Ea KX KO DE Ri B H5.
+  revert MX outs OK MO. induction xs as [|x xs IH]; intros MX [|y outs] OK MO; simpl in OK;
+    try discriminate.
+  all: try (simpl; ring; fail).
+  simpl. apply andb_prop in OK as [O1 OK]. rewrite (IH (fun z Iz => MX z (or_intror Iz)) outs OK
+    (fun z Iz => MO z (or_intror Iz))).
+  rewrite Rmult_plus_distr_l. f_equal.
+  unfold out_ok in O1. destruct (node_at T x) as [ox args Dx] eqn:Ex. destruct ox; try discriminate.
+  apply andb_prop in O1 as [KA O1].
+  pose proof (MX x (or_introl eq_refl)) as Mx. rewrite Ex in Mx. simpl in Mx.
+  rewrite (den_in c T x _ _ _ rho i W Ex Mx). cbn [core]. rewrite map_map, (Rd args Dx KA).
+  destruct (remove1 f args) as [rest|] eqn:RM; try discriminate.
+  rewrite (prodl_Permutation _ _ (Permutation_map _ (remove1_perm _ _ _ RM))). cbn [map].
+  rewrite prodl_cons. f_equal.
+  destruct rest as [|a1 [|a2 rest]].
+  - destruct (node_at T y) as [[] ys Dy] eqn:Ey; try discriminate.
+    apply andb_prop in O1 as [O1 _]. apply andb_prop in O1 as [O1 _].
+    apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in O1. subst ys.
+    pose proof (MO y (or_introl eq_refl)) as My. rewrite Ey in My. simpl in My.
+    rewrite (den_in c T y _ _ _ rho i W Ey My). cbn [core]. simpl. auto.
+  - apply Pos.eqb_eq in O1. subst y. simpl. ring.
+  - destruct (node_at T y) as [[] ys Dy] eqn:Ey; try discriminate.
+    apply andb_prop in O1 as [O1 _]. apply andb_prop in O1 as [O1 KY].
+    apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in O1. subst ys.
+    pose proof (MO y (or_introl eq_refl)) as My. rewrite Ey in My. simpl in My.
+    rewrite (den_in c T y _ _ _ rho i W Ey My). cbn [core]. rewrite map_map, (Rd _ Dy KY). auto.
+Qed.
