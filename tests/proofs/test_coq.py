@@ -119,10 +119,10 @@ def test_small_certificate_exports_without_opaque_steps() -> None:
 def test_unformalised_steps_are_exported_as_hypotheses() -> None:
     c = _small()
     c["steps"][0] = {"kind": "cas", "lhs": 1, "rhs": 3}
-    c["steps"][1]["rule"] = "einsum-nested"
+    c["steps"][1]["rule"] = "gelu-def"
     ex = export_certificate(c)
     assert ex.opaque == {0: "a cas step (not formalised in Coq)",
-                         1: "rule einsum-nested has no Coq checker"}
+                         1: "rule gelu-def has no Coq checker"}
 
 
 def test_mul_canon_merging_powers_without_a_sign_fact_is_exported_as_a_hypothesis() -> None:
@@ -433,6 +433,43 @@ def test_sign_guarded_steps_are_coq_checked(coq_cache: Path, monkeypatch) -> Non
     assert r.failed_steps == [6, 7, 8, 9]
     assert r.status == {**{k: "checked" for k in SIGNS_CHECKED},
                         **{k: "not checked" for k in SIGNS_KEPT_BACK}}
+
+
+_rounds3 = coq_certs.rounds3
+ROUNDS3 = [o["name"] for o in _rounds3()["obligations"]]
+
+# one edit per obligation of _rounds3 (each a false equation, or a guard that fails)
+ROUNDS3_MUTANTS = {
+    "expshift": lambda c: _set(c, 11, 2, [{"q": "-2/1"}]),          # exp(m)^-2 for exp(m)^-1
+    "silu": lambda c: _set(c, 15, 1, [0, 14]),                      # x sigmoid(y)
+    "maxunit": lambda c: c["binding"].__setitem__("sp", 2),         # two blocks, not one
+    "powfrac": lambda c: _set(c, 20, 2, [{"q": "1/4"}]),            # 4^(-1/2) = 1/4
+    "constfactor": lambda c: _set(c, 25, 1, [20, 24]),              # (w/16)^(-1/2) = w^(-1/2)/2
+    "nested": lambda c: _set(c, 28, 1, [0, 1]),                     # w dropped
+    "maxfactor": lambda c: _set(c, 33, 1, [10, 31]),                # exp(m) (x e^m + y e^m)
+    "liftonehot": lambda c: _set(c, 34, 1, [2]),                    # the block of w, not lab
+    "onehotout": lambda c: _set(c, 38, 3, [["B", []], ["V", ["dp"]]]),  # V over dp, not tp
+}
+
+
+def test_rounds3_certificate_is_an_instance_of_the_python_rules() -> None:
+    assert _python_accepts(_rounds3()) == [True] * len(ROUNDS3)
+    ex = export_certificate(_rounds3())
+    assert ex.opaque == {} and ex.rule_steps == len(ROUNDS3) == 9
+
+
+@needs_coq
+@pytest.mark.slow
+def test_rounds3_certificate_is_coq_checked_and_its_mutants_rejected(coq_cache: Path) -> None:
+    from proofs.coq_run import coq_check
+    r = coq_check(_rounds3(), cache=coq_cache)
+    assert r.status == {k: "checked" for k in ROUNDS3} and r.failed_steps == []
+    c = copy.deepcopy(_rounds3())
+    for edit in ROUNDS3_MUTANTS.values():
+        edit(c)
+    r = coq_check(c, cache=coq_cache)
+    assert sorted(r.failed_steps) == list(range(len(ROUNDS3)))
+    assert r.status == {k: "not checked" for k in ROUNDS3}
 
 
 def test_check_certificate_coq_without_coqc(tmp_path: Path, monkeypatch, capsys) -> None:
