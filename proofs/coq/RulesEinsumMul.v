@@ -7,9 +7,9 @@
     the spec of every dim they share ([DU], the union of the left operands' dims, holds every
     operand's dims), the two sides have the same operand names and output names, and each output
     name has its [DU] spec in the result. The rule's other instances merge powers ([x * x =
-    x^2], [x^-1 * x = 1]); the second needs [x <> 0], a sign fact ([rewriting/signs.py]) Coq's
-    total semantics cannot state, so those steps are exported as hypotheses
-    ([proofs/coq_subsets.py]). *)
+    x^2], [x^-1 * x = 1]); the second needs [x <> 0], a sign fact: [chk_einsum_mul_merge]
+    below tests the rule's guard and its lemma's sign condition with [Signs.v], as
+    [RulesMerge.chk_mul_merge] does for mul-canon. *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
