@@ -109,6 +109,8 @@ def _sum_of_copies(s: int) -> int:
 
 
 def _pow(s: int, e: Fraction) -> int:
+    if e == 0:           # x^0 = 1, also at x = 0 (found formalising issue 17: it was "0")
+        return POS if s else 0
     r = requirement(e)
     out = ZERO if s & r & ZERO else 0
     out |= POS if s & r & POS else 0

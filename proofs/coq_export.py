@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from proofs.coq_constants import Num, parse_const, parse_rational
-from proofs.coq_subsets import outside_coq_subset
+from proofs.coq_subsets import LazySigns, outside_coq_subset
 
 __all__ = ["CoqExport", "ExportError", "export_certificate", "rule_codes", "COQ_DIR",
            "fingerprint"]
@@ -223,7 +223,7 @@ def fingerprint(facts: list[tuple[int, int]], cut: list[int], nodes: list[tuple]
 # the exporter passes the binding's size as a fact [sz n = v] of the theorem
 _FACT_ATTR = {"dim-size": "d", "axis-size": "a", "allreduce-sum-invariant": "a",
               "allreduce-rank-const": "a", "allreduce-unit-axis": "a", "part-unit-axis": "a",
-              "broadcast-unit-axis": "a", "einsum-unit-axis": "a"}
+              "broadcast-unit-axis": "a", "einsum-unit-axis": "a", "reduce-max-unit-axis": "a"}
 
 
 def _shard(s: Any, names: _Names) -> tuple:
@@ -388,6 +388,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
             cut.append(names(row[2][0]))
     facts: dict[int, int] = {}
     unread_set = set(unread)
+    signs = LazySigns(rows, unread_set)
     out_steps: list[tuple] = []
     opaque: dict[int, str] = {}
     rule_steps = 0
@@ -395,7 +396,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
     for k, st in enumerate(steps):
         kind = st.get("kind")
         l, r = st.get("lhs"), st.get("rhs")
-        outside = (outside_coq_subset(st["rule"], rows, st, unread_set)
+        outside = (outside_coq_subset(st["rule"], rows, st, unread_set, signs)
                    if kind == "rule" and st.get("rule") in codes else None)
         if kind == "refl":
             out_steps.append((0, l + 1))

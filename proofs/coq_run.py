@@ -31,9 +31,10 @@ __all__ = ["CoqMissing", "CoqFailed", "CoqReport", "coq_check", "build_library",
 # Compilation order of the library (each file imports only earlier ones).
 LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Shard",
            "RulesBasic", "RulesLift", "RulesAxis", "RulesEinsum", "RulesPow", "RulesContent",
-           "RulesScalarOut", "RulesLiftEinsum", "Positive", "Canon", "RulesCanon",
+           "RulesScalarOut", "RulesLiftEinsum", "Positive", "Signs", "Canon", "RulesCanon",
+           "RulesMerge", "RulesShift", "RulesActivation", "RulesOneHot", "RulesReduceMax", "RulesRadical",
            "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
-           "RulesFactorOut", "RulesCollect", "RulesReorder", "Rules",
+           "RulesFactorOut", "RulesNested", "RulesCollect", "RulesReorder", "Rules",
            "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "
                 "(Debian/Ubuntu, Coq 8.16) to Coq-check certificates")

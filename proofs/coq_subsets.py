@@ -1,22 +1,26 @@
 """Which rule steps fall inside what a *partial* Coq rule checker proves (issue 17, docs/coq.md).
 
-Some rules have a Coq checker for the instances that need no side condition Coq cannot see:
-``mul-canon`` is checked in Coq (``proofs/coq/RulesCanon.v``) when, once nested products are
-flattened on both sides and positive integer powers ``POW(b, k)`` (``k <= 64``) read as ``k``
-copies of ``b``, the non-constant factors are the same multiset and only the constants differ
-(their products compared exactly in Coq): ``x * x = x^2`` is checked. Instances that merge other
-powers (``x^-1 * x = 1`` needs ``x != 0``, the rule's sign guard) are exported as hypotheses
-instead, with the reason returned here; any other step goes to Coq, which rejects it if its
-factors differ.
-``einsum-mul-canon`` likewise (``RulesEinsumMul.v``): checked when the operands of both sides
-are the same multiset once the ``MUL`` operands are flattened; steps that merge powers are kept
-back.
-``pow-const`` is checked for integer exponents (``RulesPow.v``: ``c^e`` folded exactly); a
-non-integer exponent, or a constant the exporter reads as an input, keeps the step back.
-``add-canon`` likewise (``RulesCanon.v``: sums compared as linear combinations of monomials),
-except the steps where a monomial's coefficients cancel on a side (``x^-1 - x^-1 = 0`` needs
-``x != 0``: the rule's sign guard, which Coq's total semantics cannot express) or a coefficient
-is irrational (kept back so that no radical identity stands in for that guard).
+Some rules have a Coq checker for the instances whose side conditions Coq can see:
+``mul-canon`` is checked in Coq when, once nested products are flattened on both sides and
+positive integer powers ``POW(b, k)`` (``k <= 64``) read as ``k`` copies of ``b``, the
+non-constant factors are the same multiset and only the constants differ
+(``proofs/coq/RulesCanon.v``: ``x * x = x^2``), and when it merges other powers
+(``x^-1 * x = 1``, ``RulesMerge.v``) if Coq's sign analysis (``Signs.v``, predicted by
+:mod:`proofs.coq_signs`) shows the rule's guard (the base is defined at the same inputs on
+both sides) and the sign condition Coq's total semantics needs. A merge the Python sign
+analysis justifies and Coq's does not (a ``mask`` total, a covering causal mask, a sigmoid, an
+assumed spec denominator) is exported as a hypothesis, with the reason returned here.
+``einsum-mul-canon`` (``RulesEinsumMul.v``): checked when the operands of both sides are the
+same multiset once the ``MUL`` operands are flattened; steps that merge powers are kept back.
+``pow-const`` is checked for integer exponents (``RulesPow.v``: ``c^e`` folded exactly) and for
+non-integer ones of a positive one-term constant (``RulesRadical.v``); another constant, or one
+the exporter reads as an input, keeps the step back.
+``add-canon`` (``RulesCanon.v``, ``RulesMerge.v``: sums compared as linear combinations of
+monomials): a step dropping a monomial (``x^-1 - x^-1 = 0``) goes to Coq when Coq's analysis
+shows the dropped factors defined (the rule's guard); a step with an irrational coefficient is
+kept back (so that no radical identity stands in for that guard).
+``pow-pow`` (``RulesMerge.v``): checked when Coq's analysis shows the rule's definedness guard
+and the sign condition of the lemma.
 
 This test only routes steps; it decides nothing. A step it sends to Coq is checked there by the
 rule's Coq checker (a slip here makes that step fail in Coq, reported as rejected); a step it
@@ -30,8 +34,25 @@ from fractions import Fraction
 from typing import Any
 
 from proofs.coq_constants import parse_const, parse_rational
+from proofs.coq_signs import (
+    ANY, CoqSigns, add_dropped, keeps_defined, merge_ok, pp_keeps, pp_sem, sreq,
+)
 
-__all__ = ["outside_coq_subset"]
+__all__ = ["outside_coq_subset", "LazySigns"]
+
+NO_SIGN = "(a sign fact Coq's analysis does not derive, proofs/coq/Signs.v)"
+
+
+class LazySigns:
+    """Coq's sign table of a certificate, computed on first use (one per export)."""
+
+    def __init__(self, rows: list, unread: set[int]):
+        self.rows, self.unread, self._signs = rows, unread, None
+
+    def __call__(self) -> CoqSigns:
+        if self._signs is None:
+            self._signs = CoqSigns(self.rows, self.unread)
+        return self._signs
 
 CANON_FUEL = 64       # Canon.flat's nesting depth in RulesCanon.v (canon_fuel)
 
@@ -68,7 +89,7 @@ def _flat(rows: list, xs: list[int], parent: dict, fuel: int, op: str = "MUL") -
     return out
 
 
-def _mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+def _mul_canon(rows: list, step: dict[str, Any], unread: set[int], signs: LazySigns) -> str | None:
     l, r = step.get("lhs"), step.get("rhs")
     if not _ids_ok(rows, l, r):
         return None                       # malformed: let Coq reject it
@@ -85,8 +106,28 @@ def _mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None
     left, right = factors(fl), factors(fr)
     merges = any(rows[x][0] == "POW" or n > 1 for side in (left, right) for x, n in side.items())
     if left != right and merges and _pexp(rows, left) != _pexp(rows, right):
-        return "rule mul-canon merges powers (sign guard; not in Coq's checker)"
-    return None          # same factors up to positive integer powers, or no powers: Coq decides
+        nl, nr = list(left.elements()), list(right.elements())
+        sg = signs()
+        if not (keeps_defined(sg, [_prd(rows, x) for x in nl], [_prd(rows, x) for x in nr])
+                and merge_ok(sg, [_rd(rows, x) for x in nl], [_rd(rows, x) for x in nr])):
+            return f"rule mul-canon merges powers {NO_SIGN}"
+    return None          # Coq decides (RulesCanon.v, RulesMerge.v)
+
+
+def _rd(rows: list, x: int) -> tuple[int, Fraction]:
+    """RulesMerge.rd: POW(b, e) with b's dims among the power's is (b, e); else (x, 1)"""
+    row = rows[x]
+    if row[0] == "POW" and len(row[1]) == 1 and _incl(_dims(rows, row[1][0]), _dims(rows, x)):
+        return row[1][0], parse_rational(row[2][0])
+    return x, Fraction(1)
+
+
+def _prd(rows: list, x: int) -> tuple[int, int]:
+    """RulesMerge.prd (checker_signs.powers): POW(b, e) is b with e's requirement"""
+    row = rows[x]
+    if row[0] == "POW" and len(row[1]) == 1:
+        return row[1][0], sreq(parse_rational(row[2][0]))
+    return x, ANY
 
 
 POW_EXPAND_MAX = 64   # RulesCanon.pexp: POW(b, k) is k copies of b for 1 <= k <= 64
@@ -109,7 +150,7 @@ def _pexp(rows: list, factors: Counter) -> Counter:
     return out
 
 
-def _add_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+def _add_canon(rows: list, step: dict[str, Any], unread: set[int], signs: LazySigns) -> str | None:
     l, r = step.get("lhs"), step.get("rhs")
     if not _ids_ok(rows, l, r):
         return None
@@ -120,38 +161,14 @@ def _add_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None
     if fl is None or fr is None:
         return "rule add-canon: a nested sum has dims outside its parent's"
 
-    def const(x: int) -> Fraction | None | bool:
-        """the rational value of a scalar constant; None: not a constant; False: irrational"""
-        if not (rows[x][0] == "CONST" and not rows[x][1] and not rows[x][3] and x not in unread):
-            return None
-        v = parse_const(rows[x][2][0])
-        return v[0][0] if v is not None and len(v) == 1 and not v[0][1] else (
-            Fraction(0) if v == () else False)
-
-    for terms in (fl, fr):                      # RulesCanon.term_key, side by side
-        tot: dict[tuple, Fraction] = {}
-        for t in terms:
-            k, cf = (t,), const(t)
-            if cf is False:
-                return "rule add-canon: an irrational coefficient (not in Coq's checker)"
-            if cf is not None:
-                k = ()
-            elif rows[t][0] == "MUL" and all(_incl(_dims(rows, z), _dims(rows, t))
-                                             for z in rows[t][1]):
-                cs = [const(z) for z in rows[t][1]]
-                if any(v is False for v in cs):
-                    return "rule add-canon: an irrational coefficient (not in Coq's checker)"
-                k = tuple(sorted(z for z, v in zip(rows[t][1], cs) if v is None))
-                cf = Fraction(1)
-                for v in cs:
-                    cf *= v if v is not None else 1
-            tot[k] = tot.get(k, Fraction(0)) + (Fraction(1) if cf is None else cf)
-        if any(v == 0 for v in tot.values()):
-            return "rule add-canon cancels a monomial (sign guard; not in Coq's checker)"
+    dropped = add_dropped(rows, fl, fr)     # RulesMerge.chk_add_canon_g's guard
+    if dropped and not all(signs().dfn[f] for f in dropped):
+        return f"rule add-canon drops a monomial not shown defined {NO_SIGN}"
     return None
 
 
-def _einsum_mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+def _einsum_mul_canon(rows: list, step: dict[str, Any], unread: set[int],
+                      signs: LazySigns) -> str | None:
     l, r = step.get("lhs"), step.get("rhs")
     if not _ids_ok(rows, l, r):
         return None
@@ -167,30 +184,60 @@ def _einsum_mul_canon(rows: list, step: dict[str, Any], unread: set[int]) -> str
     left, right = Counter(fl), Counter(rows[r][1])
     merges = any(rows[x][0] == "POW" or n > 1 for side in (left, right) for x, n in side.items())
     if left != right and merges:
-        return "rule einsum-mul-canon merges powers (sign guard; not in Coq's checker)"
-    return None          # the same factors, or different ones without powers: Coq decides
+        ys, sg = list(rows[r][1]), signs()
+
+        def nonconst(xs: list[int]) -> list[int]:
+            return [x for x in xs if not (rows[x][0] == "CONST" and not rows[x][1]
+                                          and not rows[x][3] and x not in unread)]
+        if not (keeps_defined(sg, [_prd(rows, x) for x in nonconst(fl)],
+                              [_prd(rows, x) for x in nonconst(ys)])
+                and merge_ok(sg, [_rd(rows, x) for x in fl], [_rd(rows, x) for x in ys])):
+            return f"rule einsum-mul-canon merges powers {NO_SIGN}"
+    return None          # Coq decides (RulesEinsumMul.v)
 
 
-def _pow_const(rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+def _pow_const(rows: list, step: dict[str, Any], unread: set[int], signs: LazySigns) -> str | None:
     l, r = step.get("lhs"), step.get("rhs")
     if not _ids_ok(rows, l, r):
         return None
     if rows[l][0] != "POW" or len(rows[l][1]) != 1:
         return None
     e = parse_rational(rows[l][2][0])
-    if e is not None and e.denominator != 1:
-        return "rule pow-const with a non-integer exponent (not in Coq's checker)"
     if rows[l][1][0] in unread or r in unread:
         return "rule pow-const: a constant the exporter cannot read"
+    if e is not None and e.denominator != 1:      # RulesRadical.num_qpow: c = one term, q > 0
+        c = parse_const(rows[rows[l][1][0]][2][0])
+        if c is None or len(c) != 1 or c[0][0] <= 0:
+            return "rule pow-const with a non-integer exponent of a constant that is not one " \
+                   "positive term (not in Coq's checker)"
+    return None
+
+
+def _pow_pow(rows: list, step: dict[str, Any], unread: set[int], signs: LazySigns) -> str | None:
+    l = step.get("lhs")
+    if not _ids_ok(rows, l, step.get("rhs")):
+        return None
+    if rows[l][0] != "POW" or len(rows[l][1]) != 1 or rows[rows[l][1][0]][0] != "POW" or \
+            len(rows[rows[l][1][0]][1]) != 1:
+        return None
+    y = rows[l][1][0]
+    x, a, b = rows[y][1][0], parse_rational(rows[y][2][0]), parse_rational(rows[l][2][0])
+    if a is None or b is None:
+        return None
+    s = signs().sign[x]
+    if not (pp_keeps(s, a, b) and pp_sem(s, a, b)):
+        return f"rule pow-pow {NO_SIGN}"
     return None
 
 
 _SUBSETS = {"mul-canon": _mul_canon, "add-canon": _add_canon,
-            "einsum-mul-canon": _einsum_mul_canon, "pow-const": _pow_const}
+            "einsum-mul-canon": _einsum_mul_canon, "pow-const": _pow_const, "pow-pow": _pow_pow}
 
 
-def outside_coq_subset(rule: str, rows: list, step: dict[str, Any], unread: set[int]) -> str | None:
+def outside_coq_subset(rule: str, rows: list, step: dict[str, Any], unread: set[int],
+                       signs: LazySigns | None = None) -> str | None:
     """Why the rule step is outside what its Coq checker proves (export it as a hypothesis), or
-    None (send it to the Coq checker)."""
+    None (send it to the Coq checker). ``signs``: Coq's sign table of ``rows`` (made here when
+    not given)."""
     f = _SUBSETS.get(rule)
-    return None if f is None else f(rows, step, unread)
+    return None if f is None else f(rows, step, unread, signs or LazySigns(rows, unread))

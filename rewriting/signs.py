@@ -119,10 +119,12 @@ def _sum_of_copies(s: int) -> int:
 
 
 def _pow_sign(s: int, e: Fraction) -> int:
+    if e == 0:                 # x^0 = 1, also at x = 0 (found formalising issue 17: it was "0")
+        return POS if s else 0
     req = requirement(e)
     out = 0
     if s & req & ZERO:
-        out |= ZERO            # e > 0 here (e < 0 excludes 0)
+        out |= ZERO            # e > 0 here (e < 0 excludes 0, e = 0 is above)
     if s & req & POS:
         out |= POS
     if s & req & NEG:          # integer e only

@@ -10,7 +10,7 @@
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool.
 From Coq Require Import FSets.FMapPositive.
-From Shardproof Require Import Base Num Pow Term Props RuleLib Congr Rel RulesBasic Rules.
+From Shardproof Require Import Base Num Pow Term Props RuleLib Congr Rel RulesBasic Signs Rules.
 From Shardproof Require Import Steps StepsSound.
 Import ListNotations.
 Open Scope R_scope.
@@ -49,8 +49,15 @@ Definition pos_names (l : list node) : PositiveMap.t unit :=
   fold_left (fun m nd => match nop nd with OInput nm DPos => PositiveMap.add nm tt m | _ => m end)
             l (PositiveMap.empty _).
 
+(** the sign table, in id order (untrusted: [Signs.sg_checkb] verifies it where it is used) *)
+Definition sign_tab (pm : PositiveMap.t unit) (T : table) (l : list node)
+  : PositiveMap.t (sset * bool) :=
+  scan (fun nd m => sg_node pm T m nd) 1 l (PositiveMap.empty _).
+
 Definition cert_gctx (C : cert) : gctx :=
-  GCtx (build_table (c_nodes C)) (vary_tab (c_nodes C)) (c_facts C) (pos_names (c_nodes C)).
+  let T := build_table (c_nodes C) in
+  let pm := pos_names (c_nodes C) in
+  GCtx T (vary_tab (c_nodes C)) (c_facts C) pm (sign_tab pm T (c_nodes C)).
 
 Definition cert_sctx (C : cert) (fuel : nat) : sctx :=
   SCtx (cert_gctx C) (set_of (c_cut C)) (cf_tab (set_of (c_cut C)) (c_nodes C)) fuel.

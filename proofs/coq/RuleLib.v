@@ -211,11 +211,17 @@ Lemma lsize_of_perm : forall s D1 D2 n, Permutation D1 D2 -> NoDup (map fst D1) 
 Proof. intros. unfold lsize_of. rewrite (spec_of_perm D1 D2); auto. Qed.
 
 (** ** The certificate-wide data a checker reads *)
+
+(** A sign set: which of [< 0], [= 0], [> 0] a value may have ([Signs.v]). *)
+Record sset := SS { sneg : bool; szero : bool; spos : bool }.
+
 Record gctx := GCtx {
   gT : table;                         (* the node table *)
   gvt : vtab;                         (* mesh axes each node varies over (checked) *)
   gF : list (name * N);               (* size facts the proofs may use: sz n = v *)
-  gpos : PositiveMap.t unit           (* names of inputs of domain "positive" *)
+  gpos : PositiveMap.t unit;          (* names of inputs of domain "positive" *)
+  gsg : PositiveMap.t (sset * bool)   (* sign set and definedness per node: Signs.sign_tab,
+                                         verified (Signs.sg_checkb) by each checker using it *)
 }.
 
 (* every dim of the binding has size >= 1; every shard divides what is left of its dim *)

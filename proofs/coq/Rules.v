@@ -7,7 +7,8 @@
 From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
-  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder.
+  RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
+  RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested.
 Import ListNotations.
 
 Inductive rtag :=
@@ -20,7 +21,8 @@ Inductive rtag :=
 | TAllReduceAdd | TAllReduceReindex | TReduceScatterDef | TBroadcastInv | TAllGatherShard
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
-| TLiftPermEw | TAddScaledSum.
+| TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
+| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -47,16 +49,16 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAddContent => chk_add_content
   | TEinsumScalarOut => chk_einsum_scalar_out
   | TLiftShardEinsum => chk_lift_einsum
-  | TMulCanon => chk_mul_canon
-  | TAddCanon => chk_add_canon
+  | TMulCanon => chk_mul_canon_all
+  | TAddCanon => chk_add_canon_g
   | TReindexScalarOut => chk_reindex_scalar_out
   | TLiftShardChunk => chk_lift_chunk
   | TLiftShardRename => chk_lift_rename
-  | TEinsumMulCanon => chk_einsum_mul_canon
+  | TEinsumMulCanon => chk_einsum_mul_canon_all
   | TAllReduceSplit => chk_allreduce_einsum_split
   | TEinsumFactorOut => chk_einsum_factor_out
   | TLiftShardConcat => chk_lift_concat
-  | TPowConst => chk_pow_const
+  | TPowConst => chk_pow_const_all
   | TShardSwap => chk_shard_swap
   | TAllReduceAdd => chk_allreduce_add
   | TAllReduceReindex => chk_allreduce_reindex
@@ -74,6 +76,15 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TConcatContent => chk_concat_content
   | TLiftPermEw => chk_lift_perm_ew
   | TAddScaledSum => chk_add_scaled_sum
+  | TPowPow => chk_pow_pow
+  | TExpMaxShift => chk_exp_max_shift
+  | TSiluDef => chk_silu_def
+  | TLiftShardOneHot => chk_lift_onehot
+  | TOneHotShardOut => chk_onehot_shard_out
+  | TReduceMaxUnitAxis => chk_reduce_max_unit_axis
+  | TPowConstFactor => chk_pow_const_factor
+  | TEinsumNested => chk_einsum_nested
+  | TAddMaxFactorOut => chk_add_max_factor_out
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -135,6 +146,15 @@ Definition rtag_of (n : N) : option rtag :=
   | 51%N => Some TConcatContent (* concat-content *)
   | 52%N => Some TLiftPermEw (* lift-perm-elementwise *)
   | 53%N => Some TAddScaledSum (* add-scaled-sum *)
+  | 54%N => Some TPowPow (* pow-pow *)
+  | 55%N => Some TExpMaxShift (* exp-max-shift *)
+  | 56%N => Some TSiluDef (* silu-def *)
+  | 57%N => Some TLiftShardOneHot (* lift-shard-onehot *)
+  | 58%N => Some TOneHotShardOut (* onehot-shard-out *)
+  | 59%N => Some TReduceMaxUnitAxis (* reduce-max-unit-axis *)
+  | 60%N => Some TPowConstFactor (* pow-const-factor *)
+  | 61%N => Some TEinsumNested (* einsum-nested *)
+  | 62%N => Some TAddMaxFactorOut (* add-max-factor-out *)
   | _ => None
   end.
 
@@ -164,16 +184,16 @@ Proof.
   - apply chk_add_content_sound.
   - apply chk_einsum_scalar_out_sound.
   - apply chk_lift_einsum_sound.
-  - apply chk_mul_canon_sound.
-  - apply chk_add_canon_sound.
+  - apply chk_mul_canon_all_sound.
+  - apply chk_add_canon_g_sound.
   - apply chk_reindex_scalar_out_sound.
   - apply chk_lift_chunk_sound.
   - apply chk_lift_rename_sound.
-  - apply chk_einsum_mul_canon_sound.
+  - apply chk_einsum_mul_canon_all_sound.
   - apply chk_allreduce_einsum_split_sound.
   - apply chk_einsum_factor_out_sound.
   - apply chk_lift_concat_sound.
-  - apply chk_pow_const_sound.
+  - apply chk_pow_const_all_sound.
   - apply chk_shard_swap_sound.
   - apply chk_allreduce_add_sound.
   - apply chk_allreduce_reindex_sound.
@@ -191,4 +211,13 @@ Proof.
   - apply chk_concat_content_sound.
   - apply chk_lift_perm_ew_sound.
   - apply chk_add_scaled_sum_sound.
+  - apply chk_pow_pow_sound.
+  - apply chk_exp_max_shift_sound.
+  - apply chk_silu_def_sound.
+  - apply chk_lift_onehot_sound.
+  - apply chk_onehot_shard_out_sound.
+  - apply chk_reduce_max_unit_axis_sound.
+  - apply chk_pow_const_factor_sound.
+  - apply chk_einsum_nested_sound.
+  - apply chk_add_max_factor_out_sound.
 Qed.

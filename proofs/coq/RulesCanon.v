@@ -7,9 +7,8 @@
     factor or a constant (the rule's "one factor: ys[0]; none: CONST(1)"). The two nodes have
     the same dims (as a set). Powers with a positive integer exponent [k <= 64] are read as
     [k] copies of their base ([pexp]: [x * x = x^2], [x^2 * x = x^3] hold for every real [x]).
-    Other merges ([x^-1 * x = 1], [x^(-1/2) * x^(-1/2) = x^-1]) are not in this checker: they
-    need the rule's sign guard, and the exporter sends those steps to Coq as hypotheses
-    (proofs/coq_subsets.py, docs/coq.md), so no step that needs it reaches this lemma. *)
+    Other merges ([x^-1 * x = 1], [x^(-1/2) * x^(-1/2) = x^-1]) need the rule's sign guard:
+    [RulesMerge.chk_mul_merge] checks them with [Signs.v] (docs/coq.md, "Sign facts"). *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
@@ -168,8 +167,8 @@ Qed.
     collected by monomial; the step checks when every collected coefficient is zero (exact
     normal forms). Dropping a monomial whose coefficients cancel needs the monomial defined on
     the spec's domain (the rule's sign guard, [x^-1 - x^-1 = 0] needs [x <> 0]); Coq's
-    semantics is total, so the exporter keeps such steps back as hypotheses
-    (proofs/coq_subsets.py) and this lemma never stands in for that guard. *)
+    semantics is total, so this lemma holds without it, and [RulesMerge.chk_add_canon_g]
+    tests the guard before calling this checker (the rule table uses that one). *)
 Fixpoint ins_pos (x : positive) (l : list positive) : list positive :=
   match l with [] => [x] | y :: r => if Pos.leb x y then x :: l else y :: ins_pos x r end.
 Fixpoint sort_pos (l : list positive) : list positive :=

@@ -7,14 +7,14 @@
     the spec of every dim they share ([DU], the union of the left operands' dims, holds every
     operand's dims), the two sides have the same operand names and output names, and each output
     name has its [DU] spec in the result. The rule's other instances merge powers ([x * x =
-    x^2], [x^-1 * x = 1]); the second needs [x <> 0], a sign fact ([rewriting/signs.py]) Coq's
-    total semantics cannot state, so those steps are exported as hypotheses
-    ([proofs/coq_subsets.py]). *)
+    x^2], [x^-1 * x = 1]); the second needs [x <> 0], a sign fact: [chk_einsum_mul_merge]
+    below tests the rule's guard and its lemma's sign condition with [Signs.v], as
+    [RulesMerge.chk_mul_merge] does for mul-canon. *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
 From Shardproof Require Import Base Num Pow Term Props RuleLib Congr Rel Shard RulesBasic RulesLift
-  RulesEinsum RulesScalarOut Positive Canon RulesCanon.
+  RulesEinsum RulesScalarOut Positive Signs Canon RulesCanon RulesMerge.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -156,4 +156,100 @@ Proof.
       rewrite FX in IC by auto. rewrite E in IC. apply Hr in IC. auto. }
   rewrite !map_map. pose proof (FV rho j MU) as V. simpl comb in V. rewrite V.
   apply prodl_Permutation. apply Permutation_map; auto.
+Qed.
+
+(** ** einsum-mul-canon merging powers ([RulesMerge.v]: the sign-guarded merge of factors) *)
+Definition chk_einsum_mul_merge (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OEinsum o) xs D, Node (OEinsum o') ys Dr =>
+      let DU := udims T xs in
+      match flat OMul canon_fuel T DU xs with
+      | Some fx =>
+          if names_eqb o o' && dims_eqvb D Dr && nodup_posb (map fst DU) &&
+             kids_in T xs DU && kids_in T ys DU && sg_checkb G &&
+             keeps_defined G (map (prd T) (filter (fun x => negb (is_cst T x)) fx))
+                             (map (prd T) (filter (fun x => negb (is_cst T x)) ys)) &&
+             merge_ok G (map fst (map (rd T) fx ++ map (rd T) ys)) (map (rd T) fx) (map (rd T) ys) &&
+             inclb (op_names T xs) (op_names T ys) && inclb (op_names T ys) (op_names T xs) &&
+             forallb (fun d => negb (existsb (Pos.eqb (fst d)) o) ||
+                               spec_opt_eqb (spec_of D (fst d)) (Some (snd d))) DU
+          then Some [] else None
+      | None => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_einsum_mul_merge_sound : rule_sound chk_einsum_mul_merge.
+Proof.
+  intros G l r h cl H c M _. pose proof M as M0. destruct M as [W _].
+  unfold chk_einsum_mul_merge in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol xs D] eqn:El. destruct ol; try discriminate.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  set (DU := udims T xs) in *.
+  destruct (flat OMul canon_fuel T DU xs) as [fx|] eqn:Fx; try discriminate.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B OS]. apply andb_prop in B as [B I2].
+  apply andb_prop in B as [B I1].
+  apply andb_prop in B as [B MO]. apply andb_prop in B as [B KD]. apply andb_prop in B as [B SG].
+  apply andb_prop in B as [B KY]. apply andb_prop in B as [B KX].
+  apply andb_prop in B as [B NDU]. apply andb_prop in B as [OO DE].
+  apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in OO; subst out0.
+  apply nodup_posb_ok in NDU.
+  assert (NS : forall n, In n (op_names T xs) <-> In n (op_names T ys)).
+  { intros n; split; intro I; [apply (inclb_In _ _ _ I1)|apply (inclb_In _ _ _ I2)]; auto. }
+  assert (FX : forall n, In n (op_names T xs) -> first_spec T xs n = spec_of DU n)
+    by (intros; apply first_spec_kids; auto).
+  assert (FY : forall n, In n (op_names T xs) -> first_spec T ys n = spec_of DU n)
+    by (intros; apply first_spec_kids; auto; apply NS; auto).
+  destruct (contracted_same (sz c) T xs ys out) as [CP CN].
+  { auto. }
+  { intros n I _. rewrite FX, FY; auto. }
+  destruct (flat_sound c T W OMul (or_intror eq_refl) canon_fuel DU xs fx Fx KX) as [FV KF].
+  apply (eqv_by_core c T l r _ _ D _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core].
+  rewrite <- (sumover_perm _ _ CP CN).
+  apply sumover_ext_rng; auto. intros j Hj Hr.
+  assert (MU : msk (sz c) DU j = true).
+  { apply msk_iff; auto. intros n sh E.
+    assert (InU : In (n, sh) DU) by (apply spec_of_In; auto).
+    destruct (existsb (Pos.eqb n) out) eqn:Eo.
+    - (* an output name: j reads i there, in range by the result's spec *)
+      rewrite forallb_forall in OS. specialize (OS _ InU). simpl in OS.
+      rewrite Eo in OS. simpl in OS. apply spec_opt_eqb_eq in OS.
+      rewrite Hj.
+      + eapply msk_spec; eauto.
+      + intro I. apply contracted_out in I. congruence.
+    - (* a contracted name: in range by the sum *)
+      assert (InX : In n (op_names T xs)).
+      { apply udims_names. apply in_map_iff. exists (n, sh); auto. }
+      pose proof (In_contracted (sz c) T xs out n InX Eo) as IC.
+      rewrite FX in IC by auto. rewrite E in IC. apply Hr in IC. auto. }
+  rewrite !map_map. pose proof (FV rho j MU) as V. simpl comb in V. rewrite V.
+  assert (Kn : forall l0, kids_in T l0 DU = true -> forall z, In z l0 ->
+            msk (sz c) (ndims (node_at T z)) j = true).
+  { intros l0 K0 z Iz. unfold kids_in in K0. rewrite forallb_forall in K0.
+    apply (incl_dims_msk _ _ DU); auto. }
+  assert (Conv : forall l0, kids_in T l0 DU = true ->
+            prodl (map (fun z => den c T z rho j) l0) =
+            prodl (map (fun p => rpow (den c T (fst p) rho j) (snd p)) (map (rd T) l0))).
+  { intros l0 K0. rewrite map_map. f_equal. apply map_ext_in. intros z Iz.
+    apply (rd_val c T W z rho j). apply (Kn l0 K0); auto. }
+  rewrite (Conv fx KF), (Conv ys KY).
+  apply (merge_sound (fun k => den c T k rho j) G _ _ _ MO).
+  intros p Ip. apply in_app_or in Ip as [Ip|Ip]; apply in_map_iff in Ip as [z [<- Iz]];
+    apply (sg_sound G c M0 SG); apply (rd_val c T W z rho j);
+    [apply (Kn fx)|apply (Kn ys)]; auto.
+Qed.
+
+(** einsum-mul-canon: the permutation checker, else the merging one *)
+Definition chk_einsum_mul_canon_all (G : gctx) (l r : positive) (h : hint) : option (list claim) :=
+  match chk_einsum_mul_canon G l r h with Some cl => Some cl | None => chk_einsum_mul_merge G l r h end.
+
+Lemma chk_einsum_mul_canon_all_sound : rule_sound chk_einsum_mul_canon_all.
+Proof.
+  intros G l r h cl H. unfold chk_einsum_mul_canon_all in H.
+  destruct (chk_einsum_mul_canon G l r h) eqn:E.
+  - injection H as <-. eapply chk_einsum_mul_canon_sound; eauto.
+  - eapply chk_einsum_mul_merge_sound; eauto.
 Qed.

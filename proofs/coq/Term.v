@@ -97,13 +97,14 @@ Record ctx := Ctx {
   sz : name -> nat;                 (* sizes of dims and mesh axes *)
   env : name -> Ix -> R;            (* the inputs, by name, over their local index *)
   po : name -> V -> V;              (* PART: a rank's addend of a value over an axis *)
-  uf : uop -> R -> R                (* LOG, SIGMOID, SILU, TANH, GELU: any functions *)
+  uf : uop -> R -> R                (* LOG, SIGMOID, TANH, GELU: any functions *)
 }.
 
 Definition uval (c : ctx) (u : uop) (x : R) : R :=
   match u with
   | UNeg => - x | URecip => / x | UExp => exp x | USqrt => sqrt x | URsqrt => / sqrt x
   | UCast | UStop => x
+  | USilu => x * uf c USigmoid x          (* SILU(x) = x SIGMOID(x), its definition *)
   | _ => uf c u x
   end.
 

@@ -258,3 +258,139 @@ def moves() -> dict:
             "binding": {"B": 4, "H": 4, "C": 4, "D": 4, "dp": 2, "tp": 2, "cp": 3, "sp": 1},
             "nodes": nodes, "steps": steps, "obligations": obs,
             "plan": {"path": "moves.py", "sha256": "0" * 64}}
+
+
+# -- sign-guarded steps (RulesMerge.v, Signs.v) ---------------------------------------------------
+def signs() -> dict:
+    """x: B positive, w: B real, s = 1/100 + sum_B w^2 (positive). Steps whose guard is a sign
+    fact: x^-1 x w = w, s^(-1/2) s^(-1/2) = s^-1 (mul-canon), (x^-1)^-1 = x^1,
+    (s^(-1/2))^3 = s^(-3/2) (pow-pow), w + x^-1 - x^-1 = w (add-canon), sum_B x^-1 x w =
+    sum_B w (einsum-mul-canon): Coq proves them from its sign analysis. sigmoid(w)^-1
+    sigmoid(w) w = w (the Python analysis knows sigmoid > 0; Coq's semantics leaves SIGMOID
+    arbitrary): a hypothesis. The same steps on w (w^-1 w x = x, (w^-1)^-1 = w^1,
+    w + w^-1 - w^-1 = w: w may be 0) fail the rules' guards, in Python and in Coq."""
+    B = [["B", []]]
+    q = lambda v: {"q": v}
+    nodes = [
+        ["INPUT", [], ["x", "data", "positive"], B],                  # 0
+        ["INPUT", [], ["w", "data", "real"], B],                      # 1
+        ["POW", [0], [q("-1/1")], B],                                 # 2: x^-1
+        ["MUL", [2, 0, 1], [], B],                                    # 3: x^-1 x w
+        ["POW", [0], [q("1/1")], B],                                  # 4: x^1
+        ["POW", [1], [q("2/1")], B],                                  # 5: w^2
+        ["EINSUM", [5], [[]], []],                                    # 6: sum_B w^2
+        ["CONST", [], [q("1/100")], []],                              # 7
+        ["ADD", [7, 6], [], []],                                      # 8: s
+        ["POW", [8], [q("-1/2")], []],                                # 9: s^(-1/2)
+        ["MUL", [9, 9], [], []],                                      # 10
+        ["POW", [8], [q("-1/1")], []],                                # 11: s^-1
+        ["POW", [2], [q("-1/1")], B],                                 # 12: (x^-1)^-1
+        ["CONST", [], [q("-1/1")], []],                               # 13
+        ["MUL", [13, 2], [], B],                                      # 14: -x^-1
+        ["ADD", [1, 2, 14], [], B],                                   # 15: w + x^-1 - x^-1
+        ["POW", [9], [q("3/1")], []],                                 # 16: (s^(-1/2))^3
+        ["POW", [8], [q("-3/2")], []],                                # 17: s^(-3/2)
+        ["EINSUM", [2, 0, 1], [[]], []],                              # 18: sum_B x^-1 x w
+        ["EINSUM", [1], [[]], []],                                    # 19: sum_B w
+        ["SIGMOID", [1], [], B],                                      # 20
+        ["POW", [20], [q("-1/1")], B],                                # 21
+        ["MUL", [21, 20, 1], [], B],                                  # 22: sigmoid(w)^-1 sigmoid(w) w
+        ["POW", [1], [q("-1/1")], B],                                 # 23: w^-1
+        ["MUL", [23, 1, 0], [], B],                                   # 24: w^-1 w x
+        ["POW", [23], [q("-1/1")], B],                                # 25: (w^-1)^-1
+        ["MUL", [13, 23], [], B],                                     # 26: -w^-1
+        ["ADD", [1, 23, 26], [], B],                                  # 27: w + w^-1 - w^-1
+        ["POW", [1], [q("1/1")], B],                                  # 28: w^1
+    ]
+    ns = lambda *xs: {"nodes": list(xs)}
+    rows = [("merge", "mul-canon", 3, 1, {"xs": ns(2, 0, 1), "ys": ns(1)}),
+            ("rsqrt", "mul-canon", 10, 11, {"xs": ns(9, 9), "ys": ns(11)}),
+            ("powpow", "pow-pow", 12, 4, {"x": {"node": 0}, "a": q("-1/1"), "b": q("-1/1")}),
+            ("powfrac", "pow-pow", 16, 17, {"x": {"node": 8}, "a": q("-1/2"), "b": q("3/1")}),
+            ("drop", "add-canon", 15, 1, {"xs": ns(1, 2, 14), "ys": ns(1)}),
+            ("einsummerge", "einsum-mul-canon", 18, 19,
+             {"xs": ns(2, 0, 1), "ys": ns(1), "out": []}),
+            ("sigmoid", "mul-canon", 22, 1, {"xs": ns(21, 20, 1), "ys": ns(1)}),
+            ("wmerge", "mul-canon", 24, 0, {"xs": ns(23, 1, 0), "ys": ns(0)}),
+            ("wpowpow", "pow-pow", 25, 28, {"x": {"node": 1}, "a": q("-1/1"), "b": q("-1/1")}),
+            ("wdrop", "add-canon", 27, 1, {"xs": ns(1, 23, 26), "ys": ns(1)})]
+    steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs, "subst": sub}
+             for _n, rule, lhs, rhs, sub in rows]
+    obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": lhs, "actual": rhs,
+            "proof": k} for k, (n, _r, lhs, rhs, _s) in enumerate(rows)]
+    return {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
+            "binding": {"B": 4}, "nodes": nodes, "steps": steps, "obligations": obs,
+            "plan": {"path": "signs.py", "sha256": "0" * 64}}
+
+
+# -- the rules the dp example needed last (RulesShift, RulesActivation, RulesOneHot, ...) ----------
+def rounds3() -> dict:
+    """x, y: (B, V) real, w: B real, lab: B index over V; |dp| = |tp| = 2, |sp| = 1. One
+    instance of exp-max-shift, silu-def, reduce-max-unit-axis, pow-const (exponent -1/2),
+    pow-const-factor, einsum-nested, add-max-factor-out, lift-shard-onehot and
+    onehot-shard-out, each an obligation."""
+    def d(*specs: tuple) -> list:
+        return [[n, list(sh)] for n, sh in specs]
+    BV, B_, E = d(("B", ()), ("V", ())), d(("B", ())), []
+    q = lambda v: {"q": v}
+    nodes = [
+        ["INPUT", [], ["x", "data", "real"], BV],                       # 0
+        ["INPUT", [], ["y", "data", "real"], BV],                       # 1
+        ["INPUT", [], ["w", "data", "real"], B_],                       # 2
+        ["INPUT", [], ["lab", "data", "index", "V"], B_],               # 3
+        ["REDUCE_MAX", [0], [["V"]], B_],                               # 4: m = max_V x
+        ["EXP", [0], [], BV],                                           # 5
+        ["CONST", [], [q("1/1")], E],                                   # 6
+        ["MUL", [6, 4], [], B_],                                        # 7: 1 m
+        ["ADD", [0, 7], [], BV],                                        # 8: x + m
+        ["EXP", [8], [], BV],                                           # 9
+        ["EXP", [4], [], B_],                                           # 10: exp m
+        ["POW", [10], [q("-1/1")], B_],                                 # 11
+        ["MUL", [9, 11], [], BV],                                       # 12: exp(x + m) exp(m)^-1
+        ["SILU", [1], [], BV],                                          # 13
+        ["SIGMOID", [1], [], BV],                                       # 14
+        ["MUL", [1, 14], [], BV],                                       # 15: y sigmoid(y)
+        ["SHARD", [0], ["V", "sp"], d(("B", ()), ("V", ("sp",)))],      # 16
+        ["REDUCE_MAX", [16], [["V"]], B_],                              # 17
+        ["CONST", [], [q("4/1")], E],                                   # 18
+        ["POW", [18], [q("-1/2")], E],                                  # 19: 4^(-1/2)
+        ["CONST", [], [q("1/2")], E],                                   # 20
+        ["CONST", [], [q("1/16")], E],                                  # 21
+        ["MUL", [21, 2], [], B_],                                       # 22: w / 16
+        ["POW", [22], [q("-1/2")], B_],                                 # 23
+        ["POW", [2], [q("-1/2")], B_],                                  # 24
+        ["MUL", [18, 24], [], B_],                                      # 25: 4 w^(-1/2)
+        ["EINSUM", [0, 1], [["B"]], B_],                                # 26: sum_V x y
+        ["EINSUM", [26, 2], [[]], E],                                   # 27: sum_B (sum_V x y) w
+        ["EINSUM", [0, 1, 2], [[]], E],                                 # 28: sum_B,V x y w
+        ["MUL", [0, 10], [], BV],                                       # 29: x exp(m)
+        ["MUL", [1, 10], [], BV],                                       # 30: y exp(m)
+        ["ADD", [29, 30], [], BV],                                      # 31
+        ["ADD", [0, 1], [], BV],                                        # 32
+        ["MUL", [10, 32], [], BV],                                      # 33: exp(m) (x + y)
+        ["SHARD", [3], ["B", "dp"], d(("B", ("dp",)))],                 # 34
+        ["ONE_HOT", [34], ["V"], d(("B", ("dp",)), ("V", ()))],         # 35
+        ["ONE_HOT", [3], ["V"], BV],                                    # 36
+        ["SHARD", [36], ["B", "dp"], d(("B", ("dp",)), ("V", ()))],     # 37
+        ["ONE_HOT", [3], ["V"], d(("B", ()), ("V", ("tp",)))],          # 38
+        ["SHARD", [36], ["V", "tp"], d(("B", ()), ("V", ("tp",)))],     # 39
+    ]
+    ns = lambda *xs: {"nodes": list(xs)}
+    rows = [("expshift", "exp-max-shift", 5, 12, {"y": {"node": 0}, "m": {"node": 4}, "c": q("-1/1")}),
+            ("silu", "silu-def", 13, 15, {"x": {"node": 1}}),
+            ("maxunit", "reduce-max-unit-axis", 17, 4,
+             {"x": {"node": 0}, "d": "V", "a": "sp", "dims": ["V"]}),
+            ("powfrac", "pow-const", 19, 20, {"c": q("4/1"), "e": q("-1/2")}),
+            ("constfactor", "pow-const-factor", 23, 25, {"xs": ns(21, 2), "k": 0, "e": q("-1/2")}),
+            ("nested", "einsum-nested", 27, 28, {"xs": ns(26, 2), "k": 0, "out": []}),
+            ("maxfactor", "add-max-factor-out", 31, 33, {"f": {"node": 10}, "xs": ns(29, 30)}),
+            ("liftonehot", "lift-shard-onehot", 35, 37,
+             {"x": {"node": 3}, "d": "B", "a": "dp", "v": "V", "vshards": []}),
+            ("onehotout", "onehot-shard-out", 38, 39, {"idx": {"node": 3}, "v": "V", "vshards": ["tp"]})]
+    steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs, "subst": sub}
+             for _n, rule, lhs, rhs, sub in rows]
+    obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": lhs, "actual": rhs,
+            "proof": k} for k, (n, _r, lhs, rhs, _s) in enumerate(rows)]
+    return {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
+            "binding": {"B": 4, "V": 4, "dp": 2, "tp": 2, "sp": 1}, "nodes": nodes,
+            "steps": steps, "obligations": obs, "plan": {"path": "rounds3.py", "sha256": "0" * 64}}

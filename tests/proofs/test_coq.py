@@ -34,19 +34,19 @@ from rewriting import RULES
 # not its goal: the test fails when a new rule arrives without a lemma, and when a rule listed
 # here gains one (remove it from the list).
 RULES_WITHOUT_LEMMA = frozenset({
-    "add-max-factor-out", "allgather-shard-comm",
+    "allgather-shard-comm",
     "allgather-unit-axis", "allreduce-allgather-comm", "allreduce-concat",
     "allreduce-einsum-push", "allreduce-max-shard", "allreduce-permute",
     "allreduce-rank-const", "einsum-components",
-    "einsum-max-factor-out", "einsum-nested", "einsum-perm-contract", "einsum-recip-factor-out",
-    "einsum-unit-dim", "exp-max-shift", "exp-max-shift-block", "gelu-def",
+    "einsum-max-factor-out", "einsum-perm-contract", "einsum-recip-factor-out",
+    "einsum-unit-dim", "exp-max-shift-block", "gelu-def",
     "squeeze-elementwise",
     "lift-perm-chunk", "lift-perm-concat", "lift-perm-einsum",
     "lift-perm-onehot", "lift-perm-reduce-max", "lift-perm-rename", "lift-perm-topk",
-    "lift-perm-topk-elig", "lift-shard-onehot", "lift-shard-permute",
-    "lift-shard-shift", "lift-shard-topk", "lift-shard-topk-elig", "onehot-shard-out",
-    "perm-swap", "pow-const-factor", "pow-pow",
-    "reduce-max-perm", "reduce-max-unit-axis", "reduce-max-unit-dim", "silu-def",
+    "lift-perm-topk-elig", "lift-shard-permute",
+    "lift-shard-shift", "lift-shard-topk", "lift-shard-topk-elig",
+    "perm-swap",
+    "reduce-max-perm", "reduce-max-unit-dim",
 })
 
 
@@ -59,7 +59,7 @@ def test_every_rule_has_a_coq_lemma_or_is_a_listed_gap() -> None:
     assert missing == RULES_WITHOUT_LEMMA, (
         f"rules without a Coq lemma not listed: {sorted(missing - RULES_WITHOUT_LEMMA)}; "
         f"listed but now with a lemma: {sorted(RULES_WITHOUT_LEMMA - missing)}")
-    assert len(codes) == 54 and len(set(codes.values())) == len(codes)
+    assert len(codes) == 63 and len(set(codes.values())) == len(codes)
 
 
 # -- the exporter's constant reader agrees with the checker's -----------------------------------
@@ -119,43 +119,89 @@ def test_small_certificate_exports_without_opaque_steps() -> None:
 def test_unformalised_steps_are_exported_as_hypotheses() -> None:
     c = _small()
     c["steps"][0] = {"kind": "cas", "lhs": 1, "rhs": 3}
-    c["steps"][1]["rule"] = "einsum-nested"
+    c["steps"][1]["rule"] = "gelu-def"
     ex = export_certificate(c)
     assert ex.opaque == {0: "a cas step (not formalised in Coq)",
-                         1: "rule einsum-nested has no Coq checker"}
+                         1: "rule gelu-def has no Coq checker"}
 
 
-def test_mul_canon_merging_powers_is_exported_as_a_hypothesis() -> None:
-    """x * x = x^2 needs no sign fact and goes to Coq's checker (RulesCanon.pexp), but
-    x^-1 * x = 1 needs x != 0 (the rule's sign guard, which Coq cannot see): that step is kept
-    back from Coq's checker."""
+def test_mul_canon_merging_powers_without_a_sign_fact_is_exported_as_a_hypothesis() -> None:
+    """x * x = x^2 needs no sign fact and goes to Coq's checker (RulesCanon.pexp); x^-1 * x = 1
+    needs x != 0 (the rule's sign guard), which Coq's sign analysis (Signs.v) does not show for
+    a real input: that step is kept back from Coq's checker, with the reason."""
     c = _small()
     B = [["B", []]]
     c["nodes"] += [["MUL", [0, 0], [], B],                               # 53: x x
                    ["POW", [0], [{"q": "-1/1"}], B],                     # 54: x^-1
-                   ["MUL", [54, 0], [], B],                              # 55: x^-1 x
-                   ["CONST", [], [{"q": "1/1"}], []]]                    # 56
+                   ["MUL", [54, 0, 16], [], B]]                          # 55: x^-1 x y
     c["steps"].append({"kind": "rule", "rule": "mul-canon", "lhs": 53, "rhs": 21,
                        "subst": {"xs": {"nodes": [0, 0]}, "ys": {"nodes": [21]}}})
-    c["steps"].append({"kind": "rule", "rule": "mul-canon", "lhs": 55, "rhs": 56,
-                       "subst": {"xs": {"nodes": [54, 0]}, "ys": {"nodes": []}}})
+    c["steps"].append({"kind": "rule", "rule": "mul-canon", "lhs": 55, "rhs": 16,
+                       "subst": {"xs": {"nodes": [54, 0, 16]}, "ys": {"nodes": [16]}}})
     ex = export_certificate(c)
-    assert ex.opaque == {23: "rule mul-canon merges powers (sign guard; not in Coq's checker)"}
+    assert ex.opaque == {23: "rule mul-canon merges powers (a sign fact Coq's analysis does not "
+                             "derive, proofs/coq/Signs.v)"}
     assert ex.rule_steps == 21
 
 
-def test_add_canon_cancelling_a_monomial_is_exported_as_a_hypothesis() -> None:
-    """x - x + y = y drops x: fine for a finite x, but x^-1 - x^-1 = 0 needs x != 0 (the rule's
-    sign guard); Coq's semantics is total, so such steps are kept back from its checker."""
+def test_add_canon_dropping_a_monomial_goes_to_coq_when_it_is_defined() -> None:
+    """x - x + y = y drops x, defined everywhere: Coq's checker proves it (RulesMerge.v tests
+    the guard). x^-1 - x^-1 + y = y needs x != 0 (the rule's sign guard), which Coq's analysis
+    does not show for a real x: that step is kept back."""
     c = _small()
     B = [["B", []]]
     c["nodes"] += [["CONST", [], [{"q": "-1/1"}], []],                 # 53
                    ["MUL", [53, 0], [], B],                            # 54: -x
-                   ["ADD", [0, 54, 16], [], B]]                        # 55: x - x + y
+                   ["ADD", [0, 54, 16], [], B],                        # 55: x - x + y
+                   ["POW", [0], [{"q": "-1/1"}], B],                   # 56: x^-1
+                   ["MUL", [53, 56], [], B],                           # 57: -x^-1
+                   ["ADD", [56, 57, 16], [], B]]                       # 58: x^-1 - x^-1 + y
     c["steps"].append({"kind": "rule", "rule": "add-canon", "lhs": 55, "rhs": 16,
                        "subst": {"xs": {"nodes": [0, 54, 16]}, "ys": {"nodes": [16]}}})
+    c["steps"].append({"kind": "rule", "rule": "add-canon", "lhs": 58, "rhs": 16,
+                       "subst": {"xs": {"nodes": [56, 57, 16]}, "ys": {"nodes": [16]}}})
     ex = export_certificate(c)
-    assert ex.opaque == {22: "rule add-canon cancels a monomial (sign guard; not in Coq's checker)"}
+    assert ex.opaque == {23: "rule add-canon drops a monomial not shown defined (a sign fact "
+                             "Coq's analysis does not derive, proofs/coq/Signs.v)"}
+    assert ex.rule_steps == 21
+
+
+_signs = coq_certs.signs
+SIGNS_CHECKED = ["merge", "rsqrt", "powpow", "powfrac", "drop", "einsummerge"]
+SIGNS_KEPT_BACK = ["sigmoid", "wmerge", "wpowpow", "wdrop"]
+
+
+def _python_accepts(c: dict) -> list[bool]:
+    """The Python checker's verdict on each rule step of ``c`` (with its sign analysis)."""
+    from proofs.checker_rules import RULES as CHECKER, RuleMismatch, instantiate_and_match, \
+        varying_table
+    from proofs.checker_signs import Signs
+    from proofs.kernel import NodeTable, decode_attr
+    t = NodeTable.from_json(c["nodes"])
+    out = []
+    for st in c["steps"]:
+        sub = {k: ("node", v["node"]) if isinstance(v, dict) and set(v) == {"node"} else
+               ("nodes", tuple(v["nodes"])) if isinstance(v, dict) and set(v) == {"nodes"} else
+               ("attr", decode_attr(v)) for k, v in st["subst"].items()}
+        try:
+            instantiate_and_match(CHECKER[st["rule"]], sub, t, c["binding"], st["lhs"],
+                                  st["rhs"], varying_table(t), Signs(t))
+            out.append(True)
+        except RuleMismatch:
+            out.append(False)
+    return out
+
+
+def test_sign_guarded_steps_go_to_coq_only_with_coqs_sign_facts() -> None:
+    """The six steps whose guard Coq's analysis shows go to Coq's checkers; the Python analysis
+    accepts sigmoid(w)^-1 sigmoid(w) w = w (sigmoid > 0) and Coq's does not: a hypothesis with
+    the reason; the three steps on a real w fail the Python guard and are kept back too."""
+    c = _signs()
+    assert _python_accepts(c) == [True] * 7 + [False] * 3
+    ex = export_certificate(c)
+    assert ex.obligations == SIGNS_CHECKED + SIGNS_KEPT_BACK and ex.rule_steps == 6
+    assert set(ex.opaque) == {6, 7, 8, 9}
+    assert all("a sign fact Coq's analysis does not derive" in w for w in ex.opaque.values())
 
 
 _moves = coq_certs.moves
@@ -367,6 +413,63 @@ def test_every_moves_mutant_is_rejected_by_coq_in_one_file(coq_cache: Path) -> N
     assert sorted(r.failed_steps) == broken
     assert {k for k, v in r.status.items() if v == "checked"} == {"mulpow"}
     assert {k for k, v in r.status.items() if v == "not checked"} == set(MOVES_MUTANTS)
+
+
+@needs_coq
+@pytest.mark.slow
+def test_sign_guarded_steps_are_coq_checked(coq_cache: Path, monkeypatch) -> None:
+    """The six steps with Coq's sign facts are checked with no claim; the four others are
+    claims. Sent to Coq anyway (routing bypassed), those four are rejected by Coq's checkers:
+    (w^-1)^-1 = w^1 and w + w^-1 - w^-1 = w hold in Coq's total semantics, but the checkers
+    test the rules' guards (w != 0) as the Python checker does."""
+    import proofs.coq_export
+    from proofs.coq_run import coq_check
+    r = coq_check(_signs(), cache=coq_cache)
+    assert r.status == {**{k: "checked" for k in SIGNS_CHECKED},
+                        **{k: "claims" for k in SIGNS_KEPT_BACK}}
+    assert r.failed_steps == []
+    monkeypatch.setattr(proofs.coq_export, "outside_coq_subset", lambda *a, **k: None)
+    r = coq_check(_signs(), cache=coq_cache)
+    assert r.failed_steps == [6, 7, 8, 9]
+    assert r.status == {**{k: "checked" for k in SIGNS_CHECKED},
+                        **{k: "not checked" for k in SIGNS_KEPT_BACK}}
+
+
+_rounds3 = coq_certs.rounds3
+ROUNDS3 = [o["name"] for o in _rounds3()["obligations"]]
+
+# one edit per obligation of _rounds3 (each a false equation, or a guard that fails)
+ROUNDS3_MUTANTS = {
+    "expshift": lambda c: _set(c, 11, 2, [{"q": "-2/1"}]),          # exp(m)^-2 for exp(m)^-1
+    "silu": lambda c: _set(c, 15, 1, [0, 14]),                      # x sigmoid(y)
+    "maxunit": lambda c: c["binding"].__setitem__("sp", 2),         # two blocks, not one
+    "powfrac": lambda c: _set(c, 20, 2, [{"q": "1/4"}]),            # 4^(-1/2) = 1/4
+    "constfactor": lambda c: _set(c, 25, 1, [20, 24]),              # (w/16)^(-1/2) = w^(-1/2)/2
+    "nested": lambda c: _set(c, 28, 1, [0, 1]),                     # w dropped
+    "maxfactor": lambda c: _set(c, 33, 1, [10, 31]),                # exp(m) (x e^m + y e^m)
+    "liftonehot": lambda c: _set(c, 34, 1, [2]),                    # the block of w, not lab
+    "onehotout": lambda c: _set(c, 38, 3, [["B", []], ["V", ["dp"]]]),  # V over dp, not tp
+}
+
+
+def test_rounds3_certificate_is_an_instance_of_the_python_rules() -> None:
+    assert _python_accepts(_rounds3()) == [True] * len(ROUNDS3)
+    ex = export_certificate(_rounds3())
+    assert ex.opaque == {} and ex.rule_steps == len(ROUNDS3) == 9
+
+
+@needs_coq
+@pytest.mark.slow
+def test_rounds3_certificate_is_coq_checked_and_its_mutants_rejected(coq_cache: Path) -> None:
+    from proofs.coq_run import coq_check
+    r = coq_check(_rounds3(), cache=coq_cache)
+    assert r.status == {k: "checked" for k in ROUNDS3} and r.failed_steps == []
+    c = copy.deepcopy(_rounds3())
+    for edit in ROUNDS3_MUTANTS.values():
+        edit(c)
+    r = coq_check(c, cache=coq_cache)
+    assert sorted(r.failed_steps) == list(range(len(ROUNDS3)))
+    assert r.status == {k: "not checked" for k in ROUNDS3}
 
 
 def test_check_certificate_coq_without_coqc(tmp_path: Path, monkeypatch, capsys) -> None:

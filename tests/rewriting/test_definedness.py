@@ -251,3 +251,26 @@ def test_add_canon_may_not_introduce_an_undefined_monomial():
                               ids[id(y)], ids[id(grown)], varying_table(table),
                               CheckerSigns(table))
     assert not RULE["add-canon"].guard({"xs": (y,), "ys": grown.args}, binding)
+
+
+def test_a_zeroth_power_is_one_even_of_zero():
+    """Found formalising issue 17 in Coq (``Signs.spow``: ``rpow 0 0 = 1``): both copies of the
+    sign analysis gave ``x^0`` the sign of ``x`` restricted to ``{0, +}``, so ``0^0`` was "0"
+    (numpy and the reals: 1), ``s = 1 + 0^0 w`` was "positive" and ``s^-1 s w = w`` passed the
+    guard, false at ``w = -1`` (the left side is NaN there). Now ``x^0`` is positive."""
+    w = fresh(["B"])
+    zz = b.pow_(b.const(0), Fraction(0))
+    s = b.add(b.const(1), b.mul(zz, w))
+    lhs = b.mul(b.pow_(s, Fraction(-1)), s, w)
+    binding = Binding({"B": 4})
+    assert CONTEXT_FREE.sign(zz) == POS and CONTEXT_FREE.sign(s) != POS
+    table, ids = NodeTable(), {}
+    from_terms(table, [lhs], ids)
+    assert CheckerSigns(table).sign(ids[id(zz)]) == POS
+    subst = {"xs": ("nodes", tuple(ids[id(a)] for a in lhs.args)), "ys": ("nodes", (ids[id(w)],))}
+    with pytest.raises(RuleMismatch, match="defined"):
+        instantiate_and_match(CHECKER_RULES["mul-canon"], subst, table, dict(binding),
+                              ids[id(lhs)], ids[id(w)], varying_table(table), CheckerSigns(table))
+    with np.errstate(all="ignore"):
+        v = np.float64(-1.0)
+        assert np.isnan((1 / (1 + 0.0 ** 0 * v)) * (1 + 0.0 ** 0 * v) * v)
