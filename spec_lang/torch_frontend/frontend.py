@@ -35,7 +35,8 @@ from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
 )
 from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
 from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
-from spec_lang.torch_frontend.leftover import scalar_state_differences
+from spec_lang.torch_frontend.leftover import (
+    scalar_state_differences, zeros_for_one_sided_grad_left)
 from spec_lang.torch_frontend.tracedata import Job, run_jobs
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
@@ -420,20 +421,17 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                 unsupported.append(("state", f"{why} (rank {pt.coords})"))
     notes: list[str] = []
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
-    lp = {n for n in low.plan_out if n.startswith("grad_left:")}
-    left = sorted(lp ^ {n for n in low.spec_out if n.startswith("grad_left:")})
-    if left:    # one side leaves a gradient for the next step, the other not (finding R4-2)
-        side = "parallel" if left[0] in lp else "single-device"
-        raise PlanError(f"{tf.path}:1: the {side} step leaves the gradient of "
-                        f"{left[0].split(':', 1)[1]!r} set after the step and the other does not "
-                        "(a missing or extra zero_grad): the next step would accumulate into it")
-    for name, (role, pv, pnode) in low.plan_out.items():
+    # a gradient left set by one step only: compared with zeros (findings R4-2, R6-9)
+    spec_out, plan_out, zero_notes = zeros_for_one_sided_grad_left(low.spec_out, low.plan_out,
+                                                                   tf.path)
+    notes += zero_notes
+    for name, (role, pv, pnode) in plan_out.items():
         if name in low.unchanged_buffers:
             continue
-        if name not in low.spec_out:
+        if name not in spec_out:
             raise PlanError(f"{tf.path}:1: the parallel step produces {name!r}, which the "
                             "single-device step does not")
-        _, sv, _ = low.spec_out[name]
+        _, sv, _ = spec_out[name]
         bad = sv if isinstance(sv, Opaque) else pv if isinstance(pv, Opaque) else None
         if bad is not None:
             unsupported.append((name, bad.reason()))
@@ -471,7 +469,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                               placement=placement + (f"; {how}" if how else ""),
                               site=_producing_site(pnode, tf.path),
                               layer=m.group(1) if m else None))
-    missing = [n for n in low.spec_out if n not in low.plan_out]
+    missing = [n for n in spec_out if n not in plan_out]
     if missing:
         raise PlanError(f"{tf.path}:1: the parallel step does not produce {missing[:4]}")
     goals.sort(key=lambda g: order[g.kind])

@@ -130,11 +130,13 @@ def test_wrong_train_file_is_refused(name, text, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="finding R6-9: zero_grad(set_to_none=False) on one side "
-                   "only is refused although zeros and None are the same state")
 def test_zero_grad_zeros_versus_none_is_equivalent(tmp_path):
+    """R6-9 (fixed in stop 22): the gradient left as zeros by one step and None by the other is
+    a goal against zeros (``leftover.zeros_for_one_sided_grad_left``), proved; 6 goals."""
     out = _prove("r6_c2_zero_grad_none_vs_zeros.py", tmp_path)
     assert out["_rc"] == 0 and out["verdict"] == "EQUIVALENT", out
+    assert out["counts"]["total"] == 6 and out["counts"]["open"] == 0, out["counts"]
+    assert any("finding R6-9" in a for a in out["assumptions"]), out["assumptions"]
 
 
 @pytest.mark.slow

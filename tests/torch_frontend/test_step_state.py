@@ -213,3 +213,27 @@ def test_every_fsdp_module_method_is_shadowed():
             methods[k](m, None)
     methods["set_gradient_divide_factor"](m, 1.0)
     assert unit.divide_factor == 1.0
+
+
+def test_a_gradient_left_by_one_step_only_is_compared_with_zeros():
+    from fractions import Fraction
+
+    from spec_lang.term import DimSpec, Op
+    from spec_lang.torch_frontend.capture import OutputRole
+    from spec_lang.torch_frontend.leftover import zeros_for_one_sided_grad_left
+    from spec_lang.torch_frontend.values import TV, const
+
+    dims = ((DimSpec("out", ()),), (DimSpec("in", ()),))
+    g = TV(const(Fraction(3)), dims)
+    grad = (OutputRole("grad", "grad:w", ("P(sum)",), "w"), g, None)
+    left = (OutputRole("state", "grad_left:w", ("R",), "w"), g, None)
+    spec, plan, notes = zeros_for_one_sided_grad_left({"grad:w": grad},
+                                                      {"grad:w": grad, "grad_left:w": left}, "t.py")
+    role, zero, _ = spec["grad_left:w"]
+    assert zero.term.op is Op.CONST and zero.term.attrs == (Fraction(0),)
+    assert zero.dims == dims and role.name == "grad_left:w" and plan["grad_left:w"] is left
+    assert len(notes) == 1 and "finding R6-9" in notes[0]
+    with pytest.raises(PlanError, match="t.py:1: the parallel step leaves the gradient of 'w'"):
+        zeros_for_one_sided_grad_left({}, {"grad:w": grad, "grad_left:w": left}, "t.py")
+    assert zeros_for_one_sided_grad_left({"grad:w": grad}, {"grad:w": grad}, "t.py") == (
+        {"grad:w": grad}, {"grad:w": grad}, [])
