@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -344,17 +345,29 @@ def _internal(e: BaseException) -> int:
     return 2
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _out(text: str) -> None:
+    """Print ``text``, line by line, with every control character escaped (``\\x1b``): names
+    and sites come from the plan's process, which must not be able to write lines, erase them
+    or colour them (adversarial finding R8-5)."""
+    for line in text.split("\n"):
+        print(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                           else f"\\u{ord(m.group()):04x}", line))
+
+
 def _open_line(what: str, ex: Any, internal: str, verbose: bool) -> None:
-    print(f"  open: {what}: {ex.text} [{ex.link}]")
-    print(f"        next: {ex.next}")
+    _out(f"  open: {what.replace(chr(10), ' ')}: {ex.text} [{ex.link}]".replace("\n", " "))
+    _out(f"        next: {ex.next}".replace("\n", " "))
     if verbose:
-        print(f"        prover: {internal}")
+        _out(f"        prover: {internal}".replace("\n", " "))
 
 
 def _human(report: Any, certificate: str | None, verbose: bool = False) -> None:
-    print(f"{report.verdict}: {report.path}")
+    _out(f"{report.verdict}: {report.path}".replace("\n", " "))
     if report.counterexample is not None:
-        print(report.counterexample.render())
+        _out(report.counterexample.render())
     from dataclasses import replace
 
     from proofs.first_difference import first_differences
@@ -378,9 +391,9 @@ def _human(report: Any, certificate: str | None, verbose: bool = False) -> None:
     if len(shown) > 20:
         print(f"  ... and {len(shown) - 20} more open goals")
     if report.assumptions:
-        print("assumptions: " + "; ".join(report.assumptions))
+        _out(("assumptions: " + "; ".join(report.assumptions)).replace("\n", " "))
     if certificate:
-        print(f"certificate: {certificate}")
+        _out(f"certificate: {certificate}".replace("\n", " "))
     skipped = sum(g.reason.startswith("not attempted") for g in report.open_goals)
     if skipped:
         print(f"not attempted: {skipped} goal{'s' if skipped > 1 else ''}: the plan is already "

@@ -21,8 +21,8 @@ What the walk looks through (what a plan adds without changing the structure of 
 Each node gets a *shape signature* (its operation, attributes that carry meaning, and its
 children's signatures; commutative operands as a multiset; the looked-through nodes take their
 operand's signature), memoised per node, so the cost is linear in the terms (flattening nested
-sums and products copies operand lists: quadratic in a nesting depth, 126 for the 405B's
-residual stream). Descending, the
+sums and products copies operand lists, quadratic in a nesting depth -- 126 for the 405B's
+residual stream -- up to :data:`FLAT_BUDGET` copies per report, then linear). Descending, the
 children of two nodes with one operation are paired by signature (multiset for ``ADD``,
 ``MUL``, ``EINSUM``, ``MAXIMUM``; by position otherwise); the walk follows the first pair that
 does not match and stops where the operations (or their attributes, or their arity) differ.
@@ -46,9 +46,13 @@ from typing import Any
 
 from spec_lang.term import Op, Term
 
-__all__ = ["Difference", "Matcher", "first_differences", "NEAR"]
+__all__ = ["Difference", "Matcher", "first_differences", "NEAR", "FLAT_BUDGET"]
 
 NEAR = 64          # descendants searched for a site when a node has none
+# operands copied while flattening nested sums and products, over one report: beyond it nested
+# sums are left nested (the signatures stay sound, only less normalised), so that a sum nested
+# n deep costs O(n), not O(n^2) (adversarial finding R8-7: 8000 levels took 110 s)
+FLAT_BUDGET = 100_000
 _MAX_DEPTH = 1_000_000
 
 _THROUGH = frozenset({Op.SHARD, Op.PART, Op.CHUNK, Op.RENAME, Op.PERMUTE, Op.ALL_REDUCE,
@@ -93,6 +97,7 @@ class Matcher:
         self.flat: dict[int, list[Term]] = {}   # id(ADD / MUL node) -> its flattened operands
         self.rest: tuple[list[Term], list[Term]] | None = None  # the last unmatched operands
         self.keep: list[Term] = []      # the memo's ids stay valid while the terms live
+        self.work = 0                   # operands copied by flattening (see FLAT_BUDGET)
 
     # -- signatures ------------------------------------------------------------------------------
     def sig(self, root: Term) -> int:
@@ -172,8 +177,11 @@ class Matcher:
         for a in t.args:
             if t.op is Op.MUL and self._is_scalar(a):
                 continue
-            if a.op is t.op and not (a.op is Op.ADD and len({self.sig(x) for x in a.args}) == 1):
-                out.extend(self._operands(a))   # memoised: sig() reached ``a`` first
+            if a.op is t.op and self.work < FLAT_BUDGET and \
+                    not (a.op is Op.ADD and len({self.sig(x) for x in a.args}) == 1):
+                sub = self._operands(a)         # memoised: sig() reached ``a`` first
+                self.work += len(sub)
+                out.extend(sub)
             else:
                 out.append(a)
         self.flat[id(t)] = out

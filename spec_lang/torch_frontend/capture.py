@@ -370,7 +370,8 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
             ours = [*units, on_step]
             state0 = step_state(model, opt, user_modules, ours, base_keys)
             loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
-            changed = state_changes(state0, step_state(model, opt, user_modules, ours,
+            # modules next to the train file imported during the step count too (R8-10)
+            changed = state_changes(state0, step_state(model, opt, _user_modules(tf), ours,
                                                        base_keys))
         for h in hooks_dp:
             h.remove()

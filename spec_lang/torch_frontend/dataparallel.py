@@ -117,6 +117,16 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
     def noop(self: nn.Module, *a: Any, **kw: Any) -> None:  # noqa: ARG001
         return None
 
+    def unshard(self: nn.Module, async_op: bool = False) -> Any:  # noqa: ARG001
+        # torch returns a handle to wait on for an asynchronous unshard (R8-4)
+        return _DoneHandle() if async_op else None
+
+    def set_unshard_in_backward(self: nn.Module, unshard_in_backward: bool) -> None:  # noqa: ARG001
+        # False is the user's promise that backward needs no parameter of the module: not a
+        # layout choice; a broken promise fails for real (R8-9)
+        if not unshard_in_backward:
+            _not_modelled("set_unshard_in_backward(False)", path)
+
     def refused(what: str) -> Any:
         def method(self: nn.Module, *a: Any, **kw: Any) -> None:  # noqa: ARG001
             _not_modelled(f"{what}(...)", path)
@@ -128,6 +138,7 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
         "set_requires_gradient_sync": set_requires_gradient_sync,
         "set_requires_all_reduce": set_requires_all_reduce}
     methods.update({k: noop for k in NEUTRAL_FSDP_METHODS})
+    methods.update({"unshard": unshard, "set_unshard_in_backward": set_unshard_in_backward})
     # every other method an FSDPModule has (custom collectives, gradient hooks, torch's
     # internals, any a later torch adds) changes what is computed or needs FSDP's real state:
     # refused with the user's line rather than run against a module that has none (R7-5)
@@ -142,14 +153,23 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
 # FSDP2 methods that change where and when tensors live, never the values over the reals:
 # resharding, prefetching, memory, streams, and ``set_force_sum_reduction_for_comms`` (a sum
 # then a separate division: the same average). Audited against torch 2.13's ``FSDPModule``
-# (adversarial findings R4-11, R7-5); every other method is refused.
+# (adversarial findings R4-11, R7-5, R8-9); ``unshard`` returns a done handle for
+# ``async_op=True`` (R8-4), ``set_unshard_in_backward(False)`` is refused (R8-9), every other
+# method is refused.
 NEUTRAL_FSDP_METHODS = (
     "set_reshard_after_forward", "set_reshard_after_backward", "set_is_last_backward",
     "set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch",
-    "set_unshard_in_backward", "reshard", "unshard", "set_post_optim_event",
+    "reshard", "set_post_optim_event",
     "set_force_sum_reduction_for_comms", "set_reduce_scatter_max_input_buffers",
     "set_allocate_memory_from_process_group_for_comm", "set_symm_mem_for_comm",
     "set_separate_reduce_scatter_group", "_set_unshard_async_op")
+
+
+class _DoneHandle:
+    """What ``FSDPModule.unshard(async_op=True)`` returns (an ``UnshardHandle``), already done."""
+
+    def wait(self) -> None:
+        return None
 
 
 def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP") -> None:

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.step_state import UNCOMPARABLE
+from spec_lang.torch_frontend.step_state import UNCOMPARABLE, UNREADABLE
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["refuse_data_assignment", "check_parameters_kept", "scalar_state",
@@ -165,6 +165,10 @@ def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -
         elif s != p:
             out.append(f"{what} leaves the step as {_short(p)} in the parallel step, "
                        f"{_short(s)} in the single-device step")
+        elif s.startswith(UNREADABLE):
+            out.append(f"prove --torch cannot read {what} ({_short(s[1:])}), so it cannot tell "
+                       "whether the step changes it: keep such state out of the train file's "
+                       "globals and the modules")
         elif s.startswith(UNCOMPARABLE):
             out.append(f"the step changes {what} to a value prove --torch cannot compare "
                        f"({_short(s)}): keep such state out of train_step")

@@ -22,22 +22,30 @@ tensor, an object without attributes, one too large) is marked
 
 from __future__ import annotations
 
+import array
+import collections
 import enum
 import functools
 import hashlib
 import os
+import re
 import sys
+import threading
 import types
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["UNCOMPARABLE", "step_state", "state_changes"]
+__all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
 
 UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be compared
-_NODE_BUDGET = 50_000       # values visited per entry before it is "too large" to compare
+# prefix of a value prove --torch cannot read (no attributes, over the budget): whether the
+# step changed it is not known, so it is reported whether or not its text changed (R8-1)
+UNREADABLE = UNCOMPARABLE + "!"
+_NODE_BUDGET = 500_000      # values visited per entry before it is "too large" to compare
 _PRIMITIVES = (bool, int, float, complex, str, bytes)
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
 _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
@@ -57,6 +65,7 @@ class _Encoder:
         self.seen: dict[int, int] = {}
         self.nodes = 0
         self.uncomparable = False
+        self.unreadable = False
 
     def enc(self, v: Any) -> str:  # noqa: PLR0911, PLR0912, C901 -- one case per kind of value
         self.nodes += 1
@@ -68,11 +77,9 @@ class _Encoder:
             if isinstance(v, base):
                 extra = "" if type(v) is base else self._attrs(v)
                 return f"{_qual(type(v))}:{base.__repr__(v)}{extra}"
-        if type(v).__module__ == "numpy":
-            if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
-                return f"{_qual(type(v))}:{v.item()!r}"
-            return f"{_qual(type(v))}:{getattr(v, 'dtype', '')}:{getattr(v, 'shape', '')}:" \
-                   f"{hashlib.sha1(bytes(memoryview(v))).hexdigest()}"  # noqa: S324 -- a digest
+        special = self._special(v)
+        if special is not None:
+            return special
         if id(v) in self.names:
             return self.names[id(v)]
         if isinstance(v, torch.Tensor):
@@ -101,6 +108,10 @@ class _Encoder:
         if isinstance(v, types.MethodType):
             return f"method({self.enc(v.__func__)},{self.enc(v.__self__)})"
         if isinstance(v, types.FunctionType):
+            if not _is_torch_module(v.__module__ or ""):
+                # what a function the step leaves behind does when the next step calls it (read
+                # the rank, ...) is not in its text: a change to one is not compared (R8-3)
+                self.uncomparable = True
             return self._function(v)
         if isinstance(v, type):
             if v.__module__ in sys.modules and _is_torch(v.__module__):
@@ -116,14 +127,62 @@ class _Encoder:
                 else f"@{self.enc(owner)}"
             return f"builtin:{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', '')}" \
                    + bound
-        if _is_torch(type(v).__module__) and not type(v).__module__.startswith(_TORCH_STATE):
+        if _is_torch_module(type(v).__module__) and \
+                not type(v).__module__.startswith(_TORCH_STATE):
             # torch's own objects (a DeviceMesh, the tracer's FakeTensorMode, a process
             # group): their public plain attributes only (module docstring)
             return f"{_qual(type(v))}" + self._attrs(v, public_plain=True)
         if hasattr(v, "__dict__") or hasattr(type(v), "__slots__"):
             return f"{_qual(type(v))}" + self._attrs(v)
-        self.uncomparable = True           # no attributes to read: a generator, a C object
+        # no attributes to read (a generator, a C object): whether the step changed it is not
+        # known, changed or not (adversarial finding R8-1)
+        self.uncomparable = self.unreadable = True
         return f"<opaque {_qual(type(v))}>"
+
+    def _special(self, v: Any) -> str | None:  # noqa: PLR0911 -- one case per kind of value
+        """Values whose state is not in attributes (adversarial finding R8-1), or None."""
+        t = type(v)
+        mod = t.__module__ or ""
+        if mod.split(".")[0] == "numpy" or isinstance(v, _np_types()):
+            import numpy as np  # noqa: PLC0415 -- numpy is there: the value is numpy's
+
+            if isinstance(v, np.generic) and getattr(v, "ndim", 1) == 0:
+                return f"{_qual(t)}:{v.item()!r}"
+            if isinstance(v, np.ndarray):
+                if v.dtype.hasobject:
+                    self.uncomparable = self.unreadable = True
+                    return f"<numpy object array {v.shape}>"
+                mask = np.ma.getmaskarray(v).tobytes() if isinstance(v, np.ma.MaskedArray) \
+                    else b""
+                raw = np.ascontiguousarray(np.asarray(v)).tobytes() + mask
+                return f"{_qual(t)}:{v.dtype.str}:{v.shape}:" \
+                       f"{hashlib.sha1(raw).hexdigest()}"  # noqa: S324 -- a digest
+            if isinstance(v, np.random.Generator):
+                return f"numpy.Generator({self.enc(v.bit_generator.state)})"
+            if isinstance(v, np.random.RandomState):
+                return f"numpy.RandomState({_digest(repr(v.get_state()))})"
+        if isinstance(v, torch.Generator):
+            from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
+
+            with _disable_current_modes():
+                return f"torch.Generator({v.device}:" \
+                       f"{hashlib.sha1(v.get_state().numpy().tobytes()).hexdigest()})"  # noqa: S324
+        if isinstance(v, collections.deque):
+            return f"deque(maxlen={v.maxlen})[" + ",".join(self.enc(x) for x in v) + "]" \
+                + self._attrs(v)
+        if isinstance(v, (bytearray, array.array)):
+            code = getattr(v, "typecode", "")
+            return f"{_qual(t)}:{code}:{bytes(v)!r}" if len(v) <= 64 else \
+                f"{_qual(t)}:{code}:{hashlib.sha1(bytes(v)).hexdigest()}"  # noqa: S324
+        if isinstance(v, weakref.ReferenceType):
+            return f"weakref({self.enc(v())})"
+        if isinstance(v, re.Pattern):
+            return f"re({v.pattern!r},{v.flags})"
+        if t.__name__ == "_lru_cache_wrapper":
+            return f"lru_cache({self.enc(v.__wrapped__)},{v.cache_info().currsize})"
+        if isinstance(v, _LOCKS):
+            return f"<lock {_qual(t)}>"
+        return None
 
     def _attrs(self, v: Any, public_plain: bool = False, skip: frozenset[str] = frozenset()
                ) -> str:
@@ -154,6 +213,27 @@ class _Encoder:
         return hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- a digest, not security
 
 
+def _short_type(full: str) -> str:
+    i = full.find("<opaque ")
+    if i >= 0:
+        return full[i + 1:full.find(">", i)]
+    i = full.find("<numpy object array")
+    return "a numpy object array" if i >= 0 else "a value it cannot read"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:16]  # noqa: S324 -- a digest
+
+
+def _np_types() -> tuple[type, ...]:
+    np = sys.modules.get("numpy")
+    return () if np is None else (np.ndarray, np.generic, np.random.Generator,
+                                  np.random.RandomState)
+
+
+_LOCKS = (type(threading.Lock()), type(threading.RLock()))
+
+
 def _cell(c: Any) -> Any:
     try:
         return c.cell_contents
@@ -165,6 +245,10 @@ def _qual(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+def _is_torch_module(modname: str) -> bool:
+    return modname == "torch" or modname.startswith("torch.")
+
+
 def _is_torch(modname: str) -> bool:
     return modname == "torch" or modname.startswith(("torch.", "builtins", "collections",
                                                      "typing", "functools", "numpy"))
@@ -173,11 +257,13 @@ def _is_torch(modname: str) -> bool:
 def _text(enc: _Encoder, v: Any) -> str:
     """One entry: readable when it is a plain value, else a digest of its full text."""
     enc.seen.clear()
-    enc.nodes, enc.uncomparable = 0, False
+    enc.nodes, enc.uncomparable, enc.unreadable = 0, False, False
     try:
         full = enc.enc(v)
     except (_TooLarge, RecursionError):
-        return f"{UNCOMPARABLE}<too large to compare: {type(v).__name__}>"
+        return f"{UNREADABLE}<too large to compare: {type(v).__name__}>"
+    if enc.unreadable:
+        return f"{UNREADABLE}<holds {_short_type(full)}>"
     mark = UNCOMPARABLE if enc.uncomparable else ""
     if len(full) <= 80:
         return mark + full
@@ -241,11 +327,16 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         out[f"optimizer.param_groups[{i}]"] = _text(
             enc, {k: ([pnames.get(id(p), "<other>") for p in x] if k == "params" else x)
                   for k, x in g.items()})
+    used: set[str] = set()
     for mod in user_modules:
         where = os.path.basename(getattr(mod, "__file__", None) or mod.__name__)
+        if where in used:        # one file imported under two names (R8-1): keep both apart
+            where = f"{where} (as {mod.__name__})"
+        used.add(where)
         for k, v in list(vars(mod).items()):
             if not (k.startswith("__") and k.endswith("__")):
                 out[f"the global {k} of {where}"] = _text(enc, v)
+    out.update(_process_state(enc))
     for modname in _GLOBAL_REGISTRIES:
         mod = sys.modules.get(modname)
         for k, v in (vars(mod).items() if mod is not None else ()):
@@ -261,9 +352,62 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     return out
 
 
+# torch's namespaces a train file may patch (``nn.functional.silu = ...``, ``nn.Linear.forward
+# = ...``: adversarial finding R8-2), read by the identity-free names of their entries
+_TORCH_NAMESPACES = ("torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.optim",
+                     "torch.distributed")
+
+
+def _process_state(enc: _Encoder) -> dict[str, str]:
+    """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
+    numpy's global generator, and torch's namespaces (each entry by name: a function by its
+    module, name and code; a class by its attributes' names). Python's ``random`` generator is
+    not: torch's distributed calls draw from it in the parallel step (a stated assumption)."""
+    import builtins  # noqa: PLC0415
+
+    out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
+           "builtins": _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
+                                           if k != "_")))}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
+    for name in _TORCH_NAMESPACES:
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        entries = []
+        for k, v in sorted(vars(mod).items()):
+            entries.append((k, _ident(v)))
+            if isinstance(v, type) and _is_torch_module(v.__module__ or ""):
+                entries.append((k, tuple(sorted((a, _ident(x)) for a, x in vars(v).items()))))
+        out[f"torch namespace {name}"] = _digest(repr(entries))
+    out["torch.Tensor's methods"] = _digest(repr(sorted(
+        (a, _ident(x)) for a, x in vars(torch.Tensor).items())))
+    return out
+
+
+def _ident(v: Any) -> str:
+    """An identity-free name of a namespace entry: what replacing it changes."""
+    if isinstance(v, types.FunctionType):
+        c = v.__code__
+        return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
+               f"{_digest(repr(c.co_code))}"
+    if isinstance(v, types.ModuleType):
+        return f"module:{vars(v).get('__name__', '')}"   # (torch.classes raises on getattr)
+    if isinstance(v, type):
+        return f"class:{v.__module__}.{v.__qualname__}"
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return f"builtin:{v.__module__}.{v.__qualname__}"
+    return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)
+
+
 def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str]:
     """Entry -> its value after the step, for every entry the step changed, added
-    (``<new>`` before) or removed (``<removed>``)."""
-    out = {k: v for k, v in after.items() if before.get(k) != v}
+    (``<new>`` before) or removed (``<removed>``), and every entry that cannot be read
+    (:data:`UNREADABLE`: whether the step changed it is not known, R8-1)."""
+    out = {k: v for k, v in after.items() if before.get(k) != v or v.startswith(UNREADABLE)}
     out.update({k: "<removed>" for k in before if k not in after})
+    out.update({k: v for k, v in before.items() if v.startswith(UNREADABLE) and k not in out})
     return out

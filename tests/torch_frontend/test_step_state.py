@@ -15,7 +15,8 @@ from torch import nn
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.leftover import CHANGED, _text, scalar_state_differences
-from spec_lang.torch_frontend.step_state import UNCOMPARABLE, state_changes, step_state
+from spec_lang.torch_frontend.step_state import (
+    UNCOMPARABLE, UNREADABLE, state_changes, step_state)
 
 
 class MLP(nn.Module):
@@ -149,9 +150,11 @@ def test_the_fingerprint_is_identity_free():
 
 def test_an_entry_over_the_budget_is_uncomparable():
     m, opt, mod = _setup()
-    mod.BIG = [list(range(100)) for _ in range(1000)]
-    assert step_state(m, opt, [mod])["the global BIG of train.py"].startswith(
-        UNCOMPARABLE + "<too large")
+    mod.BIG = [list(range(600)) for _ in range(1000)]      # 600,000 values: over the budget
+    text = step_state(m, opt, [mod])["the global BIG of train.py"]
+    assert text.startswith(UNREADABLE + "<too large")
+    # unreadable: reported as changed whether or not its text changed (R8-1)
+    assert list(state_changes({"x": text}, {"x": text})) == ["x"]
 
 
 def test_differences_between_the_two_steps_in_words():
@@ -207,6 +210,10 @@ def test_every_fsdp_module_method_is_shadowed():
     m = nn.Linear(2, 2)
     for k in NEUTRAL_FSDP_METHODS:
         assert methods[k](m) is None
+    assert methods["unshard"](m) is None and methods["unshard"](m, async_op=True).wait() is None
+    assert methods["set_unshard_in_backward"](m, True) is None
+    with pytest.raises(PlanError, match="set_unshard_in_backward\\(False\\) is not modelled"):
+        methods["set_unshard_in_backward"](m, False)
     for k in ("set_all_reduce_hook", "set_custom_all_gather", "set_custom_reduce_scatter",
               "_get_fsdp_state"):
         with pytest.raises(PlanError, match=f"{k}\\(...\\) is not modelled"):
