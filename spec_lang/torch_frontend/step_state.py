@@ -16,8 +16,15 @@ finding R7-2), a function by its module, qualified name, code, defaults and clos
 by its class and its attributes, recursively; a module or the optimizer met inside a value by
 its name; the parameters, buffers, gradients and optimizer state tensors (the goals) by
 ``<goal tensor>``. A value whose new content cannot be compared between processes (another
-tensor, an object without attributes, one too large) is marked
-:data:`UNCOMPARABLE`: a step that changes it is UNKNOWN, never EQUIVALENT.
+tensor, a Python function the step leaves behind: what it reads when called is not in its text,
+R8-3) is marked :data:`UNCOMPARABLE`: a step that changes it is UNKNOWN, never EQUIVALENT. A
+value that cannot be read at all (an object without attributes, a numpy object array, over
+:data:`_NODE_BUDGET` values) is :data:`UNREADABLE`: UNKNOWN whether or not the step changed it
+(R8-1). Values whose state is not in attributes are read by content (``_Encoder._special``);
+torch's own objects by their public plain attributes only. Process-wide state (the
+environment, ``builtins``, numpy's global generator, torch's namespaces) is fingerprinted too
+(R8-2); Python's ``random`` generator is not (torch's distributed calls draw from it in the
+parallel step), which the verdict states.
 """
 
 from __future__ import annotations
