@@ -36,7 +36,7 @@ from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
 from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
 from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
 from spec_lang.torch_frontend.leftover import (
-    scalar_state_differences, zeros_for_one_sided_grad_left)
+    CHANGED, scalar_state_differences, zeros_for_one_sided_grad_left)
 from spec_lang.torch_frontend.tracedata import Job, run_jobs
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
@@ -422,8 +422,10 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     notes: list[str] = []
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
     # a gradient left set by one step only: compared with zeros (findings R4-2, R6-9)
+    changed = any(k.startswith(CHANGED) for t in (cap.spec, cap.spec_real, cap.plan_real,
+                                                  *cap.plans) for k in t.after)
     spec_out, plan_out, zero_notes = zeros_for_one_sided_grad_left(low.spec_out, low.plan_out,
-                                                                   tf.path)
+                                                                   tf.path, changed)
     notes += zero_notes
     for name, (role, pv, pnode) in plan_out.items():
         if name in low.unchanged_buffers:

@@ -181,7 +181,8 @@ def _short(v: str) -> str:
 
 
 def zeros_for_one_sided_grad_left(spec_out: Mapping[str, Any], plan_out: Mapping[str, Any],
-                                  path: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+                                  path: str, state_changed: bool = False
+                                  ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """A gradient one step leaves set after it (``grad_left:<p>``) and the other leaves
     ``None``: the ``None`` side is the zero tensor for the next step (finding R6-9: the next
     backward writes ``g`` into ``None`` and adds ``g`` to zeros alike), so the goal compares
@@ -191,9 +192,14 @@ def zeros_for_one_sided_grad_left(spec_out: Mapping[str, Any], plan_out: Mapping
     node) of :class:`spec_lang.torch_frontend.lower.Lowered`; returned completed, with the
     notes for the verdict's assumptions.
 
+    ``state_changed``: some step changes Python state (:mod:`step_state`), which may change
+    the next step's program so that it gives ``<p>`` no gradient (adversarial finding R9-4):
+    the rule does not apply.
+
     Raises:
-        PlanError: the parameter has no (lowered) gradient on some side (zeros and ``None``
-            then differ: the optimizer skips a parameter whose gradient is ``None``).
+        PlanError: the parameter has no (lowered) gradient on some side, or the steps change
+            Python state (zeros and ``None`` then may differ: the optimizer skips a parameter
+            whose gradient is ``None``, momentum included).
     """
     from fractions import Fraction  # noqa: PLC0415
 
@@ -205,8 +211,8 @@ def zeros_for_one_sided_grad_left(spec_out: Mapping[str, Any], plan_out: Mapping
     for name in sorted(n for n in left if (n in spec_out) != (n in plan_out)):
         p = name.split(":", 1)[1]
         side = "parallel" if name in plan_out else "single-device"
-        if not (isinstance(spec_out.get(f"grad:{p}", (0, 0, 0))[1], TV)
-                and isinstance(plan_out.get(f"grad:{p}", (0, 0, 0))[1], TV)):
+        if state_changed or not (isinstance(spec_out.get(f"grad:{p}", (0, 0, 0))[1], TV)
+                                 and isinstance(plan_out.get(f"grad:{p}", (0, 0, 0))[1], TV)):
             raise PlanError(f"{path}:1: the {side} step leaves the gradient of {p!r} set after "
                             "the step and the other does not (a missing or extra zero_grad): "
                             "the next step would accumulate into it")

@@ -35,6 +35,7 @@ import enum
 import functools
 import hashlib
 import os
+import random
 import re
 import sys
 import threading
@@ -174,6 +175,11 @@ class _Encoder:
             with _disable_current_modes():
                 return f"torch.Generator({v.device}:" \
                        f"{hashlib.sha1(v.get_state().numpy().tobytes()).hexdigest()})"  # noqa: S324
+        if isinstance(v, random.Random):     # its state is in C, not in __dict__ (R9-1)
+            return f"{_qual(t)}({_digest(repr(v.getstate()))}){self._attrs(v)}"
+        if isinstance(v, collections.defaultdict):   # default_factory is in C (R9-1)
+            return f"defaultdict({self.enc(v.default_factory)}){{" + ",".join(
+                f"{self.enc(k)}:{self.enc(x)}" for k, x in v.items()) + "}" + self._attrs(v)
         if isinstance(v, collections.deque):
             return f"deque(maxlen={v.maxlen})[" + ",".join(self.enc(x) for x in v) + "]" \
                 + self._attrs(v)
@@ -320,6 +326,11 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for k, v in vars(m).items():
             if k not in _SKIPPED_MODULE_KEYS:
                 out[f"module {where}.{k}"] = _text(enc, v)
+        for cls in type(m).__mro__:     # its classes' attributes (a class built locally: R9-3)
+            if not _is_torch_module(cls.__module__ or "") and cls is not object:
+                out[f"module {where} class {cls.__qualname__}"] = _text(
+                    enc, {k: x for k, x in vars(cls).items()
+                          if k not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
         own = {k: x for k, x in vars(p).items() if k not in base_keys.get(id(p), ())}
         own.update({k: getattr(p, k, None) for k in _PARAMETER_HOOKS})   # C attributes

@@ -48,10 +48,16 @@ WRONG = [
 ]
 
 
+# fixed in stop 22 (step_state: random.Random and defaultdict read by content, a module's own
+# classes read; the zeros rule off when a step changes Python state); R9-2 open
+OPEN9 = {"r9_02_linear_module_F_patched.py"}
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R9-1..R9-4 open (round 9)")
 @pytest.mark.parametrize("name,why", WRONG, ids=[w[0][:5] for w in WRONG])
-def test_wrong_train_file_is_not_equivalent(name, why, tmp_path):
+def test_wrong_train_file_is_not_equivalent(name, why, tmp_path, request):
+    if name in OPEN9:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"finding {why} (open)"))
     out = prove(TORCH9 / name, tmp_path)
     assert out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT", (why, out)
 
@@ -80,21 +86,18 @@ def _changes(model: nn.Module, mod: types.ModuleType, change) -> dict[str, str]:
     return state_changes(before, step_state(model, opt, [mod]))
 
 
-@pytest.mark.xfail(strict=True, reason="R9-1 open: a random.Random's state is C state")
 def test_step_state_sees_a_random_instance_drawn_from():
     mod = _user_module()
     mod.RNG = random.Random(0)
     assert _changes(nn.Linear(2, 2), mod, mod.RNG.random) != {}
 
 
-@pytest.mark.xfail(strict=True, reason="R9-1 open: default_factory is not in __dict__")
 def test_step_state_sees_a_default_factory_replaced():
     mod = _user_module()
     mod.D = collections.defaultdict(float)
     assert _changes(nn.Linear(2, 2), mod, lambda: setattr(mod.D, "default_factory", int)) != {}
 
 
-@pytest.mark.xfail(strict=True, reason="R9-3 open: a module's class is never read")
 def test_step_state_sees_a_class_attribute_of_a_local_class():
     class Scaled(nn.Linear):
         scale = 1.0
