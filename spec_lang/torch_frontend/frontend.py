@@ -37,6 +37,7 @@ from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
 from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
 from spec_lang.torch_frontend.leftover import (
     CHANGED, scalar_state_differences, zeros_for_one_sided_grad_left)
+from spec_lang.torch_frontend.state_sites import declaration_site, state_site
 from spec_lang.torch_frontend.tracedata import Job, run_jobs
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
@@ -412,13 +413,18 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     goals: list[Goal] = []
     unsupported: list[tuple[str, str]] = []
     why_ranks = untraced_ranks(tf.mesh)
+    src = tf.source.decode("utf-8", errors="replace")
     if why_ranks is not None:
-        unsupported.append(("ranks", why_ranks))
-    # hyperparameters and training flags the step leaves (findings R4-3, R4-4): UNKNOWN
+        unsupported.append(("ranks", f"{why_ranks} (MESH at "
+                                     f"{declaration_site(tf.path, src, 'MESH')})"))
+    # hyperparameters and training flags the step leaves (findings R4-3, R4-4): UNKNOWN, with
+    # the line of the user's file that changes the state (issue 12 item 2)
     for sp, pls in ((cap.spec, cap.plans), (cap.spec_real, [cap.plan_real])):
         for pt in pls:
             for why in scalar_state_differences(sp.after, pt.after)[:1]:
-                unsupported.append(("state", f"{why} (rank {pt.coords})"))
+                entry = ("state", f"{why} (rank {pt.coords}; {state_site(tf.path, src, why)})")
+                if entry not in unsupported:     # (rank 0 at probe and at real sizes)
+                    unsupported.append(entry)
     notes: list[str] = []
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
     # a gradient left set by one step only: compared with zeros (findings R4-2, R6-9)
