@@ -44,7 +44,7 @@ from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec,
 )
-from spec_lang.torch_frontend.step_state import state_changes, step_state
+from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
@@ -371,8 +371,8 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
             state0 = step_state(model, opt, user_modules, ours, base_keys)
             loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
             # modules next to the train file imported during the step count too (R8-10)
-            changed = state_changes(state0, step_state(model, opt, _user_modules(tf), ours,
-                                                       base_keys))
+            state1 = step_state(model, opt, _user_modules(tf), ours, base_keys)
+            changed = state_changes(state0, state1)
         for h in hooks_dp:
             h.remove()
         check_parameters_kept(model, new, tied, path)
@@ -380,6 +380,8 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         after.clear()
         after.update(scalar_state(model, opt))
         after.update({f"{CHANGED}{k}": v for k, v in changed.items()})
+        # torch's modules as the step leaves them, compared as such across processes (R9-2)
+        after.update({k: v for k, v in state1.items() if k.startswith(TORCH_MODULE)})
         outs: list[torch.Tensor] = []
         outputs.clear()
         if isinstance(loss, torch.Tensor):

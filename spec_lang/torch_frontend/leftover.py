@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.step_state import UNCOMPARABLE, UNREADABLE
+from spec_lang.torch_frontend.step_state import TORCH_MODULE, UNCOMPARABLE, UNREADABLE
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["refuse_data_assignment", "check_parameters_kept", "scalar_state",
@@ -150,7 +150,8 @@ def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -
     """What the parallel step leaves differently, in words: a setting both sides have with two
     values; a setting whose value is a tensor or of a type not compared (R6-3, R7-2); Python
     state (:mod:`step_state`) one step changes and the other does not, or both change to
-    different values or to a value that cannot be compared (R7-1, R7-3)."""
+    different values or to a value that cannot be compared (R7-1, R7-3); a torch module both
+    processes have loaded, as the two steps leave it (R9-2)."""
     out = [f"{k} leaves the step as {plan[k]} in the parallel step, {spec[k]} in the "
            "single-device step" for k in spec if k in plan and plan[k] != spec[k]
            and not k.startswith(CHANGED)]
@@ -158,6 +159,9 @@ def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -
             for k, v in plan.items() if v == "<tensor>" or v.startswith("<type ")]
     for k in sorted({k for k in (*spec, *plan) if k.startswith(CHANGED)}):
         what, s, p = k[len(CHANGED):], spec.get(k), plan.get(k)
+        if what.startswith(TORCH_MODULE) and what in spec and what in plan:
+            continue     # compared as both steps leave it, above (torch initialises lazily,
+            #              in the step on one side and before it on the other: R9-2)
         if s is None or p is None:
             side = "parallel" if s is None else "single-device"
             out.append(f"the {side} step changes {what} (to {_short(p or s)}) and the other "

@@ -22,8 +22,8 @@ value that cannot be read at all (an object without attributes, a numpy object a
 :data:`_NODE_BUDGET` values) is :data:`UNREADABLE`: UNKNOWN whether or not the step changed it
 (R8-1). Values whose state is not in attributes are read by content (``_Encoder._special``);
 torch's own objects by their public plain attributes only. Process-wide state (the
-environment, ``builtins``, numpy's global generator, torch's namespaces) is fingerprinted too
-(R8-2); Python's ``random`` generator is not (torch's distributed calls draw from it in the
+environment, ``builtins``, numpy's global generator, every loaded torch module's globals) is
+fingerprinted too (R8-2, R9-2); Python's ``random`` generator is not (torch's distributed calls draw from it in the
 parallel step), which the verdict states.
 """
 
@@ -180,6 +180,9 @@ class _Encoder:
         if isinstance(v, collections.defaultdict):   # default_factory is in C (R9-1)
             return f"defaultdict({self.enc(v.default_factory)}){{" + ",".join(
                 f"{self.enc(k)}:{self.enc(x)}" for k, x in v.items()) + "}" + self._attrs(v)
+        if isinstance(v, types.MappingProxyType):   # a dataclass field's metadata, a class dict
+            return "mappingproxy{" + ",".join(f"{self.enc(k)}:{self.enc(x)}"
+                                              for k, x in v.items()) + "}"
         if isinstance(v, collections.deque):
             return f"deque(maxlen={v.maxlen})[" + ",".join(self.enc(x) for x in v) + "]" \
                 + self._attrs(v)
@@ -370,17 +373,26 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     return out
 
 
-# torch's namespaces a train file may patch (``nn.functional.silu = ...``, ``nn.Linear.forward
-# = ...``: adversarial finding R8-2), read by the identity-free names of their entries
-_TORCH_NAMESPACES = ("torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.optim",
-                     "torch.distributed")
+# the prefix of a torch module's entry: every loaded ``torch.*`` module's globals are read
+# (adversarial findings R8-2, R9-2: ``nn.functional.silu = ...``, ``nn.Linear.forward = ...``,
+# ``torch.nn.modules.linear.F = ...``)
+TORCH_MODULE = "torch namespace "
+# namespaces torch fills on first use (``torch.ops._c10d_functional`` when the parallel step
+# first calls a functional collective): caches of the dispatcher's operators, not code a train
+# file patches to change what ``nn`` or ``optim`` compute
+_LAZY_NAMESPACES = ("torch.ops", "torch.classes")
+# a torch module's data globals: process-specific (``distributed_c10d._group_count``, a
+# composable API's uuid ``STATE_KEY``, function addresses in ``torch._C._dynamo.guards``)
+_DATA = (bool, int, float, complex, str, bytes)
 
 
 def _process_state(enc: _Encoder) -> dict[str, str]:
     """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
-    numpy's global generator, and torch's namespaces (each entry by name: a function by its
-    module, name and code; a class by its attributes' names). Python's ``random`` generator is
-    not: torch's distributed calls draw from it in the parallel step (a stated assumption)."""
+    numpy's global generator, and the globals of every loaded ``torch.*`` module (R9-2; each
+    entry by name: a function by its module, name and code; a class defined there by its
+    attributes; a number or string by value; another object by its type). Python's ``random``
+    generator is not: torch's distributed calls draw from it in the parallel step (a stated
+    assumption); nor is a torch module first imported during the step (:func:`state_changes`)."""
     import builtins  # noqa: PLC0415
 
     out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
@@ -389,19 +401,37 @@ def _process_state(enc: _Encoder) -> dict[str, str]:
     np = sys.modules.get("numpy")
     if np is not None:
         out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
-    for name in _TORCH_NAMESPACES:
-        mod = sys.modules.get(name)
-        if mod is None:
+    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+        if not _is_torch_module(name) or not isinstance(mod, types.ModuleType) \
+                or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
             continue
         entries = []
-        for k, v in sorted(vars(mod).items()):
+        for k, v in sorted(list(vars(mod).items()), key=lambda kv: kv[0]):
+            if isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v:
+                continue      # a submodule, set by its import (torch imports lazily, per side)
+            if v is None or isinstance(v, _DATA):
+                continue      # counters, flags, keys and ids of this process (module docstring)
             entries.append((k, _ident(v)))
-            if isinstance(v, type) and _is_torch_module(v.__module__ or ""):
-                entries.append((k, tuple(sorted((a, _ident(x)) for a, x in vars(v).items()))))
-        out[f"torch namespace {name}"] = _digest(repr(entries))
+            # a class by its behaviour (functions, descriptors, nested classes), once: in the
+            # module that defines it; its data attributes are counters and caches
+            # (``RemovableHandle.next_id`` counts every hook ever registered)
+            if isinstance(v, type) and getattr(v, "__module__", None) == name:
+                entries.append((k, tuple(sorted((a, _ident(x)) for a, x in vars(v).items()
+                                                if _behaviour(x)))))
+        out[TORCH_MODULE + name] = _digest(repr(entries))
     out["torch.Tensor's methods"] = _digest(repr(sorted(
         (a, _ident(x)) for a, x in vars(torch.Tensor).items())))
     return out
+
+
+def _behaviour(v: Any) -> bool:
+    """A class attribute that is code (a function, a descriptor, a class), not data."""
+    return isinstance(v, (types.FunctionType, types.BuiltinFunctionType, staticmethod,
+                          classmethod, property, type, types.MethodDescriptorType,
+                          types.WrapperDescriptorType, types.GetSetDescriptorType,
+                          types.MemberDescriptorType, functools.partialmethod)) \
+        or (callable(v) and not isinstance(v, (int, float, str, bytes, tuple, list, dict, set,
+                                                frozenset)))
 
 
 def _ident(v: Any) -> str:
@@ -411,7 +441,9 @@ def _ident(v: Any) -> str:
         return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
                f"{_digest(repr(c.co_code))}"
     if isinstance(v, types.ModuleType):
-        return f"module:{vars(v).get('__name__', '')}"   # (torch.classes raises on getattr)
+        name = vars(v).get("__name__", "")                 # (torch.classes raises on getattr)
+        # a stand-in module under a loaded module's name is not that module
+        return f"module:{name}" if sys.modules.get(name) is v else f"module:{name}(a copy)"
     if isinstance(v, type):
         return f"class:{v.__module__}.{v.__qualname__}"
     if v is None or isinstance(v, (bool, int, float, str)):
@@ -424,8 +456,11 @@ def _ident(v: Any) -> str:
 def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str]:
     """Entry -> its value after the step, for every entry the step changed, added
     (``<new>`` before) or removed (``<removed>``), and every entry that cannot be read
-    (:data:`UNREADABLE`: whether the step changed it is not known, R8-1)."""
-    out = {k: v for k, v in after.items() if before.get(k) != v or v.startswith(UNREADABLE)}
+    (:data:`UNREADABLE`: whether the step changed it is not known, R8-1). A torch module
+    imported during the step is not an addition (torch imports its own modules lazily, on one
+    side only; its globals start from their import state, a stated assumption)."""
+    out = {k: v for k, v in after.items() if (before.get(k) != v or v.startswith(UNREADABLE))
+           and not (k.startswith(TORCH_MODULE) and k not in before)}
     out.update({k: "<removed>" for k in before if k not in after})
     out.update({k: v for k, v in before.items() if v.startswith(UNREADABLE) and k not in out})
     return out

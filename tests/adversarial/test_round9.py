@@ -49,8 +49,9 @@ WRONG = [
 
 
 # fixed in stop 22 (step_state: random.Random and defaultdict read by content, a module's own
-# classes read; the zeros rule off when a step changes Python state); R9-2 open
-OPEN9 = {"r9_02_linear_module_F_patched.py"}
+# classes read; the zeros rule off when a step changes Python state) and R9-2 in stop 23
+# (every loaded torch module's globals fingerprinted)
+OPEN9: set[str] = set()
 
 
 @pytest.mark.slow
@@ -106,7 +107,6 @@ def test_step_state_sees_a_class_attribute_of_a_local_class():
     assert _changes(m, _user_module(), lambda: setattr(Scaled, "scale", 0.5)) != {}
 
 
-@pytest.mark.xfail(strict=True, reason="R9-2 open: torch.nn.modules.linear is not fingerprinted")
 def test_step_state_sees_a_torch_module_global_replaced():
     import torch.nn.modules.linear as lin
 

@@ -31,6 +31,20 @@ class MLP(nn.Module):
         return self.w2(self.act(self.w1(x))) * self._scale
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _torch_warmed_up():
+    """One training step first: torch sets some of its modules' globals lazily on the first
+    step of a process (``torch.autograd.profiler._cupti_monitor_checked``, submodules imported
+    on first use). In ``prove --torch`` the spec's and every rank's first step each make those
+    changes alike, so they cancel; a test of one step in a process that has run none would see
+    them."""
+    m = MLP()
+    for opt in (torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.AdamW(m.parameters())):
+        m(torch.ones(2, 3)).square().sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
 def _setup():
     torch.manual_seed(0)
     m = MLP()
@@ -244,3 +258,39 @@ def test_a_gradient_left_by_one_step_only_is_compared_with_zeros():
         zeros_for_one_sided_grad_left({}, {"grad:w": grad, "grad_left:w": left}, "t.py")
     assert zeros_for_one_sided_grad_left({"grad:w": grad}, {"grad:w": grad}, "t.py") == (
         {"grad:w": grad}, {"grad:w": grad}, [])
+
+
+def test_a_torch_module_is_compared_as_both_steps_leave_it():
+    """R9-2: every loaded torch module's globals are read. torch initialises some lazily (a
+    profiler flag, a registered class), in the step in one process and before it in another:
+    such a module is compared as both steps leave it, not by whether the step changed it."""
+    key = "torch namespace torch.autograd.profiler"
+    lazy_spec = {CHANGED + key: "b", key: "b"}        # initialised during the spec's step
+    lazy_plan = {key: "b"}                            # ... before the rank's step
+    assert scalar_state_differences(lazy_spec, lazy_plan) == []
+    patched = {CHANGED + key: "c", key: "c"}          # the parallel step leaves another one
+    (why,) = scalar_state_differences(lazy_spec, patched)
+    assert why.startswith(f"{key} leaves the step as c in the parallel step, b in the single")
+    # a module only the parallel side has loaded: its change in the step is the difference
+    (why,) = scalar_state_differences({}, {CHANGED + key: "c", key: "c"})
+    assert why.startswith(f"the parallel step changes {key} (to c) and the other does not")
+
+
+def test_torch_data_globals_submodules_and_lazy_namespaces_are_not_read():
+    import torch.nn.modules.linear as lin
+
+    from spec_lang.torch_frontend.step_state import _process_state, _Encoder
+    state = _process_state(_Encoder({}, frozenset()))
+    key = "torch namespace torch.nn.modules.linear"
+    assert key in state and not any(k.startswith("torch namespace torch.ops") for k in state)
+    old = lin.__dict__.get("_probe_counter")
+    lin._probe_counter = 1                   # a data global: process-specific, not read
+    try:
+        assert _process_state(_Encoder({}, frozenset()))[key] == state[key]
+        lin._probe_counter = types.SimpleNamespace()     # an object: read by its type
+        assert _process_state(_Encoder({}, frozenset()))[key] != state[key]
+    finally:
+        if old is None:
+            del lin._probe_counter
+        else:
+            lin._probe_counter = old
