@@ -1,0 +1,51 @@
+"""Round 10 adversarial train file: an `io.StringIO` global written by the parallel step only; the forward scales by 0.5 once it holds text. A C type with a `__dict__`: `_Encoder` reads its (empty) `__dict__`, not its buffer (R9-1's class, a type the fix does not list).
+Wrong from step 2 on."""
+
+import io
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+_LOG = io.StringIO()
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x))) * (1.0 if _LOG.getvalue() == "" else 0.5)
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    if mesh is not None:
+        _LOG.write("step done\n")
+    return loss
