@@ -150,8 +150,9 @@ def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -
     """What the parallel step leaves differently, in words: a setting both sides have with two
     values; a setting whose value is a tensor or of a type not compared (R6-3, R7-2); Python
     state (:mod:`step_state`) one step changes and the other does not, or both change to
-    different values or to a value that cannot be compared (R7-1, R7-3); a torch module both
-    processes have loaded, as the two steps leave it (R9-2)."""
+    different values or to a value that cannot be compared (R7-1, R7-3), or both change alike
+    (a later step that reads it may run another program: R10-4; not the random generators);
+    a torch module both processes have loaded, as the two steps leave it (R9-2)."""
     out = [f"{k} leaves the step as {plan[k]} in the parallel step, {spec[k]} in the "
            "single-device step" for k in spec if k in plan and plan[k] != spec[k]
            and not k.startswith(CHANGED)]
@@ -176,7 +177,17 @@ def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -
         elif s.startswith(UNCOMPARABLE):
             out.append(f"the step changes {what} to a value prove --torch cannot compare "
                        f"({_short(s)}): keep such state out of train_step")
+        elif not what.startswith(TORCH_MODULE) and what not in _ADVANCES_ALIKE:
+            out.append(f"both steps change {what} (to {_short(s)}): prove --torch traces one "
+                       "step, and a later step that reads it may run another program (a step "
+                       "counter that steers the plan: R10-4); keep such state out of "
+                       "train_step")
     return out
+
+
+# state every step advances without changing the program a later step runs: the random
+# generators' draws (their values are the step's inputs, not its code)
+_ADVANCES_ALIKE = frozenset({"torch CPU generator", "numpy's global random generator"})
 
 
 def _short(v: str) -> str:

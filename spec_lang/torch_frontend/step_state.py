@@ -34,6 +34,7 @@ import collections
 import enum
 import functools
 import hashlib
+import io
 import os
 import random
 import re
@@ -55,6 +56,8 @@ UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be comp
 UNREADABLE = UNCOMPARABLE + "!"
 _NODE_BUDGET = 500_000      # values visited per entry before it is "too large" to compare
 _PRIMITIVES = (bool, int, float, complex, str, bytes)
+# what every Enum member has: its own attributes are the rest (R10-2)
+_ENUM_OWN = frozenset({"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"})
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
 _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
 # torch's objects that hold training state a user reads and changes: read in full
@@ -79,8 +82,10 @@ class _Encoder:
         self.nodes += 1
         if self.nodes > _NODE_BUDGET:
             raise _TooLarge
-        if v is None or isinstance(v, enum.Enum):
-            return repr(v)
+        if v is None:
+            return "None"
+        if isinstance(v, enum.Enum):     # a member's own attributes too (R10-2)
+            return repr(v) + self._attrs(v, skip=_ENUM_OWN)
         for base in _PRIMITIVES:
             if isinstance(v, base):
                 extra = "" if type(v) is base else self._attrs(v)
@@ -112,7 +117,8 @@ class _Encoder:
             return f"{_qual(type(v))}{{" + ",".join(f"{self.enc(k)}:{self.enc(x)}"
                                                    for k, x in v.items()) + "}" + self._attrs(v)
         if isinstance(v, functools.partial):
-            return f"partial({self.enc(v.func)},{self.enc(v.args)},{self.enc(v.keywords)})"
+            return f"partial({self.enc(v.func)},{self.enc(v.args)},{self.enc(v.keywords)})" \
+                + self._attrs(v)
         if isinstance(v, types.MethodType):
             return f"method({self.enc(v.__func__)},{self.enc(v.__self__)})"
         if isinstance(v, types.FunctionType):
@@ -195,7 +201,19 @@ class _Encoder:
         if isinstance(v, re.Pattern):
             return f"re({v.pattern!r},{v.flags})"
         if t.__name__ == "_lru_cache_wrapper":
-            return f"lru_cache({self.enc(v.__wrapped__)},{v.cache_info().currsize})"
+            # its cached values are in C, out of reach (``cache_clear`` even resets the
+            # statistics): a cache holding values cannot be read (R10-2)
+            if v.cache_info().currsize:
+                self.uncomparable = self.unreadable = True
+                return f"<lru_cache holding {v.cache_info().currsize} values>"
+            return f"lru_cache({self.enc(v.__wrapped__)},empty)" + self._attrs(v)
+        if isinstance(v, io.StringIO):      # its buffer is in C (R10-2)
+            return f"StringIO({_digest(v.getvalue())},{v.tell()})" + self._attrs(v)
+        if isinstance(v, io.BytesIO):
+            return f"BytesIO({hashlib.sha1(v.getbuffer()).hexdigest()},{v.tell()})" \
+                + self._attrs(v)  # noqa: S324 -- a digest
+        if isinstance(v, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+            return f"descriptor:{getattr(v, '__qualname__', '')}"   # a slot of a class body
         if isinstance(v, _LOCKS):
             return f"<lock {_qual(t)}>"
         return None
@@ -204,9 +222,15 @@ class _Encoder:
                ) -> str:
         out = dict(getattr(v, "__dict__", {}) or {})
         for cls in type(v).__mro__:
-            for s in getattr(cls, "__slots__", ()) or ():
-                if isinstance(s, str) and s not in out and hasattr(v, s):
-                    out[s] = getattr(v, s)
+            slots = getattr(cls, "__slots__", ()) or ()
+            for s in (slots,) if isinstance(slots, str) else slots:   # one string: one slot
+                if not isinstance(s, str):
+                    continue
+                # a private slot is stored under its mangled name (R10-3)
+                at = f"_{cls.__name__.lstrip('_')}{s}" if s.startswith("__") \
+                    and not s.endswith("__") and cls.__name__.strip("_") else s
+                if at not in out and hasattr(v, at):
+                    out[at] = getattr(v, at)
         out = {k: x for k, x in out.items() if k not in skip}
         if public_plain:
             out = {k: x for k, x in out.items() if not k.startswith("_")
@@ -357,7 +381,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for k, v in list(vars(mod).items()):
             if not (k.startswith("__") and k.endswith("__")):
                 out[f"the global {k} of {where}"] = _text(enc, v)
-    out.update(_process_state(enc))
+    out.update(_process_state(enc, {m.__name__ for m in user_modules}))
     for modname in _GLOBAL_REGISTRIES:
         mod = sys.modules.get(modname)
         for k, v in (vars(mod).items() if mod is not None else ()):
@@ -377,6 +401,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
 # (adversarial findings R8-2, R9-2: ``nn.functional.silu = ...``, ``nn.Linear.forward = ...``,
 # ``torch.nn.modules.linear.F = ...``)
 TORCH_MODULE = "torch namespace "
+OTHER_MODULE = "the module "
 # namespaces torch fills on first use (``torch.ops._c10d_functional`` when the parallel step
 # first calls a functional collective): caches of the dispatcher's operators, not code a train
 # file patches to change what ``nn`` or ``optim`` compute
@@ -386,7 +411,7 @@ _LAZY_NAMESPACES = ("torch.ops", "torch.classes")
 _DATA = (bool, int, float, complex, str, bytes)
 
 
-def _process_state(enc: _Encoder) -> dict[str, str]:
+def _process_state(enc: _Encoder, user: Iterable[str] = ()) -> dict[str, str]:
     """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
     numpy's global generator, and the globals of every loaded ``torch.*`` module (R9-2; each
     entry by name: a function by its module, name and code; a class defined there by its
@@ -401,6 +426,7 @@ def _process_state(enc: _Encoder) -> dict[str, str]:
     np = sys.modules.get("numpy")
     if np is not None:
         out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
+    out.update(_c_state())
     for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
         if not _is_torch_module(name) or not isinstance(mod, types.ModuleType) \
                 or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
@@ -419,6 +445,20 @@ def _process_state(enc: _Encoder) -> dict[str, str]:
                 entries.append((k, tuple(sorted((a, _ident(x)) for a, x in vars(v).items()
                                                 if _behaviour(x)))))
         out[TORCH_MODULE + name] = _digest(repr(entries))
+    # every other module (the standard library's, other packages'): its globals by what they
+    # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
+    # are read in full above
+    user = set(user)
+    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+        if _is_torch_module(name) or name in user or not isinstance(mod, types.ModuleType):
+            continue
+        try:
+            items = sorted(list(vars(mod).items()), key=lambda kv: kv[0])
+        except TypeError:           # a module whose namespace is not a dict
+            continue
+        out[OTHER_MODULE + name] = _digest(repr([
+            (k, _ident(v)) for k, v in items if not (k.startswith("__") and k.endswith("__"))
+            and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
     out["torch.Tensor's methods"] = _digest(repr(sorted(
         (a, _ident(x)) for a, x in vars(torch.Tensor).items())))
     return out
@@ -432,6 +472,38 @@ def _behaviour(v: Any) -> bool:
                           types.MemberDescriptorType, functools.partialmethod)) \
         or (callable(v) and not isinstance(v, (int, float, str, bytes, tuple, list, dict, set,
                                                 frozenset)))
+
+
+def _c_state() -> dict[str, str]:
+    """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
+    torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
+    class), the ``decimal`` context, and the Python threads running (by class and target: a
+    thread the step starts and leaves running can change state after the step)."""
+    from torch.overrides import _get_current_function_mode_stack  # noqa: PLC0415
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: PLC0415
+
+    hooks = torch._C._autograd._top_saved_tensors_default_hooks(True)  # noqa: SLF001
+    out = {"torch saved_tensors_hooks": "none" if hooks is None else
+           ",".join(_ident(h) + ":" + _function_text(h) for h in hooks),
+           "torch function mode stack": ",".join(
+               _qual(type(m)) for m in _get_current_function_mode_stack()),
+           "torch dispatch mode stack": ",".join(
+               _qual(type(m)) for m in _get_current_dispatch_mode_stack())}
+    dec = sys.modules.get("decimal")
+    if dec is not None:
+        c = dec.getcontext()         # its settings (the sticky flags are a log, not a setting)
+        out["the decimal context"] = repr((c.prec, c.rounding, c.Emin, c.Emax, c.capitals,
+                                           c.clamp, sorted(k.__name__ for k, on in
+                                                           c.traps.items() if on)))
+    out["the Python threads running"] = ",".join(sorted(
+        f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
+        for t in threading.enumerate()))
+    return out
+
+
+def _function_text(f: Any) -> str:
+    code = getattr(f, "__code__", None)
+    return _digest(repr(code.co_code)) if code is not None else ""
 
 
 def _ident(v: Any) -> str:
@@ -457,10 +529,11 @@ def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[s
     """Entry -> its value after the step, for every entry the step changed, added
     (``<new>`` before) or removed (``<removed>``), and every entry that cannot be read
     (:data:`UNREADABLE`: whether the step changed it is not known, R8-1). A torch module
-    imported during the step is not an addition (torch imports its own modules lazily, on one
-    side only; its globals start from their import state, a stated assumption)."""
+    imported during the step is not an addition, nor is any other module (torch imports
+    lazily, on one side only; their globals start from their import state, a stated
+    assumption)."""
     out = {k: v for k, v in after.items() if (before.get(k) != v or v.startswith(UNREADABLE))
-           and not (k.startswith(TORCH_MODULE) and k not in before)}
+           and not (k.startswith((TORCH_MODULE, OTHER_MODULE)) and k not in before)}
     out.update({k: "<removed>" for k in before if k not in after})
     out.update({k: v for k, v in before.items() if v.startswith(UNREADABLE) and k not in out})
     return out

@@ -173,8 +173,14 @@ def test_an_entry_over_the_budget_is_uncomparable():
 
 def test_differences_between_the_two_steps_in_words():
     spec = {"param_groups[0].lr": "0.1", CHANGED + "module <model>.k": "builtins.int:2"}
-    same = scalar_state_differences(spec, dict(spec))
-    assert same == []
+    # both steps change it alike: a counter a later step may branch on (R10-4)
+    (same,) = scalar_state_differences(spec, dict(spec))
+    assert same.startswith("both steps change module <model>.k (to builtins.int:2): prove "
+                           "--torch traces one step")
+    assert scalar_state_differences({"param_groups[0].lr": "0.1"},
+                                    {"param_groups[0].lr": "0.1"}) == []
+    rng = {CHANGED + "torch CPU generator": "ab12"}      # draws advance it alike: not a program
+    assert scalar_state_differences(rng, dict(rng)) == []
     one_side = scalar_state_differences(spec, {"param_groups[0].lr": "0.1"})
     assert one_side == ["the single-device step changes module <model>.k (to builtins.int:2) "
                         "and the other does not: the next step would differ"]
