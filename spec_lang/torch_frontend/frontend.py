@@ -492,11 +492,13 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
         "state the step leaves is compared: parameters, buffers, gradients and optimizer state "
         "as goals; every attribute of the modules, the parameters and the optimizer, the "
         "globals of the train file and the modules next to it, torch's global hooks, the "
-        "default dtype, the environment, builtins, the globals of every torch module loaded "
-        "before the step and the CPU and numpy generators by fingerprint (torch's own objects "
-        "by their public plain attributes, torch's mutable globals by type, torch's classes by "
-        "their code attributes); hooks on a parameter's AccumulateGrad node and Python's random "
-        "generator are not",
+        "default dtype, the environment, builtins, the globals of every module loaded before "
+        "the step (torch's by the code they name), torch's saved-tensor hooks and mode stacks, "
+        "the decimal context, the threads running, the finalizers pending and the CPU and numpy "
+        "generators by fingerprint (torch's own objects by their public plain attributes); "
+        "Python state both steps change alike is UNKNOWN (only one step is traced); hooks on a "
+        "parameter's AccumulateGrad node, Python's random generator and state outside this "
+        "process (files) are not",
     )
     return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,

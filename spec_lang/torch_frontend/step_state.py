@@ -33,6 +33,7 @@ import array
 import collections
 import enum
 import functools
+import gc
 import hashlib
 import io
 import os
@@ -327,6 +328,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     as ``<shardproof>``; ``base_keys``: id of a parameter -> the attributes it was created
     with (the tracer's own; not read, except its hook dicts)."""
     base_keys = base_keys or {}
+    gc.collect()    # a finalizer or __del__ of the step's garbage runs now, not after (R10-5)
     names: dict[int, str] = {id(x): "<shardproof>" for x in ours}
     for n, m in model.named_modules(remove_duplicate=False):
         names.setdefault(id(m), f"<module {n or '<model>'}>")
@@ -495,6 +497,12 @@ def _c_state() -> dict[str, str]:
         out["the decimal context"] = repr((c.prec, c.rounding, c.Emin, c.Emax, c.capitals,
                                            c.clamp, sorted(k.__name__ for k, on in
                                                            c.traps.items() if on)))
+    import atexit  # noqa: PLC0415
+
+    # callbacks that run after the step returns: finalizers of objects still alive (those of
+    # garbage are run first, by :func:`step_state`'s collection) and exit handlers (R10-5)
+    out["finalizers and exit handlers pending"] = \
+        f"{len(weakref.finalize._registry)},{atexit._ncallbacks()}"  # noqa: SLF001
     out["the Python threads running"] = ",".join(sorted(
         f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
         for t in threading.enumerate()))

@@ -300,3 +300,36 @@ def test_torch_data_globals_submodules_and_lazy_namespaces_are_not_read():
             del lin._probe_counter
         else:
             lin._probe_counter = old
+
+
+def test_a_finalizer_or_thread_the_step_leaves_is_a_change():
+    """R10-5: state changed after the after-step fingerprint. The garbage's finalizers run
+    before it is taken; a finalizer still pending and a thread still running are changes."""
+    import threading
+    import weakref
+
+    class Box:
+        pass
+
+    def garbage_finalizer(m, opt, mod):  # noqa: ARG001
+        b = Box()
+        weakref.finalize(b, mod.COUNTER.append, 9)
+
+    assert _changes(garbage_finalizer) == {"the global COUNTER of train.py":
+                                           "builtins.list[builtins.int:0,builtins.int:9]"}
+    kept = []
+
+    def pending_finalizer(m, opt, mod):  # noqa: ARG001
+        kept.append(Box())
+        weakref.finalize(kept[-1], mod.COUNTER.append, 9)
+
+    assert list(_changes(pending_finalizer)) == ["finalizers and exit handlers pending"]
+    stop = threading.Event()
+
+    def thread(m, opt, mod):  # noqa: ARG001
+        threading.Thread(target=stop.wait, daemon=True).start()
+
+    try:
+        assert list(_changes(thread)) == ["the Python threads running"]
+    finally:
+        stop.set()
