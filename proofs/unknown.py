@@ -48,6 +48,7 @@ _TABLE: tuple[tuple[str, str, str, str], ...] = (
      "ranks off the mesh's axes are not traced (a mesh with two or more axes of size > 1)",
      "prove the same code on one-axis meshes (dp alone, tp alone); docs/torch.md"),
     ("step-state", r"^(not lowered: )?(?P<what>.*(leaves the step as|step changes |"
+     r"steps change |"
      r"to a value prove --torch cannot compare|its value leaving the step is not compared).*)",
      "the steps leave different state for the next one: {what}",
      "make both steps leave the same state (the optimizer's param_groups, the modules' "

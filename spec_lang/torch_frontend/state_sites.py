@@ -27,6 +27,7 @@ __all__ = ["state_site", "declaration_site"]
 # what step_state / leftover name -> the identifiers a write of it would mention, in order
 _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"^the global (?P<n>\w+) of (?P<file>.+?)(?: \(as [\w.]+\))?$", "{n}"),
+    (r"^the module (?P<n>[\w.]+)$", "{n}"),
     (r"^module \S+ class (?P<n>[\w.]+)$", "{n} type"),   # C.x = ... / type(m).x = ...
     (r"^module \S+ (?P<n>parameters|buffers|submodules)$", "{n}"),
     (r"^module \S*\.(?P<n>\w+)$", "{n}"),
@@ -56,7 +57,7 @@ def _subject(what: str) -> str:
         return what[len("prove --torch cannot read "):].split(", so it cannot tell")[0] \
             .rsplit(" (", 1)[0].strip()
     for lead in ("the parallel step changes ", "the single-device step changes ",
-                 "the step changes "):
+                 "both steps change ", "the step changes "):
         if what.startswith(lead):
             what = what[len(lead):]
             break

@@ -35,6 +35,7 @@ CASES = [  # (file, step_state entry, the line that changes it)
      "nn.functional.silu = "),
     ("torch9/r9_03_local_class_attribute.py", "module <model> class MLP",
      "type(model).scale = 0.5"),
+    ("torch10/r10_01_stdlib_module_attribute.py", "the module math", "math.r10_scale = 0.5"),
 ]
 
 
@@ -81,3 +82,16 @@ def test_a_global_of_a_neighbour_module_is_located_in_that_file(tmp_path):
     # a write at module level is the initial state, not the step's change
     (tmp_path / "helper.py").write_text("CACHE = []\nCACHE.append(0)\n")
     assert state_site(str(tmp_path / "t.py"), src, why) == "changed during train_step (t.py:4)"
+
+
+def test_state_both_steps_change_alike_is_located_and_explained():
+    from proofs.unknown import explain_unsupported
+
+    path = PLANS / "torch10/r10_07_counter_steers_next_step.py"
+    key = CHANGED + "the global _STEP of r10_07_counter_steers_next_step.py"
+    (why,) = scalar_state_differences({key: "builtins.list[builtins.int:1]"},
+                                      {key: "builtins.list[builtins.int:1]"})
+    assert why.startswith("both steps change the global _STEP of ")
+    site = state_site(str(path), path.read_text(), why)
+    assert site == "written at r10_07_counter_steers_next_step.py:48", site
+    assert explain_unsupported("state", f"{why} (rank (0,); {site})").code == "step-state"
