@@ -112,8 +112,12 @@ def _op_words(op: str) -> str:
 
 def explain_unsupported(name: str, why: str) -> Explanation:
     """An output the front end could not lower (``Problem.unsupported``: ``(name, why)``)."""
-    if name in ("ranks", "state"):
-        return explain(f"{name}: {why}" if name == "ranks" else why)
+    if name == "ranks":     # the text is the table's; the MESH line is the user's
+        ex = explain(f"ranks: {why}")
+        m = re.search(r"\(MESH at ([^()]+)\)", why)
+        return Explanation(ex.code, ex.text + (f" (MESH at {m[1]})" if m else ""), ex.next)
+    if name == "state":
+        return explain(why)
     ex = explain(f"not lowered: {why}")
     return Explanation("not-lowered", f"{ex.text} ({why})" if ex.code == "not-lowered"
                        else ex.text, ex.next)

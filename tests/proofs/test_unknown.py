@@ -49,6 +49,9 @@ def test_the_first_difference_is_named_in_words():
 def test_unsupported_outputs_are_explained():
     assert explain_unsupported("ranks", "ranks off the axes of the mesh ({'dp': 1, 'tp': 1}) "
                                "are not traced").code == "untraced-ranks"
+    ex = explain_unsupported("ranks", "ranks off the axes of the mesh {'dp': 2, 'tp': 2} (e.g. "
+                             "{'dp': 1, 'tp': 1}) are not traced: ... (MESH at train.py:11)")
+    assert ex.code == "untraced-ranks" and ex.text.endswith("(MESH at train.py:11)")
     assert explain_unsupported("state", "param_groups[0].lr leaves the step as 0.0015 in the "
                                "parallel step, 0.003 in the single-device step").code == "step-state"
     ex = explain_unsupported("grad:w", "aten.foo.default at train.py:12 has no lowering rule")
