@@ -479,8 +479,9 @@ def _behaviour(v: Any) -> bool:
 def _c_state() -> dict[str, str]:
     """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
     torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
-    class), the ``decimal`` context, and the Python threads running (by class and target: a
-    thread the step starts and leaves running can change state after the step)."""
+    class), the ``decimal`` context, the finalizers pending (not torch's own) and the Python
+    threads running (by class and target: a thread the step starts and leaves running can
+    change state after the step)."""
     from torch.overrides import _get_current_function_mode_stack  # noqa: PLC0415
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: PLC0415
 
@@ -497,12 +498,15 @@ def _c_state() -> dict[str, str]:
         out["the decimal context"] = repr((c.prec, c.rounding, c.Emin, c.Emax, c.capitals,
                                            c.clamp, sorted(k.__name__ for k, on in
                                                            c.traps.items() if on)))
-    import atexit  # noqa: PLC0415
-
     # callbacks that run after the step returns: finalizers of objects still alive (those of
-    # garbage are run first, by :func:`step_state`'s collection) and exit handlers (R10-5)
-    out["finalizers and exit handlers pending"] = \
-        f"{len(weakref.finalize._registry)},{atexit._ncallbacks()}"  # noqa: SLF001
+    # garbage are run first, by :func:`step_state`'s collection; R10-5); exit handlers run
+    # when the process ends, after the last step, and are not read
+    # (torch's own finalizers, registered for storages and graphs in every step, are not)
+    mine = sorted(_ident(getattr(info, "func", None))
+                  for info in list(weakref.finalize._registry.values())  # noqa: SLF001
+                  if not _is_torch_module(getattr(getattr(info, "func", None), "__module__",
+                                                  None) or ""))
+    out["finalizers pending"] = ",".join(mine)
     out["the Python threads running"] = ",".join(sorted(
         f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
         for t in threading.enumerate()))
