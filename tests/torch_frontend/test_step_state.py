@@ -56,11 +56,11 @@ def _setup():
     return m, opt, mod
 
 
-def _changes(step) -> dict[str, str]:
+def _changes(step, process: bool = False) -> dict[str, str]:
     m, opt, mod = _setup()
     before = step_state(m, opt, [mod])
     step(m, opt, mod)
-    return without_harness(state_changes(before, step_state(m, opt, [mod])))
+    return without_harness(state_changes(before, step_state(m, opt, [mod])), process)
 
 
 def _noop(m, opt, mod):  # noqa: ARG001
@@ -105,7 +105,8 @@ def test_hooks_added_removed_or_swapped_are_changes():
     before = step_state(m, opt, [mod])
     h.remove()
     m.w2.register_forward_hook(lambda mod_, a, out: out * 3)   # the same count (r7_08)
-    assert list(state_changes(before, step_state(m, opt, [mod]))) == ["module w2._forward_hooks"]
+    assert list(without_harness(state_changes(before, step_state(m, opt, [mod])))) == [
+        "module w2._forward_hooks"]
 
     def opt_hook(m, opt, mod):  # noqa: ARG001
         opt.register_step_pre_hook(lambda o, a, k: None)
@@ -151,7 +152,7 @@ def test_a_new_tensor_value_cannot_be_compared():
     mod.TABLE = torch.ones(3)
     before = step_state(m, opt, [mod])
     inplace(m, opt, mod)
-    got = state_changes(before, step_state(m, opt, [mod]))
+    got = without_harness(state_changes(before, step_state(m, opt, [mod])))
     assert list(got) == ["the global TABLE of train.py"]     # the version counter moved
 
 
@@ -160,7 +161,8 @@ def test_the_fingerprint_is_identity_free():
     b, _, _ = _setup()
     sa = step_state(a, torch.optim.SGD(a.parameters(), lr=0.1), [])
     sb = step_state(b, torch.optim.SGD(b.parameters(), lr=0.1), [])
-    assert sa == sb      # two processes' fingerprints of equal state agree
+    # two processes' fingerprints of equal state agree (the test harness's moving parts aside)
+    assert without_harness(sa) == without_harness(sb) and len(sa) > 1000
 
 
 def test_an_entry_over_the_budget_is_uncomparable():
@@ -316,7 +318,7 @@ def test_a_finalizer_or_thread_the_step_leaves_is_a_change():
         b = Box()
         weakref.finalize(b, mod.COUNTER.append, 9)
 
-    assert _changes(garbage_finalizer) == {"the global COUNTER of train.py":
+    assert _changes(garbage_finalizer, process=True) == {"the global COUNTER of train.py":
                                            "builtins.list[builtins.int:0,builtins.int:9]"}
     kept = []
 
@@ -324,13 +326,13 @@ def test_a_finalizer_or_thread_the_step_leaves_is_a_change():
         kept.append(Box())
         weakref.finalize(kept[-1], mod.COUNTER.append, 9)
 
-    assert list(_changes(pending_finalizer)) == ["finalizers pending"]
+    assert list(_changes(pending_finalizer, process=True)) == ["finalizers pending"]
     stop = threading.Event()
 
     def thread(m, opt, mod):  # noqa: ARG001
         threading.Thread(target=stop.wait, daemon=True).start()
 
     try:
-        assert list(_changes(thread)) == ["the Python threads running"]
+        assert list(_changes(thread, process=True)) == ["the Python threads running"]
     finally:
         stop.set()
