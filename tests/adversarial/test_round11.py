@@ -24,6 +24,10 @@ gradient by the world size at the first step only.
   ``_ident`` reads a list by its type); the same holds for torch modules (probe).
 * R11-6 (probes) a torch class's data attribute (``Optimizer._x``, ``Module.call_super_init``)
   and an attribute of a goal tensor (the momentum buffer) are never read.
+* R11-7 a function of the train file both steps leave in a torch namespace
+  (``torch.nn.functional.silu = _silu``): compared by its name and bytecode as both steps leave
+  it (equal), not as UNCOMPARABLE like the same function left in the train file (R8-3); what it
+  reads when step 2 calls it (``dist.is_initialized()``) differs (r11_09: 0.0052 at step 2).
 * F11-2 (false refusal) a module-level ``logging`` logger used in ``train_step``: its level
   cache changes alike, UNKNOWN; F11-3 an LR scheduler stepped in ``train_step`` (r11_07).
 
@@ -59,6 +63,7 @@ WRONG = [
     ("r11_04_lock_as_flag.py", "R11-3: a threading.Lock held"),
     ("r11_05_module_imported_in_step.py", "R11-4: a module first imported in the step"),
     ("r11_06_stdlib_list_in_place.py", "R11-5: a list on math changed in place"),
+    ("r11_09_user_function_in_torch_namespace.py", "R11-7: a user function left in torch"),
 ]
 # confirmed false accepts (prove --torch said EQUIVALENT)
 OPEN11: set[str] = set()
@@ -225,6 +230,23 @@ def test_a_reseed_is_seen_besides_the_generator_draws():
         assert set(changes) - {"torch CPU generator"} != set(), changes
     finally:
         torch.manual_seed(before)
+
+
+def _user_silu(x):
+    return x * 0.5
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-7 (open)")
+def test_a_user_function_left_in_a_torch_module_is_not_compared_as_equal():
+    """Both steps leave the same function of the train file in ``torch.nn.functional``: what
+    it does when the next step calls it is not in its text (R8-3), so it cannot be accepted."""
+    try:
+        changes = _changes(_user_module(),
+                           lambda: setattr(torch.nn.functional, "r11_silu", _user_silu))
+        assert changes, changes          # the change is seen ...
+        assert _both_alike(changes) != [], changes   # ... and must not be accepted
+    finally:
+        vars(torch.nn.functional).pop("r11_silu", None)
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="F11-1 (false refusal, open)")
