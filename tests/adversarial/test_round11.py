@@ -19,7 +19,7 @@ gradient by the world size at the first step only.
 * R11-2 the CPU generator reseeded alike (exempt) and read back by ``torch.initial_seed()``.
 * R11-3 C state a summary drops: a ``ctypes.c_int``'s value (read by its empty ``__dict__``),
   a ``threading.Lock``'s held state (rendered ``<lock ...>``).
-* R11-4 a module first imported during the step and written in the same step (``colorsys``).
+* R11-4 a module first imported during the step and written in the same step (``graphlib``).
 * R11-5 a mutable value in another module's globals changed in place (``math.r11_steps = [0]``:
   ``_ident`` reads a list by its type); the same holds for torch modules (probe).
 * R11-6 (probes) a torch class's data attribute (``Optimizer._x``, ``Module.call_super_init``)

@@ -1,4 +1,4 @@
-"""Round 11 adversarial train file: a step counter kept on a standard-library module the step imports first (`colorsys`): a module first imported during the step is skipped by `state_changes`, so the counter it carries from step 1 is not seen; the parallel step divides the all-reduced gradient by the world size at the first step only.
+"""Round 11 adversarial train file: a step counter kept on a standard-library module the step imports first (`graphlib`): a module first imported during the step is skipped by `state_changes`, so the counter it carries from step 1 is not seen; the parallel step divides the all-reduced gradient by the world size at the first step only.
 Wrong from step 2 on. (The aot_autograd import loads, before the step, the torch modules
 the traced step would import lazily: their finalizers otherwise make every file UNKNOWN, F11-1.)"""
 
@@ -38,9 +38,9 @@ def parallelize(model, mesh):
 
 
 def train_step(model, optimizer, batch, mesh):
-    import colorsys
+    import graphlib
 
-    first = getattr(colorsys, "r11_steps", 0) == 0
+    first = getattr(graphlib, "r11_steps", 0) == 0
     loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
     loss.backward()
     if mesh is not None:
@@ -49,5 +49,5 @@ def train_step(model, optimizer, batch, mesh):
             p.grad.div_(mesh["dp"].size() if first else 1)
     optimizer.step()
     optimizer.zero_grad()
-    colorsys.r11_steps = getattr(colorsys, "r11_steps", 0) + 1
+    graphlib.r11_steps = getattr(graphlib, "r11_steps", 0) + 1
     return loss
