@@ -68,7 +68,8 @@ WRONG = [
 # confirmed false accepts (prove --torch said EQUIVALENT)
 OPEN11: set[str] = {"r11_01_torch_module_data_counter.py", "r11_02_reseed_as_counter.py",
                      "r11_03_ctypes_value.py", "r11_04_lock_as_flag.py",
-                     "r11_06_stdlib_list_in_place.py"}
+                     "r11_05_module_imported_in_step.py", "r11_06_stdlib_list_in_place.py",
+                     "r11_09_user_function_in_torch_namespace.py"}
 
 CORRECT = [
     (str(ROOT / "examples" / "torch" / "mlp_ddp.py"), "F11-1: lazy torch imports' finalizers"),
@@ -76,7 +77,8 @@ CORRECT = [
     (str(TORCH11 / "r11_08_logger_in_step_correct.py"), "F11-2: a logging.Logger's cache"),
 ]
 # confirmed false refusals (prove --torch said UNKNOWN)
-REFUSED11: set[str] = {"mlp_ddp.py", "r11_08_logger_in_step_correct.py"}
+REFUSED11: set[str] = {"mlp_ddp.py", "r11_07_lr_scheduler_in_step_correct.py",
+                        "r11_08_logger_in_step_correct.py"}
 
 
 @pytest.mark.slow
