@@ -497,8 +497,8 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
         "the decimal context, the threads running, the finalizers pending and the CPU and numpy "
         "generators by fingerprint (torch's own objects by their public plain attributes); "
         "Python state both steps change alike is UNKNOWN (only one step is traced); hooks on a "
-        "parameter's AccumulateGrad node, state outside this process (files) and Python's "
-        "random generator are not",
+        "parameter's AccumulateGrad node, state outside this process (files) and "
+        "Python's random generator are not",
     )
     return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,

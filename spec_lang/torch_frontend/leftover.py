@@ -161,6 +161,10 @@ def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -
     for k in sorted({k for k in (*spec, *plan) if k.startswith(CHANGED)}):
         what, s, p = k[len(CHANGED):], spec.get(k), plan.get(k)
         if what.startswith(TORCH_MODULE) and what in spec and what in plan:
+            if (s or p or "").startswith(UNCOMPARABLE):   # holding a user function (R11-7)
+                out.append(f"the step changes {what} to hold a function of your code, which "
+                           "prove --torch cannot compare: keep torch's modules unpatched in "
+                           "train_step")
             continue     # compared as both steps leave it, above (torch initialises lazily,
             #              in the step on one side and before it on the other: R9-2)
         if s is None or p is None:
@@ -186,7 +190,10 @@ def scalar_state_differences(spec: Mapping[str, str], plan: Mapping[str, str]) -
 
 
 # state every step advances without changing the program a later step runs: the random
-# generators' draws (their values are the step's inputs, not its code)
+# generators' draws (their values are the step's inputs, not its code; the seed is not exempt:
+# R11-2). An LR scheduler stepped inside train_step is not exempt either: code can branch on
+# its counter as on any other (false refusal F11-3, kept: step it after train_step returns,
+# as torchtitan's train loop does)
 _ADVANCES_ALIKE = frozenset({"torch CPU generator", "numpy's global random generator"})
 
 

@@ -98,7 +98,7 @@ class _Encoder:
             return self.names[id(v)]
         if isinstance(v, torch.Tensor):
             if id(v) in self.goals:
-                return "<goal tensor>"
+                return "<goal tensor>" + self._attrs(v)   # its Python attributes (R11-6)
             self.uncomparable = True       # its values are not traced: a change is UNKNOWN
             return f"tensor({tuple(v.shape)},{v.dtype},{v.device},v{v._version})"
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
@@ -215,8 +215,23 @@ class _Encoder:
                 + self._attrs(v)  # noqa: S324 -- a digest
         if isinstance(v, (types.MemberDescriptorType, types.GetSetDescriptorType)):
             return f"descriptor:{getattr(v, '__qualname__', '')}"   # a slot of a class body
-        if isinstance(v, _LOCKS):
-            return f"<lock {_qual(t)}>"
+        if isinstance(v, _LOCKS):   # held or not (R11-3); an RLock by its count
+            held = v.locked() if hasattr(v, "locked") else \
+                re.search(r"count=(\d+)", repr(v)).group(1)  # type: ignore[union-attr]
+            return f"<lock {_qual(t)} {held}>"
+        ctypes = sys.modules.get("ctypes")
+        if ctypes is not None and isinstance(v, (ctypes._SimpleCData, ctypes.Structure,  # noqa: SLF001
+                                                 ctypes.Union, ctypes.Array)):
+            # its value is in C memory (R11-3)
+            return f"{_qual(t)}:{hashlib.sha1(bytes(memoryview(v))).hexdigest()}" \
+                + self._attrs(v)  # noqa: S324 -- a digest
+        logging = sys.modules.get("logging")
+        if logging is not None and isinstance(v, (logging.Logger, logging.Handler,
+                                                  logging.Manager)):
+            # by its settings: its level cache fills as it is used, and the logger tree
+            # differs between processes (false refusal F11-2)
+            return f"logging:{_qual(t)}:{getattr(v, 'name', '')}:{getattr(v, 'level', '')}:" \
+                   f"{getattr(v, 'disabled', '')}:{getattr(v, 'propagate', '')}"
         return None
 
     def _attrs(self, v: Any, public_plain: bool = False, skip: frozenset[str] = frozenset()
@@ -396,6 +411,9 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     with _disable_current_modes():   # read outside make_fx's tracing modes
         out["torch CPU generator"] = hashlib.sha1(  # noqa: S324 -- a digest
             torch.get_rng_state().numpy().tobytes()).hexdigest()[:16]
+        # the seed is readable state a later step can branch on (R11-2): not exempt from the
+        # both-alike rule as the generator's draws are
+        out["torch's seed (torch.initial_seed)"] = str(torch.initial_seed())
     return out
 
 
@@ -434,19 +452,22 @@ def _process_state(enc: _Encoder, user: Iterable[str] = ()) -> dict[str, str]:
                 or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
             continue
         entries = []
+        user_code = False
         for k, v in sorted(list(vars(mod).items()), key=lambda kv: kv[0]):
             if isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v:
                 continue      # a submodule, set by its import (torch imports lazily, per side)
             if v is None or isinstance(v, _DATA):
                 continue      # counters, flags, keys and ids of this process (module docstring)
             entries.append((k, _ident(v)))
+            if isinstance(v, types.FunctionType) and not _is_torch(v.__module__ or ""):
+                user_code = True    # what it does when called is not in its text (R11-7)
             # a class by its behaviour (functions, descriptors, nested classes), once: in the
             # module that defines it; its data attributes are counters and caches
             # (``RemovableHandle.next_id`` counts every hook ever registered)
             if isinstance(v, type) and getattr(v, "__module__", None) == name:
                 entries.append((k, tuple(sorted((a, _ident(x)) for a, x in vars(v).items()
                                                 if _behaviour(x)))))
-        out[TORCH_MODULE + name] = _digest(repr(entries))
+        out[TORCH_MODULE + name] = (UNCOMPARABLE if user_code else "") + _digest(repr(entries))
     # every other module (the standard library's, other packages'): its globals by what they
     # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
     # are read in full above
