@@ -440,6 +440,8 @@ def _process_state(enc: _Encoder, user: Iterable[str] = ()) -> dict[str, str]:
     assumption); nor is a torch module first imported during the step (:func:`state_changes`)."""
     import builtins  # noqa: PLC0415
 
+    user = set(user)
+
     out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
            "builtins": _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
                                            if k != "_")))}
@@ -459,7 +461,8 @@ def _process_state(enc: _Encoder, user: Iterable[str] = ()) -> dict[str, str]:
             if v is None or isinstance(v, _DATA):
                 continue      # counters, flags, keys and ids of this process (module docstring)
             entries.append((k, _ident(v)))
-            if isinstance(v, types.FunctionType) and not _is_torch(v.__module__ or ""):
+            if isinstance(v, types.FunctionType) and (v.__module__ in user or
+                                                      v.__module__ == "__main__"):
                 user_code = True    # what it does when called is not in its text (R11-7)
             # a class by its behaviour (functions, descriptors, nested classes), once: in the
             # module that defines it; its data attributes are counters and caches
@@ -471,7 +474,6 @@ def _process_state(enc: _Encoder, user: Iterable[str] = ()) -> dict[str, str]:
     # every other module (the standard library's, other packages'): its globals by what they
     # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
     # are read in full above
-    user = set(user)
     for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
         if _is_torch_module(name) or name in user or not isinstance(mod, types.ModuleType):
             continue
