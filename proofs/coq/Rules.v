@@ -8,7 +8,7 @@ From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
-  RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested.
+  RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather.
 Import ListNotations.
 
 Inductive rtag :=
@@ -22,7 +22,8 @@ Inductive rtag :=
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
 | TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
-| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut.
+| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut
+| TAllReduceMaxShard | TAllGatherShardComm.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -85,6 +86,8 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TPowConstFactor => chk_pow_const_factor
   | TEinsumNested => chk_einsum_nested
   | TAddMaxFactorOut => chk_add_max_factor_out
+  | TAllReduceMaxShard => chk_allreduce_max_shard
+  | TAllGatherShardComm => chk_allgather_shard_comm
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -155,6 +158,8 @@ Definition rtag_of (n : N) : option rtag :=
   | 60%N => Some TPowConstFactor (* pow-const-factor *)
   | 61%N => Some TEinsumNested (* einsum-nested *)
   | 62%N => Some TAddMaxFactorOut (* add-max-factor-out *)
+  | 63%N => Some TAllReduceMaxShard (* allreduce-max-shard *)
+  | 64%N => Some TAllGatherShardComm (* allgather-shard-comm *)
   | _ => None
   end.
 
@@ -220,4 +225,6 @@ Proof.
   - apply chk_pow_const_factor_sound.
   - apply chk_einsum_nested_sound.
   - apply chk_add_max_factor_out_sound.
+  - apply chk_allreduce_max_shard_sound.
+  - apply chk_allgather_shard_comm_sound.
 Qed.
