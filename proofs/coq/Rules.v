@@ -8,7 +8,8 @@ From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
-  RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather.
+  RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather RulesPerm
+  RulesPermLift.
 Import ListNotations.
 
 Inductive rtag :=
@@ -23,7 +24,8 @@ Inductive rtag :=
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
 | TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
 | TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut
-| TAllReduceMaxShard | TAllGatherShardComm.
+| TAllReduceMaxShard | TAllGatherShardComm | TLiftPermEinsum | TEinsumPermContract
+| TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -88,6 +90,11 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAddMaxFactorOut => chk_add_max_factor_out
   | TAllReduceMaxShard => chk_allreduce_max_shard
   | TAllGatherShardComm => chk_allgather_shard_comm
+  | TLiftPermEinsum => chk_lift_perm_einsum
+  | TEinsumPermContract => chk_einsum_perm_contract
+  | TLiftPermReduceMax => chk_lift_perm_reduce_max
+  | TLiftPermChunk => chk_lift_perm_chunk
+  | TLiftShardPermute => chk_lift_shard_permute
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -160,6 +167,11 @@ Definition rtag_of (n : N) : option rtag :=
   | 62%N => Some TAddMaxFactorOut (* add-max-factor-out *)
   | 63%N => Some TAllReduceMaxShard (* allreduce-max-shard *)
   | 64%N => Some TAllGatherShardComm (* allgather-shard-comm *)
+  | 65%N => Some TLiftPermEinsum (* lift-perm-einsum *)
+  | 66%N => Some TEinsumPermContract (* einsum-perm-contract *)
+  | 67%N => Some TLiftPermReduceMax (* lift-perm-reduce-max *)
+  | 68%N => Some TLiftPermChunk (* lift-perm-chunk *)
+  | 69%N => Some TLiftShardPermute (* lift-shard-permute *)
   | _ => None
   end.
 
@@ -227,4 +239,9 @@ Proof.
   - apply chk_add_max_factor_out_sound.
   - apply chk_allreduce_max_shard_sound.
   - apply chk_allgather_shard_comm_sound.
+  - apply chk_lift_perm_einsum_sound.
+  - apply chk_einsum_perm_contract_sound.
+  - apply chk_lift_perm_reduce_max_sound.
+  - apply chk_lift_perm_chunk_sound.
+  - apply chk_lift_shard_permute_sound.
 Qed.

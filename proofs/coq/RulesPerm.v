@@ -16,7 +16,7 @@ From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Perm
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
 From Shardproof Require Import Base Num Pow Term Props RuleLib Congr Rel Shard RulesBasic RulesLift
   RulesAxis RulesEinsum RulesScalarOut RulesLiftEinsum RulesLiftReindex RulesCollect RulesSplit
-  RulesReorder.
+  RulesReorder RulesGather.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -90,7 +90,7 @@ Proof.
     rewrite (restrict_in Dp i d HD). fold L. unfold pidx.
     apply den_agree; auto. intros n In_. unfold upd. destruct (Pos.eqb n d); auto.
     apply restrict_in. apply (Permutation_in _ (Permutation_map fst (Permutation_sym PX))); auto.
-  - rewrite (den_msk0 c T W p rho i M). symmetry.
+  - rewrite (den_msk0 c T W p rho i) by (rewrite Ep; auto). symmetry.
     destruct (msk (sz c) (ndims (node_at T x)) (upd i d (pidx o (L / length o) (i d)))) eqn:Mx.
     2:{ apply den_msk0; auto. }
     exfalso. rewrite <- (msk_perm _ _ _ _ PX) in Mx.
@@ -292,14 +292,14 @@ Lemma perm_of_In : forall T As Xs A d o, perm_of T As Xs = Some (A, d, o) ->
   In A As /\ exists X, node_at T A = Node (OPermute d o) [X] (ndims (node_at T A)).
 Proof.
   induction As as [|A0 As IH]; intros [|X Xs] A d o H; simpl in H; try discriminate.
-  destruct (node_at T A0) as [oa xa Da] eqn:EA.
   assert (Rec : perm_of T As Xs = Some (A, d, o) -> In A (A0 :: As) /\
             exists X0, node_at T A = Node (OPermute d o) [X0] (ndims (node_at T A))).
   { intro H'. destruct (IH Xs A d o H') as [I E]. split; simpl; auto. }
-  destruct oa; try (apply Rec; auto).
-  destruct xa as [|X' [|]]; try (apply Rec; auto).
-  destruct (Pos.eqb X X'); [|apply Rec; auto]. injection H as <- <- <-.
-  split; [simpl; auto|]. exists X'. rewrite EA. auto.
+  destruct (node_at T A0) as [oa xa Da] eqn:EA.
+  destruct oa; try (apply Rec; exact H).
+  destruct xa as [|X1 xa]; [apply Rec; exact H|]. destruct xa; [|apply Rec; exact H].
+  destruct (Pos.eqb X X1); [|apply Rec; exact H]. injection H as E1 E2 E3. subst.
+  split; [simpl; auto|]. exists X1. rewrite EA. auto.
 Qed.
 
 Definition chk_einsum_perm_contract (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=

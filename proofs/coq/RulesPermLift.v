@@ -223,9 +223,9 @@ Proof.
   intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
   (* the specs of d and e on both sides *)
   assert (SpD : spec_of Dl d = spec_of (ndims (node_at T p)) d).
-  { rewrite (spec_of_perm _ _ PD ND). rewrite Er in SR.
+  { rewrite (spec_of_perm _ _ PD ND).
     pose proof (spec_shard T r e a p d SR) as S1. rewrite Er in S1. cbn [ndims] in S1.
-    rewrite S1. destruct (spec_of _ d); auto. rewrite (proj2 (Pos.eqb_neq d e)); auto. }
+    rewrite S1. destruct (spec_of (ndims (node_at T p)) d); auto. rewrite (proj2 (Pos.eqb_neq d e)) by congruence; auto. }
   assert (SpE : spec_of Dr e = spec_of (ndims (node_at T s)) e).
   { pose proof (spec_shard T r e a p e SR) as S1. rewrite Er in S1. cbn [ndims] in S1.
     rewrite S1, (spec_shard T s e a x e SS), (spec_of_perm _ _ PPx NPp). auto. }
