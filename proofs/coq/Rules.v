@@ -25,7 +25,8 @@ Inductive rtag :=
 | TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
 | TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut
 | TAllReduceMaxShard | TAllGatherShardComm | TLiftPermEinsum | TEinsumPermContract
-| TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute.
+| TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute | TLiftPermRename | TLiftPermOneHot
+| TLiftPermConcat | TReduceMaxPerm.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -95,6 +96,10 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftPermReduceMax => chk_lift_perm_reduce_max
   | TLiftPermChunk => chk_lift_perm_chunk
   | TLiftShardPermute => chk_lift_shard_permute
+  | TLiftPermRename => chk_lift_perm_rename
+  | TLiftPermOneHot => chk_lift_perm_onehot
+  | TLiftPermConcat => chk_lift_perm_concat
+  | TReduceMaxPerm => chk_reduce_max_perm
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -172,6 +177,10 @@ Definition rtag_of (n : N) : option rtag :=
   | 67%N => Some TLiftPermReduceMax (* lift-perm-reduce-max *)
   | 68%N => Some TLiftPermChunk (* lift-perm-chunk *)
   | 69%N => Some TLiftShardPermute (* lift-shard-permute *)
+  | 70%N => Some TLiftPermRename (* lift-perm-rename *)
+  | 71%N => Some TLiftPermOneHot (* lift-perm-onehot *)
+  | 72%N => Some TLiftPermConcat (* lift-perm-concat *)
+  | 73%N => Some TReduceMaxPerm (* reduce-max-perm *)
   | _ => None
   end.
 
@@ -244,4 +253,8 @@ Proof.
   - apply chk_lift_perm_reduce_max_sound.
   - apply chk_lift_perm_chunk_sound.
   - apply chk_lift_shard_permute_sound.
+  - apply chk_lift_perm_rename_sound.
+  - apply chk_lift_perm_onehot_sound.
+  - apply chk_lift_perm_concat_sound.
+  - apply chk_reduce_max_perm_sound.
 Qed.

@@ -399,3 +399,136 @@ Proof.
   - apply Pos.eqb_eq in EAX. rewrite EAX. apply Bool.negb_true_iff in NX.
     rewrite !den_lacks; auto; rewrite <- has_name_In; congruence.
 Qed.
+
+(** ** reduce-max-perm: [REDUCE_MAX(PERMUTE(x, d, o), ds) = REDUCE_MAX(x, ds)], [d] among [ds] (no
+    name twice), [o] a block order: a maximum over [d] does not depend on the order of its
+    blocks ([pidx] maps the positions of [d] onto themselves: [pidx_lt], [pidx_onto]). *)
+Lemma rmaxs_ub : forall n f k, (k < n)%nat -> f k <= rmaxs n f.
+Proof.
+  induction n; intros f k H; [lia|]. destruct n.
+  - assert (k = 0%nat) by lia. subst. simpl. lra.
+  - rewrite rmaxs_S by lia. destruct (Nat.eq_dec k (S n)) as [->|Nk].
+    + apply Rmax_r.
+    + eapply Rle_trans; [apply (IHn f k); lia|apply Rmax_l].
+Qed.
+
+Lemma rmaxs_attained : forall n f, (0 < n)%nat -> exists k, (k < n)%nat /\ rmaxs n f = f k.
+Proof.
+  induction n; intros f H; [lia|]. destruct n.
+  - exists 0%nat. split; [lia|reflexivity].
+  - rewrite rmaxs_S by lia. destruct (IHn f) as [k [Hk E]]; [lia|]. rewrite E.
+    destruct (Rle_dec (f k) (f (S n))).
+    + exists (S n). split; [lia|]. apply Rmax_right; auto.
+    + exists k. split; [lia|]. apply Rmax_left; lra.
+Qed.
+
+Lemma rmaxs_reindex : forall n f (p : nat -> nat),
+  (forall k, (k < n)%nat -> (p k < n)%nat) ->
+  (forall k', (k' < n)%nat -> exists k, (k < n)%nat /\ p k = k') ->
+  rmaxs n (fun k => f (p k)) = rmaxs n f.
+Proof.
+  intros n f p Hin Hsur. destruct n as [|n]; [reflexivity|].
+  destruct (rmaxs_attained (S n) (fun k => f (p k))) as [k [Hk E1]]; [lia|].
+  destruct (rmaxs_attained (S n) f) as [k' [Hk' E2]]; [lia|].
+  apply Rle_antisym.
+  - rewrite E1. apply (rmaxs_ub (S n) f (p k)). auto.
+  - rewrite E2. destruct (Hsur k' Hk') as [k'' [H1 H2]]. rewrite <- H2.
+    apply (rmaxs_ub (S n) (fun k => f (p k)) k''). auto.
+Qed.
+
+Lemma pidx_onto : forall o L k', order_b o = true -> (L mod length o = 0)%nat -> (k' < L)%nat ->
+  exists k, (k < L)%nat /\ pidx o (L / length o) k = k'.
+Proof.
+  intros o L k' OB NM H. unfold order_b in OB. apply andb_prop in OB as [OB ND].
+  apply andb_prop in OB as [N0 OR]. apply Nat.ltb_lt in N0.
+  set (n := length o) in *.
+  assert (E : L = (n * (L / n))%nat) by (apply Nat.div_exact; lia).
+  set (Bk := (L / n)%nat) in *.
+  assert (Bp : (0 < Bk)%nat) by (destruct Bk; lia).
+  set (q' := (k' / Bk)%nat). set (r := (k' mod Bk)%nat).
+  assert (Q' : (q' < n)%nat) by (apply Nat.div_lt_upper_bound; lia).
+  assert (Rr : (r < Bk)%nat) by (apply Nat.mod_upper_bound; lia).
+  assert (Pm : Permutation (map N.to_nat o) (seq 0 n)).
+  { apply NoDup_Permutation_bis.
+    - apply nodup_nb_map; auto.
+    - rewrite seq_length, map_length. lia.
+    - intros kk I. apply in_map_iff in I as [y [<- I]]. apply in_seq.
+      unfold ord_lt in OR. rewrite forallb_forall in OR. specialize (OR y I).
+      apply N.ltb_lt in OR. fold n in OR. lia. }
+  assert (Iq : In q' (map N.to_nat o)).
+  { apply (Permutation_in _ (Permutation_sym Pm)). apply in_seq. lia. }
+  apply in_map_iff in Iq as [y [Ey Iy]].
+  apply In_nth with (d := 0%N) in Iy as [q [Hq Eq]]. fold n in Hq.
+  exists (q * Bk + r)%nat. split; [nia|].
+  unfold pidx. fold n Bk.
+  assert (Dv : ((q * Bk + r) / Bk = q)%nat).
+  { rewrite Nat.div_add_l by lia. rewrite Nat.div_small by lia. lia. }
+  assert (Md : ((q * Bk + r) mod Bk = r)%nat).
+  { rewrite Nat.add_comm, Nat.mod_add by lia. apply Nat.mod_small; lia. }
+  rewrite Dv, Md, Eq, Ey. unfold q', r. rewrite Nat.mul_comm. symmetry. apply Nat.div_mod. lia.
+Qed.
+
+Definition chk_reduce_max_perm (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OReduceMax ds) [s] Dl, Node (OReduceMax ds') [x] Dr =>
+      match node_at T s with
+      | Node (OPermute d o) [_] _ =>
+          if names_eqb ds ds' && nodup_posb ds && existsb (Pos.eqb d) ds && order_b o &&
+             is_perm T s d o x && dims_eqvb Dl Dr
+          then Some [] else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_reduce_max_perm_sound : rule_sound chk_reduce_max_perm.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_reduce_max_perm in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol ss Dl] eqn:El. destruct ol; try discriminate.
+  destruct ss as [|s [|]]; try discriminate.
+  destruct (node_at T r) as [or xs Dr] eqn:Er. destruct or; try discriminate.
+  destruct xs as [|x [|]]; try discriminate. rename ds0 into ds'.
+  destruct (node_at T s) as [os ys Ds] eqn:Es. destruct os; try discriminate.
+  destruct ys as [|y [|]]; try discriminate.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B SS].
+  apply andb_prop in B as [B OB]. apply andb_prop in B as [B EX].
+  apply andb_prop in B as [DS NDs].
+  apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in DS; subst ds'.
+  apply nodup_posb_ok in NDs. apply existsb_pos_In in EX.
+  pose proof OB as OB'. unfold order_b in OB'. apply andb_prop in OB' as [OB' _].
+  apply andb_prop in OB' as [N0 OR]. apply Nat.ltb_lt in N0.
+  destruct (is_perm_dims T s d o x SS) as [PS NS].
+  pose proof (is_perm_has T s d o x SS) as Hsd. apply has_name_In in Hsd.
+  apply (eqv_by_core c T l r _ _ Dl _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
+  rewrite (map_ext (fun n => (n, lsize_of (sz c) (ndims (node_at T s)) n))
+                   (fun n => (n, lsize_of (sz c) (ndims (node_at T x)) n)))
+    by (intro n; f_equal; apply lsize_of_perm; auto).
+  set (Cx := map (fun n => (n, lsize_of (sz c) (ndims (node_at T x)) n)) ds).
+  set (L := lsize_of (sz c) (ndims (node_at T x)) d).
+  assert (NCx : NoDup (map fst Cx)) by (unfold Cx; rewrite map_fst_pairs; auto).
+  assert (ICx : In (d, L) Cx)
+    by (apply (in_map (fun n => (n, lsize_of (sz c) (ndims (node_at T x)) n)) ds d EX)).
+  assert (NC' : ~ In d (map fst (drop_name d Cx))) by apply not_in_drop.
+  rewrite !(maxover_front Cx d L _ i NCx ICx).
+  assert (Ls : lsize_of (sz c) (ndims (node_at T s)) d = L) by (apply lsize_of_perm; auto).
+  pose proof (node_sizes_at _ _ SZ s) as NSs. rewrite Es in NSs. unfold node_sizes_okb in NSs.
+  cbn [nop nargs ndims] in NSs. apply andb_prop in NSs as [_ NSs].
+  apply andb_prop in NSs as [_ NM]. apply Nat.eqb_eq in NM.
+  assert (EDs : ndims (node_at T s) = Ds) by (rewrite Es; auto).
+  rewrite <- EDs, Ls in NM.
+  set (G' := fun k => maxover (drop_name d Cx) (fun j => den c T x rho (upd j d k)) i).
+  transitivity (rmaxs L (fun k => G' (pidx o (L / length o) k))).
+  { apply rmaxs_ext. intros k Hk. unfold G'. rewrite maxover_upd_out by auto.
+    apply maxover_ext; auto. intros j _.
+    rewrite (perm_read_lt c T s d o x rho _ W SZ SS OR) by (rewrite upd_same, Ls; auto).
+    rewrite upd_same, upd_upd_same, Ls. reflexivity. }
+  transitivity (rmaxs L G').
+  2:{ apply rmaxs_ext. intros k _. unfold G'. rewrite maxover_upd_out by auto. reflexivity. }
+  apply rmaxs_reindex.
+  - intros k Hk. apply pidx_lt; auto.
+  - intros k' Hk'. apply pidx_onto; auto.
+Qed.

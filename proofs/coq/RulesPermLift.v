@@ -245,3 +245,260 @@ Proof.
   unfold upd_shard. rewrite !upd_other by congruence. rewrite Lp, Le.
   rewrite upd_comm by auto. reflexivity.
 Qed.
+
+(** ** lift-perm-rename: [RENAME(PERMUTE(x, d, o), old, new) = PERMUTE(RENAME(x, old, new), d', o)],
+    [d' = new] if [d = old], else [d' = d] with the same spec of [d] on both sides; [new] is not
+    a dim of [x]; the rename keeps the local size of its dim ([sizes_ok]). *)
+Definition chk_lift_perm_rename (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (ORename old new) [s] Dl, Node (OPermute d' o') [y] Dr =>
+      match node_at T s, node_at T y with
+      | Node (OPermute d o) [x] _, Node (ORename old' new') [x'] Dy =>
+          if Pos.eqb old old' && Pos.eqb new new' && Pos.eqb x x' && list_eqb N.eqb o o' &&
+             order_b o && is_perm T s d o x && dims_eqvb Dl Dr && dims_eqvb Dy Dr &&
+             has_name Dr d' && has_name Dy new && negb (has_name (ndims (node_at T x)) new) &&
+             forallb (fun n => Pos.eqb n old || has_name Dy n) (map fst (ndims (node_at T x))) &&
+             (if Pos.eqb d old then Pos.eqb d' new
+              else Pos.eqb d' d && spec_opt_eqb (spec_of Dl d) (spec_of (ndims (node_at T s)) d))
+          then Some [] else None
+      | _, _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_lift_perm_rename_sound : rule_sound chk_lift_perm_rename.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_lift_perm_rename in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol ss Dl] eqn:El. destruct ol; try discriminate.
+  destruct ss as [|s [|]]; try discriminate.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct ys as [|y [|]]; try discriminate. rename d into d', o into o'.
+  destruct (node_at T s) as [os xs Ds] eqn:Es. destruct os; try discriminate.
+  destruct xs as [|x [|]]; try discriminate.
+  destruct (node_at T y) as [oy xs' Dy] eqn:Ey. destruct oy; try discriminate.
+  destruct xs' as [|x' [|]]; try discriminate.
+  rename old0 into old', new0 into new'.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B CASE]. apply andb_prop in B as [B NAMES].
+  apply andb_prop in B as [B NX]. apply andb_prop in B as [B NY].
+  apply andb_prop in B as [B HDr]. apply andb_prop in B as [B DY].
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B SS].
+  apply andb_prop in B as [B OB]. apply andb_prop in B as [B OO].
+  apply andb_prop in B as [B XX]. apply andb_prop in B as [E1 E2].
+  apply Pos.eqb_eq in E1, E2, XX. subst old' new' x'.
+  apply (list_eqb_eq _ _ (fun a b => proj1 (N.eqb_eq a b))) in OO. subst o'.
+  apply Bool.negb_true_iff in NX. apply has_name_In in HDr.
+  assert (NXn : ~ In new (map fst (ndims (node_at T x)))) by (rewrite <- has_name_In; congruence).
+  apply has_name_In in NY.
+  assert (XN : forall n, In n (map fst (ndims (node_at T x))) -> n = old \/ In n (map fst Dy)).
+  { intros n I. rewrite forallb_forall in NAMES. apply NAMES in I.
+    apply orb_prop in I as [E|E]; [left; apply Pos.eqb_eq; auto|right; apply has_name_In; auto]. }
+  pose proof OB as OB'. unfold order_b in OB'. apply andb_prop in OB' as [OB' _].
+  apply andb_prop in OB' as [_ OR].
+  destruct (dims_eqvb_perm _ _ DE) as [PD ND]. destruct (dims_eqvb_perm _ _ DY) as [PY NDY].
+  destruct (is_perm_dims T s d o x SS) as [PS NS].
+  pose proof (is_perm_has T s d o x SS) as Hsd. apply has_name_In in Hsd.
+  assert (Hxd : In d (map fst (ndims (node_at T x))))
+    by (apply (Permutation_in _ (Permutation_map fst PS)); auto).
+  assert (EDs : ndims (node_at T s) = Ds) by (rewrite Es; auto).
+  apply (eqv_by_core c T l r _ _ Dl _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
+  assert (DinL : In d' (map fst Dl))
+    by (apply (Permutation_in _ (Permutation_map fst (Permutation_sym PD))); auto).
+  assert (Lr : lsize_of (sz c) Dr d' = lsize_of (sz c) Dl d')
+    by (symmetry; apply lsize_of_perm; auto).
+  assert (Id : (i d' < lsize_of (sz c) Dl d')%nat) by (apply lt_lsize; auto).
+  assert (Mr : msk (sz c) Dr i = true) by (rewrite <- (msk_perm _ _ _ i PD); auto).
+  set (j := upd i d' (pidx o (lsize_of (sz c) Dr d' / length o) (i d'))).
+  assert (Mj : msk (sz c) Dy j = true) by (apply (perm_msk c T r d' o y Dr Dy i SZ Er OR PY NDY HDr Mr)).
+  transitivity (den c T y rho j); [|reflexivity].
+  rewrite (den_in c T y _ _ _ rho _ W Ey Mj). cbn [core map]. unfold vat; simpl nth.
+  destruct (Pos.eqb_spec d old) as [->|Nd].
+  - (* the permuted dim is renamed: d' = new *)
+    apply Pos.eqb_eq in CASE; subst d'.
+    assert (Ls : lsize_of (sz c) (ndims (node_at T s)) old = lsize_of (sz c) Dl new)
+      by (apply (rename_size _ T l old new s Dl SZ El)).
+    rewrite (perm_read_lt c T s old o x rho _ W SZ SS OR) by (rewrite upd_same, Ls; auto).
+    rewrite upd_same, upd_upd_same, Ls, <- Lr.
+    apply den_agree; auto. intros n In_.
+    assert (Nn : n <> new) by (intro E; subst; auto).
+    assert (Rn : restrict Dy j new = pidx o (lsize_of (sz c) Dr new / length o) (i new))
+      by (rewrite restrict_in by auto; unfold j; apply upd_same).
+    destruct (Pos.eqb_spec n old) as [->|No].
+    + rewrite !upd_same, Rn. auto.
+    + rewrite !upd_other by auto. destruct (XN n In_) as [->|InY]; [congruence|].
+      rewrite restrict_in by auto. unfold j. rewrite upd_other; auto.
+  - (* another dim: d' = d *)
+    apply andb_prop in CASE as [E SPd]. apply Pos.eqb_eq in E; subst d'.
+    apply spec_opt_eqb_eq in SPd.
+    assert (Ld : lsize_of (sz c) (ndims (node_at T s)) d = lsize_of (sz c) Dl d)
+      by (symmetry; apply spec_lsize; rewrite EDs; auto).
+    assert (Dnew : d <> new) by (intro E; subst; auto).
+    rewrite (perm_read_lt c T s d o x rho _ W SZ SS OR)
+      by (rewrite upd_other by congruence; rewrite Ld; auto).
+    rewrite (upd_other i old) by congruence. rewrite Ld, <- Lr.
+    assert (DY' : In d (map fst Dy)) by (destruct (XN d Hxd); [congruence|auto]).
+    assert (Rn : restrict Dy j new = i new)
+      by (rewrite restrict_in by auto; unfold j; rewrite upd_other; auto).
+    apply den_agree; auto. intros n In_.
+    assert (Nn : n <> new) by (intro E; subst; auto).
+    destruct (Pos.eqb_spec n d) as [->|Ndn].
+    { rewrite upd_same, (upd_other _ old) by congruence. rewrite restrict_in by auto.
+      unfold j. rewrite upd_same. auto. }
+    rewrite (upd_other _ d) by auto.
+    destruct (Pos.eqb_spec n old) as [->|No].
+    { rewrite !upd_same. auto. }
+    rewrite !upd_other by auto. destruct (XN n In_) as [->|InY]; [congruence|].
+    rewrite restrict_in by auto. unfold j. rewrite upd_other; auto.
+Qed.
+
+(** ** lift-perm-onehot: [ONE_HOT(PERMUTE(idx, d, o), v) = PERMUTE(ONE_HOT(idx, v), d, o)],
+    [d <> v]: one-hot is positionwise in the indices; both sides compare with the same global
+    position along [v] (the same spec of [v]). *)
+Definition chk_lift_perm_onehot (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OOneHot v) [A] D, Node (OPermute d o) [y] Dr =>
+      match node_at T y with
+      | Node (OOneHot v') [X] Dy =>
+          if Pos.eqb v v' && negb (Pos.eqb d v) && order_b o && is_perm T A d o X &&
+             dims_eqvb D Dr && dims_eqvb Dy Dr && has_name Dr d && has_name Dy v &&
+             spec_opt_eqb (spec_of D d) (spec_of (ndims (node_at T A)) d) &&
+             spec_opt_eqb (spec_of D v) (spec_of Dy v) && incl_names (ndims (node_at T X)) Dy
+          then Some [] else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_lift_perm_onehot_sound : rule_sound chk_lift_perm_onehot.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_lift_perm_onehot in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol As D] eqn:El. destruct ol; try discriminate.
+  destruct As as [|A [|]]; try discriminate.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct ys as [|y [|]]; try discriminate.
+  destruct (node_at T y) as [oy Xs Dy] eqn:Ey. destruct oy; try discriminate.
+  destruct Xs as [|X [|]]; try discriminate. rename v0 into v'.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B IX]. apply andb_prop in B as [B SV].
+  apply andb_prop in B as [B SPd]. apply andb_prop in B as [B HV].
+  apply andb_prop in B as [B HDr]. apply andb_prop in B as [B DY].
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B SA].
+  apply andb_prop in B as [B OB]. apply andb_prop in B as [EV NE].
+  apply Pos.eqb_eq in EV; subst v'. apply Bool.negb_true_iff, Pos.eqb_neq in NE.
+  apply spec_opt_eqb_eq in SPd, SV. apply has_name_In in HDr, HV.
+  pose proof OB as OB'. unfold order_b in OB'. apply andb_prop in OB' as [OB' _].
+  apply andb_prop in OB' as [_ OR].
+  destruct (dims_eqvb_perm _ _ DE) as [PD ND]. destruct (dims_eqvb_perm _ _ DY) as [PY NDY].
+  apply (eqv_by_core c T l r _ _ D _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
+  assert (Mr : msk (sz c) Dr i = true) by (rewrite <- (msk_perm _ _ _ i PD); auto).
+  set (j := upd i d (pidx o (lsize_of (sz c) Dr d / length o) (i d))).
+  assert (Mj : msk (sz c) Dy j = true) by (apply (perm_msk c T r d o y Dr Dy i SZ Er OR PY NDY HDr Mr)).
+  transitivity (den c T y rho j); [|reflexivity].
+  rewrite (den_in c T y _ _ _ rho _ W Ey Mj). cbn [core map]. unfold vat; simpl nth.
+  assert (LA : lsize_of (sz c) (ndims (node_at T A)) d = lsize_of (sz c) Dr d).
+  { rewrite <- (lsize_of_perm _ _ _ _ PD ND). symmetry. apply spec_lsize; auto. }
+  assert (DinD : In d (map fst D))
+    by (apply (Permutation_in _ (Permutation_map fst (Permutation_sym PD))); auto).
+  assert (Id : (i d < lsize_of (sz c) Dr d)%nat)
+    by (rewrite <- (lsize_of_perm _ _ _ _ PD ND); apply lt_lsize; auto).
+  rewrite (perm_read_lt c T A d o X rho i W SZ SA OR) by (rewrite LA; auto).
+  rewrite LA, SV.
+  assert (Jv : restrict Dy j v = i v)
+    by (rewrite restrict_in by auto; unfold j; rewrite upd_other; auto).
+  rewrite Jv. fold j.
+  assert (XY : den c T X rho j = den c T X rho (restrict Dy j)).
+  { apply den_agree; auto. intros n In_. symmetry. apply restrict_in.
+    unfold incl_names in IX. rewrite forallb_forall in IX.
+    apply in_map_iff in In_ as [dd [<- I]]. apply has_name_In, IX; auto. }
+  rewrite XY. reflexivity.
+Qed.
+
+(** ** lift-perm-concat: [CONCAT(PERMUTE(x_k, d, o)..., c) = PERMUTE(CONCAT(x_k..., c), d, o)],
+    [c <> d]: every part a [PERMUTE(x_k, d, o)] with the result's spec of [d] (the parts keep
+    [c]'s sizes on both sides). *)
+Definition concat_parg (T : table) (Dl Dy : list dimspec) (d : name) (o : list N) (S X : positive) : bool :=
+  is_perm T S d o X && spec_opt_eqb (spec_of (ndims (node_at T S)) d) (spec_of Dl d) &&
+  incl_names (ndims (node_at T X)) Dy.
+
+Definition chk_lift_perm_concat (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OConcat cd) Ss Dl, Node (OPermute d o) [y] Dr =>
+      match node_at T y with
+      | Node (OConcat cd') Xs Dy =>
+          if negb (Pos.eqb cd d) && Pos.eqb cd cd' && order_b o &&
+             forallb2 (concat_parg T Dl Dy d o) Ss Xs &&
+             dims_eqvb Dl Dr && dims_eqvb Dy Dr && has_name Dr d && has_name Dy cd
+          then Some [] else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_lift_perm_concat_sound : rule_sound chk_lift_perm_concat.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_lift_perm_concat in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol Ss Dl] eqn:El. destruct ol; try discriminate.
+  rename d into cd.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct ys as [|y [|]]; try discriminate.
+  destruct (node_at T y) as [oy Xs Dy] eqn:Ey. destruct oy; try discriminate.
+  rename d0 into cd'.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B HC]. apply andb_prop in B as [B HDr].
+  apply andb_prop in B as [B DY]. apply andb_prop in B as [B DE].
+  apply andb_prop in B as [B LA]. apply andb_prop in B as [B OB].
+  apply andb_prop in B as [NE EC]. apply Pos.eqb_eq in EC; subst cd'.
+  apply Bool.negb_true_iff, Pos.eqb_neq in NE.
+  apply has_name_In in HC, HDr.
+  pose proof OB as OB'. unfold order_b in OB'. apply andb_prop in OB' as [OB' _].
+  apply andb_prop in OB' as [_ OR].
+  destruct (dims_eqvb_perm _ _ DE) as [PD ND]. destruct (dims_eqvb_perm _ _ DY) as [PY NDY].
+  apply (eqv_by_core c T l r _ _ Dl _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
+  assert (Mr : msk (sz c) Dr i = true) by (rewrite <- (msk_perm _ _ _ i PD); auto).
+  set (j := upd i d (pidx o (lsize_of (sz c) Dr d / length o) (i d))).
+  assert (Mj : msk (sz c) Dy j = true) by (apply (perm_msk c T r d o y Dr Dy i SZ Er OR PY NDY HDr Mr)).
+  transitivity (den c T y rho j); [|reflexivity].
+  rewrite (den_in c T y _ _ _ rho _ W Ey Mj). cbn [core].
+  assert (DinL : In d (map fst Dl))
+    by (apply (Permutation_in _ (Permutation_map fst (Permutation_sym PD))); auto).
+  assert (DYd : In d (map fst Dy))
+    by (apply (Permutation_in _ (Permutation_map fst (Permutation_sym PY))); auto).
+  assert (Lr : lsize_of (sz c) Dr d = lsize_of (sz c) Dl d)
+    by (symmetry; apply lsize_of_perm; auto).
+  assert (Id : (i d < lsize_of (sz c) Dl d)%nat) by (apply lt_lsize; auto).
+  assert (JC : restrict Dy j cd = i cd).
+  { rewrite restrict_in by auto. unfold j. rewrite upd_other by congruence. auto. }
+  rewrite JC.
+  apply (concat_at_pairs c T (concat_parg T Dl Dy d o) cd rho i _ _ Ss Xs LA).
+  intros S X SX. unfold concat_parg in SX.
+  apply andb_prop in SX as [SX IN]. apply andb_prop in SX as [SX SPd].
+  apply spec_opt_eqb_eq in SPd.
+  destruct (is_perm_dims T S d o X SX) as [PS NS].
+  split.
+  - apply lsize_of_perm; auto.
+  - intros j'.
+    assert (SpS : lsize_of (sz c) (ndims (node_at T S)) d = lsize_of (sz c) Dl d)
+      by (apply spec_lsize; auto).
+    rewrite (perm_read_lt c T S d o X rho _ W SZ SX OR)
+      by (rewrite upd_other by congruence; rewrite SpS; auto).
+    rewrite (upd_other i cd) by congruence. rewrite SpS, <- Lr.
+    apply den_agree; auto. intros n In_.
+    assert (InY : In n (map fst Dy)).
+    { unfold incl_names in IN. rewrite forallb_forall in IN.
+      apply in_map_iff in In_ as [dd [<- I]]. apply has_name_In, IN; auto. }
+    destruct (Pos.eqb_spec n cd) as [->|Nc].
+    { rewrite upd_same, (upd_other _ d) by congruence. rewrite upd_same. auto. }
+    rewrite (upd_other _ cd) by auto.
+    destruct (Pos.eqb_spec n d) as [->|Nd].
+    { rewrite !upd_same. rewrite restrict_in by auto. unfold j. rewrite upd_same. auto. }
+    rewrite !upd_other by auto. rewrite restrict_in by auto. unfold j. rewrite upd_other; auto.
+Qed.
