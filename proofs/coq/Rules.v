@@ -9,7 +9,7 @@ From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesL
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
   RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather RulesPerm
-  RulesPermLift.
+  RulesPermLift RulesTopk RulesPush.
 Import ListNotations.
 
 Inductive rtag :=
@@ -26,7 +26,7 @@ Inductive rtag :=
 | TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut
 | TAllReduceMaxShard | TAllGatherShardComm | TLiftPermEinsum | TEinsumPermContract
 | TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute | TLiftPermRename | TLiftPermOneHot
-| TLiftPermConcat | TReduceMaxPerm.
+| TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -100,6 +100,8 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftPermOneHot => chk_lift_perm_onehot
   | TLiftPermConcat => chk_lift_perm_concat
   | TReduceMaxPerm => chk_reduce_max_perm
+  | TLiftShardTopk => chk_lift_shard_topk
+  | TAllReduceEinsumPush => chk_allreduce_einsum_push
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -181,6 +183,8 @@ Definition rtag_of (n : N) : option rtag :=
   | 71%N => Some TLiftPermOneHot (* lift-perm-onehot *)
   | 72%N => Some TLiftPermConcat (* lift-perm-concat *)
   | 73%N => Some TReduceMaxPerm (* reduce-max-perm *)
+  | 74%N => Some TLiftShardTopk (* lift-shard-topk *)
+  | 75%N => Some TAllReduceEinsumPush (* allreduce-einsum-push *)
   | _ => None
   end.
 
@@ -257,4 +261,6 @@ Proof.
   - apply chk_lift_perm_onehot_sound.
   - apply chk_lift_perm_concat_sound.
   - apply chk_reduce_max_perm_sound.
+  - apply chk_lift_shard_topk_sound.
+  - apply chk_allreduce_einsum_push_sound.
 Qed.
