@@ -9,7 +9,7 @@ From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesL
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
   RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather RulesPerm
-  RulesPermLift RulesTopk RulesPush.
+  RulesPermLift RulesTopk RulesPush RulesMove.
 Import ListNotations.
 
 Inductive rtag :=
@@ -26,7 +26,8 @@ Inductive rtag :=
 | TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut
 | TAllReduceMaxShard | TAllGatherShardComm | TLiftPermEinsum | TEinsumPermContract
 | TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute | TLiftPermRename | TLiftPermOneHot
-| TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush.
+| TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
+| TPermSwap | TAllReducePermute | TAllReduceConcat.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -102,6 +103,9 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TReduceMaxPerm => chk_reduce_max_perm
   | TLiftShardTopk => chk_lift_shard_topk
   | TAllReduceEinsumPush => chk_allreduce_einsum_push
+  | TPermSwap => chk_perm_swap
+  | TAllReducePermute => chk_allreduce_permute
+  | TAllReduceConcat => chk_allreduce_concat
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -185,6 +189,9 @@ Definition rtag_of (n : N) : option rtag :=
   | 73%N => Some TReduceMaxPerm (* reduce-max-perm *)
   | 74%N => Some TLiftShardTopk (* lift-shard-topk *)
   | 75%N => Some TAllReduceEinsumPush (* allreduce-einsum-push *)
+  | 76%N => Some TPermSwap (* perm-swap *)
+  | 77%N => Some TAllReducePermute (* allreduce-permute *)
+  | 78%N => Some TAllReduceConcat (* allreduce-concat *)
   | _ => None
   end.
 
@@ -263,4 +270,7 @@ Proof.
   - apply chk_reduce_max_perm_sound.
   - apply chk_lift_shard_topk_sound.
   - apply chk_allreduce_einsum_push_sound.
+  - apply chk_perm_swap_sound.
+  - apply chk_allreduce_permute_sound.
+  - apply chk_allreduce_concat_sound.
 Qed.
