@@ -9,7 +9,7 @@ From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesL
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
   RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather RulesPerm
-  RulesPermLift RulesTopk RulesPush RulesMove.
+  RulesPermLift RulesTopk RulesPush RulesMove RulesUnit.
 Import ListNotations.
 
 Inductive rtag :=
@@ -27,7 +27,7 @@ Inductive rtag :=
 | TAllReduceMaxShard | TAllGatherShardComm | TLiftPermEinsum | TEinsumPermContract
 | TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute | TLiftPermRename | TLiftPermOneHot
 | TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
-| TPermSwap | TAllReducePermute | TAllReduceConcat.
+| TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -106,6 +106,8 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TPermSwap => chk_perm_swap
   | TAllReducePermute => chk_allreduce_permute
   | TAllReduceConcat => chk_allreduce_concat
+  | TAllGatherUnitAxis => chk_allgather_unit_axis
+  | TAllReduceRankConst => chk_allreduce_rank_const
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -192,6 +194,8 @@ Definition rtag_of (n : N) : option rtag :=
   | 76%N => Some TPermSwap (* perm-swap *)
   | 77%N => Some TAllReducePermute (* allreduce-permute *)
   | 78%N => Some TAllReduceConcat (* allreduce-concat *)
+  | 79%N => Some TAllGatherUnitAxis (* allgather-unit-axis *)
+  | 80%N => Some TAllReduceRankConst (* allreduce-rank-const *)
   | _ => None
   end.
 
@@ -273,4 +277,6 @@ Proof.
   - apply chk_perm_swap_sound.
   - apply chk_allreduce_permute_sound.
   - apply chk_allreduce_concat_sound.
+  - apply chk_allgather_unit_axis_sound.
+  - apply chk_allreduce_rank_const_sound.
 Qed.

@@ -65,7 +65,8 @@ Proof.
   assert (Q0 : (j d / L = 0)%nat).
   { apply Nat.div_small. unfold L. rewrite lsz_app1. simpl kof. rewrite A1, Nat.div_1_r. auto. }
   rewrite Q0, (upd_rank_unit (sz c) rho a R A1).
-  replace (j d mod L)%nat with (j d) by (rewrite Nat.mod_small; auto; rewrite <- Q0 at 1; lia).
+  replace (j d mod L)%nat with (j d)
+    by (symmetry; apply Nat.mod_small; unfold L; rewrite lsz_app1; simpl kof; rewrite A1, Nat.div_1_r; auto).
   rewrite upd_id. apply den_restrict; auto.
 Qed.
 
