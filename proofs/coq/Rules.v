@@ -27,7 +27,8 @@ Inductive rtag :=
 | TAllReduceMaxShard | TAllGatherShardComm | TLiftPermEinsum | TEinsumPermContract
 | TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute | TLiftPermRename | TLiftPermOneHot
 | TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
-| TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst.
+| TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst
+| TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -108,6 +109,9 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TAllReduceConcat => chk_allreduce_concat
   | TAllGatherUnitAxis => chk_allgather_unit_axis
   | TAllReduceRankConst => chk_allreduce_rank_const
+  | TLiftPermTopk => chk_lift_perm_topk
+  | TAllReduceAllGatherComm => chk_allreduce_allgather_comm
+  | TLiftShardShift => chk_lift_shard_shift
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -196,6 +200,9 @@ Definition rtag_of (n : N) : option rtag :=
   | 78%N => Some TAllReduceConcat (* allreduce-concat *)
   | 79%N => Some TAllGatherUnitAxis (* allgather-unit-axis *)
   | 80%N => Some TAllReduceRankConst (* allreduce-rank-const *)
+  | 81%N => Some TLiftPermTopk (* lift-perm-topk *)
+  | 82%N => Some TAllReduceAllGatherComm (* allreduce-allgather-comm *)
+  | 83%N => Some TLiftShardShift (* lift-shard-shift *)
   | _ => None
   end.
 
@@ -279,4 +286,7 @@ Proof.
   - apply chk_allreduce_concat_sound.
   - apply chk_allgather_unit_axis_sound.
   - apply chk_allreduce_rank_const_sound.
+  - apply chk_lift_perm_topk_sound.
+  - apply chk_allreduce_allgather_comm_sound.
+  - apply chk_lift_shard_shift_sound.
 Qed.

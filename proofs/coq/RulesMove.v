@@ -7,7 +7,12 @@
     allreduce-permute: [ALL_REDUCE(PERMUTE(x, d, o), a, r) = PERMUTE(ALL_REDUCE(x, a, r), d, o)]
     (sums and maxima over ranks are positionwise);
     allreduce-concat: [ALL_REDUCE(CONCAT(xs, d), a, r) = CONCAT(ALL_REDUCE(x, a, r) for x in xs, d)]
-    (each part keeps its size along [d]). *)
+    (each part keeps its size along [d]);
+    allreduce-allgather-comm: [ALL_REDUCE(ALL_GATHER(x, b, d), a, r) = ALL_GATHER(ALL_REDUCE(x, a, r), b, d)],
+    [a <> b], no dim of [x] sharded over [a] (the rule's guard, tested; the lemma needs [a <> b]);
+    lift-shard-shift: [SHIFT(SHARD(x, d, a), e) = SHARD(SHIFT(x, e), d, a)], [d <> e], [x] does
+    not vary over [a] (tested; the lemma does not need it: both sides read the block on the
+    same rank). *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
@@ -227,4 +232,126 @@ Proof.
   apply andb_prop in AR as [AR DX]. apply andb_prop in AR as [_ XX]. apply Pos.eqb_eq in XX. subst X'.
   destruct (dims_eqvb_perm _ _ DX) as [PY NY].
   cbn [ndims]. symmetry. apply lsize_of_perm; auto.
+Qed.
+
+(** ** allreduce-allgather-comm *)
+Definition chk_allreduce_allgather_comm (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OAllReduce a rd) [g] Dl, Node (OAllGather b d) [y] Dr =>
+      match node_at T g with
+      | Node (OAllGather b' d') [x] Dg =>
+          if Pos.eqb b b' && Pos.eqb d d' && negb (Pos.eqb a b) && ar_of_red T a rd x y &&
+             dims_eqvb Dg Dl && dims_eqvb Dl Dr && has_name (ndims (node_at T x)) d &&
+             forallb (fun p => negb (existsb (shard_eqb (SAx a)) (snd p))) (ndims (node_at T x))
+          then Some [] else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_allreduce_allgather_comm_sound : rule_sound chk_allreduce_allgather_comm.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W _].
+  unfold chk_allreduce_allgather_comm in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol gs Dl] eqn:El. destruct ol; try discriminate.
+  destruct gs as [|g [|]]; try discriminate. rename r0 into rd.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct ys as [|y [|]]; try discriminate. rename a0 into b.
+  destruct (node_at T g) as [og xs Dg] eqn:Eg. destruct og; try discriminate.
+  destruct xs as [|x [|]]; try discriminate. rename a0 into b', d0 into d'.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B _]. apply andb_prop in B as [B _].
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B DG].
+  apply andb_prop in B as [B AR]. apply andb_prop in B as [B NE].
+  apply andb_prop in B as [E1 E2]. apply Pos.eqb_eq in E1, E2. subst b' d'.
+  apply Bool.negb_true_iff, Pos.eqb_neq in NE.
+  destruct (dims_eqvb_perm _ _ DG) as [PG NG]. destruct (dims_eqvb_perm _ _ DE) as [PD ND].
+  apply (eqv_by_core c T l r _ _ Dl _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. rewrite core_allreduce. cbn [core map]. unfold vat; simpl nth.
+  assert (Mg : msk (sz c) Dg i = true) by (rewrite (msk_perm _ _ _ i PG); auto).
+  assert (Rg : restrict Dg i = i) by (rewrite (restrict_perm _ _ i PG); auto).
+  assert (Sd : spec_of Dg d = spec_of Dr d).
+  { rewrite <- (spec_of_perm _ _ PD ND). apply spec_of_perm; auto. }
+  rewrite (redv_ext _ _ _ (fun q => den c T x (upd (upd rho a q) b
+             (i d / lsz (sz c) (sz c d) (match spec_of Dr d with Some sh => sh | None => [] end ++ [SAx b])))
+             (upd i d (i d mod lsz (sz c) (sz c d) (match spec_of Dr d with Some sh => sh | None => [] end ++ [SAx b]))))).
+  2:{ intros q _. rewrite (den_in c T g _ _ _ _ i W Eg Mg), Rg. cbn [core map]. unfold vat; simpl nth.
+      rewrite Sd. reflexivity. }
+  rewrite (ar_of_red_den c T a rd x y W AR). apply redv_ext. intros q _.
+  rewrite upd_comm by auto. reflexivity.
+Qed.
+
+(** ** lift-shard-shift *)
+Definition chk_lift_shard_shift (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OShift e) [s] D, Node (OShard d a) [y] Dr =>
+      match node_at T y with
+      | Node (OShift e') [x] Dy =>
+          if Pos.eqb e e' && negb (Pos.eqb d e) && is_shard T s d a x && is_shard T r d a y &&
+             invariant G x a && dims_eqvb D Dr && has_name Dy e &&
+             spec_opt_eqb (spec_of D e) (spec_of Dy e) &&
+             spec_opt_eqb (spec_of D d) (spec_of (ndims (node_at T s)) d) &&
+             incl_names (ndims (node_at T x)) Dy
+          then Some [] else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_lift_shard_shift_sound : rule_sound chk_lift_shard_shift.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_lift_shard_shift in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol ss D] eqn:El. destruct ol; try discriminate.
+  destruct ss as [|s [|]]; try discriminate. rename d into e.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct ys as [|y [|]]; try discriminate.
+  destruct (node_at T y) as [oy xs Dy] eqn:Ey. destruct oy; try discriminate.
+  destruct xs as [|x [|]]; try discriminate. rename d0 into e'.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B IX]. apply andb_prop in B as [B SPd].
+  apply andb_prop in B as [B SPe]. apply andb_prop in B as [B HE].
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B _].
+  apply andb_prop in B as [B SR]. apply andb_prop in B as [B SS].
+  apply andb_prop in B as [E1 NE].
+  apply Pos.eqb_eq in E1. subst e'.
+  apply Bool.negb_true_iff, Pos.eqb_neq in NE.
+  apply spec_opt_eqb_eq in SPd, SPe. apply has_name_In in HE.
+  destruct (dims_eqvb_perm _ _ DE) as [PD ND].
+  destruct (is_shard_info T r d a y SR) as [_ [Hyd [PR [NDr NDy]]]].
+  rewrite Er in PR, NDr; cbn [ndims] in PR, NDr. rewrite Ey in PR, Hyd, NDy; cbn [ndims] in PR, Hyd, NDy.
+  apply (eqv_by_core c T l r _ _ D _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
+  assert (DinR : In d (map fst Dr)).
+  { apply (Permutation_in _ (Permutation_map fst (Permutation_sym PR))).
+    rewrite map_fst_shard_dims. apply has_name_In; auto. }
+  assert (DinD : In d (map fst D))
+    by (apply (Permutation_in _ (Permutation_map fst (Permutation_sym PD))); auto).
+  assert (Lr : lsize_of (sz c) Dr d = lsize_of (sz c) D d) by (symmetry; apply lsize_of_perm; auto).
+  assert (Ls : lsize_of (sz c) (ndims (node_at T s)) d = lsize_of (sz c) D d)
+    by (symmetry; apply spec_lsize; auto).
+  assert (Id : (i d < lsize_of (sz c) D d)%nat) by (apply lt_lsize; auto).
+  assert (Mr : msk (sz c) (ndims (node_at T r)) i = true)
+    by (rewrite Er; cbn [ndims]; rewrite <- (msk_perm _ _ _ i PD); auto).
+  pose proof (shard_range c T SZ r d a y rho i SR R Mr) as My.
+  rewrite Er, Ey in My; cbn [ndims] in My. unfold upd_shard in My.
+  set (i' := upd i d (rho a * lsize_of (sz c) Dr d + i d)) in *.
+  rewrite (den_in c T y _ _ _ rho _ W Ey My). cbn [core map]. unfold vat; simpl nth.
+  rewrite (spec_lsize _ D Dy e SPe).
+  assert (Ie : restrict Dy i' e = i e) by (rewrite restrict_in by auto; unfold i'; rewrite upd_other; congruence).
+  rewrite Ie. destruct (Nat.ltb (S (i e)) (lsize_of (sz c) Dy e)); auto.
+  rewrite (shard_read_lt c T W s d a x rho _ SS) by (rewrite upd_other by congruence; rewrite Ls; auto).
+  unfold upd_shard. rewrite Ls, (upd_other i e) by congruence.
+  apply den_agree; auto. intros n In_.
+  assert (InY : In n (map fst Dy)).
+  { unfold incl_names in IX. rewrite forallb_forall in IX.
+    apply in_map_iff in In_ as [dd [<- I]]. apply has_name_In, IX; auto. }
+  destruct (Pos.eqb_spec n e) as [->|Ne].
+  { rewrite (upd_other _ d) by congruence. rewrite !upd_same. auto. }
+  rewrite (upd_other _ e) by auto. rewrite restrict_in by auto.
+  destruct (Pos.eqb_spec n d) as [->|Nd].
+  { rewrite upd_same. unfold i'. rewrite upd_same, Lr. auto. }
+  rewrite !upd_other by auto. unfold i'. rewrite upd_other; auto.
 Qed.

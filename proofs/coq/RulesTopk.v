@@ -4,12 +4,16 @@
     and [x] does not vary over [a] (the rule's guard, tested; the lemma does not need the
     second: both sides read the block on the same rank): top-k along [e] acts on each position
     of the other dims alone, and both sides compare the same entries along [e] (the same spec
-    of [e], so the same local size). *)
+    of [e], so the same local size).
+    lift-perm-topk: [TOPK_MASK(PERMUTE(x, d, o), e, k) = PERMUTE(TOPK_MASK(x, e, k), d, o)],
+    [d <> e], [o] a block order (the rule's guard): the same, with the permuted position of [d]
+    for the rank's block. *)
 
 From Coq Require Import Reals Lra Lia List QArith ZArith PArith NArith Bool Permutation.
 From Coq Require Import FSets.FMapPositive FunctionalExtensionality.
 From Shardproof Require Import Base Num Pow Term Props RuleLib Congr Rel Shard RulesBasic RulesLift
-  RulesAxis RulesEinsum RulesLiftEinsum RulesLiftReindex.
+  RulesAxis RulesEinsum RulesLiftEinsum RulesLiftReindex RulesCollect RulesReorder RulesGather RulesPerm
+  RulesPermLift.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -100,4 +104,76 @@ Proof.
     destruct (Pos.eqb_spec n d) as [->|Nd].
     { rewrite upd_same. unfold i'. rewrite upd_same, Lr. auto. }
     rewrite !upd_other by auto. unfold i'. rewrite upd_other; auto.
+Qed.
+
+(** ** lift-perm-topk *)
+Definition chk_lift_perm_topk (G : gctx) (l r : positive) (_ : hint) : option (list claim) :=
+  let T := gT G in
+  match node_at T l, node_at T r with
+  | Node (OTopk e k) [s] D, Node (OPermute d o) [y] Dr =>
+      match node_at T y with
+      | Node (OTopk e' k') [x] Dy =>
+          if Pos.eqb e e' && N.eqb k k' && negb (Pos.eqb d e) && order_b o && is_perm T s d o x &&
+             dims_eqvb D Dr && dims_eqvb Dy Dr && has_name Dr d && has_name Dy e &&
+             spec_opt_eqb (spec_of D e) (spec_of Dy e) &&
+             spec_opt_eqb (spec_of D d) (spec_of (ndims (node_at T s)) d) &&
+             incl_names (ndims (node_at T x)) Dy
+          then Some [] else None
+      | _ => None
+      end
+  | _, _ => None
+  end.
+
+Lemma chk_lift_perm_topk_sound : rule_sound chk_lift_perm_topk.
+Proof.
+  intros G l r h cl H c M _. destruct M as [W [VC [SZ [F [DO P]]]]].
+  unfold chk_lift_perm_topk in H. set (T := gT G) in *.
+  destruct (node_at T l) as [ol ss D] eqn:El. destruct ol; try discriminate.
+  destruct ss as [|s [|]]; try discriminate.
+  destruct (node_at T r) as [or ys Dr] eqn:Er. destruct or; try discriminate.
+  destruct ys as [|y [|]]; try discriminate.
+  destruct (node_at T y) as [oy xs Dy] eqn:Ey. destruct oy; try discriminate.
+  destruct xs as [|x [|]]; try discriminate. rename e0 into e', k0 into k'.
+  match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
+  apply andb_prop in B as [B IX]. apply andb_prop in B as [B SPd].
+  apply andb_prop in B as [B SPe]. apply andb_prop in B as [B HE].
+  apply andb_prop in B as [B HDr]. apply andb_prop in B as [B DY].
+  apply andb_prop in B as [B DE]. apply andb_prop in B as [B SS].
+  apply andb_prop in B as [B OB]. apply andb_prop in B as [B NE].
+  apply andb_prop in B as [E1 K1].
+  apply Pos.eqb_eq in E1. apply N.eqb_eq in K1. subst e' k'.
+  apply Bool.negb_true_iff, Pos.eqb_neq in NE.
+  apply spec_opt_eqb_eq in SPd, SPe. apply has_name_In in HE, HDr.
+  assert (OR : ord_lt o = true)
+    by (unfold order_b in OB; apply andb_prop in OB as [OB' _]; apply andb_prop in OB' as [_ OR']; exact OR').
+  destruct (dims_eqvb_perm _ _ DE) as [PD ND]. destruct (dims_eqvb_perm _ _ DY) as [PY NDY].
+  apply (eqv_by_core c T l r _ _ D _ _ Dr W El Er DE).
+  intros rho R i Mi Ri. cbn [core map]. unfold vat; simpl nth.
+  assert (Mr : msk (sz c) Dr i = true) by (rewrite <- (msk_perm _ _ _ i PD); auto).
+  set (j := upd i d (pidx o (lsize_of (sz c) Dr d / length o) (i d))).
+  assert (Mj : msk (sz c) Dy j = true) by (apply (perm_msk c T r d o y Dr Dy i SZ Er OR PY NDY HDr Mr)).
+  transitivity (den c T y rho j); [|reflexivity].
+  rewrite (den_in c T y _ _ _ rho _ W Ey Mj). cbn [core map]. unfold vat; simpl nth.
+  rewrite (spec_lsize _ D Dy e SPe).
+  assert (DinD : In d (map fst D))
+    by (apply (Permutation_in _ (Permutation_map fst (Permutation_sym PD))); auto).
+  assert (Ls : lsize_of (sz c) (ndims (node_at T s)) d = lsize_of (sz c) Dr d).
+  { rewrite <- (lsize_of_perm _ _ _ _ PD ND). symmetry. apply spec_lsize; auto. }
+  assert (Id : (i d < lsize_of (sz c) Dr d)%nat)
+    by (rewrite <- (lsize_of_perm _ _ _ _ PD ND); apply lt_lsize; auto).
+  apply topk_reindex.
+  - rewrite restrict_in by auto. unfold j. rewrite upd_other; congruence.
+  - intros jj.
+    rewrite (perm_read_lt c T s d o x rho _ W SZ SS OR) by (rewrite upd_other by congruence; rewrite Ls; auto).
+    rewrite Ls, (upd_other i e) by congruence.
+    apply den_agree; auto. intros n In_.
+    assert (InY : In n (map fst Dy)).
+    { unfold incl_names in IX. rewrite forallb_forall in IX.
+      apply in_map_iff in In_ as [dd [<- I]]. apply has_name_In, IX; auto. }
+    destruct (Pos.eqb_spec n e) as [->|Ne].
+    { rewrite (upd_other _ d) by congruence. rewrite !upd_same. auto. }
+    rewrite (upd_other _ e) by auto. rewrite restrict_in by auto.
+    destruct (Pos.eqb_spec n d) as [->|Nd].
+    { rewrite upd_same. unfold j. rewrite upd_same. auto. }
+    rewrite !upd_other by auto. unfold j. rewrite upd_other; auto.
 Qed.

@@ -403,8 +403,8 @@ def rounds4() -> dict:
     the fourth round: allreduce-max-shard, allgather-shard-comm, the PERMUTE rules (lifted
     through EINSUM, REDUCE_MAX, CHUNK, SHARD, RENAME of the permuted dim and of another,
     ONE_HOT, CONCAT; out of a sum and a max; two permutations swapped; under an all-reduce),
-    lift-shard-topk, allreduce-einsum-push, allreduce-concat, allgather-unit-axis and
-    allreduce-rank-const, each an obligation."""
+    lift-shard-topk, lift-perm-topk, lift-shard-shift, allreduce-einsum-push, allreduce-concat,
+    allreduce-allgather-comm, allgather-unit-axis and allreduce-rank-const, each an obligation."""
     def d(*specs: tuple) -> list:
         return [[n, list(sh)] for n, sh in specs]
     BH, B_, H_ = d(("B", ()), ("H", ())), d(("B", ())), d(("H", ()))
@@ -482,6 +482,14 @@ def rounds4() -> dict:
         ["RANK_CONST", [], ["cp", [q("1/1"), q("2/1"), q("3/1")]], []],    # 66
         ["ALL_REDUCE", [66], ["cp", "sum"], []],                           # 67
         ["CONST", [], [q("6/1")], []],                                     # 68
+        ["TOPK_MASK", [12], ["H", 2], BH],                                 # 69
+        ["PERMUTE", [47], ["B", o], BH],                                   # 70
+        ["ALL_REDUCE", [8], ["cp", "sum"], BH],                            # 71
+        ["ALL_REDUCE", [2], ["cp", "sum"], Htp],                           # 72
+        ["ALL_GATHER", [72], ["tp", "H"], BH],                             # 73
+        ["SHIFT", [45], ["H"], d(("B", ("dp",)), ("H", ()))],              # 74
+        ["SHIFT", [0], ["H"], BH],                                         # 75
+        ["SHARD", [75], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],        # 76
     ]
     ns = lambda *xs: {"nodes": list(xs)}
     x = {"node": 0}
@@ -513,7 +521,11 @@ def rounds4() -> dict:
              {"xs": ns(37, 22), "a": "cp", "r": "max", "attrs": ["H"], "cshards": []}),
             ("agunit", "allgather-unit-axis", 65, 0, {"x": x, "a": "sp", "d": "H"}),
             ("rankconst", "allreduce-rank-const", 67, 68,
-             {"a": "cp", "values": [q("1/1"), q("2/1"), q("3/1")]})]
+             {"a": "cp", "values": [q("1/1"), q("2/1"), q("3/1")]}),
+            ("permtopk", "lift-perm-topk", 69, 70, {"x": x, "d": "B", "o": o, "e": "H", "k": 2}),
+            ("aragcomm", "allreduce-allgather-comm", 71, 73,
+             {"x": {"node": 2}, "a": "cp", "r": "sum", "b": "tp", "d": "H"}),
+            ("shardshift", "lift-shard-shift", 74, 76, {"x": x, "d": "B", "a": "dp", "e": "H"})]
     steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs, "subst": sub}
              for _n, rule, lhs, rhs, sub in rows]
     obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": lhs, "actual": rhs,
