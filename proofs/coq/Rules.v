@@ -28,7 +28,7 @@ Inductive rtag :=
 | TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute | TLiftPermRename | TLiftPermOneHot
 | TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
 | TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst
-| TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift.
+| TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift | TLiftShardTopkElig | TLiftPermTopkElig.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -112,6 +112,8 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftPermTopk => chk_lift_perm_topk
   | TAllReduceAllGatherComm => chk_allreduce_allgather_comm
   | TLiftShardShift => chk_lift_shard_shift
+  | TLiftShardTopkElig => chk_lift_shard_topk_elig
+  | TLiftPermTopkElig => chk_lift_perm_topk_elig
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -203,6 +205,8 @@ Definition rtag_of (n : N) : option rtag :=
   | 81%N => Some TLiftPermTopk (* lift-perm-topk *)
   | 82%N => Some TAllReduceAllGatherComm (* allreduce-allgather-comm *)
   | 83%N => Some TLiftShardShift (* lift-shard-shift *)
+  | 84%N => Some TLiftShardTopkElig (* lift-shard-topk-elig *)
+  | 85%N => Some TLiftPermTopkElig (* lift-perm-topk-elig *)
   | _ => None
   end.
 
@@ -289,4 +293,6 @@ Proof.
   - apply chk_lift_perm_topk_sound.
   - apply chk_allreduce_allgather_comm_sound.
   - apply chk_lift_shard_shift_sound.
+  - apply chk_lift_shard_topk_elig_sound.
+  - apply chk_lift_perm_topk_elig_sound.
 Qed.

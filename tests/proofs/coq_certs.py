@@ -403,7 +403,7 @@ def rounds4() -> dict:
     the fourth round: allreduce-max-shard, allgather-shard-comm, the PERMUTE rules (lifted
     through EINSUM, REDUCE_MAX, CHUNK, SHARD, RENAME of the permuted dim and of another,
     ONE_HOT, CONCAT; out of a sum and a max; two permutations swapped; under an all-reduce),
-    lift-shard-topk, lift-perm-topk, lift-shard-shift, allreduce-einsum-push, allreduce-concat,
+    lift-shard-topk, lift-perm-topk (with and without an eligibility mask), lift-shard-shift, allreduce-einsum-push, allreduce-concat,
     allreduce-allgather-comm, allgather-unit-axis and allreduce-rank-const, each an obligation."""
     def d(*specs: tuple) -> list:
         return [[n, list(sh)] for n, sh in specs]
@@ -490,6 +490,12 @@ def rounds4() -> dict:
         ["SHIFT", [45], ["H"], d(("B", ("dp",)), ("H", ()))],              # 74
         ["SHIFT", [0], ["H"], BH],                                         # 75
         ["SHARD", [75], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],        # 76
+        ["SHARD", [1], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],         # 77
+        ["TOPK_MASK", [45, 77], ["H", 2], d(("B", ("dp",)), ("H", ()))],   # 78
+        ["TOPK_MASK", [0, 1], ["H", 2], BH],                               # 79: y eligible
+        ["SHARD", [79], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],        # 80
+        ["TOPK_MASK", [12, 16], ["H", 2], BH],                             # 81
+        ["PERMUTE", [79], ["B", o], BH],                                   # 82
     ]
     ns = lambda *xs: {"nodes": list(xs)}
     x = {"node": 0}
@@ -525,7 +531,11 @@ def rounds4() -> dict:
             ("permtopk", "lift-perm-topk", 69, 70, {"x": x, "d": "B", "o": o, "e": "H", "k": 2}),
             ("aragcomm", "allreduce-allgather-comm", 71, 73,
              {"x": {"node": 2}, "a": "cp", "r": "sum", "b": "tp", "d": "H"}),
-            ("shardshift", "lift-shard-shift", 74, 76, {"x": x, "d": "B", "a": "dp", "e": "H"})]
+            ("shardshift", "lift-shard-shift", 74, 76, {"x": x, "d": "B", "a": "dp", "e": "H"}),
+            ("topkelig", "lift-shard-topk-elig", 78, 80,
+             {"x": x, "el": {"node": 1}, "d": "B", "a": "dp", "e": "H", "k": 2}),
+            ("permtopkelig", "lift-perm-topk-elig", 81, 82,
+             {"x": x, "el": {"node": 1}, "d": "B", "o": o, "e": "H", "k": 2})]
     steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs, "subst": sub}
              for _n, rule, lhs, rhs, sub in rows]
     obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": lhs, "actual": rhs,
