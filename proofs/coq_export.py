@@ -223,7 +223,8 @@ def fingerprint(facts: list[tuple[int, int]], cut: list[int], nodes: list[tuple]
 # the exporter passes the binding's size as a fact [sz n = v] of the theorem
 _FACT_ATTR = {"dim-size": "d", "axis-size": "a", "allreduce-sum-invariant": "a",
               "allreduce-rank-const": "a", "allreduce-unit-axis": "a", "part-unit-axis": "a",
-              "broadcast-unit-axis": "a", "einsum-unit-axis": "a", "reduce-max-unit-axis": "a"}
+              "broadcast-unit-axis": "a", "einsum-unit-axis": "a", "reduce-max-unit-axis": "a",
+              "allgather-unit-axis": "a"}
 
 
 def _shard(s: Any, names: _Names) -> tuple:

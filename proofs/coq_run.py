@@ -34,7 +34,9 @@ LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Sh
            "RulesScalarOut", "RulesLiftEinsum", "Positive", "Signs", "Canon", "RulesCanon",
            "RulesMerge", "RulesShift", "RulesActivation", "RulesOneHot", "RulesReduceMax", "RulesRadical",
            "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
-           "RulesFactorOut", "RulesNested", "RulesCollect", "RulesReorder", "Rules",
+           "RulesFactorOut", "RulesNested", "RulesCollect", "RulesReorder", "RulesGather", "RulesPerm",
+           "RulesPermLift", "RulesTopk", "RulesPush", "RulesMove",
+           "RulesUnit", "Rules",
            "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "
                 "(Debian/Ubuntu, Coq 8.16) to Coq-check certificates")

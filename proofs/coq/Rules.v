@@ -8,7 +8,8 @@ From Coq Require Import Reals List NArith.
 From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesLift RulesAxis
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
-  RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested.
+  RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather RulesPerm
+  RulesPermLift RulesTopk RulesPush RulesMove RulesUnit.
 Import ListNotations.
 
 Inductive rtag :=
@@ -22,7 +23,12 @@ Inductive rtag :=
 | TAllReduceShardComm | TAllToAllDef | TPermIdentity | TAllReduceMulFactor
 | TAllReduceSwap | TPermCompose | TLiftShardReduceMax | TEinsumUnitAxis | TConcatContent
 | TLiftPermEw | TAddScaledSum | TPowPow | TExpMaxShift | TSiluDef | TLiftShardOneHot
-| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut.
+| TOneHotShardOut | TReduceMaxUnitAxis | TPowConstFactor | TEinsumNested | TAddMaxFactorOut
+| TAllReduceMaxShard | TAllGatherShardComm | TLiftPermEinsum | TEinsumPermContract
+| TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute | TLiftPermRename | TLiftPermOneHot
+| TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
+| TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst
+| TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift | TLiftShardTopkElig | TLiftPermTopkElig.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -85,6 +91,29 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TPowConstFactor => chk_pow_const_factor
   | TEinsumNested => chk_einsum_nested
   | TAddMaxFactorOut => chk_add_max_factor_out
+  | TAllReduceMaxShard => chk_allreduce_max_shard
+  | TAllGatherShardComm => chk_allgather_shard_comm
+  | TLiftPermEinsum => chk_lift_perm_einsum
+  | TEinsumPermContract => chk_einsum_perm_contract
+  | TLiftPermReduceMax => chk_lift_perm_reduce_max
+  | TLiftPermChunk => chk_lift_perm_chunk
+  | TLiftShardPermute => chk_lift_shard_permute
+  | TLiftPermRename => chk_lift_perm_rename
+  | TLiftPermOneHot => chk_lift_perm_onehot
+  | TLiftPermConcat => chk_lift_perm_concat
+  | TReduceMaxPerm => chk_reduce_max_perm
+  | TLiftShardTopk => chk_lift_shard_topk
+  | TAllReduceEinsumPush => chk_allreduce_einsum_push
+  | TPermSwap => chk_perm_swap
+  | TAllReducePermute => chk_allreduce_permute
+  | TAllReduceConcat => chk_allreduce_concat
+  | TAllGatherUnitAxis => chk_allgather_unit_axis
+  | TAllReduceRankConst => chk_allreduce_rank_const
+  | TLiftPermTopk => chk_lift_perm_topk
+  | TAllReduceAllGatherComm => chk_allreduce_allgather_comm
+  | TLiftShardShift => chk_lift_shard_shift
+  | TLiftShardTopkElig => chk_lift_shard_topk_elig
+  | TLiftPermTopkElig => chk_lift_perm_topk_elig
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -155,6 +184,29 @@ Definition rtag_of (n : N) : option rtag :=
   | 60%N => Some TPowConstFactor (* pow-const-factor *)
   | 61%N => Some TEinsumNested (* einsum-nested *)
   | 62%N => Some TAddMaxFactorOut (* add-max-factor-out *)
+  | 63%N => Some TAllReduceMaxShard (* allreduce-max-shard *)
+  | 64%N => Some TAllGatherShardComm (* allgather-shard-comm *)
+  | 65%N => Some TLiftPermEinsum (* lift-perm-einsum *)
+  | 66%N => Some TEinsumPermContract (* einsum-perm-contract *)
+  | 67%N => Some TLiftPermReduceMax (* lift-perm-reduce-max *)
+  | 68%N => Some TLiftPermChunk (* lift-perm-chunk *)
+  | 69%N => Some TLiftShardPermute (* lift-shard-permute *)
+  | 70%N => Some TLiftPermRename (* lift-perm-rename *)
+  | 71%N => Some TLiftPermOneHot (* lift-perm-onehot *)
+  | 72%N => Some TLiftPermConcat (* lift-perm-concat *)
+  | 73%N => Some TReduceMaxPerm (* reduce-max-perm *)
+  | 74%N => Some TLiftShardTopk (* lift-shard-topk *)
+  | 75%N => Some TAllReduceEinsumPush (* allreduce-einsum-push *)
+  | 76%N => Some TPermSwap (* perm-swap *)
+  | 77%N => Some TAllReducePermute (* allreduce-permute *)
+  | 78%N => Some TAllReduceConcat (* allreduce-concat *)
+  | 79%N => Some TAllGatherUnitAxis (* allgather-unit-axis *)
+  | 80%N => Some TAllReduceRankConst (* allreduce-rank-const *)
+  | 81%N => Some TLiftPermTopk (* lift-perm-topk *)
+  | 82%N => Some TAllReduceAllGatherComm (* allreduce-allgather-comm *)
+  | 83%N => Some TLiftShardShift (* lift-shard-shift *)
+  | 84%N => Some TLiftShardTopkElig (* lift-shard-topk-elig *)
+  | 85%N => Some TLiftPermTopkElig (* lift-perm-topk-elig *)
   | _ => None
   end.
 
@@ -220,4 +272,27 @@ Proof.
   - apply chk_pow_const_factor_sound.
   - apply chk_einsum_nested_sound.
   - apply chk_add_max_factor_out_sound.
+  - apply chk_allreduce_max_shard_sound.
+  - apply chk_allgather_shard_comm_sound.
+  - apply chk_lift_perm_einsum_sound.
+  - apply chk_einsum_perm_contract_sound.
+  - apply chk_lift_perm_reduce_max_sound.
+  - apply chk_lift_perm_chunk_sound.
+  - apply chk_lift_shard_permute_sound.
+  - apply chk_lift_perm_rename_sound.
+  - apply chk_lift_perm_onehot_sound.
+  - apply chk_lift_perm_concat_sound.
+  - apply chk_reduce_max_perm_sound.
+  - apply chk_lift_shard_topk_sound.
+  - apply chk_allreduce_einsum_push_sound.
+  - apply chk_perm_swap_sound.
+  - apply chk_allreduce_permute_sound.
+  - apply chk_allreduce_concat_sound.
+  - apply chk_allgather_unit_axis_sound.
+  - apply chk_allreduce_rank_const_sound.
+  - apply chk_lift_perm_topk_sound.
+  - apply chk_allreduce_allgather_comm_sound.
+  - apply chk_lift_shard_shift_sound.
+  - apply chk_lift_shard_topk_elig_sound.
+  - apply chk_lift_perm_topk_elig_sound.
 Qed.

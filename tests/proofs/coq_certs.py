@@ -394,3 +394,153 @@ def rounds3() -> dict:
     return {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
             "binding": {"B": 4, "V": 4, "dp": 2, "tp": 2, "sp": 1}, "nodes": nodes,
             "steps": steps, "obligations": obs, "plan": {"path": "rounds3.py", "sha256": "0" * 64}}
+
+
+# -- the rules of the frontier, context-parallel and MoE certificates (RulesGather ... RulesUnit) --
+def rounds4() -> dict:
+    """x, y: (B, H) real, v: H real, lab: B index over V; B = H = C = D = V = 4, |dp| = |tp| = 2,
+    |cp| = 3, |sp| = 1; o = (1, 0), two blocks. One instance of each rule whose lemma came with
+    the fourth round: allreduce-max-shard, allgather-shard-comm, the PERMUTE rules (lifted
+    through EINSUM, REDUCE_MAX, CHUNK, SHARD, RENAME of the permuted dim and of another,
+    ONE_HOT, CONCAT; out of a sum and a max; two permutations swapped; under an all-reduce),
+    lift-shard-topk, lift-perm-topk (with and without an eligibility mask), lift-shard-shift, allreduce-einsum-push, allreduce-concat,
+    allreduce-allgather-comm, allgather-unit-axis and allreduce-rank-const, each an obligation."""
+    def d(*specs: tuple) -> list:
+        return [[n, list(sh)] for n, sh in specs]
+    BH, B_, H_ = d(("B", ()), ("H", ())), d(("B", ())), d(("H", ()))
+    Htp = d(("B", ()), ("H", ("tp",)))
+    H0, H1 = d(("B", ()), ("H", ("#0/2",))), d(("B", ()), ("H", ("#1/2",)))
+    q = lambda v: {"q": v}
+    o = [1, 0]
+    nodes = [
+        ["INPUT", [], ["x", "data", "real"], BH],                         # 0
+        ["INPUT", [], ["y", "data", "real"], BH],                         # 1
+        ["SHARD", [0], ["H", "tp"], Htp],                                  # 2
+        ["REDUCE_MAX", [2], [["H"]], B_],                                  # 3
+        ["ALL_REDUCE", [3], ["tp", "max"], B_],                            # 4
+        ["REDUCE_MAX", [0], [["H"]], B_],                                  # 5: max_H x
+        ["SHARD", [2], ["B", "dp"], d(("B", ("dp",)), ("H", ("tp",)))],    # 6
+        ["ALL_GATHER", [6], ["tp", "H"], d(("B", ("dp",)), ("H", ()))],    # 7
+        ["ALL_GATHER", [2], ["tp", "H"], BH],                              # 8
+        ["SHARD", [8], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],         # 9
+        ["SHARD", [1], ["H", "tp"], Htp],                                  # 10 (not used)
+        ["INPUT", [], ["v", "param", "real"], H_],                         # 11
+        ["PERMUTE", [0], ["B", o], BH],                                    # 12: P(x)
+        ["EINSUM", [12, 11], [["B"]], B_],                                 # 13
+        ["EINSUM", [0, 11], [["B"]], B_],                                  # 14
+        ["PERMUTE", [14], ["B", o], B_],                                   # 15
+        ["PERMUTE", [1], ["B", o], BH],                                    # 16: P(y)
+        ["EINSUM", [12, 16], [["H"]], H_],                                 # 17
+        ["EINSUM", [0, 1], [["H"]], H_],                                   # 18
+        ["REDUCE_MAX", [12], [["H"]], B_],                                 # 19
+        ["PERMUTE", [5], ["B", o], B_],                                    # 20
+        ["CHUNK", [12], ["H", 2, 1], H1],                                  # 21
+        ["CHUNK", [0], ["H", 2, 1], H1],                                   # 22
+        ["PERMUTE", [22], ["B", o], H1],                                   # 23
+        ["PERMUTE", [2], ["B", o], Htp],                                   # 24
+        ["SHARD", [12], ["H", "tp"], Htp],                                 # 25
+        ["RENAME", [12], ["B", "C"], d(("C", ()), ("H", ()))],             # 26
+        ["RENAME", [0], ["B", "C"], d(("C", ()), ("H", ()))],              # 27
+        ["PERMUTE", [27], ["C", o], d(("C", ()), ("H", ()))],              # 28
+        ["RENAME", [12], ["H", "D"], d(("B", ()), ("D", ()))],             # 29
+        ["RENAME", [0], ["H", "D"], d(("B", ()), ("D", ()))],              # 30
+        ["PERMUTE", [30], ["B", o], d(("B", ()), ("D", ()))],              # 31
+        ["INPUT", [], ["lab", "data", "index", "V"], B_],                  # 32
+        ["PERMUTE", [32], ["B", o], B_],                                   # 33
+        ["ONE_HOT", [33], ["V"], d(("B", ()), ("V", ()))],                 # 34
+        ["ONE_HOT", [32], ["V"], d(("B", ()), ("V", ()))],                 # 35
+        ["PERMUTE", [35], ["B", o], d(("B", ()), ("V", ()))],              # 36
+        ["CHUNK", [0], ["H", 2, 0], H0],                                   # 37
+        ["PERMUTE", [37], ["B", o], H0],                                   # 38
+        ["PERMUTE", [1], ["H", o], BH],                                    # 39 (not used)
+        ["CONCAT", [38, 23], ["H"], BH],                                   # 40
+        ["CONCAT", [37, 22], ["H"], BH],                                   # 41
+        ["PERMUTE", [41], ["B", o], BH],                                   # 42
+        ["REDUCE_MAX", [12], [["B"]], H_],                                 # 43
+        ["REDUCE_MAX", [0], [["B"]], H_],                                  # 44
+        ["SHARD", [0], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],         # 45
+        ["TOPK_MASK", [45], ["H", 2], d(("B", ("dp",)), ("H", ()))],       # 46
+        ["TOPK_MASK", [0], ["H", 2], BH],                                  # 47
+        ["SHARD", [47], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],        # 48
+        ["RANK_CONST", [], ["tp", [q("1/1"), q("2/1")]], []],              # 49
+        ["EINSUM", [11, 49], [["H"]], H_],                                 # 50
+        ["ALL_REDUCE", [50], ["tp", "sum"], H_],                           # 51
+        ["ALL_REDUCE", [49], ["tp", "sum"], []],                           # 52
+        ["EINSUM", [11, 52], [["H"]], H_],                                 # 53
+        ["PERMUTE", [12], ["H", o], BH],                                   # 54
+        ["PERMUTE", [0], ["H", o], BH],                                    # 55
+        ["PERMUTE", [55], ["B", o], BH],                                   # 56
+        ["ALL_REDUCE", [12], ["cp", "sum"], BH],                           # 57
+        ["ALL_REDUCE", [0], ["cp", "sum"], BH],                            # 58
+        ["PERMUTE", [58], ["B", o], BH],                                   # 59
+        ["ALL_REDUCE", [41], ["cp", "max"], BH],                           # 60
+        ["ALL_REDUCE", [37], ["cp", "max"], H0],                           # 61
+        ["ALL_REDUCE", [22], ["cp", "max"], H1],                           # 62
+        ["CONCAT", [61, 62], ["H"], BH],                                   # 63
+        ["SHARD", [0], ["H", "sp"], d(("B", ()), ("H", ("sp",)))],         # 64
+        ["ALL_GATHER", [64], ["sp", "H"], BH],                             # 65
+        ["RANK_CONST", [], ["cp", [q("1/1"), q("2/1"), q("3/1")]], []],    # 66
+        ["ALL_REDUCE", [66], ["cp", "sum"], []],                           # 67
+        ["CONST", [], [q("6/1")], []],                                     # 68
+        ["TOPK_MASK", [12], ["H", 2], BH],                                 # 69
+        ["PERMUTE", [47], ["B", o], BH],                                   # 70
+        ["ALL_REDUCE", [8], ["cp", "sum"], BH],                            # 71
+        ["ALL_REDUCE", [2], ["cp", "sum"], Htp],                           # 72
+        ["ALL_GATHER", [72], ["tp", "H"], BH],                             # 73
+        ["SHIFT", [45], ["H"], d(("B", ("dp",)), ("H", ()))],              # 74
+        ["SHIFT", [0], ["H"], BH],                                         # 75
+        ["SHARD", [75], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],        # 76
+        ["SHARD", [1], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],         # 77
+        ["TOPK_MASK", [45, 77], ["H", 2], d(("B", ("dp",)), ("H", ()))],   # 78
+        ["TOPK_MASK", [0, 1], ["H", 2], BH],                               # 79: y eligible
+        ["SHARD", [79], ["B", "dp"], d(("B", ("dp",)), ("H", ()))],        # 80
+        ["TOPK_MASK", [12, 16], ["H", 2], BH],                             # 81
+        ["PERMUTE", [79], ["B", o], BH],                                   # 82
+    ]
+    ns = lambda *xs: {"nodes": list(xs)}
+    x = {"node": 0}
+    rows = [("armaxshard", "allreduce-max-shard", 4, 5, {"x": x, "d": "H", "a": "tp", "dims": ["H"]}),
+            ("agcomm", "allgather-shard-comm", 7, 9,
+             {"x": {"node": 2}, "e": "B", "b": "dp", "a": "tp", "d": "H"}),
+            ("permeinsum", "lift-perm-einsum", 13, 15,
+             {"xs": ns(0, 11), "mask": [True, False], "d": "B", "o": o, "out": ["B"]}),
+            ("permcontract", "einsum-perm-contract", 17, 18,
+             {"xs": ns(0, 1), "mask": [True, True], "d": "B", "o": o, "out": ["H"]}),
+            ("permmax", "lift-perm-reduce-max", 19, 20, {"x": x, "d": "B", "o": o, "dims": ["H"]}),
+            ("permchunk", "lift-perm-chunk", 21, 23,
+             {"x": x, "d": "B", "o": o, "cd": "H", "parts": 2, "index": 1}),
+            ("shardperm", "lift-shard-permute", 24, 25, {"x": x, "e": "H", "a": "tp", "d": "B", "o": o}),
+            ("permrenameown", "lift-perm-rename", 26, 28,
+             {"x": x, "d": "B", "o": o, "old": "B", "new": "C", "nshards": []}),
+            ("permrename", "lift-perm-rename", 29, 31,
+             {"x": x, "d": "B", "o": o, "old": "H", "new": "D", "nshards": []}),
+            ("permonehot", "lift-perm-onehot", 34, 36,
+             {"x": {"node": 32}, "d": "B", "o": o, "v": "V", "vshards": []}),
+            ("permconcat", "lift-perm-concat", 40, 42,
+             {"xs": ns(37, 22), "d": "B", "o": o, "cd": "H", "cshards": []}),
+            ("maxperm", "reduce-max-perm", 43, 44, {"x": x, "d": "B", "o": o, "dims": ["B"]}),
+            ("topk", "lift-shard-topk", 46, 48, {"x": x, "d": "B", "a": "dp", "e": "H", "k": 2}),
+            ("push", "allreduce-einsum-push", 51, 53, {"xs": ns(11, 49), "a": "tp", "out": ["H"]}),
+            ("permswap", "perm-swap", 54, 56, {"x": x, "d1": "B", "o1": o, "d2": "H", "o2": o}),
+            ("arperm", "allreduce-permute", 57, 59, {"x": x, "d": "B", "o": o, "a": "cp", "r": "sum"}),
+            ("arconcat", "allreduce-concat", 60, 63,
+             {"xs": ns(37, 22), "a": "cp", "r": "max", "attrs": ["H"], "cshards": []}),
+            ("agunit", "allgather-unit-axis", 65, 0, {"x": x, "a": "sp", "d": "H"}),
+            ("rankconst", "allreduce-rank-const", 67, 68,
+             {"a": "cp", "values": [q("1/1"), q("2/1"), q("3/1")]}),
+            ("permtopk", "lift-perm-topk", 69, 70, {"x": x, "d": "B", "o": o, "e": "H", "k": 2}),
+            ("aragcomm", "allreduce-allgather-comm", 71, 73,
+             {"x": {"node": 2}, "a": "cp", "r": "sum", "b": "tp", "d": "H"}),
+            ("shardshift", "lift-shard-shift", 74, 76, {"x": x, "d": "B", "a": "dp", "e": "H"}),
+            ("topkelig", "lift-shard-topk-elig", 78, 80,
+             {"x": x, "el": {"node": 1}, "d": "B", "a": "dp", "e": "H", "k": 2}),
+            ("permtopkelig", "lift-perm-topk-elig", 81, 82,
+             {"x": x, "el": {"node": 1}, "d": "B", "o": o, "e": "H", "k": 2})]
+    steps = [{"kind": "rule", "rule": rule, "lhs": lhs, "rhs": rhs, "subst": sub}
+             for _n, rule, lhs, rhs, sub in rows]
+    obs = [{"name": n, "kind": "loss", "method": "rewrite", "expected": lhs, "actual": rhs,
+            "proof": k} for k, (n, _r, lhs, rhs, _s) in enumerate(rows)]
+    return {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
+            "binding": {"B": 4, "H": 4, "C": 4, "D": 4, "V": 4, "dp": 2, "tp": 2, "cp": 3, "sp": 1},
+            "nodes": nodes, "steps": steps, "obligations": obs,
+            "plan": {"path": "rounds4.py", "sha256": "0" * 64}}
