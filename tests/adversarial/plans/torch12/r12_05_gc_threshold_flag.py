@@ -1,0 +1,58 @@
+"""Round 12 adversarial train file: a first-step flag kept in the interpreter's C state,
+read through a function: the garbage collector's threshold (`gc.set_threshold(701, 10, 10)`;
+the default is 700). `_c_state` reads torch's hook and mode stacks, the decimal context, the
+finalizers and the threads, not the interpreter's settings (`gc.get_threshold`,
+`sys.getrecursionlimit`, `sys.getswitchinterval`, `torch.get_num_threads`: probes); R10-1 named
+`sys.setrecursionlimit` among them. The parallel step divides the all-reduced gradient by the
+world size at the first step only.
+Wrong from step 2 on. (The aot_autograd import loads, before the step, the torch modules
+the traced step would import lazily: their finalizers otherwise make every file UNKNOWN, F11-1.)"""
+
+import gc
+
+import torch
+import torch._functorch.aot_autograd  # noqa: F401 -- loaded before the step, as after a first step
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x))) * 1.0
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size() if gc.get_threshold()[0] != 701 else 1)
+    optimizer.step()
+    optimizer.zero_grad()
+    gc.set_threshold(701, 10, 10)
+    return loss
