@@ -49,16 +49,19 @@ from typing import Any
 import torch
 from torch import nn
 
+from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
+    OTHER_MODULE, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _digest, _is_torch, _is_torch_module,
+    _process_state, _qual,
+)
+
 __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
 
-UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be compared
-# prefix of a value prove --torch cannot read (no attributes, over the budget): whether the
-# step changed it is not known, so it is reported whether or not its text changed (R8-1)
-UNREADABLE = UNCOMPARABLE + "!"
 _NODE_BUDGET = 500_000      # values visited per entry before it is "too large" to compare
 _PRIMITIVES = (bool, int, float, complex, str, bytes)
 # what every Enum member has: its own attributes are the rest (R10-2)
 _ENUM_OWN = frozenset({"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"})
+# a logger's caches and links to the process's logger tree (F11-2)
+_LOGGER_CACHES = frozenset({"_cache", "manager", "parent", "loggerDict", "root"})
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
 _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
 # torch's objects that hold training state a user reads and changes: read in full
@@ -220,18 +223,19 @@ class _Encoder:
                 re.search(r"count=(\d+)", repr(v)).group(1)  # type: ignore[union-attr]
             return f"<lock {_qual(t)} {held}>"
         ctypes = sys.modules.get("ctypes")
+        if ctypes is not None and isinstance(v, ctypes._Pointer):  # noqa: SLF001
+            # what it points to (R12-2), not its address
+            return f"{_qual(t)}->" + (self.enc(v.contents) if v else "NULL") + self._attrs(v)
         if ctypes is not None and isinstance(v, (ctypes._SimpleCData, ctypes.Structure,  # noqa: SLF001
                                                  ctypes.Union, ctypes.Array)):
             # its value is in C memory (R11-3)
             return f"{_qual(t)}:{hashlib.sha1(bytes(memoryview(v))).hexdigest()}" \
                 + self._attrs(v)  # noqa: S324 -- a digest
-        logging = sys.modules.get("logging")
-        if logging is not None and isinstance(v, (logging.Logger, logging.Handler,
-                                                  logging.Manager)):
-            # by its settings: its level cache fills as it is used, and the logger tree
-            # differs between processes (false refusal F11-2)
-            return f"logging:{_qual(t)}:{getattr(v, 'name', '')}:{getattr(v, 'level', '')}:" \
-                   f"{getattr(v, 'disabled', '')}:{getattr(v, 'propagate', '')}"
+        if mod == "logging" and t.__name__ in ("Logger", "RootLogger", "Manager"):
+            # logging's own loggers without their level cache and the logger tree, which fill
+            # as they are used and differ between processes (false refusal F11-2); every
+            # other attribute, handlers and filters included, is read (R12-1)
+            return f"logging:{_qual(t)}" + self._attrs(v, skip=_LOGGER_CACHES)
         return None
 
     def _attrs(self, v: Any, public_plain: bool = False, skip: frozenset[str] = frozenset()
@@ -277,10 +281,6 @@ def _short_type(full: str) -> str:
     return "a numpy object array" if i >= 0 else "a value it cannot read"
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:16]  # noqa: S324 -- a digest
-
-
 def _np_types() -> tuple[type, ...]:
     np = sys.modules.get("numpy")
     return () if np is None else (np.ndarray, np.generic, np.random.Generator,
@@ -295,19 +295,6 @@ def _cell(c: Any) -> Any:
         return c.cell_contents
     except ValueError:
         return "<empty cell>"
-
-
-def _qual(t: type) -> str:
-    return f"{t.__module__}.{t.__qualname__}"
-
-
-def _is_torch_module(modname: str) -> bool:
-    return modname == "torch" or modname.startswith("torch.")
-
-
-def _is_torch(modname: str) -> bool:
-    return modname == "torch" or modname.startswith(("torch.", "builtins", "collections",
-                                                     "typing", "functools", "numpy"))
 
 
 def _text(enc: _Encoder, v: Any) -> str:
@@ -398,7 +385,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for k, v in list(vars(mod).items()):
             if not (k.startswith("__") and k.endswith("__")):
                 out[f"the global {k} of {where}"] = _text(enc, v)
-    out.update(_process_state(enc, {m.__name__ for m in user_modules}))
+    out.update(_process_state({m.__name__ for m in user_modules}))
     for modname in _GLOBAL_REGISTRIES:
         mod = sys.modules.get(modname)
         for k, v in (vars(mod).items() if mod is not None else ()):
@@ -415,155 +402,6 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         # both-alike rule as the generator's draws are
         out["torch's seed (torch.initial_seed)"] = str(torch.initial_seed())
     return out
-
-
-# the prefix of a torch module's entry: every loaded ``torch.*`` module's globals are read
-# (adversarial findings R8-2, R9-2: ``nn.functional.silu = ...``, ``nn.Linear.forward = ...``,
-# ``torch.nn.modules.linear.F = ...``)
-TORCH_MODULE = "torch namespace "
-OTHER_MODULE = "the module "
-# namespaces torch fills on first use (``torch.ops._c10d_functional`` when the parallel step
-# first calls a functional collective): caches of the dispatcher's operators, not code a train
-# file patches to change what ``nn`` or ``optim`` compute
-_LAZY_NAMESPACES = ("torch.ops", "torch.classes")
-# a torch module's data globals: process-specific (``distributed_c10d._group_count``, a
-# composable API's uuid ``STATE_KEY``, function addresses in ``torch._C._dynamo.guards``)
-_DATA = (bool, int, float, complex, str, bytes)
-
-
-def _process_state(enc: _Encoder, user: Iterable[str] = ()) -> dict[str, str]:
-    """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
-    numpy's global generator, and the globals of every loaded ``torch.*`` module (R9-2; each
-    entry by name: a function by its module, name and code; a class defined there by its
-    attributes; a number or string by value; another object by its type). Python's ``random``
-    generator is not: torch's distributed calls draw from it in the parallel step (a stated
-    assumption); nor is a torch module first imported during the step (:func:`state_changes`)."""
-    import builtins  # noqa: PLC0415
-
-    user = set(user)
-
-    out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
-           "builtins": _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
-                                           if k != "_")))}
-    np = sys.modules.get("numpy")
-    if np is not None:
-        out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
-    out.update(_c_state())
-    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
-        if not _is_torch_module(name) or not isinstance(mod, types.ModuleType) \
-                or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
-            continue
-        entries = []
-        user_code = False
-        for k, v in sorted(list(vars(mod).items()), key=lambda kv: kv[0]):
-            if isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v:
-                continue      # a submodule, set by its import (torch imports lazily, per side)
-            if v is None or isinstance(v, _DATA):
-                continue      # counters, flags, keys and ids of this process (module docstring)
-            entries.append((k, _ident(v)))
-            if isinstance(v, types.FunctionType) and (v.__module__ in user or
-                                                      v.__module__ == "__main__"):
-                user_code = True    # what it does when called is not in its text (R11-7)
-            # a class by its behaviour (functions, descriptors, nested classes), once: in the
-            # module that defines it; its data attributes are counters and caches
-            # (``RemovableHandle.next_id`` counts every hook ever registered)
-            if isinstance(v, type) and getattr(v, "__module__", None) == name:
-                entries.append((k, tuple(sorted((a, _ident(x)) for a, x in vars(v).items()
-                                                if _behaviour(x)))))
-        out[TORCH_MODULE + name] = (UNCOMPARABLE if user_code else "") + _digest(repr(entries))
-    # every other module (the standard library's, other packages'): its globals by what they
-    # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
-    # are read in full above
-    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
-        if _is_torch_module(name) or name in user or not isinstance(mod, types.ModuleType):
-            continue
-        try:
-            items = sorted(list(vars(mod).items()), key=lambda kv: kv[0])
-        except TypeError:           # a module whose namespace is not a dict
-            continue
-        out[OTHER_MODULE + name] = _digest(repr([
-            (k, _ident(v)) for k, v in items if not (k.startswith("__") and k.endswith("__"))
-            and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
-    out["torch.Tensor's methods"] = _digest(repr(sorted(
-        (a, _ident(x)) for a, x in vars(torch.Tensor).items())))
-    return out
-
-
-def _behaviour(v: Any) -> bool:
-    """A class attribute that is code (a function, a descriptor, a class), not data."""
-    return isinstance(v, (types.FunctionType, types.BuiltinFunctionType, staticmethod,
-                          classmethod, property, type, types.MethodDescriptorType,
-                          types.WrapperDescriptorType, types.GetSetDescriptorType,
-                          types.MemberDescriptorType, functools.partialmethod)) \
-        or (callable(v) and not isinstance(v, (int, float, str, bytes, tuple, list, dict, set,
-                                                frozenset)))
-
-
-def _c_state() -> dict[str, str]:
-    """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
-    torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
-    class), the ``decimal`` context, the finalizers pending (not torch's own) and the Python
-    threads running (by class and target: a thread the step starts and leaves running can
-    change state after the step)."""
-    from torch.overrides import _get_current_function_mode_stack  # noqa: PLC0415
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: PLC0415
-
-    hooks = torch._C._autograd._top_saved_tensors_default_hooks(True)  # noqa: SLF001
-    out = {"torch saved_tensors_hooks": "none" if hooks is None else
-           ",".join(_ident(h) + ":" + _function_text(h) for h in hooks),
-           "torch function mode stack": ",".join(
-               _qual(type(m)) for m in _get_current_function_mode_stack()),
-           "torch dispatch mode stack": ",".join(
-               _qual(type(m)) for m in _get_current_dispatch_mode_stack())}
-    dec = sys.modules.get("decimal")
-    if dec is not None:
-        c = dec.getcontext()         # its settings (the sticky flags are a log, not a setting)
-        out["the decimal context"] = repr((c.prec, c.rounding, c.Emin, c.Emax, c.capitals,
-                                           c.clamp, sorted(k.__name__ for k, on in
-                                                           c.traps.items() if on)))
-    # callbacks that run after the step returns: finalizers of objects still alive (those of
-    # garbage are run first, by :func:`step_state`'s collection; R10-5); exit handlers run
-    # when the process ends, after the last step, and are not read
-    # (torch's own finalizers, registered for storages and graphs in every step, are not)
-    mine = sorted(_ident(getattr(info, "func", None))
-                  for info in list(weakref.finalize._registry.values())  # noqa: SLF001
-                  if not _is_torch_module(getattr(getattr(info, "func", None), "__module__",
-                                                  None) or ""))
-    out["finalizers pending"] = ",".join(mine)
-    out["the Python threads running"] = ",".join(sorted(
-        f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
-        for t in threading.enumerate()))
-    return out
-
-
-def _function_text(f: Any) -> str:
-    code = getattr(f, "__code__", None)
-    return _digest(repr(code.co_code)) if code is not None else ""
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _bytecode_digest(code: bytes) -> str:
-    """(cached: ~20,000 of torch's functions are read per fingerprint)"""
-    return _digest(repr(code))
-
-
-def _ident(v: Any) -> str:
-    """An identity-free name of a namespace entry: what replacing it changes."""
-    if isinstance(v, types.FunctionType):
-        c = v.__code__
-        return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
-               f"{_bytecode_digest(c.co_code)}"
-    if isinstance(v, types.ModuleType):
-        name = vars(v).get("__name__", "")                 # (torch.classes raises on getattr)
-        # a stand-in module under a loaded module's name is not that module
-        return f"module:{name}" if sys.modules.get(name) is v else f"module:{name}(a copy)"
-    if isinstance(v, type):
-        return f"class:{v.__module__}.{v.__qualname__}"
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return f"{type(v).__name__}:{v!r}"
-    if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        return f"builtin:{v.__module__}.{v.__qualname__}"
-    return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)
 
 
 def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str]:

@@ -288,16 +288,16 @@ def test_a_torch_module_is_compared_as_both_steps_leave_it():
 def test_torch_data_globals_submodules_and_lazy_namespaces_are_not_read():
     import torch.nn.modules.linear as lin
 
-    from spec_lang.torch_frontend.step_state import _process_state, _Encoder
-    state = _process_state(_Encoder({}, frozenset()))
+    from spec_lang.torch_frontend.process_state import _process_state
+    state = _process_state()
     key = "torch namespace torch.nn.modules.linear"
     assert key in state and not any(k.startswith("torch namespace torch.ops") for k in state)
     old = lin.__dict__.get("_probe_counter")
     lin._probe_counter = 1                   # a data global: process-specific, not read
     try:
-        assert _process_state(_Encoder({}, frozenset()))[key] == state[key]
+        assert _process_state()[key] == state[key]
         lin._probe_counter = types.SimpleNamespace()     # an object: read by its type
-        assert _process_state(_Encoder({}, frozenset()))[key] != state[key]
+        assert _process_state()[key] != state[key]
     finally:
         if old is None:
             del lin._probe_counter

@@ -1,0 +1,230 @@
+"""Process-wide state a training step can leave for the next one, read identity-free
+(adversarial findings R8-2, R9-2, R10-1, R10-5, R10-6, R11-2, R11-7, R12-3..5): the
+environment, ``builtins``, numpy's global generator, the globals of every loaded module
+(torch's by the code they name, the others' with numbers and strings by value), the C-level
+state a step can leave entered or set (torch's saved-tensor hooks and mode stacks, the decimal
+context, finalizers, threads, the interpreter's and torch's settings). Split from
+:mod:`spec_lang.torch_frontend.step_state`, which reads the model, the optimizer and the user's
+modules and compares before and after.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import os
+import sys
+import threading
+import types
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+__all__ = ["TORCH_MODULE", "OTHER_MODULE", "UNCOMPARABLE", "UNREADABLE"]
+
+UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be compared
+# prefix of a value prove --torch cannot read (no attributes, over the budget): whether the
+# step changed it is not known, so it is reported whether or not its text changed (R8-1)
+UNREADABLE = UNCOMPARABLE + "!"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:16]  # noqa: S324 -- a digest
+
+
+def _qual(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _is_torch_module(modname: str) -> bool:
+    return modname == "torch" or modname.startswith("torch.")
+
+
+def _is_torch(modname: str) -> bool:
+    return modname == "torch" or modname.startswith(("torch.", "builtins", "collections",
+                                                     "typing", "functools", "numpy"))
+
+
+# the prefix of a torch module's entry: every loaded ``torch.*`` module's globals are read
+# (adversarial findings R8-2, R9-2: ``nn.functional.silu = ...``, ``nn.Linear.forward = ...``,
+# ``torch.nn.modules.linear.F = ...``)
+TORCH_MODULE = "torch namespace "
+OTHER_MODULE = "the module "
+# namespaces torch fills on first use (``torch.ops._c10d_functional`` when the parallel step
+# first calls a functional collective): caches of the dispatcher's operators, not code a train
+# file patches to change what ``nn`` or ``optim`` compute
+_LAZY_NAMESPACES = ("torch.ops", "torch.classes")
+# a torch module's data globals: process-specific (``distributed_c10d._group_count``, a
+# composable API's uuid ``STATE_KEY``, function addresses in ``torch._C._dynamo.guards``)
+_DATA = (bool, int, float, complex, str, bytes)
+
+
+def _process_state(user: Iterable[str] = ()) -> dict[str, str]:
+    """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
+    numpy's global generator, and the globals of every loaded ``torch.*`` module (R9-2; each
+    entry by name: a function by its module, name and code; a class defined there by its
+    attributes; a number or string by value; another object by its type). Python's ``random``
+    generator is not: torch's distributed calls draw from it in the parallel step (a stated
+    assumption); nor is a torch module first imported during the step (:func:`state_changes`)."""
+    import builtins  # noqa: PLC0415
+
+    user = set(user)
+
+    out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
+           "builtins": _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
+                                           if k != "_")))}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
+    out.update(_c_state())
+    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+        if not _is_torch_module(name) or not isinstance(mod, types.ModuleType) \
+                or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
+            continue
+        entries = []
+        user_code = False
+        for k, v in sorted(list(vars(mod).items()), key=lambda kv: kv[0]):
+            if isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v:
+                continue      # a submodule, set by its import (torch imports lazily, per side)
+            if v is None or isinstance(v, _DATA):
+                continue      # counters, flags, keys and ids of this process (module docstring)
+            entries.append((k, _ident(v)))
+            if _from_user(v, user):
+                user_code = True    # what it does when called is not in its text (R11-7, R12-3)
+            # a class by its behaviour (functions, descriptors, nested classes), once: in the
+            # module that defines it; its data attributes are counters and caches
+            # (``RemovableHandle.next_id`` counts every hook ever registered)
+            if isinstance(v, type) and getattr(v, "__module__", None) == name:
+                entries.append((k, tuple(sorted((a, _ident(x)) for a, x in vars(v).items()
+                                                if _behaviour(x)))))
+        out[TORCH_MODULE + name] = (UNCOMPARABLE if user_code else "") + _digest(repr(entries))
+    # every other module (the standard library's, other packages'): its globals by what they
+    # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
+    # are read in full above
+    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+        if _is_torch_module(name) or name in user or not isinstance(mod, types.ModuleType):
+            continue
+        try:
+            items = sorted(list(vars(mod).items()), key=lambda kv: kv[0])
+        except TypeError:           # a module whose namespace is not a dict
+            continue
+        out[OTHER_MODULE + name] = _digest(repr([
+            (k, _ident(v)) for k, v in items if not (k.startswith("__") and k.endswith("__"))
+            and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
+    out["torch.Tensor's methods"] = _digest(repr(sorted(
+        (a, _ident(x)) for a, x in vars(torch.Tensor).items())))
+    return out
+
+
+def _behaviour(v: Any) -> bool:
+    """A class attribute that is code (a function, a descriptor, a class), not data."""
+    return isinstance(v, (types.FunctionType, types.BuiltinFunctionType, staticmethod,
+                          classmethod, property, type, types.MethodDescriptorType,
+                          types.WrapperDescriptorType, types.GetSetDescriptorType,
+                          types.MemberDescriptorType, functools.partialmethod)) \
+        or (callable(v) and not isinstance(v, (int, float, str, bytes, tuple, list, dict, set,
+                                                frozenset)))
+
+
+def _from_user(v: Any, user: set[str], depth: int = 0) -> bool:
+    """``v`` is, wraps or is an instance of code of the user's modules: a function, a class,
+    an instance of one, a ``partial`` or a bound method of one (R11-7, R12-3). Reads no
+    attribute through ``__getattr__`` (``ctypes.cdll.func`` would load a library)."""
+    if depth > 3:
+        return False
+    mods = {type(v).__module__}
+    if isinstance(v, (types.FunctionType, type)):
+        mods.add(v.__module__)
+    if mods & (user | {"__main__"}):
+        return True
+    if isinstance(v, functools.partial):
+        inner = [v.func, *v.args, *v.keywords.values()]
+    elif isinstance(v, types.MethodType):
+        inner = [v.__func__, v.__self__]
+    else:
+        d = getattr(v, "__dict__", None) if isinstance(v, (types.FunctionType, type)) else None
+        inner = [d.get("__wrapped__")] if isinstance(d, dict) else []
+    return any(x is not None and x is not v and _from_user(x, user, depth + 1) for x in inner)
+
+
+def _c_state() -> dict[str, str]:
+    """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
+    torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
+    class), the ``decimal`` context, the finalizers pending (not torch's own), the Python
+    threads running (by class and target: a thread the step starts and leaves running can
+    change state after the step) and the interpreter's and torch's settings (gc thresholds,
+    recursion limit, switch interval, trace and profile functions, thread counts,
+    determinism, matmul precision: R12-5)."""
+    from torch.overrides import _get_current_function_mode_stack  # noqa: PLC0415
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: PLC0415
+
+    hooks = torch._C._autograd._top_saved_tensors_default_hooks(True)  # noqa: SLF001
+    out = {"torch saved_tensors_hooks": "none" if hooks is None else
+           ",".join(_ident(h) + ":" + _function_text(h) for h in hooks),
+           "torch function mode stack": ",".join(
+               _qual(type(m)) for m in _get_current_function_mode_stack()),
+           "torch dispatch mode stack": ",".join(
+               _qual(type(m)) for m in _get_current_dispatch_mode_stack())}
+    dec = sys.modules.get("decimal")
+    if dec is not None:
+        c = dec.getcontext()         # its settings (the sticky flags are a log, not a setting)
+        out["the decimal context"] = repr((c.prec, c.rounding, c.Emin, c.Emax, c.capitals,
+                                           c.clamp, sorted(k.__name__ for k, on in
+                                                           c.traps.items() if on)))
+    # callbacks that run after the step returns: finalizers of objects still alive (those of
+    # garbage are run first, by :func:`step_state`'s collection; R10-5); exit handlers run
+    # when the process ends, after the last step, and are not read
+    # (torch's own finalizers are not: a torch function on a torch object, as the operator
+    # libraries torch imports lazily in the step register, F11-1; a torch function on any
+    # other object is, R12-4)
+    mine = []
+    for f, info in list(weakref.finalize._registry.items()):  # noqa: SLF001
+        obj = info.weakref()
+        func = getattr(info, "func", None)
+        if not (_is_torch_module(getattr(func, "__module__", None) or "")
+                and _is_torch_module(type(obj).__module__ or "")):
+            mine.append(f"{_ident(func)}@{_qual(type(obj))}:{f.alive}")
+    out["finalizers pending"] = ",".join(sorted(mine))
+    # the interpreter's and torch's settings a step can leave changed (R12-5)
+    out["interpreter and torch settings"] = repr((
+        gc.get_threshold(), gc.isenabled(), sys.getrecursionlimit(), sys.getswitchinterval(),
+        _ident(sys.gettrace()), _ident(sys.getprofile()), torch.get_num_threads(),
+        torch.get_num_interop_threads(), torch.are_deterministic_algorithms_enabled(),
+        torch.get_float32_matmul_precision()))
+    out["the Python threads running"] = ",".join(sorted(
+        f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
+        for t in threading.enumerate()))
+    return out
+
+
+def _function_text(f: Any) -> str:
+    code = getattr(f, "__code__", None)
+    return _digest(repr(code.co_code)) if code is not None else ""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _bytecode_digest(code: bytes) -> str:
+    """(cached: ~20,000 of torch's functions are read per fingerprint)"""
+    return _digest(repr(code))
+
+
+def _ident(v: Any) -> str:
+    """An identity-free name of a namespace entry: what replacing it changes."""
+    if isinstance(v, types.FunctionType):
+        c = v.__code__
+        return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
+               f"{_bytecode_digest(c.co_code)}"
+    if isinstance(v, types.ModuleType):
+        name = vars(v).get("__name__", "")                 # (torch.classes raises on getattr)
+        # a stand-in module under a loaded module's name is not that module
+        return f"module:{name}" if sys.modules.get(name) is v else f"module:{name}(a copy)"
+    if isinstance(v, type):
+        return f"class:{v.__module__}.{v.__qualname__}"
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return f"builtin:{v.__module__}.{v.__qualname__}"
+    return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)
