@@ -23,7 +23,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["TORCH_MODULE", "OTHER_MODULE", "UNCOMPARABLE", "UNREADABLE"]
+__all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE"]
+
+THREADS = "the Python threads running"
 
 UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be compared
 # prefix of a value prove --torch cannot read (no attributes, over the budget): whether the
@@ -194,7 +196,7 @@ def _c_state() -> dict[str, str]:
         _ident(sys.gettrace()), _ident(sys.getprofile()), torch.get_num_threads(),
         torch.get_num_interop_threads(), torch.are_deterministic_algorithms_enabled(),
         torch.get_float32_matmul_precision()))
-    out["the Python threads running"] = ",".join(sorted(
+    out[THREADS] = "|".join(sorted(
         f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
         for t in threading.enumerate()))
     return out

@@ -50,8 +50,8 @@ import torch
 from torch import nn
 
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
-    OTHER_MODULE, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _digest, _is_torch, _is_torch_module,
-    _process_state, _qual,
+    OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _digest, _is_torch,
+    _is_torch_module, _process_state, _qual,
 )
 
 __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
@@ -415,4 +415,13 @@ def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[s
            and not (k.startswith((TORCH_MODULE, OTHER_MODULE)) and k not in before)}
     out.update({k: "<removed>" for k in before if k not in after})
     out.update({k: v for k, v in before.items() if v.startswith(UNREADABLE) and k not in out})
+    if THREADS in out:       # threads the step started and left running (R10-5); one that
+        #                      ends during the step changes nothing later (under load, a
+        #                      thread of the import can end during the step)
+        started = collections.Counter(after.get(THREADS, "").split("|")) - \
+            collections.Counter(before.get(THREADS, "").split("|"))
+        if started:
+            out[THREADS] = "|".join(sorted(started.elements()))
+        else:
+            del out[THREADS]
     return out

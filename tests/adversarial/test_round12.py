@@ -24,7 +24,7 @@ one EQUIVALENT (31-37 s each):
   ``_c_state`` does not read ``gc.get_threshold``, ``sys.getrecursionlimit``,
   ``sys.getswitchinterval`` nor ``torch.get_num_threads`` (probes).
 
-All open: strict xfails assert the correct behaviour. The ``prove`` and truth tests are
+Fixed in stop 23 (each a regression test asserting the correct behaviour). The ``prove`` and truth tests are
 ``slow``; the unit probes of ``step_state`` / ``leftover`` are fast.
 """
 
@@ -58,7 +58,8 @@ WRONG = [
     ("r12_05_gc_threshold_flag.py", "R12-5: the garbage collector's threshold"),
 ]
 # confirmed false accepts (prove --torch said EQUIVALENT), all open
-OPEN12: set[str] = {w[0] for w in WRONG}
+# all five fixed in stop 23 (re-proved: each UNKNOWN naming the state)
+OPEN12: set[str] = set()
 
 
 @pytest.mark.slow

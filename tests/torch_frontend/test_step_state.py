@@ -336,3 +336,13 @@ def test_a_finalizer_or_thread_the_step_leaves_is_a_change():
         assert list(_changes(thread, process=True)) == ["the Python threads running"]
     finally:
         stop.set()
+    # a thread started before the step that ends during it changes nothing later
+    done = threading.Event()
+    early = threading.Thread(target=done.wait, daemon=True)
+    early.start()
+
+    def end_it(m, opt, mod):  # noqa: ARG001
+        done.set()
+        early.join(5)
+
+    assert "the Python threads running" not in _changes(end_it, process=True)
