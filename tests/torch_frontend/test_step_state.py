@@ -17,7 +17,7 @@ from spec_lang.errors import PlanError
 from tests.adversarial.torch_prove import without_harness
 from spec_lang.torch_frontend.leftover import CHANGED, _text, scalar_state_differences
 from spec_lang.torch_frontend.step_state import (
-    UNCOMPARABLE, UNREADABLE, state_changes, step_state)
+    TORCH_MODULE, UNCOMPARABLE, UNREADABLE, state_changes, step_state)
 
 
 class MLP(nn.Module):
@@ -161,8 +161,13 @@ def test_the_fingerprint_is_identity_free():
     b, _, _ = _setup()
     sa = step_state(a, torch.optim.SGD(a.parameters(), lr=0.1), [])
     sb = step_state(b, torch.optim.SGD(b.parameters(), lr=0.1), [])
-    # two processes' fingerprints of equal state agree (the test harness's moving parts aside)
-    assert without_harness(sa) == without_harness(sb) and len(sa) > 1000
+    # two processes' fingerprints of equal state agree (the test harness's moving parts and a
+    # torch module imported lazily between the two reads aside)
+    common = set(sa) & set(sb)
+    assert {k for k in set(sa) ^ set(sb)} <= {k for k in (*sa, *sb)
+                                              if k.startswith(TORCH_MODULE)}
+    assert without_harness({k: sa[k] for k in common}) == \
+        without_harness({k: sb[k] for k in common}) and len(common) > 1000
 
 
 def test_an_entry_over_the_budget_is_uncomparable():
