@@ -25,6 +25,16 @@ __all__ = ["plot_loss_vs_time", "plot_time_to_target", "sweep_title", "time_unit
 
 COLORS = {NO_FAILURE: "black", "checkfree": "tab:blue", "checkfree_plus": "tab:green",
           "checkpoint": "tab:red", "redundant": "tab:purple"}
+# the other strategies (issue 16's), each its own colour, in the order they are first drawn
+_MORE_COLORS = ("tab:orange", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
+
+
+def strategy_colors(strategies: Sequence[str]) -> dict[str, str]:
+    """A colour per strategy: the paper's five fixed, the rest from ``_MORE_COLORS``."""
+    out = {k: v for k, v in COLORS.items() if k in strategies}
+    extra = [s for s in strategies if s not in COLORS]
+    out.update({s: _MORE_COLORS[i % len(_MORE_COLORS)] for i, s in enumerate(extra)})
+    return out
 GRID_POINTS = 160
 ZOOM_NATS = 0.8  # loss vs time shows the last 0.8 nats above the target
 BAND_RESAMPLES = 2000
@@ -99,6 +109,7 @@ def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: flo
     fig, axes = plt.subplots(1, len(rates), figsize=(5.2 * len(rates), 4.4), squeeze=False, sharey=True)
     order = {n: i for i, n in enumerate(STRATEGY_ORDER)}
     strategies = sorted({record_key(r)[0] for r in records}, key=lambda s: (order.get(s, 99), s))
+    colors = strategy_colors(strategies)
     lowest = math.inf
     for ax, rate in zip(axes[0], rates):
         for strategy in strategies:
@@ -110,7 +121,7 @@ def plot_loss_vs_time(records: Sequence[dict[str, Any]], path: Path, target: flo
             mean, lo, hi = _band(curves, grid)
             if np.isfinite(mean).any():
                 lowest = min(lowest, float(np.nanmin(mean)))
-            color = COLORS.get(strategy)
+            color = colors[strategy]
             ax.plot(grid / per, mean, color=color, lw=1.4, ls="--" if strategy == NO_FAILURE else "-",
                     label=f"{strategy} (n={len(curves)})")
             ax.fill_between(grid / per, lo, hi, color=color, alpha=0.18, lw=0)
@@ -144,6 +155,7 @@ def plot_time_to_target(summaries: Sequence[Summary], path: Path, title: str | N
     unit, per = time_unit(max((s.mean_s for s in summaries if math.isfinite(s.mean_s)), default=math.inf))
     fig, ax = plt.subplots(figsize=(max(6, 2.4 * len(rates)), 4.2))
     width = 0.8 / max(1, len(strategies))
+    colors = strategy_colors(strategies)
     for j, strategy in enumerate(strategies):
         for i, rate in enumerate(rates):
             s = by.get((strategy, 0.0 if strategy == NO_FAILURE else rate))
@@ -156,9 +168,9 @@ def plot_time_to_target(summaries: Sequence[Summary], path: Path, title: str | N
                 err = None
                 if ci is not None and ci.n >= 2 and math.isfinite(ci.hi):
                     err = [[(s.mean_s - ci.lo) / per], [(ci.hi - s.mean_s) / per]]
-                ax.bar(x, s.mean_s / per, width, yerr=err, color=COLORS.get(strategy), capsize=3, label=label)
+                ax.bar(x, s.mean_s / per, width, yerr=err, color=colors[strategy], capsize=3, label=label)
             else:
-                ax.bar(x, 0, width, color=COLORS.get(strategy), label=label)
+                ax.bar(x, 0, width, color=colors[strategy], label=label)
                 ax.annotate("not\nreached", (x, 0), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(rates)), [f"{r:g}" for r in rates])
     ax.set_xlabel("failure rate (per stage-iteration)")
@@ -166,7 +178,9 @@ def plot_time_to_target(summaries: Sequence[Summary], path: Path, title: str | N
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     if title:
-        ax.set_title(title, fontsize=9)
+        import textwrap
+
+        ax.set_title("\n".join(textwrap.wrap(title, 95)), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -268,3 +268,15 @@ def test_fields_added_later_count_in_the_config_hash_only_away_from_their_defaul
     assert sha(replace(base, failable_embedding=True)) != sha(base)
     assert sha(replace(base, cluster=replace(base.cluster, update_s=0.01))) != sha(base)
     assert sha(replace(base, cluster=replace(base.cluster, host_cores=2.0))) != sha(base)
+
+
+def test_every_strategy_gets_its_own_colour():
+    """The paper's five keep their colours; the others get distinct ones (the five-seed regime
+    plot drew issue 16's strategies in the colours of CheckFree and checkpointing)."""
+    from simulator.plots import COLORS, strategy_colors
+
+    names = ["no_failure", "checkfree", "checkfree_plus", "checkpoint", "redundant",
+             "checkfree_adam", "neighbour_copy"]
+    colors = strategy_colors(names)
+    assert len(set(colors.values())) == len(names)
+    assert all(colors[k] == v for k, v in COLORS.items())
