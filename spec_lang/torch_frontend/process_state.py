@@ -59,6 +59,9 @@ OTHER_MODULE = "the module "
 # first calls a functional collective): caches of the dispatcher's operators, not code a train
 # file patches to change what ``nn`` or ``optim`` compute
 _LAZY_NAMESPACES = ("torch.ops", "torch.classes")
+# the standard library's caches set on first use, in the step or before it depending on what
+# ran first (``tempfile.gettempdir()`` sets ``tempfile.tempdir``: mlp_ddp was UNKNOWN in CI)
+_LAZY_GLOBALS = frozenset({("tempfile", "tempdir"), ("tempfile", "_name_sequence")})
 # a torch module's data globals: process-specific (``distributed_c10d._group_count``, a
 # composable API's uuid ``STATE_KEY``, function addresses in ``torch._C._dynamo.guards``)
 _DATA = (bool, int, float, complex, str, bytes)
@@ -115,6 +118,7 @@ def _process_state(user: Iterable[str] = ()) -> dict[str, str]:
             continue
         out[OTHER_MODULE + name] = _digest(repr([
             (k, _ident(v)) for k, v in items if not (k.startswith("__") and k.endswith("__"))
+            and (name, k) not in _LAZY_GLOBALS
             and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
     out["torch.Tensor's methods"] = _digest(repr(sorted(
         (a, _ident(x)) for a, x in vars(torch.Tensor).items())))

@@ -351,3 +351,21 @@ def test_a_finalizer_or_thread_the_step_leaves_is_a_change():
         early.join(5)
 
     assert "the Python threads running" not in _changes(end_it, process=True)
+
+
+def test_the_standard_librarys_lazy_caches_are_not_state():
+    """``tempfile.gettempdir()`` sets ``tempfile.tempdir`` on first use, in the step or before
+    it depending on what ran first (mlp_ddp was UNKNOWN in CI); ``math.x`` is still read."""
+    import math
+    import tempfile
+
+    old = tempfile.tempdir
+    tempfile.tempdir = None
+    try:
+        assert "the module tempfile" not in _changes(lambda m, o, g: tempfile.gettempdir())
+    finally:
+        tempfile.tempdir = old
+    try:
+        assert "the module math" in _changes(lambda m, o, g: setattr(math, "_probe_x", 1))
+    finally:
+        vars(math).pop("_probe_x", None)
