@@ -69,11 +69,13 @@ _DATA = (bool, int, float, complex, str, bytes)
 
 def _process_state(user: Iterable[str] = ()) -> dict[str, str]:
     """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
-    numpy's global generator, and the globals of every loaded ``torch.*`` module (R9-2; each
-    entry by name: a function by its module, name and code; a class defined there by its
-    attributes; a number or string by value; another object by its type). Python's ``random``
-    generator is not: torch's distributed calls draw from it in the parallel step (a stated
-    assumption); nor is a torch module first imported during the step (:func:`state_changes`)."""
+    numpy's global generator, :func:`_c_state`, the globals of every loaded ``torch.*`` module
+    (R9-2; by what each names: a function by its module, name and code, a class defined there
+    by its code attributes, another object by its type; numbers and strings skipped, as torch
+    keeps process-specific counters there; ``UNCOMPARABLE`` when one holds the user's code) and
+    of every other module but the user's (R10-1; numbers and strings by value).
+    ``user``: the names of the user's modules. Python's ``random`` generator is not read:
+    torch's distributed calls draw from it in the parallel step (a stated assumption)."""
     import builtins  # noqa: PLC0415
 
     user = set(user)
