@@ -482,9 +482,23 @@ def _user_modules(tf: TrainFile) -> list[Any]:
     import sys as _sys
 
     folder = os.path.dirname(os.path.realpath(tf.path))
-    return [tf.module] + [m for m in list(_sys.modules.values())
-                          if getattr(m, "__file__", None)
-                          and os.path.dirname(os.path.realpath(m.__file__)) == folder]
+    return [tf.module] + [m for m in list(_sys.modules.values()) if m is not tf.module
+                          and _is_next_to(m, folder)]
+
+
+def _is_next_to(m: Any, folder: str) -> bool:
+    """``m`` is a module loaded from a file in ``folder``. A module whose ``__file__`` is not an
+    absolute path is not: torch's op namespaces say ``__file__ = "_ops.py"``, which
+    ``realpath`` would place in the working directory -- the train file's own folder when the
+    user runs ``prove --torch train.py`` there, and ``torch.ops`` then read as user state
+    (a false UNKNOWN: "the global _dir of _ops.py")."""
+    import os
+
+    f = getattr(m, "__file__", None)
+    name = getattr(m, "__name__", "") or ""
+    return (isinstance(f, str) and os.path.isabs(f) and name != "torch"
+            and not name.startswith("torch.")
+            and os.path.dirname(os.path.realpath(f)) == folder)
 
 
 def _register_user_frames(tf: TrainFile) -> None:
@@ -498,9 +512,8 @@ def _register_user_frames(tf: TrainFile) -> None:
     from torch.fx import proxy
 
     folder = os.path.dirname(os.path.realpath(tf.path))
-    mods = [tf.module] + [m for m in list(_sys.modules.values())
-                          if getattr(m, "__file__", None)
-                          and os.path.dirname(os.path.realpath(m.__file__)) == folder]
+    mods = [tf.module] + [m for m in list(_sys.modules.values()) if m is not tf.module
+                          and _is_next_to(m, folder)]
     for m in mods:
         for v in list(vars(m).values()):
             fns = [v] if inspect.isfunction(v) else (

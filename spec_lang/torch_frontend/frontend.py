@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import sys
@@ -68,15 +69,27 @@ class Captured:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+# a mesh of at most this many ranks is traced at every rank (corners included); a larger mesh
+# with two or more axes of size > 1 has untraced corners, hence UNKNOWN (finding R3-2)
+FULL_TRACE_RANKS = 8
+
+
 def rank_coords(mesh: Mapping[str, int]) -> list[dict[str, int]]:
     """Coordinates traced: all zeros, then every other coordinate of each axis alone (so on a
     one-axis mesh every rank is traced: adversarial finding R3-2, a last rank of dp = 4 that
-    doubled its gradient was never traced when only coordinates 0-2 were)."""
+    doubled its gradient was never traced when only coordinates 0-2 were), then, on a mesh of
+    at most :data:`FULL_TRACE_RANKS` ranks, every rank off the axes (``(dp=1, tp=1)``), which
+    :class:`~spec_lang.torch_frontend.literals.Traces` checks against the ranks on the axes."""
     base = {a: 0 for a in mesh}
     out = [dict(base)]
     for a, n in mesh.items():
         for c in range(1, n):
             out.append({**base, a: c})
+    if math.prod(mesh.values()) <= FULL_TRACE_RANKS:
+        for combo in itertools.product(*(range(n) for n in mesh.values())):
+            c = dict(zip(mesh, combo))
+            if sum(1 for a in mesh if c[a] != 0) >= 2:
+                out.append(c)
     return out
 
 
@@ -85,7 +98,7 @@ def untraced_ranks(mesh: Mapping[str, int]) -> str | None:
     that move along two or more axes at once (a corner rank of a dp x tp mesh) could run a
     different program (finding R3-2), so the verdict cannot be EQUIVALENT."""
     moving = [a for a, n in mesh.items() if n > 1]
-    if len(moving) < 2:
+    if len(moving) < 2 or math.prod(mesh.values()) <= FULL_TRACE_RANKS:
         return None
     corner = {a: (1 if a in moving[:2] else 0) for a in mesh}
     return (f"ranks off the axes of the mesh {dict(mesh)} (e.g. {corner}) are not traced: only "
@@ -210,6 +223,9 @@ class Lowered:
     binding: Binding
     # buffers neither side's step writes: no goal (a true identity; finding R3-3)
     unchanged_buffers: frozenset[str] = frozenset()
+    # literal arguments that differ on a traced rank and that no rule read per rank:
+    # (user's file:line, why) -- UNKNOWN (literals.Traces.unread_rank_literals)
+    rank_literals: tuple[tuple[str, str], ...] = ()
 
 
 def _input_term(role: Any, specs: tuple[DimSpec, ...], dtype: str, rng: DimSpec | None) -> Term:
@@ -355,8 +371,9 @@ def lower_all(cap: Captured) -> Lowered:
     unchanged = frozenset(
         n for n, (_, v, _) in spec_out.items() if n.startswith("buffer:")
         and v is spec_vals.get(n) and n in plan_out and plan_out[n][1] is plan_vals.get(n))
+    unread = tuple((node_site(x, path), why) for x, why in plan_traces.unread_rank_literals())
     return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding,
-                   unchanged)
+                   unchanged, unread)
 
 
 class _Unnamed(Exception):  # noqa: N818
@@ -425,6 +442,9 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                 entry = ("state", f"{why} (rank {pt.coords}; {state_site(tf.path, src, why)})")
                 if entry not in unsupported:     # (rank 0 at probe and at real sizes)
                     unsupported.append(entry)
+    for site, why in low.rank_literals[:3]:
+        unsupported.append(("ranks", f"{why} ({site}): the lowered program is rank "
+                                     f"{cap.plans[0].coords}'s there"))
     notes: list[str] = []
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
     # a gradient left set by one step only: compared with zeros (findings R4-2, R6-9)

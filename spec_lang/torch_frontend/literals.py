@@ -1,8 +1,10 @@
 """Literals of the graph, read across the aligned traces of one program.
 
 The same program is captured several times: at probe sizes on the rank whose graph is lowered,
-at real sizes, and at probe sizes on other rank coordinates (2-3 per mesh axis). The graphs must
-be the same node for node (same ops in the same order); a python scalar argument then is
+at real sizes, and at probe sizes on other rank coordinates (every coordinate of each mesh
+axis alone; on a small mesh every rank, :func:`~spec_lang.torch_frontend.frontend.rank_coords`).
+The graphs must be the same node for node (same ops in the same order); a python scalar
+argument then is
 
 * the same in every trace: a constant (:func:`~spec_lang.torch_frontend.values.exact_scalar`);
 * different at probe and real sizes but the same on every rank: a *size literal*, lifted to the
@@ -11,6 +13,11 @@ be the same node for node (same ops in the same order); a python scalar argument
 * different across ranks: a :class:`RankValues` (its values per coordinate of the one axis it
   depends on); only the rules that recognise the pattern accept it (vocab-parallel offsets are
   the block start of the rank's vocab shard), anything else is UNKNOWN.
+
+A rank off the mesh's axes (a *corner*, e.g. ``(dp=1, tp=1)``) is traced only to be checked: every
+literal, every block it reads and every process group must be what the ranks on the axes
+predict (a literal of axis ``a`` has its value at the corner's coordinate on ``a``; one that is
+the same on the axes is the same there), else the graphs mismatch (adversarial finding R3-2).
 
 Process-group arguments are mapped to their mesh axis on every trace and must agree.
 """
@@ -77,9 +84,15 @@ class Traces:
         full = list(main.graph.nodes)
         self.full_index = {n: i for i, n in enumerate(full)}     # for the other ranks
         self.real = semantic_nodes(real) if real is not None else None
+        self.real_gm = real
         self.real_groups = dict(real_groups or groups)
-        self.ranks = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in ranks]
-        self.rank_gms = [gm for _, gm, _ in ranks]
+        on_axes = [r for r in ranks if len(_moved(r[0], self.coords)) == 1]
+        off_axes = [r for r in ranks if len(_moved(r[0], self.coords)) > 1]
+        self.ranks = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in on_axes]
+        self.rank_gms = [gm for _, gm, _ in on_axes]
+        # corners: checked against the prediction of the ranks on the axes, never lowered
+        self.corners = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in off_axes]
+        self.corner_gms = [gm for _, gm, _ in off_axes]
         if self.real is not None:
             _check_same(sem, self.real, "real sizes")
             _check_refs(sem, self.real, "real sizes", resolve=True)
@@ -98,10 +111,43 @@ class Traces:
                                         f"coordinates of several axes")
                 vals[c[ax]] = idx[1]
                 self.rank_refs[(x, path)] = RankValues(ax, vals, _affine(vals))
+        for c, nodes, _ in self.corners:
+            _check_same(full, nodes, f"rank {c}")
+            self._check_corner_blocks(c, _check_refs(full, nodes, f"rank {c}"))
+        # literal arguments that differ on some rank, (node index, key) -> (node, rank); each
+        # must be read by a rule through scalar() / axis(), which checks it per rank: a rule that
+        # reads n.args itself sees the main rank's only (a rank summing over another dim)
+        self.rank_literals: dict[tuple[int, Any], tuple[fx.Node, dict[str, int]]] = {}
+        for c, nodes, _ in self.ranks + self.corners:
+            for fi, (x, y) in enumerate(zip(full, nodes)):
+                for key in _literal_differences(x, y):
+                    self.rank_literals.setdefault((fi, key), (x, c))
+        self._read: set[tuple[int, Any]] = set()
         self.probe_sizes: dict[str, int] = {}
         self.real_sizes: dict[str, int] = {}
         self.axis_sizes: dict[str, int] = {}
         self._lift_cache: dict[tuple[Any, Any], Term | None] = {}
+
+    def _check_corner_blocks(self, c: Mapping[str, int],
+                             blocks: Mapping[tuple[fx.Node, tuple], tuple[int, int]]) -> None:
+        """Corner ``c`` reads, at every split, the block its coordinate on that split's axis
+        reads on the axis (and the main trace's block where no rank on the axes moves it).
+
+        Raises:
+            GraphMismatch: naming the node and the corner.
+        """
+        for key, (_, got) in blocks.items():
+            if key not in self.rank_refs:
+                raise GraphMismatch(f"node {key[0].name} reads another block on rank {c} than "
+                                    "on every rank along one mesh axis: the program depends on "
+                                    "the coordinates of several axes there")
+        for key, rv in self.rank_refs.items():
+            got = blocks[key][1] if key in blocks else rv.values.get(self.coords.get(rv.axis, 0))
+            want = rv.values.get(c.get(rv.axis, 0))
+            if want is None or got != want:
+                raise GraphMismatch(f"node {key[0].name} reads block {got} on rank {c}, not "
+                                    f"block {want} that coordinate {rv.axis}={c.get(rv.axis, 0)} "
+                                    "reads on the mesh's axes")
 
     # -- groups -------------------------------------------------------------------------------
     def twin(self, n: fx.Node) -> fx.Node | None:
@@ -123,7 +169,8 @@ class Traces:
             raise ValueError(f"process group {name!r} is not one of the mesh's axes")
         ax = self.groups[name]
         fi = self.full_index[n]
-        for (c, nodes, groups), gm in zip(self.ranks, self.rank_gms):
+        for (c, nodes, groups), gm in zip(self.ranks + self.corners,
+                                          self.rank_gms + self.corner_gms):
             oref = nodes[fi].args[key]
             oname = getattr(getattr(gm, oref.target, None), "group_name", None)
             if groups.get(oname) != ax:
@@ -138,13 +185,14 @@ class Traces:
             ValueError: the group is not a mesh axis, or the ranks disagree on it.
         """
         g = _arg(n, key)
+        self._read.add((self.full_index[n], key))
         if g not in self.groups:
             raise ValueError(f"process group {g!r} is not one of the mesh's axes "
                              f"{sorted(set(self.groups.values()))}")
         ax = self.groups[g]
         i = self.index[n]
         fi = self.full_index[n]
-        for c, nodes, groups in self.ranks:
+        for c, nodes, groups in self.ranks + self.corners:
             og = _arg(nodes[fi], key)
             if groups.get(og) != ax:
                 raise ValueError(f"the collective runs over {ax!r} on rank {self.coords} but over "
@@ -162,6 +210,7 @@ class Traces:
         """
         i = self.index.get(n)
         fi = self.full_index[n]
+        self._read.add((fi, key))
         by_rank: dict[str, dict[int, Any]] = {}
         for c, nodes, _ in self.ranks:
             ov = _arg(nodes[fi], key)
@@ -183,8 +232,10 @@ class Traces:
             for c, nodes, _ in self.ranks:   # fill the coordinates where it did not move
                 if ax in c and c[ax] not in vals:
                     vals[c[ax]] = _arg(nodes[fi], key)
+            self._check_corner_scalar(n, fi, key, v, ax, vals)
             real = _arg(self.real[i], key) if self.real is not None and i is not None else None
             return RankValues(ax, vals, _affine(vals), real)
+        self._check_corner_scalar(n, fi, key, v, None, {})
         if self.real is None or i is None:
             return exact_scalar(v)
         rv = _arg(self.real[i], key)
@@ -195,6 +246,63 @@ class Traces:
             raise ValueError(f"literal {v!r} (at real sizes {rv!r}) depends on the sizes but is "
                              "no product of the model's dims and mesh axes")
         return t
+
+    def unread_rank_literals(self) -> list[tuple[fx.Node, str]]:
+        """The literal arguments that differ on some traced rank and that no rule read through
+        :meth:`scalar` / :meth:`axis` (so the lowered program is the main rank's there): each
+        the node and a sentence naming the argument and the rank; empty when there are none."""
+        out = []
+        for (fi, key), (x, c) in sorted(self.rank_literals.items(), key=lambda kv: kv[0][0]):
+            if (fi, key) in self._read or (isinstance(key, tuple) and (fi, key[0]) in self._read):
+                continue
+            arg = key if not isinstance(key, tuple) else f"{key[0]}[{key[1]}]"
+            out.append((x, f"argument {arg} of {x.name} ({x.target}) is "
+                       f"{_arg(self._nodes_of(c)[fi], key)!r} on rank {c} and "
+                       f"{_arg(x, key)!r} on rank {self.coords}, and no rule reads it per rank"))
+        return out
+
+    def constant_differs(self, n: fx.Node) -> str | None:
+        """Why the captured constant of ``get_attr`` node ``n`` cannot be read as one exact
+        value (it differs at real sizes or on another traced rank: ``torch.tensor(x.shape[0])``,
+        ``torch.tensor(float(rank))``), or None."""
+        import torch  # noqa: PLC0415
+
+        mine = getattr(self.main, n.target, None)
+        others = [(f"rank {c}", gm) for (c, _, _), gm in zip(self.ranks + self.corners,
+                                                           self.rank_gms + self.corner_gms)]
+        if self.real_gm is not None:
+            others.append(("real sizes", self.real_gm))
+        for where, gm in others:
+            theirs = getattr(gm, n.target, None)
+            if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor):
+                same = (mine.shape == theirs.shape and mine.dtype == theirs.dtype
+                        and (mine.device.type == "meta" or theirs.device.type == "meta"
+                             or bool(torch.equal(mine, theirs))))
+            else:
+                same = _skeleton(mine) == _skeleton(theirs)
+            if not same:
+                return (f"the captured constant {n.target} differs at {where} (a tensor built "
+                        "from a size or the rank inside the step)")
+        return None
+
+    def _nodes_of(self, c: Mapping[str, int]) -> list[fx.Node]:
+        return next(nodes for rc, nodes, _ in self.ranks + self.corners if rc == c)
+
+    def _check_corner_scalar(self, n: fx.Node, fi: int, key: Any, v: Any, ax: str | None,
+                             vals: Mapping[int, Any]) -> None:
+        """Every corner holds the literal its coordinate on ``ax`` gives (``v`` when the literal
+        is the same on every rank along the axes).
+
+        Raises:
+            ValueError: a corner holds another value (the verdict cannot rest on the axes).
+        """
+        for c, nodes, _ in self.corners:
+            ov = _arg(nodes[fi], key)
+            want = v if ax is None else vals.get(c.get(ax, 0))
+            if ov != want or type(ov) is not type(want):
+                raise ValueError(f"literal {v!r} of {n.name} is {ov!r} on rank {c}, not {want!r} "
+                                 "as the ranks along the mesh's axes give: the program depends on "
+                                 "the coordinates of several axes")
 
     def _lift_root(self, probe: float, real: float) -> Term | None:
         """``|d|^e`` for ``e`` in +-1/2, +-1/4 (attention's scale, split over q and k as
@@ -254,6 +362,42 @@ class Traces:
             t = parts[0] if len(parts) == 1 else ew(Op.MUL, *parts)
         self._lift_cache[key] = t
         return t
+
+
+def _skeleton(v: Any) -> Any:
+    """``v`` with every node reference replaced (the references are :func:`_check_refs`'s),
+    types kept (``1`` and ``1.0`` and ``True`` differ)."""
+    if isinstance(v, fx.Node):
+        return ("<node>",)
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_skeleton(x) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple((k, _skeleton(v[k])) for k in sorted(v, key=repr)))
+    return (type(v).__name__, repr(v))
+
+
+def _literal_differences(x: fx.Node, y: fx.Node) -> list[Any]:
+    """The argument keys of two aligned nodes whose literals differ: an index into ``args`` or
+    a kwarg name, ``(key, j)`` for item ``j`` of a list of the same length."""
+    out: list[Any] = []
+    pairs = [(k, a, b) for k, (a, b) in enumerate(zip(x.args, y.args))]
+    pairs += [(k, x.kwargs.get(k), y.kwargs.get(k)) for k in sorted(set(x.kwargs) | set(y.kwargs))]
+    for k, a, b in pairs:
+        if _skeleton(a) == _skeleton(b):
+            continue
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b) \
+                and type(a) is type(b):
+            out += [(k, j) for j, (u, v) in enumerate(zip(a, b)) if _skeleton(u) != _skeleton(v)]
+        else:
+            out.append(k)
+    if len(x.args) != len(y.args):
+        out.append(min(len(x.args), len(y.args)))
+    return out
+
+
+def _moved(c: Mapping[str, int], base: Mapping[str, int]) -> list[str]:
+    """The axes on which coordinate ``c`` differs from ``base``."""
+    return [a for a in c if c[a] != base.get(a, 0)]
 
 
 def _close(a: float, b: float) -> bool:

@@ -477,6 +477,9 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
 
 
 def _attr_value(ctx: Lowering, n: fx.Node, v: Any) -> Any:
+    why = ctx.traces.constant_differs(n) if ctx.traces is not None else None
+    if why is not None:
+        return Opaque("get_attr", ctx.site(n), why)
     if isinstance(v, torch.Tensor):
         if v.numel() == 1 and v.device.type != "meta":
             return TV(const(exact_scalar(v.item())), ())

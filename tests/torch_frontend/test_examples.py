@@ -69,13 +69,12 @@ def test_right_plans_prove_equivalent(name, goals, certs):
 
 
 @pytest.mark.slow
-def test_fsdp_x_tp_is_unknown_naming_the_untraced_corner_rank(certs):
-    """dp 2 x tp 2: the corner rank (dp 1, tp 1) is not traced (adversarial finding R3-2), so
-    the verdict is UNKNOWN, with the reason; every goal of the traced ranks is still proved."""
+def test_fsdp_x_tp_proves_equivalent_with_every_rank_traced(certs):
+    """dp 2 x tp 2: all four ranks are traced, the corner (dp 1, tp 1) checked against the
+    ranks on the axes (adversarial finding R3-2; UNKNOWN before stop 24)."""
     out = _prove("llama_fsdp_tp.py", certs, "--no-check")
-    assert out["verdict"] == "UNKNOWN" and out["_rc"] == 2, out.get("open")
-    why = {o["goal"]: o["reason"] for o in out["open"]}
-    assert "not traced" in why.get("ranks", ""), why
+    assert out["verdict"] == "EQUIVALENT" and out["_rc"] == 0, out.get("open")
+    assert out["counts"]["total"] == 105
 
 
 @pytest.mark.slow
