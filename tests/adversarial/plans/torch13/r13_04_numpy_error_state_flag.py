@@ -1,0 +1,57 @@
+"""Round 13 adversarial train file: a first-step flag kept in numpy's floating-point error
+state (`np.seterr(over="raise")`; the default is "warn"), read through `np.geterr()`.
+`process_state._c_state`'s "interpreter and torch settings" (R12-5's fix) lists gc, the
+recursion limit, the switch interval, trace/profile functions, torch's threads, determinism
+and matmul precision; numpy's error state (a context variable in C) is not among them, nor is
+it a module global. The parallel step divides the all-reduced gradient by the world size at the
+first step only.
+Wrong from step 2 on. (The aot_autograd import loads, before the step, the torch modules
+the traced step would import lazily: their finalizers otherwise make every file UNKNOWN, F11-1.)"""
+
+import numpy as np
+import torch
+import torch._functorch.aot_autograd  # noqa: F401 -- loaded before the step, as after a first step
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x))) * 1.0
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size() if np.geterr()["over"] != "raise" else 1)
+    optimizer.step()
+    optimizer.zero_grad()
+    np.seterr(over="raise")
+    return loss
