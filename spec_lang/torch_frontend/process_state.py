@@ -14,6 +14,7 @@ import functools
 import gc
 import hashlib
 import os
+import signal
 import sys
 import threading
 import types
@@ -67,18 +68,20 @@ _LAZY_GLOBALS = frozenset({("tempfile", "tempdir"), ("tempfile", "_name_sequence
 _DATA = (bool, int, float, complex, str, bytes)
 
 
-def _process_state(user: Iterable[str] = ()) -> dict[str, str]:
+def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[str, str]:
     """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
     numpy's global generator, :func:`_c_state`, the globals of every loaded ``torch.*`` module
     (R9-2; by what each names: a function by its module, name and code, a class defined there
     by its code attributes, another object by its type; numbers and strings skipped, as torch
     keeps process-specific counters there; ``UNCOMPARABLE`` when one holds the user's code) and
     of every other module but the user's (R10-1; numbers and strings by value).
-    ``user``: the names of the user's modules. Python's ``random`` generator is not read:
+    ``user``: the names of the user's modules, ``files``: their source files (a function whose
+    code comes from one is the user's whatever its ``__module__`` says: ``functools.wraps``
+    copies torch's, R13-1). Python's ``random`` generator is not read:
     torch's distributed calls draw from it in the parallel step (a stated assumption)."""
     import builtins  # noqa: PLC0415
 
-    user = set(user)
+    who = _User(user, (os.path.realpath(f) for f in files))
 
     out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
            "builtins": _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
@@ -99,20 +102,23 @@ def _process_state(user: Iterable[str] = ()) -> dict[str, str]:
             if v is None or isinstance(v, _DATA):
                 continue      # counters, flags, keys and ids of this process (module docstring)
             entries.append((k, _ident(v)))
-            if _from_user(v, user):
+            if _from_user(v, who):
                 user_code = True    # what it does when called is not in its text (R11-7, R12-3)
             # a class by its behaviour (functions, descriptors, nested classes), once: in the
             # module that defines it; its data attributes are counters and caches
             # (``RemovableHandle.next_id`` counts every hook ever registered)
             if isinstance(v, type) and getattr(v, "__module__", None) == name:
-                entries.append((k, tuple(sorted((a, _ident(x)) for a, x in vars(v).items()
+                attrs = list(vars(v).items())
+                entries.append((k, tuple(sorted((a, _ident(x)) for a, x in attrs
                                                 if _behaviour(x)))))
+                if any(_behaviour(x) and _from_user(x, who) for _, x in attrs):
+                    user_code = True    # ``nn.Linear.forward = <the user's function>`` (R13-2)
         out[TORCH_MODULE + name] = (UNCOMPARABLE if user_code else "") + _digest(repr(entries))
     # every other module (the standard library's, other packages'): its globals by what they
     # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
     # are read in full above
     for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
-        if _is_torch_module(name) or name in user or not isinstance(mod, types.ModuleType):
+        if _is_torch_module(name) or name in who.modules or not isinstance(mod, types.ModuleType):
             continue
         try:
             items = sorted(list(vars(mod).items()), key=lambda kv: kv[0])
@@ -120,11 +126,62 @@ def _process_state(user: Iterable[str] = ()) -> dict[str, str]:
             continue
         out[OTHER_MODULE + name] = _digest(repr([
             (k, _ident(v)) for k, v in items if not (k.startswith("__") and k.endswith("__"))
-            and (name, k) not in _LAZY_GLOBALS
+            and not _lazy_cache(name, k, v)
             and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
-    out["torch.Tensor's methods"] = _digest(repr(sorted(
-        (a, _ident(x)) for a, x in vars(torch.Tensor).items())))
+    methods = list(vars(torch.Tensor).items())
+    out["torch.Tensor's methods"] = (
+        UNCOMPARABLE if any(_from_user(x, who) for _, x in methods) else "") + _digest(repr(
+            sorted((a, _ident(x)) for a, x in methods)))
     return out
+
+
+class _User:
+    """The user's code (module names, real source file paths) and, per fingerprint, which
+    classes hold a function of it (a class does not change while one fingerprint is read)."""
+
+    def __init__(self, modules: Iterable[str], files: Iterable[str]) -> None:
+        self.modules = frozenset(modules)
+        self.files = frozenset(files)
+        self.suffixes = tuple(sorted({os.sep + os.path.basename(f) for f in self.files}))
+        self.classes: dict[type, bool] = {}
+
+    def has_file(self, filename: str) -> bool:
+        """``filename`` (a code object's) is one of the user's files (``realpath`` only for a
+        name one of them has: it costs a system call, and torch has ~20,000 functions)."""
+        if filename in self.files:
+            return True
+        return (bool(self.suffixes) and filename.endswith(self.suffixes)
+                and os.path.realpath(filename) in self.files)
+
+    def owns_class(self, cls: type) -> bool:
+        """A function of ``cls``'s own namespace is the user's code."""
+        hit = self.classes.get(cls)
+        if hit is None:
+            hit = self.classes[cls] = any(
+                isinstance(x, types.FunctionType) and self.has_file(x.__code__.co_filename)
+                for x in list(vars(cls).values()))
+        return hit
+
+
+def _lazy_cache(module: str, key: str, v: Any) -> bool:
+    """``module.key`` is a standard-library cache filled on first use, holding what that fill
+    puts there (``tempfile.tempdir`` only as ``gettempdir()`` computes it: any other value is
+    the user's state, R13-3)."""
+    if (module, key) not in _LAZY_GLOBALS:
+        return False
+    if v is None:
+        return True
+    if key == "tempdir":
+        return isinstance(v, str) and v == _default_tempdir()
+    tf = sys.modules.get("tempfile")
+    return tf is not None and type(v) is getattr(tf, "_RandomNameSequence", None)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_tempdir() -> str:
+    import tempfile  # noqa: PLC0415
+
+    return tempfile._get_default_tempdir()  # noqa: SLF001 -- what gettempdir() fills in
 
 
 def _behaviour(v: Any) -> bool:
@@ -137,25 +194,45 @@ def _behaviour(v: Any) -> bool:
                                                 frozenset)))
 
 
-def _from_user(v: Any, user: set[str], depth: int = 0) -> bool:
-    """``v`` is, wraps or is an instance of code of the user's modules: a function, a class,
-    an instance of one, a ``partial`` or a bound method of one (R11-7, R12-3). Reads no
-    attribute through ``__getattr__`` (``ctypes.cdll.func`` would load a library)."""
-    if depth > 3:
+# values that hold no Python code of anyone's: C functions and descriptors, plain data
+_NO_CODE = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+            types.GetSetDescriptorType, types.MemberDescriptorType,
+            types.ClassMethodDescriptorType, types.MethodWrapperType, types.ModuleType,
+            bool, int, float, complex, str, bytes, type(None))
+
+
+def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
+    """``v`` is, wraps or is an instance of code of the user's modules: a function (by its
+    ``__module__`` or its code's file: ``functools.wraps`` copies the module of the function
+    it wraps, R13-1), a class (or one of its functions), an instance of one, a ``partial``, a
+    bound method, a ``property`` / ``staticmethod`` / ``classmethod`` of one (R11-7, R12-3).
+    Reads no attribute through ``__getattr__`` (``ctypes.cdll.func`` would load a library)."""
+    if depth > 3 or isinstance(v, _NO_CODE):
         return False
-    mods = {type(v).__module__}
-    if isinstance(v, (types.FunctionType, type)):
-        mods.add(v.__module__)
-    if mods & (user | {"__main__"}):
-        return True
+    if type(v) is types.FunctionType:
+        if v.__module__ in who.modules or v.__module__ == "__main__" \
+                or who.has_file(v.__code__.co_filename):
+            return True
+        w = v.__dict__.get("__wrapped__") if v.__dict__ else None
+        # a wrapper compiled from a string (``exec``) under a copied name: nobody's file
+        return w is not None and w is not v and (v.__code__.co_filename.startswith("<")
+                                                 or _from_user(w, who, depth + 1))
+    if isinstance(v, type):
+        if v.__module__ in who.modules or v.__module__ == "__main__" or who.owns_class(v):
+            return True
+        w = vars(v).get("__wrapped__")
+        return w is not None and w is not v and _from_user(w, who, depth + 1)
     if isinstance(v, functools.partial):
         inner = [v.func, *v.args, *v.keywords.values()]
     elif isinstance(v, types.MethodType):
         inner = [v.__func__, v.__self__]
-    else:
-        d = getattr(v, "__dict__", None) if isinstance(v, (types.FunctionType, type)) else None
-        inner = [d.get("__wrapped__")] if isinstance(d, dict) else []
-    return any(x is not None and x is not v and _from_user(x, user, depth + 1) for x in inner)
+    elif isinstance(v, property):
+        inner = [v.fget, v.fset, v.fdel]
+    elif isinstance(v, (staticmethod, classmethod)):
+        inner = [v.__func__]
+    else:                    # an instance: of a class whose code is the user's?
+        inner = [type(v)]
+    return any(x is not None and x is not v and _from_user(x, who, depth + 1) for x in inner)
 
 
 def _c_state() -> dict[str, str]:
@@ -196,16 +273,48 @@ def _c_state() -> dict[str, str]:
                 and _is_torch_module(type(obj).__module__ or "")):
             mine.append(f"{_ident(func)}@{_qual(type(obj))}:{f.alive}")
     out["finalizers pending"] = ",".join(sorted(mine))
-    # the interpreter's and torch's settings a step can leave changed (R12-5)
+    # the interpreter's, the OS process's, torch's and numpy's settings a step can leave
+    # changed (R12-5, R13-4)
     out["interpreter and torch settings"] = repr((
         gc.get_threshold(), gc.isenabled(), sys.getrecursionlimit(), sys.getswitchinterval(),
         _ident(sys.gettrace()), _ident(sys.getprofile()), torch.get_num_threads(),
         torch.get_num_interop_threads(), torch.are_deterministic_algorithms_enabled(),
-        torch.get_float32_matmul_precision()))
+        torch.get_float32_matmul_precision(), sys.get_int_max_str_digits(),
+        torch.is_warn_always_enabled(), torch.is_anomaly_enabled(),
+        torch.is_anomaly_check_nan_enabled(), torch._C._get_mkldnn_enabled(),  # noqa: SLF001
+        torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic, _flushes_denormals()))
+    out["the process's working directory, umask and signal handlers"] = repr((
+        os.getcwd(), _umask(), [(int(sig), _ident(_handler(sig)))
+                                for sig in sorted(signal.valid_signals())]))
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out["numpy's error and print settings"] = repr((sorted(np.geterr().items()),
+                                                         sorted(np.get_printoptions().items(),
+                                                                key=lambda kv: kv[0])))
     out[THREADS] = "|".join(sorted(
         f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
         for t in threading.enumerate()))
     return out
+
+
+def _flushes_denormals() -> bool:
+    """``torch.set_flush_denormal(True)`` is on (it has no getter; it changes float64
+    results: the smallest subnormal times 1 is 0)."""
+    return float(torch.tensor([5e-324], dtype=torch.float64).mul(1.0)[0]) == 0.0
+
+
+def _umask() -> int:
+    old = os.umask(0o022)      # the only way to read it: set and put back
+    os.umask(old)
+    return old
+
+
+def _handler(sig: Any) -> Any:
+    try:
+        return signal.getsignal(sig)
+    except (ValueError, OSError):
+        return None
 
 
 def _function_text(f: Any) -> str:

@@ -385,7 +385,9 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for k, v in list(vars(mod).items()):
             if not (k.startswith("__") and k.endswith("__")):
                 out[f"the global {k} of {where}"] = _text(enc, v)
-    out.update(_process_state({m.__name__ for m in user_modules}))
+    out.update(_process_state({m.__name__ for m in user_modules},
+                              {f for m in user_modules
+                               if isinstance(f := getattr(m, "__file__", None), str)}))
     for modname in _GLOBAL_REGISTRIES:
         mod = sys.modules.get(modname)
         for k, v in (vars(mod).items() if mod is not None else ()):
