@@ -161,6 +161,50 @@ def phase_table(data: dict[str, Any], keys: list[str], title: str) -> _T:
     return t
 
 
+# issue 14's target: every phase flat in depth, <= 1.5x from 4 to 126 layers
+DEPTH_FLAT = 1.5
+
+
+def depth_tables(data: dict[str, Any], keys: list[str]) -> list[_T]:
+    """The depth curve of each frontier plan run at two or more depths (issue 14 item 5):
+    one row per phase (``load`` = tracing the plan, the prover's ``Report.seconds``, ``cert``
+    write, ``check``, and ``total`` = their sum), one column per depth, then last / first
+    (``FLAT`` when <= 1.5x, else ``GROWS``)."""
+    by_plan: dict[str, dict[int, dict[str, Any]]] = {}
+    for k in keys:
+        r = data["results"].get(k) or {}
+        j = r.get("job") or {}
+        if j.get("kind") == "frontier" and j.get("depth") and r.get("status") == "ok":
+            by_plan.setdefault(j["name"], {})[int(j["depth"])] = r
+    out = []
+    for name, runs in by_plan.items():
+        if len(runs) < 2:
+            continue
+        depths = sorted(runs)
+        rows: dict[str, dict[int, float]] = {}
+        for d in depths:
+            r = runs[d]
+            cells = {"load": r.get("load_s"), **(r.get("phases_s") or {}),
+                     "cert": r.get("cert_write_s"), "check": r.get("cert_check_s")}
+            cells = {p: float(v) for p, v in cells.items() if v is not None}
+            cells["total"] = sum(cells.values())
+            for p, v in cells.items():
+                rows.setdefault(p, {})[d] = v
+        t = _T(f"depth curve: {name}, seconds per phase at {len(depths)} depths (layers)")
+        t.add_column("phase")
+        for d in depths:
+            t.add_column(str(d), justify="right")
+        t.add_column(f"{depths[-1]}/{depths[0]}", justify="right")
+        t.add_column("flat <= 1.5x")
+        for p, v in rows.items():
+            first, last = v.get(depths[0]), v.get(depths[-1])
+            ratio = last / first if first and last is not None and first > 0.05 else None
+            verdict = "-" if ratio is None else ("FLAT" if ratio <= DEPTH_FLAT else "GROWS")
+            t.add_row(p, *(_f(v.get(d), 2) for d in depths), _f(ratio, 2), verdict)
+        out.append(t)
+    return out
+
+
 def _tv_grid(knob: str, value: int) -> str:
     if knob in FLAT_KNOBS:
         return f"~{TRAINVERIFY_FLAT_S:.0f}"
@@ -270,7 +314,8 @@ def render(data: dict[str, Any], keys: list[str], console: Any, a: argparse.Name
             if h["in_process"] else "a fresh subprocess per configuration"))
     fk = [k for k in keys if k.startswith("frontier:")]
     if fk:
-        depth = f"reduced depth {a.depth} layers" if a.depth else "full depth"
+        depth = (f"reduced depth {', '.join(map(str, a.depth))} layers" if a.depth
+                 else "full depth")
         emit(f"(a) frontier plans at {depth}; load+prove excludes the certificate "
              f"(cert s = write, check s = check-certificate"
              f"{', re-tracing the plan file' if not a.depth else ', no re-trace'}); "
@@ -278,6 +323,8 @@ def render(data: dict[str, Any], keys: list[str], console: Any, a: argparse.Name
         emit(frontier_table(data, fk))
         if any((data["results"].get(k) or {}).get("phases_s") for k in fk):
             emit(phase_table(data, fk, "(a) per-phase seconds (load, then Report.seconds)"))
+        for curve in depth_tables(data, fk):
+            emit(curve)
         for k in fk:
             r = data["results"].get(k, {})
             if r.get("status") != "ok" or r.get("open_reasons"):

@@ -23,9 +23,15 @@ Every configuration runs in a fresh subprocess (its peak RSS, ``resource.getrusa
 own), under an address-space limit (``--mem-limit-gb``, default 8: a run that needs more is
 reported ``oom`` instead of taking the shared machine down) and a wall-clock limit.
 
-    python bench/verify_scaling.py [--part all|frontier|grid] [--only NAME ...] [--depth N]
+    python bench/verify_scaling.py [--part all|frontier|grid] [--only NAME ...] [--depth N ...]
         [--layers L] [--json PATH [--resume | --report]] [--markdown] [--quick] [--timeout S]
         [--jobs N] [--mem-limit-gb G] [--no-certify]
+
+``--depth N ...`` builds each frontier plan at every depth given (``build(n_layers=N)``; the
+certificate is then checked without re-tracing the file, the same work at every depth); with two
+or more depths the report adds the **depth curve** (issue 14 item 5): per phase, seconds at each
+depth and the ratio last / first, flagged above 1.5x:
+``python bench/verify_scaling.py --part frontier --only llama31_405b --depth 4 16 32 64 126``.
 
 ``--only`` takes frontier names (``llama3_70b``, ``llama31_405b``, ``llama31_405b_cp16``,
 ``deepseek_v3``) and grid knobs (``dp``, ``tp``, ...). ``--json PATH`` keeps every result in
@@ -361,8 +367,9 @@ def _jobs_to_run(a: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
         for name, (path, desc) in FRONTIER.items():
             if only and name not in only:
                 continue
-            p = {"kind": "frontier", "name": name, "path": path, "desc": desc, "depth": a.depth}
-            jobs.append((f"frontier:{name}:depth{a.depth or 'full'}", p))
+            for d in a.depth or [None]:
+                p = {"kind": "frontier", "name": name, "path": path, "desc": desc, "depth": d}
+                jobs.append((f"frontier:{name}:depth{d or 'full'}", p))
     if a.part in ("all", "grid"):
         for p in _grid_points(a.quick, a.layers, a.micro_batch_size):
             if only and p["knob"] not in only:
@@ -411,8 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", metavar="NAME",
                     help=f"frontier plans ({', '.join(FRONTIER)}) and/or knobs "
                          f"({', '.join(KNOBS)})")
-    ap.add_argument("--depth", type=int, default=None, metavar="N",
-                    help="frontier plans at N layers (build(n_layers=N)), CI-size")
+    ap.add_argument("--depth", type=int, nargs="+", default=None, metavar="N",
+                    help="frontier plans at N layers (build(n_layers=N)); several: the depth "
+                         "curve")
     ap.add_argument("--layers", type=int, default=32, metavar="L",
                     help="layers of the grid's non-layer knobs (default 32)")
     ap.add_argument("--micro-batch-size", type=int, default=1, metavar="K",

@@ -44,9 +44,15 @@ _TABLE: tuple[tuple[str, str, str, str], ...] = (
      "or two positions sharing one)",
      "draw every dropout mask as the spec does (same name per layer and micro-batch; "
      "docs/dsl.md, 'Dropout')"),
+    ("rank-literal", r"^ranks: (?P<what>argument .* no rule reads it per rank.*)",
+     "a literal of your step differs on another rank and no rule reads it per rank, so the "
+     "lowered program would be rank 0's: {what}",
+     "compute the rank-dependent value from tensors (a shard, a collective), not from the rank "
+     "number; docs/unknown.md#rank-literal"),
     ("untraced-ranks", r"^ranks",
-     "ranks off the mesh's axes are not traced (a mesh with two or more axes of size > 1)",
-     "prove the same code on one-axis meshes (dp alone, tp alone); docs/torch.md"),
+     "ranks off the mesh's axes are not traced (a mesh of more than 8 ranks with two or more "
+     "axes of size > 1)",
+     "prove the same code on a mesh of at most 8 ranks, or on one-axis meshes; docs/torch.md"),
     ("step-state", r"^(not lowered: )?(?P<what>.*(leaves the step as|step changes |"
      r"steps change |"
      r"to a value prove --torch cannot compare|its value leaving the step is not compared).*)",

@@ -142,7 +142,9 @@ class _User:
     def __init__(self, modules: Iterable[str], files: Iterable[str]) -> None:
         self.modules = frozenset(modules)
         self.files = frozenset(files)
-        self.suffixes = tuple(sorted({os.sep + os.path.basename(f) for f in self.files}))
+        # (a train file named on the command line relative to the working directory compiles
+        # its functions under that relative name: matched by base name, then by real path)
+        self.suffixes = tuple(sorted({os.path.basename(f) for f in self.files}))
         self.classes: dict[type, bool] = {}
 
     def has_file(self, filename: str) -> bool:

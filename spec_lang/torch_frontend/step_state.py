@@ -68,6 +68,25 @@ _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
 _TORCH_STATE = ("torch.optim", "torch.nn.modules", "torch.nn.parameter", "torch.utils.hooks")
 
 
+def _logger_links(v: Any) -> str:
+    """What of a logger's skipped attributes is not a cache: its parent by name (a record
+    reaches the parent's handlers), and its level cache or links when they hold anything but
+    what logging puts there (a flag named ``_cache``: lead's review of round 13)."""
+    d = getattr(v, "__dict__", {}) or {}
+    parent = d.get("parent")
+    out = f",parent={getattr(parent, 'name', None)!r}" if "parent" in d else ""
+    cache = d.get("_cache")
+    if cache is not None and not (isinstance(cache, dict) and all(
+            type(k) is int and type(x) is bool for k, x in cache.items())):
+        out += f",_cache=<{type(cache).__qualname__} not a level cache>"
+    for k in ("manager", "root", "loggerDict"):
+        x = d.get(k)
+        if x is not None and not (type(x).__module__ == "logging"
+                                  or (k == "loggerDict" and type(x) is dict)):
+            out += f",{k}=<{type(x).__qualname__}>"
+    return out
+
+
 class _TooLarge(Exception):
     pass
 
@@ -235,7 +254,8 @@ class _Encoder:
             # logging's own loggers without their level cache and the logger tree, which fill
             # as they are used and differ between processes (false refusal F11-2); every
             # other attribute, handlers and filters included, is read (R12-1)
-            return f"logging:{_qual(t)}" + self._attrs(v, skip=_LOGGER_CACHES)
+            return f"logging:{_qual(t)}" + self._attrs(v, skip=_LOGGER_CACHES) + \
+                _logger_links(v)
         return None
 
     def _attrs(self, v: Any, public_plain: bool = False, skip: frozenset[str] = frozenset()

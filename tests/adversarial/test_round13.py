@@ -179,3 +179,36 @@ def test_step_state_sees_flush_denormal():
     finally:
         torch.set_flush_denormal(False)
     assert torch.tensor([5e-324], dtype=torch.float64).mul(1.0).item() > 0
+
+
+@pytest.mark.parametrize("attr", ["_cache", "parent"])
+def test_step_state_sees_a_logger_attribute_skipped_by_name(attr):
+    """Round 13's notes (not tried): the logger branch skips its caches and links by name; a
+    flag stored under such a name, or a parent changed (which handlers a record reaches), is
+    state."""
+    import logging
+    mod = _user_module()
+    mod.log = logging.getLogger("r13_user_skipped")
+    new = {"done": True} if attr == "_cache" else logging.getLogger("r13_other_parent")
+    old = getattr(mod.log, attr)
+    try:
+        assert _changes(mod, lambda: setattr(mod.log, attr, new)) != {}
+    finally:
+        setattr(mod.log, attr, old)
+
+
+def test_a_wraps_function_of_a_train_file_named_relative_to_the_cwd_is_the_users(monkeypatch):
+    """``prove --torch train.py`` run in the train file's folder compiles its functions under
+    the relative name ``train.py``: R13-1's fix matched only absolute paths and r13_01 stayed
+    EQUIVALENT end to end from that folder (the lead's re-run)."""
+    from spec_lang.torch_frontend.process_state import _from_user, _User
+    monkeypatch.chdir(TORCH13)
+    name = "r13_01_wraps_torch_function.py"
+    code = compile("import functools, torch\n"
+                   "@functools.wraps(torch.nn.functional.silu)\n"
+                   "def _silu(x):\n    return x * 0.5\n", name, "exec")
+    g: dict = {}
+    exec(code, g)  # noqa: S102 -- a function of the user's file, under torch's name
+    assert g["_silu"].__module__ == "torch.nn.functional"
+    assert _from_user(g["_silu"], _User({"train"}, [str(TORCH13 / name)]))
+    assert not _from_user(torch.nn.functional.silu, _User({"train"}, [str(TORCH13 / name)]))

@@ -95,3 +95,34 @@ def test_frontier_row_certified_from_a_snapshot(bench, tmp_path, monkeypatch):
     assert r["counts"]["open"] == 0 and r["counts"]["total"] > 0
     assert set(r["phases_s"]) >= {"reduce", "rewrite", "verdict"}
     assert "│ debug3d " in buf.getvalue()
+
+
+def test_depth_curve_jobs_and_table(bench):
+    """``--depth 4 16 126``: one frontier job per depth; the depth curve gives last / first per
+    phase, FLAT at <= 1.5x (issue 14 item 5). The results are made up, the arithmetic is not."""
+    a = bench.main.__globals__["argparse"].Namespace(
+        part="frontier", only=["llama31_405b"], depth=[4, 16, 126], quick=False, layers=32,
+        micro_batch_size=1)
+    keys = [k for k, _ in bench._jobs_to_run(a)]
+    assert keys == ["frontier:llama31_405b:depth4", "frontier:llama31_405b:depth16",
+                    "frontier:llama31_405b:depth126"]
+    from importlib import import_module
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        st = import_module("scaling_tables")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+    def row(depth, load, cut, check):
+        return {"status": "ok", "load_s": load, "phases_s": {"cut": cut, "rewrite": 0.5},
+                "cert_write_s": 1.0, "cert_check_s": check,
+                "job": {"kind": "frontier", "name": "llama31_405b", "depth": depth}}
+    data = {"results": {keys[0]: row(4, 2.0, 1.0, 3.0), keys[1]: row(16, 2.5, 4.0, 3.1),
+                        keys[2]: row(126, 2.8, 14.5, 3.3)}}
+    (t,) = st.depth_tables(data, keys)
+    md = t.markdown()
+    assert "| cut | 1.00 | 4.00 | 14.50 | 14.50 | GROWS |" in md, md
+    assert "| load | 2.00 | 2.50 | 2.80 | 1.40 | FLAT |" in md, md
+    # total = load + cut + rewrite + cert + check: 7.5 -> 22.1
+    assert "| total | 7.50 | 11.10 | 22.10 | 2.95 | GROWS |" in md, md
+    assert st.depth_tables(data, keys[:1]) == []      # one depth: no curve

@@ -52,6 +52,10 @@ def test_unsupported_outputs_are_explained():
     ex = explain_unsupported("ranks", "ranks off the axes of the mesh {'dp': 2, 'tp': 2} (e.g. "
                              "{'dp': 1, 'tp': 1}) are not traced: ... (MESH at train.py:11)")
     assert ex.code == "untraced-ranks" and ex.text.endswith("(MESH at train.py:11)")
+    ex = explain_unsupported("ranks", "argument 1[0] of sum_1 (aten.sum.dim_IntList) is 1 on "
+                             "rank {'dp': 1} and 0 on rank {'dp': 0}, and no rule reads it per "
+                             "rank (train.py:51): the lowered program is rank {'dp': 0}'s there")
+    assert ex.code == "rank-literal" and "train.py:51" in ex.text and "sum_1" in ex.text
     assert explain_unsupported("state", "param_groups[0].lr leaves the step as 0.0015 in the "
                                "parallel step, 0.003 in the single-device step").code == "step-state"
     ex = explain_unsupported("grad:w", "aten.foo.default at train.py:12 has no lowering rule")
