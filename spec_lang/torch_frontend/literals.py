@@ -211,6 +211,16 @@ class Traces:
         i = self.index.get(n)
         fi = self.full_index[n]
         self._read.add((fi, key))
+        # a literal's type sets a tensor's dtype (``torch.full(shape, 0)`` is int64, with 0.0
+        # float): the same value of another type is another program (finding R14-1)
+        others = [(f"on rank {c}", _arg(nodes[fi], key))
+                  for c, nodes, _ in self.ranks + self.corners]
+        if self.real is not None and i is not None:
+            others.append(("at real sizes", _arg(self.real[i], key)))
+        for where, ov in others:
+            if type(ov) is not type(v):
+                raise ValueError(f"literal {v!r} of {n.name} is {ov!r} ({type(ov).__name__}) "
+                                 f"{where}: its type, hence the tensor's dtype, differs")
         by_rank: dict[str, dict[int, Any]] = {}
         for c, nodes, _ in self.ranks:
             ov = _arg(nodes[fi], key)

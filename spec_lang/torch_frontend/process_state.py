@@ -176,7 +176,10 @@ def _lazy_cache(module: str, key: str, v: Any) -> bool:
     if key == "tempdir":
         return isinstance(v, str) and v == _default_tempdir()
     tf = sys.modules.get("tempfile")
-    return tf is not None and type(v) is getattr(tf, "_RandomNameSequence", None)
+    # the name generator, holding its random generator and pid only (a flag set on it is the
+    # user's state: finding R14-3)
+    return (tf is not None and type(v) is getattr(tf, "_RandomNameSequence", None)
+            and set(vars(v)) <= {"_rng", "_rng_pid"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -289,6 +292,12 @@ def _c_state() -> dict[str, str]:
     out["the process's working directory, umask and signal handlers"] = repr((
         os.getcwd(), _umask(), [(int(sig), _ident(_handler(sig)))
                                 for sig in sorted(signal.valid_signals())]))
+    lg = sys.modules.get("logging")
+    if lg is not None:   # the registry holds loggers and placeholders (which ones fills as
+        reg = lg.Logger.manager   # torch imports lazily: not read); anything else is the
+        out["logging's registry and disable level"] = repr((   # user's (finding R14-4)
+            reg.disable, sorted(f"{n}:{_qual(type(y))}" for n, y in list(reg.loggerDict.items())
+                                if not isinstance(y, (lg.Logger, lg.PlaceHolder)))))
     np = sys.modules.get("numpy")
     if np is not None:
         out["numpy's error and print settings"] = repr((sorted(np.geterr().items()),

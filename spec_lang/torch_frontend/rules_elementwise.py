@@ -436,6 +436,13 @@ class CopyInplace:
 
     @staticmethod
     def term(n, ctx, dst, src, non_blocking=False):  # noqa: ARG004
+        to = n.args[0].meta["val"].dtype
+        frm = n.args[1].meta["val"].dtype if isinstance(n.args[1], fx.Node) else None
+        # a copy into an integer or bool tensor casts (truncates) the value: as ``_to_copy``
+        # refuses it (finding R14-2: a float gradient copied through an int64 buffer)
+        if frm is not None and not to.is_floating_point and to != frm and \
+                (frm.is_floating_point or to == torch.bool):
+            raise ctx.fail(n, f"a copy from {frm} into a {to} tensor (a cast)")
         return tv(ctx, n, ctx.fit(n, n.args[1], src))
 
 

@@ -27,7 +27,7 @@ R14-2 0.0070 / 0.0093 at step 1; R14-3 and R14-4 agree at step 1 (2.8e-17) and d
 at step 2 (0.0051 / 0.0103).
 
 The ``prove`` and truth tests are ``slow``; the unit probes (``Traces``, ``step_state``) are
-fast. All findings are open: strict xfails naming the finding.
+fast. All fixed in stop 24 (``ATTEMPTS.md`` "Round 14: fixes"); they were strict xfails.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ WRONG = [
     ("r14_04_logger_tree_flag.py", "R14-4: a flag as an entry of logging's loggerDict", 2),
 ]
 # confirmed false accepts (prove --torch said EQUIVALENT) still open
-OPEN14 = {w[0] for w in WRONG}
+OPEN14: set[str] = set()     # all fixed in stop 24
 
 
 @pytest.mark.slow
@@ -102,8 +102,6 @@ def _full(gm: fx.GraphModule) -> fx.Node:
     return next(n for n in gm.graph.nodes if n.target is torch.ops.aten.full.default)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="finding R14-1 (open): Traces.scalar compares 0 != 0.0 on the axes")
 def test_a_fill_literal_whose_type_differs_on_a_rank_is_not_rank_0s_constant():
     """``full(shape, 0.0)`` on rank 0 is float, ``full(shape, 0)`` on rank 1 int64: another
     tensor. The literal differs (it is a rank literal) and must not read as rank 0's."""
@@ -129,9 +127,6 @@ def test_a_corner_whose_fill_type_differs_is_refused():
         t.scalar(_full(main), 1, 0.0)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="finding R14-3 (open): _lazy_cache exempts tempfile._name_sequence "
-                          "by its type, never reading the object")
 def test_step_state_sees_an_attribute_set_on_tempfile_name_sequence():
     seq = tempfile._get_candidate_names()      # noqa: SLF001 -- filled before the step
     try:
@@ -143,8 +138,6 @@ def test_step_state_sees_an_attribute_set_on_tempfile_name_sequence():
             del seq._step_done
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="finding R14-4 (open): loggerDict is skipped whatever it holds")
 def test_step_state_sees_an_entry_of_the_logger_tree_that_is_not_a_logger():
     tree = logging.Logger.manager.loggerDict
     try:
@@ -153,3 +146,17 @@ def test_step_state_sees_an_entry_of_the_logger_tree_that_is_not_a_logger():
         assert changes != {}, "a flag kept in logging's logger tree is not seen"
     finally:
         tree.pop("r14_flag", None)
+
+
+def test_a_copy_of_a_float_into_an_int_tensor_is_not_lowered():
+    """R14-2: ``dst.copy_(src)`` into an int64 tensor truncates; the rule refuses it (as
+    ``_to_copy`` refuses a float -> int cast), so the outputs that depend on it are UNKNOWN."""
+    from spec_lang.torch_frontend.lower import Opaque
+    from tests.torch_frontend.harness import lower_fn
+
+    def fn(g):
+        buf = torch.full(g.shape, 0, dtype=torch.int64)
+        buf.copy_(g)
+        return g * 0 + buf.to(g.dtype)
+    out = lower_fn(fn, torch.randn(3, 5, dtype=torch.float64)).outputs[0]
+    assert isinstance(out, Opaque) and "a cast" in out.reason(), out
