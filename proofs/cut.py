@@ -201,8 +201,8 @@ def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterabl
     """The lemma of every goal (``uncut`` goals keep their whole terms) and the premise lemma of
     every cut a lemma uses (transitively); the premises of the cuts named in ``whole`` are their
     whole terms ``E(s) == p`` (a value another lemma cuts at, proved without cutting below it:
-    e.g. a tied embedding's gradient summed over pipeline stages, whose per-stage parts are
-    traced apart from the cut forward). Returns ``(goal lemmas by goal name, premise lemmas by
+    e.g. a value whose plan term does not pass through the plan nodes of the cuts below it).
+    Returns ``(goal lemmas by goal name, premise lemmas by
     cut name)``."""
     uncut = set(uncut)
     whole = set(whole)

@@ -384,8 +384,8 @@ class Pipeline:
             per_stage: dict[int, Tensor] = {}
             for j in holders:
                 sd, _ = _check_loss(self._run(params, data, only=(k, j)), self.site)
-                a = Tensor(_buffer_dtype(plan, grad(sd.term, [params[k].term])[0], own),
-                           seed.site, f"grad:{k}")
+                gj = _unstop(grad(sd.term, [params[k].term])[0], params[k].term)
+                a = Tensor(_buffer_dtype(plan, gj, own), seed.site, f"grad:{k}")
                 s, c = self.where(j)
                 b = lower_buffer(buffers(s, c), a, loop, _first_scatter(sch.stages[s]))
                 per_stage[s] = b if s not in per_stage else per_stage[s] + b
@@ -473,3 +473,21 @@ class _StageParams(Params):
                             "which it does not hold; add it to this stage's params (a tied "
                             "parameter) or move the layer")
         return super().__getitem__(key)
+
+
+def _unstop(g: Term, p: Term) -> Term:
+    """``g`` with every ``STOP_GRAD(p)`` replaced by ``p`` (the same value: stop-gradient is the
+    identity forward). A tied parameter's per-stage gradient is taken with its other stages'
+    uses stop-gradient (:meth:`Pipeline._run`); once taken, the stop marks have done their job,
+    and without them the per-stage term shares its forward and its adjoints with the main
+    trace, node for node: the prover's layer cuts then apply to it too (issue 14: DeepSeek-V3's
+    tied embedding was proved on its whole terms, 61 layers forward and backward)."""
+    stopped = term(Op.STOP_GRAD, (p,), (), p.dims)
+    new: dict[int, Term] = {id(stopped): p}
+    for t in walk(g):
+        if id(t) in new:
+            continue
+        args = tuple(new.get(id(c), c) for c in t.args)
+        if any(x is not y for x, y in zip(args, t.args)):
+            new[id(t)] = term(t.op, args, t.attrs, t.dims)
+    return new.get(id(g), g)

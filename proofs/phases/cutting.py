@@ -180,8 +180,10 @@ def retry_whole(work: Work, plan: CutPlan, binding: Binding, dens: Any, log: Pro
                 z3: Z3Fallback, budget: Budget, assumed: AssumedDenominators | None) -> Retried:
     """Premises still open after the proofs are proved again on their whole terms
     ``E(s) == p`` (no cut below them). A cut premise can be false while the whole one holds:
-    a tied embedding's per-stage gradients are traced apart from the cut forward; the
-    lemma search normally finds this, but it is skipped above its evaluation budget."""
+    a plan term that does not pass through the plan nodes of the cuts below it (a tied
+    embedding's per-stage gradients did, before ``spec_lang/pipeline.py`` removed their
+    stop-gradient marks: issue 14); the lemma search normally finds this, but it is skipped
+    above its evaluation budget."""
     from proofs.cut import Obligation
 
     by_cut = {c.name: c for c in plan.cuts}

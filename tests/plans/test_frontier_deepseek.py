@@ -180,6 +180,27 @@ def test_deepseek_tied_embedding_not_reduced_over_pp_is_refuted():
                                      "exp_avg:tok_embeddings", "exp_avg_sq:tok_embeddings")
 
 
+
+def test_the_tied_embedding_gradient_is_cut_at_the_layer_boundaries():
+    """Issue 14: the per-stage parts of a tied parameter's gradient are traced with the other
+    stages' uses stop-gradient; without those marks in the result they share the main trace's
+    adjoints, so the premise of ``grad:tok_embeddings`` is cut at the adjoints of the first
+    block and of the MTP block (at main it was proved on its whole terms, all layers deep)."""
+    from proofs.cut import build_cuts, cut_obligations
+
+    model = deepseek(dataclasses.replace(DEEPSEEK_DEBUG, n_layers=2, batch=4))
+    plan = deepseek_v3_parallel(model, pp=2, ep=2, dp=1, microbatches=2)
+    problem = build_problem(model.spec(AdamW()), plan)
+    goal = next(g for g in problem.goals if g.name == "grad:tok_embeddings")
+    stopped = [t for t in walk([goal.actual]) if t.op is Op.STOP_GRAD
+               and t.args[0].op is Op.INPUT and t.args[0].attrs[0] == "tok_embeddings"]
+    assert stopped == []
+    cuts = build_cuts(problem.cut_points)
+    _, premises = cut_obligations(problem.goals, cuts)
+    uses = premises["grad:tok_embeddings"].uses
+    assert "layers.0:adj" in uses and "mtp.0:adj" in uses, uses
+    assert _prove(model.spec(AdamW()), plan, timeout_s=120).verdict == "EQUIVALENT"
+
 # -- clipping (DeepSeek-V3 sec. 4.2: global norm 1.0) ----------------------------------------------
 
 def _clip_plan(norm_sq=None):
