@@ -11,7 +11,11 @@
     nodes: (opcode, attributes, children, dims-list index)*; steps: (tag, fields)*;
     obligations: (expected, actual, 0 | 1, step)*.
 
-    Names, node ids and step ids are positive numbers written as [n - 1]. *)
+    Names, node ids and step ids are positive numbers written as [n - 1].
+
+    Cost (docs/coq.md "Coverage and cost"): the reader works in primitive integers up to 55
+    bits ([vfast]; longer constants go on in [N]), and lists are reversed with [rev'] (the
+    stdlib's [rev] is quadratic: it made decoding the 405B's 194 342 nodes take minutes). *)
 
 From Coq Require Import List ZArith NArith PArith QArith Uint63 FSets.FMapPositive.
 From Shardproof Require Import Base Num Term RuleLib Rules Steps Cert.
