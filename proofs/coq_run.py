@@ -171,10 +171,10 @@ def _parse_output(text: str) -> dict[str, Any]:
     if len(evals) < 4:
         raise CoqFailed(f"coqc printed {len(evals)} results, expected 4: {text[:300]!r}")
     (fp, t1), (codes, t2), (claims, t3), (failed, t4) = evals[:4]
-    if (t1.strip(), t2.strip(), t4.strip()) != ("N", "list N", "list positive"):
+    if (t1.strip(), t2.strip(), t4.strip()) != ("int", "list N", "list positive"):
         raise CoqFailed(f"unexpected coqc output types {t1!r} {t2!r} {t4!r}")
     out: dict[str, Any] = {
-        "fingerprint": int(fp.replace("%N", "").strip()),
+        "fingerprint": int(fp.replace("%uint63", "").strip()),
         "codes": [int(x) for x in re.findall(r"(\d+)%N", codes)],
         "failed": [int(x) for x in re.findall(r"(\d+)%positive", failed)],
         "claims": {},

@@ -11,7 +11,11 @@
     nodes: (opcode, attributes, children, dims-list index)*; steps: (tag, fields)*;
     obligations: (expected, actual, 0 | 1, step)*.
 
-    Names, node ids and step ids are positive numbers written as [n - 1]. *)
+    Names, node ids and step ids are positive numbers written as [n - 1].
+
+    Cost (docs/coq.md "Coverage and cost"): the reader works in primitive integers up to 55
+    bits ([vfast]; longer constants go on in [N]), and lists are reversed with [rev'] (the
+    stdlib's [rev] is quadratic: it made decoding the 405B's 194 342 nodes take minutes). *)
 
 From Coq Require Import List ZArith NArith PArith QArith Uint63 FSets.FMapPositive.
 From Shardproof Require Import Base Num Term RuleLib Rules Steps Cert.
@@ -20,27 +24,47 @@ Import ListNotations.
 Record rd := Rd { r_ws : list int; r_cur : int; r_left : nat }.
 Definition M (A : Type) := rd -> A * rd.
 
-Definition chunk_of (w : int) : N := Z.to_N (to_Z (w land 63)%uint63).
-
-Definition next_chunk (s : rd) : N * rd :=
+(** A chunk (6 bits) of the stream, as a primitive integer. *)
+Definition next_chunk (s : rd) : int * rd :=
   match r_left s with
   | O => match r_ws s with
-         | [] => (0%N, s)
-         | w :: ws => (chunk_of w, Rd ws (w >> 6)%uint63 9)
+         | [] => (0%uint63, s)
+         | w :: ws => ((w land 63)%uint63, Rd ws (w >> 6)%uint63 9)
          end
-  | S k => (chunk_of (r_cur s), Rd (r_ws s) (r_cur s >> 6)%uint63 k)
+  | S k => ((r_cur s land 63)%uint63, Rd (r_ws s) (r_cur s >> 6)%uint63 k)
   end.
 
+(** A non-negative primitive integer as [N], one step per bit. *)
+Fixpoint pos_of_int (fuel : nat) (i : int) : positive :=
+  match fuel with
+  | O => 1%positive
+  | S f => if (i <=? 1)%uint63 then 1%positive
+           else let p := pos_of_int f (i >> 1)%uint63 in
+                if (i land 1 =? 0)%uint63 then xO p else xI p
+  end.
+Definition N_of_int (i : int) : N := if (i =? 0)%uint63 then 0%N else Npos (pos_of_int 63 i).
+
+(** Numbers of more than 55 bits (long constants only) go on in [N] arithmetic. *)
 Fixpoint varint (fuel : nat) (shift acc : N) (s : rd) : N * rd :=
   match fuel with
   | O => (acc, s)
   | S f =>
       let (c, s') := next_chunk s in
-      let acc' := N.lor acc (N.shiftl (N.land c 31) shift) in
-      if N.testbit c 5 then varint f (shift + 5)%N acc' s' else (acc', s')
+      let acc' := N.lor acc (N.shiftl (N_of_int (c land 31)%uint63) shift) in
+      if (c land 32 =? 0)%uint63 then (acc', s') else varint f (shift + 5)%N acc' s'
   end.
 
-Definition rdN : M N := varint 2700 0 0.   (* up to 13500 bits: 4000-digit constants *)
+(** The first 11 chunks (55 bits) are read in primitive integers: most numbers end there. *)
+Fixpoint vfast (k : nat) (shift acc : int) (s : rd) : N * rd :=
+  match k with
+  | O => varint 2700 55 (N_of_int acc) s
+  | S k' =>
+      let (c, s') := next_chunk s in
+      let acc' := (acc lor ((c land 31) << shift))%uint63 in
+      if (c land 32 =? 0)%uint63 then (N_of_int acc', s') else vfast k' (shift + 5)%uint63 acc' s'
+  end.
+
+Definition rdN : M N := vfast 11 0 0.   (* up to 55 + 13500 bits: 4000-digit constants *)
 Definition rdP : M positive := fun s => let (n, s') := rdN s in (N.succ_pos n, s').
 Definition rdZ : M Z := fun s =>
   let (n, s') := rdN s in
@@ -56,7 +80,7 @@ Definition rdList {A} (m : M A) : M (list A) :=
   n <- rdN ;;
   fun s => let '(acc, s') := N.iter n (fun p => let '(acc, s0) := p in
                                               let (a, s1) := m s0 in (a :: acc, s1)) ([], s) in
-           (rev acc, s').
+           (rev' acc, s').
 
 Definition rdRad : M rad := rdList (b <- rdP ;; e <- rdQ ;; ret (b, e)).
 Definition rdNum : M num := rdList (q <- rdQ ;; m <- rdRad ;; ret (q, m)).
@@ -156,30 +180,45 @@ Definition rdCert : M cert :=
 
 Definition decode (ws : list int) : cert := fst (rdCert (Rd ws 0 0)).
 
-(** ** A fingerprint of the decoded certificate (compared by the exporter) *)
-Definition fp_mod : N := 2305843009213693951%N.   (* 2^61 - 1 *)
-Definition mix (h x : N) : N := ((h * 1000003 + x + 1) mod fp_mod)%N.
-Definition mixl {A} (f : N -> A -> N) (h : N) (l : list A) : N :=
-  fold_left f l (mix h (N.of_nat (length l))).
-Definition fpQ (h : N) (q : Q) : N :=
-  mix (mix h (Z.to_N (Z.abs (Qnum q)) + (if Z.ltb (Qnum q) 0 then 1 else 0) * 4611686018427387904)%N)
-      (Npos (Qden q)).
-Definition fpNum (h : N) (x : num) : N :=
-  mixl (fun h t => mixl (fun h be => fpQ (mix h (Npos (fst be))) (snd be)) (fpQ h (fst t)) (snd t)) h x.
-Definition fpShard (h : N) (s : shard) : N :=
-  match s with SAx a => mix (mix h 0) (Npos a) | SCh i p => mix (mix (mix h 1) i) p end.
-Definition fpDims (h : N) (D : list dimspec) : N :=
-  mixl (fun h d => mixl fpShard (mix h (Npos (fst d))) (snd d)) h D.
-Definition fpNames (h : N) (l : list name) : N := mixl (fun h n => mix h (Npos n)) h l.
-Definition fpOp (h : N) (o : op) : N :=
+(** ** A fingerprint of the decoded certificate (compared by the exporter)
+    In primitive 63-bit integers ([mix h x = h * 1000003 + x + 1] modulo 2^63: the multiplier is
+    odd, so a single changed value always changes the result); numbers enter modulo 2^63,
+    integers [z] as [2z] or [-2z - 1]. *)
+Fixpoint int_of_pos (p : positive) : int :=
+  match p with
+  | xH => 1%uint63
+  | xO q => (int_of_pos q << 1)%uint63
+  | xI q => ((int_of_pos q << 1) lor 1)%uint63
+  end.
+Definition int_of_N (n : N) : int := match n with N0 => 0%uint63 | Npos p => int_of_pos p end.
+Definition int_of_zig (z : Z) : int :=
+  match z with
+  | Z0 => 0%uint63
+  | Zpos p => (int_of_pos p << 1)%uint63
+  | Zneg p => ((int_of_pos p << 1) - 1)%uint63
+  end.
+Definition mix (h x : int) : int := (h * 1000003 + x + 1)%uint63.
+Definition mixl {A} (f : int -> A -> int) (h : int) (l : list A) : int :=
+  fold_left f l (mix h (fold_left (fun n _ => n + 1)%uint63 l 0%uint63)).
+Definition mixp (h : int) (p : positive) : int := mix h (int_of_pos p).
+Definition mixn (h : int) (n : N) : int := mix h (int_of_N n).
+Definition fpQ (h : int) (q : Q) : int := mixp (mix h (int_of_zig (Qnum q))) (Qden q).
+Definition fpNum (h : int) (x : num) : int :=
+  mixl (fun h t => mixl (fun h be => fpQ (mixp h (fst be)) (snd be)) (fpQ h (fst t)) (snd t)) h x.
+Definition fpShard (h : int) (s : shard) : int :=
+  match s with SAx a => mixp (mix h 0) a | SCh i p => mixn (mixn (mix h 1) i) p end.
+Definition fpDims (h : int) (D : list dimspec) : int :=
+  mixl (fun h d => mixl fpShard (mixp h (fst d)) (snd d)) h D.
+Definition fpNames (h : int) (l : list name) : int := mixl mixp h l.
+Definition fpOp (h : int) (o : op) : int :=
   match o with
-  | OInput nm d => mix (mix (mix h 0) (Npos nm)) (match d with DReal => 0 | DPos => 1 | DMask => 2 | DIndex => 3 end)
+  | OInput nm d => mix (mixp (mix h 0) nm) (match d with DReal => 0 | DPos => 1 | DMask => 2 | DIndex => 3 end)
   | OConst k => fpNum (mix h 1) k
-  | ODimSize d => mix (mix h 2) (Npos d)
-  | OAxisSize a => mix (mix h 3) (Npos a)
-  | ORankConst a vs => mixl fpNum (mix (mix h 4) (Npos a)) vs
-  | OCausal q k => mix (mix (mix h 5) (Npos q)) (Npos k)
-  | ORope b s hh th => fpQ (mix (mix (mix (mix h 6) (if b then 1 else 0)) (Npos s)) (Npos hh)) th
+  | ODimSize d => mixp (mix h 2) d
+  | OAxisSize a => mixp (mix h 3) a
+  | ORankConst a vs => mixl fpNum (mixp (mix h 4) a) vs
+  | OCausal q k => mixp (mixp (mix h 5) q) k
+  | ORope b s hh th => fpQ (mixp (mixp (mix (mix h 6) (if b then 1 else 0)) s) hh) th
   | OAdd => mix h 7 | OMul => mix h 8
   | OUn u => mix (mix h 9) (match u with UNeg => 0 | URecip => 1 | UExp => 2 | ULog => 3 | USqrt => 4
                               | URsqrt => 5 | USigmoid => 6 | USilu => 7 | UTanh => 8 | UGelu => 9
@@ -188,26 +227,26 @@ Definition fpOp (h : N) (o : op) : N :=
   | OMaximum => mix h 11 | OWhere => mix h 12
   | OEinsum o => fpNames (mix h 13) o
   | OReduceMax ds => fpNames (mix h 14) ds
-  | OOneHot v => mix (mix h 15) (Npos v)
-  | OTopk e k => mix (mix (mix h 16) (Npos e)) k
-  | ORename o n => mix (mix (mix h 17) (Npos o)) (Npos n)
-  | OChunk d p i => mix (mix (mix (mix h 18) (Npos d)) p) i
-  | OConcat d => mix (mix h 19) (Npos d)
-  | OPermute d o => mixl mix (mix (mix h 20) (Npos d)) o
-  | OShift d => mix (mix h 21) (Npos d)
-  | OShard d a => mix (mix (mix h 22) (Npos d)) (Npos a)
-  | OPart a => mix (mix h 23) (Npos a)
-  | OAllReduce a r => mix (mix (mix h 24) (Npos a)) (match r with RSum => 0 | RMax => 1 end)
-  | OAllGather a d => mix (mix (mix h 25) (Npos a)) (Npos d)
-  | OReduceScatter a d => mix (mix (mix h 26) (Npos a)) (Npos d)
-  | OBroadcast a s => mix (mix (mix h 27) (Npos a)) s
-  | OAllToAll a s c => mix (mix (mix (mix h 28) (Npos a)) (Npos s)) (Npos c)
-  end.
-Definition fpNode (h : N) (nd : node) : N :=
+  | OOneHot v => mixp (mix h 15) v
+  | OTopk e k => mixn (mixp (mix h 16) e) k
+  | ORename o n => mixp (mixp (mix h 17) o) n
+  | OChunk d p i => mixn (mixn (mixp (mix h 18) d) p) i
+  | OConcat d => mixp (mix h 19) d
+  | OPermute d o => mixl mixn (mixp (mix h 20) d) o
+  | OShift d => mixp (mix h 21) d
+  | OShard d a => mixp (mixp (mix h 22) d) a
+  | OPart a => mixp (mix h 23) a
+  | OAllReduce a r => mix (mixp (mix h 24) a) (match r with RSum => 0 | RMax => 1 end)
+  | OAllGather a d => mixp (mixp (mix h 25) a) d
+  | OReduceScatter a d => mixp (mixp (mix h 26) a) d
+  | OBroadcast a s => mixn (mixp (mix h 27) a) s
+  | OAllToAll a s c => mixp (mixp (mixp (mix h 28) a) s) c
+  end%uint63.
+Definition fpNode (h : int) (nd : node) : int :=
   fpDims (fpNames (fpOp h (nop nd)) (nargs nd)) (ndims nd).
 
-Definition cert_fingerprint (C : cert) : N :=
-  let h := mixl (fun h p => mix (mix h (Npos (fst p))) (snd p)) 0 (c_facts C) in
+Definition cert_fingerprint (C : cert) : int :=
+  let h := mixl (fun h p => mixn (mixp h (fst p)) (snd p)) 0%uint63 (c_facts C) in
   let h := fpNames h (c_cut C) in
   let h := mixl fpNode h (c_nodes C) in
-  mix (mix h (N.of_nat (length (c_steps C)))) (N.of_nat (length (c_obs C))).
+  mixl (fun h _ => h) (mixl (fun h _ => h) h (c_steps C)) (c_obs C).

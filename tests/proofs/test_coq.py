@@ -13,6 +13,7 @@ its guard are rejected *by Coq*.
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 from fractions import Fraction
 from pathlib import Path
@@ -233,9 +234,38 @@ def test_small_certificate_is_coq_checked(coq_cache: Path, tmp_path: Path) -> No
                              "ClassicalDedekindReals.sig_not_dec",
                              "FunctionalExtensionality.functional_extensionality_dep",
                              "Classical_Prop.classic",
-                             "int", "lsr", "land", "eqb"}   # Coq's primitive 63-bit integers
+                             # Coq's primitive 63-bit integers (the decoder)
+                             "int", "lsr", "lsl", "land", "lor", "eqb", "leb", "add"}
     assert "FunctionalExtensionality.functional_extensionality_dep" in r.axioms
     assert (tmp_path / "small.v").read_text() == r.export.source
+
+
+@needs_coq
+@pytest.mark.slow
+def test_the_decoder_reads_numbers_across_the_fast_paths_end(coq_cache: Path,
+                                                              tmp_path: Path) -> None:
+    """``Decode.rdN`` reads the first 55 bits in primitive integers, longer numbers in ``N``:
+    values at and around that boundary, and a 665-bit one, come back exactly."""
+    import subprocess
+
+    from proofs.coq_export import _Stream
+    from proofs.coq_run import build_library, coqc
+    lib, _ = build_library(coq_cache)
+    vals = [0, 1, 31, 32, 2**55 - 1, 2**55, 2**56 + 12345, 3**80, 10**200]
+    s = _Stream()
+    for v in vals:
+        s.n(v)
+    src = ("From Coq Require Import List NArith Uint63.\nFrom Shardproof Require Import Decode.\n"
+           "Import ListNotations.\nDefinition ws : list int := ["
+           + "; ".join(f"{w}%uint63" for w in s.words()) + "].\n"
+           "Eval vm_compute in fst ((fix go (k : nat) (s : rd) : list N * rd := match k with "
+           "O => ([], s) | S k' => let (v, s1) := rdN s in let (r, s2) := go k' s1 in "
+           f"(v :: r, s2) end) {len(vals)} (Rd ws 0 0)).\n")
+    (tmp_path / "Rd.v").write_text(src)
+    r = subprocess.run([coqc(), "-q", "-Q", str(lib), "Shardproof", "Rd.v"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert [int(x) for x in re.findall(r"(\d+)%N", "".join(r.stdout.split()))] == vals
 
 
 @needs_coq
