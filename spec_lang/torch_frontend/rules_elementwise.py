@@ -423,8 +423,9 @@ class ToCopy:
         if _symbolic(x):
             from spec_lang.torch_frontend.rules_index import cast_index
             return cast_index(n, ctx, x, dst)
-        if dst is not None and not dst.is_floating_point and src.is_floating_point:
-            raise ctx.fail(n, f"a cast from {src} to {dst}")
+        if dst is not None and not dst.is_floating_point and (
+                src.is_floating_point or (dst == torch.bool and src != torch.bool)):
+            raise ctx.fail(n, f"a cast from {src} to {dst}")   # (to bool: R15-2)
         return tv(ctx, n, x.term)
 
 
@@ -447,7 +448,24 @@ class CopyInplace:
 
 
 def _fill_value(ctx: Lowering, n: fx.Node, key: Any) -> Term:
+    """The value ``n`` fills with, as its output's dtype holds it: a number an integer or bool
+    tensor cannot hold exactly is refused (torch truncates ``fill_(0.5)`` on int64 to 0 and
+    makes ``full((), 2, dtype=bool)`` True: findings R15-1, R15-2)."""
     v = ctx.scalar(n, key)
+    val = n.meta.get("val")
+    dt = getattr(val, "dtype", None)
+    if dt is not None and not dt.is_floating_point and not dt.is_complex:
+        if isinstance(v, Term):
+            raw = n.args[key] if isinstance(key, int) and key < len(n.args) else None
+            if dt == torch.bool or type(raw) is not int:
+                raise ctx.fail(n, f"a size-dependent value filled into a {dt} tensor (a cast)")
+        else:
+            fv = Fraction(v)
+            ok = fv in (0, 1) if dt == torch.bool else fv.denominator == 1
+            if not ok:
+                raise ctx.fail(n, f"the value {v} filled into a {dt} tensor (a cast: torch "
+                                  "keeps " + ("its truth value)" if dt == torch.bool
+                                              else "its integer part)"))
     return v if isinstance(v, Term) else const(v)
 
 

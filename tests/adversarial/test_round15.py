@@ -60,7 +60,7 @@ WRONG = [
     ("r15_05_int_fill_scale.py", "R15-1: a float literal filled into an int64 tensor"),
     ("r15_06_bool_cast_count.py", "R15-2: an int64 2 cast to bool (True), used as a count"),
 ]
-OPEN15 = {"r15_05_int_fill_scale.py", "r15_06_bool_cast_count.py"}
+OPEN15: set[str] = set()    # both fixed in stop 24
 
 
 @pytest.mark.slow
@@ -123,9 +123,7 @@ CASTS = [(_int_fill_, "R15-1"), (_int_full_like, "R15-1"), (_int_full, "R15-1"),
          (_bool_full, "R15-2"), (_bool_fill_, "R15-2")]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R15-1 / R15-2 (open): a value cast by the tensor's dtype is lowered "
-                          "uncast (0.5 for int64's 0, 2 for bool's 1)")
+# R15-1 / R15-2, fixed in stop 24 (were strict xfails): refused as casts
 @pytest.mark.parametrize("fn,finding", CASTS, ids=[f.__name__.strip("_") for f, _ in CASTS])
 def test_a_value_cast_by_the_dtype_is_refused_or_cast(fn, finding):
     """Refused (an Opaque output: its goals UNKNOWN), or lowered to torch's float64 value."""
