@@ -1,6 +1,7 @@
 """Smoke test of bench/verify_scaling.py: the quick grid's rows and verdicts (never timings),
 the JSON file (atomic, resumable) and the frontier rows' ``missing`` status."""
 
+import argparse
 import contextlib
 import importlib.util
 import io
@@ -100,18 +101,13 @@ def test_frontier_row_certified_from_a_snapshot(bench, tmp_path, monkeypatch):
 def test_depth_curve_jobs_and_table(bench):
     """``--depth 4 16 126``: one frontier job per depth; the depth curve gives last / first per
     phase, FLAT at <= 1.5x (issue 14 item 5). The results are made up, the arithmetic is not."""
-    a = bench.main.__globals__["argparse"].Namespace(
+    a = argparse.Namespace(
         part="frontier", only=["llama31_405b"], depth=[4, 16, 126], quick=False, layers=32,
         micro_batch_size=1)
     keys = [k for k, _ in bench._jobs_to_run(a)]
     assert keys == ["frontier:llama31_405b:depth4", "frontier:llama31_405b:depth16",
                     "frontier:llama31_405b:depth126"]
-    from importlib import import_module
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        st = import_module("scaling_tables")
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    st = sys.modules["scaling_tables"]      # imported by the bench module (its sibling)
 
     def row(depth, load, cut, check):
         return {"status": "ok", "load_s": load, "phases_s": {"cut": cut, "rewrite": 0.5},
