@@ -106,8 +106,11 @@ def one_rank(rank: int, schedule: str, device: str, mode: str) -> dict[str, Any]
         stage_mod = pipeline_llama(model, w.mesh)
         first, last = coords["pp"] == 0, coords["pp"] == mesh["pp"] - 1
         mb, seq, dim = sizes["batch"] // mesh["dp"] // n_mb, sizes["seq"], model.args.dim
+        # the static metadata's requires_grad decides whether the stage computes and sends its
+        # input's gradient: without it torch sends zeros upstream (measured: a ``zero_``
+        # buffer is what the traced ``c10d.send`` of the last stage carries)
         x = (torch.zeros(mb, seq, dtype=torch.long, device=dev) if first
-             else torch.zeros(mb, seq, dim, device=dev))
+             else torch.zeros(mb, seq, dim, device=dev, requires_grad=True))
         y = torch.zeros(mb, seq, sizes["vocab"] if last else dim, device=dev)
         stage = PipelineStage(stage_mod, coords["pp"], mesh["pp"], dev, input_args=x,
                               output_args=y, output_grads=None if last else torch.zeros_like(y),
