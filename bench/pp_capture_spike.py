@@ -76,7 +76,8 @@ def _instrument() -> None:
 
     S._batch_p2p = p2p  # noqa: SLF001
 
-    def warmup(self: Any, stages: list[Any], has_backward: bool, p2p_done: bool) -> None:  # noqa: ARG001
+    def warmup(self: Any, stages: list[Any], has_backward: bool,  # noqa: ARG001
+               p2p_done: bool) -> None:  # noqa: ARG001
         for s in stages:
             s._inference_mode = InferenceMode.STATIC  # noqa: SLF001
 

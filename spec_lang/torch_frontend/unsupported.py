@@ -4,8 +4,9 @@ verdict (exit 3).
 * ``torch.distributed.pipelining`` (issue 11, pipelining groundwork): a ``PipelineStage`` (or
   ``build_stage``'s ``_PipelineStage``), any pipeline schedule (``ScheduleGPipe``,
   ``Schedule1F1B``, the interleaved and zero-bubble ones) or the tracer front end
-  ``pipeline()`` built during the capture, or a stage's forward / backward chunk run in it. Left to the capture, a schedule stops at its
-  static/dynamic shape vote under the fake process group (torch 2.13.0:
+  ``pipeline()`` built during the capture, or a stage's forward / backward chunk run in it.
+  Left to the capture, a schedule stops at its static/dynamic shape vote under the fake
+  process group (torch 2.13.0:
   ``GuardOnDataDependentSymNode: ... Eq(u0, 1)`` at the user's ``schedule.step``), which names
   no pipelining. The design of the lowering is in ``docs/torch.md``, "Pipelining: design (not
   yet proved)".
