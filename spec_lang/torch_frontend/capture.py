@@ -46,6 +46,7 @@ from spec_lang.torch_frontend.dataparallel import (
 )
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
+from spec_lang.torch_frontend.unsupported import check_no_pipelining, refuse_pipelining
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -243,9 +244,22 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     the rank of the current fake process group (``mesh`` is its ``DeviceMesh``).
 
     Raises:
-        PlanError: the user's code raised (with the line in the train file), or a tensor input
-            is not sharded evenly.
+        PlanError: the user's code raised (with the line in the train file), a tensor input
+            is not sharded evenly, or the step uses ``torch.distributed.pipelining``, which
+            is not supported yet (:mod:`spec_lang.torch_frontend.unsupported`).
     """
+    with refuse_pipelining(tf.path) as used:
+        try:
+            tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups)
+        except PlanError:
+            check_no_pipelining(used)   # the first refusal, even if user code caught it
+            raise
+    check_no_pipelining(used)
+    return tr
+
+
+def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
+             coords: Mapping[str, int] | None, groups: Mapping[str, str] | None) -> Trace:
     path = tf.path
     plan = mesh is not None
     try:

@@ -54,6 +54,10 @@ PRIVATE_APIS: tuple[str, ...] = (
     # the CPU flash-attention kernels SDPA dispatches to (rules_attention.py)
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default",
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+    # pipelining's stage / schedule base classes and traced Pipe, refused (unsupported.py)
+    "torch.distributed.pipelining.stage._PipelineStageBase",
+    "torch.distributed.pipelining.schedules._PipelineSchedule",
+    "torch.distributed.pipelining._IR.Pipe.from_tracing",
 )
 
 

@@ -1,0 +1,68 @@
+"""Llama (torchtitan-shaped) split into 2 pipeline stages with ``torch.distributed.pipelining``
+(``PipelineStage``, ``Schedule1F1B``: one-forward-one-backward, 4 micro-batches) x hand-written
+data parallelism on dp 2 (4 ranks; ``MESH`` outer to inner: rank = 2 * pp + dp).
+
+Runs on a real process group (``tests/torch_frontend/pp_truth.py`` runs it with gloo on 4
+processes and matches the single-device step to 1e-9 in float64). ``prove --torch`` does not
+prove pipelining yet (``docs/torch.md``, "Pipelining: design (not yet proved)").
+
+    prove --torch examples/torch/llama_pp_1f1b_dp.py
+"""
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+from llama_model import ModelArgs, Transformer
+from llama_pipeline import pipeline_llama
+
+MESH = {"pp": 2, "dp": 2}
+SIZES = {"batch": 8, "seq": 16, "n_kv_heads": 2, "n_rep": 2, "head_dim": 8, "ffn": 48,
+         "vocab": 64}
+N_MICROBATCHES = 4
+
+
+def build_model(s):
+    heads = s["n_kv_heads"] * s["n_rep"]
+    return Transformer(ModelArgs(dim=heads * s["head_dim"], n_layers=2, n_heads=heads,
+                                 n_kv_heads=s["n_kv_heads"], vocab_size=s["vocab"],
+                                 ffn_hidden=s["ffn"], max_seq_len=s["seq"]))
+
+
+def make_batch(s):
+    return {"tokens": torch.zeros(s["batch"], s["seq"], dtype=torch.long),
+            "labels": torch.zeros(s["batch"], s["seq"], dtype=torch.long)}
+
+
+def build_optimizer(model):
+    return torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, foreach=True)
+
+
+def parallelize(model, mesh):
+    return pipeline_llama(model, mesh)
+
+
+def loss_fn(pred, labels):
+    return F.cross_entropy(pred.flatten(0, 1), labels.flatten(0, 1))
+
+
+def train_step(model, optimizer, batch, mesh):
+    if mesh is None:
+        loss = loss_fn(model(batch["tokens"]), batch["labels"])
+        loss.backward()
+    else:
+        pp = mesh["pp"]
+        stage = PipelineStage(model, pp.get_local_rank(), pp.size(), torch.device("cpu"),
+                              group=pp.get_group())
+        schedule = Schedule1F1B(stage, n_microbatches=N_MICROBATCHES, loss_fn=loss_fn)
+        losses = []
+        args = (batch["tokens"],) if stage.is_first else ()
+        schedule.step(*args, target=batch["labels"], losses=losses)
+        loss = torch.stack(losses).mean() if stage.is_last else None
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
