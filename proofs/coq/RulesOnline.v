@@ -6,9 +6,10 @@
     Checked as the Python rules: [f] is a max factor ([EXP(m)] or [POW(EXP(m), c)], [m] a max)
     or [POW(EINSUM(..), e)] with [e < 0]; another operand remains (for the second, one with a
     contracted dim); [f]'s names are output names. Checked besides, what the lemma needs (the
-    rule builds it): the inner operands are the outer ones without one [f] (as a multiset); the result's dims;
-    for every name of the rest: it is an output name of [o'] exactly when of [o], as one it is
-    a dim of the inner node, and if summed it has the same spec in both operand lists.
+    rule builds it): the outer operands are the inner ones with [f] inserted at one position;
+    the result's dims; for every name of the rest: it is an output name of [o'] exactly when
+    of [o], as one it is a dim of the inner node, and if summed it has the same spec in both
+    operand lists.
 
     exp-max-shift-block: [EXP(ADD(xs)) = MUL(EXP(ADD(xs without x_k)), POW(EXP(W(m)), c))]
     where [x_k = W(MUL(CONST(c), m))] and [W] a non-empty chain of [SHARD] / [PERMUTE]: a
@@ -125,6 +126,20 @@ Definition recip_factor (T : table) (f : positive) : bool :=
   | _ => false
   end.
 
+(** [xs] is [rest] with [f] inserted at some position [k] (the Python rule's [xs]) *)
+Definition inserted (f : positive) (rest xs : list positive) : bool :=
+  existsb (fun k => list_eqb Pos.eqb xs (firstn k rest ++ f :: skipn k rest))
+          (seq 0 (S (length rest))).
+
+Lemma inserted_perm : forall f rest xs, inserted f rest xs = true -> Permutation xs (f :: rest).
+Proof.
+  intros f rest xs H. apply existsb_exists in H as [k [_ H]].
+  apply (list_eqb_eq _ _ (fun a b => proj1 (Pos.eqb_eq a b))) in H. subst xs.
+  transitivity (f :: firstn k rest ++ skipn k rest).
+  - apply Permutation_sym, Permutation_middle.
+  - rewrite firstn_skipn. reflexivity.
+Qed.
+
 (** [kind]: true for einsum-max-factor-out, false for einsum-recip-factor-out *)
 Definition chk_einsum_one_factor (kind : bool) (G : gctx) (l r : positive) (_ : hint)
   : option (list claim) :=
@@ -136,7 +151,7 @@ Definition chk_einsum_one_factor (kind : bool) (G : gctx) (l r : positive) (_ : 
           if (if kind then max_factor T f
               else recip_factor T f &&
                    existsb (fun n => negb (existsb (Pos.eqb n) o)) (op_names T rest)) &&
-             perm_posb xs (f :: rest) && negb (Nat.eqb (length rest) 0) &&
+             inserted f rest xs && negb (Nat.eqb (length rest) 0) &&
              names_in T o f && dims_eqvb Dl Dr && incl_dims De Dr &&
              inner_ok T xs rest o o' De
           then Some [] else None
@@ -159,7 +174,7 @@ Proof.
   match type of H with (if ?b then _ else _) = _ => destruct b eqn:B; try discriminate end.
   repeat match type of B with _ && _ = true => apply andb_prop in B as [B ?] end.
   apply (factor_out_eqv c T l r out xs Dl [f] e Dr out0 rest De W El Er Ee); auto.
-  - apply perm_posb_ok; auto.
+  - apply inserted_perm; auto.
   - simpl. rewrite andb_true_r. auto.
 Qed.
 
