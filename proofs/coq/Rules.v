@@ -9,7 +9,7 @@ From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesL
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
   RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather RulesPerm
-  RulesPermLift RulesTopk RulesPush RulesMove RulesUnit.
+  RulesPermLift RulesTopk RulesPush RulesMove RulesUnit RulesOnline.
 Import ListNotations.
 
 Inductive rtag :=
@@ -28,7 +28,8 @@ Inductive rtag :=
 | TLiftPermReduceMax | TLiftPermChunk | TLiftShardPermute | TLiftPermRename | TLiftPermOneHot
 | TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
 | TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst
-| TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift | TLiftShardTopkElig | TLiftPermTopkElig.
+| TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift | TLiftShardTopkElig | TLiftPermTopkElig
+| TEinsumMaxFactorOut | TEinsumRecipFactorOut | TExpMaxShiftBlock.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -114,6 +115,9 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TLiftShardShift => chk_lift_shard_shift
   | TLiftShardTopkElig => chk_lift_shard_topk_elig
   | TLiftPermTopkElig => chk_lift_perm_topk_elig
+  | TEinsumMaxFactorOut => chk_einsum_max_factor_out
+  | TEinsumRecipFactorOut => chk_einsum_recip_factor_out
+  | TExpMaxShiftBlock => chk_exp_max_shift_block
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -207,6 +211,9 @@ Definition rtag_of (n : N) : option rtag :=
   | 83%N => Some TLiftShardShift (* lift-shard-shift *)
   | 84%N => Some TLiftShardTopkElig (* lift-shard-topk-elig *)
   | 85%N => Some TLiftPermTopkElig (* lift-perm-topk-elig *)
+  | 86%N => Some TEinsumMaxFactorOut (* einsum-max-factor-out *)
+  | 87%N => Some TEinsumRecipFactorOut (* einsum-recip-factor-out *)
+  | 88%N => Some TExpMaxShiftBlock (* exp-max-shift-block *)
   | _ => None
   end.
 
@@ -295,4 +302,7 @@ Proof.
   - apply chk_lift_shard_shift_sound.
   - apply chk_lift_shard_topk_elig_sound.
   - apply chk_lift_perm_topk_elig_sound.
+  - apply chk_einsum_max_factor_out_sound.
+  - apply chk_einsum_recip_factor_out_sound.
+  - apply chk_exp_max_shift_block_sound.
 Qed.
