@@ -57,14 +57,14 @@ class KernelMalformed(KernelError):
 OPS = frozenset({
     "INPUT", "CONST", "DIM_SIZE", "AXIS_SIZE", "RANK_CONST", "CAUSAL_MASK", "ROPE_COS", "ROPE_SIN",
     "ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
-    "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
+    "GELU", "ERF", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
     "EINSUM", "REDUCE_MAX", "ONE_HOT", "TOPK_MASK",
     "RENAME", "CHUNK", "CONCAT", "PERMUTE", "SHIFT",
     "SHARD", "PART", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "BROADCAST", "ALL_TO_ALL",
 })
 ELEMENTWISE = frozenset({
     "ADD", "MUL", "NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
-    "GELU", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
+    "GELU", "ERF", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
 })
 
 MAX_INT = 2**63 - 1  # bound of a plain integer attribute (chunk counts, top-k, coordinates)
@@ -343,7 +343,7 @@ def typecheck(table: NodeTable, i: int) -> None:
     if op in nargs and len(args) != nargs[op]:
         raise bad(f"{len(args)} args, expected {nargs[op]}")
     if op in ("NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
-              "GELU", "CAST", "STOP_GRAD") and len(args) != 1:
+              "GELU", "ERF", "CAST", "STOP_GRAD") and len(args) != 1:
         raise bad(f"{len(args)} args, expected 1")
     if op in ("ADD", "MUL", "EINSUM", "CONCAT") and not args:
         raise bad("no args")

@@ -79,8 +79,8 @@ def test_gpt2_pipeline_needs_the_tied_embedding_reduced_over_pp():
 
 
 def test_gpt2_erf_form_normalises_equal_under_tp():
-    """The exact (erf) GELU: every goal reaches one normal form (the certificate needs ERF in
-    the kernel's op table)."""
+    """The exact (erf) GELU: every goal reaches one normal form (its certificate:
+    tests/proofs/test_erf_certificate.py)."""
     from rewriting import Normaliser, normalise
 
     model = gpt2(dataclasses.replace(GPT2_DEBUG, gelu="none"))
