@@ -7,9 +7,9 @@ from ``numpy.random.default_rng(seed)`` (the same generator then draws the ``PAR
 the goals' terms taken in order ``[expected_1, actual_1, expected_2, ...]``, with an optional
 domain-valid *edge case* applied to the draw (:func:`apply_edge`: a fully padded sequence, an
 empty rank's or micro-batch's share of the batch, an expert no token selects). A goal diverges
-when some element differs by more than the float64 tolerance of :func:`differs`, or is finite on
-one side and not on the other (issue 10: a plan that is NaN where the spec is finite: a division
-by an exact zero). A replay whose evaluation overflows float64 is inconclusive (it raises
+when some element differs by more than the float64 tolerance of :func:`differs`, or is not
+finite in the plan where the spec is (issue 10: a plan that is NaN where the spec is finite: a
+division by an exact zero); where the spec is not finite there is no claim (round 17, F2). A replay whose evaluation overflows float64 is inconclusive (it raises
 ``FloatingPointError``): an overflow is not a value of the term over the reals.
 
 This module is part of the checker's trusted base: it imports only numpy and ``spec_lang``.
@@ -45,16 +45,19 @@ def aligned(e: NamedArray, a: NamedArray) -> tuple[tuple[str, ...], np.ndarray, 
 
 
 def differs(de: np.ndarray, da: np.ndarray) -> np.ndarray:
-    """Elements where spec and plan differ: finite on one side only (NaN or inf where the other
-    is finite: a division by a count the domain allows to be 0), or both finite and
+    """Elements where spec and plan differ: the plan not finite where the spec is (NaN or inf:
+    a division by a count the domain allows to be 0, issue 10), or both finite and
     ``|de - da|`` above ``RTOL`` relative to the goal's magnitude (many orders of magnitude
-    above float64 round-off at reduced sizes)."""
+    above float64 round-off at reduced sizes). An element where the spec is not finite is
+    outside the spec's domain (over the reals it has no value there) and never differs,
+    whatever the plan computes (adversarial round 17, F2: a plan dividing by ``max(n, 1)``
+    where the spec divides by a token count ``n`` was refuted on a draw with ``n = 0``)."""
     fe, fa = np.isfinite(de), np.isfinite(da)
     ok = fe & fa
     scale = float(np.max(np.abs(de[ok]))) if ok.any() else 1.0
     tol = RTOL * max(scale, 1e-300) + 1e-12
     with np.errstate(invalid="ignore"):
-        return (fe != fa) | (ok & (np.abs(de - da) > tol + RTOL * np.abs(de)))
+        return (fe & ~fa) | (ok & (np.abs(de - da) > tol + RTOL * np.abs(de)))
 
 
 def apply_edge(inputs: dict[str, np.ndarray], edge: Mapping[str, Any] | None,

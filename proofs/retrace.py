@@ -121,6 +121,14 @@ def finish_retrace(pending: PendingTrace, cert: Mapping[str, Any], hashes: list[
                                        f"term is not the plan's")
     if pd.binding != cert["binding"]:
         raise CertificateError("--retrace: the binding differs from the plan's")
+    obs = cert["obligations"]
+    if cert["verdict"] == "UNKNOWN" and not pd.unsupported and obs \
+            and all(o["method"] not in ("open", "refuted") for o in obs):
+        # an UNKNOWN is consistent when a goal is open or the front end left an item open (an
+        # output it could not lower, a rank literal, state the step leaves: adversarial round
+        # 16, those UNKNOWNs were rejected as "every goal is proved", exit 4)
+        raise CertificateError("--retrace: verdict UNKNOWN but every goal is proved and the "
+                               "front end lowered every plan output")
     if pd.unsupported and cert["verdict"] == "EQUIVALENT":
         n, why = pd.unsupported[0]
         raise CertificateError(f"--retrace: verdict EQUIVALENT but the front end could not lower "

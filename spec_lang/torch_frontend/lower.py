@@ -194,9 +194,21 @@ def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
     return root
 
 
+def _c10d(n: fx.Node) -> bool:
+    """A ``torch.distributed`` op in its in-place form (``c10d.broadcast_``, ``c10d.recv_``,
+    ``c10d.alltoall_base_``, ``c10d.reduce_``, ...): its schema does not mark what it writes
+    (``c10d::recv_(Tensor[] tensors, ...)``, no ``(a!)``), so without a rule every tensor it
+    is given counts as written (adversarial round 16: a ``dist.broadcast`` / ``all_to_all_single``
+    / ``reduce`` without a rule was read as its old value, three false accepts)."""
+    return str(n.target).startswith("c10d.")
+
+
 def schema_alias(n: fx.Node) -> str | None:
     """``"write"`` when the op's ATen schema writes an argument (``Tensor(a!)``: in place, or
-    ``out=``), ``"view"`` when its result aliases an argument (``Tensor(a)``), else ``None``."""
+    ``out=``) or it is a ``c10d`` op (:func:`_c10d`), ``"view"`` when its result aliases an
+    argument (``Tensor(a)``), else ``None``."""
+    if _c10d(n):
+        return "write"
     schema = getattr(n.target, "_schema", None)
     if schema is None:
         return None
@@ -209,7 +221,11 @@ def schema_alias(n: fx.Node) -> str | None:
 
 def written_args(n: fx.Node) -> list[fx.Node]:
     """The graph nodes the op's ATen schema says it writes (positional or keyword: ``out=``;
-    adversarial finding R6-5)."""
+    adversarial finding R6-5); for a ``c10d`` op every tensor argument (:func:`_c10d`)."""
+    if _c10d(n):
+        out: list[fx.Node] = []
+        fx.node.map_arg((n.args, n.kwargs), out.append)   # every node, nested in any container
+        return out
     schema = getattr(n.target, "_schema", None)
     if schema is None:
         return []
