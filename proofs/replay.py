@@ -9,8 +9,11 @@ domain-valid *edge case* applied to the draw (:func:`apply_edge`: a fully padded
 empty rank's or micro-batch's share of the batch, an expert no token selects). A goal diverges
 when some element differs by more than the float64 tolerance of :func:`differs`, or is not
 finite in the plan where the spec is (issue 10: a plan that is NaN where the spec is finite: a
-division by an exact zero); where the spec is not finite there is no claim (round 17, F2). A replay whose evaluation overflows float64 is inconclusive (it raises
-``FloatingPointError``): an overflow is not a value of the term over the reals.
+division by an exact zero); where the spec is not finite there is no claim (round 17, R17-2).
+A replay whose evaluation overflows float64 is inconclusive (it raises ``FloatingPointError``):
+an overflow is not a value of the term over the reals; so is one with a plan value not finite
+where the spec's is when the draw underflows anywhere (R18-2: an underflow's 0 / 0 is not a
+division by an exact zero).
 
 This module is part of the checker's trusted base: it imports only numpy and ``spec_lang``.
 """
@@ -129,4 +132,14 @@ def replay(pairs: Sequence[tuple[Any, Any]], binding: Mapping[str, int] | Bindin
     # the max shift, the exclude edge case's -1e6 overflowing exp)
     with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="raise"):
         vals = evaluate(roots, b, inputs, rng=rng, keep="roots")
-    return [aligned(vals[e], vals[a]) for e, a in pairs]
+    out = [aligned(vals[e], vals[a]) for e, a in pairs]
+    if any(np.any(np.isfinite(de) & ~np.isfinite(da)) for _, de, da in out):
+        # a plan value not finite where the spec's is: a division by an exact zero (issue 10),
+        # or an underflow's 0 / 0 (``exp(s - 1000)``), which is no value of the term over the
+        # reals (adversarial R18-2): the same draw again, with underflow an error
+        rng = np.random.default_rng(seed)
+        inputs = sample_inputs(roots, b, rng)
+        apply_edge(inputs, edge, roots, b)
+        with np.errstate(divide="ignore", invalid="ignore", under="raise", over="raise"):
+            evaluate(roots, b, inputs, rng=rng, keep="roots")
+    return out

@@ -34,13 +34,20 @@ RELABEL_VIEWS = frozenset({
     "aten.transpose.int", "aten.permute.default", "aten.unsqueeze.default",
     "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default",
     "aten._reshape_alias.default",
+    "aten._unsafe_view.default",    # a view whose schema does not say so (adversarial R18-1)
 })
 """Views whose value is the same term (named dims make them relabellings)."""
 SLICE_VIEWS = frozenset({
     "aten.slice.Tensor", "aten.select.int", "aten.split.Tensor", "aten.split_with_sizes.default",
     "aten.narrow.default", "aten.unbind.int",
+    # ``unsafe_chunk`` / ``unsafe_split``: views whose schemas do not say so (R18-1: a write
+    # through one was never seen by the base's readers, a false accept)
+    "aten.unsafe_split.Tensor", "aten.unsafe_split_with_sizes.default",
 })
 """Views that see part of their base."""
+SET_STORAGE = frozenset({"aten.set_.source_Tensor", "aten.set_.source_Tensor_storage_offset"})
+"""``t.set_(x)``: ``t`` shares ``x``'s storage from then on (its schema marks ``t`` written,
+not the alias: R18-1)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,13 @@ def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
                     and str(n.args[0].target) in SLICE_VIEWS and n.args[0] in root:
                 base, _ = root[n.args[0]]
                 root[n] = (base, False)
+                continue
+            if name in SET_STORAGE and len(n.args) > 1 and isinstance(n.args[1], fx.Node) \
+                    and n.args[1] in root:
+                shared = (root[n.args[1]][0], False)
+                root[n] = shared
+                if isinstance(n.args[0], fx.Node):
+                    root[n.args[0]] = shared
                 continue
             r = RULES.get(name)
             kind = schema_alias(n)
