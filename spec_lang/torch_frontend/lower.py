@@ -35,6 +35,7 @@ RELABEL_VIEWS = frozenset({
     "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default",
     "aten._reshape_alias.default",
     "aten._unsafe_view.default",    # a view whose schema does not say so (adversarial R18-1)
+    "aten.lift.default", "aten.lift_fresh.default",   # the tensor itself (R19-1)
 })
 """Views whose value is the same term (named dims make them relabellings)."""
 SLICE_VIEWS = frozenset({
