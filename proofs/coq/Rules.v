@@ -29,7 +29,7 @@ Inductive rtag :=
 | TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
 | TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst
 | TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift | TLiftShardTopkElig | TLiftPermTopkElig
-| TEinsumMaxFactorOut | TEinsumRecipFactorOut | TExpMaxShiftBlock.
+| TEinsumMaxFactorOut | TEinsumRecipFactorOut | TExpMaxShiftBlock | TGeluDef.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -118,6 +118,7 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TEinsumMaxFactorOut => chk_einsum_max_factor_out
   | TEinsumRecipFactorOut => chk_einsum_recip_factor_out
   | TExpMaxShiftBlock => chk_exp_max_shift_block
+  | TGeluDef => chk_gelu_def
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -214,6 +215,7 @@ Definition rtag_of (n : N) : option rtag :=
   | 86%N => Some TEinsumMaxFactorOut (* einsum-max-factor-out *)
   | 87%N => Some TEinsumRecipFactorOut (* einsum-recip-factor-out *)
   | 88%N => Some TExpMaxShiftBlock (* exp-max-shift-block *)
+  | 89%N => Some TGeluDef (* gelu-def *)
   | _ => None
   end.
 
@@ -305,4 +307,5 @@ Proof.
   - apply chk_einsum_max_factor_out_sound.
   - apply chk_einsum_recip_factor_out_sound.
   - apply chk_exp_max_shift_block_sound.
+  - apply chk_gelu_def_sound.
 Qed.
