@@ -228,6 +228,21 @@ _FACT_ATTR = {"dim-size": "d", "axis-size": "a", "allreduce-sum-invariant": "a",
               "broadcast-unit-axis": "a", "einsum-unit-axis": "a", "reduce-max-unit-axis": "a",
               "allgather-unit-axis": "a"}
 
+# the rules whose Coq checkers read a size fact sz n = 1 for every unit dim (RulesUnitDim.v)
+_UNIT_DIM_RULES = frozenset({"einsum-unit-dim", "squeeze-elementwise", "reduce-max-unit-dim"})
+
+
+def _step_dims(rows: list, l: Any, r: Any) -> set[str]:
+    """The dim names of a step's two nodes and of their children."""
+    out: set[str] = set()
+    for i in (l, r):
+        if isinstance(i, int) and 0 <= i < len(rows):
+            for k in [i, *rows[i][1]]:
+                if isinstance(k, int) and 0 <= k < len(rows):
+                    out |= {d[0] for d in rows[k][3] if isinstance(d, list) and d and
+                            isinstance(d[0], str)}
+    return out
+
 
 def _shard(s: Any, names: _Names) -> tuple:
     if not isinstance(s, str):
@@ -410,6 +425,10 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
                 if not isinstance(a, str) or a not in binding:
                     raise ExportError(f"step {k} ({name}): no size for {a!r} in the binding")
                 facts[names(a)] = binding[a]
+            if name in _UNIT_DIM_RULES:     # sz n = 1 for every size-1 dim the step touches
+                for n in _step_dims(rows, l, r):
+                    if binding.get(n) == 1:
+                        facts[names(n)] = 1
             out_steps.append((1, codes[name], l + 1, r + 1, ()))
             rule_steps += 1
             rule_ids.append(k)

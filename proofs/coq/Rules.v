@@ -9,7 +9,7 @@ From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesL
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
   RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather RulesPerm
-  RulesPermLift RulesTopk RulesPush RulesMove RulesUnit RulesOnline.
+  RulesPermLift RulesTopk RulesPush RulesMove RulesUnit RulesOnline RulesUnitDim.
 Import ListNotations.
 
 Inductive rtag :=
@@ -29,7 +29,7 @@ Inductive rtag :=
 | TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
 | TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst
 | TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift | TLiftShardTopkElig | TLiftPermTopkElig
-| TEinsumMaxFactorOut | TEinsumRecipFactorOut | TExpMaxShiftBlock | TGeluDef.
+| TEinsumMaxFactorOut | TEinsumRecipFactorOut | TExpMaxShiftBlock | TGeluDef | TEinsumUnitDim | TSqueezeEw | TReduceMaxUnitDim.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -119,6 +119,9 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TEinsumRecipFactorOut => chk_einsum_recip_factor_out
   | TExpMaxShiftBlock => chk_exp_max_shift_block
   | TGeluDef => chk_gelu_def
+  | TEinsumUnitDim => chk_einsum_unit_dim
+  | TSqueezeEw => chk_squeeze_ew
+  | TReduceMaxUnitDim => chk_reduce_max_unit_dim
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -216,6 +219,9 @@ Definition rtag_of (n : N) : option rtag :=
   | 87%N => Some TEinsumRecipFactorOut (* einsum-recip-factor-out *)
   | 88%N => Some TExpMaxShiftBlock (* exp-max-shift-block *)
   | 89%N => Some TGeluDef (* gelu-def *)
+  | 90%N => Some TEinsumUnitDim (* einsum-unit-dim *)
+  | 91%N => Some TSqueezeEw (* squeeze-elementwise *)
+  | 92%N => Some TReduceMaxUnitDim (* reduce-max-unit-dim *)
   | _ => None
   end.
 
@@ -308,4 +314,7 @@ Proof.
   - apply chk_einsum_recip_factor_out_sound.
   - apply chk_exp_max_shift_block_sound.
   - apply chk_gelu_def_sound.
+  - apply chk_einsum_unit_dim_sound.
+  - apply chk_squeeze_ew_sound.
+  - apply chk_reduce_max_unit_dim_sound.
 Qed.
