@@ -50,6 +50,13 @@ def test_rounds6_certificate_is_coq_checked(coq_cache: Path) -> None:  # noqa: F
     r = coq_check(rounds6(), cache=coq_cache)
     assert r.status == {k: "checked" for k in ROUNDS6} and r.failed_steps == []
     assert r.rule_steps_checked == 6 and r.claims == {}
+    # Print Assumptions certificate: the usual axioms of Coq's reals and primitive integers; ERF
+    # is an argument of the context (Term.uf), not a Parameter or an Axiom
+    assert set(r.axioms) <= {"ClassicalDedekindReals.sig_forall_dec",
+                             "ClassicalDedekindReals.sig_not_dec",
+                             "FunctionalExtensionality.functional_extensionality_dep",
+                             "Classical_Prop.classic",
+                             "int", "lsr", "lsl", "land", "lor", "eqb", "leb", "add"}
 
 
 @needs_coq
@@ -62,3 +69,27 @@ def test_rounds6_edits_are_rejected_by_coq(coq_cache: Path) -> None:  # noqa: F8
     r = coq_check(c, cache=coq_cache)
     assert sorted(r.failed_steps) == list(range(6))
     assert r.status == {k: "not checked" for k in ROUNDS6}
+
+
+def test_a_constant_the_exporter_cannot_read_keeps_a_merge_back() -> None:
+    """ERF's derivative brings 2/sqrt(pi) (off the exporter's grammar: an input of its own in
+    Coq, ``const?<node>``): a mul-canon step folding it with 1/2 could only fail in Coq, so it
+    is exported as a hypothesis, saying why (the GPT-2 certificate with the exact GELU)."""
+    B = [["B", []]]
+    pi = lambda c: {"alg": [[c, [["pi", "-1/2"]]]]}  # noqa: E731
+    nodes = [["INPUT", [], ["x", "data", "real"], B],       # 0
+             ["CONST", [], [{"q": "1/2"}], []],             # 1
+             ["CONST", [], [pi("2/1")], []],                # 2: 2 / sqrt(pi)
+             ["MUL", [1, 2, 0], [], B],                     # 3
+             ["CONST", [], [pi("1/1")], []],                # 4: 1 / sqrt(pi)
+             ["MUL", [4, 0], [], B]]                        # 5
+    c = {"format": "shardproof-certificate", "format_version": 3, "verdict": "EQUIVALENT",
+         "binding": {"B": 4}, "nodes": nodes,
+         "steps": [{"kind": "rule", "rule": "mul-canon", "lhs": 3, "rhs": 5,
+                    "subst": {"xs": {"nodes": [1, 2, 0]}, "ys": {"nodes": [4, 0]}}}],
+         "obligations": [{"name": "m", "kind": "loss", "method": "rewrite", "expected": 3,
+                          "actual": 5, "proof": 0}],
+         "plan": {"path": "pi.py", "sha256": "0" * 64}}
+    ex = export_certificate(c)
+    assert ex.unread_constants and ex.opaque == {
+        0: "rule mul-canon: a constant the exporter cannot read (Coq sees an input of its own)"}

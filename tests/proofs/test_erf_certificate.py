@@ -63,9 +63,10 @@ def test_erf_gelu_plan_certificate_is_checked(tmp_path, name, edit, verdict, cod
         assert ans["proved"] == ans["obligations"] == 145
         # the exact GELU reaches the certificate as ERF nodes (gelu-def's right-hand side)
         assert "ERF" in {row[0] for row in cert["nodes"]}
-        # ... which Coq's term semantics has (an arbitrary function, GELU by its definition):
-        # exported, every gelu-def step sent to its Coq checker (RulesActivation.v)
+        # ... which Coq's term semantics has (Term.v: an arbitrary function of the context;
+        # GELU by its definition): the certificate exports (it did not before the sixth round).
+        # ops.gelu writes ERF itself, so there is no gelu-def step; the derivative's 2/sqrt(pi)
+        # is off the exporter's constant grammar (radicals of integers): an input of its own
         ex = export_certificate(cert)
-        gelu = [k for k, st in enumerate(cert["steps"]) if st.get("rule") == "gelu-def"]
-        assert gelu and not set(gelu) & set(ex.opaque), ex.opaque
+        assert ex.obligations and ex.unread_constants
 
