@@ -69,7 +69,8 @@ OPCODES = {op: i for i, op in enumerate((
     "CHUNK", "CONCAT", "PERMUTE", "SHIFT", "SHARD", "PART", "ALL_REDUCE", "ALL_GATHER",
     "REDUCE_SCATTER", "BROADCAST", "ALL_TO_ALL"))}
 UNARY = {u: i for i, u in enumerate(("NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "SIGMOID",
-                                     "SILU", "TANH", "GELU", "CAST", "STOP_GRAD"))}
+                                     "SILU", "TANH", "GELU", "CAST", "STOP_GRAD",
+                                     "ERF"))}
 DOMAINS = {"real": 0, "positive": 1, "mask": 2, "index": 3}
 
 
@@ -227,6 +228,21 @@ _FACT_ATTR = {"dim-size": "d", "axis-size": "a", "allreduce-sum-invariant": "a",
               "broadcast-unit-axis": "a", "einsum-unit-axis": "a", "reduce-max-unit-axis": "a",
               "allgather-unit-axis": "a"}
 
+# the rules whose Coq checkers read a size fact sz n = 1 for every unit dim (RulesUnitDim.v)
+_UNIT_DIM_RULES = frozenset({"einsum-unit-dim", "squeeze-elementwise", "reduce-max-unit-dim"})
+
+
+def _step_dims(rows: list, l: Any, r: Any) -> set[str]:
+    """The dim names of a step's two nodes and of their children."""
+    out: set[str] = set()
+    for i in (l, r):
+        if isinstance(i, int) and 0 <= i < len(rows):
+            for k in [i, *rows[i][1]]:
+                if isinstance(k, int) and 0 <= k < len(rows):
+                    out |= {d[0] for d in rows[k][3] if isinstance(d, list) and d and
+                            isinstance(d[0], str)}
+    return out
+
 
 def _shard(s: Any, names: _Names) -> tuple:
     if not isinstance(s, str):
@@ -319,9 +335,6 @@ def _op(row: list, i: int, names: _Names, unread: list[int]) -> tuple:
     except (IndexError, KeyError, TypeError) as e:
         raise ExportError(f"node {i} ({op}): attributes {attrs!r} do not fit the op "
                           f"({type(e).__name__})") from None
-    if op == "ERF":     # the exact GELU's error function (gelu-def): not in Term.v yet
-        raise ExportError(f"node {i}: ERF (the exact GELU, gelu-def) has no Coq semantics yet "
-                          "(docs/coq.md, 'Not done'); the Python checker's verdict stands")
     raise ExportError(f"node {i}: unknown op {op!r}")
 
 
@@ -412,6 +425,10 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
                 if not isinstance(a, str) or a not in binding:
                     raise ExportError(f"step {k} ({name}): no size for {a!r} in the binding")
                 facts[names(a)] = binding[a]
+            if name in _UNIT_DIM_RULES:     # sz n = 1 for every size-1 dim the step touches
+                for n in _step_dims(rows, l, r):
+                    if binding.get(n) == 1:
+                        facts[names(n)] = 1
             out_steps.append((1, codes[name], l + 1, r + 1, ()))
             rule_steps += 1
             rule_ids.append(k)

@@ -36,7 +36,7 @@ LIBRARY = ("Base", "Num", "Pow", "Term", "Props", "RuleLib", "Congr", "Rel", "Sh
            "RulesLiftReindex", "RulesEinsumMul", "RulesSplit",
            "RulesFactorOut", "RulesNested", "RulesCollect", "RulesReorder", "RulesGather", "RulesPerm",
            "RulesPermLift", "RulesTopk", "RulesPush", "RulesMove",
-           "RulesUnit", "RulesOnline", "Rules",
+           "RulesUnit", "RulesOnline", "RulesUnitDim", "RulesComponents", "Rules",
            "Steps", "StepsSound", "Cert", "Decode")
 INSTALL_HINT = ("coqc not found: Coq is optional; install it with `apt-get install -y coq` "
                 "(Debian/Ubuntu, Coq 8.16) to Coq-check certificates")

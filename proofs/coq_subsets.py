@@ -104,6 +104,8 @@ def _mul_canon(rows: list, step: dict[str, Any], unread: set[int], signs: LazySi
         return Counter(x for x in fs if not (rows[x][0] == "CONST" and not rows[x][1]
                                              and not rows[x][3] and x not in unread))
     left, right = factors(fl), factors(fr)
+    if Counter(x for x in fl if x in unread) != Counter(x for x in fr if x in unread):
+        return UNREAD.format("mul-canon")   # constants Coq sees as inputs: no product folds them
     merges = any(rows[x][0] == "POW" or n > 1 for side in (left, right) for x, n in side.items())
     if left != right and merges and _pexp(rows, left) != _pexp(rows, right):
         nl, nr = list(left.elements()), list(right.elements())
@@ -230,8 +232,51 @@ def _pow_pow(rows: list, step: dict[str, Any], unread: set[int], signs: LazySign
     return None
 
 
-_SUBSETS = {"mul-canon": _mul_canon, "add-canon": _add_canon,
-            "einsum-mul-canon": _einsum_mul_canon, "pow-const": _pow_const, "pow-pow": _pow_pow}
+UNREAD = "rule {}: a constant the exporter cannot read (Coq sees an input of its own)"
+
+
+def _unread_near(rule: str, depth: int):
+    """A router keeping back a step whose two sides have an unread constant within ``depth``
+    levels (the constant-comparing rules: Coq compares constants by their exact values, and
+    an unread one is an input there, so the step could only fail in Coq)."""
+    def route(rows: list, step: dict[str, Any], unread: set[int], signs: LazySigns,
+              inner=None) -> str | None:
+        l, r = step.get("lhs"), step.get("rhs")
+        if not _ids_ok(rows, l, r):
+            return None
+        level, seen = [l, r], set()
+        for _ in range(depth + 1):
+            if any(x in unread for x in level):
+                return UNREAD.format(rule)
+            seen |= set(level)
+            level = [a for x in level for a in rows[x][1] if a not in seen]
+        return inner(rows, step, unread, signs) if inner else None
+    return route
+
+
+def _unread_below(rows: list, x: int, unread: set[int], depth: int) -> Counter:
+    out: Counter = Counter()
+    level = [x]
+    for _ in range(depth + 1):
+        out.update(y for y in level if y in unread)
+        level = [a for y in level for a in rows[y][1]]
+    return out
+
+
+def _add_canon_all(rows: list, step: dict[str, Any], unread: set[int],
+                   signs: LazySigns) -> str | None:
+    l, r = step.get("lhs"), step.get("rhs")
+    if _ids_ok(rows, l, r) and \
+            _unread_below(rows, l, unread, 2) != _unread_below(rows, r, unread, 2):
+        return UNREAD.format("add-canon")   # the unread constants differ: coefficients change
+    return _add_canon(rows, step, unread, signs)
+
+
+_SUBSETS = {"mul-canon": _mul_canon, "add-canon": _add_canon_all,
+            "einsum-mul-canon": _einsum_mul_canon, "pow-const": _pow_const, "pow-pow": _pow_pow,
+            "add-content": _unread_near("add-content", 3),
+            "concat-content": _unread_near("concat-content", 3),
+            "add-scaled-sum": _unread_near("add-scaled-sum", 3)}
 
 
 def outside_coq_subset(rule: str, rows: list, step: dict[str, Any], unread: set[int],

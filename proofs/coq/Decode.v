@@ -99,7 +99,8 @@ Definition dom_of (n : N) : dom :=
 Definition uop_of (n : N) : uop :=
   match n with
   | 0%N => UNeg | 1%N => URecip | 2%N => UExp | 3%N => ULog | 4%N => USqrt | 5%N => URsqrt
-  | 6%N => USigmoid | 7%N => USilu | 8%N => UTanh | 9%N => UGelu | 10%N => UCast | _ => UStop
+  | 6%N => USigmoid | 7%N => USilu | 8%N => UTanh | 9%N => UGelu | 10%N => UCast | 12%N => UErf
+  | _ => UStop
   end.
 
 (* An unknown opcode decodes to a constant 0 whose steps cannot check anything useful. *)
@@ -222,7 +223,7 @@ Definition fpOp (h : int) (o : op) : int :=
   | OAdd => mix h 7 | OMul => mix h 8
   | OUn u => mix (mix h 9) (match u with UNeg => 0 | URecip => 1 | UExp => 2 | ULog => 3 | USqrt => 4
                               | URsqrt => 5 | USigmoid => 6 | USilu => 7 | UTanh => 8 | UGelu => 9
-                              | UCast => 10 | UStop => 11 end)
+                              | UCast => 10 | UStop => 11 | UErf => 12 end)
   | OPow e => fpQ (mix h 10) e
   | OMaximum => mix h 11 | OWhere => mix h 12
   | OEinsum o => fpNames (mix h 13) o

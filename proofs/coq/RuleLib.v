@@ -85,7 +85,7 @@ Definition uop_eqb (u u' : uop) : bool :=
   match u, u' with
   | UNeg, UNeg | URecip, URecip | UExp, UExp | ULog, ULog | USqrt, USqrt | URsqrt, URsqrt
   | USigmoid, USigmoid | USilu, USilu | UTanh, UTanh | UGelu, UGelu | UCast, UCast
-  | UStop, UStop => true
+  | UStop, UStop | UErf, UErf => true
   | _, _ => false
   end.
 

@@ -9,7 +9,8 @@ From Shardproof Require Import Base Num Pow Term Props RuleLib RulesBasic RulesL
   RulesEinsum RulesPow RulesContent RulesScalarOut RulesLiftEinsum RulesCanon RulesLiftReindex
   RulesEinsumMul RulesSplit RulesFactorOut RulesCollect RulesReorder RulesMerge RulesShift
   RulesActivation RulesOneHot RulesReduceMax RulesRadical RulesNested RulesGather RulesPerm
-  RulesPermLift RulesTopk RulesPush RulesMove RulesUnit RulesOnline.
+  RulesPermLift RulesTopk RulesPush RulesMove RulesUnit RulesOnline RulesUnitDim
+  RulesComponents.
 Import ListNotations.
 
 Inductive rtag :=
@@ -29,7 +30,8 @@ Inductive rtag :=
 | TLiftPermConcat | TReduceMaxPerm | TLiftShardTopk | TAllReduceEinsumPush
 | TPermSwap | TAllReducePermute | TAllReduceConcat | TAllGatherUnitAxis | TAllReduceRankConst
 | TLiftPermTopk | TAllReduceAllGatherComm | TLiftShardShift | TLiftShardTopkElig | TLiftPermTopkElig
-| TEinsumMaxFactorOut | TEinsumRecipFactorOut | TExpMaxShiftBlock.
+| TEinsumMaxFactorOut | TEinsumRecipFactorOut | TExpMaxShiftBlock | TGeluDef | TEinsumUnitDim | TSqueezeEw | TReduceMaxUnitDim
+| TEinsumComponents.
 
 Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option (list claim) :=
   match t with
@@ -118,6 +120,11 @@ Definition rule_chk (t : rtag) : gctx -> positive -> positive -> hint -> option 
   | TEinsumMaxFactorOut => chk_einsum_max_factor_out
   | TEinsumRecipFactorOut => chk_einsum_recip_factor_out
   | TExpMaxShiftBlock => chk_exp_max_shift_block
+  | TGeluDef => chk_gelu_def
+  | TEinsumUnitDim => chk_einsum_unit_dim
+  | TSqueezeEw => chk_squeeze_ew
+  | TReduceMaxUnitDim => chk_reduce_max_unit_dim
+  | TEinsumComponents => chk_einsum_components
   end.
 
 (** The exporter's rule codes: one line per rule, [| code => Some tag (* rule name *)]
@@ -214,6 +221,11 @@ Definition rtag_of (n : N) : option rtag :=
   | 86%N => Some TEinsumMaxFactorOut (* einsum-max-factor-out *)
   | 87%N => Some TEinsumRecipFactorOut (* einsum-recip-factor-out *)
   | 88%N => Some TExpMaxShiftBlock (* exp-max-shift-block *)
+  | 89%N => Some TGeluDef (* gelu-def *)
+  | 90%N => Some TEinsumUnitDim (* einsum-unit-dim *)
+  | 91%N => Some TSqueezeEw (* squeeze-elementwise *)
+  | 92%N => Some TReduceMaxUnitDim (* reduce-max-unit-dim *)
+  | 93%N => Some TEinsumComponents (* einsum-components *)
   | _ => None
   end.
 
@@ -305,4 +317,9 @@ Proof.
   - apply chk_einsum_max_factor_out_sound.
   - apply chk_einsum_recip_factor_out_sound.
   - apply chk_exp_max_shift_block_sound.
+  - apply chk_gelu_def_sound.
+  - apply chk_einsum_unit_dim_sound.
+  - apply chk_squeeze_ew_sound.
+  - apply chk_reduce_max_unit_dim_sound.
+  - apply chk_einsum_components_sound.
 Qed.

@@ -24,7 +24,7 @@ Definition dimspec := (name * list shard)%type.
 Inductive red := RSum | RMax.
 Inductive dom := DReal | DPos | DMask | DIndex.
 Inductive uop := UNeg | URecip | UExp | ULog | USqrt | URsqrt | USigmoid | USilu | UTanh
-               | UGelu | UCast | UStop.
+               | UGelu | UCast | UStop | UErf.
 
 Inductive op :=
 | OInput (nm : name) (d : dom)
@@ -97,7 +97,7 @@ Record ctx := Ctx {
   sz : name -> nat;                 (* sizes of dims and mesh axes *)
   env : name -> Ix -> R;            (* the inputs, by name, over their local index *)
   po : name -> V -> V;              (* PART: a rank's addend of a value over an axis *)
-  uf : uop -> R -> R                (* LOG, SIGMOID, TANH, GELU: any functions *)
+  uf : uop -> R -> R                (* LOG, SIGMOID, TANH, ERF: any functions *)
 }.
 
 Definition uval (c : ctx) (u : uop) (x : R) : R :=
@@ -105,6 +105,7 @@ Definition uval (c : ctx) (u : uop) (x : R) : R :=
   | UNeg => - x | URecip => / x | UExp => exp x | USqrt => sqrt x | URsqrt => / sqrt x
   | UCast | UStop => x
   | USilu => x * uf c USigmoid x          (* SILU(x) = x SIGMOID(x), its definition *)
+  | UGelu => x / 2 * (1 + uf c UErf (x / sqrt 2))   (* the exact GELU, its definition *)
   | _ => uf c u x
   end.
 
