@@ -14,6 +14,17 @@ einsum-components, and the routing of steps with constants the exporter cannot r
   not catch it (it compares the exporter's encoding with Coq's decoding, both after the loss).
   ERF's derivative (``2/sqrt(pi)``) makes unread constants, hence ``const?`` inputs, common
   since this round.
+* R21-2 (open, strict xfail; **through the CLI**, on a certificate the Python checker accepts):
+  the exported file's first header line is ``(* {label}: ...`` and ``label`` is the
+  certificate's path as given to ``check-certificate`` (``proofs/cli.py`` ``_coq`` ->
+  ``coq_check(label=path)``), written without ``_comment``'s escaping. A file name with ``*)``
+  closes the comment and the rest of the name is Coq source run before the real file: four
+  ``Eval``s printing the exporter's fingerprint, codes ``0``, no claims and no rejected step are
+  the first four results ``coq_run._parse_output`` reads. The plan ``tiny_dp_tp.py`` with an
+  exact GELU (7 steps with ``2/sqrt(pi)`` taken as hypotheses, honestly "3 of 5 obligations
+  Coq-checked, 2 under stated hypotheses") is reported "5 of 5 obligations Coq-checked" when its
+  certificate is renamed; with ``coq_check(label=...)`` the six false edits of
+  ``coq_certs6.ROUNDS6_MUTANTS`` (all rejected by Coq) are reported "checked".
 * Every edit of the sixth round's hand-made certificate (``tests/proofs/coq_certs6.py``) that
   makes a step false or puts it outside its guard is rejected by the Python checker (full
   ``_check``: table, hashes, replay) and, on a combined edit, by Coq: kept as passing tests.
@@ -117,6 +128,98 @@ def collide_report(coq_cache: Path):  # noqa: F811
 def test_r21_1_coq_does_not_check_a_false_equation_of_two_leaves(collide_report,
                                                                  name: str) -> None:
     assert collide_report.status[name] != "checked", (name, collide_report.status)
+
+
+# -- R21-2: the label closes the header comment ---------------------------------------------
+def _evil_label(fingerprint: int, n: int, tail: str = "") -> str:
+    """A file name (no ``/``) whose ``*)`` ends the header comment: the first four ``Eval``s
+    coqc prints are then these (fingerprint, ``n`` codes 0, no claims, no rejected step)."""
+    codes = " :: ".join(["0%N"] * n)
+    return (f"c *) From Coq Require Import NArith Uint63 List. "
+            f"Eval vm_compute in ({fingerprint}%uint63). "
+            f"Eval vm_compute in ({codes} :: nil)%list. Eval vm_compute in (@nil nat). "
+            f"Eval vm_compute in (@nil positive). (* {tail}")
+
+
+def _outside_comments(src: str) -> str:
+    """The text of ``src`` at comment depth 0 (Coq comments nest; no strings here)."""
+    out, depth, i = [], 0, 0
+    while i < len(src):
+        if src.startswith("(*", i):
+            depth, i = depth + 1, i + 2
+        elif src.startswith("*)", i) and depth:
+            depth, i = depth - 1, i + 2
+        else:
+            if depth == 0:
+                out.append(src[i])
+            i += 1
+    return "".join(out)
+
+
+@pytest.mark.xfail(strict=True, reason="R21-2: the label (the certificate's path) is written "
+                   "into the header comment unescaped")
+def test_r21_2_the_label_cannot_close_the_header_comment() -> None:
+    ex = export_certificate(rounds6())
+    src = export_certificate(rounds6(), label=_evil_label(ex.fingerprint, 6)).source
+    head = _outside_comments(src.split("From Coq Require Import List NArith Uint63.")[0])
+    assert head.strip() == "", head
+
+
+@needs_coq
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R21-2: a label with *) runs Coq code whose Evals the "
+                   "report reads first: six false steps reported Coq-checked")
+def test_r21_2_a_label_does_not_make_false_obligations_coq_checked(
+        coq_cache: Path) -> None:  # noqa: F811
+    from proofs.coq_run import coq_check
+    from tests.proofs.coq_certs6 import ROUNDS6_MUTANTS
+    c = copy.deepcopy(rounds6())
+    for edit in ROUNDS6_MUTANTS.values():
+        edit(c)
+    label = _evil_label(export_certificate(c).fingerprint, 6)
+    r = coq_check(c, cache=coq_cache, label=label)
+    assert "checked" not in r.status.values() and sorted(r.failed_steps) == list(range(6)), \
+        r.status
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@needs_coq
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R21-2: check-certificate --coq's report follows a "
+                   "certificate file's name (*) in it), not Coq's result")
+def test_r21_2_check_certificate_coq_report_does_not_depend_on_the_file_name(
+        tmp_path: Path, capsys, coq_cache: Path) -> None:  # noqa: F811
+    """tiny_dp_tp.py with the exact GELU: a certificate the Python checker accepts, 2 of whose 5
+    obligations rest on steps with ``2/sqrt(pi)`` (hypotheses in Coq). Renamed, the same file
+    is reported with every obligation Coq-checked."""
+    import json
+    import os
+    import shutil
+    from proofs.cli import check_main, prove_main
+    plan = tmp_path / "tiny_gelu.py"
+    src = (ROOT / "tests" / "proofs" / "plans" / "tiny_dp_tp.py").read_text()
+    assert "ops.silu(" in src
+    plan.write_text(src.replace("ops.silu(", "ops.gelu("))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert prove_main(["tiny_gelu.py", "--certificate", "honest.json"]) == 0
+        cert = json.loads((tmp_path / "honest.json").read_text())
+        ex = export_certificate(cert)
+        evil = _evil_label(ex.fingerprint, len(ex.obligations), ".json")
+        assert "/" not in evil
+        shutil.copy("honest.json", evil)
+        capsys.readouterr()
+        reports = {}
+        for name in ("honest.json", evil):
+            assert check_main([name, "--coq", "--json"]) == 0
+            reports[name] = json.loads(capsys.readouterr().out)["coq"]["obligations"]
+    finally:
+        os.chdir(cwd)
+    assert list(reports["honest.json"].values()).count("checked") < len(ex.obligations)
+    assert reports[evil] == reports["honest.json"], reports
 
 
 # -- the sixth round's instances, edited --------------------------------------------------------
