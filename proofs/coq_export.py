@@ -21,6 +21,7 @@ as a hypothesis (a claim) and the obligations resting on them are reported as no
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -255,13 +256,20 @@ def _shard(s: Any, names: _Names) -> tuple:
     return (0, names(s))
 
 
+def _input_key(attrs: Any) -> str:
+    """The Coq name of an ``INPUT``: all of its attributes (name, kind, domain, range dim), so
+    that two inputs the kernel keeps apart are apart in Coq too, and never the name of a
+    constant the exporter cannot read (``const?<node>``): adversarial finding R21-1."""
+    return "input " + json.dumps(list(attrs), separators=(",", ":"))
+
+
 def _op(row: list, i: int, names: _Names, unread: list[int]) -> tuple:
     op, _args, attrs, _dims = row
     A = attrs
     try:
         match op:
             case "INPUT":
-                return (0, names(A[0]), DOMAINS[A[2]])
+                return (0, names(_input_key(A)), DOMAINS[A[2]])
             case "CONST":
                 v = parse_const(A[0])
                 if v is None:
@@ -403,7 +411,7 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
             dims_lists.append(dims)
         ir_nodes.append((op, tuple(a + 1 for a in args), dims, dims_index[dims] + 1))
         if row[0] == "INPUT" and isinstance(row[2][0], str) and row[2][0].startswith(CUT_PREFIX):
-            cut.append(names(row[2][0]))
+            cut.append(names(_input_key(row[2])))
     facts: dict[int, int] = {}
     unread_set = set(unread)
     signs = LazySigns(rows, unread_set)
@@ -503,7 +511,9 @@ def _put_step(s: _Stream, st: tuple) -> None:
 
 
 def _comment(text: str) -> str:
-    return text.replace("(*", "( *").replace("*)", "* )")
+    """``text`` made inert inside a Coq comment: no comment delimiter and no string quote (a
+    quote opens a string that can swallow the comment's end; adversarial finding R21-2)."""
+    return text.replace('"', "'").replace("(*", "( *").replace("*)", "* )")
 
 
 def _source(label: str, cert: dict[str, Any], names: dict[str, int], facts: list[tuple[int, int]],
@@ -512,7 +522,7 @@ def _source(label: str, cert: dict[str, Any], names: dict[str, int], facts: list
     inv = {v: k for k, v in names.items()}
     plan = cert.get("plan", {}) if isinstance(cert.get("plan"), dict) else {}
     head = [
-        f"(* {label}: the obligations of a shardproof certificate, stated and proved in Coq.",
+        f"(* {_comment(label)}: the obligations of a shardproof certificate, stated and proved in Coq.",
         f"   plan {_comment(str(plan.get('path')))} (sha256 {str(plan.get('sha256'))[:16]}...), "
         f"verdict {_comment(str(cert.get('verdict')))},",
         f"   {len(cert['nodes'])} nodes, {len(cert['steps'])} steps, {len(ob_names)} obligations "

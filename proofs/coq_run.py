@@ -167,10 +167,14 @@ _EVAL = re.compile(r"=\s*(.*?)\n\s*:\s*([^\n]*)", re.S)
 
 
 def _parse_output(text: str) -> dict[str, Any]:
-    evals = _EVAL.findall(text)
-    if len(evals) < 4:
+    # the four [Eval]s come before [Print Assumptions]'s answer; exactly four (a fifth one
+    # would be code that is not the exporter's: adversarial finding R21-2)
+    cut = min((k for k in (text.find("Axioms:"), text.find("Closed under the global context"))
+               if k >= 0), default=len(text))
+    evals = _EVAL.findall(text[:cut])
+    if len(evals) != 4:
         raise CoqFailed(f"coqc printed {len(evals)} results, expected 4: {text[:300]!r}")
-    (fp, t1), (codes, t2), (claims, t3), (failed, t4) = evals[:4]
+    (fp, t1), (codes, t2), (claims, t3), (failed, t4) = evals
     if (t1.strip(), t2.strip(), t4.strip()) != ("int", "list N", "list positive"):
         raise CoqFailed(f"unexpected coqc output types {t1!r} {t2!r} {t4!r}")
     out: dict[str, Any] = {

@@ -3,7 +3,7 @@ round of Coq lemmas (issue 17, merge c0f9734: gelu-def with ``ERF``, einsum-unit
 squeeze-elementwise, reduce-max-unit-dim with the exporter's ``sz n = 1`` facts,
 einsum-components, and the routing of steps with constants the exporter cannot read).
 
-* R21-1 (open, strict xfail; the Coq layer alone, the Python checker rejects the certificate):
+* R21-1 (fixed: ``coq_export._input_key``; the Coq layer alone, the Python checker rejects the certificate):
   the exporter's translation of ``INPUT`` rows is not one-to-one. It keeps a row's name and
   domain and drops its kind (``data`` / ``param`` / ...) and an index input's range dim, and the
   input it makes of a constant it cannot read is named ``const?<node>``, a name a certificate's
@@ -14,7 +14,8 @@ einsum-components, and the routing of steps with constants the exporter cannot r
   not catch it (it compares the exporter's encoding with Coq's decoding, both after the loss).
   ERF's derivative (``2/sqrt(pi)``) makes unread constants, hence ``const?`` inputs, common
   since this round.
-* R21-2 (open, strict xfail; **through the CLI**, on a certificate the Python checker accepts):
+* R21-2 (fixed: the label escaped by ``_comment``, which also drops quotes, and
+  ``coq_run._parse_output`` reads exactly four results; **through the CLI**, on a certificate the Python checker accepts):
   the exported file's first header line is ``(* {label}: ...`` and ``label`` is the
   certificate's path as given to ``check-certificate`` (``proofs/cli.py`` ``_coq`` ->
   ``coq_check(label=path)``), written without ``_comment``'s escaping. A file name with ``*)``
@@ -101,8 +102,6 @@ def test_r21_1_the_python_checker_rejects_the_colliding_congr_steps() -> None:
 
 
 @pytest.mark.parametrize("pair", [(0, 1), (2, 3), (4, 5)], ids=COLLIDE)
-@pytest.mark.xfail(strict=True, reason="R21-1: the exporter drops an INPUT's kind and index "
-                   "range, and names an unread constant const?<node>, a name an INPUT may have")
 def test_r21_1_distinct_leaves_export_to_distinct_coq_ops(pair: tuple[int, int]) -> None:
     """Two rows the Python checker holds distinct (a congr step between them is rejected) must
     not translate to the same Coq op: ``congr`` proves two equal leaves equal."""
@@ -123,8 +122,6 @@ def collide_report(coq_cache: Path):  # noqa: F811
 @needs_coq
 @pytest.mark.slow
 @pytest.mark.parametrize("name", COLLIDE)
-@pytest.mark.xfail(strict=True, reason="R21-1: Coq reports a false obligation Coq-checked (a "
-                   "congr step between two certificate leaves the export makes identical)")
 def test_r21_1_coq_does_not_check_a_false_equation_of_two_leaves(collide_report,
                                                                  name: str) -> None:
     assert collide_report.status[name] != "checked", (name, collide_report.status)
@@ -156,8 +153,6 @@ def _outside_comments(src: str) -> str:
     return "".join(out)
 
 
-@pytest.mark.xfail(strict=True, reason="R21-2: the label (the certificate's path) is written "
-                   "into the header comment unescaped")
 def test_r21_2_the_label_cannot_close_the_header_comment() -> None:
     ex = export_certificate(rounds6())
     src = export_certificate(rounds6(), label=_evil_label(ex.fingerprint, 6)).source
@@ -167,8 +162,6 @@ def test_r21_2_the_label_cannot_close_the_header_comment() -> None:
 
 @needs_coq
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R21-2: a label with *) runs Coq code whose Evals the "
-                   "report reads first: six false steps reported Coq-checked")
 def test_r21_2_a_label_does_not_make_false_obligations_coq_checked(
         coq_cache: Path) -> None:  # noqa: F811
     from proofs.coq_run import coq_check
@@ -187,8 +180,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @needs_coq
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R21-2: check-certificate --coq's report follows a "
-                   "certificate file's name (*) in it), not Coq's result")
 def test_r21_2_check_certificate_coq_report_does_not_depend_on_the_file_name(
         tmp_path: Path, capsys, coq_cache: Path) -> None:  # noqa: F811
     """tiny_dp_tp.py with the exact GELU: a certificate the Python checker accepts, 2 of whose 5
