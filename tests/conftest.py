@@ -21,6 +21,15 @@ settings.register_profile("thorough", max_examples=500, deadline=None, print_blo
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 
+# hypothesis times garbage collections (for deadlines, off in every profile above) with a
+# gc callback that writes module globals of ``junkdrawer``; once a hypothesis test has run in
+# a worker, every ``gc.collect()`` of the in-process step-state tests (tests/adversarial,
+# tests/torch_frontend/test_step_state.py) changed "the module hypothesis...junkdrawer" and
+# failed them, depending on which worker xdist gave which test. Never installed here.
+from hypothesis.internal.conjecture import junkdrawer as _junkdrawer  # noqa: E402
+
+_junkdrawer._gc_initialized = True  # noqa: SLF001
+
 
 def pytest_report_header(config):  # noqa: ARG001 -- pytest hook signature
     s = settings.get_profile(PROFILE)
