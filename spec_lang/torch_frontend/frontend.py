@@ -67,6 +67,10 @@ class Captured:
     plans: list[Trace]            # plans[0] is the rank lowered (all coordinates 0)
     plan_real: Trace
     seconds: dict[str, float] = field(default_factory=dict)
+    # pipelined (pp_frontend): the mesh the probe sizes were built for (tf.mesh is then the
+    # mesh without the pipeline axis) and every stage's trace (their state is compared)
+    probe_mesh: dict[str, int] | None = None
+    stage_traces: list[Trace] | None = None
 
 
 # a mesh of at most this many ranks is traced at every rank (corners included); a larger mesh
@@ -115,12 +119,17 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
     zero = {a: 0 for a in tf.mesh}
     coords = rank_coords(tf.mesh)
     src = tf.source
-    jobs = [Job(tf.path, probe, None, src), Job(tf.path, tf.sizes, None, src),
-            Job(tf.path, tf.sizes, zero, src, tf.mesh)] + [
-                Job(tf.path, probe, c, src, tf.mesh) for c in coords]
-    traces = run_jobs(jobs, workers=workers)
-    spec, spec_real, plan_real = traces[:3]
-    plans = traces[3:]
+    first = run_jobs([Job(tf.path, probe, None, src), Job(tf.path, tf.sizes, None, src),
+                      Job(tf.path, tf.sizes, zero, src, tf.mesh),
+                      Job(tf.path, probe, coords[0], src, tf.mesh)], workers=workers)
+    spec, spec_real, plan_real = first[:3]
+    if plan_real.pp is not None or first[3].pp is not None:      # pipelined (pp_frontend)
+        from spec_lang.torch_frontend.pp_frontend import capture_pipelined
+        pp = capture_pipelined(tf, probe, first, workers=workers)
+        return Captured(pp["tf"], probe, spec, spec_real, pp["plans"], pp["plan_real"],
+                        {"capture": time.monotonic() - t0}, dict(tf.mesh), pp["stages"])
+    plans = first[3:] + run_jobs([Job(tf.path, probe, c, src, tf.mesh) for c in coords[1:]],
+                                 workers=workers)
     return Captured(tf, probe, spec, spec_real, plans, plan_real,
                     {"capture": time.monotonic() - t0})
 
@@ -298,7 +307,7 @@ def lower_all(cap: Captured) -> Lowered:
             not fit; each names the user's line.
     """
     tf, probe = cap.tf, cap.probe
-    mf = _mesh_factor(tf.mesh)
+    mf = _mesh_factor(cap.probe_mesh or tf.mesh)
     path = tf.path
     plan_tr = cap.plans[0]
     try:
@@ -332,7 +341,8 @@ def lower_all(cap: Captured) -> Lowered:
     else:
         raise PlanError(f"{path}:1: cannot name the dims after {len(splits)} refinements")
     s_namer = spec_namer(spec_an, names)
-    p_namer = plan_namer(plan_an, names)
+    chunked: set[str] | None = set() if plan_tr.pp else None
+    p_namer = plan_namer(plan_an, names, chunked)
     try:
         real = solve_real_sizes([(spec_an, s_namer, cap.spec_real.gm, {}),
                                  (plan_an, _safe(p_namer), cap.plan_real.gm, tf.mesh)])
@@ -356,6 +366,13 @@ def lower_all(cap: Captured) -> Lowered:
     plan_env = lower_graph(plan_ctx, plan_in)
     spec_out = _outputs(cap.spec, spec_an, spec_env)
     plan_out = _outputs(plan_tr, plan_an, plan_env)
+    # a pipelined plan's outputs named as their stage names them (a tied copy, a buffer on
+    # every stage): compared with the spec output of the same tensor (pp_merge)
+    if plan_tr.pp:                 # micro-batch sums as ALL_REDUCE over mb (pp_fold)
+        from spec_lang.torch_frontend.pp_frontend import fold_outputs
+        plan_out = fold_outputs(plan_out, plan_tr, chunked)
+    spec_name = dict((plan_tr.pp or {}).get("spec_name", {}))
+    spec_out.update({n: spec_out[m] for n, m in spec_name.items() if n != m and m in spec_out})
     sizes = dict(real)
     for ctx in (spec_ctx, plan_ctx):
         for name in ctx.same_size:
@@ -370,7 +387,8 @@ def lower_all(cap: Captured) -> Lowered:
     # write through an alias replaces it: lower._write_back)
     unchanged = frozenset(
         n for n, (_, v, _) in spec_out.items() if n.startswith("buffer:")
-        and v is spec_vals.get(n) and n in plan_out and plan_out[n][1] is plan_vals.get(n))
+        and v is spec_vals.get(spec_name.get(n, n)) and n in plan_out
+        and plan_out[n][1] is plan_vals.get(spec_name.get(n, n)))
     unread = tuple((node_site(x, path), why) for x, why in plan_traces.unread_rank_literals())
     return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding,
                    unchanged, unread)
@@ -436,7 +454,11 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                                      f"{declaration_site(tf.path, src, 'MESH')})"))
     # hyperparameters and training flags the step leaves (findings R4-3, R4-4): UNKNOWN, with
     # the line of the user's file that changes the state (issue 12 item 2)
-    for sp, pls in ((cap.spec, cap.plans), (cap.spec_real, [cap.plan_real])):
+    plans_state = cap.plans if cap.stage_traces is None else [
+        t for t in cap.stage_traces if t.sizes != tf.sizes]
+    reals_state = [cap.plan_real] if cap.stage_traces is None else [
+        t for t in cap.stage_traces if t.sizes == tf.sizes]
+    for sp, pls in ((cap.spec, plans_state), (cap.spec_real, reals_state)):
         for pt in pls:
             for why in scalar_state_differences(sp.after, pt.after)[:1]:
                 entry = ("state", f"{why} (rank {pt.coords}; {state_site(tf.path, src, why)})")
@@ -449,7 +471,8 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
     # a gradient left set by one step only: compared with zeros (findings R4-2, R6-9)
     changed = any(k.startswith(CHANGED) for t in (cap.spec, cap.spec_real, cap.plan_real,
-                                                  *cap.plans) for k in t.after)
+                                                  *cap.plans, *(cap.stage_traces or ()))
+                  for k in t.after)
     spec_out, plan_out, zero_notes = zeros_for_one_sided_grad_left(low.spec_out, low.plan_out,
                                                                    tf.path, changed)
     notes += zero_notes
@@ -501,7 +524,9 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     if missing:
         raise PlanError(f"{tf.path}:1: the parallel step does not produce {missing[:4]}")
     goals.sort(key=lambda g: order[g.kind])
-    assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + (
+    from spec_lang.torch_frontend.pp_frontend import pp_assumptions
+    assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + tuple(
+        pp_assumptions(cap.plan_real)) + (
         "buffers (rotary tables, masks) are inputs: the proof holds for every buffer value; "
         "a buffer the step updates is compared as it leaves the step",
         "the step is verified as it runs when traced on meta tensors under a fake process group "

@@ -41,7 +41,9 @@ def main(argv: list[str]) -> int:
             tr = capture(tf, sizes)
         else:
             with fake_world(tf.mesh, spec["coords"]) as w:
-                tr = capture(tf, sizes, mesh=w.mesh, coords=w.coords, groups=w.groups)
+                pp_in = spec.get("pp_in")
+                tr = capture(tf, sizes, mesh=w.mesh, coords=w.coords, groups=w.groups,
+                             pp_in=None if pp_in is None else [(tuple(s), d) for s, d in pp_in])
         Path(out).write_bytes(dump(tr))
     except SpecLangError as e:
         Path(out).write_bytes(b"ERROR\n" + str(e).encode())
