@@ -119,17 +119,18 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
     zero = {a: 0 for a in tf.mesh}
     coords = rank_coords(tf.mesh)
     src = tf.source
-    first = run_jobs([Job(tf.path, probe, None, src), Job(tf.path, tf.sizes, None, src),
-                      Job(tf.path, tf.sizes, zero, src, tf.mesh),
-                      Job(tf.path, probe, coords[0], src, tf.mesh)], workers=workers)
-    spec, spec_real, plan_real = first[:3]
-    if plan_real.pp is not None or first[3].pp is not None:      # pipelined (pp_frontend)
+    # the plan at real sizes first: a pipelined step (pp_frontend) needs probe sizes that its
+    # micro-batch count divides too
+    plan_real, spec = run_jobs([Job(tf.path, tf.sizes, zero, src, tf.mesh),
+                                Job(tf.path, probe, None, src)], workers=workers)
+    if plan_real.pp is not None:
         from spec_lang.torch_frontend.pp_frontend import capture_pipelined
-        pp = capture_pipelined(tf, probe, first, workers=workers)
-        return Captured(pp["tf"], probe, spec, spec_real, pp["plans"], pp["plan_real"],
-                        {"capture": time.monotonic() - t0}, dict(tf.mesh), pp["stages"])
-    plans = first[3:] + run_jobs([Job(tf.path, probe, c, src, tf.mesh) for c in coords[1:]],
-                                 workers=workers)
+        pp = capture_pipelined(tf, plan_real, spec, workers=workers)
+        return Captured(pp["tf"], pp["probe"], pp["spec"], pp["spec_real"], pp["plans"],
+                        pp["plan_real"], {"capture": time.monotonic() - t0}, pp["probe_mesh"],
+                        pp["stages"])
+    spec_real, *plans = run_jobs([Job(tf.path, tf.sizes, None, src)] + [
+        Job(tf.path, probe, c, src, tf.mesh) for c in coords], workers=workers)
     return Captured(tf, probe, spec, spec_real, plans, plan_real,
                     {"capture": time.monotonic() - t0})
 

@@ -27,26 +27,27 @@ from spec_lang.torch_frontend.tracedata import Job, run_jobs
 __all__ = ["capture_pipelined", "pp_assumptions"]
 
 
-def capture_pipelined(tf: Any, probe: dict[str, int], first: Sequence[Any], *,
-                      workers: int = 2) -> dict[str, Any]:
+def capture_pipelined(tf: Any, real0: Any, spec0: Any, *, workers: int = 2) -> dict[str, Any]:
     """The stage traces and their compositions.
 
-    ``first``: the traces already captured (spec at probe and real sizes, rank 0 at real and at
-    probe sizes).
+    ``real0``: rank 0 traced at real sizes (it built a stage); ``spec0``: the spec traced at
+    the probe sizes of the mesh (traced again when the micro-batch count changes them: the
+    probe sizes are multiples of every mesh axis and of the micro-batch count).
 
     Returns:
-        ``{"tf": tf on the mesh without the pipeline axis, "plans": composed plans (the zero
-        coordinate first), "plan_real": the composed plan at real sizes, "stages": every stage
-        trace (for the state comparisons)}``.
+        ``{"tf": tf on the mesh without the pipeline axis and with ``mb``, "probe", "spec",
+        "spec_real", "plans": composed plans (the zero coordinate first), "plan_real": the
+        composed plan at real sizes, "stages": every stage trace (for the state comparisons),
+        "probe_mesh": the mesh the probe sizes are built for}``.
 
     Raises:
         PlanError: a stage group that is not one mesh axis, a stage index other than the pp
             coordinate, or what :func:`merge_stages` refuses.
     """
+    from spec_lang.torch_frontend.capture import probe_sizes
     from spec_lang.torch_frontend.frontend import rank_coords
 
-    spec, _, real0, probe0 = first
-    pp = probe0.pp or real0.pp
+    pp = real0.pp
     axis = pp.get("axis")
     if axis is None or axis not in tf.mesh:
         raise PlanError(f"{tf.path}:1: the PipelineStage's group is not the group of one mesh "
@@ -59,6 +60,15 @@ def capture_pipelined(tf: Any, probe: dict[str, int], first: Sequence[Any], *,
     ocoords = rank_coords(others)
     zero = {a: 0 for a in others}
     src = tf.source
+    n_mb = pp.get("n_microbatches") or 1
+    if MB in tf.mesh:
+        raise PlanError(f"{tf.path}:1: a mesh axis named {MB!r} is reserved for the micro-batches "
+                        "of a pipelined step")
+    probe_mesh = {**tf.mesh, MB: n_mb}
+    probe = probe_sizes(tf.sizes, probe_mesh)
+    specs = run_jobs(([Job(tf.path, probe, None, src)] if probe != spec0.sizes else [])
+                     + [Job(tf.path, tf.sizes, None, src)], workers=workers)
+    spec, spec_real = (specs if len(specs) == 2 else [spec0, specs[0]])
     # stage -> [probe traces per other coordinate..., real trace]
     by_stage: list[list[Any]] = []
     for s in range(n):
@@ -66,9 +76,6 @@ def capture_pipelined(tf: Any, probe: dict[str, int], first: Sequence[Any], *,
         for i, oc in enumerate(ocoords + [None]):
             c = {axis: s, **(oc if oc is not None else zero)}
             sizes = probe if oc is not None else tf.sizes
-            if s == 0 and oc == zero:
-                reuse[i] = probe0
-                continue
             if s == 0 and oc is None:
                 reuse[i] = real0
                 continue
@@ -87,17 +94,14 @@ def capture_pipelined(tf: Any, probe: dict[str, int], first: Sequence[Any], *,
                                 f"--torch expects stage = the {axis!r} coordinate ({s})")
         by_stage.append(row)
     for i in range(len(ocoords) + 1):
-        _split_params_lists(first[1] if i == len(ocoords) else spec,
+        _split_params_lists(spec_real if i == len(ocoords) else spec,
                             [by_stage[s][i] for s in range(n)], spec.tied)
     merged = [merge_stages([by_stage[s][i] for s in range(n)], pp_axis=axis,
                            spec_tied=spec.tied, path=tf.path) for i in range(len(ocoords) + 1)]
-    n_mb = pp.get("n_microbatches") or 1
-    if MB in tf.mesh:
-        raise PlanError(f"{tf.path}:1: a mesh axis named {MB!r} is reserved for the micro-batches "
-                        "of a pipelined step")
     return {"tf": dataclasses.replace(tf, mesh={**others, MB: n_mb}), "plans": merged[:-1],
             "plan_real": merged[-1], "stages": [t for row in by_stage for t in row],
-            "axis": axis}
+            "axis": axis, "probe": probe, "spec": spec, "spec_real": spec_real,
+            "probe_mesh": probe_mesh}
 
 
 _PARAMS = re.compile(r"param_groups\[\d+\]\.params")
