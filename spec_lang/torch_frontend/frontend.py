@@ -517,6 +517,9 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
             placement = ", ".join(f"{a}: {p}" for a, p in zip(axes, pls)) \
                 or "a plain tensor (the same program on every rank)"
             how = _style_of(cap.plans[0].styles, role.param)
+            if cap.plans[0].pp:
+                from spec_lang.torch_frontend.pp_frontend import pp_placement
+                how = "; ".join(x for x in (pp_placement(cap.plans[0], name), how) if x)
             goals.append(Goal(name=name, kind=role.kind, expected=expected, actual=actual,
                               placement=placement + (f"; {how}" if how else ""),
                               site=_producing_site(pnode, tf.path),

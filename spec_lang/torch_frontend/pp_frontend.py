@@ -109,23 +109,30 @@ _PARAMS = re.compile(r"param_groups\[\d+\]\.params")
 
 def _split_params_lists(spec: Any, stages: Sequence[Any], tied: Any) -> None:
     """Each stage's optimizer holds its stage's parameters: a ``param_groups[i].params`` list
-    is compared as the stages' lists joined in stage order (a tied copy under its spec name,
-    once) against the single-device step's; when they agree, each stage's entry is set to the
-    spec's (so the state comparison passes), else it is left to differ (UNKNOWN)."""
-    alias = {a: first for first, al in tied.items() for a in al}
+    is compared as the set of the stages' lists joined (a tied copy once, under any of its
+    names; no name twice in a list) against the single-device step's; when they agree, each
+    stage's entry is set to the spec's (so the state comparison passes), else it is left to
+    differ (UNKNOWN). The order of a group's parameters is not compared across stages."""
+    rep = {}
+    for first, al in tied.items():
+        for a in (first, *al):
+            rep[a] = min((first, *al))
+
+    def names(v: str | None) -> list[str] | None:
+        if v is None or not (v.startswith("[") and v.endswith("]")):
+            return None
+        return [rep.get(x.strip(), x.strip()) for x in v[1:-1].split(",") if x.strip()]
+
     for k, want in spec.after.items():
         if not _PARAMS.fullmatch(k.removeprefix(CHANGED)):
             continue
-        vals = [tr.after.get(k) for tr in stages]
-        if any(v is None or not (v.startswith("[") and v.endswith("]")) for v in vals):
+        lists = [names(tr.after.get(k)) for tr in stages]
+        spec_list = names(want)
+        if spec_list is None or any(x is None for x in lists):
             continue
-        joined: list[str] = []
-        for v in vals:
-            for name in (x.strip() for x in v[1:-1].split(",") if x.strip()):
-                name = alias.get(name, name)
-                if name not in joined:
-                    joined.append(name)
-        if "[" + ", ".join(joined) + "]" == want:
+        joined = sorted({x for xs in lists for x in xs})   # a tied copy once
+        if joined == sorted(set(spec_list)) and len(spec_list) == len(set(spec_list)) and all(
+                len(xs) == len(set(xs)) for xs in lists):
             for tr in stages:
                 tr.after[k] = want
 
@@ -144,6 +151,28 @@ def fold_outputs(plan_out: dict[str, Any], plan: Any, chunked: set[str] | None
     # recognised by identity: frontend.lower_all)
     return {k: (r, TV(folded[k], v.dims), nd) if k in folded and folded[k] is not v.term
             else (r, v, nd) for k, (r, v, nd) in plan_out.items()}
+
+
+def pp_placement(plan: Any, name: str) -> str:
+    """Where a pipelined plan's output lives: its stage, and for a tied copy the other stages
+    holding the same spec tensor (whose gradients the plan must sum over the pipeline axis)."""
+    pp = plan.pp or {}
+    stage_of, spec_name = pp.get("stage_of") or {}, pp.get("spec_name") or {}
+    if name not in stage_of:
+        return ""
+    s, ax = stage_of[name], pp["axis"]
+    out = f"pipeline stage {s} of {pp['n_stages']} ({ax}={s})"
+    if name.startswith("buffer:"):
+        return out
+    mine = spec_name.get(name, name).split(":", 1)[-1]
+    others = sorted({(t, n.split(":", 1)[-1]) for n, t in stage_of.items()
+                     if t != s and spec_name.get(n, n).split(":", 1)[-1] == mine
+                     and not n.startswith("buffer:")})
+    if others:
+        where = ", ".join(f"{n} on stage {t}" for t, n in others)
+        out += (f"; a copy of a tied weight (also {where}): each stage's gradient must be "
+                f"summed over {ax!r}")
+    return out
 
 
 def pp_assumptions(plan: Any) -> list[str]:

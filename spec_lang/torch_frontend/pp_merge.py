@@ -254,7 +254,7 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             raise PlanError(f"{sent_at[(a, b)][0]}: pipeline stage {a} sends {len(q)} "
                             f"tensor(s) to stage {b} that stage {b} never receives")
 
-    outs, roles, spec_name = [], [], {}
+    outs, roles, spec_name, stage_of = [], [], {}, {}
     seen: set[str] = set()
     for s, tr in enumerate(stages):
         out_node = next(n for n in tr.gm.graph.nodes if n.op == "output")
@@ -265,6 +265,7 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             name = role.name if role.name not in seen else f"{role.name}@{pp_axis}{s}"
             seen.add(name)
             spec_name[name] = _rename(role.name, alias)
+            stage_of[name] = s
             param = role.param
             roles.append(OutputRole(role.kind, name,
                                     drop_pp(role.placements, f"output {role.name}"), param))
@@ -277,7 +278,8 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
                    groups={a: a for a in axes}, sizes=dict(m0.sizes), tied={},
                    styles={k: v for tr in stages for k, v in tr.styles.items()}, after={},
                    pp={"axis": pp_axis, "n_stages": n_st, "stages": [tr.pp for tr in stages],
-                       "spec_name": spec_name, "coords": [dict(tr.coords) for tr in stages]})
+                       "spec_name": spec_name, "stage_of": stage_of,
+                       "coords": [dict(tr.coords) for tr in stages]})
     return merged
 
 
