@@ -46,7 +46,7 @@ from spec_lang.torch_frontend.dataparallel import (
 )
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
-from spec_lang.torch_frontend.pp_capture import NeedsCpu, pipelining
+from spec_lang.torch_frontend.pp_capture import NeedsCpu, check_refusals, empty_on, pipelining
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -259,22 +259,17 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
             except NeedsCpu:
                 continue
             except PlanError:
-                _check_refusals(rec.refusals)   # the first refusal, even if user code caught it
+                check_refusals(rec.refusals)   # the first refusal, even if user code caught it
                 raise
         if "needs-cpu" in rec.refusals:          # the user's code caught NeedsCpu
             continue
-        _check_refusals(rec.refusals)
+        check_refusals(rec.refusals)
         if rec.stage is not None:
             tr.pp = rec.as_dict()
             tr.pp["axis"] = (groups or {}).get(rec.group) if rec.group else None
         return tr
     raise PlanError(f"{tf.path}:1: the pipelined step could not be captured on cpu tensors")
 
-
-def _check_refusals(refusals: list[str]) -> None:
-    msgs = [m for m in refusals if m != "needs-cpu"]
-    if msgs:
-        raise PlanError(msgs[0])
 
 
 def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
@@ -320,7 +315,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
 
     inputs: list[InputRole] = []
     flat: list[torch.Tensor] = []
-    empty = _empty_on(device)
+    empty = empty_on(device)
     for n, p in params:
         pl = spec_placements(spec_of[n], axes)
         inputs.append(InputRole("param", n, pl, str(p.dtype), tuple(p.shape)))
@@ -467,23 +462,6 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
                  tied=tied, styles=styles, after=dict(after))
-
-
-def _empty_on(device: str) -> Any:
-    """``torch.empty`` of the step's inputs: ``meta`` tensors, or for a pipelined step (a
-    transfer cannot be traced on ``meta``) fake ``cpu`` tensors of one ``FakeTensorMode``,
-    which ``make_fx`` adopts (no memory at any size)."""
-    if device == "meta":
-        return lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    fm = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
-
-    def empty(shape: Any, dtype: Any) -> torch.Tensor:
-        with fm:
-            return torch.empty(shape, dtype=dtype, device="cpu")
-    return empty
 
 
 @contextlib.contextmanager

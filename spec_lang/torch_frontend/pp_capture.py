@@ -36,7 +36,8 @@ from typing import Any
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.styles import _user_site
 
-__all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC"]
+__all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
+           "empty_on"]
 
 PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
@@ -237,3 +238,26 @@ def _example(torch: Any, shape: tuple[int, ...], dtype: str, device: Any) -> Any
     if t.is_floating_point():
         t.requires_grad_(True)   # every floating activation (the requires_grad hazard)
     return t
+
+
+def check_refusals(refusals: list[str]) -> None:
+    msgs = [m for m in refusals if m != "needs-cpu"]
+    if msgs:
+        raise PlanError(msgs[0])
+
+
+def empty_on(device: str) -> Any:
+    """``torch.empty`` of the step's inputs: ``meta`` tensors, or for a pipelined step (a
+    transfer cannot be traced on ``meta``) fake ``cpu`` tensors of one ``FakeTensorMode``,
+    which ``make_fx`` adopts (no memory at any size)."""
+    if device == "meta":
+        return lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    fm = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
+
+    def empty(shape: Any, dtype: Any) -> torch.Tensor:
+        with fm:
+            return torch.empty(shape, dtype=dtype, device="cpu")
+    return empty
