@@ -250,6 +250,8 @@ def empty_on(device: str) -> Any:
     """``torch.empty`` of the step's inputs: ``meta`` tensors, or for a pipelined step (a
     transfer cannot be traced on ``meta``) fake ``cpu`` tensors of one ``FakeTensorMode``,
     which ``make_fx`` adopts (no memory at any size)."""
+    import torch
+
     if device == "meta":
         return lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -257,7 +259,7 @@ def empty_on(device: str) -> Any:
 
     fm = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
 
-    def empty(shape: Any, dtype: Any) -> torch.Tensor:
+    def empty(shape: Any, dtype: Any) -> Any:
         with fm:
             return torch.empty(shape, dtype=dtype, device="cpu")
     return empty
