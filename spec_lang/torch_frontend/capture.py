@@ -248,8 +248,9 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
 
     Raises:
         PlanError: the user's code raised (with the line in the train file), a tensor input
-            is not sharded evenly, or the step uses ``torch.distributed.pipelining``, which
-            is not supported yet (:mod:`spec_lang.torch_frontend.unsupported`).
+            is not sharded evenly, or the step uses ``torch.distributed.pipelining`` in a way
+            prove --torch does not support (:mod:`spec_lang.torch_frontend.pp_capture`).
+        ``pp_in``: a later pipeline stage's input metadata (:mod:`pp_capture`).
     """
     for device in ("meta", "cpu"):
         with pipelining(tf.path, cpu=device == "cpu", in_meta=pp_in) as rec:

@@ -149,6 +149,12 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str
         sched_init(self, *a, **k)
         rec.n_microbatches = int(self._n_microbatches)  # noqa: SLF001
 
+    def new_schedule(cls: Any, *a: Any, **k: Any) -> Any:  # noqa: ARG001
+        # before the subclass's own constructor runs (the zero-bubble ones read the stage first)
+        if cls.__name__ not in SUPPORTED_SCHEDULES or cls.__module__ != schedules.__name__:
+            refuse(f"the pipeline schedule {cls.__name__}")
+        return object.__new__(cls)
+
     def traced(cls: Any, *a: Any, **k: Any) -> Any:  # noqa: ARG001
         refuse("pipeline() (the traced Pipe front end)")
 
@@ -217,6 +223,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str
 
     patch(base, "__init__", init_stage)
     patch(sched_base, "__init__", init_schedule)
+    had_new = "__new__" in sched_base.__dict__
+    sched_base.__new__ = new_schedule
     patch(sched_base, "_warmup_p2p", warmup)
     patch(ps, "_prepare_forward_infra", prepare_forward)
     patch(base, "forward_one_chunk", event("F", base.__dict__["forward_one_chunk"]))
@@ -230,6 +238,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str
     finally:
         for owner, name, value in reversed(saved):
             setattr(owner, name, value)
+        if not had_new:
+            del sched_base.__new__
         _IR.Pipe.from_tracing = from_tracing
 
 

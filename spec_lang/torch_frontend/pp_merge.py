@@ -7,8 +7,9 @@ between them (``c10d.send.default([t], pg, peer, tag)`` and ``c10d.recv_.default
 peer, tag)`` in their ``make_fx`` graphs, in program order). Ranks of different stages are never
 aligned against each other; instead their graphs are *composed*:
 
-* the k-th send from stage ``s`` to stage ``r`` is paired with the k-th receive on ``r`` from
-  ``s`` (FIFO per pair and tag, as gloo and NCCL deliver them: the DSL's ``StageIO`` pairing);
+* the k-th send from stage ``s`` to stage ``r`` with a tag is paired with the k-th receive on
+  ``r`` from ``s`` with that tag (FIFO per pair and tag, as gloo and NCCL deliver them: the
+  DSL's ``StageIO`` pairing);
   shapes and dtypes must be equal; a send nobody receives, a receive with no send, a transfer
   on a group other than the pipeline's, or programs that wait on each other, are refused
   naming the user's line;
@@ -168,8 +169,8 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
         envs.append(env)
 
     axis_of = [dict(tr.groups) for tr in stages]
-    queues: dict[tuple[int, int], list[Any]] = {}
-    sent_at: dict[tuple[int, int], list[str]] = {}
+    queues: dict[tuple[int, int, Any], list[Any]] = {}     # (from, to, tag): FIFO
+    sent_at: dict[tuple[int, int, Any], list[str]] = {}
     body = [[n for n in tr.gm.graph.nodes if n.op not in ("placeholder", "output")]
             for tr in stages]
     pos = [0] * n_st
@@ -191,23 +192,24 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
                                 f"from {peer!r}: only transfers between pipeline stages on the "
                                 f"{pp_axis!r} group are supported")
             (x,) = n.args[0]
+            tag = n.args[3] if len(n.args) > 3 else 0
             if t == SEND:
-                if not _depends_on_input(x):
+                if not _depends_on_input(env[x]):   # (a received value: the sender's)
                     raise PlanError(f"{_site(n, path)}: pipeline stage {s} sends a value that "
                                     "depends on no input of the step (torch sends zeros for a "
                                     "missing gradient): refused, a constant transfer is not "
                                     "trusted")
                 c = g.call_function(_target("aten.clone.default"), (env[x],))
                 c.meta = dict(x.meta)
-                queues.setdefault((s, peer), []).append((c, x))
-                sent_at.setdefault((s, peer), []).append(_site(n, path))
+                queues.setdefault((s, peer, tag), []).append((c, x))
+                sent_at.setdefault((s, peer, tag), []).append(_site(n, path))
                 env[n] = None
                 return True
-            q = queues.get((peer, s), [])
+            q = queues.get((peer, s, tag), [])
             if not q:
                 return False
             c, x0 = q.pop(0)
-            sent_at[(peer, s)].pop(0)
+            sent_at[(peer, s, tag)].pop(0)
             a, b = x0.meta.get("val"), x.meta.get("val")
             if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
                 raise PlanError(f"{_site(n, path)}: pipeline stage {s} receives "
@@ -249,9 +251,9 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             raise PlanError(f"{_site(n, path)}: pipeline stage {s} waits for a transfer from "
                             f"stage {n.args[2]} that is never sent (or the stages wait on each "
                             "other)")
-    for (a, b), q in queues.items():
+    for (a, b, tag), q in queues.items():
         if q:
-            raise PlanError(f"{sent_at[(a, b)][0]}: pipeline stage {a} sends {len(q)} "
+            raise PlanError(f"{sent_at[(a, b, tag)][0]}: pipeline stage {a} sends {len(q)} "
                             f"tensor(s) to stage {b} that stage {b} never receives")
 
     outs, roles, spec_name, stage_of = [], [], {}, {}
