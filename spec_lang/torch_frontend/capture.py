@@ -242,7 +242,7 @@ STATE_DOMAIN = {"exp_avg": "real", "exp_avg_sq": "positive", "max_exp_avg_sq": "
 
 def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
             coords: Mapping[str, int] | None = None, groups: Mapping[str, str] | None = None,
-            pp_in: list | None = None) -> Trace:
+            pp_in: list | None = None, cpu: bool = False) -> Trace:
     """Trace one step of ``tf`` at ``sizes``: the spec when ``mesh`` is None, else the plan on
     the rank of the current fake process group (``mesh`` is its ``DeviceMesh``).
 
@@ -250,26 +250,32 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         PlanError: the user's code raised (with the line in the train file), a tensor input
             is not sharded evenly, or the step uses ``torch.distributed.pipelining`` in a way
             prove --torch does not support (:mod:`spec_lang.torch_frontend.pp_capture`).
-        ``pp_in``: a later pipeline stage's input metadata (:mod:`pp_capture`).
+        NeedsCpu: a pipeline stage was built on ``meta`` tensors (trace again with ``cpu``).
+
+    ``pp_in``: a later pipeline stage's input metadata; ``cpu``: trace on fake cpu tensors
+    (:mod:`pp_capture`).
     """
-    for device in ("meta", "cpu"):
-        with pipelining(tf.path, cpu=device == "cpu", in_meta=pp_in) as rec:
-            try:
-                tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups,
-                              device=device)
-            except NeedsCpu:
-                continue
-            except PlanError:
-                check_refusals(rec.refusals)   # the first refusal, even if user code caught it
-                raise
-        if "needs-cpu" in rec.refusals:          # the user's code caught NeedsCpu
-            continue
-        check_refusals(rec.refusals)
-        if rec.stage is not None:
-            tr.pp = rec.as_dict()
-            tr.pp["axis"] = (groups or {}).get(rec.group) if rec.group else None
-        return tr
-    raise PlanError(f"{tf.path}:1: the pipelined step could not be captured on cpu tensors")
+    # a pipelined step is traced on fake cpu tensors; on meta tensors building a stage raises
+    # NeedsCpu, and the caller traces again in a fresh process (never in this one: the user's
+    # code already ran part of the step here, and its Python state would carry over)
+    device = "cpu" if cpu else "meta"
+    with pipelining(tf.path, cpu=cpu, in_meta=pp_in) as rec:
+        try:
+            tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups, device=device)
+        except NeedsCpu:
+            raise
+        except PlanError:
+            if "needs-cpu" in rec.refusals:
+                raise NeedsCpu() from None
+            check_refusals(rec.refusals)   # the first refusal, even if user code caught it
+            raise
+    if "needs-cpu" in rec.refusals:          # the user's code caught NeedsCpu
+        raise NeedsCpu()
+    check_refusals(rec.refusals)
+    if rec.stage is not None:
+        tr.pp = rec.as_dict()
+        tr.pp["axis"] = (groups or {}).get(rec.group) if rec.group else None
+    return tr
 
 
 

@@ -80,7 +80,7 @@ def capture_pipelined(tf: Any, real0: Any, spec0: Any, *, workers: int = 2) -> d
                 reuse[i] = real0
                 continue
             prev = None if s == 0 else by_stage[s - 1][i].pp["out_meta"]
-            jobs.append((i, Job(tf.path, sizes, c, src, tf.mesh, pp_in=prev)))
+            jobs.append((i, Job(tf.path, sizes, c, src, tf.mesh, pp_in=prev, cpu=True)))
         got = run_jobs([j for _, j in jobs], workers=workers) if jobs else []
         row: list[Any] = [None] * (len(ocoords) + 1)
         for (i, _), tr in zip(jobs, got):
