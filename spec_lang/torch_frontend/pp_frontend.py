@@ -188,6 +188,8 @@ def pp_assumptions(plan: Any) -> list[str]:
         "another is the k-th receive there (FIFO per pair, as gloo and NCCL deliver), a "
         "transfer is the identity over the reals; executed order " + ev,
         "pipeline stage metadata derived by prove --torch (requires_grad on every floating "
-        "activation), the static/dynamic vote bypassed; a tensor the spec ties to another "
-        "name starts the step equal on every stage holding a copy",
+        "activation), the static/dynamic vote bypassed, the stages traced on fake cpu "
+        "tensors; a tensor the spec ties to another name starts the step equal on every stage "
+        "holding a copy; the micro-batches' sums are all-reduces over the micro-batch axis "
+        "'mb' (an exact rewriting: docs/torch.md, 'Pipelining')",
     ]
