@@ -7,9 +7,13 @@ those of a zero upstream gradient.
 line); the gloo oracle (``tests/torch_frontend/pp_truth.py``) shows stage 0's gradients wrong.
 """
 
+import torch
+import torch.distributed as dist
+from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
 from llama_pipeline import LlamaStage
 from llama_pp_dp import (  # noqa: F401 -- the contract's names
-    MESH, N_MICROBATCHES, SIZES, build_model, build_optimizer, loss_fn, make_batch, train_step,
+    MESH, N_MICROBATCHES, SIZES, build_model, build_optimizer, loss_fn, make_batch,
 )
 
 
@@ -22,3 +26,24 @@ class DetachingStage(LlamaStage):
 
 def parallelize(model, mesh):
     return DetachingStage(model, mesh["pp"].get_local_rank(), mesh["pp"].size())
+
+
+def train_step(model, optimizer, batch, mesh):
+    if mesh is None:
+        loss = loss_fn(model(batch["tokens"]), batch["labels"])
+        loss.backward()
+    else:
+        pp = mesh["pp"]
+        stage = PipelineStage(model, pp.get_local_rank(), pp.size(), torch.device("cpu"),
+                              group=pp.get_group())
+        schedule = ScheduleGPipe(stage, n_microbatches=N_MICROBATCHES, loss_fn=loss_fn)
+        losses = []
+        args = (batch["tokens"],) if stage.is_first else ()
+        schedule.step(*args, target=batch["labels"], losses=losses)
+        loss = torch.stack(losses).mean() if stage.is_last else None
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

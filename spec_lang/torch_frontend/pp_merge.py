@@ -44,8 +44,17 @@ RECV = "c10d.recv_.default"
 
 
 def _site(n: Any, path: str) -> str:
+    """The user's line of ``n``; for a node without one (the transfers torch issues in a
+    stage's backward carry no stack), the line of the nearest node before it that has one
+    (``schedule.step``'s, in practice)."""
     from spec_lang.torch_frontend.analysis import node_site
-    return node_site(n, path)
+    x = n
+    while x is not None and getattr(x, "op", None) not in (None, "root"):
+        site = node_site(x, path)
+        if not site.startswith("<graph node"):
+            return site
+        x = x.prev
+    return f"{path}:1"
 
 
 def param_of_output(name: str) -> tuple[str, str]:

@@ -94,9 +94,12 @@ def test_a_stage_without_its_dp_all_reduce_is_refuted_on_that_stage():
 
 
 def test_a_constant_sent_upstream_is_refused_naming_the_line():
-    out = _prove("llama_pp_dp_detached_stage_input_buggy.py", "--no-check")
+    name = "llama_pp_dp_detached_stage_input_buggy.py"
+    out = _prove(name, "--no-check")
     assert out["_rc"] == 3 and "verdict" not in out, out
-    assert "depends on no input" in out["_stderr"] + json.dumps(out)
+    text = out["_stderr"] + json.dumps(out)
+    assert "depends on no input" in text
+    assert f"{name}:{_line(name, 'schedule.step(')}:" in text, text
 
 
 @pytest.mark.parametrize("name,differs", [
