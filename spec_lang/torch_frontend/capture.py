@@ -262,9 +262,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     with pipelining(tf.path, cpu=cpu, in_meta=pp_in) as rec:
         try:
             tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups, device=device)
-        except NeedsCpu:
-            raise
-        except PlanError:
+        except PlanError:                    # NeedsCpu too
             if "needs-cpu" in rec.refusals:
                 raise NeedsCpu() from None
             check_refusals(rec.refusals)   # the first refusal, even if user code caught it
