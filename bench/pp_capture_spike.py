@@ -1,7 +1,8 @@
 """Spike (issue 11, pipelining groundwork): can the front end's fake-process-group route run a
 ``PipelineStage`` + schedule step per rank, which actions does each rank execute, and how do
 the point-to-point transfers appear in a ``make_fx`` graph? Measured, never asserted; not part
-of ``prove`` (``docs/torch.md``, "Pipelining: design (not yet proved)").
+of ``prove`` (``docs/torch.md``, "Pipelining"; the front end's capture is
+``spec_lang/torch_frontend/pp_capture.py``).
 
 For each rank of ``llama_pp_dp.py``'s mesh (pp 2 x dp 2), under ``world.fake_world``: the
 rank's Llama stage (``examples/torch/llama_pipeline.py``) with *static* stage metadata

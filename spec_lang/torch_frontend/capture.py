@@ -46,7 +46,7 @@ from spec_lang.torch_frontend.dataparallel import (
 )
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
-from spec_lang.torch_frontend.unsupported import check_no_pipelining, refuse_pipelining
+from spec_lang.torch_frontend.pp_capture import NeedsCpu, check_refusals, empty_on, pipelining
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -116,6 +116,9 @@ class Trace:
     styles: dict[str, tuple[str, str]] = field(default_factory=dict)
     # non-tensor state the step leaves (leftover.scalar_state): hyperparameters, training flags
     after: dict[str, str] = field(default_factory=dict)
+    # a pipelined rank: its stage, schedule, executed events, stage input / output metadata
+    # (pp_capture.PPRecord.as_dict); None when no pipeline stage was built
+    pp: dict[str, Any] | None = None
 
 
 def probe_sizes(sizes: Mapping[str, int], mesh: Mapping[str, int]) -> dict[str, int]:
@@ -238,28 +241,45 @@ STATE_DOMAIN = {"exp_avg": "real", "exp_avg_sq": "positive", "max_exp_avg_sq": "
 
 
 def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
-            coords: Mapping[str, int] | None = None, groups: Mapping[str, str] | None = None
-            ) -> Trace:
+            coords: Mapping[str, int] | None = None, groups: Mapping[str, str] | None = None,
+            pp_in: list | None = None, cpu: bool = False) -> Trace:
     """Trace one step of ``tf`` at ``sizes``: the spec when ``mesh`` is None, else the plan on
     the rank of the current fake process group (``mesh`` is its ``DeviceMesh``).
 
     Raises:
         PlanError: the user's code raised (with the line in the train file), a tensor input
-            is not sharded evenly, or the step uses ``torch.distributed.pipelining``, which
-            is not supported yet (:mod:`spec_lang.torch_frontend.unsupported`).
+            is not sharded evenly, or the step uses ``torch.distributed.pipelining`` in a way
+            prove --torch does not support (:mod:`spec_lang.torch_frontend.pp_capture`).
+        NeedsCpu: a pipeline stage was built on ``meta`` tensors (trace again with ``cpu``).
+
+    ``pp_in``: a later pipeline stage's input metadata; ``cpu``: trace on fake cpu tensors
+    (:mod:`pp_capture`).
     """
-    with refuse_pipelining(tf.path) as used:
+    # a pipelined step is traced on fake cpu tensors; on meta tensors building a stage raises
+    # NeedsCpu, and the caller traces again in a fresh process (never in this one: the user's
+    # code already ran part of the step here, and its Python state would carry over)
+    device = "cpu" if cpu else "meta"
+    with pipelining(tf.path, cpu=cpu, in_meta=pp_in) as rec:
         try:
-            tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups)
-        except PlanError:
-            check_no_pipelining(used)   # the first refusal, even if user code caught it
+            tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups, device=device)
+        except PlanError:                    # NeedsCpu too
+            if "needs-cpu" in rec.refusals:
+                raise NeedsCpu() from None
+            check_refusals(rec.refusals)   # the first refusal, even if user code caught it
             raise
-    check_no_pipelining(used)
+    if "needs-cpu" in rec.refusals:          # the user's code caught NeedsCpu
+        raise NeedsCpu()
+    check_refusals(rec.refusals)
+    if rec.stage is not None:
+        tr.pp = rec.as_dict()
+        tr.pp["axis"] = (groups or {}).get(rec.group) if rec.group else None
     return tr
 
 
+
 def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
-             coords: Mapping[str, int] | None, groups: Mapping[str, str] | None) -> Trace:
+             coords: Mapping[str, int] | None, groups: Mapping[str, str] | None,
+             device: str = "meta") -> Trace:
     path = tf.path
     plan = mesh is not None
     try:
@@ -300,22 +320,22 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
 
     inputs: list[InputRole] = []
     flat: list[torch.Tensor] = []
+    empty = empty_on(device)
     for n, p in params:
         pl = spec_placements(spec_of[n], axes)
         inputs.append(InputRole("param", n, pl, str(p.dtype), tuple(p.shape)))
-        flat.append(torch.empty(spec_local_shape(spec_of[n], p), dtype=p.dtype, device="meta"))
+        flat.append(empty(spec_local_shape(spec_of[n], p), dtype=p.dtype))
     probe_opt = _optimizer_probe(tf, model)
     keys = _state_keys(probe_opt)
     for n, p in params:
         for k in keys:
             inputs.append(InputRole("state", f"{k}:{n}", spec_placements(spec_of[n], axes),
                                     str(p.dtype), tuple(p.shape)))
-            flat.append(torch.empty(spec_local_shape(spec_of[n], p), dtype=p.dtype,
-                                    device="meta"))
+            flat.append(empty(spec_local_shape(spec_of[n], p), dtype=p.dtype))
     for n, b in buffers:
         inputs.append(InputRole("buffer", f"buffer:{n}", _placements(b, axes), str(b.dtype),
                                 tuple(b.shape)))
-        flat.append(torch.empty(_local(b).shape, dtype=b.dtype, device="meta"))
+        flat.append(empty(_local(b).shape, dtype=b.dtype))
     for n in data_names:
         t = batch[n]
         if not isinstance(t, torch.Tensor):
@@ -329,7 +349,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                 shape[d] //= mesh_sizes[a]
         inputs.append(InputRole("data", n, tuple(pl) if plan else (), str(t.dtype),
                                 tuple(t.shape)))
-        flat.append(torch.empty(shape, dtype=t.dtype, device="meta"))
+        flat.append(empty(shape, dtype=t.dtype))
 
     buf_spec = {n: (b.device_mesh, b.placements, b.shape, b.stride()) if isinstance(b, DTensor)
                 else None for n, b in buffers}

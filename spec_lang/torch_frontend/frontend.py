@@ -42,6 +42,7 @@ from spec_lang.torch_frontend.state_sites import declaration_site, state_site
 from spec_lang.torch_frontend.tracedata import Job, run_jobs
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
+from spec_lang.torch_frontend.goal_text import _data_assumptions, _producing_site, _style_of
 from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
@@ -67,6 +68,10 @@ class Captured:
     plans: list[Trace]            # plans[0] is the rank lowered (all coordinates 0)
     plan_real: Trace
     seconds: dict[str, float] = field(default_factory=dict)
+    # pipelined (pp_frontend): the mesh the probe sizes were built for (tf.mesh is then the
+    # mesh without the pipeline axis) and every stage's trace (their state is compared)
+    probe_mesh: dict[str, int] | None = None
+    stage_traces: list[Trace] | None = None
 
 
 # a mesh of at most this many ranks is traced at every rank (corners included); a larger mesh
@@ -115,12 +120,18 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
     zero = {a: 0 for a in tf.mesh}
     coords = rank_coords(tf.mesh)
     src = tf.source
-    jobs = [Job(tf.path, probe, None, src), Job(tf.path, tf.sizes, None, src),
-            Job(tf.path, tf.sizes, zero, src, tf.mesh)] + [
-                Job(tf.path, probe, c, src, tf.mesh) for c in coords]
-    traces = run_jobs(jobs, workers=workers)
-    spec, spec_real, plan_real = traces[:3]
-    plans = traces[3:]
+    # the plan at real sizes first: a pipelined step (pp_frontend) needs probe sizes that its
+    # micro-batch count divides too
+    plan_real, spec = run_jobs([Job(tf.path, tf.sizes, zero, src, tf.mesh),
+                                Job(tf.path, probe, None, src)], workers=workers)
+    if plan_real.pp is not None:
+        from spec_lang.torch_frontend.pp_frontend import capture_pipelined
+        pp = capture_pipelined(tf, plan_real, spec, workers=workers)
+        return Captured(pp["tf"], pp["probe"], pp["spec"], pp["spec_real"], pp["plans"],
+                        pp["plan_real"], {"capture": time.monotonic() - t0}, pp["probe_mesh"],
+                        pp["stages"])
+    spec_real, *plans = run_jobs([Job(tf.path, tf.sizes, None, src)] + [
+        Job(tf.path, probe, c, src, tf.mesh) for c in coords], workers=workers)
     return Captured(tf, probe, spec, spec_real, plans, plan_real,
                     {"capture": time.monotonic() - t0})
 
@@ -298,7 +309,7 @@ def lower_all(cap: Captured) -> Lowered:
             not fit; each names the user's line.
     """
     tf, probe = cap.tf, cap.probe
-    mf = _mesh_factor(tf.mesh)
+    mf = _mesh_factor(cap.probe_mesh or tf.mesh)
     path = tf.path
     plan_tr = cap.plans[0]
     try:
@@ -332,7 +343,8 @@ def lower_all(cap: Captured) -> Lowered:
     else:
         raise PlanError(f"{path}:1: cannot name the dims after {len(splits)} refinements")
     s_namer = spec_namer(spec_an, names)
-    p_namer = plan_namer(plan_an, names)
+    chunked: set[str] | None = set() if plan_tr.pp else None
+    p_namer = plan_namer(plan_an, names, chunked)
     try:
         real = solve_real_sizes([(spec_an, s_namer, cap.spec_real.gm, {}),
                                  (plan_an, _safe(p_namer), cap.plan_real.gm, tf.mesh)])
@@ -356,6 +368,13 @@ def lower_all(cap: Captured) -> Lowered:
     plan_env = lower_graph(plan_ctx, plan_in)
     spec_out = _outputs(cap.spec, spec_an, spec_env)
     plan_out = _outputs(plan_tr, plan_an, plan_env)
+    # a pipelined plan's outputs named as their stage names them (a tied copy, a buffer on
+    # every stage): compared with the spec output of the same tensor (pp_merge)
+    if plan_tr.pp:                 # micro-batch sums as ALL_REDUCE over mb (pp_fold)
+        from spec_lang.torch_frontend.pp_frontend import fold_outputs
+        plan_out = fold_outputs(plan_out, plan_tr, chunked)
+    spec_name = dict((plan_tr.pp or {}).get("spec_name", {}))
+    spec_out.update({n: spec_out[m] for n, m in spec_name.items() if n != m and m in spec_out})
     sizes = dict(real)
     for ctx in (spec_ctx, plan_ctx):
         for name in ctx.same_size:
@@ -370,7 +389,8 @@ def lower_all(cap: Captured) -> Lowered:
     # write through an alias replaces it: lower._write_back)
     unchanged = frozenset(
         n for n, (_, v, _) in spec_out.items() if n.startswith("buffer:")
-        and v is spec_vals.get(n) and n in plan_out and plan_out[n][1] is plan_vals.get(n))
+        and v is spec_vals.get(spec_name.get(n, n)) and n in plan_out
+        and plan_out[n][1] is plan_vals.get(spec_name.get(n, n)))
     unread = tuple((node_site(x, path), why) for x, why in plan_traces.unread_rank_literals())
     return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding,
                    unchanged, unread)
@@ -436,7 +456,11 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                                      f"{declaration_site(tf.path, src, 'MESH')})"))
     # hyperparameters and training flags the step leaves (findings R4-3, R4-4): UNKNOWN, with
     # the line of the user's file that changes the state (issue 12 item 2)
-    for sp, pls in ((cap.spec, cap.plans), (cap.spec_real, [cap.plan_real])):
+    plans_state = cap.plans if cap.stage_traces is None else [
+        t for t in cap.stage_traces if t.sizes != tf.sizes]
+    reals_state = [cap.plan_real] if cap.stage_traces is None else [
+        t for t in cap.stage_traces if t.sizes == tf.sizes]
+    for sp, pls in ((cap.spec, plans_state), (cap.spec_real, reals_state)):
         for pt in pls:
             for why in scalar_state_differences(sp.after, pt.after)[:1]:
                 entry = ("state", f"{why} (rank {pt.coords}; {state_site(tf.path, src, why)})")
@@ -449,7 +473,8 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
     # a gradient left set by one step only: compared with zeros (findings R4-2, R6-9)
     changed = any(k.startswith(CHANGED) for t in (cap.spec, cap.spec_real, cap.plan_real,
-                                                  *cap.plans) for k in t.after)
+                                                  *cap.plans, *(cap.stage_traces or ()))
+                  for k in t.after)
     spec_out, plan_out, zero_notes = zeros_for_one_sided_grad_left(low.spec_out, low.plan_out,
                                                                    tf.path, changed)
     notes += zero_notes
@@ -493,6 +518,9 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
             placement = ", ".join(f"{a}: {p}" for a, p in zip(axes, pls)) \
                 or "a plain tensor (the same program on every rank)"
             how = _style_of(cap.plans[0].styles, role.param)
+            if cap.plans[0].pp:
+                from spec_lang.torch_frontend.pp_frontend import pp_placement
+                how = "; ".join(x for x in (pp_placement(cap.plans[0], name), how) if x)
             goals.append(Goal(name=name, kind=role.kind, expected=expected, actual=actual,
                               placement=placement + (f"; {how}" if how else ""),
                               site=_producing_site(pnode, tf.path),
@@ -501,7 +529,9 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     if missing:
         raise PlanError(f"{tf.path}:1: the parallel step does not produce {missing[:4]}")
     goals.sort(key=lambda g: order[g.kind])
-    assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + (
+    from spec_lang.torch_frontend.pp_frontend import pp_assumptions
+    assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + tuple(
+        pp_assumptions(cap.plan_real)) + (
         "buffers (rotary tables, masks) are inputs: the proof holds for every buffer value; "
         "a buffer the step updates is compared as it leaves the step",
         "the step is verified as it runs when traced on meta tensors under a fake process group "
@@ -525,55 +555,6 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                    spec_outputs={k: v[1].term for k, v in low.spec_out.items()
                                  if isinstance(v[1], TV)},
                    unsupported=tuple(unsupported), frontend="torch")
-
-
-def _style_of(styles: Mapping[str, tuple[str, str]], param: str | None) -> str:
-    """How the user parallelised ``param``'s module (its style and the data-parallel wrapper
-    around it), with the user's lines."""
-    if not param:
-        return ""
-    parts = param.split(".")
-    got = []
-    for k in range(len(parts) - 1, -1, -1):
-        mod = ".".join(parts[:k])
-        if mod in styles:
-            st, site = styles[mod]
-            kind = "dp" if st.startswith(("fully_shard", "replicate")) else "tp"
-            if not any(g[0] == kind for g in got):
-                got.append((kind, f"{st} at {site}" + (f" on {mod}" if mod else " on the model")))
-    return "; ".join(g[1] for g in got)
-
-
-def _producing_site(n: Any, path: str) -> str:
-    """The user's line of the op that computed an output (through clones, views, waits)."""
-    from spec_lang.torch_frontend.analysis import is_data_movement
-    seen = 0
-    while n is not None and seen < 64:
-        name = str(n.target) if n.op == "call_function" else ""
-        if n.op == "call_function" and (is_data_movement(n) or name in (
-                "aten.clone.default", "_c10d_functional.wait_tensor.default")
-                or n.target is __import__("operator").getitem):
-            nxt = n.args[0] if n.args else None
-            while isinstance(nxt, (list, tuple)) and nxt:
-                nxt = nxt[0]
-            n = nxt if hasattr(nxt, "op") else None
-            seen += 1
-            continue
-        break
-    return node_site(n, path) if n is not None else path
-
-
-def _data_assumptions(cap: Captured) -> list[str]:
-    plan = cap.plans[0]
-    out = []
-    for r in plan.inputs:
-        if r.kind == "data":
-            sh = [f"dim {pl[2:-1]} over {ax!r}" for ax, pl in zip(plan.mesh, r.placements)
-                  if pl.startswith("S(")]
-            out.append(f"data {r.name!r}: " + (", ".join(sh) if sh else "replicated on every rank")
-                       + (" (DATA_SHARDING)" if cap.tf.data_sharding is not None else
-                          " (default: the batch dim over the dp axes)"))
-    return out
 
 
 def load(path: str | Path, source: bytes | None = None) -> Problem:

@@ -136,8 +136,13 @@ def spec_names(a: Analysis, probe: Mapping[str, int], mesh_factor: int) -> Names
     return Names(keys, name_of, {name_of[k]: s for k, s in sizes.items()})
 
 
-def plan_namer(a: Analysis, names: Names) -> Any:
+def plan_namer(a: Analysis, names: Names, chunked: set[str] | None = None) -> Any:
     """``atom -> DimSpec`` for a plan trace: by lineage, else by the block of a named atom it is.
+
+    ``chunked`` (a pipelined plan, :mod:`pp_fold`): a block ``i`` of ``n`` of a named atom that
+    the spec does not cut (a schedule's micro-batch) is the atom's name with the pseudo-shard
+    ``#i/n`` (the spec of ``CHUNK``'s result, so the block needs no rename); its name is added
+    to ``chunked``.
 
     Raises:
         KeyError: (from the returned function) an atom with no lineage at all.
@@ -172,6 +177,14 @@ def plan_namer(a: Analysis, names: Names) -> Any:
         if got is not None:
             return got
         info = info_of(r)
+        if chunked is not None and (info is None or info[0] not in names.name_of_key):
+            for x in pieces.get(id(r), ()):
+                parent, i, n = x.piece
+                ps = name(parent)
+                ds = DimSpec(ps.name, ps.shards + (f"#{i}/{n}",))
+                chunked.add(ps.name)
+                cache[id(r)] = ds
+                return ds
         if info is None or info[0] not in names.name_of_key:
             raise KeyError(f"a dim of size {r.size} created at {r.origin} has no counterpart "
                            "in the spec")

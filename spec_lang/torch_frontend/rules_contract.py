@@ -200,6 +200,12 @@ class Mean:
 
     @staticmethod
     def term(n, ctx, x, *args, **kw):  # noqa: ARG004
+        if isinstance(x, Stacked):   # torch.stack(losses).mean(): the micro-batches' mean
+            if kw.get("dtype") is not None:
+                raise ctx.fail(n, "a mean with a dtype of a stack")
+            k = Fraction(len(x.items))
+            total = x.items[0] if k == 1 else ew(Op.ADD, *x.items)
+            return TV(ew(Op.MUL, const(1 / k), total), ())
         rank = len(x.dims)
         dims = _norm_dims(n.args[1] if len(n.args) > 1 else None, rank)
         out = ctx.layout(n)

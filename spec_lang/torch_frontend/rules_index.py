@@ -68,9 +68,10 @@ def _const_of(x: Any) -> Fraction | None:
 
 
 def _range(ctx: Lowering, base: Term) -> DimSpec | None:
-    """The dim an index input ranges over (its ``INPUT``'s 4th attribute)."""
+    """The dim an index input ranges over (its ``INPUT``'s 4th attribute), through shards and
+    blocks (a micro-batch: ``RENAME(CHUNK(..))``), which keep the values."""
     b = base
-    while b.op is Op.SHARD:
+    while b.op in (Op.SHARD, Op.CHUNK, Op.RENAME):
         b = b.args[0]
     if b.op is Op.INPUT and len(b.attrs) > 3:
         return DimSpec(b.attrs[3])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import operator
+from fractions import Fraction
 from typing import Any
 
 import torch.fx as fx
@@ -22,6 +23,7 @@ import torch.fx as fx
 from spec_lang.term import DimSpec, Op, term
 from spec_lang.torch_frontend.analysis import Analysis, shape_of
 from spec_lang.torch_frontend.dims import DimsError
+from spec_lang.torch_frontend.indexing import Idx
 from spec_lang.torch_frontend.lower import Lowering
 from spec_lang.torch_frontend.registry import rule
 from spec_lang.torch_frontend.rules_collectives import (
@@ -163,10 +165,19 @@ def block_dims(a: Analysis, n: fx.Node, src: list, dim: int, parts: int, index: 
     return lay
 
 
-def block_term(ctx: Lowering, n: fx.Node, x: TV, dim: int, parts: int, index: int,
-               out_layout: tuple) -> TV:
+def block_term(ctx: Lowering, n: fx.Node, x: Any, dim: int, parts: int, index: int,
+               out_layout: tuple) -> Any:
     """``RENAME(CHUNK(x, A, parts, index), A, A_i)`` for the outermost dim ``A`` of torch dim
-    ``dim``, ``A_i`` = the block's own dim (from the layout)."""
+    ``dim``, ``A_i`` = the block's own dim (from the layout). An index tensor (:class:`Idx`:
+    a pipeline schedule's micro-batch of the token ids or labels) is blocked in its base and
+    its validity mask; an offset that is a shard's block start is not blocked (UNKNOWN)."""
+    if isinstance(x, Idx):
+        if not isinstance(x.off, Fraction):
+            raise ctx.fail(n, "a block of an index tensor with a rank-dependent offset")
+        base = block_term(ctx, n, TV(x.base, x.dims), dim, parts, index, out_layout).term
+        valid = None if x.valid is None else block_term(
+            ctx, n, TV(x.valid, x.dims), dim, parts, index, out_layout).term
+        return Idx(base, out_layout, x.off, valid, x.fill)
     a_spec = x.dims[dim][0]
     new = out_layout[dim][0]
     if a_spec.name not in x.term.dim_names:   # broadcast along A: every block is the same
@@ -205,7 +216,7 @@ class Slice:
         d = _norm(n.args[1] if len(n.args) > 1 else 0, len(shape))
         full, parts, index = _slice_block(n, shape[d])
         if full:
-            return TV(x.term, ctx.layout(n))
+            return x.relabel(ctx.layout(n)) if isinstance(x, Idx) else TV(x.term, ctx.layout(n))
         return block_term(ctx, n, x, d, parts, index, ctx.layout(n))
 
 
@@ -258,7 +269,8 @@ class Split:
         d = _norm(n.args[2] if len(n.args) > 2 else 0, len(shape))
         parts = len(n.meta["val"])
         if parts == 1:
-            return Pieces((TV(x.term, ctx.layout(n, 0)),))
+            return Pieces((x.relabel(ctx.layout(n, 0)) if isinstance(x, Idx)
+                           else TV(x.term, ctx.layout(n, 0)),))
         if isinstance(x, RankStack):
             return Pieces(tuple(broadcast_piece(x, i, ctx.layout(n, i)) for i in range(parts)))
         return Pieces(tuple(block_term(ctx, n, x, d, parts, i, ctx.layout(n, i))

@@ -31,6 +31,8 @@ from typing import Any
 
 from spec_lang.errors import PlanError
 
+NEEDS_CPU = b"NEEDS_CPU\n"   # the tracing child's answer for pp_capture.NeedsCpu
+
 __all__ = ["dump", "load_trace", "run_jobs", "Job", "GraphHolder", "ProcessGroupRef",
            "ReduceOpRef"]
 
@@ -114,7 +116,7 @@ def dump(trace: Any) -> bytes:
             "outputs": [asdict(r) for r in trace.outputs],
             "mesh": trace.mesh, "coords": trace.coords, "groups": trace.groups,
             "sizes": trace.sizes, "tied": trace.tied, "styles": trace.styles,
-            "after": trace.after}
+            "after": trace.after, "pp": trace.pp}
     return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -244,7 +246,7 @@ def load_trace(blob: bytes) -> Any:
                           for r in data["outputs"]],
                  mesh=data["mesh"], coords=data["coords"], groups=data["groups"],
                  sizes=data["sizes"], tied=data["tied"], styles=data.get("styles", {}),
-                 after=data.get("after", {}))
+                 after=data.get("after", {}), pp=data.get("pp"))
 
 
 class Job:
@@ -252,10 +254,16 @@ class Job:
     rank's coordinates (None: spec) and the mesh they are on."""
 
     def __init__(self, path: str, sizes: Mapping[str, int], coords: Mapping[str, int] | None,
-                 source: bytes, mesh: Mapping[str, int] | None = None):
+                 source: bytes, mesh: Mapping[str, int] | None = None,
+                 pp_in: Sequence[Any] | None = None, cpu: bool = False):
         self.path, self.sizes, self.coords = path, dict(sizes), (None if coords is None
                                                                  else dict(coords))
         self.source, self.mesh = source, dict(mesh or {})
+        # a later pipeline stage's input (shape, dtype) per tensor, from the previous stage's
+        # trace (pp_capture)
+        self.pp_in = None if pp_in is None else [[list(s), d] for s, d in pp_in]
+        # trace on fake cpu tensors (a pipelined step); set when a child answers NEEDS_CPU
+        self.cpu = cpu or pp_in is not None
 
 
 _ROOT = str(Path(__file__).resolve().parents[2])
@@ -287,7 +295,7 @@ def run_jobs(jobs: Sequence[Job], *, workers: int = 2, timeout_s: float = 1800.0
                 src = os.path.join(tmp, f"{i}.src")
                 Path(src).write_bytes(job.source)
                 spec = json.dumps({"sizes": job.sizes, "coords": job.coords, "mesh": job.mesh,
-                                   "source": src})
+                                   "source": src, "pp_in": job.pp_in, "cpu": job.cpu})
                 errf = open(out + ".err", "wb")  # noqa: SIM115 -- closed when the child ends
                 p = subprocess.Popen(  # noqa: S603 -- our own module, argv built here
                     [sys.executable, "-I", "-c", _BOOT, _ROOT, job.path, spec, out],
@@ -311,6 +319,15 @@ def run_jobs(jobs: Sequence[Job], *, workers: int = 2, timeout_s: float = 1800.0
                     raise PlanError(f"{jobs[i].path}:1: the capture process failed (exit {rc}): "
                                     f"{err.strip().splitlines()[-1] if err.strip() else ''}")
                 blob = Path(out).read_bytes()
+                if blob == NEEDS_CPU and not jobs[i].cpu:
+                    # a pipelined step: traced again, on fake cpu tensors, in a fresh process
+                    jobs[i].cpu = True
+                    os.unlink(out)
+                    pending.insert(0, (i, jobs[i]))
+                    continue
+                if blob == NEEDS_CPU:
+                    raise PlanError(f"{jobs[i].path}:1: a pipeline stage could not be traced "
+                                    "on fake cpu tensors")
                 if blob.startswith(b"ERROR\n"):
                     raise PlanError(blob[6:].decode())
                 results[i] = load_trace(blob)

@@ -54,10 +54,24 @@ PRIVATE_APIS: tuple[str, ...] = (
     # the CPU flash-attention kernels SDPA dispatches to (rules_attention.py)
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default",
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
-    # pipelining's stage / schedule base classes and traced Pipe, refused (unsupported.py)
+    # pipelining (pp_capture.py): the stage / schedule base classes and the traced Pipe (what
+    # is refused), the static/dynamic vote bypassed, the static metadata set, the executed
+    # events recorded, the transfers in the graph (pp_merge.py), fake cpu inputs
     "torch.distributed.pipelining.stage._PipelineStageBase",
+    "torch.distributed.pipelining.stage._PipelineStageBase.forward_one_chunk",
+    "torch.distributed.pipelining.stage._PipelineStageBase.backward_one_chunk",
+    "torch.distributed.pipelining.stage._PipelineStageBase.perform_reduce_grad",
+    "torch.distributed.pipelining.stage.PipelineStage._prepare_forward_infra",
     "torch.distributed.pipelining.schedules._PipelineSchedule",
+    "torch.distributed.pipelining.schedules._PipelineSchedule._warmup_p2p",
+    "torch.distributed.pipelining.schedules._batch_p2p",
+    "torch.distributed.pipelining._utils.InferenceMode",
+    "torch.distributed.pipelining._utils.extract_tensor_metas",
     "torch.distributed.pipelining._IR.Pipe.from_tracing",
+    "torch.fx.experimental.proxy_tensor.disable_proxy_modes_tracing",
+    "torch._subclasses.fake_tensor.FakeTensorMode",
+    "torch.ops.c10d.send.default",
+    "torch.ops.c10d.recv_.default",
 )
 
 

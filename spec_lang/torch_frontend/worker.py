@@ -15,6 +15,8 @@ def main(argv: list[str]) -> int:
     path, job, out = argv
     spec = json.loads(job)
     from spec_lang.errors import SpecLangError
+    from spec_lang.torch_frontend.pp_capture import NeedsCpu
+    from spec_lang.torch_frontend.tracedata import NEEDS_CPU
 
     try:
         from spec_lang.torch_frontend.capture import capture
@@ -41,8 +43,13 @@ def main(argv: list[str]) -> int:
             tr = capture(tf, sizes)
         else:
             with fake_world(tf.mesh, spec["coords"]) as w:
-                tr = capture(tf, sizes, mesh=w.mesh, coords=w.coords, groups=w.groups)
+                pp_in = spec.get("pp_in")
+                tr = capture(tf, sizes, mesh=w.mesh, coords=w.coords, groups=w.groups,
+                             pp_in=None if pp_in is None else [(tuple(s), d) for s, d in pp_in],
+                             cpu=bool(spec.get("cpu")))
         Path(out).write_bytes(dump(tr))
+    except NeedsCpu:
+        Path(out).write_bytes(NEEDS_CPU)   # traced again on fake cpu tensors, in a new process
     except SpecLangError as e:
         Path(out).write_bytes(b"ERROR\n" + str(e).encode())
     return 0

@@ -1,6 +1,8 @@
 """Adversarial round 16 (``tests/adversarial/ATTEMPTS.md``, "Round 16"): ``prove --torch``
 around pipelining and point-to-point communication, against stop 25's refusal of
-``torch.distributed.pipelining`` (``spec_lang/torch_frontend/unsupported.py``).
+``torch.distributed.pipelining`` (then ``spec_lang/torch_frontend/unsupported.py``; since
+issue 11's pipelining, transfers between pipeline stages are composed by ``pp_merge.py`` and
+every other point-to-point op is still written-everything, as below).
 
 Train files in ``plans/round16/`` (``mlp_ddp.py`` with one change each):
 

@@ -302,6 +302,22 @@ def embedding(rng, s):
     return f, [_t(rng, v, h), tok, _t(rng, s[2], s[0], h)]
 
 
+@case("aten.slice.Tensor", "aten.mean.default", "aten.stack.default")
+def microbatches(rng, s):
+    """What a pipeline schedule does (issue 11): the token ids and labels cut into micro-batches
+    (blocks of an index tensor), one loss per micro-batch, their mean as a stack's mean."""
+    def f(w, tok, lab):
+        w = w.detach().requires_grad_(True)
+        losses = [F.cross_entropy(F.embedding(t, w), y)
+                  for t, y in zip(tok.tensor_split(2), lab.tensor_split(2))]
+        loss = torch.stack(losses).mean()
+        (g,) = torch.autograd.grad(loss, [w])
+        return loss, g
+    v, m = s[1] + 2, s[0]
+    return f, [_t(rng, v, v), torch.tensor(rng.integers(0, v, size=(2 * m,))),
+               torch.tensor(rng.integers(0, v, size=(2 * m,)))]
+
+
 @case("aten.gather.default", "aten.index_put_.default", "aten.index_put.default",
       "aten.logical_not.default", "aten.bitwise_not.default", "aten.logical_or.default",
       "aten.bitwise_or.Tensor", "aten.arange.default", "aten.arange.start")

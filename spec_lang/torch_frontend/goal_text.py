@@ -1,0 +1,60 @@
+"""How a goal is described: the user's parallelisation of its tensor, the line that produced
+it, the data sharding assumed (split out of :mod:`frontend`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spec_lang.torch_frontend.analysis import node_site
+
+__all__ = ["_style_of", "_producing_site", "_data_assumptions"]
+
+
+def _style_of(styles: Mapping[str, tuple[str, str]], param: str | None) -> str:
+    """How the user parallelised ``param``'s module (its style and the data-parallel wrapper
+    around it), with the user's lines."""
+    if not param:
+        return ""
+    parts = param.split(".")
+    got = []
+    for k in range(len(parts) - 1, -1, -1):
+        mod = ".".join(parts[:k])
+        if mod in styles:
+            st, site = styles[mod]
+            kind = "dp" if st.startswith(("fully_shard", "replicate")) else "tp"
+            if not any(g[0] == kind for g in got):
+                got.append((kind, f"{st} at {site}" + (f" on {mod}" if mod else " on the model")))
+    return "; ".join(g[1] for g in got)
+
+
+def _producing_site(n: Any, path: str) -> str:
+    """The user's line of the op that computed an output (through clones, views, waits)."""
+    from spec_lang.torch_frontend.analysis import is_data_movement
+    seen = 0
+    while n is not None and seen < 64:
+        name = str(n.target) if n.op == "call_function" else ""
+        if n.op == "call_function" and (is_data_movement(n) or name in (
+                "aten.clone.default", "_c10d_functional.wait_tensor.default")
+                or n.target is __import__("operator").getitem):
+            nxt = n.args[0] if n.args else None
+            while isinstance(nxt, (list, tuple)) and nxt:
+                nxt = nxt[0]
+            n = nxt if hasattr(nxt, "op") else None
+            seen += 1
+            continue
+        break
+    return node_site(n, path) if n is not None else path
+
+
+def _data_assumptions(cap: Any) -> list[str]:
+    plan = cap.plans[0]
+    out = []
+    for r in plan.inputs:
+        if r.kind == "data":
+            sh = [f"dim {pl[2:-1]} over {ax!r}" for ax, pl in zip(plan.mesh, r.placements)
+                  if pl.startswith("S(")]
+            out.append(f"data {r.name!r}: " + (", ".join(sh) if sh else "replicated on every rank")
+                       + (" (DATA_SHARDING)" if cap.tf.data_sharding is not None else
+                          " (default: the batch dim over the dp axes)"))
+    return out

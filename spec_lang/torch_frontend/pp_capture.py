@@ -1,0 +1,275 @@
+"""Capture of a pipelined step (``torch.distributed.pipelining``) on one rank (issue 11;
+``docs/torch.md``, "Pipelining").
+
+Under the fake process group a schedule cannot run as torch ships it: its static/dynamic shape
+vote (``_warmup_p2p``) reads a garbage ``.item()`` (a data-dependent guard under ``make_fx``),
+and the dynamic path receives pickled shapes that never arrive. So, while the step is traced:
+
+* **the vote is bypassed**: every ``PipelineStage`` is set ``STATIC`` (the private APIs are
+  pinned in :data:`spec_lang.torch_frontend.version.PRIVATE_APIS`);
+* **the static metadata is derived here**, never taken from the user: the first stage's input
+  is its micro-batch of the arguments given to ``schedule.step``; a later stage's input is the
+  output the previous stage's trace recorded (``in_meta``, passed by the front end, which
+  captures the stages in order); a stage's output is its module run on that input with the
+  tracer off. Every floating activation says ``requires_grad=True`` (measured hazard: with an
+  input that does not require grad, the last stage's backward sends a ``zero_`` buffer
+  upstream, so stage 0 would be traced with a zero upstream gradient);
+* **the executed events are recorded** (``F<mb>``, ``B<mb>``, ``SEND``, ``RECV``,
+  ``REDUCE_GRAD/<n>``), never the schedule's ``pipeline_order`` (which for 1F1B lists actions
+  that do not run).
+
+Refused (exit 3, the user's line): schedules other than ``ScheduleGPipe`` and
+``Schedule1F1B`` (interleaved, looped, zero-bubble, DualPipeV: several stages per rank, or
+weight-gradient actions), ``build_stage`` / ``pipeline()`` (the traced ``Pipe`` front end),
+a stage whose module is an ``FSDPModule`` (``perform_reduce_grad``'s FSDP path is not
+modelled), static metadata given by the user (what it says about ``requires_grad`` decides the
+program), and more than one stage or schedule on a rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.styles import _user_site
+
+__all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
+           "empty_on"]
+
+PP_DOC = "docs/torch.md, 'Pipelining'"
+SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
+
+
+class NeedsCpu(PlanError):  # noqa: N818 -- control flow: re-capture on fake cpu tensors
+    """A pipeline stage was built while the step's tensors are ``meta`` (a transfer cannot be
+    traced on ``meta``: "No backend type associated with device type meta")."""
+
+
+@dataclass
+class PPRecord:
+    """What one rank's pipelined step did.
+
+    Attributes:
+        stage: the stage index of this rank (None: no stage was built).
+        n_stages: the number of stages.
+        schedule: the schedule's class name.
+        n_microbatches: its micro-batch count.
+        events: the executed actions in order.
+        in_meta: per stage input (shape, dtype) as used here.
+        out_meta: this stage's output (shape, dtype) per output.
+        refusals: messages of uses refused (raised where they happen, kept for the end).
+    """
+
+    stage: int | None = None
+    n_stages: int | None = None
+    schedule: str | None = None
+    n_microbatches: int | None = None
+    events: list[str] = field(default_factory=list)
+    in_meta: list[tuple[tuple[int, ...], str]] | None = None
+    out_meta: list[tuple[tuple[int, ...], str]] | None = None
+    refusals: list[str] = field(default_factory=list)
+    group: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "n_stages": self.n_stages, "schedule": self.schedule,
+                "n_microbatches": self.n_microbatches, "events": list(self.events),
+                "in_meta": self.in_meta, "out_meta": self.out_meta, "group": self.group}
+
+
+def _message(site: str, what: str) -> str:
+    return (f"{site}: {what} is not supported by prove --torch's pipelining ({PP_DOC}); "
+            f"supported: {' and '.join(SUPPORTED_SCHEDULES)} with one PipelineStage per rank, "
+            "torch deriving the stage metadata")
+
+
+def _dtype(s: str) -> Any:
+    import torch
+    return getattr(torch, s.split(".", 1)[1])
+
+
+@contextlib.contextmanager
+def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str]] | None
+               ) -> Iterator[PPRecord]:
+    """Within the block, a ``PipelineStage`` + ``ScheduleGPipe`` / ``Schedule1F1B`` runs under
+    the fake process group (module docstring); anything else of ``torch.distributed.
+    pipelining`` raises :class:`PlanError` naming the user's line. ``cpu``: the step's tensors
+    are fake cpu tensors (else building a stage raises :class:`NeedsCpu`). ``in_meta``: this
+    rank's stage input as the previous stage's trace recorded it (None on the first stage, or
+    before it is known: then a later stage is refused)."""
+    import torch
+    from torch.distributed.pipelining import _IR, schedules, stage
+    from torch.distributed.pipelining._utils import InferenceMode, extract_tensor_metas
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    rec = PPRecord()
+    base = stage._PipelineStageBase  # noqa: SLF001
+    sched_base = schedules._PipelineSchedule  # noqa: SLF001
+    saved: list[tuple[Any, str, Any]] = []
+
+    def patch(owner: Any, name: str, value: Any) -> None:
+        saved.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, value)
+
+    def refuse(what: str) -> None:
+        msg = _message(_user_site(path), what)
+        rec.refusals.append(msg)
+        raise PlanError(msg)
+
+    stage_init = base.__dict__["__init__"]
+
+    def init_stage(self: Any, submod: Any, stage_index: int, num_stages: int, *a: Any,
+                   **k: Any) -> None:
+        from torch.distributed.fsdp import FSDPModule
+
+        if type(self) is not stage.PipelineStage:
+            refuse(f"{type(self).__name__} (build_stage / a traced pipeline)")
+        if rec.stage is not None:
+            refuse("a second pipeline stage on one rank")
+        if not cpu:
+            rec.refusals.append("needs-cpu")
+            raise NeedsCpu()
+        if isinstance(submod, FSDPModule):
+            refuse("a pipeline stage whose module is wrapped by fully_shard / replicate")
+        rec.stage, rec.n_stages = int(stage_index), int(num_stages)
+        stage_init(self, submod, stage_index, num_stages, *a, **k)
+        rec.group = getattr(self.group, "group_name", None) if self.group is not None else None
+
+    sched_init = sched_base.__dict__["__init__"]
+
+    def init_schedule(self: Any, *a: Any, **k: Any) -> None:
+        name = type(self).__name__
+        if name not in SUPPORTED_SCHEDULES or type(self).__module__ != schedules.__name__:
+            refuse(f"the pipeline schedule {name}")
+        if rec.schedule is not None:
+            refuse("a second pipeline schedule on one rank")
+        rec.schedule = name
+        sched_init(self, *a, **k)
+        rec.n_microbatches = int(self._n_microbatches)  # noqa: SLF001
+
+    def new_schedule(cls: Any, *a: Any, **k: Any) -> Any:  # noqa: ARG001
+        # before the subclass's own constructor runs (the zero-bubble ones read the stage first)
+        if cls.__name__ not in SUPPORTED_SCHEDULES or cls.__module__ != schedules.__name__:
+            refuse(f"the pipeline schedule {cls.__name__}")
+        return object.__new__(cls)
+
+    def traced(cls: Any, *a: Any, **k: Any) -> Any:  # noqa: ARG001
+        refuse("pipeline() (the traced Pipe front end)")
+
+    def warmup(self: Any, stages: list[Any], has_backward: bool,  # noqa: ARG001
+               p2p_done: bool) -> None:  # noqa: ARG001
+        # the vote bypassed: static metadata, derived below (never a garbage .item())
+        for s in stages:
+            s._inference_mode = InferenceMode.STATIC  # noqa: SLF001
+
+    ps = stage.PipelineStage
+    prep_fwd = ps.__dict__["_prepare_forward_infra"]
+
+    def prepare_forward(self: Any, num_microbatches: int, args: Any, kwargs: Any = None,
+                        has_backward: bool = False) -> Any:
+        user = self._user_meta  # noqa: SLF001
+        if user.has_any():
+            refuse("static stage metadata given by the train file (input_args / output_args "
+                   "/ input_grads / output_grads)")
+        if kwargs:
+            refuse("keyword arguments to schedule.step")
+        with disable_proxy_modes_tracing():
+            if self.is_first:
+                if not isinstance(args, tuple) or not all(
+                        isinstance(x, torch.Tensor) for x in args):
+                    refuse("non-tensor arguments to schedule.step")
+                metas = [(tuple(int(s) for s in x.shape), str(x.dtype)) for x in args]
+            else:
+                if in_meta is None:
+                    raise PlanError(f"{path}:1: the input of pipeline stage {self.stage_index} "
+                                    "is not known (the previous stage was not captured first)")
+                metas = [(tuple(s), d) for s, d in in_meta]
+            xs = tuple(_example(torch, s, d, self.device) for s, d in metas)
+            with torch.no_grad():
+                out = self.submod(*xs)
+            outs = out if isinstance(out, tuple) else (out,)
+            if not all(isinstance(o, torch.Tensor) for o in outs):
+                refuse("a stage module returning non-tensors")
+            out_metas = [(tuple(int(s) for s in o.shape), str(o.dtype)) for o in outs]
+            ys = tuple(_example(torch, s, d, self.device) for s, d in out_metas)
+            user.inputs = extract_tensor_metas(xs)
+            user.outputs = extract_tensor_metas(ys)
+        rec.in_meta, rec.out_meta = metas, out_metas
+        return prep_fwd(self, num_microbatches, args, kwargs, has_backward)
+
+    def event(name: str, fn: Any) -> Any:
+        def w(self: Any, *a: Any, **k: Any) -> Any:
+            rec.events.append(f"{name}{a[0] if a else ''}")
+            return fn(self, *a, **k)
+        return w
+
+    reduce_grad = base.__dict__["perform_reduce_grad"]
+
+    def perform_reduce_grad(self: Any, factor: int) -> Any:
+        rec.events.append(f"REDUCE_GRAD/{factor}")
+        return reduce_grad(self, factor)
+
+    batch_p2p = schedules._batch_p2p  # noqa: SLF001
+
+    def p2p(ops: list[Any], desc: str | None = None) -> Any:
+        import torch.distributed as dist
+
+        for o in ops:
+            kind = "SEND" if o.op in (dist.isend, dist.send) else "RECV"
+            rec.events.append(f"{kind}:{o.peer}:{tuple(o.tensor.shape)}")
+        return batch_p2p(ops, desc)
+
+    patch(base, "__init__", init_stage)
+    patch(sched_base, "__init__", init_schedule)
+    had_new = "__new__" in sched_base.__dict__
+    sched_base.__new__ = new_schedule
+    patch(sched_base, "_warmup_p2p", warmup)
+    patch(ps, "_prepare_forward_infra", prepare_forward)
+    patch(base, "forward_one_chunk", event("F", base.__dict__["forward_one_chunk"]))
+    patch(base, "backward_one_chunk", event("B", base.__dict__["backward_one_chunk"]))
+    patch(base, "perform_reduce_grad", perform_reduce_grad)
+    patch(schedules, "_batch_p2p", p2p)
+    from_tracing = _IR.Pipe.__dict__["from_tracing"]
+    _IR.Pipe.from_tracing = classmethod(traced)
+    try:
+        yield rec
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+        if not had_new:
+            del sched_base.__new__
+        _IR.Pipe.from_tracing = from_tracing
+
+
+def _example(torch: Any, shape: tuple[int, ...], dtype: str, device: Any) -> Any:
+    t = torch.empty(shape, dtype=_dtype(dtype), device=device)
+    if t.is_floating_point():
+        t.requires_grad_(True)   # every floating activation (the requires_grad hazard)
+    return t
+
+
+def check_refusals(refusals: list[str]) -> None:
+    msgs = [m for m in refusals if m != "needs-cpu"]
+    if msgs:
+        raise PlanError(msgs[0])
+
+
+def empty_on(device: str) -> Any:
+    """``torch.empty`` of the step's inputs: ``meta`` tensors, or for a pipelined step (a
+    transfer cannot be traced on ``meta``) fake ``cpu`` tensors of one ``FakeTensorMode``,
+    which ``make_fx`` adopts (no memory at any size)."""
+    import torch
+
+    if device == "meta":
+        return lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    fm = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
+
+    def empty(shape: Any, dtype: Any) -> Any:
+        with fm:
+            return torch.empty(shape, dtype=dtype, device="cpu")
+    return empty
