@@ -1,19 +1,26 @@
 """Capture of a pipelined step (``torch.distributed.pipelining``) on one rank (issue 11;
 ``docs/torch.md``, "Pipelining").
 
-Under the fake process group a schedule cannot run as torch ships it: its static/dynamic shape
-vote (``_warmup_p2p``) reads a garbage ``.item()`` (a data-dependent guard under ``make_fx``),
-and the dynamic path receives pickled shapes that never arrive. So, while the step is traced:
+Under the fake process group a schedule cannot run entirely as torch ships it: its
+static/dynamic shape vote (``_warmup_p2p``) reads a garbage ``.item()`` (a data-dependent guard
+under ``make_fx``), and its metadata inference exchanges pickled metadata objects that never
+arrive. So, while the step is traced, only those transfers are answered (the private APIs are
+pinned in :data:`spec_lang.torch_frontend.version.PRIVATE_APIS`):
 
-* **the vote is bypassed**: every ``PipelineStage`` is set ``STATIC`` (the private APIs are
-  pinned in :data:`spec_lang.torch_frontend.version.PRIVATE_APIS`);
-* **the static metadata is derived here**, never taken from the user: the first stage's input
-  is its micro-batch of the arguments given to ``schedule.step``; a later stage's input is the
-  output the previous stage's trace recorded (``in_meta``, passed by the front end, which
-  captures the stages in order); a stage's output is its module run on that input with the
-  tracer off. Every floating activation says ``requires_grad=True`` (measured hazard: with an
-  input that does not require grad, the last stage's backward sends a ``zero_`` buffer
-  upstream, so stage 0 would be traced with a zero upstream gradient);
+* **the vote's result is set**: every stage ``DYNAMIC``, what torch's vote gives without user
+  metadata (user metadata is refused);
+* **torch's own metadata inference runs, traced, in torch's order**
+  (``_forward_metadata_inference`` / ``_backward_metadata_inference``): one extra forward of
+  each stage before micro-batch 0 (on micro-batch 0's arguments on the first stage, on
+  ``torch.empty`` buffers of the received metadata elsewhere) and one extra call of ``loss_fn``
+  on the last stage, with their Python side effects and in-place buffer writes on the traced
+  state; their tensor outputs are dead code. A received buffer is an ``empty_strided`` node
+  the lowering has no rule for: anything computed from its (garbage) values is not provable.
+  ``_recv_meta`` answers a later stage with the output metadata the previous stage's trace
+  recorded (``in_meta``: shape, dtype, stride, ``requires_grad``; the front end captures the
+  stages in order), and a stage's backward with the gradient metadata torch derives from its
+  outputs (``_derive_grad_metas``); so a received activation requires grad exactly when the
+  previous stage's traced output does (``_retrieve_recv_activations``);
 * **the executed events are recorded** (``F<mb>``, ``B<mb>``, ``SEND``, ``RECV``,
   ``REDUCE_GRAD/<n>``), never the schedule's ``pipeline_order`` (which for 1F1B lists actions
   that do not run).
@@ -43,6 +50,10 @@ PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
 
 
+Meta = tuple[tuple[int, ...], str, tuple[int, ...], bool]
+"""A stage input's or output's metadata: (shape, dtype, stride, requires_grad)."""
+
+
 class NeedsCpu(PlanError):  # noqa: N818 -- control flow: re-capture on fake cpu tensors
     """A pipeline stage was built while the step's tensors are ``meta`` (a transfer cannot be
     traced on ``meta``: "No backend type associated with device type meta")."""
@@ -68,8 +79,8 @@ class PPRecord:
     schedule: str | None = None
     n_microbatches: int | None = None
     events: list[str] = field(default_factory=list)
-    in_meta: list[tuple[tuple[int, ...], str]] | None = None
-    out_meta: list[tuple[tuple[int, ...], str]] | None = None
+    in_meta: list[Meta] | None = None
+    out_meta: list[Meta] | None = None
     refusals: list[str] = field(default_factory=list)
     group: str | None = None
 
@@ -91,7 +102,7 @@ def _dtype(s: str) -> Any:
 
 
 @contextlib.contextmanager
-def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str]] | None
+def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
                ) -> Iterator[PPRecord]:
     """Within the block, a ``PipelineStage`` + ``ScheduleGPipe`` / ``Schedule1F1B`` runs under
     the fake process group (module docstring); anything else of ``torch.distributed.
@@ -101,8 +112,13 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str
     before it is known: then a later stage is refused)."""
     import torch
     from torch.distributed.pipelining import _IR, schedules, stage
-    from torch.distributed.pipelining._utils import InferenceMode, extract_tensor_metas
-    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+    from torch.distributed.pipelining._utils import (
+        InferenceMode,
+        _derive_grad_metas,
+        _StageBackwardMeta,
+        _StageForwardMeta,
+        _TensorMeta,
+    )
 
     rec = PPRecord()
     base = stage._PipelineStageBase  # noqa: SLF001
@@ -160,44 +176,54 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str
 
     def warmup(self: Any, stages: list[Any], has_backward: bool,  # noqa: ARG001
                p2p_done: bool) -> None:  # noqa: ARG001
-        # the vote bypassed: static metadata, derived below (never a garbage .item())
+        # the vote's result without user metadata (refused below): every stage votes DYNAMIC,
+        # so the product is 0 (never its garbage .item() under the fake process group)
         for s in stages:
-            s._inference_mode = InferenceMode.STATIC  # noqa: SLF001
+            s._inference_mode = InferenceMode.DYNAMIC  # noqa: SLF001
 
     ps = stage.PipelineStage
     prep_fwd = ps.__dict__["_prepare_forward_infra"]
 
     def prepare_forward(self: Any, num_microbatches: int, args: Any, kwargs: Any = None,
                         has_backward: bool = False) -> Any:
-        user = self._user_meta  # noqa: SLF001
-        if user.has_any():
+        if self._user_meta.has_any():  # noqa: SLF001
             refuse("static stage metadata given by the train file (input_args / output_args "
                    "/ input_grads / output_grads)")
         if kwargs:
             refuse("keyword arguments to schedule.step")
-        with disable_proxy_modes_tracing():
-            if self.is_first:
-                if not isinstance(args, tuple) or not all(
-                        isinstance(x, torch.Tensor) for x in args):
-                    refuse("non-tensor arguments to schedule.step")
-                metas = [(tuple(int(s) for s in x.shape), str(x.dtype)) for x in args]
-            else:
-                if in_meta is None:
-                    raise PlanError(f"{path}:1: the input of pipeline stage {self.stage_index} "
-                                    "is not known (the previous stage was not captured first)")
-                metas = [(tuple(s), d) for s, d in in_meta]
-            xs = tuple(_example(torch, s, d, self.device) for s, d in metas)
-            with torch.no_grad():
-                out = self.submod(*xs)
-            outs = out if isinstance(out, tuple) else (out,)
-            if not all(isinstance(o, torch.Tensor) for o in outs):
-                refuse("a stage module returning non-tensors")
-            out_metas = [(tuple(int(s) for s in o.shape), str(o.dtype)) for o in outs]
-            ys = tuple(_example(torch, s, d, self.device) for s, d in out_metas)
-            user.inputs = extract_tensor_metas(xs)
-            user.outputs = extract_tensor_metas(ys)
-        rec.in_meta, rec.out_meta = metas, out_metas
-        return prep_fwd(self, num_microbatches, args, kwargs, has_backward)
+        if self.is_first and not (isinstance(args, tuple) and all(
+                isinstance(x, torch.Tensor) for x in args)):
+            refuse("non-tensor arguments to schedule.step")
+        if not self.is_first and in_meta is None:
+            raise PlanError(f"{path}:1: the input of pipeline stage {self.stage_index} is not "
+                            "known (the previous stage was not captured first)")
+        # torch's own DYNAMIC metadata inference, traced: the stage's forward on micro-batch
+        # 0's arguments (first stage) or on torch.empty buffers of the received metadata
+        out = prep_fwd(self, num_microbatches, args, kwargs, has_backward)
+        meta = self._stage_meta  # noqa: SLF001
+        for m in (*meta.inputs, *meta.outputs):
+            if type(m) is not _TensorMeta:
+                refuse("a stage input or output that is not a plain tensor (a DTensor)")
+        rec.in_meta = [_record(m) for m in meta.inputs]
+        rec.out_meta = [_record(m) for m in meta.outputs]
+        return out
+
+    def recv_meta(self: Any, src_stage: int) -> Any:
+        # the metadata the real previous / next stage sends (pickled objects cannot be
+        # traced): its traced output's metadata, and for the backward the gradient metadata
+        # torch derives from it (one per output that requires grad, else None)
+        if src_stage == self.stage_index - 1:
+            return _StageForwardMeta(forward_metas=tuple(
+                _TensorMeta(torch.Size(s), tuple(st), _dtype(d), bool(rg))
+                for s, d, st, rg in in_meta or ()))
+        if src_stage == self.stage_index + 1:
+            return _StageBackwardMeta(backward_metas=_derive_grad_metas(
+                self._stage_meta.outputs))  # noqa: SLF001
+        refuse(f"a metadata transfer from stage {src_stage} to stage {self.stage_index}")
+        return None
+
+    def send_meta(self: Any, meta: Any, dst_stage: int) -> None:  # noqa: ARG001
+        return None     # read by the next stage's capture from rec.out_meta
 
     def event(name: str, fn: Any) -> Any:
         def w(self: Any, *a: Any, **k: Any) -> Any:
@@ -227,6 +253,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str
     sched_base.__new__ = new_schedule
     patch(sched_base, "_warmup_p2p", warmup)
     patch(ps, "_prepare_forward_infra", prepare_forward)
+    patch(ps, "_recv_meta", recv_meta)
+    patch(ps, "_send_meta", send_meta)
     patch(base, "forward_one_chunk", event("F", base.__dict__["forward_one_chunk"]))
     patch(base, "backward_one_chunk", event("B", base.__dict__["backward_one_chunk"]))
     patch(base, "perform_reduce_grad", perform_reduce_grad)
@@ -243,11 +271,10 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[tuple[tuple[int, ...], str
         _IR.Pipe.from_tracing = from_tracing
 
 
-def _example(torch: Any, shape: tuple[int, ...], dtype: str, device: Any) -> Any:
-    t = torch.empty(shape, dtype=_dtype(dtype), device=device)
-    if t.is_floating_point():
-        t.requires_grad_(True)   # every floating activation (the requires_grad hazard)
-    return t
+def _record(m: Any) -> tuple[tuple[int, ...], str, tuple[int, ...], bool]:
+    """A tensor metadata as the trace data keeps it: (shape, dtype, stride, requires_grad)."""
+    return (tuple(int(x) for x in m.shape), str(m.dtype), tuple(int(x) for x in m.stride),
+            bool(m.requires_grad))
 
 
 def check_refusals(refusals: list[str]) -> None:

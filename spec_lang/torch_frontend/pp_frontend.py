@@ -187,9 +187,13 @@ def pp_assumptions(plan: Any) -> list[str]:
         f"{pp['n_stages']} stages on {pp['axis']!r}, composed: the k-th send from a stage to "
         "another is the k-th receive there (FIFO per pair, as gloo and NCCL deliver), a "
         "transfer is the identity over the reals; executed order " + ev,
-        "pipeline stage metadata derived by prove --torch (requires_grad on every floating "
-        "activation), the static/dynamic vote bypassed, the stages traced on fake cpu "
-        "tensors; a tensor the spec ties to another name starts the step equal on every stage "
-        "holding a copy; the micro-batches' sums are all-reduces over the micro-batch axis "
+        "pipeline stage metadata inferred as torch infers it (DYNAMIC: the vote's result "
+        "without user metadata): its extra forward per stage and extra loss_fn call on the "
+        "last stage are traced, on micro-batch 0's arguments (first stage) or on received "
+        "metadata buffers whose values are unknown (a value read from one is not proved); a "
+        "received activation requires grad as the previous stage's traced output does; the "
+        "stages traced on fake cpu tensors; a tensor the spec ties to another name is a "
+        "separate copy on every stage holding it, equal to the spec's at the start of the "
+        "step; the micro-batches' sums are all-reduces over the micro-batch axis "
         "'mb' (an exact rewriting: docs/torch.md, 'Pipelining')",
     ]

@@ -25,9 +25,11 @@ aligned against each other; instead their graphs are *composed*:
 
 The composed program runs on the mesh without the pipeline axis (``(dp=d)``); its inputs are
 the union of the stages' (a parameter the spec ties to another name -- a GPT-2 head tied to the
-token embedding -- reads the spec's parameter under its first name: the copies start equal, an
-assumption stated with the verdict), its outputs every stage's, each named as its stage names
-it and compared with the spec output of the same parameter (``spec_name``).
+token embedding -- is one input *per stage holding a copy*, each seeded with the spec's
+parameter under its first name: the copies start equal, an assumption stated with the verdict,
+and each stage's in-place writes stay on its copy), its outputs every stage's, each named as
+its stage names it and compared with the spec output of the same parameter (``spec_name``):
+every copy's final value against the spec's.
 """
 
 from __future__ import annotations
@@ -155,7 +157,8 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
     g = fx.Graph()
     consts: dict[str, Any] = {}
     inputs: list[Any] = []
-    by_input: dict[str, tuple[Any, Any]] = {}
+    by_input: dict[Any, tuple[Any, Any]] = {}
+    tied_names = set(alias) | set(spec_tied)
     envs: list[dict[Any, Any]] = []
     for s, tr in enumerate(stages):
         env: dict[Any, Any] = {}
@@ -164,15 +167,20 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             name = _rename(role.name, alias)
             r = InputRole(role.kind, name, drop_pp(role.placements, f"input {role.name}"),
                           role.dtype, role.global_shape)
-            if name in by_input:
-                r0, node = by_input[name]
+            # a stage's copy of a tied weight (and its optimizer state) is its own tensor:
+            # its own placeholder, seeded with the spec's value (the copies start equal), so
+            # that one stage's in-place update is never seen by another stage's copy
+            key = (s, name) if (role.kind != "buffer"
+                                and param_of_output(name)[1] in tied_names) else name
+            if key in by_input:
+                r0, node = by_input[key]
                 if r0 != r:
                     raise PlanError(f"{path}:1: input {name!r} differs between pipeline stages "
                                     f"({r0} / {r})")
             else:
                 node = g.placeholder(f"s{s}_{ph.name}")
                 node.meta = dict(ph.meta)
-                by_input[name] = (r, node)
+                by_input[key] = (r, node)
                 inputs.append(r)
             env[ph] = node
         envs.append(env)

@@ -259,9 +259,10 @@ class Job:
         self.path, self.sizes, self.coords = path, dict(sizes), (None if coords is None
                                                                  else dict(coords))
         self.source, self.mesh = source, dict(mesh or {})
-        # a later pipeline stage's input (shape, dtype) per tensor, from the previous stage's
-        # trace (pp_capture)
-        self.pp_in = None if pp_in is None else [[list(s), d] for s, d in pp_in]
+        # a later pipeline stage's input (shape, dtype, stride, requires_grad) per tensor, from
+        # the previous stage's trace (pp_capture)
+        self.pp_in = None if pp_in is None else [[list(s), d, list(st), bool(rg)]
+                                                 for s, d, st, rg in pp_in]
         # trace on fake cpu tensors (a pipelined step); set when a child answers NEEDS_CPU
         self.cpu = cpu or pp_in is not None
 

@@ -55,18 +55,26 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default",
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
     # pipelining (pp_capture.py): the stage / schedule base classes and the traced Pipe (what
-    # is refused), the static/dynamic vote bypassed, the static metadata set, the executed
-    # events recorded, the transfers in the graph (pp_merge.py), fake cpu inputs
+    # is refused), the static/dynamic vote's result set (DYNAMIC), torch's metadata inference
+    # traced with its metadata transfers answered from the previous stage's trace, the
+    # executed events recorded, the transfers in the graph (pp_merge.py), fake cpu inputs
     "torch.distributed.pipelining.stage._PipelineStageBase",
     "torch.distributed.pipelining.stage._PipelineStageBase.forward_one_chunk",
     "torch.distributed.pipelining.stage._PipelineStageBase.backward_one_chunk",
     "torch.distributed.pipelining.stage._PipelineStageBase.perform_reduce_grad",
     "torch.distributed.pipelining.stage.PipelineStage._prepare_forward_infra",
+    "torch.distributed.pipelining.stage.PipelineStage._recv_meta",
+    "torch.distributed.pipelining.stage.PipelineStage._send_meta",
+    "torch.distributed.pipelining.stage.PipelineStage._forward_metadata_inference",
+    "torch.distributed.pipelining.stage.PipelineStage._backward_metadata_inference",
+    "torch.distributed.pipelining._utils._TensorMeta",
+    "torch.distributed.pipelining._utils._StageForwardMeta",
+    "torch.distributed.pipelining._utils._StageBackwardMeta",
+    "torch.distributed.pipelining._utils._derive_grad_metas",
     "torch.distributed.pipelining.schedules._PipelineSchedule",
     "torch.distributed.pipelining.schedules._PipelineSchedule._warmup_p2p",
     "torch.distributed.pipelining.schedules._batch_p2p",
     "torch.distributed.pipelining._utils.InferenceMode",
-    "torch.distributed.pipelining._utils.extract_tensor_metas",
     "torch.distributed.pipelining._IR.Pipe.from_tracing",
     "torch.fx.experimental.proxy_tensor.disable_proxy_modes_tracing",
     "torch._subclasses.fake_tensor.FakeTensorMode",

@@ -45,7 +45,8 @@ def main(argv: list[str]) -> int:
             with fake_world(tf.mesh, spec["coords"]) as w:
                 pp_in = spec.get("pp_in")
                 tr = capture(tf, sizes, mesh=w.mesh, coords=w.coords, groups=w.groups,
-                             pp_in=None if pp_in is None else [(tuple(s), d) for s, d in pp_in],
+                             pp_in=None if pp_in is None else [
+                                 (tuple(s), d, tuple(st), bool(rg)) for s, d, st, rg in pp_in],
                              cpu=bool(spec.get("cpu")))
         Path(out).write_bytes(dump(tr))
     except NeedsCpu:

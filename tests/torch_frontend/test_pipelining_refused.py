@@ -92,12 +92,12 @@ def test_a_refusal_the_user_code_swallows_is_still_raised():
 def test_torch_is_restored_after_the_block():
     base, ps, sb = stage_mod._PipelineStageBase, PipelineStage, sched_mod._PipelineSchedule
     before = (base.__init__, sb.__init__, sb._warmup_p2p, ps._prepare_forward_infra,
-              base.forward_one_chunk, base.backward_one_chunk, base.perform_reduce_grad,
+              ps._recv_meta, ps._send_meta, base.forward_one_chunk, base.backward_one_chunk, base.perform_reduce_grad,
               sched_mod._batch_p2p, Pipe.from_tracing)
     with pipelining(HERE, cpu=True, in_meta=None):
         assert sb._warmup_p2p is not before[2]
     after = (base.__init__, sb.__init__, sb._warmup_p2p, ps._prepare_forward_infra,
-             base.forward_one_chunk, base.backward_one_chunk, base.perform_reduce_grad,
+             ps._recv_meta, ps._send_meta, base.forward_one_chunk, base.backward_one_chunk, base.perform_reduce_grad,
              sched_mod._batch_p2p, Pipe.from_tracing)
     assert after == before
 
@@ -173,29 +173,41 @@ def test_unpaired_constant_or_pp_collective_transfers_are_refused(progs, why):
 
 
 # -- the vote bypass and the static metadata: pinned private APIs (torch 2.13.0) -----------------
-def test_the_vote_is_bypassed_every_stage_static():
-    from torch.distributed.pipelining._utils import InferenceMode
+def test_the_vote_gives_dynamic_every_stage():
+    """Without user metadata every stage votes DYNAMIC (torch's ``needs_dynamic``), so the
+    vote's product is 0: the capture sets that result (never the garbage ``.item()``)."""
+    from torch.distributed.pipelining._utils import InferenceMode, _StageMeta
+
+    assert InferenceMode.needs_dynamic(_StageMeta(), True)
 
     class S:
         _inference_mode = None
     s = S()
     with pipelining(HERE, cpu=True, in_meta=None):
         sched_mod._PipelineSchedule._warmup_p2p(None, [s], True, False)
-    assert s._inference_mode == InferenceMode.STATIC
+    assert s._inference_mode == InferenceMode.DYNAMIC
 
 
-def test_torch_still_votes_and_reads_the_static_metadata_where_pinned():
-    """The bypass is only sound while torch's stage initialisation runs the vote through
-    ``_warmup_p2p`` and its STATIC branch takes the metadata ``_prepare_forward_infra`` is
-    given (``pp_capture.pipelining``): a torch that moves either fails here first."""
+def test_torch_still_runs_the_metadata_inference_where_pinned():
+    """The capture runs torch's own DYNAMIC metadata inference and answers only its metadata
+    transfers (``pp_capture.pipelining``): a torch that moves the vote, the extra forward,
+    the extra ``loss_fn`` call or the received activation's ``requires_grad`` fails here
+    first."""
     import inspect
     init = inspect.getsource(sched_mod._PipelineSchedule._initialize_pp_stages)
     assert "self._warmup_p2p(" in init and "_prepare_forward_infra(" in init
+    assert "_prepare_backward_infra(" in init
     fwd = inspect.getsource(PipelineStage._prepare_forward_infra)
-    assert "self._stage_meta.inputs = self._user_meta.inputs" in fwd
-    assert "self._stage_meta.outputs = self._user_meta.outputs" in fwd
+    assert "self._forward_metadata_inference(" in fwd
+    finf = inspect.getsource(PipelineStage._forward_metadata_inference)
+    assert "self._recv_meta(self.stage_index - 1)" in finf and "self._send_meta(" in finf
+    assert "self._compute_outputs(" in finf
+    binf = inspect.getsource(PipelineStage._backward_metadata_inference)
+    assert "loss = loss_fn(" in binf and "self._recv_meta(self.stage_index + 1)" in binf
     bwd = inspect.getsource(PipelineStage._prepare_backward_infra)
-    assert "_derive_grad_metas" in bwd   # gradient metadata from the (requires_grad) outputs
+    assert "self._backward_metadata_inference(" in bwd
+    recv = inspect.getsource(stage_mod._PipelineStageBase._retrieve_recv_activations)
+    assert "info.tensor_meta.requires_grad" in recv
     reduce = inspect.getsource(stage_mod._PipelineStageBase.scale_grads)
     assert "p.grad.div_(grad_scale_factor)" in reduce
 
