@@ -35,6 +35,11 @@ IGNORED = frozenset({
 """Ops with no value (profiler ranges the optimizer opens)."""
 
 
+_EMPTY = frozenset({"aten.empty_strided.default", "aten.empty.memory_format"})
+_UNINITIALISED = ("the values of an uninitialised tensor (torch.empty: e.g. a receive buffer "
+                  "torch's pipeline metadata inference runs a stage's forward on) are not known")
+
+
 LAYOUT_ONLY = frozenset({
     "aten.view.default", "aten._unsafe_view.default", "aten._reshape_alias.default",
     "aten.clone.default",
@@ -205,7 +210,7 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
                 continue
             r = RULES.get(name)
             if r is None:
-                a.unsupported[n] = "no lowering rule"
+                a.unsupported[n] = _UNINITIALISED if name in _EMPTY else "no lowering rule"
                 a.layouts[n] = _fresh_of(dims, n, a)
                 continue
             try:

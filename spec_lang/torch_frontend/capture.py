@@ -46,7 +46,8 @@ from spec_lang.torch_frontend.dataparallel import (
 )
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
-from spec_lang.torch_frontend.pp_capture import NeedsCpu, check_refusals, empty_on, pipelining
+from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
+                                                  module_buffers, pipelining)
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -276,7 +277,6 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     return tr
 
 
-
 def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
              coords: Mapping[str, int] | None, groups: Mapping[str, str] | None,
              device: str = "meta") -> Trace:
@@ -295,7 +295,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             with record_data_parallel(_user_modules(tf), tf.path) as units, \
                     record_styles(tf.path) as applied:
                 out = tf.fn("parallelize")(model, mesh)
-            model = out if isinstance(out, nn.Module) else model
+            built, model = model, (out if isinstance(out, nn.Module) else model)
             styles = resolve_styles(model, applied, units, tf.path)
     except PlanError:
         raise
@@ -308,7 +308,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             raise PlanError(f"{path}:1: make_batch must return a dict of tensors")
     params, tied = _params(model)
     _refuse_parameter_hooks(params, path)
-    buffers = [(n, b) for n, b in model.named_buffers()]
+    buffers, buf_at = module_buffers(model, built if plan else model, path)
     data_names = list(batch)
     mesh_sizes = {a: mesh.size(i) for i, a in enumerate(mesh.mesh_dim_names)} if plan else {}
     axes = list(mesh_sizes)
@@ -375,7 +375,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         base_keys = {id(p): frozenset(vars(p)) for p in new.values()}
         states = {n: {k: lift(next(it), spec_of[n]) for k in keys} for n, _ in params}
         for n, _ in buffers:
-            _set_attr(model, n, lift(next(it), buf_spec[n]))
+            _set_attr(model, buf_at[n], lift(next(it), buf_spec[n]))
         hooks_before = hook_counts(model, new)
         hooks_dp = install_units(units, owner, new, {n: p for n, p in params})
         data = {n: next(it) for n in data_names}
@@ -401,11 +401,11 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
 
         with _snapshot_on_entry(opt, snapshot) as on_step, refuse_data_assignment(path):
             # all the Python state the step could leave for the next one (R7-1, R7-3)
-            ours = [*units, on_step]
-            state0 = step_state(model, opt, user_modules, ours, base_keys)
+            ours, bufs = [*units, on_step], {n: attr_at(model, a) for n, a in buf_at.items()}
+            state0 = step_state(model, opt, user_modules, ours, base_keys, bufs)
             loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
             # modules next to the train file imported during the step count too (R8-10)
-            state1 = step_state(model, opt, _user_modules(tf), ours, base_keys)
+            state1 = step_state(model, opt, _user_modules(tf), ours, base_keys, bufs)
             changed = state_changes(state0, state1)
         for h in hooks_dp:
             h.remove()
@@ -445,7 +445,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         # every buffer as it leaves the step (running statistics updated in place or
         # reassigned; finding R3-3); :mod:`frontend` drops the ones no side changed
         for n, _ in buffers:
-            b = model.get_buffer(n)
+            b = attr_at(model, buf_at[n])
             outputs.append(OutputRole("state", f"buffer:{n}", _placements(b, axes), None))
             outs.append(_local(b))
         return outs

@@ -44,7 +44,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
-           "empty_on"]
+           "empty_on", "module_buffers", "attr_at"]
 
 PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
@@ -300,3 +300,45 @@ def empty_on(device: str) -> Any:
         with fm:
             return torch.empty(shape, dtype=dtype, device="cpu")
     return empty
+
+
+def module_buffers(model: Any, built: Any, path: str) -> tuple[list[tuple[str, Any]],
+                                                                  dict[str, str]]:
+    """The buffers the step reads and writes through ``model`` (the module ``parallelize``
+    returned): its registered buffers, and the built model's buffers it holds as plain tensor
+    attributes (a hand-written pipeline stage's ``self.seen = model.seen``), named as the built
+    model names them: the real program reads and writes that buffer through the attribute
+    (R22-3). Returns the ``(name, tensor)`` list and each name's dotted attribute path.
+
+    Raises:
+        PlanError: two attributes holding one buffer, or an attribute holding a buffer under
+            a registered buffer's name.
+    """
+    import torch
+    from torch import nn
+
+    bufs = list(model.named_buffers())
+    where = {n: n for n, _ in bufs}
+    seen = {id(b) for _, b in bufs}
+    names = {id(b): n for n, b in built.named_buffers()}
+    for mp, m in model.named_modules():
+        for k, v in vars(m).items():
+            if not isinstance(v, torch.Tensor) or isinstance(v, nn.Parameter) \
+                    or id(v) not in names or k in m._buffers:  # noqa: SLF001
+                continue
+            n, at = names[id(v)], f"{mp}.{k}" if mp else k
+            if id(v) in seen or n in where:
+                raise PlanError(f"{path}:1: the model's buffer {n!r} is held by the module "
+                                f"parallelize returned twice ({where.get(n)} and {at}): "
+                                "not supported by prove --torch")
+            bufs.append((n, v))
+            where[n] = at
+            seen.add(id(v))
+    return bufs, where
+
+
+def attr_at(obj: Any, dotted: str) -> Any:
+    """``obj.a.b.c`` for ``"a.b.c"`` (a buffer's attribute path, :func:`module_buffers`)."""
+    for k in dotted.split("."):
+        obj = getattr(obj, k)
+    return obj

@@ -339,7 +339,8 @@ _PARAMETER_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                user_modules: Iterable[types.ModuleType], ours: Iterable[Any] = (),
-               base_keys: Mapping[int, Iterable[str]] | None = None) -> dict[str, str]:
+               base_keys: Mapping[int, Iterable[str]] | None = None,
+               buffers: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Entry name -> fingerprint of all the Python state a step could leave for the next one
     (module docstring): every attribute of every module (its parameter, buffer and submodule
     *names* included), each parameter's attributes (hooks), every attribute of the optimizer
@@ -348,7 +349,9 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     the default dtype, grad mode and the CPU generator's state. ``ours``: objects the capture
     itself put there (the data-parallel stand-ins' units, the wrapper of ``opt.step``), read
     as ``<shardproof>``; ``base_keys``: id of a parameter -> the attributes it was created
-    with (the tracer's own; not read, except its hook dicts)."""
+    with (the tracer's own; not read, except its hook dicts); ``buffers``: name -> the buffer
+    tensor the capture put in the model, read as ``<buffer name>`` wherever it is held (a
+    pipeline stage holding the model's buffer as a plain attribute: its value is a goal)."""
     base_keys = base_keys or {}
     gc.collect()    # a finalizer or __del__ of the step's garbage runs now, not after (R10-5)
     names: dict[int, str] = {id(x): "<shardproof>" for x in ours}
@@ -361,7 +364,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         names.setdefault(id(p), f"<parameter {n}>")
         if p.grad is not None:
             goals.add(id(p.grad))
-    for n, b in model.named_buffers(remove_duplicate=False):
+    for n, b in [*(buffers or {}).items(), *model.named_buffers(remove_duplicate=False)]:
         names.setdefault(id(b), f"<buffer {n}>")
     for st in opt.state.values():
         goals.update(id(x) for x in st.values() if isinstance(x, torch.Tensor))

@@ -6,32 +6,30 @@ The plans are small (a 2-layer MLP, pp 2 x dp 2, ``plans/round22/``) so one prov
 40-130 s; the gloo truth is ``tests/torch_frontend/pp_truth.py`` (float64, one process per
 rank).
 
-* R22-1 (open, strict xfail) **false accept**: torch's real schedule runs the DYNAMIC
-  metadata inference (no user metadata): one extra forward of every stage and, on the last
-  stage, one extra call of ``loss_fn`` (``_backward_metadata_inference``) before micro-batch 0.
-  prove --torch bypasses it (STATIC), so user code with per-step state sees a different call
-  sequence: ``r22_01`` (GPipe, 2 mb) and ``r22_05`` (1F1B, 4 mb) scale the loss of call n+1
-  (micro-batch n-1 for real, no call in the trace): EQUIVALENT; truth grad 0.19-0.42 / 0.09-0.11.
-* R22-2 (open, strict xfail) **false accept**: the derived metadata gives every floating
-  activation ``requires_grad=True``; torch's real metadata says what stage s-1's output
-  requires. With a frozen first stage the real last stage's received activation does not
-  require grad: ``r22_07`` (a branch on ``h.requires_grad``) and ``r22_10`` (the natural form:
-  a reentrant ``torch.utils.checkpoint`` in the last stage, so ``l1`` gets no gradient and is
-  never updated): EQUIVALENT; truth grad 0.19 / 0.20-0.30 (``l1`` not trained).
-* R22-4 (open, strict xfail) **false accept** and wrong NOT EQUIVALENT: ``pp_merge`` reads a
-  tied weight's copies on two stages from *one* placeholder, so an in-place write on one
-  stage (the optimizer's update) is seen by the other stage's copy in the composed program:
-  both copies' outputs are the shared value after *every* stage's update. ``r22_18`` (the
-  tied gradient summed by hand over pp with send / recv; the optimizer leaves ``head.weight``
-  out, so the last stage's copy is never updated): EQUIVALENT, truth ``head.weight`` 0.27
-  after the step. The mirror image ``r22_16`` (right: both copies updated with the summed
-  gradient, truth 2.2e-16) is NOT EQUIVALENT (the shared value updated twice);
-  ``r22_17`` (wrong factor) NOT EQUIVALENT, rightly.
-* R22-3 (open, strict xfail) false refusal: a stage forward writing a module buffer in place
-  (``r22_06``: the same idempotent ``fill_`` as the single-device model; right, truth 5.6e-17)
-  crashes the capture (exit 3, "capturing the training step failed: AssertionError: Please
-  convert all Tensors to FakeTensors first"): the untraced metadata forward of
-  ``pp_capture.prepare_forward`` writes the ``meta`` buffer under the FakeTensorMode.
+* R22-1 (fixed) **false accept**: torch's real schedule runs the DYNAMIC metadata inference
+  (no user metadata): one extra forward of every stage and, on the last stage, one extra call
+  of ``loss_fn`` (``_backward_metadata_inference``) before micro-batch 0. prove --torch used to
+  bypass it (STATIC), so ``r22_01`` (GPipe, 2 mb) and ``r22_05`` (1F1B, 4 mb), which scale the
+  loss of call n+1 (micro-batch n-1 for real), were EQUIVALENT; truth grad 0.19-0.42 /
+  0.09-0.11. Now torch's inference is traced (``pp_capture``): NOT EQUIVALENT. ``r22_20``: the
+  metadata forward of the last stage reads ``torch.empty`` receive buffers (garbage); a buffer
+  recording them is not EQUIVALENT (it would be, were they modelled as micro-batch 0).
+* R22-2 (fixed) **false accept**: the derived metadata gave every floating activation
+  ``requires_grad=True`` (and the capture made every parameter trainable); torch's real
+  metadata says what stage s-1's output requires. With a frozen first stage the received
+  activation does not require grad: ``r22_07`` (a branch on ``h.requires_grad``) NOT
+  EQUIVALENT, ``r22_10`` (a reentrant ``torch.utils.checkpoint``: ``l1`` gets no gradient for
+  real) refused, "the parallel step does not produce ['grad:l1.weight', ...]"; the right frozen
+  first stage ``r22_19`` EQUIVALENT.
+* R22-4 (fixed) **false accept** and wrong NOT EQUIVALENT: ``pp_merge`` read a tied weight's
+  copies on two stages from *one* placeholder, so an in-place write on one stage (the
+  optimizer's update) was seen by the other stage's copy. Now one placeholder per copy:
+  ``r22_18`` (the head's copy never stepped; truth 0.27) NOT EQUIVALENT at ``head.weight``,
+  ``r22_16`` (right, truth 2.2e-16) EQUIVALENT, ``r22_17`` (wrong factor) NOT EQUIVALENT.
+* R22-3 (fixed) false refusal: a stage forward writing the model's buffer in place
+  (``r22_06``, the stage holding it as a plain attribute: ``self.seen = model.seen``; right,
+  truth 5.6e-17) crashed the capture ("Please convert all Tensors to FakeTensors first"): now
+  EQUIVALENT; ``r22_02`` (a forward counter, 1 + 1/n for real) NOT EQUIVALENT.
 """
 
 from __future__ import annotations
@@ -66,38 +64,48 @@ def test_wrong_pipelines_are_not_proved(name, tmp_path):
     assert out.get("verdict") != "EQUIVALENT" and out["_rc"] != 0, out
 
 
-@pytest.mark.xfail(strict=True, reason="R22-1 (open): torch's metadata inference calls loss_fn "
-                   "once more than the micro-batches; the capture bypasses it, so per-step state "
-                   "in loss_fn is traced with a different call sequence (false accept)")
+# R22-1 (fixed): torch's metadata inference calls loss_fn once more than the micro-batches
 @pytest.mark.parametrize("name", ["r22_01_loss_call_count.py",
                                   "r22_05_loss_call_count_1f1b.py"])
 def test_loss_fn_called_by_metadata_inference_is_not_equivalent(name, tmp_path):
     out = prove(ROUND22 / name, tmp_path)
-    assert out.get("verdict") != "EQUIVALENT" and out["_rc"] != 0, out
+    assert out.get("verdict") == "NOT EQUIVALENT" and out["_rc"] == 1, out
 
 
-@pytest.mark.xfail(strict=True, reason="R22-2 (open): requires_grad=True forced on every "
-                   "received activation; the real one follows stage s-1's output (a frozen first "
-                   "stage: False), so requires_grad-dependent code (reentrant checkpoint) differs "
-                   "(false accept)")
-@pytest.mark.parametrize("name", ["r22_07_requires_grad_branch.py",
-                                  "r22_10_frozen_stage_checkpoint.py"])
-def test_received_activation_requires_grad_as_torch_derives_it(name, tmp_path):
-    out = prove(ROUND22 / name, tmp_path)
-    assert out.get("verdict") != "EQUIVALENT" and out["_rc"] != 0, out
+def test_metadata_forward_on_receive_buffers_is_not_known(tmp_path):
+    """R22-1 fix: the last stage's metadata forward reads torch.empty buffers; a buffer that
+    keeps what it read is not proved (it would be were they micro-batch 0's activation)."""
+    out = prove(ROUND22 / "r22_20_metadata_forward_reads_garbage.py", tmp_path)
+    assert out.get("verdict") != "EQUIVALENT" and out["_rc"] in (1, 2), out
 
 
-@pytest.mark.xfail(strict=True, reason="R22-4 (open): a tied weight's copies on two stages are "
-                   "one placeholder in the composed program, so one stage's in-place update is "
-                   "seen by the other's copy (false accept: r22_18; wrong NOT EQUIVALENT: r22_16)")
-@pytest.mark.parametrize("name,want", [("r22_18_tied_copy_not_stepped.py", "not-equivalent"),
+# R22-2 (fixed): a received activation requires grad as stage s-1's output does
+def test_received_activation_requires_grad_as_torch_derives_it(tmp_path):
+    out = prove(ROUND22 / "r22_07_requires_grad_branch.py", tmp_path)
+    assert out.get("verdict") == "NOT EQUIVALENT" and out["_rc"] == 1, out
+
+
+def test_frozen_stage_checkpoint_without_grad_is_refused(tmp_path):
+    """Reentrant checkpoint on an input that does not require grad: for real ``l1`` gets no
+    gradient (truth); the plan has none either, the spec has: refused, naming them."""
+    out = prove(ROUND22 / "r22_10_frozen_stage_checkpoint.py", tmp_path)
+    assert out["_rc"] == 3 and "does not produce" in out["_err"] \
+        and "grad:l1.weight" in out["_err"], out
+
+
+def test_frozen_first_stage_is_equivalent(tmp_path):
+    out = prove(ROUND22 / "r22_19_frozen_stage_right.py", tmp_path)
+    assert out.get("verdict") == "EQUIVALENT" and out["_rc"] == 0, out
+
+
+# R22-4 (fixed): each stage's copy of a tied weight is its own tensor
+@pytest.mark.parametrize("name,want", [("r22_18_tied_copy_not_stepped.py", "NOT EQUIVALENT"),
                                        ("r22_16_tied_p2p_sync_right.py", "EQUIVALENT")])
 def test_tied_copies_are_separate_tensors(name, want, tmp_path):
     out = prove(ROUND22 / name, tmp_path)
-    if want == "EQUIVALENT":
-        assert out.get("verdict") == "EQUIVALENT" and out["_rc"] == 0, out
-    else:
-        assert out.get("verdict") != "EQUIVALENT" and out["_rc"] != 0, out
+    assert out.get("verdict") == want and out["_rc"] == (0 if want == "EQUIVALENT" else 1), out
+    if want != "EQUIVALENT":      # the head's copy, never updated, differs after the step
+        assert out["counterexample"]["goal"] == "head.weight", out["counterexample"]
 
 
 def test_tied_copy_with_a_wrong_sync_factor_is_not_equivalent(tmp_path):
@@ -105,9 +113,12 @@ def test_tied_copy_with_a_wrong_sync_factor_is_not_equivalent(tmp_path):
     assert out.get("verdict") == "NOT EQUIVALENT" and out["_rc"] == 1, out
 
 
-@pytest.mark.xfail(strict=True, reason="R22-3 (open): a stage forward writing a buffer in place "
-                   "crashes the capture (untraced metadata forward on a meta buffer under the "
-                   "FakeTensorMode): a right program refused with an internal error")
+# R22-3 (fixed): a stage forward writing the model's buffer in place is traced as it runs
 def test_buffer_written_in_stage_forward_is_captured(tmp_path):
     out = prove(ROUND22 / "r22_06_buffer_fill_right.py", tmp_path)
-    assert out["_rc"] != 3, out
+    assert out.get("verdict") == "EQUIVALENT" and out["_rc"] == 0, out
+
+
+def test_buffer_counting_the_metadata_forward_is_not_equivalent(tmp_path):
+    out = prove(ROUND22 / "r22_02_buffer_fwd_count.py", tmp_path)
+    assert out.get("verdict") == "NOT EQUIVALENT" and out["_rc"] == 1, out
