@@ -35,7 +35,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.contract import TrainFile, line_of, user_frame
+from spec_lang.torch_frontend.contract import TrainFile, line_of, optimizer_probe, user_frame
 from spec_lang.torch_frontend.leftover import (
     CHANGED, check_no_new_hooks, check_parameters_kept, hook_counts, refuse_data_assignment,
     scalar_state,
@@ -325,7 +325,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         pl = spec_placements(spec_of[n], axes)
         inputs.append(InputRole("param", n, pl, str(p.dtype), tuple(p.shape)))
         flat.append(empty(spec_local_shape(spec_of[n], p), dtype=p.dtype))
-    probe_opt = _optimizer_probe(tf, model)
+    probe_opt = optimizer_probe(tf, model)
     keys = _state_keys(probe_opt)
     for n, p in params:
         for k in keys:
@@ -558,14 +558,6 @@ def _register_user_frames(tf: TrainFile) -> None:
                 if code is not None and os.path.dirname(os.path.realpath(code.co_filename)) \
                         == folder:
                     proxy._register_stack_trace_anchor(f)  # noqa: SLF001
-
-
-def _optimizer_probe(tf: TrainFile, model: nn.Module) -> torch.optim.Optimizer:
-    try:
-        return tf.fn("build_optimizer")(model)
-    except Exception as e:  # noqa: BLE001
-        raise PlanError(f"{tf.path}:{line_of(e, tf.path)}: build_optimizer: {type(e).__name__}: "
-                        f"{e}") from None
 
 
 def _data_sharding(tf: TrainFile, batch: Mapping[str, Any], axes: list[str],

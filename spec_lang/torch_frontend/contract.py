@@ -203,3 +203,26 @@ def read_train_file(path: str | Path, source: bytes | None = None) -> TrainFile:
                         f"int >= 1, got {step!r}")
     return TrainFile(path=p, sha256=sha, mesh=mesh, sizes=sizes, data_sharding=ds,
                      optimizer_step=step, module=mod, source=raw)
+
+
+def optimizer_probe(tf: TrainFile, model: Any) -> Any:
+    """``build_optimizer(model)``, checked to be a ``torch.optim.Optimizer``.
+
+    Raises:
+        PlanError: it raised (its line), or returned something else (``None`` for a pipeline
+            stage without parameters: every rank steps an optimizer in a traced step).
+    """
+    import torch
+
+    fn = tf.fn("build_optimizer")
+    try:
+        opt = fn(model)
+    except Exception as e:  # noqa: BLE001
+        raise PlanError(f"{tf.path}:{line_of(e, tf.path)}: build_optimizer: {type(e).__name__}: "
+                        f"{e}") from None
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise PlanError(f"{tf.path}:{fn.__code__.co_firstlineno}: build_optimizer returned "
+                        f"{type(opt).__name__}, not a torch.optim.Optimizer: prove --torch "
+                        "needs an optimizer on every rank (a pipeline stage without parameters "
+                        "is not supported)")
+    return opt

@@ -225,6 +225,25 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     def send_meta(self: Any, meta: Any, dst_stage: int) -> None:  # noqa: ARG001
         return None     # read by the next stage's capture from rec.out_meta
 
+    single = schedules.PipelineScheduleSingle
+    step0 = single.__dict__["step"]
+
+    def step(self: Any, *args: Any, target: Any = None, **k: Any) -> Any:
+        # torch splits dim 0 with tensor_split; its receive buffers have micro-batch 0's
+        # shape, so uneven micro-batches fail for real (shape errors), here with no message
+        n = self._n_microbatches  # noqa: SLF001
+        split = [(f"argument {i}", a) for i, a in enumerate(args)
+                 if self._args_chunk_spec is None] + [("target", target)]  # noqa: SLF001
+        for what, t in split:
+            if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[0] % n:
+                msg = (f"{_user_site(path)}: schedule.step's {what} has a local batch of "
+                       f"{t.shape[0]} (dim 0), which does not divide into {n} equal "
+                       "micro-batches: the local batch must be a multiple of the micro-batch "
+                       "count (torch's receive buffers have micro-batch 0's shape)")
+                rec.refusals.append(msg)
+                raise PlanError(msg)
+        return step0(self, *args, target=target, **k)
+
     def event(name: str, fn: Any) -> Any:
         def w(self: Any, *a: Any, **k: Any) -> Any:
             rec.events.append(f"{name}{a[0] if a else ''}")
@@ -253,6 +272,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     sched_base.__new__ = new_schedule
     patch(sched_base, "_warmup_p2p", warmup)
     patch(ps, "_prepare_forward_infra", prepare_forward)
+    patch(single, "step", step)
     patch(ps, "_recv_meta", recv_meta)
     patch(ps, "_send_meta", send_meta)
     patch(base, "forward_one_chunk", event("F", base.__dict__["forward_one_chunk"]))

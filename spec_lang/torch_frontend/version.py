@@ -74,6 +74,7 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.distributed.pipelining.schedules._PipelineSchedule",
     "torch.distributed.pipelining.schedules._PipelineSchedule._warmup_p2p",
     "torch.distributed.pipelining.schedules._batch_p2p",
+    "torch.distributed.pipelining.schedules.PipelineScheduleSingle.step",
     "torch.distributed.pipelining._utils.InferenceMode",
     "torch.distributed.pipelining._IR.Pipe.from_tracing",
     "torch.fx.experimental.proxy_tensor.disable_proxy_modes_tracing",

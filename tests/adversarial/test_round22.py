@@ -122,3 +122,17 @@ def test_buffer_written_in_stage_forward_is_captured(tmp_path):
 def test_buffer_counting_the_metadata_forward_is_not_equivalent(tmp_path):
     out = prove(ROUND22 / "r22_02_buffer_fwd_count.py", tmp_path)
     assert out.get("verdict") == "NOT EQUIVALENT" and out["_rc"] == 1, out
+
+
+# minor (a09, a10): one-line refusals naming the line, no crash
+def test_uneven_micro_batches_are_refused_naming_the_step_line(tmp_path):
+    out = prove(ROUND22 / "r22_04_uneven_microbatches.py", tmp_path)
+    assert out["_rc"] == 3 and "r22_04_uneven_microbatches.py:74: schedule.step's argument 0 " \
+        "has a local batch of 4 (dim 0), which does not divide into 3 equal micro-batches" \
+        in out["_err"], out
+
+
+def test_a_stage_without_an_optimizer_is_refused_naming_build_optimizer(tmp_path):
+    out = prove(ROUND22 / "r22_21_param_free_stage.py", tmp_path)
+    assert out["_rc"] == 3 and "r22_21_param_free_stage.py:46: build_optimizer returned " \
+        "NoneType, not a torch.optim.Optimizer" in out["_err"], out
