@@ -44,6 +44,7 @@ from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec,
 )
+from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
@@ -213,30 +214,6 @@ def _state_keys(opt: torch.optim.Optimizer) -> tuple[str, ...]:
                     "SGD (docs/torch.md, 'Supported APIs')")
 
 
-def _refuse_parameter_hooks(params: list[tuple[str, Any]], path: str) -> None:
-    """The step is traced on fresh ``nn.Parameter`` objects, so a hook the user registered on a
-    parameter before ``train_step`` (``register_hook``, ``register_post_accumulate_grad_hook``,
-    typically in ``parallelize``) would be dropped silently (adversarial finding R3-4: a hook
-    doubling every gradient was EQUIVALENT). Every hook is refused, a torch function used as one
-    too (finding R4-9: ``__module__`` can say ``torch.``); ``fully_shard`` / ``replicate`` are
-    modelled from their configuration and put no hook on a parameter here.
-
-    Raises:
-        PlanError: naming the parameter and the hook.
-    """
-    for n, p in params:
-        hooks = list((getattr(p, "_backward_hooks", None) or {}).values())
-        hooks += list((getattr(p, "_post_accumulate_grad_hooks", None) or {}).values())
-        for h in hooks:   # any hook, torch's own functions too (finding R4-9)
-            mod = getattr(h, "__module__", "") or ""
-            what = getattr(h, "__qualname__", type(h).__name__)
-            raise PlanError(f"{path}:1: parameter {n!r} has a gradient hook ({what}, from "
-                            f"{mod or 'unknown'}) registered before train_step; prove --torch "
-                            "traces the step on fresh parameters and cannot see it: register "
-                            "it inside train_step, or remove it (docs/torch.md, 'Supported "
-                            "APIs')")
-
-
 STATE_DOMAIN = {"exp_avg": "real", "exp_avg_sq": "positive", "max_exp_avg_sq": "positive",
                 "momentum_buffer": "real"}
 
@@ -307,7 +284,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         else:
             raise PlanError(f"{path}:1: make_batch must return a dict of tensors")
     params, tied = _params(model)
-    _refuse_parameter_hooks(params, path)
+    refuse_parameter_hooks(params, path)
     buffers, buf_at = module_buffers(model, built if plan else model, path)
     data_names = list(batch)
     mesh_sizes = {a: mesh.size(i) for i, a in enumerate(mesh.mesh_dim_names)} if plan else {}

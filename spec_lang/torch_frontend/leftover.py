@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.param_hooks import accumulator_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, UNCOMPARABLE, UNREADABLE
 from spec_lang.torch_frontend.styles import _user_site
 
@@ -117,12 +118,13 @@ def scalar_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, str]
 
 
 def hook_counts(model: nn.Module, params: Mapping[str, Any]) -> dict[str, int]:
-    """How many hooks each parameter and module holds (a hook registered during the step would
-    act on the next one: finding R6-2)."""
+    """How many hooks each parameter, its ``AccumulateGrad`` node and each module holds (a hook
+    registered during the step would act on the next one: findings R6-2, R6-8)."""
     out = {}
     for n, p in params.items():
         out[f"parameter {n!r}"] = len(getattr(p, "_backward_hooks", None) or {}) + \
             len(getattr(p, "_post_accumulate_grad_hooks", None) or {})
+        out[f"the gradient accumulator of parameter {n!r}"] = accumulator_hooks(p)  # R6-8
     for name, m in model.named_modules():
         out[f"module {name or '<model>'!r}"] = sum(
             len(getattr(m, k, None) or {}) for k in (

@@ -1,0 +1,63 @@
+"""Hooks on a parameter's ``AccumulateGrad`` node (adversarial finding R6-8,
+``spec_lang/torch_frontend/param_hooks.py``): the count the front end reads is what torch's own
+backward runs, checked against a real backward in float64."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.param_hooks import accumulator_hooks, refuse_parameter_hooks
+
+
+def _acc(p: torch.Tensor):
+    return p.view_as(p).grad_fn.next_functions[0][0]
+
+
+def _backward(p: torch.Tensor) -> torch.Tensor:
+    p.grad = None
+    (p * torch.arange(1.0, 4.0, dtype=torch.float64)).sum().backward()
+    return p.grad
+
+
+def test_a_kept_node_with_a_hook_is_counted_and_its_hook_runs_for_real():
+    p = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    assert accumulator_hooks(p) == 0
+    node, calls = _acc(p), []
+    node.register_hook(lambda gi, go: calls.append("post"))
+    assert accumulator_hooks(p) == 1
+    node.register_prehook(lambda go: calls.append("pre"))
+    assert accumulator_hooks(p) == 2
+    assert accumulator_hooks(p) == 2          # the probes are removed
+    g = _backward(p)
+    assert calls == ["pre", "post"]           # torch's backward runs exactly these two
+    assert torch.allclose(g, torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), atol=1e-12)
+    with pytest.raises(PlanError, match=r"t\.py:1: parameter 'w' has a hook on its gradient "
+                                        r"accumulator"):
+        refuse_parameter_hooks([("w", p)], "t.py")
+
+
+def test_a_node_nobody_keeps_has_no_hook_for_real_either():
+    p = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    calls = []
+    _acc(p).register_hook(lambda gi, go: calls.append("post"))   # the node is freed here
+    assert accumulator_hooks(p) == 0
+    _backward(p)
+    assert calls == []
+    refuse_parameter_hooks([("w", p)], "t.py")   # nothing to refuse
+
+
+def test_frozen_and_non_leaf_tensors_have_no_accumulator():
+    frozen = torch.nn.Parameter(torch.ones(3), requires_grad=False)
+    assert accumulator_hooks(frozen) == 0
+    leaf = torch.ones(3, requires_grad=True)
+    assert accumulator_hooks(leaf * 2) == 0
+
+
+def test_a_hook_on_a_meta_parameter_is_counted():
+    with torch.device("meta"):
+        p = torch.nn.Parameter(torch.ones(4, 2))
+    keep = _acc(p)
+    keep.register_hook(lambda gi, go: None)
+    assert accumulator_hooks(p) == 1
