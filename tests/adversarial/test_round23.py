@@ -30,6 +30,11 @@ Open findings are strict xfails asserting the right outcome:
   by its name; R22-4's fix gave one per stage only to tied parameters): r23_09 (each copy ends
   +0.5 for real, +1 composed) EQUIVALENT, truth buffer 0.5; r23_10 (right, truth 0.0) NOT
   EQUIVALENT at buffer:seen.
+* R23-6 **false accept** and wrong NOT EQUIVALENT (``r23_11`` / ``r23_12``): the same for a
+  *data* input (a batch entry is keyed by its name: one placeholder for every stage; for real
+  each rank has its own copy of the batch): a logit prior tempered in place by the first stage
+  only, added by the last stage's loss (r23_11, truth grad 0.085) EQUIVALENT; every stage
+  tempering its own copy (r23_12, right, truth 2.8e-17) NOT EQUIVALENT (9 refuted).
 """
 
 from __future__ import annotations
@@ -87,6 +92,21 @@ def test_buffer_written_by_two_stages_is_not_equivalent(tmp_path):
                    "(truth 0.0) are NOT EQUIVALENT at buffer:seen")
 def test_buffer_copies_on_two_stages_right_is_equivalent(tmp_path):
     out = prove(ROUND23 / "r23_10_buffer_on_both_stages_right.py", tmp_path)
+    assert out.get("verdict") == "EQUIVALENT" and out["_rc"] == 0, out
+
+
+@pytest.mark.xfail(strict=True, reason="R23-6: a batch entry written in place by stage 0 is "
+                   "read by stage 1 in the composed program (one placeholder): EQUIVALENT, "
+                   "truth grad 0.085")
+def test_data_written_by_the_first_stage_only_is_not_equivalent(tmp_path):
+    out = prove(ROUND23 / "r23_11_data_written_by_first_stage.py", tmp_path)
+    assert out.get("verdict") != "EQUIVALENT" and out["_rc"] != 0, out
+
+
+@pytest.mark.xfail(strict=True, reason="R23-6 mirror: every stage writing its own copy of a "
+                   "batch entry (right, truth 2.8e-17) is NOT EQUIVALENT")
+def test_data_written_by_every_stage_right_is_equivalent(tmp_path):
+    out = prove(ROUND23 / "r23_12_data_written_by_every_stage_right.py", tmp_path)
     assert out.get("verdict") == "EQUIVALENT" and out["_rc"] == 0, out
 
 
