@@ -35,6 +35,12 @@ Open findings are strict xfails asserting the right outcome:
   each rank has its own copy of the batch): a logit prior tempered in place by the first stage
   only, added by the last stage's loss (r23_11, truth grad 0.085) EQUIVALENT; every stage
   tempering its own copy (r23_12, right, truth 2.8e-17) NOT EQUIVALENT (9 refuted).
+* R23-7 **false accept** and wrong NOT EQUIVALENT (``r23_13`` / ``r23_14``): the same for a
+  *parameter* two stages hold under one name without the spec tying it (an ALBERT-style layer
+  applied at two depths): R22-4's per-stage placeholder is given only to names the spec ties.
+  The last stage's optimizer leaving its copy out (r23_13, truth: that copy 0.025 off after the
+  step) EQUIVALENT; both stages stepping their copies (r23_14, right, truth 5.6e-17) NOT
+  EQUIVALENT at mid.weight.
 """
 
 from __future__ import annotations
@@ -107,6 +113,21 @@ def test_data_written_by_the_first_stage_only_is_not_equivalent(tmp_path):
                    "batch entry (right, truth 2.8e-17) is NOT EQUIVALENT")
 def test_data_written_by_every_stage_right_is_equivalent(tmp_path):
     out = prove(ROUND23 / "r23_12_data_written_by_every_stage_right.py", tmp_path)
+    assert out.get("verdict") == "EQUIVALENT" and out["_rc"] == 0, out
+
+
+@pytest.mark.xfail(strict=True, reason="R23-7: a layer shared across depth held by two "
+                   "stages is one placeholder (not tied in the spec): the last stage's copy "
+                   "never stepped is EQUIVALENT, truth 0.025")
+def test_shared_layer_copy_not_stepped_is_not_equivalent(tmp_path):
+    out = prove(ROUND23 / "r23_13_shared_layer_copy_not_stepped.py", tmp_path)
+    assert out.get("verdict") != "EQUIVALENT" and out["_rc"] != 0, out
+
+
+@pytest.mark.xfail(strict=True, reason="R23-7 mirror: both stages stepping their copies of a "
+                   "shared layer (right, truth 5.6e-17) is NOT EQUIVALENT")
+def test_shared_layer_right_is_equivalent(tmp_path):
+    out = prove(ROUND23 / "r23_14_shared_layer_right.py", tmp_path)
     assert out.get("verdict") == "EQUIVALENT" and out["_rc"] == 0, out
 
 
