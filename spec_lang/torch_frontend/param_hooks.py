@@ -59,14 +59,18 @@ def accumulator_hooks(p: Any) -> int:
     if not isinstance(p, torch.Tensor) or not p.requires_grad or p.grad_fn is not None:
         return 0
     from torch.autograd.graph import get_gradient_edge
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
-    node = get_gradient_edge(p).node
-    n = 0
-    for register in (node.register_hook, node.register_prehook):
-        handle = register(_probe)
-        held = handle.hooks_dict_ref()
-        n += (len(held) - 1) if held is not None else 0
-        handle.remove()
+    # outside make_fx's recording: reaching a DTensor parameter's node runs ops (aranges) that
+    # would otherwise enter the traced step, at some sizes only (FSDP2 x TP)
+    with disable_proxy_modes_tracing():
+        node = get_gradient_edge(p).node
+        n = 0
+        for register in (node.register_hook, node.register_prehook):
+            handle = register(_probe)
+            held = handle.hooks_dict_ref()
+            n += (len(held) - 1) if held is not None else 0
+            handle.remove()
     return n
 
 

@@ -61,3 +61,26 @@ def test_a_hook_on_a_meta_parameter_is_counted():
     keep = _acc(p)
     keep.register_hook(lambda gi, go: None)
     assert accumulator_hooks(p) == 1
+
+
+def test_counting_a_dtensor_parameters_hooks_records_nothing_in_the_traced_step():
+    """The count runs inside the traced step (before and after ``train_step``); reaching a
+    DTensor parameter's node ran a view there that make_fx recorded, at some sizes only
+    (regression: ``examples/torch/llama_fsdp_tp.py`` refused, its traces at probe and real sizes
+    4 nodes apart)."""
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from spec_lang.torch_frontend.world import fake_world
+
+    with fake_world({"dp": 2, "tp": 2}, {"dp": 0, "tp": 0}) as w:
+        def step(count: bool):
+            def f(x):
+                d = DTensor.from_local(x, w.mesh, [Shard(0), Shard(1)], run_check=False)
+                p = torch.nn.Parameter(d, requires_grad=True)
+                if count:
+                    assert accumulator_hooks(p) == 0
+                return [x * 2]
+            return [str(n.target) for n in make_fx(f, tracing_mode="fake")(
+                torch.ones(6, 4)).graph.nodes]
+        assert step(True) == step(False)
