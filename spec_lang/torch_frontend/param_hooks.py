@@ -56,8 +56,16 @@ def accumulator_hooks(p: Any) -> int:
     kind: its handle refers to the node's hook dict; the probe is removed at once. A node nobody
     holds is made fresh here (no hooks), as torch's own backward would make it.
     """
-    if not isinstance(p, torch.Tensor) or not p.requires_grad or p.grad_fn is not None:
+    if not isinstance(p, torch.Tensor) or p.grad_fn is not None:
         return 0
+    if not p.requires_grad:
+        # a frozen leaf keeps its node (and the node's hooks) for when it is unfrozen, in the
+        # step or later (adversarial finding R23-1): read it unfrozen for the count
+        p.requires_grad_(True)
+        try:
+            return accumulator_hooks(p)
+        finally:
+            p.requires_grad_(False)
     from torch.autograd.graph import get_gradient_edge
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 

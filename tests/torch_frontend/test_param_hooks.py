@@ -51,6 +51,7 @@ def test_a_node_nobody_keeps_has_no_hook_for_real_either():
 def test_frozen_and_non_leaf_tensors_have_no_accumulator():
     frozen = torch.nn.Parameter(torch.ones(3), requires_grad=False)
     assert accumulator_hooks(frozen) == 0
+    assert not frozen.requires_grad
     leaf = torch.ones(3, requires_grad=True)
     assert accumulator_hooks(leaf * 2) == 0
 
@@ -84,3 +85,17 @@ def test_counting_a_dtensor_parameters_hooks_records_nothing_in_the_traced_step(
             return [str(n.target) for n in make_fx(f, tracing_mode="fake")(
                 torch.ones(6, 4)).graph.nodes]
         assert step(True) == step(False)
+
+
+def test_a_hook_kept_through_freezing_is_counted_and_runs_when_unfrozen():
+    """Adversarial finding R23-1: registered, frozen (``parallelize``), unfrozen in the step."""
+    p = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    node, calls = _acc(p), []
+    node.register_hook(lambda gi, go: calls.append("post"))
+    p.requires_grad_(False)
+    assert accumulator_hooks(p) == 1 and not p.requires_grad
+    with pytest.raises(PlanError, match="hook on its gradient accumulator"):
+        refuse_parameter_hooks([("w", p)], "t.py")
+    p.requires_grad_(True)
+    _backward(p)
+    assert calls == ["post"]                  # for real, the hook survived the freeze
