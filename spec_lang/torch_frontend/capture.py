@@ -323,8 +323,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     def traced(flat_in: list[torch.Tensor]) -> list[torch.Tensor]:
         it = iter(flat_in)
         new: dict[str, nn.Parameter] = {}
-        for n, _ in params:
-            p = nn.Parameter(lift(next(it), spec_of[n]), requires_grad=True)
+        for n, p0 in params:      # a frozen parameter stays frozen (R22-2, stop 28's R25-B)
+            p = nn.Parameter(lift(next(it), spec_of[n]), requires_grad=p0.requires_grad)
             _set_attr(model, n, p)
             for alias in tied.get(n, ()):
                 _set_attr(model, alias, p)

@@ -61,9 +61,12 @@ def accumulator_hooks(p: Any) -> int:
     if not p.requires_grad:
         # a frozen leaf keeps its node (and the node's hooks) for when it is unfrozen, in the
         # step or later (adversarial finding R23-1): read it unfrozen for the count
-        p.requires_grad_(True)
         try:
-            return accumulator_hooks(p)
+            p.requires_grad_(True)
+        except RuntimeError:     # an integer or inference tensor: it never has a node
+            return 0
+        try:
+            return accumulator_hooks(p) if p.requires_grad else 0
         finally:
             p.requires_grad_(False)
     from torch.autograd.graph import get_gradient_edge

@@ -27,3 +27,29 @@ def test_a_hook_kept_through_freezing_is_refused():
                         "--no-check"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert r.returncode == 3, (r.stdout[-2000:], r.stderr[-2000:])
     assert "parameter 'w1.weight' has a hook on its gradient accumulator" in r.stderr
+
+
+def _prove(plan: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import prove_main; "
+                           "sys.exit(prove_main(sys.argv[1:]))", "--torch", str(plan), "--jobs",
+                           "1", "--no-check"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+
+
+R25 = ROOT / "tests" / "adversarial" / "plans" / "round25"
+
+
+@pytest.mark.slow
+def test_a_parameter_frozen_by_parallelize_only_is_not_equivalent():
+    """Review of R23-1's fix (stop 28): ``parallelize`` freezing ``w1.weight`` was EQUIVALENT
+    (every traced parameter was built trainable); gloo truth: w1 0.00703 off after a step."""
+    r = _prove(R25 / "a2_freeze_in_parallelize.py")
+    assert r.returncode == 3, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "does not produce ['grad:w1.weight']" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_frozen_inference_mode_table_still_proves():
+    """The count of a frozen parameter's hooks crashed on an inference tensor (a right file)."""
+    r = _prove(R25 / "a1_inference_frozen_param.py")
+    assert r.returncode == 0 and "EQUIVALENT" in r.stdout, (r.stdout[-2000:], r.stderr[-2000:])

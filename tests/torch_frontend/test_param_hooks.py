@@ -99,3 +99,14 @@ def test_a_hook_kept_through_freezing_is_counted_and_runs_when_unfrozen():
     p.requires_grad_(True)
     _backward(p)
     assert calls == ["post"]                  # for real, the hook survived the freeze
+
+
+def test_tensors_that_cannot_require_grad_have_no_accumulator():
+    """Review of R23-1's fix: the count must not crash a right file (an inference-mode or
+    integer parameter, frozen)."""
+    with torch.inference_mode():
+        table = torch.ones(3)
+    p = torch.nn.Parameter(table, requires_grad=False)
+    assert accumulator_hooks(p) == 0 and not p.requires_grad
+    q = torch.nn.Parameter(torch.ones(3, dtype=torch.int64), requires_grad=False)
+    assert accumulator_hooks(q) == 0 and not q.requires_grad
