@@ -54,7 +54,10 @@ def accumulator_hooks(p: Any) -> int:
     (adversarial finding R6-8: the node's hooks cannot be read from Python, and a node kept alive
     by the user is the one torch's backward would use). Counted by registering a probe of each
     kind: its handle refers to the node's hook dict; the probe is removed at once. A node nobody
-    holds is made fresh here (no hooks), as torch's own backward would make it.
+    holds is made fresh here (no hooks), as torch's own backward would make it. A frozen leaf
+    is read unfrozen (its node keeps its hooks for when it is unfrozen: finding R23-1); a tensor
+    that cannot require grad (integer, inference-mode) has none. Runs outside make_fx's
+    recording. Raises nothing of its own.
     """
     if not isinstance(p, torch.Tensor) or p.grad_fn is not None:
         return 0
