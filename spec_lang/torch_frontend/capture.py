@@ -343,7 +343,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     def traced(flat_in: list[torch.Tensor]) -> list[torch.Tensor]:
         it = iter(flat_in)
         new: dict[str, nn.Parameter] = {}
-        for n, p0 in params:      # a frozen parameter stays frozen (R22-2)
+        for n, p0 in params:      # a frozen parameter stays frozen (rounds 22, 25)
             p = nn.Parameter(lift(next(it), spec_of[n]), requires_grad=p0.requires_grad)
             _set_attr(model, n, p)
             for alias in tied.get(n, ()):

@@ -54,19 +54,37 @@ def accumulator_hooks(p: Any) -> int:
     (adversarial finding R6-8: the node's hooks cannot be read from Python, and a node kept alive
     by the user is the one torch's backward would use). Counted by registering a probe of each
     kind: its handle refers to the node's hook dict; the probe is removed at once. A node nobody
-    holds is made fresh here (no hooks), as torch's own backward would make it.
+    holds is made fresh here (no hooks), as torch's own backward would make it. A frozen leaf
+    is read unfrozen (its node keeps its hooks for when it is unfrozen: finding R23-1); a tensor
+    that cannot require grad (integer, inference-mode) has none. Runs outside make_fx's
+    recording. Raises nothing of its own.
     """
-    if not isinstance(p, torch.Tensor) or not p.requires_grad or p.grad_fn is not None:
+    if not isinstance(p, torch.Tensor) or p.grad_fn is not None:
         return 0
+    if not p.requires_grad:
+        # a frozen leaf keeps its node (and the node's hooks) for when it is unfrozen, in the
+        # step or later (adversarial finding R23-1): read it unfrozen for the count
+        try:
+            p.requires_grad_(True)
+        except RuntimeError:     # an integer or inference tensor: it never has a node
+            return 0
+        try:
+            return accumulator_hooks(p) if p.requires_grad else 0
+        finally:
+            p.requires_grad_(False)
     from torch.autograd.graph import get_gradient_edge
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
-    node = get_gradient_edge(p).node
-    n = 0
-    for register in (node.register_hook, node.register_prehook):
-        handle = register(_probe)
-        held = handle.hooks_dict_ref()
-        n += (len(held) - 1) if held is not None else 0
-        handle.remove()
+    # outside make_fx's recording: reaching a DTensor parameter's node runs ops (aranges) that
+    # would otherwise enter the traced step, at some sizes only (FSDP2 x TP)
+    with disable_proxy_modes_tracing():
+        node = get_gradient_edge(p).node
+        n = 0
+        for register in (node.register_hook, node.register_prehook):
+            handle = register(_probe)
+            held = handle.hooks_dict_ref()
+            n += (len(held) - 1) if held is not None else 0
+            handle.remove()
     return n
 
 

@@ -51,6 +51,7 @@ def test_a_node_nobody_keeps_has_no_hook_for_real_either():
 def test_frozen_and_non_leaf_tensors_have_no_accumulator():
     frozen = torch.nn.Parameter(torch.ones(3), requires_grad=False)
     assert accumulator_hooks(frozen) == 0
+    assert not frozen.requires_grad
     leaf = torch.ones(3, requires_grad=True)
     assert accumulator_hooks(leaf * 2) == 0
 
@@ -61,3 +62,51 @@ def test_a_hook_on_a_meta_parameter_is_counted():
     keep = _acc(p)
     keep.register_hook(lambda gi, go: None)
     assert accumulator_hooks(p) == 1
+
+
+def test_counting_a_dtensor_parameters_hooks_records_nothing_in_the_traced_step():
+    """The count runs inside the traced step (before and after ``train_step``); reaching a
+    DTensor parameter's node ran a view there that make_fx recorded, at some sizes only
+    (regression: ``examples/torch/llama_fsdp_tp.py`` refused, its traces at probe and real sizes
+    4 nodes apart)."""
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from spec_lang.torch_frontend.world import fake_world
+
+    with fake_world({"dp": 2, "tp": 2}, {"dp": 0, "tp": 0}) as w:
+        def step(count: bool):
+            def f(x):
+                d = DTensor.from_local(x, w.mesh, [Shard(0), Shard(1)], run_check=False)
+                p = torch.nn.Parameter(d, requires_grad=True)
+                if count:
+                    assert accumulator_hooks(p) == 0
+                return [x * 2]
+            return [str(n.target) for n in make_fx(f, tracing_mode="fake")(
+                torch.ones(6, 4)).graph.nodes]
+        assert step(True) == step(False)
+
+
+def test_a_hook_kept_through_freezing_is_counted_and_runs_when_unfrozen():
+    """Adversarial finding R23-1: registered, frozen (``parallelize``), unfrozen in the step."""
+    p = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    node, calls = _acc(p), []
+    node.register_hook(lambda gi, go: calls.append("post"))
+    p.requires_grad_(False)
+    assert accumulator_hooks(p) == 1 and not p.requires_grad
+    with pytest.raises(PlanError, match="hook on its gradient accumulator"):
+        refuse_parameter_hooks([("w", p)], "t.py")
+    p.requires_grad_(True)
+    _backward(p)
+    assert calls == ["post"]                  # for real, the hook survived the freeze
+
+
+def test_tensors_that_cannot_require_grad_have_no_accumulator():
+    """Review of R23-1's fix: the count must not crash a right file (an inference-mode or
+    integer parameter, frozen)."""
+    with torch.inference_mode():
+        table = torch.ones(3)
+    p = torch.nn.Parameter(table, requires_grad=False)
+    assert accumulator_hooks(p) == 0 and not p.requires_grad
+    q = torch.nn.Parameter(torch.ones(3, dtype=torch.int64), requires_grad=False)
+    assert accumulator_hooks(q) == 0 and not q.requires_grad
