@@ -54,7 +54,9 @@ def _data_assumptions(cap: Any) -> list[str]:
         if r.kind == "data":
             sh = [f"dim {pl[2:-1]} over {ax!r}" for ax, pl in zip(plan.mesh, r.placements)
                   if pl.startswith("S(")]
-            out.append(f"data {r.name!r}: " + (", ".join(sh) if sh else "replicated on every rank")
+            line = (f"data {r.name!r}: " + (", ".join(sh) if sh else "replicated on every rank")
                        + (" (DATA_SHARDING)" if cap.tf.data_sharding is not None else
                           " (default: the batch dim over the dp axes)"))
+            if line not in out:      # (a pipelined step: one copy of the batch per stage)
+                out.append(line)
     return out

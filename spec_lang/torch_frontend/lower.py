@@ -332,7 +332,10 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
         kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}
         if ctx.traces is not None and ctx.traces.rank_refs:
             args = _rank_blocks(ctx, n, args)
-        bad = _poison(args) or _poison(list(kwargs.values()))
+        # ``dst.copy_(src)`` overwrites all of ``dst``: its old value (``torch.empty``'s
+        # garbage, a receive buffer) is never read
+        bad = _poison(args[1:] if name == "aten.copy_.default" else args) \
+            or _poison(list(kwargs.values()))
         r = RULES[name]
         if bad is not None:
             env[n] = bad

@@ -194,6 +194,13 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         if self.is_first and not (isinstance(args, tuple) and all(
                 isinstance(x, torch.Tensor) for x in args)):
             refuse("non-tensor arguments to schedule.step")
+        if rec.out_meta is not None:
+            # eval then step (or a mode switch) infers the metadata again, and what a stage
+            # receives then (``requires_grad`` under no_grad) is not what its first inference
+            # recorded (round 23: R23-2)
+            refuse("a second pipeline metadata inference in one step (schedule.eval and "
+                   "schedule.step on one schedule, or a switch between them): run the "
+                   "evaluation outside the traced train_step")
         if not self.is_first and in_meta is None:
             raise PlanError(f"{path}:1: the input of pipeline stage {self.stage_index} is not "
                             "known (the previous stage was not captured first)")

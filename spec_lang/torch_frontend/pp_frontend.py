@@ -154,7 +154,8 @@ def fold_outputs(plan_out: dict[str, Any], plan: Any, chunked: set[str] | None
 
 
 def pp_placement(plan: Any, name: str) -> str:
-    """Where a pipelined plan's output lives: its stage, and for a tied copy the other stages
+    """Where a pipelined plan's output lives: its stage, and for a copy of a weight several
+    stages hold (tied under two names, or one layer applied at two depths) the other stages
     holding the same spec tensor (whose gradients the plan must sum over the pipeline axis)."""
     pp = plan.pp or {}
     stage_of, spec_name = pp.get("stage_of") or {}, pp.get("spec_name") or {}
@@ -170,8 +171,11 @@ def pp_placement(plan: Any, name: str) -> str:
                      and not n.startswith("buffer:")})
     if others:
         where = ", ".join(f"{n} on stage {t}" for t, n in others)
-        out += (f"; a copy of a tied weight (also {where}): each stage's gradient must be "
-                f"summed over {ax!r}")
+        own = name.split(":", 1)[-1].split("@")[0]
+        what = "a tied weight" if any(n.split("@")[0] != own for _, n in others) \
+            else "a weight other stages hold too"
+        out += (f"; a copy of {what} (also {where}): each stage's gradient must be "
+                f"summed over {ax!r} and every copy updated alike")
     return out
 
 
@@ -192,8 +196,9 @@ def pp_assumptions(plan: Any) -> list[str]:
         "last stage are traced, on micro-batch 0's arguments (first stage) or on received "
         "metadata buffers whose values are unknown (a value read from one is not proved); a "
         "received activation requires grad as the previous stage's traced output does; the "
-        "stages traced on fake cpu tensors; a tensor the spec ties to another name is a "
-        "separate copy on every stage holding it, equal to the spec's at the start of the "
-        "step; the micro-batches' sums are all-reduces over the micro-batch axis "
+        "stages traced on fake cpu tensors; every parameter, buffer and batch entry a stage "
+        "holds (a tied weight, a layer applied at two depths, the batch) is that stage's own "
+        "copy, equal to the spec's at the start of the step; a receive writes its buffer in "
+        "place; the micro-batches' sums are all-reduces over the micro-batch axis "
         "'mb' (an exact rewriting: docs/torch.md, 'Pipelining')",
     ]

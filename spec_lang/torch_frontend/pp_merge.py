@@ -13,9 +13,11 @@ aligned against each other; instead their graphs are *composed*:
   shapes and dtypes must be equal; a send nobody receives, a receive with no send, a transfer
   on a group other than the pipeline's, or programs that wait on each other, are refused
   naming the user's line;
-* over the reals a matched transfer is the identity: the receive buffer's later readers read a
-  copy (``clone``) of the sent tensor taken where it is sent, so each stage's graph reads the
-  value the other computed, and the composed graph holds one term per micro-batch through
+* over the reals a matched transfer is the identity: the receive writes the buffer in place
+  (``buffer.copy_(clone(sent))``, the clone taken where the value is sent), so each stage's
+  graph reads the value the other computed through the buffer and every alias of it (a view
+  taken before the receive reads the new value, a slice of it read again is UNKNOWN: the
+  lowering's in-place rule), and the composed graph holds one term per micro-batch through
   every stage (forward activations downstream, output gradients upstream);
 * a sent value that depends on no input of the step (torch sends zeros for a ``None``
   gradient) is refused: a constant transfer would make a stage's gradients those of a zero
@@ -24,12 +26,13 @@ aligned against each other; instead their graphs are *composed*:
   needs the values of every stage (not modelled yet).
 
 The composed program runs on the mesh without the pipeline axis (``(dp=d)``); its inputs are
-the union of the stages' (a parameter the spec ties to another name -- a GPT-2 head tied to the
-token embedding -- is one input *per stage holding a copy*, each seeded with the spec's
-parameter under its first name: the copies start equal, an assumption stated with the verdict,
-and each stage's in-place writes stay on its copy), its outputs every stage's, each named as
-its stage names it and compared with the spec output of the same parameter (``spec_name``):
-every copy's final value against the spec's.
+every stage's inputs, one placeholder *per stage* (each rank is its own process: a parameter,
+buffer or batch entry two stages hold -- a GPT-2 head tied to the token embedding, a layer
+applied at two depths, the batch -- is one copy per stage, each seeded with the spec's value
+under its first name: the copies start equal, an assumption stated with the verdict, and each
+stage's in-place writes stay on its copy), its outputs every stage's, each named as its stage
+names it and compared with the spec output of the same parameter (``spec_name``): every copy's
+final value against the spec's.
 """
 
 from __future__ import annotations
@@ -157,8 +160,6 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
     g = fx.Graph()
     consts: dict[str, Any] = {}
     inputs: list[Any] = []
-    by_input: dict[Any, tuple[Any, Any]] = {}
-    tied_names = set(alias) | set(spec_tied)
     envs: list[dict[Any, Any]] = []
     for s, tr in enumerate(stages):
         env: dict[Any, Any] = {}
@@ -167,21 +168,14 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             name = _rename(role.name, alias)
             r = InputRole(role.kind, name, drop_pp(role.placements, f"input {role.name}"),
                           role.dtype, role.global_shape)
-            # a stage's copy of a tied weight (and its optimizer state) is its own tensor:
-            # its own placeholder, seeded with the spec's value (the copies start equal), so
-            # that one stage's in-place update is never seen by another stage's copy
-            key = (s, name) if (role.kind != "buffer"
-                                and param_of_output(name)[1] in tied_names) else name
-            if key in by_input:
-                r0, node = by_input[key]
-                if r0 != r:
-                    raise PlanError(f"{path}:1: input {name!r} differs between pipeline stages "
-                                    f"({r0} / {r})")
-            else:
-                node = g.placeholder(f"s{s}_{ph.name}")
-                node.meta = dict(ph.meta)
-                by_input[key] = (r, node)
-                inputs.append(r)
+            # every input a stage holds is its own tensor (each rank is its own process): a
+            # tied weight's copy, a parameter or buffer two stages hold under one name, a batch
+            # entry, and their optimizer state are one placeholder *per stage*, each seeded
+            # with the spec's value (the copies start equal), so that one stage's in-place
+            # write is never seen by another stage's copy (R22-4; round 23: R23-5, -6, -7)
+            node = g.placeholder(f"s{s}_{ph.name}")
+            node.meta = dict(ph.meta)
+            inputs.append(r)
             env[ph] = node
         envs.append(env)
 
@@ -232,7 +226,12 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
                 raise PlanError(f"{_site(n, path)}: pipeline stage {s} receives "
                                 f"{tuple(b.shape)} {b.dtype} where stage {peer} sent "
                                 f"{tuple(a.shape)} {a.dtype}")
-            env[x] = c          # the buffer's later readers read the value sent
+            # the receive writes the buffer in place (``recv_`` into torch's receive buffer,
+            # reused by every later step of the schedule): a ``copy_`` of the value sent, so
+            # that the lowering's in-place rule applies to every alias of the buffer, a view
+            # taken before the receive included (round 23: R23-3, R23-4)
+            w = g.call_function(_target("aten.copy_.default"), (env[x], c))
+            w.meta = dict(x.meta)
             env[n] = None
             return True
         if n.op == "call_function" and ("c10d" in t.split(".")[0]) and pg_axis(s, n) == pp_axis:

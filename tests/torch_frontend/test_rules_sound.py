@@ -146,7 +146,12 @@ def inplace(rng, s):
         b.copy_(y)
         c = x.clone().fill_(3.0)
         d = x.clone().zero_() + y
-        return a, b, c, d
+        # a copy into an uninitialised buffer (a pipeline's receive: pp_merge) reads only the
+        # source, and a view of the buffer taken before the copy reads the copied value
+        e = torch.empty(x.shape, dtype=x.dtype)
+        v = e.t()
+        e.copy_(y)
+        return a, b, c, d, e + x, v * 2.0
     return f, [_t(rng, s[0], s[1]), _t(rng, s[0], s[1], positive=True)]
 
 
