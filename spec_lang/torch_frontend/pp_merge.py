@@ -22,8 +22,13 @@ aligned against each other; instead their graphs are *composed*:
 * a sent value that depends on no input of the step (torch sends zeros for a ``None``
   gradient) is refused: a constant transfer would make a stage's gradients those of a zero
   upstream gradient, and a proof of that says nothing about the pipeline the user meant;
-* any other collective on the pipeline group (a ``pp`` all-reduce) is refused: composing it
-  needs the values of every stage (not modelled yet).
+* the k-th ``dist.all_reduce`` on the pipeline group of every stage (``c10d.allreduce_``:
+  Megatron's embedding-group sum of a tied weight's gradient, between the first and the last
+  of two stages) is one all-reduce: it waits until every stage has reached its k-th, and over
+  the reals each stage's tensor becomes the sum (``AVG``: the mean, ``MAX``: the maximum) of
+  the stages' tensors as they are there, written in place (``copy_``); the stages must give
+  the same number of tensors of the same shapes and dtypes and the same reduce op;
+* any other collective on the pipeline group is refused (composing it is not modelled).
 
 The composed program runs on the mesh without the pipeline axis (``(dp=d)``); its inputs are
 every stage's inputs, one placeholder *per stage* (each rank is its own process: a parameter,
@@ -37,6 +42,7 @@ final value against the spec's.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,6 +52,9 @@ __all__ = ["merge_stages", "SEND", "RECV", "param_of_output"]
 
 SEND = "c10d.send.default"
 RECV = "c10d.recv_.default"
+ALL_REDUCE = "c10d.allreduce_.default"
+_REDUCE = {0: "sum", 1: "avg", 4: "max"}
+"""``c10d.ReduceOp`` codes composed over the pipeline axis."""
 
 
 def _site(n: Any, path: str) -> str:
@@ -99,7 +108,10 @@ def _group_of(n: Any, gm: Any) -> str | None:
     return None
 
 
-def _depends_on_input(n: Any) -> bool:
+def _depends_on_input(n: Any, written: Mapping[Any, list[Any]]) -> bool:
+    """Whether composed node ``n`` reads a placeholder, through its arguments and through the
+    values written in place into a node it reads (``written``: a receive buffer or an
+    all-reduced tensor -> what was copied into it)."""
     seen, stack = set(), [n]
     while stack:
         x = stack.pop()
@@ -108,6 +120,7 @@ def _depends_on_input(n: Any) -> bool:
         seen.add(id(x))
         if x.op == "placeholder":
             return True
+        stack += written.get(x, [])
         for a in _flat(x.args) + _flat(list(x.kwargs.values())):
             if hasattr(a, "op"):
                 stack.append(a)
@@ -185,15 +198,89 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
     body = [[n for n in tr.gm.graph.nodes if n.op not in ("placeholder", "output")]
             for tr in stages]
     pos = [0] * n_st
+    written: dict[Any, list[Any]] = {}          # composed node -> values copied into it
+    arrived: dict[int, dict[int, Any]] = {}     # k -> {stage: its k-th pp all-reduce}
+    n_reduced = [0] * n_st
+    reduced: dict[tuple[int, Any], list[Any]] = {}   # (stage, all-reduce) -> written tensors
 
     def pg_axis(s: int, n: Any) -> str | None:
         name = _group_of(n, stages[s].gm)
         return None if name is None else axis_of[s].get(name, f"<group {name}>")
 
+    def all_reduce(group: dict[int, Any]) -> None:
+        """Every stage's k-th all-reduce on the pipeline group, composed (module docstring)."""
+        first = group[0]
+        codes, shapes = [], []
+        for s2 in range(n_st):
+            m = group[s2]
+            op = m.args[2] if len(m.args) > 2 else None
+            if getattr(op, "op", None) == "get_attr":
+                op = getattr(stages[s2].gm, op.target, None)
+            codes.append(getattr(op, "op", None))
+            shapes.append([(tuple(t.meta["val"].shape), t.meta["val"].dtype)
+                           for t in m.args[0]])
+            if any(a is not None and a is not False for a in m.args[3:]) or m.kwargs:
+                raise PlanError(f"{_site(m, path)}: an all-reduce on the pipeline group "
+                                f"{pp_axis!r} with a timeout or async_op: not supported")
+        if len(set(codes)) != 1 or codes[0] not in _REDUCE:
+            raise PlanError(f"{_site(first, path)}: the stages' all-reduce on the pipeline "
+                            f"group {pp_axis!r} uses ReduceOp {codes} (supported: the same SUM, "
+                            "AVG or MAX on every stage)")
+        if any(sh != shapes[0] for sh in shapes):
+            raise PlanError(f"{_site(first, path)}: the stages' all-reduce on the pipeline "
+                            f"group {pp_axis!r} reduces tensors of different shapes or dtypes "
+                            f"({' / '.join(map(str, shapes))})")
+        red = _REDUCE[codes[0]]
+        totals = []
+        for j in range(len(first.args[0])):
+            vals = [envs[s2][group[s2].args[0][j]] for s2 in range(n_st)]
+            acc = vals[0]
+            for v in vals[1:]:
+                acc = g.call_function(_target("aten.maximum.default" if red == "max"
+                                              else "aten.add.Tensor"), (acc, v))
+                acc.meta = dict(first.args[0][j].meta)
+            if red == "avg":
+                acc = g.call_function(_target("aten.div.Tensor"), (acc, n_st))
+                acc.meta = dict(first.args[0][j].meta)
+            totals.append(acc)
+        for s2 in range(n_st):
+            m = group[s2]
+            out = []
+            for t_j, tot in zip(m.args[0], totals):
+                w = g.call_function(_target("aten.copy_.default"), (envs[s2][t_j], tot))
+                w.meta = dict(t_j.meta)
+                written.setdefault(envs[s2][t_j], []).append(tot)
+                out.append(w)
+            reduced[(s2, m)] = out
+            envs[s2][m] = None
+            n_reduced[s2] += 1
+
     def copy(s: int, n: Any) -> bool:
-        """Copy node ``n`` of stage ``s``; False when it is a receive still waiting."""
+        """Copy node ``n`` of stage ``s``; False when it is a receive or an all-reduce still
+        waiting."""
         env, gm = envs[s], stages[s].gm
         t = str(n.target) if n.op == "call_function" else ""
+        if t == ALL_REDUCE and pg_axis(s, n) == pp_axis:
+            if (s, n) in reduced:
+                return True
+            group = arrived.setdefault(n_reduced[s], {})
+            group[s] = n
+            if len(group) < n_st:
+                return False
+            all_reduce(group)
+            return True
+        if n.target is operator.getitem and isinstance(n.args[0], fx.Node):
+            src = n.args[0]
+            if (s, src) in reduced:          # (the written tensors, the work)
+                if n.args[1] != 0:
+                    raise PlanError(f"{_site(n, path)}: the work of an all-reduce on the "
+                                    f"pipeline group {pp_axis!r} is read (async_op): not "
+                                    "supported")
+                env[n] = reduced[(s, src)]
+                return True
+            if isinstance(env.get(src), list):
+                env[n] = env[src][n.args[1]]
+                return True
         if t in (SEND, RECV):
             ax = pg_axis(s, n)
             peer = n.args[2]
@@ -205,7 +292,7 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             (x,) = n.args[0]
             tag = n.args[3] if len(n.args) > 3 else 0
             if t == SEND:
-                if not _depends_on_input(env[x]):   # (a received value: the sender's)
+                if not _depends_on_input(env[x], written):   # (a received value: the sender's)
                     raise PlanError(f"{_site(n, path)}: pipeline stage {s} sends a value that "
                                     "depends on no input of the step (torch sends zeros for a "
                                     "missing gradient): refused, a constant transfer is not "
@@ -232,11 +319,18 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             # taken before the receive included (round 23: R23-3, R23-4)
             w = g.call_function(_target("aten.copy_.default"), (env[x], c))
             w.meta = dict(x.meta)
+            written.setdefault(env[x], []).append(c)
             env[n] = None
             return True
         if n.op == "call_function" and ("c10d" in t.split(".")[0]) and pg_axis(s, n) == pp_axis:
             raise PlanError(f"{_site(n, path)}: {t} on the pipeline group {pp_axis!r} is not "
-                            "supported yet (composing it needs every stage's value)")
+                            "supported yet (send / recv and dist.all_reduce are)")
+        if n.op == "call_function" and any(
+                isinstance(env.get(a), list) or (s, a) in reduced
+                for a in _flat(list(n.args) + list(n.kwargs.values())) if isinstance(a, fx.Node)):
+            raise PlanError(f"{_site(n, path)}: {t or n.op} reads the result of an all-reduce "
+                            f"on the pipeline group {pp_axis!r} other than its tensors: not "
+                            "supported")
         if n.op == "get_attr":
             v = getattr(gm, n.target)
             if isinstance(v, ProcessGroupRef):
@@ -264,6 +358,11 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
         if not moved:
             waiting = [(s, body[s][pos[s]]) for s in range(n_st) if pos[s] < len(body[s])]
             s, n = waiting[0]
+            if str(n.target) == ALL_REDUCE:
+                missing = [s2 for s2 in range(n_st) if s2 not in arrived.get(n_reduced[s], {})]
+                raise PlanError(f"{_site(n, path)}: pipeline stage {s} waits in an all-reduce "
+                                f"on the pipeline group {pp_axis!r} that stage(s) {missing} never "
+                                "reach (or the stages wait on each other)")
             raise PlanError(f"{_site(n, path)}: pipeline stage {s} waits for a transfer from "
                             f"stage {n.args[2]} that is never sent (or the stages wait on each "
                             "other)")

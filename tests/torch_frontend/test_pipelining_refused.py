@@ -26,7 +26,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.capture import InputRole, OutputRole, Trace
 from spec_lang.torch_frontend.pp_capture import NeedsCpu, check_refusals, pipelining
 from spec_lang.torch_frontend.pp_merge import merge_stages
-from spec_lang.torch_frontend.tracedata import GraphHolder, ProcessGroupRef, _target
+from spec_lang.torch_frontend.tracedata import GraphHolder, ProcessGroupRef, ReduceOpRef, _target
 
 HERE = __file__
 
@@ -127,9 +127,16 @@ def _stage(s: int, prog: list[tuple], n_st: int = 2) -> Trace:
             continue
         if op[0] == "zeros":
             n = g.call_function(_target("aten.zeros.default"), ([2, 3],))
-        elif op[0] == "allreduce_pp":
-            n = g.call_function(_target("c10d.allreduce_.default"), ([vals[op[1]]], pg))
+        elif op[0] == "allreduce_pp":    # ("allreduce_pp", value[, ReduceOp code])
+            code = op[2] if len(op) > 2 else 0
+            consts[f"rop{code}"] = ReduceOpRef(code)
+            n = g.call_function(_target("c10d.allreduce_.default"),
+                                ([vals[op[1]]], pg, g.get_attr(f"rop{code}"), None, False))
             n.meta["stack_trace"] = f'  File "{HERE}", line 9, in step\n'
+            item = g.call_function(operator.getitem, (g.call_function(operator.getitem, (n, 0)),
+                                                      0))
+            item.meta["val"] = torch.empty(2, 3, device="meta")
+            vals.append(item)
             continue
         else:
             n = g.call_function(operator.mul, (vals[op[1]], vals[op[2]]))
@@ -156,7 +163,20 @@ def test_matched_transfers_compose_the_stages():
     ops = [str(n.target) for n in m.gm.graph.nodes if n.op == "call_function"]
     assert not any(o.startswith("c10d.") for o in ops)
     assert ops.count("aten.clone.default") == 2          # one copy per transfer
-    assert m.mesh == {"dp": 2} and [r.placements for r in m.inputs] == [("S(0)",)]
+    # every stage's copy of the batch entry is its own input (round 23: R23-6)
+    assert m.mesh == {"dp": 2} and [r.placements for r in m.inputs] == [("S(0)",)] * 2
+    # a receive writes its buffer in place (round 23: R23-3)
+    assert ops.count("aten.copy_.default") == 2, ops
+
+
+def test_a_stage_relaying_what_it_received_sends_a_value_that_depends_on_an_input():
+    """A middle stage that sends on the buffer it received (written in place) is composed;
+    the constant-transfer refusal follows the value copied into the buffer."""
+    progs = [[("mul", 0, 0), ("send", 1, 1)], [("recv", 0), ("send", 1, 2)], [("recv", 1)]]
+    m = merge_stages([_stage(s, p, n_st=3) for s, p in enumerate(progs)], pp_axis="pp",
+                     spec_tied={}, path=HERE)
+    ops = [str(n.target) for n in m.gm.graph.nodes if n.op == "call_function"]
+    assert ops.count("aten.copy_.default") == 2 and ops.count("aten.clone.default") == 2, ops
 
 
 @pytest.mark.parametrize("progs,why", [
@@ -164,12 +184,30 @@ def test_matched_transfers_compose_the_stages():
     (([], [("recv", 0)]), "never sent"),
     (([("recv", 1), ("send", 0, 1)], [("recv", 0), ("send", 0, 0)]), "never sent"),
     (([("zeros",), ("send", 1, 1)], [("recv", 0)]), "depends on no input"),
-    (([("allreduce_pp", 0)], []), "on the pipeline group"),
+    (([("allreduce_pp", 0)], []), "waits in an all-reduce on the pipeline group"),
+    (([("allreduce_pp", 0, 0)], [("allreduce_pp", 0, 4)]), "uses ReduceOp"),
 ])
 def test_unpaired_constant_or_pp_collective_transfers_are_refused(progs, why):
     with pytest.raises(PlanError, match=why) as e:
         _merge(*progs)
     assert str(e.value).startswith(f"{HERE}:")
+
+
+@pytest.mark.parametrize("code,op", [(0, "aten.add.Tensor"), (1, "aten.div.Tensor"),
+                                     (4, "aten.maximum.default")])
+def test_an_all_reduce_over_the_pipeline_group_composes_every_stage(code, op):
+    """The k-th ``dist.all_reduce`` on the pp group of every stage is one all-reduce: the
+    stages' tensors combined, written back in place on every stage (pp_merge's docstring)."""
+    m = _merge([("mul", 0, 0), ("allreduce_pp", 1, code), ("mul", 2, 0)],
+               [("allreduce_pp", 0, code), ("mul", 1, 1)])
+    ops = [str(n.target) for n in m.gm.graph.nodes if n.op == "call_function"]
+    assert ops.count("aten.copy_.default") == 2 and op in ops, ops
+    assert "c10d.allreduce_.default" not in ops, ops
+    combine = next(n for n in m.gm.graph.nodes if str(n.target) in (
+        "aten.add.Tensor", "aten.maximum.default"))
+    # stage 0's value is its x * x, stage 1's its x, as they are at the all-reduce
+    assert [str(a.target) if a.op == "call_function" else a.op for a in combine.args] == \
+        [str(operator.mul), "placeholder"], combine.args
 
 
 # -- the vote bypass and the static metadata: pinned private APIs (torch 2.13.0) -----------------
