@@ -207,6 +207,13 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
         name = _group_of(n, stages[s].gm)
         return None if name is None else axis_of[s].get(name, f"<group {name}>")
 
+    def at_call(t: Any, call: Any) -> dict[str, Any]:
+        """``t``'s metadata, with the user's line of the collective ``call``."""
+        meta = dict(t.meta)
+        if call.meta.get("stack_trace"):
+            meta["stack_trace"] = call.meta["stack_trace"]
+        return meta
+
     def all_reduce(group: dict[int, Any]) -> None:
         """Every stage's k-th all-reduce on the pipeline group, composed (module docstring)."""
         first = group[0]
@@ -238,17 +245,17 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             for v in vals[1:]:
                 acc = g.call_function(_target("aten.maximum.default" if red == "max"
                                               else "aten.add.Tensor"), (acc, v))
-                acc.meta = dict(first.args[0][j].meta)
+                acc.meta = at_call(first.args[0][j], first)
             if red == "avg":
                 acc = g.call_function(_target("aten.div.Tensor"), (acc, n_st))
-                acc.meta = dict(first.args[0][j].meta)
+                acc.meta = at_call(first.args[0][j], first)
             totals.append(acc)
         for s2 in range(n_st):
             m = group[s2]
             out = []
             for t_j, tot in zip(m.args[0], totals):
                 w = g.call_function(_target("aten.copy_.default"), (envs[s2][t_j], tot))
-                w.meta = dict(t_j.meta)
+                w.meta = at_call(t_j, m)
                 written.setdefault(envs[s2][t_j], []).append(tot)
                 out.append(w)
             reduced[(s2, m)] = out
@@ -272,11 +279,11 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
         if n.target is operator.getitem and isinstance(n.args[0], fx.Node):
             src = n.args[0]
             if (s, src) in reduced:          # (the written tensors, the work)
-                if n.args[1] != 0:
-                    raise PlanError(f"{_site(n, path)}: the work of an all-reduce on the "
-                                    f"pipeline group {pp_axis!r} is read (async_op): not "
-                                    "supported")
-                env[n] = reduced[(s, src)]
+                if n.args[1] == 0:
+                    env[n] = reduced[(s, src)]
+                else:                         # the work: nothing may read it (below)
+                    reduced[(s, n)] = []
+                    env[n] = None
                 return True
             if isinstance(env.get(src), list):
                 env[n] = env[src][n.args[1]]

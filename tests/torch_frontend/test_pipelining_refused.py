@@ -136,6 +136,7 @@ def _stage(s: int, prog: list[tuple], n_st: int = 2) -> Trace:
             item = g.call_function(operator.getitem, (g.call_function(operator.getitem, (n, 0)),
                                                       0))
             item.meta["val"] = torch.empty(2, 3, device="meta")
+            g.call_function(operator.getitem, (n, 1))     # the work, unread (as make_fx gives)
             vals.append(item)
             continue
         else:

@@ -75,6 +75,24 @@ def test_tied_weight_not_summed_over_pp_is_refuted_naming_the_copy_stage_and_lin
                                 for v in cx["values"])
 
 
+def test_tied_weight_summed_over_pp_with_dist_all_reduce_proves_equivalent():
+    """The right tied GPT-2 pipeline: the pp all-reduce of the tied weight's gradient is
+    composed as one all-reduce of the two stages' copies (pp_merge)."""
+    out = _prove("gpt2_pp_tied.py", "--no-check")
+    assert out["verdict"] == "EQUIVALENT" and out["_rc"] == 0, (out.get("open"), out["_stderr"])
+    assert out["counts"]["open"] == 0
+
+
+def test_tied_weight_averaged_over_pp_is_refuted_by_one_half():
+    name = "gpt2_pp_tied_avg_buggy.py"
+    out = _prove(name, "--no-check")
+    assert out["verdict"] == "NOT EQUIVALENT" and out["_rc"] == 1, out["_stderr"]
+    cx = out["counterexample"]
+    assert re.fullmatch(r"grad:(lm_head|transformer\.wte)\.weight", cx["goal"]), cx["goal"]
+    assert float(cx["ratio"]) == pytest.approx(0.5, abs=1e-9), cx
+    assert f"{name}:" in cx["site"], cx
+
+
 def test_missing_scale_grads_is_refuted_by_the_micro_batch_count():
     name = "llama_pp_dp_no_scale_grads_buggy.py"
     out = _prove(name, "--no-check")

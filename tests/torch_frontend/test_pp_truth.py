@@ -55,3 +55,14 @@ def test_tied_weight_not_synchronised_differs_only_there():
     others = {k: v for k, v in r["param"].items() if k not in tied}
     assert others and max(others.values()) < TOL, others
     assert max(v for k, v in r["grad"].items() if k not in tied) < TOL
+
+
+@pytest.mark.slow
+def test_tied_weight_summed_over_pp_matches_single_device():
+    """The right file: the two copies' gradients all-reduced over the pp group."""
+    r = run(str(EX / "gpt2_pp_tied.py"))
+    assert r["held"]["transformer.wte.weight"] == [0, 1]
+    assert r["held"]["lm_head.weight"] == [2, 3]
+    assert set(r["held"]) == set(r["spec_names"])
+    assert max(r["grad"].values()) < TOL, r["grad"]
+    assert max(r["param"].values()) < TOL, r["param"]
