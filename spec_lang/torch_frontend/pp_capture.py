@@ -264,6 +264,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         return reduce_grad(self, factor)
 
     batch_p2p = schedules._batch_p2p  # noqa: SLF001
+    waited = [0]     # > 0 inside torch's schedule transfers and a synchronous send / recv
 
     def p2p(ops: list[Any], desc: str | None = None) -> Any:
         import torch.distributed as dist
@@ -271,7 +272,31 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         for o in ops:
             kind = "SEND" if o.op in (dist.isend, dist.send) else "RECV"
             rec.events.append(f"{kind}:{o.peer}:{tuple(o.tensor.shape)}")
-        return batch_p2p(ops, desc)
+        waited[0] += 1
+        try:
+            return batch_p2p(ops, desc)
+        finally:
+            waited[0] -= 1
+
+    def synchronous(fn: Any) -> Any:
+        def w(*a: Any, **k: Any) -> Any:
+            waited[0] += 1
+            try:
+                return fn(*a, **k)
+            finally:
+                waited[0] -= 1
+        return w
+
+    def asynchronous(fn: Any, name: str) -> Any:
+        # the trace records the transfer where it is issued, never where its work is waited:
+        # a read of a receive buffer (or a write of a send buffer) before the wait would be
+        # composed as if after it (adversarial round 26); torch's schedule waits before use
+        def w(*a: Any, **k: Any) -> Any:
+            if waited[0] == 0:
+                refuse(f"dist.{name} in the train file (an asynchronous transfer: where its "
+                       "work is waited is not traced); use dist.send / dist.recv")
+            return fn(*a, **k)
+        return w
 
     patch(base, "__init__", init_stage)
     patch(sched_base, "__init__", init_schedule)
@@ -286,6 +311,16 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     patch(base, "backward_one_chunk", event("B", base.__dict__["backward_one_chunk"]))
     patch(base, "perform_reduce_grad", perform_reduce_grad)
     patch(schedules, "_batch_p2p", p2p)
+    import torch.distributed as dist_ns
+    from torch.distributed import distributed_c10d as c10d_mod
+    for name in ("isend", "irecv", "batch_isend_irecv"):
+        fn = asynchronous(c10d_mod.__dict__[name], name)
+        patch(c10d_mod, name, fn)
+        patch(dist_ns, name, fn)
+    for name in ("send", "recv"):
+        fn = synchronous(c10d_mod.__dict__[name])
+        patch(c10d_mod, name, fn)
+        patch(dist_ns, name, fn)
     from_tracing = _IR.Pipe.__dict__["from_tracing"]
     _IR.Pipe.from_tracing = classmethod(traced)
     try:

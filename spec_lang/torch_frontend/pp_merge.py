@@ -226,9 +226,13 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             codes.append(getattr(op, "op", None))
             shapes.append([(tuple(t.meta["val"].shape), t.meta["val"].dtype)
                            for t in m.args[0]])
-            if any(a is not None and a is not False for a in m.args[3:]) or m.kwargs:
+            # a synchronous call passes async_op=False; the schema's default is True (the
+            # write lands at the wait, which the trace does not record)
+            if len(m.args) != 5 or m.args[3] is not None or m.args[4] is not False \
+                    or m.kwargs:
                 raise PlanError(f"{_site(m, path)}: an all-reduce on the pipeline group "
-                                f"{pp_axis!r} with a timeout or async_op: not supported")
+                                f"{pp_axis!r} with async_op=True, a timeout or sparse indices: "
+                                "not supported (call it synchronously)")
         if len(set(codes)) != 1 or codes[0] not in _REDUCE:
             raise PlanError(f"{_site(first, path)}: the stages' all-reduce on the pipeline "
                             f"group {pp_axis!r} uses ReduceOp {codes} (supported: the same SUM, "

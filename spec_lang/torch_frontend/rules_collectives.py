@@ -203,6 +203,13 @@ class C10dAllReduce:
 
     @staticmethod
     def term(n, ctx, tensors, pg, op, *args):  # noqa: ARG004
+        if not (len(n.args) > 4 and n.args[4] is False):
+            # ``async_op=True`` (the schema's default: a synchronous call passes False): the
+            # tensors are written when the work is waited, which the trace does not record, so
+            # a read before the wait cannot be told from one after (adversarial round 26)
+            raise ctx.fail(n, "dist.all_reduce with async_op=True: where its work is waited is "
+                              "not traced (a read before the wait races the write); call it "
+                              "synchronously")
         try:
             ax = ctx.traces.pg_axis(n, 1)
         except ValueError as e:

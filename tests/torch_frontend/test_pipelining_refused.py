@@ -102,6 +102,54 @@ def test_torch_is_restored_after_the_block():
     assert after == before
 
 
+def test_asynchronous_transfers_of_the_train_file_are_refused():
+    """``dist.isend`` / ``irecv`` / ``batch_isend_irecv`` called by the train file: the trace
+    records a transfer where it is issued, not where its work is waited (round 26); the
+    synchronous ``dist.send`` / ``recv`` and torch's own schedule transfers are kept."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+
+    before = [(m, n, getattr(m, n)) for m in (dist, c10d)
+              for n in ("isend", "irecv", "batch_isend_irecv", "send", "recv")]
+    with pipelining(HERE, cpu=True, in_meta=None) as rec:
+        for call in (lambda: dist.isend(torch.zeros(1), 1), lambda: c10d.irecv(torch.zeros(1), 1),
+                     lambda: dist.batch_isend_irecv([])):
+            with pytest.raises(PlanError, match="asynchronous transfer"):
+                call()
+        assert dist.send is c10d.send and dist.send is not before[3][2]
+    assert len(rec.refusals) == 3 and all(HERE in r for r in rec.refusals), rec.refusals
+    assert all(getattr(m, n) is f for m, n, f in before)
+
+
+def test_an_asynchronous_all_reduce_is_not_lowered():
+    """``dist.all_reduce(t, async_op=True)`` (the schema's default: a synchronous call passes
+    False): its write lands at the wait, which the trace does not record (round 26)."""
+    from spec_lang.torch_frontend import frontend  # noqa: F401 -- registers the rules
+    from spec_lang.torch_frontend.registry import RULES, Unsupported
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+
+    class Ctx:
+        class traces:      # noqa: N801 -- reached only by a synchronous call
+            @staticmethod
+            def pg_axis(n, k):
+                raise LookupError("synchronous")
+
+        @staticmethod
+        def fail(n, why):
+            return Unsupported(str(n.target), "here", why)
+
+    rule = RULES["c10d.allreduce_.default"]
+    for args in (([x], None, None, None), ([x], None, None, None, True)):
+        n = g.call_function(_target("c10d.allreduce_.default"), args)
+        with pytest.raises(Unsupported, match="async_op=True"):
+            rule.term(n, Ctx, [None], None, None)
+    n = g.call_function(_target("c10d.allreduce_.default"), ([x], None, None, None, False))
+    with pytest.raises(LookupError, match="synchronous"):
+        rule.term(n, Ctx, [None], None, None)
+
+
 # -- composing the stages: synthetic stage graphs -------------------------------------------------
 def _stage(s: int, prog: list[tuple], n_st: int = 2) -> Trace:
     """A stage trace: one float input ``x`` (a data input), then ``prog`` of ``("send", value,
@@ -130,8 +178,9 @@ def _stage(s: int, prog: list[tuple], n_st: int = 2) -> Trace:
         elif op[0] == "allreduce_pp":    # ("allreduce_pp", value[, ReduceOp code])
             code = op[2] if len(op) > 2 else 0
             consts[f"rop{code}"] = ReduceOpRef(code)
+            sync = () if len(op) > 3 and op[3] else (False,)    # async: the default, omitted
             n = g.call_function(_target("c10d.allreduce_.default"),
-                                ([vals[op[1]]], pg, g.get_attr(f"rop{code}"), None, False))
+                                ([vals[op[1]]], pg, g.get_attr(f"rop{code}"), None, *sync))
             n.meta["stack_trace"] = f'  File "{HERE}", line 9, in step\n'
             item = g.call_function(operator.getitem, (g.call_function(operator.getitem, (n, 0)),
                                                       0))
@@ -187,6 +236,7 @@ def test_a_stage_relaying_what_it_received_sends_a_value_that_depends_on_an_inpu
     (([("zeros",), ("send", 1, 1)], [("recv", 0)]), "depends on no input"),
     (([("allreduce_pp", 0)], []), "waits in an all-reduce on the pipeline group"),
     (([("allreduce_pp", 0, 0)], [("allreduce_pp", 0, 4)]), "uses ReduceOp"),
+    (([("allreduce_pp", 0, 0, True)], [("allreduce_pp", 0, 0, True)]), "async_op=True"),
 ])
 def test_unpaired_constant_or_pp_collective_transfers_are_refused(progs, why):
     with pytest.raises(PlanError, match=why) as e:
