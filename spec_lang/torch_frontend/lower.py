@@ -33,7 +33,6 @@ RELABEL_VIEWS = frozenset({
     "aten.detach.default", "aten.alias.default", "aten.view.default", "aten.t.default",
     "aten.transpose.int", "aten.permute.default", "aten.unsqueeze.default",
     "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default",
-    "aten._reshape_alias.default",
     "aten._unsafe_view.default",    # a view whose schema does not say so (adversarial R18-1)
     "aten.lift.default", "aten.lift_fresh.default",   # the tensor itself (R19-1)
 })
@@ -332,10 +331,12 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
         kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}
         if ctx.traces is not None and ctx.traces.rank_refs:
             args = _rank_blocks(ctx, n, args)
-        # ``dst.copy_(src)`` overwrites all of ``dst``: its old value (``torch.empty``'s
-        # garbage, a receive buffer) is never read
-        bad = _poison(args[1:] if name == "aten.copy_.default" else args) \
-            or _poison(list(kwargs.values()))
+        # ``dst.copy_(src)`` into a tensor that is no view of another overwrites all of it:
+        # its old value (``torch.empty``'s garbage, a receive buffer) is never read (into a
+        # view, the view's meaning is needed to write the base: round 26)
+        whole = name == "aten.copy_.default" and isinstance(n.args[0], fx.Node) \
+            and roots.get(n.args[0]) == (n.args[0], True)
+        bad = _poison(args[1:] if whole else args) or _poison(list(kwargs.values()))
         r = RULES[name]
         if bad is not None:
             env[n] = bad

@@ -57,9 +57,34 @@ def _relabel(doc: str, dims: Any) -> type:
     return V
 
 
-rule("aten.view.default", "aten._unsafe_view.default", "aten._reshape_alias.default")(_relabel(
+rule("aten.view.default", "aten._unsafe_view.default")(_relabel(
          "``view(x, shape)``: the same values, dims regrouped row-major (a relabelling).",
          _view_dims))
+
+
+@rule("aten._reshape_alias.default")
+class ReshapeAlias:
+    """``_reshape_alias(x, shape, stride)`` is ``view(x, shape)`` when ``x`` is contiguous and
+    ``stride`` is the row-major stride of ``shape``; any other stride reads ``x``'s storage in
+    another order (adversarial round 26: a column-major stride was lowered as the identity)."""
+
+    dims = staticmethod(_view_dims)
+
+    @staticmethod
+    def term(n, ctx, x, *args, **kw):  # noqa: ARG004
+        # the stride argument itself (the fake tensor's stride is the row-major one whatever
+        # the argument says)
+        src, shape, stride = n.args[0].meta["val"], list(n.args[1]), list(n.args[2])
+        want, acc = [], 1
+        for sz in reversed(shape):
+            want.append(acc)
+            acc *= int(sz)
+        want.reverse()
+        if not src.is_contiguous() or len(stride) != len(shape) or any(
+                int(sz) != 1 and int(st) != w for sz, st, w in zip(shape, stride, want)):
+            raise ctx.fail(n, f"_reshape_alias with strides {tuple(stride)} that are not "
+                              f"the row-major strides {tuple(want)} of a contiguous tensor")
+        return x.relabel(ctx.layout(n))
 
 
 def _identity_dims(n: fx.Node, a: Analysis) -> list:

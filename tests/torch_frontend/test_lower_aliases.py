@@ -1,0 +1,52 @@
+"""The lowering's in-place rule on aliases it cannot read as relabellings (``lower.py``;
+adversarial round 26): ``_reshape_alias`` with strides other than the row-major ones, and a
+``copy_`` into a view, whose old value is needed to write the base; ``copy_`` into a tensor that
+is no view overwrites all of it (a receive buffer: ``pp_merge``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from spec_lang.torch_frontend.lower import Opaque
+from tests.torch_frontend.harness import check_fn, lower_fn
+
+X = torch.tensor(np.random.default_rng(0).standard_normal((3, 5)))
+
+
+def _outs(fn, *xs):
+    return lower_fn(fn, *xs).outputs
+
+
+def test_a_column_major_reshape_alias_is_not_a_relabelling():
+    def f(x):
+        r, c = x.shape
+        return torch.ops.aten._reshape_alias(x.clone(), [r, c], [1, r]) * 2.0
+    (out,) = _outs(f, X)
+    assert isinstance(out, Opaque) and "not the row-major strides" in out.why, out
+
+
+def test_a_row_major_reshape_alias_is_a_view():
+    def f(x):
+        return torch.ops.aten._reshape_alias(x.clone(), [15], [1]) * 2.0
+    check_fn(f, X)
+
+
+def test_a_copy_into_a_scrambled_alias_leaves_its_base_unknown():
+    def f(x, y):
+        b = x.clone()
+        r, c = b.shape
+        g = torch.ops.aten._reshape_alias(b, [r, c], [1, r])
+        g.copy_(y)
+        return (b * 1.0,)
+    (out,) = _outs(f, X, X + 1.0)
+    assert isinstance(out, Opaque), out
+
+
+def test_a_copy_into_an_uninitialised_tensor_is_its_source():
+    def f(x, y):
+        e = torch.empty(x.shape, dtype=x.dtype)
+        v = e.t()
+        e.copy_(y)
+        return e + x, v * 2.0
+    check_fn(f, X, X + 1.0)
