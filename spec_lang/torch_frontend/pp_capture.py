@@ -293,8 +293,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         # composed as if after it (adversarial round 26); torch's schedule waits before use
         def w(*a: Any, **k: Any) -> Any:
             if waited[0] == 0:
-                refuse(f"dist.{name} in the train file (an asynchronous transfer: where its "
-                       "work is waited is not traced); use dist.send / dist.recv")
+                refuse(f"dist.{name} in the train file (an asynchronous transfer, whose wait "
+                       "is not traced: use dist.send / dist.recv)")
             return fn(*a, **k)
         return w
 
