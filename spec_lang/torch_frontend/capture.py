@@ -48,7 +48,8 @@ from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
-                                                  module_buffers, pipelining)
+                                                  module_buffers, pipelining,
+                                                  train_step_running)
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -379,10 +380,12 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         with _snapshot_on_entry(opt, snapshot) as on_step, refuse_data_assignment(path):
             # all the Python state the step could leave for the next one (R7-1, R7-3)
             ours, bufs = [*units, on_step], {n: attr_at(model, a) for n, a in buf_at.items()}
-            state0 = step_state(model, opt, user_modules, ours, base_keys, bufs)
-            loss = tf.fn("train_step")(model, opt, data, mesh if plan else None)
+            m = mesh if plan else None
+            state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m)
+            with train_step_running():
+                loss = tf.fn("train_step")(model, opt, data, m)
             # modules next to the train file imported during the step count too (R8-10)
-            state1 = step_state(model, opt, _user_modules(tf), ours, base_keys, bufs)
+            state1 = step_state(model, opt, _user_modules(tf), ours, base_keys, bufs, m)
             changed = state_changes(state0, state1)
         for h in hooks_dp:
             h.remove()

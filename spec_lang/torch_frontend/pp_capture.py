@@ -44,10 +44,24 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
-           "empty_on", "module_buffers", "attr_at"]
+           "empty_on", "module_buffers", "attr_at", "train_step_running"]
 
 PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
+_IN_STEP = [0]      # > 0 while the train file's train_step runs (:func:`train_step_running`)
+
+
+@contextlib.contextmanager
+def train_step_running() -> Iterator[None]:
+    """Marks the block as the traced ``train_step``: a pipeline stage or schedule built
+    elsewhere (``parallelize``, ``build_model``) persists across steps, and only one step is
+    traced (adversarial round 26, R26-1: its receive buffers, and the hooks the step leaves on
+    them, are reused by the next step, whose metadata inference does not run again)."""
+    _IN_STEP[0] += 1
+    try:
+        yield
+    finally:
+        _IN_STEP[0] -= 1
 
 
 Meta = tuple[tuple[int, ...], str, tuple[int, ...], bool]
@@ -147,6 +161,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         if not cpu:
             rec.refusals.append("needs-cpu")
             raise NeedsCpu()
+        if not _IN_STEP[0]:
+            refuse(_OUTSIDE_STEP.format("PipelineStage"))
         if isinstance(submod, FSDPModule):
             refuse("a pipeline stage whose module is wrapped by fully_shard / replicate")
         rec.stage, rec.n_stages = int(stage_index), int(num_stages)
@@ -159,6 +175,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         name = type(self).__name__
         if name not in SUPPORTED_SCHEDULES or type(self).__module__ != schedules.__name__:
             refuse(f"the pipeline schedule {name}")
+        if not _IN_STEP[0]:
+            refuse(_OUTSIDE_STEP.format(name))
         if rec.schedule is not None:
             refuse("a second pipeline schedule on one rank")
         rec.schedule = name
@@ -331,6 +349,11 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         if not had_new:
             del sched_base.__new__
         _IR.Pipe.from_tracing = from_tracing
+
+
+_OUTSIDE_STEP = ("a {} built outside train_step (in parallelize or build_model: it is kept "
+                 "across steps, with its receive buffers and what the step leaves on them, and "
+                 "only one step is traced; build the stage and the schedule in train_step)")
 
 
 def _record(m: Any) -> tuple[tuple[int, ...], str, tuple[int, ...], bool]:

@@ -340,7 +340,7 @@ _PARAMETER_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                user_modules: Iterable[types.ModuleType], ours: Iterable[Any] = (),
                base_keys: Mapping[int, Iterable[str]] | None = None,
-               buffers: Mapping[str, Any] | None = None) -> dict[str, str]:
+               buffers: Mapping[str, Any] | None = None, mesh: Any = None) -> dict[str, str]:
     """Entry name -> fingerprint of all the Python state a step could leave for the next one
     (module docstring): every attribute of every module (its parameter, buffer and submodule
     *names* included), each parameter's attributes (hooks), every attribute of the optimizer
@@ -351,7 +351,10 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     as ``<shardproof>``; ``base_keys``: id of a parameter -> the attributes it was created
     with (the tracer's own; not read, except its hook dicts); ``buffers``: name -> the buffer
     tensor the capture put in the model, read as ``<buffer name>`` wherever it is held (a
-    pipeline stage holding the model's buffer as a plain attribute: its value is a goal)."""
+    pipeline stage holding the model's buffer as a plain attribute: its value is a goal);
+    ``mesh``: the ``DeviceMesh`` given to the step, every attribute of it (torch's private ones
+    too: a cache the train file keeps on the mesh, adversarial round 26; its submeshes are new
+    objects at every ``mesh[name]``)."""
     base_keys = base_keys or {}
     gc.collect()    # a finalizer or __del__ of the step's garbage runs now, not after (R10-5)
     names: dict[int, str] = {id(x): "<shardproof>" for x in ours}
@@ -399,6 +402,9 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         out[f"optimizer.param_groups[{i}]"] = _text(
             enc, {k: ([pnames.get(id(p), "<other>") for p in x] if k == "params" else x)
                   for k, x in g.items()})
+    if mesh is not None:
+        for k, v in vars(mesh).items():
+            out[f"the DeviceMesh's {k}"] = _text(enc, v)
     used: set[str] = set()
     for mod in user_modules:
         where = os.path.basename(getattr(mod, "__file__", None) or mod.__name__)

@@ -24,7 +24,8 @@ from torch.distributed.pipelining import stage as stage_mod
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.capture import InputRole, OutputRole, Trace
-from spec_lang.torch_frontend.pp_capture import NeedsCpu, check_refusals, pipelining
+from spec_lang.torch_frontend.pp_capture import (NeedsCpu, check_refusals, pipelining,
+                                                  train_step_running)
 from spec_lang.torch_frontend.pp_merge import merge_stages
 from spec_lang.torch_frontend.tracedata import GraphHolder, ProcessGroupRef, ReduceOpRef, _target
 
@@ -67,7 +68,8 @@ def test_unsupported_pipelining_is_refused_naming_the_line(build, what, site):
 def test_a_schedule_subclass_is_refused():
     class MySchedule(ScheduleGPipe):
         pass
-    with pipelining(HERE, cpu=True, in_meta=None), pytest.raises(PlanError, match="MySchedule"):
+    with pipelining(HERE, cpu=True, in_meta=None), train_step_running(), \
+            pytest.raises(PlanError, match="MySchedule"):
         MySchedule(_FakeStage(), n_microbatches=2)
 
 
@@ -76,6 +78,17 @@ def test_a_stage_on_meta_tensors_asks_for_a_cpu_capture():
         PipelineStage(nn.Linear(2, 2), 0, 2, torch.device("cpu"))
     assert rec.refusals == ["needs-cpu"]
     check_refusals(rec.refusals)      # not a user-facing refusal: the capture retries on cpu
+
+
+def test_a_stage_or_schedule_built_outside_train_step_is_refused():
+    """Built in ``parallelize`` (torchtitan's way), a stage and its schedule are kept across
+    steps with their receive buffers, and only one step is traced (round 26, R26-1)."""
+    with pipelining(HERE, cpu=True, in_meta=None) as rec:
+        with pytest.raises(PlanError, match="PipelineStage built outside train_step"):
+            PipelineStage(nn.Linear(2, 2), 0, 2, torch.device("cpu"))
+        with pytest.raises(PlanError, match="ScheduleGPipe built outside train_step"):
+            ScheduleGPipe(_FakeStage(), n_microbatches=2)
+    assert len(rec.refusals) == 2
 
 
 def test_a_refusal_the_user_code_swallows_is_still_raised():

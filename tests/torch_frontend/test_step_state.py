@@ -94,6 +94,18 @@ def test_a_changed_attribute_or_global_is_named_with_its_new_value(step, entry, 
         assert got == {entry: value}
 
 
+def test_state_the_step_keeps_on_the_device_mesh_is_a_change():
+    """A cache kept on the ``DeviceMesh`` (adversarial round 26, R26-8: a communication buffer
+    filled with ``add_`` from the second step on) is state the next step reads."""
+    m, opt, mod = _setup()
+    mesh = types.SimpleNamespace(_rank=0, _mesh_dim_names=("dp",))
+    before = step_state(m, opt, [mod], mesh=mesh)
+    assert step_state(m, opt, [mod], mesh=mesh) == before
+    mesh.bucket = {"w1.weight": 1.0}
+    changes = state_changes(before, step_state(m, opt, [mod], mesh=mesh))
+    assert set(changes) == {"the DeviceMesh's bucket"}, changes
+
+
 def test_hooks_added_removed_or_swapped_are_changes():
     def add(m, opt, mod):  # noqa: ARG001
         m.w2.register_forward_hook(lambda mod_, a, out: out * 2)
