@@ -5,7 +5,12 @@ two data-parallel-only MLPs), so a prove takes 30-80 s. Truth: ``tests/torch_fro
 pp_truth.py`` (gloo, float64, one process per rank), ``plans/round26/pp_truth_steps.py`` (the
 same over K consecutive steps), ``tests/adversarial/torch4_truth.py`` (dp only, K steps).
 
-Open findings are strict xfails asserting the right outcome (anything but EQUIVALENT):
+Fixed (stop 29) and asserted with their outcome: R26-1 (a stage or schedule built outside
+train_step is refused; one cached on the DeviceMesh is UNKNOWN, the mesh's attributes being
+step state), R26-2 (``_reshape_alias`` with other strides UNKNOWN), R26-3 / R26-5 (the train
+file's ``dist.isend`` / ``irecv`` refused in a pipelined step), R26-4 (``all_reduce`` with
+``async_op=True`` UNKNOWN), R26-8 (the mesh's attributes). Open, strict xfails: R26-6 (now a
+refusal, exit 3, naming the rule) and R26-7. The findings:
 
 * R26-1 (``r26_03``): a schedule built once in ``parallelize`` (kept across steps) reuses its
   receive buffers, which are the last stage's input *leaves*: a tensor hook registered on the
@@ -59,16 +64,17 @@ def _not_equivalent(out: dict) -> None:
 
 
 def test_persistent_schedule_with_a_recv_hook_is_not_proved(tmp_path):
-    """R26-1's plain form (truth step 2 grad:l0.weight 0.029): today UNKNOWN (step-state: the
-    stage's public flags change in the traced step); any outcome but EQUIVALENT is right."""
+    """R26-1's plain form (truth step 2 grad:l0.weight 0.029): refused (a stage built outside
+    train_step); any outcome but EQUIVALENT is right."""
     _not_equivalent(prove(ROUND26 / "r26_01_persistent_schedule_recv_hook.py", tmp_path))
 
 
 @pytest.mark.xfail(strict=True, reason="R26-6 open (false refusal): a schedule built once in "
-                   "parallelize is UNKNOWN (its stage's flags change in the traced step)")
+                   "parallelize is refused (exit 3: built outside train_step)")
 def test_persistent_schedule_right_is_equivalent(tmp_path):
     """R26-6: torchtitan's pattern, nothing depending on the step (truth 5.6e-17 over 2
-    steps). A fix must not reopen R26-1 (hooks on the reused receive buffers)."""
+    steps). A fix must not reopen R26-1 (hooks on the reused receive buffers). Today refused
+    (a stage built outside train_step)."""
     out = prove(ROUND26 / "r26_09_persistent_schedule_right.py", tmp_path)
     assert out["verdict"] == "EQUIVALENT" and out["_rc"] == 0, out
 
@@ -87,35 +93,41 @@ def test_data_written_by_the_last_stage_only_is_equivalent(tmp_path):
     assert out["verdict"] == "EQUIVALENT" and out["_rc"] == 0, out
 
 
-@pytest.mark.xfail(strict=True, reason="R26-1 open: a schedule kept across steps reuses its "
-                   "receive buffers (hooks on them accumulate); only step 1 is traced")
 def test_persistent_schedule_with_flags_set_is_not_equivalent(tmp_path):
-    """R26-1: truth step 1 exact, step 2 grad:l0.weight 0.029 (hooks run twice)."""
-    _not_equivalent(prove(ROUND26 / "r26_03_persistent_schedule_flags_set2.py", tmp_path))
+    """R26-1: truth step 1 exact, step 2 grad:l0.weight 0.029 (hooks run twice). Fixed: a
+    stage built outside train_step is refused."""
+    out = prove(ROUND26 / "r26_03_persistent_schedule_flags_set2.py", tmp_path)
+    assert out["_rc"] == 3 and "PipelineStage built outside train_step" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R26-2 open: _reshape_alias's stride is not read")
 def test_reshape_alias_with_other_strides_is_not_equivalent(tmp_path):
-    """R26-2: a column-major reading of the gradient through _reshape_alias (truth 0.0086)."""
-    _not_equivalent(prove(ROUND26 / "r26_04_reshape_alias_strides.py", tmp_path))
+    """R26-2: a column-major reading of the gradient through _reshape_alias (truth 0.0086).
+    Fixed: UNKNOWN, the strides named."""
+    out = prove(ROUND26 / "r26_04_reshape_alias_strides.py", tmp_path)
+    assert out["verdict"] == "UNKNOWN" and out["_rc"] == 2, out
+    assert any("not the row-major strides" in o["explanation"] for o in out["open"]), out
 
 
-@pytest.mark.xfail(strict=True, reason="R26-3 open: an irecv buffer read before wait()")
 def test_irecv_buffer_read_before_wait_is_not_equivalent(tmp_path):
-    """R26-3: stage 0 adds the irecv buffer before waiting (truth grad:emb.weight 0.39)."""
-    _not_equivalent(prove(ROUND26 / "r26_05_irecv_read_before_wait.py", tmp_path))
+    """R26-3: stage 0 adds the irecv buffer before waiting (truth grad:emb.weight 0.39).
+    Fixed: the train file's asynchronous transfers are refused."""
+    out = prove(ROUND26 / "r26_05_irecv_read_before_wait.py", tmp_path)
+    assert out["_rc"] == 3 and "dist.irecv in the train file" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R26-4 open: an async all_reduce read before wait()")
 def test_async_all_reduce_read_before_wait_is_not_equivalent(tmp_path):
-    """R26-4: the gradient read before the async all-reduce is waited on (truth 0.0067)."""
-    _not_equivalent(prove(ROUND26 / "r26_06_async_allreduce_read_before_wait.py", tmp_path))
+    """R26-4: the gradient read before the async all-reduce is waited on (truth 0.0067).
+    Fixed: an all-reduce with async_op=True is not lowered (UNKNOWN)."""
+    out = prove(ROUND26 / "r26_06_async_allreduce_read_before_wait.py", tmp_path)
+    assert out["verdict"] == "UNKNOWN" and out["_rc"] == 2, out
+    assert any("async_op=True" in o["explanation"] for o in out["open"]), out
 
 
-@pytest.mark.xfail(strict=True, reason="R26-5 open: an isend buffer overwritten before wait()")
 def test_isend_buffer_overwritten_before_wait_is_not_equivalent(tmp_path):
-    """R26-5: the last stage zeroes its isend buffer before waiting (truth grad:emb 0.39)."""
-    _not_equivalent(prove(ROUND26 / "r26_07_isend_buffer_reused_before_wait.py", tmp_path))
+    """R26-5: the last stage zeroes its isend buffer before waiting (truth grad:emb 0.39).
+    Fixed: refused, as R26-3."""
+    out = prove(ROUND26 / "r26_07_isend_buffer_reused_before_wait.py", tmp_path)
+    assert out["_rc"] == 3 and "dist.isend in the train file" in out["_err"], out
 
 
 @pytest.mark.xfail(strict=True, reason="R26-7 open (minor): a copy its stage never reads is "
@@ -127,15 +139,17 @@ def test_unused_copies_of_other_stages_layers_are_not_refuted(tmp_path):
     assert out.get("verdict") != "NOT EQUIVALENT" and out["_rc"] != 1, out
 
 
-@pytest.mark.xfail(strict=True, reason="R26-1 open: a schedule cached on the DeviceMesh is "
-                   "reused by later steps (its receive buffers' hooks accumulate)")
 def test_schedule_cached_on_the_mesh_is_not_equivalent(tmp_path):
-    """R26-1, natural form: truth step 1 exact, step 2 grad:l0.weight 0.029."""
-    _not_equivalent(prove(ROUND26 / "r26_12_schedule_cached_on_mesh.py", tmp_path))
+    """R26-1, natural form: truth step 1 exact, step 2 grad:l0.weight 0.029. Fixed: the
+    DeviceMesh's attributes are step state (UNKNOWN, naming the cache)."""
+    out = prove(ROUND26 / "r26_12_schedule_cached_on_mesh.py", tmp_path)
+    assert out["verdict"] == "UNKNOWN" and out["_rc"] == 2, out
+    assert any("the DeviceMesh's _pp_cache" in o["explanation"] for o in out["open"]), out
 
 
-@pytest.mark.xfail(strict=True, reason="R26-8 open: state cached on the DeviceMesh is not "
-                   "compared")
 def test_bucket_cached_on_the_mesh_is_not_equivalent(tmp_path):
-    """R26-8: truth step 1 5.6e-17, step 2 w1 0.014 / w2 0.019, step 3 0.045 / 0.051."""
-    _not_equivalent(prove(ROUND26 / "r26_13_bucket_cached_on_mesh.py", tmp_path))
+    """R26-8: truth step 1 5.6e-17, step 2 w1 0.014 / w2 0.019, step 3 0.045 / 0.051. Fixed:
+    the DeviceMesh's attributes are step state."""
+    out = prove(ROUND26 / "r26_13_bucket_cached_on_mesh.py", tmp_path)
+    assert out["verdict"] == "UNKNOWN" and out["_rc"] == 2, out
+    assert any("the DeviceMesh's" in o["explanation"] for o in out["open"]), out
