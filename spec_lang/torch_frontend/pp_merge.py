@@ -226,6 +226,11 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             codes.append(getattr(op, "op", None))
             shapes.append([(tuple(t.meta["val"].shape), t.meta["val"].dtype)
                            for t in m.args[0]])
+            if not all(t.meta["val"].is_contiguous() for t in m.args[0]):
+                # gloo reduces raw memory whatever the strides (round 27, R27-1)
+                raise PlanError(f"{_site(m, path)}: an all-reduce on the pipeline group "
+                                f"{pp_axis!r} of a tensor that is not contiguous (gloo reduces "
+                                "its raw memory, NCCL refuses it): not supported")
             # a synchronous call passes async_op=False; the schema's default is True (the
             # write lands at the wait, which the trace does not record)
             if len(m.args) != 5 or m.args[3] is not None or m.args[4] is not False \

@@ -210,6 +210,11 @@ class C10dAllReduce:
             raise ctx.fail(n, "dist.all_reduce with async_op=True: where its work is waited is "
                               "not traced (a read before the wait races the write); call it "
                               "synchronously")
+        if not all(isinstance(t, fx.Node) and t.meta["val"].is_contiguous() for t in n.args[0]):
+            # gloo reduces ``numel`` elements of raw memory from the data pointer, whatever the
+            # strides (adversarial round 27, R27-1: a transposed or strided buffer)
+            raise ctx.fail(n, "dist.all_reduce of a tensor that is not contiguous (gloo reduces "
+                              "its raw memory, NCCL refuses it)")
         try:
             ax = ctx.traces.pg_axis(n, 1)
         except ValueError as e:

@@ -142,6 +142,9 @@ def test_an_asynchronous_all_reduce_is_not_lowered():
 
     g = fx.Graph()
     x = g.placeholder("x")
+    x.meta["val"] = torch.empty(2, 3, device="meta")
+    xt = g.placeholder("xt")
+    xt.meta["val"] = torch.empty(3, 2, device="meta").t()
 
     class Ctx:
         class traces:      # noqa: N801 -- reached only by a synchronous call
@@ -161,6 +164,19 @@ def test_an_asynchronous_all_reduce_is_not_lowered():
     n = g.call_function(_target("c10d.allreduce_.default"), ([x], None, None, None, False))
     with pytest.raises(LookupError, match="synchronous"):
         rule.term(n, Ctx, [None], None, None)
+    # gloo reduces a tensor's raw memory whatever its strides (round 27, R27-1)
+    n = g.call_function(_target("c10d.allreduce_.default"), ([xt], None, None, None, False))
+    with pytest.raises(Unsupported, match="not contiguous"):
+        rule.term(n, Ctx, [None], None, None)
+
+
+def test_an_all_reduce_over_the_pipeline_group_of_a_strided_tensor_is_refused():
+    """Round 27, R27-1: one stage reducing a transposed buffer (gloo: raw memory)."""
+    stages = [_stage(s, [("allreduce_pp", 0, 0)]) for s in range(2)]
+    x1 = next(n for n in stages[1].gm.graph.nodes if n.op == "placeholder")
+    x1.meta["val"] = torch.empty(3, 2, device="meta").t()
+    with pytest.raises(PlanError, match="not contiguous"):
+        merge_stages(stages, pp_axis="pp", spec_tied={}, path=HERE)
 
 
 # -- composing the stages: synthetic stage graphs -------------------------------------------------
