@@ -158,6 +158,8 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
                 stages[0].pp["schedule"], stages[0].pp["n_microbatches"]):
             raise PlanError(f"{path}:1: the pipeline stages run different schedules "
                             f"({stages[0].pp['schedule']} / {pp.get('schedule')})")
+    for s, tr in enumerate(stages):
+        _only_schedule_transfers(s, tr, path)
     alias = _canonical(spec_tied)
     axes = [a for a in stages[0].mesh if a != pp_axis]
     k_pp = list(stages[0].mesh).index(pp_axis)
@@ -414,6 +416,34 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
                        "spec_name": spec_name, "stage_of": stage_of,
                        "coords": [dict(tr.coords) for tr in stages]})
     return merged
+
+
+def _only_schedule_transfers(s: int, tr: Any, path: str) -> None:
+    """The stage's point-to-point transfers are exactly those torch's schedule issued (the
+    ``SEND`` / ``RECV`` events ``pp_capture`` records inside ``_batch_p2p``, which torch waits
+    before use). One the train file issues itself is refused: the trace records a transfer
+    where it is posted and never where its work is waited, so an ``isend`` / ``irecv`` (or a
+    reference to one taken before the capture patched it) read or overwritten before its wait
+    would be composed as if after it (adversarial round 26: R26-3, R26-5).
+
+    Raises:
+        PlanError: naming the first transfer that is not the schedule's.
+    """
+    want = [tuple(e.split(":", 2)[::2]) for e in (tr.pp or {}).get("events", ())
+            if e.startswith(("SEND:", "RECV:"))]
+    nodes = [n for n in tr.gm.graph.nodes if n.op == "call_function"
+             and str(n.target) in (SEND, RECV)]
+    got = [("SEND" if str(n.target) == SEND else "RECV",
+            str(tuple(n.args[0][0].meta["val"].shape))) for n in nodes]
+    if got == want:
+        return
+    k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    where = _site(nodes[k], path) if k < len(nodes) else f"{path}:1"
+    raise PlanError(f"{where}: pipeline stage {s} transfers a tensor that the schedule does not "
+                    "(a dist.send / recv / isend / irecv of the train file): only the schedule's "
+                    "own transfers are composed (where the train file's work is waited is not "
+                    "traced); sum a tied weight's gradient with dist.all_reduce over the "
+                    "pipeline group instead")
 
 
 def _target(name: str) -> Any:

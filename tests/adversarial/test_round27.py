@@ -9,7 +9,8 @@ dp-only ones), so a prove takes 40-120 s on the shared machine. Truth:
 
 R27-1 (an all-reduce of a non-contiguous tensor: not lowered, UNKNOWN; on the pipeline group
 refused) and R27-2 (``async_op=True``: not lowered; on the pipeline group refused) are fixed
-and asserted below; R27-3 stays a strict xfail. The findings:
+and asserted below; R27-3 is refused since the train file's own send / recv are (round 26's
+fix). The findings:
 
 * R27-1 (``r27_03``, ``r27_23``, ``r27_16``; ``r27_17`` on this branch's dp path): an
   all-reduce of a non-contiguous tensor is composed / lowered as the sum of its logical
@@ -49,7 +50,7 @@ def _not_accepted(out: dict) -> bool:
     return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
 
 
-# -- findings: R27-1 and R27-2 fixed (stop 29), R27-3 open (strict xfail) -------------------
+# -- findings: R27-1, R27-2 and R27-3 fixed (stop 29) -----------------------------------------
 
 def test_r27_1_transposed_buffer_on_one_stage_is_not_accepted(tmp_path):
     """The last stage all-reduces through a column-major (v, h) buffer, the first stage the
@@ -91,11 +92,13 @@ def test_r27_2_dp_async_never_waited_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R27-3 (minor): sends are composed as buffered, gloo's "
-                   "send blocks until the receive is posted; the step hangs for real")
 def test_r27_3_send_then_all_reduce_wait_cycle_is_refused(tmp_path):
-    out = prove(ROUND27 / "r27_15_send_then_ar_hang.py", tmp_path)
-    assert _not_accepted(out), out
+    """Fixed by round 26's refusal of the train file's own transfers (r27_15b, the control
+    without the wait cycle, is refused too: a false refusal)."""
+    for name in ("r27_15_send_then_ar_hang.py", "r27_15b_send_then_ar_control.py"):
+        out = prove(ROUND27 / name, tmp_path)
+        assert out["_rc"] == 3 and "transfers a tensor that the schedule does not" in \
+            out["_err"], out
 
 
 # -- right outcomes today -------------------------------------------------------------------
@@ -104,7 +107,6 @@ def test_r27_3_send_then_all_reduce_wait_cycle_is_refused(tmp_path):
     "r27_01_tied_ar_right.py",                    # the base (truth 5.6e-17)
     "r27_05_clip_pp_tied_once_right.py",          # clipping across stages, tied counted once
     "r27_12_weight_avg_after_grad_sum_right.py",  # copies' weights averaged after the step
-    "r27_15b_send_then_ar_control.py",            # r27_15 without the wait cycle
     "r27_22_three_stages_full_pp_group_right.py", # 3 stages, the middle adds zeros
 ])
 def test_right_files_are_equivalent(name, tmp_path):

@@ -170,6 +170,13 @@ def test_an_asynchronous_all_reduce_is_not_lowered():
         rule.term(n, Ctx, [None], None, None)
 
 
+def test_a_transfer_the_schedule_did_not_issue_is_refused():
+    """A send / recv of the train file's own (marked ``user``: not among the schedule's
+    recorded events) is refused, whether or not it is paired (round 26: R26-3, R26-5)."""
+    with pytest.raises(PlanError, match="transfers a tensor that the schedule does not"):
+        _merge([("mul", 0, 0), ("send", 1, 1, "user")], [("recv", 0, "-", "user")])
+
+
 def test_an_all_reduce_over_the_pipeline_group_of_a_strided_tensor_is_refused():
     """Round 27, R27-1: one stage reducing a transposed buffer (gloo: raw memory)."""
     stages = [_stage(s, [("allreduce_pp", 0, 0)]) for s in range(2)]
@@ -222,13 +229,15 @@ def _stage(s: int, prog: list[tuple], n_st: int = 2) -> Trace:
         n.meta["val"] = torch.empty(2, 3, device="meta")
         vals.append(n)
     g.output((vals[-1],))
+    events = [f"SEND:{op[2]}:(2, 3)" if op[0] == "send" else f"RECV:{op[1]}:(2, 3)"
+              for op in prog if op[0] in ("send", "recv") and not (len(op) > 3 and op[3])]
     return Trace(gm=GraphHolder(g, consts), inputs=[InputRole("data", "x", ("R", "S(0)"),
                                                               "torch.float32", (4, 3))],
                  outputs=[OutputRole("param", f"out{s}", ("R", "R"), None)],
                  mesh={"pp": n_st, "dp": 2}, coords={"pp": s, "dp": 0},
                  groups={"g_pp": "pp", "g_dp": "dp"}, sizes={}, tied={},
                  pp={"stage": s, "n_stages": n_st, "schedule": "ScheduleGPipe",
-                     "n_microbatches": 1})
+                     "n_microbatches": 1, "events": events})
 
 
 def _merge(*progs):
