@@ -77,7 +77,13 @@ def _val(v: Any) -> Any:
     import torch
 
     if isinstance(v, torch.Tensor):
-        return ("t", tuple(int(s) for s in v.shape), str(v.dtype))
+        # the strides too: an all-reduce of a tensor that is not contiguous, a _reshape_alias
+        # of one, are read by their layout (adversarial round 27, R27-1)
+        try:
+            stride = tuple(int(s) for s in v.stride())
+        except (RuntimeError, TypeError):      # a layout without strides (sparse, nested)
+            stride = None
+        return ("t", tuple(int(s) for s in v.shape), str(v.dtype), stride)
     if isinstance(v, (list, tuple)):
         return ("l", [_val(x) for x in v])
     if isinstance(v, (int, float, bool)):
@@ -192,6 +198,8 @@ def _meta_val(v: Any) -> Any:
     if v is None:
         return None
     if v[0] == "t":
+        if len(v) > 3 and v[3] is not None:
+            return torch.empty_strided(v[1], v[3], dtype=_dtype(v[2]), device="meta")
         return torch.empty(v[1], dtype=_dtype(v[2]), device="meta")
     if v[0] == "l":
         return [_meta_val(x) for x in v[1]]
