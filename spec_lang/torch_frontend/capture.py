@@ -48,8 +48,8 @@ from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
-                                                  module_buffers, pipelining,
-                                                  train_step_running)
+                                                  module_buffers, outliving_pipeline_objects,
+                                                  pipelining, train_step_running)
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -384,6 +384,12 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m)
             with train_step_running():
                 loss = tf.fn("train_step")(model, opt, data, m)
+            kept = outliving_pipeline_objects()
+            if kept:
+                raise PlanError(f"{path}:1: the {' and the '.join(sorted(set(kept)))} built in "
+                                "train_step outlive it (kept somewhere for the next step, which "
+                                "reuses its receive buffers; only one step is traced): build "
+                                "them in train_step and do not keep them")
             # modules next to the train file imported during the step count too (R8-10)
             state1 = step_state(model, opt, _user_modules(tf), ours, base_keys, bufs, m)
             changed = state_changes(state0, state1)

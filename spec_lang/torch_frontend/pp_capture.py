@@ -36,6 +36,7 @@ program), and more than one stage or schedule on a rank.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,11 +45,13 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
-           "empty_on", "module_buffers", "attr_at", "train_step_running"]
+           "empty_on", "module_buffers", "attr_at", "train_step_running",
+           "outliving_pipeline_objects"]
 
 PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
 _IN_STEP = [0]      # > 0 while the train file's train_step runs (:func:`train_step_running`)
+_BUILT: list[Any] = []    # weak references to the stages and schedules the step built
 
 
 @contextlib.contextmanager
@@ -62,6 +65,18 @@ def train_step_running() -> Iterator[None]:
         yield
     finally:
         _IN_STEP[0] -= 1
+
+
+def outliving_pipeline_objects() -> list[str]:
+    """The stages and schedules built in the step that are still alive once it returned and
+    garbage was collected: kept somewhere (a torch class's attribute, a registry) for the
+    next step, which reuses their receive buffers (adversarial round 28, R28-4)."""
+    import gc
+
+    gc.collect()
+    alive = [type(o).__name__ for r in _BUILT if (o := r()) is not None]
+    _BUILT.clear()
+    return alive
 
 
 Meta = tuple[tuple[int, ...], str, tuple[int, ...], bool]
@@ -167,6 +182,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             refuse("a pipeline stage whose module is wrapped by fully_shard / replicate")
         rec.stage, rec.n_stages = int(stage_index), int(num_stages)
         stage_init(self, submod, stage_index, num_stages, *a, **k)
+        _BUILT.append(weakref.ref(self))
         rec.group = getattr(self.group, "group_name", None) if self.group is not None else None
 
     sched_init = sched_base.__dict__["__init__"]
@@ -181,6 +197,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             refuse("a second pipeline schedule on one rank")
         rec.schedule = name
         sched_init(self, *a, **k)
+        _BUILT.append(weakref.ref(self))
         rec.n_microbatches = int(self._n_microbatches)  # noqa: SLF001
 
     def new_schedule(cls: Any, *a: Any, **k: Any) -> Any:  # noqa: ARG001

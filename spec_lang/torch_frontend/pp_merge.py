@@ -228,6 +228,9 @@ def merge_stages(stages: Sequence[Any], *, pp_axis: str, spec_tied: Mapping[str,
             codes.append(getattr(op, "op", None))
             shapes.append([(tuple(t.meta["val"].shape), t.meta["val"].dtype)
                            for t in m.args[0]])
+            if len(m.args[0]) != 1:      # gloo sums the whole list into each (round 28)
+                raise PlanError(f"{_site(m, path)}: an all-reduce on the pipeline group "
+                                f"{pp_axis!r} of a list of tensors: not supported")
             if not all(t.meta["val"].is_contiguous() for t in m.args[0]):
                 # gloo reduces raw memory whatever the strides (round 27, R27-1)
                 raise PlanError(f"{_site(m, path)}: an all-reduce on the pipeline group "

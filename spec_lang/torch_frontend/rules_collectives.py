@@ -210,6 +210,11 @@ class C10dAllReduce:
             raise ctx.fail(n, "dist.all_reduce with async_op=True: where its work is waited is "
                               "not traced (a read before the wait races the write); call it "
                               "synchronously")
+        if len(n.args[0]) != 1:
+            # gloo sums every tensor of the list, across every rank, into each of them
+            # (adversarial round 28, R28-6: ProcessGroup.allreduce([a, b]))
+            raise ctx.fail(n, "an all-reduce of a list of tensors (ProcessGroup.allreduce with "
+                              "several tensors: gloo sums all of them into each)")
         if not all(isinstance(t, fx.Node) and t.meta["val"].is_contiguous() for t in n.args[0]):
             # gloo reduces ``numel`` elements of raw memory from the data pointer, whatever the
             # strides (adversarial round 27, R27-1: a transposed or strided buffer)
