@@ -49,7 +49,8 @@ from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, ste
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
                                                   module_buffers, outliving_pipeline_objects,
-                                                  pipelining, train_step_running)
+                                                  pipelining, train_step_running,
+                                                  unmarked_all_reduces)
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -249,6 +250,12 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     if "needs-cpu" in rec.refusals:          # the user's code caught NeedsCpu
         raise NeedsCpu()
     check_refusals(rec.refusals)
+    for n in unmarked_all_reduces(tr.gm)[:1]:
+        from spec_lang.torch_frontend.analysis import node_site
+        raise PlanError(f"{node_site(n, tf.path)}: an all-reduce issued other than by "
+                        "dist.all_reduce (ProcessGroup.allreduce or torch.ops.c10d called "
+                        "directly: where its work is waited is not traced): call "
+                        "dist.all_reduce")
     if rec.stage is not None:
         tr.pp = rec.as_dict()
         tr.pp["axis"] = (groups or {}).get(rec.group) if rec.group else None
