@@ -7,7 +7,11 @@ and ``copy_`` into a view). Plans in ``plans/round28/``; a prove takes 40-150 s 
 shared machine. Truth: ``tests/torch_frontend/pp_truth.py``,
 ``plans/round26/pp_truth_steps.py`` and ``tests/adversarial/torch4_truth.py`` (gloo, float64).
 
-Open findings (strict xfail, asserting the right outcome: anything but EQUIVALENT):
+Fixed in stop 29 and asserted (anything but EQUIVALENT): R28-2 (only the schedule's own
+transfers are composed), R28-3 (an all-reduce not issued by ``dist.all_reduce`` is refused),
+R28-4 (a stage or schedule that outlives ``train_step`` is refused), R28-6 (an all-reduce of a
+list of tensors is not lowered). Open, strict xfails: R28-1 and R28-5 (state on a torch class:
+the family of R11-6). The findings:
 
 * R28-1 (``r28_01``, dp, main too): the raw functional op
   ``torch.ops._c10d_functional.all_reduce`` is asynchronous (its output is reduced in the
@@ -52,7 +56,7 @@ def _not_accepted(out: dict) -> bool:
     return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
 
 
-# -- open findings (strict xfail) -----------------------------------------------------------
+# -- findings (R28-1 and R28-5 open: strict xfail) ---------------------------------------
 
 @pytest.mark.xfail(strict=True, reason="R28-1: _c10d_functional.all_reduce is asynchronous, its "
                    "output read before wait_tensor is lowered as the sum")
@@ -61,36 +65,26 @@ def test_r28_1_funcol_output_read_before_wait_tensor_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R28-2: ProcessGroup.recv (what dist.irecv calls) is not "
-                   "patched; its buffer read before the wait is composed as received")
 def test_r28_2_process_group_recv_read_before_wait_is_not_accepted(tmp_path):
     out = prove(ROUND28 / "r28_03_pg_recv_method.py", tmp_path)
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R28-3: pg.allreduce with opts.asyncOp=False is traced as "
-                   "synchronous, but nothing waits its work")
 def test_r28_3_process_group_allreduce_never_waited_is_not_accepted(tmp_path):
     out = prove(ROUND28 / "r28_04_pg_allreduce_asyncop_false.py", tmp_path)
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R28-3: the same on the pipeline group (pp_merge composes "
-                   "the node as synchronous)")
 def test_r28_3_pp_process_group_allreduce_read_before_wait_is_not_accepted(tmp_path):
     out = prove(ROUND28 / "r28_09_pp_pg_allreduce_asyncop_false.py", tmp_path)
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R28-6: gloo's allreduce of a list of tensors sums them all "
-                   "into each; the rule reduces each on its own")
 def test_r28_6_two_tensors_in_one_allreduce_is_not_accepted(tmp_path):
     out = prove(ROUND28 / "r28_10_pg_allreduce_two_tensors.py", tmp_path)
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R28-4: a schedule cached on a torch class outlives the "
-                   "traced step (R26-1)")
 def test_r28_4_schedule_cached_on_torch_class_is_not_accepted(tmp_path):
     out = prove(ROUND28 / "r28_07_schedule_cached_on_torch_class.py", tmp_path)
     assert _not_accepted(out), out
