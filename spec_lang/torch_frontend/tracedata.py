@@ -16,6 +16,7 @@ of the same shapes, which is all the lowering reads.
 
 from __future__ import annotations
 
+import io
 import json
 import operator
 import os
@@ -206,6 +207,18 @@ def _meta_val(v: Any) -> Any:
     return v[1]
 
 
+class _PlainUnpickler(pickle.Unpickler):
+    """An unpickler that refuses every global: a blob holding anything but plain containers
+    and scalars raises ``pickle.UnpicklingError`` instead of calling code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"trace data names {module}.{name}: only plain data is "
+                                     "read from a capture child")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("trace data with a persistent id")
+
+
 def load_trace(blob: bytes) -> Any:
     """Rebuild a :class:`~spec_lang.torch_frontend.capture.Trace` from :func:`dump` bytes."""
     import torch
@@ -213,7 +226,10 @@ def load_trace(blob: bytes) -> Any:
 
     from spec_lang.torch_frontend.capture import InputRole, OutputRole, Trace
 
-    data = pickle.loads(blob)  # noqa: S301 -- our own child's output, never user-supplied text
+    # the child ran the user's plan file, which could have written these bytes: only plain
+    # data (containers and scalars, which pickle builds without looking up any callable) is
+    # read, never an object whose class pickle would import and call
+    data = _PlainUnpickler(io.BytesIO(blob)).load()
     g = fx.Graph()
     env: dict[str, Any] = {}
     consts = {}

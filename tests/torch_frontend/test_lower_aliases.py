@@ -62,3 +62,21 @@ def test_a_traced_tensors_strides_survive_the_trip_between_processes():
         back = _meta_val(_val(t))
         assert back.shape == t.shape and back.stride() == t.stride(), (t.stride(), back)
         assert back.is_contiguous() == t.is_contiguous()
+
+
+def test_trace_data_that_names_a_callable_is_refused():
+    """The capture child runs the plan file: bytes it hands over that would make pickle import
+    and call something (here ``os.system``) are refused, never run."""
+    import pickle
+
+    import pytest
+
+    from spec_lang.torch_frontend.tracedata import load_trace
+
+    class Evil:
+        def __reduce__(self):
+            import os
+            return (os.system, ("true",))
+
+    with pytest.raises(pickle.UnpicklingError, match="os.system|posix.system"):
+        load_trace(pickle.dumps({"consts": Evil()}))
