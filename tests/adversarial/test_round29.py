@@ -1,0 +1,87 @@
+"""Adversarial round 29 (``tests/adversarial/ATTEMPTS.md``, "Round 29"), against the fixes made
+for round 28 in ``prove --torch`` (wip/adv29 at d353247: ``dist.all_reduce`` marks the
+``c10d.allreduce_`` node it records and any other is refused; only the schedule's own SEND /
+RECV transfers are composed; a stage or schedule alive after ``train_step`` is refused; the
+capture child's bytes are read by an unpickler that refuses every global). Plans in
+``plans/round29/``; a prove takes 50-90 s on the shared machine. Truth:
+``tests/adversarial/torch4_truth.py`` (dp), ``tests/torch_frontend/pp_truth.py`` and
+``plans/round26/pp_truth_steps.py`` (pp); gloo, float64.
+
+All findings open, strict xfails (each asserts the right outcome: anything but EQUIVALENT):
+
+* R29-1 (``r29_01``, ``r29_02``, dp): the mark means "recorded while dist.all_reduce ran", not
+  "issued and waited by dist.all_reduce": a duck-typed ``group=`` whose ``allreduce`` forwards
+  to the real ProcessGroup and returns None (dist.all_reduce then waits nothing), or the train
+  file's TorchFunctionMode, to which dist.all_reduce hands itself (``handle_torch_function``),
+  issuing ``pg.allreduce`` unwaited. R28-3 again (truth update 0.0067 / 0.010 and 0.0067 / 0.0080).
+* R29-2 (``r29_03``, pp 2): ``schedules._wait_batch_p2p`` replaced by a no-op for the step
+  (restored after): the transfers are exactly the schedule's, none is waited (truth grad up to
+  0.20, update up to 0.10; control ``r29_04`` 5.6e-17).
+* R29-3 (``r29_05``, pp 2, across steps): R28-4 with the stage and schedule kept as
+  ``copy.copy`` shallow copies (no constructor, so no weak reference; they share the receive
+  buffers): truth step 2 0.029, step 3 0.038.
+* R29-4 (``r29_06``, dp): the plan file runs in the capture child, detects it (argv), writes a
+  right train file's source over the job's source file and re-executes the child: the parent
+  reads a right trace (plain data) for a file that never sums its gradients (truth 0.0088 /
+  0.018).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.torch_prove import prove
+
+ROUND29 = Path(__file__).resolve().parent / "plans" / "round29"
+
+pytestmark = pytest.mark.slow
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT: NOT EQUIVALENT, UNKNOWN or a refusal (exit 3)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+@pytest.mark.xfail(strict=True, reason="R29-1: a duck-typed group= object issues the all-reduce "
+                   "inside dist.all_reduce (marked) and returns no work to wait")
+def test_r29_1_duck_group_all_reduce_never_waited_is_not_accepted(tmp_path):
+    out = prove(ROUND29 / "r29_01_dp_duck_group.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R29-1: dist.all_reduce hands itself to the train file's "
+                   "TorchFunctionMode, which issues pg.allreduce unwaited (marked)")
+def test_r29_1_torch_function_mode_all_reduce_never_waited_is_not_accepted(tmp_path):
+    out = prove(ROUND29 / "r29_02_dp_torch_function_mode.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R29-2: schedules._wait_batch_p2p replaced by a no-op for "
+                   "the step: the schedule's transfers are never waited")
+def test_r29_2_schedule_transfers_never_waited_is_not_accepted(tmp_path):
+    out = prove(ROUND29 / "r29_03_pp_wait_batch_p2p_noop.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R29-3: a shallow copy of the stage and schedule (no "
+                   "constructor, no weak reference) kept across steps on ScheduleGPipe")
+def test_r29_3_schedule_shallow_copy_kept_is_not_accepted(tmp_path):
+    out = prove(ROUND29 / "r29_05_schedule_shallow_copy_cached.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R29-4: the plan file re-executes the capture child on a "
+                   "right file's source; the parent reads that trace")
+def test_r29_4_capture_child_reexecuted_on_right_source_is_not_accepted(tmp_path):
+    out = prove(ROUND29 / "r29_06_child_reexecs_right_file.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- right outcomes today -------------------------------------------------------------------
+
+def test_r29_control_pp_wait_kept_is_accepted(tmp_path):
+    """r29_03 with torch's wait left alone (stage 0 still a straggler): right (truth 5.6e-17)."""
+    out = prove(ROUND29 / "r29_04_pp_wait_kept_right.py", tmp_path)
+    assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
