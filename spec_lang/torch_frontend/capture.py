@@ -250,9 +250,10 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     if "needs-cpu" in rec.refusals:          # the user's code caught NeedsCpu
         raise NeedsCpu()
     check_refusals(rec.refusals)
-    for n in unmarked_all_reduces(tr.gm)[:1]:
+    unmarked = unmarked_all_reduces(tr.gm)
+    if unmarked:
         from spec_lang.torch_frontend.analysis import node_site
-        raise PlanError(f"{node_site(n, tf.path)}: an all-reduce issued other than by "
+        raise PlanError(f"{node_site(unmarked[0], tf.path)}: an all-reduce issued other than by "
                         "dist.all_reduce (ProcessGroup.allreduce or torch.ops.c10d called "
                         "directly: where its work is waited is not traced): call "
                         "dist.all_reduce")

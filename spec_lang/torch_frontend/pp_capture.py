@@ -103,6 +103,8 @@ def outliving_pipeline_objects() -> list[str]:
     next step, which reuses their receive buffers (adversarial round 28, R28-4)."""
     import gc
 
+    if not _BUILT:          # no stage was built: nothing to collect (every non-pipelined step)
+        return []
     gc.collect()
     alive = [type(o).__name__ for r in _BUILT if (o := r()) is not None]
     _BUILT.clear()
