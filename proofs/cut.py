@@ -38,7 +38,7 @@ from typing import Any
 from spec_lang.term import DimSpec, Op, Term, term, walk
 
 __all__ = ["CUT_PREFIX", "Cut", "Obligation", "Substitution", "build_cuts", "cut_obligations",
-           "input_permutes"]
+           "premise_obligations", "input_permutes"]
 
 CUT_PREFIX = "cut:"
 
@@ -195,26 +195,21 @@ def _prefer(pt: Any) -> int:
     return int(out) if pt.kind == "forward" else int(not out)
 
 
-def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterable[str] = (),
-                    whole: Iterable[str] = ()
-                    ) -> tuple[dict[str, Obligation], dict[str, Obligation]]:
-    """The lemma of every goal (``uncut`` goals keep their whole terms) and the premise lemma of
-    every cut a lemma uses (transitively); the premises of the cuts named in ``whole`` are their
-    whole terms ``E(s) == p`` (a value another lemma cuts at, proved without cutting below it:
-    e.g. a value whose plan term does not pass through the plan nodes of the cuts below it).
-    Returns ``(goal lemmas by goal name, premise lemmas by
-    cut name)``."""
-    uncut = set(uncut)
-    whole = set(whole)
-    s_spec = Substitution({id(c.spec): c.var for c in cuts})
-    s_plan = Substitution({id(c.plan): c.embed for c in cuts})
-    by_var = {id(c.var): c.name for c in cuts}
-    by_name = {c.name: c for c in cuts}
-    below: dict[int, frozenset[str]] = {}
-    empty: frozenset[str] = frozenset()
+class _Obligations:
+    """Lemmas and premises over one set of cuts: the two substitutions (spec nodes by cut
+    variables, plan nodes by embeddings) and the cuts below each node, memoised across every
+    obligation built (they share nodes)."""
 
-    def uses(*roots: Term) -> list[str]:
+    def __init__(self, cuts: Sequence[Cut]):
+        self.s_spec = Substitution({id(c.spec): c.var for c in cuts})
+        self.s_plan = Substitution({id(c.plan): c.embed for c in cuts})
+        self.by_var = {id(c.var): c.name for c in cuts}
+        self.by_name = {c.name: c for c in cuts}
+        self.below: dict[int, frozenset[str]] = {}
+
+    def uses(self, *roots: Term) -> list[str]:
         """Cuts whose input occurs below ``roots`` (memoised per node: lemmas share nodes)."""
+        below, by_var, empty = self.below, self.by_var, frozenset()
         stack: list[tuple[Term, bool]] = [(r, False) for r in roots]
         while stack:
             t, ready = stack.pop()
@@ -233,31 +228,56 @@ def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterabl
                 frozenset().union(*sets)
         return sorted(frozenset().union(*(below[id(r)] for r in roots)))
 
-    lemmas: dict[str, Obligation] = {}
-    for g in goals:
-        if g.name in uncut:
-            e, a = g.expected, g.actual
+    def lemma(self, g: Any, whole: bool) -> Obligation:
+        """Goal ``g``'s lemma: its terms with the cut nodes replaced (``whole``: kept)."""
+        e, a = (g.expected, g.actual) if whole else (self.s_spec(g.expected),
+                                                     self.s_plan(g.actual))
+        return Obligation("lemma:" + g.name, g.name, e, a, self.uses(e, a), kind=g.kind,
+                          layer=g.layer, site=g.site, placement=g.placement)
+
+    def premise(self, n: str, whole: bool) -> Obligation:
+        """Cut ``n``'s premise ``embed[var := spec] == plan``, cut below both sides
+        (``whole``: the whole terms ``E(s) == p``)."""
+        c = self.by_name[n]
+        if whole:
+            e, a = c.inst, c.plan
         else:
-            e, a = s_spec(g.expected), s_plan(g.actual)
-        lemmas[g.name] = Obligation("lemma:" + g.name, g.name, e, a, uses(e, a), kind=g.kind,
-                                    layer=g.layer, site=g.site, placement=g.placement)
+            e = Substitution({id(c.var): self.s_spec.below(c.spec)})(c.embed)
+            a = self.s_plan.below(c.plan)
+        return Obligation("premise:" + n, "premise:" + n, e, a, self.uses(e, a),
+                          kind="premise", layer=_layer(n))
+
+
+def cut_obligations(goals: Sequence[Any], cuts: Sequence[Cut], *, uncut: Iterable[str] = (),
+                    whole: Iterable[str] = ()
+                    ) -> tuple[dict[str, Obligation], dict[str, Obligation]]:
+    """The lemma of every goal (``uncut`` goals keep their whole terms) and the premise lemma of
+    every cut a lemma uses (transitively); the premises of the cuts named in ``whole`` are their
+    whole terms ``E(s) == p`` (a value another lemma cuts at, proved without cutting below it:
+    e.g. a value whose plan term does not pass through the plan nodes of the cuts below it).
+    Returns ``(goal lemmas by goal name, premise lemmas by
+    cut name)``."""
+    uncut = set(uncut)
+    whole = set(whole)
+    b = _Obligations(cuts)
+    lemmas = {g.name: b.lemma(g, g.name in uncut) for g in goals}
     premises: dict[str, Obligation] = {}
     todo = [n for ob in lemmas.values() for n in ob.uses]
     while todo:
         n = todo.pop()
         if n in premises:
             continue
-        c = by_name[n]
-        if n in whole:
-            e, a = c.inst, c.plan
-        else:
-            e = Substitution({id(c.var): s_spec.below(c.spec)})(c.embed)
-            a = s_plan.below(c.plan)
-        ob = Obligation("premise:" + n, "premise:" + n, e, a, uses(e, a), kind="premise",
-                        layer=_layer(n))
-        premises[n] = ob
+        ob = premises[n] = b.premise(n, n in whole)
         todo.extend(u for u in ob.uses if u not in premises)
     return lemmas, premises
+
+
+def premise_obligations(cuts: Sequence[Cut], names: Iterable[str]) -> dict[str, Obligation]:
+    """The premises (cut below, as :func:`cut_obligations` builds them) of the cuts ``names``
+    alone, without any goal's lemma: what finding the backward cuts' factor needs
+    (``proofs/phases/cutting.py``)."""
+    b = _Obligations(cuts)
+    return {n: b.premise(n, False) for n in names}
 
 
 def _layer(name: str) -> str | None:

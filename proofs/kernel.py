@@ -196,12 +196,17 @@ class NodeTable:
 
     def to_json(self) -> list:
         dims_json: dict[Any, list] = {}   # dims tuples (strings only) repeat: encode each once
+        attrs_json: dict[Any, list] = {}  # so do attribute tuples (keyed by _exact_key)
         out = []
         for op, args, attrs, dims in self.nodes:
             d = dims_json.get(dims)
             if d is None:
                 d = dims_json[dims] = [[n, list(s)] for n, s in dims]
-            out.append([op, list(args), [encode_attr(a) for a in attrs], d])
+            ka = _exact_key(attrs) if attrs else ()
+            a = attrs_json.get(ka)
+            if a is None:
+                a = attrs_json[ka] = [encode_attr(x) for x in attrs]
+            out.append([op, list(args), a, d])
         return out
 
     @classmethod
@@ -254,11 +259,23 @@ class NodeTable:
         return t
 
 
+def _exact_key(x: Any) -> Any:
+    """A key equal only for attributes with one encoding: every value tagged with its type,
+    inside tuples, lists and sets too (``_freeze`` leaves a set's members untagged, and
+    ``frozenset({1}) == frozenset({True})``). Memoised encodings and hashes use it."""
+    t = type(x)
+    if t is tuple or t is list:
+        return (t, tuple([_exact_key(y) for y in x]))
+    if t is frozenset:
+        return (t, frozenset([_exact_key(y) for y in x]))
+    return (t, x)
+
+
 def _freeze(x: Any) -> Any:
     # sympy numbers and Fractions hash fine; tuples are already immutable. Distinguish 1 from
     # Fraction(1) and True from 1 so that keys match only identical attributes.
     if isinstance(x, tuple):
-        return tuple(_freeze(y) for y in x)
+        return tuple([_freeze(y) if isinstance(y, tuple) else (type(y).__name__, y) for y in x])
     return (type(x).__name__, x)
 
 
@@ -271,15 +288,18 @@ def from_terms(table: NodeTable, roots: Iterable[Any],
     the terms alive while ``ids`` is in use (ids of dead objects can be reused).
     """
     ids = {} if ids is None else ids
+    dims_of: dict[Any, Dims] = {}     # a term's DimSpec tuple -> the table's (name, shards)
     stack: list[tuple[Any, bool]] = [(r, False) for r in roots]
     while stack:
         t, done = stack.pop()
         if id(t) in ids:
             continue
         if done:
-            ids[id(t)] = table.add(
-                t.op.name, [ids[id(c)] for c in t.args], t.attrs,
-                tuple((d.name, tuple(str(s) for s in d.shards)) for d in t.dims))
+            dims = dims_of.get(t.dims)
+            if dims is None:
+                dims = dims_of[t.dims] = tuple((d.name, tuple(str(s) for s in d.shards))
+                                               for d in t.dims)
+            ids[id(t)] = table.add(t.op.name, [ids[id(c)] for c in t.args], t.attrs, dims)
             continue
         stack.append((t, True))
         for c in t.args:
@@ -290,7 +310,37 @@ def from_terms(table: NodeTable, roots: Iterable[Any],
 
 # -- hashing ------------------------------------------------------------------------------------
 def node_hash_table(table: NodeTable) -> list[str]:
-    """Merkle hash of every node: sha256 over (op, child hashes, attrs, dims); id-independent."""
+    """Merkle hash of every node: sha256 over (op, child hashes, attrs, dims); id-independent.
+
+    The payload is ``canonical_json([op, [child hashes], [encoded attrs], [[dim, [shards]]]])``,
+    written as the concatenation of its items' canonical JSON (what ``json.dumps`` of a list
+    with these separators is), with the attrs and dims parts memoised: most nodes share them
+    (``tests/test_certificate_hashes.py`` compares it with the one-call spelling)."""
+    hs: list[str] = []
+    attrs_json: dict[Any, str] = {}
+    dims_json: dict[Any, str] = {}
+    ops_json: dict[str, str] = {}
+    sha256 = hashlib.sha256
+    for op, args, attrs, dims in table.nodes:
+        o = ops_json.get(op)
+        if o is None:
+            o = ops_json[op] = canonical_json(op)
+        ka = _exact_key(attrs) if attrs else ()
+        a = attrs_json.get(ka)
+        if a is None:
+            a = attrs_json[ka] = canonical_json([encode_attr(x) for x in attrs])
+        d = dims_json.get(dims)
+        if d is None:
+            d = dims_json[dims] = canonical_json([[n, list(s)] for n, s in dims])
+        kids = ",".join(['"' + hs[i] + '"' for i in args])
+        payload = f"[{o},[{kids}],{a},{d}]"
+        hs.append(sha256(payload.encode()).hexdigest())
+    return hs
+
+
+def node_hash_table_plain(table: NodeTable) -> list[str]:
+    """:func:`node_hash_table` in one ``canonical_json`` call per node (the reference spelling
+    the tests compare it with)."""
     hs: list[str] = []
     for op, args, attrs, dims in table.nodes:
         payload = canonical_json([op, [hs[a] for a in args], [encode_attr(a) for a in attrs],

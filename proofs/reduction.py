@@ -92,12 +92,15 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
     kinds: dict[str, set[str]] = defaultdict(set)
     least_el: dict[str, int] = dict(min_sizes(roots))   # elements in the whole dim
     max_blocks: dict[str, int] = {}     # dim -> largest shard product of a block a max reduces
+    seen_dims: set[tuple] = set()    # a dims tuple adds the same blocks each time it recurs
     for t in walk(roots):
-        for d in t.dims:
-            if d.name in binding:
-                find(d.name)
-                p = math.prod(_axis_size(binding, a) for a in d.shards)
-                blocks[d.name] = math.gcd(blocks[d.name], binding[d.name] // p)
+        if t.dims not in seen_dims:
+            seen_dims.add(t.dims)
+            for d in t.dims:
+                if d.name in binding:
+                    find(d.name)
+                    p = math.prod(_axis_size(binding, a) for a in d.shards)
+                    blocks[d.name] = math.gcd(blocks[d.name], binding[d.name] // p)
         match t.op:
             case Op.RENAME if t.attrs[0] != t.attrs[1]:
                 parent[find(t.attrs[0])] = find(t.attrs[1])

@@ -190,6 +190,7 @@ class Pipeline:
                             f"{schedule.name!r} has pp={schedule.pp} x {schedule.chunks} "
                             f"chunk(s) = {n}")
         validate(schedule, self.site)
+        object.__setattr__(self, "_holders", {})
 
     # -- placement of parameters ---------------------------------------------------------------
     def where(self, j: int) -> tuple[int, int]:
@@ -198,8 +199,13 @@ class Pipeline:
         return j % pp, j // pp
 
     def holders(self, name: str) -> list[int]:
-        """Virtual stages holding parameter ``name``."""
-        return [j for j, s in enumerate(self.stages) if s.holds(name)]
+        """Virtual stages holding parameter ``name`` (a fresh list; memoised per name, as the
+        stages are immutable)."""
+        held = self._holders.get(name)
+        if held is None:
+            held = self._holders[name] = tuple(j for j, s in enumerate(self.stages)
+                                               if s.holds(name))
+        return list(held)
 
     def owner(self, name: str) -> int | None:
         """The physical stage of a parameter held by one stage (None if tied)."""

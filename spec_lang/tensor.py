@@ -16,9 +16,9 @@ count as user frames, so an error inside a library block names the block's line.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
-import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -32,35 +32,39 @@ __all__ = ["Tensor", "TraceContext", "tracing", "current_trace", "user_site", "s
 _CORE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_user_file(fn: str) -> bool:
+    """Whether frames of code file ``fn`` are the user's (not a core ``spec_lang`` module, not
+    importlib, not generated code such as "<string>" dataclass ``__init__`` or "<frozen ...>").
+    Cached per file name (``os.path.abspath`` of a relative name is read once, at the working
+    directory of its first frame; a site only names a line, it never decides a verdict)."""
+    return os.path.dirname(os.path.abspath(fn)) != _CORE_DIR and "importlib" not in fn \
+        and not fn.startswith("<")
+
+
 def user_site(depth: int = 1) -> str:
     """``file:line`` of the first frame outside the core ``spec_lang`` modules."""
     f = sys._getframe(depth)  # noqa: SLF001 -- the documented way to find the user's line
     while f is not None:
         fn = f.f_code.co_filename
-        # "<string>" frames are generated code (dataclass __init__), "<frozen ...>" importlib
-        if os.path.dirname(os.path.abspath(fn)) != _CORE_DIR and "importlib" not in fn \
-                and not fn.startswith("<"):
+        if _is_user_file(fn):
             return f"{fn}:{f.f_lineno}"
         f = f.f_back
     return "<unknown>:0"
 
 
-_SITES: weakref.WeakKeyDictionary[Term, str] = weakref.WeakKeyDictionary()
-
-
 def record_site(t: Term, site: str, *, first: bool = True) -> None:
     """Remember where ``t`` was first built (terms are shared, so the first site wins); with
     ``first=False`` the site replaces any earlier one (``proofs/problem_data.py``: the sites a
-    traced document names for its own terms)."""
-    if first:
-        _SITES.setdefault(t, site)
-    else:
-        _SITES[t] = site
+    traced document names for its own terms). Kept on the term (a slot), not in a table."""
+    if not first or t._site is None:  # noqa: SLF001 -- the site slot is this module's
+        t._site = site  # noqa: SLF001
 
 
 def site_of(t: Term) -> str:
     """Where ``t`` was first built by the user, or ``"<unknown>:0"``."""
-    return _SITES.get(t, "<unknown>:0")
+    site = t._site  # noqa: SLF001
+    return "<unknown>:0" if site is None else site
 
 
 @dataclass

@@ -245,7 +245,8 @@ class Term:
             always have smaller uids than parents: sorting by uid is a topological order).
     """
 
-    __slots__ = ("op", "args", "attrs", "dims", "uid", "_key", "_varying", "__weakref__")
+    __slots__ = ("op", "args", "attrs", "dims", "uid", "_key", "_varying", "_site",
+                 "__weakref__")
 
     op: Op
     args: tuple[Term, ...]
@@ -303,6 +304,7 @@ def term(op: Op, args: tuple[Term, ...] | list[Term], attrs: tuple[Any, ...] | l
     _NEXT_UID[0] += 1
     t._key = key
     t._varying = None
+    t._site = None       # where the user first built it (spec_lang.tensor.record_site)
     _INTERN[key] = t
     return t
 

@@ -82,8 +82,9 @@ def cut_goals(problem: Any, goals: list[GoalResult], shapes: Shapes, budget: Bud
                       for t in walk([x for g in goals for x in (g.expected, g.actual)])):
         return CutOutcome()
     refuted: Refuted | None = None
-    factor, drop, uncut, whole = Fraction(1), set(), set(), set()
+    uncut, whole = set(), set()
     perms = input_permutes(problem.goals)
+    factor, drop = _first_factor(pts, perms, problem, shapes)
     for _ in range(CUT_ROUNDS):
         cuts = build_cuts(pts, backward_factor=factor, drop=drop, permutes=perms)
         if not cuts or budget.timed_out():
@@ -111,20 +112,11 @@ def cut_goals(problem: Any, goals: list[GoalResult], shapes: Shapes, budget: Bud
                premises[n].name in bad and not any(u.endswith(":adj")
                                                    for u in premises[n].uses)]
         if factor == 1 and top:
-            # the factor at the real mesh (one small lemma each: the head and the loss)
-            from proofs.reduction import eval_cost
-
-            rs = [refute([o], shapes.reduced, shapes.mesh, seeds=(0,))
-                  if eval_cost([o.expected, o.actual], shapes.reduced)
-                  <= LEMMA_REFUTE_MAX_EVAL else None for o in top]
-            if all(x is not None and x.counterexample is None for x in rs):
+            f = _top_factor(top, problem, shapes)
+            if f == 1:
                 return CutOutcome(plan, refuted)   # factor 1 holds
-            # too large at the real mesh: the monomial in the mesh sizes seen on reduced
-            # meshes (proofs.refute.real_mesh_factor); the proofs confirm it or not
-            ratios = {_ratio_of(x) if x is not None else _mesh_factor(o, problem.binding)
-                      for x, o in zip(rs, top)}
-            if len(ratios) == 1 and None not in ratios:
-                factor = ratios.pop()
+            if f is not None:
+                factor = f
                 continue
             drop |= {c.name for c in cuts if c.kind == "backward"}
             continue
@@ -144,6 +136,47 @@ def cut_goals(problem: Any, goals: list[GoalResult], shapes: Shapes, budget: Bud
                 else:
                     uncut.add(m[len("lemma:"):])
     return CutOutcome(None, refuted)
+
+
+def _top_factor(top: list[Any], problem: Any, shapes: Shapes) -> Fraction | None:
+    """The factor of the topmost backward cuts' premises ``top`` (refuted at factor 1) at the
+    real mesh (one small lemma each: the head and the loss): 1 when they hold there, the one
+    ratio they show, or None (no single ratio: the backward cuts are dropped)."""
+    from proofs.reduction import eval_cost
+
+    rs = [refute([o], shapes.reduced, shapes.mesh, seeds=(0,))
+          if eval_cost([o.expected, o.actual], shapes.reduced)
+          <= LEMMA_REFUTE_MAX_EVAL else None for o in top]
+    if all(x is not None and x.counterexample is None for x in rs):
+        return Fraction(1)
+    # too large at the real mesh: the monomial in the mesh sizes seen on reduced meshes
+    # (proofs.refute.real_mesh_factor); the proofs confirm it or not
+    ratios = {_ratio_of(x) if x is not None else _mesh_factor(o, problem.binding)
+              for x, o in zip(rs, top)}
+    return ratios.pop() if len(ratios) == 1 and None not in ratios else None
+
+
+def _first_factor(pts: Any, perms: Any, problem: Any, shapes: Shapes
+                  ) -> tuple[Fraction, set[str]]:
+    """``(backward factor, cuts to drop)`` to start the rounds with, from the topmost backward
+    cuts' premises alone (issue 14: a plan whose adjoint is scaled, by micro-batches or dp,
+    otherwise costs a whole round of lemmas at factor 1 before the factor is known). The
+    rounds still check the factor (a top premise refuted at factor 1 is looked at again);
+    the factor only chooses the cuts, and every cut is proved or the goal stays open."""
+    from proofs.cut import build_cuts, premise_obligations
+
+    cuts = build_cuts(pts, permutes=perms)
+    prem = premise_obligations(cuts, [c.name for c in cuts if c.kind == "backward"])
+    top = [o for o in prem.values() if not any(u.endswith(":adj") for u in o.uses)]
+    if not top:
+        return Fraction(1), set()
+    r = _refute_lemmas(top, problem.binding, shapes)
+    bad = {o.name for o in r.mismatched} or ({o.name for o in top} if r.skipped else set())
+    top = [o for o in top if o.name in bad]
+    f = _top_factor(top, problem, shapes) if top else Fraction(1)
+    if f is None:
+        return Fraction(1), {c.name for c in cuts if c.kind == "backward"}
+    return f, set()
 
 
 def _refute_lemmas(obs: list[Any], binding: Binding, shapes: Shapes) -> Refutation:

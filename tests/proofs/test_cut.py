@@ -118,3 +118,25 @@ def test_a_premise_false_when_cut_is_proved_whole(monkeypatch):
     r = prove(load(ROOT / "examples" / "moe_debug_ep_pp.py"))
     assert r.verdict == "EQUIVALENT", [(g.name, g.reason[:120]) for g in r.open_goals[:3]]
     assert r.lemma_counts["cuts"] > 0
+
+
+def test_the_backward_factor_is_found_before_the_first_round(monkeypatch):
+    """Issue 14: a plan whose loss adjoint is scaled (here by dp = 4: each rank's loss is a
+    mean over its quarter of the batch) gets the factor from the topmost backward premises
+    alone, so the goals are cut in one round instead of two (cut_obligations called once)."""
+    import proofs.cut
+    from proofs.phases.cutting import _first_factor
+    from proofs.phases.ledger import GoalResult
+    from proofs.phases.shapes import reduce_shapes
+
+    problem = load(ROOT / "examples" / "llama_debug_dp.py")
+    shapes = reduce_shapes(problem, [GoalResult.of(g) for g in problem.goals])
+    assert _first_factor(problem.cut_points, proofs.cut.input_permutes(problem.goals), problem,
+                         shapes) == (Fraction(4), set())
+    calls = []
+    real = proofs.cut.cut_obligations
+    monkeypatch.setattr(proofs.cut, "cut_obligations",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    r = prove(problem)
+    assert r.verdict == "EQUIVALENT" and len(calls) == 1
+    assert r.lemma_counts["open"] == 0 and r.lemma_counts["cuts"] > 0
