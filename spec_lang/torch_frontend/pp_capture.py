@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot,
+                                               live_pipeline_objects, modified, shadowed)
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
@@ -51,7 +53,8 @@ __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC"
 PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
 _IN_STEP = [0]      # > 0 while the train file's train_step runs (:func:`train_step_running`)
-_BUILT: list[Any] = []    # weak references to the stages and schedules the step built
+_BUILT: list[Any] = []    # (weak reference, class) of the stages and schedules the step built
+_GUARD: list[Any] = [None]  # the check of torch's pipelining while a pipelining block runs
 
 
 @contextlib.contextmanager
@@ -98,17 +101,21 @@ def unmarked_all_reduces(gm: Any) -> list[Any]:
 
 
 def outliving_pipeline_objects() -> list[str]:
-    """The stages and schedules built in the step that are still alive once it returned and
-    garbage was collected: kept somewhere (a torch class's attribute, a registry) for the
-    next step, which reuses their receive buffers (adversarial round 28, R28-4)."""
-    import gc
-
+    """The stages and schedules still alive once the step returned and garbage was collected:
+    kept somewhere (a torch class's attribute, a registry) for the next step, which reuses
+    their receive buffers (adversarial round 28, R28-4), whether built by their constructor or
+    copied (``copy.copy``, ``deepcopy``, pickle, ``object.__new__``: R29-3; found by a scan of
+    the collector's objects). First, torch's pipelining as the step leaves it is checked
+    (:mod:`pp_guard`; raises :class:`PlanError`).
+    """
     if not _BUILT:          # no stage was built: nothing to collect (every non-pipelined step)
         return []
-    gc.collect()
-    alive = [type(o).__name__ for r in _BUILT if (o := r()) is not None]
+    if _GUARD[0] is not None:
+        _GUARD[0]()
+    alive = {id(o): type(o).__name__ for o in live_pipeline_objects()}
+    alive.update({id(o): type(o).__name__ for r, _ in _BUILT if (o := r()) is not None})
     _BUILT.clear()
-    return alive
+    return sorted(alive.values())
 
 
 Meta = tuple[tuple[int, ...], str, tuple[int, ...], bool]
@@ -182,6 +189,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     )
 
     rec = PPRecord()
+    snap = current_snapshot()     # before the train file ran (the capture child), else now
     base = stage._PipelineStageBase  # noqa: SLF001
     sched_base = schedules._PipelineSchedule  # noqa: SLF001
     saved: list[tuple[Any, str, Any]] = []
@@ -194,6 +202,22 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         msg = _message(_user_site(path), what)
         rec.refusals.append(msg)
         raise PlanError(msg)
+
+    expected: dict[tuple[int, str], Any] = {}     # what the capture patches (below)
+
+    def guard() -> None:
+        # torch's pipelining as the train file leaves it (round 29, R29-2), at every schedule
+        # step, action and transfer, and when the step returned (:func:`pp_guard.modified`)
+        what = modified(snap, expected)
+        for r, cls in _BUILT:
+            if (o := r()) is not None:
+                if type(o) is not cls:
+                    what.append(f"the class of the {cls.__name__} (now {type(o).__name__})")
+                what += shadowed(o)
+        if what:
+            msg = f"{_user_site(path)}: " + PIPELINING_MODIFIED.format(what=", ".join(what[:3]))
+            rec.refusals.append(msg)
+            raise PlanError(msg)
 
     stage_init = base.__dict__["__init__"]
 
@@ -214,7 +238,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             refuse("a pipeline stage whose module is wrapped by fully_shard / replicate")
         rec.stage, rec.n_stages = int(stage_index), int(num_stages)
         stage_init(self, submod, stage_index, num_stages, *a, **k)
-        _BUILT.append(weakref.ref(self))
+        _BUILT.append((weakref.ref(self), type(self)))
         rec.group = getattr(self.group, "group_name", None) if self.group is not None else None
 
     sched_init = sched_base.__dict__["__init__"]
@@ -229,7 +253,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             refuse("a second pipeline schedule on one rank")
         rec.schedule = name
         sched_init(self, *a, **k)
-        _BUILT.append(weakref.ref(self))
+        _BUILT.append((weakref.ref(self), type(self)))
         rec.n_microbatches = int(self._n_microbatches)  # noqa: SLF001
 
     def new_schedule(cls: Any, *a: Any, **k: Any) -> Any:  # noqa: ARG001
@@ -316,11 +340,15 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
                        "count (torch's receive buffers have micro-batch 0's shape)")
                 rec.refusals.append(msg)
                 raise PlanError(msg)
-        return step0(self, *args, target=target, **k)
+        guard()
+        out = step0(self, *args, target=target, **k)
+        guard()
+        return out
 
     def event(name: str, fn: Any) -> Any:
         def w(self: Any, *a: Any, **k: Any) -> Any:
             rec.events.append(f"{name}{a[0] if a else ''}")
+            guard()
             return fn(self, *a, **k)
         return w
 
@@ -328,6 +356,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
 
     def perform_reduce_grad(self: Any, factor: int) -> Any:
         rec.events.append(f"REDUCE_GRAD/{factor}")
+        guard()
         return reduce_grad(self, factor)
 
     batch_p2p = schedules._batch_p2p  # noqa: SLF001
@@ -339,6 +368,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         for o in ops:
             kind = "SEND" if o.op in (dist.isend, dist.send) else "RECV"
             rec.events.append(f"{kind}:{o.peer}:{tuple(o.tensor.shape)}")
+        guard()
         waited[0] += 1
         try:
             return batch_p2p(ops, desc)
@@ -393,9 +423,13 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         patch(dist_ns, name, fn)
     from_tracing = _IR.Pipe.__dict__["from_tracing"]
     _IR.Pipe.from_tracing = classmethod(traced)
+    expected.update({(id(o), n): o.__dict__[n] for o, n, _ in saved})
+    expected[(id(_IR.Pipe), "from_tracing")] = _IR.Pipe.__dict__["from_tracing"]
+    _GUARD[0] = guard
     try:
         yield rec
     finally:
+        _GUARD[0] = None
         for owner, name, value in reversed(saved):
             setattr(owner, name, value)
         if not had_new:
