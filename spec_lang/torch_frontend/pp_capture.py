@@ -214,8 +214,10 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
                 if type(o) is not cls:
                     what.append(f"the class of the {cls.__name__} (now {type(o).__name__})")
                 what += shadowed(o)
-        if what:
-            msg = f"{_user_site(path)}: " + PIPELINING_MODIFIED.format(what=", ".join(what[:3]))
+        if what:       # (when the step returned, no line of the train file runs: line 1)
+            site = _user_site(path)
+            msg = f"{site if site != path else path + ':1'}: " + PIPELINING_MODIFIED.format(
+                what=", ".join(what[:3]))
             rec.refusals.append(msg)
             raise PlanError(msg)
 
