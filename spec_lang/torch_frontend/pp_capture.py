@@ -205,6 +205,10 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
 
     expected: dict[tuple[int, str], Any] = {}     # what the capture patches (below)
 
+    def site() -> str:     # (when the step returned, no line of the train file runs: line 1)
+        s = _user_site(path)
+        return s if s != path else f"{path}:1"
+
     def guard() -> None:
         # torch's pipelining as the train file leaves it (round 29, R29-2), at every schedule
         # step, action and transfer, and when the step returned (:func:`pp_guard.modified`)
@@ -214,10 +218,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
                 if type(o) is not cls:
                     what.append(f"the class of the {cls.__name__} (now {type(o).__name__})")
                 what += shadowed(o)
-        if what:       # (when the step returned, no line of the train file runs: line 1)
-            site = _user_site(path)
-            msg = f"{site if site != path else path + ':1'}: " + PIPELINING_MODIFIED.format(
-                what=", ".join(what[:3]))
+        if what:
+            msg = f"{site()}: " + PIPELINING_MODIFIED.format(what=", ".join(what[:3]))
             rec.refusals.append(msg)
             raise PlanError(msg)
 
@@ -345,12 +347,14 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         guard()
         out = step0(self, *args, target=target, **k)
         guard()
+        all_waited("schedule.step returned", recv_only=False)
         return out
 
     def event(name: str, fn: Any) -> Any:
         def w(self: Any, *a: Any, **k: Any) -> Any:
             rec.events.append(f"{name}{a[0] if a else ''}")
             guard()
+            all_waited(f"the stage computed {name}{a[0] if a else ''}", recv_only=True)
             return fn(self, *a, **k)
         return w
 
@@ -359,23 +363,44 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     def perform_reduce_grad(self: Any, factor: int) -> Any:
         rec.events.append(f"REDUCE_GRAD/{factor}")
         guard()
+        all_waited("the gradients were reduced", recv_only=True)
         return reduce_grad(self, factor)
 
     batch_p2p = schedules._batch_p2p  # noqa: SLF001
     waited = [0]     # > 0 inside torch's schedule transfers and a synchronous send / recv
 
+    works: list[_Work] = []    # the schedule transfers' works, as handed to torch's schedule
+
     def p2p(ops: list[Any], desc: str | None = None) -> Any:
         import torch.distributed as dist
 
+        kinds = []
         for o in ops:
-            kind = "SEND" if o.op in (dist.isend, dist.send) else "RECV"
-            rec.events.append(f"{kind}:{o.peer}:{tuple(o.tensor.shape)}")
+            kinds.append("SEND" if o.op in (dist.isend, dist.send) else "RECV")
+            rec.events.append(f"{kinds[-1]}:{o.peer}:{tuple(o.tensor.shape)}")
         guard()
         waited[0] += 1
         try:
-            return batch_p2p(ops, desc)
+            out = batch_p2p(ops, desc)
         finally:
             waited[0] -= 1
+        if not isinstance(out, list):
+            refuse(f"torch's schedule transfers returning {type(out).__name__}")
+        out = [w if w is None else _Work(w, "RECV" in kinds, desc or "") for w in out]
+        works.extend(w for w in out if w is not None)
+        return out
+
+    def all_waited(what: str, recv_only: bool) -> None:
+        # torch's schedule waits a receive before the stage reads its buffer, a send by the end
+        # of the step; the trace composes them so (R29-2: whatever skipped the wait)
+        left = [w for w in works if not w.waited and (w.recv or not recv_only)]
+        if left:
+            msg = (f"{site()}: a transfer of torch's pipeline schedule "
+                   f"({left[0].desc or ('a receive' if left[0].recv else 'a send')}) was not "
+                   f"waited before {what}, as torch's schedule waits it: torch's pipelining was "
+                   "modified by the train file (the trace composes the transfers as waited)")
+            rec.refusals.append(msg)
+            raise PlanError(msg)
 
     def synchronous(fn: Any) -> Any:
         def w(*a: Any, **k: Any) -> Any:
@@ -427,7 +452,11 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     _IR.Pipe.from_tracing = classmethod(traced)
     expected.update({(id(o), n): o.__dict__[n] for o, n, _ in saved})
     expected[(id(_IR.Pipe), "from_tracing")] = _IR.Pipe.__dict__["from_tracing"]
-    _GUARD[0] = guard
+
+    def at_step_end() -> None:
+        guard()
+        all_waited("train_step returned", recv_only=False)
+    _GUARD[0] = at_step_end
     try:
         yield rec
     finally:
@@ -437,6 +466,20 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         if not had_new:
             del sched_base.__new__
         _IR.Pipe.from_tracing = from_tracing
+
+
+class _Work:
+    """A work of a schedule transfer as torch's schedule sees it: records that it was waited."""
+
+    def __init__(self, work: Any, recv: bool, desc: str) -> None:
+        self._work, self.recv, self.desc, self.waited = work, recv, desc, False
+
+    def wait(self, *a: Any, **k: Any) -> Any:
+        self.waited = True
+        return self._work.wait(*a, **k)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
 
 
 _OUTSIDE_STEP = ("a {} built outside train_step (in parallelize or build_model: it is kept "

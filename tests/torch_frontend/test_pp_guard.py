@@ -124,3 +124,41 @@ def test_a_copy_of_a_schedule_outliving_the_step_is_found(how):
         pp_capture._BUILT.clear()
     del kept
     assert live_pipeline_objects() == []
+
+
+class _FakeWork:
+    def __init__(self):
+        self.calls = 0
+
+    def wait(self):
+        self.calls += 1
+        return True
+
+
+def test_a_schedule_transfer_never_waited_is_refused(monkeypatch):
+    """Whatever skips torch's wait (a no-op ``_wait_batch_p2p`` installed and removed between
+    two checks, a trace function jumping over ``w.wait()``), the works torch's schedule gets
+    record whether they were waited: a receive must be by the next action, every transfer by
+    the end of the step."""
+    from types import SimpleNamespace
+
+    import torch
+
+    issued: list[_FakeWork] = []
+
+    def fake_batch_p2p(ops, desc=None):
+        issued.extend(_FakeWork() for _ in ops)
+        return issued[-len(ops):]
+    monkeypatch.setattr(schedules, "_batch_p2p", fake_batch_p2p)
+    op = SimpleNamespace(op=object(), peer=1, tensor=torch.zeros(2))     # a receive
+    with pipelining(HERE, cpu=True, in_meta=None) as rec:
+        works = schedules._batch_p2p([op], desc="fwd_recv")
+        with pytest.raises(PlanError) as e:
+            pp_capture._GUARD[0]()
+        schedules._wait_batch_p2p(works)                                 # torch's wait
+        pp_capture._GUARD[0]()
+    assert "a transfer of torch's pipeline schedule (fwd_recv) was not waited before " \
+           "train_step returned" in str(e.value), e.value
+    assert rec.refusals == [str(e.value)]
+    assert [w.calls for w in issued] == [1]                              # waited once, through
+    assert rec.events == ["RECV:1:(2,)"]
