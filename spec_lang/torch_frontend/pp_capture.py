@@ -42,13 +42,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.all_reduce_mark import marking_all_reduce, unmarked_all_reduces
 from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot,
                                                live_pipeline_objects, modified, shadowed)
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
            "empty_on", "module_buffers", "attr_at", "train_step_running",
-           "outliving_pipeline_objects", "unmarked_all_reduces"]
+           "outliving_pipeline_objects", "unmarked_all_reduces", "torch_as_left"]
 
 PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
@@ -70,34 +71,15 @@ def train_step_running() -> Iterator[None]:
         _IN_STEP[0] -= 1
 
 
-ISSUED_BY = "shardproof: issued by dist.all_reduce"
-"""The mark :func:`_marking_all_reduce` leaves in a ``c10d.allreduce_`` node's meta."""
+def torch_as_left() -> None:
+    """Torch's pipelining and ``torch.distributed`` as the parallel step leaves them, and every
+    transfer of torch's schedule waited (:mod:`pp_guard`; R29-2).
 
-
-def _marking_all_reduce(all_reduce: Any) -> Any:
-    """``dist.all_reduce`` marking the ``c10d.allreduce_`` node it records (while traced), so
-    that :func:`unmarked_all_reduces` can tell it from one ``ProcessGroup.allreduce`` or
-    ``torch.ops.c10d.allreduce_`` issued directly: those return a work nobody is known to
-    wait, and their ``async_op`` flag says nothing about it (adversarial round 28, R28-3)."""
-    from torch.fx.experimental.proxy_tensor import get_proxy_mode
-
-    def wrapped(tensor: Any, *a: Any, **k: Any) -> Any:
-        mode = get_proxy_mode()
-        graph = getattr(getattr(mode, "tracer", None), "graph", None)
-        n0 = len(graph.nodes) if graph is not None else 0
-        out = all_reduce(tensor, *a, **k)
-        if graph is not None:
-            for n in list(graph.nodes)[n0:]:
-                if str(n.target) == "c10d.allreduce_.default":
-                    n.meta[ISSUED_BY] = True
-        return out
-    return wrapped
-
-
-def unmarked_all_reduces(gm: Any) -> list[Any]:
-    """The ``c10d.allreduce_`` nodes of ``gm`` that ``dist.all_reduce`` did not issue."""
-    return [n for n in gm.graph.nodes if n.op == "call_function"
-            and str(n.target) == "c10d.allreduce_.default" and not n.meta.get(ISSUED_BY)]
+    Raises:
+        PlanError: something differs from torch's own.
+    """
+    if _GUARD[0] is not None:
+        _GUARD[0]()
 
 
 def outliving_pipeline_objects() -> list[str]:
@@ -105,13 +87,10 @@ def outliving_pipeline_objects() -> list[str]:
     kept somewhere (a torch class's attribute, a registry) for the next step, which reuses
     their receive buffers (adversarial round 28, R28-4), whether built by their constructor or
     copied (``copy.copy``, ``deepcopy``, pickle, ``object.__new__``: R29-3; found by a scan of
-    the collector's objects). First, torch's pipelining as the step leaves it is checked
-    (:mod:`pp_guard`; raises :class:`PlanError`).
+    the collector's objects).
     """
     if not _BUILT:          # no stage was built: nothing to collect (every non-pipelined step)
         return []
-    if _GUARD[0] is not None:
-        _GUARD[0]()
     alive = {id(o): type(o).__name__ for o in live_pipeline_objects()}
     alive.update({id(o): type(o).__name__ for r, _ in _BUILT if (o := r()) is not None})
     _BUILT.clear()
@@ -437,7 +416,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     patch(schedules, "_batch_p2p", p2p)
     import torch.distributed as dist_ns
     from torch.distributed import distributed_c10d as c10d_mod
-    marking = _marking_all_reduce(c10d_mod.__dict__["all_reduce"])
+    marking = marking_all_reduce(c10d_mod.__dict__["all_reduce"], lambda: guard())
     for owner in (dist_ns, c10d_mod):
         patch(owner, "all_reduce", marking)
     for name in ("isend", "irecv", "batch_isend_irecv"):
