@@ -17,6 +17,7 @@ and it reduces the tensor given. :func:`unmarked_all_reduces` lists the others (
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,9 @@ def marking_all_reduce(all_reduce: Any, guard: Callable[[], None] | None = None)
     checks torch as the train file left it before the call (raises ``PlanError``)."""
     from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
 
+    # torch's name and signature (a TorchFunctionMode of the train file may pick the call by
+    # ``func.__name__``, and must pick it here as in the real run)
+    @functools.wraps(all_reduce)
     def wrapped(tensor: Any, *a: Any, **k: Any) -> Any:
         mode = get_proxy_mode()
         graph = getattr(getattr(mode, "tracer", None), "graph", None)
