@@ -7,11 +7,12 @@ capture child's bytes are read by an unpickler that refuses every global). Plans
 ``tests/adversarial/torch4_truth.py`` (dp), ``tests/torch_frontend/pp_truth.py`` and
 ``plans/round26/pp_truth_steps.py`` (pp); gloo, float64.
 
-Fixed in wip/fix30 and asserted (exit 3): R29-2 (torch's pipelining snapshotted before the
-train file runs and compared during the step: ``pp_guard.py``) and R29-3 (every live stage and
-schedule found after the step, copies included; the copies on ``ScheduleGPipe`` are also an
+Fixed in wip/fix30 and asserted (exit 3): R29-1 (``dist.all_reduce`` marks its all-reduce
+only when called plainly: ``all_reduce_mark.py``), R29-2 (torch's pipelining snapshotted before
+the train file runs and compared during the step: ``pp_guard.py``) and R29-3 (every live stage
+and schedule found after the step, copies included; the copies on ``ScheduleGPipe`` are also an
 attribute added to torch's class), with ``r29_07`` (R29-3's copies held by ``atexit``). Open,
-strict xfails (each asserts the right outcome: anything but EQUIVALENT): R29-1 and R29-4.
+strict xfail (asserting the right outcome: anything but EQUIVALENT): R29-4.
 
 * R29-1 (``r29_01``, ``r29_02``, dp): the mark means "recorded while dist.all_reduce ran", not
   "issued and waited by dist.all_reduce": a duck-typed ``group=`` whose ``allreduce`` forwards
@@ -49,18 +50,23 @@ def _not_accepted(out: dict) -> bool:
     return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
 
 
-@pytest.mark.xfail(strict=True, reason="R29-1: a duck-typed group= object issues the all-reduce "
-                   "inside dist.all_reduce (marked) and returns no work to wait")
-def test_r29_1_duck_group_all_reduce_never_waited_is_not_accepted(tmp_path):
+UNPLAIN = "an all-reduce issued other than by a plain dist.all_reduce"
+
+
+def test_r29_1_duck_group_all_reduce_never_waited_is_refused(tmp_path):
+    """Fixed (``all_reduce_mark.py``): a ``group=`` that is not torch's ``ProcessGroup`` leaves
+    the all-reduce unmarked: refused at the duck group's forwarding line (exit 3)."""
     out = prove(ROUND29 / "r29_01_dp_duck_group.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
+    assert f"r29_01_dp_duck_group.py:28: {UNPLAIN}" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R29-1: dist.all_reduce hands itself to the train file's "
-                   "TorchFunctionMode, which issues pg.allreduce unwaited (marked)")
-def test_r29_1_torch_function_mode_all_reduce_never_waited_is_not_accepted(tmp_path):
+def test_r29_1_torch_function_mode_all_reduce_never_waited_is_refused(tmp_path):
+    """Fixed: a torch function mode of the train file active around ``dist.all_reduce`` leaves
+    the all-reduce it issues unmarked: refused at the mode's line (exit 3)."""
     out = prove(ROUND29 / "r29_02_dp_torch_function_mode.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
+    assert f"r29_02_dp_torch_function_mode.py:34: {UNPLAIN}" in out["_err"], out
 
 
 def test_r29_2_schedule_transfers_never_waited_is_refused(tmp_path):
