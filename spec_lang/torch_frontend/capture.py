@@ -49,8 +49,8 @@ from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, ste
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
                                                   module_buffers, outliving_pipeline_objects,
-                                                  pipelining, train_step_running,
-                                                  unmarked_all_reduces)
+                                                  pipelining, torch_as_left,
+                                                  train_step_running, unmarked_all_reduces)
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -254,9 +254,11 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     if unmarked:
         from spec_lang.torch_frontend.analysis import node_site
         raise PlanError(f"{node_site(unmarked[0], tf.path)}: an all-reduce issued other than by "
-                        "dist.all_reduce (ProcessGroup.allreduce or torch.ops.c10d called "
-                        "directly: where its work is waited is not traced): call "
-                        "dist.all_reduce")
+                        "a plain dist.all_reduce (ProcessGroup.allreduce or torch.ops.c10d "
+                        "called directly, a group= that is not a torch ProcessGroup, a "
+                        "TorchFunctionMode or a tensor subclass taking over the call: where its "
+                        "work is waited is not traced): call dist.all_reduce on a tensor and a "
+                        "ProcessGroup")
     if rec.stage is not None:
         tr.pp = rec.as_dict()
         tr.pp["axis"] = (groups or {}).get(rec.group) if rec.group else None
@@ -392,6 +394,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m)
             with train_step_running():
                 loss = tf.fn("train_step")(model, opt, data, m)
+            if plan:
+                torch_as_left()
             kept = outliving_pipeline_objects()
             if kept:
                 raise PlanError(f"{path}:1: the {' and the '.join(sorted(set(kept)))} built in "

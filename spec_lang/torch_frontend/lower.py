@@ -8,7 +8,8 @@ aliases it through a slice is stale and reading it is UNKNOWN.
 
 A node without a rule (or whose rule does not cover its arguments) is :class:`Unsupported`; its
 value is the marker :class:`Opaque`, which poisons every value computed from it. The goals that
-read an opaque value are UNKNOWN, naming the op and the user's line (issue 11, deliverable 3).
+read an opaque value are UNKNOWN, naming the op and the user's line (issue 11, deliverable 3);
+so is a read of a functional collective's buffer before its ``wait_tensor`` (:mod:`waits`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
 from spec_lang.torch_frontend.indexing import NotANumber
 from spec_lang.torch_frontend.registry import RULES, Unsupported
 from spec_lang.torch_frontend.values import TV, Pieces, Stacked, const, exact_scalar
+from spec_lang.torch_frontend.waits import NEVER_WAITED, PendingCollectives
 
 __all__ = ["Opaque", "Lowering", "lower_graph", "RELABEL_VIEWS", "SLICE_VIEWS"]
 
@@ -299,6 +301,8 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
         readers.setdefault(base, []).append(n)
     env = ctx.env
     it = iter(inputs)
+    waits = PendingCollectives(roots, (n for n in gm.graph.nodes if n.op == "call_function" and (
+        str(n.target) in RELABEL_VIEWS | SLICE_VIEWS or schema_alias(n) == "view")))
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             env[n] = next(it)
@@ -307,58 +311,84 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
             env[n] = _attr_value(ctx, n, getattr(gm, n.target))
             continue
         if n.op == "output":
+            for base in waits.never_waited():      # R28-1: a collective nobody waited
+                for r in readers.get(base, ()):
+                    if r in env:
+                        env[r] = Opaque(str(base.target), ctx.site(base), NEVER_WAITED)
             env[n] = _subst(n.args[0], env)
             continue
-        if n.target is operator.getitem:
-            src = env[n.args[0]]
-            if isinstance(src, Opaque):
-                env[n] = src
-            elif isinstance(src, Pieces):
-                env[n] = _piece(ctx, n, src)
-            else:
-                env[n] = src[n.args[1]]
-            continue
-        name = str(n.target)
-        if name in IGNORED:
-            env[n] = None
-            continue
-        if n in ctx.analysis.unsupported:
-            env[n] = Opaque(name, ctx.site(n), ctx.analysis.unsupported[n])
-            if schema_alias(n) == "write":   # what it writes is unknown too (R4-6, R6-5)
-                _poison_written(ctx, n, env[n], roots, readers)
-            continue
-        args = _subst(n.args, env)
-        kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}
-        if ctx.traces is not None and ctx.traces.rank_refs:
-            args = _rank_blocks(ctx, n, args)
-        # ``dst.copy_(src)`` into a tensor that is no view of another overwrites all of it:
-        # its old value (``torch.empty``'s garbage, a receive buffer) is never read (into a
-        # view, the view's meaning is needed to write the base: round 26)
-        whole = name == "aten.copy_.default" and isinstance(n.args[0], fx.Node) \
-            and roots.get(n.args[0]) == (n.args[0], True)
-        bad = _poison(args[1:] if whole else args) or _poison(list(kwargs.values()))
-        r = RULES[name]
-        if bad is not None:
-            env[n] = bad
-            if r.inplace:      # what it writes is unknown too (never the old value)
-                _write_back(ctx, n, bad, roots, readers)
-            continue
-        stacked = [x for x in args if isinstance(x, Stacked)]
-        if stacked and name in ITEMWISE:
-            env[n] = _itemwise(ctx, n, r, args, kwargs, len(stacked[0].items))
-            continue
-        try:
-            val = r.term(n, ctx, *args, **kwargs)
-        except Unsupported as e:
-            val = Opaque(e.op, e.site, e.why)
-        except NotANumber as e:
-            val = Opaque(name, ctx.site(n), str(e))
-        except (ValueError, TypeError) as e:   # TermError is a ValueError
-            val = Opaque(name, ctx.site(n), f"internal: {e}")
-        env[n] = _checked(ctx, n, val)
-        if r.inplace:
-            _write_back(ctx, n, env[n], roots, readers)
+        _lower_node(ctx, n, waits, roots, readers)
+        waits.after(n)
     return env
+
+
+def _lower_node(ctx: Lowering, n: fx.Node, waits: PendingCollectives,
+                roots: Mapping[fx.Node, Any], readers: Mapping[fx.Node, list[fx.Node]]) -> None:
+    """The value of call node ``n`` into ``ctx.env`` (and what it writes in place)."""
+    env = ctx.env
+    if n.target is operator.getitem:
+        src = env[n.args[0]]
+        if isinstance(src, Opaque):
+            env[n] = src
+        elif isinstance(src, Pieces):
+            env[n] = _piece(ctx, n, src)
+        else:
+            env[n] = src[n.args[1]]
+        return
+    name = str(n.target)
+    if name in IGNORED:
+        env[n] = None
+        return
+    early = waits.early_read(n)
+    if early is not None:      # R28-1: the buffer read (or written) before wait_tensor
+        env[n] = Opaque(name, ctx.site(n), f"reads the result of {early.target} (at "
+                        f"{ctx.site(early)}) before its wait_tensor: the backend may not have "
+                        "written it yet")
+        _poison_written(ctx, n, env[n], roots, readers)
+        return
+    late = waits.early_input_write(written_args(n))
+    if late is not None:       # the collective still reads its input in the background
+        bad = Opaque(str(late.target), ctx.site(late), f"its input is written at {ctx.site(n)} "
+                     "before its wait_tensor: the backend may read the new value")
+        for r in readers.get(roots[late][0], ()):
+            if r in env:
+                env[r] = bad
+    if n in ctx.analysis.unsupported:
+        env[n] = Opaque(name, ctx.site(n), ctx.analysis.unsupported[n])
+        if schema_alias(n) == "write":   # what it writes is unknown too (R4-6, R6-5)
+            _poison_written(ctx, n, env[n], roots, readers)
+        return
+    args = _subst(n.args, env)
+    kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}
+    if ctx.traces is not None and ctx.traces.rank_refs:
+        args = _rank_blocks(ctx, n, args)
+    # ``dst.copy_(src)`` into a tensor that is no view of another overwrites all of it:
+    # its old value (``torch.empty``'s garbage, a receive buffer) is never read (into a
+    # view, the view's meaning is needed to write the base: round 26)
+    whole = name == "aten.copy_.default" and isinstance(n.args[0], fx.Node) \
+        and roots.get(n.args[0]) == (n.args[0], True)
+    bad = _poison(args[1:] if whole else args) or _poison(list(kwargs.values()))
+    r = RULES[name]
+    if bad is not None:
+        env[n] = bad
+        if r.inplace:      # what it writes is unknown too (never the old value)
+            _write_back(ctx, n, bad, roots, readers)
+        return
+    stacked = [x for x in args if isinstance(x, Stacked)]
+    if stacked and name in ITEMWISE:
+        env[n] = _itemwise(ctx, n, r, args, kwargs, len(stacked[0].items))
+        return
+    try:
+        val = r.term(n, ctx, *args, **kwargs)
+    except Unsupported as e:
+        val = Opaque(e.op, e.site, e.why)
+    except NotANumber as e:
+        val = Opaque(name, ctx.site(n), str(e))
+    except (ValueError, TypeError) as e:   # TermError is a ValueError
+        val = Opaque(name, ctx.site(n), f"internal: {e}")
+    env[n] = _checked(ctx, n, val)
+    if r.inplace:
+        _write_back(ctx, n, env[n], roots, readers)
 
 
 ITEMWISE = frozenset({

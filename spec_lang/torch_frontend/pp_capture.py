@@ -42,16 +42,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.all_reduce_mark import marking_all_reduce, unmarked_all_reduces
+from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot,
+                                               live_pipeline_objects, modified, shadowed)
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
            "empty_on", "module_buffers", "attr_at", "train_step_running",
-           "outliving_pipeline_objects", "unmarked_all_reduces"]
+           "outliving_pipeline_objects", "unmarked_all_reduces", "torch_as_left"]
 
 PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
 _IN_STEP = [0]      # > 0 while the train file's train_step runs (:func:`train_step_running`)
-_BUILT: list[Any] = []    # weak references to the stages and schedules the step built
+_BUILT: list[Any] = []    # (weak reference, class) of the stages and schedules the step built
+_GUARD: list[Any] = [None]  # the check of torch's pipelining while a pipelining block runs
 
 
 @contextlib.contextmanager
@@ -67,48 +71,30 @@ def train_step_running() -> Iterator[None]:
         _IN_STEP[0] -= 1
 
 
-ISSUED_BY = "shardproof: issued by dist.all_reduce"
-"""The mark :func:`_marking_all_reduce` leaves in a ``c10d.allreduce_`` node's meta."""
+def torch_as_left() -> None:
+    """Torch's pipelining and ``torch.distributed`` as the parallel step leaves them, and every
+    transfer of torch's schedule waited (:mod:`pp_guard`; R29-2).
 
-
-def _marking_all_reduce(all_reduce: Any) -> Any:
-    """``dist.all_reduce`` marking the ``c10d.allreduce_`` node it records (while traced), so
-    that :func:`unmarked_all_reduces` can tell it from one ``ProcessGroup.allreduce`` or
-    ``torch.ops.c10d.allreduce_`` issued directly: those return a work nobody is known to
-    wait, and their ``async_op`` flag says nothing about it (adversarial round 28, R28-3)."""
-    from torch.fx.experimental.proxy_tensor import get_proxy_mode
-
-    def wrapped(tensor: Any, *a: Any, **k: Any) -> Any:
-        mode = get_proxy_mode()
-        graph = getattr(getattr(mode, "tracer", None), "graph", None)
-        n0 = len(graph.nodes) if graph is not None else 0
-        out = all_reduce(tensor, *a, **k)
-        if graph is not None:
-            for n in list(graph.nodes)[n0:]:
-                if str(n.target) == "c10d.allreduce_.default":
-                    n.meta[ISSUED_BY] = True
-        return out
-    return wrapped
-
-
-def unmarked_all_reduces(gm: Any) -> list[Any]:
-    """The ``c10d.allreduce_`` nodes of ``gm`` that ``dist.all_reduce`` did not issue."""
-    return [n for n in gm.graph.nodes if n.op == "call_function"
-            and str(n.target) == "c10d.allreduce_.default" and not n.meta.get(ISSUED_BY)]
+    Raises:
+        PlanError: something differs from torch's own.
+    """
+    if _GUARD[0] is not None:
+        _GUARD[0]()
 
 
 def outliving_pipeline_objects() -> list[str]:
-    """The stages and schedules built in the step that are still alive once it returned and
-    garbage was collected: kept somewhere (a torch class's attribute, a registry) for the
-    next step, which reuses their receive buffers (adversarial round 28, R28-4)."""
-    import gc
-
+    """The stages and schedules still alive once the step returned and garbage was collected:
+    kept somewhere (a torch class's attribute, a registry) for the next step, which reuses
+    their receive buffers (adversarial round 28, R28-4), whether built by their constructor or
+    copied (``copy.copy``, ``deepcopy``, pickle, ``object.__new__``: R29-3; found by a scan of
+    the collector's objects).
+    """
     if not _BUILT:          # no stage was built: nothing to collect (every non-pipelined step)
         return []
-    gc.collect()
-    alive = [type(o).__name__ for r in _BUILT if (o := r()) is not None]
+    alive = {id(o): type(o).__name__ for o in live_pipeline_objects()}
+    alive.update({id(o): type(o).__name__ for r, _ in _BUILT if (o := r()) is not None})
     _BUILT.clear()
-    return alive
+    return sorted(alive.values())
 
 
 Meta = tuple[tuple[int, ...], str, tuple[int, ...], bool]
@@ -182,6 +168,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     )
 
     rec = PPRecord()
+    snap = current_snapshot()     # before the train file ran (the capture child), else now
     base = stage._PipelineStageBase  # noqa: SLF001
     sched_base = schedules._PipelineSchedule  # noqa: SLF001
     saved: list[tuple[Any, str, Any]] = []
@@ -194,6 +181,26 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         msg = _message(_user_site(path), what)
         rec.refusals.append(msg)
         raise PlanError(msg)
+
+    expected: dict[tuple[int, str], Any] = {}     # what the capture patches (below)
+
+    def site() -> str:     # (when the step returned, no line of the train file runs: line 1)
+        s = _user_site(path)
+        return s if s != path else f"{path}:1"
+
+    def guard() -> None:
+        # torch's pipelining as the train file leaves it (round 29, R29-2), at every schedule
+        # step, action and transfer, and when the step returned (:func:`pp_guard.modified`)
+        what = modified(snap, expected)
+        for r, cls in _BUILT:
+            if (o := r()) is not None:
+                if type(o) is not cls:
+                    what.append(f"the class of the {cls.__name__} (now {type(o).__name__})")
+                what += shadowed(o)
+        if what:
+            msg = f"{site()}: " + PIPELINING_MODIFIED.format(what=", ".join(what[:3]))
+            rec.refusals.append(msg)
+            raise PlanError(msg)
 
     stage_init = base.__dict__["__init__"]
 
@@ -214,7 +221,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             refuse("a pipeline stage whose module is wrapped by fully_shard / replicate")
         rec.stage, rec.n_stages = int(stage_index), int(num_stages)
         stage_init(self, submod, stage_index, num_stages, *a, **k)
-        _BUILT.append(weakref.ref(self))
+        _BUILT.append((weakref.ref(self), type(self)))
         rec.group = getattr(self.group, "group_name", None) if self.group is not None else None
 
     sched_init = sched_base.__dict__["__init__"]
@@ -229,7 +236,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             refuse("a second pipeline schedule on one rank")
         rec.schedule = name
         sched_init(self, *a, **k)
-        _BUILT.append(weakref.ref(self))
+        _BUILT.append((weakref.ref(self), type(self)))
         rec.n_microbatches = int(self._n_microbatches)  # noqa: SLF001
 
     def new_schedule(cls: Any, *a: Any, **k: Any) -> Any:  # noqa: ARG001
@@ -316,11 +323,17 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
                        "count (torch's receive buffers have micro-batch 0's shape)")
                 rec.refusals.append(msg)
                 raise PlanError(msg)
-        return step0(self, *args, target=target, **k)
+        guard()
+        out = step0(self, *args, target=target, **k)
+        guard()
+        all_waited("schedule.step returned", recv_only=False)
+        return out
 
     def event(name: str, fn: Any) -> Any:
         def w(self: Any, *a: Any, **k: Any) -> Any:
             rec.events.append(f"{name}{a[0] if a else ''}")
+            guard()
+            all_waited(f"the stage computed {name}{a[0] if a else ''}", recv_only=True)
             return fn(self, *a, **k)
         return w
 
@@ -328,22 +341,45 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
 
     def perform_reduce_grad(self: Any, factor: int) -> Any:
         rec.events.append(f"REDUCE_GRAD/{factor}")
+        guard()
+        all_waited("the gradients were reduced", recv_only=True)
         return reduce_grad(self, factor)
 
     batch_p2p = schedules._batch_p2p  # noqa: SLF001
     waited = [0]     # > 0 inside torch's schedule transfers and a synchronous send / recv
 
+    works: list[_Work] = []    # the schedule transfers' works, as handed to torch's schedule
+
     def p2p(ops: list[Any], desc: str | None = None) -> Any:
         import torch.distributed as dist
 
+        kinds = []
         for o in ops:
-            kind = "SEND" if o.op in (dist.isend, dist.send) else "RECV"
-            rec.events.append(f"{kind}:{o.peer}:{tuple(o.tensor.shape)}")
+            kinds.append("SEND" if o.op in (dist.isend, dist.send) else "RECV")
+            rec.events.append(f"{kinds[-1]}:{o.peer}:{tuple(o.tensor.shape)}")
+        guard()
         waited[0] += 1
         try:
-            return batch_p2p(ops, desc)
+            out = batch_p2p(ops, desc)
         finally:
             waited[0] -= 1
+        if not isinstance(out, list):
+            refuse(f"torch's schedule transfers returning {type(out).__name__}")
+        out = [w if w is None else _Work(w, "RECV" in kinds, desc or "") for w in out]
+        works.extend(w for w in out if w is not None)
+        return out
+
+    def all_waited(what: str, recv_only: bool) -> None:
+        # torch's schedule waits a receive before the stage reads its buffer, a send by the end
+        # of the step; the trace composes them so (R29-2: whatever skipped the wait)
+        left = [w for w in works if not w.waited and (w.recv or not recv_only)]
+        if left:
+            msg = (f"{site()}: a transfer of torch's pipeline schedule "
+                   f"({left[0].desc or ('a receive' if left[0].recv else 'a send')}) was not "
+                   f"waited before {what}, as torch's schedule waits it: torch's pipelining was "
+                   "modified by the train file (the trace composes the transfers as waited)")
+            rec.refusals.append(msg)
+            raise PlanError(msg)
 
     def synchronous(fn: Any) -> Any:
         def w(*a: Any, **k: Any) -> Any:
@@ -380,7 +416,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     patch(schedules, "_batch_p2p", p2p)
     import torch.distributed as dist_ns
     from torch.distributed import distributed_c10d as c10d_mod
-    marking = _marking_all_reduce(c10d_mod.__dict__["all_reduce"])
+    marking = marking_all_reduce(c10d_mod.__dict__["all_reduce"], lambda: guard())
     for owner in (dist_ns, c10d_mod):
         patch(owner, "all_reduce", marking)
     for name in ("isend", "irecv", "batch_isend_irecv"):
@@ -393,14 +429,36 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         patch(dist_ns, name, fn)
     from_tracing = _IR.Pipe.__dict__["from_tracing"]
     _IR.Pipe.from_tracing = classmethod(traced)
+    expected.update({(id(o), n): o.__dict__[n] for o, n, _ in saved})
+    expected[(id(_IR.Pipe), "from_tracing")] = _IR.Pipe.__dict__["from_tracing"]
+
+    def at_step_end() -> None:
+        guard()
+        all_waited("train_step returned", recv_only=False)
+    _GUARD[0] = at_step_end
     try:
         yield rec
     finally:
+        _GUARD[0] = None
         for owner, name, value in reversed(saved):
             setattr(owner, name, value)
         if not had_new:
             del sched_base.__new__
         _IR.Pipe.from_tracing = from_tracing
+
+
+class _Work:
+    """A work of a schedule transfer as torch's schedule sees it: records that it was waited."""
+
+    def __init__(self, work: Any, recv: bool, desc: str) -> None:
+        self._work, self.recv, self.desc, self.waited = work, recv, desc, False
+
+    def wait(self, *a: Any, **k: Any) -> Any:
+        self.waited = True
+        return self._work.wait(*a, **k)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
 
 
 _OUTSIDE_STEP = ("a {} built outside train_step (in parallelize or build_model: it is kept "

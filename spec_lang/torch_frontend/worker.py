@@ -21,6 +21,7 @@ def main(argv: list[str]) -> int:
     try:
         from spec_lang.torch_frontend.capture import capture
         from spec_lang.torch_frontend.contract import read_train_file
+        from spec_lang.torch_frontend.pp_guard import take_snapshot
         from spec_lang.torch_frontend.tracedata import dump
         from spec_lang.torch_frontend.version import check_torch
         from spec_lang.torch_frontend.world import fake_world
@@ -32,6 +33,8 @@ def main(argv: list[str]) -> int:
         # the rank's environment before the file is imported (finding R7-4)
         mesh = {str(k): int(v) for k, v in (spec.get("mesh") or {}).items()}
         launcher_environment(mesh, spec["coords"])
+        # torch's pipelining as torch ships it, before the train file runs (round 29, R29-2)
+        take_snapshot()
         tf = read_train_file(path, Path(spec["source"]).read_bytes())
         if spec["coords"] is not None and dict(tf.mesh) != mesh:
             raise PlanError(f"{path}:1: the train file declares the mesh {dict(tf.mesh)} when "

@@ -10,8 +10,9 @@ shared machine. Truth: ``tests/torch_frontend/pp_truth.py``,
 Fixed in stop 29 and asserted (anything but EQUIVALENT): R28-2 (only the schedule's own
 transfers are composed), R28-3 (an all-reduce not issued by ``dist.all_reduce`` is refused),
 R28-4 (a stage or schedule that outlives ``train_step`` is refused), R28-6 (an all-reduce of a
-list of tensors is not lowered). Open, strict xfails: R28-1 and R28-5 (state on a torch class:
-the family of R11-6). The findings:
+list of tensors is not lowered); fixed later (wip/fix30): R28-1 (a read of a functional
+collective's buffer before its ``wait_tensor`` is UNKNOWN, ``waits.py``). Open, strict xfail:
+R28-5 (state on a torch class: the family of R11-6). The findings:
 
 * R28-1 (``r28_01``, dp, main too): the raw functional op
   ``torch.ops._c10d_functional.all_reduce`` is asynchronous (its output is reduced in the
@@ -56,13 +57,17 @@ def _not_accepted(out: dict) -> bool:
     return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
 
 
-# -- findings (R28-1 and R28-5 open: strict xfail) ---------------------------------------
+# -- findings (R28-5 open: strict xfail) ---------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="R28-1: _c10d_functional.all_reduce is asynchronous, its "
-                   "output read before wait_tensor is lowered as the sum")
-def test_r28_1_funcol_output_read_before_wait_tensor_is_not_accepted(tmp_path):
+def test_r28_1_funcol_output_read_before_wait_tensor_is_unknown(tmp_path):
+    """Fixed (``waits.py``): the division reading the buffer before ``wait_tensor`` is not
+    lowered, naming its line; so both gradients and updates are open (UNKNOWN)."""
     out = prove(ROUND28 / "r28_01_dp_funcol_read_before_wait.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["verdict"] == "UNKNOWN", out
+    reasons = [o["reason"] for o in out["open"]]
+    assert reasons and all("before its wait_tensor" in r and "r28_01_dp_funcol_read_before_"
+                           "wait.py:55" in r for r in reasons), reasons
 
 
 def test_r28_2_process_group_recv_read_before_wait_is_not_accepted(tmp_path):

@@ -1,0 +1,82 @@
+"""Which ``c10d.allreduce_`` nodes ``dist.all_reduce`` issued, called plainly, and waited
+(adversarial rounds 28 and 29: R28-3, R29-1).
+
+``dist.all_reduce`` waits the work of the all-reduce it issues (synchronous call), so the
+lowering may take the tensor as reduced right after the node. ``ProcessGroup.allreduce`` or
+``torch.ops.c10d.allreduce_`` called directly return a work nobody is known to wait, and the
+node's ``async_op`` flag says nothing about it. Nor does a node recorded *while*
+``dist.all_reduce`` ran: a duck-typed ``group=`` whose ``allreduce`` forwards to the real
+process group and returns no work (``dist.all_reduce`` then waits nothing), or a
+``TorchFunctionMode`` of the train file, to which ``dist.all_reduce`` hands itself
+(``handle_torch_function``) and which issues its own unwaited all-reduce (R29-1). So
+:func:`marking_all_reduce` marks a node only when the call was plain: ``group`` is ``None`` or
+torch's own ``ProcessGroup``, no torch function mode but ``make_fx``'s own is active, the
+tensor's class does not override ``__torch_function__``, exactly one all-reduce was recorded
+and it reduces the tensor given. :func:`unmarked_all_reduces` lists the others (refused).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ISSUED_BY", "marking_all_reduce", "unmarked_all_reduces", "plain_call"]
+
+ISSUED_BY = "shardproof: issued by dist.all_reduce"
+"""The mark :func:`marking_all_reduce` leaves in a ``c10d.allreduce_`` node's meta."""
+
+
+def plain_call(tensor: Any, group: Any) -> bool:
+    """Whether ``dist.all_reduce(tensor, group=group)`` runs torch's own code to the end:
+    ``group`` None or a ``ProcessGroup`` (exactly), no torch function mode but ``make_fx``'s
+    metadata mode, and a tensor whose class does not override ``__torch_function__``."""
+    import torch
+    from torch.distributed import ProcessGroup
+    from torch.fx.experimental.proxy_tensor import TorchFunctionMetadataMode
+    from torch.overrides import _get_current_function_mode_stack
+
+    if group is not None and type(group) is not ProcessGroup:
+        return False
+    if any(type(m) is not TorchFunctionMetadataMode for m in _get_current_function_mode_stack()):
+        return False
+    tf = getattr(type(tensor), "__torch_function__", None)
+    tf = getattr(tf, "__func__", tf)
+    return tf is torch._C._disabled_torch_function_impl \
+        or tf is torch.Tensor.__torch_function__.__func__
+
+
+def marking_all_reduce(all_reduce: Any, guard: Callable[[], None] | None = None) -> Any:
+    """``dist.all_reduce`` marking the ``c10d.allreduce_`` node it records while traced, when
+    the call is plain (:func:`plain_call`) and that node reduces the tensor given. ``guard``:
+    checks torch as the train file left it before the call (raises ``PlanError``)."""
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
+
+    # torch's name and signature (a TorchFunctionMode of the train file may pick the call by
+    # ``func.__name__``, and must pick it here as in the real run)
+    @functools.wraps(all_reduce)
+    def wrapped(tensor: Any, *a: Any, **k: Any) -> Any:
+        mode = get_proxy_mode()
+        graph = getattr(getattr(mode, "tracer", None), "graph", None)
+        n0 = len(graph.nodes) if graph is not None else 0
+        plain = plain_call(tensor, k.get("group", a[1] if len(a) > 1 else None))
+        try:        # the tensor's node now (the in-place all-reduce gives it a new one)
+            node = get_proxy_slot(tensor, mode.tracer).proxy.node if graph is not None else None
+        except (KeyError, AttributeError, RuntimeError):
+            node = None
+        if guard is not None:
+            guard()
+        out = all_reduce(tensor, *a, **k)
+        if graph is not None and plain:
+            new = [n for n in list(graph.nodes)[n0:] if str(n.target) == "c10d.allreduce_.default"]
+            if len(new) == 1 and node is not None and isinstance(new[0].args[0], (list, tuple)) \
+                    and list(new[0].args[0]) == [node]:
+                new[0].meta[ISSUED_BY] = True
+        return out
+    return wrapped
+
+
+def unmarked_all_reduces(gm: Any) -> list[Any]:
+    """The ``c10d.allreduce_`` nodes of ``gm`` that a plain ``dist.all_reduce`` did not issue."""
+    return [n for n in gm.graph.nodes if n.op == "call_function"
+            and str(n.target) == "c10d.allreduce_.default" and not n.meta.get(ISSUED_BY)]

@@ -1,0 +1,164 @@
+"""Torch's pipelining as the train file leaves it (``pp_guard.py``; adversarial round 29): a
+piece of torch's pipelining or ``torch.distributed`` replaced, its code swapped, a method added
+to a schedule class or shadowed on an instance is named (R29-2: ``schedules._wait_batch_p2p`` a
+no-op for the step); every live stage and schedule is found, copies made without a constructor
+included (R29-3: ``copy.copy`` kept across steps)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import weakref
+
+import pytest
+import torch.distributed as dist
+from torch.distributed.pipelining import PipelineStage, ScheduleGPipe, schedules
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend import pp_capture
+from spec_lang.torch_frontend.pp_capture import outliving_pipeline_objects, pipelining
+from spec_lang.torch_frontend.pp_guard import (Snapshot, live_pipeline_objects, modified,
+                                               shadowed)
+
+HERE = __file__
+
+
+def test_an_untouched_torch_differs_in_nothing():
+    assert modified(Snapshot(), {}) == []
+
+
+def test_a_replaced_wait_is_named_and_its_restoration_is_not():
+    snap = Snapshot()
+    wait = schedules._wait_batch_p2p
+    schedules._wait_batch_p2p = lambda works: None
+    try:
+        assert modified(snap, {}) == ["torch.distributed.pipelining.schedules._wait_batch_p2p"]
+    finally:
+        schedules._wait_batch_p2p = wait
+    assert modified(snap, {}) == []
+
+
+def test_a_swapped_code_object_is_named():
+    snap = Snapshot()
+    wait = schedules._wait_batch_p2p
+    code = wait.__code__
+    wait.__code__ = (lambda works: None).__code__
+    try:
+        assert modified(snap, {}) == ["torch.distributed.pipelining.schedules._wait_batch_p2p "
+                                      "(its code, defaults or closure)"]
+    finally:
+        wait.__code__ = code
+
+
+def test_a_method_or_data_added_to_a_schedule_class_is_named():
+    """``step`` is inherited (``PipelineScheduleSingle``): set on ``ScheduleGPipe`` it shadows
+    torch's; ``_live`` is R28-4's hiding place."""
+    snap = Snapshot()
+    assert "step" not in vars(ScheduleGPipe)
+    ScheduleGPipe.step = lambda self, *a, **k: None
+    ScheduleGPipe._live = [1]
+    try:
+        got = modified(snap, {})
+    finally:
+        del ScheduleGPipe.step, ScheduleGPipe._live
+    assert sorted(got) == ["torch.distributed.pipelining.schedules.ScheduleGPipe._live (added)",
+                           "torch.distributed.pipelining.schedules.ScheduleGPipe.step (added)"], got
+
+
+def test_a_replaced_process_group_method_is_named_and_an_expected_patch_is_not():
+    snap = Snapshot()
+    recv, wait = dist.distributed_c10d.recv, PipelineStage._recv_meta
+    dist.distributed_c10d.recv = lambda *a, **k: None        # as if the capture patched it
+    PipelineStage._recv_meta = lambda *a, **k: None          # the train file
+    try:
+        got = modified(snap, {(id(dist.distributed_c10d), "recv"): dist.distributed_c10d.recv})
+    finally:
+        dist.distributed_c10d.recv, PipelineStage._recv_meta = recv, wait
+    assert got == ["torch.distributed.pipelining.stage.PipelineStage._recv_meta"], got
+
+
+def test_a_method_shadowed_on_an_instance_is_named():
+    s = object.__new__(ScheduleGPipe)
+    s._n_microbatches = 2                                    # data: not a method
+    assert shadowed(s) == []
+    s._step_microbatches = lambda *a, **k: None
+    assert shadowed(s) == ["ScheduleGPipe._step_microbatches (set on the instance)"]
+
+
+def test_the_capture_refuses_a_no_op_wait_while_its_own_patches_pass():
+    with pipelining(HERE, cpu=True, in_meta=None) as rec:
+        pp_capture._GUARD[0]()                               # the capture's patches: expected
+        wait = schedules._wait_batch_p2p
+        schedules._wait_batch_p2p = lambda works: None
+        try:
+            with pytest.raises(PlanError) as e:
+                pp_capture._GUARD[0]()
+        finally:
+            schedules._wait_batch_p2p = wait
+    msg = str(e.value)
+    assert "torch's pipelining was modified by the train file" in msg
+    assert "schedules._wait_batch_p2p is not torch's own" in msg
+    assert rec.refusals == [msg]
+    assert pp_capture._GUARD[0] is None
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle", "new"])
+def test_a_copy_of_a_schedule_outliving_the_step_is_found(how):
+    built = object.__new__(ScheduleGPipe)
+    built._n_microbatches = 2
+    pp_capture._BUILT.append((weakref.ref(built), ScheduleGPipe))
+    if how == "copy":
+        kept = copy.copy(built)
+    elif how == "deepcopy":
+        kept = copy.deepcopy(built)
+    elif how == "pickle":
+        kept = pickle.loads(pickle.dumps(built))
+    else:
+        kept = object.__new__(ScheduleGPipe)
+        kept.__dict__.update(built.__dict__)
+    del built
+    try:
+        assert outliving_pipeline_objects() == ["ScheduleGPipe"]
+        assert any(o is kept for o in live_pipeline_objects())
+    finally:
+        pp_capture._BUILT.clear()
+    del kept
+    assert live_pipeline_objects() == []
+
+
+class _FakeWork:
+    def __init__(self):
+        self.calls = 0
+
+    def wait(self):
+        self.calls += 1
+        return True
+
+
+def test_a_schedule_transfer_never_waited_is_refused(monkeypatch):
+    """Whatever skips torch's wait (a no-op ``_wait_batch_p2p`` installed and removed between
+    two checks, a trace function jumping over ``w.wait()``), the works torch's schedule gets
+    record whether they were waited: a receive must be by the next action, every transfer by
+    the end of the step."""
+    from types import SimpleNamespace
+
+    import torch
+
+    issued: list[_FakeWork] = []
+
+    def fake_batch_p2p(ops, desc=None):
+        issued.extend(_FakeWork() for _ in ops)
+        return issued[-len(ops):]
+    monkeypatch.setattr(schedules, "_batch_p2p", fake_batch_p2p)
+    op = SimpleNamespace(op=object(), peer=1, tensor=torch.zeros(2))     # a receive
+    with pipelining(HERE, cpu=True, in_meta=None) as rec:
+        works = schedules._batch_p2p([op], desc="fwd_recv")
+        with pytest.raises(PlanError) as e:
+            pp_capture._GUARD[0]()
+        schedules._wait_batch_p2p(works)                                 # torch's wait
+        pp_capture._GUARD[0]()
+    assert "a transfer of torch's pipeline schedule (fwd_recv) was not waited before " \
+           "train_step returned" in str(e.value), e.value
+    assert rec.refusals == [str(e.value)]
+    assert [w.calls for w in issued] == [1]                              # waited once, through
+    assert rec.events == ["RECV:1:(2,)"]
