@@ -192,6 +192,8 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             a.layouts[n] = seeds(i, n, dims)
+            # two dims of one input are never one named dim (a square weight: twins)
+            dims.mark_apart([x for d in (a.layouts[n] or ()) for x in dims.canon(d)])
             i += 1
         elif n.op == "get_attr":
             v = getattr(gm, n.target)

@@ -47,7 +47,7 @@ from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
-    Names, SizeMismatch, plan_namer, solve_real_sizes, spec_names, spec_namer,
+    Names, SizeMismatch, plan_namer, solve_real_sizes, spec_names, spec_namer, twin_keys,
 )
 from spec_lang.torch_frontend.values import TV
 from spec_lang.torch_frontend.version import check_torch
@@ -330,7 +330,7 @@ def lower_all(cap: Captured) -> Lowered:
         sd = Dims()
         spec_an = analyse(cap.spec.gm, _spec_seeds(cap.spec, splits), sd, path)
         names = spec_names(spec_an, probe, mf)
-        pd = Dims(axis_sizes=tf.mesh)
+        pd = Dims(axis_sizes=tf.mesh, twin_keys=twin_keys(spec_an, names))
         try:
             plan_an = analyse(plan_tr.gm, _plan_seeds(plan_tr, spec_an, names, cap.spec), pd,
                               path, groups=plan_tr.groups, rank_blocks=rank_blocks)

@@ -25,7 +25,7 @@ from spec_lang.term import DimSpec
 from spec_lang.torch_frontend.analysis import Analysis, semantic_nodes
 from spec_lang.torch_frontend.dims import Atom, Dims
 
-__all__ = ["Names", "spec_names", "plan_namer", "solve_real_sizes", "SizeMismatch"]
+__all__ = ["Names", "spec_names", "plan_namer", "solve_real_sizes", "SizeMismatch", "twin_keys"]
 
 
 class SizeMismatch(ValueError):
@@ -134,6 +134,19 @@ def spec_names(a: Analysis, probe: Mapping[str, int], mesh_factor: int) -> Names
         used[base] = k + 1
         name_of[key] = base if k == 0 else f"{base}_{k + 1}"
     return Names(keys, name_of, {name_of[k]: s for k, s in sizes.items()})
+
+
+def twin_keys(a: Analysis, names: Names) -> frozenset[frozenset[str]]:
+    """The key pairs of the spec's twin dims (two dims of one input that the program combines,
+    a square weight's: ``Dims.mark_apart``), for the plan traces' ``Dims``: a plan combining
+    atoms of the two keys renames one, as the spec does."""
+    d = a.dims
+    out = set()
+    for x, y in d.twins_met:
+        kx, ky = names.key_of.get(id(d.find(x))), names.key_of.get(id(d.find(y)))
+        if kx is not None and ky is not None and kx != ky:
+            out.add(frozenset((kx, ky)))
+    return frozenset(out)
 
 
 def plan_namer(a: Analysis, names: Names, chunked: set[str] | None = None) -> Any:
