@@ -225,7 +225,9 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
 
 def _dedupe(a: Analysis, lay: Any, n: fx.Node) -> Any:
     """A layout holding one named dim twice (``q @ k^T`` of self-attention: positions by
-    positions) keeps the first and gets a copy of it for the others (see ``Dims.copy``)."""
+    positions) keeps the first and gets a copy of it for the others (see ``Dims.copy``), or
+    its one twin (``Dims.twin_for``: the gradient of a square weight applied to its own
+    output)."""
     if not isinstance(lay, list) or not all(
             isinstance(d, list) and all(isinstance(x, Atom) for x in d) for d in lay):
         return lay
@@ -237,8 +239,10 @@ def _dedupe(a: Analysis, lay: Any, n: fx.Node) -> Any:
         for x in atoms:
             r = a.dims.find(x)
             if id(r) in seen:
-                x = a.dims.copy(r, a.where(n))
-                r = x
+                # a square weight's dim twice (its gradient): its twin, else a copy
+                tw = a.dims.twin_for(r, [y for d in lay for y in d], a.where(n))
+                x = tw if tw is not None else a.dims.copy(r, a.where(n))
+                r = a.dims.find(x)
             seen.add(id(r))
             new.append(x)
         out.append(new)

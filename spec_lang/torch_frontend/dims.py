@@ -146,14 +146,41 @@ class Dims:
             return False
         if self.copy_root(ra) is self.copy_root(rb):
             return True
-        if ra.size == rb.size and self._apart(ra, rb):
-            self.twins_met.append((ra, rb))
+        if self._twins(ra, rb):
             return True
         if ra.info is not None and rb.info is not None and ra.info[1] == rb.info[1]:
-            ka, kb = ra.info[0].rstrip("'"), rb.info[0].rstrip("'")
-            return (ka == kb and ra.info != rb.info) or (
-                ra.size == rb.size and frozenset((ka, kb)) in self.twin_keys)
+            return ra.info[0].rstrip("'") == rb.info[0].rstrip("'") and ra.info != rb.info
         return False
+
+    def _twins(self, ra: Atom, rb: Atom) -> bool:
+        """Roots ``ra`` and ``rb`` are twins: two dims of one input (:meth:`mark_apart`) or, in
+        a plan trace, of the spec's twin keys (with the same shards)."""
+        if ra.size != rb.size:
+            return False
+        if self._apart(ra, rb):
+            self.twins_met.append((ra, rb))
+            return True
+        return (ra.info is not None and rb.info is not None and ra.info[1] == rb.info[1]
+                and frozenset((ra.info[0], rb.info[0])) in self.twin_keys)
+
+    def twin_for(self, a: Atom, exclude: Sequence[Atom], where: str) -> Atom | None:
+        """The one twin of ``a`` of its size that no atom of ``exclude`` is (a layout holding
+        ``a`` twice names the second occurrence by it, as the input whose dims they are does),
+        or None when there is not exactly one: in a plan trace a fresh atom with the twin key's
+        lineage."""
+        r = self.find(a)
+        ex = {id(self.find(x)) for x in exclude}
+        if r.info is not None and self.twin_keys:
+            key, shards = r.info
+            ex_keys = {self.find(x).info[0] for x in exclude if self.find(x).info is not None}
+            keys = {k for pair in self.twin_keys if key in pair for k in pair
+                    if k != key and k not in ex_keys}
+            if len(keys) != 1:
+                return None
+            return self.fresh(r.size, where, (keys.pop(), shards))
+        cands = {id(q): q for q in (self.find(x) for x in (r.apart or ()))
+                 if q.size == r.size and id(q) not in ex}
+        return next(iter(cands.values())) if len(cands) == 1 else None
 
     def mark_apart(self, atoms: Sequence[Atom]) -> None:
         """The leaf atoms of one input's dims are pairwise twins: never unified (an input
@@ -201,7 +228,9 @@ class Dims:
             Refine: lineage forces a spec atom to split.
         """
         ra, rb = self.find(a), self.find(b)
-        if ra is rb or self.related(ra, rb):
+        if ra is rb:
+            return
+        if self.related(ra, rb):
             return
         if ra.size != rb.size:
             raise DimsError(f"{where}: dims of sizes {ra.size} and {rb.size} are combined")

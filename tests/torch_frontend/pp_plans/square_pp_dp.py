@@ -1,7 +1,8 @@
-"""A square ``nn.Linear(h, h)`` inside pipeline stage 0 (right): round 22's MLP with a square
-hidden layer, 2 stages (``PipelineStage``, ``ScheduleGPipe``, 2 micro-batches) x hand-written
-DP on dp 2. Both weight dims of ``sq`` are the logical dim ``h`` (ATTEMPTS.md round 23, a19:
-once refused, "repeated dim in ['h', 'h']"). Expected EQUIVALENT."""
+"""A residual square ``nn.Linear(h, h)`` inside pipeline stage 0 (right): round 22's MLP with
+``h + sq(h)`` on stage 0, 2 stages (``PipelineStage``, ``ScheduleGPipe``, 2 micro-batches) x
+hand-written DP on dp 2. The residual makes both weight dims of ``sq`` one named dim (ATTEMPTS.md
+round 23, a19: once refused, "repeated dim in ['h', 'h']"). Expected EQUIVALENT; its wrong
+mirror ``square_pp_dp_grad_x2_buggy.py`` doubles ``sq.weight``'s gradient on stage 0."""
 
 import torch
 import torch.distributed as dist
@@ -23,7 +24,8 @@ class MLP(nn.Module):
         self.l1 = nn.Linear(h, v)
 
     def forward(self, x):
-        return self.l1(torch.tanh(self.sq(torch.tanh(self.l0(x)))))
+        h = torch.tanh(self.l0(x))
+        return self.l1(torch.tanh(h + self.sq(h)))
 
 
 class Stage(nn.Module):
@@ -35,7 +37,8 @@ class Stage(nn.Module):
 
     def forward(self, h):
         if self.l0 is not None:
-            h = torch.tanh(self.sq(torch.tanh(self.l0(h))))
+            h = torch.tanh(self.l0(h))
+            h = torch.tanh(h + self.sq(h))
         if self.l1 is not None:
             h = self.l1(h)
         return h
