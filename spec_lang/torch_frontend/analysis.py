@@ -232,18 +232,21 @@ def _dedupe(a: Analysis, lay: Any, n: fx.Node) -> Any:
             isinstance(d, list) and all(isinstance(x, Atom) for x in d) for d in lay):
         return lay
     seen: set[int] = set()
+    infos: set[Any] = set()        # a plan's classes of one lineage are one IR name
     out = []
     for dim in lay:
         atoms = a.dims.canon(dim)
         new = []
         for x in atoms:
             r = a.dims.find(x)
-            if id(r) in seen:
+            if id(r) in seen or (r.info is not None and r.info in infos):
                 # a square weight's dim twice (its gradient): its twin, else a copy
                 tw = a.dims.twin_for(r, [y for d in lay for y in d], a.where(n))
                 x = tw if tw is not None else a.dims.copy(r, a.where(n))
                 r = a.dims.find(x)
             seen.add(id(r))
+            if r.info is not None:
+                infos.add(r.info)
             new.append(x)
         out.append(new)
     return out
