@@ -83,6 +83,27 @@ def test_a_plan_reads_the_spec_twins_from_their_keys():
     assert t is not None and t.info == ("l0.weight#0", ())
 
 
+def test_a_plan_layout_with_two_classes_of_one_lineage_names_the_second_by_its_twin():
+    # a pipelined plan: stage 0's activation and the gradient stage 1 sends back are two
+    # classes of one lineage (one IR name); the weight gradient holding both is renamed
+    import torch.fx as fx
+
+    from spec_lang.torch_frontend.analysis import Analysis, _dedupe
+
+    d = Dims(twin_keys=[frozenset(("sq.weight#0", "l0.weight#0"))])
+    act = d.fresh(4, "act", ("l0.weight#0", ()))
+    grad = d.fresh(4, "grad", ("l0.weight#0", ()))
+    g = fx.Graph()
+    n = g.call_function(torch.ops.aten.mm.default, ())
+    an = Analysis(None, d, {})
+    lay = _dedupe(an, [[grad], [act]], n)
+    assert d.find(lay[0][0]) is d.find(grad)
+    assert d.find(lay[1][0]).info == ("sq.weight#0", ())
+    other = d.fresh(4, "o", ("l1.weight#1", ()))          # no twin: a copy, as before
+    lay = _dedupe(an, [[other], [d.fresh(4, "p", ("l1.weight#1", ()))]], n)
+    assert d.find(lay[1][0]).info == ("l1.weight#1'", ())
+
+
 def test_a_plan_output_is_named_as_the_spec_output_position_by_position():
     h, h2 = DimSpec("h"), DimSpec("h_2")
     spec_w = TV(term(Op.INPUT, (), ("w", "param", "real"), (h2, h)), ((h2,), (h,)))
