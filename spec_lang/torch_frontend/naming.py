@@ -165,7 +165,7 @@ def positional_names(spec_out: Mapping[str, Any], plan_out: Mapping[str, Any],
     differs from the spec's only in which of two equal-size names it uses: the twins of a
     square weight, a copy). A goal compares torch's tensors position by position; the names
     are the lowering's. Names of different probe sizes are left (the goal then fails)."""
-    from spec_lang.torch_frontend.lower import rename_dims
+    from spec_lang.torch_frontend.lower import Opaque, rename_dims
     from spec_lang.torch_frontend.values import TV
 
     def size(name: str) -> int | None:
@@ -187,13 +187,17 @@ def positional_names(spec_out: Mapping[str, Any], plan_out: Mapping[str, Any],
                 if a.name != b.name and size(a.name) == size(b.name) is not None:
                     ren[b.name] = DimSpec(a.name, b.shards)
         else:
-            if ren and len({d.name for d in ren.values()}) == len(ren) and all(
-                    n in pv.term.dim_names for n in ren):
-                dims = tuple(tuple(ren.get(d.name, d) for d in dim) for dim in pv.dims)
-                try:
-                    out[k] = (role, TV(rename_dims(pv.term, ren, same_size), dims), nd)
-                except ValueError:       # a name of another size in the way: left to fail
-                    pass
+            if not ren:
+                continue
+            dims = tuple(tuple(ren.get(d.name, d) for d in dim) for dim in pv.dims)
+            try:     # (a dim the term is constant along has no name in it to rename)
+                t = rename_dims(pv.term, {a: b for a, b in ren.items()
+                                          if a in pv.term.dim_names}, same_size)
+            except ValueError as e:   # never compared by names that disagree with positions
+                out[k] = (role, Opaque("output", k, f"its dims cannot be named as the "
+                                                    f"single-device step's ({e})"), nd)
+                continue
+            out[k] = (role, TV(t, dims), nd)
     return out
 
 

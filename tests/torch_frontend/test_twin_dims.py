@@ -125,6 +125,14 @@ def test_a_plan_output_is_named_as_the_spec_output_position_by_position():
     out = positional_names({"grad:w": (None, spec_w, None)}, {"grad:w": ("r", wide, "n")},
                            {"h": 4, "h_2": 4, "d": 6}, {})
     assert out["grad:w"][1].dims[1] == (DimSpec("d"),)
+    # names that cannot be made positional (the spec's name is the plan's at another
+    # position of another size): UNKNOWN, never compared by names
+    from spec_lang.torch_frontend.lower import Opaque
+    e = DimSpec("e")
+    spec_e = TV(term(Op.INPUT, (), ("w", "param", "real"), (h2, e)), ((h2,), (e,)))
+    out = positional_names({"grad:w": (None, spec_e, None)}, {"grad:w": ("r", plan_w, "n")},
+                           {"h": 4, "h_2": 4, "e": 6}, {})
+    assert isinstance(out["grad:w"][1], Opaque)
 
 
 # -- float64 against torch: the square matmul and its backward --------------------------------
