@@ -192,6 +192,8 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             a.layouts[n] = seeds(i, n, dims)
+            # two dims of one input are never one named dim (a square weight: twins)
+            dims.mark_apart([x for d in (a.layouts[n] or ()) for x in dims.canon(d)])
             i += 1
         elif n.op == "get_attr":
             v = getattr(gm, n.target)
@@ -223,21 +225,28 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
 
 def _dedupe(a: Analysis, lay: Any, n: fx.Node) -> Any:
     """A layout holding one named dim twice (``q @ k^T`` of self-attention: positions by
-    positions) keeps the first and gets a copy of it for the others (see ``Dims.copy``)."""
+    positions) keeps the first and gets a copy of it for the others (see ``Dims.copy``), or
+    its one twin (``Dims.twin_for``: the gradient of a square weight applied to its own
+    output)."""
     if not isinstance(lay, list) or not all(
             isinstance(d, list) and all(isinstance(x, Atom) for x in d) for d in lay):
         return lay
     seen: set[int] = set()
+    infos: set[Any] = set()        # a plan's classes of one lineage are one IR name
     out = []
     for dim in lay:
         atoms = a.dims.canon(dim)
         new = []
         for x in atoms:
             r = a.dims.find(x)
-            if id(r) in seen:
-                x = a.dims.copy(r, a.where(n))
-                r = x
+            if id(r) in seen or (r.info is not None and r.info in infos):
+                # a square weight's dim twice (its gradient): its twin, else a copy
+                tw = a.dims.twin_for(r, [y for d in lay for y in d], a.where(n))
+                x = tw if tw is not None else a.dims.copy(r, a.where(n))
+                r = a.dims.find(x)
             seen.add(id(r))
+            if r.info is not None:
+                infos.add(r.info)
             new.append(x)
         out.append(new)
     return out

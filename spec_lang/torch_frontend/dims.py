@@ -15,6 +15,12 @@ rules of :mod:`spec_lang.torch_frontend.rules`:
   their sizes require it (so ``(6, 10) -> (60,)`` and ``(60,) -> (6, 10)`` both work; a view that
   no refinement explains raises :class:`DimsError`).
 
+Two dims of one input are never one named dim (an IR term has each name once): ``mark_apart``
+keeps the dims of a square weight ``nn.Linear(h, h)`` applied to its own output (``h + sq(h)``,
+a layer applied twice) *twins*, two named dims of equal size that ops combining them rename
+position by position, as copies (``related``). A plan trace reads the spec's twins from their
+keys (``twin_keys``).
+
 A dim of size 1 is the empty product (no atom), so ``unsqueeze`` and broadcasting need no atom.
 
 In a plan trace every atom also carries its *lineage* (:attr:`Atom.info`): the spec atom it is a
@@ -65,6 +71,7 @@ class Atom:
     piece: tuple[Atom, int, int] | None = None   # block i of n of an atom (slice / split)
     rank_axis: str | None = None            # the rank index of an all-gather's stacked dim
     copy_of: Atom | None = None             # a second copy of a dim in one tensor (scores' keys)
+    apart: list[Atom] | None = None         # (on a root) atoms of other classes it is a twin of
 
     def __repr__(self) -> str:
         return f"a{self.uid}:{self.size}" + (f"<{self.info[0]}{list(self.info[1])}>"
@@ -79,10 +86,15 @@ class Dims:
     """
 
     def __init__(self, axis_sizes: dict[str, int] | None = None,
-                 global_size: dict[str, int] | None = None):
+                 global_size: dict[str, int] | None = None,
+                 twin_keys: Iterable[frozenset[str]] = ()):
         self.atoms: list[Atom] = []
         self.axis_sizes = dict(axis_sizes or {})
         self.global_size = dict(global_size or {})
+        # spec atom keys that are twins (a plan trace: lineage keys kept apart by the spec)
+        self.twin_keys = frozenset(twin_keys)
+        # pairs of twin classes that met (a combination :meth:`unify` left apart)
+        self.twins_met: list[tuple[Atom, Atom]] = []
 
     # -- union-find ---------------------------------------------------------------------------
     def fresh(self, size: int, origin: str, info: Info | None = None) -> Atom:
@@ -127,15 +139,77 @@ class Dims:
 
     def related(self, a: Atom, b: Atom) -> bool:
         """``a`` and ``b`` are copies of one named dim (e.g. the query and key positions of
-        self-attention scores): ops combining them rename one, never unify them."""
+        self-attention scores) or twins (two dims of one input: :meth:`mark_apart`): ops
+        combining them rename one, never unify them."""
         ra, rb = self.find(a), self.find(b)
         if ra is rb:
             return False
         if self.copy_root(ra) is self.copy_root(rb):
             return True
+        if self._twins(ra, rb):
+            return True
         if ra.info is not None and rb.info is not None and ra.info[1] == rb.info[1]:
             return ra.info[0].rstrip("'") == rb.info[0].rstrip("'") and ra.info != rb.info
         return False
+
+    def _twins(self, ra: Atom, rb: Atom) -> bool:
+        """Roots ``ra`` and ``rb`` are twins: two dims of one input (:meth:`mark_apart`) or, in
+        a plan trace, of the spec's twin keys (with the same shards)."""
+        if ra.size != rb.size:
+            return False
+        if self._apart(ra, rb):
+            self.twins_met.append((ra, rb))
+            return True
+        return (ra.info is not None and rb.info is not None and ra.info[1] == rb.info[1]
+                and frozenset((ra.info[0], rb.info[0])) in self.twin_keys)
+
+    def twin_for(self, a: Atom, exclude: Sequence[Atom], where: str) -> Atom | None:
+        """The one twin of ``a`` of its size that no atom of ``exclude`` is (a layout holding
+        ``a`` twice names the second occurrence by it, as the input whose dims they are does),
+        or None when there is not exactly one: in a plan trace a fresh atom with the twin key's
+        lineage."""
+        r = self.find(a)
+        ex = {id(self.find(x)) for x in exclude}
+        if r.info is not None and self.twin_keys:
+            key, shards = r.info
+            ex_keys = {self.find(x).info[0] for x in exclude if self.find(x).info is not None}
+            keys = {k for pair in self.twin_keys if key in pair for k in pair
+                    if k != key and k not in ex_keys}
+            if len(keys) != 1:
+                return None
+            return self.fresh(r.size, where, (keys.pop(), shards))
+        cands = {id(q): q for q in (self.find(x) for x in (r.apart or ()))
+                 if q.size == r.size and id(q) not in ex}
+        return next(iter(cands.values())) if len(cands) == 1 else None
+
+    def mark_apart(self, atoms: Sequence[Atom]) -> None:
+        """The leaf atoms of one input's dims are pairwise twins: never unified (an input
+        with one named dim twice would be ill-typed), renamed where they meet."""
+        roots = []
+        for x in atoms:
+            r = self.find(x)
+            if all(r is not q for q in roots):
+                roots.append(r)
+        if len(roots) < 2:
+            return
+        for r in roots:
+            r.apart = (r.apart or []) + [q for q in roots if q is not r]
+
+    def _apart(self, ra: Atom, rb: Atom) -> bool:
+        """Roots ``ra`` and ``rb`` hold two dims of one input (the relation is symmetric: the
+        shorter list is searched)."""
+        if not ra.apart or not rb.apart:
+            return False
+        if len(rb.apart) < len(ra.apart):
+            ra, rb = rb, ra
+        return any(self.find(x) is rb for x in ra.apart)
+
+    def _join(self, child: Atom, root: Atom) -> None:
+        """Union: ``child`` (a root) under ``root``, which takes over its twins."""
+        child.parent = root
+        if child.apart:
+            root.apart = (root.apart or []) + child.apart
+            child.apart = None
 
     def copy(self, a: Atom, where: str) -> Atom:
         """A second copy of ``a`` for a tensor that has ``a`` twice (attention scores)."""
@@ -154,7 +228,9 @@ class Dims:
             Refine: lineage forces a spec atom to split.
         """
         ra, rb = self.find(a), self.find(b)
-        if ra is rb or self.related(ra, rb):
+        if ra is rb:
+            return
+        if self.related(ra, rb):
             return
         if ra.size != rb.size:
             raise DimsError(f"{where}: dims of sizes {ra.size} and {rb.size} are combined")
@@ -168,16 +244,16 @@ class Dims:
             if rb.parts is None:
                 if rb.info is not None:
                     self._distribute(rb, ra.parts, where)  # type: ignore[arg-type]
-                rb.parent = ra
+                self._join(rb, ra)
                 return
-            rb.parent = ra
+            self._join(rb, ra)
             self.same(list(pa), list(pb), where)
             return
         if ra.info is not None and rb.info is not None and ra.info != rb.info:
             raise DimsError(f"{where}: combines {_show(ra.info)} with {_show(rb.info)}")
         if ra.info is None:
             ra.info = rb.info
-        rb.parent = ra
+        self._join(rb, ra)
 
     def _distribute(self, leaf: Atom, parts: list[Atom], where: str) -> None:
         """A leaf with lineage becomes the product of ``parts``: the spec atom must split."""

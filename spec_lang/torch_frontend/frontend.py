@@ -47,7 +47,8 @@ from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
-    Names, SizeMismatch, plan_namer, solve_real_sizes, spec_names, spec_namer,
+    Names, SizeMismatch, plan_namer, positional_names, solve_real_sizes, spec_names,
+    spec_namer, twin_keys,
 )
 from spec_lang.torch_frontend.values import TV
 from spec_lang.torch_frontend.version import check_torch
@@ -330,7 +331,7 @@ def lower_all(cap: Captured) -> Lowered:
         sd = Dims()
         spec_an = analyse(cap.spec.gm, _spec_seeds(cap.spec, splits), sd, path)
         names = spec_names(spec_an, probe, mf)
-        pd = Dims(axis_sizes=tf.mesh)
+        pd = Dims(axis_sizes=tf.mesh, twin_keys=twin_keys(spec_an, names))
         try:
             plan_an = analyse(plan_tr.gm, _plan_seeds(plan_tr, spec_an, names, cap.spec), pd,
                               path, groups=plan_tr.groups, rank_blocks=rank_blocks)
@@ -375,6 +376,7 @@ def lower_all(cap: Captured) -> Lowered:
         plan_out = fold_outputs(plan_out, plan_tr, chunked)
     spec_name = dict((plan_tr.pp or {}).get("spec_name", {}))
     spec_out.update({n: spec_out[m] for n, m in spec_name.items() if n != m and m in spec_out})
+    plan_out = positional_names(spec_out, plan_out, names.probe_size, plan_ctx.same_size)
     sizes = dict(real)
     for ctx in (spec_ctx, plan_ctx):
         for name in ctx.same_size:

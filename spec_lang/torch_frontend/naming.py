@@ -25,7 +25,8 @@ from spec_lang.term import DimSpec
 from spec_lang.torch_frontend.analysis import Analysis, semantic_nodes
 from spec_lang.torch_frontend.dims import Atom, Dims
 
-__all__ = ["Names", "spec_names", "plan_namer", "solve_real_sizes", "SizeMismatch"]
+__all__ = ["Names", "spec_names", "plan_namer", "solve_real_sizes", "SizeMismatch", "twin_keys",
+           "positional_names"]
 
 
 class SizeMismatch(ValueError):
@@ -134,6 +135,70 @@ def spec_names(a: Analysis, probe: Mapping[str, int], mesh_factor: int) -> Names
         used[base] = k + 1
         name_of[key] = base if k == 0 else f"{base}_{k + 1}"
     return Names(keys, name_of, {name_of[k]: s for k, s in sizes.items()})
+
+
+def twin_keys(a: Analysis, names: Names) -> frozenset[frozenset[str]]:
+    """The key pairs of the spec's twin dims of one size (two dims of one input:
+    ``Dims.mark_apart``), for the plan traces' ``Dims``: a plan combining atoms of the two keys
+    renames one, as the spec does."""
+    d = a.dims
+    out = set()
+    for x in d.atoms:
+        r = d.find(x)
+        if r is not x or not r.apart:
+            continue
+        kr = names.key_of.get(id(r))
+        for y in r.apart:
+            q = d.find(y)
+            kq = names.key_of.get(id(q))
+            if q is not r and q.size == r.size and kr is not None and kq is not None \
+                    and kq != kr:
+                out.add(frozenset((kr, kq)))
+    return frozenset(out)
+
+
+def positional_names(spec_out: Mapping[str, Any], plan_out: Mapping[str, Any],
+                     probe_size: Mapping[str, int], same_size: dict[str, str]
+                     ) -> dict[str, Any]:
+    """The plan's outputs with each torch dim named as the spec's output of the same name
+    names it, position by position (``(role, value, node)`` items; a value whose layout
+    differs from the spec's only in which of two equal-size names it uses: the twins of a
+    square weight, a copy). A goal compares torch's tensors position by position; the names
+    are the lowering's. Names of different probe sizes are left (the goal then fails)."""
+    from spec_lang.torch_frontend.lower import Opaque, rename_dims
+    from spec_lang.torch_frontend.values import TV
+
+    def size(name: str) -> int | None:
+        seen = 0
+        while name in same_size and seen < 16:
+            name, seen = same_size[name], seen + 1
+        return probe_size.get(name)
+
+    out = dict(plan_out)
+    for k, (role, pv, nd) in plan_out.items():
+        sv = spec_out.get(k, (None, None))[1]
+        if not (isinstance(sv, TV) and isinstance(pv, TV)) or len(sv.dims) != len(pv.dims):
+            continue
+        ren: dict[str, DimSpec] = {}
+        for sd, pd in zip(sv.dims, pv.dims):
+            if len(sd) != len(pd):
+                break
+            for a, b in zip(sd, pd):
+                if a.name != b.name and size(a.name) == size(b.name) is not None:
+                    ren[b.name] = DimSpec(a.name, b.shards)
+        else:
+            if not ren:
+                continue
+            dims = tuple(tuple(ren.get(d.name, d) for d in dim) for dim in pv.dims)
+            try:     # (a dim the term is constant along has no name in it to rename)
+                t = rename_dims(pv.term, {a: b for a, b in ren.items()
+                                          if a in pv.term.dim_names}, same_size)
+            except ValueError as e:   # never compared by names that disagree with positions
+                out[k] = (role, Opaque("output", k, f"its dims cannot be named as the "
+                                                    f"single-device step's ({e})"), nd)
+                continue
+            out[k] = (role, TV(t, dims), nd)
+    return out
 
 
 def plan_namer(a: Analysis, names: Names, chunked: set[str] | None = None) -> Any:
