@@ -310,12 +310,10 @@ def from_terms(table: NodeTable, roots: Iterable[Any],
 
 # -- hashing ------------------------------------------------------------------------------------
 def node_hash_table(table: NodeTable) -> list[str]:
-    """Merkle hash of every node: sha256 over (op, child hashes, attrs, dims); id-independent.
-
-    The payload is ``canonical_json([op, [child hashes], [encoded attrs], [[dim, [shards]]]])``,
-    written as the concatenation of its items' canonical JSON (what ``json.dumps`` of a list
-    with these separators is), with the attrs and dims parts memoised: most nodes share them
-    (``tests/test_certificate_hashes.py`` compares it with the one-call spelling)."""
+    """Merkle hash of every node: sha256 over ``canonical_json([op, [child hashes], [encoded
+    attrs], [[dim, [shards]]]])``; id-independent. Written as its items' canonical JSON joined
+    (what ``json.dumps`` of a list is), the attrs and dims parts memoised (most nodes share
+    them; ``tests/proofs/test_node_hashes.py`` compares it with one call per node)."""
     hs: list[str] = []
     attrs_json: dict[Any, str] = {}
     dims_json: dict[Any, str] = {}
@@ -335,17 +333,6 @@ def node_hash_table(table: NodeTable) -> list[str]:
         kids = ",".join(['"' + hs[i] + '"' for i in args])
         payload = f"[{o},[{kids}],{a},{d}]"
         hs.append(sha256(payload.encode()).hexdigest())
-    return hs
-
-
-def node_hash_table_plain(table: NodeTable) -> list[str]:
-    """:func:`node_hash_table` in one ``canonical_json`` call per node (the reference spelling
-    the tests compare it with)."""
-    hs: list[str] = []
-    for op, args, attrs, dims in table.nodes:
-        payload = canonical_json([op, [hs[a] for a in args], [encode_attr(a) for a in attrs],
-                                  [[n, list(s)] for n, s in dims]])
-        hs.append(hashlib.sha256(payload.encode()).hexdigest())
     return hs
 
 
