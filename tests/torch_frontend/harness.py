@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -28,6 +29,16 @@ from spec_lang.torch_frontend.naming import spec_namer, spec_names
 from spec_lang.torch_frontend.values import TV, Stacked
 
 __all__ = ["Lowered1", "lower_fn", "check_fn", "ops_of"]
+
+
+@pytest.fixture(autouse=True)
+def float64_default():
+    """Literals (``torch.tensor(0.5)``, ``ones``) in float64 for the tests of a module that
+    imports this fixture (autouse there), and the default dtype restored after each."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 @dataclass

@@ -19,16 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spec_lang.torch_frontend.registry import RULES
-from tests.torch_frontend.harness import check_fn, ops_of
+from tests.torch_frontend.harness import check_fn, float64_default, ops_of  # noqa: F401
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    """Literals (``torch.tensor(0.5)``, ``ones``) in float64 for this module's tests only."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
 
 
 Case = Callable[[np.random.Generator, list[int]], tuple[Callable, list[torch.Tensor]]]

@@ -19,15 +19,9 @@ from spec_lang.term import Binding, DimSpec, Op, term
 from spec_lang.torch_frontend.dims import Dims, DimsError
 from spec_lang.torch_frontend.naming import positional_names
 from spec_lang.torch_frontend.values import TV
-from tests.torch_frontend.harness import check_fn
+from tests.torch_frontend.harness import check_fn, float64_default  # noqa: F401 (autouse)
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
 
 
 # -- the naming mechanism ---------------------------------------------------------------------
