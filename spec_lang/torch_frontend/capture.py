@@ -396,7 +396,10 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                 loss = tf.fn("train_step")(model, opt, data, m)
             if plan:
                 torch_as_left()
-            kept = outliving_pipeline_objects()
+            try:
+                kept = outliving_pipeline_objects()
+            except PlanError as e:          # the collector frozen (pp_guard.GC_FROZEN)
+                raise PlanError(f"{path}:1: {e}") from None
             if kept:
                 raise PlanError(f"{path}:1: the {' and the '.join(sorted(set(kept)))} built in "
                                 "train_step outlive it (kept somewhere for the next step, which "

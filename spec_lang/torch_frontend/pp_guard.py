@@ -144,8 +144,9 @@ def current_snapshot() -> Snapshot:
 
 def modified(snap: Snapshot, expected: Mapping[tuple[int, str], Any]) -> list[str]:
     """What differs from ``snap`` in the watched modules and classes: a callable replaced,
-    removed or added (or its code, defaults or closure changed), a data attribute added to one
-    of torch's pipelining classes or modules; ``expected``: ``(id(owner), name) -> value`` the
+    removed or added (or its code, defaults or closure changed), a module attribute rebound
+    (``schedules.dist = <a copy of torch.distributed>``: adversarial round 30, R30-3), a data
+    attribute added to one of torch's pipelining classes or modules; ``expected``: ``(id(owner), name) -> value`` the
     capture patched in itself (``_MISSING``-free: what the attribute must be now)."""
     out: list[str] = []
     for label, owner, data_too in snap.owners:
@@ -154,8 +155,9 @@ def modified(snap: Snapshot, expected: Mapping[tuple[int, str], Any]) -> list[st
         for k, v in before.items():
             want = expected.get((id(owner), k), v)
             cur = now.get(k, _MISSING)
-            if not _is_code(v) and (id(owner), k) not in expected:
-                continue
+            if not _is_code(v) and not issubclass(type(v), types.ModuleType) \
+                    and (id(owner), k) not in expected:
+                continue   # data (counters, registries); a module by identity (R30-3)
             if cur is not want:
                 out.append(f"{label}.{k}" + (" (removed)" if cur is _MISSING else ""))
             elif _is_code(v) and _fingerprint(v) != snap.prints.get((id(owner), k)):
@@ -184,12 +186,26 @@ def shadowed(obj: Any) -> list[str]:
     return out
 
 
+GC_FROZEN = ("the garbage collector is frozen (gc.freeze) when the step returns: objects it "
+             "keeps for the next step (a copy of a stage or schedule) cannot be found; do not "
+             "call gc.freeze in the train file")
+
+
 def live_pipeline_objects() -> list[Any]:
     """Every live instance of torch's pipeline stage and schedule classes (and subclasses),
     after a garbage collection: found by a scan of the collector's objects, so copies made
-    without a constructor count."""
+    without a constructor count.
+
+    Raises:
+        PlanError: the collector is frozen (``gc.freeze`` hides objects from the scan:
+            adversarial round 30, R30-2).
+    """
     from torch.distributed.pipelining import schedules, stage
 
+    from spec_lang.errors import PlanError
+
+    if gc.get_freeze_count():
+        raise PlanError(GC_FROZEN)
     kinds = (stage._PipelineStageBase, schedules._PipelineSchedule)  # noqa: SLF001
     gc.collect()
     return [o for o in gc.get_objects() if issubclass(type(o), kinds)]
