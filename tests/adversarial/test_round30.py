@@ -5,7 +5,9 @@ Plans in ``plans/round30/``; a prove takes 26-86 s on the shared machine. Truth:
 ``tests/adversarial/torch4_truth.py`` (dp), ``tests/torch_frontend/pp_truth.py`` and
 ``plans/round26/pp_truth_steps.py`` (pp); gloo, float64.
 
-Open, strict xfail (asserting the right outcome: anything but EQUIVALENT):
+Fixed in stop 30 (asserted refused, exit 3): R30-2 (a) (a frozen collector when the step
+returns) and R30-3 (module attributes compared by identity). Open, strict xfail (asserting the
+right outcome: anything but EQUIVALENT): R30-1 and R30-2 (b). The findings:
 
 * R30-1 (``r30_01`` dp 2, ``r30_03`` pp 2): the train file's own ``TorchDispatchMode`` (not a
   function mode: ``all_reduce_mark.plain_call`` looks at function modes only, and pp_guard at
@@ -72,19 +74,19 @@ def test_r30_1_dispatch_mode_done_transfer_works_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R30-2: gc.freeze() hides the kept stage / schedule "
-                   "copies from gc.get_objects()")
-def test_r30_2_frozen_copies_kept_across_steps_are_not_accepted(tmp_path):
+def test_r30_2_frozen_copies_kept_across_steps_are_refused(tmp_path):
+    """Fixed in stop 30: a frozen collector when the step returns is refused (22 s)."""
     out = _prove("r30_04_pp_copies_frozen_gc.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "gc.freeze" in out["_err"], out["_err"]
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R30-3: schedules.dist (a module attribute) swapped; "
-                   "pp_guard compares callables only")
-def test_r30_3_schedules_dist_module_swapped_is_not_accepted(tmp_path):
+def test_r30_3_schedules_dist_module_swapped_is_refused(tmp_path):
+    """Fixed in stop 30: pp_guard compares module attributes by identity (23 s)."""
     out = _prove("r30_05_pp_schedules_dist_module_swapped.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    X
 
 
 @pytest.mark.slow

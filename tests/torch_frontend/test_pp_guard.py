@@ -38,6 +38,36 @@ def test_a_replaced_wait_is_named_and_its_restoration_is_not():
     assert modified(snap, {}) == []
 
 
+def test_a_module_attribute_rebound_is_named():
+    """R30-3: ``schedules.dist`` (the module torch's schedule calls ``batch_isend_irecv``
+    through) replaced by a look-alike for the step."""
+    import types
+
+    snap = Snapshot()
+    fake = types.ModuleType("torch.distributed")
+    fake.__dict__.update(vars(dist))
+    real = schedules.dist
+    schedules.dist = fake
+    try:
+        assert modified(snap, {}) == ["torch.distributed.pipelining.schedules.dist"]
+    finally:
+        schedules.dist = real
+    assert modified(snap, {}) == []
+
+
+def test_a_frozen_collector_is_refused_by_the_scan():
+    """R30-2: ``gc.freeze()`` hides objects from ``gc.get_objects()``."""
+    import gc
+
+    gc.freeze()
+    try:
+        with pytest.raises(PlanError, match=r"gc\.freeze"):
+            live_pipeline_objects()
+    finally:
+        gc.unfreeze()
+    assert isinstance(live_pipeline_objects(), list)
+
+
 def test_a_swapped_code_object_is_named():
     snap = Snapshot()
     wait = schedules._wait_batch_p2p
