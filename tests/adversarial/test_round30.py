@@ -86,7 +86,7 @@ def test_r30_3_schedules_dist_module_swapped_is_refused(tmp_path):
     """Fixed in stop 30: pp_guard compares module attributes by identity (23 s)."""
     out = _prove("r30_05_pp_schedules_dist_module_swapped.py", tmp_path)
     assert _not_accepted(out) and out["_rc"] == 3, out
-    X
+    assert "schedules.dist is not torch's own" in out["_err"], out["_err"]
 
 
 @pytest.mark.slow
