@@ -21,24 +21,48 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ISSUED_BY", "marking_all_reduce", "unmarked_all_reduces", "plain_call"]
+__all__ = ["ISSUED_BY", "marking_all_reduce", "unmarked_all_reduces", "plain_call",
+           "foreign_modes"]
 
 ISSUED_BY = "shardproof: issued by dist.all_reduce"
 """The mark :func:`marking_all_reduce` leaves in a ``c10d.allreduce_`` node's meta."""
 
 
+def foreign_modes() -> list[str]:
+    """The torch function and dispatch modes active now that are not the tracer's own
+    (``make_fx``'s metadata and proxy modes, the fake tensor mode): a mode of the train file
+    sees every op of a collective or transfer and can answer it, e.g. with a work that is
+    already completed while the real one still runs (adversarial round 30, R30-1)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, TorchFunctionMetadataMode
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    ours = (TorchFunctionMetadataMode, ProxyTorchDispatchMode, FakeTensorMode)
+    return [type(m).__qualname__ for m in [*_get_current_function_mode_stack(),
+                                           *_get_current_dispatch_mode_stack()]
+            if type(m) not in ours]
+
+
 def plain_call(tensor: Any, group: Any) -> bool:
     """Whether ``dist.all_reduce(tensor, group=group)`` runs torch's own code to the end:
-    ``group`` None or a ``ProcessGroup`` (exactly), no torch function mode but ``make_fx``'s
-    metadata mode, and a tensor whose class does not override ``__torch_function__``."""
+    ``group`` None or a ``ProcessGroup`` (exactly), no torch function or dispatch mode but the
+    tracer's own (:func:`foreign_modes`), and a tensor whose class overrides neither
+    ``__torch_function__`` nor ``__torch_dispatch__`` (a fake tensor's is the tracer's)."""
     import torch
+    from torch._subclasses.fake_tensor import FakeTensor
     from torch.distributed import ProcessGroup
-    from torch.fx.experimental.proxy_tensor import TorchFunctionMetadataMode
-    from torch.overrides import _get_current_function_mode_stack
 
     if group is not None and type(group) is not ProcessGroup:
         return False
-    if any(type(m) is not TorchFunctionMetadataMode for m in _get_current_function_mode_stack()):
+    if foreign_modes():
+        return False
+    td = getattr(type(tensor), "__torch_dispatch__", None)
+    td = getattr(td, "__func__", td)
+    if td is not None and td not in (getattr(torch.Tensor.__torch_dispatch__, "__func__",
+                                             torch.Tensor.__torch_dispatch__),
+                                     getattr(FakeTensor.__torch_dispatch__, "__func__",
+                                             FakeTensor.__torch_dispatch__)):
         return False
     tf = getattr(type(tensor), "__torch_function__", None)
     tf = getattr(tf, "__func__", tf)

@@ -256,7 +256,8 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         raise PlanError(f"{node_site(unmarked[0], tf.path)}: an all-reduce issued other than by "
                         "a plain dist.all_reduce (ProcessGroup.allreduce or torch.ops.c10d "
                         "called directly, a group= that is not a torch ProcessGroup, a "
-                        "TorchFunctionMode or a tensor subclass taking over the call: where its "
+                        "torch function or dispatch mode of the train file or a tensor "
+                        "subclass taking over the call: where its "
                         "work is waited is not traced): call dist.all_reduce on a tensor and a "
                         "ProcessGroup")
     if rec.stage is not None:

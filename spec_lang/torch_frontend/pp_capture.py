@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.all_reduce_mark import marking_all_reduce, unmarked_all_reduces
+from spec_lang.torch_frontend.all_reduce_mark import (foreign_modes, marking_all_reduce,
+                                                     unmarked_all_reduces)
 from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot,
                                                live_pipeline_objects, modified, shadowed)
 from spec_lang.torch_frontend.styles import _user_site
@@ -358,6 +359,10 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             kinds.append("SEND" if o.op in (dist.isend, dist.send) else "RECV")
             rec.events.append(f"{kinds[-1]}:{o.peer}:{tuple(o.tensor.shape)}")
         guard()
+        modes = foreign_modes()
+        if modes:     # it sees the transfers' ops and may answer them (R30-1)
+            refuse(f"torch's schedule transfers issued under the train file's "
+                   f"{modes[0]} (a torch function or dispatch mode)")
         waited[0] += 1
         try:
             out = batch_p2p(ops, desc)

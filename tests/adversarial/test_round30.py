@@ -5,9 +5,10 @@ Plans in ``plans/round30/``; a prove takes 26-86 s on the shared machine. Truth:
 ``tests/adversarial/torch4_truth.py`` (dp), ``tests/torch_frontend/pp_truth.py`` and
 ``plans/round26/pp_truth_steps.py`` (pp); gloo, float64.
 
-Fixed in stop 30 (asserted refused, exit 3): R30-2 (a) (a frozen collector when the step
-returns) and R30-3 (module attributes compared by identity). Open, strict xfail (asserting the
-right outcome: anything but EQUIVALENT): R30-1 and R30-2 (b). The findings:
+Fixed in stop 30 (asserted refused, exit 3): R30-1 (a collective or schedule transfer issued
+under a torch function or dispatch mode of the train file), R30-2 (a) (a frozen collector when
+the step returns) and R30-3 (module attributes compared by identity). Open, strict xfail
+(asserting the right outcome: anything but EQUIVALENT): R30-2 (b). The findings:
 
 * R30-1 (``r30_01`` dp 2, ``r30_03`` pp 2): the train file's own ``TorchDispatchMode`` (not a
   function mode: ``all_reduce_mark.plain_call`` looks at function modes only, and pp_guard at
@@ -58,19 +59,21 @@ def _prove(name: str, tmp_path: Path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R30-1: a TorchDispatchMode hands dist.all_reduce a "
-                   "completed Work; the marked all-reduce is taken as waited")
-def test_r30_1_dispatch_mode_done_work_all_reduce_is_not_accepted(tmp_path):
+def test_r30_1_dispatch_mode_done_work_all_reduce_is_refused(tmp_path):
+    """Fixed in stop 30: an all-reduce issued under a dispatch mode of the train file is not
+    marked (all_reduce_mark.foreign_modes), so it is refused (16 s)."""
     out = _prove("r30_01_dp_dispatch_mode_done_work.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "dispatch mode of the train file" in out["_err"], out["_err"]
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R30-1 in pp: a TorchDispatchMode hands the schedule's "
-                   "transfers completed Works; _wait_batch_p2p waits nothing")
-def test_r30_1_dispatch_mode_done_transfer_works_is_not_accepted(tmp_path):
+def test_r30_1_dispatch_mode_done_transfer_works_is_refused(tmp_path):
+    """Fixed in stop 30: the schedule's transfers issued under a dispatch mode of the train
+    file are refused (25 s)."""
     out = _prove("r30_03_pp_dispatch_mode_done_transfer_works.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "(a torch function or dispatch mode)" in out["_err"], out["_err"]
 
 
 @pytest.mark.slow
@@ -100,11 +103,12 @@ def test_r30_2_parked_class_copies_kept_across_steps_are_not_accepted(tmp_path):
 # -- right outcomes today -------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_r30_control_dispatch_mode_with_torchs_work_is_accepted(tmp_path):
+def test_r30_control_dispatch_mode_with_torchs_work_is_refused(tmp_path):
     """r30_01 with torch's own Work handed back (dist.all_reduce waits it): right (truth
-    5.6e-17)."""
+    5.6e-17), but refused since R30-1's fix (a dispatch mode of the train file around
+    dist.all_reduce is not modelled: a false refusal, documented in docs/torch.md)."""
     out = _prove("r30_02_dp_dispatch_mode_control.py", tmp_path)
-    assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
+    assert out["_rc"] == 3 and "dispatch mode of the train file" in out["_err"], out
 
 
 @pytest.mark.slow

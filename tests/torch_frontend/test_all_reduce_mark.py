@@ -78,6 +78,26 @@ def test_a_torch_function_mode_taking_over_is_not_marked():
     assert _marks(call) == [False]
 
 
+def test_a_dispatch_mode_of_the_train_file_is_not_marked():
+    """R30-1: a ``TorchDispatchMode`` sees ``c10d.allreduce_`` and may answer it with a work
+    that is already completed; under one, the call is not plain (the op is recorded and
+    reduces the tensor given: only the mode tells)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from spec_lang.torch_frontend.all_reduce_mark import foreign_modes
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def call(ar, y, pg):
+        assert foreign_modes() == []
+        with Watch():
+            assert foreign_modes() == [Watch.__qualname__]
+            ar(y, group=pg)
+    assert _marks(call) == [False]
+
+
 def test_an_all_reduce_of_another_tensor_is_not_marked():
     """The node recorded must reduce the tensor given (here the group reduces a copy)."""
     class Other(_DuckGroup):
