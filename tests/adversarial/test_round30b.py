@@ -18,8 +18,9 @@ Open, strict xfail (asserting the right outcome):
 * R30b-2 (``r30b_05``, dp, false refusal): a residual around ``nn.Linear(h, h)`` with Adam:
   UNKNOWN (``aten.addcdiv_`` of ``sq.bias``: "the value has dims ['h'] its layout does not");
   without the residual (``r30b_06``) EQUIVALENT.
-* R30b-3 (``r30b_11``, tp, false refusal): a residual around ``nn.Linear(h, h)`` under
-  ColwiseParallel (output gathered): exit 3, "node 119 (EINSUM) is ill-typed: repeated dim in
+* R30b-3 (``r30b_11``, ``r30b_16``, tp, false refusal): a residual around
+  ``nn.Linear(h, h)`` under ColwiseParallel (output gathered) or RowwiseParallel (input
+  replicated): exit 3, "node 119 (EINSUM) is ill-typed: repeated dim in
   ['h', 'h']" (round 23's a19 under TP); without the residual (``r30b_12``) EQUIVALENT.
 """
 
@@ -87,6 +88,13 @@ def test_r30b_2_square_residual_with_adam_is_equivalent(tmp_path):
                    "residual: an ill-typed EINSUM (repeated dim h), exit 3")
 def test_r30b_3_tp_square_residual_is_equivalent(tmp_path):
     out = prove(ROUND30B / "r30b_11_tp_square_residual.py", tmp_path)
+    assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out.get("_err", out)
+
+
+@pytest.mark.xfail(strict=True, reason="R30b-3: TP RowwiseParallel on a square layer in a "
+                   "residual: an ill-typed EINSUM (repeated dim h), exit 3")
+def test_r30b_3_tp_rowwise_square_residual_is_equivalent(tmp_path):
+    out = prove(ROUND30B / "r30b_16_tp_row_square_residual.py", tmp_path)
     assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out.get("_err", out)
 
 
