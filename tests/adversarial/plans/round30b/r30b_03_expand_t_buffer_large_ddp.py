@@ -1,0 +1,59 @@
+"""Round 30b: ``r30b_01`` at the sizes of ``square_*_ddp.py`` with tanh and cross-entropy
+(the z3 fallback gives up): UNKNOWN (rewrite-stuck) where NOT EQUIVALENT is right; the
+refuter finds no difference because the two IRs agree (R30b-1)."""
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "d": 8, "h": 16, "vocab": 12}
+
+
+class MLP(nn.Module):
+    def __init__(self, d, h, v):
+        super().__init__()
+        self.l0 = nn.Linear(d, h)
+        self.register_buffer("m", torch.randn(h, h))
+        self.l1 = nn.Linear(h, v)
+        self.wrong = False
+
+    def forward(self, x):
+        h = torch.tanh(self.l0(x))
+        m = self.m
+        n = m.shape[0]
+        s = m.sum(0).expand(n, n)
+        w_eff = (s if self.wrong else s.t()) + m
+        h = torch.tanh(F.linear(h, w_eff))
+        return self.l1(h)
+
+
+def build_model(s):
+    return MLP(s["d"], s["h"], s["vocab"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["d"]), "y": torch.zeros(s["batch"], dtype=torch.long)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.5)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    model.wrong = mesh is not None          # wrong: the parallel model drops the .t()
+    loss = F.cross_entropy(model(batch["x"]), batch["y"])
+    model.wrong = False
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
