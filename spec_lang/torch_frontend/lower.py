@@ -140,6 +140,11 @@ class Lowering:
             return t
         src = self.layout(operand)
         out = self.layout(n) if out is None else out
+        for lay in (src, out):   # one named dim at two positions: renaming by position is
+            names = [d.name for dim in lay for d in dim]   # ambiguous (R30b-1: e.t() + m)
+            if len(set(names)) < len(names):
+                raise self.fail(n, "a tensor whose layout holds one named dim twice (two dims "
+                                   "of one square tensor related by the op)")
         off = len(out) - len(src)
         ren: dict[str, DimSpec] = {}
         for p, dim in enumerate(src):
