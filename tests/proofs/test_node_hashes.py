@@ -3,7 +3,6 @@ speed-up): the memoised spelling gives exactly the bytes, hence the hashes, of t
 reference ``node_hash_table_plain`` (``docs/certificate.md``, "Nodes"), on random tables with
 every attribute form a certificate allows and on a real plan's certificate table."""
 
-import hashlib
 from fractions import Fraction
 from pathlib import Path
 
@@ -11,21 +10,12 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proofs.kernel import NodeTable, canonical_json, encode_attr, from_terms, node_hash_table
+from proofs.kernel import NodeTable, from_terms, node_hash_table
 from spec_lang.load import load
+from tests.proofs.hash_reference import node_hash_table_plain
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def node_hash_table_plain(table: NodeTable) -> list[str]:
-    """The reference spelling (``docs/certificate.md``, "Nodes"): one ``canonical_json`` call
-    per node."""
-    hs: list[str] = []
-    for op, args, attrs, dims in table.nodes:
-        payload = canonical_json([op, [hs[a] for a in args], [encode_attr(a) for a in attrs],
-                                  [[n, list(s)] for n, s in dims]])
-        hs.append(hashlib.sha256(payload.encode()).hexdigest())
-    return hs
 
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-(2 ** 63) + 1, 2 ** 63 - 1),
