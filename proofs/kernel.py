@@ -177,7 +177,7 @@ class NodeTable:
         return len(self.nodes)
 
     def add(self, op: str, args: Sequence[int], attrs: Sequence[Any], dims: Dims) -> int:
-        key = (op, tuple(args), _freeze(tuple(attrs)), tuple(dims))
+        key = (op, tuple(args), _exact_key(tuple(attrs)), tuple(dims))
         i = self._index.get(key)
         if i is not None:
             return i
@@ -192,7 +192,7 @@ class NodeTable:
         return i
 
     def find(self, op: str, args: Sequence[int], attrs: Sequence[Any], dims: Dims) -> int | None:
-        return self._index.get((op, tuple(args), _freeze(tuple(attrs)), tuple(dims)))
+        return self._index.get((op, tuple(args), _exact_key(tuple(attrs)), tuple(dims)))
 
     def to_json(self) -> list:
         dims_json: dict[Any, list] = {}   # dims tuples (strings only) repeat: encode each once
@@ -250,7 +250,7 @@ class NodeTable:
                     raise KernelError(f"node {n} ({op}) refers to node {a}, not an earlier node")
             dattrs = tuple([x if type(x) is str else decode_attr(x) for x in attrs])
             targs = tuple(args)
-            key = (op, targs, _freeze(dattrs), shared)
+            key = (op, targs, _exact_key(dattrs), shared)
             j = index.get(key)
             if j is not None:
                 raise KernelError(f"node {i} duplicates node {j} (the table must be hash-consed)")
@@ -261,22 +261,14 @@ class NodeTable:
 
 def _exact_key(x: Any) -> Any:
     """A key equal only for attributes with one encoding: every value tagged with its type,
-    inside tuples, lists and sets too (``_freeze`` leaves a set's members untagged, and
-    ``frozenset({1}) == frozenset({True})``). Memoised encodings and hashes use it."""
+    inside tuples, lists and sets too (``frozenset({1}) == frozenset({True})``, so a set's
+    members are tagged as well). The hash-consing index, memoised encodings and hashes use it."""
     t = type(x)
     if t is tuple or t is list:
         return (t, tuple([_exact_key(y) for y in x]))
     if t is frozenset:
         return (t, frozenset([_exact_key(y) for y in x]))
     return (t, x)
-
-
-def _freeze(x: Any) -> Any:
-    # sympy numbers and Fractions hash fine; tuples are already immutable. Distinguish 1 from
-    # Fraction(1) and True from 1 so that keys match only identical attributes.
-    if isinstance(x, tuple):
-        return tuple([_freeze(y) if isinstance(y, tuple) else (type(y).__name__, y) for y in x])
-    return (type(x).__name__, x)
 
 
 def from_terms(table: NodeTable, roots: Iterable[Any],

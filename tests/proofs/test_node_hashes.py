@@ -60,3 +60,22 @@ def test_memoised_hashes_equal_the_reference_on_a_real_plan():
     hs = node_hash_table(t)
     assert len(t) > 1000 and len(set(hs)) == len(t)     # hash-consed: one hash per node
     assert hs == node_hash_table_plain(t)
+
+
+def test_hash_consing_keeps_sets_of_equal_members_of_other_types_apart():
+    """``NodeTable.add`` / ``find`` and ``from_json``'s duplicate check key attributes
+    exactly: ``frozenset({1})`` and ``frozenset({True})`` (equal in Python, encoded ``[1]`` and
+    ``[true]``) are two nodes, each found as itself; before stop 31 the second ``add`` returned
+    the first node (its set members were not tagged with their types)."""
+    t = NodeTable()
+    a = t.add("ADD", [], (frozenset({1}),), ())
+    b = t.add("ADD", [], (frozenset({True}),), ())
+    c = t.add("ADD", [], ((frozenset({1}), Fraction(2)),), ())
+    d = t.add("ADD", [], ((frozenset({True}), 2),), ())
+    assert len({a, b, c, d}) == 4
+    assert t.find("ADD", [], (frozenset({True}),), ()) == b
+    assert t.find("ADD", [], (frozenset({1}),), ()) == a
+    assert t.find("ADD", [], (frozenset({1.0}),), ()) is None      # float: not an attribute
+    back = NodeTable.from_json(t.to_json())           # no row is taken for a duplicate
+    assert back.nodes == t.nodes and [type(next(iter(n[2][0]))) for n in back.nodes[:2]] \
+        == [int, bool]
