@@ -252,14 +252,9 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     check_refusals(rec.refusals)
     unmarked = unmarked_all_reduces(tr.gm)
     if unmarked:
+        from spec_lang.torch_frontend.all_reduce_mark import unmarked_message
         from spec_lang.torch_frontend.analysis import node_site
-        raise PlanError(f"{node_site(unmarked[0], tf.path)}: an all-reduce issued other than by "
-                        "a plain dist.all_reduce (ProcessGroup.allreduce or torch.ops.c10d "
-                        "called directly, a group= that is not a torch ProcessGroup, a "
-                        "torch function or dispatch mode of the train file or a tensor "
-                        "subclass taking over the call: where its "
-                        "work is waited is not traced): call dist.all_reduce on a tensor and a "
-                        "ProcessGroup")
+        raise PlanError(unmarked_message(unmarked[0], node_site(unmarked[0], tf.path)))
     if rec.stage is not None:
         tr.pp = rec.as_dict()
         tr.pp["axis"] = (groups or {}).get(rec.group) if rec.group else None

@@ -44,6 +44,7 @@ from typing import Any
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.all_reduce_mark import (foreign_modes, marking_all_reduce,
                                                      unmarked_all_reduces)
+from spec_lang.torch_frontend.op_guard import tampered, watching
 from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot,
                                                live_pipeline_objects, modified, shadowed)
 from spec_lang.torch_frontend.styles import _user_site
@@ -363,11 +364,18 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         if modes:     # it sees the transfers' ops and may answer them (R30-1)
             refuse(f"torch's schedule transfers issued under the train file's "
                    f"{modes[0]} (a torch function or dispatch mode)")
+        found = [f"{w} before the transfers" for w in tampered()]
         waited[0] += 1
         try:
-            out = batch_p2p(ops, desc)
+            with watching(found):      # R30c-1: what runs inside, at every op recorded
+                out = batch_p2p(ops, desc)
         finally:
             waited[0] -= 1
+        found += [f"{w} after the transfers" for w in tampered()]
+        if found:
+            refuse(f"torch's schedule transfers not run as torch ships them ({found[0]}: a "
+                   "mode of the train file, a hook or a trace function can answer them with "
+                   "completed works)")
         if not isinstance(out, list):
             refuse(f"torch's schedule transfers returning {type(out).__name__}")
         out = [w if w is None else _Work(w, "RECV" in kinds, desc or "") for w in out]
