@@ -98,12 +98,13 @@ def marking_all_reduce(all_reduce: Any, guard: Callable[[], None] | None = None)
             guard()
         # what runs inside the call: checked at every node it records, and before and after
         # it (a mode the train file enters inside the call: adversarial round 30c, R30c-1)
-        found = [f"{w} before the call" for w in tampered()] if graph is not None else []
+        before = [f"{w} before the call" for w in tampered()] if graph is not None else []
+        found: list[str] = []          # at the ops it records first (the most telling)
         with watching(found):
             out = all_reduce(tensor, *a, **k)
         if graph is None:
             return out
-        found += [f"{w} after the call" for w in tampered()]
+        found += before + [f"{w} after the call" for w in tampered()]
         new = [n for n in list(graph.nodes)[n0:] if str(n.target) == "c10d.allreduce_.default"]
         if plain and not found and len(new) == 1 and node is not None \
                 and isinstance(new[0].args[0], (list, tuple)) and list(new[0].args[0]) == [node]:

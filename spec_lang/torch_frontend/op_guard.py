@@ -137,15 +137,14 @@ def current_baseline() -> Baseline:
 
 def foreign_frame(entry: Any, base: Baseline, start: Any) -> str | None:
     """The first frame from ``start`` up to (not including) ``entry`` whose code is not
-    :meth:`Baseline.own_code`, as ``file:line (function)``; None if there is none (or
-    ``entry`` is not on the path)."""
+    :meth:`Baseline.own_code`, as ``file:line (function)``; None if there is none. ``entry``
+    not on the path (the node recorded by another thread) is a finding too."""
     f = start
-    found = None
     while f is not None and f is not entry:
-        if found is None and not base.own_code(f):
-            found = f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
+        if not base.own_code(f):
+            return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
         f = f.f_back
-    return found if f is entry else None
+    return None if f is entry else "a frame off the call's path (another thread)"
 
 
 @contextlib.contextmanager
