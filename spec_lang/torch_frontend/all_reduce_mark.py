@@ -80,7 +80,7 @@ def marking_all_reduce(all_reduce: Any, guard: Callable[[], None] | None = None)
     checks torch as the train file left it before the call (raises ``PlanError``)."""
     from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
 
-    from spec_lang.torch_frontend.op_guard import tampered, watching
+    from spec_lang.torch_frontend.op_guard import namespaces, tampered, watching
 
     # torch's name and signature (a TorchFunctionMode of the train file may pick the call by
     # ``func.__name__``, and must pick it here as in the real run)
@@ -99,12 +99,13 @@ def marking_all_reduce(all_reduce: Any, guard: Callable[[], None] | None = None)
         # what runs inside the call: checked at every node it records, and before and after
         # it (a mode the train file enters inside the call: adversarial round 30c, R30c-1)
         before = [f"{w} before the call" for w in tampered()] if graph is not None else []
+        classes = namespaces()
         found: list[str] = []          # at the ops it records first (the most telling)
         with watching(found):
             out = all_reduce(tensor, *a, **k)
         if graph is None:
             return out
-        found += before + [f"{w} after the call" for w in tampered()]
+        found += before + [f"{w} after the call" for w in tampered(before=classes)]
         new = [n for n in list(graph.nodes)[n0:] if str(n.target) == "c10d.allreduce_.default"]
         if plain and not found and len(new) == 1 and node is not None \
                 and isinstance(new[0].args[0], (list, tuple)) and list(new[0].args[0]) == [node]:

@@ -13,9 +13,10 @@ path: :func:`watching` checks, at every node the tracer records during the call,
 frame between the call's entry and the recording runs code that existed before the train file
 ran (:class:`Baseline`: torch's, the standard library's, ours) and that no mode but the
 tracer's is active. :func:`tampered` compares, before and after each call, the things torch's
-collective code reads and a hook could hide in: ``torch.Tensor``'s and ``TensorBase``'s class
-namespaces, ``distributed_c10d``'s state objects (``_world`` and its containers, by type), the
-trace and profile functions.
+collective code reads and a hook could hide in: the mode stacks, the trace and profile
+functions, ``distributed_c10d``'s state objects (``_world`` and its containers, by type, against
+the baseline) and ``torch.Tensor``'s and ``TensorBase``'s class namespaces (changed during the
+call).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["Baseline", "take_baseline", "current_baseline", "foreign_frame", "watching",
-           "tampered"]
+           "namespaces", "tampered"]
 
 _BASELINE: list[Any] = [None]
 _OWN_PREFIXES = ("torch", "spec_lang")
@@ -57,8 +58,7 @@ def _c10d_state() -> dict[str, Any]:
 
 class Baseline:
     """What existed before the train file ran: the code of every function alive (and the code
-    nested in it), every class, ``torch.Tensor``'s and ``TensorBase``'s namespaces, the types of
-    ``distributed_c10d``'s state."""
+    nested in it), every class, the types of ``distributed_c10d``'s state."""
 
     def __init__(self) -> None:
         import torch
@@ -78,9 +78,6 @@ class Baseline:
         self.modules: set[int] = {id(vars(m)) for m in list(sys.modules.values())
                                   if isinstance(m, types.ModuleType)}
         self.lazy: dict[int, set[int]] = {}    # a module imported later: its code, on demand
-        self.classes = [("torch.Tensor", torch.Tensor), ("torch._C.TensorBase",
-                                                         torch._C.TensorBase)]  # noqa: SLF001
-        self.namespaces = {id(c): dict(vars(c)) for _, c in self.classes}
         self.world = c10d._world  # noqa: SLF001
         # the containers' exact types (a dict subclass's ``__contains__`` runs code: R30c-1)
         self.state_types = {k: type(v) for k, v in _c10d_state().items()
@@ -188,14 +185,28 @@ def watching(findings: list[str]) -> Iterator[None]:
             vars(graph).pop("create_node", None)
 
 
-def tampered(base: Baseline | None = None) -> list[str]:
+def namespaces() -> dict[int, dict[str, Any]]:
+    """``torch.Tensor``'s and ``TensorBase``'s namespaces now (before a call), for
+    :func:`tampered` after it."""
+    import torch
+
+    return {id(c): dict(vars(c)) for c in (torch.Tensor, torch._C.TensorBase)}  # noqa: SLF001
+
+
+def tampered(base: Baseline | None = None,
+             before: dict[int, dict[str, Any]] | None = None) -> list[str]:
     """What a hook of the train file could run from inside a collective, found now: a torch
-    function or dispatch mode active, a trace or profile function set, ``torch.Tensor``'s or
-    ``TensorBase``'s namespace changed, ``distributed_c10d``'s ``_world`` replaced or a
-    container of its state (``_world._pg_coalesce_state``, the module's registries) of another
-    type than torch's or holding an object of a class made after the train file started."""
+    function or dispatch mode active, a trace or profile function set, ``distributed_c10d``'s
+    ``_world`` replaced or a container of its state (``_world._pg_coalesce_state``, the
+    module's registries) of another type than torch's or holding an object of a class made
+    after the train file started; with ``before`` (:func:`namespaces` before the call),
+    ``torch.Tensor``'s or ``TensorBase``'s namespace changed during the call. (A method of
+    ``torch.Tensor`` replaced by the train file *around* the call is not refused by itself: it
+    runs before the op, and whatever it leaves running at the op is on the op's path,
+    :func:`watching`; ``r30c_02`` is right and stays EQUIVALENT.)"""
     import threading
 
+    import torch
     from torch.distributed import distributed_c10d as c10d
 
     from spec_lang.torch_frontend.all_reduce_mark import foreign_modes
@@ -205,11 +216,12 @@ def tampered(base: Baseline | None = None) -> list[str]:
     if sys.gettrace() is not None or sys.getprofile() is not None \
             or threading.gettrace() is not None or threading.getprofile() is not None:
         out.append("a trace or profile function set (sys.settrace / setprofile)")
-    for label, cls in base.classes:
-        before, now = base.namespaces[id(cls)], vars(cls)
-        for k in set(before) | set(now):
-            if before.get(k, _MISSING) is not now.get(k, _MISSING):
-                out.append(f"{label}.{k}")
+    for label, cls in (("torch.Tensor", torch.Tensor),
+                       ("torch._C.TensorBase", torch._C.TensorBase)):  # noqa: SLF001
+        was, now = (before or {}).get(id(cls)), vars(cls)
+        for k in set(was or ()) | set(now if was is not None else ()):
+            if was.get(k, _MISSING) is not now.get(k, _MISSING):
+                out.append(f"{label}.{k} changed during the call")
                 break
     if c10d._world is not base.world or type(base.world) is not c10d._World:  # noqa: SLF001
         out.append("distributed_c10d._world")

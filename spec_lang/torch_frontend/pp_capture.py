@@ -44,7 +44,7 @@ from typing import Any
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.all_reduce_mark import (foreign_modes, marking_all_reduce,
                                                      unmarked_all_reduces)
-from spec_lang.torch_frontend.op_guard import tampered, watching
+from spec_lang.torch_frontend.op_guard import namespaces, tampered, watching
 from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot, held_by,
                                                live_pipeline_objects, modified, shadowed,
                                                still_alive)
@@ -392,6 +392,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             refuse(f"torch's schedule transfers issued under the train file's "
                    f"{modes[0]} (a torch function or dispatch mode)")
         before = [f"{w} before the transfers" for w in tampered()]
+        classes = namespaces()
         found: list[str] = []
         waited[0] += 1
         try:
@@ -399,7 +400,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
                 out = batch_p2p(ops, desc)
         finally:
             waited[0] -= 1
-        found += before + [f"{w} after the transfers" for w in tampered()]
+        found += before + [f"{w} after the transfers" for w in tampered(before=classes)]
         if found:
             refuse(f"torch's schedule transfers not run as torch ships them ({found[0]}: a "
                    "mode of the train file, a hook or a trace function can answer them with "

@@ -122,7 +122,8 @@ class _Enters(TorchDispatchModeBase := __import__(
 
 
 def _found_inside(enter) -> tuple[list[bool], list[str]]:
-    """The marks of the all-reduce recorded when ``enter(mode)`` runs *inside* the call, from
+    """The marks of the all-reduce recorded when ``enter(mode)`` (True: it entered the mode)
+    runs *inside* the call, from
     ``torch.Tensor.is_complex`` (R30c-1: after ``plain_call``'s look at the mode stacks), and
     what the marking wrapper's op guard found (the node's ``NOT_PLAIN``)."""
     from spec_lang.torch_frontend.all_reduce_mark import NOT_PLAIN
@@ -133,8 +134,7 @@ def _found_inside(enter) -> tuple[list[bool], list[str]]:
 
     def is_complex(self):
         if not state["in"]:
-            enter(mode)
-            state["in"] = True
+            state["in"] = enter(mode)
         return orig(self)
 
     def call(ar, y, pg):
@@ -162,12 +162,19 @@ def _found_inside(enter) -> tuple[list[bool], list[str]]:
 
 def test_a_dispatch_mode_entered_inside_the_call_is_not_marked():
     """R30c-1 (``r30c_01``): the mode entered by a replaced ``torch.Tensor.is_complex`` inside
-    ``dist.all_reduce``: the op guard names the mode's ``__torch_dispatch__`` frame on the
-    op's call path (the mode itself is off the stack while it runs)."""
-    marks, found = _found_inside(lambda m: m.__enter__())
+    ``dist.all_reduce`` and left active: not marked (here the mode's class is of this test
+    module, older than the baseline: the mode is named as active after the call; its frame on
+    the op's path is :func:`test_the_op_guard_sees_a_mode_on_the_call_path_only_there`)."""
+    marks, found = _found_inside(lambda m: m.__enter__() is not None)
     assert marks == [False]
-    assert found[0].startswith("torch.Tensor.is_complex"), found     # the namespace, first
-    assert "before the call" in found[0]
+    assert found == ["the torch function or dispatch mode _Enters active after the call"], found
+
+
+def test_a_tensor_method_replaced_around_the_call_is_still_marked():
+    """``r30c_02`` (right, EQUIVALENT): ``torch.Tensor.is_complex`` replaced around the call,
+    no mode entered: nothing of the train file runs at the op."""
+    marks, found = _found_inside(lambda m: False)
+    assert marks == [True] and found == [None], (marks, found)
 
 
 def test_the_op_guard_sees_a_mode_on_the_call_path_only_there():
@@ -228,13 +235,18 @@ def test_tampering_a_collective_reads_is_named():
 
     from spec_lang.torch_frontend.op_guard import current_baseline, tampered
 
+    from spec_lang.torch_frontend.op_guard import namespaces
+
     base = current_baseline()
     assert tampered(base) == []
+    before = namespaces()
     torch.Tensor.is_complex = lambda self: False
-    try:
-        assert tampered(base) == ["torch.Tensor.is_complex"]
+    try:           # changed during the call; replaced around it (r30c_02, right) is not named
+        assert tampered(base, before) == ["torch.Tensor.is_complex changed during the call"]
+        assert tampered(base, namespaces()) == [] and tampered(base) == []
     finally:
         del torch.Tensor.is_complex
+    assert tampered(base, before) == []
     world = c10d._world
     orig = world._pg_coalesce_state
 
