@@ -215,13 +215,17 @@ def live_pipeline_objects() -> list[Any]:
 def held_by(objs: list[Any], depth: int = 5) -> list[tuple[Any, str]]:
     """Weak references to what the stages and schedules ``objs`` hold for a step, with where:
     every tensor (receive buffers, ``_RecvInfo.buffer``, the forward and backward caches, the
-    gradients sent) and every object of a class of torch's pipelining (``_RecvInfo``, the
-    stage metadata) reached from their ``__dict__`` through dicts, lists, tuples and those
-    objects' own ``__dict__``; never a module or a process group (adversarial round 30,
+    gradients sent) and every ``_RecvInfo`` reached from their ``__dict__`` through dicts,
+    lists, tuples and the ``__dict__`` of objects of torch's pipelining classes (not an enum
+    member or a chunk spec: those may be the train file's constants, alive for good); never a
+    module or a process group (adversarial round 30,
     R30-2: a copy of a stage or schedule made without a constructor and parked under another
     class shares all of these with the original, so they outlive the step with it)."""
+    import enum
+
     import torch
     from torch.distributed.pipelining import schedules, stage
+    from torch.distributed.pipelining.stage import _RecvInfo
 
     roots = (stage._PipelineStageBase, schedules._PipelineSchedule)  # noqa: SLF001
     out: list[tuple[Any, str]] = []
@@ -239,11 +243,9 @@ def held_by(objs: list[Any], depth: int = 5) -> list[tuple[Any, str]]:
             for k, x in list(items):
                 visit(x, f"{where}[{k!r}]", d - 1)
         elif str(t.__module__).startswith("torch.distributed.pipelining") \
-                and not issubclass(t, roots) and hasattr(v, "__dict__"):
-            try:
+                and not issubclass(t, (*roots, enum.Enum)) and hasattr(v, "__dict__"):
+            if t is _RecvInfo:        # a stage's own, made when its receive buffers are
                 out.append((weakref.ref(v), where))
-            except TypeError:
-                pass
             for k, x in list(vars(v).items()):
                 visit(x, f"{where}.{k}", d - 1)
 
