@@ -227,12 +227,18 @@ def test_what_a_stage_held_outliving_the_step_is_found_whatever_the_class_of_its
 
 
 def test_what_a_dead_stage_held_is_not_named():
+    """Nor what outlives every step by design: an enum member (the stage's inference mode,
+    ``gpt2_pp_tied``'s first false refusal), a chunk spec the train file may keep."""
     import torch
+    from torch.distributed.pipelining._utils import InferenceMode
+    from torch.distributed.pipelining.microbatch import TensorChunkSpec
     from torch.distributed.pipelining.stage import _RecvInfo
 
     built = object.__new__(PipelineStage)
     built.args_recv_info = {0: (_RecvInfo("recv_0", 0, torch.zeros(2), None),)}
     built.grads_input = [torch.ones(2)]
+    built._inference_mode = InferenceMode.DYNAMIC
+    built._args_chunk_spec = (_SPEC := TensorChunkSpec(0),)
     pp_capture._BUILT.append((weakref.ref(built), PipelineStage))
     pp_capture._hold()
     assert len(pp_capture._HELD) == 3
@@ -242,4 +248,4 @@ def test_what_a_dead_stage_held_is_not_named():
         assert pp_capture.outliving_step_objects() == []
     finally:
         pp_capture._BUILT.clear()
-    assert pp_capture._HELD == []
+    assert pp_capture._HELD == [] and _SPEC.split_dim == 0
