@@ -12,7 +12,8 @@ process group and returns no work (``dist.all_reduce`` then waits nothing), or a
 :func:`marking_all_reduce` marks a node only when the call was plain: ``group`` is ``None`` or
 torch's own ``ProcessGroup``, no torch function mode but ``make_fx``'s own is active, the
 tensor's class does not override ``__torch_function__``, exactly one all-reduce was recorded
-and it reduces the tensor given. :func:`unmarked_all_reduces` lists the others (refused).
+and it reduces the tensor given, and :mod:`op_guard` found nothing of the train file running
+inside the call (R30c-1). :func:`unmarked_all_reduces` lists the others (refused).
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ISSUED_BY", "marking_all_reduce", "unmarked_all_reduces", "plain_call",
-           "foreign_modes"]
+__all__ = ["ISSUED_BY", "NOT_PLAIN", "marking_all_reduce", "unmarked_all_reduces",
+           "plain_call", "foreign_modes", "unmarked_message"]
 
 ISSUED_BY = "shardproof: issued by dist.all_reduce"
 """The mark :func:`marking_all_reduce` leaves in a ``c10d.allreduce_`` node's meta."""
+
+NOT_PLAIN = "shardproof: what ran inside dist.all_reduce"
+"""What :mod:`op_guard` found inside the call that recorded an unmarked node (its meta)."""
 
 
 def foreign_modes() -> list[str]:
@@ -76,6 +80,8 @@ def marking_all_reduce(all_reduce: Any, guard: Callable[[], None] | None = None)
     checks torch as the train file left it before the call (raises ``PlanError``)."""
     from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
 
+    from spec_lang.torch_frontend.op_guard import namespaces, tampered, watching
+
     # torch's name and signature (a TorchFunctionMode of the train file may pick the call by
     # ``func.__name__``, and must pick it here as in the real run)
     @functools.wraps(all_reduce)
@@ -90,12 +96,23 @@ def marking_all_reduce(all_reduce: Any, guard: Callable[[], None] | None = None)
             node = None
         if guard is not None:
             guard()
-        out = all_reduce(tensor, *a, **k)
-        if graph is not None and plain:
-            new = [n for n in list(graph.nodes)[n0:] if str(n.target) == "c10d.allreduce_.default"]
-            if len(new) == 1 and node is not None and isinstance(new[0].args[0], (list, tuple)) \
-                    and list(new[0].args[0]) == [node]:
-                new[0].meta[ISSUED_BY] = True
+        # what runs inside the call: checked at every node it records, and before and after
+        # it (a mode the train file enters inside the call: adversarial round 30c, R30c-1)
+        before = [f"{w} before the call" for w in tampered()] if graph is not None else []
+        classes = namespaces()
+        found: list[str] = []          # at the ops it records first (the most telling)
+        with watching(found):
+            out = all_reduce(tensor, *a, **k)
+        if graph is None:
+            return out
+        found += before + [f"{w} after the call" for w in tampered(before=classes)]
+        new = [n for n in list(graph.nodes)[n0:] if str(n.target) == "c10d.allreduce_.default"]
+        if plain and not found and len(new) == 1 and node is not None \
+                and isinstance(new[0].args[0], (list, tuple)) and list(new[0].args[0]) == [node]:
+            new[0].meta[ISSUED_BY] = True
+        elif plain and found:       # (not plain: the refusal says why already)
+            for n in new:
+                n.meta[NOT_PLAIN] = found[0]
         return out
     return wrapped
 
@@ -104,3 +121,18 @@ def unmarked_all_reduces(gm: Any) -> list[Any]:
     """The ``c10d.allreduce_`` nodes of ``gm`` that a plain ``dist.all_reduce`` did not issue."""
     return [n for n in gm.graph.nodes if n.op == "call_function"
             and str(n.target) == "c10d.allreduce_.default" and not n.meta.get(ISSUED_BY)]
+
+
+def unmarked_message(node: Any, site: str) -> str:
+    """The refusal of an unmarked ``c10d.allreduce_`` node recorded at ``site`` (file:line)."""
+    why = node.meta.get(NOT_PLAIN)
+    if why:
+        return (f"{site}: dist.all_reduce did not run as torch ships it: {why}; where its work "
+                "is waited is not traced (a mode of the train file, a hook or a trace function "
+                "can answer it with a completed work): leave torch and torch.distributed as "
+                "torch ships them while the step runs")
+    return (f"{site}: an all-reduce issued other than by a plain dist.all_reduce "
+            "(ProcessGroup.allreduce or torch.ops.c10d called directly, a group= that is not a "
+            "torch ProcessGroup, a torch function or dispatch mode of the train file or a "
+            "tensor subclass taking over the call: where its work is waited is not traced): "
+            "call dist.all_reduce on a tensor and a ProcessGroup")

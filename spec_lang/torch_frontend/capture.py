@@ -49,6 +49,7 @@ from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, ste
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
                                                   module_buffers, outliving_pipeline_objects,
+                                                  outliving_step_objects,
                                                   pipelining, torch_as_left,
                                                   train_step_running, unmarked_all_reduces)
 
@@ -250,16 +251,16 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     if "needs-cpu" in rec.refusals:          # the user's code caught NeedsCpu
         raise NeedsCpu()
     check_refusals(rec.refusals)
+    held = outliving_step_objects()           # the step's locals are gone now (R30-2)
+    if held:
+        raise PlanError(f"{tf.path}:1: what the pipeline stage or schedule built in train_step "
+                        f"held ({held[0]}) outlives the step (kept for the next step, e.g. by "
+                        "a copy of the stage; only one step is traced): do not keep them")
     unmarked = unmarked_all_reduces(tr.gm)
     if unmarked:
+        from spec_lang.torch_frontend.all_reduce_mark import unmarked_message
         from spec_lang.torch_frontend.analysis import node_site
-        raise PlanError(f"{node_site(unmarked[0], tf.path)}: an all-reduce issued other than by "
-                        "a plain dist.all_reduce (ProcessGroup.allreduce or torch.ops.c10d "
-                        "called directly, a group= that is not a torch ProcessGroup, a "
-                        "torch function or dispatch mode of the train file or a tensor "
-                        "subclass taking over the call: where its "
-                        "work is waited is not traced): call dist.all_reduce on a tensor and a "
-                        "ProcessGroup")
+        raise PlanError(unmarked_message(unmarked[0], node_site(unmarked[0], tf.path)))
     if rec.stage is not None:
         tr.pp = rec.as_dict()
         tr.pp["axis"] = (groups or {}).get(rec.group) if rec.group else None

@@ -44,19 +44,23 @@ from typing import Any
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.all_reduce_mark import (foreign_modes, marking_all_reduce,
                                                      unmarked_all_reduces)
-from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot,
-                                               live_pipeline_objects, modified, shadowed)
+from spec_lang.torch_frontend.op_guard import namespaces, tampered, watching
+from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot, held_by,
+                                               live_pipeline_objects, modified, shadowed,
+                                               still_alive)
 from spec_lang.torch_frontend.styles import _user_site
 
 __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
            "empty_on", "module_buffers", "attr_at", "train_step_running",
-           "outliving_pipeline_objects", "unmarked_all_reduces", "torch_as_left"]
+           "outliving_pipeline_objects", "outliving_step_objects", "unmarked_all_reduces",
+           "torch_as_left"]
 
 PP_DOC = "docs/torch.md, 'Pipelining'"
 SUPPORTED_SCHEDULES = ("ScheduleGPipe", "Schedule1F1B")
 _IN_STEP = [0]      # > 0 while the train file's train_step runs (:func:`train_step_running`)
 _BUILT: list[Any] = []    # (weak reference, class) of the stages and schedules the step built
 _GUARD: list[Any] = [None]  # the check of torch's pipelining while a pipelining block runs
+_HELD: list[Any] = []     # (weak reference, where) of what the stages and schedules held
 
 
 @contextlib.contextmanager
@@ -94,8 +98,31 @@ def outliving_pipeline_objects() -> list[str]:
         return []
     alive = {id(o): type(o).__name__ for o in live_pipeline_objects()}
     alive.update({id(o): type(o).__name__ for r, _ in _BUILT if (o := r()) is not None})
+    _hold()
     _BUILT.clear()
     return sorted(alive.values())
+
+
+def _hold() -> None:
+    """Record what the stages and schedules built in the step hold now (:func:`pp_guard.
+    held_by`), for :func:`outliving_step_objects`."""
+    objs = [o for r, _ in _BUILT if (o := r()) is not None]
+    known = {id(r()) for r, _ in _HELD if r() is not None}
+    _HELD.extend((r, w) for r, w in held_by(objs) if id(r()) not in known)
+
+
+def outliving_step_objects() -> list[str]:
+    """Where the tensors and pipelining objects a stage or schedule held during the step
+    (its receive buffers, ``_RecvInfo``, caches, gradients sent) were held, for each still
+    alive once the capture returned and garbage was collected: a stage dies with the step
+    (:func:`outliving_pipeline_objects`), so what it held is kept by something else, e.g. a
+    copy of it parked under another class for the next step (adversarial round 30, R30-2)."""
+    if not _HELD:
+        return []
+    try:
+        return still_alive(_HELD)
+    finally:
+        _HELD.clear()
 
 
 Meta = tuple[tuple[int, ...], str, tuple[int, ...], bool]
@@ -327,6 +354,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         guard()
         out = step0(self, *args, target=target, **k)
         guard()
+        _hold()
         all_waited("schedule.step returned", recv_only=False)
         return out
 
@@ -363,11 +391,20 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         if modes:     # it sees the transfers' ops and may answer them (R30-1)
             refuse(f"torch's schedule transfers issued under the train file's "
                    f"{modes[0]} (a torch function or dispatch mode)")
+        before = [f"{w} before the transfers" for w in tampered()]
+        classes = namespaces()
+        found: list[str] = []
         waited[0] += 1
         try:
-            out = batch_p2p(ops, desc)
+            with watching(found):      # R30c-1: what runs inside, at every op recorded
+                out = batch_p2p(ops, desc)
         finally:
             waited[0] -= 1
+        found += before + [f"{w} after the transfers" for w in tampered(before=classes)]
+        if found:
+            refuse(f"torch's schedule transfers not run as torch ships them ({found[0]}: a "
+                   "mode of the train file, a hook or a trace function can answer them with "
+                   "completed works)")
         if not isinstance(out, list):
             refuse(f"torch's schedule transfers returning {type(out).__name__}")
         out = [w if w is None else _Work(w, "RECV" in kinds, desc or "") for w in out]
@@ -441,6 +478,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         guard()
         all_waited("train_step returned", recv_only=False)
     _GUARD[0] = at_step_end
+    _HELD.clear()
     try:
         yield rec
     finally:

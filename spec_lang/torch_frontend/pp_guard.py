@@ -22,11 +22,12 @@ from __future__ import annotations
 import gc
 import sys
 import types
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["Snapshot", "take_snapshot", "current_snapshot", "modified", "shadowed",
-           "live_pipeline_objects", "PIPELINING_MODIFIED"]
+           "live_pipeline_objects", "PIPELINING_MODIFIED", "held_by", "still_alive"]
 
 PIPELINING_MODIFIED = ("torch's pipelining was modified by the train file: {what} is not torch's "
                        "own (the schedule's transfers are composed as torch waits them); leave "
@@ -209,3 +210,53 @@ def live_pipeline_objects() -> list[Any]:
     kinds = (stage._PipelineStageBase, schedules._PipelineSchedule)  # noqa: SLF001
     gc.collect()
     return [o for o in gc.get_objects() if issubclass(type(o), kinds)]
+
+
+def held_by(objs: list[Any], depth: int = 5) -> list[tuple[Any, str]]:
+    """Weak references to what the stages and schedules ``objs`` hold for a step, with where:
+    every tensor (receive buffers, ``_RecvInfo.buffer``, the forward and backward caches, the
+    gradients sent) and every ``_RecvInfo`` reached from their ``__dict__`` through dicts,
+    lists, tuples and the ``__dict__`` of objects of torch's pipelining classes (not an enum
+    member or a chunk spec: those may be the train file's constants, alive for good); never a
+    module or a process group (adversarial round 30,
+    R30-2: a copy of a stage or schedule made without a constructor and parked under another
+    class shares all of these with the original, so they outlive the step with it)."""
+    import enum
+
+    import torch
+    from torch.distributed.pipelining import schedules, stage
+    from torch.distributed.pipelining.stage import _RecvInfo
+
+    roots = (stage._PipelineStageBase, schedules._PipelineSchedule)  # noqa: SLF001
+    out: list[tuple[Any, str]] = []
+    seen: set[int] = set()
+
+    def visit(v: Any, where: str, d: int) -> None:
+        if id(v) in seen or d < 0:
+            return
+        seen.add(id(v))
+        t = type(v)
+        if issubclass(t, torch.Tensor):
+            out.append((weakref.ref(v), where))
+        elif t in (dict, list, tuple, set):
+            items = v.items() if t is dict else enumerate(v)
+            for k, x in list(items):
+                visit(x, f"{where}[{k!r}]", d - 1)
+        elif str(t.__module__).startswith("torch.distributed.pipelining") \
+                and not issubclass(t, (*roots, enum.Enum)) and hasattr(v, "__dict__"):
+            if t is _RecvInfo:        # a stage's own, made when its receive buffers are
+                out.append((weakref.ref(v), where))
+            for k, x in list(vars(v).items()):
+                visit(x, f"{where}.{k}", d - 1)
+
+    for o in objs:
+        for k, x in list(vars(o).items()):
+            visit(x, f"{type(o).__name__}.{k}", depth)
+    return out
+
+
+def still_alive(held: list[tuple[Any, str]]) -> list[str]:
+    """Where each object of ``held`` (:func:`held_by`) still alive after a garbage collection
+    was held."""
+    gc.collect()
+    return [where for r, where in held if r() is not None]

@@ -81,6 +81,15 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch._subclasses.fake_tensor.FakeTensorMode",
     "torch.ops.c10d.send.default",
     "torch.ops.c10d.recv_.default",
+    # what runs inside a collective (op_guard.py): the tracer's graph, the mode stacks, the
+    # state torch's collective code reads
+    "torch.fx.experimental.proxy_tensor.get_proxy_mode",
+    "torch.overrides._get_current_function_mode_stack",
+    "torch.utils._python_dispatch._get_current_dispatch_mode_stack",
+    "torch.distributed.distributed_c10d._world",
+    "torch.distributed.distributed_c10d._World",
+    # what a stage held, tracked by weak reference (pp_guard.held_by)
+    "torch.distributed.pipelining.stage._RecvInfo",
 )
 
 

@@ -21,6 +21,7 @@ def main(argv: list[str]) -> int:
     try:
         from spec_lang.torch_frontend.capture import capture
         from spec_lang.torch_frontend.contract import read_train_file
+        from spec_lang.torch_frontend.op_guard import take_baseline
         from spec_lang.torch_frontend.pp_guard import take_snapshot
         from spec_lang.torch_frontend.tracedata import dump
         from spec_lang.torch_frontend.version import check_torch
@@ -35,6 +36,7 @@ def main(argv: list[str]) -> int:
         launcher_environment(mesh, spec["coords"])
         # torch's pipelining as torch ships it, before the train file runs (round 29, R29-2)
         take_snapshot()
+        take_baseline()         # the code and classes that exist before it (R30c-1)
         tf = read_train_file(path, Path(spec["source"]).read_bytes())
         if spec["coords"] is not None and dict(tf.mesh) != mesh:
             raise PlanError(f"{path}:1: the train file declares the mesh {dict(tf.mesh)} when "

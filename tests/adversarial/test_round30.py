@@ -7,8 +7,9 @@ Plans in ``plans/round30/``; a prove takes 26-86 s on the shared machine. Truth:
 
 Fixed in stop 30 (asserted refused, exit 3): R30-1 (a collective or schedule transfer issued
 under a torch function or dispatch mode of the train file), R30-2 (a) (a frozen collector when
-the step returns) and R30-3 (module attributes compared by identity). Open, strict xfail
-(asserting the right outcome: anything but EQUIVALENT): R30-2 (b). The findings:
+the step returns) and R30-3 (module attributes compared by identity). Fixed in wip/fix31
+(asserted refused, exit 3; a strict xfail before): R30-2 (b) (what the stage held, tracked by
+weak reference, alive once the capture returned). The findings:
 
 * R30-1 (``r30_01`` dp 2, ``r30_03`` pp 2): the train file's own ``TorchDispatchMode`` (not a
   function mode: ``all_reduce_mark.plain_call`` looks at function modes only, and pp_guard at
@@ -93,11 +94,15 @@ def test_r30_3_schedules_dist_module_swapped_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R30-2 (b): the kept copies' __class__ parked on a "
-                   "non-pipeline class; the gc scan matches by class")
-def test_r30_2_parked_class_copies_kept_across_steps_are_not_accepted(tmp_path):
+def test_r30_2_parked_class_copies_kept_across_steps_are_refused(tmp_path):
+    """EQUIVALENT at 5c4b7a1 (9 goals, 56 s). Refused since wip/fix31: the copies share the
+    stage's receive infos, tracked by weak reference (``pp_guard.held_by``), alive once the
+    capture returned."""
     out = _prove("r30_06_pp_copies_class_parked.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "r30_06_pp_copies_class_parked.py:1: what the pipeline stage or schedule built in " \
+           "train_step held (PipelineStage.args_recv_info[0][0]) outlives the step" \
+           in out["_err"], out
 
 
 # -- right outcomes today -------------------------------------------------------------------

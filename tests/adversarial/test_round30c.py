@@ -15,6 +15,11 @@ collector, R30-3 module attributes by identity, R30b-1 ``Lowering.fit``). Plans 
   call (dp) or, in pp, by a replaced ``torch.Tensor.shape`` that the capture's ``p2p`` reads
   before its own check. Truth dp update 0.0067 / 0.0080 (step 2 0.0074 / 0.013; control
   ``r30c_02`` 5.6e-17); pp grad l0.weight 0.10, l1.weight 0.20, update 0.051 / 0.10.
+  **Fixed in wip/fix31** (``spec_lang/torch_frontend/op_guard.py``): at every node recorded
+  during the call, the frames between the call and the recording must be code that existed
+  before the train file ran (the mode's ``__torch_dispatch__`` is on that path while torch has
+  popped the mode off the stack), and ``torch.Tensor`` / ``TensorBase`` / ``distributed_c10d``'s
+  state are compared before and after the call; all three refused, exit 3.
 """
 
 from __future__ import annotations
@@ -38,30 +43,35 @@ def _prove(name: str, tmp_path: Path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R30c-1: a dispatch mode entered inside dist.all_reduce "
-                   "(torch.Tensor.is_complex replaced) after plain_call's check")
-def test_r30c_1_mode_entered_in_is_complex_all_reduce_not_accepted(tmp_path):
-    """EQUIVALENT at 0295703 (4 goals, 50 s); truth update 0.0067 / 0.0080."""
+def test_r30c_1_mode_entered_in_is_complex_all_reduce_is_refused(tmp_path):
+    """EQUIVALENT at 0295703 (4 goals, 50 s); truth update 0.0067 / 0.0080. Refused since
+    wip/fix31, naming the all-reduce's line and the mode's frame on the op's path."""
     out = _prove("r30c_01_dp_mode_entered_in_is_complex.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "r30c_01_dp_mode_entered_in_is_complex.py:86: dist.all_reduce did not run as " \
+           "torch ships it: code of the train file ran inside the call, at " in out["_err"], out
+    assert "r30c_01_dp_mode_entered_in_is_complex.py:30 (__torch_dispatch__)" in out["_err"]
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R30c-1: a dispatch mode entered inside dist.all_reduce "
-                   "(_world._pg_coalesce_state's __contains__) after plain_call's check")
-def test_r30c_1_mode_entered_in_coalesce_state_all_reduce_not_accepted(tmp_path):
-    """EQUIVALENT at 0295703 (4 goals, 34 s); truth as r30c_01."""
+def test_r30c_1_mode_entered_in_coalesce_state_all_reduce_is_refused(tmp_path):
+    """EQUIVALENT at 0295703 (4 goals, 34 s); truth as r30c_01. Refused since wip/fix31."""
     out = _prove("r30c_05_dp_mode_entered_in_coalesce_state.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "r30c_05_dp_mode_entered_in_coalesce_state.py:91: dist.all_reduce did not run as " \
+           "torch ships it: code of the train file ran inside the call, at " in out["_err"], out
+    assert "r30c_05_dp_mode_entered_in_coalesce_state.py:32 (__torch_dispatch__)" in out["_err"]
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R30c-1: a dispatch mode entered inside the schedule's "
-                   "transfers (isend / irecv's is_complex) after p2p's check")
-def test_r30c_1_mode_entered_in_pp_transfers_not_accepted(tmp_path):
-    """EQUIVALENT at 0295703 (9 goals, 107 s); truth grad 0.10 / 0.20."""
+def test_r30c_1_mode_entered_in_pp_transfers_is_refused(tmp_path):
+    """EQUIVALENT at 0295703 (9 goals, 107 s); truth grad 0.10 / 0.20. Refused since
+    wip/fix31, naming the mode's frame on the transfer's op path."""
     out = _prove("r30c_06_pp_mode_entered_in_is_complex.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "r30c_06_pp_mode_entered_in_is_complex.py:115: torch's schedule transfers not run " \
+           "as torch ships them (code of the train file ran inside the call, at " in out["_err"]
+    assert "r30c_06_pp_mode_entered_in_is_complex.py:53 (__torch_dispatch__)" in out["_err"]
 
 
 @pytest.mark.slow

@@ -192,3 +192,60 @@ def test_a_schedule_transfer_never_waited_is_refused(monkeypatch):
     assert rec.refusals == [str(e.value)]
     assert [w.calls for w in issued] == [1]                              # waited once, through
     assert rec.events == ["RECV:1:(2,)"]
+
+
+def test_what_a_stage_held_outliving_the_step_is_found_whatever_the_class_of_its_copy():
+    """R30-2 (b): a ``copy.copy`` of the stage with its ``__class__`` parked on a class of the
+    train file escapes the scan by class (:func:`live_pipeline_objects`), but shares the
+    stage's receive infos and buffers, which are still alive when the step returned."""
+    import abc
+
+    import torch
+    from torch.distributed.pipelining.stage import _RecvInfo
+
+    built = object.__new__(PipelineStage)
+    built.args_recv_info = {0: (_RecvInfo("recv_0", 0, torch.zeros(2), None),)}
+    built.fwd_cache = {0: ((torch.ones(2),), [])}
+    built.submod = torch.nn.Linear(2, 2)          # the user's module: never tracked
+    pp_capture._BUILT.append((weakref.ref(built), PipelineStage))
+    pp_capture._hold()
+
+    class Parked(abc.ABC):
+        pass
+    kept = copy.copy(built)
+    kept.__class__ = Parked
+    del built
+    try:
+        assert outliving_pipeline_objects() == []       # the class scan misses it
+        held = pp_capture.outliving_step_objects()
+    finally:
+        pp_capture._BUILT.clear()
+        pp_capture._HELD.clear()
+    assert sorted(held) == ["PipelineStage.args_recv_info[0][0]",            # the _RecvInfo
+                            "PipelineStage.args_recv_info[0][0].buffer",
+                            "PipelineStage.fwd_cache[0][0][0]"], held
+
+
+def test_what_a_dead_stage_held_is_not_named():
+    """Nor what outlives every step by design: an enum member (the stage's inference mode,
+    ``gpt2_pp_tied``'s first false refusal), a chunk spec the train file may keep."""
+    import torch
+    from torch.distributed.pipelining._utils import InferenceMode
+    from torch.distributed.pipelining.microbatch import TensorChunkSpec
+    from torch.distributed.pipelining.stage import _RecvInfo
+
+    built = object.__new__(PipelineStage)
+    built.args_recv_info = {0: (_RecvInfo("recv_0", 0, torch.zeros(2), None),)}
+    built.grads_input = [torch.ones(2)]
+    built._inference_mode = InferenceMode.DYNAMIC
+    built._args_chunk_spec = (_SPEC := TensorChunkSpec(0),)
+    pp_capture._BUILT.append((weakref.ref(built), PipelineStage))
+    pp_capture._hold()
+    assert len(pp_capture._HELD) == 3
+    del built
+    try:
+        assert outliving_pipeline_objects() == []
+        assert pp_capture.outliving_step_objects() == []
+    finally:
+        pp_capture._BUILT.clear()
+    assert pp_capture._HELD == [] and _SPEC.split_dim == 0
