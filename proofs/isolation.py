@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["TRACE_TIMEOUT_S", "MAX_DATA_BYTES", "TraceFailed", "PendingTrace", "start_trace",
-           "trace_in_child", "CheckOutcome", "check_in_child", "child_main"]
+           "trace_in_child", "CheckOutcome", "check_in_child", "PendingCheck",
+           "start_check", "child_main"]
 
 TRACE_TIMEOUT_S = 600.0
 MAX_DATA_BYTES = 1 << 30         # a traced problem above 1 GiB is refused (405B: 6.5 MB)
@@ -286,6 +287,12 @@ def check_in_child(certificate: str | Path, plan: str | Path, *, timeout_s: floa
                             time.monotonic() - t0)
     finally:
         _kill(proc)
+    return _outcome(proc.returncode, out, err, time.monotonic() - t0)
+
+
+def _outcome(rc: int, out: bytes, err: bytes, seconds: float) -> CheckOutcome:
+    """The checker's answer: its last stdout line as JSON, its code (2 when it died on a
+    signal), its last stderr line."""
     answer = None
     lines = [x for x in out.decode(errors="replace").splitlines() if x.strip()]
     if lines:
@@ -294,11 +301,89 @@ def check_in_child(certificate: str | Path, plan: str | Path, *, timeout_s: floa
             answer = a if isinstance(a, dict) else None
         except ValueError:
             answer = None
-    code = proc.returncode if proc.returncode >= 0 else 2
+    code = rc if rc >= 0 else 2
     error = _last_line(err.decode(errors="replace"))
-    if proc.returncode < 0:
-        error = f"the checker died on signal {-proc.returncode}" + (f" ({error})" if error else "")
-    return CheckOutcome(code, answer, error, time.monotonic() - t0)
+    if rc < 0:
+        error = f"the checker died on signal {-rc}" + (f" ({error})" if error else "")
+    return CheckOutcome(code, answer, error, seconds)
+
+
+@dataclass
+class PendingCheck:
+    """``prove``'s self-check started before its certificate exists (:func:`start_check`)."""
+
+    proc: subprocess.Popen
+    out: Any            # the child's stdout and stderr (files: it runs while prove works)
+    err: Any
+    timeout_s: float
+    code: Any           # proofs.code_guard.snapshot() taken before the child started
+
+    def run(self) -> CheckOutcome:
+        """Tell the checker the certificate is written and wait for its answer, at most
+        ``timeout_s`` from now (past it, or on a signal: code 2, no verdict). A change to the
+        product's files while it ran (its re-trace runs the plan) is code 2 too."""
+        from proofs.code_guard import CodeChanged, compare
+
+        t0 = time.monotonic()
+        try:
+            self.proc.stdin.write(b"certificate written\n")
+            self.proc.stdin.close()
+            rc = self.proc.wait(timeout=self.timeout_s)
+        except (BrokenPipeError, subprocess.TimeoutExpired) as e:
+            self.abort()
+            why = ("the checker did not finish within " f"{self.timeout_s:g} s"
+                   if isinstance(e, subprocess.TimeoutExpired) else "the checker ended early")
+            return _outcome(2, b"", why.encode(), time.monotonic() - t0)
+        seconds = time.monotonic() - t0
+        _kill(self.proc)
+        self.out.seek(0)
+        self.err.seek(0)
+        out, err = self.out.read(), self.err.read()
+        self.abort()
+        try:
+            compare(self.code)
+        except CodeChanged as e:
+            return CheckOutcome(2, None, f"while the checker ran: {e}", seconds)
+        return _outcome(rc, out, err, seconds)
+
+    def abort(self) -> None:
+        """End the checker without a verdict: close its stdin (it stops its re-trace and
+        exits), then end its process group; a no-op once it has ended."""
+        try:
+            if not self.proc.stdin.closed:
+                self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        _kill(self.proc)
+        self.out.close()
+        self.err.close()
+
+
+def start_check(certificate: str | Path, plan: str | Path, *, name: str, frontend: str,
+                timeout_s: float, smt_timeout_s: float = 60.0,
+                trace_timeout_s: float = TRACE_TIMEOUT_S) -> PendingCheck:
+    """Start ``check-certificate CERT --plan PLAN --json --await-certificate FRONTEND:NAME`` in a
+    fresh interpreter before ``CERT`` exists: it starts up and re-traces ``PLAN`` while
+    ``prove`` works, and reads ``CERT`` only after :meth:`PendingCheck.run`. Every path of
+    ``prove`` that does not run it calls :meth:`PendingCheck.abort`.
+
+    Raises:
+        OSError: the child cannot start.
+    """
+    from proofs import code_guard
+
+    code = code_guard.snapshot()
+    cmd = _command("check", str(certificate), "--plan", str(plan), "--json",
+                   "--timeout", f"{smt_timeout_s:g}", "--trace-timeout", f"{trace_timeout_s:g}",
+                   "--await-certificate", f"{frontend}:{name}")
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err,
+                            start_new_session=True)
+    return PendingCheck(proc, out, err, timeout_s, code)
 
 
 # -- the child -----------------------------------------------------------------------------------
