@@ -34,6 +34,8 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
+from proofs.isolation import fewer_gc_passes
+
 __all__ = ["prove_main", "check_main", "EXIT", "CHECK_EXIT"]
 
 EXIT = {"EQUIVALENT": 0, "NOT EQUIVALENT": 1, "UNKNOWN": 2, "bad input": 3, "precision lint": 4}
@@ -83,6 +85,8 @@ def _version_flag(p: argparse.ArgumentParser) -> None:
 
 # -- prove --------------------------------------------------------------------------------------
 def prove_main(argv: list[str] | None = None) -> int:
+    if argv is None:   # the console script: this process is prove's alone
+        fewer_gc_passes()
     code = _prove(argv)
     if argv is None:
         sys.exit(code)
@@ -446,6 +450,8 @@ def _summary(report: Any, stream: Any) -> None:
 
 # -- check-certificate --------------------------------------------------------------------------
 def check_main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        fewer_gc_passes()
     code = _check(argv)
     if argv is None:
         sys.exit(code)
@@ -588,4 +594,5 @@ def _coq(path: str, coq_file: str | None) -> dict[str, Any]:
 
 if __name__ == "__main__":  # python -m proofs.cli prove|check ...
     cmd, *rest = sys.argv[1:] or ["prove"]
+    fewer_gc_passes()
     sys.exit({"prove": prove_main, "check": check_main}.get(cmd, prove_main)(rest))
