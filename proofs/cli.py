@@ -512,16 +512,15 @@ def _check(argv: list[str] | None) -> int:
         return _err("check-certificate", "--plan and --no-retrace exclude each other")
     from proofs.checker import check_certificate
     from proofs.errors import CertificateError, MalformedCertificate
-    from proofs.retrace import EarlyRetrace
+    from proofs.retrace import await_certificate
 
     early = None
-    if a.await_certificate is not None:
-        frontend, _, name = a.await_certificate.partition(":")
-        if not (a.plan and name):
-            return _err("check-certificate", "--await-certificate FRONTEND:NAME needs --plan")
-        early = EarlyRetrace(a.plan, name, frontend, a.trace_timeout)
-        if not early.wait(sys.stdin.fileno()):
-            early.cancel()
+    if a.await_certificate is not None:   # prove's self-check (proofs/isolation.py start_check)
+        if not a.plan:
+            return _err("check-certificate", "--await-certificate needs --plan")
+        early = await_certificate(a.plan, a.await_certificate, a.trace_timeout,
+                                  sys.stdin.fileno())
+        if early is None:
             return _err("check-certificate", "no certificate: stdin ended before 'certificate "
                                              "written' (prove stopped); no verdict", 2)
     try:

@@ -340,12 +340,14 @@ class PendingCheck:
         try:
             self.proc.stdin.write(b"certificate written\n")
             self.proc.stdin.close()
+        except BrokenPipeError:
+            pass          # it has ended already: its code and output are read below
+        try:
             rc = self.proc.wait(timeout=self.timeout_s)
-        except (BrokenPipeError, subprocess.TimeoutExpired) as e:
+        except subprocess.TimeoutExpired:
             self.abort()
-            why = ("the checker did not finish within " f"{self.timeout_s:g} s"
-                   if isinstance(e, subprocess.TimeoutExpired) else "the checker ended early")
-            return _outcome(2, b"", why.encode(), time.monotonic() - t0)
+            return CheckOutcome(2, None, f"the checker did not finish within "
+                                         f"{self.timeout_s:g} s", time.monotonic() - t0)
         seconds = time.monotonic() - t0
         _kill(self.proc)
         self.out.seek(0)
@@ -359,17 +361,22 @@ class PendingCheck:
         return _outcome(rc, out, err, seconds)
 
     def abort(self) -> None:
-        """End the checker without a verdict: close its stdin (it stops its re-trace and
-        exits), then end its process group; a no-op once it has ended."""
+        """End the checker without a verdict: close its stdin (waiting for it, it stops its
+        re-trace and exits; checking, it is sent SIGTERM, which does the same), then end its
+        process group; a no-op once it has ended."""
         try:
-            if not self.proc.stdin.closed:
-                self.proc.stdin.close()
+            self.proc.stdin.close()
         except BrokenPipeError:
             pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        if self.proc.poll() is None:   # checking already: SIGTERM ends it and its re-trace
+            try:
+                self.proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
         _kill(self.proc)
         self.out.close()
         self.err.close()

@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import os
 import select
+import signal
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,7 +38,8 @@ from proofs.errors import CertificateError
 from proofs.isolation import PendingTrace, TraceFailed, start_trace
 from proofs.kernel import node_hash_table
 
-__all__ = ["plan_file", "start_retrace", "finish_retrace", "EarlyRetrace"]
+__all__ = ["plan_file", "start_retrace", "finish_retrace", "EarlyRetrace",
+           "await_certificate"]
 
 
 def plan_file(cert: Mapping[str, Any], cert_path: str | Path,
@@ -193,6 +196,25 @@ class EarlyRetrace:
         """End the tracing child (and its process group); remove its directory."""
         if self.pending is not None:
             self.pending.cancel()
+
+
+def await_certificate(plan: str | Path, spec: str, timeout_s: float,
+                      fd: int) -> EarlyRetrace | None:
+    """``check-certificate --plan PLAN --await-certificate FRONTEND:NAME``: start the re-trace
+    (:class:`EarlyRetrace`) and wait for the line on ``fd``; None (nothing left running) when
+    the input ends without it. From now on SIGTERM (``prove``'s abort) exits with code 2
+    through every ``finally``, which ends the re-trace's process group too.
+    """
+    frontend, _, name = spec.partition(":")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(2))
+    early = EarlyRetrace(plan, name or str(plan), frontend, timeout_s)
+    ok = False
+    try:
+        ok = early.wait(fd)
+    finally:
+        if not ok:
+            early.cancel()
+    return early if ok else None
 
 
 def _collect(pending: Any) -> tuple[Any, list[str]]:

@@ -188,3 +188,19 @@ def test_a_failed_trace_ends_the_early_checker(tmp_path, monkeypatch):
     pid = started[0].proc.pid
     assert started[0].proc.returncode is not None and not _alive(pid)
     assert _running_with(str(tmp_path)) == []
+
+
+def test_a_check_past_its_time_ends_with_its_retrace(tmp_path):
+    """The certificate is read and replayed, but the plan hangs when the checker re-traces it
+    (its parent process is the checker's): past prove's time bound the checker gets SIGTERM,
+    which ends its re-trace too; no verdict, nothing left running."""
+    hang = ("import os as _os, time as _t\n"
+            "if b'\\0check\\0' in open(f'/proc/{_os.getppid()}/cmdline', 'rb').read():\n"
+            "    _t.sleep(300)\n")
+    p, cert = _cert(tmp_path, hang + SRC, "plan")
+    pc = start_check(cert, p, name=str(p), frontend="dsl", timeout_s=8)
+    time.sleep(2)
+    assert _running_with(str(tmp_path))          # the checker and its (hung) re-trace
+    out = pc.run()
+    assert out.code == 2 and out.answer is None and "did not finish within 8 s" in out.error
+    assert _running_with(str(tmp_path)) == []
