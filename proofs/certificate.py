@@ -31,7 +31,8 @@ from typing import Any
 
 from proofs.kernel import NodeTable, encode_attr
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "ProofSteps", "write_certificate", "encode_subst"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "ProofSteps", "write_certificate", "encode_subst",
+           "unwritable"]
 
 FORMAT = "shardproof-certificate"
 FORMAT_VERSION = 3
@@ -240,3 +241,26 @@ def certificate_of(report: Any) -> dict[str, Any]:
         "rule_counts": dict(sorted(report.rule_counts.items())),
         "seconds": {k: f"{v:.3f}" for k, v in report.seconds.items()},
     }
+
+
+def unwritable(certificate: str) -> str | None:
+    """Why ``--certificate`` cannot be written, checked before proving (None: it can): an empty
+    path, a directory or another non-regular file, a missing directory, or a directory where a
+    file cannot be created (probed with a temporary file, as the atomic write will do)."""
+    if not certificate.strip():
+        return "--certificate: empty path; give a file name, e.g. --certificate out.json"
+    target = Path(certificate)
+    if target.is_dir():
+        return f"{certificate}: is a directory; give a file path for the certificate"
+    if target.exists() and not target.is_file():
+        return f"{certificate}: not a regular file; give a file path for the certificate"
+    parent = target.resolve().parent
+    if not parent.is_dir():
+        return f"{certificate}: the directory {parent} does not exist"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=target.name + ".", suffix=".probe", dir=parent)
+    except OSError as e:
+        return f"{certificate}: cannot write in {parent}: {e.strerror or e}"
+    os.close(fd)
+    os.unlink(probe)
+    return None

@@ -362,13 +362,15 @@ def _renaming_ok(t: NodeTable, a_roots: tuple[int, int], b_roots: tuple[int, int
 
 def check_certificate(path: str | Path, *, retrace: bool = True,
                       plan_path: str | Path | None = None, smt_timeout_s: float = 60.0,
-                      trace_timeout_s: float = 600.0) -> CheckResult:
+                      trace_timeout_s: float = 600.0, early: Any = None) -> CheckResult:
     """Check a certificate file; return a summary or raise.
 
     ``retrace`` (default): re-trace the plan file (``plan_path``, else the recorded path, as
     given or beside the certificate) in a separate clean interpreter while the steps replay, and
     compare (:mod:`proofs.retrace`); without the file the certificate is not tied to a plan and
-    is rejected. ``retrace=False`` (``--no-retrace``) checks the certificate alone.
+    is rejected. ``retrace=False`` (``--no-retrace``) checks the certificate alone. ``early``:
+    a :class:`proofs.retrace.EarlyRetrace` started before the certificate existed (``prove``'s
+    self-check), used in place of a new re-trace only when it traced the same bytes.
 
     Raises:
         MalformedCertificate: unreadable, not JSON, wrong format or version, schema violation.
@@ -376,7 +378,9 @@ def check_certificate(path: str | Path, *, retrace: bool = True,
     """
     cert = load(path)
     pending = None
-    if retrace:
+    if retrace and early is not None:
+        pending = early.adopt(cert, path, plan_path)
+    elif retrace:
         from proofs.retrace import start_retrace
 
         pending = start_retrace(cert, path, plan_path, trace_timeout_s)

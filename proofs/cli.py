@@ -34,6 +34,8 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
+from proofs.isolation import fewer_gc_passes
+
 __all__ = ["prove_main", "check_main", "EXIT", "CHECK_EXIT"]
 
 EXIT = {"EQUIVALENT": 0, "NOT EQUIVALENT": 1, "UNKNOWN": 2, "bad input": 3, "precision lint": 4}
@@ -83,6 +85,8 @@ def _version_flag(p: argparse.ArgumentParser) -> None:
 
 # -- prove --------------------------------------------------------------------------------------
 def prove_main(argv: list[str] | None = None) -> int:
+    if argv is None:   # the console script: this process is prove's alone
+        fewer_gc_passes()
     code = _prove(argv)
     if argv is None:
         sys.exit(code)
@@ -151,7 +155,9 @@ def _prove(argv: list[str] | None) -> int:
     if not path.is_file():
         return _err("prove", f"{path}: no such file")
     if a.certificate is not None:
-        why = _unwritable(a.certificate)
+        from proofs.certificate import unwritable
+
+        why = unwritable(a.certificate)
         if why:
             return _err("prove", why)
     try:
@@ -160,10 +166,33 @@ def _prove(argv: list[str] | None) -> int:
         return _err("prove", f"{path}: cannot read: {e.strerror or e}")
     # 1. trace the plan file in a separate clean interpreter: only data comes back
     t0 = time.monotonic()
-    # what decides the verdict is imported before the plan runs (proofs/code_guard.py records
-    # its files and refuses if the plan's process changed them)
-    import proofs.certificate
-    import proofs.prover  # noqa: F401
+    # what decides the verdict, and prints it, is imported before the plan runs (here, and in
+    # the self-check's re-trace started now; proofs/code_guard.py records the files and refuses
+    # if the plan's process changed them)
+    import tempfile
+
+    import rich.table  # noqa: F401
+    import proofs.certificate, proofs.first_difference, proofs.problem_data  # noqa: E401,F401
+    import proofs.progress, proofs.prover, proofs.unknown  # noqa: E401,F401
+    from proofs.isolation import start_check
+
+    with tempfile.TemporaryDirectory(prefix="shardproof-prove-") as tmp:
+        # the certificate (a temporary one when only the check needs it); the check starts now
+        # and reads it once written (proofs/isolation.py start_check)
+        cert_path = a.certificate or (str(Path(tmp) / "certificate.json") if a.check else None)
+        early = start_check(cert_path, path.resolve(), name=str(path), timeout_s=a.timeout,
+                            frontend="torch" if a.torch else "dsl",
+                            trace_timeout_s=a.trace_timeout) if a.check else None
+        try:
+            return _prove_traced(a, path, source, t0, cert_path, early)
+        finally:
+            if early is not None:   # no check ran: no verdict, no process left
+                early.abort()
+
+
+def _prove_traced(a: Any, path: Path, source: bytes, t0: float, cert_path: str | None,
+                  early: Any) -> int:
+    """``prove`` once its arguments are checked: trace, prove, certificate, check, report."""
     from proofs.isolation import TraceFailed, trace_in_child
 
     try:
@@ -189,12 +218,9 @@ def _prove(argv: list[str] | None) -> int:
         return _internal(e)
     t_trace = child.seconds.get("child", 0.0)
     t_load = time.monotonic() - t0 - t_trace
-    import tempfile
-
     from proofs.progress import Progress
 
-    with tempfile.TemporaryDirectory(prefix="shardproof-prove-") as tmp, \
-            Progress(enabled=not a.json) as progress:
+    with Progress(enabled=not a.json) as progress:
         progress("trace", 1, 1)
         progress.finished("trace", t_trace, "plan")
         progress.finished("load", t_load)
@@ -207,8 +233,7 @@ def _prove(argv: list[str] | None) -> int:
             report.seconds = {"trace": t_trace, "load": t_load, **report.seconds}
         except Exception as e:  # noqa: BLE001
             return _internal(e)
-        # 2. the certificate (a temporary one when only the check needs it) and the check
-        cert_path = a.certificate or (str(Path(tmp) / "certificate.json") if a.check else None)
+        # 2. the certificate and the check
         write_error = None   # reported after the verdict (which stands; exit 3)
         if cert_path:
             try:
@@ -223,12 +248,9 @@ def _prove(argv: list[str] | None) -> int:
             except Exception as e:  # noqa: BLE001
                 return _internal(e)
         check = None
-        if a.check and write_error is None:
-            from proofs.isolation import check_in_child
-
+        if early is not None and write_error is None:
             progress.begin("check")
-            check = check_in_child(cert_path, path.resolve(), timeout_s=a.timeout,
-                                   trace_timeout_s=a.trace_timeout)
+            check = early.run()
             report.seconds["check"] = check.seconds
             progress.finished("check", check.seconds)
     findings: list[Any] = []
@@ -282,31 +304,6 @@ def _prove(argv: list[str] | None) -> int:
     if findings and a.precision_lint == "error" and report.verdict == "EQUIVALENT":
         return EXIT["precision lint"]
     return EXIT[report.verdict]
-
-
-def _unwritable(certificate: str) -> str | None:
-    """Why ``--certificate`` cannot be written, checked before proving (None: it can): an empty
-    path, a directory or another non-regular file, a missing directory, or a directory where a
-    file cannot be created (probed with a temporary file, as the atomic write will do)."""
-    if not certificate.strip():
-        return "--certificate: empty path; give a file name, e.g. --certificate out.json"
-    target = Path(certificate)
-    if target.is_dir():
-        return f"{certificate}: is a directory; give a file path for the certificate"
-    if target.exists() and not target.is_file():
-        return f"{certificate}: not a regular file; give a file path for the certificate"
-    parent = target.resolve().parent
-    if not parent.is_dir():
-        return f"{certificate}: the directory {parent} does not exist"
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(prefix=target.name + ".", suffix=".probe", dir=parent)
-    except OSError as e:
-        return f"{certificate}: cannot write in {parent}: {e.strerror or e}"
-    os.close(fd)
-    os.unlink(probe)
-    return None
 
 
 def _agrees(verdict: str, check: Any) -> bool:
@@ -453,6 +450,8 @@ def _summary(report: Any, stream: Any) -> None:
 
 # -- check-certificate --------------------------------------------------------------------------
 def check_main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        fewer_gc_passes()
     code = _check(argv)
     if argv is None:
         sys.exit(code)
@@ -487,6 +486,11 @@ def _check(argv: list[str] | None) -> int:
                         "(docs/coq.md); reports what Coq checked")
     p.add_argument("--coq-file", metavar="OUT.v",
                    help="with --coq: keep the exported Coq file here")
+    p.add_argument("--await-certificate", metavar="FRONTEND:NAME",
+                   help="prove's self-check: with --plan, start re-tracing the plan now (with "
+                        "this front end, under the name the certificate records) and read the "
+                        "certificate only once stdin says 'certificate written' (end of input: "
+                        "exit 2 without a verdict)")
     _version_flag(p)
     try:
         a = p.parse_args(argv)
@@ -508,16 +512,30 @@ def _check(argv: list[str] | None) -> int:
         return _err("check-certificate", "--plan and --no-retrace exclude each other")
     from proofs.checker import check_certificate
     from proofs.errors import CertificateError, MalformedCertificate
+    from proofs.retrace import await_certificate
 
+    early = None
+    if a.await_certificate is not None:   # prove's self-check (proofs/isolation.py start_check)
+        if not a.plan:
+            return _err("check-certificate", "--await-certificate needs --plan")
+        early = await_certificate(a.plan, a.await_certificate, a.trace_timeout,
+                                  sys.stdin.fileno())
+        if early is None:
+            return _err("check-certificate", "no certificate: stdin ended before 'certificate "
+                                             "written' (prove stopped); no verdict", 2)
     try:
         r = check_certificate(a.certificate, retrace=a.retrace, plan_path=a.plan,
-                              smt_timeout_s=a.timeout, trace_timeout_s=a.trace_timeout)
+                              smt_timeout_s=a.timeout, trace_timeout_s=a.trace_timeout,
+                              early=early)
     except MalformedCertificate as e:
         return _err("check-certificate", str(e), CHECK_EXIT["bad input"])
     except CertificateError as e:
         return _rejected(a.json, str(e))
     except Exception as e:  # noqa: BLE001 -- a checker crash is a rejection, never acceptance
         return _rejected(a.json, f"internal error: {type(e).__name__}: {_one_line(str(e))}")
+    finally:
+        if early is not None:
+            early.cancel()
     coq: dict[str, Any] | None = None
     if a.coq:
         coq = _coq(a.certificate, a.coq_file)
@@ -575,4 +593,5 @@ def _coq(path: str, coq_file: str | None) -> dict[str, Any]:
 
 if __name__ == "__main__":  # python -m proofs.cli prove|check ...
     cmd, *rest = sys.argv[1:] or ["prove"]
+    fewer_gc_passes()
     sys.exit({"prove": prove_main, "check": check_main}.get(cmd, prove_main)(rest))

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["TRACE_TIMEOUT_S", "MAX_DATA_BYTES", "TraceFailed", "PendingTrace", "start_trace",
-           "trace_in_child", "CheckOutcome", "check_in_child", "child_main"]
+           "trace_in_child", "CheckOutcome", "check_in_child", "PendingCheck",
+           "start_check", "child_main", "fewer_gc_passes"]
 
 TRACE_TIMEOUT_S = 600.0
 MAX_DATA_BYTES = 1 << 30         # a traced problem above 1 GiB is refused (405B: 6.5 MB)
@@ -68,6 +69,18 @@ def _last_line(text: str) -> str:
 
 def _command(*args: str) -> list[str]:
     return [sys.executable, "-I", "-c", _BOOT, _ROOT, *args]
+
+
+def fewer_gc_passes() -> None:
+    """Collect cyclic garbage less often in this process (``prove``, ``check-certificate`` and
+    the DSL's tracing child, never the torch front end's): each holds one large, long-lived,
+    mostly acyclic structure (the 405B's 10^5-10^6 terms, nodes and rows), which CPython's
+    default thresholds (700, 10, 10) rescan in every generation-2 pass: 1.5-3 s of the 405B's
+    trace, proving and check each. Young cycles are still collected (every 10^5 allocations);
+    nothing but the timing of reclaiming cycles changes."""
+    import gc
+
+    gc.set_threshold(100_000, 50, 100)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -286,6 +299,12 @@ def check_in_child(certificate: str | Path, plan: str | Path, *, timeout_s: floa
                             time.monotonic() - t0)
     finally:
         _kill(proc)
+    return _outcome(proc.returncode, out, err, time.monotonic() - t0)
+
+
+def _outcome(rc: int, out: bytes, err: bytes, seconds: float) -> CheckOutcome:
+    """The checker's answer: its last stdout line as JSON, its code (2 when it died on a
+    signal), its last stderr line."""
     answer = None
     lines = [x for x in out.decode(errors="replace").splitlines() if x.strip()]
     if lines:
@@ -294,11 +313,96 @@ def check_in_child(certificate: str | Path, plan: str | Path, *, timeout_s: floa
             answer = a if isinstance(a, dict) else None
         except ValueError:
             answer = None
-    code = proc.returncode if proc.returncode >= 0 else 2
+    code = rc if rc >= 0 else 2
     error = _last_line(err.decode(errors="replace"))
-    if proc.returncode < 0:
-        error = f"the checker died on signal {-proc.returncode}" + (f" ({error})" if error else "")
-    return CheckOutcome(code, answer, error, time.monotonic() - t0)
+    if rc < 0:
+        error = f"the checker died on signal {-rc}" + (f" ({error})" if error else "")
+    return CheckOutcome(code, answer, error, seconds)
+
+
+@dataclass
+class PendingCheck:
+    """``prove``'s self-check started before its certificate exists (:func:`start_check`)."""
+
+    proc: subprocess.Popen
+    out: Any            # the child's stdout and stderr (files: it runs while prove works)
+    err: Any
+    timeout_s: float
+    code: Any           # proofs.code_guard.snapshot() taken before the child started
+
+    def run(self) -> CheckOutcome:
+        """Tell the checker the certificate is written and wait for its answer, at most
+        ``timeout_s`` from now (past it, or on a signal: code 2, no verdict). A change to the
+        product's files while it ran (its re-trace runs the plan) is code 2 too."""
+        from proofs.code_guard import CodeChanged, compare
+
+        t0 = time.monotonic()
+        try:
+            self.proc.stdin.write(b"certificate written\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass          # it has ended already: its code and output are read below
+        try:
+            rc = self.proc.wait(timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            self.abort()
+            return CheckOutcome(2, None, f"the checker did not finish within "
+                                         f"{self.timeout_s:g} s", time.monotonic() - t0)
+        seconds = time.monotonic() - t0
+        _kill(self.proc)
+        self.out.seek(0)
+        self.err.seek(0)
+        out, err = self.out.read(), self.err.read()
+        self.abort()
+        try:
+            compare(self.code)
+        except CodeChanged as e:
+            return CheckOutcome(2, None, f"while the checker ran: {e}", seconds)
+        return _outcome(rc, out, err, seconds)
+
+    def abort(self) -> None:
+        """End the checker without a verdict: close its stdin (waiting for it, it stops its
+        re-trace and exits; checking, it is sent SIGTERM, which does the same), then end its
+        process group; a no-op once it has ended."""
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        if self.proc.poll() is None:   # checking already: SIGTERM ends it and its re-trace
+            try:
+                self.proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        _kill(self.proc)
+        self.out.close()
+        self.err.close()
+
+
+def start_check(certificate: str | Path, plan: str | Path, *, name: str, frontend: str,
+                timeout_s: float, smt_timeout_s: float = 60.0,
+                trace_timeout_s: float = TRACE_TIMEOUT_S) -> PendingCheck:
+    """Start ``check-certificate CERT --plan PLAN --json --await-certificate FRONTEND:NAME`` in a
+    fresh interpreter before ``CERT`` exists: it starts up and re-traces ``PLAN`` while
+    ``prove`` works, and reads ``CERT`` only after :meth:`PendingCheck.run`. Every path of
+    ``prove`` that does not run it calls :meth:`PendingCheck.abort`.
+
+    Raises:
+        OSError: the child cannot start.
+    """
+    from proofs import code_guard
+
+    code = code_guard.snapshot()
+    cmd = _command("check", str(certificate), "--plan", str(plan), "--json",
+                   "--timeout", f"{smt_timeout_s:g}", "--trace-timeout", f"{trace_timeout_s:g}",
+                   "--await-certificate", f"{frontend}:{name}")
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err,
+                            start_new_session=True)
+    return PendingCheck(proc, out, err, timeout_s, code)
 
 
 # -- the child -----------------------------------------------------------------------------------
@@ -378,10 +482,13 @@ def child_main(argv: list[str]) -> int:
     """Entry point of the child interpreter: ``trace FRONTEND PATH SOURCE OUT`` or ``check ...``
     (``check-certificate``'s arguments)."""
     if argv[:1] == ["trace"] and len(argv) == 5 and argv[1] in FRONTENDS:
+        if argv[1] == "dsl":
+            fewer_gc_passes()
         return _trace_child(*argv[1:])
     if argv[:1] == ["check"]:
         from proofs.cli import check_main
 
+        fewer_gc_passes()
         return check_main(argv[1:])
     print(f"proofs.isolation: bad arguments {argv[:3]}", file=sys.stderr)
     return 3

@@ -25,6 +25,11 @@ tied, with a hint to name the plan with ``--plan``.
 from __future__ import annotations
 
 import hashlib
+import os
+import select
+import signal
+import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,7 +38,8 @@ from proofs.errors import CertificateError
 from proofs.isolation import PendingTrace, TraceFailed, start_trace
 from proofs.kernel import node_hash_table
 
-__all__ = ["plan_file", "start_retrace", "finish_retrace"]
+__all__ = ["plan_file", "start_retrace", "finish_retrace", "EarlyRetrace",
+           "await_certificate"]
 
 
 def plan_file(cert: Mapping[str, Any], cert_path: str | Path,
@@ -60,6 +66,17 @@ def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
         CertificateError: no plan file (the certificate is not tied to a plan), an unreadable
             one, a hash that is not ``plan.sha256``, or a child that cannot start.
     """
+    data = _plan_bytes(cert, cert_path, plan_path)
+    return _start(cert["plan"]["path"], data, cert["plan"]["frontend"], timeout_s)
+
+
+def _plan_bytes(cert: Mapping[str, Any], cert_path: str | Path,
+                plan_path: str | Path | None) -> bytes:
+    """The plan file's bytes, read now; they must hash to the certificate's ``plan.sha256``.
+
+    Raises:
+        CertificateError: see :func:`start_retrace`.
+    """
     p = plan_file(cert, cert_path, plan_path)
     if not p.is_file():
         raise CertificateError(
@@ -78,6 +95,11 @@ def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
     if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
         raise CertificateError(f"--retrace: {p} does not hash to plan.sha256 (the plan file "
                                f"changed)")
+    return data
+
+
+def _start(name: str, data: bytes, frontend: str, timeout_s: float) -> PendingTrace:
+    """Trace ``data`` (the plan file's bytes, the checker's own read) under the name ``name``."""
     # everything the checker may import while the child runs is imported before it starts
     # (finding R2-3: a z3.py the re-traced plan wrote was imported at the first smt step)
     import jsonschema  # noqa: F401
@@ -86,27 +108,144 @@ def start_retrace(cert: Mapping[str, Any], cert_path: str | Path,
 
     from proofs import admissible, cas, checker_refutation, replay, smt  # noqa: F401
     try:  # traced under the path prove was given (it names the file in sites and messages)
-        pending = start_trace(cert["plan"]["path"], data, frontend=cert["plan"]["frontend"],
-                              timeout_s=timeout_s)
+        pending = start_trace(name, data, frontend=frontend, timeout_s=timeout_s)
     except TraceFailed as e:
         raise CertificateError(f"--retrace: {e}") from None
     pending.check_types = False   # its nodes are compared by hash with the checked table
     return pending
 
 
-def finish_retrace(pending: PendingTrace, cert: Mapping[str, Any], hashes: list[str]) -> None:
+class EarlyRetrace:
+    """The re-trace of ``prove``'s self-check, started before the certificate exists.
+
+    ``prove`` starts ``check-certificate --await-certificate`` as it starts proving
+    (:func:`proofs.isolation.start_check`): the checker reads the plan file it is given
+    (``--plan``), starts tracing it and collects the trace while ``prove`` works, then waits
+    for one line on stdin saying that the certificate is written (:meth:`wait`). Nothing else
+    comes from ``prove``: the certificate is read after that line, every check of
+    :func:`start_retrace` and :func:`finish_retrace` is made as without this, and
+    :meth:`adopt` uses this trace only when the plan file read then has the very bytes traced,
+    under the certificate's plan path and front end; otherwise the re-trace starts again.
+    """
+
+    SIGNAL = b"certificate written"
+
+    def __init__(self, plan: str | Path, name: str, frontend: str, timeout_s: float):
+        self.plan, self.path, self.frontend, self.timeout_s = Path(plan), name, frontend, timeout_s
+        self.data: bytes | None = None
+        self.pending: PendingTrace | None = None
+        self.outcome: Any = None      # (ProblemData, node hashes) or the TraceFailed
+        try:
+            self.data = self.plan.read_bytes()
+            self.pending = _start(name, self.data, frontend, timeout_s)
+        except (OSError, CertificateError):
+            self.pending = None   # no early trace: adopt() starts one from the certificate
+
+    def collect(self) -> None:
+        """Wait for the tracing child (within its bound) and keep its data and node hashes, or
+        why it failed."""
+        if self.outcome is None and self.pending is not None:
+            try:
+                pd = self.pending.result()
+                self.outcome = (pd, node_hash_table(pd.table))
+            except TraceFailed as e:
+                self.outcome = e
+
+    def wait(self, fd: int) -> bool:
+        """Block until the file descriptor ``fd`` gives the line :attr:`SIGNAL` (True) or
+        anything else or end of file (False: ``prove`` gave up or died), collecting the
+        trace as soon as its child ends or runs out of time."""
+        buf = b""
+        while b"\n" not in buf:
+            p = self.pending
+            busy = self.outcome is None and p is not None
+            if busy and (p.proc.poll() is not None
+                         or time.monotonic() - p.started > p.timeout_s):
+                self.collect()
+                busy = False
+            ready, _, _ = select.select([fd], [], [], 0.05 if busy else None)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return False
+                buf += chunk
+        return buf.split(b"\n", 1)[0] == self.SIGNAL
+
+    def adopt(self, cert: Mapping[str, Any], cert_path: str | Path,
+              plan_path: str | Path | None) -> Any:
+        """The re-trace for ``cert``: this one when the plan file, read again now and checked
+        as :func:`start_retrace` checks it, has the bytes traced, under the certificate's plan
+        path and front end; else a fresh one (:func:`start_retrace`).
+
+        Raises:
+            CertificateError: see :func:`start_retrace`.
+        """
+        try:
+            data = _plan_bytes(cert, cert_path, plan_path)
+        except CertificateError:
+            self.cancel()
+            raise
+        if (self.pending is not None and data == self.data and plan_path is not None
+                and Path(plan_path) == self.plan and cert["plan"]["path"] == self.path
+                and cert["plan"]["frontend"] == self.frontend):
+            return self
+        self.cancel()
+        return _start(cert["plan"]["path"], data, cert["plan"]["frontend"], self.timeout_s)
+
+    def cancel(self) -> None:
+        """End the tracing child (and its process group); remove its directory."""
+        if self.pending is not None:
+            self.pending.cancel()
+
+
+def await_certificate(plan: str | Path, spec: str, timeout_s: float,
+                      fd: int) -> EarlyRetrace | None:
+    """``check-certificate --plan PLAN --await-certificate FRONTEND:NAME``: start the re-trace
+    (:class:`EarlyRetrace`) and wait for the line on ``fd``; None (nothing left running) when
+    the input ends without it. From now on SIGTERM (``prove``'s abort) exits with code 2
+    through every ``finally``, which ends the re-trace's process group too.
+    """
+    frontend, _, name = spec.partition(":")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(2))
+    early = EarlyRetrace(plan, name or str(plan), frontend, timeout_s)
+    ok = False
+    try:
+        ok = early.wait(fd)
+    finally:
+        if not ok:
+            early.cancel()
+    return early if ok else None
+
+
+def _collect(pending: Any) -> tuple[Any, list[str]]:
+    """The child's data and the Merkle hash of each of its nodes (computed here).
+
+    Raises:
+        CertificateError: why the trace failed.
+    """
+    if isinstance(pending, EarlyRetrace):
+        pending.collect()
+        out = pending.outcome
+    else:
+        try:
+            pd = pending.result()
+            out = (pd, node_hash_table(pd.table))
+        except TraceFailed as e:
+            out = e
+    if isinstance(out, TraceFailed):
+        if out.kind == "plan":
+            raise CertificateError(f"--retrace: the plan no longer traces: {out}") from None
+        raise CertificateError(f"--retrace: {out}") from None
+    return out
+
+
+def finish_retrace(pending: Any, cert: Mapping[str, Any], hashes: list[str]) -> None:
     """Collect the child's data and compare it with the certificate (see the module docstring).
 
     Raises:
         CertificateError: one line naming the difference or why the trace failed.
     """
-    try:
-        pd = pending.result()
-    except TraceFailed as e:
-        if e.kind == "plan":
-            raise CertificateError(f"--retrace: the plan no longer traces: {e}") from None
-        raise CertificateError(f"--retrace: {e}") from None
-    fresh = node_hash_table(pd.table)
+    pd, fresh = _collect(pending)
     goals = {g["name"]: g for g in pd.goals}
     ob = {o["name"]: o for o in cert["obligations"]}
     if set(goals) != set(ob):
