@@ -233,20 +233,30 @@ def _dedupe(a: Analysis, lay: Any, n: fx.Node) -> Any:
         return lay
     seen: set[int] = set()
     infos: set[Any] = set()        # a plan's classes of one lineage are one IR name
+    keys: set[str] = set()         # ... and of one spec key, sharded or not, too (R30b-3)
     out = []
     for dim in lay:
         atoms = a.dims.canon(dim)
         new = []
         for x in atoms:
             r = a.dims.find(x)
+            every = [y for d in lay for y in d]
             if id(r) in seen or (r.info is not None and r.info in infos):
                 # a square weight's dim twice (its gradient): its twin, else a copy
-                tw = a.dims.twin_for(r, [y for d in lay for y in d], a.where(n))
+                tw = a.dims.twin_for(r, every, a.where(n))
                 x = tw if tw is not None else a.dims.copy(r, a.where(n))
                 r = a.dims.find(x)
+            elif r.info is not None and r.info[0] in keys:
+                # a block and the whole of one key (a sharded square weight's gradient:
+                # the rank's block of the output dim, all of the input dim): its twin, else
+                # left (one IR name twice: refused)
+                tw = a.dims.twin_for(r, every, a.where(n))
+                if tw is not None:
+                    x, r = tw, a.dims.find(tw)
             seen.add(id(r))
             if r.info is not None:
                 infos.add(r.info)
+                keys.add(r.info[0])
             new.append(x)
         out.append(new)
     return out

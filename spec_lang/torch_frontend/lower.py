@@ -421,8 +421,11 @@ def _itemwise(ctx: Lowering, n: fx.Node, r: Any, args: tuple, kwargs: dict, k: i
 
 
 def _checked(ctx: Lowering, n: fx.Node, val: Any) -> Any:
-    """A rule's tensor value must carry only dims of its layout (else it would broadcast
-    where torch does not): UNKNOWN otherwise, never a silently different value."""
+    """A rule's tensor value (each item of a list: ``_foreach_*``) must carry only dims of its
+    layout (else it would broadcast where torch does not): UNKNOWN otherwise, never a silently
+    different value."""
+    if isinstance(val, list):
+        return [_checked(ctx, n, v) for v in val]
     if isinstance(val, TV):
         specs = {d for dim in val.dims for d in dim}
         extra = [d for d in val.term.dims if d not in specs]
@@ -594,6 +597,3 @@ def as_term(x: Any) -> Term:
     if isinstance(x, (int, float, bool)):
         return const(exact_scalar(x))
     raise TypeError(f"not a tensor value: {x!r}")
-
-
-_ = Stacked  # re-exported for rules

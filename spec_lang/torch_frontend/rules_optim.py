@@ -59,6 +59,15 @@ def _list_dims(n: fx.Node, a: Analysis) -> list:
     return out
 
 
+def _item(ctx: Lowering, n: fx.Node, k: int, i: int, v: Any, lay: Any) -> Term:
+    """Item ``i`` of the list argument ``k`` of ``n`` with its dims named as the output's
+    item ``i`` position by position (``Lowering.fit``): a square parameter's Adam state can be
+    named by one twin dim and the parameter by the other (R30b-2)."""
+    arg = n.args[k] if k < len(n.args) else None
+    node = arg[i] if isinstance(arg, (list, tuple)) and i < len(arg) else None
+    return ctx.fit(n, node, v, lay)
+
+
 def _scalars(ctx: Lowering, n: fx.Node, key: Any, count: int) -> list[Term]:
     """A Scalar, ScalarList or scalar-Tensor argument as ``count`` terms."""
     v = n.args[key] if isinstance(key, int) and key < len(n.args) else n.kwargs.get(key)
@@ -83,9 +92,10 @@ def _foreach(law: Callable[..., Term], n_lists: int, scalar_key: Any | None, doc
             sc = _scalars(ctx, n, scalar_key, count) if scalar_key is not None else [None] * count
             out = []
             for i in range(count):
-                items = [lst[i].term for lst in lists]
+                lay = ctx.layout(n, i) if ctx.analysis.layouts[n] else lists[0][i].dims
+                items = [_item(ctx, n, k, i, lst[i], lay) for k, lst in enumerate(lists)]
                 t = law(*items, sc[i]) if scalar_key is not None else law(*items)
-                out.append(TV(t, ctx.layout(n, i) if ctx.analysis.layouts[n] else lists[0][i].dims))
+                out.append(TV(t, lay))
             return out
 
     F.inplace = inplace
@@ -138,10 +148,13 @@ def _add_list(ctx: Lowering, n: fx.Node, xs: list, ys: list) -> list:
     al = n.kwargs.get("alpha", 1)
     s = const(ctx.scalar(n, "alpha")) if al != 1 else None
     out = []
+    one = not isinstance(n.args[1], (list, tuple))     # one scalar tensor for every item
     for i, (x, y) in enumerate(zip(xs, ys)):
-        yt = y.term if s is None else ew(Op.MUL, s, y.term)
-        out.append(TV(ew(Op.ADD, x.term, yt), ctx.layout(n, i) if ctx.analysis.layouts[n]
-                      else x.dims))
+        lay = ctx.layout(n, i) if ctx.analysis.layouts[n] else x.dims
+        xt = _item(ctx, n, 0, i, x, lay)
+        yt = ctx.fit(n, n.args[1], y, lay) if one else _item(ctx, n, 1, i, y, lay)
+        yt = yt if s is None else ew(Op.MUL, s, yt)
+        out.append(TV(ew(Op.ADD, xt, yt), lay))
     return out
 
 
@@ -189,6 +202,14 @@ def _bcast(n: fx.Node, a: Analysis) -> list:
     return broadcast_dims(n, a, [x for x in n.args if isinstance(x, fx.Node)])
 
 
+def _fitted(ctx: Lowering, n: fx.Node, *vals: Any) -> list[Term]:
+    """The tensor arguments' terms with their dims named as ``n``'s output position by
+    position (right-aligned, as torch broadcasts: ``Lowering.fit``). A square parameter's
+    gradient, hence its Adam moments, can carry the twin of the parameter's own dim (a residual
+    around ``nn.Linear(h, h)``: R30b-2); the update combines them entry by entry."""
+    return [ctx.fit(n, n.args[k], v) for k, v in enumerate(vals)]
+
+
 @rule("aten.lerp_.Scalar", "aten.lerp.Scalar")
 class Lerp:
     """``lerp(x, e, w) = x + w (e - x)``."""
@@ -197,7 +218,8 @@ class Lerp:
 
     @staticmethod
     def term(n, ctx, x, e, w):  # noqa: ARG004
-        return TV(_lerp(x.term, e.term, _c(ctx.scalar(n, 2))), ctx.layout(n))
+        x, e = _fitted(ctx, n, x, e)
+        return TV(_lerp(x, e, _c(ctx.scalar(n, 2))), ctx.layout(n))
 
 
 @rule("aten.addcmul_.default", "aten.addcmul.default")
@@ -210,7 +232,8 @@ class AddCMul:
     def term(n, ctx, x, a, b, value=1):  # noqa: ARG004
         v = _c(ctx.scalar(n, "value", 1)) if "value" in n.kwargs else (
             _c(ctx.scalar(n, 3)) if len(n.args) > 3 else const(Fraction(1)))
-        return TV(_addcmul(x.term, a.term, b.term, v), ctx.layout(n))
+        x, a, b = _fitted(ctx, n, x, a, b)
+        return TV(_addcmul(x, a, b, v), ctx.layout(n))
 
 
 @rule("aten.addcdiv_.default", "aten.addcdiv.default")
@@ -223,4 +246,5 @@ class AddCDiv:
     def term(n, ctx, x, a, b, value=1):  # noqa: ARG004
         v = _c(ctx.scalar(n, "value", 1)) if "value" in n.kwargs else (
             _c(ctx.scalar(n, 3)) if len(n.args) > 3 else const(Fraction(1)))
-        return TV(_addcdiv(x.term, a.term, b.term, v), ctx.layout(n))
+        x, a, b = _fitted(ctx, n, x, a, b)
+        return TV(_addcdiv(x, a, b, v), ctx.layout(n))
