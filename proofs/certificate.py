@@ -243,13 +243,16 @@ def certificate_of(report: Any) -> dict[str, Any]:
     }
 
 
-def unwritable(certificate: str) -> str | None:
+def unwritable(certificate: str, plan: str | Path | None = None) -> str | None:
     """Why ``--certificate`` cannot be written, checked before proving (None: it can): an empty
-    path, a directory or another non-regular file, a missing directory, or a directory where a
-    file cannot be created (probed with a temporary file, as the atomic write will do)."""
+    path, a directory or another non-regular file, the plan file itself (R31b-4), a missing
+    directory, or a directory where a file cannot be created (probed with a temporary file, as
+    the atomic write will do)."""
     if not certificate.strip():
         return "--certificate: empty path; give a file name, e.g. --certificate out.json"
     target = Path(certificate)
+    if plan is not None and target.exists() and os.path.samefile(target, plan):
+        return f"{certificate}: is the plan file; give another path for the certificate"
     if target.is_dir():
         return f"{certificate}: is a directory; give a file path for the certificate"
     if target.exists() and not target.is_file():

@@ -157,7 +157,7 @@ def _prove(argv: list[str] | None) -> int:
     if a.certificate is not None:
         from proofs.certificate import unwritable
 
-        why = unwritable(a.certificate)
+        why = unwritable(a.certificate, path)
         if why:
             return _err("prove", why)
     try:
@@ -166,9 +166,8 @@ def _prove(argv: list[str] | None) -> int:
         return _err("prove", f"{path}: cannot read: {e.strerror or e}")
     # 1. trace the plan file in a separate clean interpreter: only data comes back
     t0 = time.monotonic()
-    # what decides the verdict, and prints it, is imported before the plan runs (here, and in
-    # the self-check's re-trace started now; proofs/code_guard.py records the files and refuses
-    # if the plan's process changed them)
+    # what decides and prints the verdict is imported before the plan runs (here, and in the
+    # self-check's re-trace started now; proofs/code_guard.py refuses if the plan changed them)
     import tempfile
 
     import rich.table  # noqa: F401
@@ -180,9 +179,13 @@ def _prove(argv: list[str] | None) -> int:
         # the certificate (a temporary one when only the check needs it); the check starts now
         # and reads it once written (proofs/isolation.py start_check)
         cert_path = a.certificate or (str(Path(tmp) / "certificate.json") if a.check else None)
-        early = start_check(cert_path, path.resolve(), name=str(path), timeout_s=a.timeout,
-                            frontend="torch" if a.torch else "dsl",
-                            trace_timeout_s=a.trace_timeout) if a.check else None
+        try:
+            early = start_check(cert_path, path.resolve(), name=str(path), timeout_s=a.timeout,
+                                frontend="torch" if a.torch else "dsl",
+                                trace_timeout_s=a.trace_timeout) if a.check else None
+        except OSError as e:   # R31b-6: no verdict without the check; --no-check skips it
+            return _err("prove", f"cannot start the self-check: {e.strerror or e}; free "
+                                 f"resources, or pass --no-check")
         try:
             return _prove_traced(a, path, source, t0, cert_path, early)
         finally:
@@ -518,8 +521,7 @@ def _check(argv: list[str] | None) -> int:
     if a.await_certificate is not None:   # prove's self-check (proofs/isolation.py start_check)
         if not a.plan:
             return _err("check-certificate", "--await-certificate needs --plan")
-        early = await_certificate(a.plan, a.await_certificate, a.trace_timeout,
-                                  sys.stdin.fileno())
+        early = await_certificate(a.plan, a.await_certificate, a.trace_timeout, sys.stdin)
         if early is None:
             return _err("check-certificate", "no certificate: stdin ended before 'certificate "
                                              "written' (prove stopped); no verdict", 2)

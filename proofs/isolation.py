@@ -287,7 +287,7 @@ def check_in_child(certificate: str | Path, plan: str | Path, *, timeout_s: floa
 
     A checker that runs past ``timeout_s`` or dies on a signal gives code 2 (no verdict)."""
     t0 = time.monotonic()
-    cmd = _command("check", str(certificate), "--plan", str(plan), "--json",
+    cmd = _command("check", os.path.abspath(certificate), "--plan", str(plan), "--json",
                    "--timeout", f"{smt_timeout_s:g}", "--trace-timeout", f"{trace_timeout_s:g}")
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
@@ -396,7 +396,8 @@ def start_check(certificate: str | Path, plan: str | Path, *, name: str, fronten
     from proofs import code_guard
 
     code = code_guard.snapshot()
-    cmd = _command("check", str(certificate), "--plan", str(plan), "--json",
+    # absolute: a relative path starting with '-' would be read as an option (R31b-3)
+    cmd = _command("check", os.path.abspath(certificate), "--plan", str(plan), "--json",
                    "--timeout", f"{smt_timeout_s:g}", "--trace-timeout", f"{trace_timeout_s:g}",
                    "--await-certificate", f"{frontend}:{name}")
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()

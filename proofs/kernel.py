@@ -135,7 +135,11 @@ def decode_attr(x: Any) -> Any:
             except ExactError as e:
                 raise KernelMalformed(str(e)) from None
         if set(x) == {"set"} and isinstance(x["set"], list):
-            return frozenset(decode_attr(y) for y in x["set"])
+            keys = [canonical_json(y) for y in x["set"]]    # the encoding's order, no repeats
+            if keys != sorted(set(keys)) or len(keys) != len(out := frozenset(
+                    decode_attr(y) for y in x["set"])):     # 1 and true are one Python member
+                raise KernelMalformed("set attribute not canonical (members sorted, distinct)")
+            return out
         if set(x) == {"dim"} and isinstance(x["dim"], list) and len(x["dim"]) == 2 \
                 and isinstance(x["dim"][0], str) and isinstance(x["dim"][1], list) \
                 and all(isinstance(a, str) for a in x["dim"][1]):

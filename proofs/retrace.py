@@ -132,6 +132,7 @@ class EarlyRetrace:
 
     def __init__(self, plan: str | Path, name: str, frontend: str, timeout_s: float):
         self.plan, self.path, self.frontend, self.timeout_s = Path(plan), name, frontend, timeout_s
+        self.parent = os.getppid()     # the process that will write the signal (prove)
         self.data: bytes | None = None
         self.pending: PendingTrace | None = None
         self.outcome: Any = None      # (ProblemData, node hashes) or the TraceFailed
@@ -163,9 +164,14 @@ class EarlyRetrace:
                          or time.monotonic() - p.started > p.timeout_s):
                 self.collect()
                 busy = False
-            ready, _, _ = select.select([fd], [], [], 0.05 if busy else None)
+            if os.getppid() != self.parent:   # prove died and something still holds the pipe
+                return False                  # (R31b-1)
+            try:
+                ready, _, _ = select.select([fd], [], [], 0.05 if busy else 1.0)
+                chunk = os.read(fd, 4096) if ready else None
+            except (OSError, ValueError):     # not a readable descriptor: no signal
+                return False
             if ready:
-                chunk = os.read(fd, 4096)
                 if not chunk:
                     return False
                 buf += chunk
@@ -199,12 +205,17 @@ class EarlyRetrace:
 
 
 def await_certificate(plan: str | Path, spec: str, timeout_s: float,
-                      fd: int) -> EarlyRetrace | None:
+                      stdin: Any) -> EarlyRetrace | None:
     """``check-certificate --plan PLAN --await-certificate FRONTEND:NAME``: start the re-trace
-    (:class:`EarlyRetrace`) and wait for the line on ``fd``; None (nothing left running) when
-    the input ends without it. From now on SIGTERM (``prove``'s abort) exits with code 2
-    through every ``finally``, which ends the re-trace's process group too.
+    (:class:`EarlyRetrace`) and wait for the line on ``stdin``; None (nothing left running)
+    when the input ends without it or is closed (R31b-2). From now on SIGTERM (``prove``'s
+    abort) exits with code 2 through every ``finally``, which ends the re-trace's process
+    group too.
     """
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, ValueError, OSError):   # no stdin: no signal can come
+        return None
     frontend, _, name = spec.partition(":")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(2))
     early = EarlyRetrace(plan, name or str(plan), frontend, timeout_s)

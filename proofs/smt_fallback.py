@@ -93,11 +93,16 @@ class Z3Fallback:
             out[key] = ("pending", q.smt2)
         self.progress("smt", 0, len(todo))
         if self.jobs > 1 and len(todo) > 1:
-            from proofs.executor import default_worker_memory_gb, limit_memory
+            import multiprocessing as mp
+
+            from proofs.executor import START_METHOD, default_worker_memory_gb, limit_memory
 
             gb = self.worker_memory_gb or default_worker_memory_gb(self.jobs)
+            # spawned, not forked: a forked worker would hold every descriptor of prove, the
+            # self-check's stdin among them, past prove's death (R31b-1)
             with ProcessPoolExecutor(self.jobs, initializer=limit_memory,
-                                     initargs=(int(gb * 2**30), False)) as ex:
+                                     initargs=(int(gb * 2**30), False),
+                                     mp_context=mp.get_context(START_METHOD)) as ex:
                 futs = [ex.submit(solve_smt2, q.smt2, min(SMT_QUERY_S, self.left()))
                         for _, q in todo]
                 for k, ((key, q), f) in enumerate(zip(todo, futs)):

@@ -21,6 +21,13 @@ re-traced and rejected); a plan tracing differently in the checker is a disagree
   command line takes the certificate for an option; the check fails, exit 3 (disagreement).
 * R31b-4 (minor, older): ``prove PLAN --certificate PLAN`` writes the certificate over the plan
   file (the user's source is lost), then reports a disagreement.
+All six fixed in stop 31 (asserted): R31b-1 the z3 pool spawned (proofs/smt_fallback.py) and
+the waiting checker ends when its parent does (``EarlyRetrace.wait``); R31b-2 no stdin is no
+signal (exit 2); R31b-3 the checker is given the certificate's absolute path; R31b-4
+``unwritable`` refuses the plan file (exit 3); R31b-5 ``decode_attr`` takes only canonical sets
+(members sorted by their canonical JSON, distinct, as many as the Python set has); R31b-6
+``prove`` says it cannot start the self-check (exit 3).
+
 * R31b-5 (minor): ``decode_attr`` takes non-canonical sets: ``{"set": [1, true]}`` is
   ``frozenset({1})``, ``{"set": [true, 1]}`` is ``frozenset({True})`` (the first member wins),
   unsorted or repeated members are accepted; no false accept found (hashes use the re-encoding,
@@ -121,8 +128,6 @@ def test_r31b_early_trace_is_not_adopted_for_swapped_bytes_with_a_forged_hash(tm
 
 
 # -- findings ---------------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="R31b-1: prove's forked z3 pool holds the checker's stdin; "
-                                       "after prove's SIGKILL the checker waits forever")
 def test_r31b_1_checker_ends_when_prove_is_killed_during_the_z3_pool(tmp_path):
     plan = tmp_path / "p.py"
     shutil.copy(EXAMPLES / "llama_debug_dp.py", plan)
@@ -149,8 +154,6 @@ def test_r31b_1_checker_ends_when_prove_is_killed_during_the_z3_pool(tmp_path):
                 pass
 
 
-@pytest.mark.xfail(strict=True, reason="R31b-2: stdin closed: a traceback (AttributeError / EBADF), exit 1 "
-                                       "(a verified NOT EQUIVALENT's code)")
 def test_r31b_2_await_certificate_with_stdin_closed_is_no_verdict(tmp_path):
     plan = tmp_path / "p.py"
     shutil.copy(EXAMPLES / "llama_debug_dp.py", plan)
@@ -164,8 +167,6 @@ def test_r31b_2_await_certificate_with_stdin_closed_is_no_verdict(tmp_path):
     assert b"Traceback" not in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="R31b-3: a certificate path starting with '-' is taken "
-                                       "for an option by the checker's command line")
 def test_r31b_3_certificate_path_starting_with_a_dash(tmp_path):
     plan = tmp_path / "p.py"
     shutil.copy(EXAMPLES / "llama_debug_dp.py", plan)
@@ -174,7 +175,6 @@ def test_r31b_3_certificate_path_starting_with_a_dash(tmp_path):
     assert json.loads(r.stdout)["check"]["agrees"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="R31b-4: --certificate naming the plan file overwrites it")
 def test_r31b_4_certificate_over_the_plan_file_is_refused(tmp_path):
     plan = tmp_path / "p.py"
     shutil.copy(EXAMPLES / "llama_debug_dp.py", plan)
@@ -184,8 +184,6 @@ def test_r31b_4_certificate_over_the_plan_file_is_refused(tmp_path):
     assert r.returncode == 3
 
 
-@pytest.mark.xfail(strict=True, reason="R31b-5: non-canonical set encodings are decoded (the "
-                                       "first of 1 / true wins)")
 @pytest.mark.parametrize("members", [[1, True], [True, 1], [2, 1], [1, 1]])
 def test_r31b_5_non_canonical_set_attribute_is_malformed(members):
     from proofs.kernel import KernelMalformed, decode_attr
@@ -212,8 +210,6 @@ def test_r31b_exact_keys_keep_true_and_one_apart_in_sets():
         tuple] * 2
 
 
-@pytest.mark.xfail(strict=True, reason="R31b-6: start_check's OSError (documented) is not caught: "
-                                       "traceback, exit 1 (NOT EQUIVALENT's code)")
 @pytest.mark.parametrize("nofile", [7, 8])
 def test_r31b_6_checker_that_cannot_start_is_bad_input_not_exit_1(tmp_path, nofile):
     """With RLIMIT_NOFILE 7 or 8, prove starts but the self-check's Popen fails (EMFILE in
