@@ -15,7 +15,8 @@ ran (:class:`Baseline`: torch's, the standard library's, ours) and that no mode 
 tracer's is active. :func:`tampered` compares, before and after each call, the things torch's
 collective code reads and a hook could hide in: the mode stacks, the trace and profile
 functions, ``distributed_c10d``'s state objects (``_world`` and its containers, by type, against
-the baseline) and ``torch.Tensor``'s and ``TensorBase``'s class namespaces (changed during the
+the baseline), the ``Work`` classes' namespaces (R31-1: also at every node recorded) and
+``torch.Tensor``'s and ``TensorBase``'s class namespaces (changed during the
 call).
 """
 
@@ -29,7 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["Baseline", "take_baseline", "current_baseline", "foreign_frame", "watching",
-           "namespaces", "tampered"]
+           "namespaces", "tampered", "work_changes"]
 
 _BASELINE: list[Any] = [None]
 _OWN_PREFIXES = ("torch", "spec_lang")
@@ -82,6 +83,8 @@ class Baseline:
         # the containers' exact types (a dict subclass's ``__contains__`` runs code: R30c-1)
         self.state_types = {k: type(v) for k, v in _c10d_state().items()
                             if issubclass(type(v), (dict, list, set))}
+        # the namespaces of torch's Work classes (a wait swapped inside the call: R31-1)
+        self.works = {id(k): (k, dict(vars(k))) for k in _work_classes()}
 
     def own_code(self, frame: Any) -> bool:
         """Whether ``frame`` runs, in the namespace of the module that defines it, code that
@@ -102,6 +105,33 @@ class Baseline:
                     _codes_of(f.__code__, codes, self._keep)
             self.lazy[id(g)] = codes
         return id(frame.f_code) in self.lazy[id(g)]
+
+
+def _work_classes() -> list[type]:
+    """``torch._C._distributed_c10d.Work`` and its subclasses (``FakeWork`` among them)."""
+    from torch._C import _distributed_c10d as c
+
+    out: list[type] = []
+    todo = [c.Work]
+    while todo:
+        k = todo.pop()
+        if k not in out:
+            out.append(k)
+            todo.extend(k.__subclasses__())
+    return out
+
+
+def work_changes(base: Baseline) -> list[str]:
+    """The attributes of torch's ``Work`` classes that differ from the baseline (identity):
+    a ``wait`` swapped for a no-op by a hook inside the call and put back by the no-op
+    itself is seen while the op is recorded (adversarial round 31, R31-1)."""
+    out = []
+    for k, was in base.works.values():
+        now = vars(k)
+        for name in set(was) | set(now):
+            if was.get(name, _MISSING) is not now.get(name, _MISSING):
+                out.append(f"{k.__name__}.{name}")
+    return sorted(out)
 
 
 def _functions_in(v: Any) -> list[Any]:
@@ -169,6 +199,7 @@ def watching(findings: list[str]) -> Iterator[None]:
         modes = foreign_modes()
         if modes:
             findings.append(f"the torch function or dispatch mode {modes[0]} was active")
+        findings.extend(f"torch's {w} was replaced during the call" for w in work_changes(base))
         where = foreign_frame(entry, base, sys._getframe(1))  # noqa: SLF001
         if where is not None:
             findings.append(f"code of the train file ran inside the call, at {where} (a "
@@ -223,6 +254,7 @@ def tampered(base: Baseline | None = None,
             if was.get(k, _MISSING) is not now.get(k, _MISSING):
                 out.append(f"{label}.{k} changed during the call")
                 break
+    out += [f"torch's {w} replaced" for w in work_changes(base)]
     if c10d._world is not base.world or type(base.world) is not c10d._World:  # noqa: SLF001
         out.append("distributed_c10d._world")
     for k, v in _c10d_state().items():

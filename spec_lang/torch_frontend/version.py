@@ -88,6 +88,7 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.utils._python_dispatch._get_current_dispatch_mode_stack",
     "torch.distributed.distributed_c10d._world",
     "torch.distributed.distributed_c10d._World",
+    "torch._C._distributed_c10d.Work",
     # what a stage held, tracked by weak reference (pp_guard.held_by)
     "torch.distributed.pipelining.stage._RecvInfo",
 )
