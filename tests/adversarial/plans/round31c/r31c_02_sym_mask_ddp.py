@@ -1,0 +1,54 @@
+"""Round 31c: the right control of ``r31c_01`` (``W * (c | c.t())`` in the spec and the plan),
+dp 2. EQUIVALENT expected (the lowering of ``c | c.t()`` is wrong in both alike)."""
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+MESH = {"dp": 2}
+DATA_SHARDING = {"x": {"dp": 0}, "y": {"dp": 0}, "c": {}}
+SIZES = {"batch": 8, "d": 8, "h": 16, "vocab": 12}
+
+
+class MLP(nn.Module):
+    def __init__(self, d, h, v):
+        super().__init__()
+        self.l0 = nn.Linear(d, h)
+        self.sq = nn.Linear(h, h)
+        self.l1 = nn.Linear(h, v)
+        self.sym = True          # the mask made symmetric: c | c^T
+
+    def forward(self, x, c):
+        h = torch.tanh(self.l0(x))
+        c = c | c.t() if self.sym else c
+        return self.l1(h + F.linear(h, self.sq.weight * c, self.sq.bias))
+
+
+def build_model(s):
+    return MLP(s["d"], s["h"], s["vocab"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["d"]), "y": torch.zeros(s["batch"], dtype=torch.long),
+            "c": torch.zeros(s["h"], s["h"], dtype=torch.bool)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.5)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = F.cross_entropy(model(batch["x"], batch["c"]), batch["y"])
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

@@ -1,0 +1,51 @@
+"""Round 31c: FSDP2 (dp) x ColwiseParallel (tp, output gathered) on a square layer in a
+residual, Adam, mesh dp 2 x tp 2. EQUIVALENT expected (30 goals)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Replicate
+from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+MESH = {"dp": 2, "tp": 2}
+SIZES = {"batch": 8, "d": 8, "h": 16, "vocab": 12}
+
+
+class MLP(nn.Module):
+    def __init__(self, d, h, v):
+        super().__init__()
+        self.l0 = nn.Linear(d, h)
+        self.sq = nn.Linear(h, h)
+        self.l1 = nn.Linear(h, v)
+
+    def forward(self, x):
+        h = torch.tanh(self.l0(x))
+        h = h + self.sq(h)
+        return self.l1(torch.tanh(h))
+
+
+def build_model(s):
+    return MLP(s["d"], s["h"], s["vocab"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["d"]), "y": torch.zeros(s["batch"], dtype=torch.long)}
+
+
+def build_optimizer(model):
+    return torch.optim.Adam(model.parameters(), lr=0.01)
+
+
+def parallelize(model, mesh):
+    parallelize_module(model, mesh["tp"], {"sq": ColwiseParallel(output_layouts=Replicate())})
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = F.cross_entropy(model(batch["x"]), batch["y"])
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
