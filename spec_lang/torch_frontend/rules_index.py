@@ -153,7 +153,10 @@ class BitwiseOr:
                 inside = in_block(base, blk)
                 return Pred(ew(Op.ADD, const(_ONE), ew(Op.NEG, inside)), lay,
                             ("outside", base, blk))
-        return TV(ew(Op.ADD, p.term, q.term, ew(Op.NEG, ew(Op.MUL, p.term, q.term))), lay)
+        # each operand named as the output, by position (R31c-1: ``c | c.t()`` of a square
+        # mask ``c`` keeps ``c``'s names on ``c.t()``; by name it was ``c | c``)
+        a, b = ctx.fit(n, n.args[0], p), ctx.fit(n, n.args[1], q)
+        return TV(ew(Op.ADD, a, b, ew(Op.NEG, ew(Op.MUL, a, b))), lay)
 
 
 @rule("aten.logical_not.default", "aten.bitwise_not.default")

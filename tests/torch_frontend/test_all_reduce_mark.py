@@ -274,3 +274,24 @@ def test_tampering_a_collective_reads_is_named():
     with _Enters():
         assert tampered(base) == ["the torch function or dispatch mode _Enters active"]
     assert tampered(base) == []
+
+
+def test_a_work_wait_replaced_is_named_until_it_is_put_back():
+    """R31-1 (adversarial round 31): a hook inside the call swaps ``Work.wait`` (or
+    ``FakeWork.wait``) for a no-op that puts the original back; ``work_changes`` names it while
+    it is swapped (the op is recorded then), nothing once it is back."""
+    from torch._C import _distributed_c10d as c
+
+    from spec_lang.torch_frontend.op_guard import current_baseline, tampered, work_changes
+
+    base = current_baseline()
+    assert work_changes(base) == []
+    for cls in (c.Work, c.FakeWork):
+        orig = vars(cls)["wait"]
+        cls.wait = lambda self, timeout=None: True
+        try:
+            assert work_changes(base) == [f"{cls.__name__}.wait"]
+            assert f"torch's {cls.__name__}.wait replaced" in tampered(base)
+        finally:
+            cls.wait = orig
+        assert work_changes(base) == []

@@ -270,3 +270,28 @@ def _distinct_dims(low) -> None:
     for o in low.outputs:
         names = [d.name for d in o.term.dims]
         assert len(names) == len(set(names)), names
+
+
+def test_or_of_a_square_mask_and_its_transpose_is_lowered_by_position():
+    """R31c-1 (adversarial round 31c): ``c | c.t()`` of a square bool ``c`` was lowered as
+    ``c | c`` (``BitwiseOr`` joined its operands by name, and ``c.t()`` keeps ``c``'s names);
+    each operand is now fitted to the output by position. Float64 against torch."""
+    import torch
+
+    from tests.torch_frontend.harness import check_fn
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        for seed in (0, 1):
+            g = torch.Generator().manual_seed(seed)
+            m = torch.randn(5, 5, generator=g)
+            c = torch.rand(5, 5, generator=g) > 0.5
+            assert not torch.equal(c, c.t())
+            for f in (lambda m, c: m * (c | c.t()),
+                      lambda m, c: m * torch.logical_or(c.t(), c),
+                      lambda m, c: torch.where(c | c.t(), m, m.t()),
+                      lambda m, c: m * ~(c | c.t())):
+                check_fn(f, m, c)
+    finally:
+        torch.set_default_dtype(old)
