@@ -135,3 +135,10 @@ def test_r31d_2_dp_layer_norm_weight_twin_is_not_accepted(tmp_path):
     """EQUIVALENT at 28aa88b (2 goals, 63 s); truth update sq 0.235, step 2 0.275."""
     out = _prove("r31d_05_dp_layer_norm_weight_twin_buggy.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r31d_pp_pybind_getattribute_control_is_equivalent(tmp_path):
+    """r31d_03 handing back the real wait: right (truth <= 5.6e-17), EQUIVALENT (98 s)."""
+    out = _prove("r31d_04_pp_pybind_getattribute_control.py", tmp_path)
+    assert _equivalent(out) or out["_rc"] == 3, out
