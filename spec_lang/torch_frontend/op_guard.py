@@ -108,10 +108,13 @@ class Baseline:
 
 
 def _work_classes() -> list[type]:
-    """``torch._C._distributed_c10d.Work`` and its subclasses (``FakeWork`` among them)."""
+    """``torch._C._distributed_c10d.Work``, its subclasses (``FakeWork`` among them) and the
+    classes it inherits from but ``object`` (``pybind11_object``: a ``__getattribute__`` set
+    there answers ``work.wait`` for every Work, R31d-1)."""
     from torch._C import _distributed_c10d as c
 
-    out: list[type] = []
+    out: list[type] = [b for b in (*c.Work.__mro__[1:], *type(c.Work).__mro__)
+                       if b is not object and b is not type]
     todo = [c.Work]
     while todo:
         k = todo.pop()

@@ -60,7 +60,9 @@ class LayerNorm:
         batch, norm = _split(list(lo), len(shape))
         red = [d for dim in norm for d in dim]
         keep = [d for dim in batch for d in dim]
-        xt = x.term
+        # operands named as the output by position (R31d-2: a weight whose dim is the twin of a
+        # batch dim was applied along that dim, by name)
+        xt = ctx.fit(n, n.args[0], x, lo)
         mean = _mean(xt, red, keep)
         c = ew(Op.ADD, xt, ew(Op.NEG, mean))
         var = _mean(ew(Op.POW, c, attrs=(Fraction(2),)), red, keep)
@@ -68,9 +70,9 @@ class LayerNorm:
         rstd = ew(Op.RSQRT, ew(Op.ADD, var, e if isinstance(e, Term) else const(e)))
         out = ew(Op.MUL, c, rstd)
         if w is not None:
-            out = ew(Op.MUL, out, w.term)
+            out = ew(Op.MUL, out, ctx.fit(n, n.args[2], w, lo))
         if b is not None:
-            out = ew(Op.ADD, out, b.term)
+            out = ew(Op.ADD, out, ctx.fit(n, n.args[3], b, lo))
         return (TV(out, lo), TV(mean, ls), TV(rstd, ls))
 
 
@@ -99,7 +101,7 @@ class LayerNormBackward:
         gt = ctx.fit(n, n.args[0], g, lx)
         xt = ctx.fit(n, n.args[1], x, lx)
         xhat = ew(Op.MUL, ew(Op.ADD, xt, ew(Op.NEG, mean.term)), rstd.term)
-        gw = ew(Op.MUL, gt, w.term) if w is not None else gt
+        gw = ew(Op.MUL, gt, ctx.fit(n, n.args[5], w, lx)) if w is not None else gt
         dx = ew(Op.MUL, rstd.term, ew(Op.ADD, gw, ew(Op.NEG, _mean(gw, red, keep)),
                                        ew(Op.NEG, ew(Op.MUL, xhat,
                                                      _mean(ew(Op.MUL, gw, xhat), red, keep)))))

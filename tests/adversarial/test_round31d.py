@@ -47,8 +47,6 @@ def _prove(name: str, tmp_path: Path) -> dict:
 
 # -- findings (strict xfail: the right outcome asserted) ---------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="R31d-1: a __getattribute__ on pybind11_object (Work's "
-                   "base) is outside op_guard's Work namespaces")
 def test_r31d_1_pybind_object_getattribute_is_tampering():
     """The mechanism alone (fast): with the hook in place, ``op_guard.tampered`` (which calls
     ``work_changes``) should name it; it returns [] at 28aa88b."""
@@ -76,8 +74,6 @@ def test_r31d_1_pybind_object_getattribute_is_tampering():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R31d-1 (dp): Work.wait replaced through "
-                   "pybind11_object.__getattribute__, not a Work namespace")
 def test_r31d_1_dp_pybind_getattribute_wait_is_not_accepted(tmp_path):
     """EQUIVALENT at 28aa88b (4 goals, 63 s); truth update w1 0.0067, w2 0.010."""
     out = _prove("r31d_01_dp_pybind_getattribute_wait.py", tmp_path)
@@ -85,8 +81,6 @@ def test_r31d_1_dp_pybind_getattribute_wait_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R31d-1 (pp): Work.wait replaced through "
-                   "pybind11_object.__getattribute__ in schedules._wait_batch_p2p")
 def test_r31d_1_pp_pybind_getattribute_wait_is_not_accepted(tmp_path):
     """EQUIVALENT at 28aa88b (9 goals, 136 s); truth grad l0.weight 0.020, l1.weight 0.20."""
     out = _prove("r31d_03_pp_pybind_getattribute_wait.py", tmp_path)
@@ -105,8 +99,6 @@ def test_r31d_dp_pybind_getattribute_control_is_equivalent(tmp_path):
 
 # -- R31d-2: layer_norm's weight and bias joined by name ---------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="R31d-2: rules_norm.LayerNorm multiplies by w.term / adds "
-                   "b.term by name (no Lowering.fit): a weight on the twin of the batch dim")
 @pytest.mark.parametrize("which", ["weight", "bias"])
 def test_r31d_2_layer_norm_weight_of_a_twin_dim_lowering(which):
     """Float64 against torch (fast): ``layer_norm(m, (5,), w)`` with ``w = m.sum(1)`` (its dim
@@ -129,8 +121,6 @@ def test_r31d_2_layer_norm_weight_of_a_twin_dim_lowering(which):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R31d-2 (dp): layer_norm(sq, w=sq.sum(1)) and "
-                   "layer_norm(sq) * sq.sum(1, keepdim=True) get one IR")
 def test_r31d_2_dp_layer_norm_weight_twin_is_not_accepted(tmp_path):
     """EQUIVALENT at 28aa88b (2 goals, 63 s); truth update sq 0.235, step 2 0.275."""
     out = _prove("r31d_05_dp_layer_norm_weight_twin_buggy.py", tmp_path)
