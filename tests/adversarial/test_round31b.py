@@ -106,6 +106,7 @@ def _await_check(cert: Path, plan: Path, swap_to: Path) -> subprocess.CompletedP
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
+@pytest.mark.slow   # ~18 s; test_early_check.py's changed-plan test is the fast instance
 def test_r31b_early_trace_is_not_adopted_for_swapped_bytes_with_a_forged_hash(tmp_path):
     """The early trace ran on B01_fixed; the file is then B01_buggy and the certificate (the
     fixed plan's, EQUIVALENT) is forged to name the buggy bytes' hash: re-traced, rejected."""

@@ -8,6 +8,8 @@ checker started afterwards (``check_in_child``).
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import time
@@ -190,6 +192,7 @@ def test_a_failed_trace_ends_the_early_checker(tmp_path, monkeypatch):
     assert _running_with(str(tmp_path)) == []
 
 
+@pytest.mark.slow   # ~11 s (a hung re-trace waited out); the abort tests are the fast instances
 def test_a_check_past_its_time_ends_with_its_retrace(tmp_path):
     """The certificate is read and replayed, but the plan hangs when the checker re-traces it
     (its parent process is the checker's): past prove's time bound the checker gets SIGTERM,

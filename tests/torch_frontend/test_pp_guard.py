@@ -132,7 +132,9 @@ def test_the_capture_refuses_a_no_op_wait_while_its_own_patches_pass():
     assert pp_capture._GUARD[0] is None
 
 
-@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle", "new"])
+# one capture each (~6 s): CI runs copy and pickle; deepcopy and object.__new__ are `slow`
+@pytest.mark.parametrize("how", ["copy", pytest.param("deepcopy", marks=pytest.mark.slow),
+                                 "pickle", pytest.param("new", marks=pytest.mark.slow)])
 def test_a_copy_of_a_schedule_outliving_the_step_is_found(how):
     built = object.__new__(ScheduleGPipe)
     built._n_microbatches = 2
