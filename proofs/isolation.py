@@ -10,7 +10,9 @@ in the child (rebind names, monkeypatch ``proofs.prover`` or ``builtins``, print
 reach the parent's verdict: a child that fails, runs past its time bound, or leaves anything but
 a well-formed document is a :class:`TraceFailed` with a one-line reason, never a verdict.
 
-The same module runs ``check-certificate`` on ``prove``'s own certificate in a fresh interpreter
+The same module runs ``check-certificate`` on ``prove``'s own certificate in a fresh interpreter:
+started as ``prove`` starts, re-tracing meanwhile and reading the certificate once told it is
+written (:func:`start_check`, ``prove``'s self-check), or on a certificate that exists already
 (:func:`check_in_child`).
 
 Front ends (:data:`FRONTENDS`, dispatched in the child by the name the parent passes, a key of

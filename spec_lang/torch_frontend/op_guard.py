@@ -181,8 +181,10 @@ def foreign_frame(entry: Any, base: Baseline, start: Any) -> str | None:
 def watching(findings: list[str]) -> Iterator[None]:
     """Within the block (a collective or a schedule transfer, entered from its wrapper), every
     node the tracer records is checked: a torch function or dispatch mode other than the
-    tracer's active, or a frame of code that is not torch's own between the block's caller
-    and the recording, appends a finding to ``findings`` (the call is then not modelled)."""
+    tracer's active, an attribute of torch's ``Work`` classes (or their bases) changed
+    (:func:`work_changes`), or a frame of code that is not torch's own between the block's
+    caller and the recording, appends a finding to ``findings`` (the call is then not
+    modelled)."""
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
     from spec_lang.torch_frontend.all_reduce_mark import foreign_modes
