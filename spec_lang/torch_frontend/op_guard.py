@@ -246,6 +246,7 @@ def tampered(base: Baseline | None = None,
     from torch.distributed import distributed_c10d as c10d
 
     from spec_lang.torch_frontend.all_reduce_mark import foreign_modes
+    from spec_lang.torch_frontend.dispatcher_guard import COLLECTIVE_NAMESPACES, kernel_changes
 
     base = base or current_baseline()
     out = [f"the torch function or dispatch mode {m} active" for m in foreign_modes()[:1]]
@@ -260,6 +261,7 @@ def tampered(base: Baseline | None = None,
                 out.append(f"{label}.{k} changed during the call")
                 break
     out += [f"torch's {w} replaced" for w in work_changes(base)]
+    out += [f"{w} (R31-2)" for w in kernel_changes(prefixes=COLLECTIVE_NAMESPACES)]
     if c10d._world is not base.world or type(base.world) is not c10d._World:  # noqa: SLF001
         out.append("distributed_c10d._world")
     for k, v in _c10d_state().items():

@@ -21,6 +21,8 @@ def main(argv: list[str]) -> int:
     try:
         from spec_lang.torch_frontend.capture import capture
         from spec_lang.torch_frontend.contract import read_train_file
+        from spec_lang.torch_frontend.dispatcher_guard import kernel_changes
+        from spec_lang.torch_frontend.dispatcher_guard import take_snapshot as take_kernels
         from spec_lang.torch_frontend.op_guard import take_baseline
         from spec_lang.torch_frontend.pp_guard import take_snapshot
         from spec_lang.torch_frontend.tracedata import dump
@@ -37,7 +39,9 @@ def main(argv: list[str]) -> int:
         # torch's pipelining as torch ships it, before the train file runs (round 29, R29-2)
         take_snapshot()
         take_baseline()         # the code and classes that exist before it (R30c-1)
+        take_kernels()          # the dispatcher's kernels as torch ships them (R31-2)
         tf = read_train_file(path, Path(spec["source"]).read_bytes())
+        _refuse_kernels(path, kernel_changes(), "when imported")
         if spec["coords"] is not None and dict(tf.mesh) != mesh:
             raise PlanError(f"{path}:1: the train file declares the mesh {dict(tf.mesh)} when "
                             f"imported as rank {spec['coords']}, {mesh} before: declare one "
@@ -53,12 +57,34 @@ def main(argv: list[str]) -> int:
                              pp_in=None if pp_in is None else [
                                  (tuple(s), d, tuple(st), bool(rg)) for s, d, st, rg in pp_in],
                              cpu=bool(spec.get("cpu")))
+        _refuse_kernels(path, kernel_changes(), "after the step")
         Path(out).write_bytes(dump(tr))
     except NeedsCpu:
         Path(out).write_bytes(NEEDS_CPU)   # traced again on fake cpu tensors, in a new process
     except SpecLangError as e:
         Path(out).write_bytes(b"ERROR\n" + str(e).encode())
     return 0
+
+
+def _refuse_kernels(path: str, changes: list[str], when: str) -> None:
+    """Refuse a train file that changed the dispatcher's kernels (round 31, R31-2): the
+    capture runs torch's Meta and fake kernels, the real run the ones it registered."""
+    from spec_lang.errors import PlanError
+
+    if changes:
+        import re
+
+        at = re.search(r"registered at (.+?):(\d+)$", changes[0])
+        where = f"{at[1]}:{at[2]}" if at and Path(at[1]).resolve() == Path(path).resolve() \
+            else f"{path}:1"
+        more = f" (and {len(changes) - 1} more)" if len(changes) > 1 else ""
+        raise PlanError(
+            f"{where}: the train file changes torch's operator kernels {when}: "
+            f"{changes[0]}{more}; the capture traces on meta tensors and runs torch's Meta "
+            "kernels, so a kernel of the real device registered by the train file "
+            "(torch.library Library(..., 'IMPL') / impl / py_impl on an existing op) is "
+            "never seen: remove the registration (define your own op in your own "
+            "namespace instead)")
 
 
 if __name__ == "__main__":

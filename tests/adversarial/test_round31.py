@@ -71,39 +71,39 @@ def test_r31_1_pp_work_wait_swapped_in_is_complex_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R31-2: the train file's own CPU kernel of "
-                   "c10d::allreduce_ (torch.library), never run while traced")
 def test_r31_2_dp_library_cpu_allreduce_impl_is_not_accepted(tmp_path):
     """EQUIVALENT at 0f22574 (4 goals, 29 s); truth update 0.0067 / 0.010."""
     out = _prove("r31_05_dp_library_cpu_allreduce_impl.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "c10d::allreduce_" in out["_err"], out
+    assert "r31_05_dp_library_cpu_allreduce_impl.py:" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R31-2: the train file's own CPU kernel of "
-                   "c10d::recv_ (torch.library), never run while traced")
 def test_r31_2_pp_library_cpu_recv_impl_is_not_accepted(tmp_path):
     """EQUIVALENT at 0f22574 (9 goals, 139 s); truth grad l0.weight 0.10, l1.weight 5.5e+256."""
     out = _prove("r31_06_pp_library_cpu_recv_impl.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "c10d::recv_" in out["_err"], out
+    assert "r31_06_pp_library_cpu_recv_impl.py:" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R31-2: the train file's own CPU kernel of "
-                   "c10d::_reduce_scatter_base_ under FSDP2 (modelled, never run while traced)")
 def test_r31_2_fsdp_library_cpu_reduce_scatter_impl_is_not_accepted(tmp_path):
     """EQUIVALENT at 0f22574 (67 s); truth update 0.0067 / 0.0080."""
     out = _prove("r31_08_fsdp_library_cpu_reduce_scatter_impl.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "c10d::_reduce_scatter_base_" in out["_err"], out
+    assert "r31_08_fsdp_library_cpu_reduce_scatter_impl.py:" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R31-2 beyond c10d: the train file's own CPU kernel of "
-                   "aten::div_.Tensor (the trace runs the Meta kernel)")
 def test_r31_2_dp_library_cpu_aten_div_impl_is_not_accepted(tmp_path):
     """EQUIVALENT at 0f22574 (60 s); truth update 0.0070 / 0.0093 (2x the gradient)."""
     out = _prove("r31_10_dp_library_cpu_aten_div_impl.py", tmp_path)
-    assert _not_accepted(out), out
+    assert _not_accepted(out) and out["_rc"] == 3, out
+    assert "aten::div_.Tensor" in out["_err"], out
+    assert "r31_10_dp_library_cpu_aten_div_impl.py:" in out["_err"], out
 
 
 # -- false refusal (strict xfail asserting EQUIVALENT) -----------------------------------------

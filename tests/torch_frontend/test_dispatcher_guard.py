@@ -1,0 +1,116 @@
+"""``spec_lang.torch_frontend.dispatcher_guard``: a train file's own kernel of an existing op
+is a change (adversarial round 31, R31-2), a torch module's own definitions and the train
+file's own namespace are not. Each registration is removed again (``Library._destroy``) so the
+worker's other tests see torch's kernels."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spec_lang.torch_frontend import dispatcher_guard as dg  # noqa: E402
+
+
+@pytest.fixture
+def snap():
+    return dg.DispatcherSnapshot()
+
+
+def _lib(ns: str, kind: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.library.Library(ns, kind)
+
+
+def test_nothing_changed_is_no_change(snap):
+    assert dg.kernel_changes(snap) == []
+    assert dg.kernel_changes(snap, prefixes=dg.COLLECTIVE_NAMESPACES) == []
+
+
+def test_a_cpu_kernel_of_an_existing_aten_op_is_a_change_naming_op_key_and_line(snap):
+    lib = _lib("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lib.impl("sinc", lambda x: x, "CPU")
+        found = dg.kernel_changes(snap)
+        assert any(f.startswith("aten::sinc's CPU kernel registered at ")
+                   and "test_dispatcher_guard.py:" in f for f in found), found
+        # only the collective namespaces: aten is not looked at
+        assert dg.kernel_changes(snap, prefixes=dg.COLLECTIVE_NAMESPACES) == []
+    finally:
+        lib._destroy()
+    assert dg.kernel_changes(snap) == []
+
+
+def test_a_cpu_kernel_of_a_c10d_op_is_a_change_in_the_collective_check(snap):
+    import torch.distributed  # noqa: F401  (c10d's ops)
+
+    snap = dg.DispatcherSnapshot()
+    lib = _lib("c10d", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lib.impl("barrier", lambda *a: None, "CPU")
+        found = dg.kernel_changes(snap, prefixes=dg.COLLECTIVE_NAMESPACES)
+        assert len(found) >= 1 and all(f.startswith("c10d::barrier's CPU") for f in found), found
+    finally:
+        lib._destroy()
+
+
+def test_a_new_overload_in_torchs_namespace_is_a_change_its_own_namespace_is_not(snap):
+    own, aten = _lib("shardproof_test_ns", "DEF"), _lib("aten", "FRAGMENT")
+    try:
+        own.define("twice(Tensor x) -> Tensor")
+        own.impl("twice", lambda x: 2 * x, "CPU")
+        assert dg.kernel_changes(snap) == []
+        aten.define("sinc.shardproof_test(Tensor x) -> Tensor")
+        found = dg.kernel_changes(snap)
+        assert len(found) == 1 and found[0].startswith(
+            "a new operator aten::sinc.shardproof_test in torch's namespace"), found
+    finally:
+        own._destroy()
+        aten._destroy()
+
+
+def test_a_python_kernel_of_the_train_file_is_a_change_torchs_own_is_not(snap):
+    from spec_lang.torch_frontend import op_guard
+
+    op = torch.ops.aten.sinc.default
+    was = op_guard._BASELINE[0]
+    op_guard._BASELINE[0] = op_guard.Baseline()
+    try:
+        ns: dict = {}           # a train file's function: its code made after the baseline
+        exec(compile("def mine(*a, **k):\n    return a[0]\n", "train.py", "exec"), ns)
+        mine = ns["mine"]
+        key = torch._C.DispatchKey.CPU
+        assert key not in op.py_kernels
+        op.py_kernels[key] = mine
+        try:
+            found = dg.kernel_changes(snap)
+            assert any(f.startswith("aten::sinc's Python kernel py_kernels.")
+                       and "mine" in f for f in found), found
+        finally:
+            del op.py_kernels[key]
+        assert dg.kernel_changes(snap) == []
+        # torch's own function in a new slot is torch's kernel
+        op.py_kernels[key] = torch._refs.sinc
+        try:
+            assert dg.kernel_changes(snap) == []
+        finally:
+            del op.py_kernels[key]
+    finally:
+        op_guard._BASELINE[0] = was
+
+
+def test_registration_sites_in_torchs_files_only_are_torchs():
+    import os
+
+    here = os.path.join(os.path.dirname(torch.__file__), "library.py")
+    assert dg._torch_file(f"{here}:12")
+    assert not dg._torch_file(f"{__file__}:3")
+    assert not dg._torch_file("/__w/pytorch/pytorch/torch/csrc/distributed/c10d/Ops.cpp:552")
+    assert not dg._torch_file(os.path.join(os.path.dirname(torch.__file__), "nope.py") + ":1")
