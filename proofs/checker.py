@@ -235,7 +235,7 @@ class _Checker:
             if new == args:
                 memo[n] = n
                 continue
-            j = self.t.find(op, new, attrs, dims)
+            j = self.t.find_over(n, new)
             if j is None:
                 raise _fail(f"{where}: the certificate lacks node {op}{list(new)} (node {n} with "
                             f"its children substituted)")

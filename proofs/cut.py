@@ -38,7 +38,7 @@ from typing import Any
 from spec_lang.term import DimSpec, Op, Term, term, walk
 
 __all__ = ["CUT_PREFIX", "Cut", "Obligation", "Substitution", "build_cuts", "cut_obligations",
-           "premise_obligations", "input_permutes"]
+           "premise_obligations", "premise_uses", "input_permutes"]
 
 CUT_PREFIX = "cut:"
 
@@ -278,6 +278,47 @@ def premise_obligations(cuts: Sequence[Cut], names: Iterable[str]) -> dict[str, 
     (``proofs/phases/cutting.py``)."""
     b = _Obligations(cuts)
     return {n: b.premise(n, False) for n in names}
+
+
+def premise_uses(cuts: Sequence[Cut], names: Iterable[str]) -> dict[str, list[str]]:
+    """``{name: premise_obligations(cuts, [name])[name].uses}`` without building the premises:
+    the cuts whose node is reached from the children of the cut's spec node (over spec nodes)
+    or of its plan node (over plan nodes) before any other cut node, which is where the
+    premise's substitutions put cut inputs. Finding the topmost backward cuts
+    (``proofs/phases/cutting.py``) needs only these names, not the premises' terms (issue 14:
+    building every backward premise cost ~1 s on the 405B)."""
+    spec = {id(c.spec): c.name for c in cuts}
+    plan = {id(c.plan): c.name for c in cuts}
+    by_name = {c.name: c for c in cuts}
+    below_s: dict[int, frozenset[str]] = {}
+    below_p: dict[int, frozenset[str]] = {}
+    return {n: sorted(_cuts_under(by_name[n].spec.args, spec, below_s)
+                      | _cuts_under(by_name[n].plan.args, plan, below_p)) for n in names}
+
+
+def _cuts_under(roots: Sequence[Term], stop: Mapping[int, str],
+                below: dict[int, frozenset[str]]) -> frozenset[str]:
+    """Names in ``stop`` of the nodes reached from ``roots`` without passing through another
+    node of ``stop`` (``below``: a memo per node, shared between calls with the same
+    ``stop``); iterative, terms are thousands of levels deep."""
+    empty: frozenset[str] = frozenset()
+    stack: list[tuple[Term, bool]] = [(r, False) for r in roots]
+    while stack:
+        t, ready = stack.pop()
+        if id(t) in below:
+            continue
+        if id(t) in stop:
+            below[id(t)] = frozenset((stop[id(t)],))
+            continue
+        if not ready:
+            stack.append((t, True))
+            stack.extend((c, False) for c in t.args if id(c) not in below)
+            continue
+        sets = {below[id(c)] for c in t.args}
+        sets.discard(empty)
+        below[id(t)] = empty if not sets else sets.pop() if len(sets) == 1 else \
+            frozenset().union(*sets)
+    return frozenset().union(*(below[id(r)] for r in roots))
 
 
 def _layer(name: str) -> str | None:

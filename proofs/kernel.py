@@ -67,6 +67,11 @@ ELEMENTWISE = frozenset({
     "GELU", "ERF", "MAXIMUM", "WHERE", "CAST", "STOP_GRAD",
 })
 
+_NARGS = {"INPUT": 0, "CONST": 0, "DIM_SIZE": 0, "AXIS_SIZE": 0, "RANK_CONST": 0, "CAUSAL_MASK": 0,
+          "ROPE_COS": 0, "ROPE_SIN": 0, "WHERE": 3, "MAXIMUM": 2, "REDUCE_MAX": 1, "ONE_HOT": 1,
+          "RENAME": 1, "CHUNK": 1, "PERMUTE": 1, "SHIFT": 1, "SHARD": 1, "PART": 1, "ALL_REDUCE": 1,
+          "ALL_GATHER": 1, "REDUCE_SCATTER": 1, "BROADCAST": 1, "ALL_TO_ALL": 1}   # typecheck: arity
+_UNARY = ELEMENTWISE - {"ADD", "MUL", "MAXIMUM", "WHERE"}   # NEG ... STOP_GRAD: one argument
 MAX_INT = 2**63 - 1  # bound of a plain integer attribute (chunk counts, top-k, coordinates)
 MESH_AXES = ("dp", "tp", "pp", "cp", "sp", "ep", "mb", "dp_replicate", "dp_shard")  # spec_lang.term.Axis (mb: micro-batches)
 
@@ -153,9 +158,7 @@ def decode_attr(x: Any) -> Any:
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection while a large, acyclic structure is built (a node table, a
-    JSON document of 10^5 rows): with the collector on, every generation-2 pass walks the whole
-    heap again, which made parsing 5-10x slower. Re-enabled (if it was on) afterwards."""
+    """GC off while a big acyclic table or JSON is built (full passes rescan it); restored after."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -176,6 +179,7 @@ class NodeTable:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self._index: dict[tuple, int] = {}
+        self._akeys: list[Any] = []   # per node: _exact_key of its attrs (its index key's part)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -192,21 +196,26 @@ class NodeTable:
                 raise KernelError(f"node {len(self.nodes)} ({op}) refers to node {a}, not an earlier node")
         i = len(self.nodes)
         self.nodes.append((op, tuple(args), tuple(attrs), tuple(dims)))
+        self._akeys.append(key[2])
         self._index[key] = i
         return i
 
     def find(self, op: str, args: Sequence[int], attrs: Sequence[Any], dims: Dims) -> int | None:
         return self._index.get((op, tuple(args), _exact_key(tuple(attrs)), tuple(dims)))
 
+    def find_over(self, n: int, args: tuple[int, ...]) -> int | None:
+        """``find`` of node ``n``'s op, attrs and dims over ``args`` (its attrs' key reused)."""
+        return self._index.get((self.nodes[n][0], args, self._akeys[n], self.nodes[n][3]))
+
     def to_json(self) -> list:
         dims_json: dict[Any, list] = {}   # dims tuples (strings only) repeat: encode each once
         attrs_json: dict[Any, list] = {}  # so do attribute tuples (keyed by _exact_key)
         out = []
-        for op, args, attrs, dims in self.nodes:
+        for i, (op, args, attrs, dims) in enumerate(self.nodes):
             d = dims_json.get(dims)
             if d is None:
                 d = dims_json[dims] = [[n, list(s)] for n, s in dims]
-            ka = _exact_key(attrs) if attrs else ()
+            ka = self._akeys[i] if attrs else ()   # _exact_key(attrs), kept by add / from_json
             a = attrs_json.get(ka)
             if a is None:
                 a = attrs_json[ka] = [encode_attr(x) for x in attrs]
@@ -225,7 +234,7 @@ class NodeTable:
         if not isinstance(data, list):
             raise KernelMalformed("nodes must be a list")
         t = cls()
-        nodes, index = t.nodes, t._index
+        nodes, index, akeys = t.nodes, t._index, t._akeys
         dims_seen: dict[Dims, Dims] = {}   # validated dims tuples, shared between rows
         for i, row in enumerate(data):
             if type(row) is not list or len(row) != 4:
@@ -260,6 +269,7 @@ class NodeTable:
                 raise KernelError(f"node {i} duplicates node {j} (the table must be hash-consed)")
             index[key] = n
             nodes.append((op, targs, dattrs, shared))
+            akeys.append(key[2])
         return t
 
 
@@ -307,19 +317,18 @@ def from_terms(table: NodeTable, roots: Iterable[Any],
 # -- hashing ------------------------------------------------------------------------------------
 def node_hash_table(table: NodeTable) -> list[str]:
     """Merkle hash of every node: sha256 over ``canonical_json([op, [child hashes], [encoded
-    attrs], [[dim, [shards]]]])``; id-independent. Written as its items' canonical JSON joined
-    (what ``json.dumps`` of a list is), the attrs and dims parts memoised (most nodes share
-    them; ``tests/proofs/test_node_hashes.py`` compares it with one call per node)."""
+    attrs], [[dim, [shards]]]])``, id-independent; written as its items' canonical JSON joined,
+    attrs and dims parts memoised (``tests/proofs/test_node_hashes.py``: as one call per node)."""
     hs: list[str] = []
     attrs_json: dict[Any, str] = {}
     dims_json: dict[Any, str] = {}
     ops_json: dict[str, str] = {}
     sha256 = hashlib.sha256
-    for op, args, attrs, dims in table.nodes:
+    for i, (op, args, attrs, dims) in enumerate(table.nodes):
         o = ops_json.get(op)
         if o is None:
             o = ops_json[op] = canonical_json(op)
-        ka = _exact_key(attrs) if attrs else ()
+        ka = table._akeys[i] if attrs else ()   # _exact_key(attrs), kept by add / from_json
         a = attrs_json.get(ka)
         if a is None:
             a = attrs_json[ka] = canonical_json([encode_attr(x) for x in attrs])
@@ -368,15 +377,10 @@ def typecheck(table: NodeTable, i: int) -> None:
 
     if len(set(names)) != len(names):
         raise bad(f"repeated dim in {names}")
-    nargs = {"INPUT": 0, "CONST": 0, "DIM_SIZE": 0, "AXIS_SIZE": 0, "RANK_CONST": 0,
-             "CAUSAL_MASK": 0, "ROPE_COS": 0, "ROPE_SIN": 0, "WHERE": 3, "MAXIMUM": 2,
-             "REDUCE_MAX": 1, "ONE_HOT": 1, "RENAME": 1, "CHUNK": 1, "PERMUTE": 1, "SHIFT": 1, "SHARD": 1, "PART": 1,
-             "ALL_REDUCE": 1, "ALL_GATHER": 1, "REDUCE_SCATTER": 1, "BROADCAST": 1,
-             "ALL_TO_ALL": 1}
+    nargs = _NARGS
     if op in nargs and len(args) != nargs[op]:
         raise bad(f"{len(args)} args, expected {nargs[op]}")
-    if op in ("NEG", "RECIP", "EXP", "LOG", "SQRT", "RSQRT", "POW", "SIGMOID", "SILU", "TANH",
-              "GELU", "ERF", "CAST", "STOP_GRAD") and len(args) != 1:
+    if op in _UNARY and len(args) != 1:
         raise bad(f"{len(args)} args, expected 1")
     if op in ("ADD", "MUL", "EINSUM", "CONCAT") and not args:
         raise bad("no args")

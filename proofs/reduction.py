@@ -90,7 +90,7 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
 
     blocks: dict[str, int] = defaultdict(int)
     kinds: dict[str, set[str]] = defaultdict(set)
-    least_el: dict[str, int] = dict(min_sizes(roots))   # elements in the whole dim
+    least_el: dict[str, int] = {}   # elements in the whole dim (min_sizes, in this one walk)
     max_blocks: dict[str, int] = {}     # dim -> largest shard product of a block a max reduces
     seen_dims: set[tuple] = set()    # a dims tuple adds the same blocks each time it recurs
     for t in walk(roots):
@@ -112,6 +112,9 @@ def _groups(roots: list[Term], binding: Binding) -> list[_Group]:
                 for d in t.attrs[0]:
                     p = math.prod(_axis_size(binding, a) for a in t.args[0].dim(d).shards)
                     max_blocks[d] = max(max_blocks.get(d, 1), p)
+            case Op.TOPK_MASK:   # min_sizes: k + 2 elements along the dim a top-k selects
+                d, k = str(t.attrs[0]), int(t.attrs[1])
+                least_el[d] = max(least_el.get(d, 0), k + 2)
             case _:
                 pass
         for d, kind in size_kinds(t.op.name, t.attrs):

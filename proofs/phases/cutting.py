@@ -163,11 +163,12 @@ def _first_factor(pts: Any, perms: Any, problem: Any, shapes: Shapes
     otherwise costs a whole round of lemmas at factor 1 before the factor is known). The
     rounds still check the factor (a top premise refuted at factor 1 is looked at again);
     the factor only chooses the cuts, and every cut is proved or the goal stays open."""
-    from proofs.cut import build_cuts, premise_obligations
+    from proofs.cut import build_cuts, premise_obligations, premise_uses
 
     cuts = build_cuts(pts, permutes=perms)
-    prem = premise_obligations(cuts, [c.name for c in cuts if c.kind == "backward"])
-    top = [o for o in prem.values() if not any(u.endswith(":adj") for u in o.uses)]
+    uses = premise_uses(cuts, [c.name for c in cuts if c.kind == "backward"])
+    top = list(premise_obligations(cuts, [n for n, us in uses.items()
+                                          if not any(u.endswith(":adj") for u in us)]).values())
     if not top:
         return Fraction(1), set()
     r = _refute_lemmas(top, problem.binding, shapes)
@@ -281,8 +282,10 @@ def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
                   node(by_cut[u].embed), step[u]) for u in ob.uses]
         return steps.cut(node(lhs), node(rhs), w.proof, items)
 
+    smt_below: dict[str, bool] = {}     # cut name -> an smt proof in its premise's closure
     for n in _premise_order(premises):
         ob, c, w = premises[n], by_cut[n], done[premises[n].name]
+        smt_below[n] = w.method == "smt" or any(smt_below[u] for u in ob.uses)
         step[n] = cut_step(ob, c.inst, c.plan, w)
         if step[n] is None:
             bad = [u for u in ob.uses if step.get(u) is None]
@@ -297,9 +300,9 @@ def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
             g.reason = w.reason if w.status != "proved" else \
                 f"premise {bad[0]}: {why.get(bad[0], 'not proved')}"
             continue
-        used = [w] + [done[premises[u].name] for u in _closure(ob.uses, premises)]
-        g.status, g.proof = "proved", s
-        g.method = "smt" if any(x.method == "smt" for x in used) else "rewrite"
+        g.status, g.proof = "proved", s   # smt when the lemma or a premise below it is
+        g.method = "smt" if w.method == "smt" or any(smt_below[u] for u in ob.uses) \
+            else "rewrite"
         g.reuses_lemma = w.reuses_lemma
     rep = [w for w in done.values() if w.reuses is None]
     return {
@@ -351,13 +354,3 @@ def _premise_order(premises: dict[str, Any]) -> list[str]:
             stack.extend((u, False) for u in premises[n].uses if not state.get(u))
     return order
 
-
-def _closure(names: list[str], premises: dict[str, Any]) -> set[str]:
-    seen: set[str] = set()
-    todo = list(names)
-    while todo:
-        n = todo.pop()
-        if n not in seen:
-            seen.add(n)
-            todo.extend(premises[n].uses)
-    return seen

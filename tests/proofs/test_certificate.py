@@ -506,3 +506,43 @@ def test_certificate_file_is_readable_by_others(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+OBLIGATION_EDITS = [
+    ("method unknown", lambda c: c["obligations"][0].__setitem__("method", "magic")),
+    ("expected negative", lambda c: c["obligations"][1].__setitem__("expected", -1)),
+    ("sha256 not hex", lambda c: c["obligations"][0].__setitem__("expected_sha256", "xyz")),
+    ("reused without reuses", lambda c: _first_reused(c).pop("reuses")),
+    ("extra key", lambda c: c["obligations"][2].__setitem__("extra", 1)),
+    ("plan sha256 short", lambda c: c["plan"].__setitem__("sha256", "ab")),
+]
+
+
+def _first_reused(c):
+    return next(o for o in c["obligations"] if o["method"] == "reused")
+
+
+@pytest.mark.parametrize("what,edit", [("valid", lambda c: None)] + MALFORMED_EDITS
+                         + OBLIGATION_EDITS, ids=lambda x: x if isinstance(x, str) else "")
+def test_inlined_schema_judges_as_the_published_one(cert_dict, what, edit):
+    """Issue 14: the checker validates against ``inline_refs(schema)`` (non-recursive ``$ref``s
+    replaced by their definitions): the same verdict and the same best error (message and
+    instance path) as the published schema, on a valid certificate and on each malformed
+    edit; the recursive ``attr`` definition stays a reference."""
+    from proofs.checker_load import inline_refs
+
+    inlined = inline_refs(SCHEMA)
+    text = json.dumps(inlined)
+    assert '"#/$defs/obligation"' not in text and '"#/$defs/sha256"' not in text
+    assert '"#/$defs/attr"' in text
+    c = copy.deepcopy(cert_dict)
+    edit(c)
+
+    def best(schema):
+        e = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(schema).iter_errors(c))
+        return None if e is None else (e.message, list(e.absolute_path))
+
+    assert best(inlined) == best(SCHEMA)
+    assert what != "valid" or best(SCHEMA) is None        # (a few edits are the kernel's)
+    assert what not in dict(OBLIGATION_EDITS) or best(SCHEMA) is not None

@@ -140,3 +140,21 @@ def test_the_backward_factor_is_found_before_the_first_round(monkeypatch):
     r = prove(problem)
     assert r.verdict == "EQUIVALENT" and len(calls) == 1
     assert r.lemma_counts["open"] == 0 and r.lemma_counts["cuts"] > 0
+
+
+@pytest.mark.parametrize("plan", ["llama_debug_dp.py", "llama_debug_megatron_3d.py",
+                                  "moe_debug_ep_pp.py"])
+def test_premise_uses_names_the_cuts_the_premises_use(plan):
+    """Issue 14: ``premise_uses`` finds the cuts each premise would use without building it;
+    on real plans (forward and backward cuts, pipelines, MoE) it agrees with the built
+    premises' ``uses`` for every cut, so ``_first_factor`` picks the same topmost cuts."""
+    import proofs.cut as C
+
+    problem = load(ROOT / "examples" / plan)
+    cuts = C.build_cuts(problem.cut_points, permutes=C.input_permutes(problem.goals))
+    names = [c.name for c in cuts]
+    assert len(names) > 4
+    built = C.premise_obligations(cuts, names)
+    got = C.premise_uses(cuts, names)
+    assert got == {n: built[n].uses for n in names}
+    assert any(got.values())            # some premise is cut below

@@ -79,3 +79,26 @@ def test_hash_consing_keeps_sets_of_equal_members_of_other_types_apart():
     back = NodeTable.from_json(t.to_json())           # no row is taken for a duplicate
     assert back.nodes == t.nodes and [type(next(iter(n[2][0]))) for n in back.nodes[:2]] \
         == [int, bool]
+
+
+def test_find_over_is_find_of_the_nodes_fields_over_other_children():
+    """Issue 14: ``find_over(n, args)`` (the checker's substitution lookup) is
+    ``find(op, args, attrs, dims)`` of node ``n``'s fields, with the attribute key kept when
+    ``n`` was added, in a built table and in one read back from JSON; attributes equal in
+    Python but of other types (``1`` / ``True`` / ``Fraction(1)``) stay apart."""
+    t = NodeTable()
+    x = t.add("INPUT", [], ("x", "data", "real"), (("B", ()),))
+    y = t.add("INPUT", [], ("y", "data", "real"), (("B", ()),))
+    k1 = t.add("CONST", [], (1,), ())
+    kt = t.add("CONST", [], (True,), ())
+    kq = t.add("CONST", [], (Fraction(1),), ())
+    mx = t.add("MUL", [k1, x], (), (("B", ()),))
+    my = t.add("MUL", [k1, y], (), (("B", ()),))
+    sx = t.add("SHARD", [x], ("B", "tp"), (("B", ("tp",)),))
+    sy = t.add("SHARD", [y], ("B", "tp"), (("B", ("tp",)),))
+    for tab in (t, NodeTable.from_json(t.to_json())):
+        assert tab.find_over(mx, (k1, y)) == my == tab.find("MUL", [k1, y], (), (("B", ()),))
+        assert tab.find_over(sx, (y,)) == sy
+        assert tab.find_over(sx, (k1,)) is None                  # no such node
+        assert tab.find_over(mx, (kt, y)) is None and tab.find_over(mx, (kq, x)) is None
+        assert [tab.find_over(k, ()) for k in (k1, kt, kq)] == [k1, kt, kq]

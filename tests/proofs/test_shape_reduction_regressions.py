@@ -269,3 +269,21 @@ def test_forged_refutation_at_sizes_where_a_literal_changes_meaning_is_rejected(
     write_certificate(path, certificate_of(r))
     with pytest.raises(CertificateError, match="the literal 1/8 may encode a size of B"):
         check_certificate(path, retrace=False)
+
+
+def test_a_topk_dim_keeps_k_plus_2_elements_from_the_groups_walk():
+    """Issue 14: ``_groups`` takes the least sizes a ``TOPK_MASK`` needs (``min_sizes``) in its
+    own walk instead of a second one; the reduced dim still keeps ``k + 2`` elements (the
+    largest ``k`` over the masks), other dims shrink as before."""
+    from proofs.reduction import _groups, min_sizes, reduce_binding
+    from spec_lang.term import Binding
+
+    s = inp("sc", "H")
+    roots = [mul(s, term(Op.TOPK_MASK, (s,), ("H", k), s.dims)) for k in (3, 9)]
+    roots.append(unary(Op.EXP, inp("v", "V")))
+    b = Binding({"H": 4096, "V": 1024})
+    assert min_sizes(roots) == {"H": 11}
+    g = {tuple(x.dims): x for x in _groups(roots, b)}
+    assert g[("H",)].least == 11 and g[("V",)].least == 1
+    small = reduce_binding(roots, b)
+    assert small["H"] >= 11 and small["V"] < 1024
