@@ -31,60 +31,100 @@ removed again between two of those points, both inside the step, is not seen (do
 from __future__ import annotations
 
 import gc
+import os
 import re
 import types
 from typing import Any
+
+import torch
+from torch._ops import OperatorBase
 
 __all__ = ["DispatcherSnapshot", "take_snapshot", "current_snapshot", "kernel_changes",
            "COLLECTIVE_NAMESPACES"]
 
 COLLECTIVE_NAMESPACES = ("c10d::", "_c10d_functional::")
 _SNAPSHOT: list[Any] = [None]
-_LINE = re.compile(r"^(?P<key>[A-Za-z0-9_]+(?: \(inactive\))?): registered at (?P<loc>.*?)"
-                   r"(?: :: .*| \[.*)?$")
-_TABLES = ("py_kernels", "python_key_table", "functorch_table")
+# ``KEY: registered at FILE:LINE ...``, alias keys too (``CompositeExplicitAutograd[alias]``:
+# R32-1, the kernel a CPU run takes when the op has no CPU kernel of its own)
+_LINE = re.compile(r"^(?P<key>[^:]+): registered at (?P<loc>.*?)(?: :: .*| \[.*)?$")
+_TABLES = ("py_kernels", "python_key_table", "functorch_table", "_dispatch_cache")
+# what the guard calls, bound when it is imported (before the train file is): a train file
+# that puts its own ``torch._C._dispatch_dump`` or ``gc.get_objects`` in place answers for
+# nothing here (R32-2)
+_DUMP = torch._C._dispatch_dump  # noqa: SLF001
+_ALL_OPS = torch._C._dispatch_get_all_op_names  # noqa: SLF001
+_TLS_INCLUDED = torch._C._dispatch_tls_local_include_set  # noqa: SLF001
+_PYTHON_DISPATCHER = torch._C.DispatchKey.PythonDispatcher  # noqa: SLF001
+_LIBRARY = torch._C._dispatch_library  # noqa: SLF001
+_GC_OBJECTS = gc.get_objects
+_OPERATOR_BASE = OperatorBase
+_DISPATCH_KEY = torch._C.DispatchKey  # noqa: SLF001
 
 
 def _registrations(name: str) -> dict[str, str]:
-    """``{dispatch key: where its kernel was registered}`` of one operator."""
-    import torch
-
+    """``{dispatch key (alias keys too): the dump's line of its kernel}`` of one operator, and
+    every other line of the dump under its own text (a line the pattern does not read is still
+    compared: R32-1)."""
     out: dict[str, str] = {}
-    for line in torch._C._dispatch_dump(name).splitlines():  # noqa: SLF001
+    for line in _DUMP(name).splitlines():
         m = _LINE.match(line)
-        if m is not None:
-            out[m["key"]] = m["loc"]
+        out[m["key"] if m is not None else line] = line
     return out
 
 
-def _python_kernels() -> dict[int, tuple[Any, dict[str, Any]]]:
-    """``{id(op): (op, {table.key: kernel})}`` of every ``OperatorBase`` alive."""
-    from torch._ops import OperatorBase
+def _where(line: str) -> str:
+    m = _LINE.match(line)
+    return m["loc"] if m is not None else line
 
+
+def _python_kernels() -> dict[int, tuple[Any, dict[str, Any]]]:
+    """``{id(op): (op, {table.key: kernel})}`` of every ``OperatorBase`` alive (its
+    ``_dispatch_cache`` too, which the Python dispatcher reads first: R32-3)."""
     out: dict[int, tuple[Any, dict[str, Any]]] = {}
-    for o in gc.get_objects():
-        if issubclass(type(o), OperatorBase):   # (no __class__ lookup on odd objects)
+    for o in _GC_OBJECTS():
+        if issubclass(type(o), _OPERATOR_BASE):   # (no __class__ lookup on odd objects)
             out[id(o)] = (o, {f"{t}.{k!r}": v for t in _TABLES
                               for k, v in dict(vars(o).get(t) or {}).items()})
     return out
 
 
 class DispatcherSnapshot:
-    """Every operator's registrations and every Python kernel, before the train file ran."""
+    """Every operator's registrations and every Python kernel, before the train file ran;
+    ``libraries``: the ``torch.library`` libraries made since (kind, namespace, file:line),
+    kept even when the library is destroyed again (R32-4)."""
 
     def __init__(self) -> None:
-        import torch
-
-        self.ops: dict[str, dict[str, str]] = {
-            n: _registrations(n) for n in torch._C._dispatch_get_all_op_names()}  # noqa: SLF001
+        self.ops: dict[str, dict[str, str]] = {n: _registrations(n) for n in _ALL_OPS()}
         self.namespaces = {n.split("::", 1)[0] for n in self.ops}
         self.python = _python_kernels()
+        self.libraries: list[tuple[str, str, str]] = []
+
+
+def _load_torchs_lazy_kernels() -> None:
+    """Register now the kernels torch registers on first use (``torch.vmap`` and eager
+    ``flex_attention`` load vmap's decompositions into ``aten``'s ``FuncTorchBatched`` key,
+    ``torch/_functorch/predispatch.py``): registered after the snapshot they would be a change
+    (R32-5, a false refusal)."""
+    try:
+        from torch._functorch.predispatch import lazy_load_decompositions
+    except ImportError:   # (another torch: its lazy kernels, if any, are a change)
+        return
+    lazy_load_decompositions()
 
 
 def take_snapshot() -> DispatcherSnapshot:
-    """Record the dispatcher now (in the capture child, before the train file is imported)."""
-    _SNAPSHOT[0] = DispatcherSnapshot()
-    return _SNAPSHOT[0]
+    """Record the dispatcher now (in the capture child, before the train file is imported),
+    and from now on every ``torch.library`` library made (``torch._C._dispatch_library``)."""
+    _load_torchs_lazy_kernels()
+    snap = _SNAPSHOT[0] = DispatcherSnapshot()
+
+    def dispatch_library(kind: Any, ns: Any, key: Any, *rest: Any) -> Any:
+        where = ":".join(str(x) for x in rest[:2]) if rest else "an unknown place"
+        snap.libraries.append((str(kind), str(ns), where))
+        return _LIBRARY(kind, ns, key, *rest)
+
+    torch._C._dispatch_library = dispatch_library  # noqa: SLF001
+    return snap
 
 
 def current_snapshot() -> DispatcherSnapshot | None:
@@ -93,12 +133,19 @@ def current_snapshot() -> DispatcherSnapshot | None:
 
 
 def _own_kernel(fn: Any) -> bool:
-    """Whether ``fn`` is a function whose code existed before the train file ran (or is in a
-    torch module imported since, :meth:`Baseline.own_code`)."""
+    """Whether ``fn`` is torch's: a dispatch key (what ``_dispatch_cache`` holds for a C++
+    kernel), or a function of a torch module whose code existed before the train file ran (or
+    is in a torch module imported since, :meth:`Baseline.own_code`). A function of another
+    module is not, however old (``typing.assert_type`` as a CPU kernel: R32-3)."""
     from spec_lang.torch_frontend.op_guard import current_baseline
 
+    if type(fn) is _DISPATCH_KEY:
+        return True
     code = getattr(fn, "__code__", None)
     if type(fn) is not types.FunctionType or type(code) is not types.CodeType:
+        return False
+    mod = fn.__globals__.get("__name__")
+    if type(mod) is not str or not (mod == "torch" or mod.startswith("torch.")):
         return False
     return current_baseline().own_code(types.SimpleNamespace(f_globals=fn.__globals__,
                                                              f_code=code))
@@ -108,10 +155,6 @@ def _torch_file(where: str) -> bool:
     """Whether a registration site ``FILE:LINE`` is a Python file of torch's installation (a
     torch module imported by the train file defines its operators: ``prims::inductor_random``
     when ``torch._inductor`` is)."""
-    import os
-
-    import torch
-
     path = where.rsplit(":", 1)[0]
     root = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
     return path.endswith(".py") and os.path.realpath(path).startswith(root) \
@@ -124,20 +167,26 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
     (``"c10d::allreduce_'s CPU kernel, registered at train.py:21"``), every operator or only
     those whose name starts with one of ``prefixes``. Empty when none does, or when no
     snapshot was taken in this process."""
-    import torch
-
     snap = snap or current_snapshot()
     if snap is None:
         return []
     out: list[str] = []
-    names = torch._C._dispatch_get_all_op_names()  # noqa: SLF001
+    if prefixes is None and _TLS_INCLUDED().has(_PYTHON_DISPATCHER):
+        out.append("the Python dispatcher enabled (torch._C._EnablePythonDispatcher), which "
+                   "runs Python kernels the real run would take and the capture does not")
+    for kind, ns, where in snap.libraries:
+        if kind != "DEF" and ns in snap.namespaces and not _torch_file(where):
+            out.append(f"a torch.library {kind} library of torch's namespace {ns!r} made at "
+                       f"{where}")
+    names = _ALL_OPS()
     if prefixes is not None:
         names = [n for n in names if n.startswith(prefixes)]
     for name in names:
         before = snap.ops.get(name)
         if before is None:
             if name.split("::", 1)[0] in snap.namespaces:
-                foreign = [w for w in _registrations(name).values() if not _torch_file(w)]
+                foreign = [_where(w) for w in _registrations(name).values()
+                           if not _torch_file(_where(w))]
                 if foreign:
                     out.append(f"a new operator {name} in torch's namespace, registered at "
                                f"{foreign[0]}")
@@ -145,7 +194,7 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
         now = _registrations(name)
         for key in sorted(set(before) | set(now)):
             if before.get(key) != now.get(key):
-                what = ("removed" if key not in now else f"registered at {now[key]}")
+                what = ("removed" if key not in now else f"registered at {_where(now[key])}")
                 out.append(f"{name}'s {key} kernel {what}")
     if prefixes is None:
         for oid, (op, tables) in _python_kernels().items():

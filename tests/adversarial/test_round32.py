@@ -23,6 +23,13 @@ gloo, float64.
 * R32-5 (false refusal; ``r32_05``): the first ``torch.vmap`` of a process registers torch's own
   FuncTorchBatched kernels (``torch/_functorch/predispatch.py``): a right plan whose loss uses
   vmap is refused (exit 3); EQUIVALENT at 853d73d.
+
+All five fixed in stop 32 (``dispatcher_guard``): every line of each op's dump compared, alias
+keys included (R32-1); the dispatcher functions and ``gc.get_objects`` bound when the guard is
+imported (R32-2); a Python kernel must be a torch module's function (or a dispatch key), the
+``_dispatch_cache`` compared, and the Python dispatcher left enabled by the train file refused
+(R32-3); every ``torch.library`` library made after the snapshot logged, destroyed or not
+(R32-4); torch's lazy vmap kernels loaded before the snapshot (R32-5).
 """
 
 from __future__ import annotations
@@ -61,8 +68,6 @@ def _lib(ns: str, kind: str):
         return torch.library.Library(ns, kind)
 
 
-@pytest.mark.xfail(strict=True, reason="R32-1: dispatcher_guard._LINE does not parse "
-                   "'KEY[alias]: registered at' lines; an alias-key kernel is not in the snapshot")
 def test_r32_1_alias_key_kernel_is_a_change():
     """A ``CompositeExplicitAutograd`` kernel of ``aten::_foreach_div_.Scalar`` (no CPU kernel:
     the CPU run calls it) is not among ``kernel_changes()``; removed again at the end."""
@@ -88,8 +93,6 @@ def test_r32_1_alias_key_kernel_is_a_change():
     assert any("_foreach_div_" in c for c in changes), changes
 
 
-@pytest.mark.xfail(strict=True, reason="R32-2: the guard looks torch._C._dispatch_dump up at "
-                   "every check, so a replaced one answers for it")
 def test_r32_2_replaced_dispatch_dump_does_not_hide_a_kernel():
     """r32_03's mechanism: a recorded dump put on ``torch._C`` hides a CPU kernel of
     ``aten::sinc``; both put back at the end."""
@@ -115,8 +118,6 @@ def test_r32_2_replaced_dispatch_dump_does_not_hide_a_kernel():
     assert any("aten::sinc" in c for c in changes), changes
 
 
-@pytest.mark.xfail(strict=True, reason="R32-3: OpOverload._dispatch_cache is not compared, and "
-                   "a py_kernel that is a function older than the train file is exempt")
 @pytest.mark.parametrize("how", ["dispatch_cache", "stdlib_py_kernel"])
 def test_r32_3_python_dispatcher_kernel_is_a_change(how):
     """r32_07's / r32_04's mechanism on ``aten::sinc.default`` (the CPU entry the Python
@@ -142,11 +143,9 @@ def test_r32_3_python_dispatcher_kernel_is_a_change(how):
     assert any("sinc" in c for c in changes), changes
 
 
-# -- findings (strict xfail: the right outcome asserted) ---------------------------------------
+# -- findings (fixed in stop 32: the right outcome asserted) ------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32-1: a CompositeExplicitAutograd (alias key) kernel "
-                   "of aten::_foreach_div_.Scalar is not in the dispatcher snapshot")
 def test_r32_1_dp_foreach_div_alias_kernel_is_not_accepted(tmp_path):
     """EQUIVALENT at ddc6b7a (4 goals, 50 s); truth update 0.0070 / 0.0093."""
     out = _prove("r32_01_dp_foreach_div_cea_alias.py", tmp_path)
@@ -154,8 +153,6 @@ def test_r32_1_dp_foreach_div_alias_kernel_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32-1: a CompositeExplicitAutograd (alias key) kernel "
-                   "of aten::split.Tensor, called by gloo's reduce-scatter, is not in the snapshot")
 def test_r32_1_fsdp_split_alias_kernel_in_gloo_is_not_accepted(tmp_path):
     """EQUIVALENT at ddc6b7a (4 goals, 88 s); truth update 0.41 / 0.32."""
     out = _prove("r32_09_fsdp_split_cea_alias_in_gloo_reduce_scatter.py", tmp_path)
@@ -163,8 +160,6 @@ def test_r32_1_fsdp_split_alias_kernel_in_gloo_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32-2: torch._C._dispatch_dump is looked up at every "
-                   "check; the train file replaces it by a recorded dump")
 def test_r32_2_dp_dispatch_dump_replaced_is_not_accepted(tmp_path):
     """EQUIVALENT at ddc6b7a (4 goals, 71 s); truth update 0.0070 / 0.0093."""
     out = _prove("r32_03_dp_dispatch_dump_replaced.py", tmp_path)
@@ -172,8 +167,6 @@ def test_r32_2_dp_dispatch_dump_replaced_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32-2: gc.get_objects is looked up at every check; the "
-                   "train file hides the OpOverload whose py_kernels it changed")
 def test_r32_2_dp_gc_get_objects_hides_py_kernel_is_not_accepted(tmp_path):
     """EQUIVALENT at ddc6b7a (4 goals, 72 s); truth update 0.0070 / 0.0093."""
     out = _prove("r32_08_dp_gc_get_objects_hides_py_kernel.py", tmp_path)
@@ -181,9 +174,6 @@ def test_r32_2_dp_gc_get_objects_hides_py_kernel_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32-3: a py_kernel that is a function older than the "
-                   "train file (typing.assert_type) is exempt; the Python dispatcher it keeps "
-                   "enabled runs it on CPU")
 def test_r32_3_dp_py_kernel_stdlib_function_is_not_accepted(tmp_path):
     """EQUIVALENT at ddc6b7a (4 goals, 33 s); truth update 0.0070 / 0.0093."""
     out = _prove("r32_04_dp_py_kernel_stdlib_function.py", tmp_path)
@@ -191,8 +181,6 @@ def test_r32_3_dp_py_kernel_stdlib_function_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32-3: OpOverload._dispatch_cache is not compared; the "
-                   "Python dispatcher the train file keeps enabled runs what it holds")
 def test_r32_3_dp_python_dispatch_cache_is_not_accepted(tmp_path):
     """EQUIVALENT at ddc6b7a (4 goals, 57 s); truth update 0.0070 / 0.0093."""
     out = _prove("r32_07_dp_python_dispatch_cache.py", tmp_path)
@@ -200,20 +188,15 @@ def test_r32_3_dp_python_dispatch_cache_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32-4 (documented gap): a kernel registered and removed "
-                   "inside the step, with no guarded call between, is not seen")
 def test_r32_4_dp_kernel_registered_inside_step_is_not_accepted(tmp_path):
     """EQUIVALENT at ddc6b7a (4 goals, 21 s); truth update 0.0070 / 0.0093."""
     out = _prove("r32_06_dp_kernel_registered_inside_step.py", tmp_path)
     assert _not_accepted(out), out
 
 
-# -- false refusal (strict xfail asserting EQUIVALENT) -----------------------------------------
+# -- false refusal (fixed in stop 32) -----------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32-5: the first torch.vmap registers torch's own "
-                   "FuncTorchBatched kernels (torch/_functorch/predispatch.py), refused as the "
-                   "train file's kernel change (exit 3)")
 def test_r32_5_dp_vmap_loss_right_is_accepted(tmp_path):
     """Refused at ddc6b7a (exit 3, 27 s); EQUIVALENT at 853d73d (31 s); right (truth 2.8e-17)."""
     out = _prove("r32_05_dp_vmap_loss_right.py", tmp_path)
