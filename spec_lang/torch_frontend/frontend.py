@@ -74,8 +74,7 @@ class Captured:
     # mesh without the pipeline axis) and every stage's trace (their state is compared)
     probe_mesh: dict[str, int] | None = None
     stage_traces: list[Trace] | None = None
-    # every other traced rank at the real sizes, in the order of plans[1:] (finding R4-7;
-    # empty on the pipelined path)
+    # every other traced rank at the real sizes, in the order of plans[1:] (finding R4-7)
     plans_real: list[Trace] = field(default_factory=list)
 
 
@@ -134,7 +133,7 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
         pp = capture_pipelined(tf, plan_real, spec, workers=workers)
         return Captured(pp["tf"], pp["probe"], pp["spec"], pp["spec_real"], pp["plans"],
                         pp["plan_real"], {"capture": time.monotonic() - t0}, pp["probe_mesh"],
-                        pp["stages"])
+                        pp["stages"], pp["plans_real"])
     # every other rank at the real sizes too (R4-7: a rank wrong only at the real sizes)
     others = [c for c in coords if c != zero]
     spec_real, *rest = run_jobs([Job(tf.path, tf.sizes, None, src)] + [

@@ -87,6 +87,26 @@ def _alignment(probe: list[fx.Node], real: list[fx.Node]
     return m, loose_p, loose_r
 
 
+def _same_ops(a: list[fx.Node], b: list[fx.Node], where: str, path: str) -> None:
+    """``a`` and ``b`` run the same ops node by node; else the first that differs, with the
+    user's line (``literals._check_same``, with the site).
+
+    Raises:
+        GraphMismatch: naming the node and its ``file:line``.
+    """
+    for x, y in zip(a, b):
+        if x.op != y.op or x.target != y.target:
+            raise GraphMismatch(f"{where} runs {y.target} ({node_site(y, path)}) where the zero "
+                                f"coordinate runs {x.target} ({node_site(x, path)}): the rank "
+                                "runs another program at the real sizes")
+    if len(a) != len(b):
+        extra = (b if len(b) > len(a) else a)[min(len(a), len(b))]
+        raise GraphMismatch(f"{where} has {len(b)} nodes, the zero coordinate {len(a)} (the "
+                            f"first extra: {extra.target}, {node_site(extra, path)}): the rank "
+                            "runs another program at the real sizes")
+    _check_same(a, b, where)
+
+
 def _same_constant(a: Any, b: Any) -> bool:
     import torch  # noqa: PLC0415
 
@@ -121,7 +141,7 @@ def check_real_ranks(path: str, probe0: Any, real0: Any,
         if k < len(groups) and dict(groups[k][0]) != dict(groups[k][1]):
             raise GraphMismatch(f"{where} uses other process groups than at the probe sizes")
         fpc, frc = list(pgm.graph.nodes), list(rgm.graph.nodes)
-        _check_same(fr0, frc, where)
+        _same_ops(fr0, frc, where, path)
         blocks_r = {(ir0[x], p): v for (x, p), v in _check_refs(fr0, frc, where).items()}
         probe_blocks = _check_refs(fp0, fpc, f"rank {dict(c)}")
         blocks_p = {(m[ip0[x]], p): v for (x, p), v in probe_blocks.items() if ip0[x] in m}
