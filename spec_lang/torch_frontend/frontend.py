@@ -44,6 +44,7 @@ from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
 from spec_lang.torch_frontend.goal_text import _data_assumptions, _producing_site, _style_of
 from spec_lang.torch_frontend.indexing import Idx, Pred
+from spec_lang.torch_frontend.real_ranks import check_real_ranks
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
@@ -73,6 +74,8 @@ class Captured:
     # mesh without the pipeline axis) and every stage's trace (their state is compared)
     probe_mesh: dict[str, int] | None = None
     stage_traces: list[Trace] | None = None
+    # every other traced rank at the real sizes, in the order of plans[1:] (finding R4-7)
+    plans_real: list[Trace] = field(default_factory=list)
 
 
 # a mesh of at most this many ranks is traced at every rank (corners included); a larger mesh
@@ -130,11 +133,15 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
         pp = capture_pipelined(tf, plan_real, spec, workers=workers)
         return Captured(pp["tf"], pp["probe"], pp["spec"], pp["spec_real"], pp["plans"],
                         pp["plan_real"], {"capture": time.monotonic() - t0}, pp["probe_mesh"],
-                        pp["stages"])
-    spec_real, *plans = run_jobs([Job(tf.path, tf.sizes, None, src)] + [
-        Job(tf.path, probe, c, src, tf.mesh) for c in coords], workers=workers)
+                        pp["stages"], pp["plans_real"])
+    # every other rank at the real sizes too (R4-7: a rank wrong only at the real sizes)
+    others = [c for c in coords if c != zero]
+    spec_real, *rest = run_jobs([Job(tf.path, tf.sizes, None, src)] + [
+        Job(tf.path, probe, c, src, tf.mesh) for c in coords] + [
+        Job(tf.path, tf.sizes, c, src, tf.mesh) for c in others], workers=workers)
+    plans, plans_real = rest[:len(coords)], rest[len(coords):]
     return Captured(tf, probe, spec, spec_real, plans, plan_real,
-                    {"capture": time.monotonic() - t0})
+                    {"capture": time.monotonic() - t0}, plans_real=plans_real)
 
 
 def _mesh_factor(mesh: Mapping[str, int]) -> int:
@@ -318,6 +325,12 @@ def lower_all(cap: Captured) -> Lowered:
         plan_traces = Traces(plan_tr.gm, plan_tr.coords, plan_tr.groups, real=cap.plan_real.gm,
                              real_groups=cap.plan_real.groups,
                              ranks=[(t.coords, t.gm, t.groups) for t in cap.plans[1:]])
+        if cap.plans_real:
+            check_real_ranks(path, plan_tr.gm, cap.plan_real.gm,
+                             [(t.coords, t.gm, r.gm) for t, r in zip(cap.plans[1:],
+                                                                     cap.plans_real)],
+                             [(t.groups, r.groups) for t, r in zip(cap.plans[1:],
+                                                                   cap.plans_real)])
     except GraphMismatch as e:
         raise PlanError(f"{path}:1: {e}") from None
     rank_blocks = {}
@@ -460,7 +473,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     # the line of the user's file that changes the state (issue 12 item 2)
     plans_state = cap.plans if cap.stage_traces is None else [
         t for t in cap.stage_traces if t.sizes != tf.sizes]
-    reals_state = [cap.plan_real] if cap.stage_traces is None else [
+    reals_state = [cap.plan_real, *cap.plans_real] if cap.stage_traces is None else [
         t for t in cap.stage_traces if t.sizes == tf.sizes]
     for sp, pls in ((cap.spec, plans_state), (cap.spec_real, reals_state)):
         for pt in pls:
@@ -475,7 +488,8 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
     # a gradient left set by one step only: compared with zeros (findings R4-2, R6-9)
     changed = any(k.startswith(CHANGED) for t in (cap.spec, cap.spec_real, cap.plan_real,
-                                                  *cap.plans, *(cap.stage_traces or ()))
+                                                  *cap.plans, *cap.plans_real,
+                                                  *(cap.stage_traces or ()))
                   for k in t.after)
     spec_out, plan_out, zero_notes = zeros_for_one_sided_grad_left(low.spec_out, low.plan_out,
                                                                    tf.path, changed)

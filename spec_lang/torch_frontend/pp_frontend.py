@@ -37,7 +37,8 @@ def capture_pipelined(tf: Any, real0: Any, spec0: Any, *, workers: int = 2) -> d
     Returns:
         ``{"tf": tf on the mesh without the pipeline axis and with ``mb``, "probe", "spec",
         "spec_real", "plans": composed plans (the zero coordinate first), "plan_real": the
-        composed plan at real sizes, "stages": every stage trace (for the state comparisons),
+        composed plan at real sizes, "plans_real": the other coordinates' composed plans at
+        real sizes (in the order of ``plans[1:]``), "stages": every stage trace (for the state comparisons),
         "probe_mesh": the mesh the probe sizes are built for}``.
 
     Raises:
@@ -69,20 +70,23 @@ def capture_pipelined(tf: Any, real0: Any, spec0: Any, *, workers: int = 2) -> d
     specs = run_jobs(([Job(tf.path, probe, None, src)] if probe != spec0.sizes else [])
                      + [Job(tf.path, tf.sizes, None, src)], workers=workers)
     spec, spec_real = (specs if len(specs) == 2 else [spec0, specs[0]])
-    # stage -> [probe traces per other coordinate..., real trace]
+    # stage -> [probe traces per coordinate of the other axes..., the zero coordinate's real
+    # trace, the other coordinates' real traces...] (R4-7: every rank at the real sizes too)
+    entries = [(oc, probe) for oc in ocoords] + [(zero, tf.sizes)] + [
+        (oc, tf.sizes) for oc in ocoords if oc != zero]
+    n_probe = len(ocoords)
     by_stage: list[list[Any]] = []
     for s in range(n):
         jobs, reuse = [], {}
-        for i, oc in enumerate(ocoords + [None]):
-            c = {axis: s, **(oc if oc is not None else zero)}
-            sizes = probe if oc is not None else tf.sizes
-            if s == 0 and oc is None:
+        for i, (oc, sizes) in enumerate(entries):
+            c = {axis: s, **oc}
+            if s == 0 and i == n_probe:
                 reuse[i] = real0
                 continue
             prev = None if s == 0 else by_stage[s - 1][i].pp["out_meta"]
             jobs.append((i, Job(tf.path, sizes, c, src, tf.mesh, pp_in=prev, cpu=True)))
         got = run_jobs([j for _, j in jobs], workers=workers) if jobs else []
-        row: list[Any] = [None] * (len(ocoords) + 1)
+        row: list[Any] = [None] * len(entries)
         for (i, _), tr in zip(jobs, got):
             row[i] = tr
         for i, tr in reuse.items():
@@ -93,13 +97,14 @@ def capture_pipelined(tf: Any, real0: Any, spec0: Any, *, workers: int = 2) -> d
                                 f"{None if tr.pp is None else tr.pp.get('stage')}; prove "
                                 f"--torch expects stage = the {axis!r} coordinate ({s})")
         by_stage.append(row)
-    for i in range(len(ocoords) + 1):
-        _split_params_lists(spec_real if i == len(ocoords) else spec,
+    for i in range(len(entries)):
+        _split_params_lists(spec_real if i >= n_probe else spec,
                             [by_stage[s][i] for s in range(n)], spec.tied)
     merged = [merge_stages([by_stage[s][i] for s in range(n)], pp_axis=axis,
-                           spec_tied=spec.tied, path=tf.path) for i in range(len(ocoords) + 1)]
-    return {"tf": dataclasses.replace(tf, mesh={**others, MB: n_mb}), "plans": merged[:-1],
-            "plan_real": merged[-1], "stages": [t for row in by_stage for t in row],
+                           spec_tied=spec.tied, path=tf.path) for i in range(len(entries))]
+    return {"tf": dataclasses.replace(tf, mesh={**others, MB: n_mb}), "plans": merged[:n_probe],
+            "plan_real": merged[n_probe], "plans_real": merged[n_probe + 1:],
+            "stages": [t for row in by_stage for t in row],
             "axis": axis, "probe": probe, "spec": spec, "spec_real": spec_real,
             "probe_mesh": probe_mesh}
 

@@ -1,0 +1,183 @@
+"""Every traced rank at the real sizes too (adversarial finding R4-7).
+
+The plan is lowered from the all-zero coordinate's trace at probe sizes; the other ranks are
+traced at probe sizes and :class:`~spec_lang.torch_frontend.literals.Traces` checks they run
+the same ops, reading their own blocks and rank-dependent literals; the real sizes are traced
+on the zero coordinate only, to lift size literals. A rank whose program differs only at the
+real sizes (``t4_04_rank1_real_size.py``: rank 1 doubles its averaged gradient when its local
+batch is the real 4, not the probe 5) was never seen: EQUIVALENT for a plan whose ranks drift
+apart.
+
+:func:`check_real_ranks` compares, for each other rank ``c``, its trace at the real sizes with
+the zero coordinate's at the real sizes, the way the probe traces of the two compare:
+
+* the same ops node by node (the real-size traces of two ranks have the same nodes, as the
+  probe traces do);
+* each literal argument differs between the two ranks at the real sizes exactly where it
+  differs between them at the probe sizes (a literal equal on every rank at probe sizes is
+  equal at real sizes: R4-7's ``mul_(2.0)``; a rank-dependent one stays rank-dependent, so a
+  rule that read it per rank at probe sizes read the rank's own value);
+* each argument reads block ``j`` of a split on rank ``c`` at real sizes exactly where it does
+  at probe sizes;
+* the constants captured (``get_attr``) are the same, and so are the process groups per axis.
+
+The probe and real traces are aligned on computing nodes (:func:`analysis.semantic_nodes`);
+the data-movement nodes between two computing nodes are aligned by position when both traces
+have as many, and otherwise must differ on no rank at either size. Anything else raises
+:class:`~spec_lang.torch_frontend.literals.GraphMismatch` naming the node and the user's line.
+
+Not covered: the value of a rank-dependent literal at the real sizes (a block offset
+``r * n``) is checked where a rule reads it on the zero coordinate (``RankValues.real``), not
+on the other ranks (their values differ, as they must; that they differ by the right amount
+is not checked); the pipelined path (``pp_frontend``) traces other stages at probe sizes only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch.fx as fx
+
+from spec_lang.torch_frontend.analysis import is_data_movement, node_site
+from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs, _check_same,
+                                               _literal_differences, _skeleton)
+
+__all__ = ["check_real_ranks"]
+
+
+def _segments(nodes: list[fx.Node]) -> tuple[list[fx.Node], list[list[fx.Node]]]:
+    """The computing nodes, and the data-movement nodes after each (``[0]``: before the
+    first)."""
+    sem: list[fx.Node] = []
+    moves: list[list[fx.Node]] = [[]]
+    for n in nodes:
+        if is_data_movement(n):
+            moves[-1].append(n)
+        else:
+            sem.append(n)
+            moves.append([])
+    return sem, moves
+
+
+def _alignment(probe: list[fx.Node], real: list[fx.Node]
+               ) -> tuple[dict[int, int], list[int], list[int]]:
+    """Probe full index -> real full index for the aligned nodes, and the full indices (probe,
+    real) of the data-movement nodes that cannot be aligned.
+
+    Raises:
+        GraphMismatch: the computing nodes differ (the zero coordinate's traces were checked to
+            agree on them already: this is a second line of defence).
+    """
+    ip = {n: i for i, n in enumerate(probe)}
+    ir = {n: i for i, n in enumerate(real)}
+    sp, mp = _segments(probe)
+    sr, mr = _segments(real)
+    if len(sp) != len(sr) or any(x.op != y.op or x.target != y.target for x, y in zip(sp, sr)):
+        raise GraphMismatch("the main trace's computing nodes differ at the real sizes")
+    m = {ip[x]: ir[y] for x, y in zip(sp, sr)}
+    loose_p: list[int] = []
+    loose_r: list[int] = []
+    for a, b in zip(mp, mr):
+        if len(a) == len(b) and all(x.target == y.target for x, y in zip(a, b)):
+            m.update({ip[x]: ir[y] for x, y in zip(a, b)})
+        else:
+            loose_p += [ip[x] for x in a]
+            loose_r += [ir[y] for y in b]
+    return m, loose_p, loose_r
+
+
+def _same_ops(a: list[fx.Node], b: list[fx.Node], where: str, path: str) -> None:
+    """``a`` and ``b`` run the same ops node by node; else the first that differs, with the
+    user's line (``literals._check_same``, with the site).
+
+    Raises:
+        GraphMismatch: naming the node and its ``file:line``.
+    """
+    for x, y in zip(a, b):
+        if x.op != y.op or x.target != y.target:
+            raise GraphMismatch(f"{where} runs {y.target} ({node_site(y, path)}) where the zero "
+                                f"coordinate runs {x.target} ({node_site(x, path)}): the rank "
+                                "runs another program at the real sizes")
+    if len(a) != len(b):
+        extra = (b if len(b) > len(a) else a)[min(len(a), len(b))]
+        raise GraphMismatch(f"{where} has {len(b)} nodes, the zero coordinate {len(a)} (the "
+                            f"first extra: {extra.target}, {node_site(extra, path)}): the rank "
+                            "runs another program at the real sizes")
+    _check_same(a, b, where)
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    import torch  # noqa: PLC0415
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return (a.shape == b.shape and a.dtype == b.dtype
+                and (a.device.type == "meta" or b.device.type == "meta" or bool(torch.equal(a, b))))
+    return _skeleton(a) == _skeleton(b)
+
+
+def check_real_ranks(path: str, probe0: Any, real0: Any,
+                     ranks: Sequence[tuple[Mapping[str, int], Any, Any]],
+                     groups: Sequence[tuple[Mapping[str, str], Mapping[str, str]]] = ()) -> None:
+    """Check every other rank's real-size trace against the zero coordinate's (module
+    docstring).
+
+    Args:
+        path: the train file (for the user's line in the message).
+        probe0, real0: the zero coordinate's graph modules at probe and at real sizes.
+        ranks: ``(coords, graph module at probe sizes, graph module at real sizes)`` of every
+            other traced rank.
+        groups: per rank (same order), its process groups per axis at probe and at real sizes.
+
+    Raises:
+        GraphMismatch: naming the rank, the node, the argument and the user's ``file:line``.
+    """
+    fp0, fr0 = list(probe0.graph.nodes), list(real0.graph.nodes)
+    ip0, ir0 = {n: i for i, n in enumerate(fp0)}, {n: i for i, n in enumerate(fr0)}
+    m, loose_p, loose_r = _alignment(fp0, fr0)
+    lp, lr = set(loose_p), set(loose_r)
+    for k, (c, pgm, rgm) in enumerate(ranks):
+        where = f"rank {dict(c)} at the real sizes"
+        if k < len(groups) and dict(groups[k][0]) != dict(groups[k][1]):
+            raise GraphMismatch(f"{where} uses other process groups than at the probe sizes")
+        fpc, frc = list(pgm.graph.nodes), list(rgm.graph.nodes)
+        _same_ops(fr0, frc, where, path)
+        blocks_r = {(ir0[x], p): v for (x, p), v in _check_refs(fr0, frc, where).items()}
+        probe_blocks = _check_refs(fp0, fpc, f"rank {dict(c)}")
+        blocks_p = {(m[ip0[x]], p): v for (x, p), v in probe_blocks.items() if ip0[x] in m}
+        loose_blocks = [x for x, _ in probe_blocks if ip0[x] in lp]
+        if blocks_r != blocks_p or loose_blocks or any(i in lr for i, _ in blocks_r):
+            node = next((fr0[i] for i, _ in sorted(set(blocks_r) ^ set(blocks_p))), fr0[0])
+            raise GraphMismatch(f"{where}: the blocks of a split it reads differ from the ones "
+                                f"it reads at the probe sizes (node {node.name}, "
+                                f"{node_site(node, path)}): the program depends on the sizes "
+                                "and the rank together")
+        for pi, ri in sorted(m.items(), key=lambda kv: kv[1]):
+            d_probe = set(_literal_differences(fp0[pi], fpc[pi]))
+            d_real = set(_literal_differences(fr0[ri], frc[ri]))
+            if d_probe != d_real:
+                key = sorted(d_probe ^ d_real, key=str)[0]
+                x, y = fr0[ri], frc[ri]
+                raise GraphMismatch(
+                    f"{where}: argument {key} of node {x.name} ({x.target}, "
+                    f"{node_site(x, path)}) is {_arg(x, key)!r} on the zero coordinate and "
+                    f"{_arg(y, key)!r} on this rank, where at the probe sizes it is "
+                    f"{_arg(fp0[pi], key)!r} and {_arg(fpc[pi], key)!r}: the rank runs "
+                    "another program at the real sizes")
+        for pi in loose_p:
+            if _literal_differences(fp0[pi], fpc[pi]):
+                raise GraphMismatch(f"{where}: node {fp0[pi].name} ({fp0[pi].target}, "
+                                    f"{node_site(fp0[pi], path)}) reads rank-dependent "
+                                    "literals and has no counterpart at the real sizes")
+        for ri in loose_r:
+            if _literal_differences(fr0[ri], frc[ri]):
+                raise GraphMismatch(f"{where}: node {fr0[ri].name} ({fr0[ri].target}, "
+                                    f"{node_site(fr0[ri], path)}) differs from the zero "
+                                    "coordinate's, and has no counterpart at the probe sizes")
+        for x in fr0:
+            if x.op == "get_attr" and not _same_constant(getattr(real0, x.target, None),
+                                                         getattr(rgm, x.target, None)):
+                raise GraphMismatch(f"{where}: the captured constant {x.target} differs from the "
+                                    "zero coordinate's (a tensor built from the rank inside "
+                                    "the step)")
+

@@ -1,0 +1,76 @@
+"""``spec_lang.torch_frontend.real_ranks.check_real_ranks`` (adversarial finding R4-7): every
+other rank's trace at the real sizes must differ from the zero coordinate's exactly where its
+probe-size trace does. Graphs are ``make_fx`` traces of small functions (CPU, in process)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+from spec_lang.torch_frontend.literals import GraphMismatch  # noqa: E402
+from spec_lang.torch_frontend.real_ranks import check_real_ranks  # noqa: E402
+
+
+def _trace(rank: int, n: int, wrong_at: int | None = None, offset_wrong: bool = False):
+    """A rank's step on a batch of ``n`` rows: its block of ``w`` (rows ``rank * n/2`` on) times
+    ``x``, scaled by 2 when ``n == wrong_at`` and ``rank == 1``."""
+    half = n // 2
+
+    def step(x, w):
+        lo = rank * half if not (offset_wrong and n == wrong_at) else 0
+        y = w.narrow(0, lo, half) * x
+        scale = 2.0 if (wrong_at == n and rank == 1 and not offset_wrong) else 1.0
+        return y.mul(scale).sum()
+
+    return make_fx(step)(torch.ones(half, 3), torch.ones(n, 3))
+
+
+def test_ranks_that_agree_at_both_sizes_pass():
+    check_real_ranks("t.py", _trace(0, 10), _trace(0, 8),
+                     [({"dp": 1}, _trace(1, 10), _trace(1, 8))])
+
+
+def test_a_literal_that_differs_by_rank_only_at_the_real_sizes_is_refused():
+    with pytest.raises(GraphMismatch, match=r"rank \{'dp': 1\} at the real sizes: argument 1 "
+                                            r"of node mul_1 .* is 1\.0 on the zero coordinate "
+                                            r"and 2\.0 on this rank"):
+        check_real_ranks("t.py", _trace(0, 10), _trace(0, 8),
+                         [({"dp": 1}, _trace(1, 10, wrong_at=8), _trace(1, 8, wrong_at=8))])
+
+
+def test_a_rank_dependent_offset_that_stops_depending_on_the_rank_is_refused():
+    # rank 1 reads rows 0.. at the real sizes (its offset is rank-dependent at probe sizes)
+    with pytest.raises(GraphMismatch, match="at the real sizes"):
+        check_real_ranks("t.py", _trace(0, 10), _trace(0, 8),
+                         [({"dp": 1}, _trace(1, 10, 8, True), _trace(1, 8, 8, True))])
+
+
+def test_other_ops_at_the_real_sizes_are_refused():
+    def extra(x, w):
+        return (w.narrow(0, 4, 4) * x).exp().sum()
+
+    other = make_fx(extra)(torch.ones(4, 3), torch.ones(8, 3))
+    with pytest.raises(GraphMismatch, match="runs another program at the real sizes"):
+        check_real_ranks("t.py", _trace(0, 10), _trace(0, 8),
+                         [({"dp": 1}, _trace(1, 10), other)])
+
+
+def test_other_process_groups_at_the_real_sizes_are_refused():
+    with pytest.raises(GraphMismatch, match="other process groups"):
+        check_real_ranks("t.py", _trace(0, 10), _trace(0, 8),
+                         [({"dp": 1}, _trace(1, 10), _trace(1, 8))],
+                         [({"dp": "g1"}, {"dp": "g2"})])
+
+
+def test_a_constant_built_from_the_rank_at_the_real_sizes_is_refused():
+    def with_const(k):
+        def step(x):
+            return (x * torch.tensor([float(k)])).sum()
+        return make_fx(step)(torch.ones(3))
+
+    with pytest.raises(GraphMismatch, match="captured constant"):
+        check_real_ranks("t.py", with_const(1), with_const(1),
+                         [({"dp": 1}, with_const(1), with_const(5))])
