@@ -96,11 +96,8 @@ Node = tuple[str, tuple[int, ...], tuple[Any, ...], Dims]
 
 # -- attributes ---------------------------------------------------------------------------------
 def encode_attr(x: Any) -> Any:
-    """JSON form of an attribute (see the module docstring).
-
-    Raises:
-        KernelMalformed: ``x`` has no encoding (a float, ``pi``, an int of more than 63 bits).
-    """
+    """JSON form of an attribute (see the module docstring). Raises ``KernelMalformed`` when
+    ``x`` has no encoding (a float, ``pi``, an int of more than 63 bits)."""
     if x is None or isinstance(x, bool):
         return x
     if isinstance(x, str):  # includes StrEnum members (mesh axes)
@@ -109,8 +106,9 @@ def encode_attr(x: Any) -> Any:
         if not -MAX_INT <= x <= MAX_INT:
             raise KernelMalformed(f"integer attribute of {x.bit_length()} bits (at most 63)")
         return int(x)
-    if isinstance(x, (tuple, list)):
-        return [encode_attr(y) for y in x]
+    if isinstance(x, (tuple, list)):   # (a DimRef is a tuple: its own form, R32c-2)
+        return {"dim": [str(x[0]), [str(a) for a in x[1]]]} if type(x) is DimRef else \
+            [encode_attr(y) for y in x]
     if isinstance(x, frozenset):
         return {"set": sorted((encode_attr(y) for y in x), key=canonical_json)}
     if hasattr(x, "name") and hasattr(x, "shards") and not hasattr(x, "op"):  # a DimSpec

@@ -285,7 +285,9 @@ def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
     smt_below: dict[str, bool] = {}     # cut name -> an smt proof in its premise's closure
     for n in _premise_order(premises):
         ob, c, w = premises[n], by_cut[n], done[premises[n].name]
-        smt_below[n] = w.method == "smt" or any(smt_below[u] for u in ob.uses)
+        # (a premise not ordered before n: a cycle of crossing marks, round 32 R32-1; n then
+        # has no step, nor has anything that uses it, so its entry is never read for a proof)
+        smt_below[n] = w.method == "smt" or any(smt_below.get(u, False) for u in ob.uses)
         step[n] = cut_step(ob, c.inst, c.plan, w)
         if step[n] is None:
             bad = [u for u in ob.uses if step.get(u) is None]

@@ -186,7 +186,7 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
         if before is None:
             if name.split("::", 1)[0] in snap.namespaces:
                 foreign = [_where(w) for w in _registrations(name).values()
-                           if not _torch_file(_where(w))]
+                           if _LINE.match(w) is not None and not _torch_file(_where(w))]
                 if foreign:
                     out.append(f"a new operator {name} in torch's namespace, registered at "
                                f"{foreign[0]}")
