@@ -74,7 +74,7 @@ def _refuse_kernels(path: str, changes: list[str], when: str) -> None:
     if changes:
         import re
 
-        at = re.search(r"registered at (.+?):(\d+)$", changes[0])
+        at = re.search(r"(?:registered|made) at (.+?):(\d+)$", changes[0])
         where = f"{at[1]}:{at[2]}" if at and Path(at[1]).resolve() == Path(path).resolve() \
             else f"{path}:1"
         more = f" (and {len(changes) - 1} more)" if len(changes) > 1 else ""

@@ -114,3 +114,34 @@ def test_registration_sites_in_torchs_files_only_are_torchs():
     assert not dg._torch_file(f"{__file__}:3")
     assert not dg._torch_file("/__w/pytorch/pytorch/torch/csrc/distributed/c10d/Ops.cpp:552")
     assert not dg._torch_file(os.path.join(os.path.dirname(torch.__file__), "nope.py") + ":1")
+
+
+def test_a_library_made_and_destroyed_after_the_snapshot_is_a_change():
+    """R32-4: every ``torch.library`` library made after the snapshot is logged when it is made
+    (``torch._C._dispatch_library`` wrapped), so one destroyed again before the check is seen;
+    the train file's own namespace (``DEF``) is not a change."""
+    try:
+        snap = dg.take_snapshot()
+        lib = _lib("aten", "IMPL")
+        lib._destroy()
+        own = _lib("shardproof_test_ns2", "DEF")
+        own._destroy()
+        found = dg.kernel_changes(snap)
+        assert len(found) == 1 and found[0].startswith(
+            "a torch.library IMPL library of torch's namespace 'aten' made at ") \
+            and "test_dispatcher_guard.py:" in found[0], found
+    finally:
+        torch._C._dispatch_library = dg._LIBRARY
+        dg._SNAPSHOT[0] = None
+
+
+def test_the_python_dispatcher_left_enabled_is_a_change(snap):
+    """R32-3: the Python dispatcher runs ``py_kernels`` / ``_dispatch_cache`` in the real run;
+    left enabled by the train file outside the capture, it is refused."""
+    guard = torch._C._EnablePythonDispatcher()
+    try:
+        found = dg.kernel_changes(snap)
+    finally:
+        del guard
+    assert found and found[0].startswith("the Python dispatcher enabled"), found
+    assert dg.kernel_changes(snap) == []
