@@ -44,7 +44,7 @@ from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
 from spec_lang.torch_frontend.goal_text import _data_assumptions, _producing_site, _style_of
 from spec_lang.torch_frontend.indexing import Idx, Pred
-from spec_lang.torch_frontend.real_ranks import check_real_ranks
+from spec_lang.torch_frontend.real_ranks import aligned_indices, check_real_ranks
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
@@ -322,15 +322,15 @@ def lower_all(cap: Captured) -> Lowered:
     plan_tr = cap.plans[0]
     try:
         spec_traces = Traces(cap.spec.gm, {}, {}, real=cap.spec_real.gm)
+        pairs = list(zip(cap.plans[1:], cap.plans_real))    # other ranks, probe and real
         plan_traces = Traces(plan_tr.gm, plan_tr.coords, plan_tr.groups, real=cap.plan_real.gm,
                              real_groups=cap.plan_real.groups,
-                             ranks=[(t.coords, t.gm, t.groups) for t in cap.plans[1:]])
-        if cap.plans_real:
-            check_real_ranks(path, plan_tr.gm, cap.plan_real.gm,
-                             [(t.coords, t.gm, r.gm) for t, r in zip(cap.plans[1:],
-                                                                     cap.plans_real)],
-                             [(t.groups, r.groups) for t, r in zip(cap.plans[1:],
-                                                                   cap.plans_real)])
+                             ranks=[(t.coords, t.gm, t.groups) for t in cap.plans[1:]],
+                             real_ranks=[(t.coords, r.gm) for t, r in pairs],
+                             real_map=aligned_indices(plan_tr.gm, cap.plan_real.gm))
+        check_real_ranks(path, plan_tr.gm, cap.plan_real.gm,
+                         [(t.coords, t.gm, r.gm) for t, r in pairs],
+                         [(t.groups, r.groups) for t, r in pairs])
     except GraphMismatch as e:
         raise PlanError(f"{path}:1: {e}") from None
     rank_blocks = {}

@@ -220,4 +220,7 @@ def block_of(off: Any, rng: DimSpec | None, axis_sizes: dict[str, int], sizes: d
         real = real_sizes.get(rng.name)
         if real is None or real % n or Fraction(off.real) != Fraction(0):
             return None
+        # every rank's offset at real sizes, not only the main rank's (round 32b, R32b-4)
+        if not off.real_fits(lambda r: r * (real // n)):
+            return None
     return Block(DimSpec(rng.name, rng.shards + (ax,)), ax)

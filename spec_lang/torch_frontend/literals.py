@@ -54,6 +54,29 @@ class RankValues:
     values: dict[int, Any]
     affine: tuple[Fraction, Fraction] | None
     real: Any = None          # the value at real sizes on the main rank (None: not traced)
+    # the values at real sizes on every traced coordinate of ``axis`` (R4-7 / round 32b
+    # R32b-4: a rule that reads the probe values as ``r * n`` checks these as ``r * n_real``);
+    # None when the other ranks were not traced at real sizes, {} when the node has no
+    # counterpart there
+    real_values: dict[int, Any] | None = None
+
+    def is_the_rank(self) -> bool:
+        """The coordinate itself (``0 + 1 r``), at probe sizes and on every rank traced at real
+        sizes (a split block picked by the rank, ``_piece``)."""
+        return self.affine == (0, 1) and self.real_fits(lambda r: r)
+
+    def real_fits(self, want: Any) -> bool:
+        """Whether the real-size values are ``want(r)`` on every traced coordinate ``r`` (true
+        when the other ranks were not traced at real sizes: only the main rank's ``real`` is
+        known then, checked by the rule)."""
+        rv = self.real_values
+        if rv is None:
+            return True
+        try:
+            return set(rv) == set(self.values) and all(
+                Fraction(v) == Fraction(want(r)) for r, v in rv.items())
+        except (TypeError, ValueError):
+            return False
 
 
 def _arg(n: fx.Node, key: Any) -> Any:
@@ -75,7 +98,9 @@ class Traces:
 
     def __init__(self, main: Any, coords: Mapping[str, int], groups: Mapping[str, str],
                  real: Any = None, real_groups: Mapping[str, str] | None = None,
-                 ranks: Sequence[tuple[Mapping[str, int], Any, Mapping[str, str]]] = ()):
+                 ranks: Sequence[tuple[Mapping[str, int], Any, Mapping[str, str]]] = (),
+                 real_ranks: Sequence[tuple[Mapping[str, int], Any]] = (),
+                 real_map: Mapping[int, int] | None = None):
         self.main = main
         self.coords = dict(coords)
         self.groups = dict(groups)
@@ -86,6 +111,11 @@ class Traces:
         self.real = semantic_nodes(real) if real is not None else None
         self.real_gm = real
         self.real_groups = dict(real_groups or groups)
+        # the other ranks at real sizes (node lists) and the main trace's full index at probe
+        # sizes -> at real sizes (``real_ranks.aligned_indices``; partial where the
+        # data-movement nodes do not align)
+        self.real_ranks = [(dict(c), list(gm.graph.nodes)) for c, gm in real_ranks]
+        self.real_map = dict(real_map or {})
         on_axes = [r for r in ranks if len(_moved(r[0], self.coords)) == 1]
         off_axes = [r for r in ranks if len(_moved(r[0], self.coords)) > 1]
         self.ranks = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in on_axes]
@@ -244,7 +274,7 @@ class Traces:
                     vals[c[ax]] = _arg(nodes[fi], key)
             self._check_corner_scalar(n, fi, key, v, ax, vals)
             real = _arg(self.real[i], key) if self.real is not None and i is not None else None
-            return RankValues(ax, vals, _affine(vals), real)
+            return RankValues(ax, vals, _affine(vals), real, self._real_values(fi, key, ax, real))
         self._check_corner_scalar(n, fi, key, v, None, {})
         if self.real is None or i is None:
             return exact_scalar(v)
@@ -256,6 +286,21 @@ class Traces:
             raise ValueError(f"literal {v!r} (at real sizes {rv!r}) depends on the sizes but is "
                              "no product of the model's dims and mesh axes")
         return t
+
+    def _real_values(self, fi: int, key: Any, ax: str, real: Any) -> dict[int, Any] | None:
+        """Argument ``key`` of full node ``fi`` at real sizes on every traced coordinate of
+        ``ax`` (the main rank's ``real`` included); None when the other ranks were not traced
+        at real sizes, ``{}`` when the node has no counterpart there."""
+        if not self.real_ranks:
+            return None
+        if real is None or fi not in self.real_map:
+            return {}           # traced, but unknown here: a rule reading it refuses
+        out = {self.coords.get(ax, 0): real}
+        for c, nodes in self.real_ranks:
+            moved = _moved(c, self.coords)
+            if moved == [ax]:
+                out[c[ax]] = _arg(nodes[self.real_map[fi]], key)
+        return out
 
     def unread_rank_literals(self) -> list[tuple[fx.Node, str]]:
         """The literal arguments that differ on some traced rank and that no rule read through

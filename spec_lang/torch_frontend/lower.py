@@ -475,7 +475,7 @@ def _piece_at(ctx: Lowering, n: fx.Node, src: Pieces, r: Any) -> Any:
     """Block ``r`` (the rank's coordinate) of ``src``: the rank's shard of the value split."""
     from spec_lang.term import Op, term
     parts = len(src.values)
-    if r.affine != (0, 1) or ctx.traces.axis_sizes.get(r.axis) != parts or src.src is None:
+    if not r.is_the_rank() or ctx.traces.axis_sizes.get(r.axis) != parts or src.src is None:
         return Opaque(str(n.target), ctx.site(n), f"block {dict(r.values)} of {parts} picked "
                       "by the rank in a way no shard explains")
     x = src.src
@@ -505,7 +505,7 @@ def _piece(ctx: Lowering, n: fx.Node, src: Pieces) -> Any:
     if not isinstance(r, RankValues):
         return src.values[i]
     parts = len(src.values)
-    if r.affine != (0, 1) or ctx.traces.axis_sizes.get(r.axis) != parts or src.src is None:
+    if not r.is_the_rank() or ctx.traces.axis_sizes.get(r.axis) != parts or src.src is None:
         return Opaque("getitem", ctx.site(n), f"block {dict(r.values)} of {parts} picked by "
                       "the rank in a way no shard explains")
     x = src.src

@@ -43,7 +43,7 @@ from spec_lang.torch_frontend.analysis import is_data_movement, node_site
 from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs, _check_same,
                                                _literal_differences, _skeleton)
 
-__all__ = ["check_real_ranks"]
+__all__ = ["check_real_ranks", "aligned_indices"]
 
 
 def _segments(nodes: list[fx.Node]) -> tuple[list[fx.Node], list[list[fx.Node]]]:
@@ -85,6 +85,14 @@ def _alignment(probe: list[fx.Node], real: list[fx.Node]
             loose_p += [ip[x] for x in a]
             loose_r += [ir[y] for y in b]
     return m, loose_p, loose_r
+
+
+def aligned_indices(probe: Any, real: Any) -> dict[int, int]:
+    """The main trace's full node index at probe sizes -> at real sizes, for the nodes that
+    align (computing nodes, and data-movement nodes where both traces have as many between two
+    computing nodes); what :class:`~spec_lang.torch_frontend.literals.Traces` reads a
+    rank-dependent literal's real-size values through."""
+    return _alignment(list(probe.graph.nodes), list(real.graph.nodes))[0]
 
 
 def _same_ops(a: list[fx.Node], b: list[fx.Node], where: str, path: str) -> None:

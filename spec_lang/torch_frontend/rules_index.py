@@ -96,6 +96,9 @@ def _block(ctx: Lowering, n: fx.Node, lo: Any, hi: Any, base: Term) -> Block | N
         return None
     if hi.real is not None and Fraction(hi.real) != Fraction(real[rng.name] // axes[blk.axis]):
         return None
+    if hi.real is not None and not hi.real_fits(
+            lambda r: (r + 1) * (real[rng.name] // axes[blk.axis])):   # every rank (R32b-4)
+        return None
     return blk
 
 
