@@ -39,8 +39,8 @@ from typing import Any
 import torch
 from torch._ops import OperatorBase
 
-__all__ = ["DispatcherSnapshot", "take_snapshot", "current_snapshot", "kernel_changes",
-           "COLLECTIVE_NAMESPACES"]
+__all__ = ["DispatcherSnapshot", "take_snapshot", "step_starts", "current_snapshot",
+           "kernel_changes", "COLLECTIVE_NAMESPACES"]
 
 COLLECTIVE_NAMESPACES = ("c10d::", "_c10d_functional::")
 _SNAPSHOT: list[Any] = [None]
@@ -83,7 +83,7 @@ def _python_kernels() -> dict[int, tuple[Any, dict[str, Any]]]:
     out: dict[int, tuple[Any, dict[str, Any]]] = {}
     for o in _GC_OBJECTS():
         if issubclass(type(o), _OPERATOR_BASE):   # (no __class__ lookup on odd objects)
-            out[id(o)] = (o, {f"{t}.{k!r}": v for t in _TABLES
+            out[id(o)] = (o, {f"{t}.{k!r}": (k, v) for t in _TABLES
                               for k, v in dict(vars(o).get(t) or {}).items()})
     return out
 
@@ -97,7 +97,8 @@ class DispatcherSnapshot:
         self.ops: dict[str, dict[str, str]] = {n: _registrations(n) for n in _ALL_OPS()}
         self.namespaces = {n.split("::", 1)[0] for n in self.ops}
         self.python = _python_kernels()
-        self.libraries: list[tuple[str, str, str]] = []
+        self.libraries: list[tuple[str, str, str, bool]] = []   # (..., made in the step)
+        self.in_step = False
 
 
 def _load_torchs_lazy_kernels() -> None:
@@ -112,6 +113,13 @@ def _load_torchs_lazy_kernels() -> None:
     lazy_load_decompositions()
 
 
+def step_starts() -> None:
+    """From now on a ``torch.library`` library made in torch's namespaces is a change wherever
+    it is made (the worker calls it once the train file is imported and checked)."""
+    if _SNAPSHOT[0] is not None:
+        _SNAPSHOT[0].in_step = True
+
+
 def take_snapshot() -> DispatcherSnapshot:
     """Record the dispatcher now (in the capture child, before the train file is imported),
     and from now on every ``torch.library`` library made (``torch._C._dispatch_library``)."""
@@ -120,7 +128,7 @@ def take_snapshot() -> DispatcherSnapshot:
 
     def dispatch_library(kind: Any, ns: Any, key: Any, *rest: Any) -> Any:
         where = ":".join(str(x) for x in rest[:2]) if rest else "an unknown place"
-        snap.libraries.append((str(kind), str(ns), where))
+        snap.libraries.append((str(kind), str(ns), where, snap.in_step))
         return _LIBRARY(kind, ns, key, *rest)
 
     torch._C._dispatch_library = dispatch_library  # noqa: SLF001
@@ -132,15 +140,16 @@ def current_snapshot() -> DispatcherSnapshot | None:
     return _SNAPSHOT[0]
 
 
-def _own_kernel(fn: Any) -> bool:
-    """Whether ``fn`` is torch's: a dispatch key (what ``_dispatch_cache`` holds for a C++
-    kernel), or a function of a torch module whose code existed before the train file ran (or
+def _own_kernel(fn: Any, key: Any = None) -> bool:
+    """Whether ``fn`` is torch's: the dispatch key it is cached under (what
+    ``_dispatch_cache[k]`` holds for a C++ kernel is ``k``; ``DispatchKey.Meta`` under ``CPU``
+    runs the Meta kernel for real: round 32b, R32b-2), or a function of a torch module whose code existed before the train file ran (or
     is in a torch module imported since, :meth:`Baseline.own_code`). A function of another
     module is not, however old (``typing.assert_type`` as a CPU kernel: R32-3)."""
     from spec_lang.torch_frontend.op_guard import current_baseline
 
     if type(fn) is _DISPATCH_KEY:
-        return True
+        return fn == key
     code = getattr(fn, "__code__", None)
     if type(fn) is not types.FunctionType or type(code) is not types.CodeType:
         return False
@@ -174,8 +183,10 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
     if prefixes is None and _TLS_INCLUDED().has(_PYTHON_DISPATCHER):
         out.append("the Python dispatcher enabled (torch._C._EnablePythonDispatcher), which "
                    "runs Python kernels the real run would take and the capture does not")
-    for kind, ns, where in snap.libraries:
-        if kind != "DEF" and ns in snap.namespaces and not _torch_file(where):
+    for kind, ns, where, in_step in snap.libraries:
+        # made in the step: refused wherever it was made (``torch.library.impl`` makes its
+        # library in torch's own library.py; a site can be forged: R32b-3)
+        if kind != "DEF" and ns in snap.namespaces and (in_step or not _torch_file(where)):
             out.append(f"a torch.library {kind} library of torch's namespace {ns!r} made at "
                        f"{where}")
     names = _ALL_OPS()
@@ -200,8 +211,8 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
         for oid, (op, tables) in _python_kernels().items():
             was = snap.python.get(oid, (None, {}))[1] if snap.python.get(oid, (None,))[0] is op \
                 else {}
-            for k, fn in tables.items():
-                if was.get(k) is not fn and not _own_kernel(fn):
+            for k, (key, fn) in tables.items():
+                if (was.get(k) or (None, None))[1] is not fn and not _own_kernel(fn, key):
                     out.append(f"{getattr(op, '_name', op)}'s Python kernel {k} "
                                f"({getattr(fn, '__qualname__', type(fn).__name__)})")
     return out
