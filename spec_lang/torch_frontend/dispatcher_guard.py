@@ -97,7 +97,10 @@ class DispatcherSnapshot:
         self.ops: dict[str, dict[str, str]] = {n: _registrations(n) for n in _ALL_OPS()}
         self.namespaces = {n.split("::", 1)[0] for n in self.ops}
         self.python = _python_kernels()
-        self.libraries: list[tuple[str, str, str, bool]] = []   # (..., made in the step)
+        self.libraries: list[tuple[str, str, str]] = []
+        # (method, op name or dispatch key, namespace, in the step, library site) of every
+        # kernel registered through those libraries (R32b-3)
+        self.impls: list[tuple[str, str, str, bool, str]] = []
         self.in_step = False
 
 
@@ -113,9 +116,32 @@ def _load_torchs_lazy_kernels() -> None:
     lazy_load_decompositions()
 
 
+class _LoggedModule:
+    """torch's ``_DispatchModule`` (what ``torch._C._dispatch_library`` makes), its kernel
+    registrations logged in the snapshot (round 32b, R32b-3)."""
+
+    _LOGGED = ("impl", "impl_t_t", "impl_with_aoti_compile", "fallback", "fallback_fallthrough")
+
+    def __init__(self, m: Any, ns: str, where: str, snap: DispatcherSnapshot) -> None:
+        self._m, self._ns, self._where, self._snap = m, ns, where, snap
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._m, name)
+        if name not in self._LOGGED:
+            return attr
+
+        def logged(*a: Any, **k: Any) -> Any:
+            what = a[1] if name == "impl_with_aoti_compile" and len(a) > 1 else \
+                a[0] if a else "?"
+            self._snap.impls.append((name, str(what), self._ns, self._snap.in_step,
+                                     self._where))
+            return attr(*a, **k)
+        return logged
+
+
 def step_starts() -> None:
-    """From now on a ``torch.library`` library made in torch's namespaces is a change wherever
-    it is made (the worker calls it once the train file is imported and checked)."""
+    """From now on a kernel registered on an operator that existed is a change wherever its
+    library was made (the worker calls it once the train file is imported and checked)."""
     if _SNAPSHOT[0] is not None:
         _SNAPSHOT[0].in_step = True
 
@@ -128,8 +154,8 @@ def take_snapshot() -> DispatcherSnapshot:
 
     def dispatch_library(kind: Any, ns: Any, key: Any, *rest: Any) -> Any:
         where = ":".join(str(x) for x in rest[:2]) if rest else "an unknown place"
-        snap.libraries.append((str(kind), str(ns), where, snap.in_step))
-        return _LIBRARY(kind, ns, key, *rest)
+        snap.libraries.append((str(kind), str(ns), where))
+        return _LoggedModule(_LIBRARY(kind, ns, key, *rest), str(ns), where, snap)
 
     torch._C._dispatch_library = dispatch_library  # noqa: SLF001
     return snap
@@ -183,12 +209,20 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
     if prefixes is None and _TLS_INCLUDED().has(_PYTHON_DISPATCHER):
         out.append("the Python dispatcher enabled (torch._C._EnablePythonDispatcher), which "
                    "runs Python kernels the real run would take and the capture does not")
-    for kind, ns, where, in_step in snap.libraries:
-        # made in the step: refused wherever it was made (``torch.library.impl`` makes its
-        # library in torch's own library.py; a site can be forged: R32b-3)
-        if kind != "DEF" and ns in snap.namespaces and (in_step or not _torch_file(where)):
+    for kind, ns, where in snap.libraries:
+        if kind != "DEF" and ns in snap.namespaces and not _torch_file(where):
             out.append(f"a torch.library {kind} library of torch's namespace {ns!r} made at "
                        f"{where}")
+    # a kernel of an operator that existed, registered in the step, wherever its library was
+    # made (``torch.library.impl`` makes it in torch's library.py; a site can be forged) and
+    # even if removed again (R32b-3); a backend fallback made since the snapshot
+    for how, what, ns, in_step, where in snap.impls:
+        full = what if "::" in what else f"{ns}::{what}"
+        if how.startswith("fallback") and (in_step or not _torch_file(where)):
+            out.append(f"a backend fallback for {what} registered by a library made at {where}")
+        elif in_step and (full in snap.ops or any(o.startswith(full + ".") for o in snap.ops)):
+            out.append(f"{full}'s kernel registered in the step ({how}; library made at "
+                       f"{where})")
     names = _ALL_OPS()
     if prefixes is not None:
         names = [n for n in names if n.startswith(prefixes)]

@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         take_kernels()          # the dispatcher's kernels as torch ships them (R31-2)
         tf = read_train_file(path, Path(spec["source"]).read_bytes())
         _refuse_kernels(path, kernel_changes(), "when imported")
-        step_starts()           # a library made from now on is the train file's (R32b-3)
+        step_starts()           # a kernel registered from now on is the train file's (R32b-3)
         if spec["coords"] is not None and dict(tf.mesh) != mesh:
             raise PlanError(f"{path}:1: the train file declares the mesh {dict(tf.mesh)} when "
                             f"imported as rank {spec['coords']}, {mesh} before: declare one "

@@ -74,3 +74,25 @@ def test_a_constant_built_from_the_rank_at_the_real_sizes_is_refused():
     with pytest.raises(GraphMismatch, match="captured constant"):
         check_real_ranks("t.py", with_const(1), with_const(1),
                          [({"dp": 1}, with_const(1), with_const(5))])
+
+
+def test_rank_values_real_fits_every_traced_rank():
+    """R32b-4: a block offset ``r * n`` must be ``r * n_real`` on every rank traced at real
+    sizes, not only on the main rank; unknown real values (no counterpart node) do not fit."""
+    from fractions import Fraction
+
+    from spec_lang.torch_frontend.literals import RankValues
+
+    probe = {0: 0, 1: 5}
+    ok = RankValues("tp", probe, (Fraction(0), Fraction(5)), 0, {0: 0, 1: 4})
+    off_by_one = RankValues("tp", probe, (Fraction(0), Fraction(5)), 0, {0: 0, 1: 5})
+    untraced = RankValues("tp", probe, (Fraction(0), Fraction(5)), 0, None)
+    unknown = RankValues("tp", probe, (Fraction(0), Fraction(5)), 0, {})
+    assert ok.real_fits(lambda r: 4 * r)
+    assert not off_by_one.real_fits(lambda r: 4 * r)
+    assert untraced.real_fits(lambda r: 4 * r)
+    assert not unknown.real_fits(lambda r: 4 * r)
+    rank = RankValues("dp", {0: 0, 1: 1}, (Fraction(0), Fraction(1)), 0, {0: 0, 1: 1})
+    assert rank.is_the_rank()
+    assert not RankValues("dp", {0: 0, 1: 1}, (Fraction(0), Fraction(1)), 0,
+                          {0: 0, 1: 0}).is_the_rank()
