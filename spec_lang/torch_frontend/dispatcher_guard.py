@@ -56,8 +56,10 @@ _ALL_OPS = torch._C._dispatch_get_all_op_names  # noqa: SLF001
 _TLS_INCLUDED = torch._C._dispatch_tls_local_include_set  # noqa: SLF001
 _PYTHON_DISPATCHER = torch._C.DispatchKey.PythonDispatcher  # noqa: SLF001
 _LIBRARY = torch._C._dispatch_library  # noqa: SLF001
+_TLS_SET_INCLUDED = torch._C._dispatch_tls_set_dispatch_key_included  # noqa: SLF001
 _GC_OBJECTS = gc.get_objects
 _OPERATOR_BASE = OperatorBase
+_RESOLVE_KEY = torch._ops.resolve_key  # noqa: SLF001
 _DISPATCH_KEY = torch._C.DispatchKey  # noqa: SLF001
 
 
@@ -102,6 +104,7 @@ class DispatcherSnapshot:
         # kernel registered through those libraries (R32b-3)
         self.impls: list[tuple[str, str, str, bool, str]] = []
         self.in_step = False
+        self.dispatcher_on: list[str] = []   # where the train file enabled the Python dispatcher
 
 
 def _load_torchs_lazy_kernels() -> None:
@@ -158,7 +161,45 @@ def take_snapshot() -> DispatcherSnapshot:
         return _LoggedModule(_LIBRARY(kind, ns, key, *rest), str(ns), where, snap)
 
     torch._C._dispatch_library = dispatch_library  # noqa: SLF001
+    _log_python_dispatcher(snap)
     return snap
+
+
+def _log_python_dispatcher(snap: DispatcherSnapshot) -> None:
+    """Log every enabling of the Python dispatcher by the train file's own code (the caller's
+    frame is not :meth:`Baseline.own_code`): in the real run it makes ``py_kernels`` run, a
+    kernel put there and removed again inside the step is never in a snapshot (round 32b,
+    R32b-2); make_fx enables it from torch's code, which is not logged."""
+    import sys
+
+    from torch._dispatch import python as dispatch_python
+
+    from spec_lang.torch_frontend.op_guard import current_baseline
+
+    enable, included = torch._C._EnablePythonDispatcher, _TLS_SET_INCLUDED  # noqa: SLF001
+
+    def by_train_file() -> None:
+        f = sys._getframe(2)  # noqa: SLF001
+        if not current_baseline().own_code(f):
+            snap.dispatcher_on.append(f"{f.f_code.co_filename}:{f.f_lineno}")
+
+    def enable_python_dispatcher(*a: Any, **k: Any) -> Any:
+        by_train_file()
+        return enable(*a, **k)
+
+    def set_included(key: Any, *a: Any, **k: Any) -> Any:
+        if key == _PYTHON_DISPATCHER:
+            by_train_file()
+        return included(key, *a, **k)
+
+    torch._C._EnablePythonDispatcher = enable_python_dispatcher  # noqa: SLF001
+    dispatch_python.enable_python_dispatcher = enable_python_dispatcher
+    for mod in list(sys.modules.values()):   # every name torch's modules bound it to
+        ns = getattr(mod, "__dict__", None)
+        if type(ns) is dict and getattr(mod, "__name__", "").startswith("torch"):
+            for k in [k for k, v in ns.items() if v is enable]:
+                ns[k] = enable_python_dispatcher
+    torch._C._dispatch_tls_set_dispatch_key_included = set_included  # noqa: SLF001
 
 
 def current_snapshot() -> DispatcherSnapshot | None:
@@ -166,16 +207,20 @@ def current_snapshot() -> DispatcherSnapshot | None:
     return _SNAPSHOT[0]
 
 
-def _own_kernel(fn: Any, key: Any = None) -> bool:
-    """Whether ``fn`` is torch's: the dispatch key it is cached under (what
-    ``_dispatch_cache[k]`` holds for a C++ kernel is ``k``; ``DispatchKey.Meta`` under ``CPU``
-    runs the Meta kernel for real: round 32b, R32b-2), or a function of a torch module whose code existed before the train file ran (or
+def _own_kernel(fn: Any, key: Any = None, op: Any = None) -> bool:
+    """Whether ``fn`` is torch's: the dispatch key torch resolves ``key`` to
+    (``_dispatch_cache[k]`` holds ``k`` or ``torch._ops.resolve_key(op, k)`` for a C++ kernel;
+    ``DispatchKey.Meta`` under ``CPU`` runs the Meta kernel for real: round 32b, R32b-2), or a
+    function of a torch module whose code existed before the train file ran (or
     is in a torch module imported since, :meth:`Baseline.own_code`). A function of another
     module is not, however old (``typing.assert_type`` as a CPU kernel: R32-3)."""
     from spec_lang.torch_frontend.op_guard import current_baseline
 
     if type(fn) is _DISPATCH_KEY:
-        return fn == key
+        try:
+            return fn == key or (op is not None and fn == _RESOLVE_KEY(op, key))
+        except Exception:  # noqa: BLE001 -- a key torch cannot resolve is not torch's answer
+            return False
     code = getattr(fn, "__code__", None)
     if type(fn) is not types.FunctionType or type(code) is not types.CodeType:
         return False
@@ -209,6 +254,8 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
     if prefixes is None and _TLS_INCLUDED().has(_PYTHON_DISPATCHER):
         out.append("the Python dispatcher enabled (torch._C._EnablePythonDispatcher), which "
                    "runs Python kernels the real run would take and the capture does not")
+    out += [f"the Python dispatcher enabled by the train file at {w}" for w in
+            snap.dispatcher_on[:1] if prefixes is None]
     for kind, ns, where in snap.libraries:
         if kind != "DEF" and ns in snap.namespaces and not _torch_file(where):
             out.append(f"a torch.library {kind} library of torch's namespace {ns!r} made at "
@@ -246,7 +293,7 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
             was = snap.python.get(oid, (None, {}))[1] if snap.python.get(oid, (None,))[0] is op \
                 else {}
             for k, (key, fn) in tables.items():
-                if (was.get(k) or (None, None))[1] is not fn and not _own_kernel(fn, key):
+                if (was.get(k) or (None, None))[1] is not fn and not _own_kernel(fn, key, op):
                     out.append(f"{getattr(op, '_name', op)}'s Python kernel {k} "
                                f"({getattr(fn, '__qualname__', type(fn).__name__)})")
     return out

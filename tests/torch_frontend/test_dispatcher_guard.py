@@ -145,3 +145,43 @@ def test_the_python_dispatcher_left_enabled_is_a_change(snap):
         del guard
     assert found and found[0].startswith("the Python dispatcher enabled"), found
     assert dg.kernel_changes(snap) == []
+
+
+def test_the_python_dispatcher_enabled_by_the_train_file_is_logged():
+    """R32b-2: enabling the Python dispatcher from the train file's code (here: code compiled
+    after the baseline) is logged even when disabled again; torch's own enabling (make_fx) is
+    not. The wrappers are put back at the end."""
+    from torch._dispatch import python as dp
+    from torch.fx.experimental import proxy_tensor
+
+    from spec_lang.torch_frontend import op_guard
+
+    saved = (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
+             torch._C._dispatch_tls_set_dispatch_key_included, dp.enable_python_dispatcher,
+             proxy_tensor.enable_python_dispatcher, dg._SNAPSHOT[0], op_guard._BASELINE[0])
+    op_guard._BASELINE[0] = op_guard.Baseline()
+    try:
+        snap = dg.take_snapshot()
+        dg.step_starts()
+        from torch.fx.experimental.proxy_tensor import make_fx
+        make_fx(lambda x: x * 2)(torch.ones(2))           # torch's own: not logged
+        assert snap.dispatcher_on == []
+        ns: dict = {}
+        exec(compile("import torch\ndef step():\n    g = torch._C._EnablePythonDispatcher()\n"
+                     "    del g\n", "train.py", "exec"), ns)
+        ns["step"]()
+        assert snap.dispatcher_on == ["train.py:3"], snap.dispatcher_on
+        assert any(c.startswith("the Python dispatcher enabled by the train file at train.py:3")
+                   for c in dg.kernel_changes(snap))
+    finally:
+        import sys
+
+        wrapper = torch._C._EnablePythonDispatcher
+        for mod in list(sys.modules.values()):     # every torch module the guard rebound
+            ns = getattr(mod, "__dict__", None)
+            if type(ns) is dict and getattr(mod, "__name__", "").startswith("torch"):
+                for k in [k for k, v in ns.items() if v is wrapper]:
+                    ns[k] = saved[1]
+        (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
+         torch._C._dispatch_tls_set_dispatch_key_included, dp.enable_python_dispatcher,
+         proxy_tensor.enable_python_dispatcher, dg._SNAPSHOT[0], op_guard._BASELINE[0]) = saved
