@@ -26,10 +26,11 @@ the data-movement nodes between two computing nodes are aligned by position when
 have as many, and otherwise must differ on no rank at either size. Anything else raises
 :class:`~spec_lang.torch_frontend.literals.GraphMismatch` naming the node and the user's line.
 
-Not covered: the value of a rank-dependent literal at the real sizes (a block offset
-``r * n``) is checked where a rule reads it on the zero coordinate (``RankValues.real``), not
-on the other ranks (their values differ, as they must; that they differ by the right amount
-is not checked); the pipelined path (``pp_frontend``) traces other stages at probe sizes only.
+The *values* of a rank-dependent literal at the real sizes on the other ranks (a block offset
+``r * n``: round 32b, R32b-4, ``r * n + 1`` on rank 1 at the real sizes only) are read by the
+rules that accept it, through :func:`aligned_indices` and ``RankValues.real_values``
+(``indexing.block_of``, ``rules_index._block``, ``lower._piece``): each checks every rank's
+real value, and a literal whose node has no counterpart at the real sizes is refused there.
 """
 
 from __future__ import annotations

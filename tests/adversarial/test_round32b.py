@@ -110,7 +110,8 @@ def test_r32b_3_torch_library_impl_made_and_destroyed_is_a_change():
     assert any("aten" in c for c in changes), changes
 
 
-# -- findings (strict xfail: the right outcome asserted; R32b-1's, fixed in 86fb1ce: plain) ----
+# -- findings (the right outcome asserted; R32b-1 fixed in 86fb1ce, R32b-2 / R32b-3 (r32b_01,
+# r32b_03) / R32b-4 fixed in stop 32: plain; still open: strict xfail) -------------------------
 
 @pytest.mark.slow
 def test_r32b_1_dp_control_is_accepted(tmp_path):
@@ -129,8 +130,6 @@ def test_r32b_1_tp_vocab_embedding_control_is_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32b-2: a Python kernel and the Python dispatcher "
-                   "inside the step are between two check points")
 def test_r32b_2_dp_python_kernel_inside_step_is_not_accepted(tmp_path):
     """EQUIVALENT with R32b-1's fix (4 goals, 25 s); truth update 0.0070 / 0.0093."""
     out = _prove(ROUND32B / "r32b_02_dp_python_kernel_inside_step.py", tmp_path)
@@ -138,8 +137,6 @@ def test_r32b_2_dp_python_kernel_inside_step_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32b-2: a DispatchKey in _dispatch_cache is taken "
-                   "for torch's kernel, whatever key it sends the op to")
 def test_r32b_2_dp_dispatch_cache_key_redirect_is_not_accepted(tmp_path):
     """EQUIVALENT at 86fb1ce (4 goals, 35 s); truth update 0.0070 / 0.0093."""
     out = _prove(ROUND32B / "r32b_07_dp_dispatch_cache_key_redirect.py", tmp_path)
@@ -147,8 +144,6 @@ def test_r32b_2_dp_dispatch_cache_key_redirect_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32b-3: the library log exempts sites in torch's "
-                   "files (forgeable: the caller's frame)")
 def test_r32b_3_dp_library_site_forged_is_not_accepted(tmp_path):
     """EQUIVALENT with R32b-1's fix (4 goals, 31 s); truth update 0.0070 / 0.0093."""
     out = _prove(ROUND32B / "r32b_01_dp_library_site_forged_inside_step.py", tmp_path)
@@ -156,8 +151,6 @@ def test_r32b_3_dp_library_site_forged_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32b-3: torch.library.impl makes its Library in "
-                   "torch/library.py, exempt")
 def test_r32b_3_dp_torch_library_impl_is_not_accepted(tmp_path):
     """EQUIVALENT with R32b-1's fix (4 goals, 36 s); truth update 0.0070 / 0.0093."""
     out = _prove(ROUND32B / "r32b_03_dp_torch_library_impl_inside_step.py", tmp_path)
@@ -174,8 +167,6 @@ def test_r32b_3_dp_unwrapped_dispatch_library_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32b-4: a rank-dependent literal's value at the real "
-                   "sizes is checked on rank 0 only")
 def test_r32b_4_tp_vocab_offset_wrong_at_real_size_is_not_accepted(tmp_path):
     """EQUIVALENT with R32b-1's fix (2 goals, 35 s); truth emb.weight 0.27 (control 0.0)."""
     out = _prove(ROUND32B / "r32b_05_tp_vocab_offset_wrong_at_real_size.py", tmp_path)
