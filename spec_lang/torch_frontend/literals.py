@@ -296,10 +296,12 @@ class Traces:
         if real is None or fi not in self.real_map:
             return {}           # traced, but unknown here: a rule reading it refuses
         out = {self.coords.get(ax, 0): real}
-        for c, nodes in self.real_ranks:
-            moved = _moved(c, self.coords)
-            if moved == [ax]:
-                out[c[ax]] = _arg(nodes[self.real_map[fi]], key)
+        for c, nodes in self.real_ranks:   # every rank, the corners too (round 32d, R32d-5)
+            if ax not in c:
+                return {}
+            v = _arg(nodes[self.real_map[fi]], key)
+            if out.setdefault(c[ax], v) != v:   # two ranks at one coordinate of ``ax`` differ
+                return {}
         return out
 
     def unread_rank_literals(self) -> list[tuple[fx.Node, str]]:

@@ -90,10 +90,6 @@ def test_r32d_3_dp_logged_module_raw_m_impl_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32d-4: real_ranks.check_real_ranks compares every "
-                   "get_attr constant, the dp group's torchbind object too, which is another "
-                   "process group on tp coordinate 1: every hand-written collective over one "
-                   "axis of a 2-axis mesh refused")
 def test_r32d_4_dp_tp_replicated_ddp_right_is_equivalent(tmp_path):
     """t02_corner_rank_2d without the doubling (truth 2.8e-17): exit 3 at 52ab29b (126 s),
     "rank {'dp': 0, 'tp': 1} at the real sizes: the captured constant _torchbind_obj0
@@ -103,7 +99,6 @@ def test_r32d_4_dp_tp_replicated_ddp_right_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32d-4 (the R32b-4 control on dp x tp refused)")
 def test_r32d_4_dp_tp_vocab_right_is_equivalent(tmp_path):
     """r32b_04 on dp 2 x tp 2 with a hand-written DDP (truth 0.0): exit 3 at 52ab29b (108 s)."""
     out = _prove("r32d_06_dp_tp_vocab_right.py", tmp_path)
@@ -126,8 +121,6 @@ def test_r32d_fsdp_tp_hand_written_masks_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32d-5: RankValues.real_values holds the on-axis ranks "
-                   "only; the corner (dp 1, tp 1)'s real-size block offset is never checked")
 def test_r32d_5_dp_tp_vocab_offset_wrong_at_corner_is_not_accepted(tmp_path):
     """EQUIVALENT at 52ab29b (2 goals, 98 s); truth emb.weight 0.051 (control r32d_10 0.0)."""
     out = _prove("r32d_09_dp_tp_funcol_vocab_offset_wrong_at_corner.py", tmp_path)
