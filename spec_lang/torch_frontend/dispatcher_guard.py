@@ -105,6 +105,7 @@ class DispatcherSnapshot:
         self.impls: list[tuple[str, str, str, bool, str]] = []
         self.in_step = False
         self.dispatcher_on: list[str] = []   # where the train file enabled the Python dispatcher
+        self.hops: list[str] = []            # HigherOrderOperators the train file made
 
 
 def _load_torchs_lazy_kernels() -> None:
@@ -162,7 +163,39 @@ def take_snapshot() -> DispatcherSnapshot:
 
     torch._C._dispatch_library = dispatch_library  # noqa: SLF001
     _log_python_dispatcher(snap)
+    _log_higher_order_operators(snap)
     return snap
+
+
+def _log_higher_order_operators(snap: DispatcherSnapshot) -> None:
+    """Log every ``HigherOrderOperator`` made by the train file's own code (the code calling
+    ``HigherOrderOperator.__init__`` is not :meth:`Baseline.own_code`): a HOP picks its
+    kernel in Python, one kernel for the capture's modes and another for the CPU run, with no
+    library and no Python dispatcher to log (round 32d, R32d-1); torch's own HOPs are made by
+    torch's code."""
+    import sys
+
+    from torch._ops import HigherOrderOperator
+
+    from spec_lang.torch_frontend.op_guard import current_baseline
+
+    init = HigherOrderOperator.__init__
+
+    def logged_init(self: Any, name: Any, *a: Any, **k: Any) -> None:
+        f = sys._getframe(1)  # noqa: SLF001
+        while f is not None and f.f_code.co_name == "__init__" and "self" in f.f_locals \
+                and f.f_locals["self"] is self:   # a subclass's __init__: who made it
+            if not current_baseline().own_code(f):
+                break
+            f = f.f_back
+        mod = sys.modules.get(str(f.f_globals.get("__name__"))) if f is not None else None
+        torch_module_code = f is not None and f.f_code.co_name == "<module>" and \
+            mod is not None and vars(mod) is f.f_globals and mod.__name__.startswith("torch.")
+        if f is not None and not torch_module_code and not current_baseline().own_code(f):
+            snap.hops.append(f"{name} at {f.f_code.co_filename}:{f.f_lineno}")
+        init(self, name, *a, **k)
+
+    HigherOrderOperator.__init__ = logged_init
 
 
 def _log_python_dispatcher(snap: DispatcherSnapshot) -> None:
@@ -256,6 +289,7 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
                    "runs Python kernels the real run would take and the capture does not")
     out += [f"the Python dispatcher enabled by the train file at {w}" for w in
             snap.dispatcher_on[:1] if prefixes is None]
+    out += [f"a HigherOrderOperator made by the train file: {w}" for w in snap.hops[:1]]
     for kind, ns, where in snap.libraries:
         if kind != "DEF" and ns in snap.namespaces and not _torch_file(where):
             out.append(f"a torch.library {kind} library of torch's namespace {ns!r} made at "

@@ -53,9 +53,6 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings (strict xfail: the right outcome asserted) ---------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32d-1: a HigherOrderOperator made in the step dispatches "
-                   "its py_kernels without the Python dispatcher; its tables are cleared before "
-                   "the post-step scan")
 def test_r32d_1_dp_hop_made_in_step_is_not_accepted(tmp_path):
     """EQUIVALENT at 52ab29b (4 goals, 43 s); truth update 0.0070 / 0.0093."""
     out = _prove("r32d_01_dp_hop_made_in_step.py", tmp_path)

@@ -185,3 +185,41 @@ def test_the_python_dispatcher_enabled_by_the_train_file_is_logged():
         (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
          torch._C._dispatch_tls_set_dispatch_key_included, dp.enable_python_dispatcher,
          proxy_tensor.enable_python_dispatcher, dg._SNAPSHOT[0], op_guard._BASELINE[0]) = saved
+
+
+def test_a_higher_order_operator_made_by_the_train_file_is_logged():
+    """R32d-1: a HigherOrderOperator made by the train file's code (here compiled after the
+    baseline) is a change; one of torch's (made by torch's code) is not."""
+    from torch._ops import HigherOrderOperator, _higher_order_ops
+
+    from spec_lang.torch_frontend import op_guard
+
+    saved = (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
+             torch._C._dispatch_tls_set_dispatch_key_included, HigherOrderOperator.__init__,
+             dg._SNAPSHOT[0], op_guard._BASELINE[0])
+    op_guard._BASELINE[0] = op_guard.Baseline()
+    try:
+        snap = dg.take_snapshot()
+        ns: dict = {}
+        exec(compile("from torch._ops import HigherOrderOperator\n"
+                     "class Mine(HigherOrderOperator):\n"
+                     "    def __init__(self):\n"
+                     "        super().__init__('shardproof_test_hop')\n"
+                     "    def __call__(self, *a):\n"
+                     "        return super().__call__(*a)\n"
+                     "op = Mine()\n", "train.py", "exec"), ns)
+        found = dg.kernel_changes(snap)
+        assert any(c.startswith("a HigherOrderOperator made by the train file: "
+                                "shardproof_test_hop at train.py:4") for c in found), found
+    finally:
+        _higher_order_ops.pop("shardproof_test_hop", None)
+        import sys
+        wrapper = torch._C._EnablePythonDispatcher
+        for mod in list(sys.modules.values()):
+            d = getattr(mod, "__dict__", None)
+            if type(d) is dict and getattr(mod, "__name__", "").startswith("torch"):
+                for k in [k for k, v in d.items() if v is wrapper]:
+                    d[k] = saved[1]
+        (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
+         torch._C._dispatch_tls_set_dispatch_key_included, HigherOrderOperator.__init__,
+         dg._SNAPSHOT[0], op_guard._BASELINE[0]) = saved
