@@ -330,7 +330,7 @@ def lower_all(cap: Captured) -> Lowered:
                              real_map=aligned_indices(plan_tr.gm, cap.plan_real.gm))
         check_real_ranks(path, plan_tr.gm, cap.plan_real.gm,
                          [(t.coords, t.gm, r.gm) for t, r in pairs],
-                         [(t.groups, r.groups) for t, r in pairs])
+                         [(t.groups, r.groups) for t, r in pairs], cap.plan_real.groups)
     except GraphMismatch as e:
         raise PlanError(f"{path}:1: {e}") from None
     rank_blocks = {}

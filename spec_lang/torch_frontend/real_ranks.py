@@ -46,8 +46,6 @@ from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs,
 
 __all__ = ["check_real_ranks", "aligned_indices"]
 
-_PROCESS_GROUP = "__torch__.torch.classes.c10d.ProcessGroup"
-
 
 def _segments(nodes: list[fx.Node]) -> tuple[list[fx.Node], list[list[fx.Node]]]:
     """The computing nodes, and the data-movement nodes after each (``[0]``: before the
@@ -118,12 +116,16 @@ def _same_ops(a: list[fx.Node], b: list[fx.Node], where: str, path: str) -> None
     _check_same(a, b, where)
 
 
-def _same_constant(a: Any, b: Any) -> bool:
+def _same_constant(a: Any, b: Any, g0: Mapping[str, str], gc: Mapping[str, str]) -> bool:
+    """Two captured constants mean the same; a process group is each rank's own group of the
+    same mesh axis (``g0`` / ``gc``: group name -> axis; round 32d, R32d-4)."""
     import torch  # noqa: PLC0415
 
-    if isinstance(a, torch.ScriptObject) and isinstance(b, torch.ScriptObject) and all(
-            x._type().qualified_name() == _PROCESS_GROUP for x in (a, b)):
-        return True   # a process group per rank: compared as the groups (round 32d, R32d-4)
+    from spec_lang.torch_frontend.tracedata import ProcessGroupRef  # noqa: PLC0415
+
+    if type(a) is ProcessGroupRef and type(b) is ProcessGroupRef:
+        return g0.get(a.group_name) is not None and \
+            g0.get(a.group_name) == gc.get(b.group_name)
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return (a.shape == b.shape and a.dtype == b.dtype
                 and (a.device.type == "meta" or b.device.type == "meta" or bool(torch.equal(a, b))))
@@ -132,7 +134,8 @@ def _same_constant(a: Any, b: Any) -> bool:
 
 def check_real_ranks(path: str, probe0: Any, real0: Any,
                      ranks: Sequence[tuple[Mapping[str, int], Any, Any]],
-                     groups: Sequence[tuple[Mapping[str, str], Mapping[str, str]]] = ()) -> None:
+                     groups: Sequence[tuple[Mapping[str, str], Mapping[str, str]]] = (),
+                     groups0: Mapping[str, str] | None = None) -> None:
     """Check every other rank's real-size trace against the zero coordinate's (module
     docstring).
 
@@ -142,6 +145,7 @@ def check_real_ranks(path: str, probe0: Any, real0: Any,
         ranks: ``(coords, graph module at probe sizes, graph module at real sizes)`` of every
             other traced rank.
         groups: per rank (same order), its process groups per axis at probe and at real sizes.
+        groups0: the zero coordinate's process groups at real sizes (group name -> axis).
 
     Raises:
         GraphMismatch: naming the rank, the node, the argument and the user's ``file:line``.
@@ -188,9 +192,11 @@ def check_real_ranks(path: str, probe0: Any, real0: Any,
                 raise GraphMismatch(f"{where}: node {fr0[ri].name} ({fr0[ri].target}, "
                                     f"{node_site(fr0[ri], path)}) differs from the zero "
                                     "coordinate's, and has no counterpart at the probe sizes")
+        gc = dict(groups[k][1]) if k < len(groups) else {}
         for x in fr0:
             if x.op == "get_attr" and not _same_constant(getattr(real0, x.target, None),
-                                                         getattr(rgm, x.target, None)):
+                                                         getattr(rgm, x.target, None),
+                                                         dict(groups0 or {}), gc):
                 raise GraphMismatch(f"{where}: the captured constant {x.target} differs from the "
                                     "zero coordinate's (a tensor built from the rank inside "
                                     "the step)")
