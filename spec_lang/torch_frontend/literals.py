@@ -324,20 +324,14 @@ class Traces:
         ``torch.tensor(float(rank))``), or None."""
         import torch  # noqa: PLC0415
 
-        from spec_lang.torch_frontend.tracedata import ProcessGroupRef  # noqa: PLC0415
-
         mine = getattr(self.main, n.target, None)
-        others = [(f"rank {c}", gm, g) for (c, _, g), gm in zip(self.ranks + self.corners,
-                                                              self.rank_gms + self.corner_gms)]
+        others = [(f"rank {c}", gm) for (c, _, _), gm in zip(self.ranks + self.corners,
+                                                           self.rank_gms + self.corner_gms)]
         if self.real_gm is not None:
-            others.append(("real sizes", self.real_gm, self.real_groups))
-        for where, gm, groups in others:
+            others.append(("real sizes", self.real_gm))
+        for where, gm in others:
             theirs = getattr(gm, n.target, None)
-            if type(mine) is ProcessGroupRef and type(theirs) is ProcessGroupRef:
-                # each rank's own group of one mesh axis (round 32d, R32d-4)
-                same = self.groups.get(mine.group_name) is not None and \
-                    self.groups.get(mine.group_name) == groups.get(theirs.group_name)
-            elif isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor):
+            if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor):
                 same = (mine.shape == theirs.shape and mine.dtype == theirs.dtype
                         and (mine.device.type == "meta" or theirs.device.type == "meta"
                              or bool(torch.equal(mine, theirs))))
