@@ -16,16 +16,22 @@ Python dispatcher that ``make_fx`` enables). :func:`kernel_changes` compares the
 with it: any kernel of an operator that existed before, added, replaced or removed, and any new
 operator in a namespace that existed before (``aten::div_.Mine``) unless all its registrations
 are in torch's own Python files (``prims::inductor_random``, defined when a torch module the
-train file imports is loaded), is a change; a Python kernel
-that is not the same object as before and whose code did not exist before the train file ran
-(:class:`spec_lang.torch_frontend.op_guard.Baseline`) is one too. A new operator in a namespace
-of the train file's own is not: the lowering knows no such op and refuses it by name.
+train file imports is loaded), is a change; a Python kernel (``_dispatch_cache`` too) that is not the same object as before
+must be torch's: a function of a torch module whose code existed before the train file ran
+(:class:`spec_lang.torch_frontend.op_guard.Baseline`), or the dispatch key torch resolves its
+key to (rounds 32, 32b). A new operator in a namespace of the train file's own is not a change:
+the lowering knows no such op and refuses it by name.
 
 The worker checks after the train file is imported and after the step is captured; every
 collective and schedule transfer checks the ``c10d`` and ``_c10d_functional`` operators before
-and after it (:func:`spec_lang.torch_frontend.op_guard.tampered`). A kernel registered and
-removed again between two of those points, both inside the step, is not seen (documented in
-``docs/torch.md``, "What the capture trusts").
+and after it (:func:`spec_lang.torch_frontend.op_guard.tampered`). What happens *between* those
+points is logged as it happens, so a kernel registered and removed again inside the step is
+seen: every ``torch.library`` library made and every kernel registered through one
+(``_LoggedModule``; in the step, on an operator that existed, wherever the library was made:
+R32b-3), every enabling of the Python dispatcher by the train file's own code (R32b-2), every
+``HigherOrderOperator`` the train file makes (R32d-1). Not seen (``docs/torch.md``): a train
+file that reaches the originals these wrappers keep (their closures and globals) or replaces
+the builtins the comparison calls (R32b-3 r32b_06, R32b-5, R32d-2, R32d-3: the R29-4 family).
 """
 
 from __future__ import annotations
