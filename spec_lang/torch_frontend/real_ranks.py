@@ -123,9 +123,11 @@ def _same_constant(a: Any, b: Any, g0: Mapping[str, str], gc: Mapping[str, str])
 
     from spec_lang.torch_frontend.tracedata import ProcessGroupRef  # noqa: PLC0415
 
-    if type(a) is ProcessGroupRef and type(b) is ProcessGroupRef:
-        return g0.get(a.group_name) is not None and \
-            g0.get(a.group_name) == gc.get(b.group_name)
+    if type(a) is ProcessGroupRef and type(b) is ProcessGroupRef \
+            and a.group_name in g0 and b.group_name in gc:
+        return g0[a.group_name] == gc[b.group_name]
+    # (a group of no mesh axis of the trace, the pipeline's once stages are composed: compared
+    # as any constant, and its axis where a rule reads it, ``Traces.pg_axis``)
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return (a.shape == b.shape and a.dtype == b.dtype
                 and (a.device.type == "meta" or b.device.type == "meta" or bool(torch.equal(a, b))))
