@@ -36,17 +36,20 @@ the builtins the comparison calls (R32b-3 r32b_06, R32b-5, R32d-2, R32d-3: the R
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import re
+import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch._ops import OperatorBase
 
-__all__ = ["DispatcherSnapshot", "take_snapshot", "step_starts", "current_snapshot",
-           "kernel_changes", "COLLECTIVE_NAMESPACES"]
+__all__ = ["DispatcherSnapshot", "take_snapshot", "installed", "step_starts",
+           "current_snapshot", "kernel_changes", "COLLECTIVE_NAMESPACES"]
 
 COLLECTIVE_NAMESPACES = ("c10d::", "_c10d_functional::")
 _SNAPSHOT: list[Any] = [None]
@@ -173,14 +176,38 @@ def take_snapshot() -> DispatcherSnapshot:
     return snap
 
 
+@contextlib.contextmanager
+def installed() -> Iterator[DispatcherSnapshot]:
+    """:func:`take_snapshot` for the time of a ``with`` block, then torch as it was: the
+    wrapped ``torch._C`` functions, every torch module's binding of
+    ``_EnablePythonDispatcher``, ``HigherOrderOperator.__init__`` and the snapshot slot (the
+    capture child never needs this; an in-process caller, a test, does)."""
+    from torch._ops import HigherOrderOperator
+
+    c = torch._C  # noqa: SLF001
+    saved = (c._dispatch_library, c._EnablePythonDispatcher,  # noqa: SLF001
+             c._dispatch_tls_set_dispatch_key_included, HigherOrderOperator.__init__,  # noqa: SLF001
+             _SNAPSHOT[0])
+    try:
+        yield take_snapshot()
+    finally:
+        wrapper = c._EnablePythonDispatcher  # noqa: SLF001
+        for mod in list(sys.modules.values()):
+            ns = getattr(mod, "__dict__", None)
+            if type(ns) is dict and getattr(mod, "__name__", "").startswith("torch"):
+                for k in [k for k, v in ns.items() if v is wrapper]:
+                    ns[k] = saved[1]
+        (c._dispatch_library, c._EnablePythonDispatcher,  # noqa: SLF001
+         c._dispatch_tls_set_dispatch_key_included, HigherOrderOperator.__init__,  # noqa: SLF001
+         _SNAPSHOT[0]) = saved
+
+
 def _log_higher_order_operators(snap: DispatcherSnapshot) -> None:
     """Log every ``HigherOrderOperator`` made by the train file's own code (the code calling
     ``HigherOrderOperator.__init__`` is not :meth:`Baseline.own_code`): a HOP picks its
     kernel in Python, one kernel for the capture's modes and another for the CPU run, with no
     library and no Python dispatcher to log (round 32d, R32d-1); torch's own HOPs are made by
     torch's code."""
-    import sys
-
     from torch._ops import HigherOrderOperator
 
     from spec_lang.torch_frontend.op_guard import current_baseline
@@ -209,8 +236,6 @@ def _log_python_dispatcher(snap: DispatcherSnapshot) -> None:
     frame is not :meth:`Baseline.own_code`): in the real run it makes ``py_kernels`` run, a
     kernel put there and removed again inside the step is never in a snapshot (round 32b,
     R32b-2); make_fx enables it from torch's code, which is not logged."""
-    import sys
-
     from torch._dispatch import python as dispatch_python
 
     from spec_lang.torch_frontend.op_guard import current_baseline

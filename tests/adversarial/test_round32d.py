@@ -3,7 +3,7 @@
 kernels registered through ``torch.library`` libraries, the Python dispatcher's enabling by the
 train file logged, ``DispatchKey`` entries of ``_dispatch_cache`` checked with ``resolve_key``;
 R32b-4's ``RankValues.real_values``). Plans in ``plans/round32d/``. Truth:
-``tests/adversarial/torch4_truth.py FILE 2`` (dp), ``tests/adversarial/r32d_2d_truth.py FILE`` (dp x
+``tests/adversarial/torch4_truth.py FILE 2`` (dp), ``tests/adversarial/tp_truth.py FILE`` (dp x
 tp); gloo, float64.
 
 * R32d-1 (false accept; ``r32d_01`` dp 2): a ``HigherOrderOperator`` made in the step

@@ -120,19 +120,20 @@ def test_a_library_made_and_destroyed_after_the_snapshot_is_a_change():
     """R32-4: every ``torch.library`` library made after the snapshot is logged when it is made
     (``torch._C._dispatch_library`` wrapped), so one destroyed again before the check is seen;
     the train file's own namespace (``DEF``) is not a change."""
-    try:
-        snap = dg.take_snapshot()
+    with dg.installed() as snap:
         lib = _lib("aten", "IMPL")
         lib._destroy()
         own = _lib("shardproof_test_ns2", "DEF")
         own._destroy()
         found = dg.kernel_changes(snap)
-        assert len(found) == 1 and found[0].startswith(
-            "a torch.library IMPL library of torch's namespace 'aten' made at ") \
-            and "test_dispatcher_guard.py:" in found[0], found
-    finally:
-        torch._C._dispatch_library = dg._LIBRARY
-        dg._SNAPSHOT[0] = None
+    assert len(found) == 1 and found[0].startswith(
+        "a torch.library IMPL library of torch's namespace 'aten' made at ") \
+        and "test_dispatcher_guard.py:" in found[0], found
+    # torch as it was after the block (``installed``)
+    from torch._ops import HigherOrderOperator
+    assert torch._C._dispatch_library is dg._LIBRARY and dg._SNAPSHOT[0] is None
+    assert isinstance(torch._C._EnablePythonDispatcher, type)  # the class, not the wrapper
+    assert HigherOrderOperator.__init__.__qualname__ == "HigherOrderOperator.__init__"
 
 
 def test_the_python_dispatcher_left_enabled_is_a_change(snap):
@@ -151,75 +152,51 @@ def test_the_python_dispatcher_enabled_by_the_train_file_is_logged():
     """R32b-2: enabling the Python dispatcher from the train file's code (here: code compiled
     after the baseline) is logged even when disabled again; torch's own enabling (make_fx) is
     not. The wrappers are put back at the end."""
-    from torch._dispatch import python as dp
-    from torch.fx.experimental import proxy_tensor
+    from torch.fx.experimental.proxy_tensor import make_fx
 
     from spec_lang.torch_frontend import op_guard
 
-    saved = (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
-             torch._C._dispatch_tls_set_dispatch_key_included, dp.enable_python_dispatcher,
-             proxy_tensor.enable_python_dispatcher, dg._SNAPSHOT[0], op_guard._BASELINE[0])
+    was = op_guard._BASELINE[0]
     op_guard._BASELINE[0] = op_guard.Baseline()
     try:
-        snap = dg.take_snapshot()
-        dg.step_starts()
-        from torch.fx.experimental.proxy_tensor import make_fx
-        make_fx(lambda x: x * 2)(torch.ones(2))           # torch's own: not logged
-        assert snap.dispatcher_on == []
-        ns: dict = {}
-        exec(compile("import torch\ndef step():\n    g = torch._C._EnablePythonDispatcher()\n"
-                     "    del g\n", "train.py", "exec"), ns)
-        ns["step"]()
+        with dg.installed() as snap:
+            dg.step_starts()
+            make_fx(lambda x: x * 2)(torch.ones(2))           # torch's own: not logged
+            assert snap.dispatcher_on == []
+            ns: dict = {}
+            exec(compile("import torch\ndef step():\n    g = torch._C._EnablePythonDispatcher()\n"
+                         "    del g\n", "train.py", "exec"), ns)
+            ns["step"]()
+            found = dg.kernel_changes(snap)
         assert snap.dispatcher_on == ["train.py:3"], snap.dispatcher_on
         assert any(c.startswith("the Python dispatcher enabled by the train file at train.py:3")
-                   for c in dg.kernel_changes(snap))
+                   for c in found), found
     finally:
-        import sys
-
-        wrapper = torch._C._EnablePythonDispatcher
-        for mod in list(sys.modules.values()):     # every torch module the guard rebound
-            ns = getattr(mod, "__dict__", None)
-            if type(ns) is dict and getattr(mod, "__name__", "").startswith("torch"):
-                for k in [k for k, v in ns.items() if v is wrapper]:
-                    ns[k] = saved[1]
-        (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
-         torch._C._dispatch_tls_set_dispatch_key_included, dp.enable_python_dispatcher,
-         proxy_tensor.enable_python_dispatcher, dg._SNAPSHOT[0], op_guard._BASELINE[0]) = saved
+        op_guard._BASELINE[0] = was
 
 
 def test_a_higher_order_operator_made_by_the_train_file_is_logged():
     """R32d-1: a HigherOrderOperator made by the train file's code (here compiled after the
     baseline) is a change; one of torch's (made by torch's code) is not."""
-    from torch._ops import HigherOrderOperator, _higher_order_ops
+    from torch._ops import _higher_order_ops
 
     from spec_lang.torch_frontend import op_guard
 
-    saved = (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
-             torch._C._dispatch_tls_set_dispatch_key_included, HigherOrderOperator.__init__,
-             dg._SNAPSHOT[0], op_guard._BASELINE[0])
+    was = op_guard._BASELINE[0]
     op_guard._BASELINE[0] = op_guard.Baseline()
     try:
-        snap = dg.take_snapshot()
-        ns: dict = {}
-        exec(compile("from torch._ops import HigherOrderOperator\n"
-                     "class Mine(HigherOrderOperator):\n"
-                     "    def __init__(self):\n"
-                     "        super().__init__('shardproof_test_hop')\n"
-                     "    def __call__(self, *a):\n"
-                     "        return super().__call__(*a)\n"
-                     "op = Mine()\n", "train.py", "exec"), ns)
-        found = dg.kernel_changes(snap)
+        with dg.installed() as snap:
+            ns: dict = {}
+            exec(compile("from torch._ops import HigherOrderOperator\n"
+                         "class Mine(HigherOrderOperator):\n"
+                         "    def __init__(self):\n"
+                         "        super().__init__('shardproof_test_hop')\n"
+                         "    def __call__(self, *a):\n"
+                         "        return super().__call__(*a)\n"
+                         "op = Mine()\n", "train.py", "exec"), ns)
+            found = dg.kernel_changes(snap)
         assert any(c.startswith("a HigherOrderOperator made by the train file: "
                                 "shardproof_test_hop at train.py:4") for c in found), found
     finally:
         _higher_order_ops.pop("shardproof_test_hop", None)
-        import sys
-        wrapper = torch._C._EnablePythonDispatcher
-        for mod in list(sys.modules.values()):
-            d = getattr(mod, "__dict__", None)
-            if type(d) is dict and getattr(mod, "__name__", "").startswith("torch"):
-                for k in [k for k, v in d.items() if v is wrapper]:
-                    d[k] = saved[1]
-        (torch._C._dispatch_library, torch._C._EnablePythonDispatcher,
-         torch._C._dispatch_tls_set_dispatch_key_included, HigherOrderOperator.__init__,
-         dg._SNAPSHOT[0], op_guard._BASELINE[0]) = saved
+        op_guard._BASELINE[0] = was

@@ -3,7 +3,7 @@ weight is a DTensor Shard(0) over tp; each rank masks the tokens outside its blo
 [r*n, r*n+n) (lt / ge / bitwise_or), shifts the others by r*n (sub), embeds with its local rows
 and zeroes the masked outputs; the loss (sum of embedding * y) is linear in the embedding, so each
 rank's gradient of its block is the block of the single-device gradient (no collective).
-Truth (tests/adversarial/r32b_tp_truth.py FILE, gloo, float64): 0.0 on both ranks.
+Truth (tests/adversarial/tp_truth.py FILE, gloo, float64): 0.0 on both ranks.
 At 6749c1d + R32b-1's fix: EQUIVALENT (2 goals, 35 s)."""
 
 import torch

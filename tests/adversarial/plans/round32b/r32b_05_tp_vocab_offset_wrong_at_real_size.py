@@ -5,7 +5,7 @@ wrong rows. The rank-dependent literals (lt 0 / 4 at probe vs lt 0 / 5 at real, 
 between the ranks at both sizes at the same places, so check_real_ranks passes; the index rules
 (rules_index._block) check the offsets per rank at the probe sizes (affine r*n) and at the real
 sizes on rank 0 only (RankValues.real), whose offset 0 is right.
-Truth (tests/adversarial/r32b_tp_truth.py FILE): emb.weight 0.27 on both ranks (control r32b_04
+Truth (tests/adversarial/tp_truth.py FILE): emb.weight 0.27 on both ranks (control r32b_04
 0.0). At 6749c1d + R32b-1's fix: EQUIVALENT (2 goals, 35 s); at 86fb1ce: EQUIVALENT (2 goals, 44 s)."""
 
 import torch

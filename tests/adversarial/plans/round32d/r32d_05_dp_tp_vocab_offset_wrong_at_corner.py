@@ -4,7 +4,7 @@ real local vocab 4. RankValues.real_values holds the real-size values of the ran
 the literal's own axis only (Traces._real_values: moved == [ax]); the corner is traced at the
 real sizes (check_real_ranks: the literal differs from (0,0)'s at both sizes, as it should) but
 its values are never compared with r * n.
-Truth (tests/adversarial/r32d_2d_truth.py FILE): emb.weight 0.051 on every rank (control r32d_06
+Truth (tests/adversarial/tp_truth.py FILE): emb.weight 0.051 on every rank (control r32d_06
 0.0). At 52ab29b: exit 3 (108 s), R32d-4's refusal of the dp group's torchbind constant at
 rank {'dp': 0, 'tp': 1}: not accepted, but for a reason that refuses the right control too."""
 

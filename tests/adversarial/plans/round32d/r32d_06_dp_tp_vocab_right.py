@@ -1,5 +1,5 @@
 """Round 32d control of r32d_05 (dp 2 x tp 2): the offset r * n on every rank.
-Truth (tests/adversarial/r32d_2d_truth.py FILE): 0.0 on every rank. At 52ab29b: exit 3 (108 s)
+Truth (tests/adversarial/tp_truth.py FILE): 0.0 on every rank. At 52ab29b: exit 3 (108 s)
 "rank {'dp': 0, 'tp': 1} at the real sizes: the captured constant _torchbind_obj0 differs from
 the zero coordinate's": R32d-4, a false refusal."""
 

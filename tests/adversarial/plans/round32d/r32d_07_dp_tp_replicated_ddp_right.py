@@ -1,7 +1,7 @@
 """Round 32d (dp 2 x tp 2, right): t02_corner_rank_2d without the corner's doubling: hand-written
 DDP over dp (tp unused, replicated). A control for R32d-4 (the dp group of tp coordinate 1 is
 another process group than the zero coordinate's, captured as a torchbind constant).
-Truth (tests/adversarial/r32d_2d_truth.py FILE): 0.0 / 2.8e-17 on every rank. At 52ab29b: exit 3
+Truth (tests/adversarial/tp_truth.py FILE): 0.0 / 2.8e-17 on every rank. At 52ab29b: exit 3
 (126 s) "rank {'dp': 0, 'tp': 1} at the real sizes: the captured constant _torchbind_obj0
 differs from the zero coordinate's (a tensor built from the rank inside the step)": R32d-4,
 a false refusal."""

@@ -2,7 +2,7 @@
 on the DTensor's to_local()) under FSDP2 over dp instead of a hand-written DDP (first draft of
 r32d_05/06; the real run differs from single device although the offsets are right on every
 rank; with lr 0 the truth is 0.0, so it is the step, not the truth's gather).
-Truth (tests/adversarial/r32d_2d_truth.py FILE): emb.weight 0.095 on every rank (lr 0: 0.0).
+Truth (tests/adversarial/tp_truth.py FILE): emb.weight 0.095 on every rank (lr 0: 0.0).
 At 52ab29b: UNKNOWN (115 s) "aten.bitwise_or.Tensor: a range test whose bounds are not the
 rank's block of a sharded dim": sound."""
 

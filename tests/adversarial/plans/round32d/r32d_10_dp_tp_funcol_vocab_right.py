@@ -1,5 +1,5 @@
 """Round 32d control of r32d_09 (r32d_06 with a functional all_reduce) (dp 2 x tp 2): the offset r * n on every rank.
-Truth (tests/adversarial/r32d_2d_truth.py FILE): 0.0 on every rank. At 52ab29b: EQUIVALENT (2 goals,
+Truth (tests/adversarial/tp_truth.py FILE): 0.0 on every rank. At 52ab29b: EQUIVALENT (2 goals,
 98 s): right."""
 
 import torch

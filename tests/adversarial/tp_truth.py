@@ -1,9 +1,11 @@
-"""Truth for round 32b's tp train files (``plans/round32b/r32b_04`` .. ): one step on a real
-gloo process group of ``MESH["tp"]`` processes (float64) against the single-device step; integer
-batch inputs drawn in ``[0, SIZES["vocab"])``, float ones from N(0, 1). Prints, per rank, the
+"""Truth for the tensor-parallel train files of rounds 32b and 32d (``plans/round32b/r32b_04``
+.., ``plans/round32d/r32d_05`` ..): one step on a real gloo process group, float64, against
+the single-device step. ``MESH`` is ``{"tp": n}`` (every rank gets the whole batch) or a
+two-axis ``{"dp": d, "tp": n}`` (the batch split on dim 0 over the first axis); integer batch
+inputs are drawn in ``[0, SIZES["vocab"])``, float ones from N(0, 1). Prints, per rank, the
 largest difference of every parameter (``full_tensor()`` of a DTensor) after the step.
 
-    python tests/adversarial/r32b_tp_truth.py FILE
+    python tests/adversarial/tp_truth.py FILE
 """
 
 from __future__ import annotations
@@ -53,13 +55,18 @@ def _worker(rank, world, port, path, out):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     from torch.distributed.device_mesh import init_device_mesh
     mod = _load(path)
-    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=tuple(mod.MESH))
+    shape = tuple(mod.MESH.values())
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=tuple(mod.MESH))
     ref = _single(mod)
     torch.manual_seed(0)
     m = mod.build_model(dict(mod.SIZES))
     m = mod.parallelize(m, mesh)
     opt = mod.build_optimizer(m)
-    mod.train_step(m, opt, _batch(mod), mesh)
+    batch = _batch(mod)
+    if len(shape) == 2:         # dp x tp: the batch over the first axis
+        r = mesh[next(iter(mod.MESH))].get_local_rank()
+        batch = {k: v.chunk(shape[0], 0)[r].clone() for k, v in batch.items()}
+    mod.train_step(m, opt, batch, mesh)
     diff = {}
     for k, v in m.state_dict().items():
         v = v.full_tensor() if hasattr(v, "full_tensor") else v
@@ -72,7 +79,9 @@ def _worker(rank, world, port, path, out):
 def main(path):
     torch.set_default_dtype(torch.float64)
     mod = _load(path)
-    world = next(iter(mod.MESH.values()))
+    world = 1
+    for n in mod.MESH.values():
+        world *= n
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
