@@ -24,7 +24,8 @@ from spec_lang.torch_frontend.dims import Atom, Dims, DimsError
 from spec_lang.torch_frontend.registry import RULES
 
 __all__ = ["Analysis", "analyse", "shape_of", "fresh_layout", "node_site", "IGNORED",
-           "LAYOUT_ONLY", "DATA_MOVEMENT", "semantic_nodes", "is_data_movement"]
+           "LAYOUT_ONLY", "DATA_MOVEMENT", "semantic_nodes", "is_data_movement", "align_sizes",
+           "move_kind", "RESHAPES"]
 
 Layout = list[list[Atom]]
 
@@ -71,6 +72,77 @@ def is_data_movement(n: fx.Node) -> bool:
 def semantic_nodes(gm: Any) -> list[fx.Node]:
     """The nodes of ``gm`` that compute (not :data:`DATA_MOVEMENT`), in order."""
     return [n for n in gm.graph.nodes if not is_data_movement(n)]
+
+
+IDENTITY_MOVES = frozenset({"aten.clone.default", "aten.detach.default", "aten.alias.default"})
+"""Data movement that returns its input's values unchanged (a copy or an alias)."""
+
+RESHAPES = frozenset({"aten.view.default", "aten._unsafe_view.default",
+                      "aten._reshape_alias.default"})
+"""The spellings of one ``reshape`` torch picks between by memory layout (argument 1 is the
+shape)."""
+
+
+def move_kind(n: fx.Node) -> Any:
+    """What data movement node ``n`` does, the same for the spellings of one op: ``None`` for
+    the identity (:data:`IDENTITY_MOVES`), ``"reshape"`` for :data:`RESHAPES`, else its
+    target."""
+    t = str(n.target)
+    if t in IDENTITY_MOVES:
+        return None
+    return "reshape" if t in RESHAPES else n.target
+
+
+def align_sizes(probe: list[fx.Node], real: list[fx.Node]
+                ) -> tuple[dict[fx.Node, fx.Node], list[fx.Node], list[fx.Node]]:
+    """Two traces of one program at probe and at real sizes aligned node by node (R24-1).
+
+    The computing nodes align one to one. Between two computing nodes, torch may spell the
+    same data movement differently at two sizes (``clone`` + ``_unsafe_view`` against
+    ``view``): the data-movement nodes of each segment align by :func:`move_kind`, the
+    identities left out, when both segments do the same moves in the same order (node for
+    node, identities included, when the two segments run the same ops).
+
+    Returns:
+        ``(aligned, loose_probe, loose_real)``: probe node -> real node for the computing nodes
+        and the aligned moves; the data-movement nodes with no counterpart (every identity, and
+        every move of a segment whose moves differ), in order.
+
+    Raises:
+        ValueError: the computing nodes differ (op or count).
+    """
+    def segments(nodes: list[fx.Node]) -> tuple[list[fx.Node], list[list[fx.Node]]]:
+        sem: list[fx.Node] = []
+        moves: list[list[fx.Node]] = [[]]
+        for n in nodes:
+            if is_data_movement(n):
+                moves[-1].append(n)
+            else:
+                sem.append(n)
+                moves.append([])
+        return sem, moves
+
+    sp, mp = segments(probe)
+    sr, mr = segments(real)
+    if len(sp) != len(sr) or any(x.op != y.op or x.target != y.target for x, y in zip(sp, sr)):
+        raise ValueError("the computing nodes differ at the real sizes")
+    aligned = dict(zip(sp, sr))
+    loose_p: list[fx.Node] = []
+    loose_r: list[fx.Node] = []
+    for a, b in zip(mp, mr):
+        if len(a) == len(b) and all(x.target == y.target for x, y in zip(a, b)):
+            aligned.update(zip(a, b))
+            continue
+        ka = [x for x in a if move_kind(x) is not None]
+        kb = [y for y in b if move_kind(y) is not None]
+        if len(ka) == len(kb) and all(move_kind(x) == move_kind(y) for x, y in zip(ka, kb)):
+            aligned.update(zip(ka, kb))
+            loose_p += [x for x in a if move_kind(x) is None]
+            loose_r += [y for y in b if move_kind(y) is None]
+        else:
+            loose_p += a
+            loose_r += b
+    return aligned, loose_p, loose_r
 
 
 def shape_of(n: fx.Node, i: int | None = None) -> tuple[int, ...]:

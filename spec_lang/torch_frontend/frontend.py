@@ -44,12 +44,13 @@ from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
 from spec_lang.torch_frontend.goal_text import _data_assumptions, _producing_site, _style_of
 from spec_lang.torch_frontend.indexing import Idx, Pred
+from spec_lang.torch_frontend.real_moves import check_real_moves
 from spec_lang.torch_frontend.real_ranks import aligned_indices, check_real_ranks
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
-    Names, SizeMismatch, plan_namer, positional_names, solve_real_sizes, spec_names,
-    spec_namer, twin_keys,
+    Names, SizeMismatch, plan_namer, positional_names, real_shape_of, solve_real_sizes,
+    spec_names, spec_namer, twin_keys,
 )
 from spec_lang.torch_frontend.values import TV
 from spec_lang.torch_frontend.version import check_torch
@@ -362,8 +363,11 @@ def lower_all(cap: Captured) -> Lowered:
     try:
         real = solve_real_sizes([(spec_an, s_namer, cap.spec_real.gm, {}),
                                  (plan_an, _safe(p_namer), cap.plan_real.gm, tf.mesh)])
+        for tr, an, nm in ((spec_traces, spec_an, s_namer), (plan_traces, plan_an,
+                                                              _safe(p_namer))):
+            check_real_moves(tr, path, real_shape_of(an, nm, real, tf.mesh))   # R24-1
     except (GraphMismatch, SizeMismatch, KeyError) as e:
-        raise PlanError(f"{path}:1: {e}") from None
+        raise PlanError(str(e) if str(e).startswith(f"{path}:") else f"{path}:1: {e}") from None
     for tr in (spec_traces, plan_traces):
         tr.probe_sizes = dict(names.probe_size)
         tr.real_sizes = dict(real)

@@ -34,7 +34,7 @@ from typing import Any
 import torch.fx as fx
 
 from spec_lang.term import Op, Term, term
-from spec_lang.torch_frontend.analysis import semantic_nodes
+from spec_lang.torch_frontend.analysis import align_sizes, semantic_nodes
 from spec_lang.torch_frontend.values import ew, exact_scalar
 
 __all__ = ["RankValues", "Traces", "GraphMismatch"]
@@ -105,7 +105,6 @@ class Traces:
         self.coords = dict(coords)
         self.groups = dict(groups)
         sem = semantic_nodes(main)
-        self.index = {n: i for i, n in enumerate(sem)}           # for the real-size trace
         full = list(main.graph.nodes)
         self.full_index = {n: i for i, n in enumerate(full)}     # for the other ranks
         self.real = semantic_nodes(real) if real is not None else None
@@ -123,9 +122,17 @@ class Traces:
         # corners: checked against the prediction of the ranks on the axes, never lowered
         self.corners = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in off_axes]
         self.corner_gms = [gm for _, gm, _ in off_axes]
+        # probe node -> its node at real sizes, the data movement included (R24-1)
+        self.twins: dict[fx.Node, fx.Node] = {}
+        self.loose_moves: tuple[list[fx.Node], list[fx.Node]] = ([], [])
         if self.real is not None:
             _check_same(sem, self.real, "real sizes")
             _check_refs(sem, self.real, "real sizes", resolve=True)
+            try:
+                self.twins, *loose = align_sizes(full, list(real.graph.nodes))
+            except ValueError as e:
+                raise GraphMismatch(str(e)) from None
+            self.loose_moves = (loose[0], loose[1])
         # node arguments that are block r of a split on rank r (DTensor's Replicate -> Shard:
         # the same ops, but each rank reads its own block): (node, path) -> RankValues
         self.rank_refs: dict[tuple[fx.Node, tuple], RankValues] = {}
@@ -182,8 +189,7 @@ class Traces:
     # -- groups -------------------------------------------------------------------------------
     def twin(self, n: fx.Node) -> fx.Node | None:
         """``n``'s node in the real-size trace (None for a layout-only node)."""
-        i = self.index.get(n)
-        return None if i is None or self.real is None else self.real[i]
+        return self.twins.get(n)
 
     def pg_axis(self, n: fx.Node, key: int) -> str:
         """The mesh axis of the c10d ``ProcessGroup`` argument ``key`` of ``n`` (a get_attr
@@ -220,14 +226,14 @@ class Traces:
             raise ValueError(f"process group {g!r} is not one of the mesh's axes "
                              f"{sorted(set(self.groups.values()))}")
         ax = self.groups[g]
-        i = self.index[n]
         fi = self.full_index[n]
         for c, nodes, groups in self.ranks + self.corners:
             og = _arg(nodes[fi], key)
             if groups.get(og) != ax:
                 raise ValueError(f"the collective runs over {ax!r} on rank {self.coords} but over "
                                  f"{groups.get(og)!r} on rank {c}")
-        if self.real is not None and self.real_groups.get(_arg(self.real[i], key)) != ax:
+        rn = self.twins.get(n)
+        if self.real is not None and (rn is None or self.real_groups.get(_arg(rn, key)) != ax):
             raise ValueError("the collective's axis differs at real sizes")
         return ax
 
@@ -238,15 +244,15 @@ class Traces:
         Raises:
             ValueError: a size literal no product of sizes explains, or a non-number.
         """
-        i = self.index.get(n)
+        rn = self.twins.get(n)
         fi = self.full_index[n]
         self._read.add((fi, key))
         # a literal's type sets a tensor's dtype (``torch.full(shape, 0)`` is int64, with 0.0
         # float): the same value of another type is another program (finding R14-1)
         others = [(f"on rank {c}", _arg(nodes[fi], key))
                   for c, nodes, _ in self.ranks + self.corners]
-        if self.real is not None and i is not None:
-            others.append(("at real sizes", _arg(self.real[i], key)))
+        if rn is not None:
+            others.append(("at real sizes", _arg(rn, key)))
         for where, ov in others:
             if type(ov) is not type(v):
                 raise ValueError(f"literal {v!r} of {n.name} is {ov!r} ({type(ov).__name__}) "
@@ -273,12 +279,17 @@ class Traces:
                 if ax in c and c[ax] not in vals:
                     vals[c[ax]] = _arg(nodes[fi], key)
             self._check_corner_scalar(n, fi, key, v, ax, vals)
-            real = _arg(self.real[i], key) if self.real is not None and i is not None else None
+            real = _arg(rn, key) if rn is not None else None
             return RankValues(ax, vals, _affine(vals), real, self._real_values(fi, key, ax, real))
         self._check_corner_scalar(n, fi, key, v, None, {})
-        if self.real is None or i is None:
+        if self.real is None:
             return exact_scalar(v)
-        rv = _arg(self.real[i], key)
+        if rn is None:    # R24-1: a move of the probe trace only, whose data
+            if n in self.loose_moves[0]:     # real_moves.check_real_moves compared by value
+                return exact_scalar(v)
+            raise ValueError(f"{n.name} has no counterpart in the trace at the real sizes, so "
+                             f"its literal {v!r} cannot be checked there")
+        rv = _arg(rn, key)
         if rv == v:
             return exact_scalar(v)
         t = self.lift(v, rv)

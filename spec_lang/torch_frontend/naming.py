@@ -22,10 +22,11 @@ import torch
 import torch.fx as fx
 
 from spec_lang.term import DimSpec
-from spec_lang.torch_frontend.analysis import Analysis, semantic_nodes
+from spec_lang.torch_frontend.analysis import Analysis, align_sizes, semantic_nodes
 from spec_lang.torch_frontend.dims import Atom, Dims
 
 __all__ = ["Names", "spec_names", "plan_namer", "solve_real_sizes", "SizeMismatch", "twin_keys",
+           "real_shape_of",
            "positional_names"]
 
 
@@ -280,6 +281,48 @@ def _shapes(gm: Any) -> Iterable[tuple[fx.Node, int | None, tuple[int, ...]]]:
                     yield n, i, tuple(int(s) for s in x.shape)
 
 
+def _local_size(ds: DimSpec, sizes: Mapping[str, int], axis_sizes: Mapping[str, int]
+                ) -> int | None:
+    """The real size of ``ds`` on one rank (its global size over its shards); None when its
+    size is not known, -1 when the shards do not divide it."""
+    g = sizes.get(ds.name)
+    if g is None:
+        return None
+    k = 1
+    for s in ds.shards:
+        k *= int(s.split("/")[1]) if s.startswith("#") else axis_sizes[s]
+    return g // k if g % k == 0 else -1
+
+
+def real_shape_of(an: Analysis, namer: Any, sizes: Mapping[str, int],
+                  axis_sizes: Mapping[str, int]) -> Any:
+    """``shape(node, i)``: the shape of output ``i`` (None: the only one) of a node of ``an``'s
+    probe trace at the real sizes, from its named dims (None when a dim has no name or size);
+    what ``real_moves.check_real_moves`` composes the probe trace's moves with."""
+    def shape(n: fx.Node, i: int | None) -> tuple[int, ...] | None:
+        lay = an.layouts.get(n)
+        if lay is None or n in an.unsupported:
+            return None
+        if i is not None:
+            lay = lay[i] if isinstance(lay, (list, tuple)) and i < len(lay) else None
+            if lay is None:
+                return None
+        out = []
+        try:
+            for dim in lay:
+                k = 1
+                for x in an.dims.canon(dim):
+                    v = _local_size(namer(x), sizes, axis_sizes)
+                    if v is None or v < 0:
+                        return None
+                    k *= v
+                out.append(k)
+        except Exception:  # noqa: BLE001 -- an atom without a name: unknown
+            return None
+        return tuple(out)
+    return shape
+
+
 def solve_real_sizes(pairs: list[tuple[Analysis, Any, Any, dict[str, int]]],
                      extra: Mapping[str, int] | None = None) -> dict[str, int]:
     """Real global sizes of every IR dim name.
@@ -297,7 +340,10 @@ def solve_real_sizes(pairs: list[tuple[Analysis, Any, Any, dict[str, int]]],
         if len(probe_nodes) != len(real_nodes):
             raise SizeMismatch(f"the graph at real sizes has {len(real_nodes)} nodes, at probe "
                                f"sizes {len(probe_nodes)}: the program depends on the sizes")
-        rmap = dict(zip(probe_nodes, real_nodes))
+        try:    # the data movement too (R24-1: a reshape's factors swapped at real sizes)
+            rmap = align_sizes(list(an.gm.graph.nodes), list(real_gm.graph.nodes))[0]
+        except ValueError as e:
+            raise SizeMismatch(f"{e}: the program depends on the sizes") from None
         for n, i, _shape in _shapes(an.gm):
             if n not in rmap:
                 continue
@@ -323,13 +369,7 @@ def solve_real_sizes(pairs: list[tuple[Analysis, Any, Any, dict[str, int]]],
         axis_sizes.update(ax)
 
     def local(ds: DimSpec) -> int | None:
-        g = sizes.get(ds.name)
-        if g is None:
-            return None
-        k = 1
-        for s in ds.shards:
-            k *= int(s.split("/")[1]) if s.startswith("#") else axis_sizes[s]
-        return g // k if g % k == 0 else -1
+        return _local_size(ds, sizes, axis_sizes)
 
     changed = True
     while changed:

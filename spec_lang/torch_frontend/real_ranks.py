@@ -21,10 +21,13 @@ the zero coordinate's at the real sizes, the way the probe traces of the two com
   at probe sizes;
 * the constants captured (``get_attr``) are the same, and so are the process groups per axis.
 
-The probe and real traces are aligned on computing nodes (:func:`analysis.semantic_nodes`);
-the data-movement nodes between two computing nodes are aligned by position when both traces
-have as many, and otherwise must differ on no rank at either size. Anything else raises
+The probe and real traces are aligned node by node (:func:`analysis.align_sizes`: the
+computing nodes one to one, the data movement between two of them by what it does, so that
+``clone`` + ``_unsafe_view`` at one size and ``view`` at the other align); a node left without
+a twin must differ on no rank at either size. Anything else raises
 :class:`~spec_lang.torch_frontend.literals.GraphMismatch` naming the node and the user's line.
+The zero coordinate's own probe and real traces are compared by
+:func:`~spec_lang.torch_frontend.real_moves.check_real_moves` (R24-1).
 
 The *values* of a rank-dependent literal at the real sizes on the other ranks (a block offset
 ``r * n``: round 32b, R32b-4, ``r * n + 1`` on rank 1 at the real sizes only) are read by the
@@ -40,31 +43,17 @@ from typing import Any
 
 import torch.fx as fx
 
-from spec_lang.torch_frontend.analysis import is_data_movement, node_site
+from spec_lang.torch_frontend.analysis import align_sizes, node_site
 from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs, _check_same,
                                                _literal_differences, _skeleton)
 
 __all__ = ["check_real_ranks", "aligned_indices"]
 
 
-def _segments(nodes: list[fx.Node]) -> tuple[list[fx.Node], list[list[fx.Node]]]:
-    """The computing nodes, and the data-movement nodes after each (``[0]``: before the
-    first)."""
-    sem: list[fx.Node] = []
-    moves: list[list[fx.Node]] = [[]]
-    for n in nodes:
-        if is_data_movement(n):
-            moves[-1].append(n)
-        else:
-            sem.append(n)
-            moves.append([])
-    return sem, moves
-
-
 def _alignment(probe: list[fx.Node], real: list[fx.Node]
                ) -> tuple[dict[int, int], list[int], list[int]]:
     """Probe full index -> real full index for the aligned nodes, and the full indices (probe,
-    real) of the data-movement nodes that cannot be aligned.
+    real) of the data-movement nodes that cannot be aligned (:func:`analysis.align_sizes`).
 
     Raises:
         GraphMismatch: the computing nodes differ (the zero coordinate's traces were checked to
@@ -72,20 +61,12 @@ def _alignment(probe: list[fx.Node], real: list[fx.Node]
     """
     ip = {n: i for i, n in enumerate(probe)}
     ir = {n: i for i, n in enumerate(real)}
-    sp, mp = _segments(probe)
-    sr, mr = _segments(real)
-    if len(sp) != len(sr) or any(x.op != y.op or x.target != y.target for x, y in zip(sp, sr)):
-        raise GraphMismatch("the main trace's computing nodes differ at the real sizes")
-    m = {ip[x]: ir[y] for x, y in zip(sp, sr)}
-    loose_p: list[int] = []
-    loose_r: list[int] = []
-    for a, b in zip(mp, mr):
-        if len(a) == len(b) and all(x.target == y.target for x, y in zip(a, b)):
-            m.update({ip[x]: ir[y] for x, y in zip(a, b)})
-        else:
-            loose_p += [ip[x] for x in a]
-            loose_r += [ir[y] for y in b]
-    return m, loose_p, loose_r
+    try:
+        aligned, loose_p, loose_r = align_sizes(probe, real)
+    except ValueError:
+        raise GraphMismatch("the main trace's computing nodes differ at the real sizes") from None
+    return ({ip[x]: ir[y] for x, y in aligned.items()}, [ip[x] for x in loose_p],
+            [ir[y] for y in loose_r])
 
 
 def aligned_indices(probe: Any, real: Any) -> dict[int, int]:
@@ -202,4 +183,3 @@ def check_real_ranks(path: str, probe0: Any, real0: Any,
                 raise GraphMismatch(f"{where}: the captured constant {x.target} differs from the "
                                     "zero coordinate's (a tensor built from the rank inside "
                                     "the step)")
-
