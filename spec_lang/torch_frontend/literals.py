@@ -333,21 +333,14 @@ class Traces:
         """Why the captured constant of ``get_attr`` node ``n`` cannot be read as one exact
         value (it differs at real sizes or on another traced rank: ``torch.tensor(x.shape[0])``,
         ``torch.tensor(float(rank))``), or None."""
-        import torch  # noqa: PLC0415
-
         mine = getattr(self.main, n.target, None)
-        others = [(f"rank {c}", gm) for (c, _, _), gm in zip(self.ranks + self.corners,
-                                                           self.rank_gms + self.corner_gms)]
+        others = [(f"rank {c}", gm, g) for (c, _, g), gm in zip(self.ranks + self.corners,
+                                                              self.rank_gms + self.corner_gms)]
         if self.real_gm is not None:
-            others.append(("real sizes", self.real_gm))
-        for where, gm in others:
-            theirs = getattr(gm, n.target, None)
-            if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor):
-                same = (mine.shape == theirs.shape and mine.dtype == theirs.dtype
-                        and (mine.device.type == "meta" or theirs.device.type == "meta"
-                             or bool(torch.equal(mine, theirs))))
-            else:
-                same = _skeleton(mine) == _skeleton(theirs)
+            others.append(("real sizes", self.real_gm, self.real_groups))
+        for where, gm, groups in others:
+            # a process group: each rank's own group of one mesh axis (R32d-4)
+            same = same_constant(mine, getattr(gm, n.target, None), self.groups, groups)
             if not same:
                 return (f"the captured constant {n.target} differs at {where} (a tensor built "
                         "from a size or the rank inside the step)")
@@ -430,6 +423,26 @@ class Traces:
             t = parts[0] if len(parts) == 1 else ew(Op.MUL, *parts)
         self._lift_cache[key] = t
         return t
+
+
+def same_constant(a: Any, b: Any, g0: Mapping[str, str], gc: Mapping[str, str]) -> bool:
+    """Two captured constants mean the same; a process group is each rank's own group of the
+    same mesh axis (``g0`` / ``gc``: group name -> axis; round 32d, R32d-4: on dp x tp the dp
+    group of tp coordinate 1 is another group than the zero coordinate's, and a rule reads its
+    axis per rank, :meth:`Traces.pg_axis`)."""
+    import torch  # noqa: PLC0415
+
+    from spec_lang.torch_frontend.tracedata import ProcessGroupRef  # noqa: PLC0415
+
+    if type(a) is ProcessGroupRef and type(b) is ProcessGroupRef \
+            and a.group_name in g0 and b.group_name in gc:
+        return g0[a.group_name] == gc[b.group_name]
+    # (a group of no mesh axis of the trace, the pipeline's once stages are composed: compared
+    # as any constant, and its axis where a rule reads it, ``Traces.pg_axis``)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return (a.shape == b.shape and a.dtype == b.dtype
+                and (a.device.type == "meta" or b.device.type == "meta" or bool(torch.equal(a, b))))
+    return _skeleton(a) == _skeleton(b)
 
 
 def _skeleton(v: Any) -> Any:

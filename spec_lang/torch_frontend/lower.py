@@ -23,6 +23,7 @@ import torch
 import torch.fx as fx
 
 from spec_lang.term import DimSpec, Term
+from spec_lang.torch_frontend.aliasing import c10d_returned, schema_alias, written_args
 from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
 from spec_lang.torch_frontend.indexing import NotANumber
 from spec_lang.torch_frontend.registry import RULES, Unsupported
@@ -182,6 +183,10 @@ def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
                     base, full = root[src]
                     root[n] = (base, full and name in RELABEL_VIEWS)
                     continue
+            t = c10d_returned(n) if n.target is operator.getitem else None
+            if t is not None and t in root:     # the tensor a c10d op was given (R32d-4)
+                root[n] = root[t]
+                continue
             if n.target is operator.getitem and isinstance(n.args[0], fx.Node) \
                     and str(n.args[0].target) in SLICE_VIEWS and n.args[0] in root:
                 base, _ = root[n.args[0]]
@@ -213,52 +218,6 @@ def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
                 continue
         root[n] = (n, True)
     return root
-
-
-def _c10d(n: fx.Node) -> bool:
-    """A ``torch.distributed`` op in its in-place form (``c10d.broadcast_``, ``c10d.recv_``,
-    ``c10d.alltoall_base_``, ``c10d.reduce_``, ...): its schema does not mark what it writes
-    (``c10d::recv_(Tensor[] tensors, ...)``, no ``(a!)``), so without a rule every tensor it
-    is given counts as written (adversarial round 16: a ``dist.broadcast`` / ``all_to_all_single``
-    / ``reduce`` without a rule was read as its old value, three false accepts)."""
-    return str(n.target).startswith("c10d.")
-
-
-def schema_alias(n: fx.Node) -> str | None:
-    """``"write"`` when the op's ATen schema writes an argument (``Tensor(a!)``: in place, or
-    ``out=``) or it is a ``c10d`` op (:func:`_c10d`), ``"view"`` when its result aliases an
-    argument (``Tensor(a)``), else ``None``."""
-    if _c10d(n):
-        return "write"
-    schema = getattr(n.target, "_schema", None)
-    if schema is None:
-        return None
-    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
-        return "write"
-    if any(r.alias_info is not None for r in schema.returns):
-        return "view"
-    return None
-
-
-def written_args(n: fx.Node) -> list[fx.Node]:
-    """The graph nodes the op's ATen schema says it writes (positional or keyword: ``out=``;
-    adversarial finding R6-5); for a ``c10d`` op every tensor argument (:func:`_c10d`)."""
-    if _c10d(n):
-        out: list[fx.Node] = []
-        fx.node.map_arg((n.args, n.kwargs), out.append)   # every node, nested in any container
-        return out
-    schema = getattr(n.target, "_schema", None)
-    if schema is None:
-        return []
-    out = []
-    for i, a in enumerate(schema.arguments):
-        if a.alias_info is None or not a.alias_info.is_write:
-            continue
-        v = n.args[i] if i < len(n.args) else n.kwargs.get(a.name)
-        for x in (v if isinstance(v, (list, tuple)) else [v]):
-            if isinstance(x, fx.Node):
-                out.append(x)
-    return out
 
 
 def _poison_written(ctx: Lowering, n: fx.Node, val: Opaque, roots: Mapping[fx.Node, Any],

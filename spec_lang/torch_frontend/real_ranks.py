@@ -45,7 +45,7 @@ import torch.fx as fx
 
 from spec_lang.torch_frontend.analysis import align_sizes, node_site
 from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs, _check_same,
-                                               _literal_differences, _skeleton)
+                                               _literal_differences, same_constant)
 
 __all__ = ["check_real_ranks", "aligned_indices"]
 
@@ -95,24 +95,6 @@ def _same_ops(a: list[fx.Node], b: list[fx.Node], where: str, path: str) -> None
                             f"first extra: {extra.target}, {node_site(extra, path)}): the rank "
                             "runs another program at the real sizes")
     _check_same(a, b, where)
-
-
-def _same_constant(a: Any, b: Any, g0: Mapping[str, str], gc: Mapping[str, str]) -> bool:
-    """Two captured constants mean the same; a process group is each rank's own group of the
-    same mesh axis (``g0`` / ``gc``: group name -> axis; round 32d, R32d-4)."""
-    import torch  # noqa: PLC0415
-
-    from spec_lang.torch_frontend.tracedata import ProcessGroupRef  # noqa: PLC0415
-
-    if type(a) is ProcessGroupRef and type(b) is ProcessGroupRef \
-            and a.group_name in g0 and b.group_name in gc:
-        return g0[a.group_name] == gc[b.group_name]
-    # (a group of no mesh axis of the trace, the pipeline's once stages are composed: compared
-    # as any constant, and its axis where a rule reads it, ``Traces.pg_axis``)
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return (a.shape == b.shape and a.dtype == b.dtype
-                and (a.device.type == "meta" or b.device.type == "meta" or bool(torch.equal(a, b))))
-    return _skeleton(a) == _skeleton(b)
 
 
 def check_real_ranks(path: str, probe0: Any, real0: Any,
@@ -177,9 +159,9 @@ def check_real_ranks(path: str, probe0: Any, real0: Any,
                                     "coordinate's, and has no counterpart at the probe sizes")
         gc = dict(groups[k][1]) if k < len(groups) else {}
         for x in fr0:
-            if x.op == "get_attr" and not _same_constant(getattr(real0, x.target, None),
-                                                         getattr(rgm, x.target, None),
-                                                         dict(groups0 or {}), gc):
+            if x.op == "get_attr" and not same_constant(getattr(real0, x.target, None),
+                                                        getattr(rgm, x.target, None),
+                                                        dict(groups0 or {}), gc):
                 raise GraphMismatch(f"{where}: the captured constant {x.target} differs from the "
                                     "zero coordinate's (a tensor built from the rank inside "
                                     "the step)")

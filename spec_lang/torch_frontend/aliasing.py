@@ -1,0 +1,96 @@
+"""Which graph nodes alias which: the schema's word (written arguments, views) and the tensors a
+``c10d`` op hands back (:mod:`~spec_lang.torch_frontend.lower`'s storage roots read these).
+
+A ``c10d`` op in its in-place form returns the very tensors it was given, with its work:
+``c10d.allreduce_(tensors, ...) -> (Tensor[], Work)`` is ``return std::tuple(tensors, work)``
+(``broadcast_``, ``allgather_``'s output lists, ``_allgather_base_``'s output likewise: element
+0 of the result is argument 0). ``dist.all_reduce(g)`` then points ``g`` at
+``getitem(getitem(allreduce_, 0), 0)``, so what the step does next to ``g`` (``g.div_(|dp|)``)
+is recorded on that node. When that node was its own storage root, the write reached only the
+readers of ``g``'s new node and never the tensor ``g`` is a view of: ``g =
+w.grad.to_local()`` (a ``view_as`` of the DTensor gradient's local tensor) all-reduced and
+divided in place left the gradient the optimizer and the goals read all-reduced but undivided,
+a right dp x tp plan refuted by a factor |dp| (adversarial round 32d, R32d-4: r32d_06, truth
+0.0), and an extra scaling written the same way on a one-axis mesh was never seen (a false
+accept: r32d_13). :func:`c10d_returned` names the argument such a ``getitem`` is.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch.fx as fx
+
+__all__ = ["is_c10d", "schema_alias", "written_args", "c10d_returned"]
+
+
+def is_c10d(n: fx.Node) -> bool:
+    """A ``torch.distributed`` op in its in-place form (``c10d.broadcast_``, ``c10d.recv_``,
+    ``c10d.alltoall_base_``, ``c10d.reduce_``, ...): its schema does not mark what it writes
+    (``c10d::recv_(Tensor[] tensors, ...)``, no ``(a!)``), so without a rule every tensor it
+    is given counts as written (adversarial round 16: a ``dist.broadcast`` / ``all_to_all_single``
+    / ``reduce`` without a rule was read as its old value, three false accepts)."""
+    return str(n.target).startswith("c10d.")
+
+
+def schema_alias(n: fx.Node) -> str | None:
+    """``"write"`` when the op's ATen schema writes an argument (``Tensor(a!)``: in place, or
+    ``out=``) or it is a ``c10d`` op (:func:`is_c10d`), ``"view"`` when its result aliases an
+    argument (``Tensor(a)``), else ``None``."""
+    if is_c10d(n):
+        return "write"
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return None
+    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return "write"
+    if any(r.alias_info is not None for r in schema.returns):
+        return "view"
+    return None
+
+
+def written_args(n: fx.Node) -> list[fx.Node]:
+    """The graph nodes the op's ATen schema says it writes (positional or keyword: ``out=``;
+    adversarial finding R6-5); for a ``c10d`` op every tensor argument (:func:`is_c10d`)."""
+    if is_c10d(n):
+        out: list[fx.Node] = []
+        fx.node.map_arg((n.args, n.kwargs), out.append)   # every node, nested in any container
+        return out
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return []
+    out = []
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        v = n.args[i] if i < len(n.args) else n.kwargs.get(a.name)
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, fx.Node):
+                out.append(x)
+    return out
+
+
+def c10d_returned(n: fx.Node) -> fx.Node | None:
+    """The argument node that ``n`` is, when ``n`` is ``getitem(...getitem(c, 0)..., i...)`` of a
+    ``c10d`` op ``c`` whose result holds its argument 0 as element 0 (module docstring): the
+    same path of indices into ``c.args[0]``; None otherwise (the work, or not such a node)."""
+    path: list[int] = []
+    x: object = n
+    while isinstance(x, fx.Node) and x.op == "call_function" and x.target is operator.getitem:
+        if not isinstance(x.args[1], int):
+            return None
+        path.append(x.args[1])
+        x = x.args[0]
+    if not (isinstance(x, fx.Node) and x.op == "call_function" and is_c10d(x)) \
+            or not path or path[-1] != 0 or not x.args:
+        return None
+    schema = getattr(x.target, "_schema", None)     # (Tensor[], Work) for (Tensor[] tensors, ..)
+    if schema is None or len(schema.returns) != 2 or not schema.arguments \
+            or str(schema.returns[0].type) != str(schema.arguments[0].type):
+        return None
+    val: object = x.args[0]
+    for i in reversed(path[:-1]):
+        if not isinstance(val, (list, tuple)) or not -len(val) <= i < len(val):
+            return None
+        val = val[i]
+    return val if isinstance(val, fx.Node) else None
