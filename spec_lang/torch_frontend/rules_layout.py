@@ -465,6 +465,13 @@ class Select:
         if a_spec.name not in x.term.dim_names:
             return TV(x.term, ctx.layout(n))
         cur = x.term.dim(a_spec.name)
+        tr = ctx.traces
+        if tr is not None and tr.real is not None and \
+                tr.real_sizes.get(cur.name) != tr.probe_sizes.get(cur.name):
+            # CHUNK(A, size, i) is one entry only where |A| is its probe size: at real sizes
+            # k times it, it is a block of k entries (stop 33)
+            raise ctx.fail(n, f"select of one entry of the named dim {cur.name} (size "
+                              f"{tr.real_sizes.get(cur.name)} at the real sizes) is not lowered")
         ch = term(Op.CHUNK, (x.term,), (cur.name, int(size), i),
                   tuple(DimSpec(cur.name, cur.shards + (f"#{i}/{size}",)) if dd.name == cur.name
                         else dd for dd in x.term.dims))

@@ -166,3 +166,14 @@ def test_r24_1_data_movement_only_at_the_real_sizes_is_refused(tmp_path, name, l
 def test_r24_1_right_mirror_is_equivalent(tmp_path):
     out = _prove("r24_00_right.py", tmp_path)
     assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
+
+
+@pytest.mark.slow
+def test_select_of_one_entry_of_a_named_dim_is_unknown_not_an_internal_error(tmp_path):
+    """``[:, 0]`` of the output (hidden 6 at the real sizes): ``CHUNK(A, |A|_probe, 0)`` would be
+    a block of several entries wherever the real size is a multiple of the probe size; at
+    01859fe an internal error (exit 3, ``does not divide over ['#0/14']``), UNKNOWN since stop
+    33 naming the select."""
+    out = _prove("r24_04_select_right_unknown.py", tmp_path)
+    assert out["_rc"] == 2 and out.get("verdict") == "UNKNOWN", out
+    assert "select of one entry of the named dim" in str(out), out
