@@ -360,8 +360,6 @@ def check_real_moves(tr: Any, path: str, probe_shape: ShapeOf) -> None:
             raise _mismatch(x, path, f"{x.target} ({x.name}) takes other entries at the real "
                             f"sizes ({_args_text(y)}) than at the probe sizes ({_args_text(x)})")
     loose = {n for n in (*tr.loose_moves[0], *tr.loose_moves[1]) if move_kind(n) is not None}
-    if not loose:
-        return
     probe, real = _Side(probe_shape, False), _Side(_val_shape, True)
     reach: dict[fx.Node, bool] = {}
 
@@ -375,16 +373,22 @@ def check_real_moves(tr: Any, path: str, probe_shape: ShapeOf) -> None:
         return reach[n]
 
     for x, y in tr.twins.items():
-        if is_data_movement(x):
-            continue
-        for key, a, b in _node_args(x, y):
+        # a move reads its twin's inputs (``_check_refs`` compares the *sets* of computing
+        # nodes a value comes from, so ``cat([b, a])`` for ``cat([a, b])`` passed it); a
+        # computing node's arguments are compared through their moves below
+        for key, a, b in (_node_args(x, y) if x.op in ("call_function", "output") else ()):
             if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
                 if any(touches(n) for n in _flat(a) + _flat(b)):
                     raise _mismatch(x, path, f"argument {key} of {x.name} ({x.target}) holds "
                                     "other tensors at the real sizes than at the probe sizes")
                 continue
-            if not (touches(a) or touches(b)) and tr.twins.get(a) is b:
+            if not (touches(a) or touches(b)) and tr.twins.get(_bare(a)) is _bare(b):
                 continue
+            if is_data_movement(x):
+                if touches(a) or touches(b):      # compared at the computing node it feeds
+                    continue
+                raise _mismatch(x, path, f"argument {key} of {x.name} ({x.target}) is another "
+                                "value at the real sizes than at the probe sizes")
             pa, pb = probe.chain(a), real.chain(b)
             why = None
             if pa is None or pb is None:
@@ -408,3 +412,10 @@ def _flat(v: Any) -> list:
     if isinstance(v, (list, tuple)):
         return [n for x in v for n in _flat(x)]
     return [v] if isinstance(v, fx.Node) else []
+
+
+def _bare(n: fx.Node) -> fx.Node:
+    """``n`` without the identities (``clone``, ``detach``, ``alias``) it is made by."""
+    while is_data_movement(n) and move_kind(n) is None and isinstance(n.args[0], fx.Node):
+        n = n.args[0]
+    return n

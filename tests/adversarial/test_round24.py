@@ -177,3 +177,17 @@ def test_select_of_one_entry_of_a_named_dim_is_unknown_not_an_internal_error(tmp
     out = _prove("r24_04_select_right_unknown.py", tmp_path)
     assert out["_rc"] == 2 and out.get("verdict") == "UNKNOWN", out
     assert "select of one entry of the named dim" in str(out), out
+
+
+def _cat_swapped(x):
+    a, b = x * 2.0, x * 3.0
+    return torch.cat([b, a] if x.shape[0] == 6 else [a, b]) + 1.0
+
+
+def test_a_cat_of_two_values_in_another_order_at_the_real_sizes_is_refused():
+    """``_check_refs`` compares the sets of computing nodes an argument comes from, which a
+    ``cat`` with its inputs swapped keeps: the aligned move's inputs are compared as twins."""
+    with pytest.raises(GraphMismatch, match=r"argument 0\[0\] of cat .* is another value at the "
+                                            "real sizes"):
+        _check(_cat_swapped, [(5, 7)], [(6, 8)], {5: 6, 7: 8, 10: 12})
+    _check(_cat_swapped, [(5, 7)], [(4, 8)], {5: 4, 7: 8, 10: 8})     # the same order: passes
