@@ -21,6 +21,10 @@ meaning and loose chains by strided layout). Plans in ``plans/round33/``. Truth:
   (``cat`` of two gradients along dim 0, one ``all_reduce``, ``split`` back, ``copy_``) is
   refused (exit 3) with "traced data: nodes: node 74: dim ?12 is not a dim of the binding" (no
   file:line); the same at 01859fe. Truth 2.8e-17.
+* R33-4 (false UNKNOWN, predates a48d781; ``r33_11`` dp 2): a right DDP MLP on (batch, seq,
+  hidden) with ``seq`` 1 and one sequence per rank at the real sizes: the loss ``mean``'s
+  divisor (1540 at the probe sizes, 4 at the real sizes) is "no product of the model's dims
+  and mesh axes"; every goal UNKNOWN. Truth <= 2.8e-17.
 """
 
 from __future__ import annotations
@@ -117,6 +121,15 @@ def test_r33_cat_halves_swapped_real_only_is_not_accepted(tmp_path):
     (79 s, a lowering refusal of ``cat(g.chunk(2))``)."""
     out = _prove("r33_07_cat_halves_swapped_real_only.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R33-4: a mean's divisor over dims of real size 1 is "
+                   "'no product of the model's dims' (predates a48d781)")
+def test_r33_4_dp_seq1_batch1_right_is_equivalent(tmp_path):
+    """Truth <= 2.8e-17: UNKNOWN at a48d781 (74 s) and at 01859fe (73 s)."""
+    out = _prove("r33_11_seq1_contiguous_right.py", tmp_path)
+    assert _equivalent(out), out
 
 
 # -- sound outcomes kept asserted -------------------------------------------------------------
