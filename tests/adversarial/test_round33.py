@@ -54,11 +54,9 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings (strict xfail: the right outcome asserted) ---------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R33-1: twin moves are compared by meaning only, not by "
-                   "their inputs: g.t() twice at the real sizes against g.t().t() at the probe "
-                   "sizes (same targets, same order, same source set)")
 def test_r33_1_dp_t_rewired_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at a48d781 (4 goals, 70 s); truth update 0.0146 / 0.0060."""
+    """EQUIVALENT at a48d781 (4 goals, 70 s); truth update 0.0146 / 0.0060. Fixed at b0c1650
+    (an aligned move reads its twin's inputs): exit 3 naming ``t_10`` (16 s)."""
     out = _prove("r33_03_t_rewired_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
