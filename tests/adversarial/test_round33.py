@@ -69,10 +69,9 @@ def test_r33_1_control_t_t_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R33-1 on the pipelined path: sq.weight's gradient "
-                   "g.t() twice at the real sizes against g.t().t() at the probe sizes")
 def test_r33_1_pp_t_rewired_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at a48d781 (12 goals, 195 s); truth sq.weight grad 0.072, param 0.036."""
+    """EQUIVALENT at a48d781 (12 goals, 195 s); truth sq.weight grad 0.072, param 0.036. Fixed
+    at b0c1650: exit 3 naming ``t_33`` (83 s)."""
     out = _prove("r33_10_pp_t_rewired_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
