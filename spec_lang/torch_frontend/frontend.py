@@ -45,7 +45,7 @@ from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
 from spec_lang.torch_frontend.goal_text import _data_assumptions, _producing_site, _style_of
 from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.real_moves import check_real_moves
-from spec_lang.torch_frontend.real_ranks import aligned_indices, check_real_ranks
+from spec_lang.torch_frontend.real_ranks import check_real_ranks
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
@@ -327,8 +327,7 @@ def lower_all(cap: Captured) -> Lowered:
         plan_traces = Traces(plan_tr.gm, plan_tr.coords, plan_tr.groups, real=cap.plan_real.gm,
                              real_groups=cap.plan_real.groups,
                              ranks=[(t.coords, t.gm, t.groups) for t in cap.plans[1:]],
-                             real_ranks=[(t.coords, r.gm) for t, r in pairs],
-                             real_map=aligned_indices(plan_tr.gm, cap.plan_real.gm))
+                             real_ranks=[(t.coords, r.gm) for t, r in pairs])
         check_real_ranks(path, plan_tr.gm, cap.plan_real.gm,
                          [(t.coords, t.gm, r.gm) for t, r in pairs],
                          [(t.groups, r.groups) for t, r in pairs], cap.plan_real.groups)

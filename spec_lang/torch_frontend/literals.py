@@ -99,8 +99,7 @@ class Traces:
     def __init__(self, main: Any, coords: Mapping[str, int], groups: Mapping[str, str],
                  real: Any = None, real_groups: Mapping[str, str] | None = None,
                  ranks: Sequence[tuple[Mapping[str, int], Any, Mapping[str, str]]] = (),
-                 real_ranks: Sequence[tuple[Mapping[str, int], Any]] = (),
-                 real_map: Mapping[int, int] | None = None):
+                 real_ranks: Sequence[tuple[Mapping[str, int], Any]] = ()):
         self.main = main
         self.coords = dict(coords)
         self.groups = dict(groups)
@@ -110,11 +109,8 @@ class Traces:
         self.real = semantic_nodes(real) if real is not None else None
         self.real_gm = real
         self.real_groups = dict(real_groups or groups)
-        # the other ranks at real sizes (node lists) and the main trace's full index at probe
-        # sizes -> at real sizes (``real_ranks.aligned_indices``; partial where the
-        # data-movement nodes do not align)
+        # the other ranks at real sizes (node lists)
         self.real_ranks = [(dict(c), list(gm.graph.nodes)) for c, gm in real_ranks]
-        self.real_map = dict(real_map or {})
         on_axes = [r for r in ranks if len(_moved(r[0], self.coords)) == 1]
         off_axes = [r for r in ranks if len(_moved(r[0], self.coords)) > 1]
         self.ranks = [(dict(c), list(gm.graph.nodes), dict(g)) for c, gm, g in on_axes]
@@ -133,6 +129,9 @@ class Traces:
             except ValueError as e:
                 raise GraphMismatch(str(e)) from None
             self.loose_moves = (loose[0], loose[1])
+        # the main trace's full index at probe sizes -> at real sizes (of the twins)
+        real_index = {n: i for i, n in enumerate(real.graph.nodes)} if real is not None else {}
+        self.real_map = {self.full_index[x]: real_index[y] for x, y in self.twins.items()}
         # node arguments that are block r of a split on rank r (DTensor's Replicate -> Shard:
         # the same ops, but each rank reads its own block): (node, path) -> RankValues
         self.rank_refs: dict[tuple[fx.Node, tuple], RankValues] = {}
@@ -188,7 +187,7 @@ class Traces:
 
     # -- groups -------------------------------------------------------------------------------
     def twin(self, n: fx.Node) -> fx.Node | None:
-        """``n``'s node in the real-size trace (None for a layout-only node)."""
+        """``n``'s node in the real-size trace (None for a move that has no twin there)."""
         return self.twins.get(n)
 
     def pg_axis(self, n: fx.Node, key: int) -> str:

@@ -31,9 +31,9 @@ The zero coordinate's own probe and real traces are compared by
 
 The *values* of a rank-dependent literal at the real sizes on the other ranks (a block offset
 ``r * n``: round 32b, R32b-4, ``r * n + 1`` on rank 1 at the real sizes only) are read by the
-rules that accept it, through :func:`aligned_indices` and ``RankValues.real_values``
-(``indexing.block_of``, ``rules_index._block``, ``lower._piece``): each checks every rank's
-real value, and a literal whose node has no counterpart at the real sizes is refused there.
+rules that accept it, through ``literals.Traces.real_map`` (the twins) and
+``RankValues.real_values`` (``indexing.block_of``, ``rules_index._block``, ``lower._piece``):
+each checks every rank's real value, and a literal whose node has no counterpart at the real sizes is refused there.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from spec_lang.torch_frontend.analysis import align_sizes, node_site
 from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs, _check_same,
                                                _literal_differences, same_constant)
 
-__all__ = ["check_real_ranks", "aligned_indices"]
+__all__ = ["check_real_ranks"]
 
 
 def _alignment(probe: list[fx.Node], real: list[fx.Node]
@@ -67,14 +67,6 @@ def _alignment(probe: list[fx.Node], real: list[fx.Node]
         raise GraphMismatch("the main trace's computing nodes differ at the real sizes") from None
     return ({ip[x]: ir[y] for x, y in aligned.items()}, [ip[x] for x in loose_p],
             [ir[y] for y in loose_r])
-
-
-def aligned_indices(probe: Any, real: Any) -> dict[int, int]:
-    """The main trace's full node index at probe sizes -> at real sizes, for the nodes that
-    align (computing nodes, and data-movement nodes where both traces have as many between two
-    computing nodes); what :class:`~spec_lang.torch_frontend.literals.Traces` reads a
-    rank-dependent literal's real-size values through."""
-    return _alignment(list(probe.graph.nodes), list(real.graph.nodes))[0]
 
 
 def _same_ops(a: list[fx.Node], b: list[fx.Node], where: str, path: str) -> None:
