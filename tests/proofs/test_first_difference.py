@@ -160,8 +160,11 @@ def test_sites_come_back_compact_and_are_parsed_strictly():
     d = _data(HERE / "exp_split.py")
     s = d["sites"]
     assert s["strings"] and len(set(s["strings"])) == len(s["strings"])
-    # "file:line" (in this process, terms shared with the plans traced before keep those sites)
-    assert all(re.fullmatch(r".+\.py:\d+", x) for x in s["strings"]), s["strings"]
+    # "file:line". In this process, terms shared with plans traced before keep those plans'
+    # sites, whatever their file names hold (round 8's s01 compiles under a name with a newline
+    # and no ".py"), so only the shape is asserted for them; this plan's own sites are named.
+    assert all(re.fullmatch(r"(?s).+:\d+", x) for x in s["strings"]), s["strings"]
+    assert any(re.fullmatch(r".+exp_split\.py:\d+", x) for x in s["strings"]), s["strings"]
     assert len({i for i, _ in s["nodes"]}) == len(s["nodes"]) <= len(d["nodes"])
     pd = parse_problem_data(copy.deepcopy(d))
     assert len(pd.sites) == len(s["nodes"])
