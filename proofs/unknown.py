@@ -49,6 +49,11 @@ _TABLE: tuple[tuple[str, str, str, str], ...] = (
      "lowered program would be rank 0's: {what}",
      "compute the rank-dependent value from tensors (a shard, a collective), not from the rank "
      "number; docs/unknown.md#rank-literal"),
+    ("size-literal", r"^sizes: (?P<what>argument .* no rule reads it at both.*)",
+     "a literal of your step differs at the real sizes from the sizes it was traced at, and "
+     "no rule reads it at both, so the lowered program would be the trace's: {what}",
+     "do not branch on tensor sizes for a dim or option (write the same dims at every size); "
+     "docs/unknown.md#size-literal"),
     ("untraced-ranks", r"^ranks",
      "ranks off the mesh's axes are not traced (a mesh of more than 8 ranks with two or more "
      "axes of size > 1)",
@@ -124,6 +129,8 @@ def explain_unsupported(name: str, why: str) -> Explanation:
         return Explanation(ex.code, ex.text + (f" (MESH at {m[1]})" if m else ""), ex.next)
     if name == "state":
         return explain(why)
+    if name == "sizes":     # a literal read at the probe sizes only (real_literals, R33-2)
+        return explain(f"sizes: {why}")
     ex = explain(f"not lowered: {why}")
     return Explanation("not-lowered", f"{ex.text} ({why})" if ex.code == "not-lowered"
                        else ex.text, ex.next)

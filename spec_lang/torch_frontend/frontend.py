@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import sys
@@ -45,7 +44,10 @@ from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
 from spec_lang.torch_frontend.goal_text import _data_assumptions, _producing_site, _style_of
 from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.real_moves import check_real_moves
+from spec_lang.torch_frontend.real_literals import unread_real_literals
 from spec_lang.torch_frontend.real_ranks import check_real_ranks
+from spec_lang.torch_frontend.traced_ranks import (  # noqa: F401 -- public here too
+    FULL_TRACE_RANKS, rank_coords, untraced_ranks)
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
@@ -77,43 +79,6 @@ class Captured:
     stage_traces: list[Trace] | None = None
     # every other traced rank at the real sizes, in the order of plans[1:] (finding R4-7)
     plans_real: list[Trace] = field(default_factory=list)
-
-
-# a mesh of at most this many ranks is traced at every rank (corners included); a larger mesh
-# with two or more axes of size > 1 has untraced corners, hence UNKNOWN (finding R3-2)
-FULL_TRACE_RANKS = 8
-
-
-def rank_coords(mesh: Mapping[str, int]) -> list[dict[str, int]]:
-    """Coordinates traced: all zeros, then every other coordinate of each axis alone (so on a
-    one-axis mesh every rank is traced: adversarial finding R3-2, a last rank of dp = 4 that
-    doubled its gradient was never traced when only coordinates 0-2 were), then, on a mesh of
-    at most :data:`FULL_TRACE_RANKS` ranks, every rank off the axes (``(dp=1, tp=1)``), which
-    :class:`~spec_lang.torch_frontend.literals.Traces` checks against the ranks on the axes."""
-    base = {a: 0 for a in mesh}
-    out = [dict(base)]
-    for a, n in mesh.items():
-        for c in range(1, n):
-            out.append({**base, a: c})
-    if math.prod(mesh.values()) <= FULL_TRACE_RANKS:
-        for combo in itertools.product(*(range(n) for n in mesh.values())):
-            c = dict(zip(mesh, combo))
-            if sum(1 for a in mesh if c[a] != 0) >= 2:
-                out.append(c)
-    return out
-
-
-def untraced_ranks(mesh: Mapping[str, int]) -> str | None:
-    """Why some ranks are not traced (None when :func:`rank_coords` covers every rank): ranks
-    that move along two or more axes at once (a corner rank of a dp x tp mesh) could run a
-    different program (finding R3-2), so the verdict cannot be EQUIVALENT."""
-    moving = [a for a, n in mesh.items() if n > 1]
-    if len(moving) < 2 or math.prod(mesh.values()) <= FULL_TRACE_RANKS:
-        return None
-    corner = {a: (1 if a in moving[:2] else 0) for a in mesh}
-    return (f"ranks off the axes of the mesh {dict(mesh)} (e.g. {corner}) are not traced: only "
-            "ranks that differ from rank 0 along one axis are; prove a one-axis mesh of the same "
-            "code, or check the corner ranks with the oracle of tests/torch_frontend")
 
 
 def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
@@ -243,9 +208,9 @@ class Lowered:
     binding: Binding
     # buffers neither side's step writes: no goal (a true identity; finding R3-3)
     unchanged_buffers: frozenset[str] = frozenset()
-    # literal arguments that differ on a traced rank and that no rule read per rank:
-    # (user's file:line, why) -- UNKNOWN (literals.Traces.unread_rank_literals)
-    rank_literals: tuple[tuple[str, str], ...] = ()
+    # literals no rule read on every traced rank or at both sizes: (kind "ranks" / "sizes",
+    # why with the user's file:line) -- UNKNOWN (Traces.unread_rank_literals, real_literals)
+    unread_literals: tuple[tuple[str, str], ...] = ()
 
 
 def _input_term(role: Any, specs: tuple[DimSpec, ...], dtype: str, rng: DimSpec | None) -> Term:
@@ -409,7 +374,11 @@ def lower_all(cap: Captured) -> Lowered:
         n for n, (_, v, _) in spec_out.items() if n.startswith("buffer:")
         and v is spec_vals.get(spec_name.get(n, n)) and n in plan_out
         and plan_out[n][1] is plan_vals.get(spec_name.get(n, n)))
-    unread = tuple((node_site(x, path), why) for x, why in plan_traces.unread_rank_literals())
+    unread = tuple(("ranks", f"{why} ({node_site(x, path)}): the lowered program is rank "
+                    f"{plan_tr.coords}'s there") for x, why in plan_traces.unread_rank_literals())
+    unread += tuple(("sizes", f"{why} ({node_site(x, path)}): the lowered program is the probe "
+                     "sizes' there") for t, c in ((spec_traces, spec_ctx), (plan_traces, plan_ctx))
+                    for x, why in unread_real_literals(t, c.env))
     return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding,
                    unchanged, unread)
 
@@ -484,9 +453,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                 entry = ("state", f"{why} (rank {pt.coords}; {state_site(tf.path, src, why)})")
                 if entry not in unsupported:     # (rank 0 at probe and at real sizes)
                     unsupported.append(entry)
-    for site, why in low.rank_literals[:3]:
-        unsupported.append(("ranks", f"{why} ({site}): the lowered program is rank "
-                                     f"{cap.plans[0].coords}'s there"))
+    unsupported += low.unread_literals[:3]
     notes: list[str] = []
     order = {"loss": 0, "grad": 1, "param": 2, "state": 3}
     # a gradient left set by one step only: compared with zeros (findings R4-2, R6-9)

@@ -2,7 +2,7 @@
 
 The same program is captured several times: at probe sizes on the rank whose graph is lowered,
 at real sizes, and at probe sizes on other rank coordinates (every coordinate of each mesh
-axis alone; on a small mesh every rank, :func:`~spec_lang.torch_frontend.frontend.rank_coords`).
+axis alone; on a small mesh every rank, :func:`~spec_lang.torch_frontend.traced_ranks.rank_coords`).
 The graphs must be the same node for node (same ops in the same order); a python scalar
 argument then is
 
@@ -314,13 +314,19 @@ class Traces:
                 return {}
         return out
 
+    def was_read(self, n: fx.Node, key: Any) -> bool:
+        """Whether a rule read argument ``key`` of ``n`` (or its whole list) through
+        :meth:`scalar` / :meth:`axis`."""
+        fi = self.full_index[n]
+        return (fi, key) in self._read or (isinstance(key, tuple) and (fi, key[0]) in self._read)
+
     def unread_rank_literals(self) -> list[tuple[fx.Node, str]]:
         """The literal arguments that differ on some traced rank and that no rule read through
         :meth:`scalar` / :meth:`axis` (so the lowered program is the main rank's there): each
         the node and a sentence naming the argument and the rank; empty when there are none."""
         out = []
         for (fi, key), (x, c) in sorted(self.rank_literals.items(), key=lambda kv: kv[0][0]):
-            if (fi, key) in self._read or (isinstance(key, tuple) and (fi, key[0]) in self._read):
+            if self.was_read(x, key):
                 continue
             arg = key if not isinstance(key, tuple) else f"{key[0]}[{key[1]}]"
             out.append((x, f"argument {arg} of {x.name} ({x.target}) is "
@@ -378,7 +384,8 @@ class Traces:
 
     def lift(self, probe: Any, real: Any) -> Term | None:
         """The product of dim and axis sizes equal to ``probe`` at probe sizes and ``real`` at
-        real sizes (exponents -2..2, at most three factors), or None."""
+        real sizes (exponents -2..2, at most four factors: a mean over a local batch, a
+        sequence and a hidden dim divides by ``|B| |S| |H| / |dp|``, finding R33-4), or None."""
         key = (probe, real)
         if key in self._lift_cache:
             return self._lift_cache[key]
@@ -398,7 +405,7 @@ class Traces:
                    for k in sorted(self.probe_sizes) if k in self.real_sizes]
         factors += [("axis", a, s, s) for a, s in sorted(self.axis_sizes.items())]
         found = None
-        for size in range(1, 4):
+        for size in range(1, 5):
             for combo in itertools.combinations_with_replacement(range(len(factors)), size):
                 for signs in itertools.product((1, -1), repeat=size):
                     pv = rv = Fraction(1)

@@ -15,8 +15,8 @@ meaning and loose chains by strided layout). Plans in ``plans/round33/``. Truth:
 * R33-2 (false accept; ``r33_05`` dp 2): a computing op's literal read from the graph by its
   rule (``mean``'s dim: ``rules_contract.Sum.dims`` / ``Mean.term`` read ``n.args[1]``), not
   through ``Traces.scalar``: ``g - g.mean(d) + g.mean(0)`` with ``d`` 1 at the real sizes only.
-  The case ``docs/torch.md`` names as not covered. Truth 0.0030 / 0.0019 (control ``r33_06``
-  2.8e-17, EQUIVALENT).
+  The case ``docs/torch.md`` named as not covered. Truth 0.0030 / 0.0019 (control ``r33_06``
+  2.8e-17, EQUIVALENT). Fixed in stop 34 (``real_literals``): UNKNOWN.
 * R33-3 (false refusal, predates a48d781; ``r33_02`` dp 2): a hand-written gradient bucket
   (``cat`` of two gradients along dim 0, one ``all_reduce``, ``split`` back, ``copy_``) is
   refused (exit 3) with "traced data: nodes: node 74: dim ?12 is not a dim of the binding" (no
@@ -24,11 +24,12 @@ meaning and loose chains by strided layout). Plans in ``plans/round33/``. Truth:
 * R33-4 (false UNKNOWN, predates a48d781; ``r33_11`` dp 2): a right DDP MLP on (batch, seq,
   hidden) with ``seq`` 1 and one sequence per rank at the real sizes: the loss ``mean``'s
   divisor (1540 at the probe sizes, 4 at the real sizes) is "no product of the model's dims
-  and mesh axes"; every goal UNKNOWN. Truth <= 2.8e-17.
+  and mesh axes"; every goal UNKNOWN. Truth <= 2.8e-17. Fixed in stop 34 (four factors).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -77,13 +78,12 @@ def test_r33_1_pp_t_rewired_real_only_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R33-2: a computing op's literal its rule reads from the "
-                   "graph (mean's dim) is not compared at the real sizes (docs/torch.md: not "
-                   "covered)")
 def test_r33_2_dp_mean_dim_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at a48d781 (4 goals, 69 s); truth update 0.0030 / 0.0019."""
+    """EQUIVALENT at a48d781 (4 goals, 69 s); truth update 0.0030 / 0.0019. Fixed in stop 34
+    (``real_literals.unread_real_literals``): UNKNOWN, ``mean``'s dim named (18 s)."""
     out = _prove("r33_05_mean_dim_real_only.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 2 and out.get("verdict") == "UNKNOWN", out
+    assert "mean" in json.dumps(out) and "at the real sizes" in json.dumps(out), out
 
 
 @pytest.mark.slow
@@ -121,10 +121,10 @@ def test_r33_cat_halves_swapped_real_only_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R33-4: a mean's divisor over dims of real size 1 is "
-                   "'no product of the model's dims' (predates a48d781)")
 def test_r33_4_dp_seq1_batch1_right_is_equivalent(tmp_path):
-    """Truth <= 2.8e-17: UNKNOWN at a48d781 (74 s) and at 01859fe (73 s)."""
+    """Truth <= 2.8e-17: UNKNOWN at a48d781 (74 s) and at 01859fe (73 s): the loss ``mean``'s
+    divisor ``|B| |S| |H| / |dp|`` is four factors; ``Traces.lift`` tried three. Fixed in stop
+    34 (four): EQUIVALENT (50 s)."""
     out = _prove("r33_11_seq1_contiguous_right.py", tmp_path)
     assert _equivalent(out), out
 
@@ -138,3 +138,79 @@ def test_r33_pp_t_real_only_is_not_accepted(tmp_path):
     copy_ ... is moved differently at the real sizes")."""
     out = _prove("r33_09_pp_t_real_only.py", tmp_path)
     assert _not_accepted(out), out
+
+
+# -- R33-2 at the unit level: a computing op's literal compared at the real sizes -----------------
+
+def _traces(f, probe_shapes, real_shapes):
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from spec_lang.torch_frontend.literals import Traces
+
+    def gm(shapes):
+        return make_fx(f, tracing_mode="fake")(*[torch.empty(*s) for s in shapes])
+    return Traces(gm(probe_shapes), {}, {}, real=gm(real_shapes))
+
+
+def _mean_dim_when_square(g):
+    d = 1 if g.shape[0] == g.shape[1] else 0
+    return g - g.mean(d) + g.mean(0)
+
+
+def test_r33_2_a_reduction_dim_that_differs_at_the_real_sizes_is_reported():
+    from spec_lang.torch_frontend.real_literals import unread_real_literals
+
+    tr = _traces(_mean_dim_when_square, [(6, 10)], [(6, 6)])
+    found = unread_real_literals(tr, {})
+    assert [(x.target.__name__, why.split(" is ")[1]) for x, why in found] == \
+        [("mean.dim", "0 at the probe sizes and 1 at the real sizes, and no rule reads it at "
+                      "both")]
+    assert "argument 1[0] of mean" in found[0][1]
+    # the same program at sizes where the branch does not move: nothing to report
+    assert unread_real_literals(_traces(_mean_dim_when_square, [(6, 10)], [(4, 8)]), {}) == []
+
+
+def test_r33_2_the_same_dim_spelled_negative_at_one_size_is_not_reported():
+    from spec_lang.torch_frontend.real_literals import unread_real_literals
+
+    def f(g):
+        return g.softmax(-1 if g.shape[0] == g.shape[1] else 1) * 2.0
+    assert unread_real_literals(_traces(f, [(6, 10)], [(6, 6)]), {}) == []
+
+
+def test_r33_2_a_new_tensors_shape_and_a_layer_norm_shape_are_not_reported():
+    """Their meaning is the output's named dims, whose real sizes ``solve_real_sizes`` checks."""
+    import torch
+
+    from spec_lang.torch_frontend.real_literals import unread_real_literals
+
+    def f(x):
+        z = torch.zeros(x.shape[0], x.shape[1]) + torch.full((x.shape[1],), 2.0)
+        return torch.nn.functional.layer_norm(x + z, (x.shape[1],))
+    assert unread_real_literals(_traces(f, [(6, 10)], [(4, 8)]), {}) == []
+
+
+def test_r33_2_a_size_literal_is_reported_until_a_rule_reads_it_at_both_sizes():
+    from spec_lang.torch_frontend.real_literals import unread_real_literals
+
+    def f(x):
+        return x.sum(0) / x.shape[0]
+    tr = _traces(f, [(6, 10)], [(4, 8)])
+    (x, why), = unread_real_literals(tr, {})
+    assert str(x.target) == "aten.div.Tensor", x.target
+    assert "is 6 at the probe sizes and 4 at the real sizes" in why
+    tr.probe_sizes, tr.real_sizes, tr.axis_sizes = {"B": 6, "H": 10}, {"B": 4, "H": 8}, {}
+    div = next(n for n in tr.main.graph.nodes if str(n.target).startswith("aten.div"))
+    assert str(tr.scalar(div, 1, div.args[1])) != "6"        # lifted to |B|
+    assert unread_real_literals(tr, {}) == []
+
+
+def test_r33_2_a_node_the_lowering_left_opaque_is_not_reported():
+    """Its rule never ran (an input was not lowered), so every goal reading it is UNKNOWN."""
+    from spec_lang.torch_frontend.lower import Opaque
+    from spec_lang.torch_frontend.real_literals import unread_real_literals
+
+    tr = _traces(_mean_dim_when_square, [(6, 10)], [(6, 6)])
+    (x, _), = unread_real_literals(tr, {})
+    assert unread_real_literals(tr, {x: Opaque("aten.mean.dim", "train.py:3", "no rule")}) == []

@@ -1,4 +1,4 @@
-"""Which ranks are traced and what is checked across them (``frontend.rank_coords``,
+"""Which ranks are traced and what is checked across them (``traced_ranks.rank_coords``,
 ``literals.Traces``): a small mesh is traced at every rank, its corners (ranks off the mesh's
 axes, finding R3-2) checked against the ranks on the axes; a literal argument that differs on
 some rank must be read per rank by a rule, and a captured constant must be the same on every
@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 
 from spec_lang.torch_frontend.capture import _is_next_to
-from spec_lang.torch_frontend.frontend import FULL_TRACE_RANKS, rank_coords, untraced_ranks
+from spec_lang.torch_frontend.traced_ranks import FULL_TRACE_RANKS, rank_coords, untraced_ranks
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 
 

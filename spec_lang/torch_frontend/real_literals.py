@@ -1,0 +1,127 @@
+"""A computing op's literal arguments mean the same at the real sizes (adversarial finding R33-2).
+
+The program is lowered from its trace at the probe sizes. A python literal of a computing op
+that a rule reads through :meth:`~spec_lang.torch_frontend.literals.Traces.scalar` is read at
+both sizes (equal, or lifted to the product of sizes that gives both values). A rule that reads
+the literal from the graph itself (``mean``'s dims, ``_softmax``'s dim, ``nll_loss``'s
+reduction, a layer norm's ``normalized_shape``) sees the probe value only, so a train file that
+branches on its sizes (``g.mean(1 if g.shape[0] == g.shape[1] else 0)``, 1 only where a
+gradient is square at the real sizes) had the probe trace's program proved.
+
+:func:`unread_real_literals` lists every literal argument of a computing node that differs
+from its twin at the real sizes and that no rule read through ``scalar``, except
+
+* a dim argument equal to its twin once negative dims are normalised (``-1`` and ``1`` of a
+  2-d tensor);
+* a size argument (schema type ``SymInt`` / ``SymInt[]``) of an op whose output shape it sets
+  (:data:`SHAPE_SIZE_ARGS`): ``full``'s shape, ``embedding_dense_backward``'s ``num_weights``.
+  Its meaning is the output's named dims, whose real sizes
+  :func:`~spec_lang.torch_frontend.naming.solve_real_sizes` checks at the real sizes.
+
+Each entry makes the goals UNKNOWN (``frontend``), naming the user's line. Data movement is
+:mod:`~spec_lang.torch_frontend.real_moves`'s; the ranks' literals are
+:meth:`~spec_lang.torch_frontend.literals.Traces.unread_rank_literals`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch.fx as fx
+
+from spec_lang.torch_frontend.analysis import semantic_nodes
+from spec_lang.torch_frontend.literals import Traces, _arg, _literal_differences
+from spec_lang.torch_frontend.lower import Opaque
+
+__all__ = ["SHAPE_SIZE_ARGS", "unread_real_literals"]
+
+SHAPE_SIZE_ARGS: frozenset[tuple[str, str]] = frozenset({
+    ("aten.full.default", "size"), ("aten.zeros.default", "size"),
+    ("aten.ones.default", "size"), ("aten.empty.memory_format", "size"),
+    ("aten.new_zeros.default", "size"), ("aten.new_ones.default", "size"),
+    ("aten.new_full.default", "size"), ("aten.new_empty.default", "size"),
+    ("aten.new_empty_strided.default", "size"), ("aten.empty_strided.default", "size"),
+    ("aten.new_empty_strided.default", "stride"), ("aten.empty_strided.default", "stride"),
+    ("aten.native_layer_norm.default", "normalized_shape"),
+    ("aten.native_layer_norm_backward.default", "normalized_shape"),
+    ("aten.embedding_dense_backward.default", "num_weights"),
+    ("aten.sum_to_size.default", "size"),
+    ("aten.arange.default", "end"), ("aten.arange.start", "end"),
+})
+"""``(op, argument)``: size arguments that set the op's output shape and nothing else (a layer
+norm's ``normalized_shape`` of as many dims is its input's last dims; an empty tensor's strides
+are its shape's row-major ones; ``arange``'s end is its length, the start and step stay
+literals compared as any other, ``rules_index.ArangeRule``)."""
+
+_DIM_NAMES = frozenset({"dim", "dims", "dim0", "dim1", "start_dim", "end_dim"})
+
+
+def _schema_arg(n: fx.Node, key: Any) -> Any:
+    """The schema argument of ``n``'s op that argument ``key`` fills (None: not an aten op)."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return None
+    k = key[0] if isinstance(key, tuple) else key
+    args = schema.arguments
+    if isinstance(k, int):
+        return args[k] if k < len(args) else None
+    return next((a for a in args if a.name == k), None)
+
+
+def _rank_of_input(n: fx.Node) -> int | None:
+    for a in n.args:
+        v = a.meta.get("val") if isinstance(a, fx.Node) else None
+        if hasattr(v, "shape"):
+            return len(v.shape)
+    return None
+
+
+def _normalised(v: Any, rank: int) -> Any:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v + rank if v < 0 else v
+    if isinstance(v, (list, tuple)):
+        return [_normalised(u, rank) for u in v]
+    return v
+
+
+def _same_meaning(x: fx.Node, y: fx.Node, key: Any) -> bool:
+    """Argument ``key`` of twins ``x`` (probe) and ``y`` (real) means the same although its
+    literal differs (module docstring)."""
+    a = _schema_arg(x, key)
+    if a is None:
+        return False
+    if (str(x.target), a.name) in SHAPE_SIZE_ARGS:
+        return True
+    if a.name in _DIM_NAMES and "SymInt" not in str(a.type):
+        rank = _rank_of_input(x)
+        return rank is not None and rank == _rank_of_input(y) and \
+            _normalised(_arg(x, key), rank) == _normalised(_arg(y, key), rank)
+    return False
+
+
+def unread_real_literals(tr: Traces, env: Mapping[fx.Node, Any]) -> list[tuple[fx.Node, str]]:
+    """The literal arguments of computing nodes that differ at the real sizes and that no rule
+    read through :meth:`~spec_lang.torch_frontend.literals.Traces.scalar` (the module
+    docstring's exceptions aside): each the probe node and a sentence naming the argument and
+    both values; empty when the program was not traced at real sizes. Call it after the
+    lowering (it reads which literals the rules read); ``env`` is the lowering's values: a node
+    lowered to :class:`~spec_lang.torch_frontend.lower.Opaque` (its rule did not run: an input
+    was not lowered) is skipped, since every goal that reads it is UNKNOWN already."""
+    if tr.real is None:
+        return []
+    out = []
+    for x in semantic_nodes(tr.main):
+        y = tr.twin(x)
+        if y is None or isinstance(env.get(x), Opaque):
+            continue
+        for key in _literal_differences(x, y):
+            if tr.was_read(x, key) or _same_meaning(x, y, key):
+                continue
+            arg = key if not isinstance(key, tuple) else f"{key[0]}[{key[1]}]"
+            out.append((x, f"argument {arg} of {x.name} ({x.target}) is {_arg(x, key)!r} at "
+                           f"the probe sizes and {_arg(y, key)!r} at the real sizes, and no "
+                           "rule reads it at both"))
+    return out
