@@ -28,7 +28,7 @@ import torch
 from spec_lang.errors import PlanError
 from spec_lang.iteration import DEFAULT_ASSUMPTIONS
 from spec_lang.problem import Goal, Problem
-from spec_lang.term import Binding, DimSpec, Op, Term, term, varying_axes
+from spec_lang.term import Binding, DimSpec, Op, Term, term, varying_axes, walk
 from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
     rules_attention, rules_collectives, rules_contract, rules_elementwise, rules_index,
     rules_layout, rules_loss, rules_norm, rules_optim,
@@ -211,6 +211,8 @@ class Lowered:
     # literals no rule read on every traced rank or at both sizes: (kind "ranks" / "sizes",
     # why with the user's file:line) -- UNKNOWN (Traces.unread_rank_literals, real_literals)
     unread_literals: tuple[tuple[str, str], ...] = ()
+    # plan dims no rule could name (``?uid``, sized at the real sizes but in no binding)
+    unnamed: frozenset[str] = frozenset()
 
 
 def _input_term(role: Any, specs: tuple[DimSpec, ...], dtype: str, rng: DimSpec | None) -> Term:
@@ -376,11 +378,11 @@ def lower_all(cap: Captured) -> Lowered:
         and plan_out[n][1] is plan_vals.get(spec_name.get(n, n)))
     unread = tuple(("ranks", f"{why} ({node_site(x, path)}): the lowered program is rank "
                     f"{plan_tr.coords}'s there") for x, why in plan_traces.unread_rank_literals())
-    unread += tuple(("sizes", f"{why} ({node_site(x, path)}): the lowered program is the probe "
-                     "sizes' there") for t, c in ((spec_traces, spec_ctx), (plan_traces, plan_ctx))
+    unread += tuple(("sizes", f"{why} ({node_site(x, path)})")
+                    for t, c in ((spec_traces, spec_ctx), (plan_traces, plan_ctx))
                     for x, why in unread_real_literals(t, c.env))
     return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding,
-                   unchanged, unread)
+                   unchanged, unread, frozenset(k for k in sizes if k.startswith("?")))
 
 
 class _Unnamed(Exception):  # noqa: N818
@@ -511,6 +513,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                               placement=placement + (f"; {how}" if how else ""),
                               site=_producing_site(pnode, tf.path),
                               layer=m.group(1) if m else None))
+    goals = _without_unnamed_dims(goals, low, unsupported)
     missing = [n for n in spec_out if n not in plan_out]
     if missing:
         raise PlanError(f"{tf.path}:1: the parallel step does not produce {missing[:4]}")
@@ -543,6 +546,31 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                    spec_outputs={k: v[1].term for k, v in low.spec_out.items()
                                  if isinstance(v[1], TV)},
                    unsupported=tuple(unsupported), frontend="torch")
+
+
+def _without_unnamed_dims(goals: list[Goal], low: Lowered,
+                          unsupported: list[tuple[str, str]]) -> list[Goal]:
+    """The goals whose terms have no dim the plan's namer could not name (R33-3: a ``cat`` of
+    two gradients along a dim that is a sum of named dims; the kernel refused the whole problem
+    with "dim ?12 is not a dim of the binding"); each other goal an ``unsupported`` entry
+    naming the first op of the plan whose value has such a dim."""
+    if not low.unnamed:
+        return goals
+    bad: set[int] = set()
+    for t in walk([x for g in goals for x in (g.expected, g.actual)]):
+        if any(d.name in low.unnamed for d in t.dims) or any(
+                isinstance(a, str) and a in low.unnamed for a in t.attrs) or any(
+                    c.uid in bad for c in t.args):
+            bad.add(t.uid)
+    first = next((f"{n.target} at {low.plan_ctx.site(n)}" for n, v in low.plan_ctx.env.items()
+                  if isinstance(v, TV) and any(d.name in low.unnamed for d in v.term.dims)),
+                 "an op of the plan")
+    for g in goals:
+        if g.actual.uid in bad or g.expected.uid in bad:
+            unsupported.append((g.name, f"{first}: a dim of its value is no product of the "
+                                        "model's named dims (a cat or a reshape across dims of "
+                                        "different sizes), so it cannot be sized"))
+    return [g for g in goals if g.actual.uid not in bad and g.expected.uid not in bad]
 
 
 def load(path: str | Path, source: bytes | None = None) -> Problem:

@@ -88,8 +88,7 @@ def test_prove_prints_the_explanation_and_the_internal_reason_only_when_verbose(
 
 def test_a_literal_read_at_the_probe_sizes_only_is_explained_as_a_size_literal():
     why = ("argument 1[0] of mean (aten.mean.dim) is 0 at the probe sizes and 1 at the real "
-           "sizes, and no rule reads it at both (train.py:44): the lowered program is the probe "
-           "sizes' there")
+           "sizes, and no rule reads it at both (train.py:44)")
     ex = explain_unsupported("sizes", why)
     assert ex.code == "size-literal" and "train.py:44" in ex.text and "mean" in ex.text
     assert ex.link == "docs/unknown.md#size-literal"
