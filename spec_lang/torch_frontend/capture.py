@@ -44,6 +44,7 @@ from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec,
 )
+from spec_lang.torch_frontend.group_identity import checked, refuse_foreign_groups
 from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
@@ -454,11 +455,13 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         return outs
 
     _register_user_frames(tf)
+    found: list[tuple[Any, str]] = []       # collectives over another group (R33b-1, R33b-2)
     try:
         # one attention route for spec and plan: DTensor decomposes attention to the math
         # path (no sharding rule for the CPU flash kernel), so the spec takes it too
         with sdpa_kernel([SDPBackend.MATH]):
-            gm = make_fx(traced, tracing_mode="fake", record_stack_traces=True)(flat)
+            gm = make_fx(checked(traced, found), tracing_mode="fake",
+                         record_stack_traces=True)(flat)
     except PlanError:
         raise
     except Exception as e:  # noqa: BLE001
@@ -467,6 +470,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         raise PlanError(f"{path}:{line_of(e, path)}: capturing the training step failed{at}: "
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                         ) from None
+    refuse_foreign_groups(gm, found, path)
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
                  tied=tied, styles=styles, after=dict(after))

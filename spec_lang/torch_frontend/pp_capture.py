@@ -44,6 +44,7 @@ from typing import Any
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.all_reduce_mark import (foreign_modes, marking_all_reduce,
                                                      unmarked_all_reduces)
+from spec_lang.torch_frontend.group_identity import name_of
 from spec_lang.torch_frontend.op_guard import namespaces, tampered, watching
 from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot, held_by,
                                                live_pipeline_objects, modified, shadowed,
@@ -250,7 +251,10 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         rec.stage, rec.n_stages = int(stage_index), int(num_stages)
         stage_init(self, submod, stage_index, num_stages, *a, **k)
         _BUILT.append((weakref.ref(self), type(self)))
-        rec.group = getattr(self.group, "group_name", None) if self.group is not None else None
+        # the stage's group by the object the world made, not by its name (R33b-1): a group
+        # renamed as another axis names no axis (refused by pp_frontend)
+        rec.group = None if self.group is None else (
+            name_of(self.group)[0] or f"?{getattr(self.group, 'group_name', None)} (renamed)")
 
     sched_init = sched_base.__dict__["__init__"]
 

@@ -20,13 +20,16 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
+from spec_lang.torch_frontend.group_identity import world_gone, world_made
+
 __all__ = ["World", "fake_world", "rank_of", "launcher_environment", "LAUNCHER_KEYS"]
 
 
 @dataclass(frozen=True)
 class World:
     """The mesh of one traced rank: the ``DeviceMesh``, the rank's coordinates and the group
-    names of its axes."""
+    names of its axes (the world's own: :mod:`group_identity` maps a collective's group to its axis
+    by the object the world made, R33b-1 / R33b-2)."""
 
     mesh: Any
     coords: dict[str, int]
@@ -83,7 +86,11 @@ def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[W
                             world_size=world)
     try:
         dm = init_device_mesh("cpu", tuple(mesh.values()), mesh_dim_names=tuple(mesh))
-        groups = {dm.get_group(a).group_name: a for a in mesh}
+        made = {a: dm.get_group(a) for a in mesh}
+        groups = {pg.group_name: a for a, pg in made.items()}
+        # the objects themselves: a group is its object, not its name (R33b-1, R33b-2)
+        world_made(made)
         yield World(dm, {a: coords.get(a, 0) for a in mesh}, groups)
     finally:
+        world_gone()
         dist.destroy_process_group()

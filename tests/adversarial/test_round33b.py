@@ -18,6 +18,10 @@ compared by mesh axis in ``Traces.constant_differs`` and ``real_ranks``). Plans 
   resolving to tp, truth 0.0088 / 0.018), and torch's own TP (RowwiseParallel's all-reduce, the
   tp name resolving to a group of the rank alone during the step and given back at its end,
   truth 0.0030 / 0.0029; control ``r33b_10`` 2.8e-17, EQUIVALENT).
+* R33b-1 and R33b-2 fixed in stop 34 (``spec_lang/torch_frontend/group_identity.py``): a
+  ``c10d`` op's group is mapped to its axis by the object the world made (a renamed world
+  group is its own axis, another group carrying an axis's name is refused), and at every
+  collective recorded an axis's name must resolve in c10d's registry to that object.
 * False refusal (``r33b_06`` dp 2, not from the fix): a bucketed hand-written DDP
   (``torch.cat`` of flattened gradients, one all-reduce, copied back by slices) is UNKNOWN
   ("cat along a dim that is a product of named dims"). Truth 2.8e-17.
@@ -49,42 +53,41 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND33B / name, tmp_path)
 
 
-# -- findings (strict xfail: the right outcome asserted) ---------------------------------------
+# -- findings (R33b-1, R33b-2 fixed in stop 34; strict xfail where open) ------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R33b-1: a process group is known by its name; the tp "
-                   "group renamed (_set_group_name) as the dp group is modelled as dp")
 def test_r33b_1_dp_tp_tp_group_renamed_as_dp_is_not_accepted(tmp_path):
-    """EQUIVALENT at f2928c8 (4 goals, 156 s); truth w1 0.0088, w2 0.018 on every rank."""
+    """EQUIVALENT at f2928c8 (4 goals, 156 s); truth w1 0.0088, w2 0.018 on every rank. Fixed
+    in stop 34 (``group_identity``): the group constant is the world's tp group object, traced
+    as tp whatever its name: NOT EQUIVALENT."""
     out = _prove("r33b_01_dp_tp_tp_group_renamed_as_dp.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R33b-1 on a one-axis mesh: a group of one rank renamed "
-                   "(_set_group_name) as the dp group is modelled as an all-reduce over dp")
 def test_r33b_1_dp_singleton_group_renamed_as_dp_is_not_accepted(tmp_path):
-    """EQUIVALENT at f2928c8 (4 goals, 106 s); truth w1 0.0067, w2 0.010 after step 1."""
+    """EQUIVALENT at f2928c8 (4 goals, 106 s); truth w1 0.0067, w2 0.010 after step 1. Fixed in
+    stop 34 (``group_identity``): a group that is not the world's carrying the dp axis's name
+    is refused (exit 3)."""
     out = _prove("r33b_07_dp_singleton_group_renamed_as_dp.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R33b-2: c10d's registry rewritten by the train file: "
-                   "the dp group's name resolves to the tp group in the real functional "
-                   "all-reduce")
 def test_r33b_2_dp_tp_funcol_dp_name_reregistered_to_tp_is_not_accepted(tmp_path):
-    """EQUIVALENT at f2928c8 (110 s); truth w1 0.0088, w2 0.018 on every rank."""
+    """EQUIVALENT at f2928c8 (110 s); truth w1 0.0088, w2 0.018 on every rank. Fixed in stop 34
+    (``group_identity``): the functional all-reduce's dp name resolves to another group when it
+    is recorded: refused (exit 3)."""
     out = _prove("r33b_08_dp_tp_funcol_dp_name_reregistered_to_tp.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R33b-2 against torch's TP: the tp group's name "
-                   "re-registered to a group of the rank alone during the step (RowwiseParallel's "
-                   "partial sums never summed), given back at its end")
 def test_r33b_2_tp_rowwise_tp_name_reregistered_to_singleton_is_not_accepted(tmp_path):
-    """EQUIVALENT at f2928c8 (5 goals, 68 s); truth w1 0.0030, w2 0.0029 on every rank."""
+    """EQUIVALENT at f2928c8 (5 goals, 68 s); truth w1 0.0030, w2 0.0029 on every rank. Fixed
+    in stop 34 (``group_identity``): RowwiseParallel's all-reduce resolves the tp name to the
+    singleton group when it is recorded (the restore at the step's end comes too late): refused
+    (exit 3)."""
     out = _prove("r33b_09_tp_rowwise_tp_name_reregistered_to_singleton.py", tmp_path)
     assert _not_accepted(out), out
 

@@ -1,0 +1,233 @@
+"""Process groups known by the object the world made, not by their name (adversarial round 33b:
+R33b-1, R33b-2).
+
+The lowering maps a collective to a mesh axis through the group's *name*
+(:attr:`World.groups`, ``ProcessGroupRef.group_name``, ``Traces.pg_axis``). A name is not a
+group, and the train file can change what a name stands for:
+
+* R33b-1: ``ProcessGroup._set_group_name`` renames a group object in place. The tp group, or a
+  group of the rank alone (``dist.new_group([r])``), renamed to the dp group's name and given to
+  ``dist.all_reduce`` was recorded as ``ProcessGroupRef("<dp's name>")`` and modelled as an
+  all-reduce over dp, while the real all-reduce runs over the group object (its own ranks). A
+  name read when the trace is written (after the step) is not safe either: a group renamed
+  *after* its all-reduce would carry the other axis's name. So a ``c10d`` op's group constant
+  is mapped to its axis by **identity**: the very object the world made for that axis
+  (:func:`world_made`) is that axis whatever it is called now, and any other object is no axis
+  (its own name is kept, which names no axis, so the collective stays UNKNOWN as a
+  ``dist.new_group`` always was); an object that is not the world's but carries an axis's name
+  is refused (:func:`constants_by_identity`).
+* R33b-2: a functional collective (``funcol.all_reduce(t, "sum", mesh["dp"])``, and the
+  collectives DTensor and torch's TP / FSDP issue) carries the group *name*, which the real
+  op resolves in c10d's registry when it runs. ``_unregister_process_group`` /
+  ``_register_process_group`` make a name resolve to another group, even only during the step
+  and given back at its end (r33b_09: nothing left to see afterwards). So at every collective
+  the tracer records (:func:`checking`), a group name of a mesh axis must resolve, *at that
+  moment*, to the object the world made for that axis (:func:`collective_problem`). The
+  resolver and ``ProcessGroup.unbox`` are bound when this module is imported, before the
+  train file is (a train file that replaces ``torch._C._distributed_c10d._resolve_process_group``
+  changes neither this check nor the C++ resolver the real op calls).
+
+Writes to the registry that leave every axis name on its own group (r33b_10: a name
+re-registered to the group it already named) are not refused: only what a collective would
+run over is checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from torch._C._distributed_c10d import _resolve_process_group as _RESOLVE
+from torch.distributed import ProcessGroup
+
+__all__ = ["world_made", "world_gone", "world_groups", "name_of", "collective_problem",
+           "checking", "constants_by_identity"]
+
+_UNBOX = ProcessGroup.unbox
+# the groups the world made: name -> (axis, group object); empty outside a fake world
+_BY_NAME: dict[str, tuple[str, Any]] = {}
+_NAMESPACES = ("c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor")
+
+
+def world_made(groups: Mapping[str, Any]) -> None:
+    """Record the group object the world made per mesh axis (``axis -> ProcessGroup``), with
+    the names they have now (before any code of the train file runs on them)."""
+    _BY_NAME.clear()
+    for axis, pg in groups.items():
+        _BY_NAME[str(pg.group_name)] = (axis, pg)
+
+
+def world_gone() -> None:
+    """Forget the world's groups (its process group is destroyed)."""
+    _BY_NAME.clear()
+
+
+def world_groups() -> dict[str, tuple[str, Any]]:
+    """The world's groups: name -> (axis, object)."""
+    return dict(_BY_NAME)
+
+
+def name_of(pg: Any) -> tuple[str | None, str | None]:
+    """``(name, problem)`` of a group object: the world's name of its axis if it is the object
+    the world made for the axis (whatever it is called now: R33b-1), else its own name when that
+    names no axis; a group that is not the world's but carries an axis's name is a problem."""
+    for name, (_, obj) in _BY_NAME.items():
+        if pg is obj:
+            return name, None
+    own = getattr(pg, "group_name", None)
+    if own in _BY_NAME:
+        return None, (f"a process group that is not the {_BY_NAME[own][0]!r} axis's carries "
+                      f"its name {own!r} (renamed with ProcessGroup._set_group_name)")
+    return own, None
+
+
+def _group_object(v: Any) -> Any:
+    if isinstance(v, ProcessGroup):
+        return v
+    try:
+        return _UNBOX(v)
+    except (RuntimeError, TypeError):
+        return None
+
+
+def _resolves_to_world(name: str) -> str | None:
+    axis, obj = _BY_NAME[name]
+    try:
+        now = _RESOLVE(name)
+    except (RuntimeError, ValueError) as e:  # the name unregistered
+        return f"the {axis!r} axis's group name {name!r} resolves to no group ({e})"
+    if now is not obj:
+        return (f"the {axis!r} axis's group name {name!r} resolves to another process group "
+                f"(c10d's registry rewritten: _unregister_process_group / "
+                f"_register_process_group)")
+    return None
+
+
+def collective_problem(target: Any, args: tuple, kwargs: Mapping[str, Any] | None,
+                       root: Any) -> str | None:
+    """Why a collective recorded now (``target`` an op of the ``c10d``, ``_c10d_functional``,
+    ``_dtensor`` namespaces; ``args`` / ``kwargs`` as the tracer records them, a torchbind
+    group as a ``get_attr`` node of ``root``) does not run over the group the trace will say,
+    or None. A group name of a mesh axis must resolve now to the world's object for the axis
+    (R33b-2); a group object that is not the world's must not carry an axis's name (R33b-1)."""
+    ns = getattr(target, "namespace", None)
+    schema = getattr(target, "_schema", None)
+    if ns not in _NAMESPACES or schema is None or not _BY_NAME:
+        return None
+    given = list(zip(schema.arguments, args)) + [
+        (a, (kwargs or {})[a.name]) for a in schema.arguments if a.name in (kwargs or {})]
+    for arg, v in given:
+        if getattr(v, "op", None) == "get_attr":
+            v = getattr(root, v.target, None)
+        if isinstance(v, str):   # ``group_name`` (schema type ``Any`` or ``str``)
+            if "group" in arg.name and v in _BY_NAME:
+                bad = _resolves_to_world(v)
+                if bad:
+                    return bad
+        elif "ProcessGroup" in str(arg.type) or isinstance(v, ProcessGroup) or (
+                hasattr(v, "_type") and "c10d.ProcessGroup" in v._type().qualified_name()):
+            pg = _group_object(v)
+            if pg is None:
+                return f"a process group argument the capture cannot read ({type(v).__name__})"
+            _, bad = name_of(pg)
+            if bad:
+                return bad
+    return None
+
+
+@contextlib.contextmanager
+def checking(findings: list[tuple[Any, str]]) -> Iterator[None]:
+    """Within the block (the traced step, inside ``make_fx``), every node the tracer records
+    for a collective is checked (:func:`collective_problem`) as it is recorded; a problem is
+    appended to ``findings`` with its node (refused after the trace: the train file could catch
+    an exception raised here)."""
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    mode = get_proxy_mode()
+    tracer = getattr(mode, "tracer", None)
+    graph = getattr(tracer, "graph", None)
+    if graph is None or not _BY_NAME:
+        yield
+        return
+    had = "create_node" in vars(graph)
+    before = vars(graph).get("create_node")
+    create = graph.create_node
+
+    def create_node(op: str, target: Any, args: Any = None, kwargs: Any = None,
+                    *a: Any, **k: Any) -> Any:
+        bad = None
+        if op == "call_function":
+            try:
+                bad = collective_problem(target, tuple(args or ()), kwargs, tracer.root)
+            except Exception as e:  # noqa: BLE001 -- unreadable: refused, never skipped
+                bad = f"its process group could not be checked ({type(e).__name__}: {e})"
+        node = create(op, target, args, kwargs, *a, **k)
+        if bad:
+            findings.append((node, f"{target}: {bad}"))
+        return node
+
+    graph.create_node = create_node
+    try:
+        yield
+    finally:
+        if had:
+            graph.create_node = before
+        else:
+            vars(graph).pop("create_node", None)
+
+
+def constants_by_identity(gm: Any) -> list[tuple[Any, str]]:
+    """Replace every torchbind ``ProcessGroup`` constant of ``gm`` by a
+    :class:`~spec_lang.torch_frontend.tracedata.ProcessGroupRef` named by identity
+    (:func:`name_of`: the world's name of the axis whose object it is). Returns the
+    ``(get_attr node, problem)`` of the groups that cannot be named so (R33b-1). Outside a
+    fake world (the spec) nothing is changed."""
+    from spec_lang.torch_frontend.tracedata import ProcessGroupRef
+
+    out: list[tuple[Any, str]] = []
+    if not _BY_NAME:
+        return out
+    for n in gm.graph.nodes:
+        if n.op != "get_attr":
+            continue
+        v = getattr(gm, n.target, None)
+        kind = v._type().qualified_name() if hasattr(v, "_type") else ""  # noqa: SLF001
+        if not (isinstance(v, ProcessGroup) or kind.endswith("c10d.ProcessGroup")):
+            continue
+        name, bad = name_of(_group_object(v))
+        if bad or name is None:
+            user = next(iter(n.users), n)
+            out.append((user, bad or "a process group without a name"))
+            continue
+        setattr(gm, n.target, ProcessGroupRef(name))
+    return out
+
+
+def checked(fn: Any, findings: list[tuple[Any, str]]) -> Any:
+    """``fn`` (the function ``make_fx`` traces) run within :func:`checking`."""
+    def run(*a: Any, **k: Any) -> Any:
+        with checking(findings):
+            return fn(*a, **k)
+    return run
+
+
+def refuse_foreign_groups(gm: Any, findings: list[tuple[Any, str]], path: str) -> None:
+    """After the trace: refuse what :func:`checking` found, then name ``gm``'s group constants
+    by identity (:func:`constants_by_identity`) and refuse a group that cannot be.
+
+    Raises:
+        PlanError: at the collective's line in the train file.
+    """
+    from spec_lang.errors import PlanError
+    from spec_lang.torch_frontend.analysis import node_site
+
+    found = findings + constants_by_identity(gm)
+    if found:
+        node, why = found[0]
+        raise PlanError(
+            f"{node_site(node, path)}: a collective does not run over the group the capture "
+            f"records: {why}. A process group is traced as the mesh axis whose group object it "
+            "is; leave the groups the mesh made, their names and c10d's group registry as they "
+            "are while the step runs (no ProcessGroup._set_group_name, no "
+            "_unregister_process_group / _register_process_group of a mesh axis's name)")
