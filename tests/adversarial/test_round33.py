@@ -214,3 +214,42 @@ def test_r33_2_a_node_the_lowering_left_opaque_is_not_reported():
     tr = _traces(_mean_dim_when_square, [(6, 10)], [(6, 6)])
     (x, _), = unread_real_literals(tr, {})
     assert unread_real_literals(tr, {x: Opaque("aten.mean.dim", "train.py:3", "no rule")}) == []
+
+
+# -- R33-3: a dim no rule could name is UNKNOWN per goal, naming the op (was exit 3) -------------
+
+def test_r33_3_goals_with_an_unnamed_dim_are_unknown_naming_the_first_op():
+    from types import SimpleNamespace
+
+    from spec_lang.problem import Goal
+    from spec_lang.term import DimSpec, Op, term
+    from spec_lang.torch_frontend.frontend import _without_unnamed_dims
+    from spec_lang.torch_frontend.values import TV
+
+    named = term(Op.INPUT, (), ("w", "param", "real"), (DimSpec("H"),))
+    odd = term(Op.INPUT, (), ("g", "param", "real"), (DimSpec("?12"),))
+    class Node:                              # an fx node as the env keys it (hashable)
+        target = "aten.cat.default"
+    node = Node()
+    low = SimpleNamespace(unnamed=frozenset({"?12"}), plan_ctx=SimpleNamespace(
+        env={"x": TV(named, ((DimSpec("H"),),)), node: TV(odd, ((DimSpec("?12"),),))},
+        site=lambda n: "train.py:48"))
+    goals = [Goal("w", "param", named, named, "", "train.py:50", None),
+             Goal("grad:g", "grad", odd, odd, "", "train.py:48", None)]
+    unsupported: list = []
+    kept = _without_unnamed_dims(goals, low, unsupported)
+    assert [g.name for g in kept] == ["w"]
+    assert unsupported == [("grad:g", "aten.cat.default at train.py:48: a dim of its value is no "
+                                      "product of the model's named dims (a cat or a reshape "
+                                      "across dims of different sizes), so it cannot be sized")]
+    low.unnamed = frozenset()               # nothing unnamed: every goal kept, nothing walked
+    assert _without_unnamed_dims(goals, low, []) == goals
+
+
+@pytest.mark.slow
+def test_r33_3_gradient_bucket_is_unknown_naming_the_cat_not_an_internal_error(tmp_path):
+    """Stop 34: UNKNOWN (54 s), each goal naming ``aten.cat.default`` at line 48; exit 3 with
+    "dim ?12 is not a dim of the binding" before. Still a false refusal (the xfail above)."""
+    out = _prove("r33_02_cat_order_right.py", tmp_path)
+    assert out["_rc"] == 2 and out.get("verdict") == "UNKNOWN", out
+    assert "r33_02_cat_order_right.py:48" in json.dumps(out), out
