@@ -49,9 +49,9 @@ _TABLE: tuple[tuple[str, str, str, str], ...] = (
      "lowered program would be rank 0's: {what}",
      "compute the rank-dependent value from tensors (a shard, a collective), not from the rank "
      "number; docs/unknown.md#rank-literal"),
-    ("size-literal", r"^sizes: (?P<what>argument .* no rule reads it at both.*)",
-     "a literal of your step differs at the real sizes from the sizes it was traced at, and "
-     "no rule reads it at both, so the lowered program would be the trace's: {what}",
+    ("size-literal", r"^sizes: (?P<what>.*)",
+     "a literal or a dtype of your step differs at the real sizes from the sizes it was traced "
+     "at, and no rule reads it at both, so the lowered program would be the trace's: {what}",
      "do not branch on tensor sizes for a dim or option (write the same dims at every size); "
      "docs/unknown.md#size-literal"),
     ("untraced-ranks", r"^ranks",

@@ -380,7 +380,7 @@ def lower_all(cap: Captured) -> Lowered:
                     f"{plan_tr.coords}'s there") for x, why in plan_traces.unread_rank_literals())
     unread += tuple(("sizes", f"{why} ({node_site(x, path)})")
                     for t, c in ((spec_traces, spec_ctx), (plan_traces, plan_ctx))
-                    for x, why in unread_real_literals(t, c.env))
+                    for x, why in unread_real_literals(t, c.opaque_when_lowered))
     return Lowered(spec_an, plan_an, names, spec_out, plan_out, spec_ctx, plan_ctx, binding,
                    unchanged, unread, frozenset(k for k in sizes if k.startswith("?")))
 

@@ -80,6 +80,9 @@ class Lowering:
     zero_where: dict[int, Any] = field(default_factory=dict)
     # IR name of a copy of a dim -> the dim's name (attention's "seq_k" -> "seq")
     copy_base: dict[str, str] = field(default_factory=dict)
+    # nodes whose value was Opaque as soon as they were lowered (their rule gave no value), not
+    # made Opaque later by a write (real_literals, round 34 R34-2)
+    opaque_when_lowered: set[fx.Node] = field(default_factory=set)
 
     def base_of(self, name: str) -> str:
         while name in self.copy_base:
@@ -282,6 +285,8 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
             env[n] = _subst(n.args[0], env)
             continue
         _lower_node(ctx, n, waits, roots, readers)
+        if isinstance(env.get(n), Opaque):
+            ctx.opaque_when_lowered.add(n)
         waits.after(n)
     return env
 

@@ -13,10 +13,13 @@ from its twin at the real sizes and that no rule read through ``scalar``, except
 
 * a dim argument equal to its twin once negative dims are normalised (``-1`` and ``1`` of a
   2-d tensor);
-* a size argument (schema type ``SymInt`` / ``SymInt[]``) of an op whose output shape it sets
-  (:data:`SHAPE_SIZE_ARGS`): ``full``'s shape, ``embedding_dense_backward``'s ``num_weights``.
-  Its meaning is the output's named dims, whose real sizes
+* a size argument of an op whose output shape it sets (:data:`SHAPE_SIZE_ARGS`): ``full``'s
+  shape, ``embedding_dense_backward``'s ``num_weights``, of the same Python types at both
+  sizes (``arange(5.0)`` is a float tensor, ``arange(6)`` an int64 one: round 34, R34-1). Its
+  meaning is the output's named dims, whose real sizes
   :func:`~spec_lang.torch_frontend.naming.solve_real_sizes` checks at the real sizes.
+
+Every aligned node's dtype must also be the same at both sizes (rules read the probe node's).
 
 Each entry makes the goals UNKNOWN (``frontend``), naming the user's line. Data movement is
 :mod:`~spec_lang.torch_frontend.real_moves`'s; the ranks' literals are
@@ -25,14 +28,13 @@ Each entry makes the goals UNKNOWN (``frontend``), naming the user's line. Data 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection
 from typing import Any
 
 import torch.fx as fx
 
 from spec_lang.torch_frontend.analysis import semantic_nodes
 from spec_lang.torch_frontend.literals import Traces, _arg, _literal_differences
-from spec_lang.torch_frontend.lower import Opaque
 
 __all__ = ["SHAPE_SIZE_ARGS", "unread_real_literals"]
 
@@ -69,6 +71,18 @@ def _schema_arg(n: fx.Node, key: Any) -> Any:
     return next((a for a in args if a.name == k), None)
 
 
+def _types(v: Any) -> Any:
+    return tuple(_types(u) for u in v) if isinstance(v, (list, tuple)) else type(v).__name__
+
+
+def _dtypes(n: fx.Node) -> Any:
+    """The dtype of each tensor ``n`` gives (None for a non-tensor)."""
+    v = n.meta.get("val")
+    if isinstance(v, (list, tuple)):
+        return tuple(getattr(u, "dtype", None) for u in v)
+    return getattr(v, "dtype", None)
+
+
 def _rank_of_input(n: fx.Node) -> int | None:
     for a in n.args:
         v = a.meta.get("val") if isinstance(a, fx.Node) else None
@@ -93,8 +107,8 @@ def _same_meaning(x: fx.Node, y: fx.Node, key: Any) -> bool:
     a = _schema_arg(x, key)
     if a is None:
         return False
-    if (str(x.target), a.name) in SHAPE_SIZE_ARGS:
-        return True
+    if (str(x.target), a.name) in SHAPE_SIZE_ARGS:   # of the same types: arange(5.0) is a
+        return _types(_arg(x, key)) == _types(_arg(y, key))   # float tensor (R34-1)
     if a.name in _DIM_NAMES and "SymInt" not in str(a.type):
         rank = _rank_of_input(x)
         return rank is not None and rank == _rank_of_input(y) and \
@@ -102,20 +116,27 @@ def _same_meaning(x: fx.Node, y: fx.Node, key: Any) -> bool:
     return False
 
 
-def unread_real_literals(tr: Traces, env: Mapping[fx.Node, Any]) -> list[tuple[fx.Node, str]]:
+def unread_real_literals(tr: Traces, opaque: Collection[fx.Node]) -> list[tuple[fx.Node, str]]:
     """The literal arguments of computing nodes that differ at the real sizes and that no rule
     read through :meth:`~spec_lang.torch_frontend.literals.Traces.scalar` (the module
-    docstring's exceptions aside): each the probe node and a sentence naming the argument and
-    both values; empty when the program was not traced at real sizes. Call it after the
-    lowering (it reads which literals the rules read); ``env`` is the lowering's values: a node
-    lowered to :class:`~spec_lang.torch_frontend.lower.Opaque` (its rule did not run: an input
-    was not lowered) is skipped, since every goal that reads it is UNKNOWN already."""
+    docstring's exceptions aside), and the nodes whose dtype differs there: each the probe node
+    and a sentence naming the argument and both values; empty when the program was not traced
+    at real sizes. Call it after the lowering (it reads which literals the rules read).
+
+    ``opaque``: the nodes lowered to :class:`~spec_lang.torch_frontend.lower.Opaque` when their
+    rule ran (``Lowering.opaque_when_lowered``: no value, so every goal reading them is UNKNOWN
+    already); skipped. A node made Opaque only later, by a write after its value was read, is
+    checked (round 34, R34-2)."""
     if tr.real is None:
         return []
     out = []
+    for x, y in tr.twins.items():      # a dtype that depends on the sizes (R34-1: arange(5.0))
+        if _dtypes(x) != _dtypes(y):
+            out.append((x, f"the dtype of {x.name} ({x.target}) is {_dtypes(x)} at the probe "
+                           f"sizes and {_dtypes(y)} at the real sizes"))
     for x in semantic_nodes(tr.main):
         y = tr.twin(x)
-        if y is None or isinstance(env.get(x), Opaque):
+        if y is None or x in opaque:
             continue
         for key in _literal_differences(x, y):
             if tr.was_read(x, key) or _same_meaning(x, y, key):

@@ -107,9 +107,8 @@ def test_r34_2_control_mean_dim_0_then_poisoned_is_equivalent(tmp_path):
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R34-1 at the unit level: arange's end 5.0 at the probe "
-                   "sizes and 6 at the real sizes (another dtype) is not reported")
 def test_r34_1_an_arange_end_of_another_type_at_the_real_sizes_is_reported():
+    """Fixed in stop 34: the exempt size of another Python type, and the node's dtype."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -125,8 +124,12 @@ def test_r34_1_an_arange_end_of_another_type_at_the_real_sizes_is_reported():
     def gm(shapes):
         return make_fx(f, tracing_mode="fake")(*[torch.empty(*s) for s in shapes])
     tr = Traces(gm([(5, 7)]), {}, {}, real=gm([(6, 6)]))
-    found = unread_real_literals(tr, {})
+    found = unread_real_literals(tr, set())
     assert any("arange" in str(x.target) for x, _ in found), found
+    whys = [why for x, why in found if "arange" in str(x.target)]
+    assert any("torch.float32 at the probe sizes and torch.int64 at the real sizes" in w
+               for w in whys), whys
+    assert any("is 5.0 at the probe sizes and 6 at the real sizes" in w for w in whys), whys
 
 
 # -- sound outcomes kept asserted -------------------------------------------------------------
