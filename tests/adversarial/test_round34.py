@@ -23,6 +23,10 @@ FILE`` (pipelining); gloo, float64.
   with no rule on the node's storage after its last use (``m.floor_()``) poisons it there
   (``lower._poison_written``), so R33-2's ``g - g.mean(d) + g.mean(0)`` (``d`` 1 at the real
   sizes only) is skipped: truth 0.0030 / 0.0019, EQUIVALENT (54 s). Control r34_12.
+
+Both fixed in stop 34 (9ae1146): an exempt size must keep its Python types and every aligned
+node's dtype must be the same at both sizes; only nodes ``Opaque`` when lowered are skipped
+(``Lowering.opaque_when_lowered``). The findings' tests below now assert the outcome.
 """
 
 from __future__ import annotations
@@ -49,34 +53,28 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND34 / name, tmp_path)
 
 
-# -- findings (strict xfail: the right outcome asserted) ---------------------------------------
+# -- findings (fixed in stop 34: the right outcome asserted) ------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34-1: arange's end is exempt as a shape size, but a "
-                   "float end at the probe sizes and an int end at the real sizes makes a float "
-                   "tensor in the trace and an int64 tensor in the run; full_like(pos, 0.5) "
-                   "is 0 there")
 def test_r34_1_dp_arange_end_type_full_like_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at 26b88f4 (4 goals, 54 s); truth 0.050 / 0.050, step 2 0.101 / 0.101."""
+    """EQUIVALENT at 26b88f4 (4 goals, 54 s); truth 0.050 / 0.050, step 2 0.101 / 0.101. Fixed in
+    stop 34 (9ae1146): UNKNOWN, the dtype of arange / full_like / amax named (28 s)."""
     out = _prove("r34_05_arange_end_type_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34-1: arange.start's end int at the real sizes only: "
-                   "pos.copy_(g.sum(1)) truncates the gradient's row sums there")
 def test_r34_1_dp_arange_copy_truncates_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at 26b88f4 (4 goals, 47 s); truth 0.0158 / 0.0111, step 2 0.0140 / 0.0129."""
+    """EQUIVALENT at 26b88f4 (4 goals, 47 s); truth 0.0158 / 0.0111, step 2 0.0140 / 0.0129.
+    Fixed in stop 34 (9ae1146): UNKNOWN (24 s)."""
     out = _prove("r34_07_arange_copy_truncates_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34-1 on the pipelined path: stage 0's sq.weight "
-                   "gradient minus full_like(arange(e), 0.5).amax() - 0.5, e an int at the real "
-                   "sizes only")
 def test_r34_1_pp_arange_end_type_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at 26b88f4 (12 goals, 152 s); truth sq.weight grad 0.50, param 0.25."""
+    """EQUIVALENT at 26b88f4 (12 goals, 152 s); truth sq.weight grad 0.50, param 0.25. Fixed in
+    stop 34 (9ae1146): UNKNOWN (35 s)."""
     out = _prove("r34_08_pp_arange_end_type_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -90,11 +88,10 @@ def test_r34_1_control_float_end_at_every_size_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34-2: unread_real_literals skips a node that is Opaque "
-                   "in the env after the whole lowering; m.floor_() after m's last use poisons "
-                   "the mean node, so R33-2's real-only mean dim is skipped")
 def test_r34_2_dp_mean_dim_then_poisoned_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at 26b88f4 (4 goals, 54 s); truth 0.0030 / 0.0019, step 2 0.0038 / 0.0020."""
+    """EQUIVALENT at 26b88f4 (4 goals, 54 s); truth 0.0030 / 0.0019, step 2 0.0038 / 0.0020.
+    Fixed in stop 34 (9ae1146, ``Lowering.opaque_when_lowered``): UNKNOWN, the mean's dim named
+    (18 s)."""
     out = _prove("r34_11_mean_dim_then_poisoned_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
