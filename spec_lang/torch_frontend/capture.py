@@ -47,6 +47,7 @@ from spec_lang.torch_frontend.dataparallel import (
 from spec_lang.torch_frontend.group_identity import checked, refuse_foreign_groups
 from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
+from spec_lang.torch_frontend.thread_guard import threads_refused, watched
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
                                                   module_buffers, outliving_pipeline_objects,
@@ -241,7 +242,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     # NeedsCpu, and the caller traces again in a fresh process (never in this one: the user's
     # code already ran part of the step here, and its Python state would carry over)
     device = "cpu" if cpu else "meta"
-    with pipelining(tf.path, cpu=cpu, in_meta=pp_in) as rec:
+    with threads_refused(tf.path), pipelining(tf.path, cpu=cpu, in_meta=pp_in) as rec:  # R34b-2
         try:
             tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups, device=device)
         except PlanError:                    # NeedsCpu too
@@ -460,7 +461,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         # one attention route for spec and plan: DTensor decomposes attention to the math
         # path (no sharding rule for the CPU flash kernel), so the spec takes it too
         with sdpa_kernel([SDPBackend.MATH]):
-            gm = make_fx(checked(traced, found), tracing_mode="fake",
+            gm = make_fx(checked(watched(traced), found), tracing_mode="fake",
                          record_stack_traces=True)(flat)
     except PlanError:
         raise

@@ -24,6 +24,7 @@ def main(argv: list[str]) -> int:
         from spec_lang.torch_frontend.dispatcher_guard import kernel_changes, step_starts
         from spec_lang.torch_frontend.dispatcher_guard import take_snapshot as take_kernels
         from spec_lang.torch_frontend.op_guard import take_baseline
+        from spec_lang.torch_frontend.thread_guard import take_threads
         from spec_lang.torch_frontend.pp_guard import take_snapshot
         from spec_lang.torch_frontend.tracedata import dump
         from spec_lang.torch_frontend.version import check_torch
@@ -39,6 +40,7 @@ def main(argv: list[str]) -> int:
         # torch's pipelining as torch ships it, before the train file runs (round 29, R29-2)
         take_snapshot()
         take_baseline()         # the code and classes that exist before it (R30c-1)
+        take_threads()          # the threads alive before it (R34b-2)
         take_kernels()          # the dispatcher's kernels as torch ships them (R31-2)
         tf = read_train_file(path, Path(spec["source"]).read_bytes())
         _refuse_kernels(path, kernel_changes(), "when imported")

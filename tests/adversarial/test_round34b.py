@@ -19,7 +19,9 @@ axis's group name must resolve in c10d's registry to the world's object). Plans 
   record: a second all-reduce of every gradient inside torch's
   ``disable_proxy_modes_tracing()`` (a no-op context outside a trace: no branch on the
   capture), or in a ``threading.Thread`` started and joined in the step (make_fx's modes are
-  thread-local). Truth 0.0070 / 0.0093.
+  thread-local). Truth 0.0070 / 0.0093. The thread half (``r34b_11``) is fixed
+  (``spec_lang/torch_frontend/thread_guard.py``: a thread or process started while the capture
+  runs the train file's code is refused, exit 3); ``r34b_04`` stays open (R29-4 family).
 * R34b-3 (false accept, R29-4 family; ``r34b_06`` dp 2): the check itself removed: the
   graph's instance attribute ``create_node`` (group_identity's hook) popped through
   ``get_proxy_mode().tracer.graph``, then R33b-2 (the dp name re-registered to a group of the
@@ -106,12 +108,15 @@ def test_r34b_2_dp_second_all_reduce_outside_proxy_mode_is_not_accepted(tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34b-2: an all-reduce issued from a threading.Thread is "
-                   "not recorded (make_fx's modes are thread-local)")
-def test_r34b_2_dp_second_all_reduce_in_thread_is_not_accepted(tmp_path):
-    """EQUIVALENT at cd4b4e4 (4 goals, 28 s); truth w1 0.0070, w2 0.0093 after step 1."""
+def test_r34b_2_dp_second_all_reduce_in_thread_is_refused(tmp_path):
+    """EQUIVALENT at cd4b4e4 (4 goals, 28 s); truth w1 0.0070, w2 0.0093 after step 1.
+    Fixed (``thread_guard.py``): a thread started while the capture runs the train file's
+    code is refused at its line (exit 3, 6 s)."""
     out = _prove("r34b_11_dp_second_all_reduce_in_thread.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
+    assert "r34b_11_dp_second_all_reduce_in_thread.py:56: the train file starts a thread" \
+        in str(out), out
 
 
 @pytest.mark.slow

@@ -1,0 +1,187 @@
+"""No other thread or process while the train file's code is captured (adversarial round 34b,
+R34b-2, the thread half).
+
+The capture traces with ``make_fx``, whose proxy and fake modes are *thread-local*: in another
+Python thread the fake tensors run their fake kernels and nothing is recorded. r34b_11 runs a
+second ``dist.all_reduce`` of every gradient in a ``threading.Thread`` started and joined in
+the step: the real run sums the gradients twice (truth w1 0.0070, w2 0.0093), the trace holds
+one all-reduce, and the plan was EQUIVALENT. ``concurrent.futures``' thread pools (and
+``multiprocessing``'s pool handlers) are threads too; ``asyncio`` runs in the same thread and
+is traced like any call. A process (``multiprocessing.Process``, ``os.fork``) runs the
+train file's code where no tracer is at all (a forked copy of the fake world: its collectives
+return at once and leave no node), so it is refused the same way.
+
+So while the capture runs the train file's code (``build_model``, ``make_batch``,
+``parallelize``, the optimizer probe and the traced step: all of :func:`capture`,
+:func:`threads_refused`):
+
+* the functions that start a thread or a process are wrapped (``threading.Thread.start``,
+  ``threading``'s ``_start_new_thread`` / ``_start_joinable_thread``, ``_thread``'s
+  ``start_new_thread`` / ``start_new`` / ``start_joinable_thread``,
+  ``multiprocessing``'s ``BaseProcess.start``, ``os.fork`` / ``os.forkpty``): a call raises
+  and is recorded (refused at the end even if the train file caught the error);
+* a train file can hold the original functions (taken when imported), so threads are also
+  *counted*: the Python threads alive (``sys._current_frames()``, ``threading.enumerate()``,
+  ``_thread._count()``) at the start must be the ones alive before the train file was
+  imported (:func:`take_threads`, by the capture child), and the same threads must be alive
+  at every node the tracer records (:func:`watched`) and at the end. A thread started from a
+  held reference *and* joined between two recorded nodes is not seen by the count; it needs a
+  reference taken at import, which the wrappers cannot reach (noted in ATTEMPTS.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import _thread
+
+__all__ = ["take_threads", "threads_now", "threads_refused", "watched", "ACTIVE"]
+
+_BASE: list[Any] = [None]
+# the guard running now (None outside the capture): read by :func:`watched`
+ACTIVE: list[Any] = [None]
+
+
+def threads_now() -> tuple[frozenset[int], int]:
+    """The idents of the Python threads alive now (with a frame, or known to ``threading``)
+    and ``_thread``'s count of the threads it started that still run."""
+    ids = set(sys._current_frames()) | {t.ident for t in threading.enumerate()}  # noqa: SLF001
+    return frozenset(i for i in ids if i is not None), _thread._count()  # noqa: SLF001
+
+
+def take_threads() -> None:
+    """Record the threads alive before the train file is imported (the capture child)."""
+    _BASE[0] = threads_now()
+
+
+def _user_line(path: str) -> int:
+    """The innermost line of the train file on the calling thread's stack (1 when none)."""
+    want = Path(path).resolve()
+    f = sys._getframe(1)  # noqa: SLF001
+    while f is not None:
+        try:
+            if Path(f.f_code.co_filename).resolve() == want:
+                return f.f_lineno
+        except (OSError, ValueError):
+            pass
+        f = f.f_back
+    return 1
+
+
+def _message(path: str, line: int, what: str) -> str:
+    return (f"{path}:{line}: {what} while the capture runs the train file's code: make_fx "
+            "records only the thread that traces (its modes are thread-local), so what another "
+            "thread or process runs (a collective, an update) is never seen (R34b-2): do the "
+            "work in the step's own thread, without threads, thread pools or processes")
+
+
+class _Guard:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.found: list[str] = []
+        self.at = threads_now()
+
+    def note(self, line: int, what: str) -> str:
+        msg = _message(self.path, line, what)
+        self.found.append(msg)
+        return msg
+
+    def check(self, when: str) -> None:
+        """A thread alive now that was not at the start (or one gone, or the count moved)."""
+        if self.found:
+            return
+        now = threads_now()
+        if now != self.at:
+            self.note(_user_line(self.path) if when == "at a recorded op" else 1,
+                      f"another thread ran {when} (threads {sorted(self.at[0])} / "
+                      f"{self.at[1]} at the start, {sorted(now[0])} / {now[1]} now)")
+
+
+def _starters() -> list[tuple[Any, str, str]]:
+    """``(owner, attribute, label)`` of every function that starts a thread or a process."""
+    import multiprocessing.process as mp
+    import os
+
+    out = [(threading.Thread, "start", "threading.Thread.start")]
+    out += [(threading, n, f"threading.{n}") for n in ("_start_new_thread",
+                                                       "_start_joinable_thread")
+            if hasattr(threading, n)]
+    out += [(_thread, n, f"_thread.{n}") for n in ("start_new_thread", "start_new",
+                                                   "start_joinable_thread")
+            if hasattr(_thread, n)]
+    out += [(mp.BaseProcess, "start", "multiprocessing's Process.start")]
+    out += [(os, n, f"os.{n}") for n in ("fork", "forkpty") if hasattr(os, n)]
+    return out
+
+
+@contextlib.contextmanager
+def threads_refused(path: str) -> Iterator[_Guard]:
+    """Within the block (the capture of ``path``), refuse a thread or process started, and a
+    thread alive at the start that was not before the train file was imported, or a change of
+    the threads alive at a recorded node (:func:`watched`) or at the end.
+
+    Raises:
+        PlanError: with the train file's line where the thread was started (1 when unknown).
+    """
+    from spec_lang.errors import PlanError
+
+    g = _Guard(path)
+    base = _BASE[0]
+    if base is not None and not g.at[0] <= base[0]:
+        raise PlanError(_message(path, 1, f"threads started when the train file was imported "
+                                 f"run ({len(g.at[0] - base[0])} more than before it)"))
+    saved = [(o, n, vars(o)[n]) for o, n, _ in _starters()]
+
+    def refusing(label: str) -> Any:
+        def start(*a: Any, **k: Any) -> Any:  # noqa: ARG001
+            raise PlanError(g.note(_user_line(path), f"the train file starts a thread or a "
+                                   f"process ({label})"))
+        return start
+
+    for o, n, label in _starters():
+        setattr(o, n, refusing(label))
+    ACTIVE[0], outer = g, ACTIVE[0]
+    try:
+        yield g
+        g.check("during the capture")
+    finally:
+        for o, n, f in saved:
+            setattr(o, n, f)
+        ACTIVE[0] = outer
+    if g.found:
+        raise PlanError(g.found[0])
+
+
+def watched(fn: Any) -> Any:
+    """``fn`` (the function ``make_fx`` traces) run with a check, at every node the tracer
+    records, that the threads alive are the ones alive when :func:`threads_refused` began
+    (the graph's ``create_node``, chained with any hook set before). Refused at the end of
+    :func:`threads_refused` (also when the train file caught an error in between)."""
+    def run(*a: Any, **k: Any) -> Any:
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        g = ACTIVE[0]
+        graph = getattr(getattr(get_proxy_mode(), "tracer", None), "graph", None)
+        if g is None or graph is None:
+            return fn(*a, **k)
+        had = "create_node" in vars(graph)
+        before, create = vars(graph).get("create_node"), graph.create_node
+
+        def create_node(*ca: Any, **ck: Any) -> Any:
+            g.check("at a recorded op")
+            return create(*ca, **ck)
+
+        graph.create_node = create_node
+        try:
+            return fn(*a, **k)
+        finally:
+            if had:
+                graph.create_node = before
+            else:
+                vars(graph).pop("create_node", None)
+    return run

@@ -1,0 +1,160 @@
+"""No thread or process while the train file's code is captured (``thread_guard.py``;
+adversarial round 34b, R34b-2, the thread half): make_fx's modes are thread-local, so what
+another thread runs (r34b_11: a second all-reduce of every gradient) is never recorded.
+Seconds; the slow prove of r34b_11 is in ``tests/adversarial/test_round34b.py``.
+"""
+
+from __future__ import annotations
+
+import _thread
+import concurrent.futures
+import multiprocessing
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend import thread_guard
+from spec_lang.torch_frontend.thread_guard import (take_threads, threads_now, threads_refused,
+                                                   watched)
+from spec_lang.torch_frontend.world import fake_world
+
+HERE = __file__
+ROUND34B = Path(__file__).resolve().parents[1] / "adversarial" / "plans" / "round34b"
+# a reference held from "import", as a train file can take it: the wrappers do not reach it
+HELD_START = _thread.start_new_thread
+
+
+def test_a_thread_started_is_refused_with_the_line():
+    def work():
+        pass
+
+    with pytest.raises(PlanError, match=rf"{HERE}:\d+: the train file starts a thread .*"
+                       r"threading.Thread.start.*R34b-2"):
+        with threads_refused(HERE):
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+
+
+def test_a_refusal_caught_by_the_train_file_is_refused_at_the_end():
+    with pytest.raises(PlanError, match=r"starts a thread"):
+        with threads_refused(HERE):
+            try:
+                threading.Thread(target=lambda: None).start()
+            except Exception:  # noqa: BLE001 -- the train file swallows the refusal
+                pass
+
+
+def test_thread_pools_and_low_level_starts_are_refused():
+    for start in (lambda: concurrent.futures.ThreadPoolExecutor(1).submit(print),
+                  lambda: _thread.start_new_thread(print, ()),
+                  lambda: threading._start_new_thread(print, ())):  # noqa: SLF001
+        with pytest.raises(PlanError, match=r"starts a thread"):
+            with threads_refused(HERE):
+                start()
+
+
+def test_processes_are_refused():
+    with pytest.raises(PlanError, match=r"multiprocessing's Process.start"):
+        with threads_refused(HERE):
+            multiprocessing.get_context("fork").Process(target=print).start()
+    with pytest.raises(PlanError, match=r"os.fork"):
+        with threads_refused(HERE):
+            os.fork()
+
+
+def test_the_starters_are_given_back():
+    before = (threading.Thread.start, _thread.start_new_thread, os.fork)
+    with pytest.raises(PlanError):
+        with threads_refused(HERE):
+            threading.Thread(target=lambda: None).start()
+    assert (threading.Thread.start, _thread.start_new_thread, os.fork) == before
+    assert thread_guard.ACTIVE[0] is None
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+
+
+def test_a_thread_from_a_held_reference_alive_at_a_recorded_op_is_refused():
+    """r34b_11 with ``_thread.start_new_thread`` taken at import: not wrapped, but the thread
+    is alive when the tracer records the step's next op."""
+    up, go, done = threading.Event(), threading.Event(), threading.Event()
+
+    def work():
+        up.set()
+        go.wait(10)
+        done.set()
+
+    def step(x):
+        HELD_START(work, ())
+        up.wait(10)
+        y = x * 2                       # recorded while the other thread is alive
+        go.set()
+        done.wait(10)
+        return y
+
+    with pytest.raises(PlanError, match=r"another thread ran at a recorded op"):
+        with threads_refused(HERE):
+            make_fx(watched(step), tracing_mode="fake")(torch.ones(4))
+
+
+def test_a_thread_started_at_import_and_alive_is_refused():
+    stop = threading.Event()
+    take_threads()
+    t = threading.Thread(target=stop.wait, args=(10,))
+    t.start()
+    try:
+        with pytest.raises(PlanError, match=r"threads started when the train file was imported"):
+            with threads_refused(HERE):
+                pass
+    finally:
+        stop.set()
+        t.join()
+        thread_guard._BASE[0] = None  # noqa: SLF001
+
+
+def test_a_thread_left_running_is_refused_at_the_end():
+    up, stop = threading.Event(), threading.Event()
+
+    def work():
+        up.set()
+        stop.wait(10)
+
+    try:
+        with pytest.raises(PlanError, match=r"another thread ran during the capture"):
+            with threads_refused(HERE):
+                HELD_START(work, ())
+                up.wait(10)
+    finally:
+        stop.set()
+
+
+def test_a_step_without_threads_is_accepted():
+    with fake_world({"dp": 2}, {"dp": 0}) as w:
+        def step(x):
+            dist.all_reduce(x, group=w.mesh["dp"].get_group())
+            return x + 1
+        with threads_refused(HERE):
+            gm = make_fx(watched(step), tracing_mode="fake")(torch.ones(4))
+    assert any("allreduce" in str(n.target) for n in gm.graph.nodes), gm.graph
+    assert threads_now()[0] <= set(sys._current_frames())  # noqa: SLF001
+
+
+def test_r34b_11_captured_is_refused_at_its_thread():
+    from spec_lang.torch_frontend.capture import capture
+    from spec_lang.torch_frontend.contract import read_train_file
+
+    path = ROUND34B / "r34b_11_dp_second_all_reduce_in_thread.py"
+    tf = read_train_file(str(path), path.read_bytes())
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if "t.start()" in s)
+    with fake_world(tf.mesh, {"dp": 0}) as w:
+        with pytest.raises(PlanError, match=rf"{path.name}:{line}: the train file starts a "
+                           r"thread"):
+            capture(tf, dict(tf.sizes), mesh=w.mesh, coords=w.coords, groups=w.groups)
