@@ -38,6 +38,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.group_identity import groups_at_call, world_problem
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
            "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view"]
@@ -198,6 +199,17 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
     """Within the block, ``fully_shard`` and ``replicate`` (wherever the user's modules bound
     them) record a :class:`DPUnit` and return the module unchanged."""
     units: list[DPUnit] = []
+    problems: list[str] = []
+
+    def at_call(u: DPUnit) -> None:
+        """Resolve the unit's groups at the call, as torch's FSDP2 / replicate do, and keep
+        them (R34b-4: a name re-registered around the call and given back before
+        ``parallelize`` returns); a problem is refused when ``parallelize`` returns (the train
+        file could catch an exception raised here)."""
+        groups, bad = groups_at_call(u.mesh)
+        u.settings["_groups"] = groups
+        if bad:
+            problems.append(f"{u.settings.get('_site', path)}: {bad}")
 
     def fully_shard(module: Any, *, mesh: Any = None, shard_placement_fn: Any = None,
                     **kw: Any) -> Any:
@@ -212,6 +224,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                 from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
                 u.settings["_site"] = _user_site(path)
             units.append(u)
+            at_call(u)
             for k, f in _fsdp_methods(u, path).items():
                 object.__setattr__(m, k, types.MethodType(f, m))
             _as_fsdp_module(m)
@@ -228,6 +241,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
             u.settings["_site"] = _user_site(path)
         units.append(u)
+        at_call(u)
         for k, f in _fsdp_methods(u, path).items():
             object.__setattr__(module, k, types.MethodType(f, module))
         if _fsdp_based:   # torch 2.13's FSDP-based replicate: the module is an FSDPModule
@@ -269,6 +283,14 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                 setattr(um, k, fake_of[id(v)])
     try:
         yield units
+        after = world_problem()     # registry / backends as the world made them (R34b-1, -4)
+        if after:
+            problems.append(f"{path}:1: when parallelize returned, {after}")
+        if problems:
+            raise PlanError(f"{problems[0]}. A data-parallel unit runs over the groups its "
+                            "mesh resolves to when fully_shard / replicate is called: leave "
+                            "the mesh's groups, their backends and c10d's group registry as "
+                            "the world made them while parallelize runs")
     finally:
         for mod, attr, orig in reversed(patched):
             setattr(mod, attr, orig)

@@ -30,6 +30,27 @@ group, and the train file can change what a name stands for:
 Writes to the registry that leave every axis name on its own group (r33b_10: a name
 re-registered to the group it already named) are not refused: only what a collective would
 run over is checked.
+
+Two more ways the real collective leaves the axis while the object, its name and the registry
+still say it (adversarial round 34b):
+
+* R34b-1: a ``ProcessGroup`` object dispatches a collective to its *backend* for the tensor's
+  device. ``pg._register_backend(cpu, BackendType.UCC, other._get_backend(cpu))`` (a backend
+  type the object has not registered) stores another group's backend for the device: the
+  world's dp object then all-reduces over tp's (or a singleton's) ranks. So the world records,
+  per axis object, its backend for every device it has (:func:`world_made`), and
+  :func:`backend_problem` requires the very same backend objects (compared by identity; no
+  device added or dropped) at every collective the tracer records, after ``parallelize`` and
+  after the step (a swap left for the next step). A backend re-registered as itself
+  (r34b_05) changes nothing a collective runs on and is not refused.
+* R34b-4: FSDP2 (and ``replicate``) resolves its process groups once, when ``fully_shard`` is
+  called in ``parallelize`` (``FSDPMeshInfo``: ``mesh.get_group(...)`` through c10d's
+  registry), and keeps the objects; the capture records the call and used to resolve the
+  unit's groups after ``parallelize`` returned, when a name re-registered around the calls was
+  given back. :func:`groups_at_call` resolves them at the call, as torch does, and requires
+  each to be the world's object for its axis (the capture then models the unit over the
+  groups so resolved); :func:`world_problem` (registry and backends) runs again when
+  ``parallelize`` returns.
 """
 
 from __future__ import annotations
@@ -42,9 +63,15 @@ from torch._C._distributed_c10d import _resolve_process_group as _RESOLVE
 from torch.distributed import ProcessGroup
 
 __all__ = ["world_made", "world_gone", "world_groups", "name_of", "collective_problem",
-           "checking", "constants_by_identity"]
+           "checking", "constants_by_identity", "backend_problem", "world_problem",
+           "groups_at_call"]
 
 _UNBOX = ProcessGroup.unbox
+# bound at import, before the train file (which could replace them on the class: R34b-1)
+_GET_BACKEND = ProcessGroup._get_backend  # noqa: SLF001
+_DEVICE_TYPES = vars(ProcessGroup)["_device_types"]
+# the backends the world made each axis's group with: name -> {device type: backend object}
+_BACKENDS: dict[str, dict[str, Any]] = {}
 # the groups the world made: name -> (axis, group object); empty outside a fake world
 _BY_NAME: dict[str, tuple[str, Any]] = {}
 _NAMESPACES = ("c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor")
@@ -54,13 +81,77 @@ def world_made(groups: Mapping[str, Any]) -> None:
     """Record the group object the world made per mesh axis (``axis -> ProcessGroup``), with
     the names they have now (before any code of the train file runs on them)."""
     _BY_NAME.clear()
+    _BACKENDS.clear()
     for axis, pg in groups.items():
         _BY_NAME[str(pg.group_name)] = (axis, pg)
+        _BACKENDS[str(pg.group_name)] = _backends(pg)   # held: the objects stay the same
 
 
 def world_gone() -> None:
     """Forget the world's groups (its process group is destroyed)."""
     _BY_NAME.clear()
+    _BACKENDS.clear()
+
+
+def _backends(pg: Any) -> dict[str, Any]:
+    """Device type -> the backend object ``pg`` runs that device's collectives on."""
+    out: dict[str, Any] = {}
+    for dev in _DEVICE_TYPES.__get__(pg):
+        try:
+            out[str(dev)] = _GET_BACKEND(pg, dev)
+        except RuntimeError:
+            out[str(dev)] = None
+    return out
+
+
+def backend_problem() -> str | None:
+    """Why a world group no longer runs on the backends the world made it with (R34b-1:
+    ``ProcessGroup._register_backend`` of another group's backend), or None."""
+    for name, (axis, pg) in _BY_NAME.items():
+        was = _BACKENDS.get(name, {})
+        try:
+            now = _backends(pg)
+        except Exception as e:  # noqa: BLE001 -- unreadable: refused, never skipped
+            return f"the {axis!r} axis's backends could not be read ({type(e).__name__}: {e})"
+        for dev in sorted(set(was) | set(now)):
+            if now.get(dev) is not was.get(dev):
+                return (f"the {axis!r} axis's process group object runs its {dev} collectives "
+                        "on another backend than the world made it with "
+                        "(ProcessGroup._register_backend)")
+    return None
+
+
+def world_problem() -> str | None:
+    """Why the world's groups are not as it made them: an axis name that resolves in c10d's
+    registry to another object (R33b-2, R34b-4) or an axis object on another backend
+    (R34b-1); None outside a fake world."""
+    for name in _BY_NAME:
+        bad = _resolves_to_world(name)
+        if bad:
+            return bad
+    return backend_problem()
+
+
+def groups_at_call(mesh: Any) -> tuple[dict[str, Any], str | None]:
+    """``(axis -> group, problem)`` of a ``fully_shard`` / ``replicate`` call's mesh, resolved
+    now, as FSDP2 does at the call (R34b-4): a mesh axis's group must be the object the world
+    made for that axis, any other group must not carry an axis's name (R33b-1)."""
+    out: dict[str, Any] = {}
+    if mesh is None or not _BY_NAME:
+        return out, None
+    obj_of = {axis: obj for axis, obj in _BY_NAME.values()}
+    for i, a in enumerate(mesh.mesh_dim_names or ()):
+        g = out[a] = mesh.get_group(i)          # by index, as FSDPMeshInfo does
+        if a in obj_of and g is not obj_of[a]:
+            return out, (f"the mesh's {a!r} group resolves, when the call runs, to another "
+                         "process group than the world made for the axis (c10d's registry or "
+                         "the mesh rewritten while parallelize runs)")
+        if a not in obj_of:
+            _, bad = name_of(g)
+            if bad:
+                return out, bad
+    bad = world_problem()
+    return out, bad
 
 
 def world_groups() -> dict[str, tuple[str, Any]]:
@@ -115,6 +206,9 @@ def collective_problem(target: Any, args: tuple, kwargs: Mapping[str, Any] | Non
     schema = getattr(target, "_schema", None)
     if ns not in _NAMESPACES or schema is None or not _BY_NAME:
         return None
+    bad = backend_problem()      # any world group's backend replaced (R34b-1)
+    if bad:
+        return bad
     given = list(zip(schema.arguments, args)) + [
         (a, (kwargs or {})[a.name]) for a in schema.arguments if a.name in (kwargs or {})]
     for arg, v in given:
@@ -223,6 +317,11 @@ def refuse_foreign_groups(gm: Any, findings: list[tuple[Any, str]], path: str) -
     from spec_lang.torch_frontend.analysis import node_site
 
     found = findings + constants_by_identity(gm)
+    after = world_problem()      # left changed for the next step (R34b-1, R33b-2)
+    if after and not found:
+        raise PlanError(f"{path}:1: when the step returned, the world's process groups are "
+                        f"not as it made them: {after}. Leave the groups the mesh made, their "
+                        "backends and c10d's group registry as they are")
     if found:
         node, why = found[0]
         raise PlanError(
@@ -230,4 +329,5 @@ def refuse_foreign_groups(gm: Any, findings: list[tuple[Any, str]], path: str) -
             f"records: {why}. A process group is traced as the mesh axis whose group object it "
             "is; leave the groups the mesh made, their names and c10d's group registry as they "
             "are while the step runs (no ProcessGroup._set_group_name, no "
-            "_unregister_process_group / _register_process_group of a mesh axis's name)")
+            "_unregister_process_group / _register_process_group of a mesh axis's name, no "
+            "ProcessGroup._register_backend of another group's backend)")

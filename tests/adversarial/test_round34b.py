@@ -15,6 +15,11 @@ axis's group name must resolve in c10d's registry to the world's object). Plans 
   ``funcol.all_reduce(..., mesh["dp"])`` and RowwiseParallel's all-reduce run over the other
   membership; the identity and registry checks pass. Truth 0.0088 / 0.018 (r34b_01),
   0.0067 / 0.010 (r34b_02), 0.0030 / 0.0029 (r34b_03), update 0.038 .. 0.10 (r34b_09).
+* R34b-1 and R34b-4 fixed in stop 34 (``spec_lang/torch_frontend/group_identity.py``): each
+  world group's backend per device is recorded when the world is made and must be the same
+  object at every collective recorded, when ``parallelize`` returns and when the step returns;
+  ``fully_shard`` / ``replicate`` resolve their groups at the call (``groups_at_call``) and each
+  must be the world's object for its axis.
 * R34b-2 (false accept; ``r34b_04``, ``r34b_11`` dp 2): a collective the tracer does not
   record: a second all-reduce of every gradient inside torch's
   ``disable_proxy_modes_tracing()`` (a no-op context outside a trace: no branch on the
@@ -59,41 +64,40 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND34B / name, tmp_path)
 
 
-# -- findings (open: strict xfail) --------------------------------------------------------------
+# -- findings (R34b-1, R34b-4 fixed in stop 34; R34b-2, R34b-3 open: strict xfail) -------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34b-1: the world's dp group object given the tp group's "
-                   "backend (_register_backend) keeps its identity and name: traced as dp")
 def test_r34b_1_dp_tp_dp_backend_replaced_by_tp_is_not_accepted(tmp_path):
-    """EQUIVALENT at cd4b4e4 (4 goals, 107 s); truth w1 0.0088, w2 0.018 on every rank."""
+    """EQUIVALENT at cd4b4e4 (4 goals, 107 s); truth w1 0.0088, w2 0.018 on every rank.
+    Fixed in stop 34 (``group_identity.backend_problem``): the dp object's cpu backend is not
+    the one the world made it with at the collective recorded: refused (exit 3)."""
     out = _prove("r34b_01_dp_tp_dp_backend_replaced_by_tp.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34b-1: funcol over mesh['dp'], the dp object's backend "
-                   "replaced by a singleton group's: the name resolves to the world's object")
 def test_r34b_1_dp_funcol_dp_backend_replaced_by_singleton_is_not_accepted(tmp_path):
-    """EQUIVALENT at cd4b4e4 (4 goals, 43 s); truth w1 0.0067, w2 0.010 after step 1."""
+    """EQUIVALENT at cd4b4e4 (4 goals, 43 s); truth w1 0.0067, w2 0.010 after step 1.
+    Fixed in stop 34 (``group_identity.backend_problem``): the dp object's cpu backend is not
+    the one the world made it with at the collective recorded: refused (exit 3)."""
     out = _prove("r34b_02_dp_funcol_dp_backend_replaced_by_singleton.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34b-1: torch's TP (RowwiseParallel) over the tp object "
-                   "whose backend is a singleton group's during the step")
 def test_r34b_1_tp_rowwise_tp_backend_replaced_by_singleton_is_not_accepted(tmp_path):
-    """EQUIVALENT at cd4b4e4 (5 goals, 51 s); truth w1 0.0030, w2 0.0029 on every rank."""
+    """EQUIVALENT at cd4b4e4 (5 goals, 51 s); truth w1 0.0030, w2 0.0029 on every rank. Fixed
+    in stop 34 (``group_identity.backend_problem``): the tp object's backend is a singleton's
+    at RowwiseParallel's all-reduce (given back after it): refused (exit 3)."""
     out = _prove("r34b_03_tp_rowwise_tp_backend_replaced_by_singleton.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34b-1 on a pipeline: hand-written dp after the schedule "
-                   "over the dp object whose backend is a singleton group's")
 def test_r34b_1_pp_dp_dp_backend_replaced_by_singleton_is_not_accepted(tmp_path):
     """EQUIVALENT at cd4b4e4 (8 goals, 34 s); truth grad l0.weight 0.077, l1.bias 0.21;
-    update 0.038 .. 0.10."""
+    update 0.038 .. 0.10. Fixed in stop 34 (``group_identity.backend_problem``): refused at the
+    dp all-reduce (exit 3)."""
     out = _prove("r34b_09_pp_dp_dp_backend_replaced_by_singleton.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -129,10 +133,10 @@ def test_r34b_3_dp_check_hook_popped_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34b-4: FSDP2 resolves its group in fully_shard, while the "
-                   "dp name is re-registered to tp in parallelize; the capture resolves it later")
 def test_r34b_4_dp_tp_fsdp_dp_name_reregistered_in_parallelize_is_not_accepted(tmp_path):
-    """EQUIVALENT at cd4b4e4 (4 goals, 85 s); truth w1 0.62, w2 0.61 on every rank."""
+    """EQUIVALENT at cd4b4e4 (4 goals, 85 s); truth w1 0.62, w2 0.61 on every rank. Fixed in
+    stop 34 (``group_identity.groups_at_call``, called by ``dataparallel``'s recording
+    ``fully_shard``): the dp group resolves to the tp object at the call: refused (exit 3)."""
     out = _prove("r34b_07_dp_tp_fsdp_dp_name_reregistered_to_tp_in_parallelize.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -142,17 +146,19 @@ def test_r34b_4_dp_tp_fsdp_dp_name_reregistered_in_parallelize_is_not_accepted(t
 @pytest.mark.slow
 def test_r34b_1_control_dp_backend_reregistered_same_is_equivalent(tmp_path):
     """r34b_01's control (the dp object's own backend re-registered; truth 2.8e-17):
-    EQUIVALENT at cd4b4e4 (83 s). A fix refusing any ``_register_backend`` may refuse it."""
+    EQUIVALENT at cd4b4e4 (83 s); still EQUIVALENT after stop 34's fix (83 s): the backend a
+    collective runs on is unchanged, so ``backend_problem`` does not refuse it."""
     out = _prove("r34b_05_dp_tp_dp_backend_reregistered_same_right.py", tmp_path)
-    assert _equivalent(out) or out["_rc"] in (2, 3), out     # never NOT EQUIVALENT
+    assert _equivalent(out), out
 
 
 @pytest.mark.slow
 def test_r34b_4_control_fsdp_dp_name_reregistered_same_is_equivalent(tmp_path):
     """r34b_07's control (the dp name re-registered to dp itself in ``parallelize``; truth
-    2.8e-17): EQUIVALENT at cd4b4e4 (77 s). A fix refusing registry writes may refuse it."""
+    2.8e-17): EQUIVALENT at cd4b4e4 (77 s); still EQUIVALENT after stop 34's fix (106 s): the
+    group resolved at the ``fully_shard`` call is the world's dp object."""
     out = _prove("r34b_08_dp_tp_fsdp_dp_name_reregistered_same_right.py", tmp_path)
-    assert _equivalent(out) or out["_rc"] in (2, 3), out     # never NOT EQUIVALENT
+    assert _equivalent(out), out
 
 
 @pytest.mark.slow
