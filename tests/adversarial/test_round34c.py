@@ -4,7 +4,7 @@ twins, ``Traces.lift`` with four factors, ``frontend._without_unnamed_dims``). P
 ``plans/round34c/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2`` (dp),
 ``tests/torch_frontend/pp_truth.py FILE`` (pipelining); gloo, float64.
 
-* R34c-1 (false accept; ``r34c_01`` dp 2, ``r34c_05`` pp 2 x dp 2): ``_reshape_alias``'s stride
+* R34c-1 (false accept; ``r34c_01`` dp 2, ``r34c_05`` pp 2 x dp 2, ``r34c_09`` the spec): ``_reshape_alias``'s stride
   argument is checked (row-major, ``rules_layout.ReshapeAlias``, R26-2) at the probe sizes only.
   ``_reshape_alias`` is data movement, so ``unread_real_literals`` (computing nodes) never sees
   it, and ``real_moves.move_meaning`` gives ``("reshape",)`` whatever its strides: strides
@@ -17,7 +17,7 @@ twins, ``Traces.lift`` with four factors, ``frontend._without_unnamed_dims``). P
   into ``empty_strided((r, c), (1, r) if square else (c, 1))`` and read through
   ``_reshape_alias(t, [r, c], [c, 1])`` (literals equal at both sizes) is transposed in the run.
   Truth 0.0146 / 0.0060.
-* R34c-3 (false accept; ``r34c_06`` dp 2): R27-1 at the real sizes only through the same
+* R34c-3 (false accept; ``r34c_06``, ``r34c_08`` dp 2): R27-1 at the real sizes only through the same
   exempt strides: ``dist.all_reduce`` of an ``empty_strided`` buffer whose rows are padded
   (strides ``(c + 1, 1)``) when the gradient is square at the real sizes; gloo reduces ``numel``
   raw elements, ``AllReduce.term`` checks contiguity on the probe trace only. Truth 0.0123 /
@@ -84,6 +84,23 @@ def test_r34c_2_empty_strided_strides_real_only_is_not_accepted(tmp_path):
 def test_r34c_3_empty_strided_all_reduce_padded_real_only_is_not_accepted(tmp_path):
     """EQUIVALENT at ae5084f (4 goals, 16 s); truth w1 0.0123, w2 0.0026 after step 1."""
     out = _prove("r34c_06_empty_strided_all_reduce_padded_real_only.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R34c-1 in the single-device spec: its _reshape_alias is "
+                   "column-major at the real sizes only")
+def test_r34c_1_spec_reshape_alias_strides_real_only_is_not_accepted(tmp_path):
+    """EQUIVALENT at ae5084f (4 goals, 60 s); truth w1 0.0146, w2 0.0060 after step 1."""
+    out = _prove("r34c_09_spec_reshape_alias_strides_real_only.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R34c-3 through new_empty_strided (the other exempt stride)")
+def test_r34c_3_new_empty_strided_all_reduce_padded_real_only_is_not_accepted(tmp_path):
+    """EQUIVALENT at ae5084f (4 goals, 35 s); truth w1 0.0123, w2 0.0026 after step 1."""
+    out = _prove("r34c_08_new_empty_strided_all_reduce_padded_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
