@@ -136,3 +136,46 @@ def test_llama_fsdp_tp_is_equivalent(tmp_path):
 
     out = prove(EXAMPLES / "llama_fsdp_tp.py", tmp_path)
     assert _equivalent(out), out
+
+
+# -- fixed in stop 34: the layout of aligned twins compared at the real sizes (unit level) ------
+
+def _unread(f, probe, real):
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from spec_lang.torch_frontend.literals import Traces
+    from spec_lang.torch_frontend.real_literals import unread_real_literals
+
+    def gm(shape):
+        return make_fx(f, tracing_mode="fake")(torch.empty(*shape))
+    return unread_real_literals(Traces(gm(probe), {}, {}, real=gm(real)), set())
+
+
+def _column_major_when_square(g):
+    import torch
+    r, c = g.shape
+    t = torch.empty_strided((r, c), (1, r) if r == c else (c, 1))
+    t.copy_(g)
+    return t * 2.0
+
+
+def _padded_when_square(g):
+    import torch
+    r, c = g.shape
+    t = torch.empty_strided((r, c), (c + 1, 1) if r == c else (c, 1))
+    t.copy_(g)
+    return t * 2.0
+
+
+@pytest.mark.parametrize("f", [_column_major_when_square, _padded_when_square])
+def test_r34c_a_layout_taken_only_at_the_real_sizes_is_reported(f):
+    found = _unread(f, (5, 7), (6, 6))
+    assert any("memory layout of empty_strided" in why for _, why in found), found
+    assert _unread(f, (5, 7), (4, 8)) == []          # row-major at both sizes: nothing
+
+
+def test_r34c_a_transpose_of_a_dim_of_size_1_at_the_real_sizes_is_no_difference():
+    def f(g):
+        return g.t().contiguous() * 2.0 + g.t().sum()
+    assert _unread(f, (5, 7), (1, 8)) == []
