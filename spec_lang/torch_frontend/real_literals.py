@@ -19,8 +19,9 @@ from its twin at the real sizes and that no rule read through ``scalar``, except
   meaning is the output's named dims, whose real sizes
   :func:`~spec_lang.torch_frontend.naming.solve_real_sizes` checks at the real sizes.
 
-Every aligned node's dtype and memory layout (row-major or not, the order of its strides) must
-also be the same at both sizes: rules read the probe node's (rounds 34 and 34c).
+Every aligned node's dtype must also be the same at both sizes, and where a rule reads a
+node's memory layout (``_reshape_alias``, a ``c10d`` all-reduce's buffers) the real twin's
+must pass the same check: rules read the probe node's (rounds 34 and 34c).
 
 Each entry makes the goals UNKNOWN (``frontend``), naming the user's line. Data movement is
 :mod:`~spec_lang.torch_frontend.real_moves`'s; the ranks' literals are
@@ -32,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-import torch
 import torch.fx as fx
 
 from spec_lang.torch_frontend.analysis import semantic_nodes
@@ -55,7 +55,7 @@ SHAPE_SIZE_ARGS: frozenset[tuple[str, str]] = frozenset({
 })
 """``(op, argument)``: size arguments that set the op's output shape and nothing else (a layer
 norm's ``normalized_shape`` of as many dims is its input's last dims; an empty tensor's strides
-are compared as its layout, ``_layouts_differ``; ``arange``'s end is its length, the start and step stay
+are read where a rule needs them row-major, ``_layout_read``; ``arange``'s end is its length, the start and step stay
 literals compared as any other, ``rules_index.ArangeRule``)."""
 
 _DIM_NAMES = frozenset({"dim", "dims", "dim0", "dim1", "start_dim", "end_dim"})
@@ -90,28 +90,31 @@ def _vals(n: fx.Node) -> tuple:
     return tuple(v) if isinstance(v, (list, tuple)) else (v,)
 
 
-def _layouts_differ(x: fx.Node, y: fx.Node) -> bool:
-    """Whether twin ``y`` (real sizes) lays its tensors out otherwise than ``x`` (probe sizes):
-    row-major at the probe sizes but not at the real sizes, or, over the dims of size > 1 at
-    both sizes, other dims of stride 0 or another order of the strides (round 34c, R34c-1..3:
-    the rules read the probe node's strides and contiguity: ``_reshape_alias``'s row-major
-    check, the all-reduce's contiguity check). A tensor row-major only at the real sizes (a
-    transpose of a dim of size 1 there) is no difference: the probe's layout was refused or
-    read as it is."""
-    for a, b in zip(_vals(x), _vals(y)):
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-            continue
-        try:
-            sa, sb, ta, tb = a.shape, b.shape, a.stride(), b.stride()
-            if a.is_contiguous() and not b.is_contiguous():
-                return True
-        except (RuntimeError, NotImplementedError):   # no strides (sparse, nested)
-            continue
-        dims = [i for i in range(min(len(sa), len(sb))) if sa[i] > 1 and sb[i] > 1]
-        if [i for i in dims if ta[i] == 0] != [i for i in dims if tb[i] == 0] or \
-                sorted(dims, key=lambda i: (-ta[i], i)) != sorted(dims, key=lambda i: (-tb[i], i)):
-            return True
-    return False
+def _row_major(shape: Any, stride: Any) -> bool:
+    want, acc = [], 1
+    for sz in reversed(list(shape)):
+        want.append(acc)
+        acc *= int(sz)
+    return len(stride) == len(shape) and all(
+        int(sz) == 1 or int(st) == w for sz, st, w in zip(shape, stride, reversed(want)))
+
+
+def _layout_read(n: fx.Node) -> bool:
+    """Whether the storage ``n`` reads is row-major where its rule requires it: the source and
+    the stride argument of ``_reshape_alias`` (``rules_layout.ReshapeAlias``), the buffers of a
+    ``c10d`` all-reduce (``rules_collectives.C10dAllReduce``: gloo reduces raw memory). Those
+    rules check the probe node only; its real twin must pass too (round 34c, R34c-1..3: strides
+    that transpose or pad only at the real sizes, through ``_reshape_alias`` or an
+    ``empty_strided`` buffer). True for any other op."""
+    target = str(n.target)
+    try:
+        if target == "aten._reshape_alias.default":
+            return bool(n.args[0].meta["val"].is_contiguous()) and _row_major(n.args[1], n.args[2])
+        if target == "c10d.allreduce_.default":
+            return all(isinstance(t, fx.Node) and t.meta["val"].is_contiguous() for t in n.args[0])
+    except (AttributeError, KeyError, IndexError, TypeError, RuntimeError):
+        return False
+    return True
 
 
 def _rank_of_input(n: fx.Node) -> int | None:
@@ -165,11 +168,10 @@ def unread_real_literals(tr: Traces, opaque: Collection[fx.Node]) -> list[tuple[
         if _dtypes(x) != _dtypes(y):
             out.append((x, f"the dtype of {x.name} ({x.target}) is {_dtypes(x)} at the probe "
                            f"sizes and {_dtypes(y)} at the real sizes"))
-        elif _layouts_differ(x, y):    # R34c-1..3: strides only the real sizes transpose or pad
-            out.append((x, f"the memory layout of {x.name} ({x.target}) is row-major at the "
-                           "probe sizes and not at the real sizes, or its strides are ordered "
-                           "otherwise there (a transpose or padding taken only at the real "
-                           "sizes)"))
+        elif _layout_read(x) and not _layout_read(y):   # R34c-1..3: the rule read the probe's
+            out.append((x, f"{x.name} ({x.target}) reads its input's memory as row-major at "
+                           "the probe sizes and not at the real sizes (strides that transpose "
+                           "or pad only at the real sizes)"))
     for x in semantic_nodes(tr.main):
         y = tr.twin(x)
         if y is None or x in opaque:
