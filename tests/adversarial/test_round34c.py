@@ -49,57 +49,52 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND34C / name, tmp_path)
 
 
-# -- findings (open: strict xfail) --------------------------------------------------------------
+# -- findings (fixed in stop 34, 4d3b569: the right outcome asserted) ----------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34c-1: _reshape_alias's strides are compared at the probe "
-                   "sizes only (a move: move_meaning is ('reshape',) whatever its strides)")
 def test_r34c_1_reshape_alias_strides_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at ae5084f (4 goals, 65 s); truth w1 0.0146, w2 0.0060 after step 1."""
+    """EQUIVALENT at ae5084f (4 goals, 65 s); truth w1 0.0146, w2 0.0060 after step 1. Fixed in
+    stop 34 (4d3b569, real_literals._layout_read): UNKNOWN (56 s)."""
     out = _prove("r34c_01_reshape_alias_strides_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34c-1 on the pipelined path: stage 0's square gradient "
-                   "read through _reshape_alias, column-major at the real sizes only")
 def test_r34c_1_pp_reshape_alias_strides_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at ae5084f (12 goals, 95 s); truth sq.weight grad 0.072, param 0.036."""
+    """EQUIVALENT at ae5084f (12 goals, 95 s); truth sq.weight grad 0.072, param 0.036. Fixed in
+    stop 34: UNKNOWN (116 s)."""
     out = _prove("r34c_05_pp_reshape_alias_strides_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34c-2: empty_strided's strides are exempt as a shape "
-                   "size, and _reshape_alias's contiguity check reads the probe trace only")
 def test_r34c_2_empty_strided_strides_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at ae5084f (4 goals, 58 s); truth w1 0.0146, w2 0.0060 after step 1."""
+    """EQUIVALENT at ae5084f (4 goals, 58 s); truth w1 0.0146, w2 0.0060 after step 1. Fixed in
+    stop 34: UNKNOWN (30 s)."""
     out = _prove("r34c_03_empty_strided_strides_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34c-3: all_reduce of an empty_strided buffer padded at the "
-                   "real sizes only (exempt strides; the contiguity check reads the probe trace)")
 def test_r34c_3_empty_strided_all_reduce_padded_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at ae5084f (4 goals, 16 s); truth w1 0.0123, w2 0.0026 after step 1."""
+    """EQUIVALENT at ae5084f (4 goals, 16 s); truth w1 0.0123, w2 0.0026 after step 1. Fixed in
+    stop 34: UNKNOWN (49 s)."""
     out = _prove("r34c_06_empty_strided_all_reduce_padded_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34c-1 in the single-device spec: its _reshape_alias is "
-                   "column-major at the real sizes only")
 def test_r34c_1_spec_reshape_alias_strides_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at ae5084f (4 goals, 60 s); truth w1 0.0146, w2 0.0060 after step 1."""
+    """EQUIVALENT at ae5084f (4 goals, 60 s); truth w1 0.0146, w2 0.0060 after step 1. Fixed in
+    stop 34: UNKNOWN (56 s)."""
     out = _prove("r34c_09_spec_reshape_alias_strides_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34c-3 through new_empty_strided (the other exempt stride)")
 def test_r34c_3_new_empty_strided_all_reduce_padded_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at ae5084f (4 goals, 35 s); truth w1 0.0123, w2 0.0026 after step 1."""
+    """EQUIVALENT at ae5084f (4 goals, 35 s); truth w1 0.0123, w2 0.0026 after step 1. Fixed in
+    stop 34: UNKNOWN (57 s)."""
     out = _prove("r34c_08_new_empty_strided_all_reduce_padded_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -138,7 +133,7 @@ def test_llama_fsdp_tp_is_equivalent(tmp_path):
     assert _equivalent(out), out
 
 
-# -- fixed in stop 34: the layout of aligned twins compared at the real sizes (unit level) ------
+# -- fixed in stop 34: the layouts rules read, compared at the real sizes (unit level) ----------
 
 def _unread(f, probe, real):
     import torch
