@@ -50,20 +50,18 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings (open: strict xfail) --------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34e-1: a fake _reshape_alias has row-major strides "
-                   "whatever its stride argument, so _layouts_differ sees no difference and "
-                   "move_meaning still drops the argument (R34c-1 open)")
 def test_r34e_1_reshape_alias_strides_real_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at 402ba4c (4 goals, 51 s); truth w1 0.0146, w2 0.0060 after step 1."""
+    """EQUIVALENT at 402ba4c (4 goals, 51 s); truth w1 0.0146, w2 0.0060 after step 1. Closed by
+    4d3b569 (real_literals._layout_read reads _reshape_alias's stride argument, not the fake
+    tensor's strides): UNKNOWN (31 s)."""
     out = _prove("r34e_01_reshape_alias_mul_strides_real_only.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34e-2: 402ba4c's layout check reports _unsafe_view "
-                   "nodes of llama3_8b_tp8's loss_parallel flatten (UNKNOWN, a false refusal)")
 def test_r34e_2_llama3_8b_tp8_is_equivalent(tmp_path):
-    """UNKNOWN at 402ba4c (3 size-literal goals at line 47, 229 s); documented EQUIVALENT."""
+    """UNKNOWN at 402ba4c (3 size-literal goals at line 47, 229 s); documented EQUIVALENT. Closed
+    by 4d3b569 (only the layouts a rule reads are compared): EQUIVALENT (223 s at load 5)."""
     from tests.adversarial.torch_prove import prove
 
     out = prove(EXAMPLES / "llama3_8b_tp8.py", tmp_path)
@@ -71,10 +69,9 @@ def test_r34e_2_llama3_8b_tp8_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34e-2: 402ba4c's layout check reports _unsafe_view "
-                   "nodes of gpt2_pp_tied (one sample per microbatch per rank; a false refusal)")
 def test_r34e_2_gpt2_pp_tied_is_equivalent(tmp_path):
-    """UNKNOWN at 402ba4c (3 size-literal goals at line 61, 147 s); documented EQUIVALENT."""
+    """UNKNOWN at 402ba4c (3 size-literal goals at line 61, 147 s); documented EQUIVALENT. Closed
+    by 4d3b569: EQUIVALENT (86 s)."""
     from tests.adversarial.torch_prove import prove
 
     out = prove(EXAMPLES / "gpt2_pp_tied.py", tmp_path)
@@ -82,10 +79,9 @@ def test_r34e_2_gpt2_pp_tied_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34e-2: llama_tp at batch 1, the layout check's false "
-                   "refusal in 70 s")
 def test_r34e_2_llama_tp_batch1_is_equivalent(tmp_path):
-    """UNKNOWN at 402ba4c (3 size-literal goals, 70 s); truth 3.4e-8 (AdamW rounding only)."""
+    """UNKNOWN at 402ba4c (3 size-literal goals, 70 s); truth 3.4e-8 (AdamW rounding only). Closed
+    by 4d3b569: EQUIVALENT (44 s)."""
     out = _prove("r34e_05_llama_tp_batch1_right.py", tmp_path)
     assert _equivalent(out), out
 
