@@ -55,8 +55,8 @@ SHAPE_SIZE_ARGS: frozenset[tuple[str, str]] = frozenset({
 })
 """``(op, argument)``: size arguments that set the op's output shape and nothing else (a layer
 norm's ``normalized_shape`` of as many dims is its input's last dims; an empty tensor's strides
-are read where a rule needs them row-major, ``_layout_read``; ``arange``'s end is its length, the start and step stay
-literals compared as any other, ``rules_index.ArangeRule``)."""
+are read where a rule needs them row-major, ``_layout_read``; ``arange``'s end is its length,
+the start and step stay literals compared as any other, ``rules_index.ArangeRule``)."""
 
 _DIM_NAMES = frozenset({"dim", "dims", "dim0", "dim1", "start_dim", "end_dim"})
 
