@@ -85,11 +85,6 @@ def _dtypes(n: fx.Node) -> Any:
     return getattr(v, "dtype", None)
 
 
-def _vals(n: fx.Node) -> tuple:
-    v = n.meta.get("val")
-    return tuple(v) if isinstance(v, (list, tuple)) else (v,)
-
-
 def _row_major(shape: Any, stride: Any) -> bool:
     want, acc = [], 1
     for sz in reversed(list(shape)):
@@ -153,7 +148,8 @@ def _same_meaning(x: fx.Node, y: fx.Node, key: Any) -> bool:
 def unread_real_literals(tr: Traces, opaque: Collection[fx.Node]) -> list[tuple[fx.Node, str]]:
     """The literal arguments of computing nodes that differ at the real sizes and that no rule
     read through :meth:`~spec_lang.torch_frontend.literals.Traces.scalar` (the module
-    docstring's exceptions aside), and the nodes whose dtype differs there: each the probe node
+    docstring's exceptions aside), the nodes whose dtype differs there, and those whose rule
+    reads a memory layout the real twin does not have (:func:`_layout_read`): each the probe node
     and a sentence naming the argument and both values; empty when the program was not traced
     at real sizes. Call it after the lowering (it reads which literals the rules read).
 
