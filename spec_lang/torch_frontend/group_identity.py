@@ -238,17 +238,15 @@ def checking(findings: list[tuple[Any, str]]) -> Iterator[None]:
     an exception raised here)."""
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
+    from spec_lang.torch_frontend.op_guard import create_node_hook
+
     mode = get_proxy_mode()
     tracer = getattr(mode, "tracer", None)
     graph = getattr(tracer, "graph", None)
     if graph is None or not _BY_NAME:
         yield
         return
-    had = "create_node" in vars(graph)
-    before = vars(graph).get("create_node")
-    create = graph.create_node
-
-    def create_node(op: str, target: Any, args: Any = None, kwargs: Any = None,
+    def create_node(create: Any, op: str, target: Any, args: Any = None, kwargs: Any = None,
                     *a: Any, **k: Any) -> Any:
         bad = None
         if op == "call_function":
@@ -261,14 +259,8 @@ def checking(findings: list[tuple[Any, str]]) -> Iterator[None]:
             findings.append((node, f"{target}: {bad}"))
         return node
 
-    graph.create_node = create_node
-    try:
+    with create_node_hook(graph, create_node):
         yield
-    finally:
-        if had:
-            graph.create_node = before
-        else:
-            vars(graph).pop("create_node", None)
 
 
 def constants_by_identity(gm: Any) -> list[tuple[Any, str]]:

@@ -23,6 +23,7 @@ call).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import sys
 import types
@@ -196,11 +197,8 @@ def watching(findings: list[str]) -> Iterator[None]:
         return
     base = current_baseline()
     entry = sys._getframe(2)    # the wrapper's frame (contextmanager's __enter__, then ours)  # noqa: SLF001
-    had = "create_node" in vars(graph)
-    before = vars(graph).get("create_node")
-    create = graph.create_node
 
-    def create_node(*a: Any, **k: Any) -> Any:
+    def create_node(create: Any, *a: Any, **k: Any) -> Any:
         modes = foreign_modes()
         if modes:
             findings.append(f"the torch function or dispatch mode {modes[0]} was active")
@@ -211,7 +209,19 @@ def watching(findings: list[str]) -> Iterator[None]:
                             "torch function or dispatch mode, a tensor subclass or a hook)")
         return create(*a, **k)
 
-    graph.create_node = create_node
+    with create_node_hook(graph, create_node):
+        yield
+
+
+@contextlib.contextmanager
+def create_node_hook(graph: Any, hook: Any) -> Iterator[None]:
+    """Within the block, ``graph.create_node(*a, **k)`` is ``hook(create, *a, **k)`` with
+    ``create`` the one in place before (chaining any hook set before); put back after, as an
+    instance attribute or none. The one way the guards watch the nodes the tracer records
+    (:func:`watching`, ``group_identity.checking``, ``thread_guard.watched``)."""
+    had = "create_node" in vars(graph)
+    before = vars(graph).get("create_node")
+    graph.create_node = functools.partial(hook, graph.create_node)
     try:
         yield
     finally:

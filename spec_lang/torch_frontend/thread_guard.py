@@ -168,23 +168,16 @@ def watched(fn: Any) -> Any:
     def run(*a: Any, **k: Any) -> Any:
         from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
+        from spec_lang.torch_frontend.op_guard import create_node_hook
+
         g = ACTIVE[0]
         graph = getattr(getattr(get_proxy_mode(), "tracer", None), "graph", None)
         if g is None or graph is None:
             return fn(*a, **k)
-        had = "create_node" in vars(graph)
-        before, create = vars(graph).get("create_node"), graph.create_node
-
-        def create_node(*ca: Any, **ck: Any) -> Any:
+        def create_node(create: Any, *ca: Any, **ck: Any) -> Any:
             g.check("at a recorded op")
             return create(*ca, **ck)
 
-        graph.create_node = create_node
-        try:
+        with create_node_hook(graph, create_node):
             return fn(*a, **k)
-        finally:
-            if had:
-                graph.create_node = before
-            else:
-                vars(graph).pop("create_node", None)
     return run
