@@ -47,7 +47,7 @@ from spec_lang.torch_frontend.dataparallel import (
 from spec_lang.torch_frontend.group_identity import checked, refuse_foreign_groups
 from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
-from spec_lang.torch_frontend.thread_guard import threads_refused, watched
+from spec_lang.torch_frontend.thread_guard import threads_let, threads_refused, watched
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
                                                   module_buffers, outliving_pipeline_objects,
@@ -275,7 +275,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     path = tf.path
     plan = mesh is not None
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), threads_let(path):   # threads that end (R34d-3)
             model = tf.fn("build_model")(dict(sizes))
             batch = tf.fn("make_batch")(dict(sizes))
         if not isinstance(model, nn.Module):

@@ -51,6 +51,16 @@ still say it (adversarial round 34b):
   each to be the world's object for its axis (the capture then models the unit over the
   groups so resolved); :func:`world_problem` (registry and backends) runs again when
   ``parallelize`` returns.
+
+R34e-3 (round 34e): the checks above run where the capture records a collective, but real FSDP2
+also all-gathers a resharded unit again in the backward, which the capture's stand-in does not
+issue: a backend swapped after the forward and put back (the very same object) in a hook on the
+output's gradient moved only that all-gather to tp's ranks, and no check saw it. So while a fake
+world lives, ``ProcessGroup._register_backend`` (bound when this module is imported, before the
+train file) is wrapped (:func:`_registering`): a call that leaves a world group on another backend
+than the world made it with, even for a moment, is recorded and every later check
+(:func:`backend_problem`) reports it. Re-registering a group's own backend (r34e_04) is not
+refused. (A train file holding the original from import undoes this: R29-4 family.)
 """
 
 from __future__ import annotations
@@ -69,6 +79,9 @@ __all__ = ["world_made", "world_gone", "world_groups", "name_of", "collective_pr
 _UNBOX = ProcessGroup.unbox
 # bound at import, before the train file (which could replace them on the class: R34b-1)
 _GET_BACKEND = ProcessGroup._get_backend  # noqa: SLF001
+_REGISTER_BACKEND = vars(ProcessGroup)["_register_backend"]
+# a swap of a world group's backend seen when it was made (R34e-3): reported by backend_problem
+_SWAPPED: list[str] = []
 _DEVICE_TYPES = vars(ProcessGroup)["_device_types"]
 # the backends the world made each axis's group with: name -> {device type: backend object}
 _BACKENDS: dict[str, dict[str, Any]] = {}
@@ -85,12 +98,31 @@ def world_made(groups: Mapping[str, Any]) -> None:
     for axis, pg in groups.items():
         _BY_NAME[str(pg.group_name)] = (axis, pg)
         _BACKENDS[str(pg.group_name)] = _backends(pg)   # held: the objects stay the same
+    _SWAPPED.clear()
 
 
 def world_gone() -> None:
     """Forget the world's groups (its process group is destroyed)."""
     _BY_NAME.clear()
     _BACKENDS.clear()
+    _SWAPPED.clear()
+
+
+def _registering(pg: Any, *a: Any, **k: Any) -> Any:
+    """``ProcessGroup._register_backend`` while a fake world lives: the original, then a world
+    group left on another backend is recorded (R34e-3: a swap put back before any recorded
+    collective still ran an unrecorded one over another group)."""
+    out = _REGISTER_BACKEND(pg, *a, **k)
+    if _BY_NAME and not _SWAPPED:
+        bad = _backend_changed()
+        if bad:
+            _SWAPPED.append(f"{bad} (seen when it was registered, even if put back later)")
+    return out
+
+
+# in place from this module's import on (before the train file's, and before pp_guard's
+# snapshot of torch.distributed): outside a fake world it is the original (R34e-3)
+ProcessGroup._register_backend = _registering   # noqa: SLF001
 
 
 def _backends(pg: Any) -> dict[str, Any]:
@@ -107,6 +139,13 @@ def _backends(pg: Any) -> dict[str, Any]:
 def backend_problem() -> str | None:
     """Why a world group no longer runs on the backends the world made it with (R34b-1:
     ``ProcessGroup._register_backend`` of another group's backend), or None."""
+    if _SWAPPED:                 # swapped, maybe put back since (R34e-3)
+        return _SWAPPED[0]
+    return _backend_changed()
+
+
+def _backend_changed() -> str | None:
+    """Why a world group runs on another backend now than the world made it with, or None."""
     for name, (axis, pg) in _BY_NAME.items():
         was = _BACKENDS.get(name, {})
         try:

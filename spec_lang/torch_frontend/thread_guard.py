@@ -27,6 +27,22 @@ So while the capture runs the train file's code (``build_model``, ``make_batch``
   at every node the tracer records (:func:`watched`) and at the end. A thread started from a
   held reference *and* joined between two recorded nodes is not seen by the count; it needs a
   reference taken at import, which the wrappers cannot reach (noted in ATTEMPTS.md).
+
+Adversarial round 34d showed that gap: a thread made with a starter held from import (R34d-1),
+with libc's ``pthread_create`` through ctypes or with a fresh ``_thread`` module from
+``_imp.create_builtin`` (R34d-2) ran a second all-reduce of every gradient and was joined
+between two recorded nodes (EQUIVALENT for a wrong plan). Sampling thread sets cannot see a
+thread that lives between two samples, so the traced step now also checks *where the work
+lands* (:func:`watched`): every op on the step's fake tensors, from any thread, is dispatched
+by the trace's ``FakeTensorMode`` (a ``FakeTensor`` enters its own mode in whatever thread it
+is used), and that mode's ``dispatch`` refuses a call from a thread other than the tracing one
+(``threading.get_ident()``: a ctypes thread running Python has its own). A collective of
+another thread on a gradient or parameter, and an in-place update of one, are refused so.
+
+R34d-3 (a false refusal): ``build_model`` and ``make_batch`` may use threads (a thread pool for
+pure-Python data prep): their results are plain inputs. :func:`threads_let` gives them the
+thread starters back and requires every thread they started to have ended when they return
+(processes stay refused).
 """
 
 from __future__ import annotations
@@ -40,7 +56,8 @@ from typing import Any
 
 import _thread
 
-__all__ = ["take_threads", "threads_now", "threads_refused", "watched", "ACTIVE"]
+__all__ = ["take_threads", "threads_now", "threads_refused", "threads_let", "watched",
+           "ACTIVE"]
 
 _BASE: list[Any] = [None]
 # the guard running now (None outside the capture): read by :func:`watched`
@@ -85,6 +102,7 @@ class _Guard:
         self.path = path
         self.found: list[str] = []
         self.at = threads_now()
+        self.saved: list[tuple[Any, str, Any]] = []     # the starters as they were
 
     def note(self, line: int, what: str) -> str:
         msg = _message(self.path, line, what)
@@ -138,7 +156,7 @@ def threads_refused(path: str) -> Iterator[_Guard]:
     if base is not None and not g.at[0] <= base[0]:
         raise PlanError(_message(path, 1, f"threads started when the train file was imported "
                                  f"run ({len(g.at[0] - base[0])} more than before it)"))
-    saved = [(o, n, vars(o)[n]) for o, n, _ in _starters()]
+    saved = g.saved = [(o, n, vars(o)[n]) for o, n, _ in _starters()]
 
     def refusing(label: str) -> Any:
         def start(*a: Any, **k: Any) -> Any:  # noqa: ARG001
@@ -160,10 +178,82 @@ def threads_refused(path: str) -> Iterator[_Guard]:
         raise PlanError(g.found[0])
 
 
+@contextlib.contextmanager
+def threads_let(path: str) -> Iterator[None]:
+    """Within the block (``build_model``, ``make_batch``), the thread starters are the originals
+    (R34d-3: a thread pool for data prep); when it ends, every thread started in it must have
+    ended (the threads alive, and ``_thread._count()``, as at the start of the capture). A
+    process (``multiprocessing``, ``os.fork``) stays refused: a child runs the rest of the
+    capture's code.
+
+    Raises:
+        PlanError: a thread the block started still runs.
+    """
+    from spec_lang.errors import PlanError
+
+    g = ACTIVE[0]
+    if g is None:
+        yield
+        return
+    threads = {(id(o), n) for o, n, label in _starters() if "thread" in label.lower()}
+    refusing = [(o, n, vars(o)[n]) for o, n, _ in g.saved]
+    for o, n, f in g.saved:
+        if (id(o), n) in threads:
+            setattr(o, n, f)
+    try:
+        yield
+    finally:
+        for o, n, f in refusing:
+            setattr(o, n, f)
+    now = threads_now()
+    if not now[0] <= g.at[0] or now[1] > g.at[1]:
+        raise PlanError(g.note(1, "a thread started in build_model or make_batch still runs when "
+                               f"it returned (threads {sorted(g.at[0])} / {g.at[1]} at the "
+                               f"start, {sorted(now[0])} / {now[1]} now): join every thread "
+                               "(leave the pool's ``with`` block) before returning"))
+
+
+def _fake_mode() -> Any:
+    import torch
+
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)  # noqa: SLF001
+
+
+@contextlib.contextmanager
+def one_thread(g: _Guard) -> Iterator[None]:
+    """Within the block (the traced step, inside ``make_fx``), the trace's ``FakeTensorMode``
+    refuses an op dispatched from another thread than this one (R34d-1, R34d-2): the op is
+    recorded (refused at the end even if caught) and raises in that thread."""
+    from spec_lang.errors import PlanError
+
+    mode, me = _fake_mode(), threading.get_ident()
+    if mode is None:
+        yield
+        return
+    had = "dispatch" in vars(mode)
+    before = mode.dispatch
+
+    def dispatch(func: Any, *a: Any, **k: Any) -> Any:
+        if threading.get_ident() != me:
+            raise PlanError(g.note(_user_line(g.path), f"another thread than the step's ran "
+                                   f"{func} on the step's tensors (R34d-1 / R34d-2)"))
+        return before(func, *a, **k)
+
+    mode.dispatch = dispatch
+    try:
+        yield
+    finally:
+        if had:
+            mode.dispatch = before
+        else:
+            vars(mode).pop("dispatch", None)
+
+
 def watched(fn: Any) -> Any:
     """``fn`` (the function ``make_fx`` traces) run with a check, at every node the tracer
     records, that the threads alive are the ones alive when :func:`threads_refused` began
-    (the graph's ``create_node``, chained with any hook set before). Refused at the end of
+    (the graph's ``create_node``, chained with any hook set before), and with no op on the
+    step's tensors from another thread (:func:`one_thread`). Refused at the end of
     :func:`threads_refused` (also when the train file caught an error in between)."""
     def run(*a: Any, **k: Any) -> Any:
         from torch.fx.experimental.proxy_tensor import get_proxy_mode
@@ -178,6 +268,6 @@ def watched(fn: Any) -> Any:
             g.check("at a recorded op")
             return create(*ca, **ck)
 
-        with create_node_hook(graph, create_node):
+        with create_node_hook(graph, create_node), one_thread(g):
             return fn(*a, **k)
     return run

@@ -14,6 +14,10 @@ at every node the tracer records and at the end). Plans in ``plans/round34d/``. 
   (``_imp.create_builtin``). None of the wrapped starters is called. Truth 0.0070 / 0.0093.
 * R34d-3 (false refusal; ``r34d_09``): a right plan building its batch's rows in a
   ``ThreadPoolExecutor`` in ``make_batch`` (pure Python, no torch in the pool) is refused.
+
+All three fixed on wip/thr2 (``thread_guard.one_thread``: the trace's ``FakeTensorMode``
+refuses an op dispatched from another thread than the tracing one; ``threads_let``: threads in
+``build_model`` / ``make_batch`` that have ended when they return).
 """
 
 from __future__ import annotations
@@ -41,33 +45,38 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND34D / name, tmp_path)
 
 
-# -- findings (open: strict xfail) --------------------------------------------------------------
+# -- findings (fixed: refused where the work lands, ``thread_guard.one_thread``) ----------------
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34d-1: _thread.start_new_thread held from import, the "
-                   "thread (a second all-reduce) started and joined between two recorded nodes")
-def test_r34d_1_dp_held_start_new_thread_joined_between_ops_is_not_accepted(tmp_path):
-    """EQUIVALENT at 0795de7 (4 goals, 51 s); truth w1 0.0070, w2 0.0093 after step 1."""
-    out = _prove("r34d_01_dp_held_thread_start_new_thread_joined_between_ops.py", tmp_path)
+def _refused_at_the_thread(out: dict, name: str) -> None:
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
+    assert f"{name}:" in str(out) and "another thread than the step's ran " \
+        "c10d.allreduce_.default on the step's tensors" in str(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34d-2: a thread made by libc pthread_create through "
-                   "ctypes (no wrapped starter called), joined between two recorded nodes")
-def test_r34d_2_dp_ctypes_pthread_create_is_not_accepted(tmp_path):
-    """EQUIVALENT at 0795de7 (4 goals, 69 s); truth w1 0.0070, w2 0.0093 after step 1."""
-    out = _prove("r34d_03_dp_ctypes_pthread_create_joined.py", tmp_path)
-    assert _not_accepted(out), out
+def test_r34d_1_dp_held_start_new_thread_joined_between_ops_is_refused(tmp_path):
+    """R34d-1: EQUIVALENT at 0795de7 (4 goals, 51 s); truth w1 0.0070, w2 0.0093 after step 1.
+    Fixed on wip/thr2: the trace's fake mode refuses the thread's all-reduce (exit 3 at the
+    ``dist.all_reduce`` line in ``again``, 46 s)."""
+    name = "r34d_01_dp_held_thread_start_new_thread_joined_between_ops.py"
+    _refused_at_the_thread(_prove(name, tmp_path), name)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34d-2: a fresh copy of the builtin _thread module "
-                   "(_imp.create_builtin) whose start_new_thread is not wrapped")
-def test_r34d_2_dp_fresh_thread_module_is_not_accepted(tmp_path):
-    """EQUIVALENT at 0795de7 (4 goals, 46 s); truth w1 0.0070, w2 0.0093 after step 1."""
-    out = _prove("r34d_04_dp_fresh_thread_module_create_builtin.py", tmp_path)
-    assert _not_accepted(out), out
+def test_r34d_2_dp_ctypes_pthread_create_is_refused(tmp_path):
+    """R34d-2 (a): EQUIVALENT at 0795de7 (4 goals, 69 s); truth w1 0.0070, w2 0.0093. Fixed on
+    wip/thr2 (the ctypes thread has its own ``threading.get_ident()``): exit 3."""
+    name = "r34d_03_dp_ctypes_pthread_create_joined.py"
+    _refused_at_the_thread(_prove(name, tmp_path), name)
+
+
+@pytest.mark.slow
+def test_r34d_2_dp_fresh_thread_module_is_refused(tmp_path):
+    """R34d-2 (b): EQUIVALENT at 0795de7 (4 goals, 46 s); truth w1 0.0070, w2 0.0093. Fixed on
+    wip/thr2: exit 3."""
+    name = "r34d_04_dp_fresh_thread_module_create_builtin.py"
+    _refused_at_the_thread(_prove(name, tmp_path), name)
 
 
 # -- sound outcomes (the guard holds) -----------------------------------------------------------
@@ -104,13 +113,12 @@ def test_r34d_import_time_thread_pool_submit_is_refused(tmp_path):
         in str(out), out
 
 
-# -- false refusal (open: strict xfail) ---------------------------------------------------------
+# -- false refusal (fixed: ``thread_guard.threads_let``) ---------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34d-3: a right plan preparing its data in a thread pool "
-                   "in make_batch (no torch work in the pool) is refused by the thread guard")
 def test_r34d_3_threadpool_data_prep_in_make_batch_is_equivalent(tmp_path):
-    """exit 3 at 0795de7 (the ``ex.map`` line, 20 s); truth w1 0.0, w2 2.8e-17."""
+    """R34d-3: exit 3 at 0795de7 (the ``ex.map`` line, 20 s); truth w1 0.0, w2 2.8e-17. Fixed
+    on wip/thr2: build_model / make_batch may use threads that have ended when they return."""
     out = _prove("r34d_09_dp_threadpool_data_prep_in_make_batch_right.py", tmp_path)
     assert _equivalent(out), out
 

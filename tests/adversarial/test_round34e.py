@@ -19,7 +19,9 @@ twins compared at the real sizes). Plans in ``plans/round34e/``. Truth:
 * R34e-3 (false accept; ``r34e_06`` dp 2 x tp 2): R34b-1 under FSDP2, timed into the backward
   all-gather of a resharded unit, which the capture's stand-in does not issue: the dp object's
   cpu backend is tp's from after the forward until a hook on the output's gradient puts the
-  same object back. Truth w1 0.0114. (Over forward + backward, ``r34e_03``: refused.)
+  same object back. Truth w1 0.0114. (Over forward + backward, ``r34e_03``: refused.) Fixed on
+  wip/thr2: ``ProcessGroup._register_backend`` is wrapped (``group_identity._registering``), a
+  swap of a world group's backend is seen when it is registered.
 """
 
 from __future__ import annotations
@@ -87,13 +89,13 @@ def test_r34e_2_llama_tp_batch1_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R34e-3: a backend swap timed into FSDP2's backward "
-                   "all-gather, which the stand-in does not record (backend_problem never runs "
-                   "while it is swapped)")
-def test_r34e_3_fsdp_backend_swapped_for_backward_all_gather_is_not_accepted(tmp_path):
-    """EQUIVALENT at 402ba4c (4 goals, 99 s); truth w1 0.0114 after one step."""
+def test_r34e_3_fsdp_backend_swapped_for_backward_all_gather_is_refused(tmp_path):
+    """EQUIVALENT at 402ba4c (4 goals, 99 s); truth w1 0.0114 after one step. Fixed on wip/thr2
+    (``group_identity._registering``: the swap is seen when it is registered): exit 3."""
     out = _prove("r34e_06_dp_tp_fsdp_dp_backend_swapped_for_backward_all_gather.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
+    assert "seen when it was registered" in str(out), out
 
 
 # -- sound outcomes (asserted) --------------------------------------------------------------------

@@ -103,7 +103,9 @@ def test_class_get_backend_replaced_by_the_train_file_does_not_hide_it():
     """The backend reader is bound at import: a lying ``ProcessGroup._get_backend`` is not used."""
     with fake_world(MESH, {"dp": 0, "tp": 0}) as w:
         dpg, tpg = w.mesh["dp"].get_group(), w.mesh["tp"].get_group()
-        own, real = dpg._get_backend(CPU), dist.ProcessGroup._get_backend  # noqa: SLF001
+        # the descriptor itself (the class attribute is the unbound function: put back, it
+        # would no longer bind ``self``)
+        own, real = dpg._get_backend(CPU), vars(dist.ProcessGroup)["_get_backend"]  # noqa: SLF001
         dpg._register_backend(CPU, BT.UCC, tpg._get_backend(CPU))  # noqa: SLF001
         dist.ProcessGroup._get_backend = lambda self, dev: own  # noqa: SLF001
         try:
@@ -150,3 +152,38 @@ def test_registry_left_changed_when_parallelize_returns_is_refused():
 
 def test_groups_at_call_outside_a_world_resolves_nothing():
     assert groups_at_call(None) == ({}, None)
+
+
+def test_backend_swapped_and_put_back_between_collectives_is_refused():
+    """R34e-3: swapped after one recorded collective and put back before the next (FSDP2's
+    backward all-gather, which the stand-in does not record, ran in between): the swap is
+    seen when it is registered."""
+    def step(w, x):
+        dpg, tpg = w.mesh["dp"].get_group(), w.mesh["tp"].get_group()
+        dist.all_reduce(x, group=dpg)
+        orig = dpg._get_backend(CPU)  # noqa: SLF001
+        dpg._register_backend(CPU, BT.UCC, tpg._get_backend(CPU))  # noqa: SLF001
+        dpg._register_backend(CPU, BT.MPI, orig)  # noqa: SLF001
+        assert dpg._get_backend(CPU) is orig  # noqa: SLF001
+        dist.all_reduce(x, group=dpg)
+        return x + 1
+
+    found, refused = _trace(step)
+    assert found and "seen when it was registered" in found[0][1], found
+    assert refused and "another backend" in refused
+
+
+def test_the_world_is_clean_again_after_a_swap():
+    with fake_world(MESH, {"dp": 0, "tp": 0}) as w:
+        dpg, tpg = w.mesh["dp"].get_group(), w.mesh["tp"].get_group()
+        dpg._register_backend(CPU, BT.UCC, tpg._get_backend(CPU))  # noqa: SLF001
+        assert backend_problem()
+    with fake_world(MESH, {"dp": 0, "tp": 0}):
+        assert backend_problem() is None and world_problem() is None
+
+
+def test_register_backend_outside_a_world_is_torchs():
+    from spec_lang.torch_frontend import group_identity as gi
+
+    assert vars(dist.ProcessGroup)["_register_backend"] is gi._registering  # noqa: SLF001
+    assert not gi._BY_NAME and not gi._SWAPPED  # noqa: SLF001

@@ -158,3 +158,112 @@ def test_r34b_11_captured_is_refused_at_its_thread():
         with pytest.raises(PlanError, match=rf"{path.name}:{line}: the train file starts a "
                            r"thread"):
             capture(tf, dict(tf.sizes), mesh=w.mesh, coords=w.coords, groups=w.groups)
+
+
+# -- R34d-1 / R34d-2: where the work lands; R34d-3: threads in build_model / make_batch ---------
+
+def _joined_between_ops(work):
+    """A step that runs ``work(y)`` in a thread from a held starter, started and joined between
+    two recorded ops (the thread sets sampled at the nodes are equal: R34d-1)."""
+    def step(x):
+        y = x * 2
+        done = threading.Event()
+
+        def run():
+            try:
+                work(y)
+            except Exception:  # noqa: BLE001 -- the train file swallows the refusal
+                pass
+            done.set()
+        HELD_START(run, ())
+        done.wait(10)
+        return y + 1
+    return step
+
+
+def test_a_collective_from_a_thread_joined_between_ops_is_refused():
+    """R34d-1: the second all-reduce runs in a thread alive only between two recorded ops; the
+    trace's fake mode refuses an op dispatched from another thread than the tracing one."""
+    with fake_world({"dp": 2}, {"dp": 0}) as w:
+        g = w.mesh["dp"].get_group()
+        with pytest.raises(PlanError, match=r"another thread than the step's ran "
+                           r"c10d.allreduce_.*R34d-1"):
+            with threads_refused(HERE):
+                make_fx(watched(_joined_between_ops(lambda y: dist.all_reduce(y, group=g))),
+                        tracing_mode="fake")(torch.ones(4))
+
+
+def test_an_update_from_a_thread_joined_between_ops_is_refused():
+    """A gradient or parameter mutated from another thread is an op on the step's tensors."""
+    with pytest.raises(PlanError, match=r"another thread than the step's ran aten.mul_"):
+        with threads_refused(HERE):
+            make_fx(watched(_joined_between_ops(lambda y: y.mul_(2))),
+                    tracing_mode="fake")(torch.ones(4))
+
+
+def test_a_ctypes_thread_has_its_own_ident():
+    """R34d-2 (a): libc's pthread_create through ctypes; the callback runs Python with another
+    ``threading.get_ident()`` than the caller's."""
+    import ctypes
+
+    seen = []
+    libc = ctypes.CDLL(None)
+    fn = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(
+        lambda _a: seen.append(threading.get_ident()) or 0)
+    tid = ctypes.c_ulong()
+    libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_void_p]
+    assert libc.pthread_create(ctypes.byref(tid), None, ctypes.cast(fn, ctypes.c_void_p),
+                               None) == 0
+    libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+    libc.pthread_join(tid, None)
+    assert seen and seen[0] != threading.get_ident()
+
+
+def test_the_fake_mode_is_given_back():
+    def step(x):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        mode = thread_guard._fake_mode()  # noqa: SLF001
+        assert "dispatch" in vars(mode)
+        seen.append(mode)
+        assert isinstance(mode, FakeTensorMode)
+        return x + 1
+
+    seen: list = []
+    with threads_refused(HERE):
+        make_fx(watched(step), tracing_mode="fake")(torch.ones(4))
+    assert seen and "dispatch" not in vars(seen[0])
+
+
+def test_threads_in_make_batch_that_end_are_let():
+    """R34d-3: a thread pool for data prep in build_model / make_batch, ended on return."""
+    with threads_refused(HERE):
+        with thread_guard.threads_let(HERE):
+            with concurrent.futures.ThreadPoolExecutor(2) as ex:
+                rows = list(ex.map(lambda i: i * 2, range(4)))
+        assert rows == [0, 2, 4, 6]
+    with pytest.raises(PlanError, match=r"starts a thread"):   # wrapped again after it
+        with threads_refused(HERE):
+            with thread_guard.threads_let(HERE):
+                pass
+            threading.Thread(target=print).start()
+    assert thread_guard.ACTIVE[0] is None
+
+
+def test_a_thread_left_running_by_make_batch_is_refused():
+    stop = threading.Event()
+    try:
+        with pytest.raises(PlanError, match=r"a thread started in build_model or make_batch "
+                           r"still runs"):
+            with threads_refused(HERE):
+                with thread_guard.threads_let(HERE):
+                    threading.Thread(target=stop.wait, args=(10,)).start()
+    finally:
+        stop.set()
+
+
+def test_processes_stay_refused_in_make_batch():
+    with pytest.raises(PlanError, match=r"os.fork"):
+        with threads_refused(HERE):
+            with thread_guard.threads_let(HERE):
+                os.fork()
