@@ -25,9 +25,10 @@ import torch.fx as fx
 from spec_lang.term import DimSpec, Term
 from spec_lang.torch_frontend.aliasing import c10d_returned, schema_alias, written_args
 from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
+from spec_lang.torch_frontend.buckets import has_bucket, lower_on_bucket, written_value
 from spec_lang.torch_frontend.indexing import NotANumber
 from spec_lang.torch_frontend.registry import RULES, Unsupported
-from spec_lang.torch_frontend.values import TV, Pieces, Stacked, const, exact_scalar
+from spec_lang.torch_frontend.values import TV, Bucket, Pieces, Stacked, const, exact_scalar
 from spec_lang.torch_frontend.waits import NEVER_WAITED, PendingCollectives
 
 __all__ = ["Opaque", "Lowering", "lower_graph", "RELABEL_VIEWS", "SLICE_VIEWS"]
@@ -247,6 +248,10 @@ def _poison(x: Any) -> Opaque | None:
     return None
 
 
+def _has_bucket(x: Any) -> bool:
+    return isinstance(x, Bucket) or (isinstance(x, (list, tuple)) and any(map(_has_bucket, x)))
+
+
 def _subst(x: Any, env: Mapping[fx.Node, Any]) -> Any:
     if isinstance(x, fx.Node):
         return env[x]
@@ -283,6 +288,10 @@ def lower_graph(ctx: Lowering, inputs: list[Any]) -> dict[fx.Node, Any]:
                     if r in env:
                         env[r] = Opaque(str(base.target), ctx.site(base), NEVER_WAITED)
             env[n] = _subst(n.args[0], env)
+            if _has_bucket(env[n]):      # a flat bucket the step leaves (buckets)
+                env[n] = _subst(n.args[0], {k: Opaque(str(k.target), ctx.site(k), "a flat "
+                                            "bucket left by the step") if isinstance(v, Bucket)
+                                            else v for k, v in env.items()})
             continue
         _lower_node(ctx, n, waits, roots, readers)
         if isinstance(env.get(n), Opaque):
@@ -344,11 +353,12 @@ def _lower_node(ctx: Lowering, n: fx.Node, waits: PendingCollectives,
             _write_back(ctx, n, bad, roots, readers)
         return
     stacked = [x for x in args if isinstance(x, Stacked)]
-    if stacked and name in ITEMWISE:
+    if stacked and name in ITEMWISE and not has_bucket(args, kwargs):
         env[n] = _itemwise(ctx, n, r, args, kwargs, len(stacked[0].items))
         return
     try:
-        val = r.term(n, ctx, *args, **kwargs)
+        val = lower_on_bucket(ctx, n, r, args, kwargs) if has_bucket(args, kwargs) \
+            else r.term(n, ctx, *args, **kwargs)
     except Unsupported as e:
         val = Opaque(e.op, e.site, e.why)
     except NotANumber as e:
@@ -504,6 +514,9 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
             rb, rfull = roots[r]
             if isinstance(v, Opaque):
                 ctx.env[r] = v
+            elif full and rfull and isinstance(v, Bucket):     # a flat bucket, 1-d only
+                ctx.env[r] = written_value(ctx, r, v, Opaque(
+                    str(n.target), ctx.site(n), "a flat bucket read through a view"))
             elif full and rfull and isinstance(v, TV):
                 ctx.env[r] = TV(v.term, ctx.layout(r)) if ctx.analysis.layouts.get(r) is not None \
                     else v

@@ -20,6 +20,8 @@ compared, and the probe trace's program was proved. :func:`check_real_moves` com
   be twins and the canonical layouts (size-1 modes dropped, adjacent modes merged) equal. A
   move outside this algebra (a ``cat`` of several sources, a ``slice`` that is not a block)
   makes the chain unknown and the plan is refused.
+* a ``slice`` that is a piece of a flat bucket (:mod:`~spec_lang.torch_frontend.buckets`) is
+  compared as it is lowered: its twin must take the piece's entries at the real sizes.
 
 Anything else raises :class:`~spec_lang.torch_frontend.literals.GraphMismatch` naming the node,
 the argument and the user's ``file:line``.
@@ -354,6 +356,8 @@ def check_real_moves(tr: Any, path: str, probe_shape: ShapeOf) -> None:
     for x, y in tr.twins.items():
         if x.op != "call_function" or not is_data_movement(x):
             continue
+        if x.meta.get("bucket_piece") is not None:   # a piece of a flat bucket: its bounds at
+            continue                 # the real sizes are checked as it is lowered (buckets)
         if move_meaning(x, _val_shape(x.args[0]) if isinstance(x.args[0], fx.Node) else None) \
                 != move_meaning(y, _val_shape(y.args[0]) if isinstance(y.args[0], fx.Node)
                                 else None):

@@ -22,6 +22,7 @@ import torch.fx as fx
 
 from spec_lang.term import DimSpec, Op, term
 from spec_lang.torch_frontend.analysis import Analysis, shape_of
+from spec_lang.torch_frontend.buckets import cat_dims, cat_term, slice_dims
 from spec_lang.torch_frontend.dims import DimsError
 from spec_lang.torch_frontend.indexing import Idx
 from spec_lang.torch_frontend.lower import Lowering
@@ -225,6 +226,9 @@ class Slice:
 
     @staticmethod
     def dims(n, a):
+        lay = slice_dims(n, a)          # a piece of a flat bucket (buckets)
+        if lay is not None:
+            return lay
         src = a.layouts[n.args[0]]
         shape = shape_of(n.args[0])
         d = _norm(n.args[1] if len(n.args) > 1 else 0, len(shape))
@@ -237,6 +241,9 @@ class Slice:
 
     @staticmethod
     def term(n, ctx, x, *args):  # noqa: ARG004
+        if ctx.analysis.marks.get(n, ("",))[0] == "bucketslice" or \
+                n.meta.get("bucket_piece") is not None:    # (a bucket: lower.py)
+            raise ctx.fail(n, "a slice of a flat bucket whose value is no bucket")
         shape = shape_of(n.args[0])
         d = _norm(n.args[1] if len(n.args) > 1 else 0, len(shape))
         full, parts, index = _slice_block(n, shape[d])
@@ -306,7 +313,8 @@ class Split:
 class Cat:
     """``cat(xs, d)``: equal blocks along one named dim ``Q`` (``CONCAT`` of the blocks renamed
     ``B_i -> Q`` as block ``i``); a block that is block ``i`` of ``Q`` already (the inverse of a
-    split) is used as it is."""
+    split) is used as it is. 1-d tensors that are no blocks of one named dim: a flat bucket
+    (:mod:`~spec_lang.torch_frontend.buckets`)."""
 
     @staticmethod
     def dims(n, a):
@@ -334,6 +342,10 @@ class Cat:
                 a.marks[n] = ("chunkstack", sp.args[0], k, len(xs))
                 return out
         sizes = {shape_of(x)[d] for x in xs}
+        if len(sizes) != 1 or any(len(a.dims.canon(l[d])) != 1 for l in lays):
+            bucket = cat_dims(n, a, lays, d)      # 1-d pieces of no one named dim
+            if bucket is not None:
+                return bucket
         if len(sizes) != 1:
             raise DimsError(f"{a.where(n)}: cat of blocks of unequal sizes {sorted(sizes)}")
         out = broadcast_like(a, n, lays, d)
@@ -354,10 +366,12 @@ class Cat:
     def term(n, ctx, xs, dim=0):  # noqa: ARG004
         shape = shape_of(n)
         d = _norm(n.args[1] if len(n.args) > 1 else 0, len(shape))
+        mark = ctx.analysis.marks.get(n)
+        if mark is not None and mark[0] == "bucket":
+            return cat_term(n, ctx, list(xs))
         g = gather_of_pieces(ctx, n, list(xs), d)
         if g is not None:
             return g
-        mark = ctx.analysis.marks.get(n)
         if mark is not None and mark[0] == "chunkstack":
             return ChunkStack(ctx.env[mark[1]], mark[2], mark[3])
         out = ctx.layout(n)

@@ -4,6 +4,7 @@
   row-major product of). The term's dims are a subset of the layout's: a dim in the layout but
   not in the term is a broadcast (``expand``) dim, constant along it.
 * :class:`Pieces`: the blocks of a dim cut by ``split`` / ``chunk`` (consumed by ``getitem``).
+* :class:`Bucket`: a flat bucket of flattened tensors (:mod:`buckets`).
 * :class:`Stacked`: ``torch.stack`` of scalars (the per-parameter norms of
   ``clip_grad_norm_``), consumed by a reduction over the stacked dim.
 * python scalars and ``None`` for non-tensor results.
@@ -26,7 +27,8 @@ import sympy
 
 from spec_lang.term import DimSpec, Op, Term, term
 
-__all__ = ["TV", "Pieces", "Stacked", "exact_scalar", "const", "ew", "einsum", "local_size_term",
+__all__ = ["TV", "Pieces", "Bucket", "Stacked", "exact_scalar", "const", "ew", "einsum",
+           "local_size_term",
            "names_of", "flat_dims"]
 
 
@@ -54,6 +56,19 @@ class Pieces:
     values: tuple[Any, ...]
     src: Any = None
     dim: int | None = None
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A flat bucket: ``cat`` of the 1-d ``pieces`` (each a flattening of a named-dims value)
+    of ``numels`` entries at the trace's sizes (:mod:`~spec_lang.torch_frontend.buckets`)."""
+
+    pieces: tuple[TV, ...]
+    numels: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(self.numels)
 
 
 @dataclass(frozen=True)

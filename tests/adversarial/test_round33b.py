@@ -93,11 +93,9 @@ def test_r33b_2_tp_rowwise_tp_name_reregistered_to_singleton_is_not_accepted(tmp
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="false refusal: a flat-bucket hand-written DDP (cat of "
-                   "flattened gradients) is UNKNOWN: cat along a product of named dims")
 def test_r33b_dp_flat_bucket_ddp_right_is_equivalent(tmp_path):
     """Truth 2.8e-17; UNKNOWN at f2928c8 (66 s, ``aten.cat`` "along a dim that is a product of
-    named dims")."""
+    named dims"). Closed by wip/bucket (``buckets.py``, flat buckets): EQUIVALENT (32 s)."""
     out = _prove("r33b_06_dp_flat_bucket_ddp_right.py", tmp_path)
     assert _equivalent(out), out
 

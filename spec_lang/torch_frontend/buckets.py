@@ -1,0 +1,256 @@
+"""Flat gradient buckets: ``torch.cat`` of flattened tensors, reduced once, sliced back (issue 11).
+
+DDP, Megatron's contiguous grad buffer and DeepSpeed flatten gradients into one 1-d buffer,
+all-reduce it once and copy the slices back::
+
+    flat = torch.cat([p.grad.view(-1) for p in ps]); dist.all_reduce(flat); flat.div_(n)
+    p.grad.copy_(flat[a:b].view_as(p))
+
+The buffer's one dim is no named dim (nor a product of them): it is a sum of products. It is
+lowered as a :class:`~spec_lang.torch_frontend.values.Bucket`, the list of its pieces (each a
+1-d flattening of a named-dims value, with its layout), never as an IR dim:
+
+* ``cat`` along dim 0 of 1-d tensors that cannot be blocks of one named dim is a bucket
+  (``rules_layout.Cat``: the ``"bucket"`` mark and a fresh atom for its dim in pass 1);
+* an op that acts on each entry independently of its position gives the bucket of its values
+  on each piece (:data:`PIECEWISE`): ``x*s``, ``x/s``, ``x+s``, ``x-s`` by a scalar (a python
+  literal read through ``Traces.scalar``, or a 0-d tensor), ``x+y``, ``x-y``, ``x*y``,
+  ``x/y`` of two buckets of the same pieces (the same named dims, so the same boundaries at
+  every size), ``neg``, the all-reduces (``dist.all_reduce`` and the functional one with its
+  ``wait_tensor``: elementwise across ranks, so they commute with ``cat`` and with a slice),
+  ``clone``, ``detach``, a float cast and the in-place forms; ``copy_`` of a bucket into a 1-d
+  tensor of its size; a view of it to its own 1-d shape;
+* ``slice(bucket, 0, a, b)`` with ``[a, b)`` exactly piece ``k``'s entries is piece ``k``
+  (:func:`slice_dims`, :func:`lower_on_bucket`). The bounds are checked at the probe sizes
+  (the lowered trace) *and* at the real sizes: the slice's twin in the real-size trace must take
+  piece ``k``'s entries there, the pieces' real numels given by their named dims' real sizes
+  (a bound right at the probe sizes only, e.g. computed from a probe number, was a false
+  accept of the slice rules before: R33-2, R34-1).
+
+Anything else that reads a bucket (a reduction or a norm over it, a view to 2-d, a slice across
+a boundary or picked by the rank, ZeRO's ``flat.chunk(dp)[rank]``, an elementwise op with a
+1-d tensor that is no bucket of the same pieces) is :class:`~spec_lang.torch_frontend.lower.
+Opaque`: UNKNOWN naming the op and the user's line, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch.fx as fx
+
+from spec_lang.torch_frontend.analysis import Analysis, shape_of
+from spec_lang.torch_frontend.dims import DimsError
+from spec_lang.torch_frontend.values import TV, Bucket
+
+__all__ = ["PIECEWISE", "cat_dims", "slice_dims", "cat_term", "has_bucket", "lower_on_bucket",
+           "written_value"]
+
+PIECEWISE = frozenset({
+    "aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",
+    "aten.sub.Tensor", "aten.sub.Scalar", "aten.sub_.Tensor",
+    "aten.mul.Tensor", "aten.mul.Scalar", "aten.mul_.Tensor", "aten.mul_.Scalar",
+    "aten.div.Tensor", "aten.div.Scalar", "aten.div_.Tensor", "aten.div_.Scalar",
+    "aten.neg.default", "aten.clone.default", "aten.detach.default", "aten.alias.default",
+    "aten._to_copy.default", "_c10d_functional.all_reduce.default",
+    "_c10d_functional.wait_tensor.default", "c10d.allreduce_.default",
+})
+"""Ops applied entry by entry, the same way at every position: on a bucket, piece by piece."""
+
+_VIEWS = frozenset({"aten.view.default", "aten._unsafe_view.default",
+                    "aten._reshape_alias.default", "aten.lift_fresh.default"})
+_WHY = ("reads a flat bucket (a torch.cat of flattened tensors) in a way that is not lowered: "
+        "only an all-reduce, an elementwise op by a scalar or with a bucket of the same pieces, "
+        "copy_, and a slice that is exactly one piece (at the probe and at the real sizes) are")
+
+
+# -- pass 1 -----------------------------------------------------------------------------------
+def cat_dims(n: fx.Node, a: Analysis, lays: list, d: int) -> list | None:
+    """The layout of ``cat(xs, 0)`` of 1-d tensors as a bucket (one fresh atom of its size),
+    marking ``n`` (None: not a bucket: the cat is another dim than 0 or of a tensor that is not
+    1-d)."""
+    xs = n.args[0]
+    if d != 0 or len(shape_of(n)) != 1 or any(len(shape_of(x)) != 1 for x in xs):
+        return None
+    q = a.dims.fresh(shape_of(n)[0], a.where(n))
+    pieces = [[list(dim) for dim in lay] for lay in lays]
+    a.marks[n] = ("bucket", q, pieces, tuple(shape_of(x)[0] for x in xs))
+    a.marks.setdefault(("buckets",), []).append(n)
+    return [[q]]
+
+
+def _bounds(n: fx.Node, size: int) -> tuple[int, int] | None:
+    start = n.args[2] if len(n.args) > 2 and n.args[2] is not None else 0
+    end = n.args[3] if len(n.args) > 3 and n.args[3] is not None else size
+    step = n.args[4] if len(n.args) > 4 else 1
+    if not all(isinstance(v, int) for v in (start, end, step)) or step != 1:
+        return None
+    start = max(0, start + size if start < 0 else start)
+    end = min(size, end + size if end < 0 else end)
+    return start, end
+
+
+def _piece_index(numels: tuple[int, ...], lo: int, hi: int) -> int | None:
+    acc = 0
+    for k, m in enumerate(numels):
+        if (lo, hi) == (acc, acc + m):
+            return k
+        acc += m
+    return None
+
+
+def slice_dims(n: fx.Node, a: Analysis) -> list | None:
+    """Pass 1 of ``slice`` of a bucket: piece ``k``'s layout when ``[start, end)`` is its
+    entries at the probe sizes (marking ``n``); None when the source is no bucket.
+
+    Raises:
+        DimsError: a slice of a bucket that is no piece of it.
+    """
+    src = a.layouts[n.args[0]]
+    if len(src) != 1:
+        return None
+    atoms = a.dims.canon(src[0])
+    if len(atoms) != 1:
+        return None
+    root = a.dims.find(atoms[0])
+    cat = next((c for c in a.marks.get(("buckets",), ())
+                if a.dims.find(a.marks[c][1]) is root), None)
+    if cat is None:
+        return None
+    _, _, pieces, numels = a.marks[cat]
+    dim = n.args[1] if len(n.args) > 1 else 0
+    b = _bounds(n, shape_of(n.args[0])[0]) if dim in (0, -1) else None
+    k = None if b is None else _piece_index(numels, *b)
+    if k is None:
+        raise DimsError(f"{a.where(n)}: a slice of a flat bucket that is not one of its pieces "
+                        f"(pieces of {list(numels)} entries)")
+    a.marks[n] = ("bucketslice", k)
+    # real_moves.check_real_moves leaves its real twin to :func:`_slice` (a piece's bounds are
+    # no equal blocks, and they move with the sizes)
+    n.meta["bucket_piece"] = k
+    return [list(dim) for dim in pieces[k]]
+
+
+# -- pass 2 -----------------------------------------------------------------------------------
+def cat_term(n: fx.Node, ctx: Any, xs: list) -> Bucket:
+    """The bucket of ``cat(xs)`` (its pieces' values as they are)."""
+    if not all(isinstance(x, TV) and len(x.dims) == 1 for x in xs):
+        raise ctx.fail(n, "a flat bucket of values that are not 1-d tensors of named dims")
+    return Bucket(tuple(xs), tuple(shape_of(x)[0] for x in n.args[0]))
+
+
+def _real_numel(ctx: Any, piece: TV) -> int | None:
+    from spec_lang.torch_frontend.naming import _local_size  # noqa: PLC0415
+    tr = ctx.traces
+    out = 1
+    for ds in piece.dims[0]:
+        v = _local_size(ds, tr.real_sizes, tr.axis_sizes)
+        if v is None or v < 0:
+            return None
+        out *= v
+    return out
+
+
+def _slice(ctx: Any, n: fx.Node, x: Bucket) -> Any:
+    mark = ctx.analysis.marks.get(n)
+    b = _bounds(n, shape_of(n.args[0])[0])
+    k = None if b is None else _piece_index(x.numels, *b)
+    if mark is None or mark[0] != "bucketslice" or k != mark[1]:
+        raise ctx.fail(n, "a slice of a flat bucket that is not one of its pieces")
+    piece = x.pieces[k]
+    if tuple(piece.dims) != tuple(ctx.layout(n)):
+        raise ctx.fail(n, "internal: a piece of a flat bucket whose dims are not the slice's")
+    tr = ctx.traces
+    if tr is not None and tr.real is not None:
+        # the bounds are size literals: at the real sizes the twin must take piece k too
+        y = tr.twin(n)
+        if y is None or tr.twin(n.args[0]) is not y.args[0]:
+            raise ctx.fail(n, "a slice of a flat bucket with no counterpart at the real sizes")
+        real = [_real_numel(ctx, p) for p in x.pieces]
+        rb = None if None in real or sum(real) != shape_of(y.args[0])[0] else \
+            _bounds(y, shape_of(y.args[0])[0])
+        if rb is None or _piece_index(tuple(real), *rb) != k:
+            raise ctx.fail(n, f"a slice of a flat bucket that is piece {k} at the probe sizes "
+                              f"but takes entries {list(rb) if rb else '?'} of pieces of "
+                              f"{real} entries at the real sizes")
+    return piece
+
+
+def _on_piece(v: Any, i: int) -> Any:
+    if isinstance(v, Bucket):
+        return v.pieces[i]
+    if isinstance(v, (list, tuple)):
+        return type(v)(_on_piece(u, i) for u in v)
+    return v
+
+
+def _buckets(v: Any) -> list[Bucket]:
+    if isinstance(v, Bucket):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [b for u in v for b in _buckets(u)]
+    return []
+
+
+def has_bucket(args: Any, kwargs: Mapping[str, Any]) -> bool:
+    return bool(_buckets(args) or _buckets(list(kwargs.values())))
+
+
+def _positional(v: Any) -> bool:
+    """Whether ``v`` holds a value with dims that is no bucket (read entry by entry by
+    position, not piece by piece)."""
+    if isinstance(v, Bucket):
+        return False
+    if isinstance(v, (list, tuple)):
+        return any(_positional(u) for u in v)
+    return bool(getattr(v, "dims", None))
+
+
+def _piecewise(ctx: Any, n: fx.Node, r: Any, args: tuple, kwargs: dict) -> Any:
+    bs = _buckets(args) + _buckets(list(kwargs.values()))
+    first = bs[0]
+    if any([p.dims for p in b.pieces] != [p.dims for p in first.pieces] for b in bs):
+        raise ctx.fail(n, "an elementwise op of two flat buckets of different pieces")
+    if _positional(list(args) + list(kwargs.values())):   # a tensor that is no bucket
+        raise ctx.fail(n, _WHY)
+    outs = []
+    for i, p in enumerate(first.pieces):
+        got = r.term(n, ctx, *_on_piece(args, i), **_on_piece(kwargs, i))
+        got = got[0][0] if isinstance(got, tuple) and isinstance(got[0], list) else got
+        if not isinstance(got, TV):
+            raise ctx.fail(n, _WHY)
+        if not {d.name for d in got.term.dims} <= {d.name for d in p.dims[0]}:
+            raise ctx.fail(n, "internal: an op on a piece of a flat bucket gave other dims")
+        outs.append(TV(got.term, p.dims))
+    out = Bucket(tuple(outs), first.numels)
+    return ([out], None) if str(n.target) == "c10d.allreduce_.default" else out
+
+
+def lower_on_bucket(ctx: Any, n: fx.Node, r: Any, args: tuple, kwargs: dict) -> Any:
+    """The value of node ``n`` (rule ``r``) some of whose arguments are buckets (module
+    docstring).
+
+    Raises:
+        Unsupported: any other use of a bucket.
+    """
+    name = str(n.target)
+    if name == "aten.slice.Tensor" and isinstance(args[0], Bucket) and not kwargs:
+        return _slice(ctx, n, args[0])
+    if name in _VIEWS and isinstance(args[0], Bucket):
+        if shape_of(n) != (args[0].total,):
+            raise ctx.fail(n, "a view of a flat bucket to another shape than its own")
+        return args[0]
+    if name == "aten.copy_.default" and isinstance(args[1], Bucket) and len(args) == 2:
+        if shape_of(n.args[0]) != (args[1].total,):
+            raise ctx.fail(n, "a copy of a flat bucket into a tensor of another shape")
+        return args[1]
+    if name in PIECEWISE:
+        return _piecewise(ctx, n, r, args, kwargs)
+    raise ctx.fail(n, _WHY)
+
+
+def written_value(ctx: Any, reader: fx.Node, v: Bucket, why: Any) -> Any:
+    """What ``reader``, an alias of the whole storage an op wrote bucket ``v`` into, reads:
+    the bucket where its shape is the bucket's; ``why`` (an Opaque) otherwise."""
+    return v if shape_of(reader) == (v.total,) else why
