@@ -72,12 +72,12 @@ _RESOLVE_KEY = torch._ops.resolve_key  # noqa: SLF001
 _DISPATCH_KEY = torch._C.DispatchKey  # noqa: SLF001
 
 
-def _registrations(name: str) -> dict[str, str]:
+def _registrations(name: str, text: str | None = None) -> dict[str, str]:
     """``{dispatch key (alias keys too): the dump's line of its kernel}`` of one operator, and
     every other line of the dump under its own text (a line the pattern does not read is still
-    compared: R32-1)."""
+    compared: R32-1). ``text``: the operator's dump, read already."""
     out: dict[str, str] = {}
-    for line in _DUMP(name).splitlines():
+    for line in (_DUMP(name) if text is None else text).splitlines():
         m = _LINE.match(line)
         out[m["key"] if m is not None else line] = line
     return out
@@ -100,12 +100,14 @@ def _python_kernels() -> dict[int, tuple[Any, dict[str, Any]]]:
 
 
 class DispatcherSnapshot:
-    """Every operator's registrations and every Python kernel, before the train file ran;
-    ``libraries``: the ``torch.library`` libraries made since (kind, namespace, file:line),
-    kept even when the library is destroyed again (R32-4)."""
+    """Every operator's dump (its registrations) and every Python kernel, before the train file
+    ran; ``libraries``: the ``torch.library`` libraries made since (kind, namespace,
+    file:line), kept even when the library is destroyed again (R32-4)."""
 
     def __init__(self) -> None:
-        self.ops: dict[str, dict[str, str]] = {n: _registrations(n) for n in _ALL_OPS()}
+        # each operator's dump as read; its registrations (:func:`_registrations`, a function
+        # of the dump) are parsed when a later dump differs from it, and only then
+        self.ops: dict[str, str] = {n: _DUMP(n) for n in _ALL_OPS()}
         self.namespaces = {n.split("::", 1)[0] for n in self.ops}
         self.python = _python_kernels()
         self.libraries: list[tuple[str, str, str]] = []
@@ -339,8 +341,8 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
     if prefixes is not None:
         names = [n for n in names if n.startswith(prefixes)]
     for name in names:
-        before = snap.ops.get(name)
-        if before is None:
+        was = snap.ops.get(name)
+        if was is None:
             if name.split("::", 1)[0] in snap.namespaces:
                 foreign = [_where(w) for w in _registrations(name).values()
                            if _LINE.match(w) is not None and not _torch_file(_where(w))]
@@ -348,7 +350,10 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
                     out.append(f"a new operator {name} in torch's namespace, registered at "
                                f"{foreign[0]}")
             continue
-        now = _registrations(name)
+        text = _DUMP(name)
+        if text == was:
+            continue                   # the same dump: the same registrations, no change
+        before, now = _registrations(name, was), _registrations(name, text)
         for key in sorted(set(before) | set(now)):
             if before.get(key) != now.get(key):
                 what = ("removed" if key not in now else f"registered at {_where(now[key])}")
