@@ -43,12 +43,15 @@ for it (R33b-1). This module adds one more way to be that axis, by what the grou
   Then every member's axis-A collectives run over one group that every member made the same:
   the collective the lowering models over A is the one the real ranks run. A rank that makes
   only its own group (the ranks of the others differ), or ``use_local_synchronization`` with
-  only the members calling, is refused. Every rank of the mesh is traced (``traced_ranks``: a mesh with untraced
-  corners is UNKNOWN anyway), so the check covers every rank. A pipelined step is refused when
-  it maps a ``new_group`` (its stage traces are composed; not supported yet).
+  only the members calling, is refused. Every rank of the mesh is traced (``traced_ranks``: a
+  mesh with untraced corners is UNKNOWN anyway), so the check covers every rank. A pipelined
+  step is refused when it maps a ``new_group`` (its stage traces are composed; not supported
+  yet).
 
 Not covered: a functional collective given such a group (``funcol.all_reduce(t, "sum", pg)``)
-carries the group's own name, which names no axis: UNKNOWN, as before.
+carries the group's own name, which names no axis: UNKNOWN, as before. The c10d all-gather /
+reduce-scatter have no lowering rule yet (UNKNOWN whatever the group); when they get one, the
+group's rank order checked here is what fixes their chunk order.
 """
 
 from __future__ import annotations

@@ -103,7 +103,9 @@ def test_class_get_backend_replaced_by_the_train_file_does_not_hide_it():
     """The backend reader is bound at import: a lying ``ProcessGroup._get_backend`` is not used."""
     with fake_world(MESH, {"dp": 0, "tp": 0}) as w:
         dpg, tpg = w.mesh["dp"].get_group(), w.mesh["tp"].get_group()
-        own, real = dpg._get_backend(CPU), dist.ProcessGroup._get_backend  # noqa: SLF001
+        # the class's own descriptor (a pybind instancemethod): restoring the function read
+        # through the class would leave ``pg._get_backend(dev)`` unbound for later tests
+        own, real = dpg._get_backend(CPU), vars(dist.ProcessGroup)["_get_backend"]  # noqa: SLF001
         dpg._register_backend(CPU, BT.UCC, tpg._get_backend(CPU))  # noqa: SLF001
         dist.ProcessGroup._get_backend = lambda self, dev: own  # noqa: SLF001
         try:

@@ -108,7 +108,7 @@ def test_new_group_backend_replaced_is_refused():
         g = _megatron(2)
         cpu = torch.device("cpu")
         g["dp"]._register_backend(cpu, dist.ProcessGroup.BackendType.UCC,  # noqa: SLF001
-                                  g["tp"]._get_backend(cpu))  # noqa: SLF001
+                                  new_groups._GET_BACKEND(g["tp"], cpu))  # noqa: SLF001
         _, bad = name_of(g["dp"])
         assert bad and "backends" in bad
 

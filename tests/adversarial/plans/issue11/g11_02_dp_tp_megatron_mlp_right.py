@@ -2,7 +2,8 @@
 row-parallel, the partial output all-reduced over tp in an autograd Function) whose tp and dp
 groups come from ``dist.new_group`` as Megatron's ``parallel_state`` makes them (every rank makes
 every group, in the same order), the gradients all-reduced over the dp group.
-Expected: EQUIVALENT."""
+Truth (tests/adversarial/tp_truth.py FILE): 2.8e-17 on every rank. EQUIVALENT (4 goals, 138 s;
+212 s on a loaded machine)."""
 
 import torch
 import torch.distributed as dist

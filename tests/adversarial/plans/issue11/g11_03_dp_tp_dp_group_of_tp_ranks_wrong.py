@@ -1,6 +1,7 @@
 """Issue 11 (dp 2 x tp 2, wrong): g11_02 with the data-parallel group picked from the
 tp groups (the tp axis's ranks): the gradient blocks of different tp shards are averaged.
-Must never be EQUIVALENT (NOT EQUIVALENT or UNKNOWN)."""
+Truth (tests/adversarial/tp_truth.py FILE): 0.011 on every rank. NOT EQUIVALENT (4 refuted,
+"values differ (plan / spec is not a constant factor)", 202 s)."""
 
 import torch
 import torch.distributed as dist

@@ -1,6 +1,9 @@
 """Issue 11 (tp 2, right): a column-parallel layer whose output features are all-gathered
 (Megatron's gather-from-model-parallel region) over ``dist.new_group([0, 1])``: the tp axis's
-ranks in the axis's order. Expected: EQUIVALENT."""
+ranks in the axis's order. Truth (tests/adversarial/tp_truth.py FILE): 0.0. UNKNOWN (129 s), not
+for the group (tp): the c10d all-gather (``c10d._allgather_base_``) has no lowering rule, the
+backward's ``chunk(n)[group rank]`` is "a rank-dependent block of a value that is no split",
+and the deprecated ``all_gather_into_tensor`` warns (``c10d_logger`` state differs)."""
 
 import torch
 import torch.distributed as dist

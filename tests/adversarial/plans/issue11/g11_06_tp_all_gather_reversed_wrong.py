@@ -1,6 +1,9 @@
 """Issue 11 (tp 2, wrong): g11_05 over ``dist.new_group([1, 0], sort_ranks=False)``: the tp
 ranks in the other order, so the all-gather puts rank 1's features first (the output's
-features swapped). Must never be EQUIVALENT."""
+features swapped). Must never be EQUIVALENT. Truth (tests/adversarial/tp_truth.py FILE): 0.028.
+UNKNOWN (150 s): as g11_05 (no rule for the c10d all-gather); the group itself is no axis
+(``new_groups.axis_of``: its ranks [1, 0] are not tp's [0, 1] in order;
+tests/torch_frontend/test_new_groups.py)."""
 
 import torch
 import torch.distributed as dist
