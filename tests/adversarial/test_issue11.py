@@ -20,6 +20,9 @@ collective on such a group was UNKNOWN ("process group '...' is not one of the m
   (``tests/torch_frontend/test_new_groups.py``: ``sort_ranks=False`` in another order is no axis).
 * ``g11_06`` (tp 2, wrong): g11_05 over ``new_group([1, 0], sort_ranks=False)``: the chunks in
   the other order. Truth 0.028. UNKNOWN (150 s): never EQUIVALENT.
+* ``g11_07`` (dp 2 x tp 2): each rank makes only its own dp group (``new_group([r % 2,
+  r % 2 + 2])``): every rank's group is its dp ranks, but torch pairs the two different groups
+  as one (both are the first group made). Refused, exit 3 (``new_groups.check_traces``).
 """
 
 from __future__ import annotations
@@ -77,3 +80,9 @@ def test_c10d_all_gather_stays_unknown(name, tmp_path):
     out = _prove(name, tmp_path)
     assert out["_rc"] == 2 and out["verdict"] == "UNKNOWN", out
     assert any("_allgather_base_" in o["reason"] for o in out["open"]), out
+
+
+@pytest.mark.slow
+def test_groups_made_differently_on_the_ranks_are_refused(tmp_path):
+    out = _prove("g11_07_dp_tp_each_rank_own_group_refused.py", tmp_path)
+    assert out["_rc"] == 3 and "same order" in out["_err"], out
