@@ -36,15 +36,13 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.contract import TrainFile, line_of, optimizer_probe, user_frame
-from spec_lang.torch_frontend.leftover import (
-    CHANGED, check_no_new_hooks, check_parameters_kept, hook_counts, refuse_data_assignment,
-    scalar_state,
-)
+from spec_lang.torch_frontend.leftover import (CHANGED, check_no_new_hooks, check_parameters_kept,
+                                              hook_counts, refuse_data_assignment, scalar_state)
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
-    stored_spec,
-)
+    stored_spec)
 from spec_lang.torch_frontend.group_identity import checked, refuse_foreign_groups
+from spec_lang.torch_frontend.new_groups import made_log
 from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.thread_guard import threads_let, threads_refused, watched
@@ -126,6 +124,8 @@ class Trace:
     # a pipelined rank: its stage, schedule, executed events, stage input / output metadata
     # (pp_capture.PPRecord.as_dict); None when no pipeline stage was built
     pp: dict[str, Any] | None = None
+    # the rank's dist.new_group calls, the mesh's axes taken (new_groups.made_log)
+    new_groups: dict[str, list] = field(default_factory=dict)
 
 
 def probe_sizes(sizes: Mapping[str, int], mesh: Mapping[str, int]) -> dict[str, int]:
@@ -474,7 +474,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     refuse_foreign_groups(gm, found, path)
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
-                 tied=tied, styles=styles, after=dict(after))
+                 tied=tied, styles=styles, after=dict(after), new_groups=made_log())
 
 
 @contextlib.contextmanager

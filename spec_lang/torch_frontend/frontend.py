@@ -46,6 +46,7 @@ from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.real_moves import check_real_moves
 from spec_lang.torch_frontend.real_literals import unread_real_literals
 from spec_lang.torch_frontend.real_ranks import check_real_ranks
+from spec_lang.torch_frontend.new_groups import check_traces
 from spec_lang.torch_frontend.traced_ranks import (  # noqa: F401 -- public here too
     FULL_TRACE_RANKS, rank_coords, untraced_ranks)
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
@@ -97,6 +98,7 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
     if plan_real.pp is not None:
         from spec_lang.torch_frontend.pp_frontend import capture_pipelined
         pp = capture_pipelined(tf, plan_real, spec, workers=workers)
+        check_traces(tf.path, [plan_real, *pp["stages"], *pp["plans"]], pipelined=True)
         return Captured(pp["tf"], pp["probe"], pp["spec"], pp["spec_real"], pp["plans"],
                         pp["plan_real"], {"capture": time.monotonic() - t0}, pp["probe_mesh"],
                         pp["stages"], pp["plans_real"])
@@ -106,6 +108,7 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
         Job(tf.path, probe, c, src, tf.mesh) for c in coords] + [
         Job(tf.path, tf.sizes, c, src, tf.mesh) for c in others], workers=workers)
     plans, plans_real = rest[:len(coords)], rest[len(coords):]
+    check_traces(tf.path, [plan_real, *rest])    # the same new_groups on every rank (issue 11)
     return Captured(tf, probe, spec, spec_real, plans, plan_real,
                     {"capture": time.monotonic() - t0}, plans_real=plans_real)
 

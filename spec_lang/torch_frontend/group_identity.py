@@ -61,6 +61,12 @@ train file) is wrapped (:func:`_registering`): a call that leaves a world group 
 than the world made it with, even for a moment, is recorded and every later check
 (:func:`backend_problem`) reports it. Re-registering a group's own backend (r34e_04) is not
 refused. (A train file holding the original from import undoes this: R29-4 family.)
+
+A group the train file makes with ``dist.new_group`` is not the world's object, but when its
+ranks are exactly a mesh axis's ranks through the rank it is that axis (issue 11:
+:mod:`spec_lang.torch_frontend.new_groups`, which records it when it is made, with its ranks and
+its backends, and checks them at every use): :func:`name_of` gives it the world's name of the
+axis, after the checks above (a new group carrying an axis's name is still refused).
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ from typing import Any
 
 from torch._C._distributed_c10d import _resolve_process_group as _RESOLVE
 from torch.distributed import ProcessGroup
+
+from spec_lang.torch_frontend import new_groups
 
 __all__ = ["world_made", "world_gone", "world_groups", "name_of", "collective_problem",
            "checking", "constants_by_identity", "backend_problem", "world_problem",
@@ -93,12 +101,17 @@ _NAMESPACES = ("c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtenso
 def world_made(groups: Mapping[str, Any]) -> None:
     """Record the group object the world made per mesh axis (``axis -> ProcessGroup``), with
     the names they have now (before any code of the train file runs on them)."""
+    from torch.distributed import get_process_group_ranks, get_rank
+
     _BY_NAME.clear()
     _BACKENDS.clear()
     for axis, pg in groups.items():
         _BY_NAME[str(pg.group_name)] = (axis, pg)
         _BACKENDS[str(pg.group_name)] = _backends(pg)   # held: the objects stay the same
     _SWAPPED.clear()
+    # the ranks of each axis through this rank, for a dist.new_group of them (issue 11)
+    new_groups.world_made({a: get_process_group_ranks(pg) for a, pg in groups.items()},
+                          get_rank())
 
 
 def world_gone() -> None:
@@ -106,6 +119,7 @@ def world_gone() -> None:
     _BY_NAME.clear()
     _BACKENDS.clear()
     _SWAPPED.clear()
+    new_groups.world_gone()
 
 
 def _registering(pg: Any, *a: Any, **k: Any) -> Any:
@@ -201,14 +215,23 @@ def world_groups() -> dict[str, tuple[str, Any]]:
 def name_of(pg: Any) -> tuple[str | None, str | None]:
     """``(name, problem)`` of a group object: the world's name of its axis if it is the object
     the world made for the axis (whatever it is called now: R33b-1), else its own name when that
-    names no axis; a group that is not the world's but carries an axis's name is a problem."""
-    for name, (_, obj) in _BY_NAME.items():
+    names no axis; a group that is not the world's but carries an axis's name is a problem.
+    A ``dist.new_group`` made with exactly an axis's ranks through this rank is that axis
+    (:func:`new_groups.axis_of`, issue 11): the world's name of the axis."""
+    for name, (axis, obj) in _BY_NAME.items():
         if pg is obj:
+            new_groups.mesh_used(axis)
             return name, None
     own = getattr(pg, "group_name", None)
     if own in _BY_NAME:
         return None, (f"a process group that is not the {_BY_NAME[own][0]!r} axis's carries "
                       f"its name {own!r} (renamed with ProcessGroup._set_group_name)")
+    if _BY_NAME:
+        axis, bad = new_groups.axis_of(pg)
+        if bad:
+            return None, bad
+        if axis is not None:
+            return next(n for n, (a, _) in _BY_NAME.items() if a == axis), None
     return own, None
 
 
@@ -255,6 +278,7 @@ def collective_problem(target: Any, args: tuple, kwargs: Mapping[str, Any] | Non
             v = getattr(root, v.target, None)
         if isinstance(v, str):   # ``group_name`` (schema type ``Any`` or ``str``)
             if "group" in arg.name and v in _BY_NAME:
+                new_groups.mesh_used(_BY_NAME[v][0])
                 bad = _resolves_to_world(v)
                 if bad:
                     return bad

@@ -123,7 +123,7 @@ def dump(trace: Any) -> bytes:
             "outputs": [asdict(r) for r in trace.outputs],
             "mesh": trace.mesh, "coords": trace.coords, "groups": trace.groups,
             "sizes": trace.sizes, "tied": trace.tied, "styles": trace.styles,
-            "after": trace.after, "pp": trace.pp}
+            "after": trace.after, "pp": trace.pp, "new_groups": trace.new_groups}
     return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -270,7 +270,8 @@ def load_trace(blob: bytes) -> Any:
                           for r in data["outputs"]],
                  mesh=data["mesh"], coords=data["coords"], groups=data["groups"],
                  sizes=data["sizes"], tied=data["tied"], styles=data.get("styles", {}),
-                 after=data.get("after", {}), pp=data.get("pp"))
+                 after=data.get("after", {}), pp=data.get("pp"),
+                 new_groups=data.get("new_groups", {}))
 
 
 class Job:

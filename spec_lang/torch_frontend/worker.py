@@ -37,6 +37,9 @@ def main(argv: list[str]) -> int:
         # the rank's environment before the file is imported (finding R7-4)
         mesh = {str(k): int(v) for k, v in (spec.get("mesh") or {}).items()}
         launcher_environment(mesh, spec["coords"])
+        # dist.new_group recorded, before the train file can bind it (issue 11)
+        from spec_lang.torch_frontend.new_groups import watch
+        watch()
         # torch's pipelining as torch ships it, before the train file runs (round 29, R29-2)
         take_snapshot()
         take_baseline()         # the code and classes that exist before it (R30c-1)

@@ -21,6 +21,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from spec_lang.torch_frontend.group_identity import world_gone, world_made
+from spec_lang.torch_frontend.new_groups import watch
 
 __all__ = ["World", "fake_world", "rank_of", "launcher_environment", "LAUNCHER_KEYS"]
 
@@ -82,6 +83,7 @@ def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[W
         dist.destroy_process_group()
     world = math.prod(mesh.values())
     launcher_environment(mesh, coords)
+    watch()         # a dist.new_group of an axis's ranks is that axis (issue 11)
     dist.init_process_group("fake", store=FakeStore(), rank=rank_of(mesh, coords),
                             world_size=world)
     try:

@@ -99,15 +99,27 @@ def test_foreign_group_renamed_as_an_axis_is_refused():
 
 
 def test_foreign_group_with_its_own_name_is_no_axis():
-    """A ``dist.new_group`` keeps its own name, which names no axis (UNKNOWN downstream, as
-    before): not refused here."""
+    """A ``dist.new_group`` of no axis's ranks keeps its own name, which names no axis
+    (UNKNOWN downstream, as before): not refused here."""
     def step(w, x):
-        g = dist.new_group([2, 3])     # rank 3's tp ranks, another object
+        g = dist.new_group([0, 3])     # rank 3 and rank 0: no axis's ranks
         dist.all_reduce(x, group=g)
         return x + 1
     found, bad, consts, names = _trace(step)
     assert not found and not bad
     assert _axes(consts, names) == ["?"]
+
+
+def test_new_group_of_an_axis_ranks_is_the_axis():
+    """Issue 11 (``new_groups.py``): ``dist.new_group([2, 3])``, rank 3's tp ranks, is tp (it
+    was no axis before)."""
+    def step(w, x):
+        g = dist.new_group([2, 3])
+        dist.all_reduce(x, group=g)
+        return x + 1
+    found, bad, consts, names = _trace(step)
+    assert not found and not bad
+    assert _axes(consts, names) == ["tp"]
 
 
 def test_name_reregistered_to_another_group_is_refused():

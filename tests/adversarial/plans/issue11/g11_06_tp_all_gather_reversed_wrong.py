@@ -1,0 +1,76 @@
+"""Issue 11 (tp 2, wrong): g11_05 over ``dist.new_group([1, 0], sort_ranks=False)``: the tp
+ranks in the other order, so the all-gather puts rank 1's features first (the output's
+features swapped). Must never be EQUIVALENT. Truth (tests/adversarial/tp_truth.py FILE): 0.028.
+UNKNOWN (150 s): as g11_05 (no rule for the c10d all-gather); the group itself is no axis
+(``new_groups.axis_of``: its ranks [1, 0] are not tp's [0, 1] in order;
+tests/torch_frontend/test_new_groups.py)."""
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.tensor import Shard, distribute_tensor
+
+MESH = {"tp": 2}
+SIZES = {"batch": 4, "hidden": 6, "ffn": 10}
+_G = {}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+
+    def forward(self, x):
+        return nn.functional.silu(self.w1(x))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["ffn"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+class _GatherFromTP(torch.autograd.Function):
+    """Megatron's gather-from-model-parallel region on the last dim: all-gather forward (the
+    chunks in the group's rank order), the rank's own chunk backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        g = _G["tp"]
+        n = dist.get_world_size(group=g)
+        xt = x.t().contiguous()
+        out = xt.new_empty((n * xt.shape[0],) + tuple(xt.shape[1:]))
+        dist.all_gather_into_tensor(out, xt, group=g)
+        return out.t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = _G["tp"]
+        n, r = dist.get_world_size(group=g), dist.get_rank(group=g)
+        return grad.chunk(n, dim=-1)[r].contiguous()
+
+
+def parallelize(model, mesh):
+    model.w1.weight = nn.Parameter(distribute_tensor(model.w1.weight.detach(), mesh["tp"],
+                                                     [Shard(0)]))
+    _G["tp"] = dist.new_group([1, 0], sort_ranks=False)   # wrong: the other order
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x = batch["x"]
+    if mesh is None:
+        out = model(x)
+    else:   # column-parallel w1, the output features gathered over tp
+        out = _GatherFromTP.apply(nn.functional.silu(x @ model.w1.weight.to_local().t()))
+    loss = ((out - batch["y"]) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

@@ -1,0 +1,169 @@
+"""A ``dist.new_group`` made with exactly a mesh axis's ranks through the rank is that axis
+(``spec_lang/torch_frontend/new_groups.py``, issue 11), checked on a fake world with ``make_fx``
+as the capture traces (seconds; the slow proves of the plans are in
+``tests/adversarial/test_issue11.py``).
+
+* the dp and tp groups Megatron's ``parallel_state`` makes (every rank makes every group) are
+  traced as dp and tp on every rank of a dp 2 x tp 2 mesh; ``new_subgroups_by_enumeration``
+  too;
+* a subset, the whole world, a union of axes or the axis's ranks in another order
+  (``sort_ranks=False``) is no axis (its own name: UNKNOWN downstream);
+* the identity checks still hold: a new group renamed as an axis is refused, one whose backend
+  is replaced (R34b-1) or whose ranks in ``_world.pg_group_ranks`` are rewritten is refused;
+* a group made while a helper of ``distributed_c10d`` is replaced is no axis;
+* :func:`check_traces`: the same calls on every trace pass, different ones are refused.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend import new_groups
+from spec_lang.torch_frontend.group_identity import (checked, constants_by_identity, name_of,
+                                                     world_groups)
+from spec_lang.torch_frontend.tracedata import ProcessGroupRef
+from spec_lang.torch_frontend.world import fake_world, rank_of
+
+MESH = {"dp": 2, "tp": 2}
+CORNERS = [{"dp": d, "tp": t} for d in range(2) for t in range(2)]
+
+
+def _megatron(rank):
+    tp_groups = [dist.new_group([i * 2 + j for j in range(2)]) for i in range(2)]
+    dp_groups = [dist.new_group([i * 2 + j for i in range(2)]) for j in range(2)]
+    return {"tp": tp_groups[rank // 2], "dp": dp_groups[rank % 2]}
+
+
+def _axis(pg):
+    name, bad = name_of(pg)
+    assert bad is None, bad
+    return dict((n, a) for n, (a, _) in world_groups().items()).get(name)
+
+
+@pytest.mark.parametrize("coords", CORNERS)
+def test_megatron_groups_are_the_axes_on_every_rank(coords):
+    with fake_world(MESH, coords):
+        g = _megatron(rank_of(MESH, coords))
+        assert _axis(g["dp"]) == "dp" and _axis(g["tp"]) == "tp"
+        log = new_groups.made_log()
+    assert [e[0] for e in log["made"]] == [(0, 1), (2, 3), (0, 2), (1, 3)]
+    assert sorted(e[3] for e in log["made"] if e[3]) == ["dp", "tp"] and log["mesh"] == []
+
+
+def test_new_subgroups_by_enumeration_is_the_axis():
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        mine, _ = dist.new_subgroups_by_enumeration([[0, 2], [1, 3]])
+        assert _axis(mine) == "dp"
+
+
+@pytest.mark.parametrize("ranks,kw", [([2], {}), ([0, 1, 2, 3], {}), ([0, 2, 3], {}),
+                                      ([2, 0], {"sort_ranks": False})])
+def test_other_ranks_are_no_axis(ranks, kw):
+    """A subset, the whole world, a union, the dp ranks in the other order: no axis."""
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        pg = dist.new_group(ranks, **kw)
+        name, bad = name_of(pg)
+        assert bad is None and name == pg.group_name and _axis(pg) is None
+
+
+def test_sorted_ranks_are_the_axis():
+    """``new_group([2, 0])`` is sorted by torch (``sort_ranks=True``): dp's ranks."""
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        assert _axis(dist.new_group([2, 0])) == "dp"
+
+
+def test_group_constant_named_as_the_axis_when_traced():
+    with fake_world(MESH, {"dp": 0, "tp": 1}):
+        g = _megatron(1)
+        found: list = []
+
+        def f(x):
+            dist.all_reduce(x, group=g["dp"])
+            return x + 1
+        gm = make_fx(checked(f, found), tracing_mode="fake")(torch.ones(4))
+        assert not found and not constants_by_identity(gm)
+        names = {n: a for n, (a, _) in world_groups().items()}
+        refs = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"
+                and isinstance(getattr(gm, n.target), ProcessGroupRef)]
+        assert [names.get(r.group_name) for r in refs] == ["dp"]
+
+
+def test_new_group_renamed_as_an_axis_is_refused():
+    with fake_world(MESH, {"dp": 1, "tp": 0}) as w:
+        g = _megatron(2)
+        g["dp"]._set_group_name(w.mesh["tp"].get_group().group_name)  # noqa: SLF001
+        _, bad = name_of(g["dp"])
+        assert bad and "renamed" in bad
+
+
+def test_new_group_backend_replaced_is_refused():
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        g = _megatron(2)
+        cpu = torch.device("cpu")
+        g["dp"]._register_backend(cpu, dist.ProcessGroup.BackendType.UCC,  # noqa: SLF001
+                                  new_groups._GET_BACKEND(g["tp"], cpu))  # noqa: SLF001
+        _, bad = name_of(g["dp"])
+        assert bad and "backends" in bad
+
+
+def test_new_group_ranks_rewritten_is_refused():
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        g = _megatron(2)
+        c10d._world.pg_group_ranks[g["dp"]] = {2: 0, 3: 1}  # noqa: SLF001
+        _, bad = name_of(g["dp"])
+        assert bad and "ranks" in bad
+
+
+def test_new_group_made_with_a_replaced_helper_is_no_axis(monkeypatch):
+    orig = c10d._process_group_name  # noqa: SLF001
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        monkeypatch.setattr(c10d, "_process_group_name", lambda *a, **k: orig(*a, **k))
+        pg = dist.new_group([0, 2])
+        monkeypatch.undo()
+        assert _axis(pg) is None
+
+
+def test_mesh_group_taken_is_recorded():
+    with fake_world(MESH, {"dp": 1, "tp": 0}) as w:
+        name_of(w.mesh["tp"].get_group())
+        assert new_groups.made_log()["mesh"] == ["tp"]
+
+
+def _tr(coords, made, mesh=()):
+    return SimpleNamespace(coords=coords, new_groups={"made": made, "mesh": list(mesh)})
+
+
+def test_check_traces():
+    a = [((0, 1), "5", False, None), ((0, 2), "6", False, "dp")]
+    b = [((0, 1), "5", False, "tp"), ((0, 2), "6", False, None)]
+    new_groups.check_traces("f.py", [_tr({"dp": 0}, a), _tr({"dp": 1}, b)])
+    new_groups.check_traces("f.py", [_tr({"dp": 0}, [], ["dp"]), _tr({"dp": 1}, [])])
+    # the same calls, an unused duplicate of the dp ranks: fine
+    dup = [*a, ((0, 2), "7", False, None)]
+    new_groups.check_traces("f.py", [_tr({"dp": 0}, dup), _tr({"dp": 1}, dup)])
+    with pytest.raises(PlanError, match="same order"):
+        new_groups.check_traces("f.py", [_tr({"dp": 0}, a), _tr({"dp": 1}, b[:1])])
+    with pytest.raises(PlanError, match="pipelined"):
+        new_groups.check_traces("f.py", [_tr({"dp": 0}, a)], pipelined=True)
+
+
+def test_check_traces_two_groups_of_the_same_ranks_taken_are_refused():
+    """Rank 0 takes group 6, rank 2 group 7 (both of the dp ranks): with async_op the real
+    ranks would pair collectives of other lines."""
+    x = [((0, 2), "6", False, "dp"), ((0, 2), "7", False, None)]
+    y = [((0, 2), "6", False, None), ((0, 2), "7", False, "dp")]
+    with pytest.raises(PlanError, match="different dist.new_group groups"):
+        new_groups.check_traces("f.py", [_tr({"dp": 0}, x), _tr({"dp": 1}, y)])
+
+
+def test_check_traces_mesh_and_new_group_of_one_axis_are_refused():
+    a = [((0, 2), "6", False, "dp")]
+    with pytest.raises(PlanError, match="both the mesh's 'dp'"):
+        new_groups.check_traces("f.py", [_tr({"dp": 0}, a), _tr({"dp": 1}, a, ["dp"])])
