@@ -12,7 +12,9 @@ listed in ``unsupported`` (pass 2 turns it into UNKNOWN goals).
 
 from __future__ import annotations
 
+import functools
 import operator
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,6 +154,12 @@ def shape_of(n: fx.Node, i: int | None = None) -> tuple[int, ...]:
     return tuple(int(s) for s in v.shape)
 
 
+@functools.lru_cache(maxsize=4096)
+def _realpath(f: str) -> str:
+    """``os.path.realpath``, once per file name (node_site reads every frame of every node)."""
+    return os.path.realpath(f)
+
+
 def node_site(n: fx.Node, path: str | None = None) -> str:
     """``file:line`` of the deepest frame of ``n``'s stack trace in the user's train file (or
     any frame outside torch and this package when ``path`` is None or absent)."""
@@ -167,9 +175,8 @@ def node_site(n: fx.Node, path: str | None = None) -> str:
                 continue
             frames.append((f, line))
     if path is not None:
-        import os
-        want = os.path.realpath(path)
-        mine = [fr for fr in frames if os.path.realpath(fr[0]) == want]
+        want = _realpath(path)
+        mine = [fr for fr in frames if _realpath(fr[0]) == want]
         if mine:
             return f"{path}:{mine[-1][1]}"
     user = [fr for fr in frames if "/torch/" not in fr[0] and "/torch_frontend/" not in fr[0]]
