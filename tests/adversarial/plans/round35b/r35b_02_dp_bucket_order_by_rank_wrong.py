@@ -1,0 +1,61 @@
+"""Round 35b (dp 2, wrong): the bucket's piece order depends on the rank ([w1, w2] on rank 0,
+[w2, w1] on rank 1), both copied back in the rank's own order: the all-reduce adds rank 0's w1
+gradient to rank 1's w2 gradient.
+Truth (tests/adversarial/torch4_truth.py FILE 2): w1.weight 0.0154, w2.weight 0.0154 after step 1.
+prove --torch at 14ad0e4: refused, exit 3 (38 s): "the program's dataflow differs at rank
+{'dp': 1}" (traced ranks): sound."""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6}
+
+
+class MLP(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.w1 = nn.Linear(h, h, bias=False)
+        self.w2 = nn.Linear(h, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def _unflatten(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad.copy_(flat[a:b].view_as(p))
+        a = b
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        ps = [model.w1.weight, model.w2.weight]
+        order = ps[::-1] if dist.get_rank() == 1 else ps
+        flat = torch.cat([p.grad.view(-1) for p in order])
+        dist.all_reduce(flat, group=mesh["dp"].get_group())
+        flat.div_(mesh["dp"].size())
+        _unflatten(flat, order)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

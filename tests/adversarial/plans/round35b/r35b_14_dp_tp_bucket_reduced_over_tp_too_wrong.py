@@ -1,0 +1,62 @@
+"""Round 35b (dp 2 x tp 2, wrong): hand-written DDP over dp with a flat bucket, the model
+replicated over tp; the bucket is all-reduced over dp *and* over tp (the tp copies are equal, so
+the sum over tp is |tp| x the gradient), divided by |dp| only: gradients |tp| = 2 x too large.
+Truth (tests/adversarial/tp_truth.py FILE): w1.weight 0.0126, w2.weight 0.0053 after step 1 on every
+rank.
+prove --torch at 14ad0e4: NOT EQUIVALENT (68 s, plan = 2.000 x spec: |dp| or |tp|, ambiguous at
+dp 2 x tp 2): sound."""
+MESH = {"dp": 2, "tp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6}
+
+
+class MLP(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.w1 = nn.Linear(h, h, bias=False)
+        self.w2 = nn.Linear(h, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def _unflatten(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad.copy_(flat[a:b].view_as(p))
+        a = b
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        ps = [model.w1.weight, model.w2.weight]
+        flat = torch.cat([p.grad.view(-1) for p in ps])
+        dist.all_reduce(flat, group=mesh["dp"].get_group())
+        dist.all_reduce(flat, group=mesh["tp"].get_group())
+        flat.div_(mesh["dp"].size())
+        _unflatten(flat, ps)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
