@@ -213,6 +213,15 @@ def threads_let(path: str) -> Iterator[None]:
                                "(leave the pool's ``with`` block) before returning"))
 
 
+def _unknowable() -> tuple[type, ...]:
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException, DynamicOutputShapeException, UnsupportedOperatorException,
+    )
+    return (DataDependentOutputException, DynamicOutputShapeException,
+            UnsupportedOperatorException)
+
+
+
 def _fake_mode() -> Any:
     import torch
 
@@ -223,10 +232,14 @@ def _fake_mode() -> Any:
 def one_thread(g: _Guard) -> Iterator[None]:
     """Within the block (the traced step, inside ``make_fx``), the trace's ``FakeTensorMode``
     refuses an op dispatched from another thread than this one (R34d-1, R34d-2): the op is
-    recorded (refused at the end even if caught) and raises in that thread."""
+    recorded (refused at the end even if caught) and raises in that thread. An op that raises
+    only because its tensors are fake (a data-dependent value: ``.item()``, ``bool()``) is
+    recorded and refused when the step returns (R35a-3: ``try: n = t.item() except: n = 1``
+    took the single-device branch in the capture only); uncaught, it ends the capture as
+    before."""
     from spec_lang.errors import PlanError
 
-    mode, me = _fake_mode(), threading.get_ident()
+    mode, me, unknowable = _fake_mode(), threading.get_ident(), _unknowable()
     if mode is None:
         yield
         return
@@ -237,9 +250,33 @@ def one_thread(g: _Guard) -> Iterator[None]:
         if threading.get_ident() != me:
             raise PlanError(g.note(_user_line(g.path), f"another thread than the step's ran "
                                    f"{func} on the step's tensors (R34d-1 / R34d-2)"))
-        return before(func, *a, **k)
+        try:
+            return before(func, *a, **k)
+        except unknowable as e:
+            # raised only because the tensor is fake: a step that catches it takes a branch
+            # the real run does not (R35a-3); refused at the end if the step goes on
+            g.note(_user_line(g.path), f"{func} raised {type(e).__name__} on the step's fake "
+                   "tensors (a value the capture cannot know: .item(), bool(), .tolist(), "
+                   "nonzero); a step that catches it takes another branch than the real run "
+                   "(R35a-3): compute the value without a try/except around it")
+            raise
+
+    # a Python number of a fake tensor (``float(t.item())``, ``bool(t)``) is an unbacked symbol
+    # in ``tracing_mode="fake"``: guarding on it raises from the shape env, not from dispatch
+    env = getattr(mode, "shape_env", None)
+    env_had = env is not None and "_make_data_dependent_error" in vars(env)
+    make_error = getattr(env, "_make_data_dependent_error", None)
+
+    def data_dependent(*a: Any, **k: Any) -> Any:
+        g.note(_user_line(g.path), "a Python value of the step's fake tensors was asked for (a "
+               "data-dependent branch or number: float(t.item()), bool(t), int(t)); a step "
+               "that catches the error takes another branch than the real run (R35a-3): "
+               "compute the value without a try/except around it")
+        return make_error(*a, **k)
 
     mode.dispatch = dispatch
+    if make_error is not None:
+        env._make_data_dependent_error = data_dependent  # noqa: SLF001
     try:
         yield
     finally:
@@ -247,6 +284,11 @@ def one_thread(g: _Guard) -> Iterator[None]:
             mode.dispatch = before
         else:
             vars(mode).pop("dispatch", None)
+        if make_error is not None:
+            if env_had:
+                env._make_data_dependent_error = make_error  # noqa: SLF001
+            else:
+                vars(env).pop("_make_data_dependent_error", None)
 
 
 def watched(fn: Any) -> Any:

@@ -76,10 +76,10 @@ def test_r35a_2_store_value_caught_fallback_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35a-3: .item() of an all-reduced tensor raises on the "
-                   "fake tensor and is caught; the fallback is the spec's value")
 def test_r35a_3_allreduce_item_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at ff7d7f1 (4 goals, 31 s); truth w1 0.0070, w2 0.0093 after step 1."""
+    """EQUIVALENT at ff7d7f1 (4 goals, 31 s); truth w1 0.0070, w2 0.0093 after step 1. Fixed:
+    ``thread_guard.one_thread`` records a data-dependent value asked of the step's fake tensors
+    (the shape env's error) and refuses the step that goes on (exit 3 at line 50, 32 s)."""
     out = _prove("r35a_05_dp_allreduce_item_caught_on_meta.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -119,10 +119,13 @@ def test_all_gather_object_in_step_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_item_caught_no_collective_is_equivalent(tmp_path):
-    """r35a_05's control (truth 2.8e-17): EQUIVALENT at ff7d7f1 (42 s)."""
+def test_item_caught_no_collective_is_refused_by_design(tmp_path):
+    """r35a_05's control (truth 2.8e-17): EQUIVALENT at ff7d7f1 (42 s). Since R35a-3's fix it is
+    refused (exit 3 at line 46, 25 s): the capture cannot tell a caught data-dependent value
+    that is right from r35a_05's, so a step that catches one is refused (a false refusal by
+    design; the message says to compute the value without a try/except)."""
     out = _prove("r35a_06_dp_item_caught_on_meta_no_collective_right.py", tmp_path)
-    assert _equivalent(out), out
+    assert out["_rc"] == 3 and "R35a-3" in out.get("_err", ""), out
 
 
 @pytest.mark.slow

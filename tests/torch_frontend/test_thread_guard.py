@@ -267,3 +267,39 @@ def test_processes_stay_refused_in_make_batch():
         with threads_refused(HERE):
             with thread_guard.threads_let(HERE):
                 os.fork()
+
+
+def _item_caught(y: torch.Tensor) -> torch.Tensor:
+    t = torch.ones(1)
+    try:
+        n = float(t.item())          # an unbacked symbol in the fake trace: guarding raises
+    except Exception:  # noqa: BLE001 -- the train file's fallback (R35a-3)
+        n = 1.0
+    return y * n
+
+
+def test_a_data_dependent_value_caught_by_the_step_is_refused():
+    """R35a-3: ``float(t.item())`` of a fake tensor raises (the capture cannot know the value);
+    a step that catches it takes its fallback branch in the capture only (the real run reads
+    2.0 after an all-reduce): refused when the step returns, naming the line."""
+    with pytest.raises(PlanError, match=r"a Python value of the step's fake tensors was asked "
+                       r"for.*R35a-3"):
+        with threads_refused(HERE):
+            make_fx(watched(_item_caught), tracing_mode="fake")(torch.ones(4))
+
+
+def test_a_data_dependent_value_not_caught_ends_the_capture_as_before():
+    """Uncaught, the shape env's own error ends the capture (not this guard's refusal), and the
+    shape env's method is given back."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    def step(y: torch.Tensor) -> torch.Tensor:
+        return y * float(torch.ones(1).item())
+
+    with pytest.raises(GuardOnDataDependentSymNode):
+        with threads_refused(HERE):
+            make_fx(watched(step), tracing_mode="fake")(torch.ones(4))
+    with threads_refused(HERE):
+        gm = make_fx(watched(lambda y: y * 2.0), tracing_mode="fake")(torch.ones(4))
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [
+        torch.ops.aten.mul.Tensor]
