@@ -20,6 +20,10 @@ Plans in ``plans/round35c/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2`
 * R35c-4 (false refusal; ``r35c_04`` dp 2 x tp 2): FSDP2 over
   ``DeviceMesh.from_group(new_group(dp ranks), "cpu", mesh_dim_names=("fsdp",))``: UNKNOWN, an
   internal error (``DimsError ... placement ('R', 'R') gives 44``).
+* R35c-5 (false refusal; ``r35c_10`` dp 2 x tp 2): g11_02 with ``use_local_synchronization=True``
+  on every ``new_group`` (every rank still calls every group in order): exit 3, "the rank at
+  {'dp': 1, 'tp': 0} makes other dist.new_group groups" with two identical rank lists printed
+  (the recorded names differ: a member's hash, a non-member's None).
 """
 
 from __future__ import annotations
@@ -84,6 +88,15 @@ def test_r35c_3_megatron_gloo_duplicate_is_equivalent(tmp_path):
 def test_r35c_4_fsdp_over_from_group_mesh_is_equivalent(tmp_path):
     """UNKNOWN at 761d5b3 (exit 2, internal error, 117 s loaded); truth 2.8e-17."""
     out = _prove("r35c_04_dp_tp_fsdp_from_new_group_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R35c-5: use_local_synchronization=True groups made by "
+                   "every rank in the same order are refused (non-members record no name)")
+def test_r35c_5_megatron_local_sync_is_equivalent(tmp_path):
+    """exit 3 at 761d5b3 (133 s loaded); truth 6.9e-18 / 2.8e-17."""
+    out = _prove("r35c_10_dp_tp_megatron_local_sync_right.py", tmp_path)
     assert _equivalent(out), out
 
 
