@@ -76,7 +76,7 @@ def take_threads() -> None:
     _BASE[0] = threads_now()
 
 
-def _user_line(path: str) -> int:
+def user_line(path: str) -> int:
     """The innermost line of the train file on the calling thread's stack (1 when none)."""
     want = Path(path).resolve()
     f = sys._getframe(1)  # noqa: SLF001
@@ -118,7 +118,7 @@ class _Guard:
             return
         now = threads_now()
         if not now[0] <= self.at[0] or now[1] > self.at[1]:
-            self.note(_user_line(self.path) if when == "at a recorded op" else 1,
+            self.note(user_line(self.path) if when == "at a recorded op" else 1,
                       f"another thread ran {when} (threads {sorted(self.at[0])} / "
                       f"{self.at[1]} at the start, {sorted(now[0])} / {now[1]} now)")
 
@@ -160,7 +160,7 @@ def threads_refused(path: str) -> Iterator[_Guard]:
 
     def refusing(label: str) -> Any:
         def start(*a: Any, **k: Any) -> Any:  # noqa: ARG001
-            raise PlanError(g.note(_user_line(path), f"the train file starts a thread or a "
+            raise PlanError(g.note(user_line(path), f"the train file starts a thread or a "
                                    f"process ({label})"))
         return start
 
@@ -248,14 +248,14 @@ def one_thread(g: _Guard) -> Iterator[None]:
 
     def dispatch(func: Any, *a: Any, **k: Any) -> Any:
         if threading.get_ident() != me:
-            raise PlanError(g.note(_user_line(g.path), f"another thread than the step's ran "
+            raise PlanError(g.note(user_line(g.path), f"another thread than the step's ran "
                                    f"{func} on the step's tensors (R34d-1 / R34d-2)"))
         try:
             return before(func, *a, **k)
         except unknowable as e:
             # raised only because the tensor is fake: a step that catches it takes a branch
             # the real run does not (R35a-3); refused at the end if the step goes on
-            g.note(_user_line(g.path), f"{func} raised {type(e).__name__} on the step's fake "
+            g.note(user_line(g.path), f"{func} raised {type(e).__name__} on the step's fake "
                    "tensors (a value the capture cannot know: .item(), bool(), .tolist(), "
                    "nonzero); a step that catches it takes another branch than the real run "
                    "(R35a-3): compute the value without a try/except around it")
@@ -268,7 +268,7 @@ def one_thread(g: _Guard) -> Iterator[None]:
     make_error = getattr(env, "_make_data_dependent_error", None)
 
     def data_dependent(*a: Any, **k: Any) -> Any:
-        g.note(_user_line(g.path), "a Python value of the step's fake tensors was asked for (a "
+        g.note(user_line(g.path), "a Python value of the step's fake tensors was asked for (a "
                "data-dependent branch or number: float(t.item()), bool(t), int(t)); a step "
                "that catches the error takes another branch than the real run (R35a-3): "
                "compute the value without a try/except around it")

@@ -23,7 +23,38 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from spec_lang.torch_frontend.group_identity import world_gone, world_made
 from spec_lang.torch_frontend.new_groups import watch
 
-__all__ = ["World", "fake_world", "rank_of", "launcher_environment", "LAUNCHER_KEYS"]
+__all__ = ["World", "fake_world", "rank_of", "launcher_environment", "LAUNCHER_KEYS",
+           "WorldStore"]
+
+_STORE_METHODS = ("add", "append", "barrier", "check", "compare_set", "delete_key", "get",
+                  "list_keys", "multi_get", "multi_set", "num_keys", "queue_len", "queue_pop",
+                  "queue_push", "set", "set_timeout", "wait")
+
+
+class WorldStore(FakeStore):
+    """The fake world's key-value store: it holds nothing, as torch's ``FakeStore``, and a call
+    made while the capture runs the train file's code is recorded and refused when the capture
+    ends, even if the train file caught the error (R35a-2: ranks counted through
+    ``c10d._get_default_store()``, the error caught and 1 used, were 2 in the real run)."""
+
+
+def _store_method(name: str) -> Any:
+    def call(self: Any, *a: Any, **k: Any) -> Any:  # noqa: ARG001
+        from spec_lang.torch_frontend import thread_guard
+
+        g = thread_guard.ACTIVE[0]
+        if g is not None:
+            g.note(thread_guard.user_line(g.path), f"the train file used the process group's "
+                   f"key-value store ({name}): what other ranks put there is not traced (R35a-2)")
+        raise RuntimeError(f"the fake process group's store holds nothing ({name})")
+    call.__name__ = name
+    return call
+
+
+for _name in _STORE_METHODS:
+    setattr(WorldStore, _name, _store_method(_name))
+# the Python object must outlive the process group (C++ holds only its base part)
+_HELD: list[WorldStore] = []
 
 
 @dataclass(frozen=True)
@@ -84,7 +115,8 @@ def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[W
     world = math.prod(mesh.values())
     launcher_environment(mesh, coords)
     watch()         # a dist.new_group of an axis's ranks is that axis (issue 11)
-    dist.init_process_group("fake", store=FakeStore(), rank=rank_of(mesh, coords),
+    _HELD[:] = [WorldStore()]
+    dist.init_process_group("fake", store=_HELD[0], rank=rank_of(mesh, coords),
                             world_size=world)
     try:
         dm = init_device_mesh("cpu", tuple(mesh.values()), mesh_dim_names=tuple(mesh))

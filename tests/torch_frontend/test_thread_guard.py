@@ -303,3 +303,21 @@ def test_a_data_dependent_value_not_caught_ends_the_capture_as_before():
         gm = make_fx(watched(lambda y: y * 2.0), tracing_mode="fake")(torch.ones(4))
     assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [
         torch.ops.aten.mul.Tensor]
+
+
+def test_the_store_used_by_the_train_file_is_refused_even_if_caught():
+    """R35a-2: ranks counted through the default store (the fake store raises, the train file
+    caught it and used 1; the real store gives 2): recorded and refused when the capture ends;
+    outside the capture the store raises only."""
+    from torch.distributed import distributed_c10d as c10d
+
+    with fake_world({"dp": 2}, {"dp": 0}):
+        store = c10d._get_default_store()  # noqa: SLF001
+        with pytest.raises(RuntimeError, match="holds nothing"):
+            store.add("n", 1)
+        with pytest.raises(PlanError, match=r"process group's key-value store \(get\).*R35a-2"):
+            with threads_refused(HERE):
+                try:
+                    store.get("n")
+                except RuntimeError:
+                    pass
