@@ -102,6 +102,21 @@ def _reached(start: str) -> dict[str, Any]:
 _C10D = _reached("new_group")
 
 
+def _backend_registry() -> tuple:
+    """What ``new_group`` reads to make a group's backend: ``dist.Backend``'s registries (R35c-1:
+    ``Backend.register_backend("borrow", creator)`` and ``new_group(ranks, backend="borrow")``
+    gave the dp group the tp group's backend object)."""
+    B = dist.Backend
+    return tuple(tuple((k, id(v)) for k, v in dict(getattr(B, n, {})).items()) for n in (
+        "_plugins", "default_device_backend_map", "backend_capability", "backend_type_map")) + (
+        tuple(getattr(B, "backend_list", ())),)
+
+
+# before the train file is imported (the fake backend registered first)
+import torch.testing._internal.distributed.fake_pg  # noqa: E402,F401
+_REGISTRY = _backend_registry()
+
+
 @dataclass
 class Made:
     """One ``new_group`` call on this rank."""
@@ -127,6 +142,10 @@ def world_made(axis_ranks: Mapping[str, Sequence[int]], rank: int) -> None:
     _MESH_USED.clear()
     _WORLD.clear()
     _WORLD.update(axes={a: tuple(r) for a, r in axis_ranks.items()}, rank=rank)
+    # the world's own objects, before the train file's code runs in it (R35c-2)
+    w = c10d._world  # noqa: SLF001
+    default = c10d._get_default_group()  # noqa: SLF001
+    _WORLD.update(world=w, pg_map=w.pg_map, default=default, store=w.pg_map[default][1])
     _ON[0] = True
 
 
@@ -147,9 +166,22 @@ def _backends(pg: Any) -> dict[str, Any]:
 
 def _tampered() -> bool:
     """A function of ``distributed_c10d`` replaced, or a ``new_group`` hook on the default
-    group (torch delegates to it): torch's ``new_group`` would not make what it is asked."""
+    group (torch delegates to it), ``dist.Backend``'s registries changed (R35c-1), or the
+    default group's store in ``_world.pg_map`` not the world's (R35c-2: a store that moved one
+    group's rendezvous keys under another's name paired other ranks in the real run): torch's
+    ``new_group`` would not make what it is asked."""
     now = vars(c10d)
     if any(now.get(k) is not v for k, v in _C10D.items() if k != "new_group"):
+        return True
+    if _backend_registry() != _REGISTRY:
+        return True
+    try:
+        w = c10d._world  # noqa: SLF001
+        if (w is not _WORLD.get("world") or w.pg_map is not _WORLD.get("pg_map")
+                or c10d._get_default_group() is not _WORLD.get("default")  # noqa: SLF001
+                or w.pg_map[_WORLD["default"]][1] is not _WORLD.get("store")):
+            return True
+    except Exception:  # noqa: BLE001
         return True
     try:
         return hasattr(c10d._get_default_group(), "new_group")  # noqa: SLF001
@@ -169,8 +201,12 @@ def _new_group(*args: Any, **kwargs: Any) -> Any:
     ints = ranks is None or all(type(r) is int for r in ranks)
     local = b.arguments["use_local_synchronization"] is True
     count = c10d._world.group_count  # noqa: SLF001
-    clean = not _tampered()
+    # the world's backend, made by torch's creator: a backend or options of the train file's
+    # choosing is no axis (R35c-1)
+    clean = (not _tampered() and b.arguments.get("backend") is None
+             and b.arguments.get("pg_options") is None)
     pg = _ORIGINAL(*b.args, **b.kwargs)
+    clean = clean and not _tampered()
     if not ints:
         _MADE.append(Made((), None, local))
         return pg
