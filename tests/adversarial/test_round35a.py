@@ -67,10 +67,10 @@ def test_r35a_1_starter_kept_from_make_batch_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35a-2: the default store read in the step; FakeStore "
-                   "raises, the caught fallback is the spec's value")
 def test_r35a_2_store_value_caught_fallback_is_not_accepted(tmp_path):
-    """EQUIVALENT at ff7d7f1 (4 goals, 15 s); truth w1 0.0070, w2 0.0093 after step 1."""
+    """EQUIVALENT at ff7d7f1 (4 goals, 15 s); truth w1 0.0070, w2 0.0093 after step 1. Fixed
+    (7388f6b, ``world.WorldStore``): a store call while the capture runs the train file's code
+    is refused even if caught; exit 3 at line 51 (25 s)."""
     out = _prove("r35a_03_dp_store_value_caught_fake_store_fallback.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -85,9 +85,9 @@ def test_r35a_3_allreduce_item_caught_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35a-3 on the pipelined path (fake cpu tensors)")
 def test_r35a_3_pp_dp_allreduce_item_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at ff7d7f1 (107 goals, 91 s); truth parameters 3.9e-4 (gradients 4.2e-17)."""
+    """EQUIVALENT at ff7d7f1 (107 goals, 91 s); truth parameters 3.9e-4 (gradients 4.2e-17).
+    Fixed (5c2a07c): exit 3 at line 80 (59 s)."""
     out = _prove("r35a_10_pp_dp_llama_1f1b_allreduce_item_caught_lr.py", tmp_path)
     assert _not_accepted(out), out
 

@@ -54,21 +54,19 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings (open: strict xfail) --------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35c-1: a new_group made on a custom backend whose "
-                   "creator returns another group's backend object is taken for the axis of "
-                   "its ranks")
 def test_r35c_1_custom_backend_borrowing_tp_is_not_accepted(tmp_path):
-    """EQUIVALENT at 761d5b3 (4 goals, 64 s); truth w1 0.0088, w2 0.018 on every rank."""
+    """EQUIVALENT at 761d5b3 (4 goals, 64 s); truth w1 0.0088, w2 0.018 on every rank. Fixed
+    (2acd1b3): a group made with ``backend=`` or after ``dist.Backend``'s registries changed is
+    no axis; exit 3 (132 s, the group constant differs across ranks)."""
     out = _prove("r35c_01_dp_tp_new_group_custom_backend_borrows_tp.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35c-2: the default store in _world.pg_map replaced "
-                   "while the groups are made crosses their rendezvous; the recorded calls "
-                   "and names are the same on every rank")
 def test_r35c_2_rendezvous_crossed_is_not_accepted(tmp_path):
-    """EQUIVALENT at 761d5b3 (4 goals, 85 s); truth w1 0.0078 / 0.0067, w2 0.0069 / 0.0076."""
+    """EQUIVALENT at 761d5b3 (4 goals, 85 s); truth w1 0.0078 / 0.0067, w2 0.0069 / 0.0076.
+    Fixed (2acd1b3): a group made while the default group's store (or ``_world``, its
+    ``pg_map``, the default group) is not the world's is no axis; exit 3 (144 s)."""
     out = _prove("r35c_08_dp_tp_new_group_rendezvous_crossed.py", tmp_path)
     assert _not_accepted(out), out
 
