@@ -101,17 +101,23 @@ def test_r35c_5_megatron_local_sync_is_equivalent(tmp_path):
 # -- sound outcomes worth keeping -------------------------------------------------------------
 
 @pytest.mark.slow
-def test_r35c_custom_backend_borrowing_dp_is_equivalent(tmp_path):
-    """R35c-1's control (the creator returns the mesh's dp backend): EQUIVALENT (58 s)."""
+def test_r35c_custom_backend_borrowing_dp_is_refused_by_design(tmp_path):
+    """R35c-1's control (the creator returns the mesh's dp backend; truth 2.8e-17): EQUIVALENT
+    at 761d5b3 (58 s). Since R35c-1's fix a group on a backend of the train file's is no axis
+    (the capture cannot tell this creator from R35c-1's): exit 3 (70 s), a false refusal by
+    design."""
     out = _prove("r35c_02_dp_tp_new_group_custom_backend_borrows_dp_right.py", tmp_path)
-    assert _equivalent(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-def test_r35c_rendezvous_store_identity_is_equivalent(tmp_path):
-    """R35c-2's control (the store moves each key to itself): EQUIVALENT (184 s loaded)."""
+def test_r35c_rendezvous_store_identity_is_refused_by_design(tmp_path):
+    """R35c-2's control (the store moves each key to itself; truth 6.9e-18): EQUIVALENT at
+    761d5b3 (184 s loaded). Since R35c-2's fix a group made over a store that is not the
+    world's is no axis (the capture cannot tell this store from R35c-2's): exit 3 (56 s), a
+    false refusal by design."""
     out = _prove("r35c_09_dp_tp_new_group_rendezvous_store_identity_right.py", tmp_path)
-    assert _equivalent(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
