@@ -1,0 +1,65 @@
+"""Round 35d (dp 2, wrong): R35a-3's number taken outside the traced step: `parallelize`
+all-reduces a tensor of ones over dp and keeps `.item()` (in a try, fallback 1.0) in a module
+global; the step sets `lr = 0.1 * n`. `one_thread` is active only in the traced step.
+Truth (torch4_truth FILE 2): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.0118 after step 2).
+prove --torch at 2acd1b3: **EQUIVALENT** (4 goals, 52 s): a false accept (R35d-3).
+"""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed import distributed_c10d as c10d
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+_N = [1.0]
+
+
+def parallelize(model, mesh):
+    # WRONG: a real collective's value read outside the traced step (one_thread is not active):
+    # the fake process group's all-reduce leaves 1 in the capture, the real one gives 2
+    t = torch.ones(1)
+    dist.all_reduce(t, group=mesh["dp"].get_group())
+    try:
+        _N[0] = float(t.item())
+    except Exception:
+        _N[0] = 1.0
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    ws = mesh["dp"].size() if mesh is not None else 1
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean() / ws
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+        optimizer.param_groups[0]["lr"] = 0.1 * _N[0]
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
