@@ -222,25 +222,6 @@ def _unknowable() -> tuple[type, ...]:
 
 
 
-def _format_symbol(self: Any, spec: str) -> str:  # noqa: ARG001 -- no value to format
-    return str(self)
-
-
-def _symbols_formatted() -> list[tuple[type, Any]]:
-    """``torch.SymFloat`` / ``SymInt`` formatted with a spec as their symbol, for the traced
-    step (R35d-5: ``print(f"loss {loss.item():.4f}")`` stopped the capture with "unsupported
-    format string passed to SymFloat.__format__"). The text holds no value, as ``str`` of
-    the symbol already does (a train file that parses it: R35d-1, open). Returns what to
-    put back."""
-    import torch
-
-    out = []
-    for cls in (torch.SymFloat, torch.SymInt):
-        out.append((cls, vars(cls).get("__format__")))
-        cls.__format__ = _format_symbol
-    return out
-
-
 def _fake_mode() -> Any:
     import torch
 
@@ -296,15 +277,9 @@ def one_thread(g: _Guard) -> Iterator[None]:
     mode.dispatch = dispatch
     if make_error is not None:
         env._make_data_dependent_error = data_dependent  # noqa: SLF001
-    formats = _symbols_formatted()
     try:
         yield
     finally:
-        for cls, was in formats:
-            if was is None:
-                delattr(cls, "__format__")
-            else:
-                cls.__format__ = was
         if had:
             mode.dispatch = before
         else:

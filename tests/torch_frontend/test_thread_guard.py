@@ -321,18 +321,3 @@ def test_the_store_used_by_the_train_file_is_refused_even_if_caught():
                     store.get("n")
                 except RuntimeError:
                     pass
-
-
-def test_a_formatted_python_number_of_the_step_is_printed_and_put_back(capsys):
-    """R35d-5: ``print(f"loss {loss.item():.4f}")`` in the step stopped the capture (a symbol has
-    no format spec); it prints the symbol, and ``SymFloat`` / ``SymInt`` get their own
-    ``__format__`` back after the step."""
-    def step(y: torch.Tensor) -> torch.Tensor:
-        print(f"loss {y.sum().item():.4f} n {y.long().sum().item():5d}")
-        return y * 2.0
-
-    with threads_refused(HERE):
-        make_fx(watched(step), tracing_mode="fake")(torch.ones(4))
-    out = capsys.readouterr().out
-    assert out.startswith("loss ") and " n " in out and "." not in out.split()[1], out
-    assert "__format__" not in vars(torch.SymFloat) and "__format__" not in vars(torch.SymInt)
