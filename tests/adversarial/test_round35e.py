@@ -4,10 +4,10 @@
 ``plans/round35e/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2`` (dp 2); gloo, float64.
 
 * R35e-1 (false accept, new with 7e4c002; ``r35e_01`` SymFloat + f-string, ``r35e_04`` SymInt +
-  ``str.format``, dp 2): the step formats an all-reduced ``.item()`` with a spec and reads the
+  ``str.format``, dp 2; ``r35e_06`` pp 2 x dp 2): the step formats an all-reduced ``.item()`` with a spec and reads the
   text without an exception (``float(s) if s.isdigit() else 1.0``): real "2", capture "zuf0" /
   "u0". At 5455d86 the format raised TypeError and the capture stopped (exit 3). Truth w1 0.0070,
-  w2 0.0093 after step 1.
+  w2 0.0093 after step 1 (dp); params 0.028 .. 0.131 (pp x dp).
 * R35e-2 (false refusal, R35d-5's fix incomplete; ``r35e_02`` ``print("loss %.4f" %
   loss.item())``, ``r35e_03`` ``logging`` at INFO ``info("loss %.4f", loss.item())``, dp 2, right):
   ``%f`` calls ``SymFloat.__float__``, not ``__format__``: exit 3 (GuardOnDataDependentSymNode;
@@ -113,3 +113,12 @@ def test_llama_tp_is_equivalent(tmp_path):
 
     out = prove(Path(__file__).resolve().parents[2] / "examples" / "torch" / "llama_tp.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R35e-1 on the pipelined path (pp 2 x dp 2)")
+def test_r35e_1_pp_item_format_isdigit_is_not_accepted(tmp_path):
+    """EQUIVALENT at 7e4c002 (12 goals, 76 s); exit 3 at 5455d86 (13 s); pp_truth: params differ
+    by 0.028 .. 0.131 (lr doubled)."""
+    out = _prove("r35e_06_pp_dp_allreduce_item_format_isdigit.py", tmp_path)
+    assert _not_accepted(out), out

@@ -1,7 +1,11 @@
 """Round 35e (pp 2 x dp 2, wrong): R35e-1 on the pipelined path: square_pp_dp.py whose step
 all-reduces `torch.ones(1)` over dp, `s = f"{t.item():.0f}"`, `n = float(s) if s.isdigit() else
 1.0`, `lr = LR * n` (real run: 2).
-RESULTS
+Truth (pp_truth): params differ l0.weight 0.049, l0.bias 0.051, sq.weight 0.028, sq.bias 0.039,
+l1.weight 0.087, l1.bias 0.131 (grads 3e-17: lr doubled).
+prove --torch at 7e4c002: **EQUIVALENT** (12 goals, 76 s): a false accept (R35e-1). At 5455d86:
+exit 3 (13 s) "line 70: capturing the training step failed: TypeError: unsupported format string
+passed to SymFloat.__format__".
 """
 
 import torch
