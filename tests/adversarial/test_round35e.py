@@ -43,20 +43,18 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings (open: strict xfail) --------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35e-1: the patched SymFloat.__format__ gives 'zuf0', "
-                   "the step's text test takes the spec's branch without an exception")
 def test_r35e_1_item_format_isdigit_is_not_accepted(tmp_path):
     """EQUIVALENT at 7e4c002 (4 goals, 47 s); exit 3 at 5455d86 (TypeError, 13 s); truth w1
-    0.0070, w2 0.0093 after step 1 (0.0086 / 0.0118 after step 2)."""
+    0.0070, w2 0.0093 after step 1 (0.0086 / 0.0118 after step 2). Fixed by reverting
+    7e4c002 (R35d-5 open again): formatting a symbol with a spec stops the capture."""
     out = _prove("r35e_01_dp_allreduce_item_format_isdigit.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35e-1: the patched SymInt.__format__ gives 'u0' "
-                   "through str.format")
 def test_r35e_1_int_item_str_format_isdigit_is_not_accepted(tmp_path):
-    """EQUIVALENT at 7e4c002 (4 goals, 45 s); truth w1 0.0070, w2 0.0093 after step 1."""
+    """EQUIVALENT at 7e4c002 (4 goals, 45 s); truth w1 0.0070, w2 0.0093 after step 1. Fixed
+    by reverting 7e4c002."""
     out = _prove("r35e_04_dp_allreduce_int_item_str_format_isdigit.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -82,8 +80,9 @@ def test_r35e_2_logging_info_is_equivalent(tmp_path):
 # -- sound / right outcomes kept ----------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R35d-5 (open again: 7e4c002 reverted for R35e-1)")
 def test_r35d_06_loss_item_format_logging_is_equivalent(tmp_path):
-    """R35d-5's plan: EQUIVALENT at 7e4c002 (31 s)."""
+    """R35d-5's plan: EQUIVALENT at 7e4c002 (31 s); refused again since its revert."""
     from tests.adversarial.torch_prove import prove
 
     out = prove(ROUND35D / "r35d_06_dp_loss_item_logging_right.py", tmp_path)
@@ -100,8 +99,11 @@ def test_r35d_07_loss_item_format_logging_swallowed_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R35d-5 on the pipelined path (open again: 7e4c002 "
+                   "reverted for R35e-1)")
 def test_r35e_pp_loss_item_format_logging_is_equivalent(tmp_path):
-    """pp 2 x dp 2, right, ``print(f"loss {loss.item():.4f}")``: EQUIVALENT at 7e4c002 (74 s)."""
+    """pp 2 x dp 2, right, ``print(f"loss {loss.item():.4f}")``: EQUIVALENT at 7e4c002 (74 s);
+    refused again since its revert."""
     out = _prove("r35e_05_pp_dp_loss_item_format_logging_right.py", tmp_path)
     assert _equivalent(out), out
 
@@ -116,9 +118,8 @@ def test_llama_tp_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35e-1 on the pipelined path (pp 2 x dp 2)")
 def test_r35e_1_pp_item_format_isdigit_is_not_accepted(tmp_path):
     """EQUIVALENT at 7e4c002 (12 goals, 76 s); exit 3 at 5455d86 (13 s); pp_truth: params differ
-    by 0.028 .. 0.131 (lr doubled)."""
+    by 0.028 .. 0.131 (lr doubled). Fixed by reverting 7e4c002."""
     out = _prove("r35e_06_pp_dp_allreduce_item_format_isdigit.py", tmp_path)
     assert _not_accepted(out), out
