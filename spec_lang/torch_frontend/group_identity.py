@@ -85,12 +85,10 @@ __all__ = ["world_made", "world_gone", "world_groups", "name_of", "collective_pr
            "groups_at_call"]
 
 _UNBOX = ProcessGroup.unbox
-# bound at import, before the train file (which could replace them on the class: R34b-1)
-_GET_BACKEND = ProcessGroup._get_backend  # noqa: SLF001
+# bound at import, before the train file (which could replace it on the class: R34b-1)
 _REGISTER_BACKEND = vars(ProcessGroup)["_register_backend"]
 # a swap of a world group's backend seen when it was made (R34e-3): reported by backend_problem
 _SWAPPED: list[str] = []
-_DEVICE_TYPES = vars(ProcessGroup)["_device_types"]
 # the backends the world made each axis's group with: name -> {device type: backend object}
 _BACKENDS: dict[str, dict[str, Any]] = {}
 # the groups the world made: name -> (axis, group object); empty outside a fake world
@@ -139,15 +137,8 @@ def _registering(pg: Any, *a: Any, **k: Any) -> Any:
 ProcessGroup._register_backend = _registering   # noqa: SLF001
 
 
-def _backends(pg: Any) -> dict[str, Any]:
-    """Device type -> the backend object ``pg`` runs that device's collectives on."""
-    out: dict[str, Any] = {}
-    for dev in _DEVICE_TYPES.__get__(pg):
-        try:
-            out[str(dev)] = _GET_BACKEND(pg, dev)
-        except RuntimeError:
-            out[str(dev)] = None
-    return out
+# the backend reader bound before the train file (R34b-1), shared with new_groups
+_backends = new_groups.backends
 
 
 def backend_problem() -> str | None:

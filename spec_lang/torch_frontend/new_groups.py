@@ -64,9 +64,10 @@ from typing import Any
 import torch.distributed as dist
 from torch.distributed import ProcessGroup
 from torch.distributed import distributed_c10d as c10d
+import torch.testing._internal.distributed.fake_pg  # noqa: F401 -- registers "fake" first
 
-__all__ = ["Made", "watch", "world_made", "world_gone", "axis_of", "mesh_used", "made_log",
-           "check_traces"]
+__all__ = ["Made", "backends", "watch", "world_made", "world_gone", "axis_of", "mesh_used",
+           "made_log", "check_traces"]
 
 # torch's, bound at import (before the train file; it could replace them)
 _ORIGINAL = c10d.new_group
@@ -74,6 +75,7 @@ _SIGNATURE = inspect.signature(_ORIGINAL)
 _GET_RANKS = c10d.get_process_group_ranks
 _SIZE = ProcessGroup.size
 _RANK = ProcessGroup.rank
+# bound at import, before the train file (which could replace them on the class: R34b-1)
 _GET_BACKEND = ProcessGroup._get_backend  # noqa: SLF001
 _DEVICE_TYPES = vars(ProcessGroup)["_device_types"]
 
@@ -112,8 +114,7 @@ def _backend_registry() -> tuple:
         tuple(getattr(B, "backend_list", ())),)
 
 
-# before the train file is imported (the fake backend registered first)
-import torch.testing._internal.distributed.fake_pg  # noqa: E402,F401
+# before the train file is imported (the fake backend registered first: imported above)
 _REGISTRY = _backend_registry()
 
 
@@ -154,7 +155,9 @@ def world_gone() -> None:
     _ON[0] = False
 
 
-def _backends(pg: Any) -> dict[str, Any]:
+def backends(pg: Any) -> dict[str, Any]:
+    """Device type -> the backend object ``pg`` runs that device's collectives on (also
+    :mod:`group_identity`'s reader)."""
     out: dict[str, Any] = {}
     for dev in _DEVICE_TYPES.__get__(pg):
         try:
@@ -217,7 +220,7 @@ def _new_group(*args: Any, **kwargs: Any) -> Any:
     rec = Made(want, None if local else str(count), local)
     _MADE.append(rec)
     if isinstance(pg, ProcessGroup):
-        rec.pg, rec.backends = pg, _backends(pg)
+        rec.pg, rec.backends = pg, backends(pg)
         if local:
             rec.name = str(pg.group_name)
         me = _WORLD.get("rank")
@@ -243,8 +246,8 @@ def axis_of(pg: Any) -> tuple[str | None, str | None]:
         return None, None
     try:
         same = (tuple(_GET_RANKS(pg)) == rec.ranks and _SIZE(pg) == len(rec.ranks)
-                and _backends(pg).keys() == rec.backends.keys()
-                and all(v is rec.backends[k] for k, v in _backends(pg).items()))
+                and backends(pg).keys() == rec.backends.keys()
+                and all(v is rec.backends[k] for k, v in backends(pg).items()))
     except Exception as e:  # noqa: BLE001 -- unreadable: refused, never skipped
         return None, f"a dist.new_group group could not be read ({type(e).__name__}: {e})"
     if not same:
