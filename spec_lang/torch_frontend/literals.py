@@ -347,8 +347,7 @@ class Traces:
             # a process group: each rank's own group of one mesh axis (R32d-4)
             same = same_constant(mine, getattr(gm, n.target, None), self.groups, groups)
             if not same:
-                return (f"the captured constant {n.target} differs at {where} (a tensor built "
-                        "from a size or the rank inside the step)")
+                return constant_differs_text(mine, n.target, f"at {where}")
         return None
 
     def _nodes_of(self, c: Mapping[str, int]) -> list[fx.Node]:
@@ -429,6 +428,21 @@ class Traces:
             t = parts[0] if len(parts) == 1 else ew(Op.MUL, *parts)
         self._lift_cache[key] = t
         return t
+
+
+def constant_differs_text(mine: Any, target: str, where: str) -> str:
+    """Why a captured constant that differs ``where`` ("at rank {...}", "from the zero
+    coordinate's") cannot be read: a process group that is no mesh axis's, said so (round 36),
+    or a tensor built from a size or the rank."""
+    from spec_lang.torch_frontend.tracedata import ProcessGroupRef  # noqa: PLC0415
+
+    if type(mine) is ProcessGroupRef:
+        return (f"the process group a collective uses differs {where}: it is no mesh axis's "
+                "group (a dist.new_group whose ranks are not exactly one mesh axis's ranks, or "
+                "a group made differently per rank); use mesh.get_group(axis), or new_group "
+                "with one axis's ranks")
+    return (f"the captured constant {target} differs {where} (a tensor built from a size or "
+            "the rank inside the step)")
 
 
 def same_constant(a: Any, b: Any, g0: Mapping[str, str], gc: Mapping[str, str]) -> bool:

@@ -42,8 +42,16 @@ for it (R33b-1). This module adds one more way to be that axis, by what the grou
   be taken as the mesh's group anywhere (:func:`mesh_used`, recorded by ``group_identity``).
   Then every member's axis-A collectives run over one group that every member made the same:
   the collective the lowering models over A is the one the real ranks run. A rank that makes
-  only its own group (the ranks of the others differ), or ``use_local_synchronization`` with
-  only the members calling, is refused. Every rank of the mesh is traced (``traced_ranks``: a
+  only its own group (the ranks of the others differ) is refused. A group made with
+  ``use_local_synchronization=True`` is named by torch from its ranks (and the count of groups
+  the rank is in), not by the shared count: such calls are left out of the comparison (a
+  non-member may skip them, R35c-5), and its members pair by that name, which must be one name
+  for the ranks over every trace, as above (members that name it differently would wait for
+  each other in the real run, never pair another group).
+* ``backend="gloo"`` (or another of torch's own backends, ``"cpu:gloo,cuda:nccl"``) while
+  ``dist.Backend``'s registries are torch's: the group is made on the world's fake backend, as
+  the mesh's groups are (Megatron's gloo duplicate of every dp group, R35c-3); any other
+  ``backend=`` or ``pg_options=`` makes the group no axis (R35c-1). Every rank of the mesh is traced (``traced_ranks``: a
   mesh with untraced corners is UNKNOWN anyway), so the check covers every rank. A pipelined
   step is refused when it maps a ``new_group`` (its stage traces are composed; not supported
   yet).
@@ -192,6 +200,20 @@ def _tampered() -> bool:
         return True
 
 
+# torch's own backends (``dist.Backend``'s names; a device map "cpu:gloo,cuda:nccl" of them)
+_BUILTIN = frozenset({"gloo", "nccl", "ucc", "mpi", "xccl"})
+
+
+def _builtin_backend(asked: Any) -> bool:
+    """``asked`` (a ``new_group`` ``backend=``) names only torch's own backends (R35c-3): a
+    string (or ``dist.Backend``) such as ``"gloo"``, ``"NCCL"`` or ``"cpu:gloo,cuda:nccl"``,
+    while ``dist.Backend``'s registries are torch's (checked by the caller: ``_tampered``)."""
+    if not isinstance(asked, str):
+        return False
+    parts = [p.strip() for p in str.lower(str.__str__(asked)).split(",")]
+    return bool(parts) and all(p.rpartition(":")[2] in _BUILTIN for p in parts)
+
+
 def _new_group(*args: Any, **kwargs: Any) -> Any:
     """``torch.distributed.new_group``, recorded in a fake world (module docstring)."""
     if not _ON[0]:
@@ -205,9 +227,14 @@ def _new_group(*args: Any, **kwargs: Any) -> Any:
     local = b.arguments["use_local_synchronization"] is True
     count = c10d._world.group_count  # noqa: SLF001
     # the world's backend, made by torch's creator: a backend or options of the train file's
-    # choosing is no axis (R35c-1)
-    clean = (not _tampered() and b.arguments.get("backend") is None
-             and b.arguments.get("pg_options") is None)
+    # choosing is no axis (R35c-1); one of torch's own backends named (Megatron's gloo
+    # duplicate of every dp group, R35c-3) is made on the world's fake backend, as the mesh's
+    # groups are: torch's real backend cannot be made on the fake store, and its collectives
+    # compute what the fake one's are modelled as
+    asked = b.arguments.get("backend")
+    if asked is not None and _builtin_backend(asked) and not _tampered():
+        b.arguments["backend"] = asked = None
+    clean = (not _tampered() and asked is None and b.arguments.get("pg_options") is None)
     pg = _ORIGINAL(*b.args, **b.kwargs)
     clean = clean and not _tampered()
     if not ints:
@@ -289,15 +316,21 @@ def check_traces(path: str, traces: Sequence[Any], *, pipelined: bool = False) -
     if pipelined:
         raise PlanError(f"{path}:1: a pipelined step whose collectives run over a "
                         "dist.new_group group is not supported: use the mesh's groups")
-    first = [e[:3] for e in logs[0]]
+    # a group made with use_local_synchronization=True is named by torch from its ranks
+    # (``_hash_ranks_to_str``): its members pair by that name whatever else each rank made,
+    # and a non-member need not call new_group (R35c-5). The others are named by a count
+    # every rank advances: those calls must be the same, in the same order, on every rank.
+    first = [e[:3] for e in logs[0] if not e[2]]
     for t, log in zip(traces, logs):
-        if [e[:3] for e in log] != first:
+        mine = [e[:3] for e in log if not e[2]]
+        if mine != first:
             raise PlanError(
                 f"{path}:1: the rank at {dict(getattr(t, 'coords', {}))} makes other "
-                f"dist.new_group groups ({[list(e[0]) for e in log]}) than the rank at "
-                f"{dict(getattr(traces[0], 'coords', {}))} ({[list(e[0]) for e in first]}): "
-                "torch pairs a group across ranks by the order it is made in, so every rank "
-                "must call new_group for every group, in the same order (as Megatron does)")
+                f"dist.new_group groups ({[(list(e[0]), e[1]) for e in mine]}) than the rank "
+                f"at {dict(getattr(traces[0], 'coords', {}))} "
+                f"({[(list(e[0]), e[1]) for e in first]}, as (ranks, name)): torch pairs a "
+                "group across ranks by the order it is made in, so every rank must call "
+                "new_group for every group, in the same order (as Megatron does)")
     names: dict[tuple, set] = {}
     for ranks, name, _ in taken:
         names.setdefault(ranks, set()).add(name)

@@ -45,7 +45,8 @@ import torch.fx as fx
 
 from spec_lang.torch_frontend.analysis import align_sizes, node_site
 from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs, _check_same,
-                                               _literal_differences, same_constant)
+                                               _literal_differences, constant_differs_text,
+                                               same_constant)
 
 __all__ = ["check_real_ranks"]
 
@@ -154,6 +155,5 @@ def check_real_ranks(path: str, probe0: Any, real0: Any,
             if x.op == "get_attr" and not same_constant(getattr(real0, x.target, None),
                                                         getattr(rgm, x.target, None),
                                                         dict(groups0 or {}), gc):
-                raise GraphMismatch(f"{where}: the captured constant {x.target} differs from the "
-                                    "zero coordinate's (a tensor built from the rank inside "
-                                    "the step)")
+                raise GraphMismatch(f"{where}: " + constant_differs_text(
+                    getattr(real0, x.target, None), x.target, "from the zero coordinate's"))

@@ -14,13 +14,13 @@ Plans in ``plans/round35c/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2`
   ``_world.pg_map`` is a ``dist.Store`` moving one dp group's keys under the other's name while
   the dp groups are made: rank 0 meets rank 3, rank 1 meets rank 2. Truth w1 0.0078 / 0.0067,
   w2 0.0069 / 0.0076.
-* R35c-3 (false refusal; ``r35c_05`` dp 2): Megatron's gloo duplicate of the dp group
+* R35c-3 (false refusal, fixed in round 36; ``r35c_05`` dp 2): Megatron's gloo duplicate of the dp group
   (``new_group(ranks, backend="gloo")``, unused in the step) crashes the capture: exit 3,
   torch's "INTERNAL ASSERT FAILED ... Not implemented" (no gloo group on the fake store).
 * R35c-4 (false refusal; ``r35c_04`` dp 2 x tp 2): FSDP2 over
   ``DeviceMesh.from_group(new_group(dp ranks), "cpu", mesh_dim_names=("fsdp",))``: UNKNOWN, an
   internal error (``DimsError ... placement ('R', 'R') gives 44``).
-* R35c-5 (false refusal; ``r35c_10`` dp 2 x tp 2): g11_02 with ``use_local_synchronization=True``
+* R35c-5 (false refusal, fixed in round 36; ``r35c_10`` dp 2 x tp 2): g11_02 with ``use_local_synchronization=True``
   on every ``new_group`` (every rank still calls every group in order): exit 3, "the rank at
   {'dp': 1, 'tp': 0} makes other dist.new_group groups" with two identical rank lists printed
   (the recorded names differ: a member's hash, a non-member's None).
@@ -72,10 +72,10 @@ def test_r35c_2_rendezvous_crossed_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35c-3: new_group(ranks, backend='gloo') (Megatron's "
-                   "gloo duplicate) crashes the capture on the fake world's store")
 def test_r35c_3_megatron_gloo_duplicate_is_equivalent(tmp_path):
-    """exit 3 at 761d5b3 (5 s, torch's INTERNAL ASSERT ... Not implemented); truth 2.8e-17."""
+    """exit 3 at 761d5b3 (5 s, torch's INTERNAL ASSERT ... Not implemented); truth 2.8e-17.
+    Fixed in round 36 (``new_groups._builtin_backend``: torch's own backend named is made on
+    the fake one): EQUIVALENT (58 s, loaded)."""
     out = _prove("r35c_05_dp_new_group_with_gloo_duplicate_right.py", tmp_path)
     assert _equivalent(out), out
 
@@ -90,10 +90,10 @@ def test_r35c_4_fsdp_over_from_group_mesh_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35c-5: use_local_synchronization=True groups made by "
-                   "every rank in the same order are refused (non-members record no name)")
 def test_r35c_5_megatron_local_sync_is_equivalent(tmp_path):
-    """exit 3 at 761d5b3 (133 s loaded); truth 6.9e-18 / 2.8e-17."""
+    """exit 3 at 761d5b3 (133 s loaded); truth 6.9e-18 / 2.8e-17. Fixed in round 36
+    (``check_traces`` leaves local groups, named from their ranks, out of the order
+    comparison): EQUIVALENT (63 s)."""
     out = _prove("r35c_10_dp_tp_megatron_local_sync_right.py", tmp_path)
     assert _equivalent(out), out
 

@@ -167,3 +167,78 @@ def test_check_traces_mesh_and_new_group_of_one_axis_are_refused():
     a = [((0, 2), "6", False, "dp")]
     with pytest.raises(PlanError, match="both the mesh's 'dp'"):
         new_groups.check_traces("f.py", [_tr({"dp": 0}, a), _tr({"dp": 1}, a, ["dp"])])
+
+
+@pytest.mark.parametrize("asked,builtin", [
+    ("gloo", True), ("GLOO", True), ("nccl", True), ("cpu:gloo,cuda:nccl", True),
+    (dist.Backend("gloo"), True), ("gloo2", False), ("fake", False), ("", False),
+    ("cpu:gloo,cuda:mine", False), (None, False), (3, False)])
+def test_builtin_backend(asked, builtin):
+    assert new_groups._builtin_backend(asked) is builtin  # noqa: SLF001
+
+
+@pytest.mark.parametrize("coords", CORNERS)
+def test_megatron_gloo_duplicate_is_made_and_is_the_axis(coords):
+    """R35c-3: ``new_group(ranks, backend="gloo")`` (Megatron's duplicate of every dp group)
+    is made on the fake backend and, with the axis's ranks, is the axis."""
+    with fake_world(MESH, coords):
+        rank = rank_of(MESH, coords)
+        g = _megatron(rank)
+        gloo = [dist.new_group([i * 2 + j for i in range(2)], backend="gloo") for j in range(2)]
+        assert _axis(g["dp"]) == "dp" and _axis(gloo[rank % 2]) == "dp"
+
+
+def test_gloo_asked_after_the_registries_changed_is_no_axis():
+    """R35c-1 kept: once the train file registered a backend, ``backend="gloo"`` is not taken
+    for torch's (the group is made as asked, which the fake store cannot: an error, or no
+    axis)."""
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        _megatron(2)
+        B = dist.Backend
+        saved = {n: dict(getattr(B, n)) for n in ("_plugins", "default_device_backend_map",
+                                                  "backend_capability", "backend_type_map")}
+        saved_list, saved_attrs = list(B.backend_list), set(vars(B))
+        B.register_backend("gloo_r36", lambda *a, **k: None, devices=["cpu"])
+        try:
+            try:
+                pg = dist.new_group([0, 2], backend="gloo")
+            except Exception:  # noqa: BLE001 -- refused by torch itself on the fake store
+                pg = None
+            assert pg is None or _axis(pg) is None
+        finally:
+            for n, d in saved.items():
+                getattr(B, n).clear()
+                getattr(B, n).update(d)
+            B.backend_list[:] = saved_list
+            for a in set(vars(B)) - saved_attrs:
+                delattr(B, a)
+        assert new_groups._backend_registry() == new_groups._REGISTRY  # noqa: SLF001
+
+
+def test_check_traces_local_groups_pair_by_name():
+    """R35c-5: groups made with ``use_local_synchronization=True`` are named from their ranks;
+    a non-member records no name (or makes no call): left out of the order comparison. Their
+    names taken for an axis must still be one per set of ranks over every trace."""
+    m = [((0, 1), "5", False, None), ((0, 2), "h02", True, "dp"), ((1, 3), None, True, None)]
+    n = [((0, 1), "5", False, None), ((0, 2), None, True, None), ((1, 3), "h13", True, "dp")]
+    new_groups.check_traces("f.py", [_tr({"dp": 0}, m), _tr({"dp": 1}, n)])
+    new_groups.check_traces("f.py", [_tr({"dp": 0}, m), _tr({"dp": 1}, n[:1] + n[2:])])
+    other = [*m[:1], ((0, 2), "h02b", True, "dp")]
+    with pytest.raises(PlanError, match="different dist.new_group groups"):
+        new_groups.check_traces("f.py", [_tr({"dp": 0}, m), _tr({"dp": 1}, other)])
+    # the groups named by the shared count still must be the same on every rank
+    with pytest.raises(PlanError, match="same order"):
+        new_groups.check_traces("f.py", [_tr({"dp": 0}, m), _tr({"dp": 1}, n[1:])])
+
+
+def test_a_group_of_no_axis_is_named_a_process_group_in_the_refusal():
+    """Round 36: the refusal of a collective over a group that differs across ranks says
+    "process group", not "the captured constant _torchbind_obj0"."""
+    from spec_lang.torch_frontend.literals import constant_differs_text
+
+    t = constant_differs_text(ProcessGroupRef("7"), "_torchbind_obj0", "at rank {'dp': 1}")
+    assert t.startswith("the process group a collective uses differs at rank {'dp': 1}: it is "
+                        "no mesh axis's group") and "_torchbind" not in t
+    t = constant_differs_text(torch.zeros(2), "_tensor_constant0", "from the zero coordinate's")
+    assert t == ("the captured constant _tensor_constant0 differs from the zero coordinate's (a "
+                 "tensor built from a size or the rank inside the step)")
