@@ -47,14 +47,14 @@ for it (R33b-1). This module adds one more way to be that axis, by what the grou
   the rank is in), not by the shared count: such calls are left out of the comparison (a
   non-member may skip them, R35c-5), and its members pair by that name, which must be one name
   for the ranks over every trace, as above (members that name it differently would wait for
-  each other in the real run, never pair another group).
+  each other in the real run, never pair another group). Every rank of the mesh is traced
+  (``traced_ranks``: a mesh with untraced corners is UNKNOWN anyway), so the check covers
+  every rank. A pipelined step is refused when it maps a ``new_group`` (its stage traces are
+  composed; not supported yet).
 * ``backend="gloo"`` (or another of torch's own backends, ``"cpu:gloo,cuda:nccl"``) while
   ``dist.Backend``'s registries are torch's: the group is made on the world's fake backend, as
   the mesh's groups are (Megatron's gloo duplicate of every dp group, R35c-3); any other
-  ``backend=`` or ``pg_options=`` makes the group no axis (R35c-1). Every rank of the mesh is traced (``traced_ranks``: a
-  mesh with untraced corners is UNKNOWN anyway), so the check covers every rank. A pipelined
-  step is refused when it maps a ``new_group`` (its stage traces are composed; not supported
-  yet).
+  ``backend=`` or ``pg_options=`` makes the group no axis (R35c-1).
 
 Not covered: a functional collective given such a group (``funcol.all_reduce(t, "sum", pg)``)
 carries the group's own name, which names no axis: UNKNOWN, as before. The c10d all-gather /
