@@ -438,9 +438,10 @@ def constant_differs_text(mine: Any, target: str, where: str) -> str:
 
     if type(mine) is ProcessGroupRef:
         return (f"the process group a collective uses differs {where}: it is no mesh axis's "
-                "group (a dist.new_group whose ranks are not exactly one mesh axis's ranks, or "
-                "a group made differently per rank); use mesh.get_group(axis), or new_group "
-                "with one axis's ranks")
+                "group (a dist.new_group whose ranks are not exactly one mesh axis's ranks, "
+                "one made with a backend or pg_options of the train file's, or a group made "
+                "differently per rank); use mesh.get_group(axis), or new_group with one axis's "
+                "ranks")
     return (f"the captured constant {target} differs {where} (a tensor built from a size or "
             "the rank inside the step)")
 

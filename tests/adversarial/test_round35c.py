@@ -60,6 +60,8 @@ def test_r35c_1_custom_backend_borrowing_tp_is_not_accepted(tmp_path):
     no axis; exit 3 (132 s, the group constant differs across ranks)."""
     out = _prove("r35c_01_dp_tp_new_group_custom_backend_borrows_tp.py", tmp_path)
     assert _not_accepted(out), out
+    # round 36: said in the user's terms (was "the captured constant _torchbind_obj0 differs")
+    assert "the process group a collective uses differs" in out.get("_err", ""), out
 
 
 @pytest.mark.slow
