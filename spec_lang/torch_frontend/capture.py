@@ -45,7 +45,8 @@ from spec_lang.torch_frontend.group_identity import checked, refuse_foreign_grou
 from spec_lang.torch_frontend.new_groups import made_log
 from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
-from spec_lang.torch_frontend.thread_guard import threads_let, threads_refused, watched
+from spec_lang.torch_frontend.thread_guard import (threads_let, threads_refused, value_hint,
+                                                  watched)
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
 from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
                                                   module_buffers, outliving_pipeline_objects,
@@ -466,11 +467,10 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     except PlanError:
         raise
     except Exception as e:  # noqa: BLE001
-        deeper = user_frame(e, path)
-        at = f" (in {deeper})" if deeper else ""
+        at = f" (in {user_frame(e, path)})" if user_frame(e, path) else ""
         raise PlanError(f"{path}:{line_of(e, path)}: capturing the training step failed{at}: "
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                        ) from None
+                        f"{value_hint(e)}") from None
     refuse_foreign_groups(gm, found, path)
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),

@@ -56,12 +56,27 @@ from typing import Any
 
 import _thread
 
-__all__ = ["take_threads", "threads_now", "threads_refused", "threads_let", "watched",
+__all__ = ["value_hint", "take_threads", "threads_now", "threads_refused", "threads_let", "watched",
            "ACTIVE"]
 
 _BASE: list[Any] = [None]
 # the guard running now (None outside the capture): read by :func:`watched`
 ACTIVE: list[Any] = [None]
+
+
+def value_hint(e: BaseException) -> str:
+    """What to do next when the capture failed because the step asked for a value of its fake
+    tensors (``print(f"{loss.item():.4f}")``, ``"%.4f" % loss.item()``, ``float(t)``: R35d-5,
+    R35e-2), appended to the one-line error; ``""`` for any other error. Logging the returned
+    loss is the fix: giving the step a stand-in value would let it take a branch the real run
+    does not (R35e-1)."""
+    text = f"{type(e).__name__}: {e}"
+    if ("DataDependent" in type(e).__name__ or "data-dependent" in text
+            or "SymFloat.__format__" in text or "SymInt.__format__" in text):
+        return (" -- the step reads a tensor's value (.item(), float(t), a format of it), "
+                "which the capture does not have: it proves the step for every input. To log "
+                "the loss, return it from train_step and log it after the step returns")
+    return ""
 
 
 def threads_now() -> tuple[frozenset[int], int]:
@@ -104,8 +119,10 @@ class _Guard:
         self.at = threads_now()
         self.saved: list[tuple[Any, str, Any]] = []     # the starters as they were
 
-    def note(self, line: int, what: str) -> str:
-        msg = _message(self.path, line, what)
+    def note(self, line: int, what: str, thread: bool = True) -> str:
+        """Record a refusal (raised when the capture ends, even if the step caught the error);
+        ``thread=False`` for one that is not about threads (a store, a value read)."""
+        msg = _message(self.path, line, what) if thread else f"{self.path}:{line}: {what}"
         self.found.append(msg)
         return msg
 
@@ -258,7 +275,7 @@ def one_thread(g: _Guard) -> Iterator[None]:
             g.note(user_line(g.path), f"{func} raised {type(e).__name__} on the step's fake "
                    "tensors (a value the capture cannot know: .item(), bool(), .tolist(), "
                    "nonzero); a step that catches it takes another branch than the real run "
-                   "(R35a-3): compute the value without a try/except around it")
+                   "(R35a-3): compute the value without a try/except around it", thread=False)
             raise
 
     # a Python number of a fake tensor (``float(t.item())``, ``bool(t)``) is an unbacked symbol
@@ -271,7 +288,9 @@ def one_thread(g: _Guard) -> Iterator[None]:
         g.note(user_line(g.path), "a Python value of the step's fake tensors was asked for (a "
                "data-dependent branch or number: float(t.item()), bool(t), int(t)); a step "
                "that catches the error takes another branch than the real run (R35a-3): "
-               "compute the value without a try/except around it")
+               "compute the value without a try/except around it; to log the loss (logging "
+               "swallows the error), return it from train_step and log it after the step",
+               thread=False)
         return make_error(*a, **k)
 
     mode.dispatch = dispatch

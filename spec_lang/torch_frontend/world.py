@@ -45,7 +45,8 @@ def _store_method(name: str) -> Any:
         g = thread_guard.ACTIVE[0]
         if g is not None:
             g.note(thread_guard.user_line(g.path), f"the train file used the process group's "
-                   f"key-value store ({name}): what other ranks put there is not traced (R35a-2)")
+                   f"key-value store ({name}): what other ranks put there is not traced (R35a-2)",
+                   thread=False)
         raise RuntimeError(f"the fake process group's store holds nothing ({name})")
     call.__name__ = name
     return call

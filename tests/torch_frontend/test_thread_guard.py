@@ -283,9 +283,11 @@ def test_a_data_dependent_value_caught_by_the_step_is_refused():
     a step that catches it takes its fallback branch in the capture only (the real run reads
     2.0 after an all-reduce): refused when the step returns, naming the line."""
     with pytest.raises(PlanError, match=r"a Python value of the step's fake tensors was asked "
-                       r"for.*R35a-3"):
+                       r"for.*R35a-3.*log it after the step") as e:
         with threads_refused(HERE):
             make_fx(watched(_item_caught), tracing_mode="fake")(torch.ones(4))
+    # not a thread's finding: no advice about threads (round 36)
+    assert "thread-local" not in str(e.value), e.value
 
 
 def test_a_data_dependent_value_not_caught_ends_the_capture_as_before():
@@ -321,3 +323,19 @@ def test_the_store_used_by_the_train_file_is_refused_even_if_caught():
                     store.get("n")
                 except RuntimeError:
                     pass
+
+
+def test_value_hint_says_what_to_do_for_a_value_read():
+    """R35d-5 / R35e-2: a capture that failed formatting or reading ``loss.item()`` says to log
+    the returned loss; any other error gets no hint."""
+    from spec_lang.torch_frontend.thread_guard import value_hint
+
+    fmt = TypeError("unsupported format string passed to SymFloat.__format__")
+    assert value_hint(fmt).startswith(" -- the step reads a tensor's value")
+    assert "return it from train_step and log it after the step returns" in value_hint(fmt)
+
+    class GuardOnDataDependentSymNode(RuntimeError):
+        pass
+
+    assert value_hint(GuardOnDataDependentSymNode("Could not guard on zuf0")) == value_hint(fmt)
+    assert value_hint(RuntimeError("Attempting to broadcast a dimension of length 32")) == ""
