@@ -38,7 +38,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.group_identity import groups_at_call, world_problem
+from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
            "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view"]
@@ -200,6 +200,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
     them) record a :class:`DPUnit` and return the module unchanged."""
     units: list[DPUnit] = []
     problems: list[str] = []
+    foreign: list[str] = []     # a mesh of no world axis (refused as is, when parallelize returns)
 
     def at_call(u: DPUnit) -> None:
         """Resolve the unit's groups at the call, as torch's FSDP2 / replicate do, and keep
@@ -208,6 +209,14 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         file could catch an exception raised here)."""
         groups, bad = groups_at_call(u.mesh)
         u.settings["_groups"] = groups
+        axes = {a for a, _ in world_groups().values()}
+        other = [a for a in getattr(u.mesh, "mesh_dim_names", None) or () if a not in axes]
+        if axes and other:   # R35c-4: was an internal error (DimsError)
+            foreign.append(f"{u.settings.get('_site', path)}: the mesh's dim {other[0]!r} is "
+                           "no axis of the mesh parallelize is given (a DeviceMesh of its own: "
+                           "from_group, init_device_mesh, _flatten); fully_shard / replicate "
+                           "over it is not modelled: pass a sub-mesh of the given mesh "
+                           "(mesh['dp'])")
         if bad:
             problems.append(f"{u.settings.get('_site', path)}: {bad}")
 
@@ -286,6 +295,8 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         after = world_problem()     # registry / backends as the world made them (R34b-1, -4)
         if after:
             problems.append(f"{path}:1: when parallelize returned, {after}")
+        if foreign:
+            raise PlanError(foreign[0])
         if problems:
             raise PlanError(f"{problems[0]}. A data-parallel unit runs over the groups its "
                             "mesh resolves to when fully_shard / replicate is called: leave "

@@ -86,7 +86,9 @@ def test_r35c_3_megatron_gloo_duplicate_is_equivalent(tmp_path):
 @pytest.mark.xfail(strict=True, reason="R35c-4: FSDP2 over DeviceMesh.from_group of a "
                    "new_group is an internal error (DimsError, placement ('R', 'R'))")
 def test_r35c_4_fsdp_over_from_group_mesh_is_equivalent(tmp_path):
-    """UNKNOWN at 761d5b3 (exit 2, internal error, 117 s loaded); truth 2.8e-17."""
+    """UNKNOWN at 761d5b3 (exit 2, internal error, 117 s loaded); truth 2.8e-17. Round 36:
+    a clean refusal instead (exit 3, 9 s, "the mesh's dim 'fsdp' is no axis of the mesh
+    parallelize is given"; unit test in ``tests/torch_frontend/test_group_backends.py``)."""
     out = _prove("r35c_04_dp_tp_fsdp_from_new_group_right.py", tmp_path)
     assert _equivalent(out), out
 

@@ -187,3 +187,22 @@ def test_register_backend_outside_a_world_is_torchs():
 
     assert vars(dist.ProcessGroup)["_register_backend"] is gi._registering  # noqa: SLF001
     assert not gi._BY_NAME and not gi._SWAPPED  # noqa: SLF001
+
+
+def test_fsdp_over_a_mesh_of_no_world_axis_is_refused_by_name():
+    """R35c-4 (was an internal DimsError): ``fully_shard`` over ``DeviceMesh.from_group`` of a
+    ``new_group`` names a dim that is no axis of the mesh ``parallelize`` is given: refused
+    when ``parallelize`` returns, naming the dim and what to pass instead."""
+    import types
+
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    user = types.ModuleType("user_parallelize")     # the train file's module, as it binds it
+    user.fully_shard = fully_shard
+    with fake_world(MESH, {"dp": 0, "tp": 0}):
+        mine = DeviceMesh.from_group(dist.new_group([0, 2]), "cpu", mesh_dim_names=("fsdp",))
+        with pytest.raises(PlanError, match=r"the mesh's dim 'fsdp' is no axis of the mesh "
+                           r"parallelize is given .* \(mesh\['dp'\]\)$"), \
+                record_data_parallel([user]):
+            user.fully_shard(nn.Sequential(nn.Linear(2, 2)), mesh=mine)
