@@ -1,5 +1,5 @@
-"""Round 36 (dp 2, wrong): a backend registered by the train file under the name
-"gloo2" (not torch's): no axis (R35c-1 kept), the step's all-reduce over it is not accepted.
+"""Round 36g (dp 2, wrong: the gradient summed, not averaged, over the gloo duplicate):
+NOT EQUIVALENT by the factor |dp| = 2 expected.
 """
 
 import torch
@@ -37,8 +37,7 @@ def parallelize(model, mesh):
     ranks = list(range(dist.get_world_size()))
     _G["dp"] = dist.new_group(ranks=ranks)
     # Megatron's parallel_state: a gloo duplicate of the dp group (for CPU-side collectives)
-    dist.Backend.register_backend("gloo2", lambda *a, **k: None, devices=["cpu"])
-    _G["dp_gloo"] = dist.new_group(ranks=ranks, backend="gloo2")
+    _G["dp_gloo"] = dist.new_group(ranks=ranks, backend="gloo")
     return model
 
 
@@ -49,7 +48,6 @@ def train_step(model, optimizer, batch, mesh):
         g = _G["dp_gloo"]
         for p in model.parameters():
             dist.all_reduce(p.grad, group=g)
-            p.grad.div_(dist.get_world_size(group=g))
     optimizer.step()
     optimizer.zero_grad()
     return loss

@@ -1,5 +1,5 @@
-"""Round 36 (dp 2 x tp 2, wrong): r35c_10 whose gradients are all-reduced over the tp group
-(``_G["dp"]`` given the rank's tp group): never EQUIVALENT.
+"""Round 36g (dp 2 x tp 2, wrong): r35c_10 with the dp gradient summed, not averaged:
+NOT EQUIVALENT by |dp| = 2 expected.
 """
 
 import torch
@@ -43,7 +43,7 @@ def _build_groups():
     for j in range(tp):
         dp_groups.append(dist.new_group([i * tp + j for i in range(dp)], use_local_synchronization=True))
     _G["tp"] = tp_groups[rank // tp]
-    _G["dp"] = tp_groups[rank // tp]
+    _G["dp"] = dp_groups[rank % tp]
 
 
 class _ReduceFromTP(torch.autograd.Function):
@@ -82,7 +82,6 @@ def train_step(model, optimizer, batch, mesh):
         for p in model.parameters():
             grad = p.grad.to_local()
             dist.all_reduce(grad, group=g)
-            grad.div_(dist.get_world_size(group=g))
     optimizer.step()
     optimizer.zero_grad()
     return loss

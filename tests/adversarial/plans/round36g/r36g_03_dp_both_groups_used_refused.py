@@ -1,4 +1,4 @@
-"""Round 36 (dp 2): w1's gradient all-reduced over the dp group, w2's over its gloo
+"""Round 36g (dp 2): w1's gradient all-reduced over the dp group, w2's over its gloo
 duplicate: two groups of the same ranks (each rank may pair another one in the real run with
 async collectives): refused (exit 3) by new_groups.check_traces, as before R35c-3's fix.
 """

@@ -1,5 +1,5 @@
-"""Round 36 (dp 2, wrong: the gradient summed, not averaged, over the gloo duplicate):
-NOT EQUIVALENT by the factor |dp| = 2 expected.
+"""Round 36g (dp 2, right): r35c_05 with the step's all-reduce over the gloo duplicate
+(new_group(ranks, backend="gloo"), R35c-3's fix makes it the dp axis).
 """
 
 import torch
@@ -48,6 +48,7 @@ def train_step(model, optimizer, batch, mesh):
         g = _G["dp_gloo"]
         for p in model.parameters():
             dist.all_reduce(p.grad, group=g)
+            p.grad.div_(dist.get_world_size(group=g))
     optimizer.step()
     optimizer.zero_grad()
     return loss

@@ -1,6 +1,5 @@
-"""Round 36 (dp 2 x tp 2, right): r35c_10 (Megatron MLP over ``use_local_synchronization=True``
-groups) where only each group's members call ``new_group`` (what local synchronisation
-allows): EQUIVALENT expected (R35c-5's fix).
+"""Round 36g (dp 2 x tp 2, wrong): r35c_10 whose gradients are all-reduced over the tp group
+(``_G["dp"]`` given the rank's tp group): never EQUIVALENT.
 """
 
 import torch
@@ -40,17 +39,11 @@ def _build_groups():
     rank, dp, tp = dist.get_rank(), MESH["dp"], MESH["tp"]
     tp_groups, dp_groups = [], []
     for i in range(dp):
-        if rank // tp == i:   # use_local_synchronization: only the members call
-            tp_groups.append(dist.new_group([i * tp + j for j in range(tp)], use_local_synchronization=True))
-        else:
-            tp_groups.append(None)
+        tp_groups.append(dist.new_group([i * tp + j for j in range(tp)], use_local_synchronization=True))
     for j in range(tp):
-        if rank % tp == j:
-            dp_groups.append(dist.new_group([i * tp + j for i in range(dp)], use_local_synchronization=True))
-        else:
-            dp_groups.append(None)
+        dp_groups.append(dist.new_group([i * tp + j for i in range(dp)], use_local_synchronization=True))
     _G["tp"] = tp_groups[rank // tp]
-    _G["dp"] = dp_groups[rank % tp]
+    _G["dp"] = tp_groups[rank // tp]
 
 
 class _ReduceFromTP(torch.autograd.Function):

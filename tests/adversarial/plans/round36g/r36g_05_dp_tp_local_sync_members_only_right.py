@@ -1,5 +1,6 @@
-"""Round 36 (dp 2 x tp 2, wrong): r35c_10 with the dp gradient summed, not averaged:
-NOT EQUIVALENT by |dp| = 2 expected.
+"""Round 36g (dp 2 x tp 2, right): r35c_10 (Megatron MLP over ``use_local_synchronization=True``
+groups) where only each group's members call ``new_group`` (what local synchronisation
+allows): EQUIVALENT expected (R35c-5's fix).
 """
 
 import torch
@@ -39,9 +40,15 @@ def _build_groups():
     rank, dp, tp = dist.get_rank(), MESH["dp"], MESH["tp"]
     tp_groups, dp_groups = [], []
     for i in range(dp):
-        tp_groups.append(dist.new_group([i * tp + j for j in range(tp)], use_local_synchronization=True))
+        if rank // tp == i:   # use_local_synchronization: only the members call
+            tp_groups.append(dist.new_group([i * tp + j for j in range(tp)], use_local_synchronization=True))
+        else:
+            tp_groups.append(None)
     for j in range(tp):
-        dp_groups.append(dist.new_group([i * tp + j for i in range(dp)], use_local_synchronization=True))
+        if rank % tp == j:
+            dp_groups.append(dist.new_group([i * tp + j for i in range(dp)], use_local_synchronization=True))
+        else:
+            dp_groups.append(None)
     _G["tp"] = tp_groups[rank // tp]
     _G["dp"] = dp_groups[rank % tp]
 
@@ -82,6 +89,7 @@ def train_step(model, optimizer, batch, mesh):
         for p in model.parameters():
             grad = p.grad.to_local()
             dist.all_reduce(grad, group=g)
+            grad.div_(dist.get_world_size(group=g))
     optimizer.step()
     optimizer.zero_grad()
     return loss

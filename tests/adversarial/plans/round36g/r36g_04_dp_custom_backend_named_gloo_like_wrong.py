@@ -1,5 +1,5 @@
-"""Round 36 (dp 2, right): r35c_05 with the step's all-reduce over the gloo duplicate
-(new_group(ranks, backend="gloo"), R35c-3's fix makes it the dp axis).
+"""Round 36g (dp 2, wrong): a backend registered by the train file under the name
+"gloo2" (not torch's): no axis (R35c-1 kept), the step's all-reduce over it is not accepted.
 """
 
 import torch
@@ -37,7 +37,8 @@ def parallelize(model, mesh):
     ranks = list(range(dist.get_world_size()))
     _G["dp"] = dist.new_group(ranks=ranks)
     # Megatron's parallel_state: a gloo duplicate of the dp group (for CPU-side collectives)
-    _G["dp_gloo"] = dist.new_group(ranks=ranks, backend="gloo")
+    dist.Backend.register_backend("gloo2", lambda *a, **k: None, devices=["cpu"])
+    _G["dp_gloo"] = dist.new_group(ranks=ranks, backend="gloo2")
     return model
 
 
