@@ -314,6 +314,22 @@ class Traces:
                 return {}
         return out
 
+    def read_same_on_ranks(self, n: fx.Node, key: Any) -> Any:
+        """Argument ``key`` of ``n``, read by a rule that checks it at the real sizes itself
+        (a flat bucket's split sizes, R35b-2): marked read; its value.
+
+        Raises:
+            ValueError: it differs on a traced rank.
+        """
+        fi = self.full_index[n]
+        self._read.add((fi, key))
+        v = _arg(n, key)
+        for c, nodes, _ in self.ranks + self.corners:
+            if _arg(nodes[fi], key) != v:
+                raise ValueError(f"argument {key} of {n.name} is {_arg(nodes[fi], key)!r} on "
+                                 f"rank {c} and {v!r} on rank {self.coords}")
+        return v
+
     def was_read(self, n: fx.Node, key: Any) -> bool:
         """Whether a rule read argument ``key`` of ``n`` (or its whole list) through
         :meth:`scalar` / :meth:`axis`."""

@@ -13,6 +13,9 @@ No false accept was found: every wrong bucket plan tried was NOT EQUIVALENT, UNK
   (``aten.split_with_sizes``): UNKNOWN, no lowering rule. Truth 2.8e-17.
 * R35b-3 (false refusal; ``r35b_13``): the bucket written into a preallocated buffer with
   ``torch.cat(gs, out=buf)`` (``aten.cat.out``): UNKNOWN, no lowering rule. Truth 2.8e-17.
+
+All three fixed in round 36 (``ATTEMPTS.md`` "Round 36: fixes (buckets)"; their mutants in
+``test_round36_bucket.py``): the strict xfails are asserted tests now.
 """
 
 from __future__ import annotations
@@ -39,31 +42,30 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND35B / name, tmp_path)
 
 
-# -- findings (open: strict xfail) --------------------------------------------------------------
+# -- findings (fixed in round 36: asserted) ----------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35b-1: an in-place op on the bucket after slices of it "
-                   "became the gradients (views) is UNKNOWN (lower._write_back)")
 def test_r35b_1_grad_views_of_bucket_then_div_is_equivalent(tmp_path):
     """UNKNOWN at 14ad0e4 (4 open goals, aten.div_ at line 60: "an in-place write through a slice
-    of a tensor that is read again", 20 s); truth 2.8e-17."""
+    of a tensor that is read again", 20 s); truth 2.8e-17. Round 36 (``buckets.piece_read``):
+    EQUIVALENT (17 s)."""
     out = _prove("r35b_06_dp_bucket_grad_views_then_div_right.py", tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35b-2: split_with_sizes of a bucket has no lowering")
 def test_r35b_2_bucket_split_back_is_equivalent(tmp_path):
     """UNKNOWN at 14ad0e4 (4 open goals, aten.split_with_sizes at line 55, 40 s); truth
-    2.8e-17."""
+    2.8e-17. Round 36 (``rules_layout.SplitWithSizes``, ``buckets._split``): EQUIVALENT
+    (17 s)."""
     out = _prove("r35b_11_dp_bucket_split_back_right.py", tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35b-3: torch.cat(out=buf) (aten.cat.out) has no lowering")
 def test_r35b_3_bucket_cat_out_is_equivalent(tmp_path):
-    """UNKNOWN at 14ad0e4 (4 open goals, aten.cat.out at line 53, 15 s); truth 2.8e-17."""
+    """UNKNOWN at 14ad0e4 (4 open goals, aten.cat.out at line 53, 15 s); truth 2.8e-17. Round 36
+    (``rules_layout.CatOut``, ``lower.OUT_WRITES``): EQUIVALENT (27 s)."""
     out = _prove("r35b_13_dp_bucket_cat_out_megatron_right.py", tmp_path)
     assert _equivalent(out), out
 
