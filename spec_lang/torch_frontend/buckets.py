@@ -255,6 +255,9 @@ def piece_read(ctx: Any, r: fx.Node, v: Bucket, whole: Any, views: Any, why: Any
     s, marks = chain[-1], ctx.analysis.marks
     from spec_lang.torch_frontend.registry import Unsupported  # noqa: PLC0415
     try:
+        if r is s and marks.get(s, ("",))[0] == "bucketsplit" and whole(s.args[0]) \
+                and shape_of(s.args[0]) == (v.total,):     # the split itself: the new pieces
+            return _split(ctx, s, v)
         if str(s.target) == "aten.slice.Tensor" and marks.get(s, ("",))[0] == "bucketslice" \
                 and whole(s.args[0]) and shape_of(s.args[0]) == (v.total,):
             piece = _slice(ctx, s, v)

@@ -4,7 +4,9 @@ Walks the graph in program order with each op's ``term`` rule. In-place ops (the
 ``_foreach_*_``, clipping's ``mul_``, ``index_put_``) are given their meaning here: the op
 computes the new value of the tensor it writes, and every node aliasing that storage through a
 relabelling view (``detach``, ``view``, ``t``...) reads the new value from then on; a node that
-aliases it through a slice is stale and reading it is UNKNOWN.
+aliases it through a slice is stale and reading it is UNKNOWN (but for a piece of a flat bucket
+written whole: ``buckets.piece_read``, R35b-1). ``cat(xs, out=buf)`` writes all of ``buf``
+(:data:`OUT_WRITES`, R35b-3).
 
 A node without a rule (or whose rule does not cover its arguments) is :class:`Unsupported`; its
 value is the marker :class:`Opaque`, which poisons every value computed from it. The goals that

@@ -404,13 +404,18 @@ class CatOut:
     """``cat(xs, d, out=buf)``: ``cat(xs, d)`` written into all of ``buf`` (``lower``'s
     ``OUT_WRITES``: the result is ``buf``), when ``buf`` has the cat's shape and dtype at the
     probe and at the real sizes (torch resizes a ``buf`` of another shape and casts to another
-    dtype: UNKNOWN). A cat into a preallocated flat bucket (R35b-3)."""
+    dtype: UNKNOWN). Only a cat that is a flat bucket (a preallocated gradient buffer, R35b-3):
+    the bucket is written into ``buf``'s aliases as it is (``buckets.written_value``), where a
+    tensor of named dims would be read with ``buf``'s own (fresh) named dims."""
 
     @staticmethod
     def dims(n, a):
         if not _out_fits(n):
             raise DimsError(f"{a.where(n)}: cat into an out= tensor of another shape or dtype")
-        return Cat.dims(n, a)
+        lay = Cat.dims(n, a)
+        if a.marks.get(n, ("",))[0] != "bucket":   # a TV written into ``out`` would keep out's
+            raise DimsError(f"{a.where(n)}: cat(out=) of no flat bucket")   # own named dims
+        return lay
 
     @staticmethod
     def term(n, ctx, xs, dim=0):

@@ -268,3 +268,26 @@ def test_split_sizes_are_read_on_every_rank():
     other = Traces(main, {"dp": 0}, {}, ranks=[({"dp": 1}, gm([20, 12]), {})])
     with pytest.raises(ValueError, match="on rank"):
         other.read_same_on_ranks(node, 1)
+
+
+def test_cat_out_of_no_bucket_is_refused():
+    """``cat(out=)`` of tensors that are no flat bucket is UNKNOWN (its value would be read
+    with ``out``'s own named dims)."""
+    rng = np.random.default_rng(0)
+    a, b = _t(rng, 3, 4), _t(rng, 3, 4)
+    with pytest.raises(AssertionError, match="no flat bucket"):
+        lower_fn(lambda a, b: torch.cat([a, b], dim=1, out=torch.empty(3, 8)), a, b)
+
+
+def test_a_split_written_after_gives_the_new_pieces():
+    """Items of a bucket's split taken after a write of the bucket read the written pieces."""
+    rng = np.random.default_rng(2)
+    a, b = _t(rng, 3, 4), _t(rng, 4, 5)
+
+    def fn(a, b):
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
+        parts = flat.split([12, 20])
+        flat.mul_(3)
+        return parts[0].view_as(a), parts[1]
+
+    check_fn(fn, a, b)
