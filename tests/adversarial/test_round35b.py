@@ -84,6 +84,7 @@ def test_r35b_3_bucket_cat_out_is_equivalent(tmp_path):
     "r35b_09_dp_bucket_cat_args_order_real_only_wrong.py",   # exit 3: cat's argument
     "r35b_16_dp_bucket_size_dependent_divisor_wrong.py",     # UNKNOWN: size-dependent literal
     "r35b_14_dp_tp_bucket_reduced_over_tp_too_wrong.py",     # NOT EQUIVALENT: 2 x spec (dp x tp)
+    "r35b_15_dp_bucket_rank_python_divisor_wrong.py",   # UNKNOWN: rank constant (round 36, 15 s)
 ])
 def test_wrong_bucket_plan_is_not_accepted(name, tmp_path):
     """Wrong bucket plans (truth >= 0.0026 after step 1, docstrings): never EQUIVALENT."""
@@ -95,6 +96,7 @@ def test_wrong_bucket_plan_is_not_accepted(name, tmp_path):
 @pytest.mark.parametrize("name", [
     "r35b_10_dp_flatten_dense_tensors_right.py",     # torch._utils' (un)flatten: 28 s
     "r35b_12_dp_bucket_negative_bounds_right.py",    # narrow + negative start: 59 s
+    "r35b_17_dp_bucket_add_scaled_bucket_right.py",  # two buckets' arithmetic (round 36): 15 s
 ])
 def test_right_bucket_plan_is_equivalent(name, tmp_path):
     """Right bucket plans (truth 2.8e-17): EQUIVALENT at 14ad0e4."""
