@@ -291,3 +291,39 @@ def test_a_split_written_after_gives_the_new_pieces():
         return parts[0].view_as(a), parts[1]
 
     check_fn(fn, a, b)
+
+
+@pytest.mark.parametrize(("real_sizes", "ok"),
+                         [([6, 20], True), ([20, 6], False), ([7, 19], False)])
+def test_split_sizes_are_checked_at_the_real_sizes(real_sizes, ok):
+    """R35b-2: the real twin of a bucket's split must split it into the pieces' numels at the
+    real sizes (their named dims' real sizes: 2 x 3 and 4 x 5 here), not only at the probe
+    sizes (``buckets._split``; a runnable plan is refused earlier by the dataflow check,
+    r36_10)."""
+    from types import SimpleNamespace
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from spec_lang.term import DimSpec
+    from spec_lang.torch_frontend.buckets import _split
+    from spec_lang.torch_frontend.registry import Unsupported
+    from spec_lang.torch_frontend.values import Bucket
+
+    def node(sizes):
+        gm = make_fx(lambda x: x.split(sizes), tracing_mode="fake")(torch.zeros(sum(sizes)))
+        return next(n for n in gm.graph.nodes if "split" in str(n.target))
+
+    n, y = node([12, 35]), node(real_sizes)
+    dims = [(DimSpec("a"), DimSpec("b")), (DimSpec("c"), DimSpec("d"))]
+    x = Bucket(tuple(TV(None, (d,)) for d in dims), (12, 35))
+    twins = {n: y, n.args[0]: y.args[0]}
+    tr = SimpleNamespace(real=True, twin=twins.get, read_same_on_ranks=lambda *a: None,
+                         real_sizes={"a": 2, "b": 3, "c": 4, "d": 5}, axis_sizes={})
+    ctx = SimpleNamespace(analysis=SimpleNamespace(marks={n: ("bucketsplit", 2)}), traces=tr,
+                          layout=lambda m, i: (dims[i],),
+                          fail=lambda m, why: Unsupported(str(m.target), "here", why))
+    if ok:
+        assert _split(ctx, n, x).values == x.pieces
+    else:
+        with pytest.raises(Unsupported, match="at the real sizes"):
+            _split(ctx, n, x)
