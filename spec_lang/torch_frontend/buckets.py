@@ -25,7 +25,16 @@ lowered as a :class:`~spec_lang.torch_frontend.values.Bucket`, the list of its p
   (the lowered trace) *and* at the real sizes: the slice's twin in the real-size trace must take
   piece ``k``'s entries there, the pieces' real numels given by their named dims' real sizes
   (a bound right at the probe sizes only, e.g. computed from a probe number, was a false
-  accept of the slice rules before: R33-2, R34-1).
+  accept of the slice rules before: R33-2, R34-1);
+* ``split_with_sizes(bucket, sizes)`` is the list of pieces when ``sizes`` are the pieces'
+  numels at the probe sizes, the same on every rank, and their numels at the real sizes in the
+  real twin (:func:`split_dims`, ``_split``; R35b-2);
+* ``cat(xs, out=buf)`` is ``cat(xs)`` written into all of ``buf`` (``rules_layout.CatOut``,
+  ``lower.OUT_WRITES``; R35b-3);
+* a piece taken *before* a write of a bucket into the whole storage (Megatron's contiguous
+  buffer: ``p.grad = flat[a:b].view_as(p)``, then ``flat.div_(n)``) reads piece ``k`` of the
+  written bucket, its bounds checked again against it (:func:`piece_read`, R35b-1); a write
+  through a piece leaves every reader of the storage UNKNOWN.
 
 Anything else that reads a bucket (a reduction or a norm over it, a view to 2-d, a slice across
 a boundary or picked by the rank, ZeRO's ``flat.chunk(dp)[rank]``, an elementwise op with a
@@ -35,6 +44,7 @@ Opaque`: UNKNOWN naming the op and the user's line, never a guess.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,10 +52,10 @@ import torch.fx as fx
 
 from spec_lang.torch_frontend.analysis import Analysis, shape_of
 from spec_lang.torch_frontend.dims import DimsError
-from spec_lang.torch_frontend.values import TV, Bucket
+from spec_lang.torch_frontend.values import TV, Bucket, Pieces
 
-__all__ = ["PIECEWISE", "cat_dims", "slice_dims", "cat_term", "has_bucket", "lower_on_bucket",
-           "written_value"]
+__all__ = ["PIECEWISE", "cat_dims", "slice_dims", "split_dims", "cat_term", "has_bucket",
+           "lower_on_bucket", "piece_read", "written_value"]
 
 PIECEWISE = frozenset({
     "aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",
@@ -100,15 +110,10 @@ def _piece_index(numels: tuple[int, ...], lo: int, hi: int) -> int | None:
     return None
 
 
-def slice_dims(n: fx.Node, a: Analysis) -> list | None:
-    """Pass 1 of ``slice`` of a bucket: piece ``k``'s layout when ``[start, end)`` is its
-    entries at the probe sizes (marking ``n``); None when the source is no bucket.
-
-    Raises:
-        DimsError: a slice of a bucket that is no piece of it.
-    """
-    src = a.layouts[n.args[0]]
-    if len(src) != 1:
+def _bucket_mark(a: Analysis, x: Any) -> tuple | None:
+    """The ``"bucket"`` mark of the cat whose dim 1-d ``x``'s one atom is (None: no bucket)."""
+    src = a.layouts.get(x) if isinstance(x, fx.Node) else None
+    if src is None or len(src) != 1:
         return None
     atoms = a.dims.canon(src[0])
     if len(atoms) != 1:
@@ -116,9 +121,20 @@ def slice_dims(n: fx.Node, a: Analysis) -> list | None:
     root = a.dims.find(atoms[0])
     cat = next((c for c in a.marks.get(("buckets",), ())
                 if a.dims.find(a.marks[c][1]) is root), None)
-    if cat is None:
+    return None if cat is None else a.marks[cat]
+
+
+def slice_dims(n: fx.Node, a: Analysis) -> list | None:
+    """Pass 1 of ``slice`` of a bucket: piece ``k``'s layout when ``[start, end)`` is its
+    entries at the probe sizes (marking ``n``); None when the source is no bucket.
+
+    Raises:
+        DimsError: a slice of a bucket that is no piece of it.
+    """
+    mark = _bucket_mark(a, n.args[0])
+    if mark is None:
         return None
-    _, _, pieces, numels = a.marks[cat]
+    _, _, pieces, numels = mark
     dim = n.args[1] if len(n.args) > 1 else 0
     b = _bounds(n, shape_of(n.args[0])[0]) if dim in (0, -1) else None
     k = None if b is None else _piece_index(numels, *b)
@@ -130,6 +146,26 @@ def slice_dims(n: fx.Node, a: Analysis) -> list | None:
     # no equal blocks, and they move with the sizes)
     n.meta["bucket_piece"] = k
     return [list(dim) for dim in pieces[k]]
+
+
+def split_dims(n: fx.Node, a: Analysis) -> list | None:
+    """Pass 1 of ``split_with_sizes(bucket, sizes)``: the pieces' layouts when ``sizes`` are the
+    pieces' numels at the probe sizes (marking ``n``); None when the source is no bucket
+    (R35b-2).
+
+    Raises:
+        DimsError: sizes that are not the pieces' numels, or another dim than 0.
+    """
+    mark = _bucket_mark(a, n.args[0])
+    if mark is None:
+        return None
+    _, _, pieces, numels = mark
+    d = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
+    if d not in (0, -1) or list(n.args[1]) != list(numels):
+        raise DimsError(f"{a.where(n)}: a split of a flat bucket into sizes {list(n.args[1])} "
+                        f"that are not its pieces (of {list(numels)} entries)")
+    a.marks[n] = ("bucketsplit", len(numels))
+    return [[list(dim) for dim in lay] for lay in pieces]
 
 
 # -- pass 2 -----------------------------------------------------------------------------------
@@ -175,6 +211,65 @@ def _slice(ctx: Any, n: fx.Node, x: Bucket) -> Any:
                               f"but takes entries {list(rb) if rb else '?'} of pieces of "
                               f"{real} entries at the real sizes")
     return piece
+
+
+def _split(ctx: Any, n: fx.Node, x: Bucket) -> Pieces:
+    """``split_with_sizes(x, sizes)``: the pieces of ``x``, when ``sizes`` are their numels at
+    the probe sizes, the same list on every traced rank, and the real twin's sizes are their
+    numels at the real sizes (the bounds of :func:`_slice`, R35b-2)."""
+    mark = ctx.analysis.marks.get(n)
+    dim = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
+    if mark != ("bucketsplit", len(x.numels)) or list(n.args[1]) != list(x.numels) \
+            or dim not in (0, -1):
+        raise ctx.fail(n, "a split of a flat bucket that is not into its pieces")
+    tr = ctx.traces
+    if tr is not None:
+        try:           # the sizes are read here: the same on every rank, checked at real sizes
+            tr.read_same_on_ranks(n, 1)
+        except ValueError as e:
+            raise ctx.fail(n, str(e)) from None
+    if tr is not None and tr.real is not None:
+        y = tr.twin(n)
+        real = [_real_numel(ctx, p) for p in x.pieces]
+        if y is None or tr.twin(n.args[0]) is not y.args[0] or None in real \
+                or sum(real) != shape_of(y.args[0])[0] or list(y.args[1]) != real:
+            raise ctx.fail(n, f"a split of a flat bucket into its pieces at the probe sizes but "
+                              f"into {list(y.args[1]) if y is not None else '?'} at the real "
+                              f"sizes, where its pieces have {real} entries")
+    for i, p in enumerate(x.pieces):
+        if tuple(p.dims) != tuple(ctx.layout(n, i)):
+            raise ctx.fail(n, "internal: a piece of a flat bucket whose dims are not the split's")
+    return Pieces(tuple(x.pieces))
+
+
+def piece_read(ctx: Any, r: fx.Node, v: Bucket, whole: Any, views: Any, why: Any) -> Any:
+    """What ``r`` reads after bucket ``v`` was written into the whole storage ``r`` is part of
+    (R35b-1: ``p.grad = flat[a:b].view_as(p)``, then ``flat.div_(n)``): piece ``k`` of ``v``
+    when ``r`` is, through the relabelling ``views`` (op names), a slice marked as piece ``k``
+    or item ``k`` of a split into the pieces, of a node ``whole(x)`` says sees all of the
+    storage (its bounds checked against ``v`` as :func:`_slice` / :func:`_split` do); ``why``
+    (an Opaque) for anything else or when a check fails."""
+    chain = [r]
+    while str(chain[-1].target) in views and isinstance(chain[-1].args[0], fx.Node):
+        chain.append(chain[-1].args[0])
+    s, marks = chain[-1], ctx.analysis.marks
+    from spec_lang.torch_frontend.registry import Unsupported  # noqa: PLC0415
+    try:
+        if r is s and marks.get(s, ("",))[0] == "bucketsplit" and whole(s.args[0]) \
+                and shape_of(s.args[0]) == (v.total,):     # the split itself: the new pieces
+            return _split(ctx, s, v)
+        if str(s.target) == "aten.slice.Tensor" and marks.get(s, ("",))[0] == "bucketslice" \
+                and whole(s.args[0]) and shape_of(s.args[0]) == (v.total,):
+            piece = _slice(ctx, s, v)
+        elif s.target is operator.getitem and isinstance(s.args[0], fx.Node) \
+                and marks.get(s.args[0], ("",))[0] == "bucketsplit" \
+                and whole(s.args[0].args[0]) and shape_of(s.args[0].args[0]) == (v.total,):
+            piece = _split(ctx, s.args[0], v).values[s.args[1]]
+        else:
+            return why
+    except Unsupported:
+        return why
+    return piece if r is s else TV(piece.term, ctx.layout(r))
 
 
 def _on_piece(v: Any, i: int) -> Any:
@@ -237,6 +332,8 @@ def lower_on_bucket(ctx: Any, n: fx.Node, r: Any, args: tuple, kwargs: dict) -> 
     name = str(n.target)
     if name == "aten.slice.Tensor" and isinstance(args[0], Bucket) and not kwargs:
         return _slice(ctx, n, args[0])
+    if name == "aten.split_with_sizes.default" and isinstance(args[0], Bucket):
+        return _split(ctx, n, args[0])
     if name in _VIEWS and isinstance(args[0], Bucket):
         if shape_of(n) != (args[0].total,):
             raise ctx.fail(n, "a view of a flat bucket to another shape than its own")

@@ -4,7 +4,9 @@ Walks the graph in program order with each op's ``term`` rule. In-place ops (the
 ``_foreach_*_``, clipping's ``mul_``, ``index_put_``) are given their meaning here: the op
 computes the new value of the tensor it writes, and every node aliasing that storage through a
 relabelling view (``detach``, ``view``, ``t``...) reads the new value from then on; a node that
-aliases it through a slice is stale and reading it is UNKNOWN.
+aliases it through a slice is stale and reading it is UNKNOWN (but for a piece of a flat bucket
+written whole: ``buckets.piece_read``, R35b-1). ``cat(xs, out=buf)`` writes all of ``buf``
+(:data:`OUT_WRITES`, R35b-3).
 
 A node without a rule (or whose rule does not cover its arguments) is :class:`Unsupported`; its
 value is the marker :class:`Opaque`, which poisons every value computed from it. The goals that
@@ -25,7 +27,8 @@ import torch.fx as fx
 from spec_lang.term import DimSpec, Term
 from spec_lang.torch_frontend.aliasing import c10d_returned, schema_alias, written_args
 from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
-from spec_lang.torch_frontend.buckets import has_bucket, lower_on_bucket, written_value
+from spec_lang.torch_frontend.buckets import (has_bucket, lower_on_bucket, piece_read,
+                                              written_value)
 from spec_lang.torch_frontend.indexing import NotANumber
 from spec_lang.torch_frontend.registry import RULES, Unsupported
 from spec_lang.torch_frontend.values import TV, Bucket, Pieces, Stacked, const, exact_scalar
@@ -52,6 +55,9 @@ SLICE_VIEWS = frozenset({
 SET_STORAGE = frozenset({"aten.set_.source_Tensor", "aten.set_.source_Tensor_storage_offset"})
 """``t.set_(x)``: ``t`` shares ``x``'s storage from then on (its schema marks ``t`` written,
 not the alias: R18-1)."""
+OUT_WRITES = frozenset({"aten.cat.out"})
+"""Ops with a rule that write their result into all of ``out=`` (R35b-3): its old value is never
+read, every alias of it reads the result, and the result is ``out``."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +216,7 @@ def _storage_roots(gm: Any) -> dict[fx.Node, tuple[fx.Node, bool]]:
                 root[n] = root[n.args[0]]
                 continue
             wrote = [t for t in written_args(n) if t in root] \
-                if kind == "write" and r is None else []
+                if kind == "write" and (r is None or name in OUT_WRITES) else []
             if wrote:     # the result is the written tensor (in place, or out=)
                 root[n] = root[wrote[0]]
                 continue
@@ -337,7 +343,10 @@ def _lower_node(ctx: Lowering, n: fx.Node, waits: PendingCollectives,
             _poison_written(ctx, n, env[n], roots, readers)
         return
     args = _subst(n.args, env)
-    kwargs = {k: _subst(v, env) for k, v in n.kwargs.items()}
+    kwargs = {k: _subst(v, env) for k, v in n.kwargs.items() if name not in OUT_WRITES
+              or k != "out"}     # all of ``out`` is written: its old value is never read
+    r = RULES[name]
+    written = r.inplace or name in OUT_WRITES
     if ctx.traces is not None and ctx.traces.rank_refs:
         args = _rank_blocks(ctx, n, args)
     # ``dst.copy_(src)`` into a tensor that is no view of another overwrites all of it:
@@ -346,10 +355,9 @@ def _lower_node(ctx: Lowering, n: fx.Node, waits: PendingCollectives,
     whole = name == "aten.copy_.default" and isinstance(n.args[0], fx.Node) \
         and roots.get(n.args[0]) == (n.args[0], True)
     bad = _poison(args[1:] if whole else args) or _poison(list(kwargs.values()))
-    r = RULES[name]
     if bad is not None:
         env[n] = bad
-        if r.inplace:      # what it writes is unknown too (never the old value)
+        if written:      # what it writes is unknown too (never the old value)
             _write_back(ctx, n, bad, roots, readers)
         return
     stacked = [x for x in args if isinstance(x, Stacked)]
@@ -366,7 +374,7 @@ def _lower_node(ctx: Lowering, n: fx.Node, waits: PendingCollectives,
     except (ValueError, TypeError) as e:   # TermError is a ValueError
         val = Opaque(name, ctx.site(n), f"internal: {e}")
     env[n] = _checked(ctx, n, val)
-    if r.inplace:
+    if written:
         _write_back(ctx, n, env[n], roots, readers)
 
 
@@ -495,8 +503,10 @@ def _piece(ctx: Lowering, n: fx.Node, src: Pieces) -> Any:
 
 def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any],
                 readers: Mapping[fx.Node, list[fx.Node]]) -> None:
-    """After in-place ``n`` wrote its first argument(s), every alias reads the new value."""
-    targets = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
+    """After in-place ``n`` wrote its first argument(s) (``out=``: :data:`OUT_WRITES`), every
+    alias reads the new value."""
+    targets = [n.kwargs.get("out")] if str(n.target) in OUT_WRITES else \
+        n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
     if isinstance(val, tuple) and len(val) == 2 and isinstance(val[0], list) \
             and len(val[0]) == len(targets):
         val = val[0]          # c10d ops return (the written tensors, work)
@@ -517,13 +527,17 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
             elif full and rfull and isinstance(v, Bucket):     # a flat bucket, 1-d only
                 ctx.env[r] = written_value(ctx, r, v, Opaque(
                     str(n.target), ctx.site(n), "a flat bucket read through a view"))
+            elif full and isinstance(v, Bucket):   # a piece of it, through views (R35b-1)
+                ctx.env[r] = piece_read(ctx, r, v, lambda x, b=base: roots.get(x) == (b, True),
+                                        RELABEL_VIEWS, Opaque(str(n.target), ctx.site(n), _STALE))
             elif full and rfull and isinstance(v, TV):
                 ctx.env[r] = TV(v.term, ctx.layout(r)) if ctx.analysis.layouts.get(r) is not None \
                     else v
             else:
-                ctx.env[r] = Opaque(str(n.target), ctx.site(n),
-                                    "an in-place write through a slice of a tensor that is read "
-                                    "again")
+                ctx.env[r] = Opaque(str(n.target), ctx.site(n), _STALE)
+
+
+_STALE = "an in-place write through a slice of a tensor that is read again"
 
 
 def _attr_value(ctx: Lowering, n: fx.Node, v: Any) -> Any:

@@ -44,9 +44,9 @@ from typing import Any
 import torch.fx as fx
 
 from spec_lang.torch_frontend.analysis import align_sizes, node_site
+from spec_lang.torch_frontend.captured_constants import constant_differs_text, same_constant
 from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs, _check_same,
-                                               _literal_differences, constant_differs_text,
-                                               same_constant)
+                                               _literal_differences)
 
 __all__ = ["check_real_ranks"]
 

@@ -22,7 +22,7 @@ import torch.fx as fx
 
 from spec_lang.term import DimSpec, Op, term
 from spec_lang.torch_frontend.analysis import Analysis, shape_of
-from spec_lang.torch_frontend.buckets import cat_dims, cat_term, slice_dims
+from spec_lang.torch_frontend.buckets import cat_dims, cat_term, slice_dims, split_dims
 from spec_lang.torch_frontend.dims import DimsError
 from spec_lang.torch_frontend.indexing import Idx
 from spec_lang.torch_frontend.lower import Lowering
@@ -397,6 +397,61 @@ class Cat:
                 elif dims.setdefault(dd.name, dd) != dd:
                     raise ctx.fail(n, f"cat of blocks that disagree on dim {dd.name}")
         return TV(term(Op.CONCAT, tuple(blocks), (q.name,), tuple(dims.values())), out)
+
+
+@rule("aten.cat.out")
+class CatOut:
+    """``cat(xs, d, out=buf)``: ``cat(xs, d)`` written into all of ``buf`` (``lower``'s
+    ``OUT_WRITES``: the result is ``buf``), when ``buf`` has the cat's shape and dtype at the
+    probe and at the real sizes (torch resizes a ``buf`` of another shape and casts to another
+    dtype: UNKNOWN). Only a cat that is a flat bucket (a preallocated gradient buffer, R35b-3):
+    the bucket is written into ``buf``'s aliases as it is (``buckets.written_value``), where a
+    tensor of named dims would be read with ``buf``'s own (fresh) named dims."""
+
+    @staticmethod
+    def dims(n, a):
+        if not _out_fits(n):
+            raise DimsError(f"{a.where(n)}: cat into an out= tensor of another shape or dtype")
+        lay = Cat.dims(n, a)
+        if a.marks.get(n, ("",))[0] != "bucket":   # a TV written into ``out`` would keep out's
+            raise DimsError(f"{a.where(n)}: cat(out=) of no flat bucket")   # own named dims
+        return lay
+
+    @staticmethod
+    def term(n, ctx, xs, dim=0):
+        tr = ctx.traces
+        if tr is not None and tr.real is not None and (tr.twin(n) is None
+                                                       or not _out_fits(tr.twin(n))):
+            raise ctx.fail(n, "cat into an out= tensor of another shape or dtype at the real "
+                              "sizes")
+        return Cat.term(n, ctx, xs, dim)
+
+
+def _out_fits(n: fx.Node) -> bool:
+    """``out=`` of ``n`` is a tensor of ``n``'s shape and of its inputs' dtype."""
+    out, xs = n.kwargs.get("out"), n.args[0]
+    v = out.meta.get("val") if isinstance(out, fx.Node) else None
+    return v is not None and shape_of(out) == shape_of(n) and all(
+        isinstance(x, fx.Node) and getattr(x.meta.get("val"), "dtype", None) == v.dtype
+        for x in xs)
+
+
+@rule("aten.split_with_sizes.default")
+class SplitWithSizes:
+    """``split_with_sizes(bucket, sizes)``: the pieces of a flat bucket, when ``sizes`` are
+    their numels (:mod:`~spec_lang.torch_frontend.buckets`, R35b-2); of any other tensor
+    UNKNOWN."""
+
+    @staticmethod
+    def dims(n, a):
+        lay = split_dims(n, a)
+        if lay is None:
+            raise DimsError(f"{a.where(n)}: split_with_sizes of a tensor that is no flat bucket")
+        return lay
+
+    @staticmethod
+    def term(n, ctx, x, *args):  # noqa: ARG004 -- a bucket's split is lowered by buckets
+        raise ctx.fail(n, "split_with_sizes of a value that is no flat bucket")
 
 
 def _split_source(xs: list) -> tuple[fx.Node, list[int]] | None:

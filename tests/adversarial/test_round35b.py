@@ -13,6 +13,9 @@ No false accept was found: every wrong bucket plan tried was NOT EQUIVALENT, UNK
   (``aten.split_with_sizes``): UNKNOWN, no lowering rule. Truth 2.8e-17.
 * R35b-3 (false refusal; ``r35b_13``): the bucket written into a preallocated buffer with
   ``torch.cat(gs, out=buf)`` (``aten.cat.out``): UNKNOWN, no lowering rule. Truth 2.8e-17.
+
+All three fixed in round 36 (``ATTEMPTS.md`` "Round 36: fixes (buckets)"; their mutants in
+``test_round36_bucket.py``): the strict xfails are asserted tests now.
 """
 
 from __future__ import annotations
@@ -39,31 +42,30 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND35B / name, tmp_path)
 
 
-# -- findings (open: strict xfail) --------------------------------------------------------------
+# -- findings (fixed in round 36: asserted) ----------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35b-1: an in-place op on the bucket after slices of it "
-                   "became the gradients (views) is UNKNOWN (lower._write_back)")
 def test_r35b_1_grad_views_of_bucket_then_div_is_equivalent(tmp_path):
     """UNKNOWN at 14ad0e4 (4 open goals, aten.div_ at line 60: "an in-place write through a slice
-    of a tensor that is read again", 20 s); truth 2.8e-17."""
+    of a tensor that is read again", 20 s); truth 2.8e-17. Round 36 (``buckets.piece_read``):
+    EQUIVALENT (17 s)."""
     out = _prove("r35b_06_dp_bucket_grad_views_then_div_right.py", tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35b-2: split_with_sizes of a bucket has no lowering")
 def test_r35b_2_bucket_split_back_is_equivalent(tmp_path):
     """UNKNOWN at 14ad0e4 (4 open goals, aten.split_with_sizes at line 55, 40 s); truth
-    2.8e-17."""
+    2.8e-17. Round 36 (``rules_layout.SplitWithSizes``, ``buckets._split``): EQUIVALENT
+    (17 s)."""
     out = _prove("r35b_11_dp_bucket_split_back_right.py", tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35b-3: torch.cat(out=buf) (aten.cat.out) has no lowering")
 def test_r35b_3_bucket_cat_out_is_equivalent(tmp_path):
-    """UNKNOWN at 14ad0e4 (4 open goals, aten.cat.out at line 53, 15 s); truth 2.8e-17."""
+    """UNKNOWN at 14ad0e4 (4 open goals, aten.cat.out at line 53, 15 s); truth 2.8e-17. Round 36
+    (``rules_layout.CatOut``, ``lower.OUT_WRITES``): EQUIVALENT (27 s)."""
     out = _prove("r35b_13_dp_bucket_cat_out_megatron_right.py", tmp_path)
     assert _equivalent(out), out
 
@@ -82,6 +84,7 @@ def test_r35b_3_bucket_cat_out_is_equivalent(tmp_path):
     "r35b_09_dp_bucket_cat_args_order_real_only_wrong.py",   # exit 3: cat's argument
     "r35b_16_dp_bucket_size_dependent_divisor_wrong.py",     # UNKNOWN: size-dependent literal
     "r35b_14_dp_tp_bucket_reduced_over_tp_too_wrong.py",     # NOT EQUIVALENT: 2 x spec (dp x tp)
+    "r35b_15_dp_bucket_rank_python_divisor_wrong.py",   # UNKNOWN: rank constant (round 36, 15 s)
 ])
 def test_wrong_bucket_plan_is_not_accepted(name, tmp_path):
     """Wrong bucket plans (truth >= 0.0026 after step 1, docstrings): never EQUIVALENT."""
@@ -93,6 +96,7 @@ def test_wrong_bucket_plan_is_not_accepted(name, tmp_path):
 @pytest.mark.parametrize("name", [
     "r35b_10_dp_flatten_dense_tensors_right.py",     # torch._utils' (un)flatten: 28 s
     "r35b_12_dp_bucket_negative_bounds_right.py",    # narrow + negative start: 59 s
+    "r35b_17_dp_bucket_add_scaled_bucket_right.py",  # two buckets' arithmetic (round 36): 15 s
 ])
 def test_right_bucket_plan_is_equivalent(name, tmp_path):
     """Right bucket plans (truth 2.8e-17): EQUIVALENT at 14ad0e4."""

@@ -114,3 +114,216 @@ def test_buckets_of_other_pieces_do_not_add():
 
     outs = _outputs(swapped, a, b)
     assert isinstance(outs[0], Opaque), outs
+
+
+# -- round 36: views of the bucket written after, split_with_sizes, cat(out=) ------------------
+
+@settings(max_examples=6, deadline=None)
+@given(sizes=st.lists(st.integers(2, 5), min_size=4, max_size=4), seed=st.integers(0, 2**31))
+def test_views_of_pieces_read_the_bucket_written_after(sizes, seed):
+    """R35b-1: ``p.grad = flat[a:b].view_as(p)`` taken before ``flat.div_(n)`` (and other
+    whole-bucket writes) reads piece k of the written bucket, through relabelling views."""
+    rng = np.random.default_rng(seed)
+    h, f, e, k = sizes
+    xs = [_t(rng, f, h), _t(rng, h), _t(rng, e, k)]
+
+    def fn(a, b, c):
+        flat = torch.cat([a.reshape(-1), b.view(-1), c.reshape(-1)])
+        alias = flat.detach()
+        va = flat[: a.numel()].view_as(a)
+        vb = alias[a.numel(): a.numel() + b.numel()]
+        vc = flat[a.numel() + b.numel():].view_as(c).t()
+        flat.div_(3)
+        alias.mul_(0.5)
+        flat.add_(1.25)
+        return va, vb, vc, flat[: a.numel()].view_as(a)
+
+    low = check_fn(fn, *xs)
+    assert "aten.div_.Tensor" in ops_of(low.gm)
+
+
+@settings(max_examples=6, deadline=None)
+@given(sizes=st.lists(st.integers(2, 5), min_size=3, max_size=3), seed=st.integers(0, 2**31))
+def test_split_with_sizes_of_a_bucket_is_sound(sizes, seed):
+    """R35b-2: ``flat.split(numels)`` is the list of pieces (also as views written after)."""
+    rng = np.random.default_rng(seed)
+    h, f, e = sizes
+    xs = [_t(rng, f, h), _t(rng, e), _t(rng, h, e)]
+
+    def fn(a, b, c):
+        flat = torch.cat([a.reshape(-1), b.view(-1), c.reshape(-1)]) * 2.0
+        pa, pb, pc = flat.split([a.numel(), b.numel(), c.numel()])
+        va = pa.view_as(a)
+        flat.sub_(0.75)
+        return va, pb, pc.view_as(c), torch.split(flat, [a.numel(), b.numel(), c.numel()])[2]
+
+    low = check_fn(fn, *xs)
+    assert "aten.split_with_sizes.default" in ops_of(low.gm)
+
+
+@settings(max_examples=6, deadline=None)
+@given(sizes=st.lists(st.integers(2, 5), min_size=3, max_size=3), seed=st.integers(0, 2**31))
+def test_cat_out_into_a_buffer_is_sound(sizes, seed):
+    """R35b-3: ``torch.cat(gs, out=buf)`` is the bucket written into all of ``buf``: the
+    result and ``buf`` read it (views of ``buf`` taken before the cat are no pieces: pass 1
+    knows ``buf`` as an uninitialised tensor of its own dim, UNKNOWN)."""
+    rng = np.random.default_rng(seed)
+    h, f, e = sizes
+    xs = [_t(rng, f, h), _t(rng, e)]
+
+    def fn(a, b):
+        buf = torch.empty(a.numel() + b.numel())
+        got = torch.cat([a.reshape(-1), b.view(-1)], out=buf)
+        vb = buf[a.numel():]
+        got.mul_(4)
+        buf.div_(2)
+        return tuple(_unflatten(buf, [a, b])) + (vb,)
+
+    low = check_fn(fn, *xs)
+    assert "aten.cat.out" in ops_of(low.gm)
+
+
+def test_round36_other_writes_and_reads_stay_unknown():
+    rng = np.random.default_rng(0)
+    a, b = _t(rng, 3, 4), _t(rng, 4, 5)
+
+    def zeroed(a, b):                # not piecewise: every view of the bucket is unknown
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
+        va = flat[:12].view_as(a)
+        flat.zero_()
+        return (va,)
+
+    def piece_written(a, b):         # a write through a slice: its readers are unknown
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
+        va = flat[:12].view_as(a)
+        flat[12:].mul_(2)
+        return (va,)
+
+    def slice_of_a_piece(a, b):      # a block of a piece (no relabelling of it)
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
+        va = flat[:12].view(3, 4)[:, :2]
+        flat.div_(2)
+        return (va,)
+
+    def into_a_slice(a, b):          # cat(out=) into part of a buffer: its readers unknown
+        big = torch.zeros(64)
+        whole = big.view(-1)
+        torch.cat([a.reshape(-1), b.reshape(-1)], out=big[32:])
+        return (whole,)
+
+    for fn in (zeroed, piece_written, slice_of_a_piece, into_a_slice):
+        outs = _outputs(fn, a, b)
+        assert all(isinstance(o, Opaque) for o in outs), (fn.__name__, outs)
+
+
+def test_out_of_place_division_leaves_the_views_alone():
+    """``flat = flat / n`` is a new tensor: views of the old bucket keep its values."""
+    rng = np.random.default_rng(1)
+    a, b = _t(rng, 3, 4), _t(rng, 4, 5)
+
+    def rebound(a, b):
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
+        va = flat[:12].view_as(a)
+        flat = flat / 2
+        return va, flat[12:].view_as(b)
+
+    check_fn(rebound, a, b)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: torch.cat([a.reshape(-1), b.reshape(-1)]).split([13, 19])[0],  # off by one
+    lambda a, b: torch.cat([a.reshape(-1), b.reshape(-1)]).split([20, 12])[0],  # wrong order
+    lambda a, b: torch.cat([a.reshape(-1), b.reshape(-1)]).split(16)[0],    # equal blocks
+    lambda a, b: torch.cat([a.reshape(-1), b.reshape(-1)], out=torch.empty(33)),   # too long
+    lambda a, b: torch.cat([a.reshape(-1), b.reshape(-1)],                # a cast
+                           out=torch.empty(32, dtype=torch.float32)),
+    lambda a, b: a.reshape(-1).split([5, 7])[0],          # a split of no bucket
+], ids=["off_by_one", "order", "equal_blocks", "out_too_long", "out_float32", "no_bucket"])
+def test_splits_and_cat_outs_that_are_no_pieces_are_refused(fn):
+    rng = np.random.default_rng(0)
+    a, b = _t(rng, 3, 4), _t(rng, 4, 5)
+    with pytest.raises(AssertionError, match="no dims|not one of its pieces"):
+        low = lower_fn(fn, a, b)
+        assert all(isinstance(o, Opaque) for o in low.outputs), low.outputs
+        raise AssertionError("no dims: unknown")
+
+
+def test_split_sizes_are_read_on_every_rank():
+    """The sizes of a bucket's split are read by its rule: the same list on every traced rank
+    (R35b-2; the real sizes are checked by the rule against the pieces' real numels)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from spec_lang.torch_frontend.literals import Traces
+
+    def gm(sizes):
+        def f(x):
+            return x.split(sizes)
+        return make_fx(f, tracing_mode="fake")(torch.zeros(32))
+
+    main = gm([12, 20])
+    node = next(n for n in main.graph.nodes if "split" in str(n.target))
+    same = Traces(main, {"dp": 0}, {}, ranks=[({"dp": 1}, gm([12, 20]), {})])
+    assert same.read_same_on_ranks(node, 1) == [12, 20]
+    assert same.was_read(node, (1, 0))
+    other = Traces(main, {"dp": 0}, {}, ranks=[({"dp": 1}, gm([20, 12]), {})])
+    with pytest.raises(ValueError, match="on rank"):
+        other.read_same_on_ranks(node, 1)
+
+
+def test_cat_out_of_no_bucket_is_refused():
+    """``cat(out=)`` of tensors that are no flat bucket is UNKNOWN (its value would be read
+    with ``out``'s own named dims)."""
+    rng = np.random.default_rng(0)
+    a, b = _t(rng, 3, 4), _t(rng, 3, 4)
+    with pytest.raises(AssertionError, match="no flat bucket"):
+        lower_fn(lambda a, b: torch.cat([a, b], dim=1, out=torch.empty(3, 8)), a, b)
+
+
+def test_a_split_written_after_gives_the_new_pieces():
+    """Items of a bucket's split taken after a write of the bucket read the written pieces."""
+    rng = np.random.default_rng(2)
+    a, b = _t(rng, 3, 4), _t(rng, 4, 5)
+
+    def fn(a, b):
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
+        parts = flat.split([12, 20])
+        flat.mul_(3)
+        return parts[0].view_as(a), parts[1]
+
+    check_fn(fn, a, b)
+
+
+@pytest.mark.parametrize(("real_sizes", "ok"),
+                         [([6, 20], True), ([20, 6], False), ([7, 19], False)])
+def test_split_sizes_are_checked_at_the_real_sizes(real_sizes, ok):
+    """R35b-2: the real twin of a bucket's split must split it into the pieces' numels at the
+    real sizes (their named dims' real sizes: 2 x 3 and 4 x 5 here), not only at the probe
+    sizes (``buckets._split``; a runnable plan is refused earlier by the dataflow check,
+    r36_10)."""
+    from types import SimpleNamespace
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from spec_lang.term import DimSpec
+    from spec_lang.torch_frontend.buckets import _split
+    from spec_lang.torch_frontend.registry import Unsupported
+    from spec_lang.torch_frontend.values import Bucket
+
+    def node(sizes):
+        gm = make_fx(lambda x: x.split(sizes), tracing_mode="fake")(torch.zeros(sum(sizes)))
+        return next(n for n in gm.graph.nodes if "split" in str(n.target))
+
+    n, y = node([12, 35]), node(real_sizes)
+    dims = [(DimSpec("a"), DimSpec("b")), (DimSpec("c"), DimSpec("d"))]
+    x = Bucket(tuple(TV(None, (d,)) for d in dims), (12, 35))
+    twins = {n: y, n.args[0]: y.args[0]}
+    tr = SimpleNamespace(real=True, twin=twins.get, read_same_on_ranks=lambda *a: None,
+                         real_sizes={"a": 2, "b": 3, "c": 4, "d": 5}, axis_sizes={})
+    ctx = SimpleNamespace(analysis=SimpleNamespace(marks={n: ("bucketsplit", 2)}), traces=tr,
+                          layout=lambda m, i: (dims[i],),
+                          fail=lambda m, why: Unsupported(str(m.target), "here", why))
+    if ok:
+        assert _split(ctx, n, x).values == x.pieces
+    else:
+        with pytest.raises(Unsupported, match="at the real sizes"):
+            _split(ctx, n, x)

@@ -234,7 +234,7 @@ def test_check_traces_local_groups_pair_by_name():
 def test_a_group_of_no_axis_is_named_a_process_group_in_the_refusal():
     """Round 36: the refusal of a collective over a group that differs across ranks says
     "process group", not "the captured constant _torchbind_obj0"."""
-    from spec_lang.torch_frontend.literals import constant_differs_text
+    from spec_lang.torch_frontend.captured_constants import constant_differs_text
 
     t = constant_differs_text(ProcessGroupRef("7"), "_torchbind_obj0", "at rank {'dp': 1}")
     assert t.startswith("the process group a collective uses differs at rank {'dp': 1}: it is "

@@ -179,6 +179,19 @@ def blocks(rng, s):
     return f, [_t(rng, s[0], 2 * s[1])]
 
 
+@case("aten.split_with_sizes.default", "aten.cat.out")
+def bucket_blocks(rng, s):
+    """A flat bucket written with ``cat(out=)``, split back into its pieces (R35b-2, R35b-3;
+    the other bucket rules: ``test_buckets.py``)."""
+    def f(x, y):
+        buf = torch.empty(x.numel() + y.numel(), dtype=torch.float64)
+        flat = torch.cat([x.reshape(-1), y.reshape(-1)], out=buf)
+        flat.mul_(0.5)
+        a, b = buf.split([x.numel(), y.numel()])
+        return a.view_as(x), b.view_as(y) + 1.0
+    return f, [_t(rng, s[0], s[1]), _t(rng, s[2], s[3], s[0])]
+
+
 # -- contractions and reductions ---------------------------------------------------------------
 @case("aten.mm.default", "aten.bmm.default", "aten.addmm.default", "aten.mv.default")
 def contractions(rng, s):

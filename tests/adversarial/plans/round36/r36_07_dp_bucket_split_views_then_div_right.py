@@ -1,0 +1,67 @@
+"""Round 36 (dp 2, right): gradients as views of `flat.split(numels)` (pieces of 36, 36, 6), then
+`flat.div_(n)`.
+Truth (tests/adversarial/torch4_truth.py FILE 2), step 1: <= 5.6e-17 (right).
+prove --torch (round 36, wip/bkt): EQUIVALENT (17 s)."""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6}
+
+
+class MLP(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.w1 = nn.Linear(h, h, bias=False)
+        self.w2 = nn.Linear(h, h)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def _unflatten(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad.copy_(flat[a:b].view_as(p))
+        a = b
+
+
+def _views(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad = flat[a:b].view_as(p)
+        a = b
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        ps = [model.w1.weight, model.w2.weight, model.w2.bias]
+        flat = torch.cat([p.grad.view(-1) for p in ps])
+        dist.all_reduce(flat, group=mesh["dp"].get_group())
+        for p, piece in zip(ps, flat.split([p.numel() for p in ps])):
+            p.grad = piece.view_as(p)
+        flat.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

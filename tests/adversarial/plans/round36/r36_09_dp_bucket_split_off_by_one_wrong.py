@@ -1,0 +1,72 @@
+"""Round 36 (dp 2, wrong): split sizes off by one ([n0 + 1, n1 - 1, n2]), the pieces glued back one
+entry late: w1 shifted by one entry.
+Truth (tests/adversarial/torch4_truth.py FILE 2), step 1: w1.weight 0.016.
+prove --torch (round 36, wip/bkt): exit 3 (18 s): the slice `a[-1:]` of the (non-bucket) first
+piece takes other entries at the real sizes (real_moves); the split itself is no split into the
+pieces (UNKNOWN) too."""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6}
+
+
+class MLP(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.w1 = nn.Linear(h, h, bias=False)
+        self.w2 = nn.Linear(h, h)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def _unflatten(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad.copy_(flat[a:b].view_as(p))
+        a = b
+
+
+def _views(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad = flat[a:b].view_as(p)
+        a = b
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        ps = [model.w1.weight, model.w2.weight, model.w2.bias]
+        flat = torch.cat([p.grad.view(-1) for p in ps])
+        dist.all_reduce(flat, group=mesh["dp"].get_group())
+        flat.div_(mesh["dp"].size())
+        n0, n1, n2 = (p.numel() for p in ps)
+        a, b, c = flat.split([n0 + 1, n1 - 1, n2])
+        ps[0].grad.copy_(a[1:].view_as(ps[0]))
+        ps[1].grad.copy_(torch.cat([a[-1:], b]).view_as(ps[1]))
+        ps[2].grad.copy_(c)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

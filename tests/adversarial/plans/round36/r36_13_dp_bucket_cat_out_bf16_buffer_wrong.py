@@ -1,0 +1,72 @@
+"""Round 36 (dp 2, wrong): `torch.cat(gs, out=buf)` into a bfloat16 buffer (a cast of the
+gradients).
+Truth (tests/adversarial/torch4_truth.py FILE 2), step 1: w1.weight 4.5e-05 / w2.weight 1.8e-05
+(bfloat16 rounding).
+prove --torch (round 36, wip/bkt): UNKNOWN (15 s): "cat into an out= tensor of another shape or
+dtype"; written first with a float32 buffer: EQUIVALENT (18 s), right under the contract: the
+capture runs the model in float32, where the buffer casts nothing (truth 6.9e-10 only because
+the truth runs in float64)."""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6}
+
+
+class MLP(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.w1 = nn.Linear(h, h, bias=False)
+        self.w2 = nn.Linear(h, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def _unflatten(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad.copy_(flat[a:b].view_as(p))
+        a = b
+
+
+def _views(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad = flat[a:b].view_as(p)
+        a = b
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        ps = [model.w1.weight, model.w2.weight]
+        n = sum(p.numel() for p in ps)
+        buf = torch.empty(n, dtype=torch.bfloat16, device=ps[0].device)
+        torch.cat([p.grad.view(-1) for p in ps], out=buf)   # cast to bfloat16
+        dist.all_reduce(buf, group=mesh["dp"].get_group())
+        buf.div_(mesh["dp"].size())
+        _unflatten(buf, ps)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
