@@ -89,8 +89,8 @@ def launcher_environment(mesh: Mapping[str, int], coords: Mapping[str, int] | No
     ``GROUP_RANK``, ``GROUP_WORLD_SIZE``, torchrun's default ``MASTER_ADDR`` / ``MASTER_PORT``:
     a store client of the train file's own is then made, and refused by :mod:`fake_answers`,
     instead of failing on a missing variable, R35d-6), or, for ``coords=None`` (the
-    single-device step), as ``python train.py`` runs: none of them. Nothing is inherited from a launcher
-    (``TORCHELASTIC_*``, ``ROLE_*``, ``GROUP_*``: finding R6-6).
+    single-device step), as ``python train.py`` runs: none of them. Nothing is inherited from a
+    launcher (``TORCHELASTIC_*``, ``ROLE_*``, ``GROUP_*``: finding R6-6).
 
     The tracing child calls it *before* it imports the train file, so that code reading the
     rank when the file is imported sees the traced rank's (adversarial finding R7-4), and
