@@ -74,6 +74,8 @@ from torch.distributed import ProcessGroup
 from torch.distributed import distributed_c10d as c10d
 import torch.testing._internal.distributed.fake_pg  # noqa: F401 -- registers "fake" first
 
+from spec_lang.torch_frontend.fake_answers import prefix_log
+
 __all__ = ["Made", "backends", "watch", "world_made", "world_gone", "axis_of", "mesh_used",
            "made_log", "check_traces"]
 
@@ -235,6 +237,7 @@ def _new_group(*args: Any, **kwargs: Any) -> Any:
     if asked is not None and _builtin_backend(asked) and not _tampered():
         b.arguments["backend"] = asked = None
     clean = (not _tampered() and asked is None and b.arguments.get("pg_options") is None)
+    first = len(prefix_log())
     pg = _ORIGINAL(*b.args, **b.kwargs)
     clean = clean and not _tampered()
     if not ints:
@@ -253,8 +256,32 @@ def _new_group(*args: Any, **kwargs: Any) -> Any:
         me = _WORLD.get("rank")
         rec.usable = (clean and str(pg.group_name) == rec.name and me in want
                       and tuple(_GET_RANKS(pg)) == want and _SIZE(pg) == len(want)
-                      and _RANK(pg) == want.index(me))
+                      and _RANK(pg) == want.index(me)
+                      and _met_as_named(pg, prefix_log()[first:], rec.backends))
     return pg
+
+
+def _met_as_named(pg: Any, made: Sequence[tuple[Any, str, Any]],
+                  devices: Mapping[str, Any]) -> bool:
+    """Whether the group's rendezvous is the one torch pairs by its name (R35d-4: ranks 2 and 3
+    replaced ``PrefixStore.__init__`` while the dp groups were made, so that the group named
+    ``n0`` met under ``n1/`` and rank 0 met rank 3 in the real run; ``_tampered`` saw nothing).
+    The result is checked, not the means: the store ``_world.pg_map`` holds for ``pg`` must be
+    a ``PrefixStore`` made in this call with the prefix ``"<group name>/"`` over the world's
+    store, and every other ``PrefixStore`` made in the call (:func:`fake_answers.prefix_log`,
+    which records the arguments torch's constructor was given) one of its devices' prefixes
+    (``"cpu/"``) over that store. A constructor replaced by the train file that does not call
+    torch's (through the recording one) leaves no record of the group's store: not usable."""
+    try:
+        store = c10d._world.pg_map[pg][1]  # noqa: SLF001
+    except Exception:  # noqa: BLE001
+        return False
+    name = f"{pg.group_name}/"
+    own = [m for m in made if m[0] is store]
+    if len(own) != 1 or own[0][1] != name or own[0][2] is not _WORLD.get("store"):
+        return False
+    return all(m[0] is store or (m[2] is store and m[1] in {f"{d}/" for d in devices})
+               for m in made)
 
 
 def watch() -> None:

@@ -44,8 +44,12 @@ def main(argv: list[str]) -> int:
         take_snapshot()
         take_baseline()         # the code and classes that exist before it (R30c-1)
         take_threads()          # the threads alive before it (R34b-2)
+        # a collective on a real tensor refused (R35a-1, R35d-3), before the snapshot
+        from spec_lang.torch_frontend.fake_answers import importing, install
+        install()
         take_kernels()          # the dispatcher's kernels as torch ships them (R31-2)
-        tf = read_train_file(path, Path(spec["source"]).read_bytes())
+        with importing(path):   # a store or a collective when imported (R35d-6)
+            tf = read_train_file(path, Path(spec["source"]).read_bytes())
         _refuse_kernels(path, kernel_changes(), "when imported")
         step_starts()           # a kernel registered from now on is the train file's (R32b-3)
         if spec["coords"] is not None and dict(tf.mesh) != mesh:

@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
+from spec_lang.torch_frontend.fake_answers import clear_prefixes
 from spec_lang.torch_frontend.group_identity import world_gone, world_made
 from spec_lang.torch_frontend.new_groups import watch
 
@@ -79,15 +80,18 @@ def rank_of(mesh: Mapping[str, int], coords: Mapping[str, int]) -> int:
 
 # what torchrun sets for a rank (one node); removed for the single-device run
 LAUNCHER_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                 "NODE_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_NAME")
+                 "NODE_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_NAME",
+                 "MASTER_ADDR", "MASTER_PORT")
 
 
 def launcher_environment(mesh: Mapping[str, int], coords: Mapping[str, int] | None) -> None:
     """Set ``os.environ`` as torchrun sets it for the rank at ``coords`` on one node (``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``ROLE_RANK``, ``ROLE_WORLD_SIZE``,
-    ``GROUP_RANK``, ``GROUP_WORLD_SIZE``, ...), or, for ``coords=None`` (the single-device
-    step), as ``python train.py`` runs: none of them. Nothing is inherited from a launcher
-    (``TORCHELASTIC_*``, ``ROLE_*``, ``GROUP_*``: finding R6-6).
+    ``GROUP_RANK``, ``GROUP_WORLD_SIZE``, torchrun's default ``MASTER_ADDR`` / ``MASTER_PORT``:
+    a store client of the train file's own is then made, and refused by :mod:`fake_answers`,
+    instead of failing on a missing variable, R35d-6), or, for ``coords=None`` (the
+    single-device step), as ``python train.py`` runs: none of them. Nothing is inherited from a
+    launcher (``TORCHELASTIC_*``, ``ROLE_*``, ``GROUP_*``: finding R6-6).
 
     The tracing child calls it *before* it imports the train file, so that code reading the
     rank when the file is imported sees the traced rank's (adversarial finding R7-4), and
@@ -102,7 +106,8 @@ def launcher_environment(mesh: Mapping[str, int], coords: Mapping[str, int] | No
     os.environ.update({"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world,
                        "LOCAL_WORLD_SIZE": world, "GROUP_RANK": "0", "NODE_RANK": "0",
                        "ROLE_RANK": rank, "ROLE_WORLD_SIZE": world, "GROUP_WORLD_SIZE": "1",
-                       "ROLE_NAME": "default"})
+                       "ROLE_NAME": "default", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": "29500"})
 
 
 @contextlib.contextmanager
@@ -116,6 +121,7 @@ def fake_world(mesh: Mapping[str, int], coords: Mapping[str, int]) -> Iterator[W
     world = math.prod(mesh.values())
     launcher_environment(mesh, coords)
     watch()         # a dist.new_group of an axis's ranks is that axis (issue 11)
+    clear_prefixes()    # the rendezvous stores of this world's groups (R35d-4)
     _HELD[:] = [WorldStore()]
     dist.init_process_group("fake", store=_HELD[0], rank=rank_of(mesh, coords),
                             world_size=world)

@@ -49,21 +49,23 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings (open: strict xfail) --------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35a-1: a thread's collective on a real tensor of its own "
-                   "runs on the C++ FakeProcessGroup in the capture; its .item() sets lr")
 def test_r35a_1_thread_real_allreduce_item_lr_is_not_accepted(tmp_path):
-    """EQUIVALENT at ff7d7f1 (4 goals, 29 s); truth w1 0.0070, w2 0.0093 after step 1."""
+    """EQUIVALENT at ff7d7f1 (4 goals, 29 s); truth w1 0.0070, w2 0.0093 after step 1. Fixed in
+    round 36 (``fake_answers``: a collective on a real tensor refused, from any thread, even if
+    caught): exit 3 at the thread's all-reduce, line 57 (32 s)."""
     out = _prove("r35a_01_dp_held_thread_real_allreduce_item_lr.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "r35a_01_dp_held_thread_real_allreduce_item_lr.py:57: " \
+        "a collective on a tensor that is not the step's" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35a-1: the starter kept from make_batch (threads_let "
-                   "hands the originals back); no reference from import")
 def test_r35a_1_starter_kept_from_make_batch_is_not_accepted(tmp_path):
-    """EQUIVALENT at ff7d7f1 (4 goals, 46 s); truth w1 0.0070, w2 0.0093 after step 1."""
+    """EQUIVALENT at ff7d7f1 (4 goals, 46 s); truth w1 0.0070, w2 0.0093 after step 1. Fixed in
+    round 36 (``fake_answers``): exit 3 at the thread's all-reduce, line 57 (23 s)."""
     out = _prove("r35a_08_dp_starter_kept_from_make_batch_real_allreduce_lr.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "a collective on a tensor that is not the step's" in out["_err"]
 
 
 @pytest.mark.slow

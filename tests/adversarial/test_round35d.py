@@ -91,21 +91,21 @@ def test_r35d_2_numpy_caught_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35d-3: a real collective in parallelize runs on the "
-                   "fake process group (1) in the capture, 2 in the real run")
 def test_r35d_3_parallelize_allreduce_global_is_not_accepted(tmp_path):
-    """EQUIVALENT at 2acd1b3 (4 goals, 52 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 2acd1b3 (4 goals, 52 s); truth w1 0.0070, w2 0.0093. Fixed in round 36
+    (``fake_answers``, a collective on a real tensor in any phase): exit 3 at line 47 (12 s)."""
     out = _prove("r35d_08_dp_parallelize_allreduce_item_global_lr.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "r35d_08_dp_parallelize_allreduce_item_global_lr.py:47: a " \
+        "collective on a tensor that is not the step's" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35d-4: PrefixStore.__init__ replaced on the class "
-                   "crosses the dp groups' rendezvous; _tampered compares objects, not their "
-                   "class attributes")
 def test_r35d_4_prefixstore_init_crossed_is_not_accepted(tmp_path):
     """EQUIVALENT at 2acd1b3 (4 goals, 75 s); truth w1 0.0078 / w2 0.0069 (ranks 0, 1),
-    0.0067 / 0.0076 (ranks 2, 3)."""
+    0.0067 / 0.0076 (ranks 2, 3). Fixed in round 36 (``new_groups._met_as_named``: the group's
+    rendezvous store must be ``"<name>/"`` over the world's): the dp groups of ranks 2 and 3
+    are no axis, and the ranks' programs differ (exit 3, 102 s)."""
     out = _prove("r35d_05_dp_tp_new_group_prefixstore_init_crossed.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -165,9 +165,11 @@ def test_r35d_tolist_caught_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35d-6: the step's own TCPStore client to the launcher's "
-                   "rendezvous server fails in the capture only; the fallback is caught")
 def test_r35d_6_own_tcpstore_client_is_not_accepted(tmp_path):
-    """EQUIVALENT at 2acd1b3 (4 goals, 30 s); truth w1 0.0070, w2 0.0093 after step 1."""
+    """EQUIVALENT at 2acd1b3 (4 goals, 30 s); truth w1 0.0070, w2 0.0093 after step 1. Fixed in
+    round 36 (``MASTER_ADDR`` / ``MASTER_PORT`` set as torchrun sets them, a ``TCPStore`` of the
+    train file's own refused even if caught): exit 3 at line 51 (21 s)."""
     out = _prove("r35d_11_dp_own_tcpstore_client_count_lr.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "r35d_11_dp_own_tcpstore_client_count_lr.py:51: the train file " \
+        "makes its own key-value store (TCPStore)" in out["_err"], out
