@@ -121,7 +121,12 @@ def _backend_registry() -> tuple:
     B = dist.Backend
     return tuple(tuple((k, id(v)) for k, v in dict(getattr(B, n, {})).items()) for n in (
         "_plugins", "default_device_backend_map", "backend_capability", "backend_type_map")) + (
-        tuple(getattr(B, "backend_list", ())),)
+        tuple(getattr(B, "backend_list", ())),
+        # the class itself: Backend("gloo") is getattr(Backend, "GLOO") through its __new__,
+        # and BackendConfig splits a device map (R36a-2: __new__ or GLOO replaced made "gloo"
+        # torch's fake backend in the real run)
+        tuple((k, id(v)) for k, v in vars(B).items()),
+        tuple((k, id(v)) for k, v in vars(c10d.BackendConfig).items()))
 
 
 # before the train file is imported (the fake backend registered first: imported above)
@@ -156,7 +161,8 @@ def world_made(axis_ranks: Mapping[str, Sequence[int]], rank: int) -> None:
     # the world's own objects, before the train file's code runs in it (R35c-2)
     w = c10d._world  # noqa: SLF001
     default = c10d._get_default_group()  # noqa: SLF001
-    _WORLD.update(world=w, pg_map=w.pg_map, default=default, store=w.pg_map[default][1])
+    _WORLD.update(world=w, pg_map=w.pg_map, default=default, store=w.pg_map[default][1],
+                  entry=w.pg_map[default])
     _ON[0] = True
 
 
@@ -179,10 +185,12 @@ def backends(pg: Any) -> dict[str, Any]:
 
 def _tampered() -> bool:
     """A function of ``distributed_c10d`` replaced, or a ``new_group`` hook on the default
-    group (torch delegates to it), ``dist.Backend``'s registries changed (R35c-1), or the
-    default group's store in ``_world.pg_map`` not the world's (R35c-2: a store that moved one
-    group's rendezvous keys under another's name paired other ranks in the real run): torch's
-    ``new_group`` would not make what it is asked."""
+    group (torch delegates to it), ``dist.Backend``'s registries or the attributes of
+    ``dist.Backend`` / ``BackendConfig`` changed (R35c-1, R36a-2), or the default group's
+    entry or store in ``_world.pg_map`` not the world's (R35c-2: a store that moved one group's
+    rendezvous keys under another's name paired other ranks in the real run; the entry holds
+    the default backend a ``new_group`` without ``backend=`` takes): torch's ``new_group``
+    would not make what it is asked."""
     now = vars(c10d)
     if any(now.get(k) is not v for k, v in _C10D.items() if k != "new_group"):
         return True
@@ -192,7 +200,8 @@ def _tampered() -> bool:
         w = c10d._world  # noqa: SLF001
         if (w is not _WORLD.get("world") or w.pg_map is not _WORLD.get("pg_map")
                 or c10d._get_default_group() is not _WORLD.get("default")  # noqa: SLF001
-                or w.pg_map[_WORLD["default"]][1] is not _WORLD.get("store")):
+                or w.pg_map[_WORLD["default"]][1] is not _WORLD.get("store")
+                or w.pg_map[_WORLD["default"]] is not _WORLD.get("entry")):
             return True
     except Exception:  # noqa: BLE001
         return True
@@ -208,11 +217,13 @@ _BUILTIN = frozenset({"gloo", "nccl", "ucc", "mpi", "xccl"})
 
 def _builtin_backend(asked: Any) -> bool:
     """``asked`` (a ``new_group`` ``backend=``) names only torch's own backends (R35c-3): a
-    string (or ``dist.Backend``) such as ``"gloo"``, ``"NCCL"`` or ``"cpu:gloo,cuda:nccl"``,
-    while ``dist.Backend``'s registries are torch's (checked by the caller: ``_tampered``)."""
-    if not isinstance(asked, str):
+    ``str`` itself (``dist.Backend.GLOO`` is one; a subclass's methods are the train file's:
+    R36a-1) such as ``"gloo"``, ``"NCCL"`` or ``"cpu:gloo,cuda:nccl"``, read by torch as these
+    while ``dist.Backend``, ``BackendConfig`` and their registries are torch's (checked by the
+    caller: ``_tampered``, R36a-2)."""
+    if type(asked) is not str:
         return False
-    parts = [p.strip() for p in str.lower(str.__str__(asked)).split(",")]
+    parts = asked.lower().split(",")
     return bool(parts) and all(p.rpartition(":")[2] in _BUILTIN for p in parts)
 
 

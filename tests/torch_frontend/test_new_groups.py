@@ -242,3 +242,42 @@ def test_a_group_of_no_axis_is_named_a_process_group_in_the_refusal():
     t = constant_differs_text(torch.zeros(2), "_tensor_constant0", "from the zero coordinate's")
     assert t == ("the captured constant _tensor_constant0 differs from the zero coordinate's (a "
                  "tensor built from a size or the rank inside the step)")
+
+
+def test_a_str_subclass_is_no_builtin_backend():
+    """R36a-1: a ``str`` subclass reading "gloo" whose ``upper()`` says "FAKE" (torch's
+    ``Backend(x)`` reads ``x.upper()``) is not taken for torch's gloo."""
+    class Name(str):
+        def upper(self):
+            return "FAKE"
+
+    assert not new_groups._builtin_backend(Name("gloo"))  # noqa: SLF001
+
+
+@pytest.mark.parametrize("attr,value", [("__new__", lambda cls, name: "fake"),
+                                        ("GLOO", "cpu:fake")])
+def test_backend_class_attribute_replaced_is_tampering(monkeypatch, attr, value):
+    """R36a-2: ``dist.Backend.__new__`` or ``Backend.GLOO`` replaced around ``new_group`` makes
+    "gloo" another backend in the real run: ``_tampered``, so the group is made as asked."""
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        assert not new_groups._tampered()  # noqa: SLF001
+        monkeypatch.setattr(dist.Backend, attr,
+                            staticmethod(value) if attr == "__new__" else value)
+        assert new_groups._tampered()  # noqa: SLF001
+        monkeypatch.undo()
+        assert not new_groups._tampered()  # noqa: SLF001
+
+
+def test_default_group_entry_replaced_is_tampering():
+    """The default group's ``pg_map`` entry holds the backend ``new_group`` takes without
+    ``backend=``: an entry of the train file's (the store kept) is tampering."""
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        w = c10d._world  # noqa: SLF001
+        default = c10d._get_default_group()  # noqa: SLF001
+        entry = w.pg_map[default]
+        w.pg_map[default] = ("fake", entry[1])
+        try:
+            assert new_groups._tampered()  # noqa: SLF001
+        finally:
+            w.pg_map[default] = entry
+        assert not new_groups._tampered()  # noqa: SLF001
