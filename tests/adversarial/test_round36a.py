@@ -11,6 +11,9 @@ comparison, R35c-5). ``tests/adversarial/ATTEMPTS.md``, "Round 36a". Plans in
 * R36a-2 (false accept): a plain ``backend="gloo"`` that torch resolves to ``"fake"`` because
   the train file changed a class attribute of ``dist.Backend`` that ``_backend_registry`` does
   not read (``__new__``, ``GLOO``) around the call; the capture never resolves the string.
+* R36a-4 (false accept): torch refuses ``backend="mpi"`` with ``use_local_synchronization=True``
+  (ValueError, every build); the capture drops the backend and makes the group, so a train file
+  that catches the error takes another path in the real run only.
 * R36a-3 (false refusal): ``backend=dist.get_backend()`` (the world's backend) is ``"fake"`` in
   the capture, not one of torch's names: the group is no axis, UNKNOWN.
 """
@@ -75,6 +78,16 @@ def test_r36a_3_world_backend_named_is_equivalent(tmp_path):
     """UNKNOWN at a88d2d1 (exit 2, 60 s); truth w1 5.6e-17, w2 0.0 (right)."""
     out = _prove("r36a_04_dp_backend_get_backend_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R36a-4: torch's ValueError for mpi + local "
+                   "synchronisation is skipped by the capture (backend dropped); caught, the "
+                   "real run takes the fallback")
+def test_r36a_4_torch_validation_skipped_is_not_accepted(tmp_path):
+    """EQUIVALENT at a88d2d1 (4 goals, 27 s); truth w1 0.0067, w2 0.010."""
+    out = _prove("r36a_08_dp_mpi_local_sync_raises_in_real_run_wrong.py", tmp_path)
+    assert _not_accepted(out), out
 
 
 # -- sound outcomes (asserted) ------------------------------------------------------------------
