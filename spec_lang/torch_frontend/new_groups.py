@@ -51,7 +51,7 @@ for it (R33b-1). This module adds one more way to be that axis, by what the grou
   (``traced_ranks``: a mesh with untraced corners is UNKNOWN anyway), so the check covers
   every rank. A pipelined step is refused when it maps a ``new_group`` (its stage traces are
   composed; not supported yet).
-* ``backend="gloo"`` (or another of torch's own backends, ``"cpu:gloo,cuda:nccl"``) while
+* ``backend="gloo"`` (or a device map of gloo only, ``"cpu:gloo"``) while
   ``dist.Backend``'s registries are torch's: the group is made on the world's fake backend, as
   the mesh's groups are (Megatron's gloo duplicate of every dp group, R35c-3); any other
   ``backend=`` or ``pg_options=`` makes the group no axis (R35c-1).
@@ -211,14 +211,16 @@ def _tampered() -> bool:
         return True
 
 
-# torch's own backends (``dist.Backend``'s names; a device map "cpu:gloo,cuda:nccl" of them)
-_BUILTIN = frozenset({"gloo", "nccl", "ucc", "mpi", "xccl"})
+# torch's gloo, which every build has and which raises nothing the fake backend does not (the
+# others can: "mpi" with use_local_synchronization, "nccl" without CUDA; a train file catching
+# that error would take another branch in the real run only: R36a-4)
+_BUILTIN = frozenset({"gloo"})
 
 
 def _builtin_backend(asked: Any) -> bool:
-    """``asked`` (a ``new_group`` ``backend=``) names only torch's own backends (R35c-3): a
+    """``asked`` (a ``new_group`` ``backend=``) names only torch's gloo (R35c-3): a
     ``str`` itself (``dist.Backend.GLOO`` is one; a subclass's methods are the train file's:
-    R36a-1) such as ``"gloo"``, ``"NCCL"`` or ``"cpu:gloo,cuda:nccl"``, read by torch as these
+    R36a-1) such as ``"gloo"``, ``"GLOO"`` or ``"cpu:gloo"``, read by torch as these
     while ``dist.Backend``, ``BackendConfig`` and their registries are torch's (checked by the
     caller: ``_tampered``, R36a-2)."""
     if type(asked) is not str:

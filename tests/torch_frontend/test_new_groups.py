@@ -170,7 +170,8 @@ def test_check_traces_mesh_and_new_group_of_one_axis_are_refused():
 
 
 @pytest.mark.parametrize("asked,builtin", [
-    ("gloo", True), ("GLOO", True), ("nccl", True), ("cpu:gloo,cuda:nccl", True),
+    ("gloo", True), ("GLOO", True), ("cpu:gloo", True), ("cpu:gloo,cuda:gloo", True),
+    ("nccl", False), ("mpi", False), ("cpu:gloo,cuda:nccl", False),   # R36a-4
     (dist.Backend("gloo"), True), ("gloo2", False), ("fake", False), ("", False),
     ("cpu:gloo,cuda:mine", False), (None, False), (3, False)])
 def test_builtin_backend(asked, builtin):
