@@ -1,0 +1,62 @@
+"""Round 36b (dp 2, right): a zeroed buffer, the gradients made views of it first, then the
+bucket copied in whole (`buf.copy_(torch.cat(grads))`), all-reduced and divided.
+Truth (tests/adversarial/torch4_truth.py FILE 1), step 1: 0.0 / 0.0 (right).
+prove --torch (round 36b, main 0a8840e): UNKNOWN (67 s): `div_`, views of a zeroed buffer are no
+pieces (its pass-1 dim is not the cat's): false refusal R36b-4."""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6}
+
+
+class MLP(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.w1 = nn.Linear(h, h, bias=False)
+        self.w2 = nn.Linear(h, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def _views(flat, ps):
+    a = 0
+    for p in ps:
+        b = a + p.numel()
+        p.grad = flat[a:b].view_as(p)
+        a = b
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        ps = [model.w1.weight, model.w2.weight]
+        n = sum(p.numel() for p in ps)
+        buf = torch.zeros(n, dtype=ps[0].dtype, device=ps[0].device)
+        gs = [p.grad.view(-1) for p in ps]
+        _views(buf, ps)
+        buf.copy_(torch.cat(gs))
+        dist.all_reduce(buf, group=mesh["dp"].get_group())
+        buf.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
