@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import operator
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch.fx as fx
 
-__all__ = ["is_c10d", "schema_alias", "written_args", "c10d_returned"]
+__all__ = ["is_c10d", "schema_alias", "written_args", "c10d_returned", "named_path"]
 
 
 def is_c10d(n: fx.Node) -> bool:
@@ -94,3 +97,22 @@ def c10d_returned(n: fx.Node) -> fx.Node | None:
             return None
         val = val[i]
     return val if isinstance(val, fx.Node) else None
+
+
+def named_path(analysis: Any, r: fx.Node, base: fx.Node, roots: Mapping[fx.Node, Any]) -> bool:
+    """Whether alias ``r`` of storage ``base``, and each alias of ``base`` it is made from (its
+    first node argument, back to ``base``), was named by pass 1: not ``unsupported`` and with a
+    layout. ``base`` itself, the storage the write went into, is always named. A write into
+    ``base`` may give its value only to such readers; a view pass 1 could not name
+    (``flat[a:b].view(p.shape[1], p.shape[0])`` of a rectangular gradient: R36b-1 / R36b-2)
+    keeps its Opaque, or a ``t()`` of it would read the written value as the gradient."""
+    for _ in range(4096):
+        if r is base:
+            return True
+        if r in analysis.unsupported or analysis.layouts.get(r) is None:
+            return False
+        s = next((a for a in r.args if isinstance(a, fx.Node)), None)
+        if s is None or s is base or roots.get(s, (None,))[0] is not base:
+            return True
+        r = s
+    return False

@@ -25,7 +25,8 @@ import torch
 import torch.fx as fx
 
 from spec_lang.term import DimSpec, Term
-from spec_lang.torch_frontend.aliasing import c10d_returned, schema_alias, written_args
+from spec_lang.torch_frontend.aliasing import (c10d_returned, named_path, schema_alias,
+                                               written_args)
 from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
 from spec_lang.torch_frontend.buckets import (has_bucket, lower_on_bucket, piece_read,
                                               written_value)
@@ -522,8 +523,9 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
             if r not in ctx.env or r is n:
                 continue
             rb, rfull = roots[r]
-            if isinstance(v, Opaque):
-                ctx.env[r] = v
+            if isinstance(v, Opaque) or not named_path(ctx.analysis, r, base, roots):
+                ctx.env[r] = v if isinstance(v, Opaque) else Opaque(str(n.target), ctx.site(n),
+                                                                    _UNNAMED)
             elif full and rfull and isinstance(v, Bucket):     # a flat bucket, 1-d only
                 ctx.env[r] = written_value(ctx, r, v, Opaque(
                     str(n.target), ctx.site(n), "a flat bucket read through a view"))
@@ -538,6 +540,9 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
 
 
 _STALE = "an in-place write through a slice of a tensor that is read again"
+_UNNAMED = ("an in-place write into a tensor that is also read through a view shardproof cannot "
+            "follow, taken before the write (take the view after the write, or view a piece "
+            "with its own shape)")
 
 
 def _attr_value(ctx: Lowering, n: fx.Node, v: Any) -> Any:
