@@ -112,3 +112,12 @@ def test_gloo_group_on_one_rank_mesh_group_on_other_is_refused(tmp_path):
     run never pairs them (a hang). Exit 3 at 072d231 (109 s loaded)."""
     out = _prove("r36d_08_dp_gloo_on_rank0_mesh_group_on_rank1_hangs.py", tmp_path)
     assert out["_rc"] == 3 and "both the mesh's 'dp' group" in out["_err"], out
+
+
+@pytest.mark.slow
+def test_fsdp_over_from_group_list_size_one_mesh_is_refused(tmp_path):
+    """FSDP2 over ``DeviceMesh.from_group([dp group], mesh=[this rank], ("dp",))``: a mesh of
+    size 1 over a group of 2. The real run crashes (IndexError in FSDP2's chunks). Exit 3 at
+    072d231 (42 s): the capture fails too."""
+    out = _prove("r36d_10_fsdp_from_group_list_own_rank_mesh.py", tmp_path)
+    assert out["_rc"] == 3, out
