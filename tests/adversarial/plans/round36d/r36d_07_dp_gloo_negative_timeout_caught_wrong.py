@@ -1,0 +1,68 @@
+"""Round 36d (dp 2, wrong): R36d-1 through the timeout= argument. new_group(ranks,
+backend="gloo", timeout=timedelta(seconds=-1)) ("negative: no timeout"): gloo's context
+enforces timeout >= 0 and raises in the real run; the train file catches it and goes without
+the gloo group (no gradient all-reduce). The capture makes the group on the fake backend,
+which ignores the timeout.
+
+Truth (torch4_truth.py FILE 1, gloo): w1 0.0088, w2 0.018 (wrong: no gradient all-reduce;
+gloo: "timeout.count() >= 0. Invalid timeout").
+Verdict at 072d231: EQUIVALENT (82 s, loaded): false accept R36d-1.
+"""
+
+import datetime
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+_G = {}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    ranks = list(range(dist.get_world_size()))
+    _G["dp"] = dist.new_group(ranks=ranks)
+    # Megatron's parallel_state: a gloo duplicate of the dp group (for CPU-side collectives)
+    try:
+        _G["dp_gloo"] = dist.new_group(ranks=ranks, backend="gloo",
+                                       timeout=datetime.timedelta(seconds=-1))
+    except RuntimeError:   # "no gloo here: CPU-side collectives off"
+        _G["dp_gloo"] = None
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        g = _G["dp_gloo"]
+        for p in model.parameters():
+            if g is not None:
+                dist.all_reduce(p.grad, group=g)
+                p.grad.div_(dist.get_world_size(group=g))
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
