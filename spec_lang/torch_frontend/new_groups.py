@@ -82,6 +82,7 @@ import torch.testing._internal.distributed.fake_pg  # noqa: F401 -- registers "f
 
 from spec_lang.torch_frontend.fake_answers import note, prefix_log
 from spec_lang.torch_frontend.pp_guard import current_snapshot, modified
+from spec_lang.torch_frontend.value_reads import patched
 
 __all__ = ["Made", "backends", "watch", "world_made", "world_gone", "axis_of", "mesh_used",
            "made_log", "check_traces"]
@@ -221,7 +222,7 @@ def _tampered() -> bool:
     # before the train file): ProcessGroupGloo.__init__ replaced builds the real run's group over
     # another rendezvous, or over this rank alone; the fake world never constructs it (R36c-1,
     # R36d-2, R36d-3)
-    return bool(modified(current_snapshot(), {}))
+    return bool(modified(current_snapshot(), patched()))
 
 
 # what torch's backends read from the environment when a group is made (gloo: the interface,

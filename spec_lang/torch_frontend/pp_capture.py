@@ -50,6 +50,7 @@ from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snap
                                                live_pipeline_objects, modified, shadowed,
                                                still_alive)
 from spec_lang.torch_frontend.styles import _user_site
+from spec_lang.torch_frontend.value_reads import patched
 
 __all__ = ["PPRecord", "NeedsCpu", "pipelining", "SUPPORTED_SCHEDULES", "PP_DOC", "check_refusals",
            "empty_on", "module_buffers", "attr_at", "train_step_running",
@@ -220,7 +221,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     def guard() -> None:
         # torch's pipelining as the train file leaves it (round 29, R29-2), at every schedule
         # step, action and transfer, and when the step returned (:func:`pp_guard.modified`)
-        what = modified(snap, expected)
+        what = modified(snap, expected | patched())     # (value_reads' own, R35d-2)
         for r, cls in _BUILT:
             if (o := r()) is not None:
                 if type(o) is not cls:

@@ -311,7 +311,11 @@ def one_thread(g: _Guard) -> Iterator[None]:
     if make_error is not None:
         env._make_data_dependent_error = data_dependent  # noqa: SLF001
     try:
-        yield
+        # a value read raising on a fake tensor, caught by the step (R35d-2): value_reads
+        from spec_lang.torch_frontend.value_reads import refused
+
+        with refused(g):
+            yield
     finally:
         if had:
             mode.dispatch = before

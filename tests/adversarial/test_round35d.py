@@ -73,21 +73,22 @@ def test_r35d_1_str_parsed_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35d-2: data_ptr()'s RuntimeError on a fake tensor is "
-                   "none of the three errors one_thread records")
 def test_r35d_2_data_ptr_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 2acd1b3 (4 goals, 61 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 2acd1b3 (4 goals, 61 s); truth w1 0.0070, w2 0.0093. Fixed (R35d-2,
+    ``value_reads``): the read raising in the train file's code is refused even if caught:
+    exit 3 at line 49 (52 s)."""
     out = _prove("r35d_03_dp_allreduce_data_ptr_caught.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "r35d_03_dp_allreduce_data_ptr_caught.py:49: the step reads a " \
+        "value of its fake tensors (t.data_ptr)" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35d-2: numpy()'s error on a fake tensor is none of the "
-                   "three errors one_thread records")
 def test_r35d_2_numpy_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 2acd1b3 (4 goals, 53 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 2acd1b3 (4 goals, 53 s); truth w1 0.0070, w2 0.0093. Fixed (R35d-2):
+    exit 3 at line 48 (50 s)."""
     out = _prove("r35d_04_dp_allreduce_numpy_caught.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "r35d_04_dp_allreduce_numpy_caught.py:48: the step reads a " \
+        "value of its fake tensors (t.numpy)" in out["_err"], out
 
 
 @pytest.mark.slow
@@ -111,12 +112,12 @@ def test_r35d_4_prefixstore_init_crossed_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R35d-2: .item() of a fake tensor is a SymFloat; "
-                   "formatting it raises TypeError, which one_thread does not record")
 def test_r35d_2_item_format_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 2acd1b3 (4 goals, 49 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 2acd1b3 (4 goals, 49 s); truth w1 0.0070, w2 0.0093. Fixed (R35d-2):
+    exit 3 at line 50 (45 s)."""
     out = _prove("r35d_10_dp_allreduce_item_format_caught.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "r35d_10_dp_allreduce_item_format_caught.py:50: the step reads " \
+        "a value of its fake tensors (SymFloat.__format__)" in out["_err"], out
 
 
 @pytest.mark.slow
@@ -132,11 +133,14 @@ def test_r35d_5_loss_item_format_logging_is_equivalent(tmp_path):
 # -- sound or right outcomes worth keeping --------------------------------------------------------
 
 @pytest.mark.slow
-def test_r35d_loss_item_logging_swallowed_stays_equivalent(tmp_path):
-    """A logging helper that swallows errors around `loss.item()` (no guard on the value: the
-    SymFloat's format error is caught) stays EQUIVALENT (36 s); truth 0.0 / 2.8e-17."""
+def test_r35d_loss_item_logging_swallowed_is_refused_by_design(tmp_path):
+    """A logging helper that swallows errors around `loss.item()` (the SymFloat's format error
+    caught): EQUIVALENT (36 s) until R35d-2's fix, refused since (exit 3), by design: the same
+    code with a fallback that changes the step is r35d_10 (a false accept), and the capture
+    cannot tell the two apart. Truth 0.0 / 2.8e-17. The message says what to do."""
     out = _prove("r35d_07_dp_loss_item_logging_swallowed_right.py", tmp_path)
-    assert _equivalent(out), out
+    assert out["_rc"] == 3 and "(SymFloat.__format__)" in out["_err"] \
+        and "To log the loss, return it from train_step" in out["_err"], out
 
 
 @pytest.mark.slow

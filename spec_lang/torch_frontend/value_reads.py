@@ -1,0 +1,120 @@
+"""A value of the step's fake tensors read by the train file's own code, the error caught
+(adversarial round 35d, R35d-2).
+
+In the traced step the train file's tensors are ``FakeTensor``s: they have shapes, no values. A
+read of a value raises, and a step that catches the error takes a branch the real run does not:
+r35d_03 ``t.data_ptr()``, r35d_04 ``float(t.numpy()[0])``, r35d_10 ``float(f"{t.item():.1f}")``
+(``.item()`` of a fake tensor is an unbacked ``SymFloat``, whose ``__format__`` raises), each in
+a ``try`` with ``n = 1.0`` as the fallback: EQUIVALENT for a wrong plan (truth w1 0.0070). The
+dispatcher sees none of these (they raise before any operator, or from Python), so
+:func:`thread_guard.one_thread`'s record of data-dependent errors did not fire.
+
+:func:`refused` (inside ``one_thread``, the traced step) wraps ``FakeTensor``'s ``data_ptr``,
+``numpy``, ``tolist``, ``__array__``, ``untyped_storage``, ``storage``, ``__format__`` and
+``torch.SymFloat`` / ``SymInt``'s ``__format__`` (``float()`` / ``int()`` of an unbacked symbol
+guard in the shape env, which ``one_thread`` records), and a fake tensor's storage's
+``__getitem__`` / ``tolist`` / ``data_ptr`` (``torch.UntypedStorage``: meta storages raise):
+torch's method runs as before; if it raises *and* the call comes straight from the train file's
+code (its caller's frame is the train file), the read is recorded and refused when the step
+returns, even if the train file catches the error. An uncaught error ends the capture as before;
+a call from torch's own code (which may catch its own errors) is left alone, and so is a read
+that succeeds (a backed ``SymInt``: a shape).
+
+Not reached: a read in a helper module of the user's (not the train file), a branch on
+``t.is_meta`` / ``type(t)`` / ``str(t)`` that raises nothing (R35d-1, ``docs/torch.md``, "Known
+limits").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["refused", "patched", "TENSOR_READS", "SYM_READS", "STORAGE_READS"]
+
+TENSOR_READS = ("data_ptr", "numpy", "tolist", "__array__", "untyped_storage", "storage",
+                "__format__")
+SYM_READS = ("__format__",)          # float() / int() guard in the shape env: one_thread's
+STORAGE_READS = ("__getitem__", "tolist", "data_ptr")
+_HINT = ("the step reads a value of its fake tensors ({what}), which the capture does not have: "
+         "it proves the step for every input; a step that catches the error takes another "
+         "branch than the real run (R35d-2): compute without a try/except around the read. To "
+         "log the loss, return it from train_step and log it after the step returns")
+
+
+# (id(owner), name) -> the wrapper in place now: what pp_guard.modified must take as torch's
+_PATCHED: dict[tuple[int, str], Any] = {}
+
+
+def patched() -> dict[tuple[int, str], Any]:
+    """The wrappers :func:`refused` has in place now, as ``pp_guard.modified``'s ``expected``
+    (``FakeTensor`` is one of the classes it watches)."""
+    return dict(_PATCHED)
+
+
+_OWNER = {"FakeTensor": "t", "UntypedStorage": "t.untyped_storage()"}     # as the user wrote it
+
+
+def _from(path: Path, frame: Any) -> bool:
+    try:
+        return frame is not None and Path(frame.f_code.co_filename).resolve() == path
+    except (OSError, ValueError):
+        return False
+
+
+def _wrap(g: Any, path: Path, owner: type, name: str, original: Any) -> Any:
+    from spec_lang.errors import PlanError
+
+    label = f"{_OWNER.get(owner.__name__, owner.__name__)}.{name}"
+
+    def read(self: Any, *a: Any, **k: Any) -> Any:
+        try:
+            return original(self, *a, **k)
+        except PlanError:
+            raise
+        except Exception:
+            f = sys._getframe(1)  # noqa: SLF001
+            if not _from(path, f):
+                raise
+            msg = g.note(f.f_lineno, _HINT.format(what=label), thread=False)
+            raise PlanError(msg) from None
+    read.__name__ = name
+    return read
+
+
+@contextlib.contextmanager
+def refused(g: Any) -> Iterator[None]:
+    """Within the block (the traced step), a value read of the train file's own that raises on
+    a fake tensor or an unbacked symbol is recorded in ``g`` (``thread_guard._Guard``) and
+    raised as a ``PlanError`` naming its line; torch's methods are given back on exit.
+
+    Raises:
+        PlanError: from the read itself (the train file's line).
+    """
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    path = Path(g.path).resolve()
+    targets = [(FakeTensor, n) for n in TENSOR_READS] + [
+        (c, n) for c in (torch.SymFloat, torch.SymInt) for n in SYM_READS] + [
+        (torch.UntypedStorage, n) for n in STORAGE_READS]
+    saved: list[tuple[type, str, Any, bool]] = []
+    for owner, name in targets:
+        original = getattr(owner, name, None)
+        if original is None:
+            continue
+        saved.append((owner, name, vars(owner).get(name), name in vars(owner)))
+        setattr(owner, name, _wrap(g, path, owner, name, original))
+        _PATCHED[(id(owner), name)] = vars(owner)[name]
+    try:
+        yield
+    finally:
+        _PATCHED.clear()
+        for owner, name, before, had in reversed(saved):
+            if had:
+                setattr(owner, name, before)
+            else:
+                delattr(owner, name)

@@ -1,0 +1,88 @@
+"""A value of the step's fake tensors read by the train file's own code, the error caught, is
+refused (``spec_lang/torch_frontend/value_reads.py``; adversarial round 35d, R35d-2), in seconds
+with ``make_fx`` on fake tensors as the capture traces. The slow proves of the plan files
+(r35d_03, r35d_04, r35d_10) are in ``tests/adversarial/test_round35d.py``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend import value_reads
+from spec_lang.torch_frontend.thread_guard import threads_refused, watched
+
+HERE = __file__
+
+
+def _caught(read):
+    def step(y: torch.Tensor) -> torch.Tensor:
+        t = torch.ones(1)
+        try:
+            n = read(t)
+        except Exception:  # noqa: BLE001 -- the train file's fallback (R35d-2)
+            n = 1.0
+        return y * n
+    return step
+
+
+@pytest.mark.parametrize("read,label", [
+    (lambda t: (t.data_ptr(), 2.0)[1], "t.data_ptr"),
+    (lambda t: float(t.numpy()[0]), "t.numpy"),
+    (lambda t: float(f"{t.item():.1f}"), "SymFloat.__format__"),
+    (lambda t: float(format(t, ".1f")), "t.__format__"),
+    (lambda t: float(t.untyped_storage()[0]), r"t.untyped_storage\(\).__getitem__"),
+    (lambda t: float(t.untyped_storage().tolist()[0]), r"t.untyped_storage\(\).tolist"),
+])
+def test_a_value_read_caught_by_the_step_is_refused_with_its_line(read, label):
+    with pytest.raises(PlanError, match=rf"{HERE}:\d+: the step reads a value of its fake "
+                       rf"tensors \({label}\).*R35d-2.*return it from train_step") as e:
+        with threads_refused(HERE):
+            make_fx(watched(_caught(read)), tracing_mode="fake")(torch.ones(4))
+    assert "thread-local" not in str(e.value), e.value
+
+
+def test_torchs_methods_are_given_back_and_nothing_is_left_patched():
+    before = {n: vars(FakeTensor).get(n) for n in value_reads.TENSOR_READS}
+    sym = {(c, n): vars(c).get(n) for c in (torch.SymFloat, torch.SymInt)
+           for n in value_reads.SYM_READS}
+    sym |= {(torch.UntypedStorage, n): vars(torch.UntypedStorage).get(n)
+            for n in value_reads.STORAGE_READS}
+    with pytest.raises(PlanError):
+        with threads_refused(HERE):
+            make_fx(watched(_caught(lambda t: t.data_ptr())), tracing_mode="fake")(torch.ones(4))
+    assert {n: vars(FakeTensor).get(n) for n in value_reads.TENSOR_READS} == before
+    assert {(c, n): vars(c).get(n) for (c, n) in sym} == sym
+    assert value_reads.patched() == {}
+
+
+def test_a_read_that_works_and_torchs_own_reads_are_left_alone():
+    """A backed SymInt (a shape) formats as before; a read outside the train file's code (here a
+    helper of this test module is the train file: a read in torch's code is not) is not
+    recorded."""
+    def step(y: torch.Tensor) -> torch.Tensor:
+        k = int(f"{y.shape[0]:d}")               # works on a fake tensor: not refused
+        return y * k
+
+    with threads_refused(HERE):
+        gm = make_fx(watched(step), tracing_mode="fake")(torch.ones(4))
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [
+        torch.ops.aten.mul.Tensor]
+
+    def other_file(y: torch.Tensor) -> torch.Tensor:
+        return y * 2.0
+
+    with threads_refused("/nonexistent/train.py"):          # this file is not the train file
+        make_fx(watched(_caught(lambda t: t.data_ptr())), tracing_mode="fake")(torch.ones(4))
+        make_fx(watched(other_file), tracing_mode="fake")(torch.ones(4))
+
+
+def test_an_uncaught_read_ends_the_capture_with_the_refusal():
+    def step(y: torch.Tensor) -> torch.Tensor:
+        return y * float(torch.ones(1).numpy()[0])
+
+    with pytest.raises(PlanError, match=r"\(t.numpy\)"):
+        with threads_refused(HERE):
+            make_fx(watched(step), tracing_mode="fake")(torch.ones(4))
