@@ -222,7 +222,9 @@ def _tampered() -> bool:
     # before the train file): ProcessGroupGloo.__init__ replaced builds the real run's group over
     # another rendezvous, or over this rank alone; the fake world never constructs it (R36c-1,
     # R36d-2, R36d-3)
-    return bool(modified(current_snapshot(), patched()))
+    from spec_lang.torch_frontend.pp_capture import capture_patches
+
+    return bool(modified(current_snapshot(), patched() | capture_patches()))
 
 
 # what torch's backends read from the environment when a group is made (gloo: the interface,

@@ -63,6 +63,7 @@ _IN_STEP = [0]      # > 0 while the train file's train_step runs (:func:`train_s
 _BUILT: list[Any] = []    # (weak reference, class) of the stages and schedules the step built
 _GUARD: list[Any] = [None]  # the check of torch's pipelining while a pipelining block runs
 _HELD: list[Any] = []     # (weak reference, where) of what the stages and schedules held
+_PATCHES: list[dict] = []  # the patches in place while a pipelining block runs (capture_patches)
 
 
 @contextlib.contextmanager
@@ -478,6 +479,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     _IR.Pipe.from_tracing = classmethod(traced)
     expected.update({(id(o), n): o.__dict__[n] for o, n, _ in saved})
     expected[(id(_IR.Pipe), "from_tracing")] = _IR.Pipe.__dict__["from_tracing"]
+    _PATCHES[:] = [expected]
 
     def at_step_end() -> None:
         guard()
@@ -488,11 +490,19 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
         yield rec
     finally:
         _GUARD[0] = None
+        _PATCHES.clear()
         for owner, name, value in reversed(saved):
             setattr(owner, name, value)
         if not had_new:
             del sched_base.__new__
         _IR.Pipe.from_tracing = from_tracing
+
+
+def capture_patches() -> dict[tuple[int, str], Any]:
+    """What :func:`pipelining` has patched into torch now (``pp_guard.modified``'s
+    ``expected``; empty outside it): :mod:`new_groups` compares torch.distributed with the
+    snapshot while the train file's code runs (R36c-1)."""
+    return dict(_PATCHES[0]) if _PATCHES else {}
 
 
 class _Work:
