@@ -131,11 +131,18 @@ def importing(path: str) -> Iterator[None]:
     """
     from spec_lang.errors import PlanError
 
+    from spec_lang.torch_frontend.thread_guard import PROCESS_RAN, children_now
+
     rec = _IMPORTING[0] = _Recorder(path)
+    kids = children_now()
     try:
         yield
     finally:
         _IMPORTING[0] = None
+    now = children_now()
+    if kids is not None and now != kids:        # a program run at import (R37a-3)
+        rec.found.append(f"{path}:1: " + PROCESS_RAN.format(when=" (when it was imported)",
+                                                            was=kids, now=now))
     if rec.found:
         raise PlanError(rec.found[0])
 

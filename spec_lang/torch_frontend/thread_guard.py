@@ -120,6 +120,7 @@ class _Guard:
         self.path = path
         self.found: list[str] = []
         self.at = threads_now()
+        self.kids = children_now()
         self.saved: list[tuple[Any, str, Any]] = []     # the starters as they were
 
     def note(self, line: int, what: str, thread: bool = True) -> str:
@@ -141,6 +142,33 @@ class _Guard:
             self.note(user_line(self.path) if when == "at a recorded op" else 1,
                       f"another thread ran {when} (threads {sorted(self.at[0])} / "
                       f"{self.at[1]} at the start, {sorted(now[0])} / {now[1]} now)")
+
+
+def children_now() -> tuple | None:
+    """This process's children: the counters the kernel adds a child's to when it is reaped
+    (``/proc/self/stat``: cminflt, cmajflt, cutime, cstime) and the pids of those not reaped yet
+    (``/proc/self/task/*/children``); None where ``/proc`` cannot be read. Any program that ran
+    changes it, however it was started (R37a-1: ``posix.system``, libc's ``system()`` through
+    ``ctypes``: no Python function a wrapper could reach)."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        f = stat[stat.rindex(")") + 2:].split()
+        reaped = (int(f[8]), int(f[10]), int(f[13]), int(f[14]))
+    except (OSError, ValueError, IndexError):
+        return None
+    kids: set[str] = set()
+    try:
+        for t in Path("/proc/self/task").iterdir():
+            kids |= set((t / "children").read_text().split())
+    except OSError:
+        pass
+    return reaped, frozenset(kids)
+
+
+PROCESS_RAN = ("a process ran while the capture ran the train file's code{when} (its child "
+               "processes changed: {was} -> {now}; R37a-1): it runs where no tracer is, and "
+               "what it computes or reads (the launcher's store, another rank) is not seen: "
+               "start no program or process in the train file")
 
 
 def _starters() -> list[tuple[Any, str, str]]:
@@ -201,6 +229,9 @@ def threads_refused(path: str) -> Iterator[_Guard]:
     try:
         yield g
         g.check("during the capture")
+        kids = children_now()
+        if not g.found and g.kids is not None and kids != g.kids:
+            g.note(1, PROCESS_RAN.format(when="", was=g.kids, now=kids), thread=False)
     finally:
         for o, n, f in saved:
             setattr(o, n, f)

@@ -329,7 +329,7 @@ def test_a_negative_timeout_or_a_backend_env_change_is_refused_even_if_caught(mo
 
     with fake_world(MESH, {"dp": 1, "tp": 0}):
         with pytest.raises(PlanError, match=r"test_new_groups.py:\d+: dist.new_group with a "
-                           r"negative timeout .*refused even if the error is caught"):
+                           r"timeout of -1 s .*refused even if the error is caught"):
             with threads_refused(__file__):
                 caught(lambda: dist.new_group([0, 2], timeout=timedelta(seconds=-1)))
         monkeypatch.setenv("GLOO_SOCKET_IFNAME", "no-such-if0")
@@ -353,3 +353,19 @@ def test_new_group_raising_in_the_fake_world_is_refused_even_if_caught():
                     dist.new_group([0, 2], backend="nccl")
                 except Exception:  # noqa: BLE001
                     pass
+
+
+def test_the_captures_own_pipelining_patches_are_no_tampering(snapshot):
+    """Every capture runs inside ``pp_capture.pipelining``, whose patches (``all_reduce``,
+    ``send`` / ``recv``, the stage's methods) differ from the snapshot: they are torch's for
+    ``_tampered`` (faf97b6 took them for the train file's, and every ``new_group(backend=
+    "gloo")`` was made as asked on the fake store: r36d_01 exit 3)."""
+    from spec_lang.torch_frontend.pp_capture import capture_patches, pipelining
+
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        with pipelining(__file__, cpu=True, in_meta=None):
+            assert capture_patches()
+            assert not new_groups._tampered()  # noqa: SLF001
+            g = dist.new_group([0, 2], backend="gloo")
+            assert new_groups.axis_of(g)[0] == "dp"
+        assert capture_patches() == {}

@@ -372,3 +372,31 @@ def test_programs_stay_refused_in_make_batch():
         with threads_refused(HERE):
             with thread_guard.threads_let(HERE):
                 subprocess.run(["true"], check=False)
+
+
+def test_a_program_no_wrapper_sees_is_refused_by_the_children_it_leaves():
+    """R37a-1: ``posix.system`` (and libc's ``system()`` through ctypes) start a program past
+    every wrapper; the kernel's counters of reaped children change: refused at the end."""
+    import ctypes
+    import posix
+
+    for run in (lambda: posix.system("true"),
+                lambda: ctypes.CDLL(None).system(b"true")):
+        with pytest.raises(PlanError, match=r"a process ran while the capture ran the train "
+                           r"file's code \(its child processes changed"):
+            with threads_refused(HERE):
+                run()
+    with threads_refused(HERE):          # nothing started: nothing refused
+        pass
+
+
+def test_a_program_run_at_import_is_refused():
+    """R37a-3: a ``subprocess.run`` at module level (the launcher's store is up before the
+    import in the real run, not in the capture)."""
+    import subprocess
+
+    from spec_lang.torch_frontend.fake_answers import importing
+
+    with pytest.raises(PlanError, match=r"train.py:1: a process ran .*when it was imported"):
+        with importing("train.py"):
+            subprocess.run(["true"], check=False)
