@@ -48,6 +48,15 @@ def test_r37a_1_posix_system_tcpstore_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37a-1: a program started by libc's system() through "
+                   "ctypes in the train file's code is not refused")
+def test_r37a_1_ctypes_libc_system_tcpstore_is_not_accepted(tmp_path):
+    """EQUIVALENT at faf97b6 (4 goals, 129 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r37a_03_dp_ctypes_libc_system_tcpstore_client_count_lr.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound or right outcomes worth keeping --------------------------------------------------------
 
 @pytest.mark.slow
