@@ -57,6 +57,15 @@ def test_r37a_1_ctypes_libc_system_tcpstore_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37a-2: an error gloo raises and the fake backend does "
+                   "not (ReduceOp.BAND on a float tensor), caught")
+def test_r37a_2_band_float_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at faf97b6 (4 goals, 161 s); truth w1 0.0088, w2 0.018."""
+    out = _prove("r37a_04_dp_band_float_flag_caught_skip_allreduce_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound or right outcomes worth keeping --------------------------------------------------------
 
 @pytest.mark.slow
