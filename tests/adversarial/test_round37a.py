@@ -21,6 +21,8 @@ negative timeout / a changed backend environment / raising in the capture refuse
   True in every capture: no ``new_group`` is an axis, ``backend="gloo"`` is made as a real gloo
   group on the fake store (exit 3). It hides R37a-6..8 (``r37a_01``, ``r37a_08``, ``r37a_09``:
   exit 3 now because the capture's real gloo group raises too).
+* R37a-9 (false accept; ``r37a_10``): R36d-1 through the train file's own ``init_device_mesh``
+  (``device_mesh`` holds torch's ``new_group``, bound before ``new_groups.watch``).
 """
 
 from __future__ import annotations
@@ -107,6 +109,15 @@ def test_r37a_4_torchtitan_nccl_env_is_equivalent(tmp_path):
     since the launch (TORCH_NCCL_ASYNC_ERROR_HANDLING, ...)"); truth 5.6e-17."""
     out = _prove("r37a_07_dp_torchtitan_nccl_env_in_parallelize_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37a-9: the groups of a mesh the train file makes "
+                   "(init_device_mesh: device_mesh's own new_group) skip faf97b6's new_group checks")
+def test_r37a_9_own_device_mesh_bad_ifname_is_not_accepted(tmp_path):
+    """EQUIVALENT at faf97b6 (4 goals, 78 s); truth w1 0.0088, w2 0.018."""
+    out = _prove("r37a_10_dp_own_device_mesh_bad_ifname_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
 
 
 # -- sound now; latent false accepts behind R37a-5 (see ATTEMPTS.md) ------------------------------
