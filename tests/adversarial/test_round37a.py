@@ -113,7 +113,8 @@ def test_r37a_4_torchtitan_nccl_env_is_equivalent(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="R37a-9: the groups of a mesh the train file makes "
-                   "(init_device_mesh: device_mesh's own new_group) skip faf97b6's new_group checks")
+                   "(init_device_mesh: device_mesh's own new_group) skip faf97b6's new_group "
+                   "checks")
 def test_r37a_9_own_device_mesh_bad_ifname_is_not_accepted(tmp_path):
     """EQUIVALENT at faf97b6 (4 goals, 78 s); truth w1 0.0088, w2 0.018."""
     out = _prove("r37a_10_dp_own_device_mesh_bad_ifname_caught_wrong.py", tmp_path)
