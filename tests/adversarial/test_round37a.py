@@ -127,7 +127,8 @@ def test_r37a_9_own_device_mesh_bad_ifname_is_not_accepted(tmp_path):
 def test_r37a_timedelta_max_timeout_caught_is_not_accepted(tmp_path):
     """``new_group(..., backend="gloo", timeout=timedelta.max)`` caught; truth w1 0.0088, w2
     0.018. exit 3 at faf97b6 (53 s) only because the capture made a real gloo group (R37a-5);
-    ``_raises_in_real_run`` refuses only a negative timeout (R37a-6, latent)."""
+    ``_raises_in_real_run`` refuses only a negative timeout (R37a-6, latent: EQUIVALENT, 62 s,
+    with R37a-5 worked around in a scratch copy)."""
     out = _prove("r37a_01_dp_gloo_timedelta_max_timeout_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -136,7 +137,7 @@ def test_r37a_timedelta_max_timeout_caught_is_not_accepted(tmp_path):
 def test_r37a_bad_ifname_at_import_is_not_accepted(tmp_path):
     """``GLOO_SOCKET_IFNAME`` set at import, gloo ``new_group`` caught; truth w1 0.0088. exit 3 at
     faf97b6 (54 s) only by R37a-5; the environment baseline is taken after the import (R37a-7,
-    latent)."""
+    latent: EQUIVALENT, 70 s, with R37a-5 worked around in a scratch copy)."""
     out = _prove("r37a_08_dp_gloo_bad_ifname_at_import_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -145,6 +146,6 @@ def test_r37a_bad_ifname_at_import_is_not_accepted(tmp_path):
 def test_r37a_bad_ifname_putenv_is_not_accepted(tmp_path):
     """``os.putenv("GLOO_SOCKET_IFNAME", ...)`` around a caught gloo ``new_group``; truth w1
     0.0088. exit 3 at faf97b6 (31 s) only by R37a-5; ``_backend_env`` reads ``os.environ``
-    (R37a-8, latent)."""
+    (R37a-8, latent: EQUIVALENT, 58 s, with R37a-5 worked around in a scratch copy)."""
     out = _prove("r37a_09_dp_gloo_bad_ifname_putenv_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
