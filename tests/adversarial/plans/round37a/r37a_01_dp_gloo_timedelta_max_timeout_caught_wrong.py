@@ -7,6 +7,8 @@ gloo world); the fake backend ignores it. Caught, the real run goes without the 
 Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: gloo raised, caught; no all-reduce).
 Verdict at faf97b6: exit 3 (53 s): sound (the capture's group construction raised the same gloo
 error: "dist.new_group raised in the capture's fake world (... timeout.count() >= 0 ...)").
+With R37a-5 worked around (a scratch copy whose `_tampered` ignores the capture's own
+patches): **EQUIVALENT** (4 goals, 62 s): false accept R37a-6 (latent).
 """
 
 import datetime

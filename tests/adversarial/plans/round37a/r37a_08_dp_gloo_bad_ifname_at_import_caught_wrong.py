@@ -11,6 +11,8 @@ Verdict at faf97b6: exit 3 (54 s): "dist.new_group raised in the capture's fake 
 sound, but only by R37a-5 (the capture made a real gloo group, as `_tampered()` is always
 True, and it read the variable); once R37a-5 is fixed this is a false accept (the environment
 baseline is taken after the import).
+With R37a-5 worked around (a scratch copy whose `_tampered` ignores the capture's own
+patches): **EQUIVALENT** (4 goals, 70 s): false accept R37a-7 (latent).
 """
 
 import os

@@ -8,6 +8,8 @@ Verdict at faf97b6: exit 3 (31 s): "dist.new_group raised in the capture's fake 
 to find address for: shardproof_no_such_if0)": sound, but only by R37a-5 (a real gloo group
 made in the capture read the C environment); once R37a-5 is fixed, `_backend_env`, which
 reads `os.environ`, does not see `os.putenv`: a false accept.
+With R37a-5 worked around (a scratch copy whose `_tampered` ignores the capture's own
+patches): **EQUIVALENT** (4 goals, 58 s): false accept R37a-8 (latent).
 """
 
 import os
