@@ -149,3 +149,12 @@ def test_r37a_bad_ifname_putenv_is_not_accepted(tmp_path):
     (R37a-8, latent: EQUIVALENT, 58 s, with R37a-5 worked around in a scratch copy)."""
     out = _prove("r37a_09_dp_gloo_bad_ifname_putenv_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r37a_premul_sum_caught_is_not_accepted(tmp_path):
+    """``all_reduce(g, op=_make_nccl_premul_sum(1 / ws))`` with a no-divide fallback (gloo raises
+    on PREMUL_SUM); truth w1 0.0070, w2 0.0093. UNKNOWN at faf97b6 (62 s): PREMUL_SUM has no
+    lowering rule. A rule for it alone would make this R37a-2."""
+    out = _prove("r37a_11_dp_premul_sum_caught_sum_without_divide_wrong.py", tmp_path)
+    assert _not_accepted(out), out
