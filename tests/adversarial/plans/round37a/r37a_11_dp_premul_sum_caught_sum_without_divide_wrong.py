@@ -2,8 +2,8 @@
 caught) through an idiom: nccl's fused average `all_reduce(g, op=dist._make_nccl_premul_sum(1 /
 ws))` with a fallback for other backends that forgets to divide. gloo raises "Cannot use
 ReduceOp.PREMUL_SUM with Gloo" (measured in a one-rank gloo world); the fake backend takes it.
-Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: gloo raised, the fallback summed without
-dividing).
+Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: gloo raised, the fallback summed
+without dividing).
 Verdict at faf97b6: UNKNOWN (62 s): sound ("all_reduce with ReduceOp 8" has no lowering rule;
 the capture's path is the premul one, which the lowering does not follow).
 """
