@@ -55,7 +55,7 @@ from spec_lang.torch_frontend.dims import DimsError
 from spec_lang.torch_frontend.values import TV, Bucket, Pieces
 
 __all__ = ["PIECEWISE", "cat_dims", "slice_dims", "split_dims", "cat_term", "has_bucket",
-           "lower_on_bucket", "piece_read", "written_value"]
+           "lower_on_bucket", "along", "piece_read", "piece_write", "written_value"]
 
 PIECEWISE = frozenset({
     "aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",
@@ -242,15 +242,29 @@ def _split(ctx: Any, n: fx.Node, x: Bucket) -> Pieces:
     return Pieces(tuple(x.pieces))
 
 
+def along(roots: Mapping[fx.Node, Any], views: Any) -> Any:
+    """Whether node ``x`` is its first argument relabelled: an op named in ``views``, or an
+    in-place op (its result is the tensor it wrote: ``p.grad.add_(g)``'s result is ``p.grad``,
+    R36b-3), of the same storage and extent (``roots``, as ``lower._storage_roots``)."""
+    from spec_lang.torch_frontend.registry import RULES  # noqa: PLC0415
+
+    def follows(x: fx.Node) -> bool:
+        name = str(x.target)
+        return name in views or (getattr(RULES.get(name), "inplace", False)
+                                 and x in roots and roots.get(x) == roots.get(x.args[0]))
+    return follows
+
+
 def piece_read(ctx: Any, r: fx.Node, v: Bucket, whole: Any, views: Any, why: Any) -> Any:
     """What ``r`` reads after bucket ``v`` was written into the whole storage ``r`` is part of
     (R35b-1: ``p.grad = flat[a:b].view_as(p)``, then ``flat.div_(n)``): piece ``k`` of ``v``
-    when ``r`` is, through the relabelling ``views`` (op names), a slice marked as piece ``k``
+    when ``r`` is, through nodes ``views(x)`` says are the storage relabelled (relabelling views
+    and in-place ops, :func:`along`), a slice marked as piece ``k``
     or item ``k`` of a split into the pieces, of a node ``whole(x)`` says sees all of the
     storage (its bounds checked against ``v`` as :func:`_slice` / :func:`_split` do); ``why``
     (an Opaque) for anything else or when a check fails."""
     chain = [r]
-    while str(chain[-1].target) in views and isinstance(chain[-1].args[0], fx.Node):
+    while chain[-1].args and isinstance(chain[-1].args[0], fx.Node) and views(chain[-1]):
         chain.append(chain[-1].args[0])
     s, marks = chain[-1], ctx.analysis.marks
     from spec_lang.torch_frontend.registry import Unsupported  # noqa: PLC0415
@@ -351,3 +365,52 @@ def written_value(ctx: Any, reader: fx.Node, v: Bucket, why: Any) -> Any:
     """What ``reader``, an alias of the whole storage an op wrote bucket ``v`` into, reads:
     the bucket where its shape is the bucket's; ``why`` (an Opaque) otherwise."""
     return v if shape_of(reader) == (v.total,) else why
+
+
+def piece_write(ctx: Any, t: fx.Node, v: Any, whole: Any, views: Any) -> Bucket | None:
+    """The storage's new value after an in-place op wrote ``v`` into ``t`` through one piece
+    of a flat bucket (R36b-3: ``p.grad = flat[a:b].view_as(p)``, then a second micro-batch's
+    ``p.grad.add_(g)``; Megatron's ``main_grad.add_(grad)``): the bucket with piece ``k``
+    replaced by ``v``, when ``t`` is, through nodes ``views(x)`` says relabel (:func:`along`),
+    a slice
+    marked as piece ``k`` or item ``k`` of a split into the pieces, of a node ``whole(x)`` says
+    sees all of the storage and whose value is a :class:`Bucket` (the bounds checked against
+    it at the probe and the real sizes as :func:`_slice` / :func:`_split` do), and ``v`` is a
+    value of exactly the piece's named dims (each once). None for anything else: the caller
+    leaves the storage's readers Opaque."""
+    chain = [t]
+    while chain[-1].args and isinstance(chain[-1].args[0], fx.Node) and views(chain[-1]):
+        chain.append(chain[-1].args[0])
+    s, marks = chain[-1], ctx.analysis.marks
+    from spec_lang.torch_frontend.registry import Unsupported  # noqa: PLC0415
+    if not isinstance(v, TV):
+        return None
+    try:
+        if str(s.target) == "aten.slice.Tensor" and marks.get(s, ("",))[0] == "bucketslice" \
+                and whole(s.args[0]):
+            src = ctx.env.get(s.args[0])
+            if not isinstance(src, Bucket) or shape_of(s.args[0]) != (src.total,):
+                return None
+            k, piece = marks[s][1], _slice(ctx, s, src)
+        elif s.target is operator.getitem and isinstance(s.args[0], fx.Node) \
+                and marks.get(s.args[0], ("",))[0] == "bucketsplit" and whole(s.args[0].args[0]):
+            src = ctx.env.get(s.args[0].args[0])
+            if not isinstance(src, Bucket) or shape_of(s.args[0].args[0]) != (src.total,):
+                return None
+            k = s.args[1]
+            piece = _split(ctx, s.args[0], src).values[k]
+        else:
+            return None
+    except Unsupported:
+        return None
+    if src.pieces[k] is not piece:
+        return None
+    want = [d.name for d in piece.dims[0]]
+    got = [d for dim in ctx.layout(t) for d in dim]
+    if len(set(want)) != len(want) or sorted(d.name for d in got) != sorted(want) \
+            or set(got) != set(piece.dims[0]) or tuple(v.dims) != tuple(ctx.layout(t)) \
+            or not {d.name for d in v.term.dims} <= set(want):
+        return None
+    pieces = list(src.pieces)
+    pieces[k] = TV(v.term, piece.dims)
+    return Bucket(tuple(pieces), src.numels)
