@@ -151,7 +151,8 @@ def slice_dims(n: fx.Node, a: Analysis) -> list | None:
 def split_dims(n: fx.Node, a: Analysis) -> list | None:
     """Pass 1 of ``split_with_sizes(bucket, sizes)``: the pieces' layouts when ``sizes`` are the
     pieces' numels at the probe sizes (marking ``n``); None when the source is no bucket
-    (R35b-2).
+    (R35b-2). ``split(bucket, m)`` (``aten.split.Tensor``) likewise when every piece has ``m``
+    entries; None when not (R36b-5).
 
     Raises:
         DimsError: sizes that are not the pieces' numels, or another dim than 0.
@@ -161,6 +162,12 @@ def split_dims(n: fx.Node, a: Analysis) -> list | None:
         return None
     _, _, pieces, numels = mark
     d = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
+    if str(n.target) == "aten.split.Tensor":       # flat.split(m): equal chunks (R36b-5)
+        if d not in (0, -1) or not isinstance(n.args[1], int) or set(numels) != {n.args[1]}:
+            return None                  # no pieces: the split's own rule (blocks of a dim)
+        a.marks[n] = ("bucketsplit", len(numels))
+        n.meta["bucket_piece"] = -1      # its real twin is checked by :func:`_split`
+        return [[list(dim) for dim in lay] for lay in pieces]
     if d not in (0, -1) or list(n.args[1]) != list(numels):
         raise DimsError(f"{a.where(n)}: a split of a flat bucket into sizes {list(n.args[1])} "
                         f"that are not its pieces (of {list(numels)} entries)")
@@ -219,8 +226,10 @@ def _split(ctx: Any, n: fx.Node, x: Bucket) -> Pieces:
     numels at the real sizes (the bounds of :func:`_slice`, R35b-2)."""
     mark = ctx.analysis.marks.get(n)
     dim = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
-    if mark != ("bucketsplit", len(x.numels)) or list(n.args[1]) != list(x.numels) \
-            or dim not in (0, -1):
+    equal = str(n.target) == "aten.split.Tensor"     # split(m): every piece of m (R36b-5)
+    sizes = [n.args[1]] * len(x.numels) if equal and isinstance(n.args[1], int) else n.args[1]
+    if mark != ("bucketsplit", len(x.numels)) or list(sizes) != list(x.numels) \
+            or dim not in (0, -1) or len(n.meta.get("val") or ()) != len(x.numels):
         raise ctx.fail(n, "a split of a flat bucket that is not into its pieces")
     tr = ctx.traces
     if tr is not None:
@@ -231,10 +240,13 @@ def _split(ctx: Any, n: fx.Node, x: Bucket) -> Pieces:
     if tr is not None and tr.real is not None:
         y = tr.twin(n)
         real = [_real_numel(ctx, p) for p in x.pieces]
+        ysizes = [y.args[1]] * len(real) if y is not None and equal else \
+            None if y is None else y.args[1]
         if y is None or tr.twin(n.args[0]) is not y.args[0] or None in real \
-                or sum(real) != shape_of(y.args[0])[0] or list(y.args[1]) != real:
+                or sum(real) != shape_of(y.args[0])[0] or list(ysizes) != real \
+                or len(y.meta.get("val") or ()) != len(real):
             raise ctx.fail(n, f"a split of a flat bucket into its pieces at the probe sizes but "
-                              f"into {list(y.args[1]) if y is not None else '?'} at the real "
+                              f"into {y.args[1] if y is not None else '?'} at the real "
                               f"sizes, where its pieces have {real} entries")
     for i, p in enumerate(x.pieces):
         if tuple(p.dims) != tuple(ctx.layout(n, i)):
@@ -346,7 +358,8 @@ def lower_on_bucket(ctx: Any, n: fx.Node, r: Any, args: tuple, kwargs: dict) -> 
     name = str(n.target)
     if name == "aten.slice.Tensor" and isinstance(args[0], Bucket) and not kwargs:
         return _slice(ctx, n, args[0])
-    if name == "aten.split_with_sizes.default" and isinstance(args[0], Bucket):
+    if name in ("aten.split_with_sizes.default", "aten.split.Tensor") \
+            and isinstance(args[0], Bucket):
         return _split(ctx, n, args[0])
     if name in _VIEWS and isinstance(args[0], Bucket):
         if shape_of(n) != (args[0].total,):

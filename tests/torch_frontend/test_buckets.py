@@ -393,3 +393,38 @@ def test_writes_through_no_piece_stay_unknown():
     for fn in (zeroed_first, block, selected):
         outs = _outputs(fn, a, b)
         assert all(isinstance(o, Opaque) for o in outs), (fn.__name__, outs)
+
+
+@settings(max_examples=5, deadline=None)
+@given(sizes=st.lists(st.integers(2, 5), min_size=2, max_size=2), seed=st.integers(0, 2**31))
+def test_split_into_equal_chunks_of_a_bucket_is_sound(sizes, seed):
+    """R36b-5: ``flat.split(m)`` (``aten.split.Tensor``) is the list of pieces when every piece
+    has ``m`` entries (also written through, and read after a whole-bucket write)."""
+    rng = np.random.default_rng(seed)
+    h, f = sizes
+    xs = [_t(rng, f, h), _t(rng, h, f), _t(rng, f * h)]
+
+    def fn(a, b, c):
+        flat = torch.cat([a.reshape(-1), b.reshape(-1), c]) * 2.0
+        pa, pb, pc = flat.split(a.numel())
+        vb = pb.view_as(b)
+        pc.add_(c)
+        flat.div_(3.0)
+        return pa.view_as(a), vb, pc, flat.chunk(3)[1].view_as(b)
+
+    low = check_fn(fn, *xs)
+    assert "aten.split.Tensor" in ops_of(low.gm)
+
+
+def test_split_into_chunks_that_are_no_pieces_is_unknown():
+    """``flat.split(m)`` when the pieces do not all have ``m`` entries: no pieces (UNKNOWN)."""
+    rng = np.random.default_rng(0)
+    a, b = _t(rng, 3, 4), _t(rng, 4, 3)
+
+    def halves(a, b):
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
+        return (flat.split(6)[1], flat.split(12)[1].view_as(b) * 1.0)
+
+    outs = _outputs(halves, a, b)
+    assert isinstance(outs[0], Opaque) and "not into its pieces" in outs[0].why, outs
+    assert isinstance(outs[1], TV), outs
