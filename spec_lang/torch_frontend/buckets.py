@@ -54,7 +54,7 @@ from spec_lang.torch_frontend.analysis import Analysis, shape_of
 from spec_lang.torch_frontend.dims import DimsError
 from spec_lang.torch_frontend.values import TV, Bucket, Pieces
 
-__all__ = ["PIECEWISE", "cat_dims", "slice_dims", "split_dims", "cat_term", "has_bucket",
+__all__ = ["PIECEWISE", "cat_dims", "zero_dims", "zero_bucket", "slice_dims", "split_dims", "cat_term", "has_bucket",
            "lower_on_bucket", "along", "piece_read", "piece_write", "written_value"]
 
 PIECEWISE = frozenset({
@@ -88,6 +88,56 @@ def cat_dims(n: fx.Node, a: Analysis, lays: list, d: int) -> list | None:
     a.marks[n] = ("bucket", q, pieces, tuple(shape_of(x)[0] for x in xs))
     a.marks.setdefault(("buckets",), []).append(n)
     return [[q]]
+
+
+def zero_dims(n: fx.Node, a: Analysis) -> list | None:
+    """Pass 1 of a 1-d ``torch.zeros(size)`` cut into pieces by its slices (Megatron's
+    ``main_grad`` buffer: ``buf = zeros(n)``; ``p.main_grad = buf[a:b].view_as(p)``, R36b-3;
+    views taken before a bucket is copied into it, R36b-4): a bucket of zeros (marking ``n``
+    as :func:`cat_dims` does, each piece a fresh dim of its numel, named by what the views of
+    it meet) when the slices of ``n`` along dim 0 (int bounds, step 1) are at least two
+    distinct ranges that cut ``[0, size)`` into consecutive pieces; None otherwise (the
+    factory's own fresh dim). The pieces' bounds at the real sizes are checked as each slice
+    is lowered (:func:`_slice`)."""
+    shape = shape_of(n)
+    if len(shape) != 1 or shape[0] < 2:
+        return None
+    spans = set()
+    for u in n.users:
+        if str(u.target) != "aten.slice.Tensor" or u.args[0] is not n or u.kwargs \
+                or (u.args[1] if len(u.args) > 1 else 0) not in (0, -1):
+            continue
+        b = _bounds(u, shape[0])
+        if b is None or b[0] >= b[1]:
+            return None
+        spans.add(b)
+    ordered, at = sorted(spans), 0
+    for lo, hi in ordered:
+        if lo != at:
+            return None            # a gap or an overlap: no pieces
+        at = hi
+    if len(ordered) < 2 or at != shape[0]:
+        return None
+    numels = tuple(hi - lo for lo, hi in ordered)
+    q = a.dims.fresh(shape[0], a.where(n))
+    pieces = [[[a.dims.fresh(m, a.where(n))] if m != 1 else []] for m in numels]
+    a.marks[n] = ("bucket", q, pieces, numels)
+    a.marks.setdefault(("buckets",), []).append(n)
+    return [[q]]
+
+
+def zero_bucket(ctx: Any, n: fx.Node, zero: Any) -> Bucket:
+    """Pass 2 of :func:`zero_dims`: the bucket whose pieces are ``zero`` (a term) in the
+    layouts of the slices that cut it (each piece is some slice's)."""
+    _, _, _, numels = ctx.analysis.marks[n]
+    lays: dict[int, Any] = {}
+    for u in n.users:
+        mark = ctx.analysis.marks.get(u, ("",))
+        if mark[0] == "bucketslice":
+            lays.setdefault(mark[1], ctx.layout(u))
+    if sorted(lays) != list(range(len(numels))):
+        raise ctx.fail(n, "internal: a piece of a zeroed flat buffer with no slice")
+    return Bucket(tuple(TV(zero, lays[k]) for k in range(len(numels))), numels)
 
 
 def _bounds(n: fx.Node, size: int) -> tuple[int, int] | None:
