@@ -54,8 +54,9 @@ from spec_lang.torch_frontend.analysis import Analysis, shape_of
 from spec_lang.torch_frontend.dims import DimsError
 from spec_lang.torch_frontend.values import TV, Bucket, Pieces
 
-__all__ = ["PIECEWISE", "cat_dims", "zero_dims", "zero_bucket", "slice_dims", "split_dims", "cat_term", "has_bucket",
-           "lower_on_bucket", "along", "piece_read", "piece_write", "written_value"]
+__all__ = ["PIECEWISE", "cat_dims", "zero_dims", "zero_bucket", "slice_dims", "split_dims",
+           "cat_term", "has_bucket", "lower_on_bucket", "along", "piece_read", "piece_write",
+           "written_value"]
 
 PIECEWISE = frozenset({
     "aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",
