@@ -520,7 +520,8 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
             continue
         base, full = roots[t]
         whole, follows = (lambda x, b=base: roots.get(x) == (b, True)), along(roots, RELABEL_VIEWS)
-        b = None if full or isinstance(v, Opaque) else piece_write(ctx, t, v, whole, follows)
+        b = None if full or isinstance(v, Opaque) or not named_path(ctx.analysis, t, base, roots) \
+            else piece_write(ctx, t, v, whole, follows)
         v, full = (v, full) if b is None else (b, True)    # through one piece of a bucket R36b-3
         for r in readers.get(base, ()):
             if r not in ctx.env or r is n:
