@@ -22,7 +22,10 @@ So, in the capture child (:func:`install`, before the dispatcher's snapshot is t
   file: :func:`importing`), is recorded and refused when the capture ends even if the error
   was caught. ``dist.all_reduce``, ``pg.allreduce``, functional collectives
   (``funcol.all_reduce``, a ``DTensor``'s) and ``all_gather_object`` all reach these operators.
-  A barrier (``barrier``, ``monitored_barrier_``) has no value and is left alone.
+  A barrier (``barrier``, ``monitored_barrier_``) has no value and is left alone; but
+  ``dist.monitored_barrier`` (and ``ProcessGroup`` / ``Backend.monitored_barrier``) raises on
+  every backend but gloo, the fake one too, so a call in the train file's code is refused
+  (R36c-3: the error caught, the step took another branch in the capture only).
 
 At import (pass-throughs outside the train file's code):
 
@@ -99,18 +102,21 @@ def _recorder() -> Any:
     return thread_guard.ACTIVE[0] or _IMPORTING[0]
 
 
-def note(what: str) -> str | None:
-    """Record ``"<train file>:<line>: <what> (...)"`` in the running capture's guard (refused
-    when it ends, even if the train file caught the error) and return it; None (nothing
-    recorded) outside the train file's code."""
+_FROM_RANKS = ("in the real run the value comes from the other ranks, in the capture from "
+               "nothing, and code that reads it takes another branch")
+
+
+def note(what: str, why: str = _FROM_RANKS) -> str | None:
+    """Record ``"<train file>:<line>: <what>; refused even if the error is caught (...): <why>"``
+    in the running capture's guard (refused when it ends, even if the train file caught the
+    error) and return it; None (nothing recorded) outside the train file's code."""
     from spec_lang.torch_frontend import thread_guard
 
     g = _recorder()
     if g is None:
         return None
     msg = (f"{g.path}:{thread_guard.user_line(g.path)}: {what}; refused even if the error is "
-           "caught (R35a-1, R35d-3, R35d-6): in the real run the value comes from the other "
-           "ranks, in the capture from nothing, and code that reads it takes another branch")
+           f"caught (R35a-1, R35d-3, R35d-6): {why}")
     g.found.append(msg)
     return msg
 
@@ -184,6 +190,22 @@ def _refusing_method(cls: type, name: str, original: Any) -> Any:
     return method
 
 
+_BY_BACKEND = ("code that catches the error takes a branch the capture cannot tell from the "
+               "real run's")
+
+
+def _monitored_barrier(label: str, original: Any) -> Any:
+    def barrier(*a: Any, **k: Any) -> Any:
+        msg = note(f"{label}: gloo runs it, nccl and the capture's fake backend raise "
+                   "(use dist.barrier: a barrier has no value to check)", _BY_BACKEND)
+        if msg is not None:
+            _raise(msg, "")
+        return original(*a, **k)
+    barrier.__name__ = "monitored_barrier"
+    barrier.__wrapped__ = original           # type: ignore[attr-defined]
+    return barrier
+
+
 def _store_init(cls: type, original: Any) -> Any:
     def __init__(self: Any, *a: Any, **k: Any) -> None:  # noqa: N807
         msg = note(f"the train file makes its own key-value store ({cls.__name__}): the "
@@ -249,6 +271,18 @@ def _wrap_classes() -> None:
         for name in _BACKEND_METHODS:
             if name in vars(cls):
                 setattr(cls, name, _refusing_method(cls, name, vars(cls)[name]))
+    # monitored_barrier: gloo's only, a ValueError on the fake backend (R36c-3); a barrier
+    # has no value, dropping it changes nothing computed: use dist.barrier
+    for cls in (_c10d.ProcessGroup, _c10d.Backend):
+        if "monitored_barrier" in vars(cls):
+            cls.monitored_barrier = _monitored_barrier(f"{cls.__name__}.monitored_barrier",
+                                                       vars(cls)["monitored_barrier"])
+    c10d = sys.modules["torch.distributed.distributed_c10d"]
+    mb = vars(c10d)["monitored_barrier"]
+    wrapped = _monitored_barrier("dist.monitored_barrier", mb)
+    for m in (c10d, sys.modules["torch.distributed"]):
+        if vars(m).get("monitored_barrier") is mb:
+            m.monitored_barrier = wrapped
     for cls in (_c10d.TCPStore, _c10d.FileStore, _c10d.HashStore):
         cls.__init__ = _store_init(cls, vars(cls)["__init__"])
     _c10d.PrefixStore.__init__ = _prefix_init(vars(_c10d.PrefixStore)["__init__"])

@@ -54,7 +54,13 @@ for it (R33b-1). This module adds one more way to be that axis, by what the grou
 * ``backend="gloo"`` (or a device map of gloo only, ``"cpu:gloo"``) while
   ``dist.Backend``'s registries are torch's: the group is made on the world's fake backend, as
   the mesh's groups are (Megatron's gloo duplicate of every dp group, R35c-3); any other
-  ``backend=`` or ``pg_options=`` makes the group no axis (R35c-1).
+  ``backend=`` or ``pg_options=`` makes the group no axis (R35c-1). So does a group made while
+  ``torch.distributed``'s modules or classes differ from ``pp_guard``'s snapshot, taken before
+  the train file (R36c-1, R36d-2, R36d-3: ``ProcessGroupGloo.__init__`` replaced; the fake world
+  never constructs it, the real run does).
+* Refused even if caught (:func:`fake_answers.note`): a ``new_group`` the real backend could
+  fail to make where the fake one does not (a negative ``timeout=``, the backend's environment
+  changed since the launch: R36d-1), and one that raises in the capture.
 
 Not covered: a functional collective given such a group (``funcol.all_reduce(t, "sum", pg)``)
 carries the group's own name, which names no axis: UNKNOWN, as before. The c10d all-gather /
@@ -74,7 +80,8 @@ from torch.distributed import ProcessGroup
 from torch.distributed import distributed_c10d as c10d
 import torch.testing._internal.distributed.fake_pg  # noqa: F401 -- registers "fake" first
 
-from spec_lang.torch_frontend.fake_answers import prefix_log
+from spec_lang.torch_frontend.fake_answers import note, prefix_log
+from spec_lang.torch_frontend.pp_guard import current_snapshot, modified
 
 __all__ = ["Made", "backends", "watch", "world_made", "world_gone", "axis_of", "mesh_used",
            "made_log", "check_traces"]
@@ -162,7 +169,7 @@ def world_made(axis_ranks: Mapping[str, Sequence[int]], rank: int) -> None:
     w = c10d._world  # noqa: SLF001
     default = c10d._get_default_group()  # noqa: SLF001
     _WORLD.update(world=w, pg_map=w.pg_map, default=default, store=w.pg_map[default][1],
-                  entry=w.pg_map[default])
+                  entry=w.pg_map[default], env=_backend_env())
     _ON[0] = True
 
 
@@ -206,9 +213,47 @@ def _tampered() -> bool:
     except Exception:  # noqa: BLE001
         return True
     try:
-        return hasattr(c10d._get_default_group(), "new_group")  # noqa: SLF001
+        if hasattr(c10d._get_default_group(), "new_group"):  # noqa: SLF001
+            return True
     except Exception:  # noqa: BLE001
         return True
+    # torch.distributed's modules and classes as torch ships them (pp_guard's snapshot, taken
+    # before the train file): ProcessGroupGloo.__init__ replaced builds the real run's group over
+    # another rendezvous, or over this rank alone; the fake world never constructs it (R36c-1,
+    # R36d-2, R36d-3)
+    return bool(modified(current_snapshot(), {}))
+
+
+# what torch's backends read from the environment when a group is made (gloo: the interface,
+# the transport; nccl: its own variables): set between the launch and a new_group, the real
+# group's construction can raise where the fake one cannot (R36d-1)
+_BACKEND_ENV = ("GLOO_", "TORCH_GLOO_", "NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
+_RAISES = ("dist.new_group can raise in the real run where the capture's fake backend cannot, "
+           "or the other way round: code that catches the error takes a branch the capture "
+           "cannot tell from the real run's")
+
+
+def _backend_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k.startswith(_BACKEND_ENV)}
+
+
+def _raises_in_real_run(b: inspect.BoundArguments) -> str | None:
+    """Why torch's real backend could raise making this group where the fake one does not: a
+    negative ``timeout=`` (gloo: "timeout.count() >= 0"), or the backend's environment changed
+    since the world was made (``GLOO_SOCKET_IFNAME`` set to an interface this host lacks), R36d-1."""
+    from datetime import timedelta
+
+    t = b.arguments.get("timeout")
+    if isinstance(t, timedelta) and t < timedelta(0):
+        return f"a negative timeout ({t.total_seconds():g} s)"
+    env = _backend_env()
+    if env != _WORLD.get("env"):
+        was = _WORLD.get("env", {})
+        keys = sorted(k for k in set(env) | set(was) if env.get(k) != was.get(k))
+        return f"the environment its backend reads changed since the launch ({', '.join(keys)})"
+    return None
 
 
 # torch's gloo, which every build has and which raises nothing the fake backend does not (the
@@ -250,8 +295,21 @@ def _new_group(*args: Any, **kwargs: Any) -> Any:
     if asked is not None and _builtin_backend(asked) and not _tampered():
         b.arguments["backend"] = asked = None
     clean = (not _tampered() and asked is None and b.arguments.get("pg_options") is None)
+    why = _raises_in_real_run(b)
+    if why is not None:
+        from spec_lang.errors import PlanError
+
+        msg = note(f"dist.new_group with {why}", _RAISES)
+        if msg is not None:
+            raise PlanError(msg)
+        clean = False
     first = len(prefix_log())
-    pg = _ORIGINAL(*b.args, **b.kwargs)
+    try:
+        pg = _ORIGINAL(*b.args, **b.kwargs)
+    except Exception as e:
+        note(f"dist.new_group raised in the capture's fake world ({type(e).__name__}: {e})",
+             _RAISES)
+        raise
     clean = clean and not _tampered()
     if not ints:
         _MADE.append(Made((), None, local))

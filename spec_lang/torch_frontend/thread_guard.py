@@ -18,7 +18,10 @@ So while the capture runs the train file's code (``build_model``, ``make_batch``
 * the functions that start a thread or a process are wrapped (``threading.Thread.start``,
   ``threading``'s ``_start_new_thread`` / ``_start_joinable_thread``, ``_thread``'s
   ``start_new_thread`` / ``start_new`` / ``start_joinable_thread``,
-  ``multiprocessing``'s ``BaseProcess.start``, ``os.fork`` / ``os.forkpty``): a call raises
+  ``multiprocessing``'s ``BaseProcess.start``, ``os.fork`` / ``os.forkpty``, and what starts a
+  program: ``subprocess.Popen`` (``run``, ``check_output``, ``os.popen``), ``_posixsubprocess.
+  fork_exec``, ``os.posix_spawn`` / ``posix_spawnp``, ``os.system``, ``os.execv`` / ``execve``:
+  R36c-2, a ``TCPStore`` client in ``python -c`` read the launcher's store): a call raises
   and is recorded (refused at the end even if the train file caught the error);
 * a train file can hold the original functions (taken when imported), so threads are also
   *counted*: the Python threads alive (``sys._current_frames()``, ``threading.enumerate()``,
@@ -144,6 +147,9 @@ def _starters() -> list[tuple[Any, str, str]]:
     """``(owner, attribute, label)`` of every function that starts a thread or a process."""
     import multiprocessing.process as mp
     import os
+    import subprocess
+
+    import _posixsubprocess
 
     out = [(threading.Thread, "start", "threading.Thread.start")]
     out += [(threading, n, f"threading.{n}") for n in ("_start_new_thread",
@@ -154,6 +160,14 @@ def _starters() -> list[tuple[Any, str, str]]:
             if hasattr(_thread, n)]
     out += [(mp.BaseProcess, "start", "multiprocessing's Process.start")]
     out += [(os, n, f"os.{n}") for n in ("fork", "forkpty") if hasattr(os, n)]
+    # a program started (R36c-2: a TCPStore client in `python -c` read the launcher's store):
+    # subprocess (Popen, run, check_output, os.popen) through its class and the fork_exec it
+    # holds, posix_spawn, os.system and the exec family
+    out += [(subprocess.Popen, "_execute_child", "subprocess.Popen")]
+    out += [(m, n, f"{m.__name__}.{n}") for m, n in (
+        (subprocess, "_fork_exec"), (_posixsubprocess, "fork_exec"), (os, "posix_spawn"),
+        (os, "posix_spawnp"), (os, "system"), (os, "execv"), (os, "execve"))
+        if vars(m).get(n) is not None]
     return out
 
 

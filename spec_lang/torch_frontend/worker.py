@@ -51,6 +51,7 @@ def main(argv: list[str]) -> int:
         with importing(path):   # a store or a collective when imported (R35d-6)
             tf = read_train_file(path, Path(spec["source"]).read_bytes())
         _refuse_kernels(path, kernel_changes(), "when imported")
+        _refuse_distributed(path)
         step_starts()           # a kernel registered from now on is the train file's (R32b-3)
         if spec["coords"] is not None and dict(tf.mesh) != mesh:
             raise PlanError(f"{path}:1: the train file declares the mesh {dict(tf.mesh)} when "
@@ -74,6 +75,25 @@ def main(argv: list[str]) -> int:
     except SpecLangError as e:
         Path(out).write_bytes(b"ERROR\n" + str(e).encode())
     return 0
+
+
+def _refuse_distributed(path: str) -> None:
+    """Refuse a train file that left ``torch.distributed`` modified when imported (R36c-1,
+    r36c_06: ``ProcessGroupGloo.__init__`` replaced at import crossed the real run's mesh
+    groups, made by the launcher after the import; the capture's fake world constructs none).
+
+    Raises:
+        PlanError: naming up to three of the attributes that differ from torch's.
+    """
+    from spec_lang.errors import PlanError
+    from spec_lang.torch_frontend.pp_guard import current_snapshot, modified
+
+    what = modified(current_snapshot(), {})
+    if what:
+        raise PlanError(f"{path}:1: torch.distributed was modified when the train file was "
+                        f"imported: {', '.join(what[:3])} is not torch's own, and the real run "
+                        "makes its process groups with it; leave torch.distributed as torch "
+                        "ships it")
 
 
 def _refuse_kernels(path: str, changes: list[str], when: str) -> None:

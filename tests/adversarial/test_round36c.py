@@ -47,45 +47,43 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND36C / name, tmp_path)
 
 
-# -- findings (open: strict xfail) --------------------------------------------------------------
+# -- findings: R36c-1..3 fixed (asserted), R36c-4 open (strict xfail) ---------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36c-1: the dp groups' gloo backends meet under the "
-                   "other group's prefix in the real run only (ProcessGroupGloo.__init__ "
-                   "replaced); the capture's fake groups are right")
 def test_r36c_1_gloo_init_crossed_is_not_accepted(tmp_path):
     """EQUIVALENT at 072d231 (4 goals, 103 s); truth w1 0.0078 / w2 0.0069 (ranks 0, 1),
-    0.0067 / 0.0076 (ranks 2, 3)."""
+    0.0067 / 0.0076 (ranks 2, 3). Fixed (R36c-1): a group made while
+    ``ProcessGroupGloo.__init__`` is not torch's is no axis: exit 3 (105 s)."""
     out = _prove("r36c_01_dp_tp_new_group_gloo_init_crossed.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "no mesh axis's group" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36c-1: the mesh's dp groups cross in the real run "
-                   "only (ProcessGroupGloo.__init__ replaced at import, restored in "
-                   "build_model); the capture never makes gloo")
 def test_r36c_1_mesh_gloo_init_crossed_at_import_is_not_accepted(tmp_path):
-    """EQUIVALENT at 072d231 (4 goals, 128 s); truth as r36c_01."""
+    """EQUIVALENT at 072d231 (4 goals, 128 s); truth as r36c_01. Fixed (R36c-1): torch.distributed
+    modified when imported is refused: exit 3 (15 s)."""
     out = _prove("r36c_06_dp_tp_mesh_gloo_init_crossed_at_import.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "torch.distributed was modified when the train file was " \
+        "imported: torch.distributed.distributed_c10d.ProcessGroupGloo.__init__" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36c-2: a TCPStore client made in a child process "
-                   "counts the ranks; the capture's wrappers are not in that process")
 def test_r36c_2_subprocess_tcpstore_is_not_accepted(tmp_path):
-    """EQUIVALENT at 072d231 (4 goals, 84 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 072d231 (4 goals, 84 s); truth w1 0.0070, w2 0.0093.
+    Fixed (R36c-2): a program started
+    in the train file's code is refused: exit 3 (23 s)."""
     out = _prove("r36c_02_dp_subprocess_tcpstore_client_count_lr.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "starts a thread or a process (subprocess.Popen)" in out["_err"], \
+        out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36c-3: monitored_barrier raises ValueError on the "
-                   "fake backend only; caught, the capture takes the spec's learning rate")
 def test_r36c_3_monitored_barrier_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 072d231 (4 goals, 18 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 072d231 (4 goals, 18 s); truth w1 0.0070, w2 0.0093.
+    Fixed (R36c-3): monitored_barrier in the
+    train file's code is refused even if caught: exit 3 (21 s)."""
     out = _prove("r36c_03_dp_monitored_barrier_caught_lr.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "dist.monitored_barrier: gloo runs it" in out["_err"], out
 
 
 @pytest.mark.slow

@@ -41,42 +41,41 @@ def _equivalent(out: dict) -> bool:
     return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
 
 
-# -- findings (open: strict xfail asserting the right outcome) ---------------------------------
+# -- findings R36d-1..3: fixed (asserted) ------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36d-1: GLOO_SOCKET_IFNAME makes torch's gloo raise in "
-                   "the real run only; the capture makes the group on the fake backend")
 def test_r36d_1_gloo_bad_ifname_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 072d231 (26 s); truth w1 0.0088, w2 0.018 (no gradient all-reduce)."""
+    """EQUIVALENT at 072d231 (26 s); truth w1 0.0088, w2 0.018 (no gradient all-reduce).
+    Fixed (R36d-1): the backend's
+    environment changed since the launch is refused even if caught: exit 3 (20 s)."""
     out = _prove("r36d_03_dp_gloo_bad_ifname_caught_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "changed since the launch (GLOO_SOCKET_IFNAME)" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36d-1: a negative timeout makes gloo raise in the real "
-                   "run only; the fake backend ignores the timeout")
 def test_r36d_1_gloo_negative_timeout_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 072d231 (82 s loaded); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at 072d231 (82 s loaded); truth w1 0.0088, w2 0.018.
+    Fixed (R36d-1): a negative timeout
+    is refused even if caught: exit 3 (15 s)."""
     out = _prove("r36d_07_dp_gloo_negative_timeout_caught_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "dist.new_group with a negative timeout (-1 s)" in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36d-2: ProcessGroupGloo.__init__ replaced around "
-                   "new_group(backend='gloo'); vars(ProcessGroupGloo) is not compared")
 def test_r36d_2_gloo_init_replaced_is_not_accepted(tmp_path):
-    """EQUIVALENT at 072d231 (59 s loaded); truth w1 0.0067, w2 0.010 (a no-op group)."""
+    """EQUIVALENT at 072d231 (59 s loaded); truth w1 0.0067, w2 0.010 (a no-op group).
+    Fixed (R36d-2): with ``__init__`` not
+    torch's the group is made as asked, gloo on the fake store, which fails: exit 3 (14 s)."""
     out = _prove("r36d_04_dp_gloo_init_replaced_solo_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36d-3: the real world's backend class constructor "
-                   "replaced around a plain new_group(ranks); the fake world never calls it")
 def test_r36d_3_plain_new_group_backend_init_replaced_is_not_accepted(tmp_path):
-    """EQUIVALENT at 072d231 (64 s loaded); truth w1 0.0067, w2 0.010."""
+    """EQUIVALENT at 072d231 (64 s loaded); truth w1 0.0067, w2 0.010. Fixed (R36d-3): a group made
+    while ``__init__`` is not torch's is no axis: UNKNOWN (60 s)."""
     out = _prove("r36d_09_dp_plain_new_group_gloo_init_replaced_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 2 and out.get("verdict") == "UNKNOWN", out
 
 
 # -- sound outcomes (asserted) ------------------------------------------------------------------

@@ -205,3 +205,19 @@ def test_a_group_store_over_another_store_is_no_axis():
             c10d.PrefixStore.__init__ = init
         assert new_groups.axis_of(g)[0] is None
         assert fake_answers.prefix_log()
+
+
+@pytest.mark.parametrize("call", [
+    lambda g: dist.monitored_barrier(group=g, wait_all_ranks=True),
+    lambda g: c10d.monitored_barrier(group=g),
+    lambda g: g.monitored_barrier(),
+])
+def test_monitored_barrier_is_refused_even_if_caught(world, call):
+    """R36c-3: gloo runs it, the fake backend raises: the train file's fallback is refused."""
+    _refused(rf"{HERE}:\d+: dist.monitored_barrier|ProcessGroup.monitored_barrier",
+             lambda: call(world))
+
+
+def test_monitored_barrier_outside_the_train_files_code_is_torchs(world):
+    with pytest.raises(ValueError, match="only implemented for GLOO"):
+        dist.monitored_barrier(group=world)

@@ -282,3 +282,74 @@ def test_default_group_entry_replaced_is_tampering():
         finally:
             w.pg_map[default] = entry
         assert not new_groups._tampered()  # noqa: SLF001
+
+
+@pytest.fixture
+def snapshot():
+    """pp_guard's snapshot of torch.distributed taken now, as the capture child takes it before
+    the train file is imported; none again afterwards (other tests take a fresh one)."""
+    from spec_lang.torch_frontend import pp_guard
+
+    new_groups.watch()          # as the capture child: new_group watched, then the snapshot
+    pp_guard.take_snapshot()
+    yield
+    pp_guard._SNAPSHOT[0] = None  # noqa: SLF001
+
+
+def test_backend_class_constructor_replaced_is_tampering(monkeypatch, snapshot):
+    """R36d-2 / R36d-3 / R36c-1: ``ProcessGroupGloo.__init__`` replaced (the real run's group
+    built over another rendezvous, or this rank alone) is tampering: the group is no axis."""
+    from torch._C import _distributed_c10d as C
+
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        assert not new_groups._tampered()  # noqa: SLF001
+        monkeypatch.setattr(C.ProcessGroupGloo, "__init__",
+                            lambda self, *a, **k: None)
+        assert new_groups._tampered()  # noqa: SLF001
+        g = dist.new_group([0, 2])          # dp's ranks through rank 2
+        assert new_groups.axis_of(g) == (None, None)
+        monkeypatch.undo()
+        assert not new_groups._tampered()  # noqa: SLF001
+        assert new_groups.axis_of(dist.new_group([0, 2]))[0] == "dp"
+
+
+def test_a_negative_timeout_or_a_backend_env_change_is_refused_even_if_caught(monkeypatch):
+    """R36d-1: torch's gloo raises for a negative ``timeout=`` and for ``GLOO_SOCKET_IFNAME``
+    naming no interface; the fake backend does not: refused in the train file's code even
+    when the train file catches the error."""
+    from datetime import timedelta
+
+    from spec_lang.torch_frontend.thread_guard import threads_refused
+
+    def caught(fn):
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 -- the train file's fallback
+            pass
+
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        with pytest.raises(PlanError, match=r"test_new_groups.py:\d+: dist.new_group with a "
+                           r"negative timeout .*refused even if the error is caught"):
+            with threads_refused(__file__):
+                caught(lambda: dist.new_group([0, 2], timeout=timedelta(seconds=-1)))
+        monkeypatch.setenv("GLOO_SOCKET_IFNAME", "no-such-if0")
+        with pytest.raises(PlanError, match=r"changed since the launch \(GLOO_SOCKET_IFNAME\)"):
+            with threads_refused(__file__):
+                caught(lambda: dist.new_group([0, 2], backend="gloo"))
+        monkeypatch.undo()
+        with threads_refused(__file__):     # as launched, a timeout of 0 s: as before
+            assert new_groups.axis_of(dist.new_group([0, 2], timeout=timedelta(0)))[0] == "dp"
+
+
+def test_new_group_raising_in_the_fake_world_is_refused_even_if_caught():
+    """torch's ``new_group`` raising in the capture (here ``backend="nccl"`` on a CPU build)
+    may not raise in the real run: the train file's fallback is refused."""
+    from spec_lang.torch_frontend.thread_guard import threads_refused
+
+    with fake_world(MESH, {"dp": 1, "tp": 0}):
+        with pytest.raises(PlanError, match=r"dist.new_group raised in the capture's fake world"):
+            with threads_refused(__file__):
+                try:
+                    dist.new_group([0, 2], backend="nccl")
+                except Exception:  # noqa: BLE001
+                    pass

@@ -339,3 +339,36 @@ def test_value_hint_says_what_to_do_for_a_value_read():
 
     assert value_hint(GuardOnDataDependentSymNode("Could not guard on zuf0")) == value_hint(fmt)
     assert value_hint(RuntimeError("Attempting to broadcast a dimension of length 32")) == ""
+
+
+@pytest.mark.parametrize("start", [
+    lambda: __import__("subprocess").run(["true"], check=False),
+    lambda: __import__("subprocess").check_output(["true"]),
+    lambda: os.popen("true").read(),
+    lambda: os.system("true"),
+    lambda: os.posix_spawn("/bin/true", ["true"], {}),
+    lambda: os.execv("/bin/true", ["true"]),
+])
+def test_a_program_started_is_refused_even_if_caught(start):
+    """R36c-2: a ``TCPStore`` client in ``python -c`` read the launcher's store in the real
+    run only; any program the train file starts is refused, the error caught or not, and the
+    functions are torch's... Python's again afterwards."""
+    import subprocess
+
+    before = (subprocess.Popen._execute_child, os.system, os.posix_spawn, os.execv)  # noqa: SLF001
+    with pytest.raises(PlanError, match=r"starts a thread or a process \((subprocess|os\.)"):
+        with threads_refused(HERE):
+            try:
+                start()
+            except Exception:  # noqa: BLE001
+                pass
+    assert (subprocess.Popen._execute_child, os.system, os.posix_spawn, os.execv) == before  # noqa: SLF001
+
+
+def test_programs_stay_refused_in_make_batch():
+    import subprocess
+
+    with pytest.raises(PlanError, match=r"subprocess.Popen"):
+        with threads_refused(HERE):
+            with thread_guard.threads_let(HERE):
+                subprocess.run(["true"], check=False)
