@@ -54,8 +54,9 @@ from spec_lang.torch_frontend.analysis import Analysis, shape_of
 from spec_lang.torch_frontend.dims import DimsError
 from spec_lang.torch_frontend.values import TV, Bucket, Pieces
 
-__all__ = ["PIECEWISE", "cat_dims", "slice_dims", "split_dims", "cat_term", "has_bucket",
-           "lower_on_bucket", "piece_read", "written_value"]
+__all__ = ["PIECEWISE", "cat_dims", "zero_dims", "zero_bucket", "slice_dims", "split_dims",
+           "cat_term", "has_bucket", "lower_on_bucket", "along", "piece_read", "piece_write",
+           "written_value"]
 
 PIECEWISE = frozenset({
     "aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",
@@ -88,6 +89,56 @@ def cat_dims(n: fx.Node, a: Analysis, lays: list, d: int) -> list | None:
     a.marks[n] = ("bucket", q, pieces, tuple(shape_of(x)[0] for x in xs))
     a.marks.setdefault(("buckets",), []).append(n)
     return [[q]]
+
+
+def zero_dims(n: fx.Node, a: Analysis) -> list | None:
+    """Pass 1 of a 1-d ``torch.zeros(size)`` cut into pieces by its slices (Megatron's
+    ``main_grad`` buffer: ``buf = zeros(n)``; ``p.main_grad = buf[a:b].view_as(p)``, R36b-3;
+    views taken before a bucket is copied into it, R36b-4): a bucket of zeros (marking ``n``
+    as :func:`cat_dims` does, each piece a fresh dim of its numel, named by what the views of
+    it meet) when the slices of ``n`` along dim 0 (int bounds, step 1) are at least two
+    distinct ranges that cut ``[0, size)`` into consecutive pieces; None otherwise (the
+    factory's own fresh dim). The pieces' bounds at the real sizes are checked as each slice
+    is lowered (:func:`_slice`)."""
+    shape = shape_of(n)
+    if len(shape) != 1 or shape[0] < 2:
+        return None
+    spans = set()
+    for u in n.users:
+        if str(u.target) != "aten.slice.Tensor" or u.args[0] is not n or u.kwargs \
+                or (u.args[1] if len(u.args) > 1 else 0) not in (0, -1):
+            continue
+        b = _bounds(u, shape[0])
+        if b is None or b[0] >= b[1]:
+            return None
+        spans.add(b)
+    ordered, at = sorted(spans), 0
+    for lo, hi in ordered:
+        if lo != at:
+            return None            # a gap or an overlap: no pieces
+        at = hi
+    if len(ordered) < 2 or at != shape[0]:
+        return None
+    numels = tuple(hi - lo for lo, hi in ordered)
+    q = a.dims.fresh(shape[0], a.where(n))
+    pieces = [[[a.dims.fresh(m, a.where(n))] if m != 1 else []] for m in numels]
+    a.marks[n] = ("bucket", q, pieces, numels)
+    a.marks.setdefault(("buckets",), []).append(n)
+    return [[q]]
+
+
+def zero_bucket(ctx: Any, n: fx.Node, zero: Any) -> Bucket:
+    """Pass 2 of :func:`zero_dims`: the bucket whose pieces are ``zero`` (a term) in the
+    layouts of the slices that cut it (each piece is some slice's)."""
+    _, _, _, numels = ctx.analysis.marks[n]
+    lays: dict[int, Any] = {}
+    for u in n.users:
+        mark = ctx.analysis.marks.get(u, ("",))
+        if mark[0] == "bucketslice":
+            lays.setdefault(mark[1], ctx.layout(u))
+    if sorted(lays) != list(range(len(numels))):
+        raise ctx.fail(n, "internal: a piece of a zeroed flat buffer with no slice")
+    return Bucket(tuple(TV(zero, lays[k]) for k in range(len(numels))), numels)
 
 
 def _bounds(n: fx.Node, size: int) -> tuple[int, int] | None:
@@ -151,7 +202,8 @@ def slice_dims(n: fx.Node, a: Analysis) -> list | None:
 def split_dims(n: fx.Node, a: Analysis) -> list | None:
     """Pass 1 of ``split_with_sizes(bucket, sizes)``: the pieces' layouts when ``sizes`` are the
     pieces' numels at the probe sizes (marking ``n``); None when the source is no bucket
-    (R35b-2).
+    (R35b-2). ``split(bucket, m)`` (``aten.split.Tensor``) likewise when every piece has ``m``
+    entries; None when not (R36b-5).
 
     Raises:
         DimsError: sizes that are not the pieces' numels, or another dim than 0.
@@ -161,6 +213,12 @@ def split_dims(n: fx.Node, a: Analysis) -> list | None:
         return None
     _, _, pieces, numels = mark
     d = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
+    if str(n.target) == "aten.split.Tensor":       # flat.split(m): equal chunks (R36b-5)
+        if d not in (0, -1) or not isinstance(n.args[1], int) or set(numels) != {n.args[1]}:
+            return None                  # no pieces: the split's own rule (blocks of a dim)
+        a.marks[n] = ("bucketsplit", len(numels))
+        n.meta["bucket_piece"] = -1      # its real twin is checked by :func:`_split`
+        return [[list(dim) for dim in lay] for lay in pieces]
     if d not in (0, -1) or list(n.args[1]) != list(numels):
         raise DimsError(f"{a.where(n)}: a split of a flat bucket into sizes {list(n.args[1])} "
                         f"that are not its pieces (of {list(numels)} entries)")
@@ -219,8 +277,10 @@ def _split(ctx: Any, n: fx.Node, x: Bucket) -> Pieces:
     numels at the real sizes (the bounds of :func:`_slice`, R35b-2)."""
     mark = ctx.analysis.marks.get(n)
     dim = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
-    if mark != ("bucketsplit", len(x.numels)) or list(n.args[1]) != list(x.numels) \
-            or dim not in (0, -1):
+    equal = str(n.target) == "aten.split.Tensor"     # split(m): every piece of m (R36b-5)
+    sizes = [n.args[1]] * len(x.numels) if equal and isinstance(n.args[1], int) else n.args[1]
+    if mark != ("bucketsplit", len(x.numels)) or list(sizes) != list(x.numels) \
+            or dim not in (0, -1) or len(n.meta.get("val") or ()) != len(x.numels):
         raise ctx.fail(n, "a split of a flat bucket that is not into its pieces")
     tr = ctx.traces
     if tr is not None:
@@ -231,10 +291,13 @@ def _split(ctx: Any, n: fx.Node, x: Bucket) -> Pieces:
     if tr is not None and tr.real is not None:
         y = tr.twin(n)
         real = [_real_numel(ctx, p) for p in x.pieces]
+        ysizes = [y.args[1]] * len(real) if y is not None and equal else \
+            None if y is None else y.args[1]
         if y is None or tr.twin(n.args[0]) is not y.args[0] or None in real \
-                or sum(real) != shape_of(y.args[0])[0] or list(y.args[1]) != real:
+                or sum(real) != shape_of(y.args[0])[0] or list(ysizes) != real \
+                or len(y.meta.get("val") or ()) != len(real):
             raise ctx.fail(n, f"a split of a flat bucket into its pieces at the probe sizes but "
-                              f"into {list(y.args[1]) if y is not None else '?'} at the real "
+                              f"into {y.args[1] if y is not None else '?'} at the real "
                               f"sizes, where its pieces have {real} entries")
     for i, p in enumerate(x.pieces):
         if tuple(p.dims) != tuple(ctx.layout(n, i)):
@@ -242,15 +305,29 @@ def _split(ctx: Any, n: fx.Node, x: Bucket) -> Pieces:
     return Pieces(tuple(x.pieces))
 
 
+def along(roots: Mapping[fx.Node, Any], views: Any) -> Any:
+    """Whether node ``x`` is its first argument relabelled: an op named in ``views``, or an
+    in-place op (its result is the tensor it wrote: ``p.grad.add_(g)``'s result is ``p.grad``,
+    R36b-3), of the same storage and extent (``roots``, as ``lower._storage_roots``)."""
+    from spec_lang.torch_frontend.registry import RULES  # noqa: PLC0415
+
+    def follows(x: fx.Node) -> bool:
+        name = str(x.target)
+        return name in views or (getattr(RULES.get(name), "inplace", False)
+                                 and x in roots and roots.get(x) == roots.get(x.args[0]))
+    return follows
+
+
 def piece_read(ctx: Any, r: fx.Node, v: Bucket, whole: Any, views: Any, why: Any) -> Any:
     """What ``r`` reads after bucket ``v`` was written into the whole storage ``r`` is part of
     (R35b-1: ``p.grad = flat[a:b].view_as(p)``, then ``flat.div_(n)``): piece ``k`` of ``v``
-    when ``r`` is, through the relabelling ``views`` (op names), a slice marked as piece ``k``
+    when ``r`` is, through nodes ``views(x)`` says are the storage relabelled (relabelling views
+    and in-place ops, :func:`along`), a slice marked as piece ``k``
     or item ``k`` of a split into the pieces, of a node ``whole(x)`` says sees all of the
     storage (its bounds checked against ``v`` as :func:`_slice` / :func:`_split` do); ``why``
     (an Opaque) for anything else or when a check fails."""
     chain = [r]
-    while str(chain[-1].target) in views and isinstance(chain[-1].args[0], fx.Node):
+    while chain[-1].args and isinstance(chain[-1].args[0], fx.Node) and views(chain[-1]):
         chain.append(chain[-1].args[0])
     s, marks = chain[-1], ctx.analysis.marks
     from spec_lang.torch_frontend.registry import Unsupported  # noqa: PLC0415
@@ -332,7 +409,8 @@ def lower_on_bucket(ctx: Any, n: fx.Node, r: Any, args: tuple, kwargs: dict) -> 
     name = str(n.target)
     if name == "aten.slice.Tensor" and isinstance(args[0], Bucket) and not kwargs:
         return _slice(ctx, n, args[0])
-    if name == "aten.split_with_sizes.default" and isinstance(args[0], Bucket):
+    if name in ("aten.split_with_sizes.default", "aten.split.Tensor") \
+            and isinstance(args[0], Bucket):
         return _split(ctx, n, args[0])
     if name in _VIEWS and isinstance(args[0], Bucket):
         if shape_of(n) != (args[0].total,):
@@ -351,3 +429,52 @@ def written_value(ctx: Any, reader: fx.Node, v: Bucket, why: Any) -> Any:
     """What ``reader``, an alias of the whole storage an op wrote bucket ``v`` into, reads:
     the bucket where its shape is the bucket's; ``why`` (an Opaque) otherwise."""
     return v if shape_of(reader) == (v.total,) else why
+
+
+def piece_write(ctx: Any, t: fx.Node, v: Any, whole: Any, views: Any) -> Bucket | None:
+    """The storage's new value after an in-place op wrote ``v`` into ``t`` through one piece
+    of a flat bucket (R36b-3: ``p.grad = flat[a:b].view_as(p)``, then a second micro-batch's
+    ``p.grad.add_(g)``; Megatron's ``main_grad.add_(grad)``): the bucket with piece ``k``
+    replaced by ``v``, when ``t`` is, through nodes ``views(x)`` says relabel (:func:`along`),
+    a slice
+    marked as piece ``k`` or item ``k`` of a split into the pieces, of a node ``whole(x)`` says
+    sees all of the storage and whose value is a :class:`Bucket` (the bounds checked against
+    it at the probe and the real sizes as :func:`_slice` / :func:`_split` do), and ``v`` is a
+    value of exactly the piece's named dims (each once). None for anything else: the caller
+    leaves the storage's readers Opaque."""
+    chain = [t]
+    while chain[-1].args and isinstance(chain[-1].args[0], fx.Node) and views(chain[-1]):
+        chain.append(chain[-1].args[0])
+    s, marks = chain[-1], ctx.analysis.marks
+    from spec_lang.torch_frontend.registry import Unsupported  # noqa: PLC0415
+    if not isinstance(v, TV):
+        return None
+    try:
+        if str(s.target) == "aten.slice.Tensor" and marks.get(s, ("",))[0] == "bucketslice" \
+                and whole(s.args[0]):
+            src = ctx.env.get(s.args[0])
+            if not isinstance(src, Bucket) or shape_of(s.args[0]) != (src.total,):
+                return None
+            k, piece = marks[s][1], _slice(ctx, s, src)
+        elif s.target is operator.getitem and isinstance(s.args[0], fx.Node) \
+                and marks.get(s.args[0], ("",))[0] == "bucketsplit" and whole(s.args[0].args[0]):
+            src = ctx.env.get(s.args[0].args[0])
+            if not isinstance(src, Bucket) or shape_of(s.args[0].args[0]) != (src.total,):
+                return None
+            k = s.args[1]
+            piece = _split(ctx, s.args[0], src).values[k]
+        else:
+            return None
+    except Unsupported:
+        return None
+    if src.pieces[k] is not piece:
+        return None
+    want = [d.name for d in piece.dims[0]]
+    got = [d for dim in ctx.layout(t) for d in dim]
+    if len(set(want)) != len(want) or sorted(d.name for d in got) != sorted(want) \
+            or set(got) != set(piece.dims[0]) or tuple(v.dims) != tuple(ctx.layout(t)) \
+            or not {d.name for d in v.term.dims} <= set(want):
+        return None
+    pieces = list(src.pieces)
+    pieces[k] = TV(v.term, piece.dims)
+    return Bucket(tuple(pieces), src.numels)

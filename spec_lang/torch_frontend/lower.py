@@ -28,8 +28,8 @@ from spec_lang.term import DimSpec, Term
 from spec_lang.torch_frontend.aliasing import (c10d_returned, named_path, schema_alias,
                                                written_args)
 from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
-from spec_lang.torch_frontend.buckets import (has_bucket, lower_on_bucket, piece_read,
-                                              written_value)
+from spec_lang.torch_frontend.buckets import (along, has_bucket, lower_on_bucket, piece_read,
+                                              piece_write, written_value)
 from spec_lang.torch_frontend.indexing import NotANumber
 from spec_lang.torch_frontend.registry import RULES, Unsupported
 from spec_lang.torch_frontend.values import TV, Bucket, Pieces, Stacked, const, exact_scalar
@@ -519,6 +519,10 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
         if not isinstance(t, fx.Node):
             continue
         base, full = roots[t]
+        whole, follows = (lambda x, b=base: roots.get(x) == (b, True)), along(roots, RELABEL_VIEWS)
+        b = None if full or isinstance(v, Opaque) or not named_path(ctx.analysis, t, base, roots) \
+            else piece_write(ctx, t, v, whole, follows)
+        v, full = (v, full) if b is None else (b, True)    # through one piece of a bucket R36b-3
         for r in readers.get(base, ()):
             if r not in ctx.env or r is n:
                 continue
@@ -530,8 +534,8 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
                 ctx.env[r] = written_value(ctx, r, v, Opaque(
                     str(n.target), ctx.site(n), "a flat bucket read through a view"))
             elif full and isinstance(v, Bucket):   # a piece of it, through views (R35b-1)
-                ctx.env[r] = piece_read(ctx, r, v, lambda x, b=base: roots.get(x) == (b, True),
-                                        RELABEL_VIEWS, Opaque(str(n.target), ctx.site(n), _STALE))
+                ctx.env[r] = piece_read(ctx, r, v, whole, follows,
+                                        Opaque(str(n.target), ctx.site(n), _STALE))
             elif full and rfull and isinstance(v, TV):
                 ctx.env[r] = TV(v.term, ctx.layout(r)) if ctx.analysis.layouts.get(r) is not None \
                     else v

@@ -504,15 +504,21 @@ class ScalarTensor:
 
 @rule("aten.full.default", "aten.zeros.default", "aten.ones.default")
 class Full:
-    """``full(shape, v) = v``, ``zeros(shape) = 0``, ``ones(shape) = 1`` (fresh dims)."""
+    """``full(shape, v) = v``, ``zeros(shape) = 0``, ``ones(shape) = 1`` (fresh dims); a 1-d
+    ``zeros`` cut into pieces by its slices is a bucket of zeros (``buckets.zero_dims``)."""
 
     @staticmethod
     def dims(n, a):
-        return fresh_layout(a.dims, shape_of(n), a.where(n))
+        from spec_lang.torch_frontend.buckets import zero_dims
+        lay = zero_dims(n, a) if str(n.target) == "aten.zeros.default" else None
+        return lay if lay is not None else fresh_layout(a.dims, shape_of(n), a.where(n))
 
     @staticmethod
     def term(n, ctx, shape, *args, **kw):  # noqa: ARG004
         name = str(n.target)
+        if ctx.analysis.marks.get(n, ("",))[0] == "bucket":   # a zeroed flat buffer (R36b-3)
+            from spec_lang.torch_frontend.buckets import zero_bucket
+            return zero_bucket(ctx, n, const(Fraction(0)))
         if name == "aten.ones.default" and kw.get("dtype") == torch.bool:
             from spec_lang.torch_frontend.indexing import Pred
             return Pred(const(Fraction(1)), ctx.layout(n))

@@ -275,6 +275,9 @@ class Split:
 
     @staticmethod
     def dims(n, a):
+        lay = split_dims(n, a)          # a flat bucket's pieces of m entries each (R36b-5)
+        if lay is not None:
+            return lay
         src = a.layouts[n.args[0]]
         shape = shape_of(n.args[0])
         d = _norm(n.args[2] if len(n.args) > 2 else 0, len(shape))
@@ -297,6 +300,8 @@ class Split:
 
     @staticmethod
     def term(n, ctx, x, *args):  # noqa: ARG004
+        if ctx.analysis.marks.get(n, ("",))[0] == "bucketsplit":    # (a bucket: buckets.py)
+            raise ctx.fail(n, "a split of a flat bucket whose value is no bucket")
         shape = shape_of(n.args[0])
         d = _norm(n.args[2] if len(n.args) > 2 else 0, len(shape))
         parts = len(n.meta["val"])

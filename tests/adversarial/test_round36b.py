@@ -86,34 +86,33 @@ def test_r36b_1_2_view_with_no_lowering_read_after_a_write_is_unknown(name, tmp_
     assert reasons and all("read through a view shardproof cannot follow" in r for r in reasons), out
 
 
-# -- findings (open: strict xfail) ------------------------------------------------------------
+# -- findings fixed in round 37 (buckets.piece_write, zero_dims, split(m)) ----------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36b-3: an accumulation into views of a bucket (add_ "
-                   "through a piece) leaves every reader of the storage UNKNOWN")
 @pytest.mark.parametrize("name", [
-    "r36b_01_dp_bucket_views_grad_accum_two_microbatches_right.py",     # UNKNOWN (34 s)
-    "r36b_02_dp_megatron_main_grad_buffer_right.py",                    # UNKNOWN (29 s)
+    "r36b_01_dp_bucket_views_grad_accum_two_microbatches_right.py",     # EQUIVALENT (18 s)
+    "r36b_02_dp_megatron_main_grad_buffer_right.py",                    # EQUIVALENT (36 s)
 ])
 def test_r36b_3_accumulation_into_bucket_views_is_equivalent(name, tmp_path):
-    """UNKNOWN at 0a8840e; truth <= 1.7e-18 (right)."""
+    """UNKNOWN at 0a8840e (34 s / 29 s: "an in-place write through a slice of a tensor that is
+    read again"); truth <= 1.7e-18 (right). Round 37: an in-place op through exactly one piece
+    gives the storage the bucket with that piece replaced (``buckets.piece_write``); Megatron's
+    zeroed buffer cut by its slices is a bucket of zeros (``buckets.zero_dims``)."""
     out = _prove(name, tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36b-4: views of a zeroed buffer taken before a bucket is "
-                   "copied into all of it are no pieces (the buffer's pass-1 dim is its own)")
 def test_r36b_4_views_before_whole_copy_is_equivalent(tmp_path):
-    """UNKNOWN at 0a8840e (67 s); truth 0.0 (right)."""
+    """UNKNOWN at 0a8840e (67 s); truth 0.0 (right). Round 37: the zeroed buffer is a bucket of
+    zeros (``buckets.zero_dims``), its views read the copied bucket's pieces (24 s)."""
     out = _prove("r36b_16_dp_zero_buffer_views_then_copy_bucket_right.py", tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R36b-5: items of flat.split(m) (equal chunks, "
-                   "aten.split.Tensor) are no pieces even when every piece has m entries")
 def test_r36b_5_split_equal_chunks_is_equivalent(tmp_path):
-    """UNKNOWN at 0a8840e (38 s); truth 0.0 (right)."""
+    """UNKNOWN at 0a8840e (38 s); truth 0.0 (right). Round 37: ``flat.split(m)`` is the list of
+    pieces when every piece has ``m`` entries at the probe and the real sizes (50 s)."""
     out = _prove("r36b_07_dp_bucket_split_equal_chunks_right.py", tmp_path)
     assert _equivalent(out), out
