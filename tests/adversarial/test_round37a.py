@@ -49,24 +49,24 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND37A / name, tmp_path)
 
 
-# -- findings (strict xfails: open) -------------------------------------------------------------
+# -- findings: R37a-1, -3 fixed (asserted), R37a-2 open (strict xfail) ---------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37a-1: a program started by posix.system (not "
-                   "os.system) in the train file's code is not refused")
 def test_r37a_1_posix_system_tcpstore_is_not_accepted(tmp_path):
-    """EQUIVALENT at faf97b6 (4 goals, 161 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at faf97b6 (4 goals, 161 s); truth w1 0.0070, w2 0.0093.
+    Fixed (R37a-1, ``thread_guard.children_now``): exit 3 (42 s)."""
     out = _prove("r37a_02_dp_posix_system_tcpstore_client_count_lr.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "a process ran while the capture ran the train file's code" \
+        in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37a-1: a program started by libc's system() through "
-                   "ctypes in the train file's code is not refused")
 def test_r37a_1_ctypes_libc_system_tcpstore_is_not_accepted(tmp_path):
-    """EQUIVALENT at faf97b6 (4 goals, 129 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at faf97b6 (4 goals, 129 s); truth w1 0.0070, w2 0.0093.
+    Fixed (R37a-1): exit 3 (44 s)."""
     out = _prove("r37a_03_dp_ctypes_libc_system_tcpstore_client_count_lr.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "a process ran while the capture ran the train file's code" \
+        in out["_err"], out
 
 
 @pytest.mark.slow
@@ -79,76 +79,74 @@ def test_r37a_2_band_float_caught_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37a-3: a program started when the train file is "
-                   "imported is not refused (thread_guard's window is the capture's)")
 def test_r37a_3_import_time_subprocess_tcpstore_is_not_accepted(tmp_path):
-    """EQUIVALENT at faf97b6 (4 goals, 204 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at faf97b6 (4 goals, 204 s); truth w1 0.0070, w2 0.0093.
+    Fixed (R37a-3, ``fake_answers.importing`` counts the children too): exit 3."""
     out = _prove("r37a_05_dp_import_time_subprocess_tcpstore_count_lr.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "(when it was imported)" in out["_err"], out
 
 
 # -- sound or right outcomes worth keeping --------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37a-5: since faf97b6 _tampered() is True in every "
-                   "capture (pp_guard's snapshot vs the capture's own pipelining patches): "
-                   "Megatron's gloo duplicate is made as a real gloo group on the fake store")
 def test_r37a_5_megatron_create_group_is_equivalent(tmp_path):
     """exit 3 at faf97b6 (37 s, line 50: "the fake process group's store holds nothing (set)");
     truth 5.6e-17. (r35c_05, asserted EQUIVALENT in ``test_round35c.py``, exit 3 the same way,
-    22 s.)"""
+    22 s.)
+    Fixed (R37a-5, 41be4f1: the capture's own patches are torch's): EQUIVALENT (113 s)."""
     out = _prove("r37a_06_dp_megatron_create_group_desc_timeout_right.py", tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37a-4: torchtitan's TORCH_NCCL_* variables set before a "
-                   "new_group refuse it (the environment check counts any backend's variables)")
 def test_r37a_4_torchtitan_nccl_env_is_equivalent(tmp_path):
     """exit 3 at faf97b6 (48 s, "dist.new_group with the environment its backend reads changed
-    since the launch (TORCH_NCCL_ASYNC_ERROR_HANDLING, ...)"); truth 5.6e-17."""
+    since the launch (TORCH_NCCL_ASYNC_ERROR_HANDLING, ...)"); truth 5.6e-17.
+    Fixed (R37a-4: TORCH_NCCL_* not compared): EQUIVALENT (75 s)."""
     out = _prove("r37a_07_dp_torchtitan_nccl_env_in_parallelize_right.py", tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37a-9: the groups of a mesh the train file makes "
-                   "(init_device_mesh: device_mesh's own new_group) skip faf97b6's new_group "
-                   "checks")
 def test_r37a_9_own_device_mesh_bad_ifname_is_not_accepted(tmp_path):
-    """EQUIVALENT at faf97b6 (4 goals, 78 s); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at faf97b6 (4 goals, 78 s); truth w1 0.0088, w2 0.018.
+    Fixed (R37a-9, ``group_construction.watch_device_mesh``): exit 3."""
     out = _prove("r37a_10_dp_own_device_mesh_bad_ifname_caught_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "a DeviceMesh's" in out["_err"] \
+        and "GLOO_SOCKET_IFNAME" in out["_err"], out
 
 
-# -- sound now; latent false accepts behind R37a-5 (see ATTEMPTS.md) ------------------------------
+# -- latent false accepts behind R37a-5 (R37a-6..8): fixed, refused by their own checks -----------
 
 @pytest.mark.slow
 def test_r37a_timedelta_max_timeout_caught_is_not_accepted(tmp_path):
     """``new_group(..., backend="gloo", timeout=timedelta.max)`` caught; truth w1 0.0088, w2
     0.018. exit 3 at faf97b6 (53 s) only because the capture made a real gloo group (R37a-5);
     ``_raises_in_real_run`` refuses only a negative timeout (R37a-6, latent: EQUIVALENT, 62 s,
-    with R37a-5 worked around in a scratch copy)."""
+    with R37a-5 worked around in a scratch copy).
+    Fixed (R37a-6, ``group_construction``): refused by its own check, exit 3."""
     out = _prove("r37a_01_dp_gloo_timedelta_max_timeout_caught_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "with a timeout of" in out["_err"], out
 
 
 @pytest.mark.slow
 def test_r37a_bad_ifname_at_import_is_not_accepted(tmp_path):
     """``GLOO_SOCKET_IFNAME`` set at import, gloo ``new_group`` caught; truth w1 0.0088. exit 3 at
     faf97b6 (54 s) only by R37a-5; the environment baseline is taken after the import (R37a-7,
-    latent: EQUIVALENT, 70 s, with R37a-5 worked around in a scratch copy)."""
+    latent: EQUIVALENT, 70 s, with R37a-5 worked around in a scratch copy).
+    Fixed (R37a-7, ``group_construction``): refused by its own check, exit 3."""
     out = _prove("r37a_08_dp_gloo_bad_ifname_at_import_caught_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "GLOO_SOCKET_IFNAME" in out["_err"], out
 
 
 @pytest.mark.slow
 def test_r37a_bad_ifname_putenv_is_not_accepted(tmp_path):
     """``os.putenv("GLOO_SOCKET_IFNAME", ...)`` around a caught gloo ``new_group``; truth w1
     0.0088. exit 3 at faf97b6 (31 s) only by R37a-5; ``_backend_env`` reads ``os.environ``
-    (R37a-8, latent: EQUIVALENT, 58 s, with R37a-5 worked around in a scratch copy)."""
+    (R37a-8, latent: EQUIVALENT, 58 s, with R37a-5 worked around in a scratch copy).
+    Fixed (R37a-8, ``group_construction``): refused by its own check, exit 3."""
     out = _prove("r37a_09_dp_gloo_bad_ifname_putenv_caught_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "GLOO_SOCKET_IFNAME" in out["_err"], out
 
 
 @pytest.mark.slow
