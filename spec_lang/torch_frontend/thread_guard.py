@@ -165,10 +165,11 @@ def children_now() -> tuple | None:
     return reaped, frozenset(kids)
 
 
-PROCESS_RAN = ("a process ran while the capture ran the train file's code{when} (its child "
-               "processes changed: {was} -> {now}; R37a-1): it runs where no tracer is, and "
-               "what it computes or reads (the launcher's store, another rank) is not seen: "
-               "start no program or process in the train file")
+PROCESS_RAN = ("a process ran {when} (the kernel's count of this process's children changed, "
+               "R37a-1): it runs where no tracer is, and what it computes or reads (the "
+               "launcher's store, another rank) is not seen: start no program or process in "
+               "the train file")
+WHILE_CAPTURED = "while the capture ran the train file's code"
 
 
 def _starters() -> list[tuple[Any, str, str]]:
@@ -231,7 +232,7 @@ def threads_refused(path: str) -> Iterator[_Guard]:
         g.check("during the capture")
         kids = children_now()
         if not g.found and g.kids is not None and kids != g.kids:
-            g.note(1, PROCESS_RAN.format(when="", was=g.kids, now=kids), thread=False)
+            g.note(1, PROCESS_RAN.format(when=WHILE_CAPTURED), thread=False)
     finally:
         for o, n, f in saved:
             setattr(o, n, f)
