@@ -9,7 +9,8 @@ a ``try`` with ``n = 1.0`` as the fallback: EQUIVALENT for a wrong plan (truth w
 dispatcher sees none of these (they raise before any operator, or from Python), so
 :func:`thread_guard.one_thread`'s record of data-dependent errors did not fire.
 
-:func:`refused` (inside ``one_thread``, the traced step) wraps ``FakeTensor``'s ``data_ptr``,
+:func:`refused` (inside ``one_thread``, the traced step) wraps ``FakeTensor``'s (and
+``torch.Tensor``'s: ``torch.Tensor.data_ptr(t)``, R37b-2) ``data_ptr``,
 ``numpy``, ``tolist``, ``__array__``, ``untyped_storage``, ``storage``, ``__format__`` and
 ``torch.SymFloat`` / ``SymInt``'s ``__format__`` (``float()`` / ``int()`` of an unbacked symbol
 guard in the shape env, which ``one_thread`` records), and a fake tensor's storage's
@@ -55,7 +56,7 @@ def patched() -> dict[tuple[int, str], Any]:
     return dict(_PATCHED)
 
 
-_OWNER = {"FakeTensor": "t", "UntypedStorage": "t.untyped_storage()"}     # as the user wrote it
+_OWNER = {"FakeTensor": "t", "Tensor": "t", "UntypedStorage": "t.untyped_storage()"}     # as the user wrote it
 
 
 def _from(path: Path, frame: Any) -> bool:
@@ -98,7 +99,9 @@ def refused(g: Any) -> Iterator[None]:
     from torch._subclasses.fake_tensor import FakeTensor
 
     path = Path(g.path).resolve()
-    targets = [(FakeTensor, n) for n in TENSOR_READS] + [
+    # torch.Tensor too: ``torch.Tensor.data_ptr(t)`` calls the base class's method past
+    # FakeTensor's (R37b-2); on a real tensor the read works and the wrapper passes it on
+    targets = [(c, n) for c in (FakeTensor, torch.Tensor) for n in TENSOR_READS] + [
         (c, n) for c in (torch.SymFloat, torch.SymInt) for n in SYM_READS] + [
         (torch.UntypedStorage, n) for n in STORAGE_READS]
     saved: list[tuple[type, str, Any, bool]] = []

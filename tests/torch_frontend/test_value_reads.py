@@ -30,6 +30,8 @@ def _caught(read):
 
 @pytest.mark.parametrize("read,label", [
     (lambda t: (t.data_ptr(), 2.0)[1], "t.data_ptr"),
+    (lambda t: (torch.Tensor.data_ptr(t), 2.0)[1], "t.data_ptr"),        # R37b-2
+    (lambda t: float(torch.Tensor.numpy(t)[0]), "t.numpy"),
     (lambda t: float(t.numpy()[0]), "t.numpy"),
     (lambda t: float(f"{t.item():.1f}"), "SymFloat.__format__"),
     (lambda t: float(format(t, ".1f")), "t.__format__"),
@@ -45,7 +47,8 @@ def test_a_value_read_caught_by_the_step_is_refused_with_its_line(read, label):
 
 
 def test_torchs_methods_are_given_back_and_nothing_is_left_patched():
-    before = {n: vars(FakeTensor).get(n) for n in value_reads.TENSOR_READS}
+    before = {(c, n): vars(c).get(n) for c in (FakeTensor, torch.Tensor)
+              for n in value_reads.TENSOR_READS}
     sym = {(c, n): vars(c).get(n) for c in (torch.SymFloat, torch.SymInt)
            for n in value_reads.SYM_READS}
     sym |= {(torch.UntypedStorage, n): vars(torch.UntypedStorage).get(n)
@@ -53,7 +56,7 @@ def test_torchs_methods_are_given_back_and_nothing_is_left_patched():
     with pytest.raises(PlanError):
         with threads_refused(HERE):
             make_fx(watched(_caught(lambda t: t.data_ptr())), tracing_mode="fake")(torch.ones(4))
-    assert {n: vars(FakeTensor).get(n) for n in value_reads.TENSOR_READS} == before
+    assert {(c, n): vars(c).get(n) for (c, n) in before} == before
     assert {(c, n): vars(c).get(n) for (c, n) in sym} == sym
     assert value_reads.patched() == {}
 
