@@ -24,7 +24,8 @@ from typing import Any
 
 import torch.fx as fx
 
-__all__ = ["is_c10d", "schema_alias", "written_args", "c10d_returned", "named_path"]
+__all__ = ["is_c10d", "schema_alias", "written_args", "c10d_returned", "named_path",
+           "written_twice"]
 
 
 def is_c10d(n: fx.Node) -> bool:
@@ -116,3 +117,12 @@ def named_path(analysis: Any, r: fx.Node, base: fx.Node, roots: Mapping[fx.Node,
             return True
         r = s
     return False
+
+
+def written_twice(targets: Any, roots: Mapping[fx.Node, Any]) -> bool:
+    """Whether two of an in-place op's written tensors share a storage (R37b-3:
+    ``torch._foreach_div_(grads + grads[:1], n)`` divides w1's gradient twice in the real run;
+    the traced node computes every entry from the values before the call, so each write-back
+    would give the storage one division)."""
+    bases = [roots[t][0] for t in targets if isinstance(t, fx.Node) and t in roots]
+    return len(bases) != len(set(bases))

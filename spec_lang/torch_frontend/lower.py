@@ -26,7 +26,7 @@ import torch.fx as fx
 
 from spec_lang.term import DimSpec, Term
 from spec_lang.torch_frontend.aliasing import (c10d_returned, named_path, schema_alias,
-                                               written_args)
+                                               written_args, written_twice)
 from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
 from spec_lang.torch_frontend.buckets import (along, has_bucket, lower_on_bucket, piece_read,
                                               piece_write, written_value)
@@ -512,9 +512,9 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
             and len(val[0]) == len(targets):
         val = val[0]          # c10d ops return (the written tensors, work)
     vals = val if isinstance(val, (list, tuple)) else [val] * len(targets)
-    if len(vals) != len(targets):
+    if len(vals) != len(targets) or written_twice(targets, roots):     # R37b-3: a list
         vals = [Opaque(str(n.target), ctx.site(n), "an in-place op wrote an unexpected number "
-                       "of tensors")] * len(targets)
+                       "of tensors, or one storage twice (a list naming it twice)")] * len(targets)
     for t, v in zip(targets, vals):
         if not isinstance(t, fx.Node):
             continue

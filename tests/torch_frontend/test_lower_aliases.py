@@ -80,3 +80,22 @@ def test_trace_data_that_names_a_callable_is_refused():
 
     with pytest.raises(pickle.UnpicklingError, match="os.system|posix.system"):
         load_trace(pickle.dumps({"consts": Evil()}))
+
+
+def test_a_foreach_list_naming_one_tensor_twice_leaves_it_unknown():
+    """R37b-3: ``_foreach_div_([g, g], 2)`` divides ``g`` twice in torch; the traced node
+    computes both entries from ``g`` before the call, so each write-back would be one division:
+    the storage is left unknown. Two distinct tensors are lowered as before."""
+    def twice(x):
+        g = x.clone()
+        torch._foreach_div_([g, g], 2.0)
+        return (g * 1.0,)
+
+    def distinct(x, y):
+        g, h = x.clone(), y.clone()
+        torch._foreach_div_([g, h], 2.0)
+        return (g * 1.0, h * 1.0)
+
+    (out,) = _outs(twice, X)
+    assert isinstance(out, Opaque) and "one storage twice" in out.why, out
+    check_fn(distinct, X, X + 1.0)
