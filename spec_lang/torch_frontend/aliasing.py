@@ -119,10 +119,20 @@ def named_path(analysis: Any, r: fx.Node, base: fx.Node, roots: Mapping[fx.Node,
     return False
 
 
-def written_twice(targets: Any, roots: Mapping[fx.Node, Any]) -> bool:
-    """Whether two of an in-place op's written tensors share a storage (R37b-3:
-    ``torch._foreach_div_(grads + grads[:1], n)`` divides w1's gradient twice in the real run;
-    the traced node computes every entry from the values before the call, so each write-back
-    would give the storage one division)."""
-    bases = [roots[t][0] for t in targets if isinstance(t, fx.Node) and t in roots]
-    return len(bases) != len(set(bases))
+def written_twice(targets: Any, roots: Mapping[fx.Node, Any], n: fx.Node | None = None) -> bool:
+    """Whether two of an in-place op's written tensors share a storage, or (a list op ``n``)
+    a written storage is read at another index of another list argument (R37b-3:
+    ``torch._foreach_div_(grads + grads[:1], n)`` divides w1's gradient twice in the real run,
+    ``_foreach_add_([g1, g2], [g2, g1])`` adds the new ``g1`` to ``g2``; the traced node
+    computes every entry from the values before the call)."""
+    bases = [roots[t][0] if isinstance(t, fx.Node) and t in roots else None for t in targets]
+    named = [b for b in bases if b is not None]
+    if len(named) != len(set(named)):
+        return True
+    for a in (n.args[1:] if n is not None else ()):
+        if isinstance(a, (list, tuple)) and len(a) == len(bases):
+            for j, x in enumerate(a):
+                rb = roots[x][0] if isinstance(x, fx.Node) and x in roots else None
+                if rb is not None and any(b is rb for i, b in enumerate(bases) if i != j):
+                    return True
+    return False

@@ -512,7 +512,7 @@ def _write_back(ctx: Lowering, n: fx.Node, val: Any, roots: Mapping[fx.Node, Any
             and len(val[0]) == len(targets):
         val = val[0]          # c10d ops return (the written tensors, work)
     vals = val if isinstance(val, (list, tuple)) else [val] * len(targets)
-    if len(vals) != len(targets) or written_twice(targets, roots):     # R37b-3: a list
+    if len(vals) != len(targets) or written_twice(targets, roots, n):     # R37b-3: a list
         vals = [Opaque(str(n.target), ctx.site(n), "an in-place op wrote an unexpected number "
                        "of tensors, or one storage twice (a list naming it twice)")] * len(targets)
     for t, v in zip(targets, vals):

@@ -21,9 +21,10 @@ returns, even if the train file catches the error. An uncaught error ends the ca
 a call from torch's own code (which may catch its own errors) is left alone, and so is a read
 that succeeds (a backed ``SymInt``: a shape).
 
-Not reached: a read in a helper module of the user's (not the train file), a branch on
-``t.is_meta`` / ``type(t)`` / ``str(t)`` that raises nothing (R35d-1, ``docs/torch.md``, "Known
-limits").
+Not reached: ``pickle.dumps(t)`` (pickle itself fails on a fake tensor's state, after every
+method returned: R37b-2's r37b_12), a read in a helper module of the user's (not the train
+file), a branch on ``t.is_meta`` / ``type(t)`` / ``str(t)`` that raises nothing (R35d-1,
+``docs/torch.md``, "Known limits").
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def patched() -> dict[tuple[int, str], Any]:
     return dict(_PATCHED)
 
 
-_OWNER = {"FakeTensor": "t", "Tensor": "t", "UntypedStorage": "t.untyped_storage()"}     # as the user wrote it
+# the owner as the user wrote it
+_OWNER = {"FakeTensor": "t", "Tensor": "t", "UntypedStorage": "t.untyped_storage()"}
 
 
 def _from(path: Path, frame: Any) -> bool:

@@ -99,3 +99,11 @@ def test_a_foreach_list_naming_one_tensor_twice_leaves_it_unknown():
     (out,) = _outs(twice, X)
     assert isinstance(out, Opaque) and "one storage twice" in out.why, out
     check_fn(distinct, X, X + 1.0)
+
+    def crossed(x, y):
+        g1, g2 = x.clone(), y.clone()
+        torch._foreach_add_([g1, g2], [g2, g1])      # torch: g2 + (g1 + g2)
+        return (g1 * 1.0, g2 * 1.0)
+
+    outs = _outs(crossed, X, X + 1.0)
+    assert all(isinstance(o, Opaque) for o in outs), outs
