@@ -1,0 +1,38 @@
+"""Adversarial round 37b (``tests/adversarial/ATTEMPTS.md``, "Round 37b"), against wip/r37 at
+d782147 (round 37's bucket accumulation: ``buckets.piece_write`` / ``zero_bucket`` /
+``split_dims``; round 37a's fixes: ``thread_guard.children_now``, ``group_construction``;
+R35d-2's ``value_reads``). Plans in ``plans/round37b/``. Truth:
+``tests/adversarial/torch4_truth.py FILE 1`` (dp 2, gloo, float64).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND37B = Path(__file__).resolve().parent / "plans" / "round37b"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND37B / name, tmp_path)
+
+
+# -- sound outcomes (asserted) ------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_r37b_01_int64_main_grad_buffer_copy_is_not_accepted(tmp_path):
+    """UNKNOWN at d782147 (63 s): the copy into the int64 piece is a cast, not lowered."""
+    out = _prove("r37b_01_dp_megatron_int64_main_grad_copy_truncates_wrong.py", tmp_path)
+    assert _not_accepted(out), out
