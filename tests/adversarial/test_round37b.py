@@ -36,3 +36,14 @@ def test_r37b_01_int64_main_grad_buffer_copy_is_not_accepted(tmp_path):
     """UNKNOWN at d782147 (63 s): the copy into the int64 piece is a cast, not lowered."""
     out = _prove("r37b_01_dp_megatron_int64_main_grad_copy_truncates_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+# -- findings (strict xfails: open) -------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37b-1: a process cloned with CLONE_PARENT (a sibling: "
+                   "not in this process's child counters) is not refused")
+def test_r37b_1_clone_parent_tcpstore_is_not_accepted(tmp_path):
+    """EQUIVALENT at d782147 (4 goals, 119 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r37b_02_dp_clone_parent_tcpstore_client_count_lr.py", tmp_path)
+    assert _not_accepted(out), out
