@@ -38,6 +38,13 @@ def test_r37b_01_int64_main_grad_buffer_copy_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+def test_r37b_04_hash_of_item_caught_is_not_accepted(tmp_path):
+    """exit 3 at d782147 (33 s): the hash guards on the unbacked SymFloat (R35a-3)."""
+    out = _prove("r37b_04_dp_hash_of_item_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- findings (strict xfails: open) -------------------------------------------------------------
 
 @pytest.mark.slow
@@ -46,4 +53,13 @@ def test_r37b_01_int64_main_grad_buffer_copy_is_not_accepted(tmp_path):
 def test_r37b_1_clone_parent_tcpstore_is_not_accepted(tmp_path):
     """EQUIVALENT at d782147 (4 goals, 119 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r37b_02_dp_clone_parent_tcpstore_client_count_lr.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37b-2: torch.Tensor.data_ptr(t) (the base class's "
+                   "method, not FakeTensor's wrapped attribute) raising, caught, is not refused")
+def test_r37b_2_tensorbase_data_ptr_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at d782147 (4 goals, 87 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r37b_03_dp_tensorbase_data_ptr_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
