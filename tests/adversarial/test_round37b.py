@@ -45,6 +45,20 @@ def test_r37b_04_hash_of_item_caught_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+def test_r37b_07_new_group_with_tag_bad_ifname_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at d782147 (68 s): the direct call raised in the capture too."""
+    out = _prove("r37b_07_dp_new_group_with_tag_bad_ifname_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r37b_09_main_grad_zeroed_between_microbatches_is_not_accepted(tmp_path):
+    """exit 3 at d782147 (89 s): the literal micro-batch slice."""
+    out = _prove("r37b_09_dp_megatron_main_grad_zeroed_between_microbatches_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- findings (strict xfails: open) -------------------------------------------------------------
 
 @pytest.mark.slow
@@ -63,3 +77,30 @@ def test_r37b_2_tensorbase_data_ptr_caught_is_not_accepted(tmp_path):
     """EQUIVALENT at d782147 (4 goals, 87 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r37b_03_dp_tensorbase_data_ptr_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37b-3: a _foreach_ in-place op whose list names one "
+                   "tensor twice is lowered as if each entry were written from the inputs once")
+def test_r37b_3_foreach_add_duplicate_piece_is_not_accepted(tmp_path):
+    """EQUIVALENT at d782147 (66 s); truth w1 0.0070, w2 0.0."""
+    out = _prove("r37b_05_dp_megatron_main_grad_foreach_add_duplicate_piece_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37b-3: _foreach_div_ over a list naming one gradient "
+                   "twice")
+def test_r37b_3_foreach_div_duplicate_grad_is_not_accepted(tmp_path):
+    """EQUIVALENT at d782147 (66 s); truth w1 0.0035, w2 0.0."""
+    out = _prove("r37b_06_dp_foreach_div_duplicate_grad_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37b-4 (not the bucket rules): the right two-micro-batch "
+                   "main_grad plan is refused for its literal micro-batch slice x[:h]")
+def test_r37b_4_main_grad_two_microbatches_is_equivalent(tmp_path):
+    """exit 3 at d782147 (85 s); truth 0 / 0 (right)."""
+    out = _prove("r37b_08_dp_megatron_main_grad_two_microbatches_zeroed_right.py", tmp_path)
+    assert _equivalent(out), out
