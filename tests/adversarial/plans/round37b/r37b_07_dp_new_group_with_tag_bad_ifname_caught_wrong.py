@@ -3,7 +3,8 @@ the function `new_group` calls: dfda418 checks `dist.new_group` (`new_groups._ne
 `device_mesh`'s `new_group` / `split_group`, not this one. With `GLOO_SOCKET_IFNAME` set to an
 interface this host lacks, the real run's `_new_group_with_tag(backend="gloo")` raises; caught:
 no gradient all-reduce. The fake world's group reads no environment.
-Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: the group raised, caught; no all-reduce).
+Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: the group raised, caught; no
+all-reduce).
 Verdict (wip/r37 d782147): NOT EQUIVALENT (4 goals refuted, 68 s): the capture took the
 fallback too (the direct call raised in the fake world as well): sound here, but only by
 accident; dfda418's checks are not what stopped it.
