@@ -104,3 +104,12 @@ def test_r37b_08_main_grad_two_microbatches_is_equivalent(tmp_path):
     """exit 3 at d782147 (85 s); truth 0 / 0 (right)."""
     out = _prove("r37b_08_dp_megatron_main_grad_two_microbatches_zeroed_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37b-4: zero_() of a zeroed flat bucket (Megatron's "
+                   "zero_grad_buffer) is not lowered: UNKNOWN for a right plan")
+def test_r37b_4_main_grad_zeroed_then_two_microbatches_is_equivalent(tmp_path):
+    """UNKNOWN at d782147 (96 s); truth 0 / 0 (right)."""
+    out = _prove("r37b_10_dp_megatron_main_grad_two_whole_microbatches_zeroed_right.py", tmp_path)
+    assert _equivalent(out), out
