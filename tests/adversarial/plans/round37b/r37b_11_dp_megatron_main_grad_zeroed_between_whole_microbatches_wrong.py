@@ -1,7 +1,7 @@
 """Round 37b (dp 2, wrong): r37b_10 with the buffer zeroed (`buf.zero_()`) before each
 micro-batch: the first micro-batch's gradients dropped (the gradient halved).
-Truth: TRUTH
-Verdict: VERDICT
+Truth (torch4_truth.py FILE 1): w1 0.0035, w2 0.0047 (wrong).
+Verdict (wip/r37 d782147): UNKNOWN (104 s): `zero_` of the bucket not lowered (R37b-4): sound.
 """
 MESH = {"dp": 2}
 import torch
