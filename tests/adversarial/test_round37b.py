@@ -121,3 +121,12 @@ def test_r37b_4_main_grad_zeroed_then_two_microbatches_is_equivalent(tmp_path):
     """UNKNOWN at d782147 (96 s); truth 0 / 0 (right)."""
     out = _prove("r37b_10_dp_megatron_main_grad_two_whole_microbatches_zeroed_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R37b-2: pickle.dumps(t) raising only for a fake tensor, "
+                   "caught, is not refused (not one of value_reads' names)")
+def test_r37b_2_pickle_dumps_grad_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at d782147 (94 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r37b_12_dp_pickle_dumps_grad_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
