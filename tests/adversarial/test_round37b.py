@@ -67,6 +67,13 @@ def test_r37b_11_main_grad_zeroed_between_whole_microbatches_is_not_accepted(tmp
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+def test_r37b_13_alias_snapshot_before_add_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at d782147 (49 s): the snapshot view reads the written piece."""
+    out = _prove("r37b_13_dp_megatron_main_grad_alias_snapshot_before_add_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- findings (strict xfails: open) -------------------------------------------------------------
 
 @pytest.mark.slow
