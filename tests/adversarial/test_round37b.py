@@ -74,7 +74,7 @@ def test_r37b_13_alias_snapshot_before_add_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
-# -- findings (strict xfails: open) -------------------------------------------------------------
+# -- findings: R37b-2 (data_ptr), R37b-3 fixed (asserted); R37b-1, R37b-2 (pickle), R37b-4 open ----
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="R37b-1: a process cloned with CLONE_PARENT (a sibling: "
@@ -86,30 +86,28 @@ def test_r37b_1_clone_parent_tcpstore_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37b-2: torch.Tensor.data_ptr(t) (the base class's "
-                   "method, not FakeTensor's wrapped attribute) raising, caught, is not refused")
 def test_r37b_2_tensorbase_data_ptr_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at d782147 (4 goals, 87 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at d782147 (4 goals, 87 s); truth w1 0.0070, w2 0.0093.
+    Fixed (R37b-2, ``value_reads`` wraps ``torch.Tensor``'s reads too): exit 3 (37 s)."""
     out = _prove("r37b_03_dp_tensorbase_data_ptr_caught_lr_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "the step reads a value of its fake tensors (t.data_ptr)" \
+        in out["_err"], out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37b-3: a _foreach_ in-place op whose list names one "
-                   "tensor twice is lowered as if each entry were written from the inputs once")
 def test_r37b_3_foreach_add_duplicate_piece_is_not_accepted(tmp_path):
-    """EQUIVALENT at d782147 (66 s); truth w1 0.0070, w2 0.0."""
+    """EQUIVALENT at d782147 (66 s); truth w1 0.0070, w2 0.0.
+    Fixed (R37b-3, ``aliasing.written_twice``): UNKNOWN (113 s)."""
     out = _prove("r37b_05_dp_megatron_main_grad_foreach_add_duplicate_piece_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 2 and out.get("verdict") == "UNKNOWN", out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37b-3: _foreach_div_ over a list naming one gradient "
-                   "twice")
 def test_r37b_3_foreach_div_duplicate_grad_is_not_accepted(tmp_path):
-    """EQUIVALENT at d782147 (66 s); truth w1 0.0035, w2 0.0."""
+    """EQUIVALENT at d782147 (66 s); truth w1 0.0035, w2 0.0.
+    Fixed (R37b-3): UNKNOWN (95 s)."""
     out = _prove("r37b_06_dp_foreach_div_duplicate_grad_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 2 and out.get("verdict") == "UNKNOWN", out
 
 
 @pytest.mark.slow
