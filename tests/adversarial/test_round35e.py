@@ -90,12 +90,14 @@ def test_r35d_06_loss_item_format_logging_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-def test_r35d_07_loss_item_format_logging_swallowed_is_equivalent(tmp_path):
-    """EQUIVALENT at 7e4c002 (42 s)."""
+def test_r35d_07_loss_item_format_logging_swallowed_is_refused_by_design(tmp_path):
+    """EQUIVALENT at 7e4c002 (42 s); refused (exit 3) since R35d-2's fix (``value_reads``): the
+    same caught format error with a fallback that changes the step is r35d_10, a false accept,
+    and the capture cannot tell the two apart (``test_round35d.py`` asserts the message)."""
     from tests.adversarial.torch_prove import prove
 
     out = prove(ROUND35D / "r35d_07_dp_loss_item_logging_swallowed_right.py", tmp_path)
-    assert _equivalent(out), out
+    assert out["_rc"] == 3 and "(SymFloat.__format__)" in out["_err"], out
 
 
 @pytest.mark.slow
