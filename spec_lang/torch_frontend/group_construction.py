@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any
 
 __all__ = ["BACKEND_ENV", "backend_env", "take_launch_env", "launch_env", "why_it_may_raise",
-           "refusal", "watch_device_mesh"]
+           "refusal", "made_checked", "watch_device_mesh"]
 
 BACKEND_ENV = ("GLOO_", "TORCH_GLOO_", "NCCL_", "TORCH_DISTRIBUTED_DEBUG")
 _MAX_TIMEOUT = timedelta(days=36500)    # 3.2e18 ns: within gloo's signed 64-bit count
@@ -101,27 +101,37 @@ def refusal(what: str) -> str | None:
     return note(what, RAISES)
 
 
-def _checked(fn: Callable[..., Any], label: str, on: Callable[[], bool]) -> Callable[..., Any]:
-    """``fn`` (torch's ``new_group`` / ``split_group`` as ``device_mesh`` holds it), refusing
-    in a fake world what :func:`why_it_may_raise` names, and an error it raises."""
+def made_checked(fn: Callable[..., Any], label: str, why: str | None, a: Any, k: Any) -> Any:
+    """``fn(*a, **k)`` (torch's making of a group, in a fake world), refusing ``why`` (what
+    :func:`why_it_may_raise` named) and an error ``fn`` raises, even if the train file
+    catches it.
+
+    Raises:
+        PlanError: ``why`` is not None, in the train file's code.
+    """
     from spec_lang.errors import PlanError
 
+    if why is not None:
+        msg = refusal(f"{label} with {why}")
+        if msg is not None:
+            raise PlanError(msg)
+    try:
+        return fn(*a, **k)
+    except PlanError:
+        raise
+    except Exception as e:
+        refusal(f"{label} raised in the capture's fake world ({type(e).__name__}: {e})")
+        raise
+
+
+def _checked(fn: Callable[..., Any], label: str, on: Callable[[], bool]) -> Callable[..., Any]:
+    """``fn`` (torch's ``new_group`` / ``split_group`` as ``device_mesh`` holds it), through
+    :func:`made_checked` in a fake world."""
     @functools.wraps(fn)
     def made(*a: Any, **k: Any) -> Any:
         if not on():
             return fn(*a, **k)
-        why = why_it_may_raise(k.get("timeout"))
-        if why is not None:
-            msg = refusal(f"{label} with {why}")
-            if msg is not None:
-                raise PlanError(msg)
-        try:
-            return fn(*a, **k)
-        except PlanError:
-            raise
-        except Exception as e:
-            refusal(f"{label} raised in the capture's fake world ({type(e).__name__}: {e})")
-            raise
+        return made_checked(fn, label, why_it_may_raise(k.get("timeout")), a, k)
     return made
 
 

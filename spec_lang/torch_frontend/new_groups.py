@@ -80,7 +80,7 @@ from torch.distributed import distributed_c10d as c10d
 import torch.testing._internal.distributed.fake_pg  # noqa: F401 -- registers "fake" first
 
 from spec_lang.torch_frontend.fake_answers import prefix_log
-from spec_lang.torch_frontend.group_construction import (refusal, take_launch_env,
+from spec_lang.torch_frontend.group_construction import (made_checked, take_launch_env,
                                                          watch_device_mesh, why_it_may_raise)
 from spec_lang.torch_frontend.pp_guard import current_snapshot, modified
 from spec_lang.torch_frontend.value_reads import patched
@@ -263,24 +263,15 @@ def _new_group(*args: Any, **kwargs: Any) -> Any:
     # duplicate of every dp group, R35c-3) is made on the world's fake backend, as the mesh's
     # groups are: torch's real backend cannot be made on the fake store, and its collectives
     # compute what the fake one's are modelled as
-    asked = b.arguments.get("backend")
-    if asked is not None and _builtin_backend(asked) and not _tampered():
+    asked, tampered = b.arguments.get("backend"), _tampered()
+    if asked is not None and _builtin_backend(asked) and not tampered:
         b.arguments["backend"] = asked = None
-    clean = (not _tampered() and asked is None and b.arguments.get("pg_options") is None)
+    # the real backend could raise making it, the fake one does not (R36d-1): refused
     why = why_it_may_raise(b.arguments.get("timeout"))
-    if why is not None:          # the real backend could raise, the fake one does not (R36d-1)
-        from spec_lang.errors import PlanError
-
-        msg = refusal(f"dist.new_group with {why}")
-        if msg is not None:
-            raise PlanError(msg)
-        clean = False
+    clean = (not tampered and why is None and asked is None
+             and b.arguments.get("pg_options") is None)
     first = len(prefix_log())
-    try:
-        pg = _ORIGINAL(*b.args, **b.kwargs)
-    except Exception as e:
-        refusal(f"dist.new_group raised in the capture's fake world ({type(e).__name__}: {e})")
-        raise
+    pg = made_checked(_ORIGINAL, "dist.new_group", why, b.args, b.kwargs)
     clean = clean and not _tampered()
     if not ints:
         _MADE.append(Made((), None, local))
