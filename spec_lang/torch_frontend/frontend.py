@@ -47,6 +47,7 @@ from spec_lang.torch_frontend.real_moves import check_real_moves
 from spec_lang.torch_frontend.real_literals import unread_real_literals
 from spec_lang.torch_frontend.real_ranks import check_real_ranks
 from spec_lang.torch_frontend.new_groups import check_traces
+from spec_lang.torch_frontend.backend_rejects import check_collectives
 from spec_lang.torch_frontend.traced_ranks import (  # noqa: F401 -- public here too
     FULL_TRACE_RANKS, rank_coords, untraced_ranks)
 from spec_lang.torch_frontend.literals import GraphMismatch, Traces
@@ -99,6 +100,7 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
         from spec_lang.torch_frontend.pp_frontend import capture_pipelined
         pp = capture_pipelined(tf, plan_real, spec, workers=workers)
         check_traces(tf.path, [plan_real, *pp["stages"], *pp["plans"]], pipelined=True)
+        check_collectives(tf.path, [plan_real, *pp["stages"], *pp["plans"], *pp["plans_real"]])
         return Captured(pp["tf"], pp["probe"], pp["spec"], pp["spec_real"], pp["plans"],
                         pp["plan_real"], {"capture": time.monotonic() - t0}, pp["probe_mesh"],
                         pp["stages"], pp["plans_real"])
@@ -109,6 +111,7 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
         Job(tf.path, tf.sizes, c, src, tf.mesh) for c in others], workers=workers)
     plans, plans_real = rest[:len(coords)], rest[len(coords):]
     check_traces(tf.path, [plan_real, *rest])    # the same new_groups on every rank (issue 11)
+    check_collectives(tf.path, [plan_real, *rest])      # what gloo raises on (R37a-2)
     return Captured(tf, probe, spec, spec_real, plans, plan_real,
                     {"capture": time.monotonic() - t0}, plans_real=plans_real)
 
@@ -343,7 +346,7 @@ def lower_all(cap: Captured) -> Lowered:
         tr.axis_sizes = dict(tf.mesh)
     spec_ctx = Lowering(spec_an, s_namer, spec_traces.scalar, spec_traces.axis, path,
                         traces=spec_traces)
-    plan_ctx = Lowering(plan_an, _opaque_namer(p_namer), plan_traces.scalar, plan_traces.axis,
+    plan_ctx = Lowering(plan_an, _safe(p_namer), plan_traces.scalar, plan_traces.axis,
                         path, traces=plan_traces)
     copies = {names.name_of_key[k]: names.name_of_key[k[:-1]] for k in names.name_of_key
               if k.endswith("'") and k[:-1] in names.name_of_key}
@@ -388,10 +391,6 @@ def lower_all(cap: Captured) -> Lowered:
                    unchanged, unread, frozenset(k for k in sizes if k.startswith("?")))
 
 
-class _Unnamed(Exception):  # noqa: N818
-    pass
-
-
 def _safe(namer: Any) -> Any:
     def f(a: Any) -> DimSpec:
         try:
@@ -399,10 +398,6 @@ def _safe(namer: Any) -> Any:
         except KeyError:
             return DimSpec(f"?{a.uid}")
     return f
-
-
-def _opaque_namer(namer: Any) -> Any:
-    return _safe(namer)
 
 
 def _outputs(tr: Trace, an: Analysis, env: Mapping[Any, Any]) -> dict[str, Any]:
