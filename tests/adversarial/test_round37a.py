@@ -70,12 +70,13 @@ def test_r37a_1_ctypes_libc_system_tcpstore_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37a-2: an error gloo raises and the fake backend does "
-                   "not (ReduceOp.BAND on a float tensor), caught")
 def test_r37a_2_band_float_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at faf97b6 (4 goals, 161 s); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at faf97b6 (4 goals, 161 s); truth w1 0.0088, w2 0.018. Fixed (R37a-2,
+    ``backend_rejects``: a traced collective gloo raises on refuses the train file): exit 3
+    at line 51 (60 s)."""
     out = _prove("r37a_04_dp_band_float_flag_caught_skip_allreduce_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "r37a_04_dp_band_float_flag_caught_skip_allreduce_wrong.py:51: " \
+        "gloo raises for ReduceOp.BAND on a float32 tensor" in out["_err"], out
 
 
 @pytest.mark.slow
@@ -153,6 +154,7 @@ def test_r37a_bad_ifname_putenv_is_not_accepted(tmp_path):
 def test_r37a_premul_sum_caught_is_not_accepted(tmp_path):
     """``all_reduce(g, op=_make_nccl_premul_sum(1 / ws))`` with a no-divide fallback (gloo raises
     on PREMUL_SUM); truth w1 0.0070, w2 0.0093. UNKNOWN at faf97b6 (62 s): PREMUL_SUM has no
-    lowering rule. A rule for it alone would make this R37a-2."""
+    lowering rule. A rule for it alone would make this R37a-2. Since R37a-2's fix
+    (``backend_rejects``): exit 3 at line 51, "gloo has no ReduceOp PREMUL_SUM" (59 s)."""
     out = _prove("r37a_11_dp_premul_sum_caught_sum_without_divide_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "gloo has no ReduceOp PREMUL_SUM" in out["_err"], out
