@@ -21,8 +21,15 @@ returns, even if the train file catches the error. An uncaught error ends the ca
 a call from torch's own code (which may catch its own errors) is left alone, and so is a read
 that succeeds (a backed ``SymInt``: a shape).
 
-Not reached: ``pickle.dumps(t)`` (pickle itself fails on a fake tensor's state, after every
-method returned: R37b-2's r37b_12), a read in a helper module of the user's (not the train
+``copy.deepcopy(t)`` of a fake tensor raises in torch's ``__deepcopy__`` ("Cannot access data
+pointer"), called from the ``copy`` module: refused when it raises with the train file anywhere
+on the stack (round 38). Pickling (``__reduce_ex__`` / ``__reduce__`` of a fake tensor or a
+meta storage: ``pickle.dumps(t)``, ``torch.save``; R37b-2's r37b_12, where pickle itself fails
+on the fake tensor's state after every method returned, so nothing above raises) is refused
+whenever the train file's code is on the stack, raising or not: the bytes of a fake tensor
+hold no values, and the real run's hold them.
+
+Not reached: a read in a helper module of the user's (not the train
 file), a branch on ``t.is_meta`` / ``type(t)`` / ``str(t)`` that raises nothing (R35d-1,
 ``docs/torch.md``, "Known limits").
 """
@@ -35,12 +42,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["refused", "patched", "TENSOR_READS", "SYM_READS", "STORAGE_READS"]
+__all__ = ["refused", "patched", "TENSOR_READS", "SYM_READS", "STORAGE_READS", "PICKLES",
+           "DEEP_READS"]
 
 TENSOR_READS = ("data_ptr", "numpy", "tolist", "__array__", "untyped_storage", "storage",
                 "__format__")
 SYM_READS = ("__format__",)          # float() / int() guard in the shape env: one_thread's
 STORAGE_READS = ("__getitem__", "tolist", "data_ptr")
+DEEP_READS = ("__deepcopy__",)      # refused with the train file anywhere on the stack
 _HINT = ("the step reads a value of its fake tensors ({what}), which the capture does not have: "
          "it proves the step for every input; a step that catches the error takes another "
          "branch than the real run (R35d-2): compute without a try/except around the read. To "
@@ -72,6 +81,9 @@ def _wrap(g: Any, path: Path, owner: type, name: str, original: Any) -> Any:
     from spec_lang.errors import PlanError
 
     label = f"{_OWNER.get(owner.__name__, owner.__name__)}.{name}"
+    # ``copy.deepcopy(t)`` calls ``__deepcopy__`` from the copy module: the train file is
+    # further up the stack (a fake tensor's deepcopy raises "Cannot access data pointer")
+    deep = name in DEEP_READS
 
     def read(self: Any, *a: Any, **k: Any) -> Any:
         try:
@@ -80,12 +92,48 @@ def _wrap(g: Any, path: Path, owner: type, name: str, original: Any) -> Any:
             raise
         except Exception:
             f = sys._getframe(1)  # noqa: SLF001
-            if not _from(path, f):
+            f = _on_stack(path, f) if deep else f if _from(path, f) else None
+            if f is None:
                 raise
             msg = g.note(f.f_lineno, _HINT.format(what=label), thread=False)
             raise PlanError(msg) from None
     read.__name__ = name
     return read
+
+
+PICKLES = ("__reduce_ex__", "__reduce__")
+
+
+def _fake(self: Any) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(self, FakeTensor):
+        return True
+    dev = getattr(self, "device", None)
+    return getattr(dev, "type", None) == "meta"
+
+
+def _on_stack(path: Path, frame: Any) -> Any:
+    while frame is not None:
+        if _from(path, frame):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _wrap_pickle(g: Any, path: Path, owner: type, name: str, original: Any) -> Any:
+    from spec_lang.errors import PlanError
+
+    label = f"{_OWNER.get(owner.__name__, owner.__name__)}.{name}"
+
+    def reduce(self: Any, *a: Any, **k: Any) -> Any:
+        f = _on_stack(path, sys._getframe(1)) if _fake(self) else None  # noqa: SLF001
+        if f is None:
+            return original(self, *a, **k)
+        msg = g.note(f.f_lineno, _HINT.format(what=label), thread=False)
+        raise PlanError(msg)
+    reduce.__name__ = name
+    return reduce
 
 
 @contextlib.contextmanager
@@ -103,16 +151,18 @@ def refused(g: Any) -> Iterator[None]:
     path = Path(g.path).resolve()
     # torch.Tensor too: ``torch.Tensor.data_ptr(t)`` calls the base class's method past
     # FakeTensor's (R37b-2); on a real tensor the read works and the wrapper passes it on
-    targets = [(c, n) for c in (FakeTensor, torch.Tensor) for n in TENSOR_READS] + [
+    targets = [(c, n) for c in (FakeTensor, torch.Tensor) for n in TENSOR_READS + DEEP_READS] + [
         (c, n) for c in (torch.SymFloat, torch.SymInt) for n in SYM_READS] + [
         (torch.UntypedStorage, n) for n in STORAGE_READS]
+    pickles = [(c, n) for c in (FakeTensor, torch.Tensor, torch.UntypedStorage) for n in PICKLES]
     saved: list[tuple[type, str, Any, bool]] = []
-    for owner, name in targets:
+    for owner, name in targets + pickles:
         original = getattr(owner, name, None)
         if original is None:
             continue
         saved.append((owner, name, vars(owner).get(name), name in vars(owner)))
-        setattr(owner, name, _wrap(g, path, owner, name, original))
+        wrap = _wrap_pickle if name in PICKLES else _wrap
+        setattr(owner, name, wrap(g, path, owner, name, original))
         _PATCHED[(id(owner), name)] = vars(owner)[name]
     try:
         yield

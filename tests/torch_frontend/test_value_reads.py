@@ -5,6 +5,10 @@ with ``make_fx`` on fake tensors as the capture traces. The slow proves of the p
 
 from __future__ import annotations
 
+import copy
+import io
+import pickle
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -37,6 +41,12 @@ def _caught(read):
     (lambda t: float(format(t, ".1f")), "t.__format__"),
     (lambda t: float(t.untyped_storage()[0]), r"t.untyped_storage\(\).__getitem__"),
     (lambda t: float(t.untyped_storage().tolist()[0]), r"t.untyped_storage\(\).tolist"),
+    # round 38: pickling (R37b-2's r37b_12) and deepcopy, reached from pickle / copy / torch
+    (lambda t: (pickle.dumps(t), 2.0)[1], "t.__reduce_ex__"),
+    (lambda t: (torch.save(t, io.BytesIO()), 2.0)[1], "t.__reduce_ex__"),
+    (lambda t: (pickle.dumps(t.untyped_storage()), 2.0)[1],
+     r"t.untyped_storage\(\).__reduce_ex__"),
+    (lambda t: (copy.deepcopy(t), 2.0)[1], "t.__deepcopy__"),
 ])
 def test_a_value_read_caught_by_the_step_is_refused_with_its_line(read, label):
     with pytest.raises(PlanError, match=rf"{HERE}:\d+: the step reads a value of its fake "
