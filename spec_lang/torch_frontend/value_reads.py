@@ -29,8 +29,14 @@ on the fake tensor's state after every method returned, so nothing above raises)
 whenever the train file's code is on the stack, raising or not: the bytes of a fake tensor
 hold no values, and the real run's hold them.
 
+The text of a fake tensor or of a symbol (``__repr__`` / ``__str__``: ``str(t)``, ``print(t)``,
+``f"{t}"``, ``logging.info("%s", t)``, ``str(t.item())``; R35d-1's r35d_02 parsed ``str(t)`` for
+the real run's numbers) is
+refused, raising or not, when the first frame up the stack that is neither torch's nor the
+standard library's is the train file's: the real run's text holds the values.
+
 Not reached: a read in a helper module of the user's (not the train
-file), a branch on ``t.is_meta`` / ``type(t)`` / ``str(t)`` that raises nothing (R35d-1,
+file), a branch on ``t.is_meta`` / ``type(t)`` that raises nothing (R35d-1,
 ``docs/torch.md``, "Known limits").
 """
 
@@ -43,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["refused", "patched", "TENSOR_READS", "SYM_READS", "STORAGE_READS", "PICKLES",
-           "DEEP_READS"]
+           "DEEP_READS", "TEXTS"]
 
 TENSOR_READS = ("data_ptr", "numpy", "tolist", "__array__", "untyped_storage", "storage",
                 "__format__")
@@ -102,12 +108,14 @@ def _wrap(g: Any, path: Path, owner: type, name: str, original: Any) -> Any:
 
 
 PICKLES = ("__reduce_ex__", "__reduce__")
+TEXTS = ("__repr__", "__str__")     # the real run's text holds the values (R35d-1's r35d_02)
 
 
 def _fake(self: Any) -> bool:
+    import torch
     from torch._subclasses.fake_tensor import FakeTensor
 
-    if isinstance(self, FakeTensor):
+    if isinstance(self, (FakeTensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
         return True
     dev = getattr(self, "device", None)
     return getattr(dev, "type", None) == "meta"
@@ -121,13 +129,38 @@ def _on_stack(path: Path, frame: Any) -> Any:
     return None
 
 
+def _through(frame: Any) -> bool:
+    """``frame`` is torch's or the standard library's (``Tensor.__format__``, ``DTensor``'s
+    repr, ``logging``, ``reprlib``): a text made there is for its caller."""
+    import sysconfig
+
+    import torch
+
+    name = frame.f_code.co_filename
+    if name == __file__:         # this module's wrappers (``t.__format__``'s)
+        return True
+    paths = sysconfig.get_paths()
+    if name.startswith(str(Path(torch.__file__).parent) + "/"):
+        return True
+    return name.startswith(paths["stdlib"] + "/") and not name.startswith(paths["purelib"])
+
+
+def _caller(path: Path, frame: Any) -> Any:
+    """The train file's frame if it is the first frame up the stack that is neither torch's nor
+    the standard library's (None otherwise)."""
+    while frame is not None and not _from(path, frame) and _through(frame):
+        frame = frame.f_back
+    return frame if frame is not None and _from(path, frame) else None
+
+
 def _wrap_pickle(g: Any, path: Path, owner: type, name: str, original: Any) -> Any:
     from spec_lang.errors import PlanError
 
     label = f"{_OWNER.get(owner.__name__, owner.__name__)}.{name}"
+    find = _caller if name in TEXTS else _on_stack
 
     def reduce(self: Any, *a: Any, **k: Any) -> Any:
-        f = _on_stack(path, sys._getframe(1)) if _fake(self) else None  # noqa: SLF001
+        f = find(path, sys._getframe(1)) if _fake(self) else None  # noqa: SLF001
         if f is None:
             return original(self, *a, **k)
         msg = g.note(f.f_lineno, _HINT.format(what=label), thread=False)
@@ -155,13 +188,15 @@ def refused(g: Any) -> Iterator[None]:
         (c, n) for c in (torch.SymFloat, torch.SymInt) for n in SYM_READS] + [
         (torch.UntypedStorage, n) for n in STORAGE_READS]
     pickles = [(c, n) for c in (FakeTensor, torch.Tensor, torch.UntypedStorage) for n in PICKLES]
+    pickles += [(c, n) for c in (FakeTensor, torch.Tensor, torch.SymFloat, torch.SymInt,
+                                 torch.SymBool) for n in TEXTS]
     saved: list[tuple[type, str, Any, bool]] = []
     for owner, name in targets + pickles:
         original = getattr(owner, name, None)
         if original is None:
             continue
         saved.append((owner, name, vars(owner).get(name), name in vars(owner)))
-        wrap = _wrap_pickle if name in PICKLES else _wrap
+        wrap = _wrap_pickle if name in PICKLES + TEXTS else _wrap
         setattr(owner, name, wrap(g, path, owner, name, original))
         _PATCHED[(id(owner), name)] = vars(owner)[name]
     try:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import copy
 import io
+import logging
 import pickle
+import reprlib
 
 import pytest
 import torch
@@ -47,6 +49,15 @@ def _caught(read):
     (lambda t: (pickle.dumps(t.untyped_storage()), 2.0)[1],
      r"t.untyped_storage\(\).__reduce_ex__"),
     (lambda t: (copy.deepcopy(t), 2.0)[1], "t.__deepcopy__"),
+    # round 38: the text of a fake tensor or of a symbol (R35d-1's r35d_02), raising or not
+    (lambda t: 2.0 if "[2." in str(t) else 1.0, "t.__str__"),
+    (lambda t: 2.0 if "2." in repr(t) else 1.0, "t.__repr__"),
+    (lambda t: 2.0 if "2." in f"x {t} y" else 1.0, "t.__str__"),
+    (lambda t: 2.0 if "2." in "%s" % (t,) else 1.0, "t.__str__"),
+    (lambda t: 2.0 if "2." in reprlib.repr(t) else 1.0, "t.__repr__"),
+    (lambda t: (logging.getLogger("r38").warning("%s", t), 1.0)[1], "t.__str__"),
+    (lambda t: 2.0 if str(t.sum().item()) == "2.0" else 1.0, "SymFloat.__str__"),
+    (lambda t: 2.0 if repr(t.long().sum().item()) == "2" else 1.0, "SymInt.__repr__"),
 ])
 def test_a_value_read_caught_by_the_step_is_refused_with_its_line(read, label):
     with pytest.raises(PlanError, match=rf"{HERE}:\d+: the step reads a value of its fake "
@@ -62,7 +73,10 @@ def test_torchs_methods_are_given_back_and_nothing_is_left_patched():
     sym = {(c, n): vars(c).get(n) for c in (torch.SymFloat, torch.SymInt)
            for n in value_reads.SYM_READS}
     sym |= {(torch.UntypedStorage, n): vars(torch.UntypedStorage).get(n)
-            for n in value_reads.STORAGE_READS}
+            for n in value_reads.STORAGE_READS + value_reads.PICKLES}
+    sym |= {(c, n): vars(c).get(n) for c in (FakeTensor, torch.Tensor, torch.SymFloat,
+                                             torch.SymInt, torch.SymBool)
+            for n in value_reads.TEXTS + value_reads.PICKLES + value_reads.DEEP_READS}
     with pytest.raises(PlanError):
         with threads_refused(HERE):
             make_fx(watched(_caught(lambda t: t.data_ptr())), tracing_mode="fake")(torch.ones(4))
@@ -90,6 +104,23 @@ def test_a_read_that_works_and_torchs_own_reads_are_left_alone():
     with threads_refused("/nonexistent/train.py"):          # this file is not the train file
         make_fx(watched(_caught(lambda t: t.data_ptr())), tracing_mode="fake")(torch.ones(4))
         make_fx(watched(other_file), tracing_mode="fake")(torch.ones(4))
+
+
+def test_texts_without_values_are_left_alone():
+    """A shape's, a dtype's or a device's text has no value in it; a log call below its level
+    never formats the tensor; ``repr`` inside torch's own code (here a helper of another file)
+    is not the train file's."""
+    def step(y: torch.Tensor) -> torch.Tensor:
+        s = f"{y.shape} {y.dtype} {y.device} {str(y.size(0))}"
+        logging.getLogger("r38-off").debug("%s", y)      # DEBUG is off: never formatted
+        return y * len(s)
+
+    with threads_refused(HERE):
+        gm = make_fx(watched(step), tracing_mode="fake")(torch.ones(4))
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [
+        torch.ops.aten.mul.Tensor]
+    with threads_refused("/nonexistent/train.py"):
+        make_fx(watched(_caught(lambda t: (str(t), 1.0)[1])), tracing_mode="fake")(torch.ones(4))
 
 
 def test_an_uncaught_read_ends_the_capture_with_the_refusal():
