@@ -52,6 +52,7 @@ WORLD_GROUP = "0"
 """torch's name of the default (world) process group (``_process_group_name`` counts from 0 at
 ``init_process_group``; tested in ``tests/torch_frontend/test_backend_rejects.py``)."""
 
+UNSIZED = "whether gloo accepts it is not known"
 # gloo's reduce ops (c10d ``ReduceOp.RedOpType``) and a functional collective's names of them
 _CODES = {"sum": 0, "avg": 1, "product": 2, "min": 3, "max": 4, "band": 5, "bor": 6, "bxor": 7,
           "premul_sum": 8}
@@ -221,8 +222,7 @@ def why_rejected(n: fx.Node, gm: Any, size_of: Mapping[str, int]) -> str | None:
     name = _group(gm, a[gi]) if len(a) > gi else None
     ws = size_of.get(name) if name is not None else None
     if ws is None:
-        return (f"a collective over process group {name!r}, which is no mesh axis: whether "
-                "gloo accepts it is not known")
+        return f"a collective over process group {name!r}, which is no mesh axis: {UNSIZED}"
     if ri is not None and not (isinstance(a[ri], int) and 0 <= a[ri] < ws):
         return f"gloo raises: root rank {a[ri]} is not in the group of {ws} ranks"
     if ns == "c10d":
@@ -259,9 +259,10 @@ def check_collectives(path: str, traces: Sequence[Any]) -> None:
         sizes = _sizes(t)
         for n in t.gm.graph.nodes:
             why = why_rejected(n, t.gm, sizes)
-            if why is not None:
-                raise PlanError(
-                    f"{node_site(n, path)}: {why} ({str(n.target).rsplit('.', 1)[0]} on the "
-                    f"rank at {dict(getattr(t, 'coords', None) or {})}): the real run raises "
-                    "there, and a caught error takes a branch the capture does not see; fix "
-                    "the collective's op, dtype or shapes")
+            if why is None:
+                continue
+            tail = ("run it over a mesh axis's group" if why.endswith(UNSIZED) else
+                    "the real run raises there, and a caught error takes a branch the "
+                    "capture does not see; fix the collective's op, dtype or shapes")
+            raise PlanError(f"{node_site(n, path)}: {why} ({str(n.target).rsplit('.', 1)[0]} "
+                            f"on the rank at {dict(getattr(t, 'coords', None) or {})}): {tail}")
