@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.caught import RECORDER, compile_train_file, recorder
 
 __all__ = ["TrainFile", "read_train_file", "REQUIRED", "line_of", "user_frame"]
 
@@ -146,12 +147,14 @@ def read_train_file(path: str | Path, source: bytes | None = None) -> TrainFile:
     sha = hashlib.sha256(raw).hexdigest()
     src = raw.decode("utf-8", errors="replace")
     try:
-        code = compile(raw, p, "exec")
+        # every except clause and with body records the exception it meets (caught: R35d-2)
+        code = compile_train_file(raw, p)
     except SyntaxError as e:
         raise PlanError(f"{p}:{e.lineno or 1}: syntax error: {e.msg}") from None
     modname = f"_shardproof_torch_{sha[:16]}"
     mod = types.ModuleType(modname)
     mod.__file__ = p
+    mod.__dict__[RECORDER] = recorder()
     folder = str(Path(p).resolve().parent)
     sys.modules[modname] = mod
     sys.path.insert(0, folder)

@@ -1,0 +1,126 @@
+"""``caught``: an exception the train file's own code catches while the capture runs it is
+refused (round 38; R35d-2's family: R38a-1, R38a-2), and the instrumented train file computes
+what the file computes (every except clause and with body, in seconds; the slow proves of the
+plan files are in ``tests/adversarial/test_round38a.py``)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend import caught
+
+SRC = textwrap.dedent('''
+    import contextlib
+
+    def f(x):
+        out = []
+        try:
+            out.append(1 / x)
+        except ZeroDivisionError as e:
+            out.append(type(e).__name__)
+        else:
+            out.append("else")
+        finally:
+            out.append("finally")
+        with contextlib.suppress(ZeroDivisionError):
+            out.append(2 / x)
+        with contextlib.nullcontext(x) as y:
+            if y == 3:
+                return out + ["early"]
+        for i in range(3):
+            with contextlib.nullcontext():
+                if i == 1:
+                    continue
+                out.append(i)
+        try:
+            try:
+                raise ValueError("inner")
+            except KeyError:
+                out.append("never")
+        except ValueError as e:
+            out.append(str(e))
+        def gen():
+            with contextlib.nullcontext():
+                yield 1
+                yield 2
+        g = gen()
+        out.append(next(g))
+        g.close()
+        try:
+            raise ExceptionGroup("g", [TypeError("t"), KeyError("k")])
+        except* TypeError:
+            out.append("star-type")
+        except* KeyError:
+            out.append("star-key")
+        d = {}
+        try:
+            d["missing"]
+        except KeyError:
+            out.append("key")
+        return out
+''')
+
+
+def _run(instrumented: bool, x: int) -> list:
+    ns: dict = {}
+    if instrumented:
+        ns[caught.RECORDER] = caught.recorder()
+        code = caught.compile_train_file(SRC.encode(), "train.py")
+    else:
+        code = compile(SRC, "train.py", "exec")
+    exec(code, ns)   # noqa: S102 -- the test's own source
+    return ns["f"](x)
+
+
+@pytest.fixture(autouse=True)
+def _empty():
+    caught._FOUND.clear()
+    yield
+    caught._FOUND.clear()
+
+
+@pytest.mark.parametrize("x", [0, 1, 3])
+def test_the_instrumented_file_computes_what_the_file_computes(x):
+    assert _run(True, x) == _run(False, x)
+
+
+def test_caught_exceptions_are_recorded_with_their_lines_and_allowed_ones_are_not():
+    _run(True, 0)
+    lines = {ln for ln, _ in caught.found()}
+    what = [w for _, w in caught.found()]
+    # 1/0 caught at the except line (8); 2/0 met by the suppress with (14); the inner
+    # ValueError at the outer except (29; the inner except KeyError does not match); the
+    # group's TypeError at except* TypeError (40); the KeyError group (42), the KeyError (47)
+    # and the generator's GeneratorExit (its with, 33) are allowed
+    assert what[0].startswith("ZeroDivisionError (division by zero)")
+    assert lines == {8, 14, 29, 40}, caught.found()
+    with pytest.raises(PlanError, match=r"^train.py:8: the train file catches ZeroDivisionError "
+                       r"\(division by zero\) at line 8 while the capture runs it: .* \(during "
+                       r"the capture\)$"):
+        caught.check("train.py", None, "during the capture")
+
+
+def test_a_file_that_catches_nothing_passes():
+    _run(True, 1)
+    assert {ln for ln, _ in caught.found()} == {29, 40}     # the raises of the file itself
+    caught._FOUND.clear()
+    caught.check("train.py", {caught.RECORDER: caught.recorder()}, "when imported")
+
+
+def test_a_replaced_recorder_is_refused():
+    with pytest.raises(PlanError, match=r"^train.py:1: the train file replaced "
+                       r"__shardproof_caught__ \(during the capture\)"):
+        caught.check("train.py", {caught.RECORDER: lambda line: None}, "during the capture")
+
+
+def test_line_numbers_of_the_file_are_kept():
+    code = caught.compile_train_file(b"def f():\n    x = 1\n    raise RuntimeError(x)\n",
+                                     "train.py")
+    ns: dict = {caught.RECORDER: caught.recorder()}
+    exec(code, ns)   # noqa: S102
+    with pytest.raises(RuntimeError) as e:
+        ns["f"]()
+    assert e.traceback[-1].lineno + 1 == 3
