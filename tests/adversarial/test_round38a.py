@@ -107,3 +107,13 @@ def test_r38a_12_storage_device_meta_branch_is_not_accepted(tmp_path):
     """EQUIVALENT at 4d89de3 (4 goals, 57 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38a_12_dp_storage_device_meta_branch_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38a-5: backend=\"cpu:gloo,cpu:gloo\" (torch raises "
+                   "ValueError: duplicate device) is read as gloo and dropped: the fake group is "
+                   "made; caught in the real run")
+def test_r38a_5_duplicate_device_backend_string_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at 4d89de3 (4 goals, 55 s); truth w1 0.0088, w2 0.018."""
+    out = _prove("r38a_13_dp_new_group_duplicate_device_backend_string_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
