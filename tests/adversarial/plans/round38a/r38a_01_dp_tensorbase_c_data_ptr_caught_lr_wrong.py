@@ -1,6 +1,8 @@
 """Round 38a (dp 2, wrong): R37b-2 through `torch._C.TensorBase.data_ptr(g)` (the C base class
 5af31f2 does not wrap: it wraps `FakeTensor` and `torch.Tensor`), in a `try`, fallback `lr`.
 Real run: a pointer, `n = 2.0`; capture: raises or 0, `n = 1.0`. `lr = 0.1 * n`.
+Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: lr 0.2 in the real run).
+Verdict (main 4d89de3): **EQUIVALENT** (4 goals, 39 s): false accept R38a-1.
 """
 MESH = {"dp": 2}
 import torch

@@ -1,5 +1,7 @@
 """Round 38a (dp 2, wrong): R37b-2 through a method bound at import, before `value_reads.refused`
 wraps it: `_DP = torch.Tensor.data_ptr` at module level, `_DP(g)` in a `try`, fallback `lr`.
+Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: lr 0.2 in the real run).
+Verdict (main 4d89de3): **EQUIVALENT** (4 goals, 61 s): false accept R38a-1.
 """
 MESH = {"dp": 2}
 import torch

@@ -1,5 +1,7 @@
 """Round 38a (dp 2, wrong): R37b-2 (pickle) through `torch.save(g, io.BytesIO())` in a `try`: a fake
 tensor does not serialize (AttributeError, WeakValueDictionary), a real one does.
+Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: lr 0.2 in the real run).
+Verdict (main 4d89de3): **EQUIVALENT** (4 goals, 55 s): false accept R38a-2.
 """
 MESH = {"dp": 2}
 import torch

@@ -1,6 +1,8 @@
 """Round 38a (dp 2, wrong): R37b-3 through `.data`: `torch._foreach_div_(grads + [w1.grad.data],
 ws)` names w1's gradient storage twice, once as its `.data` (a detached alias). The real
 foreach divides it twice.
+Truth (torch4_truth.py FILE 1): w1 0.0035, w2 0.0 (wrong: w1's gradient divided twice).
+Verdict (main 4d89de3): UNKNOWN (39 s): `g.data` has `g`'s root, `written_twice`: sound.
 """
 MESH = {"dp": 2}
 import torch

@@ -3,6 +3,9 @@
 foreach multiplies entry by entry: `s.grad` is squared first, then w1's gradient is multiplied
 by the *new* `s.grad`. `written_twice` checks list arguments only (`isinstance(a, (list,
 tuple))`); the spec multiplies by a clone taken before.
+Truth (torch4_truth.py FILE 1): s 0.0, w1 0.00024, w2 1e-17 (wrong: w1's gradient times s.grad
+squared).
+Verdict (main 4d89de3): **EQUIVALENT** (6 goals, 50 s): false accept R38a-3.
 """
 MESH = {"dp": 2}
 import torch

@@ -3,6 +3,9 @@
 written-to tensor refer to a single memory location") before writing; traced on fake tensors
 (make_fx) it does not raise. In a `try`, the capture takes the branch that adds and subtracts
 back (`lr` 0.1, the spec's), the real run the fallback (`lr` 0.2).
+Truth (torch4_truth.py FILE 1): w1 0.0126, w2 0.0053 (wrong: lr 0.2 in the real run).
+Verdict (main 4d89de3): exit 3 (56 s): "the graph at real sizes has 48 nodes, the main trace 47"
+(the real-size trace raised and took the fallback): sound.
 """
 MESH = {"dp": 2}
 import torch

@@ -3,6 +3,9 @@ real run, caught: no gradient all-reduce) with the timeout a `timedelta` subclas
 / `__le__` say True: `why_it_may_raise`'s `timedelta(0) <= timeout <= _MAX_TIMEOUT` calls the
 subclass's reflected `__ge__` first, then its `__le__`. gloo reads the value (pybind's
 days / seconds / microseconds): -1 s.
+Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: the group raised, caught; no all-
+reduce).
+Verdict (main 4d89de3): **EQUIVALENT** (4 goals, 55 s): false accept R38a-4.
 """
 
 import datetime

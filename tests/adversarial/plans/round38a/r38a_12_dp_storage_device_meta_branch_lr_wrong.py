@@ -2,6 +2,9 @@
 `untyped_storage()` is on `meta`, a real one's on `cpu` (the tensor itself says `cpu` in both).
 Nothing raises (R35d-1's class: `t.is_meta` / `type(t)` / `str(t)`, documented; this reaches it
 through the storage, which `value_reads` wraps only for reads that raise).
+Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: lr 0.2 in the real run).
+Verdict (main 4d89de3): **EQUIVALENT** (4 goals, 57 s): R35d-1's documented limit (a branch that
+raises nothing), a new route.
 """
 MESH = {"dp": 2}
 import torch
