@@ -117,3 +117,12 @@ def test_r38a_5_duplicate_device_backend_string_caught_is_not_accepted(tmp_path)
     """EQUIVALENT at 4d89de3 (4 goals, 55 s); truth w1 0.0088, w2 0.018."""
     out = _prove("r38a_13_dp_new_group_duplicate_device_backend_string_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38a-6: written_twice compares roots, not ranges: "
+                   "_foreach_add_ into disjoint pieces of one flat main_grad buffer is Opaque")
+def test_r38a_6_foreach_add_disjoint_pieces_is_equivalent(tmp_path):
+    """UNKNOWN at 4d89de3 (21 s), EQUIVALENT at 5af31f2 (53 s); truth 6e-17 / 0 (right)."""
+    out = _prove("r38a_06_dp_megatron_main_grad_foreach_add_disjoint_pieces_right.py", tmp_path)
+    assert _equivalent(out), out
