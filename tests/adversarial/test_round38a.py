@@ -44,6 +44,13 @@ def test_r38a_09_inplace_add_own_transpose_caught_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+def test_r38a_14_new_group_backend_enum_instance_is_equivalent(tmp_path):
+    """EQUIVALENT at 4d89de3 (48 s): a ``dist.Backend("gloo")`` duplicate group is right."""
+    out = _prove("r38a_14_dp_new_group_backend_enum_instance_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
 # -- findings (open: strict xfails) -------------------------------------------------------------
 
 @pytest.mark.slow
