@@ -133,3 +133,30 @@ def test_r38a_6_foreach_add_disjoint_pieces_is_equivalent(tmp_path):
     """UNKNOWN at 4d89de3 (21 s), EQUIVALENT at 5af31f2 (53 s); truth 6e-17 / 0 (right)."""
     out = _prove("r38a_06_dp_megatron_main_grad_foreach_add_disjoint_pieces_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38a-1: a lambda compiled with filename '<plan>' (not "
+                   "the train file's) reads g.data_ptr(), caught: value_reads._from lets it by")
+def test_r38a_1_eval_compiled_lambda_data_ptr_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at 4d89de3 (4 goals, 67 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38a_05_dp_exec_compiled_data_ptr_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38a-2: g.storage()[0] (TypedStorage.__getitem__, "
+                   "torch's Python, calls the wrapped read): the caller is not the train file")
+def test_r38a_2_typed_storage_getitem_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at 4d89de3 (4 goals, 34 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38a_15_dp_typed_storage_getitem_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38a-2: g.detach().clone().share_memory_() raising "
+                   "only for a fake tensor, caught: not refused")
+def test_r38a_2_share_memory_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at 4d89de3 (4 goals, 38 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38a_16_dp_share_memory_clone_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
