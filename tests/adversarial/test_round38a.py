@@ -51,6 +51,13 @@ def test_r38a_14_new_group_backend_enum_instance_is_equivalent(tmp_path):
     assert _equivalent(out), out
 
 
+@pytest.mark.slow
+def test_r38a_11_mm_out_aliasing_input_is_not_accepted(tmp_path):
+    """UNKNOWN at 4d89de3 (66 s): ``aten.mm.out`` has no lowering rule."""
+    out = _prove("r38a_11_dp_mm_out_aliases_input_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- findings (open: strict xfails) -------------------------------------------------------------
 
 @pytest.mark.slow
