@@ -58,6 +58,20 @@ def test_r38a_11_mm_out_aliasing_input_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+def test_r38a_17_adam_foreach_is_equivalent(tmp_path):
+    """EQUIVALENT at 4d89de3 (10 goals, 53 s): ``written_twice`` does not fire on Adam's foreach."""
+    out = _prove("r38a_17_dp_adam_foreach_allreduce_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.slow
+def test_r38a_18_foreach_mul_two_params_one_storage_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at 4d89de3 (58 s)."""
+    out = _prove("r38a_18_dp_foreach_mul_two_params_one_storage_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- findings (open: strict xfails) -------------------------------------------------------------
 
 @pytest.mark.slow
