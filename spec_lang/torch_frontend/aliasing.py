@@ -124,12 +124,18 @@ def written_twice(targets: Any, roots: Mapping[fx.Node, Any], n: fx.Node | None 
     a written storage is read at another index of another list argument (R37b-3:
     ``torch._foreach_div_(grads + grads[:1], n)`` divides w1's gradient twice in the real run,
     ``_foreach_add_([g1, g2], [g2, g1])`` adds the new ``g1`` to ``g2``; the traced node
-    computes every entry from the values before the call)."""
+    computes every entry from the values before the call), or a tensor argument of a list op
+    shares a written storage (R38a-3: ``_foreach_mul_([s.grad, w1.grad], s.grad)``)."""
     bases = [roots[t][0] if isinstance(t, fx.Node) and t in roots else None for t in targets]
     named = [b for b in bases if b is not None]
     if len(named) != len(set(named)):
         return True
     for a in (n.args[1:] if n is not None else ()):
+        if isinstance(a, fx.Node) and len(bases) > 1 and a in roots \
+                and any(b is roots[a][0] for b in bases):
+            # ``_foreach_mul_([s.grad, w1.grad], s.grad)``: entry 1 reads the written entry 0
+            # (R38a-3)
+            return True
         if isinstance(a, (list, tuple)) and len(a) == len(bases):
             for j, x in enumerate(a):
                 rb = roots[x][0] if isinstance(x, fx.Node) and x in roots else None

@@ -29,9 +29,20 @@ def _caught(fn):
         pass
 
 
+class _Lying(timedelta):
+    """R38a-4: a subclass whose comparisons say "in range" whatever its value."""
+
+    def __ge__(self, other):
+        return True
+
+    def __le__(self, other):
+        return True
+
+
 @pytest.mark.parametrize("timeout,ok", [
     (timedelta(minutes=30), True), (timedelta(0), True), (timedelta(days=36500), True),
     (timedelta(seconds=-1), False), (timedelta.max, False), (None, True),
+    (_Lying(seconds=-1), False), (_Lying(minutes=30), False), (1800, False),
 ])
 def test_a_timeout_gloo_rejects_is_named(timeout, ok):
     """R37a-6: ``timedelta.max`` is positive in Python and negative in gloo's nanoseconds."""

@@ -107,3 +107,18 @@ def test_a_foreach_list_naming_one_tensor_twice_leaves_it_unknown():
 
     outs = _outs(crossed, X, X + 1.0)
     assert all(isinstance(o, Opaque) for o in outs), outs
+
+    def tensor_aliases_entry(x, y):
+        s, g = x.sum().clone(), y.clone()   # the Tensor overload takes a 0-dim tensor
+        torch._foreach_mul_([s, g], s)      # R38a-3 torch: g * (s * s)
+        return (s * 1.0, g * 1.0)
+
+    outs = _outs(tensor_aliases_entry, X, X + 1.0)
+    assert all(isinstance(o, Opaque) and "twice" in o.why for o in outs), outs
+
+    def tensor_of_its_own(x, y):
+        s, g = x.clone(), y.clone()
+        torch._foreach_mul_([s, g], y.sum())
+        return (s * 1.0, g * 1.0)
+
+    check_fn(tensor_of_its_own, X, X + 1.0)
