@@ -26,6 +26,7 @@ EXPECTED = {
     "r38_07_dp_megatron_zero_then_read_view_taken_before_wrong.py": "NOT EQUIVALENT",
     "r38_09_dp_megatron_rank_dependent_mul_zero_wrong.py": "UNKNOWN",
     "r38_10_dp_megatron_zero_block_of_a_piece_wrong.py": "exit 3",
+    "r38_11_dp_megatron_zero_then_rectangular_view_t_wrong.py": "UNKNOWN",
 }
 
 
