@@ -34,7 +34,11 @@ lowered as a :class:`~spec_lang.torch_frontend.values.Bucket`, the list of its p
 * a piece taken *before* a write of a bucket into the whole storage (Megatron's contiguous
   buffer: ``p.grad = flat[a:b].view_as(p)``, then ``flat.div_(n)``) reads piece ``k`` of the
   written bucket, its bounds checked again against it (:func:`piece_read`, R35b-1); a write
-  through a piece leaves every reader of the storage UNKNOWN.
+  through one piece gives the storage the bucket with that piece replaced (:func:`piece_write`,
+  R36b-3);
+* ``flat.zero_()`` / ``flat.fill_(v)`` (Megatron's ``zero_grad_buffer``) is the bucket of that
+  constant on every piece (:func:`filled`, R37b-4): written back whole, so the piece views read
+  it as above.
 
 Anything else that reads a bucket (a reduction or a norm over it, a view to 2-d, a slice across
 a boundary or picked by the rank, ZeRO's ``flat.chunk(dp)[rank]``, an elementwise op with a
@@ -54,9 +58,9 @@ from spec_lang.torch_frontend.analysis import Analysis, shape_of
 from spec_lang.torch_frontend.dims import DimsError
 from spec_lang.torch_frontend.values import TV, Bucket, Pieces
 
-__all__ = ["PIECEWISE", "cat_dims", "zero_dims", "zero_bucket", "slice_dims", "split_dims",
-           "cat_term", "has_bucket", "lower_on_bucket", "along", "piece_read", "piece_write",
-           "written_value"]
+__all__ = ["PIECEWISE", "FILLS", "filled", "cat_dims", "zero_dims", "zero_bucket", "slice_dims",
+           "split_dims", "cat_term", "has_bucket", "lower_on_bucket", "along", "piece_read",
+           "piece_write", "written_value"]
 
 PIECEWISE = frozenset({
     "aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",
@@ -68,12 +72,18 @@ PIECEWISE = frozenset({
     "_c10d_functional.wait_tensor.default", "c10d.allreduce_.default",
 })
 """Ops applied entry by entry, the same way at every position: on a bucket, piece by piece."""
+FILLS = frozenset({"aten.zero_.default", "aten.fill_.Scalar"})
+"""``flat.zero_()`` (Megatron's ``zero_grad_buffer``) and ``flat.fill_(v)`` of a bucket: every
+entry becomes one constant (``fill_``'s scalar, the same on every rank, held exactly by the
+dtype: ``rules_elementwise._fill_value``), so the bucket of that constant on each piece, the
+pieces' layouts and numels kept (R37b-4)."""
 
 _VIEWS = frozenset({"aten.view.default", "aten._unsafe_view.default",
                     "aten._reshape_alias.default", "aten.lift_fresh.default"})
 _WHY = ("reads a flat bucket (a torch.cat of flattened tensors) in a way that is not lowered: "
         "only an all-reduce, an elementwise op by a scalar or with a bucket of the same pieces, "
-        "copy_, and a slice that is exactly one piece (at the probe and at the real sizes) are")
+        "copy_, zero_ / fill_ by a scalar, and a slice that is exactly one piece (at the probe "
+        "and at the real sizes) are")
 
 
 # -- pass 1 -----------------------------------------------------------------------------------
@@ -422,7 +432,27 @@ def lower_on_bucket(ctx: Any, n: fx.Node, r: Any, args: tuple, kwargs: dict) -> 
         return args[1]
     if name in PIECEWISE:
         return _piecewise(ctx, n, r, args, kwargs)
+    if name in FILLS and isinstance(args[0], Bucket) and not kwargs \
+            and not has_bucket(args[1:], {}):
+        return filled(ctx, n, r, args)
     raise ctx.fail(n, _WHY)
+
+
+def filled(ctx: Any, n: fx.Node, r: Any, args: tuple) -> Bucket:
+    """``flat.zero_()`` / ``flat.fill_(v)`` of bucket ``args[0]`` (:data:`FILLS`, R37b-4): the
+    bucket of the one constant ``r.term`` gives (a term of no dims), on each piece's layout.
+    The write itself goes through ``lower._write_back``: whole aliases read this bucket, the
+    piece views pass 1 named read its pieces (:func:`piece_read`), every other view stays
+    Opaque.
+
+    Raises:
+        Unsupported: a fill value the rule refuses (rank-dependent, a cast), or one with dims.
+    """
+    x = args[0]
+    got = r.term(n, ctx, *args)
+    if not isinstance(got, TV) or got.term.dims:
+        raise ctx.fail(n, _WHY)
+    return Bucket(tuple(TV(got.term, p.dims) for p in x.pieces), x.numels)
 
 
 def written_value(ctx: Any, reader: fx.Node, v: Bucket, why: Any) -> Any:

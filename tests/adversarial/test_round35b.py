@@ -78,7 +78,7 @@ def test_r35b_3_bucket_cat_out_is_equivalent(tmp_path):
     "r35b_02_dp_bucket_order_by_rank_wrong.py",          # exit 3: dataflow differs at rank 1
     "r35b_03_dp_bucket_transposed_flatten_wrong.py",     # NOT EQUIVALENT
     "r35b_04_dp_bucket_inplace_one_piece_wrong.py",      # NOT EQUIVALENT (round 37: piece_write)
-    "r35b_05_dp_bucket_grad_views_then_zero_wrong.py",   # UNKNOWN: zero_ of a bucket
+    "r35b_05_dp_bucket_grad_views_then_zero_wrong.py",   # NOT EQUIVALENT (round 38: filled)
     "r35b_07_dp_bucket_allreduce_max_wrong.py",          # NOT EQUIVALENT
     "r35b_08_dp_bucket_rank_scalar_tensor_wrong.py",     # exit 3: rank-built constant
     "r35b_09_dp_bucket_cat_args_order_real_only_wrong.py",   # exit 3: cat's argument

@@ -61,10 +61,11 @@ def test_r37b_09_main_grad_zeroed_between_microbatches_is_not_accepted(tmp_path)
 
 @pytest.mark.slow
 def test_r37b_11_main_grad_zeroed_between_whole_microbatches_is_not_accepted(tmp_path):
-    """UNKNOWN at d782147 (104 s): zero_ of the bucket not lowered."""
+    """UNKNOWN at d782147 (104 s): zero_ of the bucket not lowered. Since R37b-4's fix the zero_
+    is lowered: NOT EQUIVALENT (65 s)."""
     out = _prove("r37b_11_dp_megatron_main_grad_zeroed_between_whole_microbatches_wrong.py",
                  tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 @pytest.mark.slow
@@ -74,7 +75,7 @@ def test_r37b_13_alias_snapshot_before_add_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
-# -- findings: R37b-2 (data_ptr), R37b-3 fixed (asserted); R37b-1, R37b-2 (pickle), R37b-4 open ----
+# -- findings: R37b-2 (data_ptr), R37b-3, R37b-4 fixed (asserted); R37b-1, R37b-2 (pickle) open
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="R37b-1: a process cloned with CLONE_PARENT (a sibling: "
@@ -120,10 +121,10 @@ def test_r37b_08_main_grad_two_microbatches_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R37b-4: zero_() of a zeroed flat bucket (Megatron's "
-                   "zero_grad_buffer) is not lowered: UNKNOWN for a right plan")
 def test_r37b_4_main_grad_zeroed_then_two_microbatches_is_equivalent(tmp_path):
-    """UNKNOWN at d782147 (96 s); truth 0 / 0 (right)."""
+    """UNKNOWN at d782147 (96 s); truth 0 / 0 (right).
+    Fixed (R37b-4, ``buckets.filled``: zero_ of a bucket is the bucket of zeros): EQUIVALENT
+    (61 s)."""
     out = _prove("r37b_10_dp_megatron_main_grad_two_whole_microbatches_zeroed_right.py", tmp_path)
     assert _equivalent(out), out
 

@@ -187,10 +187,10 @@ def test_round36_other_writes_and_reads_stay_unknown():
     rng = np.random.default_rng(0)
     a, b = _t(rng, 3, 4), _t(rng, 4, 5)
 
-    def zeroed(a, b):                # not piecewise: every view of the bucket is unknown
-        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
-        va = flat[:12].view_as(a)
-        flat.zero_()
+    def zeroed(a, b):                # not piecewise: every view of the bucket is unknown (a
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])     # zero_ is a bucket of zeros since
+        va = flat[:12].view_as(a)                            # round 38: test_bucket_fills)
+        flat.addcmul_(flat, torch.ones(32))
         return (va,)
 
     def piece_written(a, b):         # a write through a block of a piece: readers unknown
@@ -371,10 +371,10 @@ def test_writes_through_no_piece_stay_unknown():
     rng = np.random.default_rng(0)
     a, b = _t(rng, 3, 4), _t(rng, 4, 5)
 
-    def zeroed_first(a, b):          # the storage is no bucket any more when the piece is written
-        flat = torch.cat([a.reshape(-1), b.reshape(-1)])
-        va, vb = flat[:12].view_as(a), flat[12:].view_as(b)
-        flat.zero_()
+    def copied_over(a, b):           # the storage is no bucket any more when the piece is written
+        flat = torch.cat([a.reshape(-1), b.reshape(-1)])    # (a zero_ keeps the bucket since
+        va, vb = flat[:12].view_as(a), flat[12:].view_as(b)   # round 38: test_bucket_fills)
+        flat.copy_(torch.ones(32))
         va.add_(a)
         return (va, vb)
 
@@ -390,7 +390,7 @@ def test_writes_through_no_piece_stay_unknown():
         flat[:12].view(3, 4).unsqueeze(0)[0].mul_(2.0)
         return (va,)
 
-    for fn in (zeroed_first, block, selected):
+    for fn in (copied_over, block, selected):
         outs = _outputs(fn, a, b)
         assert all(isinstance(o, Opaque) for o in outs), (fn.__name__, outs)
 
