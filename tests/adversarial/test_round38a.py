@@ -75,57 +75,56 @@ def test_r38a_18_foreach_mul_two_params_one_storage_is_not_accepted(tmp_path):
 # -- findings (open: strict xfails) -------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-1: torch._C.TensorBase.data_ptr(g) (the C base "
-                   "class, not wrapped) differs in the capture, caught: not refused")
 def test_r38a_1_tensorbase_c_data_ptr_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 39 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 4d89de3 (4 goals, 39 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: the train file's except clause records the RuntimeError)."""
     out = _prove("r38a_01_dp_tensorbase_c_data_ptr_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-1: torch.Tensor.data_ptr bound at module level "
-                   "(before value_reads wraps it), caught: not refused")
 def test_r38a_1_module_level_bound_data_ptr_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 61 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 4d89de3 (4 goals, 61 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: the train file's except clause records the RuntimeError)."""
     out = _prove("r38a_02_dp_module_level_bound_data_ptr_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-2: torch.save(g, BytesIO()) raising only for a "
-                   "fake tensor, caught: not refused")
 def test_r38a_2_torch_save_grad_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 55 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 4d89de3 (4 goals, 55 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``value_reads.PICKLES`` / ``caught``)."""
     out = _prove("r38a_03_dp_torch_save_grad_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-2: bytes(g.untyped_storage()) raising only for a "
-                   "fake tensor's meta storage, caught: not refused")
 def test_r38a_2_bytes_of_storage_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 62 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 4d89de3 (4 goals, 62 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: the NotImplementedError caught is recorded)."""
     out = _prove("r38a_04_dp_bytes_of_storage_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-3: _foreach_mul_.Tensor's one tensor argument "
-                   "aliasing an entry of the written list is not checked (lists only)")
 def test_r38a_3_foreach_mul_tensor_overload_alias_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (6 goals, 50 s); truth w1 0.00024, w2 0, s 0."""
+    """EQUIVALENT at 4d89de3 (6 goals, 50 s); truth w1 0.00024, w2 0, s 0. Fixed in round 38
+    (``aliasing.written_twice`` checks a tensor argument too: UNKNOWN)."""
     out = _prove("r38a_08_dp_foreach_mul_tensor_overload_aliases_entry_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-4: a timedelta subclass whose __ge__ / __le__ lie "
-                   "passes why_it_may_raise's range check; gloo reads -1 s and raises, caught")
 def test_r38a_4_lying_timedelta_subclass_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 55 s); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at 4d89de3 (4 goals, 55 s); truth w1 0.0088, w2 0.018. Fixed in round 38
+    (``why_it_may_raise``: a timeout that is not a plain timedelta may raise: refused)."""
     out = _prove("r38a_10_dp_gloo_negative_timeout_lying_subclass_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -138,13 +137,13 @@ def test_r38a_12_storage_device_meta_branch_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-5: backend=\"cpu:gloo,cpu:gloo\" (torch raises "
-                   "ValueError: duplicate device) is read as gloo and dropped: the fake group is "
-                   "made; caught in the real run")
 def test_r38a_5_duplicate_device_backend_string_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 55 s); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at 4d89de3 (4 goals, 55 s); truth w1 0.0088, w2 0.018. Fixed in round 38
+    (``_builtin_backend`` leaves the string to torch, which raises in the capture too; the
+    ValueError caught is refused by ``caught``)."""
     out = _prove("r38a_13_dp_new_group_duplicate_device_backend_string_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -157,27 +156,27 @@ def test_r38a_6_foreach_add_disjoint_pieces_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-1: a lambda compiled with filename '<plan>' (not "
-                   "the train file's) reads g.data_ptr(), caught: value_reads._from lets it by")
 def test_r38a_1_eval_compiled_lambda_data_ptr_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 67 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 4d89de3 (4 goals, 67 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: the except clause is the train file's)."""
     out = _prove("r38a_05_dp_exec_compiled_data_ptr_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-2: g.storage()[0] (TypedStorage.__getitem__, "
-                   "torch's Python, calls the wrapped read): the caller is not the train file")
 def test_r38a_2_typed_storage_getitem_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 34 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 4d89de3 (4 goals, 34 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``)."""
     out = _prove("r38a_15_dp_typed_storage_getitem_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38a-2: g.detach().clone().share_memory_() raising "
-                   "only for a fake tensor, caught: not refused")
 def test_r38a_2_share_memory_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at 4d89de3 (4 goals, 38 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 4d89de3 (4 goals, 38 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``)."""
     out = _prove("r38a_16_dp_share_memory_clone_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
