@@ -15,17 +15,22 @@ computes unchanged:
 
 * every ``except`` clause (``try`` / ``except*``) first calls ``__shardproof_caught__(line)``,
   which records the exception being handled (``sys.exc_info()``);
-* every ``with`` / ``async with`` body is wrapped in ``try: ... except BaseException:
-  __shardproof_caught__(line); raise``: the exception goes on to the context manager
-  unchanged (a bare ``raise`` adds no traceback entry); one that the manager suppresses
-  (``contextlib.suppress``) was recorded on its way.
+* every ``with`` / ``async with`` body, every function body, and the parts of a ``try`` that
+  has a ``finally`` are wrapped in ``try: ... except BaseException: __shardproof_caught__(line);
+  raise``: the exception goes on unchanged (a bare ``raise`` adds no traceback entry); one that
+  a context manager suppresses (``contextlib.suppress``), a ``finally`` swallows (``return`` /
+  ``break`` / ``continue`` in it) or a caller outside the train file catches (torch,
+  ``contextlib.suppress`` as a decorator, ``hasattr`` on a property) was recorded on its way.
 
 A recorded exception refuses the train file when the capture ends (:func:`check`), exit 3
 with its line, unless it is one the fake world raises exactly as the real run does:
 ``StopIteration`` / ``StopAsyncIteration`` / ``GeneratorExit`` (iteration), ``ImportError``
 (an optional import), ``KeyError`` / ``IndexError`` (a lookup in the train file's own
-containers; shapes are concrete in the capture). A train file that replaces
-``__shardproof_caught__`` is refused (:func:`check`). Not reached: a ``try`` in a module of
+containers; shapes are concrete in the capture). So an exception that ends the capture is
+recorded too, which changes nothing (the capture fails either way). A train file that replaces
+``__shardproof_caught__`` is refused (:func:`check`). Not reached: a ``lambda`` of the train
+file whose exception a caller outside it swallows (a lambda has no statements to wrap), code
+the train file compiles itself (``exec`` / ``eval`` of a string), a ``try`` in a module of
 yours that the train file imports (only the train file is compiled here), and a train file
 that keeps a reference to the recorder's list to empty it (the R29-4 family: a file that
 tampers with the capture).
@@ -41,7 +46,8 @@ __all__ = ["RECORDER", "ALLOWED", "compile_train_file", "check", "found"]
 
 RECORDER = "__shardproof_caught__"
 ALLOWED = (StopIteration, StopAsyncIteration, GeneratorExit, ImportError, KeyError, IndexError)
-_FOUND: list[tuple[int, str]] = []        # (line, "TypeError: message") in the order caught
+_FOUND: list[tuple[int, str]] = []        # (line, "TypeError (message)") caught by an except
+_MET: list[tuple[int, str]] = []          # (line, ...) met by a with, a function, a finally
 _HINT = ("the train file catches {what} at line {line} while the capture runs it: the capture's "
          "tensors are fake (shapes, no values) and its process group is fake, so a step that "
          "catches an error may take a branch the real run does not (R35d-2, round 38); write "
@@ -54,24 +60,45 @@ def _allowed(exc: BaseException) -> bool:
     return isinstance(exc, ALLOWED)
 
 
-def _record(line: int) -> None:
+_MET_HINT = ("{what} was raised through line {line} of the train file and did not end the "
+             "capture: something swallowed it (a context manager, a finally that returns, a "
+             "caller of the train file's function). The capture's tensors are fake and its "
+             "process group is fake, so the real run may not raise there and take another "
+             "branch (R35d-2, round 38); write the step so that nothing it raises is swallowed")
+
+
+def _record(line: int, through: int = 0) -> None:
     exc = sys.exc_info()[1]
     if exc is None or _allowed(exc):
         return
     text = str(exc).strip().splitlines()
-    _FOUND.append((int(line), f"{type(exc).__name__}" + (f" ({text[0][:120]})" if text
-                                                         else "")))
+    what = f"{type(exc).__name__}" + (f" ({text[0][:120]})" if text else "")
+    (_MET if through else _FOUND).append((int(line), what))
 
 
 def found() -> list[tuple[int, str]]:
-    """The exceptions recorded so far, ``(line, "Type (message)")``, oldest first."""
-    return list(_FOUND)
+    """The exceptions recorded so far, ``(line, "Type (message)")``: those an except clause
+    caught, then those a with body, a function body or a try with a finally met, oldest
+    first in each."""
+    return list(_FOUND) + list(_MET)
 
 
 class _Instrument(ast.NodeTransformer):
-    def _call(self, line: int, at: ast.AST) -> ast.stmt:
-        call = ast.Expr(ast.Call(ast.Name(RECORDER, ast.Load()), [ast.Constant(line)], []))
+    def _call(self, line: int, at: ast.AST, through: int = 0) -> ast.stmt:
+        args = [ast.Constant(line)] + ([ast.Constant(1)] if through else [])
+        call = ast.Expr(ast.Call(ast.Name(RECORDER, ast.Load()), args, []))
         return ast.copy_location(call, at)
+
+    def _guarded(self, body: list[ast.stmt], line: int) -> list[ast.stmt]:
+        """``body`` in ``try: ... except BaseException: record(line); raise`` (the exception
+        goes on unchanged: a bare ``raise`` adds no traceback entry)."""
+        if not body:
+            return body
+        first = body[0]
+        handler = ast.ExceptHandler(ast.Name("BaseException", ast.Load()), None,
+                                    [self._call(line, first, 1), ast.Raise(None, None)])
+        guard = ast.Try(body, [ast.copy_location(handler, first)], [], [])
+        return [ast.copy_location(guard, first)]
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
         self.generic_visit(node)
@@ -79,16 +106,37 @@ class _Instrument(ast.NodeTransformer):
         return node
 
     def _with(self, node: Any) -> ast.AST:
+        # a manager that suppresses (contextlib.suppress) swallows what its body raised
         self.generic_visit(node)
-        first = node.body[0]
-        handler = ast.ExceptHandler(ast.Name("BaseException", ast.Load()), None,
-                                    [self._call(node.lineno, first), ast.Raise(None, None)])
-        guard = ast.Try(node.body, [ast.copy_location(handler, first)], [], [])
-        node.body = [ast.copy_location(guard, first)]
+        node.body = self._guarded(node.body, node.lineno)
         return node
 
     visit_With = _with
     visit_AsyncWith = _with
+
+    def _try(self, node: Any) -> ast.AST:
+        # a ``finally`` that returns, breaks or continues swallows the exception in flight
+        self.generic_visit(node)
+        if node.finalbody:
+            node.body = self._guarded(node.body, node.lineno)
+            node.orelse = self._guarded(node.orelse, node.lineno)
+            for h in node.handlers:
+                h.body = self._guarded(h.body, h.lineno)
+        return node
+
+    visit_Try = _try
+    visit_TryStar = _try
+
+    def _function(self, node: Any) -> ast.AST:
+        # an exception leaving a function of the train file, whoever catches it (torch,
+        # ``contextlib.suppress`` as a decorator, ``hasattr`` on a property of the file's)
+        self.generic_visit(node)
+        doc = node.body[:1] if ast.get_docstring(node, clean=False) is not None else []
+        node.body = doc + self._guarded(node.body[len(doc):], node.lineno)
+        return node
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
 
 
 def compile_train_file(raw: bytes, path: str) -> Any:
@@ -122,3 +170,7 @@ def check(path: str, namespace: dict[str, Any] | None, when: str) -> None:
     if _FOUND:
         line, what = _FOUND[0]
         raise PlanError(f"{path}:{line}: " + _HINT.format(what=what, line=line) + f" ({when})")
+    if _MET:
+        line, what = _MET[0]
+        raise PlanError(f"{path}:{line}: " + _MET_HINT.format(what=what, line=line)
+                        + f" ({when})")

@@ -5,6 +5,7 @@ plan files are in ``tests/adversarial/test_round38a.py``)."""
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 
 import pytest
@@ -78,8 +79,10 @@ def _run(instrumented: bool, x: int) -> list:
 @pytest.fixture(autouse=True)
 def _empty():
     caught._FOUND.clear()
+    caught._MET.clear()
     yield
     caught._FOUND.clear()
+    caught._MET.clear()
 
 
 @pytest.mark.parametrize("x", [0, 1, 3])
@@ -91,12 +94,13 @@ def test_caught_exceptions_are_recorded_with_their_lines_and_allowed_ones_are_no
     _run(True, 0)
     lines = {ln for ln, _ in caught.found()}
     what = [w for _, w in caught.found()]
-    # 1/0 caught at the except line (8); 2/0 met by the suppress with (14); the inner
+    # 1/0 met in the body of a try with a finally (6) and caught at the except line (8); 2/0
+    # met by the suppress with (14); the inner
     # ValueError at the outer except (29; the inner except KeyError does not match); the
     # group's TypeError at except* TypeError (40); the KeyError group (42), the KeyError (47)
     # and the generator's GeneratorExit (its with, 33) are allowed
     assert what[0].startswith("ZeroDivisionError (division by zero)")
-    assert lines == {8, 14, 29, 40}, caught.found()
+    assert lines == {6, 8, 14, 29, 40}, caught.found()
     with pytest.raises(PlanError, match=r"^train.py:8: the train file catches ZeroDivisionError "
                        r"\(division by zero\) at line 8 while the capture runs it: .* \(during "
                        r"the capture\)$"):
@@ -107,6 +111,7 @@ def test_a_file_that_catches_nothing_passes():
     _run(True, 1)
     assert {ln for ln, _ in caught.found()} == {29, 40}     # the raises of the file itself
     caught._FOUND.clear()
+    caught._MET.clear()
     caught.check("train.py", {caught.RECORDER: caught.recorder()}, "when imported")
 
 
@@ -114,6 +119,85 @@ def test_a_replaced_recorder_is_refused():
     with pytest.raises(PlanError, match=r"^train.py:1: the train file replaced "
                        r"__shardproof_caught__ \(during the capture\)"):
         caught.check("train.py", {caught.RECORDER: lambda line: None}, "during the capture")
+
+
+SWALLOWED = textwrap.dedent('''
+    import contextlib
+
+    def finally_return(x):
+        try:
+            return 1 / x
+        finally:
+            return "swallowed"
+
+    def loop_break(x):
+        for _ in range(2):
+            try:
+                1 / x
+            finally:
+                break
+        return "broken"
+
+    @SWALLOW()
+    def decorated(x):
+        return 1 / x
+
+    class P:
+        @property
+        def value(self):
+            return 1 / self.x
+
+    def has(x):
+        p = P()
+        p.x = x
+        return hasattr(p, "value")
+
+    def documented():
+        """doc"""
+        return documented.__doc__
+
+    def gen():
+        yield 1
+        yield 2
+''')
+
+
+class SWALLOW(contextlib.ContextDecorator):
+    """A decorator of another module's that swallows what the function raises."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return True
+
+
+@pytest.mark.parametrize("name,arg,line", [
+    ("finally_return", 0, 5), ("loop_break", 0, 12), ("decorated", 0, 19)])
+def test_exceptions_swallowed_without_an_except_clause_are_recorded(name, arg, line):
+    """A ``finally`` that returns or breaks, ``contextlib.suppress`` as a decorator: no except
+    clause of the file's catches, yet the error is gone; the wrapped bodies recorded it."""
+    ns: dict = {caught.RECORDER: caught.recorder(), "SWALLOW": SWALLOW}
+    exec(caught.compile_train_file(SWALLOWED.encode(), "train.py"), ns)   # noqa: S102
+    plain: dict = {"SWALLOW": SWALLOW}
+    exec(compile(SWALLOWED, "train.py", "exec"), plain)   # noqa: S102
+    assert ns[name](arg) == plain[name](arg)
+    assert [w for _, w in caught.found()][:1] == ["ZeroDivisionError (division by zero)"]
+    assert line in {ln for ln, _ in caught.found()}, caught.found()
+    with pytest.raises(PlanError, match=r"ZeroDivisionError \(division by zero\) was raised "
+                       r"through line \d+ of the train file and did not end the capture"):
+        caught.check("train.py", None, "during the capture")
+
+
+def test_docstrings_generators_and_allowed_exits_are_kept():
+    ns: dict = {caught.RECORDER: caught.recorder(), "SWALLOW": SWALLOW}
+    exec(caught.compile_train_file(SWALLOWED.encode(), "train.py"), ns)   # noqa: S102
+    assert ns["documented"]() == "doc"
+    g = ns["gen"]()
+    assert next(g) == 1
+    g.close()                                   # GeneratorExit: allowed
+    assert list(ns["gen"]()) == [1, 2]          # StopIteration: allowed
+    assert caught.found() == []
 
 
 def test_line_numbers_of_the_file_are_kept():
