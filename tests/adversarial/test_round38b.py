@@ -1,0 +1,48 @@
+"""Adversarial round 38b (``tests/adversarial/ATTEMPTS.md``, "Round 38b"), against wip/r38 at
+ac0f305 (round 38's fixes: ``backend_rejects.check_collectives``, ``value_reads.PICKLES`` /
+``DEEP_READS`` / ``TEXTS``). Plans in ``plans/round38b/``. Truth:
+``tests/adversarial/torch4_truth.py FILE 1`` (dp 2, gloo, float64).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND38B = Path(__file__).resolve().parent / "plans" / "round38b"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND38B / name, tmp_path)
+
+
+# -- sound outcomes (asserted) ------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_r38b_01_all_to_all_single_noncontiguous_view_is_not_accepted(tmp_path):
+    """UNKNOWN at ac0f305 (109 s): alltoall_base_ on a view of the gradient is not lowered."""
+    out = _prove("r38b_01_dp_all_to_all_single_noncontiguous_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- findings (strict xfail until fixed) --------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38b-1: json.dumps of an unbacked SymFloat (item()) "
+                   "raises TypeError without a text, __float__ or guard; caught, not refused")
+def test_r38b_1_json_dumps_of_item_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 118 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38b_02_dp_json_dumps_of_item_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
