@@ -46,3 +46,12 @@ def test_r38b_1_json_dumps_of_item_caught_is_not_accepted(tmp_path):
     """EQUIVALENT at ac0f305 (4 goals, 118 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38b_02_dp_json_dumps_of_item_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38b-2: TEXTS' walk up the stack stops at a frame that "
+                   "is neither torch's, the stdlib's nor the train file's (eval's <string>)")
+def test_r38b_2_eval_str_of_grad_is_not_accepted(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 109 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38b_03_dp_eval_str_of_grad_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
