@@ -55,3 +55,12 @@ def test_r38b_2_eval_str_of_grad_is_not_accepted(tmp_path):
     """EQUIVALENT at ac0f305 (4 goals, 109 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38b_03_dp_eval_str_of_grad_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38b-3: backend_rejects misses checks gloo makes "
+                   "(alltoall_ lists: only their lengths are checked, not each pair's shape)")
+def test_r38b_3_all_to_all_list_shape_mismatch_is_not_accepted(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 132 s); truth w1 0.0088, w2 0.018."""
+    out = _prove("r38b_04_dp_all_to_all_list_shape_mismatch_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
