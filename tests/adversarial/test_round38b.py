@@ -64,3 +64,12 @@ def test_r38b_3_all_to_all_list_shape_mismatch_is_not_accepted(tmp_path):
     """EQUIVALENT at ac0f305 (4 goals, 132 s); truth w1 0.0088, w2 0.018."""
     out = _prove("r38b_04_dp_all_to_all_list_shape_mismatch_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38b-3: backend_rejects does not check gloo's "
+                   "\"Tensors must be contiguous\" of an all-to-all's input")
+def test_r38b_3_all_to_all_single_noncontiguous_is_not_accepted(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 116 s); truth w1 0.0088, w2 0.018."""
+    out = _prove("r38b_05_dp_all_to_all_single_fresh_noncontiguous_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
