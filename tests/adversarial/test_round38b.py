@@ -73,3 +73,10 @@ def test_r38b_3_all_to_all_single_noncontiguous_is_not_accepted(tmp_path):
     """EQUIVALENT at ac0f305 (4 goals, 116 s); truth w1 0.0088, w2 0.018."""
     out = _prove("r38b_05_dp_all_to_all_single_fresh_noncontiguous_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r38b_06_numpy_from_dlpack_uncaught_is_not_accepted(tmp_path):
+    """exit 3 at ac0f305 (41 s): __dlpack__ of the fake gradient raises, uncaught."""
+    out = _prove("r38b_06_dp_numpy_from_dlpack_grad_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
