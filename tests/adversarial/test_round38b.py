@@ -80,3 +80,12 @@ def test_r38b_06_numpy_from_dlpack_uncaught_is_not_accepted(tmp_path):
     """exit 3 at ac0f305 (41 s): __dlpack__ of the fake gradient raises, uncaught."""
     out = _prove("r38b_06_dp_numpy_from_dlpack_grad_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38b-4: backend_rejects checks the traced step's graphs "
+                   "only; a collective gloo rejects in parallelize (meta/fake tensors) passes")
+def test_r38b_4_parallelize_band_float_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 70 s); truth w1 0.0088, w2 0.018."""
+    out = _prove("r38b_07_dp_parallelize_band_float_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
