@@ -89,3 +89,12 @@ def test_r38b_4_parallelize_band_float_caught_is_not_accepted(tmp_path):
     """EQUIVALENT at ac0f305 (4 goals, 70 s); truth w1 0.0088, w2 0.018."""
     out = _prove("r38b_07_dp_parallelize_band_float_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38b-3: backend_rejects does not check gloo's "
+                   "inLengthPerRank[myRank] == outLengthPerRank[myRank] of an all-to-all")
+def test_r38b_3_all_to_all_single_own_split_mismatch_is_not_accepted(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 66 s); truth w1 0.0088, w2 0.018."""
+    out = _prove("r38b_11_dp_all_to_all_single_own_split_mismatch_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
