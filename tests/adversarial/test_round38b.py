@@ -98,3 +98,10 @@ def test_r38b_3_all_to_all_single_own_split_mismatch_is_not_accepted(tmp_path):
     """EQUIVALENT at ac0f305 (4 goals, 66 s); truth w1 0.0088, w2 0.018."""
     out = _prove("r38b_11_dp_all_to_all_single_own_split_mismatch_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r38b_10_repr_bound_at_import_is_not_accepted(tmp_path):
+    """exit 3 at ac0f305 (27 s): the text is refused at line 50."""
+    out = _prove("r38b_10_dp_repr_bound_at_import_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
