@@ -105,3 +105,10 @@ def test_r38b_10_repr_bound_at_import_is_not_accepted(tmp_path):
     """exit 3 at ac0f305 (27 s): the text is refused at line 50."""
     out = _prove("r38b_10_dp_repr_bound_at_import_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r38b_09_send_noncontiguous_is_not_accepted(tmp_path):
+    """UNKNOWN at ac0f305 (76 s): the send's peer is a rank literal (sound by accident)."""
+    out = _prove("r38b_09_dp_send_noncontiguous_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
