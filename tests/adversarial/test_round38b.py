@@ -112,3 +112,12 @@ def test_r38b_09_send_noncontiguous_is_not_accepted(tmp_path):
     """UNKNOWN at ac0f305 (76 s): the send's peer is a rank literal (sound by accident)."""
     out = _prove("r38b_09_dp_send_noncontiguous_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38b-5: __dlpack__ of a fake tensor raises in the "
+                   "capture and is on none of value_reads' lists: caught, not refused")
+def test_r38b_5_numpy_from_dlpack_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 101 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38b_14_dp_numpy_from_dlpack_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
