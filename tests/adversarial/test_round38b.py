@@ -121,3 +121,19 @@ def test_r38b_5_numpy_from_dlpack_caught_is_not_accepted(tmp_path):
     """EQUIVALENT at ac0f305 (4 goals, 101 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38b_14_dp_numpy_from_dlpack_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r38b_08_print_shapes_is_equivalent(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 111 s); truth 5.6e-17 / 0 (right)."""
+    out = _prove("r38b_08_dp_print_shapes_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38b-1: Decimal of an unbacked SymFloat (item()) raises "
+                   "TypeError without a text, __float__ or guard; caught, not refused")
+def test_r38b_1_decimal_of_item_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at ac0f305 (4 goals, 111 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38b_12_dp_decimal_of_item_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
