@@ -4,7 +4,9 @@ the group). gloo raises "Tensors must be contiguous" (ValueError, from C++, meas
 one-rank gloo world); the fake backend does not, and `backend_rejects` checks only shapes,
 dtypes and splits. Caught: skip the gradient all-reduce in the real run only.
 Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: gloo raised, caught; no all-reduce).
-Verdict (wip/r38 ac0f305): UNKNOWN (2 goals, 109 s): `c10d.alltoall_base_` has no lowering rule and its input is a view of the gradient, so the goals depending on it stay open: sound, backend_rejects not reached (see r38b_05).
+Verdict (wip/r38 ac0f305): UNKNOWN (2 goals, 109 s): `c10d.alltoall_base_` has no lowering rule
+and its input is a view of the gradient, so the goals depending on it stay open: sound,
+backend_rejects not reached (see r38b_05).
 """
 MESH = {"dp": 2}
 import torch

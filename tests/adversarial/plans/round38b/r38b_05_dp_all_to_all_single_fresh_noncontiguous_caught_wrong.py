@@ -4,7 +4,8 @@ contiguous" (ValueError from C++) on the non-contiguous input; the fake backend 
 `backend_rejects` checks only shapes, dtypes and splits. Caught: skip the gradient all-reduce
 in the real run only.
 Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: gloo raised, caught; no all-reduce).
-Verdict (wip/r38 ac0f305): **EQUIVALENT** (4 goals, 116 s): false accept R38b-3 (gloo's contiguity check).
+Verdict (wip/r38 ac0f305): **EQUIVALENT** (4 goals, 116 s): false accept R38b-3 (gloo's
+contiguity check).
 """
 MESH = {"dp": 2}
 import torch

@@ -3,7 +3,9 @@
 and numpy reads *some* memory behind it, no error. Real run: the gradient is not zero,
 `n = 2.0`; capture: whatever that memory holds. `lr = 0.1 * n`.
 Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: lr 0.2 in the real run).
-Verdict (wip/r38 ac0f305): exit 3 (41 s): in the capture `__dlpack__` of the fake gradient raises "Cannot access data pointer" (unlike the bare FakeTensorMode measured), uncaught: sound; caught, see r38b_14.
+Verdict (wip/r38 ac0f305): exit 3 (41 s): in the capture `__dlpack__` of the fake gradient
+raises "Cannot access data pointer" (unlike the bare FakeTensorMode measured), uncaught: sound;
+caught, see r38b_14.
 """
 MESH = {"dp": 2}
 import torch

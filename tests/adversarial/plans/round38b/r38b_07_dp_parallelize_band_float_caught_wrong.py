@@ -3,7 +3,8 @@ step into `parallelize`: `dist.all_reduce(ReduceOp.BAND)` of a float tensor made
 parameter (`new_ones(1)`: meta / fake in the capture, so `fake_answers` lets it pass).
 `backend_rejects` checks the traced step's graphs only. Real run: gloo raises, caught,
 `model.sync_grads = False`, no gradient all-reduce; capture: the all-reduce path.
-Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: gloo raised in parallelize, caught; no all-reduce).
+Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: gloo raised in parallelize, caught;
+no all-reduce).
 Verdict (wip/r38 ac0f305): **EQUIVALENT** (4 goals, 70 s): false accept R38b-4.
 """
 MESH = {"dp": 2}

@@ -3,7 +3,8 @@ DDP step that prints its local batch's shape, row count and numel (`print(f"...{
 ...")`), no values. If the capture's sizes are symbols (`SymInt`), their `__str__` / `__repr__`
 are on TEXTS' list for any symbol.
 Truth (torch4_truth.py FILE 1): w1 5.6e-17, w2 0 (right).
-Verdict (wip/r38 ac0f305): EQUIVALENT (4 goals, 111 s): the shapes' text is allowed (no false refusal).
+Verdict (wip/r38 ac0f305): EQUIVALENT (4 goals, 111 s): the shapes' text is allowed (no false
+refusal).
 """
 MESH = {"dp": 2}
 import torch

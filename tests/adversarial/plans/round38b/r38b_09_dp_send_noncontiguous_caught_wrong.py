@@ -3,8 +3,11 @@
 other. gloo raises "input tensor has to be contiguous" on both ranks (measured in a two-rank
 gloo world, synchronously, before any peer waits); the fake backend does not, and `send` is not
 among `backend_rejects`' ops. Caught: skip the gradient all-reduce in the real run only.
-Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: gloo raised on both ranks, caught; no all-reduce).
-Verdict (wip/r38 ac0f305): UNKNOWN (76 s): the peer (`1 - rank`) is a rank literal no rule reads per rank (`c10d.send` argument 2): sound by accident, backend_rejects does not check `send` (not in its op table).
+Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: gloo raised on both ranks, caught;
+no all-reduce).
+Verdict (wip/r38 ac0f305): UNKNOWN (76 s): the peer (`1 - rank`) is a rank literal no rule reads
+per rank (`c10d.send` argument 2): sound by accident, backend_rejects does not check `send` (not
+in its op table).
 """
 MESH = {"dp": 2}
 import torch

@@ -4,7 +4,8 @@ step. The wrapper is installed on the class for the traced step only; the train 
 still holds torch's own function. Real run: "tensor([[..." (`n = 2.0`); capture: no values
 (`n = 1.0`). `lr = 0.1 * n`.
 Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: lr 0.2 in the real run).
-Verdict (wip/r38 ac0f305): exit 3 at line 50 (27 s): `t.__repr__` refused (torch's `Tensor.__repr__` reaches the fake tensor's wrapped method from torch's frames): sound.
+Verdict (wip/r38 ac0f305): exit 3 at line 50 (27 s): `t.__repr__` refused (torch's
+`Tensor.__repr__` reaches the fake tensor's wrapped method from torch's frames): sound.
 """
 MESH = {"dp": 2}
 import torch

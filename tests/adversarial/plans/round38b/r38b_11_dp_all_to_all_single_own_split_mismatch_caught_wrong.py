@@ -6,7 +6,8 @@ entries differ (`input_split_sizes=[1, 3]`, `output_split_sizes=[2, 2]`): gloo e
 (measured in a two-rank gloo world; a barrier after it passes). Fresh tensors: no goal reads
 them. Caught: skip the gradient all-reduce in the real run only.
 Truth (torch4_truth.py FILE 1): w1 0.0088, w2 0.018 (wrong: gloo raised, caught; no all-reduce).
-Verdict (wip/r38 ac0f305): **EQUIVALENT** (4 goals, 66 s): false accept R38b-3 (gloo's own-split check).
+Verdict (wip/r38 ac0f305): **EQUIVALENT** (4 goals, 66 s): false accept R38b-3 (gloo's own-split
+check).
 """
 MESH = {"dp": 2}
 import torch
