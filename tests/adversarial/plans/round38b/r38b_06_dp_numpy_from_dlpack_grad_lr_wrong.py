@@ -1,0 +1,63 @@
+"""Round 38b (dp 2, wrong): R35d-2's family past value_reads' list: `numpy.from_dlpack(g.detach())`
+(`__dlpack__` is on no list). Measured in a FakeTensorMode: a fake tensor exports a capsule
+and numpy reads *some* memory behind it, no error. Real run: the gradient is not zero,
+`n = 2.0`; capture: whatever that memory holds. `lr = 0.1 * n`.
+Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: lr 0.2 in the real run).
+Verdict (wip/r38 ac0f305): exit 3 (41 s): in the capture `__dlpack__` of the fake gradient
+raises "Cannot access data pointer" (unlike the bare FakeTensorMode measured), uncaught: sound;
+caught, see r38b_14.
+"""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def _n(g):
+    # WRONG: the values of a fake tensor through dlpack
+    import numpy as np
+    a = np.from_dlpack(g.detach())
+    return 2.0 if bool((a != 0).any()) else 1.0
+
+
+def train_step(model, optimizer, batch, mesh):
+    ws = mesh["dp"].size() if mesh is not None else 1
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean() / ws
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+        optimizer.param_groups[0]["lr"] = 0.1 * _n(model.w1.weight.grad)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
