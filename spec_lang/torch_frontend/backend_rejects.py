@@ -26,8 +26,10 @@ What gloo rejects (:func:`why_rejected`):
   output is not the group's inputs stacked along dim 0 (``(ws * n, *rest)`` for an input
   ``(n, *rest)``; gloo rejects the "stacked" ``(ws, n)`` form); a reduce-scatter whose input
   is not ``(ws * n, *rest)`` for an output ``(n, *rest)``; an all-to-all whose input and output
-  numels differ, whose dim 0 does not divide by the group size, or whose split sizes are not
-  one per rank summing to dim 0; a functional collective whose ``group_size`` is not the
+  numels differ (without split sizes), whose dim 0 does not divide by the group size, whose
+  split sizes are not one per rank summing to dim 0 or differ for this rank's own piece in
+  and out (gloo's alltoallv), whose tensors are not contiguous, or whose lists hold tensors
+  unlike the inputs (R38b-3); a functional collective whose ``group_size`` is not the
   group's;
 * a root (``broadcast``, ``reduce``, ``gather``, ``scatter``) outside the group.
 
@@ -146,8 +148,25 @@ _FUNCOL = {
 }
 
 
-def _shapes_c10d(op: str, a: Sequence[Any], ws: int) -> str | None:
-    """gloo's shape checks of c10d op ``op`` (args ``a``) in a group of ``ws`` ranks."""
+def _contiguous(vals: Sequence[Any]) -> bool:
+    return all(v.is_contiguous() for v in vals)
+
+
+def _own_split(out: Any, inp: Any, out_splits: Sequence[Any], in_splits: Sequence[Any],
+               me: int | None) -> bool:
+    """gloo's alltoallv: this rank's own piece has as many elements in as out (R38b-3)."""
+    if not out_splits or not in_splits:
+        return True
+    if me is None or not 0 <= me < min(len(out_splits), len(in_splits)):
+        return False
+    row_o = math.prod(_shape(out)[1:])
+    row_i = math.prod(_shape(inp)[1:])
+    return in_splits[me] * row_i == out_splits[me] * row_o
+
+
+def _shapes_c10d(op: str, a: Sequence[Any], ws: int, me: int | None = None) -> str | None:
+    """gloo's shape checks of c10d op ``op`` (args ``a``) in a group of ``ws`` ranks, this
+    rank ``me`` of them."""
     if op in ("allreduce_", "broadcast_", "reduce_"):
         return _same(_flat(a[0]))
     if op in ("_allgather_base_", "_reduce_scatter_base_"):
@@ -177,14 +196,20 @@ def _shapes_c10d(op: str, a: Sequence[Any], ws: int) -> str | None:
         return None
     if op == "alltoall_base_":
         out, inp = _val(a[0]), _val(a[1])
-        if out is None or inp is None or math.prod(_shape(out)) != math.prod(_shape(inp)) \
+        if out is None or inp is None or not _contiguous((out, inp)):
+            return "gloo raises: an all-to-all of a tensor that is not contiguous"
+        splits = len(a) > 4 and (a[3] or a[4])
+        if (not splits and math.prod(_shape(out)) != math.prod(_shape(inp))) \
                 or str(out.dtype) != str(inp.dtype) or not _splits(out, a[3], ws) \
-                or not _splits(inp, a[4], ws):
+                or not _splits(inp, a[4], ws) or not _own_split(out, inp, a[3], a[4], me):
             return f"gloo raises: an all-to-all whose sizes are not split among {ws} ranks"
         return None
     if op == "alltoall_":
-        if len(a[0]) != ws or len(a[1]) != ws:
-            return f"gloo raises: an all-to-all of lists that are not {ws} tensors"
+        outs, ins = _flat(a[0]), _flat(a[1])
+        if len(outs) != ws or len(ins) != ws or not _contiguous(outs + ins) \
+                or any(_shape(o) != _shape(i) or str(o.dtype) != str(i.dtype)
+                       for o, i in zip(outs, ins)):
+            return f"gloo raises: an all-to-all of lists that are not {ws} tensors like the inputs"
     return None
 
 
@@ -195,7 +220,8 @@ def why_rejected(n: fx.Node, gm: Any, size_of: Mapping[str, int]) -> str | None:
     Args:
         n: a node of ``gm`` (``c10d.*`` or ``_c10d_functional.*``).
         gm: the graph module (its get_attr constants: ``ProcessGroupRef`` / ``ReduceOpRef``).
-        size_of: a process group's name -> its number of ranks.
+        size_of: a process group's name -> its number of ranks, or (that number, this
+            rank's index in the group or None).
     """
     if n.op != "call_function":
         return None
@@ -220,29 +246,43 @@ def why_rejected(n: fx.Node, gm: Any, size_of: Mapping[str, int]) -> str | None:
             if why is not None:
                 return why
     name = _group(gm, a[gi]) if len(a) > gi else None
-    ws = size_of.get(name) if name is not None else None
+    got = size_of.get(name) if name is not None else None
+    ws, me = got if isinstance(got, tuple) else (got, None)
     if ws is None:
         return f"a collective over process group {name!r}, which is no mesh axis: {UNSIZED}"
     if ri is not None and not (isinstance(a[ri], int) and 0 <= a[ri] < ws):
         return f"gloo raises: root rank {a[ri]} is not in the group of {ws} ranks"
     if ns == "c10d":
-        return _shapes_c10d(op, a, ws)
+        return _shapes_c10d(op, a, ws, me)
     if si is not None and a[si] != ws:
         return f"gloo raises: group_size {a[si]} is not the group's {ws} ranks"
     if op == "all_to_all_single":
         v = _val(a[0])
-        if v is None or not _splits(v, a[2], ws) or len(a[1]) not in (0, ws):
+        if v is None or not _contiguous((v,)):
+            return "gloo raises: an all-to-all of a tensor that is not contiguous"
+        rows = math.prod(_shape(v)[1:])
+        if not _splits(v, a[2], ws) or len(a[1]) not in (0, ws) \
+                or not all(isinstance(x, int) for x in a[1]) or (
+                    a[1] and a[2] and (me is None or not 0 <= me < ws
+                                       or a[1][me] * rows != a[2][me] * rows)):
             return f"gloo raises: an all-to-all whose sizes are not split among {ws} ranks"
     return None
 
 
-def _sizes(t: Any) -> dict[str, int]:
+def _sizes(t: Any) -> dict[str, tuple[int, int | None]]:
+    """A group's name -> (its number of ranks, this trace's rank in it or None)."""
+    from spec_lang.torch_frontend.world import rank_of
+
     mesh = dict(getattr(t, "mesh", None) or {})
-    sizes = {WORLD_GROUP: math.prod(mesh.values())} if mesh else {}
+    coords = dict(getattr(t, "coords", None) or {})
+    me = rank_of(mesh, coords) if mesh else None
+    sizes: dict[str, tuple[int, int | None]] = {
+        WORLD_GROUP: (math.prod(mesh.values()), me)} if mesh else {}
     made = (getattr(t, "new_groups", None) or {}).get("made", [])
-    sizes.update({e[1]: len(e[0]) for e in made if isinstance(e[1], str)})
-    sizes.update({name: mesh[ax] for name, ax in (getattr(t, "groups", None) or {}).items()
-                  if ax in mesh})
+    sizes.update({e[1]: (len(e[0]), list(e[0]).index(me) if me in e[0] else None)
+                  for e in made if isinstance(e[1], str)})
+    sizes.update({name: (mesh[ax], coords.get(ax, 0))
+                  for name, ax in (getattr(t, "groups", None) or {}).items() if ax in mesh})
     return sizes
 
 

@@ -32,8 +32,9 @@ hold no values, and the real run's hold them.
 The text of a fake tensor or of a symbol (``__repr__`` / ``__str__``: ``str(t)``, ``print(t)``,
 ``f"{t}"``, ``logging.info("%s", t)``, ``str(t.item())``; R35d-1's r35d_02 parsed ``str(t)`` for
 the real run's numbers) is
-refused, raising or not, when the first frame up the stack that is neither torch's nor the
-standard library's is the train file's: the real run's text holds the values.
+refused, raising or not, when the first frame up the stack that is neither torch's, numpy's,
+the standard library's nor code compiled from a string is the train file's: the real run's
+text holds the values.
 
 Not reached: a read in a helper module of the user's (not the train
 file), a branch on ``t.is_meta`` / ``type(t)`` that raises nothing (R35d-1,
@@ -130,24 +131,28 @@ def _on_stack(path: Path, frame: Any) -> Any:
 
 
 def _through(frame: Any) -> bool:
-    """``frame`` is torch's or the standard library's (``Tensor.__format__``, ``DTensor``'s
-    repr, ``logging``, ``reprlib``): a text made there is for its caller."""
+    """``frame`` is torch's, numpy's or the standard library's (``Tensor.__format__``,
+    ``DTensor``'s repr, ``logging``, ``reprlib``, ``numpy.array2string``), or code compiled
+    from a string (``eval("str(t)")``: ``<string>``; R38b-2): a text made there is for its
+    caller."""
+    import importlib.util
     import sysconfig
 
-    import torch
-
     name = frame.f_code.co_filename
-    if name == __file__:         # this module's wrappers (``t.__format__``'s)
+    if name == __file__ or name.startswith("<"):    # this module's wrappers; eval / exec
         return True
     paths = sysconfig.get_paths()
-    if name.startswith(str(Path(torch.__file__).parent) + "/"):
-        return True
+    for lib in ("torch", "numpy"):
+        spec = importlib.util.find_spec(lib)
+        if spec is not None and spec.origin and name.startswith(
+                str(Path(spec.origin).parent) + "/"):
+            return True
     return name.startswith(paths["stdlib"] + "/") and not name.startswith(paths["purelib"])
 
 
 def _caller(path: Path, frame: Any) -> Any:
-    """The train file's frame if it is the first frame up the stack that is neither torch's nor
-    the standard library's (None otherwise)."""
+    """The train file's frame if it is the first frame up the stack that :func:`_through` does
+    not pass (None otherwise)."""
     while frame is not None and not _from(path, frame) and _through(frame):
         frame = frame.f_back
     return frame if frame is not None and _from(path, frame) else None

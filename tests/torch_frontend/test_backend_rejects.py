@@ -117,7 +117,7 @@ def _traced(code: str, mesh: dict[str, int] | None = None) -> Trace:
 
 
 def _verdict(tr: Trace) -> str | None:
-    sizes = {WORLD_GROUP: 1, **{name: 1 for name in tr.groups}}
+    sizes = {WORLD_GROUP: (1, 0), **{name: (1, 0) for name in tr.groups}}
     whys = [why_rejected(n, tr.gm, sizes) for n in tr.gm.graph.nodes]
     return next((w for w in whys if w is not None), None)
 
@@ -152,15 +152,23 @@ def test_two_rank_group_shape_rules():
         "dist.reduce_scatter_tensor(torch.empty(4), x)": "not the 2 ranks' pieces",
         "dist.all_to_all_single(torch.empty(4), x)": None,
         "dist.all_to_all_single(torch.empty(3), x[:3])": "not split among 2 ranks",
-        "dist.all_to_all_single(torch.empty(4), x, [1, 3], [2, 2])": None,
+        "dist.all_to_all_single(torch.empty(4), x, [1, 3], [2, 2])": "not split among 2",
         "dist.all_to_all_single(torch.empty(4), x, [4], [4])": "not split among 2 ranks",
         "dist.broadcast(x, 1)": None,
         "dist.all_gather([torch.empty(4), torch.empty(4)], x)": None,
         "dist.all_gather([torch.empty(4)] * 3, x)": "not 2 tensors like the input",
+        # R38b-3: this rank's own piece differs in and out (gloo's alltoallv); not contiguous;
+        # lists of tensors unlike the inputs
+        "dist.all_to_all_single(torch.empty(4), x, [2, 2], [1, 3])": "not split among 2",
+        "dist.all_to_all_single(torch.empty(4), x, [1, 3], [1, 3])": None,
+        "dist.all_to_all_single(torch.empty(5), x, [1, 4], [1, 3])": None,
+        "dist.all_to_all_single(torch.empty(2, 2), x.view(2, 2).t())": "not contiguous",
+        "dist.all_to_all([torch.empty(2), torch.empty(2)], [x[:2], x[2:]])": None,
+        "dist.all_to_all([torch.empty(3), torch.empty(1)], [x[:2], x[2:]])": "lists that are",
     }
     for code, part in want.items():
         tr = _traced(code, mesh)
-        sizes = {WORLD_GROUP: 2, **{name: 2 for name in tr.groups}}
+        sizes = {WORLD_GROUP: (2, 0), **{name: (2, 0) for name in tr.groups}}
         whys = [why_rejected(n, tr.gm, sizes) for n in tr.gm.graph.nodes]
         got = next((y for y in whys if y is not None), None)
         assert (got is None) if part is None else (got is not None and part in got), (code, got)

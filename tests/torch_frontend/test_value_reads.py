@@ -11,6 +11,7 @@ import logging
 import pickle
 import reprlib
 
+import numpy
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -21,6 +22,13 @@ from spec_lang.torch_frontend import value_reads
 from spec_lang.torch_frontend.thread_guard import threads_refused, watched
 
 HERE = __file__
+
+
+def _objects(t):
+    """A numpy object array holding ``t`` (no ``__array__`` read)."""
+    a = numpy.empty(1, dtype=object)
+    a[0] = t
+    return a
 
 
 def _caught(read):
@@ -58,6 +66,9 @@ def _caught(read):
     (lambda t: (logging.getLogger("r38").warning("%s", t), 1.0)[1], "t.__str__"),
     (lambda t: 2.0 if str(t.sum().item()) == "2.0" else 1.0, "SymFloat.__str__"),
     (lambda t: 2.0 if repr(t.long().sum().item()) == "2" else 1.0, "SymInt.__repr__"),
+    # R38b-2: through code compiled from a string, through numpy
+    (lambda t: 2.0 if "2." in eval("str(t)", {"t": t}) else 1.0, "t.__str__"),  # noqa: S307
+    (lambda t: 2.0 if "2." in numpy.array2string(_objects(t)) else 1.0, "t.__repr__"),
 ])
 def test_a_value_read_caught_by_the_step_is_refused_with_its_line(read, label):
     with pytest.raises(PlanError, match=rf"{HERE}:\d+: the step reads a value of its fake "
