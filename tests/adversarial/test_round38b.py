@@ -40,39 +40,39 @@ def test_r38b_01_all_to_all_single_noncontiguous_view_is_not_accepted(tmp_path):
 # -- findings (strict xfail until fixed) --------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38b-1: json.dumps of an unbacked SymFloat (item()) "
-                   "raises TypeError without a text, __float__ or guard; caught, not refused")
 def test_r38b_1_json_dumps_of_item_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at ac0f305 (4 goals, 118 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at ac0f305 (4 goals, 118 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: the TypeError caught is recorded)."""
     out = _prove("r38b_02_dp_json_dumps_of_item_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38b-2: TEXTS' walk up the stack stops at a frame that "
-                   "is neither torch's, the stdlib's nor the train file's (eval's <string>)")
 def test_r38b_2_eval_str_of_grad_is_not_accepted(tmp_path):
-    """EQUIVALENT at ac0f305 (4 goals, 109 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at ac0f305 (4 goals, 109 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``value_reads._through``: code compiled from a string passes the text on)."""
     out = _prove("r38b_03_dp_eval_str_of_grad_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38b-3: backend_rejects misses checks gloo makes "
-                   "(alltoall_ lists: only their lengths are checked, not each pair's shape)")
 def test_r38b_3_all_to_all_list_shape_mismatch_is_not_accepted(tmp_path):
-    """EQUIVALENT at ac0f305 (4 goals, 132 s); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at ac0f305 (4 goals, 132 s); truth w1 0.0088, w2 0.018. Fixed in round 38
+    (``backend_rejects``: lists like the inputs)."""
     out = _prove("r38b_04_dp_all_to_all_list_shape_mismatch_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38b-3: backend_rejects does not check gloo's "
-                   "\"Tensors must be contiguous\" of an all-to-all's input")
 def test_r38b_3_all_to_all_single_noncontiguous_is_not_accepted(tmp_path):
-    """EQUIVALENT at ac0f305 (4 goals, 116 s); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at ac0f305 (4 goals, 116 s); truth w1 0.0088, w2 0.018. Fixed in round 38
+    (``backend_rejects``: contiguous)."""
     out = _prove("r38b_05_dp_all_to_all_single_fresh_noncontiguous_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -92,12 +92,12 @@ def test_r38b_4_parallelize_band_float_caught_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38b-3: backend_rejects does not check gloo's "
-                   "inLengthPerRank[myRank] == outLengthPerRank[myRank] of an all-to-all")
 def test_r38b_3_all_to_all_single_own_split_mismatch_is_not_accepted(tmp_path):
-    """EQUIVALENT at ac0f305 (4 goals, 66 s); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at ac0f305 (4 goals, 66 s); truth w1 0.0088, w2 0.018. Fixed in round 38
+    (``backend_rejects``: this rank's own split)."""
     out = _prove("r38b_11_dp_all_to_all_single_own_split_mismatch_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -115,12 +115,12 @@ def test_r38b_09_send_noncontiguous_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38b-5: __dlpack__ of a fake tensor raises in the "
-                   "capture and is on none of value_reads' lists: caught, not refused")
 def test_r38b_5_numpy_from_dlpack_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at ac0f305 (4 goals, 101 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at ac0f305 (4 goals, 101 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``)."""
     out = _prove("r38b_14_dp_numpy_from_dlpack_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -131,18 +131,18 @@ def test_r38b_08_print_shapes_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38b-1: Decimal of an unbacked SymFloat (item()) raises "
-                   "TypeError without a text, __float__ or guard; caught, not refused")
 def test_r38b_1_decimal_of_item_caught_is_not_accepted(tmp_path):
-    """EQUIVALENT at ac0f305 (4 goals, 111 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at ac0f305 (4 goals, 111 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``)."""
     out = _prove("r38b_12_dp_decimal_of_item_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38b-2: TEXTS' walk up the stack stops at a library "
-                   "frame (numpy's arrayprint)")
 def test_r38b_2_numpy_array2string_of_grad_is_not_accepted(tmp_path):
-    """EQUIVALENT at ac0f305 (4 goals, 83 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at ac0f305 (4 goals, 83 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``value_reads._through``: numpy's frames pass the text on)."""
     out = _prove("r38b_13_dp_numpy_array2string_of_grad_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
