@@ -1,0 +1,76 @@
+"""Adversarial round 38c (``tests/adversarial/ATTEMPTS.md``, "Round 38c"), against wip/r38 at
+18debf8 (round 38's ``caught`` (every ``except`` clause and ``with`` body of the train file
+records the exception it meets), R38a-3 / R38a-4 / R38a-5's fixes, ``buckets.filled``).
+Plans in ``plans/round38c/``. Truth: ``tests/adversarial/torch4_truth.py FILE 1`` (dp 2, gloo,
+float64).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND38C = Path(__file__).resolve().parent / "plans" / "round38c"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND38C / name, tmp_path)
+
+
+# -- findings (open): strict xfails ---------------------------------------------------------------
+
+_R1 = ("R38c-1: an exception swallowed by no except clause / with body of the train file "
+       "(caught.py instruments only those) is not recorded")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R1)
+def test_r38c_1_finally_return_swallows_is_not_accepted(tmp_path):
+    """EQUIVALENT at 18debf8 (4 goals, 84 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38c_01_dp_finally_return_swallows_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R1)
+def test_r38c_1_del_swallows_is_not_accepted(tmp_path):
+    """EQUIVALENT at 18debf8 (4 goals, 76 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38c_02_dp_del_swallows_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R1)
+def test_r38c_1_context_decorator_swallows_is_not_accepted(tmp_path):
+    """EQUIVALENT at 18debf8 (4 goals, 53 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38c_04_dp_context_decorator_swallows_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R1)
+def test_r38c_1_exitstack_suppress_callback_is_not_accepted(tmp_path):
+    """EQUIVALENT at 18debf8 (4 goals, 28 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38c_05_dp_exitstack_suppress_callback_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38c-2: a try / except compiled by exec from a string "
+                   "in the train file is not instrumented")
+def test_r38c_2_exec_string_try_caught_is_not_accepted(tmp_path):
+    """EQUIVALENT at 18debf8 (4 goals, 66 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38c_03_dp_exec_string_try_caught_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
