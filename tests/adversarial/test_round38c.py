@@ -74,3 +74,12 @@ def test_r38c_2_exec_string_try_caught_is_not_accepted(tmp_path):
     """EQUIVALENT at 18debf8 (4 goals, 66 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38c_03_dp_exec_string_try_caught_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38c-3: a local name __shardproof_caught__ (a parameter "
+                   "with a no-op default) shadows the recorder; check compares the global only")
+def test_r38c_3_local_recorder_name_is_not_accepted(tmp_path):
+    """EQUIVALENT at 18debf8 (4 goals, 57 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38c_06_dp_local_recorder_name_shadows_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
