@@ -83,3 +83,40 @@ def test_r38c_3_local_recorder_name_is_not_accepted(tmp_path):
     """EQUIVALENT at 18debf8 (4 goals, 57 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38c_06_dp_local_recorder_name_shadows_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+# -- sound outcomes (asserted) ------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_r38c_07_asyncio_gather_return_exceptions_is_not_accepted(tmp_path):
+    """UNKNOWN at 18debf8 (4 goals, 96 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38c_07_dp_asyncio_gather_return_exceptions_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r38c_09_fill_rank_dependent_value_is_not_accepted(tmp_path):
+    """UNKNOWN at 18debf8 (79 s); truth w1 0.025, w2 0.025."""
+    out = _prove("r38c_09_dp_megatron_fill_rank_dependent_value_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r38c_10_zero_parameter_buffer_is_not_accepted(tmp_path):
+    """exit 3 at 18debf8 (21 s): the flat buffer made in parallelize is not fake; truth w1 0.41."""
+    out = _prove("r38c_10_dp_zero_parameter_buffer_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- false refusals (open): strict xfails asserting EQUIVALENT ---------------------------------
+
+_R5 = ("R38c-5: an exception raised identically in the real run and the capture (a ValueError "
+       "of an unset knob, an AttributeError of model.module), caught, refuses the file")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R5)
+def test_r38c_5_env_knob_value_error_is_equivalent(tmp_path):
+    """exit 3 at 18debf8 (21 s, line 47: ValueError); truth 6e-17 / 0 (right)."""
+    out = _prove("r38c_08_dp_env_knob_value_error_caught_right.py", tmp_path)
+    assert _equivalent(out), out
