@@ -120,3 +120,12 @@ def test_r38c_5_env_knob_value_error_is_equivalent(tmp_path):
     """exit 3 at 18debf8 (21 s, line 47: ValueError); truth 6e-17 / 0 (right)."""
     out = _prove("r38c_08_dp_env_knob_value_error_caught_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38c-4: new_group(backend='cuda:gloo') is taken as torch's "
+                   "gloo; the real group has no CPU backend and its all_reduce raises, caught")
+def test_r38c_4_new_group_cuda_gloo_only_is_not_accepted(tmp_path):
+    """EQUIVALENT at 18debf8 (68 s); truth w1 0.0088, w2 0.018."""
+    out = _prove("r38c_11_dp_new_group_cuda_gloo_only_caught_wrong.py", tmp_path)
+    assert _not_accepted(out), out
