@@ -154,3 +154,11 @@ def test_r38c_3_globals_recorder_swapped_and_restored_is_not_accepted(tmp_path):
     """EQUIVALENT at 18debf8 (4 goals, 76 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38c_12_dp_globals_recorder_swapped_and_restored_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R5)
+def test_r38c_5_unwrap_model_module_attribute_error_is_equivalent(tmp_path):
+    """exit 3 at 18debf8 (29 s: AttributeError of model.module); truth 6e-17 / 0 (right)."""
+    out = _prove("r38c_15_dp_unwrap_model_module_attribute_error_right.py", tmp_path)
+    assert _equivalent(out), out
