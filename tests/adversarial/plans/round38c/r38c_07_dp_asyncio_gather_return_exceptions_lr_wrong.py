@@ -3,6 +3,8 @@
 result, no `except` clause of the train file sees it. Real run: `n = 2.0`; capture: `n = 1.0`.
 Truth (torch4_truth.py FILE 1): w1 0.0070, w2 0.0093 (wrong: lr 0.2 in the real run).
 Verdict (wip/r38 18debf8): UNKNOWN (4 goals, 96 s): sound (not accepted).
+UNKNOWN's reason (rerun, 74 s): "the parallel step changes the module asyncio.events ...
+and the other does not" (the state check): r38c_16 runs `_n` in both branches.
 """
 MESH = {"dp": 2}
 import torch
