@@ -162,3 +162,10 @@ def test_r38c_5_unwrap_model_module_attribute_error_is_equivalent(tmp_path):
     """exit 3 at 18debf8 (29 s: AttributeError of model.module); truth 6e-17 / 0 (right)."""
     out = _prove("r38c_15_dp_unwrap_model_module_attribute_error_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+def test_r38c_16_asyncio_gather_both_branches_is_not_accepted(tmp_path):
+    """UNKNOWN at 18debf8 (61 s): asyncio's module state changed by the step; truth w1 0.0070."""
+    out = _prove("r38c_16_dp_asyncio_gather_both_branches_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
