@@ -169,3 +169,11 @@ def test_r38c_16_asyncio_gather_both_branches_is_not_accepted(tmp_path):
     """UNKNOWN at 18debf8 (61 s): asyncio's module state changed by the step; truth w1 0.0070."""
     out = _prove("r38c_16_dp_asyncio_gather_both_branches_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R1)
+def test_r38c_1_asyncio_gather_in_parallelize_is_not_accepted(tmp_path):
+    """EQUIVALENT at 18debf8 (4 goals, 95 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38c_17_dp_asyncio_gather_in_parallelize_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
