@@ -13,12 +13,13 @@ closes the family for the train file's own ``try`` statements, whatever raised.
 :func:`compile_train_file` compiles the train file with two additions that leave what it
 computes unchanged:
 
-* every ``except`` clause (``try`` / ``except*``) first calls ``__shardproof_caught__(line)``,
-  which records the exception being handled (``sys.exc_info()``);
+* every ``except`` clause (``try`` / ``except*``) first calls the recorder with its line,
+  which records the exception being handled (``sys.exc_info()``); the recorder is a constant
+  of the compiled code, not a name the file could shadow or rebind (R38c-3);
 * every ``with`` / ``async with`` body, every function body, and the parts of a ``try`` that
-  has a ``finally`` are wrapped in ``try: ... except BaseException: __shardproof_caught__(line);
-  raise``: the exception goes on unchanged (a bare ``raise`` adds no traceback entry); one that
-  a context manager suppresses (``contextlib.suppress``), a ``finally`` swallows (``return`` /
+  has a ``finally`` are wrapped in ``try: ... except BaseException: <recorder>(line);
+  raise``: the exception goes on unchanged (a bare ``raise`` adds no traceback entry); one
+  that a context manager suppresses (``contextlib.suppress``), a ``finally`` swallows (``return`` /
   ``break`` / ``continue`` in it) or a caller outside the train file catches (torch,
   ``contextlib.suppress`` as a decorator, ``hasattr`` on a property) was recorded on its way.
 
@@ -26,25 +27,29 @@ A recorded exception refuses the train file when the capture ends (:func:`check`
 with its line, unless it is one the fake world raises exactly as the real run does:
 ``StopIteration`` / ``StopAsyncIteration`` / ``GeneratorExit`` (iteration), ``ImportError``
 (an optional import), ``KeyError`` / ``IndexError`` (a lookup in the train file's own
-containers; shapes are concrete in the capture). So an exception that ends the capture is
-recorded too, which changes nothing (the capture fails either way). A train file that replaces
-``__shardproof_caught__`` is refused (:func:`check`). Not reached: a ``lambda`` of the train
-file whose exception a caller outside it swallows (a lambda has no statements to wrap), code
+containers; shapes are concrete in the capture), an ``AttributeError`` of
+``nn.Module.__getattr__`` (R38c-5). An exception that ends the capture is recorded too, which
+changes nothing (the capture fails either way). Not reached: a ``lambda`` of the train file
+whose exception a caller outside it swallows (a lambda has no statements to wrap), code
 the train file compiles itself (``exec`` / ``eval`` of a string), a ``try`` in a module of
 yours that the train file imports (only the train file is compiled here), and a train file
-that keeps a reference to the recorder's list to empty it (the R29-4 family: a file that
-tampers with the capture).
+that rewrites its own code objects or empties the recorder's list (the R29-4 family: a file
+that tampers with the capture).
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+import types
+import warnings
 from typing import Any
 
-__all__ = ["RECORDER", "ALLOWED", "compile_train_file", "check", "found"]
+__all__ = ["ALLOWED", "compile_train_file", "check", "found"]
 
-RECORDER = "__shardproof_caught__"
+# the call target the instrumented code is compiled with, then replaced in every code object's
+# constants by the recorder itself: no name the train file could shadow or rebind (R38c-3)
+_MARK = "\x00shardproof: the recorder of caught exceptions\x00"
 ALLOWED = (StopIteration, StopAsyncIteration, GeneratorExit, ImportError, KeyError, IndexError)
 _FOUND: list[tuple[int, str]] = []        # (line, "TypeError (message)") caught by an except
 _MET: list[tuple[int, str]] = []          # (line, ...) met by a with, a function, a finally
@@ -57,7 +62,21 @@ _HINT = ("the train file catches {what} at line {line} while the capture runs it
 def _allowed(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):      # except*: the group of the matching ones
         return all(_allowed(e) for e in exc.exceptions)
-    return isinstance(exc, ALLOWED)
+    return isinstance(exc, ALLOWED) or _no_submodule(exc)
+
+
+def _no_submodule(exc: BaseException) -> bool:
+    """An ``AttributeError`` raised by ``nn.Module.__getattr__`` itself: the module has no such
+    parameter, buffer or submodule, in the capture as in the real run (R38c-5: DDP's ``try:
+    model.module except AttributeError``)."""
+    import torch
+
+    if type(exc) is not AttributeError or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code is torch.nn.Module.__getattr__.__code__
 
 
 _MET_HINT = ("{what} was raised through line {line} of the train file and did not end the "
@@ -86,7 +105,7 @@ def found() -> list[tuple[int, str]]:
 class _Instrument(ast.NodeTransformer):
     def _call(self, line: int, at: ast.AST, through: int = 0) -> ast.stmt:
         args = [ast.Constant(line)] + ([ast.Constant(1)] if through else [])
-        call = ast.Expr(ast.Call(ast.Name(RECORDER, ast.Load()), args, []))
+        call = ast.Expr(ast.Call(ast.Constant(_MARK), args, []))
         return ast.copy_location(call, at)
 
     def _guarded(self, body: list[ast.stmt], line: int) -> list[ast.stmt]:
@@ -147,26 +166,28 @@ def compile_train_file(raw: bytes, path: str) -> Any:
         SyntaxError: as ``compile`` does.
     """
     tree = _Instrument().visit(ast.parse(raw, path))
-    return compile(ast.fix_missing_locations(tree), path, "exec")
+    with warnings.catch_warnings():      # "'str' object is not callable": replaced below
+        warnings.simplefilter("ignore", SyntaxWarning)
+        code = compile(ast.fix_missing_locations(tree), path, "exec")
+    return _bound(code)
 
 
-def recorder() -> Any:
-    """The function the instrumented code calls (bound as ``__shardproof_caught__`` in the
-    train file's globals by :func:`contract.read_train_file`)."""
-    return _record
+def _bound(code: types.CodeType) -> types.CodeType:
+    """``code`` with every constant ``_MARK`` (in it and the code objects it holds) replaced
+    by the recorder: the instrumented calls load it as a constant, not by name."""
+    consts = tuple(_record if type(c) is str and c == _MARK else
+                   _bound(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_consts=consts)
 
 
-def check(path: str, namespace: dict[str, Any] | None, when: str) -> None:
-    """Refuse the train file if its code caught an exception so far, or replaced the recorder.
+def check(path: str, when: str) -> None:
+    """Refuse the train file if its code caught or swallowed an exception so far.
 
     Raises:
         PlanError: ``"<path>:<line>: the train file catches <Type (message)> ..."`` (exit 3).
     """
     from spec_lang.errors import PlanError
 
-    if namespace is not None and namespace.get(RECORDER) is not _record:
-        raise PlanError(f"{path}:1: the train file replaced {RECORDER} ({when}): shardproof's "
-                        "record of the exceptions it catches")
     if _FOUND:
         line, what = _FOUND[0]
         raise PlanError(f"{path}:{line}: " + _HINT.format(what=what, line=line) + f" ({when})")

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.caught import RECORDER, compile_train_file, recorder
+from spec_lang.torch_frontend.caught import compile_train_file
 
 __all__ = ["TrainFile", "read_train_file", "REQUIRED", "line_of", "user_frame"]
 
@@ -154,7 +154,6 @@ def read_train_file(path: str | Path, source: bytes | None = None) -> TrainFile:
     modname = f"_shardproof_torch_{sha[:16]}"
     mod = types.ModuleType(modname)
     mod.__file__ = p
-    mod.__dict__[RECORDER] = recorder()
     folder = str(Path(p).resolve().parent)
     sys.modules[modname] = mod
     sys.path.insert(0, folder)

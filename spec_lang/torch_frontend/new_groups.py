@@ -250,8 +250,10 @@ def _builtin_backend(asked: Any) -> bool:
     # that string is left to torch, which raises in the capture as well
     pairs = [p.partition(":") for p in parts]
     devices = [d for d, _, _ in pairs]
+    # and a cpu backend: "cuda:gloo" alone gives the group none, and a collective on a cpu
+    # tensor over it raises in the real run (R38c-4)
     return all(sep and d in ("cpu", "cuda") and b in _BUILTIN for d, sep, b in pairs) \
-        and len(set(devices)) == len(devices)
+        and len(set(devices)) == len(devices) and "cpu" in devices
 
 
 def _new_group(*args: Any, **kwargs: Any) -> Any:

@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
         take_kernels()          # the dispatcher's kernels as torch ships them (R31-2)
         with importing(path):   # a store or a collective when imported (R35d-6)
             tf = read_train_file(path, Path(spec["source"]).read_bytes())
-        caught_check(path, tf.module.__dict__, "when imported")     # R35d-2, round 38
+        caught_check(path, "when imported")     # R35d-2, round 38
         _refuse_kernels(path, kernel_changes(), "when imported")
         _refuse_distributed(path)
         step_starts()           # a kernel registered from now on is the train file's (R32b-3)
@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
                              pp_in=None if pp_in is None else [
                                  (tuple(s), d, tuple(st), bool(rg)) for s, d, st, rg in pp_in],
                              cpu=bool(spec.get("cpu")))
-        caught_check(path, tf.module.__dict__, "during the capture")
+        caught_check(path, "during the capture")
         _refuse_kernels(path, kernel_changes(), "after the step")
         Path(out).write_bytes(dump(tr))
     except NeedsCpu:

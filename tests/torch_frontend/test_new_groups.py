@@ -176,7 +176,8 @@ def test_check_traces_mesh_and_new_group_of_one_axis_are_refused():
     ("cpu:gloo,cuda:mine", False), (None, False), (3, False),
     # R38a-5: torch's BackendConfig raises for these; left to torch, which raises in the
     # capture too
-    ("cpu:gloo,cpu:gloo", False), ("gloo,cpu:gloo", False), ("cpu:gloo,", False)])
+    ("cpu:gloo,cpu:gloo", False), ("gloo,cpu:gloo", False), ("cpu:gloo,", False),
+    ("cuda:gloo", False)])     # R38c-4: no cpu backend
 def test_builtin_backend(asked, builtin):
     assert new_groups._builtin_backend(asked) is builtin  # noqa: SLF001
 
