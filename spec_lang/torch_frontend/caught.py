@@ -76,7 +76,10 @@ def _no_submodule(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb.tb_next is not None:
         tb = tb.tb_next
-    return tb.tb_frame.f_code is torch.nn.Module.__getattr__.__code__
+    # by file and name: make_fx patches ``Module.__getattr__`` while it traces (fx's
+    # ``module_getattr_wrapper`` calls the original, which raises)
+    code = tb.tb_frame.f_code
+    return code.co_name == "__getattr__" and code.co_filename == torch.nn.modules.module.__file__
 
 
 _MET_HINT = ("{what} was raised through line {line} of the train file and did not end the "

@@ -165,6 +165,21 @@ def test_a_module_without_the_submodule_is_allowed():
     m = torch.nn.Linear(2, 2)
     assert ns["unwrap"](m) is m and caught.found() == []
     assert ns["other"](object()) is None and [ln for ln, _ in caught.found()] == [13]
+    caught._FOUND.clear()
+    # while make_fx traces, fx patches Module.__getattr__ (module_getattr_wrapper): the
+    # original still raises, and is still let through
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    original = torch.nn.Module.__getattr__.__code__
+    patched = []
+
+    def step(x):
+        patched.append(torch.nn.Module.__getattr__.__code__ is not original)
+        assert ns["unwrap"](m) is m
+        return x * 2
+
+    make_fx(step, tracing_mode="fake", record_stack_traces=True)(torch.ones(2, 2))
+    assert patched == [True] and caught.found() == []
 
 
 SWALLOWED = textwrap.dedent('''
