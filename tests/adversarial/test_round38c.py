@@ -31,40 +31,41 @@ def _prove(name: str, tmp_path: Path) -> dict:
 
 # -- findings (open): strict xfails ---------------------------------------------------------------
 
-_R1 = ("R38c-1: an exception swallowed by no except clause / with body of the train file "
-       "(caught.py instruments only those) is not recorded")
-
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R1)
 def test_r38c_1_finally_return_swallows_is_not_accepted(tmp_path):
-    """EQUIVALENT at 18debf8 (4 goals, 84 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 18debf8 (4 goals, 84 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: the parts of a try with a finally record what passes (6696e6f))."""
     out = _prove("r38c_01_dp_finally_return_swallows_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R1)
 def test_r38c_1_del_swallows_is_not_accepted(tmp_path):
-    """EQUIVALENT at 18debf8 (4 goals, 76 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 18debf8 (4 goals, 76 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: function bodies record what leaves them (6696e6f))."""
     out = _prove("r38c_02_dp_del_swallows_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R1)
 def test_r38c_1_context_decorator_swallows_is_not_accepted(tmp_path):
-    """EQUIVALENT at 18debf8 (4 goals, 53 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 18debf8 (4 goals, 53 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: function bodies record what leaves them (6696e6f))."""
     out = _prove("r38c_04_dp_context_decorator_swallows_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R1)
 def test_r38c_1_exitstack_suppress_callback_is_not_accepted(tmp_path):
-    """EQUIVALENT at 18debf8 (4 goals, 28 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 18debf8 (4 goals, 28 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: function bodies record what leaves them (6696e6f))."""
     out = _prove("r38c_05_dp_exitstack_suppress_callback_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -77,12 +78,12 @@ def test_r38c_2_exec_string_try_caught_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38c-3: a local name __shardproof_caught__ (a parameter "
-                   "with a no-op default) shadows the recorder; check compares the global only")
 def test_r38c_3_local_recorder_name_is_not_accepted(tmp_path):
-    """EQUIVALENT at 18debf8 (4 goals, 57 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 18debf8 (4 goals, 57 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: the recorder is a constant of the code objects (52b77d4))."""
     out = _prove("r38c_06_dp_local_recorder_name_shadows_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 # -- sound outcomes (asserted) ------------------------------------------------------------------
@@ -123,10 +124,9 @@ def test_r38c_5_env_knob_value_error_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38c-4: new_group(backend='cuda:gloo') is taken as torch's "
-                   "gloo; the real group has no CPU backend and its all_reduce raises, caught")
 def test_r38c_4_new_group_cuda_gloo_only_is_not_accepted(tmp_path):
-    """EQUIVALENT at 18debf8 (68 s); truth w1 0.0088, w2 0.018."""
+    """EQUIVALENT at 18debf8 (68 s); truth w1 0.0088, w2 0.018. Fixed in round 38
+    (``_builtin_backend``: the pairs must give a cpu backend (52b77d4))."""
     out = _prove("r38c_11_dp_new_group_cuda_gloo_only_caught_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -148,18 +148,19 @@ def test_r38c_14_fill_tensor_value_by_rank_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38c-3: the recorder swapped in globals() around a try and "
-                   "restored before check reads it")
 def test_r38c_3_globals_recorder_swapped_and_restored_is_not_accepted(tmp_path):
-    """EQUIVALENT at 18debf8 (4 goals, 76 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 18debf8 (4 goals, 76 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: the recorder is a constant of the code objects (52b77d4))."""
     out = _prove("r38c_12_dp_globals_recorder_swapped_and_restored_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R5)
 def test_r38c_5_unwrap_model_module_attribute_error_is_equivalent(tmp_path):
-    """exit 3 at 18debf8 (29 s: AttributeError of model.module); truth 6e-17 / 0 (right)."""
+    """exit 3 at 18debf8 (29 s: AttributeError of model.module); truth 6e-17 / 0 (right).
+    Fixed in round 38 (``caught``: an AttributeError of nn.Module.__getattr__ is let through;
+    EQUIVALENT, 67 s)."""
     out = _prove("r38c_15_dp_unwrap_model_module_attribute_error_right.py", tmp_path)
     assert _equivalent(out), out
 
@@ -172,8 +173,9 @@ def test_r38c_16_asyncio_gather_both_branches_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R1)
 def test_r38c_1_asyncio_gather_in_parallelize_is_not_accepted(tmp_path):
-    """EQUIVALENT at 18debf8 (4 goals, 95 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 18debf8 (4 goals, 95 s); truth w1 0.0070, w2 0.0093. Fixed in round 38
+    (``caught``: coroutine function bodies record what leaves them (6696e6f))."""
     out = _prove("r38c_17_dp_asyncio_gather_in_parallelize_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
