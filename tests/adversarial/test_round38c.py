@@ -157,10 +157,14 @@ def test_r38c_3_globals_recorder_swapped_and_restored_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38c-5 (by design since round 38d's r38d_09): an "
+                   "AttributeError caught is refused, nn.Module.__getattr__'s too; write "
+                   "getattr(model, 'module', model)")
 def test_r38c_5_unwrap_model_module_attribute_error_is_equivalent(tmp_path):
     """exit 3 at 18debf8 (29 s: AttributeError of model.module); truth 6e-17 / 0 (right).
-    Fixed in round 38 (``caught``: an AttributeError of nn.Module.__getattr__ is let through;
-    EQUIVALENT, 67 s)."""
+    An allowance for ``nn.Module.__getattr__``'s AttributeError made it EQUIVALENT (67 s) and
+    r38d_09 (a buffer name built from ``type(g)``, missing in the capture only) a false
+    accept: taken back; the refusal says to write ``getattr(model, "module", model)``."""
     out = _prove("r38c_15_dp_unwrap_model_module_attribute_error_right.py", tmp_path)
     assert _equivalent(out), out
 
