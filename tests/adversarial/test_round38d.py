@@ -110,3 +110,11 @@ def test_r38d_09_module_getattr_fake_only_name_is_not_accepted(tmp_path):
     a fix of R38c-5's allowance inside the capture must keep this refused."""
     out = _prove("r38d_09_dp_module_getattr_fake_only_name_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R1)
+def test_r38d_1_sorted_key_lambda_context_decorator_is_not_accepted(tmp_path):
+    """EQUIVALENT at ba967a7 (4 goals, 37 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38d_10_dp_sorted_key_lambda_local_context_decorator_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
