@@ -30,12 +30,12 @@ with its line, unless it is one the fake world raises exactly as the real run do
 containers; shapes are concrete in the capture). An ``AttributeError`` is not let through,
 even ``nn.Module.__getattr__``'s (r38d_09: ``getattr(m, "scale_" + type(g).__name__.lower())``
 misses in the capture only); ``getattr(m, "module", m)`` and ``hasattr`` catch it in C, past
-no frame of the train file, and are not recorded (R38c-5). An exception that ends the capture is recorded too, which
-changes nothing (the capture fails either way). Not reached: a ``lambda`` of the train file
-whose exception a caller outside it swallows (a lambda has no statements to wrap), code
-the train file compiles itself (``exec`` / ``eval`` of a string), a ``try`` in a module of
-yours that the train file imports (only the train file is compiled here), and a train file
-that rewrites its own code objects or empties the recorder's list (the R29-4 family: a file
+no frame of the train file, and are not recorded (R38c-5). An exception that ends the capture
+is recorded too, which changes nothing (the capture fails either way). A ``lambda``'s body is
+called through a guard that records what it raises (R38d-1). Not reached: code the train
+file compiles itself (``exec`` / ``eval`` of a string), a ``try`` in a module of yours that
+the train file imports (only the train file is compiled here), and a train file that
+rewrites its own code objects or empties the recorder's list (the R29-4 family: a file
 that tampers with the capture).
 """
 
@@ -52,6 +52,7 @@ __all__ = ["ALLOWED", "compile_train_file", "check", "found"]
 # the call target the instrumented code is compiled with, then replaced in every code object's
 # constants by the recorder itself: no name the train file could shadow or rebind (R38c-3)
 _MARK = "\x00shardproof: the recorder of caught exceptions\x00"
+_GUARD = "\x00shardproof: a lambda's body, guarded\x00"
 ALLOWED = (StopIteration, StopAsyncIteration, GeneratorExit, ImportError, KeyError, IndexError)
 _FOUND: list[tuple[int, str]] = []        # (line, "TypeError (message)") caught by an except
 _MET: list[tuple[int, str]] = []          # (line, ...) met by a with, a function, a finally
@@ -146,6 +147,21 @@ class _Instrument(ast.NodeTransformer):
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
 
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        # ``lambda a: e`` -> ``lambda a: <guard>(lambda: e, line)``: what ``e`` raises is
+        # recorded on its way out, whoever swallows it (R38d-1: ``sorted(key=)``, a callback
+        # of ``ExitStack`` / ``weakref.finalize``, a logging formatter)
+        self.generic_visit(node)
+        if any(isinstance(x, (ast.Yield, ast.YieldFrom, ast.Await))
+               for x in ast.walk(node.body)):
+            return node
+        empty = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                              kw_defaults=[], kwarg=None, defaults=[])
+        inner = ast.copy_location(ast.Lambda(empty, node.body), node.body)
+        node.body = ast.copy_location(
+            ast.Call(ast.Constant(_GUARD), [inner, ast.Constant(node.lineno)], []), node.body)
+        return node
+
 
 def compile_train_file(raw: bytes, path: str) -> Any:
     """The train file's code object, instrumented (module docstring); its line numbers are the
@@ -161,10 +177,20 @@ def compile_train_file(raw: bytes, path: str) -> Any:
     return _bound(code)
 
 
+def _guarded_call(body: Any, line: int) -> Any:
+    """A lambda's body, its exception recorded on the way out (``_Instrument.visit_Lambda``)."""
+    try:
+        return body()
+    except BaseException:
+        _record(line, 1)
+        raise
+
+
 def _bound(code: types.CodeType) -> types.CodeType:
     """``code`` with every constant ``_MARK`` (in it and the code objects it holds) replaced
     by the recorder: the instrumented calls load it as a constant, not by name."""
     consts = tuple(_record if type(c) is str and c == _MARK else
+                   _guarded_call if type(c) is str and c == _GUARD else
                    _bound(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
     return code.replace(co_consts=consts)
 

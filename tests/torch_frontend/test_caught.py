@@ -245,6 +245,27 @@ def test_docstrings_generators_and_allowed_exits_are_kept():
     assert caught.found() == []
 
 
+def test_a_lambdas_error_swallowed_outside_the_file_is_recorded():
+    """R38d-1: a lambda has no statements; its body is called through a guard. Values,
+    closures, defaults and keyword arguments are as before."""
+    src = textwrap.dedent('''
+        def values(k):
+            f = lambda a, b=2, *r, c=3, **kw: a + b + c + k + len(r) + len(kw)
+            return f(1), f(1, 1, 9, c=0, z=1), sorted([3, 1, 2], key=lambda v: -v)
+
+        def swallowed(x):
+            return SWALLOW()(lambda: 1 / x)()
+    ''')
+    ns: dict = {"SWALLOW": SWALLOW}
+    exec(caught.compile_train_file(src.encode(), "train.py"), ns)   # noqa: S102
+    plain: dict = {"SWALLOW": SWALLOW}
+    exec(compile(src, "train.py", "exec"), plain)   # noqa: S102
+    assert ns["values"](10) == plain["values"](10) == (16, 14, [3, 2, 1])
+    assert caught.found() == []
+    assert ns["swallowed"](0) is None
+    assert [w for _, w in caught.found()] == ["ZeroDivisionError (division by zero)"]
+
+
 def test_line_numbers_of_the_file_are_kept():
     code = caught.compile_train_file(b"def f():\n    x = 1\n    raise RuntimeError(x)\n",
                                      "train.py")
