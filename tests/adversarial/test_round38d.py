@@ -34,8 +34,9 @@ def _prove(name: str, tmp_path: Path) -> dict:
 
 @pytest.mark.slow
 def test_r38d_1_exitstack_lambda_callback_is_not_accepted(tmp_path):
-    """EQUIVALENT at ba967a7 (4 goals, 64 s); truth w1 0.0070, w2 0.0093. Fixed in round 38 (``caught``: a lambda's body is called through a
-    guard that records what it raises, 844763d)."""
+    """EQUIVALENT at ba967a7 (4 goals, 64 s); truth w1 0.0070, w2 0.0093.
+    Fixed in round 38 (``caught``: a lambda's body is called through a guard that
+    records what it raises, 844763d)."""
     out = _prove("r38d_01_dp_exitstack_lambda_callback_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
     assert out["_rc"] == 3, out
@@ -43,8 +44,9 @@ def test_r38d_1_exitstack_lambda_callback_is_not_accepted(tmp_path):
 
 @pytest.mark.slow
 def test_r38d_1_weakref_finalize_lambda_is_not_accepted(tmp_path):
-    """EQUIVALENT at ba967a7 (4 goals, 73 s); truth w1 0.0070, w2 0.0093. Fixed in round 38 (``caught``: a lambda's body is called through a
-    guard that records what it raises, 844763d)."""
+    """EQUIVALENT at ba967a7 (4 goals, 73 s); truth w1 0.0070, w2 0.0093.
+    Fixed in round 38 (``caught``: a lambda's body is called through a guard that
+    records what it raises, 844763d)."""
     out = _prove("r38d_02_dp_weakref_finalize_lambda_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
     assert out["_rc"] == 3, out
@@ -52,8 +54,9 @@ def test_r38d_1_weakref_finalize_lambda_is_not_accepted(tmp_path):
 
 @pytest.mark.slow
 def test_r38d_1_logging_formatter_lambda_is_not_accepted(tmp_path):
-    """EQUIVALENT at ba967a7 (4 goals, 65 s); truth w1 0.0070, w2 0.0093. Fixed in round 38 (``caught``: a lambda's body is called through a
-    guard that records what it raises, 844763d)."""
+    """EQUIVALENT at ba967a7 (4 goals, 65 s); truth w1 0.0070, w2 0.0093.
+    Fixed in round 38 (``caught``: a lambda's body is called through a guard that
+    records what it raises, 844763d)."""
     out = _prove("r38d_04_dp_logging_formatter_lambda_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
     assert out["_rc"] == 3, out
@@ -114,8 +117,9 @@ def test_r38d_09_module_getattr_fake_only_name_is_not_accepted(tmp_path):
 
 @pytest.mark.slow
 def test_r38d_1_sorted_key_lambda_context_decorator_is_not_accepted(tmp_path):
-    """EQUIVALENT at ba967a7 (4 goals, 37 s); truth w1 0.0070, w2 0.0093. Fixed in round 38 (``caught``: a lambda's body is called through a
-    guard that records what it raises, 844763d)."""
+    """EQUIVALENT at ba967a7 (4 goals, 37 s); truth w1 0.0070, w2 0.0093.
+    Fixed in round 38 (``caught``: a lambda's body is called through a guard that
+    records what it raises, 844763d)."""
     out = _prove("r38d_10_dp_sorted_key_lambda_local_context_decorator_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
     assert out["_rc"] == 3, out
