@@ -31,12 +31,15 @@ containers; shapes are concrete in the capture). An ``AttributeError`` is not le
 even ``nn.Module.__getattr__``'s (r38d_09: ``getattr(m, "scale_" + type(g).__name__.lower())``
 misses in the capture only); ``getattr(m, "module", m)`` and ``hasattr`` catch it in C, past
 no frame of the train file, and are not recorded (R38c-5). An exception that ends the capture
-is recorded too, which changes nothing (the capture fails either way). A ``lambda``'s body is
-called through a guard that records what it raises (R38d-1). Not reached: code the train
-file compiles itself (``exec`` / ``eval`` of a string), a ``try`` in a module of yours that
-the train file imports (only the train file is compiled here), and a train file that
-rewrites its own code objects or empties the recorder's list (the R29-4 family: a file
-that tampers with the capture).
+is recorded too, which changes nothing (the capture fails either way). A ``lambda``'s body and
+a generator expression's element and conditions are called through a guard that records what
+they raise (R38d-1, R38e-1), unless they read their own frame (``locals()``, ``super()``:
+R38e-2, R38e-3) or are generators. Not reached: such a lambda, code the train file compiles
+itself (``exec`` / ``eval`` of a string), an error raised and swallowed with no frame of the
+train file on the way (R38e-5: a builtin as an ``ExitStack`` callback), a ``try`` in a module
+of yours that the train file imports (only the train file is compiled here), and a train
+file that rewrites its own code objects or empties the recorder's list (the R29-4 family: a
+file that tampers with the capture).
 """
 
 from __future__ import annotations
@@ -66,7 +69,11 @@ _HINT = ("the train file catches {what} at line {line} while the capture runs it
 def _allowed(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):      # except*: the group of the matching ones
         return all(_allowed(e) for e in exc.exceptions)
-    return isinstance(exc, ALLOWED)
+    # torch's non-reentrant activation checkpointing stops a recomputation with its own
+    # exception, through the train file's forward, in both runs alike (R38e-6)
+    t = type(exc)
+    return isinstance(exc, ALLOWED) or (t.__module__ == "torch.utils.checkpoint"
+                                        and t.__name__ == "_StopRecomputationError")
 
 
 _MET_HINT = ("{what} was raised through line {line} of the train file and did not end the "
@@ -147,19 +154,37 @@ class _Instrument(ast.NodeTransformer):
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
 
+    def _guard_expr(self, e: ast.expr, line: int) -> ast.expr:
+        if any(isinstance(x, ast.Name) and x.id in _FRAME_NAMES for x in _own(e)):
+            return e
+        empty = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                              kw_defaults=[], kwarg=None, defaults=[])
+        inner = ast.copy_location(ast.Lambda(empty, e), e)
+        return ast.copy_location(
+            ast.Call(ast.Constant(_GUARD), [inner, ast.Constant(line)], []), e)
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.AST:
+        # a generator expression runs lazily, where its consumer is (``ExitStack``, a
+        # ``suppress`` outside the file: R38e-1): its element and conditions are guarded
+        self.generic_visit(node)
+        node.elt = self._guard_expr(node.elt, node.lineno)
+        for g in node.generators:
+            g.ifs = [self._guard_expr(c, node.lineno) for c in g.ifs]
+        return node
+
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         # ``lambda a: e`` -> ``lambda a: <guard>(lambda: e, line)``: what ``e`` raises is
         # recorded on its way out, whoever swallows it (R38d-1: ``sorted(key=)``, a callback
         # of ``ExitStack`` / ``weakref.finalize``, a logging formatter)
         self.generic_visit(node)
-        if any(isinstance(x, (ast.Yield, ast.YieldFrom, ast.Await))
-               for x in ast.walk(node.body)):
+        # a generator lambda, or one reading its own frame (``locals()``, ``super()``,
+        # ``__class__``: R38e-2, R38e-3), is left as written: the guard's inner lambda would
+        # change what it computes. Nested scopes are their own (R38e-4: a dead inner
+        # generator lambda does not unguard this one)
+        if any(isinstance(x, (ast.Yield, ast.YieldFrom, ast.Await)) or (
+                isinstance(x, ast.Name) and x.id in _FRAME_NAMES) for x in _own(node.body)):
             return node
-        empty = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
-                              kw_defaults=[], kwarg=None, defaults=[])
-        inner = ast.copy_location(ast.Lambda(empty, node.body), node.body)
-        node.body = ast.copy_location(
-            ast.Call(ast.Constant(_GUARD), [inner, ast.Constant(node.lineno)], []), node.body)
+        node.body = self._guard_expr(node.body, node.lineno)
         return node
 
 
@@ -175,6 +200,25 @@ def compile_train_file(raw: bytes, path: str) -> Any:
         warnings.simplefilter("ignore", SyntaxWarning)
         code = compile(ast.fix_missing_locations(tree), path, "exec")
     return _bound(code)
+
+
+_FRAME_NAMES = frozenset({"locals", "vars", "super", "__class__", "dir", "eval", "exec",
+                          "sys", "inspect"})
+
+
+def _own(node: ast.AST) -> list[ast.AST]:
+    """The nodes of ``node``'s own scope (not those of a nested lambda, function, class or
+    comprehension)."""
+    out, todo = [], [node]
+    while todo:
+        x = todo.pop()
+        out.append(x)
+        if x is not node and isinstance(x, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef,
+                                            ast.ClassDef, ast.GeneratorExp, ast.ListComp,
+                                            ast.SetComp, ast.DictComp)):
+            continue
+        todo.extend(ast.iter_child_nodes(x))
+    return out
 
 
 def _guarded_call(body: Any, line: int) -> Any:

@@ -266,6 +266,63 @@ def test_a_lambdas_error_swallowed_outside_the_file_is_recorded():
     assert [w for _, w in caught.found()] == ["ZeroDivisionError (division by zero)"]
 
 
+def test_lambdas_reading_their_frame_are_left_as_written():
+    """R38e-2 / R38e-3: ``locals()`` and zero-argument ``super()`` in a lambda read its own
+    frame; the guard's inner lambda would change them, so such a lambda is not rewritten.
+    R38e-4: a nested generator lambda does not unguard the outer one."""
+    src = textwrap.dedent('''
+        class A:
+            def f(self):
+                return "A"
+
+        class B(A):
+            g = lambda self: super().f()
+
+        def values():
+            return (lambda a: sorted(locals()))(1), B().g()
+
+        def swallowed(x):
+            return SWALLOW()(lambda: ((lambda: (yield)), 1 / x))()
+    ''')
+    ns: dict = {"SWALLOW": SWALLOW}
+    exec(caught.compile_train_file(src.encode(), "train.py"), ns)   # noqa: S102
+    assert ns["values"]() == (["a"], "A")
+    assert ns["swallowed"](0) is None
+    assert [w for _, w in caught.found()] == ["ZeroDivisionError (division by zero)"]
+
+
+def test_a_generator_expression_swallowed_outside_the_file_is_recorded():
+    """R38e-1: a generator expression runs where it is consumed; its element and conditions
+    are guarded. Values as before."""
+    src = textwrap.dedent('''
+        def values(xs):
+            return list(x * 2 for x in xs if x > 1), sum(y for y in range(4))
+
+        def swallowed(x):
+            with SWALLOW():
+                g = (1 / v for v in [x])
+            return SWALLOW()(list)(g)
+    ''')
+    ns: dict = {"SWALLOW": SWALLOW}
+    exec(caught.compile_train_file(src.encode(), "train.py"), ns)   # noqa: S102
+    assert ns["values"]([1, 2, 3]) == ([4, 6], 6) and caught.found() == []
+    assert ns["swallowed"](0) is None
+    assert [w for _, w in caught.found()] == ["ZeroDivisionError (division by zero)"]
+
+
+def test_torchs_checkpoint_stop_is_let_through():
+    """R38e-6: non-reentrant activation checkpointing stops a recomputation with
+    ``_StopRecomputationError`` through the file's forward, in both runs alike."""
+    from torch.utils.checkpoint import _StopRecomputationError
+
+    src = b"def f():\n    raise STOP()\n"
+    ns: dict = {"STOP": _StopRecomputationError}
+    exec(caught.compile_train_file(src, "train.py"), ns)   # noqa: S102
+    with pytest.raises(_StopRecomputationError):
+        ns["f"]()
+    assert caught.found() == []
+
+
 def test_line_numbers_of_the_file_are_kept():
     code = caught.compile_train_file(b"def f():\n    x = 1\n    raise RuntimeError(x)\n",
                                      "train.py")
