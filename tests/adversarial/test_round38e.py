@@ -85,3 +85,20 @@ def test_r38e_lambdalr_is_unknown_by_f11_3_not_refused_by_caught(tmp_path):
     assert _not_accepted(out), out
     assert out["_rc"] == 2, out
     assert "_opt_called" in str(out.get("open")), out
+
+
+@pytest.mark.slow
+def test_r38e_threadpool_future_exception_lambda_is_refused(tmp_path):
+    """exit 3 at 195d560 (8 s): a thread started in the capture (R34b-2); truth w1 0.0070."""
+    out = _prove("r38e_08_dp_threadpool_future_exception_lambda_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38e-4: visit_Lambda skips a lambda when a Yield is "
+                   "anywhere in ast.walk(body), a dead nested 'lambda: (yield)' included")
+def test_r38e_4_lambda_with_dead_nested_yield_lambda_is_not_accepted(tmp_path):
+    """EQUIVALENT at 195d560 (4 goals, 20 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38e_07_dp_lambda_with_dead_nested_yield_lambda_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out

@@ -4,7 +4,8 @@ second argument from the first argument of the running frame; `caught` moves the
 inner `lambda:` with no arguments, so in the capture `super()` raises "RuntimeError: super():
 no arguments" (the real run is fine). A plain data-parallel plan with all-reduced gradients.
 Truth (torch4_truth.py FILE 1): w1 0, w2 0 (right).
-Verdict (main 195d560): exit 3 (7 s) "line 28: capturing the training step failed: RuntimeError: super(): no arguments": false refusal R38e-3.
+Verdict (main 195d560): exit 3 (7 s) "line 28: capturing the training step failed:
+RuntimeError: super(): no arguments": false refusal R38e-3.
 """
 MESH = {"dp": 2}
 import torch
