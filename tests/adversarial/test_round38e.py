@@ -102,3 +102,12 @@ def test_r38e_4_lambda_with_dead_nested_yield_lambda_is_not_accepted(tmp_path):
     """EQUIVALENT at 195d560 (4 goals, 20 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38e_07_dp_lambda_with_dead_nested_yield_lambda_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38e-5: the fake-only raiser reached by C code only "
+                   "(ExitStack -> list.extend -> map(bytes)): no frame of the file to guard")
+def test_r38e_5_exitstack_builtin_map_no_frame_is_not_accepted(tmp_path):
+    """EQUIVALENT at 195d560 (4 goals, 20 s); truth w1 0.0070, w2 0.0093."""
+    out = _prove("r38e_09_dp_exitstack_builtin_map_no_frame_lr_wrong.py", tmp_path)
+    assert _not_accepted(out), out
