@@ -111,3 +111,21 @@ def test_r38e_5_exitstack_builtin_map_no_frame_is_not_accepted(tmp_path):
     """EQUIVALENT at 195d560 (4 goals, 20 s); truth w1 0.0070, w2 0.0093."""
     out = _prove("r38e_09_dp_exitstack_builtin_map_no_frame_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38e-6: non-reentrant checkpoint stops recomputation "
+                   "by raising _StopRecomputationError through the guarded forward")
+def test_r38e_6_activation_checkpointing_check_fn_lambda_is_equivalent(tmp_path):
+    """exit 3 at 195d560 (9 s); truth 6e-17 / 0 (right)."""
+    out = _prove("r38e_10_dp_activation_checkpointing_check_fn_lambda_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R38e-6: checkpoint(use_reentrant=False) raises "
+                   "_StopRecomputationError through the guarded forward")
+def test_r38e_6_checkpoint_use_reentrant_false_is_equivalent(tmp_path):
+    """exit 3 at 195d560 (8 s); truth 6e-17 / 0 (right)."""
+    out = _prove("r38e_11_dp_checkpoint_use_reentrant_false_right.py", tmp_path)
+    assert _equivalent(out), out
