@@ -32,12 +32,12 @@ def _prove(name: str, tmp_path: Path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38e-1: a generator expression's body is a code object "
-                   "caught does not guard; ExitStack.callback(next, gen) + suppress swallows")
 def test_r38e_1_exitstack_genexpr_callback_is_not_accepted(tmp_path):
-    """EQUIVALENT at 195d560 (4 goals, 23 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 195d560 (4 goals, 23 s); truth w1 0.0070, w2 0.0093.
+    Fixed in round 38 (``caught``, 8a5e610: a generator expression's element is guarded)."""
     out = _prove("r38e_01_dp_exitstack_genexpr_callback_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -50,19 +50,17 @@ def test_r38e_1_exitstack_yield_lambda_callback_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38e-2: the rewrite changes what a lambda computes: "
-                   "locals() of the inner no-argument lambda is {} (a config from defaults)")
 def test_r38e_2_lambda_locals_defaults_is_not_accepted(tmp_path):
-    """EQUIVALENT at 195d560 (4 goals, 19 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 195d560 (4 goals, 19 s); truth w1 0.0070, w2 0.0093.
+    Fixed in round 38 (``caught``, 8a5e610: a lambda reading locals() is left as written)."""
     out = _prove("r38e_03_dp_lambda_locals_defaults_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38e-3: zero-argument super() in a class-attribute "
-                   "lambda fails in the capture (the inner lambda has no first argument)")
 def test_r38e_3_class_lambda_zero_arg_super_is_equivalent(tmp_path):
-    """exit 3 at 195d560 (7 s, RuntimeError: super(): no arguments); truth 0 / 0 (right)."""
+    """exit 3 at 195d560 (7 s, RuntimeError: super(): no arguments); truth 0 / 0 (right).
+    Fixed in round 38 (``caught``, 8a5e610: a lambda using super() is left as written)."""
     out = _prove("r38e_04_dp_class_lambda_zero_arg_super_right.py", tmp_path)
     assert _equivalent(out), out
 
@@ -96,12 +94,12 @@ def test_r38e_threadpool_future_exception_lambda_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38e-4: visit_Lambda skips a lambda when a Yield is "
-                   "anywhere in ast.walk(body), a dead nested 'lambda: (yield)' included")
 def test_r38e_4_lambda_with_dead_nested_yield_lambda_is_not_accepted(tmp_path):
-    """EQUIVALENT at 195d560 (4 goals, 20 s); truth w1 0.0070, w2 0.0093."""
+    """EQUIVALENT at 195d560 (4 goals, 20 s); truth w1 0.0070, w2 0.0093.
+    Fixed in round 38 (``caught``, 8a5e610: the yield check looks at the lambda's own scope)."""
     out = _prove("r38e_07_dp_lambda_with_dead_nested_yield_lambda_lr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -114,7 +112,9 @@ def test_r38e_5_exitstack_builtin_map_no_frame_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38e-6: non-reentrant checkpoint stops recomputation "
+@pytest.mark.xfail(strict=True, reason="R38e-6 (since 8a5e610: the checkpoint wrapper's "
+                   "_checkpoint_wrapped_module names are an internal DimsError, UNKNOWN): "
+                   "non-reentrant checkpoint stops recomputation "
                    "by raising _StopRecomputationError through the guarded forward")
 def test_r38e_6_activation_checkpointing_check_fn_lambda_is_equivalent(tmp_path):
     """exit 3 at 195d560 (9 s); truth 6e-17 / 0 (right)."""
@@ -123,9 +123,8 @@ def test_r38e_6_activation_checkpointing_check_fn_lambda_is_equivalent(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38e-6: checkpoint(use_reentrant=False) raises "
-                   "_StopRecomputationError through the guarded forward")
 def test_r38e_6_checkpoint_use_reentrant_false_is_equivalent(tmp_path):
-    """exit 3 at 195d560 (8 s); truth 6e-17 / 0 (right)."""
+    """exit 3 at 195d560 (8 s); truth 6e-17 / 0 (right).
+    Fixed in round 38 (``caught``, 8a5e610: torch's _StopRecomputationError is let through)."""
     out = _prove("r38e_11_dp_checkpoint_use_reentrant_false_right.py", tmp_path)
     assert _equivalent(out), out
