@@ -147,7 +147,7 @@ def read_train_file(path: str | Path, source: bytes | None = None) -> TrainFile:
     sha = hashlib.sha256(raw).hexdigest()
     src = raw.decode("utf-8", errors="replace")
     try:
-        # every except clause and with body records the exception it meets (caught: R35d-2)
+        # the exceptions its code catches or swallows are recorded (caught.py: R35d-2, round 38)
         code = compile_train_file(raw, p)
     except SyntaxError as e:
         raise PlanError(f"{p}:{e.lineno or 1}: syntax error: {e.msg}") from None
