@@ -56,6 +56,7 @@ __all__ = ["ALLOWED", "compile_train_file", "check", "found"]
 # constants by the recorder itself: no name the train file could shadow or rebind (R38c-3)
 _MARK = "\x00shardproof: the recorder of caught exceptions\x00"
 _GUARD = "\x00shardproof: a lambda's body, guarded\x00"
+_BASE = "\x00shardproof: BaseException\x00"    # the guards' except type, not a global name
 ALLOWED = (StopIteration, StopAsyncIteration, GeneratorExit, ImportError, KeyError, IndexError)
 _FOUND: list[tuple[int, str]] = []        # (line, "TypeError (message)") caught by an except
 _MET: list[tuple[int, str]] = []          # (line, ...) met by a with, a function, a finally
@@ -111,7 +112,7 @@ class _Instrument(ast.NodeTransformer):
         if not body:
             return body
         first = body[0]
-        handler = ast.ExceptHandler(ast.Name("BaseException", ast.Load()), None,
+        handler = ast.ExceptHandler(ast.Constant(_BASE), None,
                                     [self._call(line, first, 1), ast.Raise(None, None)])
         guard = ast.Try(body, [ast.copy_location(handler, first)], [], [])
         return [ast.copy_location(guard, first)]
@@ -235,6 +236,7 @@ def _bound(code: types.CodeType) -> types.CodeType:
     by the recorder: the instrumented calls load it as a constant, not by name."""
     consts = tuple(_record if type(c) is str and c == _MARK else
                    _guarded_call if type(c) is str and c == _GUARD else
+                   BaseException if type(c) is str and c == _BASE else
                    _bound(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
     return code.replace(co_consts=consts)
 
