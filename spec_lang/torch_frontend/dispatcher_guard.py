@@ -88,14 +88,14 @@ def _where(line: str) -> str:
     return m["loc"] if m is not None else line
 
 
-def _python_kernels() -> dict[int, tuple[Any, dict[str, Any]]]:
-    """``{id(op): (op, {table.key: kernel})}`` of every ``OperatorBase`` alive (its
-    ``_dispatch_cache`` too, which the Python dispatcher reads first: R32-3)."""
-    out: dict[int, tuple[Any, dict[str, Any]]] = {}
+def _python_kernels() -> dict[int, tuple[Any, tuple[dict[Any, Any], ...]]]:
+    """``{id(op): (op, (a copy of each table of _TABLES))}`` of every ``OperatorBase`` alive
+    (its ``_dispatch_cache`` too, which the Python dispatcher reads first: R32-3)."""
+    out: dict[int, tuple[Any, tuple[dict[Any, Any], ...]]] = {}
     for o in _GC_OBJECTS():
         if issubclass(type(o), _OPERATOR_BASE):   # (no __class__ lookup on odd objects)
-            out[id(o)] = (o, {f"{t}.{k!r}": (k, v) for t in _TABLES
-                              for k, v in dict(vars(o).get(t) or {}).items()})
+            d = vars(o)
+            out[id(o)] = (o, tuple(dict(d.get(t) or {}) for t in _TABLES))
     return out
 
 
@@ -360,10 +360,11 @@ def kernel_changes(snap: DispatcherSnapshot | None = None,
                 out.append(f"{name}'s {key} kernel {what}")
     if prefixes is None:
         for oid, (op, tables) in _python_kernels().items():
-            was = snap.python.get(oid, (None, {}))[1] if snap.python.get(oid, (None,))[0] is op \
-                else {}
-            for k, (key, fn) in tables.items():
-                if (was.get(k) or (None, None))[1] is not fn and not _own_kernel(fn, key, op):
-                    out.append(f"{getattr(op, '_name', op)}'s Python kernel {k} "
-                               f"({getattr(fn, '__qualname__', type(fn).__name__)})")
+            old = snap.python.get(oid)
+            was = old[1] if old is not None and old[0] is op else ({},) * len(_TABLES)
+            for t, now, before in zip(_TABLES, tables, was):
+                for key, fn in now.items():
+                    if before.get(key) is not fn and not _own_kernel(fn, key, op):
+                        out.append(f"{getattr(op, '_name', op)}'s Python kernel {t}.{key!r} "
+                                   f"({getattr(fn, '__qualname__', type(fn).__name__)})")
     return out

@@ -38,7 +38,7 @@ from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
 from spec_lang.torch_frontend.leftover import (
     CHANGED, scalar_state_differences, zeros_for_one_sided_grad_left)
 from spec_lang.torch_frontend.state_sites import declaration_site, state_site
-from spec_lang.torch_frontend.tracedata import Job, run_jobs
+from spec_lang.torch_frontend.tracedata import Job, Pool
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
 from spec_lang.torch_frontend.goal_text import _data_assumptions, _producing_site, _style_of
@@ -93,22 +93,25 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
     coords = rank_coords(tf.mesh)
     src = tf.source
     # the plan at real sizes first: a pipelined step (pp_frontend) needs probe sizes that its
-    # micro-batch count divides too
-    plan_real, spec = run_jobs([Job(tf.path, tf.sizes, zero, src, tf.mesh),
-                                Job(tf.path, probe, None, src)], workers=workers)
+    # micro-batch count divides too; the other ranks' jobs start as soon as it is known
+    with Pool(workers=workers) as pool:
+        first = [pool.submit(Job(tf.path, tf.sizes, zero, src, tf.mesh)),
+                 pool.submit(Job(tf.path, probe, None, src)),
+                 pool.submit(Job(tf.path, tf.sizes, None, src))]
+        plan_real = pool.result(first[0])
+        others = [c for c in coords if c != zero]     # every other rank at the real sizes too
+        ids = [] if plan_real.pp is not None else [   # (R4-7: a rank wrong only at them)
+            pool.submit(Job(tf.path, probe, c, src, tf.mesh)) for c in coords] + [
+            pool.submit(Job(tf.path, tf.sizes, c, src, tf.mesh)) for c in others]
+        spec, spec_real, *rest = [pool.result(i) for i in first[1:] + ids]
     if plan_real.pp is not None:
         from spec_lang.torch_frontend.pp_frontend import capture_pipelined
-        pp = capture_pipelined(tf, plan_real, spec, workers=workers)
+        pp = capture_pipelined(tf, plan_real, spec, spec_real, workers=workers)
         check_traces(tf.path, [plan_real, *pp["stages"], *pp["plans"]], pipelined=True)
         check_collectives(tf.path, [plan_real, *pp["stages"], *pp["plans"], *pp["plans_real"]])
         return Captured(pp["tf"], pp["probe"], pp["spec"], pp["spec_real"], pp["plans"],
                         pp["plan_real"], {"capture": time.monotonic() - t0}, pp["probe_mesh"],
                         pp["stages"], pp["plans_real"])
-    # every other rank at the real sizes too (R4-7: a rank wrong only at the real sizes)
-    others = [c for c in coords if c != zero]
-    spec_real, *rest = run_jobs([Job(tf.path, tf.sizes, None, src)] + [
-        Job(tf.path, probe, c, src, tf.mesh) for c in coords] + [
-        Job(tf.path, tf.sizes, c, src, tf.mesh) for c in others], workers=workers)
     plans, plans_real = rest[:len(coords)], rest[len(coords):]
     check_traces(tf.path, [plan_real, *rest])    # the same new_groups on every rank (issue 11)
     check_collectives(tf.path, [plan_real, *rest])      # what gloo raises on (R37a-2)

@@ -27,12 +27,14 @@ from spec_lang.torch_frontend.tracedata import Job, run_jobs
 __all__ = ["capture_pipelined", "pp_assumptions"]
 
 
-def capture_pipelined(tf: Any, real0: Any, spec0: Any, *, workers: int = 2) -> dict[str, Any]:
+def capture_pipelined(tf: Any, real0: Any, spec0: Any, spec_real: Any, *, workers: int = 2
+                      ) -> dict[str, Any]:
     """The stage traces and their compositions.
 
     ``real0``: rank 0 traced at real sizes (it built a stage); ``spec0``: the spec traced at
     the probe sizes of the mesh (traced again when the micro-batch count changes them: the
-    probe sizes are multiples of every mesh axis and of the micro-batch count).
+    probe sizes are multiples of every mesh axis and of the micro-batch count); ``spec_real``:
+    the spec traced at the real sizes.
 
     Returns:
         ``{"tf": tf on the mesh without the pipeline axis and with ``mb``, "probe", "spec",
@@ -67,9 +69,8 @@ def capture_pipelined(tf: Any, real0: Any, spec0: Any, *, workers: int = 2) -> d
                         "of a pipelined step")
     probe_mesh = {**tf.mesh, MB: n_mb}
     probe = probe_sizes(tf.sizes, probe_mesh)
-    specs = run_jobs(([Job(tf.path, probe, None, src)] if probe != spec0.sizes else [])
-                     + [Job(tf.path, tf.sizes, None, src)], workers=workers)
-    spec, spec_real = (specs if len(specs) == 2 else [spec0, specs[0]])
+    spec = (spec0 if probe == spec0.sizes else
+            run_jobs([Job(tf.path, probe, None, src)], workers=workers)[0])
     # stage -> [probe traces per coordinate of the other axes..., the zero coordinate's real
     # trace, the other coordinates' real traces...] (R4-7: every rank at the real sizes too)
     entries = [(oc, probe) for oc in ocoords] + [(zero, tf.sizes)] + [

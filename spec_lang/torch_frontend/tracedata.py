@@ -34,7 +34,7 @@ from spec_lang.errors import PlanError
 
 NEEDS_CPU = b"NEEDS_CPU\n"   # the tracing child's answer for pp_capture.NeedsCpu
 
-__all__ = ["dump", "load_trace", "run_jobs", "Job", "GraphHolder", "ProcessGroupRef",
+__all__ = ["dump", "load_trace", "run_jobs", "Pool", "Job", "GraphHolder", "ProcessGroupRef",
            "ReduceOpRef"]
 
 
@@ -309,58 +309,100 @@ def run_jobs(jobs: Sequence[Job], *, workers: int = 2, timeout_s: float = 1800.0
     Raises:
         PlanError: a child reported a user error (its message, with the user's line), or died.
     """
-    results: list[Any] = [None] * len(jobs)
-    pending = list(enumerate(jobs))
-    running: list[tuple[int, Any, str, float]] = []
-    tmp = tempfile.mkdtemp(prefix="shardproof-trace-")
-    try:
-        while pending or running:
-            while pending and len(running) < max(1, workers):
-                i, job = pending.pop(0)
-                out = os.path.join(tmp, f"{i}.pkl")
-                src = os.path.join(tmp, f"{i}.src")
-                Path(src).write_bytes(job.source)
-                spec = json.dumps({"sizes": job.sizes, "coords": job.coords, "mesh": job.mesh,
-                                   "source": src, "pp_in": job.pp_in, "cpu": job.cpu})
-                errf = open(out + ".err", "wb")  # noqa: SIM115 -- closed when the child ends
-                p = subprocess.Popen(  # noqa: S603 -- our own module, argv built here
-                    [sys.executable, "-I", "-c", _BOOT, _ROOT, job.path, spec, out],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf)
-                p.errf = errf  # type: ignore[attr-defined]
-                running.append((i, p, out, time.monotonic()))
-            time.sleep(0.05)
-            for item in list(running):
-                i, p, out, t0 = item
-                rc = p.poll()
-                if rc is None:
-                    if time.monotonic() - t0 > timeout_s:
-                        p.kill()
-                        raise PlanError(f"{jobs[i].path}:1: capturing a trace took longer than "
-                                        f"{timeout_s:.0f} s")
-                    continue
-                running.remove(item)
-                p.errf.close()
-                err = Path(out + ".err").read_text(errors="replace")
-                if rc != 0 or not os.path.exists(out):
-                    raise PlanError(f"{jobs[i].path}:1: the capture process failed (exit {rc}): "
-                                    f"{err.strip().splitlines()[-1] if err.strip() else ''}")
-                blob = Path(out).read_bytes()
-                if blob == NEEDS_CPU and not jobs[i].cpu:
-                    # a pipelined step: traced again, on fake cpu tensors, in a fresh process
-                    jobs[i].cpu = True
-                    os.unlink(out)
-                    pending.insert(0, (i, jobs[i]))
-                    continue
-                if blob == NEEDS_CPU:
-                    raise PlanError(f"{jobs[i].path}:1: a pipeline stage could not be traced "
-                                    "on fake cpu tensors")
-                if blob.startswith(b"ERROR\n"):
-                    raise PlanError(blob[6:].decode())
-                results[i] = load_trace(blob)
-    finally:
-        for _, p, _, _ in running:
+    with Pool(workers=workers, timeout_s=timeout_s) as pool:
+        ids = [pool.submit(j) for j in jobs]
+        return [pool.result(i) for i in ids]
+
+
+class Pool:
+    """Capture children started in the order jobs are submitted, at most ``workers`` at a time,
+    each a fresh interpreter (``python -I``); a job submitted while others run starts as soon
+    as a child ends, so no core waits for a batch's slowest trace (``frontend.capture_all``
+    submits the traces it needs next while the first ones run). Leaving the ``with`` block
+    kills the children still running and removes their files."""
+
+    def __init__(self, *, workers: int = 2, timeout_s: float = 1800.0) -> None:
+        self.workers, self.timeout_s = max(1, workers), timeout_s
+        self.jobs: list[Job] = []
+        self.results: dict[int, Any] = {}
+        self.pending: list[int] = []
+        self.running: list[tuple[int, Any, str, float]] = []
+        self.tmp = tempfile.mkdtemp(prefix="shardproof-trace-")
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for _, p, _, _ in self.running:
             p.kill()
-        for f in Path(tmp).glob("*"):
+            p.wait()
+            p.errf.close()
+        for f in Path(self.tmp).glob("*"):
             f.unlink()
-        os.rmdir(tmp)
-    return results
+        os.rmdir(self.tmp)
+
+    def submit(self, job: Job) -> int:
+        """Queue ``job``; its index for :meth:`result`."""
+        self.jobs.append(job)
+        self.pending.append(len(self.jobs) - 1)
+        self._start()
+        return len(self.jobs) - 1
+
+    def result(self, i: int) -> Any:
+        """Job ``i``'s trace, once its child has ended.
+
+        Raises:
+            PlanError: a child reported a user error, died or ran over the time limit (any
+                running job's, not only ``i``'s: the capture fails as soon as one does).
+        """
+        while i not in self.results:
+            time.sleep(0.05)
+            self._poll()
+            self._start()
+        return self.results[i]
+
+    def _start(self) -> None:
+        while self.pending and len(self.running) < self.workers:
+            i = self.pending.pop(0)
+            job = self.jobs[i]
+            out = os.path.join(self.tmp, f"{i}.pkl")
+            src = os.path.join(self.tmp, f"{i}.src")
+            Path(src).write_bytes(job.source)
+            spec = json.dumps({"sizes": job.sizes, "coords": job.coords, "mesh": job.mesh,
+                               "source": src, "pp_in": job.pp_in, "cpu": job.cpu})
+            errf = open(out + ".err", "wb")  # noqa: SIM115 -- closed when the child ends
+            p = subprocess.Popen(  # noqa: S603 -- our own module, argv built here
+                [sys.executable, "-I", "-c", _BOOT, _ROOT, job.path, spec, out],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf)
+            p.errf = errf  # type: ignore[attr-defined]
+            self.running.append((i, p, out, time.monotonic()))
+
+    def _poll(self) -> None:
+        for item in list(self.running):
+            i, p, out, t0 = item
+            job = self.jobs[i]
+            rc = p.poll()
+            if rc is None:
+                if time.monotonic() - t0 > self.timeout_s:
+                    raise PlanError(f"{job.path}:1: capturing a trace took longer than "
+                                    f"{self.timeout_s:.0f} s")
+                continue
+            self.running.remove(item)
+            p.errf.close()
+            err = Path(out + ".err").read_text(errors="replace")
+            if rc != 0 or not os.path.exists(out):
+                raise PlanError(f"{job.path}:1: the capture process failed (exit {rc}): "
+                                f"{err.strip().splitlines()[-1] if err.strip() else ''}")
+            blob = Path(out).read_bytes()
+            if blob == NEEDS_CPU and not job.cpu:
+                # a pipelined step: traced again, on fake cpu tensors, in a fresh process
+                job.cpu = True
+                os.unlink(out)
+                self.pending.insert(0, i)
+                continue
+            if blob == NEEDS_CPU:
+                raise PlanError(f"{job.path}:1: a pipeline stage could not be traced "
+                                "on fake cpu tensors")
+            if blob.startswith(b"ERROR\n"):
+                raise PlanError(blob[6:].decode())
+            self.results[i] = load_trace(blob)
