@@ -72,7 +72,9 @@ def main(argv: list[str]) -> int:
                              cpu=bool(spec.get("cpu")))
         caught_check(path, "during the capture")
         _refuse_kernels(path, kernel_changes(), "after the step")
-        Path(out).write_bytes(dump(tr))
+        # names as the state_dict gives them (torch's checkpoint wrapper: round 38e, r38e_10)
+        from spec_lang.torch_frontend.wrapper_names import state_dict_names
+        Path(out).write_bytes(dump(state_dict_names(tr, path)))
     except NeedsCpu:
         Path(out).write_bytes(NEEDS_CPU)   # traced again on fake cpu tensors, in a new process
     except SpecLangError as e:

@@ -112,12 +112,10 @@ def test_r38e_5_exitstack_builtin_map_no_frame_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R38e-6 (since 8a5e610: the checkpoint wrapper's "
-                   "_checkpoint_wrapped_module names are an internal DimsError, UNKNOWN): "
-                   "non-reentrant checkpoint stops recomputation "
-                   "by raising _StopRecomputationError through the guarded forward")
 def test_r38e_6_activation_checkpointing_check_fn_lambda_is_equivalent(tmp_path):
-    """exit 3 at 195d560 (9 s); truth 6e-17 / 0 (right)."""
+    """exit 3 at 195d560 (9 s); truth 6e-17 / 0 (right). Fixed in round 38 (8a5e610) but
+    then an internal DimsError (the wrapper's ``_checkpoint_wrapped_module`` names, UNKNOWN);
+    EQUIVALENT since ``wrapper_names`` (stop 39, 54 s)."""
     out = _prove("r38e_10_dp_activation_checkpointing_check_fn_lambda_right.py", tmp_path)
     assert _equivalent(out), out
 
