@@ -75,7 +75,8 @@ def test_r31_2_dp_library_cpu_allreduce_impl_is_not_accepted(tmp_path):
     """EQUIVALENT at 0f22574 (4 goals, 29 s); truth update 0.0067 / 0.010."""
     out = _prove("r31_05_dp_library_cpu_allreduce_impl.py", tmp_path)
     assert _not_accepted(out) and out["_rc"] == 3, out
-    assert "c10d::allreduce_" in out["_err"], out
+    # (since round 32: the IMPL library of torch's namespace is named first, at import)
+    assert "c10d::allreduce_" in out["_err"] or "namespace 'c10d'" in out["_err"], out
     assert "r31_05_dp_library_cpu_allreduce_impl.py:" in out["_err"], out
 
 
@@ -84,7 +85,8 @@ def test_r31_2_pp_library_cpu_recv_impl_is_not_accepted(tmp_path):
     """EQUIVALENT at 0f22574 (9 goals, 139 s); truth grad l0.weight 0.10, l1.weight 5.5e+256."""
     out = _prove("r31_06_pp_library_cpu_recv_impl.py", tmp_path)
     assert _not_accepted(out) and out["_rc"] == 3, out
-    assert "c10d::recv_" in out["_err"], out
+    # (since round 32: the IMPL library of torch's namespace is named first, at import)
+    assert "c10d::recv_" in out["_err"] or "namespace 'c10d'" in out["_err"], out
     assert "r31_06_pp_library_cpu_recv_impl.py:" in out["_err"], out
 
 
@@ -93,7 +95,8 @@ def test_r31_2_fsdp_library_cpu_reduce_scatter_impl_is_not_accepted(tmp_path):
     """EQUIVALENT at 0f22574 (67 s); truth update 0.0067 / 0.0080."""
     out = _prove("r31_08_fsdp_library_cpu_reduce_scatter_impl.py", tmp_path)
     assert _not_accepted(out) and out["_rc"] == 3, out
-    assert "c10d::_reduce_scatter_base_" in out["_err"], out
+    # (since round 32: the IMPL library of torch's namespace is named first, at import)
+    assert "c10d::_reduce_scatter_base_" in out["_err"] or "namespace 'c10d'" in out["_err"], out
     assert "r31_08_fsdp_library_cpu_reduce_scatter_impl.py:" in out["_err"], out
 
 
@@ -102,7 +105,8 @@ def test_r31_2_dp_library_cpu_aten_div_impl_is_not_accepted(tmp_path):
     """EQUIVALENT at 0f22574 (60 s); truth update 0.0070 / 0.0093 (2x the gradient)."""
     out = _prove("r31_10_dp_library_cpu_aten_div_impl.py", tmp_path)
     assert _not_accepted(out) and out["_rc"] == 3, out
-    assert "aten::div_.Tensor" in out["_err"], out
+    # (since round 32: the IMPL library of torch's namespace is named first, at import)
+    assert "aten::div_.Tensor" in out["_err"] or "namespace 'aten'" in out["_err"], out
     assert "r31_10_dp_library_cpu_aten_div_impl.py:" in out["_err"], out
 
 
