@@ -134,10 +134,10 @@ def test_r31_control_dp_work_wait_swapped_waiting_is_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="false refusal since stop 31's R31-1 fix: any Work "
-                   "attribute replaced during a guarded call is refused, a wait that waits too")
 def test_r31_control_pp_work_wait_swapped_waiting_is_accepted(tmp_path):
-    """r31_03 whose swapped wait waits: right (truth <= 5.6e-17); EQUIVALENT (133 s)."""
+    """r31_03 whose swapped wait waits: right (truth <= 5.6e-17); EQUIVALENT (133 s). A false
+    refusal after stop 31's R31-1 fix; EQUIVALENT again at c0cac14 (68 s: found by a slow run
+    at stop 39, the strict xfail had gone stale)."""
     out = _prove("r31_04_pp_work_wait_swapped_control.py", tmp_path)
     assert _equivalent(out), out
 
