@@ -45,14 +45,12 @@ from spec_lang.torch_frontend.group_identity import checked, refuse_foreign_grou
 from spec_lang.torch_frontend.new_groups import made_log
 from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
-from spec_lang.torch_frontend.thread_guard import (threads_let, threads_refused, value_hint,
-                                                  watched)
+from spec_lang.torch_frontend.thread_guard import threads_let, threads_refused, value_hint, watched
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
-from spec_lang.torch_frontend.pp_capture import (NeedsCpu, attr_at, check_refusals, empty_on,
-                                                  module_buffers, outliving_pipeline_objects,
-                                                  outliving_step_objects,
-                                                  pipelining, torch_as_left,
-                                                  train_step_running, unmarked_all_reduces)
+from spec_lang.torch_frontend.wrapper_names import built_names, check_names_kept
+from spec_lang.torch_frontend.pp_capture import (
+    NeedsCpu, attr_at, check_refusals, empty_on, module_buffers, outliving_pipeline_objects,
+    outliving_step_objects, pipelining, torch_as_left, train_step_running, unmarked_all_reduces)
 
 __all__ = ["InputRole", "OutputRole", "Trace", "capture", "probe_sizes", "placement_str",
            "PRIMES"]
@@ -285,10 +283,12 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         units: list[Any] = []
         styles: dict[str, tuple[str, str]] = {}
         if plan:
+            where = built_names(model)      # kept at their names (R39a-1)
             with record_data_parallel(_user_modules(tf), tf.path) as units, \
                     record_styles(tf.path) as applied:
                 out = tf.fn("parallelize")(model, mesh)
             built, model = model, (out if isinstance(out, nn.Module) else model)
+            check_names_kept(where, model, path)
             styles = resolve_styles(model, applied, units, tf.path)
     except PlanError:
         raise

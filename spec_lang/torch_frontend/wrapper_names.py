@@ -23,7 +23,8 @@ from typing import Any
 
 from spec_lang.errors import PlanError
 
-__all__ = ["CHECKPOINT_PREFIX", "state_dict_name", "state_dict_names"]
+__all__ = ["CHECKPOINT_PREFIX", "state_dict_name", "state_dict_names", "built_names",
+           "check_names_kept"]
 
 # torch.distributed.algorithms._checkpoint.checkpoint_wrapper._CHECKPOINT_PREFIX (torch 2.13)
 CHECKPOINT_PREFIX = "_checkpoint_wrapped_module."
@@ -84,3 +85,42 @@ def _one_to_one(path: str, what: str, before: list[str], after: list[str]) -> No
                             "is removed (as the wrapper's state_dict names them): give the "
                             "modules distinct names")
         seen[a] = b
+
+
+def built_names(model: Any) -> dict[int, tuple[Any, frozenset[str]]]:
+    """``id -> (object, its state_dict names)`` of every module and parameter of the model as
+    ``build_model`` made it, before ``parallelize`` (for :func:`check_names_kept`)."""
+    out: dict[int, tuple[Any, set[str]]] = {}
+    for n, x in [*model.named_modules(remove_duplicate=False),
+                 *model.named_parameters(remove_duplicate=False)]:
+        out.setdefault(id(x), (x, set()))[1].add(_path(n))
+    return {k: (x, frozenset(s)) for k, (x, s) in out.items()}
+
+
+def check_names_kept(built: dict[int, tuple[Any, frozenset[str]]], model: Any,
+                     path: str) -> None:
+    """Refuse a ``parallelize`` that moved a module or a parameter ``build_model`` made to
+    another name (blocks swapped, directly or under a module attribute named
+    ``_checkpoint_wrapped_module``: round 39a, R39a-1, EQUIVALENT with the real run 0.63 off):
+    the plan's inputs meet the single-device model's by name, and the real run starts from
+    the weights each name was built with. A module or parameter replaced by a new object
+    (TP's and FSDP2's sharded parameters, a converted module) is not a move.
+
+    Raises:
+        PlanError: ``path:1: parallelize moved ...``.
+    """
+    for n, x in [*model.named_modules(remove_duplicate=False),
+                 *model.named_parameters(remove_duplicate=False)]:
+        was = built.get(id(x))
+        if was is not None and was[0] is x and _path(n) not in was[1]:
+            raise PlanError(f"{path}:1: parallelize moved {sorted(was[1])[0] or '<model>'!r} "
+                            f"(as build_model made it) to {_path(n) or '<model>'!r}: the plan's "
+                            "parameters meet the single-device model's by name, so "
+                            "parallelize must keep every module and parameter where "
+                            "build_model put it (wrap or shard it there)")
+
+
+def _path(name: str) -> str:
+    """A module's or parameter's path as the state_dict names it: a wrapped block's own path
+    ends in the wrapper's segment (``layers.0._checkpoint_wrapped_module`` is ``layers.0``)."""
+    return state_dict_name(name + ".")[:-1] if name else name

@@ -163,3 +163,40 @@ def test_activation_checkpointing_mutants_are_refuted(tmp_path, old, new) -> Non
     path.write_text(src.replace(old, new, 1))
     out = _prove(path, tmp_path)
     assert out["_rc"] == 1 and out["verdict"] == "NOT EQUIVALENT", out
+
+
+# -- parallelize keeps every module and parameter at its name (R39a-1) -----------------------------
+
+class _Two(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(2, 2)
+        self.b = nn.Linear(2, 2)
+
+
+def test_wrapping_and_sharding_in_place_keep_the_names() -> None:
+    from spec_lang.torch_frontend.wrapper_names import built_names, check_names_kept
+
+    m = _Two()
+    where = built_names(m)
+    m.a = checkpoint_wrapper(m.a, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+    m.b.weight = nn.Parameter(torch.zeros(2, 2))       # a new object (as TP / FSDP2 make)
+    check_names_kept(where, m, "t.py")
+
+
+@pytest.mark.parametrize("move", ["swap_modules", "swap_params", "fake_wrapper"])
+def test_a_module_or_parameter_moved_by_parallelize_is_refused(move) -> None:
+    from spec_lang.torch_frontend.wrapper_names import built_names, check_names_kept
+
+    m = _Two()
+    where = built_names(m)
+    if move == "swap_modules":
+        m.a, m.b = m.b, m.a
+    elif move == "swap_params":
+        m.a.weight, m.b.weight = m.b.weight, m.a.weight
+    else:                      # a module of the user's named like torch's wrapper child
+        holder = nn.Module()
+        holder._checkpoint_wrapped_module = m.b
+        m.a = holder
+    with pytest.raises(PlanError, match=r"^t\.py:1: parallelize moved '(a|b)[.a-z]*'"):
+        check_names_kept(where, m, "t.py")
