@@ -360,14 +360,6 @@ def _text(enc: _Encoder, v: Any) -> str:
 _PARAMETER_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 
 
-def _hooks(d: Any) -> Any:
-    """A parameter's hook dict as what it runs: an empty one is ``None`` (registering a hook
-    creates the dict and removing it leaves it empty, which runs nothing: a DDP-style
-    all-reduce in a post-accumulate-grad hook registered and removed inside the step, round
-    31, r31_09, a false refusal)."""
-    return None if type(d) in (dict, collections.OrderedDict) and len(d) == 0 else d
-
-
 def _abc_registry(cls: type) -> Any:
     """An abstract base class's ``_abc_impl`` (C, opaque: ``abc.ABC`` under torch's
     activation-checkpoint wrapper was unreadable, an UNKNOWN in every such plan: round 38e,
@@ -436,7 +428,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                           if k not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
         own = {k: x for k, x in vars(p).items() if k not in base_keys.get(id(p), ())}
-        own.update({k: _hooks(getattr(p, k, None)) for k in _PARAMETER_HOOKS})  # C attributes
+        own.update({k: getattr(p, k, None) for k in _PARAMETER_HOOKS})   # C attributes
         out[f"parameter {n} attributes"] = _text(enc, own)
     for k, v in vars(opt).items():
         if k == "state":

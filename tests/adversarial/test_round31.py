@@ -113,26 +113,13 @@ def test_r31_2_dp_library_cpu_aten_div_impl_is_not_accepted(tmp_path):
 # -- false refusal (strict xfail asserting EQUIVALENT) -----------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="a post-accumulate-grad hook registered and removed "
+                   "inside train_step leaves _post_accumulate_grad_hooks on the parameter: "
+                   "UNKNOWN step-state (not from round 31's fixes)")
 def test_r31_all_reduce_in_grad_hook_right_is_accepted(tmp_path):
-    """UNKNOWN at 0f22574 (73 s); right (truth 5.6e-17 / 0.0). EQUIVALENT since stop 39
-    (``step_state._hooks``: the empty hook dict a removed hook leaves runs nothing; 49 s)."""
+    """UNKNOWN at 0f22574 (73 s); right (truth 5.6e-17 / 0.0)."""
     out = _prove("r31_09_dp_all_reduce_in_grad_hook_right.py", tmp_path)
     assert _equivalent(out), out
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("old,new,rc", [
-    ('            p.grad.div_(mesh["dp"].size())', "            pass", 1),   # a sum: refuted
-    ("        h.remove()", "        pass", 3),       # the hook left for the next step: refused
-])
-def test_r31_all_reduce_in_grad_hook_mutants_are_not_accepted(tmp_path, old, new, rc):
-    """Stop 39: NOT EQUIVALENT (73 s) / exit 3 "train_step leaves a new hook" (29 s)."""
-    src = (ROUND31 / "r31_09_dp_all_reduce_in_grad_hook_right.py").read_text()
-    assert old in src
-    path = tmp_path / "hook_mutant.py"
-    path.write_text(src.replace(old, new, 1))
-    out = _prove(str(path), tmp_path)
-    assert _not_accepted(out) and out["_rc"] == rc, out
 
 
 # -- controls (false refusals since the R31-1 fix) and right outcomes ----------------------------------------------------------------------
