@@ -1,0 +1,43 @@
+"""Adversarial round 39b (``tests/adversarial/ATTEMPTS.md``, "Round 39b"), against main at
+a90b464 (d3f231b, ``step_state._hooks``: a parameter's empty hook dict reads as ``None``,
+r31_09). Plans in ``plans/round39b/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2``
+(dp 2, gloo, float64, two steps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND39B = Path(__file__).resolve().parent / "plans" / "round39b"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND39B / name, tmp_path)
+
+
+# -- findings (open): strict xfails ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R39b-1: the parameter's emptied hook dict kept in a "
+                   "global that held an empty OrderedDict; filled in the next step")
+def test_r39b_1_stashed_hook_dict_is_not_accepted(tmp_path):
+    """EQUIVALENT at a90b464 (4 goals, 62 s); truth step 2 w1 0.0051."""
+    out = _prove("r39b_01_dp_stashed_hook_dict_scales_next_step_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- sound outcomes: asserted ---------------------------------------------------------------------
