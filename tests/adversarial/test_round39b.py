@@ -40,4 +40,13 @@ def test_r39b_1_stashed_hook_dict_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R39b-2: w1.weight._backward_hooks set by hand to a "
+                   "global empty dict (reads as None); the global filled in the next step")
+def test_r39b_2_backward_hooks_set_by_hand_is_not_accepted(tmp_path):
+    """EQUIVALENT at a90b464 (4 goals, 63 s); truth step 2 w1 0.0051."""
+    out = _prove("r39b_02_dp_backward_hooks_set_by_hand_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound outcomes: asserted ---------------------------------------------------------------------
