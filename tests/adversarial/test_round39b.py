@@ -50,3 +50,18 @@ def test_r39b_2_backward_hooks_set_by_hand_is_not_accepted(tmp_path):
 
 
 # -- sound outcomes: asserted ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_r39b_hook_removed_before_backward_on_rank0_only_is_refused(tmp_path):
+    """exit 3 at a90b464 (72 s: the rank-1 graph has 65 nodes, the main trace 64); truth
+    step 1 w1 0.0067 (wrong)."""
+    out = _prove("r39b_03_dp_hook_removed_before_backward_on_rank0_wrong.py", tmp_path)
+    assert _not_accepted(out) and out["_rc"] == 3, out
+
+
+@pytest.mark.slow
+def test_r39b_tensor_hook_all_reduce_registered_in_the_step_is_equivalent(tmp_path):
+    """EQUIVALENT at a90b464 (4 goals, 71 s); truth 5.6e-17 / 0.0 (right)."""
+    out = _prove("r39b_04_dp_tensor_hook_all_reduce_right.py", tmp_path)
+    assert _equivalent(out), out
