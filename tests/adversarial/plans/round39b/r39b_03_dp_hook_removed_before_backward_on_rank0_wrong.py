@@ -5,7 +5,8 @@ is registered on ``w1.weight`` in the parallel step and removed *before* the bac
 the same empty dict on every rank.
 Truth (2 steps): step 1 w1 0.0067 / w2 0.0, step 2 w1 0.0073 / w2 8.6e-05 (wrong).
 Verdict at a90b464: exit 3 (72 s), "the graph at rank {'dp': 1} has 65 nodes, the main trace
-64: the program's ops depend on the sizes or the rank" (soun"""
+64: the program's ops depend on the sizes or the rank" (sound)."""
+
 
 import torch
 import torch.distributed as dist
