@@ -74,3 +74,11 @@ def test_r39b_tensor_hook_all_reduce_registered_in_the_step_is_equivalent(tmp_pa
     """EQUIVALENT at a90b464 (4 goals, 71 s); truth 5.6e-17 / 0.0 (right)."""
     out = _prove("r39b_04_dp_tensor_hook_all_reduce_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+def test_r39b_hook_from_parallelize_removed_in_step_is_refused(tmp_path):
+    """exit 3 at a90b464 (15 s: a gradient hook registered before train_step); truth step 2
+    w1 0.0066 (wrong)."""
+    out = _prove("r39b_06_dp_hook_from_parallelize_removed_in_step_wrong.py", tmp_path)
+    assert _not_accepted(out) and out["_rc"] == 3, out
