@@ -6,7 +6,9 @@ step 1 (the traced one) the global is the file's own dict: nothing runs. From st
 the parallel run only, it is the parameter's hook dict: ``w1.weight``'s gradient is doubled.
 Truth (2 steps): step 1 5.6e-17 / 0.0, step 2 w1 0.0051 / w2 5.6e-17 (wrong).
 Verdict at a90b464: EQUIVALENT (4 goals, 62 s): R39b-1 (the global's text is "OrderedDict()"
-before and after; the parameter's dict reads as None since d3f231b)."""
+before and after; the parameter's dict reads as None since d3f231b).
+At 6ff2d9e (d3f231b's parent): UNKNOWN step-state "the parallel step changes parameter
+w1.weight attributes (to <dict ...>)" (33 s): d3f231b opened it."""
 
 import collections
 

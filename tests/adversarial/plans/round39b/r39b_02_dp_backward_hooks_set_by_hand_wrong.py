@@ -6,7 +6,9 @@ one) the dict is attached only after the backward: nothing runs, and it is empty
 ends (the parameter's attribute reads as None since d3f231b, the global's text is "{}" before
 and after). From step 2 on, in the parallel run only, ``w1.weight``'s gradient is doubled.
 Truth (2 steps): step 1 5.6e-17 / 0.0, step 2 w1 0.0051 / w2 5.6e-17 (wrong).
-Verdict at a90b464: EQUIVALENT (4 goals, 63 s): R39b-2."""
+Verdict at a90b464: EQUIVALENT (4 goals, 63 s): R39b-2.
+At 6ff2d9e (d3f231b's parent): UNKNOWN step-state "the parallel step changes parameter
+w1.weight attributes (to <dict ...>)" (24 s): d3f231b opened it."""
 
 import torch
 import torch.distributed as dist

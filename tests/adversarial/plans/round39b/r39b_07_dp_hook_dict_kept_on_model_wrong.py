@@ -1,5 +1,7 @@
 """Round 39b, false-accept probe (dp 2, wrong): r39b_01 with the emptied hook dict kept on the
-model (``model.hooks``, an empty ``OrderedDict`` from ``build_model``) instead of a global."""
+model (``model.hooks``, an empty ``OrderedDict`` from ``build_model``) instead of a global.
+Truth (2 steps): step 1 5.6e-17 / 0.0, step 2 w1 0.0051 / w2 5.6e-17 (wrong).
+Verdict at a90b464: EQUIVALENT (4 goals, 37 s): R39b-1."""
 
 import collections
 
