@@ -60,6 +60,15 @@ def test_r39b_2_backward_hooks_set_by_hand_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R39b-4: an empty dict attached as _backward_hooks in "
+                   "parallelize, swapped into a global that read {} (identity not read)")
+def test_r39b_4_hook_dict_swapped_into_global_is_not_accepted(tmp_path):
+    """EQUIVALENT at a90b464 (4 goals, 76 s); truth step 2 w1 0.0051."""
+    out = _prove("r39b_08_dp_backward_hooks_dict_swapped_in_global_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="R39b-3: a full backward hook registered and removed "
                    "in the step leaves module._is_full_backward_hook = True (runs nothing)")
 def test_r39b_3_full_backward_hook_in_step_is_equivalent(tmp_path):
