@@ -1,0 +1,76 @@
+"""Round 39b, false-accept probe (dp 2, wrong). The parallel step keeps the empty
+``_post_accumulate_grad_hooks`` dict its removed all-reduce hook leaves on ``w1.weight`` in a
+module global that held an empty ``OrderedDict`` before (same text), and every step puts a
+gradient-doubling hook into whatever dict that global holds and pops it after backward. In
+step 1 (the traced one) the global is the file's own dict: nothing runs. From step 2 on, in
+the parallel run only, it is the parameter's hook dict: ``w1.weight``'s gradient is doubled.
+Truth (2 steps): step 1 5.6e-17 / 0.0, step 2 w1 0.0051 / w2 5.6e-17 (wrong).
+Verdict at a90b464: EQUIVALENT (4 goals, 62 s): R39b-1 (the global's text is "OrderedDict()"
+before and after; the parameter's dict reads as None since d3f231b).
+At 6ff2d9e (d3f231b's parent): UNKNOWN step-state "the parallel step changes parameter
+w1.weight attributes (to <dict ...>)" (33 s): d3f231b opened it."""
+
+import collections
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+HOOKS = collections.OrderedDict()
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def _double(p):
+    p.grad.mul_(2.0)
+
+
+def train_step(model, optimizer, batch, mesh):
+    global HOOKS
+    HOOKS[-1] = _double
+    handles = []
+    if mesh is not None:
+        pg = mesh["dp"].get_group()
+
+        def reduce(p):
+            dist.all_reduce(p.grad, group=pg)
+            p.grad.div_(mesh["dp"].size())
+
+        handles = [p.register_post_accumulate_grad_hook(reduce) for p in model.parameters()]
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    for h in handles:
+        h.remove()
+    HOOKS.pop(-1)
+    if mesh is not None:
+        HOOKS = model.w1.weight._post_accumulate_grad_hooks
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
