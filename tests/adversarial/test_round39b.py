@@ -28,33 +28,29 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND39B / name, tmp_path)
 
 
-# -- findings (open): strict xfails ---------------------------------------------------------------
+# -- findings (R39b-1/2 fixed by reverting d3f231b; R39b-4, R39b-3 open: strict xfails) ------
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39b-1: the parameter's emptied hook dict kept in a "
-                   "global that held an empty OrderedDict; filled in the next step")
 def test_r39b_1_stashed_hook_dict_is_not_accepted(tmp_path):
     """EQUIVALENT at a90b464 (4 goals, 62 s); truth step 2 w1 0.0051. UNKNOWN (step-state,
-    33 s) at 6ff2d9e, before d3f231b."""
+    33 s) at 6ff2d9e, before d3f231b. Fixed by reverting d3f231b (R39b-1 opened by it)."""
     out = _prove("r39b_01_dp_stashed_hook_dict_scales_next_step_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39b-1: the emptied hook dict kept on the model")
 def test_r39b_1_hook_dict_kept_on_model_is_not_accepted(tmp_path):
-    """EQUIVALENT at a90b464 (4 goals, 37 s); truth step 2 w1 0.0051."""
+    """EQUIVALENT at a90b464 (4 goals, 37 s); truth step 2 w1 0.0051. Fixed by reverting
+    d3f231b (the parameter's empty hook dict is step state again)."""
     out = _prove("r39b_07_dp_hook_dict_kept_on_model_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39b-2: w1.weight._backward_hooks set by hand to a "
-                   "global empty dict (reads as None); the global filled in the next step")
 def test_r39b_2_backward_hooks_set_by_hand_is_not_accepted(tmp_path):
     """EQUIVALENT at a90b464 (4 goals, 63 s); truth step 2 w1 0.0051. UNKNOWN (step-state,
-    24 s) at 6ff2d9e, before d3f231b."""
+    24 s) at 6ff2d9e, before d3f231b. Fixed by reverting d3f231b."""
     out = _prove("r39b_02_dp_backward_hooks_set_by_hand_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
