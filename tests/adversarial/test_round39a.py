@@ -1,0 +1,50 @@
+"""Adversarial round 39a (``tests/adversarial/ATTEMPTS.md``, "Round 39a"), against main at
+6e50b4f (activation checkpointing: ``wrapper_names``, ``step_state``'s ``_abc_registry`` and
+``_dynamo_cache``, e505167; one pool of capture children, b9ecc58). Plans in
+``plans/round39a/``. Truth: ``tests/adversarial/torch4_truth.py FILE 1`` (dp 2, gloo, float64;
+``FILE 2`` for the plans wrong from step 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND39A = Path(__file__).resolve().parent / "plans" / "round39a"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND39A / name, tmp_path)
+
+
+# -- findings (open): strict xfails ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R39a-1: plan inputs are named after parallelize; a "
+                   "block swapped in parallelize meets the spec by name")
+def test_r39a_1_plain_swap_blocks_is_not_accepted(tmp_path):
+    """EQUIVALENT at 6e50b4f (4 goals, 73 s); truth a.weight 0.63, b.weight 0.63."""
+    out = _prove("r39a_01_dp_plain_swap_blocks_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R39a-1: a user attribute named "
+                   "_checkpoint_wrapped_module (not torch's wrapper) over the other block")
+def test_r39a_1_fake_wrapper_swapped_blocks_is_not_accepted(tmp_path):
+    """EQUIVALENT at 6e50b4f (4 goals, 63 s); truth as r39a_01 (0.63)."""
+    out = _prove("r39a_02_dp_fake_wrapper_swapped_blocks_wrong.py", tmp_path)
+    assert _not_accepted(out), out
