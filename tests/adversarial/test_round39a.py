@@ -90,3 +90,13 @@ def test_r39a_offload_wrapper_is_equivalent(tmp_path):
     """EQUIVALENT at 6e50b4f (53 s); truth 5.6e-17 / 0 (right)."""
     out = _prove("r39a_07_dp_offload_wrapper_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R39a-3: step_state skips a __dynamo_disable that is "
+                   "torch's DisableContext._fn over the function, without reading its context "
+                   "(its callback swapped for a compiling one)")
+def test_r39a_3_dynamo_disable_cache_swapped_callback_is_not_accepted(tmp_path):
+    """EQUIVALENT at 6e50b4f (4 goals, 79 s); truth step 2 w1 0.011, w2 0.014."""
+    out = _prove("r39a_11_dp_dynamo_disable_cache_swapped_callback_wrong.py", tmp_path)
+    assert _not_accepted(out), out
