@@ -100,3 +100,10 @@ def test_r39a_3_dynamo_disable_cache_swapped_callback_is_not_accepted(tmp_path):
     """EQUIVALENT at 6e50b4f (4 goals, 79 s); truth step 2 w1 0.011, w2 0.014."""
     out = _prove("r39a_11_dp_dynamo_disable_cache_swapped_callback_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r39a_fully_shard_block_and_root_without_ac_is_equivalent(tmp_path):
+    """EQUIVALENT at 6e50b4f (69 s); truth 5.6e-17 / 0 (right): r39a_06's control."""
+    out = _prove("r39a_12_dp_fully_shard_block_and_root_no_ac_right.py", tmp_path)
+    assert _equivalent(out), out
