@@ -141,3 +141,20 @@ def test_r39a_5_ac_block_in_eval_mode_is_equivalent(tmp_path):
     """exit 3 at 6e50b4f (13 s, wrapper_names' training clash); truth 5.6e-17 / 0 (right)."""
     out = _prove("r39a_14_dp_ac_block_in_eval_mode_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R39a-6: a user ABC model class reached through "
+                   "__init__'s super() cell is encoded with its raw _abc_impl (opaque)")
+def test_r39a_6_user_abc_model_base_is_equivalent(tmp_path):
+    """UNKNOWN at 6e50b4f (33 s, opaque _abc._abc_data); truth 0 / 0 (right)."""
+    out = _prove("r39a_15_dp_user_abc_model_base_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.slow
+def test_r39a_abc_registry_same_qualname_swap_is_not_accepted(tmp_path):
+    """UNKNOWN at 6e50b4f (70 s), by R39a-6's opaque class; truth step 2 0.0033. Guards a fix
+    of R39a-6: the registry must not be compared by the registered classes' names only."""
+    out = _prove("r39a_10_dp_abc_registry_same_qualname_swap_wrong.py", tmp_path)
+    assert _not_accepted(out), out
