@@ -55,7 +55,7 @@ def test_r39a_1_fake_wrapper_swapped_blocks_is_not_accepted(tmp_path):
                    "apply_activation_checkpointing (torchtitan's order): mixed Tensor / DTensor "
                    "in the capture")
 def test_r39a_2_ac_then_fully_shard_is_equivalent(tmp_path):
-    """exit 3 at 6e50b4f (19 s, line 22: aten.mm.default got mixed torch.Tensor and DTensor);
+    """exit 3 at 6e50b4f (19 s, Base.forward: aten.mm.default got mixed torch.Tensor and DTensor);
     truth 5.6e-17 / 0 (right)."""
     out = _prove("r39a_06_dp_ac_then_fully_shard_right.py", tmp_path)
     assert _equivalent(out), out
@@ -111,18 +111,18 @@ def test_r39a_fully_shard_block_and_root_without_ac_is_equivalent(tmp_path):
 
 @pytest.mark.slow
 def test_r39a_pool_user_error_on_rank1_at_real_sizes_is_reported(tmp_path):
-    """exit 3 at 6e50b4f (56 s), naming line 39 and the user's ValueError."""
+    """exit 3 at 6e50b4f (56 s), naming line 42 and the user's ValueError."""
     out = _prove("r39a_08_dp_user_error_rank1_real_sizes_only.py", tmp_path)
     assert out["_rc"] == 3, out
-    assert ":39:" in out["_err"] and "rank 1 at the real sizes only" in out["_err"], out
+    assert ":42:" in out["_err"] and "rank 1 at the real sizes only" in out["_err"], out
 
 
 @pytest.mark.slow
 def test_r39a_pool_spec_error_at_real_sizes_is_reported(tmp_path):
-    """exit 3 at 6e50b4f (36 s), naming line 39 and the single-device step's ValueError."""
+    """exit 3 at 6e50b4f (36 s), naming line 42 and the single-device step's ValueError."""
     out = _prove("r39a_09_dp_spec_error_real_sizes_only.py", tmp_path)
     assert out["_rc"] == 3, out
-    assert ":39:" in out["_err"] and "single-device step at the real sizes" in out["_err"], out
+    assert ":42:" in out["_err"] and "single-device step at the real sizes" in out["_err"], out
 
 
 @pytest.mark.slow

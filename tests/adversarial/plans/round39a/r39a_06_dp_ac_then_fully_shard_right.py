@@ -1,8 +1,9 @@
 """Round 39a (dp 2, right): torchtitan's order: `apply_activation_checkpointing` (non-reentrant),
 then FSDP2 `fully_shard` on the wrapped block and on the root (no hand-written all-reduce).
 Truth (torch4_truth.py FILE 1): w1 5.6e-17, w2 0 (right).
-Verdict (main 6e50b4f): exit 3 (19 s) "line 22: capturing the training step failed:
-RuntimeError: aten.mm.default got mixed torch.Tensor and DTensor": false refusal R39a-2 (see
+Verdict (main 6e50b4f): exit 3 (19 s) "line 26 (`Base.forward`'s return): capturing the
+training step failed: RuntimeError: aten.mm.default got mixed torch.Tensor and DTensor": false
+refusal R39a-2 (see
 r39a_12, the same without activation checkpointing).
 """
 MESH = {"dp": 2}

@@ -2,7 +2,7 @@
 starts rank 1's real-size trace after rank 0's): the error must be reported (exit 3, its line)
 and no capture child left running.
 Truth: the real run raises on rank 1 (this file is not a program that runs).
-Verdict (main 6e50b4f): exit 3 (56 s) "line 39: capturing the training step failed: ValueError:
+Verdict (main 6e50b4f): exit 3 (56 s) "line 42: capturing the training step failed: ValueError:
 rank 1 at the real sizes only": right; no capture child left running after it (`ps`).
 """
 MESH = {"dp": 2}

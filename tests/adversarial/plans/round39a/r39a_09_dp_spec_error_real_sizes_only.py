@@ -2,7 +2,7 @@
 real sizes runs alongside the first two plan traces in the pool): exit 3 naming that line, no
 capture child left running.
 Truth: the single-device run raises (the spec is not a program that runs).
-Verdict (main 6e50b4f): exit 3 (36 s) "line 39: capturing the training step failed: ValueError:
+Verdict (main 6e50b4f): exit 3 (36 s) "line 42: capturing the training step failed: ValueError:
 the single-device step at the real sizes only": right; no capture child left running (`ps`).
 """
 MESH = {"dp": 2}
