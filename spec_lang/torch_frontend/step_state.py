@@ -128,9 +128,9 @@ class _Encoder:
             return repr(v)
         if isinstance(v, types.ModuleType):
             return f"module:{v.__name__}"
-        if isinstance(v, types.GenericAlias):    # ``dict[str, Any]`` (an annotation of torch's
+        if type(v) is types.GenericAlias:    # ``dict[str, Any]`` (an annotation of torch's
             # checkpoint wrapper's hooks: round 38e, r38e_10); immutable, its attribute reads
-            # are its origin class's
+            # are its origin class's (exactly the type: a subclass holds state, R39a-4)
             return f"alias:{self.enc(v.__origin__)}[" + ",".join(
                 self.enc(a) for a in v.__args__) + "]"
         key = id(v)
@@ -326,6 +326,13 @@ def _dynamo_cache(f: types.FunctionType) -> frozenset[str]:
             or d.__globals__.get("__name__") != "torch._dynamo.eval_frame" \
             or not any(_cell(c) is f for c in d.__closure__ or ()):
         return frozenset()
+    # what the closure holds besides f: a DisableContext whose callback is None (a
+    # DisableContext with another callback compiles f at every call: R39a-3)
+    ctx_type = getattr(sys.modules["torch._dynamo.eval_frame"], "DisableContext", None)
+    for c in d.__closure__ or ():
+        x = _cell(c)
+        if x is not f and not (type(x) is ctx_type and x.callback is None):
+            return frozenset()
     from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
 
     own = current_baseline().own_code(types.SimpleNamespace(f_globals=d.__globals__,
@@ -370,8 +377,10 @@ def _abc_registry(cls: type) -> Any:
     if not isinstance(cls, abc.ABCMeta):
         return vars(cls).get("_abc_impl")
     registry = abc._get_dump(cls)[0]  # noqa: SLF001 -- (registry, cache, negative cache, version)
-    return ("<abc registry>", tuple(sorted(
-        f"{c.__module__}.{c.__qualname__}" for c in (r() for r in registry) if c is not None)))
+    # the classes themselves (read by their code: one swapped for another of the same name
+    # is seen, r39a_10)
+    return ("<abc registry>", tuple(sorted((c for c in (r() for r in registry) if c is not None),
+                                           key=lambda c: f"{c.__module__}.{c.__qualname__}")))
 
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,

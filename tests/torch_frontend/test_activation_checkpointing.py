@@ -91,7 +91,7 @@ def test_an_abc_is_read_by_its_registry() -> None:
     assert not before.startswith("~")          # readable (was "<opaque _abc._abc_data>")
     Base.register(Other)                       # changes what isinstance answers: seen
     assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) != before
-    assert S._abc_registry(Base)[1] == (f"{Other.__module__}.{Other.__qualname__}",)
+    assert S._abc_registry(Base)[1] == (Other,)
 
 
 def test_a_generic_alias_is_read_by_origin_and_arguments() -> None:
@@ -200,3 +200,51 @@ def test_a_module_or_parameter_moved_by_parallelize_is_refused(move) -> None:
         m.a = holder
     with pytest.raises(PlanError, match=r"^t\.py:1: parallelize moved '(a|b)[.a-z]*'"):
         check_names_kept(where, m, "t.py")
+
+
+def test_a_generic_alias_subclass_is_read_with_its_state() -> None:
+    """R39a-4: an instance of a GenericAlias subclass holds state of its own."""
+    class Box(types.GenericAlias):
+        pass
+
+    enc = S._Encoder({}, frozenset())
+    b = Box(dict, (str, int))
+    b.scale = 0.5
+    assert S._text(enc, b).startswith(S.UNREADABLE)   # not read as an alias: always reported
+
+
+def test_a_dynamo_disable_context_with_a_callback_is_read() -> None:
+    """R39a-3: torch's DisableContext._fn over the function, with a callback that compiles
+    it at every call, is not torch's cache."""
+    import torch._dynamo.eval_frame as ef
+    from spec_lang.torch_frontend.op_guard import current_baseline
+
+    current_baseline()
+
+    def f() -> None:
+        pass
+
+    ctx = ef.DisableContext()
+    f.__dynamo_disable = ctx(f)
+    assert S._dynamo_cache(f) == frozenset({"__dynamo_disable"})    # torch's own form
+    ctx.callback = lambda *a: None
+    assert S._dynamo_cache(f) == frozenset()
+
+
+def test_abc_registry_classes_are_read_by_their_code() -> None:
+    """r39a_10: a registered class swapped for another of the same module and name."""
+    class Base(abc.ABC):
+        pass
+
+    def make(k):
+        class Reg:
+            def f(self):
+                return k
+        return Reg
+
+    Base.register(make(1))
+    enc = S._Encoder({}, frozenset())
+    one = S._text(enc, {"_abc_impl": S._abc_registry(Base)})
+    Base._abc_registry_clear()
+    Base.register(make(2))
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) != one
