@@ -29,23 +29,21 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND39A / name, tmp_path)
 
 
-# -- findings (open): strict xfails ---------------------------------------------------------------
+# -- findings (R39a-1, 3, 4 fixed at stop 39; R39a-2, 5, 6 open: strict xfails) ----------------
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39a-1: plan inputs are named after parallelize; a "
-                   "block swapped in parallelize meets the spec by name")
 def test_r39a_1_plain_swap_blocks_is_not_accepted(tmp_path):
-    """EQUIVALENT at 6e50b4f (4 goals, 73 s); truth a.weight 0.63, b.weight 0.63."""
+    """EQUIVALENT at 6e50b4f (4 goals, 73 s); truth a.weight 0.63, b.weight 0.63. Fixed
+    (stop 39, ``wrapper_names.check_names_kept``): exit 3 "parallelize moved 'b'" (15 s)."""
     out = _prove("r39a_01_dp_plain_swap_blocks_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39a-1: a user attribute named "
-                   "_checkpoint_wrapped_module (not torch's wrapper) over the other block")
 def test_r39a_1_fake_wrapper_swapped_blocks_is_not_accepted(tmp_path):
-    """EQUIVALENT at 6e50b4f (4 goals, 63 s); truth as r39a_01 (0.63)."""
+    """EQUIVALENT at 6e50b4f (4 goals, 63 s); truth as r39a_01 (0.63). Fixed (stop 39,
+    ``check_names_kept``): exit 3 (12 s)."""
     out = _prove("r39a_02_dp_fake_wrapper_swapped_blocks_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -93,11 +91,9 @@ def test_r39a_offload_wrapper_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39a-3: step_state skips a __dynamo_disable that is "
-                   "torch's DisableContext._fn over the function, without reading its context "
-                   "(its callback swapped for a compiling one)")
 def test_r39a_3_dynamo_disable_cache_swapped_callback_is_not_accepted(tmp_path):
-    """EQUIVALENT at 6e50b4f (4 goals, 79 s); truth step 2 w1 0.011, w2 0.014."""
+    """EQUIVALENT at 6e50b4f (4 goals, 79 s); truth step 2 w1 0.011, w2 0.014. Fixed (stop
+    39: the cache is skipped only when its DisableContext's callback is None)."""
     out = _prove("r39a_11_dp_dynamo_disable_cache_swapped_callback_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -126,10 +122,9 @@ def test_r39a_pool_spec_error_at_real_sizes_is_reported(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39a-4: step_state encodes any types.GenericAlias, a "
-                   "subclass too, by origin and arguments only; its instance attributes unread")
 def test_r39a_4_generic_alias_subclass_state_is_not_accepted(tmp_path):
-    """EQUIVALENT at 6e50b4f (4 goals, 44 s); truth step 2 0.0033 / 0.0024."""
+    """EQUIVALENT at 6e50b4f (4 goals, 44 s); truth step 2 0.0033 / 0.0024. Fixed (stop 39:
+    only ``type(v) is types.GenericAlias`` is read as an alias)."""
     out = _prove("r39a_13_dp_generic_alias_subclass_state_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
