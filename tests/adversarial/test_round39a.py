@@ -29,7 +29,7 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND39A / name, tmp_path)
 
 
-# -- findings (R39a-1, 3, 4 fixed at stop 39; R39a-2, 5, 6 open: strict xfails) ----------------
+# -- findings (R39a-1, 4 fixed at stop 39; R39a-2, 3, 5, 6 open: strict xfails) ----------------
 
 
 @pytest.mark.slow
@@ -91,9 +91,15 @@ def test_r39a_offload_wrapper_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R39a-3 (open): a torch function's own attributes "
+                   "(its __dict__: checkpoint's __dynamo_disable) are not read by process_state "
+                   "(torch functions by module, name and code); the step sets one")
 def test_r39a_3_dynamo_disable_cache_swapped_callback_is_not_accepted(tmp_path):
-    """EQUIVALENT at 6e50b4f (4 goals, 79 s); truth step 2 w1 0.011, w2 0.014. Fixed (stop
-    39: the cache is skipped only when its DisableContext's callback is None)."""
+    """EQUIVALENT at 6e50b4f (4 goals, 79 s); truth step 2 w1 0.011, w2 0.014. Still
+    EQUIVALENT at 0a0faea (21 s): the model calls ``torch.utils.checkpoint.checkpoint``
+    directly, so the function is reached only through torch's module globals, which
+    ``process_state`` reads by code, not attributes; ``_dynamo_cache`` (now also requiring the
+    context's callback to be None) is not on this path."""
     out = _prove("r39a_11_dp_dynamo_disable_cache_swapped_callback_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
