@@ -90,3 +90,19 @@ def test_r39c_tied_parameter_is_refused(tmp_path):
     a.weight 0.013, b.weight 0.63."""
     out = _prove("r39c_06_dp_tie_params_wrong.py", tmp_path)
     assert out["_rc"] == 3, out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_R39C_1)
+def test_r39c_1_swap_tensors_is_not_accepted(tmp_path):
+    """EQUIVALENT at 0a0faea (4 goals, 62 s); truth a.weight 0.63, b.weight 0.63."""
+    out = _prove("r39c_09_dp_swap_tensors_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r39c_callback_from_stance_patched_is_not_accepted(tmp_path):
+    """UNKNOWN at 0a0faea (48 s, step-state: torch namespace torch._dynamo.eval_frame);
+    truth step 2 0.011 / 0.014."""
+    out = _prove("r39c_08_dp_dynamo_callback_from_stance_patched_wrong.py", tmp_path)
+    assert _not_accepted(out), out

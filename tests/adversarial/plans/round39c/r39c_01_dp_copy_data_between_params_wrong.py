@@ -1,6 +1,8 @@
 """Round 39c (dp 2, wrong): parallelize copies b.weight's values into a.weight in place
 (`a.weight.copy_(b.weight)` under no_grad). No module or parameter object moves, so
 check_names_kept sees nothing; on meta tensors the copy is invisible to the capture.
+Truth (torch4_truth.py FILE 1): a.weight 0.64, b.weight 0.017 (wrong).
+Verdict (main 0a0faea): EQUIVALENT (4 goals, 42 s): false accept R39c-1.
 """
 MESH = {"dp": 2}
 import torch

@@ -1,6 +1,8 @@
 """Round 39c (dp 2, wrong): parallelize replaces each weight by a *new* nn.Parameter holding the
 other block's values (`a.weight = Parameter(b.weight.detach().clone())` and vice versa). A
 parameter replaced by a new object is not a move for check_names_kept (TP/FSDP2 do it).
+Truth (torch4_truth.py FILE 1): a.weight 0.63, b.weight 0.63 (wrong).
+Verdict (main 0a0faea): EQUIVALENT (4 goals, 35 s): false accept R39c-1.
 """
 MESH = {"dp": 2}
 import torch

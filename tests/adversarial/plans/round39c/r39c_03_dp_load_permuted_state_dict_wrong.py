@@ -1,6 +1,8 @@
 """Round 39c (dp 2, wrong): parallelize loads a permuted state dict
 (`load_state_dict({'a.weight': sd['b.weight'], 'b.weight': sd['a.weight']})`): values move,
 objects stay.
+Truth (torch4_truth.py FILE 1): a.weight 0.63, b.weight 0.63 (wrong).
+Verdict (main 0a0faea): EQUIVALENT (4 goals, 39 s): false accept R39c-1.
 """
 MESH = {"dp": 2}
 import torch

@@ -1,6 +1,8 @@
 """Round 39c (dp 2, wrong): parallelize puts *new* Linear modules in place, each holding the
 other block's parameter *values* through new Parameters (modules and parameters all new
 objects: nothing check_names_kept watches is seen at another name).
+Truth (torch4_truth.py FILE 1): a.weight 0.63, b.weight 0.63 (wrong).
+Verdict (main 0a0faea): EQUIVALENT (4 goals, 48 s): false accept R39c-1.
 """
 MESH = {"dp": 2}
 import torch

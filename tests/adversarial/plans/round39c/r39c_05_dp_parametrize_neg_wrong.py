@@ -1,6 +1,9 @@
 """Round 39c (dp 2, wrong): parallelize registers a parametrization on a.weight
 (`parametrize.register_parametrization(model.a, 'weight', Neg())`): the forward uses -W;
 the parameter moves to a.parametrizations.weight.original.
+Truth: wrong by construction (forward uses -W; torch4_truth.py cannot name
+a.weight: KeyError). Verdict (main 0a0faea): exit 3 (15 s) "parallelize moved 'a.weight' ...
+to 'a.parametrizations.weight.original'": sound.
 """
 MESH = {"dp": 2}
 import torch

@@ -1,5 +1,7 @@
 """Round 39c (dp 2, wrong): parallelize ties b.weight to a.weight (`model.b.weight =
 model.a.weight`).
+Truth (torch4_truth.py FILE 1): a.weight 0.013, b.weight 0.63 (wrong).
+Verdict (main 0a0faea): exit 3 (17 s) "parallelize moved 'a.weight' ... to 'b.weight'": sound.
 """
 MESH = {"dp": 2}
 import torch

@@ -3,6 +3,8 @@
 `__unpacked__` flag: `tuple[float]` and `*tuple[float]` (`next(iter(tuple[float]))`, Python
 3.11) encode the same. The module attribute `box` is `tuple[float]`; `forward` scales by 0.5
 when `box.__unpacked__`; the parallel step replaces it by `*tuple[float]` at its end.
+Truth (torch4_truth.py FILE 2): step 1 0 / 0; step 2 a.weight 0.0033, b.weight 0.0024 (wrong).
+Verdict (main 0a0faea): EQUIVALENT (4 goals, 57 s): false accept R39c-2.
 """
 MESH = {"dp": 2}
 import torch

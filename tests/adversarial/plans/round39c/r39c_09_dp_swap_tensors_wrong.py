@@ -1,6 +1,8 @@
 """Round 39c (dp 2, wrong): parallelize swaps the two weights' contents in place with
 `torch.utils.swap_tensors(a.weight, b.weight)`: each Parameter object (its id) stays at its
 name, its data is the other's.
+Truth (torch4_truth.py FILE 1): a.weight 0.63, b.weight 0.63 (wrong).
+Verdict (main 0a0faea): EQUIVALENT (4 goals, 62 s): false accept R39c-1.
 """
 MESH = {"dp": 2}
 import torch
