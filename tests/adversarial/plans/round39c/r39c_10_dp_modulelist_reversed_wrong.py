@@ -1,5 +1,7 @@
 """Round 39c (dp 2, wrong): control for check_names_kept: parallelize reverses a ModuleList
 (`layers = ModuleList(reversed(layers))`): the block objects move to each other's names.
+Truth (torch4_truth.py FILE 1): layers.0.weight 0.63, layers.1.weight 0.63 (wrong).
+Verdict (main 0a0faea): exit 3 (21 s) "parallelize moved ...": sound.
 """
 MESH = {"dp": 2}
 import torch
