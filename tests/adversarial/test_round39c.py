@@ -113,3 +113,11 @@ def test_r39c_modulelist_reversed_is_refused(tmp_path):
     """exit 3 at 0a0faea (21 s, "parallelize moved ..."); truth 0.63 / 0.63."""
     out = _prove("r39c_10_dp_modulelist_reversed_wrong.py", tmp_path)
     assert out["_rc"] == 3, out
+
+
+@pytest.mark.slow
+def test_r39c_disablecontext_callback_property_is_not_accepted(tmp_path):
+    """UNKNOWN at 0a0faea (42 s, step-state: torch namespace torch._dynamo.eval_frame);
+    truth step 2 0.011 / 0.014."""
+    out = _prove("r39c_11_dp_dynamo_disablecontext_callback_property_wrong.py", tmp_path)
+    assert _not_accepted(out), out
