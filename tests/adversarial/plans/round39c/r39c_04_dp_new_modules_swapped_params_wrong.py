@@ -1,0 +1,57 @@
+"""Round 39c (dp 2, wrong): parallelize puts *new* Linear modules in place, each holding the
+other block's parameter *values* through new Parameters (modules and parameters all new
+objects: nothing check_names_kept watches is seen at another name).
+Truth (torch4_truth.py FILE 1): a.weight 0.63, b.weight 0.63 (wrong).
+Verdict (main 0a0faea): EQUIVALENT (4 goals, 48 s): false accept R39c-1.
+"""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6}
+
+
+class MLP(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.a = nn.Linear(h, h, bias=False)
+        self.b = nn.Linear(h, h, bias=False)
+
+    def forward(self, x):
+        return self.b(nn.functional.silu(self.a(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"])
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def train_step(model, optimizer, batch, mesh):
+    ws = mesh["dp"].size() if mesh is not None else 1
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean() / ws
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
+
+def parallelize(model, mesh):
+    h = model.a.in_features
+    na, nb = nn.Linear(h, h, bias=False), nn.Linear(h, h, bias=False)
+    na.weight = nn.Parameter(model.b.weight.detach().clone())
+    nb.weight = nn.Parameter(model.a.weight.detach().clone())
+    model.a, model.b = na, nb
+    return model
