@@ -131,7 +131,8 @@ class _Encoder:
         if type(v) is types.GenericAlias:    # ``dict[str, Any]`` (an annotation of torch's
             # checkpoint wrapper's hooks: round 38e, r38e_10); immutable, its attribute reads
             # are its origin class's (exactly the type: a subclass holds state, R39a-4)
-            return f"alias:{self.enc(v.__origin__)}[" + ",".join(
+            star = "*" if v.__unpacked__ else ""      # ``*tuple[float]`` is another (R39c-2)
+            return f"alias:{star}{self.enc(v.__origin__)}[" + ",".join(
                 self.enc(a) for a in v.__args__) + "]"
         key = id(v)
         if key in self.seen:

@@ -99,6 +99,7 @@ def test_a_generic_alias_is_read_by_origin_and_arguments() -> None:
     assert S._text(enc, dict[str, int]) == "alias:class:builtins.dict[class:builtins.str," \
                                             "class:builtins.int]"
     assert S._text(enc, dict[str, int]) != S._text(enc, dict[str, float])
+    assert S._text(enc, tuple[float]) != S._text(enc, next(iter(tuple[float])))   # R39c-2
 
 
 def test_the_wrappers_checkpoint_function_reads_alike_after_its_first_call() -> None:
