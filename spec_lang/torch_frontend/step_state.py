@@ -329,7 +329,8 @@ def _dynamo_cache(f: types.FunctionType) -> frozenset[str]:
         return frozenset()
     # what the closure holds besides f: a DisableContext whose callback is None (a
     # DisableContext with another callback compiles f at every call: R39a-3)
-    ctx_type = getattr(sys.modules["torch._dynamo.eval_frame"], "DisableContext", None)
+    # (the module taken out of sys.modules by the train file: nothing is skipped)
+    ctx_type = getattr(sys.modules.get("torch._dynamo.eval_frame"), "DisableContext", None)
     for c in d.__closure__ or ():
         x = _cell(c)
         if x is not f and not (type(x) is ctx_type and x.callback is None):
