@@ -2,14 +2,16 @@
 ``models/llama3/infra/parallelize.py``, the DTensor-era ``apply_tp``; written for this project).
 
 ``parallelize_llama(model, world_mesh, ...)`` applies tensor parallelism with sequence
-parallelism on the ``tp`` axis (``apply_tp``), FSDP2 on the ``dp`` axes (``apply_fsdp``) or
-DDP-style ``replicate`` (``apply_ddp``); the train files call it unchanged.
+parallelism on the ``tp`` axis (``apply_tp``), full activation checkpointing of every block when
+asked (``apply_ac``), then FSDP2 on the ``dp`` axes (``apply_fsdp``) or DDP-style ``replicate``
+(``apply_ddp``), in torchtitan's order; the train files call it unchanged.
 """
 
 from __future__ import annotations
 
 from torch import nn
 from torch.distributed._composable.replicate import replicate
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard
@@ -52,6 +54,14 @@ def apply_tp_blocks(model: nn.Module, tp_mesh: DeviceMesh) -> None:
         })
 
 
+def apply_ac(model: nn.Module) -> None:
+    """Full activation checkpointing: every transformer block wrapped in torch's
+    ``checkpoint_wrapper`` (non-reentrant; torchtitan's ``apply_ac`` with ``mode="full"``), its
+    activations recomputed in the backward."""
+    for name, block in list(model.layers.named_children()):
+        model.layers.register_module(name, checkpoint_wrapper(block, preserve_rng_state=False))
+
+
 def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, reshard_after_forward: bool = True
                ) -> None:
     """FSDP2 on every transformer block, then on the root (per torchtitan)."""
@@ -66,12 +76,15 @@ def apply_ddp(model: nn.Module, dp_mesh: DeviceMesh) -> None:
 
 
 def parallelize_llama(model: nn.Module, world_mesh: DeviceMesh, *, loss_parallel: bool = True,
-                      data_parallel: str = "fsdp") -> nn.Module:
-    """Apply the parallelisms the mesh names: ``tp`` (TP + SP), then ``dp`` (FSDP2, or DDP with
-    ``data_parallel="ddp"``)."""
+                      data_parallel: str = "fsdp", activation_checkpoint: bool = False
+                      ) -> nn.Module:
+    """Apply the parallelisms the mesh names: ``tp`` (TP + SP), activation checkpointing when
+    ``activation_checkpoint``, then ``dp`` (FSDP2, or DDP with ``data_parallel="ddp"``)."""
     names = world_mesh.mesh_dim_names or ()
     if "tp" in names:
         apply_tp(model, world_mesh["tp"], loss_parallel=loss_parallel)
+    if activation_checkpoint:
+        apply_ac(model)
     if "dp" in names:
         if data_parallel == "fsdp":
             apply_fsdp(model, world_mesh["dp"])

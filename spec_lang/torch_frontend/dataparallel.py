@@ -185,6 +185,10 @@ def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP") -> Non
     if not isinstance(m, base):
         cls = m.__class__
         m.__class__ = type(f"{prefix}{cls.__name__}", (base, cls), {})
+        _MADE[m.__class__] = cls
+
+
+_MADE: dict[type, type] = {}      # a class _as_fsdp_module made -> the module's own class
 
 
 def _default_mesh() -> Any:
@@ -460,26 +464,82 @@ def spec_local_shape(spec: Any, p: Any) -> tuple[int, ...]:
 def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, Any],
                    orig: Mapping[str, Any]) -> list[Any]:
     """Forward hooks that put each data-parallel unit's parameters in their gathered (FSDP2)
-    or gradient-reducing (replicate) form for the unit's forward (:mod:`dataparallel`)."""
+    or gradient-reducing (replicate) form for the unit's forward (:mod:`dataparallel`), and for
+    an activation-checkpointed block's recomputation (:func:`_recompute_hooks`)."""
     hooks = []
     for u in units:
         mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
         if not mine:
             continue
+        running = [False]                      # the unit's own forward is running
 
-        def pre(module: Any, args: Any, u: Any = u, mine: Any = mine) -> None:
+        def pre(module: Any, args: Any, u: Any = u, mine: Any = mine,
+                running: Any = running) -> None:
+            running[0] = True
             for n, hs in mine:
                 view = unit_view(u, new[n], orig[n])   # one view for every tied holder
                 for mod, attr in hs:
                     mod._parameters[attr] = view  # noqa: SLF001
 
-        def post(module: Any, args: Any, out: Any, mine: Any = mine) -> None:
+        def post(module: Any, args: Any, out: Any, mine: Any = mine,
+                 running: Any = running) -> None:
+            running[0] = False
             for n, hs in mine:
                 for mod, attr in hs:
                     mod._parameters[attr] = new[n]  # noqa: SLF001
 
         hooks.append(u.module.register_forward_pre_hook(pre))
         hooks.append(u.module.register_forward_hook(post))
+        hooks += _recompute_hooks(u, mine, new, orig, running)
+    return hooks
+
+
+def _recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[str, Any],
+                     running: list[bool]) -> list[Any]:
+    """Hooks on the block inside each of torch's ``CheckpointWrapper`` (exactly that type, as
+    torchtitan's ``apply_ac`` makes) under the unit's module: activation checkpointing runs that
+    block's forward again in the backward, after the unit's forward has ended, and FSDP2 gathers
+    the unit's parameters for it in its pre-backward hook (torch's
+    ``_fsdp_state._pre_backward``), so the block's parameters of the unit are gathered again
+    (another all-gather, as FSDP2 does with ``reshard_after_forward``) while the block runs in
+    the backward (``torch._C._current_graph_task_id``, as torch's checkpoint reads it) outside
+    the unit's forward; inside the unit's forward (the first run) its views stand, and a call
+    outside both stores what the unit stores (as before). The restoring hook is
+    ``always_call``: torch stops a recomputation early by raising in it (R39a-2)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (  # noqa: PLC0415
+        CheckpointWrapper)
+
+    hooks = []
+    for w in u.module.modules():
+        if _MADE.get(type(w), type(w)) is not CheckpointWrapper:
+            continue
+        under = {id(m) for m in w._checkpoint_wrapped_module.modules()}  # noqa: SLF001
+        sub = [(n, [(m, a) for m, a in hs if id(m) in under]) for n, hs in mine]
+        sub = [(n, hs) for n, hs in sub if hs]
+        if not sub:
+            continue
+        put = [False]
+
+        def pre(module: Any, args: Any, sub: Any = sub, put: Any = put) -> None:
+            if running[0] or torch._C._current_graph_task_id() == -1:  # noqa: SLF001
+                return
+            put[0] = True
+            for n, hs in sub:
+                view = unit_view(u, new[n], orig[n])
+                for mod, attr in hs:
+                    mod._parameters[attr] = view  # noqa: SLF001
+
+        def post(module: Any, args: Any, out: Any, sub: Any = sub, put: Any = put) -> None:
+            if not put[0]:
+                return
+            put[0] = False
+            for n, hs in sub:
+                for mod, attr in hs:
+                    mod._parameters[attr] = new[n]  # noqa: SLF001
+
+        inner = w._checkpoint_wrapped_module  # noqa: SLF001
+        hooks.append(inner.register_forward_pre_hook(pre))
+        hooks.append(inner.register_forward_hook(post, always_call=True))
     return hooks
 
 

@@ -339,12 +339,13 @@ def _bytecode_digest(code: bytes) -> str:
     return _digest(repr(code))
 
 
-def _ident(v: Any) -> str:
-    """An identity-free name of a namespace entry: what replacing it changes."""
+def _ident(v: Any, depth: int = 0) -> str:
+    """An identity-free name of a namespace entry: what replacing it changes. A function by
+    its module, name and code, and its own attributes (:func:`_fn_attrs`)."""
     if isinstance(v, types.FunctionType):
         c = v.__code__
         return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
-               f"{_bytecode_digest(c.co_code)}"
+               f"{_bytecode_digest(c.co_code)}{_fn_attrs(v, depth)}"
     if isinstance(v, types.ModuleType):
         name = vars(v).get("__name__", "")                 # (torch.classes raises on getattr)
         # a stand-in module under a loaded module's name is not that module
@@ -356,3 +357,54 @@ def _ident(v: Any) -> str:
     if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         return f"builtin:{v.__module__}.{v.__qualname__}"
     return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)
+
+
+def _fn_attrs(f: types.FunctionType, depth: int) -> str:
+    """A function's own attributes (its ``__dict__``: ``__wrapped__``, torch's flags and
+    caches), each by :func:`_ident`, two levels deep: torch reads some at every call
+    (``torch._compile._disable_dynamo`` calls the function's ``__dynamo_disable``: the step
+    putting a compiling one on ``torch.utils.checkpoint.checkpoint.__wrapped__`` was not
+    read, R39a-3). Torch's own lazily set ``__dynamo_disable`` (:func:`_dynamo_cache`) is
+    skipped: a step that calls the function first sets it on one side only."""
+    d = f.__dict__
+    if not d or depth > 2:
+        return ""
+    skip = _dynamo_cache(f)
+    # an int there is an address or a counter of this process (torch's
+    # ``_torchdynamo_wrapper_id = id(...)``), as in a module's globals (module docstring)
+    items = sorted((k, _ident(x, depth + 1)) for k, x in list(d.items())
+                   if isinstance(k, str) and k not in skip and type(x) is not int)
+    return "" if not items else "{" + ",".join(f"{k}={x}" for k, x in items) + "}"
+
+
+def _dynamo_cache(f: types.FunctionType) -> frozenset[str]:
+    """``{"__dynamo_disable"}`` when ``f`` holds torch's own cache there: ``torch._compile.
+    _disable_dynamo`` sets it on the function it wraps at the first call, to
+    ``torch._dynamo.disable(f)`` (``DisableContext.__call__``'s ``_fn`` closing over ``f``),
+    a step that calls ``torch.utils.checkpoint.checkpoint`` for the first time leaves it
+    (round 38e, r38e_10). Anything else there is read (the wrapper calls it)."""
+    d = f.__dict__.get("__dynamo_disable") if isinstance(f.__dict__, dict) else None
+    if type(d) is not types.FunctionType or d.__code__.co_name != "_fn" \
+            or d.__globals__.get("__name__") != "torch._dynamo.eval_frame" \
+            or not any(_cell(c) is f for c in d.__closure__ or ()):
+        return frozenset()
+    # what the closure holds besides f: a DisableContext whose callback is None (a
+    # DisableContext with another callback compiles f at every call: R39a-3)
+    # (the module taken out of sys.modules by the train file: nothing is skipped)
+    ctx_type = getattr(sys.modules.get("torch._dynamo.eval_frame"), "DisableContext", None)
+    for c in d.__closure__ or ():
+        x = _cell(c)
+        if x is not f and not (type(x) is ctx_type and x.callback is None):
+            return frozenset()
+    from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
+
+    own = current_baseline().own_code(types.SimpleNamespace(f_globals=d.__globals__,
+                                                            f_code=d.__code__))
+    return frozenset({"__dynamo_disable"}) if own else frozenset()
+
+
+def _cell(c: Any) -> Any:
+    try:
+        return c.cell_contents
+    except ValueError:
+        return "<empty cell>"

@@ -50,8 +50,8 @@ import torch
 from torch import nn
 
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
-    OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _digest, _is_torch,
-    _is_torch_module, _process_state, _qual,
+    OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest,
+    _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual,
 )
 
 __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
@@ -314,39 +314,6 @@ def _np_types() -> tuple[type, ...]:
 
 
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
-
-
-def _dynamo_cache(f: types.FunctionType) -> frozenset[str]:
-    """``{"__dynamo_disable"}`` when ``f`` holds torch's own cache there: ``torch._compile.
-    _disable_dynamo`` sets it on the function it wraps at the first call, to
-    ``torch._dynamo.disable(f)`` (``DisableContext.__call__``'s ``_fn`` closing over ``f``),
-    a step that calls ``torch.utils.checkpoint.checkpoint`` for the first time leaves it
-    (round 38e, r38e_10). Anything else there is read (the wrapper calls it)."""
-    d = f.__dict__.get("__dynamo_disable") if isinstance(f.__dict__, dict) else None
-    if type(d) is not types.FunctionType or d.__code__.co_name != "_fn" \
-            or d.__globals__.get("__name__") != "torch._dynamo.eval_frame" \
-            or not any(_cell(c) is f for c in d.__closure__ or ()):
-        return frozenset()
-    # what the closure holds besides f: a DisableContext whose callback is None (a
-    # DisableContext with another callback compiles f at every call: R39a-3)
-    # (the module taken out of sys.modules by the train file: nothing is skipped)
-    ctx_type = getattr(sys.modules.get("torch._dynamo.eval_frame"), "DisableContext", None)
-    for c in d.__closure__ or ():
-        x = _cell(c)
-        if x is not f and not (type(x) is ctx_type and x.callback is None):
-            return frozenset()
-    from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
-
-    own = current_baseline().own_code(types.SimpleNamespace(f_globals=d.__globals__,
-                                                            f_code=d.__code__))
-    return frozenset({"__dynamo_disable"}) if own else frozenset()
-
-
-def _cell(c: Any) -> Any:
-    try:
-        return c.cell_contents
-    except ValueError:
-        return "<empty cell>"
 
 
 def _text(enc: _Encoder, v: Any) -> str:

@@ -89,6 +89,10 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.distributed.distributed_c10d._world",
     "torch.distributed.distributed_c10d._World",
     "torch._C._distributed_c10d.Work",
+    # activation checkpointing under FSDP2 / replicate: torch's wrapper type and whether
+    # the autograd engine is running (dataparallel._recompute_hooks)
+    "torch.distributed.algorithms._checkpoint.checkpoint_wrapper.CheckpointWrapper",
+    "torch._C._current_graph_task_id",
     # what a stage held, tracked by weak reference (pp_guard.held_by)
     "torch.distributed.pipelining.stage._RecvInfo",
 )

@@ -78,6 +78,16 @@ def test_fsdp_x_tp_proves_equivalent_with_every_rank_traced(certs):
 
 
 @pytest.mark.slow
+def test_fsdp_x_tp_with_activation_checkpointing_proves_equivalent(certs):
+    """torchtitan's order, TP, then every block in torch's ``checkpoint_wrapper``, then FSDP2:
+    the blocks' recomputation in the backward gathers the unit's parameters again (exit 3
+    before, R39a-2)."""
+    out = _prove("llama_fsdp_tp_ac.py", certs, "--no-check")
+    assert out["verdict"] == "EQUIVALENT" and out["_rc"] == 0, out.get("open")
+    assert out["counts"]["total"] == 105
+
+
+@pytest.mark.slow
 def test_llama3_8b_widths_tp8_prove_equivalent(certs):
     out = _prove("llama3_8b_tp8.py", certs, "--no-check", timeout=3600)
     assert out["verdict"] == "EQUIVALENT" and out["_rc"] == 0, out.get("open")
