@@ -29,7 +29,7 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND39A / name, tmp_path)
 
 
-# -- findings (R39a-1, 4 fixed at stop 39; R39a-2, 3, 5, 6 open: strict xfails) ----------------
+# -- findings (R39a-1, 4 fixed at stop 39; R39a-2, 3 at stop 40; R39a-5, 6 open: strict xfails) --
 
 
 @pytest.mark.slow
@@ -49,12 +49,10 @@ def test_r39a_1_fake_wrapper_swapped_blocks_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39a-2: FSDP2 fully_shard after "
-                   "apply_activation_checkpointing (torchtitan's order): mixed Tensor / DTensor "
-                   "in the capture")
 def test_r39a_2_ac_then_fully_shard_is_equivalent(tmp_path):
     """exit 3 at 6e50b4f (19 s, Base.forward: aten.mm.default got mixed torch.Tensor and DTensor);
-    truth 5.6e-17 / 0 (right)."""
+    truth 5.6e-17 / 0 (right). Fixed (stop 40, ``dataparallel._recompute_hooks``: the
+    recomputation in the backward gets the unit's gathered parameters): EQUIVALENT (18 s)."""
     out = _prove("r39a_06_dp_ac_then_fully_shard_right.py", tmp_path)
     assert _equivalent(out), out
 
@@ -91,15 +89,14 @@ def test_r39a_offload_wrapper_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39a-3 (open): a torch function's own attributes "
-                   "(its __dict__: checkpoint's __dynamo_disable) are not read by process_state "
-                   "(torch functions by module, name and code); the step sets one")
 def test_r39a_3_dynamo_disable_cache_swapped_callback_is_not_accepted(tmp_path):
     """EQUIVALENT at 6e50b4f (4 goals, 79 s); truth step 2 w1 0.011, w2 0.014. Still
     EQUIVALENT at 0a0faea (21 s): the model calls ``torch.utils.checkpoint.checkpoint``
     directly, so the function is reached only through torch's module globals, which
     ``process_state`` reads by code, not attributes; ``_dynamo_cache`` (now also requiring the
-    context's callback to be None) is not on this path."""
+    context's callback to be None) is not on this path. Fixed (stop 40,
+    ``process_state._fn_attrs``: a torch function's own attributes are read): UNKNOWN (22 s,
+    "torch namespace torch.distributed.algorithms._checkpoint.checkpoint_wrapper")."""
     out = _prove("r39a_11_dp_dynamo_disable_cache_swapped_callback_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
