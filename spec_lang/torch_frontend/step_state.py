@@ -159,8 +159,11 @@ class _Encoder:
         if isinstance(v, type):
             if v.__module__ in sys.modules and _is_torch(v.__module__):
                 return f"class:{_qual(v)}"
-            body = {k: x for k, x in vars(v).items() if k not in ("__dict__", "__weakref__",
-                                                                 "__doc__")}
+            # an abstract class by its registry, wherever it is reached (a method's
+            # ``super()`` cell: R39a-6), as in the module's class chain
+            body = {k: (_abc_registry(v) if k == "_abc_impl" else x)
+                    for k, x in vars(v).items() if k not in ("__dict__", "__weakref__",
+                                                             "__doc__")}
             return f"class:{_qual(v)}{self.enc(body)}"
         if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType,
                           types.WrapperDescriptorType, types.MethodWrapperType,
@@ -346,10 +349,13 @@ def _abc_registry(cls: type) -> Any:
     if not isinstance(cls, abc.ABCMeta):
         return vars(cls).get("_abc_impl")
     registry = abc._get_dump(cls)[0]  # noqa: SLF001 -- (registry, cache, negative cache, version)
-    # the classes themselves (read by their code: one swapped for another of the same name
-    # is seen, r39a_10)
-    return ("<abc registry>", tuple(sorted((c for c in (r() for r in registry) if c is not None),
-                                           key=lambda c: f"{c.__module__}.{c.__qualname__}")))
+    # the classes themselves, read by their code and by identity in this process (another
+    # class of the same module, name and code registered in its place changes what
+    # ``isinstance`` says of the first one's instances: r39a_10). The step's before and after
+    # are read in one process; a registry the step changes is reported whatever it holds
+    live = [c for c in (r() for r in registry) if c is not None]
+    return ("<abc registry>", tuple((c, f"@{id(c):x}") for c in sorted(
+        live, key=lambda c: (f"{c.__module__}.{c.__qualname__}", id(c)))))
 
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,

@@ -29,7 +29,7 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND39A / name, tmp_path)
 
 
-# -- findings (R39a-1, 4 fixed at stop 39; R39a-2, 3 at stop 40; R39a-5, 6 open: strict xfails) --
+# -- findings (R39a-1, 4 fixed at stop 39; R39a-2, 3, 6 at stop 40; R39a-5 open: strict xfail) ---
 
 
 @pytest.mark.slow
@@ -142,10 +142,9 @@ def test_r39a_5_ac_block_in_eval_mode_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39a-6: a user ABC model class reached through "
-                   "__init__'s super() cell is encoded with its raw _abc_impl (opaque)")
 def test_r39a_6_user_abc_model_base_is_equivalent(tmp_path):
-    """UNKNOWN at 6e50b4f (33 s, opaque _abc._abc_data); truth 0 / 0 (right)."""
+    """UNKNOWN at 6e50b4f (33 s, opaque _abc._abc_data); truth 0 / 0 (right). Fixed (stop 40:
+    the encoder's class case reads ``_abc_impl`` by its registry): EQUIVALENT (58 s)."""
     out = _prove("r39a_15_dp_user_abc_model_base_right.py", tmp_path)
     assert _equivalent(out), out
 
@@ -153,6 +152,9 @@ def test_r39a_6_user_abc_model_base_is_equivalent(tmp_path):
 @pytest.mark.slow
 def test_r39a_abc_registry_same_qualname_swap_is_not_accepted(tmp_path):
     """UNKNOWN at 6e50b4f (70 s), by R39a-6's opaque class; truth step 2 0.0033. Guards a fix
-    of R39a-6: the registry must not be compared by the registered classes' names only."""
+    of R39a-6: the registry must not be compared by the registered classes' names only.
+    EQUIVALENT with R39a-6 fixed and the registry read by names and code (stop 40, before its
+    classes were also read by identity); UNKNOWN after (39 s, "the parallel step changes
+    module <model> class MLP")."""
     out = _prove("r39a_10_dp_abc_registry_same_qualname_swap_wrong.py", tmp_path)
     assert _not_accepted(out), out

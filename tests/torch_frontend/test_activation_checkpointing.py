@@ -91,7 +91,7 @@ def test_an_abc_is_read_by_its_registry() -> None:
     assert not before.startswith("~")          # readable (was "<opaque _abc._abc_data>")
     Base.register(Other)                       # changes what isinstance answers: seen
     assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) != before
-    assert S._abc_registry(Base)[1] == (Other,)
+    assert S._abc_registry(Base)[1] == ((Other, f"@{id(Other):x}"),)
 
 
 def test_a_generic_alias_is_read_by_origin_and_arguments() -> None:
@@ -249,6 +249,49 @@ def test_abc_registry_classes_are_read_by_their_code() -> None:
     Base._abc_registry_clear()
     Base.register(make(2))
     assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) != one
+
+
+def test_abc_registry_classes_are_read_by_identity_too() -> None:
+    """r39a_10: the registered class swapped for another of the same module, name and code
+    (instances of the first are no longer instances of the ABC)."""
+    class Base(abc.ABC):
+        pass
+
+    def make():
+        class Reg:
+            pass
+        return Reg
+
+    first, second = make(), make()
+    Base.register(first)
+    enc = S._Encoder({}, frozenset())
+    one = S._text(enc, {"_abc_impl": S._abc_registry(Base)})
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) == one   # unchanged: alike
+    Base._abc_registry_clear()
+    Base.register(second)
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) != one
+
+
+def test_an_abc_reached_as_a_class_is_read_by_its_registry() -> None:
+    """R39a-6: a model class deriving from an abstract base, reached through a method's
+    ``super()`` cell (the encoder's class case), was unreadable (the C ``_abc_impl``)."""
+    class Model(nn.Module, abc.ABC):
+        @abc.abstractmethod
+        def init_weights(self):
+            ...
+
+    class MLP(Model):
+        def __init__(self):
+            super().__init__()
+
+        def init_weights(self):
+            pass
+
+    enc = S._Encoder({}, frozenset())
+    got = S._text(enc, MLP)
+    assert not got.startswith(S.UNREADABLE), got       # (methods: compared as changed or not)
+    MLP.register(float)        # (its bases are read as the module's class chain, step_state)
+    assert S._text(enc, MLP) != got
 
 
 # -- activation checkpointing under FSDP2 / replicate: the recomputation's parameters (R39a-2) ---
