@@ -158,3 +158,12 @@ def test_r39a_abc_registry_same_qualname_swap_is_not_accepted(tmp_path):
     module <model> class MLP")."""
     out = _prove("r39a_10_dp_abc_registry_same_qualname_swap_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r39a_6_fix_still_compares_the_abc_registry(tmp_path):
+    """r39a_16 (stop 40, with the R39a-6 fix): the parallel step registers ``float`` with the
+    model's abstract base, doubling the next forward on the ranks: UNKNOWN (57 s)."""
+    out = _prove("r39a_16_dp_user_abc_model_registered_in_step_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+

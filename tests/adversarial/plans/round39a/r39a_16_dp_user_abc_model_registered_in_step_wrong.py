@@ -1,7 +1,10 @@
-"""The model class derives from an abstract `Model(nn.Module, abc.ABC)`; the parallel step
-registers `float` with it, so the next forward's `isinstance(1.5, Model)` branch doubles the
-output on the ranks only (wrong from step 2). R39a-6's fix reads an ABC reached through a
-method's `super()` cell by its registry: the registry must still be compared.
+"""Added at stop 40 (not by the round's reviewer), with the R39a-6 fix: r39a_15's model class
+derives from an abstract `Model(nn.Module, abc.ABC)`; the parallel step registers `float`
+with it, so the next forward's `isinstance(1.5, Model)` branch doubles the output on the ranks
+only (wrong from step 2). R39a-6's fix reads an ABC reached through a method's `super()` cell
+by its registry: the registry must still be compared.
+Truth (torch4_truth.py FILE 2): step 1 0 / 0; step 2 a.weight 0.015, b.weight 0.0088.
+Verdict (stop 40): UNKNOWN (57 s) "the parallel step changes module <model> class Model".
 """
 MESH = {"dp": 2}
 import torch
