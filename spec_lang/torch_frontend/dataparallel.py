@@ -191,6 +191,12 @@ def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP") -> Non
 _MADE: dict[type, type] = {}      # a class _as_fsdp_module made -> the module's own class
 
 
+def own_class(m: Any) -> type:
+    """``m``'s class as the user's code made it (before the stand-in of ``fully_shard`` /
+    ``replicate`` made an ``FSDP<cls>`` of it, :func:`_as_fsdp_module`)."""
+    return _MADE.get(type(m), type(m))
+
+
 def _default_mesh() -> Any:
     from torch.distributed.device_mesh import _mesh_resources  # noqa: PLC0415
 
@@ -506,12 +512,11 @@ def _recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[s
     the unit's forward; inside the unit's forward (the first run) its views stand, and a call
     outside both stores what the unit stores (as before). The restoring hook is
     ``always_call``: torch stops a recomputation early by raising in it (R39a-2)."""
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (  # noqa: PLC0415
-        CheckpointWrapper)
+    from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper  # noqa: PLC0415
 
     hooks = []
     for w in u.module.modules():
-        if _MADE.get(type(w), type(w)) is not CheckpointWrapper:
+        if not is_checkpoint_wrapper(w):
             continue
         under = {id(m) for m in w._checkpoint_wrapped_module.modules()}  # noqa: SLF001
         sub = [(n, [(m, a) for m, a in hs if id(m) in under]) for n, hs in mine]

@@ -53,6 +53,7 @@ from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exporte
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual,
 )
+from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
 __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
 
@@ -404,6 +405,10 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for k, v in vars(m).items():
             if k not in _SKIPPED_MODULE_KEYS:
                 out[f"module {where}.{k}"] = _text(enc, v)
+        if is_checkpoint_wrapper(m):
+            # its own flag, which nothing of torch reads and the leftover state does not
+            # compare (its block's is): a step changing it is reported (R39a-5)
+            out[f"module {where}.training (torch's checkpoint wrapper)"] = repr(m.training)
         for cls in type(m).__mro__:     # its classes' attributes (a class built locally: R9-3)
             if not _is_torch_module(cls.__module__ or "") and cls is not object:
                 out[f"module {where} class {cls.__qualname__}"] = _text(

@@ -30,6 +30,17 @@ __all__ = ["CHECKPOINT_PREFIX", "state_dict_name", "state_dict_names", "built_na
 CHECKPOINT_PREFIX = "_checkpoint_wrapped_module."
 
 
+def is_checkpoint_wrapper(m: Any) -> bool:
+    """``m`` is torch's ``CheckpointWrapper`` itself (not a subclass: its ``forward`` may read
+    anything), also once ``fully_shard`` / ``replicate`` made an ``FSDP<cls>`` of it."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (  # noqa: PLC0415
+        CheckpointWrapper)
+
+    from spec_lang.torch_frontend.dataparallel import own_class  # noqa: PLC0415
+
+    return own_class(m) is CheckpointWrapper
+
+
 def state_dict_name(name: str) -> str:
     """``name`` without torch's checkpoint-wrapper segments, as the wrapper's
     ``named_parameters`` gives it (``str.replace`` of every occurrence)."""

@@ -29,7 +29,7 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND39A / name, tmp_path)
 
 
-# -- findings (R39a-1, 4 fixed at stop 39; R39a-2, 3, 6 at stop 40; R39a-5 open: strict xfail) ---
+# -- findings (R39a-1, 4 fixed at stop 39; R39a-2, 3, 5, 6 at stop 40) ----------------------------
 
 
 @pytest.mark.slow
@@ -133,10 +133,10 @@ def test_r39a_4_generic_alias_subclass_state_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R39a-5: a block in eval mode under torch's "
-                   "CheckpointWrapper (made in training mode): the two flags refused as a clash")
 def test_r39a_5_ac_block_in_eval_mode_is_equivalent(tmp_path):
-    """exit 3 at 6e50b4f (13 s, wrapper_names' training clash); truth 5.6e-17 / 0 (right)."""
+    """exit 3 at 6e50b4f (13 s, wrapper_names' training clash); truth 5.6e-17 / 0 (right).
+    Fixed (stop 40: torch's wrapper's own flag is compared as a change of the step only, its
+    block's as the step leaves it): EQUIVALENT."""
     out = _prove("r39a_14_dp_ac_block_in_eval_mode_right.py", tmp_path)
     assert _equivalent(out), out
 

@@ -402,6 +402,8 @@ AC_PLANS = Path(__file__).resolve().parent / "ac_plans"
     ("ac_reentrant_fsdp_right.py", 0, "EQUIVALENT"),
     ("ac_reentrant_replicate_right.py", 0, "EQUIVALENT"),     # NOT EQUIVALENT before: wrong
     ("ac_fsdp_divide_factor_one_buggy.py", 1, "NOT EQUIVALENT"),
+    # R39a-5's guard: the wrapper's own flag cleared in the step (truth step 2 0.011 / 0.014)
+    ("ac_wrapper_flag_cleared_in_step_wrong.py", 2, "UNKNOWN"),
 ])
 def test_activation_checkpointing_under_data_parallel_end_to_end(tmp_path, name, rc,
                                                                  verdict) -> None:
@@ -456,3 +458,36 @@ def test_a_torch_functions_own_attributes_are_read_by_the_process_state() -> Non
         inner.__dynamo_disable = saved
         vars(inner).pop("flag_of_mine", None)
     assert P._ident(ckpt.checkpoint) == base
+
+
+# -- torch's wrapper's own training flag (R39a-5) --------------------------------------------------
+
+def test_torchs_wrapper_flag_is_compared_as_a_change_and_its_blocks_as_left() -> None:
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+    from spec_lang.torch_frontend import dataparallel as dp
+    from spec_lang.torch_frontend.leftover import scalar_state
+    from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
+
+    class Outer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = _Block().eval()                 # a block in eval mode, then wrapped
+
+    model = Outer()
+    model.inner = checkpoint_wrapper(model.inner)
+    assert model.inner.training and not model.inner._checkpoint_wrapped_module.training
+    assert is_checkpoint_wrapper(model.inner)
+    assert not is_checkpoint_wrapper(type("Mine", (CheckpointWrapper,), {})(_Block()))
+    dp._as_fsdp_module(model.inner)                      # fully_shard's FSDP<cls>: still it
+    assert is_checkpoint_wrapper(model.inner)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    left = scalar_state(model, opt)
+    assert "inner.training" not in left                  # the wrapper's: not compared as left
+    assert left["inner._checkpoint_wrapped_module.training"] == "False"
+    before = S.step_state(model, opt, [])
+    key = "module inner.training (torch's checkpoint wrapper)"
+    assert before[key] == "True"
+    model.inner.training = False                         # the wrapper's own flag, in a step
+    assert S.state_changes(before, S.step_state(model, opt, [])) == {key: "False"}
+
