@@ -1,0 +1,52 @@
+"""Adversarial round 40a (``tests/adversarial/ATTEMPTS.md``, "Round 40a"), against main at
+05940a8 (activation checkpointing under FSDP2 / replicate, ``dataparallel._recompute_hooks``;
+torch functions' own attributes, ``process_state._fn_attrs``; an ABC's registry by identity).
+Plans in ``plans/round40a/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo,
+float64, two steps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND40A = Path(__file__).resolve().parent / "plans" / "round40a"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND40A / name, tmp_path)
+
+
+# -- findings: strict xfail --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-1: a torch function's attribute read by type only")
+def test_r40a_1_dynamo_disable_partial_is_not_accepted(tmp_path):
+    """EQUIVALENT at 05940a8 (4 goals, 20 s); truth step 2 w1 0.011, w2 0.014."""
+    out = _prove("r40a_01_dp_dynamo_disable_partial_scale_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-1: a torch function's attribute read without "
+                   "its closure")
+def test_r40a_1_dynamo_disable_closure_is_not_accepted(tmp_path):
+    """EQUIVALENT at 05940a8 (4 goals, 38 s); truth step 2 w1 0.011, w2 0.014."""
+    out = _prove("r40a_02_dp_dynamo_disable_closure_scale_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- sound outcomes: asserted ---------------------------------------------------------------------
