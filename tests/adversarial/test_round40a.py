@@ -49,4 +49,20 @@ def test_r40a_1_dynamo_disable_closure_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-2: an ABC's positive cache is not read")
+def test_r40a_2_abc_positive_cache_is_not_accepted(tmp_path):
+    """EQUIVALENT at 05940a8 (4 goals, 35 s); truth step 2 w1 0.011, w2 0.014."""
+    out = _prove("r40a_04_dp_abc_positive_cache_by_subclasshook_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound outcomes: asserted ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_r40a_abc_register_then_registry_clear_is_equivalent(tmp_path):
+    """EQUIVALENT at 05940a8 (4 goals, 27 s); truth 5.6e-17 / 0, 5.6e-17 / 5.6e-17 (right: the
+    registry clear empties the positive cache too)."""
+    out = _prove("r40a_03_dp_abc_register_then_registry_clear_right.py", tmp_path)
+    assert _equivalent(out), out
