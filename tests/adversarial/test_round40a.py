@@ -57,6 +57,33 @@ def test_r40a_2_abc_positive_cache_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-3: checkpoint called in a fully_shard forward")
+def test_r40a_3_fsdp_checkpoint_called_in_forward_is_equivalent(tmp_path):
+    """exit 3 at 05940a8 (14 s, mixed torch.Tensor and DTensor); truth 5.6e-17 / 0, 5.6e-17 /
+    5.6e-17 (right)."""
+    out = _prove("r40a_05_dp_fsdp_checkpoint_called_in_forward_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-3: reentrant checkpoint in a replicate forward")
+def test_r40a_3_replicate_reentrant_checkpoint_in_forward_is_equivalent(tmp_path):
+    """NOT EQUIVALENT at 05940a8 (6 goals, 4 refuted, 36 s); truth 2.8e-17 / 0 / 6.9e-18,
+    2.8e-17 / 0 / 1.4e-17 (right)."""
+    out = _prove("r40a_06_dp_replicate_reentrant_checkpoint_in_forward_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-4: the block run in the backward by a Function")
+def test_r40a_4_block_called_in_backward_is_not_accepted(tmp_path):
+    """EQUIVALENT at 05940a8 (6 goals, 41 s); the real FSDP2 run raises (aten.mm mixed
+    torch.Tensor and DTensor: the block's unit is resharded after its post-backward)."""
+    out = _prove("r40a_07_fsdp_block_called_in_backward_by_function_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound outcomes: asserted ---------------------------------------------------------------------
 
 
