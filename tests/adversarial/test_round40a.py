@@ -84,7 +84,32 @@ def test_r40a_4_block_called_in_backward_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-4: the block run in the backward under replicate")
+def test_r40a_4_replicate_block_called_in_backward_is_not_accepted(tmp_path):
+    """EQUIVALENT at 05940a8 (6 goals, 39 s); the real DDP run raises ("Expected to mark a
+    variable ready only once")."""
+    out = _prove("r40a_08_replicate_block_called_in_backward_by_function.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-5: replicate's second backward is not reduced")
+def test_r40a_5_replicate_two_backwards_is_not_accepted(tmp_path):
+    """EQUIVALENT at 05940a8 (4 goals, 34 s); truth step 1 w1 0.0027, w2 0.0022; step 2 w1
+    0.0039, w2 0.0020 (DDP's reducer does not all-reduce the second backward's gradient)."""
+    out = _prove("r40a_09_replicate_two_backwards_retain_graph_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound outcomes: asserted ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_r40a_fsdp_two_backwards_is_equivalent(tmp_path):
+    """EQUIVALENT at 05940a8 (4 goals, 39 s); truth 2.8e-17 / 3.5e-18 both steps (right)."""
+    out = _prove("r40a_10_fsdp_two_backwards_retain_graph.py", tmp_path)
+    assert _equivalent(out), out
 
 
 @pytest.mark.slow
