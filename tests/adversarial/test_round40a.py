@@ -102,6 +102,23 @@ def test_r40a_5_replicate_two_backwards_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-5: replicate's reduction under autograd.grad")
+def test_r40a_5_replicate_autograd_grad_is_not_accepted(tmp_path):
+    """EQUIVALENT at 05940a8 (4 goals, 39 s); truth step 1 w1 0.0088, w2 0.018 (DDP does not
+    reduce a gradient autograd.grad returns)."""
+    out = _prove("r40a_11_replicate_autograd_grad_assigned_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40a-5: FSDP2's reduction under autograd.grad")
+def test_r40a_5_fsdp_autograd_grad_is_not_accepted(tmp_path):
+    """EQUIVALENT at 05940a8 (4 goals, 41 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r40a_12_fsdp_autograd_grad_assigned.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound outcomes: asserted ---------------------------------------------------------------------
 
 
