@@ -4,8 +4,9 @@ use_reentrant=False)` called directly in the model's forward (as Hugging Face mo
 only (`reshard_after_forward` is never applied to the root: its parameters stay gathered through
 the backward). `_recompute_hooks` looks for torch's `CheckpointWrapper` only: the recomputation
 in the backward reads the block's parameters outside the unit's forward.
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 5.6e-17 / 5.6e-17 (right).
+Verdict (main 05940a8): exit 3 (14 s), "aten.mm.default got mixed torch.Tensor and DTensor":
+false refusal R40a-3.
 """
 MESH = {"dp": 2}
 import torch

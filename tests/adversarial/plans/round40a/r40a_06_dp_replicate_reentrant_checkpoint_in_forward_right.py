@@ -5,8 +5,9 @@ grad enabled and backpropagates through that recomputed graph; `_recompute_hooks
 torch's `CheckpointWrapper`, so the recomputed forward reads the plain parameters, not the unit's
 all-reducing views (as ac_reentrant_replicate_right before R39a-2's fix): the model's gradient
 of the block skips DDP's all-reduce, the real one does not.
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): step 1 pre 2.8e-17, w1 0, w2 6.9e-18; step 2 2.8e-17 / 0 /
+1.4e-17 (right).
+Verdict (main 05940a8): NOT EQUIVALENT (6 goals, 4 refuted, 36 s): false refutation R40a-3.
 """
 MESH = {"dp": 2}
 import torch

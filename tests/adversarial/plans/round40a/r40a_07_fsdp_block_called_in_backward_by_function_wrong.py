@@ -6,8 +6,9 @@ block its unit's gathered views whenever it runs in the backward outside the uni
 (the model: the penalty's gradient reduce-scattered like the rest). Under real FSDP2 (block's
 unit `reshard_after_forward=False`) the block's unit has already run its post-backward
 reduce-scatter when Tap's backward runs (Tap is before the block in the forward).
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): the real FSDP2 run raises on both ranks ("aten.mm.default got
+mixed torch.Tensor and DTensor" in Tap.backward).
+Verdict (main 05940a8): EQUIVALENT (6 goals, 41 s): false accept R40a-4.
 """
 MESH = {"dp": 2}
 import functools

@@ -3,8 +3,9 @@ checkpointed block again in its backward with grad enabled and backpropagates a 
 it (a nested backward). `_recompute_hooks` gives the block its unit's all-reducing views there
 (the model: the penalty's gradient all-reduced); DDP's reducer sees a second accumulation of
 the block's gradients in one backward.
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): the real DDP run raises ("Expected to mark a variable ready only
+once").
+Verdict (main 05940a8): EQUIVALENT (6 goals, 39 s): false accept R40a-4.
 """
 MESH = {"dp": 2}
 import functools

@@ -3,8 +3,8 @@
 code. The model puts the unit's all-reducing views in the forward, so both backwards' gradients
 are all-reduced. DDP's reducer is armed by the forward and finalised by the first backward: in
 the second backward its hooks do nothing, the penalty's gradient stays the rank's own.
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): step 1 w1 0.0027, w2 0.0022; step 2 w1 0.0039, w2 0.0020 (wrong).
+Verdict (main 05940a8): EQUIVALENT (4 goals, 34 s): false accept R40a-5.
 """
 MESH = {"dp": 2}
 import torch

@@ -1,8 +1,8 @@
 """Round 40a (dp 2): r40a_09 under FSDP2 (`fully_shard` on the root) instead of `replicate`:
 two backward passes over one forward (`retain_graph=True`, then a penalty's backward). The model
 reduce-scatters the gathered parameters' gradient in both backwards.
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): step 1 and 2 w1 2.8e-17, w2 3.5e-18 (right).
+Verdict (main 05940a8): EQUIVALENT (4 goals, 39 s): right.
 """
 MESH = {"dp": 2}
 import torch

@@ -2,8 +2,8 @@
 params)` then assigned to `.grad` (functional-style code). The model's all-reducing views are
 in the graph, so the returned gradients are all-reduced. DDP reduces in its hooks on the
 parameters' gradient accumulation, which `autograd.grad` does not run: each rank keeps its own.
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): step 1 w1 0.0088, w2 0.018; step 2 w1 0.011, w2 0.023 (wrong).
+Verdict (main 05940a8): EQUIVALENT (4 goals, 39 s): false accept R40a-5.
 """
 MESH = {"dp": 2}
 import torch

@@ -2,8 +2,9 @@
 `checkpoint_wrapper(block, context_fn=partial(create_selective_checkpoint_contexts, policy))`
 (`aten.mm` saved, the rest recomputed), with `set_checkpoint_early_stop(False)` around the
 step, then `fully_shard` on the wrapped block and the root.
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 5.6e-17 / 5.6e-17 (right).
+Verdict (main 05940a8): exit 3 (13 s), "aten.view.default encountered during backward but not
+found in storage": false refusal R40a-6.
 """
 MESH = {"dp": 2}
 import torch

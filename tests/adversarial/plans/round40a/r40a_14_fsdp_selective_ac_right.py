@@ -2,8 +2,8 @@
 `checkpoint_wrapper(block, context_fn=partial(create_selective_checkpoint_contexts, policy))`
 (`aten.mm` saved, the rest recomputed), then `fully_shard` on the wrapped block and the root
 (r40a_13 without `set_checkpoint_early_stop(False)`).
-Truth (torch4_truth.py FILE 2): see ATTEMPTS.md round 40a.
-Verdict: see ATTEMPTS.md round 40a.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 5.6e-17 / 5.6e-17 (right).
+Verdict (main 05940a8): exit 3 (13 s), as r40a_13: false refusal R40a-6.
 """
 MESH = {"dp": 2}
 import torch
