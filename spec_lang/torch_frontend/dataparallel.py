@@ -26,6 +26,7 @@ parts (what FSDP2 and DDP do) are stated as an assumption with every verdict.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import types
 from collections.abc import Iterator, Mapping
@@ -502,50 +503,76 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
 
 def _recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[str, Any],
                      running: list[bool]) -> list[Any]:
-    """Hooks on the block inside each of torch's ``CheckpointWrapper`` (exactly that type, as
-    torchtitan's ``apply_ac`` makes) under the unit's module: activation checkpointing runs that
-    block's forward again in the backward, after the unit's forward has ended, and FSDP2 gathers
-    the unit's parameters for it in its pre-backward hook (torch's
-    ``_fsdp_state._pre_backward``), so the block's parameters of the unit are gathered again
-    (another all-gather, as FSDP2 does with ``reshard_after_forward``) while the block runs in
-    the backward (``torch._C._current_graph_task_id``, as torch's checkpoint reads it) outside
-    the unit's forward; inside the unit's forward (the first run) its views stand, and a call
-    outside both stores what the unit stores (as before). The restoring hook is
-    ``always_call``: torch stops a recomputation early by raising in it (R39a-2)."""
-    from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper  # noqa: PLC0415
-
+    """Hooks on every module under the unit's module that holds parameters of the unit:
+    activation checkpointing (torch's ``checkpoint``: the ``CheckpointWrapper`` torchtitan's
+    ``apply_ac`` makes, or ``checkpoint(...)`` called in a ``forward``) runs a block's forward
+    again in the backward, after the unit's forward has ended, and FSDP2 gathers the unit's
+    parameters for it in its pre-backward hook (torch's ``_fsdp_state._pre_backward``), so the
+    first module the recomputation calls gets the unit's views of the parameters under it again
+    (another all-gather, as FSDP2 does with ``reshard_after_forward``); a module it calls inside
+    that one finds them in place. Only during torch's recomputation
+    (:func:`_in_recomputation`) outside the unit's forward: a block run in the backward by
+    anything else (a custom ``autograd.Function``) sees what the unit stores, as in the real
+    run (R40a-4). The restoring hook is ``always_call``: torch stops a recomputation early by
+    raising in it (R39a-2, R40a-3)."""
     hooks = []
-    for w in u.module.modules():
-        if not is_checkpoint_wrapper(w):
+    by: list[Any] = [None]                   # the module whose hook put the views in place
+    for m in u.module.modules():
+        if m is u.module:
             continue
-        under = {id(m) for m in w._checkpoint_wrapped_module.modules()}  # noqa: SLF001
-        sub = [(n, [(m, a) for m, a in hs if id(m) in under]) for n, hs in mine]
+        under = {id(x) for x in m.modules()}
+        sub = [(n, [(h, a) for h, a in hs if id(h) in under]) for n, hs in mine]
         sub = [(n, hs) for n, hs in sub if hs]
         if not sub:
             continue
-        put = [False]
 
-        def pre(module: Any, args: Any, sub: Any = sub, put: Any = put) -> None:
-            if running[0] or torch._C._current_graph_task_id() == -1:  # noqa: SLF001
+        def pre(module: Any, args: Any, sub: Any = sub) -> None:
+            if running[0] or by[0] is not None or not _in_recomputation():
                 return
-            put[0] = True
+            by[0] = module
             for n, hs in sub:
                 view = unit_view(u, new[n], orig[n])
                 for mod, attr in hs:
                     mod._parameters[attr] = view  # noqa: SLF001
 
-        def post(module: Any, args: Any, out: Any, sub: Any = sub, put: Any = put) -> None:
-            if not put[0]:
+        def post(module: Any, args: Any, out: Any, sub: Any = sub) -> None:
+            if by[0] is not module:
                 return
-            put[0] = False
+            by[0] = None
             for n, hs in sub:
                 for mod, attr in hs:
                     mod._parameters[attr] = new[n]  # noqa: SLF001
 
-        inner = w._checkpoint_wrapped_module  # noqa: SLF001
-        hooks.append(inner.register_forward_pre_hook(pre))
-        hooks.append(inner.register_forward_hook(post, always_call=True))
+        hooks.append(m.register_forward_pre_hook(pre))
+        hooks.append(m.register_forward_hook(post, always_call=True))
     return hooks
+
+
+def _in_recomputation() -> bool:
+    """The autograd engine is running and torch's checkpoint is recomputing a forward: a frame
+    of the non-reentrant ``recompute_fn`` or of the reentrant ``CheckpointFunction.backward``
+    (``torch/utils/checkpoint.py``) is on the stack."""
+    if torch._C._current_graph_task_id() == -1:  # noqa: SLF001
+        return False
+    codes = _recompute_codes()
+    f = sys._getframe(1)  # noqa: SLF001
+    while f is not None:
+        if codes.get(id(f.f_code)) is f.f_code:      # torch's code objects themselves
+            return True
+        f = f.f_back
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _recompute_codes() -> dict[int, types.CodeType]:
+    """``id -> code`` of torch's two recomputation functions (both must be found: a test)."""
+    import torch.utils.checkpoint as ck  # noqa: PLC0415
+
+    outer = ck._checkpoint_without_reentrant_generator.__code__  # noqa: SLF001
+    codes = [ck.CheckpointFunction.backward.__code__,
+             *(c for c in outer.co_consts
+               if isinstance(c, types.CodeType) and c.co_name == "recompute_fn")]
+    return {id(c): c for c in codes}
 
 
 def unit_view(u: Any, stored: Any, orig: Any) -> Any:

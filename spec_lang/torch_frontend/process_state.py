@@ -218,6 +218,11 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
         if v.__module__ in who.modules or v.__module__ == "__main__" \
                 or who.has_file(v.__code__.co_filename):
             return True
+        if "__dynamo_disable" in v.__dict__ and not _dynamo_cache(v):
+            # what torch's ``_disable_dynamo`` wrapper calls instead of the function, not
+            # torch's own form: read as the user's (a partial or closure scaling the
+            # output, R40a-1)
+            return True
         w = v.__dict__.get("__wrapped__") if v.__dict__ else None
         # a wrapper compiled from a string (``exec``) under a copied name: nobody's file
         return w is not None and w is not v and (v.__code__.co_filename.startswith("<")

@@ -344,19 +344,27 @@ def _abc_registry(cls: type) -> Any:
     """An abstract base class's ``_abc_impl`` (C, opaque: ``abc.ABC`` under torch's
     activation-checkpoint wrapper was unreadable, an UNKNOWN in every such plan: round 38e,
     r38e_10) as what decides ``isinstance`` / ``issubclass`` later: the classes registered
-    with ``cls.register`` (the caches it also holds only remember answers)."""
+    with ``cls.register`` and, for an ABC that is neither the standard library's nor torch's,
+    its positive and (current) negative caches, which keep an answer of ``__subclasshook__``
+    after what it read has changed back (R40a-2). The standard library's and torch's ABCs fill
+    their caches on both sides as code runs; their hooks are their own code."""
     import abc  # noqa: PLC0415
 
     if not isinstance(cls, abc.ABCMeta):
         return vars(cls).get("_abc_impl")
-    registry = abc._get_dump(cls)[0]  # noqa: SLF001 -- (registry, cache, negative cache, version)
+    # (registry, cache, negative cache, negative cache version)
+    registry, cache, negative, version = abc._get_dump(cls)  # noqa: SLF001
+    top = (cls.__module__ or "").split(".")[0]
+    sets = [registry]
+    if top not in sys.stdlib_module_names and not _is_torch_module(cls.__module__ or ""):
+        sets += [cache, negative if version == abc.get_cache_token() else set()]
     # the classes themselves, read by their code and by identity in this process (another
     # class of the same module, name and code registered in its place changes what
     # ``isinstance`` says of the first one's instances: r39a_10). The step's before and after
     # are read in one process; a registry the step changes is reported whatever it holds
-    live = [c for c in (r() for r in registry) if c is not None]
-    return ("<abc registry>", tuple((c, f"@{id(c):x}") for c in sorted(
-        live, key=lambda c: (f"{c.__module__}.{c.__qualname__}", id(c)))))
+    return ("<abc registry>", *(tuple((c, f"@{id(c):x}") for c in sorted(
+        (c for c in (r() for r in refs) if c is not None),
+        key=lambda c: (f"{c.__module__}.{c.__qualname__}", id(c)))) for refs in sets))
 
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,

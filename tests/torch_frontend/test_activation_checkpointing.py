@@ -360,34 +360,87 @@ def test_a_checkpointed_block_called_outside_the_unit_and_the_backward_keeps_the
         h.remove()
 
 
-def test_only_torchs_checkpoint_wrapper_has_its_block_recomputed_with_the_unit(
-        monkeypatch) -> None:
-    """A wrapper class of the user's (its forward may call anything) is not trusted to
-    recompute its block: the block keeps what the unit stores (a refusal later, not a model)."""
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
-
+def _unit(monkeypatch, module, holders):
     from spec_lang.torch_frontend import dataparallel as dp
 
-    class Mine(CheckpointWrapper):
-        pass
+    made: list[bool] = []
 
-    block = _Block()
-    w = Mine(block)
-    u = types.SimpleNamespace(kind="fsdp", module=w)
-    new = {"w1.weight": block.w1.weight}
-    assert dp._recompute_hooks(u, [("w1.weight", [(block.w1, "weight")])], new, new,
-                               [False]) == []
-    # a module fully_shard made an FSDP class of is still read as the class it was
-    plain = checkpoint_wrapper(_Block())
-    dp._as_fsdp_module(plain)
-    u2 = types.SimpleNamespace(kind="fsdp", module=plain)
-    inner = plain._checkpoint_wrapped_module
-    hooks = dp._recompute_hooks(u2, [("w1.weight", [(inner.w1, "weight")])],
-                                {"w1.weight": inner.w1.weight}, {"w1.weight": inner.w1.weight},
-                                [False])
-    assert len(hooks) == 2
+    def view(u, stored, orig):  # noqa: ARG001
+        made.append(torch._C._current_graph_task_id() != -1)  # noqa: SLF001
+        return stored * 1.0
+
+    monkeypatch.setattr(dp, "unit_view", view)
+    u = types.SimpleNamespace(kind="fsdp", module=module)
+    new = {n: getattr(m, a) for n, (m, a) in holders.items()}
+    owner = {n: (u, [h]) for n, h in holders.items()}
+    return made, dp.install_units([u], owner, new, dict(new))
+
+
+def test_checkpoint_called_in_a_units_forward_recomputes_with_the_units_parameters(
+        monkeypatch) -> None:
+    """R40a-3: ``checkpoint(self.block, x)`` in the unit's ``forward`` (no wrapper class)."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Unit(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = _Block()
+
+        def forward(self, x):
+            return checkpoint(self.block, x, use_reentrant=False)
+
+    torch.manual_seed(0)
+    unit = Unit()
+    made, hooks = _unit(monkeypatch, unit, {"w1": (unit.block.w1, "weight"),
+                                            "w2": (unit.block.w2, "weight")})
+    unit(torch.randn(5, 3, dtype=torch.float64, requires_grad=True)).sum().backward()
+    assert made == [False, False, True, True]
     for h in hooks:
         h.remove()
+
+
+def test_a_block_run_in_the_backward_by_anything_but_torchs_recomputation_keeps_the_stored(
+        monkeypatch) -> None:
+    """R40a-4: a custom ``autograd.Function`` whose backward runs the block (the real FSDP2 run
+    raises there: the parameters are sharded)."""
+    torch.manual_seed(0)
+    block = _Block()
+    seen: list[bool] = []
+
+    class Unit(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = block
+
+        def forward(self, x):
+            return Twice.apply(x)
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            block(torch.zeros(1, 3, dtype=torch.float64))
+            seen.append(block.w1.weight is stored["w1"])
+            return g * 2
+
+    unit = Unit()
+    made, hooks = _unit(monkeypatch, unit, {"w1": (block.w1, "weight"),
+                                            "w2": (block.w2, "weight")})
+    stored = {"w1": block.w1.weight}
+    unit(torch.randn(5, 3, dtype=torch.float64, requires_grad=True)).sum().backward()
+    assert made == [False, False] and seen == [True]     # the unit's forward only
+    for h in hooks:
+        h.remove()
+
+
+def test_torchs_two_recomputation_functions_are_found() -> None:
+    from spec_lang.torch_frontend.dataparallel import _recompute_codes
+
+    names = sorted(c.co_name for c in _recompute_codes().values())
+    assert names == ["backward", "recompute_fn"]
 
 
 AC_PLANS = Path(__file__).resolve().parent / "ac_plans"
