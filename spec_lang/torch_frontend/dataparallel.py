@@ -26,7 +26,6 @@ parts (what FSDP2 and DDP do) are stated as an assumption with every verdict.
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 import types
 from collections.abc import Iterator, Mapping
@@ -40,6 +39,7 @@ from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
+from spec_lang.torch_frontend.recompute import recompute_hooks, reduction_refused
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
            "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view"]
@@ -350,10 +350,11 @@ class GatherShard(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, local: torch.Tensor, dim: int, shard_group: Any,
-                rep_groups: tuple, factor: float) -> torch.Tensor:
+                rep_groups: tuple, factor: float, site: str = "") -> torch.Tensor:
         import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
         ctx.dim, ctx.shard_group, ctx.rep_groups, ctx.factor = dim, shard_group, rep_groups, factor
+        ctx.site = site
         out = funcol.all_gather_tensor(local.contiguous(), dim, shard_group)
         return funcol.wait_tensor(out)
 
@@ -361,11 +362,12 @@ class GatherShard(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
         import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
+        reduction_refused(ctx, "fully_shard")
         g = funcol.wait_tensor(funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim,
                                                             ctx.shard_group))
         for rg in ctx.rep_groups:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", rg))
-        return g / ctx.factor, None, None, None, None
+        return g / ctx.factor, None, None, None, None, None
 
 
 class AllReduceGrad(torch.autograd.Function):
@@ -373,18 +375,20 @@ class AllReduceGrad(torch.autograd.Function):
     divides by the factor."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, groups: tuple, factor: float) -> torch.Tensor:
-        ctx.groups, ctx.factor = groups, factor
+    def forward(ctx: Any, x: torch.Tensor, groups: tuple, factor: float,
+                site: str = "") -> torch.Tensor:
+        ctx.groups, ctx.factor, ctx.site = groups, factor, site
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
         import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
+        reduction_refused(ctx, "replicate")
         g = grad
         for gr in ctx.groups:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", gr))
-        return g / ctx.factor, None, None
+        return g / ctx.factor, None, None, None
 
 
 def _root_submesh(axes_names: list[str], any_mesh: Any) -> Any:
@@ -472,7 +476,7 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                    orig: Mapping[str, Any]) -> list[Any]:
     """Forward hooks that put each data-parallel unit's parameters in their gathered (FSDP2)
     or gradient-reducing (replicate) form for the unit's forward (:mod:`dataparallel`), and for
-    an activation-checkpointed block's recomputation (:func:`_recompute_hooks`)."""
+    an activation-checkpointed block's recomputation (:func:`recompute.recompute_hooks`)."""
     hooks = []
     for u in units:
         mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
@@ -497,93 +501,20 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
 
         hooks.append(u.module.register_forward_pre_hook(pre))
         hooks.append(u.module.register_forward_hook(post))
-        hooks += _recompute_hooks(u, mine, new, orig, running)
+        hooks += recompute_hooks(u, mine, new, orig, running, unit_view)
     return hooks
-
-
-def _recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[str, Any],
-                     running: list[bool]) -> list[Any]:
-    """Hooks on every module under the unit's module that holds parameters of the unit:
-    activation checkpointing (torch's ``checkpoint``: the ``CheckpointWrapper`` torchtitan's
-    ``apply_ac`` makes, or ``checkpoint(...)`` called in a ``forward``) runs a block's forward
-    again in the backward, after the unit's forward has ended, and FSDP2 gathers the unit's
-    parameters for it in its pre-backward hook (torch's ``_fsdp_state._pre_backward``), so the
-    first module the recomputation calls gets the unit's views of the parameters under it again
-    (another all-gather, as FSDP2 does with ``reshard_after_forward``); a module it calls inside
-    that one finds them in place. Only during torch's recomputation
-    (:func:`_in_recomputation`) outside the unit's forward: a block run in the backward by
-    anything else (a custom ``autograd.Function``) sees what the unit stores, as in the real
-    run (R40a-4). The restoring hook is ``always_call``: torch stops a recomputation early by
-    raising in it (R39a-2, R40a-3)."""
-    hooks = []
-    by: list[Any] = [None]                   # the module whose hook put the views in place
-    for m in u.module.modules():
-        if m is u.module:
-            continue
-        under = {id(x) for x in m.modules()}
-        sub = [(n, [(h, a) for h, a in hs if id(h) in under]) for n, hs in mine]
-        sub = [(n, hs) for n, hs in sub if hs]
-        if not sub:
-            continue
-
-        def pre(module: Any, args: Any, sub: Any = sub) -> None:
-            if running[0] or by[0] is not None or not _in_recomputation():
-                return
-            by[0] = module
-            for n, hs in sub:
-                view = unit_view(u, new[n], orig[n])
-                for mod, attr in hs:
-                    mod._parameters[attr] = view  # noqa: SLF001
-
-        def post(module: Any, args: Any, out: Any, sub: Any = sub) -> None:
-            if by[0] is not module:
-                return
-            by[0] = None
-            for n, hs in sub:
-                for mod, attr in hs:
-                    mod._parameters[attr] = new[n]  # noqa: SLF001
-
-        hooks.append(m.register_forward_pre_hook(pre))
-        hooks.append(m.register_forward_hook(post, always_call=True))
-    return hooks
-
-
-def _in_recomputation() -> bool:
-    """The autograd engine is running and torch's checkpoint is recomputing a forward: a frame
-    of the non-reentrant ``recompute_fn`` or of the reentrant ``CheckpointFunction.backward``
-    (``torch/utils/checkpoint.py``) is on the stack."""
-    if torch._C._current_graph_task_id() == -1:  # noqa: SLF001
-        return False
-    codes = _recompute_codes()
-    f = sys._getframe(1)  # noqa: SLF001
-    while f is not None:
-        if codes.get(id(f.f_code)) is f.f_code:      # torch's code objects themselves
-            return True
-        f = f.f_back
-    return False
-
-
-@functools.lru_cache(maxsize=1)
-def _recompute_codes() -> dict[int, types.CodeType]:
-    """``id -> code`` of torch's two recomputation functions (both must be found: a test)."""
-    import torch.utils.checkpoint as ck  # noqa: PLC0415
-
-    outer = ck._checkpoint_without_reentrant_generator.__code__  # noqa: SLF001
-    codes = [ck.CheckpointFunction.backward.__code__,
-             *(c for c in outer.co_consts
-               if isinstance(c, types.CodeType) and c.co_name == "recompute_fn")]
-    return {id(c): c for c in codes}
 
 
 def unit_view(u: Any, stored: Any, orig: Any) -> Any:
     """The parameter as the unit's forward sees it (module docstring of :mod:`dataparallel`)."""
     groups_of = lambda names: tuple(u.group(a) for a in names)  # noqa: E731
     if u.kind == "ddp":
-        return AllReduceGrad.apply(stored, groups_of(u.mesh.mesh_dim_names), u.factor())
+        return AllReduceGrad.apply(stored, groups_of(u.mesh.mesh_dim_names), u.factor(),
+                                   u.settings.get("_site", ""))
     shard_dim = next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names, stored.placements)
                      if a == u.shard_axis)
     full = GatherShard.apply(stored.to_local(), shard_dim, u.group(u.shard_axis),
-                             groups_of(u.replicate_axes), u.factor())
+                             groups_of(u.replicate_axes), u.factor(), u.settings.get("_site", ""))
     if isinstance(orig, DTensor):
         return DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,
                                   shape=orig.shape, stride=orig.stride())

@@ -91,11 +91,13 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch._C._distributed_c10d.Work",
     # activation checkpointing under FSDP2 / replicate: torch's wrapper type (its own training
     # flag: wrapper_names), whether the autograd engine is running and torch's recomputation
-    # functions (dataparallel._in_recomputation)
+    # functions (recompute.in_recomputation)
     "torch.distributed.algorithms._checkpoint.checkpoint_wrapper.CheckpointWrapper",
     "torch._C._current_graph_task_id",
     "torch.utils.checkpoint._checkpoint_without_reentrant_generator",
     "torch.utils.checkpoint.CheckpointFunction.backward",
+    # whether a backward pass accumulates into .grad (recompute.reduction_refused)
+    "torch.autograd.graph._engine_run_backward",
     # what a stage held, tracked by weak reference (pp_guard.held_by)
     "torch.distributed.pipelining.stage._RecvInfo",
 )

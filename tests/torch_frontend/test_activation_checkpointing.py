@@ -437,7 +437,7 @@ def test_a_block_run_in_the_backward_by_anything_but_torchs_recomputation_keeps_
 
 
 def test_torchs_two_recomputation_functions_are_found() -> None:
-    from spec_lang.torch_frontend.dataparallel import _recompute_codes
+    from spec_lang.torch_frontend.recompute import _recompute_codes
 
     names = sorted(c.co_name for c in _recompute_codes().values())
     assert names == ["backward", "recompute_fn"]

@@ -1,0 +1,143 @@
+"""Activation checkpointing under FSDP2 / ``replicate``, and which backward passes the modelled
+gradient reductions stand for (:mod:`spec_lang.torch_frontend.dataparallel`).
+
+* **Recomputation** (R39a-2, R40a-3, R40a-4): torch's ``checkpoint`` (the ``CheckpointWrapper``
+  torchtitan's ``apply_ac`` makes, or ``checkpoint(...)`` called in a ``forward``) runs a block's
+  forward again in the backward, after the unit's forward has ended; FSDP2 gathers the unit's
+  parameters for it in its pre-backward hook. :func:`recompute_hooks` gives the recomputed
+  modules the unit's views again, only while torch's own recomputation functions are on the
+  stack (:func:`in_recomputation`).
+* **The backward passes DDP and FSDP2 reduce** (R40a-5): DDP's reducer and FSDP2's
+  post-backward reduce the gradients that ``Tensor.backward`` / ``torch.autograd.backward``
+  accumulate into ``.grad``, once per forward for DDP. The front end models the reduction as the
+  backward of the unit's parameter view, which also runs under ``torch.autograd.grad`` and in
+  a second backward over one forward (``retain_graph``): :func:`reduction_refused` refuses
+  those (the real run leaves each rank's own gradient there).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from spec_lang.errors import PlanError
+
+__all__ = ["recompute_hooks", "in_recomputation", "reduction_refused"]
+
+
+def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[str, Any],
+                    running: list[bool], unit_view: Callable[..., Any]) -> list[Any]:
+    """Hooks on every module under the unit's module that holds parameters of the unit:
+    activation checkpointing (torch's ``checkpoint``: the ``CheckpointWrapper`` torchtitan's
+    ``apply_ac`` makes, or ``checkpoint(...)`` called in a ``forward``) runs a block's forward
+    again in the backward, after the unit's forward has ended, and FSDP2 gathers the unit's
+    parameters for it in its pre-backward hook (torch's ``_fsdp_state._pre_backward``), so the
+    first module the recomputation calls gets the unit's views of the parameters under it again
+    (another all-gather, as FSDP2 does with ``reshard_after_forward``); a module it calls inside
+    that one finds them in place. Only during torch's recomputation
+    (:func:`in_recomputation`) outside the unit's forward: a block run in the backward by
+    anything else (a custom ``autograd.Function``) sees what the unit stores, as in the real
+    run (R40a-4). The restoring hook is ``always_call``: torch stops a recomputation early by
+    raising in it (R39a-2, R40a-3)."""
+    hooks = []
+    by: list[Any] = [None]                   # the module whose hook put the views in place
+    for m in u.module.modules():
+        if m is u.module:
+            continue
+        under = {id(x) for x in m.modules()}
+        sub = [(n, [(h, a) for h, a in hs if id(h) in under]) for n, hs in mine]
+        sub = [(n, hs) for n, hs in sub if hs]
+        if not sub:
+            continue
+
+        def pre(module: Any, args: Any, sub: Any = sub) -> None:
+            if running[0] or by[0] is not None or not in_recomputation():
+                return
+            by[0] = module
+            for n, hs in sub:
+                view = unit_view(u, new[n], orig[n])
+                for mod, attr in hs:
+                    mod._parameters[attr] = view  # noqa: SLF001
+
+        def post(module: Any, args: Any, out: Any, sub: Any = sub) -> None:
+            if by[0] is not module:
+                return
+            by[0] = None
+            for n, hs in sub:
+                for mod, attr in hs:
+                    mod._parameters[attr] = new[n]  # noqa: SLF001
+
+        hooks.append(m.register_forward_pre_hook(pre))
+        hooks.append(m.register_forward_hook(post, always_call=True))
+    return hooks
+
+
+def in_recomputation() -> bool:
+    """The autograd engine is running and torch's checkpoint is recomputing a forward: a frame
+    of the non-reentrant ``recompute_fn`` or of the reentrant ``CheckpointFunction.backward``
+    (``torch/utils/checkpoint.py``) is on the stack."""
+    if torch._C._current_graph_task_id() == -1:  # noqa: SLF001
+        return False
+    codes = _recompute_codes()
+    f = sys._getframe(1)  # noqa: SLF001
+    while f is not None:
+        if codes.get(id(f.f_code)) is f.f_code:      # torch's code objects themselves
+            return True
+        f = f.f_back
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _recompute_codes() -> dict[int, types.CodeType]:
+    """``id -> code`` of torch's two recomputation functions (both must be found: a test)."""
+    import torch.utils.checkpoint as ck  # noqa: PLC0415
+
+    outer = ck._checkpoint_without_reentrant_generator.__code__  # noqa: SLF001
+    codes = [ck.CheckpointFunction.backward.__code__,
+             *(c for c in outer.co_consts
+               if isinstance(c, types.CodeType) and c.co_name == "recompute_fn")]
+    return {id(c): c for c in codes}
+
+
+def reduction_refused(ctx: Any, what: str) -> None:
+    """Called by the backward of a unit's parameter view (``what``: ``fully_shard`` /
+    ``replicate``).
+
+    Raises:
+        PlanError: the backward pass was not started by ``Tensor.backward`` /
+            ``torch.autograd.backward`` (``torch.autograd.grad``: neither DDP's hooks on the
+            gradient accumulation nor FSDP2's post-backward reduce what it returns), or it is
+            a second backward pass over one forward of a ``replicate`` unit (DDP's reducer is
+            armed by the forward and finalised by the first backward). R40a-5.
+    """
+    run = _engine_frame()
+    kwargs = run.f_locals.get("kwargs") if run is not None else None
+    site = f"{ctx.site}: " if getattr(ctx, "site", "") else ""
+    if not isinstance(kwargs, dict) or kwargs.get("accumulate_grad") is not True:
+        raise PlanError(f"{site}the gradient of a parameter of {what} is taken by "
+                        "torch.autograd.grad (or another call than Tensor.backward): "
+                        f"{what} reduces only what .backward() accumulates into .grad, so "
+                        "each rank would keep its own gradient; use loss.backward()")
+    if what == "replicate":
+        if getattr(ctx, "reduced", False):
+            raise PlanError(f"{site}a second backward pass over one forward of a replicate "
+                            "(DDP) module: DDP all-reduces the gradients of the first only; "
+                            "sum the losses and call backward once")
+        ctx.reduced = True
+
+
+def _engine_frame() -> Any:
+    """The innermost frame of torch's ``_engine_run_backward`` (its ``kwargs`` say whether the
+    engine accumulates into ``.grad``), or None."""
+    import torch.autograd.graph as g  # noqa: PLC0415
+
+    code = g._engine_run_backward.__code__  # noqa: SLF001
+    f = sys._getframe(2)  # noqa: SLF001
+    while f is not None and f.f_code is not code:
+        f = f.f_back
+    return f
