@@ -1,0 +1,41 @@
+"""Adversarial round 40b (``tests/adversarial/ATTEMPTS.md``, "Round 40b"), against main at
+1510d44 (R39a-5: torch's checkpoint wrapper's own ``training`` flag read by ``step_state``,
+left out of ``leftover.scalar_state``; R39a-6: an abstract model class read through its
+``_abc_impl`` registry). Plans in ``plans/round40b/``. Truth:
+``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo, float64, 2 steps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND40B = Path(__file__).resolve().parent / "plans" / "round40b"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND40B / name, tmp_path)
+
+
+# -- findings: strict xfails ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40b-1: the root block's flag under a root wrapper is "
+                   "compared with nothing")
+def test_r40b_1_root_wrapper_block_flag_cleared_is_not_accepted(tmp_path):
+    """EQUIVALENT at 1510d44 (4 goals, 33 s); truth step 2 0.011 / 0.014."""
+    out = _prove("r40b_01_dp_root_wrapper_block_flag_cleared_wrong.py", tmp_path)
+    assert _not_accepted(out), out
