@@ -39,3 +39,12 @@ def test_r40b_1_root_wrapper_block_flag_cleared_is_not_accepted(tmp_path):
     """EQUIVALENT at 1510d44 (4 goals, 33 s); truth step 2 0.011 / 0.014."""
     out = _prove("r40b_01_dp_root_wrapper_block_flag_cleared_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40b-2: a standard-library ABC's registry changed by "
+                   "the step is read by nothing")
+def test_r40b_2_stdlib_abc_register_in_step_is_not_accepted(tmp_path):
+    """EQUIVALENT at 1510d44 (4 goals, 34 s); truth step 2 0.0027 / 0.0051."""
+    out = _prove("r40b_02_dp_stdlib_abc_register_in_step_wrong.py", tmp_path)
+    assert _not_accepted(out), out
