@@ -48,3 +48,29 @@ def test_r40b_2_stdlib_abc_register_in_step_is_not_accepted(tmp_path):
     """EQUIVALENT at 1510d44 (4 goals, 34 s); truth step 2 0.0027 / 0.0051."""
     out = _prove("r40b_02_dp_stdlib_abc_register_in_step_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40b-3: an ABC's negative cache, dropped by a register "
+                   "of a throwaway ABC in the step, is read by nothing")
+def test_r40b_3_abc_negative_cache_invalidated_is_not_accepted(tmp_path):
+    """EQUIVALENT at 1510d44 (6 goals, 19 s); truth step 2 0.0027 / 0.0051."""
+    out = _prove("r40b_05_dp_abc_negative_cache_invalidated_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- sound outcomes: asserted ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_r40b_abc_subclasshook_on_process_group_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at 1510d44 (23 s); truth step 1 0.0039 / 0.0048 (wrong)."""
+    out = _prove("r40b_03_dp_abc_subclasshook_cache_across_traces_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r40b_abc_answer_cached_at_build_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at 1510d44 (19 s); truth step 1 0.0039 / 0.0048 (wrong)."""
+    out = _prove("r40b_04_dp_abc_answer_cached_at_build_wrong.py", tmp_path)
+    assert _not_accepted(out), out
