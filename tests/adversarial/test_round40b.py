@@ -68,6 +68,23 @@ def test_r40b_4_abc_subclass_kept_in_sys_modules_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40b-4: the ABC's subclass kept alive on a stdlib class")
+def test_r40b_4_abc_subclass_kept_on_stdlib_class_is_not_accepted(tmp_path):
+    """EQUIVALENT at 1510d44 (4 goals, 31 s); truth step 2 0.0027 / 0.0051."""
+    out = _prove("r40b_10_dp_abc_subclass_kept_on_stdlib_class_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40b-5: a module object put into sys.modules by the step "
+                   "is not compared")
+def test_r40b_5_value_carried_in_new_sys_modules_entry_is_not_accepted(tmp_path):
+    """EQUIVALENT at 1510d44 (4 goals, 35 s); truth step 2 0.0027 / 0.0051."""
+    out = _prove("r40b_09_dp_value_carried_in_new_sys_modules_entry_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound outcomes: asserted ---------------------------------------------------------------------
 
 
