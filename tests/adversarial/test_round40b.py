@@ -114,3 +114,10 @@ def test_r40b_typing_protocol_model_base_is_equivalent(tmp_path):
     """EQUIVALENT at 1510d44 (10 goals, 32 s); truth 2.8e-17 / 6.9e-18 (right)."""
     out = _prove("r40b_06_dp_typing_protocol_model_base_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+def test_r40b_ac_eval_block_wrapper_flag_read_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at 1510d44 (32 s); truth step 1 0.016 / 0.015 (wrong)."""
+    out = _prove("r40b_11_dp_ac_eval_block_wrapper_flag_read_wrong.py", tmp_path)
+    assert _not_accepted(out), out

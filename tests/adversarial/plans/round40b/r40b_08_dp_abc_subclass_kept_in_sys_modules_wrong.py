@@ -1,4 +1,5 @@
-"""Idea (r40b_07 with the keep-alive moved): R39a-6 reads an abstract base's own registry, but `issubclass(C, Base)` also asks every
+"""Idea (r40b_07 with the keep-alive moved): R39a-6 reads an abstract base's own registry,
+but `issubclass(C, Base)` also asks every
 subclass of `Base` (`Base.__subclasses__()`, recursively, each with its own registry). The model
 derives from the train file's `Model(nn.Module, abc.ABC)`; the parallel step makes a new
 subclass `Sub(Model)` (not `Model.register`: `Model`'s registry is unchanged), registers `Cfg`
