@@ -85,6 +85,14 @@ def test_r40b_5_value_carried_in_new_sys_modules_entry_is_not_accepted(tmp_path)
     assert _not_accepted(out), out
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R40b-3: the ABC's own caches cleared in the step")
+def test_r40b_3_abc_caches_cleared_in_step_is_not_accepted(tmp_path):
+    """EQUIVALENT at 1510d44 (6 goals, 62 s); truth step 2 0.0027 / 0.0051."""
+    out = _prove("r40b_12_dp_abc_caches_cleared_in_step_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound outcomes: asserted ---------------------------------------------------------------------
 
 
