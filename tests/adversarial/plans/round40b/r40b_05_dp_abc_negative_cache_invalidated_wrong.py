@@ -1,0 +1,81 @@
+"""Idea: an ABC's *negative cache* is part of what `isinstance` says next (`_abc_registry`
+leaves the caches out) and is cleared by *any* `register` anywhere (the global ABC
+invalidation counter, `abc.get_cache_token()`, read by nothing). `Momentum.__subclasshook__`
+says yes once the optimizer holds state. Step 1's `isinstance(self.cfg, Momentum)` (state still
+empty on both sides) caches "no" for good. The parallel step alone then registers `int` with a
+throwaway ABC made in the step (freed before it ends): the counter moves, the negative cache is
+dropped, and from step 2 on the ranks' hook says yes (momentum buffers exist): they scale by
+0.5, the spec does not. The capture gives the optimizer its state before the step (both traces
+say yes) and the local class is gone when the step ends.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0, step 2 w1 0.0027 / w2 0.0051.
+Verdict at 1510d44: EQUIVALENT (6 goals, 19 s): false accept R40b-3.
+"""
+MESH = {"dp": 2}
+import abc
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+OPTS = []
+
+
+class Momentum(abc.ABC):
+    @classmethod
+    def __subclasshook__(cls, C):
+        return bool(OPTS) and len(OPTS[0].state) > 0
+
+
+class Cfg:
+    width = 1
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+        self.cfg = Cfg()
+
+    def forward(self, x):
+        y = self.w2(nn.functional.silu(self.w1(x)))
+        return y * 0.5 if isinstance(self.cfg, Momentum) else y
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    OPTS[:] = [opt]
+    return opt
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    ws = mesh["dp"].size() if mesh is not None else 1
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean() / ws
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+
+        class _Tmp(abc.ABC):
+            pass
+
+        _Tmp.register(int)      # moves the global ABC invalidation counter
+        del _Tmp
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
