@@ -27,7 +27,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.param_hooks import accumulator_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, UNCOMPARABLE, UNREADABLE
 from spec_lang.torch_frontend.styles import _user_site
-from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
+from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper, state_dict_name
 
 __all__ = ["refuse_data_assignment", "check_parameters_kept", "scalar_state",
            "scalar_state_differences", "hook_counts", "check_no_new_hooks", "CHANGED",
@@ -109,6 +109,10 @@ def scalar_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, str]
     out["param_groups"] = str(len(opt.param_groups))
     for name, m in model.named_modules():
         where = name or "<model>"
+        if name and not state_dict_name(name + "."):
+            # the block of torch's wrapper at the root: the single-device model itself (named
+            # ``<model>`` once the wrapper's segment is removed: R40b-1)
+            where = f"<model>.{name}"
         if not is_checkpoint_wrapper(m):
             # torch's wrapper: its block's flag is the one its forward runs with (the
             # wrapper made in training mode around a block in eval mode: R39a-5); a step

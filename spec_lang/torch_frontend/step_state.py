@@ -343,28 +343,55 @@ _PARAMETER_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 def _abc_registry(cls: type) -> Any:
     """An abstract base class's ``_abc_impl`` (C, opaque: ``abc.ABC`` under torch's
     activation-checkpoint wrapper was unreadable, an UNKNOWN in every such plan: round 38e,
-    r38e_10) as what decides ``isinstance`` / ``issubclass`` later: the classes registered
-    with ``cls.register`` and, for an ABC that is neither the standard library's nor torch's,
-    its positive and (current) negative caches, which keep an answer of ``__subclasshook__``
-    after what it read has changed back (R40a-2). The standard library's and torch's ABCs fill
-    their caches on both sides as code runs; their hooks are their own code."""
+    r38e_10) as what decides ``isinstance`` / ``issubclass`` later. For an ABC that is neither
+    the standard library's nor torch's: the classes registered with ``cls.register``, its
+    subclasses (``isinstance`` asks their registries too: R40b-4) with their registries, and,
+    when a ``__subclasshook__`` of the user's is in its MRO, its positive and (current)
+    negative caches, which keep a hook's answer after what it read has changed back (R40a-2,
+    R40b-3); without such a hook a cache only repeats what the registries and MROs say, and
+    fills alike on both sides as code runs. The standard library's and torch's ABCs: their
+    registries (R40b-2 open: not read)."""
     import abc  # noqa: PLC0415
 
     if not isinstance(cls, abc.ABCMeta):
         return vars(cls).get("_abc_impl")
     # (registry, cache, negative cache, negative cache version)
     registry, cache, negative, version = abc._get_dump(cls)  # noqa: SLF001
-    top = (cls.__module__ or "").split(".")[0]
-    sets = [registry]
-    if top not in sys.stdlib_module_names and not _is_torch_module(cls.__module__ or ""):
-        sets += [cache, negative if version == abc.get_cache_token() else set()]
-    # the classes themselves, read by their code and by identity in this process (another
-    # class of the same module, name and code registered in its place changes what
-    # ``isinstance`` says of the first one's instances: r39a_10). The step's before and after
-    # are read in one process; a registry the step changes is reported whatever it holds
-    return ("<abc registry>", *(tuple((c, f"@{id(c):x}") for c in sorted(
-        (c for c in (r() for r in refs) if c is not None),
-        key=lambda c: (f"{c.__module__}.{c.__qualname__}", id(c)))) for refs in sets))
+    sets: list[Any] = [_classes(registry)]
+    if not _library_class(cls):
+        subs, todo = [], list(type.__subclasses__(cls))
+        while todo:
+            c = todo.pop()
+            if c not in subs:
+                subs.append(c)
+                todo += type.__subclasses__(c)
+        sets.append(tuple((c, f"@{id(c):x}", _classes(abc._get_dump(c)[0])  # noqa: SLF001
+                           if isinstance(c, abc.ABCMeta) else ())
+                          for c in sorted(subs, key=_class_key)))
+        if any("__subclasshook__" in vars(k) and not _library_class(k)
+               for k in cls.__mro__ if k is not object):
+            sets += [_classes(cache),
+                     _classes(negative if version == abc.get_cache_token() else set())]
+    return ("<abc registry>", *sets)
+
+
+def _class_key(c: type) -> tuple[str, int]:
+    return (f"{c.__module__}.{c.__qualname__}", id(c))
+
+
+def _classes(refs: Any) -> tuple:
+    """The live classes of a set of weak references, each read by its code and by identity in
+    this process (another class of the same module, name and code in its place changes what
+    ``isinstance`` says of the first one's instances: r39a_10). The step's before and after
+    are read in one process; a registry the step changes is reported whatever it holds."""
+    return tuple((c, f"@{id(c):x}") for c in sorted(
+        (c for c in (r() for r in refs) if c is not None), key=_class_key))
+
+
+def _library_class(c: type) -> bool:
+    """``c`` is the standard library's or torch's."""
+    mod = c.__module__ or ""
+    return mod.split(".")[0] in sys.stdlib_module_names or _is_torch_module(mod)
 
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,

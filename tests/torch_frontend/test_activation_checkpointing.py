@@ -544,3 +544,50 @@ def test_torchs_wrapper_flag_is_compared_as_a_change_and_its_blocks_as_left() ->
     model.inner.training = False                         # the wrapper's own flag, in a step
     assert S.state_changes(before, S.step_state(model, opt, [])) == {key: "False"}
 
+
+def test_a_wrapper_at_the_root_has_its_blocks_flag_named_as_the_model() -> None:
+    """R40b-1: ``checkpoint_wrapper(model)`` returned by ``parallelize``: its block's flag is
+    the single-device model's ``<model>.training``."""
+    from spec_lang.torch_frontend.leftover import scalar_state
+    from spec_lang.torch_frontend.wrapper_names import state_dict_name
+
+    root = checkpoint_wrapper(_Block())
+    left = scalar_state(root, torch.optim.SGD(root.parameters(), lr=0.1))
+    assert "<model>.training" not in left                # the wrapper's own: a change only
+    assert state_dict_name("<model>._checkpoint_wrapped_module.training") == "<model>.training"
+    assert left["<model>._checkpoint_wrapped_module.training"] == "True"
+
+
+def test_an_abcs_subclasses_and_a_hooks_caches_are_read() -> None:
+    """R40b-4: a registry of a subclass; R40a-2 / R40b-3: the caches, with a hook of the user's
+    only (without one a cache fills alike on both sides)."""
+    class Model(abc.ABC):
+        pass
+
+    enc = S._Encoder({}, frozenset())
+    before = S._text(enc, {"_abc_impl": S._abc_registry(Model)})
+    isinstance(Model(), Model)                             # fills the positive cache
+    isinstance(1.5, Model)                                 # fills the negative cache: no hook
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Model)}) == before
+
+    class Sub(Model):
+        pass
+
+    with_sub = S._text(enc, {"_abc_impl": S._abc_registry(Model)})
+    assert with_sub != before                              # a new subclass
+    Sub.register(float)                                    # isinstance(1.5, Model) now True
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Model)}) != with_sub
+
+    flag = [False]
+
+    class Hooked(abc.ABC):
+        @classmethod
+        def __subclasshook__(cls, c):
+            return flag[0] or NotImplemented
+
+    clean = S._text(enc, {"_abc_impl": S._abc_registry(Hooked)})
+    flag[0] = True
+    assert isinstance(1.5, Hooked)                         # cached while the flag is up
+    flag[0] = False
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Hooked)}) != clean
+
