@@ -29,14 +29,13 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND40B / name, tmp_path)
 
 
-# -- findings: strict xfails ----------------------------------------------------------------------
+# -- findings (R40b-1, 3, 4 fixed at stop 40; R40b-2, 5 open: strict xfails) -------------------
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40b-1: the root block's flag under a root wrapper is "
-                   "compared with nothing")
 def test_r40b_1_root_wrapper_block_flag_cleared_is_not_accepted(tmp_path):
-    """EQUIVALENT at 1510d44 (4 goals, 33 s); truth step 2 0.011 / 0.014."""
+    """EQUIVALENT at 1510d44 (4 goals, 33 s); truth step 2 0.011 / 0.014.
+    Fixed (stop 40: the root wrapper's block is named ``<model>``): UNKNOWN."""
     out = _prove("r40b_01_dp_root_wrapper_block_flag_cleared_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -51,27 +50,26 @@ def test_r40b_2_stdlib_abc_register_in_step_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40b-3: an ABC's negative cache, dropped by a register "
-                   "of a throwaway ABC in the step, is read by nothing")
 def test_r40b_3_abc_negative_cache_invalidated_is_not_accepted(tmp_path):
-    """EQUIVALENT at 1510d44 (6 goals, 19 s); truth step 2 0.0027 / 0.0051."""
+    """EQUIVALENT at 1510d44 (6 goals, 19 s); truth step 2 0.0027 / 0.0051.
+    Fixed (stop 40: a user ABC with a ``__subclasshook__`` of the user's is read with its
+    caches): UNKNOWN."""
     out = _prove("r40b_05_dp_abc_negative_cache_invalidated_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40b-4: a new subclass of the model's ABC (its registry, "
-                   "Model.__subclasses__()) kept alive in a module added to sys.modules")
 def test_r40b_4_abc_subclass_kept_in_sys_modules_is_not_accepted(tmp_path):
-    """EQUIVALENT at 1510d44 (4 goals, 23 s); truth step 2 0.0027 / 0.0051."""
+    """EQUIVALENT at 1510d44 (4 goals, 23 s); truth step 2 0.0027 / 0.0051.
+    Fixed (stop 40: a user ABC's subclasses and their registries are read): UNKNOWN."""
     out = _prove("r40b_08_dp_abc_subclass_kept_in_sys_modules_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40b-4: the ABC's subclass kept alive on a stdlib class")
 def test_r40b_4_abc_subclass_kept_on_stdlib_class_is_not_accepted(tmp_path):
-    """EQUIVALENT at 1510d44 (4 goals, 31 s); truth step 2 0.0027 / 0.0051."""
+    """EQUIVALENT at 1510d44 (4 goals, 31 s); truth step 2 0.0027 / 0.0051.
+    Fixed (stop 40: a user ABC's subclasses and their registries are read): UNKNOWN."""
     out = _prove("r40b_10_dp_abc_subclass_kept_on_stdlib_class_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -86,9 +84,10 @@ def test_r40b_5_value_carried_in_new_sys_modules_entry_is_not_accepted(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40b-3: the ABC's own caches cleared in the step")
 def test_r40b_3_abc_caches_cleared_in_step_is_not_accepted(tmp_path):
-    """EQUIVALENT at 1510d44 (6 goals, 62 s); truth step 2 0.0027 / 0.0051."""
+    """EQUIVALENT at 1510d44 (6 goals, 62 s); truth step 2 0.0027 / 0.0051.
+    Fixed (stop 40: a user ABC with a ``__subclasshook__`` of the user's is read with its
+    caches): UNKNOWN."""
     out = _prove("r40b_12_dp_abc_caches_cleared_in_step_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
