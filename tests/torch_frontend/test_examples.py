@@ -88,6 +88,31 @@ def test_fsdp_x_tp_with_activation_checkpointing_proves_equivalent(certs):
 
 
 @pytest.mark.slow
+def test_fsdp_x_tp_with_activation_checkpointing_mutant_is_refuted(tmp_path):
+    """The example with every FSDP2 unit's divide factor set to 1 (a sum over dp 2): refuted
+    with the factor 2 at a block's gradient, naming the line that set it."""
+    import shutil
+
+    for f in ("llama_common.py", "llama_model.py", "llama_parallelize.py"):
+        shutil.copy(EX / f, tmp_path / f)
+    src = (EX / "llama_fsdp_tp_ac.py").read_text()
+    old = "    return parallelize_llama(model, mesh, activation_checkpoint=True)\n"
+    assert old in src
+    path = tmp_path / "ac_divide_factor_one.py"
+    path.write_text(src.replace(old, old.replace("return ", "") + (
+        "    for block in model.layers.values():\n"
+        "        block.set_gradient_divide_factor(1.0)\n"
+        "    model.set_gradient_divide_factor(1.0)\n"
+        "    return model\n")))
+    from tests.adversarial.torch_prove import prove
+
+    out = prove(path, tmp_path)
+    assert out["_rc"] == 1 and out["verdict"] == "NOT EQUIVALENT", out
+    cx = out["counterexample"]
+    assert cx["ratio"] == "2" and "divide factor 1 set at" in cx["placement"], cx
+
+
+@pytest.mark.slow
 def test_llama3_8b_widths_tp8_prove_equivalent(certs):
     out = _prove("llama3_8b_tp8.py", certs, "--no-check", timeout=3600)
     assert out["verdict"] == "EQUIVALENT" and out["_rc"] == 0, out.get("open")
