@@ -95,8 +95,9 @@ class _TooLarge(Exception):
 class _Encoder:
     """Identity-free text of one entry's value (module docstring)."""
 
-    def __init__(self, names: Mapping[int, str], goals: frozenset[int]):
-        self.names, self.goals = names, goals
+    def __init__(self, names: Mapping[int, str], goals: frozenset[int],
+                 user: frozenset[str] = frozenset()):
+        self.names, self.goals, self.user = names, goals, user   # user: the user's modules
         self.seen: dict[int, int] = {}
         self.nodes = 0
         self.uncomparable = False
@@ -162,7 +163,7 @@ class _Encoder:
                 return f"class:{_qual(v)}"
             # an abstract class by its registry, wherever it is reached (a method's
             # ``super()`` cell: R39a-6), as in the module's class chain
-            body = {k: (_abc_registry(v) if k == "_abc_impl" else x)
+            body = {k: (_abc_registry(v, self.user) if k == "_abc_impl" else x)
                     for k, x in vars(v).items() if k not in ("__dict__", "__weakref__",
                                                              "__doc__")}
             return f"class:{_qual(v)}{self.enc(body)}"
@@ -340,17 +341,18 @@ def _text(enc: _Encoder, v: Any) -> str:
 _PARAMETER_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 
 
-def _abc_registry(cls: type) -> Any:
+def _abc_registry(cls: type, user: frozenset[str] = frozenset()) -> Any:
     """An abstract base class's ``_abc_impl`` (C, opaque: ``abc.ABC`` under torch's
     activation-checkpoint wrapper was unreadable, an UNKNOWN in every such plan: round 38e,
-    r38e_10) as what decides ``isinstance`` / ``issubclass`` later. For an ABC that is neither
-    the standard library's nor torch's: the classes registered with ``cls.register``, its
-    subclasses (``isinstance`` asks their registries too: R40b-4) with their registries, and,
-    when a ``__subclasshook__`` of the user's is in its MRO, its positive and (current)
-    negative caches, which keep a hook's answer after what it read has changed back (R40a-2,
-    R40b-3); without such a hook a cache only repeats what the registries and MROs say, and
-    fills alike on both sides as code runs. The standard library's and torch's ABCs: their
-    registries (R40b-2 open: not read)."""
+    r38e_10) as what decides ``isinstance`` / ``issubclass`` later: the classes registered
+    with ``cls.register``. For an ABC defined in one of the ``user`` modules (the train file
+    and the modules next to it) also its subclasses (``isinstance`` asks their registries too:
+    R40b-4) with their registries, and, when a ``__subclasshook__`` of the user's is in its
+    MRO, its positive and (current) negative caches, which keep a hook's answer after what it
+    read has changed back (R40a-2, R40b-3); without such a hook a cache only repeats what the
+    registries and MROs say, and fills alike on both sides as code runs. Another package's
+    ABC (a library's ``Protocol`` has thousands of subclasses: reading them cost the 8B TP8
+    capture 11 CPU s and 70 MB): its registry only (R40b-2, open)."""
     import abc  # noqa: PLC0415
 
     if not isinstance(cls, abc.ABCMeta):
@@ -358,7 +360,7 @@ def _abc_registry(cls: type) -> Any:
     # (registry, cache, negative cache, negative cache version)
     registry, cache, negative, version = abc._get_dump(cls)  # noqa: SLF001
     sets: list[Any] = [_classes(registry)]
-    if not _library_class(cls):
+    if cls.__module__ in user or cls.__module__ == "__main__":
         subs, todo = [], list(type.__subclasses__(cls))
         while todo:
             c = todo.pop()
@@ -368,7 +370,7 @@ def _abc_registry(cls: type) -> Any:
         sets.append(tuple((c, f"@{id(c):x}", _classes(abc._get_dump(c)[0])  # noqa: SLF001
                            if isinstance(c, abc.ABCMeta) else ())
                           for c in sorted(subs, key=_class_key)))
-        if any("__subclasshook__" in vars(k) and not _library_class(k)
+        if any("__subclasshook__" in vars(k) and not _library_class(k, user)
                for k in cls.__mro__ if k is not object):
             sets += [_classes(cache),
                      _classes(negative if version == abc.get_cache_token() else set())]
@@ -388,10 +390,9 @@ def _classes(refs: Any) -> tuple:
         (c for c in (r() for r in refs) if c is not None), key=_class_key))
 
 
-def _library_class(c: type) -> bool:
-    """``c`` is the standard library's or torch's."""
-    mod = c.__module__ or ""
-    return mod.split(".")[0] in sys.stdlib_module_names or _is_torch_module(mod)
+def _library_class(c: type, user: frozenset[str]) -> bool:
+    """``c`` is not defined in one of the ``user`` modules (nor ``__main__``)."""
+    return c.__module__ not in user and c.__module__ != "__main__"
 
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,
@@ -428,7 +429,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         names.setdefault(id(b), f"<buffer {n}>")
     for st in opt.state.values():
         goals.update(id(x) for x in st.values() if isinstance(x, torch.Tensor))
-    enc = _Encoder(names, frozenset(goals))
+    user_modules = list(user_modules)
+    enc = _Encoder(names, frozenset(goals), frozenset(m.__name__ for m in user_modules))
     out: dict[str, str] = {}
     for n, m in model.named_modules(remove_duplicate=False):
         where = n or "<model>"
@@ -447,7 +449,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for cls in type(m).__mro__:     # its classes' attributes (a class built locally: R9-3)
             if not _is_torch_module(cls.__module__ or "") and cls is not object:
                 out[f"module {where} class {cls.__qualname__}"] = _text(
-                    enc, {k: (_abc_registry(cls) if k == "_abc_impl" else x)
+                    enc, {k: (_abc_registry(cls, enc.user) if k == "_abc_impl" else x)
                           for k, x in vars(cls).items()
                           if k not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):

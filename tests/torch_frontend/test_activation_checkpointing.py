@@ -558,25 +558,28 @@ def test_a_wrapper_at_the_root_has_its_blocks_flag_named_as_the_model() -> None:
     assert left["<model>._checkpoint_wrapped_module.training"] == "True"
 
 
+USER = frozenset({__name__})        # this file as the user's module
+
+
 def test_an_abcs_subclasses_and_a_hooks_caches_are_read() -> None:
     """R40b-4: a registry of a subclass; R40a-2 / R40b-3: the caches, with a hook of the user's
     only (without one a cache fills alike on both sides)."""
     class Model(abc.ABC):
         pass
 
-    enc = S._Encoder({}, frozenset())
-    before = S._text(enc, {"_abc_impl": S._abc_registry(Model)})
+    enc = S._Encoder({}, frozenset(), USER)
+    before = S._text(enc, {"_abc_impl": S._abc_registry(Model, USER)})
     isinstance(Model(), Model)                             # fills the positive cache
     isinstance(1.5, Model)                                 # fills the negative cache: no hook
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Model)}) == before
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Model, USER)}) == before
 
     class Sub(Model):
         pass
 
-    with_sub = S._text(enc, {"_abc_impl": S._abc_registry(Model)})
+    with_sub = S._text(enc, {"_abc_impl": S._abc_registry(Model, USER)})
     assert with_sub != before                              # a new subclass
     Sub.register(float)                                    # isinstance(1.5, Model) now True
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Model)}) != with_sub
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Model, USER)}) != with_sub
 
     flag = [False]
 
@@ -585,9 +588,23 @@ def test_an_abcs_subclasses_and_a_hooks_caches_are_read() -> None:
         def __subclasshook__(cls, c):
             return flag[0] or NotImplemented
 
-    clean = S._text(enc, {"_abc_impl": S._abc_registry(Hooked)})
+    clean = S._text(enc, {"_abc_impl": S._abc_registry(Hooked, USER)})
     flag[0] = True
     assert isinstance(1.5, Hooked)                         # cached while the flag is up
     flag[0] = False
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Hooked)}) != clean
+    assert S._text(enc, {"_abc_impl": S._abc_registry(Hooked, USER)}) != clean
+
+
+def test_another_packages_abc_is_read_by_its_registry_only() -> None:
+    """A library's ABC (not the user's): its subclasses and caches are not read (a library's
+    ``Protocol`` has thousands of subclasses; reading them made the 8B capture 11 CPU s
+    slower)."""
+    class Model(abc.ABC):
+        pass
+
+    class Sub(Model):
+        pass
+
+    assert len(S._abc_registry(Model)) == 2                 # ("<abc registry>", registry)
+    assert len(S._abc_registry(Model, USER)) == 3           # + the subclasses
 
