@@ -218,10 +218,12 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
         if v.__module__ in who.modules or v.__module__ == "__main__" \
                 or who.has_file(v.__code__.co_filename):
             return True
-        if "__dynamo_disable" in v.__dict__ and not _dynamo_cache(v):
-            # what torch's ``_disable_dynamo`` wrapper calls instead of the function, not
-            # torch's own form: read as the user's (a partial or closure scaling the
-            # output, R40a-1)
+        if getattr(v, "__dynamo_disable", None) is not None and not _dynamo_cache(v):
+            # what torch's ``_disable_dynamo`` wrapper calls instead of the function, when
+            # it is not torch's own form (``_dynamo_cache``): read as the user's, so a step
+            # that changes it is refused (a compiling ``DisableContext``: R39a-3; a partial
+            # or closure scaling the output: R40a-1). (Reading every torch function's
+            # ``__dict__`` into the digest instead cost the 8B TP8 capture 15 CPU s, 70 MB.)
             return True
         w = v.__dict__.get("__wrapped__") if v.__dict__ else None
         # a wrapper compiled from a string (``exec``) under a copied name: nobody's file
@@ -344,13 +346,12 @@ def _bytecode_digest(code: bytes) -> str:
     return _digest(repr(code))
 
 
-def _ident(v: Any, depth: int = 0) -> str:
-    """An identity-free name of a namespace entry: what replacing it changes. A function by
-    its module, name and code, and its own attributes (:func:`_fn_attrs`)."""
+def _ident(v: Any) -> str:
+    """An identity-free name of a namespace entry: what replacing it changes."""
     if isinstance(v, types.FunctionType):
         c = v.__code__
         return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
-               f"{_bytecode_digest(c.co_code)}{_fn_attrs(v, depth)}"
+               f"{_bytecode_digest(c.co_code)}"
     if isinstance(v, types.ModuleType):
         name = vars(v).get("__name__", "")                 # (torch.classes raises on getattr)
         # a stand-in module under a loaded module's name is not that module
@@ -362,24 +363,6 @@ def _ident(v: Any, depth: int = 0) -> str:
     if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         return f"builtin:{v.__module__}.{v.__qualname__}"
     return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)
-
-
-def _fn_attrs(f: types.FunctionType, depth: int) -> str:
-    """A function's own attributes (its ``__dict__``: ``__wrapped__``, torch's flags and
-    caches), each by :func:`_ident`, two levels deep: torch reads some at every call
-    (``torch._compile._disable_dynamo`` calls the function's ``__dynamo_disable``: the step
-    putting a compiling one on ``torch.utils.checkpoint.checkpoint.__wrapped__`` was not
-    read, R39a-3). Torch's own lazily set ``__dynamo_disable`` (:func:`_dynamo_cache`) is
-    skipped: a step that calls the function first sets it on one side only."""
-    d = f.__dict__
-    if not d or depth > 2:
-        return ""
-    skip = _dynamo_cache(f)
-    # an int there is an address or a counter of this process (torch's
-    # ``_torchdynamo_wrapper_id = id(...)``), as in a module's globals (module docstring)
-    items = sorted((k, _ident(x, depth + 1)) for k, x in list(d.items())
-                   if isinstance(k, str) and k not in skip and type(x) is not int)
-    return "" if not items else "{" + ",".join(f"{k}={x}" for k, x in items) + "}"
 
 
 def _dynamo_cache(f: types.FunctionType) -> frozenset[str]:

@@ -479,38 +479,34 @@ def test_a_block_run_outside_the_units_forward_and_the_backward_is_refused(tmp_p
 
 # -- a torch function's own attributes in the process state (R39a-3) -------------------------------
 
-def test_a_torch_functions_own_attributes_are_read_by_the_process_state() -> None:
-    """r39a_11: the step put a compiling ``DisableContext`` on ``torch.utils.checkpoint.
-    checkpoint.__wrapped__``; the module globals read functions by code only."""
+def test_a_torch_functions_foreign_dynamo_disable_is_read_as_the_users() -> None:
+    """r39a_11 / r40a_01: the step put a compiling ``DisableContext`` (or a partial) on
+    ``torch.utils.checkpoint.checkpoint.__wrapped__``; the module globals read functions by
+    code only, so such a function counts as the user's (its namespace then uncomparable)."""
+    import functools
+
     import torch._dynamo.eval_frame as ef
     import torch.utils.checkpoint as ckpt
     from spec_lang.torch_frontend import process_state as P
     from spec_lang.torch_frontend.op_guard import current_baseline
 
     current_baseline()
+    who = P._User((), ())
     m = nn.Linear(2, 2)
     ckpt.checkpoint(m, torch.randn(3, 2, requires_grad=True), use_reentrant=False).sum().backward()
     inner = ckpt.checkpoint.__wrapped__
-    assert "__dynamo_disable" in vars(inner)                 # torch's own cache: skipped
-    base = P._ident(ckpt.checkpoint)
-    saved = vars(inner)["__dynamo_disable"]
+    saved = vars(inner)["__dynamo_disable"]                  # torch's own cache: not the user's
     try:
-        del inner.__dynamo_disable                           # as before the first call
-        assert P._ident(ckpt.checkpoint) == base
+        assert not P._from_user(ckpt.checkpoint, who)
         ctx = ef.DisableContext()
         ctx.callback = lambda *a: None                       # a callback that compiles
         inner.__dynamo_disable = ctx(inner)
-        assert P._ident(ckpt.checkpoint) != base
-        inner.__dynamo_disable = saved
-        assert P._ident(ckpt.checkpoint) == base
-        inner.flag_of_mine = 2                               # an int: an address or a counter
-        assert P._ident(ckpt.checkpoint) == base
-        inner.flag_of_mine = "on"                            # a string: by value
-        assert P._ident(ckpt.checkpoint) != base
+        assert P._from_user(ckpt.checkpoint, who)
+        inner.__dynamo_disable = functools.partial(inner)    # R40a-1
+        assert P._from_user(ckpt.checkpoint, who)
     finally:
         inner.__dynamo_disable = saved
-        vars(inner).pop("flag_of_mine", None)
-    assert P._ident(ckpt.checkpoint) == base
+    assert not P._from_user(ckpt.checkpoint, who)
 
 
 # -- torch's wrapper's own training flag (R39a-5) --------------------------------------------------
