@@ -95,8 +95,9 @@ def test_r39a_3_dynamo_disable_cache_swapped_callback_is_not_accepted(tmp_path):
     directly, so the function is reached only through torch's module globals, which
     ``process_state`` reads by code, not attributes; ``_dynamo_cache`` (now also requiring the
     context's callback to be None) is not on this path. Fixed (stop 40,
-    ``process_state._from_user``: a torch function's foreign ``__dynamo_disable`` is the user's): UNKNOWN (22 s,
-    "torch namespace torch.distributed.algorithms._checkpoint.checkpoint_wrapper")."""
+    ``process_state._from_user``: a torch function's foreign ``__dynamo_disable`` is the
+    user's): UNKNOWN (22 s, "torch namespace torch.distributed.algorithms._checkpoint.
+    checkpoint_wrapper")."""
     out = _prove("r39a_11_dp_dynamo_disable_cache_swapped_callback_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
