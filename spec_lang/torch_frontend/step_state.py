@@ -360,7 +360,7 @@ def _abc_registry(cls: type, user: frozenset[str] = frozenset()) -> Any:
     # (registry, cache, negative cache, negative cache version)
     registry, cache, negative, version = abc._get_dump(cls)  # noqa: SLF001
     sets: list[Any] = [_classes(registry)]
-    if cls.__module__ in user or cls.__module__ == "__main__":
+    if _users_class(cls, user):
         subs, todo = [], list(type.__subclasses__(cls))
         while todo:
             c = todo.pop()
@@ -370,7 +370,7 @@ def _abc_registry(cls: type, user: frozenset[str] = frozenset()) -> Any:
         sets.append(tuple((c, f"@{id(c):x}", _classes(abc._get_dump(c)[0])  # noqa: SLF001
                            if isinstance(c, abc.ABCMeta) else ())
                           for c in sorted(subs, key=_class_key)))
-        if any("__subclasshook__" in vars(k) and not _library_class(k, user)
+        if any("__subclasshook__" in vars(k) and _users_class(k, user)
                for k in cls.__mro__ if k is not object):
             sets += [_classes(cache),
                      _classes(negative if version == abc.get_cache_token() else set())]
@@ -390,9 +390,9 @@ def _classes(refs: Any) -> tuple:
         (c for c in (r() for r in refs) if c is not None), key=_class_key))
 
 
-def _library_class(c: type, user: frozenset[str]) -> bool:
-    """``c`` is not defined in one of the ``user`` modules (nor ``__main__``)."""
-    return c.__module__ not in user and c.__module__ != "__main__"
+def _users_class(c: type, user: frozenset[str]) -> bool:
+    """``c`` is defined in one of the ``user`` modules (or ``__main__``)."""
+    return c.__module__ in user or c.__module__ == "__main__"
 
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,
