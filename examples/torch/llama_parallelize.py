@@ -2,13 +2,16 @@
 ``models/llama3/infra/parallelize.py``, the DTensor-era ``apply_tp``; written for this project).
 
 ``parallelize_llama(model, world_mesh, ...)`` applies tensor parallelism with sequence
-parallelism on the ``tp`` axis (``apply_tp``), full activation checkpointing of every block when
-asked (``apply_ac``), then FSDP2 on the ``dp`` axes (``apply_fsdp``) or DDP-style ``replicate``
+parallelism on the ``tp`` axis (``apply_tp``), full or selective activation checkpointing of
+every block when asked (``apply_ac``), then FSDP2 on the ``dp`` axes (``apply_fsdp``) or DDP-style ``replicate``
 (``apply_ddp``), in torchtitan's order; the train files call it unchanged.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 from torch import nn
 from torch.distributed._composable.replicate import replicate
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
@@ -18,6 +21,7 @@ from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel, parallelize_module,
 )
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
 
 def apply_tp(model: nn.Module, tp_mesh: DeviceMesh, loss_parallel: bool = True) -> None:
@@ -54,12 +58,41 @@ def apply_tp_blocks(model: nn.Module, tp_mesh: DeviceMesh) -> None:
         })
 
 
-def apply_ac(model: nn.Module) -> None:
-    """Full activation checkpointing: every transformer block wrapped in torch's
-    ``checkpoint_wrapper`` (non-reentrant; torchtitan's ``apply_ac`` with ``mode="full"``), its
-    activations recomputed in the backward."""
+def apply_ac(model: nn.Module, mode: str = "full") -> None:
+    """Activation checkpointing of every transformer block, per torchtitan's ``apply_ac``: the
+    block wrapped in torch's non-reentrant ``checkpoint_wrapper``, its activations recomputed in
+    the backward. ``mode="full"`` recomputes everything; ``mode="selective"`` is torchtitan's
+    op-level selective checkpointing (``selective_ac_option="op"``): the outputs of every other
+    ``aten.mm`` (counted per block, separately in the forward and the recomputation) and of
+    attention and ``reduce_scatter`` are saved, the rest recomputed."""
+    if mode not in ("full", "selective"):
+        raise ValueError(f"apply_ac: mode must be 'full' or 'selective', not {mode!r}")
     for name, block in list(model.layers.named_children()):
-        model.layers.register_module(name, checkpoint_wrapper(block, preserve_rng_state=False))
+        context = {} if mode == "full" else {"context_fn": _op_sac_context}
+        model.layers.register_module(name, checkpoint_wrapper(block, preserve_rng_state=False,
+                                                              **context))
+
+
+def _op_sac_context() -> tuple:
+    """A fresh pair of SAC contexts for one checkpointed call, with its own mm counters."""
+    counts = {"forward": 0, "recompute": 0}
+
+    def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        if op is torch.ops.aten.mm.default:
+            side = "recompute" if ctx.is_recompute else "forward"
+            counts[side] += 1
+            save = counts[side] % 2 == 1
+        else:
+            save = op in _SAVED
+        return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
+_SAVED = frozenset({torch.ops.aten._scaled_dot_product_efficient_attention.default,
+                    torch.ops.aten._scaled_dot_product_flash_attention.default,
+                    torch.ops._c10d_functional.reduce_scatter_tensor.default,
+                    torch.ops.aten.max.default})
 
 
 def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, reshard_after_forward: bool = True
@@ -76,15 +109,16 @@ def apply_ddp(model: nn.Module, dp_mesh: DeviceMesh) -> None:
 
 
 def parallelize_llama(model: nn.Module, world_mesh: DeviceMesh, *, loss_parallel: bool = True,
-                      data_parallel: str = "fsdp", activation_checkpoint: bool = False
-                      ) -> nn.Module:
+                      data_parallel: str = "fsdp", activation_checkpoint: bool = False,
+                      ac_mode: str = "full") -> nn.Module:
     """Apply the parallelisms the mesh names: ``tp`` (TP + SP), activation checkpointing when
-    ``activation_checkpoint``, then ``dp`` (FSDP2, or DDP with ``data_parallel="ddp"``)."""
+    ``activation_checkpoint`` (``ac_mode``: ``"full"`` or ``"selective"``, :func:`apply_ac`),
+    then ``dp`` (FSDP2, or DDP with ``data_parallel="ddp"``)."""
     names = world_mesh.mesh_dim_names or ()
     if "tp" in names:
         apply_tp(model, world_mesh["tp"], loss_parallel=loss_parallel)
     if activation_checkpoint:
-        apply_ac(model)
+        apply_ac(model, ac_mode)
     if "dp" in names:
         if data_parallel == "fsdp":
             apply_fsdp(model, world_mesh["dp"])

@@ -32,12 +32,12 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.contract import TrainFile, line_of, optimizer_probe, user_frame
 from spec_lang.torch_frontend.leftover import (CHANGED, check_no_new_hooks, check_parameters_kept,
                                               hook_counts, refuse_data_assignment, scalar_state)
+from spec_lang.torch_frontend.eager_paths import eager_paths
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec)
@@ -459,9 +459,9 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     _register_user_frames(tf)
     found: list[tuple[Any, str]] = []       # collectives over another group (R33b-1, R33b-2)
     try:
-        # one attention route for spec and plan: DTensor decomposes attention to the math
-        # path (no sharding rule for the CPU flash kernel), so the spec takes it too
-        with sdpa_kernel([SDPBackend.MATH]):
+        # one attention route for spec and plan, selective checkpointing recomputing as in
+        # an eager run (eager_paths)
+        with eager_paths():
             gm = make_fx(checked(watched(traced), found), tracing_mode="fake",
                          record_stack_traces=True)(flat)
     except PlanError:

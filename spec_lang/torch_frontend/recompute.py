@@ -17,17 +17,19 @@ gradient reductions stand for (:mod:`spec_lang.torch_frontend.dataparallel`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 
 from spec_lang.errors import PlanError
 
-__all__ = ["recompute_hooks", "in_recomputation", "reduction_refused"]
+__all__ = ["recompute_hooks", "in_recomputation", "reduction_refused",
+           "outside_selective_checkpoint"]
 
 
 def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[str, Any],
@@ -43,7 +45,8 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
     (:func:`in_recomputation`) outside the unit's forward: a block run in the backward by
     anything else (a custom ``autograd.Function``) sees what the unit stores, as in the real
     run (R40a-4). The restoring hook is ``always_call``: torch stops a recomputation early by
-    raising in it (R39a-2, R40a-3)."""
+    raising in it (R39a-2, R40a-3). The gather runs outside selective activation
+    checkpointing's dispatch modes, as FSDP2's pre-backward all-gather does (R40a-6)."""
     hooks = []
     by: list[Any] = [None]                   # the module whose hook put the views in place
     for m in u.module.modules():
@@ -59,10 +62,11 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
             if running[0] or by[0] is not None or not in_recomputation():
                 return
             by[0] = module
-            for n, hs in sub:
-                view = unit_view(u, new[n], orig[n])
-                for mod, attr in hs:
-                    mod._parameters[attr] = view  # noqa: SLF001
+            with outside_selective_checkpoint():
+                for n, hs in sub:
+                    view = unit_view(u, new[n], orig[n])
+                    for mod, attr in hs:
+                        mod._parameters[attr] = view  # noqa: SLF001
 
         def post(module: Any, args: Any, out: Any, sub: Any = sub) -> None:
             if by[0] is not module:
@@ -75,6 +79,38 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
         hooks.append(m.register_forward_pre_hook(pre))
         hooks.append(m.register_forward_hook(post, always_call=True))
     return hooks
+
+
+@contextlib.contextmanager
+def outside_selective_checkpoint() -> Iterator[None]:
+    """Take torch's selective-activation-checkpointing dispatch modes (what
+    ``create_selective_checkpoint_contexts`` makes: the forward's ``_CachingTorchDispatchMode``,
+    the recomputation's ``_CachedTorchDispatchMode``, exact classes) off the top of the
+    dispatch-mode stack for the body, and put them back after it.
+
+    The recomputation replays the forward's operators one for one from SAC's log and raises on
+    any it did not record ("encountered during backward but not found in storage"); the
+    recomputation's gather is not in the forward's log, since the forward's gather ran in the
+    unit's pre-hook outside the checkpointed region, and in the real run FSDP2 gathers in its
+    pre-backward hook, outside it too (R40a-6). A mode above them that is not SAC's stays, and
+    then nothing is taken off."""
+    from torch.utils import _python_dispatch as pd  # noqa: PLC0415
+
+    sac = _sac_mode_types()
+    taken = []
+    while (top := pd._get_current_dispatch_mode()) is not None and type(top) in sac:
+        taken.append(pd._pop_mode())  # noqa: SLF001
+    try:
+        yield
+    finally:
+        for mode in reversed(taken):
+            pd._push_mode(mode)  # noqa: SLF001
+
+
+def _sac_mode_types() -> tuple[type, ...]:
+    import torch.utils.checkpoint as ck  # noqa: PLC0415
+
+    return (ck._CachingTorchDispatchMode, ck._CachedTorchDispatchMode)  # noqa: SLF001
 
 
 def in_recomputation() -> bool:

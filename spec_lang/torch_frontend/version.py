@@ -98,6 +98,15 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.utils.checkpoint.CheckpointFunction.backward",
     # whether a backward pass accumulates into .grad (recompute.reduction_refused)
     "torch.autograd.graph._engine_run_backward",
+    # selective activation checkpointing's dispatch modes, taken off the stack for the
+    # recomputation's gather (recompute.outside_selective_checkpoint)
+    "torch.utils.checkpoint._CachingTorchDispatchMode",
+    "torch.utils.checkpoint._CachedTorchDispatchMode",
+    "torch.utils._python_dispatch._get_current_dispatch_mode",
+    "torch.utils._python_dispatch._pop_mode",
+    "torch.utils._python_dispatch._push_mode",
+    # SAC's "under a proxy mode: save everything" decision, set to eager's (eager_paths)
+    "torch.utils.checkpoint._is_compiling",
     # what a stage held, tracked by weak reference (pp_guard.held_by)
     "torch.distributed.pipelining.stage._RecvInfo",
 )

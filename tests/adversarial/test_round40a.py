@@ -29,7 +29,7 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND40A / name, tmp_path)
 
 
-# -- findings (R40a-1..5 fixed at stop 40; R40a-6 open: strict xfails) -------------------------
+# -- findings (R40a-1..5 fixed at stop 40, R40a-6 at stop 41) ---------------------------------
 
 
 @pytest.mark.slow
@@ -129,18 +129,19 @@ def test_r40a_5_fsdp_autograd_grad_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40a-6: selective AC under FSDP2 refused")
 def test_r40a_6_fsdp_selective_ac_no_early_stop_is_equivalent(tmp_path):
     """exit 3 at 05940a8 (13 s, "aten.view.default encountered during backward but not found in
-    storage"); truth 5.6e-17 / 0, 5.6e-17 / 5.6e-17 (right)."""
+    storage"); truth 5.6e-17 / 0, 5.6e-17 / 5.6e-17 (right). Fixed (stop 41: the
+    recomputation's gather runs outside SAC's dispatch modes, recompute.
+    outside_selective_checkpoint): EQUIVALENT (19 s)."""
     out = _prove("r40a_13_fsdp_selective_ac_no_early_stop_right.py", tmp_path)
     assert _equivalent(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40a-6: selective AC under FSDP2 refused")
 def test_r40a_6_fsdp_selective_ac_is_equivalent(tmp_path):
-    """exit 3 at 05940a8 (13 s, as r40a_13); truth 5.6e-17 / 0, 5.6e-17 / 5.6e-17 (right)."""
+    """exit 3 at 05940a8 (13 s, as r40a_13); truth 5.6e-17 / 0, 5.6e-17 / 5.6e-17 (right).
+    Fixed (stop 41, as r40a_13): EQUIVALENT (22 s)."""
     out = _prove("r40a_14_fsdp_selective_ac_right.py", tmp_path)
     assert _equivalent(out), out
 

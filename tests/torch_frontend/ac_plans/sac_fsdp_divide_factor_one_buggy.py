@@ -1,0 +1,77 @@
+"""As sac_fsdp_block_and_root_right, the block's gradient divide factor set to 1 (a sum over
+dp 2, not the average): wrong by the factor 2 on the block's parameters.
+Truth (tests/adversarial/torch4_truth.py, 2 steps): w1 / w2 / w3 0.0050 / 0.0047 / 0.0047,
+then 0.0053 / 0.0051 / 0.0047."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+SCALE = [1.0]
+
+
+class Base(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+        self.w3 = nn.Linear(f, f, bias=False)
+
+    def forward(self, x):
+        return self.w2(self.w3(nn.functional.silu(self.w1(x) * SCALE[0])))
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.inner = Base(h, f)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def op_sac_context():
+    counts = {"forward": 0, "recompute": 0}
+
+    def policy(ctx, op, *args, **kwargs):
+        if op is torch.ops.aten.mm.default:
+            side = "recompute" if ctx.is_recompute else "forward"
+            counts[side] += 1
+            if counts[side] % 2 == 1:
+                return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    model.inner = checkpoint_wrapper(model.inner, context_fn=op_sac_context)
+    fully_shard(model.inner, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    model.inner.set_gradient_divide_factor(1.0)
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
