@@ -39,7 +39,8 @@ from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
-from spec_lang.torch_frontend.recompute import recompute_hooks, reduction_refused
+from spec_lang.torch_frontend.recompute import (gathered_then_written, recompute_hooks,
+                                                 reduction_refused)
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
            "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view"]
@@ -354,7 +355,7 @@ class GatherShard(torch.autograd.Function):
         import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
         ctx.dim, ctx.shard_group, ctx.rep_groups, ctx.factor = dim, shard_group, rep_groups, factor
-        ctx.site = site
+        ctx.site, ctx.stored, ctx.version = site, local, local._version
         out = funcol.all_gather_tensor(local.contiguous(), dim, shard_group)
         return funcol.wait_tensor(out)
 
@@ -363,6 +364,7 @@ class GatherShard(torch.autograd.Function):
         import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
         reduction_refused(ctx, "fully_shard")
+        gathered_then_written(ctx)
         g = funcol.wait_tensor(funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim,
                                                             ctx.shard_group))
         for rg in ctx.rep_groups:

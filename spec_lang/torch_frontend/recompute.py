@@ -13,6 +13,8 @@ gradient reductions stand for (:mod:`spec_lang.torch_frontend.dataparallel`).
   backward of the unit's parameter view, which also runs under ``torch.autograd.grad`` and in
   a second backward over one forward (``retain_graph``): :func:`reduction_refused` refuses
   those (the real run leaves each rank's own gradient there).
+* **A parameter written between the forward and the backward** (R41a-1): FSDP2 gathers it
+  again for the backward; :func:`gathered_then_written` refuses it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import torch
 from spec_lang.errors import PlanError
 
 __all__ = ["recompute_hooks", "in_recomputation", "reduction_refused",
-           "outside_selective_checkpoint"]
+           "outside_selective_checkpoint", "gathered_then_written"]
 
 
 def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[str, Any],
@@ -165,6 +167,29 @@ def reduction_refused(ctx: Any, what: str) -> None:
                             "(DDP) module: DDP all-reduces the gradients of the first only; "
                             "sum the losses and call backward once")
         ctx.reduced = True
+
+
+def gathered_then_written(ctx: Any) -> None:
+    """Called by the backward of a ``fully_shard`` unit's gathered view: the stored shard it
+    was gathered from (``ctx.stored``, its version ``ctx.version`` at the gather) is unchanged.
+
+    FSDP2 frees the unsharded parameter after the forward and all-gathers it again for the
+    backward, so a parameter written in place in between (``with torch.no_grad():
+    w.mul_(2)``) reaches the real backward's weight gradients, and an activation saved as a
+    view of the unsharded storage (selective activation checkpointing saving ``aten.t`` of
+    the weight) reads the new value; the capture's gather is a fresh tensor holding the
+    forward's value (R41a-1).
+
+    Raises:
+        PlanError: the shard was written between the gather and this backward.
+    """
+    if ctx.stored._version != ctx.version:
+        site = f"{ctx.site}: " if getattr(ctx, "site", "") else ""
+        raise PlanError(f"{site}a parameter of fully_shard is written in place between its "
+                        "all-gather for the forward and the backward: FSDP2 gathers it again "
+                        "for the backward, so the real gradients (and activations saved as "
+                        "views of the gathered parameter) see the new value, which prove "
+                        "--torch does not model; change parameters only in the optimizer step")
 
 
 def _engine_frame() -> Any:

@@ -196,3 +196,20 @@ def test_selective_ac_end_to_end(tmp_path, name, rc, verdict) -> None:
         assert cx["ratio"] == "2" and cx["rank"] == {"dp": 0}, cx
         assert cx["goal"].startswith("grad:inner.w"), cx
         assert "divide factor 1 set at" in cx["placement"], cx
+
+
+def test_a_shard_written_between_its_gather_and_the_backward_is_refused() -> None:
+    """R41a-1: the capture's gather is a fresh tensor; FSDP2's is re-gathered for the backward
+    (its saved views then read the new value). A write in between is refused."""
+    from spec_lang.errors import PlanError
+    from spec_lang.torch_frontend.recompute import gathered_then_written
+
+    stored = torch.zeros(4)
+    local = stored.view_as(stored)                  # what DTensor.to_local() hands the gather
+    ctx = types.SimpleNamespace(stored=local, version=local._version, site="t.py:7")
+    gathered_then_written(ctx)                      # unchanged: nothing raised
+    with torch.no_grad():
+        stored.mul_(2)                              # the parameter, written in the step
+    with pytest.raises(PlanError, match=r"^t\.py:7: a parameter of fully_shard is written in "
+                                        r"place between its all-gather"):
+        gathered_then_written(ctx)
