@@ -85,3 +85,24 @@ def test_r41a_sac_policy_itertools_counter_is_not_accepted(tmp_path):
     """UNKNOWN at ec31448 (114 s: opaque itertools.count global); truth step 2 w3 0.0051."""
     out = _prove("r41a_10_sac_policy_itertools_counter_second_step_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r41a_fsdp_full_ac_param_scaled_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at ec31448 (132 s); truth 0.0018 / 0.013 (wrong). Control of R41a-1."""
+    out = _prove("r41a_12_fsdp_full_ac_param_scaled_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r41a_fsdp_sac_saves_mm_param_scaled_is_equivalent(tmp_path):
+    """EQUIVALENT at ec31448 (151 s); truth 0 / 0 (right). Control of R41a-1."""
+    out = _prove("r41a_13_fsdp_sac_saves_mm_param_scaled_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.slow
+def test_r41a_sac_saves_weight_transpose_param_scaled_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at ec31448 (146 s); truth 0.0018 / 0.013 (wrong). R41a-1 without FSDP2."""
+    out = _prove("r41a_14_sac_saves_weight_transpose_param_scaled_wrong.py", tmp_path)
+    assert _not_accepted(out), out
