@@ -113,3 +113,11 @@ def test_r41a_sac_under_user_dispatch_mode_is_not_accepted(tmp_path):
     """NOT EQUIVALENT at ec31448 (185 s); truth step 1 w2 0.0064 (wrong)."""
     out = _prove("r41a_07_sac_under_user_dispatch_mode_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r41a_sac_cached_view_mutation_allowed_is_not_accepted(tmp_path):
+    """NOT EQUIVALENT at ec31448 (181 s); truth 0.0018 / 0.013 (wrong)."""
+    out = _prove("r41a_15_sac_saves_weight_transpose_param_scaled_mutation_allowed_wrong.py",
+                 tmp_path)
+    assert _not_accepted(out), out
