@@ -121,3 +121,10 @@ def test_r41a_sac_cached_view_mutation_allowed_is_not_accepted(tmp_path):
     out = _prove("r41a_15_sac_saves_weight_transpose_param_scaled_mutation_allowed_wrong.py",
                  tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r41a_replicate_sac_is_equivalent(tmp_path):
+    """EQUIVALENT at ec31448 (183 s); truth 5.6e-17 (right)."""
+    out = _prove("r41a_09_replicate_sac_right.py", tmp_path)
+    assert _equivalent(out), out

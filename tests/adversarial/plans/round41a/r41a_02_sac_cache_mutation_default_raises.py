@@ -1,5 +1,6 @@
-"""Round 41a (dp 2, the real run raises): selective AC with ``allow_cache_entry_mutation=False`` (the default) and an
-in-place op on a saved (cached) tensor inside the block. The policy saves ``aten.mm``; the block
+"""Round 41a (dp 2, the real run raises): selective AC with ``allow_cache_entry_mutation=False``
+(the default) and an in-place op on a saved (cached) tensor inside the block. The policy saves
+``aten.mm``; the block
 computes ``h = w1(x)`` (mm, saved), ``a = h * 3``, ``b = silu(a)`` (saves ``a``: recomputed), then
 ``h.mul_(2)``. The recomputation takes the cached ``h`` (the forward's storage, now ``2h``), so
 silu's backward uses ``silu'(6h)`` where the single-device step (no checkpointing) uses
