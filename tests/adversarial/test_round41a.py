@@ -135,3 +135,10 @@ def test_r41a_fsdp_sac_no_reshard_after_forward_is_equivalent(tmp_path):
     """EQUIVALENT at ec31448 (164 s); truth 5.6e-17 (right)."""
     out = _prove("r41a_08_fsdp_sac_no_reshard_after_forward_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+def test_r41a_fsdp_sac_inside_full_ac_is_equivalent(tmp_path):
+    """EQUIVALENT at ec31448 (173 s); truth 5.6e-17 (right)."""
+    out = _prove("r41a_06_fsdp_sac_inside_full_ac_right.py", tmp_path)
+    assert _equivalent(out), out
