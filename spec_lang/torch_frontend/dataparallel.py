@@ -351,11 +351,14 @@ class GatherShard(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, local: torch.Tensor, dim: int, shard_group: Any,
-                rep_groups: tuple, factor: float, site: str = "") -> torch.Tensor:
+                rep_groups: tuple, factor: float, site: str = "",
+                stored: tuple = (None,)) -> torch.Tensor:
         import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
         ctx.dim, ctx.shard_group, ctx.rep_groups, ctx.factor = dim, shard_group, rep_groups, factor
-        ctx.site, ctx.stored, ctx.version = site, local, local._version
+        ctx.site, ctx.stored = site, stored[0]
+        ctx.version = stored[0]._version   # the parameter's (the DTensor's own counter: its
+        #                                    local's is not bumped by an in-place op in make_fx)
         out = funcol.all_gather_tensor(local.contiguous(), dim, shard_group)
         return funcol.wait_tensor(out)
 
@@ -369,7 +372,7 @@ class GatherShard(torch.autograd.Function):
                                                             ctx.shard_group))
         for rg in ctx.rep_groups:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", rg))
-        return g / ctx.factor, None, None, None, None, None
+        return g / ctx.factor, None, None, None, None, None, None
 
 
 class AllReduceGrad(torch.autograd.Function):
@@ -516,7 +519,8 @@ def unit_view(u: Any, stored: Any, orig: Any) -> Any:
     shard_dim = next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names, stored.placements)
                      if a == u.shard_axis)
     full = GatherShard.apply(stored.to_local(), shard_dim, u.group(u.shard_axis),
-                             groups_of(u.replicate_axes), u.factor(), u.settings.get("_site", ""))
+                             groups_of(u.replicate_axes), u.factor(), u.settings.get("_site", ""),
+                             (stored,))      # in a tuple: not an input of the Function
     if isinstance(orig, DTensor):
         return DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,
                                   shape=orig.shape, stride=orig.stride())

@@ -170,8 +170,9 @@ def reduction_refused(ctx: Any, what: str) -> None:
 
 
 def gathered_then_written(ctx: Any) -> None:
-    """Called by the backward of a ``fully_shard`` unit's gathered view: the stored shard it
-    was gathered from (``ctx.stored``, its version ``ctx.version`` at the gather) is unchanged.
+    """Called by the backward of a ``fully_shard`` unit's gathered view: the stored parameter
+    it was gathered from (``ctx.stored``, its version ``ctx.version`` at the gather) is
+    unchanged.
 
     FSDP2 frees the unsharded parameter after the forward and all-gathers it again for the
     backward, so a parameter written in place in between (``with torch.no_grad():
@@ -183,7 +184,7 @@ def gathered_then_written(ctx: Any) -> None:
     Raises:
         PlanError: the shard was written between the gather and this backward.
     """
-    if ctx.stored._version != ctx.version:
+    if ctx.stored is not None and ctx.stored._version != ctx.version:
         site = f"{ctx.site}: " if getattr(ctx, "site", "") else ""
         raise PlanError(f"{site}a parameter of fully_shard is written in place between its "
                         "all-gather for the forward and the backward: FSDP2 gathers it again "

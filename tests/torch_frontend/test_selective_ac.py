@@ -204,9 +204,8 @@ def test_a_shard_written_between_its_gather_and_the_backward_is_refused() -> Non
     from spec_lang.errors import PlanError
     from spec_lang.torch_frontend.recompute import gathered_then_written
 
-    stored = torch.zeros(4)
-    local = stored.view_as(stored)                  # what DTensor.to_local() hands the gather
-    ctx = types.SimpleNamespace(stored=local, version=local._version, site="t.py:7")
+    stored = torch.zeros(4)                         # the parameter (a DTensor in the capture)
+    ctx = types.SimpleNamespace(stored=stored, version=stored._version, site="t.py:7")
     gathered_then_written(ctx)                      # unchanged: nothing raised
     with torch.no_grad():
         stored.mul_(2)                              # the parameter, written in the step
