@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from spec_lang.torch_frontend.registry_state import registry_state
+
 __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE"]
 
 THREADS = "the Python threads running"
@@ -128,6 +130,7 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
             (k, _ident(v)) for k, v in items if not (k.startswith("__") and k.endswith("__"))
             and not _lazy_cache(name, k, v)
             and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
+    out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
     out["torch.Tensor's methods"] = (
         UNCOMPARABLE if any(_from_user(x, who) for _, x in methods) else "") + _digest(repr(

@@ -53,6 +53,7 @@ from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exporte
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual,
 )
+from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
 __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
@@ -505,9 +506,13 @@ def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[s
     (:data:`UNREADABLE`: whether the step changed it is not known, R8-1). A torch module
     imported during the step is not an addition, nor is any other module (torch imports
     lazily, on one side only; their globals start from their import state, a stated
-    assumption)."""
+    assumption), nor what such an import registers with an abstract class or puts into
+    ``sys.modules`` (:func:`registry_state.import_made`); any other ``sys.modules`` entry the
+    step adds is (R40b-5), and so is any other registration (R40b-2)."""
+    modules = (TORCH_MODULE, OTHER_MODULE)
+    exempt = import_made(before, after, modules)    # ABC registries, sys.modules (R40b)
     out = {k: v for k, v in after.items() if (before.get(k) != v or v.startswith(UNREADABLE))
-           and not (k.startswith((TORCH_MODULE, OTHER_MODULE)) and k not in before)}
+           and not (k.startswith(modules) and k not in before) and k not in exempt}
     out.update({k: "<removed>" for k in before if k not in after})
     out.update({k: v for k, v in before.items() if v.startswith(UNREADABLE) and k not in out})
     if THREADS in out:       # threads the step started and left running (R10-5); one that

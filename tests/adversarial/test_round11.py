@@ -38,6 +38,8 @@ Strict xfails assert the correct behaviour; ``prove --torch`` takes 95-110 s: th
 from __future__ import annotations
 
 import ctypes
+import importlib
+import importlib.machinery
 import math
 import sys
 import threading
@@ -202,8 +204,10 @@ def test_step_state_sees_a_lock_acquired():
     assert mod.DONE.locked()         # the state the next step reads did change
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-4 (open)")
 def test_step_state_sees_a_module_imported_and_written_in_the_step():
+    """R11-4's stand-in, a module made by hand (no spec, no file): since stop 41 (R40b-5) a
+    ``sys.modules`` entry no import made is a change of the step. A module really imported
+    and then written in the step is still read as its import leaves it (below, open)."""
     def first_import() -> None:
         fresh = types.ModuleType("r11_fresh")
         fresh.r11_steps = 1          # written by the step after importing it
@@ -213,6 +217,25 @@ def test_step_state_sees_a_module_imported_and_written_in_the_step():
         assert _changes(_user_module(), first_import) != {}
     finally:
         sys.modules.pop("r11_fresh", None)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-4 (open): a module really "
+                   "imported during the step is read as its import leaves it")
+def test_step_state_sees_a_module_really_imported_and_written_in_the_step(tmp_path):
+    (tmp_path / "r11_real_fresh.py").write_text("r11_steps = 0\n")
+
+    def first_import() -> None:
+        sys.path.insert(0, str(tmp_path))
+        try:
+            fresh = importlib.import_module("r11_real_fresh")
+        finally:
+            sys.path.remove(str(tmp_path))
+        fresh.r11_steps = 1          # written by the step after importing it
+
+    try:
+        assert _changes(_user_module(), first_import) != {}
+    finally:
+        sys.modules.pop("r11_real_fresh", None)
 
 
 def test_step_state_sees_an_attribute_of_the_momentum_buffer():
@@ -257,6 +280,11 @@ def test_a_torch_module_imported_lazily_with_its_ops_is_no_state_difference():
 
     def lazy_import() -> None:
         lazy = types.ModuleType("torch._r11_lazy")
+        # what an import leaves (stop 41: a module without it is a step change, R40b-5)
+        lazy.__spec__ = importlib.machinery.ModuleSpec(
+            "torch._r11_lazy", importlib.machinery.SourceFileLoader("torch._r11_lazy",
+                                                                     torch.__file__),
+            origin=torch.__file__)
         lazy.lib = torch.library.Library("r11lazy", "FRAGMENT")
         holder.append(lazy.lib)
         sys.modules["torch._r11_lazy"] = lazy

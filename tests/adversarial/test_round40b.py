@@ -29,7 +29,7 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND40B / name, tmp_path)
 
 
-# -- findings (R40b-1, 3, 4 fixed at stop 40; R40b-2, 5 open: strict xfails) -------------------
+# -- findings (R40b-1, 3, 4 fixed at stop 40; R40b-2, 5 at stop 41) ----------------------------
 
 
 @pytest.mark.slow
@@ -41,10 +41,10 @@ def test_r40b_1_root_wrapper_block_flag_cleared_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40b-2: a standard-library ABC's registry changed by "
-                   "the step is read by nothing")
 def test_r40b_2_stdlib_abc_register_in_step_is_not_accepted(tmp_path):
-    """EQUIVALENT at 1510d44 (4 goals, 34 s); truth step 2 0.0027 / 0.0051."""
+    """EQUIVALENT at 1510d44 (4 goals, 34 s); truth step 2 0.0027 / 0.0051.
+    Fixed (stop 41: every module-level ABC's registry and abc's cache token are read,
+    ``registry_state``): UNKNOWN."""
     out = _prove("r40b_02_dp_stdlib_abc_register_in_step_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
@@ -75,10 +75,10 @@ def test_r40b_4_abc_subclass_kept_on_stdlib_class_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R40b-5: a module object put into sys.modules by the step "
-                   "is not compared")
 def test_r40b_5_value_carried_in_new_sys_modules_entry_is_not_accepted(tmp_path):
-    """EQUIVALENT at 1510d44 (4 goals, 35 s); truth step 2 0.0027 / 0.0051."""
+    """EQUIVALENT at 1510d44 (4 goals, 35 s); truth step 2 0.0027 / 0.0051.
+    Fixed (stop 41: a ``sys.modules`` entry no import made is a change, ``registry_state``):
+    UNKNOWN."""
     out = _prove("r40b_09_dp_value_carried_in_new_sys_modules_entry_wrong.py", tmp_path)
     assert _not_accepted(out), out
 

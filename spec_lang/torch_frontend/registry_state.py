@@ -1,0 +1,187 @@
+"""Process-wide registries a training step can change without touching any value the rest of
+:mod:`spec_lang.torch_frontend.step_state` reads (adversarial round 40b, stop 41):
+
+* the registries of the abstract base classes every loaded module holds (``numbers.Number.
+  register(Cfg)`` in the step makes ``isinstance(cfg, numbers.Number)`` true in the next one:
+  finding R40b-2) and ``abc``'s global cache token (a ``register`` anywhere drops every ABC's
+  negative cache: R40b-3);
+* the ``sys.modules`` entries that were not made by an import (a ``types.ModuleType`` made by
+  hand and put there by the step, read by the next one through ``sys.modules``: R40b-5).
+  A module really imported during the step is not a change (torch imports lazily, on one side
+  only; its globals start from their import state, a stated assumption); anything else added
+  to ``sys.modules`` is.
+
+Each is an entry of the step's state: a change during the step is a change of the step
+(UNKNOWN naming the class or the key, ``docs/unknown.md#step-state``).
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import os
+import sys
+import types
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["ABC_REGISTRY", "ABC_TOKEN", "NOT_IMPORTED", "abc_classes", "registry_state",
+           "import_origin", "import_made"]
+
+# prefix of an ABC's registry entry: + "<module>.<qualname>" (+ " #n" for a second class of
+# that name)
+ABC_REGISTRY = "the registry of the abstract class "
+ABC_TOKEN = ("the token of abc's caches (abc.get_cache_token(): a register drops every "
+             "negative cache)")
+# prefix of a sys.modules entry no import made: + its key + NOT_IMPORTED_END
+NOT_IMPORTED = "the sys.modules entry "
+NOT_IMPORTED_END = " (not made by an import)"
+_BUILTIN_ORIGINS = ("built-in", "frozen")
+_HELD_BY = " held by its parent "
+
+
+def _module_dicts() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for name, mod in list(sys.modules.items()):
+        if not issubclass(type(mod), types.ModuleType):   # (no ``__class__`` property read)
+            continue
+        try:
+            out.append((name, vars(mod)))
+        except TypeError:           # a module whose namespace is not a dict
+            continue
+    return out
+
+
+def abc_classes() -> list[abc.ABCMeta]:
+    """Every ``abc.ABCMeta`` class a loaded module holds as a global (one level: the standard
+    library's ``collections.abc``, ``numbers``, ``io``, ``os.PathLike``, other packages' and the
+    user's), each once, in ``sys.modules`` order. Reads each value's type only (a module global
+    whose ``__class__`` is a property, ``torch.distributed.reduce_op``, is not asked). About
+    8 ms with torch and its distributed packages loaded (415 classes). Source: R40b-2."""
+    seen: dict[int, abc.ABCMeta] = {}
+    for _, d in _module_dicts():
+        for v in list(d.values()):
+            if issubclass(type(v), abc.ABCMeta):
+                seen.setdefault(id(v), v)
+    return list(seen.values())
+
+
+def _registry(cls: abc.ABCMeta) -> str:
+    """The live classes registered with ``cls``, each ``module:qualname@id`` (by identity in
+    this process only: the step's before and after are read in one process), with ``!`` after
+    a class its module does not hold under its qualified name (made elsewhere)."""
+    refs = abc._get_dump(cls)[0]  # noqa: SLF001 -- a set of weak references
+    live = (c for c in (r() for r in refs) if c is not None)
+    return ",".join(sorted(f"{c.__module__}:{c.__qualname__}@{id(c):x}"
+                           + ("" if _held_by_module(c) else "!") for c in live))
+
+
+def _held_by_module(c: type) -> bool:
+    x: Any = sys.modules.get(c.__module__)
+    for part in c.__qualname__.split("."):
+        x = (vars(x) if isinstance(x, (type, types.ModuleType)) else {}).get(part)
+    return x is c
+
+
+def registry_state() -> dict[str, str]:
+    """Entry -> fingerprint: every module-level ABC's registry (:func:`abc_classes`; the value
+    starts with the class's defining module, ``in <module>:``, so that a class first seen after
+    the step, defined by a module imported during it, is told apart: :func:`import_made`),
+    ``abc.get_cache_token()``, and every ``sys.modules`` entry not made by an import
+    (:func:`import_origin`) by its type and identity. Source: R40b-2, R40b-3, R40b-5."""
+    out: dict[str, str] = {ABC_TOKEN: str(abc.get_cache_token())}
+    for cls in abc_classes():
+        key = f"{ABC_REGISTRY}{cls.__module__}.{cls.__qualname__}"
+        n = 1
+        while key in out:          # two classes of one name: kept apart, in scan order
+            n += 1
+            key = f"{ABC_REGISTRY}{cls.__module__}.{cls.__qualname__} #{n}"
+        out[key] = f"in {cls.__module__}:{_registry(cls)}"
+    for name, mod in list(sys.modules.items()):
+        why = import_origin(mod)
+        if why is not None:
+            parent, _, last = name.rpartition(".")
+            held = parent and vars(sys.modules.get(parent) or types).get(last) is mod
+            out[f"{NOT_IMPORTED}{name}{NOT_IMPORTED_END}"] = \
+                f"{why}:{type(mod).__module__}.{type(mod).__qualname__}@{id(mod):x}" + \
+                (f"{_HELD_BY}{parent}" if held else "")
+    return out
+
+
+def import_origin(mod: Any) -> str | None:
+    """None when ``mod`` was made by an import: a module whose ``__spec__`` has a loader and
+    a built-in / frozen origin or an origin file that exists, or, without a spec, a
+    ``__file__`` that exists; else why not (``"not a module"``, ``"no spec, no file"``,
+    ``"no loader"``, ``"no origin"``, ``"origin not found"``). A module made by hand with a
+    copied spec of a real file passes (a stated limit). Source: R40b-5."""
+    if not issubclass(type(mod), types.ModuleType):
+        return "not a module"
+    try:
+        d = vars(mod)
+    except TypeError:
+        return "no namespace"
+    spec = d.get("__spec__")
+    if spec is None:
+        f = d.get("__file__")
+        return None if isinstance(f, str) and _exists(f) else "no spec, no file"
+    origin = getattr(spec, "origin", None)
+    if getattr(spec, "loader", None) is None:
+        return "no loader"
+    if not isinstance(origin, str):
+        return "no origin"
+    return None if origin in _BUILTIN_ORIGINS or _exists(origin) else "origin not found"
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _exists(path: str) -> bool:
+    """(cached: ~2,000 modules are read per fingerprint; a file does not vanish mid-capture)"""
+    return os.path.exists(path)
+
+
+def import_made(before: Mapping[str, str], after: Mapping[str, str],
+                module_keys: tuple[str, ...]) -> set[str]:
+    """The registry entries the step changed (:func:`registry_state`) only as importing a
+    module during it does (torch imports lazily, on one side only: ``networkx`` registers its
+    ``Config`` with ``collections.abc.Mapping``; ``pyexpat`` puts its ``errors`` submodule
+    into ``sys.modules``): an ABC registry that only gained classes held under their names by
+    modules loaded during the step (``module_keys``: the prefixes of ``process_state``'s
+    per-module entries; a module with such an entry after the step and none before), an ABC
+    first seen after the step with an empty registry or defined by such a module, a
+    ``sys.modules`` entry without a spec held by its parent, such a module, and the cache
+    token when it moved by exactly the number of such registrations (a ``register`` no
+    registry read shows, a throwaway ABC's, is not explained). Source: R40b-2, R40b-5."""
+    def new_module(mod: str) -> bool:
+        return not any(p + mod in before for p in module_keys) and \
+            any(p + mod in after for p in module_keys)
+
+    out: set[str] = set()
+    explained, unexplained = 0, False
+    for k, v in after.items():
+        if k.startswith(ABC_REGISTRY):
+            mod, _, reg = v.removeprefix("in ").partition(":")
+            old = before.get(k)
+            if old is None and (not reg or new_module(mod)):
+                out.add(k)
+                explained += len(reg.split(",")) if reg else 0
+                continue
+            if old is None or old == v:
+                continue
+            was = set(old.removeprefix("in ").partition(":")[2].split(",")) - {""}
+            now = set(reg.split(",")) - {""}
+            gained = now - was
+            if was <= now and all(not c.endswith("!") and new_module(c.partition(":")[0])
+                                  for c in gained):
+                out.add(k)
+                explained += len(gained)
+            else:
+                unexplained = True
+        elif k.startswith(NOT_IMPORTED) and k not in before and _HELD_BY in v \
+                and new_module(v.rpartition(_HELD_BY)[2]):
+            out.add(k)
+    try:
+        moved = int(after.get(ABC_TOKEN, "0")) - int(before.get(ABC_TOKEN, "0"))
+    except ValueError:
+        moved = -1
+    if moved == explained and not unexplained:
+        out.add(ABC_TOKEN)
+    return out

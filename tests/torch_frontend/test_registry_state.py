@@ -1,0 +1,101 @@
+"""Fast checks of :mod:`spec_lang.torch_frontend.registry_state` (stop 41): a standard-library
+ABC's registry changed by the step (R40b-2) and a ``sys.modules`` entry no import made (R40b-5)
+are changes of the step; what a real import during the step registers or adds is not."""
+
+from __future__ import annotations
+
+import abc
+import numbers
+import sys
+import types
+
+from spec_lang.torch_frontend.process_state import OTHER_MODULE, TORCH_MODULE
+from spec_lang.torch_frontend.registry_state import (
+    ABC_REGISTRY, ABC_TOKEN, NOT_IMPORTED, abc_classes, import_made, import_origin,
+    registry_state,
+)
+from spec_lang.torch_frontend.step_state import state_changes
+
+_MODULES = (TORCH_MODULE, OTHER_MODULE)
+
+
+def test_module_level_abcs_are_found():
+    found = abc_classes()
+    assert numbers.Number in found and sys.modules["collections.abc"].Mapping in found
+    assert sys.modules["os"].PathLike in found
+
+
+def test_a_stdlib_abc_registration_is_a_change():
+    class Cfg:
+        pass
+
+    before = registry_state()
+    numbers.Number.register(Cfg)      # (a weak reference: gone with Cfg)
+    changed = state_changes(before, registry_state())
+    assert f"{ABC_REGISTRY}numbers.Number" in changed
+    assert ABC_TOKEN in changed
+
+
+def test_a_throwaway_abc_register_moves_the_token_unexplained():
+    before = registry_state()
+
+    class Throwaway(abc.ABC):
+        pass
+
+    Throwaway.register(int)
+    del Throwaway
+    assert ABC_TOKEN in state_changes(before, registry_state())
+
+
+def test_a_hand_made_module_in_sys_modules_is_a_change():
+    before = registry_state()
+    m = types.ModuleType("_fix41_scale")
+    m.scale = 0.5
+    sys.modules["_fix41_scale"] = m
+    try:
+        changed = state_changes(before, registry_state())
+    finally:
+        del sys.modules["_fix41_scale"]
+    assert any(k.startswith(f"{NOT_IMPORTED}_fix41_scale") for k in changed), changed
+
+
+def test_import_origin():
+    assert import_origin(sys.modules["json"]) is None          # a file
+    assert import_origin(sys.modules["sys"]) is None           # built-in
+    assert import_origin(types.ModuleType("x")) == "no spec, no file"
+    assert import_origin(object()) == "not a module"
+    fake = types.ModuleType("y")
+    fake.__spec__ = types.SimpleNamespace(loader=object(), origin="/no/such/file.py")
+    assert import_origin(fake) == "origin not found"
+
+
+def test_a_real_import_during_the_step_is_not_a_change():
+    """What an import registers (networkx's Config with Mapping) or puts into sys.modules
+    (pyexpat's submodules) is the import's: exempt when the module is new after the step."""
+    mod = f"{OTHER_MODULE}newpkg"
+    before = {ABC_TOKEN: "10",
+              f"{ABC_REGISTRY}collections.abc.Mapping": "in collections.abc:a:B@1"}
+    after = {ABC_TOKEN: "12", mod: "x",
+             f"{ABC_REGISTRY}collections.abc.Mapping": "in collections.abc:a:B@1,newpkg:C@2",
+             f"{ABC_REGISTRY}newpkg.Abc": "in newpkg:newpkg:D@3",
+             f"{NOT_IMPORTED}newpkg.sub (not made by an import)":
+                 "no spec, no file:builtins.module@4 held by its parent newpkg"}
+    assert import_made(before, after, _MODULES) == set(after) - {mod}
+    assert state_changes(before, after) == {}
+
+
+def test_a_registration_of_an_old_or_unheld_class_is_not_exempt():
+    before = {ABC_TOKEN: "10", OTHER_MODULE + "old": "x",
+              f"{ABC_REGISTRY}numbers.Number": "in numbers:"}
+    for cls in ("old:Cfg@5", "newpkg:Cfg@5!"):
+        after = {**before, ABC_TOKEN: "11", OTHER_MODULE + "newpkg": "y",
+                 f"{ABC_REGISTRY}numbers.Number": f"in numbers:{cls}"}
+        assert set(state_changes(before, after)) == {f"{ABC_REGISTRY}numbers.Number",
+                                                      ABC_TOKEN}
+
+
+def test_a_hand_made_submodule_of_an_old_module_is_not_exempt():
+    before = {OTHER_MODULE + "json": "x"}
+    after = {**before, f"{NOT_IMPORTED}json.x (not made by an import)":
+             "no spec, no file:builtins.module@4 held by its parent json"}
+    assert len(state_changes(before, after)) == 1
