@@ -294,9 +294,10 @@ class Job:
 
 _ROOT = str(Path(__file__).resolve().parents[2])
 # like proofs/isolation.py's child: ``-I`` (no PYTHON* variables, no user site, no script
-# directory), this installation first on sys.path; in its parent's process group
+# directory), this installation first on sys.path; in its parent's process group; ends without
+# the interpreter's teardown once the trace is written (worker.run)
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
-         "from spec_lang.torch_frontend.worker import main; sys.exit(main(sys.argv[2:]))")
+         "from spec_lang.torch_frontend.worker import run; run(sys.argv[2:])")
 
 
 def run_jobs(jobs: Sequence[Job], *, workers: int = 2, timeout_s: float = 1800.0
