@@ -1,0 +1,41 @@
+"""Adversarial round 41b (``tests/adversarial/ATTEMPTS.md``, "Round 41b"), against wip/sac41 at
+a323fd2 (``log_calls``: a print / logging statement's arguments evaluated with placeholders
+for torch's symbols, the call skipped when it is the builtin print to the process's own
+stdout / stderr or a standard logger with standard handlers). Plans in ``plans/round41b/``.
+Truth: ``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo, float64, two steps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND41B = Path(__file__).resolve().parent / "plans" / "round41b"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND41B / name, tmp_path)
+
+
+# -- findings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41b-1: SymInt.__index__ placeholder 0 reaches list "
+                   "indexing inside a skipped print; the real IndexError is caught")
+def test_r41b_1_print_list_index_placeholder_is_not_accepted(tmp_path):
+    """EQUIVALENT at a323fd2 (4 goals, 164 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41b_02_dp_print_list_index_symint_indexerror_wrong.py", tmp_path)
+    assert _not_accepted(out), out
