@@ -1,4 +1,9 @@
-"""Round 41b (dp 2, wrong): `print(LABELS[k.item()])` with k an all-reduced int64 ones (2 real): list indexing calls `SymInt.__index__` from the statement's own code -> placeholder 0 in the capture (no IndexError); real IndexError caught: lr doubled.
+"""Round 41b (dp 2, wrong): `print(LABELS[k.item()])` with k an all-reduced int64 ones (2 real):
+list indexing calls `SymInt.__index__` from the statement's own code -> placeholder 0 in the
+capture (no IndexError); real IndexError caught: lr doubled.
+Truth (torch4_truth FILE 2): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.012 after step 2):
+LABELS[2] raises.
+prove --torch at a323fd2: **EQUIVALENT** (4 goals, 164 s): a false accept (R41b-1).
 """
 MESH = {"dp": 2}
 import torch
