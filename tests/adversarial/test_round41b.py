@@ -48,3 +48,12 @@ def test_r41b_2_print_raising_in_real_run_is_not_accepted(tmp_path):
     """EQUIVALENT at a323fd2 (4 goals, 185 s); truth step 1 w1 0.0070, w2 0.0093."""
     out = _prove("r41b_03_dp_print_ascii_stdout_unicode_error_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41b-3: a skipped logging call whose real call runs the "
+                   "file's code (logging.lastResort replaced by a counting Handler)")
+def test_r41b_3_logging_last_resort_user_handler_is_not_accepted(tmp_path):
+    """EQUIVALENT at a323fd2 (4 goals, 196 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41b_04_dp_logging_lastresort_user_handler_wrong.py", tmp_path)
+    assert _not_accepted(out), out
