@@ -75,3 +75,12 @@ def test_r41b_4_print_symbolic_division_by_zero_is_not_accepted(tmp_path):
     """EQUIVALENT at a323fd2 (4 goals, 175 s); truth step 1 w1 0.0070, w2 0.0093."""
     out = _prove("r41b_15_dp_print_symbolic_division_by_zero_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41b-5: print(f'{loss}') of a 0-d loss is refused "
+                   "(Tensor.__format__ -> str of the fake tensor, value_reads' text read)")
+def test_r41b_5_print_loss_plain_forms_is_equivalent(tmp_path):
+    """exit 3 at a323fd2 (53 s, line 48 `print(f"{loss}")`); truth right (5.6e-17)."""
+    out = _prove("r41b_13_dp_print_loss_plain_forms_right.py", tmp_path)
+    assert _equivalent(out), out
