@@ -84,3 +84,12 @@ def test_r41b_5_print_loss_plain_forms_is_equivalent(tmp_path):
     """exit 3 at a323fd2 (53 s, line 48 `print(f"{loss}")`); truth right (5.6e-17)."""
     out = _prove("r41b_13_dp_print_loss_plain_forms_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41b-6: a skipped print to a replaced sys.__stdout__ "
+                   "(an os.pipe the step reads back)")
+def test_r41b_6_print_to_pipe_read_back_is_not_accepted(tmp_path):
+    """EQUIVALENT at a323fd2 (4 goals, 93 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41b_08_dp_print_dunder_stdout_pipe_readback_wrong.py", tmp_path)
+    assert _not_accepted(out), out
