@@ -93,3 +93,23 @@ def test_r41b_6_print_to_pipe_read_back_is_not_accepted(tmp_path):
     """EQUIVALENT at a323fd2 (4 goals, 93 s); truth step 1 w1 0.0070, w2 0.0093."""
     out = _prove("r41b_08_dp_print_dunder_stdout_pipe_readback_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+# -- not proved at a323fd2 (round time): wrong plans (truths w1 0.0070 or 0.014), expected ----
+# -- false accepts of the R41b-1 / R41b-3 families by the code; the verdict is not measured ----
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="not proved at a323fd2 (round time); expected R41b-1 / "
+                   "R41b-3 family (EQUIVALENT)")
+@pytest.mark.parametrize("name", [
+    "r41b_01_dp_print_tuple_key_defaultdict_wrong.py",
+    "r41b_07_dp_logging_level_cache_read_wrong.py",
+    "r41b_09_dp_print_tensor_subclass_repr_wrong.py",
+    "r41b_10_dp_logging_manager_disable_user_object_wrong.py",
+    "r41b_11_dp_logging_handler_lock_user_object_wrong.py",
+])
+def test_r41b_unmeasured_wrong_plans_are_not_accepted(name, tmp_path):
+    """Truth: w1 0.0070 after step 1 (r41b_11: 0.014). Verdicts not measured in the round."""
+    out = _prove(name, tmp_path)
+    assert _not_accepted(out), out
