@@ -113,3 +113,12 @@ def test_r41b_unmeasured_wrong_plans_are_not_accepted(name, tmp_path):
     """Truth: w1 0.0070 after step 1 (r41b_11: 0.014). Verdicts not measured in the round."""
     out = _prove(name, tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41b-3: a skipped logging call whose real call runs the "
+                   "file's code (a standard Formatter's instance attribute converter)")
+def test_r41b_3_logging_formatter_converter_is_not_accepted(tmp_path):
+    """EQUIVALENT at a323fd2 (4 goals, 94 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41b_06_dp_logging_formatter_converter_wrong.py", tmp_path)
+    assert _not_accepted(out), out
