@@ -147,6 +147,7 @@ def test_r41b_2_print_lone_surrogate_is_not_accepted(tmp_path):
 @pytest.mark.xfail(strict=True, reason="R41b-7: torchtitan's logging with a Color dataclass: "
                    "UNKNOWN, 'the parallel step changes the global Color'")
 def test_r41b_7_torchtitan_logger_color_is_equivalent(tmp_path):
-    """UNKNOWN at a323fd2 (83 s); truth right (5.6e-17)."""
+    """UNKNOWN at a323fd2 (83 s); truth right (5.6e-17). Not from log_calls: the same file
+    without the logging statement is UNKNOWN with the same reason (86 s)."""
     out = _prove("r41b_12_dp_torchtitan_logger_color_right.py", tmp_path)
     assert _equivalent(out), out

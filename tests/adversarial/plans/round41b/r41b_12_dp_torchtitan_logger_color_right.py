@@ -7,7 +7,9 @@ right.
 prove --torch at a323fd2: with a global step counter STEP: UNKNOWN (119 s, both steps change
 STEP: the documented limit); with a local step: **UNKNOWN** (83 s) "the parallel step changes
 the global Color ... (to <type ...>) and the other does not ... changed during train_step (line
-64)": a false refusal (R41b-7; the logging statement itself passed the capture).
+64)": a false refusal (R41b-7). The logging statement itself passed the capture; without it (`_
+= color.red`) the same UNKNOWN (86 s): the step-state check on a frozen dataclass class, not
+log_calls.
 """
 MESH = {"dp": 2}
 import torch
