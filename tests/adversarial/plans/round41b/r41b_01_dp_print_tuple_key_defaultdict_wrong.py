@@ -1,9 +1,11 @@
 """Round 41b (dp 2, wrong): the placeholder text reaches a container through C code:
 `print(SEEN[(f"{t.item():.0f}",)])` on a `defaultdict` inserts the key. Real key ("2",); capture
 ("<symbolic>",). `lr = 0.1 * n`, n = float(key) if key.isdigit() else 1.
-Truth (torch4_truth FILE 2): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.012 after step 2).
+Truth (torch4_truth FILE 2): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.012 after step 2):
+the key is ("2",).
 prove --torch at a323fd2: with a global SEEN: UNKNOWN (158 s, "the parallel step changes the
-global SEEN"); as now (a local): not run (round time). Expected EQUIVALENT (R41b-1's route).
+global SEEN"); with a local SEEN: **EQUIVALENT** (4 goals, 89 s): a false accept (R41b-1, the
+placeholder text route).
 """
 MESH = {"dp": 2}
 import torch
