@@ -3,8 +3,10 @@
 capture neither calls `str` nor prints. lr = 0.1 * (1 + count).
 Truth (torch4_truth FILE 2): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.012 after step 2):
 the real print calls the subclass's __repr__.
-prove --torch at a323fd2: not run (round time); the capture may refuse `as_subclass` of a fake
-tensor first.
+prove --torch at a323fd2: exit 3 (30 s) at the `as_subclass` line: "Creating a new Tensor
+subclass Loud but the raw Tensor object is already associated to a python object of type
+Fake...": sound (the capture cannot build the subclass; the `isinstance` in `_plain_value` stays
+a latent gap).
 """
 MESH = {"dp": 2}
 import torch
