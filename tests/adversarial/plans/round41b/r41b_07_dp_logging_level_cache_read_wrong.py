@@ -1,0 +1,64 @@
+"""Round 41b (dp 2, wrong): the step reads `Logger._cache` (filled by `isEnabledFor` in a real
+`log.info`; the module docstring says a skipped call does not fill it). Real: len 1; capture: 0.
+lr = 0.1 * (1 + len).
+Truth (torch4_truth FILE 2): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.012 after step 2).
+prove --torch at a323fd2: not run (round time). The module docstring of log_calls says the cache
+is not filled.
+"""
+MESH = {"dp": 2}
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+import logging
+import sys
+
+log = logging.getLogger("r41b07")
+log.propagate = False
+log.setLevel(logging.INFO)
+log.addHandler(logging.StreamHandler(sys.__stderr__))
+
+
+def train_step(model, optimizer, batch, mesh):
+    ws = mesh["dp"].size() if mesh is not None else 1
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean() / ws
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+        log._cache.clear()
+        log.info("grads reduced")
+        optimizer.param_groups[0]["lr"] = 0.1 * (1 + len(log._cache))
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
