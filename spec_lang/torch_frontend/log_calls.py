@@ -1,9 +1,8 @@
-"""Printing and logging a value of the step (``print(f"loss {loss.item():.4f}")``,
-``logger.info("loss %.4f", loss.item())``) while the capture runs the train file (findings
-R35d-5, R35e-2).
+"""Printing a value of the step (``print(f"loss {loss.item():.4f}")``) while the capture runs
+the train file (findings R35d-5, R35e-2; hardened after round 41b).
 
 The capture's tensors are fake: ``loss.item()`` is a symbol (``SymFloat``), and formatting it
-with a spec (``:.4f``, ``%.4f``) raises, so a right step that logs its loss was refused (exit
+with a spec (``:.4f``, ``%.4f``) raises, so a right step that prints its loss was refused (exit
 3). Giving every formatted symbol a placeholder text is unsound: a step that reads the text
 back takes a branch the real run does not (R35e-1: ``s = f"{t.item():.0f}"; n = float(s) if
 s.isdigit() else 1.0`` was EQUIVALENT). So only one shape of statement is handled, and the
@@ -11,32 +10,29 @@ text it makes goes nowhere:
 
 * **the statement** (:class:`LogCalls`, compiled into the train file by
   :func:`spec_lang.torch_frontend.caught.compile_train_file`): an expression statement inside a
-  function whose value is a call ``CALLEE(ARGS, KW=...)``, the callee named ``print`` or a
-  logging level (``info``, ``logger.info``, ...), of no ``**`` argument, every
-  argument built only from names, attributes, constants, subscripts, f-strings (constant format
-  specs), ``%`` with a string on its left, arithmetic on non-text operands and calls of a
-  method with no argument (``.item()``, ``.detach()``): no text reaches any code but ``str``'s
-  own (``_text_free``);
+  function whose value is a call ``print(ARGS, KW=...)`` of no ``**`` argument, every argument
+  built only from names, attributes, constants, subscripts whose index holds no text,
+  f-strings (constant format specs), ``%`` with a string on its left and tuples, and calls of
+  a tensor method with no argument (``.item()``, ``.detach()``, ``.mean()``, ...: ``_METHODS``);
+  no arithmetic (a symbol's ``x / (x - 2)`` raises nothing in the capture: R41b-4). No text
+  reaches any code but ``str``'s own (``_text_free``);
 * **the callee, at run time** (:func:`log_call`): ``builtins.print`` as the front end imported
-  it, writing to the process's own ``sys.__stdout__`` / ``sys.__stderr__``; or a method of a
-  ``logging.Logger`` (``debug`` ... ``critical``, ``log``, as the standard library defined
-  them before the train file ran) or ``logging``'s module functions, with arguments Python or
-  torch turn into text (strings, numbers, tensors, symbols: no ``__str__`` of the user's runs
-  in a handler) and no ``exc_info``, whose loggers (up the ``propagate`` chain) have no
-  filters and only ``StreamHandler``s to those two streams, ``FileHandler``s or
-  ``NullHandler``s with the standard ``Formatter``, logging's own code unchanged
-  (``_unchanged``). Anything else runs as written (and a formatted symbol raises as
-  before).
+  it, writing to ``sys.__stdout__`` / ``sys.__stderr__`` as they were when the front end was
+  imported (the same objects, open, on the same file descriptor and the same open file:
+  R41b-6), the text the real print would write encodable in the stream's encoding (R41b-2:
+  the real print raises there), ``sep`` / ``end`` strings or None, ``flush`` a bool.
+  Anything else (another callee, another stream, ``logging``) runs as written, and a
+  formatted symbol raises as before.
 
 Then the arguments are evaluated as the real run evaluates them (the same side effects;
 ``print``'s ``str()`` of an argument that is not a string, number, tensor or symbol is called
-too, so a ``__str__`` of the user's runs as for real), a
-symbol formatted *in the statement itself* (a frame check: not in a property or a method it
-calls) gets a placeholder (``__format__`` -> ``"<symbolic>"``, ``__float__`` -> ``nan``,
-``__int__`` / ``__index__`` -> ``0``), and the call is skipped: what it would have written goes
-to a stream outside the process (a file or the terminal), which the verdict does not compare
-(``docs/torch.md``, "The contract"). Not done: ``logging``'s level cache (``Logger._cache``)
-is not filled by a skipped call.
+too, so a ``__str__`` of the user's runs as for real), a symbol formatted *in the statement
+itself* (a frame check: not in a property or a method it calls) gets a placeholder text
+(``__format__`` -> ``"<symbolic:SPEC>"``, ``__float__`` -> ``nan`` for ``%``; never a number
+to index or compute with: R41b-1), and the call is skipped: what it would have written goes to
+a stream outside the process (the terminal, a pipe or a file), which the verdict does not
+compare (``docs/torch.md``, "The contract"). ``logging`` calls are not handled (round 41b:
+handlers, formatters, locks, ``lastResort`` and the level cache all run user-reachable code).
 """
 
 from __future__ import annotations
@@ -44,24 +40,37 @@ from __future__ import annotations
 import ast
 import builtins
 import io
-import logging
 import math
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["LogCalls", "log_call", "MARK"]
 
-MARK = "\x00shardproof: a print / logging statement\x00"
+MARK = "\x00shardproof: a print statement\x00"
 
 _PRINT = builtins.print
-_LEVELS = ("debug", "info", "warning", "warn", "error", "critical", "fatal", "log")
-_LOGGER_METHODS = frozenset(getattr(logging.Logger, k) for k in _LEVELS)
-_MODULE_FUNCS = frozenset(getattr(logging, k) for k in _LEVELS)
-_HANDLERS = (logging.StreamHandler, logging.FileHandler, logging.NullHandler)
 _PRINT_KW = frozenset({"sep", "end", "flush", "file"})
-_LOG_KW = frozenset({"stacklevel"})
-_ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.Mod)
+# tensor methods with no argument an argument may call (not ``inspect.currentframe()``: a
+# frame read there would see the rewrite's lambda)
+_METHODS = frozenset({"item", "detach", "cpu", "float", "double", "mean", "sum", "norm", "abs",
+                      "numel", "dim", "clone"})
+
+
+def _identity(stream: Any) -> Any:
+    """The stream's file descriptor and the open file behind it (device, inode)."""
+    try:
+        fd = stream.fileno()
+        st = os.fstat(fd)
+    except (AttributeError, OSError, ValueError):
+        return None
+    return fd, st.st_dev, st.st_ino
+
+
+# the standard streams as the process started them (the front end is imported before the train
+# file): a stream the file rebinds or redirects is not outside the process (R41b-6)
+_STREAMS = tuple((s, _identity(s)) for s in (sys.__stdout__, sys.__stderr__) if s is not None)
 
 
 def _is_text(n: ast.AST) -> bool:
@@ -81,25 +90,21 @@ def _text_free(n: ast.AST) -> bool:
         return not isinstance(n, ast.Name) or isinstance(n.ctx, ast.Load)
     if isinstance(n, ast.Attribute):
         return _text_free(n.value)
-    if isinstance(n, ast.Subscript):
-        return _text_free(n.value) and _text_free(n.slice) and not _is_text(n.slice)
+    if isinstance(n, ast.Subscript):      # an index holds no text anywhere (R41b-1: a tuple key)
+        return _text_free(n.value) and _text_free(n.slice) and not any(
+            _is_text(x) and not isinstance(x, ast.Constant) for x in ast.walk(n.slice))
     if isinstance(n, ast.Starred):
         return _text_free(n.value)
-    if isinstance(n, (ast.Tuple, ast.List)):
+    if isinstance(n, ast.Tuple):
         return all(_text_free(e) for e in n.elts)
     if isinstance(n, ast.JoinedStr):
         return all(isinstance(v, ast.Constant) or _formatted_ok(v) for v in n.values)
-    if isinstance(n, ast.BinOp):
-        if isinstance(n.op, ast.Mod) and _is_text(n.left):
-            return _text_free(n.left) and _text_free(n.right)
-        return (isinstance(n.op, _ARITH) and not _is_text(n.left) and not _is_text(n.right)
-                and _text_free(n.left) and _text_free(n.right))
-    if isinstance(n, ast.UnaryOp):
-        return isinstance(n.op, (ast.USub, ast.UAdd)) and not _is_text(n.operand) \
-            and _text_free(n.operand)
+    if isinstance(n, ast.BinOp):          # only text % values: no arithmetic (R41b-4)
+        return isinstance(n.op, ast.Mod) and _is_text(n.left) and _text_free(n.left) \
+            and _text_free(n.right)
     if isinstance(n, ast.Call):
-        return (isinstance(n.func, ast.Attribute) and not n.args and not n.keywords
-                and _text_free(n.func.value))
+        return (isinstance(n.func, ast.Attribute) and n.func.attr in _METHODS and not n.args
+                and not n.keywords and _text_free(n.func.value))
     return False
 
 
@@ -152,21 +157,20 @@ class LogCalls(ast.NodeTransformer):
 
 
 def _callee_ok(f: ast.AST) -> bool:
-    """Named as a print or a logging call (``print``, ``info``, ``logger.info``, ...): only
-    those statements are rewritten; what the name is decides at run time."""
-    if isinstance(f, ast.Name):
-        return f.id == "print" or f.id in _LEVELS
-    return isinstance(f, ast.Attribute) and f.attr in _LEVELS and _text_free(f.value)
+    """Named ``print``: only those statements are rewritten; what the name is decides at run
+    time."""
+    return isinstance(f, ast.Name) and f.id == "print"
 
 
 def log_call(callee: Callable[[], Any], arguments: Callable[[], Any], line: int) -> Any:
     """Run one rewritten statement (module docstring): the callee, then its arguments as
-    written (a symbol formatted by the statement itself gets a placeholder), then the call,
-    unless it is a print / logging call :func:`_skipped` allows. ``line``: the statement's line.
+    written (a symbol formatted by the statement itself gets a placeholder text), then the
+    call, unless it is a print :func:`_skipped` allows. ``line``: the statement's line.
 
     Raises:
         TypeError: a placeholder was made but the call is not one to skip (the text would
-            reach the call): what formatting the symbol raises without this module.
+            reach it): what formatting the symbol raises without this module.
+        UnicodeEncodeError: the real print's text cannot be encoded for the stream (R41b-2).
     """
     fn = callee()
     made = len(_MADE)
@@ -181,7 +185,7 @@ def log_call(callee: Callable[[], Any], arguments: Callable[[], Any], line: int)
         return None
     if len(_MADE) != made:
         raise TypeError(f"line {line}: a symbolic value of the step formatted for a call that "
-                        "is not a print to the terminal or a standard logging call")
+                        "is not a print to the process's standard output")
     return fn(*args, **kw)
 
 
@@ -190,96 +194,54 @@ _ACTIVE: list[Any] = []
 
 
 def _skipped(fn: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
-    """``fn(*args, **kw)`` is a print or logging call whose only effect is text written outside
-    the process; the user code the real call would run on the way (``__str__`` of an argument
-    for ``print``) is run here. False: run the call as written."""
-    if fn is _PRINT:
-        if not set(kw) <= _PRINT_KW or not _outside(kw.get("file", sys.stdout)) \
-                or any(type(kw.get(k)) not in (str, type(None)) for k in ("sep", "end")) \
-                or type(kw.get("flush", False)) is not bool:
-            return False
-        for a in args:                     # print calls str() of each: a user __str__ runs
-            if not _plain_value(a):
-                str(a)
-        return True
-    if set(kw) - _LOG_KW or any(type(v) is not int for v in kw.values()) \
-            or not all(_plain_value(a) for a in args):
-        return False                       # logging would run a user __str__ / __float__
-    owner = getattr(fn, "__self__", None)
-    if getattr(fn, "__func__", None) in _LOGGER_METHODS and isinstance(owner, logging.Logger):
-        return _plain(owner)
-    if fn in _MODULE_FUNCS:         # logging.info(...): basicConfig() first when root has none
-        return bool(logging.root.handlers) and _plain(logging.root)
-    return False
+    """``fn(*args, **kw)`` is the builtin print whose only effect is text written to a standard
+    stream outside the process; what the real print runs on the way is run here: ``str()`` of
+    an argument of the user's type (its ``__str__``), and the encoding of the text (which
+    raises where the real write raises, R41b-2). False: run the call as written."""
+    if fn is not _PRINT or not set(kw) <= _PRINT_KW:
+        return False
+    stream = kw.get("file")
+    stream = sys.stdout if stream is None else stream
+    sep, end = kw.get("sep"), kw.get("end")
+    if not _outside(stream) or type(sep) not in (str, type(None)) \
+            or type(end) not in (str, type(None)) or type(kw.get("flush", False)) is not bool:
+        return False
+    texts = [a if type(a) is str else str(a) if not _symbolic(a) else "0" for a in args]
+    text = (" " if sep is None else sep).join(texts) + ("\n" if end is None else end)
+    text.encode(stream.encoding, stream.errors or "strict")
+    return True
 
 
-def _plain_value(a: Any) -> bool:
-    """Turned into text by torch's or Python's own code only."""
+def _symbolic(a: Any) -> bool:
+    """A tensor or a symbol: printed as torch writes it (digits), no code of the user's."""
     import torch  # noqa: PLC0415
 
-    return type(a) in (str, int, float, bool, type(None), torch.SymFloat, torch.SymInt,
-                       torch.SymBool) or isinstance(a, torch.Tensor)
+    return type(a) in (torch.SymFloat, torch.SymInt, torch.SymBool) or isinstance(a, torch.Tensor)
 
 
 def _outside(stream: Any) -> bool:
-    """The process's own standard streams on a file descriptor (the terminal, a pipe or a
-    file: not this process's state)."""
-    if stream is None or not (stream is sys.__stdout__ or stream is sys.__stderr__) \
-            or type(stream) is not io.TextIOWrapper:
+    """One of the process's standard streams as the front end found them: the same object, a
+    ``TextIOWrapper`` on a file, open, on the same file descriptor and open file (the
+    terminal, a pipe or a file: not this process's state)."""
+    for own, ident in _STREAMS:
+        if stream is own:
+            break
+    else:
+        return False
+    if type(stream) is not io.TextIOWrapper or stream.closed or ident is None:
         return False
     raw = stream.buffer      # a FileIO itself when Python runs unbuffered (-u)
     if type(raw) in (io.BufferedWriter, io.BufferedRandom):
         raw = raw.raw
-    return type(raw) is io.FileIO
+    return type(raw) is io.FileIO and _identity(stream) == ident
 
 
-# what a logging call runs on its way to a handler's stream, as the standard library defined
-# it before the train file ran (a replaced one runs the user's code: the call is not skipped)
-_INTERNALS = {(c, k): c.__dict__[k] for c, names in (
-    (logging.Logger, ("_log", "handle", "callHandlers", "makeRecord", "isEnabledFor",
-                      "findCaller", "getEffectiveLevel", *_LEVELS)),
-    (logging.Filterer, ("filter",)),
-    (logging.Handler, ("handle", "format", "acquire", "release", "handleError")),
-    (logging.StreamHandler, ("emit", "flush")), (logging.FileHandler, ("emit", "_open")),
-    (logging.NullHandler, ("handle", "emit")),
-    (logging.Formatter, ("format", "formatMessage", "formatTime", "usesTime")),
-    (logging.LogRecord, ("__init__", "getMessage"))) for k in names}
-_RECORD_FACTORY = logging.getLogRecordFactory()
+def _placeholder_format(self: Any, spec: str) -> str:
+    return "<symbolic:" + spec + ">"        # the spec's own characters (a fill) kept
 
 
-def _unchanged(*objs: Any) -> bool:
-    """logging's own code in place, and no instance attribute of ``objs`` shadowing it."""
-    if logging.getLogRecordFactory() is not _RECORD_FACTORY:
-        return False
-    if any(c.__dict__.get(k) is not f for (c, k), f in _INTERNALS.items()):
-        return False
-    names = {k for _, k in _INTERNALS}
-    return not any(names & set(getattr(o, "__dict__", {})) for o in objs)
-
-
-def _plain(logger: logging.Logger) -> bool:
-    seen = False
-    c: Any = logger
-    while c is not None:
-        if c.filters or type(c) not in (logging.Logger, logging.RootLogger) \
-                or not _unchanged(c, *c.handlers, *(h.formatter for h in c.handlers)):
-            return False
-        for h in c.handlers:
-            seen = True
-            if type(h) not in _HANDLERS or h.filters or \
-                    type(h.formatter) not in (type(None), logging.Formatter):
-                return False
-            if type(h) is logging.StreamHandler and not _outside(h.stream):
-                return False
-        if not c.propagate:
-            break
-        c = c.parent
-    return seen or _outside(sys.stderr)      # no handler: logging.lastResort, to sys.stderr
-
-
-_PLACEHOLDERS = {"__format__": lambda self, spec: "<symbolic>",   # noqa: ARG005
-                 "__float__": lambda self: math.nan,            # noqa: ARG005
-                 "__int__": lambda self: 0, "__index__": lambda self: 0}   # noqa: ARG005
+_PLACEHOLDERS = {"__format__": _placeholder_format,
+                 "__float__": lambda self: math.nan}            # noqa: ARG005 -- for %
 
 
 def _patch() -> list[tuple[type, str, Any]]:
