@@ -68,9 +68,11 @@ def test_r35e_2_percent_format_logging_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R35e-2 (logging half, open): logging calls are not "
+                   "skipped since round 41b (R41b-3: handlers, formatters, locks reach user code)")
 def test_r35e_2_logging_info_is_equivalent(tmp_path):
-    """exit 3 at 7e4c002 (R35a-3's record, 16 s); a right plan. Fixed (stop 41, log_calls: the
-    standard logger's call skipped): EQUIVALENT (155 s at load 18)."""
+    """exit 3 at 7e4c002 (R35a-3's record, 16 s); a right plan. EQUIVALENT at a323fd2 (155 s),
+    whose logging skip round 41b broke (R41b-3); refused again since."""
     out = _prove("r35e_03_dp_loss_item_logging_info_right.py", tmp_path)
     assert _equivalent(out), out
 

@@ -44,7 +44,7 @@ def indexed(t):
     return t * 3
 
 def lone_surrogate(t):
-    print("\ud800", f"{t.sum().item():.1f}")
+    print("\\ud800", f"{t.sum().item():.1f}")
     return t * 3
 
 LOUD = Loud()
