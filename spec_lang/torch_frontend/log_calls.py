@@ -28,8 +28,9 @@ Then the arguments are evaluated as the real run evaluates them (the same side e
 ``print``'s ``str()`` of an argument that is not a string, number, tensor or symbol is called
 too, so a ``__str__`` of the user's runs as for real), a symbol formatted *in the statement
 itself* (a frame check: not in a property or a method it calls) gets a placeholder text
-(``__format__`` -> ``"<symbolic:SPEC>"``, ``__float__`` -> ``nan`` for ``%``; never a number
-to index or compute with: R41b-1), and the call is skipped: what it would have written goes to
+(a symbol's or a fake tensor's ``__format__`` -> ``"<symbolic:SPEC>"``: ``f"{loss}"``,
+R41b-5; a symbol's ``__float__`` -> ``nan`` for ``%``; never a number to index or compute
+with: R41b-1), and the call is skipped: what it would have written goes to
 a stream outside the process (the terminal, a pipe or a file), which the verdict does not
 compare (``docs/torch.md``, "The contract"). ``logging`` calls are not handled (round 41b:
 handlers, formatters, locks, ``lastResort`` and the level cache all run user-reachable code).
@@ -248,10 +249,13 @@ def _patch() -> list[tuple[type, str, Any]]:
     """Placeholders for torch's symbols, each used only when called from the statement's own
     argument code (the innermost active one); any other caller gets torch's behaviour."""
     import torch  # noqa: PLC0415
+    from torch._subclasses.fake_tensor import FakeTensor  # noqa: PLC0415
 
     done = []
-    for cls in (torch.SymFloat, torch.SymInt):
-        for name, stand_in in _PLACEHOLDERS.items():
+    for cls, names in ((torch.SymFloat, _PLACEHOLDERS), (torch.SymInt, _PLACEHOLDERS),
+                       (FakeTensor, ("__format__",)), (torch.Tensor, ("__format__",))):
+        for name in names:
+            stand_in = _PLACEHOLDERS[name]
             own = cls.__dict__.get(name)
             fallback = getattr(cls, name, None)
             if fallback is None:

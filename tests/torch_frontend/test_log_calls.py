@@ -47,6 +47,12 @@ def lone_surrogate(t):
     print("\\ud800", f"{t.sum().item():.1f}")
     return t * 3
 
+def tensor_text(t):
+    loss = t.sum()
+    print(loss)
+    print(f"{loss}", "loss", loss.item())
+    return t * 3
+
 LOUD = Loud()
 
 def user_str(t):
@@ -106,7 +112,7 @@ def _trace(ns: dict, name: str, stdout=None):
         sys.stdout = saved
 
 
-@pytest.mark.parametrize("name", ["f_string", "percent", "user_str"])
+@pytest.mark.parametrize("name", ["f_string", "percent", "user_str", "tensor_text"])
 def test_a_printed_or_logged_symbol_is_traced_and_its_text_goes_nowhere(train_file, name
                                                                         ) -> None:
     gm = _trace(train_file, name)
