@@ -344,6 +344,16 @@ def managed_params(model: nn.Module, units: list[DPUnit]
     return owner
 
 
+def _versions(p: Any) -> tuple[int, ...]:
+    """The version counters of a parameter and of its local tensor (under ``make_fx`` an
+    in-place op on a DTensor bumps the DTensor's own counter, ``to_local().mul_()`` the
+    local's); None for no parameter."""
+    if p is None:
+        return ()
+    local = getattr(p, "_local_tensor", None)
+    return (p._version,) + ((local._version,) if local is not None else ())
+
+
 class GatherShard(torch.autograd.Function):
     """FSDP2's unshard: forward all-gathers the rank's block along ``dim`` over the shard axis;
     backward reduce-scatters the gradient (sum), all-reduces it over the replicate axes (sum)
@@ -357,8 +367,7 @@ class GatherShard(torch.autograd.Function):
 
         ctx.dim, ctx.shard_group, ctx.rep_groups, ctx.factor = dim, shard_group, rep_groups, factor
         ctx.site, ctx.stored = site, stored[0]
-        ctx.version = stored[0]._version   # the parameter's (the DTensor's own counter: its
-        #                                    local's is not bumped by an in-place op in make_fx)
+        ctx.version = _versions(stored[0])
         out = funcol.all_gather_tensor(local.contiguous(), dim, shard_group)
         return funcol.wait_tensor(out)
 

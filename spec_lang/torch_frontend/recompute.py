@@ -184,7 +184,9 @@ def gathered_then_written(ctx: Any) -> None:
     Raises:
         PlanError: the shard was written between the gather and this backward.
     """
-    if ctx.stored is not None and ctx.stored._version != ctx.version:
+    from spec_lang.torch_frontend.dataparallel import _versions  # noqa: PLC0415
+
+    if ctx.stored is not None and _versions(ctx.stored) != ctx.version:
         site = f"{ctx.site}: " if getattr(ctx, "site", "") else ""
         raise PlanError(f"{site}a parameter of fully_shard is written in place between its "
                         "all-gather for the forward and the backward: FSDP2 gathers it again "
