@@ -1,11 +1,11 @@
 """Idea: registry_state's stated limit 1. The config's base class is defined with a lying
 `__module__ = "graphlib"` (a module no capture child or rank has loaded). The parallel step
 imports graphlib, puts the base there under its qualified name and registers it with
-`numbers.Number`: `import_made` takes the registration as graphlib's import's (a class held
-by a module first loaded in the step; the token moved by exactly one). `forward` scales by 0.5
-when `isinstance(self.cfg, numbers.Number)`: from step 2 on the ranks scale, the spec not.
-Truth: TRUTH
-Verdict: VERDICT
+`numbers.Number`: `import_made` takes the registration as graphlib's import's (a class held by a
+module first loaded in the step; the token moved by exactly one). `forward` scales by 0.5 when
+`isinstance(self.cfg, numbers.Number)`: from step 2 on the ranks scale, the spec not.
+Truth (torch4_truth.py FILE 2): step 1 w1 5.6e-17 / w2 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): EQUIVALENT (4 goals, 39 s): false accept R41c-1.
 """
 MESH = {"dp": 2}
 import importlib

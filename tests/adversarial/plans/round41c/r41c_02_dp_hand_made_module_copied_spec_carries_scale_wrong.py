@@ -1,10 +1,10 @@
 """Idea: registry_state's stated limit 2. The parallel step makes a module by hand
 (`types.ModuleType`), gives it a copy of a real file's spec (`importlib.util.find_spec(
 "graphlib")`), sets `scale = 0.5` in it and puts it into `sys.modules` under a new key;
-`import_origin` takes it as an import's (a loader, an existing origin). `forward` multiplies
-by `sys.modules["_r41c_knobs"].scale` when the key is there: from step 2 on the ranks scale.
-Truth: TRUTH
-Verdict: VERDICT
+`import_origin` takes it as an import's (a loader, an existing origin). `forward` multiplies by
+`sys.modules["_r41c_knobs"].scale` when the key is there: from step 2 on the ranks scale.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): EQUIVALENT (4 goals, 27 s): false accept R41c-2.
 """
 MESH = {"dp": 2}
 import importlib

@@ -1,10 +1,12 @@
-"""Idea: a `sys.modules` entry replaced (same key, new module). The parallel step executes a
-fresh copy of the loaded `json` module from its real spec (`module_from_spec` +
-`exec_module`: same source, same globals' text) and puts it under `"json"`. The train file
-kept the original (`import json as _JSON` at import); `forward` scales by 0.5 when
-`sys.modules["json"] is not _JSON`: from step 2 on the ranks scale, the spec not.
-Truth: TRUTH
-Verdict: VERDICT
+"""Idea: a `sys.modules` entry replaced (same key, new module). The parallel step executes a fresh
+copy of the loaded `json` module from its real spec (`module_from_spec` + `exec_module`: same
+source, same globals' text) and puts it under `"json"`. The train file kept the original
+(`import json as _JSON` at import); `forward` scales by 0.5 when `sys.modules["json"] is not
+_JSON`: from step 2 on the ranks scale, the spec not.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): UNKNOWN (35 s): 'torch namespace torch._dynamo.exc leaves the step as ... in
+the parallel step' (torch's code names json: the replaced module is read through it): sound, by
+luck (r41c_09 without it).
 """
 MESH = {"dp": 2}
 import importlib

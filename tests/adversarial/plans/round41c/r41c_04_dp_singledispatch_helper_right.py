@@ -3,8 +3,9 @@
 import) called on the batch and the loss in the step; its dispatch cache (a `WeakKeyDictionary`
 in the function's closure, cleared when `abc.get_cache_token()` moves) is filled alike on both
 sides. Gradients averaged by hand (right).
-Truth: TRUTH
-Verdict: VERDICT
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 5.6e-17 / 5.6e-17 (right).
+Verdict (970c0c9): UNKNOWN (32 s): 'cannot read the global as_float ... (!<holds opaque
+builtins.classmethod_descriptor>)': false refusal R41c-5.
 """
 MESH = {"dp": 2}
 import functools

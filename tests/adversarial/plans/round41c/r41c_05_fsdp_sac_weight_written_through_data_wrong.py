@@ -1,11 +1,13 @@
-"""Idea: R41a-1's check (`recompute.gathered_then_written`) compares the DTensor parameter's
-own version counter at the forward's gather and at the backward. A write through `.data` gets a
+"""Idea: R41a-1's check (`recompute.gathered_then_written`) compares the DTensor parameter's own
+version counter at the forward's gather and at the backward. A write through `.data` gets a
 tensor with a fresh version counter: r41a_11 (FSDP2 + SAC saving `aten.t` of the gathered `w1`)
-with the doubling written `_w1(model).data.mul_(2.0)` instead of `_w1(model).mul_(2.0)`. The real
-FSDP2 run re-gathers the doubled `w1` for the backward into the storage SAC's cached `t` views;
-the capture's gather is a fresh tensor holding the forward's value.
-Truth: TRUTH
-Verdict: VERDICT
+with the doubling written `_w1(model).data.mul_(2.0)` instead of `_w1(model).mul_(2.0)`. The
+real FSDP2 run re-gathers the doubled `w1` for the backward into the storage SAC's cached `t`
+views; the capture's gather is a fresh tensor holding the forward's value.
+Truth (torch4_truth.py FILE 2): step 1 w1 0.0018 / w2 0.013; step 2 0.0045 / 0.034 (wrong, as
+r41a_11).
+Verdict (970c0c9): EQUIVALENT (4 goals, 25 s): false accept R41c-4 (r41a_11 with mul_ is exit 3
+at ca4df86).
 """
 MESH = {"dp": 2}
 import functools

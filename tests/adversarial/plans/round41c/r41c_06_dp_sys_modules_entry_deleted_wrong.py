@@ -1,8 +1,10 @@
-"""Idea: a module deleted from `sys.modules` by the parallel step (`graphlib`, imported by
-the train file at import and held as its global; nothing else loads it). `forward` scales by 0.5 when `"graphlib"` is not
-in `sys.modules`: from step 2 on the ranks scale, the spec not.
-Truth: TRUTH
-Verdict: VERDICT
+"""Idea: a module deleted from `sys.modules` by the parallel step (`graphlib`, imported by the
+train file at import and held as its global; nothing else loads it). `forward` scales by 0.5
+when `"graphlib"` is not in `sys.modules`: from step 2 on the ranks scale, the spec not.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong). (With
+json instead, the truth is right: something re-imports json between the steps.)
+Verdict (970c0c9): UNKNOWN (41 s): 'the parallel step changes the module graphlib (to
+<removed>)': sound.
 """
 MESH = {"dp": 2}
 import importlib

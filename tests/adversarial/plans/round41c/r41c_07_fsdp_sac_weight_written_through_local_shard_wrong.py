@@ -1,10 +1,11 @@
 """Idea: R41a-1's check reads the DTensor parameter's own version (ca4df86: the local tensor's
-counter is not bumped by an in-place op on the DTensor under make_fx). Writing the *local
-shard* instead (`_w1(model).to_local().mul_(2.0)`, a view of FSDP2's sharded storage, the
-DTensor's counter untouched): r41a_11 (FSDP2 + SAC saving `aten.t` of the gathered `w1`) with
-that write between the forward and the backward.
-Truth: TRUTH
-Verdict: VERDICT
+counter is not bumped by an in-place op on the DTensor under make_fx). Writing the *local shard*
+instead (`_w1(model).to_local().mul_(2.0)`, a view of FSDP2's sharded storage, the DTensor's
+counter untouched): r41a_11 (FSDP2 + SAC saving `aten.t` of the gathered `w1`) with that write
+between the forward and the backward.
+Truth (torch4_truth.py FILE 2): step 1 w1 0.0018 / w2 0.013; step 2 0.0045 / 0.034 (wrong, as
+r41a_11).
+Verdict (970c0c9): EQUIVALENT (4 goals, 26 s): false accept R41c-4.
 """
 MESH = {"dp": 2}
 import functools

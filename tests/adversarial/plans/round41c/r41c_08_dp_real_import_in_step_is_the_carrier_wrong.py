@@ -1,8 +1,9 @@
-"""Idea: the import itself carries the state: the parallel step really imports `graphlib`
-(not loaded in any process before), which `import_made` exempts as an import's; `forward`
-scales by 0.5 when `"graphlib" in sys.modules`: from step 2 on the ranks scale, the spec not.
-Truth: TRUTH
-Verdict: VERDICT
+"""Idea: the import itself carries the state: the parallel step really imports `graphlib` (not
+loaded in any process before), which `import_made` exempts as an import's; `forward` scales by
+0.5 when `"graphlib" in sys.modules`: from step 2 on the ranks scale, the spec not.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): EQUIVALENT (4 goals, 43 s): false accept, R11-4's family (a module first
+imported during the step is taken as its import leaves it; here the import itself is the state).
 """
 MESH = {"dp": 2}
 import importlib

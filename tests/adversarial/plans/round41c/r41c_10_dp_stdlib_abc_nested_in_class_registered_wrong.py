@@ -5,8 +5,9 @@ step registers the model's config class with it; `forward` scales by 0.5 when
 `isinstance(self.cfg, CompatibilityFiles.SpecPath)`: from step 2 on the ranks scale. Only the
 user's own ABCs' registries are read by the encoder (R40b-3), the standard library's only as
 module globals (R40b-2); the cache token moves (unexplained) unless something else hides it.
-Truth: TRUTH
-Verdict: VERDICT
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): UNKNOWN (27 s): 'cannot read the global CompatibilityFiles ... (!<holds
+opaque builtins.property>)': sound, by luck (r41c_11 without the global).
 """
 MESH = {"dp": 2}
 import importlib

@@ -1,13 +1,15 @@
 """Idea: r41c_10 with the class reached through `sys.modules` in a function (r41c_10's global
-`CompatibilityFiles` holds a property the encoder cannot read: UNKNOWN for that). Limit 3, an ABC no module holds as a global, with a standard
-library ABC: `importlib.resources._adapters.CompatibilityFiles.SpecPath` (an ABC nested in a
-class; one of 8 such ABCs a capture child holds, found with `gc.get_objects()`). The parallel
-step registers the model's config class with it; `forward` scales by 0.5 when
-`isinstance(self.cfg, _spec_path())`: from step 2 on the ranks scale. Only the
-user's own ABCs' registries are read by the encoder (R40b-3), the standard library's only as
-module globals (R40b-2); the cache token moves (unexplained) unless something else hides it.
-Truth: TRUTH
-Verdict: VERDICT
+`CompatibilityFiles` holds a property the encoder cannot read: UNKNOWN for that). Limit 3, an
+ABC no module holds as a global, with a standard library ABC:
+`importlib.resources._adapters.CompatibilityFiles.SpecPath` (an ABC nested in a class; one of 8
+such ABCs a capture child holds, found with `gc.get_objects()`). The parallel step registers the
+model's config class with it; `forward` scales by 0.5 when `isinstance(self.cfg, _spec_path())`:
+from step 2 on the ranks scale. Only the user's own ABCs' registries are read by the encoder
+(R40b-3), the standard library's only as module globals (R40b-2); the cache token moves
+(unexplained) unless something else hides it.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): UNKNOWN (55 s): 'the parallel step changes the token of abc's caches ... (to
+64)': sound (the token; r41c_16 pays for its move).
 """
 MESH = {"dp": 2}
 import importlib

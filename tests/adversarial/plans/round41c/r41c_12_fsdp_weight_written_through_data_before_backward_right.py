@@ -1,12 +1,13 @@
-"""Idea: false-refusal side of R41a-1's check and its `.data` gap (r41c_05) without AC: FSDP2
-with `w2` its own unit, then the root; the step writes `w2.weight.data.mul_(2.0)` between the
-forward and the backward (the version counter untouched, so nothing is refused). The spec's
-backward reads the parameter itself (autograd saved `w2.weight`), so it sees the doubled weight;
-the real FSDP2 run frees `w2`'s unsharded parameter after its forward and re-gathers the
-doubled shard for the backward, so it sees it too: right. The capture's gather is a fresh
-tensor holding the forward's value (a refutation of a right plan if it is used).
-Truth: TRUTH
-Verdict: VERDICT
+"""Idea: false-refusal side of R41a-1's check and its `.data` gap (r41c_05) without AC: FSDP2 with
+`w2` its own unit, then the root; the step writes `w2.weight.data.mul_(2.0)` between the forward
+and the backward (the version counter untouched, so nothing is refused). The spec's backward
+reads the parameter itself (autograd saved `w2.weight`), so it sees the doubled weight; the real
+FSDP2 run frees `w2`'s unsharded parameter after its forward and re-gathers the doubled shard
+for the backward, so it sees it too: right. The capture's gather is a fresh tensor holding the
+forward's value (a refutation of a right plan if it is used).
+Truth (torch4_truth.py FILE 2): step 1 w1 6.9e-18 / w2 1.4e-17; step 2 5.6e-17 / 2.8e-17
+(right).
+Verdict (970c0c9): NOT EQUIVALENT (2 goals refuted, 58 s): a right plan refuted, R41c-6.
 """
 MESH = {"dp": 2}
 import torch
