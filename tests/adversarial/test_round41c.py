@@ -136,3 +136,20 @@ def test_r41c_stdlib_abc_nested_by_sys_modules_is_not_accepted(tmp_path):
     out = _prove("r41c_11_dp_stdlib_abc_nested_in_class_reached_by_sys_modules_wrong.py",
                  tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41c-7: abc's cache token move paid for by a "
+                   "lying-__module__ ABC's pre-step registration; a nested stdlib ABC's "
+                   "registry is read by nothing")
+def test_r41c_7_abc_token_move_paid_is_not_accepted(tmp_path):
+    """EQUIVALENT at 970c0c9 (4 goals, 70 s); truth step 2 w1 0.0027, w2 0.0051."""
+    out = _prove("r41c_16_dp_abc_token_move_paid_by_lying_module_abc_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+def test_r41c_user_abc_in_list_is_not_accepted(tmp_path):
+    """UNKNOWN at 970c0c9 (78 s); truth step 2 0.0027 / 0.0051."""
+    out = _prove("r41c_13_dp_user_abc_held_in_list_registered_wrong.py", tmp_path)
+    assert _not_accepted(out), out

@@ -1,13 +1,13 @@
-"""Idea: r41c_11 (a standard-library ABC nested in a class, registered in the step: UNKNOWN
-only through abc's cache token, moved by one, unexplained) with the move paid for:
-`import_made` counts the registry entries of an ABC first seen after the step and defined by a
-module imported during it as explained moves. The train file makes an ABC `Fake` with
-`__module__ = "graphlib"` at import, registers a dummy class with it then (the token moves
-before the step) and keeps it in a list; the parallel step imports graphlib, puts `Fake` there,
-and registers the config class with `CompatibilityFiles.SpecPath`: the token moved by one, one
-registration explained. `forward` scales by 0.5 when the config is a `SpecPath`.
-Truth: TRUTH
-Verdict: VERDICT
+"""Idea: r41c_11 (a standard-library ABC nested in a class, registered in the step: UNKNOWN only
+through abc's cache token, moved by one, unexplained) with the move paid for: `import_made`
+counts the registry entries of an ABC first seen after the step and defined by a module imported
+during it as explained moves. The train file makes an ABC `Fake` with `__module__ = "graphlib"`
+at import, registers a dummy class with it then (the token moves before the step) and keeps it
+in a list; the parallel step imports graphlib, puts `Fake` there, and registers the config class
+with `CompatibilityFiles.SpecPath`: the token moved by one, one registration explained.
+`forward` scales by 0.5 when the config is a `SpecPath`.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): EQUIVALENT (4 goals, 70 s): false accept R41c-7.
 """
 MESH = {"dp": 2}
 import importlib
