@@ -153,3 +153,12 @@ def test_r41c_user_abc_in_list_is_not_accepted(tmp_path):
     """UNKNOWN at 970c0c9 (78 s); truth step 2 0.0027 / 0.0051."""
     out = _prove("r41c_13_dp_user_abc_held_in_list_registered_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41c-3: importlib.reload replaces a module's objects "
+                   "by new ones that read alike (identity not compared)")
+def test_r41c_3_importlib_reload_is_not_accepted(tmp_path):
+    """EQUIVALENT at 970c0c9 (4 goals, 65 s); truth step 2 w1 0.0027, w2 0.0051."""
+    out = _prove("r41c_14_dp_importlib_reload_identity_carrier_wrong.py", tmp_path)
+    assert _not_accepted(out), out

@@ -1,9 +1,10 @@
-"""Idea: `importlib.reload` of a module loaded before the step: the train file imports
-`graphlib` at import and keeps `_TS = graphlib.TopologicalSorter`; the parallel step reloads
-graphlib (same source: its globals read alike, new objects); `forward` scales by 0.5 when
+"""Idea: `importlib.reload` of a module loaded before the step: the train file imports `graphlib`
+at import and keeps `_TS = graphlib.TopologicalSorter`; the parallel step reloads graphlib (same
+source: its globals read alike, new objects); `forward` scales by 0.5 when
 `graphlib.TopologicalSorter is not _TS`: from step 2 on the ranks scale.
-Truth: TRUTH
-Verdict: VERDICT
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): EQUIVALENT (4 goals, 65 s): false accept R41c-3 (a module's objects replaced
+by new ones that read alike).
 """
 MESH = {"dp": 2}
 import importlib
