@@ -162,3 +162,12 @@ def test_r41c_3_importlib_reload_is_not_accepted(tmp_path):
     """EQUIVALENT at 970c0c9 (4 goals, 65 s); truth step 2 w1 0.0027, w2 0.0051."""
     out = _prove("r41c_14_dp_importlib_reload_identity_carrier_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41c-8: a non-module object in sys.modules before the "
+                   "step is read by its type and identity only; its attributes are not")
+def test_r41c_8_non_module_in_sys_modules_is_not_accepted(tmp_path):
+    """EQUIVALENT at 970c0c9 (4 goals, 88 s); truth step 2 w1 0.0027, w2 0.0051."""
+    out = _prove("r41c_15_dp_non_module_in_sys_modules_attribute_written_wrong.py", tmp_path)
+    assert _not_accepted(out), out

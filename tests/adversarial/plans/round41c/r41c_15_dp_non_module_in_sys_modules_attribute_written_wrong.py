@@ -1,10 +1,10 @@
-"""Idea: registry_state's stated limit 4: a non-module object already in `sys.modules` before
-the step is read by its type and identity only. The train file puts a
+"""Idea: registry_state's stated limit 4: a non-module object already in `sys.modules` before the
+step is read by its type and identity only. The train file puts a
 `types.SimpleNamespace(scale=1.0)` under `sys.modules["_r41c_knobs"]` at import (held by nothing
-else); the parallel step sets its `scale` to 0.5; `forward` multiplies by it: from step 2 on
-the ranks scale.
-Truth: TRUTH
-Verdict: VERDICT
+else); the parallel step sets its `scale` to 0.5; `forward` multiplies by it: from step 2 on the
+ranks scale.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong).
+Verdict (970c0c9): EQUIVALENT (4 goals, 88 s): false accept R41c-8.
 """
 MESH = {"dp": 2}
 import importlib
