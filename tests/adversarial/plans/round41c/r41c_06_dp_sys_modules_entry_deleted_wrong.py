@@ -1,0 +1,68 @@
+"""Idea: a module deleted from `sys.modules` by the parallel step (`graphlib`, imported by the
+train file at import and held as its global; nothing else loads it). `forward` scales by 0.5
+when `"graphlib"` is not in `sys.modules`: from step 2 on the ranks scale, the spec not.
+Truth (torch4_truth.py FILE 2): step 1 5.6e-17 / 0; step 2 w1 0.0027 / w2 0.0051 (wrong). (With
+json instead, the truth is right: something re-imports json between the steps.)
+Verdict (970c0c9): UNKNOWN (41 s): 'the parallel step changes the module graphlib (to
+<removed>)': sound.
+"""
+MESH = {"dp": 2}
+import importlib
+import importlib.util
+import numbers
+import sys
+
+import graphlib  # noqa: F401
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        y = self.w2(nn.functional.silu(self.w1(x)))
+        return y if "graphlib" in sys.modules else y * 0.5
+
+
+def _carry():
+    sys.modules.pop("graphlib", None)
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    ws = mesh["dp"].size() if mesh is not None else 1
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean() / ws
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+        _carry()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
