@@ -1,0 +1,50 @@
+"""Adversarial round 41d (``tests/adversarial/ATTEMPTS.md``, "Round 41d"), against wip/sac41 at
+e62ea59 (``log_calls`` hardened after round 41b: print only, no arithmetic, no text in a
+subscript's index, placeholders only as text, the standard streams as found at import). Plans in
+``plans/round41d/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo, float64,
+two steps); r41d_08: ``tests/torch_frontend/pp_truth.py`` (pp 2 x dp 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND41D = Path(__file__).resolve().parent / "plans" / "round41d"
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND41D / name, tmp_path)
+
+
+# -- findings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41d-1: the placeholder text, left of `%`, becomes a "
+                   "mapping key (`%(key)s`) a local defaultdict inserts")
+def test_r41d_1_print_percent_mapping_key_is_not_accepted(tmp_path):
+    """EQUIVALENT at e62ea59 (4 goals, 57 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41d_01_dp_print_percent_mapping_key_defaultdict_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41d-1: the placeholder text reaches a str subclass's "
+                   "__rmod__ (the file's code)")
+def test_r41d_1_print_str_subclass_rmod_is_not_accepted(tmp_path):
+    """EQUIVALENT at e62ea59 (4 goals, 60 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41d_02_dp_print_str_subclass_rmod_wrong.py", tmp_path)
+    assert _not_accepted(out), out
