@@ -48,3 +48,21 @@ def test_r41d_1_print_str_subclass_rmod_is_not_accepted(tmp_path):
     """EQUIVALENT at e62ea59 (4 goals, 60 s); truth step 1 w1 0.0070, w2 0.0093."""
     out = _prove("r41d_02_dp_print_str_subclass_rmod_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41d-2: the rewrite's frames (log_call, the arguments' "
+                   "lambda) show in a KeyError's traceback the step reads")
+def test_r41d_2_print_keyerror_traceback_depth_is_not_accepted(tmp_path):
+    """EQUIVALENT at e62ea59 (4 goals, 45 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41d_05_dp_print_keyerror_traceback_depth_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41d-2: the skip calls a user __str__ from "
+                   "log_calls._skipped, the real print from train_step's frame")
+def test_r41d_2_print_user_str_caller_frame_is_not_accepted(tmp_path):
+    """EQUIVALENT at e62ea59 (4 goals, 75 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41d_04_dp_print_user_str_reads_caller_frame_wrong.py", tmp_path)
+    assert _not_accepted(out), out

@@ -3,8 +3,9 @@
 "%(2)s" real, "%(<symbolic:.0f>)s" in the capture; `str.__mod__` looks the key up in SEEN
 (`__missing__` inserts it). R41b-1's "no text in a subscript's index" does not see a `%`
 key. lr = 0.1 * n, n = float(key) if key.isdigit() else 1.
-Truth: TRUTH
-Verdict: VERDICT
+Truth: (torch4_truth FILE 2): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.012 after step 2): the
+key is "2".
+prove --torch at e62ea59: **EQUIVALENT** (4 goals, 57 s): a false accept (R41d-1).
 """
 MESH = {"dp": 2}
 import torch

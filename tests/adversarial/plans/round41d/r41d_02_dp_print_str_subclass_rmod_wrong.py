@@ -2,8 +2,9 @@
 `__rmod__` (tried before `str.__mod__` for a subclass on the right): `print(f"{t.item():.0f}" %
 g)`, `g = Grab("")` whose `__rmod__` keeps its left operand ("2" real, "<symbolic:.0f>" in the
 capture). lr = 0.1 * n, n = float(got) if got.isdigit() else 1.
-Truth: TRUTH
-Verdict: VERDICT
+Truth: (torch4_truth FILE 2): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.012 after step 2):
+__rmod__ gets "2".
+prove --torch at e62ea59: **EQUIVALENT** (4 goals, 60 s): a false accept (R41d-1).
 """
 MESH = {"dp": 2}
 import torch
