@@ -84,3 +84,12 @@ def test_r41d_3_print_stdout_write_attribute_is_not_accepted(tmp_path):
     """EQUIVALENT at e62ea59 (4 goals, 82 s); truth step 1 w1 0.014, w2 0.019."""
     out = _prove("r41d_07_dp_print_stdout_write_instance_attr_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41d-1 on the pipelined path (pp 2 x dp 2): the "
+                   "placeholder text becomes a defaultdict key through `%`")
+def test_r41d_1_pp_print_percent_mapping_key_is_not_accepted(tmp_path):
+    """EQUIVALENT at e62ea59 (12 goals, 190 s); pp_truth params l1.bias 0.131."""
+    out = _prove("r41d_08_pp_dp_print_percent_mapping_key_wrong.py", tmp_path)
+    assert _not_accepted(out), out
