@@ -102,3 +102,13 @@ def test_r41d_4_print_setup_for_distributed_wrapper_is_equivalent(tmp_path):
     """exit 3 at e62ea59 (20 s, TypeError: not a print to the standard output); truth right."""
     out = _prove("r41d_09_dp_print_setup_for_distributed_wrapper_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+# -- sound outcomes -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_r41d_print_loss_common_forms_is_equivalent(tmp_path):
+    """EQUIVALENT at e62ea59 (4 goals, 77 s; with `print(f"{loss}")` too: exit 3, R41b-5)."""
+    out = _prove("r41d_06_dp_print_loss_common_forms_right.py", tmp_path)
+    assert _equivalent(out), out
