@@ -112,3 +112,12 @@ def test_r41d_print_loss_common_forms_is_equivalent(tmp_path):
     """EQUIVALENT at e62ea59 (4 goals, 77 s; with `print(f"{loss}")` too: exit 3, R41b-5)."""
     out = _prove("r41d_06_dp_print_loss_common_forms_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41d-5: the skipped print's stream (a regular file as "
+                   "stdout) is read back through its size")
+def test_r41d_5_print_stdout_file_size_readback_is_not_accepted(tmp_path):
+    """EQUIVALENT at e62ea59 (4 goals, 87 s); truth with stdout a file: w1 0.0070."""
+    out = _prove("r41d_10_dp_print_stdout_file_size_readback_wrong.py", tmp_path)
+    assert _not_accepted(out), out
