@@ -5,7 +5,8 @@ capture's stdout is a file; a pipe's size is 0 either way). The contract's "a st
 the process" is read back through the file system.
 Truth: (torch4_truth FILE 2 > file): w1 0.0070, w2 0.0093 after step 1 (0.0086 / 0.012 after step
 2) with the truth's stdout a file; with stdout a pipe (| grep): right (5.6e-17 / 0).
-prove --torch at e62ea59: VERDICT10
+prove --torch at e62ea59: **EQUIVALENT** (4 goals, 87 s): a false accept when the run's stdout is
+a file (R41d-5: the "outside the process" stream is read back).
 """
 MESH = {"dp": 2}
 import torch
