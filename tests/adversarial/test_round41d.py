@@ -121,3 +121,12 @@ def test_r41d_5_print_stdout_file_size_readback_is_not_accepted(tmp_path):
     """EQUIVALENT at e62ea59 (4 goals, 87 s); truth with stdout a file: w1 0.0070."""
     out = _prove("r41d_10_dp_print_stdout_file_size_readback_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R41d-1: the placeholder text as a `%(key)s` key: KeyError "
+                   "in the capture only, caught by the step")
+def test_r41d_1_print_percent_mapping_keyerror_is_not_accepted(tmp_path):
+    """EQUIVALENT at e62ea59 (4 goals, 83 s); truth step 1 w1 0.0070, w2 0.0093."""
+    out = _prove("r41d_11_dp_print_percent_mapping_key_keyerror_wrong.py", tmp_path)
+    assert _not_accepted(out), out
