@@ -23,9 +23,6 @@ computes unchanged:
   ``break`` / ``continue`` in it) or a caller outside the train file catches (torch,
   ``contextlib.suppress`` as a decorator, ``hasattr`` on a property) was recorded on its way.
 
-A third addition (:mod:`spec_lang.torch_frontend.log_calls`) rewrites a ``print`` / logging
-statement of the loss (R35d-5) so that its text goes nowhere.
-
 A recorded exception refuses the train file when the capture ends (:func:`check`), exit 3
 with its line, unless it is one the fake world raises exactly as the real run does:
 ``StopIteration`` / ``StopAsyncIteration`` / ``GeneratorExit`` (iteration), ``ImportError``
@@ -52,9 +49,6 @@ import sys
 import types
 import warnings
 from typing import Any
-
-from spec_lang.torch_frontend.log_calls import MARK as LOG_MARK
-from spec_lang.torch_frontend.log_calls import LogCalls, log_call
 
 __all__ = ["ALLOWED", "compile_train_file", "check", "found"]
 
@@ -202,7 +196,7 @@ def compile_train_file(raw: bytes, path: str) -> Any:
     Raises:
         SyntaxError: as ``compile`` does.
     """
-    tree = LogCalls().visit(_Instrument().visit(ast.parse(raw, path)))
+    tree = _Instrument().visit(ast.parse(raw, path))
     with warnings.catch_warnings():      # "'str' object is not callable": replaced below
         warnings.simplefilter("ignore", SyntaxWarning)
         code = compile(ast.fix_missing_locations(tree), path, "exec")
@@ -243,7 +237,6 @@ def _bound(code: types.CodeType) -> types.CodeType:
     consts = tuple(_record if type(c) is str and c == _MARK else
                    _guarded_call if type(c) is str and c == _GUARD else
                    BaseException if type(c) is str and c == _BASE else
-                   log_call if type(c) is str and c == LOG_MARK else
                    _bound(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
     return code.replace(co_consts=consts)
 
