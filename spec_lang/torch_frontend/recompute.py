@@ -31,7 +31,7 @@ import torch
 from spec_lang.errors import PlanError
 
 __all__ = ["recompute_hooks", "in_recomputation", "reduction_refused",
-           "outside_selective_checkpoint", "gathered_then_written"]
+           "outside_selective_checkpoint", "gathered_then_written", "saved_alias_refused"]
 
 
 def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[str, Any],
@@ -64,7 +64,9 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
             if running[0] or by[0] is not None or not in_recomputation():
                 return
             by[0] = module
-            with outside_selective_checkpoint():
+            with outside_selective_checkpoint() as sac:
+                if u.kind != "ddp":
+                    saved_alias_refused(sac, u.settings.get("_site", ""))
                 for n, hs in sub:
                     view = unit_view(u, new[n], orig[n])
                     for mod, attr in hs:
@@ -84,7 +86,7 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
 
 
 @contextlib.contextmanager
-def outside_selective_checkpoint() -> Iterator[None]:
+def outside_selective_checkpoint() -> Iterator[list[Any]]:
     """Take torch's selective-activation-checkpointing dispatch modes (what
     ``create_selective_checkpoint_contexts`` makes: the forward's ``_CachingTorchDispatchMode``,
     the recomputation's ``_CachedTorchDispatchMode``, exact classes) off the top of the
@@ -95,7 +97,7 @@ def outside_selective_checkpoint() -> Iterator[None]:
     recomputation's gather is not in the forward's log, since the forward's gather ran in the
     unit's pre-hook outside the checkpointed region, and in the real run FSDP2 gathers in its
     pre-backward hook, outside it too (R40a-6). A mode above them that is not SAC's stays, and
-    then nothing is taken off."""
+    then nothing is taken off. Yields the modes taken off."""
     from torch.utils import _python_dispatch as pd  # noqa: PLC0415
 
     sac = _sac_mode_types()
@@ -103,10 +105,41 @@ def outside_selective_checkpoint() -> Iterator[None]:
     while (top := pd._get_current_dispatch_mode()) is not None and type(top) in sac:
         taken.append(pd._pop_mode())  # noqa: SLF001
     try:
-        yield
+        yield taken
     finally:
         for mode in reversed(taken):
             pd._push_mode(mode)  # noqa: SLF001
+
+
+def saved_alias_refused(modes: list[Any], site: str) -> None:
+    """Refuse a selective-checkpointing log (``modes``: SAC's dispatch modes taken off for a
+    ``fully_shard`` unit's recomputation) that saved the output of an operator aliasing its
+    input (``aten.t``, ``aten.view``, ``aten.detach``, ...).
+
+    FSDP2 frees the unsharded parameters after the forward and all-gathers them again into the
+    same storage for the backward, so a saved view of a gathered weight reads what the
+    parameter holds then (a write between the forward and the backward through ``.data``
+    reaches it, R41c-4); the capture's gather is a fresh tensor. Saved outputs of other
+    operators (``aten.mm``: torchtitan's policy) are new tensors in both.
+
+    Raises:
+        PlanError: naming the operator and the unit's ``fully_shard`` line.
+    """
+    import torch.utils.checkpoint as ck  # noqa: PLC0415
+
+    for mode in modes:
+        for func, entries in getattr(mode, "storage", {}).items():
+            schema = getattr(func, "_schema", None)
+            if schema is None or not any(r.alias_info is not None for r in schema.returns):
+                continue
+            if any(e is not ck._RECOMPUTE for e in entries.values()):  # noqa: SLF001
+                where = f"{site}: " if site else ""
+                raise PlanError(
+                    f"{where}selective activation checkpointing under fully_shard saves the "
+                    f"output of {func}, a view of its input: FSDP2 gathers the parameters "
+                    "again for the backward into the storage such a view shares, which prove "
+                    "--torch does not model (R41c-4); save the operator that consumes it "
+                    "(aten.mm) instead")
 
 
 def _sac_mode_types() -> tuple[type, ...]:

@@ -62,7 +62,7 @@ def test_the_recomputations_gather_runs_outside_sacs_log(monkeypatch) -> None:
         return stored * 1.0
 
     monkeypatch.setattr(dp, "unit_view", view)
-    u = types.SimpleNamespace(kind="fsdp", module=wrapper)
+    u = types.SimpleNamespace(kind="fsdp", module=wrapper, settings={})
     new = {"w1.weight": block.w1.weight, "w2.weight": block.w2.weight}
     owner = {"w1.weight": (u, [(block.w1, "weight")]), "w2.weight": (u, [(block.w2, "weight")])}
     hooks = dp.install_units([u], owner, new, dict(new))
@@ -91,8 +91,8 @@ def test_only_sacs_own_modes_are_taken_off_and_put_back() -> None:
 
     fwd, _ = SAC()
     with fwd:
-        with outside_selective_checkpoint():
-            assert fwd not in _get_current_dispatch_mode_stack()
+        with outside_selective_checkpoint() as taken:
+            assert fwd not in _get_current_dispatch_mode_stack() and taken == [fwd]
         assert _get_current_dispatch_mode_stack()[-1] is fwd
         with Other() as other:                  # a mode above SAC's: nothing is taken off
             with outside_selective_checkpoint():
@@ -214,3 +214,33 @@ def test_a_shard_written_between_its_gather_and_the_backward_is_refused() -> Non
     with pytest.raises(PlanError, match=r"^t\.py:7: a parameter of fully_shard is written in "
                                         r"place between its all-gather"):
         gathered_then_written(ctx)
+
+
+def test_a_saved_view_of_a_gathered_parameter_is_refused(monkeypatch) -> None:
+    """R41c-4: a SAC policy saving ``aten.t`` (the weight's transpose, a view of FSDP2's
+    unsharded storage, which the backward's all-gather refills) under a fully_shard unit is
+    refused at the recomputation; ``aten.mm`` (above) is not."""
+    from spec_lang.errors import PlanError
+    from spec_lang.torch_frontend import dataparallel as dp
+
+    def save_t(ctx, op, *args, **kwargs):  # noqa: ARG001
+        return (CheckpointPolicy.MUST_SAVE if op is torch.ops.aten.t.default
+                else CheckpointPolicy.PREFER_RECOMPUTE)
+
+    torch.manual_seed(0)
+    block = _Block()
+    wrapper = checkpoint_wrapper(
+        block, context_fn=functools.partial(create_selective_checkpoint_contexts, save_t))
+    monkeypatch.setattr(dp, "unit_view", lambda u, stored, orig: stored * 1.0)
+    u = types.SimpleNamespace(kind="fsdp", module=wrapper, settings={"_site": "t.py:9"})
+    new = {"w1.weight": block.w1.weight, "w2.weight": block.w2.weight}
+    owner = {"w1.weight": (u, [(block.w1, "weight")]), "w2.weight": (u, [(block.w2, "weight")])}
+    hooks = dp.install_units([u], owner, new, dict(new))
+    try:
+        x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+        with pytest.raises(PlanError, match=r"^t\.py:9: selective activation checkpointing "
+                                            r"under fully_shard saves the output of aten\.t"):
+            wrapper(x).pow(2).sum().backward()
+    finally:
+        for h in hooks:
+            h.remove()
