@@ -29,7 +29,7 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND41C / name, tmp_path)
 
 
-# -- findings (open): strict xfails -------------------------------------------------------------
+# -- findings (R41c-4 fixed at stop 41; the rest open: strict xfails) -------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -61,19 +61,18 @@ def test_r41c_3_sys_modules_entry_replaced_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R41c-4: gathered_then_written reads the parameter's "
-                   "version counter; a write through .data does not bump it")
 def test_r41c_4_fsdp_sac_write_through_data_is_not_accepted(tmp_path):
-    """EQUIVALENT at 970c0c9 (4 goals, 25 s); truth step 1 w1 0.0018, w2 0.013."""
+    """EQUIVALENT at 970c0c9 (4 goals, 25 s); truth step 1 w1 0.0018, w2 0.013. Fixed (stop 41:
+    a SAC policy saving an aliasing operator under fully_shard is refused,
+    recompute.saved_alias_refused): exit 3 (14 s)."""
     out = _prove("r41c_05_fsdp_sac_weight_written_through_data_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R41c-4: a write to the DTensor's local shard "
-                   "(to_local().mul_) does not bump the DTensor's version counter")
 def test_r41c_4_fsdp_sac_write_through_local_shard_is_not_accepted(tmp_path):
-    """EQUIVALENT at 970c0c9 (4 goals, 26 s); truth step 1 w1 0.0018, w2 0.013."""
+    """EQUIVALENT at 970c0c9 (4 goals, 26 s); truth step 1 w1 0.0018, w2 0.013. Fixed (stop 41:
+    gathered_then_written reads the local tensor's version too): exit 3 (16 s)."""
     out = _prove("r41c_07_fsdp_sac_weight_written_through_local_shard_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
