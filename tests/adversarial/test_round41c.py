@@ -29,7 +29,7 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND41C / name, tmp_path)
 
 
-# -- findings (R41c-4 fixed at stop 41; the rest open: strict xfails) -------------------------------------------------------------
+# -- findings (R41c-4 fixed at stop 41; the rest open: strict xfails) --------------------------
 
 
 @pytest.mark.slow
