@@ -61,10 +61,14 @@ def test_r41a_sac_cache_mutation_default_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_r41a_sac_save_all_fsdp_unit_inside_region_is_equivalent(tmp_path):
-    """EQUIVALENT at ec31448 (4 goals, 54 s); truth 5.6e-17 (right)."""
+def test_r41a_sac_save_all_fsdp_unit_inside_region_is_refused_by_design(tmp_path):
+    """EQUIVALENT at ec31448 (4 goals, 54 s); truth 5.6e-17 (right). Refused since stop 41 (exit
+    3, 10 s), by design: a save-every-operator policy saves views (``aten.view``) of the
+    root unit's gathered parameters, which R41c-4's fix refuses under fully_shard
+    (recompute.saved_alias_refused: the capture does not tell a view of a gathered weight
+    from a view of an activation)."""
     out = _prove("r41a_03_sac_save_all_fsdp_unit_inside_region_right.py", tmp_path)
-    assert _equivalent(out), out
+    assert out["_rc"] == 3 and "saves the output of aten.view" in out["_err"], out
 
 
 @pytest.mark.slow
