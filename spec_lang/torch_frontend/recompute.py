@@ -66,7 +66,7 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
             by[0] = module
             with outside_selective_checkpoint() as sac:
                 if u.kind != "ddp":
-                    saved_alias_refused(sac, u.settings.get("_site", ""))
+                    saved_alias_refused(sac, getattr(u, "settings", {}).get("_site", ""))
                 for n, hs in sub:
                     view = unit_view(u, new[n], orig[n])
                     for mod, attr in hs:
