@@ -107,6 +107,8 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.utils._python_dispatch._push_mode",
     # SAC's "under a proxy mode: save everything" decision, set to eager's (eager_paths)
     "torch.utils.checkpoint._is_compiling",
+    # SAC's mark of an operator it recomputes (recompute.saved_alias_refused)
+    "torch.utils.checkpoint._RECOMPUTE",
     # what a stage held, tracked by weak reference (pp_guard.held_by)
     "torch.distributed.pipelining.stage._RecvInfo",
 )
