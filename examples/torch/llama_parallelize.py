@@ -3,8 +3,9 @@
 
 ``parallelize_llama(model, world_mesh, ...)`` applies tensor parallelism with sequence
 parallelism on the ``tp`` axis (``apply_tp``), full or selective activation checkpointing of
-every block when asked (``apply_ac``), then FSDP2 on the ``dp`` axes (``apply_fsdp``) or DDP-style ``replicate``
-(``apply_ddp``), in torchtitan's order; the train files call it unchanged.
+every block when asked (``apply_ac``), then FSDP2 on the ``dp`` axes (``apply_fsdp``) or
+DDP-style ``replicate`` (``apply_ddp``), in torchtitan's order; the train files call it
+unchanged.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
-from spec_lang.torch_frontend.recompute import (gathered_then_written, recompute_hooks,
-                                                 reduction_refused)
+from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
+                                                 recompute_hooks, reduction_refused)
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
            "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view"]
@@ -344,16 +344,6 @@ def managed_params(model: nn.Module, units: list[DPUnit]
     return owner
 
 
-def _versions(p: Any) -> tuple[int, ...]:
-    """The version counters of a parameter and of its local tensor (under ``make_fx`` an
-    in-place op on a DTensor bumps the DTensor's own counter, ``to_local().mul_()`` the
-    local's); None for no parameter."""
-    if p is None:
-        return ()
-    local = getattr(p, "_local_tensor", None)
-    return (p._version,) + ((local._version,) if local is not None else ())
-
-
 class GatherShard(torch.autograd.Function):
     """FSDP2's unshard: forward all-gathers the rank's block along ``dim`` over the shard axis;
     backward reduce-scatters the gradient (sum), all-reduces it over the replicate axes (sum)
@@ -367,7 +357,7 @@ class GatherShard(torch.autograd.Function):
 
         ctx.dim, ctx.shard_group, ctx.rep_groups, ctx.factor = dim, shard_group, rep_groups, factor
         ctx.site, ctx.stored = site, stored[0]
-        ctx.version = _versions(stored[0])
+        ctx.version = param_versions(stored[0])
         out = funcol.all_gather_tensor(local.contiguous(), dim, shard_group)
         return funcol.wait_tensor(out)
 

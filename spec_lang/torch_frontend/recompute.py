@@ -31,7 +31,8 @@ import torch
 from spec_lang.errors import PlanError
 
 __all__ = ["recompute_hooks", "in_recomputation", "reduction_refused",
-           "outside_selective_checkpoint", "gathered_then_written", "saved_alias_refused"]
+           "outside_selective_checkpoint", "gathered_then_written", "saved_alias_refused",
+           "param_versions"]
 
 
 def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[str, Any],
@@ -217,15 +218,24 @@ def gathered_then_written(ctx: Any) -> None:
     Raises:
         PlanError: the shard was written between the gather and this backward.
     """
-    from spec_lang.torch_frontend.dataparallel import _versions  # noqa: PLC0415
-
-    if ctx.stored is not None and _versions(ctx.stored) != ctx.version:
+    if ctx.stored is not None and param_versions(ctx.stored) != ctx.version:
         site = f"{ctx.site}: " if getattr(ctx, "site", "") else ""
         raise PlanError(f"{site}a parameter of fully_shard is written in place between its "
                         "all-gather for the forward and the backward: FSDP2 gathers it again "
                         "for the backward, so the real gradients (and activations saved as "
                         "views of the gathered parameter) see the new value, which prove "
                         "--torch does not model; change parameters only in the optimizer step")
+
+
+def param_versions(p: Any) -> tuple[int, ...]:
+    """The version counters of a parameter and of its local tensor (under ``make_fx`` an
+    in-place op on a DTensor bumps the DTensor's own counter, ``to_local().mul_()`` the
+    local's); ``()`` for no parameter. Read at a gather and again at its backward
+    (:func:`gathered_then_written`)."""
+    if p is None:
+        return ()
+    local = getattr(p, "_local_tensor", None)
+    return (p._version,) + ((local._version,) if local is not None else ())
 
 
 def _engine_frame() -> Any:

@@ -205,9 +205,9 @@ def test_a_shard_written_between_its_gather_and_the_backward_is_refused() -> Non
     from spec_lang.torch_frontend.recompute import gathered_then_written
 
     stored = torch.zeros(4)                         # the parameter (a DTensor in the capture)
-    from spec_lang.torch_frontend.dataparallel import _versions
+    from spec_lang.torch_frontend.recompute import param_versions
 
-    ctx = types.SimpleNamespace(stored=stored, version=_versions(stored), site="t.py:7")
+    ctx = types.SimpleNamespace(stored=stored, version=param_versions(stored), site="t.py:7")
     gathered_then_written(ctx)                      # unchanged: nothing raised
     with torch.no_grad():
         stored.mul_(2)                              # the parameter, written in the step
