@@ -28,9 +28,9 @@ pinned in :data:`spec_lang.torch_frontend.version.PRIVATE_APIS`):
 Refused (exit 3, the user's line): schedules other than ``ScheduleGPipe`` and
 ``Schedule1F1B`` (interleaved, looped, zero-bubble, DualPipeV: several stages per rank, or
 weight-gradient actions), ``build_stage`` / ``pipeline()`` (the traced ``Pipe`` front end),
-a stage whose module is an ``FSDPModule`` (``perform_reduce_grad``'s FSDP path is not
-modelled), static metadata given by the user (what it says about ``requires_grad`` decides the
-program), and more than one stage or schedule on a rank.
+static metadata given by the user (what it says about ``requires_grad`` decides the program),
+and more than one stage or schedule on a rank. A stage module wrapped by ``fully_shard``:
+:mod:`pp_data_parallel`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from spec_lang.torch_frontend.all_reduce_mark import (foreign_modes, marking_all
                                                      unmarked_all_reduces)
 from spec_lang.torch_frontend.group_identity import name_of
 from spec_lang.torch_frontend.op_guard import namespaces, tampered, watching
+from spec_lang.torch_frontend.pp_data_parallel import StandInStage, check_stage_module
 from spec_lang.torch_frontend.pp_guard import (PIPELINING_MODIFIED, current_snapshot, held_by,
                                                live_pipeline_objects, modified, shadowed,
                                                still_alive)
@@ -237,8 +238,6 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
 
     def init_stage(self: Any, submod: Any, stage_index: int, num_stages: int, *a: Any,
                    **k: Any) -> None:
-        from torch.distributed.fsdp import FSDPModule
-
         if type(self) is not stage.PipelineStage:
             refuse(f"{type(self).__name__} (build_stage / a traced pipeline)")
         if rec.stage is not None:
@@ -248,8 +247,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             raise NeedsCpu()
         if not _IN_STEP[0]:
             refuse(_OUTSIDE_STEP.format("PipelineStage"))
-        if isinstance(submod, FSDPModule):
-            refuse("a pipeline stage whose module is wrapped by fully_shard / replicate")
+        check_stage_module(submod, refuse)     # fully_shard's stand-in: pp_data_parallel
         rec.stage, rec.n_stages = int(stage_index), int(num_stages)
         stage_init(self, submod, stage_index, num_stages, *a, **k)
         _BUILT.append((weakref.ref(self), type(self)))
@@ -372,7 +370,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             return fn(self, *a, **k)
         return w
 
-    reduce_grad = base.__dict__["perform_reduce_grad"]
+    dp = StandInStage(rec.events, refuse)
+    reduce_grad = dp.reduce_grad_for(base.__dict__["perform_reduce_grad"])
 
     def perform_reduce_grad(self: Any, factor: int) -> Any:
         rec.events.append(f"REDUCE_GRAD/{factor}")
@@ -461,6 +460,8 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
     patch(base, "forward_one_chunk", event("F", base.__dict__["forward_one_chunk"]))
     patch(base, "backward_one_chunk", event("B", base.__dict__["backward_one_chunk"]))
     patch(base, "perform_reduce_grad", perform_reduce_grad)
+    patch(base, "backward_maybe_with_nosync", dp.backward_for(base.__dict__[
+        "backward_maybe_with_nosync"]))
     patch(schedules, "_batch_p2p", p2p)
     import torch.distributed as dist_ns
     from torch.distributed import distributed_c10d as c10d_mod
@@ -483,6 +484,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
 
     def at_step_end() -> None:
         guard()
+        dp.at_end(site())
         all_waited("train_step returned", recv_only=False)
     _GUARD[0] = at_step_end
     _HELD.clear()

@@ -20,6 +20,7 @@ from typing import Any
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.leftover import CHANGED
+from spec_lang.torch_frontend.pp_data_parallel import STAND_IN_ASSUMPTION, STAND_IN_MARK
 from spec_lang.torch_frontend.pp_fold import MB, fold_microbatches
 from spec_lang.torch_frontend.pp_merge import merge_stages
 from spec_lang.torch_frontend.tracedata import Job, run_jobs
@@ -207,4 +208,5 @@ def pp_assumptions(plan: Any) -> list[str]:
         "copy, equal to the spec's at the start of the step; a receive writes its buffer in "
         "place; the micro-batches' sums are all-reduces over the micro-batch axis "
         "'mb' (an exact rewriting: docs/torch.md, 'Pipelining')",
-    ]
+    ] + ([STAND_IN_ASSUMPTION] if any(e.endswith(STAND_IN_MARK) for x in st
+                                     for e in x["events"]) else [])

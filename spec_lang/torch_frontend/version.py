@@ -62,6 +62,10 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.distributed.pipelining.stage._PipelineStageBase.forward_one_chunk",
     "torch.distributed.pipelining.stage._PipelineStageBase.backward_one_chunk",
     "torch.distributed.pipelining.stage._PipelineStageBase.perform_reduce_grad",
+    # a stage module wrapped by fully_shard's stand-in (pp_data_parallel.py)
+    "torch.distributed.pipelining.stage._PipelineStageBase.backward_maybe_with_nosync",
+    "torch.distributed.pipelining.stage._PipelineStageBase.scale_grads",
+    "torch.distributed.pipelining.stage.stage_backward",
     "torch.distributed.pipelining.stage.PipelineStage._prepare_forward_infra",
     "torch.distributed.pipelining.stage.PipelineStage._recv_meta",
     "torch.distributed.pipelining.stage.PipelineStage._send_meta",

@@ -2,7 +2,8 @@
 of a train file single-device and on a real gloo process group on localhost (one OS process
 per rank of ``MESH``, ``torch.multiprocessing`` spawn), in float64, from the same initial
 parameters and global batch, and report how far each rank's gradients (as ``optimizer.step()``
-sees them) and updated parameters are from the single-device step's.
+sees them) and updated parameters are from the single-device step's (a ``fully_shard``
+parameter's and gradient's full tensors).
 
 Ranks of a pipeline stage hold only their stage's parameters; each is compared under its name
 in the single-device model (a tied weight under any of its names). The batch is split on dim 0
@@ -69,7 +70,7 @@ def step_values(mod: Any, model: Any, batch: dict[str, torch.Tensor], mesh: Any
             for p in model.parameters():
                 if p.grad is not None:
                     for n in names[id(p)]:
-                        grads[n] = p.grad.detach().clone().tolist()
+                        grads[n] = _full(p.grad).detach().clone().tolist()
 
     handle = register_optimizer_step_pre_hook(snap)
     try:
@@ -79,8 +80,16 @@ def step_values(mod: Any, model: Any, batch: dict[str, torch.Tensor], mesh: Any
     out = {}
     for p in model.parameters():
         for n in names[id(p)]:
-            out[n] = {"param": p.detach().clone().tolist(), "grad": grads.get(n)}
+            out[n] = {"param": _full(p).detach().clone().tolist(), "grad": grads.get(n)}
     return out
+
+
+def _full(t: Any) -> Any:
+    """A ``DTensor`` (``fully_shard``'s sharded parameter or gradient) as its full tensor
+    (a collective over its mesh: every rank of a stage calls it in the same order), else ``t``."""
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t
 
 
 def _coords(mesh: dict[str, int], rank: int) -> dict[str, int]:
