@@ -59,6 +59,8 @@ def _line(name: str, marker: str) -> int:
     # loss + 21 parameters x (gradient, update, 2 AdamW states, AdamW step counter)
     pytest.param("gpt2_ddp.py", 180, marks=pytest.mark.slow),
     # 36 parameters (wte tied once) x (gradient, update, 2 states, step counter)
+    pytest.param("llama_pp_fsdp.py", 107, marks=pytest.mark.slow),
+    # PP 2 x FSDP2 dp 2 (pp_data_parallel.py): 21 parameters x 5 and the two RoPE buffers
 ])
 def test_right_plans_prove_equivalent(name, goals, certs):
     out = _prove(name, certs, "--no-check")
@@ -136,6 +138,9 @@ BUGGY = [
     # the gradients the optimizer reads: each rank scaled its partial sums by its own
     # coefficient (the site is the backward that produced them, not the clipping lines)
     ("llama_tp_local_clip_buggy.py", r"grad:.*norm.*", None, None, "loss.backward()", "site"),
+    # PP x FSDP2: the stage module's own parameters (embedding / final norm and head) summed
+    ("llama_pp_fsdp_divide_factor_buggy.py", r"grad:(output|norm|tok_embeddings)\.weight",
+     {"dp": 0}, "2 = |dp|", "stage.set_gradient_divide_factor(1.0)", "placement"),
 ]
 
 

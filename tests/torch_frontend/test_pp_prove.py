@@ -126,6 +126,8 @@ def test_a_constant_sent_upstream_is_refused_naming_the_line():
     ("llama_pp_dp_no_scale_grads_buggy.py", True),
     ("llama_pp_dp_stage_no_dp_reduce_buggy.py", True),
     ("llama_pp_dp_detached_stage_input_buggy.py", True),
+    ("llama_pp_fsdp.py", False),
+    ("llama_pp_fsdp_divide_factor_buggy.py", True),
 ])
 def test_the_gloo_truth_agrees(name, differs):
     """The oracle differs exactly where ``prove`` does not say EQUIVALENT (the other files:

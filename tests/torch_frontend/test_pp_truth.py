@@ -29,7 +29,7 @@ TIED_BOUND = 1e-3
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["llama_pp_dp.py", "llama_pp_1f1b_dp.py"])
+@pytest.mark.parametrize("name", ["llama_pp_dp.py", "llama_pp_1f1b_dp.py", "llama_pp_fsdp.py"])
 def test_pipelined_llama_matches_single_device(name):
     r = run(str(EX / name))
     # every single-device parameter is held by a stage, on both dp ranks of that stage
