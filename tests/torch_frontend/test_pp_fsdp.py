@@ -52,6 +52,15 @@ def test_wrong_pp_fsdp_mutants_are_refuted_naming_parameter_stage_rank(
         assert any(abs(float(v["spec"]) - float(v["plan"])) > 1e-9 for v in cx["values"])
 
 
+def test_fsdp2_on_the_blocks_only_fails_at_capture_as_it_fails_for_real(tmp_path):
+    """The stage module's own parameters stay plain, the blocks' are DTensors: AdamW's foreach
+    step raises for real (pp_truth: every rank exits 1) and in the capture, exit 3."""
+    name = "llama_pp_fsdp_blocks_only_crash.py"
+    out = prove(PLANS / name, tmp_path)
+    assert out["_rc"] == 3 and "verdict" not in out, out
+    assert f"{name}:" in out["_err"] and "got mixed torch.Tensor and DTensor" in out["_err"]
+
+
 @pytest.mark.parametrize("name,differs", [(n, False) for n in RIGHT]
                          + [(w[0], True) for w in WRONG])
 def test_the_gloo_truth_agrees(name, differs):
