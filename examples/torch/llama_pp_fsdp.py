@@ -7,7 +7,7 @@ runs FSDP2's reduce-scatter once, after the last backward (``perform_reduce_grad
 
 Runs on a real process group (``tests/torch_frontend/pp_truth.py`` runs it with gloo on 4
 processes and matches the single-device step to 1e-9 in float64: grad 5.6e-17, update
-2.8e-16). ``prove --torch``: EQUIVALENT, 107 goals, 141 s (``--no-check``, shared 2-core
+2.8e-16). ``prove --torch``: EQUIVALENT, 107 goals, 141-187 s (``--no-check``, shared 2-core
 machine; ``docs/torch.md``, "Pipelining": why each micro-batch's reduction is the same step).
 
     prove --torch examples/torch/llama_pp_fsdp.py

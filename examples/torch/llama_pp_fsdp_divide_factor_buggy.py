@@ -4,7 +4,7 @@ norm and the head on stage 1; the blocks are units of their own) is a sum over d
 loss is a per-rank mean: |dp| (2) times the single-device gradient there.
 
 ``prove --torch`` must not prove it: NOT EQUIVALENT at ``grad:output.weight``, plan = 2 x spec
-(2 = |dp|), stage 1, naming the ``set_gradient_divide_factor`` line; the gloo oracle
+(2 = |dp|), stage 1, naming the ``set_gradient_divide_factor`` line (201 s); the gloo oracle
 (``tests/torch_frontend/pp_truth.py``) agrees (grad 0.066 at ``output.weight``, the 18 block
 parameters exact).
 """
