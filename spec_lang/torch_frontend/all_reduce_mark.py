@@ -34,7 +34,8 @@ NOT_PLAIN = "shardproof: what ran inside dist.all_reduce"
 
 def foreign_modes() -> list[str]:
     """The torch function and dispatch modes active now that are not the tracer's own
-    (``make_fx``'s metadata and proxy modes, the fake tensor mode): a mode of the train file
+    (``make_fx``'s metadata and proxy modes, the fake tensor mode, the guard of a
+    ``fully_shard`` pipeline stage): a mode of the train file
     sees every op of a collective or transfer and can answer it, e.g. with a work that is
     already completed while the real one still runs (adversarial round 30, R30-1)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -42,7 +43,10 @@ def foreign_modes() -> list[str]:
     from torch.overrides import _get_current_function_mode_stack
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-    ours = (TorchFunctionMetadataMode, ProxyTorchDispatchMode, FakeTensorMode)
+    from spec_lang.torch_frontend.pp_data_parallel import AutogradStateGuard
+
+    ours = (TorchFunctionMetadataMode, ProxyTorchDispatchMode, FakeTensorMode,
+            AutogradStateGuard)
     return [type(m).__qualname__ for m in [*_get_current_function_mode_stack(),
                                            *_get_current_dispatch_mode_stack()]
             if type(m) not in ours]

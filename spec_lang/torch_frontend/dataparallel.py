@@ -43,7 +43,8 @@ from spec_lang.torch_frontend.recompute import (gathered_then_written, param_ver
                                                  recompute_hooks, reduction_refused)
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
-           "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view"]
+           "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view",
+           "VIEW_SINKS"]
 
 
 @dataclass
@@ -509,8 +510,23 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
     return hooks
 
 
+VIEW_SINKS: list[list[Any]] = []
+"""Lists :func:`unit_view` appends every view it makes to (with its local tensor), while a
+caller holds one here (:class:`pp_data_parallel.AutogradStateGuard`, round 41e: R41e-1)."""
+
+
 def unit_view(u: Any, stored: Any, orig: Any) -> Any:
-    """The parameter as the unit's forward sees it (module docstring of :mod:`dataparallel`)."""
+    """The parameter as the unit's forward sees it (module docstring of :mod:`dataparallel`);
+    appended to every list in :data:`VIEW_SINKS`."""
+    view = _unit_view(u, stored, orig)
+    for sink in VIEW_SINKS:
+        sink.append(view)
+        if isinstance(view, DTensor):
+            sink.append(view._local_tensor)  # noqa: SLF001
+    return view
+
+
+def _unit_view(u: Any, stored: Any, orig: Any) -> Any:
     groups_of = lambda names: tuple(u.group(a) for a in names)  # noqa: E731
     if u.kind == "ddp":
         return AllReduceGrad.apply(stored, groups_of(u.mesh.mesh_dim_names), u.factor(),

@@ -356,7 +356,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
                 rec.refusals.append(msg)
                 raise PlanError(msg)
         guard()
-        out = step0(self, *args, target=target, **k)
+        out = dp.step_for(step0)(self, *args, target=target, **k)   # (pp_data_parallel)
         guard()
         _hold()
         all_waited("schedule.step returned", recv_only=False)
@@ -370,7 +370,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             return fn(self, *a, **k)
         return w
 
-    dp = StandInStage(rec.events, refuse)
+    dp = StandInStage(rec.events, refuse, rec.refusals, site)
     reduce_grad = dp.reduce_grad_for(base.__dict__["perform_reduce_grad"])
 
     def perform_reduce_grad(self: Any, factor: int) -> Any:

@@ -28,20 +28,40 @@ own ``set_requires_gradient_sync(False)`` stays refused (:mod:`dataparallel`). A
 with units inside that is not one itself is torch's plain branch already (its units reduce
 every backward for real too: the same sum).
 
+Where the stand-in is not the real state (round 41e, R41e-1): from a stand-in stage's first
+backward to ``perform_reduce_grad`` the real FSDP2 module holds its *unsharded leaf*
+parameters with the micro-batches' local gradients accumulated in ``.grad`` (a 1F1B forward
+after a backward sees them), while the stand-in's forward sees a gathered non-leaf view and
+its sharded parameters hold reduced gradients. So inside ``schedule.step`` of such a stage,
+:class:`AutogradStateGuard` refuses (exit 3) any read or write of the autograd state of the
+stage's parameters, their local shards and the views the forwards get: ``.grad``,
+``is_leaf``, ``grad_fn``, ``_version``, ``.data``, ``_base``, hooks, storages, in-place
+methods, any attribute set (the spec's single forward and a real FSDP2 module disagree on
+them). Only shape and type metadata (``shape``, ``dtype``, ``device``, ``requires_grad``, ...)
+are read freely. Not covered (``docs/torch.md``, "Known limits"): the parameters' *identity*
+(``is``, ``id``), which no mode sees.
+
 Refused: a stage module that is an ``FSDPModule`` not made by the front end's stand-in (real
 FSDP state the capture cannot trace), and a backward kind other than ``"full"`` (the split
-input / weight backward of the zero-bubble schedules, refused earlier).
+input / weight backward of the zero-bubble schedules, refused earlier). Gradient accumulation
+over several ``schedule.step`` calls is followed step by step (R41e-2): each step's backwards
+are followed by that step's one reduction, and ``scale_grads`` divides the stored gradients,
+earlier steps' included, as torch's does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from torch.overrides import TorchFunctionMode
 
 from spec_lang.errors import PlanError
 
 __all__ = ["is_stand_in", "check_stage_module", "StandInStage", "STAND_IN_MARK",
-           "STAND_IN_ASSUMPTION"]
+           "STAND_IN_ASSUMPTION", "AutogradStateGuard"]
 
 STAND_IN_MARK = ":fully_shard"
 """Appended to a stand-in stage's ``REDUCE_GRAD/<n>`` event (``REDUCE_GRAD/2:fully_shard``)."""
@@ -52,8 +72,9 @@ STAND_IN_ASSUMPTION = (
     "(set_requires_gradient_sync(False)) and reduces their sum once after the last backward "
     "(perform_reduce_grad: FSDP2's post_backward, then scale_grads(n)); the proof reduces and "
     "divides each micro-batch's gradient in its own backward and sums them, the same over the "
-    "reals (the reduction is linear); nothing reads a gradient, or a parameter through its "
-    "module, between the first backward and the reduction (docs/torch.md, 'Pipelining')")
+    "reals (the reduction is linear); inside schedule.step nothing reads or writes the "
+    "autograd state of the stage's parameters (refused), nor compares them by identity "
+    "(docs/torch.md, 'Pipelining')")
 """What a verdict with such a stage assumes, in words (:func:`pp_frontend.pp_assumptions`)."""
 
 
@@ -79,6 +100,102 @@ def check_stage_module(submod: Any, refuse: Callable[[str], None]) -> None:
                "(fully_shard / replicate called elsewhere)")
 
 
+SAFE_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "layout", "ndim", "requires_grad", "is_cuda", "is_cpu",
+    "is_meta", "is_sparse", "is_sparse_csr", "is_quantized", "is_mkldnn", "is_nested",
+    "is_xpu", "is_mps", "itemsize", "nbytes", "names", "T", "mT", "H", "mH", "real", "imag"})
+"""Attributes of a stage parameter :class:`AutogradStateGuard` lets anyone read: its shape and
+type (equal in the spec, the stand-in and a real FSDP2 module) and views that are ops."""
+
+REFUSED_METHODS = frozenset({
+    "retain_grad", "register_hook", "register_post_accumulate_grad_hook", "_is_view",
+    "untyped_storage", "storage", "_typed_storage", "data_ptr", "set_", "share_memory_",
+    "_fix_weakref", "backward", "_use_count", "is_set_to", "__reduce_ex__", "__setstate__",
+    "__deepcopy__", "_make_subclass"})
+"""Methods of a stage parameter that read or change its autograd state or its storage (an
+in-place method, ``name_``, is refused too)."""
+
+
+class AutogradStateGuard(TorchFunctionMode):
+    """Inside ``schedule.step`` of a stand-in stage, refuse what would tell the stand-in's
+    parameters from a real FSDP2 module's (module docstring; round 41e, R41e-1).
+
+    ``guarded``: the stage's parameters and their local shards when the step starts; the views
+    the forwards get are added as :func:`dataparallel.unit_view` makes them (its
+    ``VIEW_SINKS``). ``refuse(what)`` raises with the user's line. Torch's own schedule code
+    (``_post_metadata_inference_cleanup`` sets the gradients to None, as for real) and the
+    front end's (the recomputation's version check) pass: an access is refused when a frame of
+    user code (outside torch, the standard library and the front end) lies between it and
+    ``stop``, the code of the step wrapper (:meth:`StandInStage.step_for`).
+    """
+
+    def __init__(self, guarded: list[Any], refuse: Callable[[str], None], stop: Any) -> None:
+        super().__init__()
+        self.guarded, self.refuse, self.stop = guarded, refuse, stop  # (held: ids stay theirs)
+        self.ids: set[int] = set()
+        self.synced = 0                                 # guarded[:synced] are in ids
+        self.on = True
+
+    def _is_guarded(self, x: Any) -> bool:
+        if self.synced < len(self.guarded):
+            self.ids.update(id(g) for g in self.guarded[self.synced:])
+            self.synced = len(self.guarded)
+        return id(x) in self.ids
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        if self.on and args and self._is_guarded(args[0]):
+            what = _autograd_state(func)
+            if what and _from_user(sys._getframe(1), self.stop):  # noqa: SLF001
+                self.refuse(f"{what} of a parameter of a pipeline stage wrapped by "
+                            "fully_shard, inside schedule.step: from the stage's first "
+                            "backward to the reduction the real FSDP2 module holds unsharded "
+                            "parameters with unreduced gradients, which the proof does not "
+                            "model (docs/torch.md, 'Pipelining', step 7); read them after "
+                            "schedule.step returns")
+        return func(*args, **(kwargs or {}))
+
+
+def _trusted_dirs() -> tuple[str, ...]:
+    import os
+    import sysconfig
+
+    import torch
+
+    import spec_lang.torch_frontend as fe
+
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, fe)) + (
+        sysconfig.get_paths()["stdlib"] + os.sep,)
+
+
+def _from_user(frame: Any, stop: Any) -> bool:
+    """Whether user code runs between an access (``frame``: its caller) and the step wrapper
+    (``stop``: its code): a frame whose file is not torch's, the standard library's or the
+    front end's (code ``exec``'d from a string is the user's)."""
+    if frame.f_globals.get("__name__", "").startswith("spec_lang.torch_frontend."):
+        return False
+    trusted = _trusted_dirs()
+    while frame is not None and frame.f_code is not stop:
+        if not frame.f_code.co_filename.startswith(trusted):
+            return True
+        frame = frame.f_back
+    return frame is None
+
+
+def _autograd_state(func: Any) -> str | None:
+    """What ``func`` (as a torch function mode receives it) reads or writes of a tensor's
+    autograd state, storage or identity, in words, or None for an op or a safe attribute."""
+    name = getattr(func, "__name__", "")
+    if name in ("__get__", "__set__", "__delete__"):
+        attr = getattr(getattr(func, "__self__", None), "__name__", "?")
+        if name == "__get__" and attr in SAFE_ATTRIBUTES:
+            return None
+        return f"{'reading' if name == '__get__' else 'setting'} .{attr}"
+    if name in REFUSED_METHODS or (name.endswith("_") and not name.startswith("__")):
+        return f".{name}()"
+    return None
+
+
 class StandInStage:
     """Torch's two data-parallel hooks of a pipeline stage, for the capture of one step
     (:func:`pp_capture.pipelining` patches them into ``_PipelineStageBase``).
@@ -87,8 +204,48 @@ class StandInStage:
     before :meth:`perform_reduce_grad` runs); ``refuse(what)`` raises with the user's line.
     """
 
-    def __init__(self, events: list[str], refuse: Callable[[str], None]) -> None:
-        self.events, self.refuse, self.backwards = events, refuse, 0
+    def __init__(self, events: list[str], refuse: Callable[[str], None],
+                 refusals: list[str] | None = None, site: Callable[[], str] | None = None
+                 ) -> None:
+        self.events, self.refuse = events, refuse
+        self.refusals = refusals if refusals is not None else []
+        self.site = site or (lambda: "train.py")
+        self.step_start = 0          # events[step_start:]: the current schedule.step's
+        self.pending = False         # a backward ran and no reduction followed it yet
+        self.guard: AutogradStateGuard | None = None
+
+    def _reductions(self) -> int:
+        return sum(e.startswith("REDUCE_GRAD") for e in self.events[self.step_start:])
+
+    def step_for(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``schedule.step``: torch's ``original``, for a stand-in stage under
+        :class:`AutogradStateGuard` (its parameters and local shards guarded, and the views
+        its forwards get), its events counted from here (R41e-2)."""
+
+        def step(schedule: Any, *a: Any, **k: Any) -> Any:
+            from spec_lang.torch_frontend import dataparallel
+
+            self.step_start = len(self.events)
+            stage = getattr(schedule, "_stage", None)
+            if stage is None or not is_stand_in(stage.submod):
+                return original(schedule, *a, **k)
+            guarded = [t for p in stage.submod.parameters()
+                       for t in (p, getattr(p, "_local_tensor", None)) if t is not None]
+            self.guard = AutogradStateGuard(guarded, self._refuse_access, step.__code__)
+            dataparallel.VIEW_SINKS.append(guarded)
+            try:
+                with self.guard:
+                    return original(schedule, *a, **k)
+            finally:
+                dataparallel.VIEW_SINKS.remove(guarded)
+                self.guard = None
+
+        return step
+
+    def _refuse_access(self, what: str) -> None:
+        msg = f"{self.site()}: {what}"
+        self.refusals.append(msg)      # refused even if the train file catches the error
+        raise PlanError(msg)
 
     def backward_for(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """``backward_maybe_with_nosync``: for a stand-in stage module, torch's plain branch
@@ -107,13 +264,13 @@ class StandInStage:
                 return original(stage, backward_type, bwd_kwargs, last_backward=last_backward)
             if backward_type != "full":
                 self.refuse(f"a {backward_type!r} backward of a stage wrapped by fully_shard")
-            if any(e.startswith("REDUCE_GRAD") for e in self.events):
+            if self._reductions():
                 self.refuse("a backward of a stage wrapped by fully_shard after torch's final "
-                            "gradient reduction (perform_reduce_grad): for real its gradient "
-                            "is left unreduced")
+                            "gradient reduction (perform_reduce_grad) of the same "
+                            "schedule.step: for real its gradient is left unreduced")
             from torch.distributed.pipelining import stage as stage_mod
 
-            self.backwards += 1
+            self.pending = True
             return (stage_mod.stage_backward(bwd_kwargs["stage_output"],
                                              bwd_kwargs["output_grads"],
                                              bwd_kwargs["input_values"]), None)
@@ -132,10 +289,13 @@ class StandInStage:
         def perform_reduce_grad(stage: Any, grad_scale_factor: int) -> Any:
             if not is_stand_in(stage.submod):
                 return original(stage, grad_scale_factor)
-            if sum(e.startswith("REDUCE_GRAD") for e in self.events) > 1:
+            if self._reductions() > 1:
                 self.refuse("a second gradient reduction (perform_reduce_grad) of a stage "
-                            "wrapped by fully_shard in one step")
+                            "wrapped by fully_shard in one schedule.step")
             self.events[-1] += STAND_IN_MARK     # (pp_frontend.pp_assumptions)
+            self.pending = False
+            if self.guard is not None:
+                self.guard.on = False            # torch's scale_grads reads .grad
             if grad_scale_factor != 1:
                 stage.scale_grads(grad_scale_factor)
             return None
@@ -150,7 +310,7 @@ class StandInStage:
             PlanError: a backward ran and no reduction followed it (a direct call of the
                 stage's backward, no schedule step after it).
         """
-        if self.backwards and not any(e.startswith("REDUCE_GRAD") for e in self.events):
+        if self.pending:
             raise PlanError(f"{site}: a backward of a pipeline stage wrapped by fully_shard ran "
                             "without torch's final gradient reduction (perform_reduce_grad, "
                             "run by schedule.step): for real its gradient is left unreduced")

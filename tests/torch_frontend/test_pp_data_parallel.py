@@ -74,7 +74,7 @@ def test_the_backward_of_a_stand_in_stage_is_torchs_plain_backward(monkeypatch):
     # no sync flags are set on the stand-in: its user-facing set_requires_gradient_sync(False)
     # would be refused (a user's skipped reduction); the plain branch reduces per backward
     assert bwd(_stage(_stand_in()), "full", kw, last_backward=False) == ("g", None)
-    assert calls == [(1, 2, 3)] and orig == [] and dp.backwards == 1
+    assert calls == [(1, 2, 3)] and orig == [] and dp.pending
     plain = _stage(nn.Linear(3, 2))
     assert bwd(plain, "full", kw, last_backward=True) == ("torch", None)
     assert orig == [((plain, "full", kw), {"last_backward": True})]
@@ -128,6 +128,7 @@ def test_a_backward_without_the_reduction_is_refused_when_the_step_returns(monke
     with pytest.raises(PlanError, match="train.py:9: .*without torch's final gradient"):
         dp.at_end("train.py:9")
     events.append("REDUCE_GRAD/1")
+    dp.reduce_grad_for(lambda *a: None)(_stage(_stand_in()), 1)
     dp.at_end("train.py:9")
 
 
@@ -161,3 +162,106 @@ def test_torchs_hooks_are_patched_only_inside_the_pipelining_block():
         assert all(base.__dict__[k] is not v for k, v in before.items())
     assert all(base.__dict__[k] is v for k, v in before.items())
     assert torch.distributed.pipelining.stage.stage_backward is stage_mod.stage_backward
+
+
+def _guarded_step(events: list[str], body, submod: nn.Module | None = None):
+    """Run ``body(schedule)`` as torch's ``schedule.step`` of a stand-in stage through
+    :meth:`StandInStage.step_for`; returns the StandInStage."""
+    dp = pdp.StandInStage(events, _refuse)
+    sched = types.SimpleNamespace(_stage=_stage(submod if submod is not None else _stand_in()))
+    dp.step_for(lambda s, *a, **k: body(s))(sched)
+    return dp
+
+
+@pytest.mark.parametrize("read", [
+    lambda w: w.grad, lambda w: w.is_leaf, lambda w: w.grad_fn, lambda w: w._version,
+    lambda w: w.data, lambda w: w._base, lambda w: setattr(w, "grad", None),
+    lambda w: w.register_hook(lambda g: g), lambda w: w.retain_grad(),
+    lambda w: w.untyped_storage(), lambda w: w._is_view(),
+    lambda w: w.mul_(2.0)])
+def test_the_autograd_state_of_a_stand_in_stages_parameters_is_refused_inside_the_step(read):
+    """R41e-1 (r41e_01 / r41e_05 read ``.grad`` / ``is_leaf``, r41e_06 sets ``.grad = None`` in
+    a 1F1B forward): real FSDP2 holds unsharded leaves with accumulated local gradients there."""
+    m = _stand_in()
+    with pytest.raises(PlanError, match="of a parameter of a pipeline stage wrapped by "
+                                        "fully_shard, inside schedule.step"):
+        _guarded_step(["F0"], lambda s: read(m.weight), m)
+
+
+def test_shapes_types_and_ops_of_the_parameters_are_free_inside_the_step():
+    m, seen = _stand_in(), []
+
+    def body(s):
+        w = m.weight
+        seen.extend([tuple(w.shape), w.dtype, w.device.type, w.requires_grad, w.ndim,
+                     float(((w @ torch.ones(3)).sum() - (w.sum(dim=1)).sum()).detach()),
+                     tuple(w.T.shape)])
+        other = torch.ones(2, requires_grad=True) * 2
+        seen.append(other.grad_fn is not None)       # an activation: not guarded
+    _guarded_step(["F0"], body, m)
+    assert seen == [(2, 3), torch.float32, "cpu", True, 2, pytest.approx(0.0, abs=1e-5),
+                    (3, 2), True]
+    m.weight.grad                                    # outside the step: free  # noqa: B018
+
+
+def test_the_views_a_stand_in_stages_forwards_get_are_guarded_too():
+    from spec_lang.torch_frontend import dataparallel
+
+    m, view = _stand_in(), torch.ones(2, 3) * 2      # stands for a gathered view
+
+    def body(s):
+        for sink in dataparallel.VIEW_SINKS:         # what unit_view does with a view it makes
+            sink.append(view)
+        view.is_leaf                                  # noqa: B018
+    with pytest.raises(PlanError, match="reading .is_leaf"):
+        _guarded_step(["F0"], body, m)
+    assert dataparallel.VIEW_SINKS == []
+    view.is_leaf                                      # after the step: free  # noqa: B018
+
+
+def test_the_front_ends_own_reads_and_torchs_scale_grads_pass():
+    m = _stand_in()
+    own = {"__name__": "spec_lang.torch_frontend.recompute"}
+    exec("def versions(p):\n    return p._version\n", own)  # noqa: S102
+
+    def body(s):
+        own["versions"](m.weight)                    # recompute.param_versions' read
+        dp.reduce_grad_for(lambda *a: None)(s._stage, 2)
+        m.weight.grad                                 # after the reduction  # noqa: B018
+    events = ["F0", "B0"]
+    dp = pdp.StandInStage(events, _refuse)
+    sched = types.SimpleNamespace(_stage=_stage(m))
+    dp.step_for(lambda s, *a, **k: (events.append("REDUCE_GRAD/2"), body(s)))(sched)
+    assert sched._stage.scaled == [2]
+
+
+def test_a_plain_stage_runs_its_step_unguarded():
+    m = nn.Linear(3, 2)
+    _guarded_step(["F0"], lambda s: m.weight.grad, m)
+
+
+def test_gradient_accumulation_over_two_schedule_steps_is_followed_step_by_step(monkeypatch):
+    """R41e-2: two ``schedule.step`` calls of one schedule, each with its backwards and one
+    reduction (right for real: the second reduction reduces the second step's sum)."""
+    from torch.distributed.pipelining import stage as stage_mod
+
+    monkeypatch.setattr(stage_mod, "stage_backward", lambda *a: None)
+    events: list[str] = []
+    dp = pdp.StandInStage(events, _refuse)
+    bwd = dp.backward_for(lambda *a, **k: None)
+    red = dp.reduce_grad_for(lambda *a: None)
+    st = _stage(_stand_in())
+    kw = {"stage_output": 0, "output_grads": 0, "input_values": 0}
+
+    def one_step(s):
+        events.extend(["F0", "B0"])
+        bwd(st, "full", kw)
+        events.append("REDUCE_GRAD/2")
+        red(st, 2)
+    for _ in range(2):
+        dp.step_for(lambda s, *a, **k: one_step(s))(types.SimpleNamespace(_stage=st))
+    dp.at_end("train.py:9")
+    assert st.scaled == [2, 2]       # torch's scale_grads divides the stored grads each step
+    events.append("B1")              # but a backward after this step's reduction: refused
+    with pytest.raises(PlanError, match="of the same schedule.step"):
+        bwd(st, "full", kw)
