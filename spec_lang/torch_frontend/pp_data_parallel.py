@@ -156,16 +156,24 @@ class AutogradStateGuard(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _trusted_dirs() -> tuple[str, ...]:
+def _trusted(filename: str) -> bool:
+    """Whether a frame's file is torch's, the front end's or the standard library's (not an
+    installed package that lives under the standard library's directory, e.g. torchtitan)."""
     import os
+    import site
     import sysconfig
 
     import torch
 
     import spec_lang.torch_frontend as fe
 
-    return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, fe)) + (
-        sysconfig.get_paths()["stdlib"] + os.sep,)
+    if filename.startswith(tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, fe))):
+        return True
+    paths = sysconfig.get_paths()
+    installed = {paths["purelib"], paths["platlib"], *site.getsitepackages(),
+                 site.getusersitepackages()}
+    return filename.startswith(paths["stdlib"] + os.sep) \
+        and not filename.startswith(tuple(d + os.sep for d in installed))
 
 
 def _from_user(frame: Any, stop: Any) -> bool:
@@ -174,9 +182,8 @@ def _from_user(frame: Any, stop: Any) -> bool:
     front end's (code ``exec``'d from a string is the user's)."""
     if frame.f_globals.get("__name__", "").startswith("spec_lang.torch_frontend."):
         return False
-    trusted = _trusted_dirs()
     while frame is not None and frame.f_code is not stop:
-        if not frame.f_code.co_filename.startswith(trusted):
+        if not _trusted(frame.f_code.co_filename):
             return True
         frame = frame.f_back
     return frame is None

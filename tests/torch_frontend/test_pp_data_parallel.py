@@ -265,3 +265,16 @@ def test_gradient_accumulation_over_two_schedule_steps_is_followed_step_by_step(
     events.append("B1")              # but a backward after this step's reduction: refused
     with pytest.raises(PlanError, match="of the same schedule.step"):
         bwd(st, "full", kw)
+
+
+def test_only_torchs_the_front_ends_and_the_standard_librarys_files_are_trusted():
+    import json
+    import os
+    import site
+    import sysconfig
+
+    assert pdp._trusted(torch.__file__) and pdp._trusted(pdp.__file__)
+    assert pdp._trusted(json.__file__) and pdp._trusted(os.__file__)
+    assert not pdp._trusted(__file__) and not pdp._trusted("<string>")
+    for d in {sysconfig.get_paths()["purelib"], *site.getsitepackages()}:
+        assert not pdp._trusted(os.path.join(d, "torchtitan", "train.py"))
