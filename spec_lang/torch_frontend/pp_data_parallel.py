@@ -61,7 +61,7 @@ from torch.overrides import TorchFunctionMode
 from spec_lang.errors import PlanError
 
 __all__ = ["is_stand_in", "check_stage_module", "StandInStage", "STAND_IN_MARK",
-           "STAND_IN_ASSUMPTION", "AutogradStateGuard"]
+           "STAND_IN_ASSUMPTION", "AutogradStateGuard", "MODE_ESCAPES", "mode_escapes_refused"]
 
 STAND_IN_MARK = ":fully_shard"
 """Appended to a stand-in stage's ``REDUCE_GRAD/<n>`` event (``REDUCE_GRAD/2:fully_shard``)."""
@@ -144,6 +144,12 @@ class AutogradStateGuard(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
+        if self.on and args and _graph_entry(func) \
+                and not _trusted(sys._getframe(1).f_code.co_filename):  # noqa: SLF001
+            self.refuse(f"{_graph_entry(func)} of a tensor in your code, inside schedule.step "
+                        "of a pipeline stage wrapped by fully_shard: the autograd graph leads "
+                        "to the stage's parameters, which the proof does not model there "
+                        "(docs/torch.md, 'Pipelining', step 7)")
         if self.on and args and self._is_guarded(args[0]):
             what = _autograd_state(func)
             if what and _from_user(sys._getframe(1), self.stop):  # noqa: SLF001
@@ -187,6 +193,59 @@ def _from_user(frame: Any, stop: Any) -> bool:
             return True
         frame = frame.f_back
     return frame is None
+
+
+def _graph_entry(func: Any) -> str | None:
+    """``reading .grad_fn`` when ``func`` reads a tensor's autograd node (any tensor: a tensor
+    derived from a parameter leads to it, round 42a: R42a-1), else None."""
+    if getattr(func, "__name__", "") == "__get__" and getattr(
+            getattr(func, "__self__", None), "__name__", "") in ("grad_fn", "_grad_fn"):
+        return "reading .grad_fn"
+    return None
+
+
+MODE_ESCAPES = (("torch._C", ("DisableTorchFunction", "_pop_torch_function_stack",
+                              "_get_function_stack_at", "_set_torch_function_state",
+                              "_set_skip_next_torch_function", "_skip_one_hop_torch_function")),
+                ("torch.overrides", ("_pop_mode", "_pop_mode_temporarily",
+                                     "_get_current_function_mode_stack",
+                                     "_get_current_function_mode", "_get_function_stack_at",
+                                     "_pop_torch_function_stack")))
+"""What switches torch function modes off or hands them out (round 42a: R42a-2): while a
+stand-in stage's step runs, calls of these from user code are refused
+(:func:`mode_escapes_refused`). Names bound by the train file before the step (``from
+torch._C import DisableTorchFunction``) are the R29-4 family (``docs/torch.md``)."""
+
+
+@contextlib.contextmanager
+def mode_escapes_refused(refuse: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, :data:`MODE_ESCAPES` called from user code (the immediate caller's
+    file is not torch's, the front end's or the standard library's) call ``refuse(what)``."""
+    import importlib
+
+    saved = []
+    for modname, names in MODE_ESCAPES:
+        mod = importlib.import_module(modname)
+        for name in names:
+            orig = getattr(mod, name, None)
+            if orig is None:
+                continue
+
+            def wrapper(*a: Any, _orig: Any = orig, _name: str = f"{modname}.{name}",
+                        **k: Any) -> Any:
+                if not _trusted(sys._getframe(1).f_code.co_filename):  # noqa: SLF001
+                    refuse(f"{_name} inside schedule.step of a pipeline stage wrapped by "
+                           "fully_shard (it would switch off the check of the stage's "
+                           "parameters: docs/torch.md, 'Pipelining', step 7)")
+                return _orig(*a, **k)
+
+            saved.append((mod, name, orig))
+            setattr(mod, name, wrapper)
+    try:
+        yield
+    finally:
+        for mod, name, orig in reversed(saved):
+            setattr(mod, name, orig)
 
 
 def _autograd_state(func: Any) -> str | None:
@@ -241,7 +300,7 @@ class StandInStage:
             self.guard = AutogradStateGuard(guarded, self._refuse_access, step.__code__)
             dataparallel.VIEW_SINKS.append(guarded)
             try:
-                with self.guard:
+                with mode_escapes_refused(self._refuse_access), self.guard:
                     return original(schedule, *a, **k)
             finally:
                 dataparallel.VIEW_SINKS.remove(guarded)

@@ -5,6 +5,7 @@ tests of ``examples/torch/llama_pp_fsdp.py`` (``test_examples.py``, ``test_pp_tr
 
 from __future__ import annotations
 
+import importlib
 import types
 
 import pytest
@@ -183,8 +184,9 @@ def test_the_autograd_state_of_a_stand_in_stages_parameters_is_refused_inside_th
     """R41e-1 (r41e_01 / r41e_05 read ``.grad`` / ``is_leaf``, r41e_06 sets ``.grad = None`` in
     a 1F1B forward): real FSDP2 holds unsharded leaves with accumulated local gradients there."""
     m = _stand_in()
-    with pytest.raises(PlanError, match="of a parameter of a pipeline stage wrapped by "
-                                        "fully_shard, inside schedule.step"):
+    with pytest.raises(PlanError, match="(of a parameter of a pipeline stage wrapped by "
+                                        "fully_shard|of a tensor in your code), inside "
+                                        "schedule.step"):
         _guarded_step(["F0"], lambda s: read(m.weight), m)
 
 
@@ -197,10 +199,10 @@ def test_shapes_types_and_ops_of_the_parameters_are_free_inside_the_step():
                      float(((w @ torch.ones(3)).sum() - (w.sum(dim=1)).sum()).detach()),
                      tuple(w.T.shape)])
         other = torch.ones(2, requires_grad=True) * 2
-        seen.append(other.grad_fn is not None)       # an activation: not guarded
+        seen.append(other.is_leaf)                    # an activation: not guarded
     _guarded_step(["F0"], body, m)
     assert seen == [(2, 3), torch.float32, "cpu", True, 2, pytest.approx(0.0, abs=1e-5),
-                    (3, 2), True]
+                    (3, 2), False]
     m.weight.grad                                    # outside the step: free  # noqa: B018
 
 
@@ -278,3 +280,31 @@ def test_only_torchs_the_front_ends_and_the_standard_librarys_files_are_trusted(
     assert not pdp._trusted(__file__) and not pdp._trusted("<string>")
     for d in {sysconfig.get_paths()["purelib"], *site.getsitepackages()}:
         assert not pdp._trusted(os.path.join(d, "torchtitan", "train.py"))
+
+
+def test_the_autograd_graph_of_a_derived_tensor_is_refused_inside_the_step():
+    """R42a-1: ``self.weight.view(-1).grad_fn.next_functions[0][0].variable.grad`` reaches the
+    parameter's gradient without touching a guarded tensor's state."""
+    m = _stand_in()
+    with pytest.raises(PlanError, match="reading .grad_fn of a tensor in your code"):
+        _guarded_step(["F0"], lambda s: m.weight.view(-1).grad_fn, m)
+
+
+@pytest.mark.parametrize("escape", [
+    lambda: torch._C.DisableTorchFunction(), lambda: torch._C._pop_torch_function_stack(),
+    lambda: torch.overrides._get_current_function_mode_stack(),
+    lambda: torch.overrides._pop_mode_temporarily().__enter__()])
+def test_switching_the_modes_off_is_refused_inside_the_step(escape):
+    """R42a-2: ``with torch._C.DisableTorchFunction(): self.weight.grad`` skipped the guard."""
+    import torch.overrides as overrides
+
+    before = {(modname, n): getattr(importlib.import_module(modname), n)
+              for modname, names in pdp.MODE_ESCAPES for n in names
+              if hasattr(importlib.import_module(modname), n)}
+    with pytest.raises(PlanError, match="inside schedule.step of a pipeline stage wrapped"):
+        _guarded_step(["F0"], lambda s: escape())
+    assert overrides._get_current_function_mode_stack() == []   # the guard left the stack
+    assert all(getattr(importlib.import_module(modname), n) is f
+               for (modname, n), f in before.items())           # and torch's names restored
+    with torch._C.DisableTorchFunction():                        # outside a step: free
+        pass
