@@ -86,11 +86,39 @@ def test_r41e_2_two_schedule_steps_accumulating_are_proved(tmp_path):
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R41e-3: torchtitan's clip_grad_norm_ (DTensor norm, "
-                   "squared norm all-reduced over pp) after a PP x FSDP2 schedule: NOT "
-                   "EQUIVALENT, right for real")
 def test_r41e_3_clip_grad_norm_over_pp_and_fsdp_is_proved(tmp_path):
-    """NOT EQUIVALENT at 4b1ee65 (248 s, ``grad:output.weight``, plan / spec 0.00104); truth:
-    right (grad 5.2e-18, update 2.8e-17)."""
+    """NOT EQUIVALENT at 4b1ee65 (248 s, ``grad:output.weight``, plan / spec 0.00104: the
+    plan's gradients read at ``optimizer.step()``, after the clip, the spec's at
+    ``clip_grad_norm_``'s entry); EQUIVALENT since ``clip_grads_with_norm_`` is a read point
+    too (``grad_snapshot.py``; 107 goals, 72 s). Truth: right (grad 5.2e-18, update 2.8e-17)."""
     out = _prove("r41e_04_clip_grad_norm_pp_right.py", tmp_path)
     assert _equivalent(out), out
+    assert out["counts"]["total"] == 107, out["counts"]
+
+
+def test_r41e_3_the_same_clip_over_main_pp_dp_is_proved(tmp_path):
+    """R41e-3 is not PP x FSDP2's: r41e_04's clip over hand-written PP x DP (r41e_07) was NOT
+    EQUIVALENT too (38 s, ``grad:output.weight``, plan / spec 0.00104, the same ratio);
+    EQUIVALENT after the fix (107 goals, 81 s). Truth: right (grad 5.2e-18)."""
+    out = _prove("r41e_07_clip_grad_norm_pp_dp_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+def test_r41e_3_mutant_clipping_each_stage_by_its_own_norm_is_refuted(tmp_path):
+    """r41e_04 without the pp all-reduce of the squared norm (r41e_08; truth: wrong, grad
+    2.6e-3, update 3.2e-5): NOT EQUIVALENT (66 s, at ``exp_avg:layers.0.attention.wk.weight``,
+    stage 0; the gradient goals, read before the clip, agree)."""
+    out = _prove("r41e_08_clip_grad_norm_pp_local_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
+
+
+def test_r41e_3_a_clip_by_hand_is_not_refuted(tmp_path):
+    """r41e_04's clip written by hand (r41e_09, ``g.mul_(coef)``: no torch clip function, the
+    plan's gradients read after the clip, the spec's before it): right for real (grad 5.2e-18)
+    but NOT EQUIVALENT before the fix; now the gradient goals are left out (unsupported):
+    UNKNOWN, never EQUIVALENT, the parameters and optimizer state proved."""
+    out = _prove("r41e_09_clip_by_hand_pp_right.py", tmp_path)
+    assert out["_rc"] == 2 and out.get("verdict") == "UNKNOWN", out
+    assert out["counts"]["refuted"] == 0 and out["counts"]["open"] == 0, out["counts"]
+    left = [o["goal"] for o in out["open"]]
+    assert len(left) == 21 and all(g.startswith("grad:") for g in left), left

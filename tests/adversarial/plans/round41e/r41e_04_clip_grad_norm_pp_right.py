@@ -13,6 +13,9 @@ norm of the DTensor gradients, its ``full_tensor`` or the pp all-reduce of its s
 ``foreach=True`` (torchtitan passes its config's value) the capture fails, exit 3 (35 s), at
 the single-device ``clip_grad_norm_(..., foreach=True)``: "can't use the foreach API on meta
 tensors" (a /tmp variant).
+Cause (wip/r41e3): the spec's gradient goals were read at ``clip_grad_norm_``'s entry, the
+plan's at ``optimizer.step()`` (``clip_grads_with_norm_`` was no read point): plan / spec = the
+clip coefficient; the same on PP x DP (r41e_07). Fixed: **EQUIVALENT**, 107 goals (72 s).
 """
 
 import sys
