@@ -1,0 +1,46 @@
+"""Adversarial round 42a (``tests/adversarial/ATTEMPTS.md``, "Round 42a"), against ppfsdp42 at
+8dbe7a1 (PP x FSDP2 with ``pp_data_parallel.AutogradStateGuard``: inside ``schedule.step`` of
+a ``fully_shard`` stand-in stage, the autograd state of its parameters is refused from user
+code; ``docs/torch.md``, "Pipelining" step 7). Plans in ``plans/round42a/``. Truth:
+``tests/torch_frontend/pp_truth.py FILE`` (gloo, float64, one step). Every prove traces the
+pipeline's ranks (1-4 min on the shared machine): all slow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND42A = Path(__file__).resolve().parent / "plans" / "round42a"
+
+pytestmark = pytest.mark.slow
+
+
+def _not_accepted(out: dict) -> bool:
+    """Anything but EQUIVALENT (NOT EQUIVALENT, UNKNOWN or a refusal)."""
+    return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND42A / name, tmp_path)
+
+
+# -- findings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="R42a-1: the gradient of a fully_shard stage's parameter "
+                   "read through the AccumulateGrad node of a tensor derived from it "
+                   "(view(-1).grad_fn.next_functions[0][0].variable.grad): AutogradStateGuard "
+                   "sees no guarded tensor; EQUIVALENT, wrong for real")
+def test_r42a_1_grad_read_through_accumulate_grad_node_is_not_accepted(tmp_path):
+    """EQUIVALENT at 8dbe7a1 (107 goals, 110 s); truth: all 21 gradients wrong, max 0.0175
+    (``output.weight``), update 6.0e-4."""
+    out = _prove("r42a_01_accumulate_grad_node_wrong.py", tmp_path)
+    assert _not_accepted(out), out
