@@ -54,3 +54,13 @@ def test_r42a_2_grad_read_with_torch_function_disabled_is_not_accepted(tmp_path)
     (``output.weight``), update 6.0e-4."""
     out = _prove("r42a_02_disable_torch_function_wrong.py", tmp_path)
     assert _not_accepted(out), out
+
+
+# -- sound outcomes ---------------------------------------------------------------------------
+
+
+def test_r42a_grad_read_in_a_worker_thread_is_refused(tmp_path):
+    """exit 3 at 8dbe7a1 (9 s): a thread started while the train file's code is captured
+    (R34b-2; the guard, a per-thread mode, would not see it); truth as r42a_01."""
+    out = _prove("r42a_06_grad_read_in_thread_wrong.py", tmp_path)
+    assert out["_rc"] == 3 and "starts a thread" in out.get("_err", ""), out
