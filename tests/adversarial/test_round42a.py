@@ -64,3 +64,11 @@ def test_r42a_grad_read_in_a_worker_thread_is_refused(tmp_path):
     (R34b-2; the guard, a per-thread mode, would not see it); truth as r42a_01."""
     out = _prove("r42a_06_grad_read_in_thread_wrong.py", tmp_path)
     assert out["_rc"] == 3 and "starts a thread" in out.get("_err", ""), out
+
+
+def test_r42a_identity_keyed_cache_kept_across_steps_is_not_accepted(tmp_path):
+    """UNKNOWN at 8dbe7a1 (89 s; 107 goals proved, open: step-state, the spec's
+    ``output._cache`` differs); truth: every rank fails in B1 (backward through micro-batch 0's
+    freed ``tanh`` node): sound, by the step-state check."""
+    out = _prove("r42a_05_identity_cache_gpipe.py", tmp_path)
+    assert _not_accepted(out), out
