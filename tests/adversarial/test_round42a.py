@@ -72,3 +72,10 @@ def test_r42a_identity_keyed_cache_kept_across_steps_is_not_accepted(tmp_path):
     freed ``tanh`` node): sound, by the step-state check."""
     out = _prove("r42a_05_identity_cache_gpipe.py", tmp_path)
     assert _not_accepted(out), out
+
+
+def test_r42a_hsdp_stage_is_proved(tmp_path):
+    """EQUIVALENT at 8dbe7a1 (107 goals, 148 s): pp 2 x dp_replicate 2 x dp_shard 2, FSDP2
+    on the 2-D dp mesh, GPipe; truth: right (grad 5.6e-17, update 6.6e-16)."""
+    out = _prove("r42a_07_hsdp_pp_right.py", tmp_path)
+    assert _equivalent(out), out
