@@ -79,3 +79,14 @@ def test_r42a_hsdp_stage_is_proved(tmp_path):
     on the 2-D dp mesh, GPipe; truth: right (grad 5.6e-17, update 6.6e-16)."""
     out = _prove("r42a_07_hsdp_pp_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R42a-3: the stated identity limit reached by a per-step "
+                   "cache keyed on the weight object (real FSDP2 keeps one unsharded Parameter "
+                   "over the micro-batches, the stand-in a new view per forward); EQUIVALENT, "
+                   "the real run fails in B1")
+def test_r42a_3_identity_keyed_cache_dropped_per_step_is_not_accepted(tmp_path):
+    """EQUIVALENT at 8dbe7a1 (107 goals, 64 s); truth: every rank fails in B1 (backward
+    through micro-batch 0's freed ``tanh`` node), the single-device step runs."""
+    out = _prove("r42a_08_identity_cache_cleared_gpipe.py", tmp_path)
+    assert _not_accepted(out), out
