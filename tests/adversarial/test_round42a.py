@@ -90,3 +90,11 @@ def test_r42a_3_identity_keyed_cache_dropped_per_step_is_not_accepted(tmp_path):
     through micro-batch 0's freed ``tanh`` node), the single-device step runs."""
     out = _prove("r42a_08_identity_cache_cleared_gpipe.py", tmp_path)
     assert _not_accepted(out), out
+
+
+def test_r42a_activation_checkpointing_in_a_1f1b_fully_shard_stage_is_proved(tmp_path):
+    """EQUIVALENT at 8dbe7a1 (107 goals, 61 s): full AC (``checkpoint_wrapper``) of every
+    block of a ``fully_shard`` stage under 1F1B, the recomputation under the guard; truth:
+    right (grad 5.6e-17, update 2.8e-16)."""
+    out = _prove("r42a_03_ac_1f1b_right.py", tmp_path)
+    assert _equivalent(out), out
