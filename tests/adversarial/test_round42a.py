@@ -98,3 +98,11 @@ def test_r42a_activation_checkpointing_in_a_1f1b_fully_shard_stage_is_proved(tmp
     right (grad 5.6e-17, update 2.8e-16)."""
     out = _prove("r42a_03_ac_1f1b_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+def test_r42a_tp_fsdp_pp_3d_is_proved(tmp_path):
+    """EQUIVALENT at 8dbe7a1 (107 goals, 104 s): pp 2 x dp 2 x tp 2, torchtitan's TP + SP on
+    each stage, FSDP2 on the blocks and the stage, GPipe; truth: right (grad 4.2e-17, update
+    4.8e-16)."""
+    out = _prove("r42a_04_tp_fsdp_pp_3d_right.py", tmp_path)
+    assert _equivalent(out), out
