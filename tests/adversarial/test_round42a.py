@@ -106,3 +106,13 @@ def test_r42a_tp_fsdp_pp_3d_is_proved(tmp_path):
     4.8e-16)."""
     out = _prove("r42a_04_tp_fsdp_pp_3d_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R42a-4: schedule._step_microbatches called directly "
+                   "(step's body written out): AutogradStateGuard is entered by the step "
+                   "wrapper only; r41e_01's read EQUIVALENT, wrong for real")
+def test_r42a_4_step_microbatches_called_directly_is_not_accepted(tmp_path):
+    """EQUIVALENT at 8dbe7a1 (107 goals, 58 s); truth: all 21 gradients wrong, max 0.0175
+    (``output.weight``), update 6.0e-4."""
+    out = _prove("r42a_09_step_microbatches_direct_wrong.py", tmp_path)
+    assert _not_accepted(out), out
