@@ -117,3 +117,10 @@ def test_r42a_tp_fsdp_pp_3d_is_proved(tmp_path):
     4.8e-16)."""
     out = _prove("r42a_04_tp_fsdp_pp_3d_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+def test_r42a_tp_fsdp_pp_3d_with_ac_under_1f1b_is_proved(tmp_path):
+    """EQUIVALENT at 8dbe7a1 (107 goals, 158 s): r42a_04 with full AC of every block and
+    1F1B; truth: right (grad 4.2e-17, update 4.8e-16)."""
+    out = _prove("r42a_10_tp_fsdp_pp_3d_ac_1f1b_right.py", tmp_path)
+    assert _equivalent(out), out
