@@ -319,7 +319,8 @@ class StandInStage:
         gradient, module docstring); for any other module torch's own ``original``.
 
         Raises:
-            PlanError: (through ``refuse``) a backward kind other than ``"full"``, or a
+            PlanError: (through ``refuse``) a backward kind other than ``"full"``, a backward
+                outside ``schedule.step`` (R42a-4: the guard is on only there), or a
                 backward after torch's final reduction of the step (a direct call of the
                 stage's backward: for real its gradient would stay unreduced).
         """
@@ -330,6 +331,9 @@ class StandInStage:
                 return original(stage, backward_type, bwd_kwargs, last_backward=last_backward)
             if backward_type != "full":
                 self.refuse(f"a {backward_type!r} backward of a stage wrapped by fully_shard")
+            if self.guard is None:      # R42a-4: schedule._step_microbatches called directly
+                self.refuse("a backward of a stage wrapped by fully_shard outside "
+                            "schedule.step (torch's private step methods called directly)")
             if self._reductions():
                 self.refuse("a backward of a stage wrapped by fully_shard after torch's final "
                             "gradient reduction (perform_reduce_grad) of the same "

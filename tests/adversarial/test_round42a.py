@@ -35,25 +35,22 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="R42a-1: the gradient of a fully_shard stage's parameter "
-                   "read through the AccumulateGrad node of a tensor derived from it "
-                   "(view(-1).grad_fn.next_functions[0][0].variable.grad): AutogradStateGuard "
-                   "sees no guarded tensor; EQUIVALENT, wrong for real")
 def test_r42a_1_grad_read_through_accumulate_grad_node_is_not_accepted(tmp_path):
     """EQUIVALENT at 8dbe7a1 (107 goals, 110 s); truth: all 21 gradients wrong, max 0.0175
-    (``output.weight``), update 6.0e-4."""
+    (``output.weight``), update 6.0e-4. Fixed (``AutogradStateGuard``: ``.grad_fn`` of any
+    tensor read by user code inside the step): exit 3 (72 s)."""
     out = _prove("r42a_01_accumulate_grad_node_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "reading .grad_fn of a tensor in your code" in out.get(
+        "_err", ""), out
 
 
-@pytest.mark.xfail(strict=True, reason="R42a-2: the gradient read inside "
-                   "torch._C.DisableTorchFunction() (every torch function mode off, "
-                   "AutogradStateGuard included); EQUIVALENT, wrong for real")
 def test_r42a_2_grad_read_with_torch_function_disabled_is_not_accepted(tmp_path):
     """EQUIVALENT at 8dbe7a1 (107 goals, 82 s); truth: all 21 gradients wrong, max 0.0175
-    (``output.weight``), update 6.0e-4."""
+    (``output.weight``), update 6.0e-4. Fixed (``mode_escapes_refused``): exit 3 (58 s), naming
+    ``torch._C.DisableTorchFunction``."""
     out = _prove("r42a_02_disable_torch_function_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "torch._C.DisableTorchFunction inside schedule.step" in out.get(
+        "_err", ""), out
 
 
 @pytest.mark.xfail(strict=True, reason="R42a-3: the stated identity limit reached by a per-step "
@@ -67,15 +64,12 @@ def test_r42a_3_identity_keyed_cache_dropped_per_step_is_not_accepted(tmp_path):
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R42a-4: schedule._step_microbatches called directly "
-                   "(step's body written out): AutogradStateGuard is entered by the step "
-                   "wrapper only; r41e_01's read EQUIVALENT, wrong for real")
 def test_r42a_4_step_microbatches_called_directly_is_not_accepted(tmp_path):
     """EQUIVALENT at 8dbe7a1 (107 goals, 58 s); truth: all 21 gradients wrong, max 0.0175
-    (``output.weight``), update 6.0e-4."""
+    (``output.weight``), update 6.0e-4. Fixed (a stand-in stage's backward outside
+    ``schedule.step`` is refused)."""
     out = _prove("r42a_09_step_microbatches_direct_wrong.py", tmp_path)
-    assert _not_accepted(out), out
-
+    assert out["_rc"] == 3 and "outside schedule.step" in out.get("_err", ""), out
 
 
 # -- sound outcomes ---------------------------------------------------------------------------

@@ -53,6 +53,24 @@ def _stage(submod: nn.Module) -> types.SimpleNamespace:
     return st
 
 
+def _in_step(dp: pdp.StandInStage) -> pdp.StandInStage:
+    """``dp`` as inside ``schedule.step`` (its guard made, not entered)."""
+    dp.guard = pdp.AutogradStateGuard([], _refuse, None)
+    return dp
+
+
+def test_a_backward_outside_schedule_step_is_refused(monkeypatch):
+    """R42a-4: ``schedule._step_microbatches`` called directly ran the stand-in's backwards
+    with the guard off (a 1F1B forward then read micro-batch 0's gradient unrefused)."""
+    from torch.distributed.pipelining import stage as stage_mod
+
+    monkeypatch.setattr(stage_mod, "stage_backward", lambda *a: None)
+    bwd = pdp.StandInStage(["F0", "B0"], _refuse).backward_for(lambda *a, **k: None)
+    with pytest.raises(PlanError, match="outside schedule.step"):
+        bwd(_stage(_stand_in()), "full", {"stage_output": 0, "output_grads": 0,
+                                         "input_values": 0})
+
+
 def test_a_stand_in_is_recognised_and_a_real_fsdp_module_refused():
     assert pdp.is_stand_in(_stand_in()) and pdp.is_stand_in(_stand_in("ddp"))
     assert not pdp.is_stand_in(nn.Linear(3, 2)) and not pdp.is_stand_in(_real_fsdp())
@@ -69,7 +87,7 @@ def test_the_backward_of_a_stand_in_stage_is_torchs_plain_backward(monkeypatch):
     monkeypatch.setattr(stage_mod, "stage_backward",
                         lambda out, grads, inputs: calls.append((out, grads, inputs)) or "g")
     orig = []
-    dp = pdp.StandInStage(["F0", "B0"], _refuse)
+    dp = _in_step(pdp.StandInStage(["F0", "B0"], _refuse))
     bwd = dp.backward_for(lambda *a, **k: orig.append((a, k)) or ("torch", None))
     kw = {"stage_output": 1, "output_grads": 2, "input_values": 3}
     # no sync flags are set on the stand-in: its user-facing set_requires_gradient_sync(False)
@@ -88,7 +106,7 @@ def test_a_backward_after_the_reduction_is_refused(monkeypatch):
 
     monkeypatch.setattr(stage_mod, "stage_backward", lambda *a: None)
     events = ["B0", "B1", "REDUCE_GRAD/2"]
-    bwd = pdp.StandInStage(events, _refuse).backward_for(lambda *a, **k: None)
+    bwd = _in_step(pdp.StandInStage(events, _refuse)).backward_for(lambda *a, **k: None)
     with pytest.raises(PlanError, match="after torch's final gradient reduction"):
         bwd(_stage(_stand_in()), "full", {"stage_output": 0, "output_grads": 0,
                                          "input_values": 0})
@@ -122,7 +140,7 @@ def test_a_backward_without_the_reduction_is_refused_when_the_step_returns(monke
 
     monkeypatch.setattr(stage_mod, "stage_backward", lambda *a: None)
     events = ["F0", "B0"]
-    dp = pdp.StandInStage(events, _refuse)
+    dp = _in_step(pdp.StandInStage(events, _refuse))
     dp.at_end("train.py:9")              # no backward of a stand-in yet: nothing to say
     dp.backward_for(lambda *a, **k: None)(_stage(_stand_in()), "full", {
         "stage_output": 0, "output_grads": 0, "input_values": 0})
@@ -264,8 +282,8 @@ def test_gradient_accumulation_over_two_schedule_steps_is_followed_step_by_step(
         dp.step_for(lambda s, *a, **k: one_step(s))(types.SimpleNamespace(_stage=st))
     dp.at_end("train.py:9")
     assert st.scaled == [2, 2]       # torch's scale_grads divides the stored grads each step
-    events.append("B1")              # but a backward after this step's reduction: refused
-    with pytest.raises(PlanError, match="of the same schedule.step"):
+    events.append("B1")              # a backward after the steps (outside one): refused
+    with pytest.raises(PlanError, match="outside schedule.step"):
         bwd(st, "full", kw)
 
 
