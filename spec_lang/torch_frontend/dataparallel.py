@@ -39,6 +39,7 @@ from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
+from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
                                                  recompute_hooks, reduction_refused)
 
@@ -498,8 +499,10 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                     mod._parameters[attr] = view  # noqa: SLF001
 
         def post(module: Any, args: Any, out: Any, mine: Any = mine,
-                 running: Any = running) -> None:
+                 running: Any = running, u: Any = u) -> None:
             running[0] = False
+            if keeps_unsharded(u):      # a pipeline stage's leaves stay (pp_leaves)
+                return
             for n, hs in mine:
                 for mod, attr in hs:
                     mod._parameters[attr] = new[n]  # noqa: SLF001
@@ -516,9 +519,13 @@ caller holds one here (:class:`pp_data_parallel.AutogradStateGuard`, round 41e: 
 
 
 def unit_view(u: Any, stored: Any, orig: Any) -> Any:
-    """The parameter as the unit's forward sees it (module docstring of :mod:`dataparallel`);
-    appended to every list in :data:`VIEW_SINKS`."""
-    view = _unit_view(u, stored, orig)
+    """The parameter as the unit's forward sees it (module docstring of :mod:`dataparallel`):
+    inside ``schedule.step`` of a ``fully_shard`` pipeline stage the step's one unsharded leaf
+    (:func:`pp_leaves.leaf_for`), else a gathered view made now; appended to every list in
+    :data:`VIEW_SINKS`."""
+    view = leaf_for(u, stored, orig)        # a fully_shard pipeline stage's step leaf
+    if view is None:
+        view = _unit_view(u, stored, orig)
     for sink in VIEW_SINKS:
         sink.append(view)
         if isinstance(view, DTensor):

@@ -12,34 +12,34 @@ factor) and the root's final callback, then ``scale_grads(n)`` (``p.grad /= n``)
 supported schedules call ``perform_reduce_grad`` once, after every backward of the step.
 
 The front end has no FSDP state: ``fully_shard`` is a stand-in (:mod:`dataparallel`) whose
-unit view reduces the gradient of each backward pass (``GatherShard`` / ``AllReduceGrad``). So
-for a stage module that is such a stand-in, while the step is traced,
+unit view outside a pipeline stage reduces the gradient of each backward pass
+(``GatherShard`` / ``AllReduceGrad``). For a stage module that is such a stand-in, while
+``schedule.step`` runs, the stand-in holds FSDP2's real state instead (:mod:`pp_leaves`):
 
-* ``backward_maybe_with_nosync`` runs the plain backward (``stage_backward``, torch's branch
-  for a module without data parallelism): each micro-batch's gradient is reduced (and divided)
-  by its own backward and accumulated into the stored (sharded) gradient;
-* ``perform_reduce_grad(n)`` runs only ``scale_grads(n)`` (torch's argument, so
-  ``scale_grads=False`` is followed as torch does).
+* the first forward of each unit makes, per parameter, ONE unsharded leaf for the step (the
+  all-gather of the shard, detached, requiring grad; a DTensor leaf for a TP parameter), which
+  every later forward, every backward and activation checkpointing's recomputation get;
+  autograd accumulates each micro-batch's *local* gradient into its ``.grad``, as FSDP2's
+  unsharded parameter with ``set_requires_gradient_sync(False)``;
+* ``backward_maybe_with_nosync`` registers the leaves in the stage's modules (FSDP2's
+  pre-backward unshard, kept by ``set_reshard_after_backward(False)``) and runs the plain
+  backward (``stage_backward``, torch's branch for a module without data parallelism);
+* ``perform_reduce_grad(n)`` reduces every leaf's gradient once (reduce-scatter over the shard
+  axis, all-reduce over the replicate axes, ``/ factor``: ``GatherShard``'s backward applied
+  to the sum), accumulates it into the stored parameter's ``.grad``, frees the leaf's gradient
+  and registers the stored parameters back, then runs torch's ``scale_grads(n)`` (torch's
+  argument, so ``scale_grads=False`` is followed as torch does).
 
-Over the reals this is the same step: reduce-scatter, all-reduce and the division are linear,
-so ``sum_k RS(g_k) / f = RS(sum_k g_k) / f``, and torch's schedule follows every micro-batch
-backward by the one final reduction (checked: the events end with ``REDUCE_GRAD``). A user's
-own ``set_requires_gradient_sync(False)`` stays refused (:mod:`dataparallel`). A stage module
-with units inside that is not one itself is torch's plain branch already (its units reduce
-every backward for real too: the same sum).
-
-Where the stand-in is not the real state (round 41e, R41e-1): from a stand-in stage's first
-backward to ``perform_reduce_grad`` the real FSDP2 module holds its *unsharded leaf*
-parameters with the micro-batches' local gradients accumulated in ``.grad`` (a 1F1B forward
-after a backward sees them), while the stand-in's forward sees a gathered non-leaf view and
-its sharded parameters hold reduced gradients. So inside ``schedule.step`` of such a stage,
-:class:`AutogradStateGuard` refuses (exit 3) any read or write of the autograd state of the
-stage's parameters, their local shards and the views the forwards get: ``.grad``,
-``is_leaf``, ``grad_fn``, ``_version``, ``.data``, ``_base``, hooks, storages, in-place
-methods, any attribute set (the spec's single forward and a real FSDP2 module disagree on
-them). Only shape and type metadata (``shape``, ``dtype``, ``device``, ``requires_grad``, ...)
-are read freely. Not covered (``docs/torch.md``, "Known limits"): the parameters' *identity*
-(``is``, ``id``), which no mode sees.
+A unit that reshards after its forward (``reshard_after_forward=True``, or left None on a unit
+that is not the stage module) registers the stored parameters back after each forward, as
+FSDP2 does; the stage module itself keeps the leaves (FSDP2's root does not reshard). So what
+user code reads inside the step (``.grad``, ``is_leaf``, ``grad_fn``, the ``AccumulateGrad``
+node, the parameter's identity across micro-batches) is the real run's, also where the
+autograd engine runs it (a tensor hook: round 42b, R42b-1, which a torch function mode cannot
+see). Still refused, as not modelled: a parameter written in place between its gather and the
+reduction (:mod:`pp_leaves`; FSDP2 gathers again when it reshards), and, by
+:class:`AutogradStateGuard` where a torch function mode sees it, ``.data``, ``_version`` and
+storage access of the stage's parameters (writes that bypass the version counters).
 
 Refused: a stage module that is an ``FSDPModule`` not made by the front end's stand-in (real
 FSDP state the capture cannot trace), and a backward kind other than ``"full"`` (the split
@@ -59,22 +59,25 @@ from typing import Any
 from torch.overrides import TorchFunctionMode
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend import pp_leaves
+from spec_lang.torch_frontend.pp_leaves import StepLeaves
 
 __all__ = ["is_stand_in", "check_stage_module", "StandInStage", "STAND_IN_MARK",
-           "STAND_IN_ASSUMPTION", "AutogradStateGuard", "MODE_ESCAPES", "mode_escapes_refused"]
+           "STAND_IN_ASSUMPTION", "AutogradStateGuard", "REFUSED_ATTRIBUTES",
+           "REFUSED_METHODS", "MODE_ESCAPES", "mode_escapes_refused"]
 
 STAND_IN_MARK = ":fully_shard"
 """Appended to a stand-in stage's ``REDUCE_GRAD/<n>`` event (``REDUCE_GRAD/2:fully_shard``)."""
 
 STAND_IN_ASSUMPTION = (
     "a pipeline stage whose module is wrapped by fully_shard / replicate (the events marked "
-    "REDUCE_GRAD/<n>:fully_shard): torch accumulates the micro-batches' gradients unreduced "
-    "(set_requires_gradient_sync(False)) and reduces their sum once after the last backward "
-    "(perform_reduce_grad: FSDP2's post_backward, then scale_grads(n)); the proof reduces and "
-    "divides each micro-batch's gradient in its own backward and sums them, the same over the "
-    "reals (the reduction is linear); inside schedule.step nothing reads or writes the "
-    "autograd state of the stage's parameters (refused), nor compares them by identity "
-    "(docs/torch.md, 'Pipelining')")
+    "REDUCE_GRAD/<n>:fully_shard): as torch with set_requires_gradient_sync(False), each "
+    "parameter has one unsharded leaf per schedule.step that accumulates the micro-batches' "
+    "local gradients, reduced once by perform_reduce_grad (FSDP2's reduce-scatter, the "
+    "replicate all-reduce and the divide factor, then scale_grads(n)); FSDP2's resharding "
+    "between micro-batches is followed for the registered parameter only (a parameter "
+    "written in place in the step, or its .data / storage touched, is refused) "
+    "(docs/torch.md, 'Pipelining', step 7)")
 """What a verdict with such a stage assumes, in words (:func:`pp_frontend.pp_assumptions`)."""
 
 
@@ -100,33 +103,34 @@ def check_stage_module(submod: Any, refuse: Callable[[str], None]) -> None:
                "(fully_shard / replicate called elsewhere)")
 
 
-SAFE_ATTRIBUTES = frozenset({
-    "shape", "dtype", "device", "layout", "ndim", "requires_grad", "is_cuda", "is_cpu",
-    "is_meta", "is_sparse", "is_sparse_csr", "is_quantized", "is_mkldnn", "is_nested",
-    "is_xpu", "is_mps", "itemsize", "nbytes", "names", "T", "mT", "H", "mH", "real", "imag"})
-"""Attributes of a stage parameter :class:`AutogradStateGuard` lets anyone read: its shape and
-type (equal in the spec, the stand-in and a real FSDP2 module) and views that are ops."""
+REFUSED_ATTRIBUTES = frozenset({"data", "_version"})
+"""Attributes of a stage parameter :class:`AutogradStateGuard` refuses to read or set: ``.data``
+(a write through it bumps no version counter, so the leaf written in the step would go
+unseen) and ``._version`` (FSDP2's unsharded parameter's counter counts its all-gathers)."""
 
 REFUSED_METHODS = frozenset({
-    "retain_grad", "register_hook", "register_post_accumulate_grad_hook", "_is_view",
     "untyped_storage", "storage", "_typed_storage", "data_ptr", "set_", "share_memory_",
-    "_fix_weakref", "backward", "_use_count", "is_set_to", "__reduce_ex__", "__setstate__",
-    "__deepcopy__", "_make_subclass"})
-"""Methods of a stage parameter that read or change its autograd state or its storage (an
-in-place method, ``name_``, is refused too)."""
+    "_fix_weakref", "_use_count", "is_set_to", "__setstate__", "_make_subclass"})
+"""Methods of a stage parameter that reach its storage past the version counters (FSDP2's
+unsharded parameter shares the all-gather's storage, the capture's leaf does not)."""
 
 
 class AutogradStateGuard(TorchFunctionMode):
-    """Inside ``schedule.step`` of a stand-in stage, refuse what would tell the stand-in's
-    parameters from a real FSDP2 module's (module docstring; round 41e, R41e-1).
+    """Inside ``schedule.step`` of a stand-in stage, refuse what reaches a parameter's storage
+    past its version counters (module docstring: :data:`REFUSED_ATTRIBUTES`,
+    :data:`REFUSED_METHODS`; round 41e, R41e-1).
 
-    ``guarded``: the stage's parameters and their local shards when the step starts; the views
-    the forwards get are added as :func:`dataparallel.unit_view` makes them (its
-    ``VIEW_SINKS``). ``refuse(what)`` raises with the user's line. Torch's own schedule code
-    (``_post_metadata_inference_cleanup`` sets the gradients to None, as for real) and the
-    front end's (the recomputation's version check) pass: an access is refused when a frame of
-    user code (outside torch, the standard library and the front end) lies between it and
-    ``stop``, the code of the step wrapper (:meth:`StandInStage.step_for`).
+    The leaves (:mod:`pp_leaves`) make every other read of the autograd state the real run's,
+    so ``.grad``, ``is_leaf``, ``grad_fn``, hooks and in-place methods (the version check of
+    :mod:`pp_leaves`) pass since the faithful stand-in. A torch function mode is off inside
+    the autograd engine (R42b-1): code the engine runs (a tensor hook) is not seen here.
+
+    ``guarded``: the stage's parameters and their local shards when the step starts; the
+    leaves and views the forwards get are added as :func:`dataparallel.unit_view` makes them
+    (its ``VIEW_SINKS``). ``refuse(what)`` raises with the user's line. Torch's and the front
+    end's own code passes: an access is refused when a frame of user code (outside torch, the
+    standard library and the front end) lies between it and ``stop``, the code of the step
+    wrapper (:meth:`StandInStage.step_for`).
     """
 
     def __init__(self, guarded: list[Any], refuse: Callable[[str], None], stop: Any) -> None:
@@ -144,20 +148,13 @@ class AutogradStateGuard(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
-        if self.on and args and _graph_entry(func) \
-                and not _trusted(sys._getframe(1).f_code.co_filename):  # noqa: SLF001
-            self.refuse(f"{_graph_entry(func)} of a tensor in your code, inside schedule.step "
-                        "of a pipeline stage wrapped by fully_shard: the autograd graph leads "
-                        "to the stage's parameters, which the proof does not model there "
-                        "(docs/torch.md, 'Pipelining', step 7)")
         if self.on and args and self._is_guarded(args[0]):
             what = _autograd_state(func)
             if what and _from_user(sys._getframe(1), self.stop):  # noqa: SLF001
                 self.refuse(f"{what} of a parameter of a pipeline stage wrapped by "
-                            "fully_shard, inside schedule.step: from the stage's first "
-                            "backward to the reduction the real FSDP2 module holds unsharded "
-                            "parameters with unreduced gradients, which the proof does not "
-                            "model (docs/torch.md, 'Pipelining', step 7); read them after "
+                            "fully_shard, inside schedule.step: FSDP2's unsharded parameter "
+                            "shares the all-gather's storage, which the proof does not model "
+                            "(docs/torch.md, 'Pipelining', step 7); use it after "
                             "schedule.step returns")
         return func(*args, **(kwargs or {}))
 
@@ -193,15 +190,6 @@ def _from_user(frame: Any, stop: Any) -> bool:
             return True
         frame = frame.f_back
     return frame is None
-
-
-def _graph_entry(func: Any) -> str | None:
-    """``reading .grad_fn`` when ``func`` reads a tensor's autograd node (any tensor: a tensor
-    derived from a parameter leads to it, round 42a: R42a-1), else None."""
-    if getattr(func, "__name__", "") == "__get__" and getattr(
-            getattr(func, "__self__", None), "__name__", "") in ("grad_fn", "_grad_fn"):
-        return "reading .grad_fn"
-    return None
 
 
 MODE_ESCAPES = (("torch._C", ("DisableTorchFunction", "_pop_torch_function_stack",
@@ -249,15 +237,15 @@ def mode_escapes_refused(refuse: Callable[[str], None]) -> Iterator[None]:
 
 
 def _autograd_state(func: Any) -> str | None:
-    """What ``func`` (as a torch function mode receives it) reads or writes of a tensor's
-    autograd state, storage or identity, in words, or None for an op or a safe attribute."""
+    """What ``func`` (as a torch function mode receives it) reaches of a tensor's storage past
+    its version counters, in words, or None (any other op, attribute or method)."""
     name = getattr(func, "__name__", "")
     if name in ("__get__", "__set__", "__delete__"):
         attr = getattr(getattr(func, "__self__", None), "__name__", "?")
-        if name == "__get__" and attr in SAFE_ATTRIBUTES:
+        if attr not in REFUSED_ATTRIBUTES:
             return None
         return f"{'reading' if name == '__get__' else 'setting'} .{attr}"
-    if name in REFUSED_METHODS or (name.endswith("_") and not name.startswith("__")):
+    if name in REFUSED_METHODS:
         return f".{name}()"
     return None
 
@@ -279,13 +267,15 @@ class StandInStage:
         self.step_start = 0          # events[step_start:]: the current schedule.step's
         self.pending = False         # a backward ran and no reduction followed it yet
         self.guard: AutogradStateGuard | None = None
+        self.leaves: StepLeaves | None = None     # the step's unsharded leaves (pp_leaves)
 
     def _reductions(self) -> int:
         return sum(e.startswith("REDUCE_GRAD") for e in self.events[self.step_start:])
 
     def step_for(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """``schedule.step``: torch's ``original``, for a stand-in stage under
-        :class:`AutogradStateGuard` (its parameters and local shards guarded, and the views
+        """``schedule.step``: torch's ``original``, for a stand-in stage with the step's
+        unsharded leaves active (:class:`pp_leaves.StepLeaves`) and under
+        :class:`AutogradStateGuard` (its parameters and local shards guarded, and the leaves
         its forwards get), its events counted from here (R41e-2)."""
 
         def step(schedule: Any, *a: Any, **k: Any) -> Any:
@@ -298,11 +288,14 @@ class StandInStage:
             guarded = [t for p in stage.submod.parameters()
                        for t in (p, getattr(p, "_local_tensor", None)) if t is not None]
             self.guard = AutogradStateGuard(guarded, self._refuse_access, step.__code__)
+            self.leaves = StepLeaves(stage.submod, self._refuse_access)
             dataparallel.VIEW_SINKS.append(guarded)
+            pp_leaves.ACTIVE.append(self.leaves)
             try:
                 with mode_escapes_refused(self._refuse_access), self.guard:
                     return original(schedule, *a, **k)
             finally:
+                pp_leaves.ACTIVE.remove(self.leaves)
                 dataparallel.VIEW_SINKS.remove(guarded)
                 self.guard = None
 
@@ -314,9 +307,10 @@ class StandInStage:
         raise PlanError(msg)
 
     def backward_for(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """``backward_maybe_with_nosync``: for a stand-in stage module, torch's plain branch
-        (``stage_backward`` of the micro-batch, no sync flags: each backward reduces its own
-        gradient, module docstring); for any other module torch's own ``original``.
+        """``backward_maybe_with_nosync``: for a stand-in stage module, the step's leaves
+        registered in the stage's modules, then torch's plain branch (``stage_backward`` of
+        the micro-batch, no sync flags: autograd accumulates the local gradient into the
+        leaves, module docstring); for any other module torch's own ``original``.
 
         Raises:
             PlanError: (through ``refuse``) a backward kind other than ``"full"``, a backward
@@ -341,6 +335,8 @@ class StandInStage:
             from torch.distributed.pipelining import stage as stage_mod
 
             self.pending = True
+            if self.leaves is not None:
+                self.leaves.register()
             return (stage_mod.stage_backward(bwd_kwargs["stage_output"],
                                              bwd_kwargs["output_grads"],
                                              bwd_kwargs["input_values"]), None)
@@ -348,12 +344,14 @@ class StandInStage:
         return backward_maybe_with_nosync
 
     def reduce_grad_for(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """``perform_reduce_grad``: for a stand-in stage module only torch's
-        ``scale_grads(factor)`` when ``factor != 1`` (the reduction ran in every backward,
-        module docstring); for any other module torch's own ``original``.
+        """``perform_reduce_grad``: for a stand-in stage module the reduction of the step's
+        leaves' accumulated gradients into the stored parameters
+        (:meth:`pp_leaves.StepLeaves.reduce`), then torch's ``scale_grads(factor)`` when
+        ``factor != 1``; for any other module torch's own ``original``.
 
         Raises:
-            PlanError: (through ``refuse``) a second reduction in the step.
+            PlanError: (through ``refuse``) a second reduction in the step, a parameter
+                written in place in the step.
         """
 
         def perform_reduce_grad(stage: Any, grad_scale_factor: int) -> Any:
@@ -365,7 +363,9 @@ class StandInStage:
             self.events[-1] += STAND_IN_MARK     # (pp_frontend.pp_assumptions)
             self.pending = False
             if self.guard is not None:
-                self.guard.on = False            # torch's scale_grads reads .grad
+                self.guard.on = False            # the rest is torch's and the front end's
+            if self.leaves is not None:
+                self.leaves.reduce()
             if grad_scale_factor != 1:
                 stage.scale_grads(grad_scale_factor)
             return None

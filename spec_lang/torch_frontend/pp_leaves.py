@@ -1,0 +1,189 @@
+"""FSDP2's unsharded leaf parameters of a ``fully_shard`` pipeline stage, for one
+``schedule.step`` (issue 11; ``docs/torch.md``, "Pipelining", step 7).
+
+What torch 2.13 does for real: from a stage's first micro-batch to ``perform_reduce_grad`` every
+FSDP parameter has one unsharded ``nn.Parameter`` (a leaf: the all-gather of the shard) that
+the unit's forwards, its backwards (``set_reshard_after_backward(False)``) and activation
+checkpointing's recomputation use; autograd accumulates each micro-batch's *local* gradient
+into its ``.grad`` (``set_requires_gradient_sync(False)``), and ``perform_reduce_grad`` reduces
+that sum once (reduce-scatter over the shard axis, all-reduce over the replicate axes, the
+divide factor) into the sharded parameter's ``.grad``, then frees the unsharded gradient.
+
+:class:`StepLeaves` is that state for the capture: while it is active (:data:`ACTIVE`),
+:func:`dataparallel.unit_view` asks :func:`leaf_for` first, which makes (at the unit's first
+forward of the step) or returns the step's one leaf of a stage parameter;
+:meth:`StepLeaves.reduce` is the reduction. So what user code reads inside the step (``.grad``,
+``is_leaf``, ``grad_fn``, the ``AccumulateGrad`` node, identity across micro-batches) is what
+the real run holds, wherever the code runs (a forward, a tensor hook in the autograd engine:
+round 42b, R42b-1). Source: rounds 41e (R41e-1), 42a (R42a-1, -3), 42b (R42b-1).
+
+Written in place between the leaf's gather and the reduction (the stored shard, or the leaf
+itself): refused (exit 3), as :func:`recompute.gathered_then_written` for the per-backward
+gather: FSDP2 all-gathers again for the next forward / backward when it reshards, so the real
+run sees a value the single leaf does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.distributed.tensor import DTensor
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.recompute import param_versions
+
+__all__ = ["StepLeaves", "ACTIVE", "leaf_for", "Leaf", "keeps_unsharded"]
+
+
+@dataclass
+class Leaf:
+    """One stage parameter's unsharded leaf for the step: ``leaf`` (what the modules hold),
+    ``unit`` (its ``DPUnit``), ``stored`` (the sharded parameter the optimizer holds), ``orig``
+    (the parameter before sharding: its TP placements), ``dim`` (the shard dim, FSDP2),
+    ``versions`` (of ``stored`` and ``leaf`` when it was made)."""
+
+    leaf: Any
+    unit: Any
+    stored: Any
+    orig: Any
+    dim: int
+    versions: tuple[int, ...]
+
+
+ACTIVE: list[StepLeaves] = []
+"""The leaf steps of the stand-in stages whose ``schedule.step`` runs now (one per stage)."""
+
+
+def leaf_for(u: Any, stored: Any, orig: Any) -> Any | None:
+    """The step's unsharded leaf of ``stored`` (a parameter of unit ``u``) when an active
+    :class:`StepLeaves` manages it (made now at its first request), else None (the unit's
+    per-forward view, :func:`dataparallel.unit_view`)."""
+    for s in ACTIVE:
+        if id(stored) in s.params:
+            return s.leaf(u, stored, orig)
+    return None
+
+
+def keeps_unsharded(u: Any) -> bool:
+    """Whether unit ``u``'s modules keep the step's leaves after its forward (FSDP2 does not
+    reshard: ``reshard_after_forward=False``, or left None on the root, the stage module:
+    torch 2.13 ``FSDPState._lazy_init``); otherwise its forward's post-hook registers the
+    stored parameters back until the next forward or backward (S42-1)."""
+    rat = u.settings.get("reshard_after_forward")
+    return any(u.module is s.module if rat is None else rat is False
+               for s in ACTIVE if s.leaves)
+
+
+def _versions(stored: Any, leaf: Any) -> tuple[int, ...]:
+    return param_versions(stored) + param_versions(leaf)
+
+
+class StepLeaves:
+    """The unsharded leaves of one stand-in stage (``module``: the stage module) for one
+    ``schedule.step``; ``refuse(what)`` raises with the user's line."""
+
+    def __init__(self, module: Any, refuse: Callable[[str], None]) -> None:
+        self.module, self.refuse = module, refuse
+        self.params = {id(p) for p in module.parameters()}
+        self.leaves: dict[int, Leaf] = {}
+
+    def leaf(self, u: Any, stored: Any, orig: Any) -> Any:
+        """``stored``'s leaf: made at the first request (the all-gather of the shard as
+        :class:`dataparallel.GatherShard`'s forward does it, detached, requiring grad; a
+        DTensor with ``orig``'s TP placements when ``orig`` is one), the same object later.
+
+        Raises:
+            PlanError: (through ``refuse``) the stored shard or the leaf written in place
+                since the leaf was made."""
+        got = self.leaves.get(id(stored))
+        if got is not None:
+            self._unwritten(got)
+            return got.leaf
+        import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
+
+        dim = 0
+        with torch.no_grad():
+            if u.kind == "ddp":
+                full = stored.detach()
+            else:
+                dim = next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names,
+                                                 stored.placements) if a == u.shard_axis)
+                full = funcol.wait_tensor(funcol.all_gather_tensor(
+                    stored.to_local().contiguous(), dim, u.group(u.shard_axis))).detach()
+                if isinstance(orig, DTensor):
+                    full = DTensor.from_local(full, orig.device_mesh, orig.placements,
+                                              run_check=False, shape=orig.shape,
+                                              stride=orig.stride())
+        leaf = full.requires_grad_(True)
+        self.leaves[id(stored)] = Leaf(leaf, u, stored, orig, dim, _versions(stored, leaf))
+        return leaf
+
+    def _unwritten(self, got: Leaf) -> None:
+        if _versions(got.stored, got.leaf) != got.versions:
+            site = got.unit.settings.get("_site", "")
+            self.refuse(f"{site + ': ' if site else ''}a parameter of a pipeline stage wrapped "
+                        "by fully_shard is written in place inside schedule.step: FSDP2 "
+                        "all-gathers it again for later forwards and backwards, which prove "
+                        "--torch does not model (docs/torch.md, 'Pipelining', step 7); change "
+                        "parameters only in the optimizer step")
+
+    def register(self) -> None:
+        """Put every leaf in the modules that hold its stored parameter (FSDP2 keeps the
+        unsharded parameters registered from a backward to the reduction:
+        ``set_reshard_after_backward(False)``)."""
+        self._swap({id(x.stored): x.leaf for x in self.leaves.values()})
+
+    def _swap(self, to: dict[int, Any]) -> None:
+        for mod in self.module.modules():
+            for attr, p in list(mod._parameters.items()):  # noqa: SLF001
+                if p is not None and id(p) in to:
+                    mod._parameters[attr] = to[id(p)]  # noqa: SLF001
+
+    def reduce(self) -> None:
+        """FSDP2's ``post_backward`` with the gradient sync on: for every leaf with a gradient,
+        the reduction :class:`dataparallel.GatherShard`'s backward does (reduce-scatter over
+        the shard axis, all-reduce over the replicate axes, ``/ factor``; ``replicate``: the
+        all-reduce over its mesh) of ``leaf.grad``, accumulated into the stored parameter's
+        ``.grad`` (in place when there is one, as ``AccumulateGrad``); then the leaf's
+        gradient is freed and the stored parameters are registered back.
+
+        Raises:
+            PlanError: (through ``refuse``) a parameter written in place in the step."""
+        import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
+
+        for x in self.leaves.values():
+            self._unwritten(x)
+        self._swap({id(x.leaf): x.stored for x in self.leaves.values()})
+        for x in self.leaves.values():
+            g, u = x.leaf.grad, x.unit
+            x.leaf.grad = None
+            if g is None:
+                continue
+            with torch.no_grad():
+                if u.kind == "ddp":
+                    for gr in tuple(u.group(a) for a in u.mesh.mesh_dim_names):
+                        g = funcol.wait_tensor(funcol.all_reduce(g, "sum", gr))
+                    g = g / u.factor()
+                else:
+                    if isinstance(g, DTensor):
+                        if tuple(g.placements) != tuple(x.orig.placements):
+                            g = g.redistribute(x.orig.device_mesh, x.orig.placements)
+                        g = g.to_local()
+                    g = funcol.wait_tensor(funcol.reduce_scatter_tensor(
+                        g.contiguous(), "sum", x.dim, u.group(u.shard_axis)))
+                    for a in u.replicate_axes:
+                        g = funcol.wait_tensor(funcol.all_reduce(g, "sum", u.group(a)))
+                    g = g / u.factor()
+                    if isinstance(x.stored, DTensor):
+                        g = DTensor.from_local(g, x.stored.device_mesh, x.stored.placements,
+                                               run_check=False, shape=x.stored.shape,
+                                               stride=x.stored.stride())
+                if x.stored.grad is None:
+                    x.stored.grad = g
+                else:
+                    x.stored.grad.add_(g)
+        self.leaves.clear()
+
