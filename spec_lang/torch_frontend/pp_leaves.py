@@ -77,6 +77,15 @@ def keeps_unsharded(u: Any) -> bool:
                for s in ACTIVE if s.leaves)
 
 
+def _shard_dim(u: Any, stored: Any) -> int:
+    """The dim FSDP2 shards ``stored`` along over ``u``'s shard axis (0 for a plain tensor:
+    the unit tests' stand-in)."""
+    if not isinstance(stored, DTensor):
+        return 0
+    return next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names, stored.placements)
+                if a == u.shard_axis)
+
+
 def _versions(stored: Any, leaf: Any) -> tuple[int, ...]:
     return param_versions(stored) + param_versions(leaf)
 
@@ -109,10 +118,10 @@ class StepLeaves:
             if u.kind == "ddp":
                 full = stored.detach()
             else:
-                dim = next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names,
-                                                 stored.placements) if a == u.shard_axis)
+                dim = _shard_dim(u, stored)
+                local = stored.to_local() if isinstance(stored, DTensor) else stored
                 full = funcol.wait_tensor(funcol.all_gather_tensor(
-                    stored.to_local().contiguous(), dim, u.group(u.shard_axis))).detach()
+                    local.contiguous(), dim, u.group(u.shard_axis))).detach()
                 if isinstance(orig, DTensor):
                     full = DTensor.from_local(full, orig.device_mesh, orig.placements,
                                               run_check=False, shape=orig.shape,
@@ -168,7 +177,7 @@ class StepLeaves:
                         g = funcol.wait_tensor(funcol.all_reduce(g, "sum", gr))
                     g = g / u.factor()
                 else:
-                    if isinstance(g, DTensor):
+                    if isinstance(g, DTensor) and isinstance(x.orig, DTensor):
                         if tuple(g.placements) != tuple(x.orig.placements):
                             g = g.redistribute(x.orig.device_mesh, x.orig.placements)
                         g = g.to_local()
