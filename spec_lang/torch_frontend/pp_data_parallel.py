@@ -314,9 +314,11 @@ class StandInStage:
 
         Raises:
             PlanError: (through ``refuse``) a backward kind other than ``"full"``, a backward
-                outside ``schedule.step`` (R42a-4: the guard is on only there), or a
+                outside ``schedule.step`` (R42a-4: the guard is on only there), a
                 backward after torch's final reduction of the step (a direct call of the
-                stage's backward: for real its gradient would stay unreduced).
+                stage's backward: for real its gradient would stay unreduced), or torch's
+                ``stage_backward`` failing (its cause named; R42a-3: a graph reused across
+                micro-batches through the leaf's identity fails for real too).
         """
 
         def backward_maybe_with_nosync(stage: Any, backward_type: str, bwd_kwargs: dict,
@@ -337,9 +339,17 @@ class StandInStage:
             self.pending = True
             if self.leaves is not None:
                 self.leaves.register()
-            return (stage_mod.stage_backward(bwd_kwargs["stage_output"],
-                                             bwd_kwargs["output_grads"],
-                                             bwd_kwargs["input_values"]), None)
+            try:
+                return (stage_mod.stage_backward(bwd_kwargs["stage_output"],
+                                                 bwd_kwargs["output_grads"],
+                                                 bwd_kwargs["input_values"]), None)
+            except RuntimeError as e:    # torch's wrapper: a message of debug info only
+                cause = e.__cause__ if isinstance(e.__cause__, Exception) else e
+                first = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), "")
+                self.refuse(f"the backward of a pipeline stage wrapped by fully_shard failed "
+                            f"with the step's unsharded leaves (as FSDP2's, one per parameter "
+                            f"for all micro-batches): {type(cause).__name__}: {first}")
+                raise
 
         return backward_maybe_with_nosync
 

@@ -336,3 +336,23 @@ def test_switching_the_modes_off_is_refused_inside_the_step(escape):
                for (modname, n), f in before.items())           # and torch's names restored
     with torch._C.DisableTorchFunction():                        # outside a step: free
         pass
+
+
+def test_a_failing_stage_backward_is_refused_naming_its_cause(monkeypatch):
+    """R42a-3 (r42a_08): with one leaf per parameter for the step (``pp_leaves``) a graph
+    reused across micro-batches through the leaf's identity fails in B1, as for real; torch's
+    ``stage_backward`` wraps the cause in a message of debug info only."""
+    from torch.distributed.pipelining import stage as stage_mod
+
+    def failing(*a):
+        try:
+            raise RuntimeError("Trying to backward through the graph a second time (...)")
+        except RuntimeError as e:
+            raise RuntimeError("\n        Failed to run stage backward:\n") from e
+
+    monkeypatch.setattr(stage_mod, "stage_backward", failing)
+    bwd = _in_step(pdp.StandInStage(["F0", "B0"], _refuse)).backward_for(lambda *a, **k: None)
+    with pytest.raises(PlanError, match="failed with the step's unsharded leaves .*: "
+                                        "RuntimeError: Trying to backward through the graph"):
+        bwd(_stage(_stand_in()), "full", {"stage_output": 0, "output_grads": 0,
+                                         "input_values": 0})
