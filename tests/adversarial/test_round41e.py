@@ -60,7 +60,8 @@ def test_r41e_grad_read_of_the_nonleaf_view_is_not_accepted(tmp_path):
     at 4b1ee65 (205 s), all 107 goals proved, the step-state check on
     ``torch.fx.experimental.proxy_tensor``: sound, by luck (the model's numbers are the
     spec's); truth as r41e_01. Since ``AutogradStateGuard``: exit 3 (38 s), "reading .grad of
-    a parameter of a pipeline stage wrapped by fully_shard, inside schedule.step"."""
+    a parameter of a pipeline stage wrapped by fully_shard, inside schedule.step". Since
+    wip/ppleaf (``pp_leaves``: the stage's leaf, no warning): NOT EQUIVALENT (137 s)."""
     out = _prove("r41e_05_grad_read_nonleaf_warning_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
