@@ -72,7 +72,9 @@ def keeps_unsharded(u: Any) -> bool:
     reshard: ``reshard_after_forward=False``, or left None on the root, the stage module:
     torch 2.13 ``FSDPState._lazy_init``); otherwise its forward's post-hook registers the
     stored parameters back until the next forward or backward (S42-1)."""
-    rat = u.settings.get("reshard_after_forward")
+    if not ACTIVE:
+        return False
+    rat = getattr(u, "settings", {}).get("reshard_after_forward")
     return any(u.module is s.module if rat is None else rat is False
                for s in ACTIVE if s.leaves)
 
