@@ -1,0 +1,104 @@
+"""When the capture reads the gradient goals (:mod:`spec_lang.torch_frontend.grad_snapshot`):
+the first entry into ``clip_grad_norm_``, ``clip_grads_with_norm_`` or the optimizer's
+``step``, before any clipping (R41e-3: torchtitan's ``get_total_norm`` +
+``clip_grads_with_norm_`` read after the clip, a false NOT EQUIVALENT). Eager, in seconds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.utils as nnu
+import torch.nn.utils.clip_grad as cg
+from torch import nn
+
+from spec_lang.torch_frontend.grad_snapshot import snapshot_on_entry
+
+MAX_NORM = 0.05
+
+
+def _model() -> tuple[nn.Module, list[torch.Tensor]]:
+    """A linear layer whose gradients (norm well above ``MAX_NORM``) are set by hand."""
+    torch.manual_seed(0)
+    m = nn.Linear(4, 3)
+    for p in m.parameters():
+        p.grad = torch.randn_like(p) * 3
+    return m, [p.grad.clone() for p in m.parameters()]
+
+
+def _recorder(m: nn.Module) -> tuple[list[list[torch.Tensor]], object]:
+    seen: list[list[torch.Tensor]] = []
+
+    def snapshot() -> None:
+        seen.append([p.grad.clone() for p in m.parameters()])
+    return seen, snapshot
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_torchtitans_clip_is_read_before_it_scales_the_gradients():
+    """``get_total_norm`` (a read, no trigger), the pp all-reduce's place, then
+    ``clip_grads_with_norm_``: the snapshot holds the unclipped gradients (R41e-3)."""
+    m, before = _model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    seen, snapshot = _recorder(m)
+    with snapshot_on_entry(opt, snapshot):
+        total = torch.nn.utils.get_total_norm([p.grad for p in m.parameters()], 2.0)
+        assert seen == []                       # reading the norm is no trigger
+        torch.nn.utils.clip_grads_with_norm_(m.parameters(), MAX_NORM, total)
+        opt.step()
+    assert len(seen) == 2 and _same(seen[0], before)
+    assert not _same(seen[1], before)           # the step's read comes after the clip
+    assert total > MAX_NORM
+
+
+def test_clip_grad_norm_is_read_before_it_clips():
+    """The spec's usual clip: the first call (at entry) sees the unclipped gradients; its
+    inner ``_clip_grads_with_norm_`` calls again (the capture keeps only the first)."""
+    m, before = _model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    seen, snapshot = _recorder(m)
+    with snapshot_on_entry(opt, snapshot):
+        nnu.clip_grad_norm_(m.parameters(), MAX_NORM)
+    assert len(seen) == 2 and _same(seen[0], before) and _same(seen[1], before)
+
+
+def test_the_clip_grad_modules_names_are_wrapped_too():
+    m, before = _model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    seen, snapshot = _recorder(m)
+    with snapshot_on_entry(opt, snapshot):
+        total = cg._get_total_norm([p.grad for p in m.parameters()])  # noqa: SLF001
+        cg._clip_grads_with_norm_(m.parameters(), MAX_NORM, total)    # noqa: SLF001
+    assert len(seen) == 1 and _same(seen[0], before)
+
+
+def test_only_the_captured_optimizers_step_is_a_trigger():
+    m, before = _model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    other = torch.optim.SGD([nn.Parameter(torch.zeros(2))], lr=0.1)
+    seen, snapshot = _recorder(m)
+    with snapshot_on_entry(opt, snapshot):
+        other.step()
+        assert seen == []
+        opt.step()
+    assert len(seen) == 1 and _same(seen[0], before)
+
+
+def test_the_real_functions_are_restored_even_on_error():
+    real = (nnu.clip_grad_norm_, cg.clip_grad_norm_, nnu.clip_grads_with_norm_,
+            cg._clip_grads_with_norm_)  # noqa: SLF001
+    m, _ = _model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with pytest.raises(RuntimeError, match="boom"), snapshot_on_entry(opt, lambda: None):
+        assert nnu.clip_grads_with_norm_ is not real[2]
+        raise RuntimeError("boom")
+    assert (nnu.clip_grad_norm_, cg.clip_grad_norm_, nnu.clip_grads_with_norm_,
+            cg._clip_grads_with_norm_) == real  # noqa: SLF001
+    seen = []
+    opt.register_step_pre_hook(lambda *a: None)
+    with snapshot_on_entry(opt, lambda: seen.append(1)):
+        pass
+    opt.step()
+    assert seen == []                            # the global pre-hook is gone
