@@ -40,6 +40,7 @@ from spec_lang.torch_frontend.eager_paths import eager_paths
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec)
+from spec_lang.torch_frontend.grad_snapshot import GRADS_READ_AT
 from spec_lang.torch_frontend.grad_snapshot import snapshot_on_entry as _snapshot_on_entry
 from spec_lang.torch_frontend.group_identity import checked, refuse_foreign_groups
 from spec_lang.torch_frontend.new_groups import made_log
@@ -380,9 +381,11 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             if st:
                 opt.state[p] = st
         # the gradient handed on: read when clip_grad_norm_, clip_grads_with_norm_ or
-        # optimizer.step() is entered
-        # first (after the user's own reductions, before clipping and the update)
+        # optimizer.step() is entered first (after the user's own reductions, before clipping
+        # and the update); read_at: that point, left in after[GRADS_READ_AT] (R41e-3)
         snaps: dict[str, Any] = {}
+        where: list[str] = []
+        read_at: list[str] = []
 
         def snapshot() -> None:
             if snaps:
@@ -392,8 +395,10 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                 if g is not None:
                     snaps[n] = (g._local_tensor.clone() if isinstance(g, DTensor)  # noqa: SLF001
                                 else g.clone(), _placements(g, axes))
+            if snaps:
+                read_at.append(where[-1])
 
-        with _snapshot_on_entry(opt, snapshot) as on_step, refuse_data_assignment(path):
+        with _snapshot_on_entry(opt, snapshot, where) as on_step, refuse_data_assignment(path):
             # all the Python state the step could leave for the next one (R7-1, R7-3)
             ours, bufs = [*units, on_step], {n: attr_at(model, a) for n, a in buf_at.items()}
             m = mesh if plan else None
@@ -420,6 +425,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         check_no_new_hooks(hooks_before, hook_counts(model, new), path)
         after.clear()
         after.update(scalar_state(model, opt))
+        after.update({GRADS_READ_AT: read_at[0]} if read_at else {})
         after.update({f"{CHANGED}{k}": v for k, v in changed.items()})
         # torch's modules as the step leaves them, compared as such across processes (R9-2)
         after.update({k: v for k, v in state1.items() if k.startswith(TORCH_MODULE)})

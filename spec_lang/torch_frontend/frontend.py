@@ -35,6 +35,7 @@ from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
 )
 from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
 from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
+from spec_lang.torch_frontend.grad_snapshot import drop_grads_read_apart
 from spec_lang.torch_frontend.leftover import (
     CHANGED, scalar_state_differences, zeros_for_one_sided_grad_left)
 from spec_lang.torch_frontend.state_sites import declaration_site, state_site
@@ -467,6 +468,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     spec_out, plan_out, zero_notes = zeros_for_one_sided_grad_left(low.spec_out, low.plan_out,
                                                                    tf.path, changed)
     notes += zero_notes
+    spec_out, plan_out = drop_grads_read_apart(cap, spec_out, plan_out, unsupported)
     for name, (role, pv, pnode) in plan_out.items():
         if name in low.unchanged_buffers:
             continue

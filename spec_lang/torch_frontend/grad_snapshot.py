@@ -17,6 +17,13 @@ before it: plan / spec = the clip coefficient (0.00104 on r41e_04), a false NOT 
 ``get_total_norm`` is deliberately not a trigger: it only reads the gradients (a norm logged
 before the user's own dp reduction would snapshot unreduced gradients); torchtitan's form calls
 ``clip_grads_with_norm_`` right after it, with the gradients unchanged in between.
+
+Where the goals were read is left in ``Trace.after`` under :data:`GRADS_READ_AT`
+(``"clipping"`` / ``"optimizer.step()"``). A spec and a plan that read them at different
+points (one clips with torch's functions, the other by hand: ``g.mul_(coef)``) compare a
+gradient before clipping with one after it: :func:`drop_grads_read_apart` then leaves the
+gradient goals out, each as an ``unsupported`` entry (UNKNOWN, never EQUIVALENT; the updated
+parameters and the optimizer state are still compared and can refute).
 """
 
 from __future__ import annotations
@@ -25,14 +32,20 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["snapshot_on_entry"]
+__all__ = ["snapshot_on_entry", "GRADS_READ_AT", "drop_grads_read_apart"]
+
+GRADS_READ_AT = "<gradient goals read at>"
+"""The ``Trace.after`` key: where the capture read the gradient goals (not compared as state
+by :func:`leftover.scalar_state_differences`; :func:`drop_grads_read_apart` reads it)."""
 
 
 @contextlib.contextmanager
-def snapshot_on_entry(opt: Any, snapshot: Callable[[], None]) -> Iterator[Any]:
+def snapshot_on_entry(opt: Any, snapshot: Callable[[], None], where: list[str] | None = None
+                      ) -> Iterator[Any]:
     """Call ``snapshot()`` when ``torch.nn.utils.clip_grad_norm_``,
     ``torch.nn.utils.clip_grads_with_norm_`` or ``opt.step`` is entered (``snapshot`` itself
-    keeps only the first call's values).
+    keeps only the first call's values). Before each call, ``where`` (if given) gets
+    ``"clipping"`` or ``"optimizer.step()"`` appended: the point being entered.
 
     The two clipping functions are replaced for the duration (their names in
     ``torch.nn.utils`` and in ``torch.nn.utils.clip_grad``, which ``clip_grad_norm_`` calls
@@ -47,15 +60,20 @@ def snapshot_on_entry(opt: Any, snapshot: Callable[[], None]) -> Iterator[Any]:
     import torch.nn.utils.clip_grad as cg
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+    def read(point: str) -> None:
+        if where is not None:
+            where.append(point)
+        snapshot()
+
     def entering(real: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(*a: Any, **k: Any) -> Any:
-            snapshot()
+            read("clipping")
             return real(*a, **k)
         return wrapped
 
     def on_step(optimizer: Any, args: Any, kwargs: Any) -> None:  # noqa: ARG001
         if optimizer is opt:
-            snapshot()
+            read("optimizer.step()")
 
     patched = [(nnu, "clip_grad_norm_"), (cg, "clip_grad_norm_"),
                (nnu, "clip_grads_with_norm_"), (cg, "_clip_grads_with_norm_")]
@@ -69,3 +87,28 @@ def snapshot_on_entry(opt: Any, snapshot: Callable[[], None]) -> Iterator[Any]:
         for owner, name, fn in real:
             setattr(owner, name, fn)
         handle.remove()
+
+
+def drop_grads_read_apart(cap: Any, spec_out: dict[str, Any], plan_out: dict[str, Any],
+                          unsupported: list[tuple[str, str]]
+                          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``spec_out`` and ``plan_out`` (name -> ``(role, value, node)``) without their gradient
+    goals when a plan trace of ``cap`` (a ``frontend.Captured``: every rank or stage, probe
+    and real sizes) read the gradients at another point than the spec (:data:`GRADS_READ_AT`:
+    one before clipping, the other at ``optimizer.step()``, after a clip by hand); each
+    dropped goal is appended to ``unsupported`` with the reason (the verdict is then UNKNOWN
+    at best). Otherwise both unchanged. Source: R41e-3 (a false NOT EQUIVALENT otherwise)."""
+    spec_at = cap.spec_real.after.get(GRADS_READ_AT)
+    plans = [cap.plan_real, *cap.plans, *cap.plans_real, *(cap.stage_traces or ())]
+    plan_at = next((t.after[GRADS_READ_AT] for t in plans
+                    if t.after.get(GRADS_READ_AT, spec_at) != spec_at), None)
+    if spec_at is None or plan_at is None:
+        return spec_out, plan_out
+    why = (f"read at {plan_at} in the parallel step and at {spec_at} in the single-device "
+           "step (one clips with torch's clip_grad_norm_ / clip_grads_with_norm_, the other "
+           "not): a gradient before clipping against one after it is not compared; clip with "
+           "the same torch function on both sides (R41e-3)")
+    grads = [n for n, v in plan_out.items() if v[0].kind == "grad"]
+    unsupported += [(n, why) for n in grads]
+    return ({n: v for n, v in spec_out.items() if v[0].kind != "grad"},
+            {n: v for n, v in plan_out.items() if v[0].kind != "grad"})

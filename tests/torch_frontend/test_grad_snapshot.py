@@ -5,13 +5,16 @@ the first entry into ``clip_grad_norm_``, ``clip_grads_with_norm_`` or the optim
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 import torch
 import torch.nn.utils as nnu
 import torch.nn.utils.clip_grad as cg
 from torch import nn
 
-from spec_lang.torch_frontend.grad_snapshot import snapshot_on_entry
+from spec_lang.torch_frontend.grad_snapshot import (GRADS_READ_AT, drop_grads_read_apart,
+                                                    snapshot_on_entry)
 
 MAX_NORM = 0.05
 
@@ -102,3 +105,66 @@ def test_the_real_functions_are_restored_even_on_error():
         pass
     opt.step()
     assert seen == []                            # the global pre-hook is gone
+
+
+def test_where_names_the_point_entered():
+    m, _ = _model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    where: list[str] = []
+    with snapshot_on_entry(opt, lambda: None, where):
+        nnu.clip_grad_norm_(m.parameters(), MAX_NORM)    # itself, then its inner half
+        opt.step()
+    assert where == ["clipping", "clipping", "optimizer.step()"]
+
+
+@dataclass
+class _Role:
+    kind: str
+
+
+@dataclass
+class _Tr:
+    after: dict
+
+
+@dataclass
+class _Cap:
+    spec_real: _Tr
+    plan_real: _Tr
+    plans: list = field(default_factory=list)
+    plans_real: list = field(default_factory=list)
+    stage_traces: list | None = None
+
+
+def _outs() -> dict:
+    return {"grad:w": (_Role("grad"), 1, None), "w": (_Role("param"), 2, None)}
+
+
+@pytest.mark.parametrize("spec_at,plan_at,dropped", [
+    ("clipping", "clipping", False), ("optimizer.step()", "optimizer.step()", False),
+    ("clipping", "optimizer.step()", True),        # a clip by hand in the plan
+    ("optimizer.step()", "clipping", True),        # a clip by hand in the spec
+    ("clipping", None, False),                     # no gradient read on that side
+])
+def test_gradients_read_at_two_points_are_not_compared(spec_at, plan_at, dropped):
+    """A hand clip on one side (R41e-3's remaining false NOT EQUIVALENT): the gradient goals
+    leave, each an ``unsupported`` entry (UNKNOWN at best); the rest is compared."""
+    def tr(at):
+        return _Tr({} if at is None else {GRADS_READ_AT: at})
+    stages = [tr(spec_at), tr(plan_at)]            # a pipeline: one stage reads apart
+    cap = _Cap(spec_real=tr(spec_at), plan_real=tr(spec_at), stage_traces=stages)
+    unsupported: list = []
+    s, p = drop_grads_read_apart(cap, _outs(), _outs(), unsupported)
+    assert ("grad:w" not in s and "grad:w" not in p) is dropped
+    assert "w" in s and "w" in p
+    assert [n for n, _ in unsupported] == (["grad:w"] if dropped else [])
+    if dropped:
+        assert f"read at {plan_at} in the parallel step" in unsupported[0][1]
+
+
+def test_the_read_point_is_no_state_difference():
+    """It is the gradient goals' business, not a setting the step leaves (UNKNOWN twice)."""
+    from spec_lang.torch_frontend.leftover import scalar_state_differences
+
+    assert scalar_state_differences({GRADS_READ_AT: "clipping"},
+                                    {GRADS_READ_AT: "optimizer.step()"}) == []
