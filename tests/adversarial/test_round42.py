@@ -60,3 +60,14 @@ def test_gradient_goals_read_apart_leave_a_wrong_hand_clip_to_the_optimizer_stat
     (8.2e-4 after two steps)."""
     out = _prove("r42_04_clip_by_hand_unclamped_adamw_wrong.py", tmp_path)
     assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
+
+
+@pytest.mark.xfail(strict=True, reason="S42-2 (open): clip_grad_norm_(params, inf) logging the "
+                   "local norm before a hand-written dp reduction is the gradient goals' read "
+                   "point: the plan's unreduced gradients against the spec's, a right plan "
+                   "refuted")
+def test_s42_2_norm_logged_before_the_reduction_is_not_refuted(tmp_path):
+    """NOT EQUIVALENT at 16d9bd7 (48 s, grad:w2.weight and grad:w1.weight); truth right
+    (5.6e-17)."""
+    out = _prove("r42_05_dp_norm_logged_before_reduction_right.py", tmp_path)
+    assert out.get("verdict") != "NOT EQUIVALENT", out
