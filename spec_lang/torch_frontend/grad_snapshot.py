@@ -32,7 +32,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["snapshot_on_entry", "GRADS_READ_AT", "drop_grads_read_apart"]
+__all__ = ["snapshot_on_entry", "GRADS_READ_AT", "drop_grads_read_apart", "logs_only"]
 
 GRADS_READ_AT = "<gradient goals read at>"
 """The ``Trace.after`` key: where the capture read the gradient goals (not compared as state
@@ -43,7 +43,8 @@ by :func:`leftover.scalar_state_differences`; :func:`drop_grads_read_apart` read
 def snapshot_on_entry(opt: Any, snapshot: Callable[[], None], where: list[str] | None = None
                       ) -> Iterator[Any]:
     """Call ``snapshot()`` when ``torch.nn.utils.clip_grad_norm_``,
-    ``torch.nn.utils.clip_grads_with_norm_`` or ``opt.step`` is entered (``snapshot`` itself
+    ``torch.nn.utils.clip_grads_with_norm_`` (with a finite ``max_norm``: :func:`logs_only`)
+    or ``opt.step`` is entered (``snapshot`` itself
     keeps only the first call's values). Before each call, ``where`` (if given) gets
     ``"clipping"`` or ``"optimizer.step()"`` appended: the point being entered.
 
@@ -67,7 +68,8 @@ def snapshot_on_entry(opt: Any, snapshot: Callable[[], None], where: list[str] |
 
     def entering(real: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(*a: Any, **k: Any) -> Any:
-            read("clipping")
+            if not logs_only(a, k):
+                read("clipping")
             return real(*a, **k)
         return wrapped
 
@@ -87,6 +89,17 @@ def snapshot_on_entry(opt: Any, snapshot: Callable[[], None], where: list[str] |
         for owner, name, fn in real:
             setattr(owner, name, fn)
         handle.remove()
+
+
+def logs_only(args: tuple, kwargs: dict) -> bool:
+    """Whether a clipping call's ``max_norm`` (second argument of ``clip_grad_norm_`` and of
+    ``clip_grads_with_norm_``) is an infinite Python number: torch's idiom for computing the
+    norm to log it, which clips nothing and so is no read point (S42-2: placed before a
+    hand-written reduction it read the unreduced gradients, a right step NOT EQUIVALENT)."""
+    import math
+
+    m = args[1] if len(args) > 1 else kwargs.get("max_norm")
+    return isinstance(m, (int, float)) and not isinstance(m, bool) and math.isinf(m)
 
 
 def drop_grads_read_apart(cap: Any, spec_out: dict[str, Any], plan_out: dict[str, Any],

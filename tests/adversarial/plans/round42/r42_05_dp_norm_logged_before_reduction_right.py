@@ -5,8 +5,9 @@ the plan is before the dp reduction.
 Truth (torch4_truth.py FILE 2): right (5.6e-17 / 0; 5.6e-17 / 5.6e-17).
 Verdict (main 16d9bd7): NOT EQUIVALENT (48 s; first divergence grad:w2.weight, also
 grad:w1.weight: the plan's local gradients against the spec's): S42-2, a wrong NOT EQUIVALENT
-older than stop 42 (the read point was there before). The update goals are UNKNOWN (the inf
-constant has no lowering).
+older than stop 42 (the read point was there before). Since ``grad_snapshot.logs_only`` (a clip
+with an infinite max_norm is no read point): UNKNOWN (57 s: the inf constant of torch's clip
+has no lowering, every goal open).
 """
 
 import torch
