@@ -1,4 +1,5 @@
-"""Round 42b (review of `grad_snapshot`, stop 42). t4_19's MLP under FSDP2 (dp 2), AdamW; the single-device
+"""Round 42b (review of `grad_snapshot`, stop 42). t4_19's MLP under FSDP2 (dp 2), AdamW; the
+single-device
 side clips with ``torch.nn.utils.clip_grad_norm_(params, 100.0)`` (gradient goals read before
 clipping), the parallel side clips by hand with the coefficient not clamped to 1 (read at
 ``optimizer.step()``, after its clip): the gradient goals are dropped (read apart). The
