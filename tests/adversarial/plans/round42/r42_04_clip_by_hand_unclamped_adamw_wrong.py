@@ -1,7 +1,7 @@
 """Round 42b (review of `grad_snapshot`, stop 42). t4_19's MLP under FSDP2 (dp 2), AdamW; the
 single-device side clips with ``torch.nn.utils.clip_grad_norm_(params, 100.0)`` (gradient goals
-read before clipping), the parallel side clips by hand with the coefficient not clamped to 1 (read at
-``optimizer.step()``, after its clip): the gradient goals are dropped (read apart). The
+read before clipping), the parallel side clips by hand with the coefficient not clamped to 1
+(read at ``optimizer.step()``, after its clip): the gradient goals are dropped (read apart). The
 wrong gradients are scaled up to norm 100, which AdamW's first update nearly ignores
 (scale-invariant up to eps) but its ``exp_avg`` / ``exp_avg_sq`` do not.
 
