@@ -93,13 +93,17 @@ def snapshot_on_entry(opt: Any, snapshot: Callable[[], None], where: list[str] |
 
 def logs_only(args: tuple, kwargs: dict) -> bool:
     """Whether a clipping call's ``max_norm`` (second argument of ``clip_grad_norm_`` and of
-    ``clip_grads_with_norm_``) is an infinite Python number: torch's idiom for computing the
-    norm to log it, which clips nothing and so is no read point (S42-2: placed before a
-    hand-written reduction it read the unreduced gradients, a right step NOT EQUIVALENT)."""
+    ``clip_grads_with_norm_``) is a real number (Python's or numpy's) equal to +inf: torch's
+    idiom for computing the norm to log it, which clips nothing and so is no read point
+    (S42-2: placed before a hand-written reduction it read the unreduced gradients, a right
+    step NOT EQUIVALENT). ``-inf`` clips (every gradient times -inf: R42c-2) and stays a read
+    point, as does a tensor ``max_norm`` (its value is not read here: R42c-1, open)."""
     import math
+    import numbers
 
     m = args[1] if len(args) > 1 else kwargs.get("max_norm")
-    return isinstance(m, (int, float)) and not isinstance(m, bool) and math.isinf(m)
+    return isinstance(m, numbers.Real) and not isinstance(m, bool) \
+        and math.isinf(float(m)) and float(m) > 0
 
 
 def drop_grads_read_apart(cap: Any, spec_out: dict[str, Any], plan_out: dict[str, Any],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.utils as nnu
@@ -191,4 +192,6 @@ def test_a_norm_only_logged_is_no_read_point(call):
     assert where == ["optimizer.step()"] and len(seen) == 1
     assert _same(seen[0], [2.0 * g for g in before])
     assert not logs_only((None, 1e9), {}) and not logs_only((None, True), {})
-    assert logs_only((None,), {"max_norm": -float("inf")})
+    assert not logs_only((None,), {"max_norm": -float("inf")})     # R42c-2: -inf clips
+    assert logs_only((None, np.float32("inf")), {})                 # R42c-1 (numpy's)
+    assert not logs_only((None, torch.tensor(float("inf"))), {})    # a tensor: still read
