@@ -1,7 +1,8 @@
 """Round 42c: r42_05 with the infinite max_norm as ``numpy.float32('inf')`` (not a
 Python float subclass): ``logs_only`` says no, the logging call before the hand-written dp
 reduction stays the gradient goals' read point.
-Truth: TRUTH. Verdict: VERDICT.
+Truth (torch4_truth.py FILE 2): right (step 2: 5.6e-17 / 5.6e-17).
+Verdict (main 959c97b): NOT EQUIVALENT (55 s; grad:w2.weight, also grad:w1.weight): R42c-1.
 """
 
 import numpy

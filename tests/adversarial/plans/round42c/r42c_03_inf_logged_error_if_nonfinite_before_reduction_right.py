@@ -1,7 +1,9 @@
-"""Round 42c: r42_05 with ``error_if_nonfinite=True`` (and ``foreach=True``) on the
+"""Round 42c: r42_05 with ``error_if_nonfinite=True`` on the
 logging call: an infinite max_norm, so ``logs_only`` says no read point; the check of the norm
 is a branch on a tensor value.
-Truth: TRUTH. Verdict: VERDICT.
+Truth (torch4_truth.py FILE 2): right (step 2: 5.6e-17 / 5.6e-17).
+Verdict (main 959c97b): refused, exit 3 (12 s; GuardOnDataDependentSymNode: the check of the
+norm reads a tensor value). Sound (a false refusal of torch's own check, older).
 """
 
 import torch
@@ -43,7 +45,7 @@ def train_step(model, optimizer, batch, mesh):
     loss.backward()
     # the local gradient norm, logged before the reduction (inf: no clipping happens)
     local_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=float("inf"),
-                                                error_if_nonfinite=True, foreach=True)
+                                                error_if_nonfinite=True)
     if mesh is not None:
         for p in model.parameters():
             dist.all_reduce(p.grad, group=mesh["dp"].get_group())
