@@ -64,6 +64,12 @@ _TABLE: tuple[tuple[str, str, str, str], ...] = (
      "the steps leave different state for the next one: {what}",
      "make both steps leave the same state (the optimizer's param_groups, the modules' "
      "attributes and train/eval mode, hooks, the train file's globals); docs/torch.md"),
+    ("grads-read-apart", r"(^|: )gradients read apart: (?P<what>.*)",
+     "the gradient goals are read at different points of the two steps (one before its clip, "
+     "the other after it), so they are not compared: {what}",
+     "clip with the same torch function on both sides (clip_grad_norm_ / "
+     "clip_grads_with_norm_); the parameters and optimizer state are still compared; "
+     "docs/unknown.md#grads-read-apart"),
     ("not-lowered", r"^not lowered|^no lowering rule|without a (lowering )?rule|not lowered:",
      "an operation of your step has no lowering rule, so the goals that depend on it are not "
      "compared",
@@ -131,6 +137,8 @@ def explain_unsupported(name: str, why: str) -> Explanation:
         return explain(why)
     if name == "sizes":     # a literal read at the probe sizes only (real_literals, R33-2)
         return explain(f"sizes: {why}")
+    if why.startswith("gradients read apart: "):   # grad_snapshot.drop_grads_read_apart
+        return explain(why)
     ex = explain(f"not lowered: {why}")
     return Explanation("not-lowered", f"{ex.text} ({why})" if ex.code == "not-lowered"
                        else ex.text, ex.next)

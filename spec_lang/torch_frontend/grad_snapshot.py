@@ -32,7 +32,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["snapshot_on_entry", "GRADS_READ_AT", "drop_grads_read_apart"]
+__all__ = ["snapshot_on_entry", "GRADS_READ_AT", "drop_grads_read_apart", "logs_only"]
 
 GRADS_READ_AT = "<gradient goals read at>"
 """The ``Trace.after`` key: where the capture read the gradient goals (not compared as state
@@ -43,7 +43,8 @@ by :func:`leftover.scalar_state_differences`; :func:`drop_grads_read_apart` read
 def snapshot_on_entry(opt: Any, snapshot: Callable[[], None], where: list[str] | None = None
                       ) -> Iterator[Any]:
     """Call ``snapshot()`` when ``torch.nn.utils.clip_grad_norm_``,
-    ``torch.nn.utils.clip_grads_with_norm_`` or ``opt.step`` is entered (``snapshot`` itself
+    ``torch.nn.utils.clip_grads_with_norm_`` (with a finite ``max_norm``: :func:`logs_only`)
+    or ``opt.step`` is entered (``snapshot`` itself
     keeps only the first call's values). Before each call, ``where`` (if given) gets
     ``"clipping"`` or ``"optimizer.step()"`` appended: the point being entered.
 
@@ -67,7 +68,8 @@ def snapshot_on_entry(opt: Any, snapshot: Callable[[], None], where: list[str] |
 
     def entering(real: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(*a: Any, **k: Any) -> Any:
-            read("clipping")
+            if not logs_only(a, k):
+                read("clipping")
             return real(*a, **k)
         return wrapped
 
@@ -89,6 +91,21 @@ def snapshot_on_entry(opt: Any, snapshot: Callable[[], None], where: list[str] |
         handle.remove()
 
 
+def logs_only(args: tuple, kwargs: dict) -> bool:
+    """Whether a clipping call's ``max_norm`` (second argument of ``clip_grad_norm_`` and of
+    ``clip_grads_with_norm_``) is a real number (Python's or numpy's) equal to +inf: torch's
+    idiom for computing the norm to log it, which clips nothing and so is no read point
+    (S42-2: placed before a hand-written reduction it read the unreduced gradients, a right
+    step NOT EQUIVALENT). ``-inf`` clips (every gradient times -inf: R42c-2) and stays a read
+    point, as does a tensor ``max_norm`` (its value is not read here: R42c-1, open)."""
+    import math
+    import numbers
+
+    m = args[1] if len(args) > 1 else kwargs.get("max_norm")
+    return isinstance(m, numbers.Real) and not isinstance(m, bool) \
+        and math.isinf(float(m)) and float(m) > 0
+
+
 def drop_grads_read_apart(cap: Any, spec_out: dict[str, Any], plan_out: dict[str, Any],
                           unsupported: list[tuple[str, str]]
                           ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -104,10 +121,8 @@ def drop_grads_read_apart(cap: Any, spec_out: dict[str, Any], plan_out: dict[str
                     if t.after.get(GRADS_READ_AT, spec_at) != spec_at), None)
     if spec_at is None or plan_at is None:
         return spec_out, plan_out
-    why = (f"read at {plan_at} in the parallel step and at {spec_at} in the single-device "
-           "step (one clips with torch's clip_grad_norm_ / clip_grads_with_norm_, the other "
-           "not): a gradient before clipping against one after it is not compared; clip with "
-           "the same torch function on both sides (R41e-3)")
+    why = (f"gradients read apart: read at {plan_at} in the parallel step and at {spec_at} in "
+           "the single-device step (R41e-3)")
     grads = [n for n, v in plan_out.items() if v[0].kind == "grad"]
     unsupported += [(n, why) for n in grads]
     return ({n: v for n, v in spec_out.items() if v[0].kind != "grad"},

@@ -60,6 +60,10 @@ def test_unsupported_outputs_are_explained():
                                "parallel step, 0.003 in the single-device step").code == "step-state"
     ex = explain_unsupported("grad:w", "aten.foo.default at train.py:12 has no lowering rule")
     assert ex.code == "not-lowered" and "train.py:12" in ex.text
+    ex = explain_unsupported("grad:w", "gradients read apart: read at optimizer.step() in the "
+                             "parallel step and at clipping in the single-device step (R41e-3)")
+    assert ex.code == "grads-read-apart" and "at optimizer.step() in the parallel" in ex.text
+    assert "lowering rule" not in ex.text and "clip_grads_with_norm_" in ex.next
 
 
 def test_every_code_has_a_section_in_docs_unknown():

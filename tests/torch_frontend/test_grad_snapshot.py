@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.utils as nnu
@@ -14,7 +15,7 @@ import torch.nn.utils.clip_grad as cg
 from torch import nn
 
 from spec_lang.torch_frontend.grad_snapshot import (GRADS_READ_AT, drop_grads_read_apart,
-                                                    snapshot_on_entry)
+                                                    logs_only, snapshot_on_entry)
 
 MAX_NORM = 0.05
 
@@ -168,3 +169,29 @@ def test_the_read_point_is_no_state_difference():
 
     assert scalar_state_differences({GRADS_READ_AT: "clipping"},
                                     {GRADS_READ_AT: "optimizer.step()"}) == []
+
+
+@pytest.mark.parametrize("call", [
+    lambda ps: nnu.clip_grad_norm_(ps, float("inf")),
+    lambda ps: nnu.clip_grad_norm_(ps, max_norm=float("inf")),
+    lambda ps: nnu.clip_grads_with_norm_(ps, float("inf"), torch.tensor(1.0))])
+def test_a_norm_only_logged_is_no_read_point(call):
+    """S42-2: ``clip_grad_norm_(params, inf)`` (torch's idiom to log the norm) before a
+    hand-written reduction was the read point: the plan's unreduced gradients against the
+    spec's. It clips nothing; the next point (here ``optimizer.step()``) reads."""
+    m, before = _model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.0)
+    seen, snapshot = _recorder(m)
+    where: list[str] = []
+    with snapshot_on_entry(opt, snapshot, where):
+        call(list(m.parameters()))
+        assert seen == [] and where == []
+        for p in m.parameters():
+            p.grad.mul_(2.0)                  # a reduction after the logging call
+        opt.step()
+    assert where == ["optimizer.step()"] and len(seen) == 1
+    assert _same(seen[0], [2.0 * g for g in before])
+    assert not logs_only((None, 1e9), {}) and not logs_only((None, True), {})
+    assert not logs_only((None,), {"max_norm": -float("inf")})     # R42c-2: -inf clips
+    assert logs_only((None, np.float32("inf")), {})                 # R42c-1 (numpy's)
+    assert not logs_only((None, torch.tensor(float("inf"))), {})    # a tensor: still read
