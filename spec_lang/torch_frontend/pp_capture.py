@@ -370,7 +370,7 @@ def pipelining(path: str, *, cpu: bool, in_meta: list[Meta] | None
             return fn(self, *a, **k)
         return w
 
-    dp = StandInStage(rec.events, refuse, rec.refusals, site)
+    dp = StandInStage(rec.events, rec.refusals, site)
     reduce_grad = dp.reduce_grad_for(base.__dict__["perform_reduce_grad"])
 
     def perform_reduce_grad(self: Any, factor: int) -> Any:

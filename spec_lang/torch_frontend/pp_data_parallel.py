@@ -255,13 +255,14 @@ class StandInStage:
     (:func:`pp_capture.pipelining` patches them into ``_PipelineStageBase``).
 
     ``events``: the stage's executed events (``PPRecord.events``, ``REDUCE_GRAD/<n>`` appended
-    before :meth:`perform_reduce_grad` runs); ``refuse(what)`` raises with the user's line.
+    before :meth:`perform_reduce_grad` runs); ``refusals``: where every refusal's message is
+    kept (the train file may catch the error); ``site()``: the user's file:line now. A refusal
+    raises ``PlanError`` with that line.
     """
 
-    def __init__(self, events: list[str], refuse: Callable[[str], None],
-                 refusals: list[str] | None = None, site: Callable[[], str] | None = None
-                 ) -> None:
-        self.events, self.refuse = events, refuse
+    def __init__(self, events: list[str], refusals: list[str] | None = None,
+                 site: Callable[[], str] | None = None) -> None:
+        self.events = events
         self.refusals = refusals if refusals is not None else []
         self.site = site or (lambda: "train.py")
         self.step_start = 0          # events[step_start:]: the current schedule.step's
@@ -301,6 +302,10 @@ class StandInStage:
 
         return step
 
+    def _refuse_step(self, what: str) -> None:
+        """A step-order refusal (a whole sentence), with where the docs say what is modelled."""
+        self._refuse_access(f"{what} (docs/torch.md, 'Pipelining', step 7)")
+
     def _refuse_access(self, what: str) -> None:
         msg = f"{self.site()}: {what}"
         self.refusals.append(msg)      # refused even if the train file catches the error
@@ -326,14 +331,16 @@ class StandInStage:
             if not is_stand_in(stage.submod):
                 return original(stage, backward_type, bwd_kwargs, last_backward=last_backward)
             if backward_type != "full":
-                self.refuse(f"a {backward_type!r} backward of a stage wrapped by fully_shard")
+                self._refuse_step(f"a {backward_type!r} backward of a stage wrapped by fully_shard (a "
+                            "zero-bubble schedule's split backward) is not supported")
             if self.guard is None:      # R42a-4: schedule._step_microbatches called directly
-                self.refuse("a backward of a stage wrapped by fully_shard outside "
-                            "schedule.step (torch's private step methods called directly)")
+                self._refuse_step("a backward of a stage wrapped by fully_shard outside "
+                            "schedule.step (torch's private step methods called directly) is not "
+                            "supported")
             if self._reductions():
-                self.refuse("a backward of a stage wrapped by fully_shard after torch's final "
+                self._refuse_step("a backward of a stage wrapped by fully_shard after torch's final "
                             "gradient reduction (perform_reduce_grad) of the same "
-                            "schedule.step: for real its gradient is left unreduced")
+                            "schedule.step is refused: for real its gradient is left unreduced")
             from torch.distributed.pipelining import stage as stage_mod
 
             self.pending = True
@@ -346,7 +353,7 @@ class StandInStage:
             except RuntimeError as e:    # torch's wrapper: a message of debug info only
                 cause = e.__cause__ if isinstance(e.__cause__, Exception) else e
                 first = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), "")
-                self.refuse(f"the backward of a pipeline stage wrapped by fully_shard failed "
+                self._refuse_step(f"the backward of a pipeline stage wrapped by fully_shard failed "
                             f"with the step's unsharded leaves (as FSDP2's, one per parameter "
                             f"for all micro-batches): {type(cause).__name__}: {first}")
                 raise
@@ -368,8 +375,8 @@ class StandInStage:
             if not is_stand_in(stage.submod):
                 return original(stage, grad_scale_factor)
             if self._reductions() > 1:
-                self.refuse("a second gradient reduction (perform_reduce_grad) of a stage "
-                            "wrapped by fully_shard in one schedule.step")
+                self._refuse_step("a second gradient reduction (perform_reduce_grad) of a stage "
+                            "wrapped by fully_shard in one schedule.step is not supported")
             self.events[-1] += STAND_IN_MARK     # (pp_frontend.pp_assumptions)
             self.pending = False
             if self.guard is not None:

@@ -65,7 +65,7 @@ def test_a_backward_outside_schedule_step_is_refused(monkeypatch):
     from torch.distributed.pipelining import stage as stage_mod
 
     monkeypatch.setattr(stage_mod, "stage_backward", lambda *a: None)
-    bwd = pdp.StandInStage(["F0", "B0"], _refuse).backward_for(lambda *a, **k: None)
+    bwd = pdp.StandInStage(["F0", "B0"]).backward_for(lambda *a, **k: None)
     with pytest.raises(PlanError, match="outside schedule.step"):
         bwd(_stage(_stand_in()), "full", {"stage_output": 0, "output_grads": 0,
                                          "input_values": 0})
@@ -87,7 +87,7 @@ def test_the_backward_of_a_stand_in_stage_is_torchs_plain_backward(monkeypatch):
     monkeypatch.setattr(stage_mod, "stage_backward",
                         lambda out, grads, inputs: calls.append((out, grads, inputs)) or "g")
     orig = []
-    dp = _in_step(pdp.StandInStage(["F0", "B0"], _refuse))
+    dp = _in_step(pdp.StandInStage(["F0", "B0"]))
     bwd = dp.backward_for(lambda *a, **k: orig.append((a, k)) or ("torch", None))
     kw = {"stage_output": 1, "output_grads": 2, "input_values": 3}
     # no sync flags are set on the stand-in: its user-facing set_requires_gradient_sync(False)
@@ -106,7 +106,7 @@ def test_a_backward_after_the_reduction_is_refused(monkeypatch):
 
     monkeypatch.setattr(stage_mod, "stage_backward", lambda *a: None)
     events = ["B0", "B1", "REDUCE_GRAD/2"]
-    bwd = _in_step(pdp.StandInStage(events, _refuse)).backward_for(lambda *a, **k: None)
+    bwd = _in_step(pdp.StandInStage(events)).backward_for(lambda *a, **k: None)
     with pytest.raises(PlanError, match="after torch's final gradient reduction"):
         bwd(_stage(_stand_in()), "full", {"stage_output": 0, "output_grads": 0,
                                          "input_values": 0})
@@ -116,7 +116,7 @@ def test_the_reduction_of_a_stand_in_stage_only_scales_with_torchs_factor():
     orig = []
     for factor, scaled in ((2, [2]), (1, [])):       # scale_grads=False: torch passes 1
         events = ["B0", "B1", f"REDUCE_GRAD/{factor}"]
-        red = pdp.StandInStage(events, _refuse).reduce_grad_for(
+        red = pdp.StandInStage(events).reduce_grad_for(
             lambda *a: orig.append(a))
         st = _stage(_stand_in())
         red(st, factor)
@@ -124,15 +124,21 @@ def test_the_reduction_of_a_stand_in_stage_only_scales_with_torchs_factor():
         assert events[-1] == f"REDUCE_GRAD/{factor}{pdp.STAND_IN_MARK}"
     plain = _stage(nn.Linear(3, 2))
     events = ["B0", "REDUCE_GRAD/2"]
-    pdp.StandInStage(events, _refuse).reduce_grad_for(lambda *a: orig.append(a))(plain, 2)
+    pdp.StandInStage(events).reduce_grad_for(lambda *a: orig.append(a))(plain, 2)
     assert orig == [(plain, 2)] and events[-1] == "REDUCE_GRAD/2"   # torch's own, unmarked
 
 
 def test_a_second_reduction_is_refused():
     events = ["B0", "REDUCE_GRAD/2", "REDUCE_GRAD/2"]
-    red = pdp.StandInStage(events, _refuse).reduce_grad_for(lambda *a: None)
+    refusals: list[str] = []
+    red = pdp.StandInStage(events, refusals, lambda: "train.py:7").reduce_grad_for(
+        lambda *a: None)
     with pytest.raises(PlanError, match="second gradient reduction"):
         red(_stage(_stand_in()), 2)
+    # one sentence with the user's line and step 7's docs, not the schedule list (stop 43)
+    assert refusals == ["train.py:7: a second gradient reduction (perform_reduce_grad) of a "
+                        "stage wrapped by fully_shard in one schedule.step is not supported "
+                        "(docs/torch.md, 'Pipelining', step 7)"]
 
 
 def test_a_backward_without_the_reduction_is_refused_when_the_step_returns(monkeypatch):
@@ -140,7 +146,7 @@ def test_a_backward_without_the_reduction_is_refused_when_the_step_returns(monke
 
     monkeypatch.setattr(stage_mod, "stage_backward", lambda *a: None)
     events = ["F0", "B0"]
-    dp = _in_step(pdp.StandInStage(events, _refuse))
+    dp = _in_step(pdp.StandInStage(events))
     dp.at_end("train.py:9")              # no backward of a stand-in yet: nothing to say
     dp.backward_for(lambda *a, **k: None)(_stage(_stand_in()), "full", {
         "stage_output": 0, "output_grads": 0, "input_values": 0})
@@ -186,7 +192,7 @@ def test_torchs_hooks_are_patched_only_inside_the_pipelining_block():
 def _guarded_step(events: list[str], body, submod: nn.Module | None = None):
     """Run ``body(schedule)`` as torch's ``schedule.step`` of a stand-in stage through
     :meth:`StandInStage.step_for`; returns the StandInStage."""
-    dp = pdp.StandInStage(events, _refuse)
+    dp = pdp.StandInStage(events)
     sched = types.SimpleNamespace(_stage=_stage(submod if submod is not None else _stand_in()))
     dp.step_for(lambda s, *a, **k: body(s))(sched)
     return dp
@@ -258,7 +264,7 @@ def test_the_front_ends_own_reads_and_torchs_scale_grads_pass():
         dp.reduce_grad_for(lambda *a: None)(s._stage, 2)
         m.weight.grad                                 # after the reduction  # noqa: B018
     events = ["F0", "B0"]
-    dp = pdp.StandInStage(events, _refuse)
+    dp = pdp.StandInStage(events)
     sched = types.SimpleNamespace(_stage=_stage(m))
     dp.step_for(lambda s, *a, **k: (events.append("REDUCE_GRAD/2"), body(s)))(sched)
     assert sched._stage.scaled == [2]
@@ -276,7 +282,7 @@ def test_gradient_accumulation_over_two_schedule_steps_is_followed_step_by_step(
 
     monkeypatch.setattr(stage_mod, "stage_backward", lambda *a: None)
     events: list[str] = []
-    dp = pdp.StandInStage(events, _refuse)
+    dp = pdp.StandInStage(events)
     bwd = dp.backward_for(lambda *a, **k: None)
     red = dp.reduce_grad_for(lambda *a: None)
     st = _stage(_stand_in())
@@ -351,7 +357,7 @@ def test_a_failing_stage_backward_is_refused_naming_its_cause(monkeypatch):
             raise RuntimeError("\n        Failed to run stage backward:\n") from e
 
     monkeypatch.setattr(stage_mod, "stage_backward", failing)
-    bwd = _in_step(pdp.StandInStage(["F0", "B0"], _refuse)).backward_for(lambda *a, **k: None)
+    bwd = _in_step(pdp.StandInStage(["F0", "B0"])).backward_for(lambda *a, **k: None)
     with pytest.raises(PlanError, match="failed with the step's unsharded leaves .*: "
                                         "RuntimeError: Trying to backward through the graph"):
         bwd(_stage(_stand_in()), "full", {"stage_output": 0, "output_grads": 0,

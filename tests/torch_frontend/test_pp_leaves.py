@@ -185,7 +185,7 @@ def test_the_stand_in_stage_runs_the_leaves_from_step_to_reduction(collectives, 
 
     monkeypatch.setattr(stage_mod, "stage_backward", backward)
     events: list[str] = []
-    dp = pdp.StandInStage(events, _refuse)
+    dp = pdp.StandInStage(events)
     bwd, red = dp.backward_for(lambda *a, **k: None), dp.reduce_grad_for(lambda *a: None)
 
     def body(sched):
