@@ -293,7 +293,8 @@ class StandInStage:
             dataparallel.VIEW_SINKS.append(guarded)
             pp_leaves.ACTIVE.append(self.leaves)
             try:
-                with mode_escapes_refused(self._refuse_access), self.guard:
+                with mode_escapes_refused(self._refuse_access), self.guard, \
+                        self.leaves.writes_refused():
                     return original(schedule, *a, **k)
             finally:
                 pp_leaves.ACTIVE.remove(self.leaves)

@@ -25,7 +25,8 @@ run sees a value the single leaf does not.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,7 @@ class Leaf:
     orig: Any
     dim: int
     versions: tuple[int, ...]
+    storages: tuple[Any, ...] = ()
 
 
 ACTIVE: list[StepLeaves] = []
@@ -88,8 +90,37 @@ def _shard_dim(u: Any, stored: Any) -> int:
                 if a == u.shard_axis)
 
 
+def _written(func: Any, args: tuple, kwargs: dict) -> list[Any]:
+    """The tensors operator ``func`` writes into (its schema's ``Tensor(a!)`` arguments,
+    ``out=`` included), from its ``args`` / ``kwargs`` as a dispatch mode receives them."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return []
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        v = args[i] if i < len(args) else kwargs.get(arg.name)
+        out += [t for t in (v if isinstance(v, (list, tuple)) else (v,))
+                if isinstance(t, torch.Tensor)]
+    return out
+
+
 def _versions(stored: Any, leaf: Any) -> tuple[int, ...]:
     return param_versions(stored) + param_versions(leaf)
+
+
+def storage_of(t: Any) -> Any:
+    """A weak reference to the storage ``t`` (a tensor, or a DTensor's local tensor) holds:
+    equal for two tensors sharing memory (``p`` and ``p.data``), fake tensors included."""
+    from torch.multiprocessing.reductions import StorageWeakRef  # noqa: PLC0415
+
+    t = getattr(t, "_local_tensor", t)
+    return StorageWeakRef(t.untyped_storage())
+
+
+def _storages(stored: Any, leaf: Any) -> tuple[Any, ...]:
+    return (storage_of(stored), storage_of(leaf))
 
 
 class StepLeaves:
@@ -100,6 +131,7 @@ class StepLeaves:
         self.module, self.refuse = module, refuse
         self.params = {id(p) for p in module.parameters()}
         self.leaves: dict[int, Leaf] = {}
+        self.guarded = {storage_of(p) for p in module.parameters()}   # + every leaf's
 
     def leaf(self, u: Any, stored: Any, orig: Any) -> Any:
         """``stored``'s leaf: made at the first request (the all-gather of the shard as
@@ -129,17 +161,56 @@ class StepLeaves:
                                               run_check=False, shape=orig.shape,
                                               stride=orig.stride())
         leaf = full.requires_grad_(True)
-        self.leaves[id(stored)] = Leaf(leaf, u, stored, orig, dim, _versions(stored, leaf))
+        self.leaves[id(stored)] = Leaf(leaf, u, stored, orig, dim, _versions(stored, leaf),
+                                       _storages(stored, leaf))
+        self.guarded.add(storage_of(leaf))
         return leaf
 
     def _unwritten(self, got: Leaf) -> None:
-        if _versions(got.stored, got.leaf) != got.versions:
+        if _versions(got.stored, got.leaf) != got.versions \
+                or _storages(got.stored, got.leaf) != got.storages:   # ``.data = t`` (R43a-1)
             site = got.unit.settings.get("_site", "")
             self.refuse(f"{site + ': ' if site else ''}a parameter of a pipeline stage wrapped "
                         "by fully_shard is written in place inside schedule.step: FSDP2 "
                         "all-gathers it again for later forwards and backwards, which prove "
                         "--torch does not model (docs/torch.md, 'Pipelining', step 7); change "
                         "parameters only in the optimizer step")
+
+    @contextlib.contextmanager
+    def writes_refused(self) -> Iterator[None]:
+        """Within the block (the stand-in stage's ``schedule.step``, inside ``make_fx``), the
+        trace's ``FakeTensorMode`` refuses (``refuse``) an operator that writes into the memory
+        of a stage parameter or of a leaf, wherever it runs: in a tensor hook or a
+        ``Function.backward`` the autograd engine calls (no torch function mode is active
+        there) and through ``.data`` (no version counter bumps). Round 43a, R43a-1: a hook
+        zeroed a stored shard through ``.data``; FSDP2 all-gathers the shard again for later
+        micro-batches (and after torch's metadata inference) and reads the write, the step's
+        one leaf did not: a wrong step was EQUIVALENT."""
+        mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)  # noqa: SLF001
+        if mode is None:
+            yield
+            return
+        had, before = "dispatch" in vars(mode), mode.dispatch
+
+        def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            for t in _written(func, args, kwargs or {}):
+                if storage_of(t) in self.guarded:
+                    self.refuse(f"{func} writes into a parameter of a pipeline stage wrapped "
+                                "by fully_shard inside schedule.step (through .data, a hook "
+                                "or a view): FSDP2 all-gathers it again for later forwards "
+                                "and backwards, which prove --torch does not model "
+                                "(docs/torch.md, 'Pipelining', step 7); change parameters "
+                                "only in the optimizer step")
+            return before(func, types, args, kwargs)
+
+        mode.dispatch = dispatch
+        try:
+            yield
+        finally:
+            if had:
+                mode.dispatch = before
+            else:
+                del mode.dispatch
 
     def register(self) -> None:
         """Put every leaf in the modules that hold its stored parameter (FSDP2 keeps the

@@ -205,3 +205,54 @@ def test_the_stand_in_stage_runs_the_leaves_from_step_to_reduction(collectives, 
     assert pdp_stage.scaled[0][0] == 2
     assert torch.equal(pdp_stage.scaled[0][1], torch.full((2, 3), 3.0))
     assert pp_leaves.ACTIVE == []
+
+
+def test_a_write_into_a_parameter_s_memory_is_refused_wherever_it_runs(collectives):
+    """R43a-1: a tensor hook (run by the autograd engine, where no torch function mode is
+    active) zeroed a stored shard through ``.data`` (no version counter bumps); FSDP2 gathers
+    the shard again for later micro-batches, the step's one leaf did not: EQUIVALENT for a
+    wrong step. Under the trace's ``FakeTensorMode`` every write into a stage parameter's or a
+    leaf's memory is refused: through ``.data``, from a hook in a backward, into the leaf;
+    writes into other tensors and into ``.grad`` pass."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        m, stored = _stage()
+        steps = pp_leaves.StepLeaves(m, _refuse)
+        other = torch.zeros(2, 3)
+        with steps.writes_refused():
+            other.add_(1.0)                              # not a parameter: passes
+            leaf = steps.leaf(_unit(m[0]), stored, stored)
+            x = torch.ones(5, 3, requires_grad=True)
+            y = x @ leaf.t()
+            y.sum().backward()                           # .grad written: passes
+            assert leaf.grad.shape == (4, 3)
+            with pytest.raises(PlanError, match=r"aten.zero_.* writes into a parameter"):
+                stored.data.zero_()                      # no version counter: still seen
+            with pytest.raises(PlanError, match="writes into a parameter"):
+                leaf.data.mul_(2.0)
+            z = x @ leaf.t()
+            z.register_hook(lambda g: stored.data.copy_(other) and None)
+            with pytest.raises(PlanError, match="writes into a parameter"):
+                z.sum().backward()                       # from the engine
+        assert "dispatch" not in vars(mode)              # the trace's mode as it was
+        stored.data.zero_()                              # outside the step: not refused
+
+
+def test_a_parameter_given_other_memory_in_the_step_is_refused(collectives):
+    """R43a-1, ``.data = t`` (``set_data``: no operator, no version counter): the stored
+    parameter or the leaf holding other memory at the leaf's next use or at the reduction is
+    refused."""
+    m, stored = _stage()
+    steps = pp_leaves.StepLeaves(m, _refuse)
+    leaf = steps.leaf(_unit(m[0]), stored, stored)
+    stored.data = torch.zeros(2, 3)
+    with pytest.raises(PlanError, match="written in place inside schedule.step"):
+        steps.leaf(_unit(m[0]), stored, stored)
+    m2, stored2 = _stage()
+    steps2 = pp_leaves.StepLeaves(m2, _refuse)
+    leaf2 = steps2.leaf(_unit(m2[0]), stored2, stored2)
+    leaf2.data = torch.zeros(4, 3)
+    with pytest.raises(PlanError, match="written in place inside schedule.step"):
+        steps2.reduce()
+    assert leaf is not leaf2
