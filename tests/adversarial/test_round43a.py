@@ -42,3 +42,14 @@ def test_r43a_1_shard_zeroed_by_a_backward_hook_is_not_accepted(tmp_path):
     gradient 6.1e-3 off, ``output.weight``'s 5.3e-3, updates 6.0e-4."""
     out = _prove("r43a_01_hook_zeroes_shard_1f1b.py", tmp_path)
     assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43a-2: the stand-in registers every unit's leaf from "
+                   "the start of the backward; FSDP2 keeps a unit resharded by its last forward "
+                   "registered as the sharded parameter until its own backward")
+def test_r43a_2_earlier_unit_grad_read_in_a_later_units_backward_is_proved(tmp_path):
+    """NOT EQUIVALENT at 7319f22 (214 s, 122 goals refuted); truth: right (gradients 4.2e-17,
+    updates 1.7e-15): block 3's hook sees block 2's ``.grad`` None for real (block 2
+    resharded by F1), the stand-in's leaf holds micro-batch 0's gradient at B1."""
+    out = _prove("r43a_02_early_unit_grad_read_in_hook_1f1b.py", tmp_path)
+    assert _equivalent(out), out
