@@ -53,3 +53,22 @@ def test_r43a_2_earlier_unit_grad_read_in_a_later_units_backward_is_proved(tmp_p
     resharded by F1), the stand-in's leaf holds micro-batch 0's gradient at B1."""
     out = _prove("r43a_02_early_unit_grad_read_in_hook_1f1b.py", tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43a-1 under GPipe: only torch's metadata-inference "
+                   "backward fires the hook before the micro-batches' forwards")
+def test_r43a_1_shard_zeroed_by_a_backward_hook_gpipe_is_not_accepted(tmp_path):
+    """EQUIVALENT at 7319f22 (107 goals, 178 s); truth: wrong, as r43a_01 (6.1e-3 / 5.3e-3 /
+    6.0e-4)."""
+    out = _prove("r43a_03_hook_zeroes_shard_gpipe.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- sound outcomes ---------------------------------------------------------------------------
+
+
+def test_r43a_shard_zeroed_under_no_grad_in_a_backward_hook_is_refused(tmp_path):
+    """r43a_01 with ``torch.no_grad(): t.zero_()`` (the stored version counter bumps): exit 3
+    at 7319f22 (41 s), "written in place inside schedule.step"; truth wrong (as r43a_01)."""
+    out = _prove("r43a_04_hook_zeroes_shard_no_grad_1f1b.py", tmp_path)
+    assert out["_rc"] == 3 and "written in place" in out.get("_err", ""), out
