@@ -39,7 +39,7 @@ from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
-from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for
+from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, pre_backward_hooks
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
                                                  recompute_hooks, reduction_refused)
 
@@ -506,6 +506,7 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             for n, hs in mine:
                 for mod, attr in hs:
                     mod._parameters[attr] = new[n]  # noqa: SLF001
+            pre_backward_hooks(u, out)  # a pipeline stage: its leaves back in its backward
 
         hooks.append(u.module.register_forward_pre_hook(pre))
         hooks.append(u.module.register_forward_hook(post))

@@ -313,10 +313,11 @@ class StandInStage:
         raise PlanError(msg)
 
     def backward_for(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """``backward_maybe_with_nosync``: for a stand-in stage module, the step's leaves
-        registered in the stage's modules, then torch's plain branch (``stage_backward`` of
-        the micro-batch, no sync flags: autograd accumulates the local gradient into the
-        leaves, module docstring); for any other module torch's own ``original``.
+        """``backward_maybe_with_nosync``: for a stand-in stage module, torch's plain branch
+        (``stage_backward`` of the micro-batch, no sync flags: autograd accumulates the local
+        gradient into the leaves, module docstring; each unit's leaves are registered when the
+        backward reaches it: :func:`pp_leaves.pre_backward_hooks`); for any other module
+        torch's own ``original``.
 
         Raises:
             PlanError: (through ``refuse``) a backward kind other than ``"full"``, a backward
@@ -332,21 +333,21 @@ class StandInStage:
             if not is_stand_in(stage.submod):
                 return original(stage, backward_type, bwd_kwargs, last_backward=last_backward)
             if backward_type != "full":
-                self._refuse_step(f"a {backward_type!r} backward of a stage wrapped by fully_shard (a "
-                            "zero-bubble schedule's split backward) is not supported")
+                self._refuse_step(f"a {backward_type!r} backward of a stage wrapped by "
+                                  "fully_shard (a zero-bubble schedule's split backward) is "
+                                  "not supported")
             if self.guard is None:      # R42a-4: schedule._step_microbatches called directly
                 self._refuse_step("a backward of a stage wrapped by fully_shard outside "
-                            "schedule.step (torch's private step methods called directly) is not "
-                            "supported")
+                                  "schedule.step (torch's private step methods called "
+                                  "directly) is not supported")
             if self._reductions():
-                self._refuse_step("a backward of a stage wrapped by fully_shard after torch's final "
-                            "gradient reduction (perform_reduce_grad) of the same "
-                            "schedule.step is refused: for real its gradient is left unreduced")
+                self._refuse_step("a backward of a stage wrapped by fully_shard after torch's "
+                                  "final gradient reduction (perform_reduce_grad) of the same "
+                                  "schedule.step is refused: for real its gradient is left "
+                                  "unreduced")
             from torch.distributed.pipelining import stage as stage_mod
 
-            self.pending = True
-            if self.leaves is not None:
-                self.leaves.register()
+            self.pending = True      # (each unit's leaves: its pre-backward hook, pp_leaves)
             try:
                 return (stage_mod.stage_backward(bwd_kwargs["stage_output"],
                                                  bwd_kwargs["output_grads"],
@@ -354,9 +355,10 @@ class StandInStage:
             except RuntimeError as e:    # torch's wrapper: a message of debug info only
                 cause = e.__cause__ if isinstance(e.__cause__, Exception) else e
                 first = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), "")
-                self._refuse_step(f"the backward of a pipeline stage wrapped by fully_shard failed "
-                            f"with the step's unsharded leaves (as FSDP2's, one per parameter "
-                            f"for all micro-batches): {type(cause).__name__}: {first}")
+                self._refuse_step(f"the backward of a pipeline stage wrapped by fully_shard "
+                                  f"failed with the step's unsharded leaves (as FSDP2's, one "
+                                  f"per parameter for all micro-batches): "
+                                  f"{type(cause).__name__}: {first}")
                 raise
 
         return backward_maybe_with_nosync
@@ -376,8 +378,9 @@ class StandInStage:
             if not is_stand_in(stage.submod):
                 return original(stage, grad_scale_factor)
             if self._reductions() > 1:
-                self._refuse_step("a second gradient reduction (perform_reduce_grad) of a stage "
-                            "wrapped by fully_shard in one schedule.step is not supported")
+                self._refuse_step("a second gradient reduction (perform_reduce_grad) of a "
+                                  "stage wrapped by fully_shard in one schedule.step is not "
+                                  "supported")
             self.events[-1] += STAND_IN_MARK     # (pp_frontend.pp_assumptions)
             self.pending = False
             if self.guard is not None:

@@ -36,7 +36,7 @@ from torch.distributed.tensor import DTensor
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
 
-__all__ = ["StepLeaves", "ACTIVE", "leaf_for", "Leaf", "keeps_unsharded"]
+__all__ = ["StepLeaves", "ACTIVE", "leaf_for", "Leaf", "keeps_unsharded", "pre_backward_hooks"]
 
 
 @dataclass
@@ -79,6 +79,34 @@ def keeps_unsharded(u: Any) -> bool:
     rat = getattr(u, "settings", {}).get("reshard_after_forward")
     return any(u.module is s.module if rat is None else rat is False
                for s in ACTIVE if s.leaves)
+
+
+def pre_backward_hooks(u: Any, out: Any) -> None:
+    """FSDP2's pre-backward hook of a unit that resharded after its forward (torch 2.13
+    ``FSDPState._register_pre_backward_hook``: a hook on every output tensor that requires
+    grad): when the backward reaches unit ``u``'s output, the step's leaves of ``u`` are
+    registered in its modules again (unit by unit, as the backward reaches each: round 43a,
+    R43a-2, a hook of a later unit read an earlier unit's parameter registered too early).
+    Nothing when no active :class:`StepLeaves` holds leaves of ``u``."""
+    from torch.utils._pytree import tree_leaves  # noqa: PLC0415
+
+    steps = next((s for s in ACTIVE if any(x.unit is u for x in s.leaves.values())), None)
+    if steps is None:
+        return
+    for t in tree_leaves(out):
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            t.register_hook(lambda g, u=u: steps.register(u))
+
+
+def _follows(x: Leaf) -> Any:
+    """``x.leaf``, its ``requires_grad`` set to the stored parameter's as FSDP2 sets it at
+    every unshard (torch 2.13 ``FSDPParam.to_unsharded``: ``set_requires_grad_if_needed``).
+    Round 43b: a parameter frozen (``requires_grad_(False)``) for the step got a gradient on
+    its leaf, reduced into ``.grad`` and applied by the optimizer (R43b-2, a false accept), or
+    a gradient goal the spec does not have (R43b-1, exit 3)."""
+    if x.leaf.requires_grad != x.stored.requires_grad:
+        x.leaf.requires_grad_(x.stored.requires_grad)
+    return x.leaf
 
 
 def _shard_dim(u: Any, stored: Any) -> int:
@@ -144,7 +172,7 @@ class StepLeaves:
         got = self.leaves.get(id(stored))
         if got is not None:
             self._unwritten(got)
-            return got.leaf
+            return _follows(got)
         import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
         dim = 0
@@ -160,7 +188,7 @@ class StepLeaves:
                     full = DTensor.from_local(full, orig.device_mesh, orig.placements,
                                               run_check=False, shape=orig.shape,
                                               stride=orig.stride())
-        leaf = full.requires_grad_(True)
+        leaf = full.requires_grad_(stored.requires_grad)     # FSDP2's (R43b-1, R43b-2)
         self.leaves[id(stored)] = Leaf(leaf, u, stored, orig, dim, _versions(stored, leaf),
                                        _storages(stored, leaf))
         self.guarded.add(storage_of(leaf))
@@ -212,11 +240,12 @@ class StepLeaves:
             else:
                 del mode.dispatch
 
-    def register(self) -> None:
-        """Put every leaf in the modules that hold its stored parameter (FSDP2 keeps the
-        unsharded parameters registered from a backward to the reduction:
-        ``set_reshard_after_backward(False)``)."""
-        self._swap({id(x.stored): x.leaf for x in self.leaves.values()})
+    def register(self, unit: Any = None) -> None:
+        """Put the leaves of ``unit`` (every leaf when None) in the modules that hold their
+        stored parameters (FSDP2's pre-backward unshard; it keeps them registered from a
+        unit's backward to the reduction: ``set_reshard_after_backward(False)``)."""
+        self._swap({id(x.stored): _follows(x) for x in self.leaves.values()
+                    if unit is None or x.unit is unit})
 
     def _swap(self, to: dict[int, Any]) -> None:
         for mod in self.module.modules():

@@ -168,8 +168,9 @@ def test_unit_view_gives_the_steps_leaf_to_every_forward(collectives, monkeypatc
 
 
 def test_the_stand_in_stage_runs_the_leaves_from_step_to_reduction(collectives, monkeypatch):
-    """``step_for`` activates the leaves, ``backward_for`` registers them before the plain
-    backward, ``reduce_grad_for`` reduces them before torch's ``scale_grads``."""
+    """``step_for`` activates the leaves, the unit's pre-backward hook registers them when the
+    backward reaches the unit's output (R43a-2: not before), ``reduce_grad_for`` reduces them
+    before torch's ``scale_grads``."""
     from torch.distributed.pipelining import stage as stage_mod
 
     m, stored = _stage()
@@ -177,11 +178,12 @@ def test_the_stand_in_stage_runs_the_leaves_from_step_to_reduction(collectives, 
     pdp_stage.scale_grads = lambda n: pdp_stage.scaled.append((n, stored.grad.clone()))
     monkeypatch.setattr(pdp, "is_stand_in", lambda mod: mod is m)
     u = _unit(m[0])
-    seen = []
+    seen, before = [], []
 
     def backward(out, grads, inputs):
-        seen.append(m[0].weight)
+        before.append(m[0].weight)
         out.sum().backward()
+        seen.append(m[0].weight)
 
     monkeypatch.setattr(stage_mod, "stage_backward", backward)
     events: list[str] = []
@@ -191,8 +193,11 @@ def test_the_stand_in_stage_runs_the_leaves_from_step_to_reduction(collectives, 
     def body(sched):
         for k in range(2):                           # 1F1B: F0 B0 F1 B1
             w = dataparallel.unit_view(u, stored, stored)
+            out = w * (k + 1)
+            m[0]._parameters["weight"] = stored           # the unit's post-forward reshard
+            pp_leaves.pre_backward_hooks(u, out)
             events.extend([f"F{k}", f"B{k}"])
-            bwd(pdp_stage, "full", {"stage_output": w * (k + 1), "output_grads": None,
+            bwd(pdp_stage, "full", {"stage_output": out, "output_grads": None,
                                     "input_values": None})
             assert w.grad is not None                 # micro-batch k's local gradient, seen
         events.append("REDUCE_GRAD/2")
@@ -201,6 +206,7 @@ def test_the_stand_in_stage_runs_the_leaves_from_step_to_reduction(collectives, 
     dp.step_for(lambda s, *a, **k: body(s))(types.SimpleNamespace(_stage=pdp_stage))
     dp.at_end("train.py:9")
     assert seen[0] is seen[1] and seen[0] is not stored and m[0].weight is stored
+    assert before == [stored, stored]        # registered by the hook, not at the backward
     # RS(1 + 2) = 2 * 3, all-reduce x2, / 4 = 3, before scale_grads(2)
     assert pdp_stage.scaled[0][0] == 2
     assert torch.equal(pdp_stage.scaled[0][1], torch.full((2, 3), 3.0))
@@ -256,3 +262,48 @@ def test_a_parameter_given_other_memory_in_the_step_is_refused(collectives):
     with pytest.raises(PlanError, match="written in place inside schedule.step"):
         steps2.reduce()
     assert leaf is not leaf2
+
+
+def test_the_leaf_follows_the_stored_parameter_s_requires_grad(collectives):
+    """R43b-1 / R43b-2: FSDP2 makes the unsharded parameter with the sharded one's
+    ``requires_grad`` and sets it again at every unshard (``FSDPParam.to_unsharded``); a leaf
+    always requiring grad gave a frozen parameter a gradient the optimizer applied (a false
+    accept) or a gradient goal the spec lacks (exit 3)."""
+    m, stored = _stage()
+    stored.requires_grad_(False)                       # frozen for the step
+    steps = pp_leaves.StepLeaves(m, _refuse)
+    leaf = steps.leaf(_unit(m[0]), stored, stored)
+    assert leaf.requires_grad is False
+    (torch.ones(5, 3) @ leaf.t()).sum()                # no graph, no gradient
+    steps.register()
+    assert m[0].weight is leaf and leaf.requires_grad is False
+    stored.requires_grad_(True)                        # unfrozen: the next unshard follows
+    assert steps.leaf(_unit(m[0]), stored, stored) is leaf and leaf.requires_grad is True
+    steps.reduce()
+    assert stored.grad is None and m[0].weight is stored
+
+
+def test_each_unit_s_leaves_are_registered_when_the_backward_reaches_it(collectives):
+    """R43a-2: FSDP2 registers a resharded unit's unsharded parameters in its pre-backward
+    hook (on the unit's outputs), unit by unit; a hook of a later unit read an earlier unit's
+    parameter while the stand-in had registered every leaf at the start of the backward (a
+    right file NOT EQUIVALENT)."""
+    m = nn.Sequential(nn.Linear(3, 3, bias=False), nn.Linear(3, 3, bias=False))
+    s0, s1 = nn.Parameter(torch.ones(1, 3) * 2), nn.Parameter(torch.ones(1, 2) * 3)
+    m[0]._parameters["weight"], m[1]._parameters["weight"] = s0, s1
+    u0, u1 = _unit(m[0]), _unit(m[1])
+    steps = pp_leaves.StepLeaves(m, _refuse)
+    pp_leaves.ACTIVE.append(steps)
+    try:
+        x = torch.ones(4, 3)
+        h = x @ steps.leaf(u0, s0, s0).t()
+        pp_leaves.pre_backward_hooks(u0, h)
+        saw = []
+        y = h @ steps.leaf(u1, s1, s1).t()
+        y.register_hook(lambda g: saw.append((m[0].weight, m[1].weight)) and None)
+        pp_leaves.pre_backward_hooks(u1, y)
+        y.sum().backward()
+    finally:
+        pp_leaves.ACTIVE.remove(steps)
+    assert saw == [(s0, s1)]                     # the user's hook ran before either unit's
+    assert m[0].weight is steps.leaves[id(s0)].leaf and m[1].weight is steps.leaves[id(s1)].leaf
