@@ -73,3 +73,10 @@ def test_r43b_tied_weight_across_fsdp_stages_synced_is_equivalent(tmp_path):
     107 (162 s)."""
     out = _prove("r43b_05_tied_across_stages_fsdp_sync_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+def test_r43b_tied_weight_across_fsdp_stages_not_synced_is_refuted(tmp_path):
+    """r43b_05 without the pp sync: wrong (grad 0.11, update 6.0e-4); NOT EQUIVALENT (189 s,
+    8 refuted)."""
+    out = _prove("r43b_06_tied_across_stages_fsdp_no_sync_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
