@@ -45,6 +45,16 @@ def test_r43b_1_frozen_parameters_of_a_fully_shard_stage_are_proved(tmp_path):
     assert _equivalent(out), out
 
 
+@pytest.mark.xfail(strict=True, reason="R43b-2: a parameter frozen inside the step still "
+                   "gets the step leaf's gradient (EQUIVALENT at 7319f22)")
+def test_r43b_2_parameter_frozen_for_the_step_is_not_accepted(tmp_path):
+    """EQUIVALENT at 7319f22 (107 goals, 105 s); truth: ``norm.weight`` gets no gradient for
+    real (FSDP2's unsharded parameter copies ``requires_grad=False``), its update 3.3e-4 off
+    the spec's; the stand-in's leaf requires grad and computes the spec's update."""
+    out = _prove("r43b_08_frozen_in_step_then_unfrozen_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 # -- sound outcomes ---------------------------------------------------------------------------
 
 
@@ -80,3 +90,10 @@ def test_r43b_tied_weight_across_fsdp_stages_not_synced_is_refuted(tmp_path):
     8 refuted)."""
     out = _prove("r43b_06_tied_across_stages_fsdp_no_sync_wrong.py", tmp_path)
     assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
+
+
+def test_r43b_frozen_on_the_parallel_path_only_is_not_accepted(tmp_path):
+    """norm frozen in ``parallelize`` only: wrong (no gradient for real, update 3.3e-4);
+    UNKNOWN at 7319f22 (157 s, every goal proved; the step-state check on ``requires_grad``)."""
+    out = _prove("r43b_07_frozen_on_parallel_path_only_wrong.py", tmp_path)
+    assert _not_accepted(out), out

@@ -1,4 +1,16 @@
-"""R43b: TODO"""
+"""R43b-2 (probe): ``examples/torch/llama_pp_fsdp.py`` with ``norm.weight`` frozen on the
+parallel path only (``requires_grad_(False)`` in ``parallelize``, before ``fully_shard``): a
+wrong file. Idea: the step leaf of ``pp_leaves`` requires grad whatever the stored parameter
+says (R43b-1), so the stand-in gives the frozen norm a gradient and AdamW updates it as the spec
+does; FSDP2's unsharded parameter copies ``requires_grad=False``: no gradient, no update.
+
+Truth (pp_truth with the missing-gradient stop lifted, /tmp copy): wrong, ``norm.weight`` has
+no gradient on ranks 2 and 3 (the spec has one), its update 3.3e-4 off; every other gradient
+5.6e-17 (27 s). Verdict (7319f22): UNKNOWN (157 s): all 107 goals proved (the stand-in computed
+the spec's gradient and update for the frozen norm: R43b-1's gap), saved only by the step-state
+check ("norm.weight.requires_grad leaves the step as False in the parallel step, True in the
+single-device step"): sound.
+"""
 
 import sys
 from pathlib import Path
