@@ -1,0 +1,79 @@
+"""R43b-2 (probe): ``examples/torch/llama_pp_fsdp.py`` with ``norm.weight`` frozen on the
+parallel path only (``requires_grad_(False)`` in ``parallelize``, before ``fully_shard``): a
+wrong file. Idea: the step leaf of ``pp_leaves`` requires grad whatever the stored parameter
+says (R43b-1), so the stand-in gives the frozen norm a gradient and AdamW updates it as the spec
+does; FSDP2's unsharded parameter copies ``requires_grad=False``: no gradient, no update.
+
+Truth (pp_truth with the missing-gradient stop lifted, /tmp copy): wrong, ``norm.weight`` has
+no gradient on ranks 2 and 3 (the spec has one), its update 3.3e-4 off; every other gradient
+5.6e-17 (27 s). Verdict (7319f22): UNKNOWN (157 s): all 107 goals proved (the stand-in computed
+the spec's gradient and update for the frozen norm: R43b-1's gap), saved only by the step-state
+check ("norm.weight.requires_grad leaves the step as False in the parallel step, True in the
+single-device step"): sound.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "examples" / "torch"))
+
+import torch
+import torch.nn.functional as F
+from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+from llama_model import ModelArgs, Transformer
+from llama_pipeline import pipeline_llama
+
+MESH = {"pp": 2, "dp": 2}
+SIZES = {"batch": 8, "seq": 16, "n_kv_heads": 2, "n_rep": 2, "head_dim": 8, "ffn": 48,
+         "vocab": 64}
+N_MICROBATCHES = 2
+
+
+def build_model(s):
+    heads = s["n_kv_heads"] * s["n_rep"]
+    return Transformer(ModelArgs(dim=heads * s["head_dim"], n_layers=2, n_heads=heads,
+                                 n_kv_heads=s["n_kv_heads"], vocab_size=s["vocab"],
+                                 ffn_hidden=s["ffn"], max_seq_len=s["seq"]))
+
+
+def make_batch(s):
+    return {"tokens": torch.zeros(s["batch"], s["seq"], dtype=torch.long),
+            "labels": torch.zeros(s["batch"], s["seq"], dtype=torch.long)}
+
+
+def build_optimizer(model):
+    return torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, foreach=True)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    stage = pipeline_llama(model, mesh)
+    if stage.norm is not None:
+        stage.norm.weight.requires_grad_(False)   # the bug: frozen on the parallel path only
+    for block in stage.layers.values():
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(stage, mesh=mesh["dp"])
+    return stage
+
+
+def loss_fn(pred, labels):
+    return F.cross_entropy(pred.flatten(0, 1), labels.flatten(0, 1))
+
+
+def train_step(model, optimizer, batch, mesh):
+    if mesh is None:
+        loss = loss_fn(model(batch["tokens"]), batch["labels"])
+        loss.backward()
+    else:
+        pp = mesh["pp"]
+        stage = PipelineStage(model, pp.get_local_rank(), pp.size(), torch.device("cpu"),
+                              group=pp.get_group())
+        schedule = ScheduleGPipe(stage, n_microbatches=N_MICROBATCHES, loss_fn=loss_fn)
+        losses = []
+        args = (batch["tokens"],) if stage.is_first else ()
+        schedule.step(*args, target=batch["labels"], losses=losses)
+        loss = torch.stack(losses).mean() if stage.is_last else None
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
