@@ -34,34 +34,32 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="R43a-1: a .data write to the stored shard from an "
-                   "autograd-engine hook; the real run re-gathers it (torch's metadata-"
-                   "inference pass fires the hook before the micro-batches), the leaf does not")
 def test_r43a_1_shard_zeroed_by_a_backward_hook_is_not_accepted(tmp_path):
-    """EQUIVALENT at 7319f22 (107 goals, 162 s); truth: wrong, ``layers.1.feed_forward.w3``'s
-    gradient 6.1e-3 off, ``output.weight``'s 5.3e-3, updates 6.0e-4."""
+    """R43a-1: EQUIVALENT at 7319f22 (107 goals, 162 s); truth: wrong,
+    ``layers.1.feed_forward.w3``'s gradient 6.1e-3 off, ``output.weight``'s 5.3e-3, updates
+    6.0e-4. Since ``pp_leaves.writes_refused`` (stop 43): exit 3 naming the hook's line
+    (``aten.zero_`` writes into a parameter of the stage; 32 s)."""
     out = _prove("r43a_01_hook_zeroes_shard_1f1b.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "writes into a parameter" in out.get("_err", ""), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43a-2: the stand-in registers every unit's leaf from "
-                   "the start of the backward; FSDP2 keeps a unit resharded by its last forward "
-                   "registered as the sharded parameter until its own backward")
 def test_r43a_2_earlier_unit_grad_read_in_a_later_units_backward_is_proved(tmp_path):
-    """NOT EQUIVALENT at 7319f22 (214 s, 122 goals refuted); truth: right (gradients 4.2e-17,
-    updates 1.7e-15): block 3's hook sees block 2's ``.grad`` None for real (block 2
-    resharded by F1), the stand-in's leaf holds micro-batch 0's gradient at B1."""
+    """R43a-2: NOT EQUIVALENT at 7319f22 (214 s, 122 goals refuted); truth: right (gradients
+    4.2e-17, updates 1.7e-15): block 3's hook sees block 2's ``.grad`` None for real (block 2
+    resharded by F1), the stand-in's leaf held micro-batch 0's gradient at B1. Since the
+    leaves are registered unit by unit (``pp_leaves.pre_backward_hooks``, stop 43):
+    EQUIVALENT (197 goals, 144 s)."""
     out = _prove("r43a_02_early_unit_grad_read_in_hook_1f1b.py", tmp_path)
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43a-1 under GPipe: only torch's metadata-inference "
-                   "backward fires the hook before the micro-batches' forwards")
 def test_r43a_1_shard_zeroed_by_a_backward_hook_gpipe_is_not_accepted(tmp_path):
-    """EQUIVALENT at 7319f22 (107 goals, 178 s); truth: wrong, as r43a_01 (6.1e-3 / 5.3e-3 /
-    6.0e-4)."""
+    """R43a-1 under GPipe: EQUIVALENT at 7319f22 (107 goals, 178 s); truth: wrong, as r43a_01
+    (6.1e-3 / 5.3e-3 / 6.0e-4). Since stop 43: exit 3 (23 s)."""
     out = _prove("r43a_03_hook_zeroes_shard_gpipe.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "writes into a parameter" in out.get("_err", ""), out
 
 
 # -- sound outcomes ---------------------------------------------------------------------------
@@ -71,4 +69,5 @@ def test_r43a_shard_zeroed_under_no_grad_in_a_backward_hook_is_refused(tmp_path)
     """r43a_01 with ``torch.no_grad(): t.zero_()`` (the stored version counter bumps): exit 3
     at 7319f22 (41 s), "written in place inside schedule.step"; truth wrong (as r43a_01)."""
     out = _prove("r43a_04_hook_zeroes_shard_no_grad_1f1b.py", tmp_path)
-    assert out["_rc"] == 3 and "written in place" in out.get("_err", ""), out
+    err = out.get("_err", "")
+    assert out["_rc"] == 3 and ("written in place" in err or "writes into a parameter" in err), out

@@ -34,23 +34,21 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="R43b-1: the step leaf requires grad for a frozen "
-                   "parameter (exit 3 at 7319f22)")
 def test_r43b_1_frozen_parameters_of_a_fully_shard_stage_are_proved(tmp_path):
-    """exit 3 at 7319f22 (136 s): "the parallel step produces 'grad:tok_embeddings.weight',
-    which the single-device step does not" (``StepLeaves.leaf`` calls ``requires_grad_(True)``
-    for every parameter); truth: the real run leaves the frozen parameters' ``.grad`` None, as
-    the spec."""
+    """R43b-1: exit 3 at 7319f22 (136 s): "the parallel step produces
+    'grad:tok_embeddings.weight', which the single-device step does not" (``StepLeaves.leaf``
+    called ``requires_grad_(True)`` for every parameter); truth: the real run leaves the frozen
+    parameters' ``.grad`` None, as the spec. Since the leaf follows the stored parameter's
+    ``requires_grad`` (stop 43): EQUIVALENT (105 goals, 75 s)."""
     out = _prove("r43b_01_frozen_params_gpipe_right.py", tmp_path)
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43b-2: a parameter frozen inside the step still "
-                   "gets the step leaf's gradient (EQUIVALENT at 7319f22)")
 def test_r43b_2_parameter_frozen_for_the_step_is_not_accepted(tmp_path):
-    """EQUIVALENT at 7319f22 (107 goals, 105 s); truth: ``norm.weight`` gets no gradient for
-    real (FSDP2's unsharded parameter copies ``requires_grad=False``), its update 3.3e-4 off
-    the spec's; the stand-in's leaf requires grad and computes the spec's update."""
+    """R43b-2: EQUIVALENT at 7319f22 (107 goals, 105 s); truth: ``norm.weight`` gets no
+    gradient for real (FSDP2's unsharded parameter copies ``requires_grad=False``), its update
+    3.3e-4 off the spec's; the stand-in's leaf required grad and computed the spec's update.
+    Since stop 43: exit 3 (114 s), "the parallel step does not produce ['grad:norm.weight']"."""
     out = _prove("r43b_08_frozen_in_step_then_unfrozen_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
