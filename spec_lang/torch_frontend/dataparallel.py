@@ -180,15 +180,14 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
 
 
 # FSDP2 methods that change where and when tensors live, never the values over the reals:
-# resharding, prefetching, memory, streams, and ``set_force_sum_reduction_for_comms`` (a sum
-# then a separate division: the same average). Audited against torch 2.13's ``FSDPModule``
-# (adversarial findings R4-11, R7-5, R8-9); ``unshard`` returns a done handle for
-# ``async_op=True`` (R8-4), ``set_unshard_in_backward(False)`` is refused (R8-9), every other
-# method is refused.
+# prefetching, memory, streams, and ``set_force_sum_reduction_for_comms`` (a sum then a
+# separate division: the same average). Audited against torch 2.13's ``FSDPModule`` (R4-11,
+# R7-5, R8-9); ``unshard`` returns a done handle for ``async_op=True`` (R8-4); ``reshard``,
+# ``unshard`` and ``set_reshard_after_*`` change what is registered (S42-1, :mod:`fsdp_hold`);
+# ``set_unshard_in_backward(False)`` is refused (R8-9), every other method is refused.
 NEUTRAL_FSDP_METHODS = (
-    "set_reshard_after_forward", "set_reshard_after_backward", "set_is_last_backward",
-    "set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch",
-    "reshard", "set_post_optim_event",
+    "set_is_last_backward", "set_modules_to_forward_prefetch",
+    "set_modules_to_backward_prefetch", "set_post_optim_event",
     "set_force_sum_reduction_for_comms", "set_reduce_scatter_max_input_buffers",
     "set_allocate_memory_from_process_group_for_comm", "set_symm_mem_for_comm",
     "set_separate_reduce_scatter_group", "_set_unshard_async_op")

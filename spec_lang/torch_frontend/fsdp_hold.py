@@ -55,7 +55,8 @@ def reshards_after_forward(u: Any, root: bool) -> bool:
         PlanError: another int (FSDP2 registers a parameter sharded over a smaller group after
             the forward, not modelled) or a value FSDP2 rejects.
     """
-    v = u.settings.get("reshard_after_forward")
+    settings = getattr(u, "settings", {})
+    v = settings.get("reshard_after_forward")
     if v is None:
         return not root
     if isinstance(v, bool):
@@ -63,7 +64,7 @@ def reshards_after_forward(u: Any, root: bool) -> bool:
     ns = u.mesh.size(u.mesh.ndim - 1)
     if isinstance(v, int) and v in (1, ns):
         return v == ns
-    site = u.settings.get("_site", "<train file>")
+    site = settings.get("_site", "<train file>")
     raise PlanError(f"{site}: fully_shard(..., reshard_after_forward={v!r}) is not modelled "
                     f"(FSDP2 reshards to a group of {v} after the forward and registers that "
                     "parameter); use True or False (docs/torch.md, 'Known limits')")
@@ -123,7 +124,7 @@ class Hold:
         if not _QUEUED[0]:
             _QUEUED[0] = True
             torch.autograd.Variable._execution_engine.queue_callback(_final)  # noqa: SLF001
-        if self.u.settings.get("reshard_after_backward", True) is False:
+        if not _reshards_after_backward(self.u):
             self.views.update(self.last)
             self._register(self.last)
         else:
@@ -135,12 +136,16 @@ class Hold:
         self._register(self.new)
 
 
+def _reshards_after_backward(u: Any) -> bool:
+    return getattr(u, "settings", {}).get("reshard_after_backward", True) is not False
+
+
 def _final() -> None:
     """The root's final backward callback: every unit still holding views reshards unless it
     keeps them after the backward (``_root_post_backward_final_callback``)."""
     _QUEUED[0] = False
     for h in HOLDS.values():
-        if h.views and h.u.settings.get("reshard_after_backward", True) is not False:
+        if h.views and _reshards_after_backward(h.u):
             h.release()
 
 
