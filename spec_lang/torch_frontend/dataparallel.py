@@ -547,11 +547,10 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                  running: Any = running, u: Any = u, hold: Any = hold, cur: Any = cur) -> None:
             running[0] = False
             if keeps_unsharded(u):      # a pipeline stage's leaves stay (pp_leaves)
-                return
+                return cur.clear()
             if hold is not None:
                 hold.after_forward(cur)
-                cur.clear()
-                return
+                return cur.clear()
             for n, hs in mine:
                 for mod, attr in hs:
                     mod._parameters[attr] = new[n]  # noqa: SLF001

@@ -83,6 +83,7 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
             for n, hs in sub:
                 for mod, attr in hs:
                     mod._parameters[attr] = before.get((id(mod), attr), new[n])  # noqa: SLF001
+            before.clear()
 
         hooks.append(m.register_forward_pre_hook(pre))
         hooks.append(m.register_forward_hook(post, always_call=True))
