@@ -38,6 +38,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.fsdp_hold import HOLDS, Hold, is_root, reshards_after_forward
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, pre_backward_hooks
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
@@ -123,8 +124,28 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
         return None
 
     def unshard(self: nn.Module, async_op: bool = False) -> Any:  # noqa: ARG001
-        # torch returns a handle to wait on for an asynchronous unshard (R8-4)
+        # torch returns a handle to wait on for an asynchronous unshard (R8-4); inside the
+        # step the unit's views stay registered until a reshard, as FSDP2's (S42-1)
+        if id(unit) in HOLDS and not keeps_unsharded(unit):
+            HOLDS[id(unit)].hold()
         return _DoneHandle() if async_op else None
+
+    def reshard(self: nn.Module) -> None:  # noqa: ARG001
+        if id(unit) in HOLDS and not keeps_unsharded(unit):   # S42-1: not recursive
+            HOLDS[id(unit)].release()
+
+    def setter(key: str) -> Any:
+        """``set_reshard_after_forward`` / ``_backward``: recorded for the unit and (recurse)
+        every unit under its module; a non-bool refused (FSDP2 raises ValueError)."""
+        def method(self: nn.Module, value: Any, recurse: bool = True) -> None:
+            if not isinstance(value, bool):
+                _not_modelled(f"set_{key}({value!r})", path)
+            unit.settings[key] = value
+            for m in list(self.modules())[1:] if recurse else ():
+                f = vars(m).get(f"set_{key}")
+                if f is not None:
+                    f(value, recurse=False)
+        return method
 
     def set_unshard_in_backward(self: nn.Module, unshard_in_backward: bool) -> None:  # noqa: ARG001
         # False is the user's promise that backward needs no parameter of the module: not a
@@ -143,7 +164,10 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
         "set_requires_gradient_sync": set_requires_gradient_sync,
         "set_requires_all_reduce": set_requires_all_reduce}
     methods.update({k: noop for k in NEUTRAL_FSDP_METHODS})
-    methods.update({"unshard": unshard, "set_unshard_in_backward": set_unshard_in_backward})
+    methods.update({"unshard": unshard, "set_unshard_in_backward": set_unshard_in_backward,
+                    "reshard": reshard,
+                    "set_reshard_after_forward": setter("reshard_after_forward"),
+                    "set_reshard_after_backward": setter("reshard_after_backward")})
     # every other method an FSDPModule has (custom collectives, gradient hooks, torch's
     # internals, any a later torch adds) changes what is computed or needs FSDP's real state:
     # refused with the user's line rather than run against a module that has none (R7-5)
@@ -156,15 +180,14 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
 
 
 # FSDP2 methods that change where and when tensors live, never the values over the reals:
-# resharding, prefetching, memory, streams, and ``set_force_sum_reduction_for_comms`` (a sum
-# then a separate division: the same average). Audited against torch 2.13's ``FSDPModule``
-# (adversarial findings R4-11, R7-5, R8-9); ``unshard`` returns a done handle for
-# ``async_op=True`` (R8-4), ``set_unshard_in_backward(False)`` is refused (R8-9), every other
-# method is refused.
+# prefetching, memory, streams, and ``set_force_sum_reduction_for_comms`` (a sum then a
+# separate division: the same average). Audited against torch 2.13's ``FSDPModule`` (R4-11,
+# R7-5, R8-9); ``unshard`` returns a done handle for ``async_op=True`` (R8-4); ``reshard``,
+# ``unshard`` and ``set_reshard_after_*`` change what is registered (S42-1, :mod:`fsdp_hold`);
+# ``set_unshard_in_backward(False)`` is refused (R8-9), every other method is refused.
 NEUTRAL_FSDP_METHODS = (
-    "set_reshard_after_forward", "set_reshard_after_backward", "set_is_last_backward",
-    "set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch",
-    "reshard", "set_post_optim_event",
+    "set_is_last_backward", "set_modules_to_forward_prefetch",
+    "set_modules_to_backward_prefetch", "set_post_optim_event",
     "set_force_sum_reduction_for_comms", "set_reduce_scatter_max_input_buffers",
     "set_allocate_memory_from_process_group_for_comm", "set_symm_mem_for_comm",
     "set_separate_reduce_scatter_group", "_set_unshard_async_op")
@@ -359,6 +382,7 @@ class GatherShard(torch.autograd.Function):
 
         ctx.dim, ctx.shard_group, ctx.rep_groups, ctx.factor = dim, shard_group, rep_groups, factor
         ctx.site, ctx.stored = site, stored[0]
+        ctx.hold = stored[1] if len(stored) > 1 else None    # fsdp_hold.Hold (S42-1)
         ctx.version = param_versions(stored[0])
         out = funcol.all_gather_tensor(local.contiguous(), dim, shard_group)
         return funcol.wait_tensor(out)
@@ -369,6 +393,8 @@ class GatherShard(torch.autograd.Function):
 
         reduction_refused(ctx, "fully_shard")
         gathered_then_written(ctx)
+        if ctx.hold is not None:
+            ctx.hold.in_backward()
         g = funcol.wait_tensor(funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim,
                                                             ctx.shard_group))
         for rg in ctx.rep_groups:
@@ -482,27 +508,49 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                    orig: Mapping[str, Any]) -> list[Any]:
     """Forward hooks that put each data-parallel unit's parameters in their gathered (FSDP2)
     or gradient-reducing (replicate) form for the unit's forward (:mod:`dataparallel`), and for
-    an activation-checkpointed block's recomputation (:func:`recompute.recompute_hooks`)."""
+    an activation-checkpointed block's recomputation (:func:`recompute.recompute_hooks`);
+    after it the stored ones, or the views where FSDP2 keeps its unsharded parameters
+    registered (the root by default, ``reshard_after_forward=False``: :mod:`fsdp_hold`).
+
+    Raises:
+        PlanError: a ``reshard_after_forward`` that is not modelled (an int other than 1 and
+            the shard axis's size).
+    """
     hooks = []
+    HOLDS.clear()
     for u in units:
         mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
         if not mine:
             continue
         running = [False]                      # the unit's own forward is running
+        hold = None
+        if u.kind == "fsdp":
+            root = is_root(u, units)
+            reshards_after_forward(u, root)    # refused now, not in a hook of the step
+            hold = HOLDS[id(u)] = Hold(u, mine, new, root, lambda n, u=u: unit_view(u, new[n],
+                                                                                   orig[n]))
+        cur: dict[str, Any] = {}
 
         def pre(module: Any, args: Any, u: Any = u, mine: Any = mine,
-                running: Any = running) -> None:
+                running: Any = running, hold: Any = hold, cur: Any = cur) -> None:
             running[0] = True
+            cur.clear()
             for n, hs in mine:
-                view = unit_view(u, new[n], orig[n])   # one view for every tied holder
+                view = hold.view(n) if hold is not None else None
+                if view is None:
+                    view = unit_view(u, new[n], orig[n])   # one view for every tied holder
+                cur[n] = view
                 for mod, attr in hs:
                     mod._parameters[attr] = view  # noqa: SLF001
 
         def post(module: Any, args: Any, out: Any, mine: Any = mine,
-                 running: Any = running, u: Any = u) -> None:
+                 running: Any = running, u: Any = u, hold: Any = hold, cur: Any = cur) -> None:
             running[0] = False
             if keeps_unsharded(u):      # a pipeline stage's leaves stay (pp_leaves)
-                return
+                return cur.clear()
+            if hold is not None:
+                hold.after_forward(cur)
+                return cur.clear()
             for n, hs in mine:
                 for mod, attr in hs:
                     mod._parameters[attr] = new[n]  # noqa: SLF001
@@ -543,7 +591,7 @@ def _unit_view(u: Any, stored: Any, orig: Any) -> Any:
                      if a == u.shard_axis)
     full = GatherShard.apply(stored.to_local(), shard_dim, u.group(u.shard_axis),
                              groups_of(u.replicate_axes), u.factor(), u.settings.get("_site", ""),
-                             (stored,))      # in a tuple: not an input of the Function
+                             (stored, HOLDS.get(id(u))))  # in a tuple: no input of the Function
     if isinstance(orig, DTensor):
         return DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,
                                   shape=orig.shape, stride=orig.stride())

@@ -52,6 +52,7 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
     checkpointing's dispatch modes, as FSDP2's pre-backward all-gather does (R40a-6)."""
     hooks = []
     by: list[Any] = [None]                   # the module whose hook put the views in place
+    before: dict[tuple[int, str], Any] = {}  # what was registered then (S42-1: a held view)
     for m in u.module.modules():
         if m is u.module:
             continue
@@ -68,9 +69,11 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
             with outside_selective_checkpoint() as sac:
                 if u.kind != "ddp":
                     saved_alias_refused(sac, getattr(u, "settings", {}).get("_site", ""))
+                before.clear()
                 for n, hs in sub:
                     view = unit_view(u, new[n], orig[n])
                     for mod, attr in hs:
+                        before[id(mod), attr] = mod._parameters[attr]  # noqa: SLF001
                         mod._parameters[attr] = view  # noqa: SLF001
 
         def post(module: Any, args: Any, out: Any, sub: Any = sub) -> None:
@@ -79,7 +82,8 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
             by[0] = None
             for n, hs in sub:
                 for mod, attr in hs:
-                    mod._parameters[attr] = new[n]  # noqa: SLF001
+                    mod._parameters[attr] = before.get((id(mod), attr), new[n])  # noqa: SLF001
+            before.clear()
 
         hooks.append(m.register_forward_pre_hook(pre))
         hooks.append(m.register_forward_hook(post, always_call=True))

@@ -62,7 +62,8 @@ def test_the_recomputations_gather_runs_outside_sacs_log(monkeypatch) -> None:
         return stored * 1.0
 
     monkeypatch.setattr(dp, "unit_view", view)
-    u = types.SimpleNamespace(kind="fsdp", module=wrapper, settings={})
+    u = types.SimpleNamespace(kind="fsdp", module=wrapper,   # resharding (S42-1)
+                              settings={"reshard_after_forward": True})
     new = {"w1.weight": block.w1.weight, "w2.weight": block.w2.weight}
     owner = {"w1.weight": (u, [(block.w1, "weight")]), "w2.weight": (u, [(block.w2, "weight")])}
     hooks = dp.install_units([u], owner, new, dict(new))

@@ -1,7 +1,11 @@
 """Activation checkpointing then FSDP2 without resharding after forward; the step also runs
 the wrapped block directly, outside the unit's forward and outside the backward, and adds
 its output to the loss: FSDP2 does not gather (or reduce) for that call, so prove must not
-say EQUIVALENT (a refusal is right)."""
+say EQUIVALENT (a refusal is right).
+Correction (S42-1's fix): FSDP2 keeps the unit's unsharded parameters registered after its
+forward (``reshard_after_forward=False``), so the direct call uses them and its gradient is
+reduced with the forward's: truth right (2 steps: 1.7e-18 / 2.2e-19). Exit 3 before the fix
+(a false refusal); EQUIVALENT since (4 goals, 24 s)."""
 MESH = {"dp": 2}
 import torch
 import torch.distributed as dist

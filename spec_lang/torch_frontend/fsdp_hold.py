@@ -1,0 +1,159 @@
+"""Which parameter object a ``fully_shard`` unit's modules register between its forward and its
+backward, as FSDP2 does (adversarial finding S42-1).
+
+FSDP2 (torch 2.13, ``_fully_shard/_fsdp_param_group.py``) registers a unit's unsharded
+parameters in its modules from the all-gather of its ``pre_forward`` until a ``reshard``:
+
+* ``post_forward`` reshards only when the unit reshards after the forward
+  (``post_forward_mesh_info`` set): ``reshard_after_forward=True``, or left ``None`` on a unit
+  that is not the root; the root left ``None`` keeps them (``FSDPState._lazy_init``), as does
+  ``reshard_after_forward=False`` (or the int 1) on any unit;
+* ``post_backward`` (fired in the unit's backward, or by the root's final engine callback for
+  every unit it did not reach) reshards unless ``set_reshard_after_backward(False)``, which
+  leaves the unsharded parameters registered after the backward too;
+* ``FSDPModule.reshard()`` registers the sharded ones, ``unshard()`` the unsharded ones.
+
+The stand-in (:func:`dataparallel.install_units`) follows this with a :class:`Hold` per unit:
+the forward's gathered views stay registered where FSDP2 keeps its unsharded parameters, and
+a later forward within the hold reuses them (one object, as FSDP2's one unsharded parameter).
+At the end of ``train_step`` every held view is replaced by the stored parameter
+(:func:`release_all`): what FSDP2 registers after the step is not compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from spec_lang.errors import PlanError
+
+__all__ = ["Hold", "HOLDS", "release_all", "is_root", "reshards_after_forward"]
+
+HOLDS: dict[int, "Hold"] = {}
+"""id(unit) -> its :class:`Hold`, for the units :func:`dataparallel.install_units` installed."""
+
+_QUEUED = [False]       # the final engine callback is queued for the running backward
+
+
+def is_root(u: Any, units: list[Any]) -> bool:
+    """Whether ``u`` is an FSDP2 root: a ``fully_shard`` unit whose module lies under no other
+    ``fully_shard`` unit's module (``FSDPState._lazy_init`` makes the first state whose forward
+    runs the root, and every state under its module a non-root)."""
+    return not any(v is not u and v.kind == "fsdp" and v.module is not u.module
+                   and any(m is u.module for m in v.module.modules()) for v in units)
+
+
+def reshards_after_forward(u: Any, root: bool) -> bool:
+    """FSDP2's ``_reshard_after_forward`` for unit ``u``: ``reshard_after_forward`` as given to
+    ``fully_shard`` or ``set_reshard_after_forward`` (recorded in ``u.settings``); left None,
+    False for the root and True for any other unit; an int: 1 is False, the shard axis's size
+    True (``_fsdp_init._get_post_forward_mesh_info``).
+
+    Raises:
+        PlanError: another int (FSDP2 registers a parameter sharded over a smaller group after
+            the forward, not modelled) or a value FSDP2 rejects.
+    """
+    settings = getattr(u, "settings", {})
+    v = settings.get("reshard_after_forward")
+    if v is None:
+        return not root
+    if isinstance(v, bool):
+        return v
+    ns = u.mesh.size(u.mesh.ndim - 1)
+    if isinstance(v, int) and v in (1, ns):
+        return v == ns
+    site = settings.get("_site", "<train file>")
+    raise PlanError(f"{site}: fully_shard(..., reshard_after_forward={v!r}) is not modelled "
+                    f"(FSDP2 reshards to a group of {v} after the forward and registers that "
+                    "parameter); use True or False (docs/torch.md, 'Known limits')")
+
+
+class Hold:
+    """The registration of one ``fully_shard`` unit's parameters outside its forward (module
+    docstring). ``mine``: (name, [(module, attribute), ...]) of the unit's parameters;
+    ``new``: name -> the stored parameter."""
+
+    def __init__(self, u: Any, mine: list, new: Mapping[str, Any], root: bool,
+                 make: Any) -> None:
+        self.u, self.mine, self.new, self.root, self.make = u, mine, new, root, make
+        self.views: dict[str, Any] = {}     # held: registered outside the unit's forward
+        self.last: dict[str, Any] = {}      # the last forward's (or unshard's) views
+
+    def view(self, n: str) -> Any:
+        """The held view of ``n`` for a forward to reuse, or None (none held, or held from a
+        forward without autograd while this one records it: a fresh view then)."""
+        v = self.views.get(n)
+        if v is None or (torch.is_grad_enabled() and not v.requires_grad
+                         and self.new[n].requires_grad):
+            return None
+        return v
+
+    def _register(self, views: Mapping[str, Any]) -> None:
+        for n, hs in self.mine:
+            if n in views:
+                for mod, attr in hs:
+                    mod._parameters[attr] = views[n]  # noqa: SLF001
+
+    def after_forward(self, cur: Mapping[str, Any]) -> None:
+        """FSDP2's ``post_forward``: keep the forward's views ``cur`` registered when the unit
+        does not reshard after the forward, else register the stored parameters."""
+        self.last.update(cur)
+        if reshards_after_forward(self.u, self.root):
+            self.release()
+        else:
+            self.views.update(cur)
+            self._register(cur)
+
+    def hold(self) -> None:
+        """``FSDPModule.unshard()``: register the unit's views (held ones, else made now by
+        ``make(name)``) until a reshard."""
+        cur = {}
+        for n, _ in self.mine:
+            v = self.view(n)
+            cur[n] = v if v is not None else self.make(n)
+        self.last.update(cur)
+        self.views.update(cur)
+        self._register(cur)
+
+    def in_backward(self) -> None:
+        """FSDP2's ``post_backward`` of the unit (from :class:`dataparallel.GatherShard`'s
+        backward): the stored parameters registered again, or (``reshard_after_backward``
+        False) the last forward's views; queues the final callback once per backward."""
+        if not _QUEUED[0]:
+            _QUEUED[0] = True
+            torch.autograd.Variable._execution_engine.queue_callback(_final)  # noqa: SLF001
+        if not _reshards_after_backward(self.u):
+            self.views.update(self.last)
+            self._register(self.last)
+        else:
+            self.release()
+
+    def release(self) -> None:
+        """``reshard``: the stored parameters registered again."""
+        self.views.clear()
+        self._register(self.new)
+
+
+def _reshards_after_backward(u: Any) -> bool:
+    return getattr(u, "settings", {}).get("reshard_after_backward", True) is not False
+
+
+def _final() -> None:
+    """The root's final backward callback: every unit still holding views reshards unless it
+    keeps them after the backward (``_root_post_backward_final_callback``)."""
+    _QUEUED[0] = False
+    for h in HOLDS.values():
+        if h.views and _reshards_after_backward(h.u):
+            h.release()
+
+
+def release_all() -> None:
+    """The end of ``train_step``: every held view replaced by the stored parameter (the state
+    after the step is read from the stored parameters)."""
+    _QUEUED[0] = False
+    for h in HOLDS.values():
+        h.release()
+        h.last.clear()
+    HOLDS.clear()

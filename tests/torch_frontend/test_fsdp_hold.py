@@ -1,0 +1,188 @@
+"""Which parameter object a ``fully_shard`` unit's modules register after its forward and after
+its backward (``spec_lang/torch_frontend/fsdp_hold.py``; S42-1): FSDP2 keeps the unsharded
+parameters of a unit that does not reshard after the forward (the root by default,
+``reshard_after_forward=False``) registered until its backward. Plain tensors, the functional
+collectives replaced by a two-rank simulation (no process group, seconds); the end-to-end
+prove is the slow test of r42_01 (``tests/adversarial/test_round42.py``)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from torch import nn
+
+from spec_lang.errors import PlanError
+from spec_lang.torch_frontend import dataparallel, fsdp_hold
+
+N = 2     # the simulated shard axis size
+
+
+@pytest.fixture(autouse=True)
+def collectives(monkeypatch):
+    """Two ranks holding the same shard and gradients; a gathered view is the plain
+    :class:`dataparallel.GatherShard` of the stored tensor (shard dim 0)."""
+    import torch.distributed._functional_collectives as funcol
+
+    monkeypatch.setattr(funcol, "all_gather_tensor", lambda x, d, g: torch.cat([x] * N, d))
+    monkeypatch.setattr(funcol, "reduce_scatter_tensor",
+                        lambda x, op, d, g: N * x.chunk(N, d)[0])
+    monkeypatch.setattr(funcol, "all_reduce", lambda x, op, g: N * x)
+    monkeypatch.setattr(funcol, "wait_tensor", lambda x: x)
+    monkeypatch.setattr(dataparallel, "_unit_view", lambda u, stored, orig: (
+        dataparallel.GatherShard.apply(stored, 0, "dp", (), float(N), "",
+                                       (stored, fsdp_hold.HOLDS.get(id(u))))))
+    yield
+    fsdp_hold.release_all()
+
+
+def _unit(module, **settings):
+    return types.SimpleNamespace(
+        kind="fsdp", module=module, shard_axis="dp", replicate_axes=(),
+        mesh=types.SimpleNamespace(mesh_dim_names=("dp",), ndim=1, size=lambda i=0: N),
+        group=lambda a: a, factor=lambda: float(N), settings={"_site": "train.py:3"} | settings)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Linear(3, 4, bias=False)
+        self.w2 = nn.Linear(4, 3, bias=False)
+
+    def forward(self, x):
+        return self.w2(torch.tanh(self.w1(x)))
+
+
+def _install(root=None, inner=None, rab=None):
+    """The MLP with ``fully_shard(model.w2, reshard_after_forward=inner)`` and
+    ``fully_shard(model, reshard_after_forward=root)``: (model, units, stored params)."""
+    m = MLP()
+    new = {}
+    for name, mod in (("w1.weight", m.w1), ("w2.weight", m.w2)):
+        new[name] = nn.Parameter(mod.weight.detach()[: mod.weight.shape[0] // N].clone())
+        mod._parameters["weight"] = new[name]
+    kw = lambda v: {} if v is None else {"reshard_after_forward": v}  # noqa: E731
+    u2, ur = _unit(m.w2, **kw(inner)), _unit(m, **kw(root))
+    for u in (u2, ur):
+        if rab is not None:
+            u.settings["reshard_after_backward"] = rab
+    owner = {"w1.weight": (ur, [(m.w1, "weight")]), "w2.weight": (u2, [(m.w2, "weight")])}
+    hooks = dataparallel.install_units([u2, ur], owner, new, dict(new))
+    return m, (u2, ur), new, hooks
+
+
+def _held(m, new):
+    """Per parameter: True when the module registers a view, not the stored parameter."""
+    return (m.w1.weight is not new["w1.weight"], m.w2.weight is not new["w2.weight"])
+
+
+@pytest.mark.parametrize(("root", "inner", "after_forward"), [
+    (None, None, (True, False)),        # FSDP2's default: the root keeps, the others reshard
+    (None, False, (True, True)),
+    (True, None, (False, False)),
+    (True, True, (False, False)),
+    (False, True, (True, False)),
+    (1, 2, (True, False)),              # an int: 1 keeps, the shard axis's size reshards
+])
+def test_registered_after_forward_and_after_backward(root, inner, after_forward):
+    m, _, new, _ = _install(root, inner)
+    out = m(torch.ones(2, 3))
+    assert _held(m, new) == after_forward
+    if after_forward[0]:
+        assert m.w1.weight.shape == (4, 3) and m.w1.weight.grad_fn is not None
+    out.sum().backward()
+    assert _held(m, new) == (False, False)
+    assert new["w1.weight"].grad.shape == (2, 3) and new["w2.weight"].grad.shape == (1, 4)
+
+
+def test_the_gradients_are_those_of_the_plain_model():
+    m, _, new, _ = _install()
+    x = torch.randn(2, 3)
+    full1 = torch.cat([new["w1.weight"].detach()] * N).requires_grad_()
+    full2 = torch.cat([new["w2.weight"].detach()] * N).requires_grad_()
+    (torch.tanh(x @ full1.T) @ full2.T).sum().backward()
+    m(x).sum().backward()
+    assert torch.allclose(new["w1.weight"].grad, full1.grad.chunk(N)[0])
+    assert torch.allclose(new["w2.weight"].grad, full2.grad.chunk(N)[0])
+
+
+def test_forwards_within_a_hold_share_one_view():
+    m, _, new, _ = _install()
+    a = m(torch.ones(2, 3))
+    v = m.w1.weight
+    b = m(torch.ones(2, 3))
+    assert m.w1.weight is v                 # FSDP2: one unsharded parameter, no reshard
+    (a + b).sum().backward()
+    assert not any(_held(m, new))
+    assert new["w1.weight"].grad.abs().sum() > 0
+
+
+def test_a_forward_without_autograd_holds_and_a_later_one_gets_a_view_with_a_graph():
+    m, _, new, _ = _install()
+    with torch.no_grad():
+        m(torch.ones(2, 3))
+    v = m.w1.weight
+    assert v is not new["w1.weight"] and not v.requires_grad
+    m(torch.ones(2, 3)).sum().backward()
+    assert not any(_held(m, new)) and new["w1.weight"].grad is not None
+
+
+def test_no_backward_the_step_end_registers_the_stored():
+    m, _, new, _ = _install()
+    m(torch.ones(2, 3))
+    assert _held(m, new) == (True, False)
+    fsdp_hold.release_all()
+    assert _held(m, new) == (False, False) and not fsdp_hold.HOLDS
+
+
+def test_reshard_after_backward_false_keeps_the_views_until_the_step_ends():
+    m, _, new, _ = _install(rab=False)
+    m(torch.ones(2, 3)).sum().backward()
+    assert _held(m, new) == (True, True)    # FSDP2: post_backward does not reshard
+    fsdp_hold.release_all()
+    assert _held(m, new) == (False, False)
+
+
+def test_reshard_and_unshard_methods():
+    m, (u2, ur), new, _ = _install()
+    methods = dataparallel._fsdp_methods(ur)
+    m(torch.ones(2, 3))
+    methods["reshard"](m)
+    assert _held(m, new) == (False, False)
+    methods["unshard"](m)
+    v = m.w1.weight
+    assert _held(m, new) == (True, False)
+    m(torch.ones(2, 3)).sum().backward()    # the forward uses the unshard's view
+    assert not any(_held(m, new)) and v.grad_fn is not None
+
+
+def test_set_reshard_after_forward_is_recorded_recursively():
+    m, (u2, ur), new, _ = _install()
+    for u in (u2, ur):
+        for k, f in dataparallel._fsdp_methods(u).items():
+            object.__setattr__(u.module, k, types.MethodType(f, u.module))
+    m.set_reshard_after_forward(False)
+    assert ur.settings["reshard_after_forward"] is False
+    assert u2.settings["reshard_after_forward"] is False
+    m(torch.ones(2, 3))
+    assert _held(m, new) == (True, True)
+    m.set_reshard_after_backward(False, recurse=False)
+    assert ur.settings["reshard_after_backward"] is False
+    assert "reshard_after_backward" not in u2.settings
+    with pytest.raises(PlanError, match="not modelled"):
+        m.set_reshard_after_forward(2)
+
+
+@pytest.mark.parametrize("bad", [3, 0, "yes"])
+def test_an_unmodelled_reshard_after_forward_is_refused_at_install(bad):
+    with pytest.raises(PlanError, match=r"train.py:3: fully_shard\(\.\.\., reshard_after"):
+        _install(root=bad)
+
+
+def test_the_root_is_the_outermost_unit():
+    m = MLP()
+    u2, ur, u1 = _unit(m.w2), _unit(m), _unit(m.w1)
+    assert fsdp_hold.is_root(ur, [u2, u1, ur])
+    assert not fsdp_hold.is_root(u2, [u2, u1, ur])
+    assert fsdp_hold.is_root(u2, [u2, u1]) and fsdp_hold.is_root(u1, [u2, u1])
