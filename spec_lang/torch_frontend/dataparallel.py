@@ -548,13 +548,14 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             running[0] = False
             if keeps_unsharded(u):      # a pipeline stage's leaves stay (pp_leaves)
                 return cur.clear()
+            pre_backward_hooks(u, out)  # a pipeline stage: its leaves back in its backward
             if hold is not None:
                 hold.after_forward(cur)
                 return cur.clear()
+            cur.clear()                 # (no view left in the hook: step state, S42-1)
             for n, hs in mine:
                 for mod, attr in hs:
                     mod._parameters[attr] = new[n]  # noqa: SLF001
-            pre_backward_hooks(u, out)  # a pipeline stage: its leaves back in its backward
 
         hooks.append(u.module.register_forward_pre_hook(pre))
         hooks.append(u.module.register_forward_hook(post))

@@ -71,14 +71,15 @@ def leaf_for(u: Any, stored: Any, orig: Any) -> Any | None:
 
 def keeps_unsharded(u: Any) -> bool:
     """Whether unit ``u``'s modules keep the step's leaves after its forward (FSDP2 does not
-    reshard: ``reshard_after_forward=False``, or left None on the root, the stage module:
-    torch 2.13 ``FSDPState._lazy_init``); otherwise its forward's post-hook registers the
-    stored parameters back until the next forward or backward (S42-1)."""
+    reshard: ``reshard_after_forward=False`` or 1, or left None on the root, the stage module:
+    torch 2.13 ``FSDPState._lazy_init``; :func:`fsdp_hold.reshards_after_forward`); otherwise
+    its forward's post-hook registers the stored parameters back until the unit's backward
+    reaches it (:func:`pre_backward_hooks`) or its next forward."""
     if not ACTIVE:
         return False
-    rat = getattr(u, "settings", {}).get("reshard_after_forward")
-    return any(u.module is s.module if rat is None else rat is False
-               for s in ACTIVE if s.leaves)
+    from spec_lang.torch_frontend.fsdp_hold import reshards_after_forward  # noqa: PLC0415
+
+    return any(not reshards_after_forward(u, u.module is s.module) for s in ACTIVE if s.leaves)
 
 
 def pre_backward_hooks(u: Any, out: Any) -> None:
