@@ -99,17 +99,6 @@ def pre_backward_hooks(u: Any, out: Any) -> None:
             t.register_hook(lambda g, u=u: steps.register(u))
 
 
-def _follows(x: Leaf) -> Any:
-    """``x.leaf``, its ``requires_grad`` set to the stored parameter's as FSDP2 sets it at
-    every unshard (torch 2.13 ``FSDPParam.to_unsharded``: ``set_requires_grad_if_needed``).
-    Round 43b: a parameter frozen (``requires_grad_(False)``) for the step got a gradient on
-    its leaf, reduced into ``.grad`` and applied by the optimizer (R43b-2, a false accept), or
-    a gradient goal the spec does not have (R43b-1, exit 3)."""
-    if x.leaf.requires_grad != x.stored.requires_grad:
-        x.leaf.requires_grad_(x.stored.requires_grad)
-    return x.leaf
-
-
 def _shard_dim(u: Any, stored: Any) -> int:
     """The dim FSDP2 shards ``stored`` along over ``u``'s shard axis (0 for a plain tensor:
     the unit tests' stand-in)."""
@@ -121,7 +110,12 @@ def _shard_dim(u: Any, stored: Any) -> int:
 
 def _written(func: Any, args: tuple, kwargs: dict) -> list[Any]:
     """The tensors operator ``func`` writes into (its schema's ``Tensor(a!)`` arguments,
-    ``out=`` included), from its ``args`` / ``kwargs`` as a dispatch mode receives them."""
+    ``out=`` included; every tensor argument of a ``c10d`` op, whose schema marks none), from
+    its ``args`` / ``kwargs`` as a dispatch mode receives them."""
+    if getattr(func, "namespace", "") == "c10d":   # no (a!) marks (aliasing.is_c10d, R43c-2)
+        return [t for v in (*args, *kwargs.values())
+                for t in (v if isinstance(v, (list, tuple)) else (v,))
+                if isinstance(t, torch.Tensor)]
     schema = getattr(func, "_schema", None)
     if schema is None or not schema.is_mutable:
         return []
@@ -173,7 +167,7 @@ class StepLeaves:
         got = self.leaves.get(id(stored))
         if got is not None:
             self._unwritten(got)
-            return _follows(got)
+            return self._follows(got)
         import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
         dim = 0
@@ -194,6 +188,26 @@ class StepLeaves:
                                        _storages(stored, leaf))
         self.guarded.add(storage_of(leaf))
         return leaf
+
+    def _follows(self, x: Leaf) -> Any:
+        """``x.leaf``, made with the stored parameter's ``requires_grad`` (FSDP2 makes its
+        unsharded parameter so: R43b-1 / R43b-2, a parameter frozen for the step got a leaf
+        gradient the optimizer applied). A change of the stored parameter's ``requires_grad``
+        inside the step is refused: FSDP2 copies it only when it gathers again
+        (``FSDPParam.to_unsharded``), not into a root's unsharded parameter kept between
+        micro-batches (round 43c, R43c-1: a false accept when it was followed at every use).
+
+        Raises:
+            PlanError: (through ``refuse``) ``requires_grad`` changed since the leaf was made."""
+        if x.leaf.requires_grad != x.stored.requires_grad:
+            site = x.unit.settings.get("_site", "")
+            self.refuse(f"{site + ': ' if site else ''}requires_grad of a parameter of a "
+                        "pipeline stage wrapped by fully_shard changed inside schedule.step: "
+                        "FSDP2 copies it to its unsharded parameter only when it all-gathers "
+                        "again, which prove --torch does not model (docs/torch.md, "
+                        "'Pipelining', step 7); freeze or unfreeze parameters outside "
+                        "schedule.step")
+        return x.leaf
 
     def _unwritten(self, got: Leaf) -> None:
         if _versions(got.stored, got.leaf) != got.versions \
@@ -245,7 +259,7 @@ class StepLeaves:
         """Put the leaves of ``unit`` (every leaf when None) in the modules that hold their
         stored parameters (FSDP2's pre-backward unshard; it keeps them registered from a
         unit's backward to the reduction: ``set_reshard_after_backward(False)``)."""
-        self._swap({id(x.stored): _follows(x) for x in self.leaves.values()
+        self._swap({id(x.stored): self._follows(x) for x in self.leaves.values()
                     if unit is None or x.unit is unit})
 
     def _swap(self, to: dict[int, Any]) -> None:

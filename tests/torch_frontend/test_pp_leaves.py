@@ -264,23 +264,42 @@ def test_a_parameter_given_other_memory_in_the_step_is_refused(collectives):
     assert leaf is not leaf2
 
 
-def test_the_leaf_follows_the_stored_parameter_s_requires_grad(collectives):
+def test_the_leaf_takes_the_stored_parameter_s_requires_grad(collectives):
     """R43b-1 / R43b-2: FSDP2 makes the unsharded parameter with the sharded one's
-    ``requires_grad`` and sets it again at every unshard (``FSDPParam.to_unsharded``); a leaf
-    always requiring grad gave a frozen parameter a gradient the optimizer applied (a false
-    accept) or a gradient goal the spec lacks (exit 3)."""
+    ``requires_grad``; a leaf always requiring grad gave a frozen parameter a gradient the
+    optimizer applied (a false accept) or a gradient goal the spec lacks (exit 3). R43c-1: a
+    change inside the step is refused (FSDP2 copies it only when it gathers again; followed
+    at every use it was a false accept for a root unit, not gathered between micro-batches)."""
     m, stored = _stage()
     stored.requires_grad_(False)                       # frozen for the step
     steps = pp_leaves.StepLeaves(m, _refuse)
     leaf = steps.leaf(_unit(m[0]), stored, stored)
     assert leaf.requires_grad is False
-    (torch.ones(5, 3) @ leaf.t()).sum()                # no graph, no gradient
     steps.register()
     assert m[0].weight is leaf and leaf.requires_grad is False
-    stored.requires_grad_(True)                        # unfrozen: the next unshard follows
-    assert steps.leaf(_unit(m[0]), stored, stored) is leaf and leaf.requires_grad is True
+    assert steps.leaf(_unit(m[0]), stored, stored) is leaf      # unchanged: the same leaf
     steps.reduce()
     assert stored.grad is None and m[0].weight is stored
+    m2, stored2 = _stage()
+    steps2 = pp_leaves.StepLeaves(m2, _refuse)
+    steps2.leaf(_unit(m2[0]), stored2, stored2)
+    stored2.requires_grad_(False)                      # frozen inside the step
+    with pytest.raises(PlanError, match="requires_grad of a parameter .* changed inside"):
+        steps2.leaf(_unit(m2[0]), stored2, stored2)
+    with pytest.raises(PlanError, match="requires_grad of a parameter .* changed inside"):
+        steps2.register()
+
+
+def test_a_c10d_collective_into_a_parameter_counts_as_a_write():
+    """R43c-2: ``dist.all_reduce(p.data.to_local())`` in a hook wrote into a stored shard;
+    ``c10d::allreduce_`` marks no ``Tensor(a!)`` argument, so every tensor a ``c10d`` op is
+    given counts as written (as ``aliasing.is_c10d`` for the lowering)."""
+    import torch.distributed  # noqa: F401  (registers the c10d ops)
+
+    t, u = torch.zeros(2), torch.ones(2)
+    assert pp_leaves._written(torch.ops.c10d.allreduce_.default, ([t, u], None), {}) == [t, u]
+    assert pp_leaves._written(torch.ops.aten.add_.Tensor, (t, u), {}) == [t]
+    assert pp_leaves._written(torch.ops.aten.add.Tensor, (t, u), {}) == []
 
 
 def test_each_unit_s_leaves_are_registered_when_the_backward_reaches_it(collectives):
