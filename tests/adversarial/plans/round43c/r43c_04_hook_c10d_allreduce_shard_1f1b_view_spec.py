@@ -13,7 +13,9 @@ values. The stand-in's leaf (gathered at the first forward) keeps the original `
 micro-batch; real FSDP2 re-gathers the averaged shard for later forwards (metadata-inference
 pass's hook, B0 before F1 in 1F1B).
 
-Truth / verdict: see ATTEMPTS.md "Round 43c" (filled in below when run).
+Truth (pp_truth): wrong, the same numbers as r43c_01 (gradients 4.0e-3 off). Verdict (b557eab):
+UNKNOWN (104 s), 105 of 107 proved, the same 2 ``w2`` update goals open ("SHARD vs ADD"): this
+spec form does not help the rewriter either; r43c_05 removes the goals instead (R43c-2).
 """
 
 import sys
