@@ -7,7 +7,9 @@ micro-batches read the leaf gathered before it (the spec's gradients: r43c_01 pr
 gradient goal); real FSDP2 re-gathers the written shard for later micro-batches (the
 metadata-inference pass's hook first, B0's before F1 in 1F1B) and computes other gradients.
 
-Truth / verdict: see ATTEMPTS.md.
+Truth (pp_truth, 16 s): wrong, ``layers.1.feed_forward.w1.weight``'s gradient 4.0e-3 off,
+``output.weight``'s update 6.0e-4 off (``w2`` exact: restored). Verdict (b557eab):
+**EQUIVALENT**, 107 goals (102 s): R43c-2.
 """
 
 import sys
