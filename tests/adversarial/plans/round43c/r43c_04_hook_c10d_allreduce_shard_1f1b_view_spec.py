@@ -8,7 +8,8 @@ Each block's input hook (as r43a_01) replaces ``feed_forward.w2.weight`` by the 
 two row halves (idempotent, so once per micro-batch is as once). Single device: ``w.data.copy_``
 of ``m`` expanded twice, ``m = w.view(2, h, -1).mean(0)`` (r43c_01 writes ``cat([m, m])`` of
 ``(w[:h] + w[h:]) / 2``: its update goal stuck in the rewriter). Parallel (pp 2 x dp 2,
-``w2`` Shard(0) over dp, 16 rows a rank): ``dist.all_reduce(w.data.to_local(), AVG, dp)`` of the stored shard, the same
+``w2`` Shard(0) over dp, 16 rows a rank): ``dist.all_reduce(w.data.to_local(), AVG, dp)``
+of the stored shard, the same
 values. The stand-in's leaf (gathered at the first forward) keeps the original ``w2`` for every
 micro-batch; real FSDP2 re-gathers the averaged shard for later forwards (metadata-inference
 pass's hook, B0 before F1 in 1F1B).
