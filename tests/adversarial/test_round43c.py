@@ -78,3 +78,10 @@ def test_r43c_root_parameter_unfrozen_in_metadata_inference_is_not_refuted(tmp_p
     EQUIVALENT nor refused."""
     out = _prove("r43c_02_stored_unfrozen_in_loss_fn_root_gpipe.py", tmp_path)
     assert out.get("verdict") in ("EQUIVALENT", "UNKNOWN"), out
+
+
+def test_r43c_output_hook_after_fully_shard_is_refuted(tmp_path):
+    """A forward hook registered after ``fully_shard`` halves the block's output gradient when
+    its ``w1.grad`` is not None: wrong for real (9.0e-3); NOT EQUIVALENT at b557eab (83 s)."""
+    out = _prove("r43c_06_output_hook_order_after_fully_shard_1f1b.py", tmp_path)
+    assert out.get("verdict") == "NOT EQUIVALENT", out
