@@ -108,6 +108,12 @@ def _shard_dim(u: Any, stored: Any) -> int:
                 if a == u.shard_axis)
 
 
+def _at(u: Any) -> str:
+    """`` (fully_shard at FILE:LINE)`` for unit ``u``'s call, or nothing."""
+    site = getattr(u, "settings", {}).get("_site", "")
+    return f" (fully_shard at {site})" if site else ""
+
+
 def _written(func: Any, args: tuple, kwargs: dict) -> list[Any]:
     """The tensors operator ``func`` writes into (its schema's ``Tensor(a!)`` arguments,
     ``out=`` included; every tensor argument of a ``c10d`` op, whose schema marks none), from
@@ -200,9 +206,8 @@ class StepLeaves:
         Raises:
             PlanError: (through ``refuse``) ``requires_grad`` changed since the leaf was made."""
         if x.leaf.requires_grad != x.stored.requires_grad:
-            site = x.unit.settings.get("_site", "")
-            self.refuse(f"{site + ': ' if site else ''}requires_grad of a parameter of a "
-                        "pipeline stage wrapped by fully_shard changed inside schedule.step: "
+            self.refuse(f"requires_grad of a parameter of a pipeline stage wrapped by "
+                        f"fully_shard{_at(x.unit)} changed inside schedule.step: "
                         "FSDP2 copies it to its unsharded parameter only when it all-gathers "
                         "again, which prove --torch does not model (docs/torch.md, "
                         "'Pipelining', step 7); freeze or unfreeze parameters outside "
@@ -212,9 +217,8 @@ class StepLeaves:
     def _unwritten(self, got: Leaf) -> None:
         if _versions(got.stored, got.leaf) != got.versions \
                 or _storages(got.stored, got.leaf) != got.storages:   # ``.data = t`` (R43a-1)
-            site = got.unit.settings.get("_site", "")
-            self.refuse(f"{site + ': ' if site else ''}a parameter of a pipeline stage wrapped "
-                        "by fully_shard is written in place inside schedule.step: FSDP2 "
+            self.refuse(f"a parameter of a pipeline stage wrapped by fully_shard"
+                        f"{_at(got.unit)} is written in place inside schedule.step: FSDP2 "
                         "all-gathers it again for later forwards and backwards, which prove "
                         "--torch does not model (docs/torch.md, 'Pipelining', step 7); change "
                         "parameters only in the optimizer step")

@@ -34,23 +34,24 @@ def _prove(name: str, tmp_path: Path) -> dict:
 # -- findings ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="R43c-1: the root unit's leaf re-syncs requires_grad "
-                   "at every forward; FSDP2 does not re-gather the root (EQUIVALENT at b557eab)")
 def test_r43c_1_root_parameter_frozen_in_loss_fn_is_not_accepted(tmp_path):
-    """EQUIVALENT at b557eab (106 goals, 95 s); truth: the real ``norm.weight`` gets a gradient
-    (its unsharded parameter, gathered once, still requires grad), update 3.3e-4 off the
-    spec's (no gradient: frozen before ``backward``)."""
+    """R43c-1: EQUIVALENT at b557eab (106 goals, 95 s); truth: the real ``norm.weight`` gets a
+    gradient (its unsharded parameter, gathered once, still requires grad), update 3.3e-4 off
+    the spec's (no gradient: frozen before ``backward``). Since stop 43 a ``requires_grad``
+    change inside ``schedule.step`` is refused: exit 3 (86 s)."""
     out = _prove("r43c_03_stored_frozen_in_loss_fn_root_gpipe.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "changed inside schedule.step" in out.get("_err", ""), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43c-2: dist.all_reduce into the stored shard inside "
-                   "schedule.step passes writes_refused (EQUIVALENT at b557eab)")
 def test_r43c_2_c10d_write_into_the_stored_shard_is_not_accepted(tmp_path):
-    """EQUIVALENT at b557eab (107 goals, 102 s); truth: gradients 4.0e-3 off, ``output.weight``'s
-    update 6.0e-4 (real FSDP2 re-gathers the written shard for later micro-batches)."""
+    """R43c-2: EQUIVALENT at b557eab (107 goals, 102 s); truth: gradients 4.0e-3 off,
+    ``output.weight``'s update 6.0e-4 (real FSDP2 re-gathers the written shard for later
+    micro-batches). Since stop 43 every tensor of a ``c10d`` op counts as written: exit 3
+    (39 s, ``c10d.allreduce_.default writes into a parameter``)."""
     out = _prove("r43c_05_hook_c10d_allreduce_shard_restored_1f1b.py", tmp_path)
     assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "writes into a parameter" in out.get("_err", ""), out
 
 
 # -- sound outcomes ---------------------------------------------------------------------------
@@ -74,10 +75,13 @@ def test_r43c_c10d_write_view_spec_is_not_accepted(tmp_path):
 
 def test_r43c_root_parameter_unfrozen_in_metadata_inference_is_not_refuted(tmp_path):
     """The stored ``norm.weight`` frozen before the step, unfrozen at every ``loss_fn`` call:
-    right for real (5.6e-17); EQUIVALENT 107 at b557eab (104 s). Asserted: never NOT
-    EQUIVALENT nor refused."""
+    right for real (5.6e-17); EQUIVALENT 107 at b557eab (104 s). Since R43c-1's fix a
+    ``requires_grad`` change inside ``schedule.step`` is refused: exit 3 (89 s), a false
+    refusal kept for soundness (FSDP2 follows the change only where it gathers again).
+    Asserted: never NOT EQUIVALENT."""
     out = _prove("r43c_02_stored_unfrozen_in_loss_fn_root_gpipe.py", tmp_path)
-    assert out.get("verdict") in ("EQUIVALENT", "UNKNOWN"), out
+    assert out.get("verdict") != "NOT EQUIVALENT", out
+    assert out["_rc"] == 3 and "changed inside schedule.step" in out.get("_err", ""), out
 
 
 def test_r43c_output_hook_after_fully_shard_is_refuted(tmp_path):
