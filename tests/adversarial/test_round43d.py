@@ -1,0 +1,46 @@
+"""Round 43d: break the S42-1 fix (``fsdp_hold``: FSDP2 parameter registration outside the
+forward), against merge/ppleaf43 at f7d58ae (``tests/adversarial/ATTEMPTS.md``, "Round 43d").
+Plans in ``plans/round43d/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo,
+float64, two steps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND43D = Path(__file__).resolve().parent / "plans" / "round43d"
+
+pytestmark = pytest.mark.slow
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND43D / name, tmp_path)
+
+
+@pytest.mark.xfail(strict=True, reason="R43d-1: FSDP-based replicate keeps its unsharded "
+                   "parameters after the forward (post_forward_mesh_info None); no Hold")
+def test_r43d_1_replicate_fsdp_parameter_identity_after_the_forward_is_not_accepted(tmp_path):
+    """R43d-1: EQUIVALENT at f7d58ae (4 goals, 51 s); truth step 1 w1 0.0070, w2 0.0093
+    (wrong): ``replicate_with_fsdp.replicate`` never reshards after the forward (any unit), the
+    stand-in registers the stored parameter back (only ``fully_shard`` units get a Hold)."""
+    out = _prove("r43d_01_replicate_fsdp_param_identity_after_forward_wrong.py", tmp_path)
+    assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43d-2: a no_grad forward's held views are not reused "
+                   "by a later grad forward; FSDP2 reuses its (stale) unsharded parameters")
+def test_r43d_2_nograd_eval_then_a_second_update_is_not_accepted(tmp_path):
+    """R43d-2: EQUIVALENT at f7d58ae (4 goals, 53 s); truth step 1 w1 2.1e-4, w2 2.5e-4
+    (wrong; without the no_grad forward 5.6e-17): the root's no_grad forward between the first
+    backward and the first ``optimizer.step()`` leaves FSDP2's unsharded parameters registered;
+    the second forward of the step runs on them (pre-update values)."""
+    out = _prove("r43d_02_fsdp_root_nograd_eval_then_second_update_wrong.py", tmp_path)
+    assert not _equivalent(out), out
