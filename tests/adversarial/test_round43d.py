@@ -64,3 +64,12 @@ def test_r43d_4_nograd_eval_before_the_update_is_not_accepted(tmp_path):
     1.4e-4) when the state is not read between the steps (a state_dict read reshards)."""
     out = _prove("r43d_04_fsdp_root_nograd_eval_before_step_next_step_stale_wrong.py", tmp_path)
     assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43d-5 (R43d-4 family): set_reshard_after_backward(False) left "
+                   "on: FSDP2's next step runs on stale unsharded parameters")
+def test_r43d_5_no_reshard_after_backward_left_on_is_not_accepted(tmp_path):
+    """r7_c2 copied: EQUIVALENT at f7d58ae (4 goals, 58 s); truth wrong at step 2 (w1 1.8e-4,
+    w2 1.7e-4) when the state is not read between the steps."""
+    out = _prove("r43d_05_fsdp_no_reshard_settings_next_step_stale_wrong.py", tmp_path)
+    assert not _equivalent(out), out
