@@ -73,3 +73,18 @@ def test_r43d_5_no_reshard_after_backward_left_on_is_not_accepted(tmp_path):
     w2 1.7e-4) when the state is not read between the steps."""
     out = _prove("r43d_05_fsdp_no_reshard_settings_next_step_stale_wrong.py", tmp_path)
     assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43d-6: fully_shard([a, b]) as the root raises in "
+                   "FSDP2's lazy init (a single root module); the stand-in runs it")
+def test_r43d_6_grouped_units_without_a_root_are_not_accepted(tmp_path):
+    """R43d-6: EQUIVALENT at f7d58ae (4 goals, 43 s); every rank raises for real."""
+    out = _prove("r43d_06_fsdp_grouped_units_without_root_raises.py", tmp_path)
+    assert not _equivalent(out), out
+
+
+def test_a_grad_eval_forward_then_a_second_update_is_refused(tmp_path):
+    """r43d_07 (R43d-2 with autograd on in the logged forward): truth wrong (2.1e-4); the held
+    views are reused and the optimizer wrote their shards: exit 3 (14 s, sound)."""
+    out = _prove("r43d_07_fsdp_root_grad_eval_then_second_update_wrong.py", tmp_path)
+    assert out["_rc"] == 3, out
