@@ -88,3 +88,17 @@ def test_a_grad_eval_forward_then_a_second_update_is_refused(tmp_path):
     views are reused and the optimizer wrote their shards: exit 3 (14 s, sound)."""
     out = _prove("r43d_07_fsdp_root_grad_eval_then_second_update_wrong.py", tmp_path)
     assert out["_rc"] == 3, out
+
+
+def test_replicate_fsdp_kind_after_the_forward_is_proved(tmp_path):
+    """r43d_08: truth right (5.6e-17); EQUIVALENT (4 goals, 39 s)."""
+    out = _prove("r43d_08_replicate_fsdp_kind_after_forward_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43d-7: FSDP-based replicate registers DTensor "
+                   "(Replicate) parameters outside the forward; the stand-in's are plain")
+def test_r43d_7_replicate_fsdp_kind_before_the_forward_is_not_accepted(tmp_path):
+    """R43d-7: EQUIVALENT at f7d58ae (4 goals, 44 s); truth step 1 w1 0.0070 (wrong)."""
+    out = _prove("r43d_09_replicate_fsdp_kind_before_forward_wrong.py", tmp_path)
+    assert not _equivalent(out), out
