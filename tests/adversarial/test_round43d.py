@@ -67,7 +67,8 @@ def test_r43d_4_nograd_eval_before_the_update_is_not_accepted(tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason="R43d-5 (R43d-4 family): "
-                   "set_reshard_after_backward(False) left on: FSDP2's next step runs on stale unsharded parameters")
+                   "set_reshard_after_backward(False) left on: FSDP2's next step runs on stale "
+                   "unsharded parameters")
 def test_r43d_5_no_reshard_after_backward_left_on_is_not_accepted(tmp_path):
     """r7_c2 copied: EQUIVALENT at f7d58ae (4 goals, 58 s); truth wrong at step 2 (w1 1.8e-4,
     w2 1.7e-4) when the state is not read between the steps."""
