@@ -103,3 +103,10 @@ def test_r43d_7_replicate_fsdp_kind_before_the_forward_is_not_accepted(tmp_path)
     """R43d-7: EQUIVALENT at f7d58ae (4 goals, 44 s); truth step 1 w1 0.0070 (wrong)."""
     out = _prove("r43d_09_replicate_fsdp_kind_before_forward_wrong.py", tmp_path)
     assert not _equivalent(out), out
+
+
+def test_a_nograd_teacher_forward_then_training_is_proved(tmp_path):
+    """r43d_10 (self-distillation under a holding root): truth right (2.8e-17); EQUIVALENT
+    (4 goals, 24 s)."""
+    out = _prove("r43d_10_fsdp_root_nograd_teacher_then_train_right.py", tmp_path)
+    assert _equivalent(out), out
