@@ -38,7 +38,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_hold import HOLDS, Hold, is_root, reshards_after_forward
+from spec_lang.torch_frontend.fsdp_hold import HOLDS, Hold, reshards_after_forward
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, pre_backward_hooks
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
@@ -525,9 +525,8 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
         running = [False]                      # the unit's own forward is running
         hold = None
         if u.kind == "fsdp":
-            root = is_root(u, units)
-            reshards_after_forward(u, root)    # refused now, not in a hook of the step
-            hold = HOLDS[id(u)] = Hold(u, mine, new, root, lambda n, u=u: unit_view(u, new[n],
+            reshards_after_forward(u, False)   # refused now, not in a hook of the step
+            hold = HOLDS[id(u)] = Hold(u, mine, new, None, lambda n, u=u: unit_view(u, new[n],
                                                                                    orig[n]))
         cur: dict[str, Any] = {}
 

@@ -28,8 +28,9 @@ from typing import Any
 import torch
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.recompute import param_versions
 
-__all__ = ["Hold", "HOLDS", "release_all", "is_root", "reshards_after_forward"]
+__all__ = ["Hold", "HOLDS", "release_all", "reshards_after_forward"]
 
 HOLDS: dict[int, "Hold"] = {}
 """id(unit) -> its :class:`Hold`, for the units :func:`dataparallel.install_units` installed."""
@@ -37,12 +38,19 @@ HOLDS: dict[int, "Hold"] = {}
 _QUEUED = [False]       # the final engine callback is queued for the running backward
 
 
-def is_root(u: Any, units: list[Any]) -> bool:
-    """Whether ``u`` is an FSDP2 root: a ``fully_shard`` unit whose module lies under no other
-    ``fully_shard`` unit's module (``FSDPState._lazy_init`` makes the first state whose forward
-    runs the root, and every state under its module a non-root)."""
-    return not any(v is not u and v.kind == "fsdp" and v.module is not u.module
-                   and any(m is u.module for m in v.module.modules()) for v in units)
+def _decide_root(h: "Hold") -> None:
+    """FSDP2's ``FSDPState._lazy_init``, at a unit's first forward: the unit is a root unless
+    a root already decided holds it in its module tree; a new root makes every undecided unit
+    under its module a non-root. So the root is the first unit whose forward runs, not the
+    outermost module (round 43d, R43d-3: ``model.w1(x)`` called directly made ``w1`` a root
+    that keeps its views after the forward)."""
+    m = h.u.module
+    h.root = not any(o.root and any(x is m for x in o.u.module.modules())
+                     for o in HOLDS.values() if o is not h)
+    if h.root:
+        for o in HOLDS.values():
+            if o.root is None and any(x is o.u.module for x in m.modules()):
+                o.root = False
 
 
 def reshards_after_forward(u: Any, root: bool) -> bool:
@@ -80,11 +88,26 @@ class Hold:
         self.u, self.mine, self.new, self.root, self.make = u, mine, new, root, make
         self.views: dict[str, Any] = {}     # held: registered outside the unit's forward
         self.last: dict[str, Any] = {}      # the last forward's (or unshard's) views
+        self.vers: dict[str, tuple] = {}    # the stored parameter's versions at its view
+
+    def stale(self, names: Any) -> list[str]:
+        """The parameters among ``names`` whose stored (sharded) parameter was written since
+        their held view was gathered (version counters: the optimizer's update)."""
+        return [n for n in names if n in self.vers
+                and param_versions(self.new[n]) != self.vers[n]]
 
     def view(self, n: str) -> Any:
         """The held view of ``n`` for a forward to reuse, or None (none held, or held from a
         forward without autograd while this one records it: a fresh view then)."""
+        if self.root is None:
+            _decide_root(self)
         v = self.views.get(n)
+        if v is not None and self.stale([n]):
+            raise PlanError(f"{_site(self.u)}: FSDP2 keeps this unit's unsharded parameters "
+                            f"from an earlier forward ({n}) and does not gather them again, "
+                            "but the sharded parameter was updated since: the forward runs on "
+                            "the values before the update (R43d-2); call reshard() on the "
+                            "module after a forward that no backward follows")
         if v is None or (torch.is_grad_enabled() and not v.requires_grad
                          and self.new[n].requires_grad):
             return None
@@ -100,6 +123,7 @@ class Hold:
         """FSDP2's ``post_forward``: keep the forward's views ``cur`` registered when the unit
         does not reshard after the forward, else register the stored parameters."""
         self.last.update(cur)
+        self.vers.update({n: param_versions(self.new[n]) for n in cur})
         if reshards_after_forward(self.u, self.root):
             self.release()
         else:
@@ -112,7 +136,10 @@ class Hold:
         cur = {}
         for n, _ in self.mine:
             v = self.view(n)
-            cur[n] = v if v is not None else self.make(n)
+            if v is None:
+                v = self.make(n)
+                self.vers[n] = param_versions(self.new[n])
+            cur[n] = v
         self.last.update(cur)
         self.views.update(cur)
         self._register(cur)
@@ -151,9 +178,30 @@ def _final() -> None:
 
 def release_all() -> None:
     """The end of ``train_step``: every held view replaced by the stored parameter (the state
-    after the step is read from the stored parameters)."""
+    after the step is read from the stored parameters).
+
+    Raises:
+        PlanError: a unit still holds views whose stored parameters were written after their
+            gather (round 43d, R43d-4 / R43d-5: a root's forward under ``no_grad`` before
+            ``optimizer.step()``, or ``set_reshard_after_backward(False)`` left on): FSDP2's
+            next forward reuses them without gathering, so the next step runs on the values
+            before this step's update, which one traced step cannot show.
+    """
     _QUEUED[0] = False
+    stale = [(h, h.stale(h.views)) for h in HOLDS.values()]
     for h in HOLDS.values():
         h.release()
         h.last.clear()
     HOLDS.clear()
+    for h, names in stale:
+        if names:
+            raise PlanError(f"{_site(h.u)}: FSDP2 keeps this unit's unsharded parameters "
+                            f"registered after the step ({', '.join(names[:3])}) and the "
+                            "optimizer updated the sharded ones after they were gathered: the "
+                            "next step's forward reuses the old values (R43d-4 / R43d-5); call "
+                            "reshard() on the module after a forward no backward follows, or "
+                            "set_reshard_after_backward(True) before the last backward")
+
+
+def _site(u: Any) -> str:
+    return getattr(u, "settings", {}).get("_site", "<train file>")

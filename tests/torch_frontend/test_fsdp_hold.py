@@ -180,9 +180,71 @@ def test_an_unmodelled_reshard_after_forward_is_refused_at_install(bad):
         _install(root=bad)
 
 
-def test_the_root_is_the_outermost_unit():
-    m = MLP()
-    u2, ur, u1 = _unit(m.w2), _unit(m), _unit(m.w1)
-    assert fsdp_hold.is_root(ur, [u2, u1, ur])
-    assert not fsdp_hold.is_root(u2, [u2, u1, ur])
-    assert fsdp_hold.is_root(u2, [u2, u1]) and fsdp_hold.is_root(u1, [u2, u1])
+def test_the_root_is_the_first_unit_whose_forward_runs():
+    """FSDP2's ``_lazy_init``: the first unit whose forward runs is a root and every unit in
+    its module tree is not; a unit outside it running later is a root too. R43d-3: the
+    outermost module was taken as the root, and ``model.w2(...)`` called directly (a root for
+    real, keeping its views after the forward) resharded in the capture."""
+    m, (u2, ur), new, hooks = _install()
+    try:
+        x = torch.ones(2, 3)
+        m(x)                                            # the model's forward first
+        assert (fsdp_hold.HOLDS[id(ur)].root, fsdp_hold.HOLDS[id(u2)].root) == (True, False)
+    finally:
+        fsdp_hold.release_all()
+        for h in hooks:
+            h.remove()
+    m, (u2, ur), new, hooks = _install()
+    try:
+        y = m.w2(torch.ones(2, 4))                      # w2 alone first: a root
+        assert fsdp_hold.HOLDS[id(u2)].root is True
+        assert m.w2.weight is not new["w2.weight"]      # a root keeps its views
+        m(torch.ones(2, 3))
+        assert fsdp_hold.HOLDS[id(ur)].root is True     # the model: not under w2, a root too
+        del y
+    finally:
+        fsdp_hold.release_all()
+        for h in hooks:
+            h.remove()
+
+
+def test_a_held_view_of_an_updated_parameter_is_refused():
+    """R43d-2 / R43d-4: FSDP2's root keeps the unsharded parameters of a forward no backward
+    follows (a ``no_grad`` loss log) and does not gather again: after the optimizer's update
+    the next forward (this step's, or the next step's) runs on the old values. Refused at the
+    next forward that would reuse them, and when the step ends with them held."""
+    m, (u2, ur), new, hooks = _install()
+    try:
+        with torch.no_grad():
+            m(torch.ones(2, 3))                          # held by the root
+        assert _held(m, new) == (True, False)
+        with torch.no_grad():
+            new["w1.weight"].add_(1.0)                   # the optimizer's update
+        with pytest.raises(PlanError, match=r"train.py:3: FSDP2 keeps .* \(w1.weight\)"):
+            m(torch.ones(2, 3))
+    finally:
+        fsdp_hold.HOLDS.clear()
+        for h in hooks:
+            h.remove()
+    m, (u2, ur), new, hooks = _install()
+    try:
+        with torch.no_grad():
+            m(torch.ones(2, 3))
+            new["w1.weight"].add_(1.0)
+    finally:
+        with pytest.raises(PlanError, match="registered after the step .*w1.weight"):
+            fsdp_hold.release_all()
+        for h in hooks:
+            h.remove()
+    assert m.w1.weight is new["w1.weight"]               # released all the same
+    m, (u2, ur), new, hooks = _install()
+    try:
+        with torch.no_grad():
+            new["w1.weight"].add_(1.0)                   # before the gather: not stale
+            m(torch.ones(2, 3))
+    finally:
+        fsdp_hold.release_all()
+        for h in hooks:
+            h.remove()
+
+
