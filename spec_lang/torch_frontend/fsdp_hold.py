@@ -192,6 +192,8 @@ def release_all() -> None:
     for h in HOLDS.values():
         h.release()
         h.last.clear()
+        h.vers.clear()
+        h.root = None       # as before the step: the hooks' state is step state (R7-1)
     HOLDS.clear()
     for h, names in stale:
         if names:
