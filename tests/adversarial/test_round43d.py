@@ -35,43 +35,40 @@ def test_r43d_1_replicate_fsdp_parameter_identity_after_the_forward_is_not_accep
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43d-2: a no_grad forward's held views are not reused "
-                   "by a later grad forward; FSDP2 reuses its (stale) unsharded parameters")
 def test_r43d_2_nograd_eval_then_a_second_update_is_not_accepted(tmp_path):
-    """R43d-2: EQUIVALENT at f7d58ae (4 goals, 53 s); truth step 1 w1 2.1e-4, w2 2.5e-4
-    (wrong; without the no_grad forward 5.6e-17): the root's no_grad forward between the first
-    backward and the first ``optimizer.step()`` leaves FSDP2's unsharded parameters registered;
-    the second forward of the step runs on them (pre-update values)."""
+    """R43d-2: EQUIVALENT at f7d58ae (4 goals, 53 s); truth step 1 w1 2.1e-4, w2 2.5e-4 (wrong;
+    without the no_grad forward 5.6e-17): the root's no_grad forward between the first
+    backward and the first ``optimizer.step()`` leaves FSDP2's unsharded parameters
+    registered; the second forward of the step runs on them (pre-update values). Since stop
+    43: exit 3 (8 s), the held view of a stored parameter updated since its gather refused
+    at its reuse."""
     out = _prove("r43d_02_fsdp_root_nograd_eval_then_second_update_wrong.py", tmp_path)
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43d-3: FSDP2's root is the first state whose forward "
-                   "runs, not the outermost fully_shard module (fsdp_hold.is_root)")
 def test_r43d_3_first_forward_root_parameter_identity_is_not_accepted(tmp_path):
-    """R43d-3: EQUIVALENT at f7d58ae (4 goals, 55 s); truth step 1 w1 0.0070, w2 0.0093
-    (wrong): ``model.w1`` called directly first is FSDP2's root (keeps its unsharded
-    parameters after the forward); the stand-in's root is the outer ``fully_shard(model)``."""
+    """R43d-3: EQUIVALENT at f7d58ae (4 goals, 55 s); truth step 1 w1 0.0070, w2 0.0093 (wrong):
+    ``model.w1`` called directly first is FSDP2's root (keeps its unsharded parameters
+    after the forward); the stand-in's root is the outer ``fully_shard(model)``. Since stop
+    43: NOT EQUIVALENT (12 s), the root is the first unit whose forward runs
+    (``fsdp_hold._decide_root``)."""
     out = _prove("r43d_03_fsdp_first_forward_root_identity_wrong.py", tmp_path)
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43d-4: a root's views held past the step (a no_grad "
-                   "forward before optimizer.step()) make FSDP2's next step stale; one step "
-                   "traced, views released at the end of train_step")
 def test_r43d_4_nograd_eval_before_the_update_is_not_accepted(tmp_path):
-    """R43d-4: EQUIVALENT at f7d58ae (4 goals, 51 s); truth wrong at step 2 (w1 7.8e-5, w2
-    1.4e-4) when the state is not read between the steps (a state_dict read reshards)."""
+    """R43d-4: EQUIVALENT at f7d58ae (4 goals, 51 s); truth wrong at step 2 (w1 7.8e-5, w2 1.4e-4)
+    (``torch4_truth.py FILE 2 --read-last``: a state_dict read between steps reshards).
+    Since stop 43: exit 3 (9 s), a step ending with views held over an updated stored
+    parameter refused."""
     out = _prove("r43d_04_fsdp_root_nograd_eval_before_step_next_step_stale_wrong.py", tmp_path)
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43d-5 (R43d-4 family): "
-                   "set_reshard_after_backward(False) left on: FSDP2's next step runs on stale "
-                   "unsharded parameters")
 def test_r43d_5_no_reshard_after_backward_left_on_is_not_accepted(tmp_path):
-    """r7_c2 copied: EQUIVALENT at f7d58ae (4 goals, 58 s); truth wrong at step 2 (w1 1.8e-4,
-    w2 1.7e-4) when the state is not read between the steps."""
+    """r7_c2 copied: EQUIVALENT at f7d58ae (4 goals, 58 s); truth wrong at step 2 (w1 1.8e-4, w2
+    1.7e-4; ``torch4_truth.py FILE 2 --read-last``). Since stop 43: exit 3 (9 s), as
+    R43d-4."""
     out = _prove("r43d_05_fsdp_no_reshard_settings_next_step_stale_wrong.py", tmp_path)
     assert not _equivalent(out), out
 
@@ -110,3 +107,16 @@ def test_a_nograd_teacher_forward_then_training_is_proved(tmp_path):
     (4 goals, 24 s)."""
     out = _prove("r43d_10_fsdp_root_nograd_teacher_then_train_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+def test_r43d_5_the_settings_left_on_are_really_wrong_at_step_2():
+    """The truth of R43d-5 (r7_c2, once a control): read once after step 2 (``--read-last``),
+    every rank's parameters are off the single-device ones (w1 1.8e-4, w2 1.7e-4 measured)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from torch4_truth import run
+
+    res = run(str(ROUND43D.parent / "torch7" / "r7_c2_fsdp_reshard_settings.py"), steps=2,
+              read_last=True)
+    assert max(res[1].values()) >= 1e-4, res

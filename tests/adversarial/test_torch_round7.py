@@ -94,12 +94,15 @@ def test_fsdp_force_sum_reduction_is_equivalent(tmp_path):
 
 
 @pytest.mark.slow
-def test_fsdp_memory_settings_prove(tmp_path):
-    """Control: torchtitan's reshard settings and ``set_requires_gradient_sync(True)`` on every
-    FSDP2 module stay EQUIVALENT (4 goals, none open)."""
+def test_fsdp_memory_settings_left_on_are_refused(tmp_path):
+    """Was a control (EQUIVALENT, 4 goals): ``set_reshard_after_forward(False)`` and
+    ``set_reshard_after_backward(False)`` left on every FSDP2 module keep the unsharded
+    parameters registered past the step, and FSDP2's next forward reuses them without
+    gathering the optimizer's update: wrong at step 2 (round 43d, R43d-5: ``torch4_truth.py
+    FILE 2 --read-last``, w1 1.8e-4; the default truth reads ``state_dict`` between the steps,
+    which reshards and hid it). Since stop 43: exit 3 (8 s) naming the ``fully_shard`` line."""
     out = prove(TORCH7 / "r7_c2_fsdp_reshard_settings.py", tmp_path)
-    assert out["_rc"] == 0 and out["verdict"] == "EQUIVALENT", out
-    assert out["counts"]["total"] == 4 and out["counts"]["open"] == 0, out["counts"]
+    assert out["_rc"] == 3 and "registered after the step" in out.get("_err", ""), out
 
 
 @pytest.mark.slow
@@ -118,8 +121,7 @@ def test_the_files_are_really_wrong(name, step):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["r7_c1_fsdp_force_sum_reduction.py",
-                                  "r7_c2_fsdp_reshard_settings.py"])
+@pytest.mark.parametrize("name", ["r7_c1_fsdp_force_sum_reduction.py"])   # r7_c2: R43d-5
 def test_the_controls_are_really_right(name):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from torch4_truth import run

@@ -61,7 +61,8 @@ def _state(model: Any) -> dict[str, list]:
     return out
 
 
-def _rank(rank: int, world: int, port: int, path: str, steps: int, seed: int, out: str) -> None:
+def _rank(rank: int, world: int, port: int, path: str, steps: int, seed: int, out: str,
+          read_last: bool = False) -> None:
     # what torchrun sets for every rank
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
@@ -79,24 +80,30 @@ def _rank(rank: int, world: int, port: int, path: str, steps: int, seed: int, ou
     for b in _batches(mod, steps, seed):
         local = {k: v.chunk(world, 0)[rank].clone() for k, v in b.items()}
         mod.train_step(model, opt, local, mesh)
-        per.append(_state(model))
+        per.append(None if read_last else _state(model))
+    if read_last:   # FSDP2's state_dict hook reshards: read once, after the last step (R43d-4)
+        per = [_state(model)] * len(per)
     Path(out).write_text(json.dumps(per))
     dist.destroy_process_group()
 
 
-def run(path: str, steps: int = 2, seed: int = 0) -> list[dict[str, float]]:
-    """Per step, name -> max over ranks of max |rank's value - single-device value|.
+def run(path: str, steps: int = 2, seed: int = 0, read_last: bool = False
+        ) -> list[dict[str, float]]:
+    """Per step, name -> max over ranks of max |rank's value - single-device value|;
+    ``read_last``: every rank's state read once, after the last step (FSDP2's ``state_dict``
+    hook reshards every unit, which hides unsharded parameters kept stale into the next step:
+    round 43d, R43d-4 / R43d-5; only the last step's row is then meaningful).
 
     Restores torch's default dtype and ``sys.path`` (the file's folder) on return."""
     old_dtype, old_path = torch.get_default_dtype(), list(sys.path)
     try:
-        return _run(path, steps, seed)
+        return _run(path, steps, seed, read_last)
     finally:
         torch.set_default_dtype(old_dtype)
         sys.path[:] = old_path
 
 
-def _run(path: str, steps: int, seed: int) -> list[dict[str, float]]:
+def _run(path: str, steps: int, seed: int, read_last: bool) -> list[dict[str, float]]:
     torch.set_default_dtype(torch.float64)
     mod = _load(path)
     world = mod.MESH["dp"]
@@ -113,7 +120,7 @@ def _run(path: str, steps: int, seed: int) -> list[dict[str, float]]:
         outs = [str(Path(d) / f"r{r}.json") for r in range(world)]
         ctx = mp.get_context("spawn")
         procs = [ctx.Process(target=_rank, args=(r, world, port, str(Path(path).resolve()), steps,
-                                                 seed, outs[r])) for r in range(world)]
+                                                 seed, outs[r], read_last)) for r in range(world)]
         for p in procs:
             p.start()
         for p in procs:
@@ -130,4 +137,6 @@ def _run(path: str, steps: int, seed: int) -> list[dict[str, float]]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2), indent=1))
+    argv = [a for a in sys.argv[1:] if a != "--read-last"]
+    print(json.dumps(run(argv[0], int(argv[1]) if len(argv) > 1 else 2,
+                         read_last="--read-last" in sys.argv), indent=1))

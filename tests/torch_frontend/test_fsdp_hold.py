@@ -202,10 +202,13 @@ def test_the_root_is_the_first_unit_whose_forward_runs():
         m(torch.ones(2, 3))
         assert fsdp_hold.HOLDS[id(ur)].root is True     # the model: not under w2, a root too
         del y
+        holds = list(fsdp_hold.HOLDS.values())
     finally:
         fsdp_hold.release_all()
         for h in hooks:
             h.remove()
+    # as before the step when it ends (the hooks' closures are step state)
+    assert [(h.root, h.vers, h.views) for h in holds] == [(None, {}, {})] * 2
 
 
 def test_a_held_view_of_an_updated_parameter_is_refused():

@@ -1,6 +1,10 @@
-"""Round 7 control (correct): the FSDP2 MLP whose `parallelize` sets the memory settings
-torchtitan sets (`set_reshard_after_forward(False)`, `set_reshard_after_backward(False)`) and
-`set_requires_gradient_sync(True)`: the same numbers. Should prove EQUIVALENT."""
+"""Round 7 control, wrong since round 43d (R43d-5): the FSDP2 MLP whose `parallelize` sets the
+memory settings torchtitan sets for gradient accumulation (`set_reshard_after_forward(False)`,
+`set_reshard_after_backward(False)`) and `set_requires_gradient_sync(True)`, left on for good:
+FSDP2 never reshards, so the next step's forward reuses the unsharded parameters gathered
+before this step's update (truth `torch4_truth.py FILE 2 --read-last`: w1 1.8e-4 at step 2;
+without `--read-last` the truth's `state_dict` read reshards and hides it). Was EQUIVALENT;
+since stop 43 refused, exit 3, naming the `fully_shard` line."""
 
 import torch
 from torch import nn
