@@ -1,0 +1,54 @@
+"""Round 43e: break the stop-43 fixes (``fsdp_hold``: the root at the first forward, stale held
+views refused; ``pp_leaves``: ``requires_grad`` changes and ``c10d`` writes refused), against
+merge/ppleaf43 at 8a4a979 (``tests/adversarial/ATTEMPTS.md``, "Round 43e"). Plans in
+``plans/round43e/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo, float64,
+two steps; ``--read-last`` where a state_dict read between steps would reshard FSDP2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND43E = Path(__file__).resolve().parent / "plans" / "round43e"
+
+pytestmark = pytest.mark.slow
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND43E / name, tmp_path)
+
+
+@pytest.mark.xfail(strict=True, reason="R43e-1: an update through .data bumps no version "
+                   "counter; Hold.stale misses the held views' staleness")
+def test_r43e_1_nograd_eval_then_data_update_then_second_update_is_not_accepted(tmp_path):
+    """R43e-1: EQUIVALENT at 8a4a979 (2 goals, 24 s); truth step 1 w1 2.1e-4, w2 2.5e-4
+    (wrong): r43d_02 with a hand-written SGD through ``p.data.add_``."""
+    out = _prove("r43e_01_fsdp_root_nograd_eval_then_data_update_wrong.py", tmp_path)
+    assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43e-1: release_all misses held views over a stored "
+                   "parameter written through .data")
+def test_r43e_1_nograd_eval_data_update_next_step_stale_is_not_accepted(tmp_path):
+    """R43e-1 (across steps): EQUIVALENT at 8a4a979 (2 goals, 25 s); truth (``--read-last``)
+    step 2 w1 7.8e-5, w2 1.4e-4 (wrong): r43d_04 with the update through ``.data``."""
+    out = _prove("r43e_02_fsdp_root_nograd_eval_data_update_next_step_stale_wrong.py", tmp_path)
+    assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43e-1: set_reshard_after_backward(False) left on, "
+                   "update through .data: not refused")
+def test_r43e_1_no_reshard_settings_data_update_is_not_accepted(tmp_path):
+    """R43e-1 (across steps): EQUIVALENT at 8a4a979 (2 goals, 24 s); truth (``--read-last``)
+    step 2 w1 1.8e-4, w2 1.7e-4 (wrong): r43d_05 with the update through ``.data``."""
+    out = _prove("r43e_03_fsdp_no_reshard_settings_data_update_next_step_stale_wrong.py",
+                 tmp_path)
+    assert not _equivalent(out), out
