@@ -52,3 +52,11 @@ def test_r43e_1_no_reshard_settings_data_update_is_not_accepted(tmp_path):
     out = _prove("r43e_03_fsdp_no_reshard_settings_data_update_next_step_stale_wrong.py",
                  tmp_path)
     assert not _equivalent(out), out
+
+
+def test_r43e_4_nograd_eval_then_c10d_update_is_not_accepted(tmp_path):
+    """R43e-1's family with the update written by ``dist.reduce_scatter_tensor``: UNKNOWN at
+    8a4a979 (rc 2, 26 s; no lowering rule for ``c10d._reduce_scatter_base_``); truth step 1
+    w1 2.1e-4, w2 2.5e-4 (wrong). Sound only by the missing rule."""
+    out = _prove("r43e_04_fsdp_root_nograd_eval_then_c10d_update_wrong.py", tmp_path)
+    assert not _equivalent(out), out
