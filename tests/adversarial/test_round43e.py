@@ -60,3 +60,12 @@ def test_r43e_4_nograd_eval_then_c10d_update_is_not_accepted(tmp_path):
     w1 2.1e-4, w2 2.5e-4 (wrong). Sound only by the missing rule."""
     out = _prove("r43e_04_fsdp_root_nograd_eval_then_c10d_update_wrong.py", tmp_path)
     assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43e-2: a sub-unit forwarded before the outer unit: "
+                   "FSDP2's lazy init raises for real; _decide_root makes two roots")
+def test_r43e_2_submodule_probe_before_the_root_forward_is_not_accepted(tmp_path):
+    """R43e-2: EQUIVALENT at 8a4a979 (4 goals, 25 s); every rank raises in FSDP2's
+    ``_lazy_init`` ("already been lazily initialized for w1") at ``model(x)``."""
+    out = _prove("r43e_05_fsdp_submodule_probe_before_root_forward_raises.py", tmp_path)
+    assert not _equivalent(out), out
