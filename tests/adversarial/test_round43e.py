@@ -69,3 +69,22 @@ def test_r43e_2_submodule_probe_before_the_root_forward_is_not_accepted(tmp_path
     ``_lazy_init`` ("already been lazily initialized for w1") at ``model(x)``."""
     out = _prove("r43e_05_fsdp_submodule_probe_before_root_forward_raises.py", tmp_path)
     assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R39c-1 (documented open): parallelize changes values "
+                   "(here through a held root view after a dry-run forward)")
+def test_r43e_parallelize_dry_run_then_scaled_init_is_not_accepted(tmp_path):
+    """R39c-1's family: EQUIVALENT at 8a4a979 (4 goals, 26 s); truth step 1 w1 0.0070, w2
+    0.159 (wrong)."""
+    out = _prove("r43e_06_fsdp_parallelize_forward_then_scaled_init_wrong.py", tmp_path)
+    assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43e-3: a root forward in parallelize leaves FSDP2's "
+                   "unsharded parameters held into step 1; the stand-in's holds are step state")
+def test_r43e_3_parallelize_dry_run_then_decay_in_the_step_is_not_accepted(tmp_path):
+    """R43e-3: EQUIVALENT at 8a4a979 (4 goals, 25 s); truth step 1 w1 9.5e-3 (wrong): the
+    step's decay writes the root's held unsharded ``w1`` for real, the stored one in the
+    stand-in and the spec."""
+    out = _prove("r43e_07_fsdp_parallelize_dry_run_then_decay_in_step_wrong.py", tmp_path)
+    assert not _equivalent(out), out
