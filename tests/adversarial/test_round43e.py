@@ -88,3 +88,14 @@ def test_r43e_3_parallelize_dry_run_then_decay_in_the_step_is_not_accepted(tmp_p
     stand-in and the spec."""
     out = _prove("r43e_07_fsdp_parallelize_dry_run_then_decay_in_step_wrong.py", tmp_path)
     assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43e-4: a .data write between the forward and the "
+                   "backward of a held root with activation checkpointing passes "
+                   "gathered_then_written (version counters)")
+def test_r43e_4_root_checkpoint_data_write_before_backward_is_not_accepted(tmp_path):
+    """R43e-4: EQUIVALENT at 8a4a979 (4 goals, 25 s); truth step 1 w1 3.9e-3, w2 5.6e-3
+    (wrong; with ``reshard_after_forward=True`` 1.7e-18): FSDP2's recomputation runs on the
+    root's held unsharded parameters, the stand-in's on the halved stored ones."""
+    out = _prove("r43e_08_fsdp_root_checkpoint_data_write_before_backward_wrong.py", tmp_path)
+    assert not _equivalent(out), out
