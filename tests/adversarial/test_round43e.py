@@ -99,3 +99,11 @@ def test_r43e_4_root_checkpoint_data_write_before_backward_is_not_accepted(tmp_p
     root's held unsharded parameters, the stand-in's on the halved stored ones."""
     out = _prove("r43e_08_fsdp_root_checkpoint_data_write_before_backward_wrong.py", tmp_path)
     assert not _equivalent(out), out
+
+
+def test_r43e_4_control_root_checkpoint_inplace_write_is_refused(tmp_path):
+    """R43e-4's control: the same write in place (a version bump): exit 3 at 8a4a979 (9 s,
+    ``gathered_then_written``); truth wrong (3.9e-3)."""
+    out = _prove("r43e_09_fsdp_root_checkpoint_inplace_write_before_backward_wrong.py",
+                 tmp_path)
+    assert out["_rc"] == 3, out
