@@ -107,3 +107,10 @@ def test_r43e_4_control_root_checkpoint_inplace_write_is_refused(tmp_path):
     out = _prove("r43e_09_fsdp_root_checkpoint_inplace_write_before_backward_wrong.py",
                  tmp_path)
     assert out["_rc"] == 3, out
+
+
+def test_r43e_reshard_after_the_nograd_eval_proves(tmp_path):
+    """r43d_02 with ``model.reshard()`` after the log (the R43d-2 refusal's advice): EQUIVALENT
+    at 8a4a979 (4 goals, 24 s); truth right (5.6e-17)."""
+    out = _prove("r43e_10_fsdp_root_nograd_eval_reshard_then_second_update_right.py", tmp_path)
+    assert _equivalent(out), out
