@@ -41,6 +41,7 @@ from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
     stored_spec)
 from spec_lang.torch_frontend.fsdp_hold import release_all
+from spec_lang.torch_frontend.storage_writes import counted
 from spec_lang.torch_frontend.grad_snapshot import GRADS_READ_AT
 from spec_lang.torch_frontend.grad_snapshot import snapshot_on_entry as _snapshot_on_entry
 from spec_lang.torch_frontend.group_identity import checked, refuse_foreign_groups
@@ -404,9 +405,9 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             ours, bufs = [*units, on_step], {n: attr_at(model, a) for n, a in buf_at.items()}
             m = mesh if plan else None
             state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m)
-            with train_step_running():
+            with train_step_running(), counted():   # writes by storage (storage_writes)
                 loss = tf.fn("train_step")(model, opt, data, m)
-            release_all()       # FSDP2's views held past the step (fsdp_hold, S42-1)
+                release_all()   # FSDP2's views held past the step (fsdp_hold, S42-1)
             if plan:
                 torch_as_left()
             try:

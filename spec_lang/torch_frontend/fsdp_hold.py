@@ -49,7 +49,12 @@ def _decide_root(h: "Hold") -> None:
                      for o in HOLDS.values() if o is not h)
     if h.root:
         for o in HOLDS.values():
-            if o.root is None and any(x is o.u.module for x in m.modules()):
+            if o is not h and any(x is o.u.module for x in m.modules()):
+                if o.root is not None:      # R43e-2: FSDP2 raises here on every rank
+                    raise PlanError(f"{_site(h.u)}: this unit's first forward runs after the "
+                                    f"forward of a fully_shard unit inside it ({_site(o.u)}):"
+                                    " FSDP2 raises 'FSDP state has already been lazily "
+                                    "initialized' on every rank; run the outer module first")
                 o.root = False
 
 

@@ -35,6 +35,7 @@ from torch.distributed.tensor import DTensor
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
+from spec_lang.torch_frontend.storage_writes import storage_of, written
 
 __all__ = ["StepLeaves", "ACTIVE", "leaf_for", "Leaf", "keeps_unsharded", "pre_backward_hooks"]
 
@@ -114,38 +115,8 @@ def _at(u: Any) -> str:
     return f" (fully_shard at {site})" if site else ""
 
 
-def _written(func: Any, args: tuple, kwargs: dict) -> list[Any]:
-    """The tensors operator ``func`` writes into (its schema's ``Tensor(a!)`` arguments,
-    ``out=`` included; every tensor argument of a ``c10d`` op, whose schema marks none), from
-    its ``args`` / ``kwargs`` as a dispatch mode receives them."""
-    if getattr(func, "namespace", "") == "c10d":   # no (a!) marks (aliasing.is_c10d, R43c-2)
-        return [t for v in (*args, *kwargs.values())
-                for t in (v if isinstance(v, (list, tuple)) else (v,))
-                if isinstance(t, torch.Tensor)]
-    schema = getattr(func, "_schema", None)
-    if schema is None or not schema.is_mutable:
-        return []
-    out = []
-    for i, arg in enumerate(schema.arguments):
-        if arg.alias_info is None or not arg.alias_info.is_write:
-            continue
-        v = args[i] if i < len(args) else kwargs.get(arg.name)
-        out += [t for t in (v if isinstance(v, (list, tuple)) else (v,))
-                if isinstance(t, torch.Tensor)]
-    return out
-
-
 def _versions(stored: Any, leaf: Any) -> tuple[int, ...]:
     return param_versions(stored) + param_versions(leaf)
-
-
-def storage_of(t: Any) -> Any:
-    """A weak reference to the storage ``t`` (a tensor, or a DTensor's local tensor) holds:
-    equal for two tensors sharing memory (``p`` and ``p.data``), fake tensors included."""
-    from torch.multiprocessing.reductions import StorageWeakRef  # noqa: PLC0415
-
-    t = getattr(t, "_local_tensor", t)
-    return StorageWeakRef(t.untyped_storage())
 
 
 def _storages(stored: Any, leaf: Any) -> tuple[Any, ...]:
@@ -240,7 +211,7 @@ class StepLeaves:
         had, before = "dispatch" in vars(mode), mode.dispatch
 
         def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            for t in _written(func, args, kwargs or {}):
+            for t in written(func, args, kwargs or {}):
                 if storage_of(t) in self.guarded:
                     self.refuse(f"{func} writes into a parameter of a pipeline stage wrapped "
                                 "by fully_shard inside schedule.step (through .data, a hook "

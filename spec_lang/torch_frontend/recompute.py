@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.storage_writes import count
 
 __all__ = ["recompute_hooks", "in_recomputation", "reduction_refused",
            "outside_selective_checkpoint", "gathered_then_written", "saved_alias_refused",
@@ -234,12 +235,13 @@ def gathered_then_written(ctx: Any) -> None:
 def param_versions(p: Any) -> tuple[int, ...]:
     """The version counters of a parameter and of its local tensor (under ``make_fx`` an
     in-place op on a DTensor bumps the DTensor's own counter, ``to_local().mul_()`` the
-    local's); ``()`` for no parameter. Read at a gather and again at its backward
-    (:func:`gathered_then_written`)."""
+    local's) and the writes into its storage :func:`storage_writes.count` saw (``.data``,
+    collectives: R43e-1, R43e-4); ``()`` for no parameter. Read at a gather and again at its
+    backward (:func:`gathered_then_written`)."""
     if p is None:
         return ()
     local = getattr(p, "_local_tensor", None)
-    return (p._version,) + ((local._version,) if local is not None else ())
+    return (p._version,) + ((local._version,) if local is not None else ()) + (count(p),)
 
 
 def _engine_frame() -> Any:

@@ -199,16 +199,39 @@ def test_the_root_is_the_first_unit_whose_forward_runs():
         y = m.w2(torch.ones(2, 4))                      # w2 alone first: a root
         assert fsdp_hold.HOLDS[id(u2)].root is True
         assert m.w2.weight is not new["w2.weight"]      # a root keeps its views
-        m(torch.ones(2, 3))
-        assert fsdp_hold.HOLDS[id(ur)].root is True     # the model: not under w2, a root too
-        del y
         holds = list(fsdp_hold.HOLDS.values())
+        # R43e-2: the model's first forward after a unit inside it: FSDP2's lazy init raises
+        with pytest.raises(PlanError, match="already been lazily initialized"):
+            m(torch.ones(2, 3))
+        del y
     finally:
         fsdp_hold.release_all()
         for h in hooks:
             h.remove()
     # as before the step when it ends (the hooks' closures are step state)
     assert [(h.root, h.vers, h.views) for h in holds] == [(None, {}, {})] * 2
+
+
+def test_a_held_view_written_through_data_is_stale():
+    """R43e-1: an update through ``p.data`` (a hand-written SGD) bumps no version counter;
+    the writes counted by storage (``storage_writes``) make the held view stale all the same."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from spec_lang.torch_frontend.storage_writes import counted
+
+    with FakeTensorMode():
+        m, (u2, ur), new, hooks = _install()
+        try:
+            with counted():
+                with torch.no_grad():
+                    m(torch.ones(2, 3))                  # held by the root
+                new["w1.weight"].data.add_(1.0)          # no version counter moves
+                with pytest.raises(PlanError, match=r"FSDP2 keeps .* \(w1.weight\)"):
+                    m(torch.ones(2, 3))
+        finally:
+            fsdp_hold.HOLDS.clear()
+            for h in hooks:
+                h.remove()
 
 
 def test_a_held_view_of_an_updated_parameter_is_refused():
