@@ -38,7 +38,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_hold import HOLDS, Hold, reshards_after_forward
+from spec_lang.torch_frontend.fsdp_hold import HOLDS, Hold, param_less_unit, reshards_after_forward
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, pre_backward_hooks
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
@@ -520,7 +520,8 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
     HOLDS.clear()
     for u in units:
         mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
-        if not mine:
+        if not mine:    # FSDP2's state all the same: its root decision (fsdp_hold, R43e-2)
+            hooks += param_less_unit(u, new) if u.kind == "fsdp" else []
             continue
         running = [False]                      # the unit's own forward is running
         hold = None

@@ -30,7 +30,7 @@ import torch
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
 
-__all__ = ["Hold", "HOLDS", "release_all", "reshards_after_forward"]
+__all__ = ["Hold", "HOLDS", "release_all", "reshards_after_forward", "param_less_unit"]
 
 HOLDS: dict[int, "Hold"] = {}
 """id(unit) -> its :class:`Hold`, for the units :func:`dataparallel.install_units` installed."""
@@ -56,6 +56,20 @@ def _decide_root(h: "Hold") -> None:
                                     " FSDP2 raises 'FSDP state has already been lazily "
                                     "initialized' on every rank; run the outer module first")
                 o.root = False
+
+
+def param_less_unit(u: Any, new: Mapping[str, Any]) -> list[Any]:
+    """A ``fully_shard`` unit that owns no parameter (every one in units inside it) is an
+    FSDP2 state all the same, and may be the root: its :class:`Hold` (nothing to register)
+    and a forward pre-hook deciding its root at its first forward (R43e-2: such a root run
+    after a unit inside it raised for real and was accepted). Returns the hook handles."""
+    h = HOLDS[id(u)] = Hold(u, [], new, None, None)
+
+    def pre(module: Any, args: Any) -> None:
+        if h.root is None:
+            _decide_root(h)
+
+    return [u.module.register_forward_pre_hook(pre)]
 
 
 def reshards_after_forward(u: Any, root: bool) -> bool:

@@ -26,29 +26,26 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND43E / name, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="R43e-1: an update through .data bumps no version "
-                   "counter; Hold.stale misses the held views' staleness")
 def test_r43e_1_nograd_eval_then_data_update_then_second_update_is_not_accepted(tmp_path):
-    """R43e-1: EQUIVALENT at 8a4a979 (2 goals, 24 s); truth step 1 w1 2.1e-4, w2 2.5e-4
-    (wrong): r43d_02 with a hand-written SGD through ``p.data.add_``."""
+    """R43e-1: EQUIVALENT at 8a4a979 (2 goals, 24 s); truth step 1 w1 2.1e-4, w2 2.5e-4 (wrong):
+    r43d_02 with a hand-written SGD through ``p.data.add_``. Since stop 43 (writes counted
+    by storage, ``storage_writes``): exit 3 (9 s)."""
     out = _prove("r43e_01_fsdp_root_nograd_eval_then_data_update_wrong.py", tmp_path)
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43e-1: release_all misses held views over a stored "
-                   "parameter written through .data")
 def test_r43e_1_nograd_eval_data_update_next_step_stale_is_not_accepted(tmp_path):
-    """R43e-1 (across steps): EQUIVALENT at 8a4a979 (2 goals, 25 s); truth (``--read-last``)
-    step 2 w1 7.8e-5, w2 1.4e-4 (wrong): r43d_04 with the update through ``.data``."""
+    """R43e-1 (across steps): EQUIVALENT at 8a4a979 (2 goals, 25 s); truth (``--read-last``) step
+    2 w1 7.8e-5, w2 1.4e-4 (wrong): r43d_04 with the update through ``.data``. Since stop
+    43: exit 3 (12 s)."""
     out = _prove("r43e_02_fsdp_root_nograd_eval_data_update_next_step_stale_wrong.py", tmp_path)
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43e-1: set_reshard_after_backward(False) left on, "
-                   "update through .data: not refused")
 def test_r43e_1_no_reshard_settings_data_update_is_not_accepted(tmp_path):
-    """R43e-1 (across steps): EQUIVALENT at 8a4a979 (2 goals, 24 s); truth (``--read-last``)
-    step 2 w1 1.8e-4, w2 1.7e-4 (wrong): r43d_05 with the update through ``.data``."""
+    """R43e-1 (across steps): EQUIVALENT at 8a4a979 (2 goals, 24 s); truth (``--read-last``) step
+    2 w1 1.8e-4, w2 1.7e-4 (wrong): r43d_05 with the update through ``.data``. Since stop
+    43: exit 3 (13 s)."""
     out = _prove("r43e_03_fsdp_no_reshard_settings_data_update_next_step_stale_wrong.py",
                  tmp_path)
     assert not _equivalent(out), out
@@ -62,11 +59,11 @@ def test_r43e_4_nograd_eval_then_c10d_update_is_not_accepted(tmp_path):
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43e-2: a sub-unit forwarded before the outer unit: "
-                   "FSDP2's lazy init raises for real; _decide_root makes two roots")
 def test_r43e_2_submodule_probe_before_the_root_forward_is_not_accepted(tmp_path):
-    """R43e-2: EQUIVALENT at 8a4a979 (4 goals, 25 s); every rank raises in FSDP2's
-    ``_lazy_init`` ("already been lazily initialized for w1") at ``model(x)``."""
+    """R43e-2: EQUIVALENT at 8a4a979 (4 goals, 25 s); every rank raises in FSDP2's ``_lazy_init``
+    ("already been lazily initialized for w1") at ``model(x)``. Since stop 43 (a unit
+    owning no parameter takes part in the root decision; FSDP2's lazy-init error): exit 3
+    (16 s)."""
     out = _prove("r43e_05_fsdp_submodule_probe_before_root_forward_raises.py", tmp_path)
     assert not _equivalent(out), out
 
@@ -90,13 +87,11 @@ def test_r43e_3_parallelize_dry_run_then_decay_in_the_step_is_not_accepted(tmp_p
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43e-4: a .data write between the forward and the "
-                   "backward of a held root with activation checkpointing passes "
-                   "gathered_then_written (version counters)")
 def test_r43e_4_root_checkpoint_data_write_before_backward_is_not_accepted(tmp_path):
-    """R43e-4: EQUIVALENT at 8a4a979 (4 goals, 25 s); truth step 1 w1 3.9e-3, w2 5.6e-3
-    (wrong; with ``reshard_after_forward=True`` 1.7e-18): FSDP2's recomputation runs on the
-    root's held unsharded parameters, the stand-in's on the halved stored ones."""
+    """R43e-4: EQUIVALENT at 8a4a979 (4 goals, 25 s); truth step 1 w1 3.9e-3, w2 5.6e-3 (wrong;
+    with ``reshard_after_forward=True`` 1.7e-18): FSDP2's recomputation runs on the root's
+    held unsharded parameters, the stand-in's on the halved stored ones. Since stop 43:
+    exit 3 (14 s, ``gathered_then_written`` with the storage counts)."""
     out = _prove("r43e_08_fsdp_root_checkpoint_data_write_before_backward_wrong.py", tmp_path)
     assert not _equivalent(out), out
 

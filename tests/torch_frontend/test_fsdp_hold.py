@@ -274,3 +274,27 @@ def test_a_held_view_of_an_updated_parameter_is_refused():
             h.remove()
 
 
+
+
+def test_a_unit_owning_no_parameter_takes_part_in_the_root_decision():
+    """R43e-2 with ``fully_shard(model.w1)``, ``fully_shard(model.w2)``, ``fully_shard(model)``:
+    the model's unit owns no parameter and had no Hold, so its forward after a probe of
+    ``model.w1`` (a root for FSDP2, which then raises at the model's lazy init) was accepted."""
+    m = MLP()
+    new = {}
+    for name, mod in (("w1.weight", m.w1), ("w2.weight", m.w2)):
+        new[name] = nn.Parameter(mod.weight.detach()[: mod.weight.shape[0] // N].clone())
+        mod._parameters["weight"] = new[name]
+    u1, u2, ur = _unit(m.w1), _unit(m.w2), _unit(m)
+    owner = {"w1.weight": (u1, [(m.w1, "weight")]), "w2.weight": (u2, [(m.w2, "weight")])}
+    hooks = dataparallel.install_units([u1, u2, ur], owner, new, dict(new))
+    try:
+        assert id(ur) in fsdp_hold.HOLDS
+        with torch.no_grad():
+            m.w1(torch.ones(2, 3))                      # the probe: w1 a root
+        with pytest.raises(PlanError, match="already been lazily initialized"):
+            m(torch.ones(2, 3))
+    finally:
+        fsdp_hold.release_all()
+        for h in hooks:
+            h.remove()
