@@ -78,3 +78,12 @@ def test_r43f_2_group_decay_between_member_forwards_is_not_accepted(tmp_path):
     w2 (lost at the reshard)."""
     out = _prove("r43f_07_fsdp_group_unit_decay_between_member_forwards_wrong.py", tmp_path)
     assert not _equivalent(out), out
+
+
+def test_r43f_c10d_read_only_gather_before_backward_is_not_accepted(tmp_path):
+    """r43f_08: a read-only ``dist.all_gather_into_tensor`` of the stored shards between the
+    forward and the backward (AC under a holding root); truth right (5.6e-17). Exit 3 at
+    fe08bcb (19 s; every c10d tensor counted as written), UNKNOWN at 8a4a979 (60 s;
+    ``c10d_logger``). Asserted as it stands (never EQUIVALENT); an accept would need both."""
+    out = _prove("r43f_08_fsdp_root_checkpoint_c10d_read_before_backward_right.py", tmp_path)
+    assert not _equivalent(out), out
