@@ -265,7 +265,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                 _not_modelled(f"fully_shard(..., {k}=...)", path)
         for m in mods:
             u = DPUnit("fsdp", m, mesh if mesh is not None else _default_mesh(),
-                       shard_placement_fn, settings=dict(kw))
+                       shard_placement_fn, settings=dict(kw, _group=len(mods)))  # (R43f-1)
             if path is not None:
                 from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
                 u.settings["_site"] = _user_site(path)

@@ -43,10 +43,19 @@ def _decide_root(h: "Hold") -> None:
     a root already decided holds it in its module tree; a new root makes every undecided unit
     under its module a non-root. So the root is the first unit whose forward runs, not the
     outermost module (round 43d, R43d-3: ``model.w1(x)`` called directly made ``w1`` a root
-    that keeps its views after the forward)."""
+    that keeps its views after the forward).
+
+    Raises:
+        PlanError: what FSDP2's lazy init raises on every rank: a root over a unit already
+            run (R43e-2), a root that is a ``fully_shard`` group of modules (R43f-1, R43d-6).
+    """
     m = h.u.module
     h.root = not any(o.root and any(x is m for x in o.u.module.modules())
                      for o in HOLDS.values() if o is not h)
+    if h.root and getattr(h.u, "settings", {}).get("_group", 1) > 1:
+        raise PlanError(f"{_site(h.u)}: this fully_shard group of modules runs its forward "
+                        "first and so is FSDP2's root: FSDP2 raises 'FSDP requires a single "
+                        "root module' on every rank; fully_shard the model itself (R43f-1)")
     if h.root:
         for o in HOLDS.values():
             if o is not h and any(x is o.u.module for x in m.modules()):

@@ -39,11 +39,11 @@ def test_r43f_swap_tensors_update_is_not_accepted(tmp_path):
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43f-1: a fully_shard group as the root (FSDP2 raises)")
 def test_r43f_1_list_unit_without_root_is_not_accepted(tmp_path):
     """R43f-1: EQUIVALENT at fe08bcb (4 goals, 58 s) while every rank raises ("FSDP requires a
     single root module"): ``fully_shard([w1, w2])`` with no outer unit; the stand-in splits
-    the group into one unit per module."""
+    the group into one unit per module. Since stop 43 a group that becomes the root is
+    refused: exit 3 (5 s)."""
     out = _prove("r43f_03_fsdp_list_unit_without_root_raises.py", tmp_path)
     assert not _equivalent(out), out
 

@@ -298,3 +298,28 @@ def test_a_unit_owning_no_parameter_takes_part_in_the_root_decision():
         fsdp_hold.release_all()
         for h in hooks:
             h.remove()
+
+
+def test_a_fully_shard_group_that_becomes_the_root_is_refused():
+    """R43f-1 / R43d-6: ``fully_shard([model.w1, model.w2])`` with no ``fully_shard(model)``:
+    the group's state runs first and is FSDP2's root, whose lazy init raises on every rank
+    ("FSDP requires a single root module"); the stand-in made two roots and ran it. Under a
+    root (torchtitan's ``[norm, output]``) a group is no root and runs."""
+    m, (u2, ur), new, hooks = _install()
+    try:
+        for u in (u2, ur):
+            u.settings["_group"] = 2
+        with pytest.raises(PlanError, match="group of modules .* single root module"):
+            m(torch.ones(2, 3))
+    finally:
+        fsdp_hold.release_all()
+        for h in hooks:
+            h.remove()
+    m, (u2, ur), new, hooks = _install()
+    try:
+        u2.settings["_group"] = 2                        # a group under the root: runs
+        m(torch.ones(2, 3))
+    finally:
+        fsdp_hold.release_all()
+        for h in hooks:
+            h.remove()
