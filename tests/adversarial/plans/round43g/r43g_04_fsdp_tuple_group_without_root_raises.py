@@ -1,0 +1,52 @@
+"""Idea: r43f_03 with a tuple, `fully_shard((model.w1, model.w2))`: torch 2.13 takes any
+non-Module iterable as a group (`tuple(_get_root_modules(module))`), while the stand-in's
+`fully_shard` tests `isinstance(module, list)` only, so `_group` is never set for it.
+Truth (torch4_truth.py FILE 2): every rank raises at the first forward ("FSDP requires a
+single root module but got (FSDPLinear(...), FSDPLinear(...))").
+Verdict (94887be): exit 3 (9 s, "AttributeError: 'tuple' object has no attribute
+'set_gradient_divide_factor'"): sound, for another reason (the tuple is taken for a module).
+"""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard((model.w1, model.w2), mesh=mesh["dp"])     # a tuple: one state, two modules
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

@@ -1,0 +1,70 @@
+"""Round 43g: break 94887be (a ``fully_shard([a, b])`` group that becomes FSDP2's root refused,
+``settings["_group"] = len(list)``, ``fsdp_hold._decide_root``), ``tests/adversarial/
+ATTEMPTS.md``, "Round 43g". Plans in ``plans/round43g/``. Truth:
+``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo, float64, two steps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND43G = Path(__file__).resolve().parent / "plans" / "round43g"
+
+pytestmark = pytest.mark.slow
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND43G / name, tmp_path)
+
+
+# -- findings (open: strict xfails; all three are needless refusals) -----------------------
+
+
+@pytest.mark.xfail(strict=True, reason="R43g-1: root decided per member: a group member outside "
+                   "the root taken for a group root, though the root's lazy init made the "
+                   "group's one state a non-root")
+def test_r43g_1_group_member_outside_root_is_accepted(tmp_path):
+    """exit 3 at 94887be (13 s, the group-root refusal); truth right (1.4e-17)."""
+    out = _prove("r43g_01_fsdp_group_member_outside_root_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43g-2: _group counts the list, not FSDP2's "
+                   "_get_root_modules of it: fully_shard([model, model.w1]) is one root module")
+def test_r43g_2_group_with_its_own_parent_is_accepted(tmp_path):
+    """exit 3 at 94887be (13 s, the group-root refusal); truth right (5.6e-17)."""
+    out = _prove("r43g_02_fsdp_group_with_its_own_parent_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R43g-3: a tuple group fully_shard((a, b)) is taken for "
+                   "one module (isinstance(module, list) only): AttributeError, exit 3")
+def test_r43g_3_tuple_group_under_root_is_accepted(tmp_path):
+    """exit 3 at 94887be (6 s, "'tuple' object has no attribute 'set_gradient_divide_factor'");
+    truth right (5.6e-17)."""
+    out = _prove("r43g_05_fsdp_tuple_group_under_root_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+# -- sound outcomes -------------------------------------------------------------------------
+
+
+def test_r43g_group_of_one_root_is_accepted(tmp_path):
+    """``fully_shard([model])``: EQUIVALENT at 94887be (4 goals, 27 s); truth right."""
+    out = _prove("r43g_03_fsdp_group_of_one_root_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+def test_r43g_tuple_group_without_root_is_not_accepted(tmp_path):
+    """``fully_shard((w1, w2))`` with no root: exit 3 at 94887be (9 s, AttributeError on the
+    tuple); truth: every rank raises ("FSDP requires a single root module")."""
+    out = _prove("r43g_04_fsdp_tuple_group_without_root_raises.py", tmp_path)
+    assert not _equivalent(out), out
