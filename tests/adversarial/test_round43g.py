@@ -68,3 +68,10 @@ def test_r43g_tuple_group_without_root_is_not_accepted(tmp_path):
     tuple); truth: every rank raises ("FSDP requires a single root module")."""
     out = _prove("r43g_04_fsdp_tuple_group_without_root_raises.py", tmp_path)
     assert not _equivalent(out), out
+
+
+def test_r43g_group_member_called_first_under_root_is_not_accepted(tmp_path):
+    """``model.w1(x)`` before ``model(x)``, group ``[w1, w2]`` under the root: exit 3 at
+    94887be (9 s, the group-root refusal); truth: every rank raises ("single root module")."""
+    out = _prove("r43g_06_fsdp_group_member_called_first_under_root_raises.py", tmp_path)
+    assert not _equivalent(out), out
