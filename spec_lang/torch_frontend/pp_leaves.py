@@ -35,7 +35,7 @@ from torch.distributed.tensor import DTensor
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
-from spec_lang.torch_frontend.storage_writes import storage_of, written
+from spec_lang.torch_frontend.storage_writes import on_writes, storage_of
 
 __all__ = ["StepLeaves", "ACTIVE", "leaf_for", "Leaf", "keeps_unsharded", "pre_backward_hooks"]
 
@@ -204,31 +204,17 @@ class StepLeaves:
         zeroed a stored shard through ``.data``; FSDP2 all-gathers the shard again for later
         micro-batches (and after torch's metadata inference) and reads the write, the step's
         one leaf did not: a wrong step was EQUIVALENT."""
-        mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)  # noqa: SLF001
-        if mode is None:
-            yield
-            return
-        had, before = "dispatch" in vars(mode), mode.dispatch
+        def refuse_write(func: Any, t: Any) -> None:
+            if storage_of(t) in self.guarded:
+                self.refuse(f"{func} writes into a parameter of a pipeline stage wrapped "
+                            "by fully_shard inside schedule.step (through .data, a hook "
+                            "or a view): FSDP2 all-gathers it again for later forwards "
+                            "and backwards, which prove --torch does not model "
+                            "(docs/torch.md, 'Pipelining', step 7); change parameters "
+                            "only in the optimizer step")
 
-        def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            for t in written(func, args, kwargs or {}):
-                if storage_of(t) in self.guarded:
-                    self.refuse(f"{func} writes into a parameter of a pipeline stage wrapped "
-                                "by fully_shard inside schedule.step (through .data, a hook "
-                                "or a view): FSDP2 all-gathers it again for later forwards "
-                                "and backwards, which prove --torch does not model "
-                                "(docs/torch.md, 'Pipelining', step 7); change parameters "
-                                "only in the optimizer step")
-            return before(func, types, args, kwargs)
-
-        mode.dispatch = dispatch
-        try:
+        with on_writes(refuse_write):
             yield
-        finally:
-            if had:
-                mode.dispatch = before
-            else:
-                del mode.dispatch
 
     def register(self, unit: Any = None) -> None:
         """Put the leaves of ``unit`` (every leaf when None) in the modules that hold their

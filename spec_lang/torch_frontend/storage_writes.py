@@ -17,12 +17,12 @@ unsharded parameters gone stale, :mod:`fsdp_hold`; a pipeline stage's step leaf,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["storage_of", "written", "counted", "count"]
+__all__ = ["storage_of", "written", "on_writes", "counted", "count"]
 
 _COUNTS: dict[Any, int] = {}
 _ON = [0]           # nesting depth of :func:`counted`
@@ -70,9 +70,11 @@ def count(t: Any) -> int:
 
 
 @contextlib.contextmanager
-def counted() -> Iterator[None]:
-    """Within the block (the traced ``train_step``, inside ``make_fx``), count every write the
-    trace's ``FakeTensorMode`` dispatches, per storage; the counts are dropped after it."""
+def on_writes(seen: Callable[[Any, Any], None]) -> Iterator[None]:
+    """Within the block (inside ``make_fx``), ``seen(func, tensor)`` for every tensor an
+    operator the trace's ``FakeTensorMode`` dispatches writes into (:func:`written`), before
+    the operator runs; ``seen`` may raise to refuse it. The mode's ``dispatch`` is restored
+    after the block. Nothing happens outside a fake tensor trace."""
     mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)  # noqa: SLF001
     if mode is None:
         yield
@@ -80,24 +82,38 @@ def counted() -> Iterator[None]:
     had, before = "dispatch" in vars(mode), mode.dispatch
 
     def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = before(func, types, args, kwargs)
         for t in written(func, args, kwargs or {}):
-            try:
-                ref = storage_of(t)
-            except (RuntimeError, NotImplementedError):
-                continue
-            _COUNTS[ref] = _COUNTS.get(ref, 0) + 1
-        return out
+            seen(func, t)
+        return before(func, types, args, kwargs)
 
     mode.dispatch = dispatch
-    _ON[0] += 1
     try:
         yield
     finally:
-        _ON[0] -= 1
         if had:
             mode.dispatch = before
         else:
             del mode.dispatch
+
+
+def _count(func: Any, t: Any) -> None:
+    try:
+        ref = storage_of(t)
+    except (RuntimeError, NotImplementedError):
+        return
+    _COUNTS[ref] = _COUNTS.get(ref, 0) + 1
+
+
+@contextlib.contextmanager
+def counted() -> Iterator[None]:
+    """Within the block (the traced ``train_step``, inside ``make_fx``), count every write the
+    trace's ``FakeTensorMode`` dispatches, per storage (:func:`on_writes`); the counts are
+    dropped after it."""
+    _ON[0] += 1
+    try:
+        with on_writes(_count):
+            yield
+    finally:
+        _ON[0] -= 1
         if not _ON[0]:
             _COUNTS.clear()
