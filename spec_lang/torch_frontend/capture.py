@@ -38,8 +38,8 @@ from spec_lang.torch_frontend.leftover import (CHANGED, check_no_new_hooks, chec
                                               hook_counts, refuse_data_assignment, scalar_state)
 from spec_lang.torch_frontend.eager_paths import eager_paths
 from spec_lang.torch_frontend.dataparallel import (
-    install_units, managed_params, record_data_parallel, spec_local_shape, spec_placements,
-    stored_spec)
+    install_units, managed_params, record_data_parallel)
+from spec_lang.torch_frontend.dp_storage import spec_local_shape, spec_placements, stored_spec
 from spec_lang.torch_frontend.fsdp_hold import release_all
 from spec_lang.torch_frontend.storage_writes import counted
 from spec_lang.torch_frontend.grad_snapshot import GRADS_READ_AT

@@ -38,15 +38,15 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_hold import HOLDS, Hold, param_less_unit, reshards_after_forward
+from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, Group, Hold, param_less_unit,
+                                                reshards_after_forward)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, pre_backward_hooks
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
                                                  recompute_hooks, reduction_refused)
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
-           "stored_spec", "spec_placements", "spec_local_shape", "install_units", "unit_view",
-           "VIEW_SINKS"]
+           "install_units", "unit_view", "VIEW_SINKS", "holds_views"]
 
 
 @dataclass
@@ -69,6 +69,12 @@ class DPUnit:
     def replicate_axes(self) -> tuple[str, ...]:
         names = self.mesh.mesh_dim_names
         return tuple(names[:-1]) if self.kind == "fsdp" else tuple(names)
+
+    @property
+    def fsdp_state(self) -> bool:
+        """An FSDP2 state: ``fully_shard``, or torch 2.13's FSDP-based ``replicate``
+        (``replicate_with_fsdp``: FSDP2 with a ``DDPMeshInfo``; round 43d, R43d-1 / R43d-7)."""
+        return self.kind == "fsdp" or bool(self.settings.get("_fsdp_based"))
 
     def group(self, axis: str) -> Any:
         """The process group of ``axis`` (resolved once, outside any trace: a ``DeviceMesh``
@@ -260,12 +266,14 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
     def fully_shard(module: Any, *, mesh: Any = None, shard_placement_fn: Any = None,
                     **kw: Any) -> Any:
         mods = module if isinstance(module, list) else [module]
+        members = tuple(mods)       # one FSDP2 state over a list: fsdp_hold.Group
         for k in ("ignored_params", "ignored_modules"):
             if kw.get(k):
                 _not_modelled(f"fully_shard(..., {k}=...)", path)
         for m in mods:
             u = DPUnit("fsdp", m, mesh if mesh is not None else _default_mesh(),
-                       shard_placement_fn, settings=dict(kw, _group=len(mods)))  # (R43f-1)
+                       shard_placement_fn, settings=dict(kw, _group=len(mods),  # (R43f-1)
+                                                     _members=members))      # (R43f-2)
             if path is not None:
                 from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
                 u.settings["_site"] = _user_site(path)
@@ -282,7 +290,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             if kw.get(k):
                 _not_modelled(f"replicate(..., {k}=...)", path)
         u = DPUnit("ddp", module, device_mesh if device_mesh is not None else mesh,
-                   settings=dict(kw))
+                   settings=dict(kw, _fsdp_based=_fsdp_based))
         if path is not None:
             from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
             u.settings["_site"] = _user_site(path)
@@ -372,7 +380,9 @@ def managed_params(model: nn.Module, units: list[DPUnit]
 class GatherShard(torch.autograd.Function):
     """FSDP2's unshard: forward all-gathers the rank's block along ``dim`` over the shard axis;
     backward reduce-scatters the gradient (sum), all-reduces it over the replicate axes (sum)
-    and divides it by the divide factor."""
+    and divides it by the divide factor. ``shard_group`` None (FSDP-based ``replicate``): the
+    forward copies the local tensor (FSDP2's unsharded parameter is its own memory), the
+    backward only all-reduces and divides."""
 
     @staticmethod
     def forward(ctx: Any, local: torch.Tensor, dim: int, shard_group: Any,
@@ -384,6 +394,8 @@ class GatherShard(torch.autograd.Function):
         ctx.site, ctx.stored = site, stored[0]
         ctx.hold = stored[1] if len(stored) > 1 else None    # fsdp_hold.Hold (S42-1)
         ctx.version = param_versions(stored[0])
+        if shard_group is None:         # FSDP-based replicate: a copy, nothing gathered
+            return local.clone(memory_format=torch.contiguous_format)
         out = funcol.all_gather_tensor(local.contiguous(), dim, shard_group)
         return funcol.wait_tensor(out)
 
@@ -395,8 +407,8 @@ class GatherShard(torch.autograd.Function):
         gathered_then_written(ctx)
         if ctx.hold is not None:
             ctx.hold.in_backward()
-        g = funcol.wait_tensor(funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim,
-                                                            ctx.shard_group))
+        g = grad if ctx.shard_group is None else funcol.wait_tensor(
+            funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim, ctx.shard_group))
         for rg in ctx.rep_groups:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", rg))
         return g / ctx.factor, None, None, None, None, None, None
@@ -423,87 +435,6 @@ class AllReduceGrad(torch.autograd.Function):
         return g / ctx.factor, None, None, None
 
 
-def _root_submesh(axes_names: list[str], any_mesh: Any) -> Any:
-    root = any_mesh._get_root_mesh()  # noqa: SLF001 -- DeviceMesh has no public root accessor
-    order = list(root.mesh_dim_names)
-    names = tuple(sorted(set(axes_names), key=order.index))
-    return root[names]
-
-
-def stored_spec(n: str, p: Any, own: Any, path: str) -> Any:
-    """How parameter ``p`` is stored on a rank: ``(mesh, placements, shape, stride)`` of its
-    DTensor (FSDP2: its sharded form), or None for a plain tensor.
-
-    Raises:
-        PlanError: an FSDP2 shard dim that the data-parallel axis does not divide (FSDP2 would
-            pad it; uneven shards are not modelled).
-    """
-    from torch.distributed.tensor.placement_types import _StridedShard
-
-    if own is None or own[0].kind != "fsdp":
-        return (p.device_mesh, p.placements, p.shape, p.stride()) if isinstance(p, DTensor) \
-            else None
-    unit = own[0]
-    loc_t = p._local_tensor if isinstance(p, DTensor) else p  # noqa: SLF001
-    d = 0
-    if unit.shard_placement_fn is not None:
-        got = unit.shard_placement_fn(p)
-        d = got.dim if got is not None else 0
-    loc = loc_t.shape
-    ns = unit.mesh.size(unit.mesh.ndim - 1)
-    if loc[d] % ns:
-        raise PlanError(f"{path}:1: fully_shard shards {n} dim {d} (local size {loc[d]}) over "
-                        f"{unit.shard_axis!r} (size {ns}), which does not divide it (FSDP2 "
-                        "pads; uneven shards are not modelled)")
-    tp_names = list(p.device_mesh.mesh_dim_names) if isinstance(p, DTensor) else []
-    tp_pl = dict(zip(tp_names, p.placements)) if isinstance(p, DTensor) else {}
-    dp_names = list(unit.mesh.mesh_dim_names)
-    mesh = _root_submesh(dp_names + tp_names, unit.mesh)
-    tp_shards_d = sum(1 for q in tp_pl.values() if isinstance(q, Shard) and q.dim == d)
-    pls = []
-    for a in mesh.mesh_dim_names:
-        if a == unit.shard_axis:
-            if tp_shards_d:
-                sf = 1
-                for b, q in tp_pl.items():
-                    if isinstance(q, Shard) and q.dim == d:
-                        sf *= mesh.size(list(mesh.mesh_dim_names).index(b))
-                pls.append(_StridedShard(d, split_factor=sf))
-            else:
-                pls.append(Shard(d))
-        elif a in tp_pl:
-            pls.append(tp_pl[a])
-        else:
-            pls.append(Replicate())
-    shape = tuple(p.shape)
-    stride = torch.empty(shape, device="meta").stride()
-    return (mesh, tuple(pls), torch.Size(shape), stride)
-
-
-def spec_placements(spec: Any, axes: list[str]) -> tuple[str, ...]:
-    """A stored spec's placement per world axis (strings, as ``capture.placement_str``)."""
-    from spec_lang.torch_frontend.capture import placement_str  # noqa: PLC0415
-
-    if spec is None:
-        return tuple("R" for _ in axes) if axes else ()
-    by = {a: placement_str(q) for a, q in zip(spec[0].mesh_dim_names, spec[1])}
-    return tuple(by.get(a, "R") for a in axes)
-
-
-def spec_local_shape(spec: Any, p: Any) -> tuple[int, ...]:
-    if spec is None:
-        return tuple(p.shape)
-    mesh, pls, shape, _ = spec
-    sizes = {a: mesh.size(i) for i, a in enumerate(mesh.mesh_dim_names)}
-    out = list(shape)
-    for a, q in zip(mesh.mesh_dim_names, pls):
-        if isinstance(q, Shard) or type(q).__name__ == "_StridedShard":
-            if out[q.dim] % sizes[a]:
-                raise PlanError(f"a parameter of shape {tuple(shape)} is sharded unevenly")
-            out[q.dim] //= sizes[a]
-    return tuple(out)
-
-
 def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, Any],
                    orig: Mapping[str, Any]) -> list[Any]:
     """Forward hooks that put each data-parallel unit's parameters in their gathered (FSDP2)
@@ -518,22 +449,23 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
     """
     hooks = []
     HOLDS.clear()
+    GROUPS.clear()
     for u in units:
         mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
-        if not mine:    # FSDP2's state all the same: its root decision (fsdp_hold, R43e-2)
-            hooks += param_less_unit(u, new) if u.kind == "fsdp" else []
+        group = Group.of(u)
+        if not mine and group is None:  # FSDP2's state all the same: its root (R43e-2)
+            hooks += param_less_unit(u, new) if u.fsdp_state else []
             continue
         running = [False]                      # the unit's own forward is running
         hold = None
-        if u.kind == "fsdp":
+        if u.fsdp_state:
             reshards_after_forward(u, False)   # refused now, not in a hook of the step
             hold = HOLDS[id(u)] = Hold(u, mine, new, None, lambda n, u=u: unit_view(u, new[n],
                                                                                    orig[n]))
         cur: dict[str, Any] = {}
 
-        def pre(module: Any, args: Any, u: Any = u, mine: Any = mine,
-                running: Any = running, hold: Any = hold, cur: Any = cur) -> None:
-            running[0] = True
+        def gather(u: Any = u, mine: Any = mine, hold: Any = hold, cur: Any = cur) -> None:
+            """The unit's pre-forward: its parameters' views registered."""
             cur.clear()
             for n, hs in mine:
                 view = hold.view(n) if hold is not None else None
@@ -543,9 +475,9 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                 for mod, attr in hs:
                     mod._parameters[attr] = view  # noqa: SLF001
 
-        def post(module: Any, args: Any, out: Any, mine: Any = mine,
-                 running: Any = running, u: Any = u, hold: Any = hold, cur: Any = cur) -> None:
-            running[0] = False
+        def done(out: Any, mine: Any = mine, u: Any = u, hold: Any = hold,
+                 cur: Any = cur) -> None:
+            """The unit's post-forward: its views kept or the stored parameters back."""
             if keeps_unsharded(u):      # a pipeline stage's leaves stay (pp_leaves)
                 return cur.clear()
             pre_backward_hooks(u, out)  # a pipeline stage: its leaves back in its backward
@@ -556,6 +488,24 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             for n, hs in mine:
                 for mod, attr in hs:
                     mod._parameters[attr] = new[n]  # noqa: SLF001
+
+        if group is not None:
+            group.join(u.module, gather, done)
+
+        def pre(module: Any, args: Any, running: Any = running, gather: Any = gather,
+                group: Any = group) -> None:
+            running[0] = True
+            return gather() if group is None else group.pre()
+
+        def post(module: Any, args: Any, out: Any, running: Any = running, done: Any = done,
+                 group: Any = group, hold: Any = hold) -> None:
+            running[0] = False
+            if group is None:
+                done(out)
+            else:
+                group.post(module, out)
+            if hold is not None and hold.root:
+                Group.complete_all(out)
 
         hooks.append(u.module.register_forward_pre_hook(pre))
         hooks.append(u.module.register_forward_hook(post))
@@ -585,12 +535,16 @@ def unit_view(u: Any, stored: Any, orig: Any) -> Any:
 
 def _unit_view(u: Any, stored: Any, orig: Any) -> Any:
     groups_of = lambda names: tuple(u.group(a) for a in names)  # noqa: E731
-    if u.kind == "ddp":
+    if not u.fsdp_state:
         return AllReduceGrad.apply(stored, groups_of(u.mesh.mesh_dim_names), u.factor(),
                                    u.settings.get("_site", ""))
-    shard_dim = next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names, stored.placements)
-                     if a == u.shard_axis)
-    full = GatherShard.apply(stored.to_local(), shard_dim, u.group(u.shard_axis),
+    if u.kind == "fsdp":
+        shard_dim = next(q.dim for a, q in zip(stored.device_mesh.mesh_dim_names,
+                                               stored.placements) if a == u.shard_axis)
+        shard_group = u.group(u.shard_axis)
+    else:   # FSDP-based replicate: FSDP2's unsharded parameter is a copy (R43d-1)
+        shard_dim, shard_group = 0, None
+    full = GatherShard.apply(stored.to_local(), shard_dim, shard_group,
                              groups_of(u.replicate_axes), u.factor(), u.settings.get("_site", ""),
                              (stored, HOLDS.get(id(u))))  # in a tuple: no input of the Function
     if isinstance(orig, DTensor):

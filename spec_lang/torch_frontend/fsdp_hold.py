@@ -30,12 +30,67 @@ import torch
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
 
-__all__ = ["Hold", "HOLDS", "release_all", "reshards_after_forward", "param_less_unit"]
+__all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
+           "param_less_unit"]
 
 HOLDS: dict[int, "Hold"] = {}
 """id(unit) -> its :class:`Hold`, for the units :func:`dataparallel.install_units` installed."""
 
 _QUEUED = [False]       # the final engine callback is queued for the running backward
+
+GROUPS: dict[int, "Group"] = {}
+"""id of a ``fully_shard([m1, m2, ...])`` call's member tuple -> its :class:`Group`."""
+
+
+class Group:
+    """``fully_shard([m1, m2, ...])``: ONE FSDP2 state over several modules (torch 2.13
+    ``_fsdp_state._register_group_forward_hooks``). The pre-forward of the first member to run
+    gathers and registers every member's unsharded parameters; a member's post-forward only
+    counts it off; the post-forward of the last member to run (or the root's, for members that
+    did not run: ``_force_complete_incomplete_states``) reshards the whole group. Round 43f,
+    R43f-2: the stand-in gathered member by member, so a write to ``w2.weight`` between
+    ``w1``'s and ``w2``'s forwards reached the stored shard, where for real it reaches the
+    unsharded parameter (used once, lost at the reshard): a wrong step was EQUIVALENT.
+
+    ``join(module, gather, done)`` adds a member unit: ``gather()`` registers its views,
+    ``done(out)`` is its post-forward (:func:`dataparallel.install_units`)."""
+
+    def __init__(self) -> None:
+        self.members: list[tuple[Any, Any, Any]] = []
+        self.to_run: set[int] = set()
+
+    @staticmethod
+    def of(u: Any) -> "Group | None":
+        """The group of unit ``u`` (made at its first member), or None for one module."""
+        members = getattr(u, "settings", {}).get("_members", ())
+        if len(members) < 2:
+            return None
+        return GROUPS.setdefault(id(members), Group())
+
+    def join(self, module: Any, gather: Any, done: Any) -> None:
+        self.members.append((module, gather, done))
+
+    def pre(self) -> None:
+        if not self.to_run:
+            self.to_run = {id(m) for m, _, _ in self.members}
+            for _, gather, _ in self.members:
+                gather()
+
+    def post(self, module: Any, out: Any) -> None:
+        if id(module) in self.to_run:
+            self.to_run.discard(id(module))
+            if not self.to_run:
+                for _, _, done in self.members:
+                    done(out)
+
+    @staticmethod
+    def complete_all(out: Any) -> None:
+        """The root's post-forward: every group with a member that did not run completed."""
+        for g in GROUPS.values():
+            if g.to_run:
+                g.to_run.clear()
+                for _, _, done in g.members:
+                    done(out)
 
 
 def _decide_root(h: "Hold") -> None:
@@ -50,7 +105,7 @@ def _decide_root(h: "Hold") -> None:
             run (R43e-2), a root that is a ``fully_shard`` group of modules (R43f-1, R43d-6).
     """
     m = h.u.module
-    h.root = not any(o.root and any(x is m for x in o.u.module.modules())
+    h.root = not any(o.root and _sees(o, h) and any(x is m for x in o.u.module.modules())
                      for o in HOLDS.values() if o is not h)
     if h.root and getattr(h.u, "settings", {}).get("_group", 1) > 1:
         raise PlanError(f"{_site(h.u)}: this fully_shard group of modules runs its forward "
@@ -58,13 +113,26 @@ def _decide_root(h: "Hold") -> None:
                         "root module' on every rank; fully_shard the model itself (R43f-1)")
     if h.root:
         for o in HOLDS.values():
-            if o is not h and any(x is o.u.module for x in m.modules()):
+            if o is not h and _sees(h, o) and any(x is o.u.module for x in m.modules()):
                 if o.root is not None:      # R43e-2: FSDP2 raises here on every rank
                     raise PlanError(f"{_site(h.u)}: this unit's first forward runs after the "
                                     f"forward of a fully_shard unit inside it ({_site(o.u)}):"
                                     " FSDP2 raises 'FSDP state has already been lazily "
                                     "initialized' on every rank; run the outer module first")
                 o.root = False
+
+
+def _replicate(u: Any) -> bool:
+    """Unit ``u`` is torch 2.13's FSDP-based ``replicate`` (``replicate_with_fsdp``)."""
+    return u.kind != "fsdp"
+
+
+def _sees(root: "Hold", o: "Hold") -> bool:
+    """Whether a root ``root``'s lazy init visits state ``o`` in its module tree: FSDP2's
+    ``_get_module_fsdp_state`` returns every FSDP2 state (a ``_ReplicateState`` derives from
+    ``FSDPState``), the FSDP-based ``replicate``'s ``_get_state_for_module`` only replicate
+    states (torch 2.13 ``_fsdp_state.FSDPState._lazy_init``, ``replicate_with_fsdp``)."""
+    return not _replicate(root.u) or _replicate(o.u)
 
 
 def param_less_unit(u: Any, new: Mapping[str, Any]) -> list[Any]:
@@ -78,21 +146,35 @@ def param_less_unit(u: Any, new: Mapping[str, Any]) -> list[Any]:
         if h.root is None:
             _decide_root(h)
 
-    return [u.module.register_forward_pre_hook(pre)]
+    def post(module: Any, args: Any, out: Any) -> None:
+        if h.root:
+            Group.complete_all(out)
+
+    return [u.module.register_forward_pre_hook(pre), u.module.register_forward_hook(post)]
 
 
 def reshards_after_forward(u: Any, root: bool) -> bool:
     """FSDP2's ``_reshard_after_forward`` for unit ``u``: ``reshard_after_forward`` as given to
     ``fully_shard`` or ``set_reshard_after_forward`` (recorded in ``u.settings``); left None,
     False for the root and True for any other unit; an int: 1 is False, the shard axis's size
-    True (``_fsdp_init._get_post_forward_mesh_info``).
+    True (``_fsdp_init._get_post_forward_mesh_info``). The FSDP-based ``replicate`` never
+    reshards after the forward (``replicate_with_fsdp.replicate`` passes
+    ``post_forward_mesh_info=None``; round 43d, R43d-1).
 
     Raises:
         PlanError: another int (FSDP2 registers a parameter sharded over a smaller group after
-            the forward, not modelled) or a value FSDP2 rejects.
+            the forward, not modelled), a value FSDP2 rejects, or any value set on an
+            FSDP-based ``replicate`` unit (torch raises there).
     """
     settings = getattr(u, "settings", {})
     v = settings.get("reshard_after_forward")
+    if _replicate(u):   # FSDP-based replicate: post_forward_mesh_info None (R43d-1)
+        if v is None:
+            return False
+        raise PlanError(f"{settings.get('_site', '<train file>')}: set_reshard_after_forward"
+                        f"({v!r}) reaches a module wrapped by the FSDP-based replicate, where "
+                        "torch 2.13 raises (its DDPMeshInfo has no shard_mesh_size); leave it "
+                        "unset for replicate modules (recurse=False on their ancestors)")
     if v is None:
         return not root
     if isinstance(v, bool):
@@ -223,6 +305,7 @@ def release_all() -> None:
         h.vers.clear()
         h.root = None       # as before the step: the hooks' state is step state (R7-1)
     HOLDS.clear()
+    GROUPS.clear()
     for h, names in stale:
         if names:
             raise PlanError(f"{_site(h.u)}: FSDP2 keeps this unit's unsharded parameters "

@@ -100,6 +100,12 @@ def pre_backward_hooks(u: Any, out: Any) -> None:
             t.register_hook(lambda g, u=u: steps.register(u))
 
 
+def _fsdp_state(u: Any) -> bool:
+    """Unit ``u`` is an FSDP2 state (``fully_shard`` or the FSDP-based ``replicate``):
+    :attr:`dataparallel.DPUnit.fsdp_state` (a unit test's stand-in unit: ``kind``)."""
+    return bool(getattr(u, "fsdp_state", u.kind == "fsdp"))
+
+
 def _shard_dim(u: Any, stored: Any) -> int:
     """The dim FSDP2 shards ``stored`` along over ``u``'s shard axis (0 for a plain tensor:
     the unit tests' stand-in)."""
@@ -149,13 +155,16 @@ class StepLeaves:
 
         dim = 0
         with torch.no_grad():
-            if u.kind == "ddp":
+            if not _fsdp_state(u):          # composable DDP replicate: the parameter itself
                 full = stored.detach()
             else:
-                dim = _shard_dim(u, stored)
                 local = stored.to_local() if isinstance(stored, DTensor) else stored
-                full = funcol.wait_tensor(funcol.all_gather_tensor(
-                    local.contiguous(), dim, u.group(u.shard_axis))).detach()
+                if u.kind == "fsdp":
+                    dim = _shard_dim(u, stored)
+                    full = funcol.wait_tensor(funcol.all_gather_tensor(
+                        local.contiguous(), dim, u.group(u.shard_axis))).detach()
+                else:                       # FSDP-based replicate: a copy (R43d-1 / -7)
+                    full = local.detach().clone(memory_format=torch.contiguous_format)
                 if isinstance(orig, DTensor):
                     full = DTensor.from_local(full, orig.device_mesh, orig.placements,
                                               run_check=False, shape=orig.shape,
@@ -250,7 +259,7 @@ class StepLeaves:
             if g is None:
                 continue
             with torch.no_grad():
-                if u.kind == "ddp":
+                if not _fsdp_state(u):
                     for gr in tuple(u.group(a) for a in u.mesh.mesh_dim_names):
                         g = funcol.wait_tensor(funcol.all_reduce(g, "sum", gr))
                     g = g / u.factor()
@@ -259,8 +268,9 @@ class StepLeaves:
                         if tuple(g.placements) != tuple(x.orig.placements):
                             g = g.redistribute(x.orig.device_mesh, x.orig.placements)
                         g = g.to_local()
-                    g = funcol.wait_tensor(funcol.reduce_scatter_tensor(
-                        g.contiguous(), "sum", x.dim, u.group(u.shard_axis)))
+                    if u.kind == "fsdp":
+                        g = funcol.wait_tensor(funcol.reduce_scatter_tensor(
+                            g.contiguous(), "sum", x.dim, u.group(u.shard_axis)))
                     for a in u.replicate_axes:
                         g = funcol.wait_tensor(funcol.all_reduce(g, "sum", u.group(a)))
                     g = g / u.factor()

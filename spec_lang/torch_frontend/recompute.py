@@ -68,7 +68,7 @@ def recompute_hooks(u: Any, mine: list, new: Mapping[str, Any], orig: Mapping[st
                 return
             by[0] = module
             with outside_selective_checkpoint() as sac:
-                if u.kind != "ddp":
+                if getattr(u, "fsdp_state", u.kind != "ddp"):
                     saved_alias_refused(sac, getattr(u, "settings", {}).get("_site", ""))
                 before.clear()
                 for n, hs in sub:

@@ -25,14 +25,13 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND43D / name, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="R43d-1: FSDP-based replicate keeps its unsharded "
-                   "parameters after the forward (post_forward_mesh_info None); no Hold")
-def test_r43d_1_replicate_fsdp_parameter_identity_after_the_forward_is_not_accepted(tmp_path):
+def test_r43d_1_replicate_fsdp_parameter_identity_after_the_forward_is_refuted(tmp_path):
     """R43d-1: EQUIVALENT at f7d58ae (4 goals, 51 s); truth step 1 w1 0.0070, w2 0.0093
     (wrong): ``replicate_with_fsdp.replicate`` never reshards after the forward (any unit), the
-    stand-in registers the stored parameter back (only ``fully_shard`` units get a Hold)."""
+    stand-in registered the stored parameter back (only ``fully_shard`` units had a Hold).
+    Since stop 44 (a Hold for every FSDP2 state, ``DPUnit.fsdp_state``): NOT EQUIVALENT (15 s)."""
     out = _prove("r43d_01_replicate_fsdp_param_identity_after_forward_wrong.py", tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 def test_r43d_2_nograd_eval_then_a_second_update_is_not_accepted(tmp_path):
@@ -93,12 +92,12 @@ def test_replicate_fsdp_kind_after_the_forward_is_proved(tmp_path):
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43d-7: FSDP-based replicate registers DTensor "
-                   "(Replicate) parameters outside the forward; the stand-in's are plain")
-def test_r43d_7_replicate_fsdp_kind_before_the_forward_is_not_accepted(tmp_path):
-    """R43d-7: EQUIVALENT at f7d58ae (4 goals, 44 s); truth step 1 w1 0.0070 (wrong)."""
+def test_r43d_7_replicate_fsdp_kind_before_the_forward_is_refuted(tmp_path):
+    """R43d-7: EQUIVALENT at f7d58ae (4 goals, 44 s); truth step 1 w1 0.0070 (wrong). Since
+    stop 44 (FSDP-based ``replicate`` parameters stored as ``DTensor(Replicate)``,
+    ``dp_storage.stored_spec``): NOT EQUIVALENT (13 s)."""
     out = _prove("r43d_09_replicate_fsdp_kind_before_forward_wrong.py", tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 def test_a_nograd_teacher_forward_then_training_is_proved(tmp_path):
