@@ -265,7 +265,9 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
 
     def fully_shard(module: Any, *, mesh: Any = None, shard_placement_fn: Any = None,
                     **kw: Any) -> Any:
-        mods = module if isinstance(module, list) else [module]
+        mods = [module] if isinstance(module, nn.Module) else list(module)   # (R43g-3)
+        mods = [m for m in mods if not any(o is not m and any(x is m for x in o.modules())
+                                           for o in mods)]   # _get_root_modules (R43g-2)
         members = tuple(mods)       # one FSDP2 state over a list: fsdp_hold.Group
         for k in ("ignored_params", "ignored_modules"):
             if kw.get(k):
@@ -490,7 +492,7 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                     mod._parameters[attr] = new[n]  # noqa: SLF001
 
         if group is not None:
-            group.join(u.module, gather, done)
+            group.join(u.module, gather, done, cur)
 
         def pre(module: Any, args: Any, running: Any = running, gather: Any = gather,
                 group: Any = group) -> None:

@@ -52,11 +52,12 @@ class Group:
     ``w1``'s and ``w2``'s forwards reached the stored shard, where for real it reaches the
     unsharded parameter (used once, lost at the reshard): a wrong step was EQUIVALENT.
 
-    ``join(module, gather, done)`` adds a member unit: ``gather()`` registers its views,
-    ``done(out)`` is its post-forward (:func:`dataparallel.install_units`)."""
+    ``join(module, gather, done, cur)`` adds a member unit: ``gather()`` registers its views
+    in ``cur``, ``done(out)`` is its post-forward (:func:`dataparallel.install_units`)."""
 
     def __init__(self) -> None:
         self.members: list[tuple[Any, Any, Any]] = []
+        self.curs: list[dict] = []
         self.to_run: set[int] = set()
 
     @staticmethod
@@ -67,8 +68,15 @@ class Group:
             return None
         return GROUPS.setdefault(id(members), Group())
 
-    def join(self, module: Any, gather: Any, done: Any) -> None:
+    def join(self, module: Any, gather: Any, done: Any, cur: dict) -> None:
         self.members.append((module, gather, done))
+        self.curs.append(cur)
+
+    def reset(self) -> None:
+        """The end of the step: no member open, no view left in a hook (step state)."""
+        self.to_run.clear()
+        for cur in self.curs:
+            cur.clear()
 
     def pre(self) -> None:
         if not self.to_run:
@@ -105,6 +113,10 @@ def _decide_root(h: "Hold") -> None:
             run (R43e-2), a root that is a ``fully_shard`` group of modules (R43f-1, R43d-6).
     """
     m = h.u.module
+    decided = next((o.root for o in _mates(h) if o.root is not None), None)
+    if decided is not None:     # one FSDP2 state over a list: decided for all (R43g-1)
+        h.root = decided
+        return
     h.root = not any(o.root and _sees(o, h) and any(x is m for x in o.u.module.modules())
                      for o in HOLDS.values() if o is not h)
     if h.root and getattr(h.u, "settings", {}).get("_group", 1) > 1:
@@ -112,14 +124,26 @@ def _decide_root(h: "Hold") -> None:
                         "first and so is FSDP2's root: FSDP2 raises 'FSDP requires a single "
                         "root module' on every rank; fully_shard the model itself (R43f-1)")
     if h.root:
-        for o in HOLDS.values():
-            if o is not h and _sees(h, o) and any(x is o.u.module for x in m.modules()):
-                if o.root is not None:      # R43e-2: FSDP2 raises here on every rank
-                    raise PlanError(f"{_site(h.u)}: this unit's first forward runs after the "
-                                    f"forward of a fully_shard unit inside it ({_site(o.u)}):"
-                                    " FSDP2 raises 'FSDP state has already been lazily "
-                                    "initialized' on every rank; run the outer module first")
-                o.root = False
+        inside = [o for o in HOLDS.values()
+                  if o is not h and _sees(h, o) and any(x is o.u.module for x in m.modules())]
+        for o in inside:
+            if o.root is not None:          # R43e-2: FSDP2 raises here on every rank
+                raise PlanError(f"{_site(h.u)}: this unit's first forward runs after the "
+                                f"forward of a fully_shard unit inside it ({_site(o.u)}):"
+                                " FSDP2 raises 'FSDP state has already been lazily "
+                                "initialized' on every rank; run the outer module first")
+        for o in inside:
+            for x in [o, *_mates(o)]:       # a group's one state (R43g-1)
+                x.root = False
+
+
+def _mates(h: "Hold") -> list["Hold"]:
+    """The other units of ``h``'s ``fully_shard([...])`` call: one FSDP2 state with ``h``."""
+    members = getattr(h.u, "settings", {}).get("_members", ())
+    if len(members) < 2:
+        return []
+    return [o for o in HOLDS.values() if o is not h
+            and getattr(o.u, "settings", {}).get("_members") is members]
 
 
 def _replicate(u: Any) -> bool:
@@ -281,8 +305,12 @@ def _final() -> None:
     """The root's final backward callback: every unit still holding views reshards unless it
     keeps them after the backward (``_root_post_backward_final_callback``)."""
     _QUEUED[0] = False
+    open_groups = [g for g in GROUPS.values() if g.to_run]
+    members = {id(m) for g in open_groups for m, _, _ in g.members}
+    for g in open_groups:   # a group whose forward did not complete: unsharded until here
+        g.to_run.clear()
     for h in HOLDS.values():
-        if h.views and _reshards_after_backward(h.u):
+        if (h.views or id(h.u.module) in members) and _reshards_after_backward(h.u):
             h.release()
 
 
@@ -305,6 +333,8 @@ def release_all() -> None:
         h.vers.clear()
         h.root = None       # as before the step: the hooks' state is step state (R7-1)
     HOLDS.clear()
+    for g in GROUPS.values():
+        g.reset()
     GROUPS.clear()
     for h, names in stale:
         if names:

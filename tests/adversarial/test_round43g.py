@@ -25,31 +25,27 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND43G / name, tmp_path)
 
 
-# -- findings (open: strict xfails; all three are needless refusals) -----------------------
+# -- findings (all three needless refusals, fixed at stop 44) ------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="R43g-1: root decided per member: a group member outside "
-                   "the root taken for a group root, though the root's lazy init made the "
-                   "group's one state a non-root")
 def test_r43g_1_group_member_outside_root_is_accepted(tmp_path):
-    """exit 3 at 94887be (13 s, the group-root refusal); truth right (1.4e-17)."""
+    """exit 3 at 94887be (13 s, the group-root refusal); truth right (1.4e-17). Since stop 44
+    (a group's units share one root decision, ``fsdp_hold._mates``): EQUIVALENT (53 s)."""
     out = _prove("r43g_01_fsdp_group_member_outside_root_right.py", tmp_path)
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43g-2: _group counts the list, not FSDP2's "
-                   "_get_root_modules of it: fully_shard([model, model.w1]) is one root module")
 def test_r43g_2_group_with_its_own_parent_is_accepted(tmp_path):
-    """exit 3 at 94887be (13 s, the group-root refusal); truth right (5.6e-17)."""
+    """exit 3 at 94887be (13 s, the group-root refusal); truth right (5.6e-17). Since stop 44
+    (the list's root modules only, as FSDP2's ``_get_root_modules``): EQUIVALENT (53 s)."""
     out = _prove("r43g_02_fsdp_group_with_its_own_parent_right.py", tmp_path)
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R43g-3: a tuple group fully_shard((a, b)) is taken for "
-                   "one module (isinstance(module, list) only): AttributeError, exit 3")
 def test_r43g_3_tuple_group_under_root_is_accepted(tmp_path):
     """exit 3 at 94887be (6 s, "'tuple' object has no attribute 'set_gradient_divide_factor'");
-    truth right (5.6e-17)."""
+    truth right (5.6e-17). Since stop 44 (any sequence of modules is a group): EQUIVALENT
+    (52 s)."""
     out = _prove("r43g_05_fsdp_tuple_group_under_root_right.py", tmp_path)
     assert _equivalent(out), out
 
