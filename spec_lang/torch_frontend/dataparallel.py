@@ -38,7 +38,8 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, Group, Hold, param_less_unit,
+from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, Group, Hold, forward_post,
+                                                forward_pre, param_less_unit,
                                                 reshards_after_forward)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, pre_backward_hooks
@@ -492,11 +493,13 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                     mod._parameters[attr] = new[n]  # noqa: SLF001
 
         if group is not None:
-            group.join(u.module, gather, done, cur)
+            group.join(u.module, gather, done, cur, hold)
 
         def pre(module: Any, args: Any, running: Any = running, gather: Any = gather,
-                group: Any = group) -> None:
+                group: Any = group, hold: Any = hold) -> None:
             running[0] = True
+            if hold is not None:
+                forward_pre(hold)       # lazy init, iter_forward_root (fsdp_hold)
             return gather() if group is None else group.pre()
 
         def post(module: Any, args: Any, out: Any, running: Any = running, done: Any = done,
@@ -504,10 +507,10 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             running[0] = False
             if group is None:
                 done(out)
-            else:
-                group.post(module, out)
-            if hold is not None and hold.root:
-                Group.complete_all(out)
+            elif not group.post(module, out):
+                return                  # the group's post-forward waits for its last member
+            if hold is not None:
+                forward_post(hold, out)
 
         hooks.append(u.module.register_forward_pre_hook(pre))
         hooks.append(u.module.register_forward_hook(post))

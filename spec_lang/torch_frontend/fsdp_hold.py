@@ -31,7 +31,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
-           "param_less_unit"]
+           "param_less_unit", "forward_pre", "forward_post"]
 
 HOLDS: dict[int, "Hold"] = {}
 """id(unit) -> its :class:`Hold`, for the units :func:`dataparallel.install_units` installed."""
@@ -58,7 +58,9 @@ class Group:
     def __init__(self) -> None:
         self.members: list[tuple[Any, Any, Any]] = []
         self.curs: list[dict] = []
+        self.holds: list[Hold] = []
         self.to_run: set[int] = set()
+        self.in_forward = False     # FSDP2's TrainingState.FORWARD of the group's state
 
     @staticmethod
     def of(u: Any) -> "Group | None":
@@ -68,15 +70,33 @@ class Group:
             return None
         return GROUPS.setdefault(id(members), Group())
 
-    def join(self, module: Any, gather: Any, done: Any, cur: dict) -> None:
+    def join(self, module: Any, gather: Any, done: Any, cur: dict, hold: "Hold | None") -> None:
         self.members.append((module, gather, done))
         self.curs.append(cur)
+        if hold is not None:
+            self.holds.append(hold)
 
     def reset(self) -> None:
         """The end of the step: no member open, no view left in a hook (step state)."""
         self.to_run.clear()
+        self.in_forward = False
         for cur in self.curs:
             cur.clear()
+
+    def reset_forward(self) -> None:
+        """The root's final backward callback: no member left to run."""
+        self.to_run.clear()
+        self.in_forward = False
+
+    def ctx(self) -> "_Ctx | None":
+        return _ctx(self.holds[0]) if self.holds else None
+
+    def complete(self, out: Any) -> None:
+        """The group's ``post_forward`` for members that did not run (or all ran)."""
+        self.to_run.clear()
+        self.in_forward = False
+        for _, _, done in self.members:
+            done(out)
 
     def pre(self) -> None:
         if not self.to_run:
@@ -84,21 +104,68 @@ class Group:
             for _, gather, _ in self.members:
                 gather()
 
-    def post(self, module: Any, out: Any) -> None:
+    def post(self, module: Any, out: Any) -> bool:
+        """A member's post-forward; True when it completed the group."""
         if id(module) in self.to_run:
             self.to_run.discard(id(module))
             if not self.to_run:
-                for _, _, done in self.members:
-                    done(out)
+                self.complete(out)
+                return True
+        return False
 
-    @staticmethod
-    def complete_all(out: Any) -> None:
-        """The root's post-forward: every group with a member that did not run completed."""
-        for g in GROUPS.values():
-            if g.to_run:
-                g.to_run.clear()
-                for _, _, done in g.members:
-                    done(out)
+
+class _Ctx:
+    """FSDP2's ``FSDPStateContext`` of one root and the states its lazy init visited: which
+    state claimed ``iter_forward_root`` (torch 2.13 ``FSDPState._root_pre_forward``: the
+    first state to start a forward pass while none holds it, a non-root one included)."""
+
+    def __init__(self) -> None:
+        self.forward_root: Any = None
+
+
+def _ctx(h: "Hold") -> "_Ctx | None":
+    """The context of ``h``'s state: its root's (the one whose lazy init visited it), its own
+    when it is a root; None while undecided."""
+    if h.root is None:
+        return None
+    r = h if h.root else (h.by or h)
+    if r.ctx is None:
+        r.ctx = _Ctx()
+    return r.ctx
+
+
+def forward_pre(h: "Hold") -> None:
+    """FSDP2's ``_pre_forward`` of ``h``'s state (its group's, for a group member): at the
+    state's first module in a pass, the lazy init (:func:`_decide_root`) and the claim of
+    its context's ``iter_forward_root`` when none holds it.
+
+    Raises:
+        PlanError: what :func:`_decide_root` raises."""
+    if h.root is None:
+        _decide_root(h)
+    st = Group.of(h.u) or h
+    if not st.in_forward:
+        st.in_forward = True
+        c = _ctx(h)
+        if c is not None and c.forward_root is None:
+            c.forward_root = st
+
+
+def forward_post(h: "Hold", out: Any) -> None:
+    """FSDP2's ``_post_forward`` of ``h``'s state (a group's: at its completion): the state
+    that claimed its context's ``iter_forward_root`` completes the context's groups whose
+    members did not all run (``_force_complete_incomplete_states``) and gives the claim up.
+    Round 44a: completing every open group at any root's post-forward resharded a group a
+    standalone member call had claimed the forward for (R44a-2), or one of another root's
+    context (an FSDP-based ``replicate`` root over a ``fully_shard`` root, R44a-1)."""
+    st = Group.of(h.u) or h
+    st.in_forward = False
+    c = _ctx(h)
+    if c is not None and c.forward_root is st:
+        for g in list(GROUPS.values()):
+            if g.to_run and g.ctx() is c:
+                g.complete(out)
+        c.forward_root = None
 
 
 def _decide_root(h: "Hold") -> None:
@@ -113,9 +180,9 @@ def _decide_root(h: "Hold") -> None:
             run (R43e-2), a root that is a ``fully_shard`` group of modules (R43f-1, R43d-6).
     """
     m = h.u.module
-    decided = next((o.root for o in _mates(h) if o.root is not None), None)
-    if decided is not None:     # one FSDP2 state over a list: decided for all (R43g-1)
-        h.root = decided
+    mate = next((o for o in _mates(h) if o.root is not None), None)
+    if mate is not None:        # one FSDP2 state over a list: decided for all (R43g-1)
+        h.root, h.by = mate.root, mate.by
         return
     h.root = not any(o.root and _sees(o, h) and any(x is m for x in o.u.module.modules())
                      for o in HOLDS.values() if o is not h)
@@ -134,7 +201,7 @@ def _decide_root(h: "Hold") -> None:
                                 "initialized' on every rank; run the outer module first")
         for o in inside:
             for x in [o, *_mates(o)]:       # a group's one state (R43g-1)
-                x.root = False
+                x.root, x.by = False, h
 
 
 def _mates(h: "Hold") -> list["Hold"]:
@@ -167,12 +234,10 @@ def param_less_unit(u: Any, new: Mapping[str, Any]) -> list[Any]:
     h = HOLDS[id(u)] = Hold(u, [], new, None, None)
 
     def pre(module: Any, args: Any) -> None:
-        if h.root is None:
-            _decide_root(h)
+        forward_pre(h)
 
     def post(module: Any, args: Any, out: Any) -> None:
-        if h.root:
-            Group.complete_all(out)
+        forward_post(h, out)
 
     return [u.module.register_forward_pre_hook(pre), u.module.register_forward_hook(post)]
 
@@ -223,6 +288,9 @@ class Hold:
         self.views: dict[str, Any] = {}     # held: registered outside the unit's forward
         self.last: dict[str, Any] = {}      # the last forward's (or unshard's) views
         self.vers: dict[str, tuple] = {}    # the stored parameter's versions at its view
+        self.by: Hold | None = None         # the root whose lazy init made this a non-root
+        self.ctx: _Ctx | None = None        # a root's context (iter_forward_root)
+        self.in_forward = False             # FSDP2's TrainingState.FORWARD of the state
 
     def stale(self, names: Any) -> list[str]:
         """The parameters among ``names`` whose stored (sharded) parameter was written since
@@ -307,8 +375,12 @@ def _final() -> None:
     _QUEUED[0] = False
     open_groups = [g for g in GROUPS.values() if g.to_run]
     members = {id(m) for g in open_groups for m, _, _ in g.members}
-    for g in open_groups:   # a group whose forward did not complete: unsharded until here
-        g.to_run.clear()
+    for g in GROUPS.values():   # a group whose forward did not complete: unsharded until here
+        g.reset_forward()
+    for h in HOLDS.values():    # per-iteration state reset (iter_forward_root, IDLE)
+        h.in_forward = False
+        if h.ctx is not None:
+            h.ctx.forward_root = None
     for h in HOLDS.values():
         if (h.views or id(h.u.module) in members) and _reshards_after_backward(h.u):
             h.release()
@@ -332,6 +404,7 @@ def release_all() -> None:
         h.last.clear()
         h.vers.clear()
         h.root = None       # as before the step: the hooks' state is step state (R7-1)
+        h.by, h.ctx, h.in_forward = None, None, False
     HOLDS.clear()
     for g in GROUPS.values():
         g.reset()

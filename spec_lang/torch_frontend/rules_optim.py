@@ -144,6 +144,11 @@ for _inpl, _sfx in ((True, "_"), (False, "")):
          "``_foreach_neg(xs)``: ``-x_i``.", _inpl)
 
 
+_reg(("aten._foreach_zero_.default",), lambda a: const(Fraction(0)), 1, None,
+     "``_foreach_zero_(xs)``: every ``x_i`` becomes 0 (``Optimizer.zero_grad(set_to_none="
+     "False)`` with foreach: round 43b, r43b_04).", True)
+
+
 def _add_list(ctx: Lowering, n: fx.Node, xs: list, ys: list) -> list:
     al = n.kwargs.get("alpha", 1)
     s = const(ctx.scalar(n, "alpha")) if al != 1 else None

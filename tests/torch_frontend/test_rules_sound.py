@@ -229,7 +229,8 @@ def reductions(rng, s):
       "aten._foreach_addcmul.Scalar", "aten._foreach_addcmul.ScalarList",
       "aten._foreach_div.Scalar", "aten._foreach_div.ScalarList", "aten._foreach_div.Tensor",
       "aten._foreach_div_.Tensor", "aten._foreach_lerp.Scalar", "aten._foreach_mul.List",
-      "aten._foreach_mul.ScalarList", "aten._foreach_mul.Tensor", "aten._foreach_neg_.default")
+      "aten._foreach_mul.ScalarList", "aten._foreach_mul.Tensor", "aten._foreach_neg_.default",
+      "aten._foreach_zero_.default")
 def foreach(rng, s):
     def f(p, q, g, h, m, v):
         ps, gs, ms, vs = [p.clone(), q.clone()], [g, h], [m.clone(), v.clone()], [v.clone(), m * m + 1]
@@ -267,7 +268,10 @@ def foreach(rng, s):
         torch._foreach_neg_(n3)
         g4 = [x.clone() for x in gs]
         torch._foreach_div_(g4, norms[1])
-        out = ps + ms + vs + list(r) + list(norms) + gs2 + list(n2) + s2 + n3 + g4
+        z = [x.clone() for x in gs2]
+        torch._foreach_zero_(z)
+        z = [x + g for x, g in zip(z, gs)]      # the zeros read after the write
+        out = ps + ms + vs + list(r) + list(norms) + gs2 + list(n2) + s2 + n3 + g4 + z
         for m in more:
             out += list(m)
         return out
