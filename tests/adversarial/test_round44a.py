@@ -25,34 +25,31 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND44A / name, tmp_path)
 
 
-# -- open false accepts -----------------------------------------------------------------------
+# -- false accepts found at 9d7244f, fixed at stop 44 (fsdp_hold.forward_pre / forward_post) --
 
 
-@pytest.mark.xfail(strict=True, reason="R44a-1: Group.complete_all completes every open group "
-                   "at any root's post-forward; the FSDP-based replicate root's "
-                   "_force_complete_incomplete_states visits replicate states only")
-def test_r44a_1_group_left_open_under_replicate_root_is_not_accepted(tmp_path):
+def test_r44a_1_group_left_open_under_replicate_root_is_refuted(tmp_path):
     """Group ``[body[0], c]`` under ``fully_shard(body)``, ``replicate`` (FSDP-based) root;
     ``c`` runs after ``body`` and reopens the group, which no root completes for real: c's
     unsharded parameter stays registered and an identity read after ``model(x)`` differs.
-    Truth wrong (step 1 head 0.011, c 0.0049); EQUIVALENT at 9d7244f (8 goals, 49 s)."""
+    Truth wrong (step 1 head 0.011, c 0.0049); EQUIVALENT at 9d7244f (8 goals, 49 s); since
+    6091527 (a root context per root, only its forward root completes its groups): NOT
+    EQUIVALENT (38 s)."""
     out = _prove("r44a_14_replicate_root_group_completed_by_other_root_identity_wrong.py",
                  tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R44a-2: Group.complete_all runs at the root's "
-                   "post-forward even when a standalone group member's forward claimed "
-                   "FSDP2's iter_forward_root (torch 2.13 _post_forward completes nothing then)")
-def test_r44a_2_group_reopened_by_standalone_member_is_not_accepted(tmp_path):
+def test_r44a_2_group_reopened_by_standalone_member_is_refuted(tmp_path):
     """Group ``[w1, w2]`` under ``fully_shard(model)``: ``model(x)``, ``model.w2(z)``,
     ``model(2x)``; the root's second post-forward is not the forward root, the group stays
     open, w2's unsharded parameter registered: an identity read differs (x2). Truth wrong
     (step 1 w1 0.034, w2 0.040); EQUIVALENT at 9d7244f (56 s). Control r44a_22 (k = 1):
-    truth right 2.8e-17, EQUIVALENT (52 s)."""
+    truth right 2.8e-17, EQUIVALENT (52 s). Since 6091527 (the group claims
+    ``iter_forward_root``): NOT EQUIVALENT (27 s)."""
     out = _prove("r44a_21_group_standalone_member_claims_forward_root_identity_wrong.py",
                  tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 # -- sound outcomes -------------------------------------------------------------------------
