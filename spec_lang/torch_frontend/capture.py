@@ -21,6 +21,7 @@ their meaning in program order.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel)
 from spec_lang.torch_frontend.dp_storage import spec_local_shape, spec_placements, stored_spec
 from spec_lang.torch_frontend.fsdp_hold import release_all
+from spec_lang.torch_frontend.parallelize_guard import guarded, no_forward
 from spec_lang.torch_frontend.storage_writes import counted
 from spec_lang.torch_frontend.grad_snapshot import GRADS_READ_AT
 from spec_lang.torch_frontend.grad_snapshot import snapshot_on_entry as _snapshot_on_entry
@@ -287,11 +289,14 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         styles: dict[str, tuple[str, str]] = {}
         if plan:
             where = built_names(model)      # kept at their names (R39a-1)
+            fn = tf.fn("parallelize")
             with record_data_parallel(_user_modules(tf), tf.path) as units, \
-                    record_styles(tf.path) as applied:
-                out = tf.fn("parallelize")(model, mesh)
+                    record_styles(tf.path) as applied, \
+                    guarded(model, path, _def_line(fn), _user_modules(tf)) as guard:  # R39c-1, R43e-3
+                out = fn(model, mesh)
             built, model = model, (out if isinstance(out, nn.Module) else model)
             check_names_kept(where, model, path)
+            guard.check(model)
             styles = resolve_styles(model, applied, units, tf.path)
     except PlanError:
         raise
@@ -375,7 +380,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         hooks_before = hook_counts(model, new)
         hooks_dp = install_units(units, owner, new, {n: p for n, p in params})
         data = {n: next(it) for n in data_names}
-        opt = tf.fn("build_optimizer")(model)
+        with no_forward(path, "build_optimizer") if plan else contextlib.nullcontext():
+            opt = tf.fn("build_optimizer")(model)      # no forward before the step (R43e-3)
         for n, p in new.items():
             st = dict(states[n])
             if keys and type(opt).__name__ in ("Adam", "AdamW"):
@@ -485,6 +491,11 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
                  tied=tied, styles=styles, after=dict(after), new_groups=made_log())
+
+
+def _def_line(fn: Any) -> int:
+    """The line of ``def parallelize`` (1 when unknown)."""
+    return getattr(getattr(fn, "__code__", None), "co_firstlineno", 1)
 
 
 def _pad(pl: tuple[str, ...], axes: list[str]) -> tuple[str, ...]:

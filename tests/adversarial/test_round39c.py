@@ -25,43 +25,39 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND39C / name, tmp_path)
 
 
-_R39C_1 = ("R39c-1: parallelize moves weights between names by value (objects kept), "
-           "check_names_kept watches objects only; the capture's meta tensors hold no values")
-
-
-# -- findings (open: strict xfails asserting never EQUIVALENT) -----------------------------------
+# -- findings (R39c-1 refused since stop 44, ``parallelize_guard``; R39c-2 fixed at stop 39) -----
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R39C_1)
-def test_r39c_1_copy_data_between_params_is_not_accepted(tmp_path):
-    """EQUIVALENT at 0a0faea (42 s); truth a.weight 0.64, b.weight 0.017."""
+def test_r39c_1_copy_data_between_params_is_refused(tmp_path):
+    """EQUIVALENT at 0a0faea (42 s); truth a.weight 0.64, b.weight 0.017. Since stop 44
+    (``parallelize_guard``): exit 3 (6 s)."""
     out = _prove("r39c_01_dp_copy_data_between_params_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R39C_1)
-def test_r39c_1_new_params_swapped_values_is_not_accepted(tmp_path):
-    """EQUIVALENT at 0a0faea (35 s); truth a.weight 0.63, b.weight 0.63."""
+def test_r39c_1_new_params_swapped_values_is_refused(tmp_path):
+    """EQUIVALENT at 0a0faea (35 s); truth a.weight 0.63, b.weight 0.63. Since stop 44
+    (``parallelize_guard``): exit 3 (7 s)."""
     out = _prove("r39c_02_dp_new_params_swapped_values_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R39C_1)
-def test_r39c_1_load_permuted_state_dict_is_not_accepted(tmp_path):
-    """EQUIVALENT at 0a0faea (39 s); truth a.weight 0.63, b.weight 0.63."""
+def test_r39c_1_load_permuted_state_dict_is_refused(tmp_path):
+    """EQUIVALENT at 0a0faea (39 s); truth a.weight 0.63, b.weight 0.63. Since stop 44
+    (``parallelize_guard``): exit 3 (5 s)."""
     out = _prove("r39c_03_dp_load_permuted_state_dict_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R39C_1)
-def test_r39c_1_new_modules_swapped_params_is_not_accepted(tmp_path):
-    """EQUIVALENT at 0a0faea (4 goals, 48 s); truth a.weight 0.63, b.weight 0.63."""
+def test_r39c_1_new_modules_swapped_params_is_refused(tmp_path):
+    """EQUIVALENT at 0a0faea (4 goals, 48 s); truth a.weight 0.63, b.weight 0.63. Since stop 44
+    (``parallelize_guard``): exit 3 (7 s)."""
     out = _prove("r39c_04_dp_new_modules_swapped_params_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow
@@ -92,11 +88,11 @@ def test_r39c_tied_parameter_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_R39C_1)
-def test_r39c_1_swap_tensors_is_not_accepted(tmp_path):
-    """EQUIVALENT at 0a0faea (4 goals, 62 s); truth a.weight 0.63, b.weight 0.63."""
+def test_r39c_1_swap_tensors_is_refused(tmp_path):
+    """EQUIVALENT at 0a0faea (4 goals, 62 s); truth a.weight 0.63, b.weight 0.63. Since stop 44
+    (``parallelize_guard``): exit 3 (10 s)."""
     out = _prove("r39c_09_dp_swap_tensors_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3, out
 
 
 @pytest.mark.slow

@@ -68,23 +68,20 @@ def test_r43e_2_submodule_probe_before_the_root_forward_is_not_accepted(tmp_path
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R39c-1 (documented open): parallelize changes values "
-                   "(here through a held root view after a dry-run forward)")
-def test_r43e_parallelize_dry_run_then_scaled_init_is_not_accepted(tmp_path):
+def test_r43e_parallelize_dry_run_then_scaled_init_is_refused(tmp_path):
     """R39c-1's family: EQUIVALENT at 8a4a979 (4 goals, 26 s); truth step 1 w1 0.0070, w2
-    0.159 (wrong)."""
+    0.159 (wrong). Since stop 44 (``parallelize_guard``: no forward in ``parallelize``): exit 3
+    (7 s)."""
     out = _prove("r43e_06_fsdp_parallelize_forward_then_scaled_init_wrong.py", tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 3, out
 
 
-@pytest.mark.xfail(strict=True, reason="R43e-3: a root forward in parallelize leaves FSDP2's "
-                   "unsharded parameters held into step 1; the stand-in's holds are step state")
-def test_r43e_3_parallelize_dry_run_then_decay_in_the_step_is_not_accepted(tmp_path):
+def test_r43e_3_parallelize_dry_run_then_decay_in_the_step_is_refused(tmp_path):
     """R43e-3: EQUIVALENT at 8a4a979 (4 goals, 25 s); truth step 1 w1 9.5e-3 (wrong): the
     step's decay writes the root's held unsharded ``w1`` for real, the stored one in the
-    stand-in and the spec."""
+    stand-in and the spec. Since stop 44 (``parallelize_guard.no_forward``): exit 3 (6 s)."""
     out = _prove("r43e_07_fsdp_parallelize_dry_run_then_decay_in_step_wrong.py", tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 3, out
 
 
 def test_r43e_4_root_checkpoint_data_write_before_backward_is_not_accepted(tmp_path):
