@@ -323,7 +323,7 @@ def _unit_with_wrapped_block(monkeypatch, impl):
 
     monkeypatch.setattr(dp, "unit_view", view)
     # a unit that reshards after its forward (S42-1: the root left None keeps its views)
-    u = types.SimpleNamespace(kind="fsdp", module=wrapper,
+    u = types.SimpleNamespace(kind="fsdp", fsdp_state=True, module=wrapper,
                               settings={"reshard_after_forward": True})
     new = {"w1.weight": block.w1.weight, "w2.weight": block.w2.weight}
     owner = {"w1.weight": (u, [(block.w1, "weight")]), "w2.weight": (u, [(block.w2, "weight")])}
@@ -372,7 +372,7 @@ def _unit(monkeypatch, module, holders):
         return stored * 1.0
 
     monkeypatch.setattr(dp, "unit_view", view)
-    u = types.SimpleNamespace(kind="fsdp", module=module,   # resharding (S42-1)
+    u = types.SimpleNamespace(kind="fsdp", fsdp_state=True, module=module,   # resharding (S42-1)
                               settings={"reshard_after_forward": True})
     new = {n: getattr(m, a) for n, (m, a) in holders.items()}
     owner = {n: (u, [h]) for n, h in holders.items()}

@@ -39,7 +39,7 @@ def collectives(monkeypatch):
 
 def _unit(module, **settings):
     return types.SimpleNamespace(
-        kind="fsdp", module=module, shard_axis="dp", replicate_axes=(),
+        kind="fsdp", fsdp_state=True, module=module, shard_axis="dp", replicate_axes=(),
         mesh=types.SimpleNamespace(mesh_dim_names=("dp",), ndim=1, size=lambda i=0: N),
         group=lambda a: a, factor=lambda: float(N), settings={"_site": "train.py:3"} | settings)
 

@@ -62,7 +62,7 @@ def test_the_recomputations_gather_runs_outside_sacs_log(monkeypatch) -> None:
         return stored * 1.0
 
     monkeypatch.setattr(dp, "unit_view", view)
-    u = types.SimpleNamespace(kind="fsdp", module=wrapper,   # resharding (S42-1)
+    u = types.SimpleNamespace(kind="fsdp", fsdp_state=True, module=wrapper,   # resharding (S42-1)
                               settings={"reshard_after_forward": True})
     new = {"w1.weight": block.w1.weight, "w2.weight": block.w2.weight}
     owner = {"w1.weight": (u, [(block.w1, "weight")]), "w2.weight": (u, [(block.w2, "weight")])}
@@ -233,7 +233,8 @@ def test_a_saved_view_of_a_gathered_parameter_is_refused(monkeypatch) -> None:
     wrapper = checkpoint_wrapper(
         block, context_fn=functools.partial(create_selective_checkpoint_contexts, save_t))
     monkeypatch.setattr(dp, "unit_view", lambda u, stored, orig: stored * 1.0)
-    u = types.SimpleNamespace(kind="fsdp", module=wrapper, settings={"_site": "t.py:9"})
+    u = types.SimpleNamespace(kind="fsdp", fsdp_state=True, module=wrapper,
+                              settings={"_site": "t.py:9"})
     new = {"w1.weight": block.w1.weight, "w2.weight": block.w2.weight}
     owner = {"w1.weight": (u, [(block.w1, "weight")]), "w2.weight": (u, [(block.w2, "weight")])}
     hooks = dp.install_units([u], owner, new, dict(new))
