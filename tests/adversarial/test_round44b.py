@@ -58,6 +58,15 @@ def test_r44b_1_replicate_root_identity_read_in_late_backward_hook_is_refuted(tm
     assert _not_accepted(out), out
 
 
+@pytest.mark.xfail(strict=True, reason=_R1 + " (a non-root first-layer unit: re-gathered by "
+                   "pre_backward, resharded only by the final callback)")
+def test_r44b_1_first_layer_unit_write_in_late_backward_hook_is_refused(tmp_path):
+    """``fully_shard(model.w1)``, w1 the first layer; the late hook halves ``w1.weight``. Truth
+    wrong (w1 0.20 / 0.31); EQUIVALENT at ac24550 (4 goals, 32 s)."""
+    out = _prove("r44b_16_first_layer_unit_released_in_backward_write_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
 @pytest.mark.xfail(strict=True, reason="R44b-5 (lesser): the mirror of R44b-1, a needless "
                    "NOT EQUIVALENT")
 def test_r44b_5_root_isinstance_read_in_late_backward_hook_is_equivalent(tmp_path):
