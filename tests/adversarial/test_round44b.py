@@ -1,0 +1,147 @@
+"""Round 44b: break stop 44's newest changes (``fsdp_hold`` per-root contexts, the parallelize
+guard), ``tests/adversarial/ATTEMPTS.md``, "Round 44b". Plans in ``plans/round44b/``. Truth:
+``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo, float64, two steps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND44B = Path(__file__).resolve().parent / "plans" / "round44b"
+
+pytestmark = pytest.mark.slow
+
+
+def _prove(name: str, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(ROUND44B / name, tmp_path)
+
+
+def _not_accepted(out: dict) -> bool:
+    return out["_rc"] in (1, 3) and out.get("verdict") != "EQUIVALENT"
+
+
+# -- R44b-1: the root's views released at GatherShard's backward, not at the final callback --
+
+_R1 = ("R44b-1: x needs no gradient, so FSDP2's root registers no RegisterPostBackwardFunction "
+       "and reshards only in the final callback; the stand-in releases the root's views at "
+       "GatherShard's backward (Hold.in_backward), so a late backward hook sees the stored "
+       "parameter")
+
+
+@pytest.mark.xfail(strict=True, reason=_R1)
+def test_r44b_1_root_identity_read_in_late_backward_hook_is_refuted(tmp_path):
+    """A tensor hook with the lowest sequence number reads ``model.w2.weight is p`` (root's
+    parameter) and scales the gradients by 2 when it is not. Truth wrong (w1 0.0070, w2
+    0.0093); EQUIVALENT at ac24550 (4 goals, 32 s)."""
+    out = _prove("r44b_01_root_released_in_backward_identity_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason=_R1)
+def test_r44b_1_root_write_in_late_backward_hook_is_refused(tmp_path):
+    """The same hook halves ``model.w2.weight`` under no_grad: for real it lands on the root's
+    unsharded parameter and is lost at the reshard. Truth wrong (w2 0.16 / 0.24); EQUIVALENT
+    at ac24550 (4 goals, 31 s)."""
+    out = _prove("r44b_14_root_released_in_backward_write_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason=_R1 + " (FSDP-based replicate root)")
+def test_r44b_1_replicate_root_identity_read_in_late_backward_hook_is_refuted(tmp_path):
+    """R44b-1 with ``replicate`` (FSDP-based) for root and ``w1``. Truth wrong (w2 0.0093);
+    EQUIVALENT at ac24550 (4 goals, 34 s)."""
+    out = _prove("r44b_11_replicate_root_released_in_backward_identity_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason=_R1 + " (a non-root first-layer unit: re-gathered by "
+                   "pre_backward, resharded only by the final callback)")
+def test_r44b_1_first_layer_unit_write_in_late_backward_hook_is_refused(tmp_path):
+    """``fully_shard(model.w1)``, w1 the first layer; the late hook halves ``w1.weight``. Truth
+    wrong (w1 0.20 / 0.31); EQUIVALENT at ac24550 (4 goals, 32 s)."""
+    out = _prove("r44b_16_first_layer_unit_released_in_backward_write_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R44b-5 (lesser): the mirror of R44b-1, a needless "
+                   "NOT EQUIVALENT")
+def test_r44b_5_root_isinstance_read_in_late_backward_hook_is_equivalent(tmp_path):
+    """``isinstance(model.w2.weight, DTensor)`` in the late hook: real and spec say no (truth
+    right 2.8e-17); the stand-in says yes: NOT EQUIVALENT at ac24550 (39 s)."""
+    out = _prove("r44b_12_root_released_in_backward_isinstance_right.py", tmp_path)
+    assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
+
+
+# -- R44b-2: FSDPModule.unshard() in parallelize --
+
+
+@pytest.mark.xfail(strict=True, reason="R44b-2: unshard() in parallelize leaves the root's "
+                   "unsharded parameters registered for build_optimizer (no update lands)")
+def test_r44b_2_unshard_in_parallelize_is_refused(tmp_path):
+    """Truth wrong (w1 0.0070, w2 0.0093: no update in step 1); EQUIVALENT at ac24550 (12 s)."""
+    out = _prove("r44b_05_parallelize_unshard_only_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R44b-2: unshard() in parallelize, then a write in "
+                   "build_optimizer lands on the unsharded copies")
+def test_r44b_2_unshard_then_build_optimizer_write_is_refused(tmp_path):
+    """Truth wrong (w1 0.20, w2 0.16); EQUIVALENT at ac24550 (21 s)."""
+    out = _prove("r44b_04_parallelize_unshard_then_optimizer_write_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- R44b-3 / R44b-4: Python attributes of parameters read by build_optimizer --
+
+_R3 = ("the tracer gives build_optimizer fresh Parameters without the Python attributes "
+       "of the model's parameters")
+
+
+@pytest.mark.xfail(strict=True, reason="R44b-3: " + _R3 + " (a mark set in parallelize)")
+def test_r44b_3_param_mark_set_in_parallelize_is_refuted(tmp_path):
+    """``model.w1.weight.no_decay = True`` after fully_shard; build_optimizer groups by it.
+    Truth wrong (w1 0.020); EQUIVALENT at ac24550 (10 goals, 28 s)."""
+    out = _prove("r44b_09_parallelize_param_attr_read_by_build_optimizer_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R44b-4: " + _R3 + " (a mark set in build_model, "
+                   "which FSDP2's sharded Parameter does not carry)")
+def test_r44b_4_param_mark_set_in_build_model_is_refuted(tmp_path):
+    """Truth wrong (w1 0.020); EQUIVALENT at ac24550 (10 goals, 38 s)."""
+    out = _prove("r44b_10_build_model_param_attr_read_by_build_optimizer_wrong.py", tmp_path)
+    assert _not_accepted(out), out
+
+
+# -- sound outcomes --
+
+
+@pytest.mark.parametrize("name", [
+    "r44b_02_parallelize_plain_tensor_attr_write_wrong.py",
+    "r44b_03_parallelize_parametrization_wrong.py",
+    "r44b_08_parallelize_no_gradient_sync_wrong.py",
+    "r44b_15_nonroot_pre_backward_unshard_write_wrong.py",
+])
+def test_r44b_wrong_plans_refused(name, tmp_path):
+    """Wrong plans (or not run by the truth: r44b_03) refused with exit 3 at ac24550."""
+    assert _prove(name, tmp_path)["_rc"] == 3
+
+
+def test_r44b_divide_factor_in_parallelize_is_refuted(tmp_path):
+    """``set_gradient_divide_factor(1.0)``: truth wrong 0.0093; NOT EQUIVALENT (26 s)."""
+    out = _prove("r44b_07_parallelize_gradient_divide_factor_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
+
+
+@pytest.mark.parametrize("name", [
+    "r44b_06_build_optimizer_write_control_right.py",
+    "r44b_13_parallelize_not_last_backward_right.py",
+])
+def test_r44b_right_plans_equivalent(name, tmp_path):
+    """Right plans (truth <= 2.8e-17): EQUIVALENT at ac24550."""
+    out = _prove(name, tmp_path)
+    assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
