@@ -42,6 +42,7 @@ from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel)
 from spec_lang.torch_frontend.dp_storage import spec_local_shape, spec_placements, stored_spec
 from spec_lang.torch_frontend.fsdp_hold import release_all
+from spec_lang.torch_frontend.param_attrs import carried
 from spec_lang.torch_frontend.parallelize_guard import guarded, no_forward
 from spec_lang.torch_frontend.storage_writes import counted
 from spec_lang.torch_frontend.grad_snapshot import GRADS_READ_AT
@@ -369,6 +370,9 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         new: dict[str, nn.Parameter] = {}
         for n, p0 in params:      # a frozen parameter stays frozen (rounds 22, 25)
             p = nn.Parameter(lift(next(it), spec_of[n]), requires_grad=p0.requires_grad)
+            own = owner.get(n, (None,))[0]
+            for k, v in carried(n, p0, p, own, _unit_site(own, path)).items():
+                setattr(p, k, v)                  # the user's marks (R44b-3, R44b-4)
             _set_attr(model, n, p)
             for alias in tied.get(n, ()):
                 _set_attr(model, alias, p)
@@ -491,6 +495,10 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
                  tied=tied, styles=styles, after=dict(after), new_groups=made_log())
+
+
+def _unit_site(unit: Any, path: str) -> str:
+    return getattr(unit, "settings", {}).get("_site", f"{path}:1")
 
 
 def _def_line(fn: Any) -> int:

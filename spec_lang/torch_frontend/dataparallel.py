@@ -41,6 +41,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, Group, Hold, forward_post,
                                                 forward_pre, param_less_unit,
                                                 reshards_after_forward)
+from spec_lang.torch_frontend.param_attrs import snapshot
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, pre_backward_hooks
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
@@ -133,6 +134,11 @@ def _fsdp_methods(unit: DPUnit, path: str | None = None) -> dict[str, Any]:
     def unshard(self: nn.Module, async_op: bool = False) -> Any:  # noqa: ARG001
         # torch returns a handle to wait on for an asynchronous unshard (R8-4); inside the
         # step the unit's views stay registered until a reshard, as FSDP2's (S42-1)
+        from spec_lang.torch_frontend.pp_capture import _IN_STEP  # noqa: PLC0415
+        if not _IN_STEP[0]:     # R44b-2: parallelize / build_optimizer holds them into step 1
+            _not_modelled("unshard() outside train_step (FSDP2 keeps the unsharded parameters "
+                          "registered into the step, and an optimizer built then holds them)",
+                          path)
         if id(unit) in HOLDS and not keeps_unsharded(unit):
             HOLDS[id(unit)].hold()
         return _DoneHandle() if async_op else None
@@ -280,6 +286,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             if path is not None:
                 from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
                 u.settings["_site"] = _user_site(path)
+            u.settings["_attrs_at_wrap"] = snapshot(m)    # dropped by FSDP2 (R44b-4)
             units.append(u)
             at_call(u)
             for k, f in _fsdp_methods(u, path).items():
@@ -301,7 +308,8 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         at_call(u)
         for k, f in _fsdp_methods(u, path).items():
             object.__setattr__(module, k, types.MethodType(f, module))
-        if _fsdp_based:   # torch 2.13's FSDP-based replicate: the module is an FSDPModule
+        if _fsdp_based:
+            u.settings["_attrs_at_wrap"] = snapshot(module)     # (R44b-4)   # torch 2.13's FSDP-based replicate: the module is an FSDPModule
             from torch.distributed._composable.replicate_with_fsdp import (  # noqa: PLC0415
                 ReplicateModule)
             _as_fsdp_module(module, ReplicateModule, "Replicate")

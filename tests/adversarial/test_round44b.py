@@ -79,42 +79,34 @@ def test_r44b_5_root_isinstance_read_in_late_backward_hook_is_equivalent(tmp_pat
 # -- R44b-2: FSDPModule.unshard() in parallelize --
 
 
-@pytest.mark.xfail(strict=True, reason="R44b-2: unshard() in parallelize leaves the root's "
-                   "unsharded parameters registered for build_optimizer (no update lands)")
 def test_r44b_2_unshard_in_parallelize_is_refused(tmp_path):
-    """Truth wrong (w1 0.0070, w2 0.0093: no update in step 1); EQUIVALENT at ac24550 (12 s)."""
+    """Truth wrong (w1 0.0070, w2 0.0093: no update in step 1); EQUIVALENT at ac24550 (12 s).
+    Since stop 44 (``unshard()`` outside ``train_step`` refused): exit 3 (10 s)."""
     out = _prove("r44b_05_parallelize_unshard_only_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "unshard() outside train_step" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R44b-2: unshard() in parallelize, then a write in "
-                   "build_optimizer lands on the unsharded copies")
 def test_r44b_2_unshard_then_build_optimizer_write_is_refused(tmp_path):
-    """Truth wrong (w1 0.20, w2 0.16); EQUIVALENT at ac24550 (21 s)."""
+    """Truth wrong (w1 0.20, w2 0.16); EQUIVALENT at ac24550 (21 s). Since stop 44: exit 3."""
     out = _prove("r44b_04_parallelize_unshard_then_optimizer_write_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "unshard() outside train_step" in out["_err"], out
 
 
 # -- R44b-3 / R44b-4: Python attributes of parameters read by build_optimizer --
 
-_R3 = ("the tracer gives build_optimizer fresh Parameters without the Python attributes "
-       "of the model's parameters")
-
-
-@pytest.mark.xfail(strict=True, reason="R44b-3: " + _R3 + " (a mark set in parallelize)")
 def test_r44b_3_param_mark_set_in_parallelize_is_refuted(tmp_path):
     """``model.w1.weight.no_decay = True`` after fully_shard; build_optimizer groups by it.
-    Truth wrong (w1 0.020); EQUIVALENT at ac24550 (10 goals, 28 s)."""
+    Truth wrong (w1 0.020); EQUIVALENT at ac24550 (10 goals, 28 s). Since stop 44 (the marks
+    carried, ``param_attrs.carried``): NOT EQUIVALENT (40 s)."""
     out = _prove("r44b_09_parallelize_param_attr_read_by_build_optimizer_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R44b-4: " + _R3 + " (a mark set in build_model, "
-                   "which FSDP2's sharded Parameter does not carry)")
-def test_r44b_4_param_mark_set_in_build_model_is_refuted(tmp_path):
-    """Truth wrong (w1 0.020); EQUIVALENT at ac24550 (10 goals, 38 s)."""
+def test_r44b_4_param_mark_set_in_build_model_is_refused(tmp_path):
+    """Truth wrong (w1 0.020); EQUIVALENT at ac24550 (10 goals, 38 s). Since stop 44 (a mark
+    from before ``fully_shard`` refused, ``param_attrs.carried``): exit 3 (10 s)."""
     out = _prove("r44b_10_build_model_param_attr_read_by_build_optimizer_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "R44b-4" in out["_err"], out
 
 
 # -- sound outcomes --
