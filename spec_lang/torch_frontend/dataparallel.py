@@ -35,17 +35,19 @@ from typing import Any
 import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
-from torch.distributed.tensor.placement_types import Replicate, Shard
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, Group, Hold, forward_post,
-                                                forward_pre, param_less_unit,
+                                                forward_pre, param_less_unit, queue_final,
                                                 reshards_after_forward)
-from spec_lang.torch_frontend.param_attrs import snapshot
+from spec_lang.torch_frontend.fsdp_backward import post_backward_inputs, pre_backward_outputs
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
-from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, pre_backward_hooks
-from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
-                                                 recompute_hooks, reduction_refused)
+from spec_lang.torch_frontend.param_attrs import snapshot
+from spec_lang.torch_frontend.pp_leaves import (keeps_unsharded, leaf_for, manages,
+                                                pre_backward_hooks)
+from spec_lang.torch_frontend.recompute import (gathered_then_written, in_recomputation,
+                                                 param_versions, recompute_hooks,
+                                                 reduction_refused)
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
            "install_units", "unit_view", "VIEW_SINKS", "holds_views"]
@@ -416,8 +418,8 @@ class GatherShard(torch.autograd.Function):
 
         reduction_refused(ctx, "fully_shard")
         gathered_then_written(ctx)
-        if ctx.hold is not None:
-            ctx.hold.in_backward()
+        if ctx.hold is not None:        # its post-backward: fsdp_backward (R44b-1)
+            queue_final()
         g = grad if ctx.shard_group is None else funcol.wait_tensor(
             funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim, ctx.shard_group))
         for rg in ctx.rep_groups:
@@ -494,6 +496,8 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             pre_backward_hooks(u, out)  # a pipeline stage: its leaves back in its backward
             if hold is not None:
                 hold.after_forward(cur)
+                if not in_recomputation() and not _in_pp_step(mine, new):
+                    pre_backward_outputs([hold], out)   # FSDP2's pre-backward (R44b-1)
                 return cur.clear()
             cur.clear()                 # (no view left in the hook: step state, S42-1)
             for n, hs in mine:
@@ -503,12 +507,19 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
         if group is not None:
             group.join(u.module, gather, done, cur, hold)
 
-        def pre(module: Any, args: Any, running: Any = running, gather: Any = gather,
-                group: Any = group, hold: Any = hold) -> None:
+        def pre(module: Any, args: Any, kwargs: Any, running: Any = running,
+                gather: Any = gather, group: Any = group, hold: Any = hold,
+                mine: Any = mine) -> Any:
             running[0] = True
             if hold is not None:
                 forward_pre(hold)       # lazy init, iter_forward_root (fsdp_hold)
-            return gather() if group is None else group.pre()
+            if group is None:
+                gather()
+            else:
+                group.pre()
+            if hold is None or in_recomputation() or _in_pp_step(mine, new):
+                return None
+            return post_backward_inputs(group.holds if group else [hold], args, kwargs)
 
         def post(module: Any, args: Any, out: Any, running: Any = running, done: Any = done,
                  group: Any = group, hold: Any = hold) -> None:
@@ -520,10 +531,16 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             if hold is not None:
                 forward_post(hold, out)
 
-        hooks.append(u.module.register_forward_pre_hook(pre))
+        hooks.append(u.module.register_forward_pre_hook(pre, with_kwargs=True))
         hooks.append(u.module.register_forward_hook(post))
         hooks += recompute_hooks(u, mine, new, orig, running, unit_view)
     return hooks
+
+
+def _in_pp_step(mine: Any, new: Mapping[str, Any]) -> bool:
+    """A parameter of the unit is a pipeline stage's, whose step leaves :mod:`pp_leaves`
+    registers (not :mod:`fsdp_backward`)."""
+    return any(manages(new[n]) for n, _ in mine)
 
 
 VIEW_SINKS: list[list[Any]] = []

@@ -346,13 +346,30 @@ class Hold:
         self.views.update(cur)
         self._register(cur)
 
+    def pre_backward(self) -> None:
+        """FSDP2's ``_pre_backward`` of the unit (a hook on its forward's outputs,
+        :func:`fsdp_backward.pre_backward_outputs`): the final callback queued, and the last
+        forward's views registered again (FSDP2 unshards its one unsharded parameter object
+        for the backward; round 44b, R44b-1).
+
+        Raises:
+            PlanError: a stored parameter updated since that view's gather (FSDP2 gathers the
+                new values; the view holds the old ones)."""
+        queue_final()
+        if self.stale(self.last):
+            raise PlanError(f"{_site(self.u)}: a parameter of this unit was updated between "
+                            "its forward and its backward: FSDP2 all-gathers the new values "
+                            "for the backward, which prove --torch does not model (R44b-1); "
+                            "change parameters only in the optimizer step")
+        if self.last:
+            self.views.update(self.last)
+            self._register(self.last)
+
     def in_backward(self) -> None:
-        """FSDP2's ``post_backward`` of the unit (from :class:`dataparallel.GatherShard`'s
-        backward): the stored parameters registered again, or (``reshard_after_backward``
-        False) the last forward's views; queues the final callback once per backward."""
-        if not _QUEUED[0]:
-            _QUEUED[0] = True
-            torch.autograd.Variable._execution_engine.queue_callback(_final)  # noqa: SLF001
+        """FSDP2's ``post_backward`` of the unit (its inputs' gradient:
+        :class:`fsdp_backward.RegisterPostBackward`): the stored parameters registered again,
+        or (``reshard_after_backward`` False) the last forward's views."""
+        queue_final()
         if not _reshards_after_backward(self.u):
             self.views.update(self.last)
             self._register(self.last)
@@ -363,6 +380,13 @@ class Hold:
         """``reshard``: the stored parameters registered again."""
         self.views.clear()
         self._register(self.new)
+
+
+def queue_final() -> None:
+    """Queue the root's final backward callback (:func:`_final`) once per backward."""
+    if not _QUEUED[0]:
+        _QUEUED[0] = True
+        torch.autograd.Variable._execution_engine.queue_callback(_final)  # noqa: SLF001
 
 
 def _reshards_after_backward(u: Any) -> bool:

@@ -37,7 +37,8 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
 from spec_lang.torch_frontend.storage_writes import on_writes, storage_of
 
-__all__ = ["StepLeaves", "ACTIVE", "leaf_for", "Leaf", "keeps_unsharded", "pre_backward_hooks"]
+__all__ = ["StepLeaves", "ACTIVE", "leaf_for", "Leaf", "keeps_unsharded", "pre_backward_hooks",
+           "manages"]
 
 
 @dataclass
@@ -68,6 +69,11 @@ def leaf_for(u: Any, stored: Any, orig: Any) -> Any | None:
         if id(stored) in s.params:
             return s.leaf(u, stored, orig)
     return None
+
+
+def manages(stored: Any) -> bool:
+    """Whether an active :class:`StepLeaves` holds the stored parameter ``stored``."""
+    return any(id(stored) in s.params for s in ACTIVE)
 
 
 def keeps_unsharded(u: Any) -> bool:

@@ -20,58 +20,48 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND44B / name, tmp_path)
 
 
-def _not_accepted(out: dict) -> bool:
-    return out["_rc"] in (1, 3) and out.get("verdict") != "EQUIVALENT"
-
-
 # -- R44b-1: the root's views released at GatherShard's backward, not at the final callback --
 
-_R1 = ("R44b-1: x needs no gradient, so FSDP2's root registers no RegisterPostBackwardFunction "
-       "and reshards only in the final callback; the stand-in releases the root's views at "
-       "GatherShard's backward (Hold.in_backward), so a late backward hook sees the stored "
-       "parameter")
+# R44b-1: x needs no gradient, so FSDP2's root registers no RegisterPostBackwardFunction and
+# reshards only in the final callback; the stand-in released the root's views at GatherShard's
+# backward, so a late backward hook saw the stored parameter. Since stop 44
+# (``fsdp_backward``: FSDP2's pre-backward and post-backward hooks): NOT EQUIVALENT (37-39 s).
 
 
-@pytest.mark.xfail(strict=True, reason=_R1)
 def test_r44b_1_root_identity_read_in_late_backward_hook_is_refuted(tmp_path):
     """A tensor hook with the lowest sequence number reads ``model.w2.weight is p`` (root's
     parameter) and scales the gradients by 2 when it is not. Truth wrong (w1 0.0070, w2
     0.0093); EQUIVALENT at ac24550 (4 goals, 32 s)."""
     out = _prove("r44b_01_root_released_in_backward_identity_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason=_R1)
 def test_r44b_1_root_write_in_late_backward_hook_is_refused(tmp_path):
     """The same hook halves ``model.w2.weight`` under no_grad: for real it lands on the root's
     unsharded parameter and is lost at the reshard. Truth wrong (w2 0.16 / 0.24); EQUIVALENT
     at ac24550 (4 goals, 31 s)."""
     out = _prove("r44b_14_root_released_in_backward_write_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason=_R1 + " (FSDP-based replicate root)")
 def test_r44b_1_replicate_root_identity_read_in_late_backward_hook_is_refuted(tmp_path):
     """R44b-1 with ``replicate`` (FSDP-based) for root and ``w1``. Truth wrong (w2 0.0093);
     EQUIVALENT at ac24550 (4 goals, 34 s)."""
     out = _prove("r44b_11_replicate_root_released_in_backward_identity_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason=_R1 + " (a non-root first-layer unit: re-gathered by "
-                   "pre_backward, resharded only by the final callback)")
 def test_r44b_1_first_layer_unit_write_in_late_backward_hook_is_refused(tmp_path):
     """``fully_shard(model.w1)``, w1 the first layer; the late hook halves ``w1.weight``. Truth
     wrong (w1 0.20 / 0.31); EQUIVALENT at ac24550 (4 goals, 32 s)."""
     out = _prove("r44b_16_first_layer_unit_released_in_backward_write_wrong.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R44b-5 (lesser): the mirror of R44b-1, a needless "
-                   "NOT EQUIVALENT")
 def test_r44b_5_root_isinstance_read_in_late_backward_hook_is_equivalent(tmp_path):
     """``isinstance(model.w2.weight, DTensor)`` in the late hook: real and spec say no (truth
-    right 2.8e-17); the stand-in says yes: NOT EQUIVALENT at ac24550 (39 s)."""
+    right 2.8e-17); the stand-in said yes: NOT EQUIVALENT at ac24550 (39 s); since stop 44:
+    EQUIVALENT (38 s)."""
     out = _prove("r44b_12_root_released_in_backward_isinstance_right.py", tmp_path)
     assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
 

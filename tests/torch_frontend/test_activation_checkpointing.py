@@ -402,10 +402,12 @@ def test_checkpoint_called_in_a_units_forward_recomputes_with_the_units_paramete
         h.remove()
 
 
-def test_a_block_run_in_the_backward_by_anything_but_torchs_recomputation_keeps_the_stored(
+def test_a_block_run_in_the_backward_by_anything_but_torchs_recomputation_makes_no_view(
         monkeypatch) -> None:
-    """R40a-4: a custom ``autograd.Function`` whose backward runs the block (the real FSDP2 run
-    raises there: the parameters are sharded)."""
+    """R40a-4: a custom ``autograd.Function`` whose backward runs the block makes no view (no
+    recomputation). Inside the unit's backward (its pre-backward reached, its post-backward
+    not) the block sees the views the unit's forward made, registered again as FSDP2's
+    unsharded parameters (round 44b, R44b-1; before: the stored ones)."""
     torch.manual_seed(0)
     block = _Block()
     seen: list[bool] = []
@@ -434,7 +436,7 @@ def test_a_block_run_in_the_backward_by_anything_but_torchs_recomputation_keeps_
                                             "w2": (block.w2, "weight")})
     stored = {"w1": block.w1.weight}
     unit(torch.randn(5, 3, dtype=torch.float64, requires_grad=True)).sum().backward()
-    assert made == [False, False] and seen == [True]     # the unit's forward only
+    assert made == [False, False] and seen == [False]    # the unit's forward only
     for h in hooks:
         h.remove()
 

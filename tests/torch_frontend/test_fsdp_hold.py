@@ -145,15 +145,20 @@ def test_reshard_after_backward_false_keeps_the_views_until_the_step_ends():
 
 
 def test_reshard_and_unshard_methods():
+    from spec_lang.torch_frontend.pp_capture import train_step_running
+
     m, (u2, ur), new, _ = _install()
     methods = dataparallel._fsdp_methods(ur)
-    m(torch.ones(2, 3))
-    methods["reshard"](m)
-    assert _held(m, new) == (False, False)
-    methods["unshard"](m)
-    v = m.w1.weight
-    assert _held(m, new) == (True, False)
-    m(torch.ones(2, 3)).sum().backward()    # the forward uses the unshard's view
+    with pytest.raises(PlanError, match=r"unshard\(\) outside train_step"):   # R44b-2
+        methods["unshard"](m)
+    with train_step_running():
+        m(torch.ones(2, 3))
+        methods["reshard"](m)
+        assert _held(m, new) == (False, False)
+        methods["unshard"](m)
+        v = m.w1.weight
+        assert _held(m, new) == (True, False)
+        m(torch.ones(2, 3)).sum().backward()    # the forward uses the unshard's view
     assert not any(_held(m, new)) and v.grad_fn is not None
 
 

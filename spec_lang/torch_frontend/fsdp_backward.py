@@ -1,0 +1,77 @@
+"""When an FSDP2 state registers its unsharded parameters inside the backward (torch 2.13
+``_fsdp_state.FSDPState._pre_backward`` / ``_register_pre_backward_hook``,
+``_fsdp_param_group.FSDPParamGroup._register_post_backward_hook`` and
+``RegisterPostBackwardFunction``; adversarial round 44b, R44b-1).
+
+* **pre-backward**: FSDP2's post-forward puts a hook on every output tensor of the unit's
+  forward that requires grad; when the backward reaches one, the unit unshards (registers its
+  one unsharded parameter object again: the stand-in's last forward's views,
+  :meth:`fsdp_hold.Hold.pre_backward`) and the final callback is queued.
+* **post-backward**: FSDP2's pre-forward passes the forward's tensor inputs that require grad
+  through ``RegisterPostBackwardFunction``; its backward (the gradient reaching the unit's
+  inputs) reshards the unit (:meth:`fsdp_hold.Hold.in_backward`). A forward none of whose
+  inputs requires grad (the root's ``model(x)``, a first layer) registers none, and its unit
+  stays unsharded until the root's final callback (:func:`fsdp_hold._final`). The stand-in
+  released a unit at its own parameters' gradient (``GatherShard``'s backward), so a tensor
+  hook the engine ran later saw the stored parameter where the real run holds the unsharded
+  one (R44b-1: an identity read, a write lost at the reshard for real).
+
+A ``fully_shard([a, b])`` group is one state: its post-backward reshards every member.
+Neither is applied inside checkpoint's recomputation (FSDP2's ``PRE_BACKWARD`` state returns
+early) nor to a pipeline stage's step leaves (:mod:`pp_leaves` registers those).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
+
+__all__ = ["RegisterPostBackward", "post_backward_inputs", "pre_backward_outputs"]
+
+
+class RegisterPostBackward(torch.autograd.Function):
+    """FSDP2's ``RegisterPostBackwardFunction``: identity forward on the unit's inputs that
+    require grad; the backward is the unit's post-backward (every hold of ``holds``)."""
+
+    @staticmethod
+    def forward(ctx: Any, holds: Sequence[Any], *inputs: torch.Tensor) -> Any:
+        ctx.holds = holds
+        return inputs           # as FSDP2's: autograd makes the outputs views of the inputs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        for h in ctx.holds:
+            h.in_backward()
+        return (None, *grads)
+
+
+def post_backward_inputs(holds: Sequence[Any], args: tuple, kwargs: dict
+                         ) -> tuple[tuple, dict] | None:
+    """The forward's ``(args, kwargs)`` with every tensor that requires grad passed through
+    :class:`RegisterPostBackward` (FSDP2's ``_register_post_backward_hook``), or None: grad
+    mode off or no such tensor (no post-backward: the final callback reshards)."""
+    if not torch.is_grad_enabled():
+        return None
+    flat, spec = tree_flatten((args, kwargs))
+    idx = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor) and x.requires_grad]
+    if not idx:
+        return None
+    outs = RegisterPostBackward.apply(tuple(holds), *[flat[i] for i in idx])
+    for i, o in zip(idx, outs):
+        flat[i] = o
+    return tree_unflatten(flat, spec)
+
+
+def pre_backward_outputs(holds: Sequence[Any], out: Any) -> None:
+    """FSDP2's ``_register_pre_backward_hook``: a hook on every output tensor that requires
+    grad, registering each hold's views again when the backward reaches it."""
+    def hook(grad: Any, holds: tuple = tuple(holds)) -> None:  # noqa: ARG001
+        for h in holds:
+            h.pre_backward()
+
+    for t in tree_leaves(out):
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            t.register_hook(hook)
