@@ -79,6 +79,16 @@ def test_r44c_5_module_list_reference_identity(tmp_path):
         "r44c_06_module_list_ref_to_build_model_param_identity_wrong.py", tmp_path))
 
 
+@pytest.mark.xfail(strict=True, reason="R44c-8: a unit still IDLE at non-reentrant "
+                   "checkpoint recomputation: FSDP2 runs its full pre-forward and does not "
+                   "reshard after (is_bw); the stand-in reads the stored parameter there")
+def test_r44c_8_idle_unit_recomputation_identity(tmp_path):
+    """Inside the backward's recomputation ``model.w1.weight is not p1`` doubles silu's saved
+    input. Truth wrong (w1 0.0018 / 0.0030); EQUIVALENT at 19a67fb (13 s) and ac24550."""
+    assert _not_accepted(_prove(
+        "r44c_16_nonreentrant_checkpoint_idle_unit_recompute_identity_wrong.py", tmp_path))
+
+
 def test_r44c_6_registered_grad_read_in_late_hook_needless_refutation(tmp_path):
     """R44c-6 (needless refutation): the late hook reads ``model.w2.weight.grad is None``; real
     and spec: set (truth right 2.8e-17). NOT EQUIVALENT at 19a67fb (41 s); pinned so a change
