@@ -29,7 +29,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
-__all__ = ["RegisterPostBackward", "post_backward_inputs", "pre_backward_outputs"]
+__all__ = ["RegisterPostBackward", "post_backward_inputs", "pre_backward_outputs",
+           "place_after"]
 
 
 class RegisterPostBackward(torch.autograd.Function):
@@ -75,3 +76,13 @@ def pre_backward_outputs(holds: Sequence[Any], out: Any) -> None:
     for t in tree_leaves(out):
         if isinstance(t, torch.Tensor) and t.requires_grad:
             t.register_hook(hook)
+
+
+def place_after(table: Any, key: int, before: tuple) -> None:
+    """Reorder a module's forward-hook ``table`` (an ``OrderedDict``) so ``key`` (the
+    stand-in's post-forward hook) follows the keys in ``before`` (the hooks the module had at
+    the ``fully_shard`` call, where FSDP2 registers its own) and precedes the others (round
+    44c, R44c-3: a user's forward hook registered after ``fully_shard`` saw the unsharded
+    views, for real the resharded parameter)."""
+    for k in [k for k in table if k not in before and k != key]:
+        table.move_to_end(k)

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+from torch.utils._pytree import tree_leaves
+
 from spec_lang.errors import PlanError
 
 __all__ = ["snapshot", "carried"]
@@ -41,11 +44,20 @@ def carried(name: str, p0: Any, fresh: Any, unit: Any | None, site: str) -> dict
     ``DTensor``'s own fields stay its own), less those an FSDP2 state dropped at its call.
 
     Raises:
-        PlanError: an attribute set before the ``fully_shard`` call and still present after
-            ``parallelize`` (module docstring), naming the parameter and the call's line.
+        PlanError: an attribute holding a tensor (R44c-4: another parameter, which the traced
+            step does not hold), or one set before the ``fully_shard`` call and still present
+            after ``parallelize`` (module docstring), naming the parameter and the call's
+            line.
     """
     own = set(vars(fresh))
     out = {k: v for k, v in vars(p0).items() if k not in own}
+    held = sorted(k for k, v in out.items()
+                  if any(isinstance(x, torch.Tensor) for x in tree_leaves(v)))
+    if held:    # the traced step runs on fresh parameters: the held object is not one (R44c-4)
+        raise PlanError(f"{site}: the parameter {name!r} holds a tensor in its attribute "
+                        f"{held[0]!r} (another parameter, a buffer): prove --torch traces the "
+                        "step on fresh parameters, so what it refers to is not the model's; "
+                        "look tensors up by name in train_step instead (R44c-4)")
     if unit is None or not getattr(unit, "fsdp_state", False):
         return out
     at_wrap = getattr(unit, "settings", {}).get("_attrs_at_wrap", {}).get(id(p0), {})

@@ -144,9 +144,10 @@ for _inpl, _sfx in ((True, "_"), (False, "")):
          "``_foreach_neg(xs)``: ``-x_i``.", _inpl)
 
 
-_reg(("aten._foreach_zero_.default",), lambda a: const(Fraction(0)), 1, None,
-     "``_foreach_zero_(xs)``: every ``x_i`` becomes 0 (``Optimizer.zero_grad(set_to_none="
-     "False)`` with foreach: round 43b, r43b_04).", True)
+_reg(("aten._foreach_zero_.default",), lambda a: ew(Op.MUL, a, const(Fraction(0))), 1, None,
+     "``_foreach_zero_(xs)``: every ``x_i`` becomes ``0 * x_i`` (0 over the reals, carrying "
+     "``x_i``'s dims; ``Optimizer.zero_grad(set_to_none=False)`` with foreach: round 43b, "
+     "r43b_04).", True)
 
 
 def _add_list(ctx: Lowering, n: fx.Node, xs: list, ys: list) -> list:

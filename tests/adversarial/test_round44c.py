@@ -24,13 +24,12 @@ def _not_accepted(out: dict) -> bool:
     return out["_rc"] in (1, 2, 3) and out.get("verdict") != "EQUIVALENT"
 
 
-@pytest.mark.xfail(strict=True, reason="R44c-1: a group's post-backward registered at every "
-                   "member's pre-forward (torch 2.13: only when entering the forward pass)")
 def test_r44c_1_group_second_member_input_not_wrapped(tmp_path):
     """``fully_shard([w1, w2])``: the late hook reads ``model.w2.weight is p2``. Truth wrong
-    (w1 0.0070, w2 0.0093); EQUIVALENT at 19a67fb (4 goals, 39 s)."""
-    assert _not_accepted(_prove("r44c_07_group_second_member_input_wrapped_identity_wrong.py",
-                                tmp_path))
+    (w1 0.0070, w2 0.0093); EQUIVALENT at 19a67fb (4 goals, 39 s). Since stop 44 (inputs
+    wrapped only when the state enters its forward pass): NOT EQUIVALENT (36 s)."""
+    out = _prove("r44c_07_group_second_member_input_wrapped_identity_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 @pytest.mark.xfail(strict=True, reason="R44c-2: the root's sharded .grad is set only in the "
@@ -42,31 +41,30 @@ def test_r44c_2_sharded_grad_read_in_late_backward_hook(tmp_path):
                                 tmp_path))
 
 
-@pytest.mark.xfail(strict=True, reason="R44c-3: FSDP2's pre-forward is prepended; a user "
-                   "forward pre-hook from build_model runs before the stand-in's gather")
 def test_r44c_3_user_pre_hook_write_before_gather(tmp_path):
     """A forward pre-hook (build_model) halves ``w2.weight`` under no_grad. Truth wrong (w2 0.16
-    / 0.24); EQUIVALENT at 19a67fb (4 goals, 41 s)."""
-    assert _not_accepted(_prove("r44c_05_user_forward_pre_hook_from_build_model_write_wrong.py",
-                                tmp_path))
+    / 0.24); EQUIVALENT at 19a67fb (4 goals, 41 s). Since stop 44 (the stand-in's pre-hook
+    prepended, as FSDP2's): NOT EQUIVALENT (26 s)."""
+    out = _prove("r44c_05_user_forward_pre_hook_from_build_model_write_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R44c-3: FSDP2's post-forward (registered at fully_shard) "
-                   "runs before a user forward hook registered after it; the stand-in's after")
 def test_r44c_3_user_post_hook_sees_views(tmp_path):
     """A forward hook registered in parallelize after fully_shard scales w2's output by 2 when
     ``isinstance(mod.weight, DTensor)`` (real: resharded, yes). Truth wrong (w1 0.016, w2
-    0.015); EQUIVALENT at 19a67fb (4 goals, 13 s)."""
-    assert _not_accepted(_prove("r44c_15_user_forward_hook_after_fully_shard_sees_sharded_wrong.py",
-                                tmp_path))
+    0.015); EQUIVALENT at 19a67fb (4 goals, 13 s). Since stop 44 (the stand-in's post-hook
+    placed where fully_shard registered FSDP2's, ``fsdp_backward.place_after``): NOT
+    EQUIVALENT (37 s)."""
+    out = _prove("r44c_15_user_forward_hook_after_fully_shard_sees_sharded_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R44c-4: a parameter attribute referencing another "
-                   "parameter is the pre-capture object in the traced step on both sides")
 def test_r44c_4_param_attr_reference_identity(tmp_path):
     """``w1.weight.twin`` is w2.weight (spec) / w1.weight (plan, DDP-style replicate). Truth
-    wrong (w1 0.0070, w2 0.0093); EQUIVALENT at 19a67fb (4 goals, 38 s)."""
-    assert _not_accepted(_prove("r44c_04_param_attr_twin_identity_wrong.py", tmp_path))
+    wrong (w1 0.0070, w2 0.0093); EQUIVALENT at 19a67fb (4 goals, 38 s). Since stop 44 (an
+    attribute holding a tensor refused, ``param_attrs.carried``): exit 3 (8 s)."""
+    out = _prove("r44c_04_param_attr_twin_identity_wrong.py", tmp_path)
+    assert out["_rc"] == 3 and "R44c-4" in out["_err"], out
 
 
 @pytest.mark.xfail(strict=True, reason="R44c-5: identity with a build_model parameter object "
@@ -97,11 +95,12 @@ def test_r44c_6_registered_grad_read_in_late_hook_needless_refutation(tmp_path):
     assert out["_rc"] in (0, 1), out
 
 
-def test_r44c_7_user_post_hook_sees_sharded_needless_refutation(tmp_path):
+def test_r44c_7_user_post_hook_sees_sharded_is_equivalent(tmp_path):
     """R44c-7 (needless refutation, R44c-3's mirror): the hook scales by 2 unless the weight is
-    a DTensor; real: it is (truth right 2.8e-17). NOT EQUIVALENT at 19a67fb (12 s); pinned."""
+    a DTensor; real: it is (truth right 2.8e-17). NOT EQUIVALENT at 19a67fb (12 s); since stop
+    44: EQUIVALENT (37 s)."""
     out = _prove("r44c_14_user_forward_hook_after_fully_shard_sees_sharded_right.py", tmp_path)
-    assert out["_rc"] in (0, 1), out
+    assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
 
 
 def test_r44c_tp_drops_build_model_mark_refuted(tmp_path):
