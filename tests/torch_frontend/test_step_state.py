@@ -250,7 +250,13 @@ def test_every_fsdp_module_method_is_shadowed():
     m = nn.Linear(2, 2)
     for k in NEUTRAL_FSDP_METHODS:
         assert methods[k](m) is None
-    assert methods["unshard"](m) is None and methods["unshard"](m, async_op=True).wait() is None
+    from spec_lang.torch_frontend.pp_capture import train_step_running
+
+    with pytest.raises(PlanError, match=r"unshard\(\) outside train_step"):      # R44b-2
+        methods["unshard"](m)
+    with train_step_running():
+        assert methods["unshard"](m) is None
+        assert methods["unshard"](m, async_op=True).wait() is None
     assert methods["set_unshard_in_backward"](m, True) is None
     with pytest.raises(PlanError, match="set_unshard_in_backward\\(False\\) is not modelled"):
         methods["set_unshard_in_backward"](m, False)
