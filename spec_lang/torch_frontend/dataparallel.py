@@ -40,8 +40,8 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, Group, Hold, forward_post,
                                                 forward_pre, param_less_unit, queue_final,
                                                 reshards_after_forward)
-from spec_lang.torch_frontend.fsdp_backward import (place_after, post_backward_inputs,
-                                                    pre_backward_outputs)
+from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
+                                                    post_backward_inputs, pre_backward_outputs)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.param_attrs import snapshot
 from spec_lang.torch_frontend.pp_leaves import (keeps_unsharded, leaf_for, manages,
@@ -290,7 +290,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                 from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
                 u.settings["_site"] = _user_site(path)
             u.settings["_attrs_at_wrap"] = snapshot(m)    # dropped by FSDP2 (R44b-4)
-            u.settings["_hooks_at_wrap"] = tuple(m._forward_hooks)  # noqa: SLF001 (R44c-3)
+            u.settings["_hook_slots"] = hook_slots(m)     # FSDP2's hooks (R44c-3, R44d-1)
             units.append(u)
             at_call(u)
             for k, f in _fsdp_methods(u, path).items():
@@ -314,7 +314,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             object.__setattr__(module, k, types.MethodType(f, module))
         if _fsdp_based:   # torch 2.13's FSDP-based replicate: the module is an FSDPModule
             u.settings["_attrs_at_wrap"] = snapshot(module)     # (R44b-4)
-            u.settings["_hooks_at_wrap"] = tuple(module._forward_hooks)  # noqa: SLF001
+            u.settings["_hook_slots"] = hook_slots(module)      # (R44c-3, R44d-3)
             from torch.distributed._composable.replicate_with_fsdp import (  # noqa: PLC0415
                 ReplicateModule)
             _as_fsdp_module(module, ReplicateModule, "Replicate")
@@ -537,14 +537,11 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             if hold is not None:
                 forward_post(hold, out)
 
-        # FSDP2 registers its hooks at the fully_shard call: its pre-hook first, its
-        # post-hook after the forward hooks the module had then (round 44c, R44c-3)
-        hooks.append(u.module.register_forward_pre_hook(pre, with_kwargs=True,
-                                                        prepend=u.fsdp_state))
+        # FSDP2 registers its hooks at the fully_shard call: the stand-in's take the places
+        # of the slots held there (round 44c, R44c-3; round 44d, R44d-1 / R44d-2)
+        hooks.append(u.module.register_forward_pre_hook(pre, with_kwargs=True))
         hooks.append(u.module.register_forward_hook(post))
-        if u.fsdp_state:
-            place_after(u.module._forward_hooks, hooks[-1].id,  # noqa: SLF001
-                        u.settings.get("_hooks_at_wrap", ()))
+        into_slots(u.module, hooks[-2].id, hooks[-1].id, u.settings.get("_hook_slots"))
         hooks += recompute_hooks(u, mine, new, orig, running, unit_view)
     return hooks
 

@@ -30,7 +30,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 __all__ = ["RegisterPostBackward", "post_backward_inputs", "pre_backward_outputs",
-           "place_after"]
+           "hook_slots", "into_slots"]
 
 
 class RegisterPostBackward(torch.autograd.Function):
@@ -78,11 +78,37 @@ def pre_backward_outputs(holds: Sequence[Any], out: Any) -> None:
             t.register_hook(hook)
 
 
-def place_after(table: Any, key: int, before: tuple) -> None:
-    """Reorder a module's forward-hook ``table`` (an ``OrderedDict``) so ``key`` (the
-    stand-in's post-forward hook) follows the keys in ``before`` (the hooks the module had at
-    the ``fully_shard`` call, where FSDP2 registers its own) and precedes the others (round
-    44c, R44c-3: a user's forward hook registered after ``fully_shard`` saw the unsharded
-    views, for real the resharded parameter)."""
-    for k in [k for k in table if k not in before and k != key]:
-        table.move_to_end(k)
+
+def _slot(*args: Any) -> None:
+    """A hook that does nothing: the place FSDP2 registers its own hook at."""
+    return None
+
+
+def hook_slots(module: Any) -> tuple[int, int]:
+    """At a ``fully_shard`` / FSDP-based ``replicate`` call: hold the places FSDP2 registers
+    its forward hooks at (torch 2.13 ``_register_group_forward_hooks``, ``prepend=True`` for
+    the pre-hook, appended for the post-hook) with hooks that do nothing; returns their keys
+    (round 44c, R44c-3; round 44d, R44d-1 / R44d-2: a user's hook registered after the call,
+    with or without ``prepend``, runs where it runs around FSDP2's)."""
+    pre = module.register_forward_pre_hook(_slot, prepend=True)
+    post = module.register_forward_hook(_slot)
+    return (pre.id, post.id)
+
+
+def into_slots(module: Any, pre: int, post: int, slots: tuple[int, int] | None) -> None:
+    """Move the stand-in's pre-hook ``pre`` and post-hook ``post`` (keys in the module's hook
+    tables) to just before the slots :func:`hook_slots` held, so they run where FSDP2's would.
+    Nothing when ``slots`` is None (a DDP-style ``replicate``: its hooks stay appended)."""
+    if slots is None:
+        return
+    for table, key, slot in ((module._forward_pre_hooks, pre, slots[0]),  # noqa: SLF001
+                             (module._forward_hooks, post, slots[1])):  # noqa: SLF001
+        if slot not in table:       # the user removed every hook: the stand-in's stay last
+            continue
+        order = []
+        for k in list(table):
+            if k == key:
+                continue
+            order += [key, k] if k == slot else [k]
+        for k in order:
+            table.move_to_end(k)

@@ -23,9 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-from torch.utils._pytree import tree_leaves
-
 from spec_lang.errors import PlanError
 
 __all__ = ["snapshot", "carried"]
@@ -37,6 +34,24 @@ def snapshot(module: Any) -> dict[int, dict[str, Any]]:
     return {id(p): dict(vars(p)) for p in module.parameters()}
 
 
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _plain(v: Any, depth: int = 0) -> bool:
+    """``v`` is a number, a string, None, or a tuple / list / set / dict of them (what a mark
+    holds): nothing that can reach a tensor (round 44d, R44d-4: a tensor inside a
+    ``SimpleNamespace`` or behind a ``weakref`` got past a search for tensors)."""
+    if type(v) in _PLAIN:
+        return True
+    if depth > 8:
+        return False
+    if type(v) in (tuple, list, set, frozenset):
+        return all(_plain(x, depth + 1) for x in v)
+    if type(v) is dict:
+        return all(_plain(k, depth + 1) and _plain(x, depth + 1) for k, x in v.items())
+    return False
+
+
 def carried(name: str, p0: Any, fresh: Any, unit: Any | None, site: str) -> dict[str, Any]:
     """The attributes to set on ``fresh`` (the traced parameter at ``name``) from ``p0`` (the
     object the model holds there when the step starts), for ``unit`` (the data-parallel unit
@@ -44,20 +59,22 @@ def carried(name: str, p0: Any, fresh: Any, unit: Any | None, site: str) -> dict
     ``DTensor``'s own fields stay its own), less those an FSDP2 state dropped at its call.
 
     Raises:
-        PlanError: an attribute holding a tensor (R44c-4: another parameter, which the traced
-            step does not hold), or one set before the ``fully_shard`` call and still present
+        PlanError: an attribute holding anything but numbers, strings and containers of them
+            (R44c-4, R44d-4: another parameter, which the traced step does not hold), or one
+            set before the ``fully_shard`` call and still present
             after ``parallelize`` (module docstring), naming the parameter and the call's
             line.
     """
     own = set(vars(fresh))
     out = {k: v for k, v in vars(p0).items() if k not in own}
-    held = sorted(k for k, v in out.items()
-                  if any(isinstance(x, torch.Tensor) for x in tree_leaves(v)))
-    if held:    # the traced step runs on fresh parameters: the held object is not one (R44c-4)
-        raise PlanError(f"{site}: the parameter {name!r} holds a tensor in its attribute "
-                        f"{held[0]!r} (another parameter, a buffer): prove --torch traces the "
-                        "step on fresh parameters, so what it refers to is not the model's; "
-                        "look tensors up by name in train_step instead (R44c-4)")
+    held = sorted(k for k, v in out.items() if not _plain(v))
+    if held:    # the traced step runs on fresh parameters: a held object is not one (R44c-4)
+        raise PlanError(f"{site}: the parameter {name!r} holds a "
+                        f"{type(out[held[0]]).__name__} in its attribute {held[0]!r}: prove "
+                        "--torch traces the step on fresh parameters, so a tensor it refers to "
+                        "(another parameter, a buffer) is not the model's; keep such marks to "
+                        "numbers, strings and tuples of them, and look tensors up by name in "
+                        "train_step (R44c-4, R44d-4)")
     if unit is None or not getattr(unit, "fsdp_state", False):
         return out
     at_wrap = getattr(unit, "settings", {}).get("_attrs_at_wrap", {}).get(id(p0), {})
