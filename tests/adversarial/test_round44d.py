@@ -25,32 +25,30 @@ def _not_accepted(out: dict) -> bool:
     return out["_rc"] in (1, 2, 3) and out.get("verdict") != "EQUIVALENT"
 
 
-@pytest.mark.xfail(strict=True, reason="R44d-1: the stand-in's pre-hook is prepended at the "
-                   "step, before a user's prepend=True pre-hook registered after fully_shard")
 def test_r44d_1_prepend_pre_hook_after_fully_shard(tmp_path):
     """prepend=True pre-hook on w2 registered after fully_shard scales the input by 2 when
     ``isinstance(mod.weight, DTensor)`` (real: before FSDP2's unshard, yes). Truth wrong (w1
-    0.0245, w2 0.0237); EQUIVALENT at ca63c6f (4 goals, 44 s)."""
-    assert _not_accepted(_prove(
-        "r44d_01_prepend_pre_hook_after_fully_shard_sees_sharded_wrong.py", tmp_path))
+    0.0245, w2 0.0237); EQUIVALENT at ca63c6f (4 goals, 44 s). Since stop 44 (hook slots held
+    at the call, ``fsdp_backward.hook_slots``): NOT EQUIVALENT (26 s)."""
+    out = _prove("r44d_01_prepend_pre_hook_after_fully_shard_sees_sharded_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R44d-2: place_after moves a prepend=True forward hook "
-                   "registered after fully_shard behind the stand-in's reshard")
 def test_r44d_2_prepend_forward_hook_after_fully_shard(tmp_path):
     """prepend=True forward hook on w2 registered after fully_shard scales by 2 when the weight
     is not a DTensor (real: before FSDP2's reshard, plain). Truth wrong (w1 0.0245, w2 0.0237);
-    EQUIVALENT at ca63c6f (4 goals, 42 s)."""
-    assert _not_accepted(_prove(
-        "r44d_02_prepend_forward_hook_after_fully_shard_sees_unsharded_wrong.py", tmp_path))
+    EQUIVALENT at ca63c6f (4 goals, 42 s). Since stop 44: NOT EQUIVALENT (21 s)."""
+    out = _prove("r44d_02_prepend_forward_hook_after_fully_shard_sees_unsharded_wrong.py",
+                 tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R44d-3: R44d-1 on FSDP-based replicate")
 def test_r44d_3_replicate_prepend_pre_hook(tmp_path):
     """FSDP-based replicate; a prepend=True pre-hook on the root after the call sees the
-    replicated DTensor for real. Truth wrong (w1 0.034, w2 0.033); EQUIVALENT at ca63c6f (33 s)."""
-    assert _not_accepted(_prove("r44d_06_replicate_prepend_pre_hook_after_call_wrong.py",
-                                tmp_path))
+    replicated DTensor for real. Truth wrong (w1 0.034, w2 0.033); EQUIVALENT at ca63c6f (33 s);
+    since stop 44: NOT EQUIVALENT (13 s)."""
+    out = _prove("r44d_06_replicate_prepend_pre_hook_after_call_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 @pytest.mark.parametrize("name", [
@@ -77,16 +75,18 @@ def test_r44d_sound(name, tmp_path):
 def test_r44d_4_param_attr_tensor_in_opaque_container(name, tmp_path):
     """``w1.weight.meta = SimpleNamespace(twin=w2.weight)`` / ``w1.weight.twin =
     weakref.ref(w2.weight)``, re-pointed to w1 in parallelize (DDP-style replicate). Truth wrong
-    (w1 0.0086, w2 0.0118); EQUIVALENT at ca63c6f (30 s / 29 s)."""
-    assert _not_accepted(_prove(name, tmp_path))
+    (w1 0.0086, w2 0.0118); EQUIVALENT at ca63c6f (30 s / 29 s). Since stop 44 (marks limited
+    to plain values, ``param_attrs._plain``): exit 3 (7 s)."""
+    out = _prove(name, tmp_path)
+    assert out["_rc"] == 3 and "R44d-4" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R44d-5: needless refutation, the mirrors of R44d-1/-2")
 @pytest.mark.parametrize("name", [
     "r44d_09_prepend_pre_hook_after_fully_shard_right.py",
     "r44d_10_prepend_forward_hook_after_fully_shard_right.py",
 ])
-def test_r44d_5_prepend_hooks_right(name, tmp_path):
-    """Right plans (truth 2.8e-17): NOT EQUIVALENT at ca63c6f (31 s each)."""
+def test_r44d_5_prepend_hooks_right_are_equivalent(name, tmp_path):
+    """Right plans (truth 2.8e-17): NOT EQUIVALENT at ca63c6f (31 s each); since stop 44:
+    EQUIVALENT (26 / 27 s)."""
     out = _prove(name, tmp_path)
     assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
