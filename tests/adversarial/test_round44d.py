@@ -66,8 +66,6 @@ def test_r44d_sound(name, tmp_path):
     assert _not_accepted(_prove(name, tmp_path))
 
 
-@pytest.mark.xfail(strict=True, reason="R44d-4: carried's tree_leaves does not look inside a "
-                   "SimpleNamespace or a weakref: the parameter reference is copied (R44c-4)")
 @pytest.mark.parametrize("name", [
     "r44d_11_param_attr_namespace_twin_identity_wrong.py",
     "r44d_12_param_attr_weakref_twin_identity_wrong.py",
