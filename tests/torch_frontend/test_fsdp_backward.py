@@ -78,3 +78,34 @@ def test_fully_shard_drops_marks_set_before_it_and_keeps_later_ones():
     with pytest.raises(PlanError, match="t.py:4: the parameter 'w' carries the attribute "
                                         "'early'"):
         param_attrs.carried("w", p0, fresh, u, "t.py:4")
+
+
+def test_the_stand_ins_hooks_take_the_places_fsdp2_registers_its_own_at():
+    """R44c-3 / R44d-1 / R44d-2: hooks registered before the call run after FSDP2's pre-hook
+    and before its post-hook; later ones after both, unless registered with ``prepend``."""
+    from spec_lang.torch_frontend.fsdp_backward import hook_slots, into_slots
+
+    m, order = nn.Linear(2, 2), []
+    mark = lambda tag: (lambda *a: order.append(tag) and None)  # noqa: E731
+    m.register_forward_pre_hook(mark("user pre, before"))
+    m.register_forward_hook(mark("user post, before"))
+    slots = hook_slots(m)                                   # the fully_shard call
+    m.register_forward_pre_hook(mark("user pre, prepend"), prepend=True)
+    m.register_forward_hook(mark("user post, prepend"), prepend=True)
+    m.register_forward_hook(mark("user post, after"))
+    pre = m.register_forward_pre_hook(mark("FSDP2 pre"))    # the step's install
+    post = m.register_forward_hook(mark("FSDP2 post"))
+    into_slots(m, pre.id, post.id, slots)
+    m(torch.ones(1, 2))
+    assert order == ["user pre, prepend", "FSDP2 pre", "user pre, before",
+                     "user post, prepend", "user post, before", "FSDP2 post",
+                     "user post, after"]
+
+
+@pytest.mark.parametrize("value", [torch.ones(1), types.SimpleNamespace(x=1), [torch.ones(1)],
+                                   object()])
+def test_a_mark_that_is_not_plain_is_refused(value):
+    p0, fresh = nn.Parameter(torch.ones(2)), nn.Parameter(torch.zeros(2))
+    p0.meta = value
+    with pytest.raises(PlanError, match="R44d-4"):
+        param_attrs.carried("w", p0, fresh, None, "t.py:1")
