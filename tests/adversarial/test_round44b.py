@@ -106,11 +106,19 @@ def test_r44b_4_param_mark_set_in_build_model_is_refused(tmp_path):
     "r44b_02_parallelize_plain_tensor_attr_write_wrong.py",
     "r44b_03_parallelize_parametrization_wrong.py",
     "r44b_08_parallelize_no_gradient_sync_wrong.py",
-    "r44b_15_nonroot_pre_backward_unshard_write_wrong.py",
 ])
 def test_r44b_wrong_plans_refused(name, tmp_path):
     """Wrong plans (or not run by the truth: r44b_03) refused with exit 3 at ac24550."""
     assert _prove(name, tmp_path)["_rc"] == 3
+
+
+def test_r44b_nonroot_pre_backward_write_is_refuted(tmp_path):
+    """r44b_15: a write to a non-root unit's parameter inside its backward: exit 3 at ac24550
+    (9 s, written between the gather and the backward). Since stop 44 (FSDP2's pre-backward
+    registers the unit's views again, ``fsdp_backward``) the write lands on the view, as for
+    real, and the plan is refuted: NOT EQUIVALENT. Truth wrong (0.16 / 0.23)."""
+    out = _prove("r44b_15_nonroot_pre_backward_unshard_write_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 def test_r44b_divide_factor_in_parallelize_is_refuted(tmp_path):
