@@ -51,7 +51,7 @@ from spec_lang.torch_frontend.recompute import (gathered_then_written, in_recomp
                                                  reduction_refused)
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
-           "install_units", "unit_view", "VIEW_SINKS", "holds_views"]
+           "install_units", "unit_view", "VIEW_SINKS"]
 
 
 @dataclass
