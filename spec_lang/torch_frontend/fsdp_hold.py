@@ -46,8 +46,9 @@ class Group:
     """``fully_shard([m1, m2, ...])``: ONE FSDP2 state over several modules (torch 2.13
     ``_fsdp_state._register_group_forward_hooks``). The pre-forward of the first member to run
     gathers and registers every member's unsharded parameters; a member's post-forward only
-    counts it off; the post-forward of the last member to run (or the root's, for members that
-    did not run: ``_force_complete_incomplete_states``) reshards the whole group. Round 43f,
+    counts it off; the post-forward of the last member to run (or, for members that did not
+    run, that of the state that claimed the pass's ``iter_forward_root``: :func:`forward_post`,
+    ``_force_complete_incomplete_states``) reshards the whole group. Round 43f,
     R43f-2: the stand-in gathered member by member, so a write to ``w2.weight`` between
     ``w1``'s and ``w2``'s forwards reached the stored shard, where for real it reaches the
     unsharded parameter (used once, lost at the reshard): a wrong step was EQUIVALENT.
@@ -78,8 +79,7 @@ class Group:
 
     def reset(self) -> None:
         """The end of the step: no member open, no view left in a hook (step state)."""
-        self.to_run.clear()
-        self.in_forward = False
+        self.reset_forward()
         for cur in self.curs:
             cur.clear()
 
