@@ -414,7 +414,10 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             # all the Python state the step could leave for the next one (R7-1, R7-3)
             ours, bufs = [*units, on_step], {n: attr_at(model, a) for n, a in buf_at.items()}
             m = mesh if plan else None
-            state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m)
+            old = {id(p): f"parameter {n}" for n, p in params} | {
+                id(b): f"buffer {n}" for n, b in buffers}     # replaced: held is R44c-5
+            state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m, old,
+                                f"{path}:1")
             with train_step_running(), counted():   # writes by storage (storage_writes)
                 loss = tf.fn("train_step")(model, opt, data, m)
                 release_all()   # FSDP2's views held past the step (fsdp_hold, S42-1)
@@ -430,7 +433,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                                 "reuses its receive buffers; only one step is traced): build "
                                 "them in train_step and do not keep them")
             # modules next to the train file imported during the step count too (R8-10)
-            state1 = step_state(model, opt, _user_modules(tf), ours, base_keys, bufs, m)
+            state1 = step_state(model, opt, _user_modules(tf), ours, base_keys, bufs, m, old,
+                                f"{path}:1")
             changed = state_changes(state0, state1)
         for h in hooks_dp:
             h.remove()

@@ -323,10 +323,15 @@ class Hold:
 
     def after_forward(self, cur: Mapping[str, Any]) -> None:
         """FSDP2's ``post_forward``: keep the forward's views ``cur`` registered when the unit
-        does not reshard after the forward, else register the stored parameters."""
+        does not reshard after the forward, or when the forward runs inside the backward
+        (torch 2.13 ``FSDPParamGroup.post_forward`` reshards only ``if not is_bw()``: a
+        checkpoint around the unit recomputes it there, and its unsharded parameters stay
+        registered until its post-backward or the final callback; round 44c, R44c-8), else
+        register the stored parameters."""
         self.last.update(cur)
         self.vers.update({n: param_versions(self.new[n]) for n in cur})
-        if reshards_after_forward(self.u, self.root):
+        in_bw = torch._C._current_graph_task_id() != -1  # noqa: SLF001 -- FSDP2's is_bw()
+        if reshards_after_forward(self.u, self.root) and not in_bw:
             self.release()
         else:
             self.views.update(cur)

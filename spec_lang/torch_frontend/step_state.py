@@ -49,6 +49,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual,
@@ -97,8 +98,10 @@ class _Encoder:
     """Identity-free text of one entry's value (module docstring)."""
 
     def __init__(self, names: Mapping[int, str], goals: frozenset[int],
-                 user: frozenset[str] = frozenset()):
+                 user: frozenset[str] = frozenset(), stale: Mapping[int, str] | None = None):
         self.names, self.goals, self.user = names, goals, user   # user: the user's modules
+        self.stale = stale or {}    # id of a tensor the traced step replaced -> its name
+        self.held: list[str] = []   # the stale ones met (R44c-5)
         self.seen: dict[int, int] = {}
         self.nodes = 0
         self.uncomparable = False
@@ -124,6 +127,8 @@ class _Encoder:
         if isinstance(v, torch.Tensor):
             if id(v) in self.goals:
                 return "<goal tensor>" + self._attrs(v)   # its Python attributes (R11-6)
+            if id(v) in self.stale:
+                self.held.append(self.stale[id(v)])
             self.uncomparable = True       # its values are not traced: a change is UNKNOWN
             return f"tensor({tuple(v.shape)},{v.dtype},{v.device},v{v._version})"
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
@@ -399,7 +404,9 @@ def _users_class(c: type, user: frozenset[str]) -> bool:
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                user_modules: Iterable[types.ModuleType], ours: Iterable[Any] = (),
                base_keys: Mapping[int, Iterable[str]] | None = None,
-               buffers: Mapping[str, Any] | None = None, mesh: Any = None) -> dict[str, str]:
+               buffers: Mapping[str, Any] | None = None, mesh: Any = None,
+               stale: Mapping[int, str] | None = None, site: str = "<train file>:1"
+               ) -> dict[str, str]:
     """Entry name -> fingerprint of all the Python state a step could leave for the next one
     (module docstring): every attribute of every module (its parameter, buffer and submodule
     *names* included), each parameter's attributes (hooks), every attribute of the optimizer
@@ -413,8 +420,18 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     pipeline stage holding the model's buffer as a plain attribute: its value is a goal);
     ``mesh``: the ``DeviceMesh`` given to the step, every attribute of it (torch's private ones
     too: a cache the train file keeps on the mesh, adversarial round 26; its submeshes are new
-    objects at every ``mesh[name]``)."""
+    objects at every ``mesh[name]``); ``stale``: id -> name of the parameters and buffers the
+    model held before the capture put the traced ones in their places (see Raises).
+
+    Raises:
+        PlanError: any of that state (a module attribute, a global, a closure, the optimizer's
+            parameter groups) holds one of the ``stale`` tensors: the step is traced on fresh
+            parameters, so identity with such a reference, or its values, are not what the
+            real step sees (round 44c, R44c-5: ``self.refs = [self.w2.weight]`` compared by
+            identity in the forward was EQUIVALENT on a wrong FSDP2 plan), naming the entry
+            and the parameter at ``site``."""
     base_keys = base_keys or {}
+    stale = stale or {}
     gc.collect()    # a finalizer or __del__ of the step's garbage runs now, not after (R10-5)
     names: dict[int, str] = {id(x): "<shardproof>" for x in ours}
     for n, m in model.named_modules(remove_duplicate=False):
@@ -431,8 +448,16 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     for st in opt.state.values():
         goals.update(id(x) for x in st.values() if isinstance(x, torch.Tensor))
     user_modules = list(user_modules)
-    enc = _Encoder(names, frozenset(goals), frozenset(m.__name__ for m in user_modules))
+    enc = _Encoder(names, frozenset(goals), frozenset(m.__name__ for m in user_modules),
+                   stale)
     out: dict[str, str] = {}
+    held: list[tuple[str, str]] = []    # (entry, stale tensor's name)
+
+    def put(key: str, v: Any) -> None:
+        out[key] = _text(enc, v)
+        held.extend((key, n) for n in enc.held)
+        enc.held.clear()
+
     for n, m in model.named_modules(remove_duplicate=False):
         where = n or "<model>"
         out[f"module {where} parameters"] = ",".join(
@@ -442,34 +467,38 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         out[f"module {where} submodules"] = ",".join(m._modules)  # noqa: SLF001
         for k, v in vars(m).items():
             if k not in _SKIPPED_MODULE_KEYS:
-                out[f"module {where}.{k}"] = _text(enc, v)
+                put(f"module {where}.{k}", v)
         if is_checkpoint_wrapper(m):
             # its own flag, which nothing of torch reads and the leftover state does not
             # compare (its block's is): a step changing it is reported (R39a-5)
             out[f"module {where}.training (torch's checkpoint wrapper)"] = repr(m.training)
         for cls in type(m).__mro__:     # its classes' attributes (a class built locally: R9-3)
             if not _is_torch_module(cls.__module__ or "") and cls is not object:
-                out[f"module {where} class {cls.__qualname__}"] = _text(
-                    enc, {k: (_abc_registry(cls, enc.user) if k == "_abc_impl" else x)
-                          for k, x in vars(cls).items()
-                          if k not in ("__dict__", "__weakref__", "__doc__")})
+                put(f"module {where} class {cls.__qualname__}",
+                    {k: (_abc_registry(cls, enc.user) if k == "_abc_impl" else x)
+                     for k, x in vars(cls).items()
+                     if k not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
         own = {k: x for k, x in vars(p).items() if k not in base_keys.get(id(p), ())}
         own.update({k: getattr(p, k, None) for k in _PARAMETER_HOOKS})   # C attributes
-        out[f"parameter {n} attributes"] = _text(enc, own)
+        put(f"parameter {n} attributes", own)
     for k, v in vars(opt).items():
         if k == "state":
             for p, st in v.items():
-                out[f"optimizer.state[{pnames.get(id(p), '<other>')}]"] = _text(enc, dict(st))
+                if id(p) in stale:
+                    held.append(("optimizer.state", stale[id(p)]))
+                put(f"optimizer.state[{pnames.get(id(p), '<other>')}]", dict(st))
         elif k != "param_groups":
-            out[f"optimizer.{k}"] = _text(enc, v)
+            put(f"optimizer.{k}", v)
     for i, g in enumerate(opt.param_groups):
-        out[f"optimizer.param_groups[{i}]"] = _text(
-            enc, {k: ([pnames.get(id(p), "<other>") for p in x] if k == "params" else x)
-                  for k, x in g.items()})
+        held.extend((f"optimizer.param_groups[{i}]['params']", stale[id(p)])
+                    for p in g.get("params", ()) if id(p) in stale)
+        put(f"optimizer.param_groups[{i}]",
+            {k: ([pnames.get(id(p), "<other>") for p in x] if k == "params" else x)
+             for k, x in g.items()})
     if mesh is not None:
         for k, v in vars(mesh).items():
-            out[f"the DeviceMesh's {k}"] = _text(enc, v)
+            put(f"the DeviceMesh's {k}", v)
     used: set[str] = set()
     for mod in user_modules:
         where = os.path.basename(getattr(mod, "__file__", None) or mod.__name__)
@@ -478,7 +507,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         used.add(where)
         for k, v in list(vars(mod).items()):
             if not (k.startswith("__") and k.endswith("__")):
-                out[f"the global {k} of {where}"] = _text(enc, v)
+                put(f"the global {k} of {where}", v)
     out.update(_process_state({m.__name__ for m in user_modules},
                               {f for m in user_modules
                                if isinstance(f := getattr(m, "__file__", None), str)}))
@@ -486,7 +515,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         mod = sys.modules.get(modname)
         for k, v in (vars(mod).items() if mod is not None else ()):
             if k.startswith("_global_") and isinstance(v, dict):
-                out[f"torch {modname}.{k}"] = _text(enc, v)
+                put(f"torch {modname}.{k}", v)
     out["torch default dtype"] = repr(torch.get_default_dtype())
     out["torch grad mode"] = repr(torch.is_grad_enabled())
     from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
@@ -497,6 +526,14 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         # the seed is readable state a later step can branch on (R11-2): not exempt from the
         # both-alike rule as the generator's draws are
         out["torch's seed (torch.initial_seed)"] = str(torch.initial_seed())
+    if held:
+        entry, name = held[0]
+        raise PlanError(f"{site}: {entry} holds the {name} object the model had before the "
+                        "step: prove --torch traces the step on fresh parameters and buffers, "
+                        "so an identity test against such a reference, or a value read "
+                        "through it, is not what the real step sees (R44c-5); look parameters "
+                        "up through their module (self.w2.weight) or model.named_parameters() "
+                        "when you need them")
     return out
 
 

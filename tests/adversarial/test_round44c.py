@@ -77,14 +77,22 @@ def test_r44c_5_module_list_reference_identity(tmp_path):
         "r44c_06_module_list_ref_to_build_model_param_identity_wrong.py", tmp_path))
 
 
-@pytest.mark.xfail(strict=True, reason="R44c-8: a unit still IDLE at non-reentrant "
-                   "checkpoint recomputation: FSDP2 runs its full pre-forward and does not "
-                   "reshard after (is_bw); the stand-in reads the stored parameter there")
 def test_r44c_8_idle_unit_recomputation_identity(tmp_path):
     """Inside the backward's recomputation ``model.w1.weight is not p1`` doubles silu's saved
-    input. Truth wrong (w1 0.0018 / 0.0030); EQUIVALENT at 19a67fb (13 s) and ac24550."""
-    assert _not_accepted(_prove(
-        "r44c_16_nonreentrant_checkpoint_idle_unit_recompute_identity_wrong.py", tmp_path))
+    input. Truth wrong (w1 0.0018 / 0.0030); EQUIVALENT at 19a67fb (13 s) and ac24550. Since
+    stop 45 (``Hold.after_forward`` keeps the views inside the backward, as FSDP2's
+    ``post_forward`` skips its reshard when ``is_bw()``): NOT EQUIVALENT (14 s)."""
+    out = _prove("r44c_16_nonreentrant_checkpoint_idle_unit_recompute_identity_wrong.py",
+                 tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
+
+
+def test_r44c_8_idle_unit_recomputation_right_control(tmp_path):
+    """R44c-8's plan without the identity read (a checkpoint around a ``fully_shard`` unit
+    that reshards after its forward): the recomputation keeps the unit's views registered,
+    and the step is still EQUIVALENT."""
+    out = _prove("r44c_17_nonreentrant_checkpoint_around_unit_right.py", tmp_path)
+    assert out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT", out
 
 
 def test_r44c_6_registered_grad_read_in_late_hook_needless_refutation(tmp_path):
