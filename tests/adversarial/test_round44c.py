@@ -67,14 +67,26 @@ def test_r44c_4_param_attr_reference_identity(tmp_path):
     assert out["_rc"] == 3 and "R44c-4" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R44c-5: identity with a build_model parameter object "
-                   "held in a plain list: fresh traced parameters on both sides")
 def test_r44c_5_module_list_reference_identity(tmp_path):
     """``self.refs = [self.w2.weight]``; forward scales by 2 unless the registered one is it.
     FSDP2 replaces the parameter. Truth wrong (w1 0.016, w2 0.015); EQUIVALENT at 19a67fb
-    (4 goals, 40 s)."""
-    assert _not_accepted(_prove(
-        "r44c_06_module_list_ref_to_build_model_param_identity_wrong.py", tmp_path))
+    (4 goals, 40 s). Since stop 45 (the step state refuses references to the parameters the
+    traced step replaced): exit 3 naming the attribute (5 s)."""
+    out = _prove("r44c_06_module_list_ref_to_build_model_param_identity_wrong.py", tmp_path)
+    assert out["_rc"] == 3 and "module <model>.refs holds the parameter w2.weight" in \
+        out["_err"], out
+
+
+@pytest.mark.parametrize("name, entry", [
+    ("r44c_18_global_ref_to_build_model_param_identity_wrong.py", "the global REFS of"),
+    ("r44c_19_optimizer_over_held_param_refs_wrong.py", "module <model>.refs holds"),
+])
+def test_r44c_5_reference_routes(tmp_path, name, entry):
+    """R44c-5 through a global of the train file set in ``build_model``, and through an
+    optimizer built over such references (it updates the objects FSDP2 replaced): exit 3
+    naming where the reference is held."""
+    out = _prove(name, tmp_path)
+    assert out["_rc"] == 3 and entry in out["_err"] and "R44c-5" in out["_err"], out
 
 
 def test_r44c_8_idle_unit_recomputation_identity(tmp_path):

@@ -1,0 +1,55 @@
+"""R44c-5 through a global (stop 45): build_model keeps w2.weight in a global list of the train
+file; forward compares it by identity with the registered parameter. Single-device: the same object (k = 1).
+FSDP2 replaces the parameter at fully_shard (and registers the unsharded one in the forward):
+not the same (k = 2). The traced step uses fresh parameters on both sides: never the same.
+"""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        k = 1.0 if self.w2.weight is REFS[0] else 2.0
+        return self.w2(nn.functional.silu(self.w1(x))) * k
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+REFS = []
+
+
+def build_model(s):
+    m = MLP(s["hidden"], s["ffn"])
+    REFS[:] = [m.w2.weight]
+    return m
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
