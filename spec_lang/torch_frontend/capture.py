@@ -382,7 +382,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         for n, _ in buffers:
             _set_attr(model, buf_at[n], lift(next(it), buf_spec[n]))
         hooks_before = hook_counts(model, new)
-        hooks_dp = install_units(units, owner, new, {n: p for n, p in params})
+        orig = {n: p for n, p in params}    # the stand-ins' hooks hold it: ours (R44c-5)
+        hooks_dp = install_units(units, owner, new, orig)
         data = {n: next(it) for n in data_names}
         with no_forward(path, "build_optimizer") if plan else contextlib.nullcontext():
             opt = tf.fn("build_optimizer")(model)      # no forward before the step (R43e-3)
@@ -412,7 +413,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
 
         with _snapshot_on_entry(opt, snapshot, where) as on_step, refuse_data_assignment(path):
             # all the Python state the step could leave for the next one (R7-1, R7-3)
-            ours, bufs = [*units, on_step], {n: attr_at(model, a) for n, a in buf_at.items()}
+            ours, bufs = [*units, on_step, orig], {n: attr_at(model, a)
+                                                   for n, a in buf_at.items()}
             m = mesh if plan else None
             old = {id(p): f"parameter {n}" for n, p in params} | {
                 id(b): f"buffer {n}" for n, b in buffers}     # replaced: held is R44c-5
