@@ -44,6 +44,7 @@ from spec_lang.torch_frontend.dp_storage import spec_local_shape, spec_placement
 from spec_lang.torch_frontend.fsdp_hold import release_all
 from spec_lang.torch_frontend.param_attrs import carried
 from spec_lang.torch_frontend.parallelize_guard import guarded, no_forward
+from spec_lang.torch_frontend.stale_refs import refuse_held
 from spec_lang.torch_frontend.storage_writes import counted
 from spec_lang.torch_frontend.grad_snapshot import GRADS_READ_AT
 from spec_lang.torch_frontend.grad_snapshot import snapshot_on_entry as _snapshot_on_entry
@@ -297,6 +298,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                 out = fn(model, mesh)
             built, model = model, (out if isinstance(out, nn.Module) else model)
             check_names_kept(where, model, path)
+            del where       # it holds the parameters build_model made (stale_refs)
             guard.check(model)
             styles = resolve_styles(model, applied, units, tf.path)
     except PlanError:
@@ -327,8 +329,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         pl = spec_placements(spec_of[n], axes)
         inputs.append(InputRole("param", n, pl, str(p.dtype), tuple(p.shape)))
         flat.append(empty(spec_local_shape(spec_of[n], p), dtype=p.dtype))
-    probe_opt = optimizer_probe(tf, model)
-    keys = _state_keys(probe_opt)
+    keys = _state_keys(optimizer_probe(tf, model))     # not kept: it holds the parameters
     for n, p in params:
         for k in keys:
             inputs.append(InputRole("state", f"{k}:{n}", spec_placements(spec_of[n], axes),
@@ -420,6 +421,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                 id(b): f"buffer {n}" for n, b in buffers}     # replaced: held is R44c-5
             state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m, old,
                                 f"{path}:1")
+            refuse_held([*params, *buffers], [orig, params, buffers], f"{path}:1")  # R45a-3
             with train_step_running(), counted():   # writes by storage (storage_writes)
                 loss = tf.fn("train_step")(model, opt, data, m)
                 release_all()   # FSDP2's views held past the step (fsdp_hold, S42-1)

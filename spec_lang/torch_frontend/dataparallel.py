@@ -39,16 +39,15 @@ from torch.distributed.tensor import DTensor
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, Group, Hold, forward_post,
                                                 forward_pre, param_less_unit, queue_final,
-                                                reshards_after_forward)
+                                                reshards_after_forward, unshard_only)
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.param_attrs import snapshot
 from spec_lang.torch_frontend.pp_leaves import (keeps_unsharded, leaf_for, manages,
                                                 pre_backward_hooks)
-from spec_lang.torch_frontend.recompute import (gathered_then_written, in_recomputation,
-                                                 param_versions, recompute_hooks,
-                                                 reduction_refused)
+from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
+                                                 recompute_hooks, reduction_refused)
 
 __all__ = ["DPUnit", "record_data_parallel", "managed_params", "GatherShard", "AllReduceGrad",
            "install_units", "unit_view", "VIEW_SINKS"]
@@ -499,7 +498,7 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             pre_backward_hooks(u, out)  # a pipeline stage: its leaves back in its backward
             if hold is not None:
                 hold.after_forward(cur)
-                if not in_recomputation() and not _in_pp_step(mine, new):
+                if not _in_pp_step(mine, new):   # a recomputation's too (R45a-4)
                     pre_backward_outputs([hold], out)   # FSDP2's pre-backward (R44b-1)
                 return cur.clear()
             cur.clear()                 # (no view left in the hook: step state, S42-1)
@@ -514,6 +513,8 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                 gather: Any = gather, group: Any = group, hold: Any = hold,
                 mine: Any = mine) -> Any:
             running[0] = True
+            if hold is not None and hold.pre_bw:    # FSDP2's PRE_BACKWARD: unshard only
+                return unshard_only(gather, group)  # (round 45a, R45a-2)
             # FSDP2 wraps the inputs once per forward pass of the state: not for a group
             # member run while its group is in its forward (round 44c, R44c-1)
             entering = hold is not None and not (group or hold).in_forward
@@ -523,13 +524,15 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
                 gather()
             else:
                 group.pre()
-            if not entering or in_recomputation() or _in_pp_step(mine, new):
+            if not entering or _in_pp_step(mine, new):   # recomputed too (R45a-4)
                 return None
             return post_backward_inputs(group.holds if group else [hold], args, kwargs)
 
         def post(module: Any, args: Any, out: Any, running: Any = running, done: Any = done,
                  group: Any = group, hold: Any = hold) -> None:
             running[0] = False
+            if hold is not None and hold.pre_bw:
+                return                  # FSDP2's _post_forward in PRE_BACKWARD (R45a-2)
             if group is None:
                 done(out)
             elif not group.post(module, out):

@@ -31,7 +31,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
-           "param_less_unit", "forward_pre", "forward_post"]
+           "param_less_unit", "forward_pre", "forward_post", "unshard_only", "queue_final"]
 
 HOLDS: dict[int, "Hold"] = {}
 """id(unit) -> its :class:`Hold`, for the units :func:`dataparallel.install_units` installed."""
@@ -291,6 +291,8 @@ class Hold:
         self.by: Hold | None = None         # the root whose lazy init made this a non-root
         self.ctx: _Ctx | None = None        # a root's context (iter_forward_root)
         self.in_forward = False             # FSDP2's TrainingState.FORWARD of the state
+        self.pre_bw = False     # the state's PRE_BACKWARD: its pre-backward hook fired
+        self.post_bw = False    # its group's POST_BACKWARD: its post-backward ran
 
     def stale(self, names: Any) -> list[str]:
         """The parameters among ``names`` whose stored (sharded) parameter was written since
@@ -361,6 +363,7 @@ class Hold:
             PlanError: a stored parameter updated since that view's gather (FSDP2 gathers the
                 new values; the view holds the old ones)."""
         queue_final()
+        self.pre_bw = True
         if self.stale(self.last):
             raise PlanError(f"{_site(self.u)}: a parameter of this unit was updated between "
                             "its forward and its backward: FSDP2 all-gathers the new values "
@@ -375,6 +378,7 @@ class Hold:
         :class:`fsdp_backward.RegisterPostBackward`): the stored parameters registered again,
         or (``reshard_after_backward`` False) the last forward's views."""
         queue_final()
+        self.post_bw = True
         if not _reshards_after_backward(self.u):
             self.views.update(self.last)
             self._register(self.last)
@@ -385,6 +389,18 @@ class Hold:
         """``reshard``: the stored parameters registered again."""
         self.views.clear()
         self._register(self.new)
+
+
+def unshard_only(gather: Any, group: "Group | None") -> None:
+    """A unit's pre-forward while its state is in ``PRE_BACKWARD`` (its pre-backward hook
+    fired in this backward: a checkpoint recomputing it, a custom ``autograd.Function``'s
+    backward running it): torch 2.13 ``FSDPState._pre_forward`` only unshards every group of
+    the state and returns (no root pre-forward, no post-backward registration), and
+    ``_post_forward`` returns at once, so nothing reshards it again in this backward; the
+    final callback skips a group whose post-backward already ran (round 45a, R45a-2).
+    ``gather``: the unit's own (one module), or the group's members' gathers."""
+    for g in ([gather] if group is None else [m[1] for m in group.members]):
+        g()
 
 
 def queue_final() -> None:
@@ -406,13 +422,16 @@ def _final() -> None:
     members = {id(m) for g in open_groups for m, _, _ in g.members}
     for g in GROUPS.values():   # a group whose forward did not complete: unsharded until here
         g.reset_forward()
+    for h in HOLDS.values():
+        # its post-backward, unless it ran already (a unit unsharded again after it, by a
+        # recomputation in PRE_BACKWARD, stays so: R45a-2)
+        if (h.views or id(h.u.module) in members) and _reshards_after_backward(h.u) \
+                and not h.post_bw:
+            h.release()
     for h in HOLDS.values():    # per-iteration state reset (iter_forward_root, IDLE)
-        h.in_forward = False
+        h.in_forward = h.pre_bw = h.post_bw = False
         if h.ctx is not None:
             h.ctx.forward_root = None
-    for h in HOLDS.values():
-        if (h.views or id(h.u.module) in members) and _reshards_after_backward(h.u):
-            h.release()
 
 
 def release_all() -> None:
@@ -433,7 +452,7 @@ def release_all() -> None:
         h.last.clear()
         h.vers.clear()
         h.root = None       # as before the step: the hooks' state is step state (R7-1)
-        h.by, h.ctx, h.in_forward = None, None, False
+        h.by, h.ctx, h.in_forward, h.pre_bw, h.post_bw = None, None, False, False, False
     HOLDS.clear()
     for g in GROUPS.values():
         g.reset()

@@ -127,8 +127,9 @@ class _Encoder:
         if isinstance(v, torch.Tensor):
             if id(v) in self.goals:
                 return "<goal tensor>" + self._attrs(v)   # its Python attributes (R11-6)
-            if id(v) in self.stale:
-                self.held.append(self.stale[id(v)])
+            base = v._base if isinstance(v._base, torch.Tensor) else None  # a view (R45a-3)
+            if id(v) in self.stale or id(base) in self.stale:
+                self.held.append(self.stale.get(id(v)) or f"{self.stale[id(base)]} (a view)")
             self.uncomparable = True       # its values are not traced: a change is UNKNOWN
             return f"tensor({tuple(v.shape)},{v.dtype},{v.device},v{v._version})"
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,

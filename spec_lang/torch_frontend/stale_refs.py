@@ -1,0 +1,121 @@
+"""References to the parameters and buffers the traced step replaced, wherever Python holds
+them (adversarial round 44c, R44c-5; round 45a, R45a-3).
+
+The capture (:mod:`spec_lang.torch_frontend.capture`) traces each step on fresh parameters and
+buffers put into the model in place of the objects it held. A reference to one of those
+objects kept elsewhere (``self.refs = [self.w2.weight]``, ``math.REFS``, ``builtins``, a module
+object put into ``sys.modules``, a view of the parameter) is then neither side's parameter: an
+identity test against it, or a value read through it, takes the same branch in the spec and in
+every rank, where the real runs differ (FSDP2 replaces the parameter object at ``fully_shard``,
+the single-device model does not). The step-state fingerprint
+(:func:`step_state.step_state`, ``stale``) refuses the references it reads (module attributes,
+the train file's globals, closures, the optimizer); round 45a found them in the places it reads
+only by name (another module's globals, ``builtins``, ``sys.modules``) and behind a view's
+``_base``. :func:`refuse_held` asks Python's collector instead: it follows the holders of
+each replaced tensor (and of its views) upwards, and a chain that reaches a module's globals
+or a suspended frame is refused; chains through the capture's own objects and running frames
+are not followed.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import types
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from spec_lang.errors import PlanError
+
+__all__ = ["refuse_held"]
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+_OURS = tuple(os.path.join(_ROOT, d) + os.sep for d in ("spec_lang", "proofs", "rewriting"))
+_MAX_SEEN = 50_000      # objects visited before the search gives up (then: refused)
+
+
+def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: str) -> None:
+    """Refuse a reference to any of ``replaced`` ((name, the tensor the model held before the
+    capture replaced it)), or to a view of one, that Python code can reach from a module's
+    globals (another package's, ``builtins``, a module object put into ``sys.modules``) or
+    from a suspended frame (a generator). The holders are searched upwards with the
+    collector (``gc.get_referrers``) from the tensors: a chain that ends in ``ours`` (the
+    capture's own containers), in a frame running now (the capture's calls) or in a module
+    of shardproof's own is the capture's; the model's and the optimizer's attributes and the
+    train file's globals are the step-state fingerprint's to refuse (:func:`step_state.
+    step_state`). Objects the collector does not track (C++ holders such as an autograd
+    node) are not seen.
+
+    Raises:
+        PlanError: naming the tensor and what holds it, at ``site``; also when the search
+            visits over :data:`_MAX_SEEN` objects without an answer.
+    """
+    targets = {id(t): n for n, t in replaced}
+    if not targets:
+        return
+    views = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)
+             and id(getattr(o, "_base", None)) in targets]
+    for v in views:     # ``p.view(-1)`` kept in build_model: its ``_base`` (R45a-3)
+        targets[id(v)] = f"{targets[id(v._base)]} (a view of it)"
+    modules = [(name, m) for name, m in list(sys.modules.items())
+               if isinstance(m, types.ModuleType)]
+    roots = {id(vars(m)): name for name, m in modules if not _ours(m)}
+    import builtins  # noqa: PLC0415
+
+    roots[id(vars(builtins))] = "builtins"
+    stop = {id(x) for x in ours} | {id(x) for x in replaced} | {id(replaced)}
+    stop |= {id(vars(m)) for _, m in modules if _ours(m)}
+    f: Any = sys._getframe()  # noqa: SLF001
+    while f is not None:
+        stop.add(id(f))
+        f = f.f_back
+    frontier: list[Any] = [t for _, t in replaced] + views
+    origin = dict(targets)          # id of a holder -> the tensor it leads to
+    seen = set(origin)
+    stop |= {id(frontier), id(views), id(seen), id(origin), id(targets), id(roots), id(stop)}
+    while frontier:
+        fids = {id(x) for x in frontier}
+        found: list[Any] = []
+        stop.add(id(found))
+        refs = gc.get_referrers(*frontier)
+        stop.add(id(refs))
+        for r in refs:
+            if id(r) in seen or id(r) in stop:
+                continue
+            seen.add(id(r))
+            src = next((origin[id(x)] for x in gc.get_referents(r) if id(x) in fids), None)
+            if src is None:
+                continue
+            origin[id(r)] = src
+            where = roots.get(id(r))
+            if where is None and type(r).__name__ == "frame":
+                where = f"a suspended frame of {r.f_code.co_name} ({r.f_code.co_filename})"
+            if where is not None:
+                raise PlanError(_message(site, src, where))
+            found.append(r)
+        del refs
+        if len(seen) > _MAX_SEEN:
+            raise PlanError(_message(site, next(iter(targets.values())),
+                                     "objects too many to search"))
+        frontier = found
+
+
+def _ours(m: types.ModuleType) -> bool:
+    """``m`` is one of shardproof's own modules (by its file, not its name: a train file
+    may sit next to a module of its own called ``proofs``)."""
+    f = getattr(m, "__file__", None)
+    return isinstance(f, str) and os.path.realpath(f).startswith(_OURS)
+
+
+def _message(site: str, name: str, where: str) -> str:
+    where = where if where.startswith(("a ", "objects", "builtins")) else \
+        f"the globals of the module {where}"
+    return (f"{site}: the {name} object the model had before the step is reachable from "
+            f"{where}: prove --torch traces the step on fresh parameters and buffers, so an "
+            "identity test against such a reference, or a value read through it, is not "
+            "what the real step sees (R44c-5, R45a-3); look parameters up through their "
+            "module (self.w2.weight) or model.named_parameters() when you need them")
