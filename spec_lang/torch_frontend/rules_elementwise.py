@@ -67,6 +67,16 @@ def _dims_bcast(n: fx.Node, a: Analysis) -> list:
     return broadcast_dims(n, a, [x for x in n.args if isinstance(x, fx.Node)])
 
 
+def _dims_forward_first(n: fx.Node, a: Analysis) -> list:
+    """An activation's backward ``f_backward(g, x)``: broadcast dims with the forward tensor
+    ``x`` first, so that where ``g`` and ``x`` hold twins (a square layer on the residual,
+    ``h + silu(sq(h))``: the residual's gradient meets the layer's own output dim) the result
+    is named as the forward value is, and the layer's weight gradient ``g^T h`` gets the
+    weight's two dims rather than one twice (round 45a: r45a_15, R31c-2)."""
+    return broadcast_dims(n, a, [x for x in (*n.args[1:2], n.args[0])
+                                 if isinstance(x, fx.Node)])
+
+
 def _dims_first(n: fx.Node, a: Analysis) -> list:
     return a.layouts[n.args[0]]
 
@@ -253,7 +263,7 @@ rule("aten.silu.default")(_unary(Op.SILU, "``silu(x) = x * sigmoid(x)``."))
 class SiluBackward:
     """``silu_backward(g, x) = g * s * (1 + x * (1 - s))`` with ``s = sigmoid(x)`` (d silu / dx)."""
 
-    dims = staticmethod(_dims_bcast)
+    dims = staticmethod(_dims_forward_first)
 
     @staticmethod
     def term(n, ctx, g, x):
@@ -267,7 +277,7 @@ class SiluBackward:
 class SigmoidBackward:
     """``sigmoid_backward(g, y) = g * y * (1 - y)`` (``y`` = the forward output)."""
 
-    dims = staticmethod(_dims_bcast)
+    dims = staticmethod(_dims_forward_first)
 
     @staticmethod
     def term(n, ctx, g, y):
@@ -279,7 +289,7 @@ class SigmoidBackward:
 class TanhBackward:
     """``tanh_backward(g, y) = g * (1 - y^2)`` (``y`` = the forward output)."""
 
-    dims = staticmethod(_dims_bcast)
+    dims = staticmethod(_dims_forward_first)
 
     @staticmethod
     def term(n, ctx, g, y):
@@ -320,7 +330,7 @@ class GeluBackward:
     The exact (erf) GELU's derivative needs the normal pdf and cdf, which the IR does not
     have: UNKNOWN."""
 
-    dims = staticmethod(_dims_bcast)
+    dims = staticmethod(_dims_forward_first)
 
     @staticmethod
     def term(n, ctx, g, x, approximate="none"):

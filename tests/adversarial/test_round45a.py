@@ -100,3 +100,14 @@ def test_r45a_4_reentrant_checkpoint_late_identity_right(tmp_path):
     out = _prove(ROUND44C / "r44c_12_reentrant_checkpoint_unit_post_backward_identity_right.py",
                  tmp_path)
     assert _equivalent(out), out
+
+
+def test_r45a_15_mutant_sum_loss_is_refuted(tmp_path):
+    """r45a_15 (torchtitan style: checkpoint_wrapper blocks, fully_shard per block and root)
+    is UNKNOWN at 95d291d and f8061a3 (the gradient of a square residual layer named one dim
+    twice); since the activations' backward rules name their output as the forward value
+    (``rules_elementwise._dims_forward_first``) it is EQUIVALENT (50 s, above). Its mutant with
+    the loss summed (FSDP2 averages over dp; truth wrong 6.7e-8 under AdamW) is refuted."""
+    out = _prove(ROUND45A / "r45a_17_torchtitan_checkpoint_wrapper_blocks_sum_loss_wrong.py",
+                 tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
