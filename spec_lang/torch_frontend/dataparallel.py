@@ -37,9 +37,10 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, Group, Hold, forward_post,
-                                                forward_pre, param_less_unit, queue_final,
-                                                reshards_after_forward, unshard_only)
+from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, STEP_RESETS, Group, Hold,
+                                                forward_post, forward_pre, param_less_unit,
+                                                queue_final, reshards_after_forward,
+                                                unshard_only)
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
@@ -465,6 +466,7 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
     hooks = []
     HOLDS.clear()
     GROUPS.clear()
+    STEP_RESETS.clear()
     for u in units:
         mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
         group = Group.of(u)
@@ -478,6 +480,7 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             hold = HOLDS[id(u)] = Hold(u, mine, new, None, lambda n, u=u: unit_view(u, new[n],
                                                                                    orig[n]))
         cur: dict[str, Any] = {}
+        STEP_RESETS.append(lambda r=running, c=cur: (r.__setitem__(0, False), c.clear()))
 
         def gather(u: Any = u, mine: Any = mine, hold: Any = hold, cur: Any = cur) -> None:
             """The unit's pre-forward: its parameters' views registered."""
@@ -523,7 +526,7 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             if group is None:
                 gather()
             else:
-                group.pre()
+                group.pre(module)
             if not entering or _in_pp_step(mine, new):   # recomputed too (R45a-4)
                 return None
             return post_backward_inputs(group.holds if group else [hold], args, kwargs)

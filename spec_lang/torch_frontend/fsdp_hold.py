@@ -31,12 +31,19 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.recompute import param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
-           "param_less_unit", "forward_pre", "forward_post", "unshard_only", "queue_final"]
+           "param_less_unit", "forward_pre", "forward_post", "unshard_only", "queue_final",
+           "STEP_RESETS"]
 
 HOLDS: dict[int, "Hold"] = {}
 """id(unit) -> its :class:`Hold`, for the units :func:`dataparallel.install_units` installed."""
 
 _QUEUED = [False]       # the final engine callback is queued for the running backward
+
+STEP_RESETS: list[Any] = []
+"""Functions putting a stand-in's per-step hook state back (its "forward running" flag, the
+views of its last forward), called by :func:`release_all`: a forward stopped inside (torch's
+non-reentrant checkpoint ends a recomputation early by raising) runs no post-forward hook,
+and what the hooks close over is step state (round 45b, r45b_14: UNKNOWN before)."""
 
 GROUPS: dict[int, "Group"] = {}
 """id of a ``fully_shard([m1, m2, ...])`` call's member tuple -> its :class:`Group`."""
@@ -59,6 +66,7 @@ class Group:
     def __init__(self) -> None:
         self.members: list[tuple[Any, Any, Any]] = []
         self.curs: list[dict] = []
+        self.by_member: list[Hold | None] = []     # each member's hold, as ``members``
         self.holds: list[Hold] = []
         self.to_run: set[int] = set()
         self.in_forward = False     # FSDP2's TrainingState.FORWARD of the group's state
@@ -74,8 +82,10 @@ class Group:
     def join(self, module: Any, gather: Any, done: Any, cur: dict, hold: "Hold | None") -> None:
         self.members.append((module, gather, done))
         self.curs.append(cur)
+        self.by_member.append(hold)
         if hold is not None:
             self.holds.append(hold)
+            hold.mates = self.holds     # one state: one training state (round 45b, R45b-2)
 
     def reset(self) -> None:
         """The end of the step: no member open, no view left in a hook (step state)."""
@@ -98,11 +108,21 @@ class Group:
         for _, _, done in self.members:
             done(out)
 
-    def pre(self) -> None:
+    def pre(self, module: Any = None) -> None:
+        """A member's pre-forward: the first of a pass gathers every member. A member whose
+        views were gathered without autograd (a sibling's forward under ``no_grad``: the
+        reentrant checkpoint's first forward) while this forward records it is gathered
+        again: FSDP2's unsharded parameter is a leaf that requires grad in any grad mode
+        (round 45b, R45b-3: the second member's gradient was lost)."""
         if not self.to_run:
             self.to_run = {id(m) for m, _, _ in self.members}
             for _, gather, _ in self.members:
                 gather()
+        elif torch.is_grad_enabled():
+            for (m, gather, _), cur, h in zip(self.members, self.curs, self.by_member):
+                if m is module and h is not None and any(
+                        not v.requires_grad and h.new[n].requires_grad for n, v in cur.items()):
+                    gather()
 
     def post(self, module: Any, out: Any) -> bool:
         """A member's post-forward; True when it completed the group."""
@@ -293,6 +313,7 @@ class Hold:
         self.in_forward = False             # FSDP2's TrainingState.FORWARD of the state
         self.pre_bw = False     # the state's PRE_BACKWARD: its pre-backward hook fired
         self.post_bw = False    # its group's POST_BACKWARD: its post-backward ran
+        self.mates: list[Hold] = [self]     # the holds of its state (a fully_shard group's)
 
     def stale(self, names: Any) -> list[str]:
         """The parameters among ``names`` whose stored (sharded) parameter was written since
@@ -363,7 +384,8 @@ class Hold:
             PlanError: a stored parameter updated since that view's gather (FSDP2 gathers the
                 new values; the view holds the old ones)."""
         queue_final()
-        self.pre_bw = True
+        for h in self.mates:    # the state's PRE_BACKWARD, its group's too (no longer
+            h.pre_bw, h.post_bw = True, False   # POST_BACKWARD: the final callback reshards)
         if self.stale(self.last):
             raise PlanError(f"{_site(self.u)}: a parameter of this unit was updated between "
                             "its forward and its backward: FSDP2 all-gathers the new values "
@@ -457,6 +479,9 @@ def release_all() -> None:
     for g in GROUPS.values():
         g.reset()
     GROUPS.clear()
+    for reset in STEP_RESETS:
+        reset()
+    STEP_RESETS.clear()
     for h, names in stale:
         if names:
             raise PlanError(f"{_site(h.u)}: FSDP2 keeps this unit's unsharded parameters "

@@ -1,0 +1,77 @@
+"""Control for r45b_10: two separate states (w1 IDLE at its reentrant recomputation: torch registers RegisterPostBackward, the inner backward reshards it: is, k = 1): right. Rest of the r45b_10 text does not apply.
+fully_shard(model); w1 runs under a reentrant checkpoint, w2 after it. The gradient reaches w2's
+output first: the group's pre-backward puts the whole STATE in PRE_BACKWARD (torch 2.13
+FSDPState._pre_backward). The reentrant recomputation of w1 then only unshards (no
+RegisterPostBackward on its inputs, no pre-backward hooks), so nothing reshards the group before
+the final callback (the original forward registered no post-backward: w1's input went in under
+the checkpoint's no_grad). The stand-in sets pre_bw on w2's Hold only: w1's recomputation takes
+the full pre-forward, wraps its (grad-requiring) input, and the inner backward runs the group's
+post-backward: resharded. A tensor hook with the lowest sequence number reads
+'model.w1.weight is p1' (p1 the optimizer's); gradients scaled by 2 when it is not.
+Spec: is (k = 1); real: is not (k = 2).
+"""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        h = self.w0(x)
+        a = checkpoint(self.w1, h, use_reentrant=True)
+        return self.w2(nn.functional.silu(a))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model.w1, mesh=mesh["dp"])
+    fully_shard(model.w2, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    p1 = optimizer.param_groups[0]["params"][1]
+    seen = []
+    z = torch.ones((), dtype=x.dtype, requires_grad=True)
+    zz = z * 1.0
+
+    def hook(g):
+        seen.append(model.w1.weight is p1)
+        return g
+
+    zz.register_hook(hook)
+    out = model(x)
+    loss = ((out * zz - y) ** 2).mean()
+    loss.backward()
+    k = 1.0 if seen[0] else 2.0
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(k)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
