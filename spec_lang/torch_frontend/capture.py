@@ -54,6 +54,8 @@ from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.thread_guard import threads_let, threads_refused, value_hint, watched
 from spec_lang.torch_frontend.styles import record_styles, resolve_styles
+from spec_lang.torch_frontend.user_modules import (  # noqa: F401 -- re-exported
+    _is_next_to, _register_user_frames, _user_modules)
 from spec_lang.torch_frontend.wrapper_names import built_names, check_names_kept
 from spec_lang.torch_frontend.pp_capture import (
     NeedsCpu, attr_at, check_refusals, empty_on, module_buffers, outliving_pipeline_objects,
@@ -339,6 +341,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
         inputs.append(InputRole("buffer", f"buffer:{n}", _placements(b, axes), str(b.dtype),
                                 tuple(b.shape)))
         flat.append(empty(_local(b).shape, dtype=b.dtype))
+    p = b = None    # no local holds a replaced tensor (stale_refs counts their references)
     for n in data_names:
         t = batch[n]
         if not isinstance(t, torch.Tensor):
@@ -378,9 +381,10 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             for alias in tied.get(n, ()):
                 _set_attr(model, alias, p)
             new[n] = p
+        p0 = None
         base_keys = {id(p): frozenset(vars(p)) for p in new.values()}
         states = {n: {k: lift(next(it), spec_of[n]) for k in keys} for n, _ in params}
-        for n, _ in buffers:
+        for n in [n for n, _ in buffers]:       # (no local left holding a buffer)
             _set_attr(model, buf_at[n], lift(next(it), buf_spec[n]))
         hooks_before = hook_counts(model, new)
         orig = {n: p for n, p in params}    # the stand-ins' hooks hold it: ours (R44c-5)
@@ -516,57 +520,6 @@ def _def_line(fn: Any) -> int:
 
 def _pad(pl: tuple[str, ...], axes: list[str]) -> tuple[str, ...]:
     return pl if pl else tuple("R" for _ in axes)
-
-
-def _user_modules(tf: TrainFile) -> list[Any]:
-    """The train file's module and the modules next to it (where ``fully_shard`` may be
-    bound by name)."""
-    import os
-    import sys as _sys
-
-    folder = os.path.dirname(os.path.realpath(tf.path))
-    return [tf.module] + [m for m in list(_sys.modules.values()) if m is not tf.module
-                          and _is_next_to(m, folder)]
-
-
-def _is_next_to(m: Any, folder: str) -> bool:
-    """``m`` is a module loaded from a file in ``folder``. A module whose ``__file__`` is not an
-    absolute path is not: torch's op namespaces say ``__file__ = "_ops.py"``, which
-    ``realpath`` would place in the working directory -- the train file's own folder when the
-    user runs ``prove --torch train.py`` there, and ``torch.ops`` then read as user state
-    (a false UNKNOWN: "the global _dir of _ops.py")."""
-    import os
-
-    f = getattr(m, "__file__", None)
-    name = getattr(m, "__name__", "") or ""
-    return (isinstance(f, str) and os.path.isabs(f) and name != "torch"
-            and not name.startswith("torch.")
-            and os.path.dirname(os.path.realpath(f)) == folder)
-
-
-def _register_user_frames(tf: TrainFile) -> None:
-    """Keep the frames of the user's functions (the train file and the modules next to it) in
-    the nodes' stack traces (make_fx keeps only ``forward`` frames otherwise), so that every
-    node, including the backward's (``loss.backward()``), names a user line."""
-    import inspect
-    import os
-    import sys as _sys
-
-    from torch.fx import proxy
-
-    folder = os.path.dirname(os.path.realpath(tf.path))
-    mods = [tf.module] + [m for m in list(_sys.modules.values()) if m is not tf.module
-                          and _is_next_to(m, folder)]
-    for m in mods:
-        for v in list(vars(m).values()):
-            fns = [v] if inspect.isfunction(v) else (
-                [f for f in vars(v).values() if inspect.isfunction(f)] if inspect.isclass(v)
-                else [])
-            for f in fns:
-                code = getattr(f, "__code__", None)
-                if code is not None and os.path.dirname(os.path.realpath(code.co_filename)) \
-                        == folder:
-                    proxy._register_stack_trace_anchor(f)  # noqa: SLF001
 
 
 def _data_sharding(tf: TrainFile, batch: Mapping[str, Any], axes: list[str],

@@ -41,14 +41,19 @@ _MAX_SEEN = 50_000      # objects visited before the search gives up (then: refu
 def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: str) -> None:
     """Refuse a reference to any of ``replaced`` ((name, the tensor the model held before the
     capture replaced it)), or to a view of one, that Python code can reach from a module's
-    globals (another package's, ``builtins``, a module object put into ``sys.modules``) or
-    from a suspended frame (a generator). The holders are searched upwards with the
-    collector (``gc.get_referrers``) from the tensors: a chain that ends in ``ours`` (the
-    capture's own containers), in a frame running now (the capture's calls) or in a module
-    of shardproof's own is the capture's; the model's and the optimizer's attributes and the
-    train file's globals are the step-state fingerprint's to refuse (:func:`step_state.
-    step_state`). Objects the collector does not track (C++ holders such as an autograd
-    node) are not seen.
+    globals (another package's, ``builtins``, a module object put into ``sys.modules``), from
+    a suspended frame (a generator) or from a holder Python's collector does not see.
+
+    The holders are searched upwards with the collector (``gc.get_referrers``) from the
+    tensors. A chain that ends in ``ours`` (the capture's own containers), in what a frame
+    running now holds (the capture's calls) or in a module of shardproof's own is the
+    capture's; the model's and the optimizer's attributes and the train file's globals are
+    the step-state fingerprint's to refuse (:func:`step_state.step_state`). Round 45b
+    (R45b-1) hid the reference where the collector does not look: a numpy object array, a
+    frozen generation (``gc.freeze``), a context variable, the codec registry, a signal
+    handler. So a tensor must hold no more references (``sys.getrefcount``) than its
+    referrers account for, and a holder met on the way must have a referrer or be held by a
+    running frame (the caller clears its own loop variables that held the tensors).
 
     Raises:
         PlanError: naming the tensor and what holds it, at ``site``; also when the search
@@ -57,10 +62,19 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
     targets = {id(t): n for n, t in replaced}
     if not targets:
         return
+    gc.collect()        # garbage is no holder (a dead frame's cycle: a long, useless chain)
+    if gc.get_freeze_count():
+        raise PlanError(_message(site, next(iter(targets.values())), _HIDDEN + " (gc.freeze "
+                                 "moved objects where the collector does not search)"))
     views = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)
              and id(getattr(o, "_base", None)) in targets]
     for v in views:     # ``p.view(-1)`` kept in build_model: its ``_base`` (R45a-3)
         targets[id(v)] = f"{targets[id(v._base)]} (a view of it)"
+    v = None
+    tensors = [t for _, t in replaced] + views
+    hidden = _unaccounted(tensors)      # before any frame's f_locals is made (R45b-1)
+    if hidden is not None:
+        raise PlanError(_message(site, targets[id(hidden)], _HIDDEN))
     modules = [(name, m) for name, m in list(sys.modules.items())
                if isinstance(m, types.ModuleType)]
     roots = {id(vars(m)): name for name, m in modules if not _ours(m)}
@@ -70,26 +84,32 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
     stop = {id(x) for x in ours} | {id(x) for x in replaced} | {id(replaced)}
     stop |= {id(vars(m)) for _, m in modules if _ours(m)}
     f: Any = sys._getframe()  # noqa: SLF001
-    while f is not None:
-        stop.add(id(f))
+    while f is not None:        # running frames, their locals and what those hold: ours
+        loc = f.f_locals
+        stop |= {id(f), id(loc)} | {id(x) for x in loc.values()}
         f = f.f_back
-    frontier: list[Any] = [t for _, t in replaced] + views
+    loc = None
+    frontier: list[Any] = list(tensors)
     origin = dict(targets)          # id of a holder -> the tensor it leads to
     seen = set(origin)
-    stop |= {id(frontier), id(views), id(seen), id(origin), id(targets), id(roots), id(stop)}
+    stop |= {id(x) for x in (frontier, views, seen, origin, targets, roots, stop, tensors)}
+    stop -= {id(t) for t in tensors}
     while frontier:
         fids = {id(x) for x in frontier}
+        held: set[int] = set()
         found: list[Any] = []
         stop.add(id(found))
         refs = gc.get_referrers(*frontier)
         stop.add(id(refs))
+        books = {id(frontier), id(found), id(refs), id(tensors), id(views)}     # this search's
         for r in refs:
-            if id(r) in seen or id(r) in stop:
+            mine = [id(x) for x in gc.get_referents(r) if id(x) in fids]
+            if id(r) not in books:
+                held.update(mine)
+            if not mine or id(r) in seen or id(r) in stop:
                 continue
             seen.add(id(r))
-            src = next((origin[id(x)] for x in gc.get_referents(r) if id(x) in fids), None)
-            if src is None:
-                continue
+            src = origin[mine[0]]
             origin[id(r)] = src
             where = roots.get(id(r))
             if where is None and type(r).__name__ == "frame":
@@ -98,10 +118,34 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
                 raise PlanError(_message(site, src, where))
             found.append(r)
         del refs
+        lost = [k for k in fids if k not in held and k not in stop]
+        if lost:    # a holder nothing visible holds (R45b-1: the codec registry)
+            raise PlanError(_message(site, origin[lost[0]], _HIDDEN))
         if len(seen) > _MAX_SEEN:
             raise PlanError(_message(site, next(iter(targets.values())),
                                      "objects too many to search"))
         frontier = found
+
+
+_HIDDEN = ("a holder Python's collector does not see (a C extension's container such as a "
+           "numpy object array, an interpreter registry, a context variable, a signal "
+           "handler)")
+
+
+def _unaccounted(objs: list[Any]) -> Any | None:
+    """The first of ``objs`` holding more references (``sys.getrefcount``) than its
+    referrers the collector sees, or None (round 45b, R45b-1). No running frame may hold
+    one in a local but ``objs`` itself (the caller's)."""
+    counts = dict.fromkeys((id(o) for o in objs), 0)
+    for ref in gc.get_referrers(*objs):
+        for x in gc.get_referents(ref):
+            if id(x) in counts:
+                counts[id(x)] += 1
+    ref = x = None
+    for o in objs:      # (the argument and ``o``; ``objs`` is a referrer counted above)
+        if sys.getrefcount(o) - 2 > counts[id(o)]:
+            return o
+    return None
 
 
 def _ours(m: types.ModuleType) -> bool:
