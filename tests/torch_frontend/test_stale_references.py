@@ -112,3 +112,72 @@ def test_without_stale_nothing_is_refused():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     out = step_state(model, opt, [])
     assert out["module <model>.refs"].startswith(UNCOMPARABLE + "builtins.list[tensor((3, 4),")
+
+
+# -- stale_refs.refuse_held: holders outside what the fingerprint reads (round 45a, 45b) ------
+
+def _old_params():
+    """[(name, tensor)] of a model's parameters, held only by this list (no local of the
+    caller holds one: :func:`refuse_held` counts references)."""
+    return [(n, p) for n, p in MLP().named_parameters()]
+
+
+def test_refuse_held_passes_when_only_ours_hold_them():
+    from spec_lang.torch_frontend.stale_refs import refuse_held
+
+    replaced = _old_params()
+    refuse_held(replaced, [], "train.py:1")     # only the list (its tuples) holds them
+
+
+def test_refuse_held_names_another_modules_global():
+    """R45a-3: a reference in another module's globals (``math.REFS``)."""
+    import math
+
+    from spec_lang.torch_frontend.stale_refs import refuse_held
+
+    replaced = _old_params()
+    math.REFS_TEST = [replaced[1][1]]
+    try:
+        with pytest.raises(PlanError, match="w2.weight object .* the globals of the module math"):
+            refuse_held(replaced, [], "train.py:1")
+    finally:
+        del math.REFS_TEST
+
+
+@pytest.mark.parametrize("hide", ["numpy", "frozen"])
+def test_refuse_held_finds_holders_the_collector_does_not_see(hide):
+    """R45b-1: a numpy object array (not traversed by the collector) and a frozen generation
+    (``gc.freeze``): more references than visible referrers."""
+    import gc
+
+    import numpy as np
+
+    from spec_lang.torch_frontend.stale_refs import refuse_held
+
+    replaced = _old_params()
+    box = []
+    if hide == "numpy":
+        arr = np.empty(1, dtype=object)
+        arr[0] = replaced[0][1]
+        box.append(arr)
+    else:
+        box.append([replaced[0][1]])
+        gc.freeze()
+    try:
+        with pytest.raises(PlanError, match="a holder Python's collector does not see"):
+            refuse_held(replaced, [], "train.py:1")
+    finally:
+        gc.unfreeze()
+        box.clear()
+
+
+def test_refuse_held_a_local_of_a_running_frame_counts_as_hidden():
+    """The caller must not keep a replaced tensor in a local (the capture clears its loop
+    variables): a local is a reference no referrer shows."""
+    from spec_lang.torch_frontend.stale_refs import refuse_held
+
+    replaced = _old_params()
+    last = replaced[-1][1]
+    with pytest.raises(PlanError, match="does not see"):
+        refuse_held(replaced, [], "train.py:1")
+    assert last is replaced[-1][1]
