@@ -90,9 +90,11 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
         f = f.f_back
     loc = None
     frontier: list[Any] = list(tensors)
+    visited: list[Any] = []         # every holder the search met (not the tensors)
     origin = dict(targets)          # id of a holder -> the tensor it leads to
     seen = set(origin)
-    stop |= {id(x) for x in (frontier, views, seen, origin, targets, roots, stop, tensors)}
+    stop |= {id(x) for x in (frontier, views, seen, origin, targets, roots, stop, tensors,
+                             visited)}
     stop -= {id(t) for t in tensors}
     while frontier:
         fids = {id(x) for x in frontier}
@@ -101,7 +103,7 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
         stop.add(id(found))
         refs = gc.get_referrers(*frontier)
         stop.add(id(refs))
-        books = {id(frontier), id(found), id(refs), id(tensors), id(views)}     # this search's
+        books = {id(frontier), id(found), id(refs), id(tensors), id(views), id(visited)}
         for r in refs:
             mine = [id(x) for x in gc.get_referents(r) if id(x) in fids]
             if id(r) not in books:
@@ -124,7 +126,12 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
         if len(seen) > _MAX_SEEN:
             raise PlanError(_message(site, next(iter(targets.values())),
                                      "objects too many to search"))
+        visited += found
         frontier = found
+    r = None
+    hidden = _unaccounted(visited)  # a holder held where the collector does not look, also
+    if hidden is not None:          # one in a cycle (round 45c, R45c-1: a signal handler
+        raise PlanError(_message(site, origin[id(hidden)], _HIDDEN))   # holding itself)
 
 
 _HIDDEN = ("a holder Python's collector does not see (a C extension's container such as a "

@@ -181,3 +181,25 @@ def test_refuse_held_a_local_of_a_running_frame_counts_as_hidden():
     with pytest.raises(PlanError, match="does not see"):
         refuse_held(replaced, [], "train.py:1")
     assert last is replaced[-1][1]
+
+
+def test_refuse_held_a_cycle_does_not_hide_a_hidden_root():
+    """R45c-1: a self-referencing list (it is its own visible referrer) kept in a numpy object
+    array: the list's reference count shows the hidden holder."""
+    import numpy as np
+
+    from spec_lang.torch_frontend.stale_refs import refuse_held
+
+    replaced = _old_params()
+    cyc = [replaced[1][1]]
+    cyc.append(cyc)
+    arr = np.empty(1, dtype=object)
+    arr[0] = cyc
+    box = [arr]
+    del cyc, arr
+    try:
+        with pytest.raises(PlanError, match="a holder Python's collector does not see"):
+            refuse_held(replaced, [], "train.py:1")
+    finally:
+        box[0][0].clear()
+        box.clear()

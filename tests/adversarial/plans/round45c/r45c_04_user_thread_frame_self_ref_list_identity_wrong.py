@@ -1,0 +1,65 @@
+"""Idea (round 45c): a daemon thread started in build_model keeps a self-referencing list [w2.weight, itself] in a local while it waits; the forward reads it from sys._current_frames(). The thread's frame is not in the collector and not one of the capture's running frames. Single-device the same object (k = 1); FSDP2 replaced it (k = 2)."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+        import threading
+        ev = threading.Event()
+        lst0 = [self.w2.weight]
+        lst0.append(lst0)
+        box = [lst0]
+        def run(ev=ev):
+            lst45c = box.pop()
+            ev.set()
+            threading.Event().wait()
+        lst0 = None
+        th = threading.Thread(target=run, daemon=True)
+        th.start()
+        ev.wait()
+        self.tid = th.ident
+
+    def forward(self, x):
+        import sys
+        fr = sys._current_frames()[self.tid]
+        while fr.f_code.co_name != "run":
+            fr = fr.f_back
+        ref = fr.f_locals["lst45c"][0]
+        k = 1.0 if self.w2.weight is ref else 2.0
+        return self.w2(nn.functional.silu(self.w1(x))) * k
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
