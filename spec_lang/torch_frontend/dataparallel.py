@@ -514,10 +514,10 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
 
         def pre(module: Any, args: Any, kwargs: Any, running: Any = running,
                 gather: Any = gather, group: Any = group, hold: Any = hold,
-                mine: Any = mine) -> Any:
+                mine: Any = mine, cur: Any = cur) -> Any:
             running[0] = True
             if hold is not None and hold.pre_bw:    # FSDP2's PRE_BACKWARD: unshard only
-                return unshard_only(gather, group)  # (round 45a, R45a-2)
+                return unshard_only(gather, group, hold, cur)   # (R45a-2)
             # FSDP2 wraps the inputs once per forward pass of the state: not for a group
             # member run while its group is in its forward (round 44c, R44c-1)
             entering = hold is not None and not (group or hold).in_forward

@@ -413,16 +413,25 @@ class Hold:
         self._register(self.new)
 
 
-def unshard_only(gather: Any, group: "Group | None") -> None:
+def unshard_only(gather: Any, group: "Group | None", hold: "Hold | None", cur: dict) -> None:
     """A unit's pre-forward while its state is in ``PRE_BACKWARD`` (its pre-backward hook
     fired in this backward: a checkpoint recomputing it, a custom ``autograd.Function``'s
     backward running it): torch 2.13 ``FSDPState._pre_forward`` only unshards every group of
     the state and returns (no root pre-forward, no post-backward registration), and
     ``_post_forward`` returns at once, so nothing reshards it again in this backward; the
     final callback skips a group whose post-backward already ran (round 45a, R45a-2).
-    ``gather``: the unit's own (one module), or the group's members' gathers."""
-    for g in ([gather] if group is None else [m[1] for m in group.members]):
+    ``gather``: the unit's own (one module), or the group's members' gathers; the views
+    they register are held (:meth:`Hold.hold`'s record), so that views left past the step
+    on parameters the optimizer then updates are refused by :func:`release_all` (round
+    45a, r45a_03)."""
+    pairs = [(gather, hold, cur)] if group is None else \
+        list(zip([m[1] for m in group.members], group.by_member, group.curs))
+    for g, h, c in pairs:
         g()
+        if h is not None:
+            h.last.update(c)
+            h.views.update(c)
+            h.vers.update({n: param_versions(h.new[n]) for n in c})
 
 
 def queue_final() -> None:

@@ -57,10 +57,21 @@ def test_r45a_1_r44c_8_still_refuted(tmp_path):
 def test_r45a_2_unit_rerun_after_post_backward_is_not_accepted(name, tmp_path):
     """R45a-2: EQUIVALENT (29 s) behind the R45a-1 fix; truth wrong (w1 0.0054 / 0.0105).
     Since the stand-in models the state's PRE_BACKWARD (unshard only, no reshard after, the
-    final callback skips a unit whose post-backward ran: ``fsdp_hold.unshard_only``): NOT
-    EQUIVALENT (39 / 40 s)."""
+    final callback skips a unit whose post-backward ran: ``fsdp_hold.unshard_only``, which
+    holds the views it registers): exit 3 (5-6 s), as FSDP2 keeps the stale unsharded
+    parameters registered into the next step, which one traced step cannot show."""
     out = _prove(ROUND45A / name, tmp_path)
-    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
+    assert out["_rc"] == 3 and "registered after the step" in out["_err"], out
+
+
+def test_r45a_3_stale_unsharded_next_step_is_refused(tmp_path):
+    """r45a_03 (r45a_01 without the identity read; truth with ``--read-last`` wrong 0.0054 /
+    2.2e-5): UNKNOWN at f8061a3 (the hooks' step state), EQUIVALENT once that state was reset
+    at the step's end (8a8569f..eeb6ae0: ``pre`` read the last unit's ``cur`` by late
+    binding, so ``unshard_only`` held no view); exit 3 since (6 s)."""
+    out = _prove(ROUND45A / "r45a_03_recompute_after_post_backward_stale_next_step_wrong.py",
+                 tmp_path)
+    assert out["_rc"] == 3 and "registered after the step" in out["_err"], out
 
 
 @pytest.mark.parametrize("name, where", [
