@@ -72,7 +72,8 @@ def _dims_forward_first(n: fx.Node, a: Analysis) -> list:
     ``x`` first, so that where ``g`` and ``x`` hold twins (a square layer on the residual,
     ``h + silu(sq(h))``: the residual's gradient meets the layer's own output dim) the result
     is named as the forward value is, and the layer's weight gradient ``g^T h`` gets the
-    weight's two dims rather than one twice (round 45a: r45a_15, R31c-2)."""
+    weight's two dims rather than one twice (round 45a: r45a_15; two square layers with
+    no activation between them, R31c-2, stay ambiguous)."""
     return broadcast_dims(n, a, [x for x in (*n.args[1:2], n.args[0])
                                  if isinstance(x, fx.Node)])
 

@@ -193,6 +193,28 @@ def test_a_residual_around_a_square_matmul_and_its_gradients(seed):
     _distinct_dims(low)
 
 
+@pytest.mark.parametrize("act", ["silu", "tanh", "sigmoid", "gelu_tanh"])
+def test_two_square_residual_blocks_with_an_activation_and_their_gradients(act):
+    """``h + f(sq_k(h))`` for two square layers (round 45a, r45a_15): with the activation's
+    backward naming its output as the forward value (``rules_elementwise.
+    _dims_forward_first``) the lowered forward and weight gradients equal torch's in
+    float64. (The single-device harness lowers these with either naming; the plan-side
+    UNKNOWN that naming removed is checked end to end by ``tests/adversarial/
+    test_round45a.py``, r45a_15 and its mutant r45a_17.)"""
+    rng = np.random.default_rng(3)
+    f = {"silu": F.silu, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+         "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[act]
+
+    def blocks(x, w1, w2, g):
+        w1, w2 = w1.detach().requires_grad_(True), w2.detach().requires_grad_(True)
+        h = x + f(x @ w1.t())
+        y = h + f(h @ w2.t())
+        return (y,) + torch.autograd.grad(y, [w1, w2], g)
+
+    low = check_fn(blocks, _t(rng, 3, 5), _t(rng, 5, 5), _t(rng, 5, 5), _t(rng, 3, 5))
+    _distinct_dims(low)
+
+
 def _adam_inputs(rng):
     return (_t(rng, 3, 5), _t(rng, 5, 5), _t(rng, 5), _t(rng, 5, 5),
             torch.tensor(rng.random((5, 5))), _t(rng, 5), torch.tensor(rng.random(5)))
