@@ -39,8 +39,7 @@ from torch.distributed.tensor import DTensor
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, STEP_RESETS, Group, Hold,
                                                 forward_post, forward_pre, param_less_unit,
-                                                queue_final, reshards_after_forward,
-                                                unshard_only)
+                                                reshards_after_forward, unshard_only)
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
@@ -421,8 +420,8 @@ class GatherShard(torch.autograd.Function):
 
         reduction_refused(ctx, "fully_shard")
         gathered_then_written(ctx)
-        if ctx.hold is not None:        # its post-backward: fsdp_backward (R44b-1)
-            queue_final()
+        if ctx.hold is not None:        # its post-backward: fsdp_backward (R44b-1, R45c-2)
+            ctx.hold.arrived()
         g = grad if ctx.shard_group is None else funcol.wait_tensor(
             funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim, ctx.shard_group))
         for rg in ctx.rep_groups:
@@ -523,13 +522,13 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             entering = hold is not None and not (group or hold).in_forward
             if hold is not None:
                 forward_pre(hold)       # lazy init, iter_forward_root (fsdp_hold)
-            if group is None:
+            wrapped = None if not entering or _in_pp_step(mine, new) else \
+                post_backward_inputs(group.holds if group else [hold], args, kwargs)  # R45a-4
+            if group is None:       # gathered after the registration: Hold.arrived (R45c-2)
                 gather()
             else:
                 group.pre(module)
-            if not entering or _in_pp_step(mine, new):   # recomputed too (R45a-4)
-                return None
-            return post_backward_inputs(group.holds if group else [hold], args, kwargs)
+            return wrapped
 
         def post(module: Any, args: Any, out: Any, running: Any = running, done: Any = done,
                  group: Any = group, hold: Any = hold) -> None:

@@ -313,6 +313,7 @@ class Hold:
         self.in_forward = False             # FSDP2's TrainingState.FORWARD of the state
         self.pre_bw = False     # the state's PRE_BACKWARD: its pre-backward hook fired
         self.post_bw = False    # its group's POST_BACKWARD: its post-backward ran
+        self.late = False       # a gradient reached it in POST_BACKWARD, not yet reduced
         self.mates: list[Hold] = [self]     # the holds of its state (a fully_shard group's)
 
     def stale(self, names: Any) -> list[str]:
@@ -400,12 +401,27 @@ class Hold:
         :class:`fsdp_backward.RegisterPostBackward`): the stored parameters registered again,
         or (``reshard_after_backward`` False) the last forward's views."""
         queue_final()
-        self.post_bw = True
+        self.post_bw, self.late = True, False   # FSDP2 reduces every gradient it holds
         if not _reshards_after_backward(self.u):
             self.views.update(self.last)
             self._register(self.last)
         else:
             self.release()
+
+    def arrived(self) -> None:
+        """A gradient of one of the unit's views arrives (``GatherShard``'s backward: for real,
+        autograd accumulates it into the unsharded parameter's ``.grad``). FSDP2's
+        post-backward reduces the ``.grad`` it finds; one that arrives while the group is in
+        ``POST_BACKWARD`` waits for a later post-backward, and the root's final callback runs
+        none for a group in that state: the gradient is left out of the step (round 45c,
+        R45c-2: a group member under a reentrant checkpoint ran the group's post-backward in
+        the recomputation's inner backward, before an earlier member's backward;
+        :func:`_final` refuses it). The stand-in registers FSDP2's ``RegisterPostBackward``
+        before it gathers (``dataparallel.install_units``), so the engine runs a unit's
+        gathers' backward before its post-backward, as it runs ``AccumulateGrad`` first."""
+        queue_final()
+        if self.post_bw:
+            self.late = True
 
     def release(self) -> None:
         """``reshard``: the stored parameters registered again."""
@@ -445,10 +461,26 @@ def _reshards_after_backward(u: Any) -> bool:
     return getattr(u, "settings", {}).get("reshard_after_backward", True) is not False
 
 
+LOST: list[str] = []
+"""Why a gradient was left out of the step (:meth:`Hold.arrived`), raised by
+:func:`release_all`."""
+
+
 def _final() -> None:
     """The root's final backward callback: every unit still holding views reshards unless it
-    keeps them after the backward (``_root_post_backward_final_callback``)."""
+    keeps them after the backward (``_root_post_backward_final_callback``); a group in
+    ``POST_BACKWARD`` that a gradient reached after its last post-backward is recorded in
+    :data:`LOST` (FSDP2 skips that group here: R45c-2)."""
     _QUEUED[0] = False
+    for h in HOLDS.values():
+        if h.post_bw and h.late and not LOST:
+            LOST.append(f"{_site(h.u)}: a gradient of this fully_shard unit's parameters "
+                        f"({', '.join(n for n, _ in h.mine[:3])}) arrives after its group's "
+                        "post-backward already ran in this backward (a member recomputed "
+                        "by a reentrant checkpoint runs it in its inner backward) and no "
+                        "pre-backward follows: FSDP2 does not reduce it, so the step leaves "
+                        "it out (R45c-2); put the group's members under one checkpoint, use "
+                        "use_reentrant=False, or fully_shard the members separately")
     open_groups = [g for g in GROUPS.values() if g.to_run]
     members = {id(m) for g in open_groups for m, _, _ in g.members}
     for g in GROUPS.values():   # a group whose forward did not complete: unsharded until here
@@ -460,7 +492,7 @@ def _final() -> None:
                 and not h.post_bw:
             h.release()
     for h in HOLDS.values():    # per-iteration state reset (iter_forward_root, IDLE)
-        h.in_forward = h.pre_bw = h.post_bw = False
+        h.in_forward = h.pre_bw = h.post_bw = h.late = False
         if h.ctx is not None:
             h.ctx.forward_root = None
 
@@ -477,6 +509,8 @@ def release_all() -> None:
             before this step's update, which one traced step cannot show.
     """
     _QUEUED[0] = False
+    lost = LOST[:1]
+    LOST.clear()
     stale = [(h, h.stale(h.views)) for h in HOLDS.values()]
     for h in HOLDS.values():
         h.release()
@@ -484,6 +518,7 @@ def release_all() -> None:
         h.vers.clear()
         h.root = None       # as before the step: the hooks' state is step state (R7-1)
         h.by, h.ctx, h.in_forward, h.pre_bw, h.post_bw = None, None, False, False, False
+        h.late = False
     HOLDS.clear()
     for g in GROUPS.values():
         g.reset()
@@ -491,6 +526,8 @@ def release_all() -> None:
     for reset in STEP_RESETS:
         reset()
     STEP_RESETS.clear()
+    if lost:
+        raise PlanError(lost[0])
     for h, names in stale:
         if names:
             raise PlanError(f"{_site(h.u)}: FSDP2 keeps this unit's unsharded parameters "
