@@ -410,18 +410,28 @@ class Hold:
 
     def arrived(self) -> None:
         """A gradient of one of the unit's views arrives (``GatherShard``'s backward: for real,
-        autograd accumulates it into the unsharded parameter's ``.grad``). FSDP2's
-        post-backward reduces the ``.grad`` it finds; one that arrives while the group is in
-        ``POST_BACKWARD`` waits for a later post-backward, and the root's final callback runs
-        none for a group in that state: the gradient is left out of the step (round 45c,
-        R45c-2: a group member under a reentrant checkpoint ran the group's post-backward in
-        the recomputation's inner backward, before an earlier member's backward;
-        :func:`_final` refuses it). The stand-in registers FSDP2's ``RegisterPostBackward``
-        before it gathers (``dataparallel.install_units``), so the engine runs a unit's
-        gathers' backward before its post-backward, as it runs ``AccumulateGrad`` first."""
+        autograd accumulates it into the unsharded parameter's ``.grad``) while its group is
+        in ``POST_BACKWARD`` (round 45c, R45c-2: a group member under a reentrant checkpoint
+        ran the group's post-backward in the recomputation's inner backward, before an
+        earlier member's backward). A group that reshards after the backward has freed its
+        unsharded parameters there: torch fails in a backward that reads them (r45c_12) or
+        accumulates into a ``.grad`` no later post-backward may reduce (r45c_13), refused by
+        :func:`release_all`. One that keeps them (``set_reshard_after_backward(False)``)
+        waits for a later post-backward: the root's final callback runs none for a group in
+        ``POST_BACKWARD`` (:func:`_final` refuses that). The stand-in registers FSDP2's
+        ``RegisterPostBackward`` before it gathers (``dataparallel.install_units``), so the
+        engine runs a unit's gathers' backward before its post-backward, as it runs
+        ``AccumulateGrad`` first."""
         queue_final()
-        if self.post_bw:
-            self.late = True
+        if not self.post_bw:
+            return
+        if _reshards_after_backward(self.u):
+            LOST.append(f"{_site(self.u)}: the backward of this fully_shard unit "
+                        f"({', '.join(n for n, _ in self.mine[:3])}) runs after its group's "
+                        f"post-backward resharded it in this backward {_WHY}: FSDP2 has freed "
+                        "the unsharded parameters, so torch fails reading them or leaves the "
+                        f"gradient out of the step (R45c-2); {_FIX}")
+        self.late = True
 
     def release(self) -> None:
         """``reshard``: the stored parameters registered again."""
@@ -462,8 +472,11 @@ def _reshards_after_backward(u: Any) -> bool:
 
 
 LOST: list[str] = []
-"""Why a gradient was left out of the step (:meth:`Hold.arrived`), raised by
+"""Why a gradient was left out of the step (:meth:`Hold.arrived`, :func:`_final`), raised by
 :func:`release_all`."""
+_WHY = "(a member recomputed by a reentrant checkpoint runs it in its inner backward)"
+_FIX = ("put the group's members under one checkpoint, use use_reentrant=False, or "
+        "fully_shard the members separately")
 
 
 def _final() -> None:
@@ -473,14 +486,11 @@ def _final() -> None:
     :data:`LOST` (FSDP2 skips that group here: R45c-2)."""
     _QUEUED[0] = False
     for h in HOLDS.values():
-        if h.post_bw and h.late and not LOST:
+        if h.post_bw and h.late:
             LOST.append(f"{_site(h.u)}: a gradient of this fully_shard unit's parameters "
                         f"({', '.join(n for n, _ in h.mine[:3])}) arrives after its group's "
-                        "post-backward already ran in this backward (a member recomputed "
-                        "by a reentrant checkpoint runs it in its inner backward) and no "
-                        "pre-backward follows: FSDP2 does not reduce it, so the step leaves "
-                        "it out (R45c-2); put the group's members under one checkpoint, use "
-                        "use_reentrant=False, or fully_shard the members separately")
+                        f"last post-backward in this backward {_WHY}: FSDP2 does not reduce "
+                        f"it, so the step leaves it out (R45c-2); {_FIX}")
     open_groups = [g for g in GROUPS.values() if g.to_run]
     members = {id(m) for g in open_groups for m, _, _ in g.members}
     for g in GROUPS.values():   # a group whose forward did not complete: unsharded until here
