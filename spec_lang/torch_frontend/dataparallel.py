@@ -420,12 +420,12 @@ class GatherShard(torch.autograd.Function):
 
         reduction_refused(ctx, "fully_shard")
         gathered_then_written(ctx)
-        if ctx.hold is not None:        # its post-backward: fsdp_backward (R44b-1, R45c-2)
-            ctx.hold.arrived()
         g = grad if ctx.shard_group is None else funcol.wait_tensor(
             funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim, ctx.shard_group))
         for rg in ctx.rep_groups:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", rg))
+        if ctx.hold is not None and ctx.hold.arrived(ctx.stored, g / ctx.factor):
+            return None, None, None, None, None, None, None     # R44b-1, R44c-2, R45c-2
         return g / ctx.factor, None, None, None, None, None, None
 
 

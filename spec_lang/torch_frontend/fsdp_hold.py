@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.fsdp_grads import defer, flush
 from spec_lang.torch_frontend.recompute import param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
@@ -314,6 +315,7 @@ class Hold:
         self.pre_bw = False     # the state's PRE_BACKWARD: its pre-backward hook fired
         self.post_bw = False    # its group's POST_BACKWARD: its post-backward ran
         self.late = False       # a gradient reached it in POST_BACKWARD, not yet reduced
+        self.grads: dict[int, list] = {}    # reduced, for its post-backward (fsdp_grads)
         self.mates: list[Hold] = [self]     # the holds of its state (a fully_shard group's)
 
     def stale(self, names: Any) -> list[str]:
@@ -407,8 +409,9 @@ class Hold:
             self._register(self.last)
         else:
             self.release()
+        flush(self.grads)       # the sharded .grad set now (fsdp_grads, R44c-2)
 
-    def arrived(self) -> None:
+    def arrived(self, stored: Any, g: Any) -> bool:
         """A gradient of one of the unit's views arrives (``GatherShard``'s backward: for real,
         autograd accumulates it into the unsharded parameter's ``.grad``) while its group is
         in ``POST_BACKWARD`` (round 45c, R45c-2: a group member under a reentrant checkpoint
@@ -421,10 +424,13 @@ class Hold:
         ``POST_BACKWARD`` (:func:`_final` refuses that). The stand-in registers FSDP2's
         ``RegisterPostBackward`` before it gathers (``dataparallel.install_units``), so the
         engine runs a unit's gathers' backward before its post-backward, as it runs
-        ``AccumulateGrad`` first."""
+        ``AccumulateGrad`` first. ``g``: the reduced gradient of the stored parameter
+        ``stored``, kept for the post-backward; returns whether it was
+        (:func:`fsdp_grads.defer`)."""
         queue_final()
+        kept = defer(self.grads, stored, g)
         if not self.post_bw:
-            return
+            return kept
         if _reshards_after_backward(self.u):
             LOST.append(f"{_site(self.u)}: the backward of this fully_shard unit "
                         f"({', '.join(n for n, _ in self.mine[:3])}) runs after its group's "
@@ -432,6 +438,7 @@ class Hold:
                         "the unsharded parameters, so torch fails reading them or leaves the "
                         f"gradient out of the step (R45c-2); {_FIX}")
         self.late = True
+        return kept
 
     def release(self) -> None:
         """``reshard``: the stored parameters registered again."""
@@ -501,6 +508,8 @@ def _final() -> None:
         if (h.views or id(h.u.module) in members) and _reshards_after_backward(h.u) \
                 and not h.post_bw:
             h.release()
+        if not h.post_bw:       # its post-backward: the sharded .grad set (R44c-2)
+            flush(h.grads)
     for h in HOLDS.values():    # per-iteration state reset (iter_forward_root, IDLE)
         h.in_forward = h.pre_bw = h.post_bw = h.late = False
         if h.ctx is not None:
@@ -529,6 +538,7 @@ def release_all() -> None:
         h.root = None       # as before the step: the hooks' state is step state (R7-1)
         h.by, h.ctx, h.in_forward, h.pre_bw, h.post_bw = None, None, False, False, False
         h.late = False
+        h.grads.clear()
     HOLDS.clear()
     for g in GROUPS.values():
         g.reset()
