@@ -42,10 +42,10 @@ from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, STEP_RESETS, Grou
                                                 reshards_after_forward, unshard_only)
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
+from spec_lang.torch_frontend.fsdp_grads import outside_graph
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.param_attrs import snapshot
-from spec_lang.torch_frontend.pp_leaves import (keeps_unsharded, leaf_for, manages,
-                                                pre_backward_hooks)
+from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, manages, pre_backward_hooks
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
                                                  recompute_hooks, reduction_refused)
 
@@ -424,8 +424,8 @@ class GatherShard(torch.autograd.Function):
             funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim, ctx.shard_group))
         for rg in ctx.rep_groups:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", rg))
-        if ctx.hold is not None and ctx.hold.arrived(ctx.stored, g / ctx.factor):
-            return None, None, None, None, None, None, None     # R44b-1, R44c-2, R45c-2
+        if ctx.hold is not None:    # set at its post-backward: fsdp_grads (R44c-2, R45c-2)
+            return ctx.hold.arrived(ctx, g / ctx.factor), None, None, None, None, None, None
         return g / ctx.factor, None, None, None, None, None, None
 
 
@@ -588,9 +588,10 @@ def _unit_view(u: Any, stored: Any, orig: Any) -> Any:
         shard_group = u.group(u.shard_axis)
     else:   # FSDP-based replicate: FSDP2's unsharded parameter is a copy (R43d-1)
         shard_dim, shard_group = 0, None
-    full = GatherShard.apply(stored.to_local(), shard_dim, shard_group,
-                             groups_of(u.replicate_axes), u.factor(), u.settings.get("_site", ""),
-                             (stored, HOLDS.get(id(u))))  # in a tuple: no input of the Function
+    hold = HOLDS.get(id(u))     # FSDP2's sharded parameter is not in autograd's graph (R44c-2)
+    full = GatherShard.apply(stored.to_local() if hold is None else outside_graph(stored),
+                             shard_dim, shard_group, groups_of(u.replicate_axes), u.factor(),
+                             u.settings.get("_site", ""), (stored, hold))  # a tuple: no input
     if isinstance(orig, DTensor):
         return DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,
                                   shape=orig.shape, stride=orig.stride())

@@ -14,8 +14,8 @@ The stand-in's ``dataparallel.GatherShard`` computes the same reduction in its b
 and :func:`flush` (the post-backward) sets it. So a hook or a forward run inside the backward
 that reads the optimizer's parameter's ``.grad`` sees what the real run holds (R44c-2: the
 stand-in set it at once, where the root's is set only by the final callback; a wrong step was
-EQUIVALENT). A backward through ``torch.autograd.grad`` (no ``.grad`` accumulated) keeps the
-plain gradient flow (:func:`defer` returns False).
+EQUIVALENT). The gather's input is a fresh leaf (:func:`outside_graph`), so the stored
+parameter's own tensor hooks and ``AccumulateGrad`` node never run, as for real.
 """
 
 from __future__ import annotations
@@ -25,33 +25,33 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
-__all__ = ["defer", "flush"]
+__all__ = ["outside_graph", "defer", "flush"]
 
 
-def defer(pending: dict[int, list], stored: Any, g: torch.Tensor) -> bool:
+def outside_graph(stored: Any) -> torch.Tensor:
+    """The stored parameter's local block for the gather, as a fresh leaf (a ``detach`` of
+    it, requiring grad as ``stored`` does): autograd never reaches the stored parameter, so
+    neither its tensor hooks nor its ``AccumulateGrad`` node run, as for FSDP2's sharded
+    parameter (its gradient is set by :func:`flush`)."""
+    return stored.to_local().detach().requires_grad_(stored.requires_grad)
+
+
+def defer(pending: dict[int, list], node: Any, g: torch.Tensor) -> None:
     """Keep gradient ``g`` (the stored parameter's local block, already reduced) of
-    ``stored`` in ``pending`` (``id(stored)`` -> ``[stored, sum]``) for :func:`flush`, when the
-    running backward accumulates into ``stored``'s ``.grad`` (``Tensor.backward`` /
-    ``torch.autograd.backward``, ``inputs=`` naming it or not restricted). Returns False (the
-    caller hands ``g`` to autograd) for ``torch.autograd.grad`` and when ``stored`` is not a
-    leaf parameter."""
-    if not isinstance(stored, torch.Tensor) or stored.grad_fn is not None \
-            or not stored.requires_grad:
-        return False
-    from torch.autograd.graph import get_gradient_edge  # noqa: PLC0415
-    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing  # noqa: PLC0415
-
-    with disable_proxy_modes_tracing():     # reaching a DTensor leaf's node runs ops
-        node = get_gradient_edge(stored).node
-        try:
-            accumulates = torch._C._will_engine_execute_node(node)  # noqa: SLF001
-        except RuntimeError:        # torch.autograd.grad: nothing accumulates into .grad
-            return False
-    if not accumulates:
-        return True                 # backward(inputs=...) without it: dropped, as autograd
+    ``node.stored`` (``node``: the gather's backward, whose input 0 is the
+    :func:`outside_graph` leaf) in ``pending`` (``id(stored)`` -> ``[stored, sum]``) for
+    :func:`flush`, unless the running backward does not accumulate into that leaf
+    (``backward(inputs=...)`` not naming it: FSDP2 accumulates no unsharded gradient then).
+    ``torch.autograd.grad`` never gets here (``recompute.reduction_refused`` refuses it)."""
+    leaf = node.next_functions[0][0]
+    try:
+        if leaf is not None and not torch._C._will_engine_execute_node(leaf):  # noqa: SLF001
+            return
+    except RuntimeError:        # torch.autograd.grad: refused before (R40a-5)
+        return
+    stored = node.stored
     slot = pending.setdefault(id(stored), [stored, None])
     slot[1] = g if slot[1] is None else slot[1] + g
-    return True
 
 
 def flush(pending: dict[int, list]) -> None:

@@ -411,7 +411,7 @@ class Hold:
             self.release()
         flush(self.grads)       # the sharded .grad set now (fsdp_grads, R44c-2)
 
-    def arrived(self, stored: Any, g: Any) -> bool:
+    def arrived(self, node: Any, g: Any) -> None:
         """A gradient of one of the unit's views arrives (``GatherShard``'s backward: for real,
         autograd accumulates it into the unsharded parameter's ``.grad``) while its group is
         in ``POST_BACKWARD`` (round 45c, R45c-2: a group member under a reentrant checkpoint
@@ -425,12 +425,12 @@ class Hold:
         ``RegisterPostBackward`` before it gathers (``dataparallel.install_units``), so the
         engine runs a unit's gathers' backward before its post-backward, as it runs
         ``AccumulateGrad`` first. ``g``: the reduced gradient of the stored parameter
-        ``stored``, kept for the post-backward; returns whether it was
+        ``node.stored`` (``node``: the gather's backward), kept for the post-backward
         (:func:`fsdp_grads.defer`)."""
         queue_final()
-        kept = defer(self.grads, stored, g)
+        defer(self.grads, node, g)
         if not self.post_bw:
-            return kept
+            return
         if _reshards_after_backward(self.u):
             LOST.append(f"{_site(self.u)}: the backward of this fully_shard unit "
                         f"({', '.join(n for n, _ in self.mine[:3])}) runs after its group's "
@@ -438,7 +438,6 @@ class Hold:
                         "the unsharded parameters, so torch fails reading them or leaves the "
                         f"gradient out of the step (R45c-2); {_FIX}")
         self.late = True
-        return kept
 
     def release(self) -> None:
         """``reshard``: the stored parameters registered again."""
