@@ -312,6 +312,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             batch = {f"batch{i}": b for i, b in enumerate(batch)}
         else:
             raise PlanError(f"{path}:1: make_batch must return a dict of tensors")
+    batch = {k: batch[k] for k in batch}    # not the user's object: no holder of ours (R46a-1)
     params, tied = _params(model)
     refuse_parameter_hooks(params, path)
     buffers, buf_at = module_buffers(model, built if plan else model, path)
