@@ -32,13 +32,13 @@ def test_r44c_1_group_second_member_input_not_wrapped(tmp_path):
     assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R44c-2: the root's sharded .grad is set only in the "
-                   "final callback; the stand-in's AccumulateGrad sets it in the backward")
 def test_r44c_2_sharded_grad_read_in_late_backward_hook(tmp_path):
     """The late hook reads ``p2.grad is None`` (p2 the optimizer's w2). Truth wrong (w1 0.0070,
-    w2 0.0093); EQUIVALENT at 19a67fb (4 goals, 40 s)."""
-    assert _not_accepted(_prove("r44c_02_late_hook_reads_sharded_grad_during_backward_wrong.py",
-                                tmp_path))
+    w2 0.0093); EQUIVALENT at 19a67fb (4 goals, 40 s). Since stop 46 (``fsdp_grads``: the
+    sharded ``.grad`` set at the group's post-backward, the root's in the final callback):
+    NOT EQUIVALENT on grad:w2.weight (67 s)."""
+    out = _prove("r44c_02_late_hook_reads_sharded_grad_during_backward_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 def test_r44c_3_user_pre_hook_write_before_gather(tmp_path):
