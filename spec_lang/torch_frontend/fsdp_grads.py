@@ -54,11 +54,15 @@ def defer(pending: dict[int, list], node: Any, g: torch.Tensor) -> None:
     slot[1] = g if slot[1] is None else slot[1] + g
 
 
-def flush(pending: dict[int, list]) -> None:
-    """FSDP2's ``foreach_reduce`` end for the group: every kept gradient set as the stored
-    parameter's ``.grad`` (a DTensor with the parameter's placements), or added in place into
-    the one there; then the parameter's post-accumulate-grad hooks, in their order."""
-    items = list(pending.values())
+def flush(pending: dict[int, list], order: list[Any]) -> None:
+    """FSDP2's ``foreach_reduce`` end for one group: parameter by parameter in ``order`` (the
+    group's stored parameters, ``FSDPParamGroup.fsdp_params``), its kept gradient set as the
+    stored parameter's ``.grad`` (a DTensor with the parameter's placements) or added in
+    place into the one there, then that parameter's post-accumulate-grad hooks, in their
+    order (round 46b, R46b-1: a hook on the first parameter sees the next one's ``.grad``
+    not set yet)."""
+    rank = {id(p): i for i, p in enumerate(order)}
+    items = sorted(pending.values(), key=lambda x: rank.get(id(x[0]), len(rank)))
     pending.clear()
     for stored, g in items:
         with torch.no_grad():

@@ -409,7 +409,7 @@ class Hold:
             self._register(self.last)
         else:
             self.release()
-        flush(self.grads)       # the sharded .grad set now (fsdp_grads, R44c-2)
+        self.flush()            # the sharded .grad set now (fsdp_grads, R44c-2)
 
     def arrived(self, node: Any, g: Any) -> None:
         """A gradient of one of the unit's views arrives (``GatherShard``'s backward: for real,
@@ -438,6 +438,12 @@ class Hold:
                         "the unsharded parameters, so torch fails reading them or leaves the "
                         f"gradient out of the step (R45c-2); {_FIX}")
         self.late = True
+
+    def flush(self) -> None:
+        """The end of FSDP2's post-backward: the kept gradients set, parameter by parameter in
+        the unit's order (``FSDPParamGroup.fsdp_params``), each followed by its hooks (round
+        46b, R46b-1: in arrival order a hook saw a later parameter's ``.grad`` set)."""
+        flush(self.grads, [self.new[n] for n, _ in self.mine])
 
     def release(self) -> None:
         """``reshard``: the stored parameters registered again."""
@@ -480,9 +486,26 @@ def _reshards_after_backward(u: Any) -> bool:
 LOST: list[str] = []
 """Why a gradient was left out of the step (:meth:`Hold.arrived`, :func:`_final`), raised by
 :func:`release_all`."""
-_WHY = "(a member recomputed by a reentrant checkpoint runs it in its inner backward)"
-_FIX = ("put the group's members under one checkpoint, use use_reentrant=False, or "
-        "fully_shard the members separately")
+_WHY = ("(a unit, or a member of a fully_shard group, recomputed by a reentrant checkpoint "
+        "runs it in the checkpoint's inner backward)")
+_FIX = ("put every use of the unit (every member of the group) under one checkpoint, use "
+        "use_reentrant=False, or fully_shard the members separately")
+
+
+def _final_order() -> list[Hold]:
+    """The holds in the order of the root's final callback: its ``all_states``, the states in
+    ``named_modules()`` pre-order of the root (a group's at its first member met), a group's
+    members in its ``fully_shard`` list order (torch 2.13 ``FSDPState._lazy_init``; round
+    46b: the order in which the sharded gradients are set and their hooks run)."""
+    holds = list(HOLDS.values())
+    roots = [h for h in holds if h.root]
+    pos: dict[int, tuple[int, int]] = {}
+    for k, r in enumerate(roots):
+        for i, m in enumerate(r.u.module.modules()):
+            pos.setdefault(id(m), (k, i))
+    far = (len(roots), 0)
+    return sorted(holds, key=lambda h: (min(pos.get(id(x.u.module), far) for x in h.mates),
+                                        h.mates.index(h)))
 
 
 def _final() -> None:
@@ -501,14 +524,14 @@ def _final() -> None:
     members = {id(m) for g in open_groups for m, _, _ in g.members}
     for g in GROUPS.values():   # a group whose forward did not complete: unsharded until here
         g.reset_forward()
-    for h in HOLDS.values():
+    for h in _final_order():
         # its post-backward, unless it ran already (a unit unsharded again after it, by a
         # recomputation in PRE_BACKWARD, stays so: R45a-2)
         if (h.views or id(h.u.module) in members) and _reshards_after_backward(h.u) \
                 and not h.post_bw:
             h.release()
         if not h.post_bw:       # its post-backward: the sharded .grad set (R44c-2)
-            flush(h.grads)
+            h.flush()
     for h in HOLDS.values():    # per-iteration state reset (iter_forward_root, IDLE)
         h.in_forward = h.pre_bw = h.post_bw = h.late = False
         if h.ctx is not None:

@@ -1,0 +1,57 @@
+"""Idea (round 46b): FSDP2's foreach_reduce sets each sharded parameter's .grad and runs its
+post-accumulate-grad hooks in the unit's parameter order (w1 before w2), the stand-in's flush in
+the order the gradients arrived in the backward (w2 first). A hook on w1.weight doubles its
+gradient when w2.weight.grad is still None: for real (w1 first) it is None -> doubled; on one
+device (autograd order: w2's AccumulateGrad first) it is set -> not doubled. Wrong plan."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+
+    def hook(p):
+        if model.w2.weight.grad is None:
+            p.grad.mul_(2.0)
+
+    h = model.w1.weight.register_post_accumulate_grad_hook(hook)
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    h.remove()
+    model.w1.weight._post_accumulate_grad_hooks = None   # as before the step
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

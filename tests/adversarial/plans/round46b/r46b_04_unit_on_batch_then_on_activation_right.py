@@ -1,0 +1,53 @@
+"""Idea (round 46b): w1(x) (batch, no RegisterPostBackward) then w1(h): w1(h)'s post-backward runs
+before w1(x)'s backward (higher sequence number), whose gradient arrives after it; FSDP2's
+pre-backward on w1(x)'s output unshards again and the final callback reduces it."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, h, bias=False)
+        self.w2 = nn.Linear(h, h, bias=False)
+
+    def forward(self, x):
+        h = self.w0(x)
+        a = self.w1(x)
+        b = self.w1(h)
+        return self.w2(nn.functional.silu(a * b))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model.w1, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
