@@ -59,11 +59,16 @@ def test_r46b_2_full_backward_hook_unsharded_grad_not_refuted(tmp_path):
     "r46b_02_post_accumulate_hook_order_final_callback_units_right.py",
     "r46b_06_group_both_members_one_reentrant_checkpoint_right.py",
     "r46b_07_group_first_member_reentrant_checkpoint_right.py",
+    "r46b_13_unit_twice_and_on_branch_right.py",
+    "r46b_14_unit_twice_keeps_unsharded_right.py",
 ])
 def test_r46b_right_plans_equivalent(name, tmp_path):
     """Right plans (truth <= 5.6e-17) that must stay EQUIVALENT (35-45 s): a hook reading
     another unit's gradient in the final callback; a group + root with both members under one
-    reentrant checkpoint, or only the first member under one."""
+    reentrant checkpoint, or only the first member under one; an MLP-block unit applied twice
+    (``blk(blk(h))``) and on a branch, resharding after the forward or not (r46b_13 / 14, the
+    lead: a later call's post-backward runs before the earlier call's gradient, which its
+    pre-backward hook collects: ``Hold.arrived`` must not refuse it; 43 / 45 s)."""
     out = _prove(ROUND46B / name, tmp_path)
     assert _equivalent(out), out
 
@@ -96,3 +101,12 @@ def test_r46b_backward_inputs_root_view_equivalent(tmp_path):
     unsharded parameter for real): truth right (1.4e-17); exit 3 (45 s)."""
     out = _prove(ROUND46B / "r46b_12_backward_inputs_root_unsharded_param_right.py", tmp_path)
     assert _equivalent(out), out
+
+
+def test_r46b_tensor_hook_on_sharded_param_not_equivalent(tmp_path):
+    """r46b_15 (the lead): ``p.register_hook`` on every sharded parameter in train_step; for
+    real it never fires (FSDP2's sharded parameter is not in autograd's graph), on one device
+    it does. Truth wrong (w1 0.0086, w2 0.0118). UNKNOWN at 26598fc, NOT EQUIVALENT since the
+    gather takes a fresh leaf (``fsdp_grads.outside_graph``; 29 s)."""
+    out = _prove(ROUND46B / "r46b_15_tensor_hook_on_sharded_param_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
