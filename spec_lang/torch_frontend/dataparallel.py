@@ -425,7 +425,7 @@ class GatherShard(torch.autograd.Function):
         for rg in ctx.rep_groups:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", rg))
         if ctx.hold is not None:    # set at its post-backward: fsdp_grads (R44c-2, R45c-2)
-            return ctx.hold.arrived(ctx, g / ctx.factor), None, None, None, None, None, None
+            return ctx.hold.arrived(ctx, g), None, None, None, None, None, None   # R46c-1
         return g / ctx.factor, None, None, None, None, None, None
 
 

@@ -44,8 +44,10 @@ class RegisterPostBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
+        for h in ctx.holds:     # the whole group reshards, then its gradients are set
+            h.in_backward()     # (torch 2.13 post_backward, then foreach_reduce: R46c-2)
         for h in ctx.holds:
-            h.in_backward()
+            h.flush()
         return (None, *grads)
 
 

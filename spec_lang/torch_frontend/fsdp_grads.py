@@ -37,7 +37,7 @@ def outside_graph(stored: Any) -> torch.Tensor:
 
 
 def defer(pending: dict[int, list], node: Any, g: torch.Tensor) -> None:
-    """Keep gradient ``g`` (the stored parameter's local block, already reduced) of
+    """Keep gradient ``g`` (the stored parameter's local block, reduced, not yet divided) of
     ``node.stored`` (``node``: the gather's backward, whose input 0 is the
     :func:`outside_graph` leaf) in ``pending`` (``id(stored)`` -> ``[stored, sum]``) for
     :func:`flush`, unless the running backward does not accumulate into that leaf
@@ -54,9 +54,10 @@ def defer(pending: dict[int, list], node: Any, g: torch.Tensor) -> None:
     slot[1] = g if slot[1] is None else slot[1] + g
 
 
-def flush(pending: dict[int, list], order: list[Any]) -> None:
+def flush(pending: dict[int, list], order: list[Any], factor: float) -> None:
     """FSDP2's ``foreach_reduce`` end for one group: parameter by parameter in ``order`` (the
-    group's stored parameters, ``FSDPParamGroup.fsdp_params``), its kept gradient set as the
+    group's stored parameters, ``FSDPParamGroup.fsdp_params``), its kept gradient divided by
+    ``factor`` (the divide factor at this post-backward: round 46c, R46c-1) set as the
     stored parameter's ``.grad`` (a DTensor with the parameter's placements) or added in
     place into the one there, then that parameter's post-accumulate-grad hooks, in their
     order (round 46b, R46b-1: a hook on the first parameter sees the next one's ``.grad``
@@ -66,6 +67,7 @@ def flush(pending: dict[int, list], order: list[Any]) -> None:
     pending.clear()
     for stored, g in items:
         with torch.no_grad():
+            g = g / factor
             if isinstance(stored, DTensor):
                 g = DTensor.from_local(g, stored.device_mesh, stored.placements,
                                        run_check=False, shape=stored.shape,

@@ -408,8 +408,8 @@ class Hold:
             self.views.update(self.last)
             self._register(self.last)
         else:
-            self.release()
-        self.flush()            # the sharded .grad set now (fsdp_grads, R44c-2)
+            self.release()      # the gradients are set after every member resharded:
+                                # flush, called by its caller for the group (R46c-2)
 
     def arrived(self, node: Any, g: Any) -> None:
         """A gradient of one of the unit's views arrives (``GatherShard``'s backward: for real,
@@ -440,10 +440,12 @@ class Hold:
         self.late = True
 
     def flush(self) -> None:
-        """The end of FSDP2's post-backward: the kept gradients set, parameter by parameter in
-        the unit's order (``FSDPParamGroup.fsdp_params``), each followed by its hooks (round
-        46b, R46b-1: in arrival order a hook saw a later parameter's ``.grad`` set)."""
-        flush(self.grads, [self.new[n] for n, _ in self.mine])
+        """The end of FSDP2's post-backward, after the whole group resharded (round 46c,
+        R46c-2): the kept gradients divided by the unit's divide factor as it is now (torch
+        reads it in ``foreach_reduce``: R46c-1) and set, parameter by parameter in the unit's
+        order (``FSDPParamGroup.fsdp_params``), each followed by its hooks (round 46b, R46b-1:
+        in arrival order a hook saw a later parameter's ``.grad`` set)."""
+        flush(self.grads, [self.new[n] for n, _ in self.mine], self.u.factor())
 
     def release(self) -> None:
         """``reshard``: the stored parameters registered again."""
@@ -524,14 +526,17 @@ def _final() -> None:
     members = {id(m) for g in open_groups for m, _, _ in g.members}
     for g in GROUPS.values():   # a group whose forward did not complete: unsharded until here
         g.reset_forward()
-    for h in _final_order():
+    order = _final_order()
+    for i, h in enumerate(order):
         # its post-backward, unless it ran already (a unit unsharded again after it, by a
         # recomputation in PRE_BACKWARD, stays so: R45a-2)
         if (h.views or id(h.u.module) in members) and _reshards_after_backward(h.u) \
                 and not h.post_bw:
             h.release()
-        if not h.post_bw:       # its post-backward: the sharded .grad set (R44c-2)
-            h.flush()
+        if i + 1 == len(order) or order[i + 1].mates is not h.mates:    # the state's last
+            for x in h.mates:   # its post-backward's end: the sharded .grad set (R44c-2,
+                if not x.post_bw:   # after the whole group resharded: R46c-2)
+                    x.flush()
     for h in HOLDS.values():    # per-iteration state reset (iter_forward_root, IDLE)
         h.in_forward = h.pre_bw = h.post_bw = h.late = False
         if h.ctx is not None:
