@@ -19,6 +19,7 @@ import math
 import re
 import sys
 from collections.abc import Mapping
+from fractions import Fraction
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -425,12 +426,13 @@ def _through(t: Term, layout: tuple, placements: tuple[str, ...], axes: list[str
     order = [(ax, pl[2:-1]) for ax, pl in zip(axes, placements) if pl.startswith("S(")]
     order += [(ax, pl[3:-1].split(",")[0]) for ax, pl in zip(axes, placements)
               if pl.startswith("SS(")]
-    for ax, k in order:
-        ds = layout[int(k)][0]
-        cur = t.dim(ds.name)
-        new = DimSpec(cur.name, cur.shards + (ax,))
-        t = term(Op.SHARD, (t,), (cur.name, ax),
-                 tuple(new if x.name == cur.name else x for x in t.dims))
+    for ax, k in order:     # a value without the dim is constant along it (R46c-3: the
+        ds = layout[int(k)][0]      # zeros zero_grad(set_to_none=False) keeps): its own shard
+        if ds.name in t.dim_names:
+            cur = t.dim(ds.name)
+            new = DimSpec(cur.name, cur.shards + (ax,))
+            t = term(Op.SHARD, (t,), (cur.name, ax),
+                     tuple(new if x.name == cur.name else x for x in t.dims))
     return t
 
 
@@ -490,8 +492,6 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
                     break
                 actual = term(Op.ALL_REDUCE, (actual,), (ax, "sum"), actual.dims)
                 if op == "avg":
-                    from fractions import Fraction
-
                     from spec_lang.torch_frontend.values import ew
                     actual = ew(Op.MUL, ew(Op.POW, term(Op.AXIS_SIZE, (), (ax,), ()),
                                            attrs=(Fraction(-1),)), actual)
