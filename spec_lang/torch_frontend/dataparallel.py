@@ -37,15 +37,16 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_hold import (GROUPS, HOLDS, STEP_RESETS, Group, Hold,
-                                                forward_post, forward_pre, param_less_unit,
+from spec_lang.torch_frontend.fsdp_hold import (HOLDS, STEP_RESETS, Group, Hold, forward_post,
+                                                forward_pre, new_step, param_less_unit,
                                                 reshards_after_forward, unshard_only)
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
 from spec_lang.torch_frontend.fsdp_grads import outside_graph
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.param_attrs import snapshot
-from spec_lang.torch_frontend.pp_leaves import keeps_unsharded, leaf_for, manages, pre_backward_hooks
+from spec_lang.torch_frontend.pp_leaves import (keeps_unsharded, leaf_for, manages,
+                                                pre_backward_hooks)
 from spec_lang.torch_frontend.recompute import (gathered_then_written, param_versions,
                                                  recompute_hooks, reduction_refused)
 
@@ -463,9 +464,7 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
             the shard axis's size).
     """
     hooks = []
-    HOLDS.clear()
-    GROUPS.clear()
-    STEP_RESETS.clear()
+    new_step()      # no hold, group, queued callback or refusal left from an aborted step
     for u in units:
         mine = [(n, hs) for n, (uu, hs) in owner.items() if uu is u]
         group = Group.of(u)

@@ -33,7 +33,7 @@ from spec_lang.torch_frontend.recompute import param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
            "param_less_unit", "forward_pre", "forward_post", "unshard_only", "queue_final",
-           "STEP_RESETS"]
+           "new_step", "STEP_RESETS"]
 
 HOLDS: dict[int, "Hold"] = {}
 """id(unit) -> its :class:`Hold`, for the units :func:`dataparallel.install_units` installed."""
@@ -412,21 +412,18 @@ class Hold:
                                 # flush, called by its caller for the group (R46c-2)
 
     def arrived(self, node: Any, g: Any) -> None:
-        """A gradient of one of the unit's views arrives (``GatherShard``'s backward: for real,
-        autograd accumulates it into the unsharded parameter's ``.grad``) while its group is
-        in ``POST_BACKWARD`` (round 45c, R45c-2: a group member under a reentrant checkpoint
-        ran the group's post-backward in the recomputation's inner backward, before an
-        earlier member's backward). A group that reshards after the backward has freed its
-        unsharded parameters there: torch fails in a backward that reads them (r45c_12) or
-        accumulates into a ``.grad`` no later post-backward may reduce (r45c_13), refused by
-        :func:`release_all`. One that keeps them (``set_reshard_after_backward(False)``)
-        waits for a later post-backward: the root's final callback runs none for a group in
-        ``POST_BACKWARD`` (:func:`_final` refuses that). The stand-in registers FSDP2's
-        ``RegisterPostBackward`` before it gathers (``dataparallel.install_units``), so the
-        engine runs a unit's gathers' backward before its post-backward, as it runs
-        ``AccumulateGrad`` first. ``g``: the reduced gradient of the stored parameter
-        ``node.stored`` (``node``: the gather's backward), kept for the post-backward
-        (:func:`fsdp_grads.defer`)."""
+        """A gradient ``g`` (reduced, undivided) of the stored parameter ``node.stored``
+        arrives (``node``: the gather's backward; for real autograd accumulates it into the
+        unsharded parameter's ``.grad``): kept for the post-backward (:func:`fsdp_grads.defer`).
+        Arriving while the group is in ``POST_BACKWARD`` (round 45c, R45c-2: a member under
+        a reentrant checkpoint ran the group's post-backward in the recomputation's inner
+        backward, before an earlier member's backward): a group that reshards after the
+        backward freed its unsharded parameters, so torch fails reading them (r45c_12) or no
+        later post-backward reduces the ``.grad`` (r45c_13), refused by :func:`release_all`;
+        one that keeps them waits for a later post-backward, which the final callback does
+        not run for a group in ``POST_BACKWARD`` (:func:`_final`). The stand-in registers
+        ``RegisterPostBackward`` before it gathers, so the engine runs the gathers' backward
+        before the post-backward, as it runs ``AccumulateGrad`` first."""
         queue_final()
         defer(self.grads, node, g)
         if not self.post_bw:
@@ -445,7 +442,8 @@ class Hold:
         reads it in ``foreach_reduce``: R46c-1) and set, parameter by parameter in the unit's
         order (``FSDPParamGroup.fsdp_params``), each followed by its hooks (round 46b, R46b-1:
         in arrival order a hook saw a later parameter's ``.grad`` set)."""
-        flush(self.grads, [self.new[n] for n, _ in self.mine], self.u.factor())
+        if self.grads:
+            flush(self.grads, [self.new[n] for n, _ in self.mine], self.u.factor())
 
     def release(self) -> None:
         """``reshard``: the stored parameters registered again."""
@@ -472,6 +470,17 @@ def unshard_only(gather: Any, group: "Group | None", hold: "Hold | None", cur: d
             h.last.update(c)
             h.views.update(c)
             h.vers.update({n: param_versions(h.new[n]) for n in c})
+
+
+def new_step() -> None:
+    """Before a step's hooks are installed: nothing left from a step a refusal or an error
+    stopped inside its backward (the final callback it queued never ran; a test process
+    runs many steps)."""
+    HOLDS.clear()
+    GROUPS.clear()
+    STEP_RESETS.clear()
+    LOST.clear()
+    _QUEUED[0] = False
 
 
 def queue_final() -> None:

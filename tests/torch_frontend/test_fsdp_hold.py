@@ -328,3 +328,18 @@ def test_a_fully_shard_group_that_becomes_the_root_is_refused():
         fsdp_hold.release_all()
         for h in hooks:
             h.remove()
+
+
+def test_a_step_stopped_inside_its_backward_leaves_nothing_to_the_next():
+    """A refusal raised inside a backward (after the final callback was queued, which then
+    never runs) left ``_QUEUED`` set, so the next step in the same process queued no final
+    callback and its root kept its views (an order-dependent test failure in stop 46:
+    test_selective_ac's refusal before this file). ``install_units`` starts a new step."""
+    from spec_lang.torch_frontend import fsdp_hold
+
+    fsdp_hold._QUEUED[0] = True         # as a step stopped inside its backward leaves it
+    fsdp_hold.LOST.append("stale")
+    m, _, new, _ = _install()
+    assert fsdp_hold._QUEUED == [False] and fsdp_hold.LOST == []
+    m(torch.ones(2, 3)).sum().backward()
+    assert _held(m, new) == (False, False)
