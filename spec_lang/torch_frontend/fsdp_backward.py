@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
+from spec_lang.torch_frontend.fsdp_grads import flush_state
+
 __all__ = ["RegisterPostBackward", "post_backward_inputs", "pre_backward_outputs",
            "hook_slots", "into_slots"]
 
@@ -46,8 +48,7 @@ class RegisterPostBackward(torch.autograd.Function):
     def backward(ctx: Any, *grads: Any) -> Any:
         for h in ctx.holds:     # the whole group reshards, then its gradients are set
             h.in_backward()     # (torch 2.13 post_backward, then foreach_reduce: R46c-2)
-        for h in ctx.holds:
-            h.flush()
+        flush_state(list(ctx.holds))
         return (None, *grads)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
-__all__ = ["outside_graph", "defer", "flush"]
+__all__ = ["outside_graph", "defer", "flush", "flush_state", "final_order"]
 
 
 def outside_graph(stored: Any) -> torch.Tensor:
@@ -78,3 +78,30 @@ def flush(pending: dict[int, list], order: list[Any], factor: float) -> None:
                 stored.grad.add_(g)
         for hook in list((getattr(stored, "_post_accumulate_grad_hooks", None) or {}).values()):
             hook(stored)
+
+
+def flush_state(holds: list[Any]) -> None:
+    """The end of the post-backward of one FSDP2 state (``holds``: its ``fsdp_hold.Hold``
+    objects, a group's members in list order), after the whole state resharded (round 46c,
+    R46c-2): the divide factor read once, as it is now (torch reads it in ``foreach_reduce``:
+    R46c-1), before any gradient is set or hook runs (round 46d, R46d-2: a hook set another
+    member's factor)."""
+    factors = [h.u.factor() if h.grads else 1.0 for h in holds]
+    for h, f in zip(holds, factors):
+        h.flush(f)
+
+
+def final_order(holds: list[Any]) -> list[Any]:
+    """``holds`` (``fsdp_hold.Hold``) in the order of the root's final callback: its
+    ``all_states``, the states in ``named_modules()`` pre-order of the root (a group's at its
+    first member met), a group's members in its ``fully_shard`` list order (torch 2.13
+    ``FSDPState._lazy_init``; round 46b: the order in which the sharded gradients are set and
+    their hooks run)."""
+    roots = [h for h in holds if h.root]
+    pos: dict[int, tuple[int, int]] = {}
+    for k, r in enumerate(roots):
+        for i, m in enumerate(r.u.module.modules()):
+            pos.setdefault(id(m), (k, i))
+    far = (len(roots), 0)
+    return sorted(holds, key=lambda h: (min(pos.get(id(x.u.module), far) for x in h.mates),
+                                        h.mates.index(h)))

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_grads import defer, flush
+from spec_lang.torch_frontend.fsdp_grads import defer, final_order, flush, flush_state
 from spec_lang.torch_frontend.recompute import param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
@@ -436,14 +436,13 @@ class Hold:
                         f"gradient out of the step (R45c-2); {_FIX}")
         self.late = True
 
-    def flush(self) -> None:
-        """The end of FSDP2's post-backward, after the whole group resharded (round 46c,
-        R46c-2): the kept gradients divided by the unit's divide factor as it is now (torch
-        reads it in ``foreach_reduce``: R46c-1) and set, parameter by parameter in the unit's
-        order (``FSDPParamGroup.fsdp_params``), each followed by its hooks (round 46b, R46b-1:
-        in arrival order a hook saw a later parameter's ``.grad`` set)."""
+    def flush(self, factor: float) -> None:
+        """The end of FSDP2's post-backward (:func:`flush_state`): the kept gradients divided
+        by ``factor`` and set, parameter by parameter in the unit's order
+        (``FSDPParamGroup.fsdp_params``), each followed by its hooks (round 46b, R46b-1: in
+        arrival order a hook saw a later parameter's ``.grad`` set)."""
         if self.grads:
-            flush(self.grads, [self.new[n] for n, _ in self.mine], self.u.factor())
+            flush(self.grads, [self.new[n] for n, _ in self.mine], factor)
 
     def release(self) -> None:
         """``reshard``: the stored parameters registered again."""
@@ -503,22 +502,6 @@ _FIX = ("put every use of the unit (every member of the group) under one checkpo
         "use_reentrant=False, or fully_shard the members separately")
 
 
-def _final_order() -> list[Hold]:
-    """The holds in the order of the root's final callback: its ``all_states``, the states in
-    ``named_modules()`` pre-order of the root (a group's at its first member met), a group's
-    members in its ``fully_shard`` list order (torch 2.13 ``FSDPState._lazy_init``; round
-    46b: the order in which the sharded gradients are set and their hooks run)."""
-    holds = list(HOLDS.values())
-    roots = [h for h in holds if h.root]
-    pos: dict[int, tuple[int, int]] = {}
-    for k, r in enumerate(roots):
-        for i, m in enumerate(r.u.module.modules()):
-            pos.setdefault(id(m), (k, i))
-    far = (len(roots), 0)
-    return sorted(holds, key=lambda h: (min(pos.get(id(x.u.module), far) for x in h.mates),
-                                        h.mates.index(h)))
-
-
 def _final() -> None:
     """The root's final backward callback: every unit still holding views reshards unless it
     keeps them after the backward (``_root_post_backward_final_callback``); a group in
@@ -535,7 +518,7 @@ def _final() -> None:
     members = {id(m) for g in open_groups for m, _, _ in g.members}
     for g in GROUPS.values():   # a group whose forward did not complete: unsharded until here
         g.reset_forward()
-    order = _final_order()
+    order = final_order(list(HOLDS.values()))
     for i, h in enumerate(order):
         # its post-backward, unless it ran already (a unit unsharded again after it, by a
         # recomputation in PRE_BACKWARD, stays so: R45a-2)
@@ -543,9 +526,7 @@ def _final() -> None:
                 and not h.post_bw:
             h.release()
         if i + 1 == len(order) or order[i + 1].mates is not h.mates:    # the state's last
-            for x in h.mates:   # its post-backward's end: the sharded .grad set (R44c-2,
-                if not x.post_bw:   # after the whole group resharded: R46c-2)
-                    x.flush()
+            flush_state([x for x in h.mates if not x.post_bw])     # (R44c-2, R46c-2)
     for h in HOLDS.values():    # per-iteration state reset (iter_forward_root, IDLE)
         h.in_forward = h.pre_bw = h.post_bw = h.late = False
         if h.ctx is not None:

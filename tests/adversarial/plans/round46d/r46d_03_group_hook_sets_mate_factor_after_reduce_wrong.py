@@ -1,0 +1,64 @@
+"""Idea (round 46d): FSDP2 divides the whole group's gradients in foreach_reduce BEFORE it sets any .grad and runs
+the hooks. A post-accumulate hook on w1.weight (first member) sets factor 1 via model.w2: for real no effect on
+this backward (w2 already divided: mean); w2 halved after -> wrong. The stand-in flushes w2 after w1's hooks
+and reads w2's factor then (sum, halved: the mean). Wrong plan."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard([model.w1, model.w2], mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    sharded = hasattr(model.w2, "set_gradient_divide_factor")
+
+    def hook(p):
+        if sharded:
+            model.w2.set_gradient_divide_factor(1.0)
+
+    h = model.w1.weight.register_post_accumulate_grad_hook(hook)
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    h.remove()
+    model.w1.weight._post_accumulate_grad_hooks = None   # as before the step
+    if sharded:
+        with torch.no_grad():
+            model.w2.weight.grad.mul_(0.5)
+        model.w2.set_gradient_divide_factor(2.0)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

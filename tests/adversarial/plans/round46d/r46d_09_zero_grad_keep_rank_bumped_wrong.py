@@ -1,0 +1,53 @@
+"""Idea (round 46d, R46c-3): zero_grad(set_to_none=False) keeps zero gradients (a constant). Then each rank's
+LOCAL block gets + its rank under FSDP2 (0 on rank 0's shard, 1 on rank 1's), nothing on one device: the next
+step accumulates onto 1s in half of each gradient. Wrong plan (rank 0's trace alone adds nothing)."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model.w2, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    from torch.distributed.tensor import DTensor
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=False)
+    with torch.no_grad():
+        for p in model.parameters():
+            if isinstance(p.grad, DTensor):
+                p.grad.to_local().add_(float(torch.distributed.get_rank()))
+    return loss
