@@ -47,8 +47,6 @@ def _prove(path: Path, tmp_path: Path) -> dict:
     return prove(path, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="R46d-1: a group member's divide factor is per member "
-                   "in the stand-in, shared by the group's one param group in torch")
 @pytest.mark.parametrize("name", [
     "r46d_01_group_member_divide_factor_shared_wrong.py",
     "r46d_11_hsdp_group_member_divide_factor_shared_wrong.py",
@@ -57,44 +55,39 @@ def test_r46d_1_group_member_divide_factor_not_equivalent(name, tmp_path):
     """R46d-1: ``model.w1.set_gradient_divide_factor`` on group [w1, w2] (+ root), only w1's
     gradient compensated: for real w2 is scaled too. Truth wrong (r46d_01 w2 0.0033; r46d_11
     HSDP 2x2, factor 2 of 4, w2 0.0057); EQUIVALENT at 839169e (28 / 65 s) and r46d_01 at
-    2f34073: pre-existing."""
+    2f34073: pre-existing. Since stop 46 (a method on a group member acts on every member:
+    ``fsdp_methods``): NOT EQUIVALENT (15 / 24 s)."""
     out = _prove(ROUND46D / name, tmp_path)
     assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R46d-1's right control: w2 keeps the default factor "
-                   "in the stand-in (false refutation)")
 def test_r46d_1_group_member_divide_factor_right_equivalent(tmp_path):
     """R46d-1's right control: both members' gradients halved after factor 1 set via w1.
-    Truth right (1.4e-17); NOT EQUIVALENT at 839169e (41 s)."""
+    Truth right (1.4e-17); NOT EQUIVALENT at 839169e (41 s); EQUIVALENT since stop 46 (16 s)."""
     out = _prove(ROUND46D / "r46d_02_group_member_divide_factor_shared_right.py", tmp_path)
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R46d-2: Hold.flush reads a member's factor after the "
-                   "earlier members' hooks; torch divides the whole group first")
 def test_r46d_2_hook_sets_mate_factor_not_equivalent(tmp_path):
     """R46d-2: a post-accumulate hook on w1.weight (group [w1, w2]) sets factor 1 via
     ``model.w2``; w2 halved after. For real the group was divided before the hook (w2 the
     mean, halved: wrong, w2 0.0016); the stand-in divides w2 after the hook (the sum, halved).
-    EQUIVALENT at 839169e (32 s); NOT EQUIVALENT at 2f34073: a regression of R46c-1's fix."""
+    EQUIVALENT at 839169e (32 s); NOT EQUIVALENT at 2f34073: a regression of R46c-1's fix, fixed in stop 46
+    (``fsdp_grads.flush_state`` reads the factor once per state first): NOT EQUIVALENT (15 s)."""
     out = _prove(ROUND46D / "r46d_03_group_hook_sets_mate_factor_after_reduce_wrong.py",
                  tmp_path)
     assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R46d-3: the DDP-based replicate gets FSDPModule "
-                   "methods in the stand-in (hasattr differs from torch)")
 def test_r46d_3_ddp_replicate_hasattr_divide_factor_not_equivalent(tmp_path):
     """R46d-3: DDP-based ``replicate``; the plan doubles the gradients when the module has no
     ``set_gradient_divide_factor`` (torch: none -> doubled, wrong w2 0.0118); the stand-in has
-    one. EQUIVALENT at 839169e (27 s)."""
+    one. EQUIVALENT at 839169e (27 s); NOT EQUIVALENT since stop 46 (the DDP-based replicate
+    gets only its own methods; 14 s)."""
     out = _prove(ROUND46D / "r46d_05_ddp_replicate_has_no_divide_factor_wrong.py", tmp_path)
     assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R46d-4: unshard / reshard / set_reshard_after_backward "
-                   "on a group member act on that member's unit only in the stand-in")
 @pytest.mark.parametrize("name", [
     "r46d_12_group_member_unshard_acts_on_group_wrong.py",
     "r46d_13_group_member_reshard_after_backward_wrong.py",
@@ -103,7 +96,8 @@ def test_r46d_4_group_member_methods_not_equivalent(name, tmp_path):
     """R46d-4: ``model.w1.unshard()`` after the backward (r46d_12) or
     ``model.w1.set_reshard_after_backward(False)`` (r46d_13) on group [w1, w2]: for real
     ``model.w2.weight`` is the unsharded Parameter, the plan doubles the gradients. Truth
-    wrong (w0 0.0064, w2 0.0033); EQUIVALENT at 839169e (15 / 14 s) and at 2f34073."""
+    wrong (w0 0.0064, w2 0.0033); EQUIVALENT at 839169e (15 / 14 s) and at 2f34073; NOT
+    EQUIVALENT since stop 46 (16 / 15 s)."""
     out = _prove(ROUND46D / name, tmp_path)
     assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
