@@ -100,7 +100,8 @@ class DPUnit:
 def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP") -> None:
     """Make ``m`` an ``FSDPModule`` as ``fully_shard`` does (a class ``FSDP<cls>`` deriving from
     both; ``replicate_with_fsdp.replicate``: ``Replicate<cls>`` deriving from its
-    ``ReplicateModule``, given as ``base``), so that code finding its FSDP modules by
+    ``ReplicateModule``, given as ``base``; the DDP-based ``replicate``: ``DDP<cls>``, R46e-1;
+    each with torch's raising ``__deepcopy__``), so that code finding its FSDP modules by
     ``isinstance`` (torchtitan's ``disable_fsdp_gradient_division``) reaches the recorded
     settings (findings R6-7, R7-6); the instance's recording methods shadow the class's."""
     from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415
@@ -108,8 +109,18 @@ def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP") -> Non
     base = FSDPModule if base is None else base
     if not isinstance(m, base):
         cls = m.__class__
-        m.__class__ = type(f"{prefix}{cls.__name__}", (base, cls), {})
+        m.__class__ = type(f"{prefix}{cls.__name__}", (base, cls),
+                           {"__deepcopy__": _no_deepcopy("DDP" if prefix == "DDP" else "FSDP")})
         _MADE[m.__class__] = cls
+
+
+def _no_deepcopy(what: str) -> Any:
+    """The ``__deepcopy__`` torch 2.13 gives the class it makes (``_unimplemented_deepcopy``:
+    a deep copy raises; round 46e, R46e-2 / R46e-3)."""
+    def deepcopy(*args: Any, **kwargs: Any) -> None:  # noqa: ARG001
+        raise AssertionError(f"{what} does not support deepcopy. Please use state dict for "
+                             "serialization.")
+    return deepcopy
 
 
 _MADE: dict[type, type] = {}      # a class _as_fsdp_module made -> the module's own class
@@ -195,6 +206,9 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         at_call(u)
         for k, f in _fsdp_methods(u, path).items():
             object.__setattr__(module, k, types.MethodType(f, module))
+        if not _fsdp_based:     # the DDP-based replicate: a DDP<cls> (R46e-1)
+            from torch.distributed._composable.replicate import DDP  # noqa: PLC0415
+            _as_fsdp_module(module, DDP, "DDP")
         if _fsdp_based:   # torch 2.13's FSDP-based replicate: the module is an FSDPModule
             u.settings["_attrs_at_wrap"] = snapshot(module)     # (R44b-4)
             u.settings["_hook_slots"] = hook_slots(module)      # (R44c-3, R44d-3)

@@ -46,6 +46,10 @@ PRIVATE_APIS: tuple[str, ...] = (
     # the module paths fully_shard / replicate are patched at (dataparallel.py)
     "torch.distributed.fsdp._fully_shard._fully_shard.fully_shard",
     "torch.distributed._composable.replicate_with_fsdp.replicate",
+    # the DDP-based replicate's class (dataparallel.py, R46e-1)
+    "torch.distributed._composable.replicate.DDP",
+    # whether the running backward accumulates into a leaf (fsdp_grads.py, R44c-2)
+    "torch._C._will_engine_execute_node",
     # parallelize_module and the styles, wrapped to record the user's lines (styles.py)
     "torch.distributed.tensor.parallel.api.parallelize_module",
     "torch.distributed.tensor.parallel.style.ParallelStyle",

@@ -1,0 +1,69 @@
+"""Idea (round 46e): a hook on w2.weight (unit w2, post-backward first) sets unit w1's divide factor to 1
+before w1's post-backward: torch reads it there (sum); w1 not halved: wrong (the sum)."""
+MESH = {"dp": 2}
+import copy
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model.w2, mesh=mesh["dp"])
+    fully_shard(model.w1, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    sharded = hasattr(model.w1, "set_gradient_divide_factor")
+
+    def hook(p):
+        if sharded:
+            model.w1.set_gradient_divide_factor(1.0)
+
+    h = model.w2.weight.register_post_accumulate_grad_hook(hook)
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    h.remove()
+    model.w2.weight._post_accumulate_grad_hooks = None
+    if sharded:
+        with torch.no_grad():
+            model.w1.weight.grad.mul_(1.0)
+        model.w1.set_gradient_divide_factor(2.0)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
