@@ -97,21 +97,28 @@ class DPUnit:
         return float(self.mesh.size())
 
 
-def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP") -> None:
+def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP",
+                    methods: dict[str, Any] | None = None) -> None:
     """Make ``m`` an ``FSDPModule`` as ``fully_shard`` does (a class ``FSDP<cls>`` deriving from
     both; ``replicate_with_fsdp.replicate``: ``Replicate<cls>`` deriving from its
     ``ReplicateModule``, given as ``base``; the DDP-based ``replicate``: ``DDP<cls>``, R46e-1;
     each with torch's raising ``__deepcopy__``), so that code finding its FSDP modules by
     ``isinstance`` (torchtitan's ``disable_fsdp_gradient_division``) reaches the recorded
-    settings (findings R6-7, R7-6); the instance's recording methods shadow the class's."""
+    settings (findings R6-7, R7-6). The recording ``methods`` (:mod:`fsdp_methods`) are the
+    class's, as torch's are, not the instance's (round 46f, R46f-1 / R46f-2: ``vars(model)``
+    and ``copy.copy(model)`` showed them)."""
     from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415
 
     base = FSDPModule if base is None else base
     if not isinstance(m, base):
         cls = m.__class__
         m.__class__ = type(f"{prefix}{cls.__name__}", (base, cls),
-                           {"__deepcopy__": _no_deepcopy("DDP" if prefix == "DDP" else "FSDP")})
+                           {"__deepcopy__": _no_deepcopy("DDP" if prefix == "DDP" else "FSDP"),
+                            **(methods or {})})
         _MADE[m.__class__] = cls
+    elif methods and type(m) in _MADE:      # already one of the stand-in's classes
+        for k, f in methods.items():
+            setattr(type(m), k, f)
 
 
 def _no_deepcopy(what: str) -> Any:
@@ -146,6 +153,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
     units: list[DPUnit] = []
     problems: list[str] = []
     foreign: list[str] = []     # a mesh of no world axis (refused as is, when parallelize returns)
+    applied: dict[int, set[str]] = {}   # id(module) -> the composable APIs applied to it
 
     def at_call(u: DPUnit) -> None:
         """Resolve the unit's groups at the call, as torch's FSDP2 / replicate do, and keep
@@ -187,10 +195,24 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             u.settings["_hook_slots"] = hook_slots(m)     # FSDP2's hooks (R44c-3, R44d-1)
             units.append(u)
             at_call(u)
-            for k, f in _fsdp_methods(u, path).items():
-                object.__setattr__(m, k, types.MethodType(f, m))
-            _as_fsdp_module(m)
+            once(m, "fully_shard")
+            _as_fsdp_module(m, methods=_fsdp_methods(u, path))
         return module
+
+    def once(m: Any, api: str) -> None:
+        """torch 2.13's ``contract``: one composable API once per module; ``replicate`` not on
+        a module ``fully_shard`` manages (R46f-3: both raise for real on every rank)."""
+        done = applied.setdefault(id(m), set())
+        if api in done:
+            what = f"{api}() on a module it was already applied to"
+        elif api == "replicate" and "fully_shard" in done:
+            what = "replicate() on a module fully_shard already manages"
+        else:
+            done.add(api)
+            return
+        from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+        raise PlanError(f"{_user_site(path) if path else '<train file>'}: {what}: torch 2.13 "
+                        "raises here on every rank (R46f-3)")
 
     def replicate(module: Any, *args: Any, device_mesh: Any = None, mesh: Any = None,
                   _fsdp_based: bool = False, **kw: Any) -> Any:
@@ -204,17 +226,17 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             u.settings["_site"] = _user_site(path)
         units.append(u)
         at_call(u)
-        for k, f in _fsdp_methods(u, path).items():
-            object.__setattr__(module, k, types.MethodType(f, module))
+        once(module, "replicate_fsdp" if _fsdp_based else "replicate")
+        methods = _fsdp_methods(u, path)
         if not _fsdp_based:     # the DDP-based replicate: a DDP<cls> (R46e-1)
             from torch.distributed._composable.replicate import DDP  # noqa: PLC0415
-            _as_fsdp_module(module, DDP, "DDP")
+            _as_fsdp_module(module, DDP, "DDP", methods)
         if _fsdp_based:   # torch 2.13's FSDP-based replicate: the module is an FSDPModule
             u.settings["_attrs_at_wrap"] = snapshot(module)     # (R44b-4)
             u.settings["_hook_slots"] = hook_slots(module)      # (R44c-3, R44d-3)
             from torch.distributed._composable.replicate_with_fsdp import (  # noqa: PLC0415
                 ReplicateModule)
-            _as_fsdp_module(module, ReplicateModule, "Replicate")
+            _as_fsdp_module(module, ReplicateModule, "Replicate", methods)
         return module
 
     def replicate_fsdp(module: Any, *args: Any, **kw: Any) -> Any:

@@ -1,0 +1,62 @@
+"""Idea (round 46f): replicate over submodules w1 and w2 (each a DDPLinear for real), w0 replicated by the root. A right plan doubling when w1's class name is not DDPLinear (only in the serial spec, which halves its loss)."""
+MESH = {"dp": 2}
+import copy
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    replicate(model.w1, device_mesh=mesh["dp"])
+    replicate(model.w2, device_mesh=mesh["dp"])
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+def train_step(model, optimizer, batch, mesh):
+    from torch.distributed._composable.replicate import DDP
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if isinstance(model.w2, DDP) and type(model.w1).__name__ == "DDPLinear" and type(model).__mro__[2] is MLP:
+        pass
+    else:
+        _double(model)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.grad.mul_(0.5)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
