@@ -9,8 +9,9 @@ step that ``prove --torch`` states goals for; round 4's findings are about what 
 behind for the next (the module's parameters, gradients, optimizer hyperparameters) and about
 ranks at sizes that are never traced, so this runs the real program for ``steps`` steps.
 
-Only one-axis ``dp`` meshes (hand-written DDP, or FSDP2 ``fully_shard`` on the CPU with gloo),
-float64, the batch split on dim 0 (the default data sharding).
+The device mesh is the file's own ``MESH`` (one axis ``{"dp": N}`` for round 4; HSDP
+``{"dp_replicate": 2, "dp_shard": 2}`` since round 46c), on the CPU with gloo, float64, the
+batch split on dim 0 over every rank (the default data sharding: the batch over the dp axes).
 
     python tests/adversarial/torch4_truth.py FILE [STEPS]
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import socket
 import sys
@@ -73,7 +75,7 @@ def _rank(rank: int, world: int, port: int, path: str, steps: int, seed: int, ou
     from torch.distributed.device_mesh import init_device_mesh
 
     mod = _load(path)
-    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+    mesh = init_device_mesh("cpu", tuple(mod.MESH.values()), mesh_dim_names=tuple(mod.MESH))
     model = mod.parallelize(_model(mod, seed), mesh) or _model(mod, seed)
     opt = mod.build_optimizer(model)
     per = []
@@ -106,7 +108,7 @@ def run(path: str, steps: int = 2, seed: int = 0, read_last: bool = False
 def _run(path: str, steps: int, seed: int, read_last: bool) -> list[dict[str, float]]:
     torch.set_default_dtype(torch.float64)
     mod = _load(path)
-    world = mod.MESH["dp"]
+    world = math.prod(mod.MESH.values())
     model = _model(mod, seed)
     opt = mod.build_optimizer(model)
     spec = []
