@@ -17,7 +17,7 @@ from torch import nn
 from torch.distributed._composable.replicate import replicate
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel, parallelize_module,
@@ -96,12 +96,17 @@ _SAVED = frozenset({torch.ops.aten._scaled_dot_product_efficient_attention.defau
                     torch.ops.aten.max.default})
 
 
-def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, reshard_after_forward: bool = True
-               ) -> None:
-    """FSDP2 on every transformer block, then on the root (per torchtitan)."""
+def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, reshard_after_forward: bool = True,
+               param_dtype: torch.dtype = torch.bfloat16,
+               reduce_dtype: torch.dtype = torch.float32) -> None:
+    """FSDP2 on every transformer block, then on the root, with mixed precision (per
+    torchtitan: ``mixed_precision_param`` bfloat16 and ``mixed_precision_reduce`` float32 by
+    default)."""
+    mp_policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
+    fsdp_config = {"mesh": dp_mesh, "mp_policy": mp_policy}
     for block in model.layers.values():
-        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward)
+        fully_shard(block, **fsdp_config, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, **fsdp_config, reshard_after_forward=reshard_after_forward)
 
 
 def apply_ddp(model: nn.Module, dp_mesh: DeviceMesh) -> None:

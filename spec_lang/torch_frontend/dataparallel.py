@@ -43,6 +43,8 @@ from spec_lang.torch_frontend.fsdp_hold import (HOLDS, STEP_RESETS, Group, Hold,
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
 from spec_lang.torch_frontend.fsdp_grads import outside_graph
+from spec_lang.torch_frontend.fsdp_mixed_precision import (cast_inputs, cast_output,
+                                                           check_policy, to_param_dtype)
 from spec_lang.torch_frontend.fsdp_methods import (  # noqa: F401 -- tests import them here
     NEUTRAL_FSDP_METHODS, _fsdp_methods, _not_modelled)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
@@ -180,9 +182,10 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                                            for o in mods)]   # _get_root_modules (R43g-2)
         members = tuple(mods)       # one FSDP2 state over a list: fsdp_hold.Group
         mates: list[Any] = []       # its units: a method on one acts on all (R46d-1)
-        for k in ("ignored_params", "ignored_modules"):
+        for k in ("ignored_params", "ignored_modules", "dp_mesh_dims"):
             if kw.get(k):
                 _not_modelled(f"fully_shard(..., {k}=...)", path)
+        unknown_keywords("fully_shard", kw)         # torch raises TypeError (R47-1)
         for m in mods:
             u = DPUnit("fsdp", m, mesh if mesh is not None else _default_mesh(),
                        shard_placement_fn, settings=dict(kw, _group=len(mods),  # (R43f-1)
@@ -193,11 +196,25 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                 u.settings["_site"] = _user_site(path)
             u.settings["_attrs_at_wrap"] = snapshot(m)    # dropped by FSDP2 (R44b-4)
             u.settings["_hook_slots"] = hook_slots(m)     # FSDP2's hooks (R44c-3, R44d-1)
+            check_policy(u)                               # (R47-1)
             units.append(u)
             at_call(u)
             once(m, "fully_shard")
             _as_fsdp_module(m, methods=_fsdp_methods(u, path))
         return module
+
+    def unknown_keywords(api: str, kw: Mapping[str, Any], args: tuple = (),
+                         device_mesh: bool = False) -> None:
+        """An argument torch 2.13's ``fully_shard`` / FSDP-based ``replicate`` does not take
+        (a keyword, ``device_mesh``, a positional one after the module): TypeError on every
+        rank for real (R47-1), refused naming the line."""
+        bad = sorted(set(kw) - (FSDP_KEYWORDS if api == "fully_shard" else REPLICATE_KEYWORDS))
+        bad += ["device_mesh"] * device_mesh + [f"{len(args)} positional"] * bool(args)
+        if bad:
+            from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+            raise PlanError(f"{_user_site(path) if path else '<train file>'}: {api}() got "
+                            f"unexpected keyword argument(s) {bad}: torch 2.13 raises "
+                            "TypeError here on every rank")
 
     def once(m: Any, api: str) -> None:
         """torch 2.13's ``contract``: one composable API once per module; ``replicate`` not on
@@ -216,14 +233,18 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
 
     def replicate(module: Any, *args: Any, device_mesh: Any = None, mesh: Any = None,
                   _fsdp_based: bool = False, **kw: Any) -> Any:
-        for k in ("ignored_params", "ignored_modules"):
+        for k in ("ignored_params", "ignored_modules") + (() if _fsdp_based else (
+                "mixed_precision", "mp_policy")) + ("dp_mesh_dims",):   # (R47-1)
             if kw.get(k):
                 _not_modelled(f"replicate(..., {k}=...)", path)
+        if _fsdp_based:     # keyword-only, and no device_mesh
+            unknown_keywords("replicate", kw, args, device_mesh is not None)
         u = DPUnit("ddp", module, device_mesh if device_mesh is not None else mesh,
                    settings=dict(kw, _fsdp_based=_fsdp_based))
         if path is not None:
             from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
             u.settings["_site"] = _user_site(path)
+        check_policy(u)                                   # (R47-1)
         units.append(u)
         at_call(u)
         once(module, "replicate_fsdp" if _fsdp_based else "replicate")
@@ -310,6 +331,13 @@ def managed_params(model: nn.Module, units: list[DPUnit]
                 if gname is not None and gname not in owner:
                     owner[gname] = (u, holders[id(p)])
     return owner
+
+
+FSDP_KEYWORDS = frozenset({"mesh", "reshard_after_forward", "shard_placement_fn", "mp_policy",
+                           "offload_policy", "ignored_params", "dp_mesh_dims"})
+"""The keywords of torch 2.13's ``fully_shard``."""
+REPLICATE_KEYWORDS = FSDP_KEYWORDS - {"reshard_after_forward", "shard_placement_fn"}
+"""The keywords of torch 2.13's FSDP-based ``replicate`` (``replicate_with_fsdp``)."""
 
 
 class GatherShard(torch.autograd.Function):
@@ -431,34 +459,40 @@ def install_units(units: list[Any], owner: Mapping[str, Any], new: Mapping[str, 
 
         def pre(module: Any, args: Any, kwargs: Any, running: Any = running,
                 gather: Any = gather, group: Any = group, hold: Any = hold,
-                mine: Any = mine, cur: Any = cur) -> Any:
+                mine: Any = mine, cur: Any = cur, u: Any = u) -> Any:
             running[0] = True
             if hold is not None and hold.pre_bw:    # FSDP2's PRE_BACKWARD: unshard only
-                return unshard_only(gather, group, hold, cur)   # (R45a-2)
+                unshard_only(gather, group, hold, cur)          # (R45a-2)
+                return cast_inputs(u, args, kwargs)             # ... and cast (R47-1)
             # FSDP2 wraps the inputs once per forward pass of the state: not for a group
             # member run while its group is in its forward (round 44c, R44c-1)
             entering = hold is not None and not (group or hold).in_forward
             if hold is not None:
                 forward_pre(hold)       # lazy init, iter_forward_root (fsdp_hold)
+            cast = cast_inputs(u, args, kwargs)     # FSDP2's mp_policy (R47-1)
+            if cast is not None:
+                args, kwargs = cast
             wrapped = None if not entering or _in_pp_step(mine, new) else \
                 post_backward_inputs(group.holds if group else [hold], args, kwargs)  # R45a-4
             if group is None:       # gathered after the registration: Hold.arrived (R45c-2)
                 gather()
             else:
                 group.pre(module)
-            return wrapped
+            return wrapped if wrapped is not None else cast
 
         def post(module: Any, args: Any, out: Any, running: Any = running, done: Any = done,
-                 group: Any = group, hold: Any = hold) -> None:
+                 group: Any = group, hold: Any = hold, u: Any = u) -> Any:
             running[0] = False
+            # FSDP2 casts the output last (mp_policy's output_dtype, R47-1)
             if hold is not None and hold.pre_bw:
-                return                  # FSDP2's _post_forward in PRE_BACKWARD (R45a-2)
+                return cast_output(u, out)  # FSDP2's _post_forward in PRE_BACKWARD (R45a-2)
             if group is None:
                 done(out)
             elif not group.post(module, out):
-                return                  # the group's post-forward waits for its last member
+                return cast_output(u, out)  # the group's post-forward waits for its last member
             if hold is not None:
                 forward_post(hold, out)
+            return cast_output(u, out) if hold is not None else None
 
         # FSDP2 registers its hooks at the fully_shard call: the stand-in's take the places
         # of the slots held there (round 44c, R44c-3; round 44d, R44d-1 / R44d-2)
@@ -510,6 +544,7 @@ def _unit_view(u: Any, stored: Any, orig: Any) -> Any:
     full = GatherShard.apply(stored.to_local() if hold is None else outside_graph(stored),
                              shard_dim, shard_group, groups_of(u.replicate_axes), u.factor(),
                              u.settings.get("_site", ""), (stored, hold))  # a tuple: no input
+    full = to_param_dtype(u, stored, full)      # mp_policy's param_dtype (R47-1)
     if isinstance(orig, DTensor):
         return DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,
                                   shape=orig.shape, stride=orig.stride())

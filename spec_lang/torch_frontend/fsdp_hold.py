@@ -29,6 +29,7 @@ import torch
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.fsdp_grads import defer, final_order, flush, flush_state
+from spec_lang.torch_frontend.fsdp_mixed_precision import cast_inputs, cast_output, no_output_cast
 from spec_lang.torch_frontend.recompute import param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
@@ -185,6 +186,7 @@ def forward_post(h: "Hold", out: Any) -> None:
     if c is not None and c.forward_root is st:
         for g in list(GROUPS.values()):
             if g.to_run and g.ctx() is c:
+                no_output_cast(g.holds)          # mp_policy (R47-1)
                 g.complete(out)
         c.forward_root = None
 
@@ -254,13 +256,16 @@ def param_less_unit(u: Any, new: Mapping[str, Any]) -> list[Any]:
     after a unit inside it raised for real and was accepted). Returns the hook handles."""
     h = HOLDS[id(u)] = Hold(u, [], new, None, None)
 
-    def pre(module: Any, args: Any) -> None:
+    def pre(module: Any, args: Any, kwargs: Any) -> Any:
         forward_pre(h)
+        return cast_inputs(u, args, kwargs)     # mp_policy (R47-1)
 
-    def post(module: Any, args: Any, out: Any) -> None:
+    def post(module: Any, args: Any, out: Any) -> Any:
         forward_post(h, out)
+        return cast_output(u, out)
 
-    return [u.module.register_forward_pre_hook(pre), u.module.register_forward_hook(post)]
+    return [u.module.register_forward_pre_hook(pre, with_kwargs=True),
+            u.module.register_forward_hook(post)]
 
 
 def reshards_after_forward(u: Any, root: bool) -> bool:

@@ -34,6 +34,7 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
 from spec_lang.torch_frontend.recompute import param_versions
 from spec_lang.torch_frontend.storage_writes import on_writes, storage_of
 
@@ -171,6 +172,7 @@ class StepLeaves:
                         local.contiguous(), dim, u.group(u.shard_axis))).detach()
                 else:                       # FSDP-based replicate: a copy (R43d-1 / -7)
                     full = local.detach().clone(memory_format=torch.contiguous_format)
+                full = to_param_dtype(u, stored, full)      # mp_policy (R47-1)
                 if isinstance(orig, DTensor):
                     full = DTensor.from_local(full, orig.device_mesh, orig.placements,
                                               run_check=False, shape=orig.shape,
@@ -279,7 +281,7 @@ class StepLeaves:
                             g.contiguous(), "sum", x.dim, u.group(u.shard_axis)))
                     for a in u.replicate_axes:
                         g = funcol.wait_tensor(funcol.all_reduce(g, "sum", u.group(a)))
-                    g = g / u.factor()
+                    g = (g / u.factor()).to(x.stored.dtype)   # foreach_reduce (R47-1)
                     if isinstance(x.stored, DTensor):
                         g = DTensor.from_local(g, x.stored.device_mesh, x.stored.placements,
                                                run_check=False, shape=x.stored.shape,

@@ -48,6 +48,8 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.distributed._composable.replicate_with_fsdp.replicate",
     # the DDP-based replicate's class (dataparallel.py, R46e-1)
     "torch.distributed._composable.replicate.DDP",
+    # FSDP2's cast of forward inputs and outputs over nested containers (fsdp_mixed_precision.py)
+    "torch.distributed.utils._apply_to_tensors",
     # whether the running backward accumulates into a leaf (fsdp_grads.py, R44c-2)
     "torch._C._will_engine_execute_node",
     # parallelize_module and the styles, wrapped to record the user's lines (styles.py)

@@ -1,0 +1,53 @@
+"""Round 47, R47-1: the model doubles an activation when it is bf16 (a half-precision branch).
+Under FSDP2's mp_policy the activation is bf16 for real, so the plan doubles and the serial
+spec does not: wrong. The stand-in ignored mp_policy (EQUIVALENT at ff6b496)."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.up = nn.Linear(h, f)
+        self.down = nn.Linear(f, h)
+
+    def forward(self, x):
+        h = self.up(x)
+        if h.dtype == torch.bfloat16:
+            h = h * 2
+        return self.down(nn.functional.silu(h))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    fully_shard(model.up, mesh=mesh["dp"], mp_policy=mp)
+    fully_shard(model, mesh=mesh["dp"], mp_policy=mp)
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x).float() - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
