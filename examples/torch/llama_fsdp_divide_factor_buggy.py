@@ -6,6 +6,7 @@ the data-parallel reduction a sum where the loss is a per-rank mean.
 """
 
 import llama_common
+import torch
 from llama_common import SIZES, build_optimizer, make_batch  # noqa: F401
 from llama_parallelize import parallelize_llama
 
@@ -17,7 +18,8 @@ def build_model(s):
 
 
 def parallelize(model, mesh):
-    parallelize_llama(model, mesh)
+    parallelize_llama(model, mesh, param_dtype=torch.bfloat16,
+                             reduce_dtype=torch.float32)
     for block in model.layers.values():
         block.set_gradient_divide_factor(1.0)      # BUG: the default averages over dp
     model.set_gradient_divide_factor(1.0)

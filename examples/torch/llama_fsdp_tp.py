@@ -35,7 +35,8 @@ def build_optimizer(model):
 
 
 def parallelize(model, mesh):
-    return parallelize_llama(model, mesh)
+    return parallelize_llama(model, mesh, param_dtype=torch.bfloat16,
+                             reduce_dtype=torch.float32)
 
 
 def train_step(model, optimizer, batch, mesh):

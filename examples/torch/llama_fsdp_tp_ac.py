@@ -5,6 +5,7 @@ AC, FSDP2): the blocks are recomputed in the backward with their parameters gath
     prove --torch examples/torch/llama_fsdp_tp_ac.py
 """
 
+import torch
 from llama_common import (  # noqa: F401
     SIZES, build_model, build_optimizer, make_batch, train_step)
 from llama_parallelize import parallelize_llama
@@ -13,4 +14,5 @@ MESH = {"dp": 2, "tp": 2}
 
 
 def parallelize(model, mesh):
-    return parallelize_llama(model, mesh, activation_checkpoint=True)
+    return parallelize_llama(model, mesh, activation_checkpoint=True,
+                             param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

@@ -97,11 +97,11 @@ _SAVED = frozenset({torch.ops.aten._scaled_dot_product_efficient_attention.defau
 
 
 def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, reshard_after_forward: bool = True,
-               param_dtype: torch.dtype = torch.bfloat16,
-               reduce_dtype: torch.dtype = torch.float32) -> None:
-    """FSDP2 on every transformer block, then on the root, with mixed precision (per
-    torchtitan: ``mixed_precision_param`` bfloat16 and ``mixed_precision_reduce`` float32 by
-    default)."""
+               param_dtype: torch.dtype | None = None,
+               reduce_dtype: torch.dtype | None = None) -> None:
+    """FSDP2 on every transformer block, then on the root, with torchtitan's mixed-precision
+    policy (its ``mixed_precision_param`` / ``mixed_precision_reduce``; the examples pass
+    torchtitan's defaults, bfloat16 and float32; None: no cast)."""
     mp_policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
     fsdp_config = {"mesh": dp_mesh, "mp_policy": mp_policy}
     for block in model.layers.values():
@@ -116,10 +116,12 @@ def apply_ddp(model: nn.Module, dp_mesh: DeviceMesh) -> None:
 
 def parallelize_llama(model: nn.Module, world_mesh: DeviceMesh, *, loss_parallel: bool = True,
                       data_parallel: str = "fsdp", activation_checkpoint: bool = False,
-                      ac_mode: str = "full") -> nn.Module:
+                      ac_mode: str = "full", param_dtype: torch.dtype | None = None,
+                      reduce_dtype: torch.dtype | None = None) -> nn.Module:
     """Apply the parallelisms the mesh names: ``tp`` (TP + SP), activation checkpointing when
     ``activation_checkpoint`` (``ac_mode``: ``"full"`` or ``"selective"``, :func:`apply_ac`),
-    then ``dp`` (FSDP2, or DDP with ``data_parallel="ddp"``)."""
+    then ``dp`` (FSDP2 with the mixed-precision dtypes given, or DDP with
+    ``data_parallel="ddp"``)."""
     names = world_mesh.mesh_dim_names or ()
     if "tp" in names:
         apply_tp(model, world_mesh["tp"], loss_parallel=loss_parallel)
@@ -127,7 +129,8 @@ def parallelize_llama(model: nn.Module, world_mesh: DeviceMesh, *, loss_parallel
         apply_ac(model, ac_mode)
     if "dp" in names:
         if data_parallel == "fsdp":
-            apply_fsdp(model, world_mesh["dp"])
+            apply_fsdp(model, world_mesh["dp"], param_dtype=param_dtype,
+                       reduce_dtype=reduce_dtype)
         else:
             apply_ddp(model, world_mesh["dp"])
     return model

@@ -46,7 +46,7 @@ from spec_lang.torch_frontend.fsdp_grads import outside_graph
 from spec_lang.torch_frontend.fsdp_mixed_precision import (cast_inputs, cast_output,
                                                            check_policy, to_param_dtype)
 from spec_lang.torch_frontend.fsdp_methods import (  # noqa: F401 -- tests import them here
-    NEUTRAL_FSDP_METHODS, _fsdp_methods, _not_modelled)
+    NEUTRAL_FSDP_METHODS, _as_fsdp_module, _fsdp_methods, _not_modelled, own_class)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
 from spec_lang.torch_frontend.param_attrs import snapshot
 from spec_lang.torch_frontend.pp_leaves import (keeps_unsharded, leaf_for, manages,
@@ -99,48 +99,6 @@ class DPUnit:
         return float(self.mesh.size())
 
 
-def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP",
-                    methods: dict[str, Any] | None = None) -> None:
-    """Make ``m`` an ``FSDPModule`` as ``fully_shard`` does (a class ``FSDP<cls>`` deriving from
-    both; ``replicate_with_fsdp.replicate``: ``Replicate<cls>`` deriving from its
-    ``ReplicateModule``, given as ``base``; the DDP-based ``replicate``: ``DDP<cls>``, R46e-1;
-    each with torch's raising ``__deepcopy__``), so that code finding its FSDP modules by
-    ``isinstance`` (torchtitan's ``disable_fsdp_gradient_division``) reaches the recorded
-    settings (findings R6-7, R7-6). The recording ``methods`` (:mod:`fsdp_methods`) are the
-    class's, as torch's are, not the instance's (round 46f, R46f-1 / R46f-2: ``vars(model)``
-    and ``copy.copy(model)`` showed them)."""
-    from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415
-
-    base = FSDPModule if base is None else base
-    if not isinstance(m, base):
-        cls = m.__class__
-        m.__class__ = type(f"{prefix}{cls.__name__}", (base, cls),
-                           {"__deepcopy__": _no_deepcopy("DDP" if prefix == "DDP" else "FSDP"),
-                            **(methods or {})})
-        _MADE[m.__class__] = cls
-    elif methods and type(m) in _MADE:      # already one of the stand-in's classes
-        for k, f in methods.items():
-            setattr(type(m), k, f)
-
-
-def _no_deepcopy(what: str) -> Any:
-    """The ``__deepcopy__`` torch 2.13 gives the class it makes (``_unimplemented_deepcopy``:
-    a deep copy raises; round 46e, R46e-2 / R46e-3)."""
-    def deepcopy(*args: Any, **kwargs: Any) -> None:  # noqa: ARG001
-        raise AssertionError(f"{what} does not support deepcopy. Please use state dict for "
-                             "serialization.")
-    return deepcopy
-
-
-_MADE: dict[type, type] = {}      # a class _as_fsdp_module made -> the module's own class
-
-
-def own_class(m: Any) -> type:
-    """``m``'s class as the user's code made it (before the stand-in of ``fully_shard`` /
-    ``replicate`` made an ``FSDP<cls>`` of it, :func:`_as_fsdp_module`)."""
-    return _MADE.get(type(m), type(m))
-
-
 def _default_mesh() -> Any:
     from torch.distributed.device_mesh import _mesh_resources  # noqa: PLC0415
 
@@ -155,7 +113,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
     units: list[DPUnit] = []
     problems: list[str] = []
     foreign: list[str] = []     # a mesh of no world axis (refused as is, when parallelize returns)
-    applied: dict[int, set[str]] = {}   # id(module) -> the composable APIs applied to it
+    originals: dict[str, Any] = {}      # "fully_shard" / "replicate" / "replicate_fsdp": torch's
 
     def at_call(u: DPUnit) -> None:
         """Resolve the unit's groups at the call, as torch's FSDP2 / replicate do, and keep
@@ -180,6 +138,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         mods = [module] if isinstance(module, nn.Module) else list(module)   # (R43g-3)
         mods = [m for m in mods if not any(o is not m and any(x is m for x in o.modules())
                                            for o in mods)]   # _get_root_modules (R43g-2)
+        once(mods, "fully_shard")   # torch's contract first (R46f-3, R47a-2)
         members = tuple(mods)       # one FSDP2 state over a list: fsdp_hold.Group
         mates: list[Any] = []       # its units: a method on one acts on all (R46d-1)
         for k in ("ignored_params", "ignored_modules", "dp_mesh_dims"):
@@ -199,7 +158,6 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             check_policy(u)                               # (R47-1)
             units.append(u)
             at_call(u)
-            once(m, "fully_shard")
             _as_fsdp_module(m, methods=_fsdp_methods(u, path))
         return module
 
@@ -216,20 +174,20 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                             f"unexpected keyword argument(s) {bad}: torch 2.13 raises "
                             "TypeError here on every rank")
 
-    def once(m: Any, api: str) -> None:
-        """torch 2.13's ``contract``: one composable API once per module; ``replicate`` not on
-        a module ``fully_shard`` manages (R46f-3: both raise for real on every rank)."""
-        done = applied.setdefault(id(m), set())
-        if api in done:
-            what = f"{api}() on a module it was already applied to"
-        elif api == "replicate" and "fully_shard" in done:
-            what = "replicate() on a module fully_shard already manages"
-        else:
-            done.add(api)
-            return
+    def once(mods: list[Any], api: str) -> None:
+        """torch 2.13's ``contract`` on the root modules ``mods`` (:mod:`contract_state`: the registry and the
+        state it records, an API of one name once per module; both ``replicate`` functions
+        are named ``replicate``, R47a-2), and no ``replicate`` on a module ``fully_shard``
+        manages (R46f-3: both raise for real on every rank)."""
+        from spec_lang.torch_frontend.contract_state import (  # noqa: PLC0415
+            apply_contract, registry_of)
         from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
-        raise PlanError(f"{_user_site(path) if path else '<train file>'}: {what}: torch 2.13 "
-                        "raises here on every rank (R46f-3)")
+
+        site = _user_site(path) if path else "<train file>"
+        if api != "fully_shard" and any("fully_shard" in registry_of(m) for m in mods):
+            raise PlanError(f"{site}: replicate() on a module fully_shard already manages: "
+                            "torch 2.13 raises here on every rank (R46f-3)")
+        apply_contract(mods, originals[api], _state_class(api), site)
 
     def replicate(module: Any, *args: Any, device_mesh: Any = None, mesh: Any = None,
                   _fsdp_based: bool = False, **kw: Any) -> Any:
@@ -247,7 +205,7 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         check_policy(u)                                   # (R47-1)
         units.append(u)
         at_call(u)
-        once(module, "replicate_fsdp" if _fsdp_based else "replicate")
+        once([module], "replicate_fsdp" if _fsdp_based else "replicate")
         methods = _fsdp_methods(u, path)
         if not _fsdp_based:     # the DDP-based replicate: a DDP<cls> (R46e-1)
             from torch.distributed._composable.replicate import DDP  # noqa: PLC0415
@@ -282,6 +240,11 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
         if hasattr(mod, attr):
             real.append((mod, attr, getattr(mod, attr), fake))
     fake_of = {id(orig): fake for _, _, orig, fake in real}
+    for mod, attr, orig, fake in real:      # torch's functions, for contract (R47a-2)
+        if mod.__name__ in ("torch.distributed.fsdp._fully_shard._fully_shard",
+                            "torch.distributed._composable.replicate",
+                            "torch.distributed._composable.replicate_with_fsdp"):
+            originals["replicate_fsdp" if fake is replicate_fsdp else attr] = orig
     patched: list[tuple[Any, str, Any]] = []
     for mod, attr, orig, fake in real:
         patched.append((mod, attr, orig))
@@ -338,6 +301,19 @@ FSDP_KEYWORDS = frozenset({"mesh", "reshard_after_forward", "shard_placement_fn"
 """The keywords of torch 2.13's ``fully_shard``."""
 REPLICATE_KEYWORDS = FSDP_KEYWORDS - {"reshard_after_forward", "shard_placement_fn"}
 """The keywords of torch 2.13's FSDP-based ``replicate`` (``replicate_with_fsdp``)."""
+
+
+def _state_class(api: str) -> type:
+    """The state class torch 2.13's ``contract`` makes for ``api`` (:func:`once`)."""
+    if api == "fully_shard":
+        from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState  # noqa: PLC0415
+        return FSDPState
+    if api == "replicate":
+        from torch.distributed._composable.replicate import _ReplicateState  # noqa: PLC0415
+        return _ReplicateState
+    from torch.distributed._composable.replicate_with_fsdp import (  # noqa: PLC0415
+        _ReplicateState as _FSDPReplicateState)
+    return _FSDPReplicateState
 
 
 class GatherShard(torch.autograd.Function):

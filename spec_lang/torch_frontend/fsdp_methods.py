@@ -14,6 +14,7 @@ only ``set_requires_gradient_sync`` and ``register_comm_hook`` (round 46d, R46d-
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from torch import nn
@@ -80,7 +81,7 @@ def _fsdp_methods(unit: Any, path: str | None = None) -> dict[str, Any]:
         for u in mates():
             if id(u) in HOLDS and not keeps_unsharded(u):
                 HOLDS[id(u)].hold()
-        return _DoneHandle() if async_op else None
+        return _done_handle() if async_op else None
 
     def reshard(self: nn.Module) -> None:  # noqa: ARG001
         for u in mates():
@@ -151,8 +152,85 @@ NEUTRAL_FSDP_METHODS = (
     "set_separate_reduce_scatter_group", "_set_unshard_async_op")
 
 
-class _DoneHandle:
-    """What ``FSDPModule.unshard(async_op=True)`` returns (an ``UnshardHandle``), already done."""
+def _done_handle() -> Any:
+    """What ``FSDPModule.unshard(async_op=True)`` returns: an ``UnshardHandle`` (torch's
+    class, so ``isinstance`` answers as for real: round 47a, R47a-4), already done."""
+    from torch.distributed.fsdp import UnshardHandle  # noqa: PLC0415
 
-    def wait(self) -> None:
-        return None
+    class _DoneHandle(UnshardHandle):
+        def wait(self) -> None:
+            return None
+
+    return _DoneHandle()
+
+
+def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP",
+                    methods: dict[str, Any] | None = None) -> None:
+    """Make ``m`` an ``FSDPModule`` as ``fully_shard`` does (a class ``FSDP<cls>`` deriving from
+    both; ``replicate_with_fsdp.replicate``: ``Replicate<cls>`` deriving from its
+    ``ReplicateModule``, given as ``base``; the DDP-based ``replicate``: ``DDP<cls>``, R46e-1;
+    each with torch's raising ``__deepcopy__``), so that code finding its FSDP modules by
+    ``isinstance`` (torchtitan's ``disable_fsdp_gradient_division``) reaches the recorded
+    settings (findings R6-7, R7-6). The recording ``methods`` (:mod:`fsdp_methods`) are the
+    class's, as torch's are, not the instance's (round 46f, R46f-1 / R46f-2: ``vars(model)``
+    and ``copy.copy(model)`` showed them)."""
+    from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415
+
+    base = FSDPModule if base is None else base
+    if methods:
+        _UNIT_METHODS.setdefault(m, {}).update(methods)
+    if not isinstance(m, base):
+        cls = m.__class__
+        made = _CLASSES.get((base, cls, prefix))    # one per class, as torch's cache (R47a-1)
+        if made is None:
+            made = type(f"{prefix}{cls.__name__}", (base, cls), {
+                "__deepcopy__": _no_deepcopy("DDP" if prefix == "DDP" else "FSDP"),
+                **{k: _by_self(k) for k in methods or {}}})
+            _CLASSES[(base, cls, prefix)] = made
+            _MADE[made] = cls
+        m.__class__ = made
+    elif methods and type(m) in _MADE:      # already one of the stand-in's classes
+        for k in methods:
+            if k not in vars(type(m)):
+                setattr(type(m), k, _by_self(k))
+
+
+_CLASSES: dict[tuple, type] = {}     # (base, the user's class, prefix) -> the class made
+_UNIT_METHODS: Any = weakref.WeakKeyDictionary()    # module -> its unit's recording methods
+
+
+def _by_self(name: str) -> Any:
+    """The made class's method ``name``: the recording method of the unit wrapping ``self``
+    (torch's methods act on ``self``'s state; round 47a, R47a-1: the stand-in's closed over
+    the first module's unit, so ``type(model.w1).set_gradient_divide_factor(model.w2, 1.0)``
+    set w1's factor).
+
+    Raises:
+        PlanError: ``self`` is a module no ``fully_shard`` / ``replicate`` of this capture
+            wrapped (its state is not modelled)."""
+    def method(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        f = _UNIT_METHODS.get(self, {}).get(name)
+        if f is None:
+            raise PlanError(f"{name}() on a module that fully_shard / replicate did not wrap "
+                            "in this run (its state is not modelled, R47a-1)")
+        return f(self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+def _no_deepcopy(what: str) -> Any:
+    """The ``__deepcopy__`` torch 2.13 gives the class it makes (``_unimplemented_deepcopy``:
+    a deep copy raises; round 46e, R46e-2 / R46e-3)."""
+    def deepcopy(*args: Any, **kwargs: Any) -> None:  # noqa: ARG001
+        raise AssertionError(f"{what} does not support deepcopy. Please use state dict for "
+                             "serialization.")
+    return deepcopy
+
+
+_MADE: dict[type, type] = {}      # a class _as_fsdp_module made -> the module's own class
+
+
+def own_class(m: Any) -> type:
+    """``m``'s class as the user's code made it (before the stand-in of ``fully_shard`` /
+    ``replicate`` made an ``FSDP<cls>`` of it, :func:`_as_fsdp_module`)."""
+    return _MADE.get(type(m), type(m))

@@ -50,6 +50,13 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.distributed._composable.replicate.DDP",
     # FSDP2's cast of forward inputs and outputs over nested containers (fsdp_mixed_precision.py)
     "torch.distributed.utils._apply_to_tensors",
+    # contract's registry and state keys, the state classes it makes (contract_state.py)
+    "torch.distributed._composable.contract.REGISTRY_KEY",
+    "torch.distributed._composable.contract.STATE_KEY",
+    "torch.distributed._composable.contract.RegistryItem",
+    "torch.distributed.fsdp._fully_shard._fsdp_state.FSDPState",
+    "torch.distributed._composable.replicate._ReplicateState",
+    "torch.distributed._composable.replicate_with_fsdp._ReplicateState",
     # whether the running backward accumulates into a leaf (fsdp_grads.py, R44c-2)
     "torch._C._will_engine_execute_node",
     # parallelize_module and the styles, wrapped to record the user's lines (styles.py)
