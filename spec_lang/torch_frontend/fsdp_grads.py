@@ -136,7 +136,13 @@ def unsharded_grad_reads_refused(path: str) -> Iterator[None]:
         except UserWarning as e:
             if "not a leaf Tensor" not in str(e):
                 raise
-            raise PlanError(f"{path}:1: the step reads .grad of a tensor that is not a leaf "
+            import traceback  # noqa: PLC0415
+            from pathlib import Path  # noqa: PLC0415
+
+            mine = Path(path).resolve()
+            line = next((fr.lineno for fr in reversed(traceback.extract_tb(e.__traceback__))
+                         if Path(fr.filename).resolve() == mine), 1)
+            raise PlanError(f"{path}:{line}: the step reads .grad of a tensor that is not a leaf "
                             "(under fully_shard: a parameter while FSDP2 holds it unsharded, "
                             "a leaf for real with its local gradient; not modelled, R47a-5): "
                             "read the gradient after the backward, or from the optimizer's "

@@ -47,33 +47,45 @@ def _prove(path: Path, tmp_path: Path) -> dict:
     return prove(path, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="R47a-1..R47a-5: false accepts at ff6b496 (per-module "
-                   "made classes ignoring self; contract checks for replicate_with_fsdp; no "
-                   "contract registry; _DoneHandle; .grad None in a full backward hook)")
 @pytest.mark.parametrize("name", [
     "r47a_01_isinstance_made_class_wrong.py",
     "r47a_02_class_method_other_self_wrong.py",
-    "r47a_04b_replicate_fsdp_on_fully_shard_root_raises.py",
-    "r47a_05_ddp_then_fsdp_replicate_raises.py",
     "r47a_07_contract_registry_wrong.py",
     "r47a_08_unshard_handle_isinstance_wrong.py",
-    "r47a_12_full_bw_hook_in_build_wrong.py",
 ])
 def test_r47a_false_accepts_not_equivalent(name, tmp_path):
-    """Truth wrong (w2 0.0026-0.0033) or a crash in ``parallelize`` (r47a_04b, r47a_05);
-    EQUIVALENT at ff6b496 (15-28 s)."""
+    """R47a-1 / R47a-3 / R47a-4: truth wrong (w2 0.0026-0.0033); EQUIVALENT at ff6b496 (15-28
+    s). Since stop 47 (one made class per user class with methods acting on ``self``'s unit,
+    torch's contract registry written, an ``UnshardHandle``): NOT EQUIVALENT (26-27 s)."""
     out = _prove(ROUND47A / name, tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R47a-1 / R47a-5: right plans refuted at ff6b496")
-@pytest.mark.parametrize("name", [
-    "r47a_03_class_method_other_self_right.py",
-    "r47a_09_full_bw_hook_grad_none_right.py",
+@pytest.mark.parametrize("name, why", [
+    ("r47a_04b_replicate_fsdp_on_fully_shard_root_raises.py", "fully_shard already manages"),
+    ("r47a_05_ddp_then_fsdp_replicate_raises.py", "R47a-2"),
+    ("r47a_12_full_bw_hook_in_build_wrong.py", "R47a-5"),
 ])
-def test_r47a_needless_refutations_equivalent(name, tmp_path):
-    """Truth right (<= 1.4e-17); NOT EQUIVALENT at ff6b496 (17 s / 15 s)."""
+def test_r47a_refused(name, why, tmp_path):
+    """R47a-2: the real run raises in ``parallelize`` (RuntimeError / AssertionError); R47a-5:
+    truth wrong (w0 0.0073), the hook reads ``.grad`` of FSDP2's unsharded parameter.
+    EQUIVALENT at ff6b496 (15-28 s); exit 3 naming the line since stop 47 (5-7 s)."""
     out = _prove(ROUND47A / name, tmp_path)
+    assert out["_rc"] == 3 and why in out["_err"], out
+
+
+def test_r47a_1_class_method_on_other_module_right_equivalent(tmp_path):
+    """R47a-1's right twin (w2's factor set through w1's class, w2 halved): truth right
+    (1.4e-17); NOT EQUIVALENT at ff6b496 (17 s), EQUIVALENT since stop 47 (27 s)."""
+    out = _prove(ROUND47A / "r47a_03_class_method_other_self_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R47a-5's right twin (R46b-2): reading .grad of FSDP2's "
+                   "unsharded parameter in a hook is refused (the stand-in's is not a leaf)")
+def test_r47a_needless_refusal_equivalent(tmp_path):
+    """Truth right (<= 1.4e-17); NOT EQUIVALENT at ff6b496 (15 s), exit 3 since stop 47."""
+    out = _prove(ROUND47A / "r47a_09_full_bw_hook_grad_none_right.py", tmp_path)
     assert _equivalent(out), out
 
 
@@ -86,7 +98,8 @@ def test_r47a_needless_refutations_equivalent(name, tmp_path):
 def test_r47a_sound_outcomes_not_equivalent(name, tmp_path):
     """Wrong for real (crash, or truth wrong w0 0.0073); not EQUIVALENT at ff6b496: exit 3
     (r47a_04, another reason), UNKNOWN (r47a_06 the contract state's key, r47a_10 / r47a_11 a
-    hook flag left on the module)."""
+    hook flag left on the module). Since stop 47: r47a_04 exit 3 (R46f-3), r47a_06 NOT
+    EQUIVALENT (the state exists), r47a_10 / r47a_11 exit 3 (R47a-5)."""
     out = _prove(ROUND47A / name, tmp_path)
     assert not _equivalent(out), out
 
