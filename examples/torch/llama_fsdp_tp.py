@@ -1,5 +1,6 @@
 """Llama (torchtitan-shaped) with FSDP2 on dp and tensor + sequence parallelism with
-loss_parallel on tp (2-D: dp 2 x tp 2).
+loss_parallel on tp (2-D: dp 2 x tp 2), and torchtitan's default mixed precision (bf16
+parameters in the forward and backward, float32 reduction: ``MixedPrecisionPolicy``).
 
     prove --torch examples/torch/llama_fsdp_tp.py
 """

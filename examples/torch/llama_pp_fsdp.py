@@ -43,17 +43,16 @@ def build_optimizer(model):
 
 
 def parallelize(model, mesh):
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import fully_shard
     stage = pipeline_llama(model, mesh)
-    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in stage.layers.values():
-        fully_shard(block, mesh=mesh["dp"], mp_policy=mp_policy)
-    fully_shard(stage, mesh=mesh["dp"], mp_policy=mp_policy)
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(stage, mesh=mesh["dp"])
     return stage
 
 
 def loss_fn(pred, labels):
-    return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+    return F.cross_entropy(pred.flatten(0, 1), labels.flatten(0, 1))
 
 
 def train_step(model, optimizer, batch, mesh):

@@ -19,12 +19,11 @@ from llama_pp_fsdp import (  # noqa: F401 -- the contract's names
 
 
 def parallelize(model, mesh):
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import fully_shard
     stage = pipeline_llama(model, mesh)
-    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in stage.layers.values():
-        fully_shard(block, mesh=mesh["dp"], mp_policy=mp_policy)
-    fully_shard(stage, mesh=mesh["dp"], mp_policy=mp_policy)
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(stage, mesh=mesh["dp"])
     stage.set_gradient_divide_factor(1.0)
     return stage
 

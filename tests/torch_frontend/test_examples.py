@@ -98,7 +98,8 @@ def test_fsdp_x_tp_with_activation_checkpointing_mutant_is_refuted(tmp_path):
     for f in ("llama_common.py", "llama_model.py", "llama_parallelize.py"):
         shutil.copy(EX / f, tmp_path / f)
     src = (EX / "llama_fsdp_tp_ac.py").read_text()
-    old = "    return parallelize_llama(model, mesh, activation_checkpoint=True)\n"
+    old = ("    return parallelize_llama(model, mesh, activation_checkpoint=True,\n"
+           "                             param_dtype=torch.bfloat16, reduce_dtype=torch.float32)\n")
     assert old in src
     path = tmp_path / "ac_divide_factor_one.py"
     path.write_text(src.replace(old, old.replace("return ", "") + (
