@@ -264,8 +264,11 @@ def param_less_unit(u: Any, new: Mapping[str, Any]) -> list[Any]:
         forward_post(h, out)
         return cast_output(u, out)
 
-    return [u.module.register_forward_pre_hook(pre, with_kwargs=True),
-            u.module.register_forward_hook(post)]
+    from spec_lang.torch_frontend.fsdp_backward import into_slots  # noqa: PLC0415
+    hooks = [u.module.register_forward_pre_hook(pre, with_kwargs=True),
+             u.module.register_forward_hook(post)]
+    into_slots(u.module, hooks[0].id, hooks[1].id, u.settings.get("_hook_slots"))  # R47b-1
+    return hooks
 
 
 def reshards_after_forward(u: Any, root: bool) -> bool:
