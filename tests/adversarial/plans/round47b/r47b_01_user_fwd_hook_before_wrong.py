@@ -1,0 +1,55 @@
+"""47b: a user forward hook registered on model.up BEFORE fully_shard runs before FSDP2's
+post-forward (prepend=False at the call), so it sees the bf16 output (output_dtype=float32 not yet
+applied) and doubles it: wrong for real."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+BF = torch.bfloat16
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.up = nn.Linear(h, f)
+        self.down = nn.Linear(f, h)
+
+    def forward(self, x):
+        return self.down(nn.functional.silu(self.up(x).to(self.down.weight.dtype)))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _hook(m, args, out):
+    return out * 2 if out.dtype == BF else out
+
+
+def parallelize(model, mesh):
+    model.up.register_forward_hook(_hook)
+    fully_shard(model.up, mesh=mesh["dp"], mp_policy=MixedPrecisionPolicy(
+        param_dtype=BF, output_dtype=torch.float32))
+    fully_shard(model, mesh=mesh["dp"], mp_policy=MixedPrecisionPolicy(param_dtype=BF))
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x).float() - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

@@ -1,0 +1,59 @@
+"""47b: a tensor hook on the bf16 activation doubles its gradient when it is bf16: wrong."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+BF = torch.bfloat16
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.up = nn.Linear(h, f)
+        self.down = nn.Linear(f, h)
+
+    def forward(self, x):
+        return self.down(nn.functional.silu(self.up(x).to(self.down.weight.dtype)))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+
+class MLP2(MLP):
+    def forward(self, x):
+        h = self.up(x)
+        h.register_hook(lambda g: g * 2 if g.dtype == BF else None)
+        return self.down(nn.functional.silu(h.to(self.down.weight.dtype)))
+
+
+def build_model(s):
+    return MLP2(s["hidden"], s["ffn"])
+
+
+def parallelize(model, mesh):
+    fully_shard(model.up, mesh=mesh["dp"], mp_policy=MixedPrecisionPolicy(param_dtype=BF))
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x).float() - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
