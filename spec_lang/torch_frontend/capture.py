@@ -429,9 +429,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                                 f"{path}:1")
             refuse_held([*params, *buffers], [orig, params, buffers], f"{path}:1")  # R45a-3
             with train_step_running(), counted(), (    # writes by storage (storage_writes)
-                    unsharded_grad_reads_refused(path) if plan and any(
-                        getattr(u, "fsdp_state", False) for u in units)
-                    else contextlib.nullcontext()):
+                    unsharded_grad_reads_refused(path) if plan else contextlib.nullcontext()):
                 loss = tf.fn("train_step")(model, opt, data, m)
                 release_all()   # FSDP2's views held past the step (fsdp_hold, S42-1)
             if plan:

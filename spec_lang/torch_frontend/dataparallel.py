@@ -42,7 +42,7 @@ from spec_lang.torch_frontend.fsdp_hold import (HOLDS, STEP_RESETS, Group, Hold,
                                                 reshards_after_forward, unshard_only)
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
-from spec_lang.torch_frontend.fsdp_grads import outside_graph
+from spec_lang.torch_frontend.fsdp_grads import outside_graph, register_view
 from spec_lang.torch_frontend.fsdp_mixed_precision import (cast_inputs, cast_output,
                                                            check_policy, to_param_dtype)
 from spec_lang.torch_frontend.fsdp_methods import (  # noqa: F401 -- tests import them here
@@ -498,6 +498,7 @@ def unit_view(u: Any, stored: Any, orig: Any) -> Any:
     view = leaf_for(u, stored, orig)        # a fully_shard pipeline stage's step leaf
     if view is None:
         view = _unit_view(u, stored, orig)
+        register_view(view)                 # its .grad refused in the step (R47a-5)
     for sink in VIEW_SINKS:
         sink.append(view)
         if isinstance(view, DTensor):

@@ -28,7 +28,7 @@ import torch
 from torch.distributed.tensor import DTensor
 
 __all__ = ["outside_graph", "defer", "flush", "flush_state", "final_order",
-           "unsharded_grad_reads_refused"]
+           "unsharded_grad_reads_refused", "register_view"]
 
 
 def outside_graph(stored: Any) -> torch.Tensor:
@@ -110,40 +110,74 @@ def final_order(holds: list[Any]) -> list[Any]:
                                         h.mates.index(h)))
 
 
-_NONLEAF_GRAD = r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed"
+_VIEWS: dict[int, Any] = {}
+"""id -> weak reference of every parameter view the stand-in registered in a module
+(:func:`dataparallel.unit_view`: FSDP2's gathered parameter, the DDP-based ``replicate``'s
+gradient-reducing view), for :func:`unsharded_grad_reads_refused`."""
+
+
+def register_view(view: Any) -> None:
+    """Record ``view`` (a parameter view the stand-in registers in a module, not a leaf)."""
+    import weakref  # noqa: PLC0415
+
+    _VIEWS[id(view)] = weakref.ref(view)
+
+
+def _is_view(t: Any) -> bool:
+    r = _VIEWS.get(id(t))
+    return r is not None and r() is t
 
 
 @contextlib.contextmanager
 def unsharded_grad_reads_refused(path: str) -> Iterator[None]:
-    """While the plan's step runs: reading ``.grad`` of a tensor that is not a leaf is refused.
-    FSDP2's unsharded parameter (what a unit's module holds from its pre-forward or
-    pre-backward to its reshard) is a leaf whose ``.grad`` autograd sets before the unit's
-    post-backward; the stand-in's is the gather's output, not a leaf, whose ``.grad`` is None
-    (round 47a, R47a-5: a module full backward hook doubling when ``w2.weight.grad`` was set
-    was EQUIVALENT; R46b-2 / R44c-6: the right twin refuted). torch warns on such a read;
-    here the warning is an error, turned into a refusal.
+    """While the plan's step runs: reading or writing ``.grad`` of a parameter view the stand-in
+    registered is refused. For real the module holds a leaf there (FSDP2's unsharded parameter
+    from its unshard to its reshard; the DDP-based ``replicate``'s parameter itself) whose
+    ``.grad`` autograd sets as soon as its gradient is computed; the stand-in's view is the
+    gather's (or the reduction's) output, not a leaf, whose ``.grad`` is None (round 47a,
+    R47a-5: a module full backward hook doubling when ``w2.weight.grad`` was set was
+    EQUIVALENT; R46b-2 / R44c-6: the right twin refuted). Python's reads go through
+    ``torch.Tensor.grad``, replaced here by a property that checks the tensor first (torch's
+    C++ reads, the optimizer's kernels and autograd's, do not look at it).
 
     Raises:
-        PlanError: such a read, naming the train file (exit 3)."""
-    import warnings  # noqa: PLC0415
+        PlanError: such a read or write, naming the user's line (exit 3)."""
+    import torch  # noqa: PLC0415
 
     from spec_lang.errors import PlanError  # noqa: PLC0415
 
-    with warnings.catch_warnings():
-        warnings.filterwarnings("error", message=_NONLEAF_GRAD, category=UserWarning)
-        try:
-            yield
-        except UserWarning as e:
-            if "not a leaf Tensor" not in str(e):
-                raise
-            import traceback  # noqa: PLC0415
-            from pathlib import Path  # noqa: PLC0415
+    base = torch._C.TensorBase.__dict__["grad"]  # noqa: SLF001
 
-            mine = Path(path).resolve()
-            line = next((fr.lineno for fr in reversed(traceback.extract_tb(e.__traceback__))
-                         if Path(fr.filename).resolve() == mine), 1)
-            raise PlanError(f"{path}:{line}: the step reads .grad of a tensor that is not a leaf "
-                            "(under fully_shard: a parameter while FSDP2 holds it unsharded, "
-                            "a leaf for real with its local gradient; not modelled, R47a-5): "
-                            "read the gradient after the backward, or from the optimizer's "
-                            "parameter") from None
+    def refuse(t: Any) -> None:
+        if _is_view(t):
+            from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
+
+            raise PlanError(f"{_user_site(path)}: the step reads or sets .grad of a parameter "
+                            "while the data-parallel wrapper holds it (FSDP2's unsharded "
+                            "parameter, a leaf for real with its local gradient; not modelled, "
+                            "R47a-5): read the gradient after the backward, or from the "
+                            "optimizer's parameter")
+
+    def get(t: Any) -> Any:
+        refuse(t)
+        return base.__get__(t)
+
+    def put(t: Any, v: Any) -> None:
+        refuse(t)
+        base.__set__(t, v)
+
+    def drop(t: Any) -> None:
+        refuse(t)
+        base.__delete__(t)
+
+    had = "grad" in torch.Tensor.__dict__
+    old = torch.Tensor.__dict__.get("grad")
+    torch.Tensor.grad = property(get, put, drop)
+    try:
+        yield
+    finally:
+        if had:
+            torch.Tensor.grad = old
+        else:
+            del torch.Tensor.grad
+        _VIEWS.clear()
