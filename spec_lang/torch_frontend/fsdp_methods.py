@@ -188,6 +188,9 @@ def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP",
                 **{k: _by_self(k) for k in methods or {}}})
             _CLASSES[(base, cls, prefix)] = made
             _MADE[made] = cls
+        for k in methods or {}:     # a name a unit made earlier did not have
+            if k not in vars(made):
+                setattr(made, k, _by_self(k))
         m.__class__ = made
     elif methods and type(m) in _MADE:      # already one of the stand-in's classes
         for k in methods:
