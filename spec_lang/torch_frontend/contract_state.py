@@ -22,7 +22,7 @@ from torch import nn
 
 from spec_lang.errors import PlanError
 
-__all__ = ["apply_contract", "registry_of"]
+__all__ = ["apply_contract", "registry_of", "mark_managed"]
 
 _STATE_CLASSES: dict[type, type] = {}
 
@@ -80,3 +80,27 @@ def apply_contract(modules: Sequence[nn.Module], api: Any, state_cls: type, site
                             "(R46f-3, R47a-2)")
         all_state.setdefault(func, state)
         registry.setdefault(name, item)
+
+
+def mark_managed(roots: Sequence[nn.Module]) -> None:
+    """What torch 2.13's ``fully_shard`` sets "for Dynamo" on every module it manages
+    (``_fsdp_init._get_managed_modules``: the roots' subtrees, not entering a module another
+    ``fully_shard`` manages or one ``replicate`` was applied to): ``_is_fsdp_managed_module``
+    and ``_fsdp_use_orig_params`` True (round 47c, R47c-2: code testing them took the serial
+    spec's path in the capture)."""
+    seen: set[int] = set()
+    root_ids = {id(r) for r in roots}
+
+    def dfs(m: nn.Module) -> None:
+        reg = registry_of(m)
+        if "replicate" in reg or (id(m) not in root_ids and "fully_shard" in reg):
+            return
+        seen.add(id(m))
+        for c in m.children():
+            if id(c) not in seen:
+                dfs(c)
+        m._is_fsdp_managed_module = True    # noqa: SLF001 -- torch's own attributes
+        m._fsdp_use_orig_params = True      # noqa: SLF001
+
+    for r in roots:
+        dfs(r)

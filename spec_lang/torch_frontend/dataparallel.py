@@ -42,6 +42,7 @@ from spec_lang.torch_frontend.fsdp_hold import (HOLDS, STEP_RESETS, Group, Hold,
                                                 reshards_after_forward, unshard_only)
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
+from spec_lang.torch_frontend.contract_state import mark_managed
 from spec_lang.torch_frontend.fsdp_grads import outside_graph, register_view
 from spec_lang.torch_frontend.fsdp_mixed_precision import (cast_inputs, cast_output,
                                                            check_policy, to_param_dtype)
@@ -158,7 +159,9 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
             check_policy(u)                               # (R47-1)
             units.append(u)
             at_call(u)
-            _as_fsdp_module(m, methods=_fsdp_methods(u, path))
+        mark_managed(mods)                                # (R47c-2)
+        for u in mates:
+            _as_fsdp_module(u.module, methods=_fsdp_methods(u, path))
         return module
 
     def unknown_keywords(api: str, kw: Mapping[str, Any], args: tuple = (),

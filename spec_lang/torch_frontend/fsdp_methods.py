@@ -178,15 +178,19 @@ def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP",
 
     base = FSDPModule if base is None else base
     if methods:
-        _UNIT_METHODS.setdefault(m, {}).update(methods)
+        got = _UNIT_METHODS.get(id(m))
+        if got is None or got[0]() is not m:    # by identity, not __eq__ (R47c-5)
+            got = _UNIT_METHODS[id(m)] = (weakref.ref(m), {})
+        got[1].update(methods)
     if not isinstance(m, base):
         cls = m.__class__
-        made = _CLASSES.get((base, cls, prefix))    # one per class, as torch's cache (R47a-1)
-        if made is None:
+        cache = _class_cache(prefix)    # one per class, torch's own cache (R47a-1, R47c-3)
+        made = cache.get(cls)
+        if made is None or made not in _MADE:
             made = type(f"{prefix}{cls.__name__}", (base, cls), {
                 "__deepcopy__": _no_deepcopy("DDP" if prefix == "DDP" else "FSDP"),
                 **{k: _by_self(k) for k in methods or {}}})
-            _CLASSES[(base, cls, prefix)] = made
+            cache[cls] = made
             _MADE[made] = cls
         for k in methods or {}:     # a name a unit made earlier did not have
             if k not in vars(made):
@@ -198,8 +202,24 @@ def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP",
                 setattr(type(m), k, _by_self(k))
 
 
-_CLASSES: dict[tuple, type] = {}     # (base, the user's class, prefix) -> the class made
-_UNIT_METHODS: Any = weakref.WeakKeyDictionary()    # module -> its unit's recording methods
+_DDP_CLASSES: dict[type, type] = {}     # the user's class -> the DDP<cls> made
+_UNIT_METHODS: dict[int, tuple[Any, dict]] = {}   # id(module) -> (weakref, its unit's methods)
+
+
+def _class_cache(prefix: str) -> dict:
+    """Where torch 2.13 caches the class it makes per user class: ``fully_shard``'s
+    ``cls_to_fsdp_cls`` (``get_cls_to_fsdp_cls()``), ``replicate_with_fsdp``'s
+    ``cls_to_replicate_cls``; the DDP-based ``replicate``'s: the stand-in's own. The capture
+    child that runs ``parallelize`` is a fresh interpreter (``tracedata.run_jobs``), so the
+    serial spec's never sees an entry (round 47c, R47c-3)."""
+    if prefix == "FSDP":
+        from torch.distributed.fsdp._fully_shard._fully_shard import (  # noqa: PLC0415
+            get_cls_to_fsdp_cls)
+        return get_cls_to_fsdp_cls()
+    if prefix == "Replicate":
+        from torch.distributed._composable import replicate_with_fsdp  # noqa: PLC0415
+        return replicate_with_fsdp.cls_to_replicate_cls
+    return _DDP_CLASSES
 
 
 def _by_self(name: str) -> Any:
@@ -212,7 +232,8 @@ def _by_self(name: str) -> Any:
         PlanError: ``self`` is a module no ``fully_shard`` / ``replicate`` of this capture
             wrapped (its state is not modelled)."""
     def method(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        f = _UNIT_METHODS.get(self, {}).get(name)
+        got = _UNIT_METHODS.get(id(self))
+        f = got[1].get(name) if got is not None and got[0]() is self else None
         if f is None:
             raise PlanError(f"{name}() on a module that fully_shard / replicate did not wrap "
                             "in this run (its state is not modelled, R47a-1)")

@@ -50,6 +50,9 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.distributed._composable.replicate.DDP",
     # FSDP2's cast of forward inputs and outputs over nested containers (fsdp_mixed_precision.py)
     "torch.distributed.utils._apply_to_tensors",
+    # the caches of the classes fully_shard / replicate_with_fsdp make (fsdp_methods.py, R47c-3)
+    "torch.distributed.fsdp._fully_shard._fully_shard.get_cls_to_fsdp_cls",
+    "torch.distributed._composable.replicate_with_fsdp.cls_to_replicate_cls",
     # contract's registry and state keys, the state classes it makes (contract_state.py)
     "torch.distributed._composable.contract.REGISTRY_KEY",
     "torch.distributed._composable.contract.STATE_KEY",
