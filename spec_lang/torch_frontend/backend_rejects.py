@@ -33,6 +33,12 @@ What gloo rejects (:func:`why_rejected`):
   group's;
 * a root (``broadcast``, ``reduce``, ``gather``, ``scatter``) outside the group.
 
+Compute ops too (round 47d, R47d-4): a matrix product whose floating operands differ in dtype
+(``mm`` / ``bmm`` / ``addmm`` / ``baddbmm`` / ``mv`` / ``dot`` ..., SDPA's query, key and value)
+raises on the CPU and CUDA kernels ("mat1 and mat2 must have the same dtype") and runs on meta
+tensors. FSDP2's mixed precision makes that reachable in a right-looking plan (a nested unit's
+float16 output into its parent's bfloat16 weight): :func:`why_mixed_dtypes`.
+
 The group's size is its mesh axis's, the world's (``"0"``, torch's name for the default group)
 or that of a ``dist.new_group`` the capture recorded; a collective whose check needs the size
 of another group is refused as well (it is also never lowered).
@@ -48,7 +54,7 @@ from torch import fx
 
 from spec_lang.errors import PlanError
 
-__all__ = ["WORLD_GROUP", "check_collectives", "why_rejected"]
+__all__ = ["WORLD_GROUP", "check_collectives", "why_rejected", "why_mixed_dtypes"]
 
 WORLD_GROUP = "0"
 """torch's name of the default (world) process group (``_process_group_name`` counts from 0 at
@@ -287,7 +293,8 @@ def _sizes(t: Any) -> dict[str, tuple[int, int | None]]:
 
 
 def check_collectives(path: str, traces: Sequence[Any]) -> None:
-    """Refuse a train file with a collective gloo would reject in any of ``traces`` (every
+    """Refuse a train file with a collective gloo would reject, or a matrix product of mixed
+    dtypes the CPU / CUDA kernels reject (:func:`why_mixed_dtypes`), in any of ``traces`` (every
     traced rank of the plan, at the probe and the real sizes; ``capture.Trace``).
 
     Raises:
@@ -298,11 +305,43 @@ def check_collectives(path: str, traces: Sequence[Any]) -> None:
     for t in traces:
         sizes = _sizes(t)
         for n in t.gm.graph.nodes:
-            why = why_rejected(n, t.gm, sizes)
+            why = why_mixed_dtypes(n) or why_rejected(n, t.gm, sizes)
             if why is None:
                 continue
             tail = ("run it over a mesh axis's group" if why.endswith(UNSIZED) else
                     "the real run raises there, and a caught error takes a branch the "
-                    "capture does not see; fix the collective's op, dtype or shapes")
+                    "capture does not see; fix the op's reduce op, dtypes or shapes")
             raise PlanError(f"{node_site(n, path)}: {why} ({str(n.target).rsplit('.', 1)[0]} "
                             f"on the rank at {dict(getattr(t, 'coords', None) or {})}): {tail}")
+
+
+_SAME_DTYPE = {"aten.mm.default": None, "aten.bmm.default": None, "aten.addmm.default": None,
+               "aten.baddbmm.default": None, "aten.addbmm.default": None, "aten.mv.default": None,
+               "aten.addmv.default": None, "aten.dot.default": None, "aten.vdot.default": None,
+               "aten.matmul.default": None, "aten.linear.default": None,
+               "aten._scaled_dot_product_flash_attention_for_cpu.default": 3,
+               "aten._scaled_dot_product_efficient_attention.default": 3,
+               "aten._scaled_dot_product_flash_attention.default": 3,
+               "aten.scaled_dot_product_attention.default": 3}
+"""Ops whose floating tensor operands (the first ``k`` when given) must share one dtype on the
+CPU and CUDA kernels."""
+
+
+def why_mixed_dtypes(n: fx.Node) -> str | None:
+    """Why the real kernel rejects node ``n`` (floating operands of a matrix product or of
+    SDPA in different dtypes, R47d-4), or None."""
+    if n.op != "call_function" or str(n.target) not in _SAME_DTYPE:
+        return None
+    k = _SAME_DTYPE[str(n.target)]
+    args = n.args if k is None else n.args[:k]
+    dts = []
+    for a in args:
+        v = a.meta.get("val") if isinstance(a, fx.Node) else None
+        dt = getattr(v, "dtype", None)
+        if dt is not None and dt.is_floating_point:
+            dts.append(dt)
+    if len(set(dts)) > 1:
+        return (f"{str(n.target).split('.')[1]} of operands in {sorted({str(d) for d in dts})}: "
+                "the CPU and CUDA kernels raise (\"must have the same dtype\"), meta tensors do "
+                "not")
+    return None

@@ -186,7 +186,11 @@ def _as_fsdp_module(m: nn.Module, base: Any = None, prefix: str = "FSDP",
         cls = m.__class__
         cache = _class_cache(prefix)    # one per class, torch's own cache (R47a-1, R47c-3)
         made = cache.get(cls)
-        if made is None or made not in _MADE:
+        if made is not None and made not in _MADE:      # put there by the train file
+            raise PlanError(f"{cls.__name__}: torch's class cache for {prefix}<cls> holds a "
+                            f"class shardproof did not make ({made.__name__}): fully_shard / "
+                            "replicate would use it; not modelled (R47d-3)")
+        if made is None:
             made = type(f"{prefix}{cls.__name__}", (base, cls), {
                 "__deepcopy__": _no_deepcopy("DDP" if prefix == "DDP" else "FSDP"),
                 **{k: _by_self(k) for k in methods or {}}})

@@ -83,6 +83,12 @@ def test_grad_of_a_registered_view_refused_in_the_step_only():
             view.grad  # noqa: B018 -- the read is the test
         with pytest.raises(PlanError, match="R47a-5"):
             view.grad = torch.zeros(3)
-    assert "grad" not in torch.Tensor.__dict__
+        for what in ("_grad", "is_leaf", "grad_fn"):      # R47d-1 / R47d-2
+            with pytest.raises(PlanError, match=rf"reads or sets \.{what} .* R47a-5"):
+                getattr(view, what)
+        assert isinstance(view, nn.Parameter) and not isinstance(other, nn.Parameter)
+        assert other.grad_fn is not None and not other.is_leaf and w.is_leaf
+    assert not {"grad", "_grad", "is_leaf", "grad_fn"} & set(torch.Tensor.__dict__)
+    assert view.grad_fn is not None
     (view.sum() + other.sum()).backward()
     assert torch.equal(w.grad, torch.full((3,), 3.0))

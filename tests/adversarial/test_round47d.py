@@ -1,0 +1,108 @@
+"""Round 47d: break stop 47's last fixes (``fsdp_grads.unsharded_grad_reads_refused`` as a
+``torch.Tensor.grad`` property refusing the registered views, made classes in torch's own caches,
+``contract_state.mark_managed``, FSDP2 mixed precision), against 778365a
+(``tests/adversarial/ATTEMPTS.md``, "Round 47d"). Plans in ``plans/round47d/``. Truth:
+``tests/adversarial/torch4_truth.py FILE 2``.
+
+R47d-1: the property guards one of torch's getsets only: ``p._grad`` (r47d_02) and
+``torch._C.TensorBase.__dict__["grad"].__get__(p)`` (r47d_01) read the view's gradient (None;
+set for real). R47d-2: the stand-in's view differs from FSDP2's unsharded parameter (and the
+DDP-based replicate's parameter) in ``is_leaf`` / ``grad_fn`` / ``isinstance(.., nn.Parameter)``
+inside the unit's forward (r47d_03 / 05 / 07 / 11 accepted while wrong; the right twin r47d_04
+refuted). R47d-3: a class the plan puts in ``get_cls_to_fsdp_cls()`` is used by torch, replaced by
+the stand-in (r47d_09). R47d-4: nested units with float16 inside a bf16 root: torch raises
+("mat1 and mat2 must have the same dtype"), accepted (r47d_10). R47d-5 (needless): a ``.grad``
+read in a forward hook under the DDP-based ``replicate`` (None for real) is refused (r47d_08).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROUND47D = Path(__file__).resolve().parent / "plans" / "round47d"
+
+pytestmark = pytest.mark.slow
+
+
+def _equivalent(out: dict) -> bool:
+    return out["_rc"] == 0 and out.get("verdict") == "EQUIVALENT"
+
+
+def _prove(path: Path, tmp_path: Path) -> dict:
+    from tests.adversarial.torch_prove import prove
+
+    return prove(path, tmp_path)
+
+
+@pytest.mark.xfail(strict=True, reason="R47d-1: torch.Tensor.grad's replacement does not guard "
+                   "p._grad nor TensorBase's own grad getset")
+@pytest.mark.parametrize("name", [
+    "r47d_01_base_grad_getset_wrong.py",
+    "r47d_02_underscore_grad_wrong.py",
+])
+def test_r47d_1_grad_refusal_bypassed(name, tmp_path):
+    """R47d-1: truth wrong (w2 0.0033); EQUIVALENT at 778365a (57 / 47 s)."""
+    out = _prove(ROUND47D / name, tmp_path)
+    assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R47d-2: the stand-in's parameter view is not a leaf / "
+                   "has a grad_fn / is not an nn.Parameter; FSDP2's unsharded parameter (and the "
+                   "DDP-based replicate's) is")
+@pytest.mark.parametrize("name", [
+    "r47d_03_is_leaf_in_forward_wrong.py",
+    "r47d_05_grad_fn_in_forward_wrong.py",
+    "r47d_07_ddp_replicate_is_leaf_wrong.py",
+    "r47d_11_isinstance_parameter_in_forward_wrong.py",
+])
+def test_r47d_2_view_not_a_leaf_parameter(name, tmp_path):
+    """R47d-2: truth wrong (w0 0.0064, w2 0.0033); EQUIVALENT at 778365a (33-57 s)."""
+    out = _prove(ROUND47D / name, tmp_path)
+    assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R47d-2 twin: a right plan relying on the unsharded "
+                   "parameter being a leaf is refuted")
+def test_r47d_2_right_twin(tmp_path):
+    """R47d-2 twin: truth right (1.4e-17); NOT EQUIVALENT at 778365a (51 s)."""
+    out = _prove(ROUND47D / "r47d_04_not_leaf_in_forward_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R47d-3: torch uses a class the plan put in "
+                   "get_cls_to_fsdp_cls(); the stand-in replaces it with its own")
+def test_r47d_3_prepopulated_class_cache(tmp_path):
+    """R47d-3 (contrived): truth wrong (w0 0.0084); EQUIVALENT at 778365a (33 s)."""
+    out = _prove(ROUND47D / "r47d_09_cls_cache_prepopulated_wrong.py", tmp_path)
+    assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R47d-4: nested units with float16 params inside a bf16 "
+                   "root raise for real (Half vs BFloat16 matmul); accepted")
+def test_r47d_4_nested_policies_raise(tmp_path):
+    """R47d-4: the real run raises RuntimeError in the forward; EQUIVALENT at 778365a (29 s)."""
+    out = _prove(ROUND47D / "r47d_10_nested_mp_fp16_no_branch_raises.py", tmp_path)
+    assert not _equivalent(out), out
+
+
+def test_r47d_nested_policies_branch_not_accepted(tmp_path):
+    """r47d_06 (raises for real too): NOT EQUIVALENT at 778365a (59 s)."""
+    out = _prove(ROUND47D / "r47d_06_nested_mp_fp16_branch_wrong.py", tmp_path)
+    assert not _equivalent(out), out
+
+
+@pytest.mark.xfail(strict=True, reason="R47d-5: needless refusal: .grad of the DDP-based "
+                   "replicate's parameter read in a forward hook (None for real)")
+def test_r47d_5_ddp_replicate_grad_read_needless(tmp_path):
+    """R47d-5: truth right (1.4e-17); exit 3 at 778365a (9 s)."""
+    out = _prove(ROUND47D / "r47d_08_ddp_replicate_grad_read_in_forward_right.py", tmp_path)
+    assert _equivalent(out), out
+
+
+def test_r47d_fsdp_replicate_not_marked_managed(tmp_path):
+    """r47d_12: the FSDP-based replicate sets no ``_is_fsdp_managed_module`` (torch 2.13), nor
+    does the stand-in: truth right (1.4e-17); EQUIVALENT at 778365a (45 s)."""
+    out = _prove(ROUND47D / "r47d_12_fsdp_replicate_managed_flag_right.py", tmp_path)
+    assert _equivalent(out), out
