@@ -36,21 +36,21 @@ def _prove(path: Path, tmp_path: Path) -> dict:
     return prove(path, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="R47d-1: torch.Tensor.grad's replacement does not guard "
-                   "p._grad nor TensorBase's own grad getset")
-@pytest.mark.parametrize("name", [
-    "r47d_01_base_grad_getset_wrong.py",
-    "r47d_02_underscore_grad_wrong.py",
-])
-def test_r47d_1_grad_refusal_bypassed(name, tmp_path):
-    """R47d-1: truth wrong (w2 0.0033); EQUIVALENT at 778365a (57 / 47 s)."""
-    out = _prove(ROUND47D / name, tmp_path)
+@pytest.mark.xfail(strict=True, reason="R47d-1 (open, contrived): torch's C descriptor "
+                   "TensorBase.__dict__['grad'].__get__(p) cannot be guarded")
+def test_r47d_1_grad_refusal_bypassed(tmp_path):
+    """R47d-1: truth wrong (w2 0.0033); EQUIVALENT at 778365a (57 s) and since (32 s)."""
+    out = _prove(ROUND47D / "r47d_01_base_grad_getset_wrong.py", tmp_path)
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R47d-2: the stand-in's parameter view is not a leaf / "
-                   "has a grad_fn / is not an nn.Parameter; FSDP2's unsharded parameter (and the "
-                   "DDP-based replicate's) is")
+def test_r47d_1_underscore_grad_refused(tmp_path):
+    """R47d-1: ``p._grad`` in the hook: truth wrong (w2 0.0033); EQUIVALENT at 778365a (47 s);
+    exit 3 naming the line since stop 47 (14 s)."""
+    out = _prove(ROUND47D / "r47d_02_underscore_grad_wrong.py", tmp_path)
+    assert out["_rc"] == 3 and "._grad" in out["_err"], out
+
+
 @pytest.mark.parametrize("name", [
     "r47d_03_is_leaf_in_forward_wrong.py",
     "r47d_05_grad_fn_in_forward_wrong.py",
@@ -58,7 +58,9 @@ def test_r47d_1_grad_refusal_bypassed(name, tmp_path):
     "r47d_11_isinstance_parameter_in_forward_wrong.py",
 ])
 def test_r47d_2_view_not_a_leaf_parameter(name, tmp_path):
-    """R47d-2: truth wrong (w0 0.0064, w2 0.0033); EQUIVALENT at 778365a (33-57 s)."""
+    """R47d-2: truth wrong (w0 0.0064, w2 0.0033); EQUIVALENT at 778365a (33-57 s). Since stop
+    47: exit 3 (``is_leaf`` / ``grad_fn`` read from user code, 10-16 s) or NOT EQUIVALENT (the
+    view answers ``isinstance(w, nn.Parameter)``, 30 s)."""
     out = _prove(ROUND47D / name, tmp_path)
     assert not _equivalent(out), out
 
@@ -66,25 +68,23 @@ def test_r47d_2_view_not_a_leaf_parameter(name, tmp_path):
 @pytest.mark.xfail(strict=True, reason="R47d-2 twin: a right plan relying on the unsharded "
                    "parameter being a leaf is refuted")
 def test_r47d_2_right_twin(tmp_path):
-    """R47d-2 twin: truth right (1.4e-17); NOT EQUIVALENT at 778365a (51 s)."""
+    """R47d-2 twin: truth right (1.4e-17); NOT EQUIVALENT at 778365a (51 s), exit 3 since."""
     out = _prove(ROUND47D / "r47d_04_not_leaf_in_forward_right.py", tmp_path)
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R47d-3: torch uses a class the plan put in "
-                   "get_cls_to_fsdp_cls(); the stand-in replaces it with its own")
 def test_r47d_3_prepopulated_class_cache(tmp_path):
-    """R47d-3 (contrived): truth wrong (w0 0.0084); EQUIVALENT at 778365a (33 s)."""
+    """R47d-3 (contrived): truth wrong (w0 0.0084); EQUIVALENT at 778365a (33 s); exit 3 since
+    stop 47 (7 s)."""
     out = _prove(ROUND47D / "r47d_09_cls_cache_prepopulated_wrong.py", tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 3 and "R47d-3" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R47d-4: nested units with float16 params inside a bf16 "
-                   "root raise for real (Half vs BFloat16 matmul); accepted")
 def test_r47d_4_nested_policies_raise(tmp_path):
-    """R47d-4: the real run raises RuntimeError in the forward; EQUIVALENT at 778365a (29 s)."""
+    """R47d-4: the real run raises RuntimeError in the forward; EQUIVALENT at 778365a (29 s);
+    exit 3 naming the line since stop 47 (``backend_rejects.why_mixed_dtypes``, 44 s)."""
     out = _prove(ROUND47D / "r47d_10_nested_mp_fp16_no_branch_raises.py", tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 3 and "must have the same dtype" in out["_err"], out
 
 
 def test_r47d_nested_policies_branch_not_accepted(tmp_path):
