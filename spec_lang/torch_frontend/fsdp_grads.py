@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -144,11 +143,13 @@ def unsharded_grad_reads_refused(path: str) -> Iterator[None]:
     right twin refuted); round 47c, R47c-1: a warning filter defeated the first refusal; round
     47d, R47d-1 / R47d-2: ``._grad``, ``.is_leaf``, ``.grad_fn`` and ``isinstance(w,
     nn.Parameter)`` told them apart. ``torch.Tensor``'s ``grad``, ``_grad``, ``is_leaf`` and
-    ``grad_fn`` are replaced by properties that refuse a registered view when read from code
-    outside torch and shardproof (torch's C++ reads, the optimizer's kernels and autograd's, do
-    not look at them); a view answers ``isinstance(v, nn.Parameter)`` as the real leaf does
-    (``_is_param``). Not covered: torch's C descriptor called directly
-    (``torch._C.TensorBase.__dict__["grad"].__get__(p)``).
+    ``grad_fn`` / ``_grad_fn`` are replaced by properties that refuse a registered view when
+    read from any code but shardproof's (torch's Python code reading them for the user too:
+    ``torch.autograd.graph.get_gradient_edge``, R47e-1; torch's C++ reads, the optimizer's
+    kernels and autograd's, do not look at them); a view answers ``isinstance(v,
+    nn.Parameter)`` as the real leaf does (``_is_param``). Not covered: torch's C descriptor
+    called directly (``torch._C.TensorBase.__dict__["grad"].__get__(p)``, R47d-1) and the
+    view's exact class (``type(w) is nn.Parameter``, R47e-1).
 
     Raises:
         PlanError: such a read or write, naming the user's line (exit 3)."""
@@ -158,10 +159,12 @@ def unsharded_grad_reads_refused(path: str) -> Iterator[None]:
 
     from spec_lang.errors import PlanError  # noqa: PLC0415
 
-    inside = (str(Path(torch.__file__).parent), str(Path(__file__).parents[1]))
+    def ours(frame: Any) -> bool:       # shardproof's own code (R47e-2: by module, not file)
+        name = frame.f_globals.get("__name__", "")
+        return name == "spec_lang" or name.startswith("spec_lang.")
 
     def refuse(t: Any, what: str) -> None:
-        if _is_view(t) and not sys._getframe(2).f_code.co_filename.startswith(inside):  # noqa: SLF001
+        if _is_view(t) and not ours(sys._getframe(2)):  # noqa: SLF001
             from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
 
             raise PlanError(f"{_user_site(path)}: the step reads or sets .{what} of a parameter "
@@ -186,7 +189,7 @@ def unsharded_grad_reads_refused(path: str) -> Iterator[None]:
             d.__delete__(t)
         return property(get, put, drop)
 
-    names = ("grad", "_grad", "is_leaf", "grad_fn")
+    names = ("grad", "_grad", "is_leaf", "grad_fn", "_grad_fn")
     old = {k: torch.Tensor.__dict__[k] for k in names if k in torch.Tensor.__dict__}
     for k in names:
         setattr(torch.Tensor, k, guarded(k))
