@@ -178,10 +178,10 @@ def record_data_parallel(user_modules: list[types.ModuleType], path: str | None 
                             "TypeError here on every rank")
 
     def once(mods: list[Any], api: str) -> None:
-        """torch 2.13's ``contract`` on the root modules ``mods`` (:mod:`contract_state`: the registry and the
-        state it records, an API of one name once per module; both ``replicate`` functions
-        are named ``replicate``, R47a-2), and no ``replicate`` on a module ``fully_shard``
-        manages (R46f-3: both raise for real on every rank)."""
+        """torch 2.13's ``contract`` on the root modules ``mods`` (:mod:`contract_state`: the
+        registry and the state it records, an API of one name once per module; both
+        ``replicate`` functions are named ``replicate``, R47a-2), and no ``replicate`` on a
+        module ``fully_shard`` manages (R46f-3: both raise for real on every rank)."""
         from spec_lang.torch_frontend.contract_state import (  # noqa: PLC0415
             apply_contract, registry_of)
         from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
