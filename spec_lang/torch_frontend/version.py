@@ -50,6 +50,12 @@ PRIVATE_APIS: tuple[str, ...] = (
     "torch.distributed._composable.replicate.DDP",
     # FSDP2's cast of forward inputs and outputs over nested containers (fsdp_mixed_precision.py)
     "torch.distributed.utils._apply_to_tensors",
+    # the C descriptors the guard of the stand-in's parameter views wraps (fsdp_grads.py, R47a-5)
+    "torch._C.TensorBase.grad",
+    "torch._C.TensorBase._grad",
+    "torch._C.TensorBase.is_leaf",
+    "torch._C.TensorBase.grad_fn",
+    "torch._C.TensorBase._grad_fn",
     # the caches of the classes fully_shard / replicate_with_fsdp make (fsdp_methods.py, R47c-3)
     "torch.distributed.fsdp._fully_shard._fully_shard.get_cls_to_fsdp_cls",
     "torch.distributed._composable.replicate_with_fsdp.cls_to_replicate_cls",

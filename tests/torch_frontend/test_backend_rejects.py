@@ -195,3 +195,40 @@ def test_group_of_unknown_size_is_refused_when_its_size_matters():
 def test_sum_all_reduce_over_the_mesh_is_accepted():
     tr = _traced("dist.all_reduce(x)", {"dp": 2, "tp": 2})
     check_collectives("train.py", [tr])     # no error
+
+
+MIXED = {   # name -> (function, operand dtypes): the CPU kernel raises on each mixed case
+    "mm": (lambda a, b: a @ b, ((2, 3), (3, 4))),
+    "addmm": (lambda a, b: torch.nn.functional.linear(a, b.t(), torch.zeros(4, dtype=b.dtype)),
+              ((2, 3), (3, 4))),
+    "bmm": (lambda a, b: torch.bmm(a, b), ((2, 2, 3), (2, 3, 4))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MIXED))
+@pytest.mark.parametrize("dtypes, mixed", [((torch.float16, torch.bfloat16), True),
+                                           ((torch.bfloat16, torch.bfloat16), False),
+                                           ((torch.float32, torch.float64), True)])
+def test_mixed_dtype_products_refused_where_the_cpu_kernel_raises(name, dtypes, mixed):
+    """R47d-4: ``why_mixed_dtypes`` names exactly the traced products whose floating operands
+    differ in dtype, and the real CPU kernel raises on those (fake tensors run ``mm`` /
+    ``addmm`` of mixed dtypes; ``bmm``'s meta kernel raises itself, as the capture then does)."""
+    from spec_lang.torch_frontend.backend_rejects import why_mixed_dtypes
+
+    f, shapes = MIXED[name]
+    args = [torch.ones(s, dtype=d) for s, d in zip(shapes, dtypes)]
+    try:
+        gm = make_fx(f, tracing_mode="fake")(*args)
+    except RuntimeError:            # the capture raises too: refused, never EQUIVALENT
+        assert mixed and name == "bmm"
+        with pytest.raises(RuntimeError):
+            f(*args)
+        return
+    whys = [w for w in (why_mixed_dtypes(n) for n in gm.graph.nodes) if w is not None]
+    assert bool(whys) == mixed, whys
+    if mixed:
+        assert "must have the same dtype" in whys[0]
+        with pytest.raises(RuntimeError):
+            f(*args)
+    else:
+        assert f(*args).dtype == dtypes[0]
