@@ -43,9 +43,10 @@ from spec_lang.torch_frontend.fsdp_hold import (HOLDS, STEP_RESETS, Group, Hold,
 from spec_lang.torch_frontend.fsdp_backward import (hook_slots, into_slots,
                                                     post_backward_inputs, pre_backward_outputs)
 from spec_lang.torch_frontend.contract_state import mark_managed
-from spec_lang.torch_frontend.fsdp_grads import outside_graph, register_view
+from spec_lang.torch_frontend.fsdp_grads import register_view
 from spec_lang.torch_frontend.fsdp_mixed_precision import (cast_inputs, cast_output,
                                                            check_policy, to_param_dtype)
+from spec_lang.torch_frontend.fsdp_unsharded import unsharded_leaf
 from spec_lang.torch_frontend.fsdp_methods import (  # noqa: F401 -- tests import them here
     NEUTRAL_FSDP_METHODS, _as_fsdp_module, _fsdp_methods, _not_modelled, own_class)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
@@ -334,7 +335,6 @@ class GatherShard(torch.autograd.Function):
 
         ctx.dim, ctx.shard_group, ctx.rep_groups, ctx.factor = dim, shard_group, rep_groups, factor
         ctx.site, ctx.stored = site, stored[0]
-        ctx.hold = stored[1] if len(stored) > 1 else None    # fsdp_hold.Hold (S42-1)
         ctx.version = param_versions(stored[0])
         if shard_group is None:         # FSDP-based replicate: a copy, nothing gathered
             return local.clone(memory_format=torch.contiguous_format)
@@ -351,8 +351,6 @@ class GatherShard(torch.autograd.Function):
             funcol.reduce_scatter_tensor(grad.contiguous(), "sum", ctx.dim, ctx.shard_group))
         for rg in ctx.rep_groups:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", rg))
-        if ctx.hold is not None:    # set at its post-backward: fsdp_grads (R44c-2, R45c-2)
-            return ctx.hold.arrived(ctx, g), None, None, None, None, None, None   # R46c-1
         return g / ctx.factor, None, None, None, None, None, None
 
 
@@ -501,7 +499,8 @@ def unit_view(u: Any, stored: Any, orig: Any) -> Any:
     view = leaf_for(u, stored, orig)        # a fully_shard pipeline stage's step leaf
     if view is None:
         view = _unit_view(u, stored, orig)
-        register_view(view)                 # its .grad refused in the step (R47a-5)
+        if not (u.fsdp_state and id(u) in HOLDS):   # not FSDP2's leaf (fsdp_unsharded)
+            register_view(view)             # its .grad refused in the step (R47a-5)
     for sink in VIEW_SINKS:
         sink.append(view)
         if isinstance(view, DTensor):
@@ -520,10 +519,14 @@ def _unit_view(u: Any, stored: Any, orig: Any) -> Any:
         shard_group = u.group(u.shard_axis)
     else:   # FSDP-based replicate: FSDP2's unsharded parameter is a copy (R43d-1)
         shard_dim, shard_group = 0, None
-    hold = HOLDS.get(id(u))     # FSDP2's sharded parameter is not in autograd's graph (R44c-2)
-    full = GatherShard.apply(stored.to_local() if hold is None else outside_graph(stored),
-                             shard_dim, shard_group, groups_of(u.replicate_axes), u.factor(),
-                             u.settings.get("_site", ""), (stored, hold))  # a tuple: no input
+    hold = HOLDS.get(id(u))
+    if hold is not None:    # FSDP2's unsharded leaf; its post-backward reduces (R47d-1)
+        rec = unsharded_leaf(u, stored, orig, shard_dim, shard_group, hold.accumulated)
+        hold.leaves.append(rec)
+        return rec.leaf
+    full = GatherShard.apply(stored.to_local(), shard_dim, shard_group,
+                             groups_of(u.replicate_axes), u.factor(),
+                             u.settings.get("_site", ""), (stored,))  # a tuple: no input
     full = to_param_dtype(u, stored, full)      # mp_policy's param_dtype (R47-1)
     if isinstance(orig, DTensor):
         return DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,

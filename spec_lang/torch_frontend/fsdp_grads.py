@@ -89,6 +89,10 @@ def flush_state(holds: list[Any]) -> None:
     R46c-2): the divide factor read once, as it is now (torch reads it in ``foreach_reduce``:
     R46c-1), before any gradient is set or hook runs (round 46d, R46d-2: a hook set another
     member's factor)."""
+    from spec_lang.torch_frontend.fsdp_unsharded import collect  # noqa: PLC0415
+
+    for h in holds:     # the unsharded leaves' gradients, reduced (R47d-1)
+        collect(h.leaves, h.grads)
     factors = [h.u.factor() if h.grads else 1.0 for h in holds]
     for h, f in zip(holds, factors):
         h.flush(f)

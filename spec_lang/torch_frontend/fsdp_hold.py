@@ -28,9 +28,9 @@ from typing import Any
 import torch
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_grads import defer, final_order, flush, flush_state
+from spec_lang.torch_frontend.fsdp_grads import final_order, flush, flush_state
 from spec_lang.torch_frontend.fsdp_mixed_precision import cast_inputs, cast_output, no_output_cast
-from spec_lang.torch_frontend.recompute import param_versions
+from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
            "param_less_unit", "forward_pre", "forward_post", "unshard_only", "queue_final",
@@ -324,6 +324,7 @@ class Hold:
         self.post_bw = False    # its group's POST_BACKWARD: its post-backward ran
         self.late = False       # a gradient reached it in POST_BACKWARD, not yet reduced
         self.grads: dict[int, list] = {}    # reduced, for its post-backward (fsdp_grads)
+        self.leaves: list[Any] = []         # its unsharded leaves (fsdp_unsharded)
         self.mates: list[Hold] = [self]     # the holds of its state (a fully_shard group's)
 
     def stale(self, names: Any) -> list[str]:
@@ -419,21 +420,22 @@ class Hold:
             self.release()      # the gradients are set after every member resharded:
                                 # flush, called by its caller for the group (R46c-2)
 
-    def arrived(self, node: Any, g: Any) -> None:
-        """A gradient ``g`` (reduced, undivided) of the stored parameter ``node.stored``
-        arrives (``node``: the gather's backward; for real autograd accumulates it into the
-        unsharded parameter's ``.grad``): kept for the post-backward (:func:`fsdp_grads.defer`).
-        Arriving while the group is in ``POST_BACKWARD`` (round 45c, R45c-2: a member under
-        a reentrant checkpoint ran the group's post-backward in the recomputation's inner
-        backward, before an earlier member's backward): a group that reshards after the
-        backward freed its unsharded parameters, so torch fails reading them (r45c_12) or no
-        later post-backward reduces the ``.grad`` (r45c_13), refused by :func:`release_all`;
-        one that keeps them waits for a later post-backward, which the final callback does
-        not run for a group in ``POST_BACKWARD`` (:func:`_final`). The stand-in registers
-        ``RegisterPostBackward`` before it gathers, so the engine runs the gathers' backward
-        before the post-backward, as it runs ``AccumulateGrad`` first."""
+    def accumulated(self, rec: Any) -> None:
+        """Autograd accumulated a gradient into ``rec.leaf`` (a
+        :class:`fsdp_unsharded.Unsharded` of this unit: its first post-accumulate-grad hook);
+        the unit's post-backward reduces it (:func:`fsdp_unsharded.collect`). Accumulated while the group is
+        in ``POST_BACKWARD`` (round 45c, R45c-2: a member under a reentrant checkpoint ran the
+        group's post-backward in the recomputation's inner backward, before an earlier
+        member's backward): a group that reshards after the backward freed its unsharded
+        parameters, so torch fails reading them (r45c_12) or no later post-backward reduces
+        the ``.grad`` (r45c_13), refused by :func:`release_all`; one that keeps them waits for
+        a later post-backward, which the final callback does not run for a group in
+        ``POST_BACKWARD`` (:func:`_final`).
+
+        Raises:
+            PlanError: the sharded parameter was written since the gather (R41a-1)."""
+        gathered_then_written(rec)
         queue_final()
-        defer(self.grads, node, g)
         if not self.post_bw:
             return
         if _reshards_after_backward(self.u):
@@ -502,7 +504,7 @@ def _reshards_after_backward(u: Any) -> bool:
 
 
 LOST: list[str] = []
-"""Why a gradient was left out of the step (:meth:`Hold.arrived`, :func:`_final`), raised by
+"""Why a gradient was left out of the step (:meth:`Hold.accumulated`, :func:`_final`), raised by
 :func:`release_all`."""
 _WHY = ("(a unit, or a member of a fully_shard group, recomputed by a reentrant checkpoint "
         "runs it in the checkpoint's inner backward)")
@@ -564,6 +566,7 @@ def release_all() -> None:
         h.by, h.ctx, h.in_forward, h.pre_bw, h.post_bw = None, None, False, False, False
         h.late = False
         h.grads.clear()
+        h.leaves.clear()
     HOLDS.clear()
     for g in GROUPS.values():
         g.reset()
