@@ -46,7 +46,7 @@ from spec_lang.torch_frontend.contract_state import mark_managed
 from spec_lang.torch_frontend.fsdp_grads import register_view
 from spec_lang.torch_frontend.fsdp_mixed_precision import (cast_inputs, cast_output,
                                                            check_policy, to_param_dtype)
-from spec_lang.torch_frontend.fsdp_unsharded import unsharded_leaf
+from spec_lang.torch_frontend.fsdp_unsharded import leaf_of, unsharded_leaf
 from spec_lang.torch_frontend.fsdp_methods import (  # noqa: F401 -- tests import them here
     NEUTRAL_FSDP_METHODS, _as_fsdp_module, _fsdp_methods, _not_modelled, own_class)
 from spec_lang.torch_frontend.group_identity import groups_at_call, world_groups, world_problem
@@ -521,8 +521,10 @@ def _unit_view(u: Any, stored: Any, orig: Any) -> Any:
         shard_dim, shard_group = 0, None
     hold = HOLDS.get(id(u))
     if hold is not None:    # FSDP2's unsharded leaf; its post-backward reduces (R47d-1)
-        rec = unsharded_leaf(u, stored, orig, shard_dim, shard_group, hold.accumulated)
-        hold.leaves.append(rec)
+        rec = leaf_of(hold.leaves, stored, hold.accumulated)
+        if rec is None:
+            rec = unsharded_leaf(u, stored, orig, shard_dim, shard_group, hold.accumulated)
+            hold.leaves.append(rec)
         return rec.leaf
     full = GatherShard.apply(stored.to_local(), shard_dim, shard_group,
                              groups_of(u.replicate_axes), u.factor(),

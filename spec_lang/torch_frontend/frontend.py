@@ -529,8 +529,8 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
         "the step is verified as it runs when traced on meta tensors under a fake process group "
         "(one process per rank, RANK / LOCAL_RANK set), with the tracer's hooks in place (a "
         "global optimizer step pre-hook, clip_grad_norm_ and clip_grads_with_norm_ wrapped, "
-        "Tensor.data guarded): code that branches on the device, the backend, tensor values or "
-        "torch's private hook registries takes the branch it takes there",
+        "Tensor.data guarded): code that branches on the device, the backend, tensor values, "
+        "type(t) (FakeTensor) or torch's private hook registries takes the branch it takes there",
         "state the step leaves is compared: parameters, buffers, gradients and optimizer state "
         "as goals; every attribute of the modules, the parameters, the optimizer and the "
         "DeviceMesh, the globals of the train file and the modules next to it, torch's global "

@@ -9,13 +9,13 @@ callback) reduce-scatters it into the sharded parameter's ``.grad``: set when th
 added in place into its local tensor when there is one, then the sharded parameter's
 ``register_post_accumulate_grad_hook`` hooks run. Its ``register_hook`` hooks never run.
 
-The stand-in's ``dataparallel.GatherShard`` computes the same reduction in its backward; with
-:func:`defer` it hands the result to the unit's :class:`fsdp_hold.Hold` instead of to autograd,
-and :func:`flush` (the post-backward) sets it. So a hook or a forward run inside the backward
+The stand-in's module holds FSDP2's leaf (:mod:`fsdp_unsharded`), autograd accumulates into
+its ``.grad``, and the unit's post-backward (:func:`flush_state`) reduces it and sets the
+sharded parameter's ``.grad`` (:func:`flush`). So a hook or a forward run inside the backward
 that reads the optimizer's parameter's ``.grad`` sees what the real run holds (R44c-2: the
 stand-in set it at once, where the root's is set only by the final callback; a wrong step was
-EQUIVALENT). The gather's input is a fresh leaf (:func:`outside_graph`), so the stored
-parameter's own tensor hooks and ``AccumulateGrad`` node never run, as for real.
+EQUIVALENT). The sharded parameter is not in the autograd graph, so neither its tensor hooks
+nor its ``AccumulateGrad`` node run, as for real.
 """
 
 from __future__ import annotations
@@ -27,34 +27,8 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
-__all__ = ["outside_graph", "defer", "flush", "flush_state", "final_order",
+__all__ = ["flush", "flush_state", "final_order",
            "unsharded_grad_reads_refused", "register_view"]
-
-
-def outside_graph(stored: Any) -> torch.Tensor:
-    """The stored parameter's local block for the gather, as a fresh leaf (a ``detach`` of
-    it, requiring grad as ``stored`` does): autograd never reaches the stored parameter, so
-    neither its tensor hooks nor its ``AccumulateGrad`` node run, as for FSDP2's sharded
-    parameter (its gradient is set by :func:`flush`)."""
-    return stored.to_local().detach().requires_grad_(stored.requires_grad)
-
-
-def defer(pending: dict[int, list], node: Any, g: torch.Tensor) -> None:
-    """Keep gradient ``g`` (the stored parameter's local block, reduced, not yet divided) of
-    ``node.stored`` (``node``: the gather's backward, whose input 0 is the
-    :func:`outside_graph` leaf) in ``pending`` (``id(stored)`` -> ``[stored, sum]``) for
-    :func:`flush`, unless the running backward does not accumulate into that leaf
-    (``backward(inputs=...)`` not naming it: FSDP2 accumulates no unsharded gradient then).
-    ``torch.autograd.grad`` never gets here (``recompute.reduction_refused`` refuses it)."""
-    leaf = node.next_functions[0][0]
-    try:
-        if leaf is not None and not torch._C._will_engine_execute_node(leaf):  # noqa: SLF001
-            return
-    except RuntimeError:        # torch.autograd.grad: refused before (R40a-5)
-        return
-    stored = node.stored
-    slot = pending.setdefault(id(stored), [stored, None])
-    slot[1] = g if slot[1] is None else slot[1] + g
 
 
 def flush(pending: dict[int, list], order: list[Any], factor: float) -> None:
@@ -121,9 +95,10 @@ gradient-reducing view), for :func:`unsharded_grad_reads_refused`."""
 
 
 def register_view(view: Any) -> None:
-    """Record ``view`` (a parameter view the stand-in registers in a module, not a leaf), and
-    make it answer ``isinstance(view, nn.Parameter)`` as FSDP2's unsharded parameter does
-    (``nn.Parameter``'s ``__instancecheck__`` reads ``_is_param``; R47d-2)."""
+    """Record ``view`` (the DDP-based ``replicate``'s gradient-reducing parameter view the
+    stand-in registers in a module, not a leaf), and make it answer ``isinstance(view,
+    nn.Parameter)`` as the real parameter does (``nn.Parameter``'s ``__instancecheck__`` reads
+    ``_is_param``; R47d-2)."""
     import weakref  # noqa: PLC0415
 
     _VIEWS[id(view)] = weakref.ref(view)
@@ -138,22 +113,22 @@ def _is_view(t: Any) -> bool:
 @contextlib.contextmanager
 def unsharded_grad_reads_refused(path: str) -> Iterator[None]:
     """While the plan's step runs: the user's code reading what tells the stand-in's registered
-    parameter views (:func:`register_view`) from the real run's is refused. For real the module
-    holds a leaf ``nn.Parameter`` there (FSDP2's unsharded parameter from its unshard to its
-    reshard; the DDP-based ``replicate``'s parameter itself) whose ``.grad`` autograd sets as
-    soon as its gradient is computed; the stand-in's view is the gather's (or the reduction's)
-    output: not a leaf, a ``grad_fn``, ``.grad`` None. Round 47a, R47a-5: a module full
-    backward hook doubling when ``w2.weight.grad`` was set was EQUIVALENT (R46b-2 / R44c-6: the
-    right twin refuted); round 47c, R47c-1: a warning filter defeated the first refusal; round
-    47d, R47d-1 / R47d-2: ``._grad``, ``.is_leaf``, ``.grad_fn`` and ``isinstance(w,
-    nn.Parameter)`` told them apart. ``torch.Tensor``'s ``grad``, ``_grad``, ``is_leaf`` and
-    ``grad_fn`` / ``_grad_fn`` are replaced by properties that refuse a registered view when
-    read from any code but shardproof's (torch's Python code reading them for the user too:
+    parameter views (:func:`register_view`: the DDP-based ``replicate``'s, in its forward) from
+    the real run's is refused. For real the module holds the parameter itself, a leaf whose
+    ``.grad`` autograd sets as soon as its gradient is computed; the stand-in's view is the
+    reduction's output: not a leaf, a ``grad_fn``, ``.grad`` None. Round 47a, R47a-5 (then on
+    FSDP2's gathered view too, which is a leaf since stop 48: :mod:`fsdp_unsharded`): a module
+    full backward hook doubling when ``w2.weight.grad`` was set was EQUIVALENT; round 47c,
+    R47c-1: a warning filter defeated the first refusal; round 47d, R47d-2: ``._grad``,
+    ``.is_leaf``, ``.grad_fn`` and ``isinstance(w, nn.Parameter)`` told them apart.
+    ``torch.Tensor``'s ``grad``, ``_grad``, ``is_leaf`` and ``grad_fn`` / ``_grad_fn`` are
+    replaced by properties that refuse a registered view when read from any code but
+    shardproof's (torch's Python code reading them for the user too:
     ``torch.autograd.graph.get_gradient_edge``, R47e-1; torch's C++ reads, the optimizer's
     kernels and autograd's, do not look at them); a view answers ``isinstance(v,
-    nn.Parameter)`` as the real leaf does (``_is_param``). Not covered: torch's C descriptor
-    called directly (``torch._C.TensorBase.__dict__["grad"].__get__(p)``, R47d-1) and the
-    view's exact class (``type(w) is nn.Parameter``, R47e-1).
+    nn.Parameter)`` as the real parameter does (``_is_param``). Not covered: torch's C
+    descriptor called directly (``torch._C.TensorBase.__dict__["grad"].__get__(p)``, R47d-1)
+    on a ``replicate`` view.
 
     Raises:
         PlanError: such a read or write, naming the user's line (exit 3)."""
@@ -172,10 +147,9 @@ def unsharded_grad_reads_refused(path: str) -> Iterator[None]:
             from spec_lang.torch_frontend.styles import _user_site  # noqa: PLC0415
 
             raise PlanError(f"{_user_site(path)}: the step reads or sets .{what} of a parameter "
-                            "while the data-parallel wrapper holds it (FSDP2's unsharded "
-                            "parameter, for real a leaf nn.Parameter with its local gradient; "
-                            "not modelled, R47a-5): read the gradient after the backward, or "
-                            "from the optimizer's parameter")
+                            "in the forward of a replicate (DDP) module (for real the leaf "
+                            "parameter with its local gradient; not modelled, R47a-5): read "
+                            "the gradient after the backward")
 
     def guarded(name: str) -> property:
         d = torch._C.TensorBase.__dict__[name]  # noqa: SLF001

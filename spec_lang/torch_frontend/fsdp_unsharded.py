@@ -20,7 +20,10 @@ reads of the parameter in the step (``.grad`` through any path, ``is_leaf``, ``g
 the module held the gather's output (not a leaf) and reads through torch's C descriptors or
 ``type()`` told it apart (R47d-1, R47e-1: wrong steps were EQUIVALENT). Not modelled: FSDP2
 keeps ONE unsharded parameter object per parameter for the whole run; the stand-in makes one
-per gather (a held unit reuses it: :mod:`fsdp_hold`), so identity across two gathers differs.
+per step and reuses it at every gather of the step while the sharded parameter is unchanged
+(:func:`leaf_of`), so its ``.grad`` accumulates over a unit's uses as the real one does; only a
+gather after the sharded parameter was written (an optimizer step inside ``train_step``) makes
+a new object.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from torch.distributed.tensor import DTensor
 from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
 from spec_lang.torch_frontend.recompute import param_versions
 
-__all__ = ["Unsharded", "unsharded_leaf", "reduced_grad", "collect"]
+__all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "reduced_grad", "collect"]
 
 
 @dataclass
@@ -55,6 +58,7 @@ class Unsharded:
     shard_group: Any
     version: tuple[int, ...]
     site: str
+    hooked: bool = False
 
 
 def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
@@ -82,8 +86,28 @@ def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
     leaf = nn.Parameter(full, requires_grad=bool(stored.requires_grad))
     rec = Unsharded(leaf, stored, orig, u, dim, shard_group, param_versions(stored),
                     u.settings.get("_site", ""))
-    if leaf.requires_grad:
-        leaf.register_post_accumulate_grad_hook(lambda _p, rec=rec: accumulated(rec))
+    _hook(rec, accumulated)
+    return rec
+
+
+def _hook(rec: Unsharded, accumulated: Any) -> None:
+    if rec.leaf.requires_grad and not rec.hooked:
+        rec.hooked = True
+        rec.leaf.register_post_accumulate_grad_hook(lambda _p, rec=rec: accumulated(rec))
+
+
+def leaf_of(leaves: list[Unsharded], stored: Any, accumulated: Any) -> Unsharded | None:
+    """The step's unsharded leaf of ``stored`` among ``leaves`` (a unit's, newest last) for a
+    gather to reuse, with ``requires_grad`` copied from ``stored`` (torch 2.13
+    ``FSDPParam.to_unsharded``: ``set_requires_grad_if_needed`` at every unshard); None when
+    there is none or ``stored`` was written since it was gathered (its values differ: a new
+    leaf is gathered)."""
+    rec = next((r for r in reversed(leaves) if r.stored is stored), None)
+    if rec is None or param_versions(stored) != rec.version:
+        return None
+    if rec.leaf.requires_grad != bool(stored.requires_grad):
+        rec.leaf.requires_grad_(bool(stored.requires_grad))
+    _hook(rec, accumulated)
     return rec
 
 
