@@ -30,6 +30,7 @@ import torch
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.fsdp_grads import final_order, flush, flush_state
 from spec_lang.torch_frontend.fsdp_mixed_precision import cast_inputs, cast_output, no_output_cast
+from spec_lang.torch_frontend.fsdp_unsharded import left_over
 from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
@@ -423,13 +424,13 @@ class Hold:
     def accumulated(self, rec: Any) -> None:
         """Autograd accumulated a gradient into ``rec.leaf`` (a
         :class:`fsdp_unsharded.Unsharded` of this unit: its first post-accumulate-grad hook);
-        the unit's post-backward reduces it (:func:`fsdp_unsharded.collect`). Accumulated while the group is
-        in ``POST_BACKWARD`` (round 45c, R45c-2: a member under a reentrant checkpoint ran the
-        group's post-backward in the recomputation's inner backward, before an earlier
+        its post-backward reduces it (:func:`fsdp_unsharded.collect`). Accumulated while the
+        group is in ``POST_BACKWARD`` (round 45c, R45c-2: a member under a reentrant checkpoint
+        ran the group's post-backward in the recomputation's inner backward, before an earlier
         member's backward): a group that reshards after the backward freed its unsharded
-        parameters, so torch fails reading them (r45c_12) or no later post-backward reduces
-        the ``.grad`` (r45c_13), refused by :func:`release_all`; one that keeps them waits for
-        a later post-backward, which the final callback does not run for a group in
+        parameters, so torch fails reading them (r45c_12) or no later post-backward reduces the
+        ``.grad`` (r45c_13), refused by :func:`release_all`; one that keeps them waits for a
+        later post-backward, which the final callback does not run for a group in
         ``POST_BACKWARD`` (:func:`_final`).
 
         Raises:
@@ -558,6 +559,8 @@ def release_all() -> None:
     lost = LOST[:1]
     LOST.clear()
     stale = [(h, h.stale(h.views)) for h in HOLDS.values()]
+    left = [(h, w) for h in HOLDS.values() for w in [left_over(
+        h.leaves, {id(h.new[n]): n for n, _ in h.mine})] if w is not None]
     for h in HOLDS.values():
         h.release()
         h.last.clear()
@@ -576,6 +579,11 @@ def release_all() -> None:
     STEP_RESETS.clear()
     if lost:
         raise PlanError(lost[0])
+    for h, what in left[:1]:
+        raise PlanError(f"{_site(h.u)}: the step leaves {what}: FSDP2 keeps one unsharded "
+                        "parameter object for the whole run, so the next step sees it, which one "
+                        "traced step cannot show (R48a-1); remove the hook inside the step and "
+                        "leave no .grad or attribute on a module's parameter")
     for h, names in stale:
         if names:
             raise PlanError(f"{_site(h.u)}: FSDP2 keeps this unit's unsharded parameters "

@@ -38,7 +38,7 @@ from torch.distributed.tensor import DTensor
 from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
 from spec_lang.torch_frontend.recompute import param_versions
 
-__all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "reduced_grad", "collect"]
+__all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "reduced_grad", "collect", "left_over"]
 
 
 @dataclass
@@ -59,6 +59,7 @@ class Unsharded:
     version: tuple[int, ...]
     site: str
     hooked: bool = False
+    attrs: frozenset = frozenset()
 
 
 def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
@@ -70,6 +71,17 @@ def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
     ``no_grad``: FSDP2's is made once, at lazy init). ``accumulated(rec)`` is registered as its
     first post-accumulate-grad hook (when it requires grad): autograd has just accumulated a
     gradient into its ``.grad``."""
+    full = _gathered(u, stored, orig, dim, shard_group)
+    leaf = nn.Parameter(full, requires_grad=bool(stored.requires_grad))
+    rec = Unsharded(leaf, stored, orig, u, dim, shard_group, param_versions(stored),
+                    u.settings.get("_site", ""))
+    _hook(rec, accumulated)
+    rec.attrs = frozenset(leaf.__dict__)
+    return rec
+
+
+def _gathered(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any) -> Any:
+    """The unsharded value of ``stored``: see :func:`unsharded_leaf` (no autograd)."""
     import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
     with torch.no_grad():
@@ -83,11 +95,21 @@ def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
         if isinstance(orig, DTensor):
             full = DTensor.from_local(full, orig.device_mesh, orig.placements, run_check=False,
                                       shape=orig.shape, stride=orig.stride())
-    leaf = nn.Parameter(full, requires_grad=bool(stored.requires_grad))
-    rec = Unsharded(leaf, stored, orig, u, dim, shard_group, param_versions(stored),
-                    u.settings.get("_site", ""))
-    _hook(rec, accumulated)
-    return rec
+    return full
+
+
+def _refill(rec: Unsharded) -> None:
+    """FSDP2's all-gather into its one unsharded parameter (``init_unsharded_param`` after the
+    first: the same object, its version counter kept): ``rec.leaf`` written in place with
+    the gather of ``rec.stored``'s current values (round 48a, R48a-1: a new object per gather
+    lost the identity, the hooks and the ``.grad`` the real one keeps)."""
+    full = _gathered(rec.u, rec.stored, rec.orig, rec.dim, rec.shard_group)
+    leaf = rec.leaf
+    dst, src = (leaf._local_tensor, full._local_tensor) if isinstance(leaf, DTensor) \
+        else (leaf, full)  # noqa: SLF001
+    with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(dst):  # noqa: SLF001
+        dst.copy_(src)
+    rec.version = param_versions(rec.stored)
 
 
 def _hook(rec: Unsharded, accumulated: Any) -> None:
@@ -97,14 +119,16 @@ def _hook(rec: Unsharded, accumulated: Any) -> None:
 
 
 def leaf_of(leaves: list[Unsharded], stored: Any, accumulated: Any) -> Unsharded | None:
-    """The step's unsharded leaf of ``stored`` among ``leaves`` (a unit's, newest last) for a
-    gather to reuse, with ``requires_grad`` copied from ``stored`` (torch 2.13
-    ``FSDPParam.to_unsharded``: ``set_requires_grad_if_needed`` at every unshard); None when
-    there is none or ``stored`` was written since it was gathered (its values differ: a new
-    leaf is gathered)."""
-    rec = next((r for r in reversed(leaves) if r.stored is stored), None)
-    if rec is None or param_versions(stored) != rec.version:
+    """The step's unsharded leaf of ``stored`` among ``leaves`` (a unit's) for a gather to
+    reuse, or None (the step's first gather of ``stored``): gathered again in place when
+    ``stored`` was written since (:func:`_refill`), with ``requires_grad`` copied from
+    ``stored`` (torch 2.13 ``FSDPParam.to_unsharded``: ``set_requires_grad_if_needed`` at
+    every unshard)."""
+    rec = next((r for r in leaves if r.stored is stored), None)
+    if rec is None:
         return None
+    if param_versions(stored) != rec.version:
+        _refill(rec)
     if rec.leaf.requires_grad != bool(stored.requires_grad):
         rec.leaf.requires_grad_(bool(stored.requires_grad))
     _hook(rec, accumulated)
@@ -148,3 +172,28 @@ def collect(leaves: list[Unsharded], pending: dict[int, list]) -> None:
         g = reduced_grad(rec, g)
         slot = pending.setdefault(id(rec.stored), [rec.stored, None])
         slot[1] = g if slot[1] is None else slot[1] + g
+
+
+def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
+    """What the step leaves on an unsharded leaf that FSDP2's one unsharded parameter carries
+    into the next step, which one traced step cannot show (round 48a, R48a-1): a ``.grad``
+    (the next post-backward reduces it with the next step's), a hook registered on it or on
+    its ``AccumulateGrad`` node, an attribute set on it; None when there is nothing.
+    ``names``: ``id(stored)`` -> the parameter's name."""
+    from spec_lang.torch_frontend.param_hooks import accumulator_hooks  # noqa: PLC0415
+
+    for rec in leaves:
+        leaf, name = rec.leaf, names.get(id(rec.stored), "a parameter")
+        if leaf.grad is not None:
+            return f"a .grad on FSDP2's unsharded parameter of {name}"
+        ours = 1 if rec.hooked else 0
+        hooks = len(getattr(leaf, "_post_accumulate_grad_hooks", None) or {}) - ours
+        hooks += len(getattr(leaf, "_backward_hooks", None) or {})
+        if hooks or accumulator_hooks(leaf):
+            return f"a hook on FSDP2's unsharded parameter of {name}"
+        extra = set(leaf.__dict__) - rec.attrs - {"_post_accumulate_grad_hooks",
+                                                  "_backward_hooks"}
+        if extra:
+            return f"attribute {sorted(extra)[0]!r} set on FSDP2's unsharded parameter of {name}"
+    return None
+
