@@ -481,7 +481,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                      if k not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
         own = {k: x for k, x in vars(p).items() if k not in base_keys.get(id(p), ())}
-        own.update({k: getattr(p, k, None) for k in _PARAMETER_HOOKS})   # C attributes
+        # C attributes; no hook left is none (an emptied dict: round 48a, R48a-3)
+        own.update({k: getattr(p, k, None) or None for k in _PARAMETER_HOOKS})
         put(f"parameter {n} attributes", own)
     for k, v in vars(opt).items():
         if k == "state":

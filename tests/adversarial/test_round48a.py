@@ -3,18 +3,18 @@
 unchanged, ``leaf_of``), against a4699b9 (``tests/adversarial/ATTEMPTS.md``, "Round 48a"). Plans
 in ``plans/round48a/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2``.
 
-R48a-1: FSDP2 keeps ONE unsharded parameter object per parameter for the whole run
-(``FSDPParam._unsharded_param``, ``init_unsharded_param`` returns early after the first
-all-gather); the stand-in makes a new leaf per step and after the sharded parameter is written
-(an optimizer step inside ``train_step``). What stays on the real object is lost: its identity
-(r48a_01, r48a_06 under the FSDP-based ``replicate``), a post-accumulate-grad hook registered in
-an earlier iteration (r48a_02) or left at the end of the step (r48a_05), a ``.grad`` left on it
-at the end of the step (r48a_04).
-R48a-2: FSDP2 frees the unsharded parameter's storage at the reshard (``free_storage``: size 0);
-the stand-in's leaf keeps its data (r48a_03; r48a_08 reads a kept reference to the root's
-w0 after its reshard: both real ranks die with SIGSEGV, EQUIVALENT).
-R48a-3 (needless): a right plan registering a post-accumulate-grad hook on ``mod.weight`` in a
-forward hook (handles removed) is UNKNOWN: the serial parameter gains a
+R48a-1 (fixed in stop 48): FSDP2 keeps ONE unsharded parameter object per parameter for the
+whole run (``FSDPParam._unsharded_param``, ``init_unsharded_param`` returns early after the
+first all-gather); the stand-in makes a new leaf per step and after the sharded parameter is
+written (an optimizer step inside ``train_step``). What stays on the real object is lost: its
+identity (r48a_01, r48a_06 under the FSDP-based ``replicate``), a post-accumulate-grad hook
+registered in an earlier iteration (r48a_02) or left at the end of the step (r48a_05), a
+``.grad`` left on it at the end of the step (r48a_04).
+R48a-2 (open): FSDP2 frees the unsharded parameter's storage at the reshard (``free_storage``:
+size 0); the stand-in's leaf keeps its data (r48a_03; r48a_08 reads a kept reference to the
+root's w0 after its reshard: both real ranks die with SIGSEGV, EQUIVALENT).
+R48a-3 (needless; fixed in stop 48): a right plan registering a post-accumulate-grad hook on
+``mod.weight`` in a forward hook (handles removed) is UNKNOWN: the serial parameter gains a
 ``_post_accumulate_grad_hooks`` attribute the sharded one does not (r48a_07).
 """
 
@@ -39,21 +39,30 @@ def _prove(path: Path, tmp_path: Path) -> dict:
     return prove(path, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="R48a-1 (open): FSDP2's unsharded parameter is one object "
-                   "for the whole run; the stand-in's leaf is per step and new after the sharded "
-                   "parameter is written, so its identity, hooks and .grad are not the real one's")
 @pytest.mark.parametrize("name", [
     "r48a_01_leaf_identity_across_opt_step_wrong.py",
     "r48a_02_post_acc_hook_persists_wrong.py",
-    "r48a_04_grad_left_on_leaf_across_steps_wrong.py",
-    "r48a_05_hook_left_on_leaf_across_steps_wrong.py",
     "r48a_06_replicate_leaf_identity_wrong.py",
 ])
-def test_r48a_1_leaf_lifetime(name, tmp_path):
-    """R48a-1: truth wrong (r48a_01 / 02 / 06: w0 0.0062, w2 0.0035; r48a_04: step 2 w2 0.1;
-    r48a_05: step 2 w2 0.0042); EQUIVALENT at a4699b9 (42-48 s)."""
+def test_r48a_1_leaf_one_object_in_the_step(name, tmp_path):
+    """R48a-1: truth wrong (w0 0.0062, w2 0.0035); EQUIVALENT at a4699b9 (42-48 s). Since
+    5325191 (one leaf per sharded parameter for the step, gathered again in place after a
+    write: ``fsdp_unsharded._refill``): NOT EQUIVALENT (47-49 s)."""
     out = _prove(ROUND48A / name, tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
+
+
+@pytest.mark.parametrize("name, what", [
+    ("r48a_04_grad_left_on_leaf_across_steps_wrong.py", "a .grad"),
+    ("r48a_05_hook_left_on_leaf_across_steps_wrong.py", "a hook"),
+])
+def test_r48a_1_left_on_leaf_is_refused(name, what, tmp_path):
+    """R48a-1: truth wrong in step 2 (r48a_04: w2 0.1; r48a_05: w2 0.0042); EQUIVALENT at
+    a4699b9. Since 5325191 (``fsdp_unsharded.left_over`` at the end of the step): exit 3
+    naming the unit's line and w2.weight (16 s)."""
+    out = _prove(ROUND48A / name, tmp_path)
+    assert out["_rc"] == 3 and what in out["_err"] and "w2.weight" in out["_err"] \
+        and "R48a-1" in out["_err"], out
 
 
 @pytest.mark.xfail(strict=True, reason="R48a-2 (open): FSDP2 frees the unsharded parameter's "
@@ -70,10 +79,9 @@ def test_r48a_2_storage_freed(name, tmp_path):
     assert not _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R48a-3 (needless, open): the serial parameter's "
-                   "_post_accumulate_grad_hooks attribute counted as step state")
 def test_r48a_3_hook_on_leaf_right(tmp_path):
-    """R48a-3: truth right (1.4e-17); UNKNOWN at a4699b9 (43 s)."""
+    """R48a-3: truth right (1.4e-17); UNKNOWN at a4699b9 (43 s). Since stop 48 (an emptied
+    hook dict compared as none: ``step_state``): EQUIVALENT (31 s)."""
     out = _prove(ROUND48A / "r48a_07_post_acc_hook_doubling_right.py", tmp_path)
     assert _equivalent(out), out
 
