@@ -60,6 +60,7 @@ class Unsharded:
     site: str
     hooked: bool = False
     attrs: frozenset = frozenset()
+    filled: tuple[int, ...] = ()    # ``leaf``'s versions after its last fill
 
 
 def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
@@ -76,7 +77,7 @@ def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
     rec = Unsharded(leaf, stored, orig, u, dim, shard_group, param_versions(stored),
                     u.settings.get("_site", ""))
     _hook(rec, accumulated)
-    rec.attrs = frozenset(leaf.__dict__)
+    rec.attrs, rec.filled = frozenset(leaf.__dict__), param_versions(leaf)
     return rec
 
 
@@ -109,7 +110,7 @@ def _refill(rec: Unsharded) -> None:
         else (leaf, full)  # noqa: SLF001
     with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(dst):  # noqa: SLF001
         dst.copy_(src)
-    rec.version = param_versions(rec.stored)
+    rec.version, rec.filled = param_versions(rec.stored), param_versions(leaf)
 
 
 def _hook(rec: Unsharded, accumulated: Any) -> None:
@@ -121,13 +122,14 @@ def _hook(rec: Unsharded, accumulated: Any) -> None:
 def leaf_of(leaves: list[Unsharded], stored: Any, accumulated: Any) -> Unsharded | None:
     """The step's unsharded leaf of ``stored`` among ``leaves`` (a unit's) for a gather to
     reuse, or None (the step's first gather of ``stored``): gathered again in place when
-    ``stored`` was written since (:func:`_refill`), with ``requires_grad`` copied from
+    ``stored`` or the leaf was written since its last fill (:func:`_refill`: FSDP2's gather
+    overwrites a write into the unsharded parameter), with ``requires_grad`` copied from
     ``stored`` (torch 2.13 ``FSDPParam.to_unsharded``: ``set_requires_grad_if_needed`` at
     every unshard)."""
     rec = next((r for r in leaves if r.stored is stored), None)
     if rec is None:
         return None
-    if param_versions(stored) != rec.version:
+    if param_versions(stored) != rec.version or param_versions(rec.leaf) != rec.filled:
         _refill(rec)
     if rec.leaf.requires_grad != bool(stored.requires_grad):
         rec.leaf.requires_grad_(bool(stored.requires_grad))
