@@ -36,7 +36,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
-from spec_lang.torch_frontend.recompute import param_versions
+from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
 
 __all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "reduced_grad", "collect", "left_over"]
 
@@ -58,8 +58,9 @@ class Unsharded:
     shard_group: Any
     version: tuple[int, ...]
     site: str
-    hooked: bool = False
+    hooked: tuple = ()              # (key, function) of the stand-in's hook on ``leaf``
     attrs: frozenset = frozenset()
+    cls: type = object
     filled: tuple[int, ...] = ()    # ``leaf``'s versions after its last fill
 
 
@@ -77,7 +78,7 @@ def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
     rec = Unsharded(leaf, stored, orig, u, dim, shard_group, param_versions(stored),
                     u.settings.get("_site", ""))
     _hook(rec, accumulated)
-    rec.attrs, rec.filled = frozenset(leaf.__dict__), param_versions(leaf)
+    rec.attrs, rec.filled, rec.cls = frozenset(leaf.__dict__), param_versions(leaf), type(leaf)
     return rec
 
 
@@ -115,8 +116,8 @@ def _refill(rec: Unsharded) -> None:
 
 def _hook(rec: Unsharded, accumulated: Any) -> None:
     if rec.leaf.requires_grad and not rec.hooked:
-        rec.hooked = True
-        rec.leaf.register_post_accumulate_grad_hook(lambda _p, rec=rec: accumulated(rec))
+        fn = lambda _p, rec=rec: accumulated(rec)  # noqa: E731
+        rec.hooked = (rec.leaf.register_post_accumulate_grad_hook(fn).id, fn)
 
 
 def leaf_of(leaves: list[Unsharded], stored: Any, accumulated: Any) -> Unsharded | None:
@@ -165,11 +166,15 @@ def collect(leaves: list[Unsharded], pending: dict[int, list]) -> None:
     """The start of FSDP2's post-backward reduction for one unit: every unsharded leaf of
     ``leaves`` with a ``.grad`` gives it up (set to None), reduced (:func:`reduced_grad`) and
     summed per sharded parameter into ``pending`` (``id(stored)`` -> ``[stored, sum]``) for
-    :func:`fsdp_grads.flush`."""
+    :func:`fsdp_grads.flush`.
+
+    Raises:
+        PlanError: the sharded parameter was written since the leaf's last fill (R41a-1)."""
     for rec in leaves:
         g = rec.leaf.grad
         if g is None:
             continue
+        gathered_then_written(rec)      # also without the hook (R48b-1: removed)
         rec.leaf.grad = None
         g = reduced_grad(rec, g)
         slot = pending.setdefault(id(rec.stored), [rec.stored, None])
@@ -180,7 +185,8 @@ def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
     """What the step leaves on an unsharded leaf that FSDP2's one unsharded parameter carries
     into the next step, which one traced step cannot show (round 48a, R48a-1): a ``.grad``
     (the next post-backward reduces it with the next step's), a hook registered on it or on
-    its ``AccumulateGrad`` node, an attribute set on it; None when there is nothing.
+    its ``AccumulateGrad`` node (or the stand-in's own hook removed or replaced: round 48b,
+    R48b-1), an attribute set on it, its class changed; None when there is nothing.
     ``names``: ``id(stored)`` -> the parameter's name."""
     from spec_lang.torch_frontend.param_hooks import accumulator_hooks  # noqa: PLC0415
 
@@ -188,11 +194,14 @@ def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
         leaf, name = rec.leaf, names.get(id(rec.stored), "a parameter")
         if leaf.grad is not None:
             return f"a .grad on FSDP2's unsharded parameter of {name}"
-        ours = 1 if rec.hooked else 0
-        hooks = len(getattr(leaf, "_post_accumulate_grad_hooks", None) or {}) - ours
-        hooks += len(getattr(leaf, "_backward_hooks", None) or {})
-        if hooks or accumulator_hooks(leaf):
+        post = dict(getattr(leaf, "_post_accumulate_grad_hooks", None) or {})
+        if rec.hooked and post.pop(rec.hooked[0], None) is not rec.hooked[1]:   # R48b-1
+            return (f"FSDP2's unsharded parameter of {name} with the stand-in's hook removed "
+                    "or replaced")
+        if post or getattr(leaf, "_backward_hooks", None) or accumulator_hooks(leaf):
             return f"a hook on FSDP2's unsharded parameter of {name}"
+        if type(leaf) is not rec.cls:
+            return f"the class of FSDP2's unsharded parameter of {name} changed"
         extra = set(leaf.__dict__) - rec.attrs - {"_post_accumulate_grad_hooks",
                                                   "_backward_hooks"}
         if extra:

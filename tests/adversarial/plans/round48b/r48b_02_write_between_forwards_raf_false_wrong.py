@@ -1,0 +1,50 @@
+"""Idea (round 48b): as r48b_01 with reshard_after_forward=False: real FSDP2 keeps w1 unsharded after forward 1, so forward 2's unshard is a no-op and forward 2 and the backward read the OLD unsharded w1 (stale), the serial step the new one: wrong plan; the stand-in refills at forward 2."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model.w1, mesh=mesh["dp"], reshard_after_forward=False)
+    fully_shard(model.w2, mesh=mesh["dp"], reshard_after_forward=False)
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss1 = ((model(x) - y) ** 2).mean()
+    model.w1.weight.data.mul_(0.5)
+    loss2 = ((model(x) - y) ** 2).mean()
+    (loss1 + loss2).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss2
