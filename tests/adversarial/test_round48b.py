@@ -3,12 +3,12 @@ parameter for the step, refilled in place after a write, ``left_over`` at the en
 ``step_state``: an emptied hook dict is none), against 07fec92 (``tests/adversarial/ATTEMPTS.md``,
 "Round 48b"). Plans in ``plans/round48b/``. Truth: ``tests/adversarial/torch4_truth.py FILE 2``.
 
-R48b-1 (false accept, fixed in stop 48): ``left_over`` counted the leaf's post-accumulate-grad hooks as
-``len(_post_accumulate_grad_hooks) - 1`` when the stand-in hooked it; a step that empties that
-dict (dropping the stand-in's own hook) and registers its own hook (r48b_04), or that puts its
-own hook under the stand-in hook's key (r48b_05), or empties it and registers a tensor hook
-(r48b_10: (0 - 1) + 1 = 0), leaves a hook the count does not see. FSDP2's
-one unsharded parameter keeps it and doubles step 2's local gradient of w2.
+R48b-1 (false accept, fixed in stop 48): ``left_over`` counted the leaf's post-accumulate-grad
+hooks as ``len(_post_accumulate_grad_hooks) - 1`` when the stand-in hooked it; a step that
+empties that dict (dropping the stand-in's own hook) and registers its own hook (r48b_04), or
+that puts its own hook under the stand-in hook's key (r48b_05), or empties it and registers a
+tensor hook (r48b_10: (0 - 1) + 1 = 0), leaves a hook the count does not see. FSDP2's one
+unsharded parameter keeps it and doubles step 2's local gradient of w2.
 """
 
 from __future__ import annotations
