@@ -521,9 +521,9 @@ def _unit_view(u: Any, stored: Any, orig: Any) -> Any:
         shard_dim, shard_group = 0, None
     hold = HOLDS.get(id(u))
     if hold is not None:    # FSDP2's unsharded leaf; its post-backward reduces (R47d-1)
-        rec = leaf_of(hold.leaves, stored, hold.accumulated)
+        rec = leaf_of(hold.leaves, stored)
         if rec is None:
-            rec = unsharded_leaf(u, stored, orig, shard_dim, shard_group, hold.accumulated)
+            rec = unsharded_leaf(u, stored, orig, shard_dim, shard_group)
             hold.leaves.append(rec)
         return rec.leaf
     full = GatherShard.apply(stored.to_local(), shard_dim, shard_group,

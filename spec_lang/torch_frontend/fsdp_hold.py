@@ -31,7 +31,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.fsdp_grads import final_order, flush, flush_state
 from spec_lang.torch_frontend.fsdp_mixed_precision import cast_inputs, cast_output, no_output_cast
 from spec_lang.torch_frontend.fsdp_unsharded import left_over
-from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
+from spec_lang.torch_frontend.recompute import param_versions
 
 __all__ = ["Hold", "HOLDS", "Group", "GROUPS", "release_all", "reshards_after_forward",
            "param_less_unit", "forward_pre", "forward_post", "unshard_only", "queue_final",
@@ -323,7 +323,6 @@ class Hold:
         self.in_forward = False             # FSDP2's TrainingState.FORWARD of the state
         self.pre_bw = False     # the state's PRE_BACKWARD: its pre-backward hook fired
         self.post_bw = False    # its group's POST_BACKWARD: its post-backward ran
-        self.late = False       # a gradient reached it in POST_BACKWARD, not yet reduced
         self.grads: dict[int, list] = {}    # reduced, for its post-backward (fsdp_grads)
         self.leaves: list[Any] = []         # its unsharded leaves (fsdp_unsharded)
         self.mates: list[Hold] = [self]     # the holds of its state (a fully_shard group's)
@@ -413,39 +412,13 @@ class Hold:
         :class:`fsdp_backward.RegisterPostBackward`): the stored parameters registered again,
         or (``reshard_after_backward`` False) the last forward's views."""
         queue_final()
-        self.post_bw, self.late = True, False   # FSDP2 reduces every gradient it holds
+        self.post_bw = True     # FSDP2 reduces every gradient it holds (fsdp_unsharded)
         if not _reshards_after_backward(self.u):
             self.views.update(self.last)
             self._register(self.last)
         else:
             self.release()      # the gradients are set after every member resharded:
                                 # flush, called by its caller for the group (R46c-2)
-
-    def accumulated(self, rec: Any) -> None:
-        """Autograd accumulated a gradient into ``rec.leaf`` (a
-        :class:`fsdp_unsharded.Unsharded` of this unit: its first post-accumulate-grad hook);
-        its post-backward reduces it (:func:`fsdp_unsharded.collect`). Accumulated while the
-        group is in ``POST_BACKWARD`` (round 45c, R45c-2: a member under a reentrant checkpoint
-        ran the group's post-backward in the recomputation's inner backward, before an earlier
-        member's backward): a group that reshards after the backward freed its unsharded
-        parameters, so torch fails reading them (r45c_12) or no later post-backward reduces the
-        ``.grad`` (r45c_13), refused by :func:`release_all`; one that keeps them waits for a
-        later post-backward, which the final callback does not run for a group in
-        ``POST_BACKWARD`` (:func:`_final`).
-
-        Raises:
-            PlanError: the sharded parameter was written since the gather (R41a-1)."""
-        gathered_then_written(rec)
-        queue_final()
-        if not self.post_bw:
-            return
-        if _reshards_after_backward(self.u):
-            LOST.append(f"{_site(self.u)}: the backward of this fully_shard unit "
-                        f"({', '.join(n for n, _ in self.mine[:3])}) runs after its group's "
-                        f"post-backward resharded it in this backward {_WHY}: FSDP2 has freed "
-                        "the unsharded parameters, so torch fails reading them or leaves the "
-                        f"gradient out of the step (R45c-2); {_FIX}")
-        self.late = True
 
     def flush(self, factor: float) -> None:
         """The end of FSDP2's post-backward (:func:`flush_state`): the kept gradients divided
@@ -505,7 +478,7 @@ def _reshards_after_backward(u: Any) -> bool:
 
 
 LOST: list[str] = []
-"""Why a gradient was left out of the step (:meth:`Hold.accumulated`, :func:`_final`), raised by
+"""Why a gradient was left out of the step (:func:`_final`), raised by
 :func:`release_all`."""
 _WHY = ("(a unit, or a member of a fully_shard group, recomputed by a reentrant checkpoint "
         "runs it in the checkpoint's inner backward)")
@@ -519,12 +492,14 @@ def _final() -> None:
     ``POST_BACKWARD`` that a gradient reached after its last post-backward is recorded in
     :data:`LOST` (FSDP2 skips that group here: R45c-2)."""
     _QUEUED[0] = False
-    for h in HOLDS.values():
-        if h.post_bw and h.late:
+    for h in HOLDS.values():    # a gradient after its group's last post-backward (R45c-2)
+        if h.post_bw and any(r.leaf.grad is not None for r in h.leaves):
+            names = ', '.join(n for n, _ in h.mine[:3])
             LOST.append(f"{_site(h.u)}: a gradient of this fully_shard unit's parameters "
-                        f"({', '.join(n for n, _ in h.mine[:3])}) arrives after its group's "
-                        f"last post-backward in this backward {_WHY}: FSDP2 does not reduce "
-                        f"it, so the step leaves it out (R45c-2); {_FIX}")
+                        f"({names}) arrives after its group's last post-backward in this "
+                        f"backward {_WHY}: FSDP2 has freed the unsharded parameters (torch fails "
+                        "reading them) or does not reduce it, so the step leaves it out "
+                        f"(R45c-2); {_FIX}")
     open_groups = [g for g in GROUPS.values() if g.to_run]
     members = {id(m) for g in open_groups for m, _, _ in g.members}
     for g in GROUPS.values():   # a group whose forward did not complete: unsharded until here
@@ -539,7 +514,7 @@ def _final() -> None:
         if i + 1 == len(order) or order[i + 1].mates is not h.mates:    # the state's last
             flush_state([x for x in h.mates if not x.post_bw])     # (R44c-2, R46c-2)
     for h in HOLDS.values():    # per-iteration state reset (iter_forward_root, IDLE)
-        h.in_forward = h.pre_bw = h.post_bw = h.late = False
+        h.in_forward = h.pre_bw = h.post_bw = False
         if h.ctx is not None:
             h.ctx.forward_root = None
 
@@ -567,7 +542,6 @@ def release_all() -> None:
         h.vers.clear()
         h.root = None       # as before the step: the hooks' state is step state (R7-1)
         h.by, h.ctx, h.in_forward, h.pre_bw, h.post_bw = None, None, False, False, False
-        h.late = False
         h.grads.clear()
         h.leaves.clear()
     HOLDS.clear()

@@ -58,27 +58,26 @@ class Unsharded:
     shard_group: Any
     version: tuple[int, ...]
     site: str
-    hooked: tuple = ()              # (key, function) of the stand-in's hook on ``leaf``
     attrs: frozenset = frozenset()
     cls: type = object
     filled: tuple[int, ...] = ()    # ``leaf``'s versions after its last fill
+    layout: tuple = ()              # ``leaf``'s layout after its first fill (:func:`_layout`)
 
 
-def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any,
-                   accumulated: Any) -> Unsharded:
+def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any) -> Unsharded:
     """FSDP2's unsharded parameter of ``stored`` (unit ``u``, shape ``orig.shape``): the
     all-gather of the rank's block along ``dim`` over ``shard_group`` (a contiguous copy when
     None), in the policy's ``param_dtype``, a DTensor with ``orig``'s placements when ``orig``
     is one, made a leaf ``nn.Parameter`` requiring grad as ``stored`` does (also under
-    ``no_grad``: FSDP2's is made once, at lazy init). ``accumulated(rec)`` is registered as its
-    first post-accumulate-grad hook (when it requires grad): autograd has just accumulated a
-    gradient into its ``.grad``."""
+    ``no_grad``: FSDP2's is made once, at lazy init). No hook of the stand-in's is put on it
+    (round 48c, R48c-1: the step can count a leaf's hooks): what the post-backward checks is
+    in :func:`collect` and :func:`fsdp_hold._final`."""
     full = _gathered(u, stored, orig, dim, shard_group)
     leaf = nn.Parameter(full, requires_grad=bool(stored.requires_grad))
     rec = Unsharded(leaf, stored, orig, u, dim, shard_group, param_versions(stored),
                     u.settings.get("_site", ""))
-    _hook(rec, accumulated)
-    rec.attrs, rec.filled, rec.cls = frozenset(leaf.__dict__), param_versions(leaf), type(leaf)
+    rec.attrs, rec.cls = frozenset(leaf.__dict__), type(leaf)
+    rec.filled, rec.layout = param_versions(leaf), _layout(leaf)
     return rec
 
 
@@ -114,13 +113,14 @@ def _refill(rec: Unsharded) -> None:
     rec.version, rec.filled = param_versions(rec.stored), param_versions(leaf)
 
 
-def _hook(rec: Unsharded, accumulated: Any) -> None:
-    if rec.leaf.requires_grad and not rec.hooked:
-        fn = lambda _p, rec=rec: accumulated(rec)  # noqa: E731
-        rec.hooked = (rec.leaf.register_post_accumulate_grad_hook(fn).id, fn)
+def _layout(t: Any) -> tuple:
+    """What a fill sets and an in-place metadata change (``as_strided_``, ``_set_neg``) alters:
+    shape, strides, storage offset, the negative and conjugate bits (round 48c, R48c-2)."""
+    t = getattr(t, "_local_tensor", t)
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.is_neg(), t.is_conj())
 
 
-def leaf_of(leaves: list[Unsharded], stored: Any, accumulated: Any) -> Unsharded | None:
+def leaf_of(leaves: list[Unsharded], stored: Any) -> Unsharded | None:
     """The step's unsharded leaf of ``stored`` among ``leaves`` (a unit's) for a gather to
     reuse, or None (the step's first gather of ``stored``): gathered again in place when
     ``stored`` or the leaf was written since its last fill (:func:`_refill`: FSDP2's gather
@@ -132,9 +132,14 @@ def leaf_of(leaves: list[Unsharded], stored: Any, accumulated: Any) -> Unsharded
         return None
     if param_versions(stored) != rec.version or param_versions(rec.leaf) != rec.filled:
         _refill(rec)
+    if _layout(rec.leaf) != rec.layout:
+        from spec_lang.errors import PlanError  # noqa: PLC0415
+
+        raise PlanError(f"{rec.site}: the layout of FSDP2's unsharded parameter of shape "
+                        f"{tuple(rec.orig.shape)} was changed in place (strides, offset, the neg "
+                        "or conj bit): prove --torch does not model it (R48c-2)")
     if rec.leaf.requires_grad != bool(stored.requires_grad):
         rec.leaf.requires_grad_(bool(stored.requires_grad))
-    _hook(rec, accumulated)
     return rec
 
 
@@ -174,7 +179,7 @@ def collect(leaves: list[Unsharded], pending: dict[int, list]) -> None:
         g = rec.leaf.grad
         if g is None:
             continue
-        gathered_then_written(rec)      # also without the hook (R48b-1: removed)
+        gathered_then_written(rec)      # the shard written since the fill (R41a-1)
         rec.leaf.grad = None
         g = reduced_grad(rec, g)
         slot = pending.setdefault(id(rec.stored), [rec.stored, None])
@@ -185,8 +190,8 @@ def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
     """What the step leaves on an unsharded leaf that FSDP2's one unsharded parameter carries
     into the next step, which one traced step cannot show (round 48a, R48a-1): a ``.grad``
     (the next post-backward reduces it with the next step's), a hook registered on it or on
-    its ``AccumulateGrad`` node (or the stand-in's own hook removed or replaced: round 48b,
-    R48b-1), an attribute set on it, its class changed; None when there is nothing.
+    its ``AccumulateGrad`` node (the stand-in puts none there: R48b-1, R48c-1), an attribute
+    set on it, its class or layout changed (R48c-2); None when there is nothing.
     ``names``: ``id(stored)`` -> the parameter's name."""
     from spec_lang.torch_frontend.param_hooks import accumulator_hooks  # noqa: PLC0415
 
@@ -194,14 +199,11 @@ def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
         leaf, name = rec.leaf, names.get(id(rec.stored), "a parameter")
         if leaf.grad is not None:
             return f"a .grad on FSDP2's unsharded parameter of {name}"
-        post = dict(getattr(leaf, "_post_accumulate_grad_hooks", None) or {})
-        if rec.hooked and post.pop(rec.hooked[0], None) is not rec.hooked[1]:   # R48b-1
-            return (f"FSDP2's unsharded parameter of {name} with the stand-in's hook removed "
-                    "or replaced")
-        if post or getattr(leaf, "_backward_hooks", None) or accumulator_hooks(leaf):
+        if getattr(leaf, "_post_accumulate_grad_hooks", None) or \
+                getattr(leaf, "_backward_hooks", None) or accumulator_hooks(leaf):
             return f"a hook on FSDP2's unsharded parameter of {name}"
-        if type(leaf) is not rec.cls:
-            return f"the class of FSDP2's unsharded parameter of {name} changed"
+        if type(leaf) is not rec.cls or _layout(leaf) != rec.layout:
+            return f"the class or layout of FSDP2's unsharded parameter of {name} changed"
         extra = set(leaf.__dict__) - rec.attrs - {"_post_accumulate_grad_hooks",
                                                   "_backward_hooks"}
         if extra:
