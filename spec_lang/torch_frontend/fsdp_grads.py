@@ -66,7 +66,8 @@ def flush_state(holds: list[Any]) -> None:
     from spec_lang.torch_frontend.fsdp_unsharded import collect  # noqa: PLC0415
 
     for h in holds:     # the unsharded leaves' gradients, reduced (R47d-1)
-        collect(h.leaves, h.grads)
+        collect(h.leaves, h.grads, h.freeing)
+        h.freeing = False
     factors = [h.u.factor() if h.grads else 1.0 for h in holds]
     for h, f in zip(holds, factors):
         h.flush(f)

@@ -325,6 +325,7 @@ class Hold:
         self.post_bw = False    # its group's POST_BACKWARD: its post-backward ran
         self.grads: dict[int, list] = {}    # reduced, for its post-backward (fsdp_grads)
         self.leaves: list[Any] = []         # its unsharded leaves (fsdp_unsharded)
+        self.freeing = False    # its post-backward reshards: flush_state frees its leaves
         self.mates: list[Hold] = [self]     # the holds of its state (a fully_shard group's)
 
     def stale(self, names: Any) -> list[str]:
@@ -351,6 +352,8 @@ class Hold:
         return v
 
     def _register(self, views: Mapping[str, Any]) -> None:
+        for rec in self.leaves:     # registered again: unsharded (fsdp_unsharded.collect)
+            rec.freed = rec.freed and all(v is not rec.leaf for v in views.values())
         for n, hs in self.mine:
             if n in views:
                 for mod, attr in hs:
@@ -418,7 +421,7 @@ class Hold:
             self._register(self.last)
         else:
             self.release()      # the gradients are set after every member resharded:
-                                # flush, called by its caller for the group (R46c-2)
+            self.freeing = True  # flush, called by its caller for the group (R46c-2)
 
     def flush(self, factor: float) -> None:
         """The end of FSDP2's post-backward (:func:`flush_state`): the kept gradients divided

@@ -62,6 +62,7 @@ class Unsharded:
     cls: type = object
     filled: tuple[int, ...] = ()    # ``leaf``'s versions after its last fill
     layout: tuple = ()              # ``leaf``'s layout after its first fill (:func:`_layout`)
+    freed: bool = False             # resharded by its post-backward since its last gather
 
 
 def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any) -> Unsharded:
@@ -130,6 +131,7 @@ def leaf_of(leaves: list[Unsharded], stored: Any) -> Unsharded | None:
     rec = next((r for r in leaves if r.stored is stored), None)
     if rec is None:
         return None
+    rec.freed = False
     if param_versions(stored) != rec.version or param_versions(rec.leaf) != rec.filled:
         _refill(rec)
     if _layout(rec.leaf) != rec.layout:
@@ -167,23 +169,29 @@ def reduced_grad(rec: Unsharded, g: Any) -> torch.Tensor:
         return g.to(local.dtype)        # foreach_reduce casts to the sharded dtype (R47-1)
 
 
-def collect(leaves: list[Unsharded], pending: dict[int, list]) -> None:
+def collect(leaves: list[Unsharded], pending: dict[int, list], free: bool = False) -> None:
     """The start of FSDP2's post-backward reduction for one unit: every unsharded leaf of
     ``leaves`` with a ``.grad`` gives it up (set to None), reduced (:func:`reduced_grad`) and
     summed per sharded parameter into ``pending`` (``id(stored)`` -> ``[stored, sum]``) for
-    :func:`fsdp_grads.flush`.
+    :func:`fsdp_grads.flush`. ``free``: the post-backward reshards the unit, which frees its
+    unsharded parameters: a gradient that reaches a leaf after that (and before a gather) is
+    not collected, and :func:`left_over` refuses it (round 45c, R45c-2: torch fails reading the
+    freed parameter or leaves the gradient out; round 48c: no hook of the stand-in's on the
+    leaf sees it arrive).
 
     Raises:
         PlanError: the sharded parameter was written since the leaf's last fill (R41a-1)."""
     for rec in leaves:
         g = rec.leaf.grad
-        if g is None:
+        if g is None or rec.freed:
             continue
         gathered_then_written(rec)      # the shard written since the fill (R41a-1)
         rec.leaf.grad = None
         g = reduced_grad(rec, g)
         slot = pending.setdefault(id(rec.stored), [rec.stored, None])
         slot[1] = g if slot[1] is None else slot[1] + g
+    for rec in leaves if free else ():
+        rec.freed = True
 
 
 def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
@@ -197,6 +205,10 @@ def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
 
     for rec in leaves:
         leaf, name = rec.leaf, names.get(id(rec.stored), "a parameter")
+        if leaf.grad is not None and rec.freed:
+            return (f"a gradient of {name} arriving after the post-backward of its unit freed "
+                    "the unsharded parameter in this backward (torch fails reading it or leaves "
+                    "the gradient out of the step: R45c-2), and so")
         if leaf.grad is not None:
             return f"a .grad on FSDP2's unsharded parameter of {name}"
         if getattr(leaf, "_post_accumulate_grad_hooks", None) or \
