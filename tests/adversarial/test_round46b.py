@@ -45,12 +45,11 @@ def test_r46b_1_post_accumulate_hook_order_not_equivalent(tmp_path):
     assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
-@pytest.mark.xfail(strict=True, reason="R46b-2: the stand-in registers a gathered view (not a "
-                   "leaf): module.weight.grad is None in a full backward hook, set for real")
 def test_r46b_2_full_backward_hook_unsharded_grad_not_refuted(tmp_path):
     """R46b-2: full backward hook on unit w2 doubling grad_input when module.weight.grad is
     None. Truth right (2.8e-17); NOT EQUIVALENT at 678163e and at 60fadce (15 s): a false
-    refutation of a right plan."""
+    refutation of a right plan. Since stop 48 (a real leaf): UNKNOWN for the plan's own hook
+    left registered only in the parallel step (43 s), not refuted."""
     out = _prove(ROUND46B / "r46b_09_full_backward_hook_reads_unsharded_grad_right.py", tmp_path)
     assert out["_rc"] != 1, out
 
@@ -94,11 +93,10 @@ def test_r46b_unit_on_batch_and_activation_equivalent(tmp_path):
     assert _equivalent(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="needless refusal: backward(inputs=[registered view]) "
-                   "of a root keeping its unsharded parameters ('does not produce grad')")
 def test_r46b_backward_inputs_root_view_equivalent(tmp_path):
     """Root unit only, ``loss.backward(inputs=[model.w2.weight])`` after the forward (the
-    unsharded parameter for real): truth right (1.4e-17); exit 3 (45 s)."""
+    unsharded parameter for real): truth right (1.4e-17); exit 3 (45 s) until stop 48,
+    EQUIVALENT since (a real leaf)."""
     out = _prove(ROUND46B / "r46b_12_backward_inputs_root_unsharded_param_right.py", tmp_path)
     assert _equivalent(out), out
 

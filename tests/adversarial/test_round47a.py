@@ -64,7 +64,6 @@ def test_r47a_false_accepts_not_equivalent(name, tmp_path):
 @pytest.mark.parametrize("name, why", [
     ("r47a_04b_replicate_fsdp_on_fully_shard_root_raises.py", "fully_shard already manages"),
     ("r47a_05_ddp_then_fsdp_replicate_raises.py", "R47a-2"),
-    ("r47a_12_full_bw_hook_in_build_wrong.py", "R47a-5"),
 ])
 def test_r47a_refused(name, why, tmp_path):
     """R47a-2: the real run raises in ``parallelize`` (RuntimeError / AssertionError); R47a-5:
@@ -72,6 +71,14 @@ def test_r47a_refused(name, why, tmp_path):
     EQUIVALENT at ff6b496 (15-28 s); exit 3 naming the line since stop 47 (5-7 s)."""
     out = _prove(ROUND47A / name, tmp_path)
     assert out["_rc"] == 3 and why in out["_err"], out
+
+
+def test_r47a_5_unsharded_grad_read_in_hook(tmp_path):
+    """R47a-5: truth wrong (w0 0.0073), the hook reads ``.grad`` of FSDP2's unsharded parameter.
+    EQUIVALENT at ff6b496; exit 3 in stop 47; since stop 48 the parameter is a real leaf
+    (``fsdp_unsharded``) and the read is what the real run sees: NOT EQUIVALENT (15 s)."""
+    out = _prove(ROUND47A / "r47a_12_full_bw_hook_in_build_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 def test_r47a_1_class_method_on_other_module_right_equivalent(tmp_path):
