@@ -37,9 +37,9 @@ def _prove(path: Path, tmp_path: Path) -> dict:
     return prove(path, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="R47e-1 (open): the stand-in's parameter view is not an "
-                   "nn.Parameter by type() / __class__; FSDP2's unsharded parameter is one (the "
-                   "fix: a real leaf per unit forward, as pp_leaves does for PP)")
+@pytest.mark.xfail(strict=True, reason="R47e-1 (open; stated assumption since stop 48): every "
+                   "tensor of the capture is a FakeTensor, so type(w) / w.__class__ is not the "
+                   "real run's nn.Parameter (the R35d-1 limit), though w is a real leaf now")
 @pytest.mark.parametrize("name", [
     "r47e_01_type_is_parameter_wrong.py",
     "r47e_06_class_name_wrong.py",
