@@ -206,9 +206,10 @@ def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
     for rec in leaves:
         leaf, name = rec.leaf, names.get(id(rec.stored), "a parameter")
         if leaf.grad is not None and rec.freed:
-            return (f"a gradient of {name} arriving after the post-backward of its unit freed "
-                    "the unsharded parameter in this backward (torch fails reading it or leaves "
-                    "the gradient out of the step: R45c-2), and so")
+            return (f"a .grad on FSDP2's unsharded parameter of {name} after the post-backward "
+                    "of its unit freed it (a gradient arriving then: torch fails reading the "
+                    "parameter or leaves the gradient out of the step, R45c-2; or one set on a "
+                    "kept reference)")
         if leaf.grad is not None:
             return f"a .grad on FSDP2's unsharded parameter of {name}"
         if getattr(leaf, "_post_accumulate_grad_hooks", None) or \
