@@ -335,8 +335,7 @@ class Hold:
                 and param_versions(self.new[n]) != self.vers[n]]
 
     def view(self, n: str) -> Any:
-        """The held view of ``n`` for a forward to reuse, or None (none held, or held from a
-        forward without autograd while this one records it: a fresh view then)."""
+        """The held view of ``n`` for a forward to reuse, or None (none held)."""
         if self.root is None:
             _decide_root(self)
         v = self.views.get(n)
@@ -346,10 +345,7 @@ class Hold:
                             "but the sharded parameter was updated since: the forward runs on "
                             "the values before the update (R43d-2); call reshard() on the "
                             "module after a forward that no backward follows")
-        if v is None or (torch.is_grad_enabled() and not v.requires_grad
-                         and self.new[n].requires_grad):
-            return None
-        return v
+        return v    # a held leaf, frozen or not, as FSDP2 does not gather again (R48d-1)
 
     def _register(self, views: Mapping[str, Any]) -> None:
         for rec in self.leaves:     # registered again: unsharded (fsdp_unsharded.collect)

@@ -37,6 +37,7 @@ from torch.distributed.tensor import DTensor
 
 from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
 from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
+from spec_lang.torch_frontend.storage_writes import storage_of
 
 __all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "reduced_grad", "collect", "left_over"]
 
@@ -116,9 +117,11 @@ def _refill(rec: Unsharded) -> None:
 
 def _layout(t: Any) -> tuple:
     """What a fill sets and an in-place metadata change (``as_strided_``, ``_set_neg``) alters:
-    shape, strides, storage offset, the negative and conjugate bits (round 48c, R48c-2)."""
+    shape, strides, storage offset, the negative and conjugate bits (round 48c, R48c-2), the
+    storage (``set_``, round 48d)."""
     t = getattr(t, "_local_tensor", t)
-    return (tuple(t.shape), t.stride(), t.storage_offset(), t.is_neg(), t.is_conj())
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.is_neg(), t.is_conj(),
+            storage_of(t))      # its memory swapped (``set_``: round 48d)
 
 
 def leaf_of(leaves: list[Unsharded], stored: Any) -> Unsharded | None:
