@@ -141,8 +141,8 @@ def leaf_of(leaves: list[Unsharded], stored: Any) -> Unsharded | None:
         from spec_lang.errors import PlanError  # noqa: PLC0415
 
         raise PlanError(f"{rec.site}: the layout of FSDP2's unsharded parameter of shape "
-                        f"{tuple(rec.orig.shape)} was changed in place (strides, offset, the neg "
-                        "or conj bit): prove --torch does not model it (R48c-2)")
+                        f"{tuple(rec.orig.shape)} was changed in place (strides, offset, "
+                        "storage, neg or conj bit): prove --torch does not model it (R48c-2)")
     if rec.leaf.requires_grad != bool(stored.requires_grad):
         rec.leaf.requires_grad_(bool(stored.requires_grad))
     return rec
