@@ -44,11 +44,11 @@ __all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "reduced_grad", "collect", 
 
 @dataclass
 class Unsharded:
-    """One gather of a unit's parameter: ``leaf`` (the unsharded ``nn.Parameter`` the modules
-    hold), ``stored`` (the sharded parameter the optimizer holds, a DTensor), ``orig`` (the
+    """The step's unsharded leaf of a unit's parameter: ``leaf`` (the ``nn.Parameter`` the
+    modules hold), ``stored`` (the sharded parameter the optimizer holds, a DTensor), ``orig`` (the
     parameter before sharding: its TP placements), ``u`` (its ``DPUnit``), ``dim`` (the shard
     dim over the shard axis), ``shard_group`` (None: the FSDP-based ``replicate``), ``version``
-    (``stored``'s versions at the gather) and ``site`` (the ``fully_shard`` call's
+    (``stored``'s versions at the last fill) and ``site`` (the ``fully_shard`` call's
     FILE:LINE) -- the attributes :func:`recompute.gathered_then_written` reads."""
 
     leaf: Any
