@@ -41,6 +41,7 @@ from spec_lang.torch_frontend.eager_paths import eager_paths
 from spec_lang.torch_frontend.dataparallel import (
     install_units, managed_params, record_data_parallel)
 from spec_lang.torch_frontend.dp_storage import spec_local_shape, spec_placements, stored_spec
+from spec_lang.torch_frontend.fsdp_freed import freed_reads_refused
 from spec_lang.torch_frontend.fsdp_grads import unsharded_grad_reads_refused
 from spec_lang.torch_frontend.fsdp_hold import release_all
 from spec_lang.torch_frontend.param_attrs import carried
@@ -429,7 +430,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                                 f"{path}:1")
             refuse_held([*params, *buffers], [orig, params, buffers], f"{path}:1")  # R45a-3
             with train_step_running(), counted(), (    # writes by storage (storage_writes)
-                    unsharded_grad_reads_refused(path) if plan else contextlib.nullcontext()):
+                    unsharded_grad_reads_refused(path) if plan else contextlib.nullcontext()), (
+                    freed_reads_refused(path) if plan else contextlib.nullcontext()):
                 loss = tf.fn("train_step")(model, opt, data, m)
                 release_all()   # FSDP2's views held past the step (fsdp_hold, S42-1)
             if plan:

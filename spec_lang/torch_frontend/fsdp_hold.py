@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.fsdp_freed import alloc, free, restore_all
 from spec_lang.torch_frontend.fsdp_grads import final_order, flush, flush_state
 from spec_lang.torch_frontend.fsdp_mixed_precision import cast_inputs, cast_output, no_output_cast
 from spec_lang.torch_frontend.fsdp_unsharded import left_over
@@ -349,7 +350,9 @@ class Hold:
 
     def _register(self, views: Mapping[str, Any]) -> None:
         for rec in self.leaves:     # registered again: unsharded (fsdp_unsharded.collect)
-            rec.freed = rec.freed and all(v is not rec.leaf for v in views.values())
+            if any(v is rec.leaf for v in views.values()):
+                rec.freed = False
+                alloc(rec.leaf)     # its memory allocated again (fsdp_freed, R48a-2)
         for n, hs in self.mine:
             if n in views:
                 for mod, attr in hs:
@@ -428,9 +431,14 @@ class Hold:
             flush(self.grads, [self.new[n] for n, _ in self.mine], factor)
 
     def release(self) -> None:
-        """``reshard``: the stored parameters registered again."""
+        """``reshard``: the stored parameters registered again, the unsharded leaves' memory
+        freed (:func:`fsdp_freed.free`, R48a-2)."""
         self.views.clear()
         self._register(self.new)
+        names = {id(self.new[n]): n for n, _ in self.mine}
+        for rec in self.leaves:
+            free(rec.leaf, "FSDP2's unsharded parameter of "
+                 f"{names.get(id(rec.stored), 'a parameter')} ({_site(self.u)})")
 
 
 def unshard_only(gather: Any, group: "Group | None", hold: "Hold | None", cur: dict) -> None:
@@ -462,6 +470,7 @@ def new_step() -> None:
     GROUPS.clear()
     STEP_RESETS.clear()
     LOST.clear()
+    restore_all()
     _QUEUED[0] = False
 
 

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from spec_lang.torch_frontend.fsdp_freed import alloc
 from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
 from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
 from spec_lang.torch_frontend.storage_writes import storage_of
@@ -135,6 +136,7 @@ def leaf_of(leaves: list[Unsharded], stored: Any) -> Unsharded | None:
     if rec is None:
         return None
     rec.freed = False
+    alloc(rec.leaf)     # its memory allocated again at the unshard (fsdp_freed, R48a-2)
     if param_versions(stored) != rec.version or param_versions(rec.leaf) != rec.filled:
         _refill(rec)
     if _layout(rec.leaf) != rec.layout:
