@@ -29,7 +29,6 @@ their storage through ``schedule.step``.
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,7 +38,7 @@ from torch.utils._pytree import tree_leaves
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.storage_writes import storage_of
 
-__all__ = ["free", "alloc", "is_freed", "restore_all", "freed_reads_refused"]
+__all__ = ["free", "alloc", "is_freed", "allocated", "restore_all", "freed_reads_refused"]
 
 _FREED: dict[Any, tuple[str, int, Any]] = {}
 """The storage of each freed leaf (a weak reference, :func:`storage_of`) -> (what it is, for
@@ -116,16 +115,17 @@ def _freed_arg(args: Any, kwargs: Any) -> str | None:
     return None
 
 
-def _ours(frame: Any) -> bool:
-    """Whether the innermost frame that is not torch's (from ``frame`` outwards) is
-    shardproof's own: the stand-in reading its leaf (``left_over``'s
-    ``get_gradient_edge``), not the user's code (a hook the stand-in calls is the user's)."""
-    while frame is not None:
-        name = frame.f_globals.get("__name__", "") or ""
-        if name != "torch" and not name.startswith("torch."):
-            return name == "spec_lang" or name.startswith("spec_lang.")
-        frame = frame.f_back
-    return False
+@contextlib.contextmanager
+def allocated(t: Any) -> Iterator[None]:
+    """Within the block, ``t``'s memory counts as allocated: for shardproof's own reads of a
+    leaf (``fsdp_unsharded.left_over`` asks ``get_gradient_edge``, which takes a view), which
+    are not the step's. No code of the train file runs inside."""
+    got = _FREED.pop(storage_of(_local(t)), None)
+    try:
+        yield
+    finally:
+        if got is not None:
+            _FREED[storage_of(_local(t))] = got
 
 
 @contextlib.contextmanager
@@ -148,7 +148,7 @@ def freed_reads_refused(path: str) -> Iterator[None]:
 
     def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         what = _freed_arg(args, kwargs) if _FREED and _reads_memory(func) else None
-        if what is not None and not _ours(sys._getframe(1)):  # noqa: SLF001
+        if what is not None:
             raise PlanError(f"{path}:{user_line(path)}: {func} reads {what} after its unit "
                             "resharded, which frees that memory (torch 2.13 FSDPParam."
                             "free_unsharded_param): for real the step reads freed memory (a "

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from spec_lang.torch_frontend.fsdp_freed import alloc
+from spec_lang.torch_frontend.fsdp_freed import alloc, allocated
 from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
 from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
 from spec_lang.torch_frontend.storage_writes import storage_of
@@ -217,8 +217,10 @@ def left_over(leaves: list[Unsharded], names: dict[int, str]) -> str | None:
                     "kept reference)")
         if leaf.grad is not None:
             return f"a .grad on FSDP2's unsharded parameter of {name}"
+        with allocated(leaf):       # get_gradient_edge takes a view (fsdp_freed)
+            on_node = accumulator_hooks(leaf)
         if getattr(leaf, "_post_accumulate_grad_hooks", None) or \
-                getattr(leaf, "_backward_hooks", None) or accumulator_hooks(leaf):
+                getattr(leaf, "_backward_hooks", None) or on_node:
             return f"a hook on FSDP2's unsharded parameter of {name}"
         if type(leaf) is not rec.cls or _layout(leaf) != rec.layout:
             return f"the class or layout of FSDP2's unsharded parameter of {name} changed"

@@ -10,9 +10,10 @@ written (an optimizer step inside ``train_step``). What stays on the real object
 identity (r48a_01, r48a_06 under the FSDP-based ``replicate``), a post-accumulate-grad hook
 registered in an earlier iteration (r48a_02) or left at the end of the step (r48a_05), a
 ``.grad`` left on it at the end of the step (r48a_04).
-R48a-2 (open): FSDP2 frees the unsharded parameter's storage at the reshard (``free_storage``:
-size 0); the stand-in's leaf keeps its data (r48a_03; r48a_08 reads a kept reference to the
-root's w0 after its reshard: both real ranks die with SIGSEGV, EQUIVALENT).
+R48a-2 (fixed in stop 49, ``fsdp_freed``): FSDP2 frees the unsharded parameter's storage at the
+reshard (``free_storage``: size 0); the stand-in's leaf kept its data (r48a_03; r48a_08 reads a
+kept reference to the root's w0 after its reshard: both real ranks die with SIGSEGV,
+EQUIVALENT).
 R48a-3 (needless; fixed in stop 48): a right plan registering a post-accumulate-grad hook on
 ``mod.weight`` in a forward hook (handles removed) is UNKNOWN: the serial parameter gains a
 ``_post_accumulate_grad_hooks`` attribute the sharded one does not (r48a_07).
@@ -65,25 +66,22 @@ def test_r48a_1_left_on_leaf_is_refused(name, what, tmp_path):
         and "R48a-1" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R48a-2 (open): FSDP2 frees the unsharded parameter's "
-                   "storage at the reshard; the stand-in's leaf keeps it")
-@pytest.mark.parametrize("name", [
-    "r48a_03_unsharded_storage_freed_wrong.py",
-])
-def test_r48a_2_storage_freed(name, tmp_path):
-    """R48a-2: r48a_03 truth wrong (w0 0.0073 / 0.0064), EQUIVALENT at a4699b9 (44 s);
-    r48a_08 (a kept reference to the root's unsharded w0 read after the reshard): both ranks
-    die with SIGSEGV for real, EQUIVALENT at a4699b9 (45 s)."""
-    out = _prove(ROUND48A / name, tmp_path)
-    assert not _equivalent(out), out
+def test_r48a_2_storage_freed(tmp_path):
+    """R48a-2: r48a_03 truth wrong (w0 0.0073 / 0.0064), EQUIVALENT at a4699b9 (44 s) and
+    through stop 48. Since stop 49 (``fsdp_freed``: the leaf's fake storage resized to 0 at
+    every reshard, so ``untyped_storage().size()`` answers 0 as for real): NOT EQUIVALENT
+    (15 s)."""
+    out = _prove(ROUND48A / "r48a_03_unsharded_storage_freed_wrong.py", tmp_path)
+    assert out["_rc"] == 1 and out.get("verdict") == "NOT EQUIVALENT", out
 
 
 def test_r48a_2_old_reference_after_opt_step(tmp_path):
     """R48a-2: r48a_08 (a kept reference to the root's unsharded w0 read after the reshard):
     both ranks die with SIGSEGV for real; EQUIVALENT at a4699b9 (45 s); NOT EQUIVALENT since
-    stop 48's one leaf per step, gathered again in place (57 s)."""
+    stop 48's one leaf per step, gathered again in place (57 s); since stop 49 the read of
+    freed memory is refused (exit 3 naming w0.weight and the read's line, 6 s)."""
     out = _prove(ROUND48A / "r48a_08_old_leaf_values_after_opt_step_wrong.py", tmp_path)
-    assert not _equivalent(out), out
+    assert out["_rc"] == 3 and "R48a-2" in out["_err"] and "w0.weight" in out["_err"], out
 
 
 def test_r48a_3_hook_on_leaf_right(tmp_path):

@@ -65,18 +65,20 @@ def test_freeing_twice_is_once_and_the_end_of_the_block_restores():
     assert not ff.is_freed(kept[0]) and kept[0].untyped_storage().size() == 96
 
 
-def test_shardproofs_own_read_is_not_refused():
-    """The stand-in reads its leaf (``left_over``'s ``get_gradient_edge``): the innermost
-    frame that is not torch's is shardproof's."""
-    ns = {"__name__": "spec_lang.torch_frontend.example"}
-    exec("def own(w):\n    return w.view_as(w)\n", ns)     # noqa: S102
+def test_shardproofs_own_read_inside_allocated_is_not_refused():
+    """``left_over``'s ``get_gradient_edge`` takes a view of the leaf: inside ``allocated``
+    it is not refused, and the leaf is freed again after."""
+    kept = []
 
     def step(w):
         ff.free(w, WHAT)
-        out = ns["own"](w)
+        with ff.allocated(w):
+            out = w.view_as(w)
+        kept.append(ff.is_freed(w))
         return out.shape
 
     _traced(step)
+    assert kept == [True]
 
 
 def test_a_real_tensor_is_never_freed():
