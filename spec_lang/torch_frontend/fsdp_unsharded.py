@@ -40,7 +40,8 @@ from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
 from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
 from spec_lang.torch_frontend.storage_writes import storage_of
 
-__all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "reduced_grad", "collect", "left_over"]
+__all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "gathered", "reduced", "reduced_grad", "collect",
+           "left_over"]
 
 
 @dataclass
@@ -75,7 +76,7 @@ def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any) -
     ``no_grad``: FSDP2's is made once, at lazy init). No hook of the stand-in's is put on it
     (round 48c, R48c-1: the step can count a leaf's hooks): what the post-backward checks is
     in :func:`collect` and :func:`fsdp_hold._final`."""
-    full = _gathered(u, stored, orig, dim, shard_group)
+    full = gathered(u, stored, orig, dim, shard_group)
     leaf = nn.Parameter(full, requires_grad=bool(stored.requires_grad))
     rec = Unsharded(leaf, stored, orig, u, dim, shard_group, param_versions(stored),
                     u.settings.get("_site", ""))
@@ -84,8 +85,12 @@ def unsharded_leaf(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any) -
     return rec
 
 
-def _gathered(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any) -> Any:
-    """The unsharded value of ``stored``: see :func:`unsharded_leaf` (no autograd)."""
+def gathered(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any) -> Any:
+    """FSDP2's all-gather of ``stored`` (unit ``u``), without autograd: the rank's block
+    gathered along ``dim`` over ``shard_group`` (a contiguous copy when None: the FSDP-based
+    ``replicate``), in the policy's ``param_dtype``, a DTensor with ``orig``'s placements when
+    ``orig`` is one. Shape: ``orig.shape``. Also what a ``fully_shard`` pipeline stage's step
+    leaf holds (:meth:`pp_leaves.StepLeaves.leaf`)."""
     import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
     with torch.no_grad():
@@ -107,7 +112,7 @@ def _refill(rec: Unsharded) -> None:
     first: the same object, its version counter kept): ``rec.leaf`` written in place with
     the gather of ``rec.stored``'s current values (round 48a, R48a-1: a new object per gather
     lost the identity, the hooks and the ``.grad`` the real one keeps)."""
-    full = _gathered(rec.u, rec.stored, rec.orig, rec.dim, rec.shard_group)
+    full = gathered(rec.u, rec.stored, rec.orig, rec.dim, rec.shard_group)
     leaf = rec.leaf
     dst, src = (leaf._local_tensor, full._local_tensor) if isinstance(leaf, DTensor) \
         else (leaf, full)  # noqa: SLF001
@@ -150,28 +155,33 @@ def leaf_of(leaves: list[Unsharded], stored: Any) -> Unsharded | None:
     return rec
 
 
-def reduced_grad(rec: Unsharded, g: Any) -> torch.Tensor:
-    """The post-backward's reduction of gradient ``g`` of ``rec.leaf`` (its ``.grad``): in
-    ``orig``'s placements, local, reduce-scattered (sum) along ``rec.dim`` over the shard
-    axis, all-reduced (sum) over the replicate axes, in the sharded parameter's dtype; not
-    divided (:func:`fsdp_grads.flush` divides by the factor read at the post-backward:
-    R46c-1). Shape: the rank's block of ``stored``."""
+def reduced(u: Any, stored: Any, orig: Any, dim: int, shard_group: Any, g: Any) -> torch.Tensor:
+    """FSDP2's reduction of the unsharded gradient ``g`` of ``stored`` (unit ``u``; ``dim``,
+    ``shard_group`` as for :func:`gathered`): in ``orig``'s placements, local,
+    reduce-scattered (sum) along ``dim`` over ``shard_group`` (none when None), all-reduced
+    (sum) over the unit's replicate axes, in the sharded parameter's dtype; not divided (the
+    caller divides by the factor: :func:`fsdp_grads.flush` reads it at the post-backward,
+    R46c-1). Shape: the rank's block of ``stored``. Also a ``fully_shard`` pipeline stage's
+    reduction (:meth:`pp_leaves.StepLeaves.reduce`)."""
     import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
 
-    u = rec.u
     with torch.no_grad():
         if isinstance(g, DTensor):
-            if isinstance(rec.orig, DTensor) and tuple(g.placements) != \
-                    tuple(rec.orig.placements):
-                g = g.redistribute(rec.orig.device_mesh, rec.orig.placements)
+            if isinstance(orig, DTensor) and tuple(g.placements) != tuple(orig.placements):
+                g = g.redistribute(orig.device_mesh, orig.placements)
             g = g.to_local()
-        if rec.shard_group is not None:
-            g = funcol.wait_tensor(funcol.reduce_scatter_tensor(g.contiguous(), "sum",
-                                                                rec.dim, rec.shard_group))
+        if shard_group is not None:
+            g = funcol.wait_tensor(funcol.reduce_scatter_tensor(g.contiguous(), "sum", dim,
+                                                                shard_group))
         for a in u.replicate_axes:
             g = funcol.wait_tensor(funcol.all_reduce(g, "sum", u.group(a)))
-        local = rec.stored.to_local() if isinstance(rec.stored, DTensor) else rec.stored
+        local = stored.to_local() if isinstance(stored, DTensor) else stored
         return g.to(local.dtype)        # foreach_reduce casts to the sharded dtype (R47-1)
+
+
+def reduced_grad(rec: Unsharded, g: Any) -> torch.Tensor:
+    """The post-backward's reduction (:func:`reduced`) of ``rec.leaf``'s gradient ``g``."""
+    return reduced(rec.u, rec.stored, rec.orig, rec.dim, rec.shard_group, g)
 
 
 def collect(leaves: list[Unsharded], pending: dict[int, list], free: bool = False) -> None:

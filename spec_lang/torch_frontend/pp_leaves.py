@@ -34,7 +34,7 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
+from spec_lang.torch_frontend.fsdp_unsharded import gathered, reduced
 from spec_lang.torch_frontend.recompute import param_versions
 from spec_lang.torch_frontend.storage_writes import on_writes, storage_of
 
@@ -122,6 +122,11 @@ def _shard_dim(u: Any, stored: Any) -> int:
                 if a == u.shard_axis)
 
 
+def _shard_group(u: Any) -> Any:
+    """The process group FSDP2 shards over (None: the FSDP-based ``replicate``, a copy)."""
+    return u.group(u.shard_axis) if u.kind == "fsdp" else None
+
+
 def _at(u: Any) -> str:
     """`` (fully_shard at FILE:LINE)`` for unit ``u``'s call, or nothing."""
     site = getattr(u, "settings", {}).get("_site", "")
@@ -158,25 +163,11 @@ class StepLeaves:
         if got is not None:
             self._unwritten(got)
             return self._follows(got)
-        import torch.distributed._functional_collectives as funcol  # noqa: PLC0415
-
-        dim = 0
-        with torch.no_grad():
-            if not _fsdp_state(u):          # composable DDP replicate: the parameter itself
-                full = stored.detach()
-            else:
-                local = stored.to_local() if isinstance(stored, DTensor) else stored
-                if u.kind == "fsdp":
-                    dim = _shard_dim(u, stored)
-                    full = funcol.wait_tensor(funcol.all_gather_tensor(
-                        local.contiguous(), dim, u.group(u.shard_axis))).detach()
-                else:                       # FSDP-based replicate: a copy (R43d-1 / -7)
-                    full = local.detach().clone(memory_format=torch.contiguous_format)
-                full = to_param_dtype(u, stored, full)      # mp_policy (R47-1)
-                if isinstance(orig, DTensor):
-                    full = DTensor.from_local(full, orig.device_mesh, orig.placements,
-                                              run_check=False, shape=orig.shape,
-                                              stride=orig.stride())
+        dim = _shard_dim(u, stored) if _fsdp_state(u) and u.kind == "fsdp" else 0
+        if not _fsdp_state(u):          # composable DDP replicate: the parameter itself
+            full = stored.detach()
+        else:       # FSDP2, or the FSDP-based replicate (a copy: R43d-1 / -7)
+            full = gathered(u, stored, orig, dim, _shard_group(u))
         leaf = full.requires_grad_(stored.requires_grad)     # FSDP2's (R43b-1, R43b-2)
         self.leaves[id(stored)] = Leaf(leaf, u, stored, orig, dim, _versions(stored, leaf),
                                        _storages(stored, leaf))
@@ -272,16 +263,7 @@ class StepLeaves:
                         g = funcol.wait_tensor(funcol.all_reduce(g, "sum", gr))
                     g = g / u.factor()
                 else:
-                    if isinstance(g, DTensor) and isinstance(x.orig, DTensor):
-                        if tuple(g.placements) != tuple(x.orig.placements):
-                            g = g.redistribute(x.orig.device_mesh, x.orig.placements)
-                        g = g.to_local()
-                    if u.kind == "fsdp":
-                        g = funcol.wait_tensor(funcol.reduce_scatter_tensor(
-                            g.contiguous(), "sum", x.dim, u.group(u.shard_axis)))
-                    for a in u.replicate_axes:
-                        g = funcol.wait_tensor(funcol.all_reduce(g, "sum", u.group(a)))
-                    g = (g / u.factor()).to(x.stored.dtype)   # foreach_reduce (R47-1)
+                    g = reduced(u, x.stored, x.orig, x.dim, _shard_group(u), g) / u.factor()
                     if isinstance(x.stored, DTensor):
                         g = DTensor.from_local(g, x.stored.device_mesh, x.stored.placements,
                                                run_check=False, shape=x.stored.shape,
