@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,19 @@ HERE = __file__
 ROUND34B = Path(__file__).resolve().parents[1] / "adversarial" / "plans" / "round34b"
 # a reference held from "import", as a train file can take it: the wrappers do not reach it
 HELD_START = _thread.start_new_thread
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left():
+    """Wait (up to 10 s) for the threads a test started to end: a test's worker thread still
+    ending when the next test's guard takes its thread set made that test fail at random
+    under load (``test_a_step_without_threads_is_accepted`` after
+    ``test_a_thread_left_running_is_refused_at_the_end``, stop 48)."""
+    before = set(sys._current_frames())  # noqa: SLF001
+    yield
+    deadline = time.monotonic() + 10.0
+    while set(sys._current_frames()) - before and time.monotonic() < deadline:  # noqa: SLF001
+        time.sleep(0.01)
 
 
 def test_a_thread_started_is_refused_with_the_line():
