@@ -1,0 +1,74 @@
+"""Idea (round 49a): a post-accumulate-grad hook registered (in a forward hook) on w2's unsharded parameter records its storage size when it fires in the backward: allocated for real (before w2's post-backward). Doubling (parallel only) when the recorded size != 0: wrong for real; false accept if the stand-in has freed it by then."""
+MESH = {"dp": 2}
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+SEEN = []
+
+
+def double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(2.0)
+
+
+def parallelize(model, mesh):
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model.w1, mesh=mesh["dp"])
+    fully_shard(model.w2, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+H = []
+SZ = []
+
+
+def keep(mod, a, o):
+    H.append(mod.weight.register_post_accumulate_grad_hook(
+        lambda p: SZ.append(p.untyped_storage().size())))
+
+
+def build_model(s):
+    m = MLP(s["hidden"], s["ffn"])
+    m.w2.register_forward_hook(keep)
+    return m
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    for h in H:
+        h.remove()
+    H.clear()
+    live = bool(SZ) and SZ[-1] != 0
+    SZ.clear()
+    if mesh is not None and live:
+        double(model)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
