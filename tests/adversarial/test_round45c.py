@@ -95,8 +95,19 @@ def test_r45c_group_nonreentrant_right(name, tmp_path):
     assert _equivalent(out), out
 
 
+def test_r45c_2_group_post_backward_in_recomputation_reads_freed_memory(tmp_path):
+    """R45c-2, r45c_12 (below): torch fails reading w1's unsharded parameter after the group's
+    post-backward freed it (setStorage, storage of size 0). Exit 3 naming R45c-2 since stop
+    46; since stop 49 (``fsdp_freed``) the read itself is refused first, at the line that
+    reads it (47), naming w1.weight, the group's ``fully_shard`` line and R48a-2 (19 s)."""
+    name = "r45c_12_group_later_member_reentrant_checkpoint_torch_crashes.py"
+    out = _prove(ROUND45C / name, tmp_path)
+    assert out["_rc"] == 3, out
+    assert "R48a-2" in out["_err"] and "w1.weight" in out["_err"], out["_err"]
+    assert f"{name}:47:" in out["_err"] and f"{name}:39)" in out["_err"], out["_err"]
+
+
 @pytest.mark.parametrize("name", [
-    "r45c_12_group_later_member_reentrant_checkpoint_torch_crashes.py",
     "r45c_13_group_later_member_reentrant_checkpoint_first_member_grad_late_wrong.py",
 ])
 def test_r45c_2_group_post_backward_in_recomputation(name, tmp_path):
