@@ -22,8 +22,10 @@ so the fake run does not fail by itself). Before, the leaf kept its storage: r48
 (``untyped_storage().size() == 0`` tells the parallel run) was EQUIVALENT, r48a_08 and
 r48c_06 (reads of a kept reference: both real ranks die) were EQUIVALENT.
 
-Not covered: a ``fully_shard`` pipeline stage's step leaves (:mod:`pp_leaves`), which keep
-their storage through ``schedule.step``.
+A ``fully_shard`` pipeline stage's step leaves (:mod:`pp_leaves`) are freed after the step's
+reduction (``perform_reduce_grad``: round 49b, R49b-1 / R49b-2, a kept reference read after
+``schedule.step`` was EQUIVALENT); inside ``schedule.step`` they stay allocated (FSDP2's
+reshards between micro-batches are not modelled).
 """
 
 from __future__ import annotations

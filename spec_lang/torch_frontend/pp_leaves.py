@@ -34,6 +34,7 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.fsdp_freed import free
 from spec_lang.torch_frontend.fsdp_unsharded import gathered, reduced
 from spec_lang.torch_frontend.recompute import param_versions
 from spec_lang.torch_frontend.storage_writes import on_writes, storage_of
@@ -243,7 +244,10 @@ class StepLeaves:
         the shard axis, all-reduce over the replicate axes, ``/ factor``; ``replicate``: the
         all-reduce over its mesh) of ``leaf.grad``, accumulated into the stored parameter's
         ``.grad`` (in place when there is one, as ``AccumulateGrad``); then the leaf's
-        gradient is freed and the stored parameters are registered back.
+        gradient is freed, the stored parameters are registered back and the leaves' memory
+        is freed (:func:`fsdp_freed.free`: FSDP2 reshards after the reduction, so a kept
+        reference read after ``schedule.step`` reads freed memory; round 49b, R49b-1 / R49b-2:
+        such a step was EQUIVALENT, both real ranks die or tell the runs apart).
 
         Raises:
             PlanError: (through ``refuse``) a parameter written in place in the step."""
@@ -272,5 +276,9 @@ class StepLeaves:
                     x.stored.grad = g
                 else:
                     x.stored.grad.add_(g)
+        names = {id(p): n for n, p in self.module.named_parameters()}
+        for x in self.leaves.values():      # the reshard after the reduction (R49b-1/-2)
+            free(x.leaf, f"FSDP2's unsharded parameter of {names.get(id(x.stored), 'a stage "
+                 f"parameter')}{_at(x.unit)}")
         self.leaves.clear()
 

@@ -33,26 +33,22 @@ def _not_accepted(out: dict) -> bool:
     return out["_rc"] != 0 and out.get("verdict") != "EQUIVALENT"
 
 
-# -- findings (open: strict xfails) -----------------------------------------------------------
+# -- findings (fixed in stop 49) ---------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="R49b-1: pp_leaves' step leaves keep their fake storage "
-                   "through schedule.step (fsdp_freed: pipeline stages not covered); for real "
-                   "the block's unsharded parameter is freed after the step")
 def test_r49b_1_pp_kept_reference_size_after_step_is_not_accepted(tmp_path):
     """R49b-1: EQUIVALENT at b6164b6 (103 s); truth wrong (grad max 0.066, tok_embeddings
-    0.0051, update 1.1e-5)."""
+    0.0051, update 1.1e-5). Since the fix (``pp_leaves.StepLeaves.reduce`` frees the step
+    leaves' memory, ``fsdp_freed``): not EQUIVALENT."""
     out = _prove("r49b_07_pp_kept_ref_freed_after_step_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R49b-2: a read of a kept reference to a pipeline "
-                   "stage's unsharded parameter after schedule.step (freed for real: SIGSEGV) "
-                   "is not refused: fsdp_freed does not cover pp_leaves")
-def test_r49b_2_pp_kept_reference_read_after_step_is_not_accepted(tmp_path):
+def test_r49b_2_pp_kept_reference_read_after_step_is_refused(tmp_path):
     """R49b-2: EQUIVALENT at b6164b6 (107 goals, 82 s); truth: all 4 ranks die (SIGSEGV).
-    r49b_08 (the same read times 0.01) is NOT EQUIVALENT only through the added value."""
+    r49b_08 (the same read times 0.01) is NOT EQUIVALENT only through the added value. Since
+    the fix: the read of freed memory is refused (exit 3, R48a-2)."""
     out = _prove("r49b_13_pp_kept_ref_read_times_zero_crash.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "R48a-2" in out["_err"], out
 
 
 # -- sound / complete -------------------------------------------------------------------------
