@@ -278,7 +278,7 @@ class StepLeaves:
                     x.stored.grad.add_(g)
         names = {id(p): n for n, p in self.module.named_parameters()}
         for x in self.leaves.values():      # the reshard after the reduction (R49b-1/-2)
-            free(x.leaf, f"FSDP2's unsharded parameter of {names.get(id(x.stored), 'a stage "
-                 f"parameter')}{_at(x.unit)}")
+            name = names.get(id(x.stored), "a stage parameter")
+            free(x.leaf, f"FSDP2's unsharded parameter of {name}{_at(x.unit)}")
         self.leaves.clear()
 
