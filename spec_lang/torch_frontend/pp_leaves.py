@@ -34,7 +34,7 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.fsdp_freed import free
+from spec_lang.torch_frontend.fsdp_freed import alloc, free
 from spec_lang.torch_frontend.fsdp_unsharded import gathered, reduced
 from spec_lang.torch_frontend.recompute import param_versions
 from spec_lang.torch_frontend.storage_writes import on_writes, storage_of
@@ -97,12 +97,17 @@ def pre_backward_hooks(u: Any, out: Any) -> None:
     grad): when the backward reaches unit ``u``'s output, the step's leaves of ``u`` are
     registered in its modules again (unit by unit, as the backward reaches each: round 43a,
     R43a-2, a hook of a later unit read an earlier unit's parameter registered too early).
-    Nothing when no active :class:`StepLeaves` holds leaves of ``u``."""
+    Called at ``u``'s post-forward, which reshards it outside the backward: its leaves' memory
+    is freed here until then (:meth:`StepLeaves.reshard`). Nothing when no active :class:`StepLeaves` holds leaves
+    of ``u``."""
     from torch.utils._pytree import tree_leaves  # noqa: PLC0415
 
     steps = next((s for s in ACTIVE if any(x.unit is u for x in s.leaves.values())), None)
     if steps is None:
         return
+    if torch._C._current_graph_task_id() == -1:  # noqa: SLF001 -- FSDP2's not is_bw()
+        steps.reshard(u)    # the post-forward reshard frees them (R49c-1); not in a
+        # recomputation inside the backward, where FSDP2 does not reshard (R44c-8)
     for t in tree_leaves(out):
         if isinstance(t, torch.Tensor) and t.requires_grad:
             t.register_hook(lambda g, u=u: steps.register(u))
@@ -163,6 +168,7 @@ class StepLeaves:
         got = self.leaves.get(id(stored))
         if got is not None:
             self._unwritten(got)
+            alloc(got.leaf)     # gathered again after a reshard (fsdp_freed, R49c-1)
             return self._follows(got)
         dim = _shard_dim(u, stored) if _fsdp_state(u) and u.kind == "fsdp" else 0
         if not _fsdp_state(u):          # composable DDP replicate: the parameter itself
@@ -229,8 +235,25 @@ class StepLeaves:
         """Put the leaves of ``unit`` (every leaf when None) in the modules that hold their
         stored parameters (FSDP2's pre-backward unshard; it keeps them registered from a
         unit's backward to the reduction: ``set_reshard_after_backward(False)``)."""
-        self._swap({id(x.stored): self._follows(x) for x in self.leaves.values()
-                    if unit is None or x.unit is unit})
+        mine = [x for x in self.leaves.values() if unit is None or x.unit is unit]
+        for x in mine:
+            alloc(x.leaf)       # FSDP2's pre-backward all-gather (fsdp_freed, R49c-1)
+        self._swap({id(x.stored): self._follows(x) for x in mine})
+
+    def reshard(self, unit: Any) -> None:
+        """FSDP2's post-forward reshard of ``unit`` (a block that reshards after its forward,
+        :func:`keeps_unsharded` False): its step leaves' memory freed until its next forward
+        or its pre-backward (:func:`fsdp_freed.free`; round 49c, R49c-1 / -2 / -3: a reference
+        kept from the block's forward, read or size-checked in a later block's hook or the
+        last stage's ``loss_fn`` inside ``schedule.step``, was EQUIVALENT where for real the
+        memory is freed)."""
+        self._free([x for x in self.leaves.values() if x.unit is unit])
+
+    def _free(self, leaves: list[Leaf]) -> None:
+        names = {id(p): n for n, p in self.module.named_parameters()}
+        for x in leaves:
+            name = names.get(id(x.stored), "a stage parameter")
+            free(x.leaf, f"FSDP2's unsharded parameter of {name}{_at(x.unit)}")
 
     def _swap(self, to: dict[int, Any]) -> None:
         for mod in self.module.modules():
@@ -276,9 +299,6 @@ class StepLeaves:
                     x.stored.grad = g
                 else:
                     x.stored.grad.add_(g)
-        names = {id(p): n for n, p in self.module.named_parameters()}
-        for x in self.leaves.values():      # the reshard after the reduction (R49b-1/-2)
-            name = names.get(id(x.stored), "a stage parameter")
-            free(x.leaf, f"FSDP2's unsharded parameter of {name}{_at(x.unit)}")
+        self._free(list(self.leaves.values()))  # the reshard after it (R49b-1 / -2)
         self.leaves.clear()
 
