@@ -22,10 +22,13 @@ so the fake run does not fail by itself). Before, the leaf kept its storage: r48
 (``untyped_storage().size() == 0`` tells the parallel run) was EQUIVALENT, r48a_08 and
 r48c_06 (reads of a kept reference: both real ranks die) were EQUIVALENT.
 
-A ``fully_shard`` pipeline stage's step leaves (:mod:`pp_leaves`) are freed after the step's
-reduction (``perform_reduce_grad``: round 49b, R49b-1 / R49b-2, a kept reference read after
-``schedule.step`` was EQUIVALENT); inside ``schedule.step`` they stay allocated (FSDP2's
-reshards between micro-batches are not modelled).
+A ``fully_shard`` pipeline stage's step leaves (:mod:`pp_leaves`) follow the same points inside
+``schedule.step``: a block that reshards after its forward frees them at its post-forward
+(outside the backward) and allocates them at its next forward or its pre-backward (round 49c,
+R49c-1 / -2 / -3: a reference kept from a block's forward, read or size-checked in a later
+block's hook or the last stage's ``loss_fn``, was EQUIVALENT); every leaf is freed after the
+step's reduction (``perform_reduce_grad``; round 49b, R49b-1 / R49b-2: the same after
+``schedule.step``).
 """
 
 from __future__ import annotations
