@@ -252,7 +252,7 @@ class StepLeaves:
     def _free(self, leaves: list[Leaf]) -> None:
         names = {id(p): n for n, p in self.module.named_parameters()}
         for x in leaves:
-            name = names.get(id(x.stored), "a stage parameter")
+            name = names.get(id(x.stored)) or names.get(id(x.leaf), "a stage parameter")
             free(x.leaf, f"FSDP2's unsharded parameter of {name}{_at(x.unit)}")
 
     def _swap(self, to: dict[int, Any]) -> None:
