@@ -7,7 +7,8 @@ Plans in ``plans/round49c/``. Truth: ``tests/torch_frontend/pp_truth.py FILE`` (
 Findings: R49c-1 (the last stage's ``loss_fn`` branches on the size of a kept block
 reference: freed for real after the block's forward, EQUIVALENT), R49c-2 (a block's forward
 hook branches on the previous block's kept reference, EQUIVALENT), R49c-3 (a read of it in
-``loss_fn``: the real last-stage ranks die with SIGSEGV).
+``loss_fn``: the real last-stage ranks die with SIGSEGV). All three fixed in stop 49
+(``pp_leaves.StepLeaves.reshard``: a block's leaves freed at its post-forward).
 """
 
 from __future__ import annotations
@@ -33,30 +34,28 @@ def _not_accepted(out: dict) -> bool:
 
 # -- open findings (false accepts) ------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="R49c-1: a block's unsharded parameter is freed after "
-                   "its forward (reshard_after_forward) for real; pp_leaves keeps the step leaf "
-                   "allocated through schedule.step")
 def test_r49c_1_pp_loss_fn_kept_reference_size_is_not_accepted(tmp_path):
-    """R49c-1: EQUIVALENT at 66d9a93 (107 goals, 131 s); truth wrong (grad max 0.066)."""
+    """R49c-1: EQUIVALENT at 66d9a93 (107 goals, 131 s); truth wrong (grad max 0.066). Since
+    the fix (``pp_leaves.StepLeaves.reshard`` at a block's post-forward): NOT EQUIVALENT
+    (118 s)."""
     out = _prove("r49c_01_pp_lossfn_kept_ref_freed_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R49c-2: as R49c-1, the previous block's kept reference "
-                   "checked in the next block's forward hook (4 layers, 2 blocks a stage)")
 def test_r49c_2_pp_previous_block_reference_size_is_not_accepted(tmp_path):
-    """R49c-2: EQUIVALENT at 66d9a93 (197 goals, 143 s); truth wrong (grad max 0.011)."""
+    """R49c-2: EQUIVALENT at 66d9a93 (197 goals, 143 s); truth wrong (grad max 0.011). Since
+    the fix: not EQUIVALENT."""
     out = _prove("r49c_04_pp_other_block_ref_freed_in_forward_wrong.py", tmp_path)
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R49c-3: as R49c-1, a read of the freed block leaf in "
-                   "loss_fn; freed_reads_refused sees no freed pipeline leaf inside the step")
-def test_r49c_3_pp_loss_fn_kept_reference_read_is_not_accepted(tmp_path):
+def test_r49c_3_pp_loss_fn_kept_reference_read_is_refused(tmp_path):
     """R49c-3: EQUIVALENT at 66d9a93 (107 goals, 117 s); ``0.0 * sum()`` of the kept block
-    reference in the last stage's loss_fn; truth: ranks 2, 3 die (SIGSEGV), 0, 1 exit 1."""
+    reference in the last stage's loss_fn; truth: ranks 2, 3 die (SIGSEGV), 0, 1 exit 1.
+    Since the fix: the read is refused (exit 3 at line 60, R48a-2; 87 s)."""
     out = _prove("r49c_02_pp_lossfn_kept_ref_read_crash.py", tmp_path)
-    assert _not_accepted(out), out
+    assert out["_rc"] == 3 and "R48a-2" in out["_err"] and \
+        "r49c_02_pp_lossfn_kept_ref_read_crash.py:60:" in out["_err"], out
 
 
 # -- sound ------------------------------------------------------------------------------------
