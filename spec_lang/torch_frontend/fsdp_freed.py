@@ -41,7 +41,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.storage_writes import storage_of
+from spec_lang.torch_frontend.storage_writes import on_dispatch, storage_of
 
 __all__ = ["free", "alloc", "is_freed", "allocated", "restore_all", "freed_reads_refused"]
 
@@ -145,13 +145,7 @@ def freed_reads_refused(path: str) -> Iterator[None]:
         PlanError: such an operator (exit 3): for real it reads freed memory (R48a-2)."""
     from spec_lang.torch_frontend.thread_guard import user_line  # noqa: PLC0415
 
-    mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)  # noqa: SLF001
-    if mode is None:
-        yield
-        return
-    had, before = "dispatch" in vars(mode), mode.dispatch
-
-    def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def seen(func: Any, args: tuple, kwargs: dict) -> None:
         what = _freed_arg(args, kwargs) if _FREED and _reads_memory(func) else None
         if what is not None:
             raise PlanError(f"{path}:{user_line(path)}: {func} reads {what} after its unit "
@@ -160,14 +154,9 @@ def freed_reads_refused(path: str) -> Iterator[None]:
                             "crash, or what the allocator put there; R48a-2). Read the "
                             "parameter through its module inside the unit's forward, and keep "
                             "no reference to it (or a view of it) past the forward")
-        return before(func, types, args, kwargs)
 
-    mode.dispatch = dispatch
     try:
-        yield
+        with on_dispatch(seen):
+            yield
     finally:
-        if had:
-            mode.dispatch = before
-        else:
-            del mode.dispatch
         restore_all()

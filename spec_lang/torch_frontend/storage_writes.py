@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["storage_of", "written", "on_writes", "counted", "count"]
+__all__ = ["storage_of", "written", "on_dispatch", "on_writes", "counted", "count"]
 
 _COUNTS: dict[Any, int] = {}
 _ON = [0]           # nesting depth of :func:`counted`
@@ -70,11 +70,12 @@ def count(t: Any) -> int:
 
 
 @contextlib.contextmanager
-def on_writes(seen: Callable[[Any, Any], None]) -> Iterator[None]:
-    """Within the block (inside ``make_fx``), ``seen(func, tensor)`` for every tensor an
-    operator the trace's ``FakeTensorMode`` dispatches writes into (:func:`written`), before
-    the operator runs; ``seen`` may raise to refuse it. The mode's ``dispatch`` is restored
-    after the block. Nothing happens outside a fake tensor trace."""
+def on_dispatch(seen: Callable[[Any, tuple, dict], None]) -> Iterator[None]:
+    """Within the block (inside ``make_fx``), ``seen(func, args, kwargs)`` for every operator
+    the trace's ``FakeTensorMode`` dispatches, before it runs (also in code the autograd
+    engine runs, where no torch function mode is active); ``seen`` may raise to refuse it.
+    The mode's ``dispatch`` is restored after the block. Nothing happens outside a fake
+    tensor trace."""
     mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)  # noqa: SLF001
     if mode is None:
         yield
@@ -82,8 +83,7 @@ def on_writes(seen: Callable[[Any, Any], None]) -> Iterator[None]:
     had, before = "dispatch" in vars(mode), mode.dispatch
 
     def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        for t in written(func, args, kwargs or {}):
-            seen(func, t)
+        seen(func, args, kwargs or {})
         return before(func, types, args, kwargs)
 
     mode.dispatch = dispatch
@@ -94,6 +94,19 @@ def on_writes(seen: Callable[[Any, Any], None]) -> Iterator[None]:
             mode.dispatch = before
         else:
             del mode.dispatch
+
+
+@contextlib.contextmanager
+def on_writes(seen: Callable[[Any, Any], None]) -> Iterator[None]:
+    """Within the block (inside ``make_fx``), ``seen(func, tensor)`` for every tensor an
+    operator the trace's ``FakeTensorMode`` dispatches writes into (:func:`written`), before
+    the operator runs; ``seen`` may raise to refuse it (:func:`on_dispatch`)."""
+    def each(func: Any, args: tuple, kwargs: dict) -> None:
+        for t in written(func, args, kwargs):
+            seen(func, t)
+
+    with on_dispatch(each):
+        yield
 
 
 def _count(func: Any, t: Any) -> None:
