@@ -142,21 +142,27 @@ def freed_reads_refused(path: str) -> Iterator[None]:
     nothing happens outside a fake tensor trace.
 
     Raises:
-        PlanError: such an operator (exit 3): for real it reads freed memory (R48a-2)."""
+        PlanError: such an operator (exit 3): for real it reads freed memory (R48a-2); again
+            at the end of the block when the train file caught it."""
     from spec_lang.torch_frontend.thread_guard import user_line  # noqa: PLC0415
+
+    found: list[str] = []
 
     def seen(func: Any, args: tuple, kwargs: dict) -> None:
         what = _freed_arg(args, kwargs) if _FREED and _reads_memory(func) else None
         if what is not None:
-            raise PlanError(f"{path}:{user_line(path)}: {func} reads {what} after its unit "
-                            "resharded, which frees that memory (torch 2.13 FSDPParam."
-                            "free_unsharded_param): for real the step reads freed memory (a "
-                            "crash, or what the allocator put there; R48a-2). Read the "
-                            "parameter through its module inside the unit's forward, and keep "
-                            "no reference to it (or a view of it) past the forward")
+            found.append(f"{path}:{user_line(path)}: {func} reads {what} after its unit "
+                         "resharded, which frees that memory (torch 2.13 FSDPParam."
+                         "free_unsharded_param): for real the step reads freed memory (a "
+                         "crash, or what the allocator put there; R48a-2). Read the "
+                         "parameter through its module inside the unit's forward, and keep "
+                         "no reference to it (or a view of it) past the forward")
+            raise PlanError(found[-1])
 
     try:
         with on_dispatch(seen):
             yield
     finally:
         restore_all()
+    if found:       # refused even when the train file caught the error (R49e)
+        raise PlanError(found[0])

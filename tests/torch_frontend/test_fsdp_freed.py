@@ -52,6 +52,19 @@ def test_a_read_of_freed_memory_is_refused_naming_the_parameter(read):
     assert msg.startswith("train.py:") and WHAT in msg and "R48a-2" in msg
 
 
+def test_a_refusal_the_step_catches_is_raised_at_the_end():
+    def step(w):
+        ff.free(w, WHAT)
+        try:
+            w.sum()
+        except Exception:   # noqa: BLE001 -- the train file swallowing the refusal
+            pass
+        return w.shape[0]
+
+    with pytest.raises(PlanError, match="R48a-2"):
+        _traced(step)
+
+
 def test_freeing_twice_is_once_and_the_end_of_the_block_restores():
     kept = []
 
