@@ -40,8 +40,8 @@ from spec_lang.torch_frontend.fsdp_mixed_precision import to_param_dtype
 from spec_lang.torch_frontend.recompute import gathered_then_written, param_versions
 from spec_lang.torch_frontend.storage_writes import storage_of
 
-__all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "gathered", "reduced", "reduced_grad", "collect",
-           "left_over"]
+__all__ = ["Unsharded", "unsharded_leaf", "leaf_of", "gathered", "reduced", "reduced_grad",
+           "collect", "left_over"]
 
 
 @dataclass

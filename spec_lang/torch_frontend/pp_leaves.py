@@ -98,8 +98,8 @@ def pre_backward_hooks(u: Any, out: Any) -> None:
     registered in its modules again (unit by unit, as the backward reaches each: round 43a,
     R43a-2, a hook of a later unit read an earlier unit's parameter registered too early).
     Called at ``u``'s post-forward, which reshards it outside the backward: its leaves' memory
-    is freed here until then (:meth:`StepLeaves.reshard`). Nothing when no active :class:`StepLeaves` holds leaves
-    of ``u``."""
+    is freed here until then (:meth:`StepLeaves.reshard`). Nothing when no active
+    :class:`StepLeaves` holds leaves of ``u``."""
     from torch.utils._pytree import tree_leaves  # noqa: PLC0415
 
     steps = next((s for s in ACTIVE if any(x.unit is u for x in s.leaves.values())), None)

@@ -47,7 +47,9 @@ def test_r49d_block_output_new_tensor_hook_read_is_not_accepted(tmp_path):
     """r49d_02: a forward hook registered after ``fully_shard`` returns ``o * 1.0`` and hooks
     the new tensor, reading the kept w2 weight: that hook runs before FSDP2's pre-backward
     hook (on ``o``), over freed memory. Truth: ranks 2, 3 SIGSEGV, 0, 1 exit 1.
-    At 509cf78: exit 3 (14 s): the `aten.sum` in the tensor hook refused, "reads FSDP2's unsharded parameter of layers.0.feed_forward.w2.weight ... after its unit resharded" (line 58, R48a-2)."""
+    At 509cf78: exit 3 (14 s): the ``aten.sum`` in the tensor hook refused, "reads FSDP2's
+    unsharded parameter of layers.0.feed_forward.w2.weight ... after its unit resharded"
+    (line 58, R48a-2)."""
     out = _prove("r49d_02_pp_block_output_hook_after_fsdp_new_tensor_read_crash.py", tmp_path)
     assert _not_accepted(out), out
 

@@ -48,7 +48,8 @@ def test_r49e_1_exclude_python_key_grad_write_is_not_accepted(tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason="R49e-2: a read of freed memory under "
-                   "_DisableTorchDispatch is not refused (EQUIVALENT at fde2714, 65 s; ranks SIGSEGV)")
+                   "_DisableTorchDispatch is not refused (EQUIVALENT at fde2714, 65 s; "
+                   "ranks SIGSEGV)")
 def test_r49e_2_disable_torch_dispatch_freed_read_is_not_accepted(tmp_path):
     """R49e-2: r49b_05's read of the kept root w0 (freed after ``optimizer.step()``) under
     ``torch._C._DisableTorchDispatch``, value unused: EQUIVALENT (6 goals, 65 s); truth: both
