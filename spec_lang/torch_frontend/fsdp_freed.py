@@ -41,7 +41,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.storage_writes import on_dispatch, storage_of
+from spec_lang.torch_frontend.storage_writes import on_dispatch, storage_of, written
 
 __all__ = ["free", "alloc", "is_freed", "allocated", "restore_all", "freed_reads_refused"]
 
@@ -151,9 +151,10 @@ def freed_reads_refused(path: str) -> Iterator[None]:
     def seen(func: Any, args: tuple, kwargs: dict) -> None:
         what = _freed_arg(args, kwargs) if _FREED and _reads_memory(func) else None
         if what is not None:
-            found.append(f"{path}:{user_line(path)}: {func} reads {what} after its unit "
+            verb = "writes into" if written(func, args, kwargs) else "reads"
+            found.append(f"{path}:{user_line(path)}: {func} {verb} {what} after its unit "
                          "resharded, which frees that memory (torch 2.13 FSDPParam."
-                         "free_unsharded_param): for real the step reads freed memory (a "
+                         "free_unsharded_param): for real the step uses freed memory (a "
                          "crash, or what the allocator put there; R48a-2). Read the "
                          "parameter through its module inside the unit's forward, and keep "
                          "no reference to it (or a view of it) past the forward")
@@ -164,5 +165,6 @@ def freed_reads_refused(path: str) -> Iterator[None]:
             yield
     finally:
         restore_all()
-    if found:       # refused even when the train file caught the error (R49e)
+    if found:       # refused even when caught: also where caught.py does not look (a try in
+        # a module the train file imports, code it exec's), round 49e
         raise PlanError(found[0])

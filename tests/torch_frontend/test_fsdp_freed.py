@@ -52,6 +52,17 @@ def test_a_read_of_freed_memory_is_refused_naming_the_parameter(read):
     assert msg.startswith("train.py:") and WHAT in msg and "R48a-2" in msg
 
 
+def test_a_write_into_freed_memory_is_named_a_write():
+    def step(w):
+        ff.free(w, WHAT)
+        with torch.no_grad():
+            w.zero_()
+        return w.shape[0]
+
+    with pytest.raises(PlanError, match=r"aten\.zero_\.default writes into FSDP2's"):
+        _traced(step)
+
+
 def test_a_refusal_the_step_catches_is_raised_at_the_end():
     def step(w):
         ff.free(w, WHAT)
