@@ -49,6 +49,10 @@ def main(argv: list[str]) -> int:
         # dist.new_group recorded, before the train file can bind it (issue 11)
         from spec_lang.torch_frontend.new_groups import watch
         watch()
+        # torch's dispatch switches refused to the train file, before it can bind them (R49e-1)
+        from spec_lang.torch_frontend.dispatch_escapes import check as escapes_check
+        from spec_lang.torch_frontend.dispatch_escapes import install as refuse_escapes
+        refuse_escapes(path)
         # torch's pipelining as torch ships it, before the train file runs (round 29, R29-2)
         take_snapshot()
         take_baseline()         # the code and classes that exist before it (R30c-1)
@@ -62,6 +66,7 @@ def main(argv: list[str]) -> int:
         with importing(path):   # a store or a collective when imported (R35d-6)
             tf = read_train_file(path, Path(spec["source"]).read_bytes())
         caught_check(path, "when imported")     # R35d-2, round 38
+        escapes_check()
         _refuse_kernels(path, kernel_changes(), "when imported")
         _refuse_distributed(path)
         step_starts()           # a kernel registered from now on is the train file's (R32b-3)
@@ -81,6 +86,7 @@ def main(argv: list[str]) -> int:
                                  (tuple(s), d, tuple(st), bool(rg)) for s, d, st, rg in pp_in],
                              cpu=bool(spec.get("cpu")))
         caught_check(path, "during the capture")
+        escapes_check()
         _refuse_kernels(path, kernel_changes(), "after the step")
         # names as the state_dict gives them (torch's checkpoint wrapper: round 38e, r38e_10)
         from spec_lang.torch_frontend.wrapper_names import state_dict_names
