@@ -35,7 +35,7 @@ from typing import Any
 
 from spec_lang.errors import PlanError
 
-__all__ = ["ESCAPES", "install", "uninstall", "check", "installed"]
+__all__ = ["ESCAPES", "install", "uninstall", "check", "installed", "is_wrapper"]
 
 ESCAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("torch._C", ("_DisableTorchDispatch", "_ExcludeDispatchKeyGuard", "ExcludeDispatchKeyGuard",
@@ -43,67 +43,106 @@ ESCAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "_SetExcludeDispatchKeyGuard", "_dispatch_tls_set_dispatch_key_excluded",
                   "_dispatch_tls_set_dispatch_key_included", "_set_meta_in_tls_dispatch_include",
                   "_unset_dispatch_mode", "_set_dispatch_mode", "_pop_torch_dispatch_stack",
-                  "_push_on_torch_dispatch_stack")),
+                  "_push_on_torch_dispatch_stack", "_dispatch_call_boxed")),
     ("torch.utils._mode_utils", ("no_dispatch",)),
     ("torch.utils._python_dispatch", ("_disable_current_modes", "_pop_mode",
-                                      "_pop_mode_temporarily", "_disable_infra_mode")),
-    ("torch._subclasses.fake_tensor", ("unset_fake_temporarily",)),
-    ("torch.fx.experimental.proxy_tensor", ("disable_proxy_modes_tracing",)),
+                                      "_pop_mode_temporarily", "_disable_infra_mode",
+                                      "_unset_infra_mode")),
+    ("torch._subclasses.fake_tensor", ("unset_fake_temporarily", "FakeTensorMode.__enter__",
+                                       "FakeTensorMode.__exit__")),
+    ("torch.fx.experimental.proxy_tensor", ("disable_proxy_modes_tracing",
+                                            "ProxyTorchDispatchMode.__enter__",
+                                            "ProxyTorchDispatchMode.__exit__")),
     ("torch._ops", ("OpOverload.redispatch",)),
 )
 """(module, names): torch 2.13's switches that run an operator past the dispatch modes, or
-take the modes off the stack; ``Class.method`` names a method. Each is refused when called
-from the train file's code (:func:`install`)."""
+take the trace's modes off the stack; ``Class.method`` names a method. Each is refused when
+called from the train file's code (:func:`install`). ``TorchDispatchMode.__enter__`` /
+``__exit__`` are refused only on an infra mode (the trace's fake or proxy mode, R50a-1
+r50a_08): a mode of the train file's own enters and exits as ever."""
+
+INFRA_ESCAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("torch.utils._python_dispatch", ("TorchDispatchMode.__enter__", "TorchDispatchMode.__exit__")),
+)
+"""As :data:`ESCAPES`, refused only when ``self`` is an infra mode (``is_infra_mode()``: the
+trace's fake or proxy mode taken off by its base class's method, R50a-1)."""
 
 _SAVED: list[tuple[Any, str, Any]] = []
 """(owner, attribute, original) of every binding :func:`install` replaced."""
+_WRAPPERS: set[int] = set()
+"""The ids of the wrappers :func:`install` made (they live as long as the process)."""
 _FOUND: list[str] = []
 """Every refusal's message, in order (the train file may catch the error: :func:`check`)."""
 
 
 @functools.lru_cache(maxsize=4096)
-def _kind(filename: str) -> str:
-    """``"ours"`` (torch's or the front end's file), ``"stdlib"`` (the standard library's, not
-    an installed package under it), or ``"user"``."""
+def _in_stdlib(filename: str) -> bool:
+    """Whether ``filename`` is the standard library's (not an installed package under it)."""
     import site
     import sysconfig
 
-    import torch
-
-    import spec_lang.torch_frontend as fe
-
-    if filename.startswith(tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, fe))):
-        return "ours"
     paths = sysconfig.get_paths()
     installed = {paths["purelib"], paths["platlib"], *site.getsitepackages(),
                  site.getusersitepackages()}
-    if filename.startswith(paths["stdlib"] + os.sep) \
-            and not filename.startswith(tuple(d + os.sep for d in installed)):
-        return "stdlib"
-    return "user"
+    return filename.startswith(paths["stdlib"] + os.sep) \
+        and not filename.startswith(tuple(d + os.sep for d in installed))
 
 
-def _user_caller(frame: Any) -> Any:
-    """The first frame from ``frame`` outward that is not the standard library's, when it is
-    the user's (None when it is torch's or the front end's, or there is none)."""
-    while frame is not None and _kind(frame.f_code.co_filename) == "stdlib":
+def _user_caller(frame: Any, names: set[str] | None) -> Any:
+    """The frame whose call of a switch decides, from ``frame`` (the switch's caller) outward,
+    when it runs the user's code (None when it runs torch's or the front end's, or there is
+    none). Whose code a frame runs is :meth:`op_guard.Baseline.own_code`'s answer (the code
+    object existed before the train file ran, in its own module's namespace), not its file
+    name: code compiled under torch's file name is the user's (R50a-3, r50a_04). A frame of
+    torch's, the front end's or the standard library's decides only when its code names the
+    switch (``names``: every name it is bound under, in ``co_names``); one that calls it as a
+    value it was handed is a trampoline (``tree_map(switch, ...)``, the ``torch.no_grad()``
+    decorator's wrapper, an ``ExitStack`` callback: R50a-3, r50a_05 / r50a_06), and the frame
+    that called the trampoline is looked at. ``names`` None (``__enter__`` / ``__exit__``, which
+    a ``with`` statement calls without naming): the first frame of torch's or the front end's
+    decides, past the standard library's."""
+    from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
+
+    base = current_baseline()
+    while frame is not None:
+        if not (base.own_code(frame) or _importing(frame)):
+            return frame
+        if names is None:
+            if not _in_stdlib(frame.f_code.co_filename):
+                return None
+        elif not names.isdisjoint(frame.f_code.co_names):
+            return None
         frame = frame.f_back
-    if frame is None or _kind(frame.f_code.co_filename) == "ours":
-        return None
-    return frame
+    return None
 
 
-def _wrap(orig: Any, name: str, path: str) -> Any:
-    @functools.wraps(orig)
+def _importing(frame: Any) -> bool:
+    """Whether ``frame`` runs code of a torch or front-end module while it is being imported
+    (lazily, in the step: ``torch._inductor``'s modules from ``make_fx``'s decompositions; its
+    top-level code, a class body, a function it calls)."""
+    g = frame.f_globals
+    name = g.get("__name__")
+    mod = sys.modules.get(name) if type(name) is str else None
+    return mod is not None and vars(mod) is g and name.startswith(("torch.", "spec_lang.")) \
+        and getattr(getattr(mod, "__spec__", None), "_initializing", False) is True \
+        and frame.f_code.co_filename == getattr(mod, "__file__", None)
+
+
+def _wrap(orig: Any, name: str, path: str, names: set[str] | None,
+          infra_only: bool = False) -> Any:
+    """A function calling ``orig``, refusing a call from the user's code (``infra_only``: only
+    on an infra dispatch mode, the method's ``self``; ``names``: :func:`_user_caller`'s). It
+    keeps ``orig``'s name and doc but not ``orig`` itself (no ``__wrapped__``: round 50a
+    handed it out, R50a-2)."""
     def escape(*a: Any, **k: Any) -> Any:
-        caller = _user_caller(sys._getframe(1))  # noqa: SLF001
+        if infra_only and not (a and getattr(a[0], "is_infra_mode", lambda: False)()):
+            return orig(*a, **k)
+        caller = _user_caller(sys._getframe(1), names)  # noqa: SLF001
         if caller is not None:
             from spec_lang.torch_frontend.thread_guard import user_line  # noqa: PLC0415
 
-            line = user_line(path)
-            if line == 1 and os.path.realpath(caller.f_code.co_filename) \
-                    == os.path.realpath(path):
-                line = caller.f_lineno
+            mine = os.path.realpath(caller.f_code.co_filename) == os.path.realpath(path)
+            line = caller.f_lineno if mine else user_line(path)
             _FOUND.append(
                 f"{path}:{line}: the train file calls {name}, which runs operators past "
                 "torch's dispatch modes: the capture's trace (make_fx, FakeTensorMode) would "
@@ -112,8 +151,16 @@ def _wrap(orig: Any, name: str, path: str) -> Any:
             raise PlanError(_FOUND[-1])
         return orig(*a, **k)
 
-    escape.__shardproof_escape__ = orig     # type: ignore[attr-defined]
+    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(escape, attr, getattr(orig, attr))
+    _WRAPPERS.add(id(escape))
     return escape
+
+
+def is_wrapper(fn: Any) -> bool:
+    """Whether ``fn`` is one of :func:`install`'s wrappers (the tests)."""
+    return id(fn) in _WRAPPERS
 
 
 def install(path: str) -> None:
@@ -121,16 +168,19 @@ def install(path: str) -> None:
     loaded ``torch`` module, with a wrapper refusing the train file's calls (``path``: the
     train file, named in the message with the user's line). Call in the capture child before
     the train file is imported; :func:`uninstall` undoes it."""
-    for modname, names in ESCAPES:
+    for modname, listed, infra_only in [*((m, n, False) for m, n in ESCAPES),
+                                        *((m, n, True) for m, n in INFRA_ESCAPES)]:
         mod = importlib.import_module(modname)
-        for dotted in names:
+        for dotted in listed:
             owner, _, name = (mod, "", dotted) if "." not in dotted else (
                 getattr(mod, dotted.split(".")[0]), "", dotted.split(".")[1])
             orig = owner.__dict__.get(name) if isinstance(owner, type) else getattr(
                 owner, name, None)
-            if orig is None or hasattr(orig, "__shardproof_escape__"):
+            if orig is None or is_wrapper(orig):
                 continue
-            wrapper = _wrap(orig, f"{modname}.{dotted}", path)
+            dunder = name.startswith("__")
+            names: set[str] | None = None if dunder else {name}
+            wrapper = _wrap(orig, f"{modname}.{dotted}", path, names, infra_only)
             if isinstance(owner, type):
                 _SAVED.append((owner, name, orig))
                 setattr(owner, name, wrapper)
@@ -143,6 +193,7 @@ def install(path: str) -> None:
                     if value is orig:
                         _SAVED.append((other, key, orig))
                         setattr(other, key, wrapper)
+                        names.add(key)      # (no_dispatch: torch._C._DisableTorchDispatch)
 
 
 def uninstall() -> None:

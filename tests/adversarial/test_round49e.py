@@ -28,27 +28,27 @@ def _prove(name: str, tmp_path: Path) -> dict:
     return prove(ROUND49E / name, tmp_path)
 
 
-def test_r49e_1_disable_torch_dispatch_grad_write_is_not_accepted(tmp_path):
+def test_r49e_1_disable_torch_dispatch_grad_write_is_refused(tmp_path):
     """R49e-1: the DTensor grads' local tensors doubled in place under
-    ``torch._C._DisableTorchDispatch`` (parallel run only): EQUIVALENT (6 goals, 53 s); truth
-    wrong (w0 0.0064, w1 0.0027, w2 0.0033)."""
+    ``torch._C._DisableTorchDispatch`` (parallel run only): EQUIVALENT at fde2714 (6 goals,
+    53 s); truth wrong (w0 0.0064, w1 0.0027, w2 0.0033). Since stop 50 exit 3 (7 s)."""
     out = _prove("r49e_05_disable_torch_dispatch_grad_write_wrong.py", tmp_path)
     assert out["_rc"] == 3 and "_DisableTorchDispatch" in out["_err"] \
         and ":61:" in out["_err"], out
 
 
-def test_r49e_1_exclude_python_key_grad_write_is_not_accepted(tmp_path):
+def test_r49e_1_exclude_python_key_grad_write_is_refused(tmp_path):
     """R49e-1 (same cause): as r49e_05 under
-    ``torch._C._ExcludeDispatchKeyGuard(DispatchKeySet(DispatchKey.Python))``: EQUIVALENT (6
-    goals, 32 s); truth wrong (w0 0.0064)."""
+    ``torch._C._ExcludeDispatchKeyGuard(DispatchKeySet(DispatchKey.Python))``: EQUIVALENT at
+    fde2714 (6 goals, 32 s); truth wrong (w0 0.0064). Since stop 50 exit 3."""
     out = _prove("r49e_06_exclude_python_key_grad_write_wrong.py", tmp_path)
     assert out["_rc"] == 3 and "_ExcludeDispatchKeyGuard" in out["_err"], out
 
 
-def test_r49e_2_disable_torch_dispatch_freed_read_is_not_accepted(tmp_path):
+def test_r49e_2_disable_torch_dispatch_freed_read_is_refused(tmp_path):
     """R49e-2: r49b_05's read of the kept root w0 (freed after ``optimizer.step()``) under
-    ``torch._C._DisableTorchDispatch``, value unused: EQUIVALENT (6 goals, 65 s); truth: both
-    ranks die (SIGSEGV, -11)."""
+    ``torch._C._DisableTorchDispatch``, value unused: EQUIVALENT at fde2714 (6 goals, 65 s);
+    truth: both ranks die (SIGSEGV, -11). Since stop 50 exit 3 at the line."""
     out = _prove("r49e_02_disable_torch_dispatch_freed_read_crash.py", tmp_path)
     assert out["_rc"] == 3 and ":59:" in out["_err"], out
 
