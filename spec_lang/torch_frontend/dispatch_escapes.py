@@ -1,26 +1,33 @@
 """Operators run where the trace cannot see them: torch's dispatch switches, refused when the
-train file calls them (adversarial round 49e, R49e-1 / R49e-2).
+train file calls them (adversarial rounds 49e, 50a, 50b: R49e-1, R49e-2, R50a-1 .. R50a-3).
 
 The capture sees an operator because ``make_fx``'s proxy mode and the ``FakeTensorMode`` are
 torch dispatch modes, reached through the dispatcher's ``Python`` key. torch has private
 switches that take an operator past them: ``torch._C._DisableTorchDispatch()``, a guard that
 excludes the ``Python`` key (``_ExcludeDispatchKeyGuard``, ``_ForceDispatchKeyGuard``, the
-TLS setters), the mode stack popped or unset (``_pop_mode_temporarily``,
-``_disable_current_modes``, ``unset_fake_temporarily``, ``disable_proxy_modes_tracing``), and
-their wrappers (``no_dispatch``). An operator run under one is missing from the trace, from the
-write counting (:mod:`storage_writes`) and from the freed-memory refusal (:mod:`fsdp_freed`),
-while the real run executes it: r49e_05 doubled the DTensor gradients' local tensors in place
-under ``_DisableTorchDispatch`` and was EQUIVALENT (R49e-1); r49e_02 read FSDP2's freed
-unsharded memory under it, not refused (R49e-2).
+TLS setters), the mode stack popped, unset or exited (``_pop_mode_temporarily``,
+``_disable_current_modes``, ``_unset_infra_mode``, ``unset_fake_temporarily``,
+``disable_proxy_modes_tracing``, the infra modes' ``__exit__``), and their wrappers
+(``no_dispatch``). An operator run under one is missing from the trace, from the write
+counting (:mod:`storage_writes`) and from the freed-memory refusal (:mod:`fsdp_freed`), while
+the real run executes it: r49e_05 doubled the DTensor gradients' local tensors in place under
+``_DisableTorchDispatch`` and was EQUIVALENT (R49e-1); r49e_02 read FSDP2's freed unsharded
+memory under it, not refused (R49e-2).
 
 :func:`install` (the capture child, before the train file is imported) replaces each switch in
-:data:`ESCAPES`, at every binding a loaded torch module holds, with a wrapper that refuses a
-call whose caller (past standard-library frames) is not torch's or the front end's: the train
-file, a module of the user's, code ``exec``'d from a string. torch's own calls pass through
-unchanged. A name the train file binds at import binds the wrapper. The original reached past
-every binding (``gc.get_objects()``, ``object.__subclasses__()``), or a kernel called by its
-dispatch key (``OpOverload._op_dk``, ``_handle.redispatch_boxed``), stay the R29-4 family: a
-train file that sets out to subvert the capture in its own process (``docs/torch.md``).
+:data:`ESCAPES` / :data:`INFRA_ESCAPES`, at every binding a loaded torch module holds, with a
+wrapper (no ``__wrapped__``: R50a-2) that refuses a call the train file's code makes
+(:func:`_user_caller`: frames judged by their code object, not their file name, R50a-3; a
+torch helper that calls a switch it was handed is looked through). torch's own calls pass
+through unchanged, and so does a dispatch mode of the train file's own. A name the train file
+binds at import binds the wrapper. Not covered, the R29-4 family (a train file that sets out
+to subvert the capture in its own process, ``docs/torch.md``): the original reached past every
+binding (``gc.get_objects()``, ``object.__subclasses__()``, the wrapper's closure);
+``torch._C._disabled_torch_dispatch_impl`` (``Tensor.__torch_dispatch__``, compared by identity
+in torch, so not wrapped: R50a-1) and kernels called by dispatch key (``OpOverload._op_dk``,
+``_handle.redispatch_boxed``); a torch helper that runs code it is handed under a switch its own
+code enters (R50b-1). A profile hook that judged the state instead of the names caught more,
+and made every capture 2.2x slower (``tests/adversarial/ATTEMPTS.md``, round 50a).
 """
 
 from __future__ import annotations
@@ -69,8 +76,8 @@ trace's fake or proxy mode taken off by its base class's method, R50a-1)."""
 
 _SAVED: list[tuple[Any, str, Any]] = []
 """(owner, attribute, original) of every binding :func:`install` replaced."""
-_WRAPPERS: set[int] = set()
-"""The ids of the wrappers :func:`install` made (they live as long as the process)."""
+_WRAPPERS: dict[int, Any] = {}
+"""Every wrapper :func:`install` made, by id (kept alive: an id is never reused)."""
 _FOUND: list[str] = []
 """Every refusal's message, in order (the train file may catch the error: :func:`check`)."""
 
@@ -154,7 +161,7 @@ def _wrap(orig: Any, name: str, path: str, names: set[str] | None,
     for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
         with contextlib.suppress(AttributeError, TypeError):
             setattr(escape, attr, getattr(orig, attr))
-    _WRAPPERS.add(id(escape))
+    _WRAPPERS[id(escape)] = escape
     return escape
 
 

@@ -6,7 +6,8 @@ tensors doubled in place in the parallel run only; truth wrong: w0 0.0073 / 0.00
 Truth: ``tests/adversarial/torch4_truth.py FILE 2`` (dp 2, gloo, float64).
 
 Since the lead's fix (stop 50) only R50a-1's ``_disabled_torch_dispatch_impl`` stays open (a
-stated limit); the rest is refused. At 989eab9: R50a-1: a switch not in ``ESCAPES`` (``torch._C._disabled_torch_dispatch_impl``, bound also as
+stated limit); the rest is refused. At 989eab9: R50a-1: a switch not in ``ESCAPES``
+(``torch._C._disabled_torch_dispatch_impl``, bound also as
 ``torch.Tensor.__torch_dispatch__``; ``torch.utils._python_dispatch._unset_infra_mode``; a dispatch
 mode's own ``__exit__``). R50a-2: the wrapper keeps the original (``__wrapped__``). R50a-3: the
 caller test believes a torch frame that is not the one deciding: code compiled with torch's
