@@ -113,11 +113,10 @@ def test_r31_2_dp_library_cpu_aten_div_impl_is_not_accepted(tmp_path):
 # -- false refusal (strict xfail asserting EQUIVALENT) -----------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a post-accumulate-grad hook registered and removed "
-                   "inside train_step leaves _post_accumulate_grad_hooks on the parameter: "
-                   "UNKNOWN step-state (not from round 31's fixes)")
 def test_r31_all_reduce_in_grad_hook_right_is_accepted(tmp_path):
-    """UNKNOWN at 0f22574 (73 s); right (truth 5.6e-17 / 0.0)."""
+    """UNKNOWN at 0f22574 (73 s: the hook registered and removed inside train_step left
+    ``_post_accumulate_grad_hooks`` on the parameter); right (truth 5.6e-17 / 0.0). EQUIVALENT
+    at fbe17b3 (61 s) and since: the strict xfail was stale (found in stop 50's slow run)."""
     out = _prove("r31_09_dp_all_reduce_in_grad_hook_right.py", tmp_path)
     assert _equivalent(out), out
 
