@@ -33,7 +33,6 @@ and made every capture 2.2x slower (``tests/adversarial/ATTEMPTS.md``, round 50a
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
 import os
 import sys
@@ -82,19 +81,6 @@ _FOUND: list[str] = []
 """Every refusal's message, in order (the train file may catch the error: :func:`check`)."""
 
 
-@functools.lru_cache(maxsize=4096)
-def _in_stdlib(filename: str) -> bool:
-    """Whether ``filename`` is the standard library's (not an installed package under it)."""
-    import site
-    import sysconfig
-
-    paths = sysconfig.get_paths()
-    installed = {paths["purelib"], paths["platlib"], *site.getsitepackages(),
-                 site.getusersitepackages()}
-    return filename.startswith(paths["stdlib"] + os.sep) \
-        and not filename.startswith(tuple(d + os.sep for d in installed))
-
-
 def _user_caller(frame: Any, names: set[str] | None) -> Any:
     """The frame whose call of a switch decides, from ``frame`` (the switch's caller) outward,
     when it runs the user's code (None when it runs torch's or the front end's, or there is
@@ -108,14 +94,14 @@ def _user_caller(frame: Any, names: set[str] | None) -> Any:
     that called the trampoline is looked at. ``names`` None (``__enter__`` / ``__exit__``, which
     a ``with`` statement calls without naming): the first frame of torch's or the front end's
     decides, past the standard library's."""
-    from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
+    from spec_lang.torch_frontend.op_guard import current_baseline, in_stdlib  # noqa: PLC0415
 
     base = current_baseline()
     while frame is not None:
         if not (base.own_code(frame) or _importing(frame)):
             return frame
         if names is None:
-            if not _in_stdlib(frame.f_code.co_filename):
+            if not in_stdlib(frame.f_code.co_filename):
                 return None
         elif not names.isdisjoint(frame.f_code.co_names):
             return None

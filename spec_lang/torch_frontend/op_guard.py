@@ -30,11 +30,26 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Baseline", "take_baseline", "current_baseline", "foreign_frame", "watching",
-           "namespaces", "tampered", "work_changes"]
+__all__ = ["in_stdlib", "Baseline", "take_baseline", "current_baseline", "foreign_frame",
+           "watching", "namespaces", "tampered", "work_changes"]
 
 _BASELINE: list[Any] = [None]
 _OWN_PREFIXES = ("torch", "spec_lang")
+
+
+@functools.lru_cache(maxsize=4096)
+def in_stdlib(filename: str) -> bool:
+    """Whether ``filename`` is the standard library's (not an installed package that lives
+    under the standard library's directory, e.g. torchtitan in a venv's site-packages)."""
+    import os
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    installed = {paths["purelib"], paths["platlib"], *site.getsitepackages(),
+                 site.getusersitepackages()}
+    return filename.startswith(paths["stdlib"] + os.sep) \
+        and not filename.startswith(tuple(d + os.sep for d in installed))
 
 
 def _codes_of(code: Any, into: set[int], keep: list[Any]) -> None:

@@ -163,20 +163,15 @@ def _trusted(filename: str) -> bool:
     """Whether a frame's file is torch's, the front end's or the standard library's (not an
     installed package that lives under the standard library's directory, e.g. torchtitan)."""
     import os
-    import site
-    import sysconfig
 
     import torch
 
     import spec_lang.torch_frontend as fe
+    from spec_lang.torch_frontend.op_guard import in_stdlib
 
     if filename.startswith(tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, fe))):
         return True
-    paths = sysconfig.get_paths()
-    installed = {paths["purelib"], paths["platlib"], *site.getsitepackages(),
-                 site.getusersitepackages()}
-    return filename.startswith(paths["stdlib"] + os.sep) \
-        and not filename.startswith(tuple(d + os.sep for d in installed))
+    return in_stdlib(filename)
 
 
 def _from_user(frame: Any, stop: Any) -> bool:
