@@ -1,8 +1,10 @@
 """The checker's ``cut`` step (``docs/certificate.md``, "Soundness of cut"): ``lhs == rhs``
 from a lemma proved over fresh ``cut:`` variables and one premise per cut point. Every cut
 variable is an unconstrained real INPUT with the dims of the global spec tensor it stands for;
-the lemma's two sides, instantiated at the spec and plan terms, must be exactly the step's
-``lhs`` and ``rhs`` (looked-up nodes only: the checker adds no node). Part of the checker's
+the lemma's two sides, instantiated at the spec and plan terms and with their other inputs
+renamed bijectively, must be exactly the step's ``lhs`` and ``rhs``: one lemma per layer
+class serves every layer of the class (issue 14 item 2), checked by one walk per instance
+that matches the lemma against the goal (the checker adds no node). Part of the checker's
 trusted base (``docs/trusted-base.md``); ``chk`` is :class:`proofs.checker._Checker`.
 
 Raises:
@@ -38,8 +40,8 @@ def check_cut(chk: Any, where: str, k: int, st: dict[str, Any], lhs: int, rhs: i
         if not free[n]:
             raise _fail(f"{where}: {side} node {n} mentions a {CUT_PREFIX} variable")
     nodes = chk.t.nodes
-    to_var: dict[int, int] = {}
-    to_embed: dict[int, int] = {}
+    to_spec: dict[int, int] = {}     # var -> spec node
+    to_plan: dict[int, int] = {}     # embed -> plan node
     names: set[str] = set()
     for h, c in enumerate(cuts):
         w = f"{where} cut {h}"
@@ -68,40 +70,98 @@ def check_cut(chk: Any, where: str, k: int, st: dict[str, Any], lhs: int, rhs: i
         if any(sh_ for _, sh_ in sdims) or chk.varying[sh]:
             raise _fail(f"{w}: spec node {sh} is sharded or varies over the mesh (a cut "
                         f"variable stands for one global tensor)")
-        if sh in to_var:
+        if sh in to_spec.values():
             raise _fail(f"{w}: spec node {sh} is cut twice")
-        if ph in to_embed:
+        if ph in to_plan.values():
             raise _fail(f"{w}: plan node {ph} is cut twice")
+        if mh in to_plan:
+            raise _fail(f"{w}: embed node {mh} is used twice in the step")
         if dict(nodes[mh][3]) != dict(nodes[ph][3]):
             raise _fail(f"{w}: embed node {mh} and plan node {ph} differ in dims")
-        other = _other_cut_var(chk, mh, xh)
+        other = _other_input(chk, mh, xh)
         if other is not None:
-            raise _fail(f"{w}: embed node {mh} mentions {CUT_PREFIX} variable node {other}, "
-                        f"not only its var {xh}")
+            what = (f"{CUT_PREFIX} variable" if _is_cut_name(nodes[other][2][0]) else "input")
+            raise _fail(f"{w}: embed node {mh} mentions {what} node {other}, not only its var "
+                        f"{xh}")
         inst = chk.subst(mh, {xh: sh}, w + " instance")
         q = c["premise"]
         chk.earlier(q, k, w + " premise")
         if (chk.steps[q]["lhs"], chk.steps[q]["rhs"]) != (inst, ph):
             raise _fail(f"{w}: premise step {q} proves node {chk.steps[q]['lhs']} == node "
                         f"{chk.steps[q]['rhs']}, not instance {inst} == plan node {ph}")
-        to_var[sh] = xh
-        to_embed[ph] = mh
-    e2 = chk.subst(lhs, to_var, where + " lemma lhs")
-    a2 = chk.subst(rhs, to_embed, where + " lemma rhs")
+        to_spec[xh] = sh
+        to_plan[mh] = ph
     s = st.get("lemma")
     chk.earlier(s, k, where + " lemma")
-    if (chk.steps[s]["lhs"], chk.steps[s]["rhs"]) != (e2, a2):
-        raise _fail(f"{where}: lemma step {s} proves node {chk.steps[s]['lhs']} == node "
-                    f"{chk.steps[s]['rhs']}, not the cut terms {e2} == {a2}")
+    e, a = chk.steps[s]["lhs"], chk.steps[s]["rhs"]
+    ren: dict[str, str] = {}
+    back: dict[str, str] = {}
+    why = (_instance(chk, e, lhs, to_spec, None, ren, back)
+           or _instance(chk, a, rhs, None, to_plan, ren, back))
+    if why is not None:
+        raise _fail(f"{where}: lemma step {s} (node {e} == node {a}) is not the cut terms "
+                    f"{lhs} == {rhs} with each spec / plan node at its var / embed and the "
+                    f"inputs renamed bijectively: {why}")
+    if chk.dep[s] and any(x != y for x, y in ren.items()):
+        raise _fail(f"{where}: lemma step {s} rests on an assumed spec denominator, which a "
+                    f"renaming of inputs does not carry")
 
-def _other_cut_var(chk: Any, root: int, var: int) -> int | None:
-    """A ``cut:`` INPUT other than ``var`` reachable from ``root``, or None."""
-    free = chk.cut_free()
+
+def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
+              to_plan: dict[int, int] | None, ren: dict[str, str], back: dict[str, str]
+              ) -> str | None:
+    """Is node ``tgt`` the lemma side ``pat`` instantiated? On the spec side (``to_spec``) a
+    cut var ``x`` stands for its spec node; on the plan side (``to_plan``) an embed node
+    stands for its plan node (and a bare cut var is not allowed); every other input is
+    renamed by the one bijective renaming ``ren`` / ``back`` (same kind, domain and dims), and
+    every other node has the op, attrs and dims of its image and its children's images as
+    children. None when it is, else the first difference."""
+    nodes = chk.t.nodes
+    image: dict[int, int] = {}
+    stack = [(pat, tgt)]
+    while stack:
+        p, q = stack.pop()
+        if p in image:
+            if image[p] != q:
+                return f"lemma node {p} stands for both node {image[p]} and node {q}"
+            continue
+        image[p] = q
+        if to_plan is not None and p in to_plan:
+            if to_plan[p] != q:
+                return f"embed node {p} is at node {q}, not at its plan node {to_plan[p]}"
+            continue
+        op, args, attrs, dims = nodes[p]
+        if op == "INPUT" and _is_cut_name(attrs[0] if attrs else None):
+            if to_spec is None or p not in to_spec:
+                return f"cut var node {p} is not one of this step's vars on the spec side"
+            if to_spec[p] != q:
+                return f"cut var node {p} is at node {q}, not at its spec node {to_spec[p]}"
+            continue
+        oq, aq, tq, dq = nodes[q]
+        if op != oq or dims != dq or len(args) != len(aq):
+            return f"lemma node {p} and node {q} differ in op, dims or arity"
+        if op == "INPUT":
+            if attrs[1:] != tq[1:] or [type(v) for v in attrs] != [type(v) for v in tq]:
+                return f"inputs {attrs[0]!r} and {tq[0]!r} differ in kind or domain"
+            if _is_cut_name(tq[0]):
+                return f"input {attrs[0]!r} is at cut var {tq[0]!r}"
+            if (ren.setdefault(attrs[0], tq[0]) != tq[0]
+                    or back.setdefault(tq[0], attrs[0]) != attrs[0]):
+                return f"input {attrs[0]!r} is not renamed consistently"
+            continue
+        if attrs != tq or [type(v) for v in attrs] != [type(v) for v in tq]:
+            return f"lemma node {p} and node {q} differ in attrs"
+        stack.extend(zip(args, aq))
+    return None
+
+
+def _other_input(chk: Any, root: int, var: int) -> int | None:
+    """An ``INPUT`` other than ``var`` reachable from ``root``, or None."""
     seen: set[int] = set()
     stack = [root]
     while stack:
         n = stack.pop()
-        if n in seen or free[n] or n == var:
+        if n in seen or n == var:
             continue
         seen.add(n)
         if chk.t.nodes[n][0] == "INPUT":

@@ -389,6 +389,9 @@ def export_certificate(cert: dict[str, Any], *, label: str = "certificate") -> C
     Raises:
         ExportError: a row or step the translation does not understand (one line, naming it).
     """
+    from proofs.coq_cuts import expand_class_cuts
+
+    cert = expand_class_cuts(cert)   # class cuts as rename + exact cut (Steps.v checks those)
     codes = rule_codes()
     names = _Names()
     rows, steps, obs = cert["nodes"], cert["steps"], cert["obligations"]

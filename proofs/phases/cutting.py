@@ -257,17 +257,28 @@ def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
     """
     steps, node = log.steps, log.node
     by_cut = {c.name: c for c in plan.cuts}
+    by_var = {c.var.attrs[0]: c for c in plan.cuts}
     lemmas, premises = plan.lemmas, plan.premises
     done = work.by_name
+    renamed: dict[str, int] = {}   # lemma name -> its rename step, made when first needed
     for w in work.goals:   # lemmas reused from a renaming class representative
         if w.reuses is not None and w.status == "open":
             src = done[w.reuses]
             if src.status == "proved":
                 w.status, w.method = "proved", src.method
-                w.proof = steps.rename(node(w.expected), node(w.actual), src.proof)
                 w.reuses_lemma = True
             else:
                 w.reason = f"same lemma as {src.name}, which is open: {src.reason}"
+
+    def proof_of(w: GoalResult) -> int:
+        """The step proving lemma ``w`` as stated: its own proof, or a rename of its class's."""
+        if w.reuses is None:
+            return w.proof
+        if w.name not in renamed:
+            renamed[w.name] = steps.rename(node(w.expected), node(w.actual),
+                                           done[w.reuses].proof)
+        return renamed[w.name]
+
     step: dict[str, int | None] = {}    # cut name -> step proving inst == plan, or None
     why: dict[str, str] = {}
 
@@ -277,10 +288,19 @@ def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
         if any(step.get(u) is None for u in ob.uses):
             return None
         if not ob.uses:
-            return w.proof
-        items = [(node(by_cut[u].spec), node(by_cut[u].plan), node(by_cut[u].var),
-                  node(by_cut[u].embed), step[u]) for u in ob.uses]
-        return steps.cut(node(lhs), node(rhs), w.proof, items)
+            return proof_of(w)
+        at = {u: by_cut[u] for u in ob.uses}     # the cut point whose var / embed the lemma has
+        src = done[w.reuses] if w.reuses is not None else None
+        if src is not None:   # the class's lemma itself, at this instance's cut points
+            mine = class_cut_points(w, src, ob.uses, by_cut, by_var)
+            if mine is None:
+                src = None
+            else:
+                at = mine
+        items = [(node(by_cut[u].spec), node(by_cut[u].plan), node(at[u].var),
+                  node(at[u].embed), step[u]) for u in ob.uses]
+        return steps.cut(node(lhs), node(rhs), src.proof if src is not None else proof_of(w),
+                         items)
 
     smt_below: dict[str, bool] = {}     # cut name -> an smt proof in its premise's closure
     for n in _premise_order(premises):
@@ -314,6 +334,54 @@ def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
         "reused": sum(w.reuses is not None and w.status == "proved" for w in done.values()),
         "open": sum(w.status != "proved" for w in done.values()),
         "cuts": len(plan.cuts)}
+
+
+def class_cut_points(w: Any, src: Any, uses: list[str], by_cut: dict[str, Any],
+                     by_var: dict[str, Any]) -> dict[str, Any] | None:
+    """For lemma ``w``, a bijective renaming of the inputs of its class's lemma ``src``: the
+    class's cut point at each of ``w``'s cuts (its var is the one the renaming sends to the
+    cut's var), so that one ``cut`` step instantiates ``src``'s proof at ``w``'s cut points
+    (``docs/certificate.md``, cut steps; issue 14 item 2). None when a cut has no such point
+    or the two embeds differ other than in their var (the caller then renames ``src``'s
+    lemma to ``w``'s and cuts that)."""
+    ren = input_renaming((src.expected, src.actual), (w.expected, w.actual))
+    if ren is None:
+        return None
+    back = {b: a for a, b in ren.items()}
+    out: dict[str, Any] = {}
+    for u in uses:
+        c = by_var.get(back.get(by_cut[u].var.attrs[0], ""))
+        if c is None or input_renaming((c.embed,), (by_cut[u].embed,)) is None:
+            return None
+        out[u] = c
+    return out
+
+
+def input_renaming(a: tuple[Term, ...], b: tuple[Term, ...]) -> dict[str, str] | None:
+    """The bijective renaming of INPUT names (same kind, domain and dims) mapping terms ``a``
+    onto ``b`` node by node, or None when there is none."""
+    ren: dict[str, str] = {}
+    back: dict[str, str] = {}
+    seen: set[tuple[int, int]] = set()
+    stack = list(zip(a, b))
+    while stack:
+        x, y = stack.pop()
+        if (x.uid, y.uid) in seen:
+            continue
+        seen.add((x.uid, y.uid))
+        if x.op is not y.op or x.dims != y.dims or len(x.args) != len(y.args):
+            return None
+        if x.op is Op.INPUT:
+            if x.attrs[1:] != y.attrs[1:]:
+                return None
+            if ren.setdefault(x.attrs[0], y.attrs[0]) != y.attrs[0] or \
+                    back.setdefault(y.attrs[0], x.attrs[0]) != x.attrs[0]:
+                return None
+            continue
+        if x.attrs != y.attrs or list(map(type, x.attrs)) != list(map(type, y.attrs)):
+            return None     # (1 == True == Fraction(1): the checker compares types too)
+        stack.extend(zip(x.args, y.args))
+    return ren
 
 
 def _ratio_of(r: Refutation) -> Fraction | None:
