@@ -248,8 +248,11 @@ def retry_whole(work: Work, plan: CutPlan, binding: Binding, dens: Any, log: Pro
 
 def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
                   log: ProofLog) -> dict[str, int]:
-    """Goal proofs from the lemma proofs: ``rename`` steps for reused lemmas, ``cut`` steps
-    for premises (in dependency order) and goals (``goals``, the problem's records, updated).
+    """Goal proofs from the lemma proofs: ``cut`` steps for premises (in dependency order) and
+    goals (``goals``, the problem's records, updated); a lemma reused from its class's
+    representative is cut with the representative's proof at its own cut points (a class cut,
+    docs/certificate.md; issue 14 item 2), or renamed when it has no cut points or they do not
+    correspond. Called once per run.
 
     Returns:
         the lemma counts of ``Report.lemma_counts``: obligations, by rewriting, by z3, reused,
@@ -261,22 +264,24 @@ def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
     lemmas, premises = plan.lemmas, plan.premises
     done = work.by_name
     renamed: dict[str, int] = {}   # lemma name -> its rename step, made when first needed
+    reused: dict[str, GoalResult] = {}   # lemma name -> the proved class lemma it reuses
     for w in work.goals:   # lemmas reused from a renaming class representative
         if w.reuses is not None and w.status == "open":
             src = done[w.reuses]
             if src.status == "proved":
                 w.status, w.method = "proved", src.method
                 w.reuses_lemma = True
+                reused[w.name] = src
             else:
                 w.reason = f"same lemma as {src.name}, which is open: {src.reason}"
 
     def proof_of(w: GoalResult) -> int:
         """The step proving lemma ``w`` as stated: its own proof, or a rename of its class's."""
-        if w.reuses is None:
+        if w.name not in reused:
             return w.proof
         if w.name not in renamed:
             renamed[w.name] = steps.rename(node(w.expected), node(w.actual),
-                                           done[w.reuses].proof)
+                                           reused[w.name].proof)
         return renamed[w.name]
 
     step: dict[str, int | None] = {}    # cut name -> step proving inst == plan, or None
@@ -290,7 +295,7 @@ def assemble_cuts(goals: list[GoalResult], work: Work, plan: CutPlan,
         if not ob.uses:
             return proof_of(w)
         at = {u: by_cut[u] for u in ob.uses}     # the cut point whose var / embed the lemma has
-        src = done[w.reuses] if w.reuses is not None else None
+        src = reused.get(w.name)
         if src is not None:   # the class's lemma itself, at this instance's cut points
             mine = class_cut_points(w, src, ob.uses, by_cut, by_var)
             if mine is None:
