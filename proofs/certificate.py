@@ -20,6 +20,7 @@ Steps refer only to earlier steps, so the checker replays the table in one pass.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -140,14 +141,18 @@ def sha256_file(path: str | Path) -> str:
 
 
 def write_certificate(path: str | Path, cert: dict[str, Any]) -> None:
-    """Write ``cert`` as JSON with sorted keys, atomically (temp file + ``os.replace``)."""
+    """Write ``cert`` as JSON with sorted keys, atomically (temp file + ``os.replace``); gzip-
+    compressed (level 6, no timestamp: the same bytes for the same certificate) when ``path``
+    ends in ``.gz``. ``check-certificate`` reads both (``proofs/checker_load.py``)."""
     path = Path(path)
+    data = (json.dumps(cert, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    # (json.dumps is the C encoder; json.dump streams through the pure-Python one: 5x)
+    if path.suffix == ".gz":
+        data = gzip.compress(data, compresslevel=6, mtime=0)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
     try:
-        with os.fdopen(fd, "w") as f:
-            # json.dumps is the C encoder (json.dump streams through the pure-Python one: 5x)
-            f.write(json.dumps(cert, sort_keys=True, separators=(",", ":")))
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes 0600; a certificate is meant to be shared

@@ -10,6 +10,7 @@ and, for a schema violation, the JSON path.
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from proofs.kernel import paused_gc
 FORMAT = "shardproof-certificate"
 FORMAT_VERSION = 3
 SCHEMA_FULL_LIMIT = 2000
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_EXPANDED_BYTES = 4 << 30   # a gzip certificate may expand to at most 4 GiB of JSON
 # the keys of each step kind, and of a cut step's cut points (the schema says the same)
 STEP_KEYS = {
     "refl": {"kind", "lhs", "rhs"},
@@ -42,12 +45,38 @@ def _fail(msg: str) -> CertificateError:
 
 
 
-def load(path: str | Path) -> dict[str, Any]:
+def certificate_text(path: str | Path) -> str:
+    """The JSON text of a certificate file: plain, or gzip-compressed (recognised by gzip's
+    magic bytes, whatever the file's name; one member, expanding to at most
+    ``MAX_EXPANDED_BYTES``).
+
+    Raises:
+        MalformedCertificate: unreadable, a broken or oversized gzip stream, not UTF-8.
+    """
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise MalformedCertificate(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") \
-            from None
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise MalformedCertificate(f"{path}: cannot read: {e.strerror or e}") from None
+    if raw[:2] == GZIP_MAGIC:
+        d = zlib.decompressobj(wbits=31)
+        try:
+            out = d.decompress(raw, MAX_EXPANDED_BYTES)
+        except zlib.error as e:
+            raise MalformedCertificate(f"{path}: not a gzip stream: {e}") from None
+        if d.unconsumed_tail:
+            raise MalformedCertificate(f"{path}: expands past {MAX_EXPANDED_BYTES} bytes")
+        if not d.eof or d.unused_data:
+            raise MalformedCertificate(f"{path}: a truncated gzip stream, or more than one "
+                                       f"member")
+        raw = out
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedCertificate(f"{path}: cannot read: {e}") from None
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    text = certificate_text(path)
     try:
         with paused_gc():
             cert = json.loads(text, parse_float=_no_float, parse_constant=_no_float)

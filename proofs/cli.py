@@ -578,14 +578,14 @@ def _rejected(as_json: bool, reason: str) -> int:
 def _coq(path: str, coq_file: str | None) -> dict[str, Any]:
     """Coq-check a certificate the Python checker accepted (docs/coq.md): a JSON-able report,
     or ``{"error": ...}`` when coqc fails on the library or the exported file."""
+    from proofs.checker_load import MalformedCertificate, certificate_text
     from proofs.coq_export import ExportError
     from proofs.coq_run import CoqFailed, coq_check
 
     try:
-        with open(path, encoding="utf-8") as f:
-            cert = json.load(f)
+        cert = json.loads(certificate_text(path))   # plain or gzip
         rep = coq_check(cert, out_v=coq_file, label=path)
-    except (CoqFailed, ExportError, OSError) as e:
+    except (CoqFailed, ExportError, OSError, MalformedCertificate) as e:
         return {"error": str(e)}
     return {"summary": rep.summary(), "obligations": rep.status, "why": rep.why,
             "claims": rep.claims, "checked": rep.checked, "steps_rejected": rep.failed_steps,
