@@ -114,9 +114,10 @@ def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
     cut var ``x`` stands for its spec node; on the plan side (``to_plan``) an embed node
     stands for its plan node (and a bare cut var is not allowed); every other input is
     renamed by the one bijective renaming ``ren`` / ``back`` (same kind, domain and dims), and
-    every other node has the op, attrs and dims of its image and its children's images as
-    children. None when it is, else the first difference."""
+    every other node has the op, attrs (compared with every value's type, nested: ``1`` is not
+    ``true``) and dims of its image and its children's images as children. None when it is, else the first difference."""
     nodes = chk.t.nodes
+    akeys = chk.t._akeys   # per node: its attrs with every value's type, nested (kernel.py)
     image: dict[int, int] = {}
     stack = [(pat, tgt)]
     while stack:
@@ -141,7 +142,7 @@ def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
         if op != oq or dims != dq or len(args) != len(aq):
             return f"lemma node {p} and node {q} differ in op, dims or arity"
         if op == "INPUT":
-            if attrs[1:] != tq[1:] or [type(v) for v in attrs] != [type(v) for v in tq]:
+            if akeys[p][1][1:] != akeys[q][1][1:]:
                 return f"inputs {attrs[0]!r} and {tq[0]!r} differ in kind or domain"
             if _is_cut_name(tq[0]):
                 return f"input {attrs[0]!r} is at cut var {tq[0]!r}"
@@ -149,7 +150,7 @@ def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
                     or back.setdefault(tq[0], attrs[0]) != attrs[0]):
                 return f"input {attrs[0]!r} is not renamed consistently"
             continue
-        if attrs != tq or [type(v) for v in attrs] != [type(v) for v in tq]:
+        if akeys[p] != akeys[q]:
             return f"lemma node {p} and node {q} differ in attrs"
         stack.extend(zip(args, aq))
     return None
