@@ -112,7 +112,8 @@ def _top_phase(r: dict[str, Any]) -> str:
 def frontier_table(data: dict[str, Any], keys: list[str]) -> Any:
     t = _T(title="(a) frontier plans: targets <= 60 s and <= 8 GB each", show_lines=False)
     for c in ("plan", "layers", "mesh", "verdict", "goals", "rewr", "z3", "reused", "open",
-              "load s", "prove s", "cert s", "check s", "load+prove s", "peak GB", "target",
+              "load s", "prove s", "cert s", "check s", "cert MB", "gz MB", "load+prove s",
+              "peak GB", "target",
               "TrainVerify s", "load1", "tree"):
         t.add_column(c, justify="left" if c in ("plan", "mesh", "verdict", "tree") else "right")
     for k in keys:
@@ -135,6 +136,7 @@ def frontier_table(data: dict[str, Any], keys: list[str]) -> Any:
                   _f(r.get("load_s")), _f(r.get("prove_s")), _f(r.get("cert_write_s")),
                   (_f(r.get("cert_check_s")) + ("" if r.get("cert_ok", True) else " REJ"))
                   if "cert_check_s" in r else "-",
+                  _f(r.get("cert_mb")), _f(r.get("cert_gz_mb"), 2),
                   _f(tot), _f(gb, 2), target, "-" if tv is None else f"{tv:,.0f}",
                   _f((r.get("loadavg_before") or [None])[0], 2), r.get("commit", "?"))
     return t

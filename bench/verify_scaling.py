@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import gzip
 import hashlib
 import importlib.util
 import json
@@ -248,6 +249,8 @@ def run_one(p: dict[str, Any], timeout_s: float, jobs: int, certify: bool) -> di
             write_certificate(cert, certificate_of(report))
             r["cert_write_s"] = time.monotonic() - t2
             r["cert_mb"] = cert.stat().st_size / 2 ** 20
+            # what `--certificate OUT.json.gz` writes (write_certificate: gzip level 6)
+            r["cert_gz_mb"] = len(gzip.compress(cert.read_bytes(), 6, mtime=0)) / 2 ** 20
             del report, problem
             # the module-level plan is what the certificate names: re-trace it like
             # `check-certificate` does; a reduced-depth build() is not in the file

@@ -142,13 +142,15 @@ def sha256_file(path: str | Path) -> str:
 
 def write_certificate(path: str | Path, cert: dict[str, Any]) -> None:
     """Write ``cert`` as JSON with sorted keys, atomically (temp file + ``os.replace``); gzip-
-    compressed (level 6, no timestamp: the same bytes for the same certificate) when ``path``
-    ends in ``.gz``. ``check-certificate`` reads both (``proofs/checker_load.py``)."""
+    compressed when ``path`` ends in ``.gz`` (level 6, no timestamp, OS byte 255: the same
+    bytes for the same certificate on every Python). ``check-certificate`` reads both
+    (``proofs/checker_load.py``)."""
     path = Path(path)
     data = (json.dumps(cert, sort_keys=True, separators=(",", ":")) + "\n").encode()
     # (json.dumps is the C encoder; json.dump streams through the pure-Python one: 5x)
-    if path.suffix == ".gz":
+    if path.suffix == ".gz":   # OS byte 255 ("unknown"): Pythons differ (round 51b, R51b-2)
         data = gzip.compress(data, compresslevel=6, mtime=0)
+        data = data[:9] + b"\xff" + data[10:]
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "wb") as f:
