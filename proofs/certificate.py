@@ -266,7 +266,8 @@ def unwritable(certificate: str, plan: str | Path | None = None) -> str | None:
         return f"{certificate}: not a regular file; give a file path for the certificate"
     parent = target.resolve().parent
     if not parent.is_dir():
-        return f"{certificate}: the directory {parent} does not exist"
+        what = "is not a directory" if parent.exists() else "does not exist"
+        return f"{certificate}: {parent} {what}"
     try:
         fd, probe = tempfile.mkstemp(prefix=target.name + ".", suffix=".probe", dir=parent)
     except OSError as e:

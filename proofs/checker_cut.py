@@ -115,7 +115,8 @@ def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
     stands for its plan node (and a bare cut var is not allowed); every other input is
     renamed by the one bijective renaming ``ren`` / ``back`` (same kind, domain and dims), and
     every other node has the op, attrs (compared with every value's type, nested: ``1`` is not
-    ``true``) and dims of its image and its children's images as children. None when it is, else the first difference."""
+    ``true``) and dims of its image and its children's images as children. None when it is,
+    else the first difference."""
     nodes = chk.t.nodes
     akeys = chk.t._akeys   # per node: its attrs with every value's type, nested (kernel.py)
     image: dict[int, int] = {}

@@ -99,7 +99,7 @@ def _prove(argv: list[str] | None) -> int:
     p.add_argument("--torch", action="store_true",
                    help="the file is a PyTorch train file: capture its single-device and "
                         "parallel training step (docs/torch.md)")
-    p.add_argument("--certificate", metavar="OUT.json", help="write a certificate here")
+    p.add_argument("--certificate", metavar="OUT.json", help="write a certificate here (.gz: gzip)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="worker processes for independent goals and z3 queries "
                         "(default: the usable cores); small problems stay in-process")

@@ -93,8 +93,9 @@ def _plan_bytes(cert: Mapping[str, Any], cert_path: str | Path,
     except OSError as e:
         raise CertificateError(f"--retrace: cannot read the plan {p}: {e.strerror}") from None
     if hashlib.sha256(data).hexdigest() != cert["plan"]["sha256"]:
-        raise CertificateError(f"--retrace: {p} does not hash to plan.sha256 (the plan file "
-                               f"changed)")
+        raise CertificateError(f"--retrace: {p} does not hash to plan.sha256: the plan file "
+                               f"changed since the certificate was made, or it is another "
+                               f"plan (the certificate names {cert['plan'].get('path')!r})")
     return data
 
 
