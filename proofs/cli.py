@@ -2,8 +2,8 @@
 
 Exit codes (STYLE rule 15): ``prove`` 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN, 3 bad input
 (also ``--executor ray`` without ray installed, an unusable ``--certificate`` path, a certificate
-that could not be written after proving: the verdict is printed first);
-an internal error is reported as ``prove: internal error: ...`` and exits 2 (never 0).
+that could not be written after proving: the verdict is printed first); an internal error is
+reported as ``prove: internal error: ...`` and exits 2 (never 0).
 ``prove --precision-lint=error``: 4 when the verdict is EQUIVALENT but the lint has findings.
 ``prove`` re-checks its own certificate with ``check-certificate`` in a fresh process (unless
 ``--no-check``); the checker agrees when it verified prove's verdict (its exit 0, 1 or 2 and
@@ -13,8 +13,7 @@ the same verdict); otherwise both verdicts are printed and the exit code is the 
 gate (issue 12): 0 EQUIVALENT, 1 NOT EQUIVALENT, 2 UNKNOWN (0 with ``--accept-unknown``),
 3 the file is unreadable or not a certificate, 4 rejected (one line saying why; also a
 certificate whose plan file is missing, unless ``--no-retrace``, and a failed re-trace).
-Every command takes ``--version``. Results go to stdout, diagnostics to stderr as
-``prog: error: ...``.
+Every command takes ``--version``; results go to stdout, diagnostics (``prog: error``) to stderr.
 
 Neither command imports or runs the plan file in its own process: ``prove`` traces it in a
 child interpreter and ``check-certificate`` re-traces it in one (:mod:`proofs.isolation`).
@@ -371,6 +370,7 @@ def _human(report: Any, certificate: str | None, verbose: bool = False) -> None:
     from dataclasses import replace
 
     from proofs.first_difference import first_differences
+    from proofs.report_text import assumption_lines
     from proofs.unknown import explain, explain_unsupported
 
     shown = report.open_goals if report.counterexample is None else []
@@ -391,7 +391,7 @@ def _human(report: Any, certificate: str | None, verbose: bool = False) -> None:
     if len(shown) > 20:
         print(f"  ... and {len(shown) - 20} more open goals")
     if report.assumptions:
-        _out(("assumptions: " + "; ".join(report.assumptions)).replace("\n", " "))
+        _out("\n".join(assumption_lines(report.assumptions)))   # proofs/report_text.py
     if certificate:
         _out(f"certificate: {certificate}".replace("\n", " "))
     skipped = sum(g.reason.startswith("not attempted") for g in report.open_goals)
