@@ -30,8 +30,8 @@ def _dims_str(dims: Any) -> str:
 
 def check_cut(chk: Any, where: str, k: int, st: dict[str, Any], lhs: int, rhs: int
               ) -> None:
-    """``lhs == rhs`` from a lemma over fresh variables and one premise per cut point
-    (docs/certificate.md, "Soundness of cut")."""
+    """``lhs == rhs`` from a lemma over fresh variables (its layer class's, other inputs renamed
+    bijectively) and one premise per cut point (docs/certificate.md, "Cut steps")."""
     cuts = st.get("cuts")
     if not isinstance(cuts, list) or not cuts:
         raise _fail(f"{where}: no cut points")

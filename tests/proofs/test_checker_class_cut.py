@@ -122,11 +122,6 @@ def real():
     return certificate_of(r)
 
 
-def _class_cuts(c):
-    """Cut steps whose lemma is not exactly their own cut terms (they rename a class lemma)."""
-    return [k for k, st in enumerate(expand_class_cuts(c)["steps"]) if st["kind"] == "rename"]
-
-
 def test_real_certificate_holds_one_lemma_per_class(tmp_path, real):
     cuts = [s for s in real["steps"] if s["kind"] == "cut"]
     users: dict[int, int] = {}
