@@ -15,8 +15,9 @@ Encoding (one z3 expression per element, every rank at once):
   functions of their argument; ``maximum``/``reduce_max``/``where``/``one_hot`` are ``If``;
   RoPE tables and irrational constants are uninterpreted constants.
 * The query asserts the domain premises and ``Or(lhs[e] != rhs[e] for every element e whose
-  difference z3's simplifier does not already reduce to 0)``; ``unsat`` proves the equality
-  for every input at these sizes.
+  difference z3's simplifier does not already reduce to 0, nor :func:`_cancels` to a sum of
+  monomials whose coefficients all cancel)``; ``unsat`` proves the equality for every input
+  at these sizes.
 
 Depends only on z3, numpy and :mod:`proofs.kernel` (it is part of the checker's trusted base).
 """
@@ -468,7 +469,7 @@ def build_query(table: NodeTable, lhs: int, rhs: int, binding: Mapping[str, int]
         if z3.eq(x, y):
             continue
         d = z3.simplify(x - y, som=True)
-        if z3.is_rational_value(d) and d.as_fraction() == 0:
+        if z3.is_rational_value(d) and d.as_fraction() == 0 or _cancels(d):
             continue
         diffs.append(x != y)
     s = z3.Solver(ctx=enc.ctx)
@@ -476,6 +477,48 @@ def build_query(table: NodeTable, lhs: int, rhs: int, binding: Mapping[str, int]
         s.add(p)
     s.add(z3.Or(diffs) if diffs else z3.BoolVal(False, enc.ctx))
     return SmtQuery(solver=s, smt2=s.to_smt2(), elements=int(da.size), trivial=not diffs)
+
+
+def _cancels(d: z3.ArithRef) -> bool:
+    """Whether ``d`` is 0 as a polynomial with rational coefficients over opaque atoms.
+
+    ``d`` is read as a sum (``+``, ``-``, unary ``-``) of products (``*``) of rational constants
+    and atoms; an atom is any other subterm (``tanh(..)``, ``1/s``, ``If(..)``, a nested sum),
+    identified by z3's hash-consed AST id, so equal atoms are the same expression. Products
+    commute, so a monomial is its sorted multiset of atoms; ``d`` is 0 when every monomial's
+    coefficients sum to 0. Sound for any ``d`` (an atom it cannot read is kept opaque); it
+    catches what ``simplify(som=True)`` leaves uncancelled when one side's products nest
+    differently (tests/bugs/test_schedules.py, the prefix average before a full average).
+    """
+    coeffs: dict[tuple[int, ...], Fraction] = {}
+    todo: list[tuple[z3.ExprRef, Fraction]] = [(d, Fraction(1))]
+    while todo:
+        t, sign = todo.pop()
+        k = t.decl().kind() if z3.is_app(t) else None
+        if k == z3.Z3_OP_ADD:
+            todo.extend((c, sign) for c in t.children())
+        elif k == z3.Z3_OP_SUB:
+            c0, *rest = t.children()
+            todo.append((c0, sign))
+            todo.extend((c, -sign) for c in rest)
+        elif k == z3.Z3_OP_UMINUS:
+            todo.append((t.arg(0), -sign))
+        else:
+            coef, atoms, factors = sign, [], [t]
+            while factors:
+                f = factors.pop()
+                fk = f.decl().kind() if z3.is_app(f) else None
+                if fk == z3.Z3_OP_MUL:
+                    factors.extend(f.children())
+                elif fk == z3.Z3_OP_UMINUS:
+                    coef, factors = -coef, factors + [f.arg(0)]
+                elif z3.is_rational_value(f):
+                    coef *= f.as_fraction()
+                else:
+                    atoms.append(f.get_id())
+            key = tuple(sorted(atoms))
+            coeffs[key] = coeffs.get(key, Fraction(0)) + coef
+    return all(c == 0 for c in coeffs.values())
 
 
 def run_query(q: SmtQuery, timeout_s: float) -> str:

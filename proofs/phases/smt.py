@@ -68,6 +68,9 @@ def _discharge(open_: list[GoalResult], pairs: dict[str, list[tuple[Term, Term]]
     for g in open_:  # 3b. z3 on the rest, at the sizes docs/soundness.md allows
         rest = [(e, a) for e, a in pairs[g.name] if (id(e), id(a)) not in leaf]
         for e, a in rest:
+            if e.op is Op.CONST and a.op is Op.CONST:  # cas found them unequal: z3 cannot help
+                failed_at[g.name] = f"constants differ: {e.attrs[0]} vs {a.attrs[0]}"
+                break
             b, why = z3.binding(e, a)
             if b is None:
                 failed_at[g.name] = why

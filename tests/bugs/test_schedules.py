@@ -374,14 +374,23 @@ def test_mutant_tied_pipeline_reduction_armed_under_gpipe():
         "EQUIVALENT"
 
 
-@pytest.mark.slow
-def test_prefix_average_before_a_full_average_is_harmless(request):
-    # avg over dp is idempotent: AR_avg(AR_avg(g0) + g1) = AR_avg(g0 + g1) (about 40 s: egglog)
-    if "slow" not in (request.config.getoption("-m") or ""):
-        pytest.skip("a slow proof: run with -m slow")
+def test_prefix_average_before_a_full_average_is_harmless(tmp_path):
+    # avg over dp is idempotent: AR_avg(AR_avg(g0) + g1) = AR_avg(g0 + g1). z3 proves the
+    # tied embedding's gradient on its whole normal forms; the difference's monomials cancel
+    # only once products nested differently are flattened (proofs/smt.py _cancels: UNKNOWN
+    # after a z3 timeout from merge 3eaa19f until stop 52), and the congruence split whose
+    # constant factors differ (-1 vs 1/2) is not sent to z3 (two 20 s timeouts before)
+    from proofs.certificate import certificate_of, write_certificate
+    from proofs.checker import check_certificate
     from tests.spec_lang.test_pipeline import _tied_plan, _tied_spec
     sch = arm_reduction_in_last_forward(gpipe(2, 2), DP)
-    assert _prove(_tied_spec(), _tied_plan(schedule=sch)).verdict == "EQUIVALENT"
+    r = _prove(_tied_spec(), _tied_plan(schedule=sch))
+    assert r.verdict == "EQUIVALENT", [(g.name, g.reason) for g in r.open_goals]
+    assert {g.name: g.method for g in r.goals}["grad:emb"] == "smt"
+    cert = tmp_path / "prefix_average.cert.json"
+    write_certificate(cert, certificate_of(r))
+    res = check_certificate(cert, retrace=False)  # the plan is built in this test, no file
+    assert res.verdict == "EQUIVALENT" and res.checked == res.total and res.smt >= 1
 
 
 def test_mutant_tied_pipeline_buffer_scaled_twice():
