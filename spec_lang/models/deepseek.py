@@ -294,17 +294,22 @@ def dense_mlp(p: Params, x: Tensor, d: DeepSeekDims, ctx: DeepSeekContext) -> Te
 
 
 def sequence_aux_loss(m: Tensor, probs: Tensor, c: DeepSeekConfig, d: DeepSeekDims,
-                      ctx: DeepSeekContext) -> Tensor:
+                      ctx: DeepSeekContext, boundary: str | None = None) -> Tensor:
     """Sequence-wise balance loss (report eqs. 17-20), averaged over the sequences: scalar
     ``mean_B sum_E f P`` with ``f = E/(k |S|) count`` (``count (B, E)``, no gradient) and
     ``P = mean_S(s')``; ``m`` the 0/1 top-k of the affinities (eq. 18: ``TopK(s)``, without
     the selection bias or the group limit) and ``probs = s' = s / sum_E s`` (the normalised
     sigmoid scores), both ``(B, S, E)``. ``|B|`` and ``|S|`` are the global sizes (on a rank
-    with a block of the tokens: its addend)."""
+    with a block of the tokens: its addend). ``boundary`` marks the per-sequence losses
+    ``(B,)`` as a layer boundary of that name (a cut point: the loss's lemma then sees one
+    input per layer instead of every layer's routing; issue 14 item 3)."""
     count = ctx.seq_routing_count(ops.sum(m, d.S), d)                           # (B, E)
     f = ops.stop_gradient(count) * ops.dim_size(d.E) / (ops.dim_size(d.S) * c.top_k)
     pm = ops.mean(probs, d.S)                                                     # (B, E)
-    return ops.mean(ops.sum(f * pm, d.E), d.B)
+    per_seq = ops.sum(f * pm, d.E)                                                # (B,)
+    if boundary is not None:
+        per_seq = ops.layer_boundary(per_seq, boundary)
+    return ops.mean(per_seq, d.B)
 
 
 def deepseek_moe(p: Params, x: Tensor, c: DeepSeekConfig, d: DeepSeekDims,
@@ -326,14 +331,15 @@ def deepseek_moe(p: Params, x: Tensor, c: DeepSeekConfig, d: DeepSeekDims,
         xs = ctx.enter_tp(x, d)
         y = y + ctx.exit_tp(swiglu(xs, p["shared.w1"], p["shared.w3"], p["shared.w2"],
                                    (d.B, d.S, d.H), d.FS), d)
-    return y, sequence_aux_loss(m_aux, probs, c, d, ctx)
+    return y, sequence_aux_loss(m_aux, probs, c, d, ctx, p.prefix + "aux")
 
 
 def dense_block(p: Params, x: Tensor, c: DeepSeekConfig, d: DeepSeekDims,
                 ctx: DeepSeekContext) -> Tensor:
     """Pre-norm block with MLA and the dense FFN: ``h = x + mla(norm(x))``, ``h + mlp(norm(h))``.
 
-    Marks ``<scope>`` (input) and ``<scope>.out`` (output) as layer boundaries."""
+    Marks ``<scope>`` (input), ``<scope>.out`` (output) and ``<scope>.moe.aux`` (the
+    per-sequence balance losses, :func:`sequence_aux_loss`) as layer boundaries."""
     x = ops.layer_boundary(x, p.prefix.rstrip("."))
     h = x + mla(p.scope("attn"), ops.rms_norm(x, p["attention_norm"], d.H, c.norm_eps), c, d, ctx)
     out = h + dense_mlp(p.scope("mlp"), ops.rms_norm(h, p["ffn_norm"], d.H, c.norm_eps), d, ctx)
@@ -344,7 +350,8 @@ def moe_block(p: Params, x: Tensor, c: DeepSeekConfig, d: DeepSeekDims, ctx: Dee
               bias: Tensor | None) -> tuple[Tensor, Tensor]:
     """Pre-norm block with MLA and DeepSeekMoE; returns ``(x', L_bal)``.
 
-    Marks ``<scope>`` (input) and ``<scope>.out`` (output) as layer boundaries."""
+    Marks ``<scope>`` (input), ``<scope>.out`` (output) and ``<scope>.moe.aux`` (the
+    per-sequence balance losses, :func:`sequence_aux_loss`) as layer boundaries."""
     x = ops.layer_boundary(x, p.prefix.rstrip("."))
     h = x + mla(p.scope("attn"), ops.rms_norm(x, p["attention_norm"], d.H, c.norm_eps), c, d, ctx)
     y, aux = deepseek_moe(p.scope("moe"), ops.rms_norm(h, p["ffn_norm"], d.H, c.norm_eps), c, d,

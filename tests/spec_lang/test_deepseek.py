@@ -296,7 +296,8 @@ def test_data_parallel_plan_is_certified(tmp_path) -> None:
 @pytest.mark.parametrize("mutant", [
     # ~40 s on two cores (the refutation is confirmed at the real sizes): slow; the other two
     # mutants of the same plan run in CI
-    pytest.param("no_group_limit", marks=pytest.mark.slow), "mtp_unshifted", "mtp_lambda_1"])
+    pytest.param("no_group_limit", marks=pytest.mark.slow), "mtp_unshifted", "mtp_lambda_1",
+    "aux_count_over_dp", "aux_count_over_dp_one_layer"])
 def test_mutants_are_refuted(mutant) -> None:
     import importlib.util
 
@@ -311,5 +312,7 @@ def test_mutants_are_refuted(mutant) -> None:
     cx = report.counterexample
     assert cx is not None
     assert any(abs(s - p) > 1e-9 * max(1.0, abs(s)) for _, s, p in cx.values), cx.render()
+    if mutant.startswith("aux_"):    # the balance loss reaches the loss and the routers
+        assert cx.goal.startswith(("loss", "grad:layers.", "grad:mtp.")), cx.goal
     if mutant == "no_group_limit":   # the routing of an MoE layer is what differs
         assert cx.goal.startswith(("grad:layers.", "grad:mtp.", "loss")), cx.goal

@@ -14,7 +14,11 @@ summed over dp. Expected: EQUIVALENT.
   forgets the group restriction of DeepSeek-V3's gate;
 * ``"mtp_unshifted"``: the MTP module is trained on ``t_{i+1}`` instead of ``t_{i+2}`` (its
   targets not shifted: an off-by-one in the multi-token-prediction labels);
-* ``"mtp_lambda_1"``: the MTP loss weighted 1 instead of lambda = 0.3.
+* ``"mtp_lambda_1"``: the MTP loss weighted 1 instead of lambda = 0.3;
+* ``"aux_count_over_dp"``: the balance loss's per-sequence routing counts summed over dp (a
+  batch-wise count where eq. 18 counts per sequence), in every MoE layer;
+* ``"aux_count_over_dp_one_layer"``: the same in the first MoE layer only (an asymmetric
+  layer: its balance-loss cut falls out of its class).
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ def build(mutant: str | None = None, config=DEEPSEEK_DEBUG, optimizer=None):
         plan_cfg = dataclasses.replace(config, topk_groups=config.n_groups)
     elif mutant == "mtp_lambda_1":
         plan_cfg = dataclasses.replace(config, mtp_lambda=1)
-    elif mutant not in (None, "mtp_unshifted"):
+    elif mutant not in (None, "mtp_unshifted", "aux_count_over_dp",
+                        "aux_count_over_dp_one_layer"):
         raise ValueError(mutant)
     plan_model = deepseek(plan_cfg)
 
@@ -49,6 +54,15 @@ def build(mutant: str | None = None, config=DEEPSEEK_DEBUG, optimizer=None):
         if mutant == "mtp_unshifted":
             def next_position(self, x, d):
                 return x
+
+        calls = 0
+
+        def seq_routing_count(self, count, d):
+            self.calls += 1   # one call per MoE layer, in order (the MTP module's last)
+            if mutant == "aux_count_over_dp" or (mutant == "aux_count_over_dp_one_layer"
+                                                 and self.calls == 1):
+                return all_reduce(count, DP)
+            return count
 
     def forward(p, data):
         seed = plan_model.objective(*deepseek_forward(p, data, plan_cfg, d, DataParallel()))
