@@ -376,7 +376,16 @@ def check_certificate(path: str | Path, *, retrace: bool = True,
         MalformedCertificate: unreadable, not JSON, wrong format or version, schema violation.
         CertificateError: any failed check (one line naming it).
     """
-    cert = load(path)
+    if retrace and early is None and plan_path is not None:
+        from proofs.retrace import speculative_retrace
+
+        early = speculative_retrace(plan_path, trace_timeout_s)
+    try:
+        cert = load(path)
+    except BaseException:
+        if early is not None:
+            early.cancel()
+        raise
     pending = None
     if retrace and early is not None:
         pending = early.adopt(cert, path, plan_path)

@@ -39,7 +39,7 @@ from proofs.isolation import PendingTrace, TraceFailed, start_trace
 from proofs.kernel import node_hash_table
 
 __all__ = ["plan_file", "start_retrace", "finish_retrace", "EarlyRetrace",
-           "await_certificate"]
+           "await_certificate", "speculative_retrace"]
 
 
 def plan_file(cert: Mapping[str, Any], cert_path: str | Path,
@@ -203,6 +203,20 @@ class EarlyRetrace:
         """End the tracing child (and its process group); remove its directory."""
         if self.pending is not None:
             self.pending.cancel()
+
+
+def speculative_retrace(plan: str | Path, timeout_s: float) -> EarlyRetrace:
+    """``check-certificate CERT --plan PLAN``: start re-tracing ``PLAN`` before the certificate
+    is read (reading a frontier certificate takes about 1 s), guessing what the certificate
+    will say: the plan path as the user gave it and the DSL front end when the file mentions
+    ``spec_lang`` (else ``torch``). A guess is only a guess: :meth:`EarlyRetrace.adopt`
+    uses this trace only when the certificate names that path and front end and the file
+    still has the bytes traced, and starts a fresh re-trace otherwise."""
+    try:
+        frontend = "dsl" if b"spec_lang" in Path(plan).read_bytes() else "torch"
+    except OSError:
+        frontend = "dsl"   # EarlyRetrace fails to read it too: adopt() reports it
+    return EarlyRetrace(plan, str(plan), frontend, timeout_s)
 
 
 def await_certificate(plan: str | Path, spec: str, timeout_s: float,

@@ -1,0 +1,97 @@
+"""``check-certificate CERT --plan PLAN`` starts re-tracing PLAN before reading CERT
+(``proofs.retrace.speculative_retrace``); the guess is used only when the certificate confirms
+it, and nothing is left running when the certificate is bad."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from proofs.checker import check_certificate
+from proofs.errors import CertificateError, MalformedCertificate
+from proofs.retrace import EarlyRetrace, speculative_retrace
+from tests.adversarial.forge import certificate
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = ROOT / "examples" / "llama_debug_dp.py"
+
+
+@pytest.fixture(scope="module")
+def cert_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("spec")
+    shutil.copy(PLAN, d / "plan.py")
+    old = os.getcwd()
+    os.chdir(d)
+    try:
+        certificate(Path("plan.py"), d / "c.json")   # records the path as given: plan.py
+    finally:
+        os.chdir(old)
+    return d
+
+
+def _children() -> set[int]:
+    me = str(os.getpid())
+    out = set()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if (p / "stat").read_text().split(")")[-1].split()[1] == me:
+                    out.add(int(p.name))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
+def test_the_guess_is_the_path_as_given_and_the_front_end_from_the_file(cert_dir, tmp_path):
+    early = speculative_retrace(cert_dir / "plan.py", 60)
+    try:
+        assert (early.path, early.frontend) == (str(cert_dir / "plan.py"), "dsl")
+        assert early.pending is not None
+    finally:
+        early.cancel()
+    torch_file = tmp_path / "train.py"
+    torch_file.write_text("import torch\n")
+    early = speculative_retrace(torch_file, 60)
+    early.cancel()
+    assert early.frontend == "torch"
+    missing = speculative_retrace(tmp_path / "nope.py", 60)
+    assert missing.pending is None       # nothing started: the certificate decides the error
+
+
+def test_a_confirmed_guess_is_adopted_and_a_wrong_one_retraced(cert_dir, monkeypatch):
+    cert = json.loads((cert_dir / "c.json").read_text())
+    monkeypatch.chdir(cert_dir)
+    early = speculative_retrace("plan.py", 60)
+    assert early.adopt(cert, cert_dir / "c.json", "plan.py") is early
+    early.cancel()
+    # the user names the file another way than prove did: the certificate's path is traced
+    other = speculative_retrace(cert_dir / "plan.py", 60)
+    fresh = other.adopt(cert, cert_dir / "c.json", cert_dir / "plan.py")
+    try:
+        assert fresh is not other and not isinstance(fresh, EarlyRetrace)
+        assert other.pending.proc.poll() is not None      # the guess's child is ended
+    finally:
+        fresh.cancel()
+    res = check_certificate(cert_dir / "c.json", plan_path=cert_dir / "plan.py")
+    assert res.verdict == "EQUIVALENT" and res.retraced and res.checked == res.total
+
+
+def test_a_bad_certificate_leaves_no_retrace_running(cert_dir, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    before = _children()
+    with pytest.raises(MalformedCertificate):
+        check_certificate(bad, plan_path=cert_dir / "plan.py")
+    assert _children() - before == set()
+    # a certificate of another plan: rejected on the hash, the guess's child ended too
+    cert = json.loads((cert_dir / "c.json").read_text())
+    cert["plan"]["sha256"] = "0" * 64
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(cert))
+    with pytest.raises(CertificateError, match="does not hash to plan.sha256"):
+        check_certificate(forged, plan_path=cert_dir / "plan.py")
+    assert _children() - before == set()
