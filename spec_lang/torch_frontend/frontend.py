@@ -43,7 +43,8 @@ from spec_lang.torch_frontend.state_sites import declaration_site, state_site
 from spec_lang.torch_frontend.tracedata import Job, Pool
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
-from spec_lang.torch_frontend.goal_text import _data_assumptions, _producing_site, _style_of
+from spec_lang.torch_frontend.goal_text import (_data_assumptions, _placement_text,
+                                                _producing_site, _style_of)
 from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.real_moves import check_real_moves
 from spec_lang.torch_frontend.real_literals import unread_real_literals
@@ -506,8 +507,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
             expected = _through(sv.term, sv.dims, tuple(p if not p.startswith("P(") else "R"
                                                          for p in pls), axes)
             m = _LAYER.search(name)
-            placement = ", ".join(f"{a}: {p}" for a, p in zip(axes, pls)) \
-                or "a plain tensor (the same program on every rank)"
+            placement = _placement_text(axes, pls)
             how = _style_of(cap.plans[0].styles, role.param)
             if cap.plans[0].pp:
                 from spec_lang.torch_frontend.pp_frontend import pp_placement

@@ -8,7 +8,24 @@ from typing import Any
 
 from spec_lang.torch_frontend.analysis import node_site
 
-__all__ = ["_style_of", "_producing_site", "_data_assumptions"]
+__all__ = ["_style_of", "_producing_site", "_data_assumptions", "_placement_text"]
+
+_DTENSOR_NAMES = (("SS(", "_StridedShard("), ("S(", "Shard("), ("P(", "Partial("))
+
+
+def _placement_text(axes: list[str], placements: tuple[str, ...]) -> str:
+    """``"dp: Shard(0), tp: Replicate()"``: the goal's placement per mesh axis in DTensor's
+    names (``placement_str``'s compact ``S(0)`` / ``R`` / ``P(sum)`` / ``SS(0,2)`` spelled
+    out, as the DSL prints them); a plain tensor when there is no mesh axis."""
+    def shown(p: str) -> str:
+        if p == "R":
+            return "Replicate()"
+        for short, long in _DTENSOR_NAMES:
+            if p.startswith(short):
+                return long + p[len(short):]
+        return p
+    return ", ".join(f"{a}: {shown(p)}" for a, p in zip(axes, placements)) \
+        or "a plain tensor (the same program on every rank)"
 
 
 def _style_of(styles: Mapping[str, tuple[str, str]], param: str | None) -> str:
