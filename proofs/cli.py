@@ -473,8 +473,7 @@ def _check(argv: list[str] | None) -> int:
     p.add_argument("--no-retrace", dest="retrace", action="store_false",
                    help="check the certificate alone, without the plan file (the OK line says "
                         "the goals are not tied to a plan)")
-    p.add_argument("--plan", help="the plan file to re-trace (default: the certificate's "
-                                  "plan.path, as given or beside the certificate)")
+    p.add_argument("--plan", help="the plan file to re-trace (default: the certificate's plan)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="z3 time limit per regenerated query (default 60)")
     p.add_argument("--trace-timeout", type=float, default=600.0, metavar="S",
@@ -511,8 +510,9 @@ def _check(argv: list[str] | None) -> int:
             return _err("check-certificate", INSTALL_HINT, 3)
     if not a.trace_timeout > 0 or not a.timeout > 0:
         return _err("check-certificate", "--timeout and --trace-timeout must be > 0")
-    if a.plan and not a.retrace:
-        return _err("check-certificate", "--plan and --no-retrace exclude each other")
+    if a.plan and (not a.retrace or not Path(a.plan).is_file()):   # a typo is bad input
+        return _err("check-certificate", f"--plan {a.plan}: no such file" if a.retrace
+                    else "--plan and --no-retrace exclude each other")
     from proofs.checker import check_certificate
     from proofs.errors import CertificateError, MalformedCertificate
     from proofs.retrace import await_certificate

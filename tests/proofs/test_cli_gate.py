@@ -89,6 +89,10 @@ def test_a_rejected_certificate_exits_4_and_malformed_input_3(certs, tmp_path, c
     alone.write_text((certs / "ok.json").read_text())
     assert check_main([str(alone)]) == 4
     assert "not tied to a plan" in capsys.readouterr().err
+    # a --plan the user mistyped is bad input (new-user trial, stop 51), not a rejection
+    assert check_main([str(alone), "--plan", str(tmp_path / "typo.py")]) == 3
+    err = capsys.readouterr().err
+    assert err == f"check-certificate: error: --plan {tmp_path / 'typo.py'}: no such file\n"
     (tmp_path / "garbage.json").write_text("{not json")
     assert check_main([str(tmp_path / "garbage.json")]) == 3
 
