@@ -376,12 +376,15 @@ def check_certificate(path: str | Path, *, retrace: bool = True,
         MalformedCertificate: unreadable, not JSON, wrong format or version, schema violation.
         CertificateError: any failed check (one line naming it).
     """
+    text = None
     if retrace and early is None and plan_path is not None:
+        from proofs.checker_load import certificate_text
         from proofs.retrace import speculative_retrace
 
-        early = speculative_retrace(plan_path, trace_timeout_s)
+        text = certificate_text(path)
+        early = speculative_retrace(plan_path, text, trace_timeout_s)
     try:
-        cert = load(path)
+        cert = load(path, text)
     except BaseException:
         if early is not None:
             early.cancel()

@@ -97,8 +97,15 @@ def _gunzip(path: str | Path, raw: bytes) -> bytes:
     return b"".join(parts)
 
 
-def load(path: str | Path) -> dict[str, Any]:
-    text = certificate_text(path)
+def load(path: str | Path, text: str | None = None) -> dict[str, Any]:
+    """The certificate at ``path`` (its text when already read by :func:`certificate_text`),
+    parsed and checked against the format, version and schema.
+
+    Raises:
+        MalformedCertificate: unreadable, not JSON, another format or version, schema.
+    """
+    if text is None:
+        text = certificate_text(path)
     try:
         with paused_gc():
             cert = json.loads(text, parse_float=_no_float, parse_constant=_no_float)

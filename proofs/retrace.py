@@ -205,18 +205,23 @@ class EarlyRetrace:
             self.pending.cancel()
 
 
-def speculative_retrace(plan: str | Path, timeout_s: float) -> EarlyRetrace:
+def speculative_retrace(plan: str | Path, cert_text: str,
+                        timeout_s: float) -> EarlyRetrace | None:
     """``check-certificate CERT --plan PLAN``: start re-tracing ``PLAN`` before the certificate
-    is read (reading a frontier certificate takes about 1 s), guessing what the certificate
-    will say: the plan path as the user gave it and the DSL front end when the file mentions
-    ``spec_lang`` (else ``torch``). A guess is only a guess: :meth:`EarlyRetrace.adopt`
-    uses this trace only when the certificate names that path and front end and the file
-    still has the bytes traced, and starts a fresh re-trace otherwise."""
+    is parsed (parsing a frontier certificate takes about 1 s), but only when its text
+    ``cert_text`` names the plan file's sha256 (so a file that is no certificate, or one of
+    another plan, never runs PLAN: round 52b, R52b-1); None otherwise. The certificate's path
+    and front end are guessed: PLAN as given, and the DSL front end when the file mentions
+    ``spec_lang`` (else ``torch``). :meth:`EarlyRetrace.adopt` uses this trace only when the
+    parsed certificate names that path and front end and the file, read again, still has the
+    bytes traced; otherwise it starts a fresh re-trace."""
     try:
-        frontend = "dsl" if b"spec_lang" in Path(plan).read_bytes() else "torch"
+        data = Path(plan).read_bytes()
     except OSError:
-        frontend = "dsl"   # EarlyRetrace fails to read it too: adopt() reports it
-    return EarlyRetrace(plan, str(plan), frontend, timeout_s)
+        return None    # start_retrace reports it once the certificate is read
+    if f'"sha256":"{hashlib.sha256(data).hexdigest()}"' not in cert_text:
+        return None
+    return EarlyRetrace(plan, str(plan), "dsl" if b"spec_lang" in data else "torch", timeout_s)
 
 
 def await_certificate(plan: str | Path, spec: str, timeout_s: float,

@@ -4,6 +4,7 @@ it, and nothing is left running when the certificate is bad."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -46,8 +47,13 @@ def _children() -> set[int]:
     return out
 
 
+def _text(data: bytes) -> str:
+    return '{"plan":{"sha256":"%s"}}' % hashlib.sha256(data).hexdigest()
+
+
 def test_the_guess_is_the_path_as_given_and_the_front_end_from_the_file(cert_dir, tmp_path):
-    early = speculative_retrace(cert_dir / "plan.py", 60)
+    text = (cert_dir / "c.json").read_text()
+    early = speculative_retrace(cert_dir / "plan.py", text, 60)
     try:
         assert (early.path, early.frontend) == (str(cert_dir / "plan.py"), "dsl")
         assert early.pending is not None
@@ -55,21 +61,33 @@ def test_the_guess_is_the_path_as_given_and_the_front_end_from_the_file(cert_dir
         early.cancel()
     torch_file = tmp_path / "train.py"
     torch_file.write_text("import torch\n")
-    early = speculative_retrace(torch_file, 60)
+    early = speculative_retrace(torch_file, _text(torch_file.read_bytes()), 60)
     early.cancel()
     assert early.frontend == "torch"
-    missing = speculative_retrace(tmp_path / "nope.py", 60)
-    assert missing.pending is None       # nothing started: the certificate decides the error
+    assert speculative_retrace(tmp_path / "nope.py", text, 60) is None
+
+
+def test_a_text_that_does_not_name_the_plan_runs_nothing(cert_dir, tmp_path):
+    # R52b-1: a file that is no certificate, or a certificate of another plan, never runs the
+    # plan's code (before the certificate is parsed and its plan.sha256 compared)
+    plan = cert_dir / "plan.py"
+    assert speculative_retrace(plan, '{"format": "x"}', 60) is None
+    other = _text(b"another plan")
+    assert speculative_retrace(plan, other, 60) is None
+    early = speculative_retrace(plan, _text(plan.read_bytes()), 60)
+    assert early is not None
+    early.cancel()
 
 
 def test_a_confirmed_guess_is_adopted_and_a_wrong_one_retraced(cert_dir, monkeypatch):
     cert = json.loads((cert_dir / "c.json").read_text())
     monkeypatch.chdir(cert_dir)
-    early = speculative_retrace("plan.py", 60)
+    text = (cert_dir / "c.json").read_text()
+    early = speculative_retrace("plan.py", text, 60)
     assert early.adopt(cert, cert_dir / "c.json", "plan.py") is early
     early.cancel()
     # the user names the file another way than prove did: the certificate's path is traced
-    other = speculative_retrace(cert_dir / "plan.py", 60)
+    other = speculative_retrace(cert_dir / "plan.py", text, 60)
     fresh = other.adopt(cert, cert_dir / "c.json", cert_dir / "plan.py")
     try:
         assert fresh is not other and not isinstance(fresh, EarlyRetrace)
