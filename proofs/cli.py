@@ -511,7 +511,7 @@ def _check(argv: list[str] | None) -> int:
     if not a.trace_timeout > 0 or not a.timeout > 0:
         return _err("check-certificate", "--timeout and --trace-timeout must be > 0")
     if a.plan and (not a.retrace or not Path(a.plan).is_file()):   # a typo is bad input
-        return _err("check-certificate", f"--plan {a.plan}: no such file" if a.retrace
+        return _err("check-certificate", f"--plan {a.plan}: not a file" if a.retrace
                     else "--plan and --no-retrace exclude each other")
     from proofs.checker import check_certificate
     from proofs.errors import CertificateError, MalformedCertificate

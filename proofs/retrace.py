@@ -131,14 +131,16 @@ class EarlyRetrace:
 
     SIGNAL = b"certificate written"
 
-    def __init__(self, plan: str | Path, name: str, frontend: str, timeout_s: float):
+    def __init__(self, plan: str | Path, name: str, frontend: str, timeout_s: float,
+                 data: bytes | None = None):
         self.plan, self.path, self.frontend, self.timeout_s = Path(plan), name, frontend, timeout_s
         self.parent = os.getppid()     # the process that will write the signal (prove)
-        self.data: bytes | None = None
+        self.data: bytes | None = data   # the bytes to trace (read here when not given)
         self.pending: PendingTrace | None = None
         self.outcome: Any = None      # (ProblemData, node hashes) or the TraceFailed
         try:
-            self.data = self.plan.read_bytes()
+            if self.data is None:
+                self.data = self.plan.read_bytes()
             self.pending = _start(name, self.data, frontend, timeout_s)
         except (OSError, CertificateError):
             self.pending = None   # no early trace: adopt() starts one from the certificate
@@ -221,7 +223,9 @@ def speculative_retrace(plan: str | Path, cert_text: str,
         return None    # start_retrace reports it once the certificate is read
     if f'"sha256":"{hashlib.sha256(data).hexdigest()}"' not in cert_text:
         return None
-    return EarlyRetrace(plan, str(plan), "dsl" if b"spec_lang" in data else "torch", timeout_s)
+    # the bytes hashed are the bytes traced (round 52c, R52c-1: not a second read)
+    return EarlyRetrace(plan, str(plan), "dsl" if b"spec_lang" in data else "torch", timeout_s,
+                        data)
 
 
 def await_certificate(plan: str | Path, spec: str, timeout_s: float,

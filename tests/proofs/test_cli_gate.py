@@ -92,7 +92,7 @@ def test_a_rejected_certificate_exits_4_and_malformed_input_3(certs, tmp_path, c
     # a --plan the user mistyped is bad input (new-user trial, stop 51), not a rejection
     assert check_main([str(alone), "--plan", str(tmp_path / "typo.py")]) == 3
     err = capsys.readouterr().err
-    assert err == f"check-certificate: error: --plan {tmp_path / 'typo.py'}: no such file\n"
+    assert err == f"check-certificate: error: --plan {tmp_path / 'typo.py'}: not a file\n"
     (tmp_path / "garbage.json").write_text("{not json")
     assert check_main([str(tmp_path / "garbage.json")]) == 3
 
