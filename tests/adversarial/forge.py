@@ -28,6 +28,42 @@ def certificate(plan: Path, out: Path, timeout_s: float = 120) -> dict[str, Any]
     return json.loads(out.read_text())
 
 
+def certificates_in(d: Path, plans: dict[str, Path | str]) -> None:
+    """Write each plan (``name.py -> source path, or its text``) into ``d`` and its genuine
+    certificate ``d/<name>.json``, proved from inside ``d`` so that the certificate records the
+    plan's path as ``<name>.py`` (relative, as a user gives it)."""
+    import os
+    import shutil
+
+    for name, src in plans.items():
+        if isinstance(src, Path):
+            shutil.copy(src, d / name)
+        else:
+            (d / name).write_text(src)
+    old = os.getcwd()
+    os.chdir(d)
+    try:
+        for name in plans:
+            certificate(Path(name), d / f"{Path(name).stem}.json")
+    finally:
+        os.chdir(old)
+
+
+def children() -> set[int]:
+    """Pids of this process's live (or not yet reaped) children, read from ``/proc``."""
+    import os
+
+    me, out = str(os.getpid()), set()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if (p / "stat").read_text().rsplit(")", 1)[-1].split()[1] == me:
+                    out.add(int(p.name))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
 def part_hashes(plan: Path) -> list[str]:
     """Merkle hashes of the PART nodes of the plan's goals (the z3 encoding names their addends
     ``part:<hash[:16]>@<rank>[<index>]``)."""

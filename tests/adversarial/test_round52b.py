@@ -19,7 +19,7 @@ import pytest
 from proofs.checker import check_certificate
 from proofs.errors import CertificateError, MalformedCertificate
 from proofs.retrace import EarlyRetrace, speculative_retrace
-from tests.adversarial.forge import certificate
+from tests.adversarial.forge import certificate, certificates_in, children
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "examples" / "llama_debug_dp.py"
@@ -42,29 +42,8 @@ plan = _plans.megatron(model, tp=1, dp=4, microbatches=2)
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("r52b")
-    shutil.copy(PLAN, d / "plan.py")
-    (d / "ns.py").write_text(NO_SPEC_LANG_TEXT)
-    old = os.getcwd()
-    os.chdir(d)
-    try:
-        certificate(Path("plan.py"), d / "c.json")
-        certificate(Path("ns.py"), d / "ns.json")
-    finally:
-        os.chdir(old)
+    certificates_in(d, {"plan.py": PLAN, "ns.py": NO_SPEC_LANG_TEXT})
     return d
-
-
-def _children() -> set[int]:
-    me = str(os.getpid())
-    out = set()
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if (p / "stat").read_text().split(")")[-1].split()[1] == me:
-                    out.add(int(p.name))
-            except (OSError, IndexError):
-                pass
-    return out
 
 
 def _procs_named(arg: str) -> list[int]:
@@ -89,11 +68,11 @@ def test_r52b_a1_honest_guess_then_the_file_becomes_another_plan(work, monkeypat
     """A1 (TOCTOU): guess traced on the certified bytes, file replaced before adopt: hash."""
     monkeypatch.chdir(work)
     shutil.copy(work / "plan.py", work / "t1.py")
-    cert = json.loads((work / "c.json").read_text())
-    early = speculative_retrace("t1.py", (work / "c.json").read_text(), 60)
+    cert = json.loads((work / "plan.json").read_text())
+    early = speculative_retrace("t1.py", (work / "plan.json").read_text(), 60)
     (work / "t1.py").write_text(OTHER)
     with pytest.raises(CertificateError, match="does not hash to plan.sha256"):
-        early.adopt(cert, work / "c.json", "t1.py")
+        early.adopt(cert, work / "plan.json", "t1.py")
     assert early.pending.proc.poll() is not None
 
 
@@ -102,11 +81,11 @@ def test_r52b_a2_wrong_bytes_guessed_then_the_certified_bytes_are_not_adopted(wo
     guess is dropped and the certificate's bytes re-traced."""
     monkeypatch.chdir(work)
     (work / "plan2.py").write_text(OTHER)
-    cert = json.loads((work / "c.json").read_text())
+    cert = json.loads((work / "plan.json").read_text())
     cert["plan"]["path"] = "plan2.py"
     early = speculative_retrace("plan2.py", _vouch(work / "plan2.py"), 60)
     shutil.copy(work / "plan.py", work / "plan2.py")
-    fresh = early.adopt(cert, work / "c.json", "plan2.py")
+    fresh = early.adopt(cert, work / "plan.json", "plan2.py")
     try:
         assert not isinstance(fresh, EarlyRetrace)
         assert early.pending.proc.poll() is not None
@@ -120,12 +99,12 @@ def test_r52b_a3_symlink_swapped_between_guess_and_adopt(work, monkeypatch):
     (work / "other.py").write_text(OTHER)
     link = work / "link.py"
     link.symlink_to(work / "other.py")
-    cert = json.loads((work / "c.json").read_text())
+    cert = json.loads((work / "plan.json").read_text())
     cert["plan"]["path"] = "link.py"
     early = speculative_retrace("link.py", _vouch(link), 60)
     link.unlink()
     link.symlink_to(work / "plan.py")
-    fresh = early.adopt(cert, work / "c.json", "link.py")
+    fresh = early.adopt(cert, work / "plan.json", "link.py")
     try:
         assert not isinstance(fresh, EarlyRetrace)
     finally:
@@ -137,7 +116,7 @@ def test_r52b_a4_other_spellings_of_the_path_are_accepted(work, monkeypatch, giv
     """A4: ``./plan.py`` or the absolute path where the certificate says ``plan.py``: the guess
     is not adopted (another name) and the fresh re-trace accepts."""
     monkeypatch.chdir(work)
-    res = check_certificate(work / "c.json", plan_path=str(work / "plan.py") if given == "ABS"
+    res = check_certificate(work / "plan.json", plan_path=str(work / "plan.py") if given == "ABS"
                             else given)
     assert res.verdict == "EQUIVALENT" and res.retraced
 
@@ -145,7 +124,7 @@ def test_r52b_a4_other_spellings_of_the_path_are_accepted(work, monkeypatch, giv
 def test_r52b_a5_forged_front_end_is_rejected(work, monkeypatch, tmp_path):
     """A5: ``plan.frontend`` forged to torch on a DSL certificate."""
     monkeypatch.chdir(work)
-    cert = json.loads((work / "c.json").read_text())
+    cert = json.loads((work / "plan.json").read_text())
     cert["plan"]["frontend"] = "torch"
     (tmp_path / "fe.json").write_text(json.dumps(cert))
     with pytest.raises(CertificateError, match="no longer traces"):
@@ -165,7 +144,7 @@ def test_r52b_a6_dsl_plan_without_the_text_spec_lang(work, monkeypatch):
 @pytest.mark.parametrize("kind", ["not_json", "bad_gzip", "gzip_not_cert", "empty"])
 def test_r52b_a7_bad_certificates_leave_no_child(work, tmp_path, kind):
     """A7: a malformed or gzip certificate with --plan: MalformedCertificate, no child left."""
-    p = tmp_path / ("c.json.gz" if "gzip" in kind else "c.json")
+    p = tmp_path / ("c.json.gz" if "gzip" in kind else "plan.json")
     if kind == "not_json":
         p.write_text("{not json")
     elif kind == "bad_gzip":
@@ -174,10 +153,10 @@ def test_r52b_a7_bad_certificates_leave_no_child(work, tmp_path, kind):
         p.write_bytes(gzip.compress(b'{"format": "x"}'))
     else:
         p.write_bytes(b"")
-    before = _children()
+    before = children()
     with pytest.raises(MalformedCertificate):
         check_certificate(p, plan_path=work / "plan.py")
-    assert _children() - before == set()
+    assert children() - before == set()
 
 
 FORKER = '''import os

@@ -21,7 +21,7 @@ from proofs.checker import check_certificate
 from proofs.checker_load import load
 from proofs.errors import CertificateError, MalformedCertificate
 from proofs.retrace import EarlyRetrace, speculative_retrace
-from tests.adversarial.forge import certificate
+from tests.adversarial.forge import certificate, certificates_in, children
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("llama_debug_dp", "gpt2_debug_megatron", "llama_debug_cp")
@@ -30,29 +30,8 @@ EXAMPLES = ("llama_debug_dp", "gpt2_debug_megatron", "llama_debug_cp")
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("r52c")
-    for name in EXAMPLES[:2]:
-        shutil.copy(ROOT / "examples" / f"{name}.py", d / f"{name}.py")
-    old = os.getcwd()
-    os.chdir(d)
-    try:
-        for name in EXAMPLES[:2]:
-            certificate(Path(f"{name}.py"), d / f"{name}.json")
-    finally:
-        os.chdir(old)
+    certificates_in(d, {f"{n}.py": ROOT / "examples" / f"{n}.py" for n in EXAMPLES[:2]})
     return d
-
-
-def _children() -> set[int]:
-    me = str(os.getpid())
-    out = set()
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if (p / "stat").read_text().split(")")[-1].split()[1] == me:
-                    out.add(int(p.name))
-            except (OSError, IndexError):
-                pass
-    return out
 
 
 def _sha(p: Path) -> str:
@@ -113,11 +92,11 @@ def test_r52c_a1b_duplicate_plan_key_starts_the_plan_then_rejects_and_reaps(work
     forged = '{"plan":{"sha256":"%s"},' % _sha(plan) + body.lstrip()[1:]
     (tmp_path / "dup.json").write_text(forged)
     spy = _Spy(monkeypatch)
-    before = _children()
+    before = children()
     with pytest.raises(CertificateError, match="does not hash to plan.sha256") as e1:
         check_certificate(tmp_path / "dup.json", plan_path=str(plan))
     assert len(spy.started) == 1 and spy.started[0].pending is not None
-    assert _children() - before == set()
+    assert children() - before == set()
     with pytest.raises(CertificateError) as e2:   # the same line from the plain path
         retrace.start_retrace(load(tmp_path / "dup.json"), tmp_path / "dup.json", str(plan), 60)
     assert str(e1.value) == str(e2.value)
@@ -132,11 +111,11 @@ def test_r52c_a1c_hash_in_ruleset_sha256_rejected_and_reaped(work, monkeypatch, 
     cert["ruleset"]["sha256"] = _sha(plan)
     (tmp_path / "rs.json").write_text(json.dumps(cert, separators=(",", ":")))
     spy = _Spy(monkeypatch)
-    before = _children()
+    before = children()
     with pytest.raises(CertificateError):
         check_certificate(tmp_path / "rs.json", plan_path=str(plan))
     assert len(spy.started) == 1
-    assert _children() - before == set()
+    assert children() - before == set()
 
 
 def test_r52c_a1d_gate_fires_on_malformed_text_and_reaps(work, tmp_path):
@@ -145,10 +124,10 @@ def test_r52c_a1d_gate_fires_on_malformed_text_and_reaps(work, tmp_path):
     plan = work / "llama_debug_dp.py"
     p = tmp_path / "trunc.json"
     p.write_text((work / "llama_debug_dp.json").read_text()[:-50])
-    before = _children()
+    before = children()
     with pytest.raises(MalformedCertificate, match="not JSON"):
         check_certificate(p, plan_path=plan)
-    assert _children() - before == set()
+    assert children() - before == set()
 
 
 # --- A2: gzip certificates, the same checks with and without --plan -------------------------
@@ -175,7 +154,7 @@ def test_r52c_a2_gzip_checks_same_with_and_without_plan(work, monkeypatch, tmp_p
     src = (work / "llama_debug_dp.json").read_bytes()
     files = _gz_variants(src, tmp_path)
     monkeypatch.setattr(checker_load, "MAX_EXPANDED_BYTES", len(src) + 1024)
-    before = _children()
+    before = children()
     for kind, p in files.items():
         with pytest.raises(MalformedCertificate) as a:
             load(p)
@@ -184,7 +163,7 @@ def test_r52c_a2_gzip_checks_same_with_and_without_plan(work, monkeypatch, tmp_p
         assert str(a.value) == str(b.value), kind
         big = kind in ("bomb", "non_ascii", "not_utf8")   # (a non-ASCII 1 MB: the quarter bound)
         assert ("expands past" in str(a.value)) == big, kind
-    assert _children() - before == set()
+    assert children() - before == set()
 
 
 def test_r52c_a2b_honest_gzip_with_plan_adopts_the_early_trace(work, monkeypatch, tmp_path):

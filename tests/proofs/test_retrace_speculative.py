@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import pytest
 from proofs.checker import check_certificate
 from proofs.errors import CertificateError, MalformedCertificate
 from proofs.retrace import EarlyRetrace, speculative_retrace
-from tests.adversarial.forge import certificate
+from tests.adversarial.forge import certificates_in, children
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "examples" / "llama_debug_dp.py"
@@ -24,27 +22,8 @@ PLAN = ROOT / "examples" / "llama_debug_dp.py"
 @pytest.fixture(scope="module")
 def cert_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("spec")
-    shutil.copy(PLAN, d / "plan.py")
-    old = os.getcwd()
-    os.chdir(d)
-    try:
-        certificate(Path("plan.py"), d / "c.json")   # records the path as given: plan.py
-    finally:
-        os.chdir(old)
+    certificates_in(d, {"plan.py": PLAN})   # plan.json records the path as given: plan.py
     return d
-
-
-def _children() -> set[int]:
-    me = str(os.getpid())
-    out = set()
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if (p / "stat").read_text().split(")")[-1].split()[1] == me:
-                    out.add(int(p.name))
-            except (OSError, IndexError):
-                pass
-    return out
 
 
 def _text(data: bytes) -> str:
@@ -52,7 +31,7 @@ def _text(data: bytes) -> str:
 
 
 def test_the_guess_is_the_path_as_given_and_the_front_end_from_the_file(cert_dir, tmp_path):
-    text = (cert_dir / "c.json").read_text()
+    text = (cert_dir / "plan.json").read_text()
     early = speculative_retrace(cert_dir / "plan.py", text, 60)
     try:
         assert (early.path, early.frontend) == (str(cert_dir / "plan.py"), "dsl")
@@ -80,36 +59,36 @@ def test_a_text_that_does_not_name_the_plan_runs_nothing(cert_dir, tmp_path):
 
 
 def test_a_confirmed_guess_is_adopted_and_a_wrong_one_retraced(cert_dir, monkeypatch):
-    cert = json.loads((cert_dir / "c.json").read_text())
+    cert = json.loads((cert_dir / "plan.json").read_text())
     monkeypatch.chdir(cert_dir)
-    text = (cert_dir / "c.json").read_text()
+    text = (cert_dir / "plan.json").read_text()
     early = speculative_retrace("plan.py", text, 60)
-    assert early.adopt(cert, cert_dir / "c.json", "plan.py") is early
+    assert early.adopt(cert, cert_dir / "plan.json", "plan.py") is early
     early.cancel()
     # the user names the file another way than prove did: the certificate's path is traced
     other = speculative_retrace(cert_dir / "plan.py", text, 60)
-    fresh = other.adopt(cert, cert_dir / "c.json", cert_dir / "plan.py")
+    fresh = other.adopt(cert, cert_dir / "plan.json", cert_dir / "plan.py")
     try:
         assert fresh is not other and not isinstance(fresh, EarlyRetrace)
         assert other.pending.proc.poll() is not None      # the guess's child is ended
     finally:
         fresh.cancel()
-    res = check_certificate(cert_dir / "c.json", plan_path=cert_dir / "plan.py")
+    res = check_certificate(cert_dir / "plan.json", plan_path=cert_dir / "plan.py")
     assert res.verdict == "EQUIVALENT" and res.retraced and res.checked == res.total
 
 
 def test_a_bad_certificate_leaves_no_retrace_running(cert_dir, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    before = _children()
+    before = children()
     with pytest.raises(MalformedCertificate):
         check_certificate(bad, plan_path=cert_dir / "plan.py")
-    assert _children() - before == set()
+    assert children() - before == set()
     # a certificate of another plan: rejected on the hash, the guess's child ended too
-    cert = json.loads((cert_dir / "c.json").read_text())
+    cert = json.loads((cert_dir / "plan.json").read_text())
     cert["plan"]["sha256"] = "0" * 64
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(cert))
     with pytest.raises(CertificateError, match="does not hash to plan.sha256"):
         check_certificate(forged, plan_path=cert_dir / "plan.py")
-    assert _children() - before == set()
+    assert children() - before == set()
