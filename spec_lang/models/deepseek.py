@@ -338,8 +338,7 @@ def dense_block(p: Params, x: Tensor, c: DeepSeekConfig, d: DeepSeekDims,
                 ctx: DeepSeekContext) -> Tensor:
     """Pre-norm block with MLA and the dense FFN: ``h = x + mla(norm(x))``, ``h + mlp(norm(h))``.
 
-    Marks ``<scope>`` (input), ``<scope>.out`` (output) and ``<scope>.moe.aux`` (the
-    per-sequence balance losses, :func:`sequence_aux_loss`) as layer boundaries."""
+    Marks ``<scope>`` (input) and ``<scope>.out`` (output) as layer boundaries."""
     x = ops.layer_boundary(x, p.prefix.rstrip("."))
     h = x + mla(p.scope("attn"), ops.rms_norm(x, p["attention_norm"], d.H, c.norm_eps), c, d, ctx)
     out = h + dense_mlp(p.scope("mlp"), ops.rms_norm(h, p["ffn_norm"], d.H, c.norm_eps), d, ctx)
