@@ -21,6 +21,7 @@ the last test prints the table and asserts that no mutant was accepted (false ac
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -362,8 +363,11 @@ def test_bases_are_equivalent_smoke():
 def test_zz_no_false_accepts(capsys):
     """Runs last: the count of rejected mutants by kind, and no false accept."""
     ran = {m[0]: m for m in MUTANTS if m[0] in RESULTS}
-    if len(ran) < len(MUTANTS):
-        pytest.skip("only part of the mutant table ran (-k)")
+    # under pytest-xdist the mutants run in whichever worker takes them, so the totals would
+    # skip or not at random (stop 52): skip always there; each mutant's test asserts its own
+    # rejection, and a run without -n (and -k) prints and checks the totals
+    if os.environ.get("PYTEST_XDIST_WORKER") or len(ran) < len(MUTANTS):
+        pytest.skip("the totals need every mutant in one process (run without -n and -k)")
     false_accepts = [k for k, v in RESULTS.items() if v == "EQUIVALENT"]
     refuted = sum(v == "refuted" for v in RESULTS.values())
     plan_errors = sum(v == "plan_error" for v in RESULTS.values())
