@@ -31,18 +31,13 @@ from proofs.certificate import certificate_of, write_certificate  # noqa: E402
 from proofs.checker import check_certificate  # noqa: E402
 from proofs.errors import CertificateError, MalformedCertificate  # noqa: E402
 from proofs.prover import prove  # noqa: E402
-from terms import SIZES, inp, mul, problem, row_parallel  # noqa: E402
+from terms import SIZES, inp, mul, problem, row_parallel, two_row_parallel_certificate  # noqa: E402
 from test_checker_cut import Cert  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cert_dict():
-    spec, plan = row_parallel()
-    spec2, plan2 = row_parallel("x2", "w2")
-    r = prove(problem([("grad:w1", "grad", spec, plan), ("grad:w2", "grad", spec2, plan2)],
-                      SIZES))
-    assert r.verdict == "EQUIVALENT"
-    return certificate_of(r)
+    return two_row_parallel_certificate()
 
 
 def _plain(c):

@@ -83,3 +83,17 @@ def row_parallel(x_name="x", w_name="w"):
 
 
 SIZES = {"B": 4, "F": 8, "H": 4, "tp": 2, "dp": 2}
+
+
+def two_row_parallel_certificate() -> dict:
+    """The certificate (as a dict) of two row-parallel goals, ``grad:w1`` and ``grad:w2``,
+    proved EQUIVALENT (a small genuine certificate for the gzip tests)."""
+    from proofs.certificate import certificate_of
+    from proofs.prover import prove
+
+    spec, plan = row_parallel()
+    spec2, plan2 = row_parallel("x2", "w2")
+    r = prove(problem([("grad:w1", "grad", spec, plan), ("grad:w2", "grad", spec2, plan2)],
+                      SIZES))
+    assert r.verdict == "EQUIVALENT"
+    return certificate_of(r)

@@ -8,22 +8,16 @@ import zlib
 import pytest
 
 import proofs.checker_load as checker_load
-from proofs.certificate import certificate_of, write_certificate
+from proofs.certificate import write_certificate
 from proofs.checker import check_certificate
 from proofs.errors import MalformedCertificate
-from proofs.prover import prove
 
-from terms import SIZES, problem, row_parallel
+from terms import two_row_parallel_certificate
 
 
 @pytest.fixture(scope="module")
 def cert_dict():
-    spec, plan = row_parallel()
-    spec2, plan2 = row_parallel("x2", "w2")
-    r = prove(problem([("grad:w1", "grad", spec, plan), ("grad:w2", "grad", spec2, plan2)],
-                      SIZES))
-    assert r.verdict == "EQUIVALENT"
-    return certificate_of(r)
+    return two_row_parallel_certificate()
 
 
 def test_gz_path_writes_gzip_the_checker_reads(tmp_path, cert_dict):
