@@ -154,6 +154,13 @@ def shape_of(n: fx.Node, i: int | None = None) -> tuple[int, ...]:
     return tuple(int(s) for s in v.shape)
 
 
+# torch's package and this front end's: their frames are not the user's. A directory of the
+# user's that is merely *named* torch or torch_frontend (examples/torch/, tests/torch_frontend/)
+# is the user's code.
+_LIBRARY_DIRS = tuple(os.path.dirname(os.path.realpath(f)) + os.sep
+                      for f in (torch.__file__, __file__))
+
+
 @functools.lru_cache(maxsize=4096)
 def _realpath(f: str) -> str:
     """``os.path.realpath``, once per file name (node_site reads every frame of every node)."""
@@ -179,7 +186,7 @@ def node_site(n: fx.Node, path: str | None = None) -> str:
         mine = [fr for fr in frames if _realpath(fr[0]) == want]
         if mine:
             return f"{path}:{mine[-1][1]}"
-    user = [fr for fr in frames if "/torch/" not in fr[0] and "/torch_frontend/" not in fr[0]]
+    user = [fr for fr in frames if not _realpath(fr[0]).startswith(_LIBRARY_DIRS)]
     if user:
         return f"{user[-1][0]}:{user[-1][1]}"
     return f"<graph node {n.name}>"

@@ -53,6 +53,17 @@ class Refine(Exception):  # noqa: N818 -- control flow: restart with a finer spe
         self.key, self.sizes = key, sizes
 
 
+def _refine(key: str, sizes: tuple[int, ...], where: str) -> Exception:
+    """The ``Refine`` that splits spec atom ``key`` into ``sizes``, or a ``DimsError`` when a
+    part would be a unit dim: splitting into ``(1, n)`` names nothing new, and re-analysing
+    meets the same split one level deeper (pytorch #179502's faulty view,
+    ``tests/torch_frontend/test_dtensor_bugs.py``)."""
+    if 1 in sizes:
+        return DimsError(f"{where}: a local view splits the spec's dim {key} into sizes "
+                         f"{list(sizes)}, not a block of its named dims")
+    return Refine(key, sizes)
+
+
 @dataclass(eq=False)
 class Atom:
     """A union-find element: a named dim of local ``size``.
@@ -262,8 +273,7 @@ class Dims:
         k = 1
         for s in shards:
             k *= self._axis(s, where)
-        gsizes = (sizes[0] * k,) + tuple(sizes[1:])
-        raise Refine(key, gsizes)
+        raise _refine(key, (sizes[0] * k,) + tuple(sizes[1:]), where)
 
     def split(self, a: Atom, sizes: Sequence[int], where: str) -> list[Atom]:
         """Factor ``a`` into atoms of ``sizes`` (row-major); returns the parts' leaves grouped.
@@ -289,7 +299,7 @@ class Dims:
             k = 1
             for s in shards:
                 k *= self._axis(s, where)
-            raise Refine(key, (sizes[0] * k,) + tuple(sizes[1:]))
+            raise _refine(key, (sizes[0] * k,) + tuple(sizes[1:]), where)
         r.parts = [self.fresh(s, where) for s in sizes]
         if r.key is not None:
             for i, p in enumerate(r.parts):

@@ -345,7 +345,7 @@ def lower_all(cap: Captured) -> Lowered:
                                                               _safe(p_namer))):
             check_real_moves(tr, path, real_shape_of(an, nm, real, tf.mesh))   # R24-1
     except (GraphMismatch, SizeMismatch, KeyError) as e:
-        raise PlanError(str(e) if str(e).startswith(f"{path}:") else f"{path}:1: {e}") from None
+        raise PlanError(e if re.match(r"\S+\.py:\d+\b", str(e)) else f"{path}:1: {e}") from None
     for tr in (spec_traces, plan_traces):
         tr.probe_sizes = dict(names.probe_size)
         tr.real_sizes = dict(real)
