@@ -46,11 +46,12 @@ class DimsError(ValueError):
 
 class Refine(Exception):  # noqa: N818 -- control flow: restart with a finer spec atom
     """A plan view splits a spec atom: the spec must be re-analysed with ``key`` split into
-    ``sizes`` (global sizes, row-major)."""
+    ``sizes`` (global sizes, row-major); ``where`` is the plan's op that splits it (the user's
+    ``file:line``, for the message when the refinements do not converge)."""
 
-    def __init__(self, key: str, sizes: tuple[int, ...]):
+    def __init__(self, key: str, sizes: tuple[int, ...], where: str = ""):
         super().__init__(f"refine {key} into {sizes}")
-        self.key, self.sizes = key, sizes
+        self.key, self.sizes, self.where = key, sizes, where
 
 
 def _refine(key: str, sizes: tuple[int, ...], where: str) -> Exception:
@@ -61,7 +62,7 @@ def _refine(key: str, sizes: tuple[int, ...], where: str) -> Exception:
     if 1 in sizes:
         return DimsError(f"{where}: a local view splits the spec's dim {key} into sizes "
                          f"{list(sizes)}, not a block of its named dims")
-    return Refine(key, sizes)
+    return Refine(key, sizes, where)
 
 
 @dataclass(eq=False)

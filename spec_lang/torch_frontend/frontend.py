@@ -32,8 +32,7 @@ from spec_lang.problem import Goal, Problem
 from spec_lang.term import Binding, DimSpec, Op, Term, term, varying_axes, walk
 from spec_lang.torch_frontend import (  # noqa: F401 -- registers the rules
     rules_attention, rules_collectives, rules_contract, rules_elementwise, rules_index,
-    rules_layout, rules_loss, rules_norm, rules_optim,
-)
+    rules_layout, rules_loss, rules_norm, rules_optim)
 from spec_lang.torch_frontend.analysis import Analysis, analyse, node_site
 from spec_lang.torch_frontend.capture import STATE_DOMAIN, Trace, probe_sizes
 from spec_lang.torch_frontend.grad_snapshot import drop_grads_read_apart
@@ -57,8 +56,7 @@ from spec_lang.torch_frontend.literals import GraphMismatch, Traces
 from spec_lang.torch_frontend.lower import Lowering, Opaque, lower_graph
 from spec_lang.torch_frontend.naming import (
     Names, SizeMismatch, plan_namer, positional_names, real_shape_of, solve_real_sizes,
-    spec_names, spec_namer, twin_keys,
-)
+    spec_names, spec_namer, twin_keys)
 from spec_lang.torch_frontend.values import TV
 from spec_lang.torch_frontend.version import check_torch
 
@@ -328,13 +326,15 @@ def lower_all(cap: Captured) -> Lowered:
             plan_an = analyse(plan_tr.gm, _plan_seeds(plan_tr, spec_an, names, cap.spec), pd,
                               path, groups=plan_tr.groups, rank_blocks=rank_blocks)
         except Refine as r:
+            last = f"{r.where or f'{path}:1'}: cannot name the dims: a local view splits the " \
+                   f"spec's dim {r.key} into {list(r.sizes)}"
             if r.key in splits:
-                raise PlanError(f"{path}:1: cannot name the dims: {r}") from None
+                raise PlanError(last) from None
             splits[r.key] = r.sizes
             continue
         break
     else:
-        raise PlanError(f"{path}:1: cannot name the dims after {len(splits)} refinements")
+        raise PlanError(f"{last}, again after {len(splits)} refinements")
     s_namer = spec_namer(spec_an, names)
     chunked: set[str] | None = set() if plan_tr.pp else None
     p_namer = plan_namer(plan_an, names, chunked)

@@ -75,6 +75,7 @@ def test_a_split_into_real_blocks_still_refines_the_spec():
     with pytest.raises(Refine) as e:
         d.split(a, (2, 5), "t.py:7")
     assert (e.value.key, e.value.sizes) == ("x#0", (4, 5))     # the shard's 2 times tp 2
+    assert e.value.where == "t.py:7"        # the line a message names if it never converges
 
 
 def test_a_unit_part_of_a_sharded_dim_is_a_real_block():
