@@ -232,8 +232,10 @@ def _no_float(s: str) -> Any:
 
 
 def start_trace(path: str | Path, source: bytes, *, frontend: str = "dsl",
-                timeout_s: float = TRACE_TIMEOUT_S) -> PendingTrace:
-    """Start tracing ``source`` (the bytes of the plan file ``path``) in a child.
+                timeout_s: float = TRACE_TIMEOUT_S, lint: bool = True) -> PendingTrace:
+    """Start tracing ``source`` (the bytes of the plan file ``path``) in a child; ``lint=False``
+    (the checker's re-trace) leaves the DSL's partial-sum lint out (``spec_lang.partial.LINT``:
+    warnings only, the terms are the same).
 
     Raises:
         TraceFailed: ``frontend`` is not a known front end, or the child cannot start.
@@ -248,7 +250,8 @@ def start_trace(path: str | Path, source: bytes, *, frontend: str = "dsl",
     with open(d / "stderr", "wb") as err:
         try:
             proc = subprocess.Popen(
-                _command("trace", frontend, str(path), str(d / "source"), str(d / "out.json")),
+                _command("trace", frontend, str(path), str(d / "source"), str(d / "out.json"),
+                         *(() if lint else ("--no-lint",))),
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
         except OSError as e:
             tmp.cleanup()
@@ -431,7 +434,7 @@ def _write(out: str, doc: dict[str, Any]) -> None:
     os.replace(tmp, out)
 
 
-def _trace_child(frontend: str, path: str, source_file: str, out: str) -> int:
+def _trace_child(frontend: str, path: str, source_file: str, out: str, lint: bool) -> int:
     os.dup2(2, 1)                  # the plan's prints go to stderr, never into the result
     sys.stdout = sys.stderr
     # before any of the plan's code: writes only beneath the trace's directory (proofs/sandbox.py;
@@ -447,7 +450,9 @@ def _trace_child(frontend: str, path: str, source_file: str, out: str) -> int:
     from proofs.kernel import paused_gc
     from proofs.problem_data import problem_to_data
     from spec_lang.errors import SpecLangError
+    from spec_lang.partial import LINT
 
+    LINT[0] = lint
     source = Path(source_file).read_bytes()
     t1 = time.monotonic()
     try:
@@ -482,20 +487,20 @@ def _trace_child(frontend: str, path: str, source_file: str, out: str) -> int:
 
 
 def child_main(argv: list[str]) -> int:
-    """Entry point of the child interpreter: ``trace FRONTEND PATH SOURCE OUT`` or ``check ...``
-    (``check-certificate``'s arguments)."""
-    if argv[:1] == ["trace"] and len(argv) == 5 and argv[1] in FRONTENDS:
+    """Entry point of the child interpreter: ``trace FRONTEND PATH SOURCE OUT [--no-lint]`` or
+    ``check ...`` (``check-certificate``'s arguments)."""
+    if argv[:1] == ["trace"] and len(argv) in (5, 6) and argv[1] in FRONTENDS \
+            and argv[5:] in ([], ["--no-lint"]):
         if argv[1] == "dsl":
             fewer_gc_passes()
-        rc = _trace_child(*argv[1:])
-        if argv[1] == "torch":
-            # the problem is written: end without the interpreter's teardown (torch, its
-            # modules and the 8B TP8's 18 traces: ~1 CPU s), which would run only the train
-            # file's exit handlers and finalizers (as the capture children do, worker.run)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(rc)
-        return rc
+        rc = _trace_child(*argv[1:5], lint=argv[5:] == [])
+        # the problem is written: end without the interpreter's teardown (torch, its modules
+        # and the 8B TP8's 18 traces: ~1 CPU s; DeepSeek-V3's DSL terms: 0.6-1.5 s, on the
+        # check's critical path), which would run only the plan file's exit handlers and
+        # finalizers (as the capture children do, worker.run)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
     if argv[:1] == ["check"]:
         from proofs.cli import check_main
 

@@ -109,7 +109,7 @@ def _start(name: str, data: bytes, frontend: str, timeout_s: float) -> PendingTr
 
     from proofs import admissible, cas, checker_refutation, replay, smt  # noqa: F401
     try:  # traced under the path prove was given (it names the file in sites and messages)
-        pending = start_trace(name, data, frontend=frontend, timeout_s=timeout_s)
+        pending = start_trace(name, data, frontend=frontend, timeout_s=timeout_s, lint=False)
     except TraceFailed as e:
         raise CertificateError(f"--retrace: {e}") from None
     pending.check_types = False   # its nodes are compared by hash with the checked table
