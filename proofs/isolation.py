@@ -234,8 +234,8 @@ def _no_float(s: str) -> Any:
 def start_trace(path: str | Path, source: bytes, *, frontend: str = "dsl",
                 timeout_s: float = TRACE_TIMEOUT_S, lint: bool = True) -> PendingTrace:
     """Start tracing ``source`` (the bytes of the plan file ``path``) in a child; ``lint=False``
-    (the checker's re-trace) leaves the DSL's partial-sum lint out (``spec_lang.partial.LINT``:
-    warnings only, the terms are the same).
+    (the checker's re-trace: the child's verb is ``retrace``) leaves the DSL's partial-sum lint
+    out (``spec_lang.partial.LINT``: warnings only, the terms are the same).
 
     Raises:
         TraceFailed: ``frontend`` is not a known front end, or the child cannot start.
@@ -250,8 +250,8 @@ def start_trace(path: str | Path, source: bytes, *, frontend: str = "dsl",
     with open(d / "stderr", "wb") as err:
         try:
             proc = subprocess.Popen(
-                _command("trace", frontend, str(path), str(d / "source"), str(d / "out.json"),
-                         *(() if lint else ("--no-lint",))),
+                _command("trace" if lint else "retrace", frontend, str(path), str(d / "source"),
+                         str(d / "out.json")),
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
         except OSError as e:
             tmp.cleanup()
@@ -487,13 +487,12 @@ def _trace_child(frontend: str, path: str, source_file: str, out: str, lint: boo
 
 
 def child_main(argv: list[str]) -> int:
-    """Entry point of the child interpreter: ``trace FRONTEND PATH SOURCE OUT [--no-lint]`` or
-    ``check ...`` (``check-certificate``'s arguments)."""
-    if argv[:1] == ["trace"] and len(argv) in (5, 6) and argv[1] in FRONTENDS \
-            and argv[5:] in ([], ["--no-lint"]):
+    """Entry point of the child interpreter: ``trace FRONTEND PATH SOURCE OUT`` (``retrace``:
+    the same without the lint) or ``check ...`` (``check-certificate``'s arguments)."""
+    if argv[:1] in (["trace"], ["retrace"]) and len(argv) == 5 and argv[1] in FRONTENDS:
         if argv[1] == "dsl":
             fewer_gc_passes()
-        rc = _trace_child(*argv[1:5], lint=argv[5:] == [])
+        rc = _trace_child(*argv[1:], lint=argv[0] == "trace")
         # the problem is written: end without the interpreter's teardown (torch, its modules
         # and the 8B TP8's 18 traces: ~1 CPU s; DeepSeek-V3's DSL terms: 0.6-1.5 s, on the
         # check's critical path), which would run only the plan file's exit handlers and

@@ -280,7 +280,7 @@ def _outer_site() -> str:
 
 LINT = [True]
 """``LINT[0] = False`` turns :func:`warn_pending` off: the checker's re-trace child
-(``proofs/isolation.py``, ``--no-lint``), whose warnings nobody reads; on DeepSeek-V3 the lint
+(``proofs/isolation.py``, verb ``retrace``), whose warnings nobody reads; on DeepSeek-V3 the lint
 is about a sixth of the trace's CPU (issue 14). Terms are the same either way."""
 
 

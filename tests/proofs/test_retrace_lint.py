@@ -58,11 +58,12 @@ def test_the_child_ends_without_the_plans_exit_handlers(tmp_path):
     assert "PLAN IMPORTED" in err and "EXIT HANDLER RAN" not in err, err[-500:]
 
 
-@pytest.mark.parametrize("extra", [["--lint"], ["--no-lint", "x"]])
-def test_other_child_arguments_are_refused(tmp_path, extra):
+@pytest.mark.parametrize("args", [["trace", "dsl", "--no-lint"], ["retrace", "dsl", "x"],
+                                  ["retrace-dsl"], ["retrace", "coq"]])
+def test_other_child_arguments_are_refused(tmp_path, args):
     src = tmp_path / "source"
     src.write_bytes(B26.read_bytes())
-    r = subprocess.run(_command("trace", "dsl", str(B26), str(src), str(tmp_path / "out.json"),
-                                *extra), capture_output=True, text=True, timeout=120)
+    r = subprocess.run(_command(*args, str(B26), str(src), str(tmp_path / "out.json")),
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 3 and "bad arguments" in r.stderr, (r.returncode, r.stderr[-300:])
     assert not (tmp_path / "out.json").exists()
