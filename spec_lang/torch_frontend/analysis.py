@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from spec_lang.torch_frontend.dims import Atom, Dims, DimsError
+from spec_lang.torch_frontend.dims import Atom, Dims, DimsError, Marks
 from spec_lang.torch_frontend.registry import RULES
 
 __all__ = ["Analysis", "analyse", "shape_of", "fresh_layout", "node_site", "IGNORED",
@@ -210,7 +210,7 @@ class Analysis:
     groups: dict[str, str] = field(default_factory=dict)   # process-group name -> mesh axis
     # facts rules leave for later rules: ("rankpiece", axis, i) on (split node, i),
     # ("chunkstack", y, dim, parts) on a cat node
-    marks: dict[Any, tuple] = field(default_factory=dict)
+    marks: Marks = field(default_factory=Marks)
 
     def layout(self, n: Any) -> Any:
         return self.layouts[n]
@@ -302,7 +302,8 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
                 a.layouts[n] = _fresh_of(dims, n, a)
                 continue
             try:
-                a.layouts[n] = _decopy(a, _dedupe(a, r.dims(n, a), n))
+                with dims.transaction(a.marks):      # a failed rule leaves nothing (R53a-1)
+                    a.layouts[n] = _decopy(a, _dedupe(a, r.dims(n, a), n))
             except DimsError as e:
                 a.unsupported[n] = str(e)
                 a.layouts[n] = _fresh_of(dims, n, a)

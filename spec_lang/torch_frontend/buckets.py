@@ -97,7 +97,7 @@ def cat_dims(n: fx.Node, a: Analysis, lays: list, d: int) -> list | None:
     q = a.dims.fresh(shape_of(n)[0], a.where(n))
     pieces = [[list(dim) for dim in lay] for lay in lays]
     a.marks[n] = ("bucket", q, pieces, tuple(shape_of(x)[0] for x in xs))
-    a.marks.setdefault(("buckets",), []).append(n)
+    a.marks[("buckets",)] = [*a.marks.get(("buckets",), ()), n]   # recorded (dims.Marks)
     return [[q]]
 
 
@@ -133,7 +133,7 @@ def zero_dims(n: fx.Node, a: Analysis) -> list | None:
     q = a.dims.fresh(shape[0], a.where(n))
     pieces = [[[a.dims.fresh(m, a.where(n))] if m != 1 else []] for m in numels]
     a.marks[n] = ("bucket", q, pieces, numels)
-    a.marks.setdefault(("buckets",), []).append(n)
+    a.marks[("buckets",)] = [*a.marks.get(("buckets",), ()), n]   # recorded (dims.Marks)
     return [[q]]
 
 

@@ -31,10 +31,12 @@ outermost atom of the sharded dim); collectives add or remove a shard.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Atom", "Dims", "DimsError", "Info", "Refine"]
+__all__ = ["Atom", "Dims", "DimsError", "Info", "Marks", "Refine"]
 
 Info = tuple[str, tuple[str, ...]]   # (spec atom key, shards outermost first)
 
@@ -63,6 +65,27 @@ def _refine(key: str, sizes: tuple[int, ...], where: str) -> Exception:
         return DimsError(f"{where}: a local view splits the spec's dim {key} into sizes "
                          f"{list(sizes)}, not a block of its named dims")
     return Refine(key, sizes, where)
+
+
+_MISSING = object()
+
+
+class Marks(dict):
+    """``Analysis.marks``, the facts rules leave for later rules: item assignments (and
+    ``setdefault``) are recorded in the open :meth:`Dims.transaction`, so a rule that fails
+    leaves none behind. Rules replace a value rather than mutate it in place."""
+
+    log: list | None = None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if self.log is not None:
+            self.log.append((self, key, self.get(key, _MISSING)))
+        super().__setitem__(key, value)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
 
 
 @dataclass(eq=False)
@@ -107,6 +130,45 @@ class Dims:
         self.twin_keys = frozenset(twin_keys)
         # pairs of twin classes that met (a combination :meth:`unify` left apart)
         self.twins_met: list[tuple[Atom, Atom]] = []
+        self._log: list[tuple[Any, Any, Any]] | None = None   # the open transaction's undo log
+
+    @contextmanager
+    def transaction(self, marks: Marks | None = None) -> Iterator[None]:
+        """One op's rule (or one :meth:`same`): on :class:`DimsError` every change made inside
+        to the atoms (joins, path compression, splits, lineage, copies, twins), the atoms and
+        twins created and the writes to ``marks`` is undone before the error propagates
+        (round 53a, R53a-1: a ``same`` that failed at its second pair left the first joined,
+        and a dim of no spec origin kept a spec name). Transactions nest."""
+        outer = self._log is not None
+        log = self._log if outer else []
+        start, n_atoms, n_twins = len(log), len(self.atoms), len(self.twins_met)
+        self._log = log
+        if marks is not None:
+            marks.log = log
+        try:
+            yield
+        except DimsError:
+            for obj, key, old in reversed(log[start:]):
+                if isinstance(obj, Marks):
+                    if old is _MISSING:
+                        dict.pop(obj, key, None)
+                    else:
+                        dict.__setitem__(obj, key, old)
+                else:
+                    setattr(obj, key, old)
+            del log[start:], self.atoms[n_atoms:], self.twins_met[n_twins:]
+            raise
+        finally:
+            if not outer:
+                self._log = None
+                if marks is not None:
+                    marks.log = None
+
+    def set(self, obj: Any, attr: str, value: Any) -> None:
+        """``setattr(obj, attr, value)``, recorded in the open transaction."""
+        if self._log is not None:
+            self._log.append((obj, attr, getattr(obj, attr)))
+        setattr(obj, attr, value)
 
     # -- union-find ---------------------------------------------------------------------------
     def fresh(self, size: int, origin: str, info: Info | None = None) -> Atom:
@@ -121,7 +183,10 @@ class Dims:
         while root.parent is not None:
             root = root.parent
         while a.parent is not None:  # path compression
-            a.parent, a = root, a.parent
+            nxt = a.parent
+            if nxt is not root:
+                self.set(a, "parent", root)
+            a = nxt
         return root
 
     def leaves(self, a: Atom) -> list[Atom]:
@@ -205,7 +270,7 @@ class Dims:
         if len(roots) < 2:
             return
         for r in roots:
-            r.apart = (r.apart or []) + [q for q in roots if q is not r]
+            self.set(r, "apart", (r.apart or []) + [q for q in roots if q is not r])
 
     def _apart(self, ra: Atom, rb: Atom) -> bool:
         """Roots ``ra`` and ``rb`` hold two dims of one input (the relation is symmetric: the
@@ -218,18 +283,18 @@ class Dims:
 
     def _join(self, child: Atom, root: Atom) -> None:
         """Union: ``child`` (a root) under ``root``, which takes over its twins."""
-        child.parent = root
+        self.set(child, "parent", root)
         if child.apart:
-            root.apart = (root.apart or []) + child.apart
-            child.apart = None
+            self.set(root, "apart", (root.apart or []) + child.apart)
+            self.set(child, "apart", None)
 
     def copy(self, a: Atom, where: str) -> Atom:
         """A second copy of ``a`` for a tensor that has ``a`` twice (attention scores)."""
         r = self.find(a)
         c = self.fresh(r.size, where)
-        c.copy_of = r
+        self.set(c, "copy_of", r)
         if r.info is not None:
-            c.info = (r.info[0] + "'", r.info[1])
+            self.set(c, "info", (r.info[0] + "'", r.info[1]))
         return c
 
     def unify(self, a: Atom, b: Atom, where: str) -> None:
@@ -264,7 +329,7 @@ class Dims:
         if ra.info is not None and rb.info is not None and ra.info != rb.info:
             raise DimsError(f"{where}: combines {_show(ra.info)} with {_show(rb.info)}")
         if ra.info is None:
-            ra.info = rb.info
+            self.set(ra, "info", rb.info)
         self._join(rb, ra)
 
     def _distribute(self, leaf: Atom, parts: list[Atom], where: str) -> None:
@@ -301,10 +366,10 @@ class Dims:
             for s in shards:
                 k *= self._axis(s, where)
             raise _refine(key, (sizes[0] * k,) + tuple(sizes[1:]), where)
-        r.parts = [self.fresh(s, where) for s in sizes]
+        self.set(r, "parts", [self.fresh(s, where) for s in sizes])
         if r.key is not None:
             for i, p in enumerate(r.parts):
-                p.key = f"{r.key}.{i}"
+                self.set(p, "key", f"{r.key}.{i}")
         return list(r.parts)
 
     def _merged(self, group: list[Atom], where: str) -> Atom:
@@ -313,7 +378,7 @@ class Dims:
         for g in group:
             size *= g.size
         m = self.fresh(size, where)
-        m.parts = list(group)
+        self.set(m, "parts", list(group))
         return m
 
     def regroup(self, atoms: Sequence[Atom], shape: Sequence[int], where: str
@@ -359,7 +424,16 @@ class Dims:
 
     def same(self, d1: Sequence[Atom], d2: Sequence[Atom], where: str) -> None:
         """Two dims (atom lists) of equal size are the same dim: align and unify atom by atom,
-        splitting the larger atom where the boundaries differ."""
+        splitting the larger atom where the boundaries differ; all or nothing (a
+        :meth:`transaction`).
+
+        Raises:
+            DimsError: the dims do not align (nothing joined); Refine: see :meth:`split`.
+        """
+        with self.transaction():
+            self._same(d1, d2, where)
+
+    def _same(self, d1: Sequence[Atom], d2: Sequence[Atom], where: str) -> None:
         a, b = list(self.canon(d1)), list(self.canon(d2))
         i = j = 0
         while i < len(a) and j < len(b):
