@@ -163,6 +163,12 @@ def _prove(argv: list[str] | None) -> int:
         source = path.read_bytes()
     except OSError as e:
         return _err("prove", f"{path}: cannot read: {e.strerror or e}")
+    if a.torch and not a.json:   # before minutes of tracing (docs/unknown.md#untraced-ranks)
+        from proofs.mesh_note import untraced_note
+
+        note = untraced_note(source, str(path))
+        if note:
+            print(note, file=sys.stderr, flush=True)
     # 1. trace the plan file in a separate clean interpreter: only data comes back
     t0 = time.monotonic()
     # what decides and prints the verdict is imported before the plan runs (here, and in the
@@ -171,13 +177,14 @@ def _prove(argv: list[str] | None) -> int:
 
     import rich.table  # noqa: F401
     import proofs.certificate, proofs.first_difference, proofs.problem_data  # noqa: E401,F401
-    import proofs.progress, proofs.prover, proofs.unknown  # noqa: E401,F401
+    import proofs.progress, proofs.prover, proofs.report_text, proofs.unknown  # noqa: E401,F401
     from proofs.isolation import start_check
 
     with tempfile.TemporaryDirectory(prefix="shardproof-prove-") as tmp:
         # the certificate (a temporary one when only the check needs it); the check starts now
         # and reads it once written (proofs/isolation.py start_check)
         cert_path = a.certificate or (str(Path(tmp) / "certificate.json") if a.check else None)
+        t_check = time.monotonic()   # the check's process runs alongside the proof
         try:
             early = start_check(cert_path, path.resolve(), name=str(path), timeout_s=a.timeout,
                                 frontend="torch" if a.torch else "dsl",
@@ -186,16 +193,19 @@ def _prove(argv: list[str] | None) -> int:
             return _err("prove", f"cannot start the self-check: {e.strerror or e}; free "
                                  f"resources, or pass --no-check")
         try:
-            return _prove_traced(a, path, source, t0, cert_path, early)
+            return _prove_traced(a, path, source, t0, cert_path, (early, t_check))
         finally:
             if early is not None:   # no check ran: no verdict, no process left
                 early.abort()
 
 
 def _prove_traced(a: Any, path: Path, source: bytes, t0: float, cert_path: str | None,
-                  early: Any) -> int:
-    """``prove`` once its arguments are checked: trace, prove, certificate, check, report."""
+                  started: tuple[Any, float]) -> int:
+    """``prove`` once its arguments are checked: trace, prove, certificate, check, report.
+    ``started``: the self-check (a PendingCheck or None) and when it started (monotonic s)."""
+    early, t_check = started
     from proofs.isolation import TraceFailed, trace_in_child
+    from proofs.report_text import check_line, checker_says   # not in the checker's process
 
     try:
         # the self-check typechecks every node of the certificate; without it, the traced
@@ -249,10 +259,11 @@ def _prove_traced(a: Any, path: Path, source: bytes, t0: float, cert_path: str |
                 write_error = f"{cert_path}: cannot write the certificate: {e.strerror or e}"
             except Exception as e:  # noqa: BLE001
                 return _internal(e)
-        check = None
+        check, ran_s = None, 0.0
         if early is not None and write_error is None:
             progress.begin("check")
             check = early.run()
+            ran_s = time.monotonic() - t_check   # its whole life; check.seconds: the wait
             report.seconds["check"] = check.seconds
             progress.finished("check", check.seconds)
     findings: list[Any] = []
@@ -280,7 +291,7 @@ def _prove_traced(a: Any, path: Path, source: bytes, t0: float, cert_path: str |
         else:
             _human(report, a.certificate if write_error is None else None, a.verbose)
             if check is not None:  # after the timing table (examples' golden outputs end there)
-                print(_check_line(report.verdict, check, agrees))
+                print(check_line(report.verdict, check, agrees, ran_s))
             if a.precision_lint:
                 print(f"precision lint: {len(findings)} finding(s)" if findings
                       else "precision lint: PASS (every reducing collective runs in fp32 or wider)")
@@ -300,7 +311,7 @@ def _prove_traced(a: Any, path: Path, source: bytes, t0: float, cert_path: str |
         code = check.code if check.code in (CHECK_EXIT["rejected"], CHECK_EXIT["bad input"]) \
             else EXIT["UNKNOWN"]
         print(f"prove: error: the independent checker disagrees: prove says {report.verdict}, "
-              f"check-certificate {_checker_says(check)}; exit {code} (the checker's)",
+              f"check-certificate {checker_says(check)}; exit {code} (the checker's)",
               file=sys.stderr)
         return code
     if findings and a.precision_lint == "error" and report.verdict == "EQUIVALENT":
@@ -315,25 +326,6 @@ def _agrees(verdict: str, check: Any) -> bool:
     a = check.answer
     return (a is not None and a.get("valid") is True and a.get("verdict") == verdict
             and check.code == CHECK_EXIT[verdict])
-
-
-def _checker_says(check: Any) -> str:
-    if check.answer is not None and check.answer.get("valid"):
-        return f"accepts the certificate as {check.answer.get('verdict')}"
-    reason = (check.answer or {}).get("reason") or check.error or "no reason given"
-    return f"rejects it (exit {check.code}): {_one_line(reason)}"
-
-
-def _check_line(verdict: str, check: Any, agrees: bool) -> str:
-    """One line on the independent check of prove's own certificate."""
-    if agrees:
-        a = check.answer
-        return (f"check: certificate re-checked by check-certificate in a fresh process: verdict "
-                f"{a.get('verdict')}, {a.get('proved')} of {a.get('obligations')} goals, "
-                f"{a.get('steps')} steps, plan "
-                f"{'re-traced' if a.get('retraced') else 'not re-traced'} "
-                f"({check.seconds:.1f} s)")
-    return f"check: DISAGREES: prove says {verdict}; check-certificate {_checker_says(check)}"
 
 
 def _internal(e: BaseException) -> int:

@@ -79,9 +79,9 @@ def _flatten(lists: Sequence[Sequence[Any]] | None) -> list[Any] | None:
     return None if lists is None else [x for xs in lists for x in xs]
 
 
-def _epilog() -> str:
+def _strategies_epilog() -> str:
+    """The strategies and the presets, for the help of ``simulate run|sweep`` and ``train``."""
     from simulator.experiments import SWEEP_PRESETS, sweep_preset
-    from simulator.presets import CLUSTER_PRESETS
 
     try:
         from trainer.strategies import STRATEGIES
@@ -90,12 +90,29 @@ def _epilog() -> str:
     except ImportError:  # pragma: no cover - the trainer ships with the package
         strategies = "(trainer not importable)"
     presets = "\n".join(f"  {name:<11} {sweep_preset(name).summary}" for name in SWEEP_PRESETS)
-    return (f"strategies: {strategies}\nclusters: {', '.join(CLUSTER_PRESETS)} (local-real: with --calibration)\n"
+    return (f"strategies: {strategies} (docs/trainer.md)\n"
             f"presets (flags override their fields):\n{presets}")
 
 
+def _epilog() -> str:
+    from simulator.presets import CLUSTER_PRESETS
+
+    return (_strategies_epilog() + f"\nclusters: {', '.join(CLUSTER_PRESETS)} (local-real: with "
+            f"--calibration)")
+
+
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    pass
+    """Help with each flag's default, shown only when there is one to show: a flag whose default
+    is None or False (the preset's value, or off) says so in its own help instead of printing
+    ``(default: None)`` (new-user trial 53, item D)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        d = action.default
+        if d is None or d is False or d == [] or d == argparse.SUPPRESS or "(default" in text \
+                or "default:" in text:
+            return text
+        return super()._get_help_string(action)
 
 
 def _workload_args(p: argparse.ArgumentParser) -> None:
@@ -105,13 +122,19 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=list(SWEEP_PRESETS), default="quick",
                    help="defaults for model, iterations, rates, target, cluster (flags override)")
     p.add_argument("--data", default=None, help="text file or folder to train on (default: Shakespeare)")
-    p.add_argument("--iterations", type=int, default=None, help="training iterations to complete (preset's)")
-    p.add_argument("--target-loss", type=float, default=None, help="validation loss target, nats/token (preset's)")
-    p.add_argument("--eval-every", type=int, default=None, help="iterations between evaluations (preset's)")
-    p.add_argument("--schedule", choices=["gpipe", "1f1b"], default=None, help="pipeline schedule (preset's)")
+    p.add_argument("--iterations", type=int, default=None,
+                   help="training iterations to complete (default: the preset's)")
+    p.add_argument("--target-loss", type=float, default=None,
+                   help="validation loss target, nats/token (default: the preset's)")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help="iterations between evaluations (default: the preset's)")
+    p.add_argument("--schedule", choices=["gpipe", "1f1b"], default=None,
+                   help="pipeline schedule (default: the preset's)")
     p.add_argument("--failure-model", choices=["bernoulli", "hourly", "trace", "bamboo"], default="bernoulli",
                    help="rates are per stage per iteration (bernoulli) or per stage-hour (hourly)")
-    p.add_argument("--trace", default=None, help="failure trace: JSON [{time_s, stage}] or Bamboo CSV")
+    p.add_argument("--trace", default=None,
+                   help="failure trace: JSON [{time_s, stage}] or Bamboo CSV (with --failure-model "
+                        "trace / bamboo)")
     p.add_argument("--trace-time-scale", type=float, default=1.0, help="Bamboo trace time multiplier")
     p.add_argument("--mid-iteration", action="store_true",
                    help="failures land inside the iteration (its work so far is lost), not at its boundary")
@@ -130,16 +153,19 @@ def _common_args(p: argparse.ArgumentParser) -> None:
                    help="local-real: the cluster JSON of `shardproof calibrate` (measured now and written there "
                         "when missing)")
     p.add_argument("--checkpoint-interval", type=_interval, default=None,
-                   help="checkpoint every N wall iterations, or 'auto' (Young/Daly from the save cost and rate)")
+                   help="checkpoint every N wall iterations, or 'auto' (Young/Daly from the save "
+                        "cost and rate); default: the preset's (quick: 10)")
     p.add_argument("--redundant-overhead", type=float, default=None,
                    help="impose a measured redundant-computation slowdown, e.g. 1.65 (the CheckFree paper's "
                         "151.04 s / 91.35 s); default: the preset's, else the Bamboo event model")
     p.add_argument("--lr-scale", type=float, default=None,
-                   help="LR multiplier of a stage rebuilt by checkfree / checkfree_plus (1.1; the paper's 500M: 1.2)")
+                   help="LR multiplier of a stage rebuilt by checkfree / checkfree_plus (default: "
+                        "1.1; the paper's 500M: 1.2)")
     p.add_argument("--knob", type=_knob, action="append", default=[], metavar="STRATEGY.FIELD=VALUE",
                    help="any strategy Config field, e.g. checkfree_plus.replica_sync=blocking (repeatable)")
     p.add_argument("--stop-at-target", action=argparse.BooleanOptionalAction, default=None,
-                   help="end each run at its first evaluation at or below the target (preset's)")
+                   help="end each run at its first evaluation at or below the target (default: "
+                        "the preset's)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per run (per pool worker)")
     p.add_argument("--backend", default=None, help=argparse.SUPPRESS)  # tests: module:attr of a fake trainer
 
@@ -153,18 +179,26 @@ def add_simulate_parser(subparsers: Any) -> None:
     run = sub.add_parser("run", help="one run: strategy x failure schedule x seed", formatter_class=_Formatter,
                          epilog=_epilog())
     _common_args(run)
-    run.add_argument("--strategy", required=True, help="a strategy name (listed below)")
-    run.add_argument("--failure-rate", type=float, default=0.0)
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--strategy", required=True, help="a strategy name (listed below; required)")
+    run.add_argument("--failure-rate", type=float, default=0.0,
+                     help="failures per stage per iteration (bernoulli: in [0, 1)) or per "
+                          "stage-hour (hourly)")
+    run.add_argument("--seed", type=int, default=0,
+                     help="seed of the failure schedule and of the trainer (initialisation, data "
+                          "order)")
     run.add_argument("--out", default=None, help="write OUT/run.jsonl (the full log)")
 
     sw = sub.add_parser("sweep", help="strategies x failure rates x seeds, resumable", formatter_class=_Formatter,
                         epilog=_epilog())
     _common_args(sw)
-    sw.add_argument("--strategies", type=_names, nargs="+", default=None, help="(preset's)")
-    sw.add_argument("--failure-rates", type=_floats, nargs="+", default=None, help="(preset's)")
-    sw.add_argument("--seeds", type=_ints, nargs="+", default=None, help="(preset's)")
-    sw.add_argument("--executor", choices=["local", "ray"], default="local")
+    sw.add_argument("--strategies", type=_names, nargs="+", default=None,
+                    help="strategy names, space or comma separated (default: the preset's)")
+    sw.add_argument("--failure-rates", type=_floats, nargs="+", default=None,
+                    help="failure rates (default: the preset's)")
+    sw.add_argument("--seeds", type=_ints, nargs="+", default=None,
+                    help="seeds (default: the preset's)")
+    sw.add_argument("--executor", choices=["local", "ray"], default="local",
+                    help="where runs execute: a local process pool, or a Ray cluster")
     sw.add_argument("--jobs", type=int, default=2, help="parallel runs (process pool size)")
     sw.add_argument("--out", required=True, help="results directory (runs.jsonl, summary.csv, PNGs)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
@@ -354,6 +388,9 @@ def _run_command(args: argparse.Namespace, console: Any) -> int:
                   f"{rec['failures_ignored']} ignored, time to target {base.target_loss}: "
                   f"{'not reached' if ttt is None else f'{ttt / per:.2f} {unit}'}; wall {rec['wall_s']:.1f} s, "
                   f"simulator {100 * rec['simulator_s'] / rec['wall_s']:.2f} %")
+    why = ignored_line(rec)
+    if why:
+        console.print(why, highlight=False, markup=False, soft_wrap=True)
     if args.out:
         from simulator.sweep import append_result
 
@@ -361,6 +398,27 @@ def _run_command(args: argparse.Namespace, console: Any) -> int:
         out.mkdir(parents=True, exist_ok=True)
         append_result(out / "run.jsonl", rec)
     return 0
+
+
+def ignored_line(rec: dict[str, Any]) -> str | None:
+    """Why a run ignored failures (None when it ignored none): the stages whose failures were
+    ignored, with counts, and the strategy's own account of its immune stages (its
+    ``describe()`` entries that say "ignored"), e.g. plain CheckFree's outer stages 1 and S,
+    which have one neighbour each, so averaging cannot rebuild them (docs/simulator.md, "Why
+    CheckFree ignores ..."; new-user trial 53, item E)."""
+    counts: dict[int, int] = {}
+    for row in rec.get("rows", ()):
+        for st in row.get("failures_ignored") or ():
+            counts[st] = counts.get(st, 0) + 1
+    if not counts:
+        return None
+    stages = ", ".join(f"{st} (x{n})" for st, n in sorted(counts.items()))
+    desc = rec.get("strategy") or {}
+    reasons = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in desc.items()
+                        if isinstance(v, str) and "ignored" in v
+                        and (0 in counts if "embedding" in k else set(counts) - {0}))
+    return (f"ignored failures of stages {stages}: {reasons or 'the strategy is immune to them'}; "
+            f"docs/simulator.md#why-checkfree-ignores-outer-stage-failures")
 
 
 def _sweep_command(args: argparse.Namespace, console: Any) -> int:

@@ -3,8 +3,9 @@
 A preset is a frozen dataclass returned by a function of a registry (docs/STYLE.md rule 10);
 command-line flags override its fields.
 
-``quick`` (<= 10 min on 2 cores, 18 runs): the trainer's default tiny Llama (4 stages x 1 layer,
-d_model 64) on Shakespeare, rates 0.01 and 0.03 per stage per iteration, checkpoints every 10.
+``quick`` (18 runs: about 3 min on 2 idle cores, 7-15 min on shared ones, README.md): the trainer's
+default tiny Llama (4 stages x 1 layer, d_model 64) on Shakespeare, rates 0.01 and 0.03 per stage
+per iteration, checkpoints every 10.
 
 ``paper``: CheckFree's grid (0.0009 / 0.002 / 0.004 / 0.01, "5 / 10 / 16 / 33 %",
 docs/ANCHORS.md) on a 6 x 1-layer d 96 model for 3,000 iterations: the paper's *rates* on a model
@@ -71,7 +72,9 @@ class SweepPreset:
 
 def quick() -> SweepPreset:
     return SweepPreset(
-        summary="tiny 4x1 d64 model, 200 iterations, rates 0.01/0.03, 2 seeds, local cluster (~10 min)",
+        summary="tiny 4x1 d64 model, 200 iterations, rates 0.01/0.03, 2 seeds, local cluster "
+                "(a sweep of 18 runs: ~3 min on 2 idle cores, 7-15 min shared; one run: "
+                "~10-60 s)",
         trainer_config={"n_stages": 4, "layers_per_stage": 1, "d_model": 64, "total_iters": 200},
         failure_rates=(0.01, 0.03),
         seeds=(0, 1),

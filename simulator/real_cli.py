@@ -28,7 +28,8 @@ from typing import Any
 
 from simulator.errors import SimulationError
 
-__all__ = ["add_train_parser", "add_calibrate_parser", "train_command", "calibrate_command", "write_json_atomic"]
+__all__ = ["add_train_parser", "add_calibrate_parser", "train_command", "calibrate_command", "write_json_atomic",
+           "event_counts"]
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -56,19 +57,39 @@ def _trainer_config(args: argparse.Namespace, preset: Any) -> dict[str, Any]:
     return cfg
 
 
+def event_counts(kinds: list[str]) -> str:
+    """A row's events, each kind once in first-seen order with its count when above 1:
+    ``["Restart", "Transfer", "Transfer", "Transfer"]`` -> ``"Restart Transfer x3"``; ``"-"`` for
+    none (a cell read "Transfer Transfer ..." up to ~14 times: new-user trial 53, item F)."""
+    counts: dict[str, int] = {}
+    for k in kinds:
+        counts[k] = counts.get(k, 0) + 1
+    return " ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items()) or "-"
+
+
 def add_train_parser(subparsers: Any) -> None:
     """Register ``shardproof train``."""
     from simulator.cli import _workload_args
 
-    p = subparsers.add_parser("train", help="a real run: one process per stage, SIGKILL failures")
+    from simulator.cli import _Formatter, _strategies_epilog
+
+    p = subparsers.add_parser("train", help="a real run: one process per stage, SIGKILL failures",
+                              formatter_class=_Formatter, epilog=_strategies_epilog())
     _workload_args(p)
-    p.add_argument("--strategy", required=True)
-    p.add_argument("--stages", type=int, default=None, help="transformer stages S (processes: S + 1)")
-    p.add_argument("--failure-rate", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--strategy", required=True, help="a strategy name (listed below; required)")
+    p.add_argument("--stages", type=int, default=None,
+                   help="transformer stages S (processes: S + 1; default: the preset's, quick: 4)")
+    p.add_argument("--failure-rate", type=float, default=0.0,
+                   help="failures per stage per iteration (bernoulli: in [0, 1)) or per stage-hour "
+                        "(hourly); a failure SIGKILLs the stage's process")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the failure schedule and of the trainer (initialisation, data "
+                        "order)")
     p.add_argument("--spares", type=int, default=2, help="warm standby processes")
-    p.add_argument("--out", default=None, help="OUT/real.jsonl (incremental) and OUT/real.json")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", default=None,
+                   help="OUT/real.jsonl (incremental) and OUT/real.json (default: a new temporary "
+                        "folder)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=train_command)
 
 
@@ -147,7 +168,7 @@ def train_command(args: argparse.Namespace) -> int:
         t.add_row(f"{row['time_s']:.2f}", str(row["iteration"]),
                   "-" if row["train_loss"] is None else f"{row['train_loss']:.3f}",
                   "-" if row["val_loss"] is None else f"{row['val_loss']:.3f}",
-                  ",".join(map(str, row["failures"])) or "-", " ".join(kinds) or "-")
+                  ",".join(map(str, row["failures"])) or "-", event_counts(kinds))
     console.print(t)
     ttt = rec["time_to_target_s"]
     console.print(f"iteration {rec['iteration_s']:.4g} s (median, real), {rec['failures']} stages killed, "

@@ -39,7 +39,8 @@ def stored_spec(n: str, p: Any, own: Any, path: str) -> Any:
 
     Raises:
         PlanError: an FSDP2 shard dim that the data-parallel axis does not divide (FSDP2 would
-            pad it; uneven shards are not modelled).
+            pad it; uneven shards are not modelled), named at the ``fully_shard`` call's line,
+            with the tensor-parallel shard that made the local size when there is one.
     """
     from torch.distributed.tensor.placement_types import _StridedShard
 
@@ -56,9 +57,10 @@ def stored_spec(n: str, p: Any, own: Any, path: str) -> Any:
     loc = loc_t.shape
     ns = unit.mesh.size(unit.mesh.ndim - 1)
     if sharded and loc[d] % ns:
-        raise PlanError(f"{path}:1: fully_shard shards {n} dim {d} (local size {loc[d]}) over "
-                        f"{unit.shard_axis!r} (size {ns}), which does not divide it (FSDP2 "
-                        "pads; uneven shards are not modelled)")
+        raise PlanError(f"{unit.settings.get('_site', path)}: fully_shard shards {n} dim {d} "
+                        f"(local size {loc[d]}) over {unit.shard_axis!r} (size {ns}), which "
+                        f"does not divide it{_earlier_shards(p, d)} (FSDP2 pads; uneven shards "
+                        "are not modelled)")
     tp_names = list(p.device_mesh.mesh_dim_names) if isinstance(p, DTensor) else []
     tp_pl = dict(zip(tp_names, p.placements)) if isinstance(p, DTensor) else {}
     dp_names = list(unit.mesh.mesh_dim_names)
@@ -82,6 +84,26 @@ def stored_spec(n: str, p: Any, own: Any, path: str) -> Any:
     shape = tuple(p.shape)
     stride = torch.empty(shape, device="meta").stride()
     return (mesh, tuple(pls), torch.Size(shape), stride)
+
+
+def _earlier_shards(p: Any, d: int) -> str:
+    """Where a local size came from when tensor parallelism sharded dim ``d`` of ``p`` first
+    (``p`` a DTensor): ``"; that local size comes from an earlier shard: 'tp' (size 3) split
+    its 32 unevenly (32 is not a multiple of 3)"``, or ``""`` (new-user trial 53, item B)."""
+    if not isinstance(p, DTensor):
+        return ""
+    mesh = p.device_mesh
+    axes = [(a, mesh.size(i)) for i, (a, q) in enumerate(zip(mesh.mesh_dim_names, p.placements))
+            if isinstance(q, Shard) and q.dim == d]
+    if not axes:
+        return ""
+    k = 1
+    for _, m in axes:
+        k *= m
+    full = p.shape[d]
+    names = " x ".join(f"{a!r} (size {m})" for a, m in axes)
+    how = "evenly" if full % k == 0 else f"unevenly ({full} is not a multiple of {k})"
+    return f"; that local size comes from an earlier shard: {names} split its {full} {how}"
 
 
 def spec_placements(spec: Any, axes: list[str]) -> tuple[str, ...]:

@@ -142,7 +142,10 @@ class CheckFree(RecoveryStrategy):
     def describe(self) -> dict[str, Any]:
         d = super().describe()
         d["paper"] = "arXiv 2506.15461 section 4.1"
-        d["outer_stages"] = ("immune (failures ignored, as in the paper's runs)" if self.config.immune_outer_stages
+        d["outer_stages"] = ("immune (failures ignored, as in the paper's runs: stages 1 and S "
+                             "have one neighbour each, so averaging cannot rebuild them; "
+                             "checkfree_plus can)"
+                             if self.config.immune_outer_stages
                              else "re-initialised randomly when lost")
         d["embedding_stage"] = ("immune (failures ignored, as in the paper's code)"
                                 if self.config.immune_embedding_stage else "re-initialised randomly when lost")
