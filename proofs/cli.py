@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -50,8 +51,7 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-class _UsageError(Exception):
-    pass
+class _UsageError(Exception): pass  # noqa: E701 -- see _Parser.error
 
 
 def _err(prog: str, msg: str, code: int = 3) -> int:
@@ -83,9 +83,16 @@ def _version_flag(p: argparse.ArgumentParser) -> None:
 
 
 # -- prove --------------------------------------------------------------------------------------
+def _exit_on_sigterm() -> None:
+    """Console scripts: SIGTERM unwinds as Ctrl-C does, so every ``finally`` ends the child
+    processes' groups (they were left running); exit 143 (128 + SIGTERM, as shells report)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def prove_main(argv: list[str] | None = None) -> int:
     if argv is None:   # the console script: this process is prove's alone
         fewer_gc_passes()
+        _exit_on_sigterm()
     code = _prove(argv)
     if argv is None:
         sys.exit(code)
@@ -447,6 +454,7 @@ def _summary(report: Any, stream: Any) -> None:
 def check_main(argv: list[str] | None = None) -> int:
     if argv is None:
         fewer_gc_passes()
+        _exit_on_sigterm()
     code = _check(argv)
     if argv is None:
         sys.exit(code)
