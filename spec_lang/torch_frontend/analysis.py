@@ -304,8 +304,8 @@ def analyse(gm: Any, seeds: Callable[[int, fx.Node, Dims], Layout], dims: Dims,
             try:
                 with dims.transaction(a.marks):      # a failed rule leaves nothing (R53a-1)
                     a.layouts[n] = _decopy(a, _dedupe(a, r.dims(n, a), n))
-            except DimsError as e:
-                a.unsupported[n] = str(e)
+            except DimsError as e:   # the reason without the site the message adds (R53a-2)
+                a.unsupported[n] = str(e).removeprefix(f"{a.where(n)}: ")
                 a.layouts[n] = _fresh_of(dims, n, a)
     return a
 
