@@ -37,7 +37,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["fake_deepcopy", "meta_constants", "plain_meta"]
+__all__ = ["SHARED", "fake_deepcopy", "meta_constants", "plain_meta"]
 
 
 def plain_meta(x: Any) -> bool:
@@ -114,10 +114,16 @@ def meta_constants(mode: Any, g: Any = None) -> Iterator[None]:
             vars(mode).pop("validate_and_convert_non_fake_tensors", None)
 
 
-def fake_deepcopy(original: Any) -> Any:
+SHARED = ("copy.deepcopy of a tensor that shares memory with another one (a view: the copies "
+          "would share it too, which the capture does not follow): deep-copy the module whose "
+          "parameters are not views, or copy the tensors with clone()")
+
+
+def fake_deepcopy(original: Any, g: Any = None) -> Any:
     """``__deepcopy__`` for a fake tensor of the running trace (module docstring, R46f-4);
     any other tensor (a real one, a fake tensor of another mode, a tensor that is no graph
-    leaf: torch raises) goes to ``original``.
+    leaf: torch raises) goes to ``original``. A view, or a second tensor of one storage in the
+    same copy, is refused (``PlanError``, recorded in ``g``): the real copies share memory.
 
     Shapes: the copy has the original's shape, dtype, device and strides (``clone``)."""
     import torch
@@ -131,6 +137,16 @@ def fake_deepcopy(original: Any) -> Any:
         memo = {} if memo is None else memo
         if id(self) in memo:
             return memo[id(self)]
+        # for real, tensors sharing memory (a view and its base, two views of one buffer)
+        # share it in the copy too; clones would not: refused (exit 3)
+        key = ("shardproof storage", self.untyped_storage()._cdata)  # noqa: SLF001
+        if self._base is not None or memo.get(key, self) is not self:
+            from spec_lang.errors import PlanError
+            from spec_lang.torch_frontend.thread_guard import user_line
+
+            raise PlanError(g.note(user_line(g.path), SHARED, thread=False) if g is not None
+                            else SHARED)
+        memo[key] = self
         with torch.no_grad():
             new = self.clone()
         if self.requires_grad:

@@ -205,7 +205,7 @@ def refused(g: Any) -> Iterator[None]:
         saved.append((owner, name, vars(owner).get(name), name in vars(owner)))
         wrap = _wrap_pickle if name in PICKLES + TEXTS else _wrap
         if name in DEEP_READS:      # a fake tensor's copy is a traced clone (R46f-4)
-            original = fake_deepcopy(original)
+            original = fake_deepcopy(original, g)
         setattr(owner, name, wrap(g, path, owner, name, original))
         _PATCHED[(id(owner), name)] = vars(owner)[name]
     try:

@@ -150,3 +150,33 @@ def test_meta_version_read_refused():
     make_fx(step, tracing_mode="fake")(torch.empty(2))
     assert seen == {"x": 0} and len(g.found) == 1
     assert "_version" not in vars(torch.Tensor) and ema._version == 0
+
+
+def test_fake_deepcopy_of_views_refused():
+    """Tensors sharing memory share it in the real copy too (a view and its base); clones
+    would not: refused with :data:`SHARED`, whether the view or a second tensor of the
+    storage is met."""
+    from spec_lang.errors import PlanError
+    from spec_lang.torch_frontend.deep_copies import SHARED
+
+    out = []
+
+    def step(w):
+        for held in ([w[0]], [w, w.detach()]):
+            try:
+                copy.deepcopy(held)
+            except PlanError as e:
+                out.append(str(e))
+        out.append(copy.deepcopy([w, w])[0] is not w)      # one tensor twice: fine
+        return [w * 2]
+
+    saved = FakeTensor.__dict__.get("__deepcopy__")
+    FakeTensor.__deepcopy__ = fake_deepcopy(torch.Tensor.__deepcopy__)
+    try:
+        make_fx(step, tracing_mode="fake")(torch.empty(3, 3, device="meta"))
+    finally:
+        if saved is None:
+            del FakeTensor.__deepcopy__
+        else:
+            FakeTensor.__deepcopy__ = saved
+    assert out == [SHARED, SHARED, True]
