@@ -9,7 +9,21 @@ from typing import Any
 
 import torch.fx as fx
 
-__all__ = ["constant_differs_text", "same_constant"]
+__all__ = ["constant_differs_text", "held_text", "same_constant"]
+
+
+def held_text(v: Any) -> str | None:
+    """Why a captured constant ``v`` held on ``meta`` (a copy of the model made in
+    ``parallelize``: an EMA, R46f-5, :mod:`deep_copies`; a constant of over 4096 values, stored
+    as its shape: :mod:`tracedata`) has no values to read, or None for another constant."""
+    import torch  # noqa: PLC0415
+
+    if not (isinstance(v, torch.Tensor) and v.device.type == "meta"):
+        return None
+    return (f"a tensor of shape {tuple(v.shape)} the step reads but neither makes nor takes as "
+            "an input (made before it: a copy of the model or of its tensors such as an EMA, a "
+            "tensor attribute, or a constant of over 4096 values), whose values the capture "
+            "does not have")
 
 
 def constant_differs_text(mine: Any, target: str, where: str) -> str:

@@ -36,7 +36,7 @@ import torch.fx as fx
 from spec_lang.term import Op, Term, term
 from spec_lang.torch_frontend.analysis import align_sizes, semantic_nodes
 from spec_lang.torch_frontend.captured_constants import (_skeleton, constant_differs_text,
-                                                         same_constant)
+                                                         held_text, same_constant)
 from spec_lang.torch_frontend.values import ew, exact_scalar
 
 __all__ = ["RankValues", "Traces", "GraphMismatch"]
@@ -357,6 +357,8 @@ class Traces:
         value (it differs at real sizes or on another traced rank: ``torch.tensor(x.shape[0])``,
         ``torch.tensor(float(rank))``), or None."""
         mine = getattr(self.main, n.target, None)
+        if held_text(mine) is not None:     # no values to compare (R46f-5)
+            return held_text(mine)
         others = [(f"rank {c}", gm, g) for (c, _, g), gm in zip(self.ranks + self.corners,
                                                               self.rank_gms + self.corner_gms)]
         if self.real_gm is not None:

@@ -50,6 +50,7 @@ import torch
 from torch import nn
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.deep_copies import plain_meta
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual,
@@ -131,7 +132,10 @@ class _Encoder:
             if id(v) in self.stale or id(base) in self.stale:
                 self.held.append(self.stale.get(id(v)) or f"{self.stale[id(base)]} (a view)")
             self.uncomparable = True       # its values are not traced: a change is UNKNOWN
-            return f"tensor({tuple(v.shape)},{v.dtype},{v.device},v{v._version})"
+            # a plain meta tensor (an EMA copied on meta in parallelize) has no values: every
+            # read of it in a trace is an Opaque constant (deep_copies, R46f-5); its shape counts
+            ver = "" if plain_meta(v) else f",v{v._version}"
+            return f"tensor({tuple(v.shape)},{v.dtype},{v.device}{ver})"
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):
             return repr(v)

@@ -344,9 +344,10 @@ def one_thread(g: _Guard) -> Iterator[None]:
         env._make_data_dependent_error = data_dependent  # noqa: SLF001
     try:
         # a value read raising on a fake tensor, caught by the step (R35d-2): value_reads
+        from spec_lang.torch_frontend.deep_copies import meta_constants
         from spec_lang.torch_frontend.value_reads import refused
 
-        with refused(g):
+        with refused(g), meta_constants(mode, g):      # an EMA copied on meta (R46f-5)
             yield
     finally:
         if had:

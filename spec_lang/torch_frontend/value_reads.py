@@ -186,6 +186,8 @@ def refused(g: Any) -> Iterator[None]:
     import torch
     from torch._subclasses.fake_tensor import FakeTensor
 
+    from spec_lang.torch_frontend.deep_copies import fake_deepcopy
+
     path = Path(g.path).resolve()
     # torch.Tensor too: ``torch.Tensor.data_ptr(t)`` calls the base class's method past
     # FakeTensor's (R37b-2); on a real tensor the read works and the wrapper passes it on
@@ -202,6 +204,8 @@ def refused(g: Any) -> Iterator[None]:
             continue
         saved.append((owner, name, vars(owner).get(name), name in vars(owner)))
         wrap = _wrap_pickle if name in PICKLES + TEXTS else _wrap
+        if name in DEEP_READS:      # a fake tensor's copy is a traced clone (R46f-4)
+            original = fake_deepcopy(original, g)
         setattr(owner, name, wrap(g, path, owner, name, original))
         _PATCHED[(id(owner), name)] = vars(owner)[name]
     try:

@@ -26,6 +26,9 @@ R46f-5 (needless refusal): an EMA ``copy.deepcopy(model)`` made in ``parallelize
 ``replicate`` (a global of real tensors) updated in the step: capture fails, FakeTensor
 "convert all Tensors" (r46f_07).
 
+Stop 53 fixed R46f-4 / R46f-5 (``spec_lang/torch_frontend/deep_copies.py``); mutants
+r46f_12 .. r46f_15 check that an EMA written back into the model is not EQUIVALENT.
+
 R46f-6 (needless refusal, R46e-4's cause): ``DDP.set_requires_gradient_sync(model, True)``
 through the class reads ``replicate.state(model)`` (None in the stand-in): rc 3 (r46f_04);
 the wrong ``False`` variant (r46f_05) is refused alike: sound.
@@ -85,17 +88,54 @@ def test_r46f_3_call_torch_refuses_not_equivalent(name, tmp_path):
     assert out["_rc"] == 3 and "R46f-3" in out["_err"], out
 
 
-@pytest.mark.xfail(strict=True, reason="R46f-4 / R46f-5 / R46f-6: needless refusals "
-                   "(RecursionError; FakeTensor on an EMA global; replicate.state None)")
+@pytest.mark.xfail(strict=True, reason="R46f-6: needless refusal (replicate.state None)")
 @pytest.mark.parametrize("name", [
-    "r46f_03_deepcopy_unwrapped_submodule_right.py",
-    "r46f_07_ema_deepcopy_before_replicate_right.py",
     "r46f_04_class_method_call_right.py",
 ])
 def test_r46f_needless_refusals_equivalent(name, tmp_path):
-    """Right plans (truth <= 1.4e-17) refused at 50dcffd: rc 3 (22 s, 15 s, 30 s)."""
+    """Right plans (truth <= 1.4e-17) refused at 50dcffd: rc 3 (30 s)."""
     out = _prove(ROUND46F / name, tmp_path)
     assert _equivalent(out), out
+
+
+@pytest.mark.parametrize("name", [
+    "r46f_03_deepcopy_unwrapped_submodule_right.py",
+    "r46f_07_ema_deepcopy_before_replicate_right.py",
+    "r46f_15_step_deepcopy_written_back_right.py",
+])
+def test_r46f_4_5_deep_copies_equivalent(name, tmp_path):
+    """R46f-4 / R46f-5, right plans (truth <= 2.2e-19): rc 3 at 50dcffd (RecursionError 22 s;
+    "convert all Tensors to FakeTensors" 15 s). Since stop 53 (``deep_copies``): a fake
+    tensor's deep copy is a traced clone, an EMA copied on meta in ``parallelize`` an Opaque
+    constant: EQUIVALENT (r46f_03 92 s, r46f_07 59 s under load); r46f_15 writes the step's
+    copy back on both sides (exact)."""
+    out = _prove(ROUND46F / name, tmp_path)
+    assert _equivalent(out), out
+
+
+@pytest.mark.parametrize("name,rc", [
+    ("r46f_12_ema_written_back_wrong.py", 2),
+    ("r46f_14_step_deepcopy_written_back_wrong.py", 1),
+])
+def test_r46f_4_5_deep_copies_written_back_not_equivalent(name, rc, tmp_path):
+    """Mutants of the stop-53 fix, truth wrong: r46f_12 blends the EMA (copied on meta in
+    ``parallelize``) back into the parameters (w0 0.0042): UNKNOWN, the EMA's values are not
+    traced; r46f_14 copies the step's deep copy back on the parallel run only (w0 0.0066):
+    NOT EQUIVALENT at w0 (the copy is a traced clone)."""
+    out = _prove(ROUND46F / name, tmp_path)
+    assert out["_rc"] == rc and not _equivalent(out), out
+    if rc == 2:
+        assert "neither makes nor takes as an input" in str(out), out
+    else:
+        assert out.get("verdict") == "NOT EQUIVALENT", out
+
+
+def test_r46f_5_ema_shares_parameter_refused(tmp_path):
+    """Mutant of the stop-53 fix: ``model.w0.weight = EMA w0.weight`` after the deep copy, so
+    the EMA update scales the model's weight for real (truth wrong, w0 0.0076): refused at
+    ``parallelize`` (the parameter is not the one build_model made), exit 3."""
+    out = _prove(ROUND46F / "r46f_13_ema_shares_parameter_wrong.py", tmp_path)
+    assert out["_rc"] == 3 and "w0.weight" in out["_err"], out
 
 
 def test_r46f_class_method_no_sync_not_equivalent(tmp_path):

@@ -56,7 +56,6 @@ def _caught(read):
     (lambda t: (torch.save(t, io.BytesIO()), 2.0)[1], "t.__reduce_ex__"),
     (lambda t: (pickle.dumps(t.untyped_storage()), 2.0)[1],
      r"t.untyped_storage\(\).__reduce_ex__"),
-    (lambda t: (copy.deepcopy(t), 2.0)[1], "t.__deepcopy__"),
     # round 38: the text of a fake tensor or of a symbol (R35d-1's r35d_02), raising or not
     (lambda t: 2.0 if "[2." in str(t) else 1.0, "t.__str__"),
     (lambda t: 2.0 if "2." in repr(t) else 1.0, "t.__repr__"),
@@ -76,6 +75,25 @@ def test_a_value_read_caught_by_the_step_is_refused_with_its_line(read, label):
         with threads_refused(HERE):
             make_fx(watched(_caught(read)), tracing_mode="fake")(torch.ones(4))
     assert "thread-local" not in str(e.value), e.value
+
+
+def test_a_deepcopy_is_a_traced_clone_and_of_a_view_refused():
+    """Since stop 53 (R46f-4, ``deep_copies``) ``copy.deepcopy`` of a fake tensor of the step
+    is a traced clone, as the real copy is its values: no refusal (round 38 refused it as a
+    read that raised). A deep copy of a view (memory shared for real) is refused with its
+    line, even caught."""
+    from spec_lang.torch_frontend.deep_copies import SHARED
+
+    with threads_refused(HERE):
+        gm = make_fx(watched(_caught(lambda t: (copy.deepcopy(t), 2.0)[1])),
+                     tracing_mode="fake")(torch.ones(4))
+    assert "aten.clone.default" in {str(n.target) for n in gm.graph.nodes}, gm.graph
+    with pytest.raises(PlanError, match=rf"{HERE}:\d+: copy.deepcopy of a tensor that shares") \
+            as e:
+        with threads_refused(HERE):
+            make_fx(watched(_caught(lambda t: (copy.deepcopy(t[0:1]), 2.0)[1])),
+                    tracing_mode="fake")(torch.ones(4))
+    assert SHARED in str(e.value)
 
 
 def test_torchs_methods_are_given_back_and_nothing_is_left_patched():
