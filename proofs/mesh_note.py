@@ -20,10 +20,11 @@ __all__ = ["untraced_note"]
 
 def _literal_mesh(source: bytes) -> tuple[dict[str, int], int] | None:
     """``(MESH, its line)`` when the file assigns ``MESH`` once at module level to a literal
-    dict of str -> int; None otherwise (a syntax error too: the trace reports it)."""
+    dict of str -> int; None otherwise (a syntax error too, or a file too deeply nested for
+    ``ast``: the trace reports it; prove exited 1 with a traceback, R53b-3)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):   # deep nesting (R53b-3)
         return None
     found = []
     for n in tree.body:

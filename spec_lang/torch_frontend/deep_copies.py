@@ -23,7 +23,8 @@ Two right plans were refused with torch's internals:
   (RecursionError). :func:`fake_deepcopy` copies a fake tensor of the trace's mode as the real
   deep copy does its values: a traced ``clone`` (under ``no_grad``), ``requires_grad`` and the
   gradient copied, and the Python attributes the fake tensor's own construction did not set
-  (``_is_param``: the copy of a parameter is a parameter; the user's marks) deep-copied. The
+  (the user's marks) deep-copied; of a parameter (``_is_param``) as ``nn.Parameter.__deepcopy__``
+  does: the values and ``requires_grad`` only, no gradient and no attributes (R53b-4). The
   copy's values are the traced values of the original: what is computed from it is exact.
 
 Sources: ``torch/_tensor.py`` ``Tensor.__deepcopy__``; ``torch/_subclasses/fake_tensor.py``
@@ -37,7 +38,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["SHARED", "fake_deepcopy", "meta_constants", "plain_meta"]
+__all__ = ["ALIAS", "SHARED", "fake_deepcopy", "meta_constants", "plain_meta"]
 
 
 def plain_meta(x: Any) -> bool:
@@ -96,9 +97,27 @@ def meta_constants(mode: Any, g: Any = None) -> Iterator[None]:
     had = "validate_and_convert_non_fake_tensors" in vars(mode)
     before = mode.validate_and_convert_non_fake_tensors
 
+    seen: dict[int, Any] = {}       # plain meta tensors let through once (kept: ids stay)
+
+    def fake(a: Any) -> Any:
+        if id(a) not in seen:
+            if a._base is not None or _use_count(a) > _use_count(torch.empty(0, device="meta")):
+                # it shares memory with a tensor of the model (a view or ``detach()`` of a
+                # parameter made in parallelize): a write to it is one to the parameter for
+                # real, to a constant in the capture (R53b-2)
+                from spec_lang.errors import PlanError
+                from spec_lang.torch_frontend.thread_guard import user_line
+
+                raise PlanError(g.note(user_line(g.path), ALIAS, thread=False)
+                                if g is not None else ALIAS)
+            seen[id(a)] = a
+        return converter_of[0].from_real_tensor(mode, a)
+
+    converter_of: list[Any] = [None]
+
     def validate(func: Any, converter: Any, flat_args: Any, args_spec: Any) -> Any:
-        flat = [converter.from_real_tensor(mode, a) if plain_meta(a) else a
-                for a in flat_args]
+        converter_of[0] = converter
+        flat = [fake(a) if plain_meta(a) else a for a in flat_args]
         return before(func, converter, flat, args_spec)
 
     mode.validate_and_convert_non_fake_tensors = validate
@@ -112,6 +131,19 @@ def meta_constants(mode: Any, g: Any = None) -> Iterator[None]:
             mode.validate_and_convert_non_fake_tensors = before
         else:
             vars(mode).pop("validate_and_convert_non_fake_tensors", None)
+
+
+ALIAS = ("the step uses a tensor held outside the model on meta that shares memory with "
+         "another tensor (a view or detach() of a parameter or buffer made before the step): "
+         "its writes are the other tensor's for real, which the capture does not follow "
+         "(R53b-2): hold a copy (copy.deepcopy, clone()) instead")
+
+
+def _use_count(t: Any) -> int:
+    """How many holders ``t``'s storage has (tensors sharing it, measured alike)."""
+    import torch
+
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)  # noqa: SLF001
 
 
 SHARED = ("copy.deepcopy of a tensor that shares memory with another one (a view: the copies "
@@ -151,6 +183,12 @@ def fake_deepcopy(original: Any, g: Any = None) -> Any:
             new = self.clone()
         if self.requires_grad:
             new.requires_grad_()
+        if vars(self).get("_is_param"):
+            # a parameter: ``nn.Parameter.__deepcopy__`` copies its values and requires_grad
+            # only, neither the gradient nor the Python attributes (R53b-4)
+            vars(new)["_is_param"] = True
+            memo[id(self)] = new
+            return new
         if self.grad is not None:
             new.grad = copy.deepcopy(self.grad, memo)
         own = set(vars(new))        # the fake tensor's own state (its fake_mode, device...)

@@ -50,7 +50,6 @@ import torch
 from torch import nn
 
 from spec_lang.errors import PlanError
-from spec_lang.torch_frontend.deep_copies import plain_meta
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual,
@@ -132,10 +131,14 @@ class _Encoder:
             if id(v) in self.stale or id(base) in self.stale:
                 self.held.append(self.stale.get(id(v)) or f"{self.stale[id(base)]} (a view)")
             self.uncomparable = True       # its values are not traced: a change is UNKNOWN
-            # a plain meta tensor (an EMA copied on meta in parallelize) has no values: every
-            # read of it in a trace is an Opaque constant (deep_copies, R46f-5); its shape counts
-            ver = "" if plain_meta(v) else f",v{v._version}"
-            return f"tensor({tuple(v.shape)},{v.dtype},{v.device}{ver})"
+            # a plain meta tensor (an EMA copied on meta in parallelize) has no values (every
+            # read of it in a trace is an Opaque constant: deep_copies, R46f-5), but its
+            # version counter is state the next step can read past any guard
+            # (``torch._C.TensorBase.__dict__["_version"]``): it counts (R53b-3)
+            ver = f",v{v._version}"
+            # its flags and Python attributes too: a step counter kept there (R53b-1)
+            return f"tensor({tuple(v.shape)},{v.dtype},{v.device}{ver},rg={v.requires_grad}," \
+                   f"g={self.enc(v._grad)})" + self._attrs(v, skip=_fake_own(v))
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):
             return repr(v)
@@ -313,6 +316,23 @@ class _Encoder:
         raw = repr((code.co_code, code.co_names, code.co_varnames, code.co_filename,
                     code.co_firstlineno)).encode() + self.enc(consts).encode()
         return hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- a digest, not security
+
+
+@functools.cache
+def _fake_keys() -> frozenset[str]:
+    """The attributes a ``FakeTensor``'s own construction sets (its mode, device, memos)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
+    from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
+
+    with _disable_current_modes(), FakeTensorMode():     # whatever mode is active (a trace)
+        return frozenset(vars(torch.empty(1)))
+
+
+def _fake_own(v: Any) -> frozenset[str]:
+    """What of a tensor's ``__dict__`` is not the user's: a fake tensor's own state."""
+    from torch._subclasses.fake_tensor import FakeTensor  # noqa: PLC0415
+
+    return _fake_keys() if isinstance(v, FakeTensor) else frozenset()
 
 
 def _short_type(full: str) -> str:
