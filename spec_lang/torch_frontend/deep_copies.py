@@ -23,9 +23,13 @@ Two right plans were refused with torch's internals:
   (RecursionError). :func:`fake_deepcopy` copies a fake tensor of the trace's mode as the real
   deep copy does its values: a traced ``clone`` (under ``no_grad``), ``requires_grad`` and the
   gradient copied, and the Python attributes the fake tensor's own construction did not set
-  (the user's marks) deep-copied; of a parameter (``_is_param``) as ``nn.Parameter.__deepcopy__``
-  does: the values and ``requires_grad`` only, no gradient and no attributes (R53b-4). The
-  copy's values are the traced values of the original: what is computed from it is exact.
+  (the user's marks) deep-copied. The copy's values are the traced values of the original:
+  what is computed from it is exact. A *parameter* (a fake tensor marked ``_is_param``) is
+  refused with exit 3 naming the line: ``nn.Parameter.__deepcopy__`` copies the values and
+  ``requires_grad`` only (R53b-4), a plain tensor's copy also the gradient and attributes,
+  and the step can set the mark on a plain tensor itself (R53c-4), so the capture cannot tell
+  which copy the real run makes. ``copy.deepcopy(model.w0)`` (r46f_03) is therefore refused
+  with that reason, not a RecursionError.
 
 Sources: ``torch/_tensor.py`` ``Tensor.__deepcopy__``; ``torch/_subclasses/fake_tensor.py``
 ``FakeTensorMode.validate_and_convert_non_fake_tensors`` (torch 2.13).
@@ -38,7 +42,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["ALIAS", "SHARED", "fake_deepcopy", "meta_constants", "plain_meta"]
+__all__ = ["ALIAS", "PARAM", "SHARED", "fake_deepcopy", "meta_constants", "plain_meta"]
 
 
 def plain_meta(x: Any) -> bool:
@@ -146,6 +150,11 @@ def _use_count(t: Any) -> int:
     return torch._C._storage_Use_Count(t.untyped_storage()._cdata)  # noqa: SLF001
 
 
+PARAM = ("copy.deepcopy of a parameter (or of a module holding one) in the step: the capture "
+         "cannot tell a parameter from a tensor marked as one, whose copies differ (R53c-4): "
+         "make the copy in parallelize, or copy the values with p.detach().clone()")
+
+
 SHARED = ("copy.deepcopy of a tensor that shares memory with another one (a view: the copies "
           "would share it too, which the capture does not follow): deep-copy the module whose "
           "parameters are not views, or copy the tensors with clone()")
@@ -184,11 +193,15 @@ def fake_deepcopy(original: Any, g: Any = None) -> Any:
         if self.requires_grad:
             new.requires_grad_()
         if vars(self).get("_is_param"):
-            # a parameter: ``nn.Parameter.__deepcopy__`` copies its values and requires_grad
-            # only, neither the gradient nor the Python attributes (R53b-4)
-            vars(new)["_is_param"] = True
-            memo[id(self)] = new
-            return new
+            # a parameter's copy (``nn.Parameter.__deepcopy__``: values and requires_grad only,
+            # R53b-4) and a plain tensor's (gradient and attributes too) differ, and in the
+            # capture both are fake tensors marked ``_is_param``, a mark the step can set
+            # itself (R53c-4): refused (exit 3)
+            from spec_lang.errors import PlanError
+            from spec_lang.torch_frontend.thread_guard import user_line
+
+            raise PlanError(g.note(user_line(g.path), PARAM, thread=False) if g is not None
+                            else PARAM)
         if self.grad is not None:
             new.grad = copy.deepcopy(self.grad, memo)
         own = set(vars(new))        # the fake tensor's own state (its fake_mode, device...)

@@ -102,14 +102,14 @@ def test_r46f_needless_refusals_equivalent(name, tmp_path):
     "r46f_03_deepcopy_unwrapped_submodule_right.py",
     "r46f_15_step_deepcopy_written_back_right.py",
 ])
-def test_r46f_4_5_deep_copies_equivalent(name, tmp_path):
-    """R46f-4 / R46f-5, right plans (truth <= 2.2e-19): rc 3 at 50dcffd (RecursionError 22 s;
-    "convert all Tensors to FakeTensors" 15 s). Since stop 53 (``deep_copies``): a fake
-    tensor's deep copy is a traced clone, an EMA copied on meta in ``parallelize`` an Opaque
-    constant: EQUIVALENT (r46f_03 92 s, r46f_07 59 s under load); r46f_15 writes the step's
-    copy back on both sides (exact)."""
+def test_r46f_4_deep_copies_of_parameters_refused_with_their_reason(name, tmp_path):
+    """R46f-4, right plans (truth <= 2.2e-19): rc 3 at 50dcffd (RecursionError 22 s). At
+    9d1f70c EQUIVALENT (a fake tensor's deep copy a traced clone), but a parameter's copy and
+    a plain tensor's differ and the step can mark a tensor ``_is_param`` itself (R53b-4,
+    R53c-4): since round 53c a deep copy of a parameter in the step is refused, exit 3
+    naming that reason (not a RecursionError)."""
     out = _prove(ROUND46F / name, tmp_path)
-    assert _equivalent(out), out
+    assert out["_rc"] == 3 and "copy.deepcopy of a parameter" in out["_err"], out
 
 
 def test_r46f_5_ema_updated_in_step_unknown(tmp_path):
@@ -123,19 +123,19 @@ def test_r46f_5_ema_updated_in_step_unknown(tmp_path):
 
 @pytest.mark.parametrize("name,rc", [
     ("r46f_12_ema_written_back_wrong.py", 2),
-    ("r46f_14_step_deepcopy_written_back_wrong.py", 1),
+    ("r46f_14_step_deepcopy_written_back_wrong.py", 3),   # a parameter's copy: refused
 ])
 def test_r46f_4_5_deep_copies_written_back_not_equivalent(name, rc, tmp_path):
     """Mutants of the stop-53 fix, truth wrong: r46f_12 blends the EMA (copied on meta in
     ``parallelize``) back into the parameters (w0 0.0042): UNKNOWN, the EMA's values are not
     traced; r46f_14 copies the step's deep copy back on the parallel run only (w0 0.0066):
-    NOT EQUIVALENT at w0 (the copy is a traced clone)."""
+    NOT EQUIVALENT at w0 at 9d1f70c, exit 3 since round 53c (a parameter's deep copy)."""
     out = _prove(ROUND46F / name, tmp_path)
     assert out["_rc"] == rc and not _equivalent(out), out
     if rc == 2:
         assert "neither makes nor takes as an input" in str(out), out
     else:
-        assert out.get("verdict") == "NOT EQUIVALENT", out
+        assert "copy.deepcopy of a parameter" in out["_err"], out
 
 
 def test_r46f_5_ema_shares_parameter_refused(tmp_path):

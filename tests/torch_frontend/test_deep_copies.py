@@ -13,6 +13,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.captured_constants import held_text
 from spec_lang.torch_frontend.deep_copies import fake_deepcopy, meta_constants, plain_meta
 from spec_lang.torch_frontend.step_state import _Encoder
@@ -67,46 +68,58 @@ def test_plain_meta():
     assert held_text(torch.empty(2)) is None
 
 
-def test_fake_deepcopy_is_a_traced_clone():
-    """R46f-4: ``copy.deepcopy`` of a module holding a fake parameter of the trace: the copy
-    is a clone node of the input in the trace's own fake mode, still a parameter, without the
-    user's attribute (``nn.Parameter.__deepcopy__`` drops it: adversarial R53b-4); an in-place
-    update of it traces (it recursed before)."""
-    lin = nn.Linear(3, 3, bias=False, device="meta")
-    seen = {}
-
-    def step(w):
-        lin.weight = nn.Parameter(w)
-        lin.weight.mark = [1]
-        ema = copy.deepcopy(lin)
-        e = ema.weight
-        seen.update(mode=e.fake_mode is _fake_mode(), param=isinstance(e, nn.Parameter),
-                    grad=e.requires_grad, mark=not hasattr(e, "mark"),
-                    same=e is lin.weight, fake=type(e) is FakeTensor)
-        with torch.no_grad():
-            e.mul_(0.9).add_(lin.weight, alpha=0.1)
-            lin.weight.copy_(e)
-        return [lin.weight * 1]
-
+def _with_fake_deepcopy(step, *args):
     saved = FakeTensor.__dict__.get("__deepcopy__")
     FakeTensor.__deepcopy__ = fake_deepcopy(torch.Tensor.__deepcopy__)
     try:
-        gm = make_fx(step, tracing_mode="fake")(torch.empty(3, 3, device="meta"))
+        return make_fx(step, tracing_mode="fake")(*args)
     finally:
         if saved is None:
             del FakeTensor.__deepcopy__
         else:
             FakeTensor.__deepcopy__ = saved
-    assert seen == {"mode": True, "param": True, "grad": True, "mark": True, "same": False,
-                    "fake": True}
+
+
+def test_fake_deepcopy_is_a_traced_clone():
+    """R46f-4: ``copy.deepcopy`` of a plain fake tensor of the trace (not a parameter): the
+    copy is a clone node of the input in the trace's own fake mode, with its gradient flag
+    and the user's attribute (as ``Tensor.__deepcopy__`` copies ``__dict__``); an in-place
+    update of it traces (it recursed before)."""
+    seen = {}
+
+    def step(w):
+        w.mark = [1]
+        e = copy.deepcopy(w)
+        seen.update(mode=e.fake_mode is _fake_mode(), mark=getattr(e, "mark", None) == [1],
+                    same=e is w, fake=type(e) is FakeTensor)
+        e.mul_(0.9).add_(w, alpha=0.1)
+        return [e * 1]
+
+    gm = _with_fake_deepcopy(step, torch.empty(3, 3, device="meta"))
+    assert seen == {"mode": True, "mark": True, "same": False, "fake": True}
     ops = _ops(gm)
     assert ("call_function", "aten.clone.default") in ops
-    assert ("call_function", "aten.copy_.default") in ops
     assert not any(o == "get_attr" for o, _ in ops)     # the copy is traced, not a constant
-    src = next(n for n in gm.graph.nodes if str(n.target) == "aten.clone.default").args[0]
-    while src.op != "placeholder":      # nn.Parameter(w) of a fake tensor is w.detach()
-        assert str(src.target) in ("aten.detach.default", "aten.alias.default"), src.target
-        src = src.args[0]
+
+
+@pytest.mark.parametrize("marked_by", ["torch", "the step"])
+def test_a_parameters_deepcopy_is_refused(marked_by):
+    """A parameter's copy (``nn.Parameter.__deepcopy__``: no gradient, no attributes,
+    R53b-4) and a plain tensor's differ, and the step can mark a plain fake tensor
+    ``_is_param`` itself (R53c-4): a deep copy of either is refused, naming the reason."""
+    lin = nn.Linear(3, 3, bias=False, device="meta")
+
+    def step(w):
+        if marked_by == "torch":
+            lin.weight = nn.Parameter(w)
+            copy.deepcopy(lin)
+        else:
+            w._is_param = True
+            copy.deepcopy(w)
+        return [w * 1]
+
+    with pytest.raises(PlanError, match=r"copy\.deepcopy of a parameter .*R53c-4"):
+        _with_fake_deepcopy(step, torch.empty(3, 3, device="meta"))
 
 
 def test_meta_tensor_fingerprint_has_version():
