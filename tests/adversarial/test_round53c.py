@@ -126,9 +126,37 @@ def test_r53c_parameter_deepcopy_still_like_torch():
                  marks=pytest.mark.xfail(strict=True, reason="R53c-3 open")),
     pytest.param("r53c_04_tensor_marked_is_param_deepcopy_wrong.py",
                  marks=pytest.mark.xfail(strict=True, reason="R53c-4 open")),
+    pytest.param("r53c_07_param_subclass_own_deepcopy_wrong.py",
+                 marks=pytest.mark.xfail(strict=True, reason="R53c-5 open")),
+    "r53c_05_torch_tensor_class_attribute_counter_wrong.py",
+    "r53c_06_param_storage_set_in_step_wrong.py",
 ])
 def test_r53c_wrong_plans_not_equivalent(name, tmp_path):
     """Each plan is wrong at step 1 or 2 (``torch4_truth.py``); EQUIVALENT is a false accept
     (a refusal, exit 3, or UNKNOWN is fine)."""
     out = _prove(ROUND / name, tmp_path)
     assert _not_equivalent(out), out
+
+
+def test_r53c_meta_aliases_of_parameter_refused():
+    """Control (R53b-2 kept): every alias of a meta parameter made before the step is refused
+    at its first use (``set_`` onto its storage, ``as_strided``, ``.data``, ``detach``,
+    ``_make_subclass``); a deep copy is taken as a constant."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from spec_lang.errors import PlanError
+    from spec_lang.torch_frontend.deep_copies import meta_constants
+
+    p = nn.Parameter(torch.empty(3, 3, device="meta"))
+    aliases = [torch.tensor([], device="meta").set_(p.untyped_storage()),
+               torch.empty(0, device="meta").set_(p.untyped_storage(), 0, (9,), (1,)),
+               torch.as_strided(p.detach(), (9,), (1,)), p.data, p.detach(),
+               torch.Tensor._make_subclass(torch.Tensor, p.detach())]
+    for a in aliases:
+        mode = FakeTensorMode()
+        with pytest.raises(PlanError, match="R53b-2"), meta_constants(mode), mode:
+            a.mul_(2.0)
+    own = copy.deepcopy(p)          # made before the step (in parallelize)
+    mode = FakeTensorMode()
+    with meta_constants(mode), mode:
+        assert tuple(own.mul(2.0).shape) == (3, 3)
