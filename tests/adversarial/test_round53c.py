@@ -130,6 +130,7 @@ def test_r53c_parameter_deepcopy_still_like_torch():
                  marks=pytest.mark.xfail(strict=True, reason="R53c-5 open")),
     "r53c_05_torch_tensor_class_attribute_counter_wrong.py",
     "r53c_06_param_storage_set_in_step_wrong.py",
+    "r53c_08_fake_key_named_attribute_counter_wrong.py",
 ])
 def test_r53c_wrong_plans_not_equivalent(name, tmp_path):
     """Each plan is wrong at step 1 or 2 (``torch4_truth.py``); EQUIVALENT is a false accept
