@@ -399,3 +399,26 @@ def _cell(c: Any) -> Any:
         return c.cell_contents
     except ValueError:
         return "<empty cell>"
+
+
+def data_digest(v: Any) -> str:
+    """A digest of a held tensor's bytes when it has real ones (a cpu tensor, not fake): a
+    write past torch (``ctypes`` at ``data_ptr()``: adversarial R53c-3) bumps no version
+    counter but changes this. A tensor without real bytes gives ``"-"``; one whose bytes
+    cannot be read gives a token that differs at every call (its state is never taken for
+    unchanged)."""
+    import time
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    if isinstance(v, FakeTensor) or v.device.type != "cpu" or v.layout is not torch.strided:
+        return "-"
+    try:
+        with _disable_current_modes():
+            raw = v.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
+        return f"?{time.monotonic_ns()}"
+    return hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- a digest, not security
+

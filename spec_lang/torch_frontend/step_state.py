@@ -51,7 +51,7 @@ from torch import nn
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
-    OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest,
+    OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual,
 )
 from spec_lang.torch_frontend.registry_state import import_made
@@ -137,8 +137,10 @@ class _Encoder:
             # (``torch._C.TensorBase.__dict__["_version"]``): it counts (R53b-3)
             ver = f",v{v._version}"
             # its flags and Python attributes too: a step counter kept there (R53b-1)
-            return f"tensor({tuple(v.shape)},{v.dtype},{v.device}{ver},rg={v.requires_grad}," \
-                   f"g={self.enc(v._grad)})" + self._attrs(v, skip=_fake_own(v))
+            # and its type, its storage object's attributes and its bytes (R53c-1, -2, -3)
+            return f"tensor({_qual(type(v))},{tuple(v.shape)},{v.dtype},{v.device}{ver}," \
+                   f"rg={v.requires_grad},g={self.enc(v._grad)},d={data_digest(v)})" \
+                + self._attrs(v, skip=_fake_own(v)) + self._attrs(v.untyped_storage())
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):
             return repr(v)

@@ -4,7 +4,7 @@
 
 Plans in ``plans/round53c/``; the truth is ``python tests/adversarial/torch4_truth.py FILE 2``
 (every ``*_wrong`` plan differs from the single-device run at step 1 or 2). The fast tests
-check the pieces directly (open findings: strict xfail); the slow ones prove the plans.
+check the pieces directly (the findings, fixed at stop 53); the slow ones prove the plans.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class _Seen(torch.Tensor):
 
 # -- R53c-1..3: state of a held tensor the fingerprint does not read ----------------------------
 
-@pytest.mark.xfail(strict=True, reason="R53c-1 open: a held tensor's text has no type")
+# R53c-1: fixed at stop 53 (was a strict xfail)
 def test_r53c_1_class_swap_in_fingerprint():
     """R53c-1: ``C.__class__ = Seen`` on a held tensor (no version bump, no attribute) left
     its fingerprint unchanged; ``type(C) is Seen`` is a step counter the next step reads."""
@@ -53,7 +53,7 @@ def test_r53c_1_class_swap_in_fingerprint():
     assert _fingerprint({"c": t}) != before
 
 
-@pytest.mark.xfail(strict=True, reason="R53c-2 open: a held tensor's storage object unread")
+# R53c-2: fixed at stop 53 (was a strict xfail)
 def test_r53c_2_storage_attribute_in_fingerprint():
     """R53c-2: a Python attribute on a held tensor's storage object (``untyped_storage()``
     keeps its Python object) is state the next step reads; the fingerprint did not see it."""
@@ -64,7 +64,7 @@ def test_r53c_2_storage_attribute_in_fingerprint():
     assert _fingerprint({"c": t}) != before
 
 
-@pytest.mark.xfail(strict=True, reason="R53c-3 open: a held real tensor's values unread")
+# R53c-3: fixed at stop 53 (was a strict xfail)
 def test_r53c_3_value_write_without_version_in_fingerprint():
     """R53c-3: a held real cpu tensor's values written through ``ctypes`` at ``data_ptr()``
     (no aten op: no version bump, and it works under the trace's fake mode) left the
@@ -78,7 +78,7 @@ def test_r53c_3_value_write_without_version_in_fingerprint():
 
 # -- R53c-4: fake_deepcopy takes a tensor the user marked ``_is_param`` as a parameter ----------
 
-@pytest.mark.xfail(strict=True, reason="R53c-4 open: `_is_param` in vars is the user's too")
+# R53c-4: fixed at stop 53 (was a strict xfail)
 def test_r53c_4_marked_tensor_deepcopy_like_torch():
     """R53c-4: for real ``copy.deepcopy`` of a plain tensor with the attribute
     ``_is_param = True`` is ``Tensor.__deepcopy__`` (gradient and attributes kept); the capture
@@ -118,16 +118,11 @@ def test_r53c_parameter_deepcopy_still_like_torch():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [
-    pytest.param("r53c_01_held_tensor_class_swap_counter_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason="R53c-1 open")),
-    pytest.param("r53c_02_held_tensor_storage_attribute_counter_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason="R53c-2 open")),
-    pytest.param("r53c_03_held_tensor_value_via_ctypes_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason="R53c-3 open")),
-    pytest.param("r53c_04_tensor_marked_is_param_deepcopy_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason="R53c-4 open")),
-    pytest.param("r53c_07_param_subclass_own_deepcopy_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason="R53c-5 open")),
+    "r53c_01_held_tensor_class_swap_counter_wrong.py",  # R53c-1, fixed at stop 53
+    "r53c_02_held_tensor_storage_attribute_counter_wrong.py",  # R53c-2, fixed at stop 53
+    "r53c_03_held_tensor_value_via_ctypes_wrong.py",  # R53c-3, fixed at stop 53
+    "r53c_04_tensor_marked_is_param_deepcopy_wrong.py",  # R53c-4, fixed at stop 53
+    "r53c_07_param_subclass_own_deepcopy_wrong.py",  # R53c-5, fixed at stop 53
     "r53c_05_torch_tensor_class_attribute_counter_wrong.py",
     "r53c_06_param_storage_set_in_step_wrong.py",
     "r53c_08_fake_key_named_attribute_counter_wrong.py",
