@@ -111,7 +111,9 @@ def test_without_stale_nothing_is_refused():
     model.refs = [keep[1]]
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     out = step_state(model, opt, [])
-    assert out["module <model>.refs"].startswith(UNCOMPARABLE + "builtins.list[tensor((3, 4),")
+    # a held tensor's text (type, shape, flags, bytes' digest: round 53c) is over 80
+    # characters, so the entry is the digest of it, marked uncomparable, not refused
+    assert out["module <model>.refs"].startswith(UNCOMPARABLE + "<list #"), out
 
 
 # -- stale_refs.refuse_held: holders outside what the fingerprint reads (round 45a, 45b) ------
