@@ -36,9 +36,11 @@ def refute_goals(problem: Any, goals: list[GoalResult], shapes: Shapes,
 
     On a counterexample the mismatched goals of ``goals`` (the problem's goals) are marked
     ``refuted`` and the other open ones "not attempted"; the counterexample gets its schedule
-    context (the uneven gradient buffer of a pipeline) and an asymmetry note when one rank's
-    constants make the difference."""
+    context (the uneven gradient buffer of a pipeline), an asymmetry note when one rank's
+    constants make the difference, and a note naming where the divergence starts in the
+    user's code (:mod:`proofs.divergence`, messages only)."""
     from proofs.confirm import search
+    from proofs.divergence import divergence_start
 
     by_name = {g.name: g for g in goals}
     progress("refute", 0, len(goals))
@@ -55,6 +57,9 @@ def refute_goals(problem: Any, goals: list[GoalResult], shapes: Shapes,
     note = asymmetry_note(g0.expected, g0.actual, Binding(cx.reduced_binding), cx.seed)
     if note:
         cx.notes.append(note)
+    start = divergence_start(g0.expected, g0.actual, Binding(cx.reduced_binding), cx.seed)
+    if start is not None and start.plan_site and start.plan_site != cx.site:
+        cx.notes.append(start.note)   # where the divergence starts (proofs/divergence.py)
     for g in r.mismatched:
         by_name[g.name].status = "refuted"
         by_name[g.name].reason = "values differ on random inputs"

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from spec_lang.tensor import record_site
 from spec_lang.term import DimSpec, Term
 from spec_lang.torch_frontend.aliasing import (c10d_returned, named_path, schema_alias,
                                                written_args, written_twice)
@@ -54,8 +55,7 @@ SLICE_VIEWS = frozenset({
 })
 """Views that see part of their base."""
 SET_STORAGE = frozenset({"aten.set_.source_Tensor", "aten.set_.source_Tensor_storage_offset"})
-"""``t.set_(x)``: ``t`` shares ``x``'s storage from then on (its schema marks ``t`` written,
-not the alias: R18-1)."""
+"""``t.set_(x)``: ``t`` shares ``x``'s storage (its schema marks ``t`` written: R18-1)."""
 OUT_WRITES = frozenset({"aten.cat.out"})
 """Ops with a rule that write their result into all of ``out=`` (R35b-3): its old value is never
 read, every alias of it reads the result, and the result is ``out``."""
@@ -83,6 +83,7 @@ class Lowering:
     axis_of: Callable[[fx.Node, Any], str]           # (node, key) -> mesh axis of a group arg
     path: str | None = None
     traces: Any = None            # the aligned traces (literals.Traces): sizes for patterns
+    plan: bool = False            # the plan's lowering: its sites win on terms shared with the spec
     env: dict[fx.Node, Any] = field(default_factory=dict)
     # id(term) -> the 0/1 mask on which that value is known to be 0 (index_put_ of 0)
     zero_where: dict[int, Any] = field(default_factory=dict)
@@ -385,8 +386,7 @@ ITEMWISE = frozenset({
     "aten.sub.Scalar", "aten.sqrt.default", "aten.rsqrt.default", "aten.reciprocal.default",
     "aten.clamp.default", "_c10d_functional.all_reduce.default",
 })
-"""Ops applied item by item to a ``stack`` of scalars (``clip_grad_norm_``'s per-parameter
-norms: DTensor squares, all-reduces and roots the whole stack)."""
+"""Ops applied item by item to a ``stack`` of scalars (``clip_grad_norm_``'s norms)."""
 
 
 def _itemwise(ctx: Lowering, n: fx.Node, r: Any, args: tuple, kwargs: dict, k: int) -> Any:
@@ -428,6 +428,8 @@ def _checked(ctx: Lowering, n: fx.Node, val: Any) -> Any:
         if extra:
             return Opaque(str(n.target), ctx.site(n), f"internal: the value has dims "
                           f"{[str(d) for d in extra]} its layout does not")
+        if not (site := node_site(n)).startswith("<"):  # messages only: proofs/divergence.py
+            record_site(val.term, site, first=not ctx.plan)   # the deepest user line
     return val
 
 
@@ -568,7 +570,7 @@ def rename_dims(t: Term, ren: Mapping[str, DimSpec], sizes: dict[str, str] | Non
     whose size it has``)."""
     if not ren:
         return t
-    from spec_lang.term import Op, term
+    from spec_lang.term import Op, term  # noqa: PLC0415
     tmp = {}
     for old, new in ren.items():
         if new.name in t.dim_names and new.name not in ren:
@@ -590,10 +592,8 @@ def rename_dims(t: Term, ren: Mapping[str, DimSpec], sizes: dict[str, str] | Non
 
 def as_term(x: Any) -> Term:
     """A value or python scalar as a term (scalars become exact constants)."""
-    if isinstance(x, Term):
-        return x
-    if hasattr(x, "term") and not isinstance(x, (int, float, bool)):
-        return x.term
+    if isinstance(x, Term) or (hasattr(x, "term") and not isinstance(x, (int, float, bool))):
+        return x if isinstance(x, Term) else x.term
     if isinstance(x, (int, float, bool)):
         return const(exact_scalar(x))
     raise TypeError(f"not a tensor value: {x!r}")

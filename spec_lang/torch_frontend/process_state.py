@@ -404,8 +404,9 @@ def _cell(c: Any) -> Any:
 def data_digest(v: Any) -> str:
     """A digest of a held tensor's bytes when it has real ones (a cpu tensor, not fake): a
     write past torch (``ctypes`` at ``data_ptr()``: adversarial R53c-3) bumps no version
-    counter but changes this. A tensor without real bytes gives ``"-"``; one whose bytes
-    cannot be read gives a token that differs at every call (its state is never taken for
+    counter but changes this. A sparse COO tensor's digest is its indices' and values'. A
+    tensor without real bytes gives ``"-"``; one whose bytes cannot be read (or in a compressed
+    sparse layout) gives a token that differs at every call (its state is never taken for
     unchanged)."""
     import time
 
@@ -413,8 +414,12 @@ def data_digest(v: Any) -> str:
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._python_dispatch import _disable_current_modes
 
-    if isinstance(v, FakeTensor) or v.device.type != "cpu" or v.layout is not torch.strided:
+    if isinstance(v, FakeTensor) or v.device.type != "cpu":
         return "-"
+    if v.layout is torch.sparse_coo:   # its parts: indices and values (strided tensors)
+        return "coo:" + data_digest(v._indices()) + ":" + data_digest(v._values())
+    if v.layout is not torch.strided:  # compressed sparse layouts: never taken for unchanged
+        return f"?{time.monotonic_ns()}"
     try:
         with _disable_current_modes():
             raw = v.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
@@ -422,3 +427,14 @@ def data_digest(v: Any) -> str:
         return f"?{time.monotonic_ns()}"
     return hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- a digest, not security
 
+
+def storages(v: Any) -> list[Any]:
+    """The storage objects of a held tensor, whose attributes its fingerprint reads (R53c-2): a
+    strided tensor's own; a sparse COO tensor's indices' and values' (it has no storage of its
+    own: ``untyped_storage()`` raises); none for a compressed sparse layout (whose
+    :func:`data_digest` never compares equal)."""
+    if v.layout is torch.strided:
+        return [v.untyped_storage()]
+    if v.layout is torch.sparse_coo:
+        return storages(v._indices()) + storages(v._values())
+    return []

@@ -52,7 +52,7 @@ from torch import nn
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
-    _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual,
+    _dynamo_cache, storages, _is_torch, _is_torch_module, _process_state, _qual,
 )
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
@@ -140,7 +140,7 @@ class _Encoder:
             # and its type, its storage object's attributes and its bytes (R53c-1, -2, -3)
             return f"tensor({_qual(type(v))},{tuple(v.shape)},{v.dtype},{v.device}{ver}," \
                    f"rg={v.requires_grad},g={self.enc(v._grad)},d={data_digest(v)})" \
-                + self._attrs(v, skip=_fake_own(v)) + self._attrs(v.untyped_storage())
+                + self._attrs(v, skip=_fake_own(v)) + "".join(map(self._attrs, storages(v)))
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):
             return repr(v)

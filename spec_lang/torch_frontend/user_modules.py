@@ -4,6 +4,7 @@ traced node, the backward's too, name a line of theirs."""
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from spec_lang.torch_frontend.contract import TrainFile
@@ -59,4 +60,18 @@ def _register_user_frames(tf: TrainFile) -> None:
                 code = getattr(f, "__code__", None)
                 if code is not None and os.path.dirname(os.path.realpath(code.co_filename)) \
                         == folder:
-                    proxy._register_stack_trace_anchor(f)  # noqa: SLF001
+                    # and the functions defined in it (a hook written as a lambda in
+                    # ``parallelize``): their lines name where a divergence starts
+                    for c in _nested_code(code):
+                        proxy._register_stack_trace_anchor(  # noqa: SLF001
+                            types.SimpleNamespace(__code__=c))
+
+
+def _nested_code(code: types.CodeType) -> list[types.CodeType]:
+    """``code`` and every code object defined in it (lambdas, inner functions), depth first."""
+    out, stack = [], [code]
+    while stack:
+        c = stack.pop()
+        out.append(c)
+        stack.extend(x for x in c.co_consts if isinstance(x, types.CodeType))
+    return out

@@ -168,6 +168,27 @@ def test_a_new_tensor_value_cannot_be_compared():
     assert list(got) == ["the global TABLE of train.py"]     # the version counter moved
 
 
+def _held_changes(table: torch.Tensor, write) -> dict[str, str]:
+    m, opt, mod = _setup()
+    mod.TABLE = table
+    before = step_state(m, opt, [mod])
+    write(table)
+    return without_harness(state_changes(before, step_state(m, opt, [mod])))
+
+
+def test_a_sparse_held_tensor_is_fingerprinted_by_its_parts():
+    """A sparse COO tensor has no storage of its own (``untyped_storage()`` raises; stop 53's
+    fingerprint gave an internal error, exit 2): its indices' and values' bytes are digested."""
+    coo = (lambda: torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (3,)).coalesce())
+    assert _held_changes(coo(), lambda t: None) == {}
+    # a write that bumps no version counter (through the values' bytes, as R53c-3 did)
+    got = _held_changes(coo(), lambda t: t._values().numpy().__setitem__(0, 5.0))
+    assert list(got) == ["the global TABLE of train.py"]
+    # a compressed layout: never taken for unchanged
+    csr = torch.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse_csr()
+    assert list(_held_changes(csr, lambda t: None)) == ["the global TABLE of train.py"]
+
+
 def test_the_fingerprint_is_identity_free():
     a, _, _ = _setup()
     b, _, _ = _setup()

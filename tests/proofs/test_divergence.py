@@ -1,0 +1,96 @@
+"""Where a refuted goal's divergence starts (``proofs/divergence.py``): the plan node whose value
+first differs from the spec's while every value it reads agrees, named by its ``file:line``.
+
+Hand-built terms with recorded sites (names no other test uses: terms are hash-consed and a
+site is kept per term, the first one wins); ``tests/torch_frontend/test_examples.py`` checks
+the note on the buggy torch examples end to end.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from proofs.divergence import Start, divergence_start
+from spec_lang.tensor import record_site
+from spec_lang.term import Binding, DimSpec, Op, term
+
+B, H = DimSpec("B"), DimSpec("H")
+Bdp, Htp = DimSpec("B", ("dp",)), DimSpec("H", ("tp",))
+SIZES = Binding({"B": 4, "H": 6, "dp": 2, "tp": 2})
+X = term(Op.INPUT, (), ("dv_x", "data", "real"), (B, H))
+W = term(Op.INPUT, (), ("dv_w", "param", "real"), (H,))
+
+
+def _c(v: Fraction | int) -> object:
+    return term(Op.CONST, (), (Fraction(v),), ())
+
+
+def _sited(t, site: str):
+    record_site(t, site)
+    return t
+
+
+def _tp_forward():
+    """Spec ``tanh(sum_H x * w)``; the plan's row-parallel partial sums over tp."""
+    spec = term(Op.TANH, (term(Op.EINSUM, (X, W), (("B",),), (B,)),), (), (B,))
+    xs = term(Op.SHARD, (X,), ("H", "tp"), (B, Htp))
+    ws = term(Op.SHARD, (W,), ("H", "tp"), (Htp,))
+    local = _sited(term(Op.EINSUM, (xs, ws), (("B",),), (B,)), "model.py:12")
+    return spec, local
+
+
+def test_a_scale_in_the_forward_is_named_at_its_line_not_at_the_goals():
+    spec, local = _tp_forward()
+    reduced = term(Op.ALL_REDUCE, (local,), ("tp", "sum"), (B,))
+    assert divergence_start(spec, term(Op.TANH, (reduced,), (), (B,)), SIZES, 0) is None
+    hooked = _sited(term(Op.MUL, (_c(3), reduced), (), (B,)), "parallelize.py:41")
+    plan = _sited(term(Op.TANH, (hooked,), (), (B,)), "train.py:50")
+    got = divergence_start(spec, plan, SIZES, 0)
+    assert isinstance(got, Start) and got.plan_site == "parallelize.py:41", got
+    assert got.plan_has.startswith("a product of") and got.compared >= 4
+    assert got.note.startswith("values first differ at parallelize.py:41")
+
+
+def test_a_factor_on_a_collective_names_the_collective_not_the_partial_sums_below_it():
+    """``2 * all_reduce(partial)``: the partial sums below differ from the spec's value too
+    (they are Partial), but summed over tp they are right, so the start is the node above."""
+    spec, local = _tp_forward()
+    inner = spec.args[0]
+    doubled = _sited(term(Op.MUL, (_c(2), term(Op.ALL_REDUCE, (local,), ("tp", "sum"), (B,))),
+                          (), (B,)), "train.py:47")
+    got = divergence_start(inner, doubled, SIZES, 0)
+    assert got is not None and got.plan_site == "train.py:47", got
+
+
+def test_a_missing_all_reduce_is_named_at_the_partial_sums():
+    spec, local = _tp_forward()
+    plan = _sited(term(Op.TANH, (local,), (), (B,)), "train.py:50")
+    got = divergence_start(spec, plan, SIZES, 0)
+    assert got is not None and got.plan_site == "model.py:12", got
+
+
+def test_a_data_parallel_gradient_without_its_average():
+    """Spec ``sum_B x`` (a gradient's batch sum) against ``all_reduce(sum over the local batch)``
+    scaled by 1/2 twice: the start is the extra scale, above the collective."""
+    spec = term(Op.EINSUM, (X,), (("H",),), (H,))
+    xs = term(Op.SHARD, (X,), ("B", "dp"), (Bdp, H))
+    local = _sited(term(Op.EINSUM, (xs,), (("H",),), (H,)), "loss.py:3")
+    right = term(Op.ALL_REDUCE, (local,), ("dp", "sum"), (H,))
+    assert divergence_start(spec, right, SIZES, 1) is None
+    wrong = _sited(term(Op.MUL, (_c(Fraction(1, 2)), right), (), (H,)), "ddp.py:9")
+    got = divergence_start(spec, wrong, SIZES, 1)
+    assert got is not None and got.plan_site == "ddp.py:9", got
+
+
+def test_a_different_operation_is_named_where_the_structures_part():
+    spec, local = _tp_forward()
+    reduced = term(Op.ALL_REDUCE, (local,), ("tp", "sum"), (B,))
+    plan = _sited(term(Op.SIGMOID, (reduced,), (), (B,)), "model.py:20")
+    got = divergence_start(spec, plan, SIZES, 0)
+    assert got is not None and (got.plan_site, got.plan_has) == ("model.py:20", "a sigmoid")
+
+
+def test_it_never_raises():
+    spec, _ = _tp_forward()
+    assert divergence_start(spec, spec, Binding({}), 0) is None       # sizes missing
+    assert divergence_start(spec, None, SIZES, 0) is None             # not a term

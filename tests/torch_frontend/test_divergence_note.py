@@ -1,0 +1,44 @@
+"""A NOT EQUIVALENT names where the divergence starts in the user's code, not only the line that
+produces the first diverging goal (``proofs/divergence.py``; the new-user trial of stop 53: the
+counterexample named ``loss.backward()`` or the gradient all-reduce, far from the wrong line).
+
+The plan is ``examples/torch/mlp_ddp.py`` (right) with one line added to ``parallelize``: a
+forward hook that scales the first layer's output. The first diverging goal is a gradient,
+produced at the all-reduce line; the note names the hook's line. Sites are messages only: the
+verdict and the certificate's replay do not read them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HOOK = "    model.w1.register_forward_hook(lambda m, i, o: o * 3.0)   # BUG: scales w1's output\n"
+
+
+def _plan(tmp_path: Path) -> tuple[Path, int]:
+    src = (ROOT / "examples" / "torch" / "mlp_ddp.py").read_text()
+    head = "def parallelize(model, mesh):\n"
+    assert head in src
+    text = src.replace(head, head + HOOK)
+    path = tmp_path / "mlp_ddp_hook.py"
+    path.write_text(text)
+    return path, text.splitlines().index(HOOK.rstrip("\n")) + 1
+
+
+def test_the_note_names_the_hook_that_scales_an_activation(tmp_path):
+    path, line = _plan(tmp_path)
+    r = subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import prove_main; "
+                        "sys.exit(prove_main(sys.argv[1:]))", "--torch", str(path), "--json",
+                        "--jobs", "1", "--no-check"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=1500)
+    assert r.returncode == 1, r.stderr[-2000:]
+    cx = json.loads(r.stdout)["counterexample"]
+    assert cx["goal"].startswith("grad:") and cx["site"] != f"{path}:{line}", cx["site"]
+    notes = [n for n in cx.get("notes", []) if n.startswith("values first differ at ")]
+    assert len(notes) == 1, cx.get("notes")
+    assert notes[0].startswith(f"values first differ at {path}:{line} (a product of "), notes[0]
+    assert notes[0].endswith("every value it reads agrees with the spec's")
