@@ -11,17 +11,23 @@ the divergence down from the goal to where it starts:
 2. Each pair ``(s, p)`` is compared on the counterexample's draw (its reduced sizes and seed):
    the spec's value ``s`` through the plan node's placement type (``E(s)``: one ``SHARD`` per
    mesh axis sharding a dim, as a cut's premise, :func:`proofs.cut._embed`) against the plan's
-   ``p`` on every rank. A pair whose types do not correspond (other dim names, a ``Partial``
-   value) is not compared.
+   ``p`` on every rank. A pair whose types do not correspond (other dim names) is not
+   compared. A difference a layout explains is recorded: ``p`` is ``E(s)`` times a product of
+   mesh axis sizes (or its inverse), or is such a multiple once summed over one mesh axis (a
+   ``Partial`` value). Below a collective or a scale factor the walk looked through, such a
+   pair counts as agreeing: the node above makes it whole, or is itself where values differ.
 3. From the goal (which differs), the walk descends into the pairs that differ or could not be
    compared, never into pairs that agree. A pair that differs while every compared pair below
-   it agrees is where a divergence starts; of those, the earliest in dataflow (the smallest
-   plan depth) is named: its plan node's ``file:line`` and its operation in words.
+   it agrees is where a divergence starts; of those, one that no layout explains comes first,
+   then the earliest in dataflow (the smallest plan depth). It is named by its plan node's
+   ``file:line``, its operation in words, and the layout that explains it or, where the two
+   structures part, their operations (:meth:`Matcher.first`). A start at the goal's own value
+   adds nothing to the counterexample (``Start.at_goal``).
 
 Backward values are compared at factor 1: a plan whose local loss is a multiple of the spec's
 (a local mean before a data-parallel all-reduce) has scaled adjoints, so on such a plan the
-start found may be the loss's backward; the note says what it is, the counterexample's own
-site is unchanged.
+start found may be the loss's backward (ranked after starts no layout explains); the
+counterexample's own site is unchanged.
 
 It is for messages only: no verdict, proof or certificate check reads it, and it never raises
 (any failure, or more than :data:`MAX_ELEMENTS` evaluated elements, gives ``None``).
@@ -53,8 +59,11 @@ class Start:
         spec_site: the spec node's ``file:line`` (``""`` when none is known).
         plan_has: the plan node's operation in words ("a product of ..., the constant 2").
         how: how its value relates to the spec's, when a layout explains it ("summed over tp
-            it is the spec's: a Partial value that is not reduced"), else ``""``.
+            it is the spec's value: a Partial value that is not reduced over tp"), or how the
+            two structures part there ("the spec has a tanh; the plan has a sigmoid"), else
+            ``""``.
         compared: node pairs compared.
+        at_goal: the start is the goal's own value (the counterexample's site says it all).
     """
 
     plan_site: str
@@ -62,6 +71,7 @@ class Start:
     plan_has: str
     how: str
     compared: int
+    at_goal: bool = False
 
     @property
     def note(self) -> str:
@@ -132,8 +142,9 @@ def _start(expected: Term, actual: Term, binding: Binding, seed: int) -> Start |
     # whole); one that none explains comes first, then the earliest in dataflow
     k = min(starts, key=lambda j: (bool(how.get(j)), depth[id(pairs[j][1])], j))
     s, p = pairs[k]
-    return Start(_site(p) or _near(p), _site(s) or _near(s), words(p), how.get(k, ""),
-                 len(pairs))
+    d = m.first(s, p)      # the two sides' structures part here: say how, as an UNKNOWN does
+    return Start(_site(p) or _near(p), _site(s) or _near(s), words(p),
+                 how.get(k, "") or (d.words if d is not None else ""), len(pairs), k == 0)
 
 
 def _differs_below(below: dict[int, list[int]], st: dict[int, bool | None]) -> dict[int, bool]:

@@ -62,6 +62,9 @@ def load(path: str | Path, source: bytes | None = None) -> Problem:
         code = compile(src, p, "exec")
     except SyntaxError as e:
         raise SpecError(f"{p}:{e.lineno or 1}: syntax error: {e.msg}") from None
+    except (RecursionError, MemoryError) as e:   # too deeply nested for Python's compiler
+        raise SpecError(f"{p}:1: the plan file is nested too deeply for Python to compile "
+                    f"({type(e).__name__}): split its longest expression") from None
     modname = f"_shardproof_plan_{sha[:16]}"
     mod = types.ModuleType(modname)
     mod.__file__ = p

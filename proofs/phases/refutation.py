@@ -58,7 +58,8 @@ def refute_goals(problem: Any, goals: list[GoalResult], shapes: Shapes,
     if note:
         cx.notes.append(note)
     start = divergence_start(g0.expected, g0.actual, Binding(cx.reduced_binding), cx.seed)
-    if start is not None and start.plan_site and start.plan_site != cx.site:
+    if start is not None and start.plan_site and start.plan_site != cx.site \
+            and not start.at_goal:
         cx.notes.append(start.note)   # where the divergence starts (proofs/divergence.py)
     for g in r.mismatched:
         by_name[g.name].status = "refuted"

@@ -25,9 +25,9 @@ import torch.fx as fx
 from spec_lang.torch_frontend.dims import Atom, Dims, DimsError, Marks
 from spec_lang.torch_frontend.registry import RULES
 
-__all__ = ["Analysis", "analyse", "shape_of", "fresh_layout", "node_site", "IGNORED",
-           "LAYOUT_ONLY", "DATA_MOVEMENT", "semantic_nodes", "is_data_movement", "align_sizes",
-           "move_kind", "RESHAPES"]
+__all__ = ["Analysis", "analyse", "shape_of", "fresh_layout", "node_site", "record_node_site",
+           "IGNORED", "LAYOUT_ONLY", "DATA_MOVEMENT", "semantic_nodes", "is_data_movement",
+           "align_sizes", "move_kind", "RESHAPES"]
 
 Layout = list[list[Atom]]
 
@@ -190,6 +190,23 @@ def node_site(n: fx.Node, path: str | None = None) -> str:
     if user:
         return f"{user[-1][0]}:{user[-1][1]}"
     return f"<graph node {n.name}>"
+
+
+def record_node_site(n: fx.Node, t: Any, sited: set[int] | None) -> None:
+    """Keep on ``t`` the deepest user ``file:line`` of ``n`` (the model's own line, a hook's),
+    for messages only (``proofs/divergence.py``). The spec's lowering (``sited`` None) and the
+    plan's each keep their first site; the plan's replaces the spec's on a hash-consed term both
+    build (``sited``: the ids of the terms the plan has sited)."""
+    from spec_lang.tensor import record_site
+
+    site = node_site(n)
+    if site.startswith("<"):
+        return
+    if sited is None:
+        record_site(t, site)
+    elif id(t) not in sited:
+        sited.add(id(t))
+        record_site(t, site, first=False)
 
 
 def fresh_layout(d: Dims, shape: Sequence[int], where: str) -> Layout:

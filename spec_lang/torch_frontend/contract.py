@@ -151,6 +151,9 @@ def read_train_file(path: str | Path, source: bytes | None = None) -> TrainFile:
         code = compile_train_file(raw, p)
     except SyntaxError as e:
         raise PlanError(f"{p}:{e.lineno or 1}: syntax error: {e.msg}") from None
+    except (RecursionError, MemoryError) as e:   # too deeply nested for Python's compiler
+        raise PlanError(f"{p}:1: the train file is nested too deeply for Python to compile "
+                    f"({type(e).__name__}): split its longest expression") from None
     modname = f"_shardproof_torch_{sha[:16]}"
     mod = types.ModuleType(modname)
     mod.__file__ = p

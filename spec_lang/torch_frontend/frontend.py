@@ -353,7 +353,7 @@ def lower_all(cap: Captured) -> Lowered:
     spec_ctx = Lowering(spec_an, s_namer, spec_traces.scalar, spec_traces.axis, path,
                         traces=spec_traces)
     plan_ctx = Lowering(plan_an, _safe(p_namer), plan_traces.scalar, plan_traces.axis,
-                        path, traces=plan_traces, plan=True)
+                        path, traces=plan_traces, sited=set())
     copies = {names.name_of_key[k]: names.name_of_key[k[:-1]] for k in names.name_of_key
               if k.endswith("'") and k[:-1] in names.name_of_key}
     spec_ctx.copy_base = plan_ctx.copy_base = copies

@@ -24,11 +24,10 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from spec_lang.tensor import record_site
 from spec_lang.term import DimSpec, Term
 from spec_lang.torch_frontend.aliasing import (c10d_returned, named_path, schema_alias,
                                                written_args, written_twice)
-from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site
+from spec_lang.torch_frontend.analysis import IGNORED, Analysis, node_site, record_node_site
 from spec_lang.torch_frontend.buckets import (along, has_bucket, lower_on_bucket, piece_read,
                                               piece_write, written_value)
 from spec_lang.torch_frontend.indexing import NotANumber
@@ -83,7 +82,7 @@ class Lowering:
     axis_of: Callable[[fx.Node, Any], str]           # (node, key) -> mesh axis of a group arg
     path: str | None = None
     traces: Any = None            # the aligned traces (literals.Traces): sizes for patterns
-    plan: bool = False            # the plan's lowering: its sites win on terms shared with the spec
+    sited: set[int] | None = None  # the plan's: terms it sited (analysis.record_node_site)
     env: dict[fx.Node, Any] = field(default_factory=dict)
     # id(term) -> the 0/1 mask on which that value is known to be 0 (index_put_ of 0)
     zero_where: dict[int, Any] = field(default_factory=dict)
@@ -428,8 +427,7 @@ def _checked(ctx: Lowering, n: fx.Node, val: Any) -> Any:
         if extra:
             return Opaque(str(n.target), ctx.site(n), f"internal: the value has dims "
                           f"{[str(d) for d in extra]} its layout does not")
-        if not (site := node_site(n)).startswith("<"):  # messages only: proofs/divergence.py
-            record_site(val.term, site, first=not ctx.plan)   # the deepest user line
+        record_node_site(n, val.term, ctx.sited)   # messages only: proofs/divergence.py
     return val
 
 

@@ -134,19 +134,20 @@ def _prove_deep(tmp_path: Path) -> subprocess.CompletedProcess:
 
 def test_r53b_5_prove_deep_file_not_exit_1(tmp_path):
     """R53b-5 end to end: 9d1f70c exited 1 (the NOT EQUIVALENT code) with a traceback from
-    the mesh note; now the tracing process reports it: exit 2 (R53b-6), never 1."""
+    the mesh note; now the tracing process reports it: exit 3 (R53b-6), never 1."""
     r = _prove_deep(tmp_path)
     assert r.returncode in (2, 3) and "Traceback" not in r.stderr, (r.returncode,
                                                                       r.stderr[-1500:])
 
 
-@pytest.mark.xfail(strict=True, reason="R53b-6 open: the tracing process calls a file too "
-                   "deeply nested for ast 'a bug in shardproof' (exit 2), not bad input")
 def test_r53b_6_deep_file_is_bad_input(tmp_path):
-    """R53b-6: a train file Python cannot compile (RecursionError in ``ast``) is the user's
-    input, exit 3 with its line, as a SyntaxError is."""
+    """R53b-6 (fixed at stop 54): a train file Python cannot compile (RecursionError in
+    ``ast``) is the user's input, exit 3 with its line, as a SyntaxError is (was "a bug in
+    shardproof", exit 2)."""
     r = _prove_deep(tmp_path)
     assert r.returncode == 3 and "bug in shardproof" not in r.stderr, r.stderr[-1500:]
+    assert "r53b_06_mesh_note_deep_expression_raises.py:1: the train file is nested too " \
+        "deeply for Python to compile (RecursionError)" in r.stderr, r.stderr[-1500:]
 
 
 # -- the plans: never EQUIVALENT -------------------------------------------------------------

@@ -47,6 +47,7 @@ def test_a_scale_in_the_forward_is_named_at_its_line_not_at_the_goals():
     plan = _sited(term(Op.TANH, (hooked,), (), (B,)), "train.py:50")
     got = divergence_start(spec, plan, SIZES, 0)
     assert isinstance(got, Start) and got.plan_site == "parallelize.py:41", got
+    assert not got.at_goal
     assert got.plan_has.startswith("a product of") and got.compared >= 4
     assert got.note.startswith("values first differ at parallelize.py:41")
 
@@ -59,7 +60,7 @@ def test_a_factor_on_a_collective_names_the_collective_not_the_partial_sums_belo
     doubled = _sited(term(Op.MUL, (_c(2), term(Op.ALL_REDUCE, (local,), ("tp", "sum"), (B,))),
                           (), (B,)), "train.py:47")
     got = divergence_start(inner, doubled, SIZES, 0)
-    assert got is not None and got.plan_site == "train.py:47", got
+    assert got is not None and got.plan_site == "train.py:47" and got.at_goal, got
 
 
 def test_a_missing_all_reduce_is_named_at_the_partial_sums():
@@ -88,6 +89,9 @@ def test_a_different_operation_is_named_where_the_structures_part():
     plan = _sited(term(Op.SIGMOID, (reduced,), (), (B,)), "model.py:20")
     got = divergence_start(spec, plan, SIZES, 0)
     assert got is not None and (got.plan_site, got.plan_has) == ("model.py:20", "a sigmoid")
+    assert got.how == "the spec has a tanh; the plan has a sigmoid", got.how
+    assert got.note == ("values first differ at model.py:20 (a sigmoid); the spec has a tanh; "
+                        "the plan has a sigmoid; every value it reads agrees with the spec's")
 
 
 def test_it_never_raises():

@@ -127,6 +127,15 @@ def test_syntax_error_names_its_line(tmp_path: Path) -> None:
         load(p)
 
 
+def test_a_file_too_deep_to_compile_is_bad_input(tmp_path: Path) -> None:
+    """Python's compiler raises RecursionError on an expression nested too deeply: the plan
+    file's fault, a SpecError naming it (exit 3), not an internal error (R53b-6's DSL twin)."""
+    p = write(tmp_path, "x = a" + ".b" * 300000 + "\n", header="")
+    with pytest.raises(SpecError, match=f"^{p}:1: the plan file is nested too deeply for "
+                       "Python to compile"):
+        load(p)
+
+
 def test_no_spec_and_no_plan(tmp_path: Path) -> None:
     p = write(tmp_path, "x = 1\n", header="")
     with pytest.raises(SpecError, match=f"^{p}:1: the plan file must define `spec = Spec"):

@@ -163,6 +163,21 @@ def test_buggy_plans_are_refuted_naming_the_parameter_rank_factor_and_line(
                                     for v in cx["values"])
     line = f"{name}:{_line(name, marker)}"
     assert line in cx[where], (cx["site"], cx["placement"])
+    # where the divergence starts (proofs/divergence.py): a note when it is not the goal's value
+    starts = [n for n in cx.get("notes", []) if n.startswith("values first differ at ")]
+    if name in START:
+        file, mark, how = START[name]
+        assert len(starts) == 1 and f"{file}:{_line(file, mark)} (" in starts[0], starts
+        assert how in starts[0], starts
+    elif name == "mlp_ddp_sum_buggy.py":   # the all-reduce itself: the plan site says it all
+        assert starts == [], starts
+
+
+# the example, its file and line where the values first differ, and how
+START = {
+    "llama_tp_output_layouts_buggy.py": ("llama_model.py", "return self.wo(out)",
+                                         "summed over tp it is the spec's value: a Partial value"),
+}
 
 
 def _check_without_torch(cert: Path) -> tuple[int, dict, list[str]]:
