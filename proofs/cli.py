@@ -525,6 +525,8 @@ def _check(argv: list[str] | None) -> int:
         if early is None:
             return _err("check-certificate", "no certificate: stdin ended before 'certificate "
                                              "written' (prove stopped); no verdict", 2)
+    if a.retrace and early is None and not a.json:   # a torch file's trace takes tens of seconds
+        print("check-certificate: re-tracing the plan in a fresh process first", file=sys.stderr)
     try:
         r = check_certificate(a.certificate, retrace=a.retrace, plan_path=a.plan,
                               smt_timeout_s=a.timeout, trace_timeout_s=a.trace_timeout,
@@ -555,11 +557,9 @@ def _check(argv: list[str] | None) -> int:
             out["coq"] = coq
         print(json.dumps(out, sort_keys=True))
     else:
-        note = ""
-        if accepted:
-            note = "; open goals accepted (--accept-unknown): exit 0"
-        elif code == CHECK_EXIT["UNKNOWN"]:
-            note = "; exit 2: goals are open (--accept-unknown accepts them)"
+        note = "; open goals accepted (--accept-unknown): exit 0" if accepted else "; exit 2: "\
+            "goals are open (--accept-unknown accepts them)" if code == CHECK_EXIT["UNKNOWN"] \
+            else ""
         print(r.summary() + note)
         if coq is not None:
             print(coq["summary"])
