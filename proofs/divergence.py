@@ -12,22 +12,20 @@ the divergence down from the goal to where it starts:
    the spec's value ``s`` through the plan node's placement type (``E(s)``: one ``SHARD`` per
    mesh axis sharding a dim, as a cut's premise, :func:`proofs.cut._embed`) against the plan's
    ``p`` on every rank. A pair whose types do not correspond (other dim names) is not
-   compared. A difference a layout explains is recorded: ``p`` is ``E(s)`` times a product of
-   mesh axis sizes (or its inverse), or is such a multiple once summed over one mesh axis (a
-   ``Partial`` value). Below a collective or a scale factor the walk looked through, such a
-   pair counts as agreeing: the node above makes it whole, or is itself where values differ.
+   compared. A pair whose difference a layout explains agrees up to it: ``p`` is ``E(s)``
+   times a product of mesh axis sizes (or its inverse), or is such a multiple once summed over
+   one mesh axis (a ``Partial`` value: partial sums before their all-reduce, a local mean
+   before a data-parallel average). Such values are everywhere in right plans.
 3. From the goal (which differs), the walk descends into the pairs that differ or could not be
    compared, never into pairs that agree. A pair that differs while every compared pair below
-   it agrees is where a divergence starts; of those, one that no layout explains comes first,
-   then the earliest in dataflow (the smallest plan depth). It is named by its plan node's
-   ``file:line``, its operation in words, and the layout that explains it or, where the two
-   structures part, their operations (:meth:`Matcher.first`). A start at the goal's own value
-   adds nothing to the counterexample (``Start.at_goal``).
-
-Backward values are compared at factor 1: a plan whose local loss is a multiple of the spec's
-(a local mean before a data-parallel all-reduce) has scaled adjoints, so on such a plan the
-start found may be the loss's backward (ranked after starts no layout explains); the
-counterexample's own site is unchanged.
+   it agrees (up to layout) is where a divergence starts; of those, the earliest in dataflow
+   (the smallest plan depth) is named: its plan node's ``file:line``, its operation in words,
+   where the two structures part there, their operations (:meth:`Matcher.first`), and an
+   input a layout explains, with its line and the layout ("it reads llama_model.py:90 (...):
+   summed over tp it is the spec's value, a Partial value": an all-reduce that is missing).
+   A start at the goal's own value adds nothing to the counterexample (``Start.at_goal``),
+   and a goal whose value a layout explains (a missing average) has no start: the
+   counterexample's factor says it.
 
 It is for messages only: no verdict, proof or certificate check reads it, and it never raises
 (any failure, or more than :data:`MAX_ELEMENTS` evaluated elements, gives ``None``).
@@ -57,11 +55,12 @@ class Start:
     Attributes:
         plan_site: the plan node's ``file:line`` (``""`` when none is known).
         spec_site: the spec node's ``file:line`` (``""`` when none is known).
-        plan_has: the plan node's operation in words ("a product of ..., the constant 2").
-        how: how its value relates to the spec's, when a layout explains it ("summed over tp
-            it is the spec's value: a Partial value that is not reduced over tp"), or how the
-            two structures part there ("the spec has a tanh; the plan has a sigmoid"), else
-            ``""``.
+        plan_has: the plan node's operation in words ("a product of ..., the constant 3").
+        how: how the two structures part there ("the spec has a tanh; the plan has a
+            sigmoid"), else ``""``.
+        reads: an input of it that differs from the spec's only as a layout explains, with its
+            line ("model.py:12 (a product summed over H): summed over tp it is the spec's
+            value, a Partial value"), else ``""``.
         compared: node pairs compared.
         at_goal: the start is the goal's own value (the counterexample's site says it all).
     """
@@ -70,6 +69,7 @@ class Start:
     spec_site: str
     plan_has: str
     how: str
+    reads: str
     compared: int
     at_goal: bool = False
 
@@ -77,8 +77,9 @@ class Start:
     def note(self) -> str:
         """One line for the counterexample's notes."""
         how = f"; {self.how}" if self.how else ""
-        return (f"values first differ at {self.plan_site} ({self.plan_has}){how}; every value "
-                f"it reads agrees with the spec's")
+        rest = f"it reads {self.reads}" if self.reads else \
+            "every value it reads agrees with the spec's"
+        return f"values first differ at {self.plan_site} ({self.plan_has}){how}; {rest}"
 
 
 def divergence_start(expected: Term, actual: Term, binding: Binding, seed: int
@@ -110,9 +111,11 @@ def _start(expected: Term, actual: Term, binding: Binding, seed: int) -> Start |
     _, de, da = aligned(vals[expected], vals[actual])
     if not differs(de, da).any():
         return None               # this draw does not show the divergence
-    sizes = {a: int(v) for a, v in binding.items()}
-    st: dict[int, bool | None] = {}   # differs; None: not compared
-    how: dict[int, str] = {}          # a layout that explains the difference
+    # the mesh axes the plan's values vary over, with their sizes
+    sizes = {a[1:]: int(binding[a[1:]]) for v in vals.values() for a in v.axes
+             if a.startswith("@") and a[1:] in binding}
+    st: dict[int, bool | None] = {}   # differs (no layout explains it); None: not compared
+    how: dict[int, str] = {}          # the layout that explains a difference
     for k, (_, p) in enumerate(pairs):
         e = embs[k]
         try:
@@ -122,9 +125,7 @@ def _start(expected: Term, actual: Term, binding: Binding, seed: int) -> Start |
         st[k] = None if e is None else bool(differs(de, da).any())
         if st[k]:
             how[k] = _explained(vals[e], vals[p], sizes)
-    for k in through:   # below a collective or a scale factor: a Partial or scaled value that
-        if how.get(k):  # the node above makes whole (or not: then the node above is the start)
-            st[k] = False
+            st[k] = not how[k]    # a Partial or scaled value agrees up to its layout
     live = _differs_below(below, st)
     # descend from the goal into the pairs that differ or were not compared
     starts, seen, q = [], {0}, deque([0])
@@ -138,13 +139,17 @@ def _start(expected: Term, actual: Term, binding: Binding, seed: int) -> Start |
     if not starts:
         return None
     depth = _depths([pairs[k][1] for k in starts])
-    # a start a layout explains may be a local mean's adjoint (a plan's backward scaled as a
-    # whole); one that none explains comes first, then the earliest in dataflow
-    k = min(starts, key=lambda j: (bool(how.get(j)), depth[id(pairs[j][1])], j))
+    k = min(starts, key=lambda j: (depth[id(pairs[j][1])], j))   # the earliest in dataflow
     s, p = pairs[k]
     d = m.first(s, p)      # the two sides' structures part here: say how, as an UNKNOWN does
-    return Start(_site(p) or _near(p), _site(s) or _near(s), words(p),
-                 how.get(k, "") or (d.words if d is not None else ""), len(pairs), k == 0)
+    parts = d.words if d is not None and d.spec_has != d.plan_has else ""
+    odd = [c for c in below.get(k, ()) if how.get(c) and c not in through]   # an input a
+    # layout explains (what a collective or a scale factor reads is not the node's input)
+    reads = "" if not odd else \
+        f"{_site(pairs[odd[0]][1]) or _near(pairs[odd[0]][1])} ({words(pairs[odd[0]][1])}): " \
+        f"{how[odd[0]]}"
+    return Start(_site(p) or _near(p), _site(s) or _near(s), words(p), parts, reads,
+                 len(pairs), k == 0)
 
 
 def _differs_below(below: dict[int, list[int]], st: dict[int, bool | None]) -> dict[int, bool]:
@@ -168,14 +173,15 @@ def _differs_below(below: dict[int, list[int]], st: dict[int, bool | None]) -> d
 
 def _explained(ve: Any, vp: Any, sizes: dict[str, int]) -> str:
     """How the plan's value ``vp`` relates to the spec's ``ve`` (through the plan's placement)
-    when a layout explains it: a product of mesh axis sizes (or its inverse) times the spec's,
-    or, summed over one mesh axis, such a multiple (a ``Partial``); else ``""``."""
+    when a layout explains it: a product of mesh axis sizes (``sizes``: the plan's axes) or its
+    inverse times the spec's, or, summed over one mesh axis, such a multiple (a ``Partial``);
+    else ``""``."""
     from proofs.counterexample import constant_ratio
     from proofs.replay import aligned
     from spec_lang.evaluate import NamedArray
 
     ranks = [a for a in vp.axes if a.startswith("@")]
-    axis_sizes = [sizes[a[1:]] for a in ranks if a[1:] in sizes]
+    axis_sizes = list(sizes.values())
     tries = [("", vp)] + [(a[1:], NamedArray(tuple(x for x in vp.axes if x != a),
                                               vp.data.sum(axis=vp.axes.index(a))))
                           for a in ranks]
@@ -189,8 +195,7 @@ def _explained(ve: Any, vp: Any, sizes: dict[str, int]) -> str:
             continue
         times = "" if abs(r - 1) <= 1e-9 else f"{Fraction(r).limit_denominator(4096)} x "
         if axis:
-            return (f"summed over {axis} it is {times}the spec's value: a Partial value that is "
-                    f"not reduced over {axis}")
+            return f"summed over {axis} it is {times}the spec's value, a Partial value"
         return f"it is {times}the spec's value"
     return ""
 
@@ -209,7 +214,8 @@ def _mesh_monomial(r: float, axis_sizes: list[int]) -> bool:
 def _pairs(m: Any, expected: Term, actual: Term
            ) -> tuple[list[tuple[Term, Term]], dict[int, list[int]], set[int]]:
     """Node pairs breadth first from the goal (index 0), each pair's pairs below it, and the
-    pairs reached by looking through a collective, a scale factor or a micro-batch sum."""
+    pairs reached by looking through a collective, a scale factor or a micro-batch sum (what
+    such a node reads is not them)."""
     from proofs.first_difference import _UNORDERED, _attr_key, _contracted
 
     pairs: list[tuple[Term, Term]] = [(expected, actual)]

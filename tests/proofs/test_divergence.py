@@ -49,38 +49,38 @@ def test_a_scale_in_the_forward_is_named_at_its_line_not_at_the_goals():
     assert isinstance(got, Start) and got.plan_site == "parallelize.py:41", got
     assert not got.at_goal
     assert got.plan_has.startswith("a product of") and got.compared >= 4
-    assert got.note.startswith("values first differ at parallelize.py:41")
+    assert got.note.startswith("values first differ at parallelize.py:41 (a product of ")
+    assert got.note.endswith("; every value it reads agrees with the spec's") and not got.reads
 
 
-def test_a_factor_on_a_collective_names_the_collective_not_the_partial_sums_below_it():
-    """``2 * all_reduce(partial)``: the partial sums below differ from the spec's value too
-    (they are Partial), but summed over tp they are right, so the start is the node above."""
+def test_a_mesh_factor_on_the_goal_itself_has_no_start():
+    """``2 * all_reduce(partial)`` with tp = 2, or a data-parallel gradient averaged twice:
+    the goal's value is the spec's times a mesh size, which the counterexample's factor says
+    (no note); the partial sums below are right up to their layout."""
     spec, local = _tp_forward()
-    inner = spec.args[0]
     doubled = _sited(term(Op.MUL, (_c(2), term(Op.ALL_REDUCE, (local,), ("tp", "sum"), (B,))),
                           (), (B,)), "train.py:47")
-    got = divergence_start(inner, doubled, SIZES, 0)
-    assert got is not None and got.plan_site == "train.py:47" and got.at_goal, got
-
-
-def test_a_missing_all_reduce_is_named_at_the_partial_sums():
-    spec, local = _tp_forward()
-    plan = _sited(term(Op.TANH, (local,), (), (B,)), "train.py:50")
-    got = divergence_start(spec, plan, SIZES, 0)
-    assert got is not None and got.plan_site == "model.py:12", got
-
-
-def test_a_data_parallel_gradient_without_its_average():
-    """Spec ``sum_B x`` (a gradient's batch sum) against ``all_reduce(sum over the local batch)``
-    scaled by 1/2 twice: the start is the extra scale, above the collective."""
-    spec = term(Op.EINSUM, (X,), (("H",),), (H,))
+    assert divergence_start(spec.args[0], doubled, SIZES, 0) is None
+    grad = term(Op.EINSUM, (X,), (("H",),), (H,))
     xs = term(Op.SHARD, (X,), ("B", "dp"), (Bdp, H))
     local = _sited(term(Op.EINSUM, (xs,), (("H",),), (H,)), "loss.py:3")
     right = term(Op.ALL_REDUCE, (local,), ("dp", "sum"), (H,))
-    assert divergence_start(spec, right, SIZES, 1) is None
+    assert divergence_start(grad, right, SIZES, 1) is None      # no divergence
     wrong = _sited(term(Op.MUL, (_c(Fraction(1, 2)), right), (), (H,)), "ddp.py:9")
-    got = divergence_start(spec, wrong, SIZES, 1)
-    assert got is not None and got.plan_site == "ddp.py:9", got
+    assert divergence_start(grad, wrong, SIZES, 1) is None
+
+
+def test_a_missing_all_reduce_is_named_where_the_partial_sums_are_read():
+    spec, local = _tp_forward()
+    plan = _sited(term(Op.TANH, (local,), (), (B,)), "train.py:50")
+    got = divergence_start(spec, plan, SIZES, 0)
+    assert got is not None and got.plan_site == "train.py:50" and got.at_goal, got
+    nested = _sited(term(Op.EXP, (plan,), (), (B,)), "train.py:51")
+    got = divergence_start(term(Op.EXP, (spec,), (), (B,)), nested, SIZES, 0)
+    assert got is not None and (got.plan_site, got.at_goal) == ("train.py:50", False), got
+    assert got.reads == ("model.py:12 (a product summed over H): summed over tp it is the "
+                         "spec's value, a Partial value"), got.reads
+    assert got.note == ("values first differ at train.py:50 (a tanh); it reads " + got.reads)
 
 
 def test_a_different_operation_is_named_where_the_structures_part():

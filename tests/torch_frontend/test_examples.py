@@ -176,7 +176,7 @@ def test_buggy_plans_are_refuted_naming_the_parameter_rank_factor_and_line(
 # the example, its file and line where the values first differ, and how
 START = {
     "llama_tp_output_layouts_buggy.py": ("llama_model.py", "return self.wo(out)",
-                                         "summed over tp it is the spec's value: a Partial value"),
+                                         "summed over tp it is the spec's value, a Partial value"),
 }
 
 
