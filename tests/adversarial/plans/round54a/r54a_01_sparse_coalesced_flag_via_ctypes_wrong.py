@@ -1,0 +1,81 @@
+"""Adversarial round 54a: the step counter is the `is_coalesced` flag of an uncoalesced sparse COO tensor held in a module global, set through ctypes at `C._cdata` + its offset (no aten op, no version bump; indices and values unchanged); from the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import ctypes
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+import warnings
+warnings.filterwarnings("ignore")
+
+
+def _flag_offset():
+    """The byte of a SparseTensorImpl that holds ``is_coalesced`` (diff before/after)."""
+    s = torch.sparse_coo_tensor(torch.tensor([[0, 0]]), torch.ones(2), (2,))
+    b0 = ctypes.string_at(s._cdata, 512)
+    s._coalesced_(True)
+    b1 = ctypes.string_at(s._cdata, 512)
+    return [k for k in range(512) if b0[k] != b1[k]][0]
+
+
+OFF = _flag_offset()
+# an uncoalesced sparse COO tensor (duplicate index): its is_coalesced flag is the counter
+C = torch.sparse_coo_tensor(torch.tensor([[0, 0]]), torch.ones(2), (2,))
+
+
+H = {}
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        cell = ctypes.c_bool.from_address(C._cdata + OFF)
+        if cell.value:
+            _double(model)
+        cell.value = True
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss

@@ -1,0 +1,47 @@
+"""Adversarial round 54a (note quality): examples/torch/mlp_ddp_sum_buggy.py (a DDP gradient all-reduce that sums where the mean is needed, line 42) with an identity `p.grad = p.grad.detach()` at a later line. NOT EQUIVALENT; the divergence note should name line 42, not the identity's line 44."""
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())   # BUG: then / world size
+        for p in model.parameters():
+            p.grad = p.grad.detach()    # an identity, at a later line than the bug
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
