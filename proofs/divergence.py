@@ -82,22 +82,24 @@ class Start:
         return f"values first differ at {self.plan_site} ({self.plan_has}){how}; {rest}"
 
 
-def divergence_start(expected: Term, actual: Term, binding: Binding, seed: int
-                     ) -> Start | None:
+def divergence_start(expected: Term, actual: Term, binding: Binding, seed: int,
+                     edge: Any = None) -> Start | None:
     """Where the divergence of ``expected`` (spec) and ``actual`` (plan) starts, on the draw
-    of ``seed`` at ``binding`` (the counterexample's reduced sizes), or None (not found, not
-    affordable, or any error: this is a message)."""
+    of ``seed`` at ``binding`` (the counterexample's reduced sizes) with its edge case applied
+    (``edge``: :func:`proofs.replay.apply_edge`), or None (not found, not affordable, or any
+    error: this is a message)."""
     try:
-        return _start(expected, actual, binding, seed)
+        return _start(expected, actual, binding, seed, edge)
     except Exception:  # noqa: BLE001 -- a message: never an error of prove
         return None
 
 
-def _start(expected: Term, actual: Term, binding: Binding, seed: int) -> Start | None:
+def _start(expected: Term, actual: Term, binding: Binding, seed: int, edge: Any
+           ) -> Start | None:
     from proofs.cut import _embed
     from proofs.first_difference import Matcher, _near, _site, words
     from proofs.reduction import eval_cost
-    from proofs.replay import aligned, differs
+    from proofs.replay import aligned, apply_edge, differs
     from spec_lang.evaluate import evaluate, sample_inputs
 
     m = Matcher()
@@ -107,7 +109,9 @@ def _start(expected: Term, actual: Term, binding: Binding, seed: int) -> Start |
     if eval_cost(roots, binding) > MAX_ELEMENTS:
         return None
     rng = np.random.default_rng(seed)
-    vals = evaluate(roots, binding, sample_inputs(roots, binding, rng), rng=rng, keep="all")
+    inputs = sample_inputs(roots, binding, rng)
+    apply_edge(inputs, edge, roots, binding)     # the counterexample's input (R54a-5)
+    vals = evaluate(roots, binding, inputs, rng=rng, keep="all")
     _, de, da = aligned(vals[expected], vals[actual])
     if not differs(de, da).any():
         return None               # this draw does not show the divergence
@@ -190,6 +194,8 @@ def _explained(ve: Any, vp: Any, sizes: dict[str, int]) -> str:
             _, de, da = aligned(ve, v)
         except ValueError:
             continue
+        if not (np.isfinite(de).all() and np.isfinite(da).all()):
+            return ""        # a NaN or inf is no layout's doing (R54a-5)
         r = constant_ratio(np.asarray(de), np.asarray(da))
         if r is None or not _mesh_monomial(r, axis_sizes):
             continue
@@ -248,14 +254,18 @@ def _pairs(m: Any, expected: Term, actual: Term
                 (s.op.name == "EINSUM" and _contracted(s) != _contracted(p)):
             continue              # the structures differ here: nothing to pair below
         a, b = m._operands(s), m._operands(p)
-        if s.op in _UNORDERED:
-            left, odd = list(b), []
+        if s.op in _UNORDERED:    # operands paired by signature (linear: R54a's last note)
+            by_sig: dict[int, deque] = {}
+            for y in b:
+                by_sig.setdefault(m.sig(y), deque()).append(y)
+            odd = []
             for x in a:
-                j = next((i for i, y in enumerate(left) if m.sig(y) == m.sig(x)), None)
-                if j is None:
-                    odd.append(x)
+                same = by_sig.get(m.sig(x))
+                if same:
+                    add(k, x, same.popleft())
                 else:
-                    add(k, x, left.pop(j))
+                    odd.append(x)
+            left = [y for q in by_sig.values() for y in q]
             if len(odd) == 1 and len(left) == 1:   # one operand differs: pair the two
                 add(k, odd[0], left[0])
         elif len(a) == len(b):

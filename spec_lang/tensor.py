@@ -30,16 +30,19 @@ __all__ = ["Tensor", "TraceContext", "tracing", "current_trace", "user_site", "s
            "record_site", "fail"]
 
 _CORE_DIR = os.path.dirname(os.path.abspath(__file__))
+# the plan library's frames are not the user's either: a lambda the user hands it is (R54a-6)
+_LIBRARY_DIRS = (_CORE_DIR, os.path.join(_CORE_DIR, "plans"))
 
 
 @functools.lru_cache(maxsize=4096)
 def _is_user_file(fn: str) -> bool:
-    """Whether frames of code file ``fn`` are the user's (not a core ``spec_lang`` module, not
-    importlib, not generated code such as "<string>" dataclass ``__init__`` or "<frozen ...>").
+    """Whether frames of code file ``fn`` are the user's (not a core ``spec_lang`` module nor
+    the plan library ``spec_lang/plans``, not importlib, not generated code such as "<string>"
+    dataclass ``__init__`` or "<frozen ...>").
     Cached per file name (``os.path.abspath`` of a relative name is read once, at the working
     directory of its first frame; a site only names a line, it never decides a verdict)."""
-    return os.path.dirname(os.path.abspath(fn)) != _CORE_DIR and "importlib" not in fn \
-        and not fn.startswith("<")
+    return os.path.dirname(os.path.abspath(fn)) not in _LIBRARY_DIRS \
+        and "importlib" not in fn and not fn.startswith("<")
 
 
 def user_site(depth: int = 1) -> str:

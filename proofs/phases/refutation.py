@@ -57,7 +57,8 @@ def refute_goals(problem: Any, goals: list[GoalResult], shapes: Shapes,
     note = asymmetry_note(g0.expected, g0.actual, Binding(cx.reduced_binding), cx.seed)
     if note:
         cx.notes.append(note)
-    start = divergence_start(g0.expected, g0.actual, Binding(cx.reduced_binding), cx.seed)
+    start = divergence_start(g0.expected, g0.actual, Binding(cx.reduced_binding), cx.seed,
+                             cx.edge)
     if start is not None and start.plan_site and start.plan_site != cx.site \
             and not start.at_goal:
         cx.notes.append(start.note)   # where the divergence starts (proofs/divergence.py)

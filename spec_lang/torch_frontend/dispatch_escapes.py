@@ -60,9 +60,13 @@ ESCAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
                                             "ProxyTorchDispatchMode.__enter__",
                                             "ProxyTorchDispatchMode.__exit__")),
     ("torch._ops", ("OpOverload.redispatch",)),
+    ("torch._C._autograd", ("_unsafe_set_version_counter",)),
+    ("torch.autograd.grad_mode", ("_unsafe_preserve_version_counter.__exit__",)),
 )
 """(module, names): torch 2.13's switches that run an operator past the dispatch modes, or
-take the trace's modes off the stack; ``Class.method`` names a method. Each is refused when
+take the trace's modes off the stack, or reset a tensor's version counter (which stands for
+every change of a held tensor the step-state fingerprint does not list: R54a-3);
+``Class.method`` names a method. Each is refused when
 called from the train file's code (:func:`install`). ``TorchDispatchMode.__enter__`` /
 ``__exit__`` are refused only on an infra mode (the trace's fake or proxy mode, R50a-1
 r50a_08): a mode of the train file's own enters and exits as ever."""
@@ -136,11 +140,12 @@ def _wrap(orig: Any, name: str, path: str, names: set[str] | None,
 
             mine = os.path.realpath(caller.f_code.co_filename) == os.path.realpath(path)
             line = caller.f_lineno if mine else user_line(path)
-            _FOUND.append(
-                f"{path}:{line}: the train file calls {name}, which runs operators past "
-                "torch's dispatch modes: the capture's trace (make_fx, FakeTensorMode) would "
-                "not see them while the real run executes them (R49e-1). Remove it; run the "
-                "step's operators as ordinary torch calls")
+            _FOUND.append(f"{path}:{line}: the train file calls {name}, which " + (
+                "resets a tensor's version counter: the next step could not be told from "
+                "this one (R54a-3). Remove it" if "version_counter" in name else
+                "runs operators past torch's dispatch modes: the capture's trace (make_fx, "
+                "FakeTensorMode) would not see them while the real run executes them "
+                "(R49e-1). Remove it; run the step's operators as ordinary torch calls"))
             raise PlanError(_FOUND[-1])
         return orig(*a, **k)
 

@@ -402,39 +402,53 @@ def _cell(c: Any) -> Any:
 
 
 def data_digest(v: Any) -> str:
-    """A digest of a held tensor's bytes when it has real ones (a cpu tensor, not fake): a
-    write past torch (``ctypes`` at ``data_ptr()``: adversarial R53c-3) bumps no version
-    counter but changes this. A sparse COO tensor's digest is its indices' and values'. A
-    tensor without real bytes gives ``"-"``; one whose bytes cannot be read (or in a compressed
-    sparse layout) gives a token that differs at every call (its state is never taken for
-    unchanged)."""
+    """A held tensor's geometry and, when it has real bytes (a cpu tensor, not fake), a digest
+    of them: what the next step can read of it that its version counter may not show.
+
+    * bytes: a write past torch (``ctypes`` at ``data_ptr()``: adversarial R53c-3) bumps no
+      version counter;
+    * geometry: strides, storage offset and storage size (meta tensors too): written into the
+      TensorImpl by ``ctypes``, or by ``as_strided_`` / ``set_`` before a version reset, they
+      are a step counter the bytes do not show (R54a-3);
+    * a sparse COO tensor: its coalesced flag, sparse and dense dims and ``nnz`` (R54a-2), then
+      its indices' and values' geometry and bytes, read with the capture's fake mode off (the
+      fingerprint is taken inside it: R54a-1).
+
+    A compressed sparse layout, or a tensor whose parts cannot be read, gives a token that
+    differs at every call (its state is never taken for unchanged)."""
     import time
 
     import torch
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._python_dispatch import _disable_current_modes
 
-    if isinstance(v, FakeTensor) or v.device.type != "cpu":
-        return "-"
-    if v.layout is torch.sparse_coo:   # its parts: indices and values (strided tensors)
-        return "coo:" + data_digest(v._indices()) + ":" + data_digest(v._values())
-    if v.layout is not torch.strided:  # compressed sparse layouts: never taken for unchanged
-        return f"?{time.monotonic_ns()}"
     try:
         with _disable_current_modes():
+            if v.layout is torch.sparse_coo:   # its flags, then its parts (strided tensors)
+                return f"coo{int(v.is_coalesced())},{v.sparse_dim()},{v.dense_dim()}," \
+                    f"{v._nnz()}:{data_digest(v._indices())}:{data_digest(v._values())}"
+            if v.layout is not torch.strided:  # compressed sparse layouts
+                return f"?{time.monotonic_ns()}"
+            geo = f"{tuple(v.stride())}+{v.storage_offset()}/{v.untyped_storage().nbytes()}"
+            if isinstance(v, FakeTensor) or v.device.type != "cpu":
+                return geo + ":-"
             raw = v.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
     except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
         return f"?{time.monotonic_ns()}"
-    return hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- a digest, not security
+    return geo + ":" + hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- not security
 
 
 def storages(v: Any) -> list[Any]:
     """The storage objects of a held tensor, whose attributes its fingerprint reads (R53c-2): a
     strided tensor's own; a sparse COO tensor's indices' and values' (it has no storage of its
-    own: ``untyped_storage()`` raises); none for a compressed sparse layout (whose
-    :func:`data_digest` never compares equal)."""
+    own: ``untyped_storage()`` raises; read with the capture's fake mode off: R54a-1); none for
+    a compressed sparse layout (whose :func:`data_digest` never compares equal)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
     if v.layout is torch.strided:
         return [v.untyped_storage()]
     if v.layout is torch.sparse_coo:
-        return storages(v._indices()) + storages(v._values())
+        with _disable_current_modes():
+            parts = (v._indices(), v._values())
+        return storages(parts[0]) + storages(parts[1])
     return []

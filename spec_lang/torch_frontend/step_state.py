@@ -126,7 +126,9 @@ class _Encoder:
             return self.names[id(v)]
         if isinstance(v, torch.Tensor):
             if id(v) in self.goals:
-                return "<goal tensor>" + self._attrs(v)   # its Python attributes (R11-6)
+                # its Python attributes (R11-6), not a fake tensor's own (its ``constant``
+                # holds the real value the step changes: a goal's value is compared as a goal)
+                return "<goal tensor>" + self._attrs(v, skip=_fake_own(v))
             base = v._base if isinstance(v._base, torch.Tensor) else None  # a view (R45a-3)
             if id(v) in self.stale or id(base) in self.stale:
                 self.held.append(self.stale.get(id(v)) or f"{self.stale[id(base)]} (a view)")

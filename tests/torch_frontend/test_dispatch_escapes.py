@@ -73,6 +73,19 @@ def test_every_switch_is_refused(call):
         run_user(call)
 
 
+@pytest.mark.parametrize("call", [
+    "torch._C._autograd._unsafe_set_version_counter((x,), (0,))",
+    "with torch.autograd.grad_mode._unsafe_preserve_version_counter(x):\n    x.add_(1)",
+])
+def test_a_version_counter_reset_is_refused(call):
+    """R54a-3: a held tensor's version counter stands for every change its fingerprint does
+    not list; resetting it from the train file is refused (directly, or by torch's context
+    manager whose exit resets it)."""
+    with pytest.raises(PlanError, match=r"resets a tensor's version counter.*\(R54a-3\)"), \
+            installed(TRAIN):
+        run_user(call, x=torch.zeros(2))
+
+
 def test_a_name_bound_before_install_elsewhere_in_torch_is_replaced_too():
     from torch._subclasses import fake_tensor, meta_utils
     from torch.utils import _mode_utils
