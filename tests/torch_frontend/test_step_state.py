@@ -189,6 +189,28 @@ def test_a_sparse_held_tensor_is_fingerprinted_by_its_parts():
     assert list(_held_changes(csr, lambda t: None)) == ["the global TABLE of train.py"]
 
 
+def test_a_goal_tensors_fake_constant_is_not_state_its_attributes_are():
+    """A goal tensor's value is compared as a goal; a fake tensor's own ``constant`` holds the
+    real value the step changes (AdamW's ``step`` under the trace), so reading it made every
+    AdamW plan UNKNOWN from stop 53 on (``examples/torch/llama_tp.py``: "optimizer.state[...]
+    leaves the step as <dict #...>"). A user attribute on it is still state (R11-6)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from spec_lang.torch_frontend.step_state import _Encoder
+
+    with FakeTensorMode():
+        t = torch.tensor(0.0)
+    assert t.constant is not None
+    enc = _Encoder({}, frozenset({id(t)}))
+    before = enc.enc({"step": t})
+    t.constant.add_(1)
+    enc.seen.clear()
+    assert enc.enc({"step": t}) == before
+    t.user_counter = 3
+    enc.seen.clear()
+    assert enc.enc({"step": t}) != before
+
+
 def test_the_fingerprint_is_identity_free():
     a, _, _ = _setup()
     b, _, _ = _setup()
