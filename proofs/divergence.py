@@ -197,7 +197,7 @@ def _explained(ve: Any, vp: Any, sizes: dict[str, int]) -> str:
         if not (np.isfinite(de).all() and np.isfinite(da).all()):
             return ""        # a NaN or inf is no layout's doing (R54a-5)
         r = constant_ratio(np.asarray(de), np.asarray(da))
-        if r is None or not _mesh_monomial(r, axis_sizes):
+        if r is None or not _mesh_monomial(abs(r), axis_sizes):   # a sign is a scale factor
             continue
         times = "" if abs(r - 1) <= 1e-9 else f"{Fraction(r).limit_denominator(4096)} x "
         if axis:
@@ -206,8 +206,19 @@ def _explained(ve: Any, vp: Any, sizes: dict[str, int]) -> str:
     return ""
 
 
+def _unsigned(m: Any, t: Term) -> Term:
+    """``m.look(t)`` past negations too: a sign is a scale factor (``-sum(x)`` in the spec
+    against ``sum(-x)`` in the plan: a cross-entropy under ``loss_parallel``)."""
+    for _ in range(1_000_000):
+        u = m.look(t)
+        if u.op.name != "NEG":
+            return u
+        t = u.args[0]
+    return t
+
+
 def _mesh_monomial(r: float, axis_sizes: list[int]) -> bool:
-    """``r`` is a product of some of ``axis_sizes``, or the inverse of one."""
+    """``r`` is a product of some of ``axis_sizes``, or the inverse of such a product."""
     import itertools
 
     prods = {1}
@@ -244,7 +255,7 @@ def _pairs(m: Any, expected: Term, actual: Term
     while q:
         k = q.popleft()
         s, p = pairs[k]
-        ls, lp = m.look(s), m.look(p)
+        ls, lp = _unsigned(m, s), _unsigned(m, p)
         if ls is not s or lp is not p:
             j = add(k, ls, lp)
             if j is not None:

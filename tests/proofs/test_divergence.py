@@ -94,6 +94,16 @@ def test_a_different_operation_is_named_where_the_structures_part():
                         "the plan has a sigmoid; every value it reads agrees with the spec's")
 
 
+def test_a_sign_placed_elsewhere_is_looked_through():
+    """The spec's ``-sum(x * w)`` against the plan's ``sum(-(3 x) * w)`` (a cross-entropy under
+    ``loss_parallel`` negates inside the sum): the walk passes the signs and finds the 3."""
+    spec = term(Op.NEG, (term(Op.EINSUM, (X, W), (("B",),), (B,)),), (), (B,))
+    tripled = _sited(term(Op.MUL, (_c(3), X), (), (B, H)), "hook.py:5")
+    plan = term(Op.EINSUM, (term(Op.NEG, (tripled,), (), (B, H)), W), (("B",),), (B,))
+    got = divergence_start(spec, plan, SIZES, 0)
+    assert got is not None and got.plan_site == "hook.py:5", got
+
+
 def test_it_never_raises():
     spec, _ = _tp_forward()
     assert divergence_start(spec, spec, Binding({}), 0) is None       # sizes missing
