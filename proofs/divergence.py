@@ -58,6 +58,7 @@ class Start:
         plan_has: the plan node's operation in words ("a product of ..., the constant 3").
         how: how the two structures part there ("the spec has a tanh; the plan has a
             sigmoid"), else ``""``.
+        unread: some of its inputs were not compared (more than :data:`MAX_PAIRS` pairs).
         reads: an input of it that differs from the spec's only as a layout explains, with its
             line ("model.py:12 (a product summed over H): summed over tp it is the spec's
             value, a Partial value"), else ``""``.
@@ -72,12 +73,14 @@ class Start:
     reads: str
     compared: int
     at_goal: bool = False
+    unread: bool = False    # some of its inputs were not compared (MAX_PAIRS: R54b-3)
 
     @property
     def note(self) -> str:
         """One line for the counterexample's notes."""
         how = f"; {self.how}" if self.how else ""
         rest = f"it reads {self.reads}" if self.reads else \
+            f"not all it reads was compared (over {MAX_PAIRS} node pairs)" if self.unread else \
             "every value it reads agrees with the spec's"
         return f"values first differ at {self.plan_site} ({self.plan_has}){how}; {rest}"
 
@@ -103,7 +106,7 @@ def _start(expected: Term, actual: Term, binding: Binding, seed: int, edge: Any
     from spec_lang.evaluate import evaluate, sample_inputs
 
     m = Matcher()
-    pairs, below, through = _pairs(m, expected, actual)
+    pairs, below, through, cut = _pairs(m, expected, actual)
     embs = {k: _embed(s, p.dims, Fraction(1)) for k, (s, p) in enumerate(pairs)}
     roots = [expected, actual] + [p for _, p in pairs] + [e for e in embs.values() if e is not None]
     if eval_cost(roots, binding) > MAX_ELEMENTS:
@@ -153,7 +156,7 @@ def _start(expected: Term, actual: Term, binding: Binding, seed: int, edge: Any
         f"{_site(pairs[odd[0]][1]) or _near(pairs[odd[0]][1])} ({words(pairs[odd[0]][1])}): " \
         f"{how[odd[0]]}"
     return Start(_site(p) or _near(p), _site(s) or _near(s), words(p), parts, reads,
-                 len(pairs), k == 0)
+                 len(pairs), k == 0, k in cut)
 
 
 def _differs_below(below: dict[int, list[int]], st: dict[int, bool | None]) -> dict[int, bool]:
@@ -229,22 +232,24 @@ def _mesh_monomial(r: float, axis_sizes: list[int]) -> bool:
 
 
 def _pairs(m: Any, expected: Term, actual: Term
-           ) -> tuple[list[tuple[Term, Term]], dict[int, list[int]], set[int]]:
-    """Node pairs breadth first from the goal (index 0), each pair's pairs below it, and the
+           ) -> tuple[list[tuple[Term, Term]], dict[int, list[int]], set[int], set[int]]:
+    """Node pairs breadth first from the goal (index 0), each pair's pairs below it, the
     pairs reached by looking through a collective, a scale factor or a micro-batch sum (what
-    such a node reads is not them)."""
+    such a node reads is not them), and the pairs whose inputs were not all paired."""
     from proofs.first_difference import _UNORDERED, _attr_key, _contracted
 
     pairs: list[tuple[Term, Term]] = [(expected, actual)]
     index = {(id(expected), id(actual)): 0}
     below: dict[int, list[int]] = {}
     through: set[int] = set()
+    cut: set[int] = set()      # pairs some of whose inputs were not paired (MAX_PAIRS)
     q = deque([0])
 
     def add(k: int, s: Term, p: Term) -> int | None:
         key = (id(s), id(p))
         if key not in index:
             if len(pairs) >= MAX_PAIRS:
+                cut.add(k)
                 return None
             index[key] = len(pairs)
             pairs.append((s, p))
@@ -269,20 +274,22 @@ def _pairs(m: Any, expected: Term, actual: Term
             by_sig: dict[int, deque] = {}
             for y in b:
                 by_sig.setdefault(m.sig(y), deque()).append(y)
-            odd = []
+            odd, same_pairs = [], []
             for x in a:
                 same = by_sig.get(m.sig(x))
                 if same:
-                    add(k, x, same.popleft())
+                    same_pairs.append((x, same.popleft()))
                 else:
                     odd.append(x)
             left = [y for q in by_sig.values() for y in q]
-            if len(odd) == 1 and len(left) == 1:   # one operand differs: pair the two
-                add(k, odd[0], left[0])
+            if len(odd) == 1 and len(left) == 1:   # one operand differs: pair the two first
+                add(k, odd[0], left[0])            # (before MAX_PAIRS is spent: R54b-3)
+            for x, y in same_pairs:
+                add(k, x, y)
         elif len(a) == len(b):
             for x, y in zip(a, b):
                 add(k, x, y)
-    return pairs, below, through
+    return pairs, below, through, cut
 
 
 def _depths(roots: list[Term]) -> dict[int, int]:

@@ -32,6 +32,7 @@ __all__ = ["Tensor", "TraceContext", "tracing", "current_trace", "user_site", "s
 _CORE_DIR = os.path.dirname(os.path.abspath(__file__))
 # the plan library's frames are not the user's either: a lambda the user hands it is (R54a-6)
 _LIBRARY_DIRS = (_CORE_DIR, os.path.join(_CORE_DIR, "plans"))
+_PROVER_DIR = os.path.join(os.path.dirname(_CORE_DIR), "proofs") + os.sep
 
 
 @functools.lru_cache(maxsize=4096)
@@ -46,14 +47,22 @@ def _is_user_file(fn: str) -> bool:
 
 
 def user_site(depth: int = 1) -> str:
-    """``file:line`` of the first frame outside the core ``spec_lang`` modules."""
+    """``file:line`` of the first frame outside the core ``spec_lang`` modules and the plan
+    library; when the first such frame is the prover's own (``proofs/``: the tracing child
+    running a library plan's code, no user frame in between), the plan library's first frame
+    (R54b-5)."""
     f = sys._getframe(depth)  # noqa: SLF001 -- the documented way to find the user's line
+    library = ""
     while f is not None:
         fn = f.f_code.co_filename
         if _is_user_file(fn):
+            if library and os.path.abspath(fn).startswith(_PROVER_DIR):
+                return library
             return f"{fn}:{f.f_lineno}"
+        if not library and os.path.dirname(os.path.abspath(fn)) == _LIBRARY_DIRS[1]:
+            library = f"{fn}:{f.f_lineno}"
         f = f.f_back
-    return "<unknown>:0"
+    return library or "<unknown>:0"
 
 
 def record_site(t: Term, site: str, *, first: bool = True) -> None:

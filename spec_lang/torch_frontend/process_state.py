@@ -429,7 +429,10 @@ def data_digest(v: Any) -> str:
                     f"{v._nnz()}:{data_digest(v._indices())}:{data_digest(v._values())}"
             if v.layout is not torch.strided:  # compressed sparse layouts
                 return f"?{time.monotonic_ns()}"
-            geo = f"{tuple(v.stride())}+{v.storage_offset()}/{v.untyped_storage().nbytes()}"
+            # and its dispatch keys: the conjugate and negative bits, set with no aten op
+            # and no version bump on a meta tensor (``torch._C._set_neg``: R54b-4)
+            geo = f"{tuple(v.stride())}+{v.storage_offset()}/{v.untyped_storage().nbytes()}" \
+                f"{torch._C._dispatch_keys(v)}"
             if isinstance(v, FakeTensor) or v.device.type != "cpu":
                 return geo + ":-"
             raw = v.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
@@ -452,3 +455,42 @@ def storages(v: Any) -> list[Any]:
             parts = (v._indices(), v._values())
         return storages(parts[0]) + storages(parts[1])
     return []
+
+
+def storage_no(ids: dict[int, int], v: Any) -> str:
+    """The order in which one fingerprint pass (``ids``: storage -> number, kept across its
+    entries) first met ``v``'s storage: two held tensors made to share one storage (``.data``
+    set through ``torch._C.TensorBase``'s setter, past the ``Tensor.data`` guard: R54b-1)
+    change their numbers; independent of the process (no address is in the text). A sparse
+    tensor is numbered by its values' storage."""
+    import time
+
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    try:
+        with _disable_current_modes():
+            w = v._values() if v.layout is torch.sparse_coo else v
+            key = w.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
+        return f"?{time.monotonic_ns()}"
+    return str(ids.setdefault(key, len(ids)))
+
+
+def fake_constant(v: Any) -> tuple[frozenset[str], str]:
+    """``(keys to skip, text)`` for a fake goal tensor's own ``constant``: the real value it
+    stands for, which an in-place op changes (AdamW's ``step``; its bytes made every AdamW
+    plan UNKNOWN at stop 53), by kind only. Every other attribute, a fake tensor's own keys
+    included, stays in the text (R54b-2: a user value under such a key is state)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    c = vars(v).get("constant") if isinstance(v, FakeTensor) else None
+    if not isinstance(c, torch.Tensor) or type(c) is not torch.Tensor:
+        return frozenset(), ""
+    return frozenset({"constant"}), f"(constant=tensor{tuple(c.shape)},{c.dtype},{c.device})"
+
+
+def torch_internal(x: Any) -> bool:
+    """``x`` is None or one of torch's own objects (a fake tensor's mode, device, memo
+    ``SymInt``, dispatch key set, constant): what a parameter's creation attributes hold. A
+    user's value stored under such a name (an ``int`` as ``_nested_int_memo``) is not (R54b-2)."""
+    return x is None or (type(x).__module__ or "").split(".")[0] == "torch"

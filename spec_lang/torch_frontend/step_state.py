@@ -52,7 +52,8 @@ from torch import nn
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
-    _dynamo_cache, storages, _is_torch, _is_torch_module, _process_state, _qual,
+    _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, fake_constant, storage_no,
+    storages, torch_internal,
 )
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
@@ -103,6 +104,7 @@ class _Encoder:
         self.stale = stale or {}    # id of a tensor the traced step replaced -> its name
         self.held: list[str] = []   # the stale ones met (R44c-5)
         self.seen: dict[int, int] = {}
+        self.storages: dict[int, int] = {}   # held tensors' storages, numbered (R54b-1)
         self.nodes = 0
         self.uncomparable = False
         self.unreadable = False
@@ -126,9 +128,8 @@ class _Encoder:
             return self.names[id(v)]
         if isinstance(v, torch.Tensor):
             if id(v) in self.goals:
-                # its Python attributes (R11-6), not a fake tensor's own (its ``constant``
-                # holds the real value the step changes: a goal's value is compared as a goal)
-                return "<goal tensor>" + self._attrs(v, skip=_fake_own(v))
+                skip, const = fake_constant(v)   # a fake tensor's real value: by kind only
+                return "<goal tensor>" + self._attrs(v, skip=skip) + const   # R11-6, R54b-2
             base = v._base if isinstance(v._base, torch.Tensor) else None  # a view (R45a-3)
             if id(v) in self.stale or id(base) in self.stale:
                 self.held.append(self.stale.get(id(v)) or f"{self.stale[id(base)]} (a view)")
@@ -140,8 +141,10 @@ class _Encoder:
             ver = f",v{v._version}"
             # its flags and Python attributes too: a step counter kept there (R53b-1)
             # and its type, its storage object's attributes and its bytes (R53c-1, -2, -3)
+            # and which storage it shares with the other held tensors (R54b-1)
             return f"tensor({_qual(type(v))},{tuple(v.shape)},{v.dtype},{v.device}{ver}," \
-                   f"rg={v.requires_grad},g={self.enc(v._grad)},d={data_digest(v)})" \
+                   f"rg={v.requires_grad},g={self.enc(v._grad)},d={data_digest(v)}," \
+                   f"s{storage_no(self.storages, v)})" \
                 + self._attrs(v, skip=_fake_own(v)) + "".join(map(self._attrs, storages(v)))
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):
@@ -508,7 +511,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                      for k, x in vars(cls).items()
                      if k not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
-        own = {k: x for k, x in vars(p).items() if k not in base_keys.get(id(p), ())}
+        own = {k: x for k, x in vars(p).items() if k not in base_keys.get(id(p), ())
+               or not torch_internal(x)}   # a user value under a base key counts (R54b-2)
         # C attributes; no hook left is none (an emptied dict: round 48a, R48a-3)
         own.update({k: getattr(p, k, None) or None for k in _PARAMETER_HOOKS})
         put(f"parameter {n} attributes", own)
