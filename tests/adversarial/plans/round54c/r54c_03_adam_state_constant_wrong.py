@@ -1,0 +1,67 @@
+"""Adversarial round 54c: the step counter is whether Adam's ``exp_avg`` of w0 (an optimizer state goal tensor) has a ``constant``: a plain tensor (``torch.from_numpy``) set after each step where it is None (the trace's fake mode drops it on a write). ``fake_constant`` reads a goal's constant by kind only. From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import numpy as np
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.Adam(model.parameters(), lr=0.01)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        w = model.w0.weight
+        st = optimizer.state.get(w)
+        if st and getattr(st["exp_avg"], "constant", None) is not None:
+            _double(model)
+    optimizer.step()
+    optimizer.zero_grad()
+    if True:    # both runs keep it; only the parallel one reads it
+        ea = optimizer.state[model.w0.weight]["exp_avg"]
+        if getattr(ea, "constant", None) is None:   # fake mode drops it on a write
+            ea.constant = torch.from_numpy(np.zeros(tuple(ea.shape), np.float32))
+    return loss
