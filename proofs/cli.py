@@ -525,7 +525,7 @@ def _check(argv: list[str] | None) -> int:
         if early is None:
             return _err("check-certificate", "no certificate: stdin ended before 'certificate "
                                              "written' (prove stopped); no verdict", 2)
-    if a.retrace and early is None and not a.json:   # a torch file's trace takes tens of seconds
+    if a.retrace and early is None and not a.json and sys.stderr.isatty():   # a torch trace: 30 s
         print("check-certificate: re-tracing the plan in a fresh process first", file=sys.stderr)
     try:
         r = check_certificate(a.certificate, retrace=a.retrace, plan_path=a.plan,

@@ -385,7 +385,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                 _set_attr(model, alias, p)
             new[n] = p
         p0 = None
-        base_keys = {id(p): frozenset(vars(p)) for p in new.values()}
+        base_keys = {id(p): dict(vars(p)) for p in new.values()}   # the values too (R54c-1)
         states = {n: {k: lift(next(it), spec_of[n]) for k in keys} for n, _ in params}
         for n in [n for n, _ in buffers]:       # (no local left holding a buffer)
             _set_attr(model, buf_at[n], lift(next(it), buf_spec[n]))

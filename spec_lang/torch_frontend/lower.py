@@ -427,7 +427,7 @@ def _checked(ctx: Lowering, n: fx.Node, val: Any) -> Any:
         if extra:
             return Opaque(str(n.target), ctx.site(n), f"internal: the value has dims "
                           f"{[str(d) for d in extra]} its layout does not")
-        record_node_site(n, val.term, ctx.sited)   # messages only: proofs/divergence.py
+        record_node_site(n, val.term, getattr(ctx, "sited", None))   # messages only
     return val
 
 

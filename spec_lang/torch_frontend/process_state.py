@@ -488,9 +488,3 @@ def fake_constant(v: Any) -> tuple[frozenset[str], str]:
         return frozenset(), ""
     return frozenset({"constant"}), f"(constant=tensor{tuple(c.shape)},{c.dtype},{c.device})"
 
-
-def torch_internal(x: Any) -> bool:
-    """``x`` is None or one of torch's own objects (a fake tensor's mode, device, memo
-    ``SymInt``, dispatch key set, constant): what a parameter's creation attributes hold. A
-    user's value stored under such a name (an ``int`` as ``_nested_int_memo``) is not (R54b-2)."""
-    return x is None or (type(x).__module__ or "").split(".")[0] == "torch"

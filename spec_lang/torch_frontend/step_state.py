@@ -53,7 +53,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, fake_constant, storage_no,
-    storages, torch_internal,
+    storages,
 )
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
@@ -435,7 +435,7 @@ def _users_class(c: type, user: frozenset[str]) -> bool:
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                user_modules: Iterable[types.ModuleType], ours: Iterable[Any] = (),
-               base_keys: Mapping[int, Iterable[str]] | None = None,
+               base_keys: Mapping[int, Mapping[str, Any]] | None = None,
                buffers: Mapping[str, Any] | None = None, mesh: Any = None,
                stale: Mapping[int, str] | None = None, site: str = "<train file>:1"
                ) -> dict[str, str]:
@@ -447,7 +447,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     the default dtype, grad mode and the CPU generator's state. ``ours``: objects the capture
     itself put there (the data-parallel stand-ins' units, the wrapper of ``opt.step``), read
     as ``<shardproof>``; ``base_keys``: id of a parameter -> the attributes it was created
-    with (the tracer's own; not read, except its hook dicts); ``buffers``: name -> the buffer
+    with, and their values (the tracer's own: not read while they hold the very object they
+    were created with, R54c-1; its hook dicts always read); ``buffers``: name -> the buffer
     tensor the capture put in the model, read as ``<buffer name>`` wherever it is held (a
     pipeline stage holding the model's buffer as a plain attribute: its value is a goal);
     ``mesh``: the ``DeviceMesh`` given to the step, every attribute of it (torch's private ones
@@ -511,8 +512,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                      for k, x in vars(cls).items()
                      if k not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
-        own = {k: x for k, x in vars(p).items() if k not in base_keys.get(id(p), ())
-               or not torch_internal(x)}   # a user value under a base key counts (R54b-2)
+        base = base_keys.get(id(p), {})   # a user value under a creation key counts (R54b-2)
+        own = {k: x for k, x in vars(p).items() if k not in base or base[k] is not x}
         # C attributes; no hook left is none (an emptied dict: round 48a, R48a-3)
         own.update({k: getattr(p, k, None) or None for k in _PARAMETER_HOOKS})
         put(f"parameter {n} attributes", own)
