@@ -19,7 +19,7 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -457,22 +457,53 @@ def storages(v: Any) -> list[Any]:
     return []
 
 
-def storage_no(ids: dict[int, int], v: Any) -> str:
+def _storage_key(v: Any) -> int:
+    """The address of the storage ``v``'s data lives in (a sparse COO tensor's values'),
+    read with the capture's modes off. Raises whatever torch raises for a tensor without one
+    (a wrapper subclass: its inner tensors have them)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        w = v._values() if v.layout is torch.sparse_coo else v
+        return int(w.untyped_storage()._cdata)
+
+
+def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:
+    """Storage address -> the name of the goal tensor whose data lives in it, for ``(name,
+    tensor)`` pairs (a wrapper subclass, a DTensor: its inner tensors', through
+    ``__tensor_flatten__``). A held tensor pointed at a goal's storage reads as that goal in
+    :func:`storage_no` (R54c-3: numbering held tensors only, one pointed at a goal's storage
+    kept its text)."""
+    out: dict[int, str] = {}
+    todo = list(goals)
+    while todo:
+        name, t = todo.pop()
+        flatten = getattr(type(t), "__tensor_flatten__", None)
+        if flatten is not None:
+            todo.extend((name, getattr(t, k)) for k in t.__tensor_flatten__()[0])
+            continue
+        try:
+            out.setdefault(_storage_key(t), name)
+        except Exception:  # noqa: BLE001, S112 -- no storage: nothing can point at it
+            continue
+    return out
+
+
+def storage_no(ids: dict[int, int], v: Any, goals: Mapping[int, str] | None = None) -> str:
     """The order in which one fingerprint pass (``ids``: storage -> number, kept across its
     entries) first met ``v``'s storage: two held tensors made to share one storage (``.data``
     set through ``torch._C.TensorBase``'s setter, past the ``Tensor.data`` guard: R54b-1)
-    change their numbers; independent of the process (no address is in the text). A sparse
-    tensor is numbered by its values' storage."""
+    change their numbers; independent of the process (no address is in the text). A storage
+    of a goal tensor (``goals``, from :func:`goal_storages`) reads as ``goal:<its name>``
+    (R54c-3). A sparse tensor is numbered by its values' storage."""
     import time
 
-    from torch.utils._python_dispatch import _disable_current_modes
-
     try:
-        with _disable_current_modes():
-            w = v._values() if v.layout is torch.sparse_coo else v
-            key = w.untyped_storage()._cdata
+        key = _storage_key(v)
     except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
         return f"?{time.monotonic_ns()}"
+    if goals and key in goals:
+        return f"goal:{goals[key]}"
     return str(ids.setdefault(key, len(ids)))
 
 

@@ -10,21 +10,20 @@ module takes them as a class: it fingerprints *all* of that state before and aft
 ``train_step`` and reports what changed, so that :mod:`spec_lang.torch_frontend.leftover`
 compares the changes of the single-device step with those of every traced rank.
 
-The fingerprint of a value is identity-free text (so that it means the same in the spec's and
-in a rank's tracing process): typed values for numbers and strings (``numpy`` scalars too:
-finding R7-2), a function by its module, qualified name, code, defaults and closure, an object
-by its class and its attributes, recursively; a module or the optimizer met inside a value by
-its name; the parameters, buffers, gradients and optimizer state tensors (the goals) by
-``<goal tensor>``. A value whose new content cannot be compared between processes (another
-tensor, a Python function the step leaves behind: what it reads when called is not in its text,
-R8-3) is marked :data:`UNCOMPARABLE`: a step that changes it is UNKNOWN, never EQUIVALENT. A
-value that cannot be read at all (an object without attributes, a numpy object array, over
-:data:`_NODE_BUDGET` values) is :data:`UNREADABLE`: UNKNOWN whether or not the step changed it
-(R8-1). Values whose state is not in attributes are read by content (``_Encoder._special``);
-torch's own objects by their public plain attributes only. Process-wide state (the
-environment, ``builtins``, numpy's global generator, every loaded torch module's globals) is
-fingerprinted too (R8-2, R9-2); Python's ``random`` generator is not (torch's distributed calls draw from it in the
-parallel step), which the verdict states.
+The fingerprint of a value is identity-free text (so that it means the same in the spec's and in a
+rank's tracing process): typed values for numbers and strings (``numpy`` scalars too: finding R7-2),
+a function by its module, qualified name, code, defaults and closure, an object by its class and its
+attributes, recursively; a module or the optimizer met inside a value by its name; the parameters,
+buffers, gradients and optimizer state tensors (the goals) by ``<goal tensor>``. A value whose new
+content cannot be compared between processes (another tensor, a Python function the step leaves
+behind: what it reads when called is not in its text, R8-3) is marked :data:`UNCOMPARABLE`: a step
+that changes it is UNKNOWN, never EQUIVALENT. A value that cannot be read at all (an object without
+attributes, a numpy object array, over :data:`_NODE_BUDGET` values) is :data:`UNREADABLE`: UNKNOWN
+whether or not the step changed it (R8-1). Values whose state is not in attributes are read by
+content (``_Encoder._special``); torch's own objects by their public plain attributes only.
+Process-wide state (the environment, ``builtins``, numpy's global generator, every loaded torch
+module's globals) is fingerprinted too (R8-2, R9-2); Python's ``random`` generator is not (torch's
+distributed calls draw from it in the parallel step), which the verdict states.
 """
 
 from __future__ import annotations
@@ -52,9 +51,8 @@ from torch import nn
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
-    _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, fake_constant, storage_no,
-    storages,
-)
+    _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, fake_constant,
+    goal_storages, storage_no, storages)
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
@@ -99,8 +97,10 @@ class _Encoder:
     """Identity-free text of one entry's value (module docstring)."""
 
     def __init__(self, names: Mapping[int, str], goals: frozenset[int],
-                 user: frozenset[str] = frozenset(), stale: Mapping[int, str] | None = None):
+                 user: frozenset[str] = frozenset(), stale: Mapping[int, str] | None = None,
+                 goal_storages: Mapping[int, str] | None = None):
         self.names, self.goals, self.user = names, goals, user   # user: the user's modules
+        self.goal_storages = goal_storages or {}    # a goal's storage -> its name (R54c-3)
         self.stale = stale or {}    # id of a tensor the traced step replaced -> its name
         self.held: list[str] = []   # the stale ones met (R44c-5)
         self.seen: dict[int, int] = {}
@@ -144,7 +144,7 @@ class _Encoder:
             # and which storage it shares with the other held tensors (R54b-1)
             return f"tensor({_qual(type(v))},{tuple(v.shape)},{v.dtype},{v.device}{ver}," \
                    f"rg={v.requires_grad},g={self.enc(v._grad)},d={data_digest(v)}," \
-                   f"s{storage_no(self.storages, v)})" \
+                   f"s{storage_no(self.storages, v, self.goal_storages)})" \
                 + self._attrs(v, skip=_fake_own(v)) + "".join(map(self._attrs, storages(v)))
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):
@@ -471,18 +471,18 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         names.setdefault(id(m), f"<module {n or '<model>'}>")
     names[id(opt)] = "<optimizer>"
     pnames = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
-    goals = set(pnames)
+    named: list[tuple[str, Any]] = []      # the goal tensors, by name
     for n, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), f"<parameter {n}>")
-        if p.grad is not None:
-            goals.add(id(p.grad))
+        named += [(n, p)] + ([(f"{n}.grad", p.grad)] if p.grad is not None else [])
     for n, b in [*(buffers or {}).items(), *model.named_buffers(remove_duplicate=False)]:
         names.setdefault(id(b), f"<buffer {n}>")
-    for st in opt.state.values():
-        goals.update(id(x) for x in st.values() if isinstance(x, torch.Tensor))
+    for p, st in opt.state.items():
+        named += [(f"optimizer.state[{pnames.get(id(p), '<other>')}][{k}]", x)
+                  for k, x in st.items() if isinstance(x, torch.Tensor)]
     user_modules = list(user_modules)
-    enc = _Encoder(names, frozenset(goals), frozenset(m.__name__ for m in user_modules),
-                   stale)
+    enc = _Encoder(names, frozenset(id(x) for _, x in named),
+                   frozenset(m.__name__ for m in user_modules), stale, goal_storages(named))
     out: dict[str, str] = {}
     held: list[tuple[str, str]] = []    # (entry, stale tensor's name)
 

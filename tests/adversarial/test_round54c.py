@@ -69,19 +69,41 @@ def test_r54c_control_a_user_key_holding_a_size():
 _SET_DATA = torch._C.TensorBase.data.__set__  # noqa: SLF001 -- the C setter (no aten op)
 
 
-@pytest.mark.xfail(strict=True, reason="R54c-3 open: storage_no numbers held tensors only")
 def test_r54c_3_held_tensor_aliasing_a_goal():
-    """R54c-3 (latent): a held 2x2 zero tensor C pointed at a goal's storage through the C
-    setter of ``.data`` under ``DisableTorchFunction`` (no version bump) keeps its text: the
-    goal's storage is not numbered. A prove of r54c_04 fails in the capture (rc 3)."""
-    from spec_lang.torch_frontend.step_state import _Encoder
+    """R54c-3: a held 2x2 zero tensor C pointed at a goal's storage through the C setter of
+    ``.data`` under ``DisableTorchFunction`` (no version bump) kept its text while only held
+    tensors' storages were numbered; the goals' storages read as ``goal:<name>`` now. A prove
+    of r54c_04 fails in the capture (rc 3)."""
+    from spec_lang.torch_frontend.step_state import _Encoder, goal_storages
 
     g, c = torch.zeros(2, 2), torch.zeros(2, 2)
-    before = _Encoder({}, frozenset({id(g)})).enc({"G": g, "C": c})
+
+    def text() -> str:
+        enc = _Encoder({}, frozenset({id(g)}), goal_storages=goal_storages([("G", g)]))
+        return enc.enc({"C": c, "G": g})
+
+    before = text()
+    assert "s0" in before and "goal:" not in before
     with torch._C.DisableTorchFunction():  # noqa: SLF001
         _SET_DATA(c, g)
     assert c.untyped_storage()._cdata == g.untyped_storage()._cdata  # noqa: SLF001
-    assert _Encoder({}, frozenset({id(g)})).enc({"G": g, "C": c}) != before
+    after = text()
+    assert after != before and "sgoal:G" in after
+
+
+def test_r54c_3_goal_storages_reach_a_wrapper_subclass_inner_tensors():
+    """A wrapper subclass goal (a DTensor) has no storage of its own: its inner tensors' (a
+    DTensor's local shard) are the goal's, through ``__tensor_flatten__``; a held view of one
+    reads as the goal, an unrelated tensor by its number."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from spec_lang.torch_frontend.process_state import goal_storages, storage_no
+
+    a, b = torch.ones(3), torch.zeros(3)
+    goals = goal_storages([("w", TwoTensor(a, b))])
+    assert storage_no({}, b[1:], goals) == "goal:w"
+    assert storage_no({}, a, goals) == "goal:w"
+    assert storage_no({}, torch.ones(3), goals) == "0"
 
 
 # -- the plans -------------------------------------------------------------------------------------
