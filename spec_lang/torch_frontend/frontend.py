@@ -42,8 +42,8 @@ from spec_lang.torch_frontend.state_sites import declaration_site, state_site
 from spec_lang.torch_frontend.tracedata import Job, Pool
 from spec_lang.torch_frontend.contract import TrainFile, read_train_file
 from spec_lang.torch_frontend.dims import Dims, DimsError, Refine
-from spec_lang.torch_frontend.goal_text import (_data_assumptions, _placement_text,
-                                                _producing_site, _style_of)
+from spec_lang.torch_frontend.goal_text import (_data_assumptions, _missing_text,
+                                                _placement_text, _producing_site, _style_of)
 from spec_lang.torch_frontend.indexing import Idx, Pred
 from spec_lang.torch_frontend.real_moves import check_real_moves
 from spec_lang.torch_frontend.real_literals import unread_real_literals
@@ -519,7 +519,7 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
     goals = _without_unnamed_dims(goals, low, unsupported)
     missing = [n for n in spec_out if n not in plan_out]
     if missing:
-        raise PlanError(f"{tf.path}:1: the parallel step does not produce {missing[:4]}")
+        raise PlanError(_missing_text(tf, missing))
     goals.sort(key=lambda g: order[g.kind])
     from spec_lang.torch_frontend.pp_frontend import pp_assumptions
     assumptions = DEFAULT_ASSUMPTIONS + tuple(_data_assumptions(cap)) + tuple(notes) + tuple(

@@ -77,3 +77,21 @@ def _data_assumptions(cap: Any) -> list[str]:
             if line not in out:      # (a pipelined step: one copy of the batch per stage)
                 out.append(line)
     return out
+
+
+def _missing_text(tf: Any, missing: list[str]) -> str:
+    """The error for goals of the single-device step the parallel step does not produce,
+    placed at ``parallelize``'s line (its plan): a gradient left None names its parameters and
+    the usual causes (stop 54's new user: a detached activation read "does not produce" at
+    line 1)."""
+    from spec_lang.torch_frontend.contract import _def_line
+
+    src = tf.source.decode("utf-8", errors="replace")
+    where = f"{tf.path}:{_def_line(tf.module, 'parallelize', src)}"
+    grads = [n.split(":", 1)[1] for n in missing if n.startswith("grad:")]
+    if grads:
+        return (f"{where}: the parallel step leaves no gradient on {grads[:4]} (.grad is None "
+                "after its backward) where the single-device step computes one: its forward "
+                "cuts them off the loss (a .detach(), torch.no_grad(), a hook or a parallel "
+                "style returning a tensor without grad); the plan is wrong for them")
+    return f"{where}: the parallel step does not produce {missing[:4]}"

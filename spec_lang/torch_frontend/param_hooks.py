@@ -9,6 +9,9 @@ ATTEMPTS.md``.
 
 from __future__ import annotations
 
+import functools
+import types
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -35,8 +38,10 @@ def refuse_parameter_hooks(params: list[tuple[str, Any]], path: str) -> None:
         for h in hooks:   # any hook, torch's own functions too (finding R4-9)
             mod = getattr(h, "__module__", "") or ""
             what = getattr(h, "__qualname__", type(h).__name__)
-            raise PlanError(f"{path}:1: parameter {n!r} has a gradient hook ({what}, from "
-                            f"{mod or 'unknown'}) registered before train_step; prove --torch "
+            site = _hook_site(h, path)
+            where = "" if site != f"{path}:1" else f", from {mod or 'unknown'}"
+            raise PlanError(f"{site}: parameter {n!r} has a gradient hook ({what}{where}) "
+                            "registered before train_step; prove --torch "
                             "traces the step on fresh parameters and cannot see it: register "
                             "it inside train_step, or remove it (docs/torch.md, 'Supported "
                             "APIs')")
@@ -47,6 +52,23 @@ def refuse_parameter_hooks(params: list[tuple[str, Any]], path: str) -> None:
                             "fresh parameters and cannot see it: register it inside "
                             "train_step, or use register_post_accumulate_grad_hook there "
                             "(docs/torch.md, 'Supported APIs')")
+
+
+def _hook_site(h: Any, path: str) -> str:
+    """Where the user's hook ``h`` is defined: ``path:line`` in the train file, ``name.py:line``
+    in a file next to it (as the other errors name such lines); else ``path:1`` (stop 54's new
+    user: a hook registered in ``parallelize`` was refused at line 1)."""
+    while isinstance(h, functools.partial):
+        h = h.func
+    code = getattr(h, "__code__", None) or getattr(getattr(h, "__func__", None), "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return f"{path}:1"
+    here, train = Path(code.co_filename).resolve(), Path(path).resolve()
+    if here == train:
+        return f"{path}:{code.co_firstlineno}"
+    if here.parent == train.parent and here.suffix == ".py":
+        return f"{here.name}:{code.co_firstlineno}"
+    return f"{path}:1"
 
 
 def accumulator_hooks(p: Any) -> int:

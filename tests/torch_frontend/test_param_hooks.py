@@ -110,3 +110,23 @@ def test_tensors_that_cannot_require_grad_have_no_accumulator():
     assert accumulator_hooks(p) == 0 and not p.requires_grad
     q = torch.nn.Parameter(torch.ones(3, dtype=torch.int64), requires_grad=False)
     assert accumulator_hooks(q) == 0 and not q.requires_grad
+
+
+def test_a_refused_gradient_hook_names_the_line_it_is_defined_at(tmp_path):
+    """Stop 54's new user: a hook registered in ``parallelize`` was refused at line 1. A hook
+    defined in the train file names its line; one in a file next to it, that file's line; a
+    torch function, line 1 and its module."""
+    import functools
+
+    train, near = tmp_path / "train.py", tmp_path / "helpers.py"
+    ns: dict = {}
+    exec(compile("\n\ndef double(g):\n    return g * 2\n", str(train), "exec"), ns)  # noqa: S102
+    exec(compile("def half(g):\n    return g / 2\n", str(near), "exec"), ns)  # noqa: S102
+    for hook, site in ((ns["double"], f"{train}:3"), (functools.partial(ns["half"]),
+                                                       "helpers.py:1"), (torch.neg, f"{train}:1")):
+        p = torch.nn.Parameter(torch.ones(2))
+        p.register_hook(hook)
+        with pytest.raises(PlanError) as e:
+            refuse_parameter_hooks([("w", p)], str(train))
+        assert str(e.value).startswith(f"{site}: parameter 'w' has a gradient hook"), e.value
+        assert ("from torch" in str(e.value)) == (hook is torch.neg), e.value
