@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import itertools
 import os
 import signal
 import sys
@@ -457,15 +458,34 @@ def storages(v: Any) -> list[Any]:
     return []
 
 
-def _storage_key(v: Any) -> int:
-    """The address of the storage ``v``'s data lives in (a sparse COO tensor's values'),
-    read with the capture's modes off. Raises whatever torch raises for a tensor without one
-    (a wrapper subclass: its inner tensors have them)."""
+def _storage_of(v: Any) -> Any:
+    """The storage object ``v``'s data lives in (a sparse COO tensor's values'), read with the
+    capture's modes off. Raises whatever torch raises for a tensor without one (a wrapper
+    subclass: its inner tensors have them)."""
     from torch.utils._python_dispatch import _disable_current_modes
 
     with _disable_current_modes():
         w = v._values() if v.layout is torch.sparse_coo else v
-        return int(w.untyped_storage()._cdata)
+        return w.untyped_storage()
+
+
+# every storage a fingerprint met in this process: address -> the storage object (weakly: a
+# storage torch frees leaves, and a new one at its address is another), address -> its number
+_SEEN: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_NUMBER: dict[int, int] = {}
+_NEXT = itertools.count()      # (not ``len(_NUMBER)``: an address torch reuses is numbered anew)
+
+
+def _storage_number(st: Any) -> int:
+    """The order in which this process's fingerprints first met storage ``st`` (torch keeps
+    one Python object per live storage): a held tensor moved to a fresh storage, even one torch
+    allocates at the address of the storage it freed, gets a new number (R55a-3: numbering per
+    pass, a move to a fresh storage kept the number)."""
+    key = int(st._cdata)
+    if _SEEN.get(key) is not st:
+        _SEEN[key] = st
+        _NUMBER[key] = next(_NEXT)
+    return _NUMBER[key]
 
 
 def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:
@@ -483,28 +503,30 @@ def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:
             todo.extend((name, getattr(t, k)) for k in t.__tensor_flatten__()[0])
             continue
         try:
-            out.setdefault(_storage_key(t), name)
+            out.setdefault(int(_storage_of(t)._cdata), name)
         except Exception:  # noqa: BLE001, S112 -- no storage: nothing can point at it
             continue
     return out
 
 
-def storage_no(ids: dict[int, int], v: Any, goals: Mapping[int, str] | None = None) -> str:
-    """The order in which one fingerprint pass (``ids``: storage -> number, kept across its
-    entries) first met ``v``'s storage: two held tensors made to share one storage (``.data``
-    set through ``torch._C.TensorBase``'s setter, past the ``Tensor.data`` guard: R54b-1)
-    change their numbers; independent of the process (no address is in the text). A storage
-    of a goal tensor (``goals``, from :func:`goal_storages`) reads as ``goal:<its name>``
-    (R54c-3). A sparse tensor is numbered by its values' storage."""
+def storage_no(v: Any, goals: Mapping[int, str] | None = None) -> str:
+    """Which storage ``v``'s data lives in: a goal's (``goals``, from :func:`goal_storages`)
+    as ``goal:<its name>`` (R54c-3), another by :func:`_storage_number`. Two held tensors made
+    to share one storage (``.data`` set through ``torch._C.TensorBase``'s setter, past the
+    ``Tensor.data`` guard: R54b-1) or one moved to a fresh storage (R55a-3) change their text.
+    The number depends on the process: only a fingerprint's changes within one process are
+    compared (a held tensor's change is UNKNOWN whatever it is: ``UNCOMPARABLE``). A sparse
+    tensor is numbered by its values' storage."""
     import time
 
     try:
-        key = _storage_key(v)
+        st = _storage_of(v)
+        key = int(st._cdata)
     except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
         return f"?{time.monotonic_ns()}"
     if goals and key in goals:
         return f"goal:{goals[key]}"
-    return str(ids.setdefault(key, len(ids)))
+    return str(_storage_number(st))
 
 
 def fake_constant(v: Any) -> tuple[frozenset[str], str]:

@@ -104,7 +104,6 @@ class _Encoder:
         self.stale = stale or {}    # id of a tensor the traced step replaced -> its name
         self.held: list[str] = []   # the stale ones met (R44c-5)
         self.seen: dict[int, int] = {}
-        self.storages: dict[int, int] = {}   # held tensors' storages, numbered (R54b-1)
         self.nodes = 0
         self.uncomparable = False
         self.unreadable = False
@@ -144,7 +143,7 @@ class _Encoder:
             # and which storage it shares with the other held tensors (R54b-1)
             return f"tensor({_qual(type(v))},{tuple(v.shape)},{v.dtype},{v.device}{ver}," \
                    f"rg={v.requires_grad},g={self.enc(v._grad)},d={data_digest(v)}," \
-                   f"s{storage_no(self.storages, v, self.goal_storages)})" \
+                   f"s{storage_no(v, self.goal_storages)})" \
                 + self._attrs(v, skip=_fake_own(v)) + "".join(map(self._attrs, storages(v)))
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):

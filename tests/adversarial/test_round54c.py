@@ -83,7 +83,7 @@ def test_r54c_3_held_tensor_aliasing_a_goal():
         return enc.enc({"C": c, "G": g})
 
     before = text()
-    assert "s0" in before and "goal:" not in before
+    assert "goal:" not in before
     with torch._C.DisableTorchFunction():  # noqa: SLF001
         _SET_DATA(c, g)
     assert c.untyped_storage()._cdata == g.untyped_storage()._cdata  # noqa: SLF001
@@ -101,9 +101,10 @@ def test_r54c_3_goal_storages_reach_a_wrapper_subclass_inner_tensors():
 
     a, b = torch.ones(3), torch.zeros(3)
     goals = goal_storages([("w", TwoTensor(a, b))])
-    assert storage_no({}, b[1:], goals) == "goal:w"
-    assert storage_no({}, a, goals) == "goal:w"
-    assert storage_no({}, torch.ones(3), goals) == "0"
+    assert storage_no(b[1:], goals) == "goal:w"
+    assert storage_no(a, goals) == "goal:w"
+    other = torch.ones(3)
+    assert storage_no(other, goals).isdigit() and storage_no(other) == storage_no(other[1:])
 
 
 # -- the plans -------------------------------------------------------------------------------------
