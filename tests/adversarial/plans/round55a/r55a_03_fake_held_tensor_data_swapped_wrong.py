@@ -1,0 +1,67 @@
+"""Adversarial round 55a: the step counter is the values of a held tensor C that ``build_optimizer`` makes (in the trace on the fake parameters: a fake tensor, no bytes to digest); after each step the parallel run points C at a fresh ones tensor through the C setter of ``.data`` under ``DisableTorchFunction`` (no version bump, same geometry). From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+H = {}
+_SET_DATA = torch._C.TensorBase.data.__set__
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    # traced: built on the tracer's fake parameters, so C is a fake tensor (w0's shape)
+    H["C"] = torch.zeros_like(model.w0.weight, requires_grad=False)
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        with torch.no_grad():
+            if bool((H["C"] != 0).any()):
+                _double(model)
+    optimizer.step()
+    optimizer.zero_grad()
+    if "on" in H:
+        with torch._C.DisableTorchFunction():    # C now holds ones: no aten op on C
+            _SET_DATA(H["C"], torch.ones_like(H["C"]))
+    return loss
