@@ -375,9 +375,11 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     def traced(flat_in: list[torch.Tensor]) -> list[torch.Tensor]:
         it = iter(flat_in)
         new: dict[str, nn.Parameter] = {}
+        base_keys: dict[int, dict[str, Any]] = {}   # before the user's marks (R55a-1)
         for n, p0 in params:      # a frozen parameter stays frozen (rounds 22, 25)
             p = nn.Parameter(lift(next(it), spec_of[n]), requires_grad=p0.requires_grad)
             own = owner.get(n, (None,))[0]
+            base_keys[id(p)] = dict(vars(p))   # the values too (R54c-1)
             for k, v in carried(n, p0, p, own, _unit_site(own, path)).items():
                 setattr(p, k, v)                  # the user's marks (R44b-3, R44b-4)
             _set_attr(model, n, p)
@@ -385,7 +387,6 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                 _set_attr(model, alias, p)
             new[n] = p
         p0 = None
-        base_keys = {id(p): dict(vars(p)) for p in new.values()}   # the values too (R54c-1)
         states = {n: {k: lift(next(it), spec_of[n]) for k in keys} for n, _ in params}
         for n in [n for n, _ in buffers]:       # (no local left holding a buffer)
             _set_attr(model, buf_at[n], lift(next(it), buf_spec[n]))
