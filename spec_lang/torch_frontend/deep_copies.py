@@ -124,7 +124,9 @@ def meta_constants(mode: Any, g: Any = None) -> Iterator[None]:
         flat = [fake(a) if plain_meta(a) else a for a in flat_args]
         return before(func, converter, flat, args_spec)
 
-    mode.validate_and_convert_non_fake_tensors = validate
+    from spec_lang.torch_frontend.process_state import capture_own
+
+    mode.validate_and_convert_non_fake_tensors = capture_own(validate)
     try:
         yield
     finally:

@@ -37,6 +37,29 @@ UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be comp
 UNREADABLE = UNCOMPARABLE + "!"
 
 
+# a logger's caches and links to the process's logger tree (F11-2)
+_LOGGER_CACHES = frozenset({"_cache", "manager", "parent", "loggerDict", "root"})
+
+
+def _logger_links(v: Any) -> str:
+    """What of a logger's skipped attributes is not a cache: its parent by name (a record
+    reaches the parent's handlers), and its level cache or links when they hold anything but
+    what logging puts there (a flag named ``_cache``: lead's review of round 13)."""
+    d = getattr(v, "__dict__", {}) or {}
+    parent = d.get("parent")
+    out = f",parent={getattr(parent, 'name', None)!r}" if "parent" in d else ""
+    cache = d.get("_cache")
+    if cache is not None and not (isinstance(cache, dict) and all(
+            type(k) is int and type(x) is bool for k, x in cache.items())):
+        out += f",_cache=<{type(cache).__qualname__} not a level cache>"
+    for k in ("manager", "root", "loggerDict"):
+        x = d.get(k)
+        if x is not None and not (type(x).__module__ == "logging"
+                                  or (k == "loggerDict" and type(x) is dict)):
+            out += f",{k}=<{type(x).__qualname__}>"
+    return out
+
+
 def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]  # noqa: S324 -- a digest
 
@@ -467,6 +490,18 @@ def _storage_of(v: Any) -> Any:
     with _disable_current_modes():
         w = v._values() if v.layout is torch.sparse_coo else v
         return w.untyped_storage()
+
+
+# the functions the capture's guards put on the trace's fake mode for the step (``dispatch``:
+# ``thread_guard``, ``storage_writes``; ``validate_and_convert_non_fake_tensors``:
+# ``deep_copies``), by identity: not the user's state (``step_state``, R55a-2)
+CAPTURE_OWN: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def capture_own(f: Any) -> Any:
+    """``f``, registered in :data:`CAPTURE_OWN`."""
+    CAPTURE_OWN.add(f)
+    return f
 
 
 # every storage a fingerprint met in this process: address -> the storage object (weakly: a

@@ -52,7 +52,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, fake_constant,
-    goal_storages, storage_no, storages)
+    CAPTURE_OWN, _LOGGER_CACHES, _logger_links, goal_storages, storage_no, storages)
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
@@ -60,33 +60,13 @@ __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
 
 _NODE_BUDGET = 500_000      # values visited per entry before it is "too large" to compare
 _PRIMITIVES = (bool, int, float, complex, str, bytes)
+_IMMUTABLE = (type(None), *_PRIMITIVES, torch.device, torch.dtype)
 # what every Enum member has: its own attributes are the rest (R10-2)
 _ENUM_OWN = frozenset({"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"})
-# a logger's caches and links to the process's logger tree (F11-2)
-_LOGGER_CACHES = frozenset({"_cache", "manager", "parent", "loggerDict", "root"})
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
 _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
 # torch's objects that hold training state a user reads and changes: read in full
 _TORCH_STATE = ("torch.optim", "torch.nn.modules", "torch.nn.parameter", "torch.utils.hooks")
-
-
-def _logger_links(v: Any) -> str:
-    """What of a logger's skipped attributes is not a cache: its parent by name (a record
-    reaches the parent's handlers), and its level cache or links when they hold anything but
-    what logging puts there (a flag named ``_cache``: lead's review of round 13)."""
-    d = getattr(v, "__dict__", {}) or {}
-    parent = d.get("parent")
-    out = f",parent={getattr(parent, 'name', None)!r}" if "parent" in d else ""
-    cache = d.get("_cache")
-    if cache is not None and not (isinstance(cache, dict) and all(
-            type(k) is int and type(x) is bool for k, x in cache.items())):
-        out += f",_cache=<{type(cache).__qualname__} not a level cache>"
-    for k in ("manager", "root", "loggerDict"):
-        x = d.get(k)
-        if x is not None and not (type(x).__module__ == "logging"
-                                  or (k == "loggerDict" and type(x) is dict)):
-            out += f",{k}=<{type(x).__qualname__}>"
-    return out
 
 
 class _TooLarge(Exception):
@@ -198,8 +178,11 @@ class _Encoder:
         if _is_torch_module(type(v).__module__) and \
                 not type(v).__module__.startswith(_TORCH_STATE):
             # torch's own objects (a DeviceMesh, the tracer's FakeTensorMode, a process
-            # group): their public plain attributes only (module docstring)
-            return f"{_qual(type(v))}" + self._attrs(v, public_plain=True)
+            # group): their public plain attributes only (module docstring); a fake mode's
+            # attributes a fresh one lacks too, whatever they hold (R55a-2: a counter there)
+            return f"{_qual(type(v))}" + self._attrs(v, public_plain=True) + (
+                self._attrs(v, skip=_mode_keys() | _ours(v)) if type(v).__name__ == "FakeTensorMode"
+                and type(v).__module__ == "torch._subclasses.fake_tensor" else "")
         if hasattr(v, "__dict__") or hasattr(type(v), "__slots__"):
             return f"{_qual(type(v))}" + self._attrs(v)
         # no attributes to read (a generator, a C object): whether the step changed it is not
@@ -331,7 +314,24 @@ def _fake_keys() -> frozenset[str]:
     from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
 
     with _disable_current_modes(), FakeTensorMode():     # whatever mode is active (a trace)
-        return frozenset(vars(torch.empty(1)))
+        return frozenset(vars(torch.empty(1))) - {"fake_mode"}    # its mode is read (R55a-2)
+
+
+@functools.cache
+def _mode_keys() -> frozenset[str]:
+    """The attributes a fresh ``FakeTensorMode`` has."""
+    from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
+
+    return frozenset(vars(FakeTensorMode()))
+
+
+def _ours(mode: Any) -> frozenset[str]:
+    """The fake mode's attributes the capture's guards set for the step (``dispatch``:
+    ``thread_guard``, ``storage_writes``; ``validate_and_convert_non_fake_tensors``:
+    ``deep_copies``) while they hold the capture's own functions."""
+    return frozenset(k for k in ("dispatch", "validate_and_convert_non_fake_tensors")
+                     if (f := vars(mode).get(k)) is not None and f in CAPTURE_OWN
+                     and not vars(f))
 
 
 def _fake_own(v: Any) -> frozenset[str]:
@@ -474,14 +474,16 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     for n, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), f"<parameter {n}>")
         named += [(n, p)] + ([(f"{n}.grad", p.grad)] if p.grad is not None else [])
-    for n, b in [*(buffers or {}).items(), *model.named_buffers(remove_duplicate=False)]:
+    bnamed = [*(buffers or {}).items(), *model.named_buffers(remove_duplicate=False)]
+    for n, b in bnamed:
         names.setdefault(id(b), f"<buffer {n}>")
     for p, st in opt.state.items():
         named += [(f"optimizer.state[{pnames.get(id(p), '<other>')}][{k}]", x)
                   for k, x in st.items() if isinstance(x, torch.Tensor)]
     user_modules = list(user_modules)
     enc = _Encoder(names, frozenset(id(x) for _, x in named),
-                   frozenset(m.__name__ for m in user_modules), stale, goal_storages(named))
+                   frozenset(m.__name__ for m in user_modules), stale,
+                   goal_storages(named + [(f"<buffer {n}>", b) for n, b in bnamed]))  # R55a-4
     out: dict[str, str] = {}
     held: list[tuple[str, str]] = []    # (entry, stale tensor's name)
 
@@ -512,7 +514,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                      if k not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
         base = base_keys.get(id(p), {})   # a user value under a creation key counts (R54b-2)
-        own = {k: x for k, x in vars(p).items() if k not in base or base[k] is not x}
+        own = {k: x for k, x in vars(p).items()    # a recorded fake_mode is read (R55a-2)
+               if k not in base or base[k] is not x or not isinstance(x, _IMMUTABLE)}
         # C attributes; no hook left is none (an emptied dict: round 48a, R48a-3)
         own.update({k: getattr(p, k, None) or None for k in _PARAMETER_HOOKS})
         put(f"parameter {n} attributes", own)

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from spec_lang.torch_frontend.process_state import capture_own
+
 __all__ = ["storage_of", "written", "on_dispatch", "on_writes", "counted", "count"]
 
 _COUNTS: dict[Any, int] = {}
@@ -86,7 +88,7 @@ def on_dispatch(seen: Callable[[Any, tuple, dict], None]) -> Iterator[None]:
         seen(func, args, kwargs or {})
         return before(func, types, args, kwargs)
 
-    mode.dispatch = dispatch
+    mode.dispatch = capture_own(dispatch)
     try:
         yield
     finally:

@@ -59,6 +59,8 @@ from typing import Any
 
 import _thread
 
+from spec_lang.torch_frontend.process_state import capture_own
+
 __all__ = ["value_hint", "take_threads", "threads_now", "threads_refused", "threads_let", "watched",
            "ACTIVE"]
 
@@ -339,7 +341,7 @@ def one_thread(g: _Guard) -> Iterator[None]:
                thread=False)
         return make_error(*a, **k)
 
-    mode.dispatch = dispatch
+    mode.dispatch = capture_own(dispatch)
     if make_error is not None:
         env._make_data_dependent_error = data_dependent  # noqa: SLF001
     try:
