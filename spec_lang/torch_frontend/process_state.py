@@ -459,7 +459,7 @@ def data_digest(v: Any) -> str:
                 f"{torch._C._dispatch_keys(v)}"
             if isinstance(v, FakeTensor) or v.device.type != "cpu":
                 return geo + ":-"
-            raw = v.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            raw = v.detach().contiguous().clone().reshape(-1).view(torch.uint8).numpy().tobytes()
     except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
         return f"?{time.monotonic_ns()}"
     return geo + ":" + hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- not security
