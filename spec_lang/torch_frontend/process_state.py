@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import itertools
 import os
 import signal
 import sys
@@ -455,10 +454,14 @@ def data_digest(v: Any) -> str:
                 return f"?{time.monotonic_ns()}"
             # and its dispatch keys: the conjugate and negative bits, set with no aten op
             # and no version bump on a meta tensor (``torch._C._set_neg``: R54b-4)
-            geo = f"{tuple(v.stride())}+{v.storage_offset()}/{v.untyped_storage().nbytes()}" \
+            st = v.untyped_storage()
+            geo = f"{tuple(v.stride())}+{v.storage_offset()}/{st.nbytes()}" \
                 f"{torch._C._dispatch_keys(v)}"
             if isinstance(v, FakeTensor) or v.device.type != "cpu":
                 return geo + ":-"
+            # where its bytes are, shared or not, resizable or not: ``share_memory_()`` moves
+            # them in place, the same storage object and bytes (R55b-2)
+            geo += f"@{st.data_ptr():x},{int(st.is_shared())}{int(st.resizable())}"
             raw = v.detach().contiguous().clone().reshape(-1).view(torch.uint8).numpy().tobytes()
     except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
         return f"?{time.monotonic_ns()}"
@@ -504,25 +507,6 @@ def capture_own(f: Any) -> Any:
     return f
 
 
-# every storage a fingerprint met in this process: address -> the storage object (weakly: a
-# storage torch frees leaves, and a new one at its address is another), address -> its number
-_SEEN: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-_NUMBER: dict[int, int] = {}
-_NEXT = itertools.count()      # (not ``len(_NUMBER)``: an address torch reuses is numbered anew)
-
-
-def _storage_number(st: Any) -> int:
-    """The order in which this process's fingerprints first met storage ``st`` (torch keeps
-    one Python object per live storage): a held tensor moved to a fresh storage, even one torch
-    allocates at the address of the storage it freed, gets a new number (R55a-3: numbering per
-    pass, a move to a fresh storage kept the number)."""
-    key = int(st._cdata)
-    if _SEEN.get(key) is not st:
-        _SEEN[key] = st
-        _NUMBER[key] = next(_NEXT)
-    return _NUMBER[key]
-
-
 def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:
     """Storage address -> the name of the goal tensor whose data lives in it, for ``(name,
     tensor)`` pairs (a wrapper subclass, a DTensor: its inner tensors', through
@@ -546,22 +530,24 @@ def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:
 
 def storage_no(v: Any, goals: Mapping[int, str] | None = None) -> str:
     """Which storage ``v``'s data lives in: a goal's (``goals``, from :func:`goal_storages`)
-    as ``goal:<its name>`` (R54c-3), another by :func:`_storage_number`. Two held tensors made
-    to share one storage (``.data`` set through ``torch._C.TensorBase``'s setter, past the
-    ``Tensor.data`` guard: R54b-1) or one moved to a fresh storage (R55a-3) change their text.
-    The number depends on the process: only a fingerprint's changes within one process are
-    compared (a held tensor's change is UNKNOWN whatever it is: ``UNCOMPARABLE``). A sparse
-    tensor is numbered by its values' storage."""
+    as ``goal:<its name>`` (R54c-3), another by its address. Two held tensors made to share one
+    storage (``.data`` set through ``torch._C.TensorBase``'s setter, past the ``Tensor.data``
+    guard: R54b-1) or one moved to a fresh storage (R55a-3) change their text. No reference to
+    the storage is kept (a weak one was visible to the step: R55b-4): a storage freed and
+    another made at its address is a change nothing the next step holds can see (a reference
+    it keeps to the old one keeps it alive, and is fingerprinted itself). The address depends
+    on the process: only a fingerprint's changes within one process are compared (a held
+    tensor's change is UNKNOWN whatever it is: ``UNCOMPARABLE``). A sparse tensor is named by
+    its values' storage."""
     import time
 
     try:
-        st = _storage_of(v)
-        key = int(st._cdata)
+        key = int(_storage_of(v)._cdata)
     except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
         return f"?{time.monotonic_ns()}"
     if goals and key in goals:
         return f"goal:{goals[key]}"
-    return str(_storage_number(st))
+    return f"@{key:x}"
 
 
 def fake_constant(v: Any) -> tuple[frozenset[str], str]:

@@ -98,7 +98,6 @@ def test_r55b_1_control_immutable_creation_value_skipped():
 
 # -- R55b-2: a held tensor's storage changes in place: same StorageImpl, same number ----------
 
-@pytest.mark.xfail(strict=True, reason="R55b-2 open: share_memory_ keeps the StorageImpl")
 def test_r55b_2_held_tensor_moved_to_shared_memory():
     """R55b-2: ``C.share_memory_()`` swaps the data of C's storage for a shared copy in place:
     same StorageImpl (``_cdata``, so the same 799b663 number), same bytes, geometry and version;
@@ -142,7 +141,6 @@ def test_r55b_3_fingerprint_leaves_storage_resizable():
 
 # -- R55b-4: the fingerprint's weak reference to a held tensor's storage is visible -------------
 
-@pytest.mark.xfail(strict=True, reason="R55b-4 open: process_state._SEEN weakly refers to it")
 def test_r55b_4_fingerprint_leaves_no_weak_reference():
     """R55b-4 (new in 799b663): ``_storage_number`` keeps a weak reference to every held
     tensor's storage object in ``_SEEN``; ``weakref.getweakrefcount(C.untyped_storage())`` is
@@ -179,7 +177,6 @@ def test_r55b_03_resizable_flag_not_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R55b-4 open: EQUIVALENT rc 0")
 def test_r55b_04_weakref_count_not_equivalent():
     assert _prove("r55b_04_held_storage_weakref_count_wrong.py") != 0
 
