@@ -507,6 +507,25 @@ def capture_own(f: Any) -> Any:
     return f
 
 
+# the trace's fake mode and its converters, read in full but for these (the tables of the
+# tensors they converted and the counts of conversions, which the step's conversions change:
+# R55b-1; measured on mlp_ddp.py, nothing else of them changes in a step)
+_TRACER_STATE = {"torch._subclasses.fake_tensor.FakeTensorMode": frozenset(),
+                 "torch._subclasses.fake_tensor.FakeTensorConverter": frozenset(
+                     {"constant_storage_mapping"}),
+                 "torch._subclasses.meta_utils.MetaConverter": frozenset(
+                     {"storage_memo", "tensor_memo", "describer", "hit", "miss", "arg_cnt"})}
+
+
+def _ours(mode: Any) -> frozenset[str]:
+    """The fake mode's attributes the capture's guards set for the step (``dispatch``:
+    ``thread_guard``, ``storage_writes``; ``validate_and_convert_non_fake_tensors``:
+    ``deep_copies``) while they hold the capture's own functions."""
+    return frozenset(k for k in ("dispatch", "validate_and_convert_non_fake_tensors")
+                     if (f := vars(mode).get(k)) is not None and f in CAPTURE_OWN
+                     and not vars(f))
+
+
 def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:
     """Storage address -> the name of the goal tensor whose data lives in it, for ``(name,
     tensor)`` pairs (a wrapper subclass, a DTensor: its inner tensors', through

@@ -52,7 +52,7 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, fake_constant,
-    CAPTURE_OWN, _LOGGER_CACHES, _logger_links, goal_storages, storage_no, storages)
+    _LOGGER_CACHES, _TRACER_STATE, _logger_links, _ours, goal_storages, storage_no, storages)
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
@@ -177,12 +177,15 @@ class _Encoder:
                    + bound
         if _is_torch_module(type(v).__module__) and \
                 not type(v).__module__.startswith(_TORCH_STATE):
-            # torch's own objects (a DeviceMesh, the tracer's FakeTensorMode, a process
-            # group): their public plain attributes only (module docstring); a fake mode's
-            # attributes a fresh one lacks too, whatever they hold (R55a-2: a counter there)
-            return f"{_qual(type(v))}" + self._attrs(v, public_plain=True) + (
-                self._attrs(v, skip=_mode_keys() | _ours(v)) if type(v).__name__ == "FakeTensorMode"
-                and type(v).__module__ == "torch._subclasses.fake_tensor" else "")
+            # torch's own objects (a DeviceMesh, a process group): their public plain
+            # attributes only (module docstring); the trace's fake mode and its converters in
+            # full, but for their memo tables and the capture's guards (R55a-2, R55b-1: the
+            # user's code reaches the mode through a parameter's ``fake_mode``, a real run's
+            # parameter has none: a counter kept there is state only the trace has)
+            deep = _TRACER_STATE.get(f"{type(v).__module__}.{type(v).__name__}")
+            if deep is not None:
+                return f"{_qual(type(v))}" + self._attrs(v, skip=deep | _ours(v))
+            return f"{_qual(type(v))}" + self._attrs(v, public_plain=True)
         if hasattr(v, "__dict__") or hasattr(type(v), "__slots__"):
             return f"{_qual(type(v))}" + self._attrs(v)
         # no attributes to read (a generator, a C object): whether the step changed it is not
@@ -315,23 +318,6 @@ def _fake_keys() -> frozenset[str]:
 
     with _disable_current_modes(), FakeTensorMode():     # whatever mode is active (a trace)
         return frozenset(vars(torch.empty(1))) - {"fake_mode"}    # its mode is read (R55a-2)
-
-
-@functools.cache
-def _mode_keys() -> frozenset[str]:
-    """The attributes a fresh ``FakeTensorMode`` has."""
-    from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
-
-    return frozenset(vars(FakeTensorMode()))
-
-
-def _ours(mode: Any) -> frozenset[str]:
-    """The fake mode's attributes the capture's guards set for the step (``dispatch``:
-    ``thread_guard``, ``storage_writes``; ``validate_and_convert_non_fake_tensors``:
-    ``deep_copies``) while they hold the capture's own functions."""
-    return frozenset(k for k in ("dispatch", "validate_and_convert_non_fake_tensors")
-                     if (f := vars(mode).get(k)) is not None and f in CAPTURE_OWN
-                     and not vars(f))
 
 
 def _fake_own(v: Any) -> frozenset[str]:
