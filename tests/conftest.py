@@ -73,14 +73,3 @@ def pytest_collection_modifyitems(config, items):  # noqa: ARG001 -- pytest hook
         return len(RUN_FIRST)
     items.sort(key=rank)
 
-
-def pytest_collection_finish(session):  # noqa: ARG001 -- pytest hook signature
-    """Move everything collection imported (torch, z3, hypothesis, the test modules) out of the
-    collector's reach: the in-process step-state tests run ``gc.collect()`` in every
-    fingerprint (``step_state``, R10-5), over every object the imports made (39 step-state
-    tests, one process: 74 s -> 45 s, stop 55). Objects made by the tests are collected as
-    before; ``gc.get_objects()`` in a test does not list the frozen ones."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
