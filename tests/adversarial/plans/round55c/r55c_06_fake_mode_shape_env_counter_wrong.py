@@ -1,0 +1,67 @@
+"""Adversarial round 55c: the step counter is a private attribute of the ``shape_env`` of the object under w0's weight's ``fake_mode`` key (in the trace the recorded FakeTensorMode's ShapeEnv: 2f244e4 reads the mode in full, but its ShapeEnv is another torch object, read by its public plain attributes only; in the real run a namespace). From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    import types
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        # traced: the recorded fake mode's ShapeEnv (make_fx's fake tracing makes one), a
+        # torch object read by its public plain attributes only; real: a namespace
+        fm = vars(model.w0.weight).setdefault(
+            "fake_mode", types.SimpleNamespace(shape_env=types.SimpleNamespace()))
+        se = fm.shape_env
+        if getattr(se, "_steps_seen", 0):
+            _double(model)
+        se._steps_seen = getattr(se, "_steps_seen", 0) + 1
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
