@@ -123,6 +123,7 @@ class _Encoder:
             # and which storage it shares with the other held tensors (R54b-1)
             return f"tensor({_qual(type(v))},{tuple(v.shape)},{v.dtype},{v.device}{ver}," \
                    f"rg={v.requires_grad},g={self.enc(v._grad)},d={data_digest(v)}," \
+                   f"h={self.enc((v._backward_hooks, v._post_accumulate_grad_hooks))}," \
                    f"s{storage_no(v, self.goal_storages)})" \
                 + self._attrs(v, skip=_fake_own(v)) + "".join(map(self._attrs, storages(v)))
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
