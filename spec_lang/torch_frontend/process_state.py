@@ -497,13 +497,21 @@ def _storage_of(v: Any) -> Any:
 
 # the functions the capture's guards put on the trace's fake mode for the step (``dispatch``:
 # ``thread_guard``, ``storage_writes``; ``validate_and_convert_non_fake_tensors``:
-# ``deep_copies``), by identity: not the user's state (``step_state``, R55a-2)
-CAPTURE_OWN: weakref.WeakSet[Any] = weakref.WeakSet()
+# ``deep_copies``), by identity, with what they were made with: not the user's state
+# (``step_state``, R55a-2, R55c-5)
+CAPTURE_OWN: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _made_with(f: Any) -> tuple[Any, ...]:
+    """What a function does when called besides its code's constants: its code, defaults,
+    keyword defaults, annotations and the objects its closure cells hold (by identity)."""
+    return (f.__code__, f.__defaults__, dict(f.__kwdefaults__ or {}), dict(f.__annotations__),
+            tuple(id(_cell(c)) for c in f.__closure__ or ()))
 
 
 def capture_own(f: Any) -> Any:
-    """``f``, registered in :data:`CAPTURE_OWN`."""
-    CAPTURE_OWN.add(f)
+    """``f``, registered in :data:`CAPTURE_OWN` with what it is made with."""
+    CAPTURE_OWN[f] = _made_with(f)
     return f
 
 
@@ -522,8 +530,16 @@ def _ours(mode: Any) -> frozenset[str]:
     ``thread_guard``, ``storage_writes``; ``validate_and_convert_non_fake_tensors``:
     ``deep_copies``) while they hold the capture's own functions."""
     return frozenset(k for k in ("dispatch", "validate_and_convert_non_fake_tensors")
-                     if (f := vars(mode).get(k)) is not None and f in CAPTURE_OWN
-                     and not vars(f))
+                     if isinstance(f := vars(mode).get(k), types.FunctionType)
+                     and f in CAPTURE_OWN and not vars(f) and _same(CAPTURE_OWN[f], f))
+
+
+def _same(made: tuple[Any, ...], f: Any) -> bool:
+    """``f`` still holds what :func:`capture_own` recorded (a default, keyword default or
+    closure cell the step replaced is state: R55c-5; an object a cell holds changed in place
+    is the R29-4 family, docs/torch.md)."""
+    now = _made_with(f)
+    return now[0] is made[0] and now[1] is made[1] and now[2:] == made[2:]
 
 
 def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:
@@ -551,8 +567,9 @@ def storage_no(v: Any, goals: Mapping[int, str] | None = None) -> str:
     """Which storage ``v``'s data lives in: a goal's (``goals``, from :func:`goal_storages`)
     as ``goal:<its name>`` (R54c-3), another by its address. Two held tensors made to share one
     storage (``.data`` set through ``torch._C.TensorBase``'s setter, past the ``Tensor.data``
-    guard: R54b-1) or one moved to a fresh storage (R55a-3) change their text. No reference to
-    the storage is kept (a weak one was visible to the step: R55b-4): a storage freed and
+    guard: R54b-1) or one moved to a fresh storage (R55a-3) change their text; so does its
+    Python object's ``id`` (torch keeps it as long as the storage: a storage made at a freed
+    one's address is another object, R55c-4). No reference to the storage is kept (a weak one was visible to the step: R55b-4): a storage freed and
     another made at its address is a change nothing the next step holds can see (a reference
     it keeps to the old one keeps it alive, and is fingerprinted itself). The address depends
     on the process: only a fingerprint's changes within one process are compared (a held
@@ -561,12 +578,13 @@ def storage_no(v: Any, goals: Mapping[int, str] | None = None) -> str:
     import time
 
     try:
-        key = int(_storage_of(v)._cdata)
+        st = _storage_of(v)
+        key = int(st._cdata)
     except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
         return f"?{time.monotonic_ns()}"
     if goals and key in goals:
         return f"goal:{goals[key]}"
-    return f"@{key:x}"
+    return f"@{key:x}/{id(st):x}"    # and its Python object's, alive as long as it (R55c-4)
 
 
 def fake_constant(v: Any) -> tuple[frozenset[str], str]:

@@ -125,7 +125,7 @@ class _Encoder:
                    f"rg={v.requires_grad},g={self.enc(v._grad)},d={data_digest(v)}," \
                    f"h={self.enc((v._backward_hooks, v._post_accumulate_grad_hooks))}," \
                    f"s{storage_no(v, self.goal_storages)})" \
-                + self._attrs(v, skip=_fake_own(v)) + "".join(map(self._attrs, storages(v)))
+                + self._attrs(v) + "".join(map(self._attrs, storages(v)))   # all (R55c-7)
         if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):
             return repr(v)
@@ -222,6 +222,13 @@ class _Encoder:
             with _disable_current_modes():
                 return f"torch.Generator({v.device}:" \
                        f"{hashlib.sha1(v.get_state().numpy().tobytes()).hexdigest()})"  # noqa: S324
+        if isinstance(v, torch._C.Future):   # its state is in C: done, and its value (R55c-3)
+            if not v.done():
+                return f"{_qual(t)}(pending){self._attrs(v)}"
+            try:
+                return f"{_qual(t)}(done:{self.enc(v.value())}){self._attrs(v)}"
+            except Exception:  # noqa: BLE001 -- it holds an error
+                return f"{_qual(t)}(error){self._attrs(v)}"
         if isinstance(v, random.Random):     # its state is in C, not in __dict__ (R9-1)
             return f"{_qual(t)}({_digest(repr(v.getstate()))}){self._attrs(v)}"
         if isinstance(v, collections.defaultdict):   # default_factory is in C (R9-1)
@@ -309,23 +316,6 @@ class _Encoder:
         raw = repr((code.co_code, code.co_names, code.co_varnames, code.co_filename,
                     code.co_firstlineno)).encode() + self.enc(consts).encode()
         return hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- a digest, not security
-
-
-@functools.cache
-def _fake_keys() -> frozenset[str]:
-    """The attributes a ``FakeTensor``'s own construction sets (its mode, device, memos)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
-    from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
-
-    with _disable_current_modes(), FakeTensorMode():     # whatever mode is active (a trace)
-        return frozenset(vars(torch.empty(1))) - {"fake_mode"}    # its mode is read (R55a-2)
-
-
-def _fake_own(v: Any) -> frozenset[str]:
-    """What of a tensor's ``__dict__`` is not the user's: a fake tensor's own state."""
-    from torch._subclasses.fake_tensor import FakeTensor  # noqa: PLC0415
-
-    return _fake_keys() if isinstance(v, FakeTensor) else frozenset()
 
 
 def _short_type(full: str) -> str:

@@ -107,7 +107,6 @@ def test_r55c_2_control_other_converter_attribute_read():
 
 # -- R55c-3: a counter held only by a torch C object (``torch.futures.Future``) ----------------
 
-@pytest.mark.xfail(strict=True, reason="R55c-3 open: a torch Future's value is never read")
 def test_r55c_3_counter_in_future_value():
     """R55c-3: a ``torch.futures.Future`` is a torch object without attributes, read as its
     type only: the list it holds as its value is a counter the text never shows (r55c_03:
@@ -119,7 +118,6 @@ def test_r55c_3_counter_in_future_value():
     assert _enc(fut) != before
 
 
-@pytest.mark.xfail(strict=True, reason="R55c-3 open: a torch Future's completion not read")
 def test_r55c_3_future_completed_by_the_step():
     """R55c-3, variant: ``set_result`` by the step (``done()`` turns True)."""
     fut = torch.futures.Future()
@@ -135,7 +133,6 @@ def _set_data(c, t) -> None:
         torch._C.TensorBase.data.__set__(c, t)                          # noqa: SLF001
 
 
-@pytest.mark.xfail(strict=True, reason="R55c-4 open: a storage's Python object tells it apart")
 def test_r55c_4_fresh_storage_at_the_freed_address():
     """R55c-4: a held meta tensor moved to an empty storage and then to a fresh one, which
     torch allocates at the freed storage's address: same ``_cdata``, same text, but the
@@ -183,7 +180,6 @@ def _mode_with_guard(w) -> None:
     w.fake_mode = fm
 
 
-@pytest.mark.xfail(strict=True, reason="R55c-5 open: the guard's __kwdefaults__ unread")
 def test_r55c_5_kwdefaults_of_the_capture_guard():
     """R55c-5: ``_ours`` skips the mode's ``dispatch`` while it is the capture's function with
     an empty ``__dict__``; ``__kwdefaults__`` (and ``__defaults__``, ``__annotations__``) are
@@ -236,7 +232,6 @@ def test_r55c_6_control_public_int_of_the_shape_env():
 
 # -- R55c-7: a held fake tensor's own keys, skipped whatever they hold --------------------------
 
-@pytest.mark.xfail(strict=True, reason="R55c-7 open: a held fake tensor's fake keys skipped")
 def test_r55c_7_sentinel_under_a_held_fake_tensors_own_key():
     """R55c-7 (R54b-2's class on a held tensor): a held fake tensor (one ``build_optimizer``
     makes in the trace) keeps the keys of a fresh FakeTensor unread whatever they hold;
@@ -278,13 +273,11 @@ def test_r55c_02_meta_converter_arg_cnt_not_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R55c-3 open")
 def test_r55c_03_future_counter_not_equivalent():
     assert _prove(ROUND / "r55c_03_counter_in_torch_future_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R55c-5 open")
 def test_r55c_05_guard_kwdefaults_not_equivalent():
     assert _prove(ROUND / "r55c_05_capture_dispatch_kwdefaults_wrong.py") != 0
 
@@ -303,6 +296,5 @@ def test_r55c_06_shape_env_counter_not_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R55c-7 open")
 def test_r55c_07_held_fake_tensor_fake_key_not_equivalent():
     assert _prove(ROUND / "r55c_07_held_fake_tensor_fake_key_wrong.py") != 0
