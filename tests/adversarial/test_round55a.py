@@ -15,23 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.adversarial.param_texts import KEY  # noqa: F401
+from tests.adversarial.param_texts import param_texts as _param_texts
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round55a"
-KEY = "parameter weight attributes"
 _SET_DATA = torch._C.TensorBase.data.__set__  # noqa: SLF001 -- the C setter (no aten op)
-
-
-def _param_texts(setup, change) -> tuple[str, str]:
-    """``step_state``'s entry for the weight's attributes before and after ``change(weight)``,
-    with ``base_keys`` recorded (as ``capture`` does) after ``setup(weight)``."""
-    from spec_lang.torch_frontend.step_state import step_state
-
-    model = torch.nn.Linear(2, 2, bias=False)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    setup(model.weight)
-    base = {id(model.weight): dict(vars(model.weight))}
-    before = step_state(model, opt, [], base_keys=base)[KEY]
-    change(model.weight)
-    return before, step_state(model, opt, [], base_keys=base)[KEY]
 
 
 # -- R55a-1: a carried mark is a "creation key": mutated in place, unseen ------------------------

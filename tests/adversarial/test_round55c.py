@@ -14,29 +14,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.adversarial.param_texts import KEY  # noqa: F401
+from tests.adversarial.param_texts import param_texts as _param_texts
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round55c"
 ROUND55B = Path(__file__).resolve().parent / "plans" / "round55b"
-KEY = "parameter weight attributes"
 
 
 def _enc(v) -> str:
     from spec_lang.torch_frontend.step_state import _Encoder
 
     return _Encoder({}, frozenset()).enc({"C": v})
-
-
-def _param_texts(setup, change) -> tuple[str, str]:
-    """``step_state``'s entry for the weight's attributes before and after ``change(weight)``,
-    with ``base_keys`` recorded (as ``capture`` does) after ``setup(weight)``."""
-    from spec_lang.torch_frontend.step_state import step_state
-
-    model = torch.nn.Linear(2, 2, bias=False)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    setup(model.weight)
-    base = {id(model.weight): dict(vars(model.weight))}
-    before = step_state(model, opt, [], base_keys=base)[KEY]
-    change(model.weight)
-    return before, step_state(model, opt, [], base_keys=base)[KEY]
 
 
 def _fake_mode():
