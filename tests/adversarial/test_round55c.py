@@ -266,6 +266,7 @@ def test_r55c_03_future_counter_not_equivalent():
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R55d-1: still EQUIVALENT at d05ef1f (round 55d)")
 def test_r55c_05_guard_kwdefaults_not_equivalent():
     assert _prove(ROUND / "r55c_05_capture_dispatch_kwdefaults_wrong.py") != 0
 
