@@ -124,7 +124,7 @@ def meta_constants(mode: Any, g: Any = None) -> Iterator[None]:
         flat = [fake(a) if plain_meta(a) else a for a in flat_args]
         return before(func, converter, flat, args_spec)
 
-    from spec_lang.torch_frontend.process_state import capture_own
+    from spec_lang.torch_frontend.own_guards import capture_own, check_guard
 
     mode.validate_and_convert_non_fake_tensors = capture_own(validate)
     try:
@@ -133,10 +133,12 @@ def meta_constants(mode: Any, g: Any = None) -> Iterator[None]:
         if g is not None:
             del torch.Tensor._version  # noqa: SLF001
             _PATCHED.pop((id(torch.Tensor), "_version"), None)
+        now = vars(mode).get("validate_and_convert_non_fake_tensors")
         if had:
             mode.validate_and_convert_non_fake_tensors = before
         else:
             vars(mode).pop("validate_and_convert_non_fake_tensors", None)
+        check_guard(now, validate, "validate_and_convert_non_fake_tensors")   # (R55d-1)
 
 
 ALIAS = ("the step uses a tensor held outside the model on meta that shares memory with "

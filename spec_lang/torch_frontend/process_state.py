@@ -68,12 +68,12 @@ def _qual(t: type) -> str:
 
 
 def _is_torch_module(modname: str) -> bool:
-    return modname == "torch" or modname.startswith("torch.")
+    return isinstance(modname, str) and (modname == "torch" or modname.startswith("torch."))
 
 
 def _is_torch(modname: str) -> bool:
-    return modname == "torch" or modname.startswith(("torch.", "builtins", "collections",
-                                                     "typing", "functools", "numpy"))
+    return isinstance(modname, str) and (modname == "torch" or modname.startswith(
+        ("torch.", "builtins", "collections", "typing", "functools", "numpy")))
 
 
 # the prefix of a torch module's entry: every loaded ``torch.*`` module's globals are read
@@ -495,26 +495,6 @@ def _storage_of(v: Any) -> Any:
         return w.untyped_storage()
 
 
-# the functions the capture's guards put on the trace's fake mode for the step (``dispatch``:
-# ``thread_guard``, ``storage_writes``; ``validate_and_convert_non_fake_tensors``:
-# ``deep_copies``), by identity, with what they were made with: not the user's state
-# (``step_state``, R55a-2, R55c-5)
-CAPTURE_OWN: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
-
-
-def _made_with(f: Any) -> tuple[Any, ...]:
-    """What a function does when called besides its code's constants: its code, defaults,
-    keyword defaults, annotations and the objects its closure cells hold (by identity)."""
-    return (f.__code__, f.__defaults__, dict(f.__kwdefaults__ or {}), dict(f.__annotations__),
-            tuple(id(_cell(c)) for c in f.__closure__ or ()))
-
-
-def capture_own(f: Any) -> Any:
-    """``f``, registered in :data:`CAPTURE_OWN` with what it is made with."""
-    CAPTURE_OWN[f] = _made_with(f)
-    return f
-
-
 # the trace's fake mode and its converters, read in full but for these (the tables of the
 # tensors they converted and the counts of conversions, which the step's conversions change:
 # R55b-1; measured on mlp_ddp.py, nothing else of them changes in a step)
@@ -523,23 +503,6 @@ _TRACER_STATE = {"torch._subclasses.fake_tensor.FakeTensorMode": frozenset(),
                      {"constant_storage_mapping"}),
                  "torch._subclasses.meta_utils.MetaConverter": frozenset(
                      {"storage_memo", "tensor_memo", "describer", "hit", "miss", "arg_cnt"})}
-
-
-def _ours(mode: Any) -> frozenset[str]:
-    """The fake mode's attributes the capture's guards set for the step (``dispatch``:
-    ``thread_guard``, ``storage_writes``; ``validate_and_convert_non_fake_tensors``:
-    ``deep_copies``) while they hold the capture's own functions."""
-    return frozenset(k for k in ("dispatch", "validate_and_convert_non_fake_tensors")
-                     if isinstance(f := vars(mode).get(k), types.FunctionType)
-                     and f in CAPTURE_OWN and not vars(f) and _same(CAPTURE_OWN[f], f))
-
-
-def _same(made: tuple[Any, ...], f: Any) -> bool:
-    """``f`` still holds what :func:`capture_own` recorded (a default, keyword default or
-    closure cell the step replaced is state: R55c-5; an object a cell holds changed in place
-    is the R29-4 family, docs/torch.md)."""
-    now = _made_with(f)
-    return now[0] is made[0] and now[1] is made[1] and now[2:] == made[2:]
 
 
 def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:

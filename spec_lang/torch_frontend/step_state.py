@@ -52,7 +52,8 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
     _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, fake_constant,
-    _LOGGER_CACHES, _TRACER_STATE, _logger_links, _ours, goal_storages, storage_no, storages)
+    _LOGGER_CACHES, _TRACER_STATE, _logger_links, goal_storages, storage_no, storages)
+from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from spec_lang.torch_frontend.process_state import capture_own
+from spec_lang.torch_frontend.own_guards import capture_own, check_guard
 
 __all__ = ["storage_of", "written", "on_dispatch", "on_writes", "counted", "count"]
 
@@ -92,10 +92,12 @@ def on_dispatch(seen: Callable[[Any, tuple, dict], None]) -> Iterator[None]:
     try:
         yield
     finally:
+        now = vars(mode).get("dispatch")
         if had:
             mode.dispatch = before
         else:
-            del mode.dispatch
+            vars(mode).pop("dispatch", None)
+        check_guard(now, dispatch, "dispatch")       # the step left it as it was (R55d-1)
 
 
 @contextlib.contextmanager

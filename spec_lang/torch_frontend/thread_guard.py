@@ -59,7 +59,7 @@ from typing import Any
 
 import _thread
 
-from spec_lang.torch_frontend.process_state import capture_own
+from spec_lang.torch_frontend.own_guards import capture_own, check_guard
 
 __all__ = ["value_hint", "take_threads", "threads_now", "threads_refused", "threads_let", "watched",
            "ACTIVE"]
@@ -352,6 +352,7 @@ def one_thread(g: _Guard) -> Iterator[None]:
         with refused(g), meta_constants(mode, g):      # an EMA copied on meta (R46f-5)
             yield
     finally:
+        now = vars(mode).get("dispatch")
         if had:
             mode.dispatch = before
         else:
@@ -361,6 +362,7 @@ def one_thread(g: _Guard) -> Iterator[None]:
                 env._make_data_dependent_error = make_error  # noqa: SLF001
             else:
                 vars(env).pop("_make_data_dependent_error", None)
+        check_guard(now, dispatch, "dispatch")       # the step left it as it was (R55d-1)
 
 
 def watched(fn: Any) -> Any:

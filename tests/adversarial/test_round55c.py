@@ -158,7 +158,7 @@ def test_r55c_4_control_fresh_storage_while_old_alive():
 # -- R55c-5: state put on the capture's own guard function (``_ours`` skips it) -----------------
 
 def _mode_with_guard(w) -> None:
-    from spec_lang.torch_frontend.process_state import capture_own
+    from spec_lang.torch_frontend.own_guards import capture_own
 
     def guard(*a, **k):
         return None
@@ -266,9 +266,9 @@ def test_r55c_03_future_counter_not_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R55d-1: still EQUIVALENT at d05ef1f (round 55d)")
 def test_r55c_05_guard_kwdefaults_not_equivalent():
-    assert _prove(ROUND / "r55c_05_capture_dispatch_kwdefaults_wrong.py") != 0
+    """R55d-1's fix: the guard checked as it is taken off: refused, exit 3 (25.8 s)."""
+    assert _prove(ROUND / "r55c_05_capture_dispatch_kwdefaults_wrong.py") == 3
 
 
 @pytest.mark.slow

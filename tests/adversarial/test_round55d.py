@@ -113,7 +113,7 @@ def test_r55d_2_control_future_value():
 def _mode_with_guard(w) -> None:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from spec_lang.torch_frontend.process_state import capture_own
+    from spec_lang.torch_frontend.own_guards import capture_own
 
     def guard(*a, **k):
         return None
@@ -123,7 +123,6 @@ def _mode_with_guard(w) -> None:
     w.fake_mode = fm
 
 
-@pytest.mark.xfail(strict=True, reason="R55d-3 open: the guard's __doc__ not recorded")
 def test_r55d_3_doc_of_the_capture_guard():
     """``__doc__`` (like ``__module__``, ``__qualname__``) is neither in ``vars(f)`` nor in
     ``_made_with``: a counter there is unseen (r55d_05)."""
@@ -132,7 +131,6 @@ def test_r55d_3_doc_of_the_capture_guard():
     assert after != before
 
 
-@pytest.mark.xfail(strict=True, reason="R55d-3 open: the guard's __module__ not recorded")
 def test_r55d_3_module_of_the_capture_guard():
     before, after = _param_texts(
         _mode_with_guard, lambda w: setattr(w.fake_mode.dispatch, "__module__", 1))
@@ -152,11 +150,10 @@ class _Box:
         self.n = n
 
 
-@pytest.mark.xfail(strict=True, reason="R55d-3 open: closure cells compared by id only")
 def test_r55d_3_closure_cell_replaced_at_the_same_address():
-    """``_same`` keeps ids of the objects the closure cells hold, not the objects: one freed
-    and another made at its address (CPython reuses it) passes as the one made."""
-    from spec_lang.torch_frontend.process_state import CAPTURE_OWN, _same, capture_own
+    """R55d-3: ``_same`` kept ids of the objects the closure cells hold, not the objects: one
+    freed and another made at its address (CPython reuses it) passed as the one made."""
+    from spec_lang.torch_frontend.own_guards import CAPTURE_OWN, _same, capture_own
 
     box = _Box(0)
 
@@ -168,9 +165,9 @@ def test_r55d_3_closure_cell_replaced_at_the_same_address():
     old = id(cell.cell_contents)
     del box                          # clears the cell: the _Box is freed
     cell.cell_contents = _Box(1)     # CPython's allocator gives it the freed address
-    if id(cell.cell_contents) != old:
-        pytest.skip("the address was not reused")     # then an xfail(strict) would XPASS
-    assert not _same(CAPTURE_OWN[guard], guard)
+    # (capture_own keeps the objects the cells held: the address is not reused, and the new
+    # object is not the recorded one)
+    assert id(cell.cell_contents) != old and not _same(CAPTURE_OWN[guard], guard)
 
 
 # -- R55d-4: false UNKNOWN, a held fake tensor's memo filled by the step -----------------------
@@ -225,6 +222,6 @@ def test_r55d_04_distribution_private_counter_not_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R55d-1 / R55d-3 open")
 def test_r55d_05_guard_doc_counter_not_equivalent():
-    assert _prove(ROUND / "r55d_05_capture_dispatch_doc_wrong.py") != 0
+    """R55d-1, R55d-3 fixed: refused, exit 3 (28.3 s)."""
+    assert _prove(ROUND / "r55d_05_capture_dispatch_doc_wrong.py") == 3
