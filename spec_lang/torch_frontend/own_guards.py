@@ -24,11 +24,16 @@ CAPTURE_OWN: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDi
 
 
 def _made_with(f: Any) -> tuple[Any, ...]:
-    """What a function does or says besides its code's constants: its code, defaults, keyword
-    defaults, annotations, names and doc, and the objects its closure cells hold (R55d-3)."""
-    return (f.__code__, f.__defaults__, dict(f.__kwdefaults__ or {}), dict(f.__annotations__),
-            (f.__doc__, f.__module__, f.__qualname__, f.__name__),
-            tuple(_cell(c) for c in f.__closure__ or ()))
+    """What a function does or says besides its code's constants, each by identity: its code,
+    defaults, keyword defaults and annotations (the dicts and every key and value in them),
+    names, doc, the type of its ``__dict__``, and the objects its closure cells hold (R55d-3;
+    R55e-4: compared by equality, an always-equal object or an empty dict subclass passed)."""
+    def items(d: Any) -> tuple[Any, ...]:
+        return (d, type(d), *((k, v) for k, v in (d.items() if type(d) is dict else ())))
+
+    return (f.__code__, f.__defaults__, *items(f.__kwdefaults__), *items(f.__annotations__),
+            f.__doc__, f.__module__, f.__qualname__, f.__name__, type(vars(f)),
+            *(_cell(c) for c in f.__closure__ or ()))
 
 
 def capture_own(f: Any) -> Any:
@@ -43,16 +48,23 @@ def ours(mode: Any) -> frozenset[str]:
     ``deep_copies``) while they hold the capture's own functions."""
     return frozenset(k for k in ("dispatch", "validate_and_convert_non_fake_tensors")
                      if isinstance(f := vars(mode).get(k), types.FunctionType)
-                     and f in CAPTURE_OWN and not vars(f) and _same(CAPTURE_OWN[f], f))
+                     and f in CAPTURE_OWN and type(vars(f)) is dict and not vars(f)
+                     and _same(CAPTURE_OWN[f], f))
 
 
 def _same(made: tuple[Any, ...], f: Any) -> bool:
-    """``f`` still holds what :func:`capture_own` recorded (a default, keyword default, doc or
-    closure cell the step replaced is state: R55c-5, R55d-3; an object a cell holds changed in
-    place is the R29-4 family, docs/torch.md)."""
+    """``f`` still holds what :func:`capture_own` recorded, every part the very object it was
+    (a default, keyword default, doc or closure cell the step replaced is state: R55c-5,
+    R55d-3, R55e-4; an object a cell holds changed in place is the R29-4 family, R55e-3,
+    docs/torch.md)."""
     now = _made_with(f)
-    return now[0] is made[0] and now[1] is made[1] and now[2:5] == made[2:5] \
-        and len(now[5]) == len(made[5]) and all(a is b for a, b in zip(now[5], made[5]))
+    return len(now) == len(made) and all(_is(a, b) for a, b in zip(now, made))
+
+
+def _is(a: Any, b: Any) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 2:
+        return a[0] is b[0] and a[1] is b[1]      # a (key, value) of a recorded dict
+    return a is b
 
 
 def check_guard(now: Any, f: Any, key: str) -> None:
@@ -62,7 +74,8 @@ def check_guard(now: Any, f: Any, key: str) -> None:
 
     Raises:
         PlanError: ``now`` is not ``f`` as :func:`capture_own` recorded it."""
-    if now is f and not vars(f) and f in CAPTURE_OWN and _same(CAPTURE_OWN[f], f):
+    if now is f and type(vars(f)) is dict and not vars(f) and f in CAPTURE_OWN \
+            and _same(CAPTURE_OWN[f], f):
         return
     from spec_lang.errors import PlanError
 

@@ -93,6 +93,13 @@ _LAZY_GLOBALS = frozenset({("tempfile", "tempdir"), ("tempfile", "_name_sequence
 _DATA = (bool, int, float, complex, str, bytes)
 
 
+# what the import system and the warnings module put in a module's namespace: any other
+# ``__x__`` global of a module is read (R55e-1: ``math.__r55e__`` was a step counter unseen)
+_MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__package__", "__loader__", "__spec__",
+                             "__path__", "__file__", "__cached__", "__builtins__",
+                             "__warningregistry__"})
+
+
 def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[str, str]:
     """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
     numpy's global generator, :func:`_c_state`, the globals of every loaded ``torch.*`` module
@@ -150,7 +157,7 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
         except TypeError:           # a module whose namespace is not a dict
             continue
         out[OTHER_MODULE + name] = _digest(repr([
-            (k, _ident(v)) for k, v in items if not (k.startswith("__") and k.endswith("__"))
+            (k, _ident(v)) for k, v in items if k not in _MODULE_DUNDERS   # (R55e-1)
             and not _lazy_cache(name, k, v)
             and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)

@@ -134,7 +134,11 @@ def test_r55c_4_fresh_storage_at_the_freed_address():
     _set_data(c, torch.zeros(4, device="meta"))
     if c.untyped_storage()._cdata != cdata:                             # noqa: SLF001
         pytest.skip("torch did not reuse the address this time")
-    assert id(c.untyped_storage()) != sid
+    if id(c.untyped_storage()) == sid:
+        # (R55e-5: 4 in 300 tries) both identities reused: a next step that keeps no
+        # reference to the old storage cannot tell the two apart either (one it keeps keeps
+        # the old storage alive, and a weak one is fingerprinted itself)
+        pytest.skip("torch reused the storage object's address too: nothing tells them apart")
     assert _enc(c) != before
 
 
