@@ -61,6 +61,8 @@ RUN_FIRST = (
     "tests/torch_frontend/test_step_state.py::test_hooks_added_removed",
     "tests/torch_frontend/test_step_state.py::test_a_finalizer_or_thread",
     "tests/simulator/test_sim_sweep.py::test_resume_after_kill",
+    "tests/torch_frontend/test_pp_small.py::test_a_small_pipeline",               # ~50 s
+    "tests/torch_frontend/test_capture_processes.py::test_every_capture_child",   # ~15 s
 )
 
 

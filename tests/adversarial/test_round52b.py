@@ -192,9 +192,10 @@ def _mutants():
     return m
 
 
-@pytest.mark.parametrize("mutant", ["alpha2", "local_mean", "local_mean_one", "mtp_aux_dropped",
-                                     "mtp_aux_doubled", "biased_topk_one", "swap_first_two",
-                                     "probs_stopgrad_one"])
+@pytest.mark.parametrize("mutant", [   # two in the default suite (its budget, stop 55)
+    pytest.param(m, marks=() if m in ("alpha2", "mtp_aux_dropped") else pytest.mark.slow)
+    for m in ["alpha2", "local_mean", "local_mean_one", "mtp_aux_dropped", "mtp_aux_doubled",
+              "biased_topk_one", "swap_first_two", "probs_stopgrad_one"]])
 def test_r52b_a8_deepseek_balance_loss_mutants_are_refuted(mutant):
     """A8: asymmetric balance-loss mutants around the ``layers.N.moe.aux`` cut (debug size)."""
     from proofs.prover import prove

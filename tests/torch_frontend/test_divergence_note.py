@@ -38,8 +38,8 @@ def test_the_note_names_the_hook_that_scales_an_activation(tmp_path):
     path, line = _plan(tmp_path)
     r = subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import prove_main; "
                         "sys.exit(prove_main(sys.argv[1:]))", "--torch", str(path), "--json",
-                        "--jobs", "1", "--no-check"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=1500)
+                        "--jobs", "1", "--no-check", "--certificate", str(tmp_path / "c.json")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert r.returncode == 1, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert out["verdict"] == "NOT EQUIVALENT", out
@@ -57,3 +57,11 @@ def test_the_note_names_the_hook_that_scales_an_activation(tmp_path):
     assert len(notes) == 1, cx.get("notes")
     assert notes[0].startswith(f"values first differ at {path}:{line} (a product of "), notes[0]
     assert notes[0].endswith("every value it reads agrees with the spec's")
+    # the default suite's torch certificate check (mlp_ddp.py's EQUIVALENT one is slow, the
+    # suite's budget): check-certificate re-traces the file in a process without torch and
+    # accepts the NOT EQUIVALENT (exit 1)
+    from tests.torch_frontend.test_examples import _check_without_torch
+
+    code, answer, torch_mods = _check_without_torch(tmp_path / "c.json")
+    assert code == 1 and answer["valid"] and answer["verdict"] == "NOT EQUIVALENT", answer
+    assert answer["retraced"] is True and not torch_mods, torch_mods[:5]
