@@ -47,6 +47,9 @@ from spec_lang.torch_frontend.leftover import CHANGED, scalar_state_differences
 from spec_lang.torch_frontend.step_state import state_changes, step_state
 from tests.adversarial.torch_prove import prove, without_harness
 
+# the whole round runs under -m slow (the default suite's 10-minute budget, stop 55)
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 TORCH12 = HERE / "plans" / "torch12"
 
