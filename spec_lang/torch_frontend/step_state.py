@@ -17,7 +17,8 @@ attributes, recursively; a module or the optimizer met inside a value by its nam
 buffers, gradients and optimizer state tensors (the goals) by ``<goal tensor>``. A value whose new
 content cannot be compared between processes (another tensor, a Python function the step leaves
 behind: what it reads when called is not in its text, R8-3) is marked :data:`UNCOMPARABLE`: a step
-that changes it is UNKNOWN, never EQUIVALENT. A value that cannot be read at all (an object without
+that changes it is UNKNOWN, never EQUIVALENT (so a held tensor's storage is named by its address,
+which only this process compares: R55a-3). A value that cannot be read at all (an object without
 attributes, a numpy object array, over :data:`_NODE_BUDGET` values) is :data:`UNREADABLE`: UNKNOWN
 whether or not the step changed it (R8-1). Values whose state is not in attributes are read by
 content (``_Encoder._special``); torch's own objects by their public plain attributes only.
