@@ -29,7 +29,7 @@ def _made_with(f: Any) -> tuple[Any, ...]:
     names, doc, the type of its ``__dict__``, and the objects its closure cells hold (R55d-3;
     R55e-4: compared by equality, an always-equal object or an empty dict subclass passed)."""
     def items(d: Any) -> tuple[Any, ...]:
-        return (d, type(d), *((k, v) for k, v in (d.items() if type(d) is dict else ())))
+        return (d, type(d), *(x for kv in (d.items() if type(d) is dict else ()) for x in kv))
 
     return (f.__code__, f.__defaults__, *items(f.__kwdefaults__), *items(f.__annotations__),
             f.__doc__, f.__module__, f.__qualname__, f.__name__, type(vars(f)),
@@ -58,13 +58,7 @@ def _same(made: tuple[Any, ...], f: Any) -> bool:
     R55d-3, R55e-4; an object a cell holds changed in place is the R29-4 family, R55e-3,
     docs/torch.md)."""
     now = _made_with(f)
-    return len(now) == len(made) and all(_is(a, b) for a, b in zip(now, made))
-
-
-def _is(a: Any, b: Any) -> bool:
-    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 2:
-        return a[0] is b[0] and a[1] is b[1]      # a (key, value) of a recorded dict
-    return a is b
+    return len(now) == len(made) and all(a is b for a, b in zip(now, made))
 
 
 def check_guard(now: Any, f: Any, key: str) -> None:
