@@ -309,7 +309,7 @@ def lower_all(cap: Captured) -> Lowered:
                          [(t.coords, t.gm, r.gm) for t, r in pairs],
                          [(t.groups, r.groups) for t, r in pairs], cap.plan_real.groups)
     except GraphMismatch as e:
-        raise PlanError(f"{path}:1: {e}") from None
+        raise PlanError(f"{e.site or f'{path}:1'}: {e}") from None
     rank_blocks = {}
     for (node, pth), rv in plan_traces.rank_refs.items():
         ref = node.args

@@ -34,7 +34,7 @@ from typing import Any
 import torch.fx as fx
 
 from spec_lang.term import Op, Term, term
-from spec_lang.torch_frontend.analysis import align_sizes, semantic_nodes
+from spec_lang.torch_frontend.analysis import align_sizes, node_site, semantic_nodes
 from spec_lang.torch_frontend.captured_constants import (_skeleton, constant_differs_text,
                                                          held_text, same_constant)
 from spec_lang.torch_frontend.values import ew, exact_scalar
@@ -43,7 +43,12 @@ __all__ = ["RankValues", "Traces", "GraphMismatch"]
 
 
 class GraphMismatch(ValueError):
-    """Two traces of one program differ in their ops (control flow on sizes or ranks)."""
+    """Two traces of one program differ in their ops (control flow on sizes or ranks);
+    ``site``: the user's ``file:line`` of the first op that differs (None: not known)."""
+
+    def __init__(self, msg: str, site: str | None = None) -> None:
+        super().__init__(msg)
+        self.site = site
 
 
 @dataclass(frozen=True)
@@ -555,12 +560,31 @@ def _check_refs(a: list[fx.Node], b: list[fx.Node], what: str, *, resolve: bool 
     return blocks
 
 
-def _check_same(a: list[fx.Node], b: list[fx.Node], what: str) -> None:
-    if len(a) != len(b):
-        raise GraphMismatch(f"the graph at {what} has {len(b)} nodes, the main trace {len(a)}: "
-                            "the program's ops depend on the sizes or the rank")
+def _check_same(a: list[fx.Node], b: list[fx.Node], what: str, path: str | None = None) -> None:
+    """``b`` (the trace at ``what``) runs the ops of ``a`` (the main trace) node by node.
+
+    Raises:
+        GraphMismatch: naming the first op that differs (or the first extra one) and the
+            user's ``file:line`` of it (``analysis.node_site``; ``path``: the train file).
+    """
+    why = "the program's ops depend on the sizes or the rank"
+    if what == "real sizes":    # DTensor picks a redistribution by the sizes (stop 54's user)
+        why += (" (one cause: DTensor picks its redistribution by the sizes when a module gets "
+                "a DTensor in another layout than its style's input_layouts declare; make them "
+                "match)")
     for x, y in zip(a, b):
         if x.op != y.op or x.target != y.target:
-            raise GraphMismatch(f"the graph at {what} differs from the main trace at node "
-                                f"{x.name} ({x.target} vs {y.target}): the program's ops depend "
-                                "on the sizes or the rank")
+            raise GraphMismatch(f"the trace at {what} runs {y.target} ({node_site(y, path)}) where "
+                                f"the main trace runs {x.target} ({node_site(x, path)}): {why}",
+                                site=_user_site(x, path))
+    if len(a) != len(b):
+        extra = (b if len(b) > len(a) else a)[min(len(a), len(b))]
+        raise GraphMismatch(f"the graph at {what} has {len(b)} nodes, the main trace {len(a)} "
+                            f"(the first extra: {extra.target}, {node_site(extra, path)}): {why}",
+                            site=_user_site(extra, path))
+
+
+def _user_site(n: fx.Node, path: str | None) -> str | None:
+    """``analysis.node_site`` when the node has a user frame, else None."""
+    site = node_site(n, path)
+    return None if site.startswith("<") else site

@@ -46,7 +46,7 @@ import torch.fx as fx
 from spec_lang.torch_frontend.analysis import align_sizes, node_site
 from spec_lang.torch_frontend.captured_constants import constant_differs_text, same_constant
 from spec_lang.torch_frontend.literals import (GraphMismatch, _arg, _check_refs, _check_same,
-                                               _literal_differences)
+                                               _literal_differences, _user_site)
 
 __all__ = ["check_real_ranks"]
 
@@ -81,13 +81,15 @@ def _same_ops(a: list[fx.Node], b: list[fx.Node], where: str, path: str) -> None
         if x.op != y.op or x.target != y.target:
             raise GraphMismatch(f"{where} runs {y.target} ({node_site(y, path)}) where the zero "
                                 f"coordinate runs {x.target} ({node_site(x, path)}): the rank "
-                                "runs another program at the real sizes")
+                                "runs another program at the real sizes",
+                                site=_user_site(x, path))
     if len(a) != len(b):
         extra = (b if len(b) > len(a) else a)[min(len(a), len(b))]
         raise GraphMismatch(f"{where} has {len(b)} nodes, the zero coordinate {len(a)} (the "
                             f"first extra: {extra.target}, {node_site(extra, path)}): the rank "
-                            "runs another program at the real sizes")
-    _check_same(a, b, where)
+                            "runs another program at the real sizes",
+                            site=_user_site(extra, path))
+    _check_same(a, b, where, path)
 
 
 def check_real_ranks(path: str, probe0: Any, real0: Any,

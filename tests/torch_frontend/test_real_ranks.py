@@ -96,3 +96,36 @@ def test_rank_values_real_fits_every_traced_rank():
     assert rank.is_the_rank()
     assert not RankValues("dp", {0: 0, 1: 1}, (Fraction(0), Fraction(1)), 0,
                           {0: 0, 1: 0}).is_the_rank()
+
+
+def _sited(gm, line: int):
+    """``gm``'s call nodes, each with a stack trace at ``/u/train.py:line``."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    for n in nodes:
+        n.meta["stack_trace"] = f'  File "/u/train.py", line {line}, in step\n    y = f(x)\n'
+    return nodes
+
+
+def test_an_op_that_differs_at_the_real_sizes_names_both_ops_and_the_users_line():
+    # stop 54's new user: DTensor picked another redistribution at the real sizes, reported at
+    # "train.py:1" with node counts only
+    from spec_lang.torch_frontend.literals import _check_same
+    main = _sited(make_fx(lambda x: (x * 2).sum())(torch.ones(3)), 7)
+    real = _sited(make_fx(lambda x: (x + 2).sum())(torch.ones(3)), 9)
+    with pytest.raises(GraphMismatch) as e:
+        _check_same(main, real, "real sizes", "/u/train.py")
+    assert e.value.site == "/u/train.py:7"
+    assert str(e.value).startswith("the trace at real sizes runs aten.add.Tensor (/u/train.py:9) "
+                                   "where the main trace runs aten.mul.Tensor (/u/train.py:7)")
+    assert "input_layouts" in str(e.value)
+    longer = _sited(make_fx(lambda x: (x * 2).sum().neg())(torch.ones(3)), 8)
+    with pytest.raises(GraphMismatch) as e:
+        _check_same(main, longer, "rank {'dp': 1}", "/u/train.py")
+    assert e.value.site == "/u/train.py:8"
+    assert str(e.value) == ("the graph at rank {'dp': 1} has 3 nodes, the main trace 2 (the first "
+                            "extra: aten.neg.default, /u/train.py:8): the program's ops depend on "
+                            "the sizes or the rank")
+    del main[0].meta["stack_trace"]          # no user frame: no site, the message still says why
+    with pytest.raises(GraphMismatch) as e:
+        _check_same(main, real, "real sizes")
+    assert e.value.site is None and "<graph node mul>" in str(e.value)
