@@ -55,7 +55,7 @@ from spec_lang.torch_frontend.new_groups import made_log
 from spec_lang.torch_frontend.param_hooks import refuse_parameter_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, state_changes, step_state
 from spec_lang.torch_frontend.thread_guard import threads_let, threads_refused, value_hint, watched
-from spec_lang.torch_frontend.styles import record_styles, resolve_styles
+from spec_lang.torch_frontend.styles import record_styles, resolve_styles, styled_module
 from spec_lang.torch_frontend.user_modules import (  # noqa: F401 -- re-exported
     _is_next_to, _register_user_frames, _user_modules)
 from spec_lang.torch_frontend.wrapper_names import built_names, check_names_kept
@@ -505,7 +505,9 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     except PlanError:
         raise
     except Exception as e:  # noqa: BLE001
-        at = f" (in {user_frame(e, path)})" if user_frame(e, path) else ""
+        at = ", ".join(x for x in (user_frame(e, path),
+                                    styled_module(e, model, styles) if plan else "") if x)
+        at = f" (in {at})" if at else ""
         raise PlanError(f"{path}:{line_of(e, path)}: capturing the training step failed{at}: "
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                         f"{value_hint(e)}") from None

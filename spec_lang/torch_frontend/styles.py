@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["record_styles", "resolve_styles"]
+__all__ = ["record_styles", "resolve_styles", "styled_module"]
 
 
 def _user_site(path: str) -> str:
@@ -106,3 +106,23 @@ def _matches(name: str, pattern: str) -> bool:
     import fnmatch
 
     return name == pattern or fnmatch.fnmatchcase(name, pattern)
+
+
+def styled_module(exc: BaseException, model: Any, styles: dict[str, tuple[str, str]]) -> str:
+    """``layers.0.feed_forward, parallelised by PrepareModuleInput(...) at
+    llama_parallelize.py:54``: the innermost module of ``model`` with a style (``styles``,
+    from :func:`resolve_styles`) whose call is on ``exc``'s traceback; ``""`` when none is
+    (stop 54's new user: a failure inside a styled module named only the model's line).
+    Modules are matched by identity: nothing of the user's objects is called."""
+    names = {id(m): n for n, m in model.named_modules()}
+    found: str | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        n = names.get(id(tb.tb_frame.f_locals.get("self")))
+        if n is not None and n in styles:
+            found = n
+        tb = tb.tb_next
+    if found is None:
+        return ""
+    style, site = styles[found]
+    return f"{found or 'the model'}, parallelised by {style} at {site}"
