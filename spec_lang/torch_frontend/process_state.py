@@ -19,7 +19,7 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -93,11 +93,63 @@ _LAZY_GLOBALS = frozenset({("tempfile", "tempdir"), ("tempfile", "_name_sequence
 _DATA = (bool, int, float, complex, str, bytes)
 
 
-# what the import system and the warnings module put in a module's namespace: any other
-# ``__x__`` global of a module is read (R55e-1: ``math.__r55e__`` was a step counter unseen)
-_MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__package__", "__loader__", "__spec__",
-                             "__path__", "__file__", "__cached__", "__builtins__",
-                             "__warningregistry__"})
+# what the import system and the warnings module put in a module's namespace: read by
+# :func:`dunder_text` (R56a-1: ``math.__doc__`` grown by one character per step was unseen);
+# any other ``__x__`` global of a module is read as any global (R55e-1: ``math.__r55e__``)
+MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__package__", "__loader__", "__spec__",
+                            "__path__", "__file__", "__cached__", "__builtins__",
+                            "__warningregistry__"})
+
+
+def dunder_text(k: str, v: Any) -> str | None:
+    """A module's import-system entry ``k`` (one of :data:`MODULE_DUNDERS`): a string, number
+    or None by value; ``__warningregistry__`` not at all while it has the shape ``warnings``
+    gives it (``"version"`` -> int, ``(text, category, lineno)`` -> True: a warning the step
+    shows the first time adds to it), else by identity; anything else by identity (R56a-1).
+    Identities are compared before and after the step in one process only. Nothing of the
+    value's own code runs."""
+    if k == "__warningregistry__" and type(v) is dict and all(
+            (type(x) is str and x == "version" and type(y) is int)
+            or (type(x) is tuple and len(x) == 3 and type(x[0]) is str
+                and issubclass(type(x[1]), type) and type(x[2]) is int and y is True)
+            for x, y in v.items()):
+        return None
+    if v is None or type(v) in (str, int, bool):
+        return f"{type(v).__name__}:{v!r}"
+    return f"{_qual(type(v))}@{id(v)}"
+
+
+def _global_text(k: str, v: Any) -> str | None:
+    """Another module's global ``k``: :func:`dunder_text` for the import system's entries,
+    else what it names (:func:`_ident`); a plain object (no function, class, module or data)
+    also by its identity and its own attributes' names (R56a-3: ``json._default_encoder``
+    replaced by another ``JSONEncoder(indent=n)`` each step was unseen). What such an object
+    holds changed in place is not read (docs/torch.md, "Where the fingerprint stops")."""
+    if k in MODULE_DUNDERS:
+        return dunder_text(k, v)
+    text = _ident(v)
+    if issubclass(type(v), (*_NO_CODE, type, types.FunctionType)):
+        return text
+    own = _own_dict(v)
+    attrs = "" if own is None else repr(sorted(
+        (x if type(x) is str else _qual(type(x)), _ident(y)) for x, y in list(own.items())))
+    return f"{text}@{id(v)}{attrs}"
+
+
+def _own_dict(v: Any) -> dict | None:
+    """``v.__dict__`` through the C descriptor types give instances; None when a class of
+    ``v``'s defines ``__dict__`` otherwise (no code of the value's runs)."""
+    for cls in type(v).__mro__:
+        d = cls.__dict__.get("__dict__")
+        if d is not None:
+            if type(d) is not types.GetSetDescriptorType:
+                return None
+            try:
+                out = d.__get__(v, type(v))
+            except Exception:  # noqa: BLE001 -- unreadable: the identity says it
+                return None
+            return out if type(out) is dict else None
+    return None
 
 
 def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[str, str]:
@@ -157,8 +209,8 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
         except TypeError:           # a module whose namespace is not a dict
             continue
         out[OTHER_MODULE + name] = _digest(repr([
-            (k, _ident(v)) for k, v in items if k not in _MODULE_DUNDERS   # (R55e-1)
-            and not _lazy_cache(name, k, v)
+            (k, _global_text(k, v)) for k, v in items                   # (R55e-1, R56a-1)
+            if not _lazy_cache(name, k, v)
             and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
@@ -431,77 +483,6 @@ def _cell(c: Any) -> Any:
         return "<empty cell>"
 
 
-def data_digest(v: Any) -> str:
-    """A held tensor's geometry and, when it has real bytes (a cpu tensor, not fake), a digest
-    of them: what the next step can read of it that its version counter may not show.
-
-    * bytes: a write past torch (``ctypes`` at ``data_ptr()``: adversarial R53c-3) bumps no
-      version counter;
-    * geometry: strides, storage offset and storage size (meta tensors too): written into the
-      TensorImpl by ``ctypes``, or by ``as_strided_`` / ``set_`` before a version reset, they
-      are a step counter the bytes do not show (R54a-3);
-    * a sparse COO tensor: its coalesced flag, sparse and dense dims and ``nnz`` (R54a-2), then
-      its indices' and values' geometry and bytes, read with the capture's fake mode off (the
-      fingerprint is taken inside it: R54a-1).
-
-    A compressed sparse layout, or a tensor whose parts cannot be read, gives a token that
-    differs at every call (its state is never taken for unchanged)."""
-    import time
-
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    try:
-        with _disable_current_modes():
-            if v.layout is torch.sparse_coo:   # its flags, then its parts (strided tensors)
-                return f"coo{int(v.is_coalesced())},{v.sparse_dim()},{v.dense_dim()}," \
-                    f"{v._nnz()}:{data_digest(v._indices())}:{data_digest(v._values())}"
-            if v.layout is not torch.strided:  # compressed sparse layouts
-                return f"?{time.monotonic_ns()}"
-            # and its dispatch keys: the conjugate and negative bits, set with no aten op
-            # and no version bump on a meta tensor (``torch._C._set_neg``: R54b-4)
-            st = v.untyped_storage()
-            geo = f"{tuple(v.stride())}+{v.storage_offset()}/{st.nbytes()}" \
-                f"{torch._C._dispatch_keys(v)}"
-            if isinstance(v, FakeTensor) or v.device.type != "cpu":
-                return geo + ":-"
-            # where its bytes are, shared or not, resizable or not: ``share_memory_()`` moves
-            # them in place, the same storage object and bytes (R55b-2)
-            geo += f"@{st.data_ptr():x},{int(st.is_shared())}{int(st.resizable())}"
-            raw = v.detach().contiguous().clone().reshape(-1).view(torch.uint8).numpy().tobytes()
-    except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
-        return f"?{time.monotonic_ns()}"
-    return geo + ":" + hashlib.sha1(raw).hexdigest()[:16]  # noqa: S324 -- not security
-
-
-def storages(v: Any) -> list[Any]:
-    """The storage objects of a held tensor, whose attributes its fingerprint reads (R53c-2): a
-    strided tensor's own; a sparse COO tensor's indices' and values' (it has no storage of its
-    own: ``untyped_storage()`` raises; read with the capture's fake mode off: R54a-1); none for
-    a compressed sparse layout (whose :func:`data_digest` never compares equal)."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    if v.layout is torch.strided:
-        return [v.untyped_storage()]
-    if v.layout is torch.sparse_coo:
-        with _disable_current_modes():
-            parts = (v._indices(), v._values())
-        return storages(parts[0]) + storages(parts[1])
-    return []
-
-
-def _storage_of(v: Any) -> Any:
-    """The storage object ``v``'s data lives in (a sparse COO tensor's values'), read with the
-    capture's modes off. Raises whatever torch raises for a tensor without one (a wrapper
-    subclass: its inner tensors have them)."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    with _disable_current_modes():
-        w = v._values() if v.layout is torch.sparse_coo else v
-        return w.untyped_storage()
-
-
 # the trace's fake mode and its converters, read in full but for these (the tables of the
 # tensors they converted and the counts of conversions, which the step's conversions change:
 # R55b-1; measured on mlp_ddp.py, nothing else of them changes in a step)
@@ -510,62 +491,3 @@ _TRACER_STATE = {"torch._subclasses.fake_tensor.FakeTensorMode": frozenset(),
                      {"constant_storage_mapping"}),
                  "torch._subclasses.meta_utils.MetaConverter": frozenset(
                      {"storage_memo", "tensor_memo", "describer", "hit", "miss", "arg_cnt"})}
-
-
-def goal_storages(goals: Iterable[tuple[str, Any]]) -> dict[int, str]:
-    """Storage address -> the name of the goal tensor whose data lives in it, for ``(name,
-    tensor)`` pairs (a wrapper subclass, a DTensor: its inner tensors', through
-    ``__tensor_flatten__``). A held tensor pointed at a goal's storage reads as that goal in
-    :func:`storage_no` (R54c-3: numbering held tensors only, one pointed at a goal's storage
-    kept its text)."""
-    out: dict[int, str] = {}
-    todo = list(goals)
-    while todo:
-        name, t = todo.pop()
-        flatten = getattr(type(t), "__tensor_flatten__", None)
-        if flatten is not None:
-            todo.extend((name, getattr(t, k)) for k in t.__tensor_flatten__()[0])
-            continue
-        try:
-            out.setdefault(int(_storage_of(t)._cdata), name)
-        except Exception:  # noqa: BLE001, S112 -- no storage: nothing can point at it
-            continue
-    return out
-
-
-def storage_no(v: Any, goals: Mapping[int, str] | None = None) -> str:
-    """Which storage ``v``'s data lives in: a goal's (``goals``, from :func:`goal_storages`)
-    as ``goal:<its name>`` (R54c-3), another by its address. Two held tensors made to share one
-    storage (``.data`` set through ``torch._C.TensorBase``'s setter, past the ``Tensor.data``
-    guard: R54b-1) or one moved to a fresh storage (R55a-3) change their text; so does its
-    Python object's ``id`` (torch keeps it as long as the storage: a storage made at a freed
-    one's address is another object, R55c-4). No reference to the storage is kept (a weak one was visible to the step: R55b-4): a storage freed and
-    another made at its address is a change nothing the next step holds can see (a reference
-    it keeps to the old one keeps it alive, and is fingerprinted itself). The address depends
-    on the process: only a fingerprint's changes within one process are compared (a held
-    tensor's change is UNKNOWN whatever it is: ``UNCOMPARABLE``). A sparse tensor is named by
-    its values' storage."""
-    import time
-
-    try:
-        st = _storage_of(v)
-        key = int(st._cdata)
-    except Exception:  # noqa: BLE001 -- unreadable: never equal to itself
-        return f"?{time.monotonic_ns()}"
-    if goals and key in goals:
-        return f"goal:{goals[key]}"
-    return f"@{key:x}/{id(st):x}"    # and its Python object's, alive as long as it (R55c-4)
-
-
-def fake_constant(v: Any) -> tuple[frozenset[str], str]:
-    """``(keys to skip, text)`` for a fake goal tensor's own ``constant``: the real value it
-    stands for, which an in-place op changes (AdamW's ``step``; its bytes made every AdamW
-    plan UNKNOWN at stop 53), by kind only. Every other attribute, a fake tensor's own keys
-    included, stays in the text (R54b-2: a user value under such a key is state)."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    c = vars(v).get("constant") if isinstance(v, FakeTensor) else None
-    if not isinstance(c, torch.Tensor) or type(c) is not torch.Tensor:
-        return frozenset(), ""
-    return frozenset({"constant"}), f"(constant=tensor{tuple(c.shape)},{c.dtype},{c.device})"
-

@@ -50,10 +50,12 @@ import torch
 from torch import nn
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.held_storage import (data_digest, fake_constant, goal_storages,
+                                                   storage_no, storages)
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
-    OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell, _digest, data_digest,
-    _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, fake_constant,
-    _LOGGER_CACHES, _TRACER_STATE, _logger_links, goal_storages, storage_no, storages)
+    MODULE_DUNDERS, OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell,
+    _digest, _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, dunder_text,
+    _LOGGER_CACHES, _TRACER_STATE, _logger_links)
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
@@ -521,8 +523,10 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         if where in used:        # one file imported under two names (R8-1): keep both apart
             where = f"{where} (as {mod.__name__})"
         used.add(where)
-        for k, v in list(vars(mod).items()):
-            if not (k.startswith("__") and k.endswith("__")):
+        for k, v in list(vars(mod).items()):    # its __x__ globals too (R56a-2)
+            if k in MODULE_DUNDERS:
+                out[f"the global {k} of {where}"] = str(dunder_text(k, v))
+            else:
                 put(f"the global {k} of {where}", v)
     out.update(_process_state({m.__name__ for m in user_modules},
                               {f for m in user_modules

@@ -97,7 +97,7 @@ def test_r54c_3_goal_storages_reach_a_wrapper_subclass_inner_tensors():
     reads as the goal, an unrelated tensor by its number."""
     from torch.testing._internal.two_tensor import TwoTensor
 
-    from spec_lang.torch_frontend.process_state import goal_storages, storage_no
+    from spec_lang.torch_frontend.held_storage import goal_storages, storage_no
 
     a, b = torch.ones(3), torch.zeros(3)
     goals = goal_storages([("w", TwoTensor(a, b))])

@@ -99,7 +99,7 @@ def test_r55b_2_held_tensor_moved_to_shared_memory():
 def test_r55b_2_control_number_kept_across_passes():
     """Control (799b663): a held tensor left alone keeps its text across two passes, and a
     freed storage's address reused by a fresh one gets a new number."""
-    from spec_lang.torch_frontend.process_state import storage_no
+    from spec_lang.torch_frontend.held_storage import storage_no
 
     c = torch.zeros(3)
     first = storage_no(c)

@@ -1,0 +1,228 @@
+"""Adversarial round 56a (``tests/adversarial/ATTEMPTS.md``, "Round 56a"): 7604389
+(``process_state._MODULE_DUNDERS``: other modules' ``__x__`` globals read but those the import
+system and ``warnings`` set, R55e-1 / R55e-2; ``own_guards._made_with`` by identity, R55e-4).
+
+Plans in ``plans/round56a/``; the truth is ``python tests/adversarial/torch4_truth.py FILE 2``
+(every ``_wrong`` plan: step 1 w0 0.0, step 2 w0 0.0058). The fast tests call
+``process_state`` / ``step_state`` / ``own_guards`` directly; the slow ones prove the plans.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROUND = Path(__file__).resolve().parent / "plans" / "round56a"
+
+
+def _state_diff(change, undo) -> list[str]:
+    """The ``_process_state`` entries that differ (either way) after ``change()``."""
+    from spec_lang.torch_frontend.process_state import _process_state
+
+    before = _process_state([], [])
+    change()
+    try:
+        after = _process_state([], [])
+    finally:
+        undo()
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+
+
+# -- R56a-1: the excluded dunders of another module, rebound -----------------------------------
+
+_EXCLUDED = {
+    "__doc__": lambda m: m.__doc__ + ".",
+    "__file__": lambda m: m.__file__ + ".",
+    "__cached__": lambda m: "/tmp/r56a.pyc",
+    "__package__": lambda m: "r56a",
+    "__builtins__": lambda m: {"r56a": 1},
+    "__warningregistry__": lambda m: {"r56a": 1},
+    "__spec__": lambda m: copy.copy(m.__spec__),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="R56a-1 open: _MODULE_DUNDERS keys are never read")
+@pytest.mark.parametrize("key", sorted(_EXCLUDED))
+def test_r56a_1_excluded_dunder_rebound(key):
+    """``colorsys.<key> = <another value>`` (r56a_01 uses ``math.__doc__``): unseen."""
+    import colorsys
+
+    saved = dict(vars(colorsys))
+
+    def undo():
+        vars(colorsys).clear()
+        vars(colorsys).update(saved)
+
+    diff = _state_diff(lambda: setattr(colorsys, key, _EXCLUDED[key](colorsys)), undo)
+    assert any("colorsys" in k for k in diff), diff
+
+
+def test_r56a_1_control_other_dunder_seen():
+    """Control: a dunder key not in ``_MODULE_DUNDERS`` is read (R55e-1's fix)."""
+    import colorsys
+
+    diff = _state_diff(lambda: setattr(colorsys, "__r56a__", 1),
+                       lambda: vars(colorsys).pop("__r56a__", None))
+    assert diff == ["the module colorsys"], diff
+
+
+@pytest.mark.xfail(strict=True, reason="R56a-1 open: the guard's module __doc__ (R55e-2 form)")
+def test_r56a_1_guard_globals_doc():
+    """``fm.dispatch.__globals__["__doc__"]`` changed (the guard's module is
+    ``storage_writes``): ``check_guard`` accepts and no entry changes."""
+    from spec_lang.torch_frontend import storage_writes
+
+    g = vars(storage_writes)
+    doc = g["__doc__"]
+    diff = _state_diff(lambda: g.__setitem__("__doc__", doc + "."),
+                       lambda: g.__setitem__("__doc__", doc))
+    assert any("storage_writes" in k for k in diff), diff
+
+
+# -- R56a-2: a dunder global of the train file (the user's module) -----------------------------
+
+def _user_changes(mod: types.ModuleType, change) -> dict[str, str]:
+    """``state_changes`` of ``step_state`` with ``mod`` as the user's module, around
+    ``change()`` (the model and optimizer made before either fingerprint)."""
+    import torch
+
+    from spec_lang.torch_frontend.step_state import state_changes, step_state
+
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = step_state(model, opt, [mod])
+    change()
+    return state_changes(before, step_state(model, opt, [mod]))
+
+
+def _user_module() -> types.ModuleType:
+    mod = types.ModuleType("r56a_user")
+    mod.__file__ = str(ROUND / "r56a_02_counter_in_train_file_dunder_global_wrong.py")
+    return mod
+
+
+@pytest.mark.xfail(strict=True, reason="R56a-2 open: step_state skips the user's __x__ globals")
+def test_r56a_2_user_module_dunder_global():
+    """``__r56a__`` set in the train file's globals (r56a_02): no entry changes."""
+    mod = _user_module()
+    changes = _user_changes(mod, lambda: setattr(mod, "__r56a__", 1))
+    assert changes, "unseen"
+
+
+def test_r56a_2_control_user_module_plain_global():
+    """Control: the same key without the dunder form is seen, and nothing else changes."""
+    mod = _user_module()
+    changes = _user_changes(mod, lambda: setattr(mod, "r56a", 1))
+    assert list(changes) == ["the global r56a of r56a_02_counter_in_train_file_dunder_global_"
+                             "wrong.py"], changes
+
+
+# -- R56a-3: another module's global replaced by an object of the same type --------------------
+
+@pytest.mark.xfail(strict=True, reason="R56a-3 open: _ident names an object by its type only")
+def test_r56a_3_stdlib_global_same_type_object():
+    """``json._default_encoder = JSONEncoder(indent=3)`` (r56a_03): unseen."""
+    enc = json._default_encoder   # noqa: SLF001
+    diff = _state_diff(lambda: setattr(json, "_default_encoder", json.JSONEncoder(indent=3)),
+                       lambda: setattr(json, "_default_encoder", enc))
+    assert any("json" in k for k in diff), diff
+
+
+def test_r56a_3_control_stdlib_global_other_type():
+    """Control: the same global replaced by an object of another type is seen."""
+    enc = json._default_encoder   # noqa: SLF001
+    diff = _state_diff(lambda: setattr(json, "_default_encoder", json.JSONDecoder()),
+                       lambda: setattr(json, "_default_encoder", enc))
+    assert "the module json" in diff, diff
+
+
+# -- non-modules in sys.modules, a hand-made module -------------------------------------------
+
+def test_r56a_control_sys_modules_entries():
+    """A non-module ``sys.modules`` entry added is seen (R40b); a global set on a module made
+    by hand is seen."""
+    diff = _state_diff(lambda: sys.modules.__setitem__("r56a_x", [1]),
+                       lambda: sys.modules.pop("r56a_x"))
+    assert diff == ["the sys.modules entry r56a_x (not made by an import)"], diff
+    m = sys.modules["r56a_z"] = types.ModuleType("r56a_z")
+    try:
+        diff = _state_diff(lambda: setattr(m, "n", 1), lambda: delattr(m, "n"))
+    finally:
+        sys.modules.pop("r56a_z")
+    assert diff == ["the module r56a_z"], diff
+
+
+# -- own_guards: identity compare ------------------------------------------------------------
+
+def _guard():
+    from spec_lang.torch_frontend.own_guards import capture_own
+
+    seen: list[int] = []
+
+    def dispatch(func, types_, args=(), kwargs=None, *, k=1):
+        seen.append(1)
+        return func
+    return capture_own(dispatch)
+
+
+def _accepted(change) -> bool:
+    from spec_lang.errors import PlanError
+    from spec_lang.torch_frontend.own_guards import check_guard
+
+    f = _guard()
+    change(f)
+    try:
+        check_guard(f, f, "dispatch")
+    except PlanError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("name", "change", "expect"), [
+    ("untouched", lambda f: None, True),
+    ("kwdefault set to the same object", lambda f: f.__kwdefaults__.update(k=1), True),
+    ("doc set to the same object", lambda f: setattr(f, "__doc__", f.__doc__), True),
+    ("kwdefaults key added", lambda f: f.__kwdefaults__.update(z=1), False),
+    ("annotations key added", lambda f: f.__annotations__.update(r=1), False),
+    ("defaults replaced by an equal tuple", lambda f: setattr(
+        f, "__defaults__", tuple(list(f.__defaults__))), False),
+    ("a cell's contents replaced", lambda f: setattr(f.__closure__[0], "cell_contents", []),
+     False),
+    ("__type_params__ set (3.11: lands in vars(f))", lambda f: setattr(
+        f, "__type_params__", (1,)), False),
+])
+def test_r56a_guard_identity(name, change, expect):
+    """``check_guard`` accepts a guard left as it was (the same objects put back) and refuses
+    one whose parts were replaced (controls of R55e-4's fix)."""
+    assert _accepted(change) is expect, name
+
+
+# -- slow: the plans ----------------------------------------------------------------------------
+
+def _prove(path: Path) -> int:
+    from proofs.cli import prove_main
+
+    return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R56a-1 open")
+def test_r56a_01_stdlib_doc_counter_not_equivalent():
+    assert _prove(ROUND / "r56a_01_counter_in_stdlib_module_doc_wrong.py") != 0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R56a-2 open")
+def test_r56a_02_train_file_dunder_counter_not_equivalent():
+    assert _prove(ROUND / "r56a_02_counter_in_train_file_dunder_global_wrong.py") != 0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R56a-3 open")
+def test_r56a_03_same_type_global_counter_not_equivalent():
+    assert _prove(ROUND / "r56a_03_counter_in_stdlib_global_same_type_object_wrong.py") != 0
