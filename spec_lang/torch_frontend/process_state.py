@@ -209,9 +209,10 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
         except TypeError:           # a module whose namespace is not a dict
             continue
         out[OTHER_MODULE + name] = _digest(repr([
-            (k, _global_text(k, v)) for k, v in items                   # (R55e-1, R56a-1)
+            (k, t) for k, v in items                                    # (R55e-1, R56a-1)
             if not _lazy_cache(name, k, v)
-            and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)]))
+            and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)
+            and (t := _global_text(k, v)) is not None]))
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
     out["torch.Tensor's methods"] = (

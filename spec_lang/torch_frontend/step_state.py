@@ -525,7 +525,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         used.add(where)
         for k, v in list(vars(mod).items()):    # its __x__ globals too (R56a-2)
             if k in MODULE_DUNDERS:
-                out[f"the global {k} of {where}"] = str(dunder_text(k, v))
+                if (t := dunder_text(k, v)) is not None:
+                    out[f"the global {k} of {where}"] = t
             else:
                 put(f"the global {k} of {where}", v)
     out.update(_process_state({m.__name__ for m in user_modules},
