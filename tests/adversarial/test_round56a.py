@@ -219,3 +219,24 @@ def test_r56a_02_train_file_dunder_counter_not_equivalent():
 @pytest.mark.slow
 def test_r56a_03_same_type_global_counter_not_equivalent():
     assert _prove(ROUND / "r56a_03_counter_in_stdlib_global_same_type_object_wrong.py") != 0
+
+
+# -- the lead's fix: what warnings adds is not a change (every plan was UNKNOWN without it) ----
+
+_REGISTRY = {"version": 3, ("a warning the step shows the first time", UserWarning, 5): True}
+
+
+def test_r56a_control_a_warning_registry_made_by_the_step_is_not_a_change():
+    """``warnings`` gives a module a ``__warningregistry__`` when the step warns there for the
+    first time: neither another module's nor the train file's is a change (mlp_ddp.py was
+    UNKNOWN, "the module spec_lang.torch_frontend.stale_refs leaves the step as ...")."""
+    import colorsys
+
+    diff = _state_diff(lambda: setattr(colorsys, "__warningregistry__", dict(_REGISTRY)),
+                       lambda: vars(colorsys).pop("__warningregistry__", None))
+    assert diff == [], diff
+    mod = _user_module()
+    assert _user_changes(mod, lambda: setattr(mod, "__warningregistry__", dict(_REGISTRY))) == {}
+    odd = {**_REGISTRY, ("text", UserWarning, 6): 2}     # not what warnings puts there: read
+    assert list(_user_changes(mod, lambda: setattr(mod, "__warningregistry__", odd))) == [
+        "the global __warningregistry__ of r56a_02_counter_in_train_file_dunder_global_wrong.py"]
