@@ -57,7 +57,6 @@ RUN_FIRST = (
     "tests/torch_frontend/test_examples.py::test_check_certificate_retraces",   # ~70 / 233 s
     "tests/simulator/test_sim_cli.py::test_regime_ci_instance",                  # ~40 / 115 s
     "tests/torch_frontend/test_divergence_note.py::test_the_note_names_the_hook",  # ~18 / 52 s
-    "tests/bench/test_verify_scaling.py::test_resume_skips",                     # its 43 s set-up
     "tests/torch_frontend/test_step_state.py::test_hooks_added_removed",
     "tests/torch_frontend/test_step_state.py::test_a_finalizer_or_thread",
     "tests/simulator/test_sim_sweep.py::test_resume_after_kill",

@@ -58,10 +58,13 @@ def test_quick_grid_rows_and_verdicts(bench, quick):
     assert data["runs"][-1]["mode"] == "quick" and len(data["runs"][-1]["loadavg"]) == 3
 
 
-def test_resume_skips_and_missing_frontier(bench, quick, tmp_path, monkeypatch):
-    _, data, _ = quick
-    path = tmp_path / "r.json"
-    path.write_text(json.dumps(data))
+def test_resume_skips_and_missing_frontier(bench, tmp_path, monkeypatch):
+    path = tmp_path / "r.json"     # the quick grid's dp and tp rows only (the suite's time)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert bench.main(["--quick", "--json", str(path), "--only", "dp", "tp"]) == 0
+    data = json.loads(path.read_text())
+    assert len(data["results"]) == 4 and {r["verdict"] for r in data["results"].values()} == {
+        "EQUIVALENT"}
     ran = []
     monkeypatch.setattr(bench, "run_one", lambda p, *a: ran.append(p) or {"status": "ok"})
     monkeypatch.setattr(bench, "FRONTIER", {"nowhere": ("examples/does_not_exist.py", "x")})
