@@ -144,7 +144,7 @@ class Counterexample:
         return f"= {self.ratio:.3f} x spec: {self.hint}"
 
     def render(self) -> str:
-        sizes = ", ".join(f"{k}={v}" for k, v in sorted(self.reduced_binding.items()))
+        sizes = sizes_text(self.reduced_binding, set(self.index))
         lines = [
             f"first divergence: goal {self.goal}",
             f"  spec tensor: {self.tensor} ({self.kind})"
@@ -189,6 +189,19 @@ class Counterexample:
                        "binding": dict(self.reduced_binding),
                        **({"edge": dict(self.edge)} if self.edge is not None else {})},
         }
+
+
+def sizes_text(binding: dict[str, int], keep: set[str]) -> str:
+    """``batch=2, ffn=48, seq=16, tp=2; at the same sizes: ffn_2, seq_c``: the sizes of a
+    counterexample, a dim named ``<dim>_<suffix>`` with the size of ``<dim>`` (the torch front
+    end's twins and copies of one user size) listed by name only unless ``keep`` (the dims of
+    the values' index) names it (stop 54's new user: 21 sizes for a 7-entry ``SIZES``)."""
+    shown, copies = [], []
+    for k, v in sorted(binding.items()):
+        base = next((b for b in binding if k.startswith(b + "_") and binding[b] == v), None)
+        (copies if base is not None and k not in keep else shown).append(f"{k}={v}")
+    more = f"; at the same sizes: {', '.join(c.split('=')[0] for c in copies)}" if copies else ""
+    return ", ".join(shown) + more
 
 
 def _num(x: float) -> str:
