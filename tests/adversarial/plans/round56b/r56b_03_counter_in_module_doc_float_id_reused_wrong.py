@@ -1,4 +1,4 @@
-"""Adversarial round 56b: the step counter is ``colorsys.__doc__``, a float; the step frees the old float before making the new one, which CPython's float free list puts at the same address, so ``process_state.dunder_text`` (anything but str / int / bool / None by identity) sees no change. No tracer object is reached. From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+"""Adversarial round 56b: the step counter is ``colorsys.__doc__``, a float; set to 0.0 when the train file is imported; the step frees the old float before making the new one, which CPython's float free list puts at the same address, so ``process_state.dunder_text`` (anything but str / int / bool / None by identity) sees no change. No tracer object is reached. From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
 MESH = {"dp": 2}
 import copy
 import torch
@@ -39,6 +39,9 @@ def _double(model):
 
 
 H = {}
+
+import colorsys as _colorsys  # noqa: E402
+_colorsys.__doc__ = 0.0
 
 
 def parallelize(model, mesh):
