@@ -26,7 +26,8 @@ import torch
 
 from spec_lang.torch_frontend.registry_state import registry_state
 
-__all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE"]
+__all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE",
+           "dunder_text", "identity_text", "release_kept"]
 
 THREADS = "the Python threads running"
 
@@ -102,21 +103,54 @@ MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__package__", "__loader__", 
 
 
 def dunder_text(k: str, v: Any) -> str | None:
-    """A module's import-system entry ``k`` (one of :data:`MODULE_DUNDERS`): a string, number
-    or None by value; ``__warningregistry__`` not at all while it has the shape ``warnings``
+    """A module's import-system entry ``k`` (one of :data:`MODULE_DUNDERS`): a string, number,
+    bytes or None by value (:func:`_data_text`); ``__warningregistry__`` not at all while it has the shape ``warnings``
     gives it (``"version"`` -> int, ``(text, category, lineno)`` -> True: a warning the step
-    shows the first time adds to it), else by identity; anything else by identity (R56a-1).
-    Identities are compared before and after the step in one process only. Nothing of the
-    value's own code runs."""
+    shows the first time adds to it; a counter kept there in that shape is not seen: R56b-1,
+    open), else by identity; anything else by identity (R56a-1), kept alive until compared
+    (:func:`identity_text`). Identities are compared before and after the step in one process
+    only. Nothing of the value's own code runs."""
     if k == "__warningregistry__" and type(v) is dict and all(
             (type(x) is str and x == "version" and type(y) is int)
             or (type(x) is tuple and len(x) == 3 and type(x[0]) is str
                 and issubclass(type(x[1]), type) and type(x[2]) is int and y is True)
             for x, y in v.items()):
         return None
-    if v is None or type(v) in (str, int, bool):
-        return f"{type(v).__name__}:{v!r}"
+    if v is None or issubclass(type(v), _DATA):
+        return _data_text(v)
+    return identity_text(v)
+
+
+# what an identity in a fingerprint names, alive until the fingerprints are compared
+# (``step_state.state_changes`` releases them): an object made at a freed one's address is not
+# taken for it (R56b-2: ``json._default_encoder`` dropped and a new one made until one lands at
+# its address). An object only this list holds after the step was dropped by the step, and
+# its entry has changed already (another identity, or no entry): its finalizer, run when the
+# list is released, changes no verdict.
+_KEPT: list[Any] = []
+
+
+def identity_text(v: Any) -> str:
+    """``v``'s type and identity, ``v`` kept alive until :func:`release_kept`."""
+    _KEPT.append(v)
     return f"{_qual(type(v))}@{id(v)}"
+
+
+def release_kept() -> None:
+    """Drop what :func:`identity_text` keeps (after the fingerprints are compared)."""
+    _KEPT.clear()
+
+
+def _data_text(v: Any) -> str:
+    """None, a number, a string or bytes by value, read by its base type's C ``__repr__``
+    (a subclass's own ``__repr__`` is never called: R56b-3), bytes over 64 by a digest."""
+    if v is None:
+        return "NoneType:None"
+    base = next(b for b in _DATA if issubclass(type(v), b))
+    sub = "" if type(v) is base else f"({_qual(type(v))})"
+    if base is bytes and len(v) > 64:
+        return f"bytes{sub}:{len(v)}:{hashlib.sha1(bytes(v)).hexdigest()}"  # noqa: S324
+    return f"{base.__name__}{sub}:{base.__repr__(v)}"
 
 
 def _global_text(k: str, v: Any) -> str | None:
@@ -133,7 +167,7 @@ def _global_text(k: str, v: Any) -> str | None:
     own = _own_dict(v)
     attrs = "" if own is None else repr(sorted(
         (x if type(x) is str else _qual(type(x)), _ident(y)) for x, y in list(own.items())))
-    return f"{text}@{id(v)}{attrs}"
+    return f"{identity_text(v)}{attrs}"
 
 
 def _own_dict(v: Any) -> dict | None:
@@ -444,8 +478,8 @@ def _ident(v: Any) -> str:
         return f"module:{name}" if sys.modules.get(name) is v else f"module:{name}(a copy)"
     if isinstance(v, type):
         return f"class:{v.__module__}.{v.__qualname__}"
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return f"{type(v).__name__}:{v!r}"
+    if v is None or issubclass(type(v), _DATA):       # by value (R56b-3)
+        return _data_text(v)
     if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         return f"builtin:{v.__module__}.{v.__qualname__}"
     return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)

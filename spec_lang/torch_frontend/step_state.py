@@ -55,7 +55,7 @@ from spec_lang.torch_frontend.held_storage import (data_digest, fake_constant, g
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     MODULE_DUNDERS, OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell,
     _digest, _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, dunder_text,
-    _LOGGER_CACHES, _TRACER_STATE, _logger_links)
+    _LOGGER_CACHES, _TRACER_STATE, _logger_links, release_kept)
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
@@ -573,6 +573,7 @@ def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[s
            and not (k.startswith(modules) and k not in before) and k not in exempt}
     out.update({k: "<removed>" for k in before if k not in after})
     out.update({k: v for k, v in before.items() if v.startswith(UNREADABLE) and k not in out})
+    release_kept()     # the objects whose identities the texts name (R56b-2)
     if THREADS in out:       # threads the step started and left running (R10-5); one that
         #                      ends during the step changes nothing later (under load, a
         #                      thread of the import can end during the step)

@@ -113,8 +113,15 @@ def styled_module(exc: BaseException, model: Any, styles: dict[str, tuple[str, s
     llama_parallelize.py:54``: the innermost module of ``model`` with a style (``styles``,
     from :func:`resolve_styles`) whose call is on ``exc``'s traceback; ``""`` when none is
     (stop 54's new user: a failure inside a styled module named only the model's line).
-    Modules are matched by identity: nothing of the user's objects is called."""
-    names = {id(m): n for n, m in model.named_modules()}
+    Modules are matched by identity; the tree is walked by ``nn.Module.named_modules`` itself,
+    not a model's override (R56b-4), and anything it raises leaves the text empty (the message
+    is the capture's failure, never a verdict)."""
+    from torch import nn
+
+    try:
+        names = {id(m): n for n, m in nn.Module.named_modules(model)}
+    except Exception:  # noqa: BLE001 -- a model whose module tree cannot be walked
+        return ""
     found: str | None = None
     tb = exc.__traceback__
     while tb is not None:
