@@ -325,5 +325,9 @@ def test_colwise_rowwise_swapped_is_refused_by_torch_at_capture_naming_the_lines
     assert len(err) == 1, err
     model_line = _line("llama_model.py", "F.silu(self.w1(x)) * self.w3(x)")
     assert f"{name}:{_line(name, 'return llama_common.train_step(')}: " in err[0]
-    assert f"(in llama_model.py:{model_line})" in err[0]
+    # and the innermost module with a parallel style on the traceback, with the style's line
+    ff = _line(name, '"feed_forward": PrepareModuleInput(')
+    assert f"(in llama_model.py:{model_line}, layers.0.feed_forward, parallelised by " \
+           f"PrepareModuleInput(input_layouts=(Shard(dim=1),), desired_input_layouts=" \
+           f"(Replicate(),)) at examples/torch/{name}:{ff}): " in err[0], err[0]
     assert "broadcast" in err[0]
