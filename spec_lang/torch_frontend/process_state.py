@@ -27,7 +27,7 @@ import torch
 from spec_lang.torch_frontend.registry_state import registry_state
 
 __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE",
-           "dunder_text", "identity_text", "release_kept"]
+           "dunder_text", "identity_text", "object_text", "own_dict", "release_kept"]
 
 THREADS = "the Python threads running"
 
@@ -116,8 +116,10 @@ def dunder_text(k: str, v: Any) -> str | None:
                 and issubclass(type(x[1]), type) and type(x[2]) is int and y is True)
             for x, y in v.items()):
         return None
-    if v is None or issubclass(type(v), _DATA):
+    if v is None or type(v) in _DATA:
         return _data_text(v)
+    if issubclass(type(v), _DATA):     # its own attributes too (R56c-1)
+        return object_text(v)
     return identity_text(v)
 
 
@@ -150,27 +152,59 @@ def _data_text(v: Any) -> str:
     sub = "" if type(v) is base else f"({_qual(type(v))})"
     if base is bytes and len(v) > 64:
         return f"bytes{sub}:{len(v)}:{hashlib.sha1(bytes(v)).hexdigest()}"  # noqa: S324
+    if base is int and int.bit_length(v) > 256:   # (repr raises past 4300 digits: R56c-3)
+        hx = int.__format__(v, "x").encode()
+        return f"int{sub}:{len(hx)}:{hashlib.sha1(hx).hexdigest()}"  # noqa: S324
     return f"{base.__name__}{sub}:{base.__repr__(v)}"
 
 
 def _global_text(k: str, v: Any) -> str | None:
-    """Another module's global ``k``: :func:`dunder_text` for the import system's entries,
-    else what it names (:func:`_ident`); a plain object (no function, class, module or data)
-    also by its identity and its own attributes' names (R56a-3: ``json._default_encoder``
-    replaced by another ``JSONEncoder(indent=n)`` each step was unseen). What such an object
-    holds changed in place is not read (docs/torch.md, "Where the fingerprint stops")."""
+    """Another module's global ``k``: :func:`dunder_text` for the import system's entries;
+    None, a number, a string or bytes by value; a C function or a loaded module by its name
+    (the module is read as its own entry); anything else by :func:`object_text`: a plain
+    object (R56a-3: ``json._default_encoder`` replaced by another ``JSONEncoder(indent=n)``),
+    a data subclass (R56c-1), a function, a class or a module not in ``sys.modules``
+    (R56c-2: a closure over another value, a new ``ModuleType``). What such an object holds,
+    changed in place, is not read (docs/torch.md, "Where the fingerprint stops")."""
     if k in MODULE_DUNDERS:
         return dunder_text(k, v)
-    text = _ident(v)
-    if issubclass(type(v), (*_NO_CODE, type, types.FunctionType)):
+    t = type(v)
+    if v is None or t in _DATA:
+        return _data_text(v)
+    if (issubclass(t, _NO_CODE) and not issubclass(t, (types.ModuleType, *_DATA))) or (
+            t is types.ModuleType and sys.modules.get(vars(v).get("__name__")) is v):
+        return _ident(v)
+    return object_text(v)
+
+
+def object_text(v: Any) -> str:
+    """What :func:`_ident` says of ``v``, its identity (:func:`identity_text`) and its own
+    attributes' :func:`_ident` (a plain module's globals; a function's defaults, keyword
+    defaults and closure cells too, less torch's ``__dynamo_disable`` cache); no code of the
+    value's runs."""
+    text = _ident(v) + identity_text(v)
+    if type(v) is types.FunctionType:        # (most of them: the short way, stop 56's budget)
+        own, d, kd, cl = v.__dict__, v.__defaults__, v.__kwdefaults__, v.__closure__
+        if own:
+            skip = _dynamo_cache(v)
+            text += repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))
+                                for x, y in list(own.items()) if x not in skip))
+        if d:
+            text += ":d" + repr([_ident(x) for x in d])
+        if kd:
+            text += ":k" + repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))
+                                       for x, y in list(kd.items())))
+        if cl:
+            text += ":c" + repr([_ident(_cell(c)) for c in cl])
         return text
-    own = _own_dict(v)
-    attrs = "" if own is None else repr(sorted(
-        (x if type(x) is str else _qual(type(x)), _ident(y)) for x, y in list(own.items())))
-    return f"{identity_text(v)}{attrs}"
+    own = vars(v) if type(v) is types.ModuleType else own_dict(v)
+    if own is None:
+        return text
+    return text + repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))
+                              for x, y in list(own.items())))
 
 
-def _own_dict(v: Any) -> dict | None:
+def own_dict(v: Any) -> dict | None:
     """``v.__dict__`` through the C descriptor types give instances; None when a class of
     ``v``'s defines ``__dict__`` otherwise (no code of the value's runs)."""
     for cls in type(v).__mro__:

@@ -113,15 +113,10 @@ def styled_module(exc: BaseException, model: Any, styles: dict[str, tuple[str, s
     llama_parallelize.py:54``: the innermost module of ``model`` with a style (``styles``,
     from :func:`resolve_styles`) whose call is on ``exc``'s traceback; ``""`` when none is
     (stop 54's new user: a failure inside a styled module named only the model's line).
-    Modules are matched by identity; the tree is walked by ``nn.Module.named_modules`` itself,
-    not a model's override (R56b-4), and anything it raises leaves the text empty (the message
-    is the capture's failure, never a verdict)."""
-    from torch import nn
-
-    try:
-        names = {id(m): n for n, m in nn.Module.named_modules(model)}
-    except Exception:  # noqa: BLE001 -- a model whose module tree cannot be walked
-        return ""
+    Modules are matched by identity; the tree is walked through each module's own
+    ``_modules`` dict as ``nn.Module.named_modules`` does, calling no module's methods
+    (R56b-4, R56c-4; the message is the capture's failure, never a verdict)."""
+    names = _module_names(model)
     found: str | None = None
     tb = exc.__traceback__
     while tb is not None:
@@ -133,3 +128,24 @@ def styled_module(exc: BaseException, model: Any, styles: dict[str, tuple[str, s
         return ""
     style, site = styles[found]
     return f"{found or 'the model'}, parallelised by {style} at {site}"
+
+
+def _module_names(model: Any) -> dict[int, str]:
+    """id -> name of every module under ``model``, depth first, a module shared by two
+    parents named by the first (``nn.Module.named_modules``' order), read from the modules'
+    ``_modules`` dicts through the C ``__dict__`` descriptor only."""
+    from spec_lang.torch_frontend.process_state import own_dict
+
+    out: dict[int, str] = {}
+    todo = [("", model)]
+    while todo:
+        name, m = todo.pop()
+        if id(m) in out:
+            continue
+        out[id(m)] = name
+        d = own_dict(m)
+        subs = d.get("_modules") if d is not None else None
+        if type(subs) is dict:
+            todo.extend(reversed([(f"{name}.{k}" if name else k, c) for k, c in subs.items()
+                                  if type(k) is str and c is not None]))
+    return out

@@ -60,7 +60,6 @@ def _text(n: int) -> _Text:
 
 # -- R56c-1: a data subclass's own attributes (other modules, import-system entries) ----------
 
-@pytest.mark.xfail(strict=True, reason="R56c-1: a data subclass is read by its value only")
 def test_r56c_1_str_subclass_global_rebound_with_other_attribute():
     """``json.r56c = _Text("k")`` with ``n = 1``, rebound to another ``_Text("k")`` with
     ``n = 2`` (r56c_01): a plain object in its place is read by identity and own attributes
@@ -70,7 +69,6 @@ def test_r56c_1_str_subclass_global_rebound_with_other_attribute():
     assert diff == ["the module json"], diff
 
 
-@pytest.mark.xfail(strict=True, reason="R56c-1: a data subclass is read by its value only")
 def test_r56c_1_data_subclass_attribute_in_place():
     """An int attribute of an int-subclass global set in place; the same on an ``IntEnum``
     member the standard library holds (``signal.SIGINT``): each unseen (a plain object's
@@ -89,7 +87,6 @@ def test_r56c_1_data_subclass_attribute_in_place():
     assert unseen == [], unseen
 
 
-@pytest.mark.xfail(strict=True, reason="R56c-1: a data subclass is read by its value only")
 def test_r56c_1_dunder_str_subclass_other_and_user_module():
     """``colorsys.__doc__`` and the train file's own ``__doc__`` a ``_Text`` rebound to an
     equal one with another attribute (``dunder_text``): unseen in both."""
@@ -152,7 +149,6 @@ def _module(k):
     return m
 
 
-@pytest.mark.xfail(strict=True, reason="R56c-2: a function, class or module global is named")
 @pytest.mark.parametrize("make", [_make, _class, _module], ids=["closure", "class", "module"])
 def test_r56c_2_named_global_rebound(make):
     """``json.r56c`` rebound to another closure of the same code (r56c_02), another class of
@@ -163,7 +159,6 @@ def test_r56c_2_named_global_rebound(make):
     assert diff == ["the module json"], diff
 
 
-@pytest.mark.xfail(strict=True, reason="R56c-2: a function global is read by its code only")
 def test_r56c_2_function_defaults_and_attribute_in_place():
     """A function global's ``__defaults__`` and an attribute of it set in place: unseen."""
     def f(k=1):
@@ -183,8 +178,6 @@ def test_r56c_2_function_defaults_and_attribute_in_place():
 
 # -- R56c-3: an int over the conversion limit crashes the fingerprint (minor, not new) --------
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="R56c-3: int.__repr__ raises over 4300 digits")
 def test_r56c_3_big_int_global_does_not_crash():
     """``colorsys.r56c = 10 ** 5000`` (a library's constant): ``_data_text`` calls
     ``int.__repr__``, which raises ``ValueError`` (``sys.get_int_max_str_digits``): the capture
@@ -228,7 +221,6 @@ def test_r56c_control_kept_until_compared_and_released():
 
 # -- styles.styled_module: message only --------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="R56c-4: the submodules' own named_modules is called")
 def test_r56c_4_styled_module_calls_no_submodule_override():
     """R56b-4's fix calls ``nn.Module.named_modules(model)``, which recurses through each
     submodule's ``named_modules``: a submodule's override is still called (message only)."""
@@ -254,18 +246,15 @@ def _prove(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R56c-1")
 def test_r56c_01_str_subclass_attribute_counter_not_equivalent():
     assert _prove(ROUND / "r56c_01_counter_in_str_subclass_global_attribute_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R56c-2")
 def test_r56c_02_function_closure_counter_not_equivalent():
     assert _prove(ROUND / "r56c_02_counter_in_stdlib_function_global_closure_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R56c-2")
 def test_r56c_03_module_object_counter_not_equivalent():
     assert _prove(ROUND / "r56c_03_counter_in_module_object_global_wrong.py") != 0
