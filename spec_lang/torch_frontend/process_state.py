@@ -104,10 +104,11 @@ MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__package__", "__loader__", 
 
 def dunder_text(k: str, v: Any) -> str | None:
     """A module's import-system entry ``k`` (one of :data:`MODULE_DUNDERS`): a string, number,
-    bytes or None by value (:func:`_data_text`); ``__warningregistry__`` not at all while it has the shape ``warnings``
-    gives it (``"version"`` -> int, ``(text, category, lineno)`` -> True: a warning the step
-    shows the first time adds to it; a counter kept there in that shape is not seen: R56b-1,
-    open), else by identity; anything else by identity (R56a-1), kept alive until compared
+    bytes or None by value (:func:`_data_text`; a subclass of one by :func:`object_text`,
+    R56c-1); ``__warningregistry__`` not at all while it has the shape ``warnings`` gives it
+    (``"version"`` -> int, ``(text, category, lineno)`` -> True: a warning the step shows the
+    first time adds to it; a counter kept there in that shape is not seen: R56b-1, open),
+    else by identity; anything else by identity (R56a-1), kept alive until compared
     (:func:`identity_text`). Identities are compared before and after the step in one process
     only. Nothing of the value's own code runs."""
     if k == "__warningregistry__" and type(v) is dict and all(

@@ -15,20 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.adversarial.state_diff import prove as _prove
+from tests.adversarial.state_diff import state_diff as _state_diff
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round55e"
 
 
-def _state_diff(change, undo) -> list[str]:
-    """The ``_process_state`` entries that differ after ``change()`` (``undo()`` after)."""
-    from spec_lang.torch_frontend.process_state import _process_state
-
-    before = _process_state([], [])
-    change()
-    try:
-        after = _process_state([], [])
-    finally:
-        undo()
-    return [k for k in before if before[k] != after.get(k)]
 
 
 # -- R55e-1: a dunder-named global on another module ----------------------------------------
@@ -164,10 +156,6 @@ def test_r55e_control_non_string_module_names():
 
 # -- slow: the plans ----------------------------------------------------------------------------
 
-def _prove(path: Path) -> int:
-    from proofs.cli import prove_main
-
-    return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
 
 
 @pytest.mark.slow

@@ -17,20 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.adversarial.state_diff import prove as _prove
+from tests.adversarial.state_diff import state_diff as _state_diff
+from tests.adversarial.state_diff import user_changes as _user_changes
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round56a"
 
 
-def _state_diff(change, undo) -> list[str]:
-    """The ``_process_state`` entries that differ (either way) after ``change()``."""
-    from spec_lang.torch_frontend.process_state import _process_state
-
-    before = _process_state([], [])
-    change()
-    try:
-        after = _process_state([], [])
-    finally:
-        undo()
-    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
 
 # -- R56a-1: the excluded dunders of another module, rebound -----------------------------------
@@ -92,18 +85,6 @@ def test_r56a_1_guard_globals_doc():
 
 # -- R56a-2: a dunder global of the train file (the user's module) -----------------------------
 
-def _user_changes(mod: types.ModuleType, change) -> dict[str, str]:
-    """``state_changes`` of ``step_state`` with ``mod`` as the user's module, around
-    ``change()`` (the model and optimizer made before either fingerprint)."""
-    import torch
-
-    from spec_lang.torch_frontend.step_state import state_changes, step_state
-
-    model = torch.nn.Linear(2, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    before = step_state(model, opt, [mod])
-    change()
-    return state_changes(before, step_state(model, opt, [mod]))
 
 
 def _user_module() -> types.ModuleType:
@@ -208,10 +189,6 @@ def test_r56a_guard_identity(name, change, expect):
 
 # -- slow: the plans ----------------------------------------------------------------------------
 
-def _prove(path: Path) -> int:
-    from proofs.cli import prove_main
-
-    return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
 
 
 @pytest.mark.slow

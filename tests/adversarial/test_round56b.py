@@ -17,20 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.adversarial.state_diff import prove as _prove
+from tests.adversarial.state_diff import state_diff as _state_diff
+from tests.adversarial.state_diff import user_changes as _user_changes
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round56b"
 
 
-def _state_diff(change, undo) -> list[str]:
-    """The ``_process_state`` entries that differ (either way) after ``change()``."""
-    from spec_lang.torch_frontend.process_state import _process_state
-
-    before = _process_state([], [])
-    change()
-    try:
-        after = _process_state([], [])
-    finally:
-        undo()
-    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
 
 def _colorsys_undo():
@@ -42,16 +35,6 @@ def _colorsys_undo():
     return undo
 
 
-def _user_changes(mod, change) -> dict:
-    import torch
-
-    from spec_lang.torch_frontend.step_state import state_changes, step_state
-
-    model = torch.nn.Linear(2, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    before = step_state(model, opt, [mod])
-    change()
-    return state_changes(before, step_state(model, opt, [mod]))
 
 
 # -- R56b-1: a counter in __warningregistry__["version"] (the standard shape) -----------------
@@ -251,10 +234,6 @@ def test_r56b_4_styled_module_calls_no_user_code():
 
 # -- the plans ----------------------------------------------------------------------------------
 
-def _prove(path: Path) -> int:
-    from proofs.cli import prove_main
-
-    return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
 
 
 @pytest.mark.slow

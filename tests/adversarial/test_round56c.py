@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.adversarial.state_diff import prove as _prove
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round56c"
 
 
@@ -239,10 +241,6 @@ def test_r56c_4_styled_module_calls_no_submodule_override():
 
 # -- the plans ----------------------------------------------------------------------------------
 
-def _prove(path: Path) -> int:
-    from proofs.cli import prove_main
-
-    return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
 
 
 @pytest.mark.slow
