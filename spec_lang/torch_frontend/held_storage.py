@@ -115,8 +115,9 @@ def storage_no(v: Any, goals: Mapping[int, str] | None = None) -> str:
     guard: R54b-1) or one moved to a fresh storage (R55a-3) change their text; so does its
     Python object's ``id`` (torch keeps it as long as the storage: a storage made at a freed
     one's address is another object, R55c-4). No reference to the storage is kept (a weak
-    one was visible to the step: R55b-4): a storage freed and another made at its address is a change nothing the next step holds can see (a reference
-    it keeps to the old one keeps it alive, and is fingerprinted itself). The address depends
+    one was visible to the step: R55b-4): a storage freed and another made at its address is
+    a change nothing the next step holds can see (a reference it keeps to the old one keeps it
+    alive, and is fingerprinted itself). The address depends
     on the process: only a fingerprint's changes within one process are compared (a held
     tensor's change is UNKNOWN whatever it is: ``UNCOMPARABLE``). A sparse tensor is named by
     its values' storage."""
