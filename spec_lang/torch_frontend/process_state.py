@@ -13,8 +13,10 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import math
 import os
 import signal
+import struct
 import sys
 import threading
 import types
@@ -27,7 +29,8 @@ import torch
 from spec_lang.torch_frontend.registry_state import registry_state
 
 __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE",
-           "dunder_text", "identity_text", "object_text", "own_dict", "release_kept"]
+           "dunder_text", "identity_text", "key_text", "object_text", "own_dict", "prim_repr",
+           "release_kept"]
 
 THREADS = "the Python threads running"
 
@@ -156,7 +159,25 @@ def _data_text(v: Any) -> str:
     if base is int and int.bit_length(v) > 256:   # (repr raises past 4300 digits: R56c-3)
         hx = int.__format__(v, "x").encode()
         return f"int{sub}:{len(hx)}:{hashlib.sha1(hx).hexdigest()}"  # noqa: S324
-    return f"{base.__name__}{sub}:{base.__repr__(v)}"
+    return f"{base.__name__}{sub}:{prim_repr(base, v)}"
+
+
+def key_text(k: Any) -> str:
+    """A namespace key: a ``str`` as it is, anything else by :func:`object_text` (a str
+    subclass's own ``__repr__`` or ``__format__`` is never called: R56d-1, R56d-2)."""
+    return k if type(k) is str else f"<key {object_text(k)}>"
+
+
+def prim_repr(base: type, v: Any) -> str:
+    """``base.__repr__(v)`` for a primitive ``v`` (``base`` one of :data:`_DATA`), a NaN with
+    its bits (``repr`` says ``nan`` for every payload: R56d-5)."""
+    if base is float and math.isnan(v):
+        return f"nan:{struct.pack('<d', v).hex()}"
+    if base is complex:
+        re, im = complex.real.__get__(v), complex.imag.__get__(v)
+        if math.isnan(re) or math.isnan(im):
+            return f"complex:{struct.pack('<dd', re, im).hex()}"
+    return base.__repr__(v)
 
 
 def _global_text(k: str, v: Any) -> str | None:
@@ -167,11 +188,16 @@ def _global_text(k: str, v: Any) -> str | None:
     a data subclass (R56c-1), a function, a class or a module not in ``sys.modules``
     (R56c-2: a closure over another value, a new ``ModuleType``). What such an object holds,
     changed in place, is not read (docs/torch.md, "Where the fingerprint stops")."""
-    if k in MODULE_DUNDERS:
+    if type(k) is str and k in MODULE_DUNDERS:
         return dunder_text(k, v)
     t = type(v)
     if v is None or t in _DATA:
         return _data_text(v)
+    if issubclass(t, (types.BuiltinMethodType, types.MethodWrapperType)):
+        owner = v.__self__     # a C method bound to an object: that object too (R56d-3)
+        if owner is not None and type(owner) is not types.ModuleType:
+            return f"{_ident(v)}:" + (_data_text(owner) if type(owner) in _DATA
+                                      else _ident(owner) + identity_text(owner))
     if (issubclass(t, _NO_CODE) and not issubclass(t, (types.ModuleType, *_DATA))) or (
             t is types.ModuleType and sys.modules.get(vars(v).get("__name__")) is v):
         return _ident(v)
@@ -249,12 +275,13 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
             continue
         entries = []
         user_code = False
-        for k, v in sorted(list(vars(mod).items()), key=lambda kv: kv[0]):
+        for kt, k, v in sorted(((key_text(k), k, v) for k, v in list(vars(mod).items())),
+                               key=lambda kv: kv[0]):
             if isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v:
                 continue      # a submodule, set by its import (torch imports lazily, per side)
             if v is None or isinstance(v, _DATA):
                 continue      # counters, flags, keys and ids of this process (module docstring)
-            entries.append((k, _ident(v)))
+            entries.append((kt, _ident(v)))
             if _from_user(v, who):
                 user_code = True    # what it does when called is not in its text (R11-7, R12-3)
             # a class by its behaviour (functions, descriptors, nested classes), once: in the
@@ -274,11 +301,12 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
         if _is_torch_module(name) or name in who.modules or not isinstance(mod, types.ModuleType):
             continue
         try:
-            items = sorted(list(vars(mod).items()), key=lambda kv: kv[0])
+            items = sorted(((key_text(k), k, v) for k, v in list(vars(mod).items())),
+                           key=lambda kv: kv[0])     # any key, by its text (R56d-1)
         except TypeError:           # a module whose namespace is not a dict
             continue
         out[OTHER_MODULE + name] = _digest(repr([
-            (k, t) for k, v in items                                    # (R55e-1, R56a-1)
+            (kt, t) for kt, k, v in items                               # (R55e-1, R56a-1)
             if not _lazy_cache(name, k, v)
             and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)
             and (t := _global_text(k, v)) is not None]))
@@ -324,7 +352,7 @@ def _lazy_cache(module: str, key: str, v: Any) -> bool:
     """``module.key`` is a standard-library cache filled on first use, holding what that fill
     puts there (``tempfile.tempdir`` only as ``gettempdir()`` computes it: any other value is
     the user's state, R13-3)."""
-    if (module, key) not in _LAZY_GLOBALS:
+    if type(key) is not str or (module, key) not in _LAZY_GLOBALS:
         return False
     if v is None:
         return True
@@ -333,8 +361,13 @@ def _lazy_cache(module: str, key: str, v: Any) -> bool:
     tf = sys.modules.get("tempfile")
     # the name generator, holding its random generator and pid only (a flag set on it is the
     # user's state: finding R14-3)
-    return (tf is not None and type(v) is getattr(tf, "_RandomNameSequence", None)
-            and set(vars(v)) <= {"_rng", "_rng_pid"})
+    import random  # noqa: PLC0415
+
+    own = vars(v) if tf is not None and type(v) is getattr(tf, "_RandomNameSequence", None) \
+        else None          # and the pid and generator its ``rng`` property sets (R56d-4)
+    return own is not None and set(own) <= {"_rng", "_rng_pid"} \
+        and type(own.get("_rng_pid", 0)) is int and own.get("_rng_pid", os.getpid()) == \
+        os.getpid() and type(own.get("_rng", random.Random())) is random.Random
 
 
 @functools.lru_cache(maxsize=1)

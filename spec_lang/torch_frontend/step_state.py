@@ -55,7 +55,7 @@ from spec_lang.torch_frontend.held_storage import (data_digest, fake_constant, g
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     MODULE_DUNDERS, OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell,
     _digest, _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, dunder_text,
-    _LOGGER_CACHES, _TRACER_STATE, _logger_links, release_kept)
+    _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr, release_kept)
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
@@ -68,6 +68,13 @@ _IMMUTABLE = (type(None), *_PRIMITIVES, torch.device, torch.dtype)
 # what every Enum member has: its own attributes are the rest (R10-2)
 _ENUM_OWN = frozenset({"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"})
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
+
+
+def _plain(k: Any) -> str:
+    """A key as a set or a prefix test may see it: a ``str`` itself, anything else a text no
+    skipped name has (a str subclass's own ``__hash__``, ``__eq__`` or ``startswith`` is never
+    called: R56d-2's family)."""
+    return k if type(k) is str else "<not a str>"
 _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
 # torch's objects that hold training state a user reads and changes: read in full
 _TORCH_STATE = ("torch.optim", "torch.nn.modules", "torch.nn.parameter", "torch.utils.hooks")
@@ -103,7 +110,7 @@ class _Encoder:
         for base in _PRIMITIVES:
             if isinstance(v, base):
                 extra = "" if type(v) is base else self._attrs(v)
-                return f"{_qual(type(v))}:{base.__repr__(v)}{extra}"
+                return f"{_qual(type(v))}:{prim_repr(base, v)}{extra}"
         special = self._special(v)
         if special is not None:
             return special
@@ -169,7 +176,7 @@ class _Encoder:
             # an abstract class by its registry, wherever it is reached (a method's
             # ``super()`` cell: R39a-6), as in the module's class chain
             body = {k: (_abc_registry(v, self.user) if k == "_abc_impl" else x)
-                    for k, x in vars(v).items() if k not in ("__dict__", "__weakref__",
+                    for k, x in vars(v).items() if _plain(k) not in ("__dict__", "__weakref__",
                                                              "__doc__")}
             return f"class:{_qual(v)}{self.enc(body)}"
         if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType,
@@ -300,12 +307,12 @@ class _Encoder:
                     and not s.endswith("__") and cls.__name__.strip("_") else s
                 if at not in out and hasattr(v, at):
                     out[at] = getattr(v, at)
-        out = {k: x for k, x in out.items() if k not in skip}
+        out = {k: x for k, x in out.items() if _plain(k) not in skip}
         if public_plain:
-            out = {k: x for k, x in out.items() if not k.startswith("_")
+            out = {k: x for k, x in out.items() if not _plain(k).startswith("_")
                    and (x is None or isinstance(x, _PRIMITIVES))}
-        return "" if not out else "(" + ",".join(f"{k}={self.enc(x)}" for k, x in out.items()) \
-            + ")"
+        return "" if not out else "(" + ",".join(f"{key_text(k)}={self.enc(x)}"
+                                                 for k, x in out.items()) + ")"
 
     def _function(self, f: types.FunctionType) -> str:
         code = f.__code__
@@ -476,13 +483,13 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     for n, m in model.named_modules(remove_duplicate=False):
         where = n or "<model>"
         out[f"module {where} parameters"] = ",".join(
-            f"{k}={pnames.get(id(p), '<other>') if p is not None else None}"
+            f"{key_text(k)}={pnames.get(id(p), '<other>') if p is not None else None}"
             for k, p in m._parameters.items())  # noqa: SLF001
         out[f"module {where} buffers"] = ",".join(m._buffers)  # noqa: SLF001
         out[f"module {where} submodules"] = ",".join(m._modules)  # noqa: SLF001
         for k, v in vars(m).items():
-            if k not in _SKIPPED_MODULE_KEYS:
-                put(f"module {where}.{k}", v)
+            if _plain(k) not in _SKIPPED_MODULE_KEYS:
+                put(f"module {where}.{key_text(k)}", v)
         if is_checkpoint_wrapper(m):
             # its own flag, which nothing of torch reads and the leftover state does not
             # compare (its block's is): a step changing it is reported (R39a-5)
@@ -490,13 +497,13 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for cls in type(m).__mro__:     # its classes' attributes (a class built locally: R9-3)
             if not _is_torch_module(cls.__module__ or "") and cls is not object:
                 put(f"module {where} class {cls.__qualname__}",
-                    {k: (_abc_registry(cls, enc.user) if k == "_abc_impl" else x)
+                    {k: (_abc_registry(cls, enc.user) if _plain(k) == "_abc_impl" else x)
                      for k, x in vars(cls).items()
-                     if k not in ("__dict__", "__weakref__", "__doc__")})
+                     if _plain(k) not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
         base = base_keys.get(id(p), {})   # a user value under a creation key counts (R54b-2)
         own = {k: x for k, x in vars(p).items()    # a recorded fake_mode is read (R55a-2)
-               if k not in base or base[k] is not x or not isinstance(x, _IMMUTABLE)}
+               if _plain(k) not in base or base[k] is not x or not isinstance(x, _IMMUTABLE)}
         # C attributes; no hook left is none (an emptied dict: round 48a, R48a-3)
         own.update({k: getattr(p, k, None) or None for k in _PARAMETER_HOOKS})
         put(f"parameter {n} attributes", own)
@@ -507,7 +514,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                     held.append(("optimizer.state", stale[id(p)]))
                 put(f"optimizer.state[{pnames.get(id(p), '<other>')}]", dict(st))
         elif k != "param_groups":
-            put(f"optimizer.{k}", v)
+            put(f"optimizer.{key_text(k)}", v)
     for i, g in enumerate(opt.param_groups):
         held.extend((f"optimizer.param_groups[{i}]['params']", stale[id(p)])
                     for p in g.get("params", ()) if id(p) in stale)
@@ -516,7 +523,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
              for k, x in g.items()})
     if mesh is not None:
         for k, v in vars(mesh).items():
-            put(f"the DeviceMesh's {k}", v)
+            put(f"the DeviceMesh's {key_text(k)}", v)
     used: set[str] = set()
     for mod in user_modules:
         where = os.path.basename(getattr(mod, "__file__", None) or mod.__name__)
@@ -524,11 +531,11 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
             where = f"{where} (as {mod.__name__})"
         used.add(where)
         for k, v in list(vars(mod).items()):    # its __x__ globals too (R56a-2)
-            if k in MODULE_DUNDERS:
+            if _plain(k) in MODULE_DUNDERS:
                 if (t := dunder_text(k, v)) is not None:
                     out[f"the global {k} of {where}"] = t
-            else:
-                put(f"the global {k} of {where}", v)
+            else:       # a key's own __format__ is never called (R56d-2)
+                put(f"the global {key_text(k)} of {where}", v)
     out.update(_process_state({m.__name__ for m in user_modules},
                               {f for m in user_modules
                                if isinstance(f := getattr(m, "__file__", None), str)}))
