@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from spec_lang.torch_frontend.lazy_globals import _lazy_cache
 from spec_lang.torch_frontend.registry_state import registry_state
 
 __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE",
@@ -89,9 +90,6 @@ OTHER_MODULE = "the module "
 # first calls a functional collective): caches of the dispatcher's operators, not code a train
 # file patches to change what ``nn`` or ``optim`` compute
 _LAZY_NAMESPACES = ("torch.ops", "torch.classes")
-# the standard library's caches set on first use, in the step or before it depending on what
-# ran first (``tempfile.gettempdir()`` sets ``tempfile.tempdir``: mlp_ddp was UNKNOWN in CI)
-_LAZY_GLOBALS = frozenset({("tempfile", "tempdir"), ("tempfile", "_name_sequence")})
 # a torch module's data globals: process-specific (``distributed_c10d._group_count``, a
 # composable API's uuid ``STATE_KEY``, function addresses in ``torch._C._dynamo.guards``)
 _DATA = (bool, int, float, complex, str, bytes)
@@ -195,9 +193,9 @@ def _global_text(k: str, v: Any) -> str | None:
         return _data_text(v)
     if issubclass(t, (types.BuiltinMethodType, types.MethodWrapperType)):
         owner = v.__self__     # a C method bound to an object: that object too (R56d-3)
-        if owner is not None and type(owner) is not types.ModuleType:
-            return f"{_ident(v)}:" + (_data_text(owner) if type(owner) in _DATA
-                                      else _ident(owner) + identity_text(owner))
+        if owner is not None and type(owner) is not types.ModuleType:   # (and its own
+            return f"{_ident(v)}:" + (_data_text(owner) if type(owner) in _DATA   # attributes:
+                                      else object_text(owner))                  # R56e-3)
     if (issubclass(t, _NO_CODE) and not issubclass(t, (types.ModuleType, *_DATA))) or (
             t is types.ModuleType and sys.modules.get(vars(v).get("__name__")) is v):
         return _ident(v)
@@ -210,6 +208,8 @@ def object_text(v: Any) -> str:
     defaults and closure cells too, less torch's ``__dynamo_disable`` cache); no code of the
     value's runs."""
     text = _ident(v) + identity_text(v)
+    if type(v) is types.MethodType:          # a Python method: its function and object (R56e-3)
+        return text + f":{object_text(v.__func__)}:{object_text(v.__self__)}"
     if type(v) is types.FunctionType:        # (most of them: the short way, stop 56's budget)
         own, d, kd, cl = v.__dict__, v.__defaults__, v.__kwdefaults__, v.__closure__
         if own:
@@ -277,7 +277,8 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
         user_code = False
         for kt, k, v in sorted(((key_text(k), k, v) for k, v in list(vars(mod).items())),
                                key=lambda kv: kv[0]):
-            if isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v:
+            if isinstance(v, types.ModuleType) and type(k) is str \
+                    and sys.modules.get(f"{name}.{k}") is v:     # (a str key only: R56e-1)
                 continue      # a submodule, set by its import (torch imports lazily, per side)
             if v is None or isinstance(v, _DATA):
                 continue      # counters, flags, keys and ids of this process (module docstring)
@@ -308,7 +309,8 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
         out[OTHER_MODULE + name] = _digest(repr([
             (kt, t) for kt, k, v in items                               # (R55e-1, R56a-1)
             if not _lazy_cache(name, k, v)
-            and not (isinstance(v, types.ModuleType) and sys.modules.get(f"{name}.{k}") is v)
+            and not (isinstance(v, types.ModuleType) and type(k) is str    # (R56e-1, R56e-2)
+                     and sys.modules.get(f"{name}.{k}") is v)
             and (t := _global_text(k, v)) is not None]))
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
@@ -346,35 +348,6 @@ class _User:
                 isinstance(x, types.FunctionType) and self.has_file(x.__code__.co_filename)
                 for x in list(vars(cls).values()))
         return hit
-
-
-def _lazy_cache(module: str, key: str, v: Any) -> bool:
-    """``module.key`` is a standard-library cache filled on first use, holding what that fill
-    puts there (``tempfile.tempdir`` only as ``gettempdir()`` computes it: any other value is
-    the user's state, R13-3)."""
-    if type(key) is not str or (module, key) not in _LAZY_GLOBALS:
-        return False
-    if v is None:
-        return True
-    if key == "tempdir":
-        return isinstance(v, str) and v == _default_tempdir()
-    tf = sys.modules.get("tempfile")
-    # the name generator, holding its random generator and pid only (a flag set on it is the
-    # user's state: finding R14-3)
-    import random  # noqa: PLC0415
-
-    own = vars(v) if tf is not None and type(v) is getattr(tf, "_RandomNameSequence", None) \
-        else None          # and the pid and generator its ``rng`` property sets (R56d-4)
-    return own is not None and set(own) <= {"_rng", "_rng_pid"} \
-        and type(own.get("_rng_pid", 0)) is int and own.get("_rng_pid", os.getpid()) == \
-        os.getpid() and type(own.get("_rng", random.Random())) is random.Random
-
-
-@functools.lru_cache(maxsize=1)
-def _default_tempdir() -> str:
-    import tempfile  # noqa: PLC0415
-
-    return tempfile._get_default_tempdir()  # noqa: SLF001 -- what gettempdir() fills in
 
 
 def _behaviour(v: Any) -> bool:

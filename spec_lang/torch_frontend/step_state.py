@@ -542,7 +542,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     for modname in _GLOBAL_REGISTRIES:
         mod = sys.modules.get(modname)
         for k, v in (vars(mod).items() if mod is not None else ()):
-            if k.startswith("_global_") and isinstance(v, dict):
+            if _plain(k).startswith("_global_") and isinstance(v, dict):   # (R56e-5)
                 put(f"torch {modname}.{k}", v)
     out["torch default dtype"] = repr(torch.get_default_dtype())
     out["torch grad mode"] = repr(torch.is_grad_enabled())
