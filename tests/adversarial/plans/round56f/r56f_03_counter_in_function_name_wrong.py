@@ -1,0 +1,74 @@
+"""Adversarial round 56f: the step counter is the ``__name__`` of a function held in ``json`` (``json.r56f``), rebound each step (``f.__name__ = f"c{n + 1}"``): ``object_text`` reads a Python function by ``_ident`` (module, qualname, file, line, bytecode), identity, ``__dict__``, defaults, kwdefaults and closure, not ``__name__`` / ``__doc__`` / ``__annotations__`` (R56f-3, as R55d-3 in own_guards). From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import torch
+from torch import nn
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    import json
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        f = json.r56f
+        n = int(f.__name__[1:])
+        if n:
+            _double(model)
+        f.__name__ = f"c{n + 1}"
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
+
+def _mk():
+    def c0():
+        pass
+    return c0
+
+
+import json as _json  # noqa: E402
+_json.r56f = _mk()
