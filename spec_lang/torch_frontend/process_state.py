@@ -212,6 +212,10 @@ def object_text(v: Any) -> str:
         return text + f":{object_text(v.__func__)}:{object_text(v.__self__)}"
     if type(v) is types.FunctionType:        # (most of them: the short way, stop 56's budget)
         own, d, kd, cl = v.__dict__, v.__defaults__, v.__kwdefaults__, v.__closure__
+        an = v.__annotations__          # and its name, doc and annotations (R56f-3)
+        text += f":{_ident(v.__name__)}:{_ident(v.__doc__)}" + (repr(sorted(
+            (x if type(x) is str else _qual(type(x)), _ident(y)) for x, y in list(an.items())))
+            if type(an) is dict and an else _ident(an) if type(an) is not dict else "")
         if own:
             skip = _dynamo_cache(v)
             text += repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))

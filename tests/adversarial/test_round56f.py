@@ -97,7 +97,6 @@ def test_r56f_2_nested_method_no_recursion_error(json_clean):
 
 @pytest.mark.parametrize("attr,val", [("__name__", "c1"), ("__doc__", "1"),
                                       ("__annotations__", {"n": 1})])
-@pytest.mark.xfail(strict=True, reason="R56f-3: object_text skips these function fields")
 def test_r56f_3_function_field_counter(json_clean, attr, val):
     f = _held()
     json.r56f = f
@@ -162,7 +161,6 @@ def test_r56f_02_right_plan_nested_method_has_a_verdict():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R56f-3: false accept, function __name__ counter")
 def test_r56f_03_function_name_counter_not_equivalent():
     assert _prove(ROUND / "r56f_03_counter_in_function_name_wrong.py") != 0
 
