@@ -204,30 +204,28 @@ def _global_text(k: str, v: Any) -> str | None:
 
 def object_text(v: Any) -> str:
     """What :func:`_ident` says of ``v``, its identity (:func:`identity_text`) and its own
-    attributes' :func:`_ident` (a plain module's globals; a function's defaults, keyword
-    defaults and closure cells too, less torch's ``__dynamo_disable`` cache); no code of the
-    value's runs."""
+    attributes' :func:`_ident` (a plain module's globals); a Python function by the identities
+    of its parts (below). No code of the value's runs."""
+    if type(v) is types.FunctionType:
+        # by the identities of its parts, kept alive until compared (as fast as the suite's
+        # budget needs): its code, name, qualified name, module, doc (R56f-3), defaults,
+        # keyword defaults, annotations, dict and closure cells' contents (R56c-2); the dicts'
+        # contents too (changed in place), less torch's ``__dynamo_disable`` cache
+        own, an, kd = v.__dict__, v.__annotations__, v.__kwdefaults__
+        parts = (v, v.__code__, v.__name__, v.__qualname__, v.__module__, v.__doc__,
+                 v.__defaults__, kd, an, own, *(_cell(c) for c in v.__closure__ or ()))
+        _KEPT.extend(parts)
+        text = "fn@" + ",".join([str(id(x)) for x in parts])
+        for tag, dct in (("d", own), ("a", an), ("k", kd)):
+            if dct:
+                skip = _dynamo_cache(v) if tag == "d" else frozenset()
+                text += f":{tag}" + repr(sorted(
+                    (x if type(x) is str else _qual(type(x)), _ident(y))
+                    for x, y in list(dct.items()) if type(x) is not str or x not in skip))
+        return text
     text = _ident(v) + identity_text(v)
     if type(v) is types.MethodType:          # a Python method: its function and object (R56e-3)
         return text + f":{object_text(v.__func__)}:{object_text(v.__self__)}"
-    if type(v) is types.FunctionType:        # (most of them: the short way, stop 56's budget)
-        own, d, kd, cl = v.__dict__, v.__defaults__, v.__kwdefaults__, v.__closure__
-        an = v.__annotations__          # and its name, doc and annotations (R56f-3)
-        text += f":{_ident(v.__name__)}:{_ident(v.__doc__)}" + (repr(sorted(
-            (x if type(x) is str else _qual(type(x)), _ident(y)) for x, y in list(an.items())))
-            if type(an) is dict and an else _ident(an) if type(an) is not dict else "")
-        if own:
-            skip = _dynamo_cache(v)
-            text += repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))
-                                for x, y in list(own.items()) if x not in skip))
-        if d:
-            text += ":d" + repr([_ident(x) for x in d])
-        if kd:
-            text += ":k" + repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))
-                                       for x, y in list(kd.items())))
-        if cl:
-            text += ":c" + repr([_ident(_cell(c)) for c in cl])
-        return text
     own = vars(v) if type(v) is types.ModuleType else own_dict(v)
     if own is None:
         return text

@@ -55,7 +55,6 @@ class _Fmt:
         return "json"
 
 
-@pytest.mark.xfail(strict=True, reason="R56f-1: _ident formats a function's __module__")
 def test_r56f_1_function_module_format_not_called(json_clean):
     from spec_lang.torch_frontend.process_state import _process_state
 
