@@ -75,6 +75,8 @@ def _plain(k: Any) -> str:
     skipped name has (a str subclass's own ``__hash__``, ``__eq__`` or ``startswith`` is never
     called: R56d-2's family)."""
     return k if type(k) is str else "<not a str>"
+
+
 _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
 # torch's objects that hold training state a user reads and changes: read in full
 _TORCH_STATE = ("torch.optim", "torch.nn.modules", "torch.nn.parameter", "torch.utils.hooks")
