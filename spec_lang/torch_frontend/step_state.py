@@ -177,7 +177,7 @@ class _Encoder:
                 return f"class:{_qual(v)}"
             # an abstract class by its registry, wherever it is reached (a method's
             # ``super()`` cell: R39a-6), as in the module's class chain
-            body = {k: (_abc_registry(v, self.user) if k == "_abc_impl" else x)
+            body = {k: (_abc_registry(v, self.user) if _plain(k) == "_abc_impl" else x)
                     for k, x in vars(v).items() if _plain(k) not in ("__dict__", "__weakref__",
                                                              "__doc__")}
             return f"class:{_qual(v)}{self.enc(body)}"
@@ -510,12 +510,12 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         own.update({k: getattr(p, k, None) or None for k in _PARAMETER_HOOKS})
         put(f"parameter {n} attributes", own)
     for k, v in vars(opt).items():
-        if k == "state":
+        if _plain(k) == "state":      # (a key's own __eq__ is never called: R56d-2)
             for p, st in v.items():
                 if id(p) in stale:
                     held.append(("optimizer.state", stale[id(p)]))
                 put(f"optimizer.state[{pnames.get(id(p), '<other>')}]", dict(st))
-        elif k != "param_groups":
+        elif _plain(k) != "param_groups":
             put(f"optimizer.{key_text(k)}", v)
     for i, g in enumerate(opt.param_groups):
         held.extend((f"optimizer.param_groups[{i}]['params']", stale[id(p)])

@@ -303,3 +303,32 @@ def test_r56d_04_tempfile_pid_counter_not_equivalent():
 @pytest.mark.slow
 def test_r56d_05_nan_payload_counter_not_equivalent():
     assert _prove(ROUND / "r56d_05_counter_in_nan_payload_wrong.py") != 0
+
+
+# -- the lead's last read: the optimizer's keys through ``_plain`` too --------------------------
+
+class _Eq(str):
+    def __eq__(self, other):  # noqa: D105
+        return True
+
+    def __ne__(self, other):  # noqa: D105
+        return False
+
+    __hash__ = str.__hash__
+
+
+def test_r56d_2_optimizer_key_equal_to_everything_is_read():
+    """A str-subclass key in the optimizer's ``__dict__`` whose ``__eq__`` says it is
+    ``"param_groups"`` (and ``"state"``): its value changing is a change (it was skipped)."""
+    import torch
+
+    from spec_lang.torch_frontend.step_state import state_changes, step_state
+
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    vars(opt)[_Eq("r56d")] = 1
+    before = step_state(model, opt, [])
+    (key,) = [k for k in vars(opt) if type(k) is _Eq]
+    vars(opt)[key] = 2
+    changes = state_changes(before, step_state(model, opt, []))
+    assert [k for k in changes if k.startswith("optimizer.<key")] != [], changes
