@@ -1,5 +1,6 @@
 """Shared test settings: hypothesis profiles (CI is derandomised) and the repo root on sys.path."""
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -116,3 +117,26 @@ def _imports_frozen_for_the_step_state_tests(request):
         gc.unfreeze()
         if op_guard._BASELINE[0] is not kept:  # noqa: SLF001 -- taken over a frozen heap
             op_guard._BASELINE[0] = None  # noqa: SLF001
+
+
+@pytest.fixture(autouse=True)
+def _process_state_of_the_named_modules(request, monkeypatch):
+    """A test marked ``state_modules(*names)`` reads, in every process-state fingerprint it
+    takes in this process (``process_state._process_state``, also through ``step_state``),
+    the globals of the modules ``names`` only, besides the process-wide entries (environment,
+    builtins, C state): the test's change touches those modules (or none), and one full
+    fingerprint costs ~0.7 s in a worker holding every test module (360 of them took 385 s of
+    the suite's CPU at stop 56: the 10-minute budget). ``prove --torch`` always reads every
+    module; tests that check nothing else changes (``test_a_step_that_only_trains_changes_
+    nothing``) and the end-to-end proves are not marked."""
+    mark = request.node.get_closest_marker("state_modules")
+    if mark is None:
+        yield
+        return
+    from spec_lang.torch_frontend import process_state, step_state
+
+    narrowed = functools.partial(process_state._process_state,  # noqa: SLF001
+                                 modules=frozenset(mark.args))
+    monkeypatch.setattr(process_state, "_process_state", narrowed)
+    monkeypatch.setattr(step_state, "_process_state", narrowed)
+    yield

@@ -249,7 +249,8 @@ def own_dict(v: Any) -> dict | None:
     return None
 
 
-def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[str, str]:
+def _process_state(user: Iterable[str] = (), files: Iterable[str] = (),
+                   modules: Iterable[str] | None = None) -> dict[str, str]:
     """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
     numpy's global generator, :func:`_c_state`, the globals of every loaded ``torch.*`` module
     (R9-2; by what each names: a function by its module, name and code, a class defined there
@@ -258,11 +259,46 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
     of every other module but the user's (R10-1; numbers and strings by value).
     ``user``: the names of the user's modules, ``files``: their source files (a function whose
     code comes from one is the user's whatever its ``__module__`` says: ``functools.wraps``
-    copies torch's, R13-1). Python's ``random`` generator is not read:
+    copies torch's, R13-1). ``modules``: the loaded modules whose globals are read, by name
+    (None, what ``prove --torch`` passes: every one; the unit tests of one module's reading
+    name that module, the suite's time). Python's ``random`` generator is not read:
     torch's distributed calls draw from it in the parallel step (a stated assumption)."""
+    global _IDENTS  # noqa: PLW0603 -- one fingerprint's memo, dropped when it returns
+    collecting = gc.isenabled()     # (read as a setting; off while reading: no finalizer
+    gc.disable()                    # runs in a fingerprint, and half its time went to gc)
+    _IDENTS = {}
+    try:
+        return _read_process_state(user, files, collecting,
+                                   None if modules is None else frozenset(modules))
+    finally:
+        _IDENTS = None
+        if collecting:
+            gc.enable()
+
+
+def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: bool,
+                        selected: frozenset[str] | None) -> dict[str, str]:
     import builtins  # noqa: PLC0415
 
     who = _User(user, (os.path.realpath(f) for f in files))
+    # one fingerprint reads an object many modules hold once (by identity: nothing runs
+    # between two reads, and each memo entry holds its object, so no address is reused)
+    texts: dict[int, tuple[Any, str | None]] = {}
+    users: dict[int, tuple[Any, bool]] = {}
+
+    def global_text(k: Any, v: Any) -> str | None:
+        if type(k) is str and k in MODULE_DUNDERS:
+            return _global_text(k, v)
+        hit = texts.get(id(v))
+        if hit is None:
+            hit = texts[id(v)] = (v, _global_text(k, v))
+        return hit[1]
+
+    def from_user(v: Any) -> bool:
+        hit = users.get(id(v))
+        if hit is None:
+            hit = users[id(v)] = (v, _from_user(v, who))
+        return hit[1]
 
     out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
            "builtins": _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
@@ -270,8 +306,10 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
     np = sys.modules.get("numpy")
     if np is not None:
         out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
-    out.update(_c_state())
-    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+    out.update(_c_state(collecting))
+    loaded = [(name, mod) for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0])
+              if selected is None or name in selected]
+    for name, mod in loaded:
         if not _is_torch_module(name) or not isinstance(mod, types.ModuleType) \
                 or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
             continue
@@ -285,7 +323,7 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
             if v is None or isinstance(v, _DATA):
                 continue      # counters, flags, keys and ids of this process (module docstring)
             entries.append((kt, _ident(v)))
-            if _from_user(v, who):
+            if from_user(v):
                 user_code = True    # what it does when called is not in its text (R11-7, R12-3)
             # a class by its behaviour (functions, descriptors, nested classes), once: in the
             # module that defines it; its data attributes are counters and caches
@@ -300,7 +338,7 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
     # every other module (the standard library's, other packages'): its globals by what they
     # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
     # are read in full above
-    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+    for name, mod in loaded:
         if _is_torch_module(name) or name in who.modules or not isinstance(mod, types.ModuleType):
             continue
         try:
@@ -313,7 +351,7 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = ()) -> dict[
             if not _lazy_cache(name, k, v)
             and not (isinstance(v, types.ModuleType) and type(k) is str    # (R56e-1, R56e-2)
                      and sys.modules.get(f"{name}.{k}") is v)
-            and (t := _global_text(k, v)) is not None]))
+            and (t := global_text(k, v)) is not None]))
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
     out["torch.Tensor's methods"] = (
@@ -410,7 +448,7 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
     return any(x is not None and x is not v and _from_user(x, who, depth + 1) for x in inner)
 
 
-def _c_state() -> dict[str, str]:
+def _c_state(collecting: bool) -> dict[str, str]:
     """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
     torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
     class), the ``decimal`` context, the finalizers pending (not torch's own), the Python
@@ -451,7 +489,7 @@ def _c_state() -> dict[str, str]:
     # the interpreter's, the OS process's, torch's and numpy's settings a step can leave
     # changed (R12-5, R13-4)
     out["interpreter and torch settings"] = repr((
-        gc.get_threshold(), gc.isenabled(), sys.getrecursionlimit(), sys.getswitchinterval(),
+        gc.get_threshold(), collecting, sys.getrecursionlimit(), sys.getswitchinterval(),
         _ident(sys.gettrace()), _ident(sys.getprofile()), torch.get_num_threads(),
         torch.get_num_interop_threads(), torch.are_deterministic_algorithms_enabled(),
         torch.get_float32_matmul_precision(), sys.get_int_max_str_digits(),
@@ -509,8 +547,23 @@ def _bytecode_digest(code: bytes) -> str:
     return _digest(repr(code))
 
 
+# :func:`_ident`'s texts while one :func:`_process_state` runs (by identity: no code runs
+# between two reads, and each entry holds its object, so no address is reused); None outside
+_IDENTS: dict[int, tuple[Any, str]] | None = None
+
+
 def _ident(v: Any) -> str:
     """An identity-free name of a namespace entry: what replacing it changes."""
+    memo = _IDENTS
+    if memo is None:
+        return _ident_text(v)
+    hit = memo.get(id(v))
+    if hit is None:
+        hit = memo[id(v)] = (v, _ident_text(v))
+    return hit[1]
+
+
+def _ident_text(v: Any) -> str:
     if isinstance(v, types.FunctionType):
         c = v.__code__
         return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \

@@ -39,6 +39,7 @@ _EXCLUDED = {
 }
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56a_1_excluded_dunder_rebound():
     """``colorsys.<key> = <another value>`` for each key (r56a_01 uses ``math.__doc__``): the
     module's entry changes (one fingerprint before, one after each change: the suite's time)."""
