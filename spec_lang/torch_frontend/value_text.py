@@ -1,0 +1,285 @@
+"""How one value is named in a step-state fingerprint (split from
+:mod:`spec_lang.torch_frontend.process_state`, which reads every module's globals with these):
+data by value through its base type's C ``repr``, an object by its identity (kept alive until
+the fingerprints are compared) and its own attributes, a function by the identities of its
+parts, a namespace entry by an identity-free name (:func:`_ident`). None of these runs the
+value's own code (adversarial rounds 56a-56f, ``tests/adversarial/ATTEMPTS.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import math
+import struct
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["MODULE_DUNDERS", "dunder_text", "identity_text", "key_text", "object_text",
+           "one_fingerprint", "own_dict", "prim_repr", "release_kept"]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:16]  # noqa: S324 -- a digest
+
+
+def _qual(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+# a torch module's data globals: process-specific (``distributed_c10d._group_count``, a
+# composable API's uuid ``STATE_KEY``, function addresses in ``torch._C._dynamo.guards``)
+_DATA = (bool, int, float, complex, str, bytes)
+
+
+# what the import system and the warnings module put in a module's namespace: read by
+# :func:`dunder_text` (R56a-1: ``math.__doc__`` grown by one character per step was unseen);
+# any other ``__x__`` global of a module is read as any global (R55e-1: ``math.__r55e__``)
+MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__package__", "__loader__", "__spec__",
+                            "__path__", "__file__", "__cached__", "__builtins__",
+                            "__warningregistry__"})
+
+
+def dunder_text(k: str, v: Any) -> str | None:
+    """A module's import-system entry ``k`` (one of :data:`MODULE_DUNDERS`): a string, number,
+    bytes or None by value (:func:`_data_text`; a subclass of one by :func:`object_text`,
+    R56c-1); ``__warningregistry__`` not at all while it has the shape ``warnings`` gives it
+    (``"version"`` -> int, ``(text, category, lineno)`` -> True: a warning the step shows the
+    first time adds to it; a counter kept there in that shape is not seen: R56b-1, open),
+    else by identity; anything else by identity (R56a-1), kept alive until compared
+    (:func:`identity_text`). Identities are compared before and after the step in one process
+    only. Nothing of the value's own code runs."""
+    if k == "__warningregistry__" and type(v) is dict and all(
+            (type(x) is str and x == "version" and type(y) is int)
+            or (type(x) is tuple and len(x) == 3 and type(x[0]) is str
+                and issubclass(type(x[1]), type) and type(x[2]) is int and y is True)
+            for x, y in v.items()):
+        return None
+    if v is None or type(v) in _DATA:
+        return _data_text(v)
+    if issubclass(type(v), _DATA):     # its own attributes too (R56c-1)
+        return object_text(v)
+    return identity_text(v)
+
+
+# what an identity in a fingerprint names, alive until the fingerprints are compared
+# (``step_state.state_changes`` releases them): an object made at a freed one's address is not
+# taken for it (R56b-2: ``json._default_encoder`` dropped and a new one made until one lands at
+# its address). An object only this list holds after the step was dropped by the step, and
+# its entry has changed already (another identity, or no entry): its finalizer, run when the
+# list is released, changes no verdict.
+_KEPT: list[Any] = []
+
+
+def identity_text(v: Any) -> str:
+    """``v``'s type and identity, ``v`` kept alive until :func:`release_kept`."""
+    _KEPT.append(v)
+    return f"{_qual(type(v))}@{id(v)}"
+
+
+def release_kept() -> None:
+    """Drop what :func:`identity_text` keeps (after the fingerprints are compared)."""
+    _KEPT.clear()
+
+
+def _data_text(v: Any) -> str:
+    """None, a number, a string or bytes by value, read by its base type's C ``__repr__``
+    (a subclass's own ``__repr__`` is never called: R56b-3), bytes over 64 by a digest."""
+    if v is None:
+        return "NoneType:None"
+    base = next(b for b in _DATA if issubclass(type(v), b))
+    sub = "" if type(v) is base else f"({_qual(type(v))})"
+    if base is bytes and len(v) > 64:
+        return f"bytes{sub}:{len(v)}:{hashlib.sha1(bytes(v)).hexdigest()}"  # noqa: S324
+    if base is int and int.bit_length(v) > 256:   # (repr raises past 4300 digits: R56c-3)
+        hx = int.__format__(v, "x").encode()
+        return f"int{sub}:{len(hx)}:{hashlib.sha1(hx).hexdigest()}"  # noqa: S324
+    return f"{base.__name__}{sub}:{prim_repr(base, v)}"
+
+
+def key_text(k: Any) -> str:
+    """A namespace key: a ``str`` as it is, anything else by :func:`object_text` (a str
+    subclass's own ``__repr__`` or ``__format__`` is never called: R56d-1, R56d-2)."""
+    return k if type(k) is str else f"<key {object_text(k)}>"
+
+
+def prim_repr(base: type, v: Any) -> str:
+    """``base.__repr__(v)`` for a primitive ``v`` (``base`` one of :data:`_DATA`), a NaN with
+    its bits (``repr`` says ``nan`` for every payload: R56d-5)."""
+    if base is float and math.isnan(v):
+        return f"nan:{struct.pack('<d', v).hex()}"
+    if base is complex:
+        re, im = complex.real.__get__(v), complex.imag.__get__(v)
+        if math.isnan(re) or math.isnan(im):
+            return f"complex:{struct.pack('<dd', re, im).hex()}"
+    return base.__repr__(v)
+
+
+def _global_text(k: str, v: Any) -> str | None:
+    """Another module's global ``k``: :func:`dunder_text` for the import system's entries;
+    None, a number, a string or bytes by value; a C function or a loaded module by its name
+    (the module is read as its own entry); anything else by :func:`object_text`: a plain
+    object (R56a-3: ``json._default_encoder`` replaced by another ``JSONEncoder(indent=n)``),
+    a data subclass (R56c-1), a function, a class or a module not in ``sys.modules``
+    (R56c-2: a closure over another value, a new ``ModuleType``). What such an object holds,
+    changed in place, is not read (docs/torch.md, "Where the fingerprint stops")."""
+    if type(k) is str and k in MODULE_DUNDERS:
+        return dunder_text(k, v)
+    t = type(v)
+    if v is None or t in _DATA:
+        return _data_text(v)
+    if issubclass(t, (types.BuiltinMethodType, types.MethodWrapperType)):
+        owner = v.__self__     # a C method bound to an object: that object too (R56d-3)
+        if owner is not None and type(owner) is not types.ModuleType:   # (and its own
+            return f"{_ident(v)}:" + (_data_text(owner) if type(owner) in _DATA   # attributes:
+                                      else object_text(owner))                  # R56e-3)
+    if (issubclass(t, _NO_CODE) and not issubclass(t, (types.ModuleType, *_DATA))) or (
+            t is types.ModuleType and sys.modules.get(vars(v).get("__name__")) is v):
+        return _ident(v)
+    return object_text(v)
+
+
+def object_text(v: Any) -> str:
+    """What :func:`_ident` says of ``v``, its identity (:func:`identity_text`) and its own
+    attributes' :func:`_ident` (a plain module's globals); a Python function by the identities
+    of its parts (below). No code of the value's runs."""
+    if type(v) is types.FunctionType:
+        # by the identities of its parts, kept alive until compared (as fast as the suite's
+        # budget needs): its code, name, qualified name, module, doc (R56f-3), defaults,
+        # keyword defaults, annotations, dict and closure cells' contents (R56c-2); the dicts'
+        # contents too (changed in place), less torch's ``__dynamo_disable`` cache
+        own, an, kd = v.__dict__, v.__annotations__, v.__kwdefaults__
+        parts = (v, v.__code__, v.__name__, v.__qualname__, v.__module__, v.__doc__,
+                 v.__defaults__, kd, an, own, *(_cell(c) for c in v.__closure__ or ()))
+        _KEPT.extend(parts)
+        text = "fn@" + ",".join([str(id(x)) for x in parts])
+        for tag, dct in (("d", own), ("a", an), ("k", kd)):
+            if dct:
+                skip = _dynamo_cache(v) if tag == "d" else frozenset()
+                text += f":{tag}" + repr(sorted(
+                    (x if type(x) is str else _qual(type(x)), _ident(y))
+                    for x, y in list(dct.items()) if type(x) is not str or x not in skip))
+        return text
+    text = _ident(v) + identity_text(v)
+    if type(v) is types.MethodType:          # a Python method: its function and object (R56e-3)
+        return text + f":{object_text(v.__func__)}:{object_text(v.__self__)}"
+    own = vars(v) if type(v) is types.ModuleType else own_dict(v)
+    if own is None:
+        return text
+    return text + repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))
+                              for x, y in list(own.items())))
+
+
+def own_dict(v: Any) -> dict | None:
+    """``v.__dict__`` through the C descriptor types give instances; None when a class of
+    ``v``'s defines ``__dict__`` otherwise (no code of the value's runs)."""
+    for cls in type(v).__mro__:
+        d = cls.__dict__.get("__dict__")
+        if d is not None:
+            if type(d) is not types.GetSetDescriptorType:
+                return None
+            try:
+                out = d.__get__(v, type(v))
+            except Exception:  # noqa: BLE001 -- unreadable: the identity says it
+                return None
+            return out if type(out) is dict else None
+    return None
+
+
+# values that hold no Python code of anyone's: C functions and descriptors, plain data
+_NO_CODE = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+            types.GetSetDescriptorType, types.MemberDescriptorType,
+            types.ClassMethodDescriptorType, types.MethodWrapperType, types.ModuleType,
+            bool, int, float, complex, str, bytes, type(None))
+
+
+def _function_text(f: Any) -> str:
+    code = getattr(f, "__code__", None)
+    return _digest(repr(code.co_code)) if code is not None else ""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _bytecode_digest(code: bytes) -> str:
+    """(cached: ~20,000 of torch's functions are read per fingerprint)"""
+    return _digest(repr(code))
+
+
+# :func:`_ident`'s texts while one fingerprint is read (:func:`one_fingerprint`; by identity:
+# no code runs between two reads, and each entry holds its object, so no address is reused)
+_IDENTS: list[dict[int, tuple[Any, str]]] = []
+
+
+@contextlib.contextmanager
+def one_fingerprint() -> Iterator[None]:
+    """While it is open, :func:`_ident` names each object once (a fingerprint reads an object
+    many modules hold many times: ``typing.Any``, a re-exported function)."""
+    _IDENTS.append({})
+    try:
+        yield
+    finally:
+        _IDENTS.pop()
+
+
+def _ident(v: Any) -> str:
+    """An identity-free name of a namespace entry: what replacing it changes."""
+    if not _IDENTS:
+        return _ident_text(v)
+    memo = _IDENTS[-1]
+    hit = memo.get(id(v))
+    if hit is None:
+        hit = memo[id(v)] = (v, _ident_text(v))
+    return hit[1]
+
+
+def _ident_text(v: Any) -> str:
+    if isinstance(v, types.FunctionType):
+        c = v.__code__
+        return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
+               f"{_bytecode_digest(c.co_code)}"
+    if isinstance(v, types.ModuleType):
+        name = vars(v).get("__name__", "")                 # (torch.classes raises on getattr)
+        # a stand-in module under a loaded module's name is not that module
+        return f"module:{name}" if sys.modules.get(name) is v else f"module:{name}(a copy)"
+    if isinstance(v, type):
+        return f"class:{v.__module__}.{v.__qualname__}"
+    if v is None or issubclass(type(v), _DATA):       # by value (R56b-3)
+        return _data_text(v)
+    if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return f"builtin:{v.__module__}.{v.__qualname__}"
+    return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)
+
+
+def _dynamo_cache(f: types.FunctionType) -> frozenset[str]:
+    """``{"__dynamo_disable"}`` when ``f`` holds torch's own cache there: ``torch._compile.
+    _disable_dynamo`` sets it on the function it wraps at the first call, to
+    ``torch._dynamo.disable(f)`` (``DisableContext.__call__``'s ``_fn`` closing over ``f``),
+    a step that calls ``torch.utils.checkpoint.checkpoint`` for the first time leaves it
+    (round 38e, r38e_10). Anything else there is read (the wrapper calls it)."""
+    d = f.__dict__.get("__dynamo_disable") if isinstance(f.__dict__, dict) else None
+    if type(d) is not types.FunctionType or d.__code__.co_name != "_fn" \
+            or d.__globals__.get("__name__") != "torch._dynamo.eval_frame" \
+            or not any(_cell(c) is f for c in d.__closure__ or ()):
+        return frozenset()
+    # what the closure holds besides f: a DisableContext whose callback is None (a
+    # DisableContext with another callback compiles f at every call: R39a-3)
+    # (the module taken out of sys.modules by the train file: nothing is skipped)
+    ctx_type = getattr(sys.modules.get("torch._dynamo.eval_frame"), "DisableContext", None)
+    for c in d.__closure__ or ():
+        x = _cell(c)
+        if x is not f and not (type(x) is ctx_type and x.callback is None):
+            return frozenset()
+    from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
+
+    own = current_baseline().own_code(types.SimpleNamespace(f_globals=d.__globals__,
+                                                            f_code=d.__code__))
+    return frozenset({"__dynamo_disable"}) if own else frozenset()
+
+
+def _cell(c: Any) -> Any:
+    try:
+        return c.cell_contents
+    except ValueError:
+        return "<empty cell>"
