@@ -63,6 +63,7 @@ def test_r56a_1_excluded_dunder_rebound():
     assert unseen == []
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56a_1_control_other_dunder_seen():
     """Control: a dunder key not in ``_MODULE_DUNDERS`` is read (R55e-1's fix)."""
     import colorsys
@@ -72,6 +73,7 @@ def test_r56a_1_control_other_dunder_seen():
     assert diff == ["the module colorsys"], diff
 
 
+@pytest.mark.state_modules("spec_lang.torch_frontend.storage_writes")
 def test_r56a_1_guard_globals_doc():
     """``fm.dispatch.__globals__["__doc__"]`` changed (the guard's module is
     ``storage_writes``): ``check_guard`` accepts and no entry changes."""
@@ -94,6 +96,7 @@ def _user_module() -> types.ModuleType:
     return mod
 
 
+@pytest.mark.state_modules()
 def test_r56a_2_user_module_dunder_global():
     """``__r56a__`` set in the train file's globals (r56a_02): no entry changes."""
     mod = _user_module()
@@ -111,6 +114,7 @@ def test_r56a_2_control_user_module_plain_global():
 
 # -- R56a-3: another module's global replaced by an object of the same type --------------------
 
+@pytest.mark.state_modules("json")
 def test_r56a_3_stdlib_global_same_type_object():
     """``json._default_encoder = JSONEncoder(indent=3)`` (r56a_03): unseen."""
     enc = json._default_encoder   # noqa: SLF001
@@ -119,6 +123,7 @@ def test_r56a_3_stdlib_global_same_type_object():
     assert any("json" in k for k in diff), diff
 
 
+@pytest.mark.state_modules("json")
 def test_r56a_3_control_stdlib_global_other_type():
     """Control: the same global replaced by an object of another type is seen."""
     enc = json._default_encoder   # noqa: SLF001

@@ -40,6 +40,7 @@ def _colorsys_undo():
 # -- R56b-1: a counter in __warningregistry__["version"] (the standard shape) -----------------
 
 @pytest.mark.xfail(strict=True, reason="R56b-1: a registry of warnings' shape is not read")
+@pytest.mark.state_modules("colorsys")
 def test_r56b_1_warningregistry_version_rebound():
     """``colorsys.__warningregistry__ = {"version": n + 1}`` (r56b_01): unseen."""
     undo = _colorsys_undo()
@@ -49,6 +50,7 @@ def test_r56b_1_warningregistry_version_rebound():
 
 
 @pytest.mark.xfail(strict=True, reason="R56b-1: a registry of warnings' shape is not read")
+@pytest.mark.state_modules("colorsys")
 def test_r56b_1_warningregistry_version_in_place_and_user_module():
     """The version bumped in place; and the train file's own registry rebound (step_state)."""
     undo = _colorsys_undo()
@@ -63,6 +65,7 @@ def test_r56b_1_warningregistry_version_in_place_and_user_module():
 
 # -- R56b-2: identity reused (another module's global, an import-system entry) ----------------
 
+@pytest.mark.state_modules("json")
 def test_r56b_2_plain_global_at_the_freed_address():
     """``json._default_encoder`` dropped and a new ``JSONEncoder`` made until one lands at its
     address (r56b_02); its own list attribute (named by type) holds the counter: unseen."""
@@ -102,6 +105,7 @@ def test_r56b_2_plain_global_at_the_freed_address():
     assert same == [False] and diff == ["the module json"], (same, diff)
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56b_2_dunder_float_at_the_freed_address():
     """``colorsys.__doc__``, a float, freed before the next is made (r56b_03): CPython's float
     free list gives the new one the old one's address: unseen."""
@@ -124,6 +128,7 @@ def test_r56b_2_dunder_float_at_the_freed_address():
 # -- R56b-3: data other modules hold named by type only (bytes, complex, a str subclass) ------
 
 @pytest.mark.parametrize("old,new", [(b"x", b"xx"), (1j, 2j)], ids=["bytes", "complex"])
+@pytest.mark.state_modules("json")
 def test_r56b_3_data_global_rebound(old, new):
     """``json.r56b = <data>`` rebound to another value of its type (r56b_04: bytes)."""
     json.r56b = old
@@ -136,6 +141,7 @@ class _Str(str):
         return "'k'"
 
 
+@pytest.mark.state_modules("json")
 def test_r56b_3_str_subclass_constant_repr():
     """``json.r56b = _Str("a")`` rebound to ``_Str("ab")``: ``_ident`` calls the value's own
     ``__repr__`` (user code in the fingerprint), which says the same each time: unseen."""
@@ -148,6 +154,7 @@ def test_r56b_3_str_subclass_constant_repr():
 @pytest.mark.parametrize("old,new", [(1, 2), ("a", "ab"), ([1], [1, 2]), ({}, {"a": 1}),
                                      (set(), {1}), ((1,), (1, 2))],
                          ids=["int", "str", "list", "dict", "set", "tuple"])
+@pytest.mark.state_modules("json")
 def test_r56b_control_global_rebound_seen(old, new):
     """Control: data by value, containers by identity (R56a-3's fix): seen."""
     json.r56b = old
@@ -168,6 +175,7 @@ class _OddDict:
 
 
 @pytest.mark.xfail(strict=True, reason="open list: what a plain object holds, changed in place")
+@pytest.mark.state_modules("json")
 def test_r56b_open_plain_object_changed_in_place():
     """An own attribute rebound to another value of its type (a same-type object, a list), a
     slot, an attribute of a class whose ``__dict__`` is a property: each unseen."""

@@ -62,6 +62,7 @@ def _text(n: int) -> _Text:
 
 # -- R56c-1: a data subclass's own attributes (other modules, import-system entries) ----------
 
+@pytest.mark.state_modules("json")
 def test_r56c_1_str_subclass_global_rebound_with_other_attribute():
     """``json.r56c = _Text("k")`` with ``n = 1``, rebound to another ``_Text("k")`` with
     ``n = 2`` (r56c_01): a plain object in its place is read by identity and own attributes
@@ -71,6 +72,7 @@ def test_r56c_1_str_subclass_global_rebound_with_other_attribute():
     assert diff == ["the module json"], diff
 
 
+@pytest.mark.state_modules("json", "signal")
 def test_r56c_1_data_subclass_attribute_in_place():
     """An int attribute of an int-subclass global set in place; the same on an ``IntEnum``
     member the standard library holds (``signal.SIGINT``): each unseen (a plain object's
@@ -89,6 +91,7 @@ def test_r56c_1_data_subclass_attribute_in_place():
     assert unseen == [], unseen
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56c_1_dunder_str_subclass_other_and_user_module():
     """``colorsys.__doc__`` and the train file's own ``__doc__`` a ``_Text`` rebound to an
     equal one with another attribute (``dunder_text``): unseen in both."""
@@ -118,6 +121,7 @@ class _Plain:
     pass
 
 
+@pytest.mark.state_modules("json")
 def test_r56c_control_plain_object_int_attribute_seen():
     """Control: a plain object's own int attribute, set in place, is read by value."""
     json.r56c = _Plain()
@@ -126,6 +130,7 @@ def test_r56c_control_plain_object_int_attribute_seen():
     assert diff == ["the module json"], diff
 
 
+@pytest.mark.state_modules("json")
 def test_r56c_control_data_subclass_value_seen():
     """Control: a str subclass's value (by ``str.__repr__``) and an int's are read."""
     json.r56c = _text(1)
@@ -152,6 +157,7 @@ def _module(k):
 
 
 @pytest.mark.parametrize("make", [_make, _class, _module], ids=["closure", "class", "module"])
+@pytest.mark.state_modules("json")
 def test_r56c_2_named_global_rebound(make):
     """``json.r56c`` rebound to another closure of the same code (r56c_02), another class of
     the same name, another module object of the same name not in ``sys.modules`` (r56c_03):
@@ -161,6 +167,7 @@ def test_r56c_2_named_global_rebound(make):
     assert diff == ["the module json"], diff
 
 
+@pytest.mark.state_modules("json")
 def test_r56c_2_function_defaults_and_attribute_in_place():
     """A function global's ``__defaults__`` and an attribute of it set in place: unseen."""
     def f(k=1):
@@ -180,6 +187,7 @@ def test_r56c_2_function_defaults_and_attribute_in_place():
 
 # -- R56c-3: an int over the conversion limit crashes the fingerprint (minor, not new) --------
 
+@pytest.mark.state_modules("colorsys")
 def test_r56c_3_big_int_global_does_not_crash():
     """``colorsys.r56c = 10 ** 5000`` (a library's constant): ``_data_text`` calls
     ``int.__repr__``, which raises ``ValueError`` (``sys.get_int_max_str_digits``): the capture
@@ -197,6 +205,7 @@ def test_r56c_3_big_int_global_does_not_crash():
 
 # -- identity_text / release_kept (R56b-2's fix): controls -------------------------------------
 
+@pytest.mark.state_modules("json")
 def test_r56c_control_kept_until_compared_and_released():
     """An object named by identity stays alive after the step drops it, until
     ``state_changes`` has compared; its finalizer runs at the release, after the entry was

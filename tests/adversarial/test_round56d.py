@@ -66,6 +66,7 @@ def _user_module() -> types.ModuleType:
 
 # -- R56d-1: a non-string key in another module's namespace drops the whole module ------------
 
+@pytest.mark.state_modules("colorsys")
 def test_r56d_1_non_str_key_hides_the_module():
     """``vars(colorsys)[0] = 0`` (r56d_01): ``colorsys.r56d`` rebound 1 -> 2 is unseen."""
     vars(colorsys)[0] = 0
@@ -94,6 +95,7 @@ class _ReprKey(str):
         return "'r56d'"
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56d_1_str_subclass_key_with_constant_repr():
     """Another module's global whose key is a ``str`` subclass with a constant ``__repr__``,
     replaced by another such key (the counter in the key's text): unseen."""
@@ -106,6 +108,7 @@ def test_r56d_1_str_subclass_key_with_constant_repr():
     assert diff == ["the module colorsys"], diff
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56d_1_key_repr_not_called():
     """No code of the user's runs in the fingerprint (the docstrings' promise): the key's
     ``__repr__`` is called."""
@@ -127,6 +130,7 @@ class _FormatKey(str):
         return "r56d"
 
 
+@pytest.mark.state_modules()
 def test_r56d_2_user_global_key_format():
     """The train file's global ``_FormatKey("a1")`` replaced by ``_FormatKey("a2")``
     (r56d_02): no entry changes."""
@@ -139,6 +143,7 @@ def test_r56d_2_user_global_key_format():
     assert _user_changes(mod, change), "unseen"
 
 
+@pytest.mark.state_modules()
 def test_r56d_2_control_user_global_plain_key():
     """Control: the same with plain string keys is seen (the old key gone, the new one)."""
     mod = _user_module()
@@ -154,6 +159,7 @@ def test_r56d_2_control_user_global_plain_key():
 
 # -- R56d-3: a bound C method / method-wrapper global named by its qualname only ---------------
 
+@pytest.mark.state_modules("json")
 def test_r56d_3_bound_builtin_method_rebound():
     """``json.r56d = [0].append`` rebound to ``[0, 0].append`` (r56d_03): unseen."""
     json.r56d = [0].append
@@ -161,6 +167,7 @@ def test_r56d_3_bound_builtin_method_rebound():
     assert diff == ["the module json"], diff
 
 
+@pytest.mark.state_modules("json")
 def test_r56d_3_method_wrapper_rebound():
     """``json.r56d = (1).__add__`` rebound to ``(2).__add__``: unseen."""
     json.r56d = (1).__add__
@@ -168,6 +175,7 @@ def test_r56d_3_method_wrapper_rebound():
     assert diff == ["the module json"], diff
 
 
+@pytest.mark.state_modules("json")
 def test_r56d_3_control_module_function_rebound():
     """Control: a C function of another module (``math.sqrt`` -> ``math.floor``) is seen."""
     import math
@@ -178,6 +186,7 @@ def test_r56d_3_control_module_function_rebound():
 
 # -- R56d-4: tempfile._name_sequence's values not read ------------------------------------------
 
+@pytest.mark.state_modules("tempfile")
 def test_r56d_4_tempfile_name_sequence_pid():
     """``tempfile._name_sequence`` replaced by a ``_RandomNameSequence`` whose ``_rng_pid`` is
     -1, then one whose ``_rng_pid`` is -2 (r56d_04): unseen."""
@@ -202,6 +211,7 @@ def _nan(n: int) -> float:
     return struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000000 | n))[0]
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56d_5_nan_payload_other_module():
     """``colorsys.r56d`` a NaN with payload 1, rebound to one with payload 2: unseen."""
     colorsys.r56d = _nan(1)
@@ -209,6 +219,7 @@ def test_r56d_5_nan_payload_other_module():
     assert diff == ["the module colorsys"], diff
 
 
+@pytest.mark.state_modules()
 def test_r56d_5_nan_payload_user_global():
     """The train file's global a NaN, payload 1 -> 2 (r56d_05): unseen."""
     mod = _user_module()
@@ -216,6 +227,7 @@ def test_r56d_5_nan_payload_user_global():
     assert _user_changes(mod, lambda: setattr(mod, "r", _nan(2))), "unseen"
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56d_5_control_nan_to_number():
     """Control: a NaN rebound to 1.0 is seen."""
     colorsys.r56d = _nan(1)
@@ -226,6 +238,7 @@ def test_r56d_5_control_nan_to_number():
 # -- open list (docs/torch.md: a torch module's globals other than code by type only) ---------
 
 @pytest.mark.xfail(strict=True, reason="open: a torch module's object global read by its type")
+@pytest.mark.state_modules("torch.nn.functional")
 def test_r56d_open_torch_module_plain_object_rebound():
     """``torch.nn.functional.r56d`` rebound to another ``SimpleNamespace`` (``n`` 1 -> 2): the
     R56a-3 form in a torch module, named by type (docs/torch.md, stop 23)."""
@@ -237,6 +250,7 @@ def test_r56d_open_torch_module_plain_object_rebound():
 
 
 @pytest.mark.xfail(strict=True, reason="open: a torch-named module's number global is skipped")
+@pytest.mark.state_modules("torch.r56d")
 def test_r56d_open_hand_made_torch_named_module_number():
     """A module made by hand, put in ``sys.modules`` as ``torch.r56d``, its global ``n`` 1 -> 2:
     neither the torch loop (numbers skipped) nor the other modules' loop (torch names
@@ -317,6 +331,7 @@ class _Eq(str):
     __hash__ = str.__hash__
 
 
+@pytest.mark.state_modules()
 def test_r56d_2_optimizer_key_equal_to_everything_is_read():
     """A str-subclass key in the optimizer's ``__dict__`` whose ``__eq__`` says it is
     ``"param_groups"`` (and ``"state"``): its value changing is a change (it was skipped)."""

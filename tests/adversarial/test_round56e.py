@@ -54,6 +54,7 @@ def json_restored():
 
 # -- R56e-1: a str-subclass key on a submodule entry is never read ----------------------------
 
+@pytest.mark.state_modules("json")
 def test_r56e_1_submodule_key_attribute_counter(json_restored):
     """``json``'s ``"decoder"`` key replaced by ``_K("decoder")`` with ``n`` 1 -> 2 (r56e_01)."""
     k1 = _K("decoder")
@@ -67,6 +68,7 @@ def test_r56e_1_submodule_key_attribute_counter(json_restored):
     assert _changes(bump) == ["the module json"]
 
 
+@pytest.mark.state_modules("json")
 def test_r56e_1_control_plain_key_to_other_value(json_restored):
     """Control: the plain ``"decoder"`` key bound to another module is seen."""
     assert _changes(lambda: vars(json).__setitem__("decoder", colorsys)) == ["the module json"]
@@ -82,6 +84,7 @@ class _F(str):
         return "decoder"
 
 
+@pytest.mark.state_modules("json")
 def test_r56e_2_key_format_called(json_restored):
     """``_process_state`` never calls a key's own ``__format__`` (r56e_02)."""
     from spec_lang.torch_frontend.process_state import _process_state
@@ -92,6 +95,7 @@ def test_r56e_2_key_format_called(json_restored):
     assert _F.calls == 0
 
 
+@pytest.mark.state_modules("json")
 def test_r56e_2_key_format_counter(json_restored):
     """``_F("c1")`` -> ``_F("c2")`` (constant ``__format__``), value ``json.decoder``."""
     vars(json)[_F("c1")] = sys.modules["json.decoder"]
@@ -107,6 +111,7 @@ class _Boom:
         raise RuntimeError("r56e")
 
 
+@pytest.mark.state_modules("json")
 def test_r56e_4_key_format_raises(json_restored):
     """A non-str key whose ``__format__`` raises, its value a module: no exception."""
     from spec_lang.torch_frontend.process_state import _process_state
@@ -117,6 +122,7 @@ def test_r56e_4_key_format_raises(json_restored):
 
 # -- R56e-3: a C method's object read by identity, not its own attributes ----------------------
 
+@pytest.mark.state_modules("json")
 def test_r56e_3_control_encoder_global(json_restored):
     """Control (R56a-3): ``json.r56e`` an encoder, ``indent`` 1 -> 2 in place: seen."""
     enc = json.JSONEncoder(indent=1)
@@ -124,6 +130,7 @@ def test_r56e_3_control_encoder_global(json_restored):
     assert _changes(lambda: setattr(enc, "indent", 2)) == ["the module json"]
 
 
+@pytest.mark.state_modules("json")
 def test_r56e_3_bound_c_method_object_attribute(json_restored):
     """``json.r56e = enc.__sizeof__``, ``enc.indent`` 1 -> 2 in place (r56e_03)."""
     enc = json.JSONEncoder(indent=1)
@@ -131,6 +138,7 @@ def test_r56e_3_bound_c_method_object_attribute(json_restored):
     assert _changes(lambda: setattr(enc, "indent", 2)) == ["the module json"]
 
 
+@pytest.mark.state_modules("json")
 def test_r56e_3_bound_python_method_object_attribute(json_restored):
     """``json.r56e = enc.encode``, ``enc.indent`` 1 -> 2 in place."""
     enc = json.JSONEncoder(indent=1)
@@ -140,6 +148,7 @@ def test_r56e_3_bound_python_method_object_attribute(json_restored):
 
 # -- R56e-5: a non-str key in torch's registry modules crashes step_state ----------------------
 
+@pytest.mark.state_modules("torch.nn.modules.module")
 def test_r56e_5_registry_module_int_key():
     import torch
 
@@ -185,6 +194,7 @@ def test_r56e_04_tempfile_rng_attribute_counter_not_equivalent():
 
 # -- R56e-6: tempfile's exempt generator may hold anything ------------------------------------
 
+@pytest.mark.state_modules("tempfile")
 def test_r56e_6_tempfile_rng_attribute():
     """``tempfile._name_sequence.rng.r56e`` set (same pid, a ``random.Random``: was exempt)."""
     import tempfile

@@ -55,6 +55,7 @@ class _Fmt:
         return "json"
 
 
+@pytest.mark.state_modules("json")
 def test_r56f_1_function_module_format_not_called(json_clean):
     from spec_lang.torch_frontend.process_state import _process_state
 
@@ -67,6 +68,7 @@ def test_r56f_1_function_module_format_not_called(json_clean):
 
 
 @pytest.mark.xfail(strict=True, reason="R56f-1: _ident formats a class's __module__")
+@pytest.mark.state_modules("json")
 def test_r56f_1_class_module_format_not_called(json_clean):
     from spec_lang.torch_frontend.process_state import _process_state
 
@@ -82,6 +84,7 @@ def test_r56f_1_class_module_format_not_called(json_clean):
 
 @pytest.mark.xfail(strict=True, reason="R56f-2: RecursionError in object_text",
                    raises=RecursionError)
+@pytest.mark.state_modules("json")
 def test_r56f_2_nested_method_no_recursion_error(json_clean):
     from spec_lang.torch_frontend.process_state import _process_state
 
@@ -96,12 +99,14 @@ def test_r56f_2_nested_method_no_recursion_error(json_clean):
 
 @pytest.mark.parametrize("attr,val", [("__name__", "c1"), ("__doc__", "1"),
                                       ("__annotations__", {"n": 1})])
+@pytest.mark.state_modules("json")
 def test_r56f_3_function_field_counter(json_clean, attr, val):
     f = _held()
     json.r56f = f
     assert _changes(lambda: setattr(f, attr, val)) == ["the module json"]
 
 
+@pytest.mark.state_modules("json")
 def test_r56f_3_control_defaults_read(json_clean):
     """Control: the same function's ``__defaults__`` set anew is seen."""
     f = _held()
@@ -112,12 +117,14 @@ def test_r56f_3_control_defaults_read(json_clean):
 # -- R56f-4: a held class's own attributes are not read (own_dict gives None for a type) ------
 
 @pytest.mark.xfail(strict=True, reason="R56f-4: object_text reads no attribute of a class")
+@pytest.mark.state_modules("json")
 def test_r56f_4_class_attribute_counter(json_clean):
     cls = type("R56fC", (), {"n": 0})
     json.r56f = cls
     assert _changes(lambda: setattr(cls, "n", 1)) == ["the module json"]
 
 
+@pytest.mark.state_modules("json")
 def test_r56f_4_control_class_rebound(json_clean):
     """Control: the class replaced by another (same name) is seen, by identity."""
     json.r56f = type("R56fC", (), {"n": 0})
@@ -125,6 +132,7 @@ def test_r56f_4_control_class_rebound(json_clean):
         == ["the module json"]
 
 
+@pytest.mark.state_modules("json")
 def test_r56f_4_control_method_object_attribute(json_clean):
     """Control: a plain object's own attribute, behind a Python method (R56e-3), is seen."""
     class _O:
