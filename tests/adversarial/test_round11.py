@@ -146,6 +146,7 @@ def _both_alike(changes: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-1 (open)")
+@pytest.mark.state_modules("torch.optim")
 def test_step_state_sees_an_int_global_of_a_torch_module():
     try:
         assert _changes(_user_module(), lambda: setattr(torch.optim, "_r11_steps", 1)) != {}
@@ -154,6 +155,7 @@ def test_step_state_sees_an_int_global_of_a_torch_module():
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-5 (open)")
+@pytest.mark.state_modules("torch.optim")
 def test_step_state_sees_a_list_in_a_torch_module_changed_in_place():
     torch.optim._r11_steps = [0]
     try:
@@ -163,6 +165,7 @@ def test_step_state_sees_a_list_in_a_torch_module_changed_in_place():
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-5 (open)")
+@pytest.mark.state_modules("math")
 def test_step_state_sees_a_list_in_a_stdlib_module_changed_in_place():
     math.r11_steps = [0]
     try:
@@ -172,6 +175,7 @@ def test_step_state_sees_a_list_in_a_stdlib_module_changed_in_place():
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-6 (open)")
+@pytest.mark.state_modules("torch.optim", "torch.optim.optimizer")
 def test_step_state_sees_a_data_attribute_of_a_torch_class():
     try:
         assert _changes(_user_module(),
@@ -182,6 +186,7 @@ def test_step_state_sees_a_data_attribute_of_a_torch_class():
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-6 (open)")
+@pytest.mark.state_modules("torch.nn", "torch.nn.modules.module")
 def test_step_state_sees_module_call_super_init_set():
     old = nn.Module.call_super_init
     try:
@@ -191,12 +196,14 @@ def test_step_state_sees_module_call_super_init_set():
         nn.Module.call_super_init = old
 
 
+@pytest.mark.state_modules()
 def test_step_state_sees_a_ctypes_value():
     mod = _user_module()
     mod.STEP = ctypes.c_int(0)
     assert _changes(mod, lambda: setattr(mod.STEP, "value", 1)) != {}
 
 
+@pytest.mark.state_modules()
 def test_step_state_sees_a_lock_acquired():
     mod = _user_module()
     mod.DONE = threading.Lock()
@@ -204,6 +211,7 @@ def test_step_state_sees_a_lock_acquired():
     assert mod.DONE.locked()         # the state the next step reads did change
 
 
+@pytest.mark.state_modules("r11_fresh")
 def test_step_state_sees_a_module_imported_and_written_in_the_step():
     """R11-4's stand-in, a module made by hand (no spec, no file): since stop 41 (R40b-5) a
     ``sys.modules`` entry no import made is a change of the step. A module really imported
@@ -221,6 +229,7 @@ def test_step_state_sees_a_module_imported_and_written_in_the_step():
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="R11-4 (open): a module really "
                    "imported during the step is read as its import leaves it")
+@pytest.mark.state_modules("r11_real_fresh")
 def test_step_state_sees_a_module_really_imported_and_written_in_the_step(tmp_path):
     (tmp_path / "r11_real_fresh.py").write_text("r11_steps = 0\n")
 
@@ -238,6 +247,7 @@ def test_step_state_sees_a_module_really_imported_and_written_in_the_step(tmp_pa
         sys.modules.pop("r11_real_fresh", None)
 
 
+@pytest.mark.state_modules()
 def test_step_state_sees_an_attribute_of_the_momentum_buffer():
     model = nn.Linear(2, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -247,6 +257,7 @@ def test_step_state_sees_an_attribute_of_the_momentum_buffer():
     assert _changes(_user_module(), lambda: setattr(buf, "r11_steps", 1), model, opt) != {}
 
 
+@pytest.mark.state_modules()
 def test_a_reseed_is_seen_besides_the_generator_draws():
     """``torch.initial_seed()`` is readable state a later step can branch on; the generator's
     entry is exempt from the both-alike rule, so the seed needs an entry of its own."""
@@ -258,6 +269,7 @@ def test_a_reseed_is_seen_besides_the_generator_draws():
         torch.manual_seed(before)
 
 
+@pytest.mark.state_modules("torch.nn.functional")
 def test_a_user_function_left_in_a_torch_module_is_not_compared_as_equal():
     """Both steps leave the same function of the train file in ``torch.nn.functional``: what
     it does when the next step calls it is not in its text (R8-3), so it cannot be accepted."""

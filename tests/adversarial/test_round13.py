@@ -88,6 +88,7 @@ def test_the_files_are_really_wrong(name, process_settings_restored):
     assert max(res[1].values()) >= 1e-3, res
 
 
+@pytest.mark.state_modules("torch.nn.functional")
 def test_a_user_function_under_functools_wraps_in_a_torch_module_is_not_accepted():
     mod = _user_functions()
     orig = torch.nn.functional.silu
@@ -101,6 +102,7 @@ def test_a_user_function_under_functools_wraps_in_a_torch_module_is_not_accepted
         torch.nn.functional.silu = orig
 
 
+@pytest.mark.state_modules("torch.nn.modules.activation")
 def test_a_user_function_as_a_method_of_a_torch_class_is_not_accepted():
     mod = _user_module()
     exec("def forward(self, x):\n    return x * 0.5\n", vars(mod))  # noqa: S102 -- the user's
@@ -113,6 +115,7 @@ def test_a_user_function_as_a_method_of_a_torch_class_is_not_accepted():
         nn.SiLU.forward = orig
 
 
+@pytest.mark.state_modules("tempfile")
 def test_step_state_sees_tempfile_tempdir_set_to_another_value():
     old = tempfile.tempdir
     tempfile.gettempdir()           # the lazy cache filled before the step, as in a real loop
@@ -159,6 +162,7 @@ SETTINGS = ["numpy error state", "int max str digits", "working directory", "uma
 @pytest.mark.parametrize("setting", [   # three in the default suite (its budget, stop 55)
     pytest.param(x, marks=() if x in ("umask", "signal handler", "torch anomaly mode")
                  else pytest.mark.slow) for x in SETTINGS])
+@pytest.mark.state_modules()
 def test_step_state_sees_a_process_setting(setting):
     get, put, new = _setting(setting)
     old = get()
@@ -170,6 +174,7 @@ def test_step_state_sees_a_process_setting(setting):
     assert get() == old
 
 
+@pytest.mark.state_modules()
 def test_step_state_sees_flush_denormal():
     """``torch.set_flush_denormal`` has no getter: read by its effect on a float64 subnormal."""
     if not torch.set_flush_denormal(True):
@@ -184,6 +189,7 @@ def test_step_state_sees_flush_denormal():
 
 
 @pytest.mark.parametrize("attr", ["_cache", "parent"])
+@pytest.mark.state_modules()
 def test_step_state_sees_a_logger_attribute_skipped_by_name(attr):
     """Round 13's notes (not tried): the logger branch skips its caches and links by name; a
     flag stored under such a name, or a parent changed (which handlers a record reaches), is

@@ -127,6 +127,7 @@ def test_a_corner_whose_fill_type_differs_is_refused():
         t.scalar(_full(main), 1, 0.0)
 
 
+@pytest.mark.state_modules("tempfile")
 def test_step_state_sees_an_attribute_set_on_tempfile_name_sequence():
     seq = tempfile._get_candidate_names()      # noqa: SLF001 -- filled before the step
     try:
@@ -138,6 +139,7 @@ def test_step_state_sees_an_attribute_set_on_tempfile_name_sequence():
             del seq._step_done
 
 
+@pytest.mark.state_modules("logging")
 def test_step_state_sees_an_entry_of_the_logger_tree_that_is_not_a_logger():
     tree = logging.Logger.manager.loggerDict
     try:

@@ -36,6 +36,7 @@ def _param_text(set_attr) -> tuple[str, str]:
 
 # -- R54c-1: a user torch object under a parameter's creation key is skipped ----------------------
 
+@pytest.mark.state_modules()
 def test_r54c_1_torch_size_under_a_creation_key():
     """R54c-1: ``w._nested_int_memo = torch.Size([1])`` is a step counter the real run reads;
     ``torch_internal`` calls a ``torch.Size`` torch's own (r54c_01: EQUIVALENT rc 0, 60.5 s;
@@ -44,6 +45,7 @@ def test_r54c_1_torch_size_under_a_creation_key():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r54c_2_plain_tensor_as_constant():
     """R54c-2: ``w.constant = torch.from_numpy(...)`` (a plain tensor, not the fake mode's)
     set after the first step is a step counter (r54c_02: EQUIVALENT rc 0, 38.1 s)."""
@@ -52,12 +54,14 @@ def test_r54c_2_plain_tensor_as_constant():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r54c_1_control_an_int_under_a_creation_key():
     """Control (R54b-2's fix): an ``int`` under ``_nested_int_memo`` is in the text."""
     before, after = _param_text(lambda w: setattr(w, "_nested_int_memo", 1))
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r54c_control_a_user_key_holding_a_size():
     """Control: a ``torch.Size`` under a key that is not a creation key is in the text."""
     before, after = _param_text(lambda w: setattr(w, "count", torch.Size([1])))

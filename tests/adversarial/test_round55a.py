@@ -24,6 +24,7 @@ _SET_DATA = torch._C.TensorBase.data.__set__  # noqa: SLF001 -- the C setter (no
 
 # -- R55a-1: a carried mark is a "creation key": mutated in place, unseen ------------------------
 
+@pytest.mark.state_modules()
 def test_r55a_1_carried_list_mark_mutated_in_place():
     """R55a-1: ``capture`` recorded ``base_keys`` after ``param_attrs.carried`` set the user's
     marks, so ``w.mark = []`` (set in ``parallelize``) was a creation key holding the recorded
@@ -41,6 +42,7 @@ def test_r55a_1_carried_list_mark_mutated_in_place():
     assert step_state(model, opt, [], base_keys=base)[KEY] != before
 
 
+@pytest.mark.state_modules()
 def test_r55a_1_control_mark_replaced():
     """Control: a mark replaced by another list (not the recorded object) is in the text."""
     before, after = _param_texts(lambda w: setattr(w, "mark", []),
@@ -50,6 +52,7 @@ def test_r55a_1_control_mark_replaced():
 
 # -- R55a-2: the recorded fake mode's attributes are not read ------------------------------------
 
+@pytest.mark.state_modules()
 def test_r55a_2_attribute_written_into_the_recorded_fake_mode():
     """R55a-2: ``vars(w).setdefault("fake_mode", ns).steps_seen += 1`` writes into the very
     FakeTensorMode the tracer recorded under ``fake_mode`` (r55a_02: EQUIVALENT rc 0, 55.1 s)."""
@@ -60,6 +63,7 @@ def test_r55a_2_attribute_written_into_the_recorded_fake_mode():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r55a_2_private_list_in_the_recorded_fake_mode_mutated_in_place():
     """R55a-2, the lead's variant: a private list the user keeps on the recorded fake mode,
     appended to (not a public plain attribute): read, as every attribute a fresh mode lacks;
@@ -121,6 +125,7 @@ def _held_module_text(model, c) -> str:
     return step_state(model, opt, [mod])["the global C of r55a_user"]   # (a digest)
 
 
+@pytest.mark.state_modules()
 def test_r54c_3_fix_held_tensor_on_a_parameter_storage_in_step_state():
     """ebbeed0 through ``step_state``: C pointed at the weight's storage reads as its goal."""
     model = torch.nn.Linear(2, 2, bias=False)
@@ -142,6 +147,7 @@ def _buffer_case() -> tuple[str, str]:
     return before, _held_module_text(model, c)
 
 
+@pytest.mark.state_modules()
 def test_r55a_4_held_tensor_on_a_buffer_storage():
     """R55a-4: a held tensor pointed at a buffer's storage keeps its text: ``step_state``
     passes parameters, grads and optimizer state to ``goal_storages``, not the buffers (read

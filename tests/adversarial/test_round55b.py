@@ -31,6 +31,7 @@ def _fake_mode():
 
 # -- R55b-1: a counter inside an attribute a fresh fake mode already has ------------------------
 
+@pytest.mark.state_modules()
 def test_r55b_1_counter_on_the_recorded_fake_modes_converter():
     """R55b-1: 2937b28 reads the recorded fake mode's public plain attributes and the ones a
     fresh mode lacks; ``fake_tensor_converter`` is neither (a fresh mode has it, it is an
@@ -42,6 +43,7 @@ def test_r55b_1_counter_on_the_recorded_fake_modes_converter():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r55b_1_list_of_the_recorded_fake_mode_appended_to():
     """R55b-1, variant: ``_stack_trace`` (a list a fresh mode has, debugging only) appended to."""
     before, after = _param_texts(lambda w: setattr(w, "fake_mode", _fake_mode()),
@@ -61,6 +63,7 @@ def test_r55b_1_held_fake_tensors_mode_converter():
     assert _Encoder({}, frozenset()).enc(held) != text
 
 
+@pytest.mark.state_modules()
 def test_r55b_1_control_public_int_counter_of_the_mode():
     """Control: the mode's public int counter (``nt_tensor_id_counter``) is read."""
     before, after = _param_texts(lambda w: setattr(w, "fake_mode", _fake_mode()),
@@ -68,6 +71,7 @@ def test_r55b_1_control_public_int_counter_of_the_mode():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r55b_1_control_immutable_creation_value_skipped():
     """Control (2937b28's design): the recorded fake device, an immutable value, stays skipped
     while it is the recorded object; a replaced one is read."""

@@ -65,6 +65,7 @@ def test_r55c_1_control_grad_of_held_tensor_is_read():
 # -- R55c-2: a counter in the conversion counts 2f244e4 skips by name ---------------------------
 
 @pytest.mark.xfail(strict=True, reason="R55c-2 open: MetaConverter.arg_cnt skipped by name")
+@pytest.mark.state_modules()
 def test_r55c_2_sentinel_in_meta_converter_arg_cnt():
     """R55c-2: ``arg_cnt`` of the recorded mode's MetaConverter is skipped (the conversions
     change it); a sentinel the step writes there (-1000) is a step mark (r55c_02: EQUIVALENT
@@ -76,6 +77,7 @@ def test_r55c_2_sentinel_in_meta_converter_arg_cnt():
 
 
 @pytest.mark.xfail(strict=True, reason="R55c-2 open: the describer is skipped as a whole")
+@pytest.mark.state_modules()
 def test_r55c_2_attribute_on_meta_converters_describer():
     """R55c-2, variant: the whole ``describer`` is skipped; a user attribute put on it."""
     before, after = _param_texts(
@@ -85,6 +87,7 @@ def test_r55c_2_attribute_on_meta_converters_describer():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r55c_2_control_other_converter_attribute_read():
     """Control (2f244e4): an attribute of the converter outside the skipped names is read."""
     before, after = _param_texts(
@@ -172,6 +175,7 @@ def _mode_with_guard(w) -> None:
     w.fake_mode = fm
 
 
+@pytest.mark.state_modules()
 def test_r55c_5_kwdefaults_of_the_capture_guard():
     """R55c-5: ``_ours`` skips the mode's ``dispatch`` while it is the capture's function with
     an empty ``__dict__``; ``__kwdefaults__`` (and ``__defaults__``, ``__annotations__``) are
@@ -182,6 +186,7 @@ def test_r55c_5_kwdefaults_of_the_capture_guard():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r55c_5_control_attribute_of_the_capture_guard():
     """Control (2f244e4): an attribute put in the guard's ``__dict__`` makes it read."""
     before, after = _param_texts(
@@ -199,6 +204,7 @@ def _mode_with_shape_env(w) -> None:
 
 
 @pytest.mark.xfail(strict=True, reason="R55c-6 open: a ShapeEnv's private attributes unread")
+@pytest.mark.state_modules()
 def test_r55c_6_private_counter_on_the_modes_shape_env():
     """R55c-6: 2f244e4 reads the mode in full, but its ``shape_env`` is another torch object:
     public plain attributes only; ``se._steps_seen += 1`` is unseen (r55c_06)."""
@@ -208,6 +214,7 @@ def test_r55c_6_private_counter_on_the_modes_shape_env():
 
 
 @pytest.mark.xfail(strict=True, reason="R55c-6 open: a ShapeEnv's lists unread")
+@pytest.mark.state_modules()
 def test_r55c_6_list_of_the_modes_shape_env_appended_to():
     """R55c-6, variant: a public list of the ShapeEnv (``guards``) appended to."""
     before, after = _param_texts(
@@ -215,6 +222,7 @@ def test_r55c_6_list_of_the_modes_shape_env_appended_to():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r55c_6_control_public_int_of_the_shape_env():
     """Control: a public int put on the ShapeEnv is read."""
     before, after = _param_texts(

@@ -123,6 +123,7 @@ def _mode_with_guard(w) -> None:
     w.fake_mode = fm
 
 
+@pytest.mark.state_modules()
 def test_r55d_3_doc_of_the_capture_guard():
     """``__doc__`` (like ``__module__``, ``__qualname__``) is neither in ``vars(f)`` nor in
     ``_made_with``: a counter there is unseen (r55d_05)."""
@@ -131,12 +132,14 @@ def test_r55d_3_doc_of_the_capture_guard():
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r55d_3_module_of_the_capture_guard():
     before, after = _param_texts(
         _mode_with_guard, lambda w: setattr(w.fake_mode.dispatch, "__module__", 1))
     assert after != before
 
 
+@pytest.mark.state_modules()
 def test_r55d_3_control_kwdefaults_of_the_capture_guard():
     """Control (d05ef1f, R55c-5's unit): ``__kwdefaults__`` set makes the guard read."""
     before, after = _param_texts(

@@ -25,6 +25,7 @@ ROUND = Path(__file__).resolve().parent / "plans" / "round55e"
 
 # -- R55e-1: a dunder-named global on another module ----------------------------------------
 
+@pytest.mark.state_modules("colorsys")
 def test_r55e_1_stdlib_module_dunder_global():
     """``colorsys.__r55e__ = 1`` (r55e_01 uses ``math``): no entry of the process state changes."""
     import colorsys
@@ -34,6 +35,7 @@ def test_r55e_1_stdlib_module_dunder_global():
     assert any("colorsys" in k for k in diff), diff
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r55e_1_control_stdlib_module_plain_global():
     """Control: the same key without the dunder form is seen (R10-1)."""
     import colorsys
@@ -53,6 +55,7 @@ def _guard():
     return capture_own(dispatch)
 
 
+@pytest.mark.state_modules(__name__)
 def test_r55e_2_guard_globals_dunder_key():
     """A key put in the guard's module globals (r55e_02: ``storage_writes``'s): ``check_guard``
     accepts and the process state does not change."""

@@ -217,6 +217,7 @@ _CI_KINDS = ("environ", "numpy_random", "torch_generator", "weakref_target")
 
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=() if k in _CI_KINDS else pytest.mark.slow)
                                   for k in sorted(PROBES)])
+@pytest.mark.state_modules()
 def test_step_state_sees_the_change(kind):
     """R8-1, R8-2 (fixed in stop 22): each change is seen (``step_state._special``,
     ``_process_state``; an unreadable value is reported whether or not it changed)."""
@@ -224,12 +225,14 @@ def test_step_state_sees_the_change(kind):
     assert _probe(setup, change) != {}
 
 
+@pytest.mark.state_modules()
 def test_step_state_reads_a_datetime_array():
     changes = _probe(lambda mod: setattr(mod, "D", np.array(["2020-01-01"], dtype="datetime64[D]")),
                      lambda mod: None)
     assert changes == {}
 
 
+@pytest.mark.state_modules()
 def test_step_state_keeps_two_modules_of_one_file_apart():
     m = nn.Linear(2, 2)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
@@ -240,6 +243,7 @@ def test_step_state_keeps_two_modules_of_one_file_apart():
     assert state_changes(before, step_state(m, opt, [a, b])) != {}
 
 
+@pytest.mark.state_modules()
 def test_step_state_sees_a_closure_cell_change():
     """Control (not a finding): a list in a function's closure is read through the cell."""
     def setup(mod):

@@ -87,18 +87,21 @@ def _changes(model: nn.Module, mod: types.ModuleType, change) -> dict[str, str]:
     return without_harness(state_changes(before, step_state(model, opt, [mod])))
 
 
+@pytest.mark.state_modules()
 def test_step_state_sees_a_random_instance_drawn_from():
     mod = _user_module()
     mod.RNG = random.Random(0)
     assert _changes(nn.Linear(2, 2), mod, mod.RNG.random) != {}
 
 
+@pytest.mark.state_modules()
 def test_step_state_sees_a_default_factory_replaced():
     mod = _user_module()
     mod.D = collections.defaultdict(float)
     assert _changes(nn.Linear(2, 2), mod, lambda: setattr(mod.D, "default_factory", int)) != {}
 
 
+@pytest.mark.state_modules()
 def test_step_state_sees_a_class_attribute_of_a_local_class():
     class Scaled(nn.Linear):
         scale = 1.0
@@ -107,6 +110,7 @@ def test_step_state_sees_a_class_attribute_of_a_local_class():
     assert _changes(m, _user_module(), lambda: setattr(Scaled, "scale", 0.5)) != {}
 
 
+@pytest.mark.state_modules("torch.nn.modules.linear")
 def test_step_state_sees_a_torch_module_global_replaced():
     import torch.nn.modules.linear as lin
 

@@ -518,6 +518,7 @@ def test_a_torch_functions_foreign_dynamo_disable_is_read_as_the_users() -> None
 
 # -- torch's wrapper's own training flag (R39a-5) --------------------------------------------------
 
+@pytest.mark.state_modules()
 def test_torchs_wrapper_flag_is_compared_as_a_change_and_its_blocks_as_left() -> None:
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
 

@@ -53,6 +53,7 @@ def _keep(model: MLP):
     return model.w1.weight, model.w2.weight, model.scale
 
 
+@pytest.mark.state_modules()
 def test_clean_model_passes():
     """Nothing held: the fingerprint is read, no refusal; the fresh parameters in a module
     attribute are the model's own (named, not stale)."""
@@ -76,6 +77,7 @@ def test_clean_model_passes():
     (lambda m, k: m.register_forward_hook(lambda mod, a, o, t=k[1]: o), "module <model>.",
      "parameter w2.weight"),
 ])
+@pytest.mark.state_modules()
 def test_reference_refused(hold, entry, name):
     """A reference to a replaced tensor anywhere the fingerprint reads: refused, naming the
     entry (a hook's default argument counts as its state) and the tensor."""
@@ -91,6 +93,7 @@ def test_reference_refused(hold, entry, name):
     assert "R44c-5" in msg
 
 
+@pytest.mark.state_modules()
 def test_optimizer_over_replaced_parameters_refused():
     """An optimizer built over the replaced objects (it would update what the model no longer
     holds): refused at its parameter group."""
@@ -103,6 +106,7 @@ def test_optimizer_over_replaced_parameters_refused():
     assert "optimizer.param_groups[0]['params'] holds the parameter w1.weight" in str(e.value)
 
 
+@pytest.mark.state_modules()
 def test_without_stale_nothing_is_refused():
     """The same references with no ``stale`` table (the default): read as other tensors."""
     model = MLP()

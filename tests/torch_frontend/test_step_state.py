@@ -77,13 +77,20 @@ def test_a_step_that_only_trains_changes_nothing():
     assert _changes(_noop) == {}
 
 
+# the model's and the user module's entries: no other module's globals read (the None case
+# stays a whole-process control)
+_MODEL_ONLY = pytest.mark.state_modules()
+
+
 @pytest.mark.parametrize("step,entry,value", [
-    (lambda m, o, g: setattr(m, "_scale", 0.5), "module <model>._scale", "builtins.float:0.5"),
-    (lambda m, o, g: setattr(m, "scale", 2), "module <model>.scale", "builtins.int:2"),
-    (lambda m, o, g: setattr(m, "act", nn.functional.gelu), "module <model>.act",
-     "builtin:torch._C._nn.gelu"),
-    (lambda m, o, g: g.COUNTER.append(1), "the global COUNTER of train.py",
-     "builtins.list[builtins.int:0,builtins.int:1]"),
+    pytest.param(lambda m, o, g: setattr(m, "_scale", 0.5), "module <model>._scale",
+                 "builtins.float:0.5", marks=_MODEL_ONLY),
+    pytest.param(lambda m, o, g: setattr(m, "scale", 2), "module <model>.scale",
+                 "builtins.int:2", marks=_MODEL_ONLY),
+    pytest.param(lambda m, o, g: setattr(m, "act", nn.functional.gelu), "module <model>.act",
+                 "builtin:torch._C._nn.gelu", marks=_MODEL_ONLY),
+    pytest.param(lambda m, o, g: g.COUNTER.append(1), "the global COUNTER of train.py",
+                 "builtins.list[builtins.int:0,builtins.int:1]", marks=_MODEL_ONLY),
     (lambda m, o, g: setattr(m.w1, "training", m.w1.training), None, None),
 ])
 def test_a_changed_attribute_or_global_is_named_with_its_new_value(step, entry, value):
@@ -94,6 +101,7 @@ def test_a_changed_attribute_or_global_is_named_with_its_new_value(step, entry, 
         assert got == {entry: value}
 
 
+@pytest.mark.state_modules()
 def test_state_the_step_keeps_on_the_device_mesh_is_a_change():
     """A cache kept on the ``DeviceMesh`` (adversarial round 26, R26-8: a communication buffer
     filled with ``add_`` from the second step on) is state the next step reads."""
@@ -106,6 +114,7 @@ def test_state_the_step_keeps_on_the_device_mesh_is_a_change():
     assert set(changes) == {"the DeviceMesh's bucket"}, changes
 
 
+@pytest.mark.state_modules("torch.nn.modules.module")
 def test_hooks_added_removed_or_swapped_are_changes():
     def add(m, opt, mod):  # noqa: ARG001
         m.w2.register_forward_hook(lambda mod_, a, out: out * 2)
@@ -136,6 +145,7 @@ def test_hooks_added_removed_or_swapped_are_changes():
         global_hook.handle.remove()
 
 
+@pytest.mark.state_modules()
 def test_an_instance_step_and_a_hook_on_a_parameter_are_changes():
     def replace_step(m, opt, mod):  # noqa: ARG001
         once = opt.step
@@ -149,6 +159,7 @@ def test_an_instance_step_and_a_hook_on_a_parameter_are_changes():
     assert list(_changes(grad_hook)) == ["parameter w1.weight attributes"]
 
 
+@pytest.mark.state_modules()
 def test_a_new_tensor_value_cannot_be_compared():
     def stash(m, opt, mod):  # noqa: ARG001
         m.cache = torch.ones(2)
@@ -176,6 +187,7 @@ def _held_changes(table: torch.Tensor, write) -> dict[str, str]:
     return without_harness(state_changes(before, step_state(m, opt, [mod])))
 
 
+@pytest.mark.state_modules()
 def test_a_sparse_held_tensor_is_fingerprinted_by_its_parts():
     """A sparse COO tensor has no storage of its own (``untyped_storage()`` raises; stop 53's
     fingerprint gave an internal error, exit 2): its indices' and values' bytes are digested."""
@@ -225,6 +237,7 @@ def test_the_fingerprint_is_identity_free():
         without_harness({k: sb[k] for k in common}) and len(common) > 1000
 
 
+@pytest.mark.state_modules()
 def test_an_entry_over_the_budget_is_uncomparable():
     m, opt, mod = _setup()
     mod.BIG = [list(range(600)) for _ in range(1000)]      # 600,000 values: over the budget
@@ -371,6 +384,7 @@ def test_torch_data_globals_submodules_and_lazy_namespaces_are_not_read():
             lin._probe_counter = old
 
 
+@pytest.mark.state_modules()
 def test_a_finalizer_or_thread_the_step_leaves_is_a_change():
     """R10-5: state changed after the after-step fingerprint. The garbage's finalizers run
     before it is taken; a finalizer still pending and a thread still running are changes."""
