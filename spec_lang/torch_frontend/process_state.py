@@ -26,9 +26,10 @@ import torch
 from spec_lang.torch_frontend.lazy_globals import _lazy_cache
 from spec_lang.torch_frontend.registry_state import registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
-    _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, _bytecode_digest, _cell, _data_text, _digest,
-    _dynamo_cache, _function_text, _global_text, _ident, _qual, dunder_text, identity_text,
-    key_text, object_text, one_fingerprint, own_dict, prim_repr, release_kept)
+    _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
+    _bytecode_digest, _cell, _data_text, _digest, _dynamo_cache, _function_text, _global_text,
+    _ident, _items, _own_items, _plain, _qual, dunder_text, identity_text, key_text,
+    module_dict, object_text, one_fingerprint, own_dict, prim_repr, release_kept)
 
 __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE",
            "dunder_text", "identity_text", "key_text", "object_text", "own_dict", "prim_repr",
@@ -36,10 +37,6 @@ __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABL
 
 THREADS = "the Python threads running"
 
-UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be compared
-# prefix of a value prove --torch cannot read (no attributes, over the budget): whether the
-# step changed it is not known, so it is reported whether or not its text changed (R8-1)
-UNREADABLE = UNCOMPARABLE + "!"
 
 
 # a logger's caches and links to the process's logger tree (F11-2)
@@ -54,7 +51,7 @@ def _logger_links(v: Any) -> str:
     parent = d.get("parent")
     out = f",parent={getattr(parent, 'name', None)!r}" if "parent" in d else ""
     cache = d.get("_cache")
-    if cache is not None and not (isinstance(cache, dict) and all(
+    if cache is not None and not (issubclass(type(cache), dict) and all(
             type(k) is int and type(x) is bool for k, x in cache.items())):
         out += f",_cache=<{type(cache).__qualname__} not a level cache>"
     for k in ("manager", "root", "loggerDict"):
@@ -66,11 +63,11 @@ def _logger_links(v: Any) -> str:
 
 
 def _is_torch_module(modname: str) -> bool:
-    return isinstance(modname, str) and (modname == "torch" or modname.startswith("torch."))
+    return issubclass(type(modname), str) and (modname == "torch" or modname.startswith("torch."))
 
 
 def _is_torch(modname: str) -> bool:
-    return isinstance(modname, str) and (modname == "torch" or modname.startswith(
+    return issubclass(type(modname), str) and (modname == "torch" or modname.startswith(
         ("torch.", "builtins", "collections", "typing", "functools", "numpy")))
 
 
@@ -142,17 +139,17 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     loaded = [(name, mod) for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0])
               if selected is None or name in selected]
     for name, mod in loaded:
-        if not _is_torch_module(name) or not isinstance(mod, types.ModuleType) \
+        if not _is_torch_module(name) or not issubclass(type(mod), types.ModuleType) \
                 or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
             continue
         entries = []
         user_code = False
-        for kt, k, v in sorted(((key_text(k), k, v) for k, v in list(vars(mod).items())),
+        for kt, k, v in sorted(((key_text(k), k, v) for k, v in list(module_dict(mod).items())),
                                key=lambda kv: kv[0]):
-            if isinstance(v, types.ModuleType) and type(k) is str \
+            if issubclass(type(v), types.ModuleType) and type(k) is str \
                     and sys.modules.get(f"{name}.{k}") is v:     # (a str key only: R56e-1)
                 continue      # a submodule, set by its import (torch imports lazily, per side)
-            if v is None or isinstance(v, _DATA):
+            if v is None or issubclass(type(v), _DATA):
                 continue      # counters, flags, keys and ids of this process (module docstring)
             entries.append((kt, _ident(v)))
             if from_user(v):
@@ -160,7 +157,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
             # a class by its behaviour (functions, descriptors, nested classes), once: in the
             # module that defines it; its data attributes are counters and caches
             # (``RemovableHandle.next_id`` counts every hook ever registered)
-            if isinstance(v, type) and getattr(v, "__module__", None) == name:
+            if issubclass(type(v), type) and getattr(v, "__module__", None) == name:
                 attrs = list(vars(v).items())
                 entries.append((k, tuple(sorted((a, _ident(x)) for a, x in attrs
                                                 if _behaviour(x)))))
@@ -171,17 +168,18 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
     # are read in full above
     for name, mod in loaded:
-        if _is_torch_module(name) or name in who.modules or not isinstance(mod, types.ModuleType):
+        if _is_torch_module(name) or name in who.modules \
+                or not issubclass(type(mod), types.ModuleType):
             continue
         try:
-            items = sorted(((key_text(k), k, v) for k, v in list(vars(mod).items())),
+            items = sorted(((key_text(k), k, v) for k, v in list(module_dict(mod).items())),
                            key=lambda kv: kv[0])     # any key, by its text (R56d-1)
         except TypeError:           # a module whose namespace is not a dict
             continue
         out[OTHER_MODULE + name] = _digest(repr([
             (kt, t) for kt, k, v in items                               # (R55e-1, R56a-1)
             if not _lazy_cache(name, k, v)
-            and not (isinstance(v, types.ModuleType) and type(k) is str    # (R56e-1, R56e-2)
+            and not (issubclass(type(v), types.ModuleType) and type(k) is str    # (R56e-1, R56e-2)
                      and sys.modules.get(f"{name}.{k}") is v)
             and (t := global_text(k, v)) is not None]))
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
@@ -217,18 +215,18 @@ class _User:
         hit = self.classes.get(cls)
         if hit is None:
             hit = self.classes[cls] = any(
-                isinstance(x, types.FunctionType) and self.has_file(x.__code__.co_filename)
+                issubclass(type(x), types.FunctionType) and self.has_file(x.__code__.co_filename)
                 for x in list(vars(cls).values()))
         return hit
 
 
 def _behaviour(v: Any) -> bool:
     """A class attribute that is code (a function, a descriptor, a class), not data."""
-    return isinstance(v, (types.FunctionType, types.BuiltinFunctionType, staticmethod,
+    return issubclass(type(v), (types.FunctionType, types.BuiltinFunctionType, staticmethod,
                           classmethod, property, type, types.MethodDescriptorType,
                           types.WrapperDescriptorType, types.GetSetDescriptorType,
                           types.MemberDescriptorType, functools.partialmethod)) \
-        or (callable(v) and not isinstance(v, (int, float, str, bytes, tuple, list, dict, set,
+        or (callable(v) and not issubclass(type(v), (int, float, str, bytes, tuple, list, dict, set,
                                                 frozenset)))
 
 
@@ -238,7 +236,7 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
     it wraps, R13-1), a class (or one of its functions), an instance of one, a ``partial``, a
     bound method, a ``property`` / ``staticmethod`` / ``classmethod`` of one (R11-7, R12-3).
     Reads no attribute through ``__getattr__`` (``ctypes.cdll.func`` would load a library)."""
-    if depth > 3 or isinstance(v, _NO_CODE):
+    if depth > 3 or issubclass(type(v), _NO_CODE):
         return False
     if type(v) is types.FunctionType:
         if v.__module__ in who.modules or v.__module__ == "__main__" \
@@ -251,22 +249,23 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
             # or closure scaling the output: R40a-1). (Reading every torch function's
             # ``__dict__`` into the digest instead cost the 8B TP8 capture 15 CPU s, 70 MB.)
             return True
-        w = v.__dict__.get("__wrapped__") if v.__dict__ else None
+        own = v.__dict__     # (a dict subclass's own methods never run: R57a-1)
+        w = dict.get(own, "__wrapped__") if issubclass(type(own), dict) else None
         # a wrapper compiled from a string (``exec``) under a copied name: nobody's file
         return w is not None and w is not v and (v.__code__.co_filename.startswith("<")
                                                  or _from_user(w, who, depth + 1))
-    if isinstance(v, type):
+    if issubclass(type(v), type):
         if v.__module__ in who.modules or v.__module__ == "__main__" or who.owns_class(v):
             return True
         w = vars(v).get("__wrapped__")
         return w is not None and w is not v and _from_user(w, who, depth + 1)
-    if isinstance(v, functools.partial):
+    if issubclass(type(v), functools.partial):
         inner = [v.func, *v.args, *v.keywords.values()]
-    elif isinstance(v, types.MethodType):
+    elif issubclass(type(v), types.MethodType):
         inner = [v.__func__, v.__self__]
-    elif isinstance(v, property):
+    elif issubclass(type(v), property):
         inner = [v.fget, v.fset, v.fdel]
-    elif isinstance(v, (staticmethod, classmethod)):
+    elif issubclass(type(v), (staticmethod, classmethod)):
         inner = [v.__func__]
     else:                    # an instance: of a class whose code is the user's?
         inner = [type(v)]
@@ -330,7 +329,7 @@ def _c_state(collecting: bool) -> dict[str, str]:
         reg = lg.Logger.manager   # torch imports lazily: not read); anything else is the
         out["logging's registry and disable level"] = repr((   # user's (finding R14-4)
             reg.disable, sorted(f"{n}:{_qual(type(y))}" for n, y in list(reg.loggerDict.items())
-                                if not isinstance(y, (lg.Logger, lg.PlaceHolder)))))
+                                if not issubclass(type(y), (lg.Logger, lg.PlaceHolder)))))
     np = sys.modules.get("numpy")
     if np is not None:
         out["numpy's error and print settings"] = repr((sorted(np.geterr().items()),

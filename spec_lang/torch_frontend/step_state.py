@@ -54,6 +54,7 @@ from spec_lang.torch_frontend.held_storage import (data_digest, fake_constant, g
                                                    storage_no, storages)
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     MODULE_DUNDERS, OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell,
+    _base_iter, _items, _own_items, _plain, module_dict, own_dict,
     _digest, _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, dunder_text,
     _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr, release_kept)
 from spec_lang.torch_frontend.own_guards import ours as _ours
@@ -68,13 +69,6 @@ _IMMUTABLE = (type(None), *_PRIMITIVES, torch.device, torch.dtype)
 # what every Enum member has: its own attributes are the rest (R10-2)
 _ENUM_OWN = frozenset({"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"})
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
-
-
-def _plain(k: Any) -> str:
-    """A key as a set or a prefix test may see it: a ``str`` itself, anything else a text no
-    skipped name has (a str subclass's own ``__hash__``, ``__eq__`` or ``startswith`` is never
-    called: R56d-2's family)."""
-    return k if type(k) is str else "<not a str>"
 
 
 _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
@@ -107,10 +101,10 @@ class _Encoder:
             raise _TooLarge
         if v is None:
             return "None"
-        if isinstance(v, enum.Enum):     # a member's own attributes too (R10-2)
+        if issubclass(type(v), enum.Enum):     # a member's own attributes too (R10-2)
             return repr(v) + self._attrs(v, skip=_ENUM_OWN)
         for base in _PRIMITIVES:
-            if isinstance(v, base):
+            if issubclass(type(v), base):
                 extra = "" if type(v) is base else self._attrs(v)
                 return f"{_qual(type(v))}:{prim_repr(base, v)}{extra}"
         special = self._special(v)
@@ -118,11 +112,11 @@ class _Encoder:
             return special
         if id(v) in self.names:
             return self.names[id(v)]
-        if isinstance(v, torch.Tensor):
+        if issubclass(type(v), torch.Tensor):
             if id(v) in self.goals:
                 skip, const = fake_constant(v)   # a fake tensor's real value: by kind only
                 return "<goal tensor>" + self._attrs(v, skip=skip) + const   # R11-6, R54b-2
-            base = v._base if isinstance(v._base, torch.Tensor) else None  # a view (R45a-3)
+            base = v._base if issubclass(type(v._base), torch.Tensor) else None  # a view (R45a-3)
             if id(v) in self.stale or id(base) in self.stale:
                 self.held.append(self.stale.get(id(v)) or f"{self.stale[id(base)]} (a view)")
             self.uncomparable = True       # its values are not traced: a change is UNKNOWN
@@ -139,10 +133,10 @@ class _Encoder:
                    f"h={self.enc((v._backward_hooks, v._post_accumulate_grad_hooks))}," \
                    f"s{storage_no(v, self.goal_storages)})" \
                 + self._attrs(v) + "".join(map(self._attrs, storages(v)))   # all (R55c-7)
-        if isinstance(v, (torch.dtype, torch.device, torch.Size, torch.layout,
+        if issubclass(type(v), (torch.dtype, torch.device, torch.Size, torch.layout,
                           torch.memory_format)):
             return repr(v)
-        if isinstance(v, types.ModuleType):
+        if issubclass(type(v), types.ModuleType):
             return f"module:{v.__name__}"
         if type(v) is types.GenericAlias:    # ``dict[str, Any]`` (an annotation of torch's
             # checkpoint wrapper's hooks: round 38e, r38e_10); immutable, its attribute reads
@@ -154,25 +148,28 @@ class _Encoder:
         if key in self.seen:
             return f"ref#{self.seen[key]}"
         self.seen[key] = len(self.seen)
-        if isinstance(v, (list, tuple)):
-            return f"{_qual(type(v))}[" + ",".join(self.enc(x) for x in v) + "]"
-        if isinstance(v, (set, frozenset)):
-            return f"{_qual(type(v))}{{" + ",".join(sorted(self.enc(x) for x in v)) + "}"
-        if isinstance(v, dict):
+        # (a container subclass is read through its base type's own methods, never its own
+        # ``__iter__`` / ``items``: R57a-3's family)
+        if issubclass(type(v), (list, tuple)):
+            return f"{_qual(type(v))}[" + ",".join(self.enc(x) for x in _base_iter(v)) + "]"
+        if issubclass(type(v), (set, frozenset)):
+            return f"{_qual(type(v))}{{" + ",".join(sorted(self.enc(x) for x in _base_iter(v))) \
+                + "}"
+        if issubclass(type(v), dict):
             return f"{_qual(type(v))}{{" + ",".join(f"{self.enc(k)}:{self.enc(x)}"
-                                                   for k, x in v.items()) + "}" + self._attrs(v)
-        if isinstance(v, functools.partial):
+                                                   for k, x in _items(v)) + "}" + self._attrs(v)
+        if issubclass(type(v), functools.partial):
             return f"partial({self.enc(v.func)},{self.enc(v.args)},{self.enc(v.keywords)})" \
                 + self._attrs(v)
-        if isinstance(v, types.MethodType):
+        if issubclass(type(v), types.MethodType):
             return f"method({self.enc(v.__func__)},{self.enc(v.__self__)})"
-        if isinstance(v, types.FunctionType):
+        if issubclass(type(v), types.FunctionType):
             if not _is_torch_module(v.__module__ or ""):
                 # what a function the step leaves behind does when the next step calls it (read
                 # the rank, ...) is not in its text: a change to one is not compared (R8-3)
                 self.uncomparable = True
             return self._function(v)
-        if isinstance(v, type):
+        if issubclass(type(v), type):
             if v.__module__ in sys.modules and _is_torch(v.__module__):
                 return f"class:{_qual(v)}"
             # an abstract class by its registry, wherever it is reached (a method's
@@ -181,11 +178,11 @@ class _Encoder:
                     for k, x in vars(v).items() if _plain(k) not in ("__dict__", "__weakref__",
                                                              "__doc__")}
             return f"class:{_qual(v)}{self.enc(body)}"
-        if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType,
+        if issubclass(type(v), (types.BuiltinFunctionType, types.BuiltinMethodType,
                           types.WrapperDescriptorType, types.MethodWrapperType,
                           types.MethodDescriptorType)):
             owner = getattr(v, "__self__", None)
-            bound = "" if owner is None or isinstance(owner, types.ModuleType) \
+            bound = "" if owner is None or issubclass(type(owner), types.ModuleType) \
                 else f"@{self.enc(owner)}"
             return f"builtin:{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', '')}" \
                    + bound
@@ -211,55 +208,56 @@ class _Encoder:
         """Values whose state is not in attributes (adversarial finding R8-1), or None."""
         t = type(v)
         mod = t.__module__ or ""
-        if mod.split(".")[0] == "numpy" or isinstance(v, _np_types()):
+        if mod.split(".")[0] == "numpy" or issubclass(type(v), _np_types()):
             import numpy as np  # noqa: PLC0415 -- numpy is there: the value is numpy's
 
-            if isinstance(v, np.generic) and getattr(v, "ndim", 1) == 0:
+            if issubclass(type(v), np.generic) and getattr(v, "ndim", 1) == 0:
                 return f"{_qual(t)}:{v.item()!r}"
-            if isinstance(v, np.ndarray):
+            if issubclass(type(v), np.ndarray):
                 if v.dtype.hasobject:
                     self.uncomparable = self.unreadable = True
                     return f"<numpy object array {v.shape}>"
-                mask = np.ma.getmaskarray(v).tobytes() if isinstance(v, np.ma.MaskedArray) \
+                mask = np.ma.getmaskarray(v).tobytes() if issubclass(type(v), np.ma.MaskedArray) \
                     else b""
                 raw = np.ascontiguousarray(np.asarray(v)).tobytes() + mask
                 return f"{_qual(t)}:{v.dtype.str}:{v.shape}:" \
                        f"{hashlib.sha1(raw).hexdigest()}"  # noqa: S324 -- a digest
-            if isinstance(v, np.random.Generator):
+            if issubclass(type(v), np.random.Generator):
                 return f"numpy.Generator({self.enc(v.bit_generator.state)})"
-            if isinstance(v, np.random.RandomState):
+            if issubclass(type(v), np.random.RandomState):
                 return f"numpy.RandomState({_digest(repr(v.get_state()))})"
-        if isinstance(v, torch.Generator):
+        if issubclass(type(v), torch.Generator):
             from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
 
             with _disable_current_modes():
                 return f"torch.Generator({v.device}:" \
                        f"{hashlib.sha1(v.get_state().numpy().tobytes()).hexdigest()})"  # noqa: S324
-        if isinstance(v, torch._C.Future):   # its state is in C: done, and its value (R55c-3)
+        if issubclass(type(v), torch._C.Future):   # its state is in C: done, and its value (R55c-3)
             if not v.done():
                 return f"{_qual(t)}(pending){self._attrs(v)}"
             try:
                 return f"{_qual(t)}(done:{self.enc(v.value())}){self._attrs(v)}"
             except Exception:  # noqa: BLE001 -- it holds an error
                 return f"{_qual(t)}(error){self._attrs(v)}"
-        if isinstance(v, random.Random):     # its state is in C, not in __dict__ (R9-1)
+        if issubclass(type(v), random.Random):     # its state is in C, not in __dict__ (R9-1)
             return f"{_qual(t)}({_digest(repr(v.getstate()))}){self._attrs(v)}"
-        if isinstance(v, collections.defaultdict):   # default_factory is in C (R9-1)
+        if issubclass(type(v), collections.defaultdict):   # default_factory is in C (R9-1)
             return f"defaultdict({self.enc(v.default_factory)}){{" + ",".join(
-                f"{self.enc(k)}:{self.enc(x)}" for k, x in v.items()) + "}" + self._attrs(v)
-        if isinstance(v, types.MappingProxyType):   # a dataclass field's metadata, a class dict
+                f"{self.enc(k)}:{self.enc(x)}" for k, x in _items(v)) + "}" + self._attrs(v)
+        if type(v) is types.MappingProxyType:  # a dataclass field's metadata, a class dict
             return "mappingproxy{" + ",".join(f"{self.enc(k)}:{self.enc(x)}"
                                               for k, x in v.items()) + "}"
-        if isinstance(v, collections.deque):
-            return f"deque(maxlen={v.maxlen})[" + ",".join(self.enc(x) for x in v) + "]" \
+        if issubclass(type(v), collections.deque):
+            return f"deque(maxlen={v.maxlen})[" + ",".join(
+                self.enc(x) for x in collections.deque.__iter__(v)) + "]" \
                 + self._attrs(v)
-        if isinstance(v, (bytearray, array.array)):
+        if issubclass(type(v), (bytearray, array.array)):
             code = getattr(v, "typecode", "")
             return f"{_qual(t)}:{code}:{bytes(v)!r}" if len(v) <= 64 else \
                 f"{_qual(t)}:{code}:{hashlib.sha1(bytes(v)).hexdigest()}"  # noqa: S324
-        if isinstance(v, weakref.ReferenceType):
+        if issubclass(type(v), weakref.ReferenceType):
             return f"weakref({self.enc(v())})"
-        if isinstance(v, re.Pattern):
+        if issubclass(type(v), re.Pattern):
             return f"re({v.pattern!r},{v.flags})"
         if t.__name__ == "_lru_cache_wrapper":
             # its cached values are in C, out of reach (``cache_clear`` even resets the
@@ -268,23 +266,23 @@ class _Encoder:
                 self.uncomparable = self.unreadable = True
                 return f"<lru_cache holding {v.cache_info().currsize} values>"
             return f"lru_cache({self.enc(v.__wrapped__)},empty)" + self._attrs(v)
-        if isinstance(v, io.StringIO):      # its buffer is in C (R10-2)
+        if issubclass(type(v), io.StringIO):      # its buffer is in C (R10-2)
             return f"StringIO({_digest(v.getvalue())},{v.tell()})" + self._attrs(v)
-        if isinstance(v, io.BytesIO):
+        if issubclass(type(v), io.BytesIO):
             return f"BytesIO({hashlib.sha1(v.getbuffer()).hexdigest()},{v.tell()})" \
                 + self._attrs(v)  # noqa: S324 -- a digest
-        if isinstance(v, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+        if issubclass(type(v), (types.MemberDescriptorType, types.GetSetDescriptorType)):
             return f"descriptor:{getattr(v, '__qualname__', '')}"   # a slot of a class body
-        if isinstance(v, _LOCKS):   # held or not (R11-3); an RLock by its count
+        if issubclass(type(v), _LOCKS):   # held or not (R11-3); an RLock by its count
             held = v.locked() if hasattr(v, "locked") else \
                 re.search(r"count=(\d+)", repr(v)).group(1)  # type: ignore[union-attr]
             return f"<lock {_qual(t)} {held}>"
         ctypes = sys.modules.get("ctypes")
-        if ctypes is not None and isinstance(v, ctypes._Pointer):  # noqa: SLF001
+        if ctypes is not None and issubclass(type(v), ctypes._Pointer):  # noqa: SLF001
             # what it points to (R12-2), not its address
             return f"{_qual(t)}->" + (self.enc(v.contents) if v else "NULL") + self._attrs(v)
-        if ctypes is not None and isinstance(v, (ctypes._SimpleCData, ctypes.Structure,  # noqa: SLF001
-                                                 ctypes.Union, ctypes.Array)):
+        if ctypes is not None and issubclass(type(v), (
+                ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):  # noqa: SLF001
             # its value is in C memory (R11-3)
             return f"{_qual(t)}:{hashlib.sha1(bytes(memoryview(v))).hexdigest()}" \
                 + self._attrs(v)  # noqa: S324 -- a digest
@@ -298,11 +296,12 @@ class _Encoder:
 
     def _attrs(self, v: Any, public_plain: bool = False, skip: frozenset[str] = frozenset()
                ) -> str:
-        out = dict(getattr(v, "__dict__", {}) or {})
+        d = own_dict(v)     # (never a ``__dict__`` of the value's own: R57a-3)
+        out = dict(_items(d)) if d is not None else {}
         for cls in type(v).__mro__:
             slots = getattr(cls, "__slots__", ()) or ()
-            for s in (slots,) if isinstance(slots, str) else slots:   # one string: one slot
-                if not isinstance(s, str):
+            for s in (slots,) if issubclass(type(slots), str) else slots:   # one string: one slot
+                if not issubclass(type(s), str):
                     continue
                 # a private slot is stored under its mangled name (R10-3)
                 at = f"_{cls.__name__.lstrip('_')}{s}" if s.startswith("__") \
@@ -312,7 +311,7 @@ class _Encoder:
         out = {k: x for k, x in out.items() if _plain(k) not in skip}
         if public_plain:
             out = {k: x for k, x in out.items() if not _plain(k).startswith("_")
-                   and (x is None or isinstance(x, _PRIMITIVES))}
+                   and (x is None or issubclass(type(x), _PRIMITIVES))}
         return "" if not out else "(" + ",".join(f"{key_text(k)}={self.enc(x)}"
                                                  for k, x in out.items()) + ")"
 
@@ -324,7 +323,7 @@ class _Encoder:
                 f"{self._attrs(f, skip=_dynamo_cache(f))}")
 
     def _code(self, code: types.CodeType) -> str:
-        consts = tuple(self._code(c) if isinstance(c, types.CodeType) else c
+        consts = tuple(self._code(c) if issubclass(type(c), types.CodeType) else c
                        for c in code.co_consts)
         raw = repr((code.co_code, code.co_names, code.co_varnames, code.co_filename,
                     code.co_firstlineno)).encode() + self.enc(consts).encode()
@@ -382,7 +381,7 @@ def _abc_registry(cls: type, user: frozenset[str] = frozenset()) -> Any:
     capture 11 CPU s and 70 MB): its registry only (R40b-2, open)."""
     import abc  # noqa: PLC0415
 
-    if not isinstance(cls, abc.ABCMeta):
+    if not issubclass(type(cls), abc.ABCMeta):
         return vars(cls).get("_abc_impl")
     # (registry, cache, negative cache, negative cache version)
     registry, cache, negative, version = abc._get_dump(cls)  # noqa: SLF001
@@ -395,7 +394,7 @@ def _abc_registry(cls: type, user: frozenset[str] = frozenset()) -> Any:
                 subs.append(c)
                 todo += type.__subclasses__(c)
         sets.append(tuple((c, f"@{id(c):x}", _classes(abc._get_dump(c)[0])  # noqa: SLF001
-                           if isinstance(c, abc.ABCMeta) else ())
+                           if issubclass(type(c), abc.ABCMeta) else ())
                           for c in sorted(subs, key=_class_key)))
         if any("__subclasshook__" in vars(k) and _users_class(k, user)
                for k in cls.__mro__ if k is not object):
@@ -467,9 +466,9 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     bnamed = [*(buffers or {}).items(), *model.named_buffers(remove_duplicate=False)]
     for n, b in bnamed:
         names.setdefault(id(b), f"<buffer {n}>")
-    for p, st in opt.state.items():
+    for p, st in _items(opt.state):
         named += [(f"optimizer.state[{pnames.get(id(p), '<other>')}][{k}]", x)
-                  for k, x in st.items() if isinstance(x, torch.Tensor)]
+                  for k, x in _items(st) if issubclass(type(x), torch.Tensor)]
     user_modules = list(user_modules)
     enc = _Encoder(names, frozenset(id(x) for _, x in named),
                    frozenset(m.__name__ for m in user_modules), stale,
@@ -486,10 +485,12 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         where = n or "<model>"
         out[f"module {where} parameters"] = ",".join(
             f"{key_text(k)}={pnames.get(id(p), '<other>') if p is not None else None}"
-            for k, p in m._parameters.items())  # noqa: SLF001
-        out[f"module {where} buffers"] = ",".join(m._buffers)  # noqa: SLF001
-        out[f"module {where} submodules"] = ",".join(m._modules)  # noqa: SLF001
-        for k, v in vars(m).items():
+            for k, p in _items(m._parameters))  # noqa: SLF001
+        out[f"module {where} buffers"] = ",".join(  # noqa: SLF001
+            key_text(k) for k, _ in _items(m._buffers))  # noqa: SLF001
+        out[f"module {where} submodules"] = ",".join(  # noqa: SLF001
+            key_text(k) for k, _ in _items(m._modules))  # noqa: SLF001
+        for k, v in _own_items(m, f"module {where}", out):
             if _plain(k) not in _SKIPPED_MODULE_KEYS:
                 put(f"module {where}.{key_text(k)}", v)
         if is_checkpoint_wrapper(m):
@@ -504,17 +505,17 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                      if _plain(k) not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
         base = base_keys.get(id(p), {})   # a user value under a creation key counts (R54b-2)
-        own = {k: x for k, x in vars(p).items()    # a recorded fake_mode is read (R55a-2)
-               if _plain(k) not in base or base[k] is not x or not isinstance(x, _IMMUTABLE)}
+        own = {k: x for k, x in _own_items(p, f"parameter {n}", out)  # its fake_mode (R55a-2)
+               if _plain(k) not in base or base[k] is not x or not issubclass(type(x), _IMMUTABLE)}
         # C attributes; no hook left is none (an emptied dict: round 48a, R48a-3)
         own.update({k: getattr(p, k, None) or None for k in _PARAMETER_HOOKS})
         put(f"parameter {n} attributes", own)
-    for k, v in vars(opt).items():
+    for k, v in _own_items(opt, "optimizer", out):
         if _plain(k) == "state":      # (a key's own __eq__ is never called: R56d-2)
-            for p, st in v.items():
+            for p, st in _items(v):
                 if id(p) in stale:
                     held.append(("optimizer.state", stale[id(p)]))
-                put(f"optimizer.state[{pnames.get(id(p), '<other>')}]", dict(st))
+                put(f"optimizer.state[{pnames.get(id(p), '<other>')}]", dict(_items(st)))
         elif _plain(k) != "param_groups":
             put(f"optimizer.{key_text(k)}", v)
     for i, g in enumerate(opt.param_groups):
@@ -522,9 +523,9 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                     for p in g.get("params", ()) if id(p) in stale)
         put(f"optimizer.param_groups[{i}]",
             {k: ([pnames.get(id(p), "<other>") for p in x] if k == "params" else x)
-             for k, x in g.items()})
+             for k, x in _items(g)})
     if mesh is not None:
-        for k, v in vars(mesh).items():
+        for k, v in _own_items(mesh, "the DeviceMesh", out):
             put(f"the DeviceMesh's {key_text(k)}", v)
     used: set[str] = set()
     for mod in user_modules:
@@ -532,7 +533,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         if where in used:        # one file imported under two names (R8-1): keep both apart
             where = f"{where} (as {mod.__name__})"
         used.add(where)
-        for k, v in list(vars(mod).items()):    # its __x__ globals too (R56a-2)
+        for k, v in list(module_dict(mod).items()):    # its __x__ globals too (R56a-2)
             if _plain(k) in MODULE_DUNDERS:
                 if (t := dunder_text(k, v)) is not None:
                     out[f"the global {k} of {where}"] = t
@@ -544,7 +545,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     for modname in _GLOBAL_REGISTRIES:
         mod = sys.modules.get(modname)
         for k, v in (vars(mod).items() if mod is not None else ()):
-            if _plain(k).startswith("_global_") and isinstance(v, dict):   # (R56e-5)
+            if _plain(k).startswith("_global_") and issubclass(type(v), dict):   # (R56e-5)
                 put(f"torch {modname}.{k}", v)
     out["torch default dtype"] = repr(torch.get_default_dtype())
     out["torch grad mode"] = repr(torch.is_grad_enabled())

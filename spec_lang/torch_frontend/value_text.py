@@ -19,7 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["MODULE_DUNDERS", "dunder_text", "identity_text", "key_text", "object_text",
-           "one_fingerprint", "own_dict", "prim_repr", "release_kept"]
+           "module_dict", "one_fingerprint", "own_dict", "prim_repr", "release_kept"]
+
+UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be compared
+# prefix of a value prove --torch cannot read (no attributes, over the budget): whether the
+# step changed it is not known, so it is reported whether or not its text changed (R8-1)
+UNREADABLE = UNCOMPARABLE + "!"
 
 
 def _digest(text: str) -> str:
@@ -151,17 +156,18 @@ def object_text(v: Any) -> str:
         # budget needs): its code, name, qualified name, module, doc (R56f-3), defaults,
         # keyword defaults, annotations, dict and closure cells' contents (R56c-2); the dicts'
         # contents too (changed in place), less torch's ``__dynamo_disable`` cache
-        own, an, kd = v.__dict__, v.__annotations__, v.__kwdefaults__
+        own, an, kd = v.__dict__, v.__annotations__, v.__kwdefaults__   # (each a dict or a
+        # subclass of one: read through dict's own methods, never the subclass's: R57a-1)
         parts = (v, v.__code__, v.__name__, v.__qualname__, v.__module__, v.__doc__,
                  v.__defaults__, kd, an, own, *(_cell(c) for c in v.__closure__ or ()))
         _KEPT.extend(parts)
         text = "fn@" + ",".join([str(id(x)) for x in parts])
         for tag, dct in (("d", own), ("a", an), ("k", kd)):
-            if dct:
+            if dct is not None and dict.__len__(dct):
                 skip = _dynamo_cache(v) if tag == "d" else frozenset()
                 text += f":{tag}" + repr(sorted(
                     (x if type(x) is str else _qual(type(x)), _ident(y))
-                    for x, y in list(dct.items()) if type(x) is not str or x not in skip))
+                    for x, y in list(dict.items(dct)) if type(x) is not str or x not in skip))
         return text
     text = _ident(v) + identity_text(v)
     if type(v) is types.MethodType:          # a Python method: its function and object (R56e-3)
@@ -170,22 +176,32 @@ def object_text(v: Any) -> str:
     if own is None:
         return text
     return text + repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))
-                              for x, y in list(own.items())))
+                              for x, y in list(dict.items(own))))
+
+
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
+
+
+def module_dict(m: types.ModuleType) -> dict:
+    """A module's namespace through the C member of ``ModuleType`` (a subclass's own
+    ``__dict__`` property, which ``vars`` would call, never runs: R57a-3's family)."""
+    return _MODULE_DICT.__get__(m)
 
 
 def own_dict(v: Any) -> dict | None:
-    """``v.__dict__`` through the C descriptor types give instances; None when a class of
-    ``v``'s defines ``__dict__`` otherwise (no code of the value's runs)."""
+    """``v.__dict__`` through the C descriptor its type gives instances (a dict, or a subclass of
+    one: read it through ``dict``'s own methods, R57a-1, R57a-3); None when a class of ``v``'s
+    defines ``__dict__`` otherwise (no code of the value's runs)."""
     for cls in type(v).__mro__:
         d = cls.__dict__.get("__dict__")
         if d is not None:
-            if type(d) is not types.GetSetDescriptorType:
+            if type(d) not in (types.GetSetDescriptorType, types.MemberDescriptorType):
                 return None
             try:
                 out = d.__get__(v, type(v))
             except Exception:  # noqa: BLE001 -- unreadable: the identity says it
                 return None
-            return out if type(out) is dict else None
+            return out if issubclass(type(out), dict) else None
     return None
 
 
@@ -235,19 +251,19 @@ def _ident(v: Any) -> str:
 
 
 def _ident_text(v: Any) -> str:
-    if isinstance(v, types.FunctionType):
+    if issubclass(type(v), types.FunctionType):
         c = v.__code__
         return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
                f"{_bytecode_digest(c.co_code)}"
-    if isinstance(v, types.ModuleType):
-        name = vars(v).get("__name__", "")                 # (torch.classes raises on getattr)
+    if issubclass(type(v), types.ModuleType):
+        name = module_dict(v).get("__name__", "")          # (torch.classes raises on getattr)
         # a stand-in module under a loaded module's name is not that module
         return f"module:{name}" if sys.modules.get(name) is v else f"module:{name}(a copy)"
-    if isinstance(v, type):
+    if issubclass(type(v), type):
         return f"class:{v.__module__}.{v.__qualname__}"
     if v is None or issubclass(type(v), _DATA):       # by value (R56b-3)
         return _data_text(v)
-    if isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+    if issubclass(type(v), (types.BuiltinFunctionType, types.BuiltinMethodType)):
         return f"builtin:{v.__module__}.{v.__qualname__}"
     return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)
 
@@ -258,7 +274,7 @@ def _dynamo_cache(f: types.FunctionType) -> frozenset[str]:
     ``torch._dynamo.disable(f)`` (``DisableContext.__call__``'s ``_fn`` closing over ``f``),
     a step that calls ``torch.utils.checkpoint.checkpoint`` for the first time leaves it
     (round 38e, r38e_10). Anything else there is read (the wrapper calls it)."""
-    d = f.__dict__.get("__dynamo_disable") if isinstance(f.__dict__, dict) else None
+    d = dict.get(f.__dict__, "__dynamo_disable") if issubclass(type(f.__dict__), dict) else None
     if type(d) is not types.FunctionType or d.__code__.co_name != "_fn" \
             or d.__globals__.get("__name__") != "torch._dynamo.eval_frame" \
             or not any(_cell(c) is f for c in d.__closure__ or ()):
@@ -283,3 +299,34 @@ def _cell(c: Any) -> Any:
         return c.cell_contents
     except ValueError:
         return "<empty cell>"
+
+
+def _items(d: Any) -> list[tuple[Any, Any]]:
+    """A dict's (or a dict subclass's) items through ``dict``'s own method (a subclass's
+    ``items`` or ``__iter__`` never runs: R57a-3); anything else: no items (its reader marks
+    it, :func:`_own_items`)."""
+    return list(dict.items(d)) if issubclass(type(d), dict) else []
+
+
+def _base_iter(v: Any) -> Any:
+    """``v``'s elements through its base container type's own ``__iter__`` (list, tuple, set,
+    frozenset: a subclass's ``__iter__`` never runs, R57a-3's family)."""
+    base = next(b for b in (list, tuple, set, frozenset) if issubclass(type(v), b))
+    return base.__iter__(v)
+
+
+def _plain(k: Any) -> str:
+    """A key as a set or a prefix test may see it: a ``str`` itself, anything else a text no
+    skipped name has (a str subclass's own ``__hash__``, ``__eq__`` or ``startswith`` is never
+    called: R56d-2's family)."""
+    return k if type(k) is str else "<not a str>"
+
+
+def _own_items(v: Any, where: str, out: dict[str, str]) -> list[tuple[Any, Any]]:
+    """The items of ``v``'s own ``__dict__`` (:func:`own_dict`); one whose class defines
+    ``__dict__`` otherwise is unreadable: ``out[where + " __dict__"]`` says so (UNKNOWN)."""
+    d = own_dict(v)
+    if d is None:
+        out[f"{where} __dict__"] = UNREADABLE + f"{_qual(type(v))} defines its own __dict__"
+        return []
+    return _items(d)

@@ -6,8 +6,9 @@ read by the identities of its parts), 9039f77 (``step_state._plain`` on the opti
 Plans in ``plans/round57a/``; the truth is ``python tests/adversarial/torch4_truth.py FILE 2``
 (r57a_01, r57a_03, r57a_05 double their gradients from the second step on: step 1 w0 0.0 /
 step 2 w0 0.0058).
-The fast tests call ``process_state`` directly; the slow ones prove the plans. Open findings
-are strict xfails.
+The fast tests call ``process_state`` directly; the slow ones prove the plans. All three
+findings are fixed (``value_text``: dicts read through ``dict``'s own methods, ``own_dict`` /
+``module_dict`` for namespaces, ``issubclass(type(v), ...)`` for every type test).
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ def _held():
 
 # -- R57a-1: a held function's __dict__ / __kwdefaults__ / __annotations__ a dict subclass ----
 
-@pytest.mark.xfail(strict=True, reason="R57a-1: a function's dict read by its own items()")
 @pytest.mark.state_modules("json")
 @pytest.mark.parametrize("field", ["__dict__", "__kwdefaults__", "__annotations__"])
 def test_r57a_1_function_dict_subclass_entry_seen(json_clean, field):
@@ -73,7 +73,6 @@ def test_r57a_1_function_dict_subclass_entry_seen(json_clean, field):
     assert _changes(lambda: dict.__setitem__(getattr(f, field), "s", 1)) == ["the module json"]
 
 
-@pytest.mark.xfail(strict=True, reason="R57a-1: a function's dict read by its own __len__")
 @pytest.mark.state_modules("json")
 def test_r57a_1_function_dict_len_zero_entry_seen(json_clean):
     f = _held()
@@ -82,7 +81,6 @@ def test_r57a_1_function_dict_len_zero_entry_seen(json_clean):
     assert _changes(lambda: dict.__setitem__(f.__dict__, "n", 1)) == ["the module json"]
 
 
-@pytest.mark.xfail(strict=True, reason="R57a-1: the subclass's items() runs in a fingerprint")
 @pytest.mark.state_modules("json")
 def test_r57a_1_function_dict_items_not_called(json_clean):
     from spec_lang.torch_frontend.process_state import _process_state
@@ -120,7 +118,6 @@ class _Odd:
         return types.FunctionType
 
 
-@pytest.mark.xfail(strict=True, reason="R57a-2: isinstance runs the object's __class__")
 @pytest.mark.state_modules("json")
 def test_r57a_2_class_property_not_called(json_clean):
     from spec_lang.torch_frontend.process_state import _process_state
@@ -131,7 +128,6 @@ def test_r57a_2_class_property_not_called(json_clean):
     assert _Counted.calls == 0
 
 
-@pytest.mark.xfail(strict=True, reason="R57a-2: AttributeError __code__ in _ident_text")
 @pytest.mark.state_modules("json")
 def test_r57a_2_class_property_saying_function_reads(json_clean):
     from spec_lang.torch_frontend.process_state import _process_state
@@ -193,20 +189,17 @@ def _prove(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57a-1: false accept, function __dict__ subclass")
 def test_r57a_01_function_dict_subclass_counter_not_equivalent():
     assert _prove(ROUND / "r57a_01_counter_in_function_dict_subclass_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57a-2: AttributeError in the capture")
 def test_r57a_02_right_plan_class_property_has_a_verdict():
     """A right plan: EQUIVALENT (0) or UNKNOWN (2), not "capturing ... failed" (3)."""
     assert _prove(ROUND / "r57a_02_class_property_says_function_right.py") in (0, 2)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57a-3: false accept, optimizer __dict__ subclass")
 def test_r57a_03_optimizer_dict_subclass_counter_not_equivalent():
     assert _prove(ROUND / "r57a_03_counter_in_optimizer_dict_subclass_wrong.py") != 0
 
@@ -217,6 +210,5 @@ def test_r57a_04_control_optimizer_attribute_counter_not_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57a-3: false accept, submodule __dict__ subclass")
 def test_r57a_05_submodule_dict_subclass_counter_not_equivalent():
     assert _prove(ROUND / "r57a_05_counter_in_submodule_dict_subclass_wrong.py") != 0
