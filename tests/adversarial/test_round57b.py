@@ -310,3 +310,24 @@ def test_r57b_04_slot_hidden_counter_not_equivalent():
 def test_r57b_06_plain_right_plan_equivalent():
     """A right plan (replicate, plain SGD): EQUIVALENT at 38b0b2a, UNKNOWN at 69068ac."""
     assert _prove(ROUND / "r57b_06_plain_optimizer_right.py") == 0
+
+
+@pytest.mark.state_modules()
+def test_r57b_4_generator_isinstance_miss_fills_torch_opaque_cache():
+    """R57b-4's cause, pinned: ``torch.Generator``'s metaclass is ``OpaqueBaseMeta``, whose
+    ``__instancecheck__`` miss fills ``torch._opaque_base._FakeScriptObject_cls`` (38b0b2a's
+    ``isinstance(v, torch.Generator)`` in ``_special`` filled it on both sides; 69068ac's
+    ``issubclass(type(v), ...)`` never does). Restores the cache afterwards."""
+    import torch
+    import torch._opaque_base as ob
+
+    assert type(torch.Generator) is ob.OpaqueBaseMeta
+    saved = ob._FakeScriptObject_cls
+    try:
+        ob._FakeScriptObject_cls = None
+        assert not issubclass(_Plain, torch.Generator)
+        assert ob._FakeScriptObject_cls is None
+        assert not isinstance(_Plain(), torch.Generator)
+        assert ob._FakeScriptObject_cls is not None
+    finally:
+        ob._FakeScriptObject_cls = saved
