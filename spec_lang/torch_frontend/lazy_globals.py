@@ -1,4 +1,4 @@
-"""Standard-library globals filled on first use, which a step may fill without leaving state
+"""Standard-library (and one torch) globals filled on first use, which a step may fill without leaving state
 for the next one (``tempfile.tempdir``, ``tempfile._name_sequence``): what
 :mod:`spec_lang.torch_frontend.process_state` skips, and exactly when (R13-3, R14-3, R56d-4,
 R56e-6). Split from :mod:`process_state`.
@@ -14,8 +14,11 @@ from typing import Any
 __all__ = ["_lazy_cache"]
 
 # the standard library's caches set on first use, in the step or before it depending on what
-# ran first (``tempfile.gettempdir()`` sets ``tempfile.tempdir``: mlp_ddp was UNKNOWN in CI)
-_LAZY_GLOBALS = frozenset({("tempfile", "tempdir"), ("tempfile", "_name_sequence")})
+# ran first (``tempfile.gettempdir()`` sets ``tempfile.tempdir``: mlp_ddp was UNKNOWN in CI);
+# torch's ``OpaqueBaseMeta.__instancecheck__`` caches the class ``FakeScriptObject`` at its first
+# miss (the parallel step's ``DeviceMesh`` checks fill it: R57b-4, every right plan UNKNOWN)
+_LAZY_GLOBALS = frozenset({("tempfile", "tempdir"), ("tempfile", "_name_sequence"),
+                           ("torch._opaque_base", "_FakeScriptObject_cls")})
 
 
 def _lazy_cache(module: str, key: str, v: Any) -> bool:
@@ -26,6 +29,9 @@ def _lazy_cache(module: str, key: str, v: Any) -> bool:
         return False
     if v is None:
         return True
+    if key == "_FakeScriptObject_cls":     # exactly the class torch's fill puts there
+        return v is getattr(sys.modules.get("torch._library.fake_class_registry"),
+                            "FakeScriptObject", None)
     if key == "tempdir":
         return isinstance(v, str) and v == _default_tempdir()
     tf = sys.modules.get("tempfile")

@@ -28,7 +28,7 @@ from spec_lang.torch_frontend.registry_state import registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
     _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
     _bytecode_digest, _cell, _data_text, _digest, _dynamo_cache, _function_text, _global_text,
-    _ident, _items, _own_items, _plain, _qual, dunder_text, identity_text, key_text,
+    _ident, _items, _own_items, _plain, _qual, _slots, dunder_text, identity_text, key_text,
     module_dict, object_text, one_fingerprint, own_dict, prim_repr, release_kept)
 
 __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE",
@@ -149,7 +149,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
             if issubclass(type(v), types.ModuleType) and type(k) is str \
                     and sys.modules.get(f"{name}.{k}") is v:     # (a str key only: R56e-1)
                 continue      # a submodule, set by its import (torch imports lazily, per side)
-            if v is None or issubclass(type(v), _DATA):
+            if v is None or issubclass(type(v), _DATA) or _lazy_cache(name, k, v):
                 continue      # counters, flags, keys and ids of this process (module docstring)
             entries.append((kt, _ident(v)))
             if from_user(v):

@@ -21,7 +21,7 @@ that changes it is UNKNOWN, never EQUIVALENT (so a held tensor's storage is name
 which only this process compares: R55a-3). A value that cannot be read at all (an object without
 attributes, a numpy object array, over :data:`_NODE_BUDGET` values) is :data:`UNREADABLE`: UNKNOWN
 whether or not the step changed it (R8-1). Values whose state is not in attributes are read by
-content (``_Encoder._special``); torch's own objects by their public plain attributes only.
+content (``special_values.special_text``); torch's own objects by their public plain attributes only.
 Process-wide state (the environment, ``builtins``, numpy's global generator, every loaded torch
 module's globals) is fingerprinted too (R8-2, R9-2); Python's ``random`` generator is not (torch's
 distributed calls draw from it in the parallel step), which the verdict states.
@@ -29,20 +29,14 @@ distributed calls draw from it in the parallel step), which the verdict states.
 
 from __future__ import annotations
 
-import array
 import collections
 import enum
 import functools
 import gc
 import hashlib
-import io
 import os
-import random
-import re
 import sys
-import threading
 import types
-import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -54,10 +48,11 @@ from spec_lang.torch_frontend.held_storage import (data_digest, fake_constant, g
                                                    storage_no, storages)
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
     MODULE_DUNDERS, OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell,
-    _base_iter, _items, _own_items, _plain, module_dict, own_dict,
+    _base_iter, _items, _own_items, _plain, _slots, module_dict, own_dict,
     _digest, _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, dunder_text,
     _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr, release_kept)
 from spec_lang.torch_frontend.own_guards import ours as _ours
+from spec_lang.torch_frontend.special_values import special_text
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
@@ -67,7 +62,7 @@ _NODE_BUDGET = 500_000      # values visited per entry before it is "too large" 
 _PRIMITIVES = (bool, int, float, complex, str, bytes)
 _IMMUTABLE = (type(None), *_PRIMITIVES, torch.device, torch.dtype)
 # what every Enum member has: its own attributes are the rest (R10-2)
-_ENUM_OWN = frozenset({"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"})
+_ENUM_OWN = frozenset({"__objclass__", "_sort_order_", "__init__"})
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
 
 
@@ -101,13 +96,14 @@ class _Encoder:
             raise _TooLarge
         if v is None:
             return "None"
-        if issubclass(type(v), enum.Enum):     # a member's own attributes too (R10-2)
-            return repr(v) + self._attrs(v, skip=_ENUM_OWN)
+        if issubclass(type(v), enum.Enum):     # a member's own attributes too (R10-2), its
+            # name and value among them (its class's own ``__repr__`` never runs: R57b-2)
+            return f"enum:{_qual(type(v))}" + self._attrs(v, skip=_ENUM_OWN)
         for base in _PRIMITIVES:
             if issubclass(type(v), base):
                 extra = "" if type(v) is base else self._attrs(v)
                 return f"{_qual(type(v))}:{prim_repr(base, v)}{extra}"
-        special = self._special(v)
+        special = special_text(self, v)
         if special is not None:
             return special
         if id(v) in self.names:
@@ -133,11 +129,14 @@ class _Encoder:
                    f"h={self.enc((v._backward_hooks, v._post_accumulate_grad_hooks))}," \
                    f"s{storage_no(v, self.goal_storages)})" \
                 + self._attrs(v) + "".join(map(self._attrs, storages(v)))   # all (R55c-7)
-        if issubclass(type(v), (torch.dtype, torch.device, torch.Size, torch.layout,
-                          torch.memory_format)):
-            return repr(v)
+        if type(v) in (torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format):
+            return repr(v)      # (a subclass of torch.Size is read as a tuple, with its attributes)
         if issubclass(type(v), types.ModuleType):
-            return f"module:{v.__name__}"
+            name = module_dict(v).get("__name__")
+            if type(name) is str and sys.modules.get(name) is v:
+                return f"module:{name}"
+            # a module not in sys.modules (a copy): its namespace (R57b-1)
+            return f"module-copy:{key_text(name)}" + self.enc(dict(module_dict(v)))
         if type(v) is types.GenericAlias:    # ``dict[str, Any]`` (an annotation of torch's
             # checkpoint wrapper's hooks: round 38e, r38e_10); immutable, its attribute reads
             # are its origin class's (exactly the type: a subclass holds state, R39a-4)
@@ -151,16 +150,19 @@ class _Encoder:
         # (a container subclass is read through its base type's own methods, never its own
         # ``__iter__`` / ``items``: R57a-3's family)
         if issubclass(type(v), (list, tuple)):
-            return f"{_qual(type(v))}[" + ",".join(self.enc(x) for x in _base_iter(v)) + "]"
+            return f"{_qual(type(v))}[" + ",".join(self.enc(x) for x in _base_iter(v)) + "]" \
+                + self._attrs(v)
         if issubclass(type(v), (set, frozenset)):
             return f"{_qual(type(v))}{{" + ",".join(sorted(self.enc(x) for x in _base_iter(v))) \
-                + "}"
+                + "}" + self._attrs(v)
         if issubclass(type(v), dict):
             return f"{_qual(type(v))}{{" + ",".join(f"{self.enc(k)}:{self.enc(x)}"
                                                    for k, x in _items(v)) + "}" + self._attrs(v)
-        if issubclass(type(v), functools.partial):
-            return f"partial({self.enc(v.func)},{self.enc(v.args)},{self.enc(v.keywords)})" \
-                + self._attrs(v)
+        if issubclass(type(v), functools.partial):   # (partial's own members: R57b-2)
+            base = next(b for b in type(v).__mro__ if b.__name__ == "partial"
+                        and b.__module__ in ("functools", "_functools"))
+            func, args, kw = (base.__dict__[a].__get__(v) for a in ("func", "args", "keywords"))
+            return f"partial({self.enc(func)},{self.enc(args)},{self.enc(kw)})" + self._attrs(v)
         if issubclass(type(v), types.MethodType):
             return f"method({self.enc(v.__func__)},{self.enc(v.__self__)})"
         if issubclass(type(v), types.FunctionType):
@@ -197,117 +199,20 @@ class _Encoder:
             if deep is not None:
                 return f"{_qual(type(v))}" + self._attrs(v, skip=deep | _ours(v))
             return f"{_qual(type(v))}" + self._attrs(v, public_plain=True)
-        if hasattr(v, "__dict__") or hasattr(type(v), "__slots__"):
+        if own_dict(v) is not None or any(    # (no code of the value's runs: R57b-3)
+                "__slots__" in type.__dict__["__dict__"].__get__(c) for c in type(v).__mro__):
             return f"{_qual(type(v))}" + self._attrs(v)
         # no attributes to read (a generator, a C object): whether the step changed it is not
         # known, changed or not (adversarial finding R8-1)
         self.uncomparable = self.unreadable = True
         return f"<opaque {_qual(type(v))}>"
 
-    def _special(self, v: Any) -> str | None:  # noqa: PLR0911 -- one case per kind of value
-        """Values whose state is not in attributes (adversarial finding R8-1), or None."""
-        t = type(v)
-        mod = t.__module__ or ""
-        if mod.split(".")[0] == "numpy" or issubclass(type(v), _np_types()):
-            import numpy as np  # noqa: PLC0415 -- numpy is there: the value is numpy's
-
-            if issubclass(type(v), np.generic) and getattr(v, "ndim", 1) == 0:
-                return f"{_qual(t)}:{v.item()!r}"
-            if issubclass(type(v), np.ndarray):
-                if v.dtype.hasobject:
-                    self.uncomparable = self.unreadable = True
-                    return f"<numpy object array {v.shape}>"
-                mask = np.ma.getmaskarray(v).tobytes() if issubclass(type(v), np.ma.MaskedArray) \
-                    else b""
-                raw = np.ascontiguousarray(np.asarray(v)).tobytes() + mask
-                return f"{_qual(t)}:{v.dtype.str}:{v.shape}:" \
-                       f"{hashlib.sha1(raw).hexdigest()}"  # noqa: S324 -- a digest
-            if issubclass(type(v), np.random.Generator):
-                return f"numpy.Generator({self.enc(v.bit_generator.state)})"
-            if issubclass(type(v), np.random.RandomState):
-                return f"numpy.RandomState({_digest(repr(v.get_state()))})"
-        if issubclass(type(v), torch.Generator):
-            from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
-
-            with _disable_current_modes():
-                return f"torch.Generator({v.device}:" \
-                       f"{hashlib.sha1(v.get_state().numpy().tobytes()).hexdigest()})"  # noqa: S324
-        if issubclass(type(v), torch._C.Future):   # its state is in C: done, and its value (R55c-3)
-            if not v.done():
-                return f"{_qual(t)}(pending){self._attrs(v)}"
-            try:
-                return f"{_qual(t)}(done:{self.enc(v.value())}){self._attrs(v)}"
-            except Exception:  # noqa: BLE001 -- it holds an error
-                return f"{_qual(t)}(error){self._attrs(v)}"
-        if issubclass(type(v), random.Random):     # its state is in C, not in __dict__ (R9-1)
-            return f"{_qual(t)}({_digest(repr(v.getstate()))}){self._attrs(v)}"
-        if issubclass(type(v), collections.defaultdict):   # default_factory is in C (R9-1)
-            return f"defaultdict({self.enc(v.default_factory)}){{" + ",".join(
-                f"{self.enc(k)}:{self.enc(x)}" for k, x in _items(v)) + "}" + self._attrs(v)
-        if type(v) is types.MappingProxyType:  # a dataclass field's metadata, a class dict
-            return "mappingproxy{" + ",".join(f"{self.enc(k)}:{self.enc(x)}"
-                                              for k, x in v.items()) + "}"
-        if issubclass(type(v), collections.deque):
-            return f"deque(maxlen={v.maxlen})[" + ",".join(
-                self.enc(x) for x in collections.deque.__iter__(v)) + "]" \
-                + self._attrs(v)
-        if issubclass(type(v), (bytearray, array.array)):
-            code = getattr(v, "typecode", "")
-            return f"{_qual(t)}:{code}:{bytes(v)!r}" if len(v) <= 64 else \
-                f"{_qual(t)}:{code}:{hashlib.sha1(bytes(v)).hexdigest()}"  # noqa: S324
-        if issubclass(type(v), weakref.ReferenceType):
-            return f"weakref({self.enc(v())})"
-        if issubclass(type(v), re.Pattern):
-            return f"re({v.pattern!r},{v.flags})"
-        if t.__name__ == "_lru_cache_wrapper":
-            # its cached values are in C, out of reach (``cache_clear`` even resets the
-            # statistics): a cache holding values cannot be read (R10-2)
-            if v.cache_info().currsize:
-                self.uncomparable = self.unreadable = True
-                return f"<lru_cache holding {v.cache_info().currsize} values>"
-            return f"lru_cache({self.enc(v.__wrapped__)},empty)" + self._attrs(v)
-        if issubclass(type(v), io.StringIO):      # its buffer is in C (R10-2)
-            return f"StringIO({_digest(v.getvalue())},{v.tell()})" + self._attrs(v)
-        if issubclass(type(v), io.BytesIO):
-            return f"BytesIO({hashlib.sha1(v.getbuffer()).hexdigest()},{v.tell()})" \
-                + self._attrs(v)  # noqa: S324 -- a digest
-        if issubclass(type(v), (types.MemberDescriptorType, types.GetSetDescriptorType)):
-            return f"descriptor:{getattr(v, '__qualname__', '')}"   # a slot of a class body
-        if issubclass(type(v), _LOCKS):   # held or not (R11-3); an RLock by its count
-            held = v.locked() if hasattr(v, "locked") else \
-                re.search(r"count=(\d+)", repr(v)).group(1)  # type: ignore[union-attr]
-            return f"<lock {_qual(t)} {held}>"
-        ctypes = sys.modules.get("ctypes")
-        if ctypes is not None and issubclass(type(v), ctypes._Pointer):  # noqa: SLF001
-            # what it points to (R12-2), not its address
-            return f"{_qual(t)}->" + (self.enc(v.contents) if v else "NULL") + self._attrs(v)
-        if ctypes is not None and issubclass(type(v), (
-                ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):  # noqa: SLF001
-            # its value is in C memory (R11-3)
-            return f"{_qual(t)}:{hashlib.sha1(bytes(memoryview(v))).hexdigest()}" \
-                + self._attrs(v)  # noqa: S324 -- a digest
-        if mod == "logging" and t.__name__ in ("Logger", "RootLogger", "Manager"):
-            # logging's own loggers without their level cache and the logger tree, which fill
-            # as they are used and differ between processes (false refusal F11-2); every
-            # other attribute, handlers and filters included, is read (R12-1)
-            return f"logging:{_qual(t)}" + self._attrs(v, skip=_LOGGER_CACHES) + \
-                _logger_links(v)
-        return None
-
     def _attrs(self, v: Any, public_plain: bool = False, skip: frozenset[str] = frozenset()
                ) -> str:
         d = own_dict(v)     # (never a ``__dict__`` of the value's own: R57a-3)
         out = dict(_items(d)) if d is not None else {}
-        for cls in type(v).__mro__:
-            slots = getattr(cls, "__slots__", ()) or ()
-            for s in (slots,) if issubclass(type(slots), str) else slots:   # one string: one slot
-                if not issubclass(type(s), str):
-                    continue
-                # a private slot is stored under its mangled name (R10-3)
-                at = f"_{cls.__name__.lstrip('_')}{s}" if s.startswith("__") \
-                    and not s.endswith("__") and cls.__name__.strip("_") else s
-                if at not in out and hasattr(v, at):
-                    out[at] = getattr(v, at)
+        for at, x in _slots(v):
+            out.setdefault(at, x)
         out = {k: x for k, x in out.items() if _plain(k) not in skip}
         if public_plain:
             out = {k: x for k, x in out.items() if not _plain(k).startswith("_")
@@ -336,15 +241,6 @@ def _short_type(full: str) -> str:
         return full[i + 1:full.find(">", i)]
     i = full.find("<numpy object array")
     return "a numpy object array" if i >= 0 else "a value it cannot read"
-
-
-def _np_types() -> tuple[type, ...]:
-    np = sys.modules.get("numpy")
-    return () if np is None else (np.ndarray, np.generic, np.random.Generator,
-                                  np.random.RandomState)
-
-
-_LOCKS = (type(threading.Lock()), type(threading.RLock()))
 
 
 def _text(enc: _Encoder, v: Any) -> str:

@@ -330,3 +330,28 @@ def _own_items(v: Any, where: str, out: dict[str, str]) -> list[tuple[Any, Any]]
         out[f"{where} __dict__"] = UNREADABLE + f"{_qual(type(v))} defines its own __dict__"
         return []
     return _items(d)
+
+
+# a class made by a class statement or ``type()``: a heap type (Py_TPFLAGS_HEAPTYPE) that is not
+# immutable (Py_TPFLAGS_IMMUTABLETYPE, which C extensions' heap types set: ``functools.partial``'s
+# members include ``__vectorcalloffset__``, a C function's address)
+_HEAPTYPE, _IMMUTABLE = 1 << 9, 1 << 8
+
+
+def _slots(v: Any) -> list[tuple[str, Any]]:
+    """The slots of ``v``'s Python classes that hold a value, by the member descriptors in
+    each class's own namespace (a private slot under its mangled name, R10-3), read through
+    the descriptor: neither the class's ``__slots__`` attribute, which the user can rebind,
+    nor the value's own ``__getattribute__`` is consulted (R57b-3)."""
+    out = []
+    for cls in type.__dict__["__mro__"].__get__(type(v)):
+        if type.__dict__["__flags__"].__get__(cls) & (_HEAPTYPE | _IMMUTABLE) != _HEAPTYPE:
+            continue
+        for at, d in list(dict.items(type.__dict__["__dict__"].__get__(cls).copy())):
+            if type(d) is types.MemberDescriptorType and type(at) is str \
+                    and d.__objclass__ is cls and at not in ("__dict__", "__weakref__"):
+                try:
+                    out.append((at, d.__get__(v, type(v))))
+                except AttributeError:      # an empty slot
+                    continue
+    return out

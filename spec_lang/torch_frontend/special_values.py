@@ -1,0 +1,153 @@
+"""Values whose state is not in Python attributes (a numpy array, a generator, a buffer, a
+lock, a weak reference, a C data object): how :mod:`spec_lang.torch_frontend.step_state`'s
+encoder reads them (adversarial findings R8-1, R9-1, R10-2, R11-3, R12-2, R55c-3, R57b-1,
+R57b-2). Split from ``step_state``.
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import gc
+import hashlib
+import io
+import random
+import re
+import sys
+import threading
+import types
+import weakref
+from typing import Any
+
+import torch
+
+from spec_lang.torch_frontend.process_state import _LOGGER_CACHES, _logger_links
+from spec_lang.torch_frontend.value_text import _digest, _items, _qual
+
+__all__ = ["special_text"]
+
+def _np_types() -> tuple[type, ...]:
+    np = sys.modules.get("numpy")
+    return () if np is None else (np.ndarray, np.generic, np.random.Generator,
+                                  np.random.RandomState)
+
+
+_LOCKS = (type(threading.Lock()), type(threading.RLock()))
+
+
+def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one case per kind
+    """The text of a value whose state is not in attributes (adversarial finding R8-1), or
+    None: read through its base type's own methods and descriptors, never a subclass's
+    (R57b-2), with its own attributes (``enc._attrs``, R57b-1). ``enc``: the step-state
+    encoder (``step_state._Encoder``: ``enc``, ``_attrs``, ``uncomparable``, ``unreadable``)."""
+    t = type(v)
+    mod = t.__module__ or ""
+    if mod.split(".")[0] == "numpy" or issubclass(type(v), _np_types()):
+        import numpy as np  # noqa: PLC0415 -- numpy is there: the value is numpy's
+
+        # (through numpy's own methods, never a subclass's; its attributes too: R57b-1/2)
+        if issubclass(type(v), np.generic) and np.generic.ndim.__get__(v) == 0:
+            return f"{_qual(t)}:{np.generic.item(v)!r}" + enc._attrs(v)
+        if issubclass(type(v), np.ndarray):
+            base = np.ndarray.view(v, np.ndarray)
+            if base.dtype.hasobject:
+                enc.uncomparable = enc.unreadable = True
+                return f"<numpy object array {base.shape}>"
+            mask = np.ma.getmaskarray(base).tobytes() if issubclass(type(v),
+                                                                    np.ma.MaskedArray) \
+                else b""   # (a masked array's mask read by numpy, the class is numpy's)
+            if mask:
+                mask = np.ma.MaskedArray.mask.__get__(v).tobytes()
+            raw = np.ascontiguousarray(base).tobytes() + mask
+            return f"{_qual(t)}:{base.dtype.str}:{base.shape}:" \
+                   f"{hashlib.sha1(raw).hexdigest()}" + enc._attrs(v)  # noqa: S324
+        if issubclass(type(v), np.random.Generator):
+            bg = np.random.Generator.bit_generator.__get__(v)
+            if type(bg).__module__.split(".")[:2] != ["numpy", "random"]:
+                enc.uncomparable = enc.unreadable = True
+                return f"<numpy.Generator over {_qual(type(bg))}>"
+            return f"numpy.Generator({enc.enc(type(bg).state.__get__(bg))})" \
+                + enc._attrs(v)
+        if issubclass(type(v), np.random.RandomState):
+            return f"numpy.RandomState({_digest(repr(np.random.RandomState.get_state(v)))})" \
+                + enc._attrs(v)
+    if issubclass(type(v), torch.Generator):
+        from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
+
+        with _disable_current_modes():     # (torch's own methods; attributes: R57b-1/2)
+            state = torch.Generator.get_state(v).numpy().tobytes()
+            return f"torch.Generator({torch.Generator.device.__get__(v)}:" \
+                   f"{hashlib.sha1(state).hexdigest()})" + enc._attrs(v)  # noqa: S324
+    if issubclass(type(v), torch._C.Future):   # its state is in C: done, and its value (R55c-3)
+        if not v.done():
+            return f"{_qual(t)}(pending){enc._attrs(v)}"
+        try:
+            return f"{_qual(t)}(done:{enc.enc(v.value())}){enc._attrs(v)}"
+        except Exception:  # noqa: BLE001 -- it holds an error
+            return f"{_qual(t)}(error){enc._attrs(v)}"
+    if issubclass(type(v), random.Random):     # its state is in C, not in __dict__ (R9-1)
+        import _random  # noqa: PLC0415 -- the C generator's own getstate (R57b-2)
+
+        return f"{_qual(t)}({_digest(repr(_random.Random.getstate(v)))}){enc._attrs(v)}"
+    if issubclass(type(v), collections.defaultdict):   # default_factory is in C (R9-1)
+        factory = collections.defaultdict.default_factory.__get__(v)     # (R57b-2)
+        return f"defaultdict({enc.enc(factory)}){{" + ",".join(
+            f"{enc.enc(k)}:{enc.enc(x)}" for k, x in _items(v)) + "}" + enc._attrs(v)
+    if type(v) is types.MappingProxyType:  # a dataclass field's metadata, a class dict
+        inner = gc.get_referents(v)       # the mapping it wraps, read as a dict (R57b-2)
+        if len(inner) != 1 or not issubclass(type(inner[0]), dict):
+            enc.uncomparable = enc.unreadable = True
+            return "<mappingproxy over another mapping>"
+        return "mappingproxy{" + ",".join(f"{enc.enc(k)}:{enc.enc(x)}"
+                                          for k, x in _items(inner[0])) + "}"
+    if issubclass(type(v), collections.deque):
+        return f"deque(maxlen={v.maxlen})[" + ",".join(
+            enc.enc(x) for x in collections.deque.__iter__(v)) + "]" \
+            + enc._attrs(v)
+    if issubclass(type(v), (bytearray, array.array)):
+        code = array.array.typecode.__get__(v) if issubclass(t, array.array) else ""
+        raw = bytes(memoryview(v))      # (the buffer, not a subclass's methods: R57b-2)
+        return (f"{_qual(t)}:{code}:{raw!r}" if len(raw) <= 64 else
+                f"{_qual(t)}:{code}:{hashlib.sha1(raw).hexdigest()}") \
+            + enc._attrs(v)  # noqa: S324 -- its attributes too (R57b-1)
+    if issubclass(type(v), weakref.ReferenceType):
+        return f"weakref({enc.enc(weakref.ref.__call__(v))})" + enc._attrs(v)
+    if issubclass(type(v), re.Pattern):
+        return f"re({v.pattern!r},{v.flags})"
+    if t.__name__ == "_lru_cache_wrapper":
+        # its cached values are in C, out of reach (``cache_clear`` even resets the
+        # statistics): a cache holding values cannot be read (R10-2)
+        if v.cache_info().currsize:
+            enc.uncomparable = enc.unreadable = True
+            return f"<lru_cache holding {v.cache_info().currsize} values>"
+        return f"lru_cache({enc.enc(v.__wrapped__)},empty)" + enc._attrs(v)
+    if issubclass(type(v), io.StringIO):      # its buffer is in C (R10-2)
+        return f"StringIO({_digest(io.StringIO.getvalue(v))},{io.StringIO.tell(v)})" \
+            + enc._attrs(v)
+    if issubclass(type(v), io.BytesIO):
+        return f"BytesIO({hashlib.sha1(io.BytesIO.getbuffer(v)).hexdigest()}," \
+               f"{io.BytesIO.tell(v)})" \
+            + enc._attrs(v)  # noqa: S324 -- a digest
+    if issubclass(type(v), (types.MemberDescriptorType, types.GetSetDescriptorType)):
+        return f"descriptor:{getattr(v, '__qualname__', '')}"   # a slot of a class body
+    if issubclass(type(v), _LOCKS):   # held or not (R11-3); an RLock by its count
+        base = next(b for b in _LOCKS if issubclass(t, b))     # (its own methods: R57b-2)
+        held = base.locked(v) if base is _LOCKS[0] else \
+            re.search(r"count=(\d+)", base.__repr__(v)).group(1)  # type: ignore[union-attr]
+        return f"<lock {_qual(t)} {held}>" + enc._attrs(v)
+    ctypes = sys.modules.get("ctypes")
+    if ctypes is not None and issubclass(type(v), ctypes._Pointer):  # noqa: SLF001
+        # what it points to (R12-2), not its address
+        return f"{_qual(t)}->" + (enc.enc(v.contents) if v else "NULL") + enc._attrs(v)
+    if ctypes is not None and issubclass(type(v), (
+            ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):  # noqa: SLF001
+        # its value is in C memory (R11-3)
+        return f"{_qual(t)}:{hashlib.sha1(bytes(memoryview(v))).hexdigest()}" \
+            + enc._attrs(v)  # noqa: S324 -- a digest
+    if mod == "logging" and t.__name__ in ("Logger", "RootLogger", "Manager"):
+        # logging's own loggers without their level cache and the logger tree, which fill
+        # as they are used and differ between processes (false refusal F11-2); every
+        # other attribute, handlers and filters included, is read (R12-1)
+        return f"logging:{_qual(t)}" + enc._attrs(v, skip=_LOGGER_CACHES) + \
+            _logger_links(v)
+    return None
