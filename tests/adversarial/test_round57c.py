@@ -3,7 +3,7 @@
 routes.
 
 Plans in ``plans/round57c/``; the truth is ``python tests/adversarial/torch4_truth.py FILE 2``
-(r57c_01..05 double their gradients from the second step on: step 1 w0 0.0 / step 2 w0
+(r57c_01..06 double their gradients from the second step on: step 1 w0 0.0 / step 2 w0
 0.0058). The fast tests call ``step_state._Encoder`` directly (no process-state fingerprint);
 the slow ones prove the plans.
 """
@@ -120,17 +120,41 @@ def _pointer_bool_lie():
     return v, lambda: v.__setitem__(0, 5)
 
 
+# -- R57c-5: a slot whose member descriptor was taken out of its class ------------------------
+
+def _slot_deleted():
+    class _S:
+        __slots__ = ("n",)
+    d = _S.__dict__["n"]
+    del _S.n
+    v = _S()
+    d.__set__(v, 0)
+    return v, lambda: d.__set__(v, 1)
+
+
+def _slot_replaced():
+    class _S:
+        __slots__ = ("n",)
+    d = _S.__dict__["n"]
+    _S.n = property(lambda self: 0)
+    v = _S()
+    d.__set__(v, 0)
+    return v, lambda: d.__set__(v, 1)
+
+
 _OPEN = {"R57c-1 lru maxsize=0 misses": _lru_maxsize0,
          "R57c-2 OrderedDict move_to_end": _odict,
          "R57c-3 staticmethod": _staticmethod, "R57c-3 classmethod": _classmethod,
          "R57c-3 TextIOWrapper": _textio, "R57c-3 BufferedWriter": _bufwriter,
          "R57c-4 Future done": _future_done_lie, "R57c-4 Future value": _future_value_lie,
          "R57c-4 pointer contents": _pointer_contents_lie,
-         "R57c-4 pointer bool": _pointer_bool_lie}
+         "R57c-4 pointer bool": _pointer_bool_lie,
+         "R57c-5 slot descriptor deleted": _slot_deleted,
+         "R57c-5 slot descriptor replaced": _slot_replaced}
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R57c-1..4: open")
+@pytest.mark.xfail(strict=True, reason="R57c-1..5: open")
 @pytest.mark.parametrize("kind", sorted(_OPEN))
 def test_r57c_change_seen(kind):
     v, change = _OPEN[kind]()
@@ -190,11 +214,12 @@ _PLANS = ["r57c_01_counter_in_lru_cache_misses_wrong.py",
           "r57c_02_counter_in_ordereddict_order_wrong.py",
           "r57c_03_counter_in_staticmethod_func_wrong.py",
           "r57c_04_counter_in_textiowrapper_wrong.py",
-          "r57c_05_future_subclass_done_lies_wrong.py"]
+          "r57c_05_future_subclass_done_lies_wrong.py",
+          "r57c_06_slot_descriptor_deleted_wrong.py"]
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57c-1..4: EQUIVALENT on a wrong plan (open)")
+@pytest.mark.xfail(strict=True, reason="R57c-1..5: EQUIVALENT on a wrong plan (open)")
 @pytest.mark.parametrize("plan", _PLANS)
 def test_r57c_wrong_plan_not_equivalent(plan):
     assert _prove(ROUND / plan) != 0
