@@ -3,7 +3,7 @@
 routes.
 
 Plans in ``plans/round57c/``; the truth is ``python tests/adversarial/torch4_truth.py FILE 2``
-(r57c_01..06 double their gradients from the second step on: step 1 w0 0.0 / step 2 w0
+(r57c_01..07 double their gradients from the second step on: step 1 w0 0.0 / step 2 w0
 0.0058). The fast tests call ``step_state._Encoder`` directly (no process-state fingerprint);
 the slow ones prove the plans.
 """
@@ -142,6 +142,20 @@ def _slot_replaced():
     return v, lambda: d.__set__(v, 1)
 
 
+# -- R57c-6: a ctypes Structure / Array / Union by its bytes: what its pointers point to unread --
+
+def _struct_pointer():
+    class _St(ctypes.Structure):
+        _fields_ = [("p", ctypes.POINTER(ctypes.c_int))]
+    v = _St(ctypes.pointer(ctypes.c_int(0)))
+    return v, lambda: v.p.__setitem__(0, 5)
+
+
+def _array_of_pointers():
+    v = (ctypes.POINTER(ctypes.c_int) * 1)(ctypes.pointer(ctypes.c_int(0)))
+    return v, lambda: v[0].__setitem__(0, 5)
+
+
 _OPEN = {"R57c-1 lru maxsize=0 misses": _lru_maxsize0,
          "R57c-2 OrderedDict move_to_end": _odict,
          "R57c-3 staticmethod": _staticmethod, "R57c-3 classmethod": _classmethod,
@@ -150,11 +164,13 @@ _OPEN = {"R57c-1 lru maxsize=0 misses": _lru_maxsize0,
          "R57c-4 pointer contents": _pointer_contents_lie,
          "R57c-4 pointer bool": _pointer_bool_lie,
          "R57c-5 slot descriptor deleted": _slot_deleted,
-         "R57c-5 slot descriptor replaced": _slot_replaced}
+         "R57c-5 slot descriptor replaced": _slot_replaced,
+         "R57c-6 Structure pointer field": _struct_pointer,
+         "R57c-6 Array of pointers": _array_of_pointers}
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R57c-1..5: open")
+@pytest.mark.xfail(strict=True, reason="R57c-1..6: open")
 @pytest.mark.parametrize("kind", sorted(_OPEN))
 def test_r57c_change_seen(kind):
     v, change = _OPEN[kind]()
@@ -215,11 +231,12 @@ _PLANS = ["r57c_01_counter_in_lru_cache_misses_wrong.py",
           "r57c_03_counter_in_staticmethod_func_wrong.py",
           "r57c_04_counter_in_textiowrapper_wrong.py",
           "r57c_05_future_subclass_done_lies_wrong.py",
-          "r57c_06_slot_descriptor_deleted_wrong.py"]
+          "r57c_06_slot_descriptor_deleted_wrong.py",
+          "r57c_07_counter_behind_ctypes_struct_pointer_wrong.py"]
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57c-1..5: EQUIVALENT on a wrong plan (open)")
+@pytest.mark.xfail(strict=True, reason="R57c-1..6: EQUIVALENT on a wrong plan (open)")
 @pytest.mark.parametrize("plan", _PLANS)
 def test_r57c_wrong_plan_not_equivalent(plan):
     assert _prove(ROUND / plan) != 0
