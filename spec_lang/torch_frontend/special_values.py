@@ -79,10 +79,10 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
             return f"torch.Generator({torch.Generator.device.__get__(v)}:" \
                    f"{hashlib.sha1(state).hexdigest()})" + enc._attrs(v)  # noqa: S324
     if issubclass(type(v), torch._C.Future):   # its state is in C: done, and its value (R55c-3)
-        if not v.done():
+        if not torch._C.Future.done(v):       # (the C methods, never a subclass's: R57c-4)
             return f"{_qual(t)}(pending){enc._attrs(v)}"
         try:
-            return f"{_qual(t)}(done:{enc.enc(v.value())}){enc._attrs(v)}"
+            return f"{_qual(t)}(done:{enc.enc(torch._C.Future.value(v))}){enc._attrs(v)}"
         except Exception:  # noqa: BLE001 -- it holds an error
             return f"{_qual(t)}(error){enc._attrs(v)}"
     if issubclass(type(v), random.Random):     # its state is in C, not in __dict__ (R9-1)
@@ -117,10 +117,11 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
     if t.__name__ == "_lru_cache_wrapper":
         # its cached values are in C, out of reach (``cache_clear`` even resets the
         # statistics): a cache holding values cannot be read (R10-2)
-        if v.cache_info().currsize:
+        info = t.cache_info(v)     # (the C method; hits and misses count calls: R57c-1)
+        if info.currsize:
             enc.uncomparable = enc.unreadable = True
-            return f"<lru_cache holding {v.cache_info().currsize} values>"
-        return f"lru_cache({enc.enc(v.__wrapped__)},empty)" + enc._attrs(v)
+            return f"<lru_cache holding {info.currsize} values>"
+        return f"lru_cache({enc.enc(v.__wrapped__)},empty,{tuple(info)})" + enc._attrs(v)
     if issubclass(type(v), io.StringIO):      # its buffer is in C (R10-2)
         return f"StringIO({_digest(io.StringIO.getvalue(v))},{io.StringIO.tell(v)})" \
             + enc._attrs(v)
@@ -128,6 +129,13 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
         return f"BytesIO({hashlib.sha1(io.BytesIO.getbuffer(v)).hexdigest()}," \
                f"{io.BytesIO.tell(v)})" \
             + enc._attrs(v)  # noqa: S324 -- a digest
+    if issubclass(type(v), (staticmethod, classmethod)):   # its function (R57c-3)
+        base = staticmethod if issubclass(t, staticmethod) else classmethod
+        return f"{base.__name__}({enc.enc(base.__dict__['__func__'].__get__(v))})" \
+            + enc._attrs(v)
+    if issubclass(type(v), io.IOBase):      # a file's position and buffers are in C (R57c-3)
+        enc.uncomparable = enc.unreadable = True
+        return f"<file object {_qual(t)}>"
     if issubclass(type(v), (types.MemberDescriptorType, types.GetSetDescriptorType)):
         return f"descriptor:{getattr(v, '__qualname__', '')}"   # a slot of a class body
     if issubclass(type(v), _LOCKS):   # held or not (R11-3); an RLock by its count
@@ -137,11 +145,18 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
         return f"<lock {_qual(t)} {held}>" + enc._attrs(v)
     ctypes = sys.modules.get("ctypes")
     if ctypes is not None and issubclass(type(v), ctypes._Pointer):  # noqa: SLF001
-        # what it points to (R12-2), not its address
-        return f"{_qual(t)}->" + (enc.enc(v.contents) if v else "NULL") + enc._attrs(v)
+        # what it points to (R12-2), not its address (ctypes' own methods: R57c-4)
+        null = not ctypes._Pointer.__bool__(v)  # noqa: SLF001
+        return f"{_qual(t)}->" + ("NULL" if null else enc.enc(
+            ctypes._Pointer.contents.__get__(v))) + enc._attrs(v)  # noqa: SLF001
     if ctypes is not None and issubclass(type(v), (
             ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):  # noqa: SLF001
-        # its value is in C memory (R11-3)
+        # its value is in C memory (R11-3), by its bytes: a structure, union or array (whose
+        # fields may be pointers, their targets unread: R57c-6) or a pointer-valued simple type
+        # is unreadable
+        if not issubclass(t, ctypes._SimpleCData) or t._type_ in ("P", "z", "Z", "O"):  # noqa
+            enc.uncomparable = enc.unreadable = True
+            return f"<ctypes {_qual(t)}>"
         return f"{_qual(t)}:{hashlib.sha1(bytes(memoryview(v))).hexdigest()}" \
             + enc._attrs(v)  # noqa: S324 -- a digest
     if mod == "logging" and t.__name__ in ("Logger", "RootLogger", "Manager"):

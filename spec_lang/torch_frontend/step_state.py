@@ -53,6 +53,7 @@ from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exporte
     _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr, release_kept)
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.special_values import special_text
+from spec_lang.torch_frontend.value_text import SlotsUnreadable
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
@@ -66,6 +67,8 @@ _ENUM_OWN = frozenset({"__objclass__", "_sort_order_", "__init__"})
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
 
 
+# C types whose instances keep all their state in their ``__dict__``
+_DICT_ONLY = (object, types.SimpleNamespace)
 _GLOBAL_REGISTRIES = ("torch.nn.modules.module", "torch.optim.optimizer")
 # torch's objects that hold training state a user reads and changes: read in full
 _TORCH_STATE = ("torch.optim", "torch.nn.modules", "torch.nn.parameter", "torch.utils.hooks")
@@ -199,6 +202,11 @@ class _Encoder:
             if deep is not None:
                 return f"{_qual(type(v))}" + self._attrs(v, skip=deep | _ours(v))
             return f"{_qual(type(v))}" + self._attrs(v, public_plain=True)
+        c_state = next((c for c in type(v).__mro__ if c not in _DICT_ONLY and (
+            type.__dict__["__flags__"].__get__(c) & (1 << 9 | 1 << 8)) != 1 << 9), None)
+        if c_state is not None:     # state in a C base its ``__dict__`` does not hold (R57c-3:
+            self.uncomparable = self.unreadable = True      # a staticmethod's function, a
+            return f"<{_qual(type(v))}: state in C ({_qual(c_state)})>"   # file's position)
         if own_dict(v) is not None or any(    # (no code of the value's runs: R57b-3)
                 "__slots__" in type.__dict__["__dict__"].__get__(c) for c in type(v).__mro__):
             return f"{_qual(type(v))}" + self._attrs(v)
@@ -211,8 +219,12 @@ class _Encoder:
                ) -> str:
         d = own_dict(v)     # (never a ``__dict__`` of the value's own: R57a-3)
         out = dict(_items(d)) if d is not None else {}
-        for at, x in _slots(v):
-            out.setdefault(at, x)
+        try:
+            for at, x in _slots(v):
+                out.setdefault(at, x)
+        except SlotsUnreadable:        # (R57c-5)
+            self.uncomparable = self.unreadable = True
+            return f"<slots of {_qual(type(v))} not all readable>"
         out = {k: x for k, x in out.items() if _plain(k) not in skip}
         if public_plain:
             out = {k: x for k, x in out.items() if not _plain(k).startswith("_")

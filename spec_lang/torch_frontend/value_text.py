@@ -8,6 +8,7 @@ value's own code (adversarial rounds 56a-56f, ``tests/adversarial/ATTEMPTS.md``)
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import hashlib
@@ -304,8 +305,13 @@ def _cell(c: Any) -> Any:
 def _items(d: Any) -> list[tuple[Any, Any]]:
     """A dict's (or a dict subclass's) items through ``dict``'s own method (a subclass's
     ``items`` or ``__iter__`` never runs: R57a-3); anything else: no items (its reader marks
-    it, :func:`_own_items`)."""
-    return list(dict.items(d)) if issubclass(type(d), dict) else []
+    it, :func:`_own_items`). An ``OrderedDict`` in its own order (``move_to_end`` changes
+    it, the plain dict's does not: R57c-2), through its C key view."""
+    if not issubclass(type(d), dict):
+        return []
+    if issubclass(type(d), collections.OrderedDict):
+        return [(k, dict.__getitem__(d, k)) for k in collections.OrderedDict.keys(d)]
+    return list(dict.items(d))
 
 
 def _base_iter(v: Any) -> Any:
@@ -347,11 +353,36 @@ def _slots(v: Any) -> list[tuple[str, Any]]:
     for cls in type.__dict__["__mro__"].__get__(type(v)):
         if type.__dict__["__flags__"].__get__(cls) & (_HEAPTYPE | _IMMUTABLE) != _HEAPTYPE:
             continue
+        found = 0
         for at, d in list(dict.items(type.__dict__["__dict__"].__get__(cls).copy())):
             if type(d) is types.MemberDescriptorType and type(at) is str \
                     and d.__objclass__ is cls and at not in ("__dict__", "__weakref__"):
+                found += 1
                 try:
                     out.append((at, d.__get__(v, type(v))))
                 except AttributeError:      # an empty slot
                     continue
+        # a slot whose descriptor left its class (R57c-5; a class that declared slots: a C
+        # extension's heap type, pybind11's, is larger than its base for its own C fields)
+        if (found or "__slots__" in type.__dict__["__dict__"].__get__(cls)) \
+                and found < _slot_count(cls):
+            raise SlotsUnreadable(cls)
     return out
+
+
+class SlotsUnreadable(Exception):
+    """A class's instances have more slots than its namespace has descriptors for."""
+
+
+def _slot_count(cls: type) -> int:
+    """How many slots ``cls`` adds to its base's layout (its size less the base's, less the
+    ``__dict__`` and ``__weakref__`` pointers it adds), read through ``type``'s own members."""
+    def get(name: str, c: type) -> Any:
+        return type.__dict__[name].__get__(c)
+
+    base = get("__base__", cls)
+    extra = get("__basicsize__", cls) - get("__basicsize__", base)
+    for name in ("__dictoffset__", "__weakrefoffset__"):
+        if get(name, cls) and not get(name, base):
+            extra -= struct.calcsize("P")
+    return max(extra, 0) // struct.calcsize("P")
