@@ -1,6 +1,6 @@
 """Helpers of the step-state fingerprint's adversarial tests (rounds 55e-56c): the process
 state's entries a change touches, a user module's changes between two ``step_state``
-fingerprints, and a quick ``prove --torch``."""
+fingerprints, one value's encoder text, and a quick ``prove --torch``."""
 
 from __future__ import annotations
 
@@ -42,3 +42,21 @@ def prove(path: Path) -> int:
     from proofs.cli import prove_main
 
     return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
+
+
+def encoder_text(v) -> tuple[str, bool]:
+    """``v``'s step-state encoder text (rounds 57b, 57c) and whether it is marked unreadable."""
+    from spec_lang.torch_frontend.step_state import _Encoder
+
+    e = _Encoder({}, frozenset())
+    t = e.enc(v)
+    return t, e.unreadable
+
+
+def encoder_seen(v, change) -> bool:
+    """Whether ``change()`` (in place on ``v``) is visible: the text changes, or ``v`` is
+    unreadable (reported whether or not it changed)."""
+    t0, u0 = encoder_text(v)
+    change()
+    t1, u1 = encoder_text(v)
+    return t0 != t1 or u0 or u1

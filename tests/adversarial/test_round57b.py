@@ -22,25 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.adversarial.state_diff import encoder_seen as _seen
+from tests.adversarial.state_diff import encoder_text as _text
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round57b"
-
-
-def _text(v) -> tuple[str, bool]:
-    """``v``'s fingerprint text and whether it is marked unreadable."""
-    from spec_lang.torch_frontend.step_state import _Encoder
-
-    e = _Encoder({}, frozenset())
-    t = e.enc(v)
-    return t, e.unreadable
-
-
-def _seen(v, change) -> bool:
-    """Whether ``change()`` (in place on ``v``) is visible: the text changes, or ``v`` is
-    unreadable (reported whether or not it changed)."""
-    t0, u0 = _text(v)
-    change()
-    t1, u1 = _text(v)
-    return t0 != t1 or u0 or u1
 
 
 class _Plain:
