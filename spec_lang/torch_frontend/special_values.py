@@ -121,7 +121,11 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
         if info.currsize:
             enc.uncomparable = enc.unreadable = True
             return f"<lru_cache holding {info.currsize} values>"
-        return f"lru_cache({enc.enc(v.__wrapped__)},empty,{tuple(info)})" + enc._attrs(v)
+        # the function it calls is held in C (its ``__wrapped__`` is only an attribute the
+        # user can rebind: R57d-2): read from what the wrapper references
+        called = [x for x in gc.get_referents(v)
+                  if not issubclass(type(x), (type, dict)) and type(x) is not object]
+        return f"lru_cache({enc.enc(called)},empty,{tuple(info)})" + enc._attrs(v)
     if issubclass(type(v), io.StringIO):      # its buffer is in C (R10-2)
         return f"StringIO({_digest(io.StringIO.getvalue(v))},{io.StringIO.tell(v)})" \
             + enc._attrs(v)

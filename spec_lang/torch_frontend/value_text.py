@@ -353,11 +353,13 @@ def _slots(v: Any) -> list[tuple[str, Any]]:
     for cls in type.__dict__["__mro__"].__get__(type(v)):
         if type.__dict__["__flags__"].__get__(cls) & (_HEAPTYPE | _IMMUTABLE) != _HEAPTYPE:
             continue
-        found = 0
+        found = set()
         for at, d in list(dict.items(type.__dict__["__dict__"].__get__(cls).copy())):
             if type(d) is types.MemberDescriptorType and type(at) is str \
                     and d.__objclass__ is cls and at not in ("__dict__", "__weakref__"):
-                found += 1
+                if at != d.__name__ or at in found:   # an alias of another slot (R57d-1)
+                    raise SlotsUnreadable(cls)
+                found.add(at)
                 try:
                     out.append((at, d.__get__(v, type(v))))
                 except AttributeError:      # an empty slot
@@ -365,7 +367,7 @@ def _slots(v: Any) -> list[tuple[str, Any]]:
         # a slot whose descriptor left its class (R57c-5; a class that declared slots: a C
         # extension's heap type, pybind11's, is larger than its base for its own C fields)
         if (found or "__slots__" in type.__dict__["__dict__"].__get__(cls)) \
-                and found < _slot_count(cls):
+                and len(found) < _slot_count(cls):
             raise SlotsUnreadable(cls)
     return out
 

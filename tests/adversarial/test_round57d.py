@@ -52,7 +52,6 @@ def _slot_deleted_other_aliased():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R57d-1: _slots counts an aliased descriptor twice")
 def test_r57d_1_slot_alias_change_seen():
     v, change = _slot_deleted_other_aliased()
     assert _seen(v, change)
@@ -74,7 +73,6 @@ def _lru_wrapped_replaced():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R57d-2: lru_cache's C-held function unread")
 def test_r57d_2_lru_wrapped_replaced_change_seen():
     v, change = _lru_wrapped_replaced()
     assert _seen(v, change)
@@ -146,13 +144,11 @@ def _prove(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57d-1: false accept (EQUIVALENT rc 0)")
 def test_r57d_1_prove_not_equivalent():
     assert _prove(ROUND / "r57d_01_slot_deleted_other_aliased_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57d-2: false accept (EQUIVALENT rc 0)")
 def test_r57d_2_prove_not_equivalent():
     assert _prove(ROUND / "r57d_05_lru_wrapped_replaced_wrong.py") != 0
 
