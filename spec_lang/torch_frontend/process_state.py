@@ -28,8 +28,8 @@ from spec_lang.torch_frontend.registry_state import registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
     _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
     _bytecode_digest, _cell, _data_text, _digest, _dynamo_cache, _function_text, _global_text,
-    _ident, _items, _own_items, _plain, _qual, _slots, dunder_text, identity_text, key_text,
-    module_dict, object_text, one_fingerprint, own_dict, prim_repr, release_kept)
+    _ident, _items, _own_items, _plain, _qual, _slots, digest_texts, dunder_text, identity_text,
+    key_text, module_dict, object_text, one_fingerprint, own_dict, prim_repr, release_kept)
 
 __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE",
            "dunder_text", "identity_text", "key_text", "object_text", "own_dict", "prim_repr",
@@ -158,12 +158,11 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
             # module that defines it; its data attributes are counters and caches
             # (``RemovableHandle.next_id`` counts every hook ever registered)
             if issubclass(type(v), type) and getattr(v, "__module__", None) == name:
-                attrs = list(vars(v).items())
-                entries.append((k, tuple(sorted((a, _ident(x)) for a, x in attrs
-                                                if _behaviour(x)))))
-                if any(_behaviour(x) and _from_user(x, who) for _, x in attrs):
+                code = [(a, x) for a, x in list(vars(v).items()) if _behaviour(x)]
+                entries.append((kt, tuple(sorted((key_text(a), _ident(x)) for a, x in code))))
+                if any(from_user(x) for _, x in code):
                     user_code = True    # ``nn.Linear.forward = <the user's function>`` (R13-2)
-        out[TORCH_MODULE + name] = (UNCOMPARABLE if user_code else "") + _digest(repr(entries))
+        out[TORCH_MODULE + name] = (UNCOMPARABLE if user_code else "") + digest_texts(entries)
     # every other module (the standard library's, other packages'): its globals by what they
     # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
     # are read in full above
@@ -176,12 +175,12 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
                            key=lambda kv: kv[0])     # any key, by its text (R56d-1)
         except TypeError:           # a module whose namespace is not a dict
             continue
-        out[OTHER_MODULE + name] = _digest(repr([
+        out[OTHER_MODULE + name] = digest_texts([
             (kt, t) for kt, k, v in items                               # (R55e-1, R56a-1)
             if not _lazy_cache(name, k, v)
             and not (issubclass(type(v), types.ModuleType) and type(k) is str    # (R56e-1, R56e-2)
                      and sys.modules.get(f"{name}.{k}") is v)
-            and (t := global_text(k, v)) is not None]))
+            and (t := global_text(k, v)) is not None])
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
     out["torch.Tensor's methods"] = (

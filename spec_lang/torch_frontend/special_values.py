@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from spec_lang.torch_frontend.process_state import _LOGGER_CACHES, _logger_links
-from spec_lang.torch_frontend.value_text import _digest, _items, _qual
+from spec_lang.torch_frontend.value_text import _digest, _items, _qual, identity_text
 
 __all__ = ["special_text"]
 
@@ -33,6 +33,21 @@ def _np_types() -> tuple[type, ...]:
 
 
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
+
+
+_STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
+
+
+def _standard_stream(v: Any) -> str | None:
+    """``"sys.stderr"`` when ``v`` is the very object ``sys`` holds under one of
+    :data:`_STREAMS` now (read from ``sys``'s namespace, no attribute hook), else None.
+    Named, not read: ``sys``'s own globals are read by identity only (another module's
+    global, :func:`value_text.object_text`), so a step could already use such a stream's
+    position through ``sys``; naming it where the train file holds it loses nothing more.
+    A ``threading.Thread`` holds ``sys.stderr`` (``_stderr``) from its creation: unreadable
+    since R57c-3 made file objects so, a false UNKNOWN for a thread in a global (R57d-4)."""
+    names = vars(sys)
+    return next((f"sys.{n}" for n in _STREAMS if dict.get(names, n) is v), None)
 
 
 def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one case per kind
@@ -138,6 +153,9 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
         return f"{base.__name__}({enc.enc(base.__dict__['__func__'].__get__(v))})" \
             + enc._attrs(v)
     if issubclass(type(v), io.IOBase):      # a file's position and buffers are in C (R57c-3)
+        std = _standard_stream(v)
+        if std is not None:     # the process's own, as ``sys`` holds it (R57d-4: a Thread)
+            return f"<{std}>{identity_text(v)}"
         enc.uncomparable = enc.unreadable = True
         return f"<file object {_qual(t)}>"
     if issubclass(type(v), (types.MemberDescriptorType, types.GetSetDescriptorType)):

@@ -77,12 +77,13 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
         raise PlanError(_message(site, targets[id(hidden)], _HIDDEN))
     modules = [(name, m) for name, m in list(sys.modules.items())
                if isinstance(m, types.ModuleType)]
-    roots = {id(vars(m)): name for name, m in modules if not _ours(m)}
+    shardproof = [_ours(m) for _, m in modules]     # (a realpath each: once)
+    roots = {id(vars(m)): name for (name, m), o in zip(modules, shardproof) if not o}
     import builtins  # noqa: PLC0415
 
     roots[id(vars(builtins))] = "builtins"
     stop = {id(x) for x in ours} | {id(x) for x in replaced} | {id(replaced)}
-    stop |= {id(vars(m)) for _, m in modules if _ours(m)}
+    stop |= {id(vars(m)) for (_, m), o in zip(modules, shardproof) if o}
     f: Any = sys._getframe()  # noqa: SLF001
     while f is not None:        # running frames, their locals and what those hold: ours
         loc = f.f_locals

@@ -53,7 +53,8 @@ from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exporte
     _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr, release_kept)
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.special_values import special_text
-from spec_lang.torch_frontend.value_text import SlotsUnreadable
+from spec_lang.torch_frontend.value_text import (TPFLAGS_HEAPTYPE, TPFLAGS_IMMUTABLETYPE,
+                                                 SlotsUnreadable)
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
@@ -61,7 +62,7 @@ __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
 
 _NODE_BUDGET = 500_000      # values visited per entry before it is "too large" to compare
 _PRIMITIVES = (bool, int, float, complex, str, bytes)
-_IMMUTABLE = (type(None), *_PRIMITIVES, torch.device, torch.dtype)
+_IMMUTABLE_TYPES = (type(None), *_PRIMITIVES, torch.device, torch.dtype)
 # what every Enum member has: its own attributes are the rest (R10-2)
 _ENUM_OWN = frozenset({"__objclass__", "_sort_order_", "__init__"})
 _SKIPPED_MODULE_KEYS = frozenset({"_parameters", "_buffers", "_modules", "training"})
@@ -203,7 +204,8 @@ class _Encoder:
                 return f"{_qual(type(v))}" + self._attrs(v, skip=deep | _ours(v))
             return f"{_qual(type(v))}" + self._attrs(v, public_plain=True)
         c_state = next((c for c in type(v).__mro__ if c not in _DICT_ONLY and (
-            type.__dict__["__flags__"].__get__(c) & (1 << 9 | 1 << 8)) != 1 << 9), None)
+            type.__dict__["__flags__"].__get__(c) & (TPFLAGS_HEAPTYPE | TPFLAGS_IMMUTABLETYPE))
+            != TPFLAGS_HEAPTYPE), None)
         if c_state is not None:     # state in a C base its ``__dict__`` does not hold (R57c-3:
             self.uncomparable = self.unreadable = True      # a staticmethod's function, a
             return f"<{_qual(type(v))}: state in C ({_qual(c_state)})>"   # file's position)
@@ -414,7 +416,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     for n, p in model.named_parameters(remove_duplicate=False):
         base = base_keys.get(id(p), {})   # a user value under a creation key counts (R54b-2)
         own = {k: x for k, x in _own_items(p, f"parameter {n}", out)  # its fake_mode (R55a-2)
-               if _plain(k) not in base or base[k] is not x or not issubclass(type(x), _IMMUTABLE)}
+               if _plain(k) not in base or base[k] is not x
+               or not issubclass(type(x), _IMMUTABLE_TYPES)}
         # C attributes; no hook left is none (an emptied dict: round 48a, R48a-3)
         own.update({k: getattr(p, k, None) or None for k in _PARAMETER_HOOKS})
         put(f"parameter {n} attributes", own)

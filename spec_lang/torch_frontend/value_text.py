@@ -12,6 +12,7 @@ import collections
 import contextlib
 import functools
 import hashlib
+import marshal
 import math
 import struct
 import sys
@@ -19,8 +20,9 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["MODULE_DUNDERS", "dunder_text", "identity_text", "key_text", "object_text",
-           "module_dict", "one_fingerprint", "own_dict", "prim_repr", "release_kept"]
+__all__ = ["MODULE_DUNDERS", "digest_texts", "dunder_text", "identity_text", "key_text",
+           "object_text", "module_dict", "one_fingerprint", "own_dict", "prim_repr",
+           "release_kept"]
 
 UNCOMPARABLE = "~"          # prefix of a value whose new content cannot be compared
 # prefix of a value prove --torch cannot read (no attributes, over the budget): whether the
@@ -30,6 +32,18 @@ UNREADABLE = UNCOMPARABLE + "!"
 
 def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]  # noqa: S324 -- a digest
+
+
+def digest_texts(parts: list[Any]) -> str:
+    """The digest of ``parts``, a list of exact ``str`` / ``tuple`` / ``None`` (the texts of a
+    module's globals), in ``marshal`` format 0: written in C, one-to-one (each item's type and
+    length are written; format 0 writes no back-references and does not mark interned
+    strings, so equal texts give equal bytes), and it runs no code of any value (only exact
+    built-in types are written; a subclass or any other object raises ``ValueError``: an
+    internal error, never a digest). ``repr`` of the same
+    texts cost a capture child of the 8B TP8 0.17 CPU s a fingerprint (38 MB of text;
+    ``marshal`` 0.03 s, stop 58)."""
+    return hashlib.sha1(marshal.dumps(parts, 0)).hexdigest()[:16]  # noqa: S324 -- a digest
 
 
 def _qual(t: type) -> str:
@@ -341,7 +355,7 @@ def _own_items(v: Any, where: str, out: dict[str, str]) -> list[tuple[Any, Any]]
 # a class made by a class statement or ``type()``: a heap type (Py_TPFLAGS_HEAPTYPE) that is not
 # immutable (Py_TPFLAGS_IMMUTABLETYPE, which C extensions' heap types set: ``functools.partial``'s
 # members include ``__vectorcalloffset__``, a C function's address)
-_HEAPTYPE, _IMMUTABLE = 1 << 9, 1 << 8
+TPFLAGS_HEAPTYPE, TPFLAGS_IMMUTABLETYPE = 1 << 9, 1 << 8
 
 
 def _slots(v: Any) -> list[tuple[str, Any]]:
@@ -351,7 +365,8 @@ def _slots(v: Any) -> list[tuple[str, Any]]:
     nor the value's own ``__getattribute__`` is consulted (R57b-3)."""
     out = []
     for cls in type.__dict__["__mro__"].__get__(type(v)):
-        if type.__dict__["__flags__"].__get__(cls) & (_HEAPTYPE | _IMMUTABLE) != _HEAPTYPE:
+        if type.__dict__["__flags__"].__get__(cls) & (TPFLAGS_HEAPTYPE | TPFLAGS_IMMUTABLETYPE) \
+                != TPFLAGS_HEAPTYPE:
             continue
         found = set()
         for at, d in list(dict.items(type.__dict__["__dict__"].__get__(cls).copy())):

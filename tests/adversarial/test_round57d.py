@@ -125,7 +125,6 @@ def test_r57d_control_filehandler_delayed_readable():
 # -- R57d-4: a threading.Thread (holds sys.stderr as ``_stderr``) is now unreadable ---------
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R57d-4: Thread._stderr is sys.stderr, a file object")
 def test_r57d_4_joined_thread_readable():
     import threading
 
@@ -133,6 +132,30 @@ def test_r57d_4_joined_thread_readable():
     t.start()
     t.join()
     assert _text(t)[1] is False
+
+
+@pytest.mark.state_modules()
+def test_r57d_4_standard_stream_named_by_identity(monkeypatch):
+    """The stream ``sys`` holds is named (R57d-4's fix); the same object once ``sys`` holds
+    another reads differently (the step replaced it), and another file object stays
+    unreadable (R57c-3)."""
+    import io
+    import sys
+
+    orig = sys.stderr
+    mine = io.TextIOWrapper(io.BufferedWriter(io.FileIO(os.devnull, "w")))
+    try:
+        before, unread = _text([orig])
+        assert unread is False and "<sys.stderr>" in before
+        assert _text([mine])[1] is True         # not sys's: a file object, unreadable
+        monkeypatch.setattr(sys, "stderr", mine)
+        now, unread = _text([mine])
+        assert unread is False and "<sys.stderr>" in now
+        assert _text([orig])[0] != before       # sys.__stderr__ now, or unreadable
+        monkeypatch.undo()
+        assert _text([mine])[1] is True
+    finally:
+        mine.close()
 
 
 # -- proves --------------------------------------------------------------------------------
@@ -165,6 +188,5 @@ def test_r57d_3_filehandler_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R57d-4: false UNKNOWN (rc 2) since 5efcd33")
 def test_r57d_4_joined_thread_equivalent():
     assert _prove(ROUND / "r57d_04_joined_thread_right.py") == 0

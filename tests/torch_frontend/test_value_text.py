@@ -1,0 +1,47 @@
+"""``value_text.digest_texts``: the digest of a module's global texts (stop 58's faster form of
+``sha1(repr(texts))``): one-to-one on what it is given, blind to how equal strings are held
+(interned or not, shared or not), and it refuses any object marshal does not write itself (a
+subclass of str, tuple or dict, any other object), so no value's own code can run in it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from spec_lang.torch_frontend.value_text import digest_texts
+
+
+def test_equal_texts_give_equal_digests_however_held():
+    a = "fn:torch.nn.functional.linear"
+    b = "".join(["fn:torch.nn.", "functional.linear"])      # equal, not the same object
+    assert a == b and a is not b
+    shared = [(a, a), (a, a)]
+    fresh = [(b, "".join([a])), ("".join(["fn:", a[3:]]), b)]
+    assert digest_texts(shared) == digest_texts(fresh)
+    assert digest_texts([(sys.intern("k"), "v")]) == digest_texts([("".join(["k"]), "v")])
+
+
+@pytest.mark.parametrize("left, right", [
+    ([("a", "b")], [("a", "c")]),                  # one text differs
+    ([("ab", "c")], [("a", "bc")]),                # the same characters split elsewhere
+    ([("a", "b"), ("c", "d")], [("c", "d"), ("a", "b")]),   # order
+    ([("a", ("b", "c"))], [("a", ("b", ("c",)))]),  # nesting
+    ([("a", None)], [("a", "None")]),              # None is not its name
+    ([("a", ())], [("a", [])]),                    # a tuple is not a list
+    ([], [("", "")]),
+    ([("\udc80", "x")], [("\ufffd", "x")]),        # a lone surrogate is not its replacement
+])
+def test_different_texts_give_different_digests(left, right):
+    assert digest_texts(left) != digest_texts(right)
+
+
+@pytest.mark.parametrize("bad", [
+    [(type("S", (str,), {})("k"), "v")],             # a str subclass: its code never runs
+    [("k", object())],
+    [("k", type("D", (dict,), {})(a="b"))],        # a dict subclass
+    [("k", type("T", (tuple,), {})(("b",)))],
+])
+def test_anything_but_exact_texts_is_refused(bad):
+    with pytest.raises(ValueError):
+        digest_texts(bad)
