@@ -429,7 +429,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                 id(b): f"buffer {n}" for n, b in buffers}     # replaced: held is R44c-5
             state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m, old,
                                 f"{path}:1")
-            refuse_held([*params, *buffers], [orig, params, buffers], f"{path}:1")  # R45a-3
+            refuse_held([*params, *buffers], [orig, params, buffers], f"{path}:1",  # R45a-3
+                        collect=False)      # step_state collected just now
             with train_step_running(), counted(), (    # writes by storage (storage_writes)
                     unsharded_grad_reads_refused(path) if plan else contextlib.nullcontext()), (
                     freed_reads_refused(path) if plan else contextlib.nullcontext()):

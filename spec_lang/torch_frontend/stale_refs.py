@@ -38,7 +38,8 @@ _OURS = tuple(os.path.join(_ROOT, d) + os.sep for d in ("spec_lang", "proofs", "
 _MAX_SEEN = 50_000      # objects visited before the search gives up (then: refused)
 
 
-def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: str) -> None:
+def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: str,
+                collect: bool = True) -> None:
     """Refuse a reference to any of ``replaced`` ((name, the tensor the model held before the
     capture replaced it)), or to a view of one, that Python code can reach from a module's
     globals (another package's, ``builtins``, a module object put into ``sys.modules``), from
@@ -55,6 +56,12 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
     referrers account for, and a holder met on the way must have a referrer or be held by a
     running frame (the caller clears its own loop variables that held the tensors).
 
+    ``collect``: collect the garbage first (False: the caller just did, ``step_state``'s
+    collection before the step; a full collection costs a capture child ~0.18 CPU s). Garbage
+    left (what a finalizer run by that collection made) can only add a refusal, never hide a
+    holder: a chain through garbage reaches no module, and its cycles account for their
+    references.
+
     Raises:
         PlanError: naming the tensor and what holds it, at ``site``; also when the search
             visits over :data:`_MAX_SEEN` objects without an answer.
@@ -62,7 +69,8 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
     targets = {id(t): n for n, t in replaced}
     if not targets:
         return
-    gc.collect()        # garbage is no holder (a dead frame's cycle: a long, useless chain)
+    if collect:         # garbage is no holder (a dead frame's cycle: a long, useless chain)
+        gc.collect()
     if gc.get_freeze_count():
         raise PlanError(_message(site, next(iter(targets.values())), _HIDDEN + " (gc.freeze "
                                  "moved objects where the collector does not search)"))

@@ -150,6 +150,32 @@ def test_refuse_held_names_another_modules_global():
         del math.REFS_TEST
 
 
+def test_refuse_held_without_its_collection_still_names_a_global_and_passes_garbage():
+    """``collect=False`` (the capture's call, right after step_state's collection, stop 58):
+    a global holder is still named, and a garbage cycle holding a tensor is no holder."""
+    import gc
+    import math
+
+    from spec_lang.torch_frontend.stale_refs import refuse_held
+
+    replaced = _old_params()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        cycle = [replaced[0][1]]
+        cycle.append(cycle)
+        del cycle                   # garbage now, not collected
+        refuse_held(replaced, [], "train.py:1", collect=False)
+        gc.collect()                # (the call's own frame, its locals read: a cycle)
+        math.REFS_TEST = [replaced[1][1]]
+        with pytest.raises(PlanError, match="w2.weight object .* the globals of the module math"):
+            refuse_held(replaced, [], "train.py:1", collect=False)
+    finally:
+        math.__dict__.pop("REFS_TEST", None)
+        if enabled:
+            gc.enable()
+
+
 @pytest.mark.parametrize("hide", ["numpy", "frozen"])
 def test_refuse_held_finds_holders_the_collector_does_not_see(hide):
     """R45b-1: a numpy object array (not traversed by the collector) and a frozen generation
