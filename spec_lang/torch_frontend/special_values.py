@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import array
 import collections
+import functools
 import gc
 import hashlib
 import io
+import logging
 import random
 import re
 import sys
@@ -22,7 +24,7 @@ from typing import Any
 import torch
 
 from spec_lang.torch_frontend.process_state import _LOGGER_CACHES, _logger_links
-from spec_lang.torch_frontend.value_text import _digest, _items, _qual, identity_text
+from spec_lang.torch_frontend.value_text import _digest, _items, _qual, identity_text, own_dict
 
 __all__ = ["special_text"]
 
@@ -35,6 +37,23 @@ def _np_types() -> tuple[type, ...]:
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
 
 
+# functools' C cache wrapper (not subclassable) and logging's own classes, as imported before
+# the train file runs (a class of the same name, or one the train file binds in their place,
+# is not them: R58b-3)
+_LRU = functools._lru_cache_wrapper  # noqa: SLF001
+_LOGGING = (logging.Logger, logging.RootLogger, logging.Manager)
+_TUPLEGETTER = collections._tuplegetter  # noqa: SLF001 -- a namedtuple's field (not subclassable)
+
+
+def _lru_probe() -> None:
+    """The function of :data:`_LRU_PROBE`."""
+
+
+_LRU_PROBE = _LRU(_lru_probe, None, False, functools._CacheInfo)  # noqa: SLF001
+# what every lru_cache wrapper ``functools.lru_cache`` makes references (its type, the shared
+# key marker, the list-element and cache-info types), kept, compared by identity
+_LRU_SHARED = tuple(x for x in gc.get_referents(_LRU_PROBE)
+                    if x is not _lru_probe and type(x) is not dict)
 _STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
 
 
@@ -57,7 +76,7 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
     encoder (``step_state._Encoder``: ``enc``, ``_attrs``, ``uncomparable``, ``unreadable``)."""
     t = type(v)
     mod = t.__module__ or ""
-    if mod.split(".")[0] == "numpy" or issubclass(type(v), _np_types()):
+    if issubclass(type(v), _np_types()):    # (by numpy's types, never a module name: R58b-3)
         import numpy as np  # noqa: PLC0415 -- numpy is there: the value is numpy's
 
         # (through numpy's own methods, never a subclass's; its attributes too: R57b-1/2)
@@ -113,8 +132,8 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
         if len(inner) != 1 or not issubclass(type(inner[0]), dict):
             enc.uncomparable = enc.unreadable = True
             return "<mappingproxy over another mapping>"
-        return "mappingproxy{" + ",".join(f"{enc.enc(k)}:{enc.enc(x)}"
-                                          for k, x in _items(inner[0])) + "}"
+        # in full, as the dict it is: a subclass's attributes, a defaultdict's factory (R58b-2)
+        return f"mappingproxy({enc.enc(inner[0])})"
     if issubclass(type(v), collections.deque):
         return f"deque(maxlen={v.maxlen})[" + ",".join(
             enc.enc(x) for x in collections.deque.__iter__(v)) + "]" \
@@ -125,22 +144,35 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
         return (f"{_qual(t)}:{code}:{raw!r}" if len(raw) <= 64 else
                 f"{_qual(t)}:{code}:{hashlib.sha1(raw).hexdigest()}") \
             + enc._attrs(v)  # noqa: S324 -- its attributes too (R57b-1)
-    if issubclass(type(v), weakref.ReferenceType):
-        return f"weakref({enc.enc(weakref.ref.__call__(v))})" + enc._attrs(v)
+    if issubclass(type(v), weakref.ReferenceType):     # its callback too (R58b-1)
+        callback = weakref.ReferenceType.__dict__["__callback__"].__get__(v)
+        return f"weakref({enc.enc(weakref.ref.__call__(v))},{enc.enc(callback)})" \
+            + enc._attrs(v)
     if issubclass(type(v), re.Pattern):
         return f"re({v.pattern!r},{v.flags})"
-    if t.__name__ == "_lru_cache_wrapper":
+    if t is _LRU:           # (the type itself, never one of that name: R58b-3)
         # its cached values are in C, out of reach (``cache_clear`` even resets the
         # statistics): a cache holding values cannot be read (R10-2)
-        info = t.cache_info(v)     # (the C method; hits and misses count calls: R57c-1)
+        info = _LRU.cache_info(v)  # (the C method; hits and misses count calls: R57c-1)
         if info.currsize:
             enc.uncomparable = enc.unreadable = True
             return f"<lru_cache holding {info.currsize} values>"
         # the function it calls is held in C (its ``__wrapped__`` is only an attribute the
-        # user can rebind: R57d-2): read from what the wrapper references
+        # user can rebind: R57d-2): what the wrapper references, less what every wrapper
+        # does (by identity), its own ``__dict__`` and its empty cache; exactly one object
+        # (a dict subclass or a class it calls is that object: R58a-1, R58a-2)
+        own = own_dict(v)
         called = [x for x in gc.get_referents(v)
-                  if not issubclass(type(x), (type, dict)) and type(x) is not object]
-        return f"lru_cache({enc.enc(called)},empty,{tuple(info)})" + enc._attrs(v)
+                  if not any(x is s for s in _LRU_SHARED) and x is not own]
+        cache = [x for x in called if type(x) is dict and not dict.__len__(x)]
+        called = [x for x in called if not any(x is c for c in cache[:1])]
+        if len(cache) != 1 or len(called) != 1:
+            enc.uncomparable = enc.unreadable = True
+            return "<lru_cache not understood>"
+        return f"lru_cache({enc.enc(called[0])},empty,{tuple(info)})" + enc._attrs(v)
+    if t is _TUPLEGETTER:   # a namedtuple's field: its index and doc, in C (R58a-5)
+        index, doc = _TUPLEGETTER.__reduce__(v)[1]
+        return f"tuplegetter({index},{enc.enc(doc)})"
     if issubclass(type(v), io.StringIO):      # its buffer is in C (R10-2)
         return f"StringIO({_digest(io.StringIO.getvalue(v))},{io.StringIO.tell(v)})" \
             + enc._attrs(v)
@@ -181,7 +213,7 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
             return f"<ctypes {_qual(t)}>"
         return f"{_qual(t)}:{hashlib.sha1(bytes(memoryview(v))).hexdigest()}" \
             + enc._attrs(v)  # noqa: S324 -- a digest
-    if mod == "logging" and t.__name__ in ("Logger", "RootLogger", "Manager"):
+    if t in _LOGGING:       # (logging's own classes, not ones of those names: R58b-3)
         # logging's own loggers without their level cache and the logger tree, which fill
         # as they are used and differ between processes (false refusal F11-2); every
         # other attribute, handlers and filters included, is read (R12-1)

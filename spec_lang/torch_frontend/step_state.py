@@ -176,7 +176,7 @@ class _Encoder:
                 self.uncomparable = True
             return self._function(v)
         if issubclass(type(v), type):
-            if v.__module__ in sys.modules and _is_torch(v.__module__):
+            if _trusted_class(v):
                 return f"class:{_qual(v)}"
             # an abstract class by its registry, wherever it is reached (a method's
             # ``super()`` cell: R39a-6), as in the module's class chain
@@ -192,8 +192,8 @@ class _Encoder:
                 else f"@{self.enc(owner)}"
             return f"builtin:{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', '')}" \
                    + bound
-        if _is_torch_module(type(v).__module__) and \
-                not type(v).__module__.startswith(_TORCH_STATE):
+        if _is_torch_module(type(v).__module__) and _trusted_class(type(v), _is_torch_module) \
+                and not type(v).__module__.startswith(_TORCH_STATE):
             # torch's own objects (a DeviceMesh, a process group): their public plain
             # attributes only (module docstring); the trace's fake mode and its converters in
             # full, but for their memo tables and the capture's guards (R55a-2, R55b-1: the
@@ -326,6 +326,36 @@ def _classes(refs: Any) -> tuple:
         (c for c in (r() for r in refs) if c is not None), key=_class_key))
 
 
+def _trusted_class(c: type, names: Any = _is_torch) -> bool:
+    """``c`` is the class its ``__module__`` names (``names``: torch's, or also the standard
+    library's few trusted ones) and holds under its ``__qualname__`` (looked up through the
+    namespaces' own dicts), and it existed before the train file ran (the capture's baseline,
+    ``op_guard``) or its module was imported since (a static type: by its C name alone):
+    ``__module__`` is a writable string, and
+    the train file's own class naming ``collections`` or ``torch.nn`` was read by that name
+    alone, its body or private attributes unread (R58b-4)."""
+    from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
+
+    mod = type.__dict__["__module__"].__get__(c)
+    if type(mod) is not str or not names(mod):
+        return False
+    if not type.__dict__["__flags__"].__get__(c) & TPFLAGS_HEAPTYPE:
+        return True         # a static type: its module is in its C name, not writable
+    m = dict.get(sys.modules, mod)
+    if not issubclass(type(m), types.ModuleType):
+        return False
+    ns: Any = module_dict(m)
+    found: Any = None
+    for part in type.__dict__["__qualname__"].__get__(c).split("."):
+        found = dict.get(ns, part) if type(ns) is dict else \
+            types.MappingProxyType.get(ns, part) if type(ns) is types.MappingProxyType else None
+        if not issubclass(type(found), type):
+            return False
+        ns = type.__dict__["__dict__"].__get__(found)
+    base = current_baseline()
+    return found is c and (id(c) in base.types or id(module_dict(m)) not in base.modules)
+
+
 def _users_class(c: type, user: frozenset[str]) -> bool:
     """``c`` is defined in one of the ``user`` modules (or ``__main__``)."""
     return c.__module__ in user or c.__module__ == "__main__"
@@ -408,7 +438,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
             # compare (its block's is): a step changing it is reported (R39a-5)
             out[f"module {where}.training (torch's checkpoint wrapper)"] = repr(m.training)
         for cls in type(m).__mro__:     # its classes' attributes (a class built locally: R9-3)
-            if not _is_torch_module(cls.__module__ or "") and cls is not object:
+            if cls is not object and not _trusted_class(cls, _is_torch_module):
                 put(f"module {where} class {cls.__qualname__}",
                     {k: (_abc_registry(cls, enc.user) if _plain(k) == "_abc_impl" else x)
                      for k, x in vars(cls).items()

@@ -122,8 +122,13 @@ def _data_text(v: Any) -> str:
 
 def key_text(k: Any) -> str:
     """A namespace key: a ``str`` as it is, anything else by :func:`object_text` (a str
-    subclass's own ``__repr__`` or ``__format__`` is never called: R56d-1, R56d-2)."""
-    return k if type(k) is str else f"<key {object_text(k)}>"
+    subclass's own ``__repr__`` or ``__format__`` is never called: R56d-1, R56d-2). One to
+    one: a ``str`` starting with ``<`` is written ``<str '...'>`` by its ``repr``, so no str
+    key reads as another key's ``<key ...>`` (R58b-5: a str key spelled as an ``object()``
+    key's text took its place in ``math``'s namespace, the digest unchanged)."""
+    if type(k) is str:
+        return k if not k.startswith("<") else f"<str {str.__repr__(k)}>"
+    return f"<key {object_text(k)}>"
 
 
 def prim_repr(base: type, v: Any) -> str:
@@ -381,8 +386,9 @@ def _slots(v: Any) -> list[tuple[str, Any]]:
                     continue
         # a slot whose descriptor left its class (R57c-5; a class that declared slots: a C
         # extension's heap type, pybind11's, is larger than its base for its own C fields)
+        # (exactly as many: a count off either way is a layout not understood, R58a-3)
         if (found or "__slots__" in type.__dict__["__dict__"].__get__(cls)) \
-                and len(found) < _slot_count(cls):
+                and len(found) != _slot_count(cls):
             raise SlotsUnreadable(cls)
     return out
 
@@ -393,13 +399,17 @@ class SlotsUnreadable(Exception):
 
 def _slot_count(cls: type) -> int:
     """How many slots ``cls`` adds to its base's layout (its size less the base's, less the
-    ``__dict__`` and ``__weakref__`` pointers it adds), read through ``type``'s own members."""
+    ``__dict__`` and ``__weakref__`` pointers it adds inside the object: a ``__dict__`` kept
+    before the object, Python 3.11's managed dict, has a negative offset and takes no room,
+    R58a-3), read through ``type``'s own members; -1 for a layout that is not whole pointers."""
     def get(name: str, c: type) -> Any:
         return type.__dict__[name].__get__(c)
 
     base = get("__base__", cls)
     extra = get("__basicsize__", cls) - get("__basicsize__", base)
     for name in ("__dictoffset__", "__weakrefoffset__"):
-        if get(name, cls) and not get(name, base):
+        if get(name, cls) > 0 and not get(name, base):
             extra -= struct.calcsize("P")
-    return max(extra, 0) // struct.calcsize("P")
+    if extra < 0 or extra % struct.calcsize("P"):
+        return -1
+    return extra // struct.calcsize("P")

@@ -56,14 +56,12 @@ def _lru_calls(target, bump):
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58a-1: a dict subclass the wrapper calls is dropped")
 def test_r58a_1_lru_calls_dict_subclass_change_seen():
     v, change = _lru_calls(_Cell(n=0), lambda d: d.__setitem__("n", d["n"] + 1))
     assert _seen(v, change)
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58a-2: a class the wrapper calls is dropped")
 def test_r58a_2_lru_calls_class_change_seen():
     cls = type("_C", (), {"n": 0})
 
@@ -94,7 +92,6 @@ def test_r58a_control_lru_calls_lambda_seen():
 # -- R58a-3: ``__slots__`` with ``"__dict__"`` (a managed dict: not in ``__basicsize__``) -----
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58a-3: _slot_count subtracts a managed dict pointer")
 def test_r58a_3_slot_with_dict_deleted_change_seen():
     class _S:
         __slots__ = ("n", "__dict__")
@@ -108,7 +105,8 @@ def test_r58a_3_slot_with_dict_deleted_change_seen():
 
 @pytest.mark.state_modules()
 def test_r58a_3_slot_count_with_managed_dict():
-    """The measured cause on this interpreter: one slot and a dict counted as no slot."""
+    """The measured cause (one slot and a managed dict counted as no slot) fixed: a dict kept
+    before the object (a negative ``__dictoffset__``) takes no room in it."""
     from spec_lang.torch_frontend.value_text import _slot_count
 
     class _S:
@@ -117,7 +115,7 @@ def test_r58a_3_slot_count_with_managed_dict():
     class _T:
         __slots__ = ("n", "__weakref__")
     assert _slot_count(_T) == 1
-    assert _slot_count(_S) == (0 if _S.__dictoffset__ < 0 else 1)
+    assert _slot_count(_S) == 1
 
 
 @pytest.mark.state_modules()
@@ -140,7 +138,6 @@ class _lru_cache_wrapper(io.StringIO):  # noqa: N801 -- the name is the attack
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58a-4: a StringIO named _lru_cache_wrapper is unread")
 def test_r58a_4_lru_name_spoofed_stringio_change_seen():
     v = _lru_cache_wrapper()
     assert _seen(v, lambda: v.write("x"))
@@ -155,7 +152,6 @@ def test_r58a_control_stringio_subclass_seen():
 # -- R58a-5: a namedtuple class in the train file's globals -----------------------------------
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58a-5: _tuplegetter accessors read as state in C")
 def test_r58a_5_namedtuple_class_readable():
     import collections
 
@@ -189,30 +185,25 @@ def _prove(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58a-1: false accept (EQUIVALENT rc 0)")
 def test_r58a_1_prove_not_equivalent():
     assert _prove(ROUND / "r58a_01_lru_calls_dict_subclass_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58a-2: false accept (EQUIVALENT rc 0)")
 def test_r58a_2_prove_not_equivalent():
     assert _prove(ROUND / "r58a_02_lru_calls_class_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58a-3: false accept (EQUIVALENT rc 0)")
 def test_r58a_3_prove_not_equivalent():
     assert _prove(ROUND / "r58a_03_slot_with_dict_deleted_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58a-4: false accept (EQUIVALENT rc 0)")
 def test_r58a_4_prove_not_equivalent():
     assert _prove(ROUND / "r58a_04_lru_name_spoofed_stringio_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58a-5: false UNKNOWN (rc 2), at f009a72 too")
 def test_r58a_5_namedtuple_class_equivalent():
     assert _prove(ROUND / "r58a_05_namedtuple_class_right.py") == 0
