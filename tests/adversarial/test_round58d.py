@@ -193,6 +193,6 @@ def test_r58d_3_prove_not_equivalent():
 # see (pytest's own references): not a measure of the capture; the prove is)
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58d-4: false accept (pending: see ATTEMPTS)")
+@pytest.mark.xfail(strict=True, reason="R58d-4: false accept")
 def test_r58d_4_prove_not_equivalent():
     assert _prove(ROUND / "r58d_04_stale_param_in_garbage_chain_wrong.py") != 0
