@@ -307,7 +307,11 @@ def _c_state(collecting: bool) -> dict[str, str]:
         func = getattr(info, "func", None)
         if not (_is_torch_module(getattr(func, "__module__", None) or "")
                 and _is_torch_module(type(obj).__module__ or "")):
-            mine.append(f"{_ident(func)}@{_qual(type(obj))}:{f.alive}")
+            # with its arguments (a finalizer replaced by one with others: R58d-3)
+            args = [_global_text("arg", a) for a in _base_iter(getattr(info, "args", ()))]
+            kwargs = [(key_text(k), _global_text("arg", a))
+                      for k, a in _items(getattr(info, "kwargs", None) or {})]
+            mine.append(f"{_ident(func)}@{_qual(type(obj))}:{f.alive}:{args}:{kwargs}")
     out["finalizers pending"] = ",".join(sorted(mine))
     # the interpreter's, the OS process's, torch's and numpy's settings a step can leave
     # changed (R12-5, R13-4)

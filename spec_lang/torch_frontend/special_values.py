@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from spec_lang.torch_frontend.process_state import _LOGGER_CACHES, _logger_links
-from spec_lang.torch_frontend.value_text import _digest, _items, _qual, identity_text, own_dict
+from spec_lang.torch_frontend.value_text import _digest, _items, _qual, identity_text
 
 __all__ = ["special_text"]
 
@@ -42,18 +42,78 @@ _LOCKS = (type(threading.Lock()), type(threading.RLock()))
 # is not them: R58b-3)
 _LRU = functools._lru_cache_wrapper  # noqa: SLF001
 _LOGGING = (logging.Logger, logging.RootLogger, logging.Manager)
+_FINALIZE = weakref.finalize
 _TUPLEGETTER = collections._tuplegetter  # noqa: SLF001 -- a namedtuple's field (not subclassable)
 
 
-def _lru_probe() -> None:
-    """The function of :data:`_LRU_PROBE`."""
+def _lru_probe(x: Any = None) -> Any:
+    """The function of the probe wrappers :func:`_lru_layout` reads."""
+    return x
 
 
-_LRU_PROBE = _LRU(_lru_probe, None, False, functools._CacheInfo)  # noqa: SLF001
-# what every lru_cache wrapper ``functools.lru_cache`` makes references (its type, the shared
-# key marker, the list-element and cache-info types), kept, compared by identity
-_LRU_SHARED = tuple(x for x in gc.get_referents(_LRU_PROBE)
-                    if x is not _lru_probe and type(x) is not dict)
+# where an ``lru_cache`` wrapper keeps its fields (CPython's ``lru_cache_object``,
+# Modules/_functoolsmodule.c): byte offsets, each checked on probe wrappers at import
+_LRU_OFFSETS = {"typed": 64, "cache": 72, "hits": 80, "func": 88, "maxsize": 96, "misses": 104,
+                "info": 128}
+
+
+def _lru_fields(v: Any) -> dict[str, int]:
+    """The C fields of the ``lru_cache`` wrapper ``v`` (exactly :data:`_LRU`), read from its
+    memory: ``typed`` an int, the others a ``Py_ssize_t`` (an address for ``cache``, ``func``
+    and ``info``). No code of the wrapper's runs (its ``cache_info`` calls the cache-info type
+    it was made with, which may be the user's: R58d-1)."""
+    import ctypes  # noqa: PLC0415
+
+    return {k: (ctypes.c_int if k == "typed" else ctypes.c_ssize_t).from_address(id(v) + o).value
+            for k, o in _LRU_OFFSETS.items()}
+
+
+def _lru_layout() -> bool:
+    """:data:`_LRU_OFFSETS` hold on this interpreter: two probe wrappers that differ in every
+    field read back what they were made with and what ``cache_info`` says (our own probes,
+    before the train file runs); False: every lru_cache is unreadable."""
+    if _LRU.__basicsize__ != 152:
+        return False
+    for typed, maxsize, calls in ((False, 7, (1, 1, 2)), (True, 3, (1, 2, 3, 3, 3))):
+        w = _LRU(_lru_probe, maxsize, typed, functools._CacheInfo)  # noqa: SLF001
+        for c in calls:
+            w(c)
+        info, f = w.cache_info(), _lru_fields(w)
+        cache = [x for x in gc.get_referents(w) if type(x) is dict and len(x) == info.currsize]
+        if (f["typed"], f["maxsize"], f["hits"], f["misses"], f["func"], f["info"]) != (
+                int(typed), maxsize, info.hits, info.misses, id(_lru_probe),
+                id(functools._CacheInfo)) or f["cache"] not in [id(x) for x in cache]:  # noqa
+            return False
+    return True
+
+
+_LRU_READABLE = _lru_layout()
+
+
+def _lru_text(enc: Any, v: Any) -> str:
+    """An ``lru_cache`` wrapper by its C fields (:func:`_lru_fields`): the function it calls
+    (held in C; its ``__wrapped__`` is only an attribute the user can rebind: R57d-2; a dict
+    subclass or a class it calls, R58a-1, R58a-2), ``typed`` (R58d-2), ``maxsize``, the hit
+    and miss counts (R57c-1), the cache-info type, and its own attributes; a cache holding
+    values is unreadable (``cache_clear`` even resets the statistics: R10-2)."""
+    if not _LRU_READABLE:
+        enc.uncomparable = enc.unreadable = True
+        return "<lru_cache: layout not understood>"
+    f = _lru_fields(v)
+    held = {id(x): x for x in gc.get_referents(v)}
+    func, cache, info = (held.get(f[k], _MISSING) for k in ("func", "cache", "info"))
+    if func is _MISSING or info is _MISSING or type(cache) is not dict:
+        enc.uncomparable = enc.unreadable = True
+        return "<lru_cache not understood>"
+    if dict.__len__(cache):
+        enc.uncomparable = enc.unreadable = True
+        return f"<lru_cache holding {dict.__len__(cache)} values>"
+    kind = "CacheInfo" if info is functools._CacheInfo else enc.enc(info)  # noqa: SLF001
+    return f"lru_cache({enc.enc(func)},typed={f['typed']},maxsize={f['maxsize']}," \
+           f"hits={f['hits']},misses={f['misses']},{kind})" + enc._attrs(v)
+
+
+_MISSING = object()
 _STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
 
 
@@ -151,25 +211,15 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
     if issubclass(type(v), re.Pattern):
         return f"re({v.pattern!r},{v.flags})"
     if t is _LRU:           # (the type itself, never one of that name: R58b-3)
-        # its cached values are in C, out of reach (``cache_clear`` even resets the
-        # statistics): a cache holding values cannot be read (R10-2)
-        info = _LRU.cache_info(v)  # (the C method; hits and misses count calls: R57c-1)
-        if info.currsize:
+        return _lru_text(enc, v)
+    if t is _FINALIZE:      # its function, arguments and index are in the class's registry
+        registry = type.__dict__["__dict__"].__get__(t).get("_registry")    # (R58d-3)
+        info = next((i for k, i in dict.items(registry) if k is v), _MISSING) \
+            if type(registry) is dict else _MISSING
+        if info is _MISSING:
             enc.uncomparable = enc.unreadable = True
-            return f"<lru_cache holding {info.currsize} values>"
-        # the function it calls is held in C (its ``__wrapped__`` is only an attribute the
-        # user can rebind: R57d-2): what the wrapper references, less what every wrapper
-        # does (by identity), its own ``__dict__`` and its empty cache; exactly one object
-        # (a dict subclass or a class it calls is that object: R58a-1, R58a-2)
-        own = own_dict(v)
-        called = [x for x in gc.get_referents(v)
-                  if not any(x is s for s in _LRU_SHARED) and x is not own]
-        cache = [x for x in called if type(x) is dict and not dict.__len__(x)]
-        called = [x for x in called if not any(x is c for c in cache[:1])]
-        if len(cache) != 1 or len(called) != 1:
-            enc.uncomparable = enc.unreadable = True
-            return "<lru_cache not understood>"
-        return f"lru_cache({enc.enc(called[0])},empty,{tuple(info)})" + enc._attrs(v)
+            return "<weakref.finalize without its registry>"
+        return f"weakref.finalize({enc.enc(info)})"
     if t is _TUPLEGETTER:   # a namedtuple's field: its index and doc, in C (R58a-5)
         index, doc = _TUPLEGETTER.__reduce__(v)[1]
         return f"tuplegetter({index},{enc.enc(doc)})"

@@ -125,6 +125,9 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
             where = roots.get(id(r))
             if where is None and type(r).__name__ == "frame":
                 where = f"a suspended frame of {r.f_code.co_name} ({r.f_code.co_filename})"
+            if where is None and _finalizer(r):     # it can hand the tensor on when it is
+                where = f"a {type(r).__qualname__} object with a __del__ method (garbage " \
+                        "whose finalizer can hand it to the step, R58d-4)"    # collected
             if where is not None:
                 raise PlanError(_message(site, src, where))
             found.append(r)
@@ -162,6 +165,17 @@ def _unaccounted(objs: list[Any]) -> Any | None:
         if sys.getrefcount(o) - 2 > counts[id(o)]:
             return o
     return None
+
+
+def _finalizer(o: Any) -> bool:
+    """``o``'s class (or a base) defines ``__del__`` in its own namespace (read through
+    ``type``'s descriptors: no code of ``o``'s runs). A holder with one can be garbage that
+    the collector keeps renewing: each collection runs its ``__del__``, which may build the
+    next holder, and a step that collects gets the tensor back (R58d-4)."""
+    for c in type.__dict__["__mro__"].__get__(type(o)):
+        if "__del__" in type.__dict__["__dict__"].__get__(c):
+            return True
+    return False
 
 
 def _ours(m: types.ModuleType) -> bool:

@@ -45,3 +45,21 @@ def test_different_texts_give_different_digests(left, right):
 def test_anything_but_exact_texts_is_refused(bad):
     with pytest.raises(ValueError):
         digest_texts(bad)
+
+
+def test_lru_cache_fields_read_from_memory_match_cache_info():
+    """``special_values._lru_fields`` (stop 58, R58d-1/R58d-2): on this interpreter the layout
+    is checked at import (``_LRU_READABLE``), and a wrapper's typed flag, maxsize and
+    statistics read from its memory are what ``cache_info`` says, with no call."""
+    import functools
+
+    from spec_lang.torch_frontend import special_values as sv
+
+    assert sv._LRU_READABLE is True
+    w = functools.lru_cache(maxsize=5, typed=True)(lambda x: x)
+    for x in (1, 1, 1.0, 2):
+        w(x)
+    f, info = sv._lru_fields(w), w.cache_info()
+    assert (f["typed"], f["maxsize"], f["hits"], f["misses"]) == (1, 5, 1, 3) \
+        == (1, info.maxsize, info.hits, info.misses)
+    assert f["info"] == id(functools._CacheInfo)
