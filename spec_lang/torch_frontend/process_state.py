@@ -67,8 +67,14 @@ def _is_torch_module(modname: str) -> bool:
 
 
 def _is_torch(modname: str) -> bool:
-    return issubclass(type(modname), str) and (modname == "torch" or modname.startswith(
-        ("torch.", "builtins", "collections", "typing", "functools", "numpy")))
+    """torch's modules and the few of the standard library's and numpy's whose classes are
+    read by name: each package itself or a submodule of it (a dot after its name: a module
+    ``numpy_helper`` is not numpy's, R58c-4)."""
+    return type(modname) is str and any(modname == p or modname.startswith(p + ".")
+                                        for p in _TRUSTED_PACKAGES)
+
+
+_TRUSTED_PACKAGES = ("torch", "builtins", "collections", "typing", "functools", "numpy")
 
 
 # the prefix of a torch module's entry: every loaded ``torch.*`` module's globals are read

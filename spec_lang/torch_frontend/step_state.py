@@ -326,12 +326,24 @@ def _classes(refs: Any) -> tuple:
         (c for c in (r() for r in refs) if c is not None), key=_class_key))
 
 
+class _Entries(dict):
+    """A fingerprint's entries by name. A name written twice is two states spelled alike (an
+    optimizer attribute ``"param_groups[0]"``, a module key ``"0.cnt"`` beside submodule 0's
+    ``cnt``: R58c-3), so it is unreadable from then on, never one entry hiding the other."""
+
+    def __setitem__(self, key: str, value: str) -> None:
+        if dict.__contains__(self, key):
+            value = UNREADABLE + f"two entries are named {key!r}"
+        dict.__setitem__(self, key, value)
+
+
 def _trusted_class(c: type, names: Any = _is_torch) -> bool:
     """``c`` is the class its ``__module__`` names (``names``: torch's, or also the standard
     library's few trusted ones) and holds under its ``__qualname__`` (looked up through the
     namespaces' own dicts), and it existed before the train file ran (the capture's baseline,
-    ``op_guard``) or its module was imported since (a static type: by its C name alone):
-    ``__module__`` is a writable string, and
+    ``op_guard``; a static type: by its C name alone). Not a class of a module imported since:
+    the train file can import one and bind its own class in it (R58c-1). ``__module__`` is a
+    writable string, and
     the train file's own class naming ``collections`` or ``torch.nn`` was read by that name
     alone, its body or private attributes unread (R58b-4)."""
     from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
@@ -352,8 +364,7 @@ def _trusted_class(c: type, names: Any = _is_torch) -> bool:
         if not issubclass(type(found), type):
             return False
         ns = type.__dict__["__dict__"].__get__(found)
-    base = current_baseline()
-    return found is c and (id(c) in base.types or id(module_dict(m)) not in base.modules)
+    return found is c and id(c) in current_baseline().types
 
 
 def _users_class(c: type, user: frozenset[str]) -> bool:
@@ -413,7 +424,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     enc = _Encoder(names, frozenset(id(x) for _, x in named),
                    frozenset(m.__name__ for m in user_modules), stale,
                    goal_storages(named + [(f"<buffer {n}>", b) for n, b in bnamed]))  # R55a-4
-    out: dict[str, str] = {}
+    out: dict[str, str] = _Entries()
     held: list[tuple[str, str]] = []    # (entry, stale tensor's name)
 
     def put(key: str, v: Any) -> None:
@@ -437,11 +448,13 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
             # its own flag, which nothing of torch reads and the leftover state does not
             # compare (its block's is): a step changing it is reported (R39a-5)
             out[f"module {where}.training (torch's checkpoint wrapper)"] = repr(m.training)
-        for cls in type(m).__mro__:     # its classes' attributes (a class built locally: R9-3)
+        # its classes' attributes (a class built locally: R9-3), each under its place in the
+        # chain (two classes of one name: R58c-2), read through type's own descriptors
+        for i, cls in enumerate(type.__dict__["__mro__"].__get__(type(m))):
             if cls is not object and not _trusted_class(cls, _is_torch_module):
-                put(f"module {where} class {cls.__qualname__}",
+                put(f"module {where} class {i} {type.__dict__['__qualname__'].__get__(cls)}",
                     {k: (_abc_registry(cls, enc.user) if _plain(k) == "_abc_impl" else x)
-                     for k, x in vars(cls).items()
+                     for k, x in type.__dict__["__dict__"].__get__(cls).items()
                      if _plain(k) not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
         base = base_keys.get(id(p), {})   # a user value under a creation key counts (R54b-2)
@@ -480,9 +493,10 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                     out[f"the global {k} of {where}"] = t
             else:       # a key's own __format__ is never called (R56d-2)
                 put(f"the global {key_text(k)} of {where}", v)
-    out.update(_process_state({m.__name__ for m in user_modules},
-                              {f for m in user_modules
-                               if isinstance(f := getattr(m, "__file__", None), str)}))
+    for k, t in _process_state({m.__name__ for m in user_modules},
+                               {f for m in user_modules
+                                if isinstance(f := getattr(m, "__file__", None), str)}).items():
+        out[k] = t      # (one by one: a name the model's entries took too is unreadable)
     for modname in _GLOBAL_REGISTRIES:
         mod = sys.modules.get(modname)
         for k, v in (vars(mod).items() if mod is not None else ()):
@@ -506,7 +520,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                         "through it, is not what the real step sees (R44c-5); look parameters "
                         "up through their module (self.w2.weight) or model.named_parameters() "
                         "when you need them")
-    return out
+    return dict(out)
 
 
 def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str]:
