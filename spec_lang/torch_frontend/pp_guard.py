@@ -47,7 +47,8 @@ def _namespaces() -> list[tuple[str, Any, bool]]:
     from torch._C import _distributed_c10d
     from torch.distributed import distributed_c10d
 
-    mods = [(k, m) for k, m in sorted(sys.modules.items())
+    mods = [(k, m) for k, m in sorted((kv for kv in list(dict.items(sys.modules))
+                                       if type(kv[0]) is str), key=lambda kv: kv[0])
             if k == "torch.distributed.pipelining" or k.startswith("torch.distributed.pipelining.")]
     mods += [(m.__name__, m) for m in (dist, distributed_c10d, _distributed_c10d)]
     out: list[tuple[str, Any, bool]] = []

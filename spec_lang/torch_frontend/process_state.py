@@ -142,8 +142,11 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     if np is not None:
         out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
     out.update(_c_state(collecting))
-    loaded = [(name, mod) for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0])
-              if selected is None or name in selected]
+    # by their names' texts (a key that is no str, a tuple put in by hand, neither breaks the
+    # sort nor runs its own code: R58e-4)
+    loaded = [(name, mod) for name, mod in sorted(
+        ((key_text(n), m) for n, m in list(dict.items(sys.modules))), key=lambda kv: kv[0])
+        if selected is None or name in selected]
     for name, mod in loaded:
         if not _is_torch_module(name) or not issubclass(type(mod), types.ModuleType) \
                 or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
@@ -277,6 +280,48 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
     return any(x is not None and x is not v and _from_user(x, who, depth + 1) for x in inner)
 
 
+# the interpreter's own list of gc callbacks and weakref.finalize's class and record class, as
+# they are before the train file runs (rebinding ``gc.callbacks`` or the registry does not
+# change what the interpreter and weakref call: R58e-2)
+_GC_CALLBACKS = gc.callbacks
+_FINALIZE = weakref.finalize
+_FINALIZE_INFO = weakref.finalize._Info  # noqa: SLF001
+_FINALIZE_REGISTRY = vars(weakref.finalize)["_registry"]
+
+
+def _finalizers() -> str:
+    """Every finalizer pending in ``weakref.finalize``'s registry, with its function, the
+    object's type and its arguments (R12-4; a finalizer replaced by one with other arguments:
+    R58d-3), but torch's own (a torch function on a torch object, as the operator libraries
+    torch imports lazily in the step register: F11-1); read through the registry dict and the
+    record class's own descriptors. Unreadable when the registry was replaced or holds
+    anything but ``weakref.finalize`` objects and their records (a subclass with its own
+    registry or record class: R58e-1, R58e-5)."""
+    from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
+
+    registry = vars(_FINALIZE).get("_registry")
+    if registry is not _FINALIZE_REGISTRY or type(registry) is not dict:
+        return UNREADABLE + "weakref.finalize's registry was replaced"
+    base, mine = current_baseline(), []
+    for f, info in list(dict.items(registry)):
+        if type(f) is not _FINALIZE or type(info) is not _FINALIZE_INFO:
+            return UNREADABLE + f"a {_qual(type(f))} finalizer"
+        ref, func, args, kwargs = (vars(_FINALIZE_INFO)[a].__get__(info) for a in (
+            "weakref", "func", "args", "kwargs"))
+        obj = ref() if type(ref) is weakref.ReferenceType else ref
+        own = type(func) is types.FunctionType and base.own_code(types.SimpleNamespace(
+            f_globals=func.__globals__, f_code=func.__code__))
+        if own and _is_torch_module(func.__module__) and id(type(obj)) in base.types \
+                and _is_torch_module(type(obj).__module__):
+            continue
+        if type(args) is not tuple or (kwargs is not None and type(kwargs) is not dict):
+            return UNREADABLE + f"a finalizer of {_ident(func)} with odd arguments"
+        texts = [_global_text("arg", a) for a in args]
+        texts += [f"{key_text(k)}={_global_text('arg', a)}" for k, a in _items(kwargs or {})]
+        mine.append(f"{_ident(func)}@{_qual(type(obj))}:{texts}")
+    return ",".join(sorted(mine))
+
+
 def _c_state(collecting: bool) -> dict[str, str]:
     """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
     torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
@@ -307,18 +352,11 @@ def _c_state(collecting: bool) -> dict[str, str]:
     # (torch's own finalizers are not: a torch function on a torch object, as the operator
     # libraries torch imports lazily in the step register, F11-1; a torch function on any
     # other object is, R12-4)
-    mine = []
-    for f, info in list(weakref.finalize._registry.items()):  # noqa: SLF001
-        obj = info.weakref()
-        func = getattr(info, "func", None)
-        if not (_is_torch_module(getattr(func, "__module__", None) or "")
-                and _is_torch_module(type(obj).__module__ or "")):
-            # with its arguments (a finalizer replaced by one with others: R58d-3)
-            args = [_global_text("arg", a) for a in _base_iter(getattr(info, "args", ()))]
-            kwargs = [(key_text(k), _global_text("arg", a))
-                      for k, a in _items(getattr(info, "kwargs", None) or {})]
-            mine.append(f"{_ident(func)}@{_qual(type(obj))}:{f.alive}:{args}:{kwargs}")
-    out["finalizers pending"] = ",".join(sorted(mine))
+    out["finalizers pending"] = _finalizers()
+    # a gc callback runs at every collection, the fingerprint's own too, with whatever its
+    # closure keeps (R58e-3: one rebuilt garbage holding a replaced parameter): unreadable
+    out["gc callbacks"] = "" if not list.__len__(_GC_CALLBACKS) else \
+        UNREADABLE + f"{list.__len__(_GC_CALLBACKS)} gc.callbacks"
     # the interpreter's, the OS process's, torch's and numpy's settings a step can leave
     # changed (R12-5, R13-4)
     out["interpreter and torch settings"] = repr((

@@ -25,6 +25,8 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+from spec_lang.torch_frontend.value_text import key_text
+
 __all__ = ["ABC_REGISTRY", "ABC_TOKEN", "NOT_IMPORTED", "abc_classes", "registry_state",
            "import_origin", "import_made"]
 
@@ -97,10 +99,11 @@ def registry_state() -> dict[str, str]:
             n += 1
             key = f"{ABC_REGISTRY}{cls.__module__}.{cls.__qualname__} #{n}"
         out[key] = f"in {cls.__module__}:{_registry(cls)}"
-    for name, mod in list(sys.modules.items()):
+    for key, mod in list(dict.items(sys.modules)):
         why = import_origin(mod)
         if why is not None:
-            parent, _, last = name.rpartition(".")
+            name = key_text(key)     # (a key that is no str: by its text, R58e-4)
+            parent, _, last = name.rpartition(".") if type(key) is str else ("", "", name)
             held = parent and vars(sys.modules.get(parent) or types).get(last) is mod
             out[f"{NOT_IMPORTED}{name}{NOT_IMPORTED_END}"] = \
                 f"{why}:{type(mod).__module__}.{type(mod).__qualname__}@{id(mod):x}" + \

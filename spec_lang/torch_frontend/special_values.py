@@ -212,6 +212,9 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
         return f"re({v.pattern!r},{v.flags})"
     if t is _LRU:           # (the type itself, never one of that name: R58b-3)
         return _lru_text(enc, v)
+    if issubclass(t, _FINALIZE) and t is not _FINALIZE:    # its own registry, record class
+        enc.uncomparable = enc.unreadable = True            # or methods (R58e-1, R58e-5)
+        return f"<a weakref.finalize subclass {_qual(t)}>"
     if t is _FINALIZE:      # its function, arguments and index are in the class's registry
         registry = type.__dict__["__dict__"].__get__(t).get("_registry")    # (R58d-3)
         info = next((i for k, i in dict.items(registry) if k is v), _MISSING) \

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.value_text import key_text
 
 __all__ = ["refuse_held"]
 
@@ -83,7 +84,7 @@ def refuse_held(replaced: Sequence[tuple[str, Any]], ours: Iterable[Any], site: 
     hidden = _unaccounted(tensors)      # before any frame's f_locals is made (R45b-1)
     if hidden is not None:
         raise PlanError(_message(site, targets[id(hidden)], _HIDDEN))
-    modules = [(name, m) for name, m in list(sys.modules.items())
+    modules = [(key_text(name), m) for name, m in list(dict.items(sys.modules))
                if isinstance(m, types.ModuleType)]
     shardproof = [_ours(m) for _, m in modules]     # (a realpath each: once)
     roots = {id(vars(m)): name for (name, m), o in zip(modules, shardproof) if not o}
