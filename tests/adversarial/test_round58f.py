@@ -1,0 +1,192 @@
+"""Adversarial round 58f (``tests/adversarial/ATTEMPTS.md``, "Round 58f"): d369c54's
+"finalizers pending" (weakref.finalize's registry captured at import, torch's own finalizers
+skipped by baseline code and class), "gc callbacks" and the sys.modules readers, attacked.
+
+Plans in ``plans/round58f/``; the truth is ``python tests/adversarial/torch4_truth.py FILE 2``.
+The fast tests call ``process_state._c_state`` and ``process_state._process_state`` directly.
+"""
+
+from __future__ import annotations
+
+import codecs
+import signal
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from spec_lang.torch_frontend.value_text import UNREADABLE
+
+ROUND = Path(__file__).resolve().parent / "plans" / "round58f"
+
+
+def _pending() -> str:
+    from spec_lang.torch_frontend.process_state import _c_state
+
+    return _c_state(False)["finalizers pending"]
+
+
+def _state() -> dict[str, str]:
+    from spec_lang.torch_frontend.process_state import _process_state
+
+    return _process_state()
+
+
+def _noop(n):
+    return None
+
+
+def _prove(path: Path) -> int:
+    from proofs.cli import prove_main
+
+    return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
+
+
+# -- R58f-1: a torch function's finalizer on a torch object is skipped with its arguments ------
+
+@pytest.mark.xfail(strict=True, reason="R58f-1: an exempt finalizer's arguments are not read")
+@pytest.mark.state_modules("weakref")
+def test_r58f_1_torch_finalizer_args_rebound_seen():
+    """``weakref.finalize(nn.Linear, torch.typename, 0)``: baseline code on a baseline torch
+    class, so "finalizers pending" skips it whole; its ``_Info.args`` rebound (the step's
+    counter) is unseen."""
+    lin = nn.Linear(2, 2)
+    fz = weakref.finalize(lin, torch.typename, 0)
+    try:
+        p0 = _pending()
+        weakref.finalize._registry[fz].args = (1,)  # noqa: SLF001
+        p1 = _pending()
+    finally:
+        fz.detach()
+    assert p0 != p1 or p0.startswith(UNREADABLE)
+
+
+@pytest.mark.state_modules("weakref")
+def test_r58f_control_user_function_on_torch_object_args_seen():
+    """The same finalizer with the user's function is read with its arguments."""
+    lin = nn.Linear(2, 2)
+    fz = weakref.finalize(lin, _noop, 0)
+    try:
+        p0 = _pending()
+        weakref.finalize._registry[fz].args = (1,)  # noqa: SLF001
+        p1 = _pending()
+    finally:
+        fz.detach()
+    assert p0 != p1
+    assert "_noop" in p0 and "Linear" in p0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R58f-1: EQUIVALENT (rc 0) on a wrong plan")
+def test_r58f_1_prove_not_equivalent():
+    assert _prove(ROUND / "r58f_01_torch_finalizer_args_skipped_wrong.py") != 0
+
+
+# -- R58f-2: a signal handler is read by identity; its closure cell rebound is unseen ----------
+
+def _handler_with_cell(n):
+    def _handler(sig, frame):
+        return n
+
+    return _handler
+
+
+@pytest.mark.xfail(strict=True, reason="R58f-2: a signal handler's closure is not read")
+@pytest.mark.state_modules()
+def test_r58f_2_signal_handler_closure_cell_seen():
+    h = _handler_with_cell(0)
+    old = signal.signal(signal.SIGUSR1, h)
+    try:
+        s0 = _state()
+        h.__closure__[0].cell_contents = 1     # the step's counter
+        s1 = _state()
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert s0 != s1 or any(v.startswith(UNREADABLE) for v in s0.values())
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R58f-2: EQUIVALENT (rc 0) on a wrong plan")
+def test_r58f_2_prove_not_equivalent():
+    assert _prove(ROUND / "r58f_02_signal_handler_closure_wrong.py") != 0
+
+
+# -- R58f-3: an object in the interpreter's codec cache ----------------------------------------
+
+def _search(name):
+    if name == "r58f_unit_codec":
+        info = codecs.CodecInfo(None, None, name="r58f_unit_codec")
+        info.n = 0
+        return info
+    return None
+
+
+@pytest.mark.xfail(strict=True, reason="R58f-3: the codec registry and cache are not read")
+@pytest.mark.state_modules()
+def test_r58f_3_codec_cache_attribute_seen():
+    codecs.register(_search)
+    try:
+        assert codecs.lookup("r58f_unit_codec").n == 0
+        s0 = _state()
+        codecs.lookup("r58f_unit_codec").n = 1     # the step's counter
+        s1 = _state()
+    finally:
+        codecs.unregister(_search)
+    assert s0 != s1 or any(v.startswith(UNREADABLE) for v in s0.values())
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R58f-3: EQUIVALENT (rc 0) on a wrong plan")
+def test_r58f_3_prove_not_equivalent():
+    assert _prove(ROUND / "r58f_03_codec_cache_wrong.py") != 0
+
+
+# -- R58f-4: an object in the interpreter's list of exit callbacks ----------------------------
+
+class _Box:
+    """An exit callback whose ``__eq__`` (``atexit.unregister`` compares by ``==``) bumps."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self):
+        return None
+
+    def __eq__(self, other):
+        if other == "bump":
+            self.n += 1
+        return False
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.xfail(strict=True, reason="R58f-4: atexit's callbacks are not read")
+@pytest.mark.state_modules()
+def test_r58f_4_atexit_callback_state_seen():
+    import atexit
+
+    box = _Box()
+    atexit.register(box)
+    try:
+        s0 = _state()
+        atexit.unregister("bump")      # the step's counter, reached by atexit alone
+        s1 = _state()
+    finally:
+        atexit.unregister(box)
+    assert box.n == 1
+    assert s0 != s1 or any(v.startswith(UNREADABLE) for v in s0.values())
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R58f-4: EQUIVALENT (rc 0) on a wrong plan")
+def test_r58f_4_prove_not_equivalent():
+    assert _prove(ROUND / "r58f_05_atexit_callback_wrong.py") != 0
+
+
+# -- right plans -------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_r58f_right_tempdir_dataloader_equivalent():
+    assert _prove(ROUND / "r58f_04_tempdir_dataloader_right.py") == 0
