@@ -82,6 +82,8 @@ _TRUSTED_PACKAGES = ("torch", "builtins", "collections", "typing", "functools", 
 # ``torch.nn.modules.linear.F = ...``)
 TORCH_MODULE = "torch namespace "
 OTHER_MODULE = "the module "
+# the prefix of one of torch's own pending finalizers (process_state._finalizers)
+TORCH_FINALIZER = "torch's finalizer "
 # namespaces torch fills on first use (``torch.ops._c10d_functional`` when the parallel step
 # first calls a functional collective): caches of the dispatcher's operators, not code a train
 # file patches to change what ``nn`` or ``optim`` compute
@@ -289,37 +291,43 @@ _FINALIZE_INFO = weakref.finalize._Info  # noqa: SLF001
 _FINALIZE_REGISTRY = vars(weakref.finalize)["_registry"]
 
 
-def _finalizers() -> str:
+def _finalizers() -> tuple[str, dict[str, str]]:
     """Every finalizer pending in ``weakref.finalize``'s registry, with its function, the
     object's type and its arguments (R12-4; a finalizer replaced by one with other arguments:
-    R58d-3), but torch's own (a torch function on a torch object, as the operator libraries
-    torch imports lazily in the step register: F11-1); read through the registry dict and the
-    record class's own descriptors. Unreadable when the registry was replaced or holds
+    R58d-3), read through the registry dict and the record class's own descriptors; and
+    torch's own (a torch function on a torch object, as the operator libraries torch imports
+    lazily in the step register: F11-1), as one entry per object, :data:`TORCH_FINALIZER` +
+    the object's identity, arguments included (R58f-1: a step changed the arguments of one it
+    made on a parameter): the finalizers of an object the step makes, or of one that dies in
+    it, are no change; those of an object alive before and after are compared
+    (``step_state.state_changes``). Unreadable when the registry was replaced or holds
     anything but ``weakref.finalize`` objects and their records (a subclass with its own
     registry or record class: R58e-1, R58e-5)."""
     from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
 
     registry = vars(_FINALIZE).get("_registry")
     if registry is not _FINALIZE_REGISTRY or type(registry) is not dict:
-        return UNREADABLE + "weakref.finalize's registry was replaced"
-    base, mine = current_baseline(), []
+        return UNREADABLE + "weakref.finalize's registry was replaced", {}
+    base, mine, torch_own = current_baseline(), [], {}
     for f, info in list(dict.items(registry)):
         if type(f) is not _FINALIZE or type(info) is not _FINALIZE_INFO:
-            return UNREADABLE + f"a {_qual(type(f))} finalizer"
+            return UNREADABLE + f"a {_qual(type(f))} finalizer", {}
         ref, func, args, kwargs = (vars(_FINALIZE_INFO)[a].__get__(info) for a in (
             "weakref", "func", "args", "kwargs"))
         obj = ref() if type(ref) is weakref.ReferenceType else ref
         own = type(func) is types.FunctionType and base.own_code(types.SimpleNamespace(
             f_globals=func.__globals__, f_code=func.__code__))
-        if own and _is_torch_module(func.__module__) and id(type(obj)) in base.types \
-                and _is_torch_module(type(obj).__module__):
-            continue
         if type(args) is not tuple or (kwargs is not None and type(kwargs) is not dict):
-            return UNREADABLE + f"a finalizer of {_ident(func)} with odd arguments"
+            return UNREADABLE + f"a finalizer of {_ident(func)} with odd arguments", {}
         texts = [_global_text("arg", a) for a in args]
         texts += [f"{key_text(k)}={_global_text('arg', a)}" for k, a in _items(kwargs or {})]
-        mine.append(f"{_ident(func)}@{_qual(type(obj))}:{texts}")
-    return ",".join(sorted(mine))
+        text = f"{_ident(func)}@{_qual(type(obj))}:{texts}"
+        if own and _is_torch_module(func.__module__) and id(type(obj)) in base.types \
+                and _is_torch_module(type(obj).__module__):
+            torch_own.setdefault(TORCH_FINALIZER + identity_text(obj), []).append(text)
+        else:
+            mine.append(text)
+    return ",".join(sorted(mine)), {k: ",".join(sorted(v)) for k, v in torch_own.items()}
 
 
 def _c_state(collecting: bool) -> dict[str, str]:
@@ -352,7 +360,8 @@ def _c_state(collecting: bool) -> dict[str, str]:
     # (torch's own finalizers are not: a torch function on a torch object, as the operator
     # libraries torch imports lazily in the step register, F11-1; a torch function on any
     # other object is, R12-4)
-    out["finalizers pending"] = _finalizers()
+    out["finalizers pending"], torch_own = _finalizers()
+    out.update(torch_own)
     # a gc callback runs at every collection, the fingerprint's own too, with whatever its
     # closure keeps (R58e-3: one rebuilt garbage holding a replaced parameter): unreadable
     out["gc callbacks"] = "" if not list.__len__(_GC_CALLBACKS) else \
@@ -369,8 +378,9 @@ def _c_state(collecting: bool) -> dict[str, str]:
         torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
         torch.backends.cudnn.deterministic, _flushes_denormals()))
     out["the process's working directory, umask and signal handlers"] = repr((
-        os.getcwd(), _umask(), [(int(sig), _ident(_handler(sig)))
+        os.getcwd(), _umask(), [(int(sig), _global_text("handler", _handler(sig)))
                                 for sig in sorted(signal.valid_signals())]))
+    # (each handler with its parts, a closure cell's content too: R58f-2)
     lg = sys.modules.get("logging")
     if lg is not None:   # the registry holds loggers and placeholders (which ones fills as
         reg = lg.Logger.manager   # torch imports lazily: not read); anything else is the

@@ -47,7 +47,8 @@ from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.held_storage import (data_digest, fake_constant, goal_storages,
                                                    storage_no, storages)
 from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exported
-    MODULE_DUNDERS, OTHER_MODULE, THREADS, TORCH_MODULE, UNCOMPARABLE, UNREADABLE, _cell,
+    MODULE_DUNDERS, OTHER_MODULE, THREADS, TORCH_FINALIZER, TORCH_MODULE, UNCOMPARABLE,
+    UNREADABLE, _cell,
     _base_iter, _items, _own_items, _plain, _slots, module_dict, own_dict,
     _digest, _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, dunder_text,
     _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr, release_kept)
@@ -535,8 +536,11 @@ def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[s
     modules = (TORCH_MODULE, OTHER_MODULE)
     exempt = import_made(before, after, modules)    # ABC registries, sys.modules (R40b)
     out = {k: v for k, v in after.items() if (before.get(k) != v or v.startswith(UNREADABLE))
-           and not (k.startswith(modules) and k not in before) and k not in exempt}
-    out.update({k: "<removed>" for k in before if k not in after})
+           and not (k.startswith((*modules, TORCH_FINALIZER)) and k not in before)
+           and k not in exempt}
+    # (torch's own finalizers made or run in the step are no change, one changed is: R58f-1)
+    out.update({k: "<removed>" for k in before if k not in after
+                and not k.startswith(TORCH_FINALIZER)})
     out.update({k: v for k, v in before.items() if v.startswith(UNREADABLE) and k not in out})
     release_kept()     # the objects whose identities the texts name (R56b-2)
     if THREADS in out:       # threads the step started and left running (R10-5); one that
