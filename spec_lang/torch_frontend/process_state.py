@@ -291,6 +291,30 @@ _FINALIZE_INFO = weakref.finalize._Info  # noqa: SLF001
 _FINALIZE_REGISTRY = vars(weakref.finalize)["_registry"]
 
 
+def _library_finalizer(func: Any, obj: Any, args: tuple, kwargs: int) -> bool:
+    """The finalizer ``torch.library.Library.__init__`` registers, exactly: torch's
+    ``_del_library`` (by identity) on a ``Library`` with the arguments it passes (torch's
+    module tables and the library's own attributes, each by identity), no keywords
+    (``kwargs``: how many). Nothing
+    else is torch's own: a torch function moved to new objects each step (R58g-1) or a
+    function made from torch's code with the user's defaults (R58g-3) is the user's."""
+    lib, fx = sys.modules.get("torch.library"), sys.modules.get("torch.fx.operator_schemas")
+    if lib is None or fx is None or func is not _DEL_LIBRARY or type(obj) is not _LIBRARY \
+            or kwargs or type(args) is not tuple or tuple.__len__(args) != 7:
+        return False
+    own, g = own_dict(obj), module_dict(lib)
+    if own is None:
+        return False
+    want = (g.get("_impls"), dict.get(own, "_op_impls"), g.get("_defs"),
+            dict.get(own, "_op_defs"), dict.get(own, "_registration_handles"),
+            dict.get(own, "m"), module_dict(fx).get("_SCHEMA_TO_SIGNATURE_CACHE"))
+    return all(a is w and w is not None for a, w in zip(args, want))
+
+
+_DEL_LIBRARY = torch.library._del_library  # noqa: SLF001 -- torch's own, before the train file
+_LIBRARY = torch.library.Library
+
+
 def _finalizers() -> tuple[str, dict[str, str]]:
     """Every finalizer pending in ``weakref.finalize``'s registry, with its function, the
     object's type and its arguments (R12-4; a finalizer replaced by one with other arguments:
@@ -303,30 +327,28 @@ def _finalizers() -> tuple[str, dict[str, str]]:
     (``step_state.state_changes``). Unreadable when the registry was replaced or holds
     anything but ``weakref.finalize`` objects and their records (a subclass with its own
     registry or record class: R58e-1, R58e-5)."""
-    from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
-
     registry = vars(_FINALIZE).get("_registry")
     if registry is not _FINALIZE_REGISTRY or type(registry) is not dict:
         return UNREADABLE + "weakref.finalize's registry was replaced", {}
-    base, mine, torch_own = current_baseline(), [], {}
+    mine, torch_own = [], {}
     for f, info in list(dict.items(registry)):
         if type(f) is not _FINALIZE or type(info) is not _FINALIZE_INFO:
             return UNREADABLE + f"a {_qual(type(f))} finalizer", {}
         ref, func, args, kwargs = (vars(_FINALIZE_INFO)[a].__get__(info) for a in (
             "weakref", "func", "args", "kwargs"))
         obj = ref() if type(ref) is weakref.ReferenceType else ref
-        own = type(func) is types.FunctionType and base.own_code(types.SimpleNamespace(
-            f_globals=func.__globals__, f_code=func.__code__))
         if type(args) is not tuple or (kwargs is not None and type(kwargs) is not dict):
             return UNREADABLE + f"a finalizer of {_ident(func)} with odd arguments", {}
+        kwargs = {} if kwargs is None else kwargs
+        own = _library_finalizer(func, obj, args, dict.__len__(kwargs))
         texts = [_global_text("arg", a) for a in args]
-        texts += [f"{key_text(k)}={_global_text('arg', a)}" for k, a in _items(kwargs or {})]
-        text = f"{_ident(func)}@{_qual(type(obj))}:{texts}"
-        if own and _is_torch_module(func.__module__) and id(type(obj)) in base.types \
-                and _is_torch_module(type(obj).__module__):
-            torch_own.setdefault(TORCH_FINALIZER + identity_text(obj), []).append(text)
-        else:
-            mine.append(text)
+        texts += [f"{key_text(k)}={_global_text('arg', a)}" for k, a in _items(kwargs)]
+        if own:
+            torch_own.setdefault(TORCH_FINALIZER + identity_text(obj), []).append(
+                f"{_ident(func)}:{texts}")
+        else:   # the function with its parts (defaults: R58g-3), the object by identity
+            mine.append(f"{_ident(func)}:{_global_text('func', func)}@{identity_text(obj)}:"
+                        f"{texts}")     # (a finalizer moved to another object: R58g-1)
     return ",".join(sorted(mine)), {k: ",".join(sorted(v)) for k, v in torch_own.items()}
 
 

@@ -167,10 +167,12 @@ def _global_text(k: str, v: Any) -> str | None:
     return object_text(v)
 
 
-def object_text(v: Any) -> str:
+def object_text(v: Any, depth: int = 0) -> str:
     """What :func:`_ident` says of ``v``, its identity (:func:`identity_text`) and its own
     attributes' :func:`_ident` (a plain module's globals); a Python function by the identities
-    of its parts (below). No code of the value's runs."""
+    of its parts (below); a ``functools.partial`` with its function, arguments and keywords,
+    C members read through ``partial``'s own descriptors (R58g-2: a signal handler's), to
+    ``depth`` 3. No code of the value's runs."""
     if type(v) is types.FunctionType:
         # by the identities of its parts, kept alive until compared (as fast as the suite's
         # budget needs): its code, name, qualified name, module, doc (R56f-3), defaults,
@@ -192,6 +194,14 @@ def object_text(v: Any) -> str:
     text = _ident(v) + identity_text(v)
     if type(v) is types.MethodType:          # a Python method: its function and object (R56e-3)
         return text + f":{object_text(v.__func__)}:{object_text(v.__self__)}"
+    if issubclass(type(v), functools.partial) and depth < 3:
+        func, args, kw = (functools.partial.__dict__[a].__get__(v)
+                          for a in ("func", "args", "keywords"))
+        parts = [func, *(args if type(args) is tuple else [args]),
+                 *(dict.values(kw) if type(kw) is dict else [kw])]
+        text += ":partial(" + ",".join(
+            _data_text(x) if x is None or type(x) in _DATA else object_text(x, depth + 1)
+            for x in parts) + f"{sorted(key_text(k) for k in dict.keys(kw)) if type(kw) is dict else ''})"
     own = vars(v) if type(v) is types.ModuleType else own_dict(v)
     if own is None:
         return text

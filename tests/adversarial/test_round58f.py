@@ -64,7 +64,7 @@ def test_r58f_1_torch_finalizer_args_rebound_seen():
     finally:
         fz.detach()
         release_kept()
-    assert any(k.startswith("torch's finalizer ") for k in changed), changed
+    assert changed          # (a user entry since R58g-1's fix: only Library's own are torch's)
 
 
 @pytest.mark.state_modules("weakref")
