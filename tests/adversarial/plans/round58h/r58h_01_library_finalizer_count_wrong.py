@@ -1,0 +1,104 @@
+"""Adversarial round 58h: the step counter is the number of `torch.library.Library("r58h",
+"FRAGMENT")` objects alive. Each step (parallel side) makes one more, kept alive by a cycle
+through its own `_op_impls` set (which torch's `_del_library` finalizer holds as an argument).
+Its finalizer is torch's own in exactly its shape (`process_state._library_finalizer`), and a
+torch-own entry that appears is no change (`step_state.state_changes`); nothing alive before the
+step changes. From the second step on the parallel run doubles its gradients. Must not be
+EQUIVALENT."""
+
+
+MESH = {"dp": 2}
+import copy
+import functools
+import signal
+import weakref
+import torch
+from torch import nn
+from torch._library.fake_class_registry import FakeScriptObject
+import torch._opaque_base
+
+# torch's lazy class cache, filled as its first isinstance miss would (same on both sides)
+torch._opaque_base._FakeScriptObject_cls = FakeScriptObject
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def _noop(n):
+    return None
+
+
+class _Box:
+    def __init__(self):
+        self.n = 0
+
+
+def _handler(box, sig, frame):
+    return box.n
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _get(optimizer):
+    return sum(1 for f, info in list(weakref.finalize._registry.items())
+               if info.func is torch.library._del_library and f.peek()
+               and getattr(f.peek()[0], "ns", None) == "r58h")
+
+
+def _set(optimizer, n):
+    lib = torch.library.Library("r58h", "FRAGMENT")
+    lib._op_impls.add(lib)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    import json
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        n = _get(optimizer)
+        if n:
+            _double(model)
+        _set(optimizer, n + 1)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
