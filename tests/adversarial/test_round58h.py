@@ -185,6 +185,26 @@ def test_r58h_3_box_in_a_tuple_argument_seen():
     assert _signal_changes(handler, lambda: setattr(box, "n", 1))
 
 
+# -- R58h-4: a partial whose function is a method-wrapper of the user's object ------------------
+
+@pytest.mark.state_modules()
+@pytest.mark.xfail(strict=True, reason="R58h-4: a partial's C-method function read without "
+                   "its __self__")
+def test_r58h_4_partial_of_a_method_wrapper_seen():
+    box = _Box()
+    handler = functools.partial(box.__eq__)
+    assert not _signal_changes(handler, lambda: None)
+    assert _signal_changes(handler, lambda: setattr(box, "n", 1))
+
+
+@pytest.mark.state_modules()
+def test_r58h_4_control_method_wrapper_handler_seen():
+    """Control: the same method-wrapper installed as the handler itself is read with its
+    object's attributes."""
+    box = _Box()
+    assert _signal_changes(box.__eq__, lambda: setattr(box, "n", 1))
+
+
 # -- controls: right plans stay EQUIVALENT -------------------------------------------------------
 
 @pytest.mark.slow
