@@ -29,7 +29,8 @@ from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
     _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
     _bytecode_digest, _cell, _data_text, _digest, _dynamo_cache, _function_text, _global_text,
     _ident, _items, _own_items, _plain, _qual, _slots, digest_texts, dunder_text, identity_text,
-    key_text, module_dict, object_text, one_fingerprint, own_dict, prim_repr, release_kept)
+    key_text, module_dict, object_text, one_fingerprint, own_dict, prim_repr, release_kept,
+    TOO_DEEP)
 
 __all__ = ["TORCH_MODULE", "OTHER_MODULE", "THREADS", "UNCOMPARABLE", "UNREADABLE",
            "dunder_text", "identity_text", "key_text", "object_text", "own_dict", "prim_repr",
@@ -186,12 +187,12 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
                            key=lambda kv: kv[0])     # any key, by its text (R56d-1)
         except TypeError:           # a module whose namespace is not a dict
             continue
-        out[OTHER_MODULE + name] = digest_texts([
+        out[OTHER_MODULE + name] = _unreadable_if_deep([
             (kt, t) for kt, k, v in items                               # (R55e-1, R56a-1)
             if not _lazy_cache(name, k, v)
             and not (issubclass(type(v), types.ModuleType) and type(k) is str    # (R56e-1, R56e-2)
                      and sys.modules.get(f"{name}.{k}") is v)
-            and (t := global_text(k, v)) is not None])
+            and (t := global_text(k, v)) is not None], digest_texts)
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
     out["torch.Tensor's methods"] = (
@@ -291,6 +292,15 @@ _FINALIZE_INFO = weakref.finalize._Info  # noqa: SLF001
 _FINALIZE_REGISTRY = vars(weakref.finalize)["_registry"]
 
 
+def _unreadable_if_deep(texts: Any, digest: Any = None) -> str:
+    """``digest(texts)`` (or ``texts``, a str), UNREADABLE when any holds
+    :data:`value_text.TOO_DEEP` (a partial nested past what is read: R58h-2)."""
+    deep = any(TOO_DEEP in (t if type(t) is str else repr(t)) for t in
+               ([texts] if type(texts) is str else texts))
+    text = texts if digest is None else digest(texts)
+    return UNREADABLE + "a functools.partial nested too deep" + text if deep else text
+
+
 def _library_finalizer(func: Any, obj: Any, args: tuple, kwargs: int) -> bool:
     """The finalizer ``torch.library.Library.__init__`` registers, exactly: torch's
     ``_del_library`` (by identity) on a ``Library`` with the arguments it passes (torch's
@@ -308,11 +318,18 @@ def _library_finalizer(func: Any, obj: Any, args: tuple, kwargs: int) -> bool:
     want = (g.get("_impls"), dict.get(own, "_op_impls"), g.get("_defs"),
             dict.get(own, "_op_defs"), dict.get(own, "_registration_handles"),
             dict.get(own, "m"), module_dict(fx).get("_SCHEMA_TO_SIGNATURE_CACHE"))
-    return all(a is w and w is not None for a, w in zip(args, want))
+    # the library's tables hold names only, its handles are torch's (a library kept alive
+    # through its own table, the count of them a counter: R58h-1)
+    return all(a is w and w is not None for a, w in zip(args, want)) \
+        and type(args[1]) is set and type(args[3]) is set and type(args[4]) is list \
+        and all(type(x) is str for x in set.__iter__(args[1])) \
+        and all(type(x) is str for x in set.__iter__(args[3])) \
+        and all(type(h) is _HANDLE for h in list.__iter__(args[4]))
 
 
 _DEL_LIBRARY = torch.library._del_library  # noqa: SLF001 -- torch's own, before the train file
 _LIBRARY = torch.library.Library
+_HANDLE = torch._library.utils.RegistrationHandle  # noqa: SLF001
 
 
 def _finalizers() -> tuple[str, dict[str, str]]:
@@ -384,6 +401,7 @@ def _c_state(collecting: bool) -> dict[str, str]:
     # other object is, R12-4)
     out["finalizers pending"], torch_own = _finalizers()
     out.update(torch_own)
+    out["finalizers pending"] = _unreadable_if_deep(out["finalizers pending"])
     # a gc callback runs at every collection, the fingerprint's own too, with whatever its
     # closure keeps (R58e-3: one rebuilt garbage holding a replaced parameter): unreadable
     out["gc callbacks"] = "" if not list.__len__(_GC_CALLBACKS) else \
@@ -403,6 +421,8 @@ def _c_state(collecting: bool) -> dict[str, str]:
         os.getcwd(), _umask(), [(int(sig), _global_text("handler", _handler(sig)))
                                 for sig in sorted(signal.valid_signals())]))
     # (each handler with its parts, a closure cell's content too: R58f-2)
+    key = "the process's working directory, umask and signal handlers"
+    out[key] = _unreadable_if_deep(out[key])
     lg = sys.modules.get("logging")
     if lg is not None:   # the registry holds loggers and placeholders (which ones fills as
         reg = lg.Logger.manager   # torch imports lazily: not read); anything else is the

@@ -167,12 +167,18 @@ def _global_text(k: str, v: Any) -> str | None:
     return object_text(v)
 
 
+# a text no value's ``repr`` can contain (a NUL byte): an entry holding it is unreadable
+TOO_DEEP = "\x00partial nested too deep\x00"
+_PARTIAL_DEPTH = 8
+
+
 def object_text(v: Any, depth: int = 0) -> str:
     """What :func:`_ident` says of ``v``, its identity (:func:`identity_text`) and its own
     attributes' :func:`_ident` (a plain module's globals); a Python function by the identities
     of its parts (below); a ``functools.partial`` with its function, arguments and keywords,
-    C members read through ``partial``'s own descriptors (R58g-2: a signal handler's), to
-    ``depth`` 3. No code of the value's runs."""
+    C members read through ``partial``'s own descriptors (R58g-2: a signal handler's); one
+    nested past :data:`_PARTIAL_DEPTH` is :data:`TOO_DEEP` (R58h-2). No code of the value's
+    runs."""
     if type(v) is types.FunctionType:
         # by the identities of its parts, kept alive until compared (as fast as the suite's
         # budget needs): its code, name, qualified name, module, doc (R56f-3), defaults,
@@ -194,7 +200,9 @@ def object_text(v: Any, depth: int = 0) -> str:
     text = _ident(v) + identity_text(v)
     if type(v) is types.MethodType:          # a Python method: its function and object (R56e-3)
         return text + f":{object_text(v.__func__)}:{object_text(v.__self__)}"
-    if issubclass(type(v), functools.partial) and depth < 3:
+    if issubclass(type(v), functools.partial) and depth >= _PARTIAL_DEPTH:
+        return TOO_DEEP         # (the entry holding it is unreadable: R58h-2)
+    if issubclass(type(v), functools.partial):
         func, args, kw = (functools.partial.__dict__[a].__get__(v)
                           for a in ("func", "args", "keywords"))
         parts = [func, *(args if type(args) is tuple else [args]),

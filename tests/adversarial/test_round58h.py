@@ -65,8 +65,6 @@ def _drop_libraries(ns: str) -> None:
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58h-1: a torch-own finalizer entry that appears is "
-                   "no change; the number of live Library objects carries the counter")
 def test_r58h_1_one_more_library_seen():
     """The step makes one more ``Library`` kept alive by a cycle through its ``_op_impls`` (the
     finalizer's argument): nothing alive before changes; the count is the counter (r58h_01)."""
@@ -101,7 +99,6 @@ def test_r58h_1_control_library_not_torch_own_seen():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58h-1 open")
 def test_r58h_1_prove_not_equivalent():
     assert _prove(ROUND / "r58h_01_library_finalizer_count_wrong.py") != 0
 
@@ -140,7 +137,6 @@ def _nested(box, depth: int):
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58h-2: object_text stops at partial depth 3")
 def test_r58h_2_box_four_partials_deep_seen():
     box = _Box()
     handler = _nested(box, 4)
@@ -168,7 +164,6 @@ def test_r58h_2_control_partial_subclass_and_keywords_seen():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58h-2 open")
 def test_r58h_2_prove_not_equivalent():
     assert _prove(ROUND / "r58h_02_signal_handler_partial_depth4_wrong.py") != 0
 
