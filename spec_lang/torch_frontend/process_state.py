@@ -296,7 +296,7 @@ def _unreadable_if_deep(texts: Any, digest: Any = None) -> str:
     """``digest(texts)`` (``texts``: (key text, value text) pairs), or ``texts`` itself (a
     str), UNREADABLE when a value text holds :data:`value_text.TOO_DEEP` (a partial nested
     past what is read: R58h-2)."""
-    deep = TOO_DEEP in texts if type(texts) is str else any(TOO_DEEP in t for _, t in texts)
+    deep = TOO_DEEP in (texts if type(texts) is str else "".join([t for _, t in texts]))
     text = texts if digest is None else digest(texts)
     return UNREADABLE + "a functools.partial nested too deep" + text if deep else text
 

@@ -127,7 +127,7 @@ def key_text(k: Any) -> str:
     key reads as another key's ``<key ...>`` (R58b-5: a str key spelled as an ``object()``
     key's text took its place in ``math``'s namespace, the digest unchanged)."""
     if type(k) is str:
-        return k if not k.startswith("<") else f"<str {str.__repr__(k)}>"
+        return k if not k or k[0] != "<" else f"<str {str.__repr__(k)}>"
     return f"<key {object_text(k)}>"
 
 
