@@ -305,7 +305,7 @@ def _library_finalizer(func: Any, obj: Any, args: tuple, kwargs: int) -> bool:
     """The finalizer ``torch.library.Library.__init__`` registers, exactly: torch's
     ``_del_library`` (by identity) on a ``Library`` with the arguments it passes (torch's
     module tables and the library's own attributes, each by identity), no keywords
-    (``kwargs``: how many). Nothing
+    (``kwargs``: how many), names only in its tables and torch's handles (R58h-1). Nothing
     else is torch's own: a torch function moved to new objects each step (R58g-1) or a
     function made from torch's code with the user's defaults (R58g-3) is the user's."""
     lib, fx = sys.modules.get("torch.library"), sys.modules.get("torch.fx.operator_schemas")
@@ -333,17 +333,16 @@ _HANDLE = torch._library.utils.RegistrationHandle  # noqa: SLF001
 
 
 def _finalizers() -> tuple[str, dict[str, str]]:
-    """Every finalizer pending in ``weakref.finalize``'s registry, with its function, the
-    object's type and its arguments (R12-4; a finalizer replaced by one with other arguments:
-    R58d-3), read through the registry dict and the record class's own descriptors; and
-    torch's own (a torch function on a torch object, as the operator libraries torch imports
-    lazily in the step register: F11-1), as one entry per object, :data:`TORCH_FINALIZER` +
-    the object's identity, arguments included (R58f-1: a step changed the arguments of one it
-    made on a parameter): the finalizers of an object the step makes, or of one that dies in
-    it, are no change; those of an object alive before and after are compared
-    (``step_state.state_changes``). Unreadable when the registry was replaced or holds
-    anything but ``weakref.finalize`` objects and their records (a subclass with its own
-    registry or record class: R58e-1, R58e-5)."""
+    """Every finalizer pending in ``weakref.finalize``'s registry, read through the registry
+    dict and the record class's own descriptors: the user's in one entry, each with its
+    function's parts, its object's identity and its arguments (R12-4, R58d-3, R58g-1,
+    R58g-3); torch's own (an operator library's, as torch's lazy imports in the step register
+    them, F11-1; exactly that shape, :func:`_library_finalizer`) one entry per library,
+    :data:`TORCH_FINALIZER` + its identity, arguments included (R58f-1): those of a library
+    the step makes, or of one that dies in it, are no change; those of a library alive before
+    and after are compared (``step_state.state_changes``). Unreadable when the registry was
+    replaced or holds anything but ``weakref.finalize`` objects and their records (a subclass
+    with its own registry or record class: R58e-1, R58e-5)."""
     registry = vars(_FINALIZE).get("_registry")
     if registry is not _FINALIZE_REGISTRY or type(registry) is not dict:
         return UNREADABLE + "weakref.finalize's registry was replaced", {}

@@ -207,9 +207,10 @@ def object_text(v: Any, depth: int = 0) -> str:
                           for a in ("func", "args", "keywords"))
         parts = [func, *(args if type(args) is tuple else [args]),
                  *(dict.values(kw) if type(kw) is dict else [kw])]
+        keys = sorted(key_text(k) for k in dict.keys(kw)) if type(kw) is dict else ""
         text += ":partial(" + ",".join(
             _data_text(x) if x is None or type(x) in _DATA else object_text(x, depth + 1)
-            for x in parts) + f"{sorted(key_text(k) for k in dict.keys(kw)) if type(kw) is dict else ''})"
+            for x in parts) + f"{keys})"
     own = vars(v) if type(v) is types.ModuleType else own_dict(v)
     if own is None:
         return text
