@@ -344,9 +344,8 @@ def _trusted_class(c: type, names: Any = _is_torch) -> bool:
     namespaces' own dicts), and it existed before the train file ran (the capture's baseline,
     ``op_guard``; a static type: by its C name alone). Not a class of a module imported since:
     the train file can import one and bind its own class in it (R58c-1). ``__module__`` is a
-    writable string, and
-    the train file's own class naming ``collections`` or ``torch.nn`` was read by that name
-    alone, its body or private attributes unread (R58b-4)."""
+    writable string, and the train file's own class naming ``collections`` or ``torch.nn`` was
+    read by that name alone, its body or private attributes unread (R58b-4)."""
     from spec_lang.torch_frontend.op_guard import current_baseline  # noqa: PLC0415
 
     mod = type.__dict__["__module__"].__get__(c)
