@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from spec_lang.torch_frontend.c_registries import registry_texts
 from spec_lang.torch_frontend.lazy_globals import _lazy_cache
 from spec_lang.torch_frontend.registry_state import registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
@@ -145,6 +146,9 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     if np is not None:
         out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
     out.update(_c_state(collecting))
+    # exit callbacks (called by ``atexit.unregister``'s ``==`` in a step: R58f-4), the codec
+    # registry (a cached CodecInfo: R58f-3) and audit hooks, kept in C (c_registries)
+    out.update({k: _unreadable_if_deep(t) for k, t in registry_texts(from_user).items()})
     # by their names' texts (a key that is no str, a tuple put in by hand, neither breaks the
     # sort nor runs its own code: R58e-4)
     loaded = [(name, mod) for name, mod in sorted(
@@ -371,7 +375,8 @@ def _finalizers() -> tuple[str, dict[str, str]]:
 def _c_state(collecting: bool) -> dict[str, str]:
     """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
     torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
-    class), the ``decimal`` context, the finalizers pending (not torch's own), the Python
+    class), the ``decimal`` context, the finalizers pending (not torch's own), the exit
+    callbacks, the codec registry and the audit hooks (:mod:`.c_registries`), the Python
     threads running (by class and target: a thread the step starts and leaves running can
     change state after the step) and the interpreter's and torch's settings (gc thresholds,
     recursion limit, switch interval, trace and profile functions, thread counts,
@@ -393,8 +398,7 @@ def _c_state(collecting: bool) -> dict[str, str]:
                                            c.clamp, sorted(k.__name__ for k, on in
                                                            c.traps.items() if on)))
     # callbacks that run after the step returns: finalizers of objects still alive (those of
-    # garbage are run first, by :func:`step_state`'s collection; R10-5); exit handlers run
-    # when the process ends, after the last step, and are not read
+    # garbage are run first, by :func:`step_state`'s collection; R10-5)
     # (torch's own finalizers are not: a torch function on a torch object, as the operator
     # libraries torch imports lazily in the step register, F11-1; a torch function on any
     # other object is, R12-4)

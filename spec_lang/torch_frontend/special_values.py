@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from spec_lang.torch_frontend.process_state import _LOGGER_CACHES, _logger_links
+from spec_lang.torch_frontend.process_state import _FINALIZE, _LOGGER_CACHES, _logger_links
 from spec_lang.torch_frontend.value_text import _digest, _items, _qual, identity_text
 
 __all__ = ["special_text"]
@@ -42,7 +42,6 @@ _LOCKS = (type(threading.Lock()), type(threading.RLock()))
 # is not them: R58b-3)
 _LRU = functools._lru_cache_wrapper  # noqa: SLF001
 _LOGGING = (logging.Logger, logging.RootLogger, logging.Manager)
-_FINALIZE = weakref.finalize
 _TUPLEGETTER = collections._tuplegetter  # noqa: SLF001 -- a namedtuple's field (not subclassable)
 
 

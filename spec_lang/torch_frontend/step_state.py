@@ -52,6 +52,7 @@ from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exporte
     _base_iter, _items, _own_items, _plain, _slots, module_dict, own_dict,
     _digest, _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, dunder_text,
     _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr, release_kept)
+from spec_lang.torch_frontend.c_registries import ATEXIT, imported_in_step
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.special_values import special_text
 from spec_lang.torch_frontend.value_text import (TPFLAGS_HEAPTYPE, TPFLAGS_IMMUTABLETYPE,
@@ -541,6 +542,10 @@ def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[s
     out.update({k: "<removed>" for k in before if k not in after
                 and not k.startswith(TORCH_FINALIZER)})
     out.update({k: v for k, v in before.items() if v.startswith(UNREADABLE) and k not in out})
+    if ATEXIT in out and imported_in_step(before.get(ATEXIT, ""), after.get(ATEXIT, ""), lambda m: (
+            TORCH_MODULE + m not in before and OTHER_MODULE + m not in before
+            and (TORCH_MODULE + m in after or OTHER_MODULE + m in after))):
+        del out[ATEXIT]     # exit callbacks of modules torch imported in the step only
     release_kept()     # the objects whose identities the texts name (R56b-2)
     if THREADS in out:       # threads the step started and left running (R10-5); one that
         #                      ends during the step changes nothing later (under load, a

@@ -57,6 +57,8 @@ def main(argv: list[str]) -> int:
         take_snapshot()
         take_baseline()         # the code and classes that exist before it (R30c-1)
         take_threads()          # the threads alive before it (R34b-2)
+        from spec_lang.torch_frontend.c_registries import watch_audit_hooks
+        watch_audit_hooks()     # an audit hook it adds is unreadable state (c_registries)
         # a collective on a real tensor refused (R35a-1, R35d-3), before the snapshot
         from spec_lang.torch_frontend.fake_answers import importing, install
         install()

@@ -151,7 +151,6 @@ def _search(name):
     return None
 
 
-@pytest.mark.xfail(strict=True, reason="R58f-3: the codec registry and cache are not read")
 @pytest.mark.state_modules()
 def test_r58f_3_codec_cache_attribute_seen():
     codecs.register(_search)
@@ -166,7 +165,6 @@ def test_r58f_3_codec_cache_attribute_seen():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58f-3: EQUIVALENT (rc 0) on a wrong plan")
 def test_r58f_3_prove_not_equivalent():
     assert _prove(ROUND / "r58f_03_codec_cache_wrong.py") != 0
 
@@ -190,7 +188,6 @@ class _Box:
     __hash__ = object.__hash__
 
 
-@pytest.mark.xfail(strict=True, reason="R58f-4: atexit's callbacks are not read")
 @pytest.mark.state_modules()
 def test_r58f_4_atexit_callback_state_seen():
     import atexit
@@ -208,7 +205,6 @@ def test_r58f_4_atexit_callback_state_seen():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R58f-4: EQUIVALENT (rc 0) on a wrong plan")
 def test_r58f_4_prove_not_equivalent():
     assert _prove(ROUND / "r58f_05_atexit_callback_wrong.py") != 0
 

@@ -1,0 +1,237 @@
+"""Registries the interpreter keeps in C, held by no module and listed by no Python function,
+read for the step-state fingerprint (:mod:`spec_lang.torch_frontend.process_state`):
+
+- the exit callbacks ``atexit.register`` adds (adversarial finding R58f-4: a counter in a
+  registered object, read and bumped through ``atexit.unregister``'s ``==``);
+- the codec registry: the search functions ``codecs.register`` adds, the cache of the
+  ``CodecInfo`` objects they returned, and the error handlers ``codecs.register_error`` adds
+  (R58f-3: a counter in a cached ``CodecInfo``, reached by ``codecs.lookup``);
+- audit hooks (``sys.addaudithook``): they run on every audited event, the step's too, and
+  can neither be listed nor removed; one the train file adds makes the fingerprint unreadable.
+
+How they are found (CPython 3.11, ``Include/internal/pycore_interp.h``): the interpreter's
+state holds ``struct atexit_state {atexit_callback **callbacks; int ncallbacks; int
+callback_len;}`` (each callback ``{func, args, kwargs}``; ``atexit.unregister`` empties a slot
+and leaves the count, ``Modules/atexitmodule.c``) and the three codec objects side by side
+(``codec_search_path``, ``codec_search_cache``, ``codec_error_registry``). Their offsets are
+found once, when this module is imported (before the train file runs), by searching the
+interpreter's state through ``/proc/self/mem`` (an unmapped address is an error there, never
+a crash) for our own probe: a callback we register with known arguments, the codec objects
+the collector names as the holders of ``encodings.search_function``, the ``utf-8``
+``CodecInfo`` and the ``strict`` handler. Exactly one match each, read back, or the registry
+is unreadable (every fingerprint that needs it is then UNKNOWN, never a guess).
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import collections
+import ctypes
+import encodings
+import gc
+import os
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from spec_lang.torch_frontend.value_text import UNREADABLE, _global_text, _ident, _items, key_text
+
+__all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "ATEXIT", "CODECS",
+           "AUDIT"]
+
+ATEXIT = "exit callbacks (atexit)"
+CODECS = "the codec registry (search functions, cache, error handlers)"
+AUDIT = "audit hooks"
+
+_WORD = ctypes.sizeof(ctypes.c_void_p)
+_SCAN_BYTES = 1 << 17        # of the interpreter's state searched (3.11's is ~80 KB)
+
+
+def _interpreter() -> int:
+    """The address of this interpreter's ``PyInterpreterState`` (a prototype of our own: the
+    shared ``ctypes.pythonapi`` function's ``restype`` is not touched)."""
+    get = ctypes.PYFUNCTYPE(ctypes.c_void_p)(("PyInterpreterState_Get", ctypes.pythonapi))
+    return int(get() or 0)
+
+
+def _memory(addr: int, n: int) -> bytes:
+    """Up to ``n`` bytes of this process's memory at ``addr`` (fewer where a mapping ends;
+    none where ``/proc/self/mem`` cannot be read)."""
+    try:
+        fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.pread(fd, n, addr)
+    except (OSError, OverflowError, ValueError):
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _words(mem: bytes) -> list[int]:
+    return [int.from_bytes(mem[i:i + _WORD], sys.byteorder)
+            for i in range(0, len(mem) - _WORD + 1, _WORD)]
+
+
+def _int32(mem: bytes, at: int) -> int:
+    return int.from_bytes(mem[at:at + 4], sys.byteorder, signed=True)
+
+
+def _object_at(addr: int) -> Any:
+    """The object a ``PyObject *`` stored at ``addr`` points to (a new reference), or a
+    sentinel for NULL."""
+    p = ctypes.c_void_p.from_address(addr).value
+    return _NULL if not p else ctypes.cast(ctypes.c_void_p(p), ctypes.py_object).value
+
+
+_NULL = object()
+
+
+def _atexit_probe(*args: Any, **kwargs: Any) -> None:
+    """Our own exit callback, registered and unregistered while the layout is found."""
+
+
+def _atexit_slots(interp: int, off: int) -> list[tuple[Any, Any, Any]]:
+    """Every registered exit callback: (func, args, kwargs), kwargs ``_NULL`` when none."""
+    base = ctypes.c_void_p.from_address(interp + off).value or 0
+    n = ctypes.c_int.from_address(interp + off + _WORD).value
+    out = []
+    for i in range(max(n, 0)):
+        cb = ctypes.c_void_p.from_address(base + i * _WORD).value
+        if cb:
+            out.append(tuple(_object_at(cb + j * _WORD) for j in range(3)))
+    return out
+
+
+def _find_atexit(interp: int) -> int | None:
+    """The offset of ``struct atexit_state`` in the interpreter's state, or None."""
+    if not interp or _WORD != 8:
+        return None
+    atexit.register(_atexit_probe, 1, k=2)
+    try:
+        n = atexit._ncallbacks()  # noqa: SLF001
+        mem = _memory(interp, _SCAN_BYTES)
+        hits = []
+        for j, p in enumerate(_words(mem)):
+            off = j * _WORD
+            if not p or off + 16 > len(mem) or _int32(mem, off + 8) != n \
+                    or not n <= _int32(mem, off + 12) <= 1 << 24:
+                continue
+            slot = int.from_bytes(_memory(p + (n - 1) * _WORD, _WORD), sys.byteorder)
+            if slot and int.from_bytes(_memory(slot, _WORD), sys.byteorder) == id(_atexit_probe):
+                hits.append(off)     # (a candidate's words read through /proc: never a crash)
+        if len(hits) != 1:
+            return None
+        last = _atexit_slots(interp, hits[0])[-1]
+        if last[0] is not _atexit_probe or last[1] != (1,) or last[2] != {"k": 2}:
+            return None
+    finally:
+        atexit.unregister(_atexit_probe)
+    left = _atexit_slots(interp, hits[0])
+    return hits[0] if all(s[0] is not _atexit_probe for s in left) else None
+
+
+def _find_codecs(interp: int) -> tuple[list, dict, dict] | None:
+    """The interpreter's codec search path, cache and error registry, or None."""
+    if not interp or _WORD != 8:
+        return None
+    info, strict = codecs.lookup("utf-8"), codecs.lookup_error("strict")
+    held = gc.get_referrers(encodings.search_function, info, strict)
+    paths = [r for r in held if type(r) is list and encodings.search_function in r]
+    caches = [r for r in held if type(r) is dict and info in dict.values(r)]
+    errors = [r for r in held if type(r) is dict and dict.get(r, "strict") is strict]
+    words = _words(_memory(interp, _SCAN_BYTES))
+    by_id = [{id(x): x for x in group} for group in (paths, caches, errors)]
+    found = [tuple(by_id[j][words[i + j]] for j in range(3)) for i in range(len(words) - 2)
+             if all(words[i + j] in by_id[j] for j in range(3))]
+    return found[0] if len(found) == 1 else None
+
+
+_INTERP = _interpreter()
+_ATEXIT_OFFSET = _find_atexit(_INTERP)
+_CODECS = _find_codecs(_INTERP)
+_AUDIT_ADDED: list[int] = []
+_AUDIT_WATCHED: list[bool] = []
+
+
+def watch_audit_hooks() -> None:
+    """Count the audit hooks added from now on (``prove --torch``'s capture child, before
+    the train file is imported): adding one raises the ``sys.addaudithook`` event in the
+    hooks already there, ours among them. Audit hooks cannot be removed, so this is called
+    once per process."""
+    if _AUDIT_WATCHED:
+        return
+
+    def hook(event: str, args: tuple, added: list[int] = _AUDIT_ADDED) -> None:
+        if event == "sys.addaudithook":
+            added.append(1)
+
+    sys.addaudithook(hook)
+    _AUDIT_WATCHED.append(True)
+
+
+# the separators of :data:`ATEXIT`'s text: callbacks, and a callback's module from its text
+CALLBACK_SEP, MODULE_SEP = "\x1e", "\x1f"
+
+
+def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any], bool]) -> str:
+    """``MODULE<MODULE_SEP>TEXT``: the function with its parts and its arguments; MODULE is
+    the function's module when it is a plain function of a module that is not the user's,
+    called with no arguments (one a module torch imports in the step may register: exempt
+    when that module is new, :func:`imported_in_step`), else empty."""
+    # each argument as a finalizer's (process_state._finalizers): by value or by identity
+    # and its own attributes; what a container holds, changed in place, is not read
+    args_text = [_global_text("arg", a) for a in tuple.__iter__(args)] \
+        if type(args) is tuple else f"<{_ident(args)}>"
+    kw = "" if kwargs is _NULL else [f"{key_text(k)}={_global_text('arg', a)}"
+                                     for k, a in _items(kwargs)] \
+        if type(kwargs) is dict else f"<{_ident(kwargs)}>"
+    mod = func.__module__ if type(func) is types.FunctionType and type(args) is tuple \
+        and not tuple.__len__(args) and kwargs is _NULL and type(func.__module__) is str \
+        and not from_user(func) else ""
+    return f"{mod}{MODULE_SEP}{_ident(func)}:{_global_text('func', func)}" \
+           f"{args_text}{kw}"
+
+
+def imported_in_step(before: str, after: str, new_module: Callable[[str], bool]) -> bool:
+    """The exit callbacks changed in a step only by callbacks added by modules first imported
+    in it (``new_module``; torch imports ``torch._inductor`` lazily, whose import registers
+    ``dump_cache_stats``), which the fingerprint does not read either (docs/torch.md)."""
+    if before.startswith(UNREADABLE) or after.startswith(UNREADABLE):
+        return False
+    was, now = collections.Counter(before.split(CALLBACK_SEP)), \
+        collections.Counter(after.split(CALLBACK_SEP))
+    return not (was - now) and all(
+        (m := item.split(MODULE_SEP, 1)[0]) and new_module(m) for item in now - was)
+
+
+def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
+    """The exit callbacks (each function with its parts and its arguments, in the order they
+    run; :func:`_callback_text`), the codec registry (each search function, each cached
+    ``CodecInfo`` by identity and its own attributes, each error handler) and the audit hooks
+    added since :func:`watch_audit_hooks` (none, or unreadable). ``from_user``: a value is
+    the user's code. A registry whose layout was not found is unreadable."""
+    out = {}
+    if _ATEXIT_OFFSET is None:
+        out[ATEXIT] = UNREADABLE + "atexit's callbacks could not be located"
+    else:
+        out[ATEXIT] = CALLBACK_SEP.join(_callback_text(*s, from_user)
+                                        for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
+    if _CODECS is None:
+        out[CODECS] = UNREADABLE + "the codec registry could not be located"
+    else:
+        path, cache, errors = _CODECS
+        out[CODECS] = repr((
+            [f"{_ident(f)}:{_global_text('search', f)}" for f in list.__iter__(path)],
+            sorted((key_text(k), f"{_ident(v)}:{_global_text('codec', v)}")
+                   for k, v in list(dict.items(cache))),
+            sorted((key_text(k), f"{_ident(v)}:{_global_text('handler', v)}")
+                   for k, v in list(dict.items(errors)))))
+    if _AUDIT_ADDED:
+        out[AUDIT] = UNREADABLE + f"{len(_AUDIT_ADDED)} audit hook(s) added (sys.addaudithook)"
+    else:
+        out[AUDIT] = ""
+    return out

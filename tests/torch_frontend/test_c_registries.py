@@ -1,0 +1,119 @@
+"""The registries the interpreter keeps in C (``spec_lang/torch_frontend/c_registries.py``): the
+exit callbacks, the codec registry and the audit hooks are found on this interpreter and read
+(adversarial findings R58f-3, R58f-4 and the lead's round-59 audit-hook plan)."""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import encodings
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from spec_lang.torch_frontend import c_registries as C
+from spec_lang.torch_frontend.value_text import UNREADABLE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _texts() -> dict[str, str]:
+    return C.registry_texts(lambda v: False)
+
+
+class _Box:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self) -> None:
+        return None
+
+
+def test_the_layouts_are_found_on_this_interpreter() -> None:
+    assert C._ATEXIT_OFFSET is not None and C._ATEXIT_OFFSET % 8 == 0
+    path, cache, errors = C._CODECS
+    assert encodings.search_function in path
+    assert errors["strict"] is codecs.strict_errors
+    assert codecs.lookup("utf-8") in cache.values()
+    t = _texts()
+    assert not any(v.startswith(UNREADABLE) for v in t.values()), t
+
+
+def test_an_exit_callback_and_its_state_are_read() -> None:
+    before = _texts()[C.ATEXIT]
+    box = _Box()
+    atexit.register(box, 3, k="x")
+    try:
+        with_box = _texts()[C.ATEXIT]
+        assert with_box != before and with_box.startswith(before)
+        item = with_box.split(C.CALLBACK_SEP)[-1]
+        assert "_Box" in item and "int:0" in item and "'x'" in item and "int:3" in item
+        box.n = 1                                   # the counter R58f-4 kept there
+        bumped = _texts()[C.ATEXIT]
+        assert bumped != with_box and "int:1" in bumped.split(C.CALLBACK_SEP)[-1]
+    finally:
+        atexit.unregister(box)
+    assert _texts()[C.ATEXIT] == before             # an emptied slot is no callback
+
+
+def test_the_codec_search_path_cache_and_error_handlers_are_read() -> None:
+    name = f"shardproof_test_{os.getpid()}"
+
+    def search(n: str):
+        if n == name:
+            return codecs.CodecInfo(None, None, name=name)
+        return None
+
+    t0 = _texts()[C.CODECS]
+    codecs.register(search)
+    try:
+        t1 = _texts()[C.CODECS]
+        assert t1 != t0 and "search" in t1
+        codecs.lookup(name).n = 0                   # R58f-3's counter, in the cache only
+        t2 = _texts()[C.CODECS]
+        codecs.lookup(name).n = 1
+        t3 = _texts()[C.CODECS]
+        assert name in t2 and t3 != t2 and "int:1" in t3
+    finally:
+        codecs.unregister(search)                   # (also empties the cache)
+    codecs.register_error(name, codecs.strict_errors)
+    assert name in _texts()[C.CODECS]
+
+
+def test_an_exit_callback_is_exempt_only_from_a_module_new_in_the_step() -> None:
+    sep, mod = C.CALLBACK_SEP, C.MODULE_SEP
+    before = f"logging{mod}fn:logging.shutdown"
+    lib = f"{before}{sep}torch._inductor.remote_cache{mod}fn:dump_cache_stats"
+    new = {"torch._inductor.remote_cache"}.__contains__
+    assert C.imported_in_step(before, lib, new)
+    assert not C.imported_in_step(before, lib, lambda m: False)          # a module seen before
+    user = f"{before}{sep}{mod}fn:train.hook"                            # the user's, or args
+    assert not C.imported_in_step(before, user, lambda m: True)
+    assert not C.imported_in_step(lib, before, new)                      # one removed
+    assert not C.imported_in_step(UNREADABLE + "x", lib, new)
+
+
+def test_a_callback_names_its_module_only_when_it_can_be_exempt() -> None:
+    lib = C._callback_text(json.dumps, (), C._NULL, lambda v: False)
+    assert lib.split(C.MODULE_SEP)[0] == "json"
+    assert C._callback_text(json.dumps, (1,), C._NULL, lambda v: False).startswith(C.MODULE_SEP)
+    assert C._callback_text(json.dumps, (), {}, lambda v: False).startswith(C.MODULE_SEP)
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: True).startswith(C.MODULE_SEP)
+    assert C._callback_text(_Box(), (), C._NULL, lambda v: False).startswith(C.MODULE_SEP)
+
+
+def test_an_audit_hook_added_after_the_watch_is_unreadable() -> None:
+    code = ("import sys; sys.path.insert(0, sys.argv[1]);"
+            "from spec_lang.torch_frontend import c_registries as C;"
+            "C.watch_audit_hooks(); C.watch_audit_hooks();"
+            "a = C.registry_texts(lambda v: False)[C.AUDIT];"
+            "sys.addaudithook(lambda e, x: None);"
+            "b = C.registry_texts(lambda v: False)[C.AUDIT];"
+            "print(repr(a)); print(repr(b))")
+    r = subprocess.run([sys.executable, "-I", "-c", code, str(ROOT)], capture_output=True,
+                       text=True, timeout=120, check=True)
+    a, b = r.stdout.splitlines()
+    assert a == "''"
+    assert b.startswith(repr(UNREADABLE)[:-1]) and "1 audit hook(s)" in b
