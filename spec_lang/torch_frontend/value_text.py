@@ -208,14 +208,31 @@ def object_text(v: Any, depth: int = 0) -> str:
         parts = [func, *(args if type(args) is tuple else [args]),
                  *(dict.values(kw) if type(kw) is dict else [kw])]
         keys = sorted(key_text(k) for k in dict.keys(kw)) if type(kw) is dict else ""
-        text += ":partial(" + ",".join(
-            _data_text(x) if x is None or type(x) in _DATA else object_text(x, depth + 1)
-            for x in parts) + f"{keys})"
+        text += ":partial(" + ",".join(_part_text(x, depth + 1) for x in parts) + f"{keys})"
     own = vars(v) if type(v) is types.ModuleType else own_dict(v)
     if own is None:
         return text
     return text + repr(sorted((x if type(x) is str else _qual(type(x)), _ident(y))
                               for x, y in list(dict.items(own))))
+
+
+def _part_text(x: Any, depth: int) -> str:
+    """A ``functools.partial``'s function, argument or keyword value: by value, by
+    :func:`object_text`; an exact tuple with its items (immutable: they are the partial's
+    arguments too, R58h-3) and a C method bound to an object with that object (R58h-4), each
+    counted in the depth (past :data:`_PARTIAL_DEPTH`: :data:`TOO_DEEP`)."""
+    if x is None or type(x) in _DATA:
+        return _data_text(x)
+    if depth >= _PARTIAL_DEPTH:
+        return TOO_DEEP
+    if type(x) is tuple:
+        return "(" + ",".join(_part_text(y, depth + 1) for y in tuple.__iter__(x)) + ")"
+    text = object_text(x, depth)
+    if issubclass(type(x), (types.BuiltinMethodType, types.MethodWrapperType)):
+        owner = x.__self__
+        if owner is not None and type(owner) is not types.ModuleType:
+            text += ":" + _part_text(owner, depth + 1)
+    return text
 
 
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"]

@@ -171,8 +171,6 @@ def test_r58h_2_prove_not_equivalent():
 # -- R58h-3: a box in a tuple argument of a partial ----------------------------------------------
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58h-3: a partial's container argument read by "
-                   "identity only (may be classed with the in-place family)")
 def test_r58h_3_box_in_a_tuple_argument_seen():
     box = _Box()
     handler = functools.partial(_handler, (box,))
@@ -183,8 +181,6 @@ def test_r58h_3_box_in_a_tuple_argument_seen():
 # -- R58h-4: a partial whose function is a method-wrapper of the user's object ------------------
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R58h-4: a partial's C-method function read without "
-                   "its __self__")
 def test_r58h_4_partial_of_a_method_wrapper_seen():
     box = _Box()
     handler = functools.partial(box.__eq__)

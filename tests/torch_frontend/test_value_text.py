@@ -63,3 +63,32 @@ def test_lru_cache_fields_read_from_memory_match_cache_info():
     assert (f["typed"], f["maxsize"], f["hits"], f["misses"]) == (1, 5, 1, 3) \
         == (1, info.maxsize, info.hits, info.misses)
     assert f["info"] == id(functools._CacheInfo)
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def _f(*args: object) -> None:
+    return None
+
+
+def test_a_partial_reads_its_tuple_arguments_and_c_methods_objects() -> None:
+    """R58h-3, R58h-4: a box inside a tuple argument, and the object of a C method the partial
+    calls, are read with their attributes; nesting past the depth limit is TOO_DEEP."""
+    import functools
+
+    from spec_lang.torch_frontend.value_text import TOO_DEEP, object_text
+
+    box = _Counter()
+    for p in (functools.partial(_f, (box,)), functools.partial(box.__eq__),
+              functools.partial(_f, k=(1, (box,)))):
+        before = object_text(p)
+        box.n += 1
+        assert object_text(p) != before and TOO_DEEP not in before
+    deep: object = box
+    for _ in range(9):
+        deep = (deep,)
+    assert TOO_DEEP in object_text(functools.partial(_f, deep))
+    assert TOO_DEEP not in object_text(functools.partial(_f, (((1,),),)))
