@@ -531,18 +531,18 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
         "global optimizer step pre-hook, clip_grad_norm_ and clip_grads_with_norm_ wrapped, "
         "Tensor.data guarded): code that branches on the device, the backend, tensor values, "
         "type(t) (FakeTensor) or torch's private hook registries takes the branch it takes there",
-        "state the step leaves is compared: parameters, buffers, gradients and optimizer state "
-        "as goals; every attribute of the modules, the parameters, the optimizer and the "
-        "DeviceMesh, the globals of the train file and the modules next to it, torch's global "
-        "hooks, the default dtype, the environment, builtins, the globals of every module "
-        "loaded before the step (torch's by the code they name, other objects by identity and "
-        "own attributes, not what those hold), torch's saved-tensor hooks and mode stacks, "
-        "the decimal context, the threads running, the finalizers pending and the CPU and numpy "
-        "generators by fingerprint (torch's own objects by their public plain attributes); "
-        "Python state both steps change alike is UNKNOWN (only one step is traced); a Python "
-        "hook on a parameter or on its AccumulateGrad node there before the step or left by it "
-        "is refused; hooks registered from C++, state outside this process (files) and "
-        "Python's random generator are not compared",
+        "state the step leaves is compared: parameters, buffers, gradients and optimizer state as "
+        "goals; every attribute of the modules, the parameters, the optimizer and the DeviceMesh, "
+        "the globals of the train file and the modules next to it, torch's global hooks, the "
+        "default dtype, the environment, builtins, the globals of every module loaded before the "
+        "step (torch's by the code they name, other objects by identity and own attributes, not "
+        "what those hold), torch's saved-tensor hooks and mode stacks, the decimal context, the "
+        "threads, finalizers, exit callbacks, codec registry (an audit hook added: UNKNOWN) and "
+        "CPU and numpy generators by fingerprint (torch's own objects by their public plain "
+        "attributes); Python state both steps change alike is UNKNOWN (only one step is traced); a "
+        "Python hook on a parameter or on its AccumulateGrad node there before the step or left by "
+        "it is refused; hooks registered from C++, state outside this process (files) and Python's "
+        "random generator are not compared",
     )
     return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,
