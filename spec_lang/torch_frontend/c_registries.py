@@ -16,9 +16,9 @@ and leaves the count, ``Modules/atexitmodule.c``) and the three codec objects si
 (``codec_search_path``, ``codec_search_cache``, ``codec_error_registry``). Their offsets are
 found once, when this module is imported (before the train file runs), by searching the
 interpreter's state through ``/proc/self/mem`` (an unmapped address is an error there, never
-a crash) for our own probe: a callback we register with known arguments, the codec objects
-the collector names as the holders of ``encodings.search_function``, the ``utf-8``
-``CodecInfo`` and the ``strict`` handler. Exactly one match each, read back, or the registry
+a crash) for our own probe: a callback we register with known arguments, and the three
+consecutive words that point to a list and two dicts (their type words read first) holding
+``encodings.search_function``, the ``utf-8`` ``CodecInfo`` and the ``strict`` handler. Exactly one match each, read back, or the registry
 is unreadable (every fingerprint that needs it is then UNKNOWN, never a guess).
 """
 
@@ -29,7 +29,6 @@ import codecs
 import collections
 import ctypes
 import encodings
-import gc
 import os
 import sys
 import types
@@ -56,19 +55,33 @@ def _interpreter() -> int:
     return int(get() or 0)
 
 
-def _memory(addr: int, n: int) -> bytes:
-    """Up to ``n`` bytes of this process's memory at ``addr`` (fewer where a mapping ends;
-    none where ``/proc/self/mem`` cannot be read)."""
-    try:
-        fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return os.pread(fd, n, addr)
-    except (OSError, OverflowError, ValueError):
-        return b""
-    finally:
-        os.close(fd)
+class _ProcessMemory:
+    """This process's memory read through ``/proc/self/mem`` (one descriptor for many reads):
+    an unmapped address reads as fewer bytes or none, never a crash."""
+
+    def __enter__(self) -> _ProcessMemory:
+        try:
+            self.fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.fd = -1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+
+    def read(self, addr: int, n: int) -> bytes:
+        """Up to ``n`` bytes at ``addr``."""
+        if self.fd < 0:
+            return b""
+        try:
+            return os.pread(self.fd, n, addr)
+        except (OSError, OverflowError, ValueError):
+            return b""
+
+    def word(self, addr: int) -> int:
+        """The machine word at ``addr``, 0 where it cannot be read."""
+        return int.from_bytes(self.read(addr, _WORD).ljust(_WORD, b"\0"), sys.byteorder)
 
 
 def _words(mem: bytes) -> list[int]:
@@ -113,16 +126,14 @@ def _find_atexit(interp: int) -> int | None:
     atexit.register(_atexit_probe, 1, k=2)
     try:
         n = atexit._ncallbacks()  # noqa: SLF001
-        mem = _memory(interp, _SCAN_BYTES)
-        hits = []
-        for j, p in enumerate(_words(mem)):
-            off = j * _WORD
-            if not p or off + 16 > len(mem) or _int32(mem, off + 8) != n \
-                    or not n <= _int32(mem, off + 12) <= 1 << 24:
-                continue
-            slot = int.from_bytes(_memory(p + (n - 1) * _WORD, _WORD), sys.byteorder)
-            if slot and int.from_bytes(_memory(slot, _WORD), sys.byteorder) == id(_atexit_probe):
-                hits.append(off)     # (a candidate's words read through /proc: never a crash)
+        with _ProcessMemory() as mem:
+            state = mem.read(interp, _SCAN_BYTES)
+            hits = [j * _WORD for j, p in enumerate(_words(state))
+                    if p and j * _WORD + 16 <= len(state)
+                    and _int32(state, j * _WORD + 8) == n
+                    and n <= _int32(state, j * _WORD + 12) <= 1 << 24
+                    and (slot := mem.word(p + (n - 1) * _WORD))
+                    and mem.word(slot) == id(_atexit_probe)]
         if len(hits) != 1:
             return None
         last = _atexit_slots(interp, hits[0])[-1]
@@ -135,19 +146,29 @@ def _find_atexit(interp: int) -> int | None:
 
 
 def _find_codecs(interp: int) -> tuple[list, dict, dict] | None:
-    """The interpreter's codec search path, cache and error registry, or None."""
+    """The interpreter's codec search path, cache and error registry, or None: the one triple
+    of consecutive words in its state that point to a list, a dict and a dict (their type words
+    read through ``/proc/self/mem`` before any is used as an object) holding
+    ``encodings.search_function``, the ``utf-8`` ``CodecInfo`` and the ``strict`` handler."""
     if not interp or _WORD != 8:
         return None
     info, strict = codecs.lookup("utf-8"), codecs.lookup_error("strict")
-    held = gc.get_referrers(encodings.search_function, info, strict)
-    paths = [r for r in held if type(r) is list and encodings.search_function in r]
-    caches = [r for r in held if type(r) is dict and info in dict.values(r)]
-    errors = [r for r in held if type(r) is dict and dict.get(r, "strict") is strict]
-    words = _words(_memory(interp, _SCAN_BYTES))
-    by_id = [{id(x): x for x in group} for group in (paths, caches, errors)]
-    found = [tuple(by_id[j][words[i + j]] for j in range(3)) for i in range(len(words) - 2)
-             if all(words[i + j] in by_id[j] for j in range(3))]
-    return found[0] if len(found) == 1 else None
+    kinds = (id(list), id(dict), id(dict))
+    with _ProcessMemory() as mem:
+        words = _words(mem.read(interp, _SCAN_BYTES))
+        pointer = [bool(w) and not w % _WORD and 1 << 16 < w < 1 << 56 for w in words]
+        found = [words[i:i + 3] for i in range(len(words) - 2)
+                 if pointer[i] and pointer[i + 1] and pointer[i + 2]
+                 and all(mem.word(w + _WORD) == t for w, t in zip(words[i:i + 3], kinds))]
+    hits = []
+    for triple in found:
+        path, cache, errors = (ctypes.cast(ctypes.c_void_p(w), ctypes.py_object).value
+                               for w in triple)
+        if any(f is encodings.search_function for f in list.__iter__(path)) \
+                and any(v is info for v in dict.values(cache)) \
+                and dict.get(errors, "strict") is strict:
+            hits.append((path, cache, errors))
+    return hits[0] if len(hits) == 1 else None
 
 
 _INTERP = _interpreter()
