@@ -107,8 +107,8 @@ def _imports_frozen_for_the_step_state_tests(request):
     if not _frozen_heap(str(request.node.fspath)):
         yield
         return
-    from spec_lang.torch_frontend import c_registries, op_guard  # noqa: F401 -- c_registries
-    # finds the codec registry through the collector when imported: before the freeze
+    from spec_lang.torch_frontend import op_guard
+
     kept = op_guard.current_baseline()
     gc.freeze()
     try:

@@ -20,9 +20,7 @@ a crash) for our own probe: a callback we register with known arguments, and the
 consecutive words that point to a list and two dicts (their type words read first) holding
 ``encodings.search_function``, the ``utf-8`` ``CodecInfo`` and the ``strict`` handler.
 Exactly one match each, read back, or the registry is unreadable (every fingerprint that needs
-it is then UNKNOWN, never a guess). The conftest of the tests imports this module before it
-freezes the collector's heap (``gc.freeze``), as the capture child imports it before the
-train file.
+it is then UNKNOWN, never a guess).
 """
 
 from __future__ import annotations
