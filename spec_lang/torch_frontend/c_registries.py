@@ -36,7 +36,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from spec_lang.torch_frontend.value_text import UNREADABLE, _global_text, _ident, _items, key_text
+from spec_lang.torch_frontend.value_text import UNREADABLE, _ident, _items, deep_text, key_text
 
 __all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "ATEXIT", "CODECS",
            "AUDIT"]
@@ -206,15 +206,15 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     when that module is new, :func:`imported_in_step`), else empty."""
     # each argument as a finalizer's (process_state._finalizers): by value or by identity
     # and its own attributes; what a container holds, changed in place, is not read
-    args_text = [_global_text("arg", a) for a in tuple.__iter__(args)] \
+    args_text = [deep_text(a) for a in tuple.__iter__(args)] \
         if type(args) is tuple else f"<{_ident(args)}>"
-    kw = "" if kwargs is _NULL else [f"{key_text(k)}={_global_text('arg', a)}"
+    kw = "" if kwargs is _NULL else [f"{key_text(k)}={deep_text(a)}"
                                      for k, a in _items(kwargs)] \
         if type(kwargs) is dict else f"<{_ident(kwargs)}>"
     mod = func.__module__ if type(func) is types.FunctionType and type(args) is tuple \
         and not tuple.__len__(args) and kwargs is _NULL and type(func.__module__) is str \
         and not from_user(func) else ""
-    return f"{mod}{MODULE_SEP}{_ident(func)}:{_global_text('func', func)}" \
+    return f"{mod}{MODULE_SEP}{_ident(func)}:{deep_text(func)}" \
            f"{args_text}{kw}"
 
 
@@ -247,10 +247,10 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     else:
         path, cache, errors = _CODECS
         out[CODECS] = repr((
-            [f"{_ident(f)}:{_global_text('search', f)}" for f in list.__iter__(path)],
-            sorted((key_text(k), f"{_ident(v)}:{_global_text('codec', v)}")
+            [f"{_ident(f)}:{deep_text(f)}" for f in list.__iter__(path)],
+            sorted((key_text(k), f"{_ident(v)}:{deep_text(v)}")
                    for k, v in list(dict.items(cache))),
-            sorted((key_text(k), f"{_ident(v)}:{_global_text('handler', v)}")
+            sorted((key_text(k), f"{_ident(v)}:{deep_text(v)}")
                    for k, v in list(dict.items(errors)))))
     if _AUDIT_ADDED:
         out[AUDIT] = UNREADABLE + f"{len(_AUDIT_ADDED)} audit hook(s) added (sys.addaudithook)"

@@ -29,7 +29,8 @@ from spec_lang.torch_frontend.registry_state import registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
     _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
     _bytecode_digest, _cell, _data_text, _digest, _dynamo_cache, _function_text, _global_text,
-    _ident, _items, _own_items, _plain, _qual, _slots, digest_texts, dunder_text, identity_text,
+    _ident, _items, _own_items, _plain, _qual, _slots, deep_text, digest_texts, dunder_text,
+    identity_text,
     key_text, module_dict, object_text, one_fingerprint, own_dict, prim_repr, release_kept,
     TOO_DEEP)
 
@@ -361,13 +362,16 @@ def _finalizers() -> tuple[str, dict[str, str]]:
             return UNREADABLE + f"a finalizer of {_ident(func)} with odd arguments", {}
         kwargs = {} if kwargs is None else kwargs
         own = _library_finalizer(func, obj, args, dict.__len__(kwargs))
-        texts = [_global_text("arg", a) for a in args]
-        texts += [f"{key_text(k)}={_global_text('arg', a)}" for k, a in _items(kwargs)]
         if own:
+            texts = [_global_text("arg", a) for a in args]
+            texts += [f"{key_text(k)}={_global_text('arg', a)}" for k, a in _items(kwargs)]
             torch_own.setdefault(TORCH_FINALIZER + identity_text(obj), []).append(
                 f"{_ident(func)}:{texts}")
-        else:   # the function with its parts (defaults: R58g-3), the object by identity
-            mine.append(f"{_ident(func)}:{_global_text('func', func)}@{identity_text(obj)}:"
+        else:   # the function with its parts (defaults: R58g-3), the object by identity, all
+            #     they hold (value_text.deep_text: R59b-1)
+            texts = [deep_text(a) for a in args]
+            texts += [f"{key_text(k)}={deep_text(a)}" for k, a in _items(kwargs)]
+            mine.append(f"{_ident(func)}:{deep_text(func)}@{identity_text(obj)}:"
                         f"{texts}")     # (a finalizer moved to another object: R58g-1)
     return ",".join(sorted(mine)), {k: ",".join(sorted(v)) for k, v in torch_own.items()}
 
@@ -421,7 +425,7 @@ def _c_state(collecting: bool) -> dict[str, str]:
         torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
         torch.backends.cudnn.deterministic, _flushes_denormals()))
     out["the process's working directory, umask and signal handlers"] = repr((
-        os.getcwd(), _umask(), [(int(sig), _global_text("handler", _handler(sig)))
+        os.getcwd(), _umask(), [(int(sig), deep_text(_handler(sig)))
                                 for sig in sorted(signal.valid_signals())]))
     # (each handler with its parts, a closure cell's content too: R58f-2)
     key = "the process's working directory, umask and signal handlers"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import gc
 import hashlib
 import marshal
 import math
@@ -172,13 +173,18 @@ TOO_DEEP = "\x00partial nested too deep\x00"
 _PARTIAL_DEPTH = 8
 
 
-def object_text(v: Any, depth: int = 0) -> str:
+def object_text(v: Any, depth: int = 0, budget: list[int] | None = None) -> str:
     """What :func:`_ident` says of ``v``, its identity (:func:`identity_text`) and its own
     attributes' :func:`_ident` (a plain module's globals); a Python function by the identities
     of its parts (below); a ``functools.partial`` with its function, arguments and keywords,
     C members read through ``partial``'s own descriptors (R58g-2: a signal handler's); one
-    nested past :data:`_PARTIAL_DEPTH` is :data:`TOO_DEEP` (R58h-2). No code of the value's
-    runs."""
+    nested past :data:`_PARTIAL_DEPTH` is :data:`TOO_DEEP` (R58h-2), and so is a method or
+    partial reached through that many methods and partials (a cycle of two: R59b-2; 5,000
+    nested methods: R56f-2). ``budget``: :func:`deep_text`'s count of values left to read.
+    No code of the value's runs."""
+    if depth >= _PARTIAL_DEPTH and (type(v) is types.MethodType
+                                    or issubclass(type(v), functools.partial)):
+        return TOO_DEEP         # (the entry holding it is unreadable: R58h-2)
     if type(v) is types.FunctionType:
         # by the identities of its parts, kept alive until compared (as fast as the suite's
         # budget needs): its code, name, qualified name, module, doc (R56f-3), defaults,
@@ -199,16 +205,16 @@ def object_text(v: Any, depth: int = 0) -> str:
         return text
     text = _ident(v) + identity_text(v)
     if type(v) is types.MethodType:          # a Python method: its function and object (R56e-3)
-        return text + f":{object_text(v.__func__)}:{object_text(v.__self__)}"
-    if issubclass(type(v), functools.partial) and depth >= _PARTIAL_DEPTH:
-        return TOO_DEEP         # (the entry holding it is unreadable: R58h-2)
+        return text + f":{object_text(v.__func__, depth + 1, budget)}:" \
+                      f"{object_text(v.__self__, depth + 1, budget)}"
     if issubclass(type(v), functools.partial):
         func, args, kw = (functools.partial.__dict__[a].__get__(v)
                           for a in ("func", "args", "keywords"))
         parts = [func, *(args if type(args) is tuple else [args]),
                  *(dict.values(kw) if type(kw) is dict else [kw])]
         keys = sorted(key_text(k) for k in dict.keys(kw)) if type(kw) is dict else ""
-        text += ":partial(" + ",".join(_part_text(x, depth + 1) for x in parts) + f"{keys})"
+        text += ":partial(" + ",".join(_part_text(x, depth + 1, budget)
+                                       for x in parts) + f"{keys})"
     own = vars(v) if type(v) is types.ModuleType else own_dict(v)
     if own is None:
         return text
@@ -216,22 +222,68 @@ def object_text(v: Any, depth: int = 0) -> str:
                               for x, y in list(dict.items(own))))
 
 
-def _part_text(x: Any, depth: int) -> str:
-    """A ``functools.partial``'s function, argument or keyword value: by value, by
-    :func:`object_text`; an exact tuple with its items (immutable: they are the partial's
-    arguments too, R58h-3) and a C method bound to an object with that object (R58h-4), each
-    counted in the depth (past :data:`_PARTIAL_DEPTH`: :data:`TOO_DEEP`)."""
+# values :func:`deep_text` reads from one root before it gives up (TOO_DEEP: unreadable)
+_DEEP_BUDGET = 20_000
+
+
+def deep_text(v: Any) -> str:
+    """A value the interpreter may call on the step's behalf (a signal handler, the user's
+    finalizer and its arguments, an exit callback and its arguments, a codec function or a
+    cached ``CodecInfo``: ``c_registries``) read with everything it holds, to
+    :data:`_PARTIAL_DEPTH` levels and :data:`_DEEP_BUDGET` values (past either,
+    :data:`TOO_DEEP`): what :func:`object_text` reads, and what it holds by reference -- a
+    function's closure cells' contents and defaults, an object's attribute values and the
+    references its C type keeps (``gc.get_referents``: a namedtuple's or frozenset's items, an
+    ``operator.methodcaller``'s arguments, a ``staticmethod``'s function; R59b-1); modules and
+    classes by :func:`object_text` only, and so the model's modules, the optimizer and tensors
+    (the step's own state, which ``step_state`` reads). No code of the value's runs."""
+    return _part_text(v, 0, [_DEEP_BUDGET])
+
+
+def _torch_state() -> tuple[type, ...]:
+    torch = sys.modules.get("torch")
+    return () if torch is None else (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)
+
+
+def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
+    """A ``functools.partial``'s function, argument or keyword value (``budget`` None), or a
+    value :func:`deep_text` reads: by value; an exact tuple with its items (R58h-3); a C
+    method bound to an object with that object (R58h-4); under :func:`deep_text` also what
+    :func:`object_text` leaves unread (its docstring). Each level counts in the depth."""
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return TOO_DEEP
     if x is None or type(x) in _DATA:
         return _data_text(x)
     if depth >= _PARTIAL_DEPTH:
         return TOO_DEEP
-    if type(x) is tuple:
-        return "(" + ",".join(_part_text(y, depth + 1) for y in tuple.__iter__(x)) + ")"
-    text = object_text(x, depth)
-    if issubclass(type(x), (types.BuiltinMethodType, types.MethodWrapperType)):
+    t = type(x)
+    if t is tuple:
+        return "(" + ",".join(_part_text(y, depth + 1, budget) for y in tuple.__iter__(x)) + ")"
+    text = object_text(x, depth, budget)
+    if issubclass(t, (types.BuiltinMethodType, types.MethodWrapperType)):
         owner = x.__self__
         if owner is not None and type(owner) is not types.ModuleType:
-            text += ":" + _part_text(owner, depth + 1)
+            text += ":" + _part_text(owner, depth + 1, budget)
+        return text
+    if budget is None or issubclass(t, (types.ModuleType, type)) \
+            or t is types.MethodType or issubclass(t, functools.partial) \
+            or issubclass(t, _torch_state()):
+        return text             # (a method's and a partial's parts: object_text read them;
+        #                         a module, optimizer or tensor is the step's own state, read
+        #                         and compared by step_state: a handler that saves a
+        #                         checkpoint of them is no change when the step trains them)
+    if t is types.FunctionType:
+        kd = x.__kwdefaults__
+        held = [_cell(c) for c in x.__closure__ or ()] + list(x.__defaults__ or ()) + (
+            list(dict.values(kd)) if kd else [])
+    else:
+        own = own_dict(x)
+        held = [r for r in gc.get_referents(x) if r is not own and r is not t] + (
+            list(dict.values(own)) if own else [])
+    if held:
+        text += "{" + ",".join(_part_text(r, depth + 1, budget) for r in held) + "}"
     return text
 
 

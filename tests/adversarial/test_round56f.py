@@ -82,8 +82,6 @@ def test_r56f_1_class_module_format_not_called(json_clean):
 
 # -- R56f-2: object_text recurses through a method's __self__ without a bound -----------------
 
-@pytest.mark.xfail(strict=True, reason="R56f-2: RecursionError in object_text",
-                   raises=RecursionError)
 @pytest.mark.state_modules("json")
 def test_r56f_2_nested_method_no_recursion_error(json_clean):
     from spec_lang.torch_frontend.process_state import _process_state
@@ -162,7 +160,6 @@ def test_r56f_01_right_plan_module_format_has_a_verdict():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R56f-2: RecursionError in the capture")
 def test_r56f_02_right_plan_nested_method_has_a_verdict():
     assert _prove(ROUND / "r56f_02_nested_method_recursion_right.py") in (0, 2)
 

@@ -70,43 +70,36 @@ def _seen(make) -> bool:
 
 # -- R59b-1: immutable holders other than an exact tuple (false accept: r59b_01, r59b_02) --------
 
-@pytest.mark.xfail(strict=True, reason="R59b-1: a namedtuple argument of a partial by identity")
 @pytest.mark.state_modules()
 def test_r59b_1_box_in_a_namedtuple_argument_seen():
     assert _seen(lambda b: functools.partial(_handler, _Cfg(b)))
 
 
-@pytest.mark.xfail(strict=True, reason="R59b-1: a tuple subclass argument by identity")
 @pytest.mark.state_modules()
 def test_r59b_1_box_in_a_tuple_subclass_argument_seen():
     assert _seen(lambda b: functools.partial(_handler, _Tup((b,))))
 
 
-@pytest.mark.xfail(strict=True, reason="R59b-1: a frozenset argument by identity")
 @pytest.mark.state_modules()
 def test_r59b_1_box_in_a_frozenset_argument_seen():
     assert _seen(lambda b: functools.partial(_handler, frozenset([b])))
 
 
-@pytest.mark.xfail(strict=True, reason="R59b-1: a slice argument by identity")
 @pytest.mark.state_modules()
 def test_r59b_1_box_in_a_slice_argument_seen():
     assert _seen(lambda b: functools.partial(_handler, slice(b)))
 
 
-@pytest.mark.xfail(strict=True, reason="R59b-1: an operator.methodcaller handler by identity")
 @pytest.mark.state_modules()
 def test_r59b_1_box_in_a_methodcaller_handler_seen():
     assert _seen(lambda b: operator.methodcaller("r59b", b))
 
 
-@pytest.mark.xfail(strict=True, reason="R59b-1: a methodcaller argument of a partial")
 @pytest.mark.state_modules()
 def test_r59b_1_box_in_a_methodcaller_argument_seen():
     assert _seen(lambda b: functools.partial(_handler, operator.methodcaller("r59b", b)))
 
 
-@pytest.mark.xfail(strict=True, reason="R59b-1: a staticmethod handler by identity")
 @pytest.mark.state_modules()
 def test_r59b_1_box_under_a_staticmethod_handler_seen():
     assert _seen(lambda b: staticmethod(functools.partial(_handler, b)))
@@ -120,13 +113,11 @@ def test_r59b_1_control_exact_tuple_and_keyword_tuple_seen():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R59b-1: r59b_01 EQUIVALENT (truth step 2 w0 0.0058)")
 def test_r59b_1_namedtuple_prove_not_equivalent():
     assert _prove(ROUND / "r59b_01_signal_handler_namedtuple_arg_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R59b-1: r59b_02 EQUIVALENT (truth step 2 w0 0.0058)")
 def test_r59b_1_methodcaller_prove_not_equivalent():
     assert _prove(ROUND / "r59b_02_signal_handler_methodcaller_wrong.py") != 0
 
@@ -139,7 +130,6 @@ def _method_cycle(box: _Box) -> functools.partial:
     return p
 
 
-@pytest.mark.xfail(strict=True, reason="R59b-2: RecursionError through a MethodType cycle")
 @pytest.mark.state_modules()
 def test_r59b_2_method_cycle_reads_without_error():
     from spec_lang.torch_frontend.value_text import object_text, release_kept
@@ -152,7 +142,6 @@ def test_r59b_2_method_cycle_reads_without_error():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R59b-2: r59b_03 crashes (rc 3, RecursionError)")
 def test_r59b_2_method_cycle_prove_not_an_error():
     rc = _prove(ROUND / "r59b_03_signal_handler_method_cycle_crash.py")
     assert rc in (1, 2)

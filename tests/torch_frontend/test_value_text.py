@@ -92,3 +92,38 @@ def test_a_partial_reads_its_tuple_arguments_and_c_methods_objects() -> None:
         deep = (deep,)
     assert TOO_DEEP in object_text(functools.partial(_f, deep))
     assert TOO_DEEP not in object_text(functools.partial(_f, (((1,),),)))
+
+
+def test_deep_text_reads_what_values_hold_but_not_the_steps_own_state() -> None:
+    """R59b-1: a namedtuple's, a methodcaller's, a closure's and an attribute's contents are
+    read; a module, optimizer or tensor a handler holds (a checkpoint-on-SIGTERM partial) is
+    read by identity and own attributes only (the step trains them); a value holding more
+    than the budget is TOO_DEEP."""
+    import collections
+    import functools
+    import operator
+
+    import torch
+
+    from spec_lang.torch_frontend.value_text import TOO_DEEP, deep_text
+
+    box = _Counter()
+    pair = collections.namedtuple("Pair", "a b")
+    inner = _Counter()
+    box.inner = inner
+
+    def closure() -> int:
+        return box.n
+
+    for v in (pair(box, 1), operator.methodcaller("m", box), closure, box):
+        before = deep_text(v)
+        inner.n += 1
+        assert deep_text(v) != before and TOO_DEEP not in before
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    handler = functools.partial(_f, model, opt)
+    before = deep_text(handler)
+    model(torch.ones(1, 2)).sum().backward()
+    opt.step()
+    assert deep_text(handler) == before
+    assert TOO_DEEP in deep_text([list(range(30_000))])
