@@ -204,3 +204,8 @@ def test_r59a_control_a_read_c_setting_is_seen():
     finally:
         sys.setrecursionlimit(old)
     assert _seen(s0, s1)
+
+
+@pytest.mark.slow
+def test_r59a_codec_error_handler_closure_not_equivalent():
+    assert _prove("r59a_13_codec_error_handler_closure_wrong.py") != 0

@@ -1,6 +1,6 @@
-"""Round 59a: the step keeps a flag in `signal.set_wakeup_fd`'s descriptor (main thread): process state
-kept in C that no module holds. From the second step on the parallel run doubles its gradients.
-Must not be EQUIVALENT."""
+"""Round 59a: the step keeps a flag in `signal.set_wakeup_fd`'s descriptor (main thread): process
+state kept in C that no module holds. From the second step on the parallel run doubles its
+gradients. Must not be EQUIVALENT."""
 
 MESH = {"dp": 2}
 import copy

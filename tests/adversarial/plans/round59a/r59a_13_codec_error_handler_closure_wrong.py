@@ -1,0 +1,88 @@
+"""Round 59a: the step counter is a `nonlocal` int in the closure of a codec error handler
+`build_optimizer` registers (`codecs.register_error`, the interpreter's C registry); the step
+reaches it only through `b"\\xff".decode("ascii", errors="r59a")`, whose handler doubles the
+gradients of the model in `M` from its second call: from the second step on the parallel run
+doubles its gradients. Must not be EQUIVALENT."""
+
+MESH = {"dp": 2}
+import copy
+import codecs
+import functools
+import sys
+import weakref
+import torch
+from torch import nn
+from torch._library.fake_class_registry import FakeScriptObject
+import torch._opaque_base
+
+# torch's lazy class cache, filled as its first isinstance miss would (same on both sides)
+torch._opaque_base._FakeScriptObject_cls = FakeScriptObject
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+
+def build_optimizer(model):
+    n = 0
+
+    def handler(err):
+        nonlocal n
+        if "on" in H and n:
+            _double(M[0])
+        n += 1
+        return ("?", err.end)
+
+    codecs.register_error("r59a", handler)
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+M = []
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    M.append(model)
+    b"\xff".decode("ascii", errors="r59a")
+    M.clear()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
