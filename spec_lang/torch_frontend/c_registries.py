@@ -36,10 +36,11 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from spec_lang.torch_frontend.value_text import UNREADABLE, _ident, _items, deep_text, key_text
+from spec_lang.torch_frontend.value_text import (UNREADABLE, _ident, _items, deep_text, key_text,
+                                                 own_dict)
 
-__all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "ATEXIT", "CODECS",
-           "AUDIT"]
+__all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "c_settings",
+           "AuditHookAdded", "ATEXIT", "CODECS", "AUDIT", "SETTINGS"]
 
 ATEXIT = "exit callbacks (atexit)"
 CODECS = "the codec registry (search functions, cache, error handlers)"
@@ -179,10 +180,21 @@ _AUDIT_ADDED: list[int] = []
 _AUDIT_WATCHED: list[bool] = []
 
 
+class AuditHookAdded(BaseException):
+    """The train file called ``sys.addaudithook`` (:func:`watch_audit_hooks`); its message
+    is a one-line ``file:line:`` error. A ``BaseException``: ``sys.addaudithook`` swallows
+    every ``Exception`` its hooks raise."""
+
+
 def watch_audit_hooks() -> None:
-    """Count the audit hooks added from now on (``prove --torch``'s capture child, before
-    the train file is imported): adding one raises the ``sys.addaudithook`` event in the
-    hooks already there, ours among them. Audit hooks cannot be removed, so this is called
+    """Refuse the audit hooks added from now on (``prove --torch``'s capture child, before the
+    train file is imported): adding one raises the ``sys.addaudithook`` event in the hooks
+    already there, ours among them, which records it and raises :class:`AuditHookAdded`
+    naming the caller's line, so the hook is not added (``sys.addaudithook`` adds none when a
+    hook raises; it passes on only what is no ``Exception``) and the capture ends with that
+    error. A train file that catches it runs without its hook, and the record makes the
+    fingerprint unreadable; one that also empties the record sets out to tell the capture
+    from the run (R59a-2; docs/torch.md). Audit hooks cannot be removed, so this is called
     once per process."""
     if _AUDIT_WATCHED:
         return
@@ -190,6 +202,12 @@ def watch_audit_hooks() -> None:
     def hook(event: str, args: tuple, added: list[int] = _AUDIT_ADDED) -> None:
         if event == "sys.addaudithook":
             added.append(1)
+            caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling sys.addaudithook
+            raise AuditHookAdded(
+                f"{caller.f_code.co_filename}:{caller.f_lineno}: the train file adds an audit "
+                "hook (sys.addaudithook): it would run on every audited event of every step, "
+                "and prove --torch can neither read nor remove it; add it outside the train "
+                "file")
 
     sys.addaudithook(hook)
     _AUDIT_WATCHED.append(True)
@@ -230,11 +248,56 @@ def imported_in_step(before: str, after: str, new_module: Callable[[str], bool])
         (m := item.split(MODULE_SEP, 1)[0]) and new_module(m) for item in now - was)
 
 
+# the attributes ``codecs.CodecInfo.__new__`` sets
+_CODEC_FIELDS = frozenset({"name", "encode", "decode", "incrementalencoder", "incrementaldecoder",
+                           "streamwriter", "streamreader", "_is_text_encoding"})
+
+
+def _codec_part(x: Any) -> bool:
+    """A part of a standard codec: None, a C function, a function or class of the module
+    ``encodings.*`` / ``codecs`` it names (a function by its code's file, a class by the
+    module's global of its name), or such a function bound to an instance of such a class
+    with no attributes of its own."""
+    if x is None or type(x) is types.BuiltinFunctionType:
+        return True
+    if type(x) is types.MethodType:     # ``Codec().encode``: of a stateless codec object
+        own = own_dict(x.__self__)
+        return _codec_part(x.__func__) and _codec_part(type(x.__self__)) \
+            and own is not None and not dict.__len__(own)
+    mod = getattr(x, "__module__", None) if type(x) in (types.FunctionType, type) else None
+    m = sys.modules.get(mod) if type(mod) is str and (
+        mod.startswith("encodings.") or mod == "codecs") else None
+    if m is None:
+        return False
+    g = vars(m)
+    if type(x) is type:
+        return g.get(x.__name__) is x
+    return x.__code__.co_filename == g.get("__file__") and type(g.get("__file__")) is str
+
+
+def _standard_codec(v: Any) -> bool:
+    """``v`` is a ``CodecInfo`` as the standard search function (``encodings``) returns and
+    caches it, untouched: its own attributes only those ``CodecInfo`` sets, its name a str,
+    every codec part (attributes and tuple items) :func:`_codec_part`, and the same object
+    ``encodings``' own cache holds. Such an entry the step adds (the first ``"x".encode(
+    "latin-1")``: R59a-4, a false UNKNOWN) is no change: a later lookup would make its equal."""
+    if type(v) is not codecs.CodecInfo:
+        return False
+    std = vars(encodings).get("_cache")
+    own = own_dict(v)
+    if type(std) is not dict or not any(x is v for x in dict.values(std)) or own is None \
+            or not set(dict.keys(own)) <= _CODEC_FIELDS:
+        return False
+    return all((type(x) is str) if k == "name" else (type(x) is bool)
+               if k == "_is_text_encoding" else _codec_part(x) for k, x in dict.items(own)) \
+        and all(_codec_part(x) for x in tuple.__iter__(v))
+
+
 def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     """The exit callbacks (each function with its parts and its arguments, in the order they
     run; :func:`_callback_text`), the codec registry (each search function, each cached
-    ``CodecInfo`` by identity and its own attributes, each error handler) and the audit hooks
-    added since :func:`watch_audit_hooks` (none, or unreadable). ``from_user``: a value is
+    ``CodecInfo`` by identity and all it holds, each error handler; an entry as ``encodings``
+    made it is left out, :func:`_standard_codec`) and the audit hooks added since :func:`watch_audit_hooks` (none, or unreadable). ``from_user``: a value is
     the user's code. A registry whose layout was not found is unreadable."""
     out = {}
     if _ATEXIT_OFFSET is None:
@@ -249,7 +312,7 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
         out[CODECS] = repr((
             [f"{_ident(f)}:{deep_text(f)}" for f in list.__iter__(path)],
             sorted((key_text(k), f"{_ident(v)}:{deep_text(v)}")
-                   for k, v in list(dict.items(cache))),
+                   for k, v in list(dict.items(cache)) if not _standard_codec(v)),
             sorted((key_text(k), f"{_ident(v)}:{deep_text(v)}")
                    for k, v in list(dict.items(errors)))))
     if _AUDIT_ADDED:
@@ -257,3 +320,50 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     else:
         out[AUDIT] = ""
     return out
+
+
+SETTINGS = "interpreter and process settings kept in C"
+
+
+def c_settings() -> dict[str, str]:
+    """Settings the interpreter or the OS process keeps in C that a step can set and a later
+    step read (R59a-1, R59a-3): the async generator hooks (with all they hold), the coroutine
+    origin tracking depth, ``dlopen`` flags, the blocked signal mask, the collector's debug
+    flags, ``faulthandler``, the signal wakeup descriptor, every locale category, the interval
+    timers (armed or not, and their intervals), the default thread stack size and socket
+    timeout, CPU affinity, the scheduling priority and the resource limits. ``getitimer``'s
+    time left is not read (it runs down between two fingerprints)."""
+    import faulthandler
+    import gc
+    import locale
+    import signal
+    import threading
+
+    hooks = sys.get_asyncgen_hooks()
+    texts: list[Any] = [deep_text(hooks.firstiter), deep_text(hooks.finalizer),
+                        sys.get_coroutine_origin_tracking_depth(), sys.getdlopenflags(),
+                        sorted(int(x) for x in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+                        gc.get_debug(), faulthandler.is_enabled(), threading.stack_size()]
+    try:   # (the only way to read it: set and put back; the main thread only)
+        fd = signal.set_wakeup_fd(-1)
+        signal.set_wakeup_fd(fd)
+        texts.append(fd)
+    except ValueError:
+        texts.append("?")
+    texts += [locale.setlocale(getattr(locale, c)) for c in (
+        "LC_CTYPE", "LC_COLLATE", "LC_TIME", "LC_MONETARY", "LC_NUMERIC", "LC_MESSAGES")
+        if hasattr(locale, c)]
+    texts += [(bool(t[0]), t[1]) for t in (signal.getitimer(w) for w in (
+        signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF))]
+    sock = sys.modules.get("socket")
+    texts.append(sock.getdefaulttimeout() if sock is not None else None)
+    texts.append(sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None)
+    texts.append(os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None)
+    try:
+        import resource
+        texts += [resource.getrlimit(getattr(resource, r)) for r in sorted(dir(resource))
+                  if r.startswith("RLIMIT_")]
+    except ImportError:
+        pass
+    return {SETTINGS: repr(texts)}
+

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from spec_lang.torch_frontend.c_registries import registry_texts
+from spec_lang.torch_frontend.c_registries import c_settings, registry_texts
 from spec_lang.torch_frontend.lazy_globals import _lazy_cache
 from spec_lang.torch_frontend.registry_state import registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
@@ -150,6 +150,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     # exit callbacks (called by ``atexit.unregister``'s ``==`` in a step: R58f-4), the codec
     # registry (a cached CodecInfo: R58f-3) and audit hooks, kept in C (c_registries)
     out.update({k: _unreadable_if_deep(t) for k, t in registry_texts(from_user).items()})
+    out.update({k: _unreadable_if_deep(t) for k, t in c_settings().items()})    # (R59a-1, -3)
     # by their names' texts (a key that is no str, a tuple put in by hand, neither breaks the
     # sort nor runs its own code: R58e-4)
     loaded = [(name, mod) for name, mod in sorted(

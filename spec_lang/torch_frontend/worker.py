@@ -23,6 +23,7 @@ def main(argv: list[str]) -> int:
     thresholds = gc.get_threshold()
     gc.set_threshold(thresholds[0], thresholds[1], 1 << 30)
     from spec_lang.errors import SpecLangError
+    from spec_lang.torch_frontend.c_registries import AuditHookAdded, watch_audit_hooks
     from spec_lang.torch_frontend.pp_capture import NeedsCpu
     from spec_lang.torch_frontend.tracedata import NEEDS_CPU
 
@@ -57,7 +58,6 @@ def main(argv: list[str]) -> int:
         take_snapshot()
         take_baseline()         # the code and classes that exist before it (R30c-1)
         take_threads()          # the threads alive before it (R34b-2)
-        from spec_lang.torch_frontend.c_registries import watch_audit_hooks
         watch_audit_hooks()     # an audit hook it adds is unreadable state (c_registries)
         # a collective on a real tensor refused (R35a-1, R35d-3), before the snapshot
         from spec_lang.torch_frontend.fake_answers import importing, install
@@ -96,6 +96,8 @@ def main(argv: list[str]) -> int:
     except NeedsCpu:
         Path(out).write_bytes(NEEDS_CPU)   # traced again on fake cpu tensors, in a new process
     except SpecLangError as e:
+        Path(out).write_bytes(b"ERROR\n" + str(e).encode())
+    except AuditHookAdded as e:     # an audit hook the train file adds (a BaseException)
         Path(out).write_bytes(b"ERROR\n" + str(e).encode())
     return 0
 

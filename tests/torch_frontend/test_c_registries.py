@@ -104,16 +104,44 @@ def test_a_callback_names_its_module_only_when_it_can_be_exempt() -> None:
     assert C._callback_text(_Box(), (), C._NULL, lambda v: False).startswith(C.MODULE_SEP)
 
 
-def test_an_audit_hook_added_after_the_watch_is_unreadable() -> None:
+def test_an_audit_hook_added_after_the_watch_is_refused_and_unreadable() -> None:
+    """R59-1, R59a-2: ``sys.addaudithook`` after the watch raises AuditHookAdded naming the
+    caller's line, the hook is not added (it never runs, even when the record is emptied),
+    and the record makes the fingerprint unreadable."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]);"
             "from spec_lang.torch_frontend import c_registries as C;"
             "C.watch_audit_hooks(); C.watch_audit_hooks();"
             "a = C.registry_texts(lambda v: False)[C.AUDIT];"
-            "sys.addaudithook(lambda e, x: None);"
+            "calls = [];\n"
+            "try:\n    sys.addaudithook(lambda e, x: calls.append(e))\n"
+            "except C.AuditHookAdded as e:\n    print(str(e))\n"
             "b = C.registry_texts(lambda v: False)[C.AUDIT];"
-            "print(repr(a)); print(repr(b))")
+            "C._AUDIT_ADDED.clear(); sys.audit('shardproof.test');"
+            "print(repr(a)); print(repr(b)); print(calls)")
     r = subprocess.run([sys.executable, "-I", "-c", code, str(ROOT)], capture_output=True,
                        text=True, timeout=120, check=True)
-    a, b = r.stdout.splitlines()
+    err, a, b, calls = r.stdout.splitlines()
+    assert err.startswith("<string>:3: the train file adds an audit hook (sys.addaudithook)")
     assert a == "''"
     assert b.startswith(repr(UNREADABLE)[:-1]) and "1 audit hook(s)" in b
+    assert calls == "[]"
+
+
+def test_a_standard_codec_entry_is_left_out_until_it_is_touched() -> None:
+    """R59a-4: a cached ``CodecInfo`` as ``encodings`` made it is no state (a later lookup makes
+    its equal); one given an attribute, or an encode function of the user's, is read."""
+    info = codecs.lookup("cp1026")
+    assert C._standard_codec(info)
+    assert "cp1026" not in _texts()[C.CODECS]
+    try:
+        info.n = 0
+        assert not C._standard_codec(info) and "cp1026" in _texts()[C.CODECS]
+        del info.n
+        assert C._standard_codec(info)
+        kept = info.encode
+        info.encode = lambda s, errors="strict": (b"", 0)
+        assert not C._standard_codec(info)
+        info.encode = kept
+    finally:
+        vars(info).pop("n", None)
+    assert C._standard_codec(info)
