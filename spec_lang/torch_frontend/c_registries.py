@@ -331,7 +331,8 @@ def c_settings() -> dict[str, str]:
     origin tracking depth, ``dlopen`` flags, the blocked signal mask, the collector's debug
     flags, ``faulthandler``, the signal wakeup descriptor, every locale category, the interval
     timers (armed or not, and their intervals), the default thread stack size and socket
-    timeout, CPU affinity, the scheduling priority and the resource limits. ``getitimer``'s
+    timeout, CPU affinity, the scheduling priority, the resource limits and the C library's
+    environment (``os.putenv``). ``getitimer``'s
     time left is not read (it runs down between two fingerprints)."""
     import faulthandler
     import gc
@@ -365,5 +366,22 @@ def c_settings() -> dict[str, str]:
                   if r.startswith("RLIMIT_")]
     except ImportError:
         pass
+    texts.append(_c_environ())
     return {SETTINGS: repr(texts)}
+
+
+def _c_environ() -> str:
+    """A digest of the C library's environment (``environ``): ``os.putenv`` changes it and
+    not ``os.environ``, and torch's C++ code reads it with ``getenv``."""
+    import hashlib
+
+    try:
+        env = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+    except (OSError, ValueError):
+        return "?"
+    out, i = [], 0
+    while env[i] is not None:
+        out.append(env[i])
+        i += 1
+    return hashlib.sha1(repr(sorted(out)).encode()).hexdigest()  # noqa: S324
 

@@ -145,3 +145,23 @@ def test_a_standard_codec_entry_is_left_out_until_it_is_touched() -> None:
     finally:
         vars(info).pop("n", None)
     assert C._standard_codec(info)
+
+
+def test_c_settings_see_putenv_and_the_signal_mask() -> None:
+    """``os.putenv`` changes the C environment torch's C++ code reads, not ``os.environ``; the
+    blocked signal mask (R59a-3) is a setting too."""
+    import signal
+
+    before = C.c_settings()[C.SETTINGS]
+    name = f"SHARDPROOF_TEST_{os.getpid()}"
+    os.putenv(name, "1")
+    try:
+        assert name not in os.environ and C.c_settings()[C.SETTINGS] != before
+    finally:
+        os.unsetenv(name)
+    assert C.c_settings()[C.SETTINGS] == before
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+    try:
+        assert C.c_settings()[C.SETTINGS] != before
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
