@@ -181,3 +181,9 @@ def test_r59c_3_putenv_prove_not_equivalent():
 def test_r59c_audit_hook_caught_prove_refused():
     # the capture refuses the caught AuditHookAdded (exit 3, a named line), never EQUIVALENT
     assert _prove(ROUND / "r59c_09_audit_hook_caught_wrong.py") in (2, 3)
+
+
+@pytest.mark.slow
+def test_r59c_atexit_metrics_list_prove_not_equivalent():
+    # the exit callback's argument appended to in the step: UNKNOWN (rc 2) through atexit
+    assert _prove(ROUND / "r59c_10_atexit_metrics_list_wrong.py") != 0
