@@ -77,3 +77,67 @@ def test_r59d_1_prove_not_equivalent():
 @pytest.mark.xfail(strict=True, reason="R59d-2: EQUIVALENT rc 0 (truth: step 2 w0 0.0058)")
 def test_r59d_2_prove_not_equivalent():
     assert _prove("r59d_02_codec_cache_standard_entry_wrong.py") != 0
+
+
+# -- R59d-3: a forged "standard" CodecInfo: a user closure compiled under an encodings file ----
+
+_SRC = """
+def make():
+    n = 0
+
+    def encode(input, errors="strict"):
+        nonlocal n
+        n += 1
+        return n, 0
+    return encode
+"""
+
+
+def _forged_info():
+    """A ``CodecInfo`` whose encode function is the user's (a counter in its closure), compiled
+    under ``encodings/koi8_t.py``'s file name and module name, put into ``encodings._cache``
+    (the caller removes it)."""
+    import codecs
+    import encodings
+    import encodings.koi8_t
+
+    g = {"__name__": "encodings.koi8_t"}
+    exec(compile(_SRC, encodings.koi8_t.__file__, "exec"), g)  # noqa: S102
+    info = codecs.CodecInfo(g["make"](), codecs.charmap_decode, name="koi8_t")
+    encodings._cache["r59d_unit"] = info  # noqa: SLF001
+    return info
+
+
+@pytest.mark.state_modules()
+@pytest.mark.xfail(strict=True, reason="R59d-3: code file and module name are the user's to set")
+def test_r59d_3_forged_codec_info_is_not_standard():
+    import encodings
+
+    info = _forged_info()
+    try:
+        assert info.encode("")[0] == 1
+        assert not C._standard_codec(info)  # noqa: SLF001
+    finally:
+        encodings._cache.pop("r59d_unit", None)  # noqa: SLF001
+
+
+@pytest.mark.state_modules()
+def test_r59d_3_control_real_entry_is_standard_and_attribute_is_not():
+    import codecs
+    import encodings
+
+    info = codecs.lookup("koi8_t")
+    assert encodings._cache.get("koi8_t") is info  # noqa: SLF001
+    assert C._standard_codec(info)  # noqa: SLF001
+    forged = _forged_info()
+    try:
+        forged.extra = 1
+        assert not C._standard_codec(forged)  # noqa: SLF001
+    finally:
+        encodings._cache.pop("r59d_unit", None)  # noqa: SLF001
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R59d-3: EQUIVALENT rc 0 (truth: step 2 w0 0.0058)")
+def test_r59d_3_prove_not_equivalent():
+    assert _prove("r59d_03_codec_forged_standard_entry_wrong.py") != 0
