@@ -141,3 +141,10 @@ def test_r59d_3_control_real_entry_is_standard_and_attribute_is_not():
 @pytest.mark.xfail(strict=True, reason="R59d-3: EQUIVALENT rc 0 (truth: step 2 w0 0.0058)")
 def test_r59d_3_prove_not_equivalent():
     assert _prove("r59d_03_codec_forged_standard_entry_wrong.py") != 0
+
+
+# -- right plans: no false UNKNOWN ---------------------------------------------------------------
+
+@pytest.mark.slow
+def test_r59d_right_codecs_and_imports_in_step_equivalent():
+    assert _prove("r59d_04_codecs_imports_right.py") == 0
