@@ -272,7 +272,14 @@ def _codec_part(x: Any) -> bool:
     g = vars(m)
     if type(x) is type:
         return g.get(x.__name__) is x
-    return x.__code__.co_filename == g.get("__file__") and type(g.get("__file__")) is str
+    # the module's own function, or its class's, by identity; no closure, no state of its own
+    # (a function compiled under an encodings file and module name is not: R59d-3)
+    own = [g.get(x.__name__)] + [vars(c).get(x.__name__) for c in list(g.values())
+                                 if type(c) is type and c.__module__ == mod]
+    return any(f is x for f in own) and x.__closure__ is None and x.__globals__ is g \
+        and x.__kwdefaults__ is None and not dict.__len__(x.__dict__) \
+        and all(d is None or type(d) in (bool, int, float, str, bytes)
+                for d in x.__defaults__ or ())
 
 
 def _standard_codec(v: Any) -> bool:
@@ -331,8 +338,8 @@ def c_settings() -> dict[str, str]:
     origin tracking depth, ``dlopen`` flags, the blocked signal mask, the collector's debug
     flags, ``faulthandler``, the signal wakeup descriptor, every locale category, the interval
     timers (armed or not, and their intervals), the default thread stack size and socket
-    timeout, CPU affinity, the scheduling priority, the resource limits and the C library's
-    environment (``os.putenv``). ``getitimer``'s
+    timeout, CPU affinity, the scheduling priority, the resource limits, ``tracemalloc``'s
+    state, ctypes' private errno and the C library's environment (``os.putenv``). ``getitimer``'s
     time left is not read (it runs down between two fingerprints)."""
     import faulthandler
     import gc
@@ -366,7 +373,10 @@ def c_settings() -> dict[str, str]:
                   if r.startswith("RLIMIT_")]
     except ImportError:
         pass
-    texts.append(_c_environ())
+    import tracemalloc
+
+    texts += [tracemalloc.is_tracing(), tracemalloc.get_traceback_limit(), ctypes.get_errno()]
+    texts.append(_c_environ())      # (tracemalloc, ctypes' errno, the C environment: R59c-3)
     return {SETTINGS: repr(texts)}
 
 

@@ -56,7 +56,7 @@ from spec_lang.torch_frontend.c_registries import ATEXIT, imported_in_step
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.special_values import special_text
 from spec_lang.torch_frontend.value_text import (TPFLAGS_HEAPTYPE, TPFLAGS_IMMUTABLETYPE,
-                                                 SlotsUnreadable)
+                                                 SlotsUnreadable, trained_objects)
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
@@ -494,9 +494,14 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
                     out[f"the global {k} of {where}"] = t
             else:       # a key's own __format__ is never called (R56d-2)
                 put(f"the global {key_text(k)} of {where}", v)
-    for k, t in _process_state({m.__name__ for m in user_modules},
+    # the values the interpreter calls for the step (signal handlers, finalizers, exit
+    # callbacks) are read in full, but the model's, the optimizer's and these goal tensors by
+    # name, as here (value_text.deep_text: a checkpoint-on-SIGTERM partial; R59c-1)
+    with trained_objects([*names, *(id(x) for _, x in named)]):
+        state = _process_state({m.__name__ for m in user_modules},
                                {f for m in user_modules
-                                if isinstance(f := getattr(m, "__file__", None), str)}).items():
+                                if isinstance(f := getattr(m, "__file__", None), str)})
+    for k, t in state.items():
         out[k] = t      # (one by one: a name the model's entries took too is unreadable)
     for modname in _GLOBAL_REGISTRIES:
         mod = sys.modules.get(modname)

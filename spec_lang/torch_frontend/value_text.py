@@ -18,7 +18,7 @@ import math
 import struct
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = ["MODULE_DUNDERS", "digest_texts", "dunder_text", "identity_text", "key_text",
@@ -222,6 +222,64 @@ def object_text(v: Any, depth: int = 0, budget: list[int] | None = None) -> str:
                               for x, y in list(dict.items(own))))
 
 
+def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | None:
+    """The state a few C types keep as data, not references, read by their own C methods (no
+    code of the value's): ``bytearray``, ``array.array``, ``io.BytesIO``, ``memoryview``, a
+    simple ``ctypes`` value, the Mersenne state of a ``random.Random``, a lock's state, and
+    what ``__reduce__`` gives for ``itertools`` objects and the built-in iterators (their
+    position); None for any other object (its references are read; the data of another C
+    type, a numpy array's say, is not: docs/torch.md)."""
+    import array
+    import ctypes
+    import io
+    import random
+    import threading
+    import weakref
+
+    t = type(x)
+    if issubclass(t, _DATA):             # a number, string or bytes of a subclass (IntEnum)
+        return "=" + _data_text(x)
+    if any(x is getattr(sys, n, None) for n in _STREAMS):
+        return "=the process's standard stream"     # (named, not read: R57d-4)
+    if issubclass(t, weakref.ReferenceType):        # its referent (the callback is a reference)
+        return "=ref:" + _part_text(weakref.ReferenceType.__call__(x), depth + 1, budget)
+    if t is slice:
+        return "=slice" + _part_text((x.start, x.stop, x.step), depth + 1, budget)
+    if t in (range, types.CodeType, _CAPSULE):    # immutable (a code object, a C pointer
+        return "=" + repr(x) if t is range else ""  # capsule: by identity)
+    if issubclass(t, bytearray):
+        return f"=bytearray:{_data_text(bytes(bytearray.__iter__(x)))}"
+    if issubclass(t, array.array):
+        return f"=array:{array.array.__dict__['typecode'].__get__(x)}:" \
+               f"{_data_text(array.array.tobytes(x))}"
+    if t is io.BytesIO:
+        return f"=BytesIO:{_data_text(io.BytesIO.getvalue(x))}:{io.BytesIO.tell(x)}"
+    if t is memoryview:
+        return f"=memoryview:{_data_text(memoryview.tobytes(x))}"
+    if issubclass(t, ctypes._SimpleCData) and t.__mro__[1] is not ctypes._SimpleCData:  # noqa
+        return TOO_DEEP
+    if issubclass(t, ctypes._SimpleCData):  # noqa: SLF001
+        raw = bytes(memoryview(x).cast("B"))
+        return f"=ctypes:{_data_text(raw)}"
+    if issubclass(t, random.Random):
+        return f"=random:{_digest(repr(random.Random.__mro__[1].getstate(x)))}"
+    if t in (type(threading.Lock()), type(threading.RLock())):
+        return f"=lock:{t.__repr__(x).split(' at ')[0]}"
+    if t.__module__ == "itertools" or t.__name__.endswith("iterator") and t.__module__ == \
+            "builtins":
+        try:
+            state = t.__reduce__(x)
+        except (TypeError, ValueError):
+            return TOO_DEEP
+        return "=" + _part_text(state[1:], depth + 1, budget)
+    return None     # (any other C type's data, a numpy array's say, is not read: docs)
+
+
+_CAPSULE = type(types.CodeType.__dict__.get("co_code") and
+                __import__("datetime").datetime_CAPI)   # PyCapsule (no name in ``types``)
+_STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
+
+
 # values :func:`deep_text` reads from one root before it gives up (TOO_DEEP: unreadable)
 _DEEP_BUDGET = 20_000
 
@@ -240,9 +298,27 @@ def deep_text(v: Any) -> str:
     return _part_text(v, 0, [_DEEP_BUDGET])
 
 
-def _torch_state() -> tuple[type, ...]:
+# ids of the model's modules, the optimizer, the parameters, buffers, gradients and optimizer
+# state while ``step_state`` reads the process state (:func:`trained_objects`)
+_TRAINED: set[int] = set()
+
+
+@contextlib.contextmanager
+def trained_objects(ids: Iterable[int]) -> Iterator[None]:
+    """While in the block, :func:`deep_text` reads the objects with these ids (the step's own
+    state, which ``step_state`` reads and compares by name) by identity and own attributes only,
+    so a SIGTERM handler that checkpoints the model is no change when the step trains it. Any
+    other module, optimizer or tensor is read in full, a tensor unreadable (R59c-1)."""
+    _TRAINED.update(ids)
+    try:
+        yield
+    finally:
+        _TRAINED.clear()
+
+
+def _torch_tensor() -> tuple[type, ...]:
     torch = sys.modules.get("torch")
-    return () if torch is None else (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)
+    return () if torch is None else (torch.Tensor,)
 
 
 def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
@@ -268,12 +344,14 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
             text += ":" + _part_text(owner, depth + 1, budget)
         return text
     if budget is None or issubclass(t, (types.ModuleType, type)) \
-            or t is types.MethodType or issubclass(t, functools.partial) \
-            or issubclass(t, _torch_state()):
+            or t is types.MethodType or issubclass(t, functools.partial) or id(x) in _TRAINED:
         return text             # (a method's and a partial's parts: object_text read them;
-        #                         a module, optimizer or tensor is the step's own state, read
-        #                         and compared by step_state: a handler that saves a
-        #                         checkpoint of them is no change when the step trains them)
+        #                         the step's own state is read and compared by step_state)
+    if issubclass(t, _torch_tensor()):
+        return TOO_DEEP         # a tensor not the model's: its values are not read (R59c-1)
+    by_value = c_value(x, depth, budget)       # C state that is no reference (R59c-2)
+    if by_value is not None:
+        return text + by_value
     if t is types.FunctionType:
         kd = x.__kwdefaults__
         held = [_cell(c) for c in x.__closure__ or ()] + list(x.__defaults__ or ()) + (

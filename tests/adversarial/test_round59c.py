@@ -74,7 +74,6 @@ def _meter():
 #    r59c_01; deep_text stops at torch Module instances, _torch_state) -------------------------
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R59c-1 open: a Module held by a handler, not the model's")
 def test_r59c_1_list_in_a_module_subclass_held_by_a_handler_seen():
     assert _seen(_meter(), lambda m: m.hist.append(1))
 
@@ -87,7 +86,6 @@ def test_r59c_1_control_int_attribute_of_a_module_subclass_seen():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R59c-1 open: false accept (truth: step-2 differences)")
 def test_r59c_1_module_subclass_list_prove_not_equivalent():
     assert _prove(ROUND / "r59c_01_handler_module_subclass_list_wrong.py") != 0
 
@@ -112,7 +110,6 @@ _C_STATE = {
 
 @pytest.mark.state_modules()
 @pytest.mark.parametrize("kind", sorted(_C_STATE))
-@pytest.mark.xfail(strict=True, reason="R59c-2 open: C state held by a handler is not read")
 def test_r59c_2_c_state_held_by_a_handler_seen(kind):
     make, mutate = _C_STATE[kind]
     assert _seen(make(), mutate)
@@ -141,20 +138,17 @@ def _tracemalloc_start() -> None:
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R59c-3 open: tracemalloc's traceback limit not read")
 def test_r59c_3_tracemalloc_limit_read():
     assert _settings_change(_tracemalloc_start, tracemalloc.stop)
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R59c-3 open: ctypes' private errno not read")
 def test_r59c_3_ctypes_errno_read():
     old = ctypes.get_errno()
     assert _settings_change(lambda: ctypes.set_errno(old + 17), lambda: ctypes.set_errno(old))
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R59c-3 open: os.putenv (the C environment) not read")
 def test_r59c_3_putenv_read():
     assert _settings_change(lambda: os.putenv("R59C_UNIT", "1"),
                             lambda: os.unsetenv("R59C_UNIT"))
@@ -167,7 +161,6 @@ def test_r59c_3_putenv_read():
     "r59c_03_handler_random_wrong.py", "r59c_04_handler_itertools_count_wrong.py",
     "r59c_05_handler_bytearray_wrong.py", "r59c_06_tracemalloc_limit_wrong.py",
     "r59c_07_ctypes_errno_wrong.py"])
-@pytest.mark.xfail(strict=True, reason="R59c-2/R59c-3 open: false accepts")
 def test_r59c_2_3_c_state_prove_not_equivalent(plan):
     assert _prove(ROUND / plan) != 0
 

@@ -109,7 +109,6 @@ def _forged_info():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R59d-3: code file and module name are the user's to set")
 def test_r59d_3_forged_codec_info_is_not_standard():
     import encodings
 
@@ -138,7 +137,6 @@ def test_r59d_3_control_real_entry_is_standard_and_attribute_is_not():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R59d-3: EQUIVALENT rc 0 (truth: step 2 w0 0.0058)")
 def test_r59d_3_prove_not_equivalent():
     assert _prove("r59d_03_codec_forged_standard_entry_wrong.py") != 0
 
