@@ -304,8 +304,9 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     """The exit callbacks (each function with its parts and its arguments, in the order they
     run; :func:`_callback_text`), the codec registry (each search function, each cached
     ``CodecInfo`` by identity and all it holds, each error handler; an entry as ``encodings``
-    made it is left out, :func:`_standard_codec`) and the audit hooks added since :func:`watch_audit_hooks` (none, or unreadable). ``from_user``: a value is
-    the user's code. A registry whose layout was not found is unreadable."""
+    made it is left out, :func:`_standard_codec`) and the audit hooks added since
+    :func:`watch_audit_hooks` (none, or unreadable). ``from_user``: a value is the user's
+    code. A registry whose layout was not found is unreadable."""
     out = {}
     if _ATEXIT_OFFSET is None:
         out[ATEXIT] = UNREADABLE + "atexit's callbacks could not be located"
