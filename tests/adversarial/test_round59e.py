@@ -153,3 +153,8 @@ def test_r59e_1_counter_nested_past_the_depth_in_finalizer_or_exit_callback_seen
             fin.detach()
         release_kept()
     assert s0[entry] != s1[entry] or s0[entry].startswith(UNREADABLE)
+
+
+@pytest.mark.slow
+def test_r59e_control_sigterm_checkpoint_right_prove_equivalent():
+    assert _prove(ROUND / "r59e_04_sigterm_checkpoint_right.py") == 0
