@@ -300,11 +300,18 @@ _FINALIZE_REGISTRY = vars(weakref.finalize)["_registry"]
 
 def _unreadable_if_deep(texts: Any, digest: Any = None) -> str:
     """``digest(texts)`` (``texts``: (key text, value text) pairs), or ``texts`` itself (a
-    str), UNREADABLE when a value text holds :data:`value_text.TOO_DEEP` (a partial nested
-    past what is read: R58h-2)."""
-    deep = TOO_DEEP in (texts if type(texts) is str else "".join([t for _, t in texts]))
+    str), UNREADABLE when a value text holds :data:`value_text.TOO_DEEP` (a value held too
+    deep, past the budget, or unreadable: R58h-2), as it is or escaped by a ``repr`` the
+    entry went through (R59e-1)."""
+    joined = texts if type(texts) is str else "".join([t for _, t in texts])
+    deep = TOO_DEEP in joined or _TOO_DEEP_CORE in joined
     text = texts if digest is None else digest(texts)
-    return UNREADABLE + "a functools.partial nested too deep" + text if deep else text
+    return UNREADABLE + "a value it holds could not be read (nested too deep, over the " \
+        "budget, or C data)" + text if deep else text
+
+
+# TOO_DEEP's text between its NULs: found whatever escaping a repr gave them
+_TOO_DEEP_CORE = TOO_DEEP.strip("\x00")
 
 
 def _library_finalizer(func: Any, obj: Any, args: tuple, kwargs: int) -> bool:

@@ -222,64 +222,6 @@ def object_text(v: Any, depth: int = 0, budget: list[int] | None = None) -> str:
                               for x, y in list(dict.items(own))))
 
 
-def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | None:
-    """The state a few C types keep as data, not references, read by their own C methods (no
-    code of the value's): ``bytearray``, ``array.array``, ``io.BytesIO``, ``memoryview``, a
-    simple ``ctypes`` value, the Mersenne state of a ``random.Random``, a lock's state, and
-    what ``__reduce__`` gives for ``itertools`` objects and the built-in iterators (their
-    position); None for any other object (its references are read; the data of another C
-    type, a numpy array's say, is not: docs/torch.md)."""
-    import array
-    import ctypes
-    import io
-    import random
-    import threading
-    import weakref
-
-    t = type(x)
-    if issubclass(t, _DATA):             # a number, string or bytes of a subclass (IntEnum)
-        return "=" + _data_text(x)
-    if any(x is getattr(sys, n, None) for n in _STREAMS):
-        return "=the process's standard stream"     # (named, not read: R57d-4)
-    if issubclass(t, weakref.ReferenceType):        # its referent (the callback is a reference)
-        return "=ref:" + _part_text(weakref.ReferenceType.__call__(x), depth + 1, budget)
-    if t is slice:
-        return "=slice" + _part_text((x.start, x.stop, x.step), depth + 1, budget)
-    if t in (range, types.CodeType, _CAPSULE):    # immutable (a code object, a C pointer
-        return "=" + repr(x) if t is range else ""  # capsule: by identity)
-    if issubclass(t, bytearray):
-        return f"=bytearray:{_data_text(bytes(bytearray.__iter__(x)))}"
-    if issubclass(t, array.array):
-        return f"=array:{array.array.__dict__['typecode'].__get__(x)}:" \
-               f"{_data_text(array.array.tobytes(x))}"
-    if t is io.BytesIO:
-        return f"=BytesIO:{_data_text(io.BytesIO.getvalue(x))}:{io.BytesIO.tell(x)}"
-    if t is memoryview:
-        return f"=memoryview:{_data_text(memoryview.tobytes(x))}"
-    if issubclass(t, ctypes._SimpleCData) and t.__mro__[1] is not ctypes._SimpleCData:  # noqa
-        return TOO_DEEP
-    if issubclass(t, ctypes._SimpleCData):  # noqa: SLF001
-        raw = bytes(memoryview(x).cast("B"))
-        return f"=ctypes:{_data_text(raw)}"
-    if issubclass(t, random.Random):
-        return f"=random:{_digest(repr(random.Random.__mro__[1].getstate(x)))}"
-    if t in (type(threading.Lock()), type(threading.RLock())):
-        return f"=lock:{t.__repr__(x).split(' at ')[0]}"
-    if t.__module__ == "itertools" or t.__name__.endswith("iterator") and t.__module__ == \
-            "builtins":
-        try:
-            state = t.__reduce__(x)
-        except (TypeError, ValueError):
-            return TOO_DEEP
-        return "=" + _part_text(state[1:], depth + 1, budget)
-    return None     # (any other C type's data, a numpy array's say, is not read: docs)
-
-
-_CAPSULE = type(types.CodeType.__dict__.get("co_code") and
-                __import__("datetime").datetime_CAPI)   # PyCapsule (no name in ``types``)
-_STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
-
-
 # values :func:`deep_text` reads from one root before it gives up (TOO_DEEP: unreadable)
 _DEEP_BUDGET = 20_000
 
@@ -349,6 +291,8 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
         #                         the step's own state is read and compared by step_state)
     if issubclass(t, _torch_tensor()):
         return TOO_DEEP         # a tensor not the model's: its values are not read (R59c-1)
+    from spec_lang.torch_frontend.c_data import c_value  # noqa: PLC0415 -- (imports this one)
+
     by_value = c_value(x, depth, budget)       # C state that is no reference (R59c-2)
     if by_value is not None:
         return text + by_value
