@@ -14,6 +14,7 @@ import hashlib
 import io
 import mmap
 import random
+import re
 import sys
 import threading
 import types
@@ -32,7 +33,8 @@ _HASHES = frozenset(type(hashlib.new(n)) for n in ("md5", "sha1", "sha256", "sha
 # C types whose data no method of theirs gives back: compressors, scanners, writers (R59e-2)
 # (an open file is read by identity and its references, as logging's handlers hold them: its
 # position and buffer change with every line logged)
-_UNREADABLE_MODULES = frozenset({"zlib", "_bz2", "_lzma", "re", "_sre", "_csv", "_pickle"})
+_UNREADABLE_MODULES = frozenset({"zlib", "_bz2", "_lzma", "_csv", "_pickle"})
+_SCANNER = type(re.compile("").scanner(""))     # (a compiled pattern or a match is immutable)
 
 
 def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | None:
@@ -83,7 +85,7 @@ def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | No
         return "=context:" + repr((x.prec, x.rounding, x.Emin, x.Emax, x.capitals, x.clamp,
                                    sorted((k.__name__, v) for k, v in x.flags.items()),
                                    sorted((k.__name__, v) for k, v in x.traps.items())))
-    if t.__module__ in _UNREADABLE_MODULES:
+    if t.__module__ in _UNREADABLE_MODULES or t is _SCANNER:
         return TOO_DEEP
     if issubclass(t, random.Random):
         return f"=random:{_digest(repr(random.Random.__mro__[1].getstate(x)))}"

@@ -36,7 +36,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from spec_lang.torch_frontend.value_text import (UNREADABLE, _ident, _items, deep_text, key_text,
+from spec_lang.torch_frontend.value_text import (UNREADABLE, _global_text, _ident, _items,
+                                                 deep_text, key_text,
                                                  own_dict)
 
 __all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "c_settings",
@@ -232,8 +233,11 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     mod = func.__module__ if type(func) is types.FunctionType and type(args) is tuple \
         and not tuple.__len__(args) and kwargs is _NULL and type(func.__module__) is str \
         and not from_user(func) else ""
-    return f"{mod}{MODULE_SEP}{_ident(func)}:{deep_text(func)}" \
-           f"{args_text}{kw}"
+    # a library's own function (logging.shutdown, whose default holds every logging handler
+    # made, nested past any depth) as a module global is read; the user's with all it holds
+    library = type(func) is types.FunctionType and not from_user(func)
+    return f"{mod}{MODULE_SEP}{_ident(func)}:" \
+           f"{_global_text('func', func) if library else deep_text(func)}{args_text}{kw}"
 
 
 def imported_in_step(before: str, after: str, new_module: Callable[[str], bool]) -> bool:

@@ -303,8 +303,10 @@ def _unreadable_if_deep(texts: Any, digest: Any = None) -> str:
     str), UNREADABLE when a value text holds :data:`value_text.TOO_DEEP` (a value held too
     deep, past the budget, or unreadable: R58h-2), as it is or escaped by a ``repr`` the
     entry went through (R59e-1)."""
-    joined = texts if type(texts) is str else "".join([t for _, t in texts])
-    deep = TOO_DEEP in joined or _TOO_DEEP_CORE in joined
+    if type(texts) is str:      # (an entry made with repr: the handlers, the callbacks)
+        deep = TOO_DEEP in texts or _TOO_DEEP_CORE in texts
+    else:                       # (a module's globals, each text as made: its own constants
+        deep = TOO_DEEP in "".join([t for _, t in texts])   # hold the core escaped)
     text = texts if digest is None else digest(texts)
     return UNREADABLE + "a value it holds could not be read (nested too deep, over the " \
         "budget, or C data)" + text if deep else text
