@@ -21,6 +21,7 @@ import types
 import weakref
 from typing import Any
 
+from spec_lang.torch_frontend.special_values import _STREAMS
 from spec_lang.torch_frontend.value_text import (_DATA, _PARTIAL_DEPTH, TOO_DEEP,  # noqa: F401
                                                  TPFLAGS_HEAPTYPE, _data_text, _digest,
                                                  _part_text)
@@ -103,6 +104,5 @@ def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | No
 
 _CAPSULE = type(types.CodeType.__dict__.get("co_code") and
                 __import__("datetime").datetime_CAPI)   # PyCapsule (no name in ``types``)
-_STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
 
 
