@@ -541,8 +541,8 @@ def build_problem(cap: Captured, low: Lowered) -> Problem:
         "CPU and numpy generators by fingerprint (torch's own objects by their public plain "
         "attributes); Python state both steps change alike is UNKNOWN (only one step is traced); a "
         "Python hook on a parameter or on its AccumulateGrad node there before the step or left by "
-        "it is refused; hooks registered from C++, state outside this process (files) and Python's "
-        "random generator are not compared",
+        "it is refused; hooks registered from C++, state outside this process (files) and "
+        "Python's random generator are not compared",
     )
     return Problem(path=tf.path, source_sha256=tf.sha256, binding=low.binding,
                    mesh=dict(tf.mesh), goals=tuple(goals), assumptions=assumptions,
