@@ -22,7 +22,7 @@ import weakref
 from typing import Any
 
 from spec_lang.torch_frontend.special_values import _STREAMS
-from spec_lang.torch_frontend.value_text import (_DATA, _PARTIAL_DEPTH, TOO_DEEP,  # noqa: F401
+from spec_lang.torch_frontend.value_text import (_DATA, TOO_DEEP,
                                                  TPFLAGS_HEAPTYPE, _data_text, _digest,
                                                  _part_text)
 

@@ -7,7 +7,8 @@ read for the step-state fingerprint (:mod:`spec_lang.torch_frontend.process_stat
   ``CodecInfo`` objects they returned, and the error handlers ``codecs.register_error`` adds
   (R58f-3: a counter in a cached ``CodecInfo``, reached by ``codecs.lookup``);
 - audit hooks (``sys.addaudithook``): they run on every audited event, the step's too, and
-  can neither be listed nor removed; one the train file adds makes the fingerprint unreadable.
+  can neither be listed nor removed; one the train file adds is refused (exit 3, naming its
+  line) and recorded, so a train file that catches the refusal is unreadable.
 
 How they are found (CPython 3.11, ``Include/internal/pycore_interp.h``): the interpreter's
 state holds ``struct atexit_state {atexit_callback **callbacks; int ncallbacks; int

@@ -389,8 +389,7 @@ def _finalizers() -> tuple[str, dict[str, str]]:
 def _c_state(collecting: bool) -> dict[str, str]:
     """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
     torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
-    class), the ``decimal`` context, the finalizers pending (not torch's own), the exit
-    callbacks, the codec registry and the audit hooks (:mod:`.c_registries`), the Python
+    class), the ``decimal`` context, the finalizers pending (not torch's own), the Python
     threads running (by class and target: a thread the step starts and leaves running can
     change state after the step) and the interpreter's and torch's settings (gc thresholds,
     recursion limit, switch interval, trace and profile functions, thread counts,

@@ -234,9 +234,10 @@ def deep_text(v: Any) -> str:
     :data:`TOO_DEEP`): what :func:`object_text` reads, and what it holds by reference -- a
     function's closure cells' contents and defaults, an object's attribute values and the
     references its C type keeps (``gc.get_referents``: a namedtuple's or frozenset's items, an
-    ``operator.methodcaller``'s arguments, a ``staticmethod``'s function; R59b-1); modules and
-    classes by :func:`object_text` only, and so the model's modules, the optimizer and tensors
-    (the step's own state, which ``step_state`` reads). No code of the value's runs."""
+    ``operator.methodcaller``'s arguments, a ``staticmethod``'s function; R59b-1) and C data
+    (``c_data.c_value``); modules, classes and the objects ``step_state`` names
+    (:func:`trained_objects`) by :func:`object_text` only; any other tensor is unreadable
+    (R59c-1). No code of the value's runs."""
     return _part_text(v, 0, [_DEEP_BUDGET])
 
 
