@@ -8,7 +8,13 @@ read for the step-state fingerprint (:mod:`spec_lang.torch_frontend.process_stat
   (R58f-3: a counter in a cached ``CodecInfo``, reached by ``codecs.lookup``);
 - audit hooks (``sys.addaudithook``): they run on every audited event, the step's too, and
   can neither be listed nor removed; one the train file adds is refused (exit 3, naming its
-  line) and recorded, so a train file that catches the refusal is unreadable.
+  line) and recorded, so a train file that catches the refusal is unreadable. Our own hook
+  also records the train file's ``gc.get_referrers`` / ``gc.get_objects`` calls: they reach
+  the containers the interpreter holds in C (the codec cache's keys: R59d-2).
+
+Which exit callbacks a module's import registered is recorded as it happens
+(:func:`watch_atexit`): ``atexit.register`` is wrapped, before the train file runs, by one
+that notes the callbacks registered by module-level code of a module being imported (R59d-1).
 
 How they are found (CPython 3.11, ``Include/internal/pycore_interp.h``): the interpreter's
 state holds ``struct atexit_state {atexit_callback **callbacks; int ncallbacks; int
@@ -41,7 +47,7 @@ from spec_lang.torch_frontend.value_text import (UNREADABLE, _global_text, _iden
                                                  deep_text, key_text,
                                                  own_dict)
 
-__all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "c_settings",
+__all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "watch_atexit", "c_settings",
            "AuditHookAdded", "ATEXIT", "CODECS", "AUDIT", "SETTINGS"]
 
 ATEXIT = "exit callbacks (atexit)"
@@ -180,6 +186,9 @@ _ATEXIT_OFFSET = _find_atexit(_INTERP)
 _CODECS = _find_codecs(_INTERP)
 _AUDIT_ADDED: list[int] = []
 _AUDIT_WATCHED: list[bool] = []
+_GC_READS: list[str] = []      # file:line of each gc.get_referrers / get_objects not ours
+_GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects"})
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spec_lang/
 
 
 class AuditHookAdded(BaseException):
@@ -196,13 +205,21 @@ def watch_audit_hooks() -> None:
     hook raises; it passes on only what is no ``Exception``) and the capture ends with that
     error. A train file that catches it runs without its hook, and the record makes the
     fingerprint unreadable; one that also empties the record sets out to tell the capture
-    from the run (R59a-2; docs/torch.md). Audit hooks cannot be removed, so this is called
-    once per process."""
+    from the run (R59a-2; docs/torch.md). The hook also records each ``gc.get_referrers`` /
+    ``gc.get_objects`` call from code outside ``spec_lang`` (file:line): they hand the train
+    file containers only the interpreter holds, such as the codec cache (R59d-2), so a
+    fingerprint taken after one is unreadable. Audit hooks cannot be removed, so this is
+    called once per process."""
     if _AUDIT_WATCHED:
         return
 
-    def hook(event: str, args: tuple, added: list[int] = _AUDIT_ADDED) -> None:
-        if event == "sys.addaudithook":
+    def hook(event: str, args: tuple, added: list[int] = _AUDIT_ADDED,
+             gc_reads: list[str] = _GC_READS) -> None:
+        if event in _GC_EVENTS:
+            caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling the gc function
+            if not caller.f_code.co_filename.startswith(_OURS):
+                gc_reads.append(f"{caller.f_code.co_filename}:{caller.f_lineno}")
+        elif event == "sys.addaudithook":
             added.append(1)
             caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling sys.addaudithook
             raise AuditHookAdded(
@@ -215,15 +232,75 @@ def watch_audit_hooks() -> None:
     _AUDIT_WATCHED.append(True)
 
 
+_REGISTER = atexit.register
+_IMPORT_REGISTERED: list[tuple[str, Any]] = []   # (module, callback): registered by its import
+_RUN_MODULE = None
+
+
+def _import_registration(frame: Any) -> str | None:
+    """The module whose import is registering an exit callback now, or None: ``frame`` (the
+    caller of ``atexit.register``) and the frames below it up to module-level code all run
+    with that module's globals (a decorator in a class body, a function of the module), the
+    module-level code is ``sys.modules``' module of that name, marked by importlib as being
+    imported (``__spec__._initializing``), and importlib's own function ran it (R59d-1)."""
+    g = frame.f_globals
+    for _ in range(32):
+        if frame is None or frame.f_globals is not g:
+            return None
+        if frame.f_code.co_name == "<module>":
+            break
+        frame = frame.f_back
+    else:
+        return None
+    name = dict.get(g, "__name__")
+    m = sys.modules.get(name) if type(name) is str else None
+    spec = getattr(m, "__spec__", None) if type(m) is types.ModuleType else None
+    back = frame.f_back
+    if m is None or vars(m) is not g or getattr(spec, "_initializing", False) is not True \
+            or back is None or back.f_code is not _RUN_MODULE:
+        return None
+    return name
+
+
+def watch_atexit() -> None:
+    """Wrap ``atexit.register`` (``prove --torch``'s capture child, before the train file is
+    imported) so that a callback a module's own import registers is recorded with the module:
+    such a callback, of a library module first imported in the step, is no change
+    (:func:`imported_in_step`), as the module's globals are not; one the train file registers,
+    even a library module's function, is not recorded and is a change (R59d-1: the train file
+    registered ``filecmp.clear_cache`` 1000 times and counted them with
+    ``atexit._ncallbacks()``). Calling the C function by another route records nothing, so
+    it is a change too. Called once per process."""
+    global _RUN_MODULE     # noqa: PLW0603 -- importlib's function that runs a module's code
+    if atexit.register is not _REGISTER:
+        return
+    import importlib._bootstrap as bootstrap
+
+    _RUN_MODULE = bootstrap._call_with_frames_removed.__code__  # noqa: SLF001
+
+    def register(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        name = _import_registration(sys._getframe(1))  # noqa: SLF001 -- the caller's frame
+        if name is not None:
+            _IMPORT_REGISTERED.append((name, func))
+        # (no keywords: none passed on, so the slot holds NULL as the C function alone makes)
+        return _REGISTER(func, *args, **kwargs) if kwargs else _REGISTER(func, *args)
+
+    register.__doc__, register.__qualname__ = _REGISTER.__doc__, "register"
+    register.__module__ = "atexit"
+    atexit.register = register
+
+
 # the separators of :data:`ATEXIT`'s text: callbacks, and a callback's module from its text
 CALLBACK_SEP, MODULE_SEP = "\x1e", "\x1f"
 
 
-def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any], bool]) -> str:
+def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any], bool],
+                   imported: dict[int, list[str]]) -> str:
     """``MODULE<MODULE_SEP>TEXT``: the function with its parts and its arguments; MODULE is
-    the function's module when it is a plain function of a module that is not the user's,
-    called with no arguments (one a module torch imports in the step may register: exempt
-    when that module is new, :func:`imported_in_step`), else empty."""
+    the module whose import registered this callback (``imported``: id -> the modules left to
+    match, :func:`watch_atexit`) when it is a plain function of a module that is not the
+    user's, called with no arguments (exempt when that module is new in the step,
+    :func:`imported_in_step`), else empty."""
     # each argument as a finalizer's (process_state._finalizers): by value or by identity
     # and its own attributes; what a container holds, changed in place, is not read
     args_text = [deep_text(a) for a in tuple.__iter__(args)] \
@@ -231,12 +308,12 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     kw = "" if kwargs is _NULL else [f"{key_text(k)}={deep_text(a)}"
                                      for k, a in _items(kwargs)] \
         if type(kwargs) is dict else f"<{_ident(kwargs)}>"
-    mod = func.__module__ if type(func) is types.FunctionType and type(args) is tuple \
-        and not tuple.__len__(args) and kwargs is _NULL and type(func.__module__) is str \
-        and not from_user(func) else ""
     # a library's own function (logging.shutdown, whose default holds every logging handler
     # made, nested past any depth) as a module global is read; the user's with all it holds
     library = type(func) is types.FunctionType and not from_user(func)
+    by_import = imported.get(id(func))
+    mod = by_import.pop() if library and by_import and type(args) is tuple \
+        and not tuple.__len__(args) and kwargs is _NULL else ""
     return f"{mod}{MODULE_SEP}{_ident(func)}:" \
            f"{_global_text('func', func) if library else deep_text(func)}{args_text}{kw}"
 
@@ -316,7 +393,10 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     if _ATEXIT_OFFSET is None:
         out[ATEXIT] = UNREADABLE + "atexit's callbacks could not be located"
     else:
-        out[ATEXIT] = CALLBACK_SEP.join(_callback_text(*s, from_user)
+        imported: dict[int, list[str]] = {}     # each import's registration matches one slot
+        for name, func in _IMPORT_REGISTERED:
+            imported.setdefault(id(func), []).append(name)
+        out[ATEXIT] = CALLBACK_SEP.join(_callback_text(*s, from_user, imported)
                                         for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
     if _CODECS is None:
         out[CODECS] = UNREADABLE + "the codec registry could not be located"
@@ -330,6 +410,11 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
                    for k, v in list(dict.items(errors)))))
     if _AUDIT_ADDED:
         out[AUDIT] = UNREADABLE + f"{len(_AUDIT_ADDED)} audit hook(s) added (sys.addaudithook)"
+    elif _GC_READS:
+        out[AUDIT] = UNREADABLE + (
+            f"{_GC_READS[0]}: the train file reads the interpreter's objects through "
+            f"gc.get_referrers / gc.get_objects ({len(_GC_READS)} call(s)), which reach state "
+            "held in C that the fingerprint does not compare; drop the call from the train file")
     else:
         out[AUDIT] = ""
     return out

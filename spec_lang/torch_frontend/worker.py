@@ -23,7 +23,8 @@ def main(argv: list[str]) -> int:
     thresholds = gc.get_threshold()
     gc.set_threshold(thresholds[0], thresholds[1], 1 << 30)
     from spec_lang.errors import SpecLangError
-    from spec_lang.torch_frontend.c_registries import AuditHookAdded, watch_audit_hooks
+    from spec_lang.torch_frontend.c_registries import (AuditHookAdded, watch_atexit,
+                                                        watch_audit_hooks)
     from spec_lang.torch_frontend.pp_capture import NeedsCpu
     from spec_lang.torch_frontend.tracedata import NEEDS_CPU
 
@@ -59,6 +60,7 @@ def main(argv: list[str]) -> int:
         take_baseline()         # the code and classes that exist before it (R30c-1)
         take_threads()          # the threads alive before it (R34b-2)
         watch_audit_hooks()     # an audit hook it adds is refused (c_registries)
+        watch_atexit()          # the exit callbacks an import registers, recorded (R59d-1)
         # a collective on a real tensor refused (R35a-1, R35d-3), before the snapshot
         from spec_lang.torch_frontend.fake_answers import importing, install
         install()

@@ -5,10 +5,11 @@ registry's text), attacked. Plans in ``plans/round59d/``; the truth is ``python
 tests/adversarial/torch4_truth.py FILE 2`` (both wrong plans here: w0 0.00576 / w1 0.00275 /
 w2 0.00422 at step 2, w0 0 at step 1).
 
-Findings, strict xfails until fixed: R59d-1 (the train file registers a library function of a
-module it first imports in the step, 1000 times: exempt, yet ``atexit._ncallbacks()`` counts
-them), R59d-2 (a standard ``CodecInfo`` the step caches is left out, yet the step reads the C
-cache through ``gc.get_referrers``).
+Findings, fixed in stop 60: R59d-1 (the train file registers a library function of a module it
+first imports in the step, 1000 times: exempt, yet ``atexit._ncallbacks()`` counts them; now
+only what the module's own import registers is exempt, ``c_registries.watch_atexit``), R59d-2
+(a standard ``CodecInfo`` the step caches is left out, yet the step reads the C cache through
+``gc.get_referrers``; now such a call makes the fingerprint unreadable).
 """
 
 from __future__ import annotations
@@ -54,8 +55,6 @@ def _atexit_changes(module_new: bool) -> dict[str, str]:
 # -- R59d-1: exit callbacks the TRAIN FILE adds, of a library module new in the step ------------
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R59d-1: the exemption covers callbacks the train file "
-                   "registers, not only those the module's import registers")
 def test_r59d_1_callbacks_registered_by_the_step_are_a_change():
     assert C.ATEXIT in _atexit_changes(module_new=True)
 
@@ -66,7 +65,6 @@ def test_r59d_1_control_module_not_new_is_a_change():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R59d-1: EQUIVALENT rc 0 (truth: step 2 w0 0.0058)")
 def test_r59d_1_prove_not_equivalent():
     assert _prove("r59d_01_atexit_new_library_module_wrong.py") != 0
 
@@ -74,7 +72,6 @@ def test_r59d_1_prove_not_equivalent():
 # -- R59d-2: a standard CodecInfo cached in the step, the C cache read via gc.get_referrers -----
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R59d-2: EQUIVALENT rc 0 (truth: step 2 w0 0.0058)")
 def test_r59d_2_prove_not_equivalent():
     assert _prove("r59d_02_codec_cache_standard_entry_wrong.py") != 0
 

@@ -96,12 +96,96 @@ def test_an_exit_callback_is_exempt_only_from_a_module_new_in_the_step() -> None
 
 
 def test_a_callback_names_its_module_only_when_it_can_be_exempt() -> None:
-    lib = C._callback_text(json.dumps, (), C._NULL, lambda v: False)
+    """MODULE is the module whose import registered the callback (one record per slot), for
+    a plain library function called with no arguments only (R59d-1)."""
+    def rec():
+        return {id(json.dumps): ["json"]}
+    lib = C._callback_text(json.dumps, (), C._NULL, lambda v: False, rec())
     assert lib.split(C.MODULE_SEP)[0] == "json"
-    assert C._callback_text(json.dumps, (1,), C._NULL, lambda v: False).startswith(C.MODULE_SEP)
-    assert C._callback_text(json.dumps, (), {}, lambda v: False).startswith(C.MODULE_SEP)
-    assert C._callback_text(json.dumps, (), C._NULL, lambda v: True).startswith(C.MODULE_SEP)
-    assert C._callback_text(_Box(), (), C._NULL, lambda v: False).startswith(C.MODULE_SEP)
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, {}).startswith(C.MODULE_SEP)
+    assert C._callback_text(json.dumps, (1,), C._NULL, lambda v: False, rec()).startswith(
+        C.MODULE_SEP)
+    assert C._callback_text(json.dumps, (), {}, lambda v: False, rec()).startswith(C.MODULE_SEP)
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: True, rec()).startswith(
+        C.MODULE_SEP)
+    assert C._callback_text(_Box(), (), C._NULL, lambda v: False, rec()).startswith(C.MODULE_SEP)
+    once = rec()                                    # one record: one slot named
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, once).startswith("json")
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, once).startswith(
+        C.MODULE_SEP)
+
+
+_LIBMOD = """import atexit
+import filecmp
+
+
+@atexit.register
+def a():
+    pass
+
+
+class K:
+    @staticmethod
+    @atexit.register
+    def b():
+        pass
+
+
+def c():
+    pass
+
+
+def _setup():
+    atexit.register(c)
+
+
+_setup()
+"""
+
+
+def test_watch_atexit_records_only_what_a_modules_import_registers(tmp_path: Path) -> None:
+    """R59d-1: the callbacks a module's own import registers (a decorator at module level and
+    in a class body, a function of the module called by its module-level code) are recorded
+    with the module; a library function registered by other code, a reload and module code
+    run by ``exec`` with the module's globals are not, so their slots name no module."""
+    (tmp_path / "shardproof_libmod.py").write_text(_LIBMOD)
+    code = ("import sys; sys.path[:0] = sys.argv[1:3];"
+            "from spec_lang.torch_frontend import c_registries as C;"
+            "C.watch_atexit(); C.watch_atexit();"
+            "import atexit, filecmp, importlib, shardproof_libmod as m;"
+            "atexit.register(filecmp.clear_cache); importlib.reload(m);"
+            "exec(compile('import atexit, filecmp; atexit.register(filecmp.clear_cache)', "
+            "filecmp.__file__, 'exec'), vars(filecmp));"
+            "print(sorted((n, f.__name__) for n, f in C._IMPORT_REGISTERED));"
+            "t = C.registry_texts(lambda v: False)[C.ATEXIT].split(C.CALLBACK_SEP);"
+            "print(sorted(x.split(C.MODULE_SEP)[0] for x in t if 'shardproof_libmod' in x "
+            "or 'clear_cache' in x))")
+    r = subprocess.run([sys.executable, "-I", "-c", code, str(ROOT), str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, check=True)
+    recorded, named = r.stdout.splitlines()
+    assert recorded == str([("shardproof_libmod", "a"), ("shardproof_libmod", "b"),
+                            ("shardproof_libmod", "c")])
+    # 3 slots of the import, 3 of the reload (new functions), 2 of filecmp.clear_cache
+    assert named == str([""] * 5 + ["shardproof_libmod"] * 3)
+
+
+def test_gc_reads_outside_spec_lang_make_the_audit_entry_unreadable() -> None:
+    """R59d-2: a ``gc.get_referrers`` / ``gc.get_objects`` call from code outside
+    ``spec_lang`` (it reaches the codec cache's keys) is recorded with its line and makes
+    the fingerprint unreadable; the front end's own calls are not recorded."""
+    code = ("import sys, gc; sys.path.insert(0, sys.argv[1]);"
+            "from spec_lang.torch_frontend import c_registries as C;"
+            "from spec_lang.torch_frontend.pp_guard import live_pipeline_objects;"
+            "C.watch_audit_hooks(); live_pipeline_objects();"
+            "a = C.registry_texts(lambda v: False)[C.AUDIT];\n"
+            "gc.get_referrers(C)\n"
+            "b = C.registry_texts(lambda v: False)[C.AUDIT];"
+            "print(repr(a)); print(b)")
+    r = subprocess.run([sys.executable, "-I", "-c", code, str(ROOT)], capture_output=True,
+                       text=True, timeout=120, check=True)
+    a, b = r.stdout.splitlines()
+    assert a == "''"
+    assert b.startswith(UNREADABLE) and "<string>:2: the train file reads" in b
 
 
 def test_an_audit_hook_added_after_the_watch_is_refused_and_unreadable() -> None:
