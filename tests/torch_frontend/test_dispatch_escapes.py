@@ -230,6 +230,7 @@ def train_step(model, optimizer, batch, mesh):
 '''
 
 
+@pytest.mark.slow     # (~12 s; the default suite's budget: the units above refuse the same)
 def test_prove_refuses_a_name_bound_at_import(tmp_path):
     """End to end: ``from torch.utils._mode_utils import no_dispatch`` at the top of the train
     file binds the wrapper (installed before the import); exit 3 at the step's line."""
