@@ -41,10 +41,11 @@ _SCANNER = type(re.compile("").scanner(""))     # (a compiled pattern or a match
 def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | None:
     """The state a C type keeps as data, not references, read by its own C methods (no code
     of the value's): ``bytearray``, ``array.array``, ``io.BytesIO`` / ``io.StringIO``,
-    ``memoryview``, ``mmap``, ``ctypes`` values, arrays and structures (their bytes), the
-    Mersenne state of a ``random.Random``, a hash object's digest, a ``decimal.Context``'s
-    settings, a lock's state, and what ``__reduce__`` gives for ``itertools`` objects and the
-    built-in and ``collections`` iterators (their position; none: unreadable); unreadable
+    ``memoryview``, ``mmap`` (bytes and position), ``ctypes`` values, arrays and structures
+    (their bytes), the Mersenne state of a ``random.Random``, a hash object's digest, a
+    ``decimal.Context``'s settings, a lock's state, and what ``__reduce__`` gives for
+    ``itertools`` objects and the built-in and ``collections`` iterators (their position;
+    none: unreadable); a closed stream or ``mmap`` as closed (R60a-5); unreadable
     (:data:`TOO_DEEP`) for the compressors, ``re`` scanners and ``csv`` writers (R59e-2);
     None for any other object (its references are read; the data of another C type, a numpy
     array's say, is not: docs/torch.md). ``depth``, ``budget``: as :func:`value_text.deep_text`
@@ -65,12 +66,15 @@ def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | No
     if issubclass(t, array.array):
         return f"=array:{array.array.__dict__['typecode'].__get__(x)}:" \
                f"{_data_text(array.array.tobytes(x))}"
-    if t in (io.BytesIO, io.StringIO):
-        return f"={t.__name__}:{_data_text(t.getvalue(x))}:{t.tell(x)}"
+    if t in (io.BytesIO, io.StringIO):      # (closed: its data is gone, R60a-5)
+        return f"={t.__name__}:closed" if t.closed.__get__(x) else \
+            f"={t.__name__}:{_data_text(t.getvalue(x))}:{t.tell(x)}"
     if t is memoryview:
         return f"=memoryview:{_data_text(memoryview.tobytes(x))}"
-    if t is mmap.mmap:
-        return f"=mmap:{_data_text(mmap.mmap.__getitem__(x, slice(None)))}"
+    if t is mmap.mmap:          # its bytes and its position (R60a-4)
+        if mmap.mmap.closed.__get__(x):
+            return "=mmap:closed"
+        return f"=mmap:{_data_text(mmap.mmap.__getitem__(x, slice(None)))}:{mmap.mmap.tell(x)}"
     if issubclass(t, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure,  # noqa: SLF001
                       ctypes.Union)):
         if any(b.__flags__ & TPFLAGS_HEAPTYPE and b.__module__ != "ctypes"

@@ -191,6 +191,44 @@ _GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects"})
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spec_lang/
 
 
+_OUR_CODE: set[types.CodeType] = set()     # every code object of spec_lang's functions
+_OUR_MODULES: set[str] = set()               # the modules whose code is in it
+
+
+def _code_tree(code: types.CodeType, out: set[types.CodeType]) -> None:
+    """``code`` and the code objects nested in it (inner functions, comprehensions)."""
+    if code not in out:
+        out.add(code)
+        for c in code.co_consts:
+            if type(c) is types.CodeType:
+                _code_tree(c, out)
+
+
+def _ours(code: types.CodeType) -> bool:
+    """``code`` is one of the front end's own: a function's code (or code nested in it) of a
+    ``spec_lang`` module, by identity; not merely code compiled under a ``spec_lang`` file
+    name (R60a-2). Modules are taken in when first seen; one seen is never read again, so a
+    function the train file adds to it later is not ours."""
+    if not code.co_filename.startswith(_OURS):
+        return False
+    if code in _OUR_CODE:
+        return True
+    for name, m in list(sys.modules.items()):
+        if name.partition(".")[0] != "spec_lang" or name in _OUR_MODULES \
+                or type(m) is not types.ModuleType:
+            continue
+        _OUR_MODULES.add(name)
+        for v in list(dict.values(vars(m))):
+            parts = list(type.__dict__["__dict__"].__get__(v).values()) \
+                if issubclass(type(v), type) else [v]
+            for f in parts:
+                f = f.__func__ if type(f) in (staticmethod, classmethod) else \
+                    f.fget if type(f) is property else f
+                if type(f) is types.FunctionType and f.__code__.co_filename.startswith(_OURS):
+                    _code_tree(f.__code__, _OUR_CODE)
+    return code in _OUR_CODE
+
+
 class AuditHookAdded(BaseException):
     """The train file called ``sys.addaudithook`` (:func:`watch_audit_hooks`); its message
     is a one-line ``file:line:`` error. A ``BaseException``: ``sys.addaudithook`` swallows
@@ -206,18 +244,20 @@ def watch_audit_hooks() -> None:
     error. A train file that catches it runs without its hook, and the record makes the
     fingerprint unreadable; one that also empties the record sets out to tell the capture
     from the run (R59a-2; docs/torch.md). The hook also records each ``gc.get_referrers`` /
-    ``gc.get_objects`` call from code outside ``spec_lang`` (file:line): they hand the train
+    ``gc.get_objects`` call from code not the front end's own (:func:`_ours`; file:line): they
+    hand the train
     file containers only the interpreter holds, such as the codec cache (R59d-2), so a
     fingerprint taken after one is unreadable. Audit hooks cannot be removed, so this is
     called once per process."""
     if _AUDIT_WATCHED:
         return
+    _ours(_ours.__code__)       # the front end's functions, before the train file runs
 
     def hook(event: str, args: tuple, added: list[int] = _AUDIT_ADDED,
              gc_reads: list[str] = _GC_READS) -> None:
         if event in _GC_EVENTS:
             caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling the gc function
-            if not caller.f_code.co_filename.startswith(_OURS):
+            if not _ours(caller.f_code):
                 gc_reads.append(f"{caller.f_code.co_filename}:{caller.f_lineno}")
         elif event == "sys.addaudithook":
             added.append(1)
@@ -234,6 +274,7 @@ def watch_audit_hooks() -> None:
 
 _REGISTER = atexit.register
 _IMPORT_REGISTERED: list[tuple[str, Any]] = []   # (module, callback): registered by its import
+_FIRST_IMPORT: dict[str, dict] = {}      # module name -> the globals of its first import
 _RUN_MODULE = None
 
 
@@ -242,7 +283,9 @@ def _import_registration(frame: Any) -> str | None:
     caller of ``atexit.register``) and the frames below it up to module-level code all run
     with that module's globals (a decorator in a class body, a function of the module), the
     module-level code is ``sys.modules``' module of that name, marked by importlib as being
-    imported (``__spec__._initializing``), and importlib's own function ran it (R59d-1)."""
+    imported (``__spec__._initializing``), importlib's own function ran it (R59d-1), and it
+    is that name's first module in the process (``sys.modules`` at :func:`watch_atexit`, or
+    the first import since: R60a-1)."""
     g = frame.f_globals
     for _ in range(32):
         if frame is None or frame.f_globals is not g:
@@ -259,7 +302,9 @@ def _import_registration(frame: Any) -> str | None:
     if m is None or vars(m) is not g or getattr(spec, "_initializing", False) is not True \
             or back is None or back.f_code is not _RUN_MODULE:
         return None
-    return name
+    # the module's first import in this process only: one removed from ``sys.modules`` and
+    # imported again, 1000 times, is not (R60a-1)
+    return name if _FIRST_IMPORT.setdefault(name, g) is g else None
 
 
 def watch_atexit() -> None:
@@ -277,6 +322,8 @@ def watch_atexit() -> None:
     import importlib._bootstrap as bootstrap
 
     _RUN_MODULE = bootstrap._call_with_frames_removed.__code__  # noqa: SLF001
+    _FIRST_IMPORT.update({n: vars(m) for n, m in list(sys.modules.items())
+                          if type(m) is types.ModuleType})
 
     def register(func: Any, /, *args: Any, **kwargs: Any) -> Any:
         name = _import_registration(sys._getframe(1))  # noqa: SLF001 -- the caller's frame
@@ -368,8 +415,10 @@ def _standard_codec(v: Any) -> bool:
     """``v`` is a ``CodecInfo`` as the standard search function (``encodings``) returns and
     caches it, untouched: its own attributes only those ``CodecInfo`` sets, its name a str,
     every codec part (attributes and tuple items) :func:`_codec_part`, and the same object
-    ``encodings``' own cache holds. Such an entry the step adds (the first ``"x".encode(
-    "latin-1")``: R59a-4, a false UNKNOWN) is no change: a later lookup would make its equal."""
+    ``encodings``' own cache holds. Such an entry's value is left out (a later lookup would
+    make its equal); its key is not: a step can tell whether a name is cached by whether the
+    search functions run for it (R60a-3), so a step's first ``"x".encode("latin-1")`` is a
+    change (R59a-4's false UNKNOWN, kept)."""
     if type(v) is not codecs.CodecInfo:
         return False
     std = vars(encodings).get("_cache")
@@ -385,8 +434,8 @@ def _standard_codec(v: Any) -> bool:
 def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     """The exit callbacks (each function with its parts and its arguments, in the order they
     run; :func:`_callback_text`), the codec registry (each search function, each cached
-    ``CodecInfo`` by identity and all it holds, each error handler; an entry as ``encodings``
-    made it is left out, :func:`_standard_codec`) and the audit hooks added since
+    ``CodecInfo`` by identity and all it holds, each error handler; of an entry as
+    ``encodings`` made it only the key, :func:`_standard_codec`) and the audit hooks added since
     :func:`watch_audit_hooks` (none, or unreadable). ``from_user``: a value is the user's
     code. A registry whose layout was not found is unreadable."""
     out = {}
@@ -404,8 +453,10 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
         path, cache, errors = _CODECS
         out[CODECS] = repr((
             [f"{_ident(f)}:{deep_text(f)}" for f in list.__iter__(path)],
-            sorted((key_text(k), f"{_ident(v)}:{deep_text(v)}")
-                   for k, v in list(dict.items(cache)) if not _standard_codec(v)),
+            # every key (a step can tell a cached one by whether the search functions run:
+            # R60a-3); a standard entry's value is left out (a later lookup makes its equal)
+            sorted((key_text(k), "<standard>" if _standard_codec(v)
+                    else f"{_ident(v)}:{deep_text(v)}") for k, v in list(dict.items(cache))),
             sorted((key_text(k), f"{_ident(v)}:{deep_text(v)}")
                    for k, v in list(dict.items(errors)))))
     if _AUDIT_ADDED:

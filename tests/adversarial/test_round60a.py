@@ -59,7 +59,6 @@ print(json.dumps({"added": atexit._ncallbacks() - n0,
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R60a-1 open: every re-import's callback is exempt")
 def test_r60a_1_reimported_module_callbacks_counted_are_a_change():
     got = _child(_REIMPORT.replace("REPEAT", "5"))
     assert got["added"] == 5
@@ -73,7 +72,6 @@ def test_r60a_1_control_one_import_is_exempt():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R60a-1 open (EQUIVALENT)")
 def test_r60a_1_prove_not_equivalent():
     assert _prove("r60a_06_atexit_reimport_filelock_wrong.py") != 0
 
@@ -107,7 +105,6 @@ print(json.dumps({"reached": "utf_8" in cache and cache is not encodings._cache,
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R60a-2 open: the caller's file name is the code's own")
 def test_r60a_2_gc_call_from_code_named_inside_spec_lang_is_recorded():
     got = _child(_GC.replace("FILE", "where"))
     assert got["reached"]
@@ -122,7 +119,6 @@ def test_r60a_2_control_gc_call_from_the_train_file_is_recorded():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R60a-2 open (EQUIVALENT)")
 def test_r60a_2_prove_not_equivalent():
     assert _prove("r60a_02_codec_cache_gc_from_spec_lang_file_wrong.py") != 0
 
@@ -152,7 +148,6 @@ print(json.dumps({"first": first, "second": c_cached("koi8_t"),
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R60a-3 open: the C cache's new key is left out")
 def test_r60a_3_codec_cache_key_read_through_lookup_is_seen():
     got = _child(_PROBE)
     assert (got["first"], got["second"]) == (False, True)     # the flag works
@@ -160,7 +155,6 @@ def test_r60a_3_codec_cache_key_read_through_lookup_is_seen():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R60a-3 open (EQUIVALENT)")
 def test_r60a_3_prove_not_equivalent():
     assert _prove("r60a_03_codec_cache_probe_by_lookup_wrong.py") != 0
 
@@ -181,7 +175,6 @@ def _handler_texts(value, change) -> tuple[str, str]:
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R60a-4 open: c_value reads an mmap's bytes, not position")
 def test_r60a_4_mmap_position_is_read():
     import mmap
 
@@ -209,7 +202,6 @@ def test_r60a_4_control_mmap_byte_is_read():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R60a-4 open (EQUIVALENT)")
 def test_r60a_4_prove_not_equivalent():
     assert _prove("r60a_04_handler_mmap_position_wrong.py") != 0
 
@@ -217,7 +209,6 @@ def test_r60a_4_prove_not_equivalent():
 # -- R60a-5: a closed StringIO held by a handler: the fingerprint raises --------------------
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R60a-5 open: getvalue of a closed StringIO raises")
 def test_r60a_5_closed_stringio_is_read_without_error():
     import io
 
