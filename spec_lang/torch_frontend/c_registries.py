@@ -187,7 +187,8 @@ _CODECS = _find_codecs(_INTERP)
 _AUDIT_ADDED: list[int] = []
 _AUDIT_WATCHED: list[bool] = []
 _GC_READS: list[str] = []      # file:line of each gc.get_referrers / get_objects not ours
-_GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects"})
+# (get_referents too: it reaches a C module's state, its caches: R60b-4)
+_GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects", "gc.get_referents"})
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spec_lang/
 
 
@@ -206,13 +207,16 @@ def _code_tree(code: types.CodeType, out: set[types.CodeType]) -> None:
 
 def _ours(code: types.CodeType) -> bool:
     """``code`` is one of the front end's own: a function's code (or code nested in it) of a
-    ``spec_lang`` module, by identity; not merely code compiled under a ``spec_lang`` file
-    name (R60a-2). Modules are taken in when first seen; one seen is never read again, so a
-    function the train file adds to it later is not ours."""
-    if not code.co_filename.startswith(_OURS):
-        return False
-    if code in _OUR_CODE:
-        return True
+    ``spec_lang`` module loaded before the train file runs (:func:`watch_audit_hooks` takes
+    them in), by identity; not code merely compiled under a ``spec_lang`` file name (R60a-2),
+    nor a function the train file adds to a module or puts in a module it names
+    ``spec_lang.*`` (R60b-9)."""
+    return code in _OUR_CODE and code.co_filename.startswith(_OURS)
+
+
+def _take_in_our_code() -> None:
+    """Every code object of the functions (and classes' functions) of the ``spec_lang``
+    modules loaded now, and the code nested in them, into :data:`_OUR_CODE`."""
     for name, m in list(sys.modules.items()):
         if name.partition(".")[0] != "spec_lang" or name in _OUR_MODULES \
                 or type(m) is not types.ModuleType:
@@ -226,7 +230,6 @@ def _ours(code: types.CodeType) -> bool:
                     f.fget if type(f) is property else f
                 if type(f) is types.FunctionType and f.__code__.co_filename.startswith(_OURS):
                     _code_tree(f.__code__, _OUR_CODE)
-    return code in _OUR_CODE
 
 
 class AuditHookAdded(BaseException):
@@ -251,7 +254,14 @@ def watch_audit_hooks() -> None:
     called once per process."""
     if _AUDIT_WATCHED:
         return
-    _ours(_ours.__code__)       # the front end's functions, before the train file runs
+    # the front end's functions, before the train file runs (the modules whose functions
+    # call the collector: loaded first)
+    import spec_lang.torch_frontend.dispatcher_guard
+    import spec_lang.torch_frontend.op_guard
+    import spec_lang.torch_frontend.pp_guard
+    import spec_lang.torch_frontend.stale_refs
+    import spec_lang.torch_frontend.step_state  # noqa: F401
+    _take_in_our_code()
 
     def hook(event: str, args: tuple, added: list[int] = _AUDIT_ADDED,
              gc_reads: list[str] = _GC_READS) -> None:
@@ -455,7 +465,7 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
             [f"{_ident(f)}:{deep_text(f)}" for f in list.__iter__(path)],
             # every key (a step can tell a cached one by whether the search functions run:
             # R60a-3); a standard entry's value is left out (a later lookup makes its equal)
-            sorted((key_text(k), "<standard>" if _standard_codec(v)
+            sorted((key_text(k), f"{_ident(v)}:<standard>" if _standard_codec(v)
                     else f"{_ident(v)}:{deep_text(v)}") for k, v in list(dict.items(cache))),
             sorted((key_text(k), f"{_ident(v)}:{deep_text(v)}")
                    for k, v in list(dict.items(errors)))))
@@ -509,6 +519,9 @@ def c_settings() -> dict[str, str]:
     texts.append(sock.getdefaulttimeout() if sock is not None else None)
     texts.append(sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None)
     texts.append(os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None)
+    if hasattr(os, "sched_getscheduler"):       # the scheduling policy (R60b-6)
+        texts += [os.sched_getscheduler(0), os.sched_getparam(0).sched_priority]
+    texts.append(_prctl())
     try:
         import resource
         texts += [resource.getrlimit(getattr(resource, r)) for r in sorted(dir(resource))
@@ -520,6 +533,23 @@ def c_settings() -> dict[str, str]:
     texts += [tracemalloc.is_tracing(), tracemalloc.get_traceback_limit(), ctypes.get_errno()]
     texts.append(_c_environ())      # (tracemalloc, ctypes' errno, the C environment: R59c-3)
     return {SETTINGS: repr(texts)}
+
+
+# prctl(2) options read back as the call's result: timer slack (R60b-10), dumpable, keepcaps,
+# no_new_privs, the transparent huge pages switch
+_PRCTL_GETS = (30, 3, 7, 39, 42)
+
+
+def _prctl() -> list[int] | str:
+    """The process settings ``prctl(2)`` returns (Linux; else ``"?"``)."""
+    try:
+        libc = ctypes.CDLL(None)     # (no use_errno: ctypes' private errno stays as read)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return "?"
+    prctl.restype = ctypes.c_int
+    return [prctl(ctypes.c_int(o), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                  ctypes.c_ulong(0)) for o in _PRCTL_GETS]
 
 
 def _c_environ() -> str:

@@ -406,10 +406,12 @@ def _c_state(collecting: bool) -> dict[str, str]:
                _qual(type(m)) for m in _get_current_dispatch_mode_stack())}
     dec = sys.modules.get("decimal")
     if dec is not None:
-        c = dec.getcontext()         # its settings (the sticky flags are a log, not a setting)
+        c = dec.getcontext()    # its settings and sticky flags (a step can test one: R60b-3)
         out["the decimal context"] = repr((c.prec, c.rounding, c.Emin, c.Emax, c.capitals,
                                            c.clamp, sorted(k.__name__ for k, on in
-                                                           c.traps.items() if on)))
+                                                           c.traps.items() if on),
+                                           sorted(k.__name__ for k, on in
+                                                  c.flags.items() if on)))
     # callbacks that run after the step returns: finalizers of objects still alive (those of
     # garbage are run first, by :func:`step_state`'s collection; R10-5)
     # (torch's own finalizers are not: a torch function on a torch object, as the operator
