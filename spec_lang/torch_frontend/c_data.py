@@ -66,12 +66,14 @@ def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | No
     if issubclass(t, array.array):
         return f"=array:{array.array.__dict__['typecode'].__get__(x)}:" \
                f"{_data_text(array.array.tobytes(x))}"
-    if t in (io.BytesIO, io.StringIO):      # (closed: its data is gone, R60a-5)
-        return f"={t.__name__}:closed" if t.closed.__get__(x) else \
-            f"={t.__name__}:{_data_text(t.getvalue(x))}:{t.tell(x)}"
+    # (a subclass by its C base's methods: R60c-5; its own attributes are read by the caller)
+    base = next((b for b in (io.BytesIO, io.StringIO) if issubclass(t, b)), None)
+    if base is not None:                  # (closed: its data is gone, R60a-5)
+        return f"={base.__name__}:closed" if base.closed.__get__(x) else \
+            f"={base.__name__}:{_data_text(base.getvalue(x))}:{base.tell(x)}"
     if t is memoryview:
         return f"=memoryview:{_data_text(memoryview.tobytes(x))}"
-    if t is mmap.mmap:          # its bytes and its position (R60a-4)
+    if issubclass(t, mmap.mmap):          # its bytes and its position (R60a-4)
         if mmap.mmap.closed.__get__(x):
             return "=mmap:closed"
         return f"=mmap:{_data_text(mmap.mmap.__getitem__(x, slice(None)))}:{mmap.mmap.tell(x)}"
@@ -86,7 +88,9 @@ def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | No
             return f"=hash:{t.copy(x).hexdigest()}"
         except TypeError:       # (shake: a length is needed)
             return TOO_DEEP
-    if t is decimal.Context:
+    if issubclass(t, decimal.Context):
+        if t is not decimal.Context:
+            return TOO_DEEP     # (a subclass's attributes may be its own code's: R60c-5)
         return "=context:" + repr((x.prec, x.rounding, x.Emin, x.Emax, x.capitals, x.clamp,
                                    sorted((k.__name__, v) for k, v in x.flags.items()),
                                    sorted((k.__name__, v) for k, v in x.traps.items())))
@@ -96,10 +100,11 @@ def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | No
         return f"=random:{_digest(repr(random.Random.__mro__[1].getstate(x)))}"
     if t in (type(threading.Lock()), type(threading.RLock())):
         return f"=lock:{t.__repr__(x).split(' at ')[0]}"
-    if t.__module__ in ("itertools", "_collections") or t.__name__.endswith("iterator") \
-            and t.__module__ == "builtins":
+    it = next((b for b in t.__mro__ if b.__module__ in ("itertools", "_collections")
+               or b.__name__.endswith("iterator") and b.__module__ == "builtins"), None)
+    if it is not None:        # (a subclass by its C base's ``__reduce__``: R60c-5)
         try:
-            state = t.__reduce__(x)
+            state = it.__reduce__(x)
         except (TypeError, ValueError):
             return TOO_DEEP
         return "=" + _part_text(state[1:], depth + 1, budget)

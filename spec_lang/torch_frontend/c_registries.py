@@ -192,26 +192,39 @@ _GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects", "gc.get_referents"
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spec_lang/
 
 
-_OUR_CODE: set[types.CodeType] = set()     # every code object of spec_lang's functions
+# every code object of spec_lang's functions (and the code nested in them) -> its module's globals
+_OUR_CODE: dict[types.CodeType, dict] = {}
 _OUR_MODULES: set[str] = set()               # the modules whose code is in it
+_USER_ROOT: list[str] = []                   # the train file's directory
 
 
-def _code_tree(code: types.CodeType, out: set[types.CodeType]) -> None:
+def _code_tree(code: types.CodeType, g: dict, out: dict[types.CodeType, dict]) -> None:
     """``code`` and the code objects nested in it (inner functions, comprehensions)."""
     if code not in out:
-        out.add(code)
+        out[code] = g
         for c in code.co_consts:
             if type(c) is types.CodeType:
-                _code_tree(c, out)
+                _code_tree(c, g, out)
 
 
-def _ours(code: types.CodeType) -> bool:
-    """``code`` is one of the front end's own: a function's code (or code nested in it) of a
+def _ours(frame: Any) -> bool:
+    """``frame`` runs the front end's own code: a function's code (or code nested in it) of a
     ``spec_lang`` module loaded before the train file runs (:func:`watch_audit_hooks` takes
-    them in), by identity; not code merely compiled under a ``spec_lang`` file name (R60a-2),
-    nor a function the train file adds to a module or puts in a module it names
-    ``spec_lang.*`` (R60b-9)."""
-    return code in _OUR_CODE and code.co_filename.startswith(_OURS)
+    them in), by identity, with that module's globals (R60c-1: our code object run with the
+    train file's globals), called by no code of the train file's (R60c-2: the train file
+    calling our functions directly; its code is code of a file in its directory or compiled
+    from a string: any frame below but the process's first, ``python -c``)."""
+    if _OUR_CODE.get(frame.f_code) is not frame.f_globals:
+        return False
+    f = frame.f_back
+    while f is not None:
+        name = f.f_code.co_filename
+        if name.startswith("<") and f.f_back is not None and not name.startswith("<frozen ") \
+                or any(name.startswith(r) for r in _USER_ROOT) and not name.startswith(
+                    (_OURS, os.path.join(sys.prefix, ""), os.path.join(sys.base_prefix, ""))):
+            return False
+        f = f.f_back
+    return True
 
 
 def _take_in_our_code() -> None:
@@ -228,8 +241,9 @@ def _take_in_our_code() -> None:
             for f in parts:
                 f = f.__func__ if type(f) in (staticmethod, classmethod) else \
                     f.fget if type(f) is property else f
-                if type(f) is types.FunctionType and f.__code__.co_filename.startswith(_OURS):
-                    _code_tree(f.__code__, _OUR_CODE)
+                if type(f) is types.FunctionType and f.__code__.co_filename.startswith(_OURS) \
+                        and f.__globals__ is vars(m):
+                    _code_tree(f.__code__, vars(m), _OUR_CODE)
 
 
 class AuditHookAdded(BaseException):
@@ -238,7 +252,7 @@ class AuditHookAdded(BaseException):
     every ``Exception`` its hooks raise."""
 
 
-def watch_audit_hooks() -> None:
+def watch_audit_hooks(user_root: str | None = None) -> None:
     """Refuse the audit hooks added from now on (``prove --torch``'s capture child, before the
     train file is imported): adding one raises the ``sys.addaudithook`` event in the hooks
     already there, ours among them, which records it and raises :class:`AuditHookAdded`
@@ -247,27 +261,31 @@ def watch_audit_hooks() -> None:
     error. A train file that catches it runs without its hook, and the record makes the
     fingerprint unreadable; one that also empties the record sets out to tell the capture
     from the run (R59a-2; docs/torch.md). The hook also records each ``gc.get_referrers`` /
-    ``gc.get_objects`` call from code not the front end's own (:func:`_ours`; file:line): they
-    hand the train
-    file containers only the interpreter holds, such as the codec cache (R59d-2), so a
-    fingerprint taken after one is unreadable. Audit hooks cannot be removed, so this is
+    ``gc.get_objects`` / ``gc.get_referents`` call from code not the front end's own
+    (:func:`_ours`; file:line): they hand the train file containers only the interpreter holds, such as the codec cache (R59d-2), so a
+    fingerprint taken after one is unreadable. ``user_root``: the train file's directory
+    (its code there; not ``spec_lang``'s own). Audit hooks cannot be removed, so this is
     called once per process."""
     if _AUDIT_WATCHED:
         return
+    if user_root is not None:
+        _USER_ROOT.append(os.path.join(user_root, ""))
     # the front end's functions, before the train file runs (the modules whose functions
     # call the collector: loaded first)
     import spec_lang.torch_frontend.dispatcher_guard
     import spec_lang.torch_frontend.op_guard
     import spec_lang.torch_frontend.pp_guard
+    import spec_lang.torch_frontend.special_values
     import spec_lang.torch_frontend.stale_refs
-    import spec_lang.torch_frontend.step_state  # noqa: F401
+    import spec_lang.torch_frontend.step_state
+    import spec_lang.torch_frontend.value_text  # noqa: F401
     _take_in_our_code()
 
     def hook(event: str, args: tuple, added: list[int] = _AUDIT_ADDED,
              gc_reads: list[str] = _GC_READS) -> None:
         if event in _GC_EVENTS:
             caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling the gc function
-            if not _ours(caller.f_code):
+            if not _ours(caller):
                 gc_reads.append(f"{caller.f_code.co_filename}:{caller.f_lineno}")
         elif event == "sys.addaudithook":
             added.append(1)
@@ -519,8 +537,8 @@ def c_settings() -> dict[str, str]:
     texts.append(sock.getdefaulttimeout() if sock is not None else None)
     texts.append(sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None)
     texts.append(os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None)
-    if hasattr(os, "sched_getscheduler"):       # the scheduling policy (R60b-6)
-        texts += [os.sched_getscheduler(0), os.sched_getparam(0).sched_priority]
+    if _SCHED is not None:       # the scheduling policy (R60b-6)
+        texts += [_SCHED[0](0), _SCHED[1](0).sched_priority]
     texts.append(_prctl())
     try:
         import resource
@@ -536,20 +554,35 @@ def c_settings() -> dict[str, str]:
 
 
 # prctl(2) options read back as the call's result: timer slack (R60b-10), dumpable, keepcaps,
-# no_new_privs, the transparent huge pages switch
+# no_new_privs, the transparent huge pages switch; and through a pointer: the parent-death
+# signal, child subreaper, TSC access (an int) and the thread's name (16 bytes: R60c-3)
 _PRCTL_GETS = (30, 3, 7, 39, 42)
+_PRCTL_INTS = (2, 37, 25)
+_PR_GET_NAME = 16
+# what the fingerprint calls, bound before the train file can rebind it (R60c-4, as R32-2)
+_CDLL = ctypes.CDLL
+_SCHED = (os.sched_getscheduler, os.sched_getparam) \
+    if hasattr(os, "sched_getscheduler") else None
+try:
+    _LIBC = _CDLL(None)     # (no use_errno: ctypes' private errno stays as read)
+    _PRCTL = _LIBC.prctl
+    _PRCTL.restype = ctypes.c_int
+except (OSError, AttributeError):
+    _LIBC = _PRCTL = None
 
 
-def _prctl() -> list[int] | str:
+def _prctl() -> list[Any] | str:
     """The process settings ``prctl(2)`` returns (Linux; else ``"?"``)."""
-    try:
-        libc = ctypes.CDLL(None)     # (no use_errno: ctypes' private errno stays as read)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
+    if _PRCTL is None:
         return "?"
-    prctl.restype = ctypes.c_int
-    return [prctl(ctypes.c_int(o), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                  ctypes.c_ulong(0)) for o in _PRCTL_GETS]
+    zero = ctypes.c_ulong(0)
+    out: list[Any] = [_PRCTL(ctypes.c_int(o), zero, zero, zero, zero) for o in _PRCTL_GETS]
+    for o in _PRCTL_INTS:
+        v = ctypes.c_int(0)
+        out.append((_PRCTL(ctypes.c_int(o), ctypes.byref(v), zero, zero, zero), v.value))
+    name = ctypes.create_string_buffer(17)
+    out.append((_PRCTL(ctypes.c_int(_PR_GET_NAME), name, zero, zero, zero), name.value))
+    return out
 
 
 def _c_environ() -> str:
@@ -558,7 +591,9 @@ def _c_environ() -> str:
     import hashlib
 
     try:
-        env = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+        if _LIBC is None:
+            return "?"
+        env = ctypes.POINTER(ctypes.c_char_p).in_dll(_LIBC, "environ")
     except (OSError, ValueError):
         return "?"
     out, i = [], 0

@@ -10,6 +10,7 @@ modules and compares before and after.
 
 from __future__ import annotations
 
+import decimal
 import functools
 import gc
 import os
@@ -44,6 +45,10 @@ THREADS = "the Python threads running"
 
 # a logger's caches and links to the process's logger tree (F11-2)
 _LOGGER_CACHES = frozenset({"_cache", "manager", "parent", "loggerDict", "root"})
+
+
+# bound before the train file can rebind it (R60c-4, as R32-2)
+_GETCONTEXT = decimal.getcontext
 
 
 def _logger_links(v: Any) -> str:
@@ -404,14 +409,12 @@ def _c_state(collecting: bool) -> dict[str, str]:
                _qual(type(m)) for m in _get_current_function_mode_stack()),
            "torch dispatch mode stack": ",".join(
                _qual(type(m)) for m in _get_current_dispatch_mode_stack())}
-    dec = sys.modules.get("decimal")
-    if dec is not None:
-        c = dec.getcontext()    # its settings and sticky flags (a step can test one: R60b-3)
-        out["the decimal context"] = repr((c.prec, c.rounding, c.Emin, c.Emax, c.capitals,
-                                           c.clamp, sorted(k.__name__ for k, on in
-                                                           c.traps.items() if on),
-                                           sorted(k.__name__ for k, on in
-                                                  c.flags.items() if on)))
+    c = _GETCONTEXT()    # its settings and sticky flags (a step can test one: R60b-3)
+    out["the decimal context"] = repr((
+        c.prec, c.rounding, c.Emin, c.Emax, c.capitals, c.clamp,
+        sorted(k.__name__ for k, on in c.traps.items() if on),
+        sorted(k.__name__ for k, on in c.flags.items() if on))) \
+        if type(c) is decimal.Context else UNREADABLE + "a decimal context of a subclass"
     # callbacks that run after the step returns: finalizers of objects still alive (those of
     # garbage are run first, by :func:`step_state`'s collection; R10-5)
     # (torch's own finalizers are not: a torch function on a torch object, as the operator

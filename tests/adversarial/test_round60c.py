@@ -186,9 +186,7 @@ def test_r60c_flag_tells_step_2_from_step_1(name):
 
 
 _OPEN = pytest.mark.xfail(strict=True, reason="R60c: a step's flag unseen by the fingerprint")
-_STILL_OPEN = {"bytesio_subclass", "context_subclass", "count_subclass", "mmap_subclass",
-               "laundered", "thread_name", "int_dict",
-               "z_decimal_rebound", "z_sched_rebound", "z_cdll_rebound"}
+_STILL_OPEN: set[str] = set()      # all fixed at stop 60 (R60c-1..5)
 
 
 @pytest.mark.state_modules()
@@ -221,7 +219,7 @@ def test_r60c_control_front_end_gc_calls_unrecorded():
 
 # -- the proves (numbers in ATTEMPTS.md, Round 60c) ------------------------------------------
 
-# plan: EQUIVALENT at c2de196 (an open false accept)
+# plan: EQUIVALENT at c2de196 (a false accept, fixed at stop 60)
 _PLANS = {
     "r60c_01_gc_laundered_by_our_code_wrong.py": True,
     "r60c_02_prctl_thread_name_wrong.py": True,
@@ -236,7 +234,6 @@ _PLANS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plan", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="R60c: EQUIVALENT")) if open_ else p for p, open_ in _PLANS.items()])
+@pytest.mark.parametrize("plan", list(_PLANS))     # (all not EQUIVALENT since stop 60)
 def test_r60c_prove_not_equivalent(plan):
     assert _prove(plan) != 0
