@@ -195,7 +195,6 @@ _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # 
 # every code object of spec_lang's functions (and the code nested in them) -> its module's globals
 _OUR_CODE: dict[types.CodeType, dict] = {}
 _OUR_MODULES: set[str] = set()               # the modules whose code is in it
-_USER_ROOT: list[str] = []                   # the train file's directory
 
 
 def _code_tree(code: types.CodeType, g: dict, out: dict[types.CodeType, dict]) -> None:
@@ -211,20 +210,12 @@ def _ours(frame: Any) -> bool:
     """``frame`` runs the front end's own code: a function's code (or code nested in it) of a
     ``spec_lang`` module loaded before the train file runs (:func:`watch_audit_hooks` takes
     them in), by identity, with that module's globals (R60c-1: our code object run with the
-    train file's globals), called by no code of the train file's (R60c-2: the train file
-    calling our functions directly; its code is code of a file in its directory or compiled
-    from a string: any frame below but the process's first, ``python -c``)."""
-    if _OUR_CODE.get(frame.f_code) is not frame.f_globals:
-        return False
-    f = frame.f_back
-    while f is not None:
-        name = f.f_code.co_filename
-        if name.startswith("<") and f.f_back is not None and not name.startswith("<frozen ") \
-                or any(name.startswith(r) for r in _USER_ROOT) and not name.startswith(
-                    (_OURS, os.path.join(sys.prefix, ""), os.path.join(sys.base_prefix, ""))):
-            return False
-        f = f.f_back
-    return True
+    train file's globals); not code compiled under a ``spec_lang`` file name (R60a-2) nor a
+    module the train file names ``spec_lang.*`` (R60b-9). Open (R60c-2): the train file
+    calling one of our functions that calls the collector, with arguments of its own (the
+    front end takes fingerprints with the train file's frames on the stack, so the stack
+    cannot tell)."""
+    return _OUR_CODE.get(frame.f_code) is frame.f_globals
 
 
 def _take_in_our_code() -> None:
@@ -252,7 +243,7 @@ class AuditHookAdded(BaseException):
     every ``Exception`` its hooks raise."""
 
 
-def watch_audit_hooks(user_root: str | None = None) -> None:
+def watch_audit_hooks() -> None:
     """Refuse the audit hooks added from now on (``prove --torch``'s capture child, before the
     train file is imported): adding one raises the ``sys.addaudithook`` event in the hooks
     already there, ours among them, which records it and raises :class:`AuditHookAdded`
@@ -263,13 +254,10 @@ def watch_audit_hooks(user_root: str | None = None) -> None:
     from the run (R59a-2; docs/torch.md). The hook also records each ``gc.get_referrers`` /
     ``gc.get_objects`` / ``gc.get_referents`` call from code not the front end's own
     (:func:`_ours`; file:line): they hand the train file containers only the interpreter holds, such as the codec cache (R59d-2), so a
-    fingerprint taken after one is unreadable. ``user_root``: the train file's directory
-    (its code there; not ``spec_lang``'s own). Audit hooks cannot be removed, so this is
+    fingerprint taken after one is unreadable. Audit hooks cannot be removed, so this is
     called once per process."""
     if _AUDIT_WATCHED:
         return
-    if user_root is not None:
-        _USER_ROOT.append(os.path.join(user_root, ""))
     # the front end's functions, before the train file runs (the modules whose functions
     # call the collector: loaded first)
     import spec_lang.torch_frontend.dispatcher_guard

@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
         take_snapshot()
         take_baseline()         # the code and classes that exist before it (R30c-1)
         take_threads()          # the threads alive before it (R34b-2)
-        watch_audit_hooks(str(Path(path).resolve().parent))    # (c_registries)
+        watch_audit_hooks()     # an audit hook it adds is refused (c_registries)
         watch_atexit()          # the exit callbacks an import registers, recorded (R59d-1)
         # a collective on a real tensor refused (R35a-1, R35d-3), before the snapshot
         from spec_lang.torch_frontend.fake_answers import importing, install

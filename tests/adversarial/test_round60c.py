@@ -186,7 +186,9 @@ def test_r60c_flag_tells_step_2_from_step_1(name):
 
 
 _OPEN = pytest.mark.xfail(strict=True, reason="R60c: a step's flag unseen by the fingerprint")
-_STILL_OPEN: set[str] = set()      # all fixed at stop 60 (R60c-1..5)
+# fixed at stop 60 but R60c-2 (the train file calling our function directly: the front end
+# fingerprints with the train file's frames on the stack, so the stack cannot tell)
+_STILL_OPEN = {"int_dict"}
 
 
 @pytest.mark.state_modules()
@@ -234,6 +236,8 @@ _PLANS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plan", list(_PLANS))     # (all not EQUIVALENT since stop 60)
+@pytest.mark.parametrize("plan", [pytest.param(p, marks=pytest.mark.xfail(
+    strict=True, reason="R60c-2: EQUIVALENT")) if p.startswith("r60c_03") else p
+    for p in _PLANS])     # (the others not EQUIVALENT since stop 60)
 def test_r60c_prove_not_equivalent(plan):
     assert _prove(plan) != 0
