@@ -186,9 +186,8 @@ def test_r60c_flag_tells_step_2_from_step_1(name):
 
 
 _OPEN = pytest.mark.xfail(strict=True, reason="R60c: a step's flag unseen by the fingerprint")
-# fixed at stop 60 but R60c-2 (the train file calling our function directly: the front end
-# fingerprints with the train file's frames on the stack, so the stack cannot tell)
-_STILL_OPEN = {"int_dict"}
+# all seen at stop 60 (R60c-2's unit form too; its prove, r60c_03, is still an open xfail)
+_STILL_OPEN: set[str] = set()
 
 
 @pytest.mark.state_modules()
