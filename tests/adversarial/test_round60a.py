@@ -12,15 +12,12 @@ attacks leave exit callbacks and codec cache entries behind.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TREE = Path(__file__).resolve().parents[2]
+from tests.adversarial.child_probe import run_child
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round60a"
 
 
@@ -28,14 +25,6 @@ def _prove(name: str) -> int:
     from proofs.cli import prove_main
 
     return prove_main(["--torch", str(ROUND / name), "--jobs", "1", "--no-check"])
-
-
-def _child(src: str) -> dict:
-    """Run ``src`` in a fresh interpreter on this tree; its last stdout line is JSON."""
-    env = {**os.environ, "PYTHONPATH": str(TREE)}
-    out = subprocess.run([sys.executable, "-c", src], cwd=TREE, env=env, capture_output=True,
-                         text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 # -- R60a-1: a library module imported again and again, each import registering a callback ---
@@ -60,14 +49,14 @@ print(json.dumps({"added": atexit._ncallbacks() - n0,
 
 @pytest.mark.state_modules()
 def test_r60a_1_reimported_module_callbacks_counted_are_a_change():
-    got = _child(_REIMPORT.replace("REPEAT", "5"))
+    got = run_child(_REIMPORT.replace("REPEAT", "5"))
     assert got["added"] == 5
     assert "exit callbacks (atexit)" in got["changes"]
 
 
 @pytest.mark.state_modules()
 def test_r60a_1_control_one_import_is_exempt():
-    got = _child(_REIMPORT.replace("REPEAT", "1"))
+    got = run_child(_REIMPORT.replace("REPEAT", "1"))
     assert got == {"added": 1, "changes": {}}
 
 
@@ -106,14 +95,14 @@ print(json.dumps({"reached": "utf_8" in cache and cache is not encodings._cache,
 
 @pytest.mark.state_modules()
 def test_r60a_2_gc_call_from_code_named_inside_spec_lang_is_recorded():
-    got = _child(_GC.replace("FILE", "where"))
+    got = run_child(_GC.replace("FILE", "where"))
     assert got["reached"]
     assert got["unreadable"]
 
 
 @pytest.mark.state_modules()
 def test_r60a_2_control_gc_call_from_the_train_file_is_recorded():
-    got = _child(_GC.replace("FILE", "'/tmp/train_r60a.py'"))
+    got = run_child(_GC.replace("FILE", "'/tmp/train_r60a.py'"))
     assert got["reached"]
     assert got["unreadable"] and "/tmp/train_r60a.py:" in got["audit"]
 
@@ -149,7 +138,7 @@ print(json.dumps({"first": first, "second": c_cached("koi8_t"),
 
 @pytest.mark.state_modules()
 def test_r60a_3_codec_cache_key_read_through_lookup_is_seen():
-    got = _child(_PROBE)
+    got = run_child(_PROBE)
     assert (got["first"], got["second"]) == (False, True)     # the flag works
     assert got["changed"] or got["unreadable"]
 

@@ -12,15 +12,12 @@ interned string, a registered faulthandler signal, an open descriptor, an audit 
 from __future__ import annotations
 
 import functools
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TREE = Path(__file__).resolve().parents[2]
+from tests.adversarial.child_probe import flag_src, probe_flags, run_child
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round60b"
 
 
@@ -30,40 +27,8 @@ def _prove(name: str) -> int:
     return prove_main(["--torch", str(ROUND / name), "--jobs", "1", "--no-check"])
 
 
-def _child(src: str) -> dict:
-    """Run ``src`` in a fresh interpreter on this tree; its last stdout line is JSON."""
-    env = {**os.environ, "PYTHONPATH": str(TREE)}
-    out = subprocess.run([sys.executable, "-c", src], cwd=TREE, env=env, capture_output=True,
-                         text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-# each plan's ``_flag`` (step 1: False, leaving its C state; step 2: True) between two
-# process-state fingerprints (every process-wide entry, the C settings and registries, the
-# audit record; the globals of the modules named): all in one child, each in its own namespace
-_PROBE = """
-import json, sys
-from spec_lang.torch_frontend import c_registries as C
-from spec_lang.torch_frontend.process_state import _process_state
-from spec_lang.torch_frontend.step_state import state_changes
-C.watch_audit_hooks()
-out = {}
-for name, (src, mods) in json.loads(sys.argv[1]).items():
-    ns = {}
-    exec("import decimal, faulthandler, fnmatch, os, signal, struct, sys\\n" + src, ns)
-    s0 = _process_state(modules=mods)
-    a = ns["_flag"]()
-    s1 = _process_state(modules=mods)
-    b = ns["_flag"]()
-    out[name] = {"flag1": bool(a), "flag2": bool(b), "changes": sorted(state_changes(s0, s1))}
-print(json.dumps(out))
-"""
-
-
 def _flag_src(plan: str) -> str:
-    """The plan's code from its ``H = {}`` line to ``parallelize`` (its ``_flag``, helpers)."""
-    text = (ROUND / plan).read_text()
-    return text[text.index("\nH = {}\n"):text.index("\ndef parallelize")]
+    return flag_src(ROUND / plan)
 
 
 # name: (plan, modules whose globals the fingerprints read)
@@ -82,11 +47,8 @@ _FLAGS = {
 
 @functools.lru_cache(maxsize=1)
 def _probes() -> dict:
-    arg = json.dumps({k: (_flag_src(p), m) for k, (p, m) in _FLAGS.items()})
-    env = {**os.environ, "PYTHONPATH": str(TREE)}
-    out = subprocess.run([sys.executable, "-c", _PROBE, arg], cwd=TREE, env=env,
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return probe_flags({k: (_flag_src(p), m) for k, (p, m) in _FLAGS.items()},
+                       "import decimal, faulthandler, fnmatch, os, signal, struct, sys")
 
 
 @pytest.mark.state_modules()
@@ -135,14 +97,14 @@ print(json.dumps({"reached": "utf_8" in cache and cache is not encodings._cache,
 
 @pytest.mark.state_modules()
 def test_r60b_gc_call_from_a_made_spec_lang_module_is_recorded():
-    got = _child(_MADE.replace("NAME", "'spec_lang.r60b_made'"))
+    got = run_child(_MADE.replace("NAME", "'spec_lang.r60b_made'"))
     assert got["reached"]
     assert got["unreadable"]
 
 
 @pytest.mark.state_modules()
 def test_r60b_control_same_function_in_a_module_of_another_name_is_recorded():
-    got = _child(_MADE.replace("NAME", "'r60b_made'"))
+    got = run_child(_MADE.replace("NAME", "'r60b_made'"))
     assert got == {"reached": True, "unreadable": True}
 
 

@@ -11,15 +11,12 @@ key in ``int``'s dict, an audit hook).
 from __future__ import annotations
 
 import functools
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TREE = Path(__file__).resolve().parents[2]
+from tests.adversarial.child_probe import flag_src, probe_flags, run_child
+
 ROUND = Path(__file__).resolve().parent / "plans" / "round60c"
 
 
@@ -29,32 +26,8 @@ def _prove(name: str) -> int:
     return prove_main(["--torch", str(ROUND / name), "--jobs", "1", "--no-check"])
 
 
-# each flag (step 1: False, leaving its state; step 2: True) between two process-state
-# fingerprints (every process-wide entry, the C settings and registries, the audit record; the
-# globals of the modules named), all in one child, each in its own namespace
-_PROBE = """
-import json, sys
-from spec_lang.torch_frontend import c_registries as C
-from spec_lang.torch_frontend.process_state import _process_state
-from spec_lang.torch_frontend.step_state import state_changes
-C.watch_audit_hooks()
-out = {}
-for name, (src, mods) in json.loads(sys.argv[1]).items():
-    ns = {}
-    exec("import ctypes, decimal, gc, os, struct, sys, types\\n" + src, ns)
-    s0 = _process_state(modules=mods)
-    a = ns["_flag"]()
-    s1 = _process_state(modules=mods)
-    b = ns["_flag"]()
-    out[name] = {"flag1": bool(a), "flag2": bool(b), "changes": sorted(state_changes(s0, s1))}
-print(json.dumps(out))
-"""
-
-
 def _flag_src(plan: str) -> str:
-    """The plan's code from its ``H = {}`` line to ``parallelize`` (its ``_flag``, helpers)."""
-    text = (ROUND / plan).read_text()
-    return text[text.index("\nH = {}\n"):text.index("\ndef parallelize")]
+    return flag_src(ROUND / plan)
 
 
 # the control of R60c-1 and R60c-2: the same store reached by the train file's own gc call
@@ -170,11 +143,7 @@ _FLAGS = {
 
 @functools.lru_cache(maxsize=1)
 def _probes() -> dict:
-    arg = json.dumps(_FLAGS)
-    env = {**os.environ, "PYTHONPATH": str(TREE)}
-    out = subprocess.run([sys.executable, "-c", _PROBE, arg], cwd=TREE, env=env,
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return probe_flags(_FLAGS, "import ctypes, decimal, gc, os, struct, sys, types")
 
 
 @pytest.mark.state_modules()
@@ -212,10 +181,7 @@ print(json.dumps({"reads": list(C._GC_READS)}))
 
 @pytest.mark.state_modules()
 def test_r60c_control_front_end_gc_calls_unrecorded():
-    env = {**os.environ, "PYTHONPATH": str(TREE)}
-    out = subprocess.run([sys.executable, "-c", _OWN_CALLS], cwd=TREE, env=env,
-                         capture_output=True, text=True, check=True).stdout
-    assert json.loads(out.strip().splitlines()[-1]) == {"reads": []}
+    assert run_child(_OWN_CALLS) == {"reads": []}
 
 
 # -- the proves (numbers in ATTEMPTS.md, Round 60c) ------------------------------------------
