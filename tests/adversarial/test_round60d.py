@@ -183,8 +183,15 @@ def test_r60d_right_example_stays_equivalent(example):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R60c-2 open (the train file calling our functions)")
-@pytest.mark.parametrize("name", ["r60d_01_gc_by_finalize_of_our_special_text_wrong.py",
-                                  "r60d_02_step_compiled_as_frozen_wrong.py"])
-def test_r60d_wrong_plan_not_equivalent(name):
-    assert _prove(name) != 0
+@pytest.mark.xfail(strict=True, reason="R60c-2 open (the train file calling our functions): "
+                   "EQUIVALENT rc 0, 60.4 s; truth step 2 w0 0.005758")
+def test_r60d_2_wrong_plan_not_equivalent():
+    assert _prove("r60d_02_step_compiled_as_frozen_wrong.py") != 0
+
+
+@pytest.mark.slow
+def test_r60d_1_plan_agrees_with_its_real_run():
+    # its finalizer runs at the capture's collection only: the real 2-process run shows no
+    # difference at step 2 either (truth: w2 2.2e-19, w0 w1 0), so the plan, named wrong, is
+    # right as it runs, and EQUIVALENT (rc 0, 64.7 s at stop 60) agrees; never refuted
+    assert _prove("r60d_01_gc_by_finalize_of_our_special_text_wrong.py") in (0, 2)
