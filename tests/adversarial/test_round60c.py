@@ -202,7 +202,10 @@ _PLANS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plan", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="R60c-2: EQUIVALENT")) if p.startswith("r60c_03") else p
+    strict=True, reason="R60c-2: EQUIVALENT")) if p.startswith("r60c_03") else pytest.param(
+    p, marks=pytest.mark.xfail(strict=True, reason="R11-5 family: a library module's global "
+                               "is read by its type only (EQUIVALENT at stop 60)"))
+    if p.startswith(("r60c_07", "r60c_08")) else p
     for p in _PLANS])     # (the others not EQUIVALENT since stop 60)
 def test_r60c_prove_not_equivalent(plan):
     assert _prove(plan) != 0
