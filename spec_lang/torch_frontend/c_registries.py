@@ -9,8 +9,9 @@ read for the step-state fingerprint (:mod:`spec_lang.torch_frontend.process_stat
 - audit hooks (``sys.addaudithook``): they run on every audited event, the step's too, and
   can neither be listed nor removed; one the train file adds is refused (exit 3, naming its
   line) and recorded, so a train file that catches the refusal is unreadable. Our own hook
-  also records the train file's ``gc.get_referrers`` / ``gc.get_objects`` calls: they reach
-  the containers the interpreter holds in C (the codec cache's keys: R59d-2).
+  also records the train file's ``gc.get_referrers`` / ``gc.get_objects`` /
+  ``gc.get_referents`` calls: they reach the containers the interpreter holds in C (the codec
+  cache: R59d-2; a C module's state: R60b-4).
 
 Which exit callbacks a module's import registered is recorded as it happens
 (:func:`watch_atexit`): ``atexit.register`` is wrapped, before the train file runs, by one
@@ -47,8 +48,8 @@ from spec_lang.torch_frontend.value_text import (UNREADABLE, _global_text, _iden
                                                  deep_text, key_text,
                                                  own_dict)
 
-__all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "watch_atexit", "c_settings",
-           "AuditHookAdded", "ATEXIT", "CODECS", "AUDIT", "SETTINGS"]
+__all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "watch_atexit",
+           "c_settings", "AuditHookAdded", "ATEXIT", "CODECS", "AUDIT", "SETTINGS"]
 
 ATEXIT = "exit callbacks (atexit)"
 CODECS = "the codec registry (search functions, cache, error handlers)"
@@ -186,7 +187,7 @@ _ATEXIT_OFFSET = _find_atexit(_INTERP)
 _CODECS = _find_codecs(_INTERP)
 _AUDIT_ADDED: list[int] = []
 _AUDIT_WATCHED: list[bool] = []
-_GC_READS: list[str] = []      # file:line of each gc.get_referrers / get_objects not ours
+_GC_READS: list[str] = []      # file:line of each collector call (_GC_EVENTS) not ours
 # (get_referents too: it reaches a C module's state, its caches: R60b-4)
 _GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects", "gc.get_referents"})
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spec_lang/
@@ -253,9 +254,9 @@ def watch_audit_hooks() -> None:
     fingerprint unreadable; one that also empties the record sets out to tell the capture
     from the run (R59a-2; docs/torch.md). The hook also records each ``gc.get_referrers`` /
     ``gc.get_objects`` / ``gc.get_referents`` call from code not the front end's own
-    (:func:`_ours`; file:line): they hand the train file containers only the interpreter holds, such as the codec cache (R59d-2), so a
-    fingerprint taken after one is unreadable. Audit hooks cannot be removed, so this is
-    called once per process."""
+    (:func:`_ours`; file:line): they hand the train file containers only the interpreter
+    holds, such as the codec cache (R59d-2), so a fingerprint taken after one is unreadable.
+    Audit hooks cannot be removed, so this is called once per process."""
     if _AUDIT_WATCHED:
         return
     # the front end's functions, before the train file runs (the modules whose functions
@@ -480,7 +481,8 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     elif _GC_READS:
         out[AUDIT] = UNREADABLE + (
             f"{_GC_READS[0]}: the train file reads the interpreter's objects through "
-            f"gc.get_referrers / gc.get_objects ({len(_GC_READS)} call(s)), which reach state "
+            f"gc.get_referrers / get_objects / get_referents ({len(_GC_READS)} call(s)), "
+            "which reach state "
             "held in C that the fingerprint does not compare; drop the call from the train file")
     else:
         out[AUDIT] = ""
