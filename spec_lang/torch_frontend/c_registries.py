@@ -44,6 +44,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from spec_lang.torch_frontend.c_settings import SETTINGS, c_settings
 from spec_lang.torch_frontend.value_text import (UNREADABLE, _global_text, _ident, _items,
                                                  deep_text, key_text,
                                                  own_dict)
@@ -487,108 +488,3 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     else:
         out[AUDIT] = ""
     return out
-
-
-SETTINGS = "interpreter and process settings kept in C"
-
-
-def c_settings() -> dict[str, str]:
-    """Settings the interpreter or the OS process keeps in C that a step can set and a later
-    step read (R59a-1, R59a-3): the async generator hooks (with all they hold), the coroutine
-    origin tracking depth, ``dlopen`` flags, the blocked signal mask, the collector's debug
-    flags, ``faulthandler``, the signal wakeup descriptor, every locale category, the interval
-    timers (armed or not, and their intervals), the default thread stack size and socket
-    timeout, CPU affinity, the scheduling priority, the resource limits, ``tracemalloc``'s
-    state, ctypes' private errno and the C library's environment (``os.putenv``). ``getitimer``'s
-    time left is not read (it runs down between two fingerprints)."""
-    import faulthandler
-    import gc
-    import locale
-    import signal
-    import threading
-
-    hooks = sys.get_asyncgen_hooks()
-    texts: list[Any] = [deep_text(hooks.firstiter), deep_text(hooks.finalizer),
-                        sys.get_coroutine_origin_tracking_depth(), sys.getdlopenflags(),
-                        sorted(int(x) for x in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
-                        gc.get_debug(), faulthandler.is_enabled(), threading.stack_size()]
-    try:   # (the only way to read it: set and put back; the main thread only)
-        fd = signal.set_wakeup_fd(-1)
-        signal.set_wakeup_fd(fd)
-        texts.append(fd)
-    except ValueError:
-        texts.append("?")
-    texts += [locale.setlocale(getattr(locale, c)) for c in (
-        "LC_CTYPE", "LC_COLLATE", "LC_TIME", "LC_MONETARY", "LC_NUMERIC", "LC_MESSAGES")
-        if hasattr(locale, c)]
-    texts += [(bool(t[0]), t[1]) for t in (signal.getitimer(w) for w in (
-        signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF))]
-    sock = sys.modules.get("socket")
-    texts.append(sock.getdefaulttimeout() if sock is not None else None)
-    texts.append(sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None)
-    texts.append(os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None)
-    if _SCHED is not None:       # the scheduling policy (R60b-6)
-        texts += [_SCHED[0](0), _SCHED[1](0).sched_priority]
-    texts.append(_prctl())
-    try:
-        import resource
-        texts += [resource.getrlimit(getattr(resource, r)) for r in sorted(dir(resource))
-                  if r.startswith("RLIMIT_")]
-    except ImportError:
-        pass
-    import tracemalloc
-
-    texts += [tracemalloc.is_tracing(), tracemalloc.get_traceback_limit(), ctypes.get_errno()]
-    texts.append(_c_environ())      # (tracemalloc, ctypes' errno, the C environment: R59c-3)
-    return {SETTINGS: repr(texts)}
-
-
-# prctl(2) options read back as the call's result: timer slack (R60b-10), dumpable, keepcaps,
-# no_new_privs, the transparent huge pages switch; and through a pointer: the parent-death
-# signal, child subreaper, TSC access (an int) and the thread's name (16 bytes: R60c-3)
-_PRCTL_GETS = (30, 3, 7, 39, 42)
-_PRCTL_INTS = (2, 37, 25)
-_PR_GET_NAME = 16
-# what the fingerprint calls, bound before the train file can rebind it (R60c-4, as R32-2)
-_CDLL = ctypes.CDLL
-_SCHED = (os.sched_getscheduler, os.sched_getparam) \
-    if hasattr(os, "sched_getscheduler") else None
-try:
-    _LIBC = _CDLL(None)     # (no use_errno: ctypes' private errno stays as read)
-    _PRCTL = _LIBC.prctl
-    _PRCTL.restype = ctypes.c_int
-except (OSError, AttributeError):
-    _LIBC = _PRCTL = None
-
-
-def _prctl() -> list[Any] | str:
-    """The process settings ``prctl(2)`` returns (Linux; else ``"?"``)."""
-    if _PRCTL is None:
-        return "?"
-    zero = ctypes.c_ulong(0)
-    out: list[Any] = [_PRCTL(ctypes.c_int(o), zero, zero, zero, zero) for o in _PRCTL_GETS]
-    for o in _PRCTL_INTS:
-        v = ctypes.c_int(0)
-        out.append((_PRCTL(ctypes.c_int(o), ctypes.byref(v), zero, zero, zero), v.value))
-    name = ctypes.create_string_buffer(17)
-    out.append((_PRCTL(ctypes.c_int(_PR_GET_NAME), name, zero, zero, zero), name.value))
-    return out
-
-
-def _c_environ() -> str:
-    """A digest of the C library's environment (``environ``): ``os.putenv`` changes it and
-    not ``os.environ``, and torch's C++ code reads it with ``getenv``."""
-    import hashlib
-
-    try:
-        if _LIBC is None:
-            return "?"
-        env = ctypes.POINTER(ctypes.c_char_p).in_dll(_LIBC, "environ")
-    except (OSError, ValueError):
-        return "?"
-    out, i = [], 0
-    while env[i] is not None:
-        out.append(env[i])
-        i += 1
-    return hashlib.sha1(repr(sorted(out)).encode()).hexdigest()  # noqa: S324
-

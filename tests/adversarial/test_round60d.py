@@ -160,7 +160,7 @@ _OPEN = pytest.mark.xfail(strict=True, reason="R60d: a step's flag unseen by the
 # (stop 60 took 297ba88's stack walk back, R60d-6: every plan was UNKNOWN; the train file
 # calling our functions directly, R60c-2, is open in every form, the `<string>` one too)
 _STILL_OPEN = {"finalize_special_text", "frozen_name_special_text", "venv_name_special_text",
-               "train_file_in_spec_lang", "train_file_in_venv", "y_gc_debug_rebound",
+               "train_file_in_spec_lang", "train_file_in_venv",
                "zz_string_name_special_text"}
 
 
