@@ -136,6 +136,8 @@ class Trace:
     pp: dict[str, Any] | None = None
     # the rank's dist.new_group calls, the mesh's axes taken (new_groups.made_log)
     new_groups: dict[str, list] = field(default_factory=dict)
+    # the state the step leaves was read (``capture``'s ``state``): the traces at real sizes
+    state_read: bool = True
 
 
 def probe_sizes(sizes: Mapping[str, int], mesh: Mapping[str, int]) -> dict[str, int]:
@@ -235,7 +237,7 @@ STATE_DOMAIN = {"exp_avg": "real", "exp_avg_sq": "positive", "max_exp_avg_sq": "
 
 def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
             coords: Mapping[str, int] | None = None, groups: Mapping[str, str] | None = None,
-            pp_in: list | None = None, cpu: bool = False) -> Trace:
+            pp_in: list | None = None, cpu: bool = False, state: bool = True) -> Trace:
     """Trace one step of ``tf`` at ``sizes``: the spec when ``mesh`` is None, else the plan on
     the rank of the current fake process group (``mesh`` is its ``DeviceMesh``).
 
@@ -246,7 +248,13 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
         NeedsCpu: a pipeline stage was built on ``meta`` tensors (trace again with ``cpu``).
 
     ``pp_in``: a later pipeline stage's input metadata; ``cpu``: trace on fake cpu tensors
-    (:mod:`pp_capture`).
+    (:mod:`pp_capture`); ``state``: read the state the step leaves for the next one (the
+    step-state fingerprints before and after it, ``step_state``, and the search for references
+    to the parameters it replaced, ``stale_refs``). ``prove --torch`` reads it in the traces
+    at the real sizes, the sizes the run repeats its step at, on every rank; a trace at the
+    probe sizes (``state=False``) only names the dims, and is aligned node by node with the
+    real sizes' (``real_ranks``, ``real_moves``), so what a later step at the probe sizes
+    would do is no part of the verdict (``Trace.state_read``; docs/torch.md, "Probe sizes").
     """
     # a pipelined step is traced on fake cpu tensors; on meta tensors building a stage raises
     # NeedsCpu, and the caller traces again in a fresh process (never in this one: the user's
@@ -254,7 +262,8 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
     device = "cpu" if cpu else "meta"
     with threads_refused(tf.path), pipelining(tf.path, cpu=cpu, in_meta=pp_in) as rec:  # R34b-2
         try:
-            tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups, device=device)
+            tr = _capture(tf, sizes, mesh=mesh, coords=coords, groups=groups, device=device,
+                          state=state)
         except PlanError:                    # NeedsCpu too
             if "needs-cpu" in rec.refusals:
                 raise NeedsCpu() from None
@@ -281,7 +290,7 @@ def capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any = None,
 
 def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
              coords: Mapping[str, int] | None, groups: Mapping[str, str] | None,
-             device: str = "meta") -> Trace:
+             device: str = "meta", state: bool = True) -> Trace:
     path = tf.path
     plan = mesh is not None
     try:
@@ -427,10 +436,12 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
             m = mesh if plan else None
             old = {id(p): f"parameter {n}" for n, p in params} | {
                 id(b): f"buffer {n}" for n, b in buffers}     # replaced: held is R44c-5
+            # (read in the traces at the real sizes only: ``state``, capture's docstring)
             state0 = step_state(model, opt, user_modules, ours, base_keys, bufs, m, old,
-                                f"{path}:1")
-            refuse_held([*params, *buffers], [orig, params, buffers], f"{path}:1",  # R45a-3
-                        collect=False)      # step_state collected just now
+                                f"{path}:1") if state else {}
+            if state:
+                refuse_held([*params, *buffers], [orig, params, buffers], f"{path}:1",  # R45a-3
+                            collect=False)      # step_state collected just now
             with train_step_running(), counted(), (    # writes by storage (storage_writes)
                     unsharded_grad_reads_refused(path) if plan else contextlib.nullcontext()), (
                     freed_reads_refused(path) if plan else contextlib.nullcontext()):
@@ -449,7 +460,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
                                 "them in train_step and do not keep them")
             # modules next to the train file imported during the step count too (R8-10)
             state1 = step_state(model, opt, _user_modules(tf), ours, base_keys, bufs, m, old,
-                                f"{path}:1")
+                                f"{path}:1") if state else {}
             changed = state_changes(state0, state1)
         for h in hooks_dp:
             h.remove()
@@ -515,7 +526,8 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     refuse_foreign_groups(gm, found, path)
     return Trace(gm=gm, inputs=inputs, outputs=list(outputs), mesh=mesh_sizes,
                  coords=dict(coords or {}), groups=dict(groups or {}), sizes=dict(sizes),
-                 tied=tied, styles=styles, after=dict(after), new_groups=made_log())
+                 tied=tied, styles=styles, after=dict(after), new_groups=made_log(),
+                 state_read=state)
 
 
 def _unit_site(unit: Any, path: str) -> str:

@@ -97,12 +97,12 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
     # micro-batch count divides too; the other ranks' jobs start as soon as it is known
     with Pool(workers=workers) as pool:
         first = [pool.submit(Job(tf.path, tf.sizes, zero, src, tf.mesh)),
-                 pool.submit(Job(tf.path, probe, None, src)),
+                 pool.submit(Job(tf.path, probe, None, src, state=False)),
                  pool.submit(Job(tf.path, tf.sizes, None, src))]
         plan_real = pool.result(first[0])
         others = [c for c in coords if c != zero]     # every other rank at the real sizes too
         ids = [] if plan_real.pp is not None else [   # (R4-7: a rank wrong only at them)
-            pool.submit(Job(tf.path, probe, c, src, tf.mesh)) for c in coords] + [
+            pool.submit(Job(tf.path, probe, c, src, tf.mesh, state=False)) for c in coords] + [
             pool.submit(Job(tf.path, tf.sizes, c, src, tf.mesh)) for c in others]
         spec, spec_real, *rest = [pool.result(i) for i in first[1:] + ids]
     if plan_real.pp is not None:

@@ -71,7 +71,7 @@ def capture_pipelined(tf: Any, real0: Any, spec0: Any, spec_real: Any, *, worker
     probe_mesh = {**tf.mesh, MB: n_mb}
     probe = probe_sizes(tf.sizes, probe_mesh)
     spec = (spec0 if probe == spec0.sizes else
-            run_jobs([Job(tf.path, probe, None, src)], workers=workers)[0])
+            run_jobs([Job(tf.path, probe, None, src, state=False)], workers=workers)[0])
     # stage -> [probe traces per coordinate of the other axes..., the zero coordinate's real
     # trace, the other coordinates' real traces...] (R4-7: every rank at the real sizes too)
     entries = [(oc, probe) for oc in ocoords] + [(zero, tf.sizes)] + [
@@ -86,7 +86,8 @@ def capture_pipelined(tf: Any, real0: Any, spec0: Any, spec_real: Any, *, worker
                 reuse[i] = real0
                 continue
             prev = None if s == 0 else by_stage[s - 1][i].pp["out_meta"]
-            jobs.append((i, Job(tf.path, sizes, c, src, tf.mesh, pp_in=prev, cpu=True)))
+            jobs.append((i, Job(tf.path, sizes, c, src, tf.mesh, pp_in=prev, cpu=True,
+                                state=i >= n_probe)))   # (the state at the real sizes)
         got = run_jobs([j for _, j in jobs], workers=workers) if jobs else []
         row: list[Any] = [None] * len(entries)
         for (i, _), tr in zip(jobs, got):

@@ -463,8 +463,14 @@ def _c_state(collecting: bool) -> dict[str, str]:
 
 def _flushes_denormals() -> bool:
     """``torch.set_flush_denormal(True)`` is on (it has no getter; it changes float64
-    results: the smallest subnormal times 1 is 0)."""
-    return float(torch.tensor([5e-324], dtype=torch.float64).mul(1.0)[0]) == 0.0
+    results: the smallest subnormal times 1 is 0). Computed on a real CPU tensor with the
+    dispatch modes off: within the traced step (the capture's fake and proxy modes) the
+    product was recorded in the step's graph, four nodes per fingerprint, so a trace whose
+    step state is read and one whose is not (``capture``'s ``state``) had other nodes."""
+    from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
+
+    with _disable_current_modes():
+        return float(torch.tensor([5e-324], dtype=torch.float64).mul(1.0)[0]) == 0.0
 
 
 def _umask() -> int:

@@ -123,7 +123,8 @@ def dump(trace: Any) -> bytes:
             "outputs": [asdict(r) for r in trace.outputs],
             "mesh": trace.mesh, "coords": trace.coords, "groups": trace.groups,
             "sizes": trace.sizes, "tied": trace.tied, "styles": trace.styles,
-            "after": trace.after, "pp": trace.pp, "new_groups": trace.new_groups}
+            "after": trace.after, "pp": trace.pp, "new_groups": trace.new_groups,
+            "state_read": trace.state_read}
     return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -271,7 +272,8 @@ def load_trace(blob: bytes) -> Any:
                  mesh=data["mesh"], coords=data["coords"], groups=data["groups"],
                  sizes=data["sizes"], tied=data["tied"], styles=data.get("styles", {}),
                  after=data.get("after", {}), pp=data.get("pp"),
-                 new_groups=data.get("new_groups", {}))
+                 new_groups=data.get("new_groups", {}),
+                 state_read=bool(data.get("state_read", True)))
 
 
 class Job:
@@ -280,7 +282,7 @@ class Job:
 
     def __init__(self, path: str, sizes: Mapping[str, int], coords: Mapping[str, int] | None,
                  source: bytes, mesh: Mapping[str, int] | None = None,
-                 pp_in: Sequence[Any] | None = None, cpu: bool = False):
+                 pp_in: Sequence[Any] | None = None, cpu: bool = False, state: bool = True):
         self.path, self.sizes, self.coords = path, dict(sizes), (None if coords is None
                                                                  else dict(coords))
         self.source, self.mesh = source, dict(mesh or {})
@@ -290,6 +292,8 @@ class Job:
                                                  for s, d, st, rg in pp_in]
         # trace on fake cpu tensors (a pipelined step); set when a child answers NEEDS_CPU
         self.cpu = cpu or pp_in is not None
+        # read the state the step leaves (capture's ``state``): False at the probe sizes
+        self.state = state
 
 
 _ROOT = str(Path(__file__).resolve().parents[2])
@@ -370,7 +374,8 @@ class Pool:
             src = os.path.join(self.tmp, f"{i}.src")
             Path(src).write_bytes(job.source)
             spec = json.dumps({"sizes": job.sizes, "coords": job.coords, "mesh": job.mesh,
-                               "source": src, "pp_in": job.pp_in, "cpu": job.cpu})
+                               "source": src, "pp_in": job.pp_in, "cpu": job.cpu,
+                               "state": job.state})
             errf = open(out + ".err", "wb")  # noqa: SIM115 -- closed when the child ends
             p = subprocess.Popen(  # noqa: S603 -- our own module, argv built here
                 [sys.executable, "-I", "-c", _BOOT, _ROOT, job.path, spec, out],

@@ -1,6 +1,7 @@
 """The child process that captures one trace: ``python -I -c BOOT ROOT FILE JOB OUT`` (``JOB`` =
 JSON ``{"sizes": {...}, "coords": {...} | null, "mesh": {...} | null, "source": file of the
-train file's bytes}``; see
+train file's bytes, "state": false at the probe sizes (the step-state fingerprints skipped:
+``capture.capture``'s ``state``)}``; see
 :mod:`spec_lang.torch_frontend.tracedata`). Writes the trace's bytes to ``OUT``, or ``ERROR\\n``
 and the one-line message of a user error."""
 
@@ -80,15 +81,16 @@ def main(argv: list[str]) -> int:
                             "mesh, whatever the rank")
         sys.path.insert(0, str(Path(path).resolve().parent))
         sizes = {k: int(v) for k, v in spec["sizes"].items()}
+        state = spec.get("state") is not False    # (False: a trace at the probe sizes)
         if spec["coords"] is None:
-            tr = capture(tf, sizes)
+            tr = capture(tf, sizes, state=state)
         else:
             with fake_world(tf.mesh, spec["coords"]) as w:
                 pp_in = spec.get("pp_in")
                 tr = capture(tf, sizes, mesh=w.mesh, coords=w.coords, groups=w.groups,
                              pp_in=None if pp_in is None else [
                                  (tuple(s), d, tuple(st), bool(rg)) for s, d, st, rg in pp_in],
-                             cpu=bool(spec.get("cpu")))
+                             cpu=bool(spec.get("cpu")), state=state)
         caught_check(path, "during the capture")
         escapes_check()
         _refuse_kernels(path, kernel_changes(), "after the step")
