@@ -22,7 +22,7 @@ import hashlib
 import os
 import sys
 from ctypes import (CDLL, POINTER, byref, c_char_p, c_int, c_ulong, create_string_buffer,
-                    get_errno)
+                    get_errno, memset)
 from typing import Any
 
 from spec_lang.torch_frontend.value_text import deep_text
@@ -83,6 +83,20 @@ try:
     _PRCTL.restype = c_int
 except (OSError, AttributeError):
     _LIBC = _PRCTL = None
+# glibc's ``struct sigaction`` on 64-bit Linux (x86-64, aarch64): the handler (8 bytes), a
+# 1024-bit ``sa_mask`` of which the kernel fills the first 64 bits (glibc copies the rest from
+# its stack: not read), ``int sa_flags`` at byte 136; elsewhere the dispositions read "?"
+try:
+    _SIGACTION: Any = _LIBC.sigaction \
+        if sys.platform == "linux" and os.uname().machine in ("x86_64", "aarch64") else None
+    _SIGACTION.restype = c_int
+except AttributeError:
+    _SIGACTION = None
+_NSIG = 65                    # signals 1-64 (Linux: SIGRTMAX)
+_SIGACTION_BYTES = 256        # more than the struct (152 bytes)
+_SIGACTION_READ = ((0, 16), (136, 140))     # handler and the kernel's mask; the flags
+_LISTDIR, _READLINK = os.listdir, os.readlink
+_MEMSET = memset
 
 
 def c_settings() -> dict[str, str]:
@@ -92,9 +106,11 @@ def c_settings() -> dict[str, str]:
     flags, ``faulthandler``, the signal wakeup descriptor, every locale category, the interval
     timers (armed or not, and their intervals), the default thread stack size and socket
     timeout, CPU affinity, the scheduling priority and policy (R60b-6), the ``prctl`` settings
-    (R60b-10, R60c-3), the resource limits, ``tracemalloc``'s state, ctypes' private errno and
-    the C library's environment (``os.putenv``: R59c-3). ``getitimer``'s time left is not read
-    (it runs down between two fingerprints).
+    (R60b-10, R60c-3), the resource limits, ``tracemalloc``'s state, ctypes' private errno,
+    the C library's environment (``os.putenv``: R59c-3), every signal's disposition as the C
+    library holds it (``faulthandler.register``: R60b-5) and the open file descriptors (R60b-8).
+    ``getitimer``'s time left is not read (it runs down between two fingerprints), nor a
+    descriptor's offset (a step that prints or logs moves it).
 
     Returns:
         ``{SETTINGS: text}``, one text for all of them (a ``"?"`` part: not readable here)."""
@@ -119,7 +135,7 @@ def c_settings() -> dict[str, str]:
     texts.append(_prctl())
     texts += [_GETRLIMIT(r) for r in _RLIMITS]
     texts += [_TRACING[0](), _TRACING[1]()] if _TRACING is not None else ["?", "?"]
-    texts += [get_errno(), _c_environ()]
+    texts += [get_errno(), _c_environ(), _signal_actions(), _descriptors()]
     return {SETTINGS: repr(texts)}
 
 
@@ -151,3 +167,36 @@ def _c_environ() -> str:
         out.append(env[i])
         i += 1
     return _SHA1(repr(sorted(out)).encode()).hexdigest()
+
+
+def _signal_actions() -> str:
+    """A digest of every signal's ``struct sigaction`` (handler, mask, flags) as ``sigaction(2)``
+    reads it back: a handler installed in C, which ``signal.getsignal`` does not show
+    (``faulthandler.register`` / ``unregister`` as a step counter: R60b-5). Addresses of C
+    handlers are this process's; the digest is compared within it (before and after a step)."""
+    if _SIGACTION is None:
+        return "?"
+    buf = create_string_buffer(_SIGACTION_BYTES)
+    out = []
+    for sig in range(1, _NSIG):
+        _MEMSET(buf, 0, _SIGACTION_BYTES)
+        ok = _SIGACTION(c_int(sig), None, buf) == 0   # (glibc's reserved 32, 33: EINVAL)
+        raw = buf.raw
+        out.append(b"".join(raw[a:b] for a, b in _SIGACTION_READ) if ok else b"-")
+    return _SHA1(b"|".join(out)).hexdigest()
+
+
+def _descriptors() -> list[tuple[int, str]] | str:
+    """The open file descriptors and what each refers to (``/proc/self/fd``; elsewhere
+    ``"?"``): a descriptor a step leaves open is a counter the next step can find (R60b-8)."""
+    try:
+        fds = sorted(int(x) for x in _LISTDIR("/proc/self/fd"))
+    except (OSError, ValueError):
+        return "?"
+    out = []
+    for fd in fds:
+        try:
+            out.append((fd, _READLINK(f"/proc/self/fd/{fd}")))
+        except OSError:       # the listing's own descriptor, closed again
+            continue
+    return out
