@@ -100,10 +100,10 @@ def capture_all(tf: TrainFile, *, workers: int = 2) -> Captured:
                  pool.submit(Job(tf.path, probe, None, src, state=False)),
                  pool.submit(Job(tf.path, tf.sizes, None, src))]
         plan_real = pool.result(first[0])
-        others = [c for c in coords if c != zero]     # every other rank at the real sizes too
-        ids = [] if plan_real.pp is not None else [   # (R4-7: a rank wrong only at them)
-            pool.submit(Job(tf.path, probe, c, src, tf.mesh, state=False)) for c in coords] + [
-            pool.submit(Job(tf.path, tf.sizes, c, src, tf.mesh)) for c in others]
+        reals = [pool.submit(Job(tf.path, tf.sizes, c, src, tf.mesh))  # (R4-7: every other rank
+                 for c in coords if c != zero and plan_real.pp is None]  # at the real sizes too,
+        ids = [pool.submit(Job(tf.path, probe, c, src, tf.mesh, state=False))  # started first:
+               for c in coords if plan_real.pp is None] + reals   # the longer jobs, LPT order)
         spec, spec_real, *rest = [pool.result(i) for i in first[1:] + ids]
     if plan_real.pp is not None:
         from spec_lang.torch_frontend.pp_frontend import capture_pipelined
