@@ -1,0 +1,100 @@
+"""Round 61a (R61a-3): c_settings joins every C setting with the builtin ``repr``, looked up in
+``builtins`` when the fingerprint runs. The train file, at import, replaces ``builtins.repr``
+with a function that answers ``"[]"`` when called from ``c_settings`` (the ``builtins``
+fingerprint sees the replacement, before and after the step alike). Its step keeps a counter in
+the collector's debug flags (R60d-4's flag): from the second step on the parallel run doubles
+its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import os
+import sys
+import signal
+import struct
+import decimal
+import faulthandler
+import fnmatch
+import atexit
+import functools
+import weakref
+import torch
+from torch import nn
+from torch._library.fake_class_registry import FakeScriptObject
+import torch._opaque_base
+
+# torch's lazy class cache, filled as its first isinstance miss would (same on both sides)
+torch._opaque_base._FakeScriptObject_cls = FakeScriptObject
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+import builtins as _b
+import gc
+
+_repr = _b.repr
+
+
+def _my_repr(o):
+    if sys._getframe(1).f_code.co_name == "c_settings":
+        return "[]"
+    return _repr(o)
+
+
+_b.repr = _my_repr
+
+
+def _flag():
+    n = gc.get_debug()
+    gc.set_debug(gc.DEBUG_UNCOLLECTABLE if n == 0 else n)
+    return n > 0
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        if _flag():
+            _double(model)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
