@@ -4,11 +4,12 @@ real sizes only; the denormal probe off the traced graph) attacked. Plans in
 ``plans/round61a/`` (template r60c_03: the parallel step doubles its gradients from step 2 on a
 flag); the truth is ``python tests/adversarial/torch4_truth.py FILE 2``.
 
-R61a-1..3: ``c_settings`` binds its functions at import, but what it does with their results is
+R61a-1..4: ``c_settings`` binds its functions at import, but what it does with their results is
 still looked up when the fingerprint runs: ``c_int.value`` (a descriptor on ctypes' Python
 class), ``POINTER(c_char_p)`` (ctypes' ``_pointer_type_cache`` dict) and the builtins
 ``repr`` / ``sorted``. A train file that replaces one at import, answering a constant to
-``c_settings`` only, hides a step counter kept in that setting.
+``c_settings`` only, hides a step counter kept in that setting. R61a-4: 7e8ddcf2's ``_flushes_denormals`` likewise
+reads the flush-denormal switch through ``torch.Tensor.mul``, looked up when it runs.
 
 The unit forms run each plan's code (from its ``H = {}`` line: the import-time patch and the
 flag) in a child interpreter of its own (the patches stay in the process), between two
@@ -34,6 +35,7 @@ PLANS = {
     "pointer_cache": "r61a_02_pointer_cache_c_environ_wrong.py",
     "builtins_repr": "r61a_03_builtins_repr_gc_debug_wrong.py",
     "builtins_sorted": "r61a_04_builtins_sorted_sigmask_wrong.py",
+    "tensor_mul": "r61a_05_tensor_mul_flush_denormal_wrong.py",
 }
 
 # each flag (step 1: False, leaving its state; step 2: True) between two process-state
@@ -85,6 +87,15 @@ def _flag():
     gc.set_debug(gc.DEBUG_UNCOLLECTABLE if n == 0 else n)
     return n > 0
 ''',
+    "tensor_mul": '''
+import torch
+
+
+def _flag():
+    n = float.fromhex("0x1p-1074") * 1.0 == 0.0
+    torch.set_flush_denormal(True)
+    return n
+''',
     "builtins_sorted": '''
 def _flag():
     n = len(signal.pthread_sigmask(signal.SIG_BLOCK, []))
@@ -128,7 +139,9 @@ def test_r61a_flag_tells_step_2_from_step_1(name):
 @pytest.mark.state_modules()
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_r61a_control_step_1_state_is_a_change(name):
-    assert _controls()[name]["changes"] == ["interpreter and process settings kept in C"]
+    want = ("interpreter and torch settings" if name == "tensor_mul" else
+            "interpreter and process settings kept in C")
+    assert _controls()[name]["changes"] == [want]
 
 
 _WHY = {
@@ -137,6 +150,8 @@ _WHY = {
                      "the C environ",
     "builtins_repr": "R61a-3: builtins.repr replaced at import hides every C setting",
     "builtins_sorted": "R61a-3: builtins.sorted replaced at import hides the signal mask",
+    "tensor_mul": "R61a-4: torch.Tensor.mul replaced at import hides the flush-denormal switch "
+                  "from process_state._flushes_denormals",
 }
 
 
@@ -161,6 +176,7 @@ _PROVED = {  # EQUIVALENT at 7db38914; truth step 2 w0 0.005758 w1 0.002748 w2 0
     "pointer_cache": "EQUIVALENT rc 0, 30.7 s",
     "builtins_repr": "EQUIVALENT rc 0, 42.7 s",
     "builtins_sorted": "EQUIVALENT rc 0, 38.9 s",
+    "tensor_mul": "EQUIVALENT rc 0, 39.1 s",
 }
 
 
@@ -179,3 +195,17 @@ def test_r61a_right_example_stays_equivalent(example):
 
     path = TREE / "examples" / "torch" / example
     assert prove_main(["--torch", str(path), "--jobs", "1", "--no-check"]) == 0
+
+
+@pytest.mark.slow
+def test_r61a_06_flush_denormal_control_not_equivalent():
+    # r61a_05 without the patch: UNKNOWN (interpreter and torch settings), rc 2, 31.2 s
+    assert _prove("r61a_06_flush_denormal_control_wrong.py") != 0
+
+
+@pytest.mark.slow
+def test_r61a_07_plan_agrees_with_its_real_run():
+    # a cycle collected at the probe sizes by the train file, at the real sizes by step_state:
+    # the real 2-process run collects it too (truth: w2 2.2e-19 at step 2, w0 w1 0), so the
+    # plan, named wrong, runs right; EQUIVALENT (rc 0, 35.6 s) agrees
+    assert _prove("r61a_07_gc_cycle_collected_at_probe_sizes_wrong.py") in (0, 2)
