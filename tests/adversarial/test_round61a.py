@@ -209,3 +209,18 @@ def test_r61a_07_plan_agrees_with_its_real_run():
     # the real 2-process run collects it too (truth: w2 2.2e-19 at step 2, w0 w1 0), so the
     # plan, named wrong, runs right; EQUIVALENT (rc 0, 35.6 s) agrees
     assert _prove("r61a_07_gc_cycle_collected_at_probe_sizes_wrong.py") in (0, 2)
+
+
+@pytest.mark.slow
+def test_r61a_09_pdeathsig_control_not_equivalent():
+    # r61a_01 without the patch: UNKNOWN (interpreter and process settings kept in C), rc 2,
+    # 45.0 s: the c_int.value patch is what hides it
+    assert _prove("r61a_09_prctl_pdeathsig_control_wrong.py") != 0
+
+
+@pytest.mark.slow
+def test_r61a_08_stale_weight_at_probe_sizes_refused_by_alignment():
+    # a held pre-capture weight read at the probe sizes only (no stale-reference search there
+    # since 7e8ddcf2): the alignment refuses it ("the trace at real sizes runs aten.mm.default
+    # where the main trace runs _param_constant0"), rc 3, 42.8 s; a user error, not internal
+    assert _prove("r61a_08_stale_weight_at_probe_sizes_right.py") == 3
