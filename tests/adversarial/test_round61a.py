@@ -224,3 +224,15 @@ def test_r61a_08_stale_weight_at_probe_sizes_refused_by_alignment():
     # since 7e8ddcf2): the alignment refuses it ("the trace at real sizes runs aten.mm.default
     # where the main trace runs _param_constant0"), rc 3, 42.8 s; a user error, not internal
     assert _prove("r61a_08_stale_weight_at_probe_sizes_right.py") == 3
+
+
+@pytest.mark.slow
+def test_r61a_pipelined_examples():
+    # 7e8ddcf2's pp_frontend: the probe-size stage jobs read no state (EQUIVALENT rc 0, 87.2 s;
+    # the buggy one NOT EQUIVALENT rc 1, 96.3 s)
+    from proofs.cli import prove_main
+
+    ex = TREE / "examples" / "torch"
+    assert prove_main(["--torch", str(ex / "llama_pp_dp.py"), "--jobs", "1", "--no-check"]) == 0
+    assert prove_main(["--torch", str(ex / "llama_pp_dp_no_scale_grads_buggy.py"), "--jobs", "1",
+                       "--no-check"]) == 1
