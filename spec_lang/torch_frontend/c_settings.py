@@ -8,7 +8,13 @@ that rebinds ``gc.get_debug``, ``os.sched_getscheduler``, ``ctypes.CDLL`` or any
 at import would otherwise hand the fingerprint a constant while its step reads the setting
 through the original (R60c-4, R60d-4; the R32-2 family). The C functions are taken from the
 C modules (``_signal``, ``_locale``, ``_thread``, ``_socket``, ``_tracemalloc``), not from
-their Python wrappers, whose module globals the train file could also rebind.
+their Python wrappers, whose module globals the train file could also rebind. What the readers
+return is read without a lookup the train file can change either (round 61a): ``prctl`` and
+``sigaction`` write into a buffer made here and read back with ctypes' own ``_string_at``
+(R61a-1: a descriptor on ``c_int.value``), their arguments are ctypes objects made here, the C
+environment is the pointer ``in_dll`` made here (R61a-2: a ``POINTER(c_char_p)`` type seeded
+into ctypes' pointer cache), a struct sequence is read by ``tuple``'s own item access; the
+builtins it calls are Python's own (``process_state.replaced_builtins``, R61a-3).
 """
 
 from __future__ import annotations
@@ -21,8 +27,8 @@ import gc
 import hashlib
 import os
 import sys
-from ctypes import (CDLL, POINTER, byref, c_char_p, c_int, c_ulong, create_string_buffer,
-                    get_errno, memset)
+from ctypes import (CDLL, POINTER, _string_at, addressof, c_char_p, c_int, c_ulong,
+                    create_string_buffer, get_errno, memset)
 from typing import Any
 
 from spec_lang.torch_frontend.value_text import deep_text
@@ -46,6 +52,7 @@ _LOCALE_CATEGORIES = tuple(getattr(_locale, c) for c in (
     "LC_CTYPE", "LC_COLLATE", "LC_TIME", "LC_MONETARY", "LC_NUMERIC", "LC_MESSAGES")
     if hasattr(_locale, c))
 _GETITIMER = _signal.getitimer
+_ITEM = tuple.__getitem__       # (a struct sequence's fields: its type's attributes can change)
 _ITIMERS = (_signal.ITIMER_REAL, _signal.ITIMER_VIRTUAL, _signal.ITIMER_PROF)
 try:
     import _socket
@@ -70,6 +77,8 @@ try:
 except ImportError:
     _TRACING = None
 _SHA1 = hashlib.sha1
+_FROM_BYTES = int.from_bytes
+_SPLIT = bytes.split
 
 # prctl(2) options read back as the call's result: timer slack (R60b-10), dumpable, keepcaps,
 # no_new_privs, the transparent huge pages switch; and through a pointer: the parent-death
@@ -80,9 +89,18 @@ _PR_GET_NAME = 16
 try:
     _LIBC: Any = CDLL(None)     # (no use_errno: ctypes' private errno stays as read)
     _PRCTL: Any = _LIBC.prctl
-    _PRCTL.restype = c_int
+    _PRCTL.restype = c_int      # (its result conversion is fixed now: _check_retval_ too)
 except (OSError, AttributeError):
     _LIBC = _PRCTL = None
+# the arguments and the buffer the calls fill, made now; read back by address
+_ZERO = c_ulong(0)
+_ARGS = {o: c_int(o) for o in (30, 3, 7, 39, 42, 2, 37, 25, 16)}     # the prctl options
+_BUF = create_string_buffer(256)
+_BUF_AT = addressof(_BUF)
+try:
+    _ENVIRON: Any = POINTER(c_char_p).in_dll(_LIBC, "environ")   # (the variable itself)
+except (OSError, ValueError, AttributeError, TypeError):
+    _ENVIRON = None
 # glibc's ``struct sigaction`` on 64-bit Linux (x86-64, aarch64): the handler (8 bytes), a
 # 1024-bit ``sa_mask`` of which the kernel fills the first 64 bits (glibc copies the rest from
 # its stack: not read), ``int sa_flags`` at byte 136; elsewhere the dispositions read "?"
@@ -95,6 +113,7 @@ except AttributeError:
 _NSIG = 65                    # signals 1-64 (Linux: SIGRTMAX)
 _SIGACTION_BYTES = 256        # more than the struct (152 bytes)
 _SIGACTION_READ = ((0, 16), (136, 140))     # handler and the kernel's mask; the flags
+_SIGNALS = {s: c_int(s) for s in range(1, _NSIG)}
 _LISTDIR, _READLINK = os.listdir, os.readlink
 _MEMSET = memset
 
@@ -115,7 +134,7 @@ def c_settings() -> dict[str, str]:
     Returns:
         ``{SETTINGS: text}``, one text for all of them (a ``"?"`` part: not readable here)."""
     hooks = _ASYNCGEN_HOOKS()
-    texts: list[Any] = [deep_text(hooks.firstiter), deep_text(hooks.finalizer),
+    texts: list[Any] = [deep_text(_ITEM(hooks, 0)), deep_text(_ITEM(hooks, 1)),
                         _ORIGIN_DEPTH(), _DLOPEN_FLAGS(),
                         sorted(int(x) for x in _SIGMASK(_SIG_BLOCK, [])),
                         _GC_DEBUG(), _FAULTHANDLER(), _STACK_SIZE()]
@@ -131,7 +150,7 @@ def c_settings() -> dict[str, str]:
     texts.append(sorted(_AFFINITY(0)) if _AFFINITY is not None else None)
     texts.append(_PRIORITY(_PRIO_PROCESS, 0) if _PRIORITY is not None else None)
     if _SCHED is not None:
-        texts += [_SCHED[0](0), _SCHED[1](0).sched_priority]
+        texts += [_SCHED[0](0), _ITEM(_SCHED[1](0), 0)]
     texts.append(_prctl())
     texts += [_GETRLIMIT(r) for r in _RLIMITS]
     texts += [_TRACING[0](), _TRACING[1]()] if _TRACING is not None else ["?", "?"]
@@ -140,27 +159,27 @@ def c_settings() -> dict[str, str]:
 
 
 def _prctl() -> list[Any] | str:
-    """The process settings ``prctl(2)`` returns (Linux; else ``"?"``)."""
+    """The process settings ``prctl(2)`` returns (Linux; else ``"?"``): the pointer results
+    written into :data:`_BUF` and read back by address (R61a-1)."""
     if _PRCTL is None:
         return "?"
-    zero = c_ulong(0)
-    out: list[Any] = [_PRCTL(c_int(o), zero, zero, zero, zero) for o in _PRCTL_GETS]
+    z = _ZERO
+    out: list[Any] = [_PRCTL(_ARGS[o], z, z, z, z) for o in _PRCTL_GETS]
     for o in _PRCTL_INTS:
-        v = c_int(0)
-        out.append((_PRCTL(c_int(o), byref(v), zero, zero, zero), v.value))
-    name = create_string_buffer(17)
-    out.append((_PRCTL(c_int(_PR_GET_NAME), name, zero, zero, zero), name.value))
+        _MEMSET(_BUF_AT, 0, 8)
+        rc = _PRCTL(_ARGS[o], _BUF, z, z, z)
+        out.append((rc, _FROM_BYTES(_string_at(_BUF_AT, 4), "little", signed=True)))
+    _MEMSET(_BUF_AT, 0, 32)
+    rc = _PRCTL(_ARGS[_PR_GET_NAME], _BUF, z, z, z)
+    out.append((rc, _SPLIT(_string_at(_BUF_AT, 17), b"\0", 1)[0]))
     return out
 
 
 def _c_environ() -> str:
     """A digest of the C library's environment (``environ``): ``os.putenv`` changes it and
     not ``os.environ``, and torch's C++ code reads it with ``getenv``."""
-    try:
-        if _LIBC is None:
-            return "?"
-        env = POINTER(c_char_p).in_dll(_LIBC, "environ")
-    except (OSError, ValueError):
+    env = _ENVIRON        # (made at import: R61a-2)
+    if env is None:
         return "?"
     out, i = [], 0
     while env[i] is not None:
@@ -176,12 +195,11 @@ def _signal_actions() -> str:
     handlers are this process's; the digest is compared within it (before and after a step)."""
     if _SIGACTION is None:
         return "?"
-    buf = create_string_buffer(_SIGACTION_BYTES)
     out = []
     for sig in range(1, _NSIG):
-        _MEMSET(buf, 0, _SIGACTION_BYTES)
-        ok = _SIGACTION(c_int(sig), None, buf) == 0   # (glibc's reserved 32, 33: EINVAL)
-        raw = buf.raw
+        _MEMSET(_BUF_AT, 0, _SIGACTION_BYTES)
+        ok = _SIGACTION(_SIGNALS[sig], None, _BUF) == 0   # (glibc's reserved 32, 33: EINVAL)
+        raw = _string_at(_BUF_AT, _SIGACTION_BYTES)
         out.append(b"".join(raw[a:b] for a, b in _SIGACTION_READ) if ok else b"-")
     return _SHA1(b"|".join(out)).hexdigest()
 

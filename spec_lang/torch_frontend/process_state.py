@@ -49,6 +49,27 @@ _LOGGER_CACHES = frozenset({"_cache", "manager", "parent", "loggerDict", "root"}
 
 # bound before the train file can rebind it (R60c-4, as R32-2)
 _GETCONTEXT = decimal.getcontext
+_TENSOR, _FLOAT64 = torch.tensor, torch.float64
+_MUL, _ITEM = torch._C.TensorBase.mul, torch._C.TensorBase.item  # noqa: SLF001
+from torch.utils._python_dispatch import _disable_current_modes as _NO_MODES  # noqa: E402
+# every builtin as it was when this module was imported (before the train file runs): the
+# fingerprint's own code calls them, so one the train file replaces makes it unreadable
+# (R61a-3: ``repr`` / ``sorted`` answering ``[]`` to ``c_settings`` only); read without
+# calling a builtin
+import builtins as _builtins  # noqa: E402
+_BUILTIN_NS = _builtins.__dict__
+_BUILTINS_AT_IMPORT = tuple(_builtins.__dict__.items())
+_NS_GET = dict.get
+_MISSING = object()
+
+
+def replaced_builtins() -> list[str]:
+    """The builtins replaced or removed since this module was imported (names, in order)."""
+    out: list[str] = []
+    for k, v in _BUILTINS_AT_IMPORT:
+        if _NS_GET(_BUILTIN_NS, k, _MISSING) is not v and k != "_":
+            out.append(k)
+    return out
 
 
 def _logger_links(v: Any) -> str:
@@ -145,9 +166,13 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
             hit = users[id(v)] = (v, _from_user(v, who))
         return hit[1]
 
+    replaced = replaced_builtins()
     out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
-           "builtins": _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
-                                           if k != "_")))}
+           "builtins": UNREADABLE + "builtins replaced since before the train file ran (" + (
+               ", ".join(replaced[:5])) + "): prove --torch's own reading of the state calls "
+           "them; leave Python's builtins as they are" if replaced else
+           _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
+                               if k != "_")))}
     np = sys.modules.get("numpy")
     if np is not None:
         out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
@@ -466,11 +491,11 @@ def _flushes_denormals() -> bool:
     results: the smallest subnormal times 1 is 0). Computed on a real CPU tensor with the
     dispatch modes off: within the traced step (the capture's fake and proxy modes) the
     product was recorded in the step's graph, four nodes per fingerprint, so a trace whose
-    step state is read and one whose is not (``capture``'s ``state``) had other nodes."""
-    from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
-
-    with _disable_current_modes():
-        return float(torch.tensor([5e-324], dtype=torch.float64).mul(1.0)[0]) == 0.0
+    step state is read and one whose is not (``capture``'s ``state``) had other nodes. Every
+    function it calls is bound at import, ``TensorBase``'s C methods rather than
+    ``torch.Tensor``'s (R61a-4: ``torch.Tensor.mul`` replaced at import answered 1)."""
+    with _NO_MODES():
+        return _ITEM(_MUL(_TENSOR([5e-324], dtype=_FLOAT64), 1.0)) == 0.0
 
 
 def _umask() -> int:

@@ -60,6 +60,17 @@ from spec_lang.torch_frontend.value_text import (TPFLAGS_HEAPTYPE, TPFLAGS_IMMUT
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
+# torch's readers, bound before the train file can replace them (R61a-4's family: a step counter
+# kept in the CPU generator behind a ``torch.get_rng_state`` patched at import): C functions
+# and the CPU generator's own methods, not ``torch``'s module attributes
+_DEFAULT_DTYPE = torch.get_default_dtype
+_GRAD_ENABLED = torch.is_grad_enabled
+_RNG_STATE = torch._C.default_generator.get_state  # noqa: SLF001
+_INITIAL_SEED = torch._C.default_generator.initial_seed  # noqa: SLF001
+_TO_NUMPY = torch._C.TensorBase.numpy  # noqa: SLF001
+_SHA1 = hashlib.sha1
+from torch.utils._python_dispatch import _disable_current_modes as _NO_MODES  # noqa: E402
+
 __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
 
 _NODE_BUDGET = 500_000      # values visited per entry before it is "too large" to compare
@@ -508,16 +519,14 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for k, v in (vars(mod).items() if mod is not None else ()):
             if _plain(k).startswith("_global_") and issubclass(type(v), dict):   # (R56e-5)
                 put(f"torch {modname}.{k}", v)
-    out["torch default dtype"] = repr(torch.get_default_dtype())
-    out["torch grad mode"] = repr(torch.is_grad_enabled())
-    from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
-
-    with _disable_current_modes():   # read outside make_fx's tracing modes
-        out["torch CPU generator"] = hashlib.sha1(  # noqa: S324 -- a digest
-            torch.get_rng_state().numpy().tobytes()).hexdigest()[:16]
+    out["torch default dtype"] = repr(_DEFAULT_DTYPE())
+    out["torch grad mode"] = repr(_GRAD_ENABLED())
+    with _NO_MODES():   # read outside make_fx's tracing modes
+        out["torch CPU generator"] = _SHA1(  # noqa: S324 -- a digest
+            _TO_NUMPY(_RNG_STATE()).tobytes()).hexdigest()[:16]
         # the seed is readable state a later step can branch on (R11-2): not exempt from the
         # both-alike rule as the generator's draws are
-        out["torch's seed (torch.initial_seed)"] = str(torch.initial_seed())
+        out["torch's seed (torch.initial_seed)"] = str(_INITIAL_SEED())
     if held:
         entry, name = held[0]
         raise PlanError(f"{site}: {entry} holds the {name} object the model had before the "

@@ -70,6 +70,7 @@ def main(argv: list[str]) -> int:
         gc.set_threshold(*thresholds)
         with importing(path):   # a store or a collective when imported (R35d-6)
             tf = read_train_file(path, Path(spec["source"]).read_bytes())
+        _refuse_replaced_builtins(path, "when imported")   # (before the guards call them: R61a-3)
         caught_check(path, "when imported")     # R35d-2, round 38
         escapes_check()
         _refuse_kernels(path, kernel_changes(), "when imported")
@@ -91,6 +92,7 @@ def main(argv: list[str]) -> int:
                              pp_in=None if pp_in is None else [
                                  (tuple(s), d, tuple(st), bool(rg)) for s, d, st, rg in pp_in],
                              cpu=bool(spec.get("cpu")), state=state)
+        _refuse_replaced_builtins(path, "during the capture")
         caught_check(path, "during the capture")
         escapes_check()
         _refuse_kernels(path, kernel_changes(), "after the step")
@@ -117,6 +119,24 @@ def run(argv: list[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(rc)
+
+
+def _refuse_replaced_builtins(path: str, when: str) -> None:
+    """Refuse a train file that replaced or removed one of Python's builtins (``builtins.sorted
+    = ...``): the capture's own guards and fingerprints call them, and one answering them
+    differently hid a kernel registered at import (R32b-5) and every C setting (R61a-3).
+
+    Raises:
+        PlanError: naming the builtins (exit 3)."""
+    from spec_lang.errors import PlanError
+    from spec_lang.torch_frontend.process_state import replaced_builtins
+
+    names = replaced_builtins()
+    if names:
+        raise PlanError(f"{path}:1: the train file replaces Python's builtin "
+                        f"{', '.join(names[:5])} {when}: prove --torch's own checks call the "
+                        "builtins, so it cannot read your step through them; leave builtins "
+                        "as Python made them (patch your own modules instead)")
 
 
 def _refuse_distributed(path: str) -> None:

@@ -171,24 +171,24 @@ def test_r32b_4_tp_vocab_offset_wrong_at_real_size_is_not_accepted(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32b-5: builtins.sorted, looked up by kernel_changes "
-                   "when it runs, replaced at import")
 def test_r32b_5_dp_builtins_sorted_hides_cpu_kernel_is_not_accepted(tmp_path):
-    """EQUIVALENT at 86fb1ce (4 goals, 46 s); truth update 0.0070 / 0.0093."""
+    """EQUIVALENT at 86fb1ce (4 goals, 46 s); truth update 0.0070 / 0.0093. Since stop 61 the
+    replaced builtin is refused when the train file is imported (exit 3, 4.8 s)."""
     out = _prove(ROUND32B / "r32b_09_dp_builtins_sorted_hides_cpu_kernel.py", tmp_path)
     assert _not_accepted(out), out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R32b-5: builtins.sorted replaced at import hides an "
-                   "alias-key kernel that gloo's reduce-scatter calls")
 def test_r32b_5_fsdp_builtins_sorted_hides_split_kernel_is_not_accepted(tmp_path):
-    """EQUIVALENT at 86fb1ce (4 goals, 37 s); truth update 0.41 / 0.32 (train_step untouched)."""
+    """EQUIVALENT at 86fb1ce (4 goals, 37 s); truth update 0.41 / 0.32 (train_step untouched).
+    Since stop 61 refused when imported: the builtin replaced."""
     out = _prove(ROUND32B / "r32b_10_fsdp_builtins_sorted_hides_split_kernel.py", tmp_path)
     assert _not_accepted(out), out
 
 
-@pytest.mark.xfail(strict=True, reason="R32b-5: the guard calls builtins looked up at run time")
+@pytest.mark.xfail(strict=True, reason="R32b-5: the guard calls builtins looked up at run time "
+                   "(the capture refuses a replaced builtin since stop 61: "
+                   "test_r32b_5_a_replaced_builtin_is_named)")
 def test_r32b_5_replaced_builtin_sorted_does_not_hide_a_kernel():
     """r32b_09's mechanism in-process on ``aten::sinc`` (CPU kernel), both put back at the
     end."""
@@ -218,3 +218,21 @@ def test_r32b_5_replaced_builtin_sorted_does_not_hide_a_kernel():
         builtins.sorted = real_sorted
         lib._destroy()
     assert any("aten::sinc" in c for c in changes), changes
+
+
+@pytest.mark.state_modules()
+def test_r32b_5_a_replaced_builtin_is_named():
+    """What the capture child checks when the train file is imported and after the step
+    (``worker._refuse_replaced_builtins``): a replaced builtin is named, a restored one is not."""
+    import builtins
+
+    from spec_lang.torch_frontend.process_state import replaced_builtins
+
+    real_sorted = builtins.sorted
+    assert replaced_builtins() == []
+    builtins.sorted = lambda *a, **k: []
+    try:
+        assert replaced_builtins() == ["sorted"]
+    finally:
+        builtins.sorted = real_sorted
+    assert replaced_builtins() == []

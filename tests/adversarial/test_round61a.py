@@ -155,12 +155,19 @@ _WHY = {
 }
 
 
+# what the fingerprint sees since stop 61 (the readers' results read without a lookup the train
+# file can change; a replaced builtin makes the builtins entry unreadable)
+_SEEN = {"builtins_repr": ["builtins"], "builtins_sorted": ["builtins"],
+         "cint_value": ["interpreter and process settings kept in C"],
+         "pointer_cache": ["interpreter and process settings kept in C"],
+         "tensor_mul": ["interpreter and torch settings"]}
+
+
 @pytest.mark.state_modules()
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True,
-                                                                          reason=_WHY[n]))
-                                  for n in sorted(PLANS)])
+@pytest.mark.parametrize("name", sorted(PLANS))
 def test_r61a_patched_step_1_state_is_a_change(name):
-    assert _patched(name)["changes"], name
+    # (a strict xfail at 7db38914: changes [], _WHY[name])
+    assert _patched(name)["changes"] == _SEEN[name], name
 
 
 # -- proves (slow; numbers in ATTEMPTS.md, from ``/tmp/r61a/prove.sh``, 2 shared cores) --------
@@ -181,10 +188,11 @@ _PROVED = {  # EQUIVALENT at 7db38914; truth step 2 w0 0.005758 w1 0.002748 w2 0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason=f"{_WHY[n]} ({_PROVED[n]}; truth step 2 w0 0.005758)"))
-    for n in sorted(PLANS)])
+@pytest.mark.parametrize("name", sorted(PLANS))
 def test_r61a_wrong_plan_not_equivalent(name):
+    # (strict xfails at 7db38914: _WHY[name], _PROVED[name]; truth step 2 w0 0.005758); since
+    # stop 61 a replaced builtin is refused when the train file is imported (exit 3), the others
+    # are UNKNOWN (their setting changed)
     assert _prove(PLANS[name]) != 0
 
 
