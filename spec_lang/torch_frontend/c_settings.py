@@ -12,9 +12,10 @@ their Python wrappers, whose module globals the train file could also rebind. Wh
 return is read without a lookup the train file can change either (round 61a): ``prctl`` and
 ``sigaction`` write into a buffer made here and read back with ctypes' own ``_string_at``
 (R61a-1: a descriptor on ``c_int.value``), their arguments are ctypes objects made here, the C
-environment is the pointer ``in_dll`` made here (R61a-2: a ``POINTER(c_char_p)`` type seeded
-into ctypes' pointer cache), a struct sequence is read by ``tuple``'s own item access; the
-builtins it calls are Python's own (``process_state.replaced_builtins``, R61a-3).
+environment is read word by word from the ``environ`` variable's address (R61a-2: a
+``POINTER(c_char_p)`` type seeded into ctypes' pointer cache; R61b-1: the cached pointer
+class's ``__getitem__`` replaced), a struct sequence is read by ``tuple``'s own item access;
+the builtins it calls are Python's own (``process_state.replaced_builtins``, R61a-3).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ import gc
 import hashlib
 import os
 import sys
-from ctypes import (CDLL, POINTER, _string_at, addressof, c_char_p, c_int, c_ulong,
-                    create_string_buffer, get_errno, memset)
+from ctypes import (CDLL, _string_at, addressof, c_int, c_ulong, c_void_p,
+                    create_string_buffer, get_errno, memset, sizeof)
 from typing import Any
 
 from spec_lang.torch_frontend.value_text import deep_text
@@ -97,10 +98,15 @@ _ZERO = c_ulong(0)
 _ARGS = {o: c_int(o) for o in (30, 3, 7, 39, 42, 2, 37, 25, 16)}     # the prctl options
 _BUF = create_string_buffer(256)
 _BUF_AT = addressof(_BUF)
+# the C library's ``environ`` variable, by address: its entries are read word by word with
+# ``_string_at`` (R61b-1: a ``POINTER(c_char_p)``'s item access is its class's ``__getitem__``,
+# which the train file can replace on the cached pointer class)
+_WORD = sizeof(c_void_p)
+_ORDER = sys.byteorder
 try:
-    _ENVIRON: Any = POINTER(c_char_p).in_dll(_LIBC, "environ")   # (the variable itself)
+    _ENVIRON_AT: Any = addressof(c_void_p.in_dll(_LIBC, "environ"))
 except (OSError, ValueError, AttributeError, TypeError):
-    _ENVIRON = None
+    _ENVIRON_AT = None
 # glibc's ``struct sigaction`` on 64-bit Linux (x86-64, aarch64): the handler (8 bytes), a
 # 1024-bit ``sa_mask`` of which the kernel fills the first 64 bits (glibc copies the rest from
 # its stack: not read), ``int sa_flags`` at byte 136; elsewhere the dispositions read "?"
@@ -126,7 +132,7 @@ def c_settings() -> dict[str, str]:
     timers (armed or not, and their intervals), the default thread stack size and socket
     timeout, CPU affinity, the scheduling priority and policy (R60b-6), the ``prctl`` settings
     (R60b-10, R60c-3), the resource limits, ``tracemalloc``'s state, ctypes' private errno,
-    the C library's environment (``os.putenv``: R59c-3), every signal's disposition as the C
+    the C library's environment (``os.putenv``: R59c-3, read by address: R61b-1), every signal's disposition as the C
     library holds it (``faulthandler.register``: R60b-5) and the open file descriptors (R60b-8).
     ``getitimer``'s time left is not read (it runs down between two fingerprints), nor a
     descriptor's offset (a step that prints or logs moves it).
@@ -178,13 +184,16 @@ def _prctl() -> list[Any] | str:
 def _c_environ() -> str:
     """A digest of the C library's environment (``environ``): ``os.putenv`` changes it and
     not ``os.environ``, and torch's C++ code reads it with ``getenv``."""
-    env = _ENVIRON        # (made at import: R61a-2)
-    if env is None:
+    if _ENVIRON_AT is None:
         return "?"
-    out, i = [], 0
-    while env[i] is not None:
-        out.append(env[i])
-        i += 1
+    word = _WORD
+    base = _FROM_BYTES(_string_at(_ENVIRON_AT, word), _ORDER)
+    out: list[bytes] = []
+    while base:
+        entry = _FROM_BYTES(_string_at(base + word * len(out), word), _ORDER)
+        if not entry:
+            break
+        out.append(_string_at(entry, -1))
     return _SHA1(repr(sorted(out)).encode()).hexdigest()
 
 

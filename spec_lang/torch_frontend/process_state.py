@@ -14,7 +14,6 @@ import decimal
 import functools
 import gc
 import os
-import signal
 import sys
 import threading
 import types
@@ -49,6 +48,7 @@ _LOGGER_CACHES = frozenset({"_cache", "manager", "parent", "loggerDict", "root"}
 
 # bound before the train file can rebind it (R60c-4, as R32-2)
 _GETCONTEXT = decimal.getcontext
+_CONTEXT = decimal.Context
 _TENSOR, _FLOAT64 = torch.tensor, torch.float64
 _MUL, _ITEM = torch._C.TensorBase.mul, torch._C.TensorBase.item  # noqa: SLF001
 from torch.utils._python_dispatch import _disable_current_modes as _NO_MODES  # noqa: E402
@@ -61,6 +61,34 @@ _BUILTIN_NS = _builtins.__dict__
 _BUILTINS_AT_IMPORT = tuple(_builtins.__dict__.items())
 _NS_GET = dict.get
 _MISSING = object()
+
+
+# what _c_state and _read_process_state call, bound here, before the train file runs (round
+# 61b: a reader replaced at import answered a constant to the fingerprint only, R61b-2..8)
+import logging as _logging  # noqa: E402
+from torch.overrides import _get_current_function_mode_stack as _FN_MODES  # noqa: E402
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _DSP_MODES  # noqa
+_SAVED_HOOKS = torch._C._autograd._top_saved_tensors_default_hooks  # noqa: SLF001
+_SETTINGS_READERS = (   # (the interpreter's and torch's settings, R12-5)
+    gc.get_threshold, sys.getrecursionlimit, sys.getswitchinterval, sys.gettrace,
+    sys.getprofile, torch.get_num_threads, torch.get_num_interop_threads,
+    torch.are_deterministic_algorithms_enabled, torch.get_float32_matmul_precision,
+    sys.get_int_max_str_digits, torch.is_warn_always_enabled, torch.is_anomaly_enabled,
+    torch.is_anomaly_check_nan_enabled, torch._C._get_mkldnn_enabled,  # noqa: SLF001
+    torch._C._get_cudnn_enabled, torch._C._get_cudnn_benchmark,  # noqa: SLF001
+    torch._C._get_cudnn_deterministic)  # noqa: SLF001  (not the module's properties)
+_GETCWD, _UMASK, _ENVIRON_OBJ = os.getcwd, os.umask, os.environ
+import _signal  # noqa: E402
+_GETSIGNAL, _VALID_SIGNALS = _signal.getsignal, _signal.valid_signals
+_THREADS_NOW = threading.enumerate
+_LOGGER, _MANAGER, _PLACEHOLDER = _logging.Logger, _logging.Manager, _logging.PlaceHolder
+_CLASS_NS = type.__dict__["__dict__"].__get__     # a class's own namespace, no lookup
+_DICT_ITEMS, _DICT_LEN = dict.items, dict.__len__
+try:
+    import numpy as _np
+    _NP_READERS: Any = (_np.geterr, _np.get_printoptions, _np.random.get_state)
+except ImportError:
+    _np, _NP_READERS = None, None
 
 
 def replaced_builtins() -> list[str]:
@@ -167,15 +195,17 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
         return hit[1]
 
     replaced = replaced_builtins()
-    out = {"the environment (os.environ)": _digest(repr(sorted(os.environ.items()))),
+    env = own_dict(_ENVIRON_OBJ)        # its ``_data`` (R61b-3: ``os._Environ.items`` replaced)
+    env = env.get("_data") if env is not None else None
+    out = {"the environment (os.environ)": _digest(repr(sorted(_DICT_ITEMS(env))))
+           if type(env) is dict else UNREADABLE + "os.environ's data was replaced",
            "builtins": UNREADABLE + "builtins replaced since before the train file ran (" + (
                ", ".join(replaced[:5])) + "): prove --torch's own reading of the state calls "
            "them; leave Python's builtins as they are" if replaced else
            _digest(repr(sorted((k, _ident(v)) for k, v in vars(builtins).items()
                                if k != "_")))}
-    np = sys.modules.get("numpy")
-    if np is not None:
-        out["numpy's global random generator"] = _digest(repr(np.random.get_state()))
+    if _NP_READERS is not None:
+        out["numpy's global random generator"] = _digest(repr(_NP_READERS[2]()))
     out.update(_c_state(collecting))
     # exit callbacks (called by ``atexit.unregister``'s ``==`` in a step: R58f-4), the codec
     # registry (a cached CodecInfo: R58f-3) and audit hooks, kept in C (c_registries)
@@ -424,22 +454,17 @@ def _c_state(collecting: bool) -> dict[str, str]:
     change state after the step) and the interpreter's and torch's settings (gc thresholds,
     recursion limit, switch interval, trace and profile functions, thread counts,
     determinism, matmul precision: R12-5)."""
-    from torch.overrides import _get_current_function_mode_stack  # noqa: PLC0415
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: PLC0415
-
-    hooks = torch._C._autograd._top_saved_tensors_default_hooks(True)  # noqa: SLF001
+    hooks = _SAVED_HOOKS(True)
     out = {"torch saved_tensors_hooks": "none" if hooks is None else
            ",".join(_ident(h) + ":" + _function_text(h) for h in hooks),
-           "torch function mode stack": ",".join(
-               _qual(type(m)) for m in _get_current_function_mode_stack()),
-           "torch dispatch mode stack": ",".join(
-               _qual(type(m)) for m in _get_current_dispatch_mode_stack())}
+           "torch function mode stack": ",".join(_qual(type(m)) for m in _FN_MODES()),
+           "torch dispatch mode stack": ",".join(_qual(type(m)) for m in _DSP_MODES())}
     c = _GETCONTEXT()    # its settings and sticky flags (a step can test one: R60b-3)
     out["the decimal context"] = repr((
         c.prec, c.rounding, c.Emin, c.Emax, c.capitals, c.clamp,
         sorted(k.__name__ for k, on in c.traps.items() if on),
         sorted(k.__name__ for k, on in c.flags.items() if on))) \
-        if type(c) is decimal.Context else UNREADABLE + "a decimal context of a subclass"
+        if type(c) is _CONTEXT else UNREADABLE + "a decimal context of a subclass"
     # callbacks that run after the step returns: finalizers of objects still alive (those of
     # garbage are run first, by :func:`step_state`'s collection; R10-5)
     # (torch's own finalizers are not: a torch function on a torch object, as the operator
@@ -454,35 +479,33 @@ def _c_state(collecting: bool) -> dict[str, str]:
         UNREADABLE + f"{list.__len__(_GC_CALLBACKS)} gc.callbacks"
     # the interpreter's, the OS process's, torch's and numpy's settings a step can leave
     # changed (R12-5, R13-4)
-    out["interpreter and torch settings"] = repr((
-        gc.get_threshold(), collecting, sys.getrecursionlimit(), sys.getswitchinterval(),
-        _ident(sys.gettrace()), _ident(sys.getprofile()), torch.get_num_threads(),
-        torch.get_num_interop_threads(), torch.are_deterministic_algorithms_enabled(),
-        torch.get_float32_matmul_precision(), sys.get_int_max_str_digits(),
-        torch.is_warn_always_enabled(), torch.is_anomaly_enabled(),
-        torch.is_anomaly_check_nan_enabled(), torch._C._get_mkldnn_enabled(),  # noqa: SLF001
-        torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
-        torch.backends.cudnn.deterministic, _flushes_denormals()))
+    got = [f() for f in _SETTINGS_READERS]
+    got[3:5] = [_ident(got[3]), _ident(got[4])]      # (the trace and profile functions)
+    out["interpreter and torch settings"] = repr((*got, collecting, _flushes_denormals()))
     out["the process's working directory, umask and signal handlers"] = repr((
-        os.getcwd(), _umask(), [(int(sig), deep_text(_handler(sig)))
-                                for sig in sorted(signal.valid_signals())]))
+        _GETCWD(), _umask(), [(int(sig), deep_text(_handler(sig)))
+                              for sig in sorted(_VALID_SIGNALS())]))
     # (each handler with its parts, a closure cell's content too: R58f-2)
     key = "the process's working directory, umask and signal handlers"
     out[key] = _unreadable_if_deep(out[key])
-    lg = sys.modules.get("logging")
-    if lg is not None:   # the registry holds loggers and placeholders (which ones fills as
-        reg = lg.Logger.manager   # torch imports lazily: not read); anything else is the
-        out["logging's registry and disable level"] = repr((   # user's (finding R14-4)
-            reg.disable, sorted(f"{n}:{_qual(type(y))}" for n, y in list(reg.loggerDict.items())
-                                if not issubclass(type(y), (lg.Logger, lg.PlaceHolder)))))
-    np = sys.modules.get("numpy")
-    if np is not None:
-        out["numpy's error and print settings"] = repr((sorted(np.geterr().items()),
-                                                         sorted(np.get_printoptions().items(),
+    # the registry holds loggers and placeholders (which ones fills as torch imports lazily:
+    # not read); anything else is the user's (finding R14-4); read from the class's and the
+    # manager's own namespaces (R61b-4: a descriptor on ``Logger.manager``)
+    reg = _CLASS_NS(_LOGGER).get("manager")
+    own = own_dict(reg) if type(reg) is _MANAGER else None
+    loggers = own.get("loggerDict") if own is not None else None
+    out["logging's registry and disable level"] = repr((
+        own.get("_disable"), sorted(f"{n}:{_qual(type(y))}" for n, y in list(
+            _DICT_ITEMS(loggers)) if not issubclass(type(y), (_LOGGER, _PLACEHOLDER))))) \
+        if type(loggers) is dict else UNREADABLE + "logging's manager was replaced"
+    if _NP_READERS is not None:
+        err, printing, _ = _NP_READERS
+        out["numpy's error and print settings"] = repr((sorted(err().items()),
+                                                         sorted(printing().items(),
                                                                 key=lambda kv: kv[0])))
     out[THREADS] = "|".join(sorted(
         f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
-        for t in threading.enumerate()))
+        for t in _THREADS_NOW()))
     return out
 
 
@@ -499,15 +522,15 @@ def _flushes_denormals() -> bool:
 
 
 def _umask() -> int:
-    old = os.umask(0o022)      # the only way to read it: set and put back
-    os.umask(old)
+    old = _UMASK(0o022)      # the only way to read it: set and put back
+    _UMASK(old)
     return old
 
 
 def _handler(sig: Any) -> Any:
     try:
-        return signal.getsignal(sig)
-    except (ValueError, OSError):
+        return _GETSIGNAL(sig)      # (the C function: a Python handler, or SIG_DFL / SIG_IGN
+    except (ValueError, OSError):   # as their ints)
         return None
 
 
