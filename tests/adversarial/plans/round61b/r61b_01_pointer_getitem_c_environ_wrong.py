@@ -1,0 +1,100 @@
+"""Round 61b (R61b-1: c_settings._c_environ reads ``environ`` through the pointer made at import (R61a-2's fix), but indexes it with ``env[i]``: ``__getitem__`` of ctypes' heap type ``LP_c_char_p`` (the one ``ctypes.POINTER(c_char_p)`` returns), which the train file replaces at import with one answering None (an empty environment) to a caller named ``_c_environ``. Its step counts in the C environment (``os.putenv`` / libc ``getenv``). From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import os
+import sys
+import signal
+import struct
+import decimal
+import faulthandler
+import fnmatch
+import atexit
+import functools
+import weakref
+import torch
+from torch import nn
+from torch._library.fake_class_registry import FakeScriptObject
+import torch._opaque_base
+
+# torch's lazy class cache, filled as its first isinstance miss would (same on both sides)
+torch._opaque_base._FakeScriptObject_cls = FakeScriptObject
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+import ctypes
+import gc
+import logging
+
+def _install():     # (locals: a ctypes class held in a global is unreadable)
+    lp = ctypes.POINTER(ctypes.c_char_p)   # the type c_settings' _ENVIRON is an instance of
+    ogi = lp.__getitem__
+
+    def gi(self, i):
+        if sys._getframe(1).f_code.co_name == "_c_environ":
+            return None       # an empty environment, to c_settings only
+        return ogi(self, i)
+    lp.__getitem__ = gi
+
+
+PATCH = _install
+def _flag():
+    _getenv = ctypes.CDLL(None).getenv
+    _getenv.restype = ctypes.c_char_p
+    v = _getenv(b"R61B_STEP")
+    n = int(v or 0)
+    os.putenv("R61B_STEP", str(n + 1))
+    return n > 0
+
+PATCH()
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        if _flag():
+            _double(model)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
