@@ -196,7 +196,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
 
     replaced = replaced_builtins()
     env = own_dict(_ENVIRON_OBJ)        # its ``_data`` (R61b-3: ``os._Environ.items`` replaced)
-    env = env.get("_data") if env is not None else None
+    env = _NS_GET(env, "_data") if type(env) is dict else None  # (no subclass's get: R61c-2)
     out = {"the environment (os.environ)": _digest(repr(sorted(_DICT_ITEMS(env))))
            if type(env) is dict else UNREADABLE + "os.environ's data was replaced",
            "builtins": UNREADABLE + "builtins replaced since before the train file ran (" + (
@@ -493,9 +493,10 @@ def _c_state(collecting: bool) -> dict[str, str]:
     # manager's own namespaces (R61b-4: a descriptor on ``Logger.manager``)
     reg = _CLASS_NS(_LOGGER).get("manager")
     own = own_dict(reg) if type(reg) is _MANAGER else None
-    loggers = own.get("loggerDict") if own is not None else None
+    own = own if type(own) is dict else None      # (a dict subclass's get: R61c-1)
+    loggers = _NS_GET(own, "loggerDict") if own is not None else None
     out["logging's registry and disable level"] = repr((
-        own.get("_disable"), sorted(f"{n}:{_qual(type(y))}" for n, y in list(
+        _NS_GET(own, "_disable"), sorted(f"{n}:{_qual(type(y))}" for n, y in list(
             _DICT_ITEMS(loggers)) if not issubclass(type(y), (_LOGGER, _PLACEHOLDER))))) \
         if type(loggers) is dict else UNREADABLE + "logging's manager was replaced"
     if _NP_READERS is not None:
