@@ -138,6 +138,14 @@ def test_r61c_wrong_plan_not_equivalent(name):
 
 
 @pytest.mark.slow
+def test_r61c_named_modules_plan_not_equivalent():
+    # r61c_03 (nn.Module.named_modules answering all but w0 to step_state): UNKNOWN rc 2 at
+    # c818cc29 (replicate's forward-hook state reaches w0, whose counter is then read); no
+    # unit form (the lever is step_state's, not _process_state's)
+    assert _prove("r61c_03_module_named_modules_wrong.py") != 0
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("example", ["mlp_ddp.py", "gpt2_ddp.py"])
 def test_r61c_right_example_stays_equivalent(example):
     from proofs.cli import prove_main
