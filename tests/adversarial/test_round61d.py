@@ -1,0 +1,155 @@
+"""Adversarial round 61d (``tests/adversarial/ATTEMPTS.md``, "Round 61d"): f0873dc9 (rounds 61a,
+61b and 61c fixed) attacked. Plans in ``plans/round61d/`` (template r61b_* / r60c_03: the parallel
+step doubles its gradients from step 2 on a flag); the truth is
+``python tests/adversarial/torch4_truth.py FILE 2``.
+
+The unit forms run each plan's code (from its ``H = {}`` line: the import-time patch and the
+flag) in a child interpreter of its own between two ``_process_state`` fingerprints; the
+controls (the same code, the patch not applied) likewise.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TREE = Path(__file__).resolve().parents[2]
+ROUND = Path(__file__).resolve().parent / "plans" / "round61d"
+
+PLANS = {
+    "torch_c_warn_always": "r61d_01_torch_c_get_warn_always_wrong.py",
+    "numpy_extobj": "r61d_02_numpy_get_extobj_dict_wrong.py",
+}
+
+# the entry that must see the step's counter (the controls: it does)
+_SEEN = {
+    "torch_c_warn_always": "interpreter and torch settings",
+    "numpy_extobj": "numpy's error and print settings",
+}
+
+_WHY = {
+    "torch_c_warn_always": "R61d-1: torch.is_warn_always_enabled (bound) looks up "
+                           "torch._C._get_warnAlways when it runs; replaced at import, it "
+                           "answers False under _c_state",
+    "numpy_extobj": "R61d-2: numpy.geterr (bound) looks up _get_extobj_dict in "
+                    "numpy._core._ufunc_config when it runs; replaced at import, it answers "
+                    "the import-time settings under _c_state",
+}
+
+_PROBE = """
+import gc, json, sys
+from spec_lang.torch_frontend import c_registries as C
+from spec_lang.torch_frontend.process_state import _process_state
+from spec_lang.torch_frontend.step_state import state_changes
+C.watch_audit_hooks()
+out = {}
+for name, src in json.loads(sys.argv[1]).items():
+    ns = {}
+    exec(compile("import ctypes, gc, logging, os, signal, sys, torch\\n" + src,
+                 f"/tmp/r61d_{name}.py", "exec"), ns)
+    s0 = _process_state(modules=[])
+    a = ns["_flag"]()
+    gc.collect()
+    s1 = _process_state(modules=[])
+    b = ns["_flag"]()
+    out[name] = {"flag1": bool(a), "flag2": bool(b), "changes": sorted(state_changes(s0, s1))}
+print(json.dumps(out))
+"""
+
+
+def _plan_src(name: str, patched: bool = True) -> str:
+    text = (ROUND / PLANS[name]).read_text()
+    src = text[text.index("\nH = {}\n"):text.index("\ndef parallelize")]
+    return src if patched else src.replace("\n_patch()\n", "\n")
+
+
+def _run(flags: dict) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(TREE)}
+    argv = [sys.executable, "-c", _PROBE, json.dumps(flags)]
+    out = subprocess.run(argv, cwd=TREE, env=env, capture_output=True, text=True, check=True,
+                         timeout=600).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@functools.lru_cache(maxsize=None)
+def _patched(name: str) -> dict:
+    return _run({name: _plan_src(name)})[name]
+
+
+@functools.lru_cache(maxsize=None)
+def _control(name: str) -> dict:
+    return _run({name: _plan_src(name, patched=False)})[name]
+
+
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_r61d_flag_tells_step_2_from_step_1(name):
+    assert (_control(name)["flag1"], _control(name)["flag2"]) == (False, True)
+    assert (_patched(name)["flag1"], _patched(name)["flag2"]) == (False, True)
+
+
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_r61d_control_step_1_state_is_a_change(name):
+    assert _SEEN[name] in _control(name)["changes"]
+
+
+def _xfail(names):
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_WHY[n]))
+            if n in names else n for n in sorted(PLANS)]
+
+
+# the unit forms that fail at f0873dc9 (changes [] when patched)
+_HIDDEN: frozenset[str] = frozenset(PLANS)
+
+
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("name", _xfail(_HIDDEN))
+def test_r61d_patched_step_1_state_is_a_change(name):
+    # at f0873dc9: changes [] (each patch hides its setting, strict xfails, _WHY)
+    assert _SEEN[name] in _patched(name)["changes"], name
+
+
+# -- proves (slow; numbers in ATTEMPTS.md, from ``/tmp/r61d/prove.sh``, 2 shared cores) --------
+
+def _prove(name: str) -> int:
+    from proofs.cli import prove_main
+
+    return prove_main(["--torch", str(ROUND / name), "--jobs", "1", "--no-check"])
+
+
+# proved at f0873dc9 (ATTEMPTS.md "Round 61d")
+# (truth, each: step 2 w0 0.005758 w1 0.002748 w2 0.004218)
+_FALSE_ACCEPTS: dict[str, str] = {
+    "torch_c_warn_always": "EQUIVALENT rc 0, 54.9 s",
+    "numpy_extobj": "EQUIVALENT rc 0, 55.4 s",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _xfail(frozenset(PLANS)))
+def test_r61d_wrong_plan_not_equivalent(name):
+    # (strict xfails at f0873dc9, EQUIVALENT: _WHY, _FALSE_ACCEPTS)
+    assert _prove(PLANS[name]) != 0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R61d-3: a right plan whose import wraps print "
+                   "(functools.partial(print, flush=True)) is refused, exit 3 (13.4 s)")
+def test_r61d_print_flush_partial_right_plan_equivalent():
+    assert _prove("r61d_03_print_flush_partial_right.py") == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", ["mlp_ddp.py", "gpt2_ddp.py"])
+def test_r61d_right_example_stays_equivalent(example):
+    from proofs.cli import prove_main
+
+    path = TREE / "examples" / "torch" / example
+    assert prove_main(["--torch", str(path), "--jobs", "1", "--no-check"]) == 0
