@@ -25,12 +25,14 @@ ROUND = Path(__file__).resolve().parent / "plans" / "round61d"
 PLANS = {
     "torch_c_warn_always": "r61d_01_torch_c_get_warn_always_wrong.py",
     "numpy_extobj": "r61d_02_numpy_get_extobj_dict_wrong.py",
+    "logger_class_manager": "r61d_04_logger_class_manager_second_wrong.py",
 }
 
 # the entry that must see the step's counter (the controls: it does)
 _SEEN = {
     "torch_c_warn_always": "interpreter and torch settings",
     "numpy_extobj": "numpy's error and print settings",
+    "logger_class_manager": "logging's registry and disable level",
 }
 
 _WHY = {
@@ -40,6 +42,8 @@ _WHY = {
     "numpy_extobj": "R61d-2: numpy.geterr (bound) looks up _get_extobj_dict in "
                     "numpy._core._ufunc_config when it runs; replaced at import, it answers "
                     "the import-time settings under _c_state",
+    "logger_class_manager": "R61d-4: Logger.manager set at import to a second real "
+                            "logging.Manager; logging.disable writes the root's own manager",
 }
 
 _PROBE = """
@@ -129,6 +133,8 @@ def _prove(name: str) -> int:
 _FALSE_ACCEPTS: dict[str, str] = {
     "torch_c_warn_always": "EQUIVALENT rc 0, 54.9 s",
     "numpy_extobj": "EQUIVALENT rc 0, 55.4 s",
+    "logger_class_manager": "EQUIVALENT rc 0, 52.6 s (v1, the real manager in a global of "
+                            "the train file: UNKNOWN rc 2, 52.2 s)",
 }
 
 
