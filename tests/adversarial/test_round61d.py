@@ -26,6 +26,7 @@ PLANS = {
     "torch_c_warn_always": "r61d_01_torch_c_get_warn_always_wrong.py",
     "numpy_extobj": "r61d_02_numpy_get_extobj_dict_wrong.py",
     "logger_class_manager": "r61d_04_logger_class_manager_second_wrong.py",
+    "torch_c_deterministic": "r61d_06_torch_c_get_deterministic_wrong.py",
 }
 
 # the entry that must see the step's counter (the controls: it does)
@@ -33,6 +34,7 @@ _SEEN = {
     "torch_c_warn_always": "interpreter and torch settings",
     "numpy_extobj": "numpy's error and print settings",
     "logger_class_manager": "logging's registry and disable level",
+    "torch_c_deterministic": "interpreter and torch settings",
 }
 
 _WHY = {
@@ -44,6 +46,8 @@ _WHY = {
                     "the import-time settings under _c_state",
     "logger_class_manager": "R61d-4: Logger.manager set at import to a second real "
                             "logging.Manager; logging.disable writes the root's own manager",
+    "torch_c_deterministic": "R61d-1 (second reader): torch.are_deterministic_algorithms_enabled "
+                             "looks up torch._C._get_deterministic_algorithms when it runs",
 }
 
 _PROBE = """
@@ -135,6 +139,7 @@ _FALSE_ACCEPTS: dict[str, str] = {
     "numpy_extobj": "EQUIVALENT rc 0, 55.4 s",
     "logger_class_manager": "EQUIVALENT rc 0, 52.6 s (v1, the real manager in a global of "
                             "the train file: UNKNOWN rc 2, 52.2 s)",
+    "torch_c_deterministic": "EQUIVALENT rc 0, 17.7 s",
 }
 
 
