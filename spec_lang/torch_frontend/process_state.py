@@ -72,8 +72,10 @@ _SAVED_HOOKS = torch._C._autograd._top_saved_tensors_default_hooks  # noqa: SLF0
 _SETTINGS_READERS = (   # (the interpreter's and torch's settings, R12-5)
     gc.get_threshold, sys.getrecursionlimit, sys.getswitchinterval, sys.gettrace,
     sys.getprofile, torch.get_num_threads, torch.get_num_interop_threads,
-    torch.are_deterministic_algorithms_enabled, torch.get_float32_matmul_precision,
-    sys.get_int_max_str_digits, torch.is_warn_always_enabled, torch.is_anomaly_enabled,
+    torch._C._get_deterministic_algorithms,  # noqa: SLF001 (the C getters torch's Python
+    torch._C._get_float32_matmul_precision,  # noqa: SLF001  readers look up when they run:
+    sys.get_int_max_str_digits, torch._C._get_warnAlways,  # noqa: SLF001  R61d-1)
+    torch.is_anomaly_enabled,
     torch.is_anomaly_check_nan_enabled, torch._C._get_mkldnn_enabled,  # noqa: SLF001
     torch._C._get_cudnn_enabled, torch._C._get_cudnn_benchmark,  # noqa: SLF001
     torch._C._get_cudnn_deterministic)  # noqa: SLF001  (not the module's properties)
@@ -84,19 +86,37 @@ _THREADS_NOW = threading.enumerate
 _LOGGER, _MANAGER, _PLACEHOLDER = _logging.Logger, _logging.Manager, _logging.PlaceHolder
 _CLASS_NS = type.__dict__["__dict__"].__get__     # a class's own namespace, no lookup
 _DICT_ITEMS, _DICT_LEN = dict.items, dict.__len__
-try:
+try:   # numpy's C getter and print-options context variable, not the Python readers that
+    #      look them up when they run (R61d-2)
     import numpy as _np
-    _NP_READERS: Any = (_np.geterr, _np.get_printoptions, _np.random.get_state)
+    from numpy._core._multiarray_umath import _get_extobj_dict as _NP_ERR  # noqa: E402
+    from numpy._core.arrayprint import format_options as _NP_PRINT  # noqa: E402
+    _NP_READERS: Any = (_NP_ERR, _NP_PRINT.get, _np.random.get_state)
 except ImportError:
     _np, _NP_READERS = None, None
+# the logger manager and the root logger as logging made them (R61d-4: a second manager put in
+# ``Logger.manager`` while the root logger keeps the real one as its own); ``sys.modules`` as
+# the interpreter holds it (R61d-5: rebound to a mirror the import statement does not use)
+_MANAGER_OBJ, _ROOT_LOGGER = _logging.Logger.manager, _logging.root
+_SYS_MODULES, _SYS_NS = sys.modules, sys.__dict__
+
+
+# builtins the front end never calls in a capture child: a train file may wrap them
+# (``builtins.print = functools.partial(print, flush=True)``: R61d-3, a false refusal)
+_NOT_CALLED = frozenset({"_", "print", "input", "help", "breakpoint", "exit", "quit",
+                         "copyright", "credits", "license"})
 
 
 def replaced_builtins() -> list[str]:
-    """The builtins replaced or removed since this module was imported (names, in order)."""
+    """The builtins replaced or removed since this module was imported (names, in order; not
+    :data:`_NOT_CALLED`), and ``"sys.modules"`` when ``sys.modules`` is no longer the dict the
+    interpreter imports into (R61d-5: rebound to a mirror, a module kept out of it)."""
     out: list[str] = []
     for k, v in _BUILTINS_AT_IMPORT:
-        if _NS_GET(_BUILTIN_NS, k, _MISSING) is not v and k != "_":
+        if _NS_GET(_BUILTIN_NS, k, _MISSING) is not v and k not in _NOT_CALLED:
             out.append(k)
+    if _NS_GET(_SYS_NS, "modules") is not _SYS_MODULES:
+        out.append("sys.modules")
     return out
 
 
@@ -492,7 +512,10 @@ def _c_state(collecting: bool) -> dict[str, str]:
     # not read); anything else is the user's (finding R14-4); read from the class's and the
     # manager's own namespaces (R61b-4: a descriptor on ``Logger.manager``)
     reg = _CLASS_NS(_LOGGER).get("manager")
-    own = own_dict(reg) if type(reg) is _MANAGER else None
+    root_own = own_dict(_ROOT_LOGGER)
+    same = reg is _MANAGER_OBJ and type(root_own) is dict and _NS_GET(
+        root_own, "manager", reg) is reg and _CLASS_NS(_LOGGER).get("root") is _ROOT_LOGGER
+    own = own_dict(reg) if same and type(reg) is _MANAGER else None
     own = own if type(own) is dict else None      # (a dict subclass's get: R61c-1)
     loggers = _NS_GET(own, "loggerDict") if own is not None else None
     out["logging's registry and disable level"] = repr((
@@ -501,9 +524,11 @@ def _c_state(collecting: bool) -> dict[str, str]:
         if type(loggers) is dict else UNREADABLE + "logging's manager was replaced"
     if _NP_READERS is not None:
         err, printing, _ = _NP_READERS
-        out["numpy's error and print settings"] = repr((sorted(err().items()),
-                                                         sorted(printing().items(),
-                                                                key=lambda kv: kv[0])))
+        e, pr = err(), printing()
+        out["numpy's error and print settings"] = repr((
+            sorted((k, v) for k, v in _DICT_ITEMS(e) if k not in ("call", "bufsize")),
+            sorted(_DICT_ITEMS(pr), key=lambda kv: kv[0]))) if type(e) is dict and type(
+                pr) is dict else UNREADABLE + "numpy's settings are not dicts"
     out[THREADS] = "|".join(sorted(
         f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
         for t in _THREADS_NOW()))

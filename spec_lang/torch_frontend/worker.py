@@ -133,10 +133,11 @@ def _refuse_replaced_builtins(path: str, when: str) -> None:
 
     names = replaced_builtins()
     if names:
-        raise PlanError(f"{path}:1: the train file replaces Python's builtin "
+        raise PlanError(f"{path}:1: the train file replaces Python's "
                         f"{', '.join(names[:5])} {when}: prove --torch's own checks call the "
-                        "builtins, so it cannot read your step through them; leave builtins "
-                        "as Python made them (patch your own modules instead)")
+                        "builtins and read sys.modules, so it cannot read your step through "
+                        "them; leave them as Python made them (patch your own modules "
+                        "instead)")
 
 
 def _refuse_distributed(path: str) -> None:

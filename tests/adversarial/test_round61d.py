@@ -113,8 +113,9 @@ def _xfail(names):
             if n in names else n for n in sorted(PLANS)]
 
 
-# the unit forms that fail at f0873dc9 (changes [] when patched)
-_HIDDEN: frozenset[str] = frozenset(PLANS)
+# the unit forms that fail at f0873dc9 (changes [] when patched); none since stop 61's fix
+# (torch's and numpy's C getters bound, logging's manager and root checked by identity)
+_HIDDEN: frozenset[str] = frozenset()
 
 
 @pytest.mark.state_modules()
@@ -144,25 +145,24 @@ _FALSE_ACCEPTS: dict[str, str] = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", _xfail(frozenset(PLANS)))
+@pytest.mark.parametrize("name", sorted(PLANS))
 def test_r61d_wrong_plan_not_equivalent(name):
-    # (strict xfails at f0873dc9, EQUIVALENT: _WHY, _FALSE_ACCEPTS)
+    # (strict xfails at f0873dc9, EQUIVALENT: _WHY, _FALSE_ACCEPTS; fixed at stop 61)
     assert _prove(PLANS[name]) != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R61d-5: sys.modules rebound at import to a mirroring "
-                   "dict subclass, a counter module in the interpreter's own dict only: "
-                   "EQUIVALENT rc 0, 22.7 s")
 def test_r61d_sys_modules_rebound_plan_not_equivalent():
-    # no unit form (its control needs another plan: time)
+    # R61d-5 (EQUIVALENT rc 0, 22.7 s at f0873dc9: sys.modules rebound at import to a mirroring
+    # dict subclass, a counter module in the interpreter's own dict only); refused since stop
+    # 61 (process_state.replaced_builtins names "sys.modules"); no unit form (time)
     assert _prove("r61d_05_sys_modules_rebound_copy_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R61d-3: a right plan whose import wraps print "
-                   "(functools.partial(print, flush=True)) is refused, exit 3 (13.4 s)")
 def test_r61d_print_flush_partial_right_plan_equivalent():
+    # R61d-3 (refused, exit 3, 13.4 s at f0873dc9): print is no builtin the front end calls
+    # (process_state._NOT_CALLED)
     assert _prove("r61d_03_print_flush_partial_right.py") == 0
 
 
