@@ -95,7 +95,7 @@ except (OSError, AttributeError):
     _LIBC = _PRCTL = None
 # the arguments and the buffer the calls fill, made now; read back by address
 _ZERO = c_ulong(0)
-_ARGS = {o: c_int(o) for o in (30, 3, 7, 39, 42, 2, 37, 25, 16)}     # the prctl options
+_ARGS = {o: c_int(o) for o in (*_PRCTL_GETS, *_PRCTL_INTS, _PR_GET_NAME)}   # the options
 _BUF = create_string_buffer(256)
 _BUF_AT = addressof(_BUF)
 # the C library's ``environ`` variable, by address: its entries are read word by word with

@@ -86,14 +86,19 @@ _THREADS_NOW = threading.enumerate
 _LOGGER, _MANAGER, _PLACEHOLDER = _logging.Logger, _logging.Manager, _logging.PlaceHolder
 _CLASS_NS = type.__dict__["__dict__"].__get__     # a class's own namespace, no lookup
 _DICT_ITEMS, _DICT_LEN = dict.items, dict.__len__
-try:   # numpy's C getter and print-options context variable, not the Python readers that
-    #      look them up when they run (R61d-2)
+try:
     import numpy as _np
-    from numpy._core._multiarray_umath import _get_extobj_dict as _NP_ERR  # noqa: E402
-    from numpy._core.arrayprint import format_options as _NP_PRINT  # noqa: E402
-    _NP_READERS: Any = (_NP_ERR, _NP_PRINT.get, _np.random.get_state)
 except ImportError:
-    _np, _NP_READERS = None, None
+    _np = None
+_NP_READERS: Any = None
+if _np is not None:
+    try:   # numpy 2's C getter and print-options context variable, not the Python readers
+        #    that look them up when they run (R61d-2)
+        from numpy._core._multiarray_umath import _get_extobj_dict as _NP_ERR  # noqa: E402
+        from numpy._core.arrayprint import format_options as _NP_PRINT  # noqa: E402
+        _NP_READERS = (_NP_ERR, _NP_PRINT.get, _np.random.get_state)
+    except ImportError:      # numpy 1: its public readers (their own lookups: R32-2 family)
+        _NP_READERS = (_np.geterr, _np.get_printoptions, _np.random.get_state)
 # the logger manager and the root logger as logging made them (R61d-4: a second manager put in
 # ``Logger.manager`` while the root logger keeps the real one as its own); ``sys.modules`` as
 # the interpreter holds it (R61d-5: rebound to a mirror the import statement does not use)
