@@ -80,9 +80,14 @@ def _patched(name: str) -> dict:
     return _run({name: _plan_src(name)})[name]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1)
+def _controls() -> dict:
+    # every control in one child (nothing patched: each flag's state is its own setting)
+    return _run({n: _plan_src(n, patched=False) for n in sorted(PLANS)})
+
+
 def _control(name: str) -> dict:
-    return _run({name: _plan_src(name, patched=False)})[name]
+    return _controls()[name]
 
 
 @pytest.mark.state_modules()
