@@ -59,3 +59,39 @@ def flag_src(plan: Path) -> str:
 def probe_flags(flags: dict, imports: str) -> dict:
     """:data:`FLAG_PROBE` of ``flags`` (name -> (source, modules)) after ``imports``."""
     return run_child(FLAG_PROBE.replace("IMPORTS", imports), json.dumps(flags))
+
+
+# rounds 61b-61d: each plan's code (its import-time patch and its flag) exec'd under a file name
+# of its own, then the flag between two fingerprints with a collection after step 1
+PATCH_PROBE = """
+import gc, json, sys
+from spec_lang.torch_frontend import c_registries as C
+from spec_lang.torch_frontend.process_state import _process_state
+from spec_lang.torch_frontend.step_state import state_changes
+C.watch_audit_hooks()
+out = {}
+for name, src in json.loads(sys.argv[1]).items():
+    ns = {}
+    exec(compile("import ctypes, gc, logging, os, signal, sys, torch\\n" + src,
+                 f"/tmp/ROUND_{name}.py", "exec"), ns)
+    s0 = _process_state(modules=[])
+    a = ns["_flag"]()
+    gc.collect()
+    s1 = _process_state(modules=[])
+    b = ns["_flag"]()
+    out[name] = {"flag1": bool(a), "flag2": bool(b), "changes": sorted(state_changes(s0, s1))}
+print(json.dumps(out))
+"""
+
+
+def plan_flag_src(plan: Path, patch_call: str | None = None) -> str:
+    """:func:`flag_src` of ``plan``; without its import-time patch when ``patch_call`` (the
+    line that applies it, e.g. ``"PATCH()"``) is given: the unpatched control."""
+    src = flag_src(plan)
+    return src if patch_call is None else src.replace(f"\n{patch_call}\n", "\n")
+
+
+def patch_flags(round_name: str, flags: dict[str, str]) -> dict:
+    """:data:`PATCH_PROBE` of ``flags`` (name -> source) in one child, its code compiled as
+    ``/tmp/<round_name>_<name>.py``."""
+    return run_child(PATCH_PROBE.replace("ROUND", round_name), json.dumps(flags))

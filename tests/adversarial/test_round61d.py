@@ -11,13 +11,11 @@ controls (the same code, the patch not applied) likewise.
 from __future__ import annotations
 
 import functools
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.adversarial.child_probe import patch_flags, plan_flag_src
 
 TREE = Path(__file__).resolve().parents[2]
 ROUND = Path(__file__).resolve().parent / "plans" / "round61d"
@@ -50,39 +48,12 @@ _WHY = {
                              "looks up torch._C._get_deterministic_algorithms when it runs",
 }
 
-_PROBE = """
-import gc, json, sys
-from spec_lang.torch_frontend import c_registries as C
-from spec_lang.torch_frontend.process_state import _process_state
-from spec_lang.torch_frontend.step_state import state_changes
-C.watch_audit_hooks()
-out = {}
-for name, src in json.loads(sys.argv[1]).items():
-    ns = {}
-    exec(compile("import ctypes, gc, logging, os, signal, sys, torch\\n" + src,
-                 f"/tmp/r61d_{name}.py", "exec"), ns)
-    s0 = _process_state(modules=[])
-    a = ns["_flag"]()
-    gc.collect()
-    s1 = _process_state(modules=[])
-    b = ns["_flag"]()
-    out[name] = {"flag1": bool(a), "flag2": bool(b), "changes": sorted(state_changes(s0, s1))}
-print(json.dumps(out))
-"""
-
-
 def _plan_src(name: str, patched: bool = True) -> str:
-    text = (ROUND / PLANS[name]).read_text()
-    src = text[text.index("\nH = {}\n"):text.index("\ndef parallelize")]
-    return src if patched else src.replace("\n_patch()\n", "\n")
+    return plan_flag_src(ROUND / PLANS[name], None if patched else '_patch()')
 
 
 def _run(flags: dict) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(TREE)}
-    argv = [sys.executable, "-c", _PROBE, json.dumps(flags)]
-    out = subprocess.run(argv, cwd=TREE, env=env, capture_output=True, text=True, check=True,
-                         timeout=600).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return patch_flags("r61d", flags)
 
 
 @functools.lru_cache(maxsize=None)
