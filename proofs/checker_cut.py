@@ -116,13 +116,15 @@ def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
     renamed by the one bijective renaming ``ren`` / ``back`` (same kind, domain and dims), and
     every other node has the op, attrs (compared with every value's type, nested: ``1`` is not
     ``true``) and dims of its image and its children's images as children. None when it is,
-    else the first difference."""
+    else the first difference. Two nodes agree in op, attrs (an input's but its name), dims
+    and arity exactly when their :func:`signatures` do."""
     nodes = chk.t.nodes
-    akeys = chk.t._akeys   # per node: its attrs with every value's type, nested (kernel.py)
+    sig, cutvar = signatures(chk)
     image: dict[int, int] = {}
     stack = [(pat, tgt)]
+    pop, push = stack.pop, stack.extend
     while stack:
-        p, q = stack.pop()
+        p, q = pop()
         if p in image:
             if image[p] != q:
                 return f"lemma node {p} stands for both node {image[p]} and node {q}"
@@ -132,29 +134,56 @@ def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
             if to_plan[p] != q:
                 return f"embed node {p} is at node {q}, not at its plan node {to_plan[p]}"
             continue
-        op, args, attrs, dims = nodes[p]
-        if op == "INPUT" and _is_cut_name(attrs[0] if attrs else None):
+        if cutvar[p]:
             if to_spec is None or p not in to_spec:
                 return f"cut var node {p} is not one of this step's vars on the spec side"
             if to_spec[p] != q:
                 return f"cut var node {p} is at node {q}, not at its spec node {to_spec[p]}"
             continue
-        oq, aq, tq, dq = nodes[q]
-        if op != oq or dims != dq or len(args) != len(aq):
-            return f"lemma node {p} and node {q} differ in op, dims or arity"
+        if sig[p] != sig[q]:
+            return _difference(chk, p, q)
+        op, args, attrs, _ = nodes[p]
         if op == "INPUT":
-            if akeys[p][1][1:] != akeys[q][1][1:]:
-                return f"inputs {attrs[0]!r} and {tq[0]!r} differ in kind or domain"
-            if _is_cut_name(tq[0]):
+            tq = nodes[q][2]
+            if cutvar[q]:
                 return f"input {attrs[0]!r} is at cut var {tq[0]!r}"
             if (ren.setdefault(attrs[0], tq[0]) != tq[0]
                     or back.setdefault(tq[0], attrs[0]) != attrs[0]):
                 return f"input {attrs[0]!r} is not renamed consistently"
             continue
-        if akeys[p] != akeys[q]:
-            return f"lemma node {p} and node {q} differ in attrs"
-        stack.extend(zip(args, aq))
+        push(zip(args, nodes[q][1]))
     return None
+
+
+def signatures(chk: Any) -> tuple[list[int], list[bool]]:
+    """Per node of ``chk``'s table (computed once per check): a small integer equal for two
+    nodes exactly when they have the same op, dims, arity and attrs (every value with its type,
+    nested: the table's ``_akeys``), an ``INPUT``'s attrs without its name; and whether the node
+    is a cut var (an ``INPUT`` named ``cut:...``)."""
+    got = getattr(chk, "_signatures", None)
+    if got is None:
+        of: dict[Any, int] = {}
+        sig: list[int] = []
+        cutvar: list[bool] = []
+        akeys = chk.t._akeys   # per node: its attrs with every value's type, nested (kernel.py)
+        for i, (op, args, attrs, dims) in enumerate(chk.t.nodes):
+            inp = op == "INPUT"
+            key = (op, akeys[i][1][1:] if inp else akeys[i], dims, len(args))
+            sig.append(of.setdefault(key, len(of)))
+            cutvar.append(inp and _is_cut_name(attrs[0] if attrs else None))
+        got = chk._signatures = (sig, cutvar)
+    return got
+
+
+def _difference(chk: Any, p: int, q: int) -> str:
+    """Why nodes ``p`` and ``q`` have different signatures, in words."""
+    op, args, attrs, dims = chk.t.nodes[p]
+    oq, aq, tq, dq = chk.t.nodes[q]
+    if op != oq or dims != dq or len(args) != len(aq):
+        return f"lemma node {p} and node {q} differ in op, dims or arity"
+    if op == "INPUT":
+        return f"inputs {attrs[0]!r} and {tq[0]!r} differ in kind or domain"
+    return f"lemma node {p} and node {q} differ in attrs"
 
 
 def _other_input(chk: Any, root: int, var: int) -> int | None:

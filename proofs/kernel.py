@@ -557,8 +557,10 @@ def check_sizes(table: NodeTable, binding: dict[str, int]) -> None:
             raise KernelError(f"node {i}: {a!r} is not a mesh axis of the binding")
         return binding[a]
 
+    sized: dict[Any, dict[str, int]] = {}   # dims -> local sizes (rows share dims tuples)
     for i, (op, args, attrs, dims) in enumerate(table.nodes):
-        sizes = {n: local(i, n, s) for n, s in dims}
+        if (sizes := sized.get(dims)) is None:
+            sizes = sized[dims] = {n: local(i, n, s) for n, s in dims}
         if op == "RENAME":
             old, new = attrs
             src = dict(table.nodes[args[0]][3])[old]
