@@ -46,6 +46,17 @@ def _is_user_file(fn: str) -> bool:
         and "importlib" not in fn and not fn.startswith("<")
 
 
+@functools.lru_cache(maxsize=4096)
+def _frame_kind(fn: str) -> int:
+    """What frames of code file ``fn`` are, for :func:`user_site`: 3 the user's, under the
+    prover's own ``proofs/``; 2 the user's; 1 the plan library's; 0 anything else (cached per
+    file name, as :func:`_is_user_file`: a trace asks once per op, thousands of times per
+    file)."""
+    if _is_user_file(fn):
+        return 3 if os.path.abspath(fn).startswith(_PROVER_DIR) else 2
+    return 1 if os.path.dirname(os.path.abspath(fn)) == _LIBRARY_DIRS[1] else 0
+
+
 def user_site(depth: int = 1) -> str:
     """``file:line`` of the first frame outside the core ``spec_lang`` modules and the plan
     library; when the first such frame is the prover's own (``proofs/``: the tracing child
@@ -55,11 +66,12 @@ def user_site(depth: int = 1) -> str:
     library = ""
     while f is not None:
         fn = f.f_code.co_filename
-        if _is_user_file(fn):
-            if library and os.path.abspath(fn).startswith(_PROVER_DIR):
+        kind = _frame_kind(fn)
+        if kind >= 2:
+            if library and kind == 3:
                 return library
             return f"{fn}:{f.f_lineno}"
-        if not library and os.path.dirname(os.path.abspath(fn)) == _LIBRARY_DIRS[1]:
+        if kind == 1 and not library:
             library = f"{fn}:{f.f_lineno}"
         f = f.f_back
     return library or "<unknown>:0"

@@ -272,7 +272,15 @@ class Term:
         raise TermError(f"{self!r} has no dim {name!r}")
 
 
-_INTERN: weakref.WeakValueDictionary[tuple, Term] = weakref.WeakValueDictionary()
+# key -> weak reference to the live Term (a plain dict and weakref.ref: WeakValueDictionary's
+# Python-level get / KeyedRef cost a fifth of a frontier trace); a dead term's entry is dropped
+# by its reference's callback, unless a newer term has taken the key since
+_INTERN: dict[tuple, weakref.ReferenceType] = {}
+
+
+def _forget(ref: weakref.ReferenceType, key: tuple) -> None:
+    if _INTERN.get(key) is ref:
+        del _INTERN[key]
 _NEXT_UID = [0]
 
 
@@ -295,9 +303,11 @@ def term(op: Op, args: tuple[Term, ...] | list[Term], attrs: tuple[Any, ...] | l
     attrs = tuple(_norm_attr(a) for a in attrs)
     dims = tuple(dims)
     key = (op, tuple(id(a) for a in args), attrs, dims)
-    t = _INTERN.get(key)
-    if t is not None and t.args == args:
-        return t
+    ref = _INTERN.get(key)
+    if ref is not None:
+        t = ref()
+        if t is not None and t.args == args:
+            return t
     t = object.__new__(Term)
     t.op, t.args, t.attrs, t.dims = op, args, attrs, dims
     t.uid = _NEXT_UID[0]
@@ -305,7 +315,7 @@ def term(op: Op, args: tuple[Term, ...] | list[Term], attrs: tuple[Any, ...] | l
     t._key = key
     t._varying = None
     t._site = None       # where the user first built it (spec_lang.tensor.record_site)
-    _INTERN[key] = t
+    _INTERN[key] = weakref.ref(t, lambda r, k=key: _forget(r, k))
     return t
 
 

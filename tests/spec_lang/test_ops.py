@@ -132,3 +132,24 @@ def test_dim_rejects_bad_names_and_sizes() -> None:
     assert Dim("HD", 128).half() == Dim("HD_half", 64)
     with pytest.raises(SpecError, match="odd"):
         Dim("HD", 5).half()
+
+
+def test_a_dead_term_leaves_the_intern_table_and_a_live_one_is_shared():
+    """``term`` hash-conses through weak references (``spec_lang/term.py`` ``_INTERN``): equal
+    fields give the same live object; once it is gone its entry goes too, and building it
+    again makes a new term (a new uid)."""
+    import gc
+
+    from spec_lang import term as term_mod
+    from spec_lang.term import DimSpec, Op, term
+
+    x = term(Op.INPUT, (), ("intern_probe", "param", "real"), (DimSpec("B"),))
+    y = term(Op.EXP, (x,), (), (DimSpec("B"),))
+    assert term(Op.EXP, [x], [], [DimSpec("B")]) is y
+    key, uid = y._key, y.uid
+    assert term_mod._INTERN[key]() is y
+    del y
+    gc.collect()
+    assert key not in term_mod._INTERN
+    z = term(Op.EXP, (x,), (), (DimSpec("B"),))
+    assert z.uid != uid and term_mod._INTERN[key]() is z
