@@ -23,6 +23,7 @@ ROUND = Path(__file__).resolve().parent / "plans" / "round62a"
 
 MODE = "r62a_01_function_mode_counter_wrong.py"
 HOOKS = "r62a_02_saved_hooks_counter_wrong.py"
+DISPATCH = "r62a_04_dispatch_mode_counter_wrong.py"
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,6 +38,10 @@ def _hooks(entered: bool) -> dict:
     return _probe(entered, HOOKS, "_push()")
 
 
+def _dispatch(entered: bool) -> dict:
+    return _probe(entered, DISPATCH, "_enter()")
+
+
 @pytest.mark.state_modules()
 def test_r62a_1_flag_tells_step_2_from_step_1():
     assert (_probe(True)["flag1"], _probe(True)["flag2"]) == (False, True)
@@ -49,6 +54,20 @@ def test_r62a_1_flag_tells_step_2_from_step_1():
                    "(no global holds it) keeps a step counter nothing reads (changes [])")
 def test_r62a_1_mode_counter_is_a_change():
     assert _probe(True)["changes"], _probe(True)
+
+
+@pytest.mark.state_modules()
+def test_r62a_1b_dispatch_flag_tells_step_2_from_step_1():
+    assert (_dispatch(True)["flag1"], _dispatch(True)["flag2"]) == (False, True)
+    assert (_dispatch(False)["flag1"], _dispatch(False)["flag2"]) == (False, False)
+
+
+@pytest.mark.state_modules()
+@pytest.mark.xfail(strict=True, reason="R62a-1 (dispatch form): the torch dispatch mode stack is "
+                   "read by each mode's class only; a TorchDispatchMode entered at import keeps a "
+                   "step counter nothing reads (changes [])")
+def test_r62a_1b_dispatch_mode_counter_is_a_change():
+    assert _dispatch(True)["changes"], _dispatch(True)
 
 
 @pytest.mark.state_modules()
@@ -79,6 +98,26 @@ def _prove(path: Path) -> int:
                    "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_1_function_mode_counter_plan_not_equivalent():
     assert _prove(ROUND / MODE) != 0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R62a-1 (dispatch form): EQUIVALENT rc 0, 23.1 s at "
+                   "1257386e; truth step 2 w0 0.005758 w1 0.002748 w2 0.004218")
+def test_r62a_1b_dispatch_mode_counter_plan_not_equivalent():
+    assert _prove(ROUND / DISPATCH) != 0
+
+
+@pytest.mark.slow
+def test_r62a_main_thread_attr_plan_not_equivalent():
+    # control (passes): a counter on threading.main_thread() (threading's _main_thread global,
+    # read by its own attributes: R56a-3) is UNKNOWN rc 2, 24.0 s
+    assert _prove(ROUND / "r62a_03_main_thread_attr_wrong.py") != 0
+
+
+@pytest.mark.slow
+def test_r62a_thread_at_import_plan_not_equivalent():
+    # control (passes): a thread started at import is refused (exit 3, 5.2 s: R34b-2)
+    assert _prove(ROUND / "r62a_05_thread_object_counter_wrong.py") != 0
 
 
 @pytest.mark.slow
