@@ -85,6 +85,36 @@ def test_r62a_2_hook_counter_is_a_change():
     assert _hooks(True)["changes"], _hooks(True)
 
 
+# R62a-4: the R61d-1 family on the bound mode-stack reader (_len_torch_function_stack replaced)
+LEN = "r62a_10_len_function_stack_patched_wrong.py"
+
+
+@functools.lru_cache(maxsize=None)
+def _len_probe(patched: bool) -> dict:
+    src = plan_flag_src(ROUND / LEN, None if patched else "_patch()")
+    return patch_flags("r62a", {"p": src})["p"]
+
+
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("patched", [False, True])
+def test_r62a_4_flag_tells_step_2_from_step_1(patched):
+    assert (_len_probe(patched)["flag1"], _len_probe(patched)["flag2"]) == (False, True)
+
+
+@pytest.mark.state_modules()
+def test_r62a_4_control_entered_mode_is_a_change():
+    assert "torch function mode stack" in _len_probe(False)["changes"]
+
+
+@pytest.mark.state_modules()
+@pytest.mark.xfail(strict=True, reason="R62a-4: process_state._FN_MODES (torch.overrides."
+                   "_get_current_function_mode_stack, bound) looks up _len_torch_function_stack "
+                   "in torch.overrides' globals when it runs; replaced at import, it answers 0 "
+                   "under _c_state (changes [])")
+def test_r62a_4_patched_entered_mode_is_a_change():
+    assert "torch function mode stack" in _len_probe(True)["changes"], _len_probe(True)
+
+
 # R62a-3: torch's process-wide settings the fingerprint does not read (each toggled by the flag:
 # the setting is the step counter); getter and setter, as exec'd in the child
 _UNREAD = {
@@ -201,6 +231,20 @@ def test_r62a_2_saved_hooks_counter_plan_not_equivalent():
                    "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_3_check_sparse_invariants_plan_not_equivalent():
     assert _prove(ROUND / "r62a_09_check_sparse_invariants_wrong.py") != 0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R62a-4: EQUIVALENT rc 0, 29.9 s at 1257386e; truth step "
+                   "2 w0 0.005758 w1 0.002748 w2 0.004218")
+def test_r62a_4_len_function_stack_patched_plan_not_equivalent():
+    assert _prove(ROUND / LEN) != 0
+
+
+@pytest.mark.slow
+def test_r62a_4_control_plan_not_equivalent():
+    # control (passes): r62a_10 without its patch, UNKNOWN rc 2, 32.2 s ("changes torch
+    # function mode stack")
+    assert _prove(ROUND / "r62a_11_function_mode_entered_in_step_control_wrong.py") != 0
 
 
 @pytest.mark.slow
