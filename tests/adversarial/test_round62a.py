@@ -139,6 +139,28 @@ def test_r62a_5_default_device_is_a_change():
     assert _device_probe()["changes"], _device_probe()
 
 
+# R62a-6: a ContextVar's value in the thread's current Context (the variable held nowhere else)
+CTXVAR = "r62a_15_contextvar_in_context_only_wrong.py"
+
+
+@functools.lru_cache(maxsize=1)
+def _ctx_probe() -> dict:
+    return patch_flags("r62a", {"p": plan_flag_src(ROUND / CTXVAR)})["p"]
+
+
+@pytest.mark.state_modules()
+def test_r62a_6_flag_tells_step_2_from_step_1():
+    assert (_ctx_probe()["flag1"], _ctx_probe()["flag2"]) == (False, True)
+
+
+@pytest.mark.state_modules()
+@pytest.mark.xfail(strict=True, reason="R62a-6: the current contextvars Context is not read; a "
+                   "ContextVar made and set at import inside a function (no global holds it) "
+                   "keeps a step counter (changes [])")
+def test_r62a_6_context_value_is_a_change():
+    assert _ctx_probe()["changes"], _ctx_probe()
+
+
 # R62a-3: torch's process-wide settings the fingerprint does not read (each toggled by the flag:
 # the setting is the step counter); getter and setter, as exec'd in the child
 _UNREAD = {
@@ -276,6 +298,20 @@ def test_r62a_4_control_plan_not_equivalent():
                    "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_5_default_device_index_plan_not_equivalent():
     assert _prove(ROUND / DEVICE) != 0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="R62a-6: EQUIVALENT rc 0, 19.3 s at 1257386e; truth step "
+                   "2 w0 0.005758 w1 0.002748 w2 0.004218")
+def test_r62a_6_contextvar_in_context_only_plan_not_equivalent():
+    assert _prove(ROUND / CTXVAR) != 0
+
+
+@pytest.mark.slow
+def test_r62a_contextvar_global_plan_not_equivalent():
+    # control (passes): the ContextVar a global of the train file: UNKNOWN rc 2, 17.3 s (the
+    # global "holds a value it cannot read")
+    assert _prove(ROUND / "r62a_14_contextvar_counter_wrong.py") != 0
 
 
 @pytest.mark.slow
