@@ -66,19 +66,8 @@ _MISSING = object()
 # what _c_state and _read_process_state call, bound here, before the train file runs (round
 # 61b: a reader replaced at import answered a constant to the fingerprint only, R61b-2..8)
 import logging as _logging  # noqa: E402
-from torch.overrides import _get_current_function_mode_stack as _FN_MODES  # noqa: E402
-from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _DSP_MODES  # noqa
-_SAVED_HOOKS = torch._C._autograd._top_saved_tensors_default_hooks  # noqa: SLF001
-_SETTINGS_READERS = (   # (the interpreter's and torch's settings, R12-5)
-    gc.get_threshold, sys.getrecursionlimit, sys.getswitchinterval, sys.gettrace,
-    sys.getprofile, torch.get_num_threads, torch.get_num_interop_threads,
-    torch._C._get_deterministic_algorithms,  # noqa: SLF001 (the C getters torch's Python
-    torch._C._get_float32_matmul_precision,  # noqa: SLF001  readers look up when they run:
-    sys.get_int_max_str_digits, torch._C._get_warnAlways,  # noqa: SLF001  R61d-1)
-    torch.is_anomaly_enabled,
-    torch.is_anomaly_check_nan_enabled, torch._C._get_mkldnn_enabled,  # noqa: SLF001
-    torch._C._get_cudnn_enabled, torch._C._get_cudnn_benchmark,  # noqa: SLF001
-    torch._C._get_cudnn_deterministic)  # noqa: SLF001  (not the module's properties)
+from spec_lang.torch_frontend.torch_c_state import (  # noqa: E402
+    SETTINGS_READERS as _SETTINGS_READERS, torch_c_texts)
 _GETCWD, _UMASK, _ENVIRON_OBJ = os.getcwd, os.umask, os.environ
 import _signal  # noqa: E402
 _GETSIGNAL, _VALID_SIGNALS = _signal.getsignal, _signal.valid_signals
@@ -473,17 +462,15 @@ def _finalizers() -> tuple[str, dict[str, str]]:
 
 def _c_state(collecting: bool) -> dict[str, str]:
     """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
-    torch's saved-tensor hooks, its torch-function and dispatch mode stacks (each mode by its
-    class), the ``decimal`` context, the finalizers pending (not torch's own), the Python
+    torch's saved-tensor hooks, its torch-function and dispatch mode stacks and the context
+    variables (:func:`torch_c_state.torch_c_texts`), the ``decimal`` context, the finalizers pending (not torch's own), the Python
     threads running (by class and target: a thread the step starts and leaves running can
     change state after the step) and the interpreter's and torch's settings (gc thresholds,
     recursion limit, switch interval, trace and profile functions, thread counts,
     determinism, matmul precision: R12-5)."""
-    hooks = _SAVED_HOOKS(True)
-    out = {"torch saved_tensors_hooks": "none" if hooks is None else
-           ",".join(_ident(h) + ":" + _function_text(h) for h in hooks),
-           "torch function mode stack": ",".join(_qual(type(m)) for m in _FN_MODES()),
-           "torch dispatch mode stack": ",".join(_qual(type(m)) for m in _DSP_MODES())}
+    out = torch_c_texts()
+    for k in list(out):
+        out[k] = _unreadable_if_deep(out[k])
     c = _GETCONTEXT()    # its settings and sticky flags (a step can test one: R60b-3)
     out["the decimal context"] = repr((
         c.prec, c.rounding, c.Emin, c.Emax, c.capitals, c.clamp,

@@ -49,9 +49,6 @@ def test_r62a_1_flag_tells_step_2_from_step_1():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R62a-1: process_state._c_state reads the torch function "
-                   "mode stack by each mode's class only; a TorchFunctionMode entered at import "
-                   "(no global holds it) keeps a step counter nothing reads (changes [])")
 def test_r62a_1_mode_counter_is_a_change():
     assert _probe(True)["changes"], _probe(True)
 
@@ -63,9 +60,6 @@ def test_r62a_1b_dispatch_flag_tells_step_2_from_step_1():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R62a-1 (dispatch form): the torch dispatch mode stack is "
-                   "read by each mode's class only; a TorchDispatchMode entered at import keeps a "
-                   "step counter nothing reads (changes [])")
 def test_r62a_1b_dispatch_mode_counter_is_a_change():
     assert _dispatch(True)["changes"], _dispatch(True)
 
@@ -77,10 +71,6 @@ def test_r62a_2_flag_tells_step_2_from_step_1():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R62a-2: process_state._c_state reads torch's saved-tensor "
-                   "default hooks by identity and bytecode only (value_text._function_text); "
-                   "hooks pushed at import keep a step counter in the pack hook's __dict__ "
-                   "nothing reads (changes [])")
 def test_r62a_2_hook_counter_is_a_change():
     assert _hooks(True)["changes"], _hooks(True)
 
@@ -107,10 +97,6 @@ def test_r62a_4_control_entered_mode_is_a_change():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R62a-4: process_state._FN_MODES (torch.overrides."
-                   "_get_current_function_mode_stack, bound) looks up _len_torch_function_stack "
-                   "in torch.overrides' globals when it runs; replaced at import, it answers 0 "
-                   "under _c_state (changes [])")
 def test_r62a_4_patched_entered_mode_is_a_change():
     assert "torch function mode stack" in _len_probe(True)["changes"], _len_probe(True)
 
@@ -131,10 +117,6 @@ def test_r62a_5_flag_tells_step_2_from_step_1():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R62a-5: torch.set_default_device('cpu') <-> 'cpu:0' "
-                   "replaces torch's DeviceContext mode by another of the same class; the mode "
-                   "stack is read by class only, torch._GLOBAL_DEVICE_CONTEXT not by its device "
-                   "(changes [])")
 def test_r62a_5_default_device_is_a_change():
     assert _device_probe()["changes"], _device_probe()
 
@@ -154,9 +136,6 @@ def test_r62a_6_flag_tells_step_2_from_step_1():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason="R62a-6: the current contextvars Context is not read; a "
-                   "ContextVar made and set at import inside a function (no global holds it) "
-                   "keeps a step counter (changes [])")
 def test_r62a_6_context_value_is_a_change():
     assert _ctx_probe()["changes"], _ctx_probe()
 
@@ -223,10 +202,9 @@ def test_r62a_3_control_read_setting_is_a_change(name):
 
 
 @pytest.mark.state_modules()
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason=f"R62a-3: torch's {n} setting is not read by the fingerprint "
-    "(process_state._SETTINGS_READERS, c_settings): changes []")) for n in sorted(_UNREAD)])
+@pytest.mark.parametrize("name", sorted(_UNREAD))
 def test_r62a_3_unread_setting_is_a_change(name):
+    # (unread at 1257386e; read since: torch_c_state.SETTINGS_READERS)
     assert _settings()[name]["changes"], _settings()[name]
 
 
@@ -239,15 +217,11 @@ def _prove(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R62a-1: EQUIVALENT rc 0, 24.5 s at 1257386e; truth step "
-                   "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_1_function_mode_counter_plan_not_equivalent():
     assert _prove(ROUND / MODE) != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R62a-1 (dispatch form): EQUIVALENT rc 0, 23.1 s at "
-                   "1257386e; truth step 2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_1b_dispatch_mode_counter_plan_not_equivalent():
     assert _prove(ROUND / DISPATCH) != 0
 
@@ -266,22 +240,16 @@ def test_r62a_thread_at_import_plan_not_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R62a-2: EQUIVALENT rc 0, 25.1 s at 1257386e; truth step "
-                   "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_2_saved_hooks_counter_plan_not_equivalent():
     assert _prove(ROUND / HOOKS) != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R62a-3: EQUIVALENT rc 0, 30.0 s at 1257386e; truth step "
-                   "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_3_check_sparse_invariants_plan_not_equivalent():
     assert _prove(ROUND / "r62a_09_check_sparse_invariants_wrong.py") != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R62a-4: EQUIVALENT rc 0, 29.9 s at 1257386e; truth step "
-                   "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_4_len_function_stack_patched_plan_not_equivalent():
     assert _prove(ROUND / LEN) != 0
 
@@ -294,15 +262,11 @@ def test_r62a_4_control_plan_not_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R62a-5: EQUIVALENT rc 0, 33.1 s at 1257386e; truth step "
-                   "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_5_default_device_index_plan_not_equivalent():
     assert _prove(ROUND / DEVICE) != 0
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="R62a-6: EQUIVALENT rc 0, 19.3 s at 1257386e; truth step "
-                   "2 w0 0.005758 w1 0.002748 w2 0.004218")
 def test_r62a_6_contextvar_in_context_only_plan_not_equivalent():
     assert _prove(ROUND / CTXVAR) != 0
 
