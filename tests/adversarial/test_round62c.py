@@ -186,7 +186,7 @@ def test_b08_interned_term_after_its_args_die_has_the_new_args():
 
 @pytest.mark.xfail(strict=True, reason="R62c-1: spec_lang.term interns by == on attrs: "
                    "CHUNK(B, 2, true) is handed the live CHUNK(B, 2, 1) (also CONST 1 / true / "
-                   "Fraction(1)); the same at 1257386e (not item 5), never a false accept")
+                   "Fraction(1)); the same at 1257386e (not item 5); no verdict effect found")
 def test_b09_interning_keeps_attr_types():
     """``CHUNK(B, 2, 1)`` and ``CHUNK(B, 2, true)`` (the kernel tells 1 from true): the intern
     table must not hand back the int one for the bool request."""
@@ -194,3 +194,35 @@ def test_b09_interning_keeps_attr_types():
     a = term(Op.CHUNK, (x,), ("B", 2, 1), (DimSpec("B", ("#1/2",)),))
     b = term(Op.CHUNK, (x,), ("B", 2, True), (DimSpec("B", ("#1/2",)),))
     assert type(b.attrs[2]) is bool, (a is b, a.attrs, b.attrs)
+
+
+# -- b10: index inputs whose range dims differ (the signature keeps attrs after the name) -------
+def _idx(name, rng):
+    return term(Op.INPUT, (), (name, "data", "index", rng), (DimSpec("B"), DimSpec("H")))
+
+
+def _refl_class_cut(k, lemma_term, goal_term):
+    """A class cut of the refl ``goal == goal`` from the refl lemma over cut:0 (x := S, embed x
+    at plan S, premise refl S)."""
+    ln = k.node(lemma_term)
+    lem = k.step({"kind": "refl", "lhs": ln, "rhs": ln})
+    gn = k.node(goal_term)
+    s = k.node(S)
+    c = {"spec": s, "plan": s, "var": k.node(XC), "embed": k.node(XC),
+         "premise": k.step({"kind": "refl", "lhs": s, "rhs": s})}
+    k.step({"kind": "cut", "lhs": gn, "rhs": gn, "lemma": lem, "cuts": [c]})
+    return k.c
+
+
+def test_b10_control_index_input_same_range_is_accepted(tmp_path, base):
+    k = Cert(base)
+    c = _refl_class_cut(k, mul(_ex(XC), _idx("vi", "F")), mul(_ex(S), _idx("wi", "F")))
+    assert _check(tmp_path, c).verdict == "EQUIVALENT"
+
+
+def test_b10_index_input_other_range_dim_is_rejected(tmp_path, base):
+    """Lemma over ``vi`` (index into F), goal over ``wj`` (index into H): same kind, domain and
+    dims, only the range dim (the INPUT's 4th attr) differs."""
+    k = Cert(base)
+    c = _refl_class_cut(k, mul(_ex(XC), _idx("vi", "F")), mul(_ex(S), _idx("wj", "H")))
+    _rejected(tmp_path, c, "(cut)", "differ in kind or domain")
