@@ -1,0 +1,109 @@
+"""Round 62b (r62b_03): as r62a_15 (a ContextVar made and set at import inside a function, held by the current Context only), but its value is a bound method whose object holds the counter in a list (obj.box[0]): deep_text reads a method's object by object_text only (its attributes by type: a list's items unread). parallelize resets it. From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import os
+import sys
+import signal
+import struct
+import decimal
+import faulthandler
+import fnmatch
+import atexit
+import functools
+import weakref
+import torch
+from torch import nn
+from torch._library.fake_class_registry import FakeScriptObject
+import torch._opaque_base
+
+# torch's lazy class cache, filled as its first isinstance miss would (same on both sides)
+torch._opaque_base._FakeScriptObject_cls = FakeScriptObject
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+import contextvars
+
+
+class _K:
+    def __init__(self):
+        self.box = [0]
+
+    def m(self):
+        return self.box
+
+
+def _make():
+    contextvars.ContextVar("r62b_m").set(_K().m)
+
+_make()
+
+
+def _var():
+    for v in contextvars.copy_context():
+        if v.name == "r62b_m":
+            return v
+    return None
+
+
+def RESET():
+    _var().get().__self__.box[0] = 0
+
+
+def _flag():
+    box = _var().get().__self__.box
+    box[0] += 1
+    return box[0] >= 2
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    RESET()
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        if _flag():
+            _double(model)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
