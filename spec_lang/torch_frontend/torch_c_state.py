@@ -6,15 +6,20 @@ saved-tensor default hooks, its torch function and dispatch mode stacks, the cur
 Every reader is bound when this module is imported, before the train file runs, and is a C
 function (R61d-1, R62a-4: ``torch.overrides._get_current_function_mode_stack`` is Python and
 looks up ``_len_torch_function_stack`` in its module when it runs, which a train file replaced
-at import to hide a mode its step had entered). What a mode, a hook or a context variable
-holds is read with :func:`value_text.deep_text` (its attributes, closure cells and defaults,
-nested): a counter kept in a mode entered at import (R62a-1), in a hook's ``__dict__``
-(R62a-2), in torch's default-device ``DeviceContext`` switched between ``cpu`` and ``cpu:0``
-(R62a-5) or in a context variable nothing else holds (R62a-6) is a change. The tracer's own
-modes (``make_fx``'s metadata and proxy modes, the fake tensor mode) are read by class: their
-tables grow with every op traced. (The guard of a ``fully_shard`` pipeline stage,
-``pp_data_parallel.AutogradStateGuard``, is entered only inside ``schedule.step``, never
-around a fingerprint.)
+at import to hide a mode its step had entered). What a mode, a hook or a context variable holds is read only where it can be read in full
+(round 62b: ``value_text.deep_text`` reads a function's, a class's, a bound method's object's or
+a ``torch.Generator``'s state only in part, R62b-1..4): the tracer's own modes (``make_fx``'s
+metadata and proxy modes, the fake tensor mode) by class, their tables growing with every op
+traced; torch's default-device ``DeviceContext`` by its devices (R62a-5: ``cpu`` switched to
+``cpu:0``), only while its attributes are exactly those torch sets; a context variable by its
+name, identity and value when the value is None, a number, a string or bytes, or an exact tuple
+of those (R62a-6; R62b-6: two variables of one name swapping values). Any other mode or value,
+and any saved-tensor default hook set around the step, is unreadable (UNKNOWN, naming it): a
+counter the train file keeps in a mode or a hook it entered at import (R62a-1, R62a-2) is not
+read, so the step is not proved. (``pp_data_parallel.AutogradStateGuard`` is entered only
+inside ``schedule.step``, never around a fingerprint.) decimal's own variable is left out (its
+context is read by fields, ``process_state``), and so is numpy's ``format_options`` (read as
+numpy's print settings there).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, TorchFunctionMetadataMode
 
-from spec_lang.torch_frontend.value_text import _ident, _qual, deep_text, own_dict
+from spec_lang.torch_frontend.value_text import _DATA, UNREADABLE, _data_text, _qual, own_dict
 
 __all__ = ["SETTINGS_READERS", "torch_c_texts"]
 
@@ -42,9 +47,14 @@ _COPY_CONTEXT, _CONTEXT_ITEMS = _contextvars.copy_context, _contextvars.Context.
 # decimal's own variable, made here (before any step: its first ``getcontext`` adds it to the
 # context) and left out of the variables' text: ``process_state`` reads its context's fields
 _DECIMAL_CONTEXT = decimal.getcontext()
-_DECIMAL_VAR = next((v for v, x in _CONTEXT_ITEMS(_COPY_CONTEXT()) if x is _DECIMAL_CONTEXT),
-                    None)
-_DEVICE, _DEVICE_REPR, _DICT_VALUES = torch.device, torch.device.__repr__, dict.values
+_OWN_VARS = frozenset({v for v, x in _CONTEXT_ITEMS(_COPY_CONTEXT()) if x is _DECIMAL_CONTEXT})
+try:      # numpy 2's print options (read by process_state through the variable's own get)
+    from numpy._core.arrayprint import format_options as _NP_PRINT
+    _OWN_VARS |= {_NP_PRINT}
+except ImportError:
+    pass
+_DEVICE, _DEVICE_REPR, _GET = torch.device, torch.device.__repr__, dict.get
+from torch.utils._device import DeviceContext as _DEVICE_CONTEXT  # noqa: E402
 _TRACER_MODES = frozenset({TorchFunctionMetadataMode, ProxyTorchDispatchMode, FakeTensorMode})
 
 #: The interpreter's and torch's settings, each a C getter (not torch's Python readers, which
@@ -69,31 +79,62 @@ SETTINGS_READERS = (
     functools.partial(_C.get_autocast_dtype, "cpu"))
 
 
+def _device_context(m: Any, depth: int = 0) -> str | None:
+    """A ``DeviceContext`` by its devices (and the one it replaced), or None when it holds
+    anything else or nests past 4."""
+    own = own_dict(m)
+    if type(m) is not _DEVICE_CONTEXT or type(own) is not dict or depth > 4 or \
+            not set(own) <= {"device", "old_device", "prev_mode"}:
+        return None
+    parts = []
+    for k in ("device", "old_device"):
+        x = _GET(own, k)
+        if x is not None and type(x) is not _DEVICE:
+            return None
+        parts.append("-" if x is None else _DEVICE_REPR(x))
+    prev = _GET(own, "prev_mode")
+    inner = "-" if prev is None else _device_context(prev, depth + 1)
+    return None if inner is None else f"DeviceContext({parts[0]},{parts[1]},{inner})"
+
+
 def _mode_text(m: Any) -> str:
-    """A mode on torch's function or dispatch stack: the tracer's own by class, any other (the
-    train file's; torch's default-device ``DeviceContext``) with everything it holds, and the
-    devices among its own attributes by value (``deep_text`` reads a ``torch.device``, a C
-    object, by identity; R62a-5 switched ``cpu`` and ``cpu:0``)."""
+    """A mode on torch's function or dispatch stack (the module docstring)."""
     if type(m) in _TRACER_MODES:
         return _qual(type(m))
-    own = own_dict(m)
-    devices = [_DEVICE_REPR(x) for x in _DICT_VALUES(own) if type(x) is _DEVICE] \
-        if type(own) is dict else []
-    return f"{_qual(type(m))}:{deep_text(m)}:{devices}"
+    return _device_context(m) or UNREADABLE + f"the {_qual(type(m))} mode entered around the step"
+
+
+def _value_text(x: Any, depth: int = 0) -> str | None:
+    """None, a number, a string or bytes by value, an exact tuple of those; else None."""
+    if x is None or type(x) in _DATA:
+        return _data_text(x)
+    if type(x) is tuple and depth < 4:
+        parts = [_value_text(y, depth + 1) for y in tuple.__iter__(x)]
+        return None if None in parts else "(" + ",".join(parts) + ")"
+    return None
+
+
+def _variable_text(v: Any, x: Any) -> str:
+    t = _value_text(x)
+    return f"{v.name}@{id(v):x}=" + (t if t is not None else UNREADABLE +
+                                     f"the context variable {v.name!r} holds a {_qual(type(x))}")
 
 
 def torch_c_texts() -> dict[str, str]:
     """``{what: text}`` for the saved-tensor hooks, the two mode stacks (bottom first) and the
-    current context's variables (by name, identity and value, sorted). A text may hold
-    :data:`value_text.TOO_DEEP`; the caller makes it unreadable."""
+    current context's variables (sorted); a text holding :data:`value_text.UNREADABLE` makes
+    the entry unknown (the module docstring)."""
     hooks = _SAVED_HOOKS(True)
-    return {
+    out = {
         "torch saved_tensors_hooks": "none" if hooks is None else
-        ",".join([_ident(h) + ":" + deep_text(h) for h in hooks]),
+        UNREADABLE + "saved-tensor default hooks set around the step",
         "torch function mode stack": ",".join([_mode_text(_FN_AT(i)) for i in range(_FN_LEN())]),
         "torch dispatch mode stack": ",".join(
             [_mode_text(_DSP_AT(i)) for i in range(_DSP_LEN())]),
-        "the context variables": repr(sorted(
-            [f"{v.name}:{_ident(v)}={deep_text(x)}" for v, x in _CONTEXT_ITEMS(_COPY_CONTEXT())
-             if v is not _DECIMAL_VAR])),
+        "the context variables": ",".join(sorted(
+            [_variable_text(v, x) for v, x in _CONTEXT_ITEMS(_COPY_CONTEXT())
+             if v not in _OWN_VARS])),
     }
+    # an entry with an unreadable part is unreadable as a whole (step_state.state_changes)
+    return {k: t if UNREADABLE not in t else UNREADABLE + t.replace(UNREADABLE, "")
+            for k, t in out.items()}

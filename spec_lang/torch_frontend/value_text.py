@@ -297,10 +297,10 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
     by_value = c_value(x, depth, budget)       # C state that is no reference (R59c-2)
     if by_value is not None:
         return text + by_value
-    if t is types.FunctionType:
-        kd = x.__kwdefaults__
+    if t is types.FunctionType:      # (its own attributes too: R62b-1, a counter in f.box[0])
+        kd, own = x.__kwdefaults__, own_dict(x)
         held = [_cell(c) for c in x.__closure__ or ()] + list(x.__defaults__ or ()) + (
-            list(dict.values(kd)) if kd else [])
+            list(dict.values(kd)) if kd else []) + (list(dict.values(own)) if own else [])
     else:
         own = own_dict(x)
         held = [r for r in gc.get_referents(x) if r is not own and r is not t] + (
@@ -390,8 +390,9 @@ def _ident_text(v: Any) -> str:
         name = module_dict(v).get("__name__", "")          # (torch.classes raises on getattr)
         # a stand-in module under a loaded module's name is not that module
         return f"module:{name}" if sys.modules.get(name) is v else f"module:{name}(a copy)"
-    if issubclass(type(v), type):
-        return f"class:{v.__module__}.{v.__qualname__}"
+    if issubclass(type(v), type):   # (a class made with exec's own globals has no __module__)
+        mod = type.__dict__["__dict__"].__get__(v).get("__module__", "?")
+        return f"class:{mod}.{v.__qualname__}"
     if v is None or issubclass(type(v), _DATA):       # by value (R56b-3)
         return _data_text(v)
     if issubclass(type(v), (types.BuiltinFunctionType, types.BuiltinMethodType)):
