@@ -45,6 +45,7 @@ from spec_lang.torch_frontend.fsdp_freed import freed_reads_refused
 from spec_lang.torch_frontend.fsdp_grads import unsharded_grad_reads_refused
 from spec_lang.torch_frontend.fsdp_hold import release_all
 from spec_lang.torch_frontend.param_attrs import carried
+from spec_lang.torch_frontend.torch_c_state import modes_entered
 from spec_lang.torch_frontend.parallelize_guard import guarded, no_forward
 from spec_lang.torch_frontend.stale_refs import refuse_held
 from spec_lang.torch_frontend.storage_writes import counted
@@ -508,6 +509,11 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
 
     _register_user_frames(tf)
     found: list[tuple[Any, str]] = []       # collectives over another group (R33b-1, R33b-2)
+    entered = modes_entered()     # the train file's, all of them (torch_c_state: R62d-1)
+    if entered:
+        raise PlanError(f"{path}:1: the torch function or dispatch mode {entered[0]} is entered "
+                        "around train_step (at import or in parallelize): prove --torch cannot "
+                        "read what it holds; enter it inside train_step")
     try:
         # one attention route for spec and plan, selective checkpointing recomputing as in
         # an eager run (eager_paths)

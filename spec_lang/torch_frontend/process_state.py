@@ -67,7 +67,7 @@ _MISSING = object()
 # 61b: a reader replaced at import answered a constant to the fingerprint only, R61b-2..8)
 import logging as _logging  # noqa: E402
 from spec_lang.torch_frontend.torch_c_state import (  # noqa: E402
-    SETTINGS_READERS as _SETTINGS_READERS, torch_c_texts)
+    SETTINGS_READERS as _SETTINGS_READERS, plain_text, torch_c_texts)
 _GETCWD, _UMASK, _ENVIRON_OBJ = os.getcwd, os.umask, os.environ
 import _signal  # noqa: E402
 _GETSIGNAL, _VALID_SIGNALS = _signal.getsignal, _signal.valid_signals
@@ -517,10 +517,11 @@ def _c_state(collecting: bool) -> dict[str, str]:
     if _NP_READERS is not None:
         err, printing, _ = _NP_READERS
         e, pr = err(), printing()
+        pr = plain_text(pr)     # (a formatter function unreadable, not by repr: R62d-2)
         out["numpy's error and print settings"] = repr((
-            sorted((k, v) for k, v in _DICT_ITEMS(e) if k not in ("call", "bufsize")),
-            sorted(_DICT_ITEMS(pr), key=lambda kv: kv[0]))) if type(e) is dict and type(
-                pr) is dict else UNREADABLE + "numpy's settings are not dicts"
+            sorted((k, v) for k, v in _DICT_ITEMS(e) if k not in ("call", "bufsize")), pr)) \
+            if type(e) is dict and pr is not None else \
+            UNREADABLE + "numpy's settings are not dicts of plain values"
     out[THREADS] = "|".join(sorted(
         f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"
         for t in _THREADS_NOW()))

@@ -37,7 +37,7 @@ from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, TorchFunc
 
 from spec_lang.torch_frontend.value_text import _DATA, UNREADABLE, _data_text, _qual, own_dict
 
-__all__ = ["SETTINGS_READERS", "torch_c_texts"]
+__all__ = ["SETTINGS_READERS", "modes_entered", "plain_text", "torch_c_texts"]
 
 _C = torch._C  # noqa: SLF001
 _FN_LEN, _FN_AT = _C._len_torch_function_stack, _C._get_function_stack_at  # noqa: SLF001
@@ -48,12 +48,7 @@ _COPY_CONTEXT, _CONTEXT_ITEMS = _contextvars.copy_context, _contextvars.Context.
 # context) and left out of the variables' text: ``process_state`` reads its context's fields
 _DECIMAL_CONTEXT = decimal.getcontext()
 _OWN_VARS = frozenset({v for v, x in _CONTEXT_ITEMS(_COPY_CONTEXT()) if x is _DECIMAL_CONTEXT})
-try:      # numpy 2's print options (read by process_state through the variable's own get)
-    from numpy._core.arrayprint import format_options as _NP_PRINT
-    _OWN_VARS |= {_NP_PRINT}
-except ImportError:
-    pass
-_DEVICE, _DEVICE_REPR, _GET = torch.device, torch.device.__repr__, dict.get
+_DEVICE, _DEVICE_REPR, _GET, _ITEMS = torch.device, torch.device.__repr__, dict.get, dict.items
 from torch.utils._device import DeviceContext as _DEVICE_CONTEXT  # noqa: E402
 _TRACER_MODES = frozenset({TorchFunctionMetadataMode, ProxyTorchDispatchMode, FakeTensorMode})
 
@@ -76,7 +71,23 @@ SETTINGS_READERS = (
         "_get_overrideable_sdp_enabled", "_get_mkldnn_deterministic", "_get_cudnn_allow_tf32",
         "_get_cublas_allow_tf32", "_get_graph_executor_optimize")),
     functools.partial(_C.is_autocast_enabled, "cpu"),
-    functools.partial(_C.get_autocast_dtype, "cpu"))
+    functools.partial(_C.get_autocast_dtype, "cpu"),
+    *(f for f in (getattr(_C, n, None) for n in (   # (R62d-3: twelve more a step could toggle)
+        "_get_nnpack_enabled", "_get_cublas_allow_fp16_accumulation",
+        "_get_cublas_allow_bf16_reduced_precision_reduction",
+        "_get_cublas_allow_fp16_reduced_precision_reduction",
+        "_get_cpu_allow_fp16_reduced_precision_reduction",
+        "_get_math_sdp_allow_fp16_bf16_reduction", "_get_cudnn_sdp_enabled",
+        "_get_fa3_sdp_enabled", "_get_backcompat_broadcast_warn", "_get_backcompat_keepdim_warn",
+        "_get_dtensor_allow_implicit_replication", "_get_miopen_immediate",
+        "_get_onednn_allow_tf32", "_get_qengine", "_get_autograd_fallback_mode",
+        "_get_blas_preferred_backend", "_get_linalg_preferred_backend",
+        "_get_rocm_fa_preferred_backend", "_get_sdp_priority_order",
+        "_get_sm_carveout_experimental", "_is_grad_layout_enforcement_enabled",
+        "_jit_texpr_fuser_enabled", "is_autocast_cache_enabled", "_is_torch_function_enabled",
+        "_is_torch_function_all_disabled", "_get_default_device", "_is_xnnpack_enabled",
+        "_get_cudnn_depthwise_kernel")) if f is not None),
+    _C._autograd._saved_tensors_hooks_is_enabled)  # noqa: SLF001
 
 
 def _device_context(m: Any, depth: int = 0) -> str | None:
@@ -104,18 +115,36 @@ def _mode_text(m: Any) -> str:
     return _device_context(m) or UNREADABLE + f"the {_qual(type(m))} mode entered around the step"
 
 
-def _value_text(x: Any, depth: int = 0) -> str | None:
-    """None, a number, a string or bytes by value, an exact tuple of those; else None."""
+def modes_entered() -> list[str]:
+    """The modes on torch's function and dispatch stacks now that :func:`_mode_text` cannot
+    read (any but a plain ``DeviceContext``): ``capture`` asks just before it traces, when
+    every mode there is the train file's (R62d-1: a ``TorchFunctionMetadataMode`` of its own,
+    entered at import, would pass for the tracer's by its class)."""
+    return [_qual(type(m)) for m in [*[_FN_AT(i) for i in range(_FN_LEN())],
+                                     *[_DSP_AT(i) for i in range(_DSP_LEN())]]
+            if _device_context(m) is None]
+
+
+def plain_text(x: Any, depth: int = 0) -> str | None:
+    """None, a number, a string or bytes by value, an exact tuple of those, an exact dict of
+    string keys and such values (numpy's print options; R62d-2: a ``formatter`` function is
+    not read by ``repr``); else None."""
     if x is None or type(x) in _DATA:
         return _data_text(x)
     if type(x) is tuple and depth < 4:
-        parts = [_value_text(y, depth + 1) for y in tuple.__iter__(x)]
+        parts = [plain_text(y, depth + 1) for y in tuple.__iter__(x)]
         return None if None in parts else "(" + ",".join(parts) + ")"
+    if type(x) is dict and depth < 4:
+        items = list(_ITEMS(x))
+        parts = [plain_text(y, depth + 1) for _, y in items]
+        if None in parts or any(type(k) is not str for k, _ in items):
+            return None
+        return "{" + ",".join(sorted(f"{k!r}:{t}" for (k, _), t in zip(items, parts))) + "}"
     return None
 
 
 def _variable_text(v: Any, x: Any) -> str:
-    t = _value_text(x)
+    t = plain_text(x)
     return f"{v.name}@{id(v):x}=" + (t if t is not None else UNREADABLE +
                                      f"the context variable {v.name!r} holds a {_qual(type(x))}")
 
