@@ -167,6 +167,7 @@ def test_r62d_wrong_plan_not_equivalent(plan):
 @pytest.mark.parametrize("plan", [
     "r62d_03_devicecontext_class_attr_wrong.py",     # documented: torch classes' data attributes
     "r62d_05_autocast_cache_toggle_wrong.py",        # NOT EQUIVALENT (the trace's own autocast)
+    "r62d_07_global_nan_payload_wrong.py",           # UNKNOWN (a NaN read by its bytes)
 ])
 def test_r62d_other_wrong_plans(plan):
     if plan.startswith("r62d_03"):
