@@ -275,12 +275,16 @@ class Term:
 # key -> weak reference to the live Term (a plain dict and weakref.ref: WeakValueDictionary's
 # Python-level get / KeyedRef cost a fifth of a frontier trace); a dead term's entry is dropped
 # by its reference's callback, unless a newer term has taken the key since
-_INTERN: dict[tuple, weakref.ReferenceType] = {}
+class _Ref(weakref.ref):
+    __slots__ = ("key",)
 
 
-def _forget(ref: weakref.ReferenceType, key: tuple) -> None:
-    if _INTERN.get(key) is ref:
-        del _INTERN[key]
+def _forget(ref: _Ref) -> None:
+    if _INTERN.get(ref.key) is ref:
+        del _INTERN[ref.key]
+
+
+_INTERN: dict[tuple, _Ref] = {}
 _NEXT_UID = [0]
 
 
@@ -315,7 +319,8 @@ def term(op: Op, args: tuple[Term, ...] | list[Term], attrs: tuple[Any, ...] | l
     t._key = key
     t._varying = None
     t._site = None       # where the user first built it (spec_lang.tensor.record_site)
-    _INTERN[key] = weakref.ref(t, lambda r, k=key: _forget(r, k))
+    ref = _INTERN[key] = _Ref(t, _forget)
+    ref.key = key
     return t
 
 
