@@ -151,8 +151,20 @@ def _flag():
 '''}
 
 
+# the settings' toggles share one child (each is a setting of its own, as round 62a's); the
+# numpy formatter and the control each get one (what they leave set would show in the others)
+_SHARED = (*_SETTINGS, "saved_tensors_hooks_disabled")
+
+
+@functools.lru_cache(maxsize=None)
+def _shared() -> dict:
+    return patch_flags("r62d", {n: _UNIT[n] for n in _SHARED})
+
+
 @functools.lru_cache(maxsize=None)
 def _unit(name: str) -> dict:
+    if name in _SHARED:
+        return _shared()[name]
     src = {**_UNIT, **_CONTROLS}[name]
     return patch_flags("r62d", {name: src})[name]
 
