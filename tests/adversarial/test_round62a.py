@@ -42,6 +42,7 @@ def _dispatch(entered: bool) -> dict:
     return _probe(entered, DISPATCH, "_enter()")
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 def test_r62a_1_flag_tells_step_2_from_step_1():
     assert (_probe(True)["flag1"], _probe(True)["flag2"]) == (False, True)
@@ -53,6 +54,7 @@ def test_r62a_1_mode_counter_is_a_change():
     assert _probe(True)["changes"], _probe(True)
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 def test_r62a_1b_dispatch_flag_tells_step_2_from_step_1():
     assert (_dispatch(True)["flag1"], _dispatch(True)["flag2"]) == (False, True)
@@ -64,6 +66,7 @@ def test_r62a_1b_dispatch_mode_counter_is_a_change():
     assert _dispatch(True)["changes"], _dispatch(True)
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 def test_r62a_2_flag_tells_step_2_from_step_1():
     assert (_hooks(True)["flag1"], _hooks(True)["flag2"]) == (False, True)
@@ -85,6 +88,7 @@ def _len_probe(patched: bool) -> dict:
     return patch_flags("r62a", {"p": src})["p"]
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 @pytest.mark.parametrize("patched", [False, True])
 def test_r62a_4_flag_tells_step_2_from_step_1(patched):
@@ -111,6 +115,7 @@ def _device_probe() -> dict:
     return patch_flags("r62a", {"p": plan_flag_src(ROUND / DEVICE)})["p"]
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 def test_r62a_5_flag_tells_step_2_from_step_1():
     assert (_device_probe()["flag1"], _device_probe()["flag2"]) == (False, True)
@@ -130,6 +135,7 @@ def _ctx_probe() -> dict:
     return patch_flags("r62a", {"p": plan_flag_src(ROUND / CTXVAR)})["p"]
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 def test_r62a_6_flag_tells_step_2_from_step_1():
     assert (_ctx_probe()["flag1"], _ctx_probe()["flag2"]) == (False, True)
@@ -188,6 +194,7 @@ def _settings() -> dict:
                                 for n, (g, st) in {**_UNREAD, **_READ}.items()})
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 @pytest.mark.parametrize("name", sorted({**_UNREAD, **_READ}))
 def test_r62a_3_setting_flag_tells_step_2_from_step_1(name):

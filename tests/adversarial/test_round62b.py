@@ -57,6 +57,7 @@ def _probe(plan: str) -> dict:
     return patch_flags("r62b", {"p": plan_flag_src(ROUND / plan)})["p"]
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 @pytest.mark.parametrize("plan", sorted(PLANS))
 def test_r62b_flag_tells_step_2_from_step_1(plan):
@@ -141,6 +142,7 @@ def _unit(name: str) -> dict:
     return patch_flags("r62b", {name: _UNIT[name][1]})[name]
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 @pytest.mark.parametrize("name", sorted(_UNIT))
 def test_r62b_unit_flag_tells_step_2_from_step_1(name):

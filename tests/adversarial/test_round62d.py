@@ -49,6 +49,7 @@ def _probe(plan: str) -> dict:
     return patch_flags("r62d", {"p": plan_flag_src(ROUND / plan)})["p"]
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 @pytest.mark.parametrize("plan", sorted(PLANS))
 def test_r62d_flag_tells_step_2_from_step_1(plan):
@@ -169,6 +170,7 @@ def _unit(name: str) -> dict:
     return patch_flags("r62d", {name: src})[name]
 
 
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
 @pytest.mark.state_modules()
 @pytest.mark.parametrize("name", sorted(_UNIT) + sorted(_CONTROLS))
 def test_r62d_unit_flag_tells_step_2_from_step_1(name):

@@ -84,13 +84,13 @@ def _tables(draw):
     return table
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_tables())
 def test_varying_table_is_the_plain_walk(table):
     assert varying_table(table) == _plain_varying(table)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_tables())
 def test_equal_signatures_are_equal_op_dims_arity_and_typed_attrs(table):
     sig, cutvar = signatures(SimpleNamespace(t=table))
