@@ -56,7 +56,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from proofs.checker_cut import _is_cut_name, check_cut
+from proofs.checker_cut import _is_cut_name, check_cut, signatures
 from proofs.checker_load import STEP_KEYS, _fail, load
 from proofs.checker_refutation import _check_refutation, _require_rng_assumption
 from proofs.checker_rules import RULES, RULESET, RuleMismatch, instantiate_and_match, varying_table
@@ -103,6 +103,7 @@ class _Checker:
         self.smt_count = 0
         self.varying = varying_table(table)
         self._cut_free: list[bool] | None = None
+        self._signatures: tuple[list[int], list[bool]] | None = None   # (class cuts)
         # sign facts (proofs/checker_signs.py): the input domains alone, and with the spec's
         # assumed denominators; dep[k]: step k rests on an assumed denominator
         self.signs_free = Signs(table)
@@ -188,6 +189,12 @@ class _Checker:
         raise _fail(f"{where}: nodes {lhs} and {rhs}: a denominator (or radicand, log "
                     f"argument) is not shown nonzero on the spec's domain")
     # -- obligation cutting -------------------------------------------------------------------
+    def signatures(self) -> tuple[list[int], list[bool]]:
+        """:func:`proofs.checker_cut.signatures` of the table, once."""
+        if self._signatures is None:
+            self._signatures = signatures(self.t)
+        return self._signatures
+
     def cut_free(self) -> list[bool]:
         """Per node: no ``INPUT`` named ``cut:...`` is reachable from it (once, bottom-up)."""
         if self._cut_free is None:

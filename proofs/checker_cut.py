@@ -119,7 +119,7 @@ def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
     else the first difference. Two nodes agree in op, attrs (an input's but its name), dims
     and arity exactly when their :func:`signatures` do."""
     nodes = chk.t.nodes
-    sig, cutvar = signatures(chk)
+    sig, cutvar = chk.signatures()
     image: dict[int, int] = {}
     stack = [(pat, tgt)]
     pop, push = stack.pop, stack.extend
@@ -155,24 +155,22 @@ def _instance(chk: Any, pat: int, tgt: int, to_spec: dict[int, int] | None,
     return None
 
 
-def signatures(chk: Any) -> tuple[list[int], list[bool]]:
-    """Per node of ``chk``'s table (computed once per check): a small integer equal for two
-    nodes exactly when they have the same op, dims, arity and attrs (every value with its type,
-    nested: the table's ``_akeys``), an ``INPUT``'s attrs without its name; and whether the node
-    is a cut var (an ``INPUT`` named ``cut:...``)."""
-    got = getattr(chk, "_signatures", None)
-    if got is None:
-        of: dict[Any, int] = {}
-        sig: list[int] = []
-        cutvar: list[bool] = []
-        akeys = chk.t._akeys   # per node: its attrs with every value's type, nested (kernel.py)
-        for i, (op, args, attrs, dims) in enumerate(chk.t.nodes):
-            inp = op == "INPUT"
-            key = (op, akeys[i][1][1:] if inp else akeys[i], dims, len(args))
-            sig.append(of.setdefault(key, len(of)))
-            cutvar.append(inp and _is_cut_name(attrs[0] if attrs else None))
-        got = chk._signatures = (sig, cutvar)
-    return got
+def signatures(table: Any) -> tuple[list[int], list[bool]]:
+    """Per node of ``table``: a small integer equal for two nodes exactly when they have the
+    same op, dims, arity and attrs (every value with its type, nested: the table's
+    ``_akeys``), an ``INPUT``'s attrs without its name; and whether the node is a cut var (an
+    ``INPUT`` named ``cut:...``). The checker computes them once per check
+    (``_Checker.signatures``)."""
+    of: dict[Any, int] = {}
+    sig: list[int] = []
+    cutvar: list[bool] = []
+    akeys = table._akeys   # per node: its attrs with every value's type, nested (kernel.py)
+    for i, (op, args, attrs, dims) in enumerate(table.nodes):
+        inp = op == "INPUT"
+        key = (op, akeys[i][1][1:] if inp else akeys[i], dims, len(args))
+        sig.append(of.setdefault(key, len(of)))
+        cutvar.append(inp and _is_cut_name(attrs[0] if attrs else None))
+    return sig, cutvar
 
 
 def _difference(chk: Any, p: int, q: int) -> str:

@@ -15,7 +15,6 @@ forged rows that differ from a well-typed row only where the key looks are still
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -93,7 +92,7 @@ def test_varying_table_is_the_plain_walk(table):
 @settings(max_examples=150, deadline=None)
 @given(_tables())
 def test_equal_signatures_are_equal_op_dims_arity_and_typed_attrs(table):
-    sig, cutvar = signatures(SimpleNamespace(t=table))
+    sig, cutvar = signatures(table)
     ak = table._akeys
     for i, (op, args, attrs, dims) in enumerate(table.nodes):
         assert cutvar[i] == (op == "INPUT" and _is_cut_name(attrs[0]))
@@ -107,7 +106,7 @@ def test_signatures_tell_one_from_true():
     table = NodeTable()
     for lit in (1, True, 1, "1"):
         table.add("ALL_REDUCE", (), ("dp", lit), ())
-    sig, _ = signatures(SimpleNamespace(t=table))
+    sig, _ = signatures(table)
     assert len(table) == 3 and len(set(sig)) == 3
 
 
