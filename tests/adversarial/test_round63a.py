@@ -87,8 +87,18 @@ def _flag():
         F._vmap_decrement_nesting()
     return d > 0
 '''
+_UNIT["functorch_grad_level_left"] = '''
+from torch._C import _functorch as F
+def _flag():
+    d = F.get_dynamic_layer_stack_depth()
+    if d == 0:
+        F._grad_increment_nesting()
+    else:
+        F._grad_decrement_nesting()
+    return d > 0
+'''
 _FINDING = {**{k: "R63a-1" for k in _SETTINGS}, "jit_num_profiled_runs": "R63a-1",
-            "functorch_vmap_level_left": "R63a-3"}
+            "functorch_vmap_level_left": "R63a-3", "functorch_grad_level_left": "R63a-3"}
 
 # controls (seen): numpy's buffer size and error callback toggled by the step (the error-state
 # context variable enters the context: unreadable); an infra dispatch mode set by the step
@@ -201,13 +211,18 @@ def test_r63a_wrong_plan_not_equivalent(plan):
     assert _prove(ROUND / plan) != 0
 
 
+_DOCUMENTED = {
+    "r63a_04_mha_fastpath_wrong.py": "documented (docs/torch.md, round 11, R11-1): a number or "
+                                     "string global of a torch module is not compared",
+    "r63a_05_torch_printoptions_wrong.py": "documented (docs/torch.md, round 11, R11-6): the "
+                                           "data attributes of torch's objects are not compared",
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("plan", [
-    "r63a_04_mha_fastpath_wrong.py",          # documented: R11-1 (a torch module's bool global)
-])
+@pytest.mark.parametrize("plan", sorted(_DOCUMENTED))
 def test_r63a_documented_wrong_plans(plan):
-    pytest.xfail("documented (docs/torch.md, round 11, R11-1): a number or string global of a "
-                 "torch module is not compared")
+    pytest.xfail(_DOCUMENTED[plan])
     assert _prove(ROUND / plan) != 0
 
 
