@@ -511,7 +511,7 @@ def _capture(tf: TrainFile, sizes: Mapping[str, int], *, mesh: Any,
     found: list[tuple[Any, str]] = []       # collectives over another group (R33b-1, R33b-2)
     entered = modes_entered()     # the train file's, all of them (torch_c_state: R62d-1)
     if entered:
-        raise PlanError(f"{path}:1: the torch function or dispatch mode {entered[0]} is entered "
+        raise PlanError(f"{path}:1: {entered[0]} (a torch mode or transform level) is entered "
                         "around train_step (at import or in parallelize): prove --torch cannot "
                         "read what it holds; enter it inside train_step")
     try:

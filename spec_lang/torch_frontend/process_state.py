@@ -516,9 +516,11 @@ def _c_state(collecting: bool) -> dict[str, str]:
         err, printing, _ = _NP_READERS
         e, pr = err(), printing()
         pr = plain_text(pr)     # (a formatter function unreadable, not by repr: R62d-2)
-        out["numpy's error and print settings"] = repr((
-            sorted((k, v) for k, v in _DICT_ITEMS(e) if k not in ("call", "bufsize")), pr)) \
-            if type(e) is dict and pr is not None else \
+        # (R63a-2: the buffer size and the error callback too, now that numpy's context
+        # variable holding them is left to this entry; the callback with its parts)
+        out["numpy's error and print settings"] = _unreadable_if_deep(repr((
+            sorted((k, v) for k, v in _DICT_ITEMS(e) if k != "call"), pr,
+            deep_text(_NS_GET(e, "call"))))) if type(e) is dict and pr is not None else \
             UNREADABLE + "numpy's settings are not dicts of plain values"
     out[THREADS] = "|".join(sorted(
         f"{_qual(type(t))}:{_ident(getattr(t, '_target', None))}:{t.daemon}"

@@ -37,7 +37,8 @@ from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, TorchFunc
 
 from spec_lang.torch_frontend.value_text import _DATA, UNREADABLE, _data_text, _qual, own_dict
 
-__all__ = ["SETTINGS_READERS", "modes_entered", "plain_text", "torch_c_texts"]
+__all__ = ["AUTOCAST_DEVICES", "SETTINGS_READERS", "levels", "modes_entered", "plain_text",
+           "torch_c_texts"]
 
 _C = torch._C  # noqa: SLF001
 _FN_LEN, _FN_AT = _C._len_torch_function_stack, _C._get_function_stack_at  # noqa: SLF001
@@ -48,14 +49,51 @@ _COPY_CONTEXT, _CONTEXT_ITEMS = _contextvars.copy_context, _contextvars.Context.
 # context) and left out of the variables' text: ``process_state`` reads its context's fields
 _DECIMAL_CONTEXT = decimal.getcontext()
 _OWN_VARS = frozenset({v for v, x in _CONTEXT_ITEMS(_COPY_CONTEXT()) if x is _DECIMAL_CONTEXT})
+try:    # numpy 2's error state (a capsule; R63a-2: ``np.seterr`` at import put it in the context)
+    from numpy._core._multiarray_umath import _extobj_contextvar as _NP_EXTOBJ  # noqa: E402
+    _OWN_VARS |= {_NP_EXTOBJ}     # read by its fields in ``process_state`` (numpy's settings)
+except ImportError:
+    pass
 _DEVICE, _DEVICE_REPR, _GET, _ITEMS = torch.device, torch.device.__repr__, dict.get, dict.items
 from torch.utils._device import DeviceContext as _DEVICE_CONTEXT  # noqa: E402
 _TRACER_MODES = frozenset({TorchFunctionMetadataMode, ProxyTorchDispatchMode, FakeTensorMode})
 
+_FT_DEPTH = _C._functorch.get_dynamic_layer_stack_depth  # noqa: SLF001
+_VMAP_IN, _VMAP_OUT = _C._vmapmode_increment_nesting, _C._vmapmode_decrement_nesting  # noqa
+_AC_IN, _AC_OUT = _C.autocast_increment_nesting, _C.autocast_decrement_nesting
+_DUAL_IN, _DUAL_OUT = _C._enter_dual_level, _C._exit_dual_level  # noqa: SLF001
+
+
+def levels() -> tuple[int, int, int, bool]:
+    """functorch's transform levels (vmap / grad / jvp, its dynamic layer stack), the legacy
+    vmap mode's and autocast's nesting, and whether a forward-AD dual level is entered: state
+    a step can leave entered for its next call (R63a-3: a vmap level pushed as the step
+    returned and popped as it began). Those without a getter are read by a step in and
+    straight back out, in C."""
+    vmap = _VMAP_IN() - 1
+    _VMAP_OUT()
+    nest = _AC_IN() - 1
+    _AC_OUT()
+    try:
+        dual = _DUAL_IN()
+    except RuntimeError:          # "Nested forward mode AD is not supported": one is entered
+        return _FT_DEPTH(), vmap, nest, True
+    _DUAL_OUT(level=dual)
+    return _FT_DEPTH(), vmap, nest, False
+
+
+#: Every device type torch keeps an autocast state for (R63a-1: xla's was toggled unread).
+AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "ipu", "hpu", "xla", "mps", "mtia", "privateuseone",
+                    "maia")
+
 #: The interpreter's and torch's settings, each a C getter (not torch's Python readers, which
 #: look the getter up when they run: R61d-1). Items 3 and 4 are the trace and profile
 #: functions (read by identity). R62a-3 added the fourteen torch getters after the cuDNN ones
-#: and CPU autocast: a step toggling ``check_sparse_tensor_invariants`` was accepted.
+#: and CPU autocast: a step toggling ``check_sparse_tensor_invariants`` was accepted; R62d-3
+#: and R63a-1 the rest: every zero-argument getter of ``torch._C``, its ``_autograd`` and
+#: ``_functorch`` answering a plain value but those named in
+#: ``tests/torch_frontend/test_torch_c_state.py`` (deprecated aliases, counters that move on
+#: their own), autocast for every device type, and the nesting levels (:func:`levels`).
 SETTINGS_READERS = (
     gc.get_threshold, sys.getrecursionlimit, sys.getswitchinterval, sys.gettrace,
     sys.getprofile, torch.get_num_threads, torch.get_num_interop_threads,
@@ -70,8 +108,6 @@ SETTINGS_READERS = (
         "_get_flash_sdp_enabled", "_get_mem_efficient_sdp_enabled",
         "_get_overrideable_sdp_enabled", "_get_mkldnn_deterministic", "_get_cudnn_allow_tf32",
         "_get_cublas_allow_tf32", "_get_graph_executor_optimize")),
-    functools.partial(_C.is_autocast_enabled, "cpu"),
-    functools.partial(_C.get_autocast_dtype, "cpu"),
     *(f for f in (getattr(_C, n, None) for n in (   # (R62d-3: twelve more a step could toggle)
         "_get_nnpack_enabled", "_get_cublas_allow_fp16_accumulation",
         "_get_cublas_allow_bf16_reduced_precision_reduction",
@@ -87,7 +123,32 @@ SETTINGS_READERS = (
         "_jit_texpr_fuser_enabled", "is_autocast_cache_enabled", "_is_torch_function_enabled",
         "_is_torch_function_all_disabled", "_get_default_device", "_is_xnnpack_enabled",
         "_get_cudnn_depthwise_kernel")) if f is not None),
-    _C._autograd._saved_tensors_hooks_is_enabled)  # noqa: SLF001
+    _C._autograd._saved_tensors_hooks_is_enabled,  # noqa: SLF001
+    *(f for f in (getattr(m, n, None) for m, names in (   # (R63a-1: every plain-valued one)
+        (_C, ("_is_default_mobile_cpu_allocator_set", "_is_torch_function_mode_enabled",
+              "_is_tracing", "_jit_get_inline_everything_mode", "_jit_get_logging_option",
+              "_jit_get_num_profiled_runs", "_jit_get_te_cuda_pointwise_block_count",
+              "_jit_get_te_cuda_pointwise_block_size", "_jit_get_te_cuda_pointwise_loop_levels",
+              "_jit_get_te_generate_block_code", "_jit_get_te_must_use_llvm_cpu",
+              "_jit_get_tracer_state_warn", "_jit_is_onnx_log_enabled", "_jit_llga_enabled",
+              "_jit_symbolic_shapes_test_mode_enabled", "_jit_texpr_dynamic_shape_enabled",
+              "_jit_texpr_fallback_allowed", "_jit_texpr_reductions_enabled", "is_grad_enabled",
+              "is_inference_mode_enabled", "_debug_only_are_vmap_fallback_warnings_enabled",
+              "_accelerator_getAccelerator", "_accelerator_getAllocatorSettings",
+              "_accelerator_hooks_get_current_device", "_is_flash_attention_available",
+              "_llvm_enabled", "_get_caught_jit_exception_class_name",
+              "_get_caught_jit_exception_original_msg", "_get_cpu_capability",
+              "_get_graph_exec_group", "_get_max_operator_version",
+              "_get_privateuse1_backend_name", "_get_thread_name", "_get_tracing_state",
+              "_get_upgraders_map_size", "_get_version_calculator_flag",
+              "_is_any_autocast_enabled", "_is_ck_sdpa_available")),
+        (_C._autograd, ("_profiler_enabled", "_is_kineto_stopped")),  # noqa: SLF001
+        (_C._functorch, ("_is_vmap_fallback_enabled", "get_inplace_requires_grad_allowed",
+                         "get_single_level_autograd_function_allowed")))  # noqa: SLF001
+        for n in names) if f is not None),
+    *(functools.partial(f, d) for d in AUTOCAST_DEVICES
+      for f in (_C.is_autocast_enabled, _C.get_autocast_dtype)),
+    levels)
 
 
 def _device_context(m: Any, depth: int = 0) -> str | None:
@@ -117,12 +178,17 @@ def _mode_text(m: Any) -> str:
 
 def modes_entered() -> list[str]:
     """The modes on torch's function and dispatch stacks now that :func:`_mode_text` cannot
-    read (any but a plain ``DeviceContext``): ``capture`` asks just before it traces, when
-    every mode there is the train file's (R62d-1: a ``TorchFunctionMetadataMode`` of its own,
-    entered at import, would pass for the tracer's by its class)."""
+    read (any but a plain ``DeviceContext``), and the functorch, legacy vmap and forward-AD
+    levels entered (R63a-3): ``capture`` asks just before it traces, when every mode there is
+    the train file's (R62d-1: a ``TorchFunctionMetadataMode`` of its own, entered at import,
+    would pass for the tracer's by its class)."""
+    depth, vmap, _, dual = levels()    # (R63a-3: and the transform levels, as modes)
     return [_qual(type(m)) for m in [*[_FN_AT(i) for i in range(_FN_LEN())],
                                      *[_DSP_AT(i) for i in range(_DSP_LEN())]]
-            if _device_context(m) is None]
+            if _device_context(m) is None] + \
+        [f"{n} {what}" for n, what in ((depth, "functorch transform level(s)"),
+                                       (vmap, "legacy vmap level(s)"), (int(dual),
+                                       "forward-AD dual level")) if n]
 
 
 def plain_text(x: Any, depth: int = 0) -> str | None:
@@ -149,6 +215,29 @@ def _variable_text(v: Any, x: Any) -> str:
                                      f"the context variable {v.name!r} holds a {_qual(type(x))}")
 
 
+# torch's settings kept in Python: the plain globals of ``torch.backends``' modules (R63a's
+# r63a_04: ``torch.backends.mha.set_fastpath_enabled``) and the tensor print options (r63a_05:
+# ``torch.set_printoptions``), read by value: other torch globals are not (torch keeps counters
+# there, R11-1), so these are named; each namespace bound here, at import
+_BACKENDS = tuple(sorted((n, m.__dict__) for n, m in list(sys.modules.items())
+                         if n.startswith("torch.backends.") and m is not None))
+_TENSOR_STR_NS = torch._tensor_str.__dict__  # noqa: SLF001
+_PRINT_OPTS_TYPE = type(torch._tensor_str.PRINT_OPTS)  # noqa: SLF001
+
+
+def torch_python_settings() -> str:
+    """The plain globals of ``torch.backends``' modules and torch's tensor print options, as
+    one text (UNREADABLE when the print options were replaced by another kind of object)."""
+    parts = [f"{n}.{k}={t}" for n, ns in _BACKENDS for k, v in list(_ITEMS(ns))
+             if type(k) is str and not k.startswith("__")
+             and (t := plain_text(v)) is not None]
+    opts = _GET(_TENSOR_STR_NS, "PRINT_OPTS")
+    own = own_dict(opts)
+    text = plain_text(own) if type(opts) is _PRINT_OPTS_TYPE and type(own) is dict else None
+    return ",".join(sorted(parts)) + ";print options " + (
+        text if text is not None else UNREADABLE + "torch's print options were replaced")
+
+
 def torch_c_texts() -> dict[str, str]:
     """``{what: text}`` for the saved-tensor hooks, the two mode stacks (bottom first) and the
     current context's variables (sorted); a text holding :data:`value_text.UNREADABLE` makes
@@ -163,6 +252,7 @@ def torch_c_texts() -> dict[str, str]:
         "the context variables": ",".join(sorted(
             [_variable_text(v, x) for v, x in _CONTEXT_ITEMS(_COPY_CONTEXT())
              if v not in _OWN_VARS])),
+        "torch's Python settings": torch_python_settings(),
     }
     # an entry with an unreadable part is unreadable as a whole (step_state.state_changes)
     return {k: t if UNREADABLE not in t else UNREADABLE + t.replace(UNREADABLE, "")

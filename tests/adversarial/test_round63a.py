@@ -27,15 +27,6 @@ from tests.adversarial.child_probe import patch_flags
 TREE = Path(__file__).resolve().parents[2]
 ROUND = Path(__file__).resolve().parent / "plans" / "round63a"
 
-_REASONS = {
-    "R63a-1": "R63a-1 (R62a-3/R62d-3 family): a torch C setting not in SETTINGS_READERS, "
-              "toggled by the step",
-    "R63a-2": "R63a-2: np.seterr at import puts numpy's error-state context variable (a "
-              "PyCapsule) in the context: the context variables unreadable, a right plan UNKNOWN",
-    "R63a-3": "R63a-3: torch's functorch dynamic layer stack (a vmap level left entered between "
-              "steps) is not read",
-}
-
 # R63a-1: (getter, setter) of settings no fingerprint reads; none changes an eager CPU MLP
 _SETTINGS = {
     "vmap_fallback_warnings": ("torch._C._debug_only_are_vmap_fallback_warnings_enabled()",
@@ -176,19 +167,13 @@ def test_r63a_unit_flag_tells_step_2_from_step_1(name):
 
 
 @pytest.mark.state_modules()
-@pytest.mark.parametrize("name", [
-    *[pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_REASONS[_FINDING[n]]))
-      for n in sorted(_UNIT)],
-    *sorted(_CONTROLS)])
+@pytest.mark.parametrize("name", sorted(_UNIT) + sorted(_CONTROLS))
 def test_r63a_unit_counter_is_a_change(name):
-    assert _unit(name)["changes"], _unit(name)
+    assert _unit(name)["changes"], (_FINDING.get(name), _unit(name))
 
 
 @pytest.mark.state_modules()
-@pytest.mark.parametrize("name", [
-    pytest.param("np_seterr_at_import",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63a-2"])),
-    "np_errstate_in_step"])
+@pytest.mark.parametrize("name", ["np_seterr_at_import", "np_errstate_in_step"])
 def test_r63a_right_unit_no_change(name):
     assert _unit(name)["changes"] == [], _unit(name)
 
@@ -200,36 +185,17 @@ def _prove(path: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plan", [
-    pytest.param("r63a_01_jit_inline_everything_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63a-1"])),
-    pytest.param("r63a_02_xla_autocast_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63a-1"])),
-    pytest.param("r63a_06_functorch_vmap_level_left_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63a-3"])),
-])
+    "r63a_01_jit_inline_everything_wrong.py", "r63a_02_xla_autocast_wrong.py",
+    "r63a_06_functorch_vmap_level_left_wrong.py",
+    # R11-1 / R11-6's public-API forms, read since (torch_c_state.torch_python_settings)
+    "r63a_04_mha_fastpath_wrong.py", "r63a_05_torch_printoptions_wrong.py"])
 def test_r63a_wrong_plan_not_equivalent(plan):
-    assert _prove(ROUND / plan) != 0
-
-
-_DOCUMENTED = {
-    "r63a_04_mha_fastpath_wrong.py": "documented (docs/torch.md, round 11, R11-1): a number or "
-                                     "string global of a torch module is not compared",
-    "r63a_05_torch_printoptions_wrong.py": "documented (docs/torch.md, round 11, R11-6): the "
-                                           "data attributes of torch's objects are not compared",
-}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("plan", sorted(_DOCUMENTED))
-def test_r63a_documented_wrong_plans(plan):
-    pytest.xfail(_DOCUMENTED[plan])
     assert _prove(ROUND / plan) != 0
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", [
-    pytest.param(ROUND / "r63a_03_numpy_seterr_import_right.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63a-2"])),
+    ROUND / "r63a_03_numpy_seterr_import_right.py",
     TREE / "examples" / "torch" / "mlp_ddp.py",
     TREE / "examples" / "torch" / "gpt2_ddp.py",
 ])
