@@ -10,10 +10,12 @@ namespace of its own, after the line ``IMPORTS``.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 TREE = Path(__file__).resolve().parents[2]
@@ -37,17 +39,98 @@ print(json.dumps(out))
 """
 
 
+# One server per test process: an interpreter that has imported torch (and numpy), nothing of
+# this tree, and forks a child per probe, so a probe costs the fork, not torch's import (about
+# 1.5 CPU s each, a tenth of the suite's rounds 60a-63a). A probe runs as ``python -c src args``
+# would, in the forked child: its own ``sys.argv``, its stdout and stderr, its exit status; the
+# child ends with ``os._exit`` once its output is flushed (exit handlers do not run).
+_SERVER = r"""
+import json, os, sys, traceback
+import numpy, torch
+inp = sys.stdin
+out = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+for line in inp:
+    req = json.loads(line)
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r_out); os.close(r_err)
+        os.dup2(w_out, 1); os.dup2(w_err, 2)
+        sys.stdout = os.fdopen(1, "w"); sys.stderr = os.fdopen(2, "w")
+        sys.stdin = open(os.devnull)
+        sys.argv = ["-c", *req["args"]]
+        code = 0
+        try:
+            exec(compile(req["src"], "<string>", "exec"), {"__name__": "__main__"})
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(code)
+    os.close(w_out); os.close(w_err)
+    import threading
+    got = {}
+    def drain(fd, k):
+        with os.fdopen(fd, "rb") as f:
+            got[k] = f.read().decode("utf-8", "replace")
+    t = threading.Thread(target=drain, args=(r_err, "stderr")); t.start()
+    drain(r_out, "stdout"); t.join()
+    _, status = os.waitpid(pid, 0)
+    got["rc"] = os.waitstatus_to_exitcode(status)
+    out.write(json.dumps(got) + "\n"); out.flush()
+"""
+_server: list[subprocess.Popen] = []
+
+
+def _probe_server() -> subprocess.Popen:
+    if not _server or _server[0].poll() is not None:
+        env = {**os.environ, "PYTHONPATH": str(TREE)}
+        _server[:] = [subprocess.Popen([sys.executable, "-c", _SERVER], cwd=TREE, env=env,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       text=True)]
+        atexit.register(_stop_server, _server[0])
+    return _server[0]
+
+
+def _stop_server(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def run_child(src: str, *args: str) -> dict:
-    """Run ``src`` (``python -c``, with ``args``) on this tree; its last stdout line, as JSON.
+    """Run ``src`` as ``python -c src args`` would on this tree, in a child forked from the
+    probe server; its last stdout line, as JSON.
 
     Raises:
-        subprocess.CalledProcessError: the child failed.
-        subprocess.TimeoutExpired: after 600 s.
+        subprocess.CalledProcessError: the child failed (its stderr attached).
+        subprocess.TimeoutExpired: no answer within 600 s (the server is killed).
+        RuntimeError: the server itself exited.
     """
-    env = {**os.environ, "PYTHONPATH": str(TREE)}
-    out = subprocess.run([sys.executable, "-c", src, *args], cwd=TREE, env=env,
-                         capture_output=True, text=True, check=True, timeout=600).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    server = _probe_server()
+    server.stdin.write(json.dumps({"src": src, "args": list(args)}) + "\n")
+    server.stdin.flush()
+    done = threading.Timer(600, server.kill)
+    done.start()
+    try:
+        line = server.stdout.readline()
+    finally:
+        done.cancel()
+    if not line and server.poll() == -9:
+        raise subprocess.TimeoutExpired([sys.executable, "-c", "<probe>"], 600)
+    if not line:
+        raise RuntimeError(f"the probe server exited ({server.poll()}): see its stderr")
+    got = json.loads(line)
+    if got["rc"] != 0:
+        raise subprocess.CalledProcessError(got["rc"], [sys.executable, "-c", "<probe>"],
+                                            got["stdout"], got["stderr"])
+    return json.loads(got["stdout"].strip().splitlines()[-1])
 
 
 def flag_src(plan: Path) -> str:
