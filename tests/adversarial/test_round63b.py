@@ -11,7 +11,7 @@ R63b-2: a context variable is read by name, identity and (plain) value; its defa
 ``ContextVar(..., default=[0])`` set to 0 keeps a counter in the list (``Context().run(v.get)``).
 R63b-3: ``deep_text`` reads a function's code, closure, defaults and own ``__dict__``, not its
 ``__globals__``: a signal handler compiled by ``exec`` into a private globals dict keeps a
-counter there.
+counter there (a user finalizer's function the same, unit form).
 R63b-4: ``deep_text`` reads a bound method by ``object_text`` only (R62b-2's cause, closed for
 context variables by making them unreadable, open for signal handlers): the method's object's
 list attribute, changed in place, is unread.
@@ -81,6 +81,23 @@ def _flag():
     g["n"] += 1
     return g["n"] > 1
 ''',
+    "finalizer_function_globals": '''
+import weakref
+class _Obj:
+    pass
+_O = _Obj()
+def _mk():
+    g = {"n": 0}
+    exec("def fin():\\n    pass\\n", g)
+    weakref.finalize(_O, g["fin"])
+_mk()
+def _flag():
+    f = next(i.func for i in vars(weakref.finalize)["_registry"].values()
+             if "n" in getattr(i.func, "__globals__", {}))
+    g = f.__globals__
+    g["n"] += 1
+    return g["n"] > 1
+''',
     "signal_handler_bound_method_box": '''
 def _mk():
     class K:
@@ -123,7 +140,8 @@ def _flag():
 ''',
 }
 _FINDING = {"decimal_context_identity": "R63b-1", "contextvar_default_list": "R63b-2",
-            "signal_handler_globals": "R63b-3", "signal_handler_bound_method_box": "R63b-4",
+            "signal_handler_globals": "R63b-3",
+            "finalizer_function_globals": "R63b-3", "signal_handler_bound_method_box": "R63b-4",
             "signal_handler_bound_method_class_attr": "R63b-5",
             "signal_handler_callable_class_attr": "R63b-5"}
 
@@ -213,6 +231,8 @@ def _prove(path: Path) -> int:
                  marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63b-3"])),
     pytest.param("r63b_04_signal_handler_bound_method_object_wrong.py",
                  marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63b-4"])),
+    pytest.param("r63b_05_signal_handler_class_attribute_wrong.py",
+                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63b-5"])),
 ])
 def test_r63b_wrong_plan_not_equivalent(plan):
     assert _prove(ROUND / plan) != 0
