@@ -239,6 +239,14 @@ def test_r63b_wrong_plan_not_equivalent(plan):
 
 
 @pytest.mark.slow
+def test_r63b_global_hook_state_caught():
+    """Control (caught, UNKNOWN): a counter in a global forward pre-hook's own ``__dict__``,
+    the hook held by torch's ``_global_forward_pre_hooks`` only (the unit form with
+    ``_process_state`` alone sees no change; ``step_state`` does)."""
+    assert _prove(ROUND / "r63b_06_global_forward_pre_hook_state_wrong.py") != 0
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [
     TREE / "examples" / "torch" / "mlp_ddp.py",
     TREE / "examples" / "torch" / "gpt2_ddp.py",
