@@ -470,8 +470,8 @@ def _c_state(collecting: bool) -> dict[str, str]:
     determinism, matmul precision: R12-5)."""
     out = torch_c_texts()
     c = _GETCONTEXT()    # its settings and sticky flags (a step can test one: R60b-3)
-    out["the decimal context"] = repr((
-        c.prec, c.rounding, c.Emin, c.Emax, c.capitals, c.clamp,
+    out["the decimal context"] = repr((     # (and which: R63b-1, a copy swapped in)
+        identity_text(c), c.prec, c.rounding, c.Emin, c.Emax, c.capitals, c.clamp,
         sorted(k.__name__ for k, on in c.traps.items() if on),
         sorted(k.__name__ for k, on in c.flags.items() if on))) \
         if type(c) is _CONTEXT else UNREADABLE + "a decimal context of a subclass"

@@ -29,13 +29,15 @@ import decimal
 import functools
 import gc
 import sys
+import types
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, TorchFunctionMetadataMode
 
-from spec_lang.torch_frontend.value_text import _DATA, UNREADABLE, _data_text, _qual, own_dict
+from spec_lang.torch_frontend.value_text import (
+    _DATA, UNREADABLE, _data_text, _qual, module_dict, own_dict)
 
 __all__ = ["AUTOCAST_DEVICES", "SETTINGS_READERS", "levels", "modes_entered", "plain_text",
            "torch_c_texts"]
@@ -45,6 +47,8 @@ _FN_LEN, _FN_AT = _C._len_torch_function_stack, _C._get_function_stack_at  # noq
 _DSP_LEN, _DSP_AT = _C._len_torch_dispatch_stack, _C._get_dispatch_stack_at  # noqa: SLF001
 _SAVED_HOOKS = _C._autograd._top_saved_tensors_default_hooks  # noqa: SLF001
 _COPY_CONTEXT, _CONTEXT_ITEMS = _contextvars.copy_context, _contextvars.Context.items
+_NEW_CONTEXT, _RUN, _VAR_GET = _contextvars.Context, _contextvars.Context.run, \
+    _contextvars.ContextVar.get
 # decimal's own variable, made here (before any step: its first ``getcontext`` adds it to the
 # context) and left out of the variables' text: ``process_state`` reads its context's fields
 _DECIMAL_CONTEXT = decimal.getcontext()
@@ -209,10 +213,45 @@ def plain_text(x: Any, depth: int = 0) -> str | None:
     return None
 
 
+_NO_DEFAULT = object()
+
+
+def _default(v: Any) -> Any:
+    """A context variable's default: what it answers in an empty context (C calls only)."""
+    try:
+        return _RUN(_NEW_CONTEXT(), _VAR_GET, v)
+    except LookupError:
+        return _NO_DEFAULT
+
+
+_MODULE_VARS: dict[int, Any] = {}     # context variables found in a module's globals
+
+
+def _module_variable(v: Any) -> bool:
+    """``v`` is a global of a loaded module (its default then read with that module: the
+    user's by ``step_state``, a library's such as torch's config patches by identity)."""
+    if id(v) in _MODULE_VARS:
+        return True
+    for m in list(sys.modules.values()):
+        if issubclass(type(m), types.ModuleType) and any(
+                y is v for y in list(dict.values(module_dict(m)))):
+            _MODULE_VARS[id(v)] = v
+            return True
+    return False
+
+
 def _variable_text(v: Any, x: Any) -> str:
-    t = plain_text(x)
-    return f"{v.name}@{id(v):x}=" + (t if t is not None else UNREADABLE +
-                                     f"the context variable {v.name!r} holds a {_qual(type(x))}")
+    """``name@id=value/default``, each plain (R63b-2: a step counting in a list default made
+    in a function); a module's variable's default by its identity."""
+    d = _default(v)
+    t, dt = plain_text(x), ("-" if d is _NO_DEFAULT else plain_text(d))
+    if dt is None and (type(d) is object or _module_variable(v)):
+        dt = f"{_qual(type(d))}@{id(d):x}"     # (a bare ``object()`` sentinel holds nothing:
+        #                                         torch's config entries' defaults)
+    if t is None or dt is None:
+        return UNREADABLE + f"the context variable {v.name!r} holds a " \
+            f"{_qual(type(x if t is None else d))}"
+    return f"{v.name}@{id(v):x}={t}/{dt}"
 
 
 # torch's settings kept in Python: the plain globals of ``torch.backends``' modules (R63a's

@@ -15,8 +15,10 @@ import gc
 import hashlib
 import marshal
 import math
+import os
 import struct
 import sys
+import sysconfig
 import types
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -226,6 +228,78 @@ def object_text(v: Any, depth: int = 0, budget: list[int] | None = None) -> str:
 _DEEP_BUDGET = 20_000
 
 
+_CLASS_DICT, _MRO = type.__dict__["__dict__"].__get__, type.__dict__["__mro__"].__get__
+_FLAGS, _HEAPTYPE = type.__dict__["__flags__"].__get__, 1 << 9
+_GLOBALS = types.FunctionType.__globals__.__get__
+_BUILTINS = sys.modules["builtins"]
+# a class's entries the interpreter and the standard library fill lazily (copy's slot names,
+# abc's caches: read by identity only, not with what they hold)
+_LAZY_CLASS_ENTRIES = frozenset({"__slotnames__", "_abc_impl"})
+
+
+def _private_globals(f: types.FunctionType) -> list[Any]:
+    """``f``'s globals' values when they are not a loaded module's namespace (``step_state``
+    reads those) but a dict of its own (R63b-3: a handler ``exec``'d into ``{"n": 0}``; a
+    namedtuple's ``__new__``), less the builtins ``exec`` put there (read as ``builtins``)."""
+    g = _GLOBALS(f)
+    m = sys.modules.get(f.__module__) if type(f.__module__) is str else None
+    if m is not None and issubclass(type(m), types.ModuleType) and module_dict(m) is g:
+        return []         # (functools.wraps copies another module's name: look them all up)
+    if any(issubclass(type(m), types.ModuleType) and module_dict(m) is g
+           for m in list(sys.modules.values())):
+        return []
+    return [v for k, v in sorted(dict.items(g), key=lambda e: str(e[0]))
+            if not (k == "__builtins__" and (v is _BUILTINS or v is module_dict(_BUILTINS)))]
+
+
+_NAME = type.__dict__["__name__"].__get__
+
+
+def _module_class(k: type) -> bool:
+    """``k`` is a global of a loaded module under its own name: its namespace is read with that
+    module's globals (the user's by ``step_state``; a library's data attributes are R11-6's
+    open family), not again here (``weakref.finalize``'s holds every finalizer, sympy's
+    classes their caches). A class claiming a module that does not hold it is not."""
+    mod = _CLASS_DICT(k).get("__module__")
+    m = sys.modules.get(mod) if type(mod) is str else None
+    return m is not None and issubclass(type(m), types.ModuleType) and \
+        module_dict(m).get(_NAME(k)) is k
+
+
+_STDLIB = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib")})
+
+
+def _library_class(k: type) -> bool:
+    """``k`` is a module class (:func:`_module_class`) of torch, numpy, the standard library or
+    an installed package (a builtin module, or a file under the standard library or a
+    ``site-packages`` / ``dist-packages`` directory)."""
+    if not _module_class(k):
+        return False
+    mod = _CLASS_DICT(k)["__module__"]
+    if mod.split(".")[0] in ("torch", "numpy"):
+        return True
+    f = module_dict(sys.modules[mod]).get("__file__")
+    return f is None or type(f) is str and (f.startswith(_STDLIB) or "-packages" in f)
+
+
+def _class_texts(cls: type, depth: int, budget: list[Any]) -> list[str]:
+    """The own namespaces of the Python classes in ``cls``'s MRO not read yet in this
+    :func:`deep_text` call, each entry with what it holds (R63b-5: a handler's class keeping a
+    counter ``n``; R62b-3 for modes), lazily filled entries by identity; a module's class
+    (:func:`_module_class`) by identity only."""
+    out = []
+    for k in _MRO(cls):
+        if not _FLAGS(k) & _HEAPTYPE or id(k) in budget[1] or _module_class(k):
+            continue
+        budget[1][id(k)] = k
+        for name, val in sorted(dict(_CLASS_DICT(k)).items(), key=lambda e: str(e[0])):
+            if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
+                continue
+            out.append(f"{_qual(k)}.{name}=" + (object_text(val) if name in _LAZY_CLASS_ENTRIES
+                                                else _part_text(val, depth + 1, budget)))
+    return out
+
+
 def deep_text(v: Any) -> str:
     """A value the interpreter may call on the step's behalf (a signal handler, the user's
     finalizer and its arguments, an exit callback and its arguments, a codec function or a
@@ -238,7 +312,7 @@ def deep_text(v: Any) -> str:
     (``c_data.c_value``); modules, classes and the objects ``step_state`` names
     (:func:`trained_objects`) by :func:`object_text` only; any other tensor is unreadable
     (R59c-1). No code of the value's runs."""
-    return _part_text(v, 0, [_DEEP_BUDGET])
+    return _part_text(v, 0, [_DEEP_BUDGET, {}])
 
 
 # ids of the model's modules, the optimizer, the parameters, buffers, gradients and optimizer
@@ -286,10 +360,18 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
         if owner is not None and type(owner) is not types.ModuleType:
             text += ":" + _part_text(owner, depth + 1, budget)
         return text
+    if budget is not None and t is types.MethodType and id(x) not in _TRAINED \
+            and not _library_class(type(x.__self__)):
+        # its function and its object with what they hold (R63b-4: a list on the object; a
+        # library's object, importlib.resources' ExitStack as an exit callback, as before)
+        return text + "{" + _part_text(x.__func__, depth + 1, budget) + "," + \
+            _part_text(x.__self__, depth + 1, budget) + "}"
+    if budget is not None and issubclass(t, type) and id(x) not in _TRAINED:
+        return text + "{" + ",".join(_class_texts(x, depth, budget)) + "}"
     if budget is None or issubclass(t, (types.ModuleType, type)) \
             or t is types.MethodType or issubclass(t, functools.partial) or id(x) in _TRAINED:
-        return text             # (a method's and a partial's parts: object_text read them;
-        #                         the step's own state is read and compared by step_state)
+        return text             # (a partial's parts: object_text read them; the step's own
+        #                         state is read and compared by step_state)
     if issubclass(t, _torch_tensor()):
         return TOO_DEEP         # a tensor not the model's: its values are not read (R59c-1)
     from spec_lang.torch_frontend.c_data import c_value  # noqa: PLC0415 -- (imports this one)
@@ -300,13 +382,16 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
     if t is types.FunctionType:      # (its own attributes too: R62b-1, a counter in f.box[0])
         kd, own = x.__kwdefaults__, own_dict(x)
         held = [_cell(c) for c in x.__closure__ or ()] + list(x.__defaults__ or ()) + (
-            list(dict.values(kd)) if kd else []) + (list(dict.values(own)) if own else [])
+            list(dict.values(kd)) if kd else []) + (list(dict.values(own)) if own else []) + \
+            _private_globals(x)
     else:
         own = own_dict(x)
         held = [r for r in gc.get_referents(x) if r is not own and r is not t] + (
             list(dict.values(own)) if own else [])
     if held:
         text += "{" + ",".join(_part_text(r, depth + 1, budget) for r in held) + "}"
+    if t is not types.FunctionType and _FLAGS(t) & _HEAPTYPE:
+        text += "<" + ",".join(_class_texts(t, depth, budget)) + ">"   # (its class: R63b-5)
     return text
 
 

@@ -208,12 +208,10 @@ def test_r63b_unit_flag_tells_step_2_from_step_1(name):
 
 
 @pytest.mark.state_modules()
-@pytest.mark.parametrize("name", [
-    *[pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_REASONS[_FINDING[n]]))
-      for n in sorted(_UNIT)],
-    *sorted(_CONTROLS)])
+@pytest.mark.parametrize("name", sorted(_UNIT) + sorted(_CONTROLS))
 def test_r63b_unit_counter_is_a_change(name):
-    assert _unit(name)["changes"], _unit(name)
+    """Each finding's unit form (fixed in stop 63) and the controls: a change is seen."""
+    assert _unit(name)["changes"], (_REASONS.get(_FINDING.get(name)), _unit(name))
 
 
 def _prove(path: Path) -> int:
@@ -223,16 +221,11 @@ def _prove(path: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plan", [
-    pytest.param("r63b_01_decimal_context_identity_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63b-1"])),
-    pytest.param("r63b_02_contextvar_default_list_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63b-2"])),
-    pytest.param("r63b_03_signal_handler_function_globals_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63b-3"])),
-    pytest.param("r63b_04_signal_handler_bound_method_object_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63b-4"])),
-    pytest.param("r63b_05_signal_handler_class_attribute_wrong.py",
-                 marks=pytest.mark.xfail(strict=True, reason=_REASONS["R63b-5"])),
+    "r63b_01_decimal_context_identity_wrong.py",
+    "r63b_02_contextvar_default_list_wrong.py",
+    "r63b_03_signal_handler_function_globals_wrong.py",
+    "r63b_04_signal_handler_bound_method_object_wrong.py",
+    "r63b_05_signal_handler_class_attribute_wrong.py",
 ])
 def test_r63b_wrong_plan_not_equivalent(plan):
     assert _prove(ROUND / plan) != 0
