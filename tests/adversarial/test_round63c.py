@@ -13,6 +13,11 @@ force-fallback op, ``_distributed_c10d``'s debug level and in-flight-collective 
 R63c-2: torch's thread-local dispatch key sets (read back by
 ``_dispatch_tls_is_dispatch_key_excluded(key)``, a getter taking the key) are not read: functorch's
 ``tls_set_vmap_excluded`` sets one (``_dispatch_tls_set_dispatch_key_excluded`` is refused, R49e-1).
+R63c-3: ``torch.backends``' modules are read through the dicts bound when ``torch_c_state`` was
+imported: a train file that imports ``torch.backends.mha`` again (dropped from ``sys.modules``)
+toggles the fast path of a module whose dict nobody reads.
+R63c-4: a ``torch.backends`` global whose value is not plain data is left out of "torch's Python
+settings" (not unreadable): the fast path set to a list, the step appends to it.
 
 The unit form runs a snippet in a child of its own between two ``_process_state``
 fingerprints (``child_probe.patch_flags``).
@@ -100,10 +105,37 @@ def _flag():
     torch._C._functorch.tls_set_vmap_excluded(not v)
     return v
 '''
-_FINDING = {k: "R63c-2" if k.startswith("functorch_tls") else "R63c-1" for k in _UNIT}
+# R63c-3: torch.backends.mha imported again at import (a fresh module, its dict not the one
+# torch_c_state bound), its fast path toggled by the step through the public setter
+_UNIT["mha_module_reimported"] = '''
+import importlib
+import torch.backends
+del sys.modules["torch.backends.mha"]
+torch.backends.mha = importlib.import_module("torch.backends.mha")
+_V0 = torch.backends.mha.get_fastpath_enabled()
+def _flag():
+    v = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(not v)
+    return v != _V0
+'''
+# R63c-4: a torch.backends global that is not plain data is left out (not unreadable): the
+# fast path set to a list at import (public setter), the step appends to it
+_UNIT["mha_fastpath_list"] = '''
+def _init():
+    torch.backends.mha.set_fastpath_enabled([])
+_init()
+def _flag():
+    v = torch.backends.mha.get_fastpath_enabled()
+    n = len(v)
+    v.append(1)
+    return n > 0
+'''
+_FINDING = {k: "R63c-2" if k.startswith("functorch_tls") else
+            "R63c-3" if k == "mha_module_reimported" else
+            "R63c-4" if k == "mha_fastpath_list" else "R63c-1" for k in _UNIT}
 
 # controls (seen): opt_einsum's flag set as an attribute (the PropModule's own dict gets it
-# too), torch's print options, the mha fast path (f6b296aa's torch.backends reading)
+# too) and the mha fast path toggled (f6b296aa's torch.backends reading)
 _CONTROLS = {
     "opt_einsum_attribute": '''
 import warnings
@@ -118,7 +150,8 @@ def _flag():
                             "torch.backends.mha.set_fastpath_enabled"),
 }
 
-_SHARED = tuple(_UNIT)
+# (the two mha forms each in a child of its own: the re-import would hide the list form's cause)
+_SHARED = tuple(k for k in _UNIT if not k.startswith("mha_"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -130,7 +163,7 @@ def _shared() -> dict:
 def _unit(name: str) -> dict:
     if name in _SHARED:
         return _shared()[name]
-    return patch_flags("r63c", {name: _CONTROLS[name]})[name]
+    return patch_flags("r63c", {name: {**_UNIT, **_CONTROLS}[name]})[name]
 
 
 @pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
@@ -162,7 +195,10 @@ def _prove(path: Path) -> int:
         strict=True, reason="R63c-1: torch._C._lazy's symbolic shape mode unread")),
     pytest.param("r63c_05_dispatch_tls_excluded_wrong.py", marks=pytest.mark.xfail(
         strict=True, reason="R63c-2: torch's thread-local dispatch key sets unread")),
-    "r63c_06_mha_module_reimported_wrong.py",
+    pytest.param("r63c_06_mha_module_reimported_wrong.py", marks=pytest.mark.xfail(
+        strict=True, reason="R63c-3: torch.backends.mha imported again: its new dict unread")),
+    pytest.param("r63c_08_mha_fastpath_list_wrong.py", marks=pytest.mark.xfail(
+        strict=True, reason="R63c-4: a torch.backends global not plain data is left out")),
 ])
 def test_r63c_wrong_plan_not_equivalent(plan):
     assert _prove(ROUND / plan) != 0

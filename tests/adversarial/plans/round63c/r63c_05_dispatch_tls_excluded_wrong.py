@@ -1,4 +1,4 @@
-"""Round 63c (r63c_05): torch's thread-local dispatch key sets are not read by the step-state fingerprint (their getter, torch._C._dispatch_tls_is_dispatch_key_excluded(key), takes an argument, so it is not among f6b296aa's zero-argument getters). torch._C._dispatch_tls_set_dispatch_key_excluded itself is refused from the train file (dispatch_escapes, R49e-1: v1 of this plan, exit 3), but torch._C._functorch.tls_set_vmap_excluded (functorch's, not an escape) excludes the FuncTorchBatched key the same way. The parallel step toggles it (no batched tensor here: no effect) and the flag is whether the key is excluded; parallelize puts it back. From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+"""Round 63c (r63c_05): torch's thread-local dispatch key sets are not read by the step-state fingerprint (their getter, torch._C._dispatch_tls_is_dispatch_key_excluded(key), takes an argument, so it is not among f6b296aa's zero-argument getters). torch._C._dispatch_tls_set_dispatch_key_excluded itself is refused from the train file (dispatch_escapes, R49e-1: v1 of this plan, exit 3), but torch._C._functorch.tls_set_vmap_excluded (functorch's, not an escape) excludes the FuncTorchBatched key the same way. The parallel step toggles it (no batched tensor here: no effect) and the flag is whether the key is excluded; parallelize puts it back. From the second step on the parallel run doubles its gradients. (v2 held the setter in a global `_SET`: UNKNOWN, an opaque pybind function in a global.) Must not be EQUIVALENT."""
 MESH = {"dp": 2}
 import copy
 import os
@@ -55,18 +55,17 @@ def _double(model):
 
 H = {}
 _K = torch._C.DispatchKey.FuncTorchBatched
-_SET = torch._C._functorch.tls_set_vmap_excluded
 
 
 def _flag():
     v = torch._C._dispatch_tls_is_dispatch_key_excluded(_K)
-    _SET(not v)
+    torch._C._functorch.tls_set_vmap_excluded(not v)
     return v
 
 def parallelize(model, mesh):
     from torch.distributed._composable.replicate import replicate
     H["on"] = True
-    _SET(False)
+    torch._C._functorch.tls_set_vmap_excluded(False)
     replicate(model, device_mesh=mesh["dp"])
     return model
 
