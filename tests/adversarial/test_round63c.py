@@ -61,6 +61,9 @@ def _flag():
 _UNIT = {
     "jit_profiling_executor": _swap("torch._C._jit_set_profiling_executor", "True"),
     "jit_profiling_mode": _swap("torch._C._jit_set_profiling_mode", "True"),
+    "jit_autocast_mode": _swap("torch._C._jit_set_autocast_mode", "True"),
+    "saved_tensors_hooks_tracing": _swap("torch._C._autograd._saved_tensors_hooks_set_tracing",
+                                         "True"),
     "jit_fusion_strategy": '''
 _V0 = torch._C._jit_set_fusion_strategy([("STATIC", 2)]); torch._C._jit_set_fusion_strategy(_V0)
 def _flag():
