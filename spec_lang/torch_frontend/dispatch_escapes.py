@@ -43,6 +43,32 @@ from spec_lang.errors import PlanError
 
 __all__ = ["ESCAPES", "install", "uninstall", "check", "installed", "is_wrapper"]
 
+SETTERS_WITHOUT_GETTER: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("torch._C", ("_jit_set_bailout_depth", "_jit_set_logging_stream", "_jit_set_emit_hooks",
+                  "_jit_set_nvfuser_enabled", "_jit_set_nvfuser_guard_mode",
+                  "_jit_set_nvfuser_horizontal_mode", "_jit_set_nvfuser_single_node_mode",
+                  "_jit_set_nvfuser_skip_node_kind", "_jit_set_onnx_log_output_stream",
+                  "_jit_set_utf8_decoding_ignore", "_set_cached_tensors_enabled",
+                  "_set_override_stale_capture_stream", "_set_print_stack_traces_on_fatal_signal",
+                  "_set_should_use_format_with_string_table",
+                  "_set_warn_on_accumulate_grad_stream_mismatch",
+                  "_enable_mobile_interface_call_export")),
+    ("torch._C._autograd", ("_enable_record_function", "_set_empty_test_observer",
+                            "_enable_profiler_legacy", "_disable_profiler_legacy")),
+    ("torch._C._distributed_c10d", ("_set_thread_isolation_mode", "_set_global_rank",
+                                    "set_debug_level_from_env")),
+    ("torch._C._functorch", ("_set_vmap_fallback_warning_enabled",)),
+    ("torch._C._lazy", ("_set_reuse_ir",)),
+    ("torch._C._profiler", ("_set_cuda_sync_enabled_val", "_set_fwd_bwd_enabled_val",
+                            "_set_record_concrete_inputs_enabled_val",
+                            "_enable_execution_trace_observer",
+                            "_disable_execution_trace_observer")),
+)
+"""(module, names): torch's process-wide settings with a setter and no getter, nor a setter
+answering the old value (``torch_c_state.SETTINGS_READERS`` reads every other): the step-state
+fingerprint cannot compare them, so the train file's own calls are refused (R63c-1)."""
+_SETTERS = frozenset(f"{m}.{n}" for m, names in SETTERS_WITHOUT_GETTER for n in names)
+
 ESCAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("torch._C", ("_DisableTorchDispatch", "_ExcludeDispatchKeyGuard", "ExcludeDispatchKeyGuard",
                   "_ForceDispatchKeyGuard", "_IncludeDispatchKeyGuard",
@@ -62,6 +88,9 @@ ESCAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("torch._ops", ("OpOverload.redispatch",)),
     ("torch._C._autograd", ("_unsafe_set_version_counter",)),
     ("torch.autograd.grad_mode", ("_unsafe_preserve_version_counter.__exit__",)),
+    # functorch's dispatch-key switches (R63c-2: FuncTorchBatched excluded by the step)
+    ("torch._C._functorch", ("tls_set_vmap_excluded", "_set_dynamic_layer_keys_included")),
+    *SETTERS_WITHOUT_GETTER,
 )
 """(module, names): torch 2.13's switches that run an operator past the dispatch modes, or
 take the trace's modes off the stack, or reset a tensor's version counter (which stands for
@@ -143,6 +172,8 @@ def _wrap(orig: Any, name: str, path: str, names: set[str] | None,
             _FOUND.append(f"{path}:{line}: the train file calls {name}, which " + (
                 "resets a tensor's version counter: the next step could not be told from "
                 "this one (R54a-3). Remove it" if "version_counter" in name else
+                "changes a torch setting that has no getter: prove --torch cannot compare "
+                "it between steps (R63c-1). Remove it" if name in _SETTERS else
                 "runs operators past torch's dispatch modes: the capture's trace (make_fx, "
                 "FakeTensorMode) would not see them while the real run executes them "
                 "(R49e-1). Remove it; run the step's operators as ordinary torch calls"))

@@ -86,6 +86,14 @@ def levels() -> tuple[int, int, int, bool]:
     return _FT_DEPTH(), vmap, nest, False
 
 
+def _swapped(setter: Any, probe: Any) -> Any:
+    """A setting whose setter answers the old value and has no getter: set to ``probe`` and
+    straight back (R63c-1: TorchScript's profiling executor toggled by the step)."""
+    old = setter(probe)
+    setter(old)
+    return old
+
+
 #: Every device type torch keeps an autocast state for (R63a-1: xla's was toggled unread).
 AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "ipu", "hpu", "xla", "mps", "mtia", "privateuseone",
                     "maia")
@@ -152,7 +160,20 @@ SETTINGS_READERS = (
         for n in names) if f is not None),
     *(functools.partial(f, d) for d in AUTOCAST_DEVICES
       for f in (_C.is_autocast_enabled, _C.get_autocast_dtype)),
-    levels)
+    levels,
+    # (R63c-1/-2: getters of other submodules, the dispatch keys' thread-local sets, and the
+    # settings whose setter answers the old value, read by setting it back at once)
+    *(f for f in (getattr(m, n, None) for m, names in (
+        (_C, ("get_default_dtype", "_get_torch_function_state",
+              "_dispatch_tls_local_include_set", "_dispatch_tls_local_exclude_set")),
+        (getattr(_C, "_lazy", None), ("_get_force_fallback", "_get_symbolic_shape_mode")),
+        (getattr(_C, "_distributed_c10d", None), ("get_debug_level", "_get_comm_profiling_name",
+                                                  "_allow_inflight_collective_as_graph_input")))
+        for n in names) if f is not None),
+    *(functools.partial(_swapped, f, x) for f, x in (
+        (_C._jit_set_profiling_executor, True), (_C._jit_set_profiling_mode, True),  # noqa
+        (_C._jit_set_fusion_strategy, [("STATIC", 2)]), (_C._jit_set_autocast_mode, True),
+        (_C._autograd._saved_tensors_hooks_set_tracing, False))))  # noqa: SLF001
 
 
 def _device_context(m: Any, depth: int = 0) -> str | None:
@@ -257,19 +278,48 @@ def _variable_text(v: Any, x: Any) -> str:
 # torch's settings kept in Python: the plain globals of ``torch.backends``' modules (R63a's
 # r63a_04: ``torch.backends.mha.set_fastpath_enabled``) and the tensor print options (r63a_05:
 # ``torch.set_printoptions``), read by value: other torch globals are not (torch keeps counters
-# there, R11-1), so these are named; each namespace bound here, at import
+# there, R11-1), so these are named. The namespaces bound here, at import, and those loaded
+# under the names at a fingerprint (R63c-3: ``torch.backends.mha`` imported again and rebound)
 _BACKENDS = tuple(sorted((n, m.__dict__) for n, m in list(sys.modules.items())
                          if n.startswith("torch.backends.") and m is not None))
+# the keys plain at import: one holding anything else later is unreadable (R63c-4: the fast
+# path switch set to a list the step appends to)
+_PLAIN_KEYS = {n: frozenset(k for k, v in ns.items() if plain_text(v) is not None)
+               for n, ns in _BACKENDS}
+_SYS_MODULES, _BACKENDS_NS = sys.modules, torch.backends.__dict__
 _TENSOR_STR_NS = torch._tensor_str.__dict__  # noqa: SLF001
 _PRINT_OPTS_TYPE = type(torch._tensor_str.PRINT_OPTS)  # noqa: SLF001
 
 
+def _backend_namespaces() -> list[tuple[str, dict]]:
+    """(name, namespace) of ``torch.backends``' modules: as at import, as ``sys.modules`` holds
+    them now, and as ``torch.backends`` names them now (each once)."""
+    now = [(n, m) for n, m in list(_ITEMS(_SYS_MODULES)) if type(n) is str
+           and n.startswith("torch.backends.")]
+    now += [(f"torch.backends.{k}", m) for k, m in list(_ITEMS(_BACKENDS_NS))
+            if type(k) is str and issubclass(type(m), types.ModuleType)]
+    out, seen = list(_BACKENDS), {id(ns) for _, ns in _BACKENDS}
+    for n, m in now:
+        ns = module_dict(m) if issubclass(type(m), types.ModuleType) else None
+        if ns is not None and id(ns) not in seen:
+            seen.add(id(ns))
+            out.append((n, ns))
+    return out
+
+
 def torch_python_settings() -> str:
     """The plain globals of ``torch.backends``' modules and torch's tensor print options, as
-    one text (UNREADABLE when the print options were replaced by another kind of object)."""
-    parts = [f"{n}.{k}={t}" for n, ns in _BACKENDS for k, v in list(_ITEMS(ns))
-             if type(k) is str and not k.startswith("__")
-             and (t := plain_text(v)) is not None]
+    one text (UNREADABLE when a key plain at import holds anything else, or the print options
+    were replaced by another kind of object)."""
+    parts = []
+    for n, ns in _backend_namespaces():
+        plain = _PLAIN_KEYS.get(n, frozenset())
+        for k, v in list(_ITEMS(ns)):
+            t = plain_text(v)
+            if t is None and k in plain:
+                t = UNREADABLE + f"{n}.{k} holds a {_qual(type(v))}"
+            if t is not None and type(k) is str and not k.startswith("__"):
+                parts.append(f"{n}.{k}={t}")
     opts = _GET(_TENSOR_STR_NS, "PRINT_OPTS")
     own = own_dict(opts)
     text = plain_text(own) if type(opts) is _PRINT_OPTS_TYPE and type(own) is dict else None

@@ -177,11 +177,9 @@ def test_r63c_unit_flag_tells_step_2_from_step_1(name):
 
 
 @pytest.mark.state_modules()
-@pytest.mark.parametrize("name", [
-    *(pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"{_FINDING[n]}: {n} unread"))
-      for n in sorted(_UNIT)),
-    *sorted(_CONTROLS)])
+@pytest.mark.parametrize("name", sorted(_UNIT) + sorted(_CONTROLS))
 def test_r63c_unit_counter_is_a_change(name):
+    """Each finding's unit form (fixed in stop 63) and the controls: a change is seen."""
     assert _unit(name)["changes"], (_FINDING.get(name), _unit(name))
 
 
@@ -192,16 +190,11 @@ def _prove(path: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plan", [
-    pytest.param("r63c_01_jit_profiling_executor_wrong.py", marks=pytest.mark.xfail(
-        strict=True, reason="R63c-1: TorchScript's profiling executor (a setter only) unread")),
-    pytest.param("r63c_03_lazy_symbolic_shape_mode_wrong.py", marks=pytest.mark.xfail(
-        strict=True, reason="R63c-1: torch._C._lazy's symbolic shape mode unread")),
-    pytest.param("r63c_05_dispatch_tls_excluded_wrong.py", marks=pytest.mark.xfail(
-        strict=True, reason="R63c-2: torch's thread-local dispatch key sets unread")),
-    pytest.param("r63c_06_mha_module_reimported_wrong.py", marks=pytest.mark.xfail(
-        strict=True, reason="R63c-3: torch.backends.mha imported again: its new dict unread")),
-    pytest.param("r63c_08_mha_fastpath_list_wrong.py", marks=pytest.mark.xfail(
-        strict=True, reason="R63c-4: a torch.backends global not plain data is left out")),
+    "r63c_01_jit_profiling_executor_wrong.py",
+    "r63c_03_lazy_symbolic_shape_mode_wrong.py",
+    "r63c_05_dispatch_tls_excluded_wrong.py",
+    "r63c_06_mha_module_reimported_wrong.py",
+    "r63c_08_mha_fastpath_list_wrong.py",
 ])
 def test_r63c_wrong_plan_not_equivalent(plan):
     assert _prove(ROUND / plan) != 0

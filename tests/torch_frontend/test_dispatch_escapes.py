@@ -86,6 +86,26 @@ def test_a_version_counter_reset_is_refused(call):
         run_user(call, x=torch.zeros(2))
 
 
+@pytest.mark.parametrize("call", [
+    "torch._C._jit_set_bailout_depth(3)",
+    "torch._C._profiler._set_fwd_bwd_enabled_val(True)",
+    "torch._C._lazy._set_reuse_ir(True)",
+])
+def test_a_setting_without_a_getter_is_refused(call):
+    """R63c-1: a process-wide torch setting with no getter (and no setter answering the old
+    value) cannot be compared between steps; the train file's call is refused."""
+    with pytest.raises(PlanError, match=r"a torch setting that has no getter.*\(R63c-1\)"), \
+            installed(TRAIN):
+        run_user(call)
+
+
+def test_functorch_s_dispatch_key_switch_is_refused():
+    """R63c-2: ``tls_set_vmap_excluded`` excludes a dispatch key as the TLS setters do."""
+    with pytest.raises(PlanError, match="runs operators past torch's dispatch modes"), \
+            installed(TRAIN):
+        run_user("torch._C._functorch.tls_set_vmap_excluded(False)")
+
+
 def test_a_name_bound_before_install_elsewhere_in_torch_is_replaced_too():
     from torch._subclasses import fake_tensor, meta_utils
     from torch.utils import _mode_utils
