@@ -52,12 +52,18 @@ SETTERS_WITHOUT_GETTER: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "_set_override_stale_capture_stream", "_set_print_stack_traces_on_fatal_signal",
                   "_set_should_use_format_with_string_table",
                   "_set_warn_on_accumulate_grad_stream_mismatch",
-                  "_enable_mobile_interface_call_export")),
+                  "_enable_mobile_interface_call_export", "_set_skip_next_torch_function",
+                  "_set_generator_metaclass", "_set_worker_pids")),
     ("torch._C._autograd", ("_enable_record_function", "_set_empty_test_observer",
                             "_enable_profiler_legacy", "_disable_profiler_legacy")),
     ("torch._C._distributed_c10d", ("_set_thread_isolation_mode", "_set_global_rank",
                                     "set_debug_level_from_env")),
     ("torch._C._functorch", ("_set_vmap_fallback_warning_enabled",)),
+    ("torch._C._distributed_rpc", ("_disable_jit_rref_pickle", "_enable_jit_rref_pickle",
+                                   "_disable_server_process_global_profiler",
+                                   "_enable_server_process_global_profiler",
+                                   "_set_profiler_node_id", "_set_rpc_timeout",
+                                   "enable_gil_profiling", "_set_and_start_rpc_agent")),
     ("torch._C._lazy", ("_set_reuse_ir",)),
     ("torch._C._profiler", ("_set_cuda_sync_enabled_val", "_set_fwd_bwd_enabled_val",
                             "_set_record_concrete_inputs_enabled_val",
@@ -65,8 +71,9 @@ SETTERS_WITHOUT_GETTER: tuple[tuple[str, tuple[str, ...]], ...] = (
                             "_disable_execution_trace_observer")),
 )
 """(module, names): torch's process-wide settings with a setter and no getter, nor a setter
-answering the old value (``torch_c_state.SETTINGS_READERS`` reads every other): the step-state
-fingerprint cannot compare them, so the train file's own calls are refused (R63c-1)."""
+answering the old value (``torch_c_state.SETTINGS_READERS`` reads every other;
+``tests/torch_frontend/test_torch_c_state.py`` classifies every setter of torch 2.13's): the
+step-state fingerprint cannot compare them, so the train file's own calls are refused (R63c-1)."""
 _SETTERS = frozenset(f"{m}.{n}" for m, names in SETTERS_WITHOUT_GETTER for n in names)
 
 ESCAPES: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -164,12 +164,15 @@ SETTINGS_READERS = (
     # (R63c-1/-2: getters of other submodules, the dispatch keys' thread-local sets, and the
     # settings whose setter answers the old value, read by setting it back at once)
     *(f for f in (getattr(m, n, None) for m, names in (
-        (_C, ("get_default_dtype", "_get_torch_function_state",
+        (_C, ("get_default_dtype", "_get_torch_function_state", "_only_lift_cpu_tensors",
               "_dispatch_tls_local_include_set", "_dispatch_tls_local_exclude_set")),
         (getattr(_C, "_lazy", None), ("_get_force_fallback", "_get_symbolic_shape_mode")),
         (getattr(_C, "_distributed_c10d", None), ("get_debug_level", "_get_comm_profiling_name",
                                                   "_allow_inflight_collective_as_graph_input")))
         for n in names) if f is not None),
+    *(functools.partial(_C._get_fp32_precision_getter, b, o) for b, o in (  # noqa: SLF001
+        ("generic", "all"), *((b, o) for b in ("mkldnn", "cuda")
+                              for o in ("all", "matmul", "conv", "rnn")))),
     *(functools.partial(_swapped, f, x) for f, x in (
         (_C._jit_set_profiling_executor, True), (_C._jit_set_profiling_mode, True),  # noqa
         (_C._jit_set_fusion_strategy, [("STATIC", 2)]), (_C._jit_set_autocast_mode, True),
