@@ -464,8 +464,9 @@ def _c_state(collecting: bool) -> dict[str, str]:
     """Process state kept in C that a step can leave entered or set (R10-1, R10-5, R10-6):
     torch's saved-tensor hooks, its torch-function and dispatch mode stacks and the context
     variables (:func:`torch_c_state.torch_c_texts`, each unreadable part marked there), the
-    ``decimal`` context, the finalizers pending (not torch's own), the Python threads running (by class and target: a thread the step starts and leaves running can
-    change state after the step) and the interpreter's and torch's settings (gc thresholds,
+    ``decimal`` context (R63b-1: and which), the finalizers pending (not torch's own), the
+    Python threads running (by class and target: a thread the step starts and leaves running
+    can change state after the step) and the interpreter's and torch's settings (gc thresholds,
     recursion limit, switch interval, trace and profile functions, thread counts,
     determinism, matmul precision: R12-5)."""
     out = torch_c_texts()

@@ -7,8 +7,9 @@ Every reader is bound when this module is imported, before the train file runs, 
 function (R61d-1, R62a-4: ``torch.overrides._get_current_function_mode_stack`` is Python and
 looks up ``_len_torch_function_stack`` in its module when it runs, which a train file replaced
 at import to hide a mode its step had entered). What a mode, a hook or a context variable
-holds is read only where it can be read in full (round 62b: ``value_text.deep_text`` reads a function's, a class's, a bound method's object's or
-a ``torch.Generator``'s state only in part, R62b-1..4): the tracer's own modes (``make_fx``'s
+holds is read only where it can be read in full (round 62b: ``value_text.deep_text`` read a
+function's, a class's, a bound method's object's or a ``torch.Generator``'s state only in
+part, R62b-1..4): the tracer's own modes (``make_fx``'s
 metadata and proxy modes, the fake tensor mode) by class, their tables growing with every op
 traced; torch's default-device ``DeviceContext`` by its devices (R62a-5: ``cpu`` switched to
 ``cpu:0``), only while its attributes are exactly those torch sets; a context variable by its

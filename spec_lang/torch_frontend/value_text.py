@@ -15,13 +15,14 @@ import gc
 import hashlib
 import marshal
 import math
-import os
 import struct
 import sys
-import sysconfig
 import types
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from spec_lang.torch_frontend.module_members import (
+    CLASS_DICT, FLAGS, HEAPTYPE, MRO, library_class, module_class, private_globals)
 
 __all__ = ["MODULE_DUNDERS", "digest_texts", "dunder_text", "identity_text", "key_text",
            "object_text", "module_dict", "one_fingerprint", "own_dict", "prim_repr",
@@ -228,71 +229,22 @@ def object_text(v: Any, depth: int = 0, budget: list[int] | None = None) -> str:
 _DEEP_BUDGET = 20_000
 
 
-_CLASS_DICT, _MRO = type.__dict__["__dict__"].__get__, type.__dict__["__mro__"].__get__
-_FLAGS, _HEAPTYPE = type.__dict__["__flags__"].__get__, 1 << 9
-_GLOBALS = types.FunctionType.__globals__.__get__
-_BUILTINS = sys.modules["builtins"]
 # a class's entries the interpreter and the standard library fill lazily (copy's slot names,
 # abc's caches: read by identity only, not with what they hold)
 _LAZY_CLASS_ENTRIES = frozenset({"__slotnames__", "_abc_impl"})
-
-
-def _private_globals(f: types.FunctionType) -> list[Any]:
-    """``f``'s globals' values when they are not a loaded module's namespace (``step_state``
-    reads those) but a dict of its own (R63b-3: a handler ``exec``'d into ``{"n": 0}``; a
-    namedtuple's ``__new__``), less the builtins ``exec`` put there (read as ``builtins``)."""
-    g = _GLOBALS(f)
-    m = sys.modules.get(f.__module__) if type(f.__module__) is str else None
-    if m is not None and issubclass(type(m), types.ModuleType) and module_dict(m) is g:
-        return []         # (functools.wraps copies another module's name: look them all up)
-    if any(issubclass(type(m), types.ModuleType) and module_dict(m) is g
-           for m in list(sys.modules.values())):
-        return []
-    return [v for k, v in sorted(dict.items(g), key=lambda e: str(e[0]))
-            if not (k == "__builtins__" and (v is _BUILTINS or v is module_dict(_BUILTINS)))]
-
-
-_NAME = type.__dict__["__name__"].__get__
-
-
-def _module_class(k: type) -> bool:
-    """``k`` is a global of a loaded module under its own name: its namespace is read with that
-    module's globals (the user's by ``step_state``; a library's data attributes are R11-6's
-    open family), not again here (``weakref.finalize``'s holds every finalizer, sympy's
-    classes their caches). A class claiming a module that does not hold it is not."""
-    mod = _CLASS_DICT(k).get("__module__")
-    m = sys.modules.get(mod) if type(mod) is str else None
-    return m is not None and issubclass(type(m), types.ModuleType) and \
-        module_dict(m).get(_NAME(k)) is k
-
-
-_STDLIB = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib")})
-
-
-def _library_class(k: type) -> bool:
-    """``k`` is a module class (:func:`_module_class`) of torch, numpy, the standard library or
-    an installed package (a builtin module, or a file under the standard library or a
-    ``site-packages`` / ``dist-packages`` directory)."""
-    if not _module_class(k):
-        return False
-    mod = _CLASS_DICT(k)["__module__"]
-    if mod.split(".")[0] in ("torch", "numpy"):
-        return True
-    f = module_dict(sys.modules[mod]).get("__file__")
-    return f is None or type(f) is str and (f.startswith(_STDLIB) or "-packages" in f)
 
 
 def _class_texts(cls: type, depth: int, budget: list[Any]) -> list[str]:
     """The own namespaces of the Python classes in ``cls``'s MRO not read yet in this
     :func:`deep_text` call, each entry with what it holds (R63b-5: a handler's class keeping a
     counter ``n``; R62b-3 for modes), lazily filled entries by identity; a module's class
-    (:func:`_module_class`) by identity only."""
+    (:func:`module_members.module_class`) by identity only."""
     out = []
-    for k in _MRO(cls):
-        if not _FLAGS(k) & _HEAPTYPE or id(k) in budget[1] or _module_class(k):
+    for k in MRO(cls):
+        if not FLAGS(k) & HEAPTYPE or id(k) in budget[1] or module_class(k):
             continue
         budget[1][id(k)] = k
-        for name, val in sorted(dict(_CLASS_DICT(k)).items(), key=lambda e: str(e[0])):
+        for name, val in sorted(dict(CLASS_DICT(k)).items(), key=lambda e: str(e[0])):
             if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
                 continue
             out.append(f"{_qual(k)}.{name}=" + (object_text(val) if name in _LAZY_CLASS_ENTRIES
@@ -361,7 +313,7 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
             text += ":" + _part_text(owner, depth + 1, budget)
         return text
     if budget is not None and t is types.MethodType and id(x) not in _TRAINED \
-            and not _library_class(type(x.__self__)):
+            and not library_class(type(x.__self__)):
         # its function and its object with what they hold (R63b-4: a list on the object; a
         # library's object, importlib.resources' ExitStack as an exit callback, as before)
         return text + "{" + _part_text(x.__func__, depth + 1, budget) + "," + \
@@ -383,14 +335,14 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
         kd, own = x.__kwdefaults__, own_dict(x)
         held = [_cell(c) for c in x.__closure__ or ()] + list(x.__defaults__ or ()) + (
             list(dict.values(kd)) if kd else []) + (list(dict.values(own)) if own else []) + \
-            _private_globals(x)
+            private_globals(x)
     else:
         own = own_dict(x)
         held = [r for r in gc.get_referents(x) if r is not own and r is not t] + (
             list(dict.values(own)) if own else [])
     if held:
         text += "{" + ",".join(_part_text(r, depth + 1, budget) for r in held) + "}"
-    if t is not types.FunctionType and _FLAGS(t) & _HEAPTYPE:
+    if t is not types.FunctionType and FLAGS(t) & HEAPTYPE:
         text += "<" + ",".join(_class_texts(t, depth, budget)) + ">"   # (its class: R63b-5)
     return text
 
