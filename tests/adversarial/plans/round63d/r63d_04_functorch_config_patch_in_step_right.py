@@ -1,0 +1,51 @@
+"""Round 63d (r63d_04): right. examples/torch/mlp_ddp.py whose train_step runs inside a torch config patch, `with torch._functorch.config.patch(donated_buffer=False):` (the brief's "torch config patches in the step"). Each patch() makes a new ContextVar ("ConfigPatch[<id>]") left set in the current context: the context variables' text grows by one variable every step, on both sides. Must stay EQUIVALENT."""
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    import torch._functorch.config as fc
+    with fc.patch(donated_buffer=False):
+        return _step(model, optimizer, batch, mesh)
+
+
+def _step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
