@@ -250,3 +250,12 @@ def test_r63d_wrong_plan_not_equivalent(plan):
 ])
 def test_r63d_right_plans_equivalent(path):
     assert _prove(path) == 0
+
+
+@pytest.mark.slow
+def test_r63d_contextvar_module_cache_caught():
+    """Control (caught, UNKNOWN): a ContextVar with a list default held by ``json`` at import,
+    dropped in ``parallelize``: no fingerprint of the capture's process saw ``json`` hold it,
+    so ``_MODULE_VARS`` never cached it and the default is unreadable (the stale cache itself
+    shows in a unit with an earlier fingerprint: ``/tmp/r63d/probe8.py``, ATTEMPTS a15)."""
+    assert _prove(ROUND / "r63d_06_contextvar_module_cache_wrong.py") != 0
