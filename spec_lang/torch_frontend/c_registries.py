@@ -46,8 +46,7 @@ from typing import Any
 
 from spec_lang.torch_frontend.c_settings import SETTINGS, c_settings
 from spec_lang.torch_frontend.value_text import (UNREADABLE, _global_text, _ident, _items,
-                                                 deep_text, key_text,
-                                                 own_dict)
+                                                 deep_text, key_text, object_text, own_dict)
 
 __all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "watch_atexit",
            "c_settings", "AuditHookAdded", "ATEXIT", "CODECS", "AUDIT", "SETTINGS"]
@@ -379,8 +378,14 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     by_import = imported.get(id(func))
     mod = by_import.pop() if library and by_import and type(args) is tuple \
         and not tuple.__len__(args) and kwargs is _NULL else ""
-    return f"{mod}{MODULE_SEP}{_ident(func)}:" \
-           f"{_global_text('func', func) if library else deep_text(func)}{args_text}{kw}"
+    # a library's bound method a module's import registered (importlib.resources' ExitStack
+    # ``close``, whose callbacks grow as resources are extracted): the method and its object
+    # by identity and own attributes, as a library module's globals are read (R63d-1's fix
+    # reads a bound method's object in full everywhere else)
+    text = _global_text('func', func) if library else object_text(func) if type(
+        func) is types.MethodType and imported.get(id(func)) and not from_user(
+        func.__func__) else deep_text(func)
+    return f"{mod}{MODULE_SEP}{_ident(func)}:{text}{args_text}{kw}"
 
 
 def imported_in_step(before: str, after: str, new_module: Callable[[str], bool]) -> bool:

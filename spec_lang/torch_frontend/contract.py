@@ -40,6 +40,7 @@ from typing import Any
 
 from spec_lang.errors import PlanError
 from spec_lang.torch_frontend.caught import compile_train_file
+from spec_lang.torch_frontend.module_members import register_namespace
 
 __all__ = ["TrainFile", "read_train_file", "REQUIRED", "line_of", "user_frame"]
 
@@ -171,6 +172,7 @@ def read_train_file(path: str | Path, source: bytes | None = None) -> TrainFile:
     finally:
         sys.modules.pop(modname, None)
         sys.path.remove(folder)
+    register_namespace(mod.__dict__)   # (read as a module's by step_state: R63d-3)
     missing = [n for n in REQUIRED if n not in mod.__dict__]
     if missing:
         raise PlanError(f"{p}:1: the train file must define {', '.join(missing)} at module level "

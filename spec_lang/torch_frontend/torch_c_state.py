@@ -166,6 +166,7 @@ SETTINGS_READERS = (
     # settings whose setter answers the old value, read by setting it back at once)
     *(f for f in (getattr(m, n, None) for m, names in (
         (_C, ("get_default_dtype", "_get_torch_function_state", "_only_lift_cpu_tensors",
+              "_debug_get_fusion_group_inlining",
               "_dispatch_tls_local_include_set", "_dispatch_tls_local_exclude_set")),
         (getattr(_C, "_lazy", None), ("_get_force_fallback", "_get_symbolic_shape_mode")),
         (getattr(_C, "_distributed_c10d", None), ("get_debug_level", "_get_comm_profiling_name",

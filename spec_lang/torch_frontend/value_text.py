@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from spec_lang.torch_frontend.module_members import (
-    CLASS_DICT, FLAGS, HEAPTYPE, MRO, library_class, module_class, private_globals)
+    CLASS_DICT, FLAGS, HEAPTYPE, MRO, library_class, private_globals)
 
 __all__ = ["MODULE_DUNDERS", "digest_texts", "dunder_text", "identity_text", "key_text",
            "object_text", "module_dict", "one_fingerprint", "own_dict", "prim_repr",
@@ -237,11 +237,11 @@ _LAZY_CLASS_ENTRIES = frozenset({"__slotnames__", "_abc_impl"})
 def _class_texts(cls: type, depth: int, budget: list[Any]) -> list[str]:
     """The own namespaces of the Python classes in ``cls``'s MRO not read yet in this
     :func:`deep_text` call, each entry with what it holds (R63b-5: a handler's class keeping a
-    counter ``n``; R62b-3 for modes), lazily filled entries by identity; a module's class
-    (:func:`module_members.module_class`) by identity only."""
+    counter ``n``; R62b-3 for modes), lazily filled entries by identity; a library's class
+    (:func:`module_members.library_class`) by identity only."""
     out = []
     for k in MRO(cls):
-        if not FLAGS(k) & HEAPTYPE or id(k) in budget[1] or module_class(k):
+        if not FLAGS(k) & HEAPTYPE or id(k) in budget[1] or library_class(k):
             continue
         budget[1][id(k)] = k
         for name, val in sorted(dict(CLASS_DICT(k)).items(), key=lambda e: str(e[0])):
@@ -312,10 +312,9 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
         if owner is not None and type(owner) is not types.ModuleType:
             text += ":" + _part_text(owner, depth + 1, budget)
         return text
-    if budget is not None and t is types.MethodType and id(x) not in _TRAINED \
-            and not library_class(type(x.__self__)):
-        # its function and its object with what they hold (R63b-4: a list on the object; a
-        # library's object, importlib.resources' ExitStack as an exit callback, as before)
+    if budget is not None and t is types.MethodType and id(x) not in _TRAINED:
+        # its function and its object with what they hold (R63b-4: a list on the object;
+        # R63d-1: a library's object too, ``argparse.Namespace(box=[0]).__repr__``)
         return text + "{" + _part_text(x.__func__, depth + 1, budget) + "," + \
             _part_text(x.__self__, depth + 1, budget) + "}"
     if budget is not None and issubclass(t, type) and id(x) not in _TRAINED:

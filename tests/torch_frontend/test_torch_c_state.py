@@ -29,7 +29,8 @@ NOT_READ = {
     "_functorch.get_interpreter_stack": "None unless a level is entered (levels: the depth)",
 }
 _GETTER = re.compile(r"^(_?get_|_?is_|_jit_get_|_jit_is_|_jit_.*_enabled$|.*_enabled$|"
-                     r"_jit_texpr|_debug_only_are_|_accelerator_(get|hooks_get))")
+                     r"_jit_texpr|_debug_only_are_|_debug_get_|_accelerator_(get|hooks_get)|"
+                     r"_only_)")
 
 
 def _getters() -> dict[str, object]:
