@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spec_lang.torch_frontend.c_settings import SETTINGS, c_settings
+from spec_lang.torch_frontend.module_members import library_class
 from spec_lang.torch_frontend.value_text import (UNREADABLE, _global_text, _ident, _items,
                                                  deep_text, key_text, object_text, own_dict)
 
@@ -378,13 +379,14 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     by_import = imported.get(id(func))
     mod = by_import.pop() if library and by_import and type(args) is tuple \
         and not tuple.__len__(args) and kwargs is _NULL else ""
-    # a library's bound method a module's import registered (importlib.resources' ExitStack
-    # ``close``, whose callbacks grow as resources are extracted): the method and its object
-    # by identity and own attributes, as a library module's globals are read (R63d-1's fix
-    # reads a bound method's object in full everywhere else)
+    # a bound method of a library's object (importlib.resources' ExitStack ``close``, whose
+    # callbacks grow as resources are extracted): the method and its object by identity and
+    # own attributes, as a library module's globals are read; an exit callback runs after the
+    # last step, and the step reaches its object only through a holder read elsewhere
+    # (R63d-1's fix reads a bound method's object in full for signal handlers and codecs)
     text = _global_text('func', func) if library else object_text(func) if type(
-        func) is types.MethodType and imported.get(id(func)) and not from_user(
-        func.__func__) else deep_text(func)
+        func) is types.MethodType and not from_user(func.__func__) and library_class(
+        type(func.__self__)) else deep_text(func)
     return f"{mod}{MODULE_SEP}{_ident(func)}:{text}{args_text}{kw}"
 
 
