@@ -291,6 +291,10 @@ def watch_audit_hooks() -> None:
 
 
 _REGISTER = atexit.register
+_UNREGISTER, _RUN_EXITFUNCS = atexit.unregister, atexit._run_exitfuncs  # noqa: SLF001
+_PLAIN_CALLABLES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType)
+# why the exit callbacks' objects were reached from the step's side (R63e-1), once set: sticky
+_EXIT_REACHED: list[str] = []
 _IMPORT_REGISTERED: list[tuple[str, Any]] = []   # (module, callback): registered by its import
 _FIRST_IMPORT: dict[str, dict] = {}      # module name -> the globals of its first import
 _RUN_MODULE = None
@@ -353,6 +357,24 @@ def watch_atexit() -> None:
     register.__doc__, register.__qualname__ = _REGISTER.__doc__, "register"
     register.__module__ = "atexit"
     atexit.register = register
+
+    # ``atexit.unregister(x)`` compares every callback with ``x``: an ``x`` whose ``__eq__`` is
+    # code gets each callback, a library object's bound method whose object is read by
+    # identity only among them (R63e-1); ``_run_exitfuncs`` runs them all now
+    def unregister(func: Any, /) -> Any:
+        if type(func) not in _PLAIN_CALLABLES:
+            _EXIT_REACHED.append(f"atexit.unregister was handed a {type(func).__qualname__}, "
+                                 "whose == runs code on every exit callback")
+        return _UNREGISTER(func)
+
+    def run_exitfuncs() -> Any:
+        _EXIT_REACHED.append("atexit._run_exitfuncs ran the exit callbacks")
+        return _RUN_EXITFUNCS()
+
+    for f, name, orig in ((unregister, "unregister", _UNREGISTER),
+                          (run_exitfuncs, "_run_exitfuncs", _RUN_EXITFUNCS)):
+        f.__doc__, f.__qualname__, f.__module__ = orig.__doc__, name, "atexit"
+        setattr(atexit, name, f)
 
 
 # the separators of :data:`ATEXIT`'s text: callbacks, and a callback's module from its text
@@ -470,8 +492,9 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
         imported: dict[int, list[str]] = {}     # each import's registration matches one slot
         for name, func in _IMPORT_REGISTERED:
             imported.setdefault(id(func), []).append(name)
-        out[ATEXIT] = CALLBACK_SEP.join(_callback_text(*s, from_user, imported)
-                                        for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
+        out[ATEXIT] = UNREADABLE + _EXIT_REACHED[0] if _EXIT_REACHED else \
+            CALLBACK_SEP.join(_callback_text(*s, from_user, imported)
+                              for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
     if _CODECS is None:
         out[CODECS] = UNREADABLE + "the codec registry could not be located"
     else:

@@ -151,6 +151,7 @@ import gc, json, sys
 from spec_lang.torch_frontend import c_registries as C
 from spec_lang.torch_frontend.op_guard import take_baseline
 take_baseline()     # (as the capture does, before the train file runs: library_class)
+C.watch_atexit()    # (and atexit's wrappers: R63e-1)
 from spec_lang.torch_frontend.process_state import _process_state
 from spec_lang.torch_frontend.step_state import state_changes
 C.watch_audit_hooks()
