@@ -244,7 +244,11 @@ def _class_texts(cls: type, depth: int, budget: list[Any]) -> list[str]:
         if not FLAGS(k) & HEAPTYPE or id(k) in budget[1] or library_class(k):
             continue
         budget[1][id(k)] = k
-        for name, val in sorted(dict(CLASS_DICT(k)).items(), key=lambda e: str(e[0])):
+        # (a key that is not a str, as ``type(name, bases, ns)`` allows, by its type only:
+        # comparing or formatting it would run its code)
+        items = [(n if type(n) is str else "<" + _qual(type(n)) + ">", v)
+                 for n, v in list(dict.items(dict(CLASS_DICT(k))))]
+        for name, val in sorted(items, key=lambda e: e[0]):
             if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
                 continue
             out.append(f"{_qual(k)}.{name}=" + (object_text(val) if name in _LAZY_CLASS_ENTRIES
