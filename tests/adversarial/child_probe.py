@@ -43,9 +43,9 @@ print(json.dumps(out))
 # this tree, and forks a child per probe, so a probe costs the fork, not torch's import (about
 # 1.5 CPU s each, a tenth of the suite's rounds 60a-63a). A probe runs as ``python -c src args``
 # would, in the forked child: its own ``sys.argv``, its stdout and stderr, its exit status; the
-# child ends with ``os._exit`` once its output is flushed (exit handlers do not run).
+# child runs the exit handlers and ends with ``os._exit`` once its output is flushed.
 _SERVER = r"""
-import json, os, sys, traceback
+import atexit, json, os, sys, traceback
 import numpy, torch
 inp = sys.stdin
 out = os.fdopen(os.dup(1), "w")
@@ -69,6 +69,10 @@ for line in inp:
         except BaseException:
             traceback.print_exc()
             code = 1
+        try:     # (exit handlers run, as at a fresh interpreter's exit: temporary
+            atexit._run_exitfuncs()     # directories a probe made are removed)
+        except BaseException:
+            pass
         sys.stdout.flush(); sys.stderr.flush()
         os._exit(code)
     os.close(w_out); os.close(w_err)

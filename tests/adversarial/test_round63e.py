@@ -108,9 +108,9 @@ _RIGHT = {
     "signal_streamhandler_flush": "signal.signal(signal.SIGTERM, logging.StreamHandler().flush)\n"
                                   + _NOTHING,
     "atexit_rotating_file_handler_close":
-        "import atexit, logging.handlers, tempfile, os\n"
+        "import atexit, logging.handlers, tempfile, os\n_D = tempfile.TemporaryDirectory()\n"
         "atexit.register(logging.handlers.RotatingFileHandler(os.path.join("
-        "tempfile.mkdtemp(), 'x.log')).close)\n" + _NOTHING,
+        "_D.name, 'x.log')).close)\n" + _NOTHING,
     "signal_sched_run": "import sched\nsignal.signal(signal.SIGTERM, sched.scheduler().run)\n"
                         + _NOTHING,
     "signal_argparse_parser_exit": "import argparse\n_P = argparse.ArgumentParser()\n"
