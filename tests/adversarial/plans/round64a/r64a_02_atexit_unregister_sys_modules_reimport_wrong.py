@@ -1,0 +1,109 @@
+"""Round 64a (r64a_0): R64a-1 lever: R63e-1's probe through a fresh atexit module imported with sys.modules['atexit'] popped and put back (the original C unregister). An exit callback registered at import, argparse.Namespace(box=[0]).__repr__ (read by object_text: identity, own attributes' types); the step counts in box[0]. From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import os
+import sys
+import signal
+import struct
+import decimal
+import faulthandler
+import fnmatch
+import atexit
+import functools
+import weakref
+import torch
+from torch import nn
+from torch._library.fake_class_registry import FakeScriptObject
+import torch._opaque_base
+
+# torch's lazy class cache, filled as its first isinstance miss would (same on both sides)
+torch._opaque_base._FakeScriptObject_cls = FakeScriptObject
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+import argparse
+
+
+def _register():
+    ns = argparse.Namespace(box=[0])
+    atexit.register(ns.__repr__)
+    return ns
+
+_register()
+
+class _Grab:
+    def __init__(self):
+        self.seen = []
+
+    def __eq__(self, other):
+        s = getattr(other, "__self__", None)
+        if type(s) is argparse.Namespace and hasattr(s, "box"):
+            s.box[0] += 1
+            self.seen.append(s.box[0])
+        return False
+
+    __hash__ = object.__hash__
+
+
+def _flag():
+    import importlib
+    old = sys.modules.pop("atexit")
+    try:
+        a = importlib.import_module("atexit")
+    finally:
+        sys.modules["atexit"] = old
+    g = _Grab()
+    a.unregister(g)
+    return bool(g.seen) and g.seen[-1] >= 2
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        if _flag():
+            _double(model)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
