@@ -24,7 +24,7 @@ from typing import Any
 from spec_lang.torch_frontend.special_values import _STREAMS
 from spec_lang.torch_frontend.value_text import (_DATA, TOO_DEEP,
                                                  TPFLAGS_HEAPTYPE, _data_text, _digest,
-                                                 _part_text)
+                                                 _part_text, _type_module)
 
 __all__ = ["c_value"]
 
@@ -79,7 +79,7 @@ def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | No
         return f"=mmap:{_data_text(mmap.mmap.__getitem__(x, slice(None)))}:{mmap.mmap.tell(x)}"
     if issubclass(t, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure,  # noqa: SLF001
                       ctypes.Union)):
-        if any(b.__flags__ & TPFLAGS_HEAPTYPE and b.__module__ != "ctypes"
+        if any(b.__flags__ & TPFLAGS_HEAPTYPE and _type_module(b) != "ctypes"
                and "__init__" in vars(b) for b in t.__mro__):
             return TOO_DEEP     # (a subclass's own code: not read)
         return f"=ctypes:{_data_text(memoryview(x).cast('B').tobytes())}"
@@ -94,14 +94,14 @@ def c_value(x: Any, depth: int = 0, budget: list[int] | None = None) -> str | No
         return "=context:" + repr((x.prec, x.rounding, x.Emin, x.Emax, x.capitals, x.clamp,
                                    sorted((k.__name__, v) for k, v in x.flags.items()),
                                    sorted((k.__name__, v) for k, v in x.traps.items())))
-    if t.__module__ in _UNREADABLE_MODULES or t is _SCANNER:
+    if _type_module(t) in _UNREADABLE_MODULES or t is _SCANNER:
         return TOO_DEEP
     if issubclass(t, random.Random):
         return f"=random:{_digest(repr(random.Random.__mro__[1].getstate(x)))}"
     if t in (type(threading.Lock()), type(threading.RLock())):
         return f"=lock:{t.__repr__(x).split(' at ')[0]}"
-    it = next((b for b in t.__mro__ if b.__module__ in ("itertools", "_collections")
-               or b.__name__.endswith("iterator") and b.__module__ == "builtins"), None)
+    it = next((b for b in t.__mro__ if _type_module(b) in ("itertools", "_collections")
+               or b.__name__.endswith("iterator") and _type_module(b) == "builtins"), None)
     if it is not None:        # (a subclass by its C base's ``__reduce__``: R60c-5)
         try:
             state = it.__reduce__(x)

@@ -47,7 +47,8 @@ from typing import Any
 from spec_lang.torch_frontend.c_settings import SETTINGS, c_settings
 from spec_lang.torch_frontend.module_members import library_class
 from spec_lang.torch_frontend.value_text import (UNREADABLE, _global_text, _ident, _items,
-                                                 deep_text, key_text, object_text, own_dict)
+                                                 _type_module, deep_text, key_text,
+                                                 object_text, own_dict)
 
 __all__ = ["registry_texts", "imported_in_step", "watch_audit_hooks", "watch_atexit",
            "c_settings", "AuditHookAdded", "ATEXIT", "CODECS", "AUDIT", "SETTINGS"]
@@ -188,9 +189,14 @@ _ATEXIT_OFFSET = _find_atexit(_INTERP)
 _CODECS = _find_codecs(_INTERP)
 _AUDIT_ADDED: list[int] = []
 _AUDIT_WATCHED: list[bool] = []
-_GC_READS: list[str] = []      # file:line of each collector call (_GC_EVENTS) not ours
-# (get_referents too: it reaches a C module's state, its caches: R60b-4)
-_GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects", "gc.get_referents"})
+_GC_READS: list[str] = []      # "file:line (event)" of each call (_GC_EVENTS) not ours
+# (get_referents too: it reaches a C module's state, its caches: R60b-4); ctypes' ways from an
+# address to an object or its memory (``ctypes.cast(id, py_object)``, ``from_address``,
+# ``PyObj_FromPtr``, a foreign function called: R64a-2) reach an object the fingerprint reads
+# by identity only as surely
+_GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects", "gc.get_referents",
+                        "ctypes.cdata", "ctypes.PyObj_FromPtr", "ctypes.call_function"})
+_CTYPES_GLOBALS = vars(ctypes)
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spec_lang/
 
 
@@ -275,8 +281,12 @@ def watch_audit_hooks() -> None:
              gc_reads: list[str] = _GC_READS) -> None:
         if event in _GC_EVENTS:
             caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling the gc function
-            if not _ours(caller):
-                gc_reads.append(f"{caller.f_code.co_filename}:{caller.f_lineno}")
+            while caller is not None and caller.f_globals is _CTYPES_GLOBALS:
+                caller = caller.f_back          # (``ctypes.cast``: ctypes' own Python code)
+            if caller is None or not _ours(caller):
+                where = "?" if caller is None else \
+                    f"{caller.f_code.co_filename}:{caller.f_lineno}"
+                gc_reads.append(f"{where} ({event})")
         elif event == "sys.addaudithook":
             added.append(1)
             caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling sys.addaudithook
@@ -291,10 +301,11 @@ def watch_audit_hooks() -> None:
 
 
 _REGISTER = atexit.register
-_UNREGISTER, _RUN_EXITFUNCS = atexit.unregister, atexit._run_exitfuncs  # noqa: SLF001
-_PLAIN_CALLABLES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType)
-# why the exit callbacks' objects were reached from the step's side (R63e-1), once set: sticky
+_RUN_EXITFUNCS = atexit._run_exitfuncs  # noqa: SLF001
+# why the exit callbacks were run from the step's side, once set: sticky
 _EXIT_REACHED: list[str] = []
+# the exit callbacks registered before the train file ran (:func:`watch_atexit`), kept alive
+_PRESENT: list[Any] = []
 _IMPORT_REGISTERED: list[tuple[str, Any]] = []   # (module, callback): registered by its import
 _FIRST_IMPORT: dict[str, dict] = {}      # module name -> the globals of its first import
 _RUN_MODULE = None
@@ -337,7 +348,9 @@ def watch_atexit() -> None:
     even a library module's function, is not recorded and is a change (R59d-1: the train file
     registered ``filecmp.clear_cache`` 1000 times and counted them with
     ``atexit._ncallbacks()``). Calling the C function by another route records nothing, so
-    it is a change too. Called once per process."""
+    it is a change too. The callbacks registered before are kept (:data:`_PRESENT`): they
+    and those a module's import registers are the libraries' own (:func:`_callback_text`).
+    Called once per process."""
     global _RUN_MODULE     # noqa: PLW0603 -- importlib's function that runs a module's code
     if atexit.register is not _REGISTER:
         return
@@ -346,6 +359,8 @@ def watch_atexit() -> None:
     _RUN_MODULE = bootstrap._call_with_frames_removed.__code__  # noqa: SLF001
     _FIRST_IMPORT.update({n: vars(m) for n, m in list(sys.modules.items())
                           if type(m) is types.ModuleType})
+    if _ATEXIT_OFFSET is not None:
+        _PRESENT.extend(f for f, _, _ in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
 
     def register(func: Any, /, *args: Any, **kwargs: Any) -> Any:
         name = _import_registration(sys._getframe(1))  # noqa: SLF001 -- the caller's frame
@@ -358,23 +373,16 @@ def watch_atexit() -> None:
     register.__module__ = "atexit"
     atexit.register = register
 
-    # ``atexit.unregister(x)`` compares every callback with ``x``: an ``x`` whose ``__eq__`` is
-    # code gets each callback, a library object's bound method whose object is read by
-    # identity only among them (R63e-1); ``_run_exitfuncs`` runs them all now
-    def unregister(func: Any, /) -> Any:
-        if type(func) not in _PLAIN_CALLABLES:
-            _EXIT_REACHED.append(f"atexit.unregister was handed a {type(func).__qualname__}, "
-                                 "whose == runs code on every exit callback")
-        return _UNREGISTER(func)
-
+    # ``_run_exitfuncs`` runs every callback now, a library's on its library's state (also
+    # seen as every slot emptied). (``atexit.unregister(x)`` hands each callback to ``x``'s
+    # ``==``: the callbacks the train file registers are read in full, R63e-1 / R64a-1)
     def run_exitfuncs() -> Any:
         _EXIT_REACHED.append("atexit._run_exitfuncs ran the exit callbacks")
         return _RUN_EXITFUNCS()
 
-    for f, name, orig in ((unregister, "unregister", _UNREGISTER),
-                          (run_exitfuncs, "_run_exitfuncs", _RUN_EXITFUNCS)):
-        f.__doc__, f.__qualname__, f.__module__ = orig.__doc__, name, "atexit"
-        setattr(atexit, name, f)
+    run_exitfuncs.__doc__, run_exitfuncs.__qualname__ = _RUN_EXITFUNCS.__doc__, "_run_exitfuncs"
+    run_exitfuncs.__module__ = "atexit"
+    atexit._run_exitfuncs = run_exitfuncs    # noqa: SLF001
 
 
 # the separators of :data:`ATEXIT`'s text: callbacks, and a callback's module from its text
@@ -382,12 +390,13 @@ CALLBACK_SEP, MODULE_SEP = "\x1e", "\x1f"
 
 
 def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any], bool],
-                   imported: dict[int, list[str]]) -> str:
+                   imported: dict[int, list[str]], libraries: set[int]) -> str:
     """``MODULE<MODULE_SEP>TEXT``: the function with its parts and its arguments; MODULE is
     the module whose import registered this callback (``imported``: id -> the modules left to
     match, :func:`watch_atexit`) when it is a plain function of a module that is not the
     user's, called with no arguments (exempt when that module is new in the step,
-    :func:`imported_in_step`), else empty."""
+    :func:`imported_in_step`), else empty. ``libraries``: the ids of the callbacks the
+    libraries registered (before the train file ran, or by a module's import)."""
     # each argument as a finalizer's (process_state._finalizers): by value or by identity
     # and its own attributes; what a container holds, changed in place, is not read
     args_text = [deep_text(a) for a in tuple.__iter__(args)] \
@@ -401,14 +410,14 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     by_import = imported.get(id(func))
     mod = by_import.pop() if library and by_import and type(args) is tuple \
         and not tuple.__len__(args) and kwargs is _NULL else ""
-    # a bound method of a library's object (importlib.resources' ExitStack ``close``, whose
-    # callbacks grow as resources are extracted): the method and its object by identity and
-    # own attributes, as a library module's globals are read; an exit callback runs after the
-    # last step, and the step reaches its object only through a holder read elsewhere
-    # (R63d-1's fix reads a bound method's object in full for signal handlers and codecs)
+    # a bound method of a library's object a library registered (z3's ExitStack ``close``,
+    # whose callbacks grow as resources are extracted): the method and its object by identity
+    # and own attributes, as a library module's globals are read. One the train file
+    # registered is read in full: the step reaches it by ``atexit.unregister``'s ``==``, a
+    # second ``atexit`` module's or by its address (R63e-1, R64a-1/-2)
     text = _global_text('func', func) if library else object_text(func) if type(
-        func) is types.MethodType and not from_user(func.__func__) and library_class(
-        type(func.__self__)) else deep_text(func)
+        func) is types.MethodType and id(func) in libraries and not from_user(
+        func.__func__) and library_class(type(func.__self__)) else deep_text(func)
     return f"{mod}{MODULE_SEP}{_ident(func)}:{text}{args_text}{kw}"
 
 
@@ -451,7 +460,7 @@ def _codec_part(x: Any) -> bool:
     # the module's own function, or its class's, by identity; no closure, no state of its own
     # (a function compiled under an encodings file and module name is not: R59d-3)
     own = [g.get(x.__name__)] + [vars(c).get(x.__name__) for c in list(g.values())
-                                 if type(c) is type and c.__module__ == mod]
+                                 if type(c) is type and _type_module(c) == mod]
     return any(f is x for f in own) and x.__closure__ is None and x.__globals__ is g \
         and x.__kwdefaults__ is None and not dict.__len__(x.__dict__) \
         and all(d is None or type(d) in (bool, int, float, str, bytes)
@@ -492,8 +501,9 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
         imported: dict[int, list[str]] = {}     # each import's registration matches one slot
         for name, func in _IMPORT_REGISTERED:
             imported.setdefault(id(func), []).append(name)
+        libraries = set(imported) | {id(f) for f in _PRESENT}
         out[ATEXIT] = UNREADABLE + _EXIT_REACHED[0] if _EXIT_REACHED else \
-            CALLBACK_SEP.join(_callback_text(*s, from_user, imported)
+            CALLBACK_SEP.join(_callback_text(*s, from_user, imported, libraries)
                               for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
     if _CODECS is None:
         out[CODECS] = UNREADABLE + "the codec registry could not be located"
@@ -511,10 +521,11 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
         out[AUDIT] = UNREADABLE + f"{len(_AUDIT_ADDED)} audit hook(s) added (sys.addaudithook)"
     elif _GC_READS:
         out[AUDIT] = UNREADABLE + (
-            f"{_GC_READS[0]}: the train file reads the interpreter's objects through "
-            f"gc.get_referrers / get_objects / get_referents ({len(_GC_READS)} call(s)), "
-            "which reach state "
-            "held in C that the fingerprint does not compare; drop the call from the train file")
+            f"{_GC_READS[0]}: the train file reaches the interpreter's objects through "
+            f"the collector (gc.get_referrers / get_objects / get_referents) or ctypes "
+            f"(an address made an object, memory at an address, a foreign function; "
+            f"{len(_GC_READS)} call(s)), which reach state the fingerprint does not compare; "
+            "drop the call from the train file")
     else:
         out[AUDIT] = ""
     return out

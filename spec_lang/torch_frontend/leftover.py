@@ -28,6 +28,7 @@ from spec_lang.torch_frontend.grad_snapshot import GRADS_READ_AT
 from spec_lang.torch_frontend.param_hooks import accumulator_hooks
 from spec_lang.torch_frontend.step_state import TORCH_MODULE, UNCOMPARABLE, UNREADABLE
 from spec_lang.torch_frontend.styles import _user_site
+from spec_lang.torch_frontend.value_text import _qual, _type_module
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper, state_dict_name
 
 __all__ = ["refuse_data_assignment", "check_parameters_kept", "scalar_state",
@@ -88,11 +89,11 @@ def _text(v: Any) -> str:
         if isinstance(v, base):
             t = "" if type(v) is base else f"{type(v).__name__}:"
             return t + base.__repr__(v)
-    if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0 and hasattr(v, "item"):
+    if _type_module(type(v)) == "numpy" and getattr(v, "ndim", None) == 0 and hasattr(v, "item"):
         return f"numpy.{type(v).__name__}:{v.item()!r}"
     if isinstance(v, (tuple, list)):
         return "(" + ", ".join(_text(x) for x in v) + ")"
-    return "None" if v is None else f"<type {type(v).__module__}.{type(v).__qualname__}>"
+    return "None" if v is None else f"<type {_qual(type(v))}>"
 
 
 def scalar_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, str]:

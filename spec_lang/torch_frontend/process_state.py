@@ -29,7 +29,8 @@ from spec_lang.torch_frontend.registry_state import registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
     _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
     _bytecode_digest, _cell, _data_text, _digest, _dynamo_cache, _function_text, _global_text,
-    _ident, _items, _own_items, _plain, _qual, _slots, deep_text, digest_texts, dunder_text,
+    _ident, _items, _name, _own_items, _plain, _qual, _slots, _type_module, deep_text,
+    digest_texts, dunder_text,
     identity_text,
     key_text, module_dict, object_text, one_fingerprint, own_dict, prim_repr, release_kept,
     TOO_DEEP)
@@ -127,7 +128,7 @@ def _logger_links(v: Any) -> str:
         out += f",_cache=<{type(cache).__qualname__} not a level cache>"
     for k in ("manager", "root", "loggerDict"):
         x = d.get(k)
-        if x is not None and not (type(x).__module__ == "logging"
+        if x is not None and not (_type_module(type(x)) == "logging"
                                   or (k == "loggerDict" and type(x) is dict)):
             out += f",{k}=<{type(x).__qualname__}>"
     return out
@@ -330,7 +331,7 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
     if depth > 3 or issubclass(type(v), _NO_CODE):
         return False
     if type(v) is types.FunctionType:
-        if v.__module__ in who.modules or v.__module__ == "__main__" \
+        if _name(v.__module__) in who.modules or v.__module__ == "__main__" \
                 or who.has_file(v.__code__.co_filename):
             return True
         if getattr(v, "__dynamo_disable", None) is not None and not _dynamo_cache(v):
@@ -346,7 +347,8 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
         return w is not None and w is not v and (v.__code__.co_filename.startswith("<")
                                                  or _from_user(w, who, depth + 1))
     if issubclass(type(v), type):
-        if v.__module__ in who.modules or v.__module__ == "__main__" or who.owns_class(v):
+        if _type_module(v) in who.modules or _type_module(v) == "__main__" \
+                or who.owns_class(v):
             return True
         w = vars(v).get("__wrapped__")
         return w is not None and w is not v and _from_user(w, who, depth + 1)

@@ -25,7 +25,11 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from spec_lang.torch_frontend.value_text import key_text
+from spec_lang.torch_frontend.value_text import _qual, _type_module, key_text
+
+
+def _qualname(c: type) -> str:
+    return type.__dict__["__qualname__"].__get__(c)
 
 __all__ = ["ABC_REGISTRY", "ABC_TOKEN", "NOT_IMPORTED", "abc_classes", "registry_state",
            "import_origin", "import_made"]
@@ -74,13 +78,13 @@ def _registry(cls: abc.ABCMeta) -> str:
     a class its module does not hold under its qualified name (made elsewhere)."""
     refs = abc._get_dump(cls)[0]  # noqa: SLF001 -- a set of weak references
     live = (c for c in (r() for r in refs) if c is not None)
-    return ",".join(sorted(f"{c.__module__}:{c.__qualname__}@{id(c):x}"
+    return ",".join(sorted(f"{_type_module(c)}:{_qualname(c)}@{id(c):x}"
                            + ("" if _held_by_module(c) else "!") for c in live))
 
 
 def _held_by_module(c: type) -> bool:
-    x: Any = sys.modules.get(c.__module__)
-    for part in c.__qualname__.split("."):
+    x: Any = sys.modules.get(_type_module(c))
+    for part in _qualname(c).split("."):
         x = (vars(x) if isinstance(x, (type, types.ModuleType)) else {}).get(part)
     return x is c
 
@@ -93,12 +97,12 @@ def registry_state() -> dict[str, str]:
     (:func:`import_origin`) by its type and identity. Source: R40b-2, R40b-3, R40b-5."""
     out: dict[str, str] = {ABC_TOKEN: str(abc.get_cache_token())}
     for cls in abc_classes():
-        key = f"{ABC_REGISTRY}{cls.__module__}.{cls.__qualname__}"
+        key = f"{ABC_REGISTRY}{_qual(cls)}"
         n = 1
         while key in out:          # two classes of one name: kept apart, in scan order
             n += 1
-            key = f"{ABC_REGISTRY}{cls.__module__}.{cls.__qualname__} #{n}"
-        out[key] = f"in {cls.__module__}:{_registry(cls)}"
+            key = f"{ABC_REGISTRY}{_qual(cls)} #{n}"
+        out[key] = f"in {_type_module(cls)}:{_registry(cls)}"
     for key, mod in list(dict.items(sys.modules)):
         why = import_origin(mod)
         if why is not None:
@@ -106,7 +110,7 @@ def registry_state() -> dict[str, str]:
             parent, _, last = name.rpartition(".") if type(key) is str else ("", "", name)
             held = parent and vars(sys.modules.get(parent) or types).get(last) is mod
             out[f"{NOT_IMPORTED}{name}{NOT_IMPORTED_END}"] = \
-                f"{why}:{type(mod).__module__}.{type(mod).__qualname__}@{id(mod):x}" + \
+                f"{why}:{_qual(type(mod))}@{id(mod):x}" + \
                 (f"{_HELD_BY}{parent}" if held else "")
     return out
 

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from spec_lang.torch_frontend.process_state import _FINALIZE, _LOGGER_CACHES, _logger_links
-from spec_lang.torch_frontend.value_text import _digest, _items, _qual, identity_text
+from spec_lang.torch_frontend.value_text import (_digest, _items, _qual, _type_module,
+                                                 identity_text)
 
 __all__ = ["special_text"]
 
@@ -134,7 +135,7 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
     (R57b-2), with its own attributes (``enc._attrs``, R57b-1). ``enc``: the step-state
     encoder (``step_state._Encoder``: ``enc``, ``_attrs``, ``uncomparable``, ``unreadable``)."""
     t = type(v)
-    mod = t.__module__ or ""
+    mod = _type_module(t)
     if issubclass(type(v), _np_types()):    # (by numpy's types, never a module name: R58b-3)
         import numpy as np  # noqa: PLC0415 -- numpy is there: the value is numpy's
 
@@ -156,7 +157,7 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
                    f"{hashlib.sha1(raw).hexdigest()}" + enc._attrs(v)  # noqa: S324
         if issubclass(type(v), np.random.Generator):
             bg = np.random.Generator.bit_generator.__get__(v)
-            if type(bg).__module__.split(".")[:2] != ["numpy", "random"]:
+            if _type_module(type(bg)).split(".")[:2] != ["numpy", "random"]:
                 enc.uncomparable = enc.unreadable = True
                 return f"<numpy.Generator over {_qual(type(bg))}>"
             return f"numpy.Generator({enc.enc(type(bg).state.__get__(bg))})" \

@@ -56,7 +56,8 @@ from spec_lang.torch_frontend.c_registries import ATEXIT, imported_in_step
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.special_values import special_text
 from spec_lang.torch_frontend.value_text import (TPFLAGS_HEAPTYPE, TPFLAGS_IMMUTABLETYPE,
-                                                 SlotsUnreadable, trained_objects)
+                                                 SlotsUnreadable, _name, _type_module,
+                                                 trained_objects)
 from spec_lang.torch_frontend.registry_state import import_made
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
@@ -177,13 +178,13 @@ class _Encoder:
                                                    for k, x in _items(v)) + "}" + self._attrs(v)
         if issubclass(type(v), functools.partial):   # (partial's own members: R57b-2)
             base = next(b for b in type(v).__mro__ if b.__name__ == "partial"
-                        and b.__module__ in ("functools", "_functools"))
+                        and _type_module(b) in ("functools", "_functools"))
             func, args, kw = (base.__dict__[a].__get__(v) for a in ("func", "args", "keywords"))
             return f"partial({self.enc(func)},{self.enc(args)},{self.enc(kw)})" + self._attrs(v)
         if issubclass(type(v), types.MethodType):
             return f"method({self.enc(v.__func__)},{self.enc(v.__self__)})"
         if issubclass(type(v), types.FunctionType):
-            if not _is_torch_module(v.__module__ or ""):
+            if not _is_torch_module(_name(v.__module__)):
                 # what a function the step leaves behind does when the next step calls it (read
                 # the rank, ...) is not in its text: a change to one is not compared (R8-3)
                 self.uncomparable = True
@@ -203,16 +204,18 @@ class _Encoder:
             owner = getattr(v, "__self__", None)
             bound = "" if owner is None or issubclass(type(owner), types.ModuleType) \
                 else f"@{self.enc(owner)}"
-            return f"builtin:{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', '')}" \
+            return f"builtin:{_name(getattr(v, '__module__', ''))}." \
+                   f"{_name(getattr(v, '__qualname__', ''))}" \
                    + bound
-        if _is_torch_module(type(v).__module__) and _trusted_class(type(v), _is_torch_module) \
-                and not type(v).__module__.startswith(_TORCH_STATE):
+        if _is_torch_module(_type_module(type(v))) and _trusted_class(type(v), _is_torch_module) \
+                and not _type_module(type(v)).startswith(_TORCH_STATE):
             # torch's own objects (a DeviceMesh, a process group): their public plain
             # attributes only (module docstring); the trace's fake mode and its converters in
             # full, but for their memo tables and the capture's guards (R55a-2, R55b-1: the
             # user's code reaches the mode through a parameter's ``fake_mode``, a real run's
             # parameter has none: a counter kept there is state only the trace has)
-            deep = _TRACER_STATE.get(f"{type(v).__module__}.{type(v).__name__}")
+            deep = _TRACER_STATE.get(f"{_type_module(type(v))}."
+                                     f"{type.__dict__['__name__'].__get__(type(v))}")
             if deep is not None:
                 return f"{_qual(type(v))}" + self._attrs(v, skip=deep | _ours(v))
             return f"{_qual(type(v))}" + self._attrs(v, public_plain=True)
@@ -250,7 +253,7 @@ class _Encoder:
     def _function(self, f: types.FunctionType) -> str:
         code = f.__code__
         cells = tuple(_cell(c) for c in (f.__closure__ or ()))
-        return (f"fn:{f.__module__}.{f.__qualname__}:{self._code(code)}"
+        return (f"fn:{_name(f.__module__)}.{f.__qualname__}:{self._code(code)}"
                 f":{self.enc(f.__defaults__)}:{self.enc(f.__kwdefaults__)}:{self.enc(cells)}"
                 f"{self._attrs(f, skip=_dynamo_cache(f))}")
 
@@ -327,7 +330,7 @@ def _abc_registry(cls: type, user: frozenset[str] = frozenset()) -> Any:
 
 
 def _class_key(c: type) -> tuple[str, int]:
-    return (f"{c.__module__}.{c.__qualname__}", id(c))
+    return (_qual(c), id(c))
 
 
 def _classes(refs: Any) -> tuple:
@@ -381,7 +384,7 @@ def _trusted_class(c: type, names: Any = _is_torch) -> bool:
 
 def _users_class(c: type, user: frozenset[str]) -> bool:
     """``c`` is defined in one of the ``user`` modules (or ``__main__``)."""
-    return c.__module__ in user or c.__module__ == "__main__"
+    return _type_module(c) in user or _type_module(c) == "__main__"
 
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,

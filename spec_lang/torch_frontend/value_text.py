@@ -50,8 +50,24 @@ def digest_texts(parts: list[Any]) -> str:
     return hashlib.sha1(marshal.dumps(parts, 0)).hexdigest()[:16]  # noqa: S324 -- a digest
 
 
+def _name(x: Any) -> str:
+    """A ``__module__`` (any object a class body or an assignment put there) as text: a str
+    as it is, anything else by its type (no ``__str__`` of the value's runs)."""
+    return x if type(x) is str else f"<{type(x).__qualname__}>"
+
+
+def _type_module(t: type) -> str:
+    """``t``'s ``__module__`` through ``type``'s own descriptor (a metaclass's does not run);
+    "?" for a class made with globals of its own, which has none (R62b-5, R64a-4)."""
+    try:
+        return _name(type.__dict__["__module__"].__get__(t))
+    except AttributeError:
+        return "?"
+
+
 def _qual(t: type) -> str:
-    return f"{t.__module__}.{t.__qualname__}"
+    """``module.qualname`` of the class ``t``, through ``type``'s own descriptors."""
+    return f"{_type_module(t)}.{type.__dict__['__qualname__'].__get__(t)}"
 
 
 # a torch module's data globals: process-specific (``distributed_c10d._group_count``, a
@@ -424,20 +440,20 @@ def _ident(v: Any) -> str:
 def _ident_text(v: Any) -> str:
     if issubclass(type(v), types.FunctionType):
         c = v.__code__
-        return f"fn:{v.__module__}.{v.__qualname__}:{c.co_filename}:{c.co_firstlineno}:" \
-               f"{_bytecode_digest(c.co_code)}"
+        return f"fn:{_name(v.__module__)}.{v.__qualname__}:{c.co_filename}:" \
+               f"{c.co_firstlineno}:{_bytecode_digest(c.co_code)}"
     if issubclass(type(v), types.ModuleType):
         name = module_dict(v).get("__name__", "")          # (torch.classes raises on getattr)
         # a stand-in module under a loaded module's name is not that module
-        return f"module:{name}" if sys.modules.get(name) is v else f"module:{name}(a copy)"
+        return f"module:{_name(name)}" if type(name) is str and sys.modules.get(name) is v \
+            else f"module:{_name(name)}(a copy)"
     if issubclass(type(v), type):   # (a class made with exec's own globals has no __module__)
-        mod = type.__dict__["__dict__"].__get__(v).get("__module__", "?")
-        return f"class:{mod}.{v.__qualname__}"
+        return f"class:{_qual(v)}"
     if v is None or issubclass(type(v), _DATA):       # by value (R56b-3)
         return _data_text(v)
     if issubclass(type(v), (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        return f"builtin:{v.__module__}.{v.__qualname__}"
-    return f"{type(v).__module__}.{type(v).__qualname__}"   # (torch.classes raises on getattr)
+        return f"builtin:{_name(v.__module__)}.{v.__qualname__}"
+    return _qual(type(v))             # (torch.classes raises on getattr)
 
 
 def _dynamo_cache(f: types.FunctionType) -> frozenset[str]:

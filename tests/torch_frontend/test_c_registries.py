@@ -101,19 +101,40 @@ def test_a_callback_names_its_module_only_when_it_can_be_exempt() -> None:
     a plain library function called with no arguments only (R59d-1)."""
     def rec():
         return {id(json.dumps): ["json"]}
-    lib = C._callback_text(json.dumps, (), C._NULL, lambda v: False, rec())
+    lib = C._callback_text(json.dumps, (), C._NULL, lambda v: False, rec(), set())
     assert lib.split(C.MODULE_SEP)[0] == "json"
-    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, {}).startswith(C.MODULE_SEP)
-    assert C._callback_text(json.dumps, (1,), C._NULL, lambda v: False, rec()).startswith(
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, {}, set()).startswith(C.MODULE_SEP)
+    assert C._callback_text(json.dumps, (1,), C._NULL, lambda v: False, rec(), set()).startswith(
         C.MODULE_SEP)
-    assert C._callback_text(json.dumps, (), {}, lambda v: False, rec()).startswith(C.MODULE_SEP)
-    assert C._callback_text(json.dumps, (), C._NULL, lambda v: True, rec()).startswith(
+    assert C._callback_text(json.dumps, (), {}, lambda v: False, rec(), set()).startswith(C.MODULE_SEP)
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: True, rec(), set()).startswith(
         C.MODULE_SEP)
-    assert C._callback_text(_Box(), (), C._NULL, lambda v: False, rec()).startswith(C.MODULE_SEP)
+    assert C._callback_text(_Box(), (), C._NULL, lambda v: False, rec(), set()).startswith(C.MODULE_SEP)
     once = rec()                                    # one record: one slot named
-    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, once).startswith("json")
-    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, once).startswith(
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, once, set()).startswith("json")
+    assert C._callback_text(json.dumps, (), C._NULL, lambda v: False, once, set()).startswith(
         C.MODULE_SEP)
+
+
+def test_a_library_objects_exit_callback_is_read_in_full_unless_a_library_registered_it():
+    """R63e-1, R64a-1/-2: the train file's exit callback bound to a library class's object
+    (``argparse.Namespace``) is read with what the object holds, so a count the step keeps
+    there is a change; one a library registered (before the train file ran, or by a module's
+    import: ``libraries``) by identity and its own attributes' types (z3's ExitStack)."""
+    import argparse
+
+    ns = argparse.Namespace(box=[0])
+    cb = ns.__repr__
+
+    def texts(libraries: set[int]) -> tuple[str, str]:
+        a = C._callback_text(cb, (), C._NULL, lambda v: False, {}, libraries)
+        ns.box[0] += 1
+        return a, C._callback_text(cb, (), C._NULL, lambda v: False, {}, libraries)
+
+    a, b = texts(set())
+    assert a != b and "box" in a
+    a, b = texts({id(cb)})
+    assert a == b
 
 
 _LIBMOD = """import atexit
@@ -187,7 +208,7 @@ def test_gc_reads_outside_spec_lang_make_the_audit_entry_unreadable() -> None:
                        text=True, timeout=120, check=True)
     a, b = r.stdout.splitlines()
     assert a == "''"
-    assert b.startswith(UNREADABLE) and "<string>:2: the train file reads" in b
+    assert b.startswith(UNREADABLE) and "<string>:2 (gc.get_referrers): the train file reaches" in b
 
 
 def test_an_audit_hook_added_after_the_watch_is_refused_and_unreadable() -> None:
