@@ -390,13 +390,14 @@ CALLBACK_SEP, MODULE_SEP = "\x1e", "\x1f"
 
 
 def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any], bool],
-                   imported: dict[int, list[str]], libraries: set[int]) -> str:
+                   imported: dict[int, list[str]], libraries: set[int] | None) -> str:
     """``MODULE<MODULE_SEP>TEXT``: the function with its parts and its arguments; MODULE is
     the module whose import registered this callback (``imported``: id -> the modules left to
     match, :func:`watch_atexit`) when it is a plain function of a module that is not the
     user's, called with no arguments (exempt when that module is new in the step,
     :func:`imported_in_step`), else empty. ``libraries``: the ids of the callbacks the
-    libraries registered (before the train file ran, or by a module's import)."""
+    libraries registered (before the train file ran, or by a module's import); None: every
+    one (:func:`watch_atexit` not called in this process)."""
     # each argument as a finalizer's (process_state._finalizers): by value or by identity
     # and its own attributes; what a container holds, changed in place, is not read
     args_text = [deep_text(a) for a in tuple.__iter__(args)] \
@@ -415,9 +416,10 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     # and own attributes, as a library module's globals are read. One the train file
     # registered is read in full: the step reaches it by ``atexit.unregister``'s ``==``, a
     # second ``atexit`` module's or by its address (R63e-1, R64a-1/-2)
-    text = _global_text('func', func) if library else object_text(func) if type(
-        func) is types.MethodType and id(func) in libraries and not from_user(
-        func.__func__) and library_class(type(func.__self__)) else deep_text(func)
+    theirs = libraries is None or id(func) in libraries
+    text = _global_text('func', func) if library else object_text(func) if theirs and type(
+        func) is types.MethodType and not from_user(func.__func__) and library_class(
+        type(func.__self__)) else deep_text(func)
     return f"{mod}{MODULE_SEP}{_ident(func)}:{text}{args_text}{kw}"
 
 
@@ -501,7 +503,9 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
         imported: dict[int, list[str]] = {}     # each import's registration matches one slot
         for name, func in _IMPORT_REGISTERED:
             imported.setdefault(id(func), []).append(name)
-        libraries = set(imported) | {id(f) for f in _PRESENT}
+        # (no watch_atexit in this process: the tests' in-process captures, where pytest's
+        # own callbacks are there before any test; every one is taken for a library's)
+        libraries = None if _RUN_MODULE is None else set(imported) | {id(f) for f in _PRESENT}
         out[ATEXIT] = UNREADABLE + _EXIT_REACHED[0] if _EXIT_REACHED else \
             CALLBACK_SEP.join(_callback_text(*s, from_user, imported, libraries)
                               for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))

@@ -326,6 +326,9 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
     t = type(x)
     if t is tuple:
         return "(" + ",".join(_part_text(y, depth + 1, budget) for y in tuple.__iter__(x)) + ")"
+    name = dict.get(module_dict(x), "__name__") if t is types.ModuleType else None
+    if budget is not None and type(name) is str and sys.modules.get(name) is x:
+        return _ident(x)        # a loaded module: its globals are an entry of their own
     text = object_text(x, depth, budget)
     if issubclass(t, (types.BuiltinMethodType, types.MethodWrapperType)):
         owner = x.__self__
@@ -352,9 +355,15 @@ def _part_text(x: Any, depth: int, budget: list[int] | None = None) -> str:
         return text + by_value
     if t is types.FunctionType:      # (its own attributes too: R62b-1, a counter in f.box[0])
         kd, own = x.__kwdefaults__, own_dict(x)
+        # its private globals once in the text (the functions of one ``exec``'d namespace
+        # each hold all of it: read again for each, a SIGTERM handler's cost 3 s a fingerprint
+        # before it ran out of budget)
+        g = x.__globals__
+        seen = id(g) in budget[1]
+        budget[1][id(g)] = g
         held = [_cell(c) for c in x.__closure__ or ()] + list(x.__defaults__ or ()) + (
             list(dict.values(kd)) if kd else []) + (list(dict.values(own)) if own else []) + \
-            private_globals(x)
+            ([] if seen else private_globals(x))
     else:
         own = own_dict(x)
         held = [r for r in gc.get_referents(x) if r is not own and r is not t] + (
