@@ -1,0 +1,209 @@
+"""Adversarial round 64b (``tests/adversarial/ATTEMPTS.md``, "Round 64b"): 15ba917d's and
+bcc4f1de's step-state fingerprint changes (round 64a's fixes: an exit callback the train file
+registers read in full, a library's own by identity; ctypes' address-to-object events recorded
+as the collector's; ``__module__`` through ``type``'s descriptor; deep reads: a loaded module by
+name, a function's private globals once) attacked. Plans in ``plans/round64b/`` (template
+r62d_01: the parallel step doubles its gradients from step 2 on a flag); the truth is
+``python tests/adversarial/torch4_truth.py FILE 2``.
+
+R64b-1 (false accept, 15ba917d's exemption): an exit callback registered "by a module's import"
+(``_IMPORT_REGISTERED``) counts as a library's whatever module it is: the train file writes a
+module of its own to a temporary directory and imports it; that module's top-level code
+registers ``argparse.Namespace(box=[0]).__repr__`` (no global holds the object). Its text is
+``object_text`` (identity, own attributes' types), and the step reaches the object through
+``atexit.unregister(x)`` with ``x.__eq__`` (the wrapper is gone) or by ``ctypes.cast(ID,
+py_object)`` (R64b-2) and counts in ``box[0]`` (r64b_04, r64b_05).
+R64b-2 (the fix's claim does not hold on this Python, 3.11): ``ctypes.cast(id(x),
+ctypes.py_object)`` raises no audit event at all (nor does a foreign function call: no
+``ctypes.call_function`` outside ``_ctypes.call_function``); ``py_object.from_buffer_copy(
+id(x).to_bytes(8, "little"))`` raises only ``ctypes.cdata/buffer``: neither is recorded, so an
+object read by identity only stays reachable by its address (R64a-2's lever, unchanged).
+``from_buffer`` of a ``c_ssize_t`` (it raises ``ctypes.cdata`` too) is recorded (control).
+
+The unit forms run a snippet in a child of its own between two ``_process_state`` fingerprints
+(``child_probe.patch_flags``).
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.child_probe import patch_flags
+
+TREE = Path(__file__).resolve().parents[2]
+ROUND = Path(__file__).resolve().parent / "plans" / "round64b"
+
+_REASONS = {
+    "R64b-1": "R64b-1: an exit callback a module's import registered is read by identity and "
+              "own attributes' types, and any module counts: the train file imports a module "
+              "of its own that registers argparse.Namespace(box=[0]).__repr__; the step "
+              "counts in box[0] through atexit.unregister's == or ctypes.cast",
+    "R64b-2": "R64b-2: on Python 3.11 ctypes.cast(id, py_object) raises no audit event and "
+              "from_buffer_copy only ctypes.cdata/buffer: an address made an object is not "
+              "recorded",
+}
+
+_MK = '''
+import atexit, argparse, importlib, tempfile
+def _mk(name):
+    d = tempfile.mkdtemp()
+    with open(f"{d}/{name}.py", "w") as f:
+        f.write("import atexit, argparse\\natexit.register(argparse.Namespace(box=[0]).__repr__)\\n")
+    sys.path.insert(0, d)
+    try:
+        importlib.import_module(name)
+    finally:
+        sys.path.remove(d)
+        del sys.modules[name]
+'''
+
+_GRAB = '''
+class _Grab:
+    def __init__(self):
+        self.seen = []
+    def __eq__(self, other):
+        s = getattr(other, "__self__", None)
+        box = getattr(s, "box", None)
+        if type(box) is list:
+            box[0] += 1
+            self.seen.append(box[0])
+        return False
+    __hash__ = object.__hash__
+'''
+
+_UNIT = {
+    "import_registered_unregister_grab": _MK + '_mk("r64b_unit_a")\n' + _GRAB + '''
+def _flag():
+    g = _Grab()
+    atexit.unregister(g)
+    return bool(g.seen) and g.seen[-1] >= 2
+''',
+    "import_registered_ctypes_cast": _MK + '_mk("r64b_unit_b")\n' + '''
+import ctypes
+class _G:
+    def __eq__(self, other):
+        global ID
+        if type(getattr(getattr(other, "__self__", None), "box", None)) is list:
+            ID = id(other.__self__)
+        return False
+    __hash__ = object.__hash__
+ID = 0
+atexit.unregister(_G())
+def _flag():
+    s = ctypes.cast(ID, ctypes.py_object).value
+    s.box[0] += 1
+    return s.box[0] >= 2
+''',
+    # R64b-2: the address-to-object ways themselves (a flag True both times: the audit entry
+    # must turn unreadable once the step made an object of an address)
+    "ctypes_cast_id": '''
+X = [0]
+def _flag():
+    ctypes.cast(id(X), ctypes.py_object).value
+    return True
+''',
+    "ctypes_from_buffer_copy_id": '''
+X = [0]
+def _flag():
+    ctypes.py_object.from_buffer_copy(id(X).to_bytes(8, "little")).value
+    return True
+''',
+}
+_FINDING = {
+    "import_registered_unregister_grab": "R64b-1",
+    "import_registered_ctypes_cast": "R64b-1",
+    "ctypes_cast_id": "R64b-2",
+    "ctypes_from_buffer_copy_id": "R64b-2",
+}
+
+# controls (seen): the same exit callback registered by the train file itself; from_buffer
+_CONTROLS = {
+    "train_registered_unregister_grab": '''
+import atexit, argparse
+def _mk():
+    atexit.register(argparse.Namespace(box=[0]).__repr__)
+_mk()
+''' + _GRAB + '''
+def _flag():
+    g = _Grab()
+    atexit.unregister(g)
+    return bool(g.seen) and g.seen[-1] >= 2
+''',
+    "ctypes_from_buffer_id": '''
+X = [0]
+def _flag():
+    ctypes.py_object.from_buffer(ctypes.c_ssize_t(id(X))).value
+    return True
+''',
+}
+_FLAGS = {"ctypes_cast_id": (True, True), "ctypes_from_buffer_copy_id": (True, True),
+          "ctypes_from_buffer_id": (True, True)}
+
+
+@functools.lru_cache(maxsize=None)
+def _unit(name: str) -> dict:
+    return patch_flags("r64b", {name: {**_UNIT, **_CONTROLS}[name]})[name]
+
+
+def _maybe_xfail(finding: str | None) -> list:
+    return [] if finding is None else [pytest.mark.xfail(strict=True, reason=_REASONS[finding])]
+
+
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("name", sorted(_UNIT) + sorted(_CONTROLS))
+def test_r64b_unit_flag_tells_step_2_from_step_1(name):
+    got = _unit(name)
+    assert (got["flag1"], got["flag2"]) == _FLAGS.get(name, (False, True)), got
+
+
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_maybe_xfail(_FINDING.get(n)))
+                                  for n in sorted(_UNIT) + sorted(_CONTROLS)])
+def test_r64b_unit_counter_is_a_change(name):
+    try:
+        got = _unit(name)
+    except subprocess.CalledProcessError as e:
+        pytest.fail(f"the fingerprint raised: {e.stderr[-400:]}")
+    assert got["changes"], (_REASONS.get(_FINDING.get(name)), got)
+
+
+def _prove(path: Path) -> int:
+    from proofs.cli import prove_main  # noqa: PLC0415
+    return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
+
+
+_WRONG = {
+    "r64b_04_import_registered_exit_callback_unregister_wrong.py": "R64b-1",
+    "r64b_05_import_registered_exit_callback_ctypes_cast_wrong.py": "R64b-1",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", sorted(_WRONG))
+def test_r64b_wrong_plan_not_equivalent(plan, request):
+    if _WRONG[plan]:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=_REASONS[_WRONG[plan]]))
+    assert _prove(ROUND / plan) != 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", [     # (ctypes used legitimately: held)
+    "r64b_02_ctypes_mallopt_at_import_right.py",
+    "r64b_03_ctypes_malloc_trim_local_right.py",
+])
+def test_r64b_right_plan_equivalent(plan):
+    assert _prove(ROUND / plan) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [
+    TREE / "examples" / "torch" / "mlp_ddp.py",
+    TREE / "examples" / "torch" / "gpt2_ddp.py",
+])
+def test_r64b_right_plans_equivalent(path):
+    assert _prove(path) == 0
