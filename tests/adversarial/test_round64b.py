@@ -19,6 +19,11 @@ ctypes.py_object)`` raises no audit event at all (nor does a foreign function ca
 id(x).to_bytes(8, "little"))`` raises only ``ctypes.cdata/buffer``: neither is recorded, so an
 object read by identity only stays reachable by its address (R64a-2's lever, unchanged).
 ``from_buffer`` of a ``c_ssize_t`` (it raises ``ctypes.cdata`` too) is recorded (control).
+R64b-3 (crash; older, R62b-5 / R64a-4's family, left by 15ba917d): ``process_state._from_user``
+tests ``_name(v.__module__) in who.modules or v.__module__ == "__main__"``: the second test
+compares a function's ``__module__`` as it is, so an object there with an ``__eq__`` of its own
+runs the train file's code inside the fingerprint (a function bound in a torch module's
+globals); one that raises ends the capture, exit 3 (r64b_06).
 
 The unit forms run a snippet in a child of its own between two ``_process_state`` fingerprints
 (``child_probe.patch_flags``).
@@ -42,6 +47,9 @@ _REASONS = {
               "own attributes' types, and any module counts: the train file imports a module "
               "of its own that registers argparse.Namespace(box=[0]).__repr__; the step "
               "counts in box[0] through atexit.unregister's == or ctypes.cast",
+    "R64b-3": "R64b-3: _from_user compares a function's __module__ with '__main__' as it is: "
+              "an object's __eq__ runs inside the fingerprint, one that raises ends the "
+              "capture (exit 3; older)",
     "R64b-2": "R64b-2: on Python 3.11 ctypes.cast(id, py_object) raises no audit event and "
               "from_buffer_copy only ctypes.cdata/buffer: an address made an object is not "
               "recorded",
@@ -172,6 +180,53 @@ def test_r64b_unit_counter_is_a_change(name):
     assert got["changes"], (_REASONS.get(_FINDING.get(name)), got)
 
 
+_EQ_PROBE = {
+    "fn_module_eq_runs_code": '''
+import torch.nn.functional as F
+CALLS = [0]
+class _M:
+    def __eq__(self, other):
+        CALLS[0] += 1
+        return False
+    __hash__ = object.__hash__
+def _f():
+    pass
+_f.__module__ = _M()
+F._r64b_f = _f
+def _flag():
+    return CALLS[0] > 0
+''',
+    "fn_module_eq_raises": '''
+import torch.nn.functional as F
+class _M:
+    def __eq__(self, other):
+        raise RuntimeError("r64b: my __eq__ ran inside the fingerprint")
+    __hash__ = object.__hash__
+def _f():
+    pass
+_f.__module__ = _M()
+F._r64b_g = _f
+def _flag():
+    return False
+''',
+}
+
+
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("name", sorted(_EQ_PROBE))
+@pytest.mark.xfail(strict=True, reason=_REASONS["R64b-3"])
+def test_r64b_unit_function_module_eq_not_run_by_fingerprint(name):
+    from tests.adversarial import child_probe  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    src = child_probe.PATCH_PROBE.replace("ROUND", "r64b").replace(
+        "_process_state(modules=[])", "_process_state(modules=['torch.nn.functional'])")
+    try:
+        got = child_probe.run_child(src, json.dumps({name: _EQ_PROBE[name]}))[name]
+    except subprocess.CalledProcessError as e:
+        pytest.fail(f"the fingerprint raised: {e.stderr[-400:]}")
+    assert got["flag1"] is False, got        # (the fingerprint ran none of the file's code)
+
+
 def _prove(path: Path) -> int:
     from proofs.cli import prove_main  # noqa: PLC0415
     return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
@@ -198,6 +253,12 @@ def test_r64b_wrong_plan_not_equivalent(plan, request):
 ])
 def test_r64b_right_plan_equivalent(plan):
     assert _prove(ROUND / plan) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_REASONS["R64b-3"])
+def test_r64b_function_module_eq_plan_no_crash():
+    assert _prove(ROUND / "r64b_06_function_module_eq_in_fingerprint_right.py") in (0, 2)
 
 
 @pytest.mark.slow
