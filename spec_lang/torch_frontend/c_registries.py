@@ -190,12 +190,14 @@ _CODECS = _find_codecs(_INTERP)
 _AUDIT_ADDED: list[int] = []
 _AUDIT_WATCHED: list[bool] = []
 _GC_READS: list[str] = []      # "file:line (event)" of each call (_GC_EVENTS) not ours
-# (get_referents too: it reaches a C module's state, its caches: R60b-4); ctypes' ways from an
-# address to an object or its memory (``ctypes.cast(id, py_object)``, ``from_address``,
-# ``PyObj_FromPtr``, a foreign function called: R64a-2) reach an object the fingerprint reads
-# by identity only as surely
+# (get_referents too: it reaches a C module's state, its caches: R60b-4); ctypes' audited ways
+# from an address to an object or its memory (``from_address``, ``from_buffer`` of an address's
+# bytes, ``PyObj_FromPtr``; R64a-2)
+# reach an object the fingerprint reads by identity only as surely. On CPython 3.11
+# ``ctypes.cast(addr, py_object)`` and a foreign function's call raise no audit event (R64b-2):
+# what an exit callback or handler holds is read in full instead
 _GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects", "gc.get_referents",
-                        "ctypes.cdata", "ctypes.PyObj_FromPtr", "ctypes.call_function"})
+                        "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.PyObj_FromPtr"})
 _CTYPES_GLOBALS = vars(ctypes)
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spec_lang/
 
@@ -396,8 +398,8 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     match, :func:`watch_atexit`) when it is a plain function of a module that is not the
     user's, called with no arguments (exempt when that module is new in the step,
     :func:`imported_in_step`), else empty. ``libraries``: the ids of the callbacks the
-    libraries registered (before the train file ran, or by a module's import); None: every
-    one (:func:`watch_atexit` not called in this process)."""
+    libraries registered (before the train file ran); None: every one (:func:`watch_atexit`
+    not called in this process)."""
     # each argument as a finalizer's (process_state._finalizers): by value or by identity
     # and its own attributes; what a container holds, changed in place, is not read
     args_text = [deep_text(a) for a in tuple.__iter__(args)] \
@@ -411,15 +413,17 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     by_import = imported.get(id(func))
     mod = by_import.pop() if library and by_import and type(args) is tuple \
         and not tuple.__len__(args) and kwargs is _NULL else ""
-    # a bound method of a library's object a library registered (z3's ExitStack ``close``,
-    # whose callbacks grow as resources are extracted): the method and its object by identity
-    # and own attributes, as a library module's globals are read. One the train file
-    # registered is read in full: the step reaches it by ``atexit.unregister``'s ``==``, a
+    # a library's function, or a bound method of a library's object (z3's ExitStack
+    # ``close``, whose callbacks grow as resources are extracted), registered before the train
+    # file ran: by identity and own attributes, as a library module's globals are read. Any
+    # other is read in full, a module's import registered it or not (a module the train file
+    # wrote and imported: R64b-1): the step reaches it by ``atexit.unregister``'s ``==``, a
     # second ``atexit`` module's or by its address (R63e-1, R64a-1/-2)
     theirs = libraries is None or id(func) in libraries
-    text = _global_text('func', func) if library else object_text(func) if theirs and type(
-        func) is types.MethodType and not from_user(func.__func__) and library_class(
-        type(func.__self__)) else deep_text(func)
+    shallow = theirs and type(func) is types.MethodType and not from_user(
+        func.__func__) and library_class(type(func.__self__))
+    text = _global_text('func', func) if library and theirs else object_text(func) \
+        if shallow else deep_text(func)
     return f"{mod}{MODULE_SEP}{_ident(func)}:{text}{args_text}{kw}"
 
 
@@ -505,7 +509,7 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
             imported.setdefault(id(func), []).append(name)
         # (no watch_atexit in this process: the tests' in-process captures, where pytest's
         # own callbacks are there before any test; every one is taken for a library's)
-        libraries = None if _RUN_MODULE is None else set(imported) | {id(f) for f in _PRESENT}
+        libraries = None if _RUN_MODULE is None else {id(f) for f in _PRESENT}
         out[ATEXIT] = UNREADABLE + _EXIT_REACHED[0] if _EXIT_REACHED else \
             CALLBACK_SEP.join(_callback_text(*s, from_user, imported, libraries)
                               for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))

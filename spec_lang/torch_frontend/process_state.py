@@ -331,7 +331,7 @@ def _from_user(v: Any, who: _User, depth: int = 0) -> bool:
     if depth > 3 or issubclass(type(v), _NO_CODE):
         return False
     if type(v) is types.FunctionType:
-        if _name(v.__module__) in who.modules or v.__module__ == "__main__" \
+        if _name(v.__module__) in who.modules or _name(v.__module__) == "__main__" \
                 or who.has_file(v.__code__.co_filename):
             return True
         if getattr(v, "__dynamo_disable", None) is not None and not _dynamo_cache(v):
