@@ -1,0 +1,51 @@
+"""Round 64c (r64c_04): a right plan (mlp_ddp) that only imports z3 at the top (no call).
+z3's import registers ``_file_manager.close`` (an ``ExitStack``'s bound method) as exit
+callback; with fc098f2b only callbacks present before the train file ran are read by identity,
+so the ExitStack is read in full (TOO_DEEP: the exit callbacks unreadable). Must stay
+EQUIVALENT."""
+import z3  # noqa: F401
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
