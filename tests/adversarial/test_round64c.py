@@ -16,7 +16,10 @@ R64c-3 (false refusal, new with fc098f2b): ``import z3`` at the top of a train f
 import registers ``_file_manager.close`` (an ``ExitStack``'s bound method; the case the
 code's own comment names as the reason for reading by identity) after the train file started,
 so it is read in full: TOO_DEEP (importlib.resources' ``as_file`` generator frames), the exit
-callbacks unreadable on both sides (r64c_04; plus R64c-1 when z3 is used, r64c_03).
+callbacks unreadable on both sides (r64c_04; plus R64c-1 when z3 is used, r64c_03). The
+capture child itself imports z3 after ``watch_atexit`` (through torch's
+``torch.fx.experimental.validator``), so **every** plan is UNKNOWN at fc098f2b:
+``examples/torch/mlp_ddp.py`` and ``gpt2_ddp.py`` (EQUIVALENT at fc098f2b^).
 
 The unit forms run a snippet in a child of their own between two ``_process_state``
 fingerprints (``child_probe.patch_flags``).
@@ -40,7 +43,8 @@ _REASONS = {
               "is unreadable in every fingerprint, a right plan UNKNOWN (new with fc098f2b)",
     "R64c-2": "R64c-2: multiprocessing.Value / Array made at import (sharedctypes' "
               "from_buffer raises 'ctypes.cdata'): the audit entry unreadable, a right plan "
-              "UNKNOWN (older: 15ba917d)",
+              "UNKNOWN (older: 15ba917d); the plan r64c_02 exits 3 before that: the capture's "
+              "sandbox denies /dev/shm (PermissionError making the Value)",
     "R64c-3": "R64c-3: import z3 in the train file: its exit callback _file_manager.close "
               "(an ExitStack's bound method) is registered after the train file started and "
               "read in full, TOO_DEEP: the exit callbacks unreadable, a right plan UNKNOWN "
@@ -84,6 +88,13 @@ import z3
 def _flag():
     return False
 ''', "R64c-3"),
+    # torch's own module that imports z3 (the capture child imports it after watch_atexit:
+    # mlp_ddp.py UNKNOWN)
+    "import_torch_fx_validator": ('''
+import torch.fx.experimental.validator
+def _flag():
+    return False
+''', "R64c-3"),
     # controls (held): libraries whose import registers a plain function as exit callback
     # (read in full now: their module globals are an entry of their own)
     "import_huggingface_hub": ('''
@@ -119,6 +130,42 @@ A = npc.as_array(BUF)
 def _flag():
     return False
 ''', None),
+    # controls (held): ordinary exit callbacks a train file registers (read in full)
+    "rmtree_tempdir_exit_callback": ('''
+import atexit, shutil, tempfile
+TMP = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
+def _flag():
+    open(TMP + "/x", "w").write("1")
+    return False
+''', None),
+    "partial_save_path_exit_callback": ('''
+import atexit, functools, json, tempfile
+CKPT = tempfile.mkdtemp() + "/last.json"
+def _save(path):
+    with open(path, "w") as f:
+        json.dump({"done": True}, f)
+atexit.register(functools.partial(_save, CKPT))
+def _flag():
+    return False
+''', None),
+    "logging_shutdown_registered_again": ('''
+import atexit, logging
+atexit.register(logging.shutdown)
+logging.basicConfig(level=logging.INFO)
+def _flag():
+    logging.getLogger("r64c").info("step")
+    return False
+''', None),
+    "tempdir_cleanup_exit_callback": ('''
+import atexit, tempfile
+def _mk():
+    d = tempfile.TemporaryDirectory()
+    atexit.register(d.cleanup)
+_mk()
+def _flag():
+    return False
+''', None),
 }
 
 
@@ -147,6 +194,7 @@ _RIGHT = {
     "r64c_02_mp_value_at_import_right.py": "R64c-2",
     "r64c_03_import_z3_at_import_right.py": "R64c-3",
     "r64c_04_import_z3_only_right.py": "R64c-3",
+    "r64c_05_ctypes_local_header_from_buffer_copy_at_import_right.py": "R64c-1",
 }
 
 
@@ -158,6 +206,8 @@ def test_r64c_right_plan_equivalent(plan):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_REASONS["R64c-3"] + "; the capture itself imports "
+                   "z3 (torch.fx.experimental.validator) after watch_atexit: every plan")
 @pytest.mark.parametrize("path", [
     TREE / "examples" / "torch" / "mlp_ddp.py",
     TREE / "examples" / "torch" / "gpt2_ddp.py",
