@@ -38,6 +38,7 @@ import codecs
 import collections
 import ctypes
 import encodings
+import importlib.machinery
 import os
 import sys
 import types
@@ -45,6 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spec_lang.torch_frontend.c_settings import SETTINGS, c_settings
+from spec_lang.torch_frontend.library_files import library_code, take_library_dirs
 from spec_lang.torch_frontend.module_members import library_class
 from spec_lang.torch_frontend.value_text import (UNREADABLE, _global_text, _ident, _items,
                                                  _type_module, deep_text, key_text,
@@ -190,15 +192,12 @@ _CODECS = _find_codecs(_INTERP)
 _AUDIT_ADDED: list[int] = []
 _AUDIT_WATCHED: list[bool] = []
 _GC_READS: list[str] = []      # "file:line (event)" of each call (_GC_EVENTS) not ours
-# (get_referents too: it reaches a C module's state, its caches: R60b-4); ctypes' audited ways
-# from an address to an object or its memory (``from_address``, ``from_buffer`` of an address's
-# bytes, ``PyObj_FromPtr``; R64a-2)
-# reach an object the fingerprint reads by identity only as surely. On CPython 3.11
-# ``ctypes.cast(addr, py_object)`` and a foreign function's call raise no audit event (R64b-2):
-# what an exit callback or handler holds is read in full instead
-_GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects", "gc.get_referents",
-                        "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.PyObj_FromPtr"})
-_CTYPES_GLOBALS = vars(ctypes)
+# (get_referents too: it reaches a C module's state, its caches: R60b-4). Not ctypes' ways from
+# an address to an object: ``ctypes.cast(addr, py_object)`` raises no audit event on CPython
+# 3.11 (R64b-2), and those that do (``from_address``, ``from_buffer_copy``) are what
+# ``multiprocessing.Value`` and numpy's ``as_ctypes`` raise at a right plan's import (R64c-1/-2):
+# what the interpreter may call on the step's behalf is read in full instead (R64a-2)
+_GC_EVENTS = frozenset({"gc.get_referrers", "gc.get_objects", "gc.get_referents"})
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spec_lang/
 
 
@@ -283,12 +282,8 @@ def watch_audit_hooks() -> None:
              gc_reads: list[str] = _GC_READS) -> None:
         if event in _GC_EVENTS:
             caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling the gc function
-            while caller is not None and caller.f_globals is _CTYPES_GLOBALS:
-                caller = caller.f_back          # (``ctypes.cast``: ctypes' own Python code)
-            if caller is None or not _ours(caller):
-                where = "?" if caller is None else \
-                    f"{caller.f_code.co_filename}:{caller.f_lineno}"
-                gc_reads.append(f"{where} ({event})")
+            if not _ours(caller):
+                gc_reads.append(f"{caller.f_code.co_filename}:{caller.f_lineno} ({event})")
         elif event == "sys.addaudithook":
             added.append(1)
             caller = sys._getframe(1)  # noqa: SLF001 -- the frame calling sys.addaudithook
@@ -309,6 +304,7 @@ _EXIT_REACHED: list[str] = []
 # the exit callbacks registered before the train file ran (:func:`watch_atexit`), kept alive
 _PRESENT: list[Any] = []
 _IMPORT_REGISTERED: list[tuple[str, Any]] = []   # (module, callback): registered by its import
+_LIBRARY_REGISTERED: list[Any] = []     # those of them a library's own file registered
 _FIRST_IMPORT: dict[str, dict] = {}      # module name -> the globals of its first import
 _RUN_MODULE = None
 
@@ -363,11 +359,19 @@ def watch_atexit() -> None:
                           if type(m) is types.ModuleType})
     if _ATEXIT_OFFSET is not None:
         _PRESENT.extend(f for f, _, _ in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
+    take_library_dirs()
 
     def register(func: Any, /, *args: Any, **kwargs: Any) -> Any:
-        name = _import_registration(sys._getframe(1))  # noqa: SLF001 -- the caller's frame
+        frame = sys._getframe(1)  # noqa: SLF001 -- the caller's frame
+        name = _import_registration(frame)
         if name is not None:
             _IMPORT_REGISTERED.append((name, func))
+            while frame.f_code.co_name != "<module>":   # (_import_registration found it)
+                frame = frame.f_back
+            spec = vars(sys.modules[name]).get("__spec__")
+            if type(spec) is importlib.machinery.ModuleSpec and library_code(
+                    frame.f_code, spec.origin):
+                _LIBRARY_REGISTERED.append(func)
         # (no keywords: none passed on, so the slot holds NULL as the C function alone makes)
         return _REGISTER(func, *args, **kwargs) if kwargs else _REGISTER(func, *args)
 
@@ -399,7 +403,9 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     user's, called with no arguments (exempt when that module is new in the step,
     :func:`imported_in_step`), else empty. ``libraries``: the ids of the callbacks the
     libraries registered (before the train file ran); None: every one (:func:`watch_atexit`
-    not called in this process)."""
+    not called in this process, or the import of a library's own file,
+    ``library_files.library_code``). Those are read as module globals; any other callback
+    with all it holds (``deep_text``)."""
     # each argument as a finalizer's (process_state._finalizers): by value or by identity
     # and its own attributes; what a container holds, changed in place, is not read
     args_text = [deep_text(a) for a in tuple.__iter__(args)] \
@@ -415,10 +421,10 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
         and not tuple.__len__(args) and kwargs is _NULL else ""
     # a library's function, or a bound method of a library's object (z3's ExitStack
     # ``close``, whose callbacks grow as resources are extracted), registered before the train
-    # file ran: by identity and own attributes, as a library module's globals are read. Any
-    # other is read in full, a module's import registered it or not (a module the train file
-    # wrote and imported: R64b-1): the step reaches it by ``atexit.unregister``'s ``==``, a
-    # second ``atexit`` module's or by its address (R63e-1, R64a-1/-2)
+    # file ran or by a library file's import: by identity and own attributes, as a library
+    # module's globals are read. Any other is read in full (a module the train file wrote and
+    # imported: R64b-1): the step reaches it by ``atexit.unregister``'s ``==``, a second
+    # ``atexit`` module's or by its address (R63e-1, R64a-1/-2)
     theirs = libraries is None or id(func) in libraries
     shallow = theirs and type(func) is types.MethodType and not from_user(
         func.__func__) and library_class(type(func.__self__))
@@ -509,7 +515,8 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
             imported.setdefault(id(func), []).append(name)
         # (no watch_atexit in this process: the tests' in-process captures, where pytest's
         # own callbacks are there before any test; every one is taken for a library's)
-        libraries = None if _RUN_MODULE is None else {id(f) for f in _PRESENT}
+        libraries = None if _RUN_MODULE is None else \
+            {id(f) for f in _PRESENT} | {id(f) for f in _LIBRARY_REGISTERED}
         out[ATEXIT] = UNREADABLE + _EXIT_REACHED[0] if _EXIT_REACHED else \
             CALLBACK_SEP.join(_callback_text(*s, from_user, imported, libraries)
                               for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
@@ -530,10 +537,9 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
     elif _GC_READS:
         out[AUDIT] = UNREADABLE + (
             f"{_GC_READS[0]}: the train file reaches the interpreter's objects through "
-            f"the collector (gc.get_referrers / get_objects / get_referents) or ctypes "
-            f"(an address made an object, memory at an address, a foreign function; "
-            f"{len(_GC_READS)} call(s)), which reach state the fingerprint does not compare; "
-            "drop the call from the train file")
+            f"gc.get_referrers / get_objects / get_referents ({len(_GC_READS)} call(s)), "
+            "which reach state held in C that the fingerprint does not compare; drop the call "
+            "from the train file")
     else:
         out[AUDIT] = ""
     return out

@@ -134,6 +134,7 @@ def test_r56a_3_control_stdlib_global_other_type():
 
 # -- non-modules in sys.modules, a hand-made module -------------------------------------------
 
+@pytest.mark.state_modules("r56a_z")       # (sys.modules' entries are read whatever is named)
 def test_r56a_control_sys_modules_entries():
     """A non-module ``sys.modules`` entry added is seen (R40b); a global set on a module made
     by hand is seen."""
@@ -217,6 +218,7 @@ def test_r56a_03_same_type_global_counter_not_equivalent():
 _REGISTRY = {"version": 3, ("a warning the step shows the first time", UserWarning, 5): True}
 
 
+@pytest.mark.state_modules("colorsys")
 def test_r56a_control_a_warning_registry_made_by_the_step_is_not_a_change():
     """``warnings`` gives a module a ``__warningregistry__`` when the step warns there for the
     first time: neither another module's nor the train file's is a change (mlp_ddp.py was

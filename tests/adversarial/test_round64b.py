@@ -59,9 +59,9 @@ _REASONS = {
     "R64b-4": "R64b-4: a library object's bound method the train file registers as an exit "
               "callback is read in full: a StringIO log handler's flush, the step logging, is "
               "a change (a right plan UNKNOWN; EQUIVALENT before 15ba917d)",
-    "R64b-2": "R64b-2: on Python 3.11 ctypes.cast(id, py_object) raises no audit event and "
-              "from_buffer_copy only ctypes.cdata/buffer: an address made an object is not "
-              "recorded",
+    "R64b-2": "R64b-2: an address made an object through ctypes (cast, from_buffer, "
+              "from_buffer_copy) is not recorded (cast raises no audit event on 3.11; the "
+              "others at import refused right plans, R64c-1/-2): open, the R11-6 family",
 }
 
 _MK = '''
@@ -131,10 +131,14 @@ def _flag():
 ''',
 }
 # (fixed in stop 64: R64b-1, an exit callback registered after the train file started is read
-# in full; from_buffer_copy's "ctypes.cdata/buffer" recorded. Open: ctypes.cast raises no
-# audit event on 3.11, R64b-2)
+# in full unless a library's own file registered it. Open, R64b-2: ctypes' address-to-object
+# ways are not recorded at all since stop 64 (cast raises no audit event on 3.11; recording
+# from_address / from_buffer refused right plans: R64c-1/-2); what the interpreter may call is
+# read in full instead)
 _FINDING = {
     "ctypes_cast_id": "R64b-2",
+    "ctypes_from_buffer_copy_id": "R64b-2",
+    "ctypes_from_buffer_id": "R64b-2",
 }
 
 # controls (seen): the same exit callback registered by the train file itself; from_buffer
