@@ -1,0 +1,172 @@
+"""Adversarial round 64d (``tests/adversarial/ATTEMPTS.md``, "Round 64d"): 057969f9 (an exit
+callback is read by identity when registered before the train file ran or by the import of a
+library's own file, ``library_files.library_code``: the module-level code that registered it
+equals ``compile()`` of a ``.py`` under sysconfig's library directories, unchanged since
+``take_library_dirs``; ctypes' audit events no longer recorded) attacked. Plans in
+``plans/round64d/`` (template r64b_04 / r62d_01: the parallel step doubles its gradients from
+step 2 on a flag); the truth is ``python tests/adversarial/torch4_truth.py FILE 2``.
+
+R64d-1 (false accept, new with 057969f9): ``library_code`` checks the *code* a module ran,
+not *which module* ran it: a second instance of a real library file, with globals of its own,
+passes. The train file loads the stdlib's ``multiprocessing/util.py`` again under a new name
+(``importlib.util.spec_from_file_location`` + importlib's own ``_load``, r64d_01; or the
+ordinary import statement of a package of its own whose ``util.py`` / ``process.py`` are
+symlinks to the stdlib files, ``realpath`` resolving them, r64d_02) and drops it from
+``sys.modules``. Its module-level code registers this instance's ``_exit_function``, read by
+identity (``_global_text``); its globals, in no ``sys.modules`` entry, are read nowhere. The
+step reaches the function through ``atexit.unregister(x)`` with ``x.__eq__`` and counts in its
+``__globals__``.
+
+The unit forms run a snippet in a child of its own between two ``_process_state`` fingerprints
+(``child_probe.patch_flags``, which calls ``watch_atexit`` and so ``take_library_dirs``).
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.child_probe import patch_flags
+
+TREE = Path(__file__).resolve().parents[2]
+ROUND = Path(__file__).resolve().parent / "plans" / "round64d"
+
+_REASONS = {
+    "R64d-1": "R64d-1: library_code compares the code a module ran with a library file's, "
+              "not which module ran it: a second instance of multiprocessing/util.py (loaded "
+              "under a new name, or through symlinks in a package of the train file's own) "
+              "registers its _exit_function, read by identity; its globals are read nowhere "
+              "and the step counts in them through atexit.unregister's ==",
+}
+
+_GRAB = '''
+class _Grab:
+    def __init__(self):
+        self.seen = []
+    def __eq__(self, other):
+        g = getattr(other, "__globals__", None)
+        if type(g) is dict and g.get("__name__") == NAME:
+            g["_r64d_n"] = g.get("_r64d_n", 0) + 1
+            self.seen.append(g["_r64d_n"])
+        return False
+    __hash__ = object.__hash__
+def _flag():
+    g = _Grab()
+    atexit.unregister(g)
+    return bool(g.seen) and g.seen[-1] >= 2
+'''
+
+_UNIT = {
+    "second_instance_by_load": '''
+import atexit, importlib.util, importlib._bootstrap, multiprocessing.util
+NAME = "multiprocessing.r64d_util_unit"
+def _second_instance():
+    spec = importlib.util.spec_from_file_location(NAME, multiprocessing.util.__file__)
+    try:
+        importlib._bootstrap._load(spec)
+    finally:
+        sys.modules.pop(NAME, None)
+_second_instance()
+''' + _GRAB,
+    "second_instance_by_symlinks": '''
+import atexit, importlib, tempfile, multiprocessing.util, multiprocessing.process
+NAME = "r64d_unit_pkg.util"
+def _second_instance():
+    d = tempfile.mkdtemp()
+    os.mkdir(f"{d}/r64d_unit_pkg")
+    open(f"{d}/r64d_unit_pkg/__init__.py", "w").close()
+    os.symlink(multiprocessing.util.__file__, f"{d}/r64d_unit_pkg/util.py")
+    os.symlink(multiprocessing.process.__file__, f"{d}/r64d_unit_pkg/process.py")
+    sys.path.insert(0, d)
+    try:
+        importlib.import_module(NAME)
+    finally:
+        sys.path.remove(d)
+        for n in ("r64d_unit_pkg.util", "r64d_unit_pkg.process", "r64d_unit_pkg"):
+            sys.modules.pop(n, None)
+_second_instance()
+''' + _GRAB,
+}
+_FINDING = {"second_instance_by_load": "R64d-1", "second_instance_by_symlinks": "R64d-1"}
+
+# control (seen, held since stop 64): the same module-level code in a file the train file
+# writes (a copy, not a symlink): not a library file, its callback read in full
+_CONTROLS = {
+    "copied_library_file": '''
+import atexit, importlib, shutil, tempfile, multiprocessing.util, multiprocessing.process
+NAME = "r64d_unit_copy.util"
+def _second_instance():
+    d = tempfile.mkdtemp()
+    os.mkdir(f"{d}/r64d_unit_copy")
+    open(f"{d}/r64d_unit_copy/__init__.py", "w").close()
+    shutil.copy(multiprocessing.util.__file__, f"{d}/r64d_unit_copy/util.py")
+    shutil.copy(multiprocessing.process.__file__, f"{d}/r64d_unit_copy/process.py")
+    sys.path.insert(0, d)
+    try:
+        importlib.import_module(NAME)
+    finally:
+        sys.path.remove(d)
+        for n in ("r64d_unit_copy.util", "r64d_unit_copy.process", "r64d_unit_copy"):
+            sys.modules.pop(n, None)
+_second_instance()
+''' + _GRAB,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _unit(name: str) -> dict:
+    return patch_flags("r64d", {name: {**_UNIT, **_CONTROLS}[name]})[name]
+
+
+def _maybe_xfail(finding: str | None) -> list:
+    return [] if finding is None else [pytest.mark.xfail(strict=True, reason=_REASONS[finding])]
+
+
+@pytest.mark.slow   # (the flag's lever; its change is checked by the fast test)
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("name", sorted(_UNIT) + sorted(_CONTROLS))
+def test_r64d_unit_flag_tells_step_2_from_step_1(name):
+    got = _unit(name)
+    assert (got["flag1"], got["flag2"]) == (False, True), got
+
+
+@pytest.mark.state_modules()
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_maybe_xfail(_FINDING.get(n)))
+                                  for n in sorted(_UNIT) + sorted(_CONTROLS)])
+def test_r64d_unit_counter_is_a_change(name):
+    try:
+        got = _unit(name)
+    except subprocess.CalledProcessError as e:
+        pytest.fail(f"the fingerprint raised: {e.stderr[-400:]}")
+    assert got["changes"], (_REASONS.get(_FINDING.get(name)), got)
+
+
+def _prove(path: Path) -> int:
+    from proofs.cli import prove_main  # noqa: PLC0415
+    return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
+
+
+_WRONG = {
+    "r64d_01_second_instance_library_file_exit_callback_wrong.py": "R64d-1",
+    "r64d_02_symlinked_library_file_exit_callback_wrong.py": "R64d-1",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", sorted(_WRONG))
+def test_r64d_wrong_plan_not_equivalent(plan, request):
+    if _WRONG[plan]:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=_REASONS[_WRONG[plan]]))
+    assert _prove(ROUND / plan) != 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [
+    TREE / "examples" / "torch" / "mlp_ddp.py",
+    TREE / "examples" / "torch" / "gpt2_ddp.py",
+])
+def test_r64d_examples_equivalent(path):
+    assert _prove(path) == 0
