@@ -165,8 +165,62 @@ def test_r64d_wrong_plan_not_equivalent(plan, request):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", [
+    ROUND / "r64d_03_libraries_registering_exit_callbacks_at_import_right.py",
     TREE / "examples" / "torch" / "mlp_ddp.py",
     TREE / "examples" / "torch" / "gpt2_ddp.py",
 ])
-def test_r64d_examples_equivalent(path):
+def test_r64d_right_plans_and_examples_equivalent(path):
     assert _prove(path) == 0
+
+
+# library_code directly: which exit callbacks registered after watch_atexit count as a library
+# file's (read by identity). Common libraries' own imports must (control: no false refusal of
+# a right plan importing them); a second instance of a library file must not (R64d-1)
+_LIB_PROBE = '''
+import atexit, importlib, json, os, sys, tempfile
+import torch, numpy
+from spec_lang.torch_frontend.op_guard import take_baseline
+take_baseline()
+from spec_lang.torch_frontend import c_registries as C
+C.watch_atexit()
+seen = []
+_reg = C._REGISTER
+def spy(f, *a, **k):
+    seen.append(f)
+    return _reg(f, *a, **k)
+C._REGISTER = spy
+import matplotlib
+matplotlib.use("Agg")
+for m in ("PIL.Image", "matplotlib.pyplot", "filelock", "torch._inductor.async_compile",
+          "rlcompleter"):
+    importlib.import_module(m)
+libs = [getattr(f, "__qualname__", "?") for f in seen]
+n_libs = len(seen)
+import importlib.util, importlib._bootstrap, multiprocessing.util
+spec = importlib.util.spec_from_file_location("multiprocessing.r64d_lib", multiprocessing.util.__file__)
+importlib._bootstrap._load(spec)
+sys.modules.pop("multiprocessing.r64d_lib")
+lib = {id(f) for f in C._LIBRARY_REGISTERED}
+print(json.dumps({"libraries": libs,
+                  "libraries_passed": [id(f) in lib for f in seen[:n_libs]],
+                  "second_instance_passed": [id(f) in lib for f in seen[n_libs:]]}))
+'''
+
+
+@functools.lru_cache(maxsize=None)
+def _lib_probe() -> dict:
+    from tests.adversarial.child_probe import run_child  # noqa: PLC0415
+    return run_child(_LIB_PROBE)
+
+
+@pytest.mark.state_modules()
+def test_r64d_common_libraries_exit_callbacks_are_library_code():
+    got = _lib_probe()
+    assert len(got["libraries"]) >= 5 and all(got["libraries_passed"]), got
+
+
+@pytest.mark.state_modules()
+@pytest.mark.xfail(strict=True, reason=_REASONS["R64d-1"])
+def test_r64d_second_instance_exit_callback_is_not_library_code():
+    got = _lib_probe()
+    assert got["second_instance_passed"] and not any(got["second_instance_passed"]), got
