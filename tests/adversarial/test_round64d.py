@@ -16,6 +16,14 @@ symlinks to the stdlib files, ``realpath`` resolving them, r64d_02) and drops it
 identity (``_global_text``); its globals, in no ``sys.modules`` entry, are read nowhere. The
 step reaches the function through ``atexit.unregister(x)`` with ``x.__eq__`` and counts in its
 ``__globals__``.
+R64d-2 (false refusal, older: not from 057969f9): a library module first imported in the step
+whose import registers an exit callback that is not a plain Python function is a change:
+``c_registries._callback_text`` gives the callback its module (what ``imported_in_step``
+exempts) only for a ``FunctionType`` with no arguments, while docs/torch.md says any exit
+callback such an import registers is no change. ``import PIL.Image`` inside ``train_step``
+(``PIL._imaging.clear_cache``, a builtin) is UNKNOWN, "the steps leave different state ...
+exit callbacks (atexit)" (r64d_04); ``import filelock`` there (a plain function) is the control
+(r64d_05).
 
 The unit forms run a snippet in a child of its own between two ``_process_state`` fingerprints
 (``child_probe.patch_flags``, which calls ``watch_atexit`` and so ``take_library_dirs``).
@@ -35,6 +43,12 @@ TREE = Path(__file__).resolve().parents[2]
 ROUND = Path(__file__).resolve().parent / "plans" / "round64d"
 
 _REASONS = {
+    "R64d-2": "R64d-2: a library module first imported in the step whose import registers an "
+              "exit callback that is not a plain Python function (PIL._imaging.clear_cache, a "
+              "builtin; matplotlib's Gcf.destroy_all, a bound method) is a change: "
+              "imported_in_step exempts FunctionType callbacks only, docs/torch.md says any "
+              "such callback is no change (a right plan importing PIL lazily in train_step "
+              "UNKNOWN; older, not from 057969f9)",
     "R64d-1": "R64d-1: library_code compares the code a module ran with a library file's, "
               "not which module ran it: a second instance of multiprocessing/util.py (loaded "
               "under a new name, or through symlinks in a package of the train file's own) "
@@ -224,3 +238,16 @@ def test_r64d_common_libraries_exit_callbacks_are_library_code():
 def test_r64d_second_instance_exit_callback_is_not_library_code():
     got = _lib_probe()
     assert got["second_instance_passed"] and not any(got["second_instance_passed"]), got
+
+
+# R64d-2 has no unit form: `patch_flags`' `state_changes` does not apply `imported_in_step`
+# (filelock's import in the flag is a change there too); only the plans show it
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=_REASONS["R64d-2"])
+def test_r64d_lazy_library_import_in_step_equivalent():
+    assert _prove(ROUND / "r64d_04_lazy_library_import_in_step_right.py") == 0
+
+
+@pytest.mark.slow
+def test_r64d_lazy_filelock_import_in_step_equivalent():    # (control for R64d-2)
+    assert _prove(ROUND / "r64d_05_lazy_filelock_import_in_step_right.py") == 0
