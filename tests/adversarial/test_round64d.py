@@ -24,6 +24,12 @@ callback such an import registers is no change. ``import PIL.Image`` inside ``tr
 (``PIL._imaging.clear_cache``, a builtin) is UNKNOWN, "the steps leave different state ...
 exit callbacks (atexit)" (r64d_04); ``import filelock`` there (a plain function) is the control
 (r64d_05).
+R64d-3 (false accept, older: R64d-1's second instance without the exit callbacks): a train-file
+global ``F`` holding a function of a second instance of a library file (``multiprocessing/util.py``'s
+``_exit_function``, r64d_06; ``fnmatch.py``'s ``fnmatch``, whose import registers nothing,
+r64d_07) is read as a library function, by identity; its ``__globals__``, a module dict in no
+``sys.modules`` entry, are read nowhere, and the step counts in them. No unit form (the probe
+does not read a snippet's globals).
 
 The unit forms run a snippet in a child of its own between two ``_process_state`` fingerprints
 (``child_probe.patch_flags``, which calls ``watch_atexit`` and so ``take_library_dirs``).
@@ -43,6 +49,10 @@ TREE = Path(__file__).resolve().parents[2]
 ROUND = Path(__file__).resolve().parent / "plans" / "round64d"
 
 _REASONS = {
+    "R64d-3": "R64d-3: a train-file global holding a function of a second instance of a library "
+              "file (importlib's _load under a new name, dropped from sys.modules) is read by "
+              "identity as a library function; its globals, in no sys.modules entry, are read "
+              "nowhere: the step counts in F.__globals__ (older: no exit callback needed)",
     "R64d-2": "R64d-2: a library module first imported in the step whose import registers an "
               "exit callback that is not a plain Python function (PIL._imaging.clear_cache, a "
               "builtin; matplotlib's Gcf.destroy_all, a bound method) is a change: "
@@ -166,6 +176,8 @@ def _prove(path: Path) -> int:
 _WRONG = {
     "r64d_01_second_instance_library_file_exit_callback_wrong.py": "R64d-1",
     "r64d_02_symlinked_library_file_exit_callback_wrong.py": "R64d-1",
+    "r64d_06_second_instance_function_as_global_wrong.py": "R64d-3",
+    "r64d_07_second_instance_function_as_global_no_atexit_wrong.py": "R64d-3",
 }
 
 
