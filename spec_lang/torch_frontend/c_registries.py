@@ -304,7 +304,8 @@ _EXIT_REACHED: list[str] = []
 # the exit callbacks registered before the train file ran (:func:`watch_atexit`), kept alive
 _PRESENT: list[Any] = []
 _IMPORT_REGISTERED: list[tuple[str, Any]] = []   # (module, callback): registered by its import
-_LIBRARY_REGISTERED: list[Any] = []     # those of them a library's own file registered
+# those of them a library's own file registered: (module name, its globals, callback)
+_LIBRARY_REGISTERED: list[tuple[str, dict, Any]] = []
 _FIRST_IMPORT: dict[str, dict] = {}      # module name -> the globals of its first import
 _RUN_MODULE = None
 
@@ -371,7 +372,7 @@ def watch_atexit() -> None:
             spec = vars(sys.modules[name]).get("__spec__")
             if type(spec) is importlib.machinery.ModuleSpec and library_code(
                     frame.f_code, spec.origin):
-                _LIBRARY_REGISTERED.append(func)
+                _LIBRARY_REGISTERED.append((name, frame.f_globals, func))
         # (no keywords: none passed on, so the slot holds NULL as the C function alone makes)
         return _REGISTER(func, *args, **kwargs) if kwargs else _REGISTER(func, *args)
 
@@ -431,6 +432,19 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     text = _global_text('func', func) if library and theirs else object_text(func) \
         if shallow else deep_text(func)
     return f"{mod}{MODULE_SEP}{_ident(func)}:{text}{args_text}{kw}"
+
+
+def library_callbacks() -> set[int] | None:
+    """The ids of the exit callbacks read as a library's (:func:`_callback_text`): registered
+    before the train file ran, or by the import of a library's own file
+    (``library_files.library_code``) while ``sys.modules`` holds that very module under its
+    name, whose globals are then read as a library module's (not a second copy of the file the
+    train file loaded and dropped: R64d-1). None without :func:`watch_atexit` (every one)."""
+    if _RUN_MODULE is None:
+        return None
+    return {id(f) for f in _PRESENT} | {
+        id(f) for name, g, f in _LIBRARY_REGISTERED
+        if type(m := sys.modules.get(name)) is types.ModuleType and vars(m) is g}
 
 
 def imported_in_step(before: str, after: str, new_module: Callable[[str], bool]) -> bool:
@@ -515,8 +529,7 @@ def registry_texts(from_user: Callable[[Any], bool]) -> dict[str, str]:
             imported.setdefault(id(func), []).append(name)
         # (no watch_atexit in this process: the tests' in-process captures, where pytest's
         # own callbacks are there before any test; every one is taken for a library's)
-        libraries = None if _RUN_MODULE is None else \
-            {id(f) for f in _PRESENT} | {id(f) for f in _LIBRARY_REGISTERED}
+        libraries = library_callbacks()
         out[ATEXIT] = UNREADABLE + _EXIT_REACHED[0] if _EXIT_REACHED else \
             CALLBACK_SEP.join(_callback_text(*s, from_user, imported, libraries)
                               for s in _atexit_slots(_INTERP, _ATEXIT_OFFSET))

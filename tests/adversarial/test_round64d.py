@@ -114,7 +114,7 @@ def _second_instance():
 _second_instance()
 ''' + _GRAB,
 }
-_FINDING = {"second_instance_by_load": "R64d-1", "second_instance_by_symlinks": "R64d-1"}
+_FINDING: dict[str, str] = {}     # (R64d-1: fixed in stop 64, c_registries.library_callbacks)
 
 # control (seen, held since stop 64): the same module-level code in a file the train file
 # writes (a copy, not a symlink): not a library file, its callback read in full
@@ -174,8 +174,8 @@ def _prove(path: Path) -> int:
 
 
 _WRONG = {
-    "r64d_01_second_instance_library_file_exit_callback_wrong.py": "R64d-1",
-    "r64d_02_symlinked_library_file_exit_callback_wrong.py": "R64d-1",
+    "r64d_01_second_instance_library_file_exit_callback_wrong.py": None,   # (R64d-1: fixed,
+    "r64d_02_symlinked_library_file_exit_callback_wrong.py": None,         # stop 64)
     "r64d_06_second_instance_function_as_global_wrong.py": "R64d-3",
     "r64d_07_second_instance_function_as_global_no_atexit_wrong.py": "R64d-3",
 }
@@ -226,7 +226,7 @@ import importlib.util, importlib._bootstrap, multiprocessing.util
 spec = importlib.util.spec_from_file_location("multiprocessing.r64d_lib", multiprocessing.util.__file__)
 importlib._bootstrap._load(spec)
 sys.modules.pop("multiprocessing.r64d_lib")
-lib = {id(f) for f in C._LIBRARY_REGISTERED}
+lib = C.library_callbacks()
 print(json.dumps({"libraries": libs,
                   "libraries_passed": [id(f) in lib for f in seen[:n_libs]],
                   "second_instance_passed": [id(f) in lib for f in seen[n_libs:]]}))
@@ -245,8 +245,7 @@ def test_r64d_common_libraries_exit_callbacks_are_library_code():
     assert len(got["libraries"]) >= 5 and all(got["libraries_passed"]), got
 
 
-@pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R64d-1"])
+@pytest.mark.state_modules()       # (R64d-1: fixed in stop 64)
 def test_r64d_second_instance_exit_callback_is_not_library_code():
     got = _lib_probe()
     assert got["second_instance_passed"] and not any(got["second_instance_passed"]), got
