@@ -434,15 +434,28 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     return f"{mod}{MODULE_SEP}{_ident(func)}:{text}{args_text}{kw}"
 
 
+def _module_holds(f: Any) -> bool:
+    """A callback registered before the train file ran still runs with the globals of the module
+    ``sys.modules`` holds under its ``__module__`` (R64e-1: the train file dropped
+    ``multiprocessing.util`` and imported it again, so the first copy's globals, which
+    ``_exit_function`` still runs with, were read nowhere); a C function has none."""
+    fn = f.__func__ if type(f) is types.MethodType else f
+    if type(fn) is not types.FunctionType:
+        return True
+    mod = fn.__module__
+    m = sys.modules.get(mod) if type(mod) is str else None
+    return type(m) is types.ModuleType and vars(m) is fn.__globals__
+
+
 def library_callbacks() -> set[int] | None:
     """The ids of the exit callbacks read as a library's (:func:`_callback_text`): registered
-    before the train file ran, or by the import of a library's own file
+    before the train file ran (:func:`_module_holds`), or by the import of a library's own file
     (``library_files.library_code``) while ``sys.modules`` holds that very module under its
     name, whose globals are then read as a library module's (not a second copy of the file the
     train file loaded and dropped: R64d-1). None without :func:`watch_atexit` (every one)."""
     if _RUN_MODULE is None:
         return None
-    return {id(f) for f in _PRESENT} | {
+    return {id(f) for f in _PRESENT if _module_holds(f)} | {
         id(f) for name, g, f in _LIBRARY_REGISTERED
         if type(m := sys.modules.get(name)) is types.ModuleType and vars(m) is g}
 
