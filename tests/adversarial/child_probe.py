@@ -13,8 +13,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -92,20 +94,24 @@ _server: list[subprocess.Popen] = []
 
 def _probe_server() -> subprocess.Popen:
     if not _server or _server[0].poll() is not None:
-        env = {**os.environ, "PYTHONPATH": str(TREE)}
+        # the probes' temporary files (a snippet's ``mkdtemp``, a plan's helper module) in a
+        # directory of the server's own, removed with it: none is left in the system's
+        tmp = tempfile.mkdtemp(prefix="shardproof-probes-")
+        env = {**os.environ, "PYTHONPATH": str(TREE), "TMPDIR": tmp}
         _server[:] = [subprocess.Popen([sys.executable, "-c", _SERVER], cwd=TREE, env=env,
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        text=True)]
-        atexit.register(_stop_server, _server[0])
+        atexit.register(_stop_server, _server[0], tmp)
     return _server[0]
 
 
-def _stop_server(proc: subprocess.Popen) -> None:
+def _stop_server(proc: subprocess.Popen, tmp: str) -> None:
     proc.stdin.close()
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_child(src: str, *args: str) -> dict:
