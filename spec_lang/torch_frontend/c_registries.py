@@ -347,9 +347,9 @@ def watch_atexit() -> None:
     even a library module's function, is not recorded and is a change (R59d-1: the train file
     registered ``filecmp.clear_cache`` 1000 times and counted them with
     ``atexit._ncallbacks()``). Calling the C function by another route records nothing, so
-    it is a change too. The callbacks registered before are kept (:data:`_PRESENT`): they
-    and those a module's import registers are the libraries' own (:func:`_callback_text`).
-    Called once per process."""
+    it is a change too. The callbacks registered before are kept (:data:`_PRESENT`), and those
+    the import of a library's own file registers are noted (:data:`_LIBRARY_REGISTERED`,
+    ``library_files.library_code``): :func:`library_callbacks`. Called once per process."""
     global _RUN_MODULE     # noqa: PLW0603 -- importlib's function that runs a module's code
     if atexit.register is not _REGISTER:
         return
@@ -403,10 +403,9 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     match, :func:`watch_atexit`) when it is a plain function of a module that is not the
     user's, called with no arguments (exempt when that module is new in the step,
     :func:`imported_in_step`), else empty. ``libraries``: the ids of the callbacks the
-    libraries registered (before the train file ran); None: every one (:func:`watch_atexit`
-    not called in this process, or the import of a library's own file,
-    ``library_files.library_code``). Those are read as module globals; any other callback
-    with all it holds (``deep_text``)."""
+    libraries registered (:func:`library_callbacks`; None: every one, :func:`watch_atexit`
+    not called in this process). Those are read as module globals; any other callback with
+    all it holds (``deep_text``)."""
     # each argument as a finalizer's (process_state._finalizers): by value or by identity
     # and its own attributes; what a container holds, changed in place, is not read
     args_text = [deep_text(a) for a in tuple.__iter__(args)] \
