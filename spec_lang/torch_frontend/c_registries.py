@@ -302,7 +302,7 @@ _RUN_EXITFUNCS = atexit._run_exitfuncs  # noqa: SLF001
 # why the exit callbacks were run from the step's side, once set: sticky
 _EXIT_REACHED: list[str] = []
 # the exit callbacks registered before the train file ran (:func:`watch_atexit`), kept alive
-_PRESENT: list[Any] = []
+_PRESENT: list[tuple[Any, Any]] = []   # (callback, its module's name when taken: R65a-2)
 _IMPORT_REGISTERED: list[tuple[str, Any]] = []   # (module, callback): registered by its import
 # those of them a library's own file registered: (module name, its globals, callback)
 _LIBRARY_REGISTERED: list[tuple[str, dict, Any]] = []
@@ -359,7 +359,8 @@ def watch_atexit() -> None:
     _FIRST_IMPORT.update({n: vars(m) for n, m in list(sys.modules.items())
                           if type(m) is types.ModuleType})
     if _ATEXIT_OFFSET is not None:
-        _PRESENT.extend(f for f, _, _ in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
+        _PRESENT.extend((f, _function_module(f))
+                        for f, _, _ in _atexit_slots(_INTERP, _ATEXIT_OFFSET))
     take_library_dirs()
 
     def register(func: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -433,15 +434,22 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     return f"{mod}{MODULE_SEP}{_ident(func)}:{text}{args_text}{kw}"
 
 
-def _module_holds(f: Any) -> bool:
+def _function_module(f: Any) -> Any:
+    """The ``__module__`` of a callback's function (a bound method's too); None for others."""
+    fn = f.__func__ if type(f) is types.MethodType else f
+    return fn.__module__ if type(fn) is types.FunctionType else None
+
+
+def _module_holds(f: Any, mod: Any) -> bool:
     """A callback registered before the train file ran still runs with the globals of the module
-    ``sys.modules`` holds under its ``__module__`` (R64e-1: the train file dropped
-    ``multiprocessing.util`` and imported it again, so the first copy's globals, which
-    ``_exit_function`` still runs with, were read nowhere); a C function has none."""
+    ``sys.modules`` holds under the name ``mod`` its function's ``__module__`` had then
+    (R64e-1: the train file dropped ``multiprocessing.util`` and imported it again, so the
+    first copy's globals, which ``_exit_function`` still runs with, were read nowhere; R65a-2:
+    ``__module__`` reassigned to the name the first copy was kept under); a C function has
+    none."""
     fn = f.__func__ if type(f) is types.MethodType else f
     if type(fn) is not types.FunctionType:
         return True
-    mod = fn.__module__
     m = sys.modules.get(mod) if type(mod) is str else None
     return type(m) is types.ModuleType and vars(m) is fn.__globals__
 
@@ -454,7 +462,7 @@ def library_callbacks() -> set[int] | None:
     train file loaded and dropped: R64d-1). None without :func:`watch_atexit` (every one)."""
     if _RUN_MODULE is None:
         return None
-    return {id(f) for f in _PRESENT if _module_holds(f)} | {
+    return {id(f) for f, mod in _PRESENT if _module_holds(f, mod)} | {
         id(f) for name, g, f in _LIBRARY_REGISTERED
         if type(m := sys.modules.get(name)) is types.ModuleType and vars(m) is g}
 

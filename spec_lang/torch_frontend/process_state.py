@@ -25,6 +25,8 @@ import torch
 
 from spec_lang.torch_frontend.c_registries import c_settings, registry_texts
 from spec_lang.torch_frontend.lazy_globals import _lazy_cache
+from spec_lang.torch_frontend.op_namespaces import (NAMESPACE_DATA, LAZY_NAMES, lazy_name,
+                                                    namespace_data, torch_namespace)
 from spec_lang.torch_frontend.registry_state import registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
     _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
@@ -156,12 +158,11 @@ TORCH_MODULE = "torch namespace "
 OTHER_MODULE = "the module "
 # the prefix of one of torch's own pending finalizers (process_state._finalizers)
 TORCH_FINALIZER = "torch's finalizer "
-# namespaces torch fills on first use (``torch.ops._c10d_functional`` when the parallel step
-# first calls a functional collective): caches of the dispatcher's operators, not code a train
-# file patches to change what ``nn`` or ``optim`` compute
-_LAZY_NAMESPACES = ("torch.ops", "torch.classes")
+
+
 def _process_state(user: Iterable[str] = (), files: Iterable[str] = (),
-                   modules: Iterable[str] | None = None) -> dict[str, str]:
+                   modules: Iterable[str] | None = None,
+                   user_ids: frozenset[int] | None = None) -> dict[str, str]:
     """The process-wide state a step could leave (R8-2): the environment, ``builtins``,
     numpy's global generator, :func:`_c_state`, the globals of every loaded ``torch.*`` module
     (R9-2; by what each names: a function by its module, name and code, a class defined there
@@ -172,21 +173,26 @@ def _process_state(user: Iterable[str] = (), files: Iterable[str] = (),
     code comes from one is the user's whatever its ``__module__`` says: ``functools.wraps``
     copies torch's, R13-1). ``modules``: the loaded modules whose globals are read, by name
     (None, what ``prove --torch`` passes: every one; the unit tests of one module's reading
-    name that module, the suite's time). Python's ``random`` generator is not read:
-    torch's distributed calls draw from it in the parallel step (a stated assumption)."""
+    name that module, the suite's time). ``user_ids``: the ids of the user's module objects
+    (another module under a user module's name is read as any other: R65b-1; None: by name).
+    ``torch.ops`` and ``torch.classes`` by their data (``op_namespaces``). Python's ``random``
+    generator is not read: torch's distributed calls draw from it in the parallel step (a
+    stated assumption)."""
     collecting = gc.isenabled()     # (read as a setting; off while reading: no finalizer
     gc.disable()                    # runs in a fingerprint, and half its time went to gc)
     try:
         with one_fingerprint():
             return _read_process_state(user, files, collecting,
-                                       None if modules is None else frozenset(modules))
+                                       None if modules is None else frozenset(modules),
+                                       user_ids)
     finally:
         if collecting:
             gc.enable()
 
 
 def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: bool,
-                        selected: frozenset[str] | None) -> dict[str, str]:
+                        selected: frozenset[str] | None, user_ids: frozenset[int] | None
+                        ) -> dict[str, str]:
     import builtins  # noqa: PLC0415
 
     who = _User(user, (os.path.realpath(f) for f in files))
@@ -233,7 +239,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
         if selected is None or name in selected]
     for name, mod in loaded:
         if not _is_torch_module(name) or not issubclass(type(mod), types.ModuleType) \
-                or name in _LAZY_NAMESPACES or name.startswith(_LAZY_NAMESPACES):
+                or lazy_name(name):      # (torch's own: below; any other: as another module)
             continue
         entries = []
         user_code = False
@@ -260,7 +266,8 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
     # are read in full above
     for name, mod in loaded:
-        if _is_torch_module(name) or name in who.modules \
+        if (_is_torch_module(name) and not lazy_name(name)) or torch_namespace(name, mod) \
+                or (name in who.modules and (user_ids is None or id(mod) in user_ids)) \
                 or not issubclass(type(mod), types.ModuleType):
             continue
         try:
@@ -274,6 +281,8 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
             and not (issubclass(type(v), types.ModuleType) and type(k) is str    # (R56e-1, R56e-2)
                      and sys.modules.get(f"{name}.{k}") is v)
             and (t := global_text(k, v)) is not None], digest_texts)
+    if selected is None or set(LAZY_NAMES) & selected:
+        out[NAMESPACE_DATA] = _digest(namespace_data(global_text, key_text))
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
     out["torch.Tensor's methods"] = (

@@ -51,8 +51,11 @@ from spec_lang.torch_frontend.process_state import (  # noqa: F401 -- re-exporte
     UNREADABLE, _cell,
     _base_iter, _items, _own_items, _plain, _slots, module_dict, own_dict,
     _digest, _dynamo_cache, _is_torch, _is_torch_module, _process_state, _qual, dunder_text,
-    _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr, release_kept)
+    _LOGGER_CACHES, _TRACER_STATE, _logger_links, key_text, prim_repr,
+    release_kept)
+from spec_lang.torch_frontend.abc_registry import abc_registry
 from spec_lang.torch_frontend.c_registries import ATEXIT, imported_in_step
+from spec_lang.torch_frontend.op_namespaces import torch_namespace
 from spec_lang.torch_frontend.own_guards import ours as _ours
 from spec_lang.torch_frontend.special_values import special_text
 from spec_lang.torch_frontend.value_text import (TPFLAGS_HEAPTYPE, TPFLAGS_IMMUTABLETYPE,
@@ -70,6 +73,9 @@ _RNG_STATE = torch._C.default_generator.get_state  # noqa: SLF001
 _INITIAL_SEED = torch._C.default_generator.initial_seed  # noqa: SLF001
 _TO_NUMPY = torch._C.TensorBase.numpy  # noqa: SLF001
 _SHA1 = hashlib.sha1
+_FUNC_GLOBALS = types.FunctionType.__globals__.__get__
+_BUILTINS = sys.modules["builtins"]
+_BUILTINS_DICT = vars(_BUILTINS)
 from torch.utils._python_dispatch import _disable_current_modes as _NO_MODES  # noqa: E402
 
 __all__ = ["UNCOMPARABLE", "UNREADABLE", "step_state", "state_changes"]
@@ -98,12 +104,15 @@ class _Encoder:
 
     def __init__(self, names: Mapping[int, str], goals: frozenset[int],
                  user: frozenset[str] = frozenset(), stale: Mapping[int, str] | None = None,
-                 goal_storages: Mapping[int, str] | None = None):
+                 goal_storages: Mapping[int, str] | None = None,
+                 module_globals: frozenset[int] = frozenset()):
         self.names, self.goals, self.user = names, goals, user   # user: the user's modules
+        self.module_globals = module_globals    # ids of the namespaces read as modules'
         self.goal_storages = goal_storages or {}    # a goal's storage -> its name (R54c-3)
         self.stale = stale or {}    # id of a tensor the traced step replaced -> its name
         self.held: list[str] = []   # the stale ones met (R44c-5)
         self.seen: dict[int, int] = {}
+        self.kept: list[Any] = []   # what ``seen`` names, alive until the entry is read
         self.nodes = 0
         self.uncomparable = False
         self.unreadable = False
@@ -194,7 +203,7 @@ class _Encoder:
                 return f"class:{_qual(v)}"
             # an abstract class by its registry, wherever it is reached (a method's
             # ``super()`` cell: R39a-6), as in the module's class chain
-            body = {k: (_abc_registry(v, self.user) if _plain(k) == "_abc_impl" else x)
+            body = {k: (abc_registry(v, self.user) if _plain(k) == "_abc_impl" else x)
                     for k, x in vars(v).items() if _plain(k) not in ("__dict__", "__weakref__",
                                                              "__doc__")}
             return f"class:{_qual(v)}{self.enc(body)}"
@@ -255,7 +264,25 @@ class _Encoder:
         cells = tuple(_cell(c) for c in (f.__closure__ or ()))
         return (f"fn:{_name(f.__module__)}.{f.__qualname__}:{self._code(code)}"
                 f":{self.enc(f.__defaults__)}:{self.enc(f.__kwdefaults__)}:{self.enc(cells)}"
-                f"{self._attrs(f, skip=_dynamo_cache(f))}")
+                f"{self._attrs(f, skip=_dynamo_cache(f))}{self._globals(f)}")
+
+    def _globals(self, f: types.FunctionType) -> str:
+        """A function's globals when no module's entry reads them: a function of a second
+        copy of a library's file (R64d-3: its module dict in no ``sys.modules`` entry, where
+        the step kept a counter), of ``exec(code, {})``; in full, as any dict, but for
+        ``__builtins__`` when it is the builtins module or its namespace (read as the
+        "builtins" entry; ``exec`` puts the namespace there)."""
+        g = _FUNC_GLOBALS(f)
+        if id(g) in self.module_globals:
+            return ""
+        if id(g) in self.seen:          # (functions sharing the globals: read once)
+            return f":globals=ref#{self.seen[id(g)]}"
+        self.seen[id(g)] = len(self.seen)
+        self.kept.append(g)
+        return f":globals={_qual(type(g))}{{" + ",".join(
+            f"{self.enc(k)}:" + ("<builtins>" if type(k) is str and k == "__builtins__" and (
+                x is _BUILTINS or x is _BUILTINS_DICT) else self.enc(x))
+            for k, x in _items(g)) + "}" + self._attrs(g)
 
     def _code(self, code: types.CodeType) -> str:
         consts = tuple(self._code(c) if issubclass(type(c), types.CodeType) else c
@@ -276,6 +303,7 @@ def _short_type(full: str) -> str:
 def _text(enc: _Encoder, v: Any) -> str:
     """One entry: readable when it is a plain value, else a digest of its full text."""
     enc.seen.clear()
+    enc.kept.clear()
     enc.nodes, enc.uncomparable, enc.unreadable = 0, False, False
     try:
         full = enc.enc(v)
@@ -291,55 +319,6 @@ def _text(enc: _Encoder, v: Any) -> str:
 
 
 _PARAMETER_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
-
-
-def _abc_registry(cls: type, user: frozenset[str] = frozenset()) -> Any:
-    """An abstract base class's ``_abc_impl`` (C, opaque: ``abc.ABC`` under torch's
-    activation-checkpoint wrapper was unreadable, an UNKNOWN in every such plan: round 38e,
-    r38e_10) as what decides ``isinstance`` / ``issubclass`` later: the classes registered
-    with ``cls.register``. For an ABC defined in one of the ``user`` modules (the train file
-    and the modules next to it) also its subclasses (``isinstance`` asks their registries too:
-    R40b-4) with their registries, and, when a ``__subclasshook__`` of the user's is in its
-    MRO, its positive and (current) negative caches, which keep a hook's answer after what it
-    read has changed back (R40a-2, R40b-3); without such a hook a cache only repeats what the
-    registries and MROs say, and fills alike on both sides as code runs. Another package's
-    ABC (a library's ``Protocol`` has thousands of subclasses: reading them cost the 8B TP8
-    capture 11 CPU s and 70 MB): its registry only (R40b-2, open)."""
-    import abc  # noqa: PLC0415
-
-    if not issubclass(type(cls), abc.ABCMeta):
-        return vars(cls).get("_abc_impl")
-    # (registry, cache, negative cache, negative cache version)
-    registry, cache, negative, version = abc._get_dump(cls)  # noqa: SLF001
-    sets: list[Any] = [_classes(registry)]
-    if _users_class(cls, user):
-        subs, todo = [], list(type.__subclasses__(cls))
-        while todo:
-            c = todo.pop()
-            if c not in subs:
-                subs.append(c)
-                todo += type.__subclasses__(c)
-        sets.append(tuple((c, f"@{id(c):x}", _classes(abc._get_dump(c)[0])  # noqa: SLF001
-                           if issubclass(type(c), abc.ABCMeta) else ())
-                          for c in sorted(subs, key=_class_key)))
-        if any("__subclasshook__" in vars(k) and _users_class(k, user)
-               for k in cls.__mro__ if k is not object):
-            sets += [_classes(cache),
-                     _classes(negative if version == abc.get_cache_token() else set())]
-    return ("<abc registry>", *sets)
-
-
-def _class_key(c: type) -> tuple[str, int]:
-    return (_qual(c), id(c))
-
-
-def _classes(refs: Any) -> tuple:
-    """The live classes of a set of weak references, each read by its code and by identity in
-    this process (another class of the same module, name and code in its place changes what
-    ``isinstance`` says of the first one's instances: r39a_10). The step's before and after
-    are read in one process; a registry the step changes is reported whatever it holds."""
-    return tuple((c, f"@{id(c):x}") for c in sorted(
-        (c for c in (r() for r in refs) if c is not None), key=_class_key))
 
 
 class _Entries(dict):
@@ -382,9 +361,14 @@ def _trusted_class(c: type, names: Any = _is_torch) -> bool:
     return found is c and id(c) in current_baseline().types
 
 
-def _users_class(c: type, user: frozenset[str]) -> bool:
-    """``c`` is defined in one of the ``user`` modules (or ``__main__``)."""
-    return _type_module(c) in user or _type_module(c) == "__main__"
+def module_namespaces(user_modules: Iterable[types.ModuleType]) -> frozenset[int]:
+    """The ids of the namespaces read as modules': the user's modules' (by :func:`step_state`)
+    and every other loaded module's (by ``_process_state``, which reads ``torch.ops`` and
+    ``torch.classes`` by their data only); a function's globals that are none of them are
+    read with it (R64d-3)."""
+    return frozenset(id(module_dict(m)) for m in user_modules) | frozenset(
+        id(module_dict(m)) for k, m in list(dict.items(sys.modules))    # (a key's own __eq__
+        if issubclass(type(m), types.ModuleType) and not torch_namespace(k, m))  # never runs)
 
 
 def step_state(model: nn.Module, opt: torch.optim.Optimizer,
@@ -436,9 +420,10 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         named += [(f"optimizer.state[{pnames.get(id(p), '<other>')}][{k}]", x)
                   for k, x in _items(st) if issubclass(type(x), torch.Tensor)]
     user_modules = list(user_modules)
-    enc = _Encoder(names, frozenset(id(x) for _, x in named),
-                   frozenset(m.__name__ for m in user_modules), stale,
-                   goal_storages(named + [(f"<buffer {n}>", b) for n, b in bnamed]))  # R55a-4
+    user_names = frozenset(m.__name__ for m in user_modules)
+    enc = _Encoder(names, frozenset(id(x) for _, x in named), user_names, stale,
+                   goal_storages(named + [(f"<buffer {n}>", b) for n, b in bnamed]),  # R55a-4
+                   module_namespaces(user_modules))
     out: dict[str, str] = _Entries()
     held: list[tuple[str, str]] = []    # (entry, stale tensor's name)
 
@@ -468,7 +453,7 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
         for i, cls in enumerate(type.__dict__["__mro__"].__get__(type(m))):
             if cls is not object and not _trusted_class(cls, _is_torch_module):
                 put(f"module {where} class {i} {type.__dict__['__qualname__'].__get__(cls)}",
-                    {k: (_abc_registry(cls, enc.user) if _plain(k) == "_abc_impl" else x)
+                    {k: (abc_registry(cls, enc.user) if _plain(k) == "_abc_impl" else x)
                      for k, x in type.__dict__["__dict__"].__get__(cls).items()
                      if _plain(k) not in ("__dict__", "__weakref__", "__doc__")})
     for n, p in model.named_parameters(remove_duplicate=False):
@@ -514,7 +499,8 @@ def step_state(model: nn.Module, opt: torch.optim.Optimizer,
     with trained_objects([*names, *(id(x) for _, x in named)]):
         state = _process_state({m.__name__ for m in user_modules},
                                {f for m in user_modules
-                                if isinstance(f := getattr(m, "__file__", None), str)})
+                                if isinstance(f := getattr(m, "__file__", None), str)},
+                               user_ids=frozenset(id(m) for m in user_modules))
     for k, t in state.items():
         out[k] = t      # (one by one: a name the model's entries took too is unreadable)
     for modname in _GLOBAL_REGISTRIES:

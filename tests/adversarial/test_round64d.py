@@ -168,6 +168,66 @@ def test_r64d_unit_counter_is_a_change(name):
     assert got["changes"], (_REASONS.get(_FINDING.get(name)), got)
 
 
+def _second_copy(library_file: str, name: str):
+    """A second instance of a library's file, in no ``sys.modules`` entry (as r64d_06/07)."""
+    import importlib.util  # noqa: PLC0415
+    spec = importlib.util.spec_from_file_location(name, library_file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _read(v, user=()):
+    from spec_lang.torch_frontend.step_state import _Encoder, _text, module_namespaces
+    names = frozenset(m.__name__ for m in user)
+    return _text(_Encoder({}, frozenset(), names, module_globals=module_namespaces(user)), v)
+
+
+def test_r64d_3_unit_second_copy_function_globals_are_read():
+    """R64d-3 (fixed): a train-file global holding a function of a second copy of a library
+    file (colorsys.py: floats and functions only) reads that copy's globals; a counter the step
+    keeps there is a change. The library's own function (its module in ``sys.modules``) is read
+    without its globals, which ``_process_state`` reads."""
+    import colorsys  # noqa: PLC0415
+    copy = _second_copy(colorsys.__file__, "r64d_unit_colorsys")
+    f = copy.rgb_to_hsv
+    before = _read(f)
+    assert not before.startswith("!"), before
+    vars(copy)["_r64d_n"] = 1
+    after = _read(f)
+    assert after != before and not after.startswith("!")
+    vars(copy)["ONE_THIRD"] = 0.5          # a library constant changed in the copy
+    assert _read(f) not in (before, after)
+    assert _read(colorsys.rgb_to_hsv) == _read(colorsys.rgb_to_hsv)
+    own = _read(colorsys.rgb_to_hsv)
+    vars(copy)["_r64d_n"] = 2              # (the real module's function does not see the copy)
+    assert _read(colorsys.rgb_to_hsv) == own
+
+
+def test_r64d_3_unit_exec_made_function_globals_are_read():
+    """A function made by ``eval`` with globals of its own (``{}``: the interpreter puts
+    builtins' namespace under ``__builtins__``, read as the "builtins" entry): readable and the
+    same when nothing changed; a counter kept in them is a change."""
+    g: dict = {"k": 1}
+    f = eval("lambda x: x * k", g)  # noqa: S307 -- a fixed test expression
+    first = _read(f)
+    assert first == _read(f) and not first.startswith("!"), first
+    g["k"] = 2
+    assert _read(f) != first
+
+
+def test_r64d_3_unit_train_file_namespace_not_read_twice():
+    """The train file's functions' globals are its module's namespace, read as its own
+    entries: not again inside each function (the user module is in ``module_namespaces``)."""
+    import types  # noqa: PLC0415
+    mod = types.ModuleType("r64d_unit_train")
+    exec("def step(x):\n    return x * SCALE\nSCALE = 2\n", vars(mod))  # noqa: S102
+    first = _read(mod.step, [mod])
+    vars(mod)["SCALE"] = 3
+    assert _read(mod.step, [mod]) == first
+    assert _read(mod.step) != first        # not a user module: its globals read with it
+
+
 def _prove(path: Path) -> int:
     from proofs.cli import prove_main  # noqa: PLC0415
     return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
@@ -176,8 +236,8 @@ def _prove(path: Path) -> int:
 _WRONG = {
     "r64d_01_second_instance_library_file_exit_callback_wrong.py": None,   # (R64d-1: fixed,
     "r64d_02_symlinked_library_file_exit_callback_wrong.py": None,         # stop 64)
-    "r64d_06_second_instance_function_as_global_wrong.py": "R64d-3",
-    "r64d_07_second_instance_function_as_global_no_atexit_wrong.py": "R64d-3",
+    "r64d_06_second_instance_function_as_global_wrong.py": None,   # (R64d-3: fixed, stop 65,
+    "r64d_07_second_instance_function_as_global_no_atexit_wrong.py": None,  # step_state._globals)
 }
 
 
