@@ -1,0 +1,55 @@
+"""Round 65b (r65b_03): right: examples/torch/mlp_ddp.py whose loss is computed with torch.ops.aten overloads called directly (a false refusal if not EQUIVALENT)."""
+"""A hand-written DDP (the smallest ``prove --torch`` example): each rank computes the loss on
+its shard of the batch, all-reduces the gradients with ``torch.distributed.all_reduce`` and
+divides by the data-parallel world size, then SGD steps. Proves EQUIVALENT.
+
+    prove --torch examples/torch/mlp_ddp.py
+
+Its buggy twin ``mlp_ddp_sum_buggy.py`` leaves out the division.
+"""
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+MESH = {"dp": 2}
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)))
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def make_batch(s):
+    return {"x": torch.zeros(s["batch"], s["hidden"]), "y": torch.zeros(s["batch"], s["hidden"])}
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def parallelize(model, mesh):
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    d = torch.ops.aten.sub.Tensor(model(batch["x"]), batch["y"])
+    loss = torch.ops.aten.mean.default(torch.ops.aten.mul.Tensor(d, d))
+    loss.backward()
+    if mesh is not None:
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=mesh["dp"].get_group())
+            p.grad.div_(mesh["dp"].size())
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
