@@ -63,12 +63,22 @@ def _cached(k: Any, v: Any) -> bool:
                                   and dict.get(_HIGHER_ORDER, k) is v)
 
 
+def _own_data(where: str, kt: str, v: Any) -> bool:
+    """What a namespace's ``__init__`` sets: its module dunders, ``__name__`` its dotted path,
+    ``name`` its last part (torch looks operators up by it)."""
+    if kt in ("__doc__", "__package__", "__loader__", "__spec__"):
+        return v is None
+    if kt == "__name__":
+        return type(v) is str and v == where
+    return kt == "name" and type(v) is str and v == where.rpartition(".")[2]
+
+
 def namespace_data(global_text: Callable[[Any, Any], str | None],
                    key_text: Callable[[Any], str]) -> str:
     """The text of what ``torch.ops``, ``torch.classes`` and their namespaces hold besides
-    torch's cached namespaces and operators (module docstring): numbers and strings by value,
-    other objects by ``global_text``; the namespace lists ``_dir`` (filled on first use)
-    skipped. Raises nothing: a namespace whose dict is not a dict is read as its type."""
+    torch's cached namespaces and operators and what a namespace's ``__init__`` sets (module
+    docstring): numbers and strings by value, other objects by ``global_text``; the namespace
+    lists ``_dir`` (filled on first use) skipped. Raises nothing: a namespace whose dict is not a dict is read as its type."""
     out: list[tuple[str, str]] = []
     todo: list[tuple[str, Any]] = list(_OWN.items())
     done: set[int] = set()
@@ -85,7 +95,8 @@ def namespace_data(global_text: Callable[[Any, Any], str | None],
             kt = key_text(k)
             if type(v) in _NAMESPACE_TYPES:
                 todo.append((f"{where}.{kt}", v))
-            elif _cached(k, v) or (kt == "_dir" and type(v) is list):
+            elif _cached(k, v) or _own_data(where, kt, v) or (kt == "_dir"
+                                                                and type(v) is list):
                 continue
             else:
                 t = global_text(k, v)

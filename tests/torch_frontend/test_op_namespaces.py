@@ -1,0 +1,64 @@
+"""``torch.ops`` / ``torch.classes`` in the process-state fingerprint
+(``spec_lang/torch_frontend/op_namespaces.py``; adversarial round 65, R65a-1 / R65b-2): what
+torch caches there on first use is no change, data the train file keeps there is, and only
+torch's own two objects are skipped as modules."""
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+from spec_lang.torch_frontend.op_namespaces import (lazy_name, namespace_data,
+                                                    torch_namespace)
+from spec_lang.torch_frontend.value_text import _global_text, key_text
+
+
+def _read() -> str:
+    return namespace_data(_global_text, key_text)
+
+
+def test_lazy_fills_are_no_change():
+    before = _read()
+    torch.ops.aten.special_bessel_j0          # an operator packet cached on first use
+    torch.ops.aten.special_bessel_j0.default
+    torch.ops.r65_fresh_namespace             # a namespace made on first use
+    torch.ops.higher_order.cond               # a higher-order operator from torch's registry
+    assert _read() == before
+
+
+@pytest.mark.parametrize("where", ["ops", "aten", "classes"])
+def test_data_kept_there_is_a_change(where):
+    ns = {"ops": torch.ops, "aten": torch.ops.aten, "classes": torch.classes}[where]
+    before = _read()
+    vars(ns)["_r65_count"] = 1
+    try:
+        one = _read()
+        vars(ns)["_r65_count"] = 2
+        two = _read()
+    finally:
+        del vars(ns)["_r65_count"]
+    assert len({before, one, two}) == 3
+    assert _read() == before
+
+
+def test_higher_order_operator_not_torch_s_is_read():
+    """An operator under a name torch's registry does not hold (or holds another) is read."""
+    before = _read()
+    vars(torch.ops.higher_order)["r65_fake"] = object()
+    try:
+        assert _read() != before
+    finally:
+        del vars(torch.ops.higher_order)["r65_fake"]
+
+
+def test_only_torch_s_own_objects_are_skipped():
+    assert torch_namespace("torch.ops", torch.ops)
+    assert torch_namespace("torch.classes", torch.classes)
+    assert not torch_namespace("torch.ops", types.ModuleType("torch.ops"))
+    assert not torch_namespace("torch.ops.r65", torch.ops)
+    assert not torch_namespace(object(), torch.ops)
+    assert lazy_name("torch.ops.x") and lazy_name("torch.classes")
+    assert not lazy_name("torch.opsx") and not lazy_name("torch.nn")
+    assert sys.modules["torch.ops"] is torch.ops
