@@ -78,7 +78,8 @@ def namespace_data(global_text: Callable[[Any, Any], str | None],
     """The text of what ``torch.ops``, ``torch.classes`` and their namespaces hold besides
     torch's cached namespaces and operators and what a namespace's ``__init__`` sets (module
     docstring): numbers and strings by value, other objects by ``global_text``; the namespace
-    lists ``_dir`` (filled on first use) skipped. Raises nothing: a namespace whose dict is not a dict is read as its type."""
+    lists ``_dir`` (filled on first use) skipped. Raises nothing: a namespace whose dict is
+    not a dict is read as its type."""
     out: list[tuple[str, str]] = []
     todo: list[tuple[str, Any]] = list(_OWN.items())
     done: set[int] = set()
