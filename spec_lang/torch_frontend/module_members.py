@@ -37,6 +37,11 @@ def register_namespace(ns: dict) -> None:
     _NAMESPACES[id(ns)] = ns
 
 
+def train_namespaces() -> list[int]:
+    """The ids of the train file's namespaces (:func:`register_namespace`)."""
+    return list(_NAMESPACES)
+
+
 def private_globals(f: types.FunctionType) -> list[Any]:
     """``f``'s globals' values when they are not a loaded module's namespace (``step_state``
     reads those, and the train file's) but a dict of its own (R63b-3: a handler ``exec``'d into
@@ -51,8 +56,16 @@ def private_globals(f: types.FunctionType) -> list[Any]:
     if any(issubclass(type(m), types.ModuleType) and module_dict(m) is g
            for m in list(sys.modules.values())):
         return []
-    return [v for k, v in sorted(dict.items(g), key=lambda e: str(e[0]))
-            if not (k == "__builtins__" and (v is _BUILTINS or v is module_dict(_BUILTINS)))]
+    return [v for k, v in sorted(dict.items(g), key=_key_order)     # (no key's own __str__
+            if not (type(k) is str and k == "__builtins__"      # or __eq__ runs)
+                    and (v is _BUILTINS or v is module_dict(_BUILTINS)))]
+
+
+def _key_order(e: tuple[Any, Any]) -> tuple[int, str]:
+    """A namespace entry's place: str keys by text, then any other by its type's name
+    (insertion order among those: the sort is stable)."""
+    k = e[0]
+    return (0, k) if type(k) is str else (1, _QUALNAME(type(k)))
 
 
 _QUALNAME = type.__dict__["__qualname__"].__get__

@@ -25,6 +25,7 @@ import torch
 
 from spec_lang.torch_frontend.c_registries import c_settings, registry_texts
 from spec_lang.torch_frontend.lazy_globals import _lazy_cache
+from spec_lang.torch_frontend.module_members import train_namespaces
 from spec_lang.torch_frontend.op_namespaces import (NAMESPACE_DATA, LAZY_NAMES, lazy_name,
                                                     namespace_data, torch_namespace)
 from spec_lang.torch_frontend.registry_state import registry_state
@@ -60,6 +61,7 @@ from torch.utils._python_dispatch import _disable_current_modes as _NO_MODES  # 
 # (R61a-3: ``repr`` / ``sorted`` answering ``[]`` to ``c_settings`` only); read without
 # calling a builtin
 import builtins as _builtins  # noqa: E402
+_FUNC_GLOBALS = types.FunctionType.__globals__.__get__
 _BUILTIN_NS = _builtins.__dict__
 _BUILTINS_AT_IMPORT = tuple(_builtins.__dict__.items())
 _NS_GET = dict.get
@@ -201,12 +203,22 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     texts: dict[int, tuple[Any, str | None]] = {}
     users: dict[int, tuple[Any, bool]] = {}
 
+    # the namespaces read as modules': a function whose globals are none of them (``exec``'d
+    # into a dict of its own, or of a second copy of a library file) put in a library module
+    # is read with what it holds, those globals too (R65c-1; step_state's reading: R64d-3)
+    spaces = {id(module_dict(m)) for m in list(dict.values(sys.modules))
+              if issubclass(type(m), types.ModuleType)} | set(train_namespaces())
+
     def global_text(k: Any, v: Any) -> str | None:
         if type(k) is str and k in MODULE_DUNDERS:
             return _global_text(k, v)
         hit = texts.get(id(v))
         if hit is None:
-            hit = texts[id(v)] = (v, _global_text(k, v))
+            t = _global_text(k, v)
+            if t is not None and type(v) is types.FunctionType \
+                    and id(_FUNC_GLOBALS(v)) not in spaces:
+                t += ":" + deep_text(v)
+            hit = texts[id(v)] = (v, t)
         return hit[1]
 
     def from_user(v: Any) -> bool:
