@@ -206,8 +206,15 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     # the namespaces read as modules': a function whose globals are none of them (``exec``'d
     # into a dict of its own, or of a second copy of a library file) put in a library module
     # is read with what it holds, those globals too (R65c-1; step_state's reading: R64d-3)
-    spaces = {id(module_dict(m)) for m in list(dict.values(sys.modules))
-              if issubclass(type(m), types.ModuleType)} | set(train_namespaces())
+    spaces: set[int] = set()
+
+    def foreign(f: types.FunctionType) -> bool:
+        if id(_FUNC_GLOBALS(f)) in spaces:
+            return False
+        spaces.update(id(module_dict(m)) for m in list(dict.values(sys.modules))  # (again: a
+                      if issubclass(type(m), types.ModuleType))     # module imported while
+        spaces.update(train_namespaces())                           # reading, op_guard)
+        return id(_FUNC_GLOBALS(f)) not in spaces
 
     def global_text(k: Any, v: Any) -> str | None:
         if type(k) is str and k in MODULE_DUNDERS:
@@ -215,8 +222,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
         hit = texts.get(id(v))
         if hit is None:
             t = _global_text(k, v)
-            if t is not None and type(v) is types.FunctionType \
-                    and id(_FUNC_GLOBALS(v)) not in spaces:
+            if t is not None and type(v) is types.FunctionType and foreign(v):
                 t += ":" + deep_text(v)
             hit = texts[id(v)] = (v, t)
         return hit[1]

@@ -105,9 +105,12 @@ class _Encoder:
     def __init__(self, names: Mapping[int, str], goals: frozenset[int],
                  user: frozenset[str] = frozenset(), stale: Mapping[int, str] | None = None,
                  goal_storages: Mapping[int, str] | None = None,
-                 module_globals: frozenset[int] = frozenset()):
+                 module_globals: frozenset[int] | None = None):
         self.names, self.goals, self.user = names, goals, user   # user: the user's modules
-        self.module_globals = module_globals    # ids of the namespaces read as modules'
+        # ids of the namespaces read as modules' (None: the loaded modules'; those of modules
+        # imported while reading added when met: ``_globals``)
+        self.module_globals = set(module_namespaces(()) if module_globals is None
+                                  else module_globals)
         self.goal_storages = goal_storages or {}    # a goal's storage -> its name (R54c-3)
         self.stale = stale or {}    # id of a tensor the traced step replaced -> its name
         self.held: list[str] = []   # the stale ones met (R44c-5)
@@ -274,6 +277,9 @@ class _Encoder:
         "builtins" entry; ``exec`` puts the namespace there)."""
         g = _FUNC_GLOBALS(f)
         if id(g) in self.module_globals:
+            return ""
+        self.module_globals.update(module_namespaces(()))   # (a module imported since: R65c-1's
+        if id(g) in self.module_globals:                     # fix met op_guard's that way)
             return ""
         if id(g) in self.seen:          # (functions sharing the globals: read once)
             return f":globals=ref#{self.seen[id(g)]}"

@@ -168,7 +168,8 @@ def test_r57a_control_fingerprint_restores_gc():
 
 
 def test_r57a_control_product_reads_every_module():
-    """``step_state`` (the product's only caller) passes no ``modules=``."""
+    """``step_state`` (the product's only caller) passes no ``modules=`` (only the user's
+    module objects, ``user_ids``: R65b-1)."""
     import ast
     import inspect
 
@@ -177,7 +178,7 @@ def test_r57a_control_product_reads_every_module():
     calls = [n for n in ast.walk(ast.parse(inspect.getsource(step_state)))
              if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_process_state"]
     assert len(calls) == 1
-    assert [k.arg for k in calls[0].keywords] == [] and len(calls[0].args) == 2
+    assert [k.arg for k in calls[0].keywords] == ["user_ids"] and len(calls[0].args) == 2
 
 
 # -- proves --------------------------------------------------------------------------------

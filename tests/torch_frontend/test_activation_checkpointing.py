@@ -21,6 +21,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl, checkpoint_wrapper)
 
 from spec_lang.errors import PlanError
+from spec_lang.torch_frontend.abc_registry import abc_registry
 from spec_lang.torch_frontend import step_state as S
 from spec_lang.torch_frontend.capture import InputRole, OutputRole, Trace
 from spec_lang.torch_frontend.wrapper_names import state_dict_name, state_dict_names
@@ -87,11 +88,11 @@ def test_an_abc_is_read_by_its_registry() -> None:
         pass
 
     enc = S._Encoder({}, frozenset())
-    before = S._text(enc, {"_abc_impl": S._abc_registry(Base)})
+    before = S._text(enc, {"_abc_impl": abc_registry(Base)})
     assert not before.startswith("~")          # readable (was "<opaque _abc._abc_data>")
     Base.register(Other)                       # changes what isinstance answers: seen
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) != before
-    assert S._abc_registry(Base)[1] == ((Other, f"@{id(Other):x}"),)
+    assert S._text(enc, {"_abc_impl": abc_registry(Base)}) != before
+    assert abc_registry(Base)[1] == ((Other, f"@{id(Other):x}"),)
 
 
 def test_a_generic_alias_is_read_by_origin_and_arguments() -> None:
@@ -246,10 +247,10 @@ def test_abc_registry_classes_are_read_by_their_code() -> None:
 
     Base.register(make(1))
     enc = S._Encoder({}, frozenset())
-    one = S._text(enc, {"_abc_impl": S._abc_registry(Base)})
+    one = S._text(enc, {"_abc_impl": abc_registry(Base)})
     Base._abc_registry_clear()
     Base.register(make(2))
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) != one
+    assert S._text(enc, {"_abc_impl": abc_registry(Base)}) != one
 
 
 def test_abc_registry_classes_are_read_by_identity_too() -> None:
@@ -266,11 +267,11 @@ def test_abc_registry_classes_are_read_by_identity_too() -> None:
     first, second = make(), make()
     Base.register(first)
     enc = S._Encoder({}, frozenset())
-    one = S._text(enc, {"_abc_impl": S._abc_registry(Base)})
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) == one   # unchanged: alike
+    one = S._text(enc, {"_abc_impl": abc_registry(Base)})
+    assert S._text(enc, {"_abc_impl": abc_registry(Base)}) == one   # unchanged: alike
     Base._abc_registry_clear()
     Base.register(second)
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Base)}) != one
+    assert S._text(enc, {"_abc_impl": abc_registry(Base)}) != one
 
 
 def test_an_abc_reached_as_a_class_is_read_by_its_registry() -> None:
@@ -573,18 +574,18 @@ def test_an_abcs_subclasses_and_a_hooks_caches_are_read() -> None:
         pass
 
     enc = S._Encoder({}, frozenset(), USER)
-    before = S._text(enc, {"_abc_impl": S._abc_registry(Model, USER)})
+    before = S._text(enc, {"_abc_impl": abc_registry(Model, USER)})
     isinstance(Model(), Model)                             # fills the positive cache
     isinstance(1.5, Model)                                 # fills the negative cache: no hook
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Model, USER)}) == before
+    assert S._text(enc, {"_abc_impl": abc_registry(Model, USER)}) == before
 
     class Sub(Model):
         pass
 
-    with_sub = S._text(enc, {"_abc_impl": S._abc_registry(Model, USER)})
+    with_sub = S._text(enc, {"_abc_impl": abc_registry(Model, USER)})
     assert with_sub != before                              # a new subclass
     Sub.register(float)                                    # isinstance(1.5, Model) now True
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Model, USER)}) != with_sub
+    assert S._text(enc, {"_abc_impl": abc_registry(Model, USER)}) != with_sub
 
     flag = [False]
 
@@ -593,11 +594,11 @@ def test_an_abcs_subclasses_and_a_hooks_caches_are_read() -> None:
         def __subclasshook__(cls, c):
             return flag[0] or NotImplemented
 
-    clean = S._text(enc, {"_abc_impl": S._abc_registry(Hooked, USER)})
+    clean = S._text(enc, {"_abc_impl": abc_registry(Hooked, USER)})
     flag[0] = True
     assert isinstance(1.5, Hooked)                         # cached while the flag is up
     flag[0] = False
-    assert S._text(enc, {"_abc_impl": S._abc_registry(Hooked, USER)}) != clean
+    assert S._text(enc, {"_abc_impl": abc_registry(Hooked, USER)}) != clean
 
 
 def test_another_packages_abc_is_read_by_its_registry_only() -> None:
@@ -610,6 +611,6 @@ def test_another_packages_abc_is_read_by_its_registry_only() -> None:
     class Sub(Model):
         pass
 
-    assert len(S._abc_registry(Model)) == 2                 # ("<abc registry>", registry)
-    assert len(S._abc_registry(Model, USER)) == 3           # + the subclasses
+    assert len(abc_registry(Model)) == 2                 # ("<abc registry>", registry)
+    assert len(abc_registry(Model, USER)) == 3           # + the subclasses
 
