@@ -417,8 +417,14 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     # a library's own function (logging.shutdown, whose default holds every logging handler
     # made, nested past any depth) as a module global is read; the user's with all it holds
     library = type(func) is types.FunctionType and not from_user(func)
+    theirs = libraries is None or id(func) in libraries
+    # a library file's import registered a builtin or a library object's bound method (PIL's
+    # ``clear_cache``, matplotlib's ``Gcf.destroy_all``): exempt as new in the step too (R64d-2)
+    c_or_bound = theirs and (type(func) is types.BuiltinFunctionType or (
+        type(func) is types.MethodType and not from_user(func.__func__)
+        and not from_user(func.__self__)))
     by_import = imported.get(id(func))
-    mod = by_import.pop() if library and by_import and type(args) is tuple \
+    mod = by_import.pop() if (library or c_or_bound) and by_import and type(args) is tuple \
         and not tuple.__len__(args) and kwargs is _NULL else ""
     # a library's function, or a bound method of a library's object (z3's ExitStack
     # ``close``, whose callbacks grow as resources are extracted), registered before the train
@@ -426,7 +432,6 @@ def _callback_text(func: Any, args: Any, kwargs: Any, from_user: Callable[[Any],
     # module's globals are read. Any other is read in full (a module the train file wrote and
     # imported: R64b-1): the step reaches it by ``atexit.unregister``'s ``==``, a second
     # ``atexit`` module's or by its address (R63e-1, R64a-1/-2)
-    theirs = libraries is None or id(func) in libraries
     shallow = theirs and type(func) is types.MethodType and not from_user(
         func.__func__) and library_class(type(func.__self__))
     text = _global_text('func', func) if library and theirs else object_text(func) \

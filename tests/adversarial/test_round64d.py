@@ -313,8 +313,7 @@ def test_r64d_second_instance_exit_callback_is_not_library_code():
 
 # R64d-2 has no unit form: `patch_flags`' `state_changes` does not apply `imported_in_step`
 # (filelock's import in the flag is a change there too); only the plans show it
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=_REASONS["R64d-2"])
+@pytest.mark.slow                  # (R64d-2: fixed, stop 65, c_registries._callback_text)
 def test_r64d_lazy_library_import_in_step_equivalent():
     assert _prove(ROUND / "r64d_04_lazy_library_import_in_step_right.py") == 0
 
