@@ -177,6 +177,9 @@ class _Encoder:
         if key in self.seen:
             return f"ref#{self.seen[key]}"
         self.seen[key] = len(self.seen)
+        self.kept.append(v)     # (alive until the entry is read: a class's body dict or a
+        #                         function's cells are made here, and a later one made at a
+        #                         freed one's address was read as "ref#": R65-L1)
         # (a container subclass is read through its base type's own methods, never its own
         # ``__iter__`` / ``items``: R57a-3's family)
         if issubclass(type(v), (list, tuple)):
