@@ -7,11 +7,13 @@ Every lookup goes through C members (``type.__dict__``'s descriptors, ``ModuleTy
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 from typing import Any
 
-__all__ = ["CLASS_DICT", "HEAPTYPE", "MRO", "FLAGS", "library_class", "private_globals",
+__all__ = ["CLASS_DICT", "HEAPTYPE", "MRO", "FLAGS", "PrivateGlobals", "library_class",
+           "private_globals", "train_namespaces",
            "register_namespace"]
 
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__
@@ -40,6 +42,64 @@ def register_namespace(ns: dict) -> None:
 def train_namespaces() -> list[int]:
     """The ids of the train file's namespaces (:func:`register_namespace`)."""
     return list(_NAMESPACES)
+
+
+_PARTIAL_FUNC = functools.partial.__dict__["func"].__get__   # (partial's own C member)
+
+
+def _function_of(v: Any) -> Any:
+    """The Python function ``v`` is, binds (a method) or wraps (a ``functools.partial``,
+    of a method too), else None; no code of ``v``'s runs."""
+    for _ in range(3):
+        t = type(v)
+        if t is types.FunctionType:
+            return v
+        if t is types.MethodType:
+            v = v.__func__
+        elif issubclass(t, functools.partial):
+            v = _PARTIAL_FUNC(v)
+        else:
+            return None
+    return None
+
+
+class PrivateGlobals:
+    """One fingerprint's reading of functions' private globals, for the process state's
+    reading of other modules (``process_state``): a function a module holds (as itself, a
+    bound method's or a ``partial``'s) whose globals are no loaded module's namespace and not
+    the train file's (``exec``'d into a dict of its own, a second copy of a library file) is
+    read with those globals, each by what it names as a module's globals are (``read``:
+    ``value_text._global_text``), so a counter kept there is seen (R65c-1, R65d-1, R65d-2).
+    A module imported while reading (``op_guard``, lazily) counts once met."""
+
+    def __init__(self, read: Any) -> None:
+        self.read = read
+        self.spaces: set[int] = set()
+        self.texts: dict[int, tuple[Any, str]] = {}
+
+    def foreign(self, f: types.FunctionType) -> bool:
+        """``f``'s globals are no module's namespace (looked up again on a miss)."""
+        if id(_GLOBALS(f)) in self.spaces:
+            return False
+        self.spaces.update(id(module_dict(m)) for m in list(dict.values(sys.modules))
+                           if issubclass(type(m), types.ModuleType))
+        self.spaces.update(_NAMESPACES)
+        return id(_GLOBALS(f)) not in self.spaces
+
+    def text(self, v: Any) -> str:
+        """``""``, or ``:globals[...]`` when ``v``'s function has private globals."""
+        f = _function_of(v)
+        if f is None or not self.foreign(f):
+            return ""
+        g = _GLOBALS(f)
+        hit = self.texts.get(id(g))
+        if hit is None:
+            hit = self.texts[id(g)] = (g, repr([
+                (k if type(k) is str else f"<key {_QUALNAME(type(k))}>", self.read(k, x))
+                for k, x in sorted(dict.items(g), key=_key_order)
+                if not (type(k) is str and k == "__builtins__"
+                        and (x is _BUILTINS or x is module_dict(_BUILTINS)))]))
+        return ":globals" + hit[1]
 
 
 def private_globals(f: types.FunctionType) -> list[Any]:

@@ -25,7 +25,7 @@ import torch
 
 from spec_lang.torch_frontend.c_registries import c_settings, registry_texts
 from spec_lang.torch_frontend.lazy_globals import _lazy_cache
-from spec_lang.torch_frontend.module_members import train_namespaces
+from spec_lang.torch_frontend.module_members import PrivateGlobals
 from spec_lang.torch_frontend.op_namespaces import (NAMESPACE_DATA, LAZY_NAMES, lazy_name,
                                                     namespace_data, torch_namespace)
 from spec_lang.torch_frontend.registry_state import registry_state
@@ -61,7 +61,6 @@ from torch.utils._python_dispatch import _disable_current_modes as _NO_MODES  # 
 # (R61a-3: ``repr`` / ``sorted`` answering ``[]`` to ``c_settings`` only); read without
 # calling a builtin
 import builtins as _builtins  # noqa: E402
-_FUNC_GLOBALS = types.FunctionType.__globals__.__get__
 _BUILTIN_NS = _builtins.__dict__
 _BUILTINS_AT_IMPORT = tuple(_builtins.__dict__.items())
 _NS_GET = dict.get
@@ -203,18 +202,8 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     texts: dict[int, tuple[Any, str | None]] = {}
     users: dict[int, tuple[Any, bool]] = {}
 
-    # the namespaces read as modules': a function whose globals are none of them (``exec``'d
-    # into a dict of its own, or of a second copy of a library file) put in a library module
-    # is read with what it holds, those globals too (R65c-1; step_state's reading: R64d-3)
-    spaces: set[int] = set()
-
-    def foreign(f: types.FunctionType) -> bool:
-        if id(_FUNC_GLOBALS(f)) in spaces:
-            return False
-        spaces.update(id(module_dict(m)) for m in list(dict.values(sys.modules))  # (again: a
-                      if issubclass(type(m), types.ModuleType))     # module imported while
-        spaces.update(train_namespaces())                           # reading, op_guard)
-        return id(_FUNC_GLOBALS(f)) not in spaces
+    # a function a module holds, with globals of its own, is read with them (R65c-1)
+    private = PrivateGlobals(_global_text)
 
     def global_text(k: Any, v: Any) -> str | None:
         if type(k) is str and k in MODULE_DUNDERS:
@@ -222,9 +211,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
         hit = texts.get(id(v))
         if hit is None:
             t = _global_text(k, v)
-            if t is not None and type(v) is types.FunctionType and foreign(v):
-                t += ":" + deep_text(v)
-            hit = texts[id(v)] = (v, t)
+            hit = texts[id(v)] = (v, t if t is None else t + private.text(v))
         return hit[1]
 
     def from_user(v: Any) -> bool:
@@ -268,7 +255,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
                 continue      # a submodule, set by its import (torch imports lazily, per side)
             if v is None or issubclass(type(v), _DATA) or _lazy_cache(name, k, v):
                 continue      # counters, flags, keys and ids of this process (module docstring)
-            entries.append((kt, _ident(v)))
+            entries.append((kt, _ident(v) + private.text(v)))      # (R65d-2)
             if from_user(v):
                 user_code = True    # what it does when called is not in its text (R11-7, R12-3)
             # a class by its behaviour (functions, descriptors, nested classes), once: in the
