@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import importlib.machinery
 import os
 import sys
 import types
@@ -135,8 +136,18 @@ def import_origin(mod: Any) -> str | None:
     if getattr(spec, "loader", None) is None:
         return "no loader"
     if not isinstance(origin, str):
-        return "no origin"
+        return None if _namespace_package(spec) else "no origin"
     return None if origin in _BUILTIN_ORIGINS or _exists(origin) else "origin not found"
+
+
+def _namespace_package(spec: Any) -> bool:
+    """``spec`` is a namespace package's (no origin; importlib's own ``NamespaceLoader``,
+    every search location a directory): ``mpl_toolkits``, which matplotlib's lazy import in
+    a step made look like a module made by hand (round 65d, r65d_07: UNKNOWN)."""
+    locations = getattr(spec, "submodule_search_locations", None)
+    return type(getattr(spec, "loader", None)) is importlib.machinery.NamespaceLoader \
+        and locations is not None and all(type(p) is str and os.path.isdir(p)
+                                          for p in list(locations))
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -99,3 +99,28 @@ def test_a_hand_made_submodule_of_an_old_module_is_not_exempt():
     after = {**before, f"{NOT_IMPORTED}json.x (not made by an import)":
              "no spec, no file:builtins.module@4 held by its parent json"}
     assert len(state_changes(before, after)) == 1
+
+
+def test_a_namespace_package_is_made_by_an_import(tmp_path):
+    """Round 65d (r65d_07): ``mpl_toolkits``, a namespace package matplotlib imports lazily in
+    a step, has no origin; read as a module made by hand it made a right plan UNKNOWN. A spec
+    with importlib's ``NamespaceLoader`` whose search locations are directories is an
+    import's; the same spec naming a directory that does not exist, or another loader, is
+    not."""
+    import importlib.machinery
+    import types
+
+    from spec_lang.torch_frontend.registry_state import import_origin
+
+    def module(locations, loader_type=importlib.machinery.NamespaceLoader):
+        m = types.ModuleType("r65_ns")
+        loader = loader_type.__new__(loader_type)
+        m.__spec__ = importlib.machinery.ModuleSpec("r65_ns", loader, is_package=True)
+        m.__spec__.submodule_search_locations = locations
+        return m
+
+    assert import_origin(module([str(tmp_path)])) is None
+    assert import_origin(module([str(tmp_path / "missing")])) == "no origin"
+    assert import_origin(module([str(tmp_path)], importlib.machinery.SourceFileLoader)) \
+        == "no origin"
+    assert import_origin(module(None)) == "no origin"

@@ -469,3 +469,19 @@ def test_a_value_made_while_reading_is_not_taken_for_an_earlier_one():
     assert first.count("'n':builtins.list[builtins.int:") == 40, first[:400]   # every body
     classes[-1].n.append(1)
     assert full() != first
+
+
+def test_an_exec_namespace_global_is_readable():
+    """Round 65d (r65d_06): a train-file global holding the dict ``exec`` ran a helper in
+    (``exec`` puts builtins' namespace under ``__builtins__``) was unreadable (UNKNOWN);
+    builtins' namespace is read by name there, as the "builtins" entry reads it; a counter
+    kept in the dict is a change."""
+    from spec_lang.torch_frontend.step_state import _Encoder, _text
+
+    ns: dict = {}
+    exec("def helper(x):\n    return x + 1\n", ns)  # noqa: S102 -- a fixed test snippet
+    assert ns["__builtins__"] is vars(__import__("builtins"))
+    first = _text(_Encoder({}, frozenset()), ns)
+    assert not first.startswith("!"), first
+    ns["count"] = 1
+    assert _text(_Encoder({}, frozenset()), ns) != first
