@@ -47,10 +47,14 @@ def train_namespaces() -> list[int]:
 _PARTIAL_FUNC = functools.partial.__dict__["func"].__get__   # (partial's own C member)
 
 
+_UNWRAPS = 8
+
+
 def _function_of(v: Any) -> Any:
-    """The Python function ``v`` is, binds (a method) or wraps (a ``functools.partial``,
-    of a method too), else None; no code of ``v``'s runs."""
-    for _ in range(3):
+    """The Python function ``v`` is, binds (a method) or wraps (a ``functools.partial``, of a
+    method too), through up to :data:`_UNWRAPS` such layers (R65e-1: three were one too
+    many); :data:`TOO_MANY` past that; None when it is none of them. No code of ``v``'s runs."""
+    for _ in range(_UNWRAPS + 1):
         t = type(v)
         if t is types.FunctionType:
             return v
@@ -60,7 +64,10 @@ def _function_of(v: Any) -> Any:
             v = _PARTIAL_FUNC(v)
         else:
             return None
-    return None
+    return TOO_MANY
+
+
+TOO_MANY = object()     # (a value wrapped past _UNWRAPS layers: unreadable)
 
 
 class PrivateGlobals:
@@ -72,8 +79,8 @@ class PrivateGlobals:
     ``value_text._global_text``), so a counter kept there is seen (R65c-1, R65d-1, R65d-2).
     A module imported while reading (``op_guard``, lazily) counts once met."""
 
-    def __init__(self, read: Any) -> None:
-        self.read = read
+    def __init__(self, read: Any, too_deep: str) -> None:
+        self.read, self.too_deep = read, too_deep
         self.spaces: set[int] = set()
         self.texts: dict[int, tuple[Any, str]] = {}
 
@@ -86,16 +93,23 @@ class PrivateGlobals:
         self.spaces.update(_NAMESPACES)
         return id(_GLOBALS(f)) not in self.spaces
 
-    def text(self, v: Any) -> str:
-        """``""``, or ``:globals[...]`` when ``v``'s function has private globals."""
+    def text(self, v: Any, depth: int = 0) -> str:
+        """``""``, or ``:globals[...]`` when ``v``'s function has private globals: each value
+        by ``read`` and, a function with private globals of its own, with those (R65e-3: a
+        chain of two), to :data:`_UNWRAPS` levels (``too_deep`` past them, or past as many
+        wrappers); a namespace met again by its place (``ref``)."""
         f = _function_of(v)
+        if f is TOO_MANY or depth > _UNWRAPS:
+            return ":" + self.too_deep
         if f is None or not self.foreign(f):
             return ""
         g = _GLOBALS(f)
         hit = self.texts.get(id(g))
         if hit is None:
+            self.texts[id(g)] = (g, f"ref{len(self.texts)}")     # (while it is read)
             hit = self.texts[id(g)] = (g, repr([
-                (k if type(k) is str else f"<key {_QUALNAME(type(k))}>", self.read(k, x))
+                (k if type(k) is str else f"<key {_QUALNAME(type(k))}>",
+                 self.read(k, x), self.text(x, depth + 1))
                 for k, x in sorted(dict.items(g), key=_key_order)
                 if not (type(k) is str and k == "__builtins__"
                         and (x is _BUILTINS or x is module_dict(_BUILTINS)))]))

@@ -203,11 +203,12 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     users: dict[int, tuple[Any, bool]] = {}
 
     # a function a module holds, with globals of its own, is read with them (R65c-1)
-    private = PrivateGlobals(_global_text)
+    private = PrivateGlobals(_global_text, TOO_DEEP)
 
     def global_text(k: Any, v: Any) -> str | None:
-        if type(k) is str and k in MODULE_DUNDERS:
-            return _global_text(k, v)
+        if type(k) is str and k in MODULE_DUNDERS:   # (a function there too: R65e-2)
+            t = _global_text(k, v)
+            return t if t is None else t + private.text(v)
         hit = texts.get(id(v))
         if hit is None:
             t = _global_text(k, v)

@@ -38,6 +38,41 @@ def _np_types() -> tuple[type, ...]:
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
 
 
+def _ufunc_name(v: Any) -> str | None:
+    """The name of one of numpy's own functions implemented in C (exactly a ``numpy.ufunc``,
+    ``numpy.sin``, or numpy's array-function dispatcher, ``numpy.triu``) that the numpy module
+    its ``__module__`` names holds under its ``__name__``, else None (R65e-4: a function
+    ``sympy.lambdify`` made, whose namespace holds numpy's functions)."""
+    np = sys.modules.get("numpy")
+    ns = _MODULE_DICT(np) if type(np) is types.ModuleType else None
+    if type(ns) is not dict:
+        return None
+    if type(v) not in _NP_C_FUNCTIONS:
+        return None
+    name, mod = _c_attr(v, "__name__"), _c_attr(v, "__module__") or "numpy"  # (a ufunc: none)
+    home = sys.modules.get(mod) if type(mod) is str and mod.split(".")[0] == "numpy" else None
+    home_ns = _MODULE_DICT(home) if type(home) is types.ModuleType else None
+    return f"{mod}.{name}" if type(name) is str and type(home_ns) is dict \
+        and dict.get(home_ns, name) is v else None
+
+
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__
+try:    # numpy's C function types, bound before the train file runs (torch imports numpy)
+    from numpy import ufunc as _UFUNC
+    from numpy._core._multiarray_umath import _ArrayFunctionDispatcher as _DISPATCHER
+    _NP_C_FUNCTIONS: tuple[type, ...] = (_UFUNC, _DISPATCHER)
+except ImportError:         # (another numpy's layout, or none: read as C state)
+    _NP_C_FUNCTIONS = ()
+
+
+def _c_attr(v: Any, a: str) -> Any:
+    """``v.a`` through ``object``'s lookup (the C type's own descriptors), None if absent."""
+    try:
+        return object.__getattribute__(v, a)
+    except AttributeError:
+        return None
+
+
 # functools' C cache wrapper (not subclassable) and logging's own classes, as imported before
 # the train file runs (a class of the same name, or one the train file binds in their place,
 # is not them: R58b-3)
@@ -237,6 +272,14 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
         base = staticmethod if issubclass(t, staticmethod) else classmethod
         return f"{base.__name__}({enc.enc(base.__dict__['__func__'].__get__(v))})" \
             + enc._attrs(v)
+    if issubclass(t, property):     # its accessors and doc, in C (R65e-6: jinja2's Template)
+        parts = (property.__dict__[a].__get__(v) for a in ("fget", "fset", "fdel", "__doc__"))
+        return "property(" + ",".join(enc.enc(x) for x in parts) + ")" + enc._attrs(v)
+    if t is types.CodeType:     # immutable (R65e-5: a ForwardRef's ``__forward_code__``)
+        return f"code:{enc._code(v)}"
+    ufunc = _ufunc_name(v)
+    if ufunc is not None:       # numpy's own ufunc, by its name (R65e-4: sympy's lambdify)
+        return f"numpy.ufunc:{ufunc}"
     if issubclass(type(v), io.IOBase):      # a file's position and buffers are in C (R57c-3)
         std = _standard_stream(v)
         if std is not None:     # the process's own, as ``sys`` holds it (R57d-4: a Thread)

@@ -89,25 +89,25 @@ def test_r65e_unit_control_two_methods_seen():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65e-1"])
+# (R65e-1: fixed, stop 65, module_members.PrivateGlobals)
 def test_r65e_unit_three_methods_of_foreign_fn():
     assert _seen(_unit("HOST.r65e = M(M(M(f, 1), 2), 3)", "HOST.r65e()"))
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65e-1"])
+# (R65e-1: fixed, stop 65, module_members.PrivateGlobals)
 def test_r65e_unit_partial_of_two_methods_of_foreign_fn():
     assert _seen(_unit("HOST.r65e = functools.partial(M(M(f, 1), 2))", "HOST.r65e()"))
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65e-2"])
+# (R65e-2: fixed, stop 65, module_members.PrivateGlobals)
 def test_r65e_unit_foreign_fn_as_module_doc():
     assert _seen(_unit("HOST.__doc__ = f", "HOST.__doc__()"))
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65e-3"])
+# (R65e-3: fixed, stop 65, module_members.PrivateGlobals)
 def test_r65e_unit_foreign_fn_in_foreign_globals():
     assert _seen(_unit(
         "g2 = {'inner': f}\nexec('def outer(*a):\\n    return inner(*a)\\n', g2)\n"
@@ -120,9 +120,9 @@ def _prove(path: Path) -> int:
 
 
 _WRONG = {
-    "r65e_01_triple_method_of_exec_fn_in_stdlib_module_wrong.py": "R65e-1",
-    "r65e_02_exec_fn_as_stdlib_module_doc_wrong.py": "R65e-2",
-    "r65e_03_exec_fn_nested_in_private_globals_wrong.py": "R65e-3",
+    "r65e_01_triple_method_of_exec_fn_in_stdlib_module_wrong.py": None,
+    "r65e_02_exec_fn_as_stdlib_module_doc_wrong.py": None,
+    "r65e_03_exec_fn_nested_in_private_globals_wrong.py": None,
 }
 
 
