@@ -485,3 +485,32 @@ def test_an_exec_namespace_global_is_readable():
     assert not first.startswith("!"), first
     ns["count"] = 1
     assert _text(_Encoder({}, frozenset()), ns) != first
+
+
+def test_properties_code_objects_and_numpy_functions_are_readable():
+    """Round 65e's false refusals (R65e-4..6): a ``property`` (jinja2's ``Template``), a code
+    object (a ``typing.ForwardRef``'s under ``from __future__ import annotations``) and
+    numpy's C functions (``sympy.lambdify``'s namespace) were "state in C", unreadable. Each
+    is read now, and a change to what it reads is seen."""
+    import numpy as np
+
+    from spec_lang.torch_frontend.step_state import _Encoder, _text
+
+    def read(v):
+        return _text(_Encoder({}, frozenset()), v)
+
+    def getter(self):
+        return 1
+
+    prop = property(getter)
+    assert not read(prop).lstrip("~").startswith("!")
+    assert read(property(getter, doc="other")) != read(prop)
+    code = compile("x + 1", "<r65e>", "eval")
+    assert read(code).startswith("code:") and read(code) != read(compile("x + 2", "<r65e>",
+                                                                        "eval"))
+    ns = {"sin": np.sin, "triu": np.triu, "norm": np.linalg.norm}
+    text = read(ns)
+    assert not text.startswith("!"), text
+    assert read({"sin": np.cos, "triu": np.triu, "norm": np.linalg.norm}) != text
+    # a ufunc numpy does not hold (made by frompyfunc) is still C state, unreadable
+    assert read({"f": np.frompyfunc(lambda x: x, 1, 1)}).lstrip("~").startswith("!")
