@@ -40,14 +40,15 @@ _LOCKS = (type(threading.Lock()), type(threading.RLock()))
 
 def _ufunc_name(v: Any) -> str | None:
     """The name of one of numpy's own functions implemented in C (exactly a ``numpy.ufunc``,
-    ``numpy.sin``, or numpy's array-function dispatcher, ``numpy.triu``) that the numpy module
-    its ``__module__`` names holds under its ``__name__``, else None (R65e-4: a function
+    ``numpy.sin``, or numpy's array-function dispatcher, ``numpy.triu``; one numpy held before
+    the train file ran, :data:`_NP_KNOWN`) that the numpy module its ``__module__`` names
+    holds under its ``__name__``, else None (R65e-4: a function
     ``sympy.lambdify`` made, whose namespace holds numpy's functions)."""
     np = sys.modules.get("numpy")
     ns = _MODULE_DICT(np) if type(np) is types.ModuleType else None
     if type(ns) is not dict:
         return None
-    if type(v) not in _NP_C_FUNCTIONS:
+    if type(v) not in _NP_C_FUNCTIONS or id(v) not in _NP_KNOWN:
         return None
     name, mod = _c_attr(v, "__name__"), _c_attr(v, "__module__") or "numpy"  # (a ufunc: none)
     home = sys.modules.get(mod) if type(mod) is str and mod.split(".")[0] == "numpy" else None
@@ -63,6 +64,14 @@ try:    # numpy's C function types, bound before the train file runs (torch impo
     _NP_C_FUNCTIONS: tuple[type, ...] = (_UFUNC, _DISPATCHER)
 except ImportError:         # (another numpy's layout, or none: read as C state)
     _NP_C_FUNCTIONS = ()
+# numpy's own such functions, as its loaded modules hold them before the train file runs
+# (one the train file makes, ``np.frompyfunc(f, 1, 1)`` or a dispatcher wrapping its own
+# function, and binds in numpy under its name is not: its Python function's state is unread)
+_NP_KNOWN: dict[int, Any] = {
+    id(x): x for m in list(sys.modules.values())
+    if type(m) is types.ModuleType and type(name := _MODULE_DICT(m).get("__name__")) is str
+    and name.split(".")[0] == "numpy"
+    for x in list(_MODULE_DICT(m).values()) if type(x) in _NP_C_FUNCTIONS}
 
 
 def _c_attr(v: Any, a: str) -> Any:
