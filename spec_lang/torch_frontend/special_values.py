@@ -287,8 +287,8 @@ def special_text(enc: Any, v: Any) -> str | None:  # noqa: PLR0911, C901 -- one 
     if t is types.CodeType:     # immutable (R65e-5: a ForwardRef's ``__forward_code__``)
         return f"code:{enc._code(v)}"
     ufunc = _ufunc_name(v)
-    if ufunc is not None:       # numpy's own ufunc, by its name (R65e-4: sympy's lambdify)
-        return f"numpy.ufunc:{ufunc}"
+    if ufunc is not None:       # numpy's own ufunc, by its name (R65e-4: sympy's lambdify),
+        return f"numpy.ufunc:{ufunc}" + enc._attrs(v)   # and what a dispatcher's dict holds
     if issubclass(type(v), io.IOBase):      # a file's position and buffers are in C (R57c-3)
         std = _standard_stream(v)
         if std is not None:     # the process's own, as ``sys`` holds it (R57d-4: a Thread)
