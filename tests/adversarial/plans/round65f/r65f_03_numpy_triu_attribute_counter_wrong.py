@@ -1,4 +1,4 @@
-"""Round 65f (r65f_03): R65f-2: numpy.triu (numpy's own array-function dispatcher) held as a train-file global T; the step counts in its instance __dict__ (T.r65f_n): special_values reads it by name only, not its attributes (a property is read with them). From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
+"""Round 65f (r65f_03): (held, no finding) numpy.triu (numpy's own array-function dispatcher) held as a train-file global T; the step counts in its instance __dict__ (T.r65f_n): special_values reads it by name only, not its attributes (a property is read with them); held by process_state reading numpy's module globals (UNKNOWN). From the second step on the parallel run doubles its gradients. Must not be EQUIVALENT."""
 MESH = {"dp": 2}
 import copy
 import os
