@@ -79,13 +79,13 @@ def test_r65f_unit_control_frompyfunc_not_in_numpy_unreadable():
     assert r["unreadable"], r
 
 
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65f-1"])
+# (R65f-1: fixed, stop 65, special_values._NP_KNOWN)
 def test_r65f_unit_frompyfunc_bound_in_numpy_read_by_name():
     r = _unit(_FROMPYFUNC, True)
     assert _held(r), r
 
 
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65f-1"])
+# (R65f-1: fixed, stop 65, special_values._NP_KNOWN)
 def test_r65f_unit_train_file_dispatcher_bound_in_numpy_read_by_name():
     r = _unit(_DISPATCHER, True)
     assert _held(r), r
@@ -97,8 +97,8 @@ def _prove(path: Path) -> int:
 
 
 _WRONG = {
-    "r65f_01_frompyfunc_ufunc_in_numpy_namespace_wrong.py": "R65f-1",
-    "r65f_02_user_array_function_dispatcher_in_numpy_wrong.py": "R65f-1",
+    "r65f_01_frompyfunc_ufunc_in_numpy_namespace_wrong.py": None,   # (R65f-1: fixed,
+    "r65f_02_user_array_function_dispatcher_in_numpy_wrong.py": None,  # stop 65)
     "r65f_03_numpy_triu_attribute_counter_wrong.py": None,   # (held: numpy's globals)
 }
 
