@@ -13,9 +13,10 @@ test_round65a.py``, ``test_round65b.py``):
   (:func:`torch_namespace`), anything else under those names is read as another module;
 * their own data: a number or string the step keeps in ``torch.ops``, ``torch.classes`` or one
   of their namespaces (``torch.ops.aten.__dict__``) is read by value (:func:`namespace_data`).
-  Objects there other than torch's namespaces and operators are read by what they are
-  (``_global_text``); what such an object holds, changed in place, is not (the R11-6 family,
-  docs/torch.md "Where the fingerprint stops").
+  Objects there other than torch's namespaces and the operators cached under their own
+  names (a packet ``aten::k`` under ``k``: another bound there is read, R65g-1) are read by
+  what they are (``_global_text``); what such an object holds, changed in place, is not (the
+  R11-6 family, docs/torch.md "Where the fingerprint stops").
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ _MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__
 # the namespaces and operators torch caches there on first use (exact types)
 _NAMESPACE_TYPES = (torch._ops._OpNamespace, torch._ops._HigherOrderNamespace,  # noqa: SLF001
                     torch._classes._ClassNamespace)  # noqa: SLF001
-_CACHED_TYPES = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)  # noqa: SLF001
+_PACKET = torch._ops.OpOverloadPacket  # noqa: SLF001
 _HOO = torch._ops.HigherOrderOperator  # noqa: SLF001
 _HIGHER_ORDER = torch._ops._higher_order_ops  # noqa: SLF001 -- name -> operator (a dict)
 _MRO = type.__dict__["__mro__"].__get__
@@ -55,12 +56,19 @@ def torch_namespace(name: str, mod: Any) -> bool:
     return type(name) is str and mod is _OWN.get(name, _OWN)   # (a key's own __eq__ never runs)
 
 
-def _cached(k: Any, v: Any) -> bool:
-    """What a namespace's ``__getattr__`` caches under ``k``: an operator (its packet or
-    overload), or the higher-order operator torch's registry holds under that name."""
+def _cached(where: str, k: Any, v: Any) -> bool:
+    """What the namespace ``where``'s ``__getattr__`` caches under ``k``: the operator packet
+    of that very name (``aten::k``: another packet bound there, ``torch.ops.aten.maximum``
+    under ``r65g_flag``, is read: R65g-1), or the higher-order operator torch's registry
+    holds under that name."""
+    if type(k) is not str:
+        return False
     t = type(v)
-    return t in _CACHED_TYPES or (type(k) is str and _HOO in _MRO(t)
-                                  and dict.get(_HIGHER_ORDER, k) is v)
+    if t is _PACKET:
+        own = object.__getattribute__(v, "__dict__")
+        name = dict.get(own, "_qualified_op_name") if type(own) is dict else None
+        return type(name) is str and name == f"{where.rpartition('.')[2]}::{k}"
+    return _HOO in _MRO(t) and dict.get(_HIGHER_ORDER, k) is v
 
 
 def _own_data(where: str, kt: str, v: Any) -> bool:
@@ -96,7 +104,7 @@ def namespace_data(global_text: Callable[[Any, Any], str | None],
             kt = key_text(k)
             if type(v) in _NAMESPACE_TYPES:
                 todo.append((f"{where}.{kt}", v))
-            elif _cached(k, v) or _own_data(where, kt, v) or (kt == "_dir"
+            elif _cached(where, k, v) or _own_data(where, kt, v) or (kt == "_dir"
                                                                 and type(v) is list):
                 continue
             else:

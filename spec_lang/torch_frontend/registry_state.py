@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import importlib._bootstrap_external
 import importlib.machinery
 import os
 import sys
@@ -145,9 +146,17 @@ def _namespace_package(spec: Any) -> bool:
     every search location a directory): ``mpl_toolkits``, which matplotlib's lazy import in
     a step made look like a module made by hand (round 65d, r65d_07: UNKNOWN)."""
     locations = getattr(spec, "submodule_search_locations", None)
+    if type(locations) is _NAMESPACE_PATH:     # its stored list (iterating recomputes it)
+        own = object.__getattribute__(locations, "__dict__")
+        locations = dict.get(own, "_path") if type(own) is dict else None
     return type(getattr(spec, "loader", None)) is importlib.machinery.NamespaceLoader \
-        and locations is not None and all(type(p) is str and os.path.isdir(p)
-                                          for p in list(locations))
+        and type(locations) is list and all(type(p) is str and os.path.isdir(p)
+                                            for p in list.copy(locations))
+
+
+# importlib's own namespace path (no other iterable is read: a hand-made one's ``__iter__``
+# ran inside the fingerprint and its exception ended the capture, R65g-2)
+_NAMESPACE_PATH = importlib._bootstrap_external._NamespacePath  # noqa: SLF001
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -60,14 +60,14 @@ def test_r65g_unit_control_int_in_op_namespace_seen():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65g-1"])
+# (R65g-1: fixed, stop 65)
 def test_r65g_unit_packet_rebound_in_op_namespace_seen():
     assert _unit("torch.ops.aten.__dict__['r65g_flag'] = torch.ops.aten.maximum",
                  "torch.ops.aten.__dict__['r65g_flag'] = torch.ops.aten.add") != []
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65g-1"])
+# (R65g-1: fixed, stop 65)
 def test_r65g_unit_overload_rebound_in_op_namespace_seen():
     assert _unit("torch.ops.aten.__dict__['r65g_flag'] = torch.ops.aten.maximum.default",
                  "torch.ops.aten.__dict__['r65g_flag'] = torch.ops.aten.add.Tensor") != []
@@ -93,7 +93,7 @@ except RuntimeError as e:
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65g-2"])
+# (R65g-2: fixed, stop 65)
 def test_r65g_unit_namespace_spec_locations_not_iterated():
     assert run_child(_NS_SPEC) == "read"
 
@@ -104,10 +104,10 @@ def _prove(path: Path) -> int:
 
 
 _WRONG = {
-    "r65g_01_op_namespace_packet_rebound_wrong.py": "R65g-1",
+    "r65g_01_op_namespace_packet_rebound_wrong.py": None,     # (R65g-1: fixed, stop 65)
 }
 _RIGHT = {
-    "r65g_02_namespace_spec_locations_raise_right.py": "R65g-2",
+    "r65g_02_namespace_spec_locations_raise_right.py": None,  # (R65g-2: fixed, stop 65)
 }
 
 
