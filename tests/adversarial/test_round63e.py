@@ -166,7 +166,7 @@ def test_r63e_wrong_plan_not_equivalent(plan):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plan,finding", [
-    ("r63e_02_sigterm_argparse_parser_exit_right.py", "R63e-3"),
+    ("r63e_02_sigterm_argparse_parser_exit_right.py", "R63e-2"),
     ("r63e_03_module_argparse_parser_right.py", None),   # (R63e-3: fixed, stop 65: the
     ("r63e_04_sigterm_parser_exit_in_function_right.py", "R63e-2"),   # ref# of a freed
 ])                                                       # temporary, R65-L1)
