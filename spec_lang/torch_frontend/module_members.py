@@ -13,7 +13,7 @@ import types
 from typing import Any
 
 __all__ = ["CLASS_DICT", "HEAPTYPE", "MRO", "FLAGS", "PrivateGlobals", "library_class",
-           "private_globals", "train_namespaces",
+           "private_globals", "loaded_namespaces",
            "register_namespace"]
 
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__
@@ -39,9 +39,11 @@ def register_namespace(ns: dict) -> None:
     _NAMESPACES[id(ns)] = ns
 
 
-def train_namespaces() -> list[int]:
-    """The ids of the train file's namespaces (:func:`register_namespace`)."""
-    return list(_NAMESPACES)
+def loaded_namespaces() -> set[int]:
+    """The ids of the namespaces read as modules': every module ``sys.modules`` holds (by
+    ``ModuleType``'s own member) and the train file's (:func:`register_namespace`)."""
+    return {id(module_dict(m)) for m in list(dict.values(sys.modules))
+            if issubclass(type(m), types.ModuleType)} | set(_NAMESPACES)
 
 
 _PARTIAL_FUNC = functools.partial.__dict__["func"].__get__   # (partial's own C member)
@@ -88,9 +90,7 @@ class PrivateGlobals:
         """``f``'s globals are no module's namespace (looked up again on a miss)."""
         if id(_GLOBALS(f)) in self.spaces:
             return False
-        self.spaces.update(id(module_dict(m)) for m in list(dict.values(sys.modules))
-                           if issubclass(type(m), types.ModuleType))
-        self.spaces.update(_NAMESPACES)
+        self.spaces.update(loaded_namespaces())
         return id(_GLOBALS(f)) not in self.spaces
 
     def text(self, v: Any, depth: int = 0) -> str:
@@ -127,8 +127,7 @@ def private_globals(f: types.FunctionType) -> list[Any]:
     m = sys.modules.get(f.__module__) if type(f.__module__) is str else None
     if m is not None and issubclass(type(m), types.ModuleType) and module_dict(m) is g:
         return []         # (functools.wraps copies another module's name: look them all up)
-    if any(issubclass(type(m), types.ModuleType) and module_dict(m) is g
-           for m in list(sys.modules.values())):
+    if id(g) in loaded_namespaces():
         return []
     return [v for k, v in sorted(dict.items(g), key=_key_order)     # (no key's own __str__
             if not (type(k) is str and k == "__builtins__"      # or __eq__ runs)
