@@ -58,17 +58,79 @@ def torch_namespace(name: str, mod: Any) -> bool:
 
 def _cached(where: str, k: Any, v: Any) -> bool:
     """What the namespace ``where``'s ``__getattr__`` caches under ``k``: the operator packet
-    of that very name (``aten::k``: another packet bound there, ``torch.ops.aten.maximum``
-    under ``r65g_flag``, is read: R65g-1), or the higher-order operator torch's registry
-    holds under that name."""
+    torch makes for that very name (``aten::k``, :func:`_torch_packet`: another packet bound
+    there, ``torch.ops.aten.maximum`` under ``r65g_flag``, is read: R65g-1; so is one forged
+    by hand with that name, R65h-1), or the higher-order operator torch's registry holds
+    under that name, which is its own (``_name``: torch's ``cond`` registered under a new key
+    is read, R65h-2)."""
     if type(k) is not str:
         return False
     t = type(v)
     if t is _PACKET:
-        own = object.__getattribute__(v, "__dict__")
-        name = dict.get(own, "_qualified_op_name") if type(own) is dict else None
-        return type(name) is str and name == f"{where.rpartition('.')[2]}::{k}"
-    return _HOO in _MRO(t) and dict.get(_HIGHER_ORDER, k) is v
+        return _torch_packet(f"{where.rpartition('.')[2]}::{k}", k, v)
+    if _HOO not in _MRO(t) or dict.get(_HIGHER_ORDER, k) is not v:
+        return False
+    own = object.__getattribute__(v, "__dict__")
+    name = dict.get(own, "_name") if type(own) is dict else None
+    return type(name) is str and name == k
+
+
+# what ``OpOverloadPacket.__init__`` sets, by type (``_op`` and the overloads: checked apart)
+_PACKET_DATA = {"_qualified_op_name": str, "__name__": str, "_overload_names": list,
+                "_dir": list, "_has_torchbind_op_overload": bool, "__module__": str}
+# what torch's own modules set on packets they define at torch's import (``torch._prims``'s
+# ``_make_prim``: ``prims::*``, ``rngprims::*``; ``torch.ops.profiler``): by name, not value
+_TORCH_SET = frozenset({"__doc__", "schema", "return_type", "prim_impl", "prim_meta_impl",
+                        "impl_aten", "_RecordFunction"})
+_BUILTIN = types.BuiltinFunctionType
+_BUILTIN_DOC = _BUILTIN.__dict__["__doc__"].__get__    # (C's method docstring, read-only)
+# (``TorchBindOpOverload``: an overload taking a script object, ``c10d::allreduce_.default``)
+_OVERLOADS = (torch._ops.OpOverload, torch._ops.TorchBindOpOverload)  # noqa: SLF001
+
+
+def _torch_packet(q: str, k: str, v: Any) -> bool:
+    """``v`` (an exact ``OpOverloadPacket``) is what torch's ``_OpNamespace.__getattr__``
+    makes for the operator ``q`` (``aten::mul``) under ``k`` (``mul``): its own ``__dict__``
+    names ``q`` and ``k``, its ``_op`` is a builtin ``torch._C._jit_get_operation(q)`` made
+    (the docstring C writes for it, ``Automatically bound operator 'q'``, which Python code
+    cannot set on a builtin), its other data of the types torch's ``__init__`` gives them, and
+    every other entry an ``OpOverload`` of this packet named ``q.<entry>`` (cached by the
+    packet's ``__getattr__``) or one of the names torch's ``_prims`` sets (:data:`_TORCH_SET`,
+    not read). A packet made by hand from another operator's ``__dict__``
+    (``OpOverloadPacket.__new__``, the name set: R65h-1) fails on ``_op``. Not checked: what
+    runs an overload cached in a genuine-looking packet (its ``_op`` carries no name: a
+    stated limit, docs/torch.md)."""
+    own = object.__getattribute__(v, "__dict__")
+    if type(own) is not dict:
+        return False
+    name, short = dict.get(own, "_qualified_op_name"), dict.get(own, "__name__")
+    if type(name) is not str or name != q or type(short) is not str or short != k:
+        return False
+    op = dict.get(own, "_op")
+    doc = _BUILTIN_DOC(op) if type(op) is _BUILTIN else None
+    if type(doc) is not str or not doc.startswith(
+            f"{k}(*args, **kwargs) -> object\n\nAutomatically bound operator '{q}' with"):
+        return False
+    for key, x in list(dict.items(own)):
+        if type(key) is not str:
+            return False
+        if key in _PACKET_DATA:
+            if type(x) is not _PACKET_DATA[key]:
+                return False
+        elif key != "_op" and key not in _TORCH_SET and not _overload_of(v, q, key, x):
+            return False
+    return True
+
+
+def _overload_of(packet: Any, q: str, key: str, x: Any) -> bool:
+    """``x`` is an exact ``OpOverload`` (or ``TorchBindOpOverload``) of ``packet`` named as its ``__getattr__`` names the
+    overload ``key`` (``aten::mul.Tensor``; ``aten::mul`` for ``default``)."""
+    if type(x) not in _OVERLOADS:
+        return False
+    own = object.__getattribute__(x, "__dict__")
+    name = dict.get(own, "_name") if type(own) is dict else None
+    return dict.get(own, "_overloadpacket") is packet and type(name) is str \
+        and name == (q if key == "default" else f"{q}.{key}")
 
 
 def _own_data(where: str, kt: str, v: Any) -> bool:

@@ -28,7 +28,7 @@ from spec_lang.torch_frontend.lazy_globals import _lazy_cache
 from spec_lang.torch_frontend.module_members import PrivateGlobals
 from spec_lang.torch_frontend.op_namespaces import (NAMESPACE_DATA, LAZY_NAMES, lazy_name,
                                                     namespace_data, torch_namespace)
-from spec_lang.torch_frontend.registry_state import registry_state
+from spec_lang.torch_frontend.registry_state import FILE_COPY, file_copies, registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
     _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
     _bytecode_digest, _cell, _data_text, _digest, _dynamo_cache, _function_text, _global_text,
@@ -243,6 +243,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
     loaded = [(name, mod) for name, mod in sorted(
         ((key_text(n), m) for n, m in list(dict.items(sys.modules))), key=lambda kv: kv[0])
         if selected is None or name in selected]
+    copies = file_copies(loaded)      # (entries no import exempts: R65d-3)
     for name, mod in loaded:
         if not _is_torch_module(name) or not issubclass(type(mod), types.ModuleType) \
                 or lazy_name(name):      # (torch's own: below; any other: as another module)
@@ -267,7 +268,8 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
                 entries.append((kt, tuple(sorted((key_text(a), _ident(x)) for a, x in code))))
                 if any(from_user(x) for _, x in code):
                     user_code = True    # ``nn.Linear.forward = <the user's function>`` (R13-2)
-        out[TORCH_MODULE + name] = (UNCOMPARABLE if user_code else "") + digest_texts(entries)
+        out[(FILE_COPY if name in copies else TORCH_MODULE) + name] = (
+            UNCOMPARABLE if user_code else "") + digest_texts(entries)
     # every other module (the standard library's, other packages'): its globals by what they
     # name, numbers and strings by value (``math.scale = 0.5``: R10-1); the user's modules
     # are read in full above
@@ -281,7 +283,7 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
                            key=lambda kv: kv[0])     # any key, by its text (R56d-1)
         except TypeError:           # a module whose namespace is not a dict
             continue
-        out[OTHER_MODULE + name] = _unreadable_if_deep([
+        out[(FILE_COPY if name in copies else OTHER_MODULE) + name] = _unreadable_if_deep([
             (kt, t) for kt, k, v in items                               # (R55e-1, R56a-1)
             if not _lazy_cache(name, k, v)
             and not (issubclass(type(v), types.ModuleType) and type(k) is str    # (R56e-1, R56e-2)

@@ -27,14 +27,14 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from spec_lang.torch_frontend.value_text import _qual, _type_module, key_text
+from spec_lang.torch_frontend.value_text import _qual, _type_module, key_text, module_dict
 
 
 def _qualname(c: type) -> str:
     return type.__dict__["__qualname__"].__get__(c)
 
-__all__ = ["ABC_REGISTRY", "ABC_TOKEN", "NOT_IMPORTED", "abc_classes", "registry_state",
-           "import_origin", "import_made"]
+__all__ = ["ABC_REGISTRY", "ABC_TOKEN", "NOT_IMPORTED", "FILE_COPY", "abc_classes",
+           "registry_state", "import_origin", "import_made", "file_copies"]
 
 # prefix of an ABC's registry entry: + "<module>.<qualname>" (+ " #n" for a second class of
 # that name)
@@ -45,6 +45,10 @@ ABC_TOKEN = ("the token of abc's caches (abc.get_cache_token(): a register drops
 NOT_IMPORTED = "the sys.modules entry "
 NOT_IMPORTED_END = " (not made by an import)"
 _BUILTIN_ORIGINS = ("built-in", "frozen")
+# prefix of a loaded module's entry when another module object in ``sys.modules`` was loaded
+# from the same file (:func:`file_copies`): + its key
+FILE_COPY = "a module loaded from a file another loaded module came from: "
+_SPEC = importlib.machinery.ModuleSpec
 _HELD_BY = " held by its parent "
 
 
@@ -157,6 +161,59 @@ def _namespace_package(spec: Any) -> bool:
 # importlib's own namespace path (no other iterable is read: a hand-made one's ``__iter__``
 # ran inside the fingerprint and its exception ended the capture, R65g-2)
 _NAMESPACE_PATH = importlib._bootstrap_external._NamespacePath  # noqa: SLF001
+
+
+def file_copies(loaded: list[tuple[str, Any]]) -> set[str]:
+    """The names (``sys.modules`` keys' texts) of the modules in ``loaded`` that share their
+    file with another module object there: the same ``__spec__.origin`` (or, without a spec,
+    ``__file__``), compared as real paths. A lazy import makes a module from a file no loaded
+    module came from; a step that loads a file once more under a fresh name
+    (``importlib._bootstrap._load`` of a copied spec, kept in ``sys.modules``) counted its
+    copies, every one a new module and no change (R65d-3): such a module's entry is made under
+    :data:`FILE_COPY`, which no import exempts. Reads the spec's own ``__dict__`` only (an exact
+    ``ModuleSpec``: no attribute code of the module's runs). Raises nothing."""
+    by_file: dict[str, set[int]] = {}
+    names: dict[str, str] = {}
+    for name, mod in loaded:
+        if not issubclass(type(mod), types.ModuleType):
+            continue
+        d = module_dict(mod)      # (no ``__dict__`` property of a subclass runs)
+        if type(d) is not dict:
+            continue
+        origin, spec = dict.get(d, "__file__"), dict.get(d, "__spec__")
+        if type(spec) is _SPEC:
+            sd = object.__getattribute__(spec, "__dict__")
+            origin = dict.get(sd, "origin") if type(sd) is dict else None
+        if type(origin) is not str or origin in _BUILTIN_ORIGINS:
+            continue
+        path = _real(origin)
+        if spec is None and _extension_child(name, mod, path):
+            continue
+        by_file.setdefault(path, set()).add(id(mod))
+        names[name] = path
+    return {name for name, path in names.items() if len(by_file[path]) > 1}
+
+
+def _extension_child(name: str, mod: Any, path: str) -> bool:
+    """``mod`` (no spec) is a submodule a C extension made in its parent's file, held by the
+    parent under its last name: ``torch._C._autograd`` in ``torch/_C.*.so``."""
+    parent, _, last = name.rpartition(".")
+    up = dict.get(sys.modules, parent) if parent else None
+    if not path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) \
+            or not issubclass(type(up), types.ModuleType):
+        return False
+    ud = module_dict(up)
+    spec = dict.get(ud, "__spec__") if type(ud) is dict else None
+    sd = object.__getattribute__(spec, "__dict__") if type(spec) is _SPEC else None
+    origin = dict.get(sd, "origin") if type(sd) is dict else None
+    return type(ud) is dict and dict.get(ud, last) is mod and type(origin) is str \
+        and _real(origin) == path
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _real(path: str) -> str:
+    """(cached as :func:`_exists`: a file's real path does not move mid-capture)"""
+    return os.path.normcase(os.path.realpath(path))
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -72,7 +72,6 @@ def test_r65h_unit_control_packet_under_other_key_seen():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65h-1"])
 def test_r65h_unit_forged_packet_rebound_seen():
     assert _unit("torch.ops.aten.__dict__['r65h_flag'] = forge(torch.ops.aten.maximum, "
                  "'aten::r65h_flag')",
@@ -81,14 +80,12 @@ def test_r65h_unit_forged_packet_rebound_seen():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65h-1"])
 def test_r65h_unit_forged_packet_replacing_torch_key_seen():
     assert _unit("torch.ops.aten.mul",
                  "torch.ops.aten.__dict__['mul'] = forge(torch.ops.aten.add, 'aten::mul')") != []
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R65h-2"])
 def test_r65h_unit_torch_hoo_registered_under_new_key_seen():
     assert _unit("C = torch.ops.higher_order.cond",
                  "torch._ops._higher_order_ops['r65h_flag'] = C\n"
@@ -101,10 +98,10 @@ def _prove(path: Path) -> int:
 
 
 _WRONG = {
-    "r65h_01_forged_packet_own_key_wrong.py": "R65h-1",
-    "r65h_02_forged_packet_torch_key_wrong.py": "R65h-1",
+    "r65h_01_forged_packet_own_key_wrong.py": None,        # (R65h-1: fixed)
+    "r65h_02_forged_packet_torch_key_wrong.py": None,      # (R65h-1: fixed)
     "r65h_03_higher_order_op_rebound_wrong.py": None,       # (refused, exit 3: held)
-    "r65h_04_torch_hoo_registered_new_key_wrong.py": "R65h-2",
+    "r65h_04_torch_hoo_registered_new_key_wrong.py": None,  # (R65h-2: fixed)
 }
 
 

@@ -9,6 +9,7 @@ import types
 
 import pytest
 import torch
+import torch.distributed  # noqa: F401 -- (c10d's operators, before any reading)
 
 from spec_lang.torch_frontend.op_namespaces import (lazy_name, namespace_data,
                                                     torch_namespace)
@@ -25,7 +26,51 @@ def test_lazy_fills_are_no_change():
     torch.ops.aten.special_bessel_j0.default
     torch.ops.r65_fresh_namespace             # a namespace made on first use
     torch.ops.higher_order.cond               # a higher-order operator from torch's registry
+    torch.ops.c10d.allreduce_.default         # (a TorchBindOpOverload cached in its packet)
     assert _read() == before
+
+
+def _forge(packet, name):
+    f = torch._ops.OpOverloadPacket.__new__(torch._ops.OpOverloadPacket)
+    d = object.__getattribute__(f, "__dict__")
+    d.update(object.__getattribute__(packet, "__dict__"))
+    d["_qualified_op_name"], d["__name__"] = f"aten::{name}", name
+    return f
+
+
+def test_a_packet_made_by_hand_is_read():
+    # R65h-1: another operator's builtin under the name of this key's, or this operator's
+    # builtin with another packet's overloads, is no lazy fill
+    ns = torch.ops.aten.__dict__
+    torch.ops.aten.mul.Tensor
+    mul = ns["mul"]
+    before = _read()
+    try:
+        ns["r66_flag"] = _forge(torch.ops.aten.add, "r66_flag")
+        assert _read() != before
+        del ns["r66_flag"]
+        ns["mul"] = _forge(torch.ops.aten.mul, "mul")    # (mul's own overloads: not its own)
+        assert _read() != before
+        ns["mul"] = _forge(torch.ops.aten.add, "mul")
+        assert _read() != before
+        ns["mul"] = mul
+        assert _read() == before
+    finally:
+        ns.pop("r66_flag", None)
+        ns["mul"] = mul
+
+
+def test_a_higher_order_operator_under_another_name_is_read():
+    # R65h-2: torch's cond registered under a new key, in torch's registry and the namespace
+    cond = torch.ops.higher_order.cond
+    before = _read()
+    try:
+        torch._ops._higher_order_ops["r66_flag"] = cond
+        torch.ops.higher_order.__dict__["r66_flag"] = cond
+        assert _read() != before
+    finally:
+        torch._ops._higher_order_ops.pop("r66_flag", None)
+        torch.ops.higher_order.__dict__.pop("r66_flag", None)
 
 
 @pytest.mark.parametrize("where", ["ops", "aten", "classes"])

@@ -11,7 +11,7 @@ import types
 
 from spec_lang.torch_frontend.process_state import OTHER_MODULE, TORCH_MODULE
 from spec_lang.torch_frontend.registry_state import (
-    ABC_REGISTRY, ABC_TOKEN, NOT_IMPORTED, abc_classes, import_made, import_origin,
+    ABC_REGISTRY, ABC_TOKEN, NOT_IMPORTED, abc_classes, file_copies, import_made, import_origin,
     registry_state,
 )
 from spec_lang.torch_frontend.step_state import state_changes
@@ -124,3 +124,30 @@ def test_a_namespace_package_is_made_by_an_import(tmp_path):
     assert import_origin(module([str(tmp_path)], importlib.machinery.SourceFileLoader)) \
         == "no origin"
     assert import_origin(module(None)) == "no origin"
+
+
+def test_file_copies_are_modules_sharing_a_file():
+    # (R65d-3) torch's and the standard library's modules share no file, a C extension's
+    # submodules (``torch._C._autograd``: no spec, held by ``torch._C``) excepted
+    import importlib.util
+    import fnmatch
+
+    import torch  # noqa: F401
+
+    loaded = list(sys.modules.items())
+    base = file_copies(loaded)    # (pytest may import a test package under two names)
+    assert "torch._C._autograd" in sys.modules and not any(
+        n.startswith("torch") or n in sys.stdlib_module_names for n in base), base
+    spec = importlib.util.spec_from_file_location("fnmatch_copy_r66", fnmatch.__file__)
+    copy = importlib.util.module_from_spec(spec)
+    hand = types.ModuleType("hand_r66")
+    hand.__file__ = fnmatch.__file__                  # (no spec: by its file)
+    alias = [("fnmatch_alias_r66", fnmatch)]          # (one module under two names: no copy)
+    assert file_copies(loaded + [("fnmatch_copy_r66", copy)]) == \
+        base | {"fnmatch", "fnmatch_copy_r66"}
+    assert file_copies(loaded + [("hand_r66", hand)]) == base | {"fnmatch", "hand_r66"}
+    assert file_copies(loaded + alias) == base
+    # a submodule without a spec on torch._C's file that torch._C does not hold is a copy
+    ext = types.ModuleType("torch._C._r66")
+    ext.__file__ = sys.modules["torch._C._autograd"].__file__
+    assert file_copies(loaded + [("torch._C._r66", ext)]) == base | {"torch._C", "torch._C._r66"}
