@@ -54,15 +54,16 @@ def pytest_runtest_teardown(item, nextitem):  # noqa: ARG001 -- pytest hook sign
 # first: pytest-xdist hands tests out in collection order, so one of these collected last keeps
 # one worker busy after the other has finished (the suite's wall time is its two workers' longer
 # share). Order only; every test still runs.
-RUN_FIRST = (
-    "tests/torch_frontend/test_examples.py::test_check_certificate_retraces",   # ~70 / 233 s
-    "tests/simulator/test_sim_cli.py::test_regime_ci_instance",                  # ~40 / 115 s
-    "tests/torch_frontend/test_divergence_note.py::test_the_note_names_the_hook",  # ~18 / 52 s
+RUN_FIRST = (    # (seconds at load ~3, stop 66)
+    "tests/torch_frontend/test_pp_small.py::test_a_small_pipeline",               # ~46 s
+    "tests/torch_frontend/test_examples.py::test_right_plans_prove_equivalent",   # ~39 s
+    "tests/simulator/test_sim_cli.py::test_regime_ci_instance",                  # ~31 s
+    "tests/torch_frontend/test_divergence_note.py::test_the_note_names_the_hook",  # ~27 s
+    "tests/simulator/test_sim_fidelity.py::test_reprice_reproduces_the_clock",     # ~25 s
+    "tests/torch_frontend/test_capture_processes.py::test_every_capture_child",   # ~13 s
+    "tests/simulator/test_sim_sweep.py::test_resume_after_kill",                  # ~9 s
     "tests/torch_frontend/test_step_state.py::test_hooks_added_removed",
     "tests/torch_frontend/test_step_state.py::test_a_finalizer_or_thread",
-    "tests/simulator/test_sim_sweep.py::test_resume_after_kill",
-    "tests/torch_frontend/test_pp_small.py::test_a_small_pipeline",               # ~50 s
-    "tests/torch_frontend/test_capture_processes.py::test_every_capture_child",   # ~15 s
 )
 
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = "    model.w1.register_forward_hook(lambda m, i, o: o * 3.0)   # BUG: scales w1's output\n"
 
@@ -34,12 +36,17 @@ def text_line(path: Path, marker: str) -> int:
     return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if marker in ln)
 
 
-def test_the_note_names_the_hook_that_scales_an_activation(tmp_path):
+def _prove(tmp_path: Path) -> tuple[Path, int, subprocess.CompletedProcess]:
     path, line = _plan(tmp_path)
     r = subprocess.run([sys.executable, "-c", "import sys; from proofs.cli import prove_main; "
                         "sys.exit(prove_main(sys.argv[1:]))", "--torch", str(path), "--json",
                         "--jobs", "1", "--no-check", "--certificate", str(tmp_path / "c.json")],
                        cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    return path, line, r
+
+
+def test_the_note_names_the_hook_that_scales_an_activation(tmp_path):
+    path, line, r = _prove(tmp_path)
     assert r.returncode == 1, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert out["verdict"] == "NOT EQUIVALENT", out
@@ -57,10 +64,17 @@ def test_the_note_names_the_hook_that_scales_an_activation(tmp_path):
     assert len(notes) == 1, cx.get("notes")
     assert notes[0].startswith(f"values first differ at {path}:{line} (a product of "), notes[0]
     assert notes[0].endswith("every value it reads agrees with the spec's")
-    # the default suite's torch certificate check (mlp_ddp.py's EQUIVALENT one is slow, the
-    # suite's budget): check-certificate re-traces the file in a process without torch and
-    # accepts the NOT EQUIVALENT (exit 1)
-    from tests.torch_frontend.test_examples import _check_without_torch
+
+
+@pytest.mark.slow
+def test_its_certificate_is_checked_without_torch(tmp_path):
+    """CI's torch certificate check (``.ci/run`` runs it after the README's suite: the
+    re-trace costs as much as the prove, ~20-40 s, over the suite's 10-minute budget):
+    check-certificate re-traces the file in a process without torch and accepts the NOT
+    EQUIVALENT (exit 1)."""
+    _, _, r = _prove(tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]
+    from tests.torch_frontend.test_examples import _check_without_torch  # noqa: PLC0415
 
     code, answer, torch_mods = _check_without_torch(tmp_path / "c.json")
     assert code == 1 and answer["valid"] and answer["verdict"] == "NOT EQUIVALENT", answer

@@ -196,8 +196,8 @@ def _check_without_torch(cert: Path) -> tuple[int, dict, list[str]]:
     return r.returncode, answer, [m for m in mods if m == "torch" or m.startswith("torch.")]
 
 
-@pytest.mark.parametrize("name,verdict", [   # slow (the default suite's budget, stop 55): its
-    # torch certificate check is test_divergence_note.py's (a NOT EQUIVALENT re-traced)
+@pytest.mark.parametrize("name,verdict", [   # slow (the default suite's budget, stop 55): CI's
+    # torch certificate check is test_divergence_note.py's (a NOT EQUIVALENT re-traced, .ci/run)
     pytest.param("mlp_ddp.py", "EQUIVALENT", marks=pytest.mark.slow),
     pytest.param("mlp_ddp_sum_buggy.py", "NOT EQUIVALENT", marks=pytest.mark.slow)])
 def test_check_certificate_retraces_the_torch_file_without_importing_torch(name, verdict, certs):
