@@ -21,6 +21,11 @@ genuine packet's ``_TORCH_SET`` names (``__doc__``, ``schema``, ``prim_impl``,
 ``return_type``, ...) and of its data (``_dir``, ``_overload_names``, ``__module__``,
 ``_has_torchbind_op_overload``, by type only) are never read: a step counter kept as
 ``torch.ops.aten.abs.__doc__`` (r66a_03).
+R66a-3 (false accept; older than 01545edc, by reading: ``_cached`` skipped the same entries
+before): torch's lazy fills are skipped in the namespace's text before AND after the step, so a
+cached packet the step deletes (``del torch.ops.aten.__dict__["abs"]``: r66a_04), or replaces
+with a fresh genuine packet (``OpOverloadPacket(q, k, *torch._C._jit_get_operation(q))``), is
+no change; a lazy fill only ever adds a key, so a 1-bit step state hides there.
 """
 from __future__ import annotations
 
@@ -37,6 +42,9 @@ _REASONS = {
     "R66a-1": "R66a-1: a library file loaded again each step under a fresh name passes "
               "file_copies when its spec's origin is set to 'frozen' or its spec is a "
               "ModuleSpec subclass without __file__: r66a_01, r66a_02 EQUIVALENT",
+    "R66a-3": "R66a-3: a cached torch.ops packet deleted by the step, or replaced by a fresh "
+              "genuine packet, is no change (lazy fills are skipped before and after): "
+              "r66a_04 EQUIVALENT",
     "R66a-2": "R66a-2: the values of a genuine torch.ops packet's _TORCH_SET names and data "
               "(__doc__, schema, _dir, ...) are never read: a counter in "
               "torch.ops.aten.abs.__doc__, r66a_03 EQUIVALENT",
@@ -134,6 +142,33 @@ def test_r66a_unit_packet_torch_set_value_seen(key, op):
     assert run_child(_PACKET, key, op) != []
 
 
+_SWAP = """
+import json, sys
+import torch
+from torch._ops import OpOverloadPacket
+from spec_lang.torch_frontend.process_state import _process_state
+from spec_lang.torch_frontend.step_state import state_changes
+A = torch.ops.aten
+A.abs
+s0 = _process_state([])
+if sys.argv[1] == "delete":
+    del A.__dict__["abs"]
+else:
+    A.__dict__["abs"] = OpOverloadPacket("aten::abs", "abs",
+                                         *torch._C._jit_get_operation("aten::abs"))
+s1 = _process_state([])
+print(json.dumps([c for c in sorted(state_changes(s0, s1))
+                  if not c.startswith("the module __m")]))
+"""
+
+
+@pytest.mark.state_modules()
+@pytest.mark.xfail(strict=True, reason=_REASONS["R66a-3"])
+@pytest.mark.parametrize("how", ["delete", "fresh"])
+def test_r66a_unit_cached_packet_deleted_or_replaced_seen(how):
+    assert run_child(_SWAP, how) != []
+
+
 def _prove(path: Path) -> int:
     from proofs.cli import prove_main  # noqa: PLC0415
     return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
@@ -143,6 +178,7 @@ _WRONG = {
     "r66a_01_fnmatch_copy_origin_frozen_wrong.py": "R66a-1",
     "r66a_02_fnmatch_copy_spec_subclass_no_file_wrong.py": "R66a-1",
     "r66a_03_counter_in_aten_packet_doc_wrong.py": "R66a-2",
+    "r66a_04_cached_aten_packet_deleted_wrong.py": "R66a-3",
 }
 
 

@@ -1,0 +1,87 @@
+"""Round 66a (r66a_04, R66a-3): a 1-bit step state kept as the absence of torch's own cached packet torch.ops.aten.abs (looked up at import, so cached in torch.ops.aten.__dict__; the first parallel step deletes the entry, later steps find it gone). op_namespaces skips torch's lazy fills before and after the step, so an entry present before and gone after is no change (a lazy fill only ever adds a key). From step 2 on the parallel step doubles its gradients. Must not be EQUIVALENT."""
+MESH = {"dp": 2}
+import copy
+import os
+import sys
+import signal
+import struct
+import decimal
+import faulthandler
+import fnmatch
+import atexit
+import functools
+import weakref
+import torch
+from torch import nn
+from torch._library.fake_class_registry import FakeScriptObject
+import torch._opaque_base
+
+# torch's lazy class cache, filled as its first isinstance miss would (same on both sides)
+torch._opaque_base._FakeScriptObject_cls = FakeScriptObject
+
+SIZES = {"batch": 8, "hidden": 6, "ffn": 10}
+
+
+class MLP(nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.w0 = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(torch.tanh(self.w0(x)))))
+
+
+def make_batch(s):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(s["batch"], s["hidden"], generator=g),
+            "y": torch.randn(s["batch"], s["hidden"], generator=g)}
+
+
+def build_model(s):
+    return MLP(s["hidden"], s["ffn"])
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _double(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad.mul_(2.0)
+
+
+H = {}
+
+
+torch.ops.aten.abs       # (cached at import: torch.ops.aten.__dict__["abs"])
+
+
+def _flag():
+    # the cached packet's absence is the state: deleted by the first step
+    d = torch.ops.aten.__dict__
+    if "abs" in d:
+        del d["abs"]
+        return False
+    return True
+
+
+def parallelize(model, mesh):
+    from torch.distributed._composable.replicate import replicate
+    H["on"] = True
+    replicate(model, device_mesh=mesh["dp"])
+    return model
+
+
+def train_step(model, optimizer, batch, mesh):
+    x, y = batch["x"], batch["y"]
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    if "on" in H:
+        if _flag():
+            _double(model)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
