@@ -26,8 +26,8 @@ import torch
 from spec_lang.torch_frontend.c_registries import c_settings, registry_texts
 from spec_lang.torch_frontend.lazy_globals import _lazy_cache
 from spec_lang.torch_frontend.module_members import PrivateGlobals
-from spec_lang.torch_frontend.op_namespaces import (NAMESPACE_DATA, LAZY_NAMES, lazy_name,
-                                                    namespace_data, torch_namespace)
+from spec_lang.torch_frontend.op_namespaces import (
+    LAZY_NAMES, NAMESPACE_DATA, NAMESPACE_FILLS, lazy_name, namespace_data, torch_namespace)
 from spec_lang.torch_frontend.registry_state import FILE_COPY, file_copies, registry_state
 from spec_lang.torch_frontend.value_text import (  # noqa: F401 -- re-exported
     _DATA, _KEPT, _NO_CODE, MODULE_DUNDERS, UNCOMPARABLE, UNREADABLE, _base_iter,
@@ -290,7 +290,8 @@ def _read_process_state(user: Iterable[str], files: Iterable[str], collecting: b
                      and sys.modules.get(f"{name}.{k}") is v)
             and (t := global_text(k, v)) is not None], digest_texts)
     if selected is None or set(LAZY_NAMES) & selected:
-        out[NAMESPACE_DATA] = _digest(namespace_data(global_text, key_text))
+        data, out[NAMESPACE_FILLS] = namespace_data(global_text, key_text)   # (R66a-3)
+        out[NAMESPACE_DATA] = _digest(data)
     out.update(registry_state())    # ABC registries, sys.modules entries made by hand (R40b)
     methods = list(vars(torch.Tensor).items())
     out["torch.Tensor's methods"] = (

@@ -17,6 +17,7 @@ Each is an entry of the step's state: a change during the step is a change of th
 
 from __future__ import annotations
 
+import _imp
 import abc
 import functools
 import importlib._bootstrap_external
@@ -122,27 +123,38 @@ def registry_state() -> dict[str, str]:
 
 
 def import_origin(mod: Any) -> str | None:
-    """None when ``mod`` was made by an import: a module whose ``__spec__`` has a loader and
-    a built-in / frozen origin or an origin file that exists, or, without a spec, a
-    ``__file__`` that exists; else why not (``"not a module"``, ``"no spec, no file"``,
-    ``"no loader"``, ``"no origin"``, ``"origin not found"``). A module made by hand with a
-    copied spec of a real file passes (a stated limit). Source: R40b-5."""
+    """None when ``mod`` was made by an import: a module whose ``__spec__`` is an exact
+    ``ModuleSpec`` with a loader and an origin file that exists, or the built-in / frozen
+    origin of a module the interpreter has built in / frozen under the spec's name, or,
+    without a spec, a ``__file__`` that exists; else why not (``"not a module"``, ``"no spec,
+    no file"``, ``"a spec of another type"``, ``"no loader"``, ``"no origin"``, ``"origin
+    not found"``). The spec is read through its own ``__dict__`` (no attribute code runs). A
+    module made by hand with a copied spec of a real file passes (a stated limit; one of a
+    loaded module's file is a copy: :func:`file_copies`). Source: R40b-5; R66a-1 (a copy's
+    spec given a ``"frozen"`` origin, or made a ``ModuleSpec`` subclass, after its load)."""
     if not issubclass(type(mod), types.ModuleType):
         return "not a module"
-    try:
-        d = vars(mod)
-    except TypeError:
+    d = module_dict(mod)
+    if type(d) is not dict:
         return "no namespace"
-    spec = d.get("__spec__")
+    spec = dict.get(d, "__spec__")
     if spec is None:
-        f = d.get("__file__")
-        return None if isinstance(f, str) and _exists(f) else "no spec, no file"
-    origin = getattr(spec, "origin", None)
-    if getattr(spec, "loader", None) is None:
+        f = dict.get(d, "__file__")
+        return None if type(f) is str and _exists(f) else "no spec, no file"
+    if type(spec) is not _SPEC:
+        return "a spec of another type"
+    sd = object.__getattribute__(spec, "__dict__")
+    loader, origin, name = (dict.get(sd, a) for a in ("loader", "origin", "name")) \
+        if type(sd) is dict else (None, None, None)
+    if loader is None:
         return "no loader"
-    if not isinstance(origin, str):
+    if type(origin) is not str:
         return None if _namespace_package(spec) else "no origin"
-    return None if origin in _BUILTIN_ORIGINS or _exists(origin) else "origin not found"
+    if origin in _BUILTIN_ORIGINS:
+        return None if type(name) is str and (
+            name in sys.builtin_module_names if origin == "built-in" else _imp.is_frozen(name)) \
+            else f"a {origin} origin of a module that is not {origin}"
+    return None if _exists(origin) else "origin not found"
 
 
 def _namespace_package(spec: Any) -> bool:

@@ -62,6 +62,7 @@ from spec_lang.torch_frontend.value_text import (TPFLAGS_HEAPTYPE, TPFLAGS_IMMUT
                                                  SlotsUnreadable, _name, _type_module,
                                                  trained_objects)
 from spec_lang.torch_frontend.registry_state import import_made
+from spec_lang.torch_frontend.op_namespaces import NAMESPACE_FILLS, fills_dropped
 from spec_lang.torch_frontend.wrapper_names import is_checkpoint_wrapper
 
 # torch's readers, bound before the train file can replace them (R61a-4's family: a step counter
@@ -560,6 +561,9 @@ def state_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[s
             TORCH_MODULE + m not in before and OTHER_MODULE + m not in before
             and (TORCH_MODULE + m in after or OTHER_MODULE + m in after))):
         del out[ATEXIT]     # exit callbacks of modules torch imported in the step only
+    if NAMESPACE_FILLS in out and not fills_dropped(before.get(NAMESPACE_FILLS, ""),
+                                                    out[NAMESPACE_FILLS]):
+        del out[NAMESPACE_FILLS]    # torch's lazy fills only add (R66a-3)
     release_kept()     # the objects whose identities the texts name (R56b-2)
     if THREADS in out:       # threads the step started and left running (R10-5); one that
         #                      ends during the step changes nothing later (under load, a

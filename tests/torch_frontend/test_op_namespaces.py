@@ -11,23 +11,59 @@ import pytest
 import torch
 import torch.distributed  # noqa: F401 -- (c10d's operators, before any reading)
 
-from spec_lang.torch_frontend.op_namespaces import (lazy_name, namespace_data,
+from spec_lang.torch_frontend.op_namespaces import (fills_dropped, lazy_name, namespace_data,
                                                     torch_namespace)
 from spec_lang.torch_frontend.value_text import _global_text, key_text
 
 
 def _read() -> str:
-    return namespace_data(_global_text, key_text)
+    return namespace_data(_global_text, key_text)[0]
+
+
+def _fills() -> str:
+    return namespace_data(_global_text, key_text)[1]
 
 
 def test_lazy_fills_are_no_change():
-    before = _read()
+    before, filled = _read(), _fills()
     torch.ops.aten.special_bessel_j0          # an operator packet cached on first use
     torch.ops.aten.special_bessel_j0.default
     torch.ops.r65_fresh_namespace             # a namespace made on first use
     torch.ops.higher_order.cond               # a higher-order operator from torch's registry
     torch.ops.c10d.allreduce_.default         # (a TorchBindOpOverload cached in its packet)
     assert _read() == before
+    assert not fills_dropped(filled, _fills()) and filled != _fills()
+
+
+def test_a_cached_operator_dropped_or_replaced_is_a_change():
+    # R66a-3: a fill only adds; one dropped, or replaced by a fresh packet of torch's, is not
+    ns = torch.ops.aten.__dict__
+    torch.ops.aten.special_bessel_j1
+    old, before = ns["special_bessel_j1"], _fills()
+    try:
+        del ns["special_bessel_j1"]
+        assert fills_dropped(before, _fills())
+        torch.ops.aten.special_bessel_j1           # torch fills it again: another packet
+        assert ns["special_bessel_j1"] is not old and fills_dropped(before, _fills())
+    finally:
+        ns["special_bessel_j1"] = old
+    assert not fills_dropped(before, _fills())
+
+
+def test_what_torch_sets_on_its_packets_is_read_by_value():
+    # R66a-2: a counter kept in a packet's __doc__ (torch's prims set one at import), its
+    # name lists or its module
+    p = torch.ops.aten.special_bessel_y0
+    d = object.__getattribute__(p, "__dict__")
+    before = _read()
+    for key, value in [("__doc__", "1"), ("_dir", ["r66"]), ("__module__", "r66")]:
+        old = d.get(key, d)
+        d[key] = value
+        try:
+            assert _read() != before, key
+        finally:
+            d.pop(key) if old is d else d.__setitem__(key, old)
+        assert _read() == before
 
 
 def _forge(packet, name):

@@ -5,7 +5,9 @@ are changes of the step; what a real import during the step registers or adds is
 from __future__ import annotations
 
 import abc
+import importlib.machinery
 import numbers
+import os
 import sys
 import types
 
@@ -66,7 +68,16 @@ def test_import_origin():
     assert import_origin(object()) == "not a module"
     fake = types.ModuleType("y")
     fake.__spec__ = types.SimpleNamespace(loader=object(), origin="/no/such/file.py")
+    assert import_origin(fake) == "a spec of another type"
+    fake.__spec__ = importlib.machinery.ModuleSpec("y", object(), origin="/no/such/file.py")
     assert import_origin(fake) == "origin not found"
+    # (R66a-1) a built-in / frozen origin holds only for a module built in / frozen by that name
+    fake.__spec__.origin = "frozen"
+    assert import_origin(fake) == "a frozen origin of a module that is not frozen"
+    fake.__spec__.origin = "built-in"
+    assert import_origin(fake) == "a built-in origin of a module that is not built-in"
+    assert import_origin(sys.modules["os"]) is None and \
+        sys.modules["os"].__spec__.origin in ("frozen", os.__file__)
 
 
 def test_a_real_import_during_the_step_is_not_a_change():
