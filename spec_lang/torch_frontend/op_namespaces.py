@@ -29,7 +29,7 @@ import torch
 import torch._classes
 import torch._ops
 
-from spec_lang.torch_frontend.value_text import identity_text
+from spec_lang.torch_frontend.value_text import _digest, identity_text
 
 __all__ = ["LAZY_NAMES", "torch_namespace", "namespace_data", "NAMESPACE_DATA",
            "NAMESPACE_FILLS", "fills_dropped"]
@@ -63,7 +63,7 @@ def torch_namespace(name: str, mod: Any) -> bool:
 
 def _cached(where: str, k: Any, v: Any) -> list[tuple[str, Any]] | None:
     """What the namespace ``where``'s ``__getattr__`` caches under ``k``, as the list of the
-    entries torch's own modules set on it besides (read by value: :data:`_TORCH_SET`), or
+    entries torch's own modules set on it besides (:data:`_TORCH_SET`), or
     None: the operator packet torch makes for that very name (``aten::k``,
     :func:`_torch_packet`: another packet bound there, ``torch.ops.aten.maximum`` under
     ``r65g_flag``, is read: R65g-1; so is one forged by hand with that name, R65h-1), or the
@@ -82,7 +82,7 @@ def _cached(where: str, k: Any, v: Any) -> list[tuple[str, Any]] | None:
 
 
 # what torch's own modules set on packets they define at torch's import (``torch._prims``'s
-# ``_make_prim``: ``prims::*``, ``rngprims::*``): read by value, as the namespace's data
+# ``_make_prim``: ``prims::*``, ``rngprims::*``): read by value, in the packet's fill line
 _TORCH_SET = frozenset({"__doc__", "schema", "return_type", "prim_impl", "prim_meta_impl",
                         "impl_aten"})
 _BUILTIN = types.BuiltinFunctionType
@@ -123,7 +123,8 @@ def _torch_packet(q: str, k: str, v: Any) -> list[tuple[str, Any]] | None:
     ``_overload_names`` and ``_has_torchbind_op_overload`` are what torch computes for ``q``
     (:func:`_facts`), and every other entry is an ``OpOverload`` of this packet named
     ``q.<entry>``, each listed in ``_dir`` in the order cached (the packet's
-    ``__getattr__``), or one of :data:`_TORCH_SET` (returned: read by value, R66a-2). A
+    ``__getattr__``), or one of :data:`_TORCH_SET` (returned: read by value with the packet's
+    fill, R66a-2). A
     packet made by hand from another operator's ``__dict__`` (``OpOverloadPacket.__new__``,
     the name set: R65h-1) fails on ``_op``. Not checked: what runs an overload cached in a
     genuine-looking packet (its ``_op`` carries no name: a stated limit, docs/torch.md)."""
@@ -194,11 +195,11 @@ def namespace_data(global_text: Callable[[Any, Any], str | None],
                    key_text: Callable[[Any], str]) -> tuple[str, str]:
     """The text of what ``torch.ops``, ``torch.classes`` and their namespaces hold besides
     torch's cached namespaces and operators and what a namespace's ``__init__`` sets (module
-    docstring): numbers and strings by value, other objects by ``global_text`` (and the
-    :data:`_TORCH_SET` entries of torch's packets, R66a-2); the namespace lists ``_dir``
-    (filled on first use) skipped. Second, :data:`NAMESPACE_FILLS`'s text: each cached
-    namespace and operator by its path and identity (kept alive until ``release_kept``),
-    one a line, sorted; a step may add to it (torch's lazy fills), never drop or replace an
+    docstring): numbers and strings by value, other objects by ``global_text``; the namespace
+    lists ``_dir`` (filled on first use) skipped. Second, :data:`NAMESPACE_FILLS`'s text: each
+    cached namespace and operator by its path and identity (kept alive until
+    ``release_kept``) and a digest of the :data:`_TORCH_SET` entries torch's prims set on it
+    (R66a-2: a prim a lazy import defines is a fill), one a line, sorted; a step may add to it (torch's lazy fills), never drop or replace an
     entry (R66a-3: ``step_state.state_changes``). Raises nothing: a namespace whose dict is
     not a dict is read as its type."""
     out: list[tuple[str, str]] = []
@@ -220,9 +221,11 @@ def namespace_data(global_text: Callable[[Any, Any], str | None],
             if extras is not None:
                 if type(v) in _NAMESPACE_TYPES:
                     todo.append((f"{where}.{kt}", v))
-                fills.append(f"{str.__repr__(f'{where}.{kt}')}={identity_text(v)}")
-                out.extend((f"{where}.{kt}.{a}", t) for a, x in extras
-                           if (t := global_text(a, x)) is not None)
+                # (what torch's prims set on a packet: with it, so that a prim a lazy import
+                # defines is a fill, and a value changed in place a replaced entry: R66a-2)
+                fills.append(f"{str.__repr__(f'{where}.{kt}')}={identity_text(v)}" + (
+                    "" if not extras else " " + _digest(repr(sorted(
+                        (a, global_text(a, x)) for a, x in extras)))))
             elif _own_data(where, kt, v) or (kt == "_dir" and type(v) is list):
                 continue
             else:
