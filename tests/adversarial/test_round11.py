@@ -283,20 +283,24 @@ def test_a_user_function_left_in_a_torch_module_is_not_compared_as_equal():
         vars(torch.nn.functional).pop("r11_silu", None)
 
 
-def test_a_torch_module_imported_lazily_with_its_ops_is_no_state_difference():
+def test_a_torch_module_imported_lazily_with_its_ops_is_no_state_difference(tmp_path):
     """What every traced step does (``torch._functorch.aot_autograd`` imported by the first
     backward under make_fx): a torch module first loaded during the step registers operators
     (``torch.library.Library`` adds a ``weakref.finalize``). Torch's lazy initialisation, not
     a change a later step reads: no difference when both steps do it."""
     holder: list[torch.library.Library] = []
+    # a file of its own (one another loaded module came from, torch's __init__.py, is a
+    # copy's, never an import's: R65d-3)
+    origin = tmp_path / "_r11_lazy.py"
+    origin.write_text("")
 
     def lazy_import() -> None:
         lazy = types.ModuleType("torch._r11_lazy")
         # what an import leaves (stop 41: a module without it is a step change, R40b-5)
         lazy.__spec__ = importlib.machinery.ModuleSpec(
             "torch._r11_lazy", importlib.machinery.SourceFileLoader("torch._r11_lazy",
-                                                                     torch.__file__),
-            origin=torch.__file__)
+                                                                     str(origin)),
+            origin=str(origin))
         lazy.lib = torch.library.Library("r11lazy", "FRAGMENT")
         holder.append(lazy.lib)
         sys.modules["torch._r11_lazy"] = lazy
