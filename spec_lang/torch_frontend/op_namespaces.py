@@ -164,6 +164,12 @@ _PACKET_KEYS = frozenset({"_qualified_op_name", "__name__", "__module__", "_op",
                           "_overload_names", "_has_torchbind_op_overload", "_dir"})
 
 
+def _cached_overloads(v: Any) -> list[tuple[str, Any]]:
+    """The overloads a packet :func:`_torch_packet` took caches (its own ``__dict__``)."""
+    own = object.__getattribute__(v, "__dict__")
+    return [(o, x) for o, x in list(dict.items(own)) if type(x) in _OVERLOADS]
+
+
 def _str_list(x: Any) -> bool:
     """An exact list of exact strings (compared with ``==`` only then: no element's code)."""
     return type(x) is list and all(type(e) is str for e in list.copy(x))
@@ -197,11 +203,12 @@ def namespace_data(global_text: Callable[[Any, Any], str | None],
     torch's cached namespaces and operators and what a namespace's ``__init__`` sets (module
     docstring): numbers and strings by value, other objects by ``global_text``; the namespace
     lists ``_dir`` (filled on first use) skipped. Second, :data:`NAMESPACE_FILLS`'s text: each
-    cached namespace and operator by its path and identity (kept alive until
-    ``release_kept``) and a digest of the :data:`_TORCH_SET` entries torch's prims set on it
-    (R66a-2: a prim a lazy import defines is a fill), one a line, sorted; a step may add to it (torch's lazy fills), never drop or replace an
-    entry (R66a-3: ``step_state.state_changes``). Raises nothing: a namespace whose dict is
-    not a dict is read as its type."""
+    cached namespace, operator and overload by its path and identity (kept alive until
+    ``release_kept``; an overload dropped from its packet: R66b-1), with a digest of the
+    :data:`_TORCH_SET` entries torch's prims set on a packet (R66a-2: a prim a lazy import
+    defines is a fill), one a line, sorted; a step may add to it (torch's lazy fills), never
+    drop or replace an entry (R66a-3: ``step_state.state_changes``). Raises nothing: a
+    namespace whose dict is not a dict is read as its type."""
     out: list[tuple[str, str]] = []
     fills: list[str] = []
     todo: list[tuple[str, Any]] = list(_OWN.items())
@@ -226,6 +233,9 @@ def namespace_data(global_text: Callable[[Any, Any], str | None],
                 fills.append(f"{str.__repr__(f'{where}.{kt}')}={identity_text(v)}" + (
                     "" if not extras else " " + _digest(repr(sorted(
                         (a, global_text(a, x)) for a, x in extras)))))
+                if type(v) is _PACKET:      # its cached overloads, each a fill (R66b-1)
+                    fills.extend(f"{str.__repr__(f'{where}.{kt}.{o}')}={identity_text(x)}"
+                                 for o, x in _cached_overloads(v))
             elif _own_data(where, kt, v) or (kt == "_dir" and type(v) is list):
                 continue
             else:

@@ -50,6 +50,13 @@ _BUILTIN_ORIGINS = ("built-in", "frozen")
 # from the same file (:func:`file_copies`): + its key
 FILE_COPY = "a module loaded from a file another loaded module came from: "
 _SPEC = importlib.machinery.ModuleSpec
+_BUILTIN_IMPORTER = importlib.machinery.BuiltinImporter
+_FROZEN_IMPORTER = importlib.machinery.FrozenImporter
+_FUNCTION = types.FunctionType
+_FILE_LOADERS = (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader,
+                 importlib.machinery.ExtensionFileLoader)
+_FUNC_GLOBALS = _FUNCTION.__dict__["__globals__"].__get__
+_FUNC_CODE = _FUNCTION.__dict__["__code__"].__get__
 _HELD_BY = " held by its parent "
 
 
@@ -131,7 +138,9 @@ def import_origin(mod: Any) -> str | None:
     not found"``). The spec is read through its own ``__dict__`` (no attribute code runs). A
     module made by hand with a copied spec of a real file passes (a stated limit; one of a
     loaded module's file is a copy: :func:`file_copies`). Source: R40b-5; R66a-1 (a copy's
-    spec given a ``"frozen"`` origin, or made a ``ModuleSpec`` subclass, after its load)."""
+    spec given a ``"frozen"`` origin, or made a ``ModuleSpec`` subclass, after its load);
+    R66b-2 (the spec's name set to ``"os"`` too: a built-in / frozen module is loaded by
+    importlib's own importer and is ``sys.modules``' entry of its spec's name)."""
     if not issubclass(type(mod), types.ModuleType):
         return "not a module"
     d = module_dict(mod)
@@ -150,9 +159,10 @@ def import_origin(mod: Any) -> str | None:
         return "no loader"
     if type(origin) is not str:
         return None if _namespace_package(spec) else "no origin"
-    if origin in _BUILTIN_ORIGINS:
-        return None if type(name) is str and (
-            name in sys.builtin_module_names if origin == "built-in" else _imp.is_frozen(name)) \
+    if origin in _BUILTIN_ORIGINS:    # (by importlib's own importer, under its own name: R66b-2)
+        return None if type(name) is str and dict.get(sys.modules, name) is mod and (
+            name in sys.builtin_module_names and loader is _BUILTIN_IMPORTER
+            if origin == "built-in" else _imp.is_frozen(name) and loader is _FROZEN_IMPORTER) \
             else f"a {origin} origin of a module that is not {origin}"
     return None if _exists(origin) else "origin not found"
 
@@ -177,33 +187,50 @@ _NAMESPACE_PATH = importlib._bootstrap_external._NamespacePath  # noqa: SLF001
 
 def file_copies(loaded: list[tuple[str, Any]]) -> set[str]:
     """The names (``sys.modules`` keys' texts) of the modules in ``loaded`` that share their
-    file with another module object there: the same ``__spec__.origin`` (or, without a spec,
-    ``__file__``), compared as real paths. A lazy import makes a module from a file no loaded
+    file with another module object there: any file it names as its source
+    (:func:`_files`), compared as real paths. A lazy import makes a module from a file no loaded
     module came from; a step that loads a file once more under a fresh name
     (``importlib._bootstrap._load`` of a copied spec, kept in ``sys.modules``) counted its
     copies, every one a new module and no change (R65d-3): such a module's entry is made under
     :data:`FILE_COPY`, which no import exempts. Reads the spec's own ``__dict__`` only (an exact
     ``ModuleSpec``: no attribute code of the module's runs). Raises nothing."""
     by_file: dict[str, set[int]] = {}
-    names: dict[str, str] = {}
+    names: dict[str, set[str]] = {}
     for name, mod in loaded:
         if not issubclass(type(mod), types.ModuleType):
             continue
         d = module_dict(mod)      # (no ``__dict__`` property of a subclass runs)
         if type(d) is not dict:
             continue
-        origin, spec = dict.get(d, "__file__"), dict.get(d, "__spec__")
-        if type(spec) is _SPEC:
-            sd = object.__getattribute__(spec, "__dict__")
-            origin = dict.get(sd, "origin") if type(sd) is dict else None
-        if type(origin) is not str or origin in _BUILTIN_ORIGINS:
+        spec = dict.get(d, "__spec__")
+        paths = {_real(p) for p in _files(d, spec)}
+        if spec is None and len(paths) == 1 and _extension_child(name, mod, next(iter(paths))):
             continue
-        path = _real(origin)
-        if spec is None and _extension_child(name, mod, path):
-            continue
-        by_file.setdefault(path, set()).add(id(mod))
-        names[name] = path
-    return {name for name, path in names.items() if len(by_file[path]) > 1}
+        for path in paths:
+            by_file.setdefault(path, set()).add(id(mod))
+        names[name] = paths
+    return {name for name, paths in names.items() if any(len(by_file[p]) > 1 for p in paths)}
+
+
+def _files(d: dict, spec: Any) -> list[str]:
+    """Every file a module's namespace ``d`` names as its source: its spec's origin (an exact
+    ``ModuleSpec``), its loader's ``path``, ``__file__``, and the file its first function
+    defined there was compiled from; built-in / frozen origins and ``<...>`` names left out.
+    A copy whose spec names another existing file still names its own elsewhere (R66b-3)."""
+    out = [dict.get(d, "__file__")]
+    if type(spec) is _SPEC:
+        sd = object.__getattribute__(spec, "__dict__")
+        if type(sd) is dict:
+            out.append(dict.get(sd, "origin"))
+            loader = dict.get(sd, "loader")
+            ld = object.__getattribute__(loader, "__dict__") if type(loader) in _FILE_LOADERS \
+                else None
+            out.append(dict.get(ld, "path") if type(ld) is dict else None)
+    for v in list(dict.values(d)):
+        if type(v) is _FUNCTION and _FUNC_GLOBALS(v) is d:
+            out.append(_FUNC_CODE(v).co_filename)
+            break
+    return [p for p in out if type(p) is str and p not in _BUILTIN_ORIGINS and p[:1] != "<"]
 
 
 def _extension_child(name: str, mod: Any, path: str) -> bool:

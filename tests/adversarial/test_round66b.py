@@ -76,7 +76,7 @@ def test_r66b_unit_control_foreign_namespace_entry_seen():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R66b-1"])
+# (R66b-1: fixed, stop 66)
 @pytest.mark.parametrize("how", ["drop", "refill"])
 def test_r66b_unit_cached_overload_dropped_seen(how):
     assert run_child(_OVL, how) != []
@@ -114,14 +114,14 @@ def test_r66b_unit_control_plain_copy_seen():
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R66b-2"])
+# (R66b-2: fixed, stop 66)
 @pytest.mark.parametrize("how", ["frozen_os", "builtin_sys"])
 def test_r66b_unit_copy_spec_named_frozen_or_builtin_seen(how):
     assert run_child(_COPY, how) != []
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R66b-3"])
+# (R66b-3: fixed, stop 66)
 def test_r66b_unit_copy_origin_other_existing_file_seen():
     assert run_child(_COPY, "other_file") != []
 
@@ -131,10 +131,10 @@ def _prove(path: Path) -> int:
     return prove_main(["--torch", str(path), "--jobs", "1", "--no-check"])
 
 
-_WRONG = {
-    "r66b_01_cached_overload_dropped_from_packet_wrong.py": "R66b-1",
-    "r66b_02_fnmatch_copy_spec_named_frozen_os_wrong.py": "R66b-2",
-    "r66b_05_fnmatch_copy_origin_other_existing_file_wrong.py": "R66b-3",
+_WRONG = {     # (R66b-1..3: fixed, stop 66)
+    "r66b_01_cached_overload_dropped_from_packet_wrong.py": None,
+    "r66b_02_fnmatch_copy_spec_named_frozen_os_wrong.py": None,
+    "r66b_05_fnmatch_copy_origin_other_existing_file_wrong.py": None,
 }
 
 

@@ -76,6 +76,10 @@ def test_import_origin():
     assert import_origin(fake) == "a frozen origin of a module that is not frozen"
     fake.__spec__.origin = "built-in"
     assert import_origin(fake) == "a built-in origin of a module that is not built-in"
+    # (R66b-2) nor for one named after a frozen module it is not, even by importlib's importer
+    fake.__spec__ = importlib.machinery.ModuleSpec("os", importlib.machinery.FrozenImporter,
+                                                   origin="frozen")
+    assert import_origin(fake) == "a frozen origin of a module that is not frozen"
     assert import_origin(sys.modules["os"]) is None and \
         sys.modules["os"].__spec__.origin in ("frozen", os.__file__)
 
@@ -159,6 +163,16 @@ def test_file_copies_are_modules_sharing_a_file():
         base | {"fnmatch", "fnmatch_copy_r66"}
     assert file_copies(loaded + [("hand_r66", hand)]) == base | {"fnmatch", "hand_r66"}
     assert file_copies(loaded + alias) == base
+    # (R66b-3) a copy whose spec names another existing file names its own elsewhere: its
+    # loader's path, its __file__, its functions' code
+    copy.__spec__.loader.exec_module(copy)
+    copy.__spec__.origin = os.devnull
+    assert file_copies(loaded + [("fnmatch_copy_r66", copy)]) == \
+        base | {"fnmatch", "fnmatch_copy_r66"}
+    del copy.__file__
+    copy.__spec__.loader.path = os.devnull
+    assert file_copies(loaded + [("fnmatch_copy_r66", copy)]) == \
+        base | {"fnmatch", "fnmatch_copy_r66"}
     # a submodule without a spec on torch._C's file that torch._C does not hold is a copy
     ext = types.ModuleType("torch._C._r66")
     ext.__file__ = sys.modules["torch._C._autograd"].__file__
