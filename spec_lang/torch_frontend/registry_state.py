@@ -140,7 +140,9 @@ def import_origin(mod: Any) -> str | None:
     loaded module's file is a copy: :func:`file_copies`). Source: R40b-5; R66a-1 (a copy's
     spec given a ``"frozen"`` origin, or made a ``ModuleSpec`` subclass, after its load);
     R66b-2 (the spec's name set to ``"os"`` too: a built-in / frozen module is loaded by
-    importlib's own importer and is ``sys.modules``' entry of its spec's name)."""
+    importlib's own importer and is ``sys.modules``' entry of its spec's name); R66d-1 (a
+    file origin is loaded by an exact file loader of importlib's whose ``path`` is that file:
+    ``spec.loader`` replaced and the origin rewritten hid a copy)."""
     if not issubclass(type(mod), types.ModuleType):
         return "not a module"
     d = module_dict(mod)
@@ -164,7 +166,12 @@ def import_origin(mod: Any) -> str | None:
             name in sys.builtin_module_names and loader is _BUILTIN_IMPORTER
             if origin == "built-in" else _imp.is_frozen(name) and loader is _FROZEN_IMPORTER) \
             else f"a {origin} origin of a module that is not {origin}"
-    return None if _exists(origin) else "origin not found"
+    if not _exists(origin):
+        return "origin not found"
+    ld = object.__getattribute__(loader, "__dict__") if type(loader) in _FILE_LOADERS else None
+    path = dict.get(ld, "path") if type(ld) is dict else None
+    return None if type(path) is str and _real(path) == _real(origin) else \
+        "a loader that is not importlib's own for its origin"     # (R66d-1)
 
 
 def _namespace_package(spec: Any) -> bool:
@@ -194,8 +201,10 @@ def file_copies(loaded: list[tuple[str, Any]]) -> set[str]:
     copies, every one a new module and no change (R65d-3): such a module's entry is made under
     :data:`FILE_COPY`, which no import exempts. Reads the spec's own ``__dict__`` only (an exact
     ``ModuleSpec``: no attribute code of the module's runs). Raises nothing."""
+    global _CHILDREN
     by_file: dict[str, set[int]] = {}
     names: dict[str, set[str]] = {}
+    children: dict[int, Any] = {}
     for name, mod in loaded:
         if not issubclass(type(mod), types.ModuleType):
             continue
@@ -205,10 +214,13 @@ def file_copies(loaded: list[tuple[str, Any]]) -> set[str]:
         spec = dict.get(d, "__spec__")
         paths = {_real(p) for p in _files(d, spec)}
         if spec is None and len(paths) == 1 and _extension_child(name, mod, next(iter(paths))):
+            children[id(mod)] = mod
             continue
         for path in paths:
             by_file.setdefault(path, set()).add(id(mod))
         names[name] = paths
+    if _CHILDREN is None:
+        _CHILDREN = children
     return {name for name, paths in names.items() if any(len(by_file[p]) > 1 for p in paths)}
 
 
@@ -233,9 +245,18 @@ def _files(d: dict, spec: Any) -> list[str]:
     return [p for p in out if type(p) is str and p not in _BUILTIN_ORIGINS and p[:1] != "<"]
 
 
+# the C extensions' submodules of the first reading (before the train file's step: R66d-2,
+# one made by hand in each step on torch._C's file, held by it, was exempt), kept alive
+_CHILDREN: dict[int, Any] | None = None
+
+
 def _extension_child(name: str, mod: Any, path: str) -> bool:
     """``mod`` (no spec) is a submodule a C extension made in its parent's file, held by the
-    parent under its last name: ``torch._C._autograd`` in ``torch/_C.*.so``."""
+    parent under its last name (``torch._C._autograd`` in ``torch/_C.*.so``), and was one at
+    the first reading in this process (the first fingerprint, before the first step: R66d-2).
+    Raises nothing."""
+    if _CHILDREN is not None and id(mod) not in _CHILDREN:
+        return False
     parent, _, last = name.rpartition(".")
     up = dict.get(sys.modules, parent) if parent else None
     if not path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) \
