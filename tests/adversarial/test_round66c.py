@@ -14,7 +14,11 @@ name (``importlib._bootstrap._load``, kept in ``sys.modules``), then EVERY sourc
 the spec's loader (an exact ``SourceFileLoader`` whose ``path`` is that file, or a subclass,
 or any object), and each function's ``__code__`` (``co_filename`` replaced; the copy still
 works). Unread: the module's ``__loader__`` (still the load's loader, path ``fnmatch.py``),
-``__cached__`` / ``spec.cached`` (``fnmatch``'s ``.pyc``). r66c_01 EQUIVALENT.
+``__cached__`` / ``spec.cached`` (``fnmatch``'s ``.pyc``). r66c_01 EQUIVALENT. Without any
+file: the copy kept under a frozen module's name no one imported (``__hello__``,
+``__phello__``, ...), its origin ``"frozen"``, its loader importlib's ``FrozenImporter``,
+``__file__`` deleted, its functions' ``co_filename`` ``"<frozen fnmatch>"`` (``<...>`` names are
+skipped): the frozen rule of ``import_origin`` holds, ``_files`` is empty. r66c_04 EQUIVALENT.
 R66c-2 (false accept; the ``_extension_child`` exemption, older than 0df09eeb): a hand-made
 ``types.ModuleType("torch._C._r66c_x<k>")``, no spec, ``__file__ = torch._C.__file__``, set as
 ``torch._C``'s attribute and ``sys.modules``' entry: "made by an import" (no spec, an existing
@@ -91,6 +95,37 @@ def test_r66c_unit_copy_every_source_rewritten_seen(how):
     assert run_child(_COPY, how) != []
 
 
+_FROZEN = """
+import json, sys, types, importlib.util, importlib._bootstrap, importlib.machinery
+import torch
+from spec_lang.torch_frontend.process_state import _process_state
+from spec_lang.torch_frontend.step_state import state_changes
+import fnmatch as HOST
+def copy(name):
+    m = importlib._bootstrap._load(importlib.util.spec_from_file_location(name, HOST.__file__))
+    m.__spec__.origin = "frozen"
+    m.__spec__.loader = importlib.machinery.FrozenImporter
+    del m.__file__
+    for v in list(vars(m).values()):
+        if type(v) is types.FunctionType and v.__globals__ is vars(m):
+            v.__code__ = v.__code__.replace(co_filename="<frozen fnmatch>")
+    return m
+copy("__hello__")
+s0 = _process_state([])
+m = copy("__phello__")
+s1 = _process_state([])
+assert m.fnmatch("a.py", "*.py") and sys.modules["__phello__"] is m
+print(json.dumps([c for c in sorted(state_changes(s0, s1))
+                  if not c.startswith("the module __m")]))
+"""
+
+
+@pytest.mark.state_modules()
+@pytest.mark.xfail(strict=True, reason=_REASONS["R66c-1"])
+def test_r66c_unit_copy_as_unused_frozen_name_seen():
+    assert run_child(_FROZEN) != []
+
+
 _EXT = """
 import json, sys, types
 import torch
@@ -131,6 +166,7 @@ def _prove(path: Path) -> int:
 _WRONG = {
     "r66c_01_fnmatch_copy_every_source_rewritten_wrong.py": "R66c-1",
     "r66c_02_extension_child_module_counter_wrong.py": "R66c-2",
+    "r66c_04_fnmatch_copy_as_unused_frozen_name_wrong.py": "R66c-1",
 }
 
 
@@ -143,7 +179,8 @@ def test_r66c_wrong_plan_not_equivalent(plan, request):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plan", ["r66c_03_plugin_loaded_by_path_each_step_right.py"])
+@pytest.mark.parametrize("plan", ["r66c_03_plugin_loaded_by_path_each_step_right.py",
+                                  "r66c_05_builtin_modules_first_imported_in_step_right.py"])
 def test_r66c_right_plan_equivalent(plan):
     assert _prove(ROUND / plan) == 0
 
