@@ -14,9 +14,9 @@ name (``importlib._bootstrap._load``, kept in ``sys.modules``), then EVERY sourc
 the spec's loader (an exact ``SourceFileLoader`` whose ``path`` is that file, or a subclass,
 or any object), and each function's ``__code__`` (``co_filename`` replaced; the copy still
 works). Unread: the module's ``__loader__`` (still the load's loader, path ``fnmatch.py``),
-``__cached__`` / ``spec.cached`` (``fnmatch``'s ``.pyc``). r66c_01 EQUIVALENT. Without any
-file: the copy kept under a frozen module's name no one imported (``__hello__``,
-``__phello__``, ...), its origin ``"frozen"``, its loader importlib's ``FrozenImporter``,
+``__cached__`` / ``spec.cached`` (``fnmatch``'s ``.pyc``). r66c_01 EQUIVALENT.
+R66c-3 (false accept; R66b-2's fix bypassed, without any file): the copy kept under a frozen
+module's name no one imported (``__hello__``, ``__phello__``, ...), its origin ``"frozen"``, its loader importlib's ``FrozenImporter``,
 ``__file__`` deleted, its functions' ``co_filename`` ``"<frozen fnmatch>"`` (``<...>`` names are
 skipped): the frozen rule of ``import_origin`` holds, ``_files`` is empty. r66c_04 EQUIVALENT.
 R66c-2 (false accept; the ``_extension_child`` exemption, older than 0df09eeb): a hand-made
@@ -43,6 +43,10 @@ _REASONS = {
               "co_filename are all rewritten to another existing file (one per copy) is made "
               "by an import and no file copy (__loader__ / __cached__ unread); r66c_01 "
               "EQUIVALENT",
+    "R66c-3": "R66c-3: a copy of fnmatch.py kept under a frozen name no one imported "
+              "(__hello__, ...), origin 'frozen', loader FrozenImporter, no __file__, "
+              "functions' co_filename '<frozen fnmatch>': frozen by import_origin's rule, no "
+              "file for _files; r66c_04 EQUIVALENT",
     "R66c-2": "R66c-2: a hand-made no-spec module under torch._C in torch._C's file, held by "
               "its parent and in sys.modules, is made by an import and exempt from FILE_COPY "
               "(_extension_child); a counter of them (r66c_02) EQUIVALENT",
@@ -121,7 +125,7 @@ print(json.dumps([c for c in sorted(state_changes(s0, s1))
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R66c-1"])
+@pytest.mark.xfail(strict=True, reason=_REASONS["R66c-3"])
 def test_r66c_unit_copy_as_unused_frozen_name_seen():
     assert run_child(_FROZEN) != []
 
@@ -166,7 +170,7 @@ def _prove(path: Path) -> int:
 _WRONG = {
     "r66c_01_fnmatch_copy_every_source_rewritten_wrong.py": "R66c-1",
     "r66c_02_extension_child_module_counter_wrong.py": "R66c-2",
-    "r66c_04_fnmatch_copy_as_unused_frozen_name_wrong.py": "R66c-1",
+    "r66c_04_fnmatch_copy_as_unused_frozen_name_wrong.py": "R66c-3",
 }
 
 
