@@ -22,6 +22,7 @@ import abc
 import functools
 import importlib._bootstrap_external
 import importlib.machinery
+import importlib.util
 import os
 import sys
 import types
@@ -53,6 +54,7 @@ _SPEC = importlib.machinery.ModuleSpec
 _BUILTIN_IMPORTER = importlib.machinery.BuiltinImporter
 _FROZEN_IMPORTER = importlib.machinery.FrozenImporter
 _FUNCTION = types.FunctionType
+_SOURCE_FROM_CACHE = importlib.util.source_from_cache
 _FILE_LOADERS = (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader,
                  importlib.machinery.ExtensionFileLoader)
 _FUNC_GLOBALS = _FUNCTION.__dict__["__globals__"].__get__
@@ -202,9 +204,10 @@ def file_copies(loaded: list[tuple[str, Any]]) -> set[str]:
     :data:`FILE_COPY`, which no import exempts. Reads the spec's own ``__dict__`` only (an exact
     ``ModuleSpec``: no attribute code of the module's runs). Raises nothing."""
     global _CHILDREN
+    if _CHILDREN is None:           # (of all of sys.modules, whatever ``loaded`` holds)
+        _CHILDREN = _children_now()
     by_file: dict[str, set[int]] = {}
     names: dict[str, set[str]] = {}
-    children: dict[int, Any] = {}
     for name, mod in loaded:
         if not issubclass(type(mod), types.ModuleType):
             continue
@@ -214,35 +217,40 @@ def file_copies(loaded: list[tuple[str, Any]]) -> set[str]:
         spec = dict.get(d, "__spec__")
         paths = {_real(p) for p in _files(d, spec)}
         if spec is None and len(paths) == 1 and _extension_child(name, mod, next(iter(paths))):
-            children[id(mod)] = mod
             continue
         for path in paths:
             by_file.setdefault(path, set()).add(id(mod))
         names[name] = paths
-    if _CHILDREN is None:
-        _CHILDREN = children
     return {name for name, paths in names.items() if any(len(by_file[p]) > 1 for p in paths)}
 
 
 def _files(d: dict, spec: Any) -> list[str]:
     """Every file a module's namespace ``d`` names as its source: its spec's origin (an exact
-    ``ModuleSpec``), its loader's ``path``, ``__file__``, and the file its first function
-    defined there was compiled from; built-in / frozen origins and ``<...>`` names left out.
-    A copy whose spec names another existing file still names its own elsewhere (R66b-3)."""
-    out = [dict.get(d, "__file__")]
+    ``ModuleSpec``), its spec's and its own ``__loader__``'s ``path``, ``__file__``, the source
+    of ``__cached__``, and the files its functions defined there were compiled from; built-in
+    / frozen origins and ``<...>`` names left out. A copy whose spec names another existing
+    file still names its own elsewhere (R66b-3, R66c-1: all of them rewritten but
+    ``__loader__`` and ``__cached__``)."""
+    out = [dict.get(d, "__file__"), _loader_path(dict.get(d, "__loader__"))]
+    cached = dict.get(d, "__cached__")
+    if type(cached) is str:
+        try:
+            out.append(_SOURCE_FROM_CACHE(cached))
+        except (ValueError, NotImplementedError):
+            pass
     if type(spec) is _SPEC:
         sd = object.__getattribute__(spec, "__dict__")
         if type(sd) is dict:
-            out.append(dict.get(sd, "origin"))
-            loader = dict.get(sd, "loader")
-            ld = object.__getattribute__(loader, "__dict__") if type(loader) in _FILE_LOADERS \
-                else None
-            out.append(dict.get(ld, "path") if type(ld) is dict else None)
-    for v in list(dict.values(d)):
-        if type(v) is _FUNCTION and _FUNC_GLOBALS(v) is d:
-            out.append(_FUNC_CODE(v).co_filename)
-            break
+            out += [dict.get(sd, "origin"), _loader_path(dict.get(sd, "loader"))]
+    out += [_FUNC_CODE(v).co_filename for v in list(dict.values(d))
+            if type(v) is _FUNCTION and _FUNC_GLOBALS(v) is d]
     return [p for p in out if type(p) is str and p not in _BUILTIN_ORIGINS and p[:1] != "<"]
+
+
+def _loader_path(loader: Any) -> str | None:
+    """The ``path`` of an exact file loader of importlib's (its own ``__dict__``), else None."""
+    ld = object.__getattribute__(loader, "__dict__") if type(loader) in _FILE_LOADERS else None
+    return dict.get(ld, "path") if type(ld) is dict else None
 
 
 # the C extensions' submodules of the first reading (before the train file's step: R66d-2,
@@ -255,8 +263,25 @@ def _extension_child(name: str, mod: Any, path: str) -> bool:
     parent under its last name (``torch._C._autograd`` in ``torch/_C.*.so``), and was one at
     the first reading in this process (the first fingerprint, before the first step: R66d-2).
     Raises nothing."""
-    if _CHILDREN is not None and id(mod) not in _CHILDREN:
-        return False
+    return (_CHILDREN is None or id(mod) in _CHILDREN) and _held_child(name, mod, path)
+
+
+def _children_now() -> dict[int, Any]:
+    """Every spec-less module of ``sys.modules`` :func:`_held_child` takes, by identity."""
+    out: dict[int, Any] = {}
+    for key, mod in list(dict.items(sys.modules)):
+        d = module_dict(mod) if issubclass(type(mod), types.ModuleType) else None
+        if type(key) is not str or type(d) is not dict or dict.get(d, "__spec__") is not None:
+            continue
+        paths = {_real(p) for p in _files(d, None)}
+        if len(paths) == 1 and _held_child(key, mod, next(iter(paths))):
+            out[id(mod)] = mod
+    return out
+
+
+def _held_child(name: str, mod: Any, path: str) -> bool:
+    """``mod`` is held by its parent (by ``name``) under its last name, in the parent's
+    C extension file ``path``."""
     parent, _, last = name.rpartition(".")
     up = dict.get(sys.modules, parent) if parent else None
     if not path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) \
