@@ -297,14 +297,22 @@ def _held_child(name: str, mod: Any, path: str) -> bool:
 
 @functools.lru_cache(maxsize=1 << 14)
 def _real(path: str) -> str:
-    """(cached as :func:`_exists`: a file's real path does not move mid-capture)"""
-    return os.path.normcase(os.path.realpath(path))
+    """(cached as :func:`_exists`: a file's real path does not move mid-capture); a path the
+    OS cannot take (a NUL byte, a lone surrogate: R66e-1) as it is, naming no file."""
+    try:
+        return os.path.normcase(os.path.realpath(path))
+    except (ValueError, UnicodeError):
+        return path
 
 
 @functools.lru_cache(maxsize=1 << 14)
 def _exists(path: str) -> bool:
-    """(cached: ~2,000 modules are read per fingerprint; a file does not vanish mid-capture)"""
-    return os.path.exists(path)
+    """(cached: ~2,000 modules are read per fingerprint; a file does not vanish mid-capture);
+    False for a path the OS cannot take (R66e-1)."""
+    try:
+        return os.path.exists(path)
+    except (ValueError, UnicodeError):
+        return False
 
 
 def import_made(before: Mapping[str, str], after: Mapping[str, str],

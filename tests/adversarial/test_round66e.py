@@ -66,7 +66,7 @@ else:
 
 
 @pytest.mark.state_modules()
-@pytest.mark.xfail(strict=True, reason=_REASONS["R66e-1"])
+# (R66e-1: fixed, stop 66: _real / _exists take such a path as naming no file)
 @pytest.mark.parametrize("how", ["cached_null", "cached_surrogate", "loader_null",
                                  "loader_surrogate", "file_null", "spec_loader_null",
                                  "code_null"])
