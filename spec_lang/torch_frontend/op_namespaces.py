@@ -29,7 +29,7 @@ import torch
 import torch._classes
 import torch._ops
 
-from spec_lang.torch_frontend.value_text import _digest, identity_text
+from spec_lang.torch_frontend.value_text import _digest, _qual, identity_text
 
 __all__ = ["LAZY_NAMES", "torch_namespace", "namespace_data", "NAMESPACE_DATA",
            "NAMESPACE_FILLS", "fills_dropped"]
@@ -254,11 +254,7 @@ def _packet_lists(v: Any) -> str:
     if type(own) is not dict:
         return ""
     lists = [dict.get(own, a) for a in ("_dir", "_overload_names")]
-    return repr([list.copy(x) if _str_list(x) else _qual_name(type(x)) for x in lists])
-
-
-def _qual_name(t: type) -> str:
-    return type.__dict__["__qualname__"].__get__(t)
+    return repr([list.copy(x) if _str_list(x) else _qual(type(x)) for x in lists])
 
 
 def fills_dropped(before: str, after: str) -> bool:

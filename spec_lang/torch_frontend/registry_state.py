@@ -133,12 +133,15 @@ def registry_state() -> dict[str, str]:
 
 def import_origin(mod: Any) -> str | None:
     """None when ``mod`` was made by an import: a module whose ``__spec__`` is an exact
-    ``ModuleSpec`` with a loader and an origin file that exists, or the built-in / frozen
-    origin of a module the interpreter has built in / frozen under the spec's name, or,
-    without a spec, a ``__file__`` that exists; else why not (``"not a module"``, ``"no spec,
-    no file"``, ``"a spec of another type"``, ``"no loader"``, ``"no origin"``, ``"origin
-    not found"``). The spec is read through its own ``__dict__`` (no attribute code runs). A
-    module made by hand with a copied spec of a real file passes (a stated limit; one of a
+    ``ModuleSpec`` with an origin file that exists, loaded by an exact file loader of
+    importlib's whose ``path`` is that file, or with the built-in / frozen origin of a module
+    the interpreter builds in / freezes under the spec's name, loaded by importlib's own
+    importer and held by ``sys.modules`` under that name, or, without a spec, a ``__file__``
+    that exists; else why not (``"not a module"``, ``"no spec, no file"``, ``"a spec of
+    another type"``, ``"no loader"``, ``"no origin"``, ``"a frozen origin of a module that is
+    not frozen"`` (or built-in), ``"origin not found"``, ``"a loader that is not importlib's
+    own for its origin"``). The spec is read through its own ``__dict__`` (no attribute code
+    runs). A module made by hand with a copied spec of a real file passes (a stated limit; one of a
     loaded module's file is a copy: :func:`file_copies`). Source: R40b-5; R66a-1 (a copy's
     spec given a ``"frozen"`` origin, or made a ``ModuleSpec`` subclass, after its load);
     R66b-2 (the spec's name set to ``"os"`` too: a built-in / frozen module is loaded by
